@@ -1,0 +1,1 @@
+"""Reading, validating and writing the files of the censusdp contract (see DESIGN.md)."""
