@@ -1,0 +1,239 @@
+"""Geography: geolevels, the geounit hierarchy, and aggregation of block histograms.
+
+A geocode is a prefix of the 16-character block geocode: state (2) + county (3) +
+tract (6) + block group (1) + block (4). A :class:`GeoLevels` lists the levels from the
+top (``US``, code length 0) to the bottom (``Block``, 16); a unit's parent is the unit
+of the level above whose code is a prefix of it.
+
+A :class:`Hierarchy` is built once from the block geocodes present in the data. Units
+of every level are kept sorted by geocode, so the children of a parent are a
+contiguous range (``child_ptr[level][i] : child_ptr[level][i + 1]`` in the level
+below), and aggregation is one sparse matrix product per level - no Python loop per
+person, cell or unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.errors import GeographyError
+
+__all__ = [
+    "BLOCK_GEOCODE_LENGTH",
+    "DEFAULT_GEOLEVELS",
+    "GeoLevel",
+    "GeoLevels",
+    "Hierarchy",
+    "validate_geocodes",
+]
+
+BLOCK_GEOCODE_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class GeoLevel:
+    """A level of the geographic hierarchy and the length of its geocodes."""
+
+    name: str
+    length: int
+
+
+@dataclass(frozen=True)
+class GeoLevels:
+    """The geolevels from top to bottom.
+
+    Raises:
+        GeographyError: unless names are unique, lengths strictly increase, the top
+            level has length 0 and the bottom level has the block length 16.
+    """
+
+    levels: tuple[GeoLevel, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.levels) < 2:
+            raise GeographyError("a hierarchy needs at least two geolevels")
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise GeographyError(f"geolevel names must be unique, got {names}")
+        if self.levels[0].length != 0:
+            raise GeographyError(
+                f"the top geolevel {self.levels[0].name!r} must have code length 0, "
+                f"got {self.levels[0].length}"
+            )
+        if self.levels[-1].length != BLOCK_GEOCODE_LENGTH:
+            raise GeographyError(
+                f"the bottom geolevel {self.levels[-1].name!r} must have code length "
+                f"{BLOCK_GEOCODE_LENGTH}, got {self.levels[-1].length}"
+            )
+        for above, below in zip(self.levels, self.levels[1:], strict=False):
+            if below.length <= above.length:
+                raise GeographyError(
+                    f"geolevel {below.name!r} (length {below.length}) must have longer codes "
+                    f"than {above.name!r} (length {above.length})"
+                )
+
+    @classmethod
+    def from_pairs(cls, pairs: list[tuple[str, int]] | tuple[tuple[str, int], ...]) -> GeoLevels:
+        """Build from ``(name, length)`` pairs, top first."""
+        return cls(tuple(GeoLevel(str(n), int(k)) for n, k in pairs))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Level names, top first."""
+        return tuple(lv.name for lv in self.levels)
+
+    def __len__(self) -> int:
+        return len(self.levels)
+
+    def __getitem__(self, i: int) -> GeoLevel:
+        return self.levels[i]
+
+    def index(self, name: str) -> int:
+        """Position of the level called ``name``."""
+        for i, lv in enumerate(self.levels):
+            if lv.name == name:
+                return i
+        raise GeographyError(f"unknown geolevel {name!r}; levels are {list(self.names)}")
+
+
+DEFAULT_GEOLEVELS = GeoLevels.from_pairs(
+    [("US", 0), ("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16)]
+)
+
+
+def validate_geocodes(geocodes: np.ndarray) -> np.ndarray:
+    """Boolean mask of the geocodes that are 16 ASCII digits."""
+    codes = np.asarray(geocodes, dtype=object)
+    s = codes.astype("U")
+    ok = np.char.str_len(s) == BLOCK_GEOCODE_LENGTH
+    ok &= np.char.isdigit(s)
+    return ok
+
+
+@dataclass(frozen=True, eq=False)
+class Hierarchy:
+    """All geounits of every level, built from the block geocodes present.
+
+    Attributes:
+        geolevels: the levels.
+        geocodes: per level, the sorted unique geocodes (``numpy`` unicode arrays).
+        parent: per level, the index of each unit's parent in the level above
+            (level 0 has ``-1``).
+        child_ptr: per level except the bottom, offsets such that the children of unit
+            ``i`` are units ``child_ptr[i]:child_ptr[i + 1]`` of the next level.
+    """
+
+    geolevels: GeoLevels
+    geocodes: tuple[np.ndarray, ...]
+    parent: tuple[np.ndarray, ...]
+    child_ptr: tuple[np.ndarray, ...]
+    _block_of_code: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_blocks(
+        cls, block_geocodes: np.ndarray, geolevels: GeoLevels = DEFAULT_GEOLEVELS
+    ) -> Hierarchy:
+        """Build the hierarchy of every level from (possibly repeated) block geocodes."""
+        blocks = np.unique(np.asarray(block_geocodes).astype("U16"))
+        bad = ~validate_geocodes(blocks)
+        if bad.any():
+            raise GeographyError(
+                f"block geocode {blocks[bad][0]!r} is not {BLOCK_GEOCODE_LENGTH} digits"
+            )
+        codes: list[np.ndarray] = []
+        parents: list[np.ndarray] = []
+        ptrs: list[np.ndarray] = []
+        # Bottom-up: each level's codes are the unique prefixes of the blocks.
+        # Block codes are sorted, so prefixes come out sorted and grouped.
+        for lv in geolevels.levels:
+            if lv.length == BLOCK_GEOCODE_LENGTH:
+                codes.append(blocks)
+            else:
+                prefixes = blocks.astype(f"U{max(lv.length, 1)}") if lv.length else None
+                if prefixes is None:
+                    codes.append(np.array([""], dtype="U1"))
+                else:
+                    codes.append(np.unique(prefixes))
+        for li, lv in enumerate(geolevels.levels):
+            if li == 0:
+                parents.append(np.full(codes[0].size, -1, dtype=np.int64))
+                continue
+            above = geolevels.levels[li - 1]
+            if above.length == 0:
+                par = np.zeros(codes[li].size, dtype=np.int64)
+            else:
+                pref = codes[li].astype(f"U{above.length}")
+                par = np.searchsorted(codes[li - 1], pref).astype(np.int64)
+            parents.append(par)
+            counts = np.bincount(par, minlength=codes[li - 1].size)
+            ptrs.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        return cls(geolevels, tuple(codes), tuple(parents), tuple(ptrs))
+
+    # -- navigation --------------------------------------------------------------------
+
+    @property
+    def n_levels(self) -> int:
+        """Number of geolevels."""
+        return len(self.geolevels)
+
+    def n_units(self, level: int) -> int:
+        """Number of geounits at ``level``."""
+        return int(self.geocodes[level].size)
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """Sorted block geocodes."""
+        return self.geocodes[-1]
+
+    def children(self, level: int, unit: int) -> slice:
+        """Slice of the children (in ``level + 1``) of unit ``unit`` of ``level``."""
+        ptr = self.child_ptr[level]
+        return slice(int(ptr[unit]), int(ptr[unit + 1]))
+
+    def block_index(self, block_geocodes: np.ndarray) -> np.ndarray:
+        """Index of each block geocode in :attr:`blocks`; ``-1`` if absent."""
+        codes = np.asarray(block_geocodes).astype("U16")
+        idx = np.searchsorted(self.blocks, codes)
+        idx = np.minimum(idx, self.blocks.size - 1)
+        found = self.blocks[idx] == codes
+        return np.where(found, idx, -1).astype(np.int64)
+
+    def ancestor_index(self, level: int) -> np.ndarray:
+        """For every block, the index of its unit at ``level``."""
+        idx = np.arange(self.blocks.size, dtype=np.int64)
+        for li in range(self.n_levels - 1, level, -1):
+            idx = self.parent[li][idx]
+        return idx
+
+    def membership(self, level: int) -> sp.csr_matrix:
+        """The (units at ``level`` x blocks) 0/1 aggregation matrix."""
+        anc = self.ancestor_index(level)
+        nb = self.blocks.size
+        return sp.csr_matrix(
+            (np.ones(nb, dtype=np.int64), (anc, np.arange(nb))),
+            shape=(self.n_units(level), nb),
+        )
+
+    # -- aggregation -------------------------------------------------------------------
+
+    def aggregate(self, block_values: sp.spmatrix | np.ndarray) -> list[sp.csr_matrix | np.ndarray]:
+        """Aggregate block rows (blocks x anything) to every level, top first.
+
+        Sparse input stays sparse; dense input stays dense. Each level is computed
+        from the level below it, one sparse product per level.
+        """
+        out: list[sp.csr_matrix | np.ndarray] = [None] * self.n_levels  # type: ignore[list-item]
+        cur = sp.csr_matrix(block_values) if sp.issparse(block_values) else np.asarray(block_values)
+        out[-1] = cur
+        for li in range(self.n_levels - 1, 0, -1):
+            par = self.parent[li]
+            m = sp.csr_matrix(
+                (np.ones(par.size, dtype=np.int64), (par, np.arange(par.size))),
+                shape=(self.n_units(li - 1), par.size),
+            )
+            cur = sp.csr_matrix(m @ cur) if sp.issparse(cur) else np.asarray(m @ cur)
+            out[li - 1] = cur
+        return out
