@@ -1,0 +1,11 @@
+"""TopDown estimation: per-parent least squares, integer rounding and the failsafe.
+
+Seeds: 000 sec. 5.7 and 002 sec. 2.1-2.2. A :class:`Subproblem` is one parent with its
+children; :func:`make_feasible` relaxes it if needed, :func:`solve_l2` finds the
+non-negative weighted least-squares point, :func:`round_to_integers` the closest integer
+point that keeps every constraint exact.
+"""
+
+from censusdp.topdown.problem import Subproblem, SubproblemError
+
+__all__ = ["Subproblem", "SubproblemError"]

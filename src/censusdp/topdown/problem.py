@@ -1,0 +1,259 @@
+"""The TopDown estimation subproblem: one parent with its children, on the kept cells.
+
+A :class:`Subproblem` is the complete input of one estimation task (seed 000 sec. 5.7;
+seed 002 sec. 2.1-2.2): the parent's integer histogram, the children's noisy marginal
+answers with their weights, and the per-child bounds that encode invariants and
+constraints. It holds no confidential data, only noisy measurements and published
+invariants, so an estimation task can run anywhere (a process pool, a Spark worker).
+
+The least-squares problem it defines is
+
+    minimise   sum_q w_q sum_i || A_q X[i] - y_q[i] ||^2
+    subject to X >= 0,
+               sum_i X[i, j] = p_j                         (every kept cell j; not at the root)
+               L[i, g] <= sum_{j in group g} X[i, j] <= U[i, g]
+               T_lo[i] <= sum_j X[i, j] <= T_hi[i]
+
+where ``A_q`` is the 0/1 marginal operator of query ``q`` restricted to the kept cells
+(``(A_q x)_r = sum_{j: row_q(j) = r} x_j``), ``w_q = 1 / variance`` and ``y_q[i]`` the
+noisy answers of child ``i`` (seed 002 sec. 2.1, eq. for the "L2" stage). The groups
+partition the cells and the total is the sum of all groups, so the constraint family is
+laminar and the integer rounding problem is a network flow with an integral optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from censusdp.errors import CensusDPError
+
+__all__ = ["Subproblem", "SubproblemError"]
+
+
+class SubproblemError(CensusDPError):
+    """A :class:`Subproblem` was built with inconsistent arrays (a bug in its caller)."""
+
+
+def _as_float(name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    arr = np.ascontiguousarray(a, dtype=np.float64)
+    if arr.shape != shape:
+        raise SubproblemError(f"{name} must have shape {shape}, got {arr.shape}")
+    if np.isnan(arr).any():
+        raise SubproblemError(f"{name} contains NaN")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Subproblem:
+    """One parent with its k children, on the c kept cells.
+
+    Cells that are zero in the parent and structural zeros are already dropped by the
+    driver. All arrays are copied into contiguous arrays of the stated dtype and checked
+    in ``__post_init__``.
+
+    Attributes:
+        parent: ``(c,)`` int64 > 0, parent counts on the kept cells; ``None`` at the root
+            (no column-sum constraint).
+        query_rows: per measured query ``q``, a ``(c,)`` int64 array giving the answer row
+            of each kept cell (a marginal: each cell is in exactly one row).
+        query_sizes: per query, the number of answer rows ``r_q`` (some rows may have no
+            kept cell).
+        noisy: per query, a ``(k, r_q)`` float64 array of the children's noisy answers.
+        weights: ``(n_queries,)`` float64, ``1 / variance`` of each query's measurements.
+        groups: ``(c,)`` int64 in ``0..G-1`` (e.g. the HHGQ level of each kept cell).
+        group_lower: ``(k, G)`` float64 >= 0, integers.
+        group_upper: ``(k, G)`` float64, integers or ``np.inf``.
+        total_lower: ``(k,)`` float64 (0 if none).
+        total_upper: ``(k,)`` float64 (``np.inf`` if none); equal to ``total_lower`` for
+            an exact invariant (state population).
+        n_groups: number of groups ``G``; defaults to ``group_lower.shape[1]``.
+        label: free text naming the parent geounit, used in messages.
+    """
+
+    parent: np.ndarray | None
+    query_rows: tuple[np.ndarray, ...]
+    query_sizes: tuple[int, ...]
+    noisy: tuple[np.ndarray, ...]
+    weights: np.ndarray
+    groups: np.ndarray
+    group_lower: np.ndarray
+    group_upper: np.ndarray
+    total_lower: np.ndarray
+    total_upper: np.ndarray
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        groups = np.ascontiguousarray(self.groups, dtype=np.int64)
+        if groups.ndim != 1:
+            raise SubproblemError(f"groups must be 1-D, got shape {groups.shape}")
+        c = groups.size
+        gl = np.ascontiguousarray(self.group_lower, dtype=np.float64)
+        if gl.ndim != 2:
+            raise SubproblemError(f"group_lower must be (k, G), got shape {gl.shape}")
+        k, n_groups = gl.shape
+        if k < 1:
+            raise SubproblemError("a subproblem needs at least one child (k >= 1)")
+        if c and (groups.min() < 0 or groups.max() >= n_groups):
+            raise SubproblemError(
+                f"groups must lie in 0..{n_groups - 1}, got range {groups.min()}..{groups.max()}"
+            )
+        set_(self, "groups", groups)
+        set_(self, "group_lower", _as_float("group_lower", gl, (k, n_groups)))
+        set_(self, "group_upper", _as_float("group_upper", self.group_upper, (k, n_groups)))
+        set_(self, "total_lower", _as_float("total_lower", self.total_lower, (k,)))
+        set_(self, "total_upper", _as_float("total_upper", self.total_upper, (k,)))
+        for name in ("group_lower", "total_lower"):
+            lo = getattr(self, name)
+            if (lo < 0).any() or np.isinf(lo).any():
+                raise SubproblemError(f"{name} must be finite and >= 0, got min {lo.min()}")
+        if self.parent is not None:
+            parent = np.ascontiguousarray(self.parent, dtype=np.int64)
+            if parent.shape != (c,):
+                raise SubproblemError(f"parent must have shape ({c},), got {parent.shape}")
+            if c and parent.min() <= 0:
+                raise SubproblemError(
+                    f"parent counts on kept cells must be > 0, got min {parent.min()}"
+                )
+            set_(self, "parent", parent)
+        nq = len(self.query_rows)
+        if len(self.query_sizes) != nq or len(self.noisy) != nq:
+            raise SubproblemError(
+                f"query_rows, query_sizes and noisy must have one entry per query; got "
+                f"{nq}, {len(self.query_sizes)}, {len(self.noisy)}"
+            )
+        rows_out, noisy_out = [], []
+        for q in range(nq):
+            r = np.ascontiguousarray(self.query_rows[q], dtype=np.int64)
+            size = int(self.query_sizes[q])
+            if r.shape != (c,):
+                raise SubproblemError(f"query_rows[{q}] must have shape ({c},), got {r.shape}")
+            if c and (r.min() < 0 or r.max() >= size):
+                raise SubproblemError(
+                    f"query_rows[{q}] must lie in 0..{size - 1}, got {r.min()}..{r.max()}"
+                )
+            rows_out.append(r)
+            noisy_out.append(_as_float(f"noisy[{q}]", self.noisy[q], (k, size)))
+        set_(self, "query_rows", tuple(rows_out))
+        set_(self, "query_sizes", tuple(int(s) for s in self.query_sizes))
+        set_(self, "noisy", tuple(noisy_out))
+        w = _as_float("weights", self.weights, (nq,))
+        if (w < 0).any() or not np.isfinite(w).all():
+            raise SubproblemError(f"weights must be finite and >= 0, got {w}")
+        set_(self, "weights", w)
+
+    # -- sizes ---------------------------------------------------------------------------
+
+    @property
+    def k(self) -> int:
+        """Number of children."""
+        return int(self.group_lower.shape[0])
+
+    @property
+    def c(self) -> int:
+        """Number of kept cells."""
+        return int(self.groups.size)
+
+    @property
+    def G(self) -> int:  # noqa: N802 - the name used in the method description
+        """Number of groups."""
+        return int(self.group_lower.shape[1])
+
+    @property
+    def n_queries(self) -> int:
+        """Number of measured queries."""
+        return len(self.query_rows)
+
+    @property
+    def is_root(self) -> bool:
+        """True when there is no parent (the top geounit)."""
+        return self.parent is None
+
+    # -- derived quantities -------------------------------------------------------------
+
+    def scale(self) -> float:
+        """A magnitude for relative tolerances: the largest count the solution can hold."""
+        if self.parent is not None and self.c:
+            return float(max(1.0, self.parent.max()))
+        finite = [1.0]
+        for arr in (self.total_upper, self.total_lower, self.group_upper, self.group_lower):
+            f = arr[np.isfinite(arr)]
+            if f.size:
+                finite.append(float(f.max()))
+        for y in self.noisy:
+            if y.size:
+                finite.append(float(np.abs(y).max()))
+        return max(finite)
+
+    def group_sums(self, x: np.ndarray) -> np.ndarray:
+        """``(k, G)`` sums of ``x`` over the cells of each group."""
+        x = np.asarray(x, dtype=np.float64)
+        out = np.zeros((self.k, self.G), dtype=np.float64)
+        if self.c:
+            np.add.at(out.T, self.groups, x.T)
+        return out
+
+    def answers(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Per query, the ``(k, r_q)`` answers ``A_q X[i]`` of a candidate solution."""
+        x = np.asarray(x, dtype=np.float64)
+        out = []
+        for rows, size in zip(self.query_rows, self.query_sizes, strict=True):
+            a = np.zeros((self.k, size), dtype=np.float64)
+            if self.c:
+                np.add.at(a.T, rows, x.T)
+            out.append(a)
+        return tuple(out)
+
+    def objective(self, x: np.ndarray) -> float:
+        """The weighted least-squares objective ``sum_q w_q sum_i ||A_q X[i] - y_q[i]||^2``."""
+        total = 0.0
+        for w, a, y in zip(self.weights, self.answers(x), self.noisy, strict=True):
+            total += float(w) * float(np.sum((a - y) ** 2))
+        return total
+
+    def violations(self, x: np.ndarray) -> dict[str, float]:
+        """The largest violation of each constraint family by ``x`` (0 when satisfied).
+
+        Returns:
+            a dict with keys ``nonneg``, ``parent``, ``group``, ``total``; values are
+            absolute amounts in persons.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape != (self.k, self.c):
+            raise SubproblemError(f"solution must have shape {(self.k, self.c)}, got {x.shape}")
+        out = {"nonneg": 0.0, "parent": 0.0, "group": 0.0, "total": 0.0}
+        if x.size:
+            out["nonneg"] = float(max(0.0, -x.min()))
+        if self.parent is not None and self.c:
+            out["parent"] = float(np.abs(x.sum(axis=0) - self.parent).max())
+        gs = self.group_sums(x)
+        if gs.size:
+            out["group"] = float(
+                max(0.0, (self.group_lower - gs).max(), (gs - self.group_upper).max())
+            )
+        ts = x.sum(axis=1)
+        out["total"] = float(max(0.0, (self.total_lower - ts).max(), (ts - self.total_upper).max()))
+        return out
+
+    def max_violation(self, x: np.ndarray) -> float:
+        """The largest violation over all constraint families (see :meth:`violations`)."""
+        return max(self.violations(x).values())
+
+    def with_bounds(
+        self,
+        *,
+        group_lower: np.ndarray | None = None,
+        group_upper: np.ndarray | None = None,
+        total_lower: np.ndarray | None = None,
+        total_upper: np.ndarray | None = None,
+    ) -> Subproblem:
+        """A copy with some bounds replaced (used by the failsafe)."""
+        return replace(
+            self,
+            group_lower=self.group_lower if group_lower is None else group_lower,
+            group_upper=self.group_upper if group_upper is None else group_upper,
+            total_lower=self.total_lower if total_lower is None else total_lower,
+            total_upper=self.total_upper if total_upper is None else total_upper,
+        )
