@@ -157,7 +157,7 @@ class Hierarchy:
                     codes.append(np.array([""], dtype="U1"))
                 else:
                     codes.append(np.unique(prefixes))
-        for li, lv in enumerate(geolevels.levels):
+        for li in range(len(geolevels.levels)):
             if li == 0:
                 parents.append(np.full(codes[0].size, -1, dtype=np.int64))
                 continue

@@ -57,9 +57,7 @@ OMB_RACES: tuple[str, ...] = (
 """The six OMB race groups, in Census order (index 0..5)."""
 
 CENRACE_RACES: tuple[frozenset[int], ...] = tuple(
-    frozenset(combo)
-    for size in range(1, 7)
-    for combo in itertools.combinations(range(6), size)
+    frozenset(combo) for size in range(1, 7) for combo in itertools.combinations(range(6), size)
 )
 """For each CENRACE level (0..62), the set of OMB race indices it combines."""
 
@@ -308,7 +306,9 @@ class Schema:
             if r.name == name:
                 return r
         known = list(self.attribute_names) + [r.name for r in self.recodes]
-        raise SchemaError(f"schema {self.name!r} has no attribute or recode {name!r}; known: {known}")
+        raise SchemaError(
+            f"schema {self.name!r} has no attribute or recode {name!r}; known: {known}"
+        )
 
     def variable_levels(self, name: str) -> tuple[str, ...]:
         """Level labels of an attribute or recode."""
@@ -413,4 +413,6 @@ def get_schema(name: str) -> Schema:
     try:
         return _BUILTIN[name]
     except KeyError:
-        raise SchemaError(f"unknown schema {name!r}; built-in schemas are {list(_BUILTIN)}") from None
+        raise SchemaError(
+            f"unknown schema {name!r}; built-in schemas are {list(_BUILTIN)}"
+        ) from None

@@ -1,0 +1,308 @@
+"""Read and validate the confidential input (CEF): ``persons.parquet`` and ``units.parquet``.
+
+Validation runs once, at the boundary, and reports *every* problem it finds, each
+naming the file, column, row (0-based) and value, before anything is computed or
+written. The rules (DESIGN.md "Column contract"):
+
+* both files exist and have every column, with integer (or string / boolean) types
+  and no nulls;
+* codes are in range (``hhgq`` 0..7, ``sex`` 1..2, ``age`` 0..115, ``hispanic`` 0..1,
+  ``cenrace`` 1..63, ``gqtype`` 0..7) and geocodes are 16 digits;
+* ``person_id`` and ``unit_id`` are unique;
+* every person's unit exists and is in the person's block;
+* a person in group quarters (``hhgq`` = g > 0) lives in a facility of type g, and a
+  household person (``hhgq`` = 0) in a housing unit;
+* nobody lives in a unit marked vacant, and every unit marked occupied has a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from censusdp.errors import InputError
+from censusdp.geography import validate_geocodes
+
+__all__ = [
+    "CEF",
+    "PERSON_COLUMNS",
+    "UNIT_COLUMNS",
+    "read_cef",
+    "unit_rows_of",
+    "validate_cef",
+]
+
+# column -> (kind, inclusive range or None)
+PERSON_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "person_id": ("int", None),
+    "unit_id": ("int", None),
+    "geocode": ("geocode", None),
+    "hhgq": ("int", (0, 7)),
+    "sex": ("int", (1, 2)),
+    "age": ("int", (0, 115)),
+    "hispanic": ("int", (0, 1)),
+    "cenrace": ("int", (1, 63)),
+}
+UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "unit_id": ("int", None),
+    "geocode": ("geocode", None),
+    "gqtype": ("int", (0, 7)),
+    "occupied": ("bool", None),
+}
+
+_MAX_PER_RULE = 20
+
+
+@dataclass(frozen=True, eq=False)
+class CEF:
+    """A validated confidential input, as NumPy columns.
+
+    Attributes:
+        persons: person columns (``geocode`` as a ``U16`` array, the rest int64).
+        units: unit columns (``occupied`` as bool).
+        source: the directory it was read from (``None`` if built in memory).
+    """
+
+    persons: Mapping[str, np.ndarray]
+    units: Mapping[str, np.ndarray]
+    source: Path | None = None
+
+    @property
+    def n_persons(self) -> int:
+        """Number of person records."""
+        return int(self.persons["person_id"].size)
+
+    @property
+    def n_units(self) -> int:
+        """Number of unit records."""
+        return int(self.units["unit_id"].size)
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def rows(self, file: str, column: str, mask: np.ndarray, values: np.ndarray, rule: str) -> None:
+        idx = np.flatnonzero(mask)
+        for r in idx[:_MAX_PER_RULE]:
+            self.lines.append(
+                f"{file}, column {column!r}, row {int(r)}: value {values[r]!r} {rule}"
+            )
+        if idx.size > _MAX_PER_RULE:
+            self.lines.append(
+                f"{file}, column {column!r}: {idx.size - _MAX_PER_RULE} more rows {rule}"
+            )
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def _columns_from_table(
+    table: pa.Table,
+    spec: Mapping[str, tuple[str, tuple[int, int] | None]],
+    file: str,
+    problems: _Problems,
+) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, (kind, rng) in spec.items():
+        if name not in table.column_names:
+            problems.add(f"{file}: missing column {name!r} (found {table.column_names})")
+            continue
+        col = table.column(name)
+        if col.null_count:
+            arr = col.is_null().to_numpy(zero_copy_only=False)
+            problems.rows(file, name, arr, np.full(arr.size, None, dtype=object), "is null")
+            continue
+        t = col.type
+        if kind == "int":
+            if not pa.types.is_integer(t):
+                problems.add(f"{file}, column {name!r}: type {t} is not an integer type")
+                continue
+            values = col.to_numpy().astype(np.int64, copy=False)
+            if rng is not None:
+                bad = (values < rng[0]) | (values > rng[1])
+                if bad.any():
+                    problems.rows(file, name, bad, values, f"is outside {rng[0]}..{rng[1]}")
+            out[name] = values
+        elif kind == "bool":
+            if not pa.types.is_boolean(t):
+                problems.add(f"{file}, column {name!r}: type {t} is not boolean")
+                continue
+            out[name] = col.to_numpy(zero_copy_only=False).astype(bool)
+        else:  # geocode
+            if not (
+                pa.types.is_string(t)
+                or pa.types.is_large_string(t)
+                or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))
+            ):
+                problems.add(f"{file}, column {name!r}: type {t} is not a string type")
+                continue
+            values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+            ok = validate_geocodes(values)
+            if not ok.all():
+                problems.rows(file, name, ~ok, values, "is not a 16-digit block geocode")
+            out[name] = values.astype("U16")
+    return out
+
+
+def _duplicates(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    sv = values[order]
+    dup_sorted = np.zeros(values.size, dtype=bool)
+    if values.size > 1:
+        same = sv[1:] == sv[:-1]
+        dup_sorted[1:] = same
+    mask = np.zeros(values.size, dtype=bool)
+    mask[order] = dup_sorted
+    return mask
+
+
+def unit_rows_of(unit_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Row of each ``wanted`` id in ``unit_ids`` (unique ids); ``-1`` where absent."""
+    if unit_ids.size == 0:
+        return np.full(wanted.size, -1, dtype=np.int64)
+    order = np.argsort(unit_ids, kind="stable")
+    su = unit_ids[order]
+    pos = np.minimum(np.searchsorted(su, wanted), su.size - 1)
+    return np.where(su[pos] == wanted, order[pos], -1).astype(np.int64)
+
+
+def validate_cef(
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray],
+    *,
+    persons_file: str = "persons.parquet",
+    units_file: str = "units.parquet",
+) -> list[str]:
+    """Cross-file rules on columns that already passed the per-column checks.
+
+    Returns:
+        One line per problem (empty if the input is valid).
+    """
+    problems = _Problems()
+    pid, uid = persons["person_id"], units["unit_id"]
+    dup = _duplicates(pid)
+    if dup.any():
+        problems.rows(persons_file, "person_id", dup, pid, "is a duplicate id")
+    dup = _duplicates(uid)
+    if dup.any():
+        problems.rows(units_file, "unit_id", dup, uid, "is a duplicate id")
+        return problems.lines  # unit lookups below need unique ids
+
+    unit_row = unit_rows_of(uid, persons["unit_id"])
+    found = unit_row >= 0
+    if not np.all(found):
+        problems.rows(
+            persons_file, "unit_id", ~found, persons["unit_id"], f"is not a unit_id in {units_file}"
+        )
+    has = unit_row >= 0
+    ur = unit_row[has]
+    pg = persons["geocode"]
+    other_block = np.zeros(pid.size, dtype=bool)
+    other_block[has] = pg[has] != units["geocode"][ur]
+    if other_block.any():
+        problems.rows(
+            persons_file,
+            "geocode",
+            other_block,
+            pg,
+            f"differs from the block of the person's unit in {units_file}",
+        )
+    hhgq = persons["hhgq"]
+    gqtype = np.full(pid.size, -1, dtype=np.int64)
+    gqtype[has] = units["gqtype"][ur]
+    gq_in_hu = has & (hhgq > 0) & (gqtype == 0)
+    if gq_in_hu.any():
+        problems.rows(
+            persons_file,
+            "hhgq",
+            gq_in_hu,
+            hhgq,
+            "is a group-quarters type but the person's unit is a housing unit",
+        )
+    hh_in_gq = has & (hhgq == 0) & (gqtype > 0)
+    if hh_in_gq.any():
+        problems.rows(
+            persons_file,
+            "hhgq",
+            hh_in_gq,
+            hhgq,
+            "is household (0) but the person's unit is a group-quarters facility",
+        )
+    wrong_type = has & (hhgq > 0) & (gqtype > 0) & (hhgq != gqtype)
+    if wrong_type.any():
+        problems.rows(
+            persons_file,
+            "hhgq",
+            wrong_type,
+            hhgq,
+            "differs from the gqtype of the person's facility",
+        )
+    occupied = units["occupied"]
+    in_vacant = np.zeros(pid.size, dtype=bool)
+    in_vacant[has] = ~occupied[ur]
+    if in_vacant.any():
+        problems.rows(
+            persons_file,
+            "unit_id",
+            in_vacant,
+            persons["unit_id"],
+            f"is a unit marked vacant (occupied = false) in {units_file}",
+        )
+    residents = np.bincount(ur, minlength=uid.size)
+    empty_occ = occupied & (residents == 0)
+    if empty_occ.any():
+        problems.rows(
+            units_file,
+            "occupied",
+            empty_occ,
+            uid,
+            "unit is marked occupied but no person lives in it (value shown is its unit_id)",
+        )
+    return problems.lines
+
+
+def read_cef(directory: str | Path) -> CEF:
+    """Read and validate ``persons.parquet`` and ``units.parquet`` from ``directory``.
+
+    Raises:
+        InputError: listing every problem found, each naming file, column, row, value.
+    """
+    directory = Path(directory)
+    problems = _Problems()
+    tables: dict[str, pa.Table] = {}
+    for name in ("persons.parquet", "units.parquet"):
+        path = directory / name
+        if not path.exists():
+            problems.add(f"{path}: missing file")
+            continue
+        try:
+            tables[name] = pq.read_table(path)
+        except (OSError, pa.ArrowException) as exc:
+            problems.add(f"{path}: not a readable Parquet file ({exc})")
+    if problems.lines:
+        raise InputError(f"invalid input in {directory}", problems.lines)
+    persons = _columns_from_table(
+        tables["persons.parquet"], PERSON_COLUMNS, str(directory / "persons.parquet"), problems
+    )
+    units = _columns_from_table(
+        tables["units.parquet"], UNIT_COLUMNS, str(directory / "units.parquet"), problems
+    )
+    if problems.lines:
+        raise InputError(f"invalid input in {directory}", problems.lines)
+    problems.lines.extend(
+        validate_cef(
+            persons,
+            units,
+            persons_file=str(directory / "persons.parquet"),
+            units_file=str(directory / "units.parquet"),
+        )
+    )
+    if problems.lines:
+        raise InputError(f"invalid input in {directory}", problems.lines)
+    return CEF(persons=persons, units=units, source=directory)
