@@ -1,0 +1,508 @@
+"""The PL 94-171 redistricting tables (P1-P5, H1): definitions and tabulation.
+
+Every table is a linear function of a histogram: the person tables (P1-P5) of the
+``pl94`` detailed histogram (HHGQ x VOTINGAGE x HISPANIC x CENRACE, 2,016 cells), and
+H1 of a small unit histogram (GQTYPE x OCCUPIED, 16 cells). A table is therefore stored
+as a sparse (cells x lines) 0/1 operator, and tabulating every geounit of every level is
+
+1. one sparse block histogram built from the microdata (``bincount``-style, no loop
+   per person),
+2. :meth:`censusdp.geography.Hierarchy.aggregate` to every geolevel, and
+3. one sparse product per table.
+
+Line layouts follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
+(variable names ``P1_001N`` ...; labels in the Census API's ``!!`` path form):
+
+* P1 Race (71 lines): Total; Population of one race (6 "alone" lines); Population of
+  two or more races; Population of two races (15), three (20), four (15), five (6) and
+  six races (1). CENRACE levels in :mod:`censusdp.schema` are already in this order.
+* P2 Hispanic or Latino, and not Hispanic or Latino by race (73 lines): Total; Hispanic
+  or Latino; Not Hispanic or Latino, then the P1 breakdown for the not-Hispanic.
+* P3, P4: P1 and P2 for the population 18 years and over.
+* P5 Group quarters population by major group quarters type (10 lines).
+* H1 Occupancy status (3 lines): Total housing units; Occupied; Vacant (housing units
+  only, ``gqtype == 0``).
+
+Tables are returned as wide Arrow tables: ``geolevel`` (string), ``geocode``
+(string), then one int64 column per line, one row per geounit of every level.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from censusdp.errors import GeographyError, InputError, SchemaError
+from censusdp.geography import Hierarchy
+from censusdp.io.atomic import write_parquet
+from censusdp.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
+
+__all__ = [
+    "PERSON_TABLES",
+    "TABLE_NAMES",
+    "UNIT_CELLS",
+    "TableDefinition",
+    "person_histogram",
+    "read_tables",
+    "table_definition",
+    "table_lines",
+    "table_matrix",
+    "tables_to_arrays",
+    "tabulate",
+    "tabulate_histograms",
+    "unit_histogram",
+    "write_tables",
+]
+
+TABLE_NAMES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5", "H1")
+"""The PL 94-171 tables, in publication order."""
+
+PERSON_TABLES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5")
+"""Tables tabulated from persons (the others are tabulated from units)."""
+
+N_GQTYPES = len(HHGQ_LEVELS)
+UNIT_CELLS = 2 * N_GQTYPES
+"""Size of the unit histogram: cell ``2 * gqtype + occupied``."""
+
+_SEP = "!!"
+_SIZE_WORDS = ("one", "two", "three", "four", "five", "six")
+
+
+@dataclass(frozen=True, eq=False)
+class TableDefinition:
+    """One table: its lines and the sparse operator from histogram cells to lines.
+
+    Attributes:
+        name: ``"P1"`` ... ``"H1"``.
+        title: the Census table title.
+        universe: what the table counts (``"Total population"`` ...).
+        variables: Census variable name of each line (``"P1_001N"`` ...).
+        labels: the ``!!``-path label of each line.
+        leaves: indices of the lines that partition the universe (no line is the sum of
+            others); their sum over a geounit is the table total. Used for distances.
+        matrix: ``(n_cells, n_lines)`` int64 CSR 0/1 operator; ``hist @ matrix``
+            tabulates.
+        source: ``"persons"`` (cells of the ``pl94`` schema) or ``"units"``
+            (:data:`UNIT_CELLS` cells).
+    """
+
+    name: str
+    title: str
+    universe: str
+    variables: tuple[str, ...]
+    labels: tuple[str, ...]
+    leaves: tuple[int, ...]
+    matrix: sp.csr_matrix
+    source: str
+
+    @property
+    def n_lines(self) -> int:
+        """Number of lines."""
+        return len(self.variables)
+
+
+class _Builder:
+    """Accumulates (label, cell mask, is_leaf) lines of one table."""
+
+    def __init__(self, n_cells: int) -> None:
+        self.n_cells = n_cells
+        self.labels: list[str] = []
+        self.masks: list[np.ndarray] = []
+        self.leaves: list[int] = []
+
+    def add(self, label: str, mask: np.ndarray, leaf: bool = False) -> None:
+        if leaf:
+            self.leaves.append(len(self.labels))
+        self.labels.append(label)
+        self.masks.append(np.asarray(mask, dtype=bool))
+
+    def race_breakdown(self, prefix: str, universe: np.ndarray, cenrace: np.ndarray) -> None:
+        """The 70 lines of P1 below its Total, restricted to ``universe`` cells."""
+        n_races = np.asarray([len(r) for r in CENRACE_RACES], dtype=np.int64)[cenrace]
+        one = f"{prefix}Population of one race:"
+        self.add(one, universe & (n_races == 1))
+        for level in range(6):
+            self.add(f"{one}{_SEP}{CENRACE_LEVELS[level]}", universe & (cenrace == level), True)
+        multi = f"{prefix}Population of two or more races:"
+        self.add(multi, universe & (n_races >= 2))
+        for size in range(2, 7):
+            head = f"{multi}{_SEP}Population of {_SIZE_WORDS[size - 1]} races:"
+            self.add(head, universe & (n_races == size))
+            for level, races in enumerate(CENRACE_RACES):
+                if len(races) == size:
+                    self.add(
+                        f"{head}{_SEP}{CENRACE_LEVELS[level]}", universe & (cenrace == level), True
+                    )
+
+    def build(self, name: str, title: str, universe: str, source: str) -> TableDefinition:
+        masks = np.stack(self.masks, axis=1)  # cells x lines
+        cells, lines = np.nonzero(masks)
+        matrix = sp.csr_matrix(
+            (np.ones(cells.size, dtype=np.int64), (cells, lines)),
+            shape=(self.n_cells, len(self.labels)),
+        )
+        variables = tuple(f"{name}_{i + 1:03d}N" for i in range(len(self.labels)))
+        return TableDefinition(
+            name=name,
+            title=title,
+            universe=universe,
+            variables=variables,
+            labels=tuple(self.labels),
+            leaves=tuple(self.leaves),
+            matrix=matrix,
+            source=source,
+        )
+
+
+def _person_table(name: str, schema: Schema) -> TableDefinition:
+    hhgq = schema.cell_levels("hhgq")
+    adult = schema.cell_levels("votingage") == 1
+    hisp = schema.cell_levels("hispanic") == 1
+    cenrace = schema.cell_levels("cenrace")
+    b = _Builder(schema.size)
+    everyone = np.ones(schema.size, dtype=bool)
+    if name in ("P1", "P3"):
+        universe = adult if name == "P3" else everyone
+        b.add("Total:", universe)
+        b.race_breakdown(f"Total:{_SEP}", universe, cenrace)
+        if name == "P1":
+            return b.build(name, "RACE", "Total population", "persons")
+        return b.build(
+            name,
+            "RACE FOR THE POPULATION 18 YEARS AND OVER",
+            "Total population 18 years and over",
+            "persons",
+        )
+    if name in ("P2", "P4"):
+        universe = adult if name == "P4" else everyone
+        b.add("Total:", universe)
+        b.add(f"Total:{_SEP}Hispanic or Latino", universe & hisp, True)
+        nh = f"Total:{_SEP}Not Hispanic or Latino:"
+        b.add(nh, universe & ~hisp)
+        b.race_breakdown(f"{nh}{_SEP}", universe & ~hisp, cenrace)
+        title = "HISPANIC OR LATINO, AND NOT HISPANIC OR LATINO BY RACE"
+        if name == "P2":
+            return b.build(name, title, "Total population", "persons")
+        return b.build(
+            name,
+            f"{title} FOR THE POPULATION 18 YEARS AND OVER",
+            "Total population 18 years and over",
+            "persons",
+        )
+    if name == "P5":
+        gq = hhgq >= 1
+        b.add("Total:", gq)
+        inst = f"Total:{_SEP}Institutionalized population:"
+        b.add(inst, (hhgq >= 1) & (hhgq <= 4))
+        for g in range(1, 5):
+            b.add(f"{inst}{_SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
+        non = f"Total:{_SEP}Noninstitutionalized population:"
+        b.add(non, hhgq >= 5)
+        for g in range(5, 8):
+            b.add(f"{non}{_SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
+        return b.build(
+            name,
+            "GROUP QUARTERS POPULATION BY MAJOR GROUP QUARTERS TYPE",
+            "Population in group quarters",
+            "persons",
+        )
+    raise SchemaError(
+        f"table {name!r} is not a person table; person tables are {list(PERSON_TABLES)}"
+    )
+
+
+def _unit_table() -> TableDefinition:
+    cells = np.arange(UNIT_CELLS)
+    gqtype, occupied = cells // 2, cells % 2 == 1
+    hu = gqtype == 0
+    b = _Builder(UNIT_CELLS)
+    b.add("Total:", hu)
+    b.add(f"Total:{_SEP}Occupied", hu & occupied, True)
+    b.add(f"Total:{_SEP}Vacant", hu & ~occupied, True)
+    return b.build("H1", "OCCUPANCY STATUS", "Housing units", "units")
+
+
+@cache
+def table_definition(name: str) -> TableDefinition:
+    """The definition of table ``name`` (``"P1"`` ... ``"H1"``).
+
+    Raises:
+        SchemaError: for an unknown table name.
+    """
+    if name not in TABLE_NAMES:
+        raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+    if name == "H1":
+        return _unit_table()
+    return _person_table(name, get_schema("pl94"))
+
+
+def table_lines(name: str) -> list[tuple[str, str]]:
+    """The lines of table ``name`` as ``(variable, label)`` pairs, e.g. ``("P1_001N", "Total:")``."""
+    d = table_definition(name)
+    return list(zip(d.variables, d.labels, strict=True))
+
+
+def table_matrix(name: str) -> sp.csr_matrix:
+    """The ``(cells x lines)`` 0/1 operator of table ``name`` (see :class:`TableDefinition`)."""
+    return table_definition(name).matrix
+
+
+# -- microdata -> block histograms ---------------------------------------------------
+
+
+def _column(frame: Mapping[str, np.ndarray], name: str, what: str) -> np.ndarray:
+    if name not in frame:
+        raise InputError(f"{what} needs column {name!r}; got columns {sorted(frame)}")
+    col = frame[name]
+    if isinstance(col, pa.ChunkedArray | pa.Array):
+        col = col.to_numpy(zero_copy_only=False)
+    return np.asarray(col)
+
+
+def _block_rows(frame: Mapping[str, np.ndarray], hierarchy: Hierarchy, what: str) -> np.ndarray:
+    codes = _column(frame, "geocode", what)
+    rows = hierarchy.block_index(codes)
+    if rows.size and rows.min() < 0:
+        bad = codes[rows < 0][0]
+        raise GeographyError(
+            f"{what} row {int(np.flatnonzero(rows < 0)[0])} has geocode {bad!r}, which is not a "
+            "block of the hierarchy (build it from the union of person and unit geocodes)"
+        )
+    return rows
+
+
+def _person_cells(persons: Mapping[str, np.ndarray], schema: Schema) -> np.ndarray:
+    """Cell index of every person, from CEF columns or MDF columns.
+
+    Each attribute is read from its microdata column (``age`` for ``votingage``) when
+    present, else from its MDF column through the inverse of its MDF codes.
+    """
+    n = len(_column(persons, "geocode", "persons"))
+    levels = []
+    for a in schema.attributes:
+        if a.column in persons:
+            values = _column(persons, a.column, "persons")
+            lv = a.levels_of(values)
+            col = a.column
+        elif a.mdf_column in persons:
+            values = _column(persons, a.mdf_column, "persons").astype(np.int64)
+            codes = np.asarray(a.mdf_codes, dtype=np.int64)
+            lookup = np.full(int(codes.max() - codes.min()) + 1, -1, dtype=np.int64)
+            lookup[codes - codes.min()] = np.arange(codes.size)
+            off = values - codes.min()
+            inside = (off >= 0) & (off < lookup.size)
+            lv = np.full(values.shape, -1, dtype=np.int64)
+            lv[inside] = lookup[off[inside]]
+            col = a.mdf_column
+        else:
+            raise InputError(
+                f"persons need column {a.column!r} or {a.mdf_column!r} for attribute {a.name!r}"
+            )
+        if lv.shape != (n,):
+            raise InputError(f"persons column {col!r} has {lv.size} rows, geocode has {n}")
+        if n and lv.min() < 0:
+            row = int(np.flatnonzero(lv < 0)[0])
+            raise InputError(
+                f"persons column {col!r} row {row} has value {values[row]}, "
+                f"outside the levels of {a.name!r}"
+            )
+        levels.append(lv)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.ravel_multi_index(tuple(levels), schema.shape).astype(np.int64)
+
+
+def person_histogram(
+    persons: Mapping[str, np.ndarray], hierarchy: Hierarchy, schema: str | Schema = "pl94"
+) -> sp.csr_matrix:
+    """The sparse (blocks x cells) int64 histogram of persons.
+
+    Args:
+        persons: columns ``geocode`` and, per schema attribute, its CEF column
+            (``age``) or its MDF column (``votingage``).
+        hierarchy: the geography; its blocks are the rows.
+        schema: a schema or built-in schema name.
+
+    Raises:
+        InputError: for a missing column or a value outside an attribute's levels.
+        GeographyError: for a geocode that is not a block of ``hierarchy``.
+    """
+    sch = get_schema(schema) if isinstance(schema, str) else schema
+    rows = _block_rows(persons, hierarchy, "persons")
+    cells = _person_cells(persons, sch)
+    return sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, cells)),
+        shape=(hierarchy.blocks.size, sch.size),
+    )
+
+
+def unit_histogram(units: Mapping[str, np.ndarray], hierarchy: Hierarchy) -> sp.csr_matrix:
+    """The sparse (blocks x 16) int64 histogram of units; cell ``2 * gqtype + occupied``.
+
+    Raises:
+        InputError: for a missing column or a ``gqtype`` outside 0..7.
+        GeographyError: for a geocode that is not a block of ``hierarchy``.
+    """
+    rows = _block_rows(units, hierarchy, "units")
+    gq = _column(units, "gqtype", "units").astype(np.int64)
+    occ = _column(units, "occupied", "units").astype(bool).astype(np.int64)
+    bad = (gq < 0) | (gq >= N_GQTYPES)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"units column 'gqtype' row {row} has value {gq[row]}; must be 0..7")
+    return sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, 2 * gq + occ)),
+        shape=(hierarchy.blocks.size, UNIT_CELLS),
+    )
+
+
+# -- histograms -> tables --------------------------------------------------------------
+
+
+def tabulate_histograms(
+    person_hist: sp.spmatrix, unit_hist: sp.spmatrix, hierarchy: Hierarchy
+) -> dict[str, pa.Table]:
+    """Tables for every geounit from block histograms (see :func:`tabulate`)."""
+    if person_hist.shape != (hierarchy.blocks.size, get_schema("pl94").size):
+        raise SchemaError(
+            f"person histogram must be (blocks x 2016) = ({hierarchy.blocks.size}, 2016), "
+            f"got {person_hist.shape}"
+        )
+    if unit_hist.shape != (hierarchy.blocks.size, UNIT_CELLS):
+        raise SchemaError(
+            f"unit histogram must be ({hierarchy.blocks.size}, {UNIT_CELLS}), got {unit_hist.shape}"
+        )
+    person_levels = hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64))
+    unit_levels = hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64))
+    stacked = {
+        "persons": sp.vstack(person_levels, format="csr"),
+        "units": sp.vstack(unit_levels, format="csr"),
+    }
+    names = hierarchy.geolevels.names
+    geolevel = pa.array(
+        np.repeat(
+            np.asarray(names, dtype=object), [hierarchy.n_units(i) for i in range(len(names))]
+        ),
+        pa.string(),
+    )
+    geocode = pa.array(np.concatenate([c.astype(object) for c in hierarchy.geocodes]), pa.string())
+    out: dict[str, pa.Table] = {}
+    for name in TABLE_NAMES:
+        d = table_definition(name)
+        values = (stacked[d.source] @ d.matrix).toarray().astype(np.int64, copy=False)
+        columns = [geolevel, geocode] + [pa.array(values[:, j]) for j in range(d.n_lines)]
+        out[name] = pa.Table.from_arrays(columns, names=["geolevel", "geocode", *d.variables])
+    return out
+
+
+def tabulate(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> dict[str, pa.Table]:
+    """Tabulate P1-P5 and H1 for every geounit of every level of ``hierarchy``.
+
+    Args:
+        persons: columns ``geocode`` (16-char block), ``hhgq``, ``hispanic``,
+            ``cenrace`` (1..63), and ``age`` (CEF) or ``votingage`` (MDF). Values may
+            be NumPy arrays or Arrow arrays.
+        units: columns ``geocode``, ``gqtype`` (0 housing unit, 1..7) and ``occupied``.
+        hierarchy: built by the caller from the union of person and unit block
+            geocodes.
+
+    Returns:
+        One wide table per name in :data:`TABLE_NAMES`: ``geolevel``, ``geocode``,
+        then one int64 column per line, with one row per geounit of every level
+        (top level first, geocodes sorted within a level).
+
+    Raises:
+        InputError: for a missing column or an out-of-range value.
+        GeographyError: for a geocode that is not a block of ``hierarchy``.
+    """
+    return tabulate_histograms(
+        person_histogram(persons, hierarchy), unit_histogram(units, hierarchy), hierarchy
+    )
+
+
+def tables_to_arrays(
+    tables: Mapping[str, pa.Table], hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]]:
+    """Per table, a dense ``(units x lines)`` int64 array for each level, aligned to ``hierarchy``.
+
+    Rows absent from a table (a geounit with no released row) are zero.
+
+    Raises:
+        InputError: if a table names a geolevel or geocode that ``hierarchy`` lacks, or
+            is missing a line column.
+    """
+    names = hierarchy.geolevels.names
+    out: dict[str, list[np.ndarray]] = {}
+    for tname, table in tables.items():
+        d = table_definition(tname)
+        missing = [v for v in ("geolevel", "geocode", *d.variables) if v not in table.column_names]
+        if missing:
+            raise InputError(f"table {tname} lacks columns {missing[:5]}")
+        levels = np.asarray(table.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        codes = np.asarray(table.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        values = np.column_stack(
+            [
+                np.asarray(table.column(v).to_numpy(zero_copy_only=False), dtype=np.int64)
+                for v in d.variables
+            ]
+        )
+        unknown = sorted(set(np.unique(levels)) - set(names))
+        if unknown:
+            raise InputError(
+                f"table {tname} has geolevel {unknown[0]!r}; hierarchy has {list(names)}"
+            )
+        per_level = []
+        for li, lname in enumerate(names):
+            sel = levels == lname
+            arr = np.zeros((hierarchy.n_units(li), d.n_lines), dtype=np.int64)
+            if sel.any():
+                ref = hierarchy.geocodes[li]
+                c = codes[sel]
+                idx = np.minimum(np.searchsorted(ref, c), ref.size - 1)
+                found = ref[idx] == c
+                if not found.all():
+                    raise InputError(
+                        f"table {tname} has {lname} geocode {c[~found][0]!r}, not in the hierarchy"
+                    )
+                np.add.at(arr, idx, values[sel])
+            per_level.append(arr)
+        out[tname] = per_level
+    return out
+
+
+# -- files -------------------------------------------------------------------------------
+
+
+def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[str]) -> None:
+    """Write each table to ``directory/<name>.parquet`` atomically."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        if name not in TABLE_NAMES:
+            raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+        write_parquet(table, d / f"{name}.parquet")
+
+
+def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
+    """Read every table of :data:`TABLE_NAMES` from ``directory``.
+
+    Raises:
+        InputError: if the directory or a table file is missing.
+    """
+    d = Path(directory)
+    missing = [n for n in TABLE_NAMES if not (d / f"{n}.parquet").is_file()]
+    if missing:
+        raise InputError(
+            f"tables directory {str(d)!r} lacks {', '.join(f'{m}.parquet' for m in missing)}"
+        )
+    return {n: pq.read_table(d / f"{n}.parquet") for n in TABLE_NAMES}
