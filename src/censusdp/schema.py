@@ -15,6 +15,7 @@ Built-in schemas:
 * ``pl94``: HHGQ (8) x VOTINGAGE (2) x HISPANIC (2) x CENRACE (63) = 2,016 cells.
 * ``dhc-lite``: HHGQ (8) x SEX (2) x AGE (116) x HISPANIC (2) x CENRACE (63)
   = 233,856 cells.
+* ``units``: housing units by OCCUPANCY (vacant, occupied), for the housing-unit run.
 
 CENRACE's 63 categories are the non-empty subsets of the six OMB race groups, in the
 Census order: the 6 single races, then the 15 two-race combinations, the 20 three-race,
@@ -400,7 +401,20 @@ DHC_LITE = Schema(
     structural_zeros=(NURSING_MINORS,),
 )
 
-_BUILTIN = {s.name: s for s in (PL94, DHC_LITE)}
+OCCUPANCY = Attribute(
+    name="occupancy",
+    levels=("Vacant", "Occupied"),
+    column="occupied",
+    lookup=(0, 1),
+    lookup_min=0,
+    mdf_column="occupied",
+    mdf_codes=(0, 1),
+)
+
+UNITS = Schema(name="units", attributes=(OCCUPANCY,))
+"""Housing units by occupancy: the schema of the separate housing-unit run (table H1)."""
+
+_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS)}
 
 
 def schema_names() -> tuple[str, ...]:
