@@ -6,6 +6,20 @@ non-negative weighted least-squares point, :func:`round_to_integers` the closest
 point that keeps every constraint exact.
 """
 
+from censusdp.topdown.failsafe import FailsafeReport, Relaxation, check_feasible, make_feasible
+from censusdp.topdown.l2 import L2Result, solve_l2
 from censusdp.topdown.problem import Subproblem, SubproblemError
+from censusdp.topdown.rounding import check_integer_solution, round_to_integers
 
-__all__ = ["Subproblem", "SubproblemError"]
+__all__ = [
+    "FailsafeReport",
+    "L2Result",
+    "Relaxation",
+    "Subproblem",
+    "SubproblemError",
+    "check_feasible",
+    "check_integer_solution",
+    "make_feasible",
+    "round_to_integers",
+    "solve_l2",
+]
