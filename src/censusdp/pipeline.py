@@ -181,7 +181,7 @@ def _budget_summary(budget: Any, units_budget: Any | None) -> dict:
         delta = float(budget.delta)
         out["rho"] = float(rho_total)
         out["rho_exact"] = str(rho_total)
-        out["epsilon"] = accounting.rho_to_epsilon(rho_total, delta)
+        out["epsilon"] = accounting.epsilon_from_rho(rho_total, budget.delta)
         out["delta"] = delta
         out["mechanism"] = "discrete_gaussian"
     else:

@@ -90,9 +90,9 @@ class _Problems:
     def rows(self, file: str, column: str, mask: np.ndarray, values: np.ndarray, rule: str) -> None:
         idx = np.flatnonzero(mask)
         for r in idx[:_MAX_PER_RULE]:
-            self.lines.append(
-                f"{file}, column {column!r}, row {int(r)}: value {values[r]!r} {rule}"
-            )
+            v = values[r]
+            v = v.item() if isinstance(v, np.generic) else v
+            self.lines.append(f"{file}, column {column!r}, row {int(r)}: value {v!r} {rule}")
         if idx.size > _MAX_PER_RULE:
             self.lines.append(
                 f"{file}, column {column!r}: {idx.size - _MAX_PER_RULE} more rows {rule}"

@@ -1,0 +1,90 @@
+"""Small valid synthetic CEFs for tests (independent of the generator package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def block_codes(n_counties: int = 2, tracts: int = 2, bgs: int = 2, blocks: int = 3) -> list[str]:
+    """Block geocodes of a small state '50' with the given fan-out."""
+    out = []
+    for c in range(n_counties):
+        for t in range(tracts):
+            for g in range(bgs):
+                for b in range(blocks):
+                    out.append(f"50{c + 1:03d}{t + 1:06d}{g + 1}{b + 1:04d}")
+    return out
+
+
+def make_cef(
+    rng: np.random.Generator, blocks: list[str], *, mean_hh: float = 3.0, gq_rate: float = 0.3
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Random valid persons and units columns over ``blocks``."""
+    unit_geo, unit_type, unit_occ = [], [], []
+    p_unit, p_geo, p_hhgq = [], [], []
+    uid = 0
+    for b in blocks:
+        n_hu = int(rng.integers(0, 4))
+        for _ in range(n_hu):
+            occ = bool(rng.random() < 0.8)
+            unit_geo.append(b)
+            unit_type.append(0)
+            unit_occ.append(occ)
+            if occ:
+                for _ in range(1 + int(rng.poisson(mean_hh - 1))):
+                    p_unit.append(uid)
+                    p_geo.append(b)
+                    p_hhgq.append(0)
+            uid += 1
+        if rng.random() < gq_rate:
+            g = int(rng.integers(1, 8))
+            unit_geo.append(b)
+            unit_type.append(g)
+            unit_occ.append(True)
+            for _ in range(1 + int(rng.poisson(4))):
+                p_unit.append(uid)
+                p_geo.append(b)
+                p_hhgq.append(g)
+            uid += 1
+    n = len(p_unit)
+    hhgq = np.asarray(p_hhgq, dtype=np.int64)
+    age = rng.integers(0, 90, n)
+    age[hhgq == 3] = rng.integers(65, 100, int((hhgq == 3).sum()))
+    persons = {
+        "person_id": np.arange(n, dtype=np.int64),
+        "unit_id": np.asarray(p_unit, dtype=np.int64),
+        "geocode": np.asarray(p_geo, dtype="U16"),
+        "hhgq": hhgq,
+        "sex": rng.integers(1, 3, n),
+        "age": age.astype(np.int64),
+        "hispanic": (rng.random(n) < 0.2).astype(np.int64),
+        "cenrace": np.where(rng.random(n) < 0.7, 1, rng.integers(1, 64, n)).astype(np.int64),
+    }
+    units = {
+        "unit_id": np.arange(uid, dtype=np.int64),
+        "geocode": np.asarray(unit_geo, dtype="U16"),
+        "gqtype": np.asarray(unit_type, dtype=np.int64),
+        "occupied": np.asarray(unit_occ, dtype=bool),
+    }
+    return persons, units
+
+
+def write_cef(directory: Path, persons: dict, units: dict) -> Path:
+    """Write columns as persons.parquet / units.parquet (geocode as string)."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def table(cols: dict) -> pa.Table:
+        return pa.table(
+            {
+                k: pa.array(v.astype(object), pa.string()) if k == "geocode" else pa.array(v)
+                for k, v in cols.items()
+            }
+        )
+
+    pq.write_table(table(persons), directory / "persons.parquet")
+    pq.write_table(table(units), directory / "units.parquet")
+    return directory
