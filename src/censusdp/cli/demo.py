@@ -1,0 +1,64 @@
+"""``censusdp demo``: the whole pipeline on built-in data, with a printed summary."""
+
+from __future__ import annotations
+
+import argparse
+
+from censusdp.cli._common import progress_printer
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``demo`` sub-command."""
+    p = subparsers.add_parser(
+        "demo",
+        help="generate a small state, release it with the 2020 budget, report accuracy",
+    )
+    p.add_argument("--out", default="censusdp-demo", metavar="DIR", help="output directory")
+    p.add_argument("--state", default="VT", help="state (postal code or FIPS), default VT")
+    p.add_argument(
+        "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"
+    )
+    p.add_argument("--seed", type=int, default=2020)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=_demo)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from censusdp.demo import run_demo
+
+    s = run_demo(
+        args.out,
+        state=args.state,
+        scale=args.scale,
+        seed=args.seed,
+        workers=args.workers,
+        progress=progress_printer(args.quiet),
+    )
+    m = s.manifest
+    print(f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}")
+    print(f"  input   {s.out_dir / 'cef'}: {s.persons:,} persons, {s.units:,} units")
+    print("  geounits " + ", ".join(f"{k} {v:,}" for k, v in s.blocks_by_level.items()))
+    if s.gq_by_type:
+        print(
+            "  group quarters persons " + ", ".join(f"{k}: {v:,}" for k, v in s.gq_by_type.items())
+        )
+    print(
+        f"  release {s.out_dir / 'run'}: rho {m['rho']:.4f} (persons + units), "
+        f"epsilon {m['epsilon']:.2f} at delta {m['delta']:g}; validation "
+        f"{'passed' if m['validation']['ok'] else 'FAILED'}; {m['timings']['total']:.1f}s"
+    )
+    print("\n  accuracy of the published tables (truth known because the data are synthetic)")
+    print(
+        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}{'TVD':>8}"
+    )
+    for a in s.accuracy:
+        print(
+            f"  {a['geolevel']:<11}{a['units']:>8,}{a['mean_population']:>11.1f}"
+            f"{a['total_mae']:>11.2f}{a['race_hispanic_cell_mae']:>10.3f}"
+            f"{a['race_hispanic_tvd']:>8.3f}"
+        )
+    print("  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, seed 000 sec. 6.1; 1 is perfect)")
+    if s.report is not None:
+        print(f"\n  report: {s.report}")
+    return 0 if m["validation"]["ok"] else 1

@@ -1,0 +1,92 @@
+"""``censusdp run``: produce a release (NMF, MDF, tables, manifest) from a CEF."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from censusdp.cli._common import add_budget_arguments, progress_printer, resolve_budget
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``run`` sub-command."""
+    p = subparsers.add_parser(
+        "run",
+        help="measure, estimate (TopDown) and write a release",
+        description=(
+            "Read DIR/persons.parquet and DIR/units.parquet, add exact DP noise to every "
+            "query of the budget's strategy, estimate consistent integer histograms "
+            "top-down, and write RUN/noisy_measurements.parquet, RUN/mdf_persons.parquet, "
+            "RUN/mdf_units.parquet, RUN/mdf_persons.txt, RUN/tables/ and RUN/manifest.json."
+        ),
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", metavar="DIR", help="directory with persons/units.parquet")
+    src.add_argument(
+        "--from-measurements",
+        metavar="RUN",
+        help="re-estimate from RUN's noisy measurements and invariants (no confidential data)",
+    )
+    p.add_argument("--out", required=True, metavar="RUN", help="run directory to create")
+    add_budget_arguments(p, default_preset="pl94-2020")
+    p.add_argument(
+        "--units-preset",
+        default="auto",
+        help="budget of the housing-unit run: a preset name, 'none', or 'auto' "
+        "(the preset named '<preset>-units' if it exists)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="reproducible, NON-SECURE noise from this seed (default: secure OS randomness)",
+    )
+    p.add_argument("--postprocess", choices=("topdown", "bottomup", "none"), default="topdown")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--method", choices=("auto", "admm", "clarabel"), default="auto")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing RUN directory")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=_run)
+
+
+def _units_budget(args: argparse.Namespace, budget: object) -> object | None:
+    from censusdp.budget import load_preset, preset_names
+
+    choice = args.units_preset
+    if choice == "none":
+        return None
+    if choice == "auto":
+        name = f"{args.preset or args.default_preset}-units"
+        if args.config or name not in preset_names():
+            return None
+        choice = name
+    return load_preset(choice)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from censusdp.pipeline import reestimate, run_release
+
+    budget = resolve_budget(args)
+    units = _units_budget(args, budget)
+    common = dict(
+        budget=budget,
+        units_budget=units,
+        postprocess=args.postprocess,
+        workers=args.workers,
+        method=args.method,
+        overwrite=args.overwrite,
+        progress=progress_printer(args.quiet),
+        command=sys.argv,
+    )
+    if args.from_measurements:
+        manifest = reestimate(args.from_measurements, args.out, **common)
+    else:
+        manifest = run_release(args.input, args.out, seed=args.seed, **common)
+    v = manifest.get("validation", {})
+    print(
+        f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
+        f"rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} (delta={manifest['delta']:g}), "
+        f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
+        f"{manifest['timings']['total']:.1f}s"
+    )
+    return 0 if v.get("ok", True) else 1
