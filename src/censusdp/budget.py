@@ -37,7 +37,10 @@ __all__ = [
     "MECHANISMS",
     "Budget",
     "BudgetConfigError",
+    "BudgetReport",
     "PlannedMeasurement",
+    "budget_from_mapping",
+    "budget_report",
     "load_config",
     "load_preset",
     "preset_names",
@@ -243,14 +246,27 @@ class Budget:
 
     @property
     def rho(self) -> Fraction:
-        """Global zCDP rho (for a pure-DP budget ``epsilon^2 / 2``)."""
-        return self.total if self.privacy_measure == "zCDP" else self.total**2 / 2
+        """Global zCDP rho.
+
+        For a zCDP budget this is ``total``. For a pure-DP budget it is the zCDP
+        composition ``sum_i epsilon_i^2 / 2`` over the measurements (each
+        ``epsilon_i``-DP measurement is ``epsilon_i^2 / 2``-zCDP, seed 001 Thm. 2),
+        which is never more than ``total^2 / 2``.
+        """
+        if self.privacy_measure == "zCDP":
+            return self.total
+        return sum((m.rho for m in self.measurements()), Fraction(0))
 
     def epsilon(self, delta: Fraction | str | float | None = None) -> float:
-        """Global epsilon: pure epsilon, or the CKS Corollary 13 epsilon at ``delta``."""
+        """Global epsilon at ``delta`` (default: the budget's).
+
+        zCDP: CKS Corollary 13 of ``rho``. Pure DP: ``total`` (which holds with
+        ``delta = 0``), or the CKS epsilon of the composed ``rho`` when smaller.
+        """
+        d = self.delta if delta is None else delta
         if self.privacy_measure == "pure":
-            return float(self.total)
-        return accounting.epsilon_from_rho(self.total, self.delta if delta is None else delta)
+            return min(float(self.total), accounting.epsilon_from_rho(self.rho, d))
+        return accounting.epsilon_from_rho(self.total, d)
 
     def geolevel_amount(self, geolevel: str) -> Fraction:
         """``total * geolevel share``."""
@@ -288,8 +304,7 @@ class Budget:
         One person changes at most ``sensitivity`` cells of each measured query.
         """
         tvs = [m.mechanism.sampling_tv * self.sensitivity for m in self.measurements()]
-        eps = self.epsilon() if self.privacy_measure == "zCDP" else float(self.total)
-        return accounting.sampling_delta(eps, tvs)
+        return accounting.sampling_delta(self.epsilon(), tvs)
 
     def scaled(
         self,
@@ -384,7 +399,7 @@ class Budget:
             "delta": str(self.delta),
             "delta_float": float(self.delta),
             "sampling_delta": sdelta,
-            "delta_total": float(self.delta) + sdelta if self.privacy_measure == "zCDP" else sdelta,
+            "delta_total": float(self.delta) + sdelta,
             "geolevels": levels,
             "notes": list(self.notes),
         }
@@ -557,3 +572,258 @@ def load_preset(name: str) -> Budget:
         raise BudgetConfigError(f"unknown budget preset {name!r}; presets are {list(names)}")
     text = (_preset_dir() / f"{name}.toml").read_text(encoding="utf-8")
     return budget_from_mapping(tomllib.loads(text), origin=f"preset {name}")
+
+
+# -- reports ---------------------------------------------------------------------------------
+
+
+def _attributes_of(schema_name: str, query: str) -> tuple[str, ...]:
+    """Schema attributes a query reads (recodes count as their source attribute)."""
+    schema = get_schema(schema_name)
+    q = make_query(schema, query)
+    out = []
+    for v in q.variables:
+        var = schema.variable(v)
+        out.append(getattr(var, "source", var.name))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """The allocation table of a budget, as printed by ``censusdp budget``.
+
+    Attributes:
+        budget: the budget reported on.
+        rows: one dict per (geolevel, query): shares, rho, epsilon, noise variance.
+        geolevels: one dict per geolevel: share, rho and epsilon at delta.
+        queries: one dict per query name: rho summed over geolevels, epsilon.
+        attributes: one dict per schema attribute: rho of the queries that read it.
+        totals: global rho, epsilon (CKS Cor. 13), implied and simple-bound epsilon.
+    """
+
+    budget: Budget
+    rows: tuple[dict[str, Any], ...]
+    geolevels: tuple[dict[str, Any], ...]
+    queries: tuple[dict[str, Any], ...]
+    attributes: tuple[dict[str, Any], ...]
+    totals: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report (``censusdp budget --json``)."""
+        return {
+            "budget": {
+                "name": self.budget.name,
+                "description": self.budget.description,
+                "schema": self.budget.schema,
+                "mechanism": self.budget.mechanism,
+                "privacy_measure": self.budget.privacy_measure,
+                "sensitivity": self.budget.sensitivity,
+            },
+            "totals": self.totals,
+            "measurements": list(self.rows),
+            "geolevels": list(self.geolevels),
+            "queries": list(self.queries),
+            "attributes": list(self.attributes),
+            "notes": list(self.budget.notes),
+        }
+
+    def to_text(self) -> str:
+        """A human-readable allocation table."""
+        b, t = self.budget, self.totals
+        pure = b.privacy_measure == "pure"
+        lines = [
+            f"budget {b.name}: {b.description}".rstrip(": "),
+            f"schema {b.schema}, mechanism {b.mechanism} ({b.privacy_measure}), "
+            f"sensitivity {b.sensitivity}, {len(self.rows)} measurements",
+        ]
+        if pure:
+            lines.append(f"global epsilon = {t['total']} = {t['epsilon']:.6g} (pure DP)")
+            lines.append(
+                f"  as zCDP: rho = sum of epsilon_i^2/2 = {t['rho_float']:.6g} "
+                f"(<= epsilon^2/2 = {float(b.total) ** 2 / 2:.6g})"
+            )
+        else:
+            lines.append(f"global rho = {t['rho']} = {t['rho_float']:.6g}")
+        lines.append(
+            f"  epsilon at delta={t['delta_float']:g}: {t['epsilon_at_delta']:.6g} "
+            f"({'min of pure epsilon and ' if pure else ''}CKS Cor. 13; "
+            f"simple bound {t['epsilon_simple']:.6g}); "
+            f"implied epsilon sqrt(2 rho) = {t['implied_epsilon']:.6g}"
+        )
+        lines.append(
+            f"  sampler TV adds delta {t['sampling_delta']:.3g} "
+            f"(total delta {t['delta_total']:.6g})"
+        )
+        lines.append("")
+        head = (
+            f"{'geolevel':<11} {'query':<28} {'cells':>6} {'share':>11} {'of total':>9} "
+            f"{'rho':>10} {'eps@delta':>9} {'variance':>11} {'std':>8}"
+        )
+        if pure:
+            head += f" {'epsilon':>8}"
+        lines += [head, "-" * len(head)]
+        for r in self.rows:
+            line = (
+                f"{r['geolevel']:<11} {r['query']:<28} {r['cells']:>6} {r['share']:>11} "
+                f"{r['share_of_total_float']:>9.5f} {r['rho_float']:>10.4g} "
+                f"{r['epsilon_at_delta']:>9.4g} {r['variance']:>11.5g} {r['std']:>8.4g}"
+            )
+            if pure:
+                line += f" {r['epsilon_float']:>8.4g}"
+            lines.append(line)
+        lines += ["", f"{'per geolevel':<28} {'share':>11} {'rho':>10} {'eps@delta':>9}"]
+        for g in self.geolevels:
+            lines.append(
+                f"{g['geolevel']:<28} {g['share']:>11} {g['rho_float']:>10.4g} "
+                f"{g['epsilon_at_delta']:>9.4g}"
+            )
+        lines += ["", f"{'per query (all geolevels)':<28} {'rho':>10} {'eps@delta':>9}"]
+        for q in self.queries:
+            lines.append(f"{q['query']:<28} {q['rho_float']:>10.4g} {q['epsilon_at_delta']:>9.4g}")
+        lines += ["", f"{'per attribute':<28} {'rho':>10} {'eps@delta':>9}  (queries reading it)"]
+        for a in self.attributes:
+            lines.append(
+                f"{a['attribute']:<28} {a['rho_float']:>10.4g} {a['epsilon_at_delta']:>9.4g}"
+            )
+        if b.notes:
+            lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
+        return "\n".join(lines)
+
+
+def budget_report(
+    *,
+    preset: str | None = None,
+    config: str | Path | None = None,
+    rho: Fraction | str | float | None = None,
+    epsilon: Fraction | str | float | None = None,
+    delta: Fraction | str | float | None = None,
+) -> BudgetReport:
+    """Load a budget (preset or config, default ``pl94-2020``), rescale it, and report it.
+
+    Per measurement: query share, share of the global budget, ``rho``, the
+    ``epsilon`` of that measurement alone at ``delta`` (CKS Cor. 13), noise variance
+    and standard deviation. Per geolevel, per query and per attribute: the summed
+    ``rho`` (zCDP composes additively) and its epsilon at ``delta``. An attribute's
+    row sums the queries that read it (recodes count for their source), the privacy
+    loss about that attribute alone for an add/remove change.
+
+    Args:
+        preset: a shipped preset name.
+        config: a TOML budget file (exclusive with ``preset``).
+        rho: rescale to this global rho (see :meth:`Budget.scaled`).
+        epsilon: rescale to this global epsilon.
+        delta: report epsilons at this delta instead of the budget's.
+    """
+    if preset is not None and config is not None:
+        raise BudgetConfigError("give either a preset or a config file, not both")
+    budget = load_config(config) if config is not None else load_preset(preset or "pl94-2020")
+    if rho is not None or epsilon is not None:
+        budget = budget.scaled(rho=rho, epsilon=epsilon)
+    if delta is not None:
+        d = as_fraction(delta, "delta")
+        if not 0 < d < 1:
+            raise BudgetError(f"delta is {d}; it must satisfy 0 < delta < 1")
+    else:
+        d = budget.delta
+
+    pure = budget.privacy_measure == "pure"
+
+    @functools.cache
+    def cks(r: Fraction) -> float:
+        return accounting.epsilon_from_rho(r, d)
+
+    def eps_at(r: Fraction, pure_eps: Fraction | None = None) -> float:
+        # pure DP: the pure epsilon holds at any delta; report the smaller bound
+        e = cks(r)
+        return min(e, float(pure_eps)) if pure_eps is not None else e
+
+    schema = get_schema(budget.schema)
+    rows = []
+    per_level: dict[str, Fraction] = {}
+    per_query: dict[str, Fraction] = {}
+    per_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
+    pe_level: dict[str, Fraction] = {}
+    pe_query: dict[str, Fraction] = {}
+    pe_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
+    for m in budget.measurements():
+        e_i = m.epsilon if m.epsilon is not None else Fraction(0)
+        qshare = budget.query_shares[m.geolevel][m.query]
+        of_total = budget.geolevel_shares[m.geolevel] * qshare
+        r = m.rho
+        rows.append(
+            {
+                "geolevel": m.geolevel,
+                "query": m.query,
+                "cells": make_query(schema, m.query).n_rows,
+                "share": str(qshare),
+                "share_float": float(qshare),
+                "share_of_total": str(of_total),
+                "share_of_total_float": float(of_total),
+                "rho": str(r),
+                "rho_float": float(r),
+                "epsilon": None if m.epsilon is None else str(m.epsilon),
+                "epsilon_float": None if m.epsilon is None else float(m.epsilon),
+                "epsilon_at_delta": eps_at(r, m.epsilon),
+                "variance": m.variance,
+                "std": math.sqrt(m.variance),
+                "mechanism": m.mechanism.describe(),
+            }
+        )
+        per_level[m.geolevel] = per_level.get(m.geolevel, Fraction(0)) + r
+        per_query[m.query] = per_query.get(m.query, Fraction(0)) + r
+        pe_level[m.geolevel] = pe_level.get(m.geolevel, Fraction(0)) + e_i
+        pe_query[m.query] = pe_query.get(m.query, Fraction(0)) + e_i
+        for a in _attributes_of(budget.schema, m.query):
+            per_attr[a] += r
+            pe_attr[a] += e_i
+    levels = tuple(
+        {
+            "geolevel": g,
+            "share": str(budget.geolevel_shares[g]),
+            "share_float": float(budget.geolevel_shares[g]),
+            "rho": str(per_level[g]),
+            "rho_float": float(per_level[g]),
+            "epsilon_at_delta": eps_at(per_level[g], pe_level[g] if pure else None),
+            **(
+                {"epsilon": str(budget.geolevel_amount(g))}
+                if budget.privacy_measure == "pure"
+                else {}
+            ),
+        }
+        for g in budget.geolevel_names
+    )
+    queries = tuple(
+        {
+            "query": q,
+            "rho": str(r),
+            "rho_float": float(r),
+            "epsilon_at_delta": eps_at(r, pe_query[q] if pure else None),
+        }
+        for q, r in per_query.items()
+    )
+    attributes = tuple(
+        {
+            "attribute": a,
+            "rho": str(r),
+            "rho_float": float(r),
+            "epsilon_at_delta": eps_at(r, pe_attr[a] if pure else None) if r > 0 else 0.0,
+        }
+        for a, r in per_attr.items()
+    )
+    eps_d = eps_at(budget.rho, budget.total if pure else None)
+    sdelta = budget.sampling_delta()
+    totals = {
+        "total": str(budget.total),
+        "total_float": float(budget.total),
+        "rho": str(budget.rho),
+        "rho_float": float(budget.rho),
+        "epsilon": float(budget.total) if budget.privacy_measure == "pure" else eps_d,
+        "epsilon_at_delta": eps_d,
+        "epsilon_simple": accounting.epsilon_from_rho_simple(budget.rho, d),
+        "implied_epsilon": accounting.implied_epsilon(budget.rho),
+        "delta": str(d),
+        "delta_float": float(d),
+        "sampling_delta": sdelta,
+        "delta_total": float(d) + sdelta,
+    }
+    return BudgetReport(budget, tuple(rows), levels, queries, attributes, totals)
