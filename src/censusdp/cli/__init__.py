@@ -24,6 +24,7 @@ __all__ = ["main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "budget",
     "demo",
+    "generate",
     "run",
 )
 
