@@ -52,6 +52,7 @@ __all__ = [
     "TableDefinition",
     "person_histogram",
     "read_tables",
+    "table_arrays",
     "table_definition",
     "table_lines",
     "table_matrix",
@@ -367,10 +368,9 @@ def unit_histogram(units: Mapping[str, np.ndarray], hierarchy: Hierarchy) -> sp.
 # -- histograms -> tables --------------------------------------------------------------
 
 
-def tabulate_histograms(
+def _check_hist_shapes(
     person_hist: sp.spmatrix, unit_hist: sp.spmatrix, hierarchy: Hierarchy
-) -> dict[str, pa.Table]:
-    """Tables for every geounit from block histograms (see :func:`tabulate`)."""
+) -> None:
     if person_hist.shape != (hierarchy.blocks.size, get_schema("pl94").size):
         raise SchemaError(
             f"person histogram must be (blocks x 2016) = ({hierarchy.blocks.size}, 2016), "
@@ -380,6 +380,35 @@ def tabulate_histograms(
         raise SchemaError(
             f"unit histogram must be ({hierarchy.blocks.size}, {UNIT_CELLS}), got {unit_hist.shape}"
         )
+
+
+def table_arrays(
+    person_hist: sp.spmatrix, unit_hist: sp.spmatrix, hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]]:
+    """Per table, a dense ``(units x lines)`` int64 array for each level (top first).
+
+    Args:
+        person_hist: ``(blocks x 2016)`` ``pl94`` histogram (:func:`person_histogram`).
+        unit_hist: ``(blocks x 16)`` unit histogram (:func:`unit_histogram`).
+        hierarchy: the geography whose blocks are the rows.
+    """
+    _check_hist_shapes(person_hist, unit_hist, hierarchy)
+    levels = {
+        "persons": hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64)),
+        "units": hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64)),
+    }
+    out: dict[str, list[np.ndarray]] = {}
+    for name in TABLE_NAMES:
+        d = table_definition(name)
+        out[name] = [np.asarray((h @ d.matrix).toarray(), dtype=np.int64) for h in levels[d.source]]
+    return out
+
+
+def tabulate_histograms(
+    person_hist: sp.spmatrix, unit_hist: sp.spmatrix, hierarchy: Hierarchy
+) -> dict[str, pa.Table]:
+    """Tables for every geounit from block histograms (see :func:`tabulate`)."""
+    _check_hist_shapes(person_hist, unit_hist, hierarchy)
     person_levels = hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64))
     unit_levels = hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64))
     stacked = {

@@ -1,0 +1,549 @@
+"""Evaluate a release against the truth it was made from.
+
+:func:`evaluate` is what ``censusdp evaluate`` calls. It reads the truth (a CEF
+directory) and a release (a run directory), puts both on one geography, and computes,
+per geolevel:
+
+* for total population, for each PL94 table (P1-P5, H1; tables as published in
+  ``RUN/tables``) and for the detailed (``pl94``) and race x Hispanic
+  (``hispanic*cenrace``) histograms of the MDF: TVD, MAE, RMSE, bias (mean signed
+  error) and max |error|, overall and by true-count bin (definitions in
+  :mod:`censusdp.evaluate.metrics`);
+* the largest errors with their geounits;
+* the pathology shares: geounits released at 100% occupancy and geounits released as
+  100% under 18, against the truth (seed 002 sec. 3; seed 000 sec. 6.2);
+* errors for off-spine random contiguous districts (:mod:`censusdp.evaluate.districts`);
+* the invariants and constraints, re-checked (:mod:`censusdp.evaluate.checks`);
+* the closed-form standard deviations of the noisy measurements and the realised noise
+  (:mod:`censusdp.evaluate.nmf`);
+* with ``trials=K``, empirical error bars from ``K`` reruns of the mechanism
+  (:mod:`censusdp.evaluate.trials`).
+
+The result is a JSON-ready dict (NaN written as ``null``); :func:`evaluate` can also
+write it and a self-contained HTML report (:mod:`censusdp.evaluate.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from censusdp import __version__
+from censusdp.errors import InputError, SchemaError
+from censusdp.evaluate.checks import check_release
+from censusdp.evaluate.districts import district_metrics
+from censusdp.evaluate.metrics import (
+    COUNT_BINS,
+    Pairs,
+    all_under18_share,
+    error_stats,
+    largest_errors,
+    occupancy_full_share,
+    tvd,
+)
+from censusdp.evaluate.nmf import nmf_summary
+from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
+from censusdp.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
+from censusdp.io.atomic import write_json
+from censusdp.io.cef import read_cef
+from censusdp.queries import make_query
+from censusdp.schema import get_schema
+from censusdp.tables import (
+    TABLE_NAMES,
+    person_histogram,
+    read_tables,
+    table_arrays,
+    table_definition,
+    tables_to_arrays,
+    unit_histogram,
+)
+
+__all__ = [
+    "DEFAULT_DISTRICT_TARGETS",
+    "DEFINITIONS",
+    "ReleaseFiles",
+    "evaluate",
+    "evaluate_data",
+    "json_ready",
+    "read_release",
+]
+
+DEFAULT_DISTRICT_TARGETS: tuple[int, ...] = (500, 2_000, 10_000, 50_000)
+"""Target populations of the random districts (city wards to state legislative districts)."""
+
+HIST_MEASURES: tuple[str, ...] = ("detailed", "hispanic*cenrace")
+
+DEFINITIONS: dict[str, str] = {
+    "error": "released - true, for one count of one geounit",
+    "mae": "sum |error| / n over the n counts compared (all lines of a table, or all cells of a histogram, at every geounit of the level)",
+    "rmse": "sqrt(sum error^2 / n)",
+    "bias": "mean signed error: sum error / n",
+    "tvd": "1 - L1 / (2 POP) (seed 000 sec. 6.1); L1 = sum |error| over a partition of the universe at every geounit of the level (total population: one count per geounit; a table: its leaf lines; a histogram: all its cells); POP = sum of the true counts of the same partition (the level's true universe total)",
+    "bins": "true-count bins 0, 1-9, 10-99, 100-999, 1000+ (of the true value of each count)",
+    "histogram_n": "for 'detailed', n excludes structural-zero cells (minors in nursing facilities), which are zero in truth and release",
+    "tables_source": "P1-P5 and H1 metrics use the release's published tables (RUN/tables); histogram metrics use the MDF",
+    "occupancy_100": "among geounits with at least one housing unit, the share with no vacant housing unit (H1_003N = 0)",
+    "all_under18": "among geounits with at least min_population people, the share with no one 18 or over (P3_001N = 0)",
+    "nmf_sd": "closed-form: sd = sqrt(variance) stated in the NMF for each noisy measurement; 'empirical' compares it with value - truth",
+    "trials": "empirical: errors pooled over K reruns of the whole mechanism (measure + estimate + round) with independent seeds; quantiles are exact over the pooled integer errors",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseFiles:
+    """The files of a release run directory, read.
+
+    Attributes:
+        persons: MDF person columns (NumPy).
+        units: MDF unit columns (NumPy).
+        tables: the published tables, or ``None`` if ``RUN/tables`` is absent.
+        manifest: ``manifest.json`` (empty if absent).
+        nmf: paths of the noisy measurement files present, keyed ``persons`` /
+            ``units``.
+        directory: the run directory.
+    """
+
+    persons: Mapping[str, np.ndarray]
+    units: Mapping[str, np.ndarray]
+    tables: dict[str, pa.Table] | None
+    manifest: dict[str, Any]
+    nmf: dict[str, Path] = field(default_factory=dict)
+    directory: Path | None = None
+
+
+def _columns(path: Path) -> dict[str, np.ndarray]:
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    out = {}
+    for c in table.column_names:
+        col = table.column(c)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        out[c] = np.asarray(col.to_numpy(zero_copy_only=False))
+    return out
+
+
+def read_release(release_dir: str | Path) -> ReleaseFiles:
+    """Read a release run directory (MDF, tables, manifest; NMF paths only).
+
+    Raises:
+        InputError: if the directory or an MDF file is missing or unreadable.
+    """
+    d = Path(release_dir)
+    if not d.is_dir():
+        raise InputError(f"release directory {str(d)!r} does not exist")
+    missing = [n for n in ("mdf_persons.parquet", "mdf_units.parquet") if not (d / n).exists()]
+    if missing:
+        raise InputError(f"release directory {str(d)!r} lacks {', '.join(missing)}")
+    persons = _columns(d / "mdf_persons.parquet")
+    units = _columns(d / "mdf_units.parquet")
+    tables = read_tables(d / "tables") if (d / "tables").is_dir() else None
+    manifest: dict[str, Any] = {}
+    if (d / "manifest.json").exists():
+        try:
+            manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{d / 'manifest.json'}: not valid JSON ({exc})") from None
+    nmf = {}
+    for key, name in (
+        ("persons", "noisy_measurements.parquet"),
+        ("units", "noisy_measurements_units.parquet"),
+    ):
+        if (d / name).exists():
+            nmf[key] = d / name
+    return ReleaseFiles(persons, units, tables, manifest, nmf, d)
+
+
+def _geolevels(manifest: Mapping[str, Any]) -> GeoLevels:
+    raw = manifest.get("geolevels")
+    if not raw:
+        return DEFAULT_GEOLEVELS
+    pairs = []
+    for item in raw:
+        if isinstance(item, Mapping):
+            pairs.append((item["name"], int(item["length"])))
+        else:
+            pairs.append((item[0], int(item[1])))
+    return GeoLevels.from_pairs(pairs)
+
+
+def json_ready(obj: Any) -> Any:
+    """Replace NaN/inf floats by ``None`` and NumPy scalars by Python ones, recursively."""
+    if isinstance(obj, dict):
+        return {str(k): json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    if isinstance(obj, np.ndarray):
+        return json_ready(obj.tolist())
+    return obj
+
+
+def _level_record(pairs: Pairs, tvd_pairs: Pairs) -> dict[str, Any]:
+    rec = tvd(tvd_pairs)
+    rec.update(error_stats(pairs))
+    return rec
+
+
+def _pl94_view(cols: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    keep = ("geocode", "hhgq", "votingage", "age", "hispanic", "cenrace")
+    return {k: cols[k] for k in keep if k in cols}
+
+
+def evaluate_data(
+    truth_persons: Mapping[str, np.ndarray],
+    truth_units: Mapping[str, np.ndarray],
+    release: ReleaseFiles,
+    *,
+    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
+    district_draws: int = 5,
+    seed: int = 0,
+    top_k: int = 10,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every metric of :func:`evaluate` except trials, from data in memory.
+
+    Returns:
+        ``(result, plot_data)``: the JSON-ready result, and arrays for the report's
+        scatter plots (``{"scatter": {level: (true, released)}}``).
+    """
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(msg)
+
+    geolevels = _geolevels(release.manifest)
+    block_codes = [
+        np.asarray(truth_persons["geocode"]).astype("U16"),
+        np.asarray(truth_units["geocode"]).astype("U16"),
+        np.asarray(release.persons["geocode"]).astype("U16"),
+        np.asarray(release.units["geocode"]).astype("U16"),
+    ]
+    if release.tables is not None:
+        t1 = release.tables["P1"]
+        lv = np.asarray(t1.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        codes = np.asarray(t1.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        block_codes.append(codes[lv == geolevels.names[-1]].astype("U16"))
+    h = Hierarchy.from_blocks(np.concatenate(block_codes), geolevels)
+    names = geolevels.names
+    say(f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
+
+    t_ph = person_histogram(_pl94_view(truth_persons), h)
+    t_uh = unit_histogram(truth_units, h)
+    r_ph = person_histogram(_pl94_view(release.persons), h)
+    r_uh = unit_histogram(release.units, h)
+    truth_t = table_arrays(t_ph, t_uh, h)
+    mdf_t = table_arrays(r_ph, r_uh, h)
+    if release.tables is not None:
+        rel_t = tables_to_arrays(release.tables, h)
+        tables_source = "release tables"
+    else:
+        rel_t = mdf_t
+        tables_source = "tabulated from the MDF (RUN/tables absent)"
+    say("tabulated truth and release")
+
+    metrics: dict[str, dict[str, Any]] = {"total_population": {}}
+    largest: dict[str, dict[str, Any]] = {"total_population": {}}
+    for li, lname in enumerate(names):
+        t, r = truth_t["P1"][li][:, 0], rel_t["P1"][li][:, 0]
+        p = Pairs.dense(t, r)
+        metrics["total_population"][lname] = _level_record(p, p)
+        largest["total_population"][lname] = largest_errors(t, r, h.geocodes[li], top_k)
+    for tname in TABLE_NAMES:
+        d = table_definition(tname)
+        leaves = list(d.leaves)
+        metrics[tname] = {}
+        largest[tname] = {}
+        for li, lname in enumerate(names):
+            t, r = truth_t[tname][li], rel_t[tname][li]
+            metrics[tname][lname] = _level_record(
+                Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves])
+            )
+            largest[tname][lname] = largest_errors(t, r, h.geocodes[li], top_k, d.variables)
+    say("table metrics done")
+
+    schema = get_schema("pl94")
+    live = int((~schema.structural_zero_mask).sum())
+    t_lv = h.aggregate(t_ph)
+    r_lv = h.aggregate(r_ph)
+    q = make_query(schema, "hispanic*cenrace").matrix.T.tocsr().astype(np.int64)
+    for mname in HIST_MEASURES:
+        metrics[mname] = {}
+        for li, lname in enumerate(names):
+            if mname == "detailed":
+                p = Pairs.sparse(t_lv[li], r_lv[li], n_total=h.n_units(li) * live)
+            else:
+                p = Pairs.sparse(t_lv[li] @ q, r_lv[li] @ q)
+            metrics[mname][lname] = _level_record(p, p)
+    say("histogram metrics done")
+
+    pathologies: dict[str, Any] = {"occupancy_100": {}, "all_under18": {}}
+    for li, lname in enumerate(names):
+        pathologies["occupancy_100"][lname] = {
+            "released": occupancy_full_share(rel_t["H1"][li][:, 0], rel_t["H1"][li][:, 1]),
+            "truth": occupancy_full_share(truth_t["H1"][li][:, 0], truth_t["H1"][li][:, 1]),
+        }
+        pathologies["all_under18"][lname] = {
+            str(m): {
+                "released": all_under18_share(rel_t["P1"][li][:, 0], rel_t["P3"][li][:, 0], m),
+                "truth": all_under18_share(truth_t["P1"][li][:, 0], truth_t["P3"][li][:, 0], m),
+            }
+            for m in (1, 50)
+        }
+
+    districts = district_metrics(
+        {n: truth_t[n][-1] for n in ("P1", "P2", "P3", "P4")},
+        {n: rel_t[n][-1] for n in ("P1", "P2", "P3", "P4")},
+        tuple(int(x) for x in district_targets),
+        seed=seed,
+        draws=district_draws,
+        leaves={n: table_definition(n).leaves for n in ("P1", "P2", "P3", "P4")},
+    )
+    say("districts done")
+
+    checks = check_release(
+        h,
+        truth_t,
+        rel_t,
+        mdf_t if release.tables is not None else None,
+        t_uh,
+        r_uh,
+        r_ph,
+    )
+    say(
+        "invariants re-checked: "
+        + ", ".join(f"{k} {'ok' if v['ok'] else 'FAILED'}" for k, v in checks.items())
+    )
+
+    nmf: dict[str, Any] = {}
+    for key, path in release.nmf.items():
+        nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh)
+        say(f"noisy measurements ({key}) summarised")
+
+    result: dict[str, Any] = {
+        "definitions": DEFINITIONS,
+        "bins": [b[0] for b in COUNT_BINS],
+        "geolevels": list(names),
+        "units": {n: h.n_units(i) for i, n in enumerate(names)},
+        "tables_source": tables_source,
+        "release_manifest": {
+            k: release.manifest.get(k)
+            for k in (
+                "schema",
+                "postprocess",
+                "mechanism",
+                "rho",
+                "epsilon",
+                "delta",
+                "seed",
+                "package_version",
+            )
+        },
+        "metrics": metrics,
+        "largest_errors": largest,
+        "pathologies": pathologies,
+        "districts": districts,
+        "invariants": checks,
+        "invariants_ok": all(v["ok"] for v in checks.values()),
+        "noisy_measurements": nmf,
+    }
+    scatter = {
+        lname: (truth_t["P1"][li][:, 0].copy(), rel_t["P1"][li][:, 0].copy())
+        for li, lname in enumerate(names)
+    }
+    return result, {"scatter": scatter, "hierarchy": h, "truth_tables": truth_t}
+
+
+def _nmf_for(
+    key: str,
+    path: Path,
+    manifest: Mapping[str, Any],
+    h: Hierarchy,
+    truth_persons: Mapping[str, np.ndarray],
+    truth_unit_hist: sp.csr_matrix,
+) -> dict[str, Any]:
+    """Summarise one NMF, with the truth answers of its queries when the schema is known."""
+    schema_name = "units" if key == "units" else str(manifest.get("schema") or "pl94")
+    try:
+        schema = get_schema(schema_name)
+    except SchemaError:  # an unknown schema only disables the truth check
+        schema = None
+    levels: list[sp.csr_matrix] | None = None
+    if schema is not None:
+        if key == "units":
+            levels = h.aggregate(sp.csr_matrix(truth_unit_hist[:, :2]))
+        else:
+            cols = {
+                c: truth_persons[c]
+                for c in ("geocode", *schema.input_columns)
+                if c in truth_persons
+            }
+            levels = h.aggregate(person_histogram(cols, h, schema))
+
+    def truth(level: str, query: str) -> sp.csr_matrix | None:
+        if schema is None or levels is None:
+            return None
+        try:
+            qm = make_query(schema, query).matrix
+        except SchemaError:  # a query we cannot parse is summarised without truth
+            return None
+        return sp.csr_matrix(levels[h.geolevels.index(level)] @ qm.T.astype(np.int64))
+
+    dataset = pads.dataset(str(path), format="parquet")
+    cols = [
+        c
+        for c in ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
+        if c in dataset.schema.names
+    ]
+    need = {"geolevel", "geocode", "query", "cell", "value", "variance"}
+    if not need <= set(cols):
+        raise InputError(
+            f"{path}: noisy measurements need columns {sorted(need)}; got {dataset.schema.names}"
+        )
+    return {
+        "file": path.name,
+        "schema": schema_name,
+        "by_level": nmf_summary(dataset.to_batches(columns=cols, batch_size=1 << 20), h, truth),
+    }
+
+
+def _trial_compare(
+    h: Hierarchy, truth_t: dict[str, list[np.ndarray]]
+) -> Callable[[Path, ErrorAccumulator], None]:
+    names = h.geolevels.names
+
+    def compare(run: Path, acc: ErrorAccumulator) -> None:
+        rel = tables_to_arrays(read_tables(run / "tables"), h)
+        for li, lname in enumerate(names):
+            p = Pairs.dense(truth_t["P1"][li][:, 0], rel["P1"][li][:, 0])
+            acc.add("total_population", lname, p)
+            for tname in TABLE_NAMES:
+                leaves = list(table_definition(tname).leaves)
+                t, r = truth_t[tname][li], rel[tname][li]
+                acc.add(tname, lname, Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves]))
+
+    return compare
+
+
+def evaluate(
+    truth_dir: str | Path,
+    release_dir: str | Path,
+    *,
+    trials: int | None = None,
+    trial_seed: int = 0,
+    budget: Any | None = None,
+    units_budget: Any | None = None,
+    workers: int = 1,
+    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
+    district_draws: int = 5,
+    seed: int = 0,
+    top_k: int = 10,
+    json_path: str | Path | None = None,
+    html_path: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the release in ``release_dir`` against the CEF in ``truth_dir``.
+
+    Args:
+        truth_dir: directory with ``persons.parquet`` and ``units.parquet``.
+        release_dir: a run directory (``mdf_*.parquet``, ``tables/``, NMF, manifest).
+        trials: if given, rerun the release mechanism this many times on
+            ``truth_dir`` for empirical error bars.
+        trial_seed: master seed of the trials.
+        budget, units_budget: the budgets for the trials (default: rebuilt from the
+            release manifest).
+        workers: workers per trial run.
+        district_targets, district_draws, seed: the random districts.
+        top_k: how many largest errors to list per measure and level.
+        json_path, html_path: where to write the result and the report (optional).
+        progress: callback for progress lines (default: stderr).
+
+    Returns:
+        The JSON-ready result (see :data:`DEFINITIONS`).
+    """
+    if progress is None:
+
+        def progress(msg: str) -> None:
+            print(f"[evaluate] {msg}", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
+    cef = read_cef(truth_dir)
+    release = read_release(release_dir)
+    progress(f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
+    result, plot_data = evaluate_data(
+        cef.persons,
+        cef.units,
+        release,
+        district_targets=district_targets,
+        district_draws=district_draws,
+        seed=seed,
+        top_k=top_k,
+        progress=progress,
+    )
+    if trials:
+        if budget is None:
+            if "persons" not in release.manifest or not isinstance(
+                release.manifest["persons"], dict
+            ):
+                raise InputError(
+                    f"--trials needs the release budget: {release_dir}/manifest.json has no "
+                    "'persons' budget entry; pass a budget explicitly"
+                )
+            budget = budget_from_manifest(release.manifest["persons"])
+            u = release.manifest.get("units")
+            if (
+                units_budget is None
+                and isinstance(u, dict)
+                and "geolevels" in u
+                and "mechanism" in u
+            ):
+                units_budget = budget_from_manifest(u)
+        result["trials"] = run_trials(
+            truth_dir,
+            budget=budget,
+            units_budget=units_budget,
+            trials=int(trials),
+            seed=trial_seed,
+            compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
+            postprocess=str(release.manifest.get("postprocess") or "topdown"),
+            workers=workers,
+            progress=progress,
+        )
+    result["evaluation"] = {
+        "truth": str(Path(truth_dir).resolve()),
+        "release": str(Path(release_dir).resolve()),
+        "package_version": __version__,
+        "seed": seed,
+        "trial_seed": trial_seed if trials else None,
+        "district_targets": list(district_targets),
+        "district_draws": district_draws,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    result = json_ready(result)
+    if json_path is not None:
+        write_json(result, json_path)
+        progress(f"wrote {json_path}")
+    if html_path is not None:
+        from censusdp.evaluate.report import write_report
+
+        write_report(result, html_path, scatter=plot_data["scatter"])
+        progress(f"wrote {html_path}")
+    return result

@@ -1,0 +1,276 @@
+"""TVD against the privacy-loss budget: the shape of seed 000 Figures 6-1 and 6-2.
+
+:func:`sweep` reruns the release mechanism on one input for each budget in a list and
+records, per geolevel, the TVD (``1 - L1 / (2 POP)``, seed 000 sec. 6.1) of
+
+* total population (one count per geounit; Fig. 6-1), and
+* race x Hispanic origin (the ``hispanic*cenrace`` marginal of the MDF, 126 counts
+  per geounit; Fig. 6-2).
+
+**What "epsilon" means here.** The figures come from pure-DP (geometric mechanism)
+runs. For a zCDP preset (discrete Gaussian, e.g. ``pl94-2020``) a sweep value
+``epsilon`` is, by default, turned into ``rho = epsilon^2 / 2``: the zCDP guarantee
+that an epsilon-DP mechanism satisfies (Bun & Steinke 2016, Prop. 1.4), and the budget
+at which the Gaussian noise scale (``sigma^2 = 1 / (2 rho) = 1 / epsilon^2`` per unit
+share) matches the geometric's (``~2 / epsilon^2``) up to a constant. With
+``epsilon_meaning="cks"`` the value is instead read as an (epsilon, delta)-DP target
+and converted with the preset's delta (Canonne, Kamath & Steinke 2020, Cor. 13),
+which gives far smaller rho (more noise). For a pure-DP preset (``ddp-2010``) epsilon
+is used as is. Every point records the rho and the (epsilon, delta) it implies.
+
+Outputs in ``out_dir``: ``sweep.json`` (everything), ``sweep.csv`` (one row per
+epsilon, trial, measure and geolevel), ``sweep.png`` (the two panels) and
+``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from censusdp import __version__
+from censusdp.errors import ConfigError
+from censusdp.evaluate.metrics import Pairs, tvd
+from censusdp.geography import GeoLevels, Hierarchy
+from censusdp.io.atomic import atomic_path, write_json, write_text
+from censusdp.io.cef import read_cef
+from censusdp.queries import make_query
+from censusdp.schema import get_schema
+from censusdp.tables import person_histogram
+
+__all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
+
+EPSILON_MEANINGS = ("rho", "cks")
+"""``rho``: rho = epsilon^2 / 2 (default); ``cks``: (epsilon, delta)-DP via CKS 2020."""
+
+SWEEP_MEASURES = ("total_population", "hispanic*cenrace")
+
+
+def budget_for_epsilon(base: Any, epsilon: float, meaning: str = "rho") -> Any:
+    """The budget ``base`` rescaled to a sweep value ``epsilon`` (see module docstring).
+
+    Raises:
+        ConfigError: for a non-positive epsilon or an unknown ``meaning``.
+    """
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ConfigError(f"sweep epsilon must be positive and finite, got {epsilon}")
+    if meaning not in EPSILON_MEANINGS:
+        raise ConfigError(f"epsilon meaning must be one of {EPSILON_MEANINGS}, got {meaning!r}")
+    if base.privacy_measure != "zCDP":
+        return base.scaled(epsilon=str(epsilon))
+    if meaning == "rho":
+        from fractions import Fraction
+
+        e = Fraction(str(epsilon))
+        return base.scaled(rho=e * e / 2)
+    return base.scaled(epsilon=str(epsilon))
+
+
+def _tvd_by_level(
+    truth_levels: list[Any], mdf_hist: Any, h: Hierarchy, q: Any
+) -> dict[str, dict[str, float]]:
+    r_levels = h.aggregate(mdf_hist)
+    out: dict[str, dict[str, float]] = {m: {} for m in SWEEP_MEASURES}
+    for li, lname in enumerate(h.geolevels.names):
+        t, r = truth_levels[li], r_levels[li]
+        tp = np.asarray(t.sum(axis=1)).ravel()
+        rp = np.asarray(r.sum(axis=1)).ravel()
+        out["total_population"][lname] = tvd(Pairs.dense(tp, rp))["tvd"]
+        out["hispanic*cenrace"][lname] = tvd(Pairs.sparse(t @ q, r @ q))["tvd"]
+    return out
+
+
+def sweep(
+    input_dir: str | Path,
+    epsilons: Sequence[float],
+    *,
+    out_dir: str | Path,
+    preset: str = "pl94-2020",
+    config: str | Path | None = None,
+    budget: Any | None = None,
+    trials: int = 1,
+    seed: int = 0,
+    workers: int = 1,
+    postprocess: str = "topdown",
+    epsilon_meaning: str = "rho",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the release for each epsilon (``trials`` times) and record TVD by geolevel.
+
+    Args:
+        input_dir: CEF directory (``persons.parquet``, ``units.parquet``).
+        epsilons: the sweep values (see module docstring for their meaning).
+        out_dir: where ``sweep.json``, ``sweep.csv``, ``sweep.png`` and
+            ``manifest.json`` go.
+        preset: budget preset whose shares are rescaled.
+        config: a budget TOML file to rescale instead of the preset.
+        budget: a :class:`censusdp.budget.Budget` to rescale (overrides both).
+        trials: reruns per epsilon (independent seeds); the TVD mean, min and max
+            are reported.
+        seed: master seed; run seeds are drawn from ``SeedSequence(seed)``.
+        workers, postprocess: passed to :func:`censusdp.pipeline.run_release`.
+        epsilon_meaning: ``"rho"`` (default) or ``"cks"``.
+        progress: callback for progress lines (default: stderr).
+
+    Returns:
+        The sweep result (also written to ``out_dir/sweep.json``).
+
+    Raises:
+        ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
+    """
+    from censusdp.budget import load_config, load_preset
+    from censusdp.evaluate.core import json_ready
+    from censusdp.evaluate.report import sweep_figure
+    from censusdp.pipeline import run_release
+
+    if progress is None:
+
+        def progress(msg: str) -> None:
+            print(f"[sweep] {msg}", file=sys.stderr, flush=True)
+
+    eps_list = [float(e) for e in epsilons]
+    if not eps_list:
+        raise ConfigError("--epsilons needs at least one value")
+    if trials < 1:
+        raise ConfigError(f"--trials must be >= 1, got {trials}")
+    if budget is not None:
+        base = budget
+    elif config is not None:
+        base = load_config(config)
+    else:
+        base = load_preset(preset)
+    budgets = [budget_for_epsilon(base, e, epsilon_meaning) for e in eps_list]
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    cef = read_cef(input_dir)
+    geolevels = GeoLevels.from_pairs(list(base.geolevels))
+    h = Hierarchy.from_blocks(
+        np.concatenate([cef.persons["geocode"], cef.units["geocode"]]), geolevels
+    )
+    schema = get_schema("pl94")
+    q = make_query(schema, "hispanic*cenrace").matrix.T.tocsr().astype(np.int64)
+    cols = {c: cef.persons[c] for c in ("geocode", "hhgq", "age", "hispanic", "cenrace")}
+    truth_levels = h.aggregate(person_histogram(cols, h))
+    del cef
+    seeds = np.random.SeedSequence(seed).generate_state(len(eps_list) * trials, dtype=np.uint32)
+    seeds = seeds.reshape(len(eps_list), trials)
+
+    points = []
+    csv_rows: list[list[Any]] = []
+    with tempfile.TemporaryDirectory(prefix=".sweep-", dir=out) as tmp:
+        for i, (eps, b) in enumerate(zip(eps_list, budgets, strict=True)):
+            per_trial: list[dict[str, dict[str, float]]] = []
+            t_point = time.perf_counter()
+            for k in range(trials):
+                run = Path(tmp) / f"eps{i:02d}_trial{k:03d}"
+                run_release(
+                    input_dir,
+                    run,
+                    budget=b,
+                    units_budget=None,
+                    seed=int(seeds[i, k]),
+                    postprocess=postprocess,
+                    workers=workers,
+                )
+                mdf = pq.read_table(run / "mdf_persons.parquet")
+                mcols = {
+                    c: np.asarray(mdf.column(c).to_numpy(zero_copy_only=False))
+                    for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
+                }
+                per_trial.append(_tvd_by_level(truth_levels, person_histogram(mcols, h), h, q))
+                shutil.rmtree(run, ignore_errors=True)
+                for m in SWEEP_MEASURES:
+                    for lname, v in per_trial[-1][m].items():
+                        csv_rows.append([eps, float(b.rho), k, int(seeds[i, k]), m, lname, v])
+            summary: dict[str, dict[str, dict[str, Any]]] = {}
+            for m in SWEEP_MEASURES:
+                summary[m] = {}
+                for lname in geolevels.names:
+                    vals = np.asarray([t[m][lname] for t in per_trial], dtype=float)
+                    summary[m][lname] = {
+                        "mean": float(np.mean(vals)),
+                        "min": float(np.min(vals)),
+                        "max": float(np.max(vals)),
+                        "values": vals.tolist(),
+                    }
+            eps_dp = b.epsilon() if b.privacy_measure == "zCDP" else float(b.total)
+            points.append(
+                {
+                    "epsilon": eps,
+                    "rho": float(b.rho),
+                    "rho_exact": str(b.rho),
+                    "epsilon_dp": float(eps_dp),
+                    "delta": float(b.delta) if b.privacy_measure == "zCDP" else 0.0,
+                    "seeds": [int(s) for s in seeds[i]],
+                    "seconds": round(time.perf_counter() - t_point, 3),
+                    "tvd": summary,
+                }
+            )
+            tp = summary["total_population"]
+            progress(
+                f"epsilon {eps:g} (rho {float(b.rho):.4g}): TVD total population "
+                + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in geolevels.names[1:])
+            )
+
+    meaning = (
+        "rho = epsilon^2/2"
+        if base.privacy_measure == "zCDP" and epsilon_meaning == "rho"
+        else ("(epsilon, delta)-DP via CKS" if base.privacy_measure == "zCDP" else "pure DP")
+    )
+    result: dict[str, Any] = json_ready(
+        {
+            "preset": base.name,
+            "schema": base.schema,
+            "mechanism": base.mechanism,
+            "epsilon_meaning": meaning,
+            "trials": trials,
+            "seed": seed,
+            "postprocess": postprocess,
+            "geolevels": list(geolevels.names),
+            "measures": list(SWEEP_MEASURES),
+            "points": points,
+        }
+    )
+    write_json(result, out / "sweep.json")
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["epsilon", "rho", "trial", "seed", "measure", "geolevel", "tvd"])
+    w.writerows(csv_rows)
+    write_text(buf.getvalue(), out / "sweep.csv")
+    png = sweep_figure(result)
+    with atomic_path(out / "sweep.png") as tmp_png:
+        tmp_png.write_bytes(png)
+    write_json(
+        {
+            "command": "sweep",
+            "config": {
+                "input": str(Path(input_dir).resolve()),
+                "epsilons": eps_list,
+                "preset": base.name,
+                "trials": trials,
+                "postprocess": postprocess,
+                "workers": workers,
+                "epsilon_meaning": epsilon_meaning,
+            },
+            "seed": seed,
+            "package_version": __version__,
+            "timings": {"total": round(time.perf_counter() - t0, 3)},
+            "outputs": ["sweep.json", "sweep.csv", "sweep.png"],
+        },
+        out / "manifest.json",
+    )
+    progress(f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
+    return result
