@@ -24,8 +24,10 @@ __all__ = ["main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "budget",
     "demo",
+    "evaluate",
     "generate",
     "run",
+    "sweep",
 )
 
 
