@@ -22,6 +22,7 @@ __all__ = ["main"]
 
 # Sub-command modules, in the order they are listed in ``censusdp --help``.
 COMMAND_MODULES: tuple[str, ...] = (
+    "attack",
     "budget",
     "demo",
     "evaluate",

@@ -1,0 +1,199 @@
+"""``censusdp attack``: the group of attack sub-commands.
+
+The group has its own sub-parsers. ``dn`` (the Dinur-Nissim reconstruction laboratory,
+seed 000 secs. 4-5) and ``dn-figures`` are defined here. Another attack adds itself by
+creating ``censusdp.cli.attack_<name>`` with ``register(subparsers)`` (same protocol
+as top-level commands: add a parser, set ``func``) and listing the module name in
+:data:`ATTACK_MODULES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from censusdp.cli._common import progress_printer
+
+__all__ = ["ATTACK_MODULES", "register"]
+
+# Modules ``censusdp.cli.<name>`` that add sub-commands to ``censusdp attack``.
+ATTACK_MODULES: tuple[str, ...] = ()
+
+
+def _multiples(text: str) -> list[float]:
+    """``start:stop:step`` (inclusive of stop) or a comma-separated list of query multiples."""
+    try:
+        if ":" in text:
+            parts = [float(x) for x in text.split(":")]
+            if len(parts) != 3:
+                raise ValueError
+            start, stop, step = parts
+            if step <= 0 or start <= 0 or stop < start:
+                raise ValueError
+            count = int(round((stop - start) / step)) + 1
+            values = [round(start + i * step, 12) for i in range(count)]
+            values = [v for v in values if v <= stop + 1e-9]
+        else:
+            values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--multiples must be START:STOP:STEP with 0 < START <= STOP and STEP > 0, or a "
+            f"comma-separated list of positive numbers; got {text!r}"
+        ) from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"--multiples must be positive; got {text!r}")
+    return values
+
+
+def _dn(args: argparse.Namespace) -> int:
+    from censusdp.attacks import run_dn_report
+
+    say = progress_printer(args.quiet)
+    progress = None
+    if say is not None:
+
+        def progress(done: int, total: int) -> None:
+            say(f"attack dn: trial {done}/{total}")
+
+    out = run_dn_report(
+        n=args.n,
+        multiples=args.multiples,
+        noise=args.noise,
+        epsilon=args.epsilon,
+        variance=args.variance,
+        trials=args.trials,
+        seed=args.seed,
+        family=args.family,
+        solver=args.solver,
+        nested=not args.fresh_queries,
+        workers=args.workers,
+        json_path=args.json,
+        plot_path=args.plot,
+        progress=progress,
+    )
+    frac = out["fraction_recovered"]
+    pred = out["predictions"]
+    rows = [
+        {"queries": m, "mean": round(a, 4), "p10": round(b, 4), "p90": round(c, 4)}
+        for m, a, b, c in zip(
+            out["query_counts"], frac["mean"], frac["p10"], frac["p90"], strict=True
+        )
+    ]
+    brief = {
+        "n": out["n"],
+        "noise": out["noise"],
+        "solver": out["solver"],
+        "trials": out["trials"],
+        "fraction_recovered": rows,
+        "first_full_recovery_queries": out["first_full_recovery_queries"],
+        "appendix_A_predictions": pred,
+        "wall_seconds": round(out["timings"]["wall_seconds"], 2),
+    }
+    print(json.dumps(brief, indent=2))
+    return 0
+
+
+def _dn_figures(args: argparse.Namespace) -> int:
+    from censusdp.attacks import reproduce_figures
+
+    out = reproduce_figures(
+        args.out,
+        figures=args.figures,
+        quick=args.quick,
+        seed=args.seed,
+        workers=args.workers,
+        progress=progress_printer(args.quiet),
+    )
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _group_help(parser: argparse.ArgumentParser) -> object:
+    def show(_args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    return show
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``attack`` group and its sub-commands."""
+    group = subparsers.add_parser(
+        "attack",
+        help="attacks on published statistics (reconstruction, ...)",
+        description="Attacks on published statistics. Run 'censusdp attack COMMAND --help'.",
+    )
+    group.set_defaults(func=_group_help(group))
+    sub = group.add_subparsers(dest="attack_command", metavar="COMMAND")
+
+    dn = sub.add_parser(
+        "dn",
+        help="Dinur-Nissim reconstruction: fraction of secret bits recovered vs number of queries",
+        description=(
+            "Reconstruct a secret n-bit database from m random subset-sum answers (exact or "
+            "noisy) by bounded least squares and rounding (seed 000 sec. 4.3-4.4, 5.6); many "
+            "seeded trials, deciles, and Appendix A's information-theoretic predictions. "
+            "Noise here is experiment noise, not release noise."
+        ),
+    )
+    dn.add_argument("--n", type=int, default=1000, help="number of secret bits (default 1000)")
+    dn.add_argument(
+        "--multiples",
+        type=_multiples,
+        default=_multiples("0.1:1.0:0.05"),
+        metavar="A:B:STEP|X,Y,...",
+        help="numbers of queries as multiples of n (default 0.1:1.0:0.05)",
+    )
+    dn.add_argument("--noise", choices=("none", "gaussian", "laplace", "geometric"), default="none")
+    dn.add_argument(
+        "--epsilon", type=float, default=None, help="epsilon of laplace/geometric noise"
+    )
+    dn.add_argument(
+        "--variance",
+        default=None,
+        metavar="V|jason|jason-matlab",
+        help="Gaussian variance; 'jason' (default) = sqrt(n) ln(n)/2 as in sec. 4.4, "
+        "'jason-matlab' = (sqrt(n) ln(n)/2)^2 as App. B's code does",
+    )
+    dn.add_argument("--trials", type=int, default=100)
+    dn.add_argument("--seed", type=int, default=0)
+    dn.add_argument(
+        "--family",
+        choices=("random", "pairs", "msequence", "hadamard"),
+        default="random",
+        help="query family (msequence needs n = 2^k - 1, hadamard a power of two)",
+    )
+    dn.add_argument("--solver", choices=("fista", "lsq_linear", "lp"), default="fista")
+    dn.add_argument(
+        "--fresh-queries",
+        action="store_true",
+        help="draw a new query matrix for every m (as JASON's MATLAB) instead of nested prefixes",
+    )
+    dn.add_argument("--workers", type=int, default=1, metavar="K", help="worker processes")
+    dn.add_argument("--json", default=None, metavar="OUT.json", help="write the full summary here")
+    dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
+    dn.add_argument("--quiet", action="store_true", help="no progress output")
+    dn.set_defaults(func=_dn)
+
+    figs = sub.add_parser(
+        "dn-figures",
+        help="rerun JASON's Dinur-Nissim figures 4-1..4-4, 5-6, 5-7 (PNG + JSON + timings)",
+        description="Reproduce seed 000 figs. 4-1, 4-2/4-3, 4-4, 5-6 and 5-7 into a directory.",
+    )
+    figs.add_argument("--out", required=True, metavar="DIR")
+    figs.add_argument(
+        "--figures",
+        nargs="+",
+        choices=("4-1", "4-2", "4-4", "5-6", "5-7"),
+        default=["4-1", "4-2", "4-4", "5-6", "5-7"],
+    )
+    figs.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    figs.add_argument("--seed", type=int, default=2020)
+    figs.add_argument("--workers", type=int, default=2)
+    figs.add_argument("--quiet", action="store_true")
+    figs.set_defaults(func=_dn_figures)
+
+    for name in ATTACK_MODULES:
+        importlib.import_module(f"censusdp.cli.{name}").register(sub)
