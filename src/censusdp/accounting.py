@@ -90,7 +90,7 @@ def _minimise_alpha(rho: mpmath.mpf, log_delta: mpmath.mpf) -> tuple[mpmath.mpf,
     c = b - invphi * (b - a)
     d = a + invphi * (b - a)
     fc, fd = f(c), f(d)
-    for _ in range(260):
+    for _ in range(130):
         if fc < fd:
             b, d, fd = d, c, fc
             c = b - invphi * (b - a)
@@ -139,7 +139,7 @@ def delta_for_epsilon(rho: object, epsilon: object) -> float:
 
         lo, hi = mpmath.mpf(-30), mpmath.mpf(30)
         invphi = (mpmath.sqrt(5) - 1) / 2
-        for _ in range(300):
+        for _ in range(130):
             c = hi - invphi * (hi - lo)
             dd = lo + invphi * (hi - lo)
             if log_delta(c) < log_delta(dd):

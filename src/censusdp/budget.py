@@ -577,6 +577,12 @@ def load_preset(name: str) -> Budget:
 # -- reports ---------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=512)
+def _query_rows(schema_name: str, query: str) -> int:
+    return make_query(get_schema(schema_name), query).n_rows
+
+
+@functools.lru_cache(maxsize=512)
 def _attributes_of(schema_name: str, query: str) -> tuple[str, ...]:
     """Schema attributes a query reads (recodes count as their source attribute)."""
     schema = get_schema(schema_name)
@@ -754,7 +760,7 @@ def budget_report(
             {
                 "geolevel": m.geolevel,
                 "query": m.query,
-                "cells": make_query(schema, m.query).n_rows,
+                "cells": _query_rows(budget.schema, m.query),
                 "share": str(qshare),
                 "share_float": float(qshare),
                 "share_of_total": str(of_total),

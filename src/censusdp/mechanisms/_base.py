@@ -24,6 +24,8 @@ def as_fraction(value: object, name: str) -> Fraction:
     """
     if isinstance(value, bool):
         raise BudgetError(f"{name} must be a number, got bool {value!r}")
+    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+        raise BudgetError(f"{name} must be finite, got {value!r}")
     try:
         if isinstance(value, Fraction):
             return value
@@ -32,8 +34,6 @@ def as_fraction(value: object, name: str) -> Fraction:
         if isinstance(value, numbers.Rational):
             return Fraction(int(value.numerator), int(value.denominator))
         if isinstance(value, (float, np.floating)):
-            if not np.isfinite(value):
-                raise BudgetError(f"{name} must be finite, got {value!r}")
             return Fraction(repr(float(value)))
         if isinstance(value, str):
             return Fraction(value.strip().replace("_", ""))

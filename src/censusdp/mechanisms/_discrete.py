@@ -62,9 +62,17 @@ def _gauss_profile(sigma_squared: Fraction) -> _Profile:
     with mpmath.workprec(_MP_BITS):
         s = _mp(sigma_squared)
         limit = mpmath.ldexp(mpmath.mpf(1), -(TAIL_BITS + 1))
-        T = max(1, int(mpmath.ceil(mpmath.sqrt(2 * s * (TAIL_BITS + 1) * mpmath.log(2)))))
-        while _gauss_tail(s, T) > limit:
-            T += 1
+        lo = max(1, int(mpmath.floor(mpmath.sqrt(2 * s * (TAIL_BITS + 1) * mpmath.log(2)))))
+        hi = 2 * lo
+        while _gauss_tail(s, hi) > limit:
+            lo, hi = hi, 2 * hi
+        while lo < hi:  # smallest T in [lo, hi] whose tail bound is below the limit
+            mid = (lo + hi) // 2
+            if _gauss_tail(s, mid) > limit:
+                lo = mid + 1
+            else:
+                hi = mid
+        T = lo
         tail = _gauss_tail(s, T)
         r0 = fixed_point(mpmath.exp(-1 / (2 * s)))
         c = fixed_point(mpmath.exp(-1 / s))

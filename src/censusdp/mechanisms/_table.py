@@ -11,8 +11,8 @@ is sampled in three steps.
    ``e_k ~ 2**P f(k)`` (``P = 320`` bits, from a multiplicative recurrence on Python
    integers whose start values come from mpmath), then
    ``w_k = floor(2**128 e_k / E)`` with ``E = sum e_k`` and the deficit
-   (``< K``) given one unit each to the largest remainders ("largest remainder"
-   rounding). Each ``|w_k / 2**128 - e_k / E| < 2**-128``.
+   (``< K``) given one unit each to ``deficit`` distinct outcomes with a non-zero
+   remainder, nearest the centre first. Each ``|w_k / 2**128 - e_k / E| < 2**-128``.
 3. **Alias table** (Walker 1977, Vose 1991) built with integers only: every column
    holds capacity ``C = 2**128 / N = 2**(128-b)``; column ``j`` returns outcome ``j``
    with probability ``t_j / C`` and outcome ``alias_j`` otherwise, with
@@ -35,7 +35,7 @@ where ``eps_num <= 2**-200`` bounds the fixed-point error of ``e_k / E`` (each
     eta = TV(q, p) <= K * 2**-129 + tau + 2**-200,
 
 computed for each table and stored as :attr:`AliasTable.tv_bound`; we require
-``eta <= 2**-100`` (``K <= 2**22``). :mod:`censusdp.accounting` turns ``eta`` into an
+``eta <= 2**-100`` (``K <= 2**20``). :mod:`censusdp.accounting` turns ``eta`` into an
 additive ``delta``: a mechanism within TV ``eta`` of an ``(epsilon, delta)``-DP one,
 for each of the ``m`` measurements one person can change, is
 ``(epsilon, delta + (1 + e**epsilon) m eta)``-DP (measurements the person does not
@@ -64,7 +64,7 @@ __all__ = ["CHUNK", "AliasTable", "build_symmetric_table", "fixed_point", "mpf_t
 PRECISION = 320  # fixed-point bits of the unnormalized weights
 TOTAL_BITS = 128  # sum of quantized weights is exactly 2**TOTAL_BITS
 TAIL_BITS = 130  # truncation tail mass at most 2**-TAIL_BITS
-MAX_COLUMN_BITS = 22  # tables with more than 2**22 outcomes are refused
+MAX_COLUMN_BITS = 20  # tables with more than 2**20 outcomes are refused
 TV_LIMIT = Fraction(1, 2**100)
 CHUNK = 1 << 16  # words per chunk: part of the stream format (tie words follow each chunk)
 
@@ -157,7 +157,8 @@ def build_symmetric_table(
     if b > MAX_COLUMN_BITS:
         raise BudgetError(
             f"noise scale too large for the exact table sampler: {K} outcomes needed, "
-            f"at most {2**MAX_COLUMN_BITS} supported (raise the budget share or rho)"
+            f"at most {2**MAX_COLUMN_BITS} supported (sigma^2 up to about 1.4e9, geometric "
+            f"scale up to about 5,000); raise the budget share or rho"
         )
     N = 1 << b
     half = first_weights(T)
@@ -175,8 +176,16 @@ def build_symmetric_table(
     deficit = total - sum(w)
     if not 0 <= deficit < K:
         raise InternalError(f"alias quantization deficit {deficit} outside [0, {K})")
-    for idx in sorted(range(K), key=lambda i: (-rem[i], i))[:deficit]:
-        w[idx] += 1
+    if deficit:
+        # centre-out order: 0, -1, +1, -2, +2, ... (indices T, T-1, T+1, ...)
+        order = [T + (i + 1) // 2 * (1 if i % 2 == 0 else -1) for i in range(K)]
+        given = 0
+        for idx in order:
+            if given == deficit:
+                break
+            if rem[idx]:
+                w[idx] += 1
+                given += 1
     if sum(w) != total:
         raise InternalError("quantized weights do not sum to 2**128")
 
