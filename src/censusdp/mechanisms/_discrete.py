@@ -94,7 +94,18 @@ def _gauss_profile(sigma_squared: Fraction) -> _Profile:
     z = Fraction(z_t, 1 << PRECISION) + 2 * mpf_to_fraction(tail)
     with mpmath.workprec(128):
         log_z = float(mpmath.log(_mp(z)))
-    return _Profile(table=table, log_normalizer=log_z, variance=second / z_t)
+    if T <= 400:  # small scales: direct high-precision sum (no fixed-point underflow)
+        with mpmath.workprec(_MP_BITS):
+            s = _mp(sigma_squared)
+            terms = [mpmath.exp(-mpmath.mpf(k * k) / (2 * s)) for k in range(T + 1)]
+            variance = float(
+                2
+                * mpmath.fsum(k * k * t for k, t in enumerate(terms))
+                / (2 * mpmath.fsum(terms) - 1)
+            )
+    else:
+        variance = second / z_t
+    return _Profile(table=table, log_normalizer=log_z, variance=variance)
 
 
 @dataclass(frozen=True)
