@@ -74,7 +74,8 @@ class GenerateSummary:
         adults: persons aged 18 or over.
         hispanic: persons of Hispanic origin.
         gq_persons: persons by GQ type code 1..7 (``HHGQ_LEVELS``).
-        timings: seconds per phase (``plan``, ``synthesize``, ``write``, ``total``).
+        timings: wall-clock seconds per phase (``plan``, ``synthesize``, ``write``,
+            ``total``) and the process CPU seconds of the whole run (``cpu``).
         out_dir: the output directory.
     """
 
@@ -107,9 +108,15 @@ class GenerateSummary:
 
     @property
     def persons_per_second(self) -> float:
-        """Throughput over the whole run (plan, synthesis and writing)."""
+        """Wall-clock throughput over the whole run (plan, synthesis and writing)."""
         total = self.timings.get("total", 0.0)
         return self.persons / total if total > 0 else float("nan")
+
+    @property
+    def persons_per_cpu_second(self) -> float:
+        """Throughput per CPU second (independent of other load on the machine)."""
+        cpu = self.timings.get("cpu", 0.0)
+        return self.persons / cpu if cpu > 0 else float("nan")
 
     def counts(self) -> dict[str, int]:
         """The integer counts as a plain dict (used in the manifest)."""
@@ -159,7 +166,9 @@ class GenerateSummary:
             f"  blocks             {self.blocks:>12,}  "
             f"({1 - self.populated_blocks / max(self.blocks, 1):.1%} with no population)",
             f"  time               {self.timings.get('total', 0.0):>12.2f} s  "
-            f"({self.persons_per_second / 1e6:.2f}M persons/s)",
+            f"({self.persons_per_second / 1e6:.2f}M persons/s; "
+            f"{self.timings.get('cpu', 0.0):.2f} s CPU, "
+            f"{self.persons_per_cpu_second / 1e6:.2f}M persons per CPU-second)",
             f"  written to         {self.out_dir}",
         ]
         return "\n".join(lines)
@@ -237,10 +246,22 @@ def _tables(chunk: Chunk, person0: int, unit0: int) -> tuple[pa.Table, pa.Table]
 
 @contextlib.contextmanager
 def _parquet_writer(path: Path, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
+    """A Parquet writer on a temporary file renamed onto ``path`` when it closes cleanly.
+
+    Id columns (unique, increasing) use delta encoding; the other columns have few
+    distinct values and use dictionary encoding. This halves the write time and the
+    file size compared with dictionary-encoding everything.
+    """
+    ids = [c for c in schema.names if c.endswith("_id")]
     with atomic_path(path) as tmp:
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; these are ordinary data files
         with pq.ParquetWriter(
-            tmp, schema, compression="zstd", compression_level=PARQUET_ZSTD_LEVEL
+            tmp,
+            schema,
+            compression="zstd",
+            compression_level=PARQUET_ZSTD_LEVEL,
+            use_dictionary=[c for c in schema.names if c not in ids],
+            column_encoding=dict.fromkeys(ids, "DELTA_BINARY_PACKED"),
         ) as writer:
             yield writer
 
@@ -280,6 +301,7 @@ def generate_state(
         ConfigError: for an unknown state, a negative seed or a scale outside (0, 1].
     """
     t_start = time.perf_counter()
+    cpu_start = time.process_time()
     info = resolve_state(state)
     _check_args(seed, scale)
     seed = int(seed)
@@ -368,6 +390,7 @@ def generate_state(
             "synthesize": round(t_synth, 4),
             "write": round(t_write, 4),
             "total": round(t_total, 4),
+            "cpu": round(time.process_time() - cpu_start, 4),
         },
         out_dir=out,
     )

