@@ -73,21 +73,24 @@ def experiment_generator(seed: int | np.random.SeedSequence | None) -> np.random
 
 def _encode_key(key: tuple[str | int, ...]) -> bytes:
     """Unambiguous byte encoding of a child key path (type tag, length, bytes)."""
-    parts = []
+    parts = [len(key).to_bytes(8, "big")]
     for component in key:
-        if isinstance(component, bool) or not isinstance(component, (str, int, np.integer)):
+        kind = type(component)
+        if kind is str:
+            raw = component.encode("utf-8")  # type: ignore[union-attr]
+            parts.append(b"s" + len(raw).to_bytes(8, "big") + raw)
+        elif kind is int or (kind is not bool and isinstance(component, (int, np.integer))):
+            raw = str(int(component)).encode("ascii")
+            parts.append(b"i" + len(raw).to_bytes(8, "big") + raw)
+        elif isinstance(component, str):
+            raw = str(component).encode("utf-8")
+            parts.append(b"s" + len(raw).to_bytes(8, "big") + raw)
+        else:
             raise ConfigError(
                 f"RandomSource.child key components must be str or int, got "
                 f"{type(component).__name__} {component!r}"
             )
-        if isinstance(component, str):
-            raw = component.encode("utf-8")
-            tag = b"s"
-        else:
-            raw = str(int(component)).encode("ascii")
-            tag = b"i"
-        parts.append(tag + len(raw).to_bytes(8, "big") + raw)
-    return len(key).to_bytes(8, "big") + b"".join(parts)
+    return b"".join(parts)
 
 
 class RandomSource:
@@ -156,8 +159,15 @@ class RandomSource:
         """
         if not key:
             raise ConfigError("RandomSource.child needs at least one key component")
-        derived = hmac.new(self._key, _CHILD_DOMAIN + _encode_key(key), hashlib.sha256).digest()
-        return RandomSource(mode=self.mode, seed=self.seed, key=derived, path=self.path + key)
+        derived = hmac.digest(self._key, _CHILD_DOMAIN + _encode_key(key), "sha256")
+        child = RandomSource.__new__(RandomSource)
+        child.mode = self.mode
+        child.seed = self.seed
+        child.path = self.path + key
+        child._key = derived
+        child._position = 0
+        child._cipher = None
+        return child
 
     # -- output ------------------------------------------------------------------------
 
@@ -194,6 +204,10 @@ class RandomSource:
             raise ConfigError(f"number of words must be >= 0, got {n}")
         if n == 0:
             return np.zeros(0, dtype=np.uint64)
+        if n <= 8192:  # small requests: less overhead than update_into
+            raw = self._encryptor().update(bytes(8 * n))
+            self._position += 8 * n
+            return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
         zeros = np.zeros(8 * n, dtype=np.uint8)
         buf = bytearray(8 * n + _BLOCK - 1)
         written = self._encryptor().update_into(zeros, buf)

@@ -127,3 +127,17 @@ def test_continuous_laplace_and_gaussian_fit_their_cdfs() -> None:
     assert gau.size == 50_001
     assert stats.kstest(gau, stats.norm(scale=2).cdf).pvalue > 1e-4
     assert stats.kstest(gau, stats.norm(scale=2.6).cdf).pvalue < 1e-4
+
+
+@pytest.mark.parametrize("mech", [DiscreteGaussian(Fraction(7)), Geometric(Fraction(2))], ids=str)
+@pytest.mark.parametrize("cells", [1, 63, 70_000])
+def test_release_units_equals_per_unit_release(mech, cells: int) -> None:
+    units = 3 if cells > 1000 else 40
+    values = np.arange(units * cells, dtype=np.int64).reshape(units, cells)
+    keys = [("Block", "detailed", f"{u:016d}") for u in range(units)]
+    src = RandomSource.seeded(4)
+    batched = mech.release_units(values, src, keys)
+    loop = np.stack([mech.release(values[u], src.child(*keys[u])) for u in range(units)])
+    np.testing.assert_array_equal(batched, loop)
+    with pytest.raises(CensusDPError, match="one key per unit"):
+        mech.release_units(values, src, keys[:-1])
