@@ -223,3 +223,15 @@ def test_discrete_gaussian_variance_is_below_sigma_squared() -> None:
     assert small.variance == pytest.approx(float(ref), rel=1e-12)
     assert small.variance < 0.25
     assert DiscreteGaussian(5).variance == pytest.approx(5, rel=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mech",
+    [DiscreteGaussian(Fraction(2)), DiscreteGaussian(Fraction(3000)), Geometric(Fraction(10))],
+    ids=lambda m: m.name,
+)
+def test_large_sample_goodness_of_fit(mech) -> None:
+    """10 million draws: the G-test still accepts (sensitive to TV of about 1e-3)."""
+    x = mech.sample(10_000_000, RandomSource.seeded(31337))
+    assert g_test_pvalue(x, mech.pmf) > ALPHA
