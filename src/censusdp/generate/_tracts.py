@@ -59,7 +59,7 @@ class TractTable:
 def _all_tracts() -> TractTable:
     path = resources.files("censusdp").joinpath("data", TRACTS_FILE)
     with resources.as_file(path) as p:
-        table = pq.read_table(p)
+        table = pq.ParquetFile(p).read()  # unlike pq.read_table, does not import pandas
     geoid = np.char.add(
         np.char.add(
             np.asarray(table["state"].to_numpy(zero_copy_only=False), dtype="S2"),
