@@ -311,15 +311,17 @@ def reproduce_figures(
     quick: bool = False,
     seed: int = 2020,
     workers: int = 2,
+    prefix: str = "dn_",
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Rerun JASON's Dinur-Nissim figures and write ``fig_<id>.png`` / ``fig_<id>.json``.
+    """Rerun JASON's Dinur-Nissim figures and write ``<prefix>fig_<id>.png`` / ``.json``.
 
-    Full size (``quick=False``): fig. 4-1 n = 1000, 100 trials, m = 0.02n..n; figs.
-    4-2/4-3 n = 100..2000, 12 trials per n; fig. 4-4 n = 10, 40, 100
-    with Gaussian variance ``sqrt(n) ln n / 2``, 100 trials, m up to 20n; fig. 5-6 the
-    Listing-4 grid, 1000 trials; fig. 5-7 n = 4000, multiples 1, 5, 10, 20, the twelve
-    Listing-5 epsilons, 10 trials. ``quick=True`` shrinks every size for a smoke run.
+    Default sizes (``quick=False``), chosen to finish in minutes on 2 cores: fig. 4-1
+    n = 1000, 20 trials, m = 0.04n..n; figs. 4-2/4-3 n = 100..1000, 6 trials per n;
+    fig. 4-4 n = 10, 40, 100 with Gaussian variance ``sqrt(n) ln n / 2``, 100 trials,
+    m up to 20n; fig. 5-6 the Listing-4 grid, 1000 trials; fig. 5-7 n = 4000, multiples
+    1, 5, 10, 20, the twelve Listing-5 epsilons, 6 trials (JASON: 10). Larger runs: call
+    the library functions or ``censusdp attack dn`` directly. ``quick=True`` shrinks every size for a smoke run.
     Writes ``timings.json`` (seconds per figure) and a manifest.
     """
     out = Path(out_dir)
@@ -339,20 +341,20 @@ def reproduce_figures(
 
     if "4-1" in figures:
         t0 = time.perf_counter()
-        n, trials = (200, 10) if quick else (1000, 100)
-        counts = [int(round(f * n)) for f in np.arange(0.02, 1.0 + 1e-9, 0.02)]
+        n, trials = (200, 10) if quick else (1000, 20)
+        counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
         curve = recovery_curve(
             n, counts, trials=trials, seed=seed, workers=workers, progress=trial_progress("fig 4-1")
         )
         plot_recovery_curves(
             [curve],
-            out / "fig_4-1.png",
+            out / f"{prefix}fig_4-1.png",
             title="Fig. 4-1 reproduction: noiseless random subset sums",
         )
         timings["4-1"] = time.perf_counter() - t0
         d = curve.to_dict()
         d["seconds_to_reproduce"] = timings["4-1"]
-        write_json(d, out / "fig_4-1.json")
+        write_json(d, out / f"{prefix}fig_4-1.json")
         summary["4-1"] = {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
     if "4-2" in figures:
         t0 = time.perf_counter()
@@ -368,12 +370,12 @@ def reproduce_figures(
             workers=workers,
             progress=trial_progress("fig 4-2"),
         )
-        plot_thresholds(thr, out / "fig_4-2_4-3.png")
+        plot_thresholds(thr, out / f"{prefix}fig_4-2_4-3.png")
         timings["4-2"] = time.perf_counter() - t0
         d = thr.to_dict()
         d["per_trial"] = thr.thresholds.tolist()
         d["seconds_to_reproduce"] = timings["4-2"]
-        write_json(d, out / "fig_4-2_4-3.json")
+        write_json(d, out / f"{prefix}fig_4-2_4-3.json")
         summary["4-2"] = {
             "slope_mean": thr.slope_mean,
             "slope_max": thr.slope_max,
@@ -404,13 +406,13 @@ def reproduce_figures(
             )
         plot_recovery_curves(
             curves,
-            out / "fig_4-4.png",
+            out / f"{prefix}fig_4-4.png",
             title="Fig. 4-4 reproduction: Gaussian noise, variance sqrt(n) ln(n)/2",
         )
         timings["4-4"] = time.perf_counter() - t0
         write_json(
             {"curves": [c.to_dict() for c in curves], "seconds_to_reproduce": timings["4-4"]},
-            out / "fig_4-4.json",
+            out / f"{prefix}fig_4-4.json",
         )
         summary["4-4"] = {
             f"n={c.n}": {"final_mean": float(c.mean[-1]), "queries": int(c.query_counts[-1])}
@@ -421,17 +423,17 @@ def reproduce_figures(
         acc = sum_query_accuracy(
             JASON_FIG56_SIZES, JASON_FIG56_EPSILONS, trials=200 if quick else 1000, seed=seed
         )
-        plot_sum_accuracy(acc, out / "fig_5-6.png")
+        plot_sum_accuracy(acc, out / f"{prefix}fig_5-6.png")
         timings["5-6"] = time.perf_counter() - t0
         d = acc.to_dict()
         d["seconds_to_reproduce"] = timings["5-6"]
-        write_json(d, out / "fig_5-6.json")
+        write_json(d, out / f"{prefix}fig_5-6.json")
         summary["5-6"] = {
             "max_abs_z": float(np.max(np.abs(acc.measured - acc.expected) / acc.standard_error))
         }
     if "5-7" in figures:
         t0 = time.perf_counter()
-        n, trials = (400, 3) if quick else (4000, 10)
+        n, trials = (400, 3) if quick else (4000, 6)
         grid = laplace_grid(
             n,
             JASON_FIG57_EPSILONS,
@@ -441,11 +443,11 @@ def reproduce_figures(
             workers=workers,
             progress=trial_progress("fig 5-7"),
         )
-        plot_laplace_grid(grid, out / "fig_5-7.png")
+        plot_laplace_grid(grid, out / f"{prefix}fig_5-7.png")
         timings["5-7"] = time.perf_counter() - t0
         d = grid.to_dict()
         d["seconds_to_reproduce"] = timings["5-7"]
-        write_json(d, out / "fig_5-7.json")
+        write_json(d, out / f"{prefix}fig_5-7.json")
         summary["5-7"] = {"mean": d["mean"]}
     result = {"timings_seconds": timings, "summary": summary}
     write_json(
@@ -455,6 +457,6 @@ def reproduce_figures(
                 {"figures": list(figures), "quick": quick, "workers": workers}, seed, timings
             ),
         },
-        out / "timings.json",
+        out / f"{prefix}timings.json",
     )
     return result
