@@ -217,27 +217,39 @@ def _string_array(codes: np.ndarray) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data))
 
 
+def _int64_array(values: np.ndarray) -> pa.Array:
+    """A pyarrow int64 array sharing ``values``' memory (``pa.array`` would import pandas)."""
+    data = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), data.size, [None, pa.py_buffer(data)])
+
+
+def _bool_array(values: np.ndarray) -> pa.Array:
+    """A pyarrow boolean array from a numpy bool array (bit-packed, LSB first)."""
+    bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), values.size, [None, pa.py_buffer(bits)])
+
+
 def _tables(chunk: Chunk, person0: int, unit0: int) -> tuple[pa.Table, pa.Table]:
     unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
     units = pa.Table.from_arrays(
         [
-            pa.array(unit_ids),
+            _int64_array(unit_ids),
             _string_array(chunk.block_geocode[chunk.unit_block]),
-            pa.array(chunk.unit_gqtype.astype(np.int64)),
-            pa.array(chunk.unit_occupied),
+            _int64_array(chunk.unit_gqtype),
+            _bool_array(chunk.unit_occupied),
         ],
         schema=UNITS_SCHEMA,
     )
     persons = pa.Table.from_arrays(
         [
-            pa.array(np.arange(person0, person0 + chunk.n_persons, dtype=np.int64)),
-            pa.array(chunk.person_unit + unit0),
+            _int64_array(np.arange(person0, person0 + chunk.n_persons, dtype=np.int64)),
+            _int64_array(chunk.person_unit + unit0),
             _string_array(chunk.block_geocode[chunk.person_block]),
-            pa.array(chunk.person_hhgq),
-            pa.array(chunk.person_sex),
-            pa.array(chunk.person_age),
-            pa.array(chunk.person_hispanic),
-            pa.array(chunk.person_cenrace),
+            _int64_array(chunk.person_hhgq),
+            _int64_array(chunk.person_sex),
+            _int64_array(chunk.person_age),
+            _int64_array(chunk.person_hispanic),
+            _int64_array(chunk.person_cenrace),
         ],
         schema=PERSONS_SCHEMA,
     )

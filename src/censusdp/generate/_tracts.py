@@ -13,8 +13,10 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from censusdp.errors import InternalError
 from censusdp.generate import _model as m
 from censusdp.generate._states import StateInfo
 
@@ -55,20 +57,41 @@ class TractTable:
         return int(self.pop.size)
 
 
+def _fixed_width(strings: pa.Array, width: int, name: str) -> np.ndarray:
+    """(n, width) bytes of a string array whose values all have ``width`` characters.
+
+    Reads the Arrow buffers directly (no Python objects, and no pandas import).
+    """
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[: len(strings) + 1]
+    offsets = offsets[strings.offset :]
+    if strings.null_count or not np.array_equal(np.diff(offsets), np.full(len(strings), width)):
+        raise InternalError(f"{TRACTS_FILE}: column {name!r} has a value not {width} characters")
+    data = np.frombuffer(strings.buffers()[2], dtype=np.uint8)
+    return data[offsets[0] : offsets[-1]].reshape(len(strings), width)
+
+
+def _int32(values: pa.Array, name: str) -> np.ndarray:
+    """An int32 column as int64 numpy, read from its buffer (``to_numpy`` imports pandas)."""
+    if values.type != pa.int32() or values.null_count:
+        raise InternalError(f"{TRACTS_FILE}: column {name!r} is not a non-null int32 column")
+    data = np.frombuffer(values.buffers()[1], dtype=np.int32)
+    return data[values.offset : values.offset + len(values)].astype(np.int64)
+
+
 @lru_cache(maxsize=1)
 def _all_tracts() -> TractTable:
     path = resources.files("censusdp").joinpath("data", TRACTS_FILE)
     with resources.as_file(path) as p:
         table = pq.ParquetFile(p).read()  # unlike pq.read_table, does not import pandas
-    geoid = np.char.add(
-        np.char.add(
-            np.asarray(table["state"].to_numpy(zero_copy_only=False), dtype="S2"),
-            np.asarray(table["county"].to_numpy(zero_copy_only=False), dtype="S3"),
-        ),
-        np.asarray(table["tract"].to_numpy(zero_copy_only=False), dtype="S6"),
-    )
-    pop = table["pop"].to_numpy().astype(np.int64)
-    groups = np.column_stack([table[g].to_numpy().astype(np.int64) for g in m.GROUPS])
+    n = table.num_rows
+    codes = np.empty((n, 11), dtype=np.uint8)
+    at = 0
+    for column, width in (("state", 2), ("county", 3), ("tract", 6)):
+        codes[:, at : at + width] = _fixed_width(table[column].combine_chunks(), width, column)
+        at += width
+    geoid = codes.view("S11").ravel()
+    pop = _int32(table["pop"].combine_chunks(), "pop")
+    groups = np.column_stack([_int32(table[g].combine_chunks(), g) for g in m.GROUPS])
     order = np.argsort(geoid, kind="stable")
     return TractTable(geoid[order], pop[order], groups[order])
 
