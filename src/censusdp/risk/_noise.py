@@ -1,10 +1,9 @@
-"""Noise models seen by the intruder: one definition of each pmf, in log space.
+"""Noise models seen by the intruder: one definition of each pmf.
 
 The pmfs themselves come from :mod:`censusdp.mechanisms` (the release mechanisms);
 this module adds what the risk computations need on top of them: a likelihood
-ratio, a support that holds all but a stated tail mass, and the exact pmf of a sum
-of ``d`` independent discrete Gaussians (seed 001 eq. 20), computed by convolution
-in log space so that far tails keep their relative precision.
+ratio, a support that holds all but a stated tail mass, and the pmf of a sum of
+``d`` independent discrete Gaussians (seed 001 eq. 20), computed by convolution.
 """
 
 from __future__ import annotations
@@ -15,16 +14,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy import fft as sp_fft
 
 from censusdp.errors import BudgetError, CensusDPError
 from censusdp.mechanisms import DiscreteGaussian, Geometric
 
 __all__ = ["NoiseModel", "check_probability", "check_tolerance", "sum_of_discrete_gaussians"]
 
-# Relative cut-off for the log-space convolution: terms below exp(-_LOG_CUT) of the
-# peak of one summand are dropped (relative truncation error below 1e-40).
-_LOG_CUT = 92.0
+# Summands of the convolution are cut where their pmf is below exp(-_SUMMAND_CUT) of the
+# peak; convolution values below _RELIABLE of the peak have no relative precision.
+_SUMMAND_CUT = 50.0
+_RELIABLE = 1e-13
 
 
 def check_probability(value: float, name: str) -> float:
@@ -156,31 +156,34 @@ def _rho_fraction(rho: float | Fraction | str) -> Fraction:
     return r
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
 def _sum_log_pmf(rho: Fraction, d: int) -> tuple[int, np.ndarray]:
     dg = DiscreteGaussian.from_rho(rho)
-    K = max(1, math.ceil(math.sqrt(_LOG_CUT / float(rho))))
+    K = max(1, math.ceil(math.sqrt(_SUMMAND_CUT / float(rho))))
     k = np.arange(-K, K + 1)
-    one = dg.log_pmf(k)
-    out = one.copy()
-    m = one.size
-    for _ in range(d - 1):
-        n = out.size
-        idx = np.arange(n + m - 1)[:, None] - np.arange(m)[None, :]
-        valid = (idx >= 0) & (idx < n)
-        terms = np.where(valid, out[np.clip(idx, 0, n - 1)] + one[None, :], -np.inf)
-        out = logsumexp(terms, axis=1)
-    return d * K, out
+    one = dg.pmf(k)
+    length = d * 2 * K + 1
+    nfft = sp_fft.next_fast_len(length, real=True)
+    dens = sp_fft.irfft(sp_fft.rfft(one, nfft) ** d, nfft)[:length]
+    z = np.arange(-d * K, d * K + 1)
+    approx = DiscreteGaussian.from_rho(rho / d).log_pmf(z)
+    reliable = dens > _RELIABLE * dens.max()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lp = np.where(reliable, np.log(np.where(reliable, dens, 1.0)), approx)
+    return d * K, lp
 
 
 def sum_of_discrete_gaussians(rho: float | Fraction | str, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact log pmf of ``eta_1 + ... + eta_d`` with ``eta_i`` iid discrete Gaussian(rho).
+    """Log pmf of ``eta_1 + ... + eta_d`` with ``eta_i`` iid discrete Gaussian(rho), by convolution.
 
     This is the noise of ``Y_1^*`` in seed 001 eq. 20, which eq. 21 approximates by
-    one discrete Gaussian with ``sigma^2 = d / (2 rho)``. The convolution is done in
-    log space; each summand is truncated where its pmf falls below ``exp(-92)``
-    (``1e-40``) of its peak, so the relative error of every returned value is below
-    about ``d * 1e-40`` plus floating-point rounding.
+    one discrete Gaussian with ``sigma^2 = d / (2 rho)``. The d-fold convolution of the
+    pmf (each summand cut where its tail is below ``exp(-50)``) is computed by FFT in
+    double precision, so every value is exact to an absolute error of about ``1e-15``
+    of the peak. Where the result is below ``1e-13`` of the peak (far tails, where
+    the FFT has no relative precision) the log pmf of eq. 21's approximation is
+    returned instead; :func:`censusdp.risk.approximation_error` shows that the two
+    agree there to far better than that at the census parameters.
 
     Args:
         rho: the zCDP parameter of each summand.

@@ -230,6 +230,14 @@ def decision_probability(log_odds: np.ndarray, rule: DecisionRule) -> np.ndarray
 # -- exact posterior for one data set, any h -------------------------------------------
 
 
+def _lse(x: np.ndarray, axis: int) -> np.ndarray:
+    """``log(sum(exp(x)))`` along ``axis`` (rows that are all ``-inf`` give ``-inf``)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - m), axis=axis)) + np.squeeze(m, axis=axis)
+
+
 def _check_data(model: HierarchicalModel, x_star: Sequence[int], y_star: Sequence[int]) -> None:
     h = model.levels
     if len(x_star) != h:
@@ -337,8 +345,8 @@ def two_level_log_odds(
         sl = slice(s, s + chunk)
         y = start[sl, None] + offs[None, :]
         lg = model.log_sum_pmf(1, y1[sl, None] - y)
-        g1 = logsumexp(n2.log_pmf(x2[sl, None] - 1 - y) + lg, axis=1)
-        g0 = logsumexp(n2.log_pmf(x2[sl, None] - y) + lg, axis=1)
+        g1 = _lse(n2.log_pmf(x2[sl, None] - 1 - y) + lg, axis=1)
+        g0 = _lse(n2.log_pmf(x2[sl, None] - y) + lg, axis=1)
         out[sl] = base[sl] + g1 - g0
     return out.reshape(shape)
 
@@ -447,19 +455,23 @@ def two_level_risk(
     # log-odds(x1*) = part + LLR1(x1* - k) - LLR1(0)
     shift = n1.log_likelihood_ratio(1.0 + e1) - float(n1.log_likelihood_ratio(np.float64(0)))
     lo = part[:, :, None] + shift[None, None, :]
-    w = w2[:, None, None] * wy[None, :, None] * w1[None, None, :]
+
+    def total(values: np.ndarray) -> float:
+        # sum of values * w2 (x) wy (x) w1, contracted axis by axis (pairwise sums)
+        return float(w2 @ (np.asarray(values, dtype=np.float64) @ w1) @ wy)
+
     dec = decision_probability(lo, rule)
-    correct = math.fsum((dec * w).ravel())
-    post = math.fsum((expit(lo) * w).ravel())
+    correct = total(dec)
+    post = total(expit(lo))
     one_lo = math.log(model.prior) - math.log1p(-model.prior) + n1.log_likelihood_ratio(1.0 + e1)
     one_dec = decision_probability(one_lo, rule)
-    one_correct = math.fsum(one_dec * w1)
+    one_correct = float(np.sum(one_dec * w1))
     gain = loss = None
     if rule.draws is None:
         hier = dec > 0.5
         alone = (one_dec > 0.5)[None, None, :]
-        gain = math.fsum(((hier & ~alone) * w).ravel())
-        loss = math.fsum(((~hier & alone) * w).ravel())
+        gain = total(hier & ~alone)
+        loss = total(~hier & alone)
     return TwoLevelRisk(
         model=model,
         others=others,

@@ -1,0 +1,291 @@
+"""``censusdp risk``: read a synthetic census, compute its disclosure risk, write the results.
+
+Writes into ``out``:
+
+* ``risk.json`` -- configuration, one-level risk per prior, the distribution over
+  people unique in their block of the two-level and realised measures, the worst
+  cases, the exact two-level table per ``(xi2, d)``, the sweep over the global rho;
+* ``risk_persons.parquet`` -- one row per person unique in their block;
+* ``fig1_posterior.png``, ``fig2_marginal.png``, ``fig3_decision.png``,
+  ``fig6_two_level.png``, ``people.png`` -- plots in the style of seed 001 Figs. 1-3, 6;
+* ``manifest.json`` -- config, seed, package version, timings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from censusdp import __version__
+from censusdp.budget import load_config, load_preset
+from censusdp.errors import ConfigError
+from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.cef import read_cef
+from censusdp.risk import _plots
+from censusdp.risk._noise import NoiseModel
+from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_level_risk
+from censusdp.risk.one_level import one_level_risk, posterior
+from censusdp.risk.release import DEFAULT_PRIORS, detailed_rhos, release_risk, sweep_risk
+
+__all__ = ["RiskRun", "run_risk"]
+
+
+@dataclass(frozen=True)
+class RiskRun:
+    """What :func:`run_risk` wrote and a printable summary."""
+
+    out_dir: Path
+    summary: dict[str, object]
+    seconds: dict[str, float]
+
+    def format(self) -> str:
+        """A short human-readable summary."""
+        s = self.summary
+        c = s["counts"]  # type: ignore[index]
+        lines = [
+            f"risk of {s['budget']} (global rho {s['global_rho']:.4g}): "
+            f"rho_1 (block, detailed) = {s['rho1_block_detailed']:.4g}, "
+            f"rho_2 (block group) = {s['rho2_block_group_detailed']:.4g}",
+            f"{c['persons']} persons, {c['unique_in_block']} unique in their block on the "
+            f"detailed cell ({100 * c['unique_in_block'] / max(c['persons'], 1):.1f}%), "
+            f"{c['blocks']} blocks in {c['block_groups']} block groups",
+            "one level (same for every unique person):",
+            "  prior   marginal posterior   R        P[correct decision]",
+        ]
+        for r in s["one_level"]:  # type: ignore[union-attr]
+            lines.append(
+                f"  {r['prior']:<7g} {r['marginal_posterior']:<20.4f} {r['marginal_risk']:<8.4f}"
+                f" {r['correct_decision_probability']:.4g}"
+            )
+        dist = s.get("distribution_over_unique_people")
+        if dist:
+            p = s["primary_prior"]
+            for key, label in (
+                ("two_level_correct", f"two-level P[correct] (p = {p:g})"),
+                ("realised_risk_two_level", "realised R'(x*) two-level, one simulated release"),
+            ):
+                d = dist[key]  # type: ignore[index]
+                lines.append(
+                    f"{label}: min {d['q00']:.4f}  median {d['q50']:.4f}  "
+                    f"p99 {d['q99']:.4f}  max {d['q100']:.4f}  mean {d['mean']:.4f}"
+                )
+            lines.append("worst realised cases (highest two-level R'):")
+            for w in s["worst_realised"][:5]:  # type: ignore[index]
+                lines.append(
+                    f"  person {w['person_id']} block {w['geocode']} cell {w['cell']}: "
+                    f"x1*={w['x1_star']} x2*={w['x2_star']} y1*={w['y1_star']} xi2={w['xi2']} "
+                    f"d={w['d']}: posterior {w['realised_posterior_two_level']:.3f}, "
+                    f"R' {w['realised_risk_two_level']:.3f}"
+                )
+        for row in s.get("sweep", []):  # type: ignore[union-attr]
+            one = next(r for r in row["one_level"] if r["prior"] == s["primary_prior"])
+            extra = (
+                f", two-level mean P[correct] {row['two_level_mean_correct']:.4f}"
+                if "two_level_mean_correct" in row
+                else ""
+            )
+            lines.append(
+                f"sweep rho {row['global_rho']:<6g} (eps {row['epsilon']:.3g}): rho_1 "
+                f"{row['rho1']:.4g}, R {one['marginal_risk']:.4f}, "
+                f"P[correct] {one['correct_decision_probability']:.4f}{extra}"
+            )
+        lines.append(f"wrote {self.out_dir} in {self.seconds['total']:.1f} s")
+        return "\n".join(lines)
+
+
+def _load_budget(preset: str | None, config: str | Path | None) -> object:
+    if (preset is None) == (config is None):
+        raise ConfigError("give exactly one of preset or config")
+    return load_preset(preset) if preset is not None else load_config(config)  # type: ignore[arg-type]
+
+
+def run_risk(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    preset: str | None = "pl94-2020",
+    config: str | Path | None = None,
+    rho: float | Fraction | str | None = None,
+    sweep: Sequence[float | Fraction | str] = (),
+    priors: Sequence[float] = DEFAULT_PRIORS,
+    primary_prior: float = 0.5,
+    draws: int | None = None,
+    seed: int = 0,
+    fig6_xi2: Sequence[int] = (1, 10, 100),
+    sweep_pairs: int = 20,
+    progress: Callable[[str], None] | None = None,
+) -> RiskRun:
+    """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
+
+    Args:
+        input_dir: directory with ``persons.parquet`` and ``units.parquet``.
+        out_dir: output directory.
+        preset: budget preset name (``pl94-2020``), or ``None`` with ``config``.
+        config: a budget TOML file instead of a preset.
+        rho: rescale the budget to this global rho (shares kept).
+        sweep: global rho values for the sweep.
+        priors: one-level intruder priors.
+        primary_prior: prior of the two-level and per-person results.
+        draws: ``None`` for exact-posterior decisions; ``n`` for decisions from ``n``
+            posterior draws (ties to the target), as in the paper's figures.
+        seed: seed of the simulated release.
+        fig6_xi2: block-group counts drawn in the Fig. 6 plot.
+        sweep_pairs: the sweep's two-level average uses the ``(xi2, d)`` pairs of this many
+            most frequent kinds of unique people (coverage reported in ``risk.json``).
+        progress: called with a line per step.
+    """
+    say = progress or (lambda _s: None)
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    budget = _load_budget(preset, config)
+    if rho is not None:
+        budget = budget.scaled(rho=rho)  # type: ignore[attr-defined]
+    rule = DecisionRule(draws, ties_to_target=draws is not None)
+    say(f"reading {input_dir}")
+    cef = read_cef(input_dir)
+    t_read = time.perf_counter() - t0
+    res = release_risk(
+        cef.persons,
+        budget,
+        block_geocodes=cef.units["geocode"],
+        priors=priors,
+        primary_prior=primary_prior,
+        rule=rule,
+        seed=seed,
+        tol=1e-10,
+        progress=say,
+    )
+    summary = res.summary()
+    summary = {
+        "budget": getattr(budget, "name", "?"),
+        "global_rho": float(Fraction(budget.rho)),  # type: ignore[attr-defined]
+        "epsilon": budget.epsilon(),  # type: ignore[attr-defined]
+        "delta": float(budget.delta),  # type: ignore[attr-defined]
+        "decision_rule": rule.describe(),
+        **summary,
+        "two_level_table": res.two_level_table,
+    }
+    t1 = time.perf_counter()
+    if sweep:
+        say(f"sweep over global rho {list(sweep)}")
+        weights = sorted(
+            ((int(r["others"]), int(r["d"]), int(r["unique_people"])) for r in res.two_level_table),
+            key=lambda t: -t[2],
+        )
+        kept = weights[:sweep_pairs]
+        covered = sum(w for *_, w in kept) / max(1, sum(w for *_, w in weights))
+        summary["sweep_two_level_coverage"] = covered
+        summary["sweep"] = sweep_risk(
+            budget,
+            sweep,
+            pairs=kept,
+            priors=priors,
+            primary_prior=primary_prior,
+            rule=rule,
+            tol=1e-8,
+        )
+    t_sweep = time.perf_counter() - t1
+
+    # plots
+    t2 = time.perf_counter()
+    say("plots")
+    r1, r2 = float(res.rho1), float(res.rho2)
+    noise = NoiseModel.discrete_gaussian(res.rho1)
+    x = np.arange(-10, 11)
+    _plots.plot_fig1(
+        out / "fig1_posterior.png",
+        x,
+        {p: posterior(x, prior=p, noise=noise) for p in res.priors},
+        r1,
+    )
+    grid = np.geomspace(1e-3, 1e2, 121)
+    curves = {
+        p: [
+            one_level_risk(prior=p, noise=NoiseModel.discrete_gaussian(float(g)), tol=1e-12)
+            for g in grid
+        ]
+        for p in res.priors
+    }
+    _plots.plot_fig2(
+        out / "fig2_marginal.png",
+        grid,
+        {p: np.array([c.marginal_posterior.value for c in v]) for p, v in curves.items()},
+        r1,
+    )
+    _plots.plot_fig3(
+        out / "fig3_decision.png",
+        grid,
+        {p: np.array([c.correct_decision.value for c in v]) for p, v in curves.items()},
+        r1,
+    )
+    du = res.persons["d"]
+    d_typ = int(np.median(du)) if du.size else 27
+    rho2s = np.geomspace(0.01, 100, 13)
+    fig6 = {}
+    for xi2 in fig6_xi2:
+        fig6[int(xi2)] = np.array(
+            [
+                two_level_risk(
+                    HierarchicalModel.two_level(
+                        res.rho1, float(g), max(d_typ, 1), res.primary_prior
+                    ),
+                    int(xi2) - 1,
+                    rule=rule,
+                    tol=1e-10,
+                ).correct_decision
+                for g in rho2s
+            ]
+        )
+    one_p = next(r for r in res.one_level if r.prior == res.primary_prior)
+    _plots.plot_fig6(
+        out / "fig6_two_level.png", rho2s, fig6, one_p.correct_decision.value, r2, max(d_typ, 1)
+    )
+    summary["fig6"] = {
+        "d": max(d_typ, 1),
+        "rho2": rho2s.tolist(),
+        **{str(k): v.tolist() for k, v in fig6.items()},
+    }
+    if res.persons["person_id"].size:
+        _plots.plot_people(
+            out / "people.png",
+            res.persons,
+            ["two_level_correct", "realised_posterior_one_level", "realised_posterior_two_level"],
+        )
+    t_plots = time.perf_counter() - t2
+
+    cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
+    write_parquet(pa.table(cols), out / "risk_persons.parquet")
+    write_json(summary, out / "risk.json")
+    seconds = {
+        "read": t_read,
+        **{f"risk_{k}": v for k, v in res.seconds.items()},
+        "sweep": t_sweep,
+        "plots": t_plots,
+        "total": time.perf_counter() - t0,
+    }
+    write_json(
+        {
+            "command": "risk",
+            "input": str(input_dir),
+            "budget": getattr(budget, "name", "?"),
+            "rho": float(Fraction(budget.rho)),  # type: ignore[attr-defined]
+            "rho1": r1,
+            "rho2": r2,
+            "priors": list(res.priors),
+            "primary_prior": res.primary_prior,
+            "decision_rule": rule.describe(),
+            "sweep": [str(s) for s in sweep],
+            "seed": seed,
+            "package_version": __version__,
+            "timings": seconds,
+        },
+        out / "manifest.json",
+    )
+    _ = detailed_rhos  # re-exported helper used by callers of this module
+    return RiskRun(out_dir=out, summary=summary, seconds=seconds)
