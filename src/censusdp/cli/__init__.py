@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "evaluate",
     "generate",
+    "risk",
     "run",
     "sweep",
 )
