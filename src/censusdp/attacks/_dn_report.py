@@ -358,14 +358,10 @@ def reproduce_figures(
         summary["4-1"] = {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
     if "4-2" in figures:
         t0 = time.perf_counter()
-        ns = (
-            [50, 100, 150, 200]
-            if quick
-            else [100, 200, 300, 400, 500, 600, 800, 1000, 1250, 1500, 2000]
-        )
+        ns = [50, 100, 150, 200] if quick else [100, 200, 300, 400, 500, 600, 800, 1000]
         thr = recovery_thresholds(
             ns,
-            trials=5 if quick else 12,
+            trials=5 if quick else 6,
             seed=seed,
             workers=workers,
             progress=trial_progress("fig 4-2"),
