@@ -18,6 +18,7 @@ from censusdp.risk import (
     correct_decision_probability,
     exact_posterior,
     gibbs_sampler,
+    saturation_others,
     simulate_data,
     sum_of_discrete_gaussians,
     two_level_log_odds,
@@ -191,6 +192,16 @@ def test_risk_by_monte_carlo_matches_exact() -> None:
     assert abs(hit - r.correct_decision) < 4 * se
     post = expit(lo)
     assert abs(post.mean() - r.marginal_posterior) < 4 * post.std() / math.sqrt(xs.shape[0])
+
+
+def test_saturation() -> None:
+    """Beyond saturation_others the exact two-level risk no longer changes with xi_2."""
+    m = HierarchicalModel.two_level(RHO1, RHO2, 8, 0.5)
+    cap = saturation_others(m, 1e-10)
+    a = two_level_risk(m, cap, tol=1e-10)
+    b = two_level_risk(m, cap + 17, tol=1e-10)
+    assert a.correct_decision == pytest.approx(b.correct_decision, abs=1e-12)
+    assert a.marginal_posterior == pytest.approx(b.marginal_posterior, abs=1e-12)
 
 
 def test_d_zero_and_shift() -> None:

@@ -61,6 +61,7 @@ __all__ = [
     "decision_probability",
     "exact_posterior",
     "gibbs_sampler",
+    "saturation_others",
     "simulate_data",
     "two_level_log_odds",
     "two_level_risk",
@@ -484,6 +485,28 @@ def two_level_risk(
         loss=loss,
         error_bound=b1 + b2 + by + 1e-15,
     )
+
+
+def saturation_others(model: HierarchicalModel, tol: float = 1e-12) -> int:
+    """The ``others`` beyond which :func:`two_level_risk` no longer depends on it.
+
+    ``two_level_risk`` sums over data ``x_2* = k + 1 + others + eta_2``,
+    ``y_1* = others + e`` with ``eta_2``, ``e`` on fixed supports; the posterior sums
+    over ``Y_1 >= 0`` on a window around ``y_1*`` and ``x_2*``. Once every window stays
+    above 0 the constraint ``Y_1 >= 0`` never binds and the whole computation is a
+    shift of the same numbers, so the result is identical for every larger ``others``.
+    """
+    if model.levels != 2:
+        raise CensusDPError(f"saturation_others needs a 2-level model, got {model.levels}")
+    tol = check_tolerance(tol)
+    k2 = model.level_noise(2).half_width(tol)
+    d = model.siblings[0]
+    if d == 0:
+        return 0
+    ky = int(_y_noise_support(model.rhos[0], d, tol)[0][-1])
+    a = float(model.rhos[1]) + model.sum_precision(1)
+    width = math.ceil(math.sqrt(_WIN / a)) + 3
+    return max(k2, ky) + width + 3
 
 
 def approximation_error(rho: float | Fraction | str, d: int) -> dict[str, float]:

@@ -38,6 +38,7 @@ from censusdp.risk.hierarchical import (
     DecisionRule,
     HierarchicalModel,
     _sample_pmf,
+    saturation_others,
     two_level_log_odds,
     two_level_risk,
 )
@@ -245,7 +246,13 @@ def release_risk(
     u_idx = np.flatnonzero(unique)
     others = (xi2 - xi1)[u_idx]
     du = d[u_idx]
-    pairs, pair_inv = np.unique(np.stack([others, du], axis=1), axis=0, return_inverse=True)
+    # beyond saturation_others the exact result no longer depends on others
+    capped = others.copy()
+    for dd in np.unique(du):
+        cap = saturation_others(HierarchicalModel.two_level(rho1, rho2, int(dd), p0), tol)
+        sel = du == dd
+        capped[sel] = np.minimum(others[sel], cap)
+    pairs, pair_inv = np.unique(np.stack([capped, du], axis=1), axis=0, return_inverse=True)
     pair_inv = pair_inv.reshape(-1)
     say(f"two-level exact risk for {len(pairs)} distinct (xi2, d) pairs")
     table: list[dict[str, object]] = []
@@ -258,6 +265,7 @@ def release_risk(
         table.append(
             {
                 "others": int(o),
+                "others_at_least": bool(np.any((capped == o) & (others > o) & (du == dd))),
                 "xi2": int(o) + 1,
                 "d": int(dd),
                 "unique_people": 0,

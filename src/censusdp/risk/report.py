@@ -226,7 +226,7 @@ def run_risk(
     )
     du = res.persons["d"]
     d_typ = int(np.median(du)) if du.size else 27
-    rho2s = np.geomspace(0.01, 100, 13)
+    rho2s = np.geomspace(0.01, 100, 9)
     fig6 = {}
     for xi2 in fig6_xi2:
         fig6[int(xi2)] = np.array(
@@ -237,7 +237,7 @@ def run_risk(
                     ),
                     int(xi2) - 1,
                     rule=rule,
-                    tol=1e-10,
+                    tol=1e-8,
                 ).correct_decision
                 for g in rho2s
             ]
