@@ -78,3 +78,143 @@ def random_subproblem(
         total_upper=tu,
     )
     return sub, truth
+
+
+# -- census-like subproblems on the built-in schemas ------------------------------------
+
+PL94_QUERIES = (
+    "total",
+    "cenrace",
+    "hispanic",
+    "votingage",
+    "hhinstlevels",
+    "hhgq",
+    "hispanic*cenrace",
+    "votingage*cenrace",
+    "votingage*hispanic",
+    "votingage*hispanic*cenrace",
+    "detailed",
+)
+DHC_LITE_QUERIES = ("sex*age", "hispanic*cenrace", "votingage*hispanic*cenrace", "hhgq", "total")
+
+_HHGQ_P = np.array([0.975, 0.005, 0.001, 0.006, 0.001, 0.008, 0.001, 0.003])
+
+
+def _cenrace_p() -> np.ndarray:
+    p = np.zeros(63)
+    p[:6] = [0.60, 0.13, 0.01, 0.06, 0.002, 0.08]
+    rest = 1.0 / np.arange(1, 58) ** 1.5
+    p[6:] = rest / rest.sum() * (1.0 - p[:6].sum())
+    return p
+
+
+def census_people(
+    rng: np.random.Generator, schema_name: str, n_people: int, n_children: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Synthetic people: (cell index, child index) arrays and facilities (k, 8) counts.
+
+    About 44% of children are empty; group-quarters people live only in children that
+    have a facility of their type.
+    """
+    from censusdp.schema import get_schema
+
+    schema = get_schema(schema_name)
+    sizes = rng.lognormal(0.0, 1.0, size=n_children)
+    sizes[rng.random(n_children) < 0.44] = 0.0
+    if sizes.sum() == 0:
+        sizes[0] = 1.0
+    child = rng.choice(n_children, size=n_people, p=sizes / sizes.sum())
+    hhgq = rng.choice(8, size=n_people, p=_HHGQ_P)
+    facilities = np.zeros((n_children, 8), dtype=np.int64)
+    occupied = np.flatnonzero(sizes > 0)
+    for g in range(1, 8):
+        mine = hhgq == g
+        if not mine.any():
+            continue
+        n_fac = max(1, int(rng.poisson(mine.sum() / 60.0)))
+        hosts = rng.choice(occupied, size=n_fac)
+        np.add.at(facilities[:, g], hosts, 1)
+        child[mine] = hosts[rng.integers(0, n_fac, size=int(mine.sum()))]
+    hispanic = (rng.random(n_people) < 0.18).astype(np.int64)
+    cenrace = rng.choice(63, size=n_people, p=_cenrace_p())
+    if schema_name == "pl94":
+        adult = (rng.random(n_people) < 0.78) | (hhgq == 3)
+        levels = (hhgq, adult.astype(np.int64), hispanic, cenrace)
+    else:
+        age = np.minimum(rng.exponential(38.0, size=n_people).astype(np.int64), 115)
+        age = np.where(hhgq == 3, np.maximum(age, 65), age)
+        sex = rng.integers(0, 2, size=n_people)
+        levels = (hhgq, sex, age, hispanic, cenrace)
+    cells = np.ravel_multi_index(levels, schema.shape).astype(np.int64)
+    return cells, child, facilities
+
+
+def census_subproblem(
+    rng: np.random.Generator,
+    *,
+    schema_name: str = "pl94",
+    queries: tuple[str, ...] = PL94_QUERIES,
+    n_children: int = 30,
+    n_people: int = 1500,
+    rho: float = 0.103,
+    root: bool = False,
+    total_invariant: bool = False,
+) -> tuple[Subproblem, np.ndarray]:
+    """A parent with ``n_children`` children built from synthetic people, and the truth.
+
+    Every query gets ``rho * share`` (the detailed query 30%, the rest equal), measured
+    with Gaussian noise of variance ``1 / (2 rho_q)``. Bounds: a child with ``m``
+    facilities of GQ type ``g`` needs ``>= m`` people of that type and has none without
+    one. ``root`` keeps every non-structural-zero cell and drops the parent constraint;
+    ``total_invariant`` makes each child's total exact.
+    """
+    from censusdp.queries import make_query
+    from censusdp.schema import get_schema
+
+    schema = get_schema(schema_name)
+    cells, child, facilities = census_people(rng, schema_name, n_people, n_children)
+    if root:
+        kept = np.flatnonzero(~schema.structural_zero_mask)
+    else:
+        kept = np.unique(cells)
+    col = np.searchsorted(kept, cells)
+    truth = np.zeros((n_children, kept.size), dtype=np.int64)
+    np.add.at(truth, (child, col), 1)
+    shares = np.array([0.3 if q == "detailed" else 1.0 for q in queries])
+    rest = [i for i, q in enumerate(queries) if q != "detailed"]
+    if len(rest) < len(queries):
+        shares[rest] = 0.7 / len(rest)
+    else:
+        shares /= shares.sum()
+    rows, sizes, noisy, weights = [], [], [], []
+    for name, share in zip(queries, shares, strict=True):
+        query = make_query(schema, name)
+        var = 1.0 / (2.0 * rho * share)
+        answers = np.zeros((n_children, query.n_rows))
+        np.add.at(answers, (child, query.row_of_cell[cells]), 1.0)
+        rows.append(query.row_of_cell[kept])
+        sizes.append(query.n_rows)
+        noisy.append(answers + rng.normal(0.0, np.sqrt(var), size=answers.shape))
+        weights.append(1.0 / var)
+    groups = schema.cell_levels("hhgq", kept)
+    gl = facilities.astype(np.float64)
+    gl[:, 0] = 0.0
+    gu = np.where(facilities > 0, np.inf, 0.0)
+    gu[:, 0] = np.inf
+    ts = truth.sum(axis=1).astype(np.float64)
+    tl = ts if total_invariant else np.zeros(n_children)
+    tu = ts if total_invariant else np.full(n_children, np.inf)
+    sub = Subproblem(
+        parent=None if root else truth.sum(axis=0),
+        query_rows=tuple(rows),
+        query_sizes=tuple(sizes),
+        noisy=tuple(noisy),
+        weights=np.array(weights),
+        groups=groups,
+        group_lower=gl,
+        group_upper=gu,
+        total_lower=tl,
+        total_upper=tu,
+        label=f"{schema_name}-{n_children}x{n_people}",
+    )
+    return sub, truth

@@ -25,6 +25,8 @@ from censusdp.topdown.problem import Subproblem
 
 __all__: list[str] = []
 
+_VERBOSE = False
+
 
 def solve_clarabel(
     sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
@@ -113,7 +115,7 @@ def solve_clarabel(
     cones.append(clarabel.NonnegativeConeT(n_ineq))
 
     settings = clarabel.DefaultSettings()
-    settings.verbose = False
+    settings.verbose = _VERBOSE
     settings.direct_solve_method = "qdldl"
     settings.max_iter = max_iter
     settings.tol_gap_abs = tol

@@ -109,8 +109,8 @@ def _solve_ortools(
 
     # Lower bounds: send `lower` up front, shift supplies, keep upper - lower capacity.
     shifted = supply.astype(np.int64).copy()
-    np.subtract.at(shifted, tails, lower)
-    np.add.at(shifted, heads, lower)
+    shifted -= np.bincount(tails, weights=lower, minlength=n_nodes).astype(np.int64)
+    shifted += np.bincount(heads, weights=lower, minlength=n_nodes).astype(np.int64)
     smcf = min_cost_flow.SimpleMinCostFlow()
     if tails.size:
         smcf.add_arcs_with_capacity_and_unit_cost(

@@ -375,7 +375,11 @@ def estimate(
     root_sub = _make_subproblem(
         ms, cache, 0, slice(0, 1), live, None, cell_groups, bounds[0], label="root"
     )
-    root = list(executor.map(run_task, [Task(-1, "", 0, live, root_sub, method)]))  # type: ignore[attr-defined]
+    # The root is one unit with every live cell and no parent: the interior-point
+    # solver is faster there than the ADMM built for many children (measured: 0.19 s
+    # vs 3.4 s on the 1,890-cell pl94 root).
+    root_method = "clarabel" if method == "auto" else method
+    root = list(executor.map(run_task, [Task(-1, "", 0, live, root_sub, root_method)]))  # type: ignore[attr-defined]
     hists[0] = _assemble(root, 1, schema.size)
     record(0, root, time.perf_counter() - t0)
     for level in range(n_levels - 1):

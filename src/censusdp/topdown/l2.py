@@ -83,7 +83,7 @@ def solve_l2(
     sub: Subproblem,
     *,
     method: str = "auto",
-    tol: float = 1e-9,
+    tol: float = 1e-7,
     feas_tol: float = 1e-8,
     max_iter: int | None = None,
 ) -> L2Result:
@@ -92,7 +92,8 @@ def solve_l2(
     Args:
         sub: the subproblem (feasible; run ``make_feasible`` first).
         method: ``"auto"`` (ADMM, then Clarabel if needed), ``"admm"`` or ``"clarabel"``.
-        tol: the backends' relative convergence tolerance.
+        tol: the backends' relative convergence tolerance (ADMM residuals; Clarabel uses
+            ``min(tol, 1e-9)`` for its gap and feasibility tolerances).
         feas_tol: accepted constraint violation relative to the largest parent count
             (``feas_tol * max(1, scale)`` persons).
         max_iter: iteration cap of the backends (their defaults if ``None``).
@@ -120,7 +121,7 @@ def solve_l2(
             from censusdp.topdown._clarabel import solve_clarabel
 
             kw = {} if max_iter is None else {"max_iter": max_iter}
-            x, status, iters = solve_clarabel(sub, comp, tol=tol, **kw)
+            x, status, iters = solve_clarabel(sub, comp, tol=min(tol, 1e-9), **kw)
         x, viol = _finish(sub, x, abs_tol)
         if x is None and status in ("Solved", "converged", "AlmostSolved"):
             status = f"{status}; rejected (violation {viol:.3g} > {abs_tol:.3g})"

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 
 from censusdp.errors import CensusDPError
 
@@ -43,6 +44,15 @@ def _as_float(name: str, a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if np.isnan(arr).any():
         raise SubproblemError(f"{name} contains NaN")
     return arr
+
+
+def _row_sums(x: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
+    """``out[i, r] = sum_{j: rows[j] = r} x[i, j]`` for a ``(k, c)`` array ``x``."""
+    k, c = x.shape
+    if c == 0 or size == 0:
+        return np.zeros((k, size), dtype=x.dtype if x.dtype.kind in "iu" else np.float64)
+    m = sp.csr_matrix((np.ones(c, dtype=x.dtype), (rows, np.arange(c))), shape=(size, c))
+    return np.asarray((m @ x.T).T)
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,21 +200,15 @@ class Subproblem:
     def group_sums(self, x: np.ndarray) -> np.ndarray:
         """``(k, G)`` sums of ``x`` over the cells of each group."""
         x = np.asarray(x, dtype=np.float64)
-        out = np.zeros((self.k, self.G), dtype=np.float64)
-        if self.c:
-            np.add.at(out.T, self.groups, x.T)
-        return out
+        return _row_sums(x, self.groups, self.G)
 
     def answers(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
         """Per query, the ``(k, r_q)`` answers ``A_q X[i]`` of a candidate solution."""
         x = np.asarray(x, dtype=np.float64)
-        out = []
-        for rows, size in zip(self.query_rows, self.query_sizes, strict=True):
-            a = np.zeros((self.k, size), dtype=np.float64)
-            if self.c:
-                np.add.at(a.T, rows, x.T)
-            out.append(a)
-        return tuple(out)
+        return tuple(
+            _row_sums(x, rows, size)
+            for rows, size in zip(self.query_rows, self.query_sizes, strict=True)
+        )
 
     def objective(self, x: np.ndarray) -> float:
         """The weighted least-squares objective ``sum_q w_q sum_i ||A_q X[i] - y_q[i]||^2``."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from censusdp.errors import InfeasibleError, InternalError
 from censusdp.topdown import _flow
-from censusdp.topdown.problem import Subproblem
+from censusdp.topdown.problem import Subproblem, _row_sums
 
 __all__ = ["COST_SCALE", "check_integer_solution", "round_to_integers"]
 
@@ -60,9 +60,7 @@ def _network(
     base = fi if box else np.zeros_like(fi)
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
-    base_group = np.zeros((k, n_groups), dtype=np.int64)
-    if c:
-        np.add.at(base_group.T, sub.groups, base.T)
+    base_group = _row_sums(base, sub.groups, n_groups)
     base_total = base.sum(axis=1)
     supply = np.zeros(lay.n_nodes, dtype=np.int64)
     inf = _flow.INF_CAP
@@ -135,7 +133,7 @@ def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools"
             continue
         out = base.ravel().copy()
         for s, idx, sign in parts:
-            np.add.at(out, idx, sign * flow[s])
+            out[idx] += sign * flow[s]  # indices are distinct within a part
         result = out.reshape(sub.k, sub.c)
         problems = check_integer_solution(sub, result)
         if problems:
@@ -162,9 +160,7 @@ def check_integer_solution(sub: Subproblem, x: np.ndarray) -> list[str]:
         if bad.size:
             problems.append(f"{bad.size} cells do not sum to the parent (first: cell {bad[0]})")
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
-    gs = np.zeros((sub.k, sub.G), dtype=np.int64)
-    if sub.c:
-        np.add.at(gs.T, sub.groups, x.T)
+    gs = _row_sums(x.astype(np.int64), sub.groups, sub.G)
     if ((gs < gl) | (gs > gu)).any():
         problems.append("group bounds violated")
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
