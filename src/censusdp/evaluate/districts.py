@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from censusdp._random import experiment_generator
 from censusdp.errors import ConfigError
@@ -115,13 +116,13 @@ def district_metrics(
             n_d = int(d.max()) + 1 if d.size else 0
             if n_d == 0:
                 continue
-            sel = d >= 0
+            sel = np.flatnonzero(d >= 0)
+            member = sp.csr_matrix(
+                (np.ones(sel.size, dtype=np.int64), (d[sel], sel)), shape=(n_d, d.size)
+            )
             for name in truth_blocks:
                 for src, dst in ((truth_blocks, sums_t), (released_blocks, sums_r)):
-                    block = src[name][sel]
-                    agg = np.zeros((n_d, block.shape[1]), dtype=np.int64)
-                    np.add.at(agg, d[sel], block)
-                    dst[name].append(agg)
+                    dst[name].append(np.asarray(member @ src[name], dtype=np.int64))
         if not sums_t["P1"]:
             out[str(target)] = {"n_districts": 0}
             continue

@@ -85,28 +85,38 @@ def _as_strings(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return d, idx.astype(np.int64)
 
 
-def _prepare(truth: sp.spmatrix) -> tuple[np.ndarray, np.ndarray, int]:
-    """Sorted flat keys ``unit * ncol + cell`` and values of a sparse truth matrix."""
-    t = sp.csr_matrix(truth)
-    t.sort_indices()
-    ncol = int(t.shape[1])
-    rows = np.repeat(np.arange(t.shape[0], dtype=np.int64), np.diff(t.indptr))
-    return rows * ncol + t.indices.astype(np.int64), np.asarray(t.data, np.float64), ncol
+class _Truth:
+    """True answers of one (geolevel, query): a sorted CSR matrix with fast lookups."""
 
+    def __init__(self, answers: sp.spmatrix) -> None:
+        self.m = sp.csr_matrix(answers)
+        self.m.sort_indices()
+        self.ncol = int(self.m.shape[1])
+        self._keys: np.ndarray | None = None
 
-def _truth_values(
-    prepared: tuple[np.ndarray, np.ndarray, int], units: np.ndarray, cells: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """True answers at (unit, cell); returns (values, ok) where ok marks in-range pairs."""
-    keys, data, ncol = prepared
-    ok = (cells >= 0) & (cells < ncol) & (units >= 0)
-    want = units * ncol + cells
-    vals = np.zeros(want.size, dtype=np.float64)
-    if keys.size:
-        pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
-        hit = keys[pos] == want
-        vals[hit] = data[pos[hit]]
-    return vals, ok
+    def values(self, units: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """True answers at (unit, cell); returns (values, ok) where ok marks in-range pairs."""
+        ok = (cells >= 0) & (cells < self.ncol) & (units >= 0)
+        if not ok.all():
+            units, cells = np.where(ok, units, 0), np.where(ok, cells, 0)
+        if units.size == 0:
+            return np.zeros(0), ok
+        lo, hi = int(units.min()), int(units.max())
+        if (hi - lo + 1) * self.ncol <= 4 * units.size + 4096:
+            # NMF rows come unit by unit: a dense slice of the few units in the batch.
+            dense = self.m[lo : hi + 1].toarray()
+            return dense[units - lo, cells].astype(np.float64), ok
+        if self._keys is None:
+            rows = np.repeat(np.arange(self.m.shape[0], dtype=np.int64), np.diff(self.m.indptr))
+            self._keys = rows * self.ncol + self.m.indices.astype(np.int64)
+        keys = self._keys
+        want = units * self.ncol + cells
+        vals = np.zeros(want.size, dtype=np.float64)
+        if keys.size:
+            pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+            hit = keys[pos] == want
+            vals[hit] = self.m.data[pos[hit]]
+        return vals, ok
 
 
 def nmf_summary(
@@ -131,7 +141,7 @@ def nmf_summary(
         the mean squared z-score and the coverage of ``value +- 1.645 sd``.
     """
     acc: dict[tuple[str, str], _Acc] = {}
-    cache: dict[tuple[str, str], tuple[np.ndarray, np.ndarray, int] | None] = {}
+    cache: dict[tuple[str, str], _Truth | None] = {}
     names = hierarchy.geolevels.names
     for batch in batches:
         if batch.num_rows == 0:
@@ -144,24 +154,30 @@ def nmf_summary(
         values = np.asarray(batch.column("value").to_numpy(zero_copy_only=False), dtype=np.float64)
         var = np.asarray(batch.column("variance").to_numpy(zero_copy_only=False), dtype=np.float64)
         key = gl_i * q_d.size + q_i
-        for k in np.unique(key):
-            sel = key == k
+        single = key.size > 0 and key.min() == key.max()
+        for k in key[:1] if single else np.unique(key):
+            # The NMF writer puts one (geolevel, query) per row group: skip the masks then.
+            sel = slice(None) if single else key == k
             level, query = str(gl_d[k // q_d.size]), str(q_d[k % q_d.size])
             a = acc.setdefault((level, query), _Acc())
             v = var[sel]
-            a.n += int(sel.sum())
-            a.var_min = min(a.var_min, float(v.min()))
-            a.var_max = max(a.var_max, float(v.max()))
+            v_lo, v_hi = float(v.min()), float(v.max())
+            a.n += int(v.size)
+            a.var_min = min(a.var_min, v_lo)
+            a.var_max = max(a.var_max, v_hi)
             a.var_sum += float(v.sum())
             if len(a.variances) < 8:
-                a.variances.update(float(x) for x in np.unique(v)[:8])
+                a.variances.update(
+                    {v_lo, v_hi} if v_lo == v_hi else (float(x) for x in np.unique(v)[:8])
+                )
             if mech is not None and not a.mechanism:
-                a.mechanism = str(mech[int(np.flatnonzero(sel)[0])].as_py())
+                first = 0 if single else int(np.flatnonzero(sel)[0])
+                a.mechanism = str(mech[first].as_py())
             if truth is None or level not in names:
                 continue
             if (level, query) not in cache:
                 answers = truth(level, query)
-                cache[(level, query)] = None if answers is None else _prepare(answers)
+                cache[(level, query)] = None if answers is None else _Truth(answers)
             t = cache[(level, query)]
             if t is None:
                 continue
@@ -170,15 +186,22 @@ def nmf_summary(
             dict_units = np.minimum(np.searchsorted(ref, gc_d), max(ref.size - 1, 0))
             dict_units = np.where(ref[dict_units] == gc_d, dict_units, -1)
             units = dict_units[gc_i[sel]]
-            tv, ok = _truth_values(t, units, cells[sel])
-            e = (values[sel] - tv)[ok]
-            vv = v[ok]
-            a.n_truth += int(ok.sum())
+            tv, ok = t.values(units, cells[sel])
+            e = values[sel] - tv
+            if not ok.all():
+                e, v = e[ok], v[ok]
+            a.n_truth += int(e.size)
             a.e_sum += float(e.sum())
-            a.e_sq += float(np.dot(e, e))
-            pos = vv > 0
-            a.z_sq += float(np.sum(e[pos] ** 2 / vv[pos]))
-            a.inside90 += int(np.sum(np.abs(e) <= Z90 * np.sqrt(vv)))
+            e_sq = e * e
+            a.e_sq += float(e_sq.sum())
+            if v_lo == v_hi:  # one variance for the whole batch: scalar arithmetic
+                if v_lo > 0:
+                    a.z_sq += float(e_sq.sum()) / v_lo
+                a.inside90 += int(np.count_nonzero(e_sq <= Z90 * Z90 * v_lo))
+            else:
+                pos = v > 0
+                a.z_sq += float(np.sum(e_sq[pos] / v[pos]))
+                a.inside90 += int(np.count_nonzero(e_sq <= Z90 * Z90 * v))
     out: dict[str, dict[str, dict[str, Any]]] = {}
     order = {n: i for i, n in enumerate(names)}
     for (level, query), a in sorted(
