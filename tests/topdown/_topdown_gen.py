@@ -218,3 +218,54 @@ def census_subproblem(
         label=f"{schema_name}-{n_children}x{n_people}",
     )
     return sub, truth
+
+
+def root_subproblem(
+    rng: np.random.Generator,
+    *,
+    total: int = 331_449_281,
+    rho: float = 0.065,
+    queries: tuple[str, ...] = PL94_QUERIES,
+) -> tuple[Subproblem, np.ndarray]:
+    """The US root on the pl94 schema: one child, every non-structural-zero cell kept,
+    the total exact (the sum of the state invariants), no parent. Returns it and the truth.
+    """
+    from censusdp.queries import make_query
+    from censusdp.schema import get_schema
+
+    schema = get_schema("pl94")
+    probs = (
+        _HHGQ_P[:, None, None, None]
+        * np.array([0.22, 0.78])[None, :, None, None]
+        * np.array([0.82, 0.18])[None, None, :, None]
+        * _cenrace_p()[None, None, None, :]
+    ).ravel()
+    probs[schema.structural_zero_mask] = 0.0
+    probs /= probs.sum()
+    full = rng.multinomial(total, probs)
+    kept = np.flatnonzero(~schema.structural_zero_mask)
+    truth = full[kept][None, :].astype(np.int64)
+    shares = np.array([0.3 if q == "detailed" else 0.7 / (len(queries) - 1) for q in queries])
+    rows, sizes, noisy, weights = [], [], [], []
+    for name, share in zip(queries, shares, strict=True):
+        query = make_query(schema, name)
+        var = 1.0 / (2.0 * rho * share)
+        ans = query.answer(full).astype(np.float64)[None, :]
+        rows.append(query.row_of_cell[kept])
+        sizes.append(query.n_rows)
+        noisy.append(ans + rng.normal(0.0, np.sqrt(var), size=ans.shape))
+        weights.append(1.0 / var)
+    sub = Subproblem(
+        parent=None,
+        query_rows=tuple(rows),
+        query_sizes=tuple(sizes),
+        noisy=tuple(noisy),
+        weights=np.array(weights),
+        groups=schema.cell_levels("hhgq", kept),
+        group_lower=np.zeros((1, 8)),
+        group_upper=np.full((1, 8), np.inf),
+        total_lower=np.array([float(total)]),
+        total_upper=np.array([float(total)]),
+        label="US",
+    )
+    return sub, truth

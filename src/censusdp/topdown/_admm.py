@@ -44,6 +44,8 @@ DENSE_MAX = 1024
 """Largest number of kept cells for which the linear system is factored as a dense matrix."""
 
 _ALPHA = 1.6
+_TOL_UNITS = 10.0
+"""Residual tolerance = ``_TOL_UNITS * tol * sigma_ref`` persons (gradient units for the dual)."""
 _SIGMA = 1e-6
 
 
@@ -243,7 +245,9 @@ def solve_admm(
     wsum = float(comp.w.sum())
     if wsum <= 0:
         return None, "no_weight", 0
-    scale = max(1.0, sub.scale())
+    # Residuals are measured in units of the most precise measurement's noise (persons):
+    # relative-to-count tolerances would be far too loose at the root (counts ~ 1e8).
+    sigma_ref = max(1.0, 1.0 / np.sqrt(float(comp.w.max())))
     groups = sub.groups
     # gradient data, normalised so that diag(H) = 1
     w = comp.w / wsum
@@ -252,16 +256,23 @@ def solve_admm(
         if w[q] > 0 and comp.sizes[q] > 0:
             b += w[q] * comp.y[q][:, comp.rows[q]]
     root = sub.parent is None
-    p = None if root else sub.parent.astype(np.float64)
-
-    # constraint rows per child: c cells, G groups, 1 total
-    lo_c, hi_c = np.zeros((k, c)), np.where(fixed_zeros(sub), 0.0, np.inf)
-    lo_g, hi_g = sub.group_lower, sub.group_upper
-    lo_t, hi_t = sub.total_lower, sub.total_upper
-    exact_t = bool(np.all(lo_t == hi_t))
-
     member = np.zeros((c, n_groups))
     member[np.arange(c), groups] = 1.0
+    hess = _hessian(comp, w, c)
+
+    # Work with the deviation d = x - x0 from the proportional start (exact column sums):
+    # with counts near 1e8 the iterates then stay of the size of the noise.
+    x0 = start_point(sub)
+    b = b - hess(x0)
+    g0 = x0 @ member
+    t0 = x0.sum(axis=1)
+    p = None if root else sub.parent.astype(np.float64) - x0.sum(axis=0)
+
+    # constraint rows per child: c cells, G groups, 1 total (bounds on the deviation)
+    lo_c, hi_c = -x0, np.where(fixed_zeros(sub), -x0, np.inf)
+    lo_g, hi_g = sub.group_lower - g0, sub.group_upper - g0
+    lo_t, hi_t = sub.total_lower - t0, sub.total_upper - t0
+    exact_t = bool(np.all(sub.total_lower == sub.total_upper))
 
     def a_times(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         gs = x @ member
@@ -278,8 +289,7 @@ def solve_admm(
         return _Factor(c, _SIGMA + rho, rows, sizes, vals)
 
     fac = factor(rho)
-    hess = _hessian(comp, w, c)
-    x = start_point(sub)
+    x = np.zeros((k, c))
     zc, zg, zt = a_times(x)
     zc = np.clip(zc, lo_c, hi_c)
     zg = np.clip(zg, lo_g, hi_g)
@@ -320,10 +330,10 @@ def solve_admm(
         if not root:
             g = g - g.mean(axis=0)[None, :]
         r_dual = np.abs(g).max()
-        eps_p = tol * scale
-        eps_d = tol * max(1.0, np.abs(2.0 * hx).max(), np.abs(yc).max(), np.abs(2.0 * b).max())
+        eps_p = _TOL_UNITS * tol * sigma_ref
+        eps_d = 2.0 * eps_p
         if r_prim <= eps_p and r_dual <= eps_d:
-            xc = _repair(sub, clean(sub, x, feas_tol), 0.01 * feas_tol)
+            xc = _repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
             if sub.max_violation(xc) <= feas_tol:
                 return xc, "converged", it
             tol *= 0.1  # not repairable yet: ask for a more accurate point

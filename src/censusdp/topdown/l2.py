@@ -21,7 +21,8 @@ Two backends:
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
 ``"auto"`` runs ADMM and falls back to Clarabel when ADMM does not converge or its answer
-fails validation. Every answer is validated: non-negativity, column sums, group and total
+fails validation (for a single child with more than ``DENSE_MAX`` cells, e.g. the US root,
+where there is no factorisation to share, it tries Clarabel first). Every answer is validated: non-negativity, column sums, group and total
 bounds must hold to ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are
 clipped and columns rescaled to the parent exactly, and ``max_violation`` is reported.
 """
@@ -109,7 +110,15 @@ def solve_l2(
     t0 = time.perf_counter()
     comp = compress(sub)
     abs_tol = feasibility_tolerance(sub, feas_tol)
-    order = {"auto": ("admm", "clarabel"), "admm": ("admm",), "clarabel": ("clarabel",)}[method]
+    if method == "auto":
+        from censusdp.topdown._admm import DENSE_MAX
+
+        # One large child (the root): nothing to share across children, and the
+        # interior-point method is faster there.
+        big_root = sub.k == 1 and sub.c > DENSE_MAX
+        order = ("clarabel", "admm") if big_root else ("admm", "clarabel")
+    else:
+        order = (method,)
     attempts: list[tuple[str, str]] = []
     for backend in order:
         if backend == "admm":

@@ -31,12 +31,16 @@ __all__ = ["COST_SCALE", "check_integer_solution", "round_to_integers"]
 COST_SCALE = 1_000_000
 """Fractional L1 distances are multiplied by this and rounded to integer arc costs."""
 
-_SNAP = 1e-9
+_SNAP_ABS = 1e-9
+_SNAP_REL = 1e-12
 
 
-def _snap(x: np.ndarray, scale: float) -> np.ndarray:
-    """Clip tiny negatives to 0 and snap near-integers (``-1e-12`` must not floor to -1)."""
-    tol = _SNAP * max(1.0, scale)
+def _snap(x: np.ndarray) -> np.ndarray:
+    """Clip tiny negatives to 0 and snap near-integers (``-1e-12`` must not floor to -1).
+
+    A value snaps when within ``1e-9 + 1e-12 |x|`` of an integer (floating-point noise).
+    """
+    tol = _SNAP_ABS + _SNAP_REL * np.abs(x)
     r = np.rint(x)
     out = np.where(np.abs(x - r) <= tol, r, x)
     return np.maximum(out, 0.0)
@@ -123,7 +127,7 @@ def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools"
         raise InternalError("rounding input contains NaN or infinity")
     if method not in ("ortools", "linprog"):
         raise InternalError(f"unknown rounding method {method!r}")
-    xs = _snap(x, sub.scale())
+    xs = _snap(x)
     for box in (True, False):
         net, parts, base = _network(sub, xs, box=box)
         if box and (net.supply[: sub.c if sub.parent is not None else 0] < 0).any():
