@@ -180,12 +180,11 @@ def test_geometric_eq12() -> None:
 def test_independent_posterior(rho: float, p: float, k: int, x: int) -> None:
     """Eq. 11 written out directly, and sec. 5.2: non-unique targets are shifted copies."""
     noise = NoiseModel.discrete_gaussian(rho)
-    a = p * math.exp(-rho * (x - 1) ** 2)
-    b = (1 - p) * math.exp(-rho * x**2)
-    if a + b > 1e-300:
-        assert float(posterior(x, prior=p, noise=noise)) == pytest.approx(
-            a / (a + b), rel=1e-9, abs=1e-300
-        )
+    import mpmath
+
+    a = mpmath.mpf(p) * mpmath.exp(-mpmath.mpf(rho) * (x - 1) ** 2)
+    b = (1 - mpmath.mpf(p)) * mpmath.exp(-mpmath.mpf(rho) * x**2)
+    assert float(posterior(x, prior=p, noise=noise)) == pytest.approx(float(a / (a + b)), rel=1e-9)
     assert float(posterior(x + k, prior=p, noise=noise, known=k)) == pytest.approx(
         float(posterior(x, prior=p, noise=noise)), rel=1e-12
     )

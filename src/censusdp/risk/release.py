@@ -407,9 +407,10 @@ def sweep_risk(
     Args:
         budget: a zCDP budget with a ``scaled(rho=...)`` method.
         rhos: global rho values.
-        pairs: ``(others, d, weight)`` triples (e.g. the distinct pairs of unique people
-            with their counts); the two-level correct-decision probability is averaged
-            with these weights.
+        pairs: ``(others, d, weight)`` triples (e.g. the distinct pairs of a random sample
+            of unique people with their counts); the two-level correct-decision
+            probability is averaged with these weights, and its standard error is
+            reported as if the weights counted randomly sampled people.
         priors: one-level priors.
         primary_prior: prior of the two-level results.
         rule: two-level decision rule.
@@ -429,15 +430,18 @@ def sweep_risk(
             "one_level": [one_level_risk(prior=p, noise=noise, tol=tol).as_dict() for p in priors],
         }
         if pairs:
-            tot = wsum = 0.0
-            worst = 0.0
+            vals, ws = [], []
             for o, d, w in pairs:
                 m = HierarchicalModel.two_level(r1, r2, int(d), primary_prior)
-                c = two_level_risk(m, int(o), rule=rule, tol=tol).correct_decision
-                tot += w * c
-                wsum += w
-                worst = max(worst, c)
-            row["two_level_mean_correct"] = tot / wsum
-            row["two_level_max_correct"] = worst
+                vals.append(two_level_risk(m, int(o), rule=rule, tol=tol).correct_decision)
+                ws.append(float(w))
+            v, wt = np.asarray(vals), np.asarray(ws)
+            mean = float(np.sum(v * wt) / np.sum(wt))
+            row["two_level_mean_correct"] = mean
+            # standard error if the weights count people sampled at random
+            row["two_level_mean_correct_se"] = float(
+                math.sqrt(np.sum(wt * (v - mean) ** 2) / np.sum(wt) / max(np.sum(wt) - 1, 1))
+            )
+            row["two_level_max_correct"] = float(v.max())
         out.append(row)
     return out

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp import __version__
+from censusdp._random import experiment_generator
 from censusdp.budget import load_config, load_preset
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
@@ -87,6 +88,7 @@ class RiskRun:
             one = next(r for r in row["one_level"] if r["prior"] == s["primary_prior"])
             extra = (
                 f", two-level mean P[correct] {row['two_level_mean_correct']:.4f}"
+                f" (+- {row['two_level_mean_correct_se']:.4f}, {s['sweep_sampled_people']} people)"
                 if "two_level_mean_correct" in row
                 else ""
             )
@@ -118,7 +120,7 @@ def run_risk(
     draws: int | None = None,
     seed: int = 0,
     fig6_xi2: Sequence[int] = (1, 10, 100),
-    sweep_pairs: int = 20,
+    sweep_people: int = 200,
     progress: Callable[[str], None] | None = None,
 ) -> RiskRun:
     """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
@@ -136,8 +138,8 @@ def run_risk(
             posterior draws (ties to the target), as in the paper's figures.
         seed: seed of the simulated release.
         fig6_xi2: block-group counts drawn in the Fig. 6 plot.
-        sweep_pairs: the sweep's two-level average uses the ``(xi2, d)`` pairs of this many
-            most frequent kinds of unique people (coverage reported in ``risk.json``).
+        sweep_people: the sweep's two-level average is over a seeded random sample of
+            this many people unique in their block (its standard error is reported).
         progress: called with a line per step.
     """
     say = progress or (lambda _s: None)
@@ -174,13 +176,19 @@ def run_risk(
     t1 = time.perf_counter()
     if sweep:
         say(f"sweep over global rho {list(sweep)}")
-        weights = sorted(
-            ((int(r["others"]), int(r["d"]), int(r["unique_people"])) for r in res.two_level_table),
-            key=lambda t: -t[2],
-        )
-        kept = weights[:sweep_pairs]
-        covered = sum(w for *_, w in kept) / max(1, sum(w for *_, w in weights))
-        summary["sweep_two_level_coverage"] = covered
+        # a seeded random sample of unique people: the sweep's two-level mean is an
+        # unbiased estimate of the mean over all of them (standard error reported)
+        pp = res.persons
+        n_u = int(pp["person_id"].size)
+        kept: list[tuple[int, int, int]] = []
+        if n_u:
+            rng = experiment_generator(seed + 1)
+            pick = rng.choice(n_u, size=min(sweep_people, n_u), replace=False)
+            pairs, counts = np.unique(
+                np.stack([pp["xi2"][pick] - 1, pp["d"][pick]], axis=1), axis=0, return_counts=True
+            )
+            kept = [(int(o), int(d), int(c)) for (o, d), c in zip(pairs, counts, strict=True)]
+        summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
         summary["sweep"] = sweep_risk(
             budget,
             sweep,
