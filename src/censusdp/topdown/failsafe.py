@@ -107,6 +107,11 @@ class FailsafeReport:
         return bool(self.relaxations)
 
     @property
+    def relaxed(self) -> bool:
+        """Alias of :attr:`used` (the subproblem was relaxed)."""
+        return self.used
+
+    @property
     def total_relaxation(self) -> float:
         """Sum of the amounts of all relaxations (persons)."""
         return float(sum(r.amount for r in self.relaxations))
