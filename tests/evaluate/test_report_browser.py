@@ -19,7 +19,9 @@ SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "render_report.sh"
 
 
 @pytest.mark.browser
-def test_report_renders_with_plots_in_chromium(truth_release, tmp_path):
+def test_report_renders_with_plots_in_chromium(truth_release, tmp_path, request):
+    if "browser" not in (request.config.getoption("-m") or ""):
+        pytest.skip("browser check runs only when selected: pytest -m browser")
     have = any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome"))
     if not have and os.geteuid() != 0:
         pytest.skip("no Chromium and not root to install it")

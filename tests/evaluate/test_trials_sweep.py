@@ -173,12 +173,19 @@ def test_cli_sweep(fake_engine, truth_release, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_sweep_with_engine(truth_release, tmp_path):
-    """The real TopDown engine: TVD rises with epsilon and approaches 1 (seed 000 Fig. 6-1)."""
+    """The real TopDown engine: TVD rises with epsilon (seed 000 Figs. 6-1, 6-2).
+
+    On this 1,853-person state, TVD above the block level moves by a person or two
+    between runs, so strict monotonicity is asserted where the noise dominates (blocks)
+    and closeness to 1 elsewhere.
+    """
     truth_dir, _, _, _ = truth_release
     result = sweep(
-        truth_dir, [0.25, 2, 32], out_dir=tmp_path / "sw", seed=1, progress=lambda _m: None
+        truth_dir, [0.25, 2, 8], out_dir=tmp_path / "sw", seed=1, progress=lambda _m: None
     )
-    for lv in ("County", "Tract", "BlockGroup", "Block"):
-        means = [p["tvd"]["total_population"][lv]["mean"] for p in result["points"]]
-        assert means[0] <= means[1] <= means[2]
-    assert result["points"][-1]["tvd"]["total_population"]["Block"]["mean"] > 0.95
+    for measure in ("total_population", "hispanic*cenrace"):
+        means = [p["tvd"][measure]["Block"]["mean"] for p in result["points"]]
+        assert means[0] < means[1] < means[2], (measure, means)
+    last = result["points"][-1]["tvd"]["total_population"]
+    assert all(last[lv]["mean"] > 0.99 for lv in ("State", "County", "Tract", "BlockGroup"))
+    assert last["Block"]["mean"] > 0.9
