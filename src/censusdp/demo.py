@@ -116,7 +116,7 @@ def run_demo(
         out_dir=out_dir,
         persons=int(getattr(gen, "persons", 0)),
         units=int(getattr(gen, "units", 0)),
-        blocks_by_level=dict(manifest["units"]),
+        blocks_by_level=dict(manifest["geounits"]),
         gq_by_type=dict(getattr(gen, "gq_persons_by_type", {}) or {}),
         accuracy=accuracy,
         manifest=manifest,

@@ -161,8 +161,5 @@ def _release_units(
     source: object,
 ) -> np.ndarray:
     """Add noise to each unit's answers from that unit's own keyed stream."""
-    out = np.empty(exact.shape, dtype=np.int64)
-    for u in range(exact.shape[0]):
-        stream = source.child(geolevel, query, str(geocodes[u]))  # type: ignore[attr-defined]
-        out[u] = mech.release(exact[u], stream)  # type: ignore[attr-defined]
-    return out
+    keys = [(geolevel, query, str(g)) for g in geocodes]
+    return np.asarray(mech.release_units(exact, source, keys), dtype=np.int64)  # type: ignore[attr-defined]

@@ -368,7 +368,9 @@ def _estimate_and_write(
         "schema": schema.name,
         "postprocess": postprocess,
         "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-        "units": {lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)},
+        "geounits": {
+            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
+        },
         "versions": _versions(),
         "platform": platform.platform(),
         "argv": sys.argv,
@@ -393,6 +395,19 @@ def _estimate_and_write(
     try:
         t = time.perf_counter()
         bounds = _person_bounds(inv, hierarchy)
+        if postprocess == "bottomup":
+            # Bottom-up estimates blocks alone: totals above the block level are sums of
+            # noisy blocks and cannot be held to the state invariant.
+            bounds = [
+                Bounds(
+                    b.group_lower,
+                    b.group_upper,
+                    np.zeros_like(b.total_lower),
+                    np.full_like(b.total_upper, np.inf),
+                )
+                for b in bounds
+            ]
+            manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
         est = estimate(
             ms,
             hierarchy,

@@ -19,7 +19,9 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, default_preset: str
     amount = parser.add_mutually_exclusive_group()
     amount.add_argument("--rho", default=None, help="global rho (zCDP), e.g. 2.56 or 542/339")
     amount.add_argument(
-        "--epsilon", default=None, help="global epsilon (pure DP); for zCDP presets rho = eps^2/2"
+        "--epsilon",
+        default=None,
+        help="global epsilon; for zCDP presets the largest rho whose epsilon at the preset delta is at most this",
     )
     parser.set_defaults(default_preset=default_preset)
 

@@ -30,6 +30,9 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual file mode
     tmp_path = Path(tmp)
     try:
         yield tmp_path

@@ -44,6 +44,10 @@ __all__ = [
 ]
 
 
+_MIN_VARIANCE = 1e-12
+"""Variances below this (a near-infinite budget) are treated as this, so weights stay finite."""
+
+
 @dataclass(frozen=True, eq=False)
 class Bounds:
     """Per-level constraint bounds: ``group_lower/upper`` ``(units, G)``, ``total_*`` ``(units,)``."""
@@ -176,13 +180,18 @@ def _make_subproblem(
         rows.append(q.row_of_cell[kept])
         sizes.append(q.n_rows)
         noisy.append(mq.dense(children, q.n_rows))
-        weights.append(1.0 / mq.variance)
+        weights.append(1.0 / max(mq.variance, _MIN_VARIANCE))
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size:
+        # Only relative weights matter; scaling them to max 1 keeps solver tolerances
+        # meaningful when the budget is huge (variances near 0).
+        w = w / w.max()
     return Subproblem(
         parent=parent_counts,
         query_rows=tuple(rows),
         query_sizes=tuple(sizes),
         noisy=tuple(noisy),
-        weights=np.asarray(weights, dtype=np.float64),
+        weights=w,
         groups=cell_groups[kept],
         group_lower=bounds.group_lower[children],
         group_upper=bounds.group_upper[children],
