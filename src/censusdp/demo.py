@@ -2,8 +2,8 @@
 
 :func:`run_demo` is what ``censusdp demo`` calls: the whole pipeline on built-in data
 (the synthetic census built on real 2010 tract totals), a short accuracy summary per
-geolevel (computed from the published tables against the truth's tables), and, when
-the evaluation module is available, the HTML accuracy report.
+geolevel (computed from the published tables against the truth's tables), and the full
+evaluation (``censusdp.evaluate``) with its self-contained HTML report.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from censusdp.budget import load_preset
 from censusdp.geography import GeoLevels, Hierarchy
 from censusdp.io.cef import read_cef
 from censusdp.pipeline import run_release
+from censusdp.schema import HHGQ_LEVELS
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
 
 __all__ = ["DemoSummary", "accuracy_by_level", "run_demo"]
@@ -105,19 +106,22 @@ def run_demo(
     )
     geolevels = GeoLevels.from_pairs(list(budget.geolevels))
     accuracy = accuracy_by_level(cef_dir, run_dir, geolevels)
-    report = None
-    try:
-        from censusdp.evaluate import write_report  # type: ignore[attr-defined]
-    except ImportError:
-        write_report = None
-    if write_report is not None:
-        report = Path(write_report(cef_dir, run_dir, out_dir / "report.html"))
+    from censusdp.evaluate import evaluate
+
+    report = out_dir / "report.html"
+    evaluate(
+        cef_dir,
+        run_dir,
+        json_path=out_dir / "evaluation.json",
+        html_path=report,
+        progress=progress,
+    )
     return DemoSummary(
         out_dir=out_dir,
-        persons=int(getattr(gen, "persons", 0)),
-        units=int(getattr(gen, "units", 0)),
+        persons=int(gen.persons),
+        units=int(gen.units),
         blocks_by_level=dict(manifest["geounits"]),
-        gq_by_type=dict(getattr(gen, "gq_persons_by_type", {}) or {}),
+        gq_by_type={HHGQ_LEVELS[int(g)]: int(n) for g, n in dict(gen.gq_persons).items()},
         accuracy=accuracy,
         manifest=manifest,
         report=report,
