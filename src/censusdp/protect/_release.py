@@ -1,0 +1,286 @@
+"""Write a swapped release in the same run layout as a DP release, and DP on top of it.
+
+:func:`protect_swap` reads a CEF, swaps households and top-codes ages
+(:mod:`censusdp.protect.swap`), and writes a run directory that every downstream tool
+reads like a ``censusdp run`` output:
+
+* ``mdf_persons.parquet``: ``geocode``, ``hhgq``, ``votingage``, ``hispanic``,
+  ``cenrace``, ``sex``, ``age`` (the swapped, top-coded persons);
+* ``mdf_units.parquet``: ``geocode``, ``gqtype``, ``occupied`` (units do not move);
+* ``tables/P1..P5,H1.parquet`` tabulated from them by :mod:`censusdp.tables`;
+* ``manifest.json`` with ``mechanism = "swap"``, ``rho``/``epsilon``/``delta`` null
+  (swapping has no formal privacy-loss parameter), the swap counts, seed and timings.
+
+With ``cef_out`` the swapped file is also written as a CEF (``persons.parquet``,
+``units.parquet``) so that a DP run can be made on top of it (JASON's
+recommendation, seed 000 sec. 8.4.3); :func:`swap_then_dp` does both in one call.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from censusdp import __version__
+from censusdp.errors import ConfigError
+from censusdp.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.cef import read_cef
+from censusdp.protect.swap import swap_households, top_code_ages
+from censusdp.tables import tabulate, write_tables
+
+__all__ = ["protect_swap", "swap_then_dp"]
+
+Progress = Callable[[str], None] | None
+
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+def _check_out(out_dir: Path, overwrite: bool) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise ConfigError(
+            f"output directory {out_dir} exists and is not empty; choose another --out or "
+            "pass --overwrite"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _i64(x: np.ndarray) -> pa.Array:
+    return pa.array(np.asarray(x, dtype=np.int64), pa.int64())
+
+
+def _write_cef(persons: dict[str, np.ndarray], units: dict[str, np.ndarray], d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    order = np.argsort(persons["person_id"], kind="stable")
+    cols = ("person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace")
+    write_parquet(
+        pa.table(
+            {
+                c: (
+                    pa.array(persons[c][order].astype(object), pa.string())
+                    if c == "geocode"
+                    else _i64(persons[c][order])
+                )
+                for c in cols
+            }
+        ),
+        d / "persons.parquet",
+    )
+    write_parquet(
+        pa.table(
+            {
+                "unit_id": _i64(units["unit_id"]),
+                "geocode": pa.array(np.asarray(units["geocode"]).astype(object), pa.string()),
+                "gqtype": _i64(units["gqtype"]),
+                "occupied": pa.array(np.asarray(units["occupied"], dtype=bool)),
+            }
+        ),
+        d / "units.parquet",
+    )
+
+
+def protect_swap(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    rate: float,
+    seed: int,
+    topcode: int | None = 90,
+    risk_weight: float = 10.0,
+    small_block: int = 15,
+    cef_out: str | Path | None = None,
+    overwrite: bool = False,
+    progress: Progress = None,
+) -> dict[str, Any]:
+    """Swap households, top-code ages, and write a release run directory.
+
+    Args:
+        input_dir: CEF directory (``persons.parquet``, ``units.parquet``).
+        out_dir: the run directory to write (layout in the module docstring).
+        rate: target share of households swapped, in ``[0, 1]``.
+        seed: seed of the swap.
+        topcode: ages above this are set to it (``None``: no top-coding).
+        risk_weight: selection weight of at-risk households.
+        small_block: blocks with at most this many persons are at risk.
+        cef_out: also write the swapped file as a CEF here (for DP on top of it).
+        overwrite: replace a non-empty ``out_dir``.
+        progress: progress callback.
+
+    Returns:
+        The manifest written to ``out_dir/manifest.json``.
+    """
+    t_all = time.perf_counter()
+    out = Path(out_dir)
+    _check_out(out, overwrite)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    cef = read_cef(input_dir)
+    timings["read"] = time.perf_counter() - t
+    t = time.perf_counter()
+    res = swap_households(
+        cef.persons, rate=rate, seed=seed, risk_weight=risk_weight, small_block=small_block
+    )
+    persons = res.persons
+    persons["age"] = top_code_ages(persons["age"], topcode)
+    timings["swap"] = time.perf_counter() - t
+    _say(
+        progress,
+        f"swap: {res.swapped:,} of {res.households:,} households swapped "
+        f"({res.pairs:,} pairs, {res.swapped_at_risk:,} at risk), "
+        f"{res.persons_moved:,} persons moved",
+    )
+    t = time.perf_counter()
+    units = {k: np.asarray(v) for k, v in cef.units.items()}
+    units["geocode"] = np.asarray(units["geocode"]).astype("U16")
+    hierarchy = Hierarchy.from_blocks(
+        np.concatenate([units["geocode"], persons["geocode"]]), DEFAULT_GEOLEVELS
+    )
+    order = np.lexsort((persons["person_id"], persons["geocode"]))
+    age = persons["age"][order]
+    mdf = {
+        "geocode": persons["geocode"][order],
+        "hhgq": persons["hhgq"][order],
+        "votingage": (age >= 18).astype(np.int64),
+        "hispanic": persons["hispanic"][order],
+        "cenrace": persons["cenrace"][order],
+        "sex": persons["sex"][order],
+        "age": age,
+    }
+    write_parquet(
+        pa.table(
+            {
+                k: pa.array(v.astype(object), pa.string()) if k == "geocode" else _i64(v)
+                for k, v in mdf.items()
+            }
+        ),
+        out / "mdf_persons.parquet",
+    )
+    u_order = np.argsort(units["geocode"], kind="stable")
+    write_parquet(
+        pa.table(
+            {
+                "geocode": pa.array(units["geocode"][u_order].astype(object), pa.string()),
+                "gqtype": _i64(units["gqtype"][u_order]),
+                "occupied": pa.array(np.asarray(units["occupied"], dtype=bool)[u_order]),
+            }
+        ),
+        out / "mdf_units.parquet",
+    )
+    tables = tabulate(
+        {k: mdf[k] for k in ("geocode", "hhgq", "age", "hispanic", "cenrace")},
+        {k: units[k] for k in ("geocode", "gqtype", "occupied")},
+        hierarchy,
+    )
+    write_tables(tables, out / "tables")
+    if cef_out is not None:
+        _write_cef(persons, units, Path(cef_out))
+    timings["write"] = time.perf_counter() - t
+    timings["total"] = time.perf_counter() - t_all
+    manifest = {
+        "release": "swap",
+        "schema": "dhc-lite",
+        "mechanism": "swap",
+        "postprocess": "none",
+        "rho": None,
+        "epsilon": None,
+        "delta": None,
+        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+        "seed": seed,
+        "swap": {
+            "rate": rate,
+            "risk_weight": risk_weight,
+            "small_block": small_block,
+            "matching": "same household size and number of adults; other block of the "
+            "same county, else of the same state",
+            **res.summary(),
+        },
+        "topcode_age": topcode,
+        "persons_released": int(mdf["age"].size),
+        "units_released": int(units["gqtype"].size),
+        "input": str(Path(input_dir).resolve()),
+        "cef_out": str(Path(cef_out).resolve()) if cef_out is not None else None,
+        "package_version": __version__,
+        "outputs": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+        + ["manifest.json"],
+        "timings": {k: round(v, 4) for k, v in timings.items()},
+    }
+    write_json(manifest, out / "manifest.json")
+    return manifest
+
+
+def swap_then_dp(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    rate: float,
+    seed: int,
+    budget: Any,
+    units_budget: Any | None = None,
+    dp_seed: int | None = None,
+    topcode: int | None = 90,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: Progress = None,
+) -> dict[str, Any]:
+    """Swap (and top-code), then run the DP release on the swapped file (seed 000 sec. 8.4.3).
+
+    The swapped CEF lives in a temporary directory removed afterwards; the run
+    directory is a normal ``censusdp run`` output whose manifest also records the swap.
+
+    Args:
+        input_dir: CEF directory.
+        out_dir: the DP run directory.
+        rate, seed, topcode: as in :func:`protect_swap`.
+        budget: the person-run budget (must have a schema with sex and age for the
+            reconstruction attack to read, e.g. ``dhc-lite-demo``).
+        units_budget: optional housing-unit budget.
+        dp_seed: seed of the DP noise (``None``: secure randomness).
+        workers: TopDown worker processes.
+        overwrite: replace a non-empty ``out_dir``.
+        progress: progress callback.
+
+    Returns:
+        The run manifest (with a ``swap`` entry).
+    """
+    from censusdp.pipeline import run_release
+
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.swap-", dir=out.parent))
+    try:
+        swap_manifest = protect_swap(
+            input_dir,
+            tmp / "release",
+            rate=rate,
+            seed=seed,
+            topcode=topcode,
+            cef_out=tmp / "cef",
+            progress=progress,
+        )
+        manifest = run_release(
+            tmp / "cef",
+            out,
+            budget=budget,
+            units_budget=units_budget,
+            seed=dp_seed,
+            workers=workers,
+            overwrite=overwrite,
+            progress=progress,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    manifest["swap"] = swap_manifest["swap"]
+    manifest["topcode_age"] = topcode
+    manifest["input"] = str(Path(input_dir).resolve())
+    write_json(manifest, out / "manifest.json")
+    return manifest
