@@ -180,8 +180,16 @@ def fixed_point(x: mpmath.mpf) -> int:
 
 
 def mpf_to_fraction(x: mpmath.mpf) -> Fraction:
-    """The exact rational value of a finite mpmath float."""
-    man, exp = mpmath.mpf(x).man_exp
+    """The exact rational value of a finite mpmath float.
+
+    Values below ``2**-1000`` in magnitude are returned as 0: their exact rationals
+    (e.g. ``exp(-1e11)``) cannot be built in reasonable time. Callers that need an upper
+    bound clamp to a larger value first (see :func:`build_symmetric_table`).
+    """
+    x = mpmath.mpf(x)
+    if x != 0 and abs(x) < mpmath.ldexp(1, -1000):
+        return Fraction(0)
+    man, exp = x.man_exp
     return Fraction(int(man)) * Fraction(2) ** int(exp)
 
 
@@ -277,6 +285,10 @@ def build_symmetric_table(
     values[1::2] = outcome
 
     z_t = Fraction(E, 1 << PRECISION)  # >= 1 because f(0) = 1
+    # A tail bound below 2**-400 is replaced by 2**-400 (still an upper bound): for
+    # tiny scales the exact bound (e.g. exp(-1e11)) has an exponent too large to
+    # turn into a Fraction in reasonable time.
+    tail_sum = max(mpmath.mpf(tail_sum), mpmath.ldexp(1, -400))
     tail = mpf_to_fraction(tail_sum) * (1 + Fraction(1, 2**60))
     tail = min(Fraction(1), 2 * tail / max(z_t, Fraction(1)))
     tv = K * Fraction(1, 2 ** (TOTAL_BITS + 1)) + tail + Fraction(1, 2**200)
