@@ -44,8 +44,13 @@ __all__ = [
 ]
 
 
-_MIN_VARIANCE = 1e-12
-"""Variances below this (a near-infinite budget) are treated as this, so weights stay finite."""
+_VARIANCE_FLOOR = 1e-6
+"""Added to every variance before weighting (weights ``1 / (variance + floor)``).
+
+Irrelevant for real budgets (variances of order 1 and more), it keeps the weights of
+near-exact measurements (huge budgets: a discrete Gaussian with ``sigma^2 = 0.01`` has
+variance about ``1e-21``) finite and comparable, instead of letting one query's
+astronomically small variance swamp every other measurement."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,7 +185,7 @@ def _make_subproblem(
         rows.append(q.row_of_cell[kept])
         sizes.append(q.n_rows)
         noisy.append(mq.dense(children, q.n_rows))
-        weights.append(1.0 / max(mq.variance, _MIN_VARIANCE))
+        weights.append(1.0 / (mq.variance + _VARIANCE_FLOOR))
     w = np.asarray(weights, dtype=np.float64)
     if w.size:
         # Only relative weights matter; scaling them to max 1 keeps solver tolerances
