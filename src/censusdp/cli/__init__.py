@@ -28,7 +28,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "evaluate",
     "generate",
-    "protect",
     "risk",
     "run",
     "sweep",
