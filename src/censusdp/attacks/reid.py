@@ -625,8 +625,8 @@ def reid_rates(
     t_id = _col(truth, "person_id", "truth").astype(np.int64)
     n_pop = t_id.size
     n_rec = _col(rec, "geocode", "rec").size
-    pid = _col(comm, "person_id", "comm").astype(np.int64)[links.comm]
-    trow = _truth_rows(t_id, pid)
+    all_rows = _truth_rows(t_id, _col(comm, "person_id", "comm").astype(np.int64))
+    trow = all_rows[links.comm]
     t_eth = _col(truth, "hispanic", "truth") * 63 + _col(truth, "cenrace", "truth") - 1
     r_eth = _col(rec, "hispanic", "rec") * 63 + _col(rec, "cenrace", "rec") - 1
     right = t_eth[trow] == r_eth[links.rec]
@@ -672,7 +672,7 @@ def reid_rates(
     }
     if baseline is not None:
         all_pid = _col(comm, "person_id", "comm").astype(np.int64)
-        brow = _truth_rows(t_id, all_pid)
+        brow = all_rows
         b_right = (baseline >= 0) & (t_eth[brow] == baseline)
         b_all = (
             b_right

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "evaluate",
     "generate",
+    "protect",
     "risk",
     "run",
     "sweep",

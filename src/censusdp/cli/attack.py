@@ -19,7 +19,7 @@ from censusdp.cli._common import progress_printer
 __all__ = ["ATTACK_MODULES", "register"]
 
 # Modules ``censusdp.cli.<name>`` that add sub-commands to ``censusdp attack``.
-ATTACK_MODULES: tuple[str, ...] = ()
+ATTACK_MODULES: tuple[str, ...] = ("attack_reconstruct", "attack_reid", "attack_sweep")
 
 
 def _multiples(text: str) -> list[float]:

@@ -1,0 +1,112 @@
+"""A swapped release has the run layout of a DP release, readable by every downstream tool."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from censusdp.cli import main
+from censusdp.errors import ConfigError
+from censusdp.evaluate.core import read_release
+from censusdp.generate import generate_state
+from censusdp.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.io.cef import read_cef
+from censusdp.protect import protect_swap
+from censusdp.tables import read_tables, tables_to_arrays, tabulate
+
+
+@pytest.fixture(scope="module")
+def truth(tmp_path_factory):
+    d = tmp_path_factory.mktemp("truth")
+    generate_state("VT", 3, d, scale=0.02)
+    return d
+
+
+def test_swap_release_layout_and_tables(truth, tmp_path):
+    run = tmp_path / "run"
+    m = protect_swap(truth, run, rate=0.1, seed=5, topcode=90, cef_out=tmp_path / "cef")
+    for f in ("mdf_persons.parquet", "mdf_units.parquet", "manifest.json"):
+        assert (run / f).is_file()
+    mdf = pq.read_table(run / "mdf_persons.parquet")
+    assert set(mdf.column_names) >= {
+        "geocode",
+        "hhgq",
+        "votingage",
+        "hispanic",
+        "cenrace",
+        "sex",
+        "age",
+    }
+    assert max(mdf.column("age").to_pylist()) <= 90
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["mechanism"] == "swap" and man["epsilon"] is None and man["seed"] == 5
+    assert man["swap"]["swapped"] == m["swap"]["swapped"] > 0
+    # tables are the PL94 tables of the MDF, and block totals equal the truth's
+    rel = read_release(run)
+    cef = read_cef(truth)
+    h = Hierarchy.from_blocks(
+        np.concatenate([cef.units["geocode"], cef.persons["geocode"]]), DEFAULT_GEOLEVELS
+    )
+    written = tables_to_arrays(read_tables(run / "tables"), h)
+    again = tables_to_arrays(tabulate(rel.persons, rel.units, h), h)
+    for name in written:
+        for a, b in zip(written[name], again[name], strict=True):
+            np.testing.assert_array_equal(a, b)
+    true_tab = tables_to_arrays(tabulate(cef.persons, cef.units, h), h)
+    np.testing.assert_array_equal(written["P1"][-1][:, 0], true_tab["P1"][-1][:, 0])
+    np.testing.assert_array_equal(written["P3"][-1][:, 0], true_tab["P3"][-1][:, 0])
+    np.testing.assert_array_equal(written["H1"][-1], true_tab["H1"][-1])
+    # the swapped CEF is a valid CEF (DP can run on top of it)
+    swapped = read_cef(tmp_path / "cef")
+    assert swapped.n_persons == cef.n_persons
+
+
+def test_swap_release_refuses_non_empty_output(truth, tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "x").write_text("x")
+    with pytest.raises(ConfigError, match="exists and is not empty"):
+        protect_swap(truth, tmp_path / "run", rate=0.1, seed=1)
+
+
+def test_cli_protect_swap(truth, tmp_path, capsys):
+    rc = main(
+        [
+            "protect",
+            "swap",
+            "--input",
+            str(truth),
+            "--out",
+            str(tmp_path / "r"),
+            "--rate",
+            "0.05",
+            "--seed",
+            "2",
+            "--topcode",
+            "none",
+            "--quiet",
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["swap"]["rate"] == 0.05
+    assert (tmp_path / "r" / "tables" / "P1.parquet").is_file()
+    assert (
+        main(
+            [
+                "protect",
+                "swap",
+                "--input",
+                str(truth),
+                "--out",
+                str(tmp_path / "r"),
+                "--rate",
+                "2",
+                "--quiet",
+                "--overwrite",
+            ]
+        )
+        == 2
+    )
