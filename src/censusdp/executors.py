@@ -8,12 +8,19 @@ children) and a pure function; the executor decides where they run. Implementati
   sent in chunks and results come back in submission order, so the output is identical
   to the in-process run.
 
-A distributed executor (Spark) implements the same ``map`` contract. Executors hold no
-global state that tasks rely on, and tasks never rely on shared memory.
+* :class:`censusdp.executors_spark.SparkExecutor`: the tasks of a level as Spark jobs
+  (``--executor spark``; needs the ``spark`` extra, ``pip install censusdp[spark]``).
+
+Executors hold no global state that tasks rely on, and tasks never rely on shared
+memory. Tasks are consumed lazily, a window at a time, so a level with hundreds of
+thousands of tasks is never materialised in memory at once; results come back in task
+order, so every executor produces byte-identical releases (noise is keyed per geounit,
+not drawn in execution order).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import itertools
 import multiprocessing
@@ -22,7 +29,15 @@ from typing import Any, Protocol
 
 from censusdp.errors import ConfigError
 
-__all__ = ["Executor", "InProcessExecutor", "ProcessPoolExecutor", "make_executor"]
+__all__ = [
+    "EXECUTOR_CHOICES",
+    "Executor",
+    "InProcessExecutor",
+    "ProcessPoolExecutor",
+    "make_executor",
+]
+
+EXECUTOR_CHOICES = ("auto", "inprocess", "pool", "spark")
 
 
 class Executor(Protocol):
@@ -47,21 +62,29 @@ class InProcessExecutor:
     def close(self) -> None:
         """Nothing to release."""
 
+    def describe(self) -> dict:
+        """For the manifest."""
+        return {"name": self.name, "workers": 1}
+
 
 class ProcessPoolExecutor:
     """Run tasks on ``workers`` processes (``spawn`` start method: no inherited state).
 
-    Tasks are submitted in batches of ``window`` so that a level with many tasks is
-    never materialised in memory all at once.
+    At most ``window`` tasks are in flight (submitted and not yet yielded): a new task
+    is submitted each time the oldest result is handed back, so the workers never idle
+    at a window boundary, and neither the pending tasks nor the finished results of a
+    level with hundreds of thousands of tasks ever pile up in memory.
     """
 
     name = "process-pool"
 
-    def __init__(self, workers: int, *, window: int = 256) -> None:
+    def __init__(self, workers: int, *, window: int | None = None) -> None:
         if workers < 1:
             raise ConfigError(f"workers must be >= 1, got {workers}")
         self.workers = workers
-        self.window = window
+        self.window = int(window) if window else 4 * workers + 2
+        if self.window < 1:
+            raise ConfigError(f"window must be >= 1, got {window}")
         self._pool = cf.ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn")
         )
@@ -69,12 +92,18 @@ class ProcessPoolExecutor:
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
         """Apply ``fn`` to each task on the pool; results in task order."""
         it = iter(tasks)
-        while True:
-            batch = list(itertools.islice(it, self.window))
-            if not batch:
-                return
-            chunk = max(1, len(batch) // (4 * self.workers))
-            yield from self._pool.map(fn, batch, chunksize=chunk)
+        pending: collections.deque[cf.Future] = collections.deque()
+        for task in itertools.islice(it, self.window):
+            pending.append(self._pool.submit(fn, task))
+        while pending:
+            result = pending.popleft().result()
+            for task in itertools.islice(it, 1):
+                pending.append(self._pool.submit(fn, task))
+            yield result
+
+    def describe(self) -> dict:
+        """For the manifest."""
+        return {"name": self.name, "workers": self.workers}
 
     def close(self) -> None:
         """Shut the worker processes down."""
@@ -87,8 +116,30 @@ class ProcessPoolExecutor:
         self.close()
 
 
-def make_executor(workers: int = 1) -> InProcessExecutor | ProcessPoolExecutor:
-    """In-process for ``workers == 1``, otherwise a process pool of that size."""
+def make_executor(workers: int = 1, *, kind: str = "auto", spark_master: str | None = None) -> Any:
+    """An executor by kind.
+
+    Args:
+        workers: worker processes for ``"pool"`` (and for ``"auto"``: in-process when
+            1, a pool otherwise); for ``"spark"``, the number of partitions per core
+            is chosen by Spark and ``workers`` is ignored.
+        kind: one of :data:`EXECUTOR_CHOICES`.
+        spark_master: Spark master URL (``local[*]`` when ``None``).
+
+    Raises:
+        ConfigError: for an unknown kind or ``workers < 1``; for ``"spark"`` when
+            pyspark is not installed.
+    """
+    if kind not in EXECUTOR_CHOICES:
+        raise ConfigError(f"--executor must be one of {EXECUTOR_CHOICES}, got {kind!r}")
     if workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {workers}")
-    return InProcessExecutor() if workers == 1 else ProcessPoolExecutor(workers)
+    if kind == "spark":
+        from censusdp.executors_spark import SparkExecutor
+
+        return SparkExecutor(spark_master or "local[*]")
+    if spark_master is not None:
+        raise ConfigError(f"--spark-master needs --executor spark, got --executor {kind}")
+    if kind == "inprocess" or (kind == "auto" and workers == 1):
+        return InProcessExecutor()
+    return ProcessPoolExecutor(workers)

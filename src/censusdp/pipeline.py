@@ -14,6 +14,15 @@ and their total.
 Every output is written into a staging directory next to ``out_dir`` and renamed into
 place only when the whole release has been written and validated, so a failed run
 leaves nothing half-written.
+
+Memory is bounded by a chunk of families, not by the input: measurement runs as
+executor tasks (:func:`censusdp.measure.measure_tasks`) whose results are appended to
+the NMF as they arrive; estimation reads the NMF back chunk by chunk
+(:class:`censusdp.io.release.NMFReader`), so the same code serves ``--from-measurements``
+and a fresh run, and no level's measurements are ever all in memory; the MDF is written
+block chunk by block chunk and validated by re-reading it in batches. What stays in
+memory is sparse: the block histograms of the input and of the estimate and the per-level
+bounds (about 1 GB for California's 710k blocks).
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import shutil
 import sys
 import time
@@ -37,26 +47,32 @@ import scipy.sparse as sp
 from censusdp import __version__
 from censusdp._random import RandomSource
 from censusdp.errors import ConfigError, InputError, InternalError
-from censusdp.executors import make_executor
+from censusdp.executors import EXECUTOR_CHOICES, make_executor
 from censusdp.geography import GeoLevels, Hierarchy
 from censusdp.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import CEF, read_cef
 from censusdp.io.release import (
-    mdf_person_columns,
-    read_nmf,
-    write_mdf_persons,
-    write_mdf_text,
+    MDFPersonWriter,
+    NMFReader,
+    NMFWriter,
+    iter_mdf_blocks,
     write_mdf_units,
-    write_nmf,
 )
-from censusdp.measure import MeasurementSet, measure
-from censusdp.schema import get_schema
-from censusdp.tables import person_histogram, tables_to_arrays, tabulate, write_tables
+from censusdp.measure import measure_tasks, run_measure_task
+from censusdp.schema import Schema, get_schema
+from censusdp.tables import (
+    UNIT_CELLS,
+    person_histogram,
+    tables_to_arrays,
+    tabulate_histograms,
+    unit_histogram,
+    write_tables,
+)
 from censusdp.topdown.driver import Bounds, Estimate, estimate
 from censusdp.validate import validate_release
 
-__all__ = ["POSTPROCESS_CHOICES", "reestimate", "run_release"]
+__all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
 
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
 
@@ -136,36 +152,43 @@ def _unit_histogram(cef: CEF, hierarchy: Hierarchy) -> sp.csr_matrix:
     )
 
 
-def _measure_all(
-    cef: CEF,
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process (and of waited-for children), in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, kids) / 1024.0, 1)
+
+
+def _measure_to_file(
+    block_hist: sp.csr_matrix,
     hierarchy: Hierarchy,
-    budget: Any,
-    units_budget: Any | None,
+    schema: Schema,
+    plan: list[tuple[str, str, Any]],
     source: RandomSource,
+    path: Path,
+    executor: Any,
     progress: Progress,
-) -> tuple[MeasurementSet, MeasurementSet | None]:
-    """The only function that reads confidential histograms."""
-    schema = get_schema(budget.schema)
-    block_hist = person_histogram(cef.persons, hierarchy, schema)
-    ms = measure(
-        hierarchy.aggregate(block_hist),
-        hierarchy,
-        schema,
-        _plan(budget),
-        source.child("persons"),
-        progress=progress,
-    )
-    ums = None
-    if units_budget is not None:
-        ums = measure(
-            hierarchy.aggregate(_unit_histogram(cef, hierarchy)),
-            hierarchy,
-            get_schema("units"),
-            _plan(units_budget),
-            source.child("units"),
-            progress=progress,
-        )
-    return ms, ums
+) -> tuple[int, dict[str, int]]:
+    """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
+
+    The only function that sees confidential histograms (it is given them, it does not
+    read the input). Returns the number of noisy values written, in total and by level.
+    """
+    levels = hierarchy.aggregate(block_hist)
+    seen: dict[str, int] = {}
+    with NMFWriter(path) as writer:
+        tasks = measure_tasks(levels, hierarchy, schema, plan, source)
+        for chunk in executor.map(run_measure_task, tasks):
+            writer.write_chunk(chunk)
+            seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
+            if progress is not None and chunk.stop == hierarchy.n_units(
+                hierarchy.geolevels.index(chunk.geolevel)
+            ):
+                progress(
+                    f"measured {chunk.geolevel:<10} {chunk.stop:>8,} units, "
+                    f"{seen[chunk.geolevel]:>13,} noisy values ({schema.name})"
+                )
+    return writer.rows, seen
 
 
 def _budget_summary(budget: Any, units_budget: Any | None) -> dict:
@@ -195,6 +218,24 @@ def _budget_summary(budget: Any, units_budget: Any | None) -> dict:
     return out
 
 
+def _open_executor(executor: str, workers: int, spark_master: str | None) -> Any:
+    ex = make_executor(workers, kind=executor, spark_master=spark_master)
+    return ex
+
+
+def _close_executor(ex: Any) -> None:
+    close = getattr(ex, "close", None)
+    if close is not None:
+        close()
+
+
+def _executor_record(ex: Any, workers: int) -> dict:
+    describe = getattr(ex, "describe", None)
+    if describe is not None:
+        return describe()
+    return {"name": ex.name, "workers": workers}
+
+
 def run_release(
     input_dir: str | Path,
     out_dir: str | Path,
@@ -205,6 +246,8 @@ def run_release(
     postprocess: str = "topdown",
     workers: int = 1,
     method: str = "auto",
+    executor: str = "auto",
+    spark_master: str | None = None,
     overwrite: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
@@ -221,8 +264,11 @@ def run_release(
         seed: ``None`` for a release (secure randomness); an integer for a reproducible,
             non-secure run.
         postprocess: ``"topdown"``, ``"bottomup"`` or ``"none"`` (measurements only).
-        workers: 1 for in-process, more for a process pool.
+        workers: worker processes for the pool executor (``"auto"``: pool when > 1).
         method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
+        executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
+            (see :mod:`censusdp.executors`); the release does not depend on it.
+        spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
         overwrite: replace an existing non-empty ``out_dir``.
     """
     if postprocess not in POSTPROCESS_CHOICES:
@@ -233,50 +279,92 @@ def run_release(
     timings: dict[str, float] = {}
     out_dir = Path(out_dir)
     staging = _Staging(out_dir, overwrite)
+    ex = None
     try:
+        ex = _open_executor(executor, workers, spark_master)
         t = time.perf_counter()
         cef = read_cef(input_dir)
         timings["read"] = time.perf_counter() - t
         _say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
-        hierarchy = Hierarchy.from_blocks(
-            np.concatenate([cef.units["geocode"], cef.persons["geocode"]]), _geolevels(budget)
-        )
+        t = time.perf_counter()
+        # Every person's block is its unit's block (checked by read_cef), so the units'
+        # blocks are all the blocks.
+        hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
         inv = compute_invariants(cef.persons, cef.units, hierarchy)
+        schema = get_schema(budget.schema)
+        person_hist = person_histogram(cef.persons, hierarchy, schema)
+        unit_hist = _unit_histogram(cef, hierarchy) if units_budget is not None else None
+        n_persons = cef.n_persons
+        del cef  # from here on: block histograms, then only noisy measurements and invariants
+        timings["aggregate"] = time.perf_counter() - t
+        _say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
         source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
         t = time.perf_counter()
-        ms, ums = _measure_all(cef, hierarchy, budget, units_budget, source, progress)
+        n_rows, by_level = _measure_to_file(
+            person_hist,
+            hierarchy,
+            schema,
+            _plan(budget),
+            source.child("persons"),
+            staging.path / "noisy_measurements.parquet",
+            ex,
+            progress,
+        )
+        nmf_rows: dict[str, Any] = {
+            "noisy_measurements": n_rows,
+            "noisy_values_by_level": {"persons": by_level},
+        }
+        del person_hist
+        if unit_hist is not None:
+            n_rows, by_level = _measure_to_file(
+                unit_hist,
+                hierarchy,
+                get_schema("units"),
+                _plan(units_budget),
+                source.child("units"),
+                staging.path / "noisy_measurements_units.parquet",
+                ex,
+                progress,
+            )
+            nmf_rows["noisy_measurements_units"] = n_rows
+            nmf_rows["noisy_values_by_level"]["units"] = by_level
+        del unit_hist
         timings["measure"] = time.perf_counter() - t
-        del cef  # from here on, only noisy measurements and public invariants
         manifest = _estimate_and_write(
             staging.path,
-            ms,
-            ums,
+            staging.path,
             inv,
             hierarchy,
             budget=budget,
             units_budget=units_budget,
             postprocess=postprocess,
-            workers=workers,
             method=method,
+            executor=ex,
+            workers=workers,
             progress=progress,
             timings=timings,
-            write_measurements=True,
         )
+        manifest.update(nmf_rows)
         manifest.update(
             {
                 "seed": seed,
                 "randomness": source.describe() if hasattr(source, "describe") else source.mode,
                 "input": str(Path(input_dir).resolve()),
+                "input_persons": n_persons,
                 "command": command,
             }
         )
         timings["total"] = time.perf_counter() - t_start
         manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+        manifest["peak_memory_mb"] = _peak_rss_mb()
         write_json(manifest, staging.path / "manifest.json")
         staging.commit()
     except BaseException:
         staging.abort()
         raise
+    finally:
+        if ex is not None:
+            _close_executor(ex)
     _say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
 
@@ -290,79 +378,148 @@ def reestimate(
     postprocess: str = "topdown",
     workers: int = 1,
     method: str = "auto",
+    executor: str = "auto",
+    spark_master: str | None = None,
     overwrite: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
 ) -> dict:
-    """Re-estimate a release from another run's NMF and published invariants alone."""
+    """Re-estimate a release from another run's NMF and published invariants alone.
+
+    The NMF is read chunk by chunk (never whole) and copied unchanged into ``out_dir``.
+    """
     run_dir = Path(run_dir)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    blocks_table = pq.read_table(run_dir / "invariants.parquet")
-    hierarchy = Hierarchy.from_blocks(
-        np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
-        _geolevels(budget),
-    )
-    inv = Invariants.from_tables(
-        blocks_table, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
-    )
-    t = time.perf_counter()
-    ms = read_nmf(run_dir / "noisy_measurements.parquet", get_schema(budget.schema), hierarchy)
-    ums = None
-    if units_budget is not None and (run_dir / "noisy_measurements_units.parquet").exists():
-        ums = read_nmf(run_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy)
-    timings["read_measurements"] = time.perf_counter() - t
+    has_units = units_budget is not None and (run_dir / "noisy_measurements_units.parquet").exists()
     staging = _Staging(Path(out_dir), overwrite)
+    ex = None
     try:
+        ex = _open_executor(executor, workers, spark_master)
+        t = time.perf_counter()
+        blocks_table = pq.read_table(run_dir / "invariants.parquet")
+        hierarchy = Hierarchy.from_blocks(
+            np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
+            _geolevels(budget),
+        )
+        inv = Invariants.from_tables(
+            blocks_table, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
+        )
+        del blocks_table
+        names = ["noisy_measurements.parquet"]
+        if has_units:
+            names.append("noisy_measurements_units.parquet")
+        rows = {}
+        for name in names:
+            shutil.copyfile(run_dir / name, staging.path / name)
+            rows[name.removesuffix(".parquet")] = pq.ParquetFile(
+                staging.path / name
+            ).metadata.num_rows
+        timings["read_measurements"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
-            ms,
-            ums,
+            staging.path,
             inv,
             hierarchy,
             budget=budget,
-            units_budget=units_budget if ums is not None else None,
+            units_budget=units_budget if has_units else None,
             postprocess=postprocess,
-            workers=workers,
             method=method,
+            executor=ex,
+            workers=workers,
             progress=progress,
             timings=timings,
-            write_measurements=True,
         )
+        manifest.update(rows)
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
         timings["total"] = time.perf_counter() - t_start
         manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+        manifest["peak_memory_mb"] = _peak_rss_mb()
         write_json(manifest, staging.path / "manifest.json")
         staging.commit()
     except BaseException:
         staging.abort()
         raise
+    finally:
+        if ex is not None:
+            _close_executor(ex)
     return manifest
+
+
+def _pl94_map(schema: Schema) -> sp.csr_matrix:
+    """The ``(schema cells x 2016)`` 0/1 matrix that maps a schema's cells to ``pl94`` cells."""
+    pl94 = get_schema("pl94")
+    cols = schema.mdf_columns(np.arange(schema.size, dtype=np.int64))
+    levels = []
+    for a in pl94.attributes:
+        if a.column in cols:
+            lv = np.asarray(a.levels_of(cols[a.column]), dtype=np.int64)
+        else:
+            lookup = {int(c): i for i, c in enumerate(a.mdf_codes)}
+            lv = np.asarray([lookup[int(v)] for v in cols[a.mdf_column]], dtype=np.int64)
+        levels.append(lv)
+    target = np.ravel_multi_index(tuple(levels), pl94.shape)
+    return sp.csr_matrix(
+        (np.ones(schema.size, dtype=np.int64), (np.arange(schema.size), target)),
+        shape=(schema.size, pl94.size),
+    )
+
+
+def _release_unit_histogram(
+    inv: Invariants, occupied: np.ndarray, hierarchy: Hierarchy
+) -> sp.csr_matrix:
+    """The (blocks x 16) unit histogram of the released units (cell ``2 gqtype + occupied``)."""
+    nb = hierarchy.blocks.size
+    dense = np.zeros((nb, UNIT_CELLS), dtype=np.int64)
+    dense[:, 0] = inv.housing_units - occupied
+    dense[:, 1] = occupied
+    for g in range(1, UNIT_CELLS // 2):
+        dense[:, 2 * g + 1] = inv.gq_facilities[:, g]
+    return sp.csr_matrix(dense)
+
+
+def _histograms_from_mdf(
+    out: Path, hierarchy: Hierarchy, schema: Schema
+) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """Re-read the written MDF in batches: (schema block histogram, pl94 one, unit one)."""
+    pf = pq.ParquetFile(out / "mdf_persons.parquet")
+    hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
+    pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
+    same = schema.name == "pl94"
+    for batch in pf.iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        h = person_histogram(cols, hierarchy, schema)
+        hist = hist + h
+        pl94 = pl94 + (h if same else person_histogram(_pl94_view(cols), hierarchy, "pl94"))
+    units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
+    for batch in pq.ParquetFile(out / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        units = units + unit_histogram(cols, hierarchy)
+    return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)
 
 
 def _estimate_and_write(
     out: Path,
-    ms: MeasurementSet,
-    ums: MeasurementSet | None,
+    nmf_dir: Path,
     inv: Invariants,
     hierarchy: Hierarchy,
     *,
     budget: Any,
     units_budget: Any | None,
     postprocess: str,
-    workers: int,
     method: str,
+    executor: Any,
+    workers: int,
     progress: Progress,
     timings: dict[str, float],
-    write_measurements: bool,
 ) -> dict:
-    """Everything after measurement: it sees no confidential data."""
-    schema = ms.schema
+    """Everything after measurement: it sees the NMF in ``nmf_dir`` and the invariants only."""
+    schema = get_schema(budget.schema)
     manifest: dict[str, Any] = {
         "package_version": __version__,
         "schema": schema.name,
@@ -374,104 +531,108 @@ def _estimate_and_write(
         "versions": _versions(),
         "platform": platform.platform(),
         "argv": sys.argv,
+        "executor": _executor_record(executor, workers),
     }
     manifest.update(_budget_summary(budget, units_budget))
-    if write_measurements:
-        t = time.perf_counter()
-        manifest["noisy_measurements"] = write_nmf(ms, out / "noisy_measurements.parquet")
-        if ums is not None:
-            manifest["noisy_measurements_units"] = write_nmf(
-                ums, out / "noisy_measurements_units.parquet"
-            )
-        write_parquet(inv.to_table(), out / "invariants.parquet")
-        write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
-        timings["write_measurements"] = time.perf_counter() - t
+    t = time.perf_counter()
+    write_parquet(inv.to_table(), out / "invariants.parquet")
+    write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
+    timings["write_invariants"] = time.perf_counter() - t
     if postprocess == "none":
-        manifest["outputs"] = ["noisy_measurements.parquet", "invariants.parquet"]
+        manifest["outputs"] = sorted(
+            p.name for p in out.iterdir() if p.is_file() and p.suffix == ".parquet"
+        )
         return manifest
 
-    executor = make_executor(workers)
-    manifest["executor"] = {"name": executor.name, "workers": workers}
-    try:
+    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
+    ums = None
+    if units_budget is not None:
+        ums = NMFReader(
+            nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
+        )
+    t = time.perf_counter()
+    bounds = _person_bounds(inv, hierarchy)
+    if postprocess == "bottomup":
+        # Bottom-up estimates blocks alone: totals above the block level are sums of
+        # noisy blocks and cannot be held to the state invariant.
+        bounds = [
+            Bounds(
+                b.group_lower,
+                b.group_upper,
+                np.zeros_like(b.total_lower),
+                np.full_like(b.total_upper, np.inf),
+            )
+            for b in bounds
+        ]
+        manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
+    est = estimate(
+        ms,
+        hierarchy,
+        bounds,
+        group_variable="hhgq",
+        postprocess=postprocess,
+        method=method,
+        executor=executor,
+        progress=progress,
+    )
+    timings["estimate_persons"] = time.perf_counter() - t
+    unit_est: Estimate | None = None
+    if ums is not None:
         t = time.perf_counter()
-        bounds = _person_bounds(inv, hierarchy)
-        if postprocess == "bottomup":
-            # Bottom-up estimates blocks alone: totals above the block level are sums of
-            # noisy blocks and cannot be held to the state invariant.
-            bounds = [
-                Bounds(
-                    b.group_lower,
-                    b.group_upper,
-                    np.zeros_like(b.total_lower),
-                    np.full_like(b.total_upper, np.inf),
-                )
-                for b in bounds
-            ]
-            manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-        est = estimate(
-            ms,
+        unit_est = estimate(
+            ums,
             hierarchy,
-            bounds,
-            group_variable="hhgq",
+            _unit_bounds(inv, hierarchy),
+            group_variable=None,
             postprocess=postprocess,
             method=method,
             executor=executor,
             progress=progress,
         )
-        timings["estimate_persons"] = time.perf_counter() - t
-        unit_est: Estimate | None = None
-        if ums is not None:
-            t = time.perf_counter()
-            unit_est = estimate(
-                ums,
-                hierarchy,
-                _unit_bounds(inv, hierarchy),
-                group_variable=None,
-                postprocess=postprocess,
-                method=method,
-                executor=executor,
-                progress=progress,
-            )
-            timings["estimate_units"] = time.perf_counter() - t
-    finally:
-        close = getattr(executor, "close", None)
-        if close is not None:
-            close()
+        timings["estimate_units"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": est.levels}
     manifest["failsafe"] = {"persons": est.failsafe}
     if unit_est is not None:
         manifest["estimation"]["units"] = unit_est.levels
         manifest["failsafe"]["units"] = unit_est.failsafe
 
-    # -- outputs ------------------------------------------------------------------------
+    # -- outputs, block chunk by block chunk --------------------------------------------
     t = time.perf_counter()
-    cols = mdf_person_columns(est.histograms[-1], hierarchy, schema)
-    manifest["persons_released"] = write_mdf_persons(cols, hierarchy, out / "mdf_persons.parquet")
-    write_mdf_text(cols, hierarchy, out / "mdf_persons.txt")
+    block_hist = est.histograms[-1]
+    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
+        for cols in iter_mdf_blocks(block_hist, schema):
+            w.write(cols)
+    manifest["persons_released"] = w.persons
     if unit_est is not None:
-        occupied = np.asarray(unit_est.histograms[-1][:, 1].todense()).ravel()
+        occupied = np.asarray(unit_est.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
     else:
         occupied = np.zeros(inv.blocks.size, dtype=np.int64)
         manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
     manifest["units_released"] = write_mdf_units(
         hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
     )
-    unit_cols = _table_columns(pq.read_table(out / "mdf_units.parquet"))
-    est_cols = mdf_person_columns_dict(est.histograms[-1], hierarchy, schema)
-    tables = tabulate(_pl94_view(est_cols, schema.name), unit_cols, hierarchy)
+    pl94_hist = (
+        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ _pl94_map(schema))
+    )
+    tables = tabulate_histograms(
+        pl94_hist, _release_unit_histogram(inv, occupied, hierarchy), hierarchy
+    )
     write_tables(tables, out / "tables")
+    del tables, pl94_hist
     timings["write_release"] = time.perf_counter() - t
+    _say(progress, f"wrote {w.persons:,} MDF persons and the tables")
 
     # -- validation: re-read what was written and recompute it independently -----------
     t = time.perf_counter()
-    person_cols = _table_columns(pq.read_table(out / "mdf_persons.parquet"))
-    mdf_hist = person_histogram(person_cols, hierarchy, schema)
+    mdf_hist, mdf_pl94, mdf_units = _histograms_from_mdf(out, hierarchy, schema)
     written = tables_to_arrays(
-        {n: pq.read_table(out / "tables" / f"{n}.parquet") for n in tables}, hierarchy
+        {
+            n: pq.read_table(out / "tables" / f"{n}.parquet")
+            for n in ("P1", "P2", "P3", "P4", "P5", "H1")
+        },
+        hierarchy,
     )
-    from_mdf = tables_to_arrays(
-        tabulate(_pl94_view(person_cols, schema.name), unit_cols, hierarchy), hierarchy
-    )
+    from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
     report = validate_release(
         est.histograms,
         hierarchy,
@@ -494,20 +655,7 @@ def _estimate_and_write(
     return manifest
 
 
-def _table_columns(table: Any) -> dict[str, np.ndarray]:
-    return {c: table.column(c).to_numpy(zero_copy_only=False) for c in table.column_names}
-
-
-def mdf_person_columns_dict(
-    block_hist: sp.csr_matrix, hierarchy: Hierarchy, schema: Any
-) -> dict[str, np.ndarray]:
-    """MDF person columns with ``geocode`` strings, straight from a block histogram."""
-    cols = mdf_person_columns(block_hist, hierarchy, schema)
-    cols["geocode"] = hierarchy.blocks[cols.pop("block")]
-    return cols
-
-
-def _pl94_view(cols: dict[str, np.ndarray], schema_name: str) -> dict[str, np.ndarray]:
+def _pl94_view(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The columns the PL94 tables read (``dhc-lite`` persons carry them too)."""
     keep = ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
     return {k: cols[k] for k in keep if k in cols}

@@ -42,7 +42,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="reproducible, NON-SECURE noise from this seed (default: secure OS randomness)",
     )
     p.add_argument("--postprocess", choices=("topdown", "bottomup", "none"), default="topdown")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes of the pool executor (default 1: in-process)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("auto", "inprocess", "pool", "spark"),
+        default="auto",
+        help="where tasks run: 'auto' (in-process for --workers 1, else a process pool), "
+        "'inprocess', 'pool' or 'spark' (needs censusdp[spark] and Java 17); the release "
+        "is byte-identical whichever is used",
+    )
+    p.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master URL for --executor spark (default local[*]; e.g. local[2], "
+        "spark://host:7077, yarn, k8s://https://host:443)",
+    )
     p.add_argument("--method", choices=("auto", "admm", "clarabel"), default="auto")
     p.add_argument("--overwrite", action="store_true", help="replace an existing RUN directory")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -74,6 +94,8 @@ def _run(args: argparse.Namespace) -> int:
         postprocess=args.postprocess,
         workers=args.workers,
         method=args.method,
+        executor=args.executor,
+        spark_master=args.spark_master,
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
         command=sys.argv,

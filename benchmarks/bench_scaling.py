@@ -1,0 +1,282 @@
+"""Scaling study: per-task costs by level, a fit of run time vs size, and a full-US projection.
+
+Runs ``censusdp run`` (pl94-2020 + housing units, seed 1, in-process unless told
+otherwise) on generated states at several scales, each in a fresh subprocess so its peak
+memory is its own, and reads the per-level task statistics that every run's manifest
+records (tasks, children, wall and CPU seconds of the tasks, the slowest task). From
+them it reports
+
+* per geolevel: CPU seconds per task and per child unit, and the slowest task;
+* a least-squares fit of run CPU time against persons and blocks over the runs;
+* the projection of a full-US run (default 8,000,000 blocks, 240,000 block groups,
+  85,000 tracts, 3,221 counties, 52 states) on ``N`` Spark cores: per level,
+  ``max(level CPU / N, slowest task)`` (a level cannot finish before its largest
+  parent-with-children problem), plus measurement CPU / N, plus the driver's serial
+  work (reading, writing the NMF and the MDF), scaled by noisy values and persons;
+* a peer ratio in the same run: the smallest configuration on the Spark executor
+  (``local[2]``) and on the process pool, against in-process (skipped without pyspark).
+
+    python benchmarks/bench_scaling.py                        # VT at 0.1, 0.3, 1.0
+    python benchmarks/bench_scaling.py --configs VT:0.1,DE:0.5 --cores 64,512,4096
+    python benchmarks/bench_scaling.py --from-manifests RUN1/manifest.json RUN2/...
+
+Prints one JSON object on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+US_UNITS = {
+    "US": 1,
+    "State": 52,
+    "County": 3_221,
+    "Tract": 85_000,
+    "BlockGroup": 240_000,
+    "Block": 8_000_000,
+}
+"""Geounits of a national run (2020: 50 states, DC and Puerto Rico)."""
+
+US_MAX_CHILDREN = {"State": 52, "County": 254, "Tract": 2_500, "BlockGroup": 12, "Block": 700}
+"""Largest family at each level: states of the US, counties of Texas, tracts of Los
+Angeles County, block groups of a tract, blocks of a block group (rural extremes)."""
+
+US_PERSONS = 331_449_281
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _run(cmd: list[str]) -> tuple[float, float, float]:
+    """Run a command; return (wall s, child CPU s, peak RSS MB of the largest child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, after.ru_maxrss / 1024.0
+
+
+def _censusdp() -> list[str]:
+    return [sys.executable, "-m", "censusdp"]
+
+
+def run_config(
+    state: str, scale: float, work: Path, *, executor: str = "inprocess", extra=()
+) -> dict:
+    """Generate ``state`` at ``scale`` (cached) and time one release of it."""
+    cef = work / f"{state}_{scale:g}"
+    if not (cef / "persons.parquet").exists():
+        _say(f"generate {state} scale {scale}")
+        _run(
+            [*_censusdp(), "generate", "--state", state, "--seed", "1", "--out", str(cef)]
+            + ["--scale", str(scale), "--quiet"]
+        )
+    out = work / f"run_{state}_{scale:g}_{executor}"
+    _say(f"run {state} scale {scale} on {executor}")
+    wall, cpu, rss = _run(
+        [*_censusdp(), "run", "--input", str(cef), "--out", str(out), "--seed", "1"]
+        + ["--executor", executor, "--overwrite", "--quiet", *extra]
+    )
+    m = json.loads((out / "manifest.json").read_text())
+    m["_bench"] = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "executor": executor}
+    m["_bench"]["mdf_sha"] = _digest(out / "mdf_persons.parquet")
+    return m
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def summarize(m: dict) -> dict:
+    """The per-level task costs and the size of one run."""
+    b = m.get("_bench", {})
+    levels = []
+    for run in ("persons", "units"):
+        for lv in m.get("estimation", {}).get(run, []):
+            tasks = max(lv["tasks"], 1)
+            cpu = lv.get("task_cpu_seconds", lv["task_seconds"])
+            children = lv.get("children") or m["geounits"][lv["geolevel"]]
+            levels.append(
+                {
+                    "run": run,
+                    "geolevel": lv["geolevel"],
+                    "tasks": lv["tasks"],
+                    "children": children,
+                    "cpu_s": round(cpu, 3),
+                    "wall_s": lv["wall_seconds"],
+                    "cpu_per_task_s": round(cpu / tasks, 5),
+                    "cpu_per_child_s": round(cpu / max(children, 1), 6),
+                    "max_task_s": lv["max_task_seconds"],
+                    "max_children": lv.get("max_children"),
+                }
+            )
+    values = int(m.get("noisy_measurements", 0)) + int(m.get("noisy_measurements_units", 0))
+    t = m.get("timings", {})
+    return {
+        "persons": m.get("input_persons", m.get("persons_released")),
+        "blocks": m["geounits"]["Block"],
+        "block_groups": m["geounits"].get("BlockGroup"),
+        "noisy_values": values,
+        "timings": t,
+        "wall_s": round(b.get("wall_s", t.get("total", 0.0)), 2),
+        "cpu_s": round(b.get("cpu_s", 0.0), 2),
+        "peak_rss_mb": round(b.get("peak_rss_mb", m.get("peak_memory_mb", 0.0)), 1),
+        "executor": m.get("executor", {}).get("name"),
+        "levels": levels,
+    }
+
+
+def fit(rows: list[dict]) -> dict:
+    """Least squares of CPU (or wall) seconds on [1, persons, blocks] over the runs."""
+    y_key = "cpu_s" if all(r["cpu_s"] > 0 for r in rows) else "wall_s"
+    x = np.array([[1.0, r["persons"], r["blocks"]] for r in rows], dtype=float)
+    y = np.array([r[y_key] for r in rows], dtype=float)
+    if len(rows) < 3:
+        # not enough runs for three coefficients: time proportional to blocks
+        coef = np.array([0.0, 0.0, float(y.sum() / x[:, 2].sum())])
+    else:
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    pred = x @ coef
+    return {
+        "target": y_key,
+        "intercept_s": float(coef[0]),
+        "s_per_person": float(coef[1]),
+        "s_per_block": float(coef[2]),
+        "relative_residuals": [float(v) for v in (pred - y) / np.maximum(y, 1e-9)],
+    }
+
+
+def project(reference: dict, cores: list[int]) -> dict:
+    """Full-US projection from the per-level costs of the largest run."""
+    t = reference["timings"]
+    per_child = {}
+    for lv in reference["levels"]:
+        if lv["run"] != "persons":
+            continue
+        per_child[lv["geolevel"]] = lv["cpu_per_child_s"]
+    root = next(lv for lv in reference["levels"] if lv["geolevel"] == "US")
+    unit_share = sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "units") / max(
+        sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "persons"), 1e-9
+    )
+    values_scale = US_UNITS["Block"] / reference["blocks"]
+    persons_scale = US_PERSONS / max(reference["persons"], 1)
+    measure_cpu = t.get("measure", 0.0) * values_scale  # task CPU, parallel
+    driver_serial = (
+        t.get("read", 0.0) * persons_scale
+        + t.get("aggregate", 0.0) * persons_scale
+        + (t.get("write_release", 0.0) + t.get("validate", 0.0)) * persons_scale
+    )
+    out = {
+        "assumptions": {
+            "us_units": US_UNITS,
+            "us_max_children": US_MAX_CHILDREN,
+            "reference_blocks": reference["blocks"],
+            "reference_persons": reference["persons"],
+            "note": "per-child CPU of each level from the reference run; the US root task "
+            "as measured; a level's time is max(level CPU / N, its largest task); the "
+            "housing-unit run adds its measured share; measurement (incl. the NMF write "
+            "in the reference) scales with noisy values, the driver's read/aggregate/MDF "
+            "write/validate with persons.",
+        },
+        "level_cpu_s": {},
+        "by_cores": {},
+    }
+    level_cpu = {"US": root["cpu_s"]}
+    largest = {"US": root["max_task_s"]}
+    for name, n in US_UNITS.items():
+        if name == "US":
+            continue
+        level_cpu[name] = per_child.get(name, 0.0) * n
+        largest[name] = per_child.get(name, 0.0) * US_MAX_CHILDREN[name]
+    out["level_cpu_s"] = {k: round(v, 1) for k, v in level_cpu.items()}
+    out["largest_task_s"] = {k: round(v, 2) for k, v in largest.items()}
+    total_cpu = sum(level_cpu.values()) * (1 + unit_share) + measure_cpu
+    out["total_core_hours"] = round((total_cpu + driver_serial) / 3600, 1)
+    for n in cores:
+        est = sum(max(level_cpu[k] / n, largest[k]) for k in level_cpu) * (1 + unit_share)
+        total = est + measure_cpu / n + driver_serial
+        out["by_cores"][str(n)] = {
+            "hours": round(total / 3600, 2),
+            "estimation_h": round(est / 3600, 2),
+            "measurement_h": round(measure_cpu / n / 3600, 2),
+            "driver_serial_h": round(driver_serial / 3600, 2),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="VT:0.1,VT:0.3,VT:1", help="STATE:SCALE,...")
+    ap.add_argument("--cores", default="16,64,256,1024,4096")
+    ap.add_argument("--work", default=None, help="work directory (default: a temp dir)")
+    ap.add_argument("--from-manifests", nargs="*", default=None, help="skip runs; read these")
+    ap.add_argument("--no-peers", action="store_true", help="skip the pool/Spark peer runs")
+    args = ap.parse_args()
+    cores = [int(c) for c in args.cores.split(",")]
+    work = Path(args.work or tempfile.mkdtemp(prefix="censusdp_scaling_"))
+    work.mkdir(parents=True, exist_ok=True)
+    manifests = []
+    if args.from_manifests:
+        manifests = [json.loads(Path(p).read_text()) for p in args.from_manifests]
+    else:
+        for item in args.configs.split(","):
+            state, scale = item.split(":")
+            manifests.append(run_config(state, float(scale), work))
+    rows = [summarize(m) for m in manifests]
+    rows.sort(key=lambda r: r["blocks"])
+    result: dict = {
+        "benchmark": "scaling",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "runs": rows,
+        "fit": fit(rows),
+        "projection_full_us": project(rows[-1], cores),
+    }
+    if not args.from_manifests and not args.no_peers:
+        state, scale = args.configs.split(",")[0].split(":")
+        base = manifests[0]
+        peers = {"inprocess": summarize(base)["wall_s"]}
+        same = {}
+        pool = run_config(state, float(scale), work, executor="pool", extra=["--workers", "2"])
+        peers["pool2"] = summarize(pool)["wall_s"]
+        same["pool2"] = pool["_bench"]["mdf_sha"] == base["_bench"]["mdf_sha"]
+        try:
+            import pyspark  # noqa: F401
+
+            sp = run_config(
+                state, float(scale), work, executor="spark", extra=["--spark-master", "local[2]"]
+            )
+            peers["spark_local2"] = summarize(sp)["wall_s"]
+            same["spark_local2"] = sp["_bench"]["mdf_sha"] == base["_bench"]["mdf_sha"]
+        except ImportError:
+            _say("pyspark not installed: no Spark peer")
+        result["peers"] = {
+            "config": f"{state}:{scale}",
+            "wall_s": peers,
+            "ratio_to_inprocess": {
+                k: round(v / peers["inprocess"], 3) for k, v in peers.items() if k != "inprocess"
+            },
+            "mdf_byte_identical": same,
+        }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
