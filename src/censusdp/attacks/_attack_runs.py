@@ -152,6 +152,7 @@ def run_reconstruct(
     )
     rec = reconstruct_blocks(tables, workers=workers, time_limit=time_limit, progress=progress)
     timings["solve"] = rec.seconds
+    timings["solve_cpu"] = rec.extra.get("cpu_seconds", float("nan"))
     cols = rec.columns()
     t = time.perf_counter()
     table = pa.table(

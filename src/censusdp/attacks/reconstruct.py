@@ -48,6 +48,7 @@ and with age within one year.
 from __future__ import annotations
 
 import math
+import resource
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -128,6 +129,8 @@ class Reconstruction:
         keys: person key of each record (:func:`censusdp.attacks._dhc_tables.split_keys`).
         status: how the blocks were solved.
         seconds: wall-clock time of the reconstruction.
+        extra: ``cpu_seconds``: CPU time of the reconstruction, worker processes
+            included (on a loaded machine the wall time can be several times larger).
     """
 
     blocks: np.ndarray
@@ -200,13 +203,34 @@ def _cost(prior: np.ndarray, sex: np.ndarray, age: np.ndarray, eth: np.ndarray) 
     return -np.log(num / den)
 
 
-def _solve_block(
-    rows: dict[str, tuple[np.ndarray, np.ndarray]],
-    prior: np.ndarray,
-    age_detail: str,
-    time_limit: float,
-) -> tuple[np.ndarray, np.ndarray, str, int, int]:
-    """Solve one block; returns ``(keys, counts, how, deviation, n_variables)``."""
+@dataclass(frozen=True, eq=False)
+class _BlockModel:
+    """The integer program of one block: ``a x = b``, ``0 <= x <= ub``, minimise ``cost x``.
+
+    ``forced`` is the solution when the tables force it (one race-ethnicity or one
+    sex-age cell), checked against the equations by the caller.
+    """
+
+    keys: np.ndarray
+    a: sp.csr_matrix
+    b: np.ndarray
+    cost: np.ndarray
+    ub: np.ndarray
+    n_pop: int
+    forced: np.ndarray | None
+
+    @property
+    def n_var(self) -> int:
+        return int(self.keys.size)
+
+    def deviation(self, x: np.ndarray) -> int:
+        return int(np.abs(self.a @ x - self.b).sum())
+
+
+def _block_model(
+    rows: dict[str, tuple[np.ndarray, np.ndarray]], prior: np.ndarray, age_detail: str
+) -> _BlockModel | None:
+    """Build one block's integer program from its table rows (``None`` if empty)."""
     h = _dense(rows["P9"], N_ETH)
     ha = _dense(rows["P11"], N_ETH)
     hm = h - ha
@@ -226,7 +250,7 @@ def _solve_block(
     eths = np.flatnonzero(h)
     n_pop = int(h.sum())
     if n_pop == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), "empty", 0, 0
+        return None
     sex_sa, age_sa = np.divmod(sa, N_AGES)
     adult = age_sa >= 18
     # candidate (sa, e) pairs: every table cell they enter is non-zero
@@ -282,19 +306,33 @@ def _solve_block(
     )
     b = np.concatenate(eq_b).astype(np.float64)
 
-    def deviation(x: np.ndarray) -> int:
-        return int(np.abs(a @ x - b).sum())
-
-    # forced solutions: one race-ethnicity, or one sex-age cell
+    forced = None
     if n_var and age_detail == "single" and (eths.size == 1 or sa.size == 1):
-        x = p12[sa][i_sa] if eths.size == 1 else h[eths][i_e]
-        x = x.astype(np.float64)
-        if deviation(x) == 0:
-            sel = x > 0
-            return keys[sel], x[sel].astype(np.int64), "forced", 0, n_var
-
+        forced = (p12[sa][i_sa] if eths.size == 1 else h[eths][i_e]).astype(np.float64)
     cost = _cost(prior, v_sex, v_age, v_eth) if n_var else np.zeros(0)
     ub = np.minimum(h[v_eth], n_pop).astype(np.float64)
+    return _BlockModel(keys, a, b, cost, ub, n_pop, forced)
+
+
+def _solve_block(
+    rows: dict[str, tuple[np.ndarray, np.ndarray]],
+    prior: np.ndarray,
+    age_detail: str,
+    time_limit: float,
+) -> tuple[np.ndarray, np.ndarray, str, int, int]:
+    """Solve one block; returns ``(keys, counts, how, deviation, n_variables)``."""
+    model = _block_model(rows, prior, age_detail)
+    if model is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), "empty", 0, 0
+    keys, a, b, cost, ub = model.keys, model.a, model.b, model.cost, model.ub
+    n_var, n_pop, n_rows = model.n_var, model.n_pop, model.a.shape[0]
+    deviation = model.deviation
+    # forced solutions: one race-ethnicity, or one sex-age cell
+    if model.forced is not None and deviation(model.forced) == 0:
+        x = model.forced
+        sel = x > 0
+        return keys[sel], x[sel].astype(np.int64), "forced", 0, n_var
+
     options = {"time_limit": time_limit, "presolve": True}
     if n_var:
         res = milp(
@@ -362,6 +400,7 @@ def reconstruct_blocks(
     if not (time_limit > 0 and math.isfinite(time_limit)):
         raise ConfigError(f"time_limit must be a positive number of seconds, got {time_limit}")
     t0 = time.perf_counter()
+    cpu0 = _cpu_seconds()
     n_tracts = int(tables.tracts.size)
     executor = make_executor(workers)
     counts = {"forced": 0, "milp": 0, "slack": 0, "not_optimal": 0, "empty": 0}
@@ -400,7 +439,17 @@ def reconstruct_blocks(
         deviation=int(dev),
         variables=int(nvar),
     )
-    return Reconstruction(tables.blocks, block, keys, status, time.perf_counter() - t0)
+    extra = {"cpu_seconds": round(_cpu_seconds() - cpu0, 3)}
+    return Reconstruction(tables.blocks, block, keys, status, time.perf_counter() - t0, extra)
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and its reaped children (worker processes)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        ru = resource.getrusage(who)
+        total += ru.ru_utime + ru.ru_stime
+    return total
 
 
 # -- scoring ------------------------------------------------------------------------------
