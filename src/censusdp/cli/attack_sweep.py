@@ -37,6 +37,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         workers=args.workers,
         keep_releases=not args.drop_releases,
+        reuse_releases=args.reuse_releases,
         progress=progress_printer(args.quiet),
     )
     cols = (
@@ -89,5 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--drop-releases", action="store_true", help="delete release dirs after use")
+    p.add_argument(
+        "--reuse-releases",
+        action="store_true",
+        help="attack the releases already in OUT/releases instead of making them again",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_run)
