@@ -235,3 +235,15 @@ def test_parallel_workers_give_the_same_records(vt):
     np.testing.assert_array_equal(a.block, b.block)
     with pytest.raises(ConfigError, match="time_limit"):
         reconstruct_blocks(tables, time_limit=0)
+
+
+def test_tract_refinement_keeps_block_tables(vt):
+    """Re-pairing within (block, sex, band) leaves every block table unchanged."""
+    sub = {k: v[:6000] for k, v in vt.items()}
+    tables = dhc_tables(sub)
+    rec = reconstruct_blocks(tables, refine=True)
+    assert rec.status.refined_groups + rec.status.refine_infeasible >= 0
+    _same_tables(dhc_tables(rec.columns()), tables)
+    if rec.status.refine_infeasible == 0:
+        again = dhc_tables(rec.columns())
+        assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0

@@ -116,6 +116,7 @@ def run_reconstruct(
     age_detail: str = "single",
     workers: int = 1,
     time_limit: float = 30.0,
+    refine: bool = False,
     overwrite: bool = False,
     progress: Progress = None,
 ) -> dict[str, Any]:
@@ -130,6 +131,8 @@ def run_reconstruct(
         age_detail: ``"single"`` or ``"sf1"`` (see :mod:`censusdp.attacks._dhc_tables`).
         workers: worker processes for the block solves.
         time_limit: HiGHS time limit per block (seconds).
+        refine: re-pair within blocks to meet the tract tables (see
+            :func:`censusdp.attacks.reconstruct.reconstruct_blocks`).
         overwrite: replace a non-empty ``out_dir``.
         progress: progress callback.
 
@@ -150,7 +153,9 @@ def run_reconstruct(
         f"reconstruct: {tables.blocks.size:,} populated blocks, {tables.n_published():,} "
         f"non-zero published cells ({source})",
     )
-    rec = reconstruct_blocks(tables, workers=workers, time_limit=time_limit, progress=progress)
+    rec = reconstruct_blocks(
+        tables, workers=workers, time_limit=time_limit, refine=refine, progress=progress
+    )
     timings["solve"] = rec.seconds
     timings["solve_cpu"] = rec.extra.get("cpu_seconds", float("nan"))
     cols = rec.columns()
@@ -171,6 +176,7 @@ def run_reconstruct(
         "release": str(Path(release_dir).resolve()),
         "source": source,
         "age_detail": age_detail,
+        "refine_tract": refine,
         "blocks": int(tables.blocks.size),
         "published_cells": tables.n_published(),
         "records": rec.n_records,

@@ -20,6 +20,7 @@ def _run(args: argparse.Namespace) -> int:
         age_detail=args.age_detail,
         workers=args.workers,
         time_limit=args.time_limit,
+        refine=args.refine_tract,
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
@@ -48,6 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--age-detail", choices=("single", "sf1"), default="single")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--time-limit", type=float, default=30.0, help="HiGHS seconds per block")
+    p.add_argument(
+        "--refine-tract",
+        action="store_true",
+        help="re-pair ages and races within blocks to meet the tract tables PCT12A-O",
+    )
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=_run)
