@@ -464,7 +464,7 @@ def _plot(rows: list[dict[str, Any]], modal: dict[str, float], path: Path) -> No
         key=lambda r: r["epsilon"],
     )
     named = {r["name"]: r for r in rows}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.2))
     panels = (
         (
             axes[0],
@@ -473,7 +473,7 @@ def _plot(rows: list[dict[str, Any]], modal: dict[str, float], path: Path) -> No
         ),
         (
             axes[1],
-            "Re-identification: share of the population confirmed",
+            "Re-identification: share confirmed (of the population, or of the subgroup)",
             (
                 ("confirmed_share", "confirmed (exact link)", "C2"),
                 ("fs_confirmed_share", "confirmed (Fellegi-Sunter)", "C4"),
@@ -503,12 +503,16 @@ def _plot(rows: list[dict[str, Any]], modal: dict[str, float], path: Path) -> No
                 lw=1,
                 label="modal-guess baseline (confirmed)",
             )
+        prod = named.get("dp_production")
+        if prod is not None and prod["epsilon"] is not None:
+            ax.axvline(prod["epsilon"], color="grey", ls=":", lw=1)
+            ax.text(prod["epsilon"], 1.0, " 2020 production", fontsize=7, va="top", color="grey")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("epsilon ((epsilon, delta)-DP, delta = 1e-10)")
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.text(
         0.5,
         0.005,
@@ -517,6 +521,7 @@ def _plot(rows: list[dict[str, Any]], modal: dict[str, float], path: Path) -> No
         fontsize=8,
     )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.subplots_adjust(bottom=0.33)
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
