@@ -22,7 +22,8 @@ Two backends:
 
 ``"auto"`` runs ADMM and falls back to Clarabel when ADMM does not converge or its answer
 fails validation (for a single child with more than ``DENSE_MAX`` cells, e.g. the US root,
-where there is no factorisation to share, it tries Clarabel first). Every answer is validated: non-negativity, column sums, group and total
+where there is no factorisation to share, and for subproblems with at most
+``FEW_CELLS`` kept cells, it tries Clarabel first). Every answer is validated: non-negativity, column sums, group and total
 bounds must hold to ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are
 clipped and columns rescaled to the parent exactly, and ``max_violation`` is reported.
 """
@@ -41,6 +42,8 @@ from censusdp.topdown.problem import Subproblem
 __all__ = ["METHODS", "L2Result", "solve_l2"]
 
 METHODS = ("auto", "admm", "clarabel")
+FEW_CELLS = 64
+"""``auto`` solves subproblems with at most this many kept cells with Clarabel first."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,12 @@ def solve_l2(
         # One large child (the root): nothing to share across children, and the
         # interior-point method is faster there.
         big_root = sub.k == 1 and sub.c > DENSE_MAX
-        order = ("clarabel", "admm") if big_root else ("admm", "clarabel")
+        # Few kept cells (most block groups: 5-30 non-zero parent cells in generated
+        # Vermont): the interior-point solve is small, and measured 1.2-1.7x faster than
+        # the ADMM, which needs 700-5,000 iterations there. ADMM wins when many cells are
+        # shared across children (county scale: 98x).
+        few_cells = sub.c <= FEW_CELLS
+        order = ("clarabel", "admm") if big_root or few_cells else ("admm", "clarabel")
     else:
         order = (method,)
     attempts: list[tuple[str, str]] = []
