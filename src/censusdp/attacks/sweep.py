@@ -38,6 +38,7 @@ import csv
 import io
 import math
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -293,7 +294,10 @@ def attack_sweep(
             rho, epsilon = float(b.total), eps_of(b)
             inp = truth_dir if kind == "dp" else swap_cef
             if not reuse:
-                dp(inp, rel_dir, budget=b, seed=s_dp + i, workers=workers, progress=progress)
+                run_seed = int(
+                    np.random.SeedSequence([s_dp, zlib.crc32(name.encode())]).generate_state(1)[0]
+                )
+                dp(inp, rel_dir, budget=b, seed=run_seed, workers=workers, progress=progress)
             source = rel_dir
         seconds["release"] = time.perf_counter() - t
         if reuse and kind != "unprotected":
