@@ -124,7 +124,8 @@ def make_executor(workers: int = 1, *, kind: str = "auto", spark_master: str | N
             1, a pool otherwise); for ``"spark"``, the number of partitions per core
             is chosen by Spark and ``workers`` is ignored.
         kind: one of :data:`EXECUTOR_CHOICES`.
-        spark_master: Spark master URL (``local[*]`` when ``None``).
+        spark_master: Spark master URL; ``None``: the one ``spark-submit`` set, else
+            ``local[*]``.
 
     Raises:
         ConfigError: for an unknown kind or ``workers < 1``; for ``"spark"`` when
@@ -137,7 +138,7 @@ def make_executor(workers: int = 1, *, kind: str = "auto", spark_master: str | N
     if kind == "spark":
         from censusdp.executors_spark import SparkExecutor
 
-        return SparkExecutor(spark_master or "local[*]")
+        return SparkExecutor(spark_master)
     if spark_master is not None:
         raise ConfigError(f"--spark-master needs --executor spark, got --executor {kind}")
     if kind == "inprocess" or (kind == "auto" and workers == 1):

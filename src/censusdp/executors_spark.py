@@ -55,8 +55,9 @@ class SparkExecutor:
 
     Args:
         master: Spark master URL (``local[*]``, ``local[2]``, ``spark://host:7077``,
-            ``yarn``, ``k8s://...``). Ignored when a SparkContext is already running
-            (e.g. under ``spark-submit``): that context is used and left running.
+            ``yarn``, ``k8s://...``). ``None``: the master ``spark-submit`` configured,
+            else ``local[*]``. Ignored when a SparkContext is already running: that
+            context is used and left running.
         app_name: the Spark application name.
         window: tasks per Spark job; default ``8 x defaultParallelism`` (at least 16).
         tasks_per_partition: consecutive tasks grouped in one Spark task.
@@ -70,7 +71,7 @@ class SparkExecutor:
 
     def __init__(
         self,
-        master: str = "local[*]",
+        master: str | None = None,
         *,
         app_name: str = "censusdp",
         window: int | None = None,
@@ -86,11 +87,16 @@ class SparkExecutor:
             ) from None
         if tasks_per_partition < 1:
             raise ConfigError(f"tasks_per_partition must be >= 1, got {tasks_per_partition}")
-        self.master = master
         active = SparkContext._active_spark_context  # noqa: SLF001 - the documented way to probe
         self._owns = active is None
         if active is None:
-            sconf = SparkConf().setMaster(master).setAppName(app_name)
+            sconf = SparkConf().setAppName(app_name)
+            # Under spark-submit the JVM already holds spark.master; keep it unless a
+            # master was given explicitly.
+            submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+            if master is not None or not submitted:
+                sconf.setMaster(master or "local[*]")
+            master = master or ("" if submitted else "local[*]")
             defaults = {
                 "spark.ui.enabled": "false",
                 "spark.ui.showConsoleProgress": "false",

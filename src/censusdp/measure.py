@@ -25,6 +25,7 @@ protocol, which both the in-memory :class:`MeasurementSet` and the NMF reader
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -199,6 +200,7 @@ class MeasuredChunk:
     stop: int
     geocodes: np.ndarray
     queries: tuple[MeasuredQuery, ...]
+    cpu_seconds: float = 0.0
 
     @property
     def n_values(self) -> int:
@@ -227,6 +229,7 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
     noise from the unit's own CSPRNG child stream (seed 001 sec. 2.1 for the discrete
     Gaussian; :mod:`censusdp._random` for the stream construction).
     """
+    c0 = time.process_time()
     hist = task.histogram
     if hist.shape[1] != task.schema.size:
         raise InternalError(
@@ -248,7 +251,14 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
             )
         )
     n = int(task.geocodes.size)
-    return MeasuredChunk(task.geolevel, task.start, task.start + n, task.geocodes, tuple(out))
+    return MeasuredChunk(
+        task.geolevel,
+        task.start,
+        task.start + n,
+        task.geocodes,
+        tuple(out),
+        time.process_time() - c0,
+    )
 
 
 def family_chunks(

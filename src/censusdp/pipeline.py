@@ -168,18 +168,26 @@ def _measure_to_file(
     path: Path,
     executor: Any,
     progress: Progress,
+    timings: dict[str, float],
 ) -> tuple[int, dict[str, int]]:
     """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
 
     The only function that sees confidential histograms (it is given them, it does not
-    read the input). Returns the number of noisy values written, in total and by level.
+    read the input). Returns the number of noisy values written, in total and by level;
+    adds the tasks' CPU seconds (``measure_task_cpu``) and the driver's NMF writing
+    seconds (``write_measurements``) to ``timings``.
     """
     levels = hierarchy.aggregate(block_hist)
     seen: dict[str, int] = {}
     with NMFWriter(path) as writer:
         tasks = measure_tasks(levels, hierarchy, schema, plan, source)
         for chunk in executor.map(run_measure_task, tasks):
+            t = time.perf_counter()
             writer.write_chunk(chunk)
+            timings["write_measurements"] = (
+                timings.get("write_measurements", 0.0) + time.perf_counter() - t
+            )
+            timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
             seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
             if progress is not None and chunk.stop == hierarchy.n_units(
                 hierarchy.geolevels.index(chunk.geolevel)
@@ -309,6 +317,7 @@ def run_release(
             staging.path / "noisy_measurements.parquet",
             ex,
             progress,
+            timings,
         )
         nmf_rows: dict[str, Any] = {
             "noisy_measurements": n_rows,
@@ -325,6 +334,7 @@ def run_release(
                 staging.path / "noisy_measurements_units.parquet",
                 ex,
                 progress,
+                timings,
             )
             nmf_rows["noisy_measurements_units"] = n_rows
             nmf_rows["noisy_values_by_level"]["units"] = by_level
