@@ -36,3 +36,30 @@ def test_real_engine_sweep_trend(tmp_path):
     assert low["nonmodal_confirmed_share"] < prod["nonmodal_confirmed_share"]
     assert low["nonmodal_confirmed_share"] < base["nonmodal_confirmed_share"] + 0.1
     assert low["confirmed_share"] < unprotected["confirmed_share"]
+
+
+def test_swap_then_dp_release_is_attackable(tmp_path):
+    """DP on top of swapping (seed 000 sec. 8.4.3) writes a normal run with the swap recorded."""
+    import json
+
+    from censusdp.attacks.reconstruct import run_reconstruct
+    from censusdp.budget import load_preset
+    from censusdp.protect import swap_then_dp
+
+    truth = tmp_path / "truth"
+    generate_state("DC", 3, truth, scale=0.01)
+    run = tmp_path / "run"
+    m = swap_then_dp(
+        truth,
+        run,
+        rate=0.05,
+        seed=1,
+        budget=load_preset("dhc-lite-demo").scaled(epsilon="64"),
+        dp_seed=2,
+    )
+    assert m["swap"]["swapped"] > 0 and m["mechanism"] == "discrete_gaussian"
+    assert json.loads((run / "manifest.json").read_text())["swap"]["rate"] == 0.05
+    assert not any(p.name.startswith(".run.swap-") for p in tmp_path.iterdir())
+    s = run_reconstruct(run, tmp_path / "rec", truth_dir=truth)
+    assert s["status"]["deviation"] == 0
+    assert 0.2 < s["match"]["exact_rate"] < 0.95
