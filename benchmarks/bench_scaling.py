@@ -164,50 +164,71 @@ def fit(rows: list[dict]) -> dict:
     }
 
 
-def project(reference: dict, cores: list[int]) -> dict:
-    """Full-US projection from the per-level costs of the largest run."""
+def project(reference: dict, cores: list[int], largest_run: dict | None = None) -> dict:
+    """Full-US projection from the per-level costs of ``reference`` (the largest run).
+
+    ``largest_run`` (e.g. California, whose Los Angeles County is the largest county
+    family in the US) supplies measured slowest tasks per level where available.
+    """
     t = reference["timings"]
-    per_child = {}
-    for lv in reference["levels"]:
-        if lv["run"] != "persons":
-            continue
-        per_child[lv["geolevel"]] = lv["cpu_per_child_s"]
+    per_child = {
+        lv["geolevel"]: lv["cpu_per_child_s"]
+        for lv in reference["levels"]
+        if lv["run"] == "persons"
+    }
     root = next(lv for lv in reference["levels"] if lv["geolevel"] == "US")
     unit_share = sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "units") / max(
         sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "persons"), 1e-9
     )
     values_scale = US_UNITS["Block"] / reference["blocks"]
     persons_scale = US_PERSONS / max(reference["persons"], 1)
-    measure_cpu = t.get("measure", 0.0) * values_scale  # task CPU, parallel
-    driver_serial = (
-        t.get("read", 0.0) * persons_scale
-        + t.get("aggregate", 0.0) * persons_scale
-        + (t.get("write_release", 0.0) + t.get("validate", 0.0)) * persons_scale
-    )
-    out = {
+    if "measure_task_cpu" in t:
+        measure_cpu = t["measure_task_cpu"] * values_scale  # parallel
+        nmf_write = t.get("write_measurements", 0.0) * values_scale  # driver, serial
+    else:  # older manifests: all of it counted as parallel
+        measure_cpu, nmf_write = t.get("measure", 0.0) * values_scale, 0.0
+    driver_in = (t.get("read", 0.0) + t.get("aggregate", 0.0)) * persons_scale
+    driver_out = (t.get("write_release", 0.0) + t.get("validate", 0.0)) * persons_scale
+    driver_serial = driver_in + nmf_write + driver_out
+    level_cpu = {"US": root["cpu_s"]}
+    largest = {"US": root["max_task_s"]}
+    measured_largest = {}
+    if largest_run is not None:
+        for lv in largest_run["levels"]:
+            if lv["run"] == "persons":
+                measured_largest[lv["geolevel"]] = lv["max_task_s"]
+    for name, n in US_UNITS.items():
+        if name == "US":
+            continue
+        level_cpu[name] = per_child.get(name, 0.0) * n
+        largest[name] = max(
+            per_child.get(name, 0.0) * US_MAX_CHILDREN[name], measured_largest.get(name, 0.0)
+        )
+    out: dict = {
         "assumptions": {
             "us_units": US_UNITS,
             "us_max_children": US_MAX_CHILDREN,
             "reference_blocks": reference["blocks"],
             "reference_persons": reference["persons"],
-            "note": "per-child CPU of each level from the reference run; the US root task "
-            "as measured; a level's time is max(level CPU / N, its largest task); the "
-            "housing-unit run adds its measured share; measurement (incl. the NMF write "
-            "in the reference) scales with noisy values, the driver's read/aggregate/MDF "
-            "write/validate with persons.",
+            "largest_tasks_measured_on": (
+                None if largest_run is None else f"{largest_run['blocks']} blocks"
+            ),
+            "note": "per-child CPU of each level from the reference run, the US root task as "
+            "measured; a level takes max(level CPU / N, its largest task); the housing-unit "
+            "run adds its measured share; measurement task CPU (parallel) and the driver's "
+            "NMF write (serial) scale with noisy values; the driver's read, aggregation, "
+            "MDF write and validation (serial) scale with persons.",
         },
-        "level_cpu_s": {},
+        "level_cpu_s": {k: round(v, 1) for k, v in level_cpu.items()},
+        "largest_task_s": {k: round(v, 2) for k, v in largest.items()},
+        "measurement_cpu_s": round(measure_cpu, 1),
+        "driver_serial_s": {
+            "read_and_aggregate": round(driver_in, 1),
+            "nmf_write": round(nmf_write, 1),
+            "mdf_write_and_validate": round(driver_out, 1),
+        },
         "by_cores": {},
     }
-    level_cpu = {"US": root["cpu_s"]}
-    largest = {"US": root["max_task_s"]}
-    for name, n in US_UNITS.items():
-        if name == "US":
-            continue
-        level_cpu[name] = per_child.get(name, 0.0) * n
-        largest[name] = per_child.get(name, 0.0) * US_MAX_CHILDREN[name]
-    out["level_cpu_s"] = {k: round(v, 1) for k, v in level_cpu.items()}
-    out["largest_task_s"] = {k: round(v, 2) for k, v in largest.items()}
     total_cpu = sum(level_cpu.values()) * (1 + unit_share) + measure_cpu
     out["total_core_hours"] = round((total_cpu + driver_serial) / 3600, 1)
     for n in cores:
@@ -229,6 +250,11 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="work directory (default: a temp dir)")
     ap.add_argument("--from-manifests", nargs="*", default=None, help="skip runs; read these")
     ap.add_argument("--no-peers", action="store_true", help="skip the pool/Spark peer runs")
+    ap.add_argument(
+        "--largest-from",
+        default=None,
+        help="manifest of a big state's run (e.g. California) for measured slowest tasks",
+    )
     args = ap.parse_args()
     cores = [int(c) for c in args.cores.split(",")]
     work = Path(args.work or tempfile.mkdtemp(prefix="censusdp_scaling_"))
@@ -247,7 +273,13 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "runs": rows,
         "fit": fit(rows),
-        "projection_full_us": project(rows[-1], cores),
+        "projection_full_us": project(
+            rows[-1],
+            cores,
+            summarize(json.loads(Path(args.largest_from).read_text()))
+            if args.largest_from
+            else None,
+        ),
     }
     if not args.from_manifests and not args.no_peers:
         state, scale = args.configs.split(",")[0].split(":")

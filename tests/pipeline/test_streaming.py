@@ -217,3 +217,47 @@ def test_nmf_reader_rejects_a_foreign_geography(measured, tmp_path):
     pq.write_table(pa.table({"geolevel": ["US"]}), tmp_path / "bad.parquet")
     with pytest.raises(InputError, match="missing columns"):
         NMFReader(tmp_path / "bad.parquet", PL94, h)
+
+
+def test_pl94_view_of_a_richer_schema_matches_its_mdf_columns():
+    """Tables of a dhc-lite release come from ``hist @ _pl94_map``: same as the MDF's cells."""
+    from censusdp.pipeline import _pl94_map
+
+    dhc = get_schema("dhc-lite")
+    live = np.flatnonzero(~dhc.structural_zero_mask)
+    cells = np.random.default_rng(4).choice(live, 500)
+    h = Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, 2)))
+    rows = np.arange(cells.size) % 2
+    hist = sp.csr_matrix((np.ones(cells.size, np.int64), (rows, cells)), shape=(2, dhc.size))
+    cols = dhc.mdf_columns(cells)
+    cols["geocode"] = h.blocks[rows]
+    view = {k: cols[k] for k in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}
+    want = person_histogram(view, h, "pl94")
+    got = sp.csr_matrix(hist @ _pl94_map(dhc))
+    assert (got != want).nnz == 0
+
+
+@pytest.mark.slow
+def test_dhc_lite_release_tables_match_its_mdf(tmp_path):
+    """A richer schema (sex, age): the tables come from the pl94 view of its histogram."""
+    persons, units = make_cef(np.random.default_rng(2), block_codes(1, 1, 2, 2), gq_rate=0.3)
+    write_cef(tmp_path / "cef", persons, units)
+    m = run_release(
+        tmp_path / "cef",
+        tmp_path / "run",
+        budget=load_preset("dhc-lite-demo").scaled(rho=10**6),
+        seed=1,
+    )
+    checks = m["validation"]["checks"]
+    assert checks["tables_match_mdf"]["ok"] and checks["mdf_matches_histogram"]["ok"]
+    mdf = pq.read_table(tmp_path / "run" / "mdf_persons.parquet")
+    assert {"sex", "age"} <= set(mdf.column_names)
+    p1 = pq.read_table(tmp_path / "run" / "tables" / "P1.parquet").to_pydict()
+    top = [t for lv, t in zip(p1["geolevel"], p1["P1_001N"], strict=True) if lv == "US"]
+    assert top == [mdf.num_rows] == [persons["person_id"].size]
+    # P3 (18+) counts the adults of the MDF
+    p3 = pq.read_table(tmp_path / "run" / "tables" / "P3.parquet").to_pydict()
+    adults = int(np.sum(np.asarray(mdf.column("votingage").to_numpy()) == 1))
+    assert [t for lv, t in zip(p3["geolevel"], p3["P3_001N"], strict=True) if lv == "US"] == [
+        adults
+    ]
