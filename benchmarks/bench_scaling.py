@@ -60,7 +60,7 @@ def _say(msg: str) -> None:
 
 
 def _run(cmd: list[str]) -> tuple[float, float, float]:
-    """Run a command; return (wall s, child CPU s, peak RSS MB of the largest child)."""
+    """Run a command; return (wall s, its CPU s, peak RSS MB of any child so far)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -138,7 +138,8 @@ def summarize(m: dict) -> dict:
         "timings": t,
         "wall_s": round(b.get("wall_s", t.get("total", 0.0)), 2),
         "cpu_s": round(b.get("cpu_s", 0.0), 2),
-        "peak_rss_mb": round(b.get("peak_rss_mb", m.get("peak_memory_mb", 0.0)), 1),
+        # the run's own record (RUSAGE_CHILDREN of this script is a running maximum)
+        "peak_rss_mb": round(m.get("peak_memory_mb", b.get("peak_rss_mb", 0.0)), 1),
         "executor": m.get("executor", {}).get("name"),
         "levels": levels,
     }

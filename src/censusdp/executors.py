@@ -24,6 +24,7 @@ import collections
 import concurrent.futures as cf
 import itertools
 import multiprocessing
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -31,13 +32,29 @@ from censusdp.errors import ConfigError
 
 __all__ = [
     "EXECUTOR_CHOICES",
+    "SINGLE_THREAD_ENV",
     "Executor",
     "InProcessExecutor",
     "ProcessPoolExecutor",
     "make_executor",
+    "single_thread_env",
 ]
 
 EXECUTOR_CHOICES = ("auto", "inprocess", "pool", "spark")
+
+SINGLE_THREAD_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+"""Worker environment: one BLAS thread per worker. Several workers each running a
+multi-threaded BLAS oversubscribe the cores (docs/estimation.md measured a 98-cell
+``cho_solve`` at 38 ms instead of 0.1 ms on a busy 2-core machine)."""
+
+
+def single_thread_env() -> dict[str, str]:
+    """:data:`SINGLE_THREAD_ENV`, except where the user already set a variable."""
+    return {k: os.environ.get(k, v) for k, v in SINGLE_THREAD_ENV.items()}
 
 
 class Executor(Protocol):
@@ -85,6 +102,9 @@ class ProcessPoolExecutor:
         self.window = int(window) if window else 4 * workers + 2
         if self.window < 1:
             raise ConfigError(f"window must be >= 1, got {window}")
+        # spawned workers inherit the environment: one BLAS thread each (the
+        # variables only matter to processes that have not loaded BLAS yet)
+        os.environ.update(single_thread_env())
         self._pool = cf.ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn")
         )

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from censusdp.errors import ConfigError
+from censusdp.executors import single_thread_env
 
 __all__ = ["SparkExecutor", "spark_available"]
 
@@ -103,10 +104,14 @@ class SparkExecutor:
                 "spark.python.worker.reuse": "true",
                 "spark.task.maxFailures": "1" if master.startswith("local") else "4",
             }
+            for k, v in single_thread_env().items():
+                defaults[f"spark.executorEnv.{k}"] = v
             if master.startswith("local"):
-                # workers run the driver's interpreter, so they import this censusdp
+                # workers run the driver's interpreter, so they import this censusdp,
+                # and inherit the driver's environment (one BLAS thread each)
                 defaults["spark.pyspark.python"] = sys.executable
                 defaults["spark.pyspark.driver.python"] = sys.executable
+                os.environ.update(single_thread_env())
             for k, v in {**defaults, **(conf or {})}.items():
                 sconf.set(k, v)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
