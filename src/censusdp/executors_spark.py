@@ -15,9 +15,9 @@ The work units are the same picklable tasks the other executors run:
 
 Tasks are taken from the driver's lazy task stream a window at a time, distributed with
 ``SparkContext.parallelize`` (a partition holds a few consecutive parents), and the
-results are collected in task order. Two windows are in flight at once, so the cluster
-keeps working while the driver folds the previous window's results into the level
-histogram and reads the next chunk of measurements. Because results come back in task
+results are collected in task order. Two jobs run at once, and finished jobs may wait
+behind a straggling one, so the cluster keeps working while the driver folds results
+into the level histogram and reads the next chunk of measurements. Because results come back in task
 order and noise is keyed per geounit, a Spark run is byte-identical to an in-process run
 with the same seed (tested in ``tests/spark``).
 
@@ -29,6 +29,7 @@ package to the executors (a wheel or a packed virtual environment; see
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import itertools
 import os
@@ -62,6 +63,7 @@ class SparkExecutor:
         app_name: the Spark application name.
         window: tasks per Spark job; default ``8 x defaultParallelism`` (at least 16).
         tasks_per_partition: consecutive tasks grouped in one Spark task.
+        ahead: finished tasks that may wait behind an unfinished earlier job.
         conf: extra Spark configuration pairs.
 
     Raises:
@@ -77,6 +79,7 @@ class SparkExecutor:
         app_name: str = "censusdp",
         window: int | None = None,
         tasks_per_partition: int = 2,
+        ahead: int = 256,
         conf: dict[str, str] | None = None,
     ) -> None:
         try:
@@ -122,6 +125,7 @@ class SparkExecutor:
         self.parallelism = max(1, int(self.sc.defaultParallelism))
         self.window = int(window) if window else max(16, 8 * self.parallelism)
         self.tasks_per_partition = tasks_per_partition
+        self.ahead = max(0, int(ahead))
         self._threads = cf.ThreadPoolExecutor(max_workers=2, thread_name_prefix="censusdp-spark")
         self.jobs = 0
 
@@ -130,23 +134,36 @@ class SparkExecutor:
         self.jobs += 1
         return self.sc.parallelize(batch, slices).map(fn).collect()
 
-    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+    def map(
+        self, fn: Callable[[Any], Any], tasks: Iterable[Any], *, ahead: int | None = None
+    ) -> Iterator[Any]:
         """Apply ``fn`` to each task on the cluster; yield results in task order.
 
-        ``fn`` must be a module-level function (it is pickled to the executors) and the
-        tasks picklable.
+        Two Spark jobs (windows of tasks) run at once; up to ``ahead`` tasks' worth of
+        finished jobs may wait behind an unfinished earlier one (so a straggling task
+        does not idle the cluster). ``fn`` must be a module-level function (it is
+        pickled to the executors) and the tasks picklable.
         """
+        extra = (self.ahead if ahead is None else max(0, int(ahead))) // self.window
         it = iter(tasks)
-        pending: list[cf.Future] = []
+        order: collections.deque[cf.Future] = collections.deque()
+        exhausted = False
         while True:
-            while len(pending) < 2:
+            running = [f for f in order if not f.done()]
+            while not exhausted and len(running) < 2 and len(order) < 2 + extra:
                 batch = list(itertools.islice(it, self.window))
                 if not batch:
+                    exhausted = True
                     break
-                pending.append(self._threads.submit(self._run, fn, batch))
-            if not pending:
+                fut = self._threads.submit(self._run, fn, batch)
+                order.append(fut)
+                running.append(fut)
+            if not order:
                 return
-            yield from pending.pop(0).result()
+            if order[0].done():
+                yield from order.popleft().result()
+                continue
+            cf.wait(running, return_when=cf.FIRST_COMPLETED)
 
     def describe(self) -> dict:
         """For the manifest: master, parallelism and window."""

@@ -181,7 +181,7 @@ def _measure_to_file(
     seen: dict[str, int] = {}
     with NMFWriter(path) as writer:
         tasks = measure_tasks(levels, hierarchy, schema, plan, source)
-        for chunk in executor.map(run_measure_task, tasks):
+        for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
             t = time.perf_counter()
             writer.write_chunk(chunk)
             timings["write_measurements"] = (

@@ -8,6 +8,8 @@ persons as the one-shot expansion.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -261,3 +263,21 @@ def test_dhc_lite_release_tables_match_its_mdf(tmp_path):
     assert [t for lv, t in zip(p3["geolevel"], p3["P3_001N"], strict=True) if lv == "US"] == [
         adults
     ]
+
+
+def _nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return time.monotonic()
+
+
+@pytest.mark.parametrize("ahead", [0, 64])
+def test_pool_keeps_working_past_a_straggler(ahead):
+    """Results stay in order; with ``ahead`` later tasks finish while the head still runs."""
+    with ProcessPoolExecutor(2, window=2, ahead=ahead) as pool:
+        list(pool.map(abs, [1, 2]))  # start the workers
+        done = list(pool.map(_nap, [1.5] + [0.05] * 20))
+    before_head = sum(t < done[0] for t in done[1:])
+    if ahead == 0:
+        assert before_head <= 1  # the window (2) holds the head and one more task
+    else:
+        assert before_head >= 5
