@@ -130,7 +130,12 @@ def summarize(m: dict) -> dict:
             )
     values = int(m.get("noisy_measurements", 0)) + int(m.get("noisy_measurements_units", 0))
     t = m.get("timings", {})
+    # executor-independent work: task CPU of every level plus the driver's phases
+    work = sum(lv["cpu_s"] for lv in levels) + sum(
+        t.get(k, 0.0) for k in ("read", "aggregate", "measure", "write_release", "validate")
+    )
     return {
+        "work_s": round(work, 1),
         "persons": m.get("input_persons", m.get("persons_released")),
         "blocks": m["geounits"]["Block"],
         "block_groups": m["geounits"].get("BlockGroup"),
@@ -146,15 +151,17 @@ def summarize(m: dict) -> dict:
 
 
 def fit(rows: list[dict]) -> dict:
-    """Least squares of CPU (or wall) seconds on [1, persons, blocks] over the runs."""
-    y_key = "cpu_s" if all(r["cpu_s"] > 0 for r in rows) else "wall_s"
+    """Least squares (relative) of work seconds (task CPU + driver phases) on [1, persons, blocks]."""
+    y_key = "work_s"
     x = np.array([[1.0, r["persons"], r["blocks"]] for r in rows], dtype=float)
     y = np.array([r[y_key] for r in rows], dtype=float)
     if len(rows) < 3:
         # not enough runs for three coefficients: time proportional to blocks
         coef = np.array([0.0, 0.0, float(y.sum() / x[:, 2].sum())])
     else:
-        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        # relative errors: weight each run by 1 / its time, so the small runs count too
+        w = 1.0 / np.maximum(y, 1e-9)
+        coef, *_ = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)
     pred = x @ coef
     return {
         "target": y_key,
@@ -165,13 +172,25 @@ def fit(rows: list[dict]) -> dict:
     }
 
 
-def project(reference: dict, cores: list[int], largest_run: dict | None = None) -> dict:
+def project(
+    reference: dict,
+    cores: list[int],
+    largest_run: dict | None = None,
+    write_fraction: float = 0.55,
+) -> dict:
     """Full-US projection from the per-level costs of ``reference`` (the largest run).
 
     ``largest_run`` (e.g. California, whose Los Angeles County is the largest county
-    family in the US) supplies measured slowest tasks per level where available.
+    family in the US) supplies measured slowest tasks per level where available; the
+    US-to-states task (52 children with state-sized counts) is taken to cost at least
+    the measured state-to-counties task. ``write_fraction`` is the share of the
+    measurement phase spent writing the NMF on the driver, for manifests that do not
+    record it.
     """
-    t = reference["timings"]
+    t = dict(reference["timings"])
+    if "measure_task_cpu" not in t and "measure" in t:
+        t["write_measurements"] = t["measure"] * write_fraction
+        t["measure_task_cpu"] = t["measure"] - t["write_measurements"]
     per_child = {
         lv["geolevel"]: lv["cpu_per_child_s"]
         for lv in reference["levels"]
@@ -183,11 +202,8 @@ def project(reference: dict, cores: list[int], largest_run: dict | None = None) 
     )
     values_scale = US_UNITS["Block"] / reference["blocks"]
     persons_scale = US_PERSONS / max(reference["persons"], 1)
-    if "measure_task_cpu" in t:
-        measure_cpu = t["measure_task_cpu"] * values_scale  # parallel
-        nmf_write = t.get("write_measurements", 0.0) * values_scale  # driver, serial
-    else:  # older manifests: all of it counted as parallel
-        measure_cpu, nmf_write = t.get("measure", 0.0) * values_scale, 0.0
+    measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale  # parallel
+    nmf_write = t.get("write_measurements", 0.0) * values_scale  # driver, serial
     driver_in = (t.get("read", 0.0) + t.get("aggregate", 0.0)) * persons_scale
     driver_out = (t.get("write_release", 0.0) + t.get("validate", 0.0)) * persons_scale
     driver_serial = driver_in + nmf_write + driver_out
@@ -205,6 +221,8 @@ def project(reference: dict, cores: list[int], largest_run: dict | None = None) 
         largest[name] = max(
             per_child.get(name, 0.0) * US_MAX_CHILDREN[name], measured_largest.get(name, 0.0)
         )
+    if "County" in measured_largest:
+        largest["State"] = max(largest["State"], measured_largest["County"])
     out: dict = {
         "assumptions": {
             "us_units": US_UNITS,
@@ -269,6 +287,12 @@ def main() -> None:
             manifests.append(run_config(state, float(scale), work))
     rows = [summarize(m) for m in manifests]
     rows.sort(key=lambda r: r["blocks"])
+    fractions = [
+        r["timings"]["write_measurements"] / r["timings"]["measure"]
+        for r in rows
+        if "write_measurements" in r["timings"] and r["timings"].get("measure")
+    ]
+    write_fraction = float(np.mean(fractions)) if fractions else 0.55
     result: dict = {
         "benchmark": "scaling",
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
@@ -280,6 +304,7 @@ def main() -> None:
             summarize(json.loads(Path(args.largest_from).read_text()))
             if args.largest_from
             else None,
+            write_fraction,
         ),
     }
     if not args.from_manifests and not args.no_peers:
