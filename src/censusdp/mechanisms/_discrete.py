@@ -126,8 +126,73 @@ def _gauss_profile(sigma_squared: Fraction) -> _Profile:
     return _Profile(table=table, log_normalizer=log_z, variance=variance)
 
 
+class _TableMechanism:
+    """What the discrete mechanisms share: a cached alias-table profile and sampling.
+
+    A subclass defines ``_build_profile()`` and ``log_pmf``; the profile is cached on the
+    instance (not a dataclass field: excluded from eq, repr and pickles).
+    """
+
+    def _build_profile(self) -> _Profile:
+        raise NotImplementedError
+
+    @property
+    def _profile(self) -> _Profile:
+        cached = self.__dict__.get("_cached_profile")
+        if cached is None:
+            cached = self._build_profile()
+            self.__dict__["_cached_profile"] = cached
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_cached_profile"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def log_pmf(self, k: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def sampling_tv(self) -> Fraction:
+        """Proven bound on TV(sampled, exact distribution); see ``_table``."""
+        return self._profile.table.tv_bound
+
+    def pmf(self, k: np.ndarray) -> np.ndarray:
+        """``P[X = k]`` as floats, for an array of integers ``k``."""
+        return np.exp(self.log_pmf(k))
+
+    def sample(self, n: int, source: RandomSource) -> np.ndarray:
+        """``n`` independent noise draws (``int64``), vectorized."""
+        return self._profile.table.sample(n, source)
+
+    def release(self, values: np.ndarray, source: RandomSource) -> np.ndarray:
+        """``values + noise`` with independent noise per entry (same shape, ``int64``)."""
+        arr = integer_values(values)
+        return arr + self.sample(arr.size, source).reshape(arr.shape)
+
+    def release_units(
+        self,
+        values: np.ndarray,
+        source: RandomSource,
+        keys: Sequence[tuple[str | int, ...]],
+    ) -> np.ndarray:
+        """Release many units at once, each with noise from its own keyed stream.
+
+        Row ``u`` of the result equals ``self.release(values[u], source.child(*keys[u]))``
+        byte for byte; the table lookups are vectorized over all rows (3-4x faster
+        than a Python loop over units for short rows).
+
+        Args:
+            values: ``(units, cells)`` integer counts.
+            source: the parent stream.
+            keys: one child key tuple per unit, e.g. ``(geolevel, query, geocode)``.
+        """
+        return _release_units(self._profile.table, values, source, keys)
+
+
 @dataclass(frozen=True)
-class DiscreteGaussian:
+class DiscreteGaussian(_TableMechanism):
     """Discrete Gaussian noise ``N_Z(0, sigma^2)`` (Canonne, Kamath & Steinke 2020).
 
     ``P[X = k] = exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))`` for integer
@@ -162,39 +227,18 @@ class DiscreteGaussian:
         sensitivity = check_sensitivity(sensitivity)
         return Fraction(sensitivity**2) / (2 * self.sigma_squared)
 
-    @property
-    def _profile(self) -> _Profile:
-        # cached on the instance (not a field: excluded from eq, repr and pickles)
-        cached = self.__dict__.get("_cached_profile")
-        if cached is None:
-            cached = _gauss_profile(self.sigma_squared)
-            self.__dict__["_cached_profile"] = cached
-        return cached
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_cached_profile"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def _build_profile(self) -> _Profile:
+        return _gauss_profile(self.sigma_squared)
 
     @property
     def variance(self) -> float:
         """Exact variance ``sum_k k^2 P[X = k]`` (slightly below ``sigma^2``; CKS Prop. 19)."""
         return self._profile.variance
 
-    @property
-    def sampling_tv(self) -> Fraction:
-        """Proven bound on TV(sampled, exact distribution); see ``_table``."""
-        return self._profile.table.tv_bound
-
     def log_pmf(self, k: np.ndarray) -> np.ndarray:
         """``log P[X = k]`` as floats."""
         k = np.asarray(k, dtype=np.float64)
         return -(k * k) / (2 * float(self.sigma_squared)) - self._profile.log_normalizer
-
-    def pmf(self, k: np.ndarray) -> np.ndarray:
-        """``P[X = k]`` as floats, for an array of integers ``k``."""
-        return np.exp(self.log_pmf(k))
 
     def tail(self, t: int) -> float:
         """``P[|X| >= t]`` for an integer ``t >= 0`` (float, summed at the table support)."""
@@ -205,34 +249,6 @@ class DiscreteGaussian:
             return float(self._profile.table.tail_bound)
         k = np.arange(t, T + 1)
         return float(min(1.0, 2 * math.fsum(self.pmf(k))))
-
-    def sample(self, n: int, source: RandomSource) -> np.ndarray:
-        """``n`` independent noise draws (``int64``), vectorized."""
-        return self._profile.table.sample(n, source)
-
-    def release(self, values: np.ndarray, source: RandomSource) -> np.ndarray:
-        """``values + noise`` with independent noise per entry (same shape, ``int64``)."""
-        arr = integer_values(values)
-        return arr + self.sample(arr.size, source).reshape(arr.shape)
-
-    def release_units(
-        self,
-        values: np.ndarray,
-        source: RandomSource,
-        keys: Sequence[tuple[str | int, ...]],
-    ) -> np.ndarray:
-        """Release many units at once, each with noise from its own keyed stream.
-
-        Row ``u`` of the result equals ``self.release(values[u], source.child(*keys[u]))``
-        byte for byte; the table lookups are vectorized over all rows (3-4x faster
-        than a Python loop over units for short rows).
-
-        Args:
-            values: ``(units, cells)`` integer counts.
-            source: the parent stream.
-            keys: one child key tuple per unit, e.g. ``(geolevel, query, geocode)``.
-        """
-        return _release_units(self._profile.table, values, source, keys)
 
     def describe(self) -> dict[str, Any]:
         """Parameters for manifests (exact strings and floats)."""
@@ -282,7 +298,7 @@ def _geometric_profile(scale: Fraction) -> _Profile:
 
 
 @dataclass(frozen=True)
-class Geometric:
+class Geometric(_TableMechanism):
     """Two-sided geometric (discrete Laplace) noise, for pure ``epsilon``-DP.
 
     ``P[X = k] = (1 - a) / (1 + a) * a^|k|`` with ``a = exp(-1 / scale)``
@@ -319,19 +335,8 @@ class Geometric:
         """zCDP cost ``rho = epsilon^2 / 2`` (Bun & Steinke 2016 Prop. 1.4; seed 001 Thm. 2)."""
         return self.epsilon(sensitivity) ** 2 / 2
 
-    @property
-    def _profile(self) -> _Profile:
-        cached = self.__dict__.get("_cached_profile")
-        if cached is None:
-            cached = _geometric_profile(self.scale)
-            self.__dict__["_cached_profile"] = cached
-        return cached
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_cached_profile"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+    def _build_profile(self) -> _Profile:
+        return _geometric_profile(self.scale)
 
     @property
     def alpha(self) -> float:
@@ -343,19 +348,10 @@ class Geometric:
         """Exact variance ``2 a / (1 - a)^2``."""
         return self._profile.variance
 
-    @property
-    def sampling_tv(self) -> Fraction:
-        """Proven bound on TV(sampled, exact distribution); see ``_table``."""
-        return self._profile.table.tv_bound
-
     def log_pmf(self, k: np.ndarray) -> np.ndarray:
         """``log P[X = k]`` as floats."""
         k = np.asarray(k, dtype=np.float64)
         return -np.abs(k) / float(self.scale) - self._profile.log_normalizer
-
-    def pmf(self, k: np.ndarray) -> np.ndarray:
-        """``P[X = k]`` as floats, for an array of integers ``k``."""
-        return np.exp(self.log_pmf(k))
 
     def tail(self, t: int) -> float:
         """``P[|X| >= t] = 2 a^t / (1 + a)`` for ``t >= 1``."""
@@ -363,34 +359,6 @@ class Geometric:
             return 1.0
         a = self.alpha
         return min(1.0, 2 * a**t / (1 + a))
-
-    def sample(self, n: int, source: RandomSource) -> np.ndarray:
-        """``n`` independent noise draws (``int64``), vectorized."""
-        return self._profile.table.sample(n, source)
-
-    def release(self, values: np.ndarray, source: RandomSource) -> np.ndarray:
-        """``values + noise`` with independent noise per entry (same shape, ``int64``)."""
-        arr = integer_values(values)
-        return arr + self.sample(arr.size, source).reshape(arr.shape)
-
-    def release_units(
-        self,
-        values: np.ndarray,
-        source: RandomSource,
-        keys: Sequence[tuple[str | int, ...]],
-    ) -> np.ndarray:
-        """Release many units at once, each with noise from its own keyed stream.
-
-        Row ``u`` of the result equals ``self.release(values[u], source.child(*keys[u]))``
-        byte for byte; the table lookups are vectorized over all rows (3-4x faster
-        than a Python loop over units for short rows).
-
-        Args:
-            values: ``(units, cells)`` integer counts.
-            source: the parent stream.
-            keys: one child key tuple per unit, e.g. ``(geolevel, query, geocode)``.
-        """
-        return _release_units(self._profile.table, values, source, keys)
 
     def describe(self) -> dict[str, Any]:
         """Parameters for manifests (exact strings and floats)."""
