@@ -364,11 +364,7 @@ def run_release(
                 "command": command,
             }
         )
-        timings["total"] = time.perf_counter() - t_start
-        manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
-        manifest["peak_memory_mb"] = _peak_rss_mb()
-        write_json(manifest, staging.path / "manifest.json")
-        staging.commit()
+        _finish(manifest, staging, timings, t_start)
     except BaseException:
         staging.abort()
         raise
@@ -377,6 +373,15 @@ def run_release(
             _close_executor(ex)
     _say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
+
+
+def _finish(manifest: dict, staging: _Staging, timings: dict[str, float], t_start: float) -> None:
+    """Record total time and peak memory, write the manifest, and move the run into place."""
+    timings["total"] = time.perf_counter() - t_start
+    manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+    manifest["peak_memory_mb"] = _peak_rss_mb()
+    write_json(manifest, staging.path / "manifest.json")
+    staging.commit()
 
 
 def reestimate(
@@ -447,11 +452,7 @@ def reestimate(
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
-        timings["total"] = time.perf_counter() - t_start
-        manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
-        manifest["peak_memory_mb"] = _peak_rss_mb()
-        write_json(manifest, staging.path / "manifest.json")
-        staging.commit()
+        _finish(manifest, staging, timings, t_start)
     except BaseException:
         staging.abort()
         raise
