@@ -1,7 +1,7 @@
 """Benchmark: block reconstruction (HiGHS MILP via scipy) on a generated state, vs a peer.
 
 1. Generates a state (``--state``, ``--scale``), tabulates its DHC-style block tables
-   and reconstructs every block (:func:`censusdp.attacks.reconstruct.reconstruct_blocks`),
+   and reconstructs every block (:func:`censusdp.attacks.dhc.reconstruct.reconstruct_blocks`),
    timing each phase and scoring against the truth (exact and age +-1).
 2. Peer comparison on the same block integer programs: the first ``--peer-blocks``
    blocks that need the solver are solved by HiGHS (``scipy.optimize.milp``, what the
@@ -25,8 +25,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from censusdp import __version__
-from censusdp.attacks._dhc_tables import dhc_tables, keys_of
-from censusdp.attacks.reconstruct import _block_model, _tasks, match_counts, reconstruct_blocks
+from censusdp.attacks.dhc.tables import dhc_tables, keys_of
+from censusdp.attacks.dhc.reconstruct import _block_model, _tasks, match_counts, reconstruct_blocks
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
 

@@ -21,8 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from censusdp._random import RandomSource
-from censusdp.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 
 
 def _best_rate(fn, n: int, repeats: int) -> float:

@@ -36,7 +36,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "topdown"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "release" / "topdown"))
 
 from _topdown_gen import (  # noqa: E402
     DHC_LITE_QUERIES,
@@ -45,7 +45,7 @@ from _topdown_gen import (  # noqa: E402
 )
 
 import censusdp  # noqa: E402
-from censusdp.topdown import make_feasible, round_to_integers, solve_l2  # noqa: E402
+from censusdp.release.topdown import make_feasible, round_to_integers, solve_l2  # noqa: E402
 
 CASES = {
     "block_group": dict(n_children=30, n_people=1500, rho=0.103),

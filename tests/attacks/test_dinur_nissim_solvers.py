@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.attacks._bounded_ls import gram_fista, lsq_linear_solve, round_bits
+from censusdp.attacks.dinur_nissim._bounded_ls import gram_fista, lsq_linear_solve, round_bits
 from censusdp.errors import CensusDPError
 
 

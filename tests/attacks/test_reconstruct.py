@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
-from censusdp.attacks._dhc_tables import (
+from censusdp.attacks.dhc.tables import (
     AGE_BANDS,
     BLOCK_TABLES,
     N_KEYS,
@@ -18,7 +18,7 @@ from censusdp.attacks._dhc_tables import (
     keys_of,
     split_keys,
 )
-from censusdp.attacks.reconstruct import (
+from censusdp.attacks.dhc.reconstruct import (
     _age_window_matching,
     match_counts,
     reconstruct_blocks,

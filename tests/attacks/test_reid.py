@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from censusdp.attacks.reid import (
+from censusdp.attacks.dhc.reid import (
     CommercialSpec,
     _fit_em,
     baseline_guess,

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 from censusdp.tables import tabulate, write_tables
 
 
@@ -161,8 +161,8 @@ NMF_VARIANCE = {
 
 def write_nmf(truth: dict, h: Hierarchy, path: Path, rng: np.random.Generator) -> None:
     """Noisy measurements of a few queries: truth + rounded Gaussian noise of known variance."""
-    from censusdp.queries import make_query
-    from censusdp.schema import get_schema
+    from censusdp.data.queries import make_query
+    from censusdp.data.schema import get_schema
     from censusdp.tables import person_histogram
 
     schema = get_schema("pl94")

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from censusdp.evaluate.nmf import Z90, nmf_summary
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 
 
 def _batches(h, truth, variance, rng, shuffle, dictionary, batch_size):

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.budget import load_preset
+from censusdp.privacy.budget import load_preset
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.evaluate import evaluate, sweep
 from censusdp.evaluate.sweep import budget_for_epsilon
 from censusdp.evaluate.trials import budget_from_manifest
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 from censusdp.io.cef import read_cef
 from censusdp.tables import tabulate, write_tables
 
@@ -58,9 +58,9 @@ def fake_run_release(input_dir, out_dir, *, budget, units_budget=None, seed=None
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    import censusdp.pipeline
+    import censusdp.release.pipeline
 
-    monkeypatch.setattr(censusdp.pipeline, "run_release", fake_run_release)
+    monkeypatch.setattr(censusdp.release.pipeline, "run_release", fake_run_release)
 
 
 def test_budget_for_epsilon_meanings():

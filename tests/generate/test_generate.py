@@ -26,7 +26,7 @@ from censusdp.errors import ConfigError
 from censusdp.generate import GenerateSummary, _driver, generate_state, resolve_state
 from censusdp.generate._tracts import load_tracts
 from censusdp.io.cef import read_cef
-from censusdp.schema import CENRACE_RACES
+from censusdp.data.schema import CENRACE_RACES
 
 
 @pytest.fixture(scope="module")

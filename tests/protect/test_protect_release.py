@@ -12,7 +12,7 @@ from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
-from censusdp.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.cef import read_cef
 from censusdp.protect import protect_swap
 from censusdp.tables import read_tables, tables_to_arrays, tabulate

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.accounting import epsilon_from_rho, implied_epsilon
+from censusdp.privacy.accounting import epsilon_from_rho, implied_epsilon
 from censusdp.errors import CensusDPError
 from censusdp.risk import (
     NoiseModel,
@@ -132,7 +132,7 @@ def test_section21_tails() -> None:
 def test_zcdp_conversions() -> None:
     """Secs. 2.1/2.3: eps = 1 -> rho = 1/2 -> eps ~= 6.839; rho 2.56 -> 17.14/17.158; implied 2.26, 0.45.
 
-    Checked against :mod:`censusdp.accounting` and an independent minimisation of eq. 7.
+    Checked against :mod:`censusdp.privacy.accounting` and an independent minimisation of eq. 7.
     """
     from scipy.optimize import minimize_scalar
 

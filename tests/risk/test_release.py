@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.budget import load_preset
+from censusdp.privacy.budget import load_preset
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.risk import HierarchicalModel, one_level_risk, two_level_risk

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from censusdp.errors import GeographyError, InputError, SchemaError
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 from censusdp.tables import (
     TABLE_NAMES,
     read_tables,

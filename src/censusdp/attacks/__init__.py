@@ -2,7 +2,7 @@
 
 ``censusdp.attacks.dinur_nissim`` is the Dinur-Nissim reconstruction laboratory of
 seed 000 (JASON JSR-19-2F) secs. 4.2-4.5, 5.5-5.6 and Appendices A-B. Plotting and
-file output for it live in ``censusdp.attacks._dn_report`` (imported lazily, so
+file output for it live in ``censusdp.attacks.dinur_nissim.report`` (imported lazily, so
 importing the algorithms never loads matplotlib).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from censusdp.attacks.dinur_nissim import (
+from censusdp.attacks.dinur_nissim.experiment import (
     LaplaceGrid,
     NoiseSpec,
     Reconstruction,
@@ -52,7 +52,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The report functions import matplotlib and file I/O; load them on first use.
     if name in ("run_dn_report", "reproduce_figures"):
-        from censusdp.attacks import _dn_report
+        from censusdp.attacks.dinur_nissim import report as _dn_report
 
         return getattr(_dn_report, name)
     raise AttributeError(f"module 'censusdp.attacks' has no attribute {name!r}")

@@ -28,7 +28,7 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, default_preset: str
 
 def resolve_budget(args: argparse.Namespace) -> Any:
     """The budget the arguments select (library call; errors are ConfigError/BudgetError)."""
-    from censusdp.budget import load_config, load_preset
+    from censusdp.privacy.budget import load_config, load_preset
 
     if args.config:
         budget = load_config(args.config)

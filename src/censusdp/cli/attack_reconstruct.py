@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.attacks.reconstruct import run_reconstruct
+    from censusdp.attacks.dhc.runs import run_reconstruct
 
     s = run_reconstruct(
         args.release,

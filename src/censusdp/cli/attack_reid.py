@@ -23,7 +23,8 @@ _KEYS = (
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.attacks.reid import CommercialSpec, run_reid
+    from censusdp.attacks.dhc.reid import CommercialSpec
+    from censusdp.attacks.dhc.runs import run_reid
 
     spec = CommercialSpec(
         coverage_adult=args.coverage_adult,

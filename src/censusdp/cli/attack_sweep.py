@@ -23,7 +23,7 @@ def _floats(text: str) -> list[float]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.attacks.sweep import attack_sweep
+    from censusdp.attacks.dhc.sweep import attack_sweep
 
     r = attack_sweep(
         args.truth,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from censusdp.budget import budget_report
+from censusdp.privacy.budget import budget_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

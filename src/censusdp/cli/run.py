@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _units_budget(args: argparse.Namespace, budget: object) -> object | None:
-    from censusdp.budget import load_preset, preset_names
+    from censusdp.privacy.budget import load_preset, preset_names
 
     choice = args.units_preset
     if choice == "none":
@@ -84,7 +84,7 @@ def _units_budget(args: argparse.Namespace, budget: object) -> object | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.pipeline import reestimate, run_release
+    from censusdp.release.pipeline import reestimate, run_release
 
     budget = resolve_budget(args)
     units = _units_budget(args, budget)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.geography import Hierarchy
-from censusdp.schema import get_schema
+from censusdp.data.geography import Hierarchy
+from censusdp.data.schema import get_schema
 
 __all__ = ["check_release"]
 

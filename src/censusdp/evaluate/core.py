@@ -55,11 +55,11 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
+from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
-from censusdp.queries import make_query
-from censusdp.schema import get_schema
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
 from censusdp.tables import (
     TABLE_NAMES,
     person_histogram,

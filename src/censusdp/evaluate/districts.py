@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp._random import experiment_generator
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, all_under18_share, error_stats, tvd
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 
 __all__ = ["Z90", "nmf_summary"]
 

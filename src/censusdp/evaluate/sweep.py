@@ -42,11 +42,11 @@ import pyarrow.parquet as pq
 from censusdp import __version__
 from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, tvd
-from censusdp.geography import GeoLevels, Hierarchy
+from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
-from censusdp.queries import make_query
-from censusdp.schema import get_schema
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
 from censusdp.tables import person_histogram
 
 __all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
@@ -115,11 +115,11 @@ def sweep(
             ``manifest.json`` go.
         preset: budget preset whose shares are rescaled.
         config: a budget TOML file to rescale instead of the preset.
-        budget: a :class:`censusdp.budget.Budget` to rescale (overrides both).
+        budget: a :class:`censusdp.privacy.budget.Budget` to rescale (overrides both).
         trials: reruns per epsilon (independent seeds); the TVD mean, min and max
             are reported.
         seed: master seed; run seeds are drawn from ``SeedSequence(seed)``.
-        workers, postprocess: passed to :func:`censusdp.pipeline.run_release`.
+        workers, postprocess: passed to :func:`censusdp.release.pipeline.run_release`.
         epsilon_meaning: ``"rho"`` (default) or ``"cks"``.
         progress: callback for progress lines (default: stderr).
 
@@ -129,10 +129,10 @@ def sweep(
     Raises:
         ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
-    from censusdp.budget import load_config, load_preset
+    from censusdp.privacy.budget import load_config, load_preset
     from censusdp.evaluate.core import json_ready
     from censusdp.evaluate.report import sweep_figure
-    from censusdp.pipeline import run_release
+    from censusdp.release.pipeline import run_release
 
     if progress is None:
 

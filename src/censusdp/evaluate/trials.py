@@ -124,8 +124,8 @@ class ErrorAccumulator:
 
 
 def budget_from_manifest(entry: dict[str, Any]) -> Any:
-    """Rebuild a :class:`censusdp.budget.Budget` from its manifest description (``to_dict``)."""
-    from censusdp.budget import budget_from_mapping
+    """Rebuild a :class:`censusdp.privacy.budget.Budget` from its manifest description (``to_dict``)."""
+    from censusdp.privacy.budget import budget_from_mapping
 
     mapping: dict[str, Any] = {
         "name": entry.get("name") or "from-manifest",
@@ -173,13 +173,13 @@ def run_trials(
             ``SeedSequence(seed)``.
         compare: called with each trial's run directory and the accumulator; it adds
             that trial's errors.
-        postprocess, workers: passed to :func:`censusdp.pipeline.run_release`.
+        postprocess, workers: passed to :func:`censusdp.release.pipeline.run_release`.
         progress: optional callback for one line per trial.
 
     Returns:
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
     """
-    from censusdp.pipeline import run_release  # the engine, imported only when rerun
+    from censusdp.release.pipeline import run_release  # the engine, imported only when rerun
 
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(trials, dtype=np.uint32)]
     acc = ErrorAccumulator()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from censusdp.schema import CENRACE_RACES
+from censusdp.data.schema import CENRACE_RACES
 
 __all__: list[str] = []
 

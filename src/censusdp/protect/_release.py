@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from censusdp import __version__
 from censusdp.errors import ConfigError
-from censusdp.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.protect.swap import swap_households, top_code_ages
@@ -252,7 +252,7 @@ def swap_then_dp(
     Returns:
         The run manifest (with a ``swap`` entry).
     """
-    from censusdp.pipeline import run_release
+    from censusdp.release.pipeline import run_release
 
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from censusdp._random import experiment_generator
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError, InputError
 
 __all__ = ["SwapResult", "household_table", "swap_households", "top_code_ages"]

@@ -1,6 +1,6 @@
 """Noise models seen by the intruder: one definition of each pmf.
 
-The pmfs themselves come from :mod:`censusdp.mechanisms` (the release mechanisms);
+The pmfs themselves come from :mod:`censusdp.privacy.mechanisms` (the release mechanisms);
 this module adds what the risk computations need on top of them: a likelihood
 ratio, a support that holds all but a stated tail mass, and the pmf of a sum of
 ``d`` independent discrete Gaussians (seed 001 eq. 20), computed by convolution.
@@ -17,7 +17,7 @@ import numpy as np
 from scipy import fft as sp_fft
 
 from censusdp.errors import BudgetError, CensusDPError
-from censusdp.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 
 __all__ = ["NoiseModel", "check_probability", "check_tolerance", "sum_of_discrete_gaussians"]
 
@@ -52,7 +52,7 @@ class NoiseModel:
 
     Build it with :meth:`discrete_gaussian` (rho-zCDP, seed 001 eq. 8) or
     :meth:`geometric` (pure epsilon-DP, the mechanism of eq. 12), or wrap a
-    :mod:`censusdp.mechanisms` object with :meth:`from_mechanism`.
+    :mod:`censusdp.privacy.mechanisms` object with :meth:`from_mechanism`.
 
     Attributes:
         mechanism: the release mechanism whose pmf is used.
@@ -72,7 +72,7 @@ class NoiseModel:
 
     @classmethod
     def from_mechanism(cls, mechanism: object) -> NoiseModel:
-        """Wrap a :class:`~censusdp.mechanisms.DiscreteGaussian` or ``Geometric``."""
+        """Wrap a :class:`~censusdp.privacy.mechanisms.DiscreteGaussian` or ``Geometric``."""
         if not isinstance(mechanism, DiscreteGaussian | Geometric):
             raise CensusDPError(
                 f"mechanism must be a DiscreteGaussian or Geometric, got {type(mechanism).__name__}"
@@ -148,7 +148,7 @@ class NoiseModel:
 
 
 def _rho_fraction(rho: float | Fraction | str) -> Fraction:
-    from censusdp.mechanisms import as_fraction
+    from censusdp.privacy.mechanisms import as_fraction
 
     r = as_fraction(rho, "rho")
     if r <= 0:

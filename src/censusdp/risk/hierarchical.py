@@ -42,9 +42,9 @@ import numpy as np
 from scipy.special import expit, logsumexp
 from scipy.stats import binom
 
-from censusdp._random import experiment_generator
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import CensusDPError
-from censusdp.mechanisms import DiscreteGaussian, as_fraction
+from censusdp.privacy.mechanisms import DiscreteGaussian, as_fraction
 from censusdp.risk._noise import (
     NoiseModel,
     check_probability,
@@ -556,7 +556,7 @@ def simulate_data(
     Noise is drawn by inverse CDF from the exact pmfs (each discrete Gaussian on a
     support holding all but ``1e-40`` relative mass; ``Y_l*`` from the exact
     convolution of ``d_l`` of them, which has the distribution of their sum).
-    Experiment randomness (:func:`censusdp._random.experiment_generator`), never release noise.
+    Experiment randomness (:func:`censusdp.privacy.randomness.experiment_generator`), never release noise.
 
     Returns:
         ``(x_star, y_star)`` of shapes ``(n, h)`` and ``(n, h - 1)``.

@@ -30,9 +30,9 @@ from fractions import Fraction
 import numpy as np
 from scipy.special import expit
 
-from censusdp._random import experiment_generator
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError
-from censusdp.mechanisms import DiscreteGaussian
+from censusdp.privacy.mechanisms import DiscreteGaussian
 from censusdp.risk._noise import NoiseModel, check_probability, sum_of_discrete_gaussians
 from censusdp.risk.hierarchical import (
     DecisionRule,
@@ -43,7 +43,7 @@ from censusdp.risk.hierarchical import (
     two_level_risk,
 )
 from censusdp.risk.one_level import OneLevelRisk, one_level_risk, posterior
-from censusdp.schema import get_schema
+from censusdp.data.schema import get_schema
 
 __all__ = ["DEFAULT_PRIORS", "ReleaseRisk", "detailed_rhos", "release_risk", "sweep_risk"]
 
@@ -57,7 +57,7 @@ def detailed_rhos(budget: object, query: str = "detailed") -> tuple[str, str, Fr
     """``(block level, parent level, rho_1, rho_2)`` of ``query`` at the two lowest geolevels.
 
     Args:
-        budget: a :class:`censusdp.budget.Budget` (zCDP).
+        budget: a :class:`censusdp.privacy.budget.Budget` (zCDP).
         query: the query measured at both levels.
 
     Raises:
@@ -185,7 +185,7 @@ def release_risk(
     Args:
         persons: person columns (``person_id``, ``geocode`` (16 chars), ``hhgq``,
             ``age``, ``hispanic``, ``cenrace``), e.g. ``censusdp.io.cef.read_cef(d).persons``.
-        budget: a zCDP :class:`censusdp.budget.Budget`; see :func:`detailed_rhos`.
+        budget: a zCDP :class:`censusdp.privacy.budget.Budget`; see :func:`detailed_rhos`.
         block_geocodes: every block of the geography (e.g. the unit geocodes too), to
             count ``d``; defaults to the blocks with people.
         priors: one-level priors to report.

@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp import __version__
-from censusdp._random import experiment_generator
-from censusdp.budget import load_config, load_preset
+from censusdp.privacy.randomness import experiment_generator
+from censusdp.privacy.budget import load_config, load_preset
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef

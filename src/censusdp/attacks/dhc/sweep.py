@@ -1,0 +1,531 @@
+"""Reconstruction and re-identification across protections and privacy-loss budgets.
+
+JASON's first recommendation (seed 000 sec. 8.4.1) is to run "substantially
+equivalent methodologies as employed on the 2010 census data coupled with
+probabilistic record linkage to assess re-identification risk as a function of the
+privacy-loss parameter"; sec. 8.4.3 recommends swapping with DP on top.
+:func:`attack_sweep` does that on one confidential file (CEF), for these releases:
+
+* ``unprotected``: the block tables tabulated from the confidential file itself;
+* ``swap``: the 2010-style swapped and top-coded file (:mod:`censusdp.protect`);
+* ``dp``: a TopDown release with the ``dhc-lite-demo`` budget rescaled to each
+  epsilon (``Budget.scaled(epsilon=...)``: the largest rho whose (epsilon, delta) at
+  the preset's delta = 1e-10 is at most epsilon, Canonne-Kamath-Steinke 2020), plus
+  the preset's own budget (rho = 2.556, epsilon about 17.14: the 2020 production
+  budget);
+* ``swap+dp``: DP at some epsilons on top of the swapped file;
+* ``marginals``: the public-marginals-only baseline: each block gets its (true)
+  number of records, drawn at random from its county's persons (so every record is
+  plausible for the county and nothing is known about the block), fed through the
+  same matching, linkage and confirmation.
+
+For each release the attack reconstructs the persons (:mod:`.reconstruct`), scores
+them against the truth (exact and age +-1, one to one), links them to one
+synthetic commercial file (the same for every release) exactly and with
+Fellegi-Sunter, and confirms (:mod:`.reid`). The modal-guess baseline
+(``baseline_confirmed_share``: race-ethnicity guessed as the county's most common
+one for the person's sex and age band) is reported too.
+
+Outputs in ``out_dir``: ``releases/<name>/`` (the release run directories),
+``attacks/<name>/rec`` and ``attacks/<name>/reid`` (the attack outputs, so that the
+rates can be recomputed from files), ``sweep.json``, ``sweep.csv``, ``sweep.png`` and
+``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from censusdp import __version__
+from censusdp.privacy.randomness import experiment_generator
+from censusdp.errors import ConfigError
+from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
+
+__all__ = ["DEFAULT_EPSILONS", "attack_sweep", "marginals_reconstruction"]
+
+DEFAULT_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+"""The sweep's epsilon grid (seed 000 sec. 8.4.1 asks for risk as a function of epsilon)."""
+
+Progress = Callable[[str], None] | None
+DpRunner = Callable[..., Any]
+
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+def marginals_reconstruction(truth: dict[str, np.ndarray], *, seed: int) -> dict[str, np.ndarray]:
+    """The public-marginals baseline "reconstruction": block sizes right, records from the county.
+
+    Every block gets as many records as it has persons, each a copy of the (sex, age,
+    race, Hispanic origin) of a person drawn uniformly with replacement from the
+    block's county: the best an attacker can do from county-level tables alone, in
+    distribution.
+    """
+    rng = experiment_generator(seed)
+    geo = np.asarray(truth["geocode"]).astype("U16")
+    county = geo.astype("U5")
+    order = np.argsort(county, kind="stable")
+    cty, start, count = np.unique(county[order], return_index=True, return_counts=True)
+    ci = np.searchsorted(cty, county)
+    pick = order[start[ci] + np.floor(rng.random(geo.size) * count[ci]).astype(np.int64)]
+    return {
+        "rec_id": np.arange(geo.size, dtype=np.int64),
+        "geocode": geo,
+        "sex": np.asarray(truth["sex"])[pick],
+        "age": np.asarray(truth["age"])[pick],
+        "hispanic": np.asarray(truth["hispanic"])[pick],
+        "cenrace": np.asarray(truth["cenrace"])[pick],
+    }
+
+
+def _write_rec(cols: dict[str, np.ndarray], d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    write_parquet(
+        pa.table(
+            {
+                k: pa.array(v.astype(object), pa.string())
+                if k == "geocode"
+                else pa.array(np.asarray(v, dtype=np.int64))
+                for k, v in cols.items()
+            }
+        ),
+        d / "reconstructed.parquet",
+    )
+
+
+def _default_dp(
+    input_dir: Path, out_dir: Path, *, budget: Any, seed: int, workers: int, progress: Progress
+) -> dict:
+    from censusdp.release.pipeline import run_release
+
+    return run_release(
+        input_dir,
+        out_dir,
+        budget=budget,
+        seed=seed,
+        workers=workers,
+        overwrite=True,
+        progress=progress,
+    )
+
+
+def _row(
+    name: str,
+    kind: str,
+    epsilon: float | None,
+    rho: float | None,
+    rec: dict,
+    reid: dict,
+    seconds: dict,
+) -> dict[str, Any]:
+    m = rec.get("match", {})
+    ex = reid["methods"].get("exact", {})
+    fs = reid["methods"].get("fellegi-sunter", {})
+    return {
+        "name": name,
+        "kind": kind,
+        "epsilon": epsilon,
+        "rho": rho,
+        "records": rec.get("records"),
+        "exact_rate": m.get("exact_rate"),
+        "fuzzy_rate": m.get("fuzzy_rate"),
+        "putative_rate": ex.get("putative_rate"),
+        "confirmed_rate": ex.get("confirmed_rate"),
+        "confirmed_share": ex.get("confirmed_share"),
+        "confirmed_share_all_attributes": ex.get("confirmed_share_all_attributes"),
+        "nonmodal_confirmed_share": ex.get("nonmodal_confirmed_share"),
+        "uniques_confirmed_share": ex.get("uniques_confirmed_share"),
+        "fs_putative_rate": fs.get("putative_rate"),
+        "fs_confirmed_share": fs.get("confirmed_share"),
+        "fs_nonmodal_confirmed_share": fs.get("nonmodal_confirmed_share"),
+        "fs_uniques_confirmed_share": fs.get("uniques_confirmed_share"),
+        "release_seconds": seconds.get("release"),
+        "reconstruct_seconds": seconds.get("reconstruct"),
+        "reid_seconds": seconds.get("reid"),
+    }
+
+
+CSV_COLUMNS = (
+    "name",
+    "kind",
+    "epsilon",
+    "rho",
+    "records",
+    "exact_rate",
+    "fuzzy_rate",
+    "putative_rate",
+    "confirmed_rate",
+    "confirmed_share",
+    "confirmed_share_all_attributes",
+    "nonmodal_confirmed_share",
+    "uniques_confirmed_share",
+    "fs_putative_rate",
+    "fs_confirmed_share",
+    "fs_nonmodal_confirmed_share",
+    "fs_uniques_confirmed_share",
+    "release_seconds",
+    "reconstruct_seconds",
+    "reid_seconds",
+)
+
+
+def attack_sweep(
+    truth_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    epsilons: Sequence[float] = DEFAULT_EPSILONS,
+    production: bool = True,
+    swap_rate: float = 0.05,
+    swap_dp_epsilons: Sequence[float] = (1.0, 4.0),
+    swap_dp_production: bool = True,
+    preset: str = "dhc-lite-demo",
+    seed: int = 0,
+    workers: int = 1,
+    age_detail: str = "single",
+    dp_runner: DpRunner | None = None,
+    keep_releases: bool = True,
+    reuse_releases: bool = False,
+    progress: Progress = None,
+) -> dict[str, Any]:
+    """Attack unprotected, swapped, DP and swapped+DP releases of one file; table and plot.
+
+    Args:
+        truth_dir: the CEF directory.
+        out_dir: output directory (layout in the module docstring).
+        epsilons: DP epsilons ((epsilon, delta)-DP at the preset's delta).
+        production: also attack the preset's own budget (2020 production rho).
+        swap_rate: household swap rate of the swapped releases.
+        swap_dp_epsilons: epsilons of DP on top of swapping.
+        swap_dp_production: also DP at the production budget on top of swapping.
+        preset: budget preset with sex and age (``dhc-lite-demo``).
+        seed: master seed (swap, DP noise, commercial file, tie-breaking).
+        workers: worker processes for TopDown and the block solves.
+        age_detail: block table detail for the reconstruction.
+        dp_runner: the DP release function (default
+            :func:`censusdp.release.pipeline.run_release`); tests pass a stand-in.
+        keep_releases: keep the release directories (``releases/``).
+        reuse_releases: attack the releases already in ``out_dir/releases`` (from an
+            earlier sweep with the same arguments) instead of making them again; the
+            DP runs dominate the sweep's time.
+        progress: progress callback.
+
+    Returns:
+        The result written to ``sweep.json``.
+    """
+    from censusdp.attacks.dhc.runs import read_truth, run_reconstruct, run_reid
+    from censusdp.privacy.budget import load_preset
+    from censusdp.protect import protect_swap
+
+    eps = [float(e) for e in epsilons]
+    if any(not (e > 0 and math.isfinite(e)) for e in eps):
+        raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
+    if not 0 <= swap_rate <= 1:
+        raise ConfigError(f"swap rate must be in [0, 1], got {swap_rate}")
+    base = load_preset(preset)
+    if "sex" not in _schema_attributes(base.schema) or "age" not in _schema_attributes(base.schema):
+        raise ConfigError(
+            f"preset {preset!r} has schema {base.schema!r} without sex and age; the "
+            "reconstruction needs a schema with both (e.g. dhc-lite-demo)"
+        )
+    dp = dp_runner or _default_dp
+    truth_dir = Path(truth_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    seeds = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint32).tolist()
+    s_swap, s_dp, s_comm, s_marg = seeds[0], seeds[1], seeds[2], seeds[3]
+    from censusdp.privacy import accounting
+
+    def budget_for(e: float | None) -> Any:
+        return base if e is None else base.scaled(epsilon=str(e))
+
+    def eps_of(b: Any) -> float:
+        return float(accounting.epsilon_from_rho(b.total, b.delta))
+
+    plan: list[tuple[str, str, float | None]] = [("unprotected", "unprotected", None)]
+    plan.append(("swap", "swap", None))
+    for e in eps:
+        plan.append((f"dp_eps{e:g}", "dp", e))
+    if production:
+        plan.append(("dp_production", "dp", None))
+    for e in swap_dp_epsilons:
+        plan.append((f"swap_dp_eps{float(e):g}", "swap+dp", float(e)))
+    if swap_dp_production:
+        plan.append(("swap_dp_production", "swap+dp", None))
+
+    rows: list[dict[str, Any]] = []
+    details: dict[str, Any] = {}
+    swap_cef = out / "releases" / "swap_cef"
+    for i, (name, kind, e) in enumerate(plan):
+        _say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
+        seconds: dict[str, float] = {}
+        rel_dir = out / "releases" / name
+        t = time.perf_counter()
+        rho = epsilon = None
+        reuse = reuse_releases and (rel_dir / "mdf_persons.parquet").is_file()
+        if kind == "unprotected":
+            source = truth_dir
+        elif kind == "swap" and reuse and (swap_cef / "persons.parquet").is_file():
+            source = rel_dir
+        elif kind == "swap":
+            protect_swap(
+                truth_dir,
+                rel_dir,
+                rate=swap_rate,
+                seed=s_swap,
+                cef_out=swap_cef,
+                overwrite=True,
+            )
+            source = rel_dir
+        else:
+            b = budget_for(e)
+            rho, epsilon = float(b.total), eps_of(b)
+            inp = truth_dir if kind == "dp" else swap_cef
+            if not reuse:
+                run_seed = int(
+                    np.random.SeedSequence([s_dp, zlib.crc32(name.encode())]).generate_state(1)[0]
+                )
+                dp(inp, rel_dir, budget=b, seed=run_seed, workers=workers, progress=progress)
+            source = rel_dir
+        seconds["release"] = time.perf_counter() - t
+        if reuse and kind != "unprotected":
+            seconds["release"] = _release_seconds(rel_dir)
+        t = time.perf_counter()
+        rec = run_reconstruct(
+            source,
+            out / "attacks" / name / "rec",
+            truth_dir=truth_dir,
+            age_detail=age_detail,
+            workers=workers,
+            overwrite=True,
+        )
+        seconds["reconstruct"] = time.perf_counter() - t
+        t = time.perf_counter()
+        reid = run_reid(
+            out / "attacks" / name / "rec",
+            truth_dir,
+            out / "attacks" / name / "reid",
+            seed=s_comm,
+            overwrite=True,
+        )
+        seconds["reid"] = time.perf_counter() - t
+        row = _row(name, kind, epsilon, rho, rec, reid, seconds)
+        rows.append(row)
+        details[name] = {"reconstruct": rec, "reid": reid}
+        _say(
+            progress,
+            f"sweep {name}: exact {row['exact_rate']:.1%}, age+-1 {row['fuzzy_rate']:.1%}, "
+            f"confirmed {row['confirmed_share']:.1%} of population "
+            f"(release {seconds['release']:.1f}s, reconstruct {seconds['reconstruct']:.1f}s)",
+        )
+        if not keep_releases and kind != "unprotected":
+            import shutil
+
+            shutil.rmtree(rel_dir, ignore_errors=True)
+
+    # the public-marginals baseline, through the same matching and linkage
+    t = time.perf_counter()
+    truth = read_truth(truth_dir)
+    mrec = marginals_reconstruction(truth, seed=s_marg)
+    _write_rec(mrec, out / "attacks" / "marginals" / "rec")
+    from censusdp.attacks.dhc.tables import keys_of
+    from censusdp.attacks.dhc.reconstruct import match_counts
+
+    m = match_counts(
+        mrec["geocode"],
+        keys_of(mrec["sex"], mrec["age"], mrec["hispanic"], mrec["cenrace"]),
+        truth["geocode"],
+        keys_of(truth["sex"], truth["age"], truth["hispanic"], truth["cenrace"]),
+    )
+    mrec_summary = {"records": int(mrec["geocode"].size), "match": m.to_dict()}
+    write_json(mrec_summary, out / "attacks" / "marginals" / "rec" / "summary.json")
+    reid = run_reid(
+        out / "attacks" / "marginals" / "rec",
+        truth_dir,
+        out / "attacks" / "marginals" / "reid",
+        seed=s_comm,
+        overwrite=True,
+    )
+    rows.append(
+        _row(
+            "marginals",
+            "baseline",
+            None,
+            None,
+            mrec_summary,
+            reid,
+            {"reconstruct": time.perf_counter() - t},
+        )
+    )
+    details["marginals"] = {"reconstruct": mrec_summary, "reid": reid}
+    ex = reid["methods"]["exact"]
+    modal = {
+        "confirmed_share": ex["baseline_confirmed_share"],
+        "confirmed_share_all_attributes": ex["baseline_confirmed_share_all_attributes"],
+        "uniques_confirmed_share": ex["baseline_uniques_confirmed_share"],
+        "nonmodal_confirmed_share": ex["baseline_nonmodal_confirmed_share"],
+    }
+    population = ex["population"]
+    result = {
+        "truth": str(truth_dir.resolve()),
+        "population": population,
+        "unique_share": ex["unique_share"],
+        "nonmodal_share": ex["nonmodal_share"],
+        "preset": preset,
+        "swap_rate": swap_rate,
+        "seed": seed,
+        "epsilon_meaning": "(epsilon, delta)-DP at the preset's delta via Budget.scaled(epsilon=...)",
+        "rows": rows,
+        "modal_guess_baseline": modal,
+        "details": details,
+        "package_version": __version__,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_json(_json_ready(result), out / "sweep.json")
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for r in rows:
+        w.writerow(["" if r[c] is None else r[c] for c in CSV_COLUMNS])
+    write_text(buf.getvalue(), out / "sweep.csv")
+    _plot(rows, modal, out / "sweep.png")
+    write_json(
+        _json_ready(
+            {
+                "command": "attack sweep",
+                "truth": result["truth"],
+                "epsilons": eps,
+                "production": production,
+                "swap_rate": swap_rate,
+                "swap_dp_epsilons": list(swap_dp_epsilons),
+                "preset": preset,
+                "seed": seed,
+                "workers": workers,
+                "package_version": __version__,
+                "seconds": result["seconds"],
+                "outputs": ["sweep.json", "sweep.csv", "sweep.png", "attacks/", "releases/"],
+            }
+        ),
+        out / "manifest.json",
+    )
+    return result
+
+
+def _release_seconds(rel_dir: Path) -> float:
+    """The total time recorded in a reused release's manifest (``nan`` if absent)."""
+    import json
+
+    try:
+        man = json.loads((rel_dir / "manifest.json").read_text())
+        return float(man["timings"]["total"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return math.nan
+
+
+def _schema_attributes(name: str) -> tuple[str, ...]:
+    from censusdp.data.schema import get_schema
+
+    return get_schema(name).attribute_names
+
+
+def _json_ready(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_ready(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    return obj
+
+
+def _plot(rows: list[dict[str, Any]], modal: dict[str, float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dp = sorted(
+        (r for r in rows if r["kind"] == "dp" and r["epsilon"] is not None),
+        key=lambda r: r["epsilon"],
+    )
+    sdp = sorted(
+        (r for r in rows if r["kind"] == "swap+dp" and r["epsilon"] is not None),
+        key=lambda r: r["epsilon"],
+    )
+    named = {r["name"]: r for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.2))
+    panels = (
+        (
+            axes[0],
+            "Reconstruction: records matching a person",
+            (("exact_rate", "exact", "C0"), ("fuzzy_rate", "age +-1", "C1")),
+        ),
+        (
+            axes[1],
+            "Re-identification: share confirmed (of the population, or of the subgroup)",
+            (
+                ("confirmed_share", "confirmed (exact link)", "C2"),
+                ("fs_confirmed_share", "confirmed (Fellegi-Sunter)", "C4"),
+                ("nonmodal_confirmed_share", "confirmed among non-modal persons", "C3"),
+                ("uniques_confirmed_share", "confirmed among block uniques", "C5"),
+            ),
+        ),
+    )
+    for ax, title, series in panels:
+        for key, label, color in series:
+            x = [r["epsilon"] for r in dp if r[key] is not None]
+            y = [r[key] for r in dp if r[key] is not None]
+            ax.plot(x, y, "o-", color=color, label=f"DP: {label}")
+            xs = [r["epsilon"] for r in sdp if r[key] is not None]
+            ys = [r[key] for r in sdp if r[key] is not None]
+            if xs:
+                ax.plot(xs, ys, "s", color=color, mfc="none", ms=8, label=f"swap+DP: {label}")
+            for name, style in (("unprotected", ":"), ("swap", "-."), ("marginals", "--")):
+                r = named.get(name)
+                if r is not None and r[key] is not None:
+                    ax.axhline(r[key], color=color, ls=style, lw=1, alpha=0.7)
+        if ax is axes[1]:
+            ax.axhline(
+                modal["confirmed_share"],
+                color="k",
+                ls="--",
+                lw=1,
+                label="modal-guess baseline (confirmed)",
+            )
+        prod = named.get("dp_production")
+        if prod is not None and prod["epsilon"] is not None:
+            ax.axvline(prod["epsilon"], color="grey", ls=":", lw=1)
+            ax.text(prod["epsilon"], 1.0, " 2020 production", fontsize=7, va="top", color="grey")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("epsilon ((epsilon, delta)-DP, delta = 1e-10)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    fig.text(
+        0.5,
+        0.005,
+        "horizontal lines: dotted = unprotected tables, dash-dot = swapped, dashed = public-marginals baseline",
+        ha="center",
+        fontsize=8,
+    )
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.subplots_adjust(bottom=0.33)
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)

@@ -1,0 +1,458 @@
+"""Files and plots for the Dinur-Nissim laboratory (the I/O side; algorithms live elsewhere).
+
+:func:`run_dn_report` runs one recovery curve and writes its JSON (with a manifest:
+config, seed, package version, timings) and plot; :func:`reproduce_figures` reruns
+JASON's figures 4-1 to 4-4, 5-6 and 5-7 and writes PNGs, JSON tables and timings.
+All files are written atomically.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from censusdp import __version__
+from censusdp.attacks.dinur_nissim.experiment import (
+    JASON_FIG56_EPSILONS,
+    JASON_FIG56_SIZES,
+    JASON_FIG57_EPSILONS,
+    JASON_FIG57_MULTIPLES,
+    LaplaceGrid,
+    NoiseSpec,
+    RecoveryCurve,
+    RecoveryThresholds,
+    SumAccuracy,
+    jason_gaussian_variance,
+    laplace_grid,
+    recovery_curve,
+    recovery_thresholds,
+    sum_query_accuracy,
+)
+from censusdp.errors import CensusDPError
+from censusdp.io.atomic import atomic_path, write_json
+
+__all__ = [
+    "FIGURES",
+    "plot_laplace_grid",
+    "plot_recovery_curves",
+    "plot_sum_accuracy",
+    "plot_thresholds",
+    "reproduce_figures",
+    "run_dn_report",
+]
+
+FIGURES: tuple[str, ...] = ("4-1", "4-2", "4-4", "5-6", "5-7")
+
+Progress = Callable[[str], None]
+
+
+def _manifest(config: dict[str, Any], seed: int, timings: dict[str, float]) -> dict[str, Any]:
+    return {
+        "package_version": __version__,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "seed": seed,
+        "config": config,
+        "timings": timings,
+        "randomness": "experiment noise from censusdp.privacy.randomness.experiment_generator (not release noise)",
+    }
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> None:
+    plt = _pyplot()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+
+
+def plot_recovery_curves(
+    curves: Sequence[RecoveryCurve], path: str | Path, title: str | None = None
+) -> None:
+    """Fraction recovered vs queries: mean and 10/50/90% deciles (seed 000 figs. 4-1, 4-4)."""
+    plt = _pyplot()
+    k = len(curves)
+    fig, axes = plt.subplots(1, k, figsize=(4.2 * k, 3.4), squeeze=False)
+    for ax, c in zip(axes[0], curves, strict=True):
+        m = c.query_counts
+        ax.fill_between(
+            m, c.fractions.min(axis=0), c.fractions.max(axis=0), color="0.9", label="min-max"
+        )
+        ax.plot(m, c.quantile(0.1), color="tab:red", lw=1, label="10%")
+        ax.plot(m, c.quantile(0.5), color="goldenrod", lw=1, label="50%")
+        ax.plot(m, c.quantile(0.9), color="tab:purple", lw=1, label="90%")
+        ax.plot(m, c.mean, color="tab:blue", lw=2, label="mean")
+        ax.axvline(c.n / 2, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("number of queries m")
+        ax.set_ylabel("fraction of bits recovered")
+        ax.set_ylim(0.45, 1.02)
+        ax.set_title(f"n = {c.n}, {c.noise.label()}, {c.trials} trials", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_thresholds(thr: RecoveryThresholds, path: str | Path) -> None:
+    """Queries for full recovery vs n, and normalised by n (seed 000 figs. 4-2, 4-3)."""
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(8.4, 3.4))
+    ns = thr.ns
+    mean = thr.thresholds.mean(axis=1)
+    a1.fill_between(
+        ns,
+        np.quantile(thr.thresholds, 0.1, axis=1),
+        np.quantile(thr.thresholds, 0.9, axis=1),
+        color="0.85",
+        label="10-90%",
+    )
+    a1.plot(ns, mean, "o-", label="mean")
+    a1.plot(ns, thr.thresholds.max(axis=1), "s--", ms=3, lw=1, label="max")
+    a1.plot(
+        ns,
+        thr.slope_mean * ns + thr.intercept_mean,
+        "k:",
+        lw=1,
+        label=f"fit slope {thr.slope_mean:.3f}",
+    )
+    a1.plot(ns, 2 * ns / np.log2(ns), "g-.", lw=1, label="2n/log2 n (App. A)")
+    a1.set_xlabel("n (bits)")
+    a1.set_ylabel("queries for 100% recovery")
+    a1.legend(fontsize=7)
+    a1.grid(alpha=0.3)
+    a2.plot(ns, mean / ns, "o-", label="mean / n")
+    a2.plot(ns, thr.thresholds.max(axis=1) / ns, "s--", ms=3, lw=1, label="max / n")
+    a2.axhline(0.5, color="k", ls=":", lw=1, label="1/2")
+    a2.set_xlabel("n (bits)")
+    a2.set_ylabel("queries / n")
+    a2.set_ylim(0.3, 0.8)
+    a2.legend(fontsize=7)
+    a2.grid(alpha=0.3)
+    fig.suptitle(
+        f"Noiseless full recovery ({thr.trials} trials per n, solver {thr.solver})", fontsize=10
+    )
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_sum_accuracy(acc: SumAccuracy, path: str | Path) -> None:
+    """Accuracy of a Laplace-noised sum vs epsilon for several N (seed 000 fig. 5-6)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 3.8))
+    for i, n in enumerate(acc.ns):
+        line = ax.plot(acc.epsilons, acc.measured[i], "o", ms=3, label=f"N = {n}")[0]
+        ax.plot(acc.epsilons, acc.expected[i], "-", lw=1, color=line.get_color())
+    ax.set_xlim(0, 1.0)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("privacy loss parameter epsilon")
+    ax.set_ylabel("query accuracy A (mean)")
+    ax.set_title(
+        f"Sum query accuracy, {acc.trials} trials (dots) vs exact expectation (lines)", fontsize=9
+    )
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_laplace_grid(grid: LaplaceGrid, path: str | Path) -> None:
+    """Fraction recovered vs epsilon and query multiple (seed 000 fig. 5-7)."""
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.6, 3.9))
+    mean = grid.mean
+    im = a1.imshow(mean, aspect="auto", origin="lower", cmap="viridis", vmin=0.5, vmax=1.0)
+    a1.set_xticks(range(len(grid.multiples)), [f"{m:g}" for m in grid.multiples])
+    a1.set_yticks(range(len(grid.epsilons)), [f"{e:g}" for e in grid.epsilons])
+    for i in range(mean.shape[0]):
+        for j in range(mean.shape[1]):
+            a1.text(
+                j,
+                i,
+                f"{mean[i, j]:.3f}",
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="w" if mean[i, j] < 0.8 else "k",
+            )
+    a1.set_xlabel("query multiple (m / n)")
+    a1.set_ylabel("epsilon")
+    fig.colorbar(im, ax=a1, label="mean fraction recovered")
+    for j, mult in enumerate(grid.multiples):
+        a2.plot(grid.epsilons, mean[:, j], "o-", ms=3, label=f"multiple {mult:g}")
+    a2.set_xscale("log")
+    a2.set_ylim(0.45, 1.02)
+    a2.set_xlabel("epsilon")
+    a2.set_ylabel("mean fraction recovered")
+    a2.legend(fontsize=7)
+    a2.grid(alpha=0.3)
+    fig.suptitle(f"n = {grid.n}, {grid.mechanism} noise, {grid.trials} trials", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _parse_noise(
+    noise: str, n: int, epsilon: float | None, variance: float | str | None
+) -> NoiseSpec:
+    if noise == "none":
+        if epsilon is not None or variance is not None:
+            raise CensusDPError("--noise none takes neither --epsilon nor --variance")
+        return NoiseSpec.none()
+    if noise == "gaussian":
+        if epsilon is not None:
+            raise CensusDPError("--noise gaussian takes --variance, not --epsilon")
+        if variance is None or variance == "jason":
+            return NoiseSpec.gaussian(jason_gaussian_variance(n, "text"))
+        if variance == "jason-matlab":
+            return NoiseSpec.gaussian(jason_gaussian_variance(n, "matlab"))
+        try:
+            return NoiseSpec.gaussian(float(variance))
+        except ValueError:
+            raise CensusDPError(
+                f"--variance must be a number, 'jason' or 'jason-matlab'; got {variance!r}"
+            ) from None
+    if noise in ("laplace", "geometric"):
+        if epsilon is None:
+            raise CensusDPError(f"--noise {noise} needs --epsilon")
+        if variance is not None:
+            raise CensusDPError(f"--noise {noise} takes --epsilon, not --variance")
+        return NoiseSpec(noise, epsilon=epsilon)  # type: ignore[arg-type]
+    raise CensusDPError(f"--noise must be none, gaussian, laplace or geometric; got {noise!r}")
+
+
+def run_dn_report(
+    *,
+    n: int,
+    multiples: Sequence[float],
+    noise: str = "none",
+    epsilon: float | None = None,
+    variance: float | str | None = None,
+    trials: int = 100,
+    seed: int = 0,
+    family: str = "random",
+    solver: str = "fista",
+    nested: bool = True,
+    workers: int = 1,
+    json_path: str | Path | None = None,
+    plot_path: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run one recovery curve (``censusdp attack dn``) and write its JSON and plot.
+
+    Args:
+        n: number of bits.
+        multiples: query counts as multiples of ``n`` (rounded, de-duplicated, >= 1).
+        noise: ``none``, ``gaussian``, ``laplace`` or ``geometric``.
+        epsilon: for laplace / geometric noise.
+        variance: Gaussian variance, or ``"jason"`` (default, ``sqrt(n) ln(n)/2``) or
+            ``"jason-matlab"`` (``(sqrt(n) ln(n)/2)^2``).
+        trials, seed, family, solver, nested, workers: see
+            :func:`censusdp.attacks.dinur_nissim.experiment.recovery_curve`.
+        json_path: where to write the summary (with manifest), if given.
+        plot_path: where to write the PNG, if given.
+        progress: called with (trials done, trials).
+
+    Returns:
+        the summary dict (also written to ``json_path``).
+    """
+    spec = _parse_noise(noise, n, epsilon, variance)
+    counts = sorted({max(1, int(round(float(x) * n))) for x in multiples})
+    curve = recovery_curve(
+        n,
+        counts,
+        trials=trials,
+        seed=seed,
+        noise=spec,
+        family=family,
+        solver=solver,
+        nested=nested,
+        workers=workers,
+        progress=progress,
+    )
+    out = curve.to_dict()
+    config = {
+        "n": n,
+        "multiples": [float(x) for x in multiples],
+        "noise": spec.to_dict(),
+        "trials": trials,
+        "family": family,
+        "solver": solver,
+        "nested": nested,
+        "workers": workers,
+    }
+    out["manifest"] = _manifest(config, seed, out["timings"])
+    if json_path is not None:
+        write_json(out, json_path)
+    if plot_path is not None:
+        plot_recovery_curves([curve], plot_path)
+    return out
+
+
+def reproduce_figures(
+    out_dir: str | Path,
+    *,
+    figures: Sequence[str] = FIGURES,
+    quick: bool = False,
+    seed: int = 2020,
+    workers: int = 2,
+    prefix: str = "dn_",
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Rerun JASON's Dinur-Nissim figures and write ``<prefix>fig_<id>.png`` / ``.json``.
+
+    Default sizes (``quick=False``), chosen to finish in minutes on 2 cores: fig. 4-1
+    n = 1000, 20 trials, m = 0.04n..n; figs. 4-2/4-3 n = 100..1000, 6 trials per n;
+    fig. 4-4 n = 10, 40, 100 with Gaussian variance ``sqrt(n) ln n / 2``, 100 trials,
+    m up to 20n; fig. 5-6 the Listing-4 grid, 1000 trials; fig. 5-7 n = 4000, multiples
+    1, 5, 10, 20, the twelve Listing-5 epsilons, 6 trials (JASON: 10). Larger runs: call
+    the library functions or ``censusdp attack dn`` directly. ``quick=True`` shrinks every size for a smoke run.
+    Writes ``timings.json`` (seconds per figure) and a manifest.
+    """
+    out = Path(out_dir)
+    unknown = [f for f in figures if f not in FIGURES]
+    if unknown:
+        raise CensusDPError(f"figures must be among {FIGURES}; got {unknown}")
+    say = progress or (lambda _msg: None)
+    timings: dict[str, float] = {}
+    summary: dict[str, Any] = {}
+
+    def trial_progress(label: str) -> Callable[[int, int], None]:
+        def cb(done: int, total: int) -> None:
+            if done == total or done % max(1, total // 10) == 0:
+                say(f"{label}: {done}/{total}")
+
+        return cb
+
+    if "4-1" in figures:
+        t0 = time.perf_counter()
+        n, trials = (200, 10) if quick else (1000, 20)
+        counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
+        curve = recovery_curve(
+            n, counts, trials=trials, seed=seed, workers=workers, progress=trial_progress("fig 4-1")
+        )
+        plot_recovery_curves(
+            [curve],
+            out / f"{prefix}fig_4-1.png",
+            title="Fig. 4-1 reproduction: noiseless random subset sums",
+        )
+        timings["4-1"] = time.perf_counter() - t0
+        d = curve.to_dict()
+        d["seconds_to_reproduce"] = timings["4-1"]
+        write_json(d, out / f"{prefix}fig_4-1.json")
+        summary["4-1"] = {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
+    if "4-2" in figures:
+        t0 = time.perf_counter()
+        ns = [50, 100, 150, 200] if quick else [100, 200, 300, 400, 500, 600, 800, 1000]
+        thr = recovery_thresholds(
+            ns,
+            trials=5 if quick else 6,
+            seed=seed,
+            workers=workers,
+            progress=trial_progress("fig 4-2"),
+        )
+        plot_thresholds(thr, out / f"{prefix}fig_4-2_4-3.png")
+        timings["4-2"] = time.perf_counter() - t0
+        d = thr.to_dict()
+        d["per_trial"] = thr.thresholds.tolist()
+        d["seconds_to_reproduce"] = timings["4-2"]
+        write_json(d, out / f"{prefix}fig_4-2_4-3.json")
+        summary["4-2"] = {
+            "slope_mean": thr.slope_mean,
+            "slope_max": thr.slope_max,
+            "mean_over_n": d["normalized_by_n"],
+        }
+    if "4-4" in figures:
+        t0 = time.perf_counter()
+        curves = []
+        trials = 20 if quick else 100
+        for n in (10, 40, 100):
+            counts = sorted(
+                {
+                    max(1, int(round(f * n)))
+                    for f in np.geomspace(0.1, 20.0, 30 if not quick else 10)
+                }
+            )
+            spec = NoiseSpec.gaussian(jason_gaussian_variance(n))
+            curves.append(
+                recovery_curve(
+                    n,
+                    counts,
+                    trials=trials,
+                    seed=seed + n,
+                    noise=spec,
+                    workers=workers,
+                    progress=trial_progress(f"fig 4-4 n={n}"),
+                )
+            )
+        plot_recovery_curves(
+            curves,
+            out / f"{prefix}fig_4-4.png",
+            title="Fig. 4-4 reproduction: Gaussian noise, variance sqrt(n) ln(n)/2",
+        )
+        timings["4-4"] = time.perf_counter() - t0
+        write_json(
+            {"curves": [c.to_dict() for c in curves], "seconds_to_reproduce": timings["4-4"]},
+            out / f"{prefix}fig_4-4.json",
+        )
+        summary["4-4"] = {
+            f"n={c.n}": {"final_mean": float(c.mean[-1]), "queries": int(c.query_counts[-1])}
+            for c in curves
+        }
+    if "5-6" in figures:
+        t0 = time.perf_counter()
+        acc = sum_query_accuracy(
+            JASON_FIG56_SIZES, JASON_FIG56_EPSILONS, trials=200 if quick else 1000, seed=seed
+        )
+        plot_sum_accuracy(acc, out / f"{prefix}fig_5-6.png")
+        timings["5-6"] = time.perf_counter() - t0
+        d = acc.to_dict()
+        d["seconds_to_reproduce"] = timings["5-6"]
+        write_json(d, out / f"{prefix}fig_5-6.json")
+        summary["5-6"] = {
+            "max_abs_z": float(np.max(np.abs(acc.measured - acc.expected) / acc.standard_error))
+        }
+    if "5-7" in figures:
+        t0 = time.perf_counter()
+        n, trials = (400, 3) if quick else (4000, 6)
+        grid = laplace_grid(
+            n,
+            JASON_FIG57_EPSILONS,
+            JASON_FIG57_MULTIPLES,
+            trials=trials,
+            seed=seed,
+            workers=workers,
+            progress=trial_progress("fig 5-7"),
+        )
+        plot_laplace_grid(grid, out / f"{prefix}fig_5-7.png")
+        timings["5-7"] = time.perf_counter() - t0
+        d = grid.to_dict()
+        d["seconds_to_reproduce"] = timings["5-7"]
+        write_json(d, out / f"{prefix}fig_5-7.json")
+        summary["5-7"] = {"mean": d["mean"]}
+    result = {"timings_seconds": timings, "summary": summary}
+    write_json(
+        {
+            **result,
+            "manifest": _manifest(
+                {"figures": list(figures), "quick": quick, "workers": workers}, seed, timings
+            ),
+        },
+        out / f"{prefix}timings.json",
+    )
+    return result

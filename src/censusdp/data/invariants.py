@@ -1,0 +1,159 @@
+"""Invariants (counts published exactly) and the constraints they imply.
+
+The 2020 production invariants (seed 002 sec. 2; DESIGN.md): the total population of
+each state, and at every block the number of housing units and of occupied group-quarters
+facilities of each type. They are computed from the input once, published with the
+release (``RUN/invariants.parquet``), and are all that estimation knows of the input
+besides the noisy measurements.
+
+Constraints derived from them, per geounit and HHGQ group ``g`` (sums of the blocks
+below the unit):
+
+* GQ type ``g`` > 0: at least one person per occupied facility of that type
+  (lower bound = number of facilities), and no such persons where there is no such
+  facility (upper bound 0, otherwise unbounded);
+* households (``g`` = 0): no household population where there are no housing units;
+* total population exact at the state level and above.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from censusdp.errors import InputError
+from censusdp.data.geography import Hierarchy
+
+__all__ = ["N_HHGQ", "Invariants", "compute_invariants", "level_bounds"]
+
+N_HHGQ = 8
+
+
+@dataclass(frozen=True, eq=False)
+class Invariants:
+    """Public exact counts by block.
+
+    Attributes:
+        blocks: sorted block geocodes (the hierarchy's blocks).
+        population: ``(blocks,)`` persons per block; only its sums at the invariant
+            level (``total_level``) and above are public.
+        housing_units: ``(blocks,)`` housing units per block.
+        gq_facilities: ``(blocks, 8)`` occupied GQ facilities by type (column 0 is 0).
+        total_level: index of the geolevel whose total population is invariant
+            (1 = State); levels above it are invariant too, as sums.
+    """
+
+    blocks: np.ndarray
+    population: np.ndarray
+    housing_units: np.ndarray
+    gq_facilities: np.ndarray
+    total_level: int = 1
+
+    def to_table(self) -> pa.Table:
+        """Block-level table for ``invariants.parquet`` (population only as state sums)."""
+        cols: dict[str, pa.Array] = {
+            "geocode": pa.array(self.blocks.astype(object), pa.string()),
+            "housing_units": pa.array(self.housing_units, pa.int64()),
+        }
+        for g in range(1, N_HHGQ):
+            cols[f"gq_facilities_{g}"] = pa.array(self.gq_facilities[:, g], pa.int64())
+        return pa.table(cols)
+
+    def state_table(self, hierarchy: Hierarchy) -> pa.Table:
+        """Invariant total population of each unit at ``total_level``."""
+        pops = hierarchy.aggregate(self.population.reshape(-1, 1))[self.total_level]
+        return pa.table(
+            {
+                "geolevel": pa.array(
+                    [hierarchy.geolevels[self.total_level].name] * pops.shape[0], pa.string()
+                ),
+                "geocode": pa.array(hierarchy.geocodes[self.total_level].astype(object)),
+                "population": pa.array(np.asarray(pops).ravel(), pa.int64()),
+            }
+        )
+
+    @classmethod
+    def from_tables(
+        cls, blocks_table: pa.Table, totals_table: pa.Table, hierarchy: Hierarchy
+    ) -> Invariants:
+        """Rebuild from the published tables (used to re-estimate from an NMF).
+
+        The block population is not public; it is replaced by a block vector whose sums
+        at the invariant level equal the published totals (all of a unit's total placed
+        on its first block), which is all that estimation reads.
+        """
+        codes = np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype(
+            "U16"
+        )
+        if not np.array_equal(codes, hierarchy.blocks):
+            raise InputError("invariants.parquet blocks do not match the measured blocks")
+        hu = blocks_table.column("housing_units").to_numpy().astype(np.int64)
+        gq = np.zeros((codes.size, N_HHGQ), dtype=np.int64)
+        for g in range(1, N_HHGQ):
+            gq[:, g] = blocks_table.column(f"gq_facilities_{g}").to_numpy()
+        level_name = totals_table.column("geolevel")[0].as_py() if totals_table.num_rows else None
+        level = hierarchy.geolevels.index(level_name) if level_name else 1
+        pop = np.zeros(codes.size, dtype=np.int64)
+        unit_codes = np.asarray(
+            totals_table.column("geocode").to_numpy(zero_copy_only=False)
+        ).astype(str)
+        totals = totals_table.column("population").to_numpy().astype(np.int64)
+        anc = hierarchy.ancestor_index(level)
+        first_block = np.searchsorted(anc, np.arange(hierarchy.n_units(level)))
+        idx = np.searchsorted(hierarchy.geocodes[level], unit_codes)
+        pop[first_block[idx]] = totals
+        return cls(codes, pop, hu, gq, level)
+
+
+def compute_invariants(
+    persons: dict[str, np.ndarray],
+    units: dict[str, np.ndarray],
+    hierarchy: Hierarchy,
+    *,
+    total_level: int = 1,
+) -> Invariants:
+    """Compute the invariants from validated input columns."""
+    nb = hierarchy.blocks.size
+    pb = hierarchy.block_index(persons["geocode"])
+    ub = hierarchy.block_index(units["geocode"])
+    pop = np.bincount(pb, minlength=nb).astype(np.int64)
+    gqtype = units["gqtype"]
+    is_hu = gqtype == 0
+    hu = np.bincount(ub[is_hu], minlength=nb).astype(np.int64)
+    occ_gq = (~is_hu) & units["occupied"]
+    gq = np.zeros((nb, N_HHGQ), dtype=np.int64)
+    np.add.at(gq, (ub[occ_gq], gqtype[occ_gq]), 1)
+    return Invariants(hierarchy.blocks, pop, hu, gq, total_level)
+
+
+def level_bounds(
+    inv: Invariants, hierarchy: Hierarchy
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per level: ``(group_lower, group_upper, total_lower, total_upper)`` for every unit.
+
+    ``group_*`` are ``(units, 8)`` bounds on the population of each HHGQ group; totals
+    are exact at ``inv.total_level`` and above, free below.
+    """
+    nb = inv.blocks.size
+    facilities = inv.gq_facilities.astype(np.int64)
+    has = np.zeros((nb, N_HHGQ), dtype=np.int64)
+    has[:, 0] = inv.housing_units > 0
+    has[:, 1:] = facilities[:, 1:] > 0
+    agg_fac = hierarchy.aggregate(facilities)
+    agg_has = hierarchy.aggregate(has)
+    agg_pop = hierarchy.aggregate(inv.population.reshape(-1, 1))
+    out = []
+    for li in range(hierarchy.n_levels):
+        lower = np.asarray(agg_fac[li], dtype=np.float64).copy()
+        lower[:, 0] = 0.0
+        upper = np.where(np.asarray(agg_has[li]) > 0, np.inf, 0.0)
+        n = hierarchy.n_units(li)
+        if li <= inv.total_level:
+            tot = np.asarray(agg_pop[li], dtype=np.float64).ravel()
+            tl, tu = tot.copy(), tot.copy()
+        else:
+            tl, tu = np.zeros(n), np.full(n, np.inf)
+        out.append((lower, upper, tl, tu))
+    return out

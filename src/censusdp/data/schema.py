@@ -1,0 +1,432 @@
+"""Schemas: attributes with named levels, their product as a cell index, and recodes.
+
+A :class:`Schema` is the Cartesian product of its :class:`Attribute` objects; cell
+indices are row-major (C order) over the attributes in the order they are listed,
+so ``cell = ravel_multi_index(levels, shape)``. Each attribute also says how it is
+read from a microdata column (``age -> votingage`` is a lookup table kept here, not
+scattered through the code) and how it is written to the MDF.
+
+A :class:`Recode` is a derived attribute: a many-to-one map from the levels of one
+attribute (``hhgq -> hhinstlevels``; ``age -> votingage`` in ``dhc-lite``). Queries
+(see :mod:`censusdp.data.queries`) are built from attribute and recode names.
+
+Built-in schemas:
+
+* ``pl94``: HHGQ (8) x VOTINGAGE (2) x HISPANIC (2) x CENRACE (63) = 2,016 cells.
+* ``dhc-lite``: HHGQ (8) x SEX (2) x AGE (116) x HISPANIC (2) x CENRACE (63)
+  = 233,856 cells.
+* ``units``: housing units by OCCUPANCY (vacant, occupied), for the housing-unit run.
+
+CENRACE's 63 categories are the non-empty subsets of the six OMB race groups, in the
+Census order: the 6 single races, then the 15 two-race combinations, the 20 three-race,
+15 four-race, 6 five-race, and the one six-race combination; within each size in
+lexicographic order of the race groups (White, Black, AIAN, Asian, NHPI, Some Other
+Race). MDF code ``k`` (1..63) is level ``k - 1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from censusdp.errors import SchemaError
+
+__all__ = [
+    "CENRACE_LEVELS",
+    "CENRACE_RACES",
+    "HHGQ_LEVELS",
+    "OMB_RACES",
+    "Attribute",
+    "Recode",
+    "Schema",
+    "StructuralZero",
+    "get_schema",
+    "schema_names",
+]
+
+OMB_RACES: tuple[str, ...] = (
+    "White",
+    "Black or African American",
+    "American Indian and Alaska Native",
+    "Asian",
+    "Native Hawaiian and Other Pacific Islander",
+    "Some Other Race",
+)
+"""The six OMB race groups, in Census order (index 0..5)."""
+
+CENRACE_RACES: tuple[frozenset[int], ...] = tuple(
+    frozenset(combo) for size in range(1, 7) for combo in itertools.combinations(range(6), size)
+)
+"""For each CENRACE level (0..62), the set of OMB race indices it combines."""
+
+
+def _cenrace_name(races: frozenset[int]) -> str:
+    names = [OMB_RACES[r] for r in sorted(races)]
+    return f"{names[0]} alone" if len(names) == 1 else "; ".join(names)
+
+
+CENRACE_LEVELS: tuple[str, ...] = tuple(_cenrace_name(r) for r in CENRACE_RACES)
+
+HHGQ_LEVELS: tuple[str, ...] = (
+    "Household",
+    "Correctional facilities for adults",
+    "Juvenile facilities",
+    "Nursing facilities/Skilled-nursing facilities",
+    "Other institutional facilities",
+    "College/University student housing",
+    "Military quarters",
+    "Other noninstitutional facilities",
+)
+"""HHGQ levels; level ``g`` is code ``g`` in ``persons.hhgq`` and ``units.gqtype``."""
+
+MAX_AGE = 115
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One dimension of a schema.
+
+    Args:
+        name: lower-case attribute name used in query names (``"cenrace"``).
+        levels: a label for each level; level ``i`` has index ``i``.
+        column: the microdata column it is read from (``"age"`` for ``votingage``).
+        lookup: ``lookup[v - lookup_min]`` is the level of column value ``v``; ``-1``
+            marks an invalid value.
+        lookup_min: the column value that ``lookup[0]`` describes.
+        mdf_column: the MDF column this attribute is written to.
+        mdf_codes: the MDF code written for each level.
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    column: str
+    lookup: tuple[int, ...]
+    lookup_min: int
+    mdf_column: str
+    mdf_codes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.levels:
+            raise SchemaError(f"attribute {self.name!r} has no levels")
+        if len(self.mdf_codes) != len(self.levels):
+            raise SchemaError(
+                f"attribute {self.name!r} has {len(self.levels)} levels but "
+                f"{len(self.mdf_codes)} MDF codes"
+            )
+        bad = [v for v in self.lookup if not -1 <= v < len(self.levels)]
+        if bad:
+            raise SchemaError(f"attribute {self.name!r} lookup maps to invalid level {bad[0]}")
+
+    @property
+    def size(self) -> int:
+        """Number of levels."""
+        return len(self.levels)
+
+    @property
+    def valid_values(self) -> tuple[int, int]:
+        """Inclusive range ``(lo, hi)`` of column values this attribute accepts."""
+        return self.lookup_min, self.lookup_min + len(self.lookup) - 1
+
+    def levels_of(self, values: np.ndarray) -> np.ndarray:
+        """Map microdata column values to level indices; invalid values give ``-1``."""
+        values = np.asarray(values, dtype=np.int64)
+        table = np.asarray(self.lookup, dtype=np.int64)
+        offset = values - self.lookup_min
+        inside = (offset >= 0) & (offset < table.size)
+        out = np.full(values.shape, -1, dtype=np.int64)
+        out[inside] = table[offset[inside]]
+        return out
+
+    def mdf_values(self, levels: np.ndarray) -> np.ndarray:
+        """Map level indices to the codes written in the MDF."""
+        return np.asarray(self.mdf_codes, dtype=np.int64)[np.asarray(levels, dtype=np.int64)]
+
+
+def _identity(name: str, levels: tuple[str, ...], first_code: int = 0) -> Attribute:
+    n = len(levels)
+    return Attribute(
+        name=name,
+        levels=levels,
+        column=name,
+        lookup=tuple(range(n)),
+        lookup_min=first_code,
+        mdf_column=name,
+        mdf_codes=tuple(range(first_code, first_code + n)),
+    )
+
+
+HHGQ = _identity("hhgq", HHGQ_LEVELS)
+SEX = Attribute(
+    name="sex",
+    levels=("Male", "Female"),
+    column="sex",
+    lookup=(0, 1),
+    lookup_min=1,
+    mdf_column="sex",
+    mdf_codes=(1, 2),
+)
+AGE = _identity("age", tuple(str(a) for a in range(MAX_AGE + 1)))
+HISPANIC = _identity("hispanic", ("Not Hispanic or Latino", "Hispanic or Latino"))
+CENRACE = _identity("cenrace", CENRACE_LEVELS, first_code=1)
+VOTINGAGE = Attribute(
+    name="votingage",
+    levels=("Under 18 years", "18 years and over"),
+    column="age",
+    lookup=tuple(0 if a < 18 else 1 for a in range(MAX_AGE + 1)),
+    lookup_min=0,
+    mdf_column="votingage",
+    mdf_codes=(0, 1),
+)
+
+
+@dataclass(frozen=True)
+class Recode:
+    """A derived attribute: ``mapping[level of source]`` is the recoded level."""
+
+    name: str
+    source: str
+    levels: tuple[str, ...]
+    mapping: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.mapping if not 0 <= m < len(self.levels)]
+        if bad:
+            raise SchemaError(f"recode {self.name!r} maps to invalid level {bad[0]}")
+
+    @property
+    def size(self) -> int:
+        """Number of recoded levels."""
+        return len(self.levels)
+
+
+HHINSTLEVELS = Recode(
+    name="hhinstlevels",
+    source="hhgq",
+    levels=("Household", "Institutional", "Noninstitutional"),
+    mapping=(0, 1, 1, 1, 1, 2, 2, 2),
+)
+GQINST = Recode(
+    name="gqlevels",
+    source="hhgq",
+    levels=("Household", "Group quarters"),
+    mapping=(0, 1, 1, 1, 1, 1, 1, 1),
+)
+AGE_TO_VOTINGAGE = Recode(
+    name="votingage",
+    source="age",
+    levels=VOTINGAGE.levels,
+    mapping=VOTINGAGE.lookup,
+)
+CENRACE_TO_NUMRACES = Recode(
+    name="numraces",
+    source="cenrace",
+    levels=tuple(f"{k} race{'s' if k > 1 else ''}" for k in range(1, 7)),
+    mapping=tuple(len(r) - 1 for r in CENRACE_RACES),
+)
+
+
+@dataclass(frozen=True)
+class StructuralZero:
+    """A conjunction of level sets that no person can have (e.g. minors in nursing homes).
+
+    Args:
+        name: a short identifier recorded in manifests.
+        levels: for each attribute or recode name, the levels that match.
+    """
+
+    name: str
+    levels: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The product of attributes, with recodes and structural zeros."""
+
+    name: str
+    attributes: tuple[Attribute, ...]
+    recodes: tuple[Recode, ...] = ()
+    structural_zeros: tuple[StructuralZero, ...] = ()
+    _index: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.attributes] + [r.name for r in self.recodes]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise SchemaError(f"schema {self.name!r} has duplicate names {sorted(dupes)}")
+        for i, a in enumerate(self.attributes):
+            self._index[a.name] = i
+        for r in self.recodes:
+            if r.source not in self._index:
+                raise SchemaError(
+                    f"recode {r.name!r} of schema {self.name!r} has unknown source {r.source!r}"
+                )
+            if len(r.mapping) != self.attributes[self._index[r.source]].size:
+                raise SchemaError(
+                    f"recode {r.name!r} maps {len(r.mapping)} levels but {r.source!r} has "
+                    f"{self.attributes[self._index[r.source]].size}"
+                )
+        for z in self.structural_zeros:
+            for var, _ in z.levels:
+                self.variable(var)
+
+    # -- shape -------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Number of levels of each attribute."""
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        """Number of cells."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        """Names of the attributes, in cell-index order."""
+        return tuple(a.name for a in self.attributes)
+
+    def attribute(self, name: str) -> Attribute:
+        """The attribute called ``name``."""
+        try:
+            return self.attributes[self._index[name]]
+        except KeyError:
+            raise SchemaError(
+                f"schema {self.name!r} has no attribute {name!r}; "
+                f"it has {list(self.attribute_names)}"
+            ) from None
+
+    def variable(self, name: str) -> Attribute | Recode:
+        """An attribute or a recode, by name."""
+        if name in self._index:
+            return self.attributes[self._index[name]]
+        for r in self.recodes:
+            if r.name == name:
+                return r
+        known = list(self.attribute_names) + [r.name for r in self.recodes]
+        raise SchemaError(
+            f"schema {self.name!r} has no attribute or recode {name!r}; known: {known}"
+        )
+
+    def variable_levels(self, name: str) -> tuple[str, ...]:
+        """Level labels of an attribute or recode."""
+        return self.variable(name).levels
+
+    def cell_levels(self, name: str, cells: np.ndarray | None = None) -> np.ndarray:
+        """Level of attribute or recode ``name`` for each cell (all cells by default)."""
+        if cells is None:
+            cells = np.arange(self.size, dtype=np.int64)
+        var = self.variable(name)
+        if isinstance(var, Recode):
+            src = self._index[var.source]
+            lv = np.unravel_index(cells, self.shape)[src]
+            return np.asarray(var.mapping, dtype=np.int64)[lv]
+        return np.asarray(np.unravel_index(cells, self.shape)[self._index[name]], dtype=np.int64)
+
+    # -- microdata <-> cells -----------------------------------------------------------
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """Microdata columns needed to place a person in a cell."""
+        return tuple(dict.fromkeys(a.column for a in self.attributes))
+
+    def cells_of(self, columns: dict[str, np.ndarray]) -> np.ndarray:
+        """Cell index of each microdata record.
+
+        Raises:
+            SchemaError: if a column is missing or holds a value outside its range
+                (callers validate input first; this is the last line of defence).
+        """
+        levels = []
+        for a in self.attributes:
+            if a.column not in columns:
+                raise SchemaError(f"schema {self.name!r} needs column {a.column!r}")
+            lv = a.levels_of(columns[a.column])
+            if lv.size and lv.min() < 0:
+                bad = np.asarray(columns[a.column])[lv < 0][0]
+                lo, hi = a.valid_values
+                raise SchemaError(
+                    f"column {a.column!r} value {bad} is outside {lo}..{hi} ({a.name})"
+                )
+            levels.append(lv)
+        if not levels or levels[0].size == 0:
+            return np.zeros(0, dtype=np.int64)
+        return np.ravel_multi_index(tuple(levels), self.shape).astype(np.int64)
+
+    def mdf_columns(self, cells: np.ndarray) -> dict[str, np.ndarray]:
+        """The MDF columns (``hhgq``, ``votingage``, ...) for each cell index."""
+        cells = np.asarray(cells, dtype=np.int64)
+        levels = np.unravel_index(cells, self.shape)
+        out: dict[str, np.ndarray] = {}
+        for a, lv in zip(self.attributes, levels, strict=True):
+            out[a.mdf_column] = a.mdf_values(lv)
+        if "votingage" not in out and any(r.name == "votingage" for r in self.recodes):
+            out["votingage"] = self.cell_levels("votingage", cells)
+        return out
+
+    # -- structural zeros --------------------------------------------------------------
+
+    @cached_property
+    def structural_zero_mask(self) -> np.ndarray:
+        """Boolean mask over cells: True where a cell is a structural zero."""
+        mask = np.zeros(self.size, dtype=bool)
+        cells = np.arange(self.size, dtype=np.int64)
+        for z in self.structural_zeros:
+            hit = np.ones(self.size, dtype=bool)
+            for var, lv in z.levels:
+                hit &= np.isin(self.cell_levels(var, cells), np.asarray(lv, dtype=np.int64))
+            mask |= hit
+        return mask
+
+
+NURSING_MINORS = StructuralZero(
+    name="no_minors_in_nursing_facilities",
+    levels=(("hhgq", (3,)), ("votingage", (0,))),
+)
+
+PL94 = Schema(
+    name="pl94",
+    attributes=(HHGQ, VOTINGAGE, HISPANIC, CENRACE),
+    recodes=(HHINSTLEVELS, GQINST, CENRACE_TO_NUMRACES),
+    structural_zeros=(NURSING_MINORS,),
+)
+
+DHC_LITE = Schema(
+    name="dhc-lite",
+    attributes=(HHGQ, SEX, AGE, HISPANIC, CENRACE),
+    recodes=(HHINSTLEVELS, GQINST, AGE_TO_VOTINGAGE, CENRACE_TO_NUMRACES),
+    structural_zeros=(NURSING_MINORS,),
+)
+
+OCCUPANCY = Attribute(
+    name="occupancy",
+    levels=("Vacant", "Occupied"),
+    column="occupied",
+    lookup=(0, 1),
+    lookup_min=0,
+    mdf_column="occupied",
+    mdf_codes=(0, 1),
+)
+
+UNITS = Schema(name="units", attributes=(OCCUPANCY,))
+"""Housing units by occupancy: the schema of the separate housing-unit run (table H1)."""
+
+_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS)}
+
+
+def schema_names() -> tuple[str, ...]:
+    """Names of the built-in schemas."""
+    return tuple(_BUILTIN)
+
+
+def get_schema(name: str) -> Schema:
+    """A built-in schema by name (``"pl94"`` or ``"dhc-lite"``)."""
+    try:
+        return _BUILTIN[name]
+    except KeyError:
+        raise SchemaError(
+            f"unknown schema {name!r}; built-in schemas are {list(_BUILTIN)}"
+        ) from None

@@ -1,0 +1,42 @@
+"""The executor protocol and the worker environment every executor shares."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+__all__ = ["EXECUTOR_CHOICES", "SINGLE_THREAD_ENV", "Executor", "single_thread_env"]
+
+
+EXECUTOR_CHOICES = ("auto", "inprocess", "pool", "spark")
+
+SINGLE_THREAD_ENV = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+"""Worker environment: one BLAS thread per worker. Several workers each running a
+multi-threaded BLAS oversubscribe the cores (docs/estimation.md measured a 98-cell
+``cho_solve`` at 38 ms instead of 0.1 ms on a busy 2-core machine)."""
+
+
+def single_thread_env() -> dict[str, str]:
+    """:data:`SINGLE_THREAD_ENV`, except where the user already set a variable."""
+    return {k: os.environ.get(k, v) for k, v in SINGLE_THREAD_ENV.items()}
+
+
+class Executor(Protocol):
+    """Anything that maps a function over tasks and yields results in task order."""
+
+    name: str
+
+    def map(
+        self, fn: Callable[[Any], Any], tasks: Iterable[Any], *, ahead: int | None = None
+    ) -> Iterator[Any]:
+        """Apply ``fn`` to each task; yield results in the order of ``tasks``.
+
+        ``ahead`` bounds how many finished results may wait behind an unfinished
+        earlier task (an executor may ignore it; 0 for large results).
+        """
+        ...

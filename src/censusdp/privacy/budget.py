@@ -1,0 +1,835 @@
+"""Privacy-loss budgets: a global budget split by geolevel, then by query.
+
+A :class:`Budget` is an exact allocation: the global ``rho`` (zCDP, discrete
+Gaussian) or ``epsilon`` (pure DP, geometric) times the geolevel share times the
+query share gives each (geolevel, query) measurement its own ``rho`` or
+``epsilon``, hence its mechanism and noise variance (:meth:`Budget.measurements`).
+Because one person is counted once per query per geolevel, the measurements
+compose to exactly the global budget (zCDP and pure DP compose additively; Bun &
+Steinke 2016 Lemma 2.3). Shares are validated once, in ``__post_init__``: every
+share positive, each set summing to exactly 1, every query valid for the schema.
+
+Budgets are written as TOML (see ``presets/*.toml``, shipped with the package); a
+user config uses the same format and the same validation (:func:`load_config`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from censusdp.privacy import accounting
+from censusdp.errors import BudgetError, CensusDPError, ConfigError
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.mechanisms._base import as_fraction, check_sensitivity, positive_fraction
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
+
+__all__ = [
+    "DEFAULT_GEOLEVELS",
+    "MECHANISMS",
+    "Budget",
+    "BudgetConfigError",
+    "BudgetReport",
+    "PlannedMeasurement",
+    "budget_from_mapping",
+    "budget_report",
+    "load_config",
+    "load_preset",
+    "preset_names",
+]
+
+MECHANISMS: dict[str, str] = {"discrete_gaussian": "zCDP", "geometric": "pure"}
+"""Supported release mechanisms and the privacy measure their budget is written in."""
+
+DEFAULT_GEOLEVELS: tuple[tuple[str, int], ...] = (
+    ("US", 0),
+    ("State", 2),
+    ("County", 5),
+    ("Tract", 11),
+    ("BlockGroup", 12),
+    ("Block", 16),
+)
+"""The geolevels of the 2020 hierarchy, top first, with their geocode prefix lengths."""
+
+
+class BudgetConfigError(ConfigError, BudgetError):
+    """A budget config file or preset is invalid (both a ConfigError and a BudgetError)."""
+
+
+class PlannedMeasurement(NamedTuple):
+    """One (geolevel, query) measurement of a budget.
+
+    Attributes:
+        geolevel: geolevel name.
+        query: canonical query name (valid for ``censusdp.data.queries.make_query``).
+        rho_or_epsilon: its exact share of the budget: ``rho`` for zCDP budgets,
+            ``epsilon`` for pure-DP budgets.
+        mechanism: the mechanism that spends exactly that amount on a query of the
+            budget's sensitivity.
+    """
+
+    geolevel: str
+    query: str
+    rho_or_epsilon: Fraction
+    mechanism: DiscreteGaussian | Geometric
+
+    @property
+    def rho(self) -> Fraction:
+        """zCDP cost (for a pure-DP measurement ``epsilon^2 / 2``, seed 001 Thm. 2)."""
+        if isinstance(self.mechanism, Geometric):
+            return self.rho_or_epsilon**2 / 2
+        return self.rho_or_epsilon
+
+    @property
+    def epsilon(self) -> Fraction | None:
+        """Pure-DP cost, or ``None`` for a zCDP measurement."""
+        return self.rho_or_epsilon if isinstance(self.mechanism, Geometric) else None
+
+    @property
+    def variance(self) -> float:
+        """Variance of the noise added to each cell."""
+        return self.mechanism.variance
+
+
+@functools.lru_cache(maxsize=512)
+def _query_identity(schema: str, name: str) -> tuple[str, frozenset[str]]:
+    q = make_query(get_schema(schema), name)
+    return q.name, frozenset(q.variables)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A privacy-loss budget and its allocation (exact Fractions, validated).
+
+    Attributes:
+        schema: schema name (``"pl94"`` or ``"dhc-lite"``).
+        mechanism: ``"discrete_gaussian"`` (``total`` is rho) or ``"geometric"``
+            (``total`` is epsilon).
+        total: the global budget.
+        delta: the delta at which (epsilon, delta) is reported.
+        geolevels: ``(name, geocode length)`` pairs, top first.
+        geolevel_shares: share of ``total`` for each geolevel.
+        query_shares: for each geolevel, the share of its budget for each query.
+        sensitivity: per-query sensitivity (1: add/remove one person; 2: replace one,
+            as in the 2010 DDP, seed 002 eq. 1).
+        name: preset or config name.
+        description: one line for reports.
+        notes: caveats printed with the budget (what a preset cannot represent).
+    """
+
+    schema: str
+    mechanism: str
+    total: Fraction
+    delta: Fraction
+    geolevels: tuple[tuple[str, int], ...]
+    geolevel_shares: dict[str, Fraction]
+    query_shares: dict[str, dict[str, Fraction]]
+    sensitivity: int = 1
+    name: str = "custom"
+    description: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        get_schema(self.schema)  # raises SchemaError for unknown schemas
+        if self.mechanism not in MECHANISMS:
+            raise BudgetError(
+                f"mechanism is {self.mechanism!r}; it must be one of {sorted(MECHANISMS)}"
+            )
+        unit = "rho" if self.mechanism == "discrete_gaussian" else "epsilon"
+        object.__setattr__(self, "total", positive_fraction(self.total, f"global {unit}"))
+        delta = as_fraction(self.delta, "delta")
+        if not 0 < delta < 1:
+            raise BudgetError(f"delta is {delta}; it must satisfy 0 < delta < 1")
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity))
+        object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+
+        levels = tuple((str(n), int(length)) for n, length in self.geolevels)
+        if not levels:
+            raise BudgetError("geolevels is empty; a budget needs at least one geolevel")
+        names = [n for n, _ in levels]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise BudgetError(f"geolevel names must be unique; repeated: {dupes}")
+        previous = -1
+        for n, length in levels:
+            if not 0 <= length <= 16:
+                raise BudgetError(
+                    f"geocode length of geolevel {n!r} is {length}; it must be in 0..16"
+                )
+            if length <= previous:
+                raise BudgetError(
+                    f"geocode length of geolevel {n!r} is {length}; lengths must increase "
+                    f"from the top geolevel down (previous was {previous})"
+                )
+            previous = length
+        object.__setattr__(self, "geolevels", levels)
+
+        shares = {
+            str(k): as_fraction(v, f"budget share for geolevel {k!r}")
+            for k, v in dict(self.geolevel_shares).items()
+        }
+        self._check_share_set(shares, names, "geolevel", "geolevel shares")
+        object.__setattr__(self, "geolevel_shares", {n: shares[n] for n in names})
+
+        qshares_in = dict(self.query_shares)
+        unknown = sorted(set(qshares_in) - set(names))
+        if unknown:
+            raise BudgetError(f"query shares given for unknown geolevels {unknown}; known: {names}")
+        qshares: dict[str, dict[str, Fraction]] = {}
+        for level in names:
+            if level not in qshares_in or not qshares_in[level]:
+                raise BudgetError(
+                    f"geolevel {level!r} has no query shares; give at least one query"
+                )
+            canon: dict[str, Fraction] = {}
+            seen: dict[frozenset[str], str] = {}
+            for qname, value in dict(qshares_in[level]).items():
+                try:
+                    cname, ident = _query_identity(self.schema, str(qname))
+                except CensusDPError as exc:
+                    raise BudgetError(
+                        f"query {qname!r} at geolevel {level!r} is not valid for schema "
+                        f"{self.schema!r}: {exc}"
+                    ) from None
+                if ident in seen:
+                    raise BudgetError(
+                        f"geolevel {level!r} lists the same query twice: {seen[ident]!r} and "
+                        f"{qname!r}"
+                    )
+                seen[ident] = str(qname)
+                canon[cname] = as_fraction(
+                    value, f"budget share for query {qname!r} at geolevel {level!r}"
+                )
+            self._check_share_set(canon, list(canon), f"query at geolevel {level!r}", level)
+            qshares[level] = canon
+        object.__setattr__(self, "query_shares", qshares)
+
+    @staticmethod
+    def _check_share_set(
+        shares: dict[str, Fraction], expected: list[str], what: str, label: str
+    ) -> None:
+        missing = [n for n in expected if n not in shares]
+        extra = [n for n in shares if n not in expected]
+        if missing:
+            raise BudgetError(f"no budget share given for {what} {missing[0]!r}")
+        if extra:
+            raise BudgetError(f"budget share given for unknown {what} {extra[0]!r}")
+        for n, s in shares.items():
+            if s <= 0:
+                raise BudgetError(f"budget share for {what} {n!r} is {s}; shares must be positive")
+        total = sum(shares.values(), Fraction(0))
+        if total != 1:
+            raise BudgetError(
+                f"{label}: shares sum to {total} (= {float(total):.6g}); they must sum to exactly 1"
+            )
+
+    # -- derived quantities ---------------------------------------------------------------
+
+    @property
+    def privacy_measure(self) -> str:
+        """``"zCDP"`` or ``"pure"``."""
+        return MECHANISMS[self.mechanism]
+
+    @property
+    def geolevel_names(self) -> tuple[str, ...]:
+        """Geolevel names, top first."""
+        return tuple(n for n, _ in self.geolevels)
+
+    @property
+    def rho(self) -> Fraction:
+        """Global zCDP rho.
+
+        For a zCDP budget this is ``total``. For a pure-DP budget it is the zCDP
+        composition ``sum_i epsilon_i^2 / 2`` over the measurements (each
+        ``epsilon_i``-DP measurement is ``epsilon_i^2 / 2``-zCDP, seed 001 Thm. 2),
+        which is never more than ``total^2 / 2``.
+        """
+        if self.privacy_measure == "zCDP":
+            return self.total
+        return sum((m.rho for m in self.measurements()), Fraction(0))
+
+    def epsilon(self, delta: Fraction | str | float | None = None) -> float:
+        """Global epsilon at ``delta`` (default: the budget's).
+
+        zCDP: CKS Corollary 13 of ``rho``. Pure DP: ``total`` (which holds with
+        ``delta = 0``), or the CKS epsilon of the composed ``rho`` when smaller.
+        """
+        d = self.delta if delta is None else delta
+        if self.privacy_measure == "pure":
+            return min(float(self.total), accounting.epsilon_from_rho(self.rho, d))
+        return accounting.epsilon_from_rho(self.total, d)
+
+    def geolevel_amount(self, geolevel: str) -> Fraction:
+        """``total * geolevel share``."""
+        try:
+            return self.total * self.geolevel_shares[geolevel]
+        except KeyError:
+            raise BudgetError(
+                f"unknown geolevel {geolevel!r}; known: {list(self.geolevel_names)}"
+            ) from None
+
+    def measurements(self) -> list[PlannedMeasurement]:
+        """Every (geolevel, query) measurement with its exact amount and mechanism.
+
+        ``amount = total * geolevel_share * query_share``; the mechanism is
+        ``DiscreteGaussian.from_rho(amount, sensitivity)`` (``sigma^2 =
+        sensitivity^2 / (2 amount)``) or ``Geometric.from_epsilon(amount,
+        sensitivity)`` (``scale = sensitivity / amount``, seed 002 eq. 1).
+        """
+        out = []
+        for level in self.geolevel_names:
+            level_amount = self.total * self.geolevel_shares[level]
+            for query, share in self.query_shares[level].items():
+                amount = level_amount * share
+                mech: DiscreteGaussian | Geometric
+                if self.mechanism == "discrete_gaussian":
+                    mech = DiscreteGaussian.from_rho(amount, self.sensitivity)
+                else:
+                    mech = Geometric.from_epsilon(amount, self.sensitivity)
+                out.append(PlannedMeasurement(level, query, amount, mech))
+        return out
+
+    def sampling_delta(self) -> float:
+        """Extra delta from the samplers' TV bounds (see :mod:`censusdp.privacy.accounting`).
+
+        One person changes at most ``sensitivity`` cells of each measured query.
+        """
+        tvs = [m.mechanism.sampling_tv * self.sensitivity for m in self.measurements()]
+        return accounting.sampling_delta(self.epsilon(), tvs)
+
+    def scaled(
+        self,
+        *,
+        rho: Fraction | str | float | int | None = None,
+        epsilon: Fraction | str | float | int | None = None,
+    ) -> Budget:
+        """The same shares with a new global budget.
+
+        For a zCDP budget ``rho`` is used as is, and ``epsilon`` is turned into the
+        largest ``rho`` whose CKS epsilon at this budget's delta is at most
+        ``epsilon`` (:func:`censusdp.privacy.accounting.rho_from_epsilon`). For a pure-DP budget
+        ``epsilon`` is used as is, and ``rho`` becomes the largest epsilon (to
+        ``1e-12``) with ``epsilon^2 / 2 <= rho``.
+        """
+        if (rho is None) == (epsilon is None):
+            raise BudgetError("give exactly one of rho or epsilon to rescale a budget")
+        if self.privacy_measure == "zCDP":
+            new = (
+                positive_fraction(rho, "rho")
+                if rho is not None
+                else accounting.rho_from_epsilon(epsilon, self.delta)
+            )
+        elif epsilon is not None:
+            new = positive_fraction(epsilon, "epsilon")
+        else:
+            r = positive_fraction(rho, "rho")
+            den = 10**12
+            num = math.isqrt((2 * r * den * den).__floor__())
+            new = Fraction(num, den)
+            if new <= 0:
+                raise BudgetError(f"rho {r} is too small for a pure-DP budget")
+        return Budget(
+            schema=self.schema,
+            mechanism=self.mechanism,
+            total=new,
+            delta=self.delta,
+            geolevels=self.geolevels,
+            geolevel_shares=dict(self.geolevel_shares),
+            query_shares={k: dict(v) for k, v in self.query_shares.items()},
+            sensitivity=self.sensitivity,
+            name=self.name,
+            description=self.description,
+            notes=self.notes,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description for manifests (exact strings plus floats)."""
+        eps = self.epsilon()
+        sdelta = self.sampling_delta()
+        levels = []
+        for m_level, length in self.geolevels:
+            queries = []
+            for m in self.measurements():
+                if m.geolevel != m_level:
+                    continue
+                share = self.query_shares[m_level][m.query]
+                queries.append(
+                    {
+                        "query": m.query,
+                        "share": str(share),
+                        "share_float": float(share),
+                        "rho": str(m.rho),
+                        "rho_float": float(m.rho),
+                        "epsilon": None if m.epsilon is None else str(m.epsilon),
+                        "variance": m.variance,
+                        "mechanism": m.mechanism.describe(),
+                    }
+                )
+            share = self.geolevel_shares[m_level]
+            levels.append(
+                {
+                    "name": m_level,
+                    "length": length,
+                    "share": str(share),
+                    "share_float": float(share),
+                    "queries": queries,
+                }
+            )
+        return {
+            "name": self.name,
+            "description": self.description,
+            "schema": self.schema,
+            "mechanism": self.mechanism,
+            "privacy_measure": self.privacy_measure,
+            "sensitivity": self.sensitivity,
+            "total": str(self.total),
+            "total_float": float(self.total),
+            "rho": str(self.rho),
+            "rho_float": float(self.rho),
+            "epsilon": eps,
+            "delta": str(self.delta),
+            "delta_float": float(self.delta),
+            "sampling_delta": sdelta,
+            "delta_total": float(self.delta) + sdelta,
+            "geolevels": levels,
+            "notes": list(self.notes),
+        }
+
+
+# -- configuration files -------------------------------------------------------------------
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "schema",
+    "mechanism",
+    "rho",
+    "epsilon",
+    "delta",
+    "sensitivity",
+    "notes",
+    "geolevels",
+}
+_LEVEL_KEYS = {"name", "length", "share", "queries"}
+
+
+def _fail(origin: str, key: str, value: object, rule: str) -> BudgetConfigError:
+    return BudgetConfigError(f"{origin}: key {key!r} = {value!r}: {rule}")
+
+
+def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Budget:
+    """Build a :class:`Budget` from parsed TOML (the preset/config format).
+
+    Args:
+        data: the parsed document.
+        origin: file name or preset name used in error messages.
+
+    Raises:
+        BudgetConfigError: naming ``origin``, the key and the value.
+    """
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise _fail(
+            origin, unknown[0], data[unknown[0]], f"unknown key; allowed: {sorted(_TOP_KEYS)}"
+        )
+    for key in ("schema", "mechanism", "geolevels"):
+        if key not in data:
+            raise BudgetConfigError(f"{origin}: missing required key {key!r}")
+    mechanism = data["mechanism"]
+    if mechanism not in MECHANISMS:
+        raise _fail(origin, "mechanism", mechanism, f"must be one of {sorted(MECHANISMS)}")
+    unit = "rho" if MECHANISMS[mechanism] == "zCDP" else "epsilon"
+    other = "epsilon" if unit == "rho" else "rho"
+    if unit not in data:
+        raise BudgetConfigError(f"{origin}: mechanism {mechanism!r} needs a global {unit!r} key")
+    if other in data:
+        raise _fail(
+            origin, other, data[other], f"mechanism {mechanism!r} takes its budget as {unit!r}"
+        )
+
+    def frac(key: str, value: object, positive: bool = True) -> Fraction:
+        try:
+            x = as_fraction(value, key)
+        except BudgetError as exc:
+            raise _fail(origin, key, value, str(exc)) from None
+        if positive and x <= 0:
+            raise _fail(origin, key, value, "must be positive")
+        return x
+
+    total = frac(unit, data[unit])
+    delta = frac("delta", data.get("delta", "1e-10"))
+    sensitivity = data.get("sensitivity", 1)
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
+        raise _fail(origin, "sensitivity", sensitivity, "must be a positive integer")
+    levels_raw = data["geolevels"]
+    if not isinstance(levels_raw, list) or not levels_raw:
+        raise _fail(origin, "geolevels", levels_raw, "must be a non-empty array of tables")
+    geolevels: list[tuple[str, int]] = []
+    gshares: dict[str, Fraction] = {}
+    qshares: dict[str, dict[str, Fraction]] = {}
+    for i, level in enumerate(levels_raw):
+        where = f"geolevels[{i}]"
+        if not isinstance(level, Mapping):
+            raise _fail(origin, where, level, "must be a table")
+        bad = sorted(set(level) - _LEVEL_KEYS)
+        if bad:
+            raise _fail(
+                origin,
+                f"{where}.{bad[0]}",
+                level[bad[0]],
+                f"unknown key; allowed: {sorted(_LEVEL_KEYS)}",
+            )
+        for key in ("name", "share", "queries"):
+            if key not in level:
+                raise BudgetConfigError(f"{origin}: {where} is missing key {key!r}")
+        lname = level["name"]
+        if not isinstance(lname, str) or not lname:
+            raise _fail(origin, f"{where}.name", lname, "must be a non-empty string")
+        default_len = dict(DEFAULT_GEOLEVELS).get(lname)
+        length = level.get("length", default_len)
+        if isinstance(length, bool) or not isinstance(length, int):
+            raise _fail(
+                origin, f"{where}.length", length, "must be an integer geocode length 0..16"
+            )
+        if lname in gshares:
+            raise _fail(origin, f"{where}.name", lname, "geolevel listed twice")
+        geolevels.append((lname, length))
+        gshares[lname] = frac(f"{where}.share", level["share"], positive=False)
+        queries = level["queries"]
+        if not isinstance(queries, Mapping):
+            raise _fail(origin, f"{where}.queries", queries, "must be a table query = share")
+        qshares[lname] = {
+            str(q): frac(f"{where}.queries.{q}", v, positive=False) for q, v in queries.items()
+        }
+    notes = data.get("notes", ())
+    if isinstance(notes, str):
+        notes = (notes,)
+    try:
+        return Budget(
+            schema=str(data["schema"]),
+            mechanism=mechanism,
+            total=total,
+            delta=delta,
+            geolevels=tuple(geolevels),
+            geolevel_shares=gshares,
+            query_shares=qshares,
+            sensitivity=sensitivity,
+            name=str(data.get("name", Path(origin).stem)),
+            description=str(data.get("description", "")),
+            notes=tuple(notes),
+        )
+    except CensusDPError as exc:
+        raise BudgetConfigError(f"{origin}: {exc}") from None
+
+
+def load_config(path: str | Path) -> Budget:
+    """Read and validate a budget TOML file (same format as the presets).
+
+    Raises:
+        BudgetConfigError: for a missing file, invalid TOML, or an invalid budget;
+            the message names the file, the key and the value.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BudgetConfigError(f"{p}: cannot read budget config: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BudgetConfigError(f"{p}: invalid TOML: {exc}") from None
+    return budget_from_mapping(data, origin=str(p))
+
+
+def _preset_dir() -> Any:
+    return importlib.resources.files("censusdp.privacy") / "presets"
+
+
+def preset_names() -> tuple[str, ...]:
+    """Names of the presets shipped with the package."""
+    return tuple(
+        sorted(f.name[: -len(".toml")] for f in _preset_dir().iterdir() if f.name.endswith(".toml"))
+    )
+
+
+def load_preset(name: str) -> Budget:
+    """A shipped preset (``pl94-2020``, ``ddp-2010``, ``dhc-lite-demo``, ...).
+
+    Raises:
+        BudgetConfigError: for an unknown name (listing the known ones).
+    """
+    names = preset_names()
+    if name not in names:
+        raise BudgetConfigError(f"unknown budget preset {name!r}; presets are {list(names)}")
+    text = (_preset_dir() / f"{name}.toml").read_text(encoding="utf-8")
+    return budget_from_mapping(tomllib.loads(text), origin=f"preset {name}")
+
+
+# -- reports ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=512)
+def _query_rows(schema_name: str, query: str) -> int:
+    return make_query(get_schema(schema_name), query).n_rows
+
+
+@functools.lru_cache(maxsize=512)
+def _attributes_of(schema_name: str, query: str) -> tuple[str, ...]:
+    """Schema attributes a query reads (recodes count as their source attribute)."""
+    schema = get_schema(schema_name)
+    q = make_query(schema, query)
+    out = []
+    for v in q.variables:
+        var = schema.variable(v)
+        out.append(getattr(var, "source", var.name))
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """The allocation table of a budget, as printed by ``censusdp budget``.
+
+    Attributes:
+        budget: the budget reported on.
+        rows: one dict per (geolevel, query): shares, rho, epsilon, noise variance.
+        geolevels: one dict per geolevel: share, rho and epsilon at delta.
+        queries: one dict per query name: rho summed over geolevels, epsilon.
+        attributes: one dict per schema attribute: rho of the queries that read it.
+        totals: global rho, epsilon (CKS Cor. 13), implied and simple-bound epsilon.
+    """
+
+    budget: Budget
+    rows: tuple[dict[str, Any], ...]
+    geolevels: tuple[dict[str, Any], ...]
+    queries: tuple[dict[str, Any], ...]
+    attributes: tuple[dict[str, Any], ...]
+    totals: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report (``censusdp budget --json``)."""
+        return {
+            "budget": {
+                "name": self.budget.name,
+                "description": self.budget.description,
+                "schema": self.budget.schema,
+                "mechanism": self.budget.mechanism,
+                "privacy_measure": self.budget.privacy_measure,
+                "sensitivity": self.budget.sensitivity,
+            },
+            "totals": self.totals,
+            "measurements": list(self.rows),
+            "geolevels": list(self.geolevels),
+            "queries": list(self.queries),
+            "attributes": list(self.attributes),
+            "notes": list(self.budget.notes),
+        }
+
+    def to_text(self) -> str:
+        """A human-readable allocation table."""
+        b, t = self.budget, self.totals
+        pure = b.privacy_measure == "pure"
+        lines = [
+            f"budget {b.name}: {b.description}".rstrip(": "),
+            f"schema {b.schema}, mechanism {b.mechanism} ({b.privacy_measure}), "
+            f"sensitivity {b.sensitivity}, {len(self.rows)} measurements",
+        ]
+        if pure:
+            lines.append(f"global epsilon = {t['total']} = {t['epsilon']:.6g} (pure DP)")
+            lines.append(
+                f"  as zCDP: rho = sum of epsilon_i^2/2 = {t['rho_float']:.6g} "
+                f"(<= epsilon^2/2 = {float(b.total) ** 2 / 2:.6g})"
+            )
+        else:
+            lines.append(f"global rho = {t['rho']} = {t['rho_float']:.6g}")
+        lines.append(
+            f"  epsilon at delta={t['delta_float']:g}: {t['epsilon_at_delta']:.6g} "
+            f"({'min of pure epsilon and ' if pure else ''}CKS Cor. 13; "
+            f"simple bound {t['epsilon_simple']:.6g}); "
+            f"implied epsilon sqrt(2 rho) = {t['implied_epsilon']:.6g}"
+        )
+        lines.append(
+            f"  sampler TV adds delta {t['sampling_delta']:.3g} "
+            f"(total delta {t['delta_total']:.6g})"
+        )
+        lines.append("")
+        head = (
+            f"{'geolevel':<11} {'query':<28} {'cells':>6} {'share':>11} {'of total':>9} "
+            f"{'rho':>10} {'eps@delta':>9} {'variance':>11} {'std':>8}"
+        )
+        if pure:
+            head += f" {'epsilon':>8}"
+        lines += [head, "-" * len(head)]
+        for r in self.rows:
+            line = (
+                f"{r['geolevel']:<11} {r['query']:<28} {r['cells']:>6} {r['share']:>11} "
+                f"{r['share_of_total_float']:>9.5f} {r['rho_float']:>10.4g} "
+                f"{r['epsilon_at_delta']:>9.4g} {r['variance']:>11.5g} {r['std']:>8.4g}"
+            )
+            if pure:
+                line += f" {r['epsilon_float']:>8.4g}"
+            lines.append(line)
+        lines += ["", f"{'per geolevel':<28} {'share':>11} {'rho':>10} {'eps@delta':>9}"]
+        for g in self.geolevels:
+            lines.append(
+                f"{g['geolevel']:<28} {g['share']:>11} {g['rho_float']:>10.4g} "
+                f"{g['epsilon_at_delta']:>9.4g}"
+            )
+        lines += ["", f"{'per query (all geolevels)':<28} {'rho':>10} {'eps@delta':>9}"]
+        for q in self.queries:
+            lines.append(f"{q['query']:<28} {q['rho_float']:>10.4g} {q['epsilon_at_delta']:>9.4g}")
+        lines += ["", f"{'per attribute':<28} {'rho':>10} {'eps@delta':>9}  (queries reading it)"]
+        for a in self.attributes:
+            lines.append(
+                f"{a['attribute']:<28} {a['rho_float']:>10.4g} {a['epsilon_at_delta']:>9.4g}"
+            )
+        if b.notes:
+            lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
+        return "\n".join(lines)
+
+
+def budget_report(
+    *,
+    preset: str | None = None,
+    config: str | Path | None = None,
+    rho: Fraction | str | float | None = None,
+    epsilon: Fraction | str | float | None = None,
+    delta: Fraction | str | float | None = None,
+) -> BudgetReport:
+    """Load a budget (preset or config, default ``pl94-2020``), rescale it, and report it.
+
+    Per measurement: query share, share of the global budget, ``rho``, the
+    ``epsilon`` of that measurement alone at ``delta`` (CKS Cor. 13), noise variance
+    and standard deviation. Per geolevel, per query and per attribute: the summed
+    ``rho`` (zCDP composes additively) and its epsilon at ``delta``. An attribute's
+    row sums the queries that read it (recodes count for their source), the privacy
+    loss about that attribute alone for an add/remove change.
+
+    Args:
+        preset: a shipped preset name.
+        config: a TOML budget file (exclusive with ``preset``).
+        rho: rescale to this global rho (see :meth:`Budget.scaled`).
+        epsilon: rescale to this global epsilon.
+        delta: report epsilons at this delta instead of the budget's.
+    """
+    if preset is not None and config is not None:
+        raise BudgetConfigError("give either a preset or a config file, not both")
+    budget = load_config(config) if config is not None else load_preset(preset or "pl94-2020")
+    if rho is not None or epsilon is not None:
+        budget = budget.scaled(rho=rho, epsilon=epsilon)
+    if delta is not None:
+        d = as_fraction(delta, "delta")
+        if not 0 < d < 1:
+            raise BudgetError(f"delta is {d}; it must satisfy 0 < delta < 1")
+    else:
+        d = budget.delta
+
+    pure = budget.privacy_measure == "pure"
+
+    @functools.cache
+    def cks(r: Fraction) -> float:
+        return accounting.epsilon_from_rho(r, d)
+
+    def eps_at(r: Fraction, pure_eps: Fraction | None = None) -> float:
+        # pure DP: the pure epsilon holds at any delta; report the smaller bound
+        e = cks(r)
+        return min(e, float(pure_eps)) if pure_eps is not None else e
+
+    schema = get_schema(budget.schema)
+    rows = []
+    per_level: dict[str, Fraction] = {}
+    per_query: dict[str, Fraction] = {}
+    per_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
+    pe_level: dict[str, Fraction] = {}
+    pe_query: dict[str, Fraction] = {}
+    pe_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
+    for m in budget.measurements():
+        e_i = m.epsilon if m.epsilon is not None else Fraction(0)
+        qshare = budget.query_shares[m.geolevel][m.query]
+        of_total = budget.geolevel_shares[m.geolevel] * qshare
+        r = m.rho
+        rows.append(
+            {
+                "geolevel": m.geolevel,
+                "query": m.query,
+                "cells": _query_rows(budget.schema, m.query),
+                "share": str(qshare),
+                "share_float": float(qshare),
+                "share_of_total": str(of_total),
+                "share_of_total_float": float(of_total),
+                "rho": str(r),
+                "rho_float": float(r),
+                "epsilon": None if m.epsilon is None else str(m.epsilon),
+                "epsilon_float": None if m.epsilon is None else float(m.epsilon),
+                "epsilon_at_delta": eps_at(r, m.epsilon),
+                "variance": m.variance,
+                "std": math.sqrt(m.variance),
+                "mechanism": m.mechanism.describe(),
+            }
+        )
+        per_level[m.geolevel] = per_level.get(m.geolevel, Fraction(0)) + r
+        per_query[m.query] = per_query.get(m.query, Fraction(0)) + r
+        pe_level[m.geolevel] = pe_level.get(m.geolevel, Fraction(0)) + e_i
+        pe_query[m.query] = pe_query.get(m.query, Fraction(0)) + e_i
+        for a in _attributes_of(budget.schema, m.query):
+            per_attr[a] += r
+            pe_attr[a] += e_i
+    levels = tuple(
+        {
+            "geolevel": g,
+            "share": str(budget.geolevel_shares[g]),
+            "share_float": float(budget.geolevel_shares[g]),
+            "rho": str(per_level[g]),
+            "rho_float": float(per_level[g]),
+            "epsilon_at_delta": eps_at(per_level[g], pe_level[g] if pure else None),
+            **(
+                {"epsilon": str(budget.geolevel_amount(g))}
+                if budget.privacy_measure == "pure"
+                else {}
+            ),
+        }
+        for g in budget.geolevel_names
+    )
+    queries = tuple(
+        {
+            "query": q,
+            "rho": str(r),
+            "rho_float": float(r),
+            "epsilon_at_delta": eps_at(r, pe_query[q] if pure else None),
+        }
+        for q, r in per_query.items()
+    )
+    attributes = tuple(
+        {
+            "attribute": a,
+            "rho": str(r),
+            "rho_float": float(r),
+            "epsilon_at_delta": eps_at(r, pe_attr[a] if pure else None) if r > 0 else 0.0,
+        }
+        for a, r in per_attr.items()
+    )
+    eps_d = eps_at(budget.rho, budget.total if pure else None)
+    sdelta = budget.sampling_delta()
+    totals = {
+        "total": str(budget.total),
+        "total_float": float(budget.total),
+        "rho": str(budget.rho),
+        "rho_float": float(budget.rho),
+        "epsilon": float(budget.total) if budget.privacy_measure == "pure" else eps_d,
+        "epsilon_at_delta": eps_d,
+        "epsilon_simple": accounting.epsilon_from_rho_simple(budget.rho, d),
+        "implied_epsilon": accounting.implied_epsilon(budget.rho),
+        "delta": str(d),
+        "delta_float": float(d),
+        "sampling_delta": sdelta,
+        "delta_total": float(d) + sdelta,
+    }
+    return BudgetReport(budget, tuple(rows), levels, queries, attributes, totals)

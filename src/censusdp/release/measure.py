@@ -1,0 +1,382 @@
+"""Noisy measurements: the only view of the confidential data that estimation ever gets.
+
+:func:`measure` answers every query of the strategy at every geounit of its geolevel
+(all cells, zeros included; only rows made entirely of structural-zero cells are
+skipped) and adds noise from the mechanism the budget assigns to that (geolevel,
+query). The result, a :class:`MeasurementSet`, is what the noisy measurement file
+(NMF) stores: each value with its variance. Estimation (:mod:`censusdp.release.topdown`)
+receives a :class:`MeasurementSet` and the public :class:`Invariants`, never the
+input microdata, so a release can be re-estimated from its NMF alone.
+
+Noise is keyed per (geolevel, query, geounit): the stream for a geounit is
+``source.child(geolevel, query, geocode)``, so any executor that measures the same
+units with the same seed draws the same noise, whatever the chunking, order, process
+or machine.
+
+Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
+into :class:`MeasureTask` chunks of whole families (the children of consecutive
+parents), each carrying only its own units' exact histogram rows; :func:`run_measure_task`
+(a pure, picklable function an executor can run anywhere, including on Spark) returns a
+:class:`MeasuredChunk`, which the pipeline appends to the NMF and drops. Estimation then
+reads the measurements it needs chunk by chunk through the :class:`Measurements`
+protocol, which both the in-memory :class:`MeasurementSet` and the NMF reader
+(:class:`censusdp.io.release.NMFReader`) implement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.errors import InternalError
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.queries import Query, make_query
+from censusdp.data.schema import Schema
+
+__all__ = [
+    "DEFAULT_CHUNK_VALUES",
+    "MeasureTask",
+    "MeasuredChunk",
+    "MeasuredQuery",
+    "MeasurementSet",
+    "Measurements",
+    "family_chunks",
+    "measure",
+    "measure_tasks",
+    "measured_rows",
+    "run_measure_task",
+]
+
+DEFAULT_CHUNK_VALUES = 1 << 22
+"""Target number of noisy values per chunk (about 32 MB of int64): bounds the memory of
+one measurement task and of one estimation read."""
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredQuery:
+    """The noisy answers of one query at every geounit of one geolevel.
+
+    Attributes:
+        geolevel: level name.
+        query: canonical query name.
+        rows: the answer rows that were measured (rows made only of structural zeros
+            are not).
+        values: ``(units, len(rows))`` noisy answers (int64 for discrete mechanisms).
+        variance: the variance of each noisy answer.
+        mechanism: a short mechanism name for the NMF and manifest.
+    """
+
+    geolevel: str
+    query: str
+    rows: np.ndarray
+    values: np.ndarray
+    variance: float
+    mechanism: str
+
+    def dense(self, units: slice | np.ndarray, n_rows: int) -> np.ndarray:
+        """Noisy answers of ``units`` as a ``(n, n_rows)`` float array; unmeasured rows 0."""
+        vals = self.values[units]
+        out = np.zeros((vals.shape[0], n_rows), dtype=np.float64)
+        out[:, self.rows] = vals
+        return out
+
+    def sliced(self, start: int, stop: int) -> MeasuredQuery:
+        """The same query restricted to units ``start:stop`` of its level."""
+        return MeasuredQuery(
+            self.geolevel,
+            self.query,
+            self.rows,
+            self.values[start:stop],
+            self.variance,
+            self.mechanism,
+        )
+
+
+class Measurements(Protocol):
+    """What estimation reads: the noisy measurements of units ``start:stop`` of a level.
+
+    Implemented by :class:`MeasurementSet` (in memory) and by
+    :class:`censusdp.io.release.NMFReader` (chunked reads of a noisy measurement file),
+    so the estimator never needs every measurement in memory at once.
+    """
+
+    schema: Schema
+    geolevels: GeoLevels
+
+    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` (plan order), values of units ``start:stop``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementSet:
+    """All noisy measurements of a run, with the geography they refer to.
+
+    Attributes:
+        schema: the schema whose histograms were measured.
+        geolevels: the levels.
+        geocodes: per level, the geocodes of the measured units (sorted).
+        queries: ``(geolevel, query) -> MeasuredQuery``.
+    """
+
+    schema: Schema
+    geolevels: GeoLevels
+    geocodes: tuple[np.ndarray, ...]
+    queries: dict[tuple[str, str], MeasuredQuery] = field(default_factory=dict)
+
+    def at_level(self, geolevel: str) -> list[MeasuredQuery]:
+        """The measured queries of one level, in the order they were planned."""
+        return [m for (lv, _), m in self.queries.items() if lv == geolevel]
+
+    def __iter__(self) -> Iterator[MeasuredQuery]:
+        return iter(self.queries.values())
+
+    @property
+    def n_values(self) -> int:
+        """Total number of noisy answers."""
+        return int(sum(m.values.size for m in self.queries.values()))
+
+    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` restricted to units ``start:stop``."""
+        name = self.geolevels[level].name
+        return [m.sliced(start, stop) for m in self.at_level(name)]
+
+    def add_chunks(self, chunks: Iterable[MeasuredChunk]) -> MeasurementSet:
+        """Fill ``queries`` from chunks that cover every unit of their level in order."""
+        parts: dict[tuple[str, str], list[MeasuredQuery]] = {}
+        for ch in chunks:
+            for mq in ch.queries:
+                parts.setdefault((mq.geolevel, mq.query), []).append(mq)
+        for key, mqs in parts.items():
+            first = mqs[0]
+            values = np.concatenate([m.values for m in mqs], axis=0)
+            n = self.geocodes[self.geolevels.index(key[0])].size
+            if values.shape[0] != n:
+                raise InternalError(f"chunks of {key} cover {values.shape[0]} of {n} units")
+            self.queries[key] = MeasuredQuery(
+                first.geolevel, first.query, first.rows, values, first.variance, first.mechanism
+            )
+        return self
+
+
+@dataclass(frozen=True, eq=False)
+class MeasureTask:
+    """Measure every planned query at units ``start:start + len(geocodes)`` of one level.
+
+    The task carries the exact (confidential) histogram rows of its units only, the
+    mechanisms and the parent random source; it is picklable, and its result does not
+    depend on where or in which order it runs (noise is keyed per unit).
+
+    Attributes:
+        geolevel: level name.
+        start: index of the first unit in the level.
+        geocodes: geocodes of the units.
+        histogram: ``(units, cells)`` exact counts (sparse).
+        schema: the schema of the histogram.
+        queries: ``(query name, mechanism)`` pairs in plan order.
+        source: the parent :class:`~censusdp.privacy.randomness.RandomSource`.
+    """
+
+    geolevel: str
+    start: int
+    geocodes: np.ndarray
+    histogram: sp.csr_matrix
+    schema: Schema
+    queries: tuple[tuple[str, Any], ...]
+    source: Any
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredChunk:
+    """The noisy answers of one :class:`MeasureTask` (units ``start:stop`` of a level)."""
+
+    geolevel: str
+    start: int
+    stop: int
+    geocodes: np.ndarray
+    queries: tuple[MeasuredQuery, ...]
+    cpu_seconds: float = 0.0
+
+    @property
+    def n_values(self) -> int:
+        """Number of noisy answers in the chunk."""
+        return int(sum(m.values.size for m in self.queries))
+
+
+_QUERY_CACHE: dict[tuple[str, int, str], tuple[Query, np.ndarray]] = {}
+
+
+def _query_and_rows(schema: Schema, name: str) -> tuple[Query, np.ndarray]:
+    key = (schema.name, schema.size, name)
+    hit = _QUERY_CACHE.get(key)
+    if hit is None:
+        q = make_query(schema, name)
+        hit = (q, measured_rows(schema, q))
+        _QUERY_CACHE[key] = hit
+    return hit
+
+
+def run_measure_task(task: MeasureTask) -> MeasuredChunk:
+    """Answer and noise every query of a :class:`MeasureTask`.
+
+    For unit ``u`` and query ``q`` the released answers are
+    ``mech.release(q(x_u), source.child(geolevel, q, geocode_u))``: exact answers plus
+    noise from the unit's own CSPRNG child stream (seed 001 sec. 2.1 for the discrete
+    Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
+    """
+    c0 = time.process_time()
+    hist = task.histogram
+    if hist.shape[1] != task.schema.size:
+        raise InternalError(
+            f"histogram at {task.geolevel} has {hist.shape[1]} cells, schema {task.schema.size}"
+        )
+    out = []
+    for qname, mech in task.queries:
+        query, rows = _query_and_rows(task.schema, qname)
+        exact = np.asarray(query.answer_many(hist).todense())[:, rows].astype(np.int64)
+        values = _release_units(exact, task.geocodes, task.geolevel, query.name, mech, task.source)
+        out.append(
+            MeasuredQuery(
+                geolevel=task.geolevel,
+                query=query.name,
+                rows=rows,
+                values=values,
+                variance=float(mech.variance),
+                mechanism=type(mech).__name__,
+            )
+        )
+    n = int(task.geocodes.size)
+    return MeasuredChunk(
+        task.geolevel,
+        task.start,
+        task.start + n,
+        task.geocodes,
+        tuple(out),
+        time.process_time() - c0,
+    )
+
+
+def family_chunks(
+    hierarchy: Hierarchy, level: int, values_per_unit: int, target: int = DEFAULT_CHUNK_VALUES
+) -> list[tuple[int, int]]:
+    """Cut the units of ``level`` into ``[start, stop)`` runs of whole families.
+
+    A family is the children of one parent; each run holds consecutive families with
+    about ``target`` values in total (a single family larger than that is one run), so
+    a chunk read by estimation always holds complete parent-with-children problems.
+    """
+    n = hierarchy.n_units(level)
+    if level == 0:
+        return [(0, n)] if n else []
+    ptr = hierarchy.child_ptr[level - 1]
+    per = max(1, target // max(values_per_unit, 1))
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        # the furthest family boundary within ``per`` units (at least one family)
+        p = int(np.searchsorted(ptr, start, side="right"))
+        limit = int(np.searchsorted(ptr, start + per, side="right")) - 1
+        stop = int(ptr[max(limit, p)])
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def measure_tasks(
+    level_histograms: list[sp.csr_matrix],
+    hierarchy: Hierarchy,
+    schema: Schema,
+    plan: list[tuple[str, str, object]],
+    source: object,
+    *,
+    target: int = DEFAULT_CHUNK_VALUES,
+) -> Iterator[MeasureTask]:
+    """The measurement tasks of a plan: per level (top first), chunks of whole families.
+
+    Args:
+        level_histograms: per level, the exact ``(units x cells)`` histograms.
+        hierarchy: the geounits.
+        schema: the schema of the histograms.
+        plan: ``(geolevel, query name, mechanism)`` triples.
+        source: the parent random source (each unit's noise comes from its own child).
+        target: about how many noisy values one task produces.
+    """
+    by_level: dict[str, list[tuple[str, Any]]] = {}
+    for geolevel, qname, mech in plan:
+        by_level.setdefault(geolevel, []).append((qname, mech))
+    for li, lv in enumerate(hierarchy.geolevels.levels):
+        queries = by_level.get(lv.name)
+        if not queries:
+            continue
+        width = sum(_query_and_rows(schema, q)[1].size for q, _ in queries)
+        hist = sp.csr_matrix(level_histograms[li])
+        codes = hierarchy.geocodes[li]
+        for start, stop in family_chunks(hierarchy, li, width, target):
+            yield MeasureTask(
+                lv.name,
+                start,
+                codes[start:stop],
+                hist[start:stop],
+                schema,
+                tuple(queries),
+                source,
+            )
+
+
+def measured_rows(schema: Schema, query: Query) -> np.ndarray:
+    """Rows of ``query`` that contain at least one cell that is not a structural zero."""
+    live = ~schema.structural_zero_mask
+    has_live = np.bincount(query.row_of_cell[live], minlength=query.n_rows) > 0
+    return np.flatnonzero(has_live).astype(np.int64)
+
+
+def measure(
+    level_histograms: list[sp.csr_matrix],
+    hierarchy: Hierarchy,
+    schema: Schema,
+    plan: list[tuple[str, str, object]],
+    source: object,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> MeasurementSet:
+    """Measure every planned (geolevel, query) at every geounit.
+
+    Args:
+        level_histograms: per level (top first), the ``(units x cells)`` true detailed
+            histograms (sparse), as returned by :meth:`Hierarchy.aggregate`.
+        hierarchy: the geounits.
+        schema: the schema of the histograms.
+        plan: ``(geolevel, query name, mechanism)`` triples; the mechanism has
+            ``release(values, source)``, ``variance`` and a class name.
+        source: a :class:`censusdp.privacy.randomness.RandomSource`.
+        progress: optional callback receiving one line per geolevel.
+
+    Returns:
+        The noisy measurements. Nothing here keeps a reference to the histograms.
+    """
+    out = MeasurementSet(schema, hierarchy.geolevels, hierarchy.geocodes)
+    chunks = []
+    for task in measure_tasks(level_histograms, hierarchy, schema, plan, source):
+        chunks.append(run_measure_task(task))
+        if progress is not None:
+            progress(f"measured {task.geolevel:<10} units {task.start}..{chunks[-1].stop}")
+    # plan order within a level is kept by add_chunks (dict insertion order)
+    return out.add_chunks(chunks)
+
+
+def _release_units(
+    exact: np.ndarray,
+    geocodes: np.ndarray,
+    geolevel: str,
+    query: str,
+    mech: object,
+    source: object,
+) -> np.ndarray:
+    """Add noise to each unit's answers from that unit's own keyed stream."""
+    keys = [(geolevel, query, str(g)) for g in geocodes]
+    return np.asarray(mech.release_units(exact, source, keys), dtype=np.int64)  # type: ignore[attr-defined]

@@ -1,0 +1,680 @@
+"""The release pipeline: read -> aggregate -> measure -> estimate -> write -> validate.
+
+:func:`run_release` is what ``censusdp run`` calls. Data flows one way (DESIGN.md):
+the confidential input is read and validated, aggregated and measured; from then on
+only the :class:`~censusdp.release.measure.MeasurementSet` and the public
+:class:`~censusdp.data.invariants.Invariants` are passed on, so :func:`reestimate` can rebuild
+a release from a run directory's noisy measurement file alone.
+
+Two runs compose, as in 2020 production: the person run (the preset's schema) and the
+housing-unit run (schema ``units``: occupied vs vacant housing units, total housing
+units invariant at every block), each with its own budget; the manifest reports both
+and their total.
+
+Every output is written into a staging directory next to ``out_dir`` and renamed into
+place only when the whole release has been written and validated, so a failed run
+leaves nothing half-written.
+
+Memory is bounded by a chunk of families, not by the input: measurement runs as
+executor tasks (:func:`censusdp.release.measure.measure_tasks`) whose results are appended to
+the NMF as they arrive; estimation reads the NMF back chunk by chunk
+(:class:`censusdp.io.release.NMFReader`), so the same code serves ``--from-measurements``
+and a fresh run, and no level's measurements are ever all in memory; the MDF is written
+block chunk by block chunk and validated by re-reading it in batches. What stays in
+memory is sparse: the block histograms of the input and of the estimate and the per-level
+bounds (about 1 GB for California's 710k blocks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from censusdp import __version__
+from censusdp.privacy.randomness import RandomSource
+from censusdp.errors import ConfigError, InputError, InternalError
+from censusdp.execution import EXECUTOR_CHOICES, make_executor
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.cef import CEF, read_cef
+from censusdp.io.release import (
+    MDFPersonWriter,
+    NMFReader,
+    NMFWriter,
+    iter_mdf_blocks,
+    write_mdf_units,
+)
+from censusdp.release.measure import measure_tasks, run_measure_task
+from censusdp.data.schema import Schema, get_schema
+from censusdp.tables import (
+    UNIT_CELLS,
+    person_histogram,
+    tables_to_arrays,
+    tabulate_histograms,
+    unit_histogram,
+    write_tables,
+)
+from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.validate import validate_release
+
+__all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
+
+POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
+
+Progress = Callable[[str], None] | None
+
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[pkg] = metadata.version(pkg)
+    return out
+
+
+def _geolevels(budget: Any) -> GeoLevels:
+    return GeoLevels.from_pairs(list(budget.geolevels))
+
+
+def _plan(budget: Any) -> list[tuple[str, str, Any]]:
+    return [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
+
+
+class _Staging:
+    """A staging directory renamed onto ``out_dir`` on success, removed on failure."""
+
+    def __init__(self, out_dir: Path, overwrite: bool) -> None:
+        self.out_dir = out_dir
+        if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+            raise ConfigError(
+                f"output directory {out_dir} exists and is not empty; "
+                "choose another --out or pass --overwrite"
+            )
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        self.path.mkdir()
+
+    def commit(self) -> None:
+        if self.out_dir.exists():
+            old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}"
+            os.replace(self.out_dir, old)
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(self.path, self.out_dir)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
+    return [Bounds(*b) for b in level_bounds(inv, hierarchy)]
+
+
+def _unit_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
+    """Housing units: one group, total exact at every level (the block invariant)."""
+    agg = hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
+    out = []
+    for li in range(hierarchy.n_levels):
+        tot = np.asarray(agg[li], dtype=np.float64).ravel()
+        n = tot.size
+        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
+    return out
+
+
+def _unit_histogram(cef: CEF, hierarchy: Hierarchy) -> sp.csr_matrix:
+    hu = cef.units["gqtype"] == 0
+    rows = hierarchy.block_index(cef.units["geocode"][hu])
+    occ = cef.units["occupied"][hu].astype(np.int64)
+    return sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, occ)),
+        shape=(hierarchy.blocks.size, 2),
+    )
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process (and of waited-for children), in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, kids) / 1024.0, 1)
+
+
+def _measure_to_file(
+    block_hist: sp.csr_matrix,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    plan: list[tuple[str, str, Any]],
+    source: RandomSource,
+    path: Path,
+    executor: Any,
+    progress: Progress,
+    timings: dict[str, float],
+) -> tuple[int, dict[str, int]]:
+    """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
+
+    The only function that sees confidential histograms (it is given them, it does not
+    read the input). Returns the number of noisy values written, in total and by level;
+    adds the tasks' CPU seconds (``measure_task_cpu``) and the driver's NMF writing
+    seconds (``write_measurements``) to ``timings``.
+    """
+    levels = hierarchy.aggregate(block_hist)
+    seen: dict[str, int] = {}
+    with NMFWriter(path) as writer:
+        tasks = measure_tasks(levels, hierarchy, schema, plan, source)
+        for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
+            t = time.perf_counter()
+            writer.write_chunk(chunk)
+            timings["write_measurements"] = (
+                timings.get("write_measurements", 0.0) + time.perf_counter() - t
+            )
+            timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
+            seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
+            if progress is not None and chunk.stop == hierarchy.n_units(
+                hierarchy.geolevels.index(chunk.geolevel)
+            ):
+                progress(
+                    f"measured {chunk.geolevel:<10} {chunk.stop:>8,} units, "
+                    f"{seen[chunk.geolevel]:>13,} noisy values ({schema.name})"
+                )
+    return writer.rows, seen
+
+
+def _budget_summary(budget: Any, units_budget: Any | None) -> dict:
+    from censusdp.privacy import accounting
+
+    out: dict[str, Any] = {"persons": budget.to_dict()}
+    rho_total = None
+    if budget.mechanism == "discrete_gaussian":
+        rho_total = budget.total
+        if units_budget is not None:
+            out["units"] = units_budget.to_dict()
+            rho_total = rho_total + units_budget.total
+        delta = float(budget.delta)
+        out["rho"] = float(rho_total)
+        out["rho_exact"] = str(rho_total)
+        out["epsilon"] = accounting.epsilon_from_rho(rho_total, budget.delta)
+        out["delta"] = delta
+        out["mechanism"] = "discrete_gaussian"
+    else:
+        eps = budget.total + (units_budget.total if units_budget is not None else 0)
+        if units_budget is not None:
+            out["units"] = units_budget.to_dict()
+        out["epsilon"] = float(eps)
+        out["rho"] = float(eps) ** 2 / 2
+        out["delta"] = 0.0
+        out["mechanism"] = "geometric"
+    return out
+
+
+def _open_executor(executor: str, workers: int, spark_master: str | None) -> Any:
+    ex = make_executor(workers, kind=executor, spark_master=spark_master)
+    return ex
+
+
+def _close_executor(ex: Any) -> None:
+    close = getattr(ex, "close", None)
+    if close is not None:
+        close()
+
+
+def _executor_record(ex: Any, workers: int) -> dict:
+    describe = getattr(ex, "describe", None)
+    if describe is not None:
+        return describe()
+    return {"name": ex.name, "workers": workers}
+
+
+def run_release(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    budget: Any,
+    units_budget: Any | None = None,
+    seed: int | None = None,
+    postprocess: str = "topdown",
+    workers: int = 1,
+    method: str = "auto",
+    executor: str = "auto",
+    spark_master: str | None = None,
+    overwrite: bool = False,
+    progress: Progress = None,
+    command: list[str] | None = None,
+) -> dict:
+    """Produce a release from a CEF directory; returns the manifest.
+
+    Args:
+        input_dir: directory with ``persons.parquet`` and ``units.parquet``.
+        out_dir: the run directory to create (see DESIGN.md for its files).
+        budget: the person-run :class:`~censusdp.privacy.budget.Budget`.
+        units_budget: the housing-unit run's budget (schema ``units``), or ``None`` to
+            skip the unit run (then ``mdf_units`` and H1 carry housing units with the
+            occupancy left unreleased: all marked vacant, and the manifest says so).
+        seed: ``None`` for a release (secure randomness); an integer for a reproducible,
+            non-secure run.
+        postprocess: ``"topdown"``, ``"bottomup"`` or ``"none"`` (measurements only).
+        workers: worker processes for the pool executor (``"auto"``: pool when > 1).
+        method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
+        executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
+            (see :mod:`censusdp.execution.local`); the release does not depend on it.
+        spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
+        overwrite: replace an existing non-empty ``out_dir``.
+    """
+    if postprocess not in POSTPROCESS_CHOICES:
+        raise ConfigError(
+            f"--postprocess must be one of {POSTPROCESS_CHOICES}, got {postprocess!r}"
+        )
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    out_dir = Path(out_dir)
+    staging = _Staging(out_dir, overwrite)
+    ex = None
+    try:
+        ex = _open_executor(executor, workers, spark_master)
+        t = time.perf_counter()
+        cef = read_cef(input_dir)
+        timings["read"] = time.perf_counter() - t
+        _say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
+        t = time.perf_counter()
+        # Every person's block is its unit's block (checked by read_cef), so the units'
+        # blocks are all the blocks.
+        hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
+        inv = compute_invariants(cef.persons, cef.units, hierarchy)
+        schema = get_schema(budget.schema)
+        person_hist = person_histogram(cef.persons, hierarchy, schema)
+        unit_hist = _unit_histogram(cef, hierarchy) if units_budget is not None else None
+        n_persons = cef.n_persons
+        del cef  # from here on: block histograms, then only noisy measurements and invariants
+        timings["aggregate"] = time.perf_counter() - t
+        _say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
+        source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
+        t = time.perf_counter()
+        n_rows, by_level = _measure_to_file(
+            person_hist,
+            hierarchy,
+            schema,
+            _plan(budget),
+            source.child("persons"),
+            staging.path / "noisy_measurements.parquet",
+            ex,
+            progress,
+            timings,
+        )
+        nmf_rows: dict[str, Any] = {
+            "noisy_measurements": n_rows,
+            "noisy_values_by_level": {"persons": by_level},
+        }
+        del person_hist
+        if unit_hist is not None:
+            n_rows, by_level = _measure_to_file(
+                unit_hist,
+                hierarchy,
+                get_schema("units"),
+                _plan(units_budget),
+                source.child("units"),
+                staging.path / "noisy_measurements_units.parquet",
+                ex,
+                progress,
+                timings,
+            )
+            nmf_rows["noisy_measurements_units"] = n_rows
+            nmf_rows["noisy_values_by_level"]["units"] = by_level
+        del unit_hist
+        timings["measure"] = time.perf_counter() - t
+        manifest = _estimate_and_write(
+            staging.path,
+            staging.path,
+            inv,
+            hierarchy,
+            budget=budget,
+            units_budget=units_budget,
+            postprocess=postprocess,
+            method=method,
+            executor=ex,
+            workers=workers,
+            progress=progress,
+            timings=timings,
+        )
+        manifest.update(nmf_rows)
+        manifest.update(
+            {
+                "seed": seed,
+                "randomness": source.describe() if hasattr(source, "describe") else source.mode,
+                "input": str(Path(input_dir).resolve()),
+                "input_persons": n_persons,
+                "command": command,
+            }
+        )
+        _finish(manifest, staging, timings, t_start)
+    except BaseException:
+        staging.abort()
+        raise
+    finally:
+        if ex is not None:
+            _close_executor(ex)
+    _say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
+    return manifest
+
+
+def _finish(manifest: dict, staging: _Staging, timings: dict[str, float], t_start: float) -> None:
+    """Record total time and peak memory, write the manifest, and move the run into place."""
+    timings["total"] = time.perf_counter() - t_start
+    manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+    manifest["peak_memory_mb"] = _peak_rss_mb()
+    write_json(manifest, staging.path / "manifest.json")
+    staging.commit()
+
+
+def reestimate(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    budget: Any,
+    units_budget: Any | None = None,
+    postprocess: str = "topdown",
+    workers: int = 1,
+    method: str = "auto",
+    executor: str = "auto",
+    spark_master: str | None = None,
+    overwrite: bool = False,
+    progress: Progress = None,
+    command: list[str] | None = None,
+) -> dict:
+    """Re-estimate a release from another run's NMF and published invariants alone.
+
+    The NMF is read chunk by chunk (never whole) and copied unchanged into ``out_dir``.
+    """
+    run_dir = Path(run_dir)
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
+        if not (run_dir / name).exists():
+            raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
+    has_units = units_budget is not None and (run_dir / "noisy_measurements_units.parquet").exists()
+    staging = _Staging(Path(out_dir), overwrite)
+    ex = None
+    try:
+        ex = _open_executor(executor, workers, spark_master)
+        t = time.perf_counter()
+        blocks_table = pq.read_table(run_dir / "invariants.parquet")
+        hierarchy = Hierarchy.from_blocks(
+            np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
+            _geolevels(budget),
+        )
+        inv = Invariants.from_tables(
+            blocks_table, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
+        )
+        del blocks_table
+        names = ["noisy_measurements.parquet"]
+        if has_units:
+            names.append("noisy_measurements_units.parquet")
+        rows = {}
+        for name in names:
+            shutil.copyfile(run_dir / name, staging.path / name)
+            rows[name.removesuffix(".parquet")] = pq.ParquetFile(
+                staging.path / name
+            ).metadata.num_rows
+        timings["read_measurements"] = time.perf_counter() - t
+        manifest = _estimate_and_write(
+            staging.path,
+            staging.path,
+            inv,
+            hierarchy,
+            budget=budget,
+            units_budget=units_budget if has_units else None,
+            postprocess=postprocess,
+            method=method,
+            executor=ex,
+            workers=workers,
+            progress=progress,
+            timings=timings,
+        )
+        manifest.update(rows)
+        manifest.update(
+            {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
+        )
+        _finish(manifest, staging, timings, t_start)
+    except BaseException:
+        staging.abort()
+        raise
+    finally:
+        if ex is not None:
+            _close_executor(ex)
+    return manifest
+
+
+def _pl94_map(schema: Schema) -> sp.csr_matrix:
+    """The ``(schema cells x 2016)`` 0/1 matrix that maps a schema's cells to ``pl94`` cells."""
+    pl94 = get_schema("pl94")
+    cols = schema.mdf_columns(np.arange(schema.size, dtype=np.int64))
+    levels = []
+    for a in pl94.attributes:
+        if a.column in cols:
+            lv = np.asarray(a.levels_of(cols[a.column]), dtype=np.int64)
+        else:
+            lookup = {int(c): i for i, c in enumerate(a.mdf_codes)}
+            lv = np.asarray([lookup[int(v)] for v in cols[a.mdf_column]], dtype=np.int64)
+        levels.append(lv)
+    target = np.ravel_multi_index(tuple(levels), pl94.shape)
+    return sp.csr_matrix(
+        (np.ones(schema.size, dtype=np.int64), (np.arange(schema.size), target)),
+        shape=(schema.size, pl94.size),
+    )
+
+
+def _release_unit_histogram(
+    inv: Invariants, occupied: np.ndarray, hierarchy: Hierarchy
+) -> sp.csr_matrix:
+    """The (blocks x 16) unit histogram of the released units (cell ``2 gqtype + occupied``)."""
+    nb = hierarchy.blocks.size
+    dense = np.zeros((nb, UNIT_CELLS), dtype=np.int64)
+    dense[:, 0] = inv.housing_units - occupied
+    dense[:, 1] = occupied
+    for g in range(1, UNIT_CELLS // 2):
+        dense[:, 2 * g + 1] = inv.gq_facilities[:, g]
+    return sp.csr_matrix(dense)
+
+
+def _histograms_from_mdf(
+    out: Path, hierarchy: Hierarchy, schema: Schema
+) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """Re-read the written MDF in batches: (schema block histogram, pl94 one, unit one)."""
+    pf = pq.ParquetFile(out / "mdf_persons.parquet")
+    hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
+    pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
+    same = schema.name == "pl94"
+    for batch in pf.iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        h = person_histogram(cols, hierarchy, schema)
+        hist = hist + h
+        pl94 = pl94 + (h if same else person_histogram(_pl94_view(cols), hierarchy, "pl94"))
+    units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
+    for batch in pq.ParquetFile(out / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        units = units + unit_histogram(cols, hierarchy)
+    return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)
+
+
+def _estimate_and_write(
+    out: Path,
+    nmf_dir: Path,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    *,
+    budget: Any,
+    units_budget: Any | None,
+    postprocess: str,
+    method: str,
+    executor: Any,
+    workers: int,
+    progress: Progress,
+    timings: dict[str, float],
+) -> dict:
+    """Everything after measurement: it sees the NMF in ``nmf_dir`` and the invariants only."""
+    schema = get_schema(budget.schema)
+    manifest: dict[str, Any] = {
+        "package_version": __version__,
+        "schema": schema.name,
+        "postprocess": postprocess,
+        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+        "geounits": {
+            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
+        },
+        "versions": _versions(),
+        "platform": platform.platform(),
+        "argv": sys.argv,
+        "executor": _executor_record(executor, workers),
+    }
+    manifest.update(_budget_summary(budget, units_budget))
+    t = time.perf_counter()
+    write_parquet(inv.to_table(), out / "invariants.parquet")
+    write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
+    timings["write_invariants"] = time.perf_counter() - t
+    if postprocess == "none":
+        manifest["outputs"] = sorted(
+            p.name for p in out.iterdir() if p.is_file() and p.suffix == ".parquet"
+        )
+        return manifest
+
+    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
+    ums = None
+    if units_budget is not None:
+        ums = NMFReader(
+            nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
+        )
+    t = time.perf_counter()
+    bounds = _person_bounds(inv, hierarchy)
+    if postprocess == "bottomup":
+        # Bottom-up estimates blocks alone: totals above the block level are sums of
+        # noisy blocks and cannot be held to the state invariant.
+        bounds = [
+            Bounds(
+                b.group_lower,
+                b.group_upper,
+                np.zeros_like(b.total_lower),
+                np.full_like(b.total_upper, np.inf),
+            )
+            for b in bounds
+        ]
+        manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
+    est = estimate(
+        ms,
+        hierarchy,
+        bounds,
+        group_variable="hhgq",
+        postprocess=postprocess,
+        method=method,
+        executor=executor,
+        progress=progress,
+    )
+    timings["estimate_persons"] = time.perf_counter() - t
+    unit_est: Estimate | None = None
+    if ums is not None:
+        t = time.perf_counter()
+        unit_est = estimate(
+            ums,
+            hierarchy,
+            _unit_bounds(inv, hierarchy),
+            group_variable=None,
+            postprocess=postprocess,
+            method=method,
+            executor=executor,
+            progress=progress,
+        )
+        timings["estimate_units"] = time.perf_counter() - t
+    manifest["estimation"] = {"persons": est.levels}
+    manifest["failsafe"] = {"persons": est.failsafe}
+    if unit_est is not None:
+        manifest["estimation"]["units"] = unit_est.levels
+        manifest["failsafe"]["units"] = unit_est.failsafe
+
+    # -- outputs, block chunk by block chunk --------------------------------------------
+    t = time.perf_counter()
+    block_hist = est.histograms[-1]
+    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
+        for cols in iter_mdf_blocks(block_hist, schema):
+            w.write(cols)
+    manifest["persons_released"] = w.persons
+    if unit_est is not None:
+        occupied = np.asarray(unit_est.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
+    else:
+        occupied = np.zeros(inv.blocks.size, dtype=np.int64)
+        manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
+    manifest["units_released"] = write_mdf_units(
+        hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
+    )
+    pl94_hist = (
+        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ _pl94_map(schema))
+    )
+    tables = tabulate_histograms(
+        pl94_hist, _release_unit_histogram(inv, occupied, hierarchy), hierarchy
+    )
+    write_tables(tables, out / "tables")
+    del tables, pl94_hist
+    timings["write_release"] = time.perf_counter() - t
+    _say(progress, f"wrote {w.persons:,} MDF persons and the tables")
+
+    # -- validation: re-read what was written and recompute it independently -----------
+    t = time.perf_counter()
+    mdf_hist, mdf_pl94, mdf_units = _histograms_from_mdf(out, hierarchy, schema)
+    written = tables_to_arrays(
+        {
+            n: pq.read_table(out / "tables" / f"{n}.parquet")
+            for n in ("P1", "P2", "P3", "P4", "P5", "H1")
+        },
+        hierarchy,
+    )
+    from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
+    report = validate_release(
+        est.histograms,
+        hierarchy,
+        schema,
+        bounds,
+        unit_hists=unit_est.histograms if unit_est is not None else None,
+        housing_units=inv.housing_units if unit_est is not None else None,
+        mdf_block_hist=mdf_hist,
+        tables=written,
+        tables_from_mdf=from_mdf,
+        failsafe_uses=len(est.failsafe),
+    )
+    timings["validate"] = time.perf_counter() - t
+    manifest["validation"] = report.to_dict()
+    if not report.ok and not est.failsafe:
+        raise InternalError("release failed validation: " + "; ".join(report.failures()))
+    manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
+        "manifest.json"
+    ]
+    return manifest
+
+
+def _pl94_view(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The columns the PL94 tables read (``dhc-lite`` persons carry them too)."""
+    keep = ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
+    return {k: cols[k] for k in keep if k in cols}
+
+
+def read_manifest(run_dir: str | Path) -> dict:
+    """The manifest of a run directory."""
+    path = Path(run_dir) / "manifest.json"
+    if not path.exists():
+        raise InputError(f"{path}: missing file")
+    return json.loads(path.read_text())

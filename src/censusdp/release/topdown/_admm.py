@@ -1,0 +1,370 @@
+"""The structure-exploiting least-squares backend: ADMM with one shared factorisation.
+
+Every child has the same Hessian ``H = sum_q w_q B_q'B_q`` (its marginals read the same kept
+cells), and the same constraint matrix ``A = [I; M; 1']`` (cells, group sums through the
+membership matrix ``M``, total); only the bounds ``l_i <= A x_i <= u_i`` differ. We run the
+OSQP iteration (Stellato et al. 2020, "OSQP: an operator splitting solver for quadratic
+programs", Algorithm 1, with over-relaxation ``alpha = 1.6`` and the step-size rule of its
+sec. 5.2) on
+
+    minimise   sum_i x_i'H x_i - 2 b_i'x_i      (b_i = sum_q w_q B_q' y_qi)
+    subject to l_i <= A x_i <= u_i,   sum_i x_i = p,
+
+keeping the column-sum equality inside the linear step, where it costs nothing extra: with
+``K = 2H + sigma I + A'RA`` (the same for all children), the step is
+
+    x_i = K^-1 r_i - (1/k) sum_m K^-1 r_m + p / k,
+
+the exact minimiser of ``sum_i (x_i'K x_i / 2 - r_i'x_i)`` under ``sum_i x_i = p``. So one
+factorisation of ``K`` serves all children and all iterations (until the step size changes),
+and the other step is a clip of ``A x_i`` to ``[l_i, u_i]``. ``A'RA = rho_c I + rho_g M'M +
+rho_t 11'`` has the structure of two more marginals, so ``K`` is factored like ``H``: densely
+for small ``c``, and for ``c > DENSE_MAX`` (e.g. the 233,856-cell dhc-lite schema) through the
+sparse quasi-definite system ``[[d I, B'], [B, -W^-1]]`` with SuperLU, never forming a
+``c x c`` matrix.
+
+The answer ``X`` has exact column sums; its bound violations are the primal residual. It is
+accepted when both residuals are below tolerance and, after clipping tiny negatives and
+rescaling columns, every constraint holds to the feasibility tolerance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as la
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from censusdp.release.topdown._common import Compressed, clean, start_point
+from censusdp.release.topdown.problem import Subproblem
+
+__all__: list[str] = []
+
+DENSE_MAX = 1024
+"""Largest number of kept cells for which the linear system is factored as a dense matrix."""
+
+_ALPHA = 1.6
+_TOL_UNITS = 10.0
+"""Residual tolerance = ``_TOL_UNITS * tol * sigma_ref`` persons (gradient units for the dual)."""
+_SIGMA = 1e-6
+
+
+class _Factor:
+    """Solves ``(d I + sum_t v_t B_t'B_t) x = r`` for many right-hand sides (columns of r).
+
+    ``B_t`` are 0/1 marginal operators given by a row index per cell.
+    """
+
+    def __init__(
+        self, c: int, diag: float, rows: list[np.ndarray], sizes: list[int], vals: list[float]
+    ) -> None:
+        self.c = c
+        terms = [(r, s, v) for r, s, v in zip(rows, sizes, vals, strict=True) if v > 0 and s > 0]
+        if c <= DENSE_MAX:
+            h = np.zeros((c, c))
+            for r, _, v in terms:
+                h += v * (r[:, None] == r[None, :])
+            h[np.diag_indices(c)] += diag
+            # An explicit inverse: K is well conditioned (K >= d I with d >= rho), and a
+            # matrix product is far faster than LAPACK's triangular solves at these sizes.
+            cho = la.cho_factor(h, lower=True, check_finite=False)
+            self._inv = la.cho_solve(cho, np.eye(c), check_finite=False)
+            return
+        self._inv = None
+        blocks = [sp.csr_matrix((np.ones(c), (r, np.arange(c))), shape=(s, c)) for r, s, _ in terms]
+        b = sp.vstack(blocks, format="csc") if blocks else sp.csc_matrix((0, c))
+        winv = np.concatenate([np.full(s, 1.0 / v) for _, s, v in terms] or [np.zeros(0)])
+        kkt = sp.bmat([[sp.identity(c) * diag, b.T], [b, -sp.diags(winv)]], format="csc")
+        self._lu = spla.splu(kkt, permc_spec="COLAMD")
+        self._m = b.shape[0]
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``rhs`` is ``(c, n)``; returns ``(c, n)``."""
+        if self._inv is not None:
+            return self._inv @ rhs
+        full = np.zeros((self.c + self._m, rhs.shape[1]))
+        full[: self.c] = rhs
+        return self._lu.solve(full)[: self.c]
+
+
+def fixed_zeros(sub: Subproblem) -> np.ndarray:
+    """``(k, c)`` mask of cells forced to 0: their group's upper bound for that child is 0."""
+    return (sub.group_upper <= 0)[:, sub.groups]
+
+
+def _project_simplex_columns(
+    v: np.ndarray, p: np.ndarray, free: np.ndarray | None = None
+) -> np.ndarray:
+    """Project each column of ``v`` (k, c) onto ``{z >= 0, z[~free] = 0, sum z = p_j}``."""
+    k, c = v.shape
+    if free is None:
+        u = -np.sort(-v, axis=0)
+        nfree = np.full(c, k)
+    else:
+        # fixed entries sort last and are excluded from the active prefix
+        fill = float(v.min(initial=0.0)) - 1.0
+        u = -np.sort(-np.where(free, v, fill), axis=0)
+        nfree = free.sum(axis=0)
+    css = np.cumsum(u, axis=0) - p[None, :]
+    ind = np.arange(1, k + 1, dtype=np.float64)[:, None]
+    cond = (u - css / ind > 0) & (ind <= nfree[None, :])
+    cond[0] |= nfree > 0  # the largest free entry is always in the support
+    # the last index where cond holds (cond is true for a prefix)
+    rho_idx = k - 1 - np.argmax(cond[::-1], axis=0)
+    theta = css[rho_idx, np.arange(c)] / (rho_idx + 1.0)
+    out = np.maximum(v - theta[None, :], 0.0)
+    if free is not None:
+        out[~free] = 0.0
+    return out
+
+
+class _LaminarProjector:
+    """Euclidean projection of each row onto ``{x[~free] = 0, group and total bounds}``.
+
+    Within a child, the projection moves every free cell of group ``g`` by the same amount
+    ``mu_g``; with the group sums ``s_g = s0_g + n_g mu_g`` clipped to ``[L_g, U_g]`` and
+    ``mu_g = lam`` for the unclipped groups, the total is monotone piecewise linear in the
+    one multiplier ``lam`` of the total bounds, found exactly between breakpoints.
+    """
+
+    def __init__(self, sub: Subproblem, free: np.ndarray) -> None:
+        self.groups = sub.groups
+        self.free = free
+        self.member = np.zeros((sub.c, sub.G))
+        self.member[np.arange(sub.c), sub.groups] = 1.0
+        self.n = free.astype(np.float64) @ self.member  # (k, G) free cells per group
+        self.has = self.n > 0
+        self.lo = np.where(self.has, sub.group_lower, 0.0)
+        self.hi = np.where(self.has, sub.group_upper, 0.0)
+        self.tlo = sub.total_lower
+        self.thi = sub.total_upper
+        self.inf_slope = (self.n * (np.isinf(self.hi) & self.has)).sum(axis=1)
+        self.nsafe = np.where(self.has, self.n, 1.0)
+        self.trivial = (
+            not np.isfinite(self.hi[self.has]).any()
+            and not (self.lo > 0).any()
+            and not np.isfinite(self.thi).any()
+            and not (self.tlo > 0).any()
+        )
+
+    def _sums(self, s0: np.ndarray, lam: np.ndarray) -> np.ndarray:
+        """Clipped group sums for multipliers ``lam`` of shape (k, m) -> (k, m, G)."""
+        s = s0[:, None, :] + self.n[:, None, :] * lam[:, :, None]
+        s = np.clip(s, self.lo[:, None, :], self.hi[:, None, :])
+        return np.where(self.has[:, None, :], s, 0.0)
+
+    def __call__(self, v: np.ndarray) -> np.ndarray:
+        v = np.where(self.free, v, 0.0)
+        if self.trivial:
+            return v
+        k = v.shape[0]
+        s0 = v @ self.member
+        bl = np.where(self.has, (self.lo - s0) / self.nsafe, 0.0)
+        bu = np.where(self.has & np.isfinite(self.hi), (self.hi - s0) / self.nsafe, 0.0)
+        cand = np.sort(np.concatenate([bl, bu, np.zeros((k, 1))], axis=1), axis=1)  # (k, m)
+        tv = self._sums(s0, cand).sum(axis=2)  # (k, m), non-decreasing in lam
+        t_at0 = self._sums(s0, np.zeros((k, 1))).sum(axis=2)[:, 0]
+        target = np.clip(t_at0, self.tlo, self.thi)
+        m = cand.shape[1]
+        idx = (tv < target[:, None]).sum(axis=1)  # first candidate with T >= target
+        rows = np.arange(k)
+        lam = np.zeros(k)
+        # below the first candidate every group sits at its lower bound: T is constant
+        low = idx == 0
+        lam[low] = cand[low, 0]
+        high = idx == m
+        if high.any():
+            slope = self.inf_slope[high]
+            extra = np.where(
+                slope > 0, (target[high] - tv[high, -1]) / np.where(slope > 0, slope, 1.0), 0.0
+            )
+            lam[high] = cand[high, -1] + extra
+        mid = ~low & ~high
+        if mid.any():
+            b = idx[mid]
+            a = b - 1
+            la_, lb_ = cand[rows[mid], a], cand[rows[mid], b]
+            ta, tb = tv[rows[mid], a], tv[rows[mid], b]
+            dt = tb - ta
+            frac = np.where(dt > 0, (target[mid] - ta) / np.where(dt > 0, dt, 1.0), 1.0)
+            lam[mid] = la_ + frac * (lb_ - la_)
+        inside = (t_at0 >= self.tlo) & (t_at0 <= self.thi)
+        lam[inside] = 0.0
+        s = self._sums(s0, lam[:, None])[:, 0, :]
+        shift = (s - s0) / self.nsafe
+        return v + np.where(self.free, shift[:, self.groups], 0.0)
+
+
+def _repair(sub: Subproblem, x: np.ndarray, tol: float, rounds: int = 500) -> np.ndarray:
+    """Alternating exact projections onto ``C2`` (group/total bounds) and ``C1`` (non-negative
+    with exact column sums) until ``C2`` holds to ``tol``.
+
+    Starting from a point that is already within the ADMM residual of both sets, this
+    converges linearly (both sets are polyhedra) to a point of their intersection that
+    moves ``x`` by about that residual, so the objective changes negligibly.
+    """
+    free = ~fixed_zeros(sub)
+    proj2 = _LaminarProjector(sub, free)
+    parent = None if sub.parent is None else sub.parent.astype(np.float64)
+    x = np.where(free, x, 0.0)
+    if parent is not None:
+        x = _project_simplex_columns(x, parent, free)
+    for _ in range(rounds):
+        if sub.max_violation(x) <= tol:
+            break
+        x = proj2(x)
+        if parent is None:
+            x = np.maximum(x, 0.0)
+        else:
+            x = _project_simplex_columns(x, parent, free)
+    return x
+
+
+def solve_admm(
+    sub: Subproblem,
+    comp: Compressed,
+    *,
+    tol: float = 1e-9,
+    feas_tol: float = 1e-8,
+    max_iter: int = 20000,
+    check_every: int = 10,
+) -> tuple[np.ndarray | None, str, int]:
+    """Run ADMM; returns ``(x or None, status, iterations)``.
+
+    Args:
+        sub: the subproblem.
+        comp: its compressed queries.
+        tol: relative tolerance on the primal and dual residuals.
+        feas_tol: absolute tolerance (persons) on the answer's constraint violation.
+        max_iter: iteration cap.
+        check_every: iterations between convergence checks.
+    """
+    k, c, n_groups = sub.k, sub.c, sub.G
+    if c == 0:
+        return np.zeros((k, 0)), "converged", 0
+    wsum = float(comp.w.sum())
+    if wsum <= 0:
+        return None, "no_weight", 0
+    # Residuals are measured in units of the most precise measurement's noise (persons):
+    # relative-to-count tolerances would be far too loose at the root (counts ~ 1e8).
+    sigma_ref = max(1.0, 1.0 / np.sqrt(float(comp.w.max())))
+    groups = sub.groups
+    # gradient data, normalised so that diag(H) = 1
+    w = comp.w / wsum
+    b = np.zeros((k, c))
+    for q in range(len(comp.sizes)):
+        if w[q] > 0 and comp.sizes[q] > 0:
+            b += w[q] * comp.y[q][:, comp.rows[q]]
+    root = sub.parent is None
+    member = np.zeros((c, n_groups))
+    member[np.arange(c), groups] = 1.0
+    hess = _hessian(comp, w, c)
+
+    # Work with the deviation d = x - x0 from the proportional start (exact column sums):
+    # with counts near 1e8 the iterates then stay of the size of the noise.
+    x0 = start_point(sub)
+    b = b - hess(x0)
+    g0 = x0 @ member
+    t0 = x0.sum(axis=1)
+    p = None if root else sub.parent.astype(np.float64) - x0.sum(axis=0)
+
+    # constraint rows per child: c cells, G groups, 1 total (bounds on the deviation)
+    lo_c, hi_c = -x0, np.where(fixed_zeros(sub), -x0, np.inf)
+    lo_g, hi_g = sub.group_lower - g0, sub.group_upper - g0
+    lo_t, hi_t = sub.total_lower - t0, sub.total_upper - t0
+    exact_t = bool(np.all(sub.total_lower == sub.total_upper))
+
+    def a_times(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        gs = x @ member
+        return x, gs, gs.sum(axis=1)
+
+    rho = 0.1
+    rho_t_mult = 1e3 if exact_t else 1.0
+
+    def factor(rho: float) -> _Factor:
+        # K = 2H + sigma I + rho I + rho M'M + rho_t 11'
+        rows = [*comp.rows, groups, np.zeros(c, dtype=np.int64)]
+        sizes = [*comp.sizes, n_groups, 1]
+        vals = [*(2.0 * w), rho, rho * rho_t_mult]
+        return _Factor(c, _SIGMA + rho, rows, sizes, vals)
+
+    fac = factor(rho)
+    x = np.zeros((k, c))
+    zc, zg, zt = a_times(x)
+    zc = np.clip(zc, lo_c, hi_c)
+    zg = np.clip(zg, lo_g, hi_g)
+    zt = np.clip(zt, lo_t, hi_t)
+    yc, yg, yt = np.zeros((k, c)), np.zeros((k, n_groups)), np.zeros(k)
+    status = "max_iter"
+    it = 0
+    for it in range(1, max_iter + 1):
+        rt = rho * rho_t_mult
+        # r_i = sigma x + 2 b - A'(y - R z)
+        r = _SIGMA * x + 2.0 * b + (rho * zc - yc)
+        r += (rho * zg - yg)[:, groups]
+        r += (rt * zt - yt)[:, None]
+        sol = fac.solve(r.T).T
+        if root:
+            xt = sol
+        else:
+            xt = sol + (p - sol.sum(axis=0))[None, :] / k
+        ac, ag, at = a_times(xt)
+        x = _ALPHA * xt + (1 - _ALPHA) * x
+        vc = _ALPHA * ac + (1 - _ALPHA) * zc
+        vg = _ALPHA * ag + (1 - _ALPHA) * zg
+        vt = _ALPHA * at + (1 - _ALPHA) * zt
+        zc_new = np.clip(vc + yc / rho, lo_c, hi_c)
+        zg_new = np.clip(vg + yg / rho, lo_g, hi_g)
+        zt_new = np.clip(vt + yt / rt, lo_t, hi_t)
+        yc += rho * (vc - zc_new)
+        yg += rho * (vg - zg_new)
+        yt += rt * (vt - zt_new)
+        zc, zg, zt = zc_new, zg_new, zt_new
+        if it % check_every:
+            continue
+        ac, ag, at = a_times(x)
+        r_prim = max(np.abs(ac - zc).max(), np.abs(ag - zg).max(initial=0.0), np.abs(at - zt).max())
+        # dual residual: gradient of the Lagrangian, minus the best column-sum multiplier
+        hx = hess(x)
+        g = 2.0 * (hx - b) + yc + yg[:, groups] + yt[:, None]
+        if not root:
+            g = g - g.mean(axis=0)[None, :]
+        r_dual = np.abs(g).max()
+        eps_p = _TOL_UNITS * tol * sigma_ref
+        eps_d = 2.0 * eps_p
+        if r_prim <= eps_p and r_dual <= eps_d:
+            xc = _repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
+            if sub.max_violation(xc) <= feas_tol:
+                return xc, "converged", it
+            tol *= 0.1  # not repairable yet: ask for a more accurate point
+        if it % (5 * check_every) == 0:
+            pn = r_prim / max(np.abs(x).max(), np.abs(zc).max(), 1e-12)
+            dn = r_dual / max(np.abs(2.0 * hx).max(), np.abs(yc).max(), np.abs(2 * b).max(), 1e-12)
+            if pn > 0 and dn > 0:
+                new_rho = float(np.clip(rho * np.sqrt(pn / dn), 1e-6, 1e6))
+                if new_rho > 5 * rho or new_rho < rho / 5:
+                    rho = new_rho
+                    fac = factor(rho)
+    return None, status, it
+
+
+def _hessian(comp: Compressed, w: np.ndarray, c: int):
+    """A function computing ``H x_i`` for every child (rows of ``x``), ``H = sum_q w_q B_q'B_q``."""
+    if c <= DENSE_MAX:
+        h = np.zeros((c, c))
+        for q in range(len(comp.sizes)):
+            if w[q] > 0 and comp.sizes[q] > 0:
+                r = comp.rows[q]
+                h += w[q] * (r[:, None] == r[None, :])
+        return lambda x: x @ h
+    blocks, weights = [], []
+    for q in range(len(comp.sizes)):
+        if w[q] > 0 and comp.sizes[q] > 0:
+            blocks.append(comp.matrix(q, c))
+            weights.append(np.full(comp.sizes[q], w[q]))
+    if not blocks:
+        return lambda x: np.zeros_like(x)
+    b = sp.vstack(blocks, format="csr")
+    bt = sp.csr_matrix(b.T)
+    wv = np.concatenate(weights)
+    return lambda x: np.asarray(bt @ (wv[:, None] * (b @ x.T))).T

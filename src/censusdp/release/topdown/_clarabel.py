@@ -1,0 +1,131 @@
+"""The generic least-squares backend: Clarabel's interior-point solver (internal).
+
+Formulation (cf. DESIGN.md, "Measured on this kind of machine"): variables are the
+deviation ``d = x - x0`` from a proportional allocation ``x0`` with exact column sums (so
+large counts do not meet the solver's absolute tolerances), and one auxiliary residual
+``z_qi = B_q x_i - y_qi`` per child and query on the present answer rows (so the Hessian
+is diagonal instead of the dense ``A'WA`` that the total query would create):
+
+    minimise   sum_{q,i} w_q ||z_qi||^2
+    subject to z_qi - B_q d_i = B_q x0_i - y_qi          (zero cone)
+               sum_i d_ij = p_j - sum_i x0_ij             (zero cone, not at the root)
+               T_lo_i - 1'x0_i = 1'd_i                    (zero cone, exact totals)
+               -d <= x0,  +-(group / total sums of d) <= bound - sums of x0   (nonneg cone)
+
+Solved with ``direct_solve_method='qdldl'`` (3-4x faster than the default here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.release.topdown._common import Compressed, start_point
+from censusdp.release.topdown.problem import Subproblem
+
+__all__: list[str] = []
+
+_VERBOSE = False
+
+
+def solve_clarabel(
+    sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
+) -> tuple[np.ndarray | None, str, int]:
+    """Solve with Clarabel; returns ``(x or None, status, iterations)``."""
+    import clarabel
+
+    k, c, n_groups = sub.k, sub.c, sub.G
+    x0 = start_point(sub)
+    n_d = k * c
+    eye_k = sp.identity(k, format="csr")
+    # objective scaling: the argmin does not change, the solver sees O(1) weights
+    wmax = float(comp.w.max(initial=0.0))
+    wscale = wmax if wmax > 0 else 1.0
+
+    z_blocks_p = []
+    eq_rows: list[sp.spmatrix] = []
+    eq_rhs: list[np.ndarray] = []
+    n_z = sum(k * m for m in comp.sizes)
+    z_off = n_d
+    for q in range(sub.n_queries):
+        m = comp.sizes[q]
+        if m == 0:
+            continue
+        b_q = comp.matrix(q, c)
+        big_b = sp.kron(eye_k, b_q, format="csr")  # (k m, k c)
+        n = k * m
+        z_sel = sp.csr_matrix(
+            (np.ones(n), (np.arange(n), z_off + np.arange(n))), shape=(n, n_d + n_z)
+        )
+        d_part = sp.hstack([-big_b, sp.csr_matrix((n, n_z))], format="csr")
+        eq_rows.append(z_sel + d_part)
+        eq_rhs.append((x0 @ b_q.T).ravel() - comp.y[q].ravel())
+        z_blocks_p.append(np.full(n, 2.0 * float(comp.w[q]) / wscale))
+        z_off += n
+    n_var = n_d + n_z
+
+    def d_rows(mat: sp.spmatrix) -> sp.csr_matrix:
+        return sp.hstack([mat, sp.csr_matrix((mat.shape[0], n_z))], format="csr")
+
+    if sub.parent is not None and c:
+        colsum = sp.kron(np.ones((1, k)), sp.identity(c), format="csr")
+        eq_rows.append(d_rows(colsum))
+        eq_rhs.append(sub.parent.astype(np.float64) - x0.sum(axis=0))
+    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(n_groups, c))
+    gmat = sp.kron(eye_k, member, format="csr")  # (k G, k c)
+    tmat = sp.kron(eye_k, np.ones((1, c)), format="csr")  # (k, k c)
+    g0 = (x0 @ member.T).ravel()
+    t0 = x0.sum(axis=1)
+    exact = np.isfinite(sub.total_upper) & (sub.total_upper == sub.total_lower)
+    if exact.any():
+        eq_rows.append(d_rows(tmat[np.flatnonzero(exact)]))
+        eq_rhs.append(sub.total_lower[exact] - t0[exact])
+
+    ineq_rows: list[sp.spmatrix] = [d_rows(-sp.identity(n_d, format="csr"))]
+    ineq_rhs: list[np.ndarray] = [x0.ravel()]
+    gl = sub.group_lower.ravel()
+    gu = sub.group_upper.ravel()
+    sel = np.flatnonzero(np.isfinite(gu))
+    if sel.size:
+        ineq_rows.append(d_rows(gmat[sel]))
+        ineq_rhs.append(gu[sel] - g0[sel])
+    sel = np.flatnonzero(gl > 0)
+    if sel.size:
+        ineq_rows.append(d_rows(-gmat[sel]))
+        ineq_rhs.append(g0[sel] - gl[sel])
+    sel = np.flatnonzero(np.isfinite(sub.total_upper) & ~exact)
+    if sel.size:
+        ineq_rows.append(d_rows(tmat[sel]))
+        ineq_rhs.append(sub.total_upper[sel] - t0[sel])
+    sel = np.flatnonzero((sub.total_lower > 0) & ~exact)
+    if sel.size:
+        ineq_rows.append(d_rows(-tmat[sel]))
+        ineq_rhs.append(t0[sel] - sub.total_lower[sel])
+
+    n_eq = sum(r.shape[0] for r in eq_rows)
+    n_ineq = sum(r.shape[0] for r in ineq_rows)
+    a_mat = sp.vstack(eq_rows + ineq_rows, format="csc")
+    b_vec = np.concatenate(eq_rhs + ineq_rhs)
+    p_diag = np.concatenate([np.zeros(n_d), *z_blocks_p]) if z_blocks_p else np.zeros(n_var)
+    p_mat = sp.diags(p_diag, format="csc")
+    q_vec = np.zeros(n_var)
+    cones = []
+    if n_eq:
+        cones.append(clarabel.ZeroConeT(n_eq))
+    cones.append(clarabel.NonnegativeConeT(n_ineq))
+
+    settings = clarabel.DefaultSettings()
+    settings.verbose = _VERBOSE
+    settings.direct_solve_method = "qdldl"
+    settings.max_iter = max_iter
+    settings.tol_gap_abs = tol
+    settings.tol_gap_rel = tol
+    settings.tol_feas = tol
+    settings.max_threads = 1
+    solver = clarabel.DefaultSolver(p_mat, q_vec, a_mat, b_vec, cones, settings)
+    sol = solver.solve()
+    status = str(sol.status)
+    if sol.status not in (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved):
+        return None, status, int(sol.iterations)
+    d = np.asarray(sol.x[:n_d]).reshape(k, c)
+    return x0 + d, status, int(sol.iterations)

@@ -1,0 +1,125 @@
+"""Pieces shared by the least-squares backends (internal)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.release.topdown.problem import Subproblem
+
+__all__: list[str] = []
+
+
+@dataclass
+class Compressed:
+    """The queries restricted to the answer rows that contain at least one kept cell.
+
+    A row with no kept cell has answer 0 whatever ``X`` is; its squared residual is a
+    constant of the objective (``const``).
+
+    Attributes:
+        rows: per query, ``(c,)`` local row index of each cell in ``0..m_q-1``.
+        sizes: per query, ``m_q``.
+        y: per query, ``(k, m_q)`` noisy answers on the present rows.
+        w: ``(n_queries,)`` weights.
+        const: ``sum_q w_q sum_i sum_{absent r} y_q[i, r]^2``.
+    """
+
+    rows: list[np.ndarray]
+    sizes: list[int]
+    y: list[np.ndarray]
+    w: np.ndarray
+    const: float
+
+    def matrix(self, q: int, c: int) -> sp.csr_matrix:
+        """The ``(m_q, c)`` 0/1 operator of query ``q`` on kept cells."""
+        return sp.csr_matrix((np.ones(c), (self.rows[q], np.arange(c))), shape=(self.sizes[q], c))
+
+
+def compress(sub: Subproblem) -> Compressed:
+    """Drop the answer rows with no kept cell (see :class:`Compressed`)."""
+    rows, sizes, ys = [], [], []
+    const = 0.0
+    for q in range(sub.n_queries):
+        present, local = np.unique(sub.query_rows[q], return_inverse=True)
+        rows.append(local.astype(np.int64))
+        sizes.append(int(present.size))
+        y = sub.noisy[q]
+        ys.append(np.ascontiguousarray(y[:, present]))
+        absent = np.ones(sub.query_sizes[q], dtype=bool)
+        absent[present] = False
+        const += float(sub.weights[q]) * float(np.sum(y[:, absent] ** 2))
+    return Compressed(rows, sizes, ys, sub.weights.copy(), const)
+
+
+def child_total_estimates(sub: Subproblem) -> np.ndarray:
+    """Inverse-variance combination of every query's implied child totals, ``(k,)``.
+
+    Every query is a marginal, so the sum of its answers is the child's total; with weight
+    ``w_q`` per answer, that sum has variance ``r_q / w_q``.
+    """
+    num = np.zeros(sub.k)
+    den = 0.0
+    for q in range(sub.n_queries):
+        prec = float(sub.weights[q]) / max(1, sub.query_sizes[q])
+        num += prec * sub.noisy[q].sum(axis=1)
+        den += prec
+    if den <= 0:
+        return np.ones(sub.k)
+    return num / den
+
+
+def start_point(sub: Subproblem) -> np.ndarray:
+    """A proportional allocation ``x0`` with exact column sums (seed of the solvers).
+
+    With a parent: ``x0[i, j] = p_j * share_i`` where the shares come from the children's
+    estimated totals clipped into their total bounds. At the root: the most detailed
+    query's non-negative answers spread evenly over the cells of each row.
+    """
+    k, c = sub.k, sub.c
+    if c == 0:
+        return np.zeros((k, c))
+    if sub.parent is not None:
+        t = child_total_estimates(sub)
+        hi = np.where(np.isfinite(sub.total_upper), sub.total_upper, np.inf)
+        t = np.clip(t, sub.total_lower, hi)
+        t = np.maximum(t, 1e-3 * max(1.0, float(np.max(t, initial=0.0))))
+        if not np.isfinite(t).all():
+            t = np.ones(k)
+        share = t / t.sum()
+        return share[:, None] * sub.parent[None, :].astype(np.float64)
+    if sub.n_queries == 0:
+        return np.zeros((k, c))
+    q = int(np.argmax(sub.query_sizes))
+    rows = sub.query_rows[q]
+    per_row = np.bincount(rows, minlength=sub.query_sizes[q]).astype(np.float64)
+    y = np.maximum(sub.noisy[q], 0.0)
+    return y[:, rows] / per_row[rows][None, :]
+
+
+def clean(sub: Subproblem, x: np.ndarray, tol: float) -> np.ndarray:
+    """Clip tiny negatives and rescale columns to the parent exactly.
+
+    Values above ``-tol`` become ``max(x, 0)``; each column is then multiplied by
+    ``p_j / sum_i x[i, j]`` (keeps non-negativity; an all-zero column is split evenly).
+    Larger negatives are left for validation to reject.
+    """
+    x = np.array(x, dtype=np.float64)
+    small = (x < 0) & (x >= -tol)
+    x[small] = 0.0
+    if sub.parent is not None and sub.c and (x >= 0).all():
+        col = x.sum(axis=0)
+        p = sub.parent.astype(np.float64)
+        zero = col <= 0
+        factor = np.where(zero, 0.0, p / np.where(zero, 1.0, col))
+        x *= factor[None, :]
+        if zero.any():
+            x[:, zero] = p[zero][None, :] / sub.k
+    return x
+
+
+def feasibility_tolerance(sub: Subproblem, rel: float) -> float:
+    """Absolute tolerance (persons) for constraint violations: ``rel * max(1, scale)``."""
+    return rel * max(1.0, sub.scale())

@@ -1,0 +1,103 @@
+"""Shipped presets reproduce the published allocations (seed 001 Table 1, seed 002 Table 2)."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from censusdp.privacy.budget import DEFAULT_GEOLEVELS, budget_report, load_preset, preset_names
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
+
+RHO_2020 = Fraction(542, 339) ** 2
+
+
+def test_presets_ship_with_the_package() -> None:
+    names = preset_names()
+    for name in ("pl94-2020", "ddp-2010", "dhc-lite-demo"):
+        assert name in names
+    for name in names:
+        b = load_preset(name)
+        for m in b.measurements():
+            make_query(get_schema(b.schema), m.query)  # every query is valid
+
+
+def test_pl94_2020_matches_seed001_table1() -> None:
+    b = load_preset("pl94-2020")
+    assert b.total == RHO_2020 and b.delta == Fraction(1, 10**10)
+    assert b.mechanism == "discrete_gaussian" and b.schema == "pl94"
+    assert b.geolevels == DEFAULT_GEOLEVELS
+    assert [b.geolevel_shares[g] for g, _ in DEFAULT_GEOLEVELS] == [
+        Fraction(n, 4099) for n in (104, 1440, 447, 687, 1256, 165)
+    ]
+    assert "total" not in b.query_shares["US"]  # Table 1: no TOTAL query at the US level
+    assert len(b.query_shares["US"]) == 10
+    assert all(
+        len(b.query_shares[g]) == 11 for g in ("State", "County", "Tract", "BlockGroup", "Block")
+    )
+    assert b.query_shares["Block"]["detailed"] == Fraction(3945, 4097)
+    assert b.query_shares["US"]["detailed"] == Fraction(189, 241)
+    assert b.query_shares["Tract"]["hispanic*cenrace"] == Fraction(1933, 4102)
+    assert b.query_shares["BlockGroup"]["total"] == Fraction(1705, 4099)
+    # seed 001 sec. 2.3: block rho 2.56 x 165/4099 ~= 0.103, detailed 0.103 x 3945/4097 ~= 0.099
+    assert round(float(b.geolevel_amount("Block")), 3) == 0.103
+    detailed = next(m for m in b.measurements() if m.geolevel == "Block" and m.query == "detailed")
+    assert round(float(detailed.rho), 3) == 0.099
+    assert detailed.mechanism == DiscreteGaussian.from_rho(detailed.rho)
+    assert sum(m.rho for m in b.measurements()) == RHO_2020  # composition is exact
+    assert round(b.epsilon(), 2) == 17.14
+
+
+def test_ddp_2010_reproduces_seed002_noise_scales() -> None:
+    """Seed 002 Appendix A Table 2: Scale_nation / Scale_county of the person queries."""
+    b = load_preset("ddp-2010")
+    assert b.mechanism == "geometric" and b.sensitivity == 2
+    scales = {(m.geolevel, m.query): m.mechanism.scale for m in b.measurements()}
+    table2 = {
+        "detailed": (Fraction(25), Fraction(125, 3)),
+        "hhgq": (Fraction(25, 2), Fraction(125, 6)),
+        "votingage*hispanic*cenrace": (Fraction(5), Fraction(25, 3)),
+        "sex*age": (Fraction(50), Fraction(250, 3)),
+    }
+    for q, (nation, county) in table2.items():
+        for g in ("US", "State"):
+            assert scales[(g, q)] == nation
+        for g in ("County", "Tract", "BlockGroup", "Block"):
+            assert scales[(g, q)] == county
+    # per-measurement epsilon = 4 x geolevel share x query share of the DDP
+    us_detailed = next(m for m in b.measurements() if m.geolevel == "US" and m.query == "detailed")
+    assert us_detailed.epsilon == Fraction(4) * Fraction(20, 100) * Fraction(10, 100)
+    assert isinstance(us_detailed.mechanism, Geometric)
+    assert b.epsilon() == pytest.approx(2.992)
+    assert b.notes  # documents the unrepresentable parts
+
+
+def test_budget_report_json_and_text() -> None:
+    rep = budget_report(preset="pl94-2020")
+    d = json.loads(json.dumps(rep.to_dict()))
+    assert round(d["totals"]["epsilon_at_delta"], 2) == 17.14
+    assert round(d["totals"]["implied_epsilon"], 2) == 2.26
+    assert d["totals"]["sampling_delta"] < 1e-20
+    assert len(d["measurements"]) == 65
+    row = next(
+        r for r in d["measurements"] if r["geolevel"] == "Block" and r["query"] == "detailed"
+    )
+    assert row["share"] == "3945/4097" and row["cells"] == 2016
+    assert row["variance"] == pytest.approx(1 / (2 * row["rho_float"]), rel=1e-6)
+    assert {g["geolevel"] for g in d["geolevels"]} == {g for g, _ in DEFAULT_GEOLEVELS}
+    assert sum(Fraction(g["rho"]) for g in d["geolevels"]) == RHO_2020
+    attrs = {a["attribute"]: a for a in d["attributes"]}
+    assert set(attrs) == {"hhgq", "votingage", "hispanic", "cenrace"}
+    text = rep.to_text()
+    assert "17.14" in text and "3945/4097" in text and "per attribute" in text
+
+
+def test_report_rescaled_by_epsilon_and_rho() -> None:
+    rep = budget_report(preset="pl94-2020", epsilon=10)
+    assert rep.totals["epsilon_at_delta"] <= 10
+    assert rep.totals["epsilon_at_delta"] > 9.999
+    pure = budget_report(preset="ddp-2010", rho="1/2")
+    assert Fraction(pure.totals["total"]) == 1  # epsilon = sqrt(2 rho)

@@ -1,0 +1,267 @@
+"""Budgets are validated once, with messages naming the parameter, rule and value."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from censusdp.privacy.budget import Budget, BudgetConfigError, load_config, load_preset
+from censusdp.cli import main
+from censusdp.errors import BudgetError, ConfigError, SchemaError
+
+LEVELS = (("US", 0), ("State", 2), ("County", 5))
+
+
+def make(**kw) -> Budget:
+    args = dict(
+        schema="pl94",
+        mechanism="discrete_gaussian",
+        total=Fraction(1),
+        delta=Fraction(1, 10**10),
+        geolevels=LEVELS,
+        geolevel_shares={"US": Fraction(1, 2), "State": Fraction(1, 4), "County": Fraction(1, 4)},
+        query_shares={
+            "US": {"detailed": Fraction(1)},
+            "State": {"total": Fraction(1, 2), "cenrace": Fraction(1, 2)},
+            "County": {"total": "1/3", "HISPANIC*CENRACE": "2/3"},
+        },
+    )
+    args.update(kw)
+    return Budget(**args)
+
+
+def test_valid_budget_and_measurements() -> None:
+    b = make()
+    ms = b.measurements()
+    assert [(m.geolevel, m.query) for m in ms] == [
+        ("US", "detailed"),
+        ("State", "total"),
+        ("State", "cenrace"),
+        ("County", "total"),
+        ("County", "hispanic*cenrace"),  # canonical (lower-case) name
+    ]
+    assert ms[4].rho_or_epsilon == Fraction(1, 4) * Fraction(2, 3)
+    assert sum(m.rho for m in ms) == 1
+    g, q, amount, mech = ms[0]  # a 4-tuple for unpacking
+    assert mech.rho() == amount == Fraction(1, 2)
+    assert b.scaled(rho="2").measurements()[0].rho_or_epsilon == 1
+    d = b.to_dict()
+    assert d["geolevels"][2]["queries"][1]["share"] == "2/3"
+
+
+@pytest.mark.parametrize(
+    ("kw", "exc", "match"),
+    [
+        ({"total": Fraction(0)}, BudgetError, "global rho is 0; it must be positive"),
+        ({"mechanism": "laplace"}, BudgetError, "mechanism is 'laplace'"),
+        ({"schema": "nope"}, SchemaError, "unknown schema 'nope'"),
+        ({"delta": Fraction(1)}, BudgetError, "delta is 1; it must satisfy 0 < delta < 1"),
+        ({"sensitivity": 0}, BudgetError, "sensitivity is 0"),
+        (
+            {
+                "geolevel_shares": {
+                    "US": Fraction(1, 2),
+                    "State": Fraction(-1, 4),
+                    "County": Fraction(3, 4),
+                }
+            },
+            BudgetError,
+            "budget share for geolevel 'State' is -1/4; shares must be positive",
+        ),
+        (
+            {
+                "geolevel_shares": {
+                    "US": Fraction(1, 2),
+                    "State": Fraction(1, 4),
+                    "County": Fraction(1, 5),
+                }
+            },
+            BudgetError,
+            "shares sum to 19/20",
+        ),
+        (
+            {"geolevel_shares": {"US": Fraction(1, 2), "State": Fraction(1, 2)}},
+            BudgetError,
+            "no budget share given for geolevel 'County'",
+        ),
+        (
+            {"geolevel_shares": {"US": 1, "State": 0, "County": 0, "Tract": 0}},
+            BudgetError,
+            "unknown geolevel 'Tract'",
+        ),
+        (
+            {"geolevels": (("US", 0), ("State", 2), ("County", 2))},
+            BudgetError,
+            "lengths must increase",
+        ),
+        ({"geolevels": (("US", 0), ("US", 2), ("County", 5))}, BudgetError, "must be unique"),
+        ({"geolevels": (("US", 0), ("State", 2), ("County", 17))}, BudgetError, "must be in 0..16"),
+        (
+            {"query_shares": {"US": {"detailed": 1}, "State": {"total": 1}, "County": {"sex": 1}}},
+            BudgetError,
+            "query 'sex' at geolevel 'County' is not valid for schema 'pl94'",
+        ),
+        (
+            {"query_shares": {"US": {"detailed": 1}, "State": {"total": 1}}},
+            BudgetError,
+            "geolevel 'County' has no query shares",
+        ),
+        (
+            {
+                "query_shares": {
+                    "US": {"detailed": 1},
+                    "State": {"hispanic*cenrace": "1/2", "cenrace*hispanic": "1/2"},
+                    "County": {"total": 1},
+                }
+            },
+            BudgetError,
+            "lists the same query twice",
+        ),
+        (
+            {
+                "query_shares": {
+                    "US": {"detailed": 1},
+                    "State": {"total": "1/2"},
+                    "County": {"total": 1},
+                }
+            },
+            BudgetError,
+            "State: shares sum to 1/2",
+        ),
+        (
+            {
+                "query_shares": {
+                    "US": {"detailed": 1},
+                    "State": {"total": 1},
+                    "County": {"total": "x"},
+                }
+            },
+            BudgetError,
+            "budget share for query 'total' at geolevel 'County' must be a number",
+        ),
+        (
+            {
+                "query_shares": {
+                    "US": {"detailed": 1},
+                    "State": {"total": 0},
+                    "County": {"total": 1},
+                }
+            },
+            BudgetError,
+            "budget share for query at geolevel 'State' 'total' is 0",
+        ),
+    ],
+)
+def test_invalid_budgets_are_rejected(kw, exc, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        make(**kw)
+
+
+def test_scaled_requires_exactly_one_amount() -> None:
+    with pytest.raises(BudgetError, match="exactly one of rho or epsilon"):
+        make().scaled()
+    with pytest.raises(BudgetError, match="exactly one of rho or epsilon"):
+        make().scaled(rho=1, epsilon=1)
+
+
+GOOD_TOML = """
+name = "tiny"
+schema = "pl94"
+mechanism = "discrete_gaussian"
+rho = "1/2"
+delta = "1e-10"
+
+[[geolevels]]
+name = "US"
+share = "1/2"
+[geolevels.queries]
+detailed = "1"
+
+[[geolevels]]
+name = "State"
+share = "{state_share}"
+[geolevels.queries]
+total = "1/2"
+cenrace = "1/2"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "budget.toml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_load_config_round_trip(tmp_path: Path) -> None:
+    b = load_config(write(tmp_path, GOOD_TOML.format(state_share="1/2")))
+    assert b.name == "tiny" and b.geolevels == (("US", 0), ("State", 2))
+    assert b.measurements()[0].rho == Fraction(1, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (GOOD_TOML.format(state_share="abc"), r"key 'geolevels\[1\].share' = 'abc'"),
+        (GOOD_TOML.format(state_share="1/3"), "shares sum to 5/6"),
+        ("rhoo = 1\n" + GOOD_TOML.format(state_share="1/2"), "key 'rhoo' = 1: unknown key"),
+        (
+            GOOD_TOML.format(state_share="1/2").replace('rho = "1/2"', 'rho = "-1"'),
+            "key 'rho' = '-1': must be positive",
+        ),
+        (
+            GOOD_TOML.format(state_share="1/2").replace('"discrete_gaussian"', '"geometric"'),
+            "needs a global 'epsilon'",
+        ),
+        (GOOD_TOML.format(state_share="1/2").replace("cenrace =", "citizen ="), "query 'citizen'"),
+        ("schema = [", "invalid TOML"),
+    ],
+)
+def test_bad_config_files_name_file_key_and_value(tmp_path: Path, text: str, match: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(BudgetConfigError, match=match) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+    assert isinstance(info.value, ConfigError) and isinstance(info.value, BudgetError)
+
+
+def test_missing_config_and_unknown_preset(tmp_path: Path) -> None:
+    with pytest.raises(BudgetConfigError, match="cannot read budget config"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(BudgetConfigError, match="unknown budget preset 'nope'; presets are"):
+        load_preset("nope")
+
+
+def test_cli_budget(capsys, tmp_path: Path) -> None:
+    assert main(["budget", "--preset", "pl94-2020", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"epsilon_at_delta": 17.14' in out
+    assert main(["budget", "--preset", "ddp-2010"]) == 0
+    assert "geometric" in capsys.readouterr().out
+    bad = write(tmp_path, GOOD_TOML.format(state_share="1/3"))
+    assert main(["budget", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "shares sum to 5/6" in err
+    assert main(["budget", "--rho", "-1"]) == 2
+    assert "rho is -1" in capsys.readouterr().err
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    weights=st.lists(st.integers(1, 1000), min_size=3, max_size=3),
+    qweights=st.lists(st.integers(1, 50), min_size=1, max_size=4),
+    total=st.fractions(min_value=Fraction(1, 1000), max_value=Fraction(20)),
+)
+def test_any_valid_allocation_composes_exactly(weights, qweights, total) -> None:
+    s = sum(weights)
+    shares = {g: Fraction(w, s) for (g, _), w in zip(LEVELS, weights, strict=True)}
+    names = ["total", "cenrace", "votingage*hispanic", "detailed"][: len(qweights)]
+    qs = {n: Fraction(w, sum(qweights)) for n, w in zip(names, qweights, strict=True)}
+    b = make(total=total, geolevel_shares=shares, query_shares={g: qs for g, _ in LEVELS})
+    ms = b.measurements()
+    assert sum(m.rho_or_epsilon for m in ms) == total
+    for m in ms:
+        assert m.mechanism.rho() == m.rho_or_epsilon

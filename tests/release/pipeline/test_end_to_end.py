@@ -1,0 +1,234 @@
+"""End-to-end releases on small random inputs: every constraint, checked independently.
+
+The checks here do not use the library's validator: they re-read the files a run wrote
+and recompute everything from them (seed 000 sec. 5.7; seed 002 sec. 2.2).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from censusdp.privacy.budget import load_preset
+from censusdp.io.cef import read_cef
+from censusdp.release.pipeline import reestimate, run_release
+from censusdp.data.schema import get_schema
+from synth import block_codes, make_cef, write_cef
+
+PL94 = get_schema("pl94")
+
+
+def _truth_counts(cef):
+    return {
+        "state_pop": cef.n_persons,
+        "gq": {
+            g: int(((cef.units["gqtype"] == g) & cef.units["occupied"]).sum()) for g in range(1, 8)
+        },
+    }
+
+
+def _check_release(cef_dir, run_dir, postprocess="topdown"):
+    cef = read_cef(cef_dir)
+    mdf = pq.read_table(run_dir / "mdf_persons.parquet").to_pydict()
+    units = pq.read_table(run_dir / "mdf_units.parquet").to_pydict()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["validation"]["ok"], manifest["validation"]
+    geocode = np.asarray(mdf["geocode"])
+    hhgq = np.asarray(mdf["hhgq"])
+    va = np.asarray(mdf["votingage"])
+    # invariant: state total population exact (top-down only; bottom-up sums noisy blocks)
+    if postprocess == "topdown":
+        assert len(geocode) == cef.n_persons
+    # no minors in nursing facilities (structural zero)
+    assert not np.any((hhgq == 3) & (va == 0))
+    # per block: GQ persons of type g >= facilities of type g, 0 where none; no household
+    # population without housing units
+    blocks = np.unique(np.concatenate([cef.units["geocode"], cef.persons["geocode"]]))
+    for b in blocks:
+        in_b = geocode == b
+        ub = cef.units["geocode"] == b
+        for g in range(1, 8):
+            fac = int(np.sum(ub & (cef.units["gqtype"] == g) & cef.units["occupied"]))
+            n = int(np.sum(in_b & (hhgq == g)))
+            assert n >= fac, (b, g, n, fac)
+            if fac == 0:
+                assert n == 0, (b, g, n)
+        hu = int(np.sum(ub & (cef.units["gqtype"] == 0)))
+        if hu == 0:
+            assert int(np.sum(in_b & (hhgq == 0))) == 0
+        # housing units and facilities invariant in the MDF units
+        ug = np.asarray(units["geocode"]) == b
+        assert int(np.sum(ug & (np.asarray(units["gqtype"]) == 0))) == hu
+    # tables add up across the hierarchy: P1 total of the state = sum over blocks
+    p1 = pq.read_table(run_dir / "tables" / "P1.parquet").to_pydict()
+    levels = np.asarray(p1["geolevel"])
+    tot = np.asarray(p1["P1_001N"])
+    for lv in ("US", "State", "County", "Tract", "BlockGroup", "Block"):
+        assert tot[levels == lv].sum() == len(geocode)
+    return manifest
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 10_000),
+    fan=st.tuples(st.integers(1, 2), st.integers(1, 2), st.integers(1, 3), st.integers(1, 4)),
+    gq_rate=st.sampled_from([0.0, 0.3, 1.0]),
+    postprocess=st.sampled_from(["topdown", "bottomup"]),
+    rho=st.sampled_from(["1/100", "1", "293764/114921"]),
+)
+def test_release_obeys_every_constraint(tmp_path_factory, seed, fan, gq_rate, postprocess, rho):
+    rng = np.random.default_rng(seed)
+    persons, units = make_cef(rng, block_codes(*fan), gq_rate=gq_rate)
+    base = tmp_path_factory.mktemp("rel")
+    write_cef(base / "cef", persons, units)
+    run_release(
+        base / "cef",
+        base / "run",
+        budget=load_preset("pl94-2020").scaled(rho=rho),
+        units_budget=load_preset("pl94-2020-units"),
+        seed=seed,
+        postprocess=postprocess,
+    )
+    _check_release(base / "cef", base / "run", postprocess)
+
+
+@pytest.fixture(scope="module")
+def small_state(tmp_path_factory):
+    base = tmp_path_factory.mktemp("state")
+    persons, units = make_cef(np.random.default_rng(11), block_codes(2, 2, 2, 3), gq_rate=0.4)
+    write_cef(base / "cef", persons, units)
+    return base
+
+
+def test_huge_rho_reproduces_the_truth(small_state):
+    run = small_state / "exact"
+    run_release(
+        small_state / "cef",
+        run,
+        budget=load_preset("pl94-2020").scaled(rho=10**9),
+        units_budget=load_preset("pl94-2020-units").scaled(rho=10**9),
+        seed=1,
+    )
+    cef = read_cef(small_state / "cef")
+    mdf = pq.read_table(run / "mdf_persons.parquet").to_pydict()
+    got = PL94.cells_of(
+        {
+            "hhgq": np.asarray(mdf["hhgq"]),
+            "age": np.where(np.asarray(mdf["votingage"]) == 1, 30, 5),
+            "hispanic": np.asarray(mdf["hispanic"]),
+            "cenrace": np.asarray(mdf["cenrace"]),
+        }
+    )
+    want = PL94.cells_of(cef.persons)
+    key_got = sorted(zip(mdf["geocode"], got.tolist(), strict=True))
+    key_want = sorted(zip(cef.persons["geocode"].tolist(), want.tolist(), strict=True))
+    assert key_got == key_want
+    units = pq.read_table(run / "mdf_units.parquet").to_pydict()
+    occ = np.asarray(units["occupied"]) & (np.asarray(units["gqtype"]) == 0)
+    assert occ.sum() == int(((cef.units["gqtype"] == 0) & cef.units["occupied"]).sum())
+
+
+def test_seeded_runs_repeat_and_secure_runs_differ(small_state):
+    budget = load_preset("pl94-2020")
+    a = run_release(small_state / "cef", small_state / "a", budget=budget, seed=9)
+    run_release(small_state / "cef", small_state / "b", budget=budget, seed=9)
+    assert a["seed"] == 9 and a["randomness"]["mode"] == "seeded"
+    for name in ("noisy_measurements.parquet", "mdf_persons.parquet"):
+        assert pq.read_table(small_state / "a" / name).equals(
+            pq.read_table(small_state / "b" / name)
+        )
+    s = run_release(small_state / "cef", small_state / "s", budget=budget, seed=None)
+    assert s["seed"] is None and s["randomness"]["mode"] == "secure"
+    va = pq.read_table(small_state / "a" / "noisy_measurements.parquet").column("value")
+    vs = pq.read_table(small_state / "s" / "noisy_measurements.parquet").column("value")
+    assert not va.equals(vs)
+
+
+def test_reestimate_from_measurements_alone(small_state):
+    budget = load_preset("pl94-2020")
+    run_release(
+        small_state / "cef",
+        small_state / "orig",
+        budget=budget,
+        seed=4,
+        units_budget=load_preset("pl94-2020-units"),
+    )
+    reestimate(
+        small_state / "orig",
+        small_state / "again",
+        budget=budget,
+        units_budget=load_preset("pl94-2020-units"),
+    )
+    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
+        assert pq.read_table(small_state / "orig" / name).equals(
+            pq.read_table(small_state / "again" / name)
+        )
+
+
+def test_postprocess_none_writes_measurements_only(small_state):
+    m = run_release(
+        small_state / "cef",
+        small_state / "nm",
+        budget=load_preset("pl94-2020"),
+        seed=2,
+        postprocess="none",
+    )
+    assert (small_state / "nm" / "noisy_measurements.parquet").exists()
+    assert not (small_state / "nm" / "mdf_persons.parquet").exists()
+    assert m["noisy_measurements"] > 0
+
+
+def test_failed_run_leaves_nothing(tmp_path, small_state):
+    persons, units = make_cef(np.random.default_rng(1), block_codes(1, 1, 1, 2))
+    persons["age"][0] = 999
+    write_cef(tmp_path / "bad", persons, units)
+    with pytest.raises(Exception, match="outside 0..115"):
+        run_release(tmp_path / "bad", tmp_path / "out", budget=load_preset("pl94-2020"), seed=1)
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_nmf_noise_is_unbiased_with_stated_variance(small_state):
+    """Empirical mean and variance of NMF noise over seeds match the stated variance."""
+    cef = read_cef(small_state / "cef")
+    budget = load_preset("pl94-2020").scaled(rho="1/10")
+    diffs = []
+    var = None
+    from censusdp.data.geography import Hierarchy
+    from censusdp.data.queries import make_query
+    from censusdp.tables import person_histogram
+
+    h = Hierarchy.from_blocks(np.concatenate([cef.units["geocode"], cef.persons["geocode"]]))
+    exact = make_query(PL94, "detailed").answer_many(person_histogram(cef.persons, h)).toarray()
+    live = ~PL94.structural_zero_mask
+    for seed in range(6):
+        m = run_release(
+            small_state / "cef",
+            small_state / f"nb{seed}",
+            budget=budget,
+            seed=100 + seed,
+            postprocess="none",
+        )
+        t = pq.read_table(small_state / f"nb{seed}" / "noisy_measurements.parquet").to_pydict()
+        sel = (np.asarray(t["geolevel"]) == "Block") & (np.asarray(t["query"]) == "detailed")
+        geo = np.asarray(t["geocode"])[sel]
+        cell = np.asarray(t["cell"])[sel]
+        val = np.asarray(t["value"])[sel]
+        var = np.asarray(t["variance"])[sel][0]
+        bi = h.block_index(geo)
+        assert live[cell].all()
+        diffs.append(val - exact[bi, cell])
+        assert m["noisy_measurements"] > 0
+    d = np.concatenate(diffs).astype(float)
+    se = np.sqrt(var / d.size)
+    assert abs(d.mean()) < 5 * se
+    assert abs(d.var() / var - 1) < 5 * np.sqrt(2 / d.size) + 0.01
