@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from censusdp.privacy.budget import load_preset
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.io.cef import read_cef
-from censusdp.release.pipeline import run_release
 from censusdp.data.schema import HHGQ_LEVELS
+from censusdp.io.cef import read_cef
+from censusdp.privacy.budget import load_preset
+from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
 
 __all__ = ["DemoSummary", "accuracy_by_level", "run_demo"]

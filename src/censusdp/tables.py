@@ -40,10 +40,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from censusdp.errors import GeographyError, InputError, SchemaError
 from censusdp.data.geography import Hierarchy
-from censusdp.io.atomic import write_parquet
 from censusdp.data.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
+from censusdp.errors import GeographyError, InputError, SchemaError
+from censusdp.io.atomic import write_parquet
 
 __all__ = [
     "PERSON_TABLES",

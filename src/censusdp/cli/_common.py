@@ -1,12 +1,14 @@
-"""Argument helpers shared by sub-commands (budget selection, progress)."""
+"""Argument helpers shared by sub-commands (budget selection)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = ["add_budget_arguments", "progress_printer", "resolve_budget"]
+if TYPE_CHECKING:
+    from censusdp.privacy.budget import Budget
+
+__all__ = ["add_budget_arguments", "resolve_budget"]
 
 
 def add_budget_arguments(parser: argparse.ArgumentParser, *, default_preset: str | None) -> None:
@@ -26,25 +28,14 @@ def add_budget_arguments(parser: argparse.ArgumentParser, *, default_preset: str
     parser.set_defaults(default_preset=default_preset)
 
 
-def resolve_budget(args: argparse.Namespace) -> Any:
-    """The budget the arguments select (library call; errors are ConfigError/BudgetError)."""
-    from censusdp.privacy.budget import load_config, load_preset
+def resolve_budget(args: argparse.Namespace) -> Budget:
+    """The budget the arguments select (see :func:`censusdp.privacy.budget.resolve_budget`)."""
+    from censusdp.privacy.budget import resolve_budget as resolve
 
-    if args.config:
-        budget = load_config(args.config)
-    else:
-        budget = load_preset(args.preset or args.default_preset)
-    if args.rho is not None or args.epsilon is not None:
-        budget = budget.scaled(rho=args.rho, epsilon=args.epsilon)
-    return budget
-
-
-def progress_printer(quiet: bool = False) -> Any:
-    """A progress callback printing to stderr (or nothing with ``--quiet``)."""
-    if quiet:
-        return None
-
-    def emit(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    return emit
+    return resolve(
+        preset=args.preset,
+        config=args.config,
+        rho=args.rho,
+        epsilon=args.epsilon,
+        default_preset=args.default_preset,
+    )

@@ -14,7 +14,7 @@ import importlib
 import json
 import sys
 
-from censusdp.cli._common import progress_printer
+from censusdp.progress import printer as progress_printer
 
 __all__ = ["ATTACK_MODULES", "register"]
 

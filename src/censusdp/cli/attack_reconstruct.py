@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from censusdp.cli._common import progress_printer
+from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
 

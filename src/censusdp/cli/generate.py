@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import progress_printer
+from censusdp.progress import printer as progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

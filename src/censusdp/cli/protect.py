@@ -11,7 +11,8 @@ import argparse
 import json
 import sys
 
-from censusdp.cli._common import add_budget_arguments, progress_printer, resolve_budget
+from censusdp.cli._common import add_budget_arguments, resolve_budget
+from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_budget_arguments, progress_printer, resolve_budget
+from censusdp.cli._common import add_budget_arguments, resolve_budget
+from censusdp.progress import printer as progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

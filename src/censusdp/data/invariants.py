@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from censusdp.errors import InputError
 from censusdp.data.geography import Hierarchy
+from censusdp.errors import InputError
 
 __all__ = ["N_HHGQ", "Invariants", "compute_invariants", "level_bounds"]
 

@@ -16,8 +16,8 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.errors import SchemaError
 from censusdp.data.schema import Schema
+from censusdp.errors import SchemaError
 
 __all__ = ["Query", "make_query"]
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -37,10 +36,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp import __version__
+from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.evaluate.checks import check_release
 from censusdp.evaluate.districts import district_metrics
@@ -55,11 +56,10 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
-from censusdp.data.queries import make_query
-from censusdp.data.schema import get_schema
+from censusdp.io.columns import read_columns
+from censusdp.progress import say
 from censusdp.tables import (
     TABLE_NAMES,
     person_histogram,
@@ -123,20 +123,6 @@ class ReleaseFiles:
     directory: Path | None = None
 
 
-def _columns(path: Path) -> dict[str, np.ndarray]:
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    out = {}
-    for c in table.column_names:
-        col = table.column(c)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        out[c] = np.asarray(col.to_numpy(zero_copy_only=False))
-    return out
-
-
 def read_release(release_dir: str | Path) -> ReleaseFiles:
     """Read a release run directory (MDF, tables, manifest; NMF paths only).
 
@@ -149,8 +135,8 @@ def read_release(release_dir: str | Path) -> ReleaseFiles:
     missing = [n for n in ("mdf_persons.parquet", "mdf_units.parquet") if not (d / n).exists()]
     if missing:
         raise InputError(f"release directory {str(d)!r} lacks {', '.join(missing)}")
-    persons = _columns(d / "mdf_persons.parquet")
-    units = _columns(d / "mdf_units.parquet")
+    persons = read_columns(d / "mdf_persons.parquet")
+    units = read_columns(d / "mdf_units.parquet")
     tables = read_tables(d / "tables") if (d / "tables").is_dir() else None
     manifest: dict[str, Any] = {}
     if (d / "manifest.json").exists():
@@ -226,10 +212,6 @@ def evaluate_data(
         scatter plots (``{"scatter": {level: (true, released)}}``).
     """
 
-    def say(msg: str) -> None:
-        if progress is not None:
-            progress(msg)
-
     geolevels = _geolevels(release.manifest)
     block_codes = [
         np.asarray(truth_persons["geocode"]).astype("U16"),
@@ -244,7 +226,7 @@ def evaluate_data(
         block_codes.append(codes[lv == geolevels.names[-1]].astype("U16"))
     h = Hierarchy.from_blocks(np.concatenate(block_codes), geolevels)
     names = geolevels.names
-    say(f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
+    say(progress, f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
 
     t_ph = person_histogram(_pl94_view(truth_persons), h)
     t_uh = unit_histogram(truth_units, h)
@@ -258,7 +240,7 @@ def evaluate_data(
     else:
         rel_t = mdf_t
         tables_source = "tabulated from the MDF (RUN/tables absent)"
-    say("tabulated truth and release")
+    say(progress, "tabulated truth and release")
 
     metrics: dict[str, dict[str, Any]] = {"total_population": {}}
     largest: dict[str, dict[str, Any]] = {"total_population": {}}
@@ -278,7 +260,7 @@ def evaluate_data(
                 Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves])
             )
             largest[tname][lname] = largest_errors(t, r, h.geocodes[li], top_k, d.variables)
-    say("table metrics done")
+    say(progress, "table metrics done")
 
     schema = get_schema("pl94")
     live = int((~schema.structural_zero_mask).sum())
@@ -293,7 +275,7 @@ def evaluate_data(
             else:
                 p = Pairs.sparse(t_lv[li] @ q, r_lv[li] @ q)
             metrics[mname][lname] = _level_record(p, p)
-    say("histogram metrics done")
+    say(progress, "histogram metrics done")
 
     pathologies: dict[str, Any] = {"occupancy_100": {}, "all_under18": {}}
     for li, lname in enumerate(names):
@@ -317,7 +299,7 @@ def evaluate_data(
         draws=district_draws,
         leaves={n: table_definition(n).leaves for n in ("P1", "P2", "P3", "P4")},
     )
-    say("districts done")
+    say(progress, "districts done")
 
     checks = check_release(
         h,
@@ -329,14 +311,15 @@ def evaluate_data(
         r_ph,
     )
     say(
+        progress,
         "invariants re-checked: "
-        + ", ".join(f"{k} {'ok' if v['ok'] else 'FAILED'}" for k, v in checks.items())
+        + ", ".join(f"{k} {'ok' if v['ok'] else 'FAILED'}" for k, v in checks.items()),
     )
 
     nmf: dict[str, Any] = {}
     for key, path in release.nmf.items():
         nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh)
-        say(f"noisy measurements ({key}) summarised")
+        say(progress, f"noisy measurements ({key}) summarised")
 
     result: dict[str, Any] = {
         "definitions": DEFINITIONS,
@@ -474,20 +457,16 @@ def evaluate(
         district_targets, district_draws, seed: the random districts.
         top_k: how many largest errors to list per measure and level.
         json_path, html_path: where to write the result and the report (optional).
-        progress: callback for progress lines (default: stderr).
+        progress: callback for progress lines (``None``: silent).
 
     Returns:
         The JSON-ready result (see :data:`DEFINITIONS`).
     """
-    if progress is None:
-
-        def progress(msg: str) -> None:
-            print(f"[evaluate] {msg}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
     cef = read_cef(truth_dir)
     release = read_release(release_dir)
-    progress(f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
+    say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
     result, plot_data = evaluate_data(
         cef.persons,
         cef.units,
@@ -540,10 +519,10 @@ def evaluate(
     result = json_ready(result)
     if json_path is not None:
         write_json(result, json_path)
-        progress(f"wrote {json_path}")
+        say(progress, f"wrote {json_path}")
     if html_path is not None:
         from censusdp.evaluate.report import write_report
 
         write_report(result, html_path, scatter=plot_data["scatter"])
-        progress(f"wrote {html_path}")
+        say(progress, f"wrote {html_path}")
     return result

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, all_under18_share, error_stats, tvd
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = ["district_metrics", "random_districts"]
 

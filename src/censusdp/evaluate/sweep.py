@@ -29,7 +29,6 @@ import csv
 import io
 import math
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -40,13 +39,14 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from censusdp import __version__
-from censusdp.errors import ConfigError
-from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.io.atomic import atomic_path, write_json, write_text
-from censusdp.io.cef import read_cef
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
+from censusdp.errors import ConfigError
+from censusdp.evaluate.metrics import Pairs, tvd
+from censusdp.io.atomic import atomic_path, write_json, write_text
+from censusdp.io.cef import read_cef
+from censusdp.progress import say
 from censusdp.tables import person_histogram
 
 __all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
@@ -121,7 +121,7 @@ def sweep(
         seed: master seed; run seeds are drawn from ``SeedSequence(seed)``.
         workers, postprocess: passed to :func:`censusdp.release.pipeline.run_release`.
         epsilon_meaning: ``"rho"`` (default) or ``"cks"``.
-        progress: callback for progress lines (default: stderr).
+        progress: callback for progress lines (``None``: silent).
 
     Returns:
         The sweep result (also written to ``out_dir/sweep.json``).
@@ -129,27 +129,17 @@ def sweep(
     Raises:
         ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
-    from censusdp.privacy.budget import load_config, load_preset
     from censusdp.evaluate.core import json_ready
     from censusdp.evaluate.report import sweep_figure
+    from censusdp.privacy.budget import resolve_budget
     from censusdp.release.pipeline import run_release
-
-    if progress is None:
-
-        def progress(msg: str) -> None:
-            print(f"[sweep] {msg}", file=sys.stderr, flush=True)
 
     eps_list = [float(e) for e in epsilons]
     if not eps_list:
         raise ConfigError("--epsilons needs at least one value")
     if trials < 1:
         raise ConfigError(f"--trials must be >= 1, got {trials}")
-    if budget is not None:
-        base = budget
-    elif config is not None:
-        base = load_config(config)
-    else:
-        base = load_preset(preset)
+    base = budget if budget is not None else resolve_budget(preset=preset, config=config)
     budgets = [budget_for_epsilon(base, e, epsilon_meaning) for e in eps_list]
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -220,9 +210,10 @@ def sweep(
                 }
             )
             tp = summary["total_population"]
-            progress(
+            say(
+                progress,
                 f"epsilon {eps:g} (rho {float(b.rho):.4g}): TVD total population "
-                + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in geolevels.names[1:])
+                + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in geolevels.names[1:]),
             )
 
     meaning = (
@@ -272,5 +263,5 @@ def sweep(
         },
         out / "manifest.json",
     )
-    progress(f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
+    say(progress, f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
     return result

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from censusdp.errors import ConfigError
 from censusdp.execution.base import single_thread_env
 
 __all__ = ["InProcessExecutor", "ProcessPoolExecutor"]

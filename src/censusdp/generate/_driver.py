@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from censusdp import __version__
-from censusdp.privacy.randomness import experiment_generator
+from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
 from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
-from censusdp.data.schema import HHGQ_LEVELS
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = ["GenerateSummary", "generate_state"]
 

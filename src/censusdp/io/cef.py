@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from censusdp.errors import InputError
 from censusdp.data.geography import validate_geocodes
+from censusdp.errors import InputError
 
 __all__ = [
     "CEF",

@@ -32,12 +32,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from censusdp.errors import InputError
 from censusdp.data.geography import Hierarchy
-from censusdp.io.atomic import atomic_path
-from censusdp.release.measure import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
+from censusdp.errors import InputError
+from censusdp.io.atomic import atomic_path
+from censusdp.release.measure import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
 
 __all__ = [
     "MDF2020_COLUMNS",

@@ -25,12 +25,12 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from censusdp.privacy import accounting
-from censusdp.errors import BudgetError, CensusDPError, ConfigError
-from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
-from censusdp.privacy.mechanisms._base import as_fraction, check_sensitivity, positive_fraction
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
+from censusdp.errors import BudgetError, CensusDPError, ConfigError
+from censusdp.privacy import accounting
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.mechanisms._base import as_fraction, check_sensitivity, positive_fraction
 
 __all__ = [
     "DEFAULT_GEOLEVELS",
@@ -43,6 +43,7 @@ __all__ = [
     "budget_report",
     "load_config",
     "load_preset",
+    "resolve_budget",
     "preset_names",
 ]
 
@@ -574,6 +575,35 @@ def load_preset(name: str) -> Budget:
     return budget_from_mapping(tomllib.loads(text), origin=f"preset {name}")
 
 
+def resolve_budget(
+    *,
+    preset: str | None = None,
+    config: str | Path | None = None,
+    rho: Fraction | str | float | None = None,
+    epsilon: Fraction | str | float | None = None,
+    default_preset: str = "pl94-2020",
+) -> Budget:
+    """The one way a budget is chosen: a preset or a config file, optionally rescaled.
+
+    Args:
+        preset: a shipped preset name (default ``default_preset`` when ``config`` is
+            not given either).
+        config: a TOML budget file (exclusive with ``preset``).
+        rho: rescale to this global rho (see :meth:`Budget.scaled`).
+        epsilon: rescale to this global epsilon (exclusive with ``rho``).
+        default_preset: the preset used when neither ``preset`` nor ``config`` is given.
+
+    Raises:
+        BudgetConfigError: for both a preset and a config file.
+    """
+    if preset is not None and config is not None:
+        raise BudgetConfigError("give either a preset or a config file, not both")
+    budget = load_config(config) if config is not None else load_preset(preset or default_preset)
+    if rho is not None or epsilon is not None:
+        budget = budget.scaled(rho=rho, epsilon=epsilon)
+    return budget
+
+
 # -- reports ---------------------------------------------------------------------------------
 
 
@@ -720,11 +750,7 @@ def budget_report(
         epsilon: rescale to this global epsilon.
         delta: report epsilons at this delta instead of the budget's.
     """
-    if preset is not None and config is not None:
-        raise BudgetConfigError("give either a preset or a config file, not both")
-    budget = load_config(config) if config is not None else load_preset(preset or "pl94-2020")
-    if rho is not None or epsilon is not None:
-        budget = budget.scaled(rho=rho, epsilon=epsilon)
+    budget = resolve_budget(preset=preset, config=config, rho=rho, epsilon=epsilon)
     if delta is not None:
         d = as_fraction(delta, "delta")
         if not 0 < d < 1:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,30 +28,15 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp import __version__
-from censusdp.errors import ConfigError
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.output import prepare_output_dir
+from censusdp.progress import Progress, say
 from censusdp.protect.swap import swap_households, top_code_ages
 from censusdp.tables import tabulate, write_tables
 
 __all__ = ["protect_swap", "swap_then_dp"]
-
-Progress = Callable[[str], None] | None
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
-
-
-def _check_out(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output directory {out_dir} exists and is not empty; choose another --out or "
-            "pass --overwrite"
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
 
 
 def _i64(x: np.ndarray) -> pa.Array:
@@ -121,7 +105,7 @@ def protect_swap(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    _check_out(out, overwrite)
+    prepare_output_dir(out, overwrite)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     cef = read_cef(input_dir)
@@ -133,7 +117,7 @@ def protect_swap(
     persons = res.persons
     persons["age"] = top_code_ages(persons["age"], topcode)
     timings["swap"] = time.perf_counter() - t
-    _say(
+    say(
         progress,
         f"swap: {res.swapped:,} of {res.households:,} households swapped "
         f"({res.pairs:,} pairs, {res.swapped_at_risk:,} at risk), "

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError, InputError
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = ["SwapResult", "household_table", "swap_households", "top_code_ages"]
 

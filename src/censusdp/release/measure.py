@@ -33,10 +33,10 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.errors import InternalError
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.queries import Query, make_query
 from censusdp.data.schema import Schema
+from censusdp.errors import InternalError
 
 __all__ = [
     "DEFAULT_CHUNK_VALUES",

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import platform
 import resource
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -45,13 +43,14 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp import __version__
-from censusdp.privacy.randomness import RandomSource
-from censusdp.errors import ConfigError, InputError, InternalError
-from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import ConfigError, InputError, InternalError
+from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import CEF, read_cef
+from censusdp.io.output import Staging
 from censusdp.io.release import (
     MDFPersonWriter,
     NMFReader,
@@ -59,8 +58,11 @@ from censusdp.io.release import (
     iter_mdf_blocks,
     write_mdf_units,
 )
+from censusdp.privacy.randomness import RandomSource
+from censusdp.progress import Progress, say
 from censusdp.release.measure import measure_tasks, run_measure_task
-from censusdp.data.schema import Schema, get_schema
+from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.validate import validate_release
 from censusdp.tables import (
     UNIT_CELLS,
     person_histogram,
@@ -69,19 +71,10 @@ from censusdp.tables import (
     unit_histogram,
     write_tables,
 )
-from censusdp.release.topdown.driver import Bounds, Estimate, estimate
-from censusdp.release.validate import validate_release
 
 __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
 
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
-
-Progress = Callable[[str], None] | None
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
 
 
 def _versions() -> dict[str, str]:
@@ -98,33 +91,6 @@ def _geolevels(budget: Any) -> GeoLevels:
 
 def _plan(budget: Any) -> list[tuple[str, str, Any]]:
     return [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
-
-
-class _Staging:
-    """A staging directory renamed onto ``out_dir`` on success, removed on failure."""
-
-    def __init__(self, out_dir: Path, overwrite: bool) -> None:
-        self.out_dir = out_dir
-        if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-            raise ConfigError(
-                f"output directory {out_dir} exists and is not empty; "
-                "choose another --out or pass --overwrite"
-            )
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        self.path = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        self.path.mkdir()
-
-    def commit(self) -> None:
-        if self.out_dir.exists():
-            old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}"
-            os.replace(self.out_dir, old)
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(self.path, self.out_dir)
-
-    def abort(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
@@ -286,14 +252,14 @@ def run_release(
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     out_dir = Path(out_dir)
-    staging = _Staging(out_dir, overwrite)
+    staging = Staging(out_dir, overwrite)
     ex = None
     try:
         ex = _open_executor(executor, workers, spark_master)
         t = time.perf_counter()
         cef = read_cef(input_dir)
         timings["read"] = time.perf_counter() - t
-        _say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
+        say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
         t = time.perf_counter()
         # Every person's block is its unit's block (checked by read_cef), so the units'
         # blocks are all the blocks.
@@ -305,7 +271,7 @@ def run_release(
         n_persons = cef.n_persons
         del cef  # from here on: block histograms, then only noisy measurements and invariants
         timings["aggregate"] = time.perf_counter() - t
-        _say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
+        say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
         source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
         t = time.perf_counter()
         n_rows, by_level = _measure_to_file(
@@ -371,11 +337,11 @@ def run_release(
     finally:
         if ex is not None:
             _close_executor(ex)
-    _say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
+    say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
 
 
-def _finish(manifest: dict, staging: _Staging, timings: dict[str, float], t_start: float) -> None:
+def _finish(manifest: dict, staging: Staging, timings: dict[str, float], t_start: float) -> None:
     """Record total time and peak memory, write the manifest, and move the run into place."""
     timings["total"] = time.perf_counter() - t_start
     manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
@@ -410,7 +376,7 @@ def reestimate(
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
     has_units = units_budget is not None and (run_dir / "noisy_measurements_units.parquet").exists()
-    staging = _Staging(Path(out_dir), overwrite)
+    staging = Staging(Path(out_dir), overwrite)
     ex = None
     try:
         ex = _open_executor(executor, workers, spark_master)
@@ -631,7 +597,7 @@ def _estimate_and_write(
     write_tables(tables, out / "tables")
     del tables, pl94_hist
     timings["write_release"] = time.perf_counter() - t
-    _say(progress, f"wrote {w.persons:,} MDF persons and the tables")
+    say(progress, f"wrote {w.persons:,} MDF persons and the tables")
 
     # -- validation: re-read what was written and recompute it independently -----------
     t = time.perf_counter()

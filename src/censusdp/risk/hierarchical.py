@@ -42,9 +42,9 @@ import numpy as np
 from scipy.special import expit, logsumexp
 from scipy.stats import binom
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import CensusDPError
 from censusdp.privacy.mechanisms import DiscreteGaussian, as_fraction
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.risk._noise import (
     NoiseModel,
     check_probability,

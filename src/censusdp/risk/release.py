@@ -30,9 +30,10 @@ from fractions import Fraction
 import numpy as np
 from scipy.special import expit
 
-from censusdp.privacy.randomness import experiment_generator
+from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.privacy.mechanisms import DiscreteGaussian
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.risk._noise import NoiseModel, check_probability, sum_of_discrete_gaussians
 from censusdp.risk.hierarchical import (
     DecisionRule,
@@ -43,7 +44,6 @@ from censusdp.risk.hierarchical import (
     two_level_risk,
 )
 from censusdp.risk.one_level import OneLevelRisk, one_level_risk, posterior
-from censusdp.data.schema import get_schema
 
 __all__ = ["DEFAULT_PRIORS", "ReleaseRisk", "detailed_rhos", "release_risk", "sweep_risk"]
 

@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp import __version__
-from censusdp.privacy.randomness import experiment_generator
-from censusdp.privacy.budget import load_config, load_preset
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.privacy.budget import resolve_budget
+from censusdp.privacy.randomness import experiment_generator
 from censusdp.risk import _plots
 from censusdp.risk._noise import NoiseModel
 from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_level_risk
@@ -104,7 +104,7 @@ class RiskRun:
 def _load_budget(preset: str | None, config: str | Path | None) -> object:
     if (preset is None) == (config is None):
         raise ConfigError("give exactly one of preset or config")
-    return load_preset(preset) if preset is not None else load_config(config)  # type: ignore[arg-type]
+    return resolve_budget(preset=preset, config=config)
 
 
 def run_risk(

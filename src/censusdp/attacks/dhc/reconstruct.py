@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import resource
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,7 @@ from censusdp.attacks.dhc.tables import (
     key_histogram,
 )
 from censusdp.errors import ConfigError, InputError
+from censusdp.progress import Progress
 
 __all__ = [
     "BlockStatus",
@@ -85,8 +86,6 @@ _ITER_MEMBER = np.stack([ITERATIONS[g] for g in BLOCK_ITERATIONS])  # (9, 126)
 _FINE = eth_of_iteration()  # eth -> tract iteration index (7..14)
 _FINE_LEVELS = np.arange(7, 15)
 _BAND = band_of_age(np.arange(N_AGES))
-
-Progress = Callable[[str], None] | None
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.attacks.dhc.tables import AGE_BANDS, band_of_age
 from censusdp.errors import ConfigError, InputError
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = [
     "CommercialSpec",

@@ -17,16 +17,13 @@ baseline) from disk, call the algorithms of :mod:`censusdp.attacks.dhc.reconstru
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from censusdp import __version__
-from censusdp.attacks.dhc.tables import dhc_tables, keys_of
 from censusdp.attacks.dhc.reconstruct import match_counts, reconstruct_blocks
 from censusdp.attacks.dhc.reid import (
     CommercialSpec,
@@ -36,35 +33,16 @@ from censusdp.attacks.dhc.reid import (
     link_fellegi_sunter,
     reid_rates,
 )
+from censusdp.attacks.dhc.tables import dhc_tables, keys_of
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.columns import read_columns
+from censusdp.io.output import prepare_output_dir
+from censusdp.progress import Progress, say
 
 __all__ = ["LINK_METHODS", "read_persons", "read_truth", "run_reconstruct", "run_reid"]
 
 LINK_METHODS = ("exact", "fellegi-sunter")
-
-Progress = Callable[[str], None] | None
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
-
-
-def _columns(path: Path) -> dict[str, np.ndarray]:
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    out = {}
-    for c in table.column_names:
-        col = table.column(c)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        out[c] = np.asarray(col.to_numpy(zero_copy_only=False))
-    if "geocode" in out:
-        out["geocode"] = out["geocode"].astype("U16")
-    return out
 
 
 def read_persons(directory: str | Path) -> tuple[dict[str, np.ndarray], str]:
@@ -79,9 +57,9 @@ def read_persons(directory: str | Path) -> tuple[dict[str, np.ndarray], str]:
     """
     d = Path(directory)
     if (d / "mdf_persons.parquet").exists():
-        return _columns(d / "mdf_persons.parquet"), "release"
+        return read_columns(d / "mdf_persons.parquet"), "release"
     if (d / "persons.parquet").exists():
-        return _columns(d / "persons.parquet"), "unprotected"
+        return read_columns(d / "persons.parquet"), "unprotected"
     raise InputError(
         f"{d}: neither mdf_persons.parquet (a release) nor persons.parquet (a CEF) exists"
     )
@@ -93,15 +71,6 @@ def read_truth(directory: str | Path) -> dict[str, np.ndarray]:
 
     cef = read_cef(directory)
     return {k: np.asarray(v) for k, v in cef.persons.items()}
-
-
-def _check_out(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise ConfigError(
-            f"output directory {out_dir} exists and is not empty; choose another --out or "
-            "pass --overwrite"
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
 
 
 def _keys(cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -141,14 +110,14 @@ def run_reconstruct(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    _check_out(out, overwrite)
+    prepare_output_dir(out, overwrite)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     persons, source = read_persons(release_dir)
     tables = dhc_tables(persons, age_detail=age_detail)
     del persons  # the attack sees the published tables only
     timings["tabulate"] = time.perf_counter() - t
-    _say(
+    say(
         progress,
         f"reconstruct: {tables.blocks.size:,} populated blocks, {tables.n_published():,} "
         f"non-zero published cells ({source})",
@@ -191,7 +160,7 @@ def run_reconstruct(
         summary["truth"] = str(Path(truth_dir).resolve())
         summary["match"] = m.to_dict()
         timings["match"] = time.perf_counter() - t
-        _say(
+        say(
             progress,
             f"reconstruct: {m.exact_rate:.1%} of records match a person exactly, "
             f"{m.fuzzy_rate:.1%} with age +-1",
@@ -266,11 +235,11 @@ def run_reid(
         raise ConfigError(f"link methods must be among {LINK_METHODS}, got {list(methods)}")
     t_all = time.perf_counter()
     out = Path(out_dir)
-    _check_out(out, overwrite)
+    prepare_output_dir(out, overwrite)
     path = Path(reconstructed_dir) / "reconstructed.parquet"
     if not path.exists():
         raise InputError(f"{path}: missing file (run 'censusdp attack reconstruct' first)")
-    rec = _columns(path)
+    rec = read_columns(path)
     truth = read_truth(truth_dir)
     spec = spec or CommercialSpec()
     comm = commercial_file(truth, spec, seed=seed)
@@ -310,7 +279,7 @@ def run_reid(
         )
         timings[method] = time.perf_counter() - t
         summary["methods"][method] = rates
-        _say(
+        say(
             progress,
             f"reid {method}: {rates['putative_rate']:.1%} of records linked, "
             f"{rates['confirmed_rate']:.1%} of links confirmed = "

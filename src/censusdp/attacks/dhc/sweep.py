@@ -47,22 +47,17 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp import __version__
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
+from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import Progress, say
 
 __all__ = ["DEFAULT_EPSILONS", "attack_sweep", "marginals_reconstruction"]
 
 DEFAULT_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 """The sweep's epsilon grid (seed 000 sec. 8.4.1 asks for risk as a function of epsilon)."""
 
-Progress = Callable[[str], None] | None
 DpRunner = Callable[..., Any]
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
 
 
 def marginals_reconstruction(truth: dict[str, np.ndarray], *, seed: int) -> dict[str, np.ndarray]:
@@ -225,7 +220,7 @@ def attack_sweep(
         The result written to ``sweep.json``.
     """
     from censusdp.attacks.dhc.runs import read_truth, run_reconstruct, run_reid
-    from censusdp.privacy.budget import load_preset
+    from censusdp.privacy.budget import resolve_budget
     from censusdp.protect import protect_swap
 
     eps = [float(e) for e in epsilons]
@@ -233,7 +228,7 @@ def attack_sweep(
         raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
     if not 0 <= swap_rate <= 1:
         raise ConfigError(f"swap rate must be in [0, 1], got {swap_rate}")
-    base = load_preset(preset)
+    base = resolve_budget(preset=preset)
     if "sex" not in _schema_attributes(base.schema) or "age" not in _schema_attributes(base.schema):
         raise ConfigError(
             f"preset {preset!r} has schema {base.schema!r} without sex and age; the "
@@ -269,7 +264,7 @@ def attack_sweep(
     details: dict[str, Any] = {}
     swap_cef = out / "releases" / "swap_cef"
     for i, (name, kind, e) in enumerate(plan):
-        _say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
+        say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
         seconds: dict[str, float] = {}
         rel_dir = out / "releases" / name
         t = time.perf_counter()
@@ -324,7 +319,7 @@ def attack_sweep(
         row = _row(name, kind, epsilon, rho, rec, reid, seconds)
         rows.append(row)
         details[name] = {"reconstruct": rec, "reid": reid}
-        _say(
+        say(
             progress,
             f"sweep {name}: exact {row['exact_rate']:.1%}, age+-1 {row['fuzzy_rate']:.1%}, "
             f"confirmed {row['confirmed_share']:.1%} of population "
@@ -340,8 +335,8 @@ def attack_sweep(
     truth = read_truth(truth_dir)
     mrec = marginals_reconstruction(truth, seed=s_marg)
     _write_rec(mrec, out / "attacks" / "marginals" / "rec")
-    from censusdp.attacks.dhc.tables import keys_of
     from censusdp.attacks.dhc.reconstruct import match_counts
+    from censusdp.attacks.dhc.tables import keys_of
 
     m = match_counts(
         mrec["geocode"],

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.attacks.dinur_nissim._bounded_ls import (
     BoxLSResult,
     gram_fista,
@@ -38,6 +37,7 @@ from censusdp.attacks.dinur_nissim._bounded_ls import (
 )
 from censusdp.attacks.dinur_nissim._query_families import make_source
 from censusdp.errors import CensusDPError
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = ["NoiseDraw", "TrialResult", "TrialTask", "run_tasks", "run_trial"]
 

@@ -40,7 +40,6 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr
 
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.attacks.dinur_nissim._bounded_ls import (
     gram_fista,
     lp_solve,
@@ -56,6 +55,7 @@ from censusdp.attacks.dinur_nissim._engine import (
 )
 from censusdp.attacks.dinur_nissim._query_families import QUERY_FAMILIES, max_queries, msequence
 from censusdp.errors import CensusDPError
+from censusdp.privacy.randomness import experiment_generator
 
 __all__ = [
     "JASON_FIG57_EPSILONS",

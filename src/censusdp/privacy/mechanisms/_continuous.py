@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.mechanisms._base import check_sensitivity, positive_fraction
+from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["Gaussian", "Laplace"]
 

@@ -19,7 +19,6 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.errors import CensusDPError
 from censusdp.privacy.mechanisms._base import check_sensitivity, integer_values, positive_fraction
 from censusdp.privacy.mechanisms._table import (
@@ -30,6 +29,7 @@ from censusdp.privacy.mechanisms._table import (
     fixed_point,
     mpf_to_fraction,
 )
+from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["DiscreteGaussian", "Geometric"]
 

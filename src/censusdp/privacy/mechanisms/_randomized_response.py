@@ -26,9 +26,9 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.errors import BudgetError, CensusDPError
 from censusdp.privacy.mechanisms._base import as_fraction, positive_fraction
+from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["RandomizedResponse"]
 

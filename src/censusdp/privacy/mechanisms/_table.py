@@ -56,8 +56,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.errors import BudgetError, InternalError
+from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["CHUNK", "AliasTable", "build_symmetric_table", "fixed_point", "mpf_to_fraction"]
 
