@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.privacy import accounting
 from censusdp.attacks.dhc.sweep import attack_sweep, marginals_reconstruction
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.generate import generate_state
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.privacy import accounting
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
+from censusdp.attacks.dhc.reconstruct import (
+    _age_window_matching,
+    match_counts,
+    reconstruct_blocks,
+)
 from censusdp.attacks.dhc.tables import (
     AGE_BANDS,
     BLOCK_TABLES,
@@ -17,11 +22,6 @@ from censusdp.attacks.dhc.tables import (
     dhc_tables,
     keys_of,
     split_keys,
-)
-from censusdp.attacks.dhc.reconstruct import (
-    _age_window_matching,
-    match_counts,
-    reconstruct_blocks,
 )
 from censusdp.errors import ConfigError, InputError
 from censusdp.generate import generate_state

@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.data.geography import Hierarchy
-from censusdp.tables import tabulate, write_tables
+from censusdp.io.tables import write_tables
+from censusdp.tables import tabulate
 
 
 def make_truth(directory: Path, seed: int = 0, n_counties: int = 3) -> dict[str, np.ndarray]:
@@ -161,9 +162,9 @@ NMF_VARIANCE = {
 
 def write_nmf(truth: dict, h: Hierarchy, path: Path, rng: np.random.Generator) -> None:
     """Noisy measurements of a few queries: truth + rounded Gaussian noise of known variance."""
+    from censusdp.data.histograms import person_histogram
     from censusdp.data.queries import make_query
     from censusdp.data.schema import get_schema
-    from censusdp.tables import person_histogram
 
     schema = get_schema("pl94")
     levels = h.aggregate(person_histogram(truth["persons"], h))

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 import scipy.sparse as sp
 
-from censusdp.evaluate.nmf import Z90, nmf_summary
 from censusdp.data.geography import Hierarchy
+from censusdp.evaluate.nmf import Z90, nmf_summary
 
 
 def _batches(h, truth, variance, rng, shuffle, dictionary, batch_size):

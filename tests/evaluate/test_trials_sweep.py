@@ -16,15 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.privacy.budget import load_preset
 from censusdp.cli import main
+from censusdp.data.geography import Hierarchy
 from censusdp.errors import ConfigError
 from censusdp.evaluate import evaluate, sweep
 from censusdp.evaluate.sweep import budget_for_epsilon
 from censusdp.evaluate.trials import budget_from_manifest
-from censusdp.data.geography import Hierarchy
 from censusdp.io.cef import read_cef
-from censusdp.tables import tabulate, write_tables
+from censusdp.io.tables import write_tables
+from censusdp.privacy.budget import load_preset
+from censusdp.tables import tabulate
 
 
 def fake_run_release(input_dir, out_dir, *, budget, units_budget=None, seed=None, **_kw):

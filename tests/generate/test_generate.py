@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from censusdp.data.schema import CENRACE_RACES
 from censusdp.errors import ConfigError
 from censusdp.generate import GenerateSummary, _driver, generate_state, resolve_state
 from censusdp.generate._tracts import load_tracts
 from censusdp.io.cef import read_cef
-from censusdp.data.schema import CENRACE_RACES
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from censusdp.data.schema import CENRACE_RACES
 from censusdp.generate import _model as m
 from censusdp.generate import resolve_state, state_codes
 from censusdp.generate._states import STATES
 from censusdp.generate._synth import _facilities, _households
 from censusdp.generate._tracts import load_tracts, plan_tracts
-from censusdp.data.schema import CENRACE_RACES
 
 
 def test_states_table() -> None:

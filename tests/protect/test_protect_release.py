@@ -9,13 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.cli import main
+from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
-from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.cef import read_cef
+from censusdp.io.tables import read_tables
 from censusdp.protect import protect_swap
-from censusdp.tables import read_tables, tables_to_arrays, tabulate
+from censusdp.tables import tables_to_arrays, tabulate
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.privacy.accounting import epsilon_from_rho, implied_epsilon
 from censusdp.errors import CensusDPError
+from censusdp.privacy.accounting import epsilon_from_rho, implied_epsilon
 from censusdp.risk import (
     NoiseModel,
     attack_risk,

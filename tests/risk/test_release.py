@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.privacy.budget import load_preset
 from censusdp.cli import main
 from censusdp.errors import ConfigError
+from censusdp.privacy.budget import load_preset
 from censusdp.risk import HierarchicalModel, one_level_risk, two_level_risk
 from censusdp.risk._noise import NoiseModel
 from censusdp.risk.release import detailed_rhos, release_risk

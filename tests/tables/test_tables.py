@@ -13,17 +13,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from censusdp.errors import GeographyError, InputError, SchemaError
 from censusdp.data.geography import Hierarchy
-from censusdp.tables import (
-    TABLE_NAMES,
-    read_tables,
-    table_definition,
-    table_lines,
-    tables_to_arrays,
-    tabulate,
-    write_tables,
-)
+from censusdp.errors import GeographyError, InputError, SchemaError
+from censusdp.io.tables import read_tables, write_tables
+from censusdp.tables import TABLE_NAMES, table_definition, table_lines, tables_to_arrays, tabulate
 
 RACES = (
     "White",

@@ -40,6 +40,7 @@ import scipy.sparse as sp
 
 from censusdp import __version__
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
+from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
@@ -59,16 +60,9 @@ from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run
 from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
 from censusdp.io.columns import read_columns
+from censusdp.io.tables import read_tables
 from censusdp.progress import say
-from censusdp.tables import (
-    TABLE_NAMES,
-    person_histogram,
-    read_tables,
-    table_arrays,
-    table_definition,
-    tables_to_arrays,
-    unit_histogram,
-)
+from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
 
 __all__ = [
     "DEFAULT_DISTRICT_TARGETS",
@@ -189,11 +183,6 @@ def _level_record(pairs: Pairs, tvd_pairs: Pairs) -> dict[str, Any]:
     return rec
 
 
-def _pl94_view(cols: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    keep = ("geocode", "hhgq", "votingage", "age", "hispanic", "cenrace")
-    return {k: cols[k] for k in keep if k in cols}
-
-
 def evaluate_data(
     truth_persons: Mapping[str, np.ndarray],
     truth_units: Mapping[str, np.ndarray],
@@ -228,9 +217,9 @@ def evaluate_data(
     names = geolevels.names
     say(progress, f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
 
-    t_ph = person_histogram(_pl94_view(truth_persons), h)
+    t_ph = person_histogram(pl94_view(truth_persons), h)
     t_uh = unit_histogram(truth_units, h)
-    r_ph = person_histogram(_pl94_view(release.persons), h)
+    r_ph = person_histogram(pl94_view(release.persons), h)
     r_uh = unit_histogram(release.units, h)
     truth_t = table_arrays(t_ph, t_uh, h)
     mdf_t = table_arrays(r_ph, r_uh, h)

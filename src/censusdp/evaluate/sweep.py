@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from censusdp import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.histograms import person_histogram
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
@@ -47,7 +48,6 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.progress import say
-from censusdp.tables import person_histogram
 
 __all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
 

@@ -32,9 +32,10 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.io.output import prepare_output_dir
+from censusdp.io.tables import write_tables
 from censusdp.progress import Progress, say
 from censusdp.protect.swap import swap_households, top_code_ages
-from censusdp.tables import tabulate, write_tables
+from censusdp.tables import tabulate
 
 __all__ = ["protect_swap", "swap_then_dp"]
 

@@ -44,12 +44,21 @@ import scipy.sparse as sp
 
 from censusdp import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.histograms import (
+    UNIT_CELLS,
+    housing_unit_histogram,
+    person_histogram,
+    pl94_map,
+    pl94_view,
+    unit_histogram,
+    unit_histogram_from_counts,
+)
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_json, write_parquet
-from censusdp.io.cef import CEF, read_cef
+from censusdp.io.cef import read_cef
 from censusdp.io.output import Staging
 from censusdp.io.release import (
     MDFPersonWriter,
@@ -58,19 +67,13 @@ from censusdp.io.release import (
     iter_mdf_blocks,
     write_mdf_units,
 )
+from censusdp.io.tables import write_tables
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import validate_release
-from censusdp.tables import (
-    UNIT_CELLS,
-    person_histogram,
-    tables_to_arrays,
-    tabulate_histograms,
-    unit_histogram,
-    write_tables,
-)
+from censusdp.tables import tables_to_arrays, tabulate_histograms
 
 __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
 
@@ -106,16 +109,6 @@ def _unit_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
         n = tot.size
         out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
     return out
-
-
-def _unit_histogram(cef: CEF, hierarchy: Hierarchy) -> sp.csr_matrix:
-    hu = cef.units["gqtype"] == 0
-    rows = hierarchy.block_index(cef.units["geocode"][hu])
-    occ = cef.units["occupied"][hu].astype(np.int64)
-    return sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, occ)),
-        shape=(hierarchy.blocks.size, 2),
-    )
 
 
 def _peak_rss_mb() -> float:
@@ -267,7 +260,9 @@ def run_release(
         inv = compute_invariants(cef.persons, cef.units, hierarchy)
         schema = get_schema(budget.schema)
         person_hist = person_histogram(cef.persons, hierarchy, schema)
-        unit_hist = _unit_histogram(cef, hierarchy) if units_budget is not None else None
+        unit_hist = (
+            housing_unit_histogram(cef.units, hierarchy) if units_budget is not None else None
+        )
         n_persons = cef.n_persons
         del cef  # from here on: block histograms, then only noisy measurements and invariants
         timings["aggregate"] = time.perf_counter() - t
@@ -428,38 +423,6 @@ def reestimate(
     return manifest
 
 
-def _pl94_map(schema: Schema) -> sp.csr_matrix:
-    """The ``(schema cells x 2016)`` 0/1 matrix that maps a schema's cells to ``pl94`` cells."""
-    pl94 = get_schema("pl94")
-    cols = schema.mdf_columns(np.arange(schema.size, dtype=np.int64))
-    levels = []
-    for a in pl94.attributes:
-        if a.column in cols:
-            lv = np.asarray(a.levels_of(cols[a.column]), dtype=np.int64)
-        else:
-            lookup = {int(c): i for i, c in enumerate(a.mdf_codes)}
-            lv = np.asarray([lookup[int(v)] for v in cols[a.mdf_column]], dtype=np.int64)
-        levels.append(lv)
-    target = np.ravel_multi_index(tuple(levels), pl94.shape)
-    return sp.csr_matrix(
-        (np.ones(schema.size, dtype=np.int64), (np.arange(schema.size), target)),
-        shape=(schema.size, pl94.size),
-    )
-
-
-def _release_unit_histogram(
-    inv: Invariants, occupied: np.ndarray, hierarchy: Hierarchy
-) -> sp.csr_matrix:
-    """The (blocks x 16) unit histogram of the released units (cell ``2 gqtype + occupied``)."""
-    nb = hierarchy.blocks.size
-    dense = np.zeros((nb, UNIT_CELLS), dtype=np.int64)
-    dense[:, 0] = inv.housing_units - occupied
-    dense[:, 1] = occupied
-    for g in range(1, UNIT_CELLS // 2):
-        dense[:, 2 * g + 1] = inv.gq_facilities[:, g]
-    return sp.csr_matrix(dense)
-
-
 def _histograms_from_mdf(
     out: Path, hierarchy: Hierarchy, schema: Schema
 ) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
@@ -472,7 +435,7 @@ def _histograms_from_mdf(
         cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
         h = person_histogram(cols, hierarchy, schema)
         hist = hist + h
-        pl94 = pl94 + (h if same else person_histogram(_pl94_view(cols), hierarchy, "pl94"))
+        pl94 = pl94 + (h if same else person_histogram(pl94_view(cols), hierarchy, "pl94"))
     units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
     for batch in pq.ParquetFile(out / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
         cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
@@ -589,10 +552,12 @@ def _estimate_and_write(
         hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
     )
     pl94_hist = (
-        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ _pl94_map(schema))
+        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
     )
     tables = tabulate_histograms(
-        pl94_hist, _release_unit_histogram(inv, occupied, hierarchy), hierarchy
+        pl94_hist,
+        unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities),
+        hierarchy,
     )
     write_tables(tables, out / "tables")
     del tables, pl94_hist
@@ -630,12 +595,6 @@ def _estimate_and_write(
         "manifest.json"
     ]
     return manifest
-
-
-def _pl94_view(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The columns the PL94 tables read (``dhc-lite`` persons carry them too)."""
-    keep = ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
-    return {k: cols[k] for k in keep if k in cols}
 
 
 def read_manifest(run_dir: str | Path) -> dict:

@@ -18,16 +18,16 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None:  # pragma: no cover - depends on the machine
     pytest.skip("Spark needs a Java runtime (java not on PATH)", allow_module_level=True)
 
-from censusdp.privacy.randomness import RandomSource  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.data.geography import Hierarchy  # noqa: E402
+from censusdp.data.histograms import person_histogram  # noqa: E402
+from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.execution import InProcessExecutor, make_executor  # noqa: E402
 from censusdp.execution.spark import SparkExecutor  # noqa: E402
-from censusdp.data.geography import Hierarchy  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
+from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.pipeline import reestimate, run_release  # noqa: E402
-from censusdp.data.schema import get_schema  # noqa: E402
-from censusdp.tables import person_histogram  # noqa: E402
 from synth import block_codes, make_cef, write_cef  # noqa: E402
 
 pytestmark = pytest.mark.spark

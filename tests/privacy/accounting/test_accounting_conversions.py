@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from censusdp.privacy import accounting
 from censusdp.errors import BudgetError
+from censusdp.privacy import accounting
 
 RHO_2020 = Fraction(542, 339) ** 2
 

@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import pytest
 
-from censusdp.privacy.budget import DEFAULT_GEOLEVELS, budget_report, load_preset, preset_names
-from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
+from censusdp.privacy.budget import DEFAULT_GEOLEVELS, budget_report, load_preset, preset_names
+from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 
 RHO_2020 = Fraction(542, 339) ** 2
 

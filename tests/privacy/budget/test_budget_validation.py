@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.privacy.budget import Budget, BudgetConfigError, load_config, load_preset
 from censusdp.cli import main
 from censusdp.errors import BudgetError, ConfigError, SchemaError
+from censusdp.privacy.budget import Budget, BudgetConfigError, load_config, load_preset
 
 LEVELS = (("US", 0), ("State", 2), ("County", 5))
 

@@ -24,9 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 from censusdp.privacy.mechanisms._table import CHUNK
+from censusdp.privacy.randomness import RandomSource
 
 ALPHA = 1e-4
 N = 100_000

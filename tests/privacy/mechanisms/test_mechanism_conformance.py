@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.errors import BudgetError, CensusDPError
 from censusdp.privacy.mechanisms import (
     DiscreteGaussian,
@@ -19,6 +18,7 @@ from censusdp.privacy.mechanisms import (
     Laplace,
     RandomizedResponse,
 )
+from censusdp.privacy.randomness import RandomSource
 
 ALL = [
     DiscreteGaussian(Fraction(10)),

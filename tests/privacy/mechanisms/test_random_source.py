@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from scipy import stats
 
-from censusdp.privacy.randomness import RandomSource, experiment_generator
 from censusdp.errors import ConfigError
+from censusdp.privacy.randomness import RandomSource, experiment_generator
 
 
 def _reference_words(key: bytes, n: int, start_block: int = 0) -> np.ndarray:

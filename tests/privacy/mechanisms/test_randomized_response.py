@@ -9,8 +9,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.mechanisms import RandomizedResponse
+from censusdp.privacy.randomness import RandomSource
 
 
 @pytest.mark.parametrize("rho", [Fraction(1, 10), Fraction(1, 2), Fraction(9, 10)])

@@ -8,8 +8,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.randomness import RandomSource
 
 
 @pytest.mark.parametrize(

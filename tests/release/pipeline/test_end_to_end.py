@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from censusdp.privacy.budget import load_preset
-from censusdp.io.cef import read_cef
-from censusdp.release.pipeline import reestimate, run_release
 from censusdp.data.schema import get_schema
+from censusdp.io.cef import read_cef
+from censusdp.privacy.budget import load_preset
+from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
@@ -204,8 +204,8 @@ def test_nmf_noise_is_unbiased_with_stated_variance(small_state):
     diffs = []
     var = None
     from censusdp.data.geography import Hierarchy
+    from censusdp.data.histograms import person_histogram
     from censusdp.data.queries import make_query
-    from censusdp.tables import person_histogram
 
     h = Hierarchy.from_blocks(np.concatenate([cef.units["geocode"], cef.persons["geocode"]]))
     exact = make_query(PL94, "detailed").answer_many(person_histogram(cef.persons, h)).toarray()

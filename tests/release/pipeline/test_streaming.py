@@ -16,11 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from censusdp.privacy.randomness import RandomSource
-from censusdp.privacy.budget import load_preset
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import person_histogram
+from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
-from censusdp.data.geography import Hierarchy
 from censusdp.io.cef import read_cef
 from censusdp.io.release import (
     NMFReader,
@@ -29,6 +29,8 @@ from censusdp.io.release import (
     mdf_person_columns,
     write_nmf,
 )
+from censusdp.privacy.budget import load_preset
+from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import (
     MeasurementSet,
     family_chunks,
@@ -37,8 +39,6 @@ from censusdp.release.measure import (
     run_measure_task,
 )
 from censusdp.release.pipeline import reestimate, run_release
-from censusdp.data.schema import get_schema
-from censusdp.tables import person_histogram
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
@@ -223,7 +223,7 @@ def test_nmf_reader_rejects_a_foreign_geography(measured, tmp_path):
 
 def test_pl94_view_of_a_richer_schema_matches_its_mdf_columns():
     """Tables of a dhc-lite release come from ``hist @ _pl94_map``: same as the MDF's cells."""
-    from censusdp.release.pipeline import _pl94_map
+    from censusdp.data.histograms import pl94_map as _pl94_map
 
     dhc = get_schema("dhc-lite")
     live = np.flatnonzero(~dhc.structural_zero_mask)

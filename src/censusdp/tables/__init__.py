@@ -5,8 +5,7 @@ Every table is a linear function of a histogram: the person tables (P1-P5) of th
 H1 of a small unit histogram (GQTYPE x OCCUPIED, 16 cells). A table is therefore stored
 as a sparse (cells x lines) 0/1 operator, and tabulating every geounit of every level is
 
-1. one sparse block histogram built from the microdata (``bincount``-style, no loop
-   per person),
+1. one sparse block histogram built from the microdata (:mod:`censusdp.data.histograms`),
 2. :meth:`censusdp.data.geography.Hierarchy.aggregate` to every geolevel, and
 3. one sparse product per table.
 
@@ -29,29 +28,23 @@ Tables are returned as wide Arrow tables: ``geolevel`` (string), ``geocode``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import UNIT_CELLS, person_histogram, unit_histogram
 from censusdp.data.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
-from censusdp.errors import GeographyError, InputError, SchemaError
-from censusdp.io.atomic import write_parquet
+from censusdp.errors import InputError, SchemaError
 
 __all__ = [
     "PERSON_TABLES",
     "TABLE_NAMES",
-    "UNIT_CELLS",
     "TableDefinition",
-    "person_histogram",
-    "read_tables",
     "table_arrays",
     "table_definition",
     "table_lines",
@@ -59,8 +52,6 @@ __all__ = [
     "tables_to_arrays",
     "tabulate",
     "tabulate_histograms",
-    "unit_histogram",
-    "write_tables",
 ]
 
 TABLE_NAMES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5", "H1")
@@ -69,8 +60,6 @@ TABLE_NAMES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5", "H1")
 PERSON_TABLES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5")
 """Tables tabulated from persons (the others are tabulated from units)."""
 
-N_GQTYPES = len(HHGQ_LEVELS)
-UNIT_CELLS = 2 * N_GQTYPES
 """Size of the unit histogram: cell ``2 * gqtype + occupied``."""
 
 _SEP = "!!"
@@ -256,115 +245,6 @@ def table_matrix(name: str) -> sp.csr_matrix:
     return table_definition(name).matrix
 
 
-# -- microdata -> block histograms ---------------------------------------------------
-
-
-def _column(frame: Mapping[str, np.ndarray], name: str, what: str) -> np.ndarray:
-    if name not in frame:
-        raise InputError(f"{what} needs column {name!r}; got columns {sorted(frame)}")
-    col = frame[name]
-    if isinstance(col, pa.ChunkedArray | pa.Array):
-        col = col.to_numpy(zero_copy_only=False)
-    return np.asarray(col)
-
-
-def _block_rows(frame: Mapping[str, np.ndarray], hierarchy: Hierarchy, what: str) -> np.ndarray:
-    codes = _column(frame, "geocode", what)
-    rows = hierarchy.block_index(codes)
-    if rows.size and rows.min() < 0:
-        bad = codes[rows < 0][0]
-        raise GeographyError(
-            f"{what} row {int(np.flatnonzero(rows < 0)[0])} has geocode {bad!r}, which is not a "
-            "block of the hierarchy (build it from the union of person and unit geocodes)"
-        )
-    return rows
-
-
-def _person_cells(persons: Mapping[str, np.ndarray], schema: Schema) -> np.ndarray:
-    """Cell index of every person, from CEF columns or MDF columns.
-
-    Each attribute is read from its microdata column (``age`` for ``votingage``) when
-    present, else from its MDF column through the inverse of its MDF codes.
-    """
-    n = len(_column(persons, "geocode", "persons"))
-    levels = []
-    for a in schema.attributes:
-        if a.column in persons:
-            values = _column(persons, a.column, "persons")
-            lv = a.levels_of(values)
-            col = a.column
-        elif a.mdf_column in persons:
-            values = _column(persons, a.mdf_column, "persons").astype(np.int64)
-            codes = np.asarray(a.mdf_codes, dtype=np.int64)
-            lookup = np.full(int(codes.max() - codes.min()) + 1, -1, dtype=np.int64)
-            lookup[codes - codes.min()] = np.arange(codes.size)
-            off = values - codes.min()
-            inside = (off >= 0) & (off < lookup.size)
-            lv = np.full(values.shape, -1, dtype=np.int64)
-            lv[inside] = lookup[off[inside]]
-            col = a.mdf_column
-        else:
-            raise InputError(
-                f"persons need column {a.column!r} or {a.mdf_column!r} for attribute {a.name!r}"
-            )
-        if lv.shape != (n,):
-            raise InputError(f"persons column {col!r} has {lv.size} rows, geocode has {n}")
-        if n and lv.min() < 0:
-            row = int(np.flatnonzero(lv < 0)[0])
-            raise InputError(
-                f"persons column {col!r} row {row} has value {values[row]}, "
-                f"outside the levels of {a.name!r}"
-            )
-        levels.append(lv)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.ravel_multi_index(tuple(levels), schema.shape).astype(np.int64)
-
-
-def person_histogram(
-    persons: Mapping[str, np.ndarray], hierarchy: Hierarchy, schema: str | Schema = "pl94"
-) -> sp.csr_matrix:
-    """The sparse (blocks x cells) int64 histogram of persons.
-
-    Args:
-        persons: columns ``geocode`` and, per schema attribute, its CEF column
-            (``age``) or its MDF column (``votingage``).
-        hierarchy: the geography; its blocks are the rows.
-        schema: a schema or built-in schema name.
-
-    Raises:
-        InputError: for a missing column or a value outside an attribute's levels.
-        GeographyError: for a geocode that is not a block of ``hierarchy``.
-    """
-    sch = get_schema(schema) if isinstance(schema, str) else schema
-    rows = _block_rows(persons, hierarchy, "persons")
-    cells = _person_cells(persons, sch)
-    return sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, cells)),
-        shape=(hierarchy.blocks.size, sch.size),
-    )
-
-
-def unit_histogram(units: Mapping[str, np.ndarray], hierarchy: Hierarchy) -> sp.csr_matrix:
-    """The sparse (blocks x 16) int64 histogram of units; cell ``2 * gqtype + occupied``.
-
-    Raises:
-        InputError: for a missing column or a ``gqtype`` outside 0..7.
-        GeographyError: for a geocode that is not a block of ``hierarchy``.
-    """
-    rows = _block_rows(units, hierarchy, "units")
-    gq = _column(units, "gqtype", "units").astype(np.int64)
-    occ = _column(units, "occupied", "units").astype(bool).astype(np.int64)
-    bad = (gq < 0) | (gq >= N_GQTYPES)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"units column 'gqtype' row {row} has value {gq[row]}; must be 0..7")
-    return sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, 2 * gq + occ)),
-        shape=(hierarchy.blocks.size, UNIT_CELLS),
-    )
-
-
 # -- histograms -> tables --------------------------------------------------------------
 
 
@@ -507,31 +387,3 @@ def tables_to_arrays(
             per_level.append(arr)
         out[tname] = per_level
     return out
-
-
-# -- files -------------------------------------------------------------------------------
-
-
-def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[str]) -> None:
-    """Write each table to ``directory/<name>.parquet`` atomically."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        if name not in TABLE_NAMES:
-            raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
-        write_parquet(table, d / f"{name}.parquet")
-
-
-def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
-    """Read every table of :data:`TABLE_NAMES` from ``directory``.
-
-    Raises:
-        InputError: if the directory or a table file is missing.
-    """
-    d = Path(directory)
-    missing = [n for n in TABLE_NAMES if not (d / f"{n}.parquet").is_file()]
-    if missing:
-        raise InputError(
-            f"tables directory {str(d)!r} lacks {', '.join(f'{m}.parquet' for m in missing)}"
-        )
-    return {n: pq.read_table(d / f"{n}.parquet") for n in TABLE_NAMES}
