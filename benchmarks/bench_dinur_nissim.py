@@ -21,13 +21,13 @@ import time
 import numpy as np
 
 from censusdp import __version__
-from censusdp.privacy.randomness import experiment_generator
 from censusdp.attacks.dinur_nissim._bounded_ls import (
     gram_fista,
     lp_solve,
     lsq_linear_solve,
     round_bits,
 )
+from censusdp.privacy.randomness import experiment_generator
 
 
 def _problem(

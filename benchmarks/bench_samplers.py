@@ -21,8 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
+from censusdp.privacy.randomness import RandomSource
 
 
 def _best_rate(fn, n: int, repeats: int) -> float:

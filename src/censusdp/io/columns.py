@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from censusdp.errors import InputError
 
-__all__ = ["read_columns"]
+__all__ = ["dictionary_strings", "read_columns"]
 
 
 def read_columns(
@@ -37,3 +37,10 @@ def read_columns(
     if "geocode" in out:
         out["geocode"] = out["geocode"].astype("U16")
     return out
+
+
+def dictionary_strings(indices: np.ndarray, dictionary: np.ndarray) -> pa.Array:
+    """A dictionary-encoded string column: ``dictionary[indices]`` without repeating strings."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(indices, pa.int32()), pa.array(dictionary.astype(object), pa.string())
+    )

@@ -18,7 +18,7 @@ leaves nothing half-written.
 Memory is bounded by a chunk of families, not by the input: measurement runs as
 executor tasks (:func:`censusdp.release.measure.measure_tasks`) whose results are appended to
 the NMF as they arrive; estimation reads the NMF back chunk by chunk
-(:class:`censusdp.io.release.NMFReader`), so the same code serves ``--from-measurements``
+(:class:`censusdp.io.nmf.NMFReader`), so the same code serves ``--from-measurements``
 and a fresh run, and no level's measurements are ever all in memory; the MDF is written
 block chunk by block chunk and validated by re-reading it in batches. What stays in
 memory is sparse: the block histograms of the input and of the estimate and the per-level
@@ -59,14 +59,9 @@ from censusdp.errors import ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, write_mdf_units
+from censusdp.io.nmf import NMFReader, NMFWriter
 from censusdp.io.output import Staging
-from censusdp.io.release import (
-    MDFPersonWriter,
-    NMFReader,
-    NMFWriter,
-    iter_mdf_blocks,
-    write_mdf_units,
-)
 from censusdp.io.tables import write_tables
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say

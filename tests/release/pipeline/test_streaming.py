@@ -18,26 +18,16 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
+from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
 from censusdp.io.cef import read_cef
-from censusdp.io.release import (
-    NMFReader,
-    NMFWriter,
-    iter_mdf_blocks,
-    mdf_person_columns,
-    write_nmf,
-)
+from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
+from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import (
-    MeasurementSet,
-    family_chunks,
-    measure,
-    measure_tasks,
-    run_measure_task,
-)
+from censusdp.release.measure import family_chunks, measure, measure_tasks, run_measure_task
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, write_cef
 

@@ -31,9 +31,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.data.queries import Query, make_query
 from censusdp.errors import CensusDPError, InternalError
-from censusdp.release.measure import MeasuredQuery, Measurements, family_chunks
+from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
 from censusdp.release.topdown.problem import Subproblem

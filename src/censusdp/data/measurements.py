@@ -1,0 +1,156 @@
+"""The noisy measurement record: what crosses from measuring to estimating.
+
+A :class:`MeasuredQuery` holds the noisy answers of one query at every geounit of one
+geolevel, with the variance of their noise. It is the only thing estimation
+(:mod:`censusdp.release.topdown`, :mod:`censusdp.infer`) learns about the confidential
+data, and what the noisy measurement file stores (:mod:`censusdp.io.nmf`). Measuring
+produces these records (:mod:`censusdp.release.measure`); estimators consume them
+through the :class:`Measurements` protocol, which the in-memory :class:`MeasurementSet`
+and the file reader :class:`censusdp.io.nmf.NMFReader` both implement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from censusdp.data.geography import GeoLevels
+from censusdp.data.queries import Query
+from censusdp.data.schema import Schema
+from censusdp.errors import InternalError
+
+__all__ = ["MeasuredChunk", "MeasuredQuery", "MeasurementSet", "Measurements", "measured_rows"]
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredQuery:
+    """The noisy answers of one query at every geounit of one geolevel.
+
+    Attributes:
+        geolevel: level name.
+        query: canonical query name.
+        rows: the answer rows that were measured (rows made only of structural zeros
+            are not).
+        values: ``(units, len(rows))`` noisy answers (int64 for discrete mechanisms).
+        variance: the variance of each noisy answer.
+        mechanism: a short mechanism name for the NMF and manifest.
+    """
+
+    geolevel: str
+    query: str
+    rows: np.ndarray
+    values: np.ndarray
+    variance: float
+    mechanism: str
+
+    def dense(self, units: slice | np.ndarray, n_rows: int) -> np.ndarray:
+        """Noisy answers of ``units`` as a ``(n, n_rows)`` float array; unmeasured rows 0."""
+        vals = self.values[units]
+        out = np.zeros((vals.shape[0], n_rows), dtype=np.float64)
+        out[:, self.rows] = vals
+        return out
+
+    def sliced(self, start: int, stop: int) -> MeasuredQuery:
+        """The same query restricted to units ``start:stop`` of its level."""
+        return MeasuredQuery(
+            self.geolevel,
+            self.query,
+            self.rows,
+            self.values[start:stop],
+            self.variance,
+            self.mechanism,
+        )
+
+
+class Measurements(Protocol):
+    """What estimation reads: the noisy measurements of units ``start:stop`` of a level.
+
+    Implemented by :class:`MeasurementSet` (in memory) and by
+    :class:`censusdp.io.nmf.NMFReader` (chunked reads of a noisy measurement file),
+    so the estimator never needs every measurement in memory at once.
+    """
+
+    schema: Schema
+    geolevels: GeoLevels
+
+    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` (plan order), values of units ``start:stop``."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class MeasurementSet:
+    """All noisy measurements of a run, with the geography they refer to.
+
+    Attributes:
+        schema: the schema whose histograms were measured.
+        geolevels: the levels.
+        geocodes: per level, the geocodes of the measured units (sorted).
+        queries: ``(geolevel, query) -> MeasuredQuery``.
+    """
+
+    schema: Schema
+    geolevels: GeoLevels
+    geocodes: tuple[np.ndarray, ...]
+    queries: dict[tuple[str, str], MeasuredQuery] = field(default_factory=dict)
+
+    def at_level(self, geolevel: str) -> list[MeasuredQuery]:
+        """The measured queries of one level, in the order they were planned."""
+        return [m for (lv, _), m in self.queries.items() if lv == geolevel]
+
+    def __iter__(self) -> Iterator[MeasuredQuery]:
+        return iter(self.queries.values())
+
+    @property
+    def n_values(self) -> int:
+        """Total number of noisy answers."""
+        return int(sum(m.values.size for m in self.queries.values()))
+
+    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` restricted to units ``start:stop``."""
+        name = self.geolevels[level].name
+        return [m.sliced(start, stop) for m in self.at_level(name)]
+
+    def add_chunks(self, chunks: Iterable[MeasuredChunk]) -> MeasurementSet:
+        """Fill ``queries`` from chunks that cover every unit of their level in order."""
+        parts: dict[tuple[str, str], list[MeasuredQuery]] = {}
+        for ch in chunks:
+            for mq in ch.queries:
+                parts.setdefault((mq.geolevel, mq.query), []).append(mq)
+        for key, mqs in parts.items():
+            first = mqs[0]
+            values = np.concatenate([m.values for m in mqs], axis=0)
+            n = self.geocodes[self.geolevels.index(key[0])].size
+            if values.shape[0] != n:
+                raise InternalError(f"chunks of {key} cover {values.shape[0]} of {n} units")
+            self.queries[key] = MeasuredQuery(
+                first.geolevel, first.query, first.rows, values, first.variance, first.mechanism
+            )
+        return self
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredChunk:
+    """The noisy answers of one :class:`MeasureTask` (units ``start:stop`` of a level)."""
+
+    geolevel: str
+    start: int
+    stop: int
+    geocodes: np.ndarray
+    queries: tuple[MeasuredQuery, ...]
+    cpu_seconds: float = 0.0
+
+    @property
+    def n_values(self) -> int:
+        """Number of noisy answers in the chunk."""
+        return int(sum(m.values.size for m in self.queries))
+
+
+def measured_rows(schema: Schema, query: Query) -> np.ndarray:
+    """Rows of ``query`` that contain at least one cell that is not a structural zero."""
+    live = ~schema.structural_zero_mask
+    has_live = np.bincount(query.row_of_cell[live], minlength=query.n_rows) > 0
+    return np.flatnonzero(has_live).astype(np.int64)
