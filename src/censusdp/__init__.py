@@ -7,6 +7,6 @@ The package layout follows the pipeline (see ``docs/ARCHITECTURE.md``):
 release from them, and ``evaluate``, ``attacks`` and ``risk`` judge a release.
 """
 
-__version__ = "0.1.0"
+from censusdp.version import __version__
 
 __all__ = ["__version__"]

@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.errors import CensusDPError
 
 __all__ = ["main"]

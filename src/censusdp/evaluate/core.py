@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import scipy.sparse as sp
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
 from censusdp.data.queries import make_query

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram
 from censusdp.data.queries import make_query

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
 from censusdp.generate._states import StateInfo, resolve_state

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef

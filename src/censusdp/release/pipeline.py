@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import (
     UNIT_CELLS,

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef

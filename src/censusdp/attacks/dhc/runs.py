@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.attacks.dhc.reconstruct import match_counts, reconstruct_blocks
 from censusdp.attacks.dhc.reid import (
     CommercialSpec,

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
 from censusdp.privacy.randomness import experiment_generator

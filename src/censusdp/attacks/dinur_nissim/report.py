@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from censusdp import __version__
+from censusdp.version import __version__
 from censusdp.attacks.dinur_nissim.experiment import (
     JASON_FIG56_EPSILONS,
     JASON_FIG56_SIZES,
