@@ -16,8 +16,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from censusdp.version import __version__
 from censusdp.errors import CensusDPError
+from censusdp.version import __version__
 
 __all__ = ["main"]
 

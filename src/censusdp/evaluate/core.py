@@ -38,7 +38,6 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import scipy.sparse as sp
 
-from censusdp.version import __version__
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
 from censusdp.data.queries import make_query
@@ -63,6 +62,7 @@ from censusdp.io.columns import read_columns
 from censusdp.io.tables import read_tables
 from censusdp.progress import say
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
+from censusdp.version import __version__
 
 __all__ = [
     "DEFAULT_DISTRICT_TARGETS",

@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from censusdp.version import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram
 from censusdp.data.queries import make_query
@@ -48,6 +47,7 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.progress import say
+from censusdp.version import __version__
 
 __all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
 

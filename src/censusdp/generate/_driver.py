@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from censusdp.version import __version__
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
 from censusdp.generate._states import StateInfo, resolve_state
@@ -21,6 +20,7 @@ from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.version import __version__
 
 __all__ = ["GenerateSummary", "generate_state"]
 

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.schema import Schema
+from censusdp.data.histograms import UNIT_CELLS, person_histogram, pl94_view, unit_histogram
+from censusdp.data.schema import Schema, get_schema
 from censusdp.io.atomic import atomic_path
 from censusdp.io.columns import dictionary_strings
 
@@ -32,6 +33,7 @@ __all__ = [
     "MDFPersonWriter",
     "iter_mdf_blocks",
     "mdf_person_columns",
+    "read_mdf_histograms",
     "write_mdf_persons",
     "write_mdf_text",
     "write_mdf_units",
@@ -268,3 +270,27 @@ def write_mdf_units(
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return table.num_rows
+
+
+def read_mdf_histograms(
+    run_dir: Path, hierarchy: Hierarchy, schema: Schema
+) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """Read a release's MDF back in batches: (schema block histogram, ``pl94`` one, unit one).
+
+    The files are read a batch at a time, so memory holds the sparse histograms, never
+    every person.
+    """
+    pf = pq.ParquetFile(run_dir / "mdf_persons.parquet")
+    hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
+    pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
+    same = schema.name == "pl94"
+    for batch in pf.iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        h = person_histogram(cols, hierarchy, schema)
+        hist = hist + h
+        pl94 = pl94 + (h if same else person_histogram(pl94_view(cols), hierarchy, "pl94"))
+    units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
+    for batch in pq.ParquetFile(run_dir / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
+        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+        units = units + unit_histogram(cols, hierarchy)
+    return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)

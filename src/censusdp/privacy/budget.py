@@ -45,6 +45,7 @@ __all__ = [
     "load_preset",
     "resolve_budget",
     "preset_names",
+    "release_privacy",
 ]
 
 MECHANISMS: dict[str, str] = {"discrete_gaussian": "zCDP", "geometric": "pure"}
@@ -602,6 +603,53 @@ def resolve_budget(
     if rho is not None or epsilon is not None:
         budget = budget.scaled(rho=rho, epsilon=epsilon)
     return budget
+
+
+def release_privacy(persons: Budget, units: Budget | None = None) -> dict[str, Any]:
+    """The privacy loss of a whole release (the person run and the unit run composed).
+
+    Both runs read the same people, so their losses add (sequential composition):
+    zCDP ``rho`` adds exactly (:func:`~censusdp.privacy.accounting.compose`); a pure-DP
+    release's ``epsilon`` adds, and its ``rho`` is the zCDP composition of its
+    measurements. The reported ``delta`` is the whole of it: the target delta of the
+    CKS conversion (zero for pure DP) plus the samplers' own term
+    (:func:`~censusdp.privacy.accounting.sampling_delta`), which no release omits.
+
+    Returns:
+        A JSON-ready mapping: ``mechanism``, ``rho`` (and ``rho_exact``), ``epsilon``,
+        ``delta`` (total), ``delta_target``, ``sampling_delta``, and each run's own
+        :meth:`Budget.to_dict` under ``persons`` / ``units``.
+    """
+    runs = [persons] + ([units] if units is not None else [])
+    if len({b.privacy_measure for b in runs}) != 1:
+        raise BudgetError(
+            f"the person and unit budgets use different privacy measures "
+            f"({persons.privacy_measure} and {units.privacy_measure if units else None})"
+        )
+    rho = accounting.compose([b.rho for b in runs])
+    tvs = [m.mechanism.sampling_tv * b.sensitivity for b in runs for m in b.measurements()]
+    out: dict[str, Any] = {"persons": persons.to_dict()}
+    if units is not None:
+        out["units"] = units.to_dict()
+    if persons.privacy_measure == "zCDP":
+        epsilon = accounting.epsilon_from_rho(rho, persons.delta)
+        target = float(persons.delta)
+    else:
+        epsilon = float(accounting.compose([b.total for b in runs]))
+        target = 0.0
+    sdelta = accounting.sampling_delta(epsilon, tvs)
+    out.update(
+        {
+            "mechanism": persons.mechanism,
+            "rho": float(rho),
+            "rho_exact": str(rho),
+            "epsilon": epsilon,
+            "delta": target + sdelta,
+            "delta_target": target,
+            "sampling_delta": sdelta,
+        }
+    )
+    return out
 
 
 # -- reports ---------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp.version import __version__
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
@@ -36,6 +35,7 @@ from censusdp.io.tables import write_tables
 from censusdp.progress import Progress, say
 from censusdp.protect.swap import swap_households, top_code_ages
 from censusdp.tables import tabulate
+from censusdp.version import __version__
 
 __all__ = ["protect_swap", "swap_then_dp"]
 

@@ -27,14 +27,9 @@ bounds (about 1 GB for California's 710k blocks).
 
 from __future__ import annotations
 
-import contextlib
-import json
-import platform
-import resource
 import shutil
-import sys
 import time
-from importlib import metadata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +37,27 @@ import numpy as np
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from censusdp.version import __version__
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import (
-    UNIT_CELLS,
     housing_unit_histogram,
     person_histogram,
     pl94_map,
-    pl94_view,
-    unit_histogram,
     unit_histogram_from_counts,
 )
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
-from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, write_mdf_units
+from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, NMFWriter
 from censusdp.io.output import Staging
-from censusdp.io.tables import write_tables
+from censusdp.io.tables import read_tables, write_tables
+from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
+from censusdp.release.manifest import commit_run, new_manifest
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import validate_release
@@ -75,19 +68,11 @@ __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[pkg] = metadata.version(pkg)
-    return out
-
-
-def _geolevels(budget: Any) -> GeoLevels:
+def _geolevels(budget: Budget) -> GeoLevels:
     return GeoLevels.from_pairs(list(budget.geolevels))
 
 
-def _plan(budget: Any) -> list[tuple[str, str, Any]]:
+def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
     return [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
 
 
@@ -104,13 +89,6 @@ def _unit_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
         n = tot.size
         out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
     return out
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process (and of waited-for children), in MB."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return round(max(own, kids) / 1024.0, 1)
 
 
 def _measure_to_file(
@@ -153,33 +131,6 @@ def _measure_to_file(
     return writer.rows, seen
 
 
-def _budget_summary(budget: Any, units_budget: Any | None) -> dict:
-    from censusdp.privacy import accounting
-
-    out: dict[str, Any] = {"persons": budget.to_dict()}
-    rho_total = None
-    if budget.mechanism == "discrete_gaussian":
-        rho_total = budget.total
-        if units_budget is not None:
-            out["units"] = units_budget.to_dict()
-            rho_total = rho_total + units_budget.total
-        delta = float(budget.delta)
-        out["rho"] = float(rho_total)
-        out["rho_exact"] = str(rho_total)
-        out["epsilon"] = accounting.epsilon_from_rho(rho_total, budget.delta)
-        out["delta"] = delta
-        out["mechanism"] = "discrete_gaussian"
-    else:
-        eps = budget.total + (units_budget.total if units_budget is not None else 0)
-        if units_budget is not None:
-            out["units"] = units_budget.to_dict()
-        out["epsilon"] = float(eps)
-        out["rho"] = float(eps) ** 2 / 2
-        out["delta"] = 0.0
-        out["mechanism"] = "geometric"
-    return out
-
-
 def _open_executor(executor: str, workers: int, spark_master: str | None) -> Any:
     ex = make_executor(workers, kind=executor, spark_master=spark_master)
     return ex
@@ -191,19 +142,12 @@ def _close_executor(ex: Any) -> None:
         close()
 
 
-def _executor_record(ex: Any, workers: int) -> dict:
-    describe = getattr(ex, "describe", None)
-    if describe is not None:
-        return describe()
-    return {"name": ex.name, "workers": workers}
-
-
 def run_release(
     input_dir: str | Path,
     out_dir: str | Path,
     *,
-    budget: Any,
-    units_budget: Any | None = None,
+    budget: Budget,
+    units_budget: Budget | None = None,
     seed: int | None = None,
     postprocess: str = "topdown",
     workers: int = 1,
@@ -298,7 +242,6 @@ def run_release(
         timings["measure"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
-            staging.path,
             inv,
             hierarchy,
             budget=budget,
@@ -320,7 +263,7 @@ def run_release(
                 "command": command,
             }
         )
-        _finish(manifest, staging, timings, t_start)
+        commit_run(manifest, staging, timings, t_start)
     except BaseException:
         staging.abort()
         raise
@@ -331,21 +274,12 @@ def run_release(
     return manifest
 
 
-def _finish(manifest: dict, staging: Staging, timings: dict[str, float], t_start: float) -> None:
-    """Record total time and peak memory, write the manifest, and move the run into place."""
-    timings["total"] = time.perf_counter() - t_start
-    manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
-    manifest["peak_memory_mb"] = _peak_rss_mb()
-    write_json(manifest, staging.path / "manifest.json")
-    staging.commit()
-
-
 def reestimate(
     run_dir: str | Path,
     out_dir: str | Path,
     *,
-    budget: Any,
-    units_budget: Any | None = None,
+    budget: Budget,
+    units_budget: Budget | None = None,
     postprocess: str = "topdown",
     workers: int = 1,
     method: str = "auto",
@@ -392,7 +326,6 @@ def reestimate(
         timings["read_measurements"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
-            staging.path,
             inv,
             hierarchy,
             budget=budget,
@@ -408,7 +341,7 @@ def reestimate(
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
-        _finish(manifest, staging, timings, t_start)
+        commit_run(manifest, staging, timings, t_start)
     except BaseException:
         staging.abort()
         raise
@@ -418,73 +351,30 @@ def reestimate(
     return manifest
 
 
-def _histograms_from_mdf(
-    out: Path, hierarchy: Hierarchy, schema: Schema
-) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
-    """Re-read the written MDF in batches: (schema block histogram, pl94 one, unit one)."""
-    pf = pq.ParquetFile(out / "mdf_persons.parquet")
-    hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
-    pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
-    same = schema.name == "pl94"
-    for batch in pf.iter_batches(batch_size=1 << 22):
-        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
-        h = person_histogram(cols, hierarchy, schema)
-        hist = hist + h
-        pl94 = pl94 + (h if same else person_histogram(pl94_view(cols), hierarchy, "pl94"))
-    units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
-    for batch in pq.ParquetFile(out / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
-        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
-        units = units + unit_histogram(cols, hierarchy)
-    return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)
+@dataclass
+class _Estimated:
+    """The estimate of both runs and the person bounds it was held to."""
+
+    persons: Estimate
+    units: Estimate | None
+    bounds: list[Bounds]
 
 
-def _estimate_and_write(
-    out: Path,
+def _estimate(
     nmf_dir: Path,
     inv: Invariants,
     hierarchy: Hierarchy,
+    schema: Schema,
     *,
-    budget: Any,
-    units_budget: Any | None,
+    with_units: bool,
     postprocess: str,
     method: str,
     executor: Any,
-    workers: int,
     progress: Progress,
     timings: dict[str, float],
-) -> dict:
-    """Everything after measurement: it sees the NMF in ``nmf_dir`` and the invariants only."""
-    schema = get_schema(budget.schema)
-    manifest: dict[str, Any] = {
-        "package_version": __version__,
-        "schema": schema.name,
-        "postprocess": postprocess,
-        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-        "geounits": {
-            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
-        },
-        "versions": _versions(),
-        "platform": platform.platform(),
-        "argv": sys.argv,
-        "executor": _executor_record(executor, workers),
-    }
-    manifest.update(_budget_summary(budget, units_budget))
-    t = time.perf_counter()
-    write_parquet(inv.to_table(), out / "invariants.parquet")
-    write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
-    timings["write_invariants"] = time.perf_counter() - t
-    if postprocess == "none":
-        manifest["outputs"] = sorted(
-            p.name for p in out.iterdir() if p.is_file() and p.suffix == ".parquet"
-        )
-        return manifest
-
-    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
-    ums = None
-    if units_budget is not None:
-        ums = NMFReader(
-            nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
-        )
+    manifest: dict[str, Any],
+) -> _Estimated:
+    """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only."""
     t = time.perf_counter()
     bounds = _person_bounds(inv, hierarchy)
     if postprocess == "bottomup":
@@ -500,101 +390,145 @@ def _estimate_and_write(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    est = estimate(
-        ms,
-        hierarchy,
-        bounds,
-        group_variable="hhgq",
-        postprocess=postprocess,
-        method=method,
-        executor=executor,
-        progress=progress,
-    )
+    common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
+    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
+    persons = estimate(ms, hierarchy, bounds, group_variable="hhgq", **common)
     timings["estimate_persons"] = time.perf_counter() - t
-    unit_est: Estimate | None = None
-    if ums is not None:
+    manifest["estimation"] = {"persons": persons.levels}
+    manifest["failsafe"] = {"persons": persons.failsafe}
+    units = None
+    if with_units:
         t = time.perf_counter()
-        unit_est = estimate(
-            ums,
-            hierarchy,
-            _unit_bounds(inv, hierarchy),
-            group_variable=None,
-            postprocess=postprocess,
-            method=method,
-            executor=executor,
-            progress=progress,
+        ums = NMFReader(
+            nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
+        )
+        units = estimate(
+            ums, hierarchy, _unit_bounds(inv, hierarchy), group_variable=None, **common
         )
         timings["estimate_units"] = time.perf_counter() - t
-    manifest["estimation"] = {"persons": est.levels}
-    manifest["failsafe"] = {"persons": est.failsafe}
-    if unit_est is not None:
-        manifest["estimation"]["units"] = unit_est.levels
-        manifest["failsafe"]["units"] = unit_est.failsafe
+        manifest["estimation"]["units"] = units.levels
+        manifest["failsafe"]["units"] = units.failsafe
+    return _Estimated(persons, units, bounds)
 
-    # -- outputs, block chunk by block chunk --------------------------------------------
+
+def _occupied(est: _Estimated, inv: Invariants, manifest: dict[str, Any]) -> np.ndarray:
+    """Released occupied housing units per block (zero when the unit run was skipped)."""
+    if est.units is not None:
+        return np.asarray(est.units.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
+    manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
+    return np.zeros(inv.blocks.size, dtype=np.int64)
+
+
+def _write_outputs(
+    out: Path,
+    est: _Estimated,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    *,
+    progress: Progress,
+    timings: dict[str, float],
+    manifest: dict[str, Any],
+) -> None:
+    """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
     t = time.perf_counter()
-    block_hist = est.histograms[-1]
+    block_hist = est.persons.histograms[-1]
     with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
         for cols in iter_mdf_blocks(block_hist, schema):
             w.write(cols)
     manifest["persons_released"] = w.persons
-    if unit_est is not None:
-        occupied = np.asarray(unit_est.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
-    else:
-        occupied = np.zeros(inv.blocks.size, dtype=np.int64)
-        manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
+    occupied = _occupied(est, inv, manifest)
     manifest["units_released"] = write_mdf_units(
         hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
     )
     pl94_hist = (
         block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
     )
-    tables = tabulate_histograms(
-        pl94_hist,
-        unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities),
-        hierarchy,
-    )
-    write_tables(tables, out / "tables")
-    del tables, pl94_hist
+    units_hist = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+    write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
     timings["write_release"] = time.perf_counter() - t
     say(progress, f"wrote {w.persons:,} MDF persons and the tables")
 
-    # -- validation: re-read what was written and recompute it independently -----------
+
+def _validate_outputs(
+    out: Path,
+    est: _Estimated,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    *,
+    timings: dict[str, float],
+    manifest: dict[str, Any],
+) -> None:
+    """Re-read what was written and check it against the estimate, independently."""
     t = time.perf_counter()
-    mdf_hist, mdf_pl94, mdf_units = _histograms_from_mdf(out, hierarchy, schema)
-    written = tables_to_arrays(
-        {
-            n: pq.read_table(out / "tables" / f"{n}.parquet")
-            for n in ("P1", "P2", "P3", "P4", "P5", "H1")
-        },
-        hierarchy,
-    )
+    mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
+    written = tables_to_arrays(read_tables(out / "tables"), hierarchy)
     from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
     report = validate_release(
-        est.histograms,
+        est.persons.histograms,
         hierarchy,
         schema,
-        bounds,
-        unit_hists=unit_est.histograms if unit_est is not None else None,
-        housing_units=inv.housing_units if unit_est is not None else None,
+        est.bounds,
+        unit_hists=est.units.histograms if est.units is not None else None,
+        housing_units=inv.housing_units if est.units is not None else None,
         mdf_block_hist=mdf_hist,
         tables=written,
         tables_from_mdf=from_mdf,
-        failsafe_uses=len(est.failsafe),
+        failsafe_uses=len(est.persons.failsafe),
     )
     timings["validate"] = time.perf_counter() - t
     manifest["validation"] = report.to_dict()
-    if not report.ok and not est.failsafe:
+    if not report.ok and not est.persons.failsafe:
         raise InternalError("release failed validation: " + "; ".join(report.failures()))
+
+
+def _estimate_and_write(
+    out: Path,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    *,
+    budget: Budget,
+    units_budget: Budget | None,
+    postprocess: str,
+    method: str,
+    executor: Any,
+    workers: int,
+    progress: Progress,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``)."""
+    schema = get_schema(budget.schema)
+    manifest = new_manifest(
+        schema=schema.name,
+        postprocess=postprocess,
+        hierarchy=hierarchy,
+        executor=executor,
+        workers=workers,
+        budget=budget,
+        units_budget=units_budget,
+    )
+    t = time.perf_counter()
+    write_parquet(inv.to_table(), out / "invariants.parquet")
+    write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
+    timings["write_invariants"] = time.perf_counter() - t
+    if postprocess != "none":
+        steps = dict(timings=timings, manifest=manifest)
+        est = _estimate(
+            out,
+            inv,
+            hierarchy,
+            schema,
+            with_units=units_budget is not None,
+            postprocess=postprocess,
+            method=method,
+            executor=executor,
+            progress=progress,
+            **steps,
+        )
+        _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)
+        _validate_outputs(out, est, inv, hierarchy, schema, **steps)
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
         "manifest.json"
     ]
     return manifest
-
-
-def read_manifest(run_dir: str | Path) -> dict:
-    """The manifest of a run directory."""
-    path = Path(run_dir) / "manifest.json"
-    if not path.exists():
-        raise InputError(f"{path}: missing file")
-    return json.loads(path.read_text())

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from censusdp.version import __version__
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
@@ -33,6 +32,7 @@ from censusdp.risk._noise import NoiseModel
 from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_level_risk
 from censusdp.risk.one_level import one_level_risk, posterior
 from censusdp.risk.release import DEFAULT_PRIORS, detailed_rhos, release_risk, sweep_risk
+from censusdp.version import __version__
 
 __all__ = ["RiskRun", "run_risk"]
 

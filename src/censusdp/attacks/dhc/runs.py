@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp.version import __version__
 from censusdp.attacks.dhc.reconstruct import match_counts, reconstruct_blocks
 from censusdp.attacks.dhc.reid import (
     CommercialSpec,
@@ -39,6 +38,7 @@ from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
 from censusdp.io.output import prepare_output_dir
 from censusdp.progress import Progress, say
+from censusdp.version import __version__
 
 __all__ = ["LINK_METHODS", "read_persons", "read_truth", "run_reconstruct", "run_reid"]
 

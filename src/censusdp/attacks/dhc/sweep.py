@@ -46,11 +46,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from censusdp.version import __version__
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say
+from censusdp.version import __version__
 
 __all__ = ["DEFAULT_EPSILONS", "attack_sweep", "marginals_reconstruction"]
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.version import __version__
 from censusdp.attacks.dinur_nissim.experiment import (
     JASON_FIG56_EPSILONS,
     JASON_FIG56_SIZES,
@@ -36,6 +35,7 @@ from censusdp.attacks.dinur_nissim.experiment import (
 )
 from censusdp.errors import CensusDPError
 from censusdp.io.atomic import atomic_path, write_json
+from censusdp.version import __version__
 
 __all__ = [
     "FIGURES",

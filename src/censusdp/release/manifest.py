@@ -1,0 +1,108 @@
+"""The run manifest: what a release is, how it was made, and what it cost.
+
+Every run writes ``manifest.json`` (strict JSON) last, after every other file; its
+presence marks a complete run. It records the budget in rho and (epsilon, delta)
+(:func:`censusdp.privacy.budget.release_privacy`), the mechanism, the seed or the secure
+randomness, package and library versions, the executor, per-step timings, peak memory,
+solver statuses and failsafe uses, the validator's result and the list of outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import resource
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from censusdp.data.geography import Hierarchy
+from censusdp.errors import InputError
+from censusdp.io.atomic import write_json
+from censusdp.io.output import Staging
+from censusdp.privacy.budget import Budget, release_privacy
+from censusdp.version import __version__
+
+__all__ = ["commit_run", "new_manifest", "peak_rss_mb", "read_manifest", "versions"]
+
+_LIBRARIES = ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath")
+
+
+def versions() -> dict[str, str]:
+    """Python's and the numerical libraries' versions."""
+    out = {"python": platform.python_version()}
+    for pkg in _LIBRARIES:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[pkg] = metadata.version(pkg)
+    return out
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (and of waited-for children), in MB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, kids) / 1024.0, 1)
+
+
+def _executor_record(executor: Any, workers: int) -> dict:
+    describe = getattr(executor, "describe", None)
+    if describe is not None:
+        return describe()
+    return {"name": executor.name, "workers": workers}
+
+
+def new_manifest(
+    *,
+    schema: str,
+    postprocess: str,
+    hierarchy: Hierarchy,
+    executor: Any,
+    workers: int,
+    budget: Budget,
+    units_budget: Budget | None,
+) -> dict[str, Any]:
+    """The manifest's fixed part: package, schema, geography, platform and privacy loss."""
+    manifest: dict[str, Any] = {
+        "package_version": __version__,
+        "schema": schema,
+        "postprocess": postprocess,
+        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+        "geounits": {
+            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
+        },
+        "versions": versions(),
+        "platform": platform.platform(),
+        "argv": sys.argv,
+        "executor": _executor_record(executor, workers),
+    }
+    manifest.update(release_privacy(budget, units_budget))
+    return manifest
+
+
+def commit_run(
+    manifest: dict[str, Any], staging: Staging, timings: dict[str, float], t_start: float
+) -> None:
+    """Record total time and peak memory, write the manifest, and move the run into place."""
+    timings["total"] = time.perf_counter() - t_start
+    manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+    manifest["peak_memory_mb"] = peak_rss_mb()
+    write_json(manifest, staging.path / "manifest.json")
+    staging.commit()
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a run directory.
+
+    Raises:
+        InputError: naming the file when it is missing or not valid JSON.
+    """
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        raise InputError(f"{path}: missing file (not a censusdp run directory?)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
