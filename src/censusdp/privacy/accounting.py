@@ -39,7 +39,7 @@ from fractions import Fraction
 import mpmath
 
 from censusdp.errors import BudgetError
-from censusdp.privacy.mechanisms._base import as_fraction, positive_fraction
+from censusdp.privacy.parameters import as_fraction, positive_fraction
 
 __all__ = [
     "compose",

@@ -30,7 +30,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import BudgetError, CensusDPError, ConfigError
 from censusdp.privacy import accounting
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
-from censusdp.privacy.mechanisms._base import as_fraction, check_sensitivity, positive_fraction
+from censusdp.privacy.parameters import as_fraction, check_sensitivity, positive_fraction
 
 __all__ = [
     "DEFAULT_GEOLEVELS",

@@ -148,7 +148,7 @@ class NoiseModel:
 
 
 def _rho_fraction(rho: float | Fraction | str) -> Fraction:
-    from censusdp.privacy.mechanisms import as_fraction
+    from censusdp.privacy.parameters import as_fraction
 
     r = as_fraction(rho, "rho")
     if r <= 0:

@@ -43,7 +43,8 @@ from scipy.special import expit, logsumexp
 from scipy.stats import binom
 
 from censusdp.errors import CensusDPError
-from censusdp.privacy.mechanisms import DiscreteGaussian, as_fraction
+from censusdp.privacy.mechanisms import DiscreteGaussian
+from censusdp.privacy.parameters import as_fraction
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.risk._noise import (
     NoiseModel,

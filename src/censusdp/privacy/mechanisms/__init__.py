@@ -19,7 +19,6 @@ All noise is drawn from a :class:`censusdp.privacy.randomness.RandomSource`. Eve
 
 from __future__ import annotations
 
-from censusdp.privacy.mechanisms._base import as_fraction
 from censusdp.privacy.mechanisms._continuous import Gaussian, Laplace
 from censusdp.privacy.mechanisms._discrete import DiscreteGaussian, Geometric
 from censusdp.privacy.mechanisms._randomized_response import RandomizedResponse
@@ -30,5 +29,4 @@ __all__ = [
     "Geometric",
     "Laplace",
     "RandomizedResponse",
-    "as_fraction",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.privacy.mechanisms._base import check_sensitivity, positive_fraction
+from censusdp.privacy.parameters import check_sensitivity, positive_fraction
 from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["Gaussian", "Laplace"]

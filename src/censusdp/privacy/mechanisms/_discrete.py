@@ -20,7 +20,7 @@ import mpmath
 import numpy as np
 
 from censusdp.errors import CensusDPError
-from censusdp.privacy.mechanisms._base import check_sensitivity, integer_values, positive_fraction
+from censusdp.privacy.mechanisms._base import integer_values
 from censusdp.privacy.mechanisms._table import (
     PRECISION,
     TAIL_BITS,
@@ -29,6 +29,7 @@ from censusdp.privacy.mechanisms._table import (
     fixed_point,
     mpf_to_fraction,
 )
+from censusdp.privacy.parameters import check_sensitivity, positive_fraction
 from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["DiscreteGaussian", "Geometric"]

@@ -27,7 +27,7 @@ import mpmath
 import numpy as np
 
 from censusdp.errors import BudgetError, CensusDPError
-from censusdp.privacy.mechanisms._base import as_fraction, positive_fraction
+from censusdp.privacy.parameters import as_fraction, positive_fraction
 from censusdp.privacy.randomness import RandomSource
 
 __all__ = ["RandomizedResponse"]
