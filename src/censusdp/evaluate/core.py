@@ -60,6 +60,7 @@ from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
 from censusdp.io.columns import read_columns
 from censusdp.io.tables import read_tables
+from censusdp.privacy.budget import Budget
 from censusdp.progress import say
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
 from censusdp.version import __version__
@@ -421,8 +422,8 @@ def evaluate(
     *,
     trials: int | None = None,
     trial_seed: int = 0,
-    budget: Any | None = None,
-    units_budget: Any | None = None,
+    budget: Budget | None = None,
+    units_budget: Budget | None = None,
     workers: int = 1,
     district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
     district_draws: int = 5,

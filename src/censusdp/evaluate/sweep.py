@@ -46,6 +46,7 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
+from censusdp.privacy.budget import Budget
 from censusdp.progress import say
 from censusdp.version import __version__
 
@@ -57,7 +58,7 @@ EPSILON_MEANINGS = ("rho", "cks")
 SWEEP_MEASURES = ("total_population", "hispanic*cenrace")
 
 
-def budget_for_epsilon(base: Any, epsilon: float, meaning: str = "rho") -> Any:
+def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "rho") -> Budget:
     """The budget ``base`` rescaled to a sweep value ``epsilon`` (see module docstring).
 
     Raises:
@@ -98,7 +99,7 @@ def sweep(
     out_dir: str | Path,
     preset: str = "pl94-2020",
     config: str | Path | None = None,
-    budget: Any | None = None,
+    budget: Budget | None = None,
     trials: int = 1,
     seed: int = 0,
     workers: int = 1,

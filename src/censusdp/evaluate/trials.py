@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from censusdp.evaluate.metrics import COUNT_BINS, Pairs, bin_index, tvd
+from censusdp.privacy.budget import Budget
 
 __all__ = [
     "ErrorAccumulator",
@@ -154,8 +155,8 @@ def budget_from_manifest(entry: dict[str, Any]) -> Any:
 def run_trials(
     input_dir: str | Path,
     *,
-    budget: Any,
-    units_budget: Any | None,
+    budget: Budget,
+    units_budget: Budget | None,
     trials: int,
     seed: int,
     compare: Callable[[Path, ErrorAccumulator], None],

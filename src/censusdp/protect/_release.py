@@ -32,6 +32,7 @@ from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.io.output import prepare_output_dir
 from censusdp.io.tables import write_tables
+from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
 from censusdp.protect.swap import swap_households, top_code_ages
 from censusdp.tables import tabulate
@@ -209,8 +210,8 @@ def swap_then_dp(
     *,
     rate: float,
     seed: int,
-    budget: Any,
-    units_budget: Any | None = None,
+    budget: Budget,
+    units_budget: Budget | None = None,
     dp_seed: int | None = None,
     topcode: int | None = 90,
     workers: int = 1,

@@ -48,6 +48,7 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
+from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
@@ -101,7 +102,7 @@ def _write_rec(cols: dict[str, np.ndarray], d: Path) -> None:
 
 
 def _default_dp(
-    input_dir: Path, out_dir: Path, *, budget: Any, seed: int, workers: int, progress: Progress
+    input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int, progress: Progress
 ) -> dict:
     from censusdp.release.pipeline import run_release
 
