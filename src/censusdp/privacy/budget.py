@@ -19,7 +19,7 @@ import functools
 import importlib.resources
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -428,6 +428,66 @@ def _fail(origin: str, key: str, value: object, rule: str) -> BudgetConfigError:
     return BudgetConfigError(f"{origin}: key {key!r} = {value!r}: {rule}")
 
 
+def _frac(origin: str, key: str, value: object, positive: bool = True) -> Fraction:
+    try:
+        x = as_fraction(value, key)
+    except BudgetError as exc:
+        raise _fail(origin, key, value, str(exc)) from None
+    if positive and x <= 0:
+        raise _fail(origin, key, value, "must be positive")
+    return x
+
+
+def _parse_level(
+    origin: str, i: int, level: object
+) -> tuple[str, int, Fraction, dict[str, Fraction]]:
+    """One ``[[geolevels]]`` table: name, geocode length, share and query shares."""
+    where = f"geolevels[{i}]"
+    if not isinstance(level, Mapping):
+        raise _fail(origin, where, level, "must be a table")
+    bad = sorted(set(level) - _LEVEL_KEYS)
+    if bad:
+        raise _fail(
+            origin,
+            f"{where}.{bad[0]}",
+            level[bad[0]],
+            f"unknown key; allowed: {sorted(_LEVEL_KEYS)}",
+        )
+    for key in ("name", "share", "queries"):
+        if key not in level:
+            raise BudgetConfigError(f"{origin}: {where} is missing key {key!r}")
+    lname = level["name"]
+    if not isinstance(lname, str) or not lname:
+        raise _fail(origin, f"{where}.name", lname, "must be a non-empty string")
+    length = level.get("length", dict(DEFAULT_GEOLEVELS).get(lname))
+    if isinstance(length, bool) or not isinstance(length, int):
+        raise _fail(origin, f"{where}.length", length, "must be an integer geocode length 0..16")
+    share = _frac(origin, f"{where}.share", level["share"], positive=False)
+    queries = level["queries"]
+    if not isinstance(queries, Mapping):
+        raise _fail(origin, f"{where}.queries", queries, "must be a table query = share")
+    qshares = {
+        str(q): _frac(origin, f"{where}.queries.{q}", v, positive=False) for q, v in queries.items()
+    }
+    return lname, length, share, qshares
+
+
+def _global_amount(data: Mapping[str, Any], origin: str) -> tuple[str, Fraction]:
+    """The mechanism and its global budget (``rho`` for zCDP, ``epsilon`` for pure DP)."""
+    mechanism = data["mechanism"]
+    if mechanism not in MECHANISMS:
+        raise _fail(origin, "mechanism", mechanism, f"must be one of {sorted(MECHANISMS)}")
+    unit = "rho" if MECHANISMS[mechanism] == "zCDP" else "epsilon"
+    other = "epsilon" if unit == "rho" else "rho"
+    if unit not in data:
+        raise BudgetConfigError(f"{origin}: mechanism {mechanism!r} needs a global {unit!r} key")
+    if other in data:
+        raise _fail(
+            origin, other, data[other], f"mechanism {mechanism!r} takes its budget as {unit!r}"
+        )
+    return mechanism, _frac(origin, unit, data[unit])
+
+
 def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Budget:
     """Build a :class:`Budget` from parsed TOML (the preset/config format).
 
@@ -446,29 +506,8 @@ def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Bu
     for key in ("schema", "mechanism", "geolevels"):
         if key not in data:
             raise BudgetConfigError(f"{origin}: missing required key {key!r}")
-    mechanism = data["mechanism"]
-    if mechanism not in MECHANISMS:
-        raise _fail(origin, "mechanism", mechanism, f"must be one of {sorted(MECHANISMS)}")
-    unit = "rho" if MECHANISMS[mechanism] == "zCDP" else "epsilon"
-    other = "epsilon" if unit == "rho" else "rho"
-    if unit not in data:
-        raise BudgetConfigError(f"{origin}: mechanism {mechanism!r} needs a global {unit!r} key")
-    if other in data:
-        raise _fail(
-            origin, other, data[other], f"mechanism {mechanism!r} takes its budget as {unit!r}"
-        )
-
-    def frac(key: str, value: object, positive: bool = True) -> Fraction:
-        try:
-            x = as_fraction(value, key)
-        except BudgetError as exc:
-            raise _fail(origin, key, value, str(exc)) from None
-        if positive and x <= 0:
-            raise _fail(origin, key, value, "must be positive")
-        return x
-
-    total = frac(unit, data[unit])
-    delta = frac("delta", data.get("delta", "1e-10"))
+    mechanism, total = _global_amount(data, origin)
+    delta = _frac(origin, "delta", data.get("delta", "1e-10"))
     sensitivity = data.get("sensitivity", 1)
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
         raise _fail(origin, "sensitivity", sensitivity, "must be a positive integer")
@@ -479,39 +518,12 @@ def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Bu
     gshares: dict[str, Fraction] = {}
     qshares: dict[str, dict[str, Fraction]] = {}
     for i, level in enumerate(levels_raw):
-        where = f"geolevels[{i}]"
-        if not isinstance(level, Mapping):
-            raise _fail(origin, where, level, "must be a table")
-        bad = sorted(set(level) - _LEVEL_KEYS)
-        if bad:
-            raise _fail(
-                origin,
-                f"{where}.{bad[0]}",
-                level[bad[0]],
-                f"unknown key; allowed: {sorted(_LEVEL_KEYS)}",
-            )
-        for key in ("name", "share", "queries"):
-            if key not in level:
-                raise BudgetConfigError(f"{origin}: {where} is missing key {key!r}")
-        lname = level["name"]
-        if not isinstance(lname, str) or not lname:
-            raise _fail(origin, f"{where}.name", lname, "must be a non-empty string")
-        default_len = dict(DEFAULT_GEOLEVELS).get(lname)
-        length = level.get("length", default_len)
-        if isinstance(length, bool) or not isinstance(length, int):
-            raise _fail(
-                origin, f"{where}.length", length, "must be an integer geocode length 0..16"
-            )
+        lname, length, share, queries = _parse_level(origin, i, level)
         if lname in gshares:
-            raise _fail(origin, f"{where}.name", lname, "geolevel listed twice")
+            raise _fail(origin, f"geolevels[{i}].name", lname, "geolevel listed twice")
         geolevels.append((lname, length))
-        gshares[lname] = frac(f"{where}.share", level["share"], positive=False)
-        queries = level["queries"]
-        if not isinstance(queries, Mapping):
-            raise _fail(origin, f"{where}.queries", queries, "must be a table query = share")
-        qshares[lname] = {
-            str(q): frac(f"{where}.queries.{q}", v, positive=False) for q, v in queries.items()
-        }
+        gshares[lname] = share
+        qshares[lname] = queries
     notes = data.get("notes", ())
     if isinstance(notes, str):
         notes = (notes,)
@@ -774,6 +786,62 @@ class BudgetReport:
         return "\n".join(lines)
 
 
+def _loss_entry(
+    loss: tuple[Fraction, Fraction], eps_at: Callable[..., float], pure: bool
+) -> dict[str, Any]:
+    """``rho`` of a sum of measurements and its epsilon at the report's delta."""
+    r, e = loss
+    return {
+        "rho": str(r),
+        "rho_float": float(r),
+        "epsilon_at_delta": (eps_at(r, e if pure else None) if r > 0 else 0.0),
+    }
+
+
+def _measurement_rows(
+    budget: Budget, eps_at: Callable[..., float]
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, tuple[Fraction, Fraction]]]]:
+    """One report row per measurement, and the (rho, pure epsilon) summed per geolevel,
+    query and attribute (an attribute's sum covers the queries that read it)."""
+    schema = get_schema(budget.schema)
+    zero = (Fraction(0), Fraction(0))
+    sums: dict[str, dict[str, tuple[Fraction, Fraction]]] = {
+        "geolevel": {},
+        "query": {},
+        "attribute": {a: zero for a in schema.attribute_names},
+    }
+    rows = []
+    for m in budget.measurements():
+        e_i = m.epsilon if m.epsilon is not None else Fraction(0)
+        qshare = budget.query_shares[m.geolevel][m.query]
+        of_total = budget.geolevel_shares[m.geolevel] * qshare
+        rows.append(
+            {
+                "geolevel": m.geolevel,
+                "query": m.query,
+                "cells": _query_rows(budget.schema, m.query),
+                "share": str(qshare),
+                "share_float": float(qshare),
+                "share_of_total": str(of_total),
+                "share_of_total_float": float(of_total),
+                "rho": str(m.rho),
+                "rho_float": float(m.rho),
+                "epsilon": None if m.epsilon is None else str(m.epsilon),
+                "epsilon_float": None if m.epsilon is None else float(m.epsilon),
+                "epsilon_at_delta": eps_at(m.rho, m.epsilon),
+                "variance": m.variance,
+                "std": math.sqrt(m.variance),
+                "mechanism": m.mechanism.describe(),
+            }
+        )
+        keys = [("geolevel", m.geolevel), ("query", m.query)]
+        keys += [("attribute", a) for a in _attributes_of(budget.schema, m.query)]
+        for kind, key in keys:
+            r0, e0 = sums[kind].get(key, zero)
+            sums[kind][key] = (r0 + m.rho, e0 + e_i)
+    return rows, sums
+
+
 def budget_report(
     *,
     preset: str | None = None,
@@ -817,78 +885,20 @@ def budget_report(
         e = cks(r)
         return min(e, float(pure_eps)) if pure_eps is not None else e
 
-    schema = get_schema(budget.schema)
-    rows = []
-    per_level: dict[str, Fraction] = {}
-    per_query: dict[str, Fraction] = {}
-    per_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
-    pe_level: dict[str, Fraction] = {}
-    pe_query: dict[str, Fraction] = {}
-    pe_attr: dict[str, Fraction] = {a: Fraction(0) for a in schema.attribute_names}
-    for m in budget.measurements():
-        e_i = m.epsilon if m.epsilon is not None else Fraction(0)
-        qshare = budget.query_shares[m.geolevel][m.query]
-        of_total = budget.geolevel_shares[m.geolevel] * qshare
-        r = m.rho
-        rows.append(
-            {
-                "geolevel": m.geolevel,
-                "query": m.query,
-                "cells": _query_rows(budget.schema, m.query),
-                "share": str(qshare),
-                "share_float": float(qshare),
-                "share_of_total": str(of_total),
-                "share_of_total_float": float(of_total),
-                "rho": str(r),
-                "rho_float": float(r),
-                "epsilon": None if m.epsilon is None else str(m.epsilon),
-                "epsilon_float": None if m.epsilon is None else float(m.epsilon),
-                "epsilon_at_delta": eps_at(r, m.epsilon),
-                "variance": m.variance,
-                "std": math.sqrt(m.variance),
-                "mechanism": m.mechanism.describe(),
-            }
-        )
-        per_level[m.geolevel] = per_level.get(m.geolevel, Fraction(0)) + r
-        per_query[m.query] = per_query.get(m.query, Fraction(0)) + r
-        pe_level[m.geolevel] = pe_level.get(m.geolevel, Fraction(0)) + e_i
-        pe_query[m.query] = pe_query.get(m.query, Fraction(0)) + e_i
-        for a in _attributes_of(budget.schema, m.query):
-            per_attr[a] += r
-            pe_attr[a] += e_i
+    rows, sums = _measurement_rows(budget, eps_at)
     levels = tuple(
         {
             "geolevel": g,
             "share": str(budget.geolevel_shares[g]),
             "share_float": float(budget.geolevel_shares[g]),
-            "rho": str(per_level[g]),
-            "rho_float": float(per_level[g]),
-            "epsilon_at_delta": eps_at(per_level[g], pe_level[g] if pure else None),
-            **(
-                {"epsilon": str(budget.geolevel_amount(g))}
-                if budget.privacy_measure == "pure"
-                else {}
-            ),
+            **_loss_entry(sums["geolevel"][g], eps_at, pure),
+            **({"epsilon": str(budget.geolevel_amount(g))} if pure else {}),
         }
         for g in budget.geolevel_names
     )
-    queries = tuple(
-        {
-            "query": q,
-            "rho": str(r),
-            "rho_float": float(r),
-            "epsilon_at_delta": eps_at(r, pe_query[q] if pure else None),
-        }
-        for q, r in per_query.items()
-    )
+    queries = tuple({"query": q, **_loss_entry(v, eps_at, pure)} for q, v in sums["query"].items())
     attributes = tuple(
-        {
-            "attribute": a,
-            "rho": str(r),
-            "rho_float": float(r),
-            "epsilon_at_delta": eps_at(r, pe_attr[a] if pure else None) if r > 0 else 0.0,
-        }
-        for a, r in per_attr.items()
+        {"attribute": a, **_loss_entry(v, eps_at, pure)} for a, v in sums["attribute"].items()
     )
     eps_d = eps_at(budget.rho, budget.total if pure else None)
     sdelta = budget.sampling_delta()
