@@ -142,6 +142,78 @@ def _close_executor(ex: Any) -> None:
         close()
 
 
+def _read_and_aggregate(
+    input_dir: str | Path,
+    budget: Budget,
+    *,
+    with_units: bool,
+    progress: Progress,
+    timings: dict[str, float],
+) -> tuple[Hierarchy, Invariants, dict[str, sp.csr_matrix], int]:
+    """Read and validate the CEF; return the geography, the invariants, the block
+    histograms each run measures (``persons``, ``units``) and the number of persons.
+
+    The microdata are dropped when this returns: from here on only block histograms,
+    then noisy measurements and invariants, exist.
+    """
+    t = time.perf_counter()
+    cef = read_cef(input_dir)
+    timings["read"] = time.perf_counter() - t
+    say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
+    t = time.perf_counter()
+    # Every person's block is its unit's block (checked by read_cef), so the units'
+    # blocks are all the blocks.
+    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
+    inv = compute_invariants(cef.persons, cef.units, hierarchy)
+    hists = {"persons": person_histogram(cef.persons, hierarchy, get_schema(budget.schema))}
+    if with_units:
+        hists["units"] = housing_unit_histogram(cef.units, hierarchy)
+    timings["aggregate"] = time.perf_counter() - t
+    say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
+    return hierarchy, inv, hists, cef.n_persons
+
+
+_NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
+
+
+def _measure_runs(
+    hists: dict[str, sp.csr_matrix],
+    hierarchy: Hierarchy,
+    budget: Budget,
+    units_budget: Budget | None,
+    source: RandomSource,
+    out: Path,
+    executor: Any,
+    progress: Progress,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    Returns the manifest's record of the rows written.
+    """
+    t = time.perf_counter()
+    runs = {"persons": (budget, get_schema(budget.schema))}
+    if units_budget is not None:
+        runs["units"] = (units_budget, get_schema("units"))
+    record: dict[str, Any] = {"noisy_values_by_level": {}}
+    for run, (b, schema) in runs.items():
+        n_rows, by_level = _measure_to_file(
+            hists.pop(run),
+            hierarchy,
+            schema,
+            _plan(b),
+            source.child(run),
+            out / _NMF_FILES[run],
+            executor,
+            progress,
+            timings,
+        )
+        record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
+        record["noisy_values_by_level"][run] = by_level
+    timings["measure"] = time.perf_counter() - t
+    return record
+
+
 def run_release(
     input_dir: str | Path,
     out_dir: str | Path,
@@ -188,58 +260,17 @@ def run_release(
     ex = None
     try:
         ex = _open_executor(executor, workers, spark_master)
-        t = time.perf_counter()
-        cef = read_cef(input_dir)
-        timings["read"] = time.perf_counter() - t
-        say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
-        t = time.perf_counter()
-        # Every person's block is its unit's block (checked by read_cef), so the units'
-        # blocks are all the blocks.
-        hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
-        inv = compute_invariants(cef.persons, cef.units, hierarchy)
-        schema = get_schema(budget.schema)
-        person_hist = person_histogram(cef.persons, hierarchy, schema)
-        unit_hist = (
-            housing_unit_histogram(cef.units, hierarchy) if units_budget is not None else None
+        hierarchy, inv, hists, n_persons = _read_and_aggregate(
+            input_dir,
+            budget,
+            with_units=units_budget is not None,
+            progress=progress,
+            timings=timings,
         )
-        n_persons = cef.n_persons
-        del cef  # from here on: block histograms, then only noisy measurements and invariants
-        timings["aggregate"] = time.perf_counter() - t
-        say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
         source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
-        t = time.perf_counter()
-        n_rows, by_level = _measure_to_file(
-            person_hist,
-            hierarchy,
-            schema,
-            _plan(budget),
-            source.child("persons"),
-            staging.path / "noisy_measurements.parquet",
-            ex,
-            progress,
-            timings,
+        nmf_rows = _measure_runs(
+            hists, hierarchy, budget, units_budget, source, staging.path, ex, progress, timings
         )
-        nmf_rows: dict[str, Any] = {
-            "noisy_measurements": n_rows,
-            "noisy_values_by_level": {"persons": by_level},
-        }
-        del person_hist
-        if unit_hist is not None:
-            n_rows, by_level = _measure_to_file(
-                unit_hist,
-                hierarchy,
-                get_schema("units"),
-                _plan(units_budget),
-                source.child("units"),
-                staging.path / "noisy_measurements_units.parquet",
-                ex,
-                progress,
-                timings,
-            )
-            nmf_rows["noisy_measurements_units"] = n_rows
-            nmf_rows["noisy_values_by_level"]["units"] = by_level
-        del unit_hist
-        timings["measure"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
             inv,
