@@ -159,6 +159,7 @@ def test_cli_reconstruct_and_reid(truth_dir, tmp_path, capsys):
                 "--truth",
                 str(truth_dir),
                 "--quiet",
+                "--json",
             ]
         )
         == 0
@@ -180,6 +181,8 @@ def test_cli_reconstruct_and_reid(truth_dir, tmp_path, capsys):
                 "--methods",
                 "exact",
                 "--quiet",
+                "--json",
+                "-",
             ]
         )
         == 0

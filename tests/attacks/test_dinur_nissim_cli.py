@@ -25,8 +25,9 @@ def test_attack_dn_writes_json_and_plot(tmp_path, capsys) -> None:
     assert data["manifest"]["seed"] == 4 and "package_version" in data["manifest"]
     assert len(data["fraction_recovered"]["mean"]) == 3
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["appendix_A_predictions"]["n"] == 60
+    printed = capsys.readouterr().out
+    assert "n = 60, 3 trials" in printed and printed.count("\n") == 6  # header, 3 rows, summary
+    assert "{" not in printed  # with --json PATH, stdout is for people, not JSON
 
 
 def test_attack_dn_gaussian_default_is_jason_variance(tmp_path) -> None:

@@ -88,6 +88,7 @@ def test_cli_protect_swap(truth, tmp_path, capsys):
             "--topcode",
             "none",
             "--quiet",
+            "--json",
         ]
     )
     assert rc == 0

@@ -1,30 +1,173 @@
-"""Argument helpers shared by sub-commands (budget selection)."""
+"""Argument helpers shared by the sub-commands: one name and one parser per concept.
+
+Every command is made with :func:`add_command` (its help shows each option's default),
+and takes its common options from here: ``--out`` with ``--overwrite``, ``--quiet``,
+``--workers``, ``--seed``, ``--json PATH``, and the budget (``--preset | --config``,
+``--rho | --epsilon``), which :func:`resolve_budget` turns into a
+:class:`~censusdp.privacy.budget.Budget` through the library's one budget resolver.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from censusdp.privacy.budget import Budget
 
-__all__ = ["add_budget_arguments", "resolve_budget"]
+__all__ = [
+    "add_budget_arguments",
+    "add_command",
+    "add_json_output",
+    "add_output",
+    "add_quiet",
+    "add_seed",
+    "add_workers",
+    "comma_list",
+    "emit_json",
+    "finish",
+    "resolve_budget",
+]
 
 
-def add_budget_arguments(parser: argparse.ArgumentParser, *, default_preset: str | None) -> None:
-    """``--preset | --config`` and ``--rho | --epsilon``."""
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows every option's default (unless its help already states it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        shown = not (default is None or default is False or default is argparse.SUPPRESS)
+        if "default" not in text and shown and action.option_strings:
+            if isinstance(default, list | tuple):
+                default = ",".join(str(v) for v in default)
+            text += f" (default: {default})"
+        return text.replace("%", "%%")
+
+
+def add_command(
+    subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """A sub-command parser whose ``--help`` shows defaults."""
+    return subparsers.add_parser(
+        name, help=help, description=description or help, formatter_class=_HelpFormatter
+    )
+
+
+def comma_list(
+    convert: Callable[[str], Any] = float, *, option: str, positive: bool = True
+) -> Callable[[str], list[Any]]:
+    """An argparse type for ``A,B,C``: a non-empty list, each item converted (and > 0)."""
+
+    def parse(text: str) -> list[Any]:
+        try:
+            values = [convert(x.strip()) for x in text.split(",") if x.strip()]
+        except (ValueError, ArithmeticError):
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a comma-separated list of numbers, got {text!r}"
+            ) from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"{option} needs at least one value, got {text!r}")
+        if positive and any(not float(v) > 0 for v in values):
+            raise argparse.ArgumentTypeError(f"{option} values must be positive, got {text!r}")
+        return values
+
+    return parse
+
+
+def add_output(
+    parser: argparse.ArgumentParser, *, metavar: str = "DIR", help: str = "output directory"
+) -> None:
+    """``--out`` (required) and ``--overwrite``."""
+    parser.add_argument("--out", required=True, metavar=metavar, help=help)
+    parser.add_argument(
+        "--overwrite", action="store_true", help=f"replace an existing {metavar} made by censusdp"
+    )
+
+
+def add_quiet(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress lines on stderr."""
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def add_workers(parser: argparse.ArgumentParser, *, default: int = 1) -> None:
+    """``--workers K``: worker processes."""
+    parser.add_argument(
+        "--workers", type=int, default=default, metavar="K", help="worker processes"
+    )
+
+
+def add_seed(parser: argparse.ArgumentParser, *, default: int | None = 0, help: str) -> None:
+    """``--seed N`` with a command-specific meaning."""
+    parser.add_argument("--seed", type=int, default=default, metavar="N", help=help)
+
+
+def add_json_output(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """``--json PATH``: write the machine-readable result to PATH (``-``: standard output)."""
+    parser.add_argument(
+        "--json",
+        required=required,
+        nargs=None if required else "?",
+        const=None if required else "-",
+        default=None,
+        metavar="PATH",
+        help="write the result as JSON to PATH ('-' or no PATH: standard output)",
+    )
+
+
+def finish(args: argparse.Namespace, text: str, obj: Any) -> None:
+    """Print ``text`` for a person and write ``obj`` to ``--json`` (if given).
+
+    With ``--json -`` (or a bare ``--json``) standard output holds the JSON alone, so a
+    script can parse it; the readable text is then left out.
+    """
+    path = getattr(args, "json", None)
+    if path != "-":
+        print(text)
+    if obj is not None:
+        emit_json(obj, path)
+
+
+def emit_json(obj: Any, path: str | None) -> None:
+    """Write ``obj`` as strict JSON to ``path`` (``-``: stdout); nothing when ``None``."""
+    if path is None:
+        return
+    text = json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        from censusdp.io.atomic import write_text
+
+        write_text(text, Path(path))
+
+
+def add_budget_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    default_preset: str | None,
+    amounts: tuple[str, ...] = ("rho", "epsilon"),
+) -> None:
+    """``--preset | --config`` and ``--rho | --epsilon`` (those of ``amounts``)."""
     src = parser.add_mutually_exclusive_group()
     src.add_argument(
         "--preset", default=None, help=f"built-in budget preset (default: {default_preset})"
     )
     src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
     amount = parser.add_mutually_exclusive_group()
-    amount.add_argument("--rho", default=None, help="global rho (zCDP), e.g. 2.56 or 542/339")
-    amount.add_argument(
-        "--epsilon",
-        default=None,
-        help="global epsilon; for zCDP presets the largest rho whose epsilon at the preset delta is at most this",
-    )
+    if "rho" in amounts:
+        amount.add_argument(
+            "--rho", default=None, help="rescale to this global rho (zCDP), e.g. 2.56 or 1/2"
+        )
+    if "epsilon" in amounts:
+        amount.add_argument(
+            "--epsilon",
+            default=None,
+            help="rescale to this global epsilon; for zCDP budgets the largest rho whose "
+            "epsilon at the budget's delta is at most this",
+        )
     parser.set_defaults(default_preset=default_preset)
 
 
@@ -35,7 +178,7 @@ def resolve_budget(args: argparse.Namespace) -> Budget:
     return resolve(
         preset=args.preset,
         config=args.config,
-        rho=args.rho,
-        epsilon=args.epsilon,
+        rho=getattr(args, "rho", None),
+        epsilon=getattr(args, "epsilon", None),
         default_preset=args.default_preset,
     )

@@ -1,7 +1,7 @@
 """``censusdp attack``: the group of attack sub-commands.
 
 The group has its own sub-parsers. ``dn`` (the Dinur-Nissim reconstruction laboratory,
-seed 000 secs. 4-5) and ``dn-figures`` are defined here. Another attack adds itself by
+JASON JSR-19-2F secs. 4-5) and ``dn-figures`` are defined here. Another attack adds itself by
 creating ``censusdp.cli.attack_<name>`` with ``register(subparsers)`` (same protocol
 as top-level commands: add a parser, set ``func``) and listing the module name in
 :data:`ATTACK_MODULES`.
@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 
+from censusdp.cli._common import (
+    add_command,
+    add_json_output,
+    add_quiet,
+    add_seed,
+    add_workers,
+    emit_json,
+    finish,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["ATTACK_MODULES", "register"]
@@ -69,29 +77,28 @@ def _dn(args: argparse.Namespace) -> int:
         solver=args.solver,
         nested=not args.fresh_queries,
         workers=args.workers,
-        json_path=args.json,
+        json_path=None if args.json in (None, "-") else args.json,
         plot_path=args.plot,
         progress=progress,
     )
     frac = out["fraction_recovered"]
-    pred = out["predictions"]
     rows = [
         {"queries": m, "mean": round(a, 4), "p10": round(b, 4), "p90": round(c, 4)}
         for m, a, b, c in zip(
             out["query_counts"], frac["mean"], frac["p10"], frac["p90"], strict=True
         )
     ]
-    brief = {
-        "n": out["n"],
-        "noise": out["noise"],
-        "solver": out["solver"],
-        "trials": out["trials"],
-        "fraction_recovered": rows,
-        "first_full_recovery_queries": out["first_full_recovery_queries"],
-        "appendix_A_predictions": pred,
-        "wall_seconds": round(out["timings"]["wall_seconds"], 2),
-    }
-    print(json.dumps(brief, indent=2))
+    lines = [
+        f"Dinur-Nissim reconstruction, n = {out['n']}, {out['trials']} trials, "
+        f"solver {out['solver']}",
+        f"{'queries':>8}{'mean':>8}{'p10':>8}{'p90':>8}   (fraction of bits recovered)",
+    ]
+    lines += [f"{r['queries']:>8}{r['mean']:>8.3f}{r['p10']:>8.3f}{r['p90']:>8.3f}" for r in rows]
+    lines.append(
+        f"first full recovery at {out['first_full_recovery_queries']} queries; "
+        f"{out['timings']['wall_seconds']:.1f} s"
+    )
+    finish(args, "\n".join(lines), out if args.json == "-" else None)
     return 0
 
 
@@ -106,7 +113,7 @@ def _dn_figures(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=progress_printer(args.quiet),
     )
-    print(json.dumps(out, indent=2))
+    emit_json(out, "-")
     return 0
 
 
@@ -128,7 +135,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.set_defaults(func=_group_help(group))
     sub = group.add_subparsers(dest="attack_command", metavar="COMMAND")
 
-    dn = sub.add_parser(
+    dn = add_command(
+        sub,
         "dn",
         help="Dinur-Nissim reconstruction: fraction of secret bits recovered vs number of queries",
         description=(
@@ -157,8 +165,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Gaussian variance; 'jason' (default) = sqrt(n) ln(n)/2 as in sec. 4.4, "
         "'jason-matlab' = (sqrt(n) ln(n)/2)^2 as App. B's code does",
     )
-    dn.add_argument("--trials", type=int, default=100)
-    dn.add_argument("--seed", type=int, default=0)
+    dn.add_argument("--trials", type=int, default=100, help="seeded trials per query count")
+    add_seed(dn, default=0, help="master seed of the trials")
     dn.add_argument(
         "--family",
         choices=("random", "pairs", "msequence", "hadamard"),
@@ -171,18 +179,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="draw a new query matrix for every m (as JASON's MATLAB) instead of nested prefixes",
     )
-    dn.add_argument("--workers", type=int, default=1, metavar="K", help="worker processes")
-    dn.add_argument("--json", default=None, metavar="OUT.json", help="write the full summary here")
+    add_workers(dn)
+    add_json_output(dn)
     dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
-    dn.add_argument("--quiet", action="store_true", help="no progress output")
+    add_quiet(dn)
     dn.set_defaults(func=_dn)
 
-    figs = sub.add_parser(
+    figs = add_command(
+        sub,
         "dn-figures",
         help="rerun JASON's Dinur-Nissim figures 4-1..4-4, 5-6, 5-7 (PNG + JSON + timings)",
         description="Reproduce seed 000 figs. 4-1, 4-2/4-3, 4-4, 5-6 and 5-7 into a directory.",
     )
-    figs.add_argument("--out", required=True, metavar="DIR")
+    figs.add_argument("--out", required=True, metavar="DIR", help="output directory")
     figs.add_argument(
         "--figures",
         nargs="+",
@@ -190,9 +199,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=["4-1", "4-2", "4-4", "5-6", "5-7"],
     )
     figs.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    figs.add_argument("--seed", type=int, default=2020)
-    figs.add_argument("--workers", type=int, default=2)
-    figs.add_argument("--quiet", action="store_true")
+    add_seed(figs, default=2020, help="master seed of the trials")
+    add_workers(figs, default=2)
+    add_quiet(figs)
     figs.set_defaults(func=_dn_figures)
 
     for name in ATTACK_MODULES:

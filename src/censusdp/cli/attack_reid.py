@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from censusdp.cli._common import (
+    add_command,
+    add_json_output,
+    add_output,
+    add_quiet,
+    add_seed,
+    finish,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -43,36 +50,43 @@ def _run(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
     )
     brief = {m: {k: r.get(k) for k in _KEYS} for m, r in s["methods"].items()}
-    print(json.dumps({"methods": brief, "timings": s["timings"]}, indent=2))
+    lines = [
+        f"{m:<15} putative {r['putative_rate']:.3f}, confirmed {r['confirmed_rate']:.3f}"
+        for m, r in brief.items()
+    ]
+    finish(
+        args, "\n".join(lines + [f"wrote {args.out}"]), {"methods": brief, "timings": s["timings"]}
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``attack reid``."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "reid",
         help="re-identify reconstructed records with a synthetic commercial file",
         description=(
             "Draw a commercial file from the truth (identifiers, block, sex, age; partial "
             "coverage, age errors, wrong blocks), link on block, sex and age (exact then "
             "age +-1) or by Fellegi-Sunter, and confirm race and ethnicity against the "
-            "truth: the 2010 rates (seed 000 sec. 4.1) and a public-marginals baseline."
+            "truth: the 2010 rates (JASON JSR-19-2F sec. 4.1) and a public-marginals baseline."
         ),
     )
     p.add_argument("--reconstructed", required=True, metavar="REC")
     p.add_argument("--truth", required=True, metavar="DIR", help="the CEF directory")
-    p.add_argument("--out", required=True, metavar="OUT")
+    add_output(p, metavar="OUT", help="directory for the links and rates")
     p.add_argument(
         "--methods",
         nargs="+",
         choices=("exact", "fellegi-sunter"),
         default=["exact", "fellegi-sunter"],
     )
-    p.add_argument("--seed", type=int, default=0)
+    add_seed(p, default=0, help="seed of the synthetic commercial file")
     p.add_argument("--coverage-adult", type=float, default=0.85)
     p.add_argument("--coverage-minor", type=float, default=0.40)
     p.add_argument("--age-error", type=float, default=0.15, help="share with age off by one")
     p.add_argument("--wrong-block", type=float, default=0.10)
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--quiet", action="store_true")
+    add_quiet(p)
+    add_json_output(p)
     p.set_defaults(func=_run)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 
+from censusdp.cli._common import add_budget_arguments, add_command, add_json_output, finish
 from censusdp.privacy.budget import budget_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``budget`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "budget",
         help="show a privacy-loss budget: rho, noise variance and epsilon per query",
         description=(
@@ -21,14 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "budget's delta is at most E; --rho on a pure-DP budget picks epsilon = sqrt(2 rho)."
         ),
     )
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", default=None, help="built-in preset (default: pl94-2020)")
-    src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
-    amount = p.add_mutually_exclusive_group()
-    amount.add_argument("--rho", default=None, help="rescale to this global rho, e.g. 2.56")
-    amount.add_argument("--epsilon", default=None, help="rescale to this global epsilon")
+    add_budget_arguments(p, default_preset="pl94-2020")
     p.add_argument("--delta", default=None, help="report epsilons at this delta")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_output(p)
     p.set_defaults(func=_run)
 
 
@@ -40,8 +36,5 @@ def _run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         delta=args.delta,
     )
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
-        print(report.to_text())
+    finish(args, report.to_text(), report.to_dict())
     return 0

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from censusdp.cli._common import add_command, add_quiet, add_seed, add_workers
 from censusdp.progress import printer as progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "demo",
         help="generate a small state, release it with the 2020 budget, report accuracy",
     )
@@ -18,9 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"
     )
-    p.add_argument("--seed", type=int, default=2020)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--quiet", action="store_true")
+    add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
+    add_workers(p)
+    add_quiet(p)
     p.set_defaults(func=_demo)
 
 
@@ -58,7 +60,9 @@ def _demo(args: argparse.Namespace) -> int:
             f"{a['total_mae']:>11.2f}{a['race_hispanic_cell_mae']:>10.3f}"
             f"{a['race_hispanic_tvd']:>8.3f}"
         )
-    print("  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, seed 000 sec. 6.1; 1 is perfect)")
+    print(
+        "  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, JASON JSR-19-2F sec. 6.1; 1 is perfect)"
+    )
     if s.report is not None:
         print(f"\n  report: {s.report}")
     return 0 if m["validation"]["ok"] else 1

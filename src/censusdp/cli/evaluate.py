@@ -4,32 +4,27 @@ from __future__ import annotations
 
 import argparse
 
+from censusdp.cli._common import (
+    add_command,
+    add_json_output,
+    add_quiet,
+    add_seed,
+    add_workers,
+    comma_list,
+)
 from censusdp.progress import printer as progress_printer
-
-
-def _targets(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--district-targets must be comma-separated integers, got {text!r}"
-        ) from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(
-            f"--district-targets must be positive integers, got {text!r}"
-        )
-    return values
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``evaluate`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "evaluate",
         help="accuracy of a release vs the truth: TVD, MAE, bias, error bars, HTML report",
         description=(
             "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: TVD, MAE, "
             "RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
-            "and the detailed histogram; largest errors; 100%%-occupancy and 100%%-under-18 "
+            "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
             "shares; random off-spine districts; invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns."
         ),
@@ -38,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--truth", required=True, metavar="DIR", help="CEF directory (persons/units.parquet)"
     )
     p.add_argument("--release", required=True, metavar="RUN", help="run directory")
-    p.add_argument("--json", required=True, metavar="OUT.json", help="where to write the metrics")
+    add_json_output(p, required=True)
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
     p.add_argument(
         "--trials",
@@ -50,17 +45,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trial-seed", type=int, default=0, help="master seed of the reruns (default 0)"
     )
-    p.add_argument("--workers", type=int, default=1, help="workers per rerun (default 1)")
+    add_workers(p)
     p.add_argument(
         "--district-targets",
-        type=_targets,
+        type=comma_list(int, option="--district-targets"),
         default=None,
         metavar="N,N,...",
         help="target populations of the random districts (default 500,2000,10000,50000)",
     )
     p.add_argument("--district-draws", type=int, default=5, help="random district maps per target")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random districts (default 0)")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    add_seed(p, default=0, help="seed of the random districts")
+    add_quiet(p)
     p.set_defaults(func=_evaluate)
 
 
@@ -74,12 +69,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         trials=args.trials,
         trial_seed=args.trial_seed,
         workers=args.workers,
-        district_targets=args.district_targets or DEFAULT_DISTRICT_TARGETS,
+        district_targets=tuple(args.district_targets or DEFAULT_DISTRICT_TARGETS),
         district_draws=args.district_draws,
         seed=args.seed,
         json_path=args.json,
         html_path=args.html,
-        progress=emit if emit is not None else (lambda _msg: None),
+        progress=emit,
     )
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from censusdp.cli._common import add_command, add_output, add_quiet
 from censusdp.progress import printer as progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``generate`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "generate",
         help="synthetic CEF (persons.parquet, units.parquet) for a state on real 2010 totals",
         description=(
@@ -20,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--state", required=True, help="postal code (VT) or FIPS code (50)")
     p.add_argument("--seed", type=int, required=True, help="non-negative integer seed")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    add_output(p, help="output directory for persons.parquet and units.parquet")
     p.add_argument(
         "--scale",
         type=float,
@@ -28,12 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F",
         help="keep a random fraction F of the tracts (0 < F <= 1; default 1)",
     )
-    p.add_argument("--quiet", action="store_true", help="no per-county progress on stderr")
+    add_quiet(p)
     p.set_defaults(func=_generate)
 
 
 def _generate(args: argparse.Namespace) -> int:
     from censusdp.generate import generate_state
+    from censusdp.io.output import check_output_dir
+
+    check_output_dir(Path(args.out), args.overwrite)
 
     summary = generate_state(
         args.state,

@@ -8,10 +8,19 @@ and top-codes ages and writes a release in the run layout of ``censusdp run``;
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from censusdp.cli._common import add_budget_arguments, resolve_budget
+from censusdp.cli._common import (
+    add_budget_arguments,
+    add_command,
+    add_json_output,
+    add_output,
+    add_quiet,
+    add_seed,
+    add_workers,
+    finish,
+    resolve_budget,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -43,7 +52,7 @@ def _swap(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
-    print(json.dumps({"out": args.out, "swap": m["swap"], "timings": m["timings"]}, indent=2))
+    _summary(args, m)
     return 0
 
 
@@ -62,18 +71,24 @@ def _swap_dp(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
-    brief = {k: m.get(k) for k in ("rho", "epsilon", "delta", "mechanism", "swap", "timings")}
-    print(json.dumps(brief, indent=2, default=str))
+    _summary(args, m)
     return 0
+
+
+def _summary(args: argparse.Namespace, manifest: dict) -> None:
+    swap = manifest["swap"]
+    line = f"wrote {args.out}: swapped at rate {swap['rate']}"
+    if manifest.get("epsilon") is not None:
+        line += f", then DP at epsilon {manifest['epsilon']:.3f}"
+    keys = ("rho", "epsilon", "delta", "mechanism", "swap", "timings")
+    finish(args, line, {"out": args.out, **{k: manifest.get(k) for k in keys}})
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", required=True, metavar="DIR", help="CEF directory")
-    p.add_argument("--out", required=True, metavar="RUN", help="release run directory to write")
-    p.add_argument(
-        "--rate", type=float, default=0.05, help="share of households swapped (default 0.05)"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the swap (default 0)")
+    add_output(p, metavar="RUN", help="release run directory to write")
+    p.add_argument("--rate", type=float, default=0.05, help="share of households swapped")
+    add_seed(p, default=0, help="seed of the swap")
     p.add_argument(
         "--topcode",
         type=_topcode,
@@ -81,8 +96,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="AGE|none",
         help="top-code ages above AGE (default 90)",
     )
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--quiet", action="store_true")
+    add_quiet(p)
+    add_json_output(p)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -99,14 +114,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     group.set_defaults(func=show)
     sub = group.add_subparsers(dest="protect_command", metavar="COMMAND")
-    swap = sub.add_parser(
+    swap = add_command(
+        sub,
         "swap",
         help="targeted household swapping + age top-coding; writes a release run directory",
         description=(
             "Swap households (at-risk ones at a higher rate) with households of the same "
             "size and number of adults in another block of the same county, top-code ages, "
             "and write mdf_persons/mdf_units/tables/manifest like 'censusdp run' "
-            "(seed 000 sec. 3.3)."
+            "(JASON JSR-19-2F sec. 3.3)."
         ),
     )
     _common(swap)
@@ -124,15 +140,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     swap.set_defaults(func=_swap)
 
-    sdp = sub.add_parser(
+    sdp = add_command(
+        sub,
         "swap-dp",
-        help="swap, then a DP (TopDown) release of the swapped file (seed 000 sec. 8.4.3)",
-        description="Swapping with DP on top, as JASON recommends (seed 000 sec. 8.4.3).",
+        help="swap, then a DP (TopDown) release of the swapped file (JASON JSR-19-2F sec. 8.4.3)",
+        description="Swapping with DP on top, as JASON recommends (JASON JSR-19-2F sec. 8.4.3).",
     )
     _common(sdp)
     add_budget_arguments(sdp, default_preset="dhc-lite-demo")
     sdp.add_argument(
         "--dp-seed", type=int, default=None, help="seed of the DP noise (default: secure)"
     )
-    sdp.add_argument("--workers", type=int, default=1)
+    add_workers(sdp)
     sdp.set_defaults(func=_swap_dp)

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from censusdp.cli._common import (
+    add_budget_arguments,
+    add_command,
+    add_output,
+    add_quiet,
+    add_seed,
+    comma_list,
+)
 from censusdp.progress import printer as progress_printer
-
-
-def _floats(text: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of numbers, got {text!r}"
-        )
-    return items
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``risk`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "risk",
         help="disclosure risk of a release for every person unique in their block",
         description=(
@@ -30,20 +31,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--input", required=True, metavar="DIR", help="persons.parquet + units.parquet")
-    p.add_argument("--out", required=True, metavar="OUT", help="output directory")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", default=None, help="budget preset (default pl94-2020)")
-    src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
-    p.add_argument("--rho", default=None, help="rescale to this global rho (shares kept)")
+    add_output(p, metavar="OUT")
+    add_budget_arguments(p, default_preset="pl94-2020", amounts=("rho",))
     p.add_argument(
         "--sweep-rho",
-        type=_floats,
+        type=comma_list(str, option="--sweep-rho"),
         default=[],
         metavar="R1,R2,...",
         help="global rho values to sweep",
     )
     p.add_argument(
-        "--priors", type=_floats, default=["0.5", "0.2", "0.1", "0.02"], help="intruder priors p"
+        "--priors",
+        type=comma_list(option="--priors"),
+        default=[0.5, 0.2, 0.1, 0.02],
+        help="intruder priors p",
     )
     p.add_argument("--prior", type=float, default=0.5, help="prior for the two-level results")
     p.add_argument(
@@ -53,18 +54,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="decide from N posterior draws (ties to the target) as the paper's MCMC does; "
         "default: exact posterior",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the simulated release")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_seed(p, default=0, help="seed of the simulated release")
+    add_quiet(p)
     p.set_defaults(func=_risk)
 
 
 def _risk(args: argparse.Namespace) -> int:
+    from censusdp.io.output import check_output_dir
     from censusdp.risk.report import run_risk
+
+    check_output_dir(Path(args.out), args.overwrite)
 
     run = run_risk(
         args.input,
         args.out,
-        preset=None if args.config else (args.preset or "pl94-2020"),
+        preset=None if args.config else (args.preset or args.default_preset),
         config=args.config,
         rho=args.rho,
         sweep=args.sweep_rho,

@@ -5,13 +5,22 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_budget_arguments, resolve_budget
+from censusdp.cli._common import (
+    add_budget_arguments,
+    add_command,
+    add_output,
+    add_quiet,
+    add_seed,
+    add_workers,
+    resolve_budget,
+)
 from censusdp.progress import printer as progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "run",
         help="measure, estimate (TopDown) and write a release",
         description=(
@@ -28,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="RUN",
         help="re-estimate from RUN's noisy measurements and invariants (no confidential data)",
     )
-    p.add_argument("--out", required=True, metavar="RUN", help="run directory to create")
+    add_output(p, metavar="RUN", help="run directory to create")
     add_budget_arguments(p, default_preset="pl94-2020")
     p.add_argument(
         "--units-preset",
@@ -36,19 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="budget of the housing-unit run: a preset name, 'none', or 'auto' "
         "(the preset named '<preset>-units' if it exists)",
     )
-    p.add_argument(
-        "--seed",
-        type=int,
+    add_seed(
+        p,
         default=None,
         help="reproducible, NON-SECURE noise from this seed (default: secure OS randomness)",
     )
-    p.add_argument("--postprocess", choices=("topdown", "bottomup", "none"), default="topdown")
     p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="worker processes of the pool executor (default 1: in-process)",
+        "--postprocess",
+        choices=("topdown", "bottomup", "none"),
+        default="topdown",
+        help="estimation: TopDown, blocks alone (bottom-up), or measurements only",
     )
+    add_workers(p)
     p.add_argument(
         "--executor",
         choices=("auto", "inprocess", "pool", "spark"),
@@ -64,9 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Spark master URL for --executor spark (default local[*]; e.g. local[2], "
         "spark://host:7077, yarn, k8s://https://host:443)",
     )
-    p.add_argument("--method", choices=("auto", "admm", "clarabel"), default="auto")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing RUN directory")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument(
+        "--method",
+        choices=("auto", "admm", "clarabel"),
+        default="auto",
+        help="least-squares solver of the estimation",
+    )
+    add_quiet(p)
     p.set_defaults(func=_run)
 
 

@@ -1,27 +1,25 @@
-"""``censusdp sweep``: TVD vs epsilon by geolevel (seed 000 Figs. 6-1, 6-2)."""
+"""``censusdp sweep``: TVD vs epsilon by geolevel (JASON JSR-19-2F Figs. 6-1, 6-2)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from censusdp.cli._common import (
+    add_command,
+    add_output,
+    add_quiet,
+    add_seed,
+    add_workers,
+    comma_list,
+)
 from censusdp.progress import printer as progress_printer
-
-
-def _epsilons(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--epsilons must be comma-separated numbers, got {text!r}"
-        ) from None
-    if not values or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"--epsilons must be positive numbers, got {text!r}")
-    return values
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``sweep`` sub-command."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "sweep",
         help="rerun the release over a range of epsilons; TVD by geolevel as table and plot",
         description=(
@@ -34,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--input", required=True, metavar="DIR", help="CEF directory")
     p.add_argument(
         "--epsilons",
-        type=_epsilons,
+        type=comma_list(option="--epsilons"),
         default=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
         metavar="E,E,...",
         help="sweep values (default 0.25,0.5,1,2,4,8)",
@@ -52,17 +50,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(eps, delta)-DP at the preset's delta",
     )
     p.add_argument("--trials", type=int, default=1, metavar="K", help="runs per epsilon")
-    p.add_argument("--seed", type=int, default=0, help="master seed (runs are reproducible)")
-    p.add_argument("--workers", type=int, default=1)
+    add_seed(p, default=0, help="master seed (runs are reproducible)")
+    add_workers(p)
     p.add_argument("--postprocess", choices=("topdown", "bottomup"), default="topdown")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    add_output(p)
+    add_quiet(p)
     p.set_defaults(func=_sweep)
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from censusdp.evaluate import sweep
+    from censusdp.io.output import check_output_dir
 
+    check_output_dir(Path(args.out), args.overwrite)
     emit = progress_printer(args.quiet)
     result = sweep(
         args.input,
@@ -75,7 +75,7 @@ def _sweep(args: argparse.Namespace) -> int:
         workers=args.workers,
         postprocess=args.postprocess,
         epsilon_meaning=args.epsilon_meaning,
-        progress=emit if emit is not None else (lambda _msg: None),
+        progress=emit,
     )
     levels = result["geolevels"][1:]
     print(f"TVD of total population ({result['epsilon_meaning']})")
