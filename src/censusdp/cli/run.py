@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--from-measurements",
         metavar="RUN",
-        help="re-estimate from RUN's noisy measurements and invariants (no confidential data)",
+        help="re-estimate from RUN's noisy measurements and invariants (no confidential data); "
+        "the budget is the one RUN's measurements spent",
     )
     add_output(p, metavar="RUN", help="run directory to create")
     add_budget_arguments(p, default_preset="pl94-2020")
@@ -99,8 +100,12 @@ def _units_budget(args: argparse.Namespace, budget: object) -> object | None:
 def _run(args: argparse.Namespace) -> int:
     from censusdp.release.pipeline import reestimate, run_release
 
-    budget = resolve_budget(args)
-    units = _units_budget(args, budget)
+    budget = units = None
+    chose_budget = any(getattr(args, k) is not None for k in ("preset", "config", "rho", "epsilon"))
+    if not args.from_measurements or chose_budget:
+        budget = resolve_budget(args)
+    if not args.from_measurements or args.units_preset != "auto":
+        units = _units_budget(args, budget)
     common = dict(
         budget=budget,
         units_budget=units,
@@ -116,6 +121,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.from_measurements:
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
+        if args.seed is not None:
+            print(
+                f"censusdp run: seed {args.seed}: reproducible, NON-SECURE noise "
+                "(not for publication)",
+                file=sys.stderr,
+            )
         manifest = run_release(args.input, args.out, seed=args.seed, **common)
     v = manifest.get("validation", {})
     print(

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["atomic_path", "write_json", "write_parquet", "write_text"]
+__all__ = ["StreamingWriter", "atomic_path", "write_json", "write_parquet", "write_text"]
 
 
 @contextlib.contextmanager
@@ -59,3 +59,26 @@ def write_text(text: str, path: str | os.PathLike[str]) -> None:
     """Write a text file atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+class StreamingWriter:
+    """A writer used as a context manager: :meth:`close` on success, :meth:`abort` on error.
+
+    Subclasses write a file piece by piece into a temporary path and implement
+    ``close`` (finish and rename into place) and ``abort`` (discard the partial file).
+    """
+
+    def close(self) -> Any:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +24,7 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import UNIT_CELLS, person_histogram, pl94_view, unit_histogram
 from censusdp.data.schema import Schema, get_schema
-from censusdp.io.atomic import atomic_path
+from censusdp.io.atomic import StreamingWriter, atomic_path
 from censusdp.io.columns import dictionary_strings
 
 __all__ = [
@@ -102,7 +101,7 @@ def iter_mdf_blocks(
         b0 = b1
 
 
-class MDFPersonWriter:
+class MDFPersonWriter(StreamingWriter):
     """Write ``mdf_persons.parquet`` and the MDF2020 text file chunk by chunk.
 
     Each :meth:`write` call appends the persons of a run of blocks (columns as from
@@ -162,15 +161,6 @@ class MDFPersonWriter:
         self._txt.close()
         with contextlib.suppress(RuntimeError):
             self._stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
-
-    def __enter__(self) -> MDFPersonWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_mdf_persons(cols: dict[str, np.ndarray], hierarchy: Hierarchy, path: str | Path) -> int:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +23,7 @@ from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, Measurement
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
-from censusdp.io.atomic import atomic_path
+from censusdp.io.atomic import StreamingWriter, atomic_path
 from censusdp.io.columns import dictionary_strings
 
 __all__ = ["NMF_COLUMNS", "NMFReader", "NMFWriter", "read_nmf", "write_nmf"]
@@ -50,7 +49,7 @@ def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray) -> pa.Table:
     )
 
 
-class NMFWriter:
+class NMFWriter(StreamingWriter):
     """Append :class:`~censusdp.release.measure.MeasuredChunk` s to a noisy measurement file.
 
     The file appears under its final name only when :meth:`close` succeeds (it is
@@ -96,15 +95,6 @@ class NMFWriter:
                 self._writer.close()
         with contextlib.suppress(RuntimeError, StopIteration):
             self._ctx.__exit__(RuntimeError, RuntimeError("aborted"), None)
-
-    def __enter__(self) -> NMFWriter:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_nmf(ms: MeasurementSet, path: str | Path) -> int:

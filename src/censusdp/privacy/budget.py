@@ -353,6 +353,46 @@ class Budget:
             notes=self.notes,
         )
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Budget:
+        """The budget a manifest recorded with :meth:`to_dict` (exact, from its strings).
+
+        Raises:
+            BudgetConfigError: if the record is incomplete or inconsistent.
+        """
+        try:
+            levels = d["geolevels"]
+            return cls(
+                schema=str(d["schema"]),
+                mechanism=str(d["mechanism"]),
+                total=Fraction(d["total"]),
+                delta=Fraction(d["delta"]),
+                geolevels=tuple((str(lv["name"]), int(lv["length"])) for lv in levels),
+                geolevel_shares={str(lv["name"]): Fraction(lv["share"]) for lv in levels},
+                query_shares={
+                    str(lv["name"]): {str(q["query"]): Fraction(q["share"]) for q in lv["queries"]}
+                    for lv in levels
+                },
+                sensitivity=int(d.get("sensitivity", 1)),
+                name=str(d.get("name", "custom")),
+                description=str(d.get("description", "")),
+                notes=tuple(d.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise BudgetConfigError(f"recorded budget is incomplete or invalid ({exc!r})") from None
+
+    def same_allocation(self, other: Budget) -> bool:
+        """True when both spend the same amounts on the same measurements."""
+        return [
+            (m.geolevel, m.query, m.rho_or_epsilon, self.sensitivity) for m in self.measurements()
+        ] == [
+            (m.geolevel, m.query, m.rho_or_epsilon, other.sensitivity) for m in other.measurements()
+        ] and (self.schema, self.mechanism, self.delta) == (
+            other.schema,
+            other.mechanism,
+            other.delta,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description for manifests (exact strings plus floats)."""
         eps = self.epsilon()

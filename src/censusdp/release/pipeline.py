@@ -27,8 +27,10 @@ bounds (about 1 GB for California's 710k blocks).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ from censusdp.data.histograms import (
 )
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import ConfigError, InputError, InternalError
+from censusdp.errors import BudgetError, ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
@@ -57,7 +59,7 @@ from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
-from censusdp.release.manifest import commit_run, new_manifest
+from censusdp.release.manifest import commit_run, new_manifest, read_manifest
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import validate_release
@@ -131,15 +133,24 @@ def _measure_to_file(
     return writer.rows, seen
 
 
-def _open_executor(executor: str, workers: int, spark_master: str | None) -> Any:
-    ex = make_executor(workers, kind=executor, spark_master=spark_master)
-    return ex
-
-
-def _close_executor(ex: Any) -> None:
-    close = getattr(ex, "close", None)
-    if close is not None:
-        close()
+@contextlib.contextmanager
+def _run_directory(
+    out_dir: str | Path, overwrite: bool, executor: str, workers: int, spark_master: str | None
+) -> Iterator[tuple[Staging, Any]]:
+    """The staging directory of a run and its executor; the staging is removed on failure
+    (the body commits it on success) and the executor is always closed."""
+    staging = Staging(Path(out_dir), overwrite)
+    ex = None
+    try:
+        ex = make_executor(workers, kind=executor, spark_master=spark_master)
+        yield staging, ex
+    except BaseException:
+        staging.abort()
+        raise
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
 
 
 def _read_and_aggregate(
@@ -255,11 +266,7 @@ def run_release(
         )
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    out_dir = Path(out_dir)
-    staging = Staging(out_dir, overwrite)
-    ex = None
-    try:
-        ex = _open_executor(executor, workers, spark_master)
+    with _run_directory(out_dir, overwrite, executor, workers, spark_master) as (staging, ex):
         hierarchy, inv, hists, n_persons = _read_and_aggregate(
             input_dir,
             budget,
@@ -295,21 +302,48 @@ def run_release(
             }
         )
         commit_run(manifest, staging, timings, t_start)
-    except BaseException:
-        staging.abort()
-        raise
-    finally:
-        if ex is not None:
-            _close_executor(ex)
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
+
+
+def _spent_budgets(run_dir: Path) -> tuple[Budget, Budget | None]:
+    """The budgets a run's measurements spent, from its manifest."""
+    source = read_manifest(run_dir)
+    if "persons" not in source:
+        raise InputError(f"{run_dir / 'manifest.json'}: records no person budget")
+    try:
+        persons = Budget.from_dict(source["persons"])
+        units = Budget.from_dict(source["units"]) if "units" in source else None
+    except BudgetError as exc:
+        raise InputError(f"{run_dir / 'manifest.json'}: {exc}") from None
+    return persons, units
+
+
+def _copy_measurements(
+    run_dir: Path, hierarchy_levels: GeoLevels, with_units: bool, staging: Staging
+) -> tuple[Hierarchy, Invariants, dict[str, int]]:
+    """Read the published invariants and copy the NMF(s) unchanged into the staging dir."""
+    blocks_table = pq.read_table(run_dir / "invariants.parquet")
+    hierarchy = Hierarchy.from_blocks(
+        np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
+        hierarchy_levels,
+    )
+    inv = Invariants.from_tables(
+        blocks_table, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
+    )
+    rows = {}
+    for run in ("persons", "units") if with_units else ("persons",):
+        name = _NMF_FILES[run]
+        shutil.copyfile(run_dir / name, staging.path / name)
+        rows[name.removesuffix(".parquet")] = pq.ParquetFile(staging.path / name).metadata.num_rows
+    return hierarchy, inv, rows
 
 
 def reestimate(
     run_dir: str | Path,
     out_dir: str | Path,
     *,
-    budget: Budget,
+    budget: Budget | None = None,
     units_budget: Budget | None = None,
     postprocess: str = "topdown",
     workers: int = 1,
@@ -322,7 +356,16 @@ def reestimate(
 ) -> dict:
     """Re-estimate a release from another run's NMF and published invariants alone.
 
+    The budget, geography and noise are those the measurements were made with: they
+    are read from ``run_dir/manifest.json``, and the manifest of the new run states
+    that same privacy loss (re-estimation is post-processing and spends nothing). A
+    ``budget`` or ``units_budget`` given here must match what was spent.
+
     The NMF is read chunk by chunk (never whole) and copied unchanged into ``out_dir``.
+
+    Raises:
+        InputError: for a missing file or a manifest without a recorded budget.
+        ConfigError: for a given budget that differs from the one spent.
     """
     run_dir = Path(run_dir)
     t_start = time.perf_counter()
@@ -330,37 +373,24 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    has_units = units_budget is not None and (run_dir / "noisy_measurements_units.parquet").exists()
-    staging = Staging(Path(out_dir), overwrite)
-    ex = None
-    try:
-        ex = _open_executor(executor, workers, spark_master)
+    spent, spent_units = _spent_budgets(run_dir)
+    for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
+        if given is not None and (have is None or not given.same_allocation(have)):
+            raise ConfigError(
+                f"the {what} budget given differs from the one {run_dir} spent; a re-estimate "
+                "uses the budget of its measurements (drop --preset/--config/--rho/--epsilon)"
+            )
+    has_units = spent_units is not None and (run_dir / _NMF_FILES["units"]).exists()
+    with _run_directory(out_dir, overwrite, executor, workers, spark_master) as (staging, ex):
         t = time.perf_counter()
-        blocks_table = pq.read_table(run_dir / "invariants.parquet")
-        hierarchy = Hierarchy.from_blocks(
-            np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
-            _geolevels(budget),
-        )
-        inv = Invariants.from_tables(
-            blocks_table, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
-        )
-        del blocks_table
-        names = ["noisy_measurements.parquet"]
-        if has_units:
-            names.append("noisy_measurements_units.parquet")
-        rows = {}
-        for name in names:
-            shutil.copyfile(run_dir / name, staging.path / name)
-            rows[name.removesuffix(".parquet")] = pq.ParquetFile(
-                staging.path / name
-            ).metadata.num_rows
+        hierarchy, inv, rows = _copy_measurements(run_dir, _geolevels(spent), has_units, staging)
         timings["read_measurements"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
             inv,
             hierarchy,
-            budget=budget,
-            units_budget=units_budget if has_units else None,
+            budget=spent,
+            units_budget=spent_units if has_units else None,
             postprocess=postprocess,
             method=method,
             executor=ex,
@@ -373,12 +403,6 @@ def reestimate(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
         commit_run(manifest, staging, timings, t_start)
-    except BaseException:
-        staging.abort()
-        raise
-    finally:
-        if ex is not None:
-            _close_executor(ex)
     return manifest
 
 

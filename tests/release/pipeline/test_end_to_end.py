@@ -14,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from censusdp.cli import main
 from censusdp.data.schema import get_schema
+from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import reestimate, run_release
@@ -172,6 +174,30 @@ def test_reestimate_from_measurements_alone(small_state):
         assert pq.read_table(small_state / "orig" / name).equals(
             pq.read_table(small_state / "again" / name)
         )
+    # without a budget, the one the measurements spent is used and stated
+    m = reestimate(small_state / "orig", small_state / "again2")
+    orig = json.loads((small_state / "orig" / "manifest.json").read_text())
+    assert (m["rho_exact"], m["epsilon"]) == (orig["rho_exact"], orig["epsilon"])
+    assert pq.read_table(small_state / "orig" / "mdf_units.parquet").equals(
+        pq.read_table(small_state / "again2" / "mdf_units.parquet")
+    )
+    # a different budget is refused: the noise was drawn for the budget that was spent
+    with pytest.raises(ConfigError, match="differs from the one"):
+        reestimate(small_state / "orig", small_state / "again3", budget=budget.scaled(rho=1))
+    assert not (small_state / "again3").exists()
+
+
+def test_cli_from_measurements_refuses_a_conflicting_budget(small_state, capsys):
+    run_release(small_state / "cef", small_state / "o", budget=load_preset("pl94-2020"), seed=4)
+    argv = ["run", "--from-measurements", str(small_state / "o"), "--out", str(small_state / "p")]
+    assert main(argv + ["--rho", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "differs from the one" in err
+    assert main(argv + ["--quiet"]) == 0
+    m = json.loads((small_state / "p" / "manifest.json").read_text())
+    assert (
+        m["rho_exact"] == json.loads((small_state / "o" / "manifest.json").read_text())["rho_exact"]
+    )
 
 
 def test_postprocess_none_writes_measurements_only(small_state):
