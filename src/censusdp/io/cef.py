@@ -2,7 +2,7 @@
 
 Validation runs once, at the boundary, and reports *every* problem it finds, each
 naming the file, column, row (0-based) and value, before anything is computed or
-written. The rules (DESIGN.md "Column contract"):
+written. The rules (docs/file-formats.md):
 
 * both files exist and have every column, with integer (or string / boolean) types
   and no nulls;

@@ -1,6 +1,6 @@
 """The release pipeline: read -> aggregate -> measure -> estimate -> write -> validate.
 
-:func:`run_release` is what ``censusdp run`` calls. Data flows one way (DESIGN.md):
+:func:`run_release` is what ``censusdp run`` calls. Data flows one way (docs/ARCHITECTURE.md):
 the confidential input is read and validated, aggregated and measured; from then on
 only the :class:`~censusdp.release.measure.MeasurementSet` and the public
 :class:`~censusdp.data.invariants.Invariants` are passed on, so :func:`reestimate` can rebuild
@@ -245,7 +245,7 @@ def run_release(
 
     Args:
         input_dir: directory with ``persons.parquet`` and ``units.parquet``.
-        out_dir: the run directory to create (see DESIGN.md for its files).
+        out_dir: the run directory to create (see docs/file-formats.md for its files).
         budget: the person-run :class:`~censusdp.privacy.budget.Budget`.
         units_budget: the housing-unit run's budget (schema ``units``), or ``None`` to
             skip the unit run (then ``mdf_units`` and H1 carry housing units with the

@@ -18,8 +18,8 @@ RHO_2020 = Fraction(542, 339) ** 2
 @pytest.mark.parametrize(
     ("rho", "expected", "digits"),
     [
-        (RHO_2020, 17.14, 2),  # seed 001 sec. 2.3, DESIGN.md: 2020 production
-        (Fraction("2.56"), 17.158, 3),  # DESIGN.md: rho = 2.56 under the same conversion
+        (RHO_2020, 17.14, 2),  # Kazan & Reiter 2022 sec. 2.3: 2020 production
+        (Fraction("2.56"), 17.158, 3),  # the papers round rho to 2.56 under the same conversion
         (Fraction(1, 2), 6.839, 3),  # seed 001 sec. 2.1: epsilon = 1 -> rho = 1/2 -> 6.839
     ],
 )

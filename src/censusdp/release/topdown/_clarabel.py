@@ -1,6 +1,6 @@
 """The generic least-squares backend: Clarabel's interior-point solver (internal).
 
-Formulation (cf. DESIGN.md, "Measured on this kind of machine"): variables are the
+Formulation (docs/estimation.md): variables are the
 deviation ``d = x - x0`` from a proportional allocation ``x0`` with exact column sums (so
 large counts do not meet the solver's absolute tolerances), and one auxiliary residual
 ``z_qi = B_q x_i - y_qi`` per child and query on the present answer rows (so the Hessian
