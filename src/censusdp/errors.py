@@ -1,8 +1,12 @@
 """The exception hierarchy of censusdp.
 
 User-facing errors subclass :class:`CensusDPError` (itself a ``ValueError``) so a
-caller can catch everything the library rejects with one clause, and the CLI maps
-them to exit code 2. :class:`InternalError` means a bug in censusdp, never bad input.
+caller can catch everything the library rejects with one clause. The CLI prints one
+line for each and exits with :attr:`CensusDPError.exit_code`: 2 for a usage or
+configuration mistake (:class:`ConfigError`, :class:`BudgetError`,
+:class:`SchemaError`), 1 for data that fails a check (:class:`InputError`,
+:class:`GeographyError`, :class:`InfeasibleError`, :class:`ValidationError`).
+:class:`InternalError` means a bug in censusdp, never bad input.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ __all__ = [
     "InputError",
     "InternalError",
     "SchemaError",
+    "ValidationError",
 ]
 
 
 class CensusDPError(ValueError):
     """Base class of every error caused by the caller's input or configuration."""
+
+    exit_code = 2
 
 
 class SchemaError(CensusDPError):
@@ -29,6 +36,8 @@ class SchemaError(CensusDPError):
 
 class GeographyError(CensusDPError):
     """A geocode or geolevel definition is malformed."""
+
+    exit_code = 1
 
 
 class InputError(CensusDPError):
@@ -39,16 +48,20 @@ class InputError(CensusDPError):
             file, column, row and value.
     """
 
+    exit_code = 1
+
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         self.problems = list(problems or [])
         if self.problems:
-            shown = self.problems[:50]
-            more = len(self.problems) - len(shown)
-            lines = [message, *("  " + p for p in shown)]
+            more = len(self.problems) - 1
+            message = f"{message}: {self.problems[0]}"
             if more > 0:
-                lines.append(f"  ... and {more} more problems")
-            message = "\n".join(lines)
+                message += f" (and {more} more problem{'s' if more > 1 else ''})"
         super().__init__(message)
+
+    def details(self) -> str:
+        """Every problem, one per line (the message shows the first)."""
+        return "\n".join(self.problems)
 
 
 class BudgetError(CensusDPError):
@@ -61,6 +74,14 @@ class ConfigError(CensusDPError):
 
 class InfeasibleError(CensusDPError):
     """An estimation subproblem has no solution that satisfies its constraints."""
+
+    exit_code = 1
+
+
+class ValidationError(CensusDPError):
+    """A release fails validation (a file changed, a constraint broken, ...)."""
+
+    exit_code = 1
 
 
 class InternalError(RuntimeError):

@@ -240,8 +240,9 @@ def test_cli_evaluate(truth_release, tmp_path, capsys):
             str(tmp_path / "x.json"),
         ]
     )
-    assert code == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert code == 1  # a data error (a missing release), not a usage error
+    err = capsys.readouterr().err
+    assert "does not exist" in err and err.count("\n") == 1
     assert not (tmp_path / "x.json").exists()
 
 

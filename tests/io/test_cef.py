@@ -130,9 +130,11 @@ def test_missing_column_and_wrong_type(tmp_path, good):
     pq.write_table(t, tmp_path / "persons.parquet")
     with pytest.raises(InputError) as info:
         read_cef(tmp_path)
-    text = str(info.value)
+    text = info.value.details()
     assert "missing column 'age'" in text
     assert "column 'sex': type string is not an integer type" in text
+    # the message itself is one line: the first problem and how many more there are
+    assert "\n" not in str(info.value) and str(info.value).endswith("(and 1 more problem)")
 
 
 def test_nulls_reported(tmp_path, good):

@@ -118,4 +118,6 @@ def test_cli_risk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         assert (out / f"{name}.png").stat().st_size > 1000
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["seed"] == 0 and "timings" in manifest
-    assert main(["risk", "--input", str(tmp_path / "missing"), "--out", str(out), "--quiet"]) == 2
+    fresh = tmp_path / "fresh"
+    assert main(["risk", "--input", str(tmp_path / "missing"), "--out", str(fresh), "--quiet"]) == 1
+    assert not fresh.exists()

@@ -1,11 +1,13 @@
 """The ``censusdp`` command line.
 
 The CLI only parses arguments, calls one library function per command, and maps
-errors to exit codes: 0 success, 2 bad input or configuration (a
-:class:`~censusdp.errors.CensusDPError`), 1 anything else. Each sub-command lives in
-its own module ``censusdp.cli.<name>`` exposing ``register(subparsers)``, which adds
-its parser and sets ``func`` to a callable taking the parsed namespace and
-returning an exit code.
+errors to exit codes. Every failure is one line on stderr, never a traceback (``--debug``
+shows it): exit 2 for a usage or configuration mistake, 1 for data that fails a check or
+an operating-system error (a full disk, a missing permission), 130 when interrupted
+(SIGINT or SIGTERM, after the staging directory of an unfinished output is removed).
+Each sub-command lives in its own module ``censusdp.cli.<name>`` exposing
+``register(subparsers)``, which adds its parser and sets ``func`` to a callable taking
+the parsed namespace and returning an exit code.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Sequence
 
 from censusdp.errors import CensusDPError
@@ -42,10 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="An open Disclosure Avoidance System for hierarchical census counts.",
     )
     parser.add_argument("--version", action="version", version=f"censusdp {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (for bug reports)"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"censusdp.cli.{name}").register(subparsers)
     return parser
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that staging directories are cleaned up."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,19 +80,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    name = " ".join(
+        x
+        for x in (
+            args.command,
+            getattr(args, "attack_command", None),
+            getattr(args, "protect_command", None),
+        )
+        if x
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)
     except CensusDPError as exc:
-        print(f"censusdp {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"censusdp {args.command}: interrupted", file=sys.stderr)
+        if args.debug:
+            traceback.print_exc()
+        print(f"censusdp {name}: error: {_first_line(exc)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
+        print(f"censusdp {name}: {what}; unfinished output removed", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader of our output went away (``censusdp budget | head``): not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if args.debug:
+            traceback.print_exc()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"censusdp {name}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: one line, and the traceback with --debug
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"censusdp {name}: internal error (a bug in censusdp; rerun with --debug and "
+            f"report it): {type(exc).__name__}: {_first_line(exc)}",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -135,7 +135,9 @@ def emit_json(obj: Any, path: str | None) -> None:
     """Write ``obj`` as strict JSON to ``path`` (``-``: stdout); nothing when ``None``."""
     if path is None:
         return
-    text = json.dumps(obj, indent=2, allow_nan=False, default=str) + "\n"
+    from censusdp.io.atomic import strict_json
+
+    text = json.dumps(strict_json(obj), indent=2, allow_nan=False, default=str) + "\n"
     if path == "-":
         sys.stdout.write(text)
     else:

@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["StreamingWriter", "atomic_path", "write_json", "write_parquet", "write_text"]
+__all__ = [
+    "StreamingWriter",
+    "atomic_path",
+    "strict_json",
+    "write_json",
+    "write_parquet",
+    "write_text",
+]
 
 
 @contextlib.contextmanager
@@ -50,9 +59,31 @@ def write_parquet(table: pa.Table, path: str | os.PathLike[str], **kwargs: Any) 
         pq.write_table(table, tmp, **kwargs)
 
 
+def strict_json(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, infinity) replaced by ``None``.
+
+    JSON has no NaN or infinity; Python's ``json`` writes them as bare ``NaN`` and
+    ``Infinity``, which strict readers reject. An undefined value becomes ``null``.
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict_json(v) for v in obj]
+    if isinstance(obj, np.floating):
+        return strict_json(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.ndarray):
+        return strict_json(obj.tolist())
+    return obj
+
+
 def write_json(obj: Any, path: str | os.PathLike[str]) -> None:
-    """Write JSON atomically, pretty-printed."""
-    write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n", path)
+    """Write strict JSON (see :func:`strict_json`) atomically, pretty-printed."""
+    text = json.dumps(strict_json(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
+    write_text(text + "\n", path)
 
 
 def write_text(text: str, path: str | os.PathLike[str]) -> None:

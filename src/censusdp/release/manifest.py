@@ -22,7 +22,7 @@ from typing import Any
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError
 from censusdp.io.atomic import write_json
-from censusdp.io.output import Staging
+from censusdp.io.output import MANIFEST_MARKER, Staging
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.version import __version__
 
@@ -66,6 +66,8 @@ def new_manifest(
 ) -> dict[str, Any]:
     """The manifest's fixed part: package, schema, geography, platform and privacy loss."""
     manifest: dict[str, Any] = {
+        "created_by": MANIFEST_MARKER,
+        "kind": "release",
         "package_version": __version__,
         "schema": schema,
         "postprocess": postprocess,
