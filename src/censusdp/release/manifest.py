@@ -10,23 +10,34 @@ solver statuses and failsafe uses, the validator's result and the list of output
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import platform
 import resource
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from censusdp.data.geography import Hierarchy
-from censusdp.errors import InputError
+from censusdp.errors import CensusDPError, InputError
 from censusdp.io.atomic import write_json
 from censusdp.io.output import MANIFEST_MARKER, Staging
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.version import __version__
 
-__all__ = ["commit_run", "new_manifest", "peak_rss_mb", "read_manifest", "versions"]
+__all__ = [
+    "commit_run",
+    "file_checksums",
+    "new_manifest",
+    "peak_rss_mb",
+    "read_manifest",
+    "recorded_budgets",
+    "sha256_of",
+    "versions",
+]
 
 _LIBRARIES = ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath")
 
@@ -84,14 +95,42 @@ def new_manifest(
     return manifest
 
 
+def sha256_of(path: Path) -> str:
+    """SHA-256 of a file's bytes, hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_checksums(run_dir: Path) -> dict[str, str]:
+    """SHA-256 of every file of a run directory but its manifest, by relative path."""
+    return {
+        str(p.relative_to(run_dir)): sha256_of(p)
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
 def commit_run(
-    manifest: dict[str, Any], staging: Staging, timings: dict[str, float], t_start: float
+    manifest: dict[str, Any],
+    staging: Staging,
+    timings: dict[str, float],
+    t_start: float,
+    *,
+    check: Callable[[Path], None] | None = None,
 ) -> None:
-    """Record total time and peak memory, write the manifest, and move the run into place."""
+    """Record checksums, total time and peak memory, write the manifest, run ``check``
+    on the finished staging directory (it raises to stop the commit), and move the run
+    into place."""
+    manifest["files"] = file_checksums(staging.path)
     timings["total"] = time.perf_counter() - t_start
     manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
     manifest["peak_memory_mb"] = peak_rss_mb()
     write_json(manifest, staging.path / "manifest.json")
+    if check is not None:
+        check(staging.path)
     staging.commit()
 
 
@@ -104,7 +143,30 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "manifest.json"
     if not path.is_file():
         raise InputError(f"{path}: missing file (not a censusdp run directory?)")
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON")
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+    except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: not a manifest (a JSON object)")
+    return manifest
+
+
+def recorded_budgets(manifest: dict[str, Any], where: str) -> tuple[Budget, Budget | None]:
+    """The person and unit budgets a run's manifest says its measurements spent.
+
+    Raises:
+        InputError: naming ``where`` when the manifest records no valid budget.
+    """
+    if "persons" not in manifest:
+        raise InputError(f"{where}: records no person budget")
+    try:
+        persons = Budget.from_dict(manifest["persons"])
+        units = Budget.from_dict(manifest["units"]) if "units" in manifest else None
+    except CensusDPError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return persons, units

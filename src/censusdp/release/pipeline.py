@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from censusdp.data.histograms import (
 )
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import BudgetError, ConfigError, InputError, InternalError
+from censusdp.errors import ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
@@ -59,10 +59,16 @@ from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
-from censusdp.release.manifest import commit_run, new_manifest, read_manifest
+from censusdp.release.manifest import (
+    commit_run,
+    new_manifest,
+    read_manifest,
+    recorded_budgets,
+    sha256_of,
+)
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
-from censusdp.release.validate import validate_release
+from censusdp.release.validate import validate_release, validate_run
 from censusdp.tables import tables_to_arrays, tabulate_histograms
 
 __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
@@ -151,6 +157,21 @@ def _run_directory(
         close = getattr(ex, "close", None)
         if close is not None:
             close()
+
+
+def _self_check(postprocess: str, timings: dict[str, float]) -> Callable[[Path], None]:
+    """A run validates its own files (as ``censusdp validate`` would) before it commits."""
+
+    def check(staged: Path) -> None:
+        t = time.perf_counter()
+        report = validate_run(staged)
+        timings["validate_files"] = time.perf_counter() - t
+        if not report.ok:
+            raise InternalError(
+                "the written release fails validation: " + "; ".join(report.failures())
+            )
+
+    return check
 
 
 def _read_and_aggregate(
@@ -297,26 +318,16 @@ def run_release(
                 "seed": seed,
                 "randomness": source.describe() if hasattr(source, "describe") else source.mode,
                 "input": str(Path(input_dir).resolve()),
+                "input_sha256": {
+                    n: sha256_of(Path(input_dir) / n) for n in ("persons.parquet", "units.parquet")
+                },
                 "input_persons": n_persons,
                 "command": command,
             }
         )
-        commit_run(manifest, staging, timings, t_start)
+        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
-
-
-def _spent_budgets(run_dir: Path) -> tuple[Budget, Budget | None]:
-    """The budgets a run's measurements spent, from its manifest."""
-    source = read_manifest(run_dir)
-    if "persons" not in source:
-        raise InputError(f"{run_dir / 'manifest.json'}: records no person budget")
-    try:
-        persons = Budget.from_dict(source["persons"])
-        units = Budget.from_dict(source["units"]) if "units" in source else None
-    except BudgetError as exc:
-        raise InputError(f"{run_dir / 'manifest.json'}: {exc}") from None
-    return persons, units
 
 
 def _copy_measurements(
@@ -373,7 +384,7 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    spent, spent_units = _spent_budgets(run_dir)
+    spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
             raise ConfigError(
@@ -402,7 +413,7 @@ def reestimate(
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
-        commit_run(manifest, staging, timings, t_start)
+        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
     return manifest
 
 

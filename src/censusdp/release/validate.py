@@ -20,14 +20,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
-from censusdp.data.schema import Schema
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.measurements import measured_rows
+from censusdp.data.queries import make_query
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import CensusDPError
+from censusdp.io.cef import read_cef
+from censusdp.io.mdf import read_mdf_histograms
+from censusdp.io.nmf import NMF_COLUMNS
+from censusdp.io.output import is_censusdp_output
+from censusdp.io.tables import read_tables
+from censusdp.privacy.budget import Budget
+from censusdp.progress import Progress, say
+from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
+from censusdp.release.topdown.driver import Bounds
+from censusdp.tables import tables_to_arrays, tabulate_histograms
 
-__all__ = ["ValidationReport", "check_bounds", "check_hierarchy", "validate_release"]
+__all__ = [
+    "ValidationReport",
+    "check_bounds",
+    "check_hierarchy",
+    "validate_release",
+    "validate_run",
+]
 
 
 @dataclass
@@ -153,5 +176,262 @@ def validate_release(
             for li, arr in enumerate(levels)
             if not np.array_equal(arr, tables_from_mdf[name][li])
         ]
-        rep.add("tables_match_mdf", not bad, ", ".join(bad) or "all tables recomputed exactly")
+        shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        rep.add("tables_match_mdf", not bad, shown or "all tables recomputed exactly")
     return rep
+
+
+# -- a release on disk, checked from its own files ------------------------------------
+
+_NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
+
+
+def validate_run(
+    run_dir: str | Path, truth_dir: str | Path | None = None, *, progress: Progress = None
+) -> ValidationReport:
+    """Check a release from its own files: whole, consistent and untampered.
+
+    * ``manifest``: ``manifest.json`` is strict JSON written by censusdp and records the
+      budget of every run;
+    * ``checksums``: every file's SHA-256 equals the manifest's, and no file is missing;
+    * ``nmf_persons`` / ``nmf_units``: the noisy measurement file has the NMF columns,
+      measures exactly the (geolevel, query) pairs of the recorded budget, each at every
+      geounit of its level exactly once with every measured cell, with finite integer
+      values and the variance of the recorded mechanism;
+    * the checks of :func:`validate_release` on the MDF read back from disk (counts,
+      hierarchy, every invariant and constraint, structural zeros, housing units), plus
+      ``gq_facilities_exact`` and ``tables_match_mdf``;
+    * with ``truth_dir``: ``made_from_truth``, the release's invariants are those of
+      the confidential file and its files are the ones the manifest hashed.
+
+    Returns:
+        The report (``ok`` only if every check passed); it never raises for a bad
+        release, only for a directory that is not a release at all.
+
+    Raises:
+        InputError: if ``run_dir`` has no readable manifest.
+    """
+    run = Path(run_dir)
+    rep = ValidationReport()
+    manifest = read_manifest(run)
+    rep.add(
+        "manifest",
+        is_censusdp_output(run),
+        "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
+    )
+    _check_checksums(run, manifest, rep)
+    try:
+        budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
+        geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
+        blocks_table = pq.read_table(run / "invariants.parquet")
+        hierarchy = Hierarchy.from_blocks(
+            np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
+            geolevels,
+        )
+        inv = Invariants.from_tables(
+            blocks_table, pq.read_table(run / "invariant_totals.parquet"), hierarchy
+        )
+    except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
+        rep.add("geography", False, f"cannot rebuild the geography: {exc}")
+        return rep
+    for run_name, budget in budgets.items():
+        if budget is not None and (run / _NMF_FILES[run_name]).exists():
+            say(progress, f"validate: {_NMF_FILES[run_name]}")
+            rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, hierarchy))
+        elif budget is not None:
+            rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
+    if (run / "mdf_persons.parquet").exists():
+        say(progress, "validate: MDF, invariants, constraints and tables")
+        exact_totals = manifest.get("postprocess") != "bottomup"
+        _check_mdf(run, budgets["persons"], hierarchy, inv, rep, exact_totals=exact_totals)
+    if truth_dir is not None:
+        rep.add("made_from_truth", *_check_truth(run, manifest, inv, hierarchy, Path(truth_dir)))
+    return rep
+
+
+def _check_checksums(run: Path, manifest: dict, rep: ValidationReport) -> None:
+    recorded = manifest.get("files")
+    if not isinstance(recorded, dict) or not recorded:
+        rep.add("checksums", False, "the manifest records no file checksums")
+        return
+    bad = []
+    for rel, digest in recorded.items():
+        path = run / rel
+        if not path.is_file():
+            bad.append(f"{rel} is missing")
+        elif sha256_of(path) != digest:
+            bad.append(f"{rel} changed (SHA-256 differs from the manifest)")
+    extra = sorted(
+        str(p.relative_to(run))
+        for p in run.rglob("*")
+        if p.is_file() and p.name != "manifest.json" and str(p.relative_to(run)) not in recorded
+    )
+    bad += [f"{e} is not part of the release" for e in extra]
+    rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} files intact")
+
+
+def _cell_mix(cells: np.ndarray) -> np.ndarray:
+    """A per-cell fingerprint whose sums identify a set of cells (multiplicative hash)."""
+    return (cells.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97)) % np.uint64(1 << 31)
+
+
+def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, str]:
+    """The NMF measures the budget's plan, completely, with the stated noise.
+
+    Streamed a row group at a time (whatever the row groups hold): per (geolevel,
+    query) and geounit it counts the rows and sums a fingerprint of their cells, and
+    compares both with the query's measured cells at the end.
+    """
+    try:
+        pf = pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        return False, f"{path.name}: not readable Parquet ({exc})"
+    missing = [c for c in NMF_COLUMNS[:6] if c not in pf.schema_arrow.names]
+    if missing:
+        return False, f"{path.name}: missing columns {missing}"
+    schema = get_schema(budget.schema)
+    levels = {name: i for i, name in enumerate(hierarchy.geolevels.names)}
+    plan = {(m.geolevel, m.query): m for m in budget.measurements()}
+    want = {k: measured_rows(schema, make_query(schema, k[1])) for k in plan}
+    rows = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.int64) for k in plan}
+    mix = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.uint64) for k in plan}
+    for rg in range(pf.metadata.num_row_groups):
+        try:
+            t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
+        except (OSError, pa.ArrowException) as exc:
+            return False, f"{path.name} row group {rg}: unreadable ({exc})"
+        problem = _check_nmf_rows(t, plan, rows, mix, hierarchy, levels)
+        if problem:
+            return False, f"{path.name}: {problem}"
+    for key, count in rows.items():
+        full = _cell_mix(want[key]).sum(dtype=np.uint64)
+        bad = (count != want[key].size) | (mix[key] != full)
+        if bad.any():
+            u = int(np.flatnonzero(bad)[0])
+            code = hierarchy.geocodes[levels[key[0]]][u] or "(the whole)"
+            return False, (
+                f"({key[0]}, {key[1]}) at geounit {code} has {int(count[u])} rows; every "
+                f"geounit must have each of the query's {want[key].size} measured cells once"
+            )
+    return True, f"{len(plan)} level-queries, every geounit once, variances as recorded"
+
+
+def _check_nmf_rows(
+    t: pa.Table, plan: dict, rows: dict, mix: dict, hierarchy: Hierarchy, levels: dict
+) -> str | None:
+    """One row group: known (geolevel, query) pairs, known geocodes, stated variance."""
+    level_col = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+    query_col = np.asarray(t.column("query").to_numpy(zero_copy_only=False)).astype(str)
+    codes_all = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    cells_all = t.column("cell").to_numpy(zero_copy_only=False)
+    values_all = t.column("value").to_numpy(zero_copy_only=False)
+    var_all = t.column("variance").to_numpy(zero_copy_only=False)
+    pairs, inverse = np.unique(np.stack([level_col, query_col]), axis=1, return_inverse=True)
+    for j in range(pairs.shape[1]):
+        key = (str(pairs[0, j]), str(pairs[1, j]))
+        sel = np.flatnonzero(inverse.ravel() == j)
+        if key not in plan:
+            return f"({key[0]}, {key[1]}) is not a measurement of the recorded budget"
+        want_var = plan[key].variance
+        var = var_all[sel]
+        off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
+        if off.any():
+            return f"({key[0]}, {key[1]}) has variance {var[off][0]}; its mechanism's is {want_var}"
+        values = values_all[sel]
+        if values.dtype.kind == "f" and not np.all(
+            np.isfinite(values) & (values == np.round(values))
+        ):
+            return f"({key[0]}, {key[1]}) has a value that is not a finite integer"
+        li = levels[key[0]]
+        codes = codes_all[sel]
+        units = np.minimum(
+            np.searchsorted(hierarchy.geocodes[li], codes), hierarchy.n_units(li) - 1
+        )
+        wrong = hierarchy.geocodes[li][units] != codes
+        if wrong.any():
+            return f"geocode {codes[wrong][0]} is not a {key[0]} of the release"
+        np.add.at(rows[key], units, 1)
+        np.add.at(mix[key], units, _cell_mix(cells_all[sel]))
+    return None
+
+
+def _check_mdf(
+    run: Path,
+    budget: Budget,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    rep: ValidationReport,
+    *,
+    exact_totals: bool,
+) -> None:
+    """The MDF obeys every invariant and constraint, and the tables are its tabulation.
+
+    A bottom-up release estimates blocks alone and says so in its manifest: its state
+    totals are sums of noisy blocks, so only they are not held exact.
+    """
+    schema = get_schema(budget.schema)
+    try:
+        hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
+        written = tables_to_arrays(read_tables(run / "tables"), hierarchy)
+    except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
+        rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
+        return
+    levels = hierarchy.aggregate(hist)
+    bounds = [Bounds(*b) for b in level_bounds(inv, hierarchy)]
+    if not exact_totals:
+        bounds = [
+            Bounds(b.group_lower, b.group_upper, 0 * b.total_lower, b.total_upper + np.inf)
+            for b in bounds
+        ]
+    occupancy = [sp.csr_matrix(h[:, :2]) for h in hierarchy.aggregate(units)]
+    sub = validate_release(
+        levels,
+        hierarchy,
+        schema,
+        bounds,
+        unit_hists=occupancy,
+        housing_units=inv.housing_units,
+        tables=written,
+        tables_from_mdf=tables_to_arrays(tabulate_histograms(pl94, units, hierarchy), hierarchy),
+    )
+    rep.checks.update(sub.checks)
+    dense = np.asarray(units.todense())
+    gq_ok = np.array_equal(
+        dense[:, 3::2][:, : inv.gq_facilities.shape[1] - 1], inv.gq_facilities[:, 1:]
+    )
+    gq_ok = gq_ok and not dense[:, 2::2].any()
+    rep.add(
+        "gq_facilities_exact",
+        bool(gq_ok),
+        "occupied facilities by type equal the invariants" if gq_ok else "facility counts differ",
+    )
+
+
+def _check_truth(
+    run: Path, manifest: dict, inv: Invariants, hierarchy: Hierarchy, truth: Path
+) -> tuple[bool, str]:
+    """The release's invariants are the truth's, and its input was these very files."""
+    try:
+        cef = read_cef(truth)
+    except CensusDPError as exc:
+        return False, f"cannot read the truth: {exc}"
+    hashes = manifest.get("input_sha256") or {}
+    for name, digest in hashes.items():
+        if (truth / name).is_file() and sha256_of(truth / name) != digest:
+            return False, f"{truth / name} is not the file the release was made from"
+    try:
+        h = Hierarchy.from_blocks(cef.units["geocode"], hierarchy.geolevels)
+    except CensusDPError as exc:
+        return False, f"the truth's geography does not fit the release's: {exc}"
+    if not np.array_equal(h.blocks, hierarchy.blocks):
+        return False, "the truth's blocks differ from the release's"
+    true_inv = compute_invariants(cef.persons, cef.units, h)
+    same = np.array_equal(true_inv.housing_units, inv.housing_units) and np.array_equal(
+        true_inv.gq_facilities, inv.gq_facilities
+    )
+    totals = hierarchy.aggregate(true_inv.population.reshape(-1, 1))[inv.total_level]
+    released = hierarchy.aggregate(inv.population.reshape(-1, 1))[inv.total_level]
+    same = same and np.array_equal(np.asarray(totals), np.asarray(released))
+    return same, (
+        "invariants equal the truth's" if same else "the release's invariants are not the truth's"
+    )

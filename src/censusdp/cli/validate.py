@@ -1,0 +1,43 @@
+"""``censusdp validate``: check a release from its own files (whole, consistent, untampered)."""
+
+from __future__ import annotations
+
+import argparse
+
+from censusdp.cli._common import add_command, add_json_output, add_quiet, finish
+from censusdp.progress import printer as progress_printer
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``validate`` sub-command."""
+    p = add_command(
+        subparsers,
+        "validate",
+        help="check a release: checksums, NMF, invariants, constraints, tables (exit 0 if valid)",
+        description=(
+            "Check RUN from its own files: every file's SHA-256 against the manifest; the "
+            "noisy measurements against the recorded budget (every geounit once, every cell, "
+            "the stated variance); every invariant and constraint in the MDF; the tables "
+            "against the MDF. With --truth, also that RUN was made from that input. Exit 0 "
+            "only when everything holds; otherwise one line per failed check and exit 1."
+        ),
+    )
+    p.add_argument("run", metavar="RUN", help="the release directory")
+    p.add_argument("--truth", default=None, metavar="DIR", help="the CEF the release came from")
+    add_quiet(p)
+    add_json_output(p)
+    p.set_defaults(func=_validate)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from censusdp.release.validate import validate_run
+
+    report = validate_run(args.run, args.truth, progress=progress_printer(args.quiet))
+    if report.ok:
+        text = f"{args.run}: valid ({len(report.checks)} checks passed)"
+    else:
+        text = "\n".join(f"{args.run}: INVALID: {line}" for line in report.failures())
+    finish(args, text, report.to_dict())
+    return 0 if report.ok else 1
