@@ -21,6 +21,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 
+from censusdp.cli._common import Parser
 from censusdp.errors import CensusDPError
 from censusdp.version import __version__
 
@@ -43,7 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every registered sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="censusdp",
         description="An open Disclosure Avoidance System for hierarchical census counts.",
     )

@@ -14,12 +14,13 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from censusdp.privacy.budget import Budget
 
 __all__ = [
+    "Parser",
     "add_budget_arguments",
     "add_command",
     "add_json_output",
@@ -30,8 +31,16 @@ __all__ = [
     "comma_list",
     "emit_json",
     "finish",
+    "positive_int",
     "resolve_budget",
 ]
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``--help`` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -78,6 +87,23 @@ def comma_list(
     return parse
 
 
+def positive_int(option: str) -> Callable[[str], int]:
+    """An argparse type for a whole number >= 1, naming ``option`` in its error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a whole number, got {text!r}"
+            ) from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{option} must be at least 1, got {value}")
+        return value
+
+    return parse
+
+
 def add_output(
     parser: argparse.ArgumentParser, *, metavar: str = "DIR", help: str = "output directory"
 ) -> None:
@@ -96,7 +122,11 @@ def add_quiet(parser: argparse.ArgumentParser) -> None:
 def add_workers(parser: argparse.ArgumentParser, *, default: int = 1) -> None:
     """``--workers K``: worker processes."""
     parser.add_argument(
-        "--workers", type=int, default=default, metavar="K", help="worker processes"
+        "--workers",
+        type=positive_int("--workers"),
+        default=default,
+        metavar="K",
+        help="worker processes",
     )
 
 

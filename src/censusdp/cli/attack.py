@@ -21,6 +21,7 @@ from censusdp.cli._common import (
     add_workers,
     emit_json,
     finish,
+    positive_int,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -146,7 +147,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Noise here is experiment noise, not release noise."
         ),
     )
-    dn.add_argument("--n", type=int, default=1000, help="number of secret bits (default 1000)")
+    dn.add_argument(
+        "--n", type=positive_int("--n"), default=1000, help="number of secret bits (default 1000)"
+    )
     dn.add_argument(
         "--multiples",
         type=_multiples,
@@ -165,7 +168,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Gaussian variance; 'jason' (default) = sqrt(n) ln(n)/2 as in sec. 4.4, "
         "'jason-matlab' = (sqrt(n) ln(n)/2)^2 as App. B's code does",
     )
-    dn.add_argument("--trials", type=int, default=100, help="seeded trials per query count")
+    dn.add_argument(
+        "--trials", type=positive_int("--trials"), default=100, help="seeded trials per query count"
+    )
     add_seed(dn, default=0, help="master seed of the trials")
     dn.add_argument(
         "--family",

@@ -11,6 +11,7 @@ from censusdp.cli._common import (
     add_seed,
     add_workers,
     comma_list,
+    positive_int,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
     p.add_argument(
         "--trials",
-        type=int,
+        type=positive_int("--trials"),
         default=None,
         metavar="K",
         help="rerun the release mechanism K times on DIR (budget from RUN's manifest) for error bars",
@@ -53,7 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N,N,...",
         help="target populations of the random districts (default 500,2000,10000,50000)",
     )
-    p.add_argument("--district-draws", type=int, default=5, help="random district maps per target")
+    p.add_argument(
+        "--district-draws",
+        type=positive_int("--district-draws"),
+        default=5,
+        help="random district maps per target",
+    )
     add_seed(p, default=0, help="seed of the random districts")
     add_quiet(p)
     p.set_defaults(func=_evaluate)

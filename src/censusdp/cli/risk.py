@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_quiet,
     add_seed,
     comma_list,
+    positive_int,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prior", type=float, default=0.5, help="prior for the two-level results")
     p.add_argument(
         "--draws",
-        type=int,
+        type=positive_int("--draws"),
         default=None,
         help="decide from N posterior draws (ties to the target) as the paper's MCMC does; "
         "default: exact posterior",

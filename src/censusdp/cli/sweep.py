@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_seed,
     add_workers,
     comma_list,
+    positive_int,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -49,7 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="zCDP presets: 'rho' uses rho = eps^2/2 (default); 'cks' reads eps as "
         "(eps, delta)-DP at the preset's delta",
     )
-    p.add_argument("--trials", type=int, default=1, metavar="K", help="runs per epsilon")
+    p.add_argument(
+        "--trials", type=positive_int("--trials"), default=1, metavar="K", help="runs per epsilon"
+    )
     add_seed(p, default=0, help="master seed (runs are reproducible)")
     add_workers(p)
     p.add_argument("--postprocess", choices=("topdown", "bottomup"), default="topdown")

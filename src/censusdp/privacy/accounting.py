@@ -220,4 +220,5 @@ def sampling_delta(epsilon: float, tv_bounds: list[Fraction] | tuple[Fraction, .
     """
     h = sum((Fraction(t) for t in tv_bounds), Fraction(0))
     with mpmath.workprec(_PREC):
-        return _round_up((1 + mpmath.exp(mpmath.mpf(epsilon))) * _mp(h))
+        # a probability: a bound above 1 says nothing more than 1 does
+        return min(1.0, _round_up((1 + mpmath.exp(mpmath.mpf(epsilon))) * _mp(h)))

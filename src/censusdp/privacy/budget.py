@@ -62,6 +62,10 @@ DEFAULT_GEOLEVELS: tuple[tuple[str, int], ...] = (
 """The geolevels of the 2020 hierarchy, top first, with their geocode prefix lengths."""
 
 
+MAX_NOISE_SD = 10**8
+"""Largest noise standard deviation of any measurement (persons)."""
+
+
 class BudgetConfigError(ConfigError, BudgetError):
     """A budget config file or preset is invalid (both a ConfigError and a BudgetError)."""
 
@@ -214,6 +218,24 @@ class Budget:
             self._check_share_set(canon, list(canon), f"query at geolevel {level!r}", level)
             qshares[level] = canon
         object.__setattr__(self, "query_shares", qshares)
+        self._check_noise_scale()
+
+    def _check_noise_scale(self) -> None:
+        """Refuse a budget so small that a measurement's noise would be meaningless.
+
+        Beyond a standard deviation of :data:`MAX_NOISE_SD` persons the noisy counts no
+        longer fit the exact integer samplers (and say nothing about any population).
+        """
+        for m in self.measurements():
+            mech = m.mechanism
+            sd2 = mech.sigma_squared if hasattr(mech, "sigma_squared") else 2 * mech.scale**2
+            if sd2 > MAX_NOISE_SD**2:
+                unit = "rho" if self.privacy_measure == "zCDP" else "epsilon"
+                raise BudgetError(
+                    f"global {unit} {float(self.total):.3g} gives ({m.geolevel}, {m.query}) noise "
+                    f"with standard deviation {float(sd2) ** 0.5:.3g}; the largest supported is "
+                    f"{MAX_NOISE_SD:.0e} persons: use a larger {unit}"
+                )
 
     @staticmethod
     def _check_share_set(
@@ -696,7 +718,7 @@ def release_privacy(persons: Budget, units: Budget | None = None) -> dict[str, A
             "rho": float(rho),
             "rho_exact": str(rho),
             "epsilon": epsilon,
-            "delta": target + sdelta,
+            "delta": min(1.0, target + sdelta),
             "delta_target": target,
             "sampling_delta": sdelta,
         }

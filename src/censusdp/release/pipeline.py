@@ -68,7 +68,7 @@ from censusdp.release.manifest import (
 )
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
-from censusdp.release.validate import validate_release, validate_run
+from censusdp.release.validate import require_valid, validate_release, validate_run
 from censusdp.tables import tables_to_arrays, tabulate_histograms
 
 __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
@@ -141,11 +141,17 @@ def _measure_to_file(
 
 @contextlib.contextmanager
 def _run_directory(
-    out_dir: str | Path, overwrite: bool, executor: str, workers: int, spark_master: str | None
+    out_dir: str | Path,
+    overwrite: bool,
+    executor: str,
+    workers: int,
+    spark_master: str | None,
+    source: str | Path,
 ) -> Iterator[tuple[Staging, Any]]:
     """The staging directory of a run and its executor; the staging is removed on failure
-    (the body commits it on success) and the executor is always closed."""
-    staging = Staging(Path(out_dir), overwrite)
+    (the body commits it on success) and the executor is always closed. The output may
+    not overlap ``source`` (the input directory or the measured run)."""
+    staging = Staging(Path(out_dir), overwrite, inputs=[source])
     ex = None
     try:
         ex = make_executor(workers, kind=executor, spark_master=spark_master)
@@ -287,7 +293,10 @@ def run_release(
         )
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    with _run_directory(out_dir, overwrite, executor, workers, spark_master) as (staging, ex):
+    with _run_directory(out_dir, overwrite, executor, workers, spark_master, input_dir) as (
+        staging,
+        ex,
+    ):
         hierarchy, inv, hists, n_persons = _read_and_aggregate(
             input_dir,
             budget,
@@ -384,6 +393,7 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
+    require_valid(run_dir, what="re-estimation", mdf=False)
     spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
@@ -392,7 +402,10 @@ def reestimate(
                 "uses the budget of its measurements (drop --preset/--config/--rho/--epsilon)"
             )
     has_units = spent_units is not None and (run_dir / _NMF_FILES["units"]).exists()
-    with _run_directory(out_dir, overwrite, executor, workers, spark_master) as (staging, ex):
+    with _run_directory(out_dir, overwrite, executor, workers, spark_master, run_dir) as (
+        staging,
+        ex,
+    ):
         t = time.perf_counter()
         hierarchy, inv, rows = _copy_measurements(run_dir, _geolevels(spent), has_units, staging)
         timings["read_measurements"] = time.perf_counter() - t

@@ -32,7 +32,7 @@ from censusdp.data.invariants import Invariants, compute_invariants, level_bound
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import CensusDPError
+from censusdp.errors import CensusDPError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.nmf import NMF_COLUMNS
@@ -49,6 +49,7 @@ __all__ = [
     "check_bounds",
     "check_hierarchy",
     "validate_release",
+    "require_valid",
     "validate_run",
 ]
 
@@ -187,7 +188,11 @@ _NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measureme
 
 
 def validate_run(
-    run_dir: str | Path, truth_dir: str | Path | None = None, *, progress: Progress = None
+    run_dir: str | Path,
+    truth_dir: str | Path | None = None,
+    *,
+    mdf: bool = True,
+    progress: Progress = None,
 ) -> ValidationReport:
     """Check a release from its own files: whole, consistent and untampered.
 
@@ -203,6 +208,8 @@ def validate_run(
       ``gq_facilities_exact`` and ``tables_match_mdf``;
     * with ``truth_dir``: ``made_from_truth``, the release's invariants are those of
       the confidential file and its files are the ones the manifest hashed.
+
+    ``mdf=False`` skips the MDF and table checks (what re-estimation needs of a run).
 
     Returns:
         The report (``ok`` only if every check passed); it never raises for a bad
@@ -240,7 +247,7 @@ def validate_run(
             rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, hierarchy))
         elif budget is not None:
             rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
-    if (run / "mdf_persons.parquet").exists():
+    if mdf and (run / "mdf_persons.parquet").exists():
         say(progress, "validate: MDF, invariants, constraints and tables")
         exact_totals = manifest.get("postprocess") != "bottomup"
         _check_mdf(run, budgets["persons"], hierarchy, inv, rep, exact_totals=exact_totals)
@@ -435,3 +442,20 @@ def _check_truth(
     return same, (
         "invariants equal the truth's" if same else "the release's invariants are not the truth's"
     )
+
+
+def require_valid(run_dir: str | Path, *, what: str, mdf: bool = True) -> None:
+    """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates.
+
+    Args:
+        what: the use refused, for the message (e.g. ``"re-estimation"``).
+    """
+    report = validate_run(run_dir, mdf=mdf)
+    if not report.ok:
+        failures = report.failures()
+        more = (
+            f" (and {len(failures) - 1} more; see censusdp validate)" if len(failures) > 1 else ""
+        )
+        raise ValidationError(
+            f"{run_dir} does not validate, so {what} refuses it: {failures[0]}{more}"
+        )
