@@ -33,6 +33,7 @@ import collections
 import concurrent.futures as cf
 import itertools
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -102,6 +103,12 @@ class SparkExecutor:
                 sconf.setMaster(master or "local[*]")
             master = master or ("" if submitted else "local[*]")
             defaults = {
+                # Task data and broadcasts (which hold the secret noise keys of a
+                # secure release) never touch disk unencrypted: PySpark sends them
+                # through an encrypted socket instead of a temporary file, and Spark
+                # encrypts its local blocks with a per-application key held in memory.
+                "spark.io.encryption.enabled": "true",
+                "spark.io.encryption.keySizeBits": "256",
                 "spark.ui.enabled": "false",
                 "spark.ui.showConsoleProgress": "false",
                 "spark.python.worker.reuse": "true",
@@ -110,6 +117,12 @@ class SparkExecutor:
             for k, v in single_thread_env().items():
                 defaults[f"spark.executorEnv.{k}"] = v
             if master.startswith("local"):
+                # both ends are ours: authenticate and encrypt RPC with a fresh secret
+                # too (on a cluster, configure spark.authenticate and
+                # spark.network.crypto.enabled for it: docs/scaling.md)
+                defaults["spark.authenticate"] = "true"
+                defaults["spark.authenticate.secret"] = secrets.token_hex(32)
+                defaults["spark.network.crypto.enabled"] = "true"
                 # workers run the driver's interpreter, so they import this censusdp,
                 # and inherit the driver's environment (one BLAS thread each)
                 defaults["spark.pyspark.python"] = sys.executable
@@ -122,6 +135,7 @@ class SparkExecutor:
             self.sc.setLogLevel("ERROR")
         else:
             self.sc = active
+        self.encrypted = bool(getattr(self.sc, "_encryption_enabled", False))
         self.parallelism = max(1, int(self.sc.defaultParallelism))
         self.window = int(window) if window else max(16, 8 * self.parallelism)
         self.tasks_per_partition = tasks_per_partition
@@ -174,6 +188,7 @@ class SparkExecutor:
             "window": self.window,
             "tasks_per_partition": self.tasks_per_partition,
             "spark_version": self.sc.version,
+            "io_encryption": self.encrypted,
         }
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ seed 001 sec. 2.1 for the mechanism), so the executor cannot change the release.
 
 from __future__ import annotations
 
+import operator
 import shutil
 
 import numpy as np
@@ -30,7 +31,12 @@ from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E4
 from censusdp.release.pipeline import reestimate, run_release  # noqa: E402
 from synth import block_codes, make_cef, write_cef  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [
+    pytest.mark.spark,
+    # PySpark's encrypted transfer path leaves sockets for the garbage collector
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
 
 RELEASE_FILES = (
     "noisy_measurements.parquet",
@@ -130,6 +136,28 @@ def test_secure_mode_noise_comes_from_each_units_own_stream(state, spark):
     other = list(measure_tasks(levels, h, schema, plan, RandomSource.secure(), target=500))
     c = run_measure_task(other[-1])
     assert not np.array_equal(c.queries[-1].values, a[-1].queries[-1].values)
+
+
+def test_secure_task_data_is_never_written_to_disk_unencrypted(spark, monkeypatch):
+    """Tasks carry a secure source's secret key. Without Spark IO encryption PySpark
+    pickles a parallelized batch into a temporary file in the Spark local directory;
+    the executor turns encryption on, so it goes through an encrypted socket instead."""
+    import pyspark.core.context as ctx
+
+    assert spark.encrypted and spark.describe()["io_encryption"] is True
+    made = []
+    real = ctx.NamedTemporaryFile
+
+    def spy(*args, **kwargs):
+        made.append(kwargs.get("dir"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ctx, "NamedTemporaryFile", spy)
+    source = RandomSource.secure()
+    keys = [source.child("t", i) for i in range(6)]
+    draw = operator.methodcaller("uint64", 2)  # importable on the workers
+    out = [a.tolist() for a in spark.map(draw, keys)]
+    assert out == [draw(k).tolist() for k in keys] and not made
 
 
 def test_secure_spark_release_is_valid(state, spark):
