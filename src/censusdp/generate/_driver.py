@@ -6,7 +6,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -410,8 +410,8 @@ class _Tally:
     persons: int = 0
     units: int = 0
     housing_units: int = 0
-    occupied: int = 0
-    facilities: int = 0
+    occupied_housing_units: int = 0
+    gq_facilities: int = 0
     blocks: int = 0
     populated_blocks: int = 0
     block_groups: int = 0
@@ -425,8 +425,8 @@ class _Tally:
         self.persons += chunk.n_persons
         self.units += chunk.n_units
         self.housing_units += int(hu.sum())
-        self.occupied += int((hu & chunk.unit_occupied).sum())
-        self.facilities += int((~hu).sum())
+        self.occupied_housing_units += int((hu & chunk.unit_occupied).sum())
+        self.gq_facilities += int((~hu).sum())
         self.blocks += chunk.block_geocode.shape[0]
         self.populated_blocks += int(np.unique(chunk.unit_block[chunk.person_unit]).size)
         self.block_groups += chunk.block_groups
@@ -446,28 +446,20 @@ class _Tally:
         out_dir: Path,
     ) -> GenerateSummary:
         """The :class:`GenerateSummary` of the finished state."""
+        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "gq"}
         return GenerateSummary(
             state=info.postal,
             fips=info.fips,
             name=info.name,
             seed=seed,
             scale=scale,
-            persons=self.persons,
-            units=self.units,
-            housing_units=self.housing_units,
-            occupied_housing_units=self.occupied,
-            vacant_housing_units=self.housing_units - self.occupied,
-            gq_facilities=self.facilities,
-            blocks=self.blocks,
-            populated_blocks=self.populated_blocks,
-            block_groups=self.block_groups,
+            vacant_housing_units=self.housing_units - self.occupied_housing_units,
             tracts=tracts,
             counties=counties,
-            adults=self.adults,
-            hispanic=self.hispanic,
             gq_persons={g: int(self.gq[g]) for g in range(1, self.gq.size)},
             timings=timings,
             out_dir=out_dir,
+            **counts,
         )
 
 

@@ -363,14 +363,22 @@ class _FigureRun:
         """``out/<prefix><name>``."""
         return self.out / f"{self.prefix}{name}"
 
-    def trials(self, label: str) -> Callable[[int, int], None]:
-        """A trial callback reporting ``label: done/total`` about every tenth trial."""
+    def options(self, label: str, seed_offset: int = 0) -> dict[str, Any]:
+        """``seed``, ``workers`` and a ``progress`` callback for an experiment function.
+
+        The callback reports ``label: done/total`` about every tenth trial.
+        """
 
         def cb(done: int, total: int) -> None:
             if done == total or done % max(1, total // 10) == 0:
                 say(self.progress, f"{label}: {done}/{total}")
 
-        return cb
+        return {"seed": self.seed + seed_offset, "workers": self.workers, "progress": cb}
+
+    def write(self, record: dict[str, Any], name: str, seconds: float) -> None:
+        """Add ``seconds_to_reproduce`` to ``record`` and write it as ``<prefix><name>``."""
+        record["seconds_to_reproduce"] = seconds
+        write_json(record, self.path(name))
 
 
 def _fig_4_1(run: _FigureRun) -> tuple[float, dict[str, Any]]:
@@ -378,14 +386,7 @@ def _fig_4_1(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
     n, trials = (200, 10) if run.quick else (1000, 20)
     counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
-    curve = recovery_curve(
-        n,
-        counts,
-        trials=trials,
-        seed=run.seed,
-        workers=run.workers,
-        progress=run.trials("fig 4-1"),
-    )
+    curve = recovery_curve(n, counts, trials=trials, **run.options("fig 4-1"))
     plot_recovery_curves(
         [curve],
         run.path("fig_4-1.png"),
@@ -393,8 +394,7 @@ def _fig_4_1(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     )
     seconds = time.perf_counter() - t0
     d = curve.to_dict()
-    d["seconds_to_reproduce"] = seconds
-    write_json(d, run.path("fig_4-1.json"))
+    run.write(d, "fig_4-1.json", seconds)
     return seconds, {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
 
 
@@ -402,19 +402,12 @@ def _fig_4_2(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     """Figs. 4-2 and 4-3: queries needed for full recovery vs n."""
     t0 = time.perf_counter()
     ns = [50, 100, 150, 200] if run.quick else [100, 200, 300, 400, 500, 600, 800, 1000]
-    thr = recovery_thresholds(
-        ns,
-        trials=5 if run.quick else 6,
-        seed=run.seed,
-        workers=run.workers,
-        progress=run.trials("fig 4-2"),
-    )
+    thr = recovery_thresholds(ns, trials=5 if run.quick else 6, **run.options("fig 4-2"))
     plot_thresholds(thr, run.path("fig_4-2_4-3.png"))
     seconds = time.perf_counter() - t0
     d = thr.to_dict()
     d["per_trial"] = thr.thresholds.tolist()
-    d["seconds_to_reproduce"] = seconds
-    write_json(d, run.path("fig_4-2_4-3.json"))
+    run.write(d, "fig_4-2_4-3.json", seconds)
     return seconds, {
         "slope_mean": thr.slope_mean,
         "slope_max": thr.slope_max,
@@ -436,15 +429,7 @@ def _fig_4_4(run: _FigureRun) -> tuple[float, dict[str, Any]]:
         )
         spec = NoiseSpec.gaussian(jason_gaussian_variance(n))
         curves.append(
-            recovery_curve(
-                n,
-                counts,
-                trials=trials,
-                seed=run.seed + n,
-                noise=spec,
-                workers=run.workers,
-                progress=run.trials(f"fig 4-4 n={n}"),
-            )
+            recovery_curve(n, counts, trials=trials, noise=spec, **run.options(f"fig 4-4 n={n}", n))
         )
     plot_recovery_curves(
         curves,
@@ -452,10 +437,7 @@ def _fig_4_4(run: _FigureRun) -> tuple[float, dict[str, Any]]:
         title="Fig. 4-4 reproduction: Gaussian noise, variance sqrt(n) ln(n)/2",
     )
     seconds = time.perf_counter() - t0
-    write_json(
-        {"curves": [c.to_dict() for c in curves], "seconds_to_reproduce": seconds},
-        run.path("fig_4-4.json"),
-    )
+    run.write({"curves": [c.to_dict() for c in curves]}, "fig_4-4.json", seconds)
     return seconds, {
         f"n={c.n}": {"final_mean": float(c.mean[-1]), "queries": int(c.query_counts[-1])}
         for c in curves
@@ -471,8 +453,7 @@ def _fig_5_6(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     plot_sum_accuracy(acc, run.path("fig_5-6.png"))
     seconds = time.perf_counter() - t0
     d = acc.to_dict()
-    d["seconds_to_reproduce"] = seconds
-    write_json(d, run.path("fig_5-6.json"))
+    run.write(d, "fig_5-6.json", seconds)
     return seconds, {
         "max_abs_z": float(np.max(np.abs(acc.measured - acc.expected) / acc.standard_error))
     }
@@ -483,17 +464,10 @@ def _fig_5_7(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
     n, trials = (400, 3) if run.quick else (4000, 6)
     grid = laplace_grid(
-        n,
-        JASON_FIG57_EPSILONS,
-        JASON_FIG57_MULTIPLES,
-        trials=trials,
-        seed=run.seed,
-        workers=run.workers,
-        progress=run.trials("fig 5-7"),
+        n, JASON_FIG57_EPSILONS, JASON_FIG57_MULTIPLES, trials=trials, **run.options("fig 5-7")
     )
     plot_laplace_grid(grid, run.path("fig_5-7.png"))
     seconds = time.perf_counter() - t0
     d = grid.to_dict()
-    d["seconds_to_reproduce"] = seconds
-    write_json(d, run.path("fig_5-7.json"))
+    run.write(d, "fig_5-7.json", seconds)
     return seconds, {"mean": d["mean"]}
