@@ -183,15 +183,8 @@ def run_risk(
         say(progress, f"sweep over global rho {list(sweep)}")
         kept = _sweep_sample(res.persons, seed, sweep_people)
         summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
-        summary["sweep"] = sweep_risk(
-            budget,
-            sweep,
-            pairs=kept,
-            priors=priors,
-            primary_prior=primary_prior,
-            rule=rule,
-            tol=1e-8,
-        )
+        rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
+        summary["sweep"] = sweep_risk(budget, sweep, pairs=kept, tol=1e-8, **rule_kw)
     t_sweep = time.perf_counter() - t1
 
     t2 = time.perf_counter()
