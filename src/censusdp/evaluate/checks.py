@@ -20,6 +20,7 @@ independent second look, computed from the published tables and the MDF alone
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -103,38 +104,15 @@ def check_release(
         neg, neg.size, lambda i: f"a negative table count at flat index {i}"
     )
 
-    bad_sum = 0
-    checked = 0
-    example = None
-    for tname, per in released_tables.items():
-        for li in range(1, hierarchy.n_levels):
-            agg = np.zeros_like(per[li - 1])
-            np.add.at(agg, hierarchy.parent[li], per[li])
-            diff = np.any(agg != per[li - 1], axis=1)
-            checked += diff.size
-            if diff.any() and example is None:
-                u = int(np.flatnonzero(diff)[0])
-                example = f"{tname} at {names[li - 1]} {hierarchy.geocodes[li - 1][u]!r}"
-            bad_sum += int(diff.sum())
-    out["children_sum_to_parents"] = {"ok": bad_sum == 0, "violations": bad_sum, "checked": checked}
-    if example:
-        out["children_sum_to_parents"]["example"] = example
-
+    out["children_sum_to_parents"] = _row_check(_children_sum_diffs(hierarchy, released_tables))
     if mdf_tables is not None:
-        bad_m = 0
-        checked = 0
-        example = None
-        for tname, per in released_tables.items():
-            for li, arr in enumerate(per):
-                diff = np.any(arr != mdf_tables[tname][li], axis=1)
-                checked += diff.size
-                if diff.any() and example is None:
-                    u = int(np.flatnonzero(diff)[0])
-                    example = f"{tname} at {names[li]} {hierarchy.geocodes[li][u]!r}"
-                bad_m += int(diff.sum())
-        out["tables_match_mdf"] = {"ok": bad_m == 0, "violations": bad_m, "checked": checked}
-        if example:
-            out["tables_match_mdf"]["example"] = example
+        out["tables_match_mdf"] = _row_check(
+            (
+                (np.any(arr != mdf_tables[tname][li], axis=1), f"{tname} at {names[li]}", codes)
+                for tname, per in released_tables.items()
+                for li, (arr, codes) in enumerate(zip(per, hierarchy.geocodes, strict=False))
+            )
+        )
 
     schema = get_schema("pl94")
     zero_cells = np.flatnonzero(schema.structural_zero_mask)
@@ -146,6 +124,15 @@ def check_release(
         lambda i: f"block {blocks[i]!r} has {in_zero[i]} persons under 18 in nursing facilities",
     )
 
+    out["gq_population_bounds"] = _gq_population_bounds(mp, gq_r, blocks)
+    return out
+
+
+def _gq_population_bounds(
+    mp: sp.csr_matrix, gq_r: np.ndarray, blocks: np.ndarray
+) -> dict[str, Any]:
+    """Blocks with GQ persons of a type but no facility of it, or a facility with nobody."""
+    schema = get_schema("pl94")
     hhgq = schema.cell_levels("hhgq")
     by_type = sp.csr_matrix(
         (np.ones(hhgq.size, dtype=np.int64), (np.arange(hhgq.size), hhgq)), shape=(hhgq.size, 8)
@@ -154,7 +141,7 @@ def check_release(
     no_facility = (gq_pop > 0) & (gq_r == 0)
     empty_facility = (gq_r > 0) & (gq_pop == 0)
     bad_b = no_facility | empty_facility
-    out["gq_population_bounds"] = _result(
+    return _result(
         bad_b.ravel(),
         bad_b.size,
         lambda i: (
@@ -162,7 +149,39 @@ def check_release(
             f"{gq_r.ravel()[i]} facilities"
         ),
     )
-    return out
+
+
+def _children_sum_diffs(
+    hierarchy: Hierarchy, released_tables: dict[str, list[np.ndarray]]
+) -> Iterator[tuple[np.ndarray, str, np.ndarray]]:
+    """Per table and parent level: which parents differ from the sum of their children."""
+    names = hierarchy.geolevels.names
+    for tname, per in released_tables.items():
+        for li in range(1, hierarchy.n_levels):
+            agg = np.zeros_like(per[li - 1])
+            np.add.at(agg, hierarchy.parent[li], per[li])
+            diff = np.any(agg != per[li - 1], axis=1)
+            yield diff, f"{tname} at {names[li - 1]}", hierarchy.geocodes[li - 1]
+
+
+def _row_check(diffs: Iterable[tuple[np.ndarray, str, np.ndarray]]) -> dict[str, Any]:
+    """A check record from ``(bad rows, "table at level", geocodes)`` triples.
+
+    The example names the first bad geounit of the first triple that has one.
+    """
+    bad = 0
+    checked = 0
+    example = None
+    for diff, where, codes in diffs:
+        checked += diff.size
+        if diff.any() and example is None:
+            u = int(np.flatnonzero(diff)[0])
+            example = f"{where} {codes[u]!r}"
+        bad += int(diff.sum())
+    rec: dict[str, Any] = {"ok": bad == 0, "violations": bad, "checked": checked}
+    if example:
+        rec["example"] = example
+    return rec
 
 
 def _facilities(unit_hist: sp.spmatrix) -> np.ndarray:

@@ -184,24 +184,25 @@ def _level_record(pairs: Pairs, tvd_pairs: Pairs) -> dict[str, Any]:
     return rec
 
 
-def evaluate_data(
+_MANIFEST_KEYS = (
+    "schema",
+    "postprocess",
+    "mechanism",
+    "rho",
+    "epsilon",
+    "delta",
+    "seed",
+    "package_version",
+)
+"""The release manifest's entries copied into the evaluation result."""
+
+
+def _evaluation_hierarchy(
     truth_persons: Mapping[str, np.ndarray],
     truth_units: Mapping[str, np.ndarray],
     release: ReleaseFiles,
-    *,
-    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
-    district_draws: int = 5,
-    seed: int = 0,
-    top_k: int = 10,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every metric of :func:`evaluate` except trials, from data in memory.
-
-    Returns:
-        ``(result, plot_data)``: the JSON-ready result, and arrays for the report's
-        scatter plots (``{"scatter": {level: (true, released)}}``).
-    """
-
+) -> Hierarchy:
+    """The hierarchy of every block in the truth, the MDF and the release's P1 table."""
     geolevels = _geolevels(release.manifest)
     block_codes = [
         np.asarray(truth_persons["geocode"]).astype("U16"),
@@ -215,23 +216,17 @@ def evaluate_data(
         codes = np.asarray(t1.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
         block_codes.append(codes[lv == geolevels.names[-1]].astype("U16"))
     h = Hierarchy.from_blocks(np.concatenate(block_codes), geolevels)
-    names = geolevels.names
-    say(progress, f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
+    return h
 
-    t_ph = person_histogram(pl94_view(truth_persons), h)
-    t_uh = unit_histogram(truth_units, h)
-    r_ph = person_histogram(pl94_view(release.persons), h)
-    r_uh = unit_histogram(release.units, h)
-    truth_t = table_arrays(t_ph, t_uh, h)
-    mdf_t = table_arrays(r_ph, r_uh, h)
-    if release.tables is not None:
-        rel_t = tables_to_arrays(release.tables, h)
-        tables_source = "release tables"
-    else:
-        rel_t = mdf_t
-        tables_source = "tabulated from the MDF (RUN/tables absent)"
-    say(progress, "tabulated truth and release")
 
+def _table_metrics(
+    truth_t: dict[str, list[np.ndarray]],
+    rel_t: dict[str, list[np.ndarray]],
+    h: Hierarchy,
+    top_k: int,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Error metrics and largest errors of total population and each table, per geolevel."""
+    names = h.geolevels.names
     metrics: dict[str, dict[str, Any]] = {"total_population": {}}
     largest: dict[str, dict[str, Any]] = {"total_population": {}}
     for li, lname in enumerate(names):
@@ -250,8 +245,16 @@ def evaluate_data(
                 Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves])
             )
             largest[tname][lname] = largest_errors(t, r, h.geocodes[li], top_k, d.variables)
-    say(progress, "table metrics done")
+    return metrics, largest
 
+
+def _histogram_metrics(t_ph: sp.csr_matrix, r_ph: sp.csr_matrix, h: Hierarchy) -> dict[str, Any]:
+    """Metrics of the detailed and hispanic*cenrace histograms per geolevel.
+
+    ``detailed`` counts every cell that is not a structural zero (``n_total``).
+    """
+    names = h.geolevels.names
+    metrics: dict[str, dict[str, Any]] = {}
     schema = get_schema("pl94")
     live = int((~schema.structural_zero_mask).sum())
     t_lv = h.aggregate(t_ph)
@@ -265,8 +268,13 @@ def evaluate_data(
             else:
                 p = Pairs.sparse(t_lv[li] @ q, r_lv[li] @ q)
             metrics[mname][lname] = _level_record(p, p)
-    say(progress, "histogram metrics done")
+    return metrics
 
+
+def _pathologies(
+    truth_t: dict[str, list[np.ndarray]], rel_t: dict[str, list[np.ndarray]], names: tuple[str, ...]
+) -> dict[str, Any]:
+    """Shares of units at 100% occupancy and at 100% under 18 (all, and population 50+)."""
     pathologies: dict[str, Any] = {"occupancy_100": {}, "all_under18": {}}
     for li, lname in enumerate(names):
         pathologies["occupancy_100"][lname] = {
@@ -280,6 +288,52 @@ def evaluate_data(
             }
             for m in (1, 50)
         }
+    return pathologies
+
+
+def evaluate_data(
+    truth_persons: Mapping[str, np.ndarray],
+    truth_units: Mapping[str, np.ndarray],
+    release: ReleaseFiles,
+    *,
+    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
+    district_draws: int = 5,
+    seed: int = 0,
+    top_k: int = 10,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every metric of :func:`evaluate` except trials, from data in memory.
+
+    Returns:
+        ``(result, plot_data)``: the JSON-ready result, and arrays for the report's
+        scatter plots (``{"scatter": {level: (true, released)}}``).
+    """
+
+    h = _evaluation_hierarchy(truth_persons, truth_units, release)
+    names = h.geolevels.names
+    say(progress, f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
+
+    t_ph = person_histogram(pl94_view(truth_persons), h)
+    t_uh = unit_histogram(truth_units, h)
+    r_ph = person_histogram(pl94_view(release.persons), h)
+    r_uh = unit_histogram(release.units, h)
+    truth_t = table_arrays(t_ph, t_uh, h)
+    mdf_t = table_arrays(r_ph, r_uh, h)
+    if release.tables is not None:
+        rel_t = tables_to_arrays(release.tables, h)
+        tables_source = "release tables"
+    else:
+        rel_t = mdf_t
+        tables_source = "tabulated from the MDF (RUN/tables absent)"
+    say(progress, "tabulated truth and release")
+
+    metrics, largest = _table_metrics(truth_t, rel_t, h, top_k)
+    say(progress, "table metrics done")
+
+    metrics.update(_histogram_metrics(t_ph, r_ph, h))
+    say(progress, "histogram metrics done")
+
+    pathologies = _pathologies(truth_t, rel_t, names)
 
     districts = district_metrics(
         {n: truth_t[n][-1] for n in ("P1", "P2", "P3", "P4")},
@@ -317,19 +371,7 @@ def evaluate_data(
         "geolevels": list(names),
         "units": {n: h.n_units(i) for i, n in enumerate(names)},
         "tables_source": tables_source,
-        "release_manifest": {
-            k: release.manifest.get(k)
-            for k in (
-                "schema",
-                "postprocess",
-                "mechanism",
-                "rho",
-                "epsilon",
-                "delta",
-                "seed",
-                "package_version",
-            )
-        },
+        "release_manifest": {k: release.manifest.get(k) for k in _MANIFEST_KEYS},
         "metrics": metrics,
         "largest_errors": largest,
         "pathologies": pathologies,

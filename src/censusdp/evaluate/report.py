@@ -259,18 +259,11 @@ def _kind(kind: str) -> str:
     return f'<span class="kind {kind}">{label}</span>'
 
 
-def render_report(
-    result: Mapping[str, Any],
-    scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
-    title: str = "censusdp accuracy report",
-) -> str:
-    """The report as one HTML string (see module docstring)."""
-    levels = result["geolevels"]
-    bins = result["bins"]
-    parts: list[str] = []
+def _release_section(result: Mapping[str, Any], title: str) -> list[str]:
+    """The title, the release summary table and the note on the three kinds of numbers."""
     man = result.get("release_manifest") or {}
     ev = result.get("evaluation") or {}
-    parts.append(f"<h1>{html.escape(title)}</h1>")
+    parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append(
         _table(
             ["item", "value"],
@@ -297,8 +290,13 @@ def render_report(
         "truth is known (include post-processing bias). TVD = 1 - L1/(2 POP) (seed 000 "
         "sec. 6.1); 1 means exact.</p>"
     )
+    return parts
 
-    parts.append(f"<h2>Accuracy by geolevel {_kind('realised')}</h2>")
+
+def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
+    """TVD figure and tables of realised error by measure and geolevel."""
+    levels = result["geolevels"]
+    parts = [f"<h2>Accuracy by geolevel {_kind('realised')}</h2>"]
     parts.append(_img(_tvd_figure(result), "TVD by geolevel"))
     rows = []
     for m, per in result["metrics"].items():
@@ -329,17 +327,28 @@ def render_report(
             "Every count of each table / histogram",
         )
     )
+    return parts
 
-    if scatter:
-        parts.append(f"<h2>Released vs true counts {_kind('realised')}</h2>")
-        picks = [lv for lv in ("County", levels[-1]) if lv in scatter]
-        for lv in dict.fromkeys(picks):
-            t, r = scatter[lv]
-            parts.append(
-                _img(_scatter_figure(t, r, lv), f"{lv}: released vs true total population")
-            )
 
-    parts.append(f"<h2>Bias by size {_kind('realised')}</h2>")
+def _scatter_section(
+    levels: list[str], scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None
+) -> list[str]:
+    """Released-vs-true scatter plots for County and the lowest geolevel (if given)."""
+    if not scatter:
+        return []
+    parts = [f"<h2>Released vs true counts {_kind('realised')}</h2>"]
+    picks = [lv for lv in ("County", levels[-1]) if lv in scatter]
+    for lv in dict.fromkeys(picks):
+        t, r = scatter[lv]
+        parts.append(_img(_scatter_figure(t, r, lv), f"{lv}: released vs true total population"))
+    return parts
+
+
+def _bias_section(result: Mapping[str, Any]) -> list[str]:
+    """Bias by true-count bin: figure, total population table and P1 table."""
+    levels = result["geolevels"]
+    bins = result["bins"]
+    parts = [f"<h2>Bias by size {_kind('realised')}</h2>"]
     parts.append(_img(_bias_figure(result), "Bias of total population by true-count bin"))
     rows = []
     for lv in levels:
@@ -372,8 +381,12 @@ def render_report(
             "P1 lines: bias / MAE by true-count bin",
         )
     )
+    return parts
 
-    parts.append(f"<h2>Pathologies {_kind('realised')}</h2>")
+
+def _pathology_section(result: Mapping[str, Any]) -> list[str]:
+    """Shares of units at 100% occupancy or 100% under 18, released vs truth."""
+    parts = [f"<h2>Pathologies {_kind('realised')}</h2>"]
     parts.append(
         "<p>The 2010 Demonstration Data Product released 310 of 3,221 counties at 100% "
         "occupancy against none in SF1 (seed 002 sec. 3), and enumeration districts with "
@@ -381,7 +394,7 @@ def render_report(
     )
     parts.append(_img(_pathology_figure(result), "Pathology shares, released vs truth"))
     rows = []
-    for lv in levels:
+    for lv in result["geolevels"]:
         o = result["pathologies"]["occupancy_100"][lv]
         u1 = result["pathologies"]["all_under18"][lv]["1"]
         u50 = result["pathologies"]["all_under18"][lv]["50"]
@@ -411,93 +424,109 @@ def render_report(
             "Units with the pathology / units eligible",
         )
     )
+    return parts
 
+
+def _districts_section(result: Mapping[str, Any]) -> list[str]:
+    """Realised error of random off-spine districts, one row per target population."""
     d = result.get("districts") or {}
-    if d:
-        parts.append(f"<h2>Off-spine districts {_kind('realised')}</h2>")
-        parts.append(
-            "<p>Random contiguous districts of whole blocks (geocode order as the contiguity "
-            "proxy; see docs/evaluation.md), pooled over several random maps.</p>"
+    if not d:
+        return []
+    parts = [f"<h2>Off-spine districts {_kind('realised')}</h2>"]
+    parts.append(
+        "<p>Random contiguous districts of whole blocks (geocode order as the contiguity "
+        "proxy; see docs/evaluation.md), pooled over several random maps.</p>"
+    )
+    rows = []
+    for target, rec in d.items():
+        if not rec.get("n_districts"):
+            rows.append([target, 0, None, None, None, None, None, None])
+            continue
+        tp = rec["total_population"]
+        rows.append(
+            [
+                int(target),
+                rec["n_districts"],
+                rec["mean_true_population"],
+                tp["mae"],
+                tp["rmse"],
+                tp["bias"],
+                rec["mean_abs_pct_error"],
+                rec["tvd"].get("P2"),
+            ]
         )
-        rows = []
-        for target, rec in d.items():
-            if not rec.get("n_districts"):
-                rows.append([target, 0, None, None, None, None, None, None])
-                continue
-            tp = rec["total_population"]
-            rows.append(
-                [
-                    int(target),
-                    rec["n_districts"],
-                    rec["mean_true_population"],
-                    tp["mae"],
-                    tp["rmse"],
-                    tp["bias"],
-                    rec["mean_abs_pct_error"],
-                    rec["tvd"].get("P2"),
-                ]
-            )
-        parts.append(
-            _table(
-                [
-                    "target population",
-                    "districts",
-                    "mean true pop",
-                    "MAE",
-                    "RMSE",
-                    "bias",
-                    "mean |%error|",
-                    "TVD of P2",
-                ],
-                rows,
-                "Total population of districts",
-            )
+    parts.append(
+        _table(
+            [
+                "target population",
+                "districts",
+                "mean true pop",
+                "MAE",
+                "RMSE",
+                "bias",
+                "mean |%error|",
+                "TVD of P2",
+            ],
+            rows,
+            "Total population of districts",
         )
+    )
+    return parts
 
-    parts.append("<h2>Error bars</h2>")
+
+def _trials_section(result: Mapping[str, Any]) -> list[str]:
+    """The "Error bars" heading and the empirical error bars from K reruns (if any)."""
+    bins = result["bins"]
+    parts = ["<h2>Error bars</h2>"]
     tr = result.get("trials")
-    if tr:
-        parts.append(f"<h3>From {tr['trials']} reruns of the mechanism {_kind('empirical')}</h3>")
-        parts.append(_img(_trials_figure(tr, bins), "Empirical error bars of total population"))
-        rows = []
-        for m in ("total_population", "P1", "P2", "H1"):
-            for lv, rec in tr["errors"].get(m, {}).items():
-                for b in bins:
-                    e = rec["by_bin"].get(b)
-                    if not e:
-                        continue
-                    rows.append(
-                        [
-                            f"{_MEASURE_LABELS.get(m, m)}",
-                            lv,
-                            b,
-                            e["n"],
-                            f"[{e['interval90'][0]}, {e['interval90'][1]}]",
-                            e["abs_q90"],
-                            e["mean"],
-                            e["sd"],
-                        ]
-                    )
-        parts.append(
-            _table(
-                [
-                    "measure",
-                    "geolevel",
-                    "true count",
-                    "counts pooled",
-                    "90% interval of error",
-                    "90% of |error| <=",
-                    "mean error",
-                    "sd",
-                ],
-                rows,
-                "Error of a published count by its size: read the interval as its error bar",
-            )
-        )
-    else:
+    if not tr:
         parts.append(
             "<p>No reruns in this evaluation (run with <code>--trials K</code> for empirical error bars).</p>"
         )
+        return parts
+    parts.append(f"<h3>From {tr['trials']} reruns of the mechanism {_kind('empirical')}</h3>")
+    parts.append(_img(_trials_figure(tr, bins), "Empirical error bars of total population"))
+    rows = []
+    for m in ("total_population", "P1", "P2", "H1"):
+        for lv, rec in tr["errors"].get(m, {}).items():
+            for b in bins:
+                e = rec["by_bin"].get(b)
+                if not e:
+                    continue
+                rows.append(
+                    [
+                        f"{_MEASURE_LABELS.get(m, m)}",
+                        lv,
+                        b,
+                        e["n"],
+                        f"[{e['interval90'][0]}, {e['interval90'][1]}]",
+                        e["abs_q90"],
+                        e["mean"],
+                        e["sd"],
+                    ]
+                )
+    parts.append(
+        _table(
+            [
+                "measure",
+                "geolevel",
+                "true count",
+                "counts pooled",
+                "90% interval of error",
+                "90% of |error| <=",
+                "mean error",
+                "sd",
+            ],
+            rows,
+            "Error of a published count by its size: read the interval as its error bar",
+        )
+    )
+    return parts
+
+
+def _nmf_section(result: Mapping[str, Any]) -> list[str]:
+    """Closed-form sd of each noisy measurement, checked against the truth where possible."""
+    parts: list[str] = []
     nmf = result.get("noisy_measurements") or {}
     for key, rec in nmf.items():
         parts.append(f"<h3>Noisy measurements ({html.escape(key)}) {_kind('closed')}</h3>")
@@ -531,8 +560,12 @@ def render_report(
                 "Each noisy count y has sd = sqrt(variance) from the NMF; the last two columns check it against the truth",
             )
         )
+    return parts
 
-    parts.append("<h2>Invariants and constraints, re-checked</h2>")
+
+def _checks_section(result: Mapping[str, Any]) -> list[str]:
+    """Invariant re-checks, the largest errors and the definitions list."""
+    parts = ["<h2>Invariants and constraints, re-checked</h2>"]
     rows = [
         [k, v["ok"], v["violations"], v["checked"], v.get("example", "")]
         for k, v in result["invariants"].items()
@@ -541,7 +574,7 @@ def render_report(
 
     parts.append("<h2>Largest errors (total population)</h2>")
     rows = []
-    for lv in levels:
+    for lv in result["geolevels"]:
         for e in result["largest_errors"]["total_population"][lv][:5]:
             rows.append([lv, e["geocode"] or "(US)", e["true"], e["released"], e["error"]])
     parts.append(_table(["geolevel", "geocode", "true", "released", "error"], rows))
@@ -550,6 +583,31 @@ def render_report(
     for k, v in result.get("definitions", {}).items():
         parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>")
     parts.append("</ul>")
+    return parts
+
+
+def render_report(
+    result: Mapping[str, Any],
+    scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    title: str = "censusdp accuracy report",
+) -> str:
+    """The report as one HTML string (see module docstring).
+
+    Sections, in order: release summary, accuracy by geolevel, released-vs-true scatter,
+    bias by size, pathologies, off-spine districts, error bars (reruns, then noisy
+    measurements), invariants, largest errors and definitions.
+    """
+    parts = (
+        _release_section(result, title)
+        + _accuracy_section(result)
+        + _scatter_section(result["geolevels"], scatter)
+        + _bias_section(result)
+        + _pathology_section(result)
+        + _districts_section(result)
+        + _trials_section(result)
+        + _nmf_section(result)
+        + _checks_section(result)
+    )
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

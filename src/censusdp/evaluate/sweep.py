@@ -32,6 +32,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +132,7 @@ def sweep(
         ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
     from censusdp.evaluate.core import json_ready
-    from censusdp.evaluate.report import sweep_figure
     from censusdp.privacy.budget import resolve_budget
-    from censusdp.release.pipeline import run_release
 
     eps_list = [float(e) for e in epsilons]
     if not eps_list:
@@ -146,76 +145,14 @@ def sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    cef = read_cef(input_dir)
     geolevels = GeoLevels.from_pairs(list(base.geolevels))
-    h = Hierarchy.from_blocks(
-        np.concatenate([cef.persons["geocode"], cef.units["geocode"]]), geolevels
-    )
-    schema = get_schema("pl94")
-    q = make_query(schema, "hispanic*cenrace").matrix.T.tocsr().astype(np.int64)
-    cols = {c: cef.persons[c] for c in ("geocode", "hhgq", "age", "hispanic", "cenrace")}
-    truth_levels = h.aggregate(person_histogram(cols, h))
-    del cef
+    truth = _SweepTruth.read(input_dir, geolevels)
     seeds = np.random.SeedSequence(seed).generate_state(len(eps_list) * trials, dtype=np.uint32)
     seeds = seeds.reshape(len(eps_list), trials)
 
-    points = []
-    csv_rows: list[list[Any]] = []
-    with tempfile.TemporaryDirectory(prefix=".sweep-", dir=out) as tmp:
-        for i, (eps, b) in enumerate(zip(eps_list, budgets, strict=True)):
-            per_trial: list[dict[str, dict[str, float]]] = []
-            t_point = time.perf_counter()
-            for k in range(trials):
-                run = Path(tmp) / f"eps{i:02d}_trial{k:03d}"
-                run_release(
-                    input_dir,
-                    run,
-                    budget=b,
-                    units_budget=None,
-                    seed=int(seeds[i, k]),
-                    postprocess=postprocess,
-                    workers=workers,
-                )
-                mdf = pq.read_table(run / "mdf_persons.parquet")
-                mcols = {
-                    c: np.asarray(mdf.column(c).to_numpy(zero_copy_only=False))
-                    for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
-                }
-                per_trial.append(_tvd_by_level(truth_levels, person_histogram(mcols, h), h, q))
-                shutil.rmtree(run, ignore_errors=True)
-                for m in SWEEP_MEASURES:
-                    for lname, v in per_trial[-1][m].items():
-                        csv_rows.append([eps, float(b.rho), k, int(seeds[i, k]), m, lname, v])
-            summary: dict[str, dict[str, dict[str, Any]]] = {}
-            for m in SWEEP_MEASURES:
-                summary[m] = {}
-                for lname in geolevels.names:
-                    vals = np.asarray([t[m][lname] for t in per_trial], dtype=float)
-                    summary[m][lname] = {
-                        "mean": float(np.mean(vals)),
-                        "min": float(np.min(vals)),
-                        "max": float(np.max(vals)),
-                        "values": vals.tolist(),
-                    }
-            eps_dp = b.epsilon() if b.privacy_measure == "zCDP" else float(b.total)
-            points.append(
-                {
-                    "epsilon": eps,
-                    "rho": float(b.rho),
-                    "rho_exact": str(b.rho),
-                    "epsilon_dp": float(eps_dp),
-                    "delta": float(b.delta) if b.privacy_measure == "zCDP" else 0.0,
-                    "seeds": [int(s) for s in seeds[i]],
-                    "seconds": round(time.perf_counter() - t_point, 3),
-                    "tvd": summary,
-                }
-            )
-            tp = summary["total_population"]
-            say(
-                progress,
-                f"epsilon {eps:g} (rho {float(b.rho):.4g}): TVD total population "
-                + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in geolevels.names[1:]),
-            )
+    points, csv_rows = _sweep_points(
+        input_dir, out, eps_list, budgets, seeds, postprocess, workers, truth, progress
+    )
 
     meaning = (
         "rho = epsilon^2/2"
@@ -236,6 +173,171 @@ def sweep(
             "points": points,
         }
     )
+    config_record = {
+        "input": str(Path(input_dir).resolve()),
+        "epsilons": eps_list,
+        "preset": base.name,
+        "trials": trials,
+        "postprocess": postprocess,
+        "workers": workers,
+        "epsilon_meaning": epsilon_meaning,
+    }
+    _write_sweep(out, result, csv_rows, config_record, t0)
+    say(progress, f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
+    return result
+
+
+@dataclass(frozen=True)
+class _SweepTruth:
+    """The true PL94 histograms every trial is compared with, and what comparing needs.
+
+    Attributes:
+        h: the hierarchy of the CEF's blocks.
+        q: the hispanic*cenrace query as a (cells x 126) integer matrix.
+        levels: the true detailed histograms, one per geolevel.
+    """
+
+    h: Hierarchy
+    q: Any
+    levels: list[Any]
+
+    @classmethod
+    def read(cls, input_dir: str | Path, geolevels: GeoLevels) -> _SweepTruth:
+        """Read the CEF; its hierarchy, the hispanic*cenrace query and the true histograms."""
+        cef = read_cef(input_dir)
+        h = Hierarchy.from_blocks(
+            np.concatenate([cef.persons["geocode"], cef.units["geocode"]]), geolevels
+        )
+        schema = get_schema("pl94")
+        q = make_query(schema, "hispanic*cenrace").matrix.T.tocsr().astype(np.int64)
+        cols = {c: cef.persons[c] for c in ("geocode", "hhgq", "age", "hispanic", "cenrace")}
+        return cls(h, q, h.aggregate(person_histogram(cols, h)))
+
+
+def _sweep_points(
+    input_dir: str | Path,
+    out: Path,
+    eps_list: list[float],
+    budgets: list[Budget],
+    seeds: np.ndarray,
+    postprocess: str,
+    workers: int,
+    truth: _SweepTruth,
+    progress: Callable[[str], None] | None,
+) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """Run every trial of every epsilon in a scratch directory under ``out``.
+
+    Returns:
+        The sweep's points and the rows of ``sweep.csv``.
+    """
+    level_names = truth.h.geolevels.names
+    points = []
+    csv_rows: list[list[Any]] = []
+    with tempfile.TemporaryDirectory(prefix=".sweep-", dir=out) as tmp:
+        for i, (eps, b) in enumerate(zip(eps_list, budgets, strict=True)):
+            t_point = time.perf_counter()
+            run_prefix = Path(tmp) / f"eps{i:02d}"
+            per_trial = [
+                _trial_tvd(input_dir, run_prefix, k, b, int(s), postprocess, workers, truth)
+                for k, s in enumerate(seeds[i])
+            ]
+            for k, tv in enumerate(per_trial):
+                for m in SWEEP_MEASURES:
+                    for lname, v in tv[m].items():
+                        csv_rows.append([eps, float(b.rho), k, int(seeds[i, k]), m, lname, v])
+            summary = _summarise_trials(per_trial, level_names)
+            points.append(_sweep_point(eps, b, seeds[i], time.perf_counter() - t_point, summary))
+            tp = summary["total_population"]
+            say(
+                progress,
+                f"epsilon {eps:g} (rho {float(b.rho):.4g}): TVD total population "
+                + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in level_names[1:]),
+            )
+    return points, csv_rows
+
+
+def _trial_tvd(
+    input_dir: str | Path,
+    run_prefix: Path,
+    k: int,
+    b: Budget,
+    seed: int,
+    postprocess: str,
+    workers: int,
+    truth: _SweepTruth,
+) -> dict[str, dict[str, float]]:
+    """Run one release into a scratch directory, score its MDF by TVD, remove the run."""
+    from censusdp.release.pipeline import run_release
+
+    run = run_prefix.parent / f"{run_prefix.name}_trial{k:03d}"
+    run_release(
+        input_dir,
+        run,
+        budget=b,
+        units_budget=None,
+        seed=seed,
+        postprocess=postprocess,
+        workers=workers,
+    )
+    mdf = pq.read_table(run / "mdf_persons.parquet")
+    mcols = {
+        c: np.asarray(mdf.column(c).to_numpy(zero_copy_only=False))
+        for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
+    }
+    tv = _tvd_by_level(truth.levels, person_histogram(mcols, truth.h), truth.h, truth.q)
+    shutil.rmtree(run, ignore_errors=True)
+    return tv
+
+
+def _summarise_trials(
+    per_trial: list[dict[str, dict[str, float]]], level_names: Sequence[str]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Mean, min, max and all values of each measure's TVD per geolevel over the trials."""
+    summary: dict[str, dict[str, dict[str, Any]]] = {}
+    for m in SWEEP_MEASURES:
+        summary[m] = {}
+        for lname in level_names:
+            vals = np.asarray([t[m][lname] for t in per_trial], dtype=float)
+            summary[m][lname] = {
+                "mean": float(np.mean(vals)),
+                "min": float(np.min(vals)),
+                "max": float(np.max(vals)),
+                "values": vals.tolist(),
+            }
+    return summary
+
+
+def _sweep_point(
+    eps: float,
+    b: Budget,
+    seeds: np.ndarray,
+    seconds: float,
+    summary: dict[str, dict[str, dict[str, Any]]],
+) -> dict[str, Any]:
+    """One point of the sweep: its privacy parameters, seeds, time and TVD summary."""
+    eps_dp = b.epsilon() if b.privacy_measure == "zCDP" else float(b.total)
+    return {
+        "epsilon": eps,
+        "rho": float(b.rho),
+        "rho_exact": str(b.rho),
+        "epsilon_dp": float(eps_dp),
+        "delta": float(b.delta) if b.privacy_measure == "zCDP" else 0.0,
+        "seeds": [int(s) for s in seeds],
+        "seconds": round(seconds, 3),
+        "tvd": summary,
+    }
+
+
+def _write_sweep(
+    out: Path,
+    result: dict[str, Any],
+    csv_rows: list[list[Any]],
+    config_record: dict[str, Any],
+    t0: float,
+) -> None:
+    """Write ``sweep.json``, ``sweep.csv``, ``sweep.png`` and ``manifest.json``."""
+    from censusdp.evaluate.report import sweep_figure
+
     write_json(result, out / "sweep.json")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -248,21 +350,11 @@ def sweep(
     write_json(
         {
             "command": "sweep",
-            "config": {
-                "input": str(Path(input_dir).resolve()),
-                "epsilons": eps_list,
-                "preset": base.name,
-                "trials": trials,
-                "postprocess": postprocess,
-                "workers": workers,
-                "epsilon_meaning": epsilon_meaning,
-            },
-            "seed": seed,
+            "config": config_record,
+            "seed": result["seed"],
             "package_version": __version__,
             "timings": {"total": round(time.perf_counter() - t0, 3)},
             "outputs": ["sweep.json", "sweep.csv", "sweep.png"],
         },
         out / "manifest.json",
     )
-    say(progress, f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
-    return result

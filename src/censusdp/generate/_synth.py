@@ -280,68 +280,12 @@ def synthesize(
     nh_t = np.bincount(h_tract, minlength=n_tracts)
     nf, nh = f_tract.size, h_tract.size
 
-    # 3. blocks
-    nb_t = plan.blocks
-    b_tract = np.repeat(np.arange(n_tracts), nb_t)
-    n_blocks = b_tract.size
-    bstart = _starts(nb_t)
-    j = np.arange(n_blocks) - bstart[b_tract]
-    nbg = plan.block_groups[b_tract]
-    nbt = nb_t[b_tract]
-    bg = (j * nbg) // nbt
-    serial = j - (bg * nbt + nbg - 1) // nbg
-    npb_t = np.minimum(plan.populated_blocks, nh_t + nf_t)
-    by_rank = np.lexsort((rng.random(n_blocks), b_tract))  # block with rank r in tract t
-    rank = np.empty(n_blocks, dtype=np.int64)
-    rank[by_rank] = j
-    populated = rank < npb_t[b_tract]
-
-    # facilities: one populated block each (by rank), extras at random populated blocks
-    fk = _rank(f_tract, nf_t)
-    seeded = fk < npb_t[f_tract]
-    f_slot = np.where(seeded, fk, np.floor(rng.random(nf) * npb_t[f_tract]).astype(np.int64))
-    f_block = by_rank[bstart[f_tract] + f_slot]
-
-    # households: seed the remaining populated blocks, then heavy-tailed weights
-    hk = _rank(h_tract, nh_t) + nf_t[h_tract]
-    h_block = np.empty(nh, dtype=np.int64)
-    seeded = hk < npb_t[h_tract]
-    h_block[seeded] = by_rank[bstart[h_tract[seeded]] + hk[seeded]]
-    pos_rank = np.arange(n_blocks) - bstart[b_tract]  # rank of by_rank[p] (b_tract sorted)
-    pb_ids = by_rank[pos_rank < npb_t[b_tract]]  # populated blocks, by (tract, rank)
-    pb_rank = rank[pb_ids]
-    weight = rng.lognormal(0.0, m.BLOCK_WEIGHT_SIGMA, pb_ids.size)
-    weight = np.where(pb_rank < nf_t[b_tract[pb_ids]], weight * m.GQ_BLOCK_HOUSEHOLD_WEIGHT, weight)
-    cw = np.cumsum(weight)
-    pbstart = _starts(npb_t)
-    rest = np.flatnonzero(~seeded)
-    if rest.size:
-        t = h_tract[rest]
-        lo_i, hi_i = pbstart[t], pbstart[t] + npb_t[t] - 1
-        lo = cw[lo_i] - weight[lo_i]
-        x = lo + rng.random(rest.size) * (cw[hi_i] - lo)
-        idx = np.clip(np.searchsorted(cw, x, side="right"), lo_i, hi_i)
-        h_block[rest] = pb_ids[idx]
-
+    # 3. blocks, and the blocks of facilities and households
+    lay = _BlockLayout.draw(plan, np.minimum(plan.populated_blocks, nh_t + nf_t), rng)
+    f_block = _place_facilities(f_tract, nf_t, lay, rng)
+    h_block = _place_households(h_tract, nh_t, nf_t, lay, rng)
     # 4. vacant housing units
-    v = state.vacancy
-    vacant_t = rng.poisson(v / (1.0 - v) * nh_t)
-    empty_blocks = np.flatnonzero(~populated)
-    e_count = rng.geometric(m.EMPTY_BLOCK_VACANT_P, empty_blocks.size)
-    e_t = np.bincount(b_tract[empty_blocks], weights=e_count, minlength=n_tracts)
-    extra_t = np.maximum(0, vacant_t - e_t.astype(np.int64))
-    x_tract = np.repeat(np.arange(n_tracts), extra_t)
-    hstart = _starts(nh_t)
-    u = rng.random(x_tract.size)
-    has_hh = nh_t[x_tract] > 0
-    x_block = np.where(
-        has_hh,
-        h_block[np.minimum(hstart[x_tract] + np.floor(u * nh_t[x_tract]).astype(np.int64), nh - 1)]
-        if nh
-        else 0,
-        by_rank[bstart[x_tract] + np.floor(u * npb_t[x_tract]).astype(np.int64)],
-    )
-    v_block = np.concatenate([np.repeat(empty_blocks, e_count), x_block]).astype(np.int64)
+    v_block = _vacant_units(state.vacancy, nh_t, h_block, lay, rng)
     nv = v_block.size
 
     # units in block order: occupied housing units, vacant ones, then facilities
@@ -349,64 +293,22 @@ def synthesize(
     u_gq = np.concatenate([np.zeros(nh + nv, dtype=np.int64), f_type])
     u_occ = np.concatenate([np.ones(nh, bool), np.zeros(nv, bool), np.ones(nf, bool)])
     u_order = np.argsort(u_block, kind="stable")
-    u_pos = np.empty(u_order.size, dtype=np.int64)
-    u_pos[u_order] = np.arange(u_order.size)
 
     # 5. persons, written straight into unit order: household members, then GQ residents
     occupants = np.concatenate([h_size, np.zeros(nv, dtype=np.int64), f_size])[u_order]
-    out_start = _starts(occupants)
-    p_hh, p_pos, hh_age, hh_sex = _household_people(h_size, rng)
-    p_fac = np.repeat(np.arange(nf), f_size)
-    f_pos = np.arange(p_fac.size) - _starts(f_size)[p_fac]
-    gq_type = f_type[p_fac]
-    gq_age = _gq_ages(gq_type, rng)
-    gq_male = rng.random(p_fac.size) < np.where(
-        (gq_type == 3) & (gq_age < 65), 0.45, m.GQ_MALE_SHARE[gq_type]
-    )
-    n_persons = int(occupants.sum())
-    if n_persons != int(pop.sum()):
-        raise InternalError(f"synthesized {n_persons} persons for a population of {pop.sum()}")
-    hh_out = out_start[u_pos[p_hh]] + p_pos
-    gq_out = out_start[u_pos[nh + nv + p_fac]] + f_pos
-    p_unit = np.repeat(np.arange(u_order.size), occupants)
-    p_hhgq = np.zeros(n_persons, dtype=np.int64)
-    p_hhgq[gq_out] = gq_type
-    p_age = np.empty(n_persons, dtype=np.int64)
-    p_age[hh_out] = hh_age
-    p_age[gq_out] = gq_age
-    p_sex = np.empty(n_persons, dtype=np.int64)
-    p_sex[hh_out] = hh_sex
-    p_sex[gq_out] = 2 - gq_male.astype(np.int64)
+    if int(occupants.sum()) != int(pop.sum()):
+        raise InternalError(
+            f"synthesized {int(occupants.sum())} persons for a population of {pop.sum()}"
+        )
+    p_unit, p_hhgq, p_sex, p_age = _persons(h_size, f_size, f_type, u_order, occupants, rng)
 
-    # 6. race/ethnicity: deal out the tract's exact group counts along a random order of
-    # units that keeps blocks partly and households largely homogeneous, then let a
-    # few persons swap groups at random within their tract.
+    # 6. race/ethnicity
     unit_block_sorted = u_block[u_order]
-    unit_tract = b_tract[unit_block_sorted]
-    block_u = rng.random(n_blocks)
-    key = (
-        unit_tract
-        + _GROUP_WEIGHT_BLOCK * block_u[unit_block_sorted]
-        + (1 - _GROUP_WEIGHT_BLOCK) * 0.999 * rng.random(u_order.size)
+    hispanic, cenrace = _race_ethnicity(
+        tracts, state, lay, unit_block_sorted, occupants, p_unit, rng
     )
-    unit_by_key = np.argsort(key)
-    key_start = np.empty(u_order.size, dtype=np.int64)
-    key_start[unit_by_key] = _starts(occupants[unit_by_key])
-    in_unit = np.arange(n_persons) - out_start[p_unit]
-    labels = np.repeat(np.tile(np.arange(len(m.GROUPS)), n_tracts), tracts.groups.ravel())
-    group = labels[key_start[p_unit] + in_unit]
-    mix = np.flatnonzero(rng.random(n_persons, dtype=np.float32) < _GROUP_MIXING)
-    p_tract = unit_tract[p_unit]
-    group[mix] = group[mix[np.lexsort((rng.random(mix.size), p_tract[mix]))]]
-    probs = m.group_race_probs(state.fips, state.nhpi_in_api)
-    shifted_cdf = (m.cdf(probs, axis=1) + np.arange(len(m.GROUPS))[:, None]).ravel()
-    n_levels = probs.shape[1]
-    draw = np.searchsorted(shifted_cdf, group + rng.random(n_persons), side="right")
-    cenrace = np.minimum(draw - group * n_levels, n_levels - 1) + 1
-    hispanic = (group == m.GROUPS.index("hispanic")).astype(np.int64)
-
     return Chunk(
-        block_geocode=_block_geocodes(tracts, b_tract, bg, serial),
+        block_geocode=_block_geocodes(tracts, lay.b_tract, lay.bg, lay.serial),
         unit_block=unit_block_sorted,
         unit_gqtype=u_gq[u_order],
         unit_occupied=u_occ[u_order],
@@ -419,3 +321,212 @@ def synthesize(
         block_groups=int(plan.block_groups.sum()),
         households=nh,
     )
+
+
+@dataclass(frozen=True)
+class _BlockLayout:
+    """The blocks of a chunk's tracts and which of them are populated.
+
+    Attributes:
+        b_tract: each block's tract (blocks in tract order).
+        bstart: each tract's first block.
+        bg, serial: each block's block group and serial number within it.
+        npb_t: populated blocks per tract.
+        by_rank: ``by_rank[bstart[t] + r]`` is the block of rank ``r`` in tract ``t``.
+        rank: each block's random rank within its tract.
+        populated: ``rank < npb_t`` (the populated blocks).
+    """
+
+    b_tract: np.ndarray
+    bstart: np.ndarray
+    bg: np.ndarray
+    serial: np.ndarray
+    npb_t: np.ndarray
+    by_rank: np.ndarray
+    rank: np.ndarray
+    populated: np.ndarray
+
+    @classmethod
+    def draw(cls, plan: TractPlan, npb_t: np.ndarray, rng: np.random.Generator) -> _BlockLayout:
+        """Number the planned blocks and rank them at random within each tract."""
+        nb_t = plan.blocks
+        b_tract = np.repeat(np.arange(nb_t.size), nb_t)
+        n_blocks = b_tract.size
+        bstart = _starts(nb_t)
+        j = np.arange(n_blocks) - bstart[b_tract]
+        nbg = plan.block_groups[b_tract]
+        nbt = nb_t[b_tract]
+        bg = (j * nbg) // nbt
+        serial = j - (bg * nbt + nbg - 1) // nbg
+        by_rank = np.lexsort((rng.random(n_blocks), b_tract))  # block with rank r in tract t
+        rank = np.empty(n_blocks, dtype=np.int64)
+        rank[by_rank] = j
+        populated = rank < npb_t[b_tract]
+        return cls(b_tract, bstart, bg, serial, npb_t, by_rank, rank, populated)
+
+
+def _place_facilities(
+    f_tract: np.ndarray, nf_t: np.ndarray, lay: _BlockLayout, rng: np.random.Generator
+) -> np.ndarray:
+    """Facility blocks: one populated block each (by rank), extras at random populated blocks."""
+    npb_t = lay.npb_t
+    fk = _rank(f_tract, nf_t)
+    seeded = fk < npb_t[f_tract]
+    f_slot = np.where(
+        seeded, fk, np.floor(rng.random(f_tract.size) * npb_t[f_tract]).astype(np.int64)
+    )
+    return lay.by_rank[lay.bstart[f_tract] + f_slot]
+
+
+def _place_households(
+    h_tract: np.ndarray,
+    nh_t: np.ndarray,
+    nf_t: np.ndarray,
+    lay: _BlockLayout,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Household blocks: seed the populated blocks left by facilities, then heavy-tailed weights.
+
+    Each populated block gets a lognormal weight (``BLOCK_WEIGHT_SIGMA``), scaled by
+    ``GQ_BLOCK_HOUSEHOLD_WEIGHT`` on blocks holding a facility; the remaining
+    households pick a populated block of their tract in proportion to the weights.
+    """
+    b_tract, bstart, by_rank, npb_t = lay.b_tract, lay.bstart, lay.by_rank, lay.npb_t
+    n_blocks = b_tract.size
+    hk = _rank(h_tract, nh_t) + nf_t[h_tract]
+    h_block = np.empty(h_tract.size, dtype=np.int64)
+    seeded = hk < npb_t[h_tract]
+    h_block[seeded] = by_rank[bstart[h_tract[seeded]] + hk[seeded]]
+    pos_rank = np.arange(n_blocks) - bstart[b_tract]  # rank of by_rank[p] (b_tract sorted)
+    pb_ids = by_rank[pos_rank < npb_t[b_tract]]  # populated blocks, by (tract, rank)
+    pb_rank = lay.rank[pb_ids]
+    weight = rng.lognormal(0.0, m.BLOCK_WEIGHT_SIGMA, pb_ids.size)
+    weight = np.where(pb_rank < nf_t[b_tract[pb_ids]], weight * m.GQ_BLOCK_HOUSEHOLD_WEIGHT, weight)
+    cw = np.cumsum(weight)
+    pbstart = _starts(npb_t)
+    rest = np.flatnonzero(~seeded)
+    if rest.size:
+        t = h_tract[rest]
+        lo_i, hi_i = pbstart[t], pbstart[t] + npb_t[t] - 1
+        lo = cw[lo_i] - weight[lo_i]
+        x = lo + rng.random(rest.size) * (cw[hi_i] - lo)
+        idx = np.clip(np.searchsorted(cw, x, side="right"), lo_i, hi_i)
+        h_block[rest] = pb_ids[idx]
+    return h_block
+
+
+def _vacant_units(
+    v: float, nh_t: np.ndarray, h_block: np.ndarray, lay: _BlockLayout, rng: np.random.Generator
+) -> np.ndarray:
+    """Blocks of the vacant housing units at vacancy rate ``v``.
+
+    A tract gets ``Poisson(v / (1 - v) * households)`` vacant units; every empty block
+    holds a geometric number of them, and the rest go next to random households (or
+    to random populated blocks of a tract without households).
+    """
+    n_tracts = nh_t.size
+    nh = h_block.size
+    vacant_t = rng.poisson(v / (1.0 - v) * nh_t)
+    empty_blocks = np.flatnonzero(~lay.populated)
+    e_count = rng.geometric(m.EMPTY_BLOCK_VACANT_P, empty_blocks.size)
+    e_t = np.bincount(lay.b_tract[empty_blocks], weights=e_count, minlength=n_tracts)
+    extra_t = np.maximum(0, vacant_t - e_t.astype(np.int64))
+    x_tract = np.repeat(np.arange(n_tracts), extra_t)
+    hstart = _starts(nh_t)
+    u = rng.random(x_tract.size)
+    has_hh = nh_t[x_tract] > 0
+    x_block = np.where(
+        has_hh,
+        h_block[np.minimum(hstart[x_tract] + np.floor(u * nh_t[x_tract]).astype(np.int64), nh - 1)]
+        if nh
+        else 0,
+        lay.by_rank[lay.bstart[x_tract] + np.floor(u * lay.npb_t[x_tract]).astype(np.int64)],
+    )
+    return np.concatenate([np.repeat(empty_blocks, e_count), x_block]).astype(np.int64)
+
+
+def _persons(
+    h_size: np.ndarray,
+    f_size: np.ndarray,
+    f_type: np.ndarray,
+    u_order: np.ndarray,
+    occupants: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Persons in unit order (household members, then GQ residents).
+
+    Returns:
+        Each person's unit (index into ``u_order``), HHGQ code, sex and age.
+    """
+    nh, nf = h_size.size, f_size.size
+    nv = u_order.size - nh - nf
+    u_pos = np.empty(u_order.size, dtype=np.int64)
+    u_pos[u_order] = np.arange(u_order.size)
+    out_start = _starts(occupants)
+    p_hh, p_pos, hh_age, hh_sex = _household_people(h_size, rng)
+    p_fac = np.repeat(np.arange(nf), f_size)
+    f_pos = np.arange(p_fac.size) - _starts(f_size)[p_fac]
+    gq_type = f_type[p_fac]
+    gq_age = _gq_ages(gq_type, rng)
+    gq_male = rng.random(p_fac.size) < np.where(
+        (gq_type == 3) & (gq_age < 65), 0.45, m.GQ_MALE_SHARE[gq_type]
+    )
+    n_persons = int(occupants.sum())
+    hh_out = out_start[u_pos[p_hh]] + p_pos
+    gq_out = out_start[u_pos[nh + nv + p_fac]] + f_pos
+    p_unit = np.repeat(np.arange(u_order.size), occupants)
+    p_hhgq = np.zeros(n_persons, dtype=np.int64)
+    p_hhgq[gq_out] = gq_type
+    p_age = np.empty(n_persons, dtype=np.int64)
+    p_age[hh_out] = hh_age
+    p_age[gq_out] = gq_age
+    p_sex = np.empty(n_persons, dtype=np.int64)
+    p_sex[hh_out] = hh_sex
+    p_sex[gq_out] = 2 - gq_male.astype(np.int64)
+    return p_unit, p_hhgq, p_sex, p_age
+
+
+def _race_ethnicity(
+    tracts: TractTable,
+    state: StateInfo,
+    lay: _BlockLayout,
+    unit_block: np.ndarray,
+    occupants: np.ndarray,
+    p_unit: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hispanic origin and CENRACE of each person, meeting the tract's six group counts.
+
+    Deal out the tract's exact group counts along a random order of units that keeps
+    blocks partly and households largely homogeneous, then let a few persons
+    (``_GROUP_MIXING``) swap groups at random within their tract; each person's race
+    is drawn from the state's race distribution of their group.
+
+    Args:
+        unit_block: each unit's block, units in block order (``p_unit`` indexes them).
+    """
+    n_units = unit_block.size
+    n_persons = p_unit.size
+    unit_tract = lay.b_tract[unit_block]
+    block_u = rng.random(lay.b_tract.size)
+    key = (
+        unit_tract
+        + _GROUP_WEIGHT_BLOCK * block_u[unit_block]
+        + (1 - _GROUP_WEIGHT_BLOCK) * 0.999 * rng.random(n_units)
+    )
+    unit_by_key = np.argsort(key)
+    key_start = np.empty(n_units, dtype=np.int64)
+    key_start[unit_by_key] = _starts(occupants[unit_by_key])
+    in_unit = np.arange(n_persons) - _starts(occupants)[p_unit]
+    labels = np.repeat(np.tile(np.arange(len(m.GROUPS)), len(tracts)), tracts.groups.ravel())
+    group = labels[key_start[p_unit] + in_unit]
+    mix = np.flatnonzero(rng.random(n_persons, dtype=np.float32) < _GROUP_MIXING)
+    p_tract = unit_tract[p_unit]
+    group[mix] = group[mix[np.lexsort((rng.random(mix.size), p_tract[mix]))]]
+    probs = m.group_race_probs(state.fips, state.nhpi_in_api)
+    shifted_cdf = (m.cdf(probs, axis=1) + np.arange(len(m.GROUPS))[:, None]).ravel()
+    n_levels = probs.shape[1]
+    draw = np.searchsorted(shifted_cdf, group + rng.random(n_persons), side="right")
+    cenrace = np.minimum(draw - group * n_levels, n_levels - 1) + 1
+    hispanic = (group == m.GROUPS.index("hispanic")).astype(np.int64)
+    return hispanic, cenrace

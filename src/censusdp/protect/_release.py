@@ -75,6 +75,56 @@ def _write_cef(persons: dict[str, np.ndarray], units: dict[str, np.ndarray], d: 
     )
 
 
+def _write_swapped_release(
+    persons: dict[str, np.ndarray], units: dict[str, np.ndarray], out: Path
+) -> Hierarchy:
+    """Write the swapped file as ``mdf_persons``, ``mdf_units`` and ``tables/``; its geography.
+
+    Persons are sorted by (geocode, person_id) and units stably by geocode.
+    """
+    hierarchy = Hierarchy.from_blocks(
+        np.concatenate([units["geocode"], persons["geocode"]]), DEFAULT_GEOLEVELS
+    )
+    order = np.lexsort((persons["person_id"], persons["geocode"]))
+    age = persons["age"][order]
+    mdf = {
+        "geocode": persons["geocode"][order],
+        "hhgq": persons["hhgq"][order],
+        "votingage": (age >= 18).astype(np.int64),
+        "hispanic": persons["hispanic"][order],
+        "cenrace": persons["cenrace"][order],
+        "sex": persons["sex"][order],
+        "age": age,
+    }
+    write_parquet(
+        pa.table(
+            {
+                k: pa.array(v.astype(object), pa.string()) if k == "geocode" else _i64(v)
+                for k, v in mdf.items()
+            }
+        ),
+        out / "mdf_persons.parquet",
+    )
+    u_order = np.argsort(units["geocode"], kind="stable")
+    write_parquet(
+        pa.table(
+            {
+                "geocode": pa.array(units["geocode"][u_order].astype(object), pa.string()),
+                "gqtype": _i64(units["gqtype"][u_order]),
+                "occupied": pa.array(np.asarray(units["occupied"], dtype=bool)[u_order]),
+            }
+        ),
+        out / "mdf_units.parquet",
+    )
+    tables = tabulate(
+        {k: mdf[k] for k in ("geocode", "hhgq", "age", "hispanic", "cenrace")},
+        {k: units[k] for k in ("geocode", "gqtype", "occupied")},
+        hierarchy,
+    )
+    write_tables(tables, out / "tables")
+    return hierarchy
+
+
 def protect_swap(
     input_dir: str | Path,
     out_dir: str | Path,
@@ -128,46 +178,7 @@ def protect_swap(
     t = time.perf_counter()
     units = {k: np.asarray(v) for k, v in cef.units.items()}
     units["geocode"] = np.asarray(units["geocode"]).astype("U16")
-    hierarchy = Hierarchy.from_blocks(
-        np.concatenate([units["geocode"], persons["geocode"]]), DEFAULT_GEOLEVELS
-    )
-    order = np.lexsort((persons["person_id"], persons["geocode"]))
-    age = persons["age"][order]
-    mdf = {
-        "geocode": persons["geocode"][order],
-        "hhgq": persons["hhgq"][order],
-        "votingage": (age >= 18).astype(np.int64),
-        "hispanic": persons["hispanic"][order],
-        "cenrace": persons["cenrace"][order],
-        "sex": persons["sex"][order],
-        "age": age,
-    }
-    write_parquet(
-        pa.table(
-            {
-                k: pa.array(v.astype(object), pa.string()) if k == "geocode" else _i64(v)
-                for k, v in mdf.items()
-            }
-        ),
-        out / "mdf_persons.parquet",
-    )
-    u_order = np.argsort(units["geocode"], kind="stable")
-    write_parquet(
-        pa.table(
-            {
-                "geocode": pa.array(units["geocode"][u_order].astype(object), pa.string()),
-                "gqtype": _i64(units["gqtype"][u_order]),
-                "occupied": pa.array(np.asarray(units["occupied"], dtype=bool)[u_order]),
-            }
-        ),
-        out / "mdf_units.parquet",
-    )
-    tables = tabulate(
-        {k: mdf[k] for k in ("geocode", "hhgq", "age", "hispanic", "cenrace")},
-        {k: units[k] for k in ("geocode", "gqtype", "occupied")},
-        hierarchy,
-    )
-    write_tables(tables, out / "tables")
+    hierarchy = _write_swapped_release(persons, units, out)
     if cef_out is not None:
         _write_cef(persons, units, Path(cef_out))
     timings["write"] = time.perf_counter() - t
@@ -191,7 +202,7 @@ def protect_swap(
             **res.summary(),
         },
         "topcode_age": topcode,
-        "persons_released": int(mdf["age"].size),
+        "persons_released": int(persons["age"].size),
         "units_released": int(units["gqtype"].size),
         "input": str(Path(input_dir).resolve()),
         "cef_out": str(Path(cef_out).resolve()) if cef_out is not None else None,

@@ -193,70 +193,10 @@ def swap_households(
     n = hh["size"].size
     risk = _at_risk(out, hh, small_block)
     w = np.where(risk, risk_weight, 1.0)
-    target = rate * n / 2.0  # initiators; each brings a partner
-    p = np.zeros(n)
-    if n and target > 0:
-        lo, hi = 0.0, 1.0 / max(float(w.min()), 1e-12)
-        for _ in range(60):  # bisection for sum(min(1, c w)) = target
-            mid = (lo + hi) / 2
-            if np.minimum(1.0, mid * w).sum() < target:
-                lo = mid
-            else:
-                hi = mid
-        p = np.minimum(1.0, hi * w)
+    p = _selection_probabilities(w, rate * n / 2.0)  # initiators; each brings a partner
     initiators = np.flatnonzero(rng.random(n) < p)
     rng.shuffle(initiators)
-
-    geo = hh["geocode"]
-    county = geo.astype("U5")
-    state = geo.astype("U2")
-    strata_c: dict[tuple[str, int, int], list[int]] = defaultdict(list)
-    strata_s: dict[tuple[str, int, int], list[int]] = defaultdict(list)
-    order = rng.permutation(n)
-    for i in order.tolist():
-        sz, ad = int(hh["size"][i]), int(hh["adults"][i])
-        strata_c[(str(county[i]), sz, ad)].append(i)
-        strata_s[(str(state[i]), sz, ad)].append(i)
-    used = np.zeros(n, bool)
-    partner = np.full(n, -1, dtype=np.int64)
-    n_county = n_state = n_unmatched = 0
-
-    def draw(pool: list[int], i: int) -> int:
-        # pop from the end, skipping used households and those in i's block
-        skipped = []
-        found = -1
-        while pool:
-            j = pool.pop()
-            if used[j]:
-                continue
-            if geo[j] == geo[i]:
-                skipped.append(j)
-                if len(skipped) > 50:
-                    break
-                continue
-            found = j
-            break
-        pool.extend(reversed(skipped))
-        return found
-
-    for i in initiators.tolist():
-        if used[i]:
-            continue
-        sz, ad = int(hh["size"][i]), int(hh["adults"][i])
-        j = draw(strata_c[(str(county[i]), sz, ad)], i)
-        where = "county"
-        if j < 0:
-            j = draw(strata_s[(str(state[i]), sz, ad)], i)
-            where = "state"
-        if j < 0:
-            n_unmatched += 1
-            continue
-        used[i] = used[j] = True
-        partner[i], partner[j] = j, i
-        if where == "county":
-            n_county += 1
-        else:
-            n_state += 1
+    partner, n_county, n_state, n_unmatched = _match_partners(hh, initiators, rng)
 
     # exchange units: members of i take j's unit id and geocode
     ptr, members = hh["member_ptr"], hh["members"]
@@ -270,7 +210,7 @@ def swap_households(
     dest = np.repeat(partner[sw], sizes)
     out["unit_id"] = np.asarray(out["unit_id"], dtype=np.int64)
     out["unit_id"][rows] = hh["unit_id"][dest]
-    out["geocode"][rows] = geo[dest]
+    out["geocode"][rows] = hh["geocode"][dest]
     moved = int((out["geocode"] != np.asarray(persons["geocode"]).astype("U16")).sum())
     return SwapResult(
         persons=out,
@@ -284,6 +224,96 @@ def swap_households(
         swapped_at_risk=int(risk[sw].sum()),
         persons_moved=moved,
     )
+
+
+def _selection_probabilities(w: np.ndarray, target: float) -> np.ndarray:
+    """Per-household initiator probabilities ``min(1, c w)`` with ``sum = target``.
+
+    ``c`` is found by 60 bisection steps (the upper end is taken); all zeros when
+    there are no households or the target is 0.
+    """
+    n = w.size
+    p = np.zeros(n)
+    if n and target > 0:
+        lo, hi = 0.0, 1.0 / max(float(w.min()), 1e-12)
+        for _ in range(60):  # bisection for sum(min(1, c w)) = target
+            mid = (lo + hi) / 2
+            if np.minimum(1.0, mid * w).sum() < target:
+                lo = mid
+            else:
+                hi = mid
+        p = np.minimum(1.0, hi * w)
+    return p
+
+
+def _match_partners(
+    hh: Mapping[str, np.ndarray], initiators: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, int, int, int]:
+    """Pair each initiator with an unused household of the same size and adults.
+
+    The partner comes from the same county if possible, else the same state, never
+    from the initiator's block; pools are in one random order (``rng.permutation``).
+
+    Returns:
+        ``partner`` per household (``-1``: not swapped), and the numbers of county
+        pairs, state pairs and unmatched initiators.
+    """
+    n = hh["size"].size
+    geo = hh["geocode"]
+    county = geo.astype("U5")
+    state = geo.astype("U2")
+    strata_c: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    strata_s: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    order = rng.permutation(n)
+    for i in order.tolist():
+        sz, ad = int(hh["size"][i]), int(hh["adults"][i])
+        strata_c[(str(county[i]), sz, ad)].append(i)
+        strata_s[(str(state[i]), sz, ad)].append(i)
+    used = np.zeros(n, bool)
+    partner = np.full(n, -1, dtype=np.int64)
+    n_county = n_state = n_unmatched = 0
+    for i in initiators.tolist():
+        if used[i]:
+            continue
+        sz, ad = int(hh["size"][i]), int(hh["adults"][i])
+        j = _draw(strata_c[(str(county[i]), sz, ad)], i, used, geo)
+        where = "county"
+        if j < 0:
+            j = _draw(strata_s[(str(state[i]), sz, ad)], i, used, geo)
+            where = "state"
+        if j < 0:
+            n_unmatched += 1
+            continue
+        used[i] = used[j] = True
+        partner[i], partner[j] = j, i
+        if where == "county":
+            n_county += 1
+        else:
+            n_state += 1
+    return partner, n_county, n_state, n_unmatched
+
+
+def _draw(pool: list[int], i: int, used: np.ndarray, geo: np.ndarray) -> int:
+    """Pop a partner for ``i`` from the end of ``pool`` (``-1`` if none).
+
+    Used households are dropped; those in ``i``'s block are put back (giving up after
+    50 of them).
+    """
+    skipped = []
+    found = -1
+    while pool:
+        j = pool.pop()
+        if used[j]:
+            continue
+        if geo[j] == geo[i]:
+            skipped.append(j)
+            if len(skipped) > 50:
+                break
+            continue
+        found = j
+        break
+    pool.extend(reversed(skipped))
+    return found
 
 
 def top_code_ages(age: np.ndarray, topcode: int | None) -> np.ndarray:

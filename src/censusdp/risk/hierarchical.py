@@ -645,6 +645,12 @@ def gibbs_sampler(
     All chains advance together (numpy arrays of shape ``(n,)``), so cost is
     ``iterations * n * grid`` array operations.
 
+    Long because one sweep is kept in one loop body: the ``X_1`` and ``X_l`` updates
+    share the chain state, the generator and the precomputed grid widths, and each
+    block maps line for line onto eqs. 30 and 35; split into helpers, the hot loop
+    would pass a dozen arrays per call and the order of random draws would be harder
+    to see.
+
     Args:
         model: the intruder's model (``siblings`` must all be ``>= 1``).
         x_star: released ``X_l*``, shape ``(n, h)`` (or ``(h,)`` for one data set).

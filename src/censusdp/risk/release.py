@@ -34,6 +34,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.privacy.mechanisms import DiscreteGaussian
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import say
 from censusdp.risk._noise import NoiseModel, check_probability, sum_of_discrete_gaussians
 from censusdp.risk.hierarchical import (
     DecisionRule,
@@ -204,7 +205,6 @@ def release_risk(
         ``realised_risk_two_level``, ``two_level_correct``, ``two_level_marginal_posterior``,
         ``two_level_marginal_risk``.
     """
-    say = progress or (lambda _s: None)
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     p0 = check_probability(primary_prior, "primary_prior")
@@ -213,40 +213,155 @@ def release_risk(
         priors = (p0, *priors)
     rule = rule or DecisionRule()
     _low, _parent, rho1, rho2 = detailed_rhos(budget)
-    schema = get_schema("pl94")
-    geocode = np.asarray(persons["geocode"]).astype("U16")
-    cells = schema.cells_of({c: np.asarray(persons[c]) for c in schema.input_columns})
-    n = cells.size
-    bgs = geocode.astype("U12")
-    all_blocks = np.unique(
-        geocode
-        if block_geocodes is None
-        else np.concatenate([geocode, np.asarray(block_geocodes).astype("U16")])
-    )
-    blk_bg = all_blocks.astype("U12")
-    bg_names, bg_blocks = np.unique(blk_bg, return_counts=True)
-    # counts per (block, cell) and (block group, cell), keyed by integers
-    size = schema.size
-    blk_id = np.searchsorted(all_blocks, geocode)
-    bg_id = np.searchsorted(bg_names, bgs)
-    _, blk_inv, blk_cnt = _group_index(blk_id.astype(np.int64) * size + cells)
-    xi1 = blk_cnt[blk_inv]
-    _, bgc_inv, bgc_cnt = _group_index(bg_id.astype(np.int64) * size + cells)
-    xi2 = bgc_cnt[bgc_inv]
-    unique = xi1 == 1
-    d = (bg_blocks - 1)[bg_id].astype(np.int64)
+    bc = _BlockCounts.of(persons, block_geocodes)
     timings["tabulate"] = time.perf_counter() - t0
-    say(f"{n} persons, {int(unique.sum())} unique in their block on the detailed cell")
+    say(
+        progress,
+        f"{bc.n} persons, {int(bc.unique.sum())} unique in their block on the detailed cell",
+    )
 
     noise1 = NoiseModel.discrete_gaussian(rho1)
     one = tuple(one_level_risk(prior=p, noise=noise1, tol=tol) for p in priors)
     t1 = time.perf_counter()
+    u_idx = np.flatnonzero(bc.unique)
+    others = (bc.xi2 - bc.xi1)[u_idx]
+    du = bc.d[u_idx]
+    pairs, pair_inv, table, correct, mpost = _two_level_by_pair(
+        rho1, rho2, p0, others, du, rule, tol, progress
+    )
+    timings["two_level_exact"] = time.perf_counter() - t1
 
-    # exact two-level risk per distinct (others, d)
-    u_idx = np.flatnonzero(unique)
-    others = (xi2 - xi1)[u_idx]
-    du = d[u_idx]
-    # beyond saturation_others the exact result no longer depends on others
+    t2 = time.perf_counter()
+    out = _person_columns(persons, bc, u_idx)
+    out.update(_realised(seed, rho1, rho2, p0, bc, u_idx, others))
+    out.update(
+        {
+            "two_level_correct": correct[pair_inv],
+            "two_level_marginal_posterior": mpost[pair_inv],
+            "two_level_marginal_risk": mpost[pair_inv] / p0,
+        }
+    )
+    timings["simulated_release"] = time.perf_counter() - t2
+    timings["total"] = time.perf_counter() - t0
+    return ReleaseRisk(
+        rho1=rho1,
+        rho2=rho2,
+        priors=priors,
+        primary_prior=p0,
+        one_level=one,
+        persons=out,
+        counts=bc.counts(len(pairs)),
+        two_level_table=table,
+        seconds=timings,
+    )
+
+
+@dataclass(frozen=True)
+class _BlockCounts:
+    """Each person's PL94 detailed cell and its counts in the person's block and block group.
+
+    Attributes:
+        geocode: the persons' block geocodes (16 characters).
+        cells: the persons' detailed cells.
+        all_blocks: every block (sorted), with people or given in ``block_geocodes``.
+        bg_names: every block group (sorted); ``bg_blocks`` its number of blocks.
+        blk_id, bg_id: each person's index into ``all_blocks`` and ``bg_names``.
+        xi1, xi2: the count of the person's cell in their block and block group.
+        unique: ``xi1 == 1``.
+        d: the number of other blocks in the person's block group.
+        size: the number of detailed cells.
+    """
+
+    geocode: np.ndarray
+    cells: np.ndarray
+    all_blocks: np.ndarray
+    bg_names: np.ndarray
+    bg_blocks: np.ndarray
+    blk_id: np.ndarray
+    bg_id: np.ndarray
+    xi1: np.ndarray
+    xi2: np.ndarray
+    unique: np.ndarray
+    d: np.ndarray
+    size: int
+
+    @property
+    def n(self) -> int:
+        """Number of persons."""
+        return int(self.cells.size)
+
+    @classmethod
+    def of(
+        cls, persons: Mapping[str, np.ndarray], block_geocodes: np.ndarray | None
+    ) -> _BlockCounts:
+        """Tabulate ``persons`` (see :func:`release_risk` for the columns and blocks)."""
+        schema = get_schema("pl94")
+        geocode = np.asarray(persons["geocode"]).astype("U16")
+        cells = schema.cells_of({c: np.asarray(persons[c]) for c in schema.input_columns})
+        bgs = geocode.astype("U12")
+        all_blocks = np.unique(
+            geocode
+            if block_geocodes is None
+            else np.concatenate([geocode, np.asarray(block_geocodes).astype("U16")])
+        )
+        blk_bg = all_blocks.astype("U12")
+        bg_names, bg_blocks = np.unique(blk_bg, return_counts=True)
+        # counts per (block, cell) and (block group, cell), keyed by integers
+        size = schema.size
+        blk_id = np.searchsorted(all_blocks, geocode)
+        bg_id = np.searchsorted(bg_names, bgs)
+        _, blk_inv, blk_cnt = _group_index(blk_id.astype(np.int64) * size + cells)
+        xi1 = blk_cnt[blk_inv]
+        _, bgc_inv, bgc_cnt = _group_index(bg_id.astype(np.int64) * size + cells)
+        xi2 = bgc_cnt[bgc_inv]
+        return cls(
+            geocode=geocode,
+            cells=cells,
+            all_blocks=all_blocks,
+            bg_names=bg_names,
+            bg_blocks=bg_blocks,
+            blk_id=blk_id,
+            bg_id=bg_id,
+            xi1=xi1,
+            xi2=xi2,
+            unique=xi1 == 1,
+            d=(bg_blocks - 1)[bg_id].astype(np.int64),
+            size=size,
+        )
+
+    def counts(self, n_pairs: int) -> dict[str, int]:
+        """The ``counts`` record of :class:`ReleaseRisk`."""
+        n = self.n
+        return {
+            "persons": int(n),
+            "unique_in_block": int(self.unique.sum()),
+            "non_unique": int(n - self.unique.sum()),
+            "blocks": int(self.all_blocks.size),
+            "populated_blocks": int(np.unique(self.geocode).size),
+            "block_groups": int(self.bg_names.size),
+            "distinct_xi2_d_pairs": int(n_pairs),
+        }
+
+
+def _two_level_by_pair(
+    rho1: Fraction,
+    rho2: Fraction,
+    p0: float,
+    others: np.ndarray,
+    du: np.ndarray,
+    rule: DecisionRule,
+    tol: float,
+    progress: Callable[[str], None] | None,
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, object]], np.ndarray, np.ndarray]:
+    """Exact two-level risk once per distinct (others, d) pair of the unique people.
+
+    Beyond :func:`saturation_others` the exact result no longer depends on the number
+    of others, so counts are capped there first.
+
+    Returns:
+        The distinct pairs, each person's pair index, the per-pair table, and the
+        per-pair probability of a correct decision and marginal posterior.
+    """
     capped = others.copy()
     for dd in np.unique(du):
         cap = saturation_others(HierarchicalModel.two_level(rho1, rho2, int(dd), p0), tol)
@@ -254,7 +369,7 @@ def release_risk(
         capped[sel] = np.minimum(others[sel], cap)
     pairs, pair_inv = np.unique(np.stack([capped, du], axis=1), axis=0, return_inverse=True)
     pair_inv = pair_inv.reshape(-1)
-    say(f"two-level exact risk for {len(pairs)} distinct (xi2, d) pairs")
+    say(progress, f"two-level exact risk for {len(pairs)} distinct (xi2, d) pairs")
     table: list[dict[str, object]] = []
     correct = np.empty(len(pairs))
     mpost = np.empty(len(pairs))
@@ -277,37 +392,65 @@ def release_risk(
             }
         )
         if progress and (j + 1) % 100 == 0:
-            say(f"  {j + 1}/{len(pairs)} pairs")
+            say(progress, f"  {j + 1}/{len(pairs)} pairs")
     for j, c in zip(*np.unique(pair_inv, return_counts=True), strict=True):
         table[int(j)]["unique_people"] = int(c)
-    timings["two_level_exact"] = time.perf_counter() - t1
+    return pairs, pair_inv, table, correct, mpost
 
-    # one simulated release of the detailed query on the cells involved
-    t2 = time.perf_counter()
+
+def _person_columns(
+    persons: Mapping[str, np.ndarray], bc: _BlockCounts, u_idx: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The identifying and tabulated columns of the unique people ``u_idx``."""
+    schema = get_schema("pl94")
+    return {
+        "person_id": np.asarray(persons["person_id"])[u_idx],
+        "geocode": bc.geocode[u_idx],
+        "cell": bc.cells[u_idx],
+        "hhgq": np.asarray(persons["hhgq"])[u_idx],
+        "votingage": schema.cell_levels("votingage", bc.cells[u_idx]),
+        "hispanic": np.asarray(persons["hispanic"])[u_idx],
+        "cenrace": np.asarray(persons["cenrace"])[u_idx],
+        "xi2": bc.xi2[u_idx],
+        "d": bc.d[u_idx],
+    }
+
+
+def _realised(
+    seed: int | None,
+    rho1: Fraction,
+    rho2: Fraction,
+    p0: float,
+    bc: _BlockCounts,
+    u_idx: np.ndarray,
+    others: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """One simulated release of the detailed query on the cells involved; realised risk.
+
+    Returns the noisy counts ``x1_star``, ``x2_star``, ``y1_star`` of each unique person
+    and the realised posterior and ``R'(x*)`` without and with the block group.
+    """
     rng = experiment_generator(seed)
     x1_star, x2_star, y1_star = _simulate_release(
-        rng, rho1, rho2, blk_id[u_idx], bg_id[u_idx], cells[u_idx], others, bg_blocks, size
+        rng,
+        rho1,
+        rho2,
+        bc.blk_id[u_idx],
+        bc.bg_id[u_idx],
+        bc.cells[u_idx],
+        others,
+        bc.bg_blocks,
+        bc.size,
     )
-    real1 = posterior(x1_star, prior=p0, noise=noise1, known=0)
+    real1 = posterior(x1_star, prior=p0, noise=NoiseModel.discrete_gaussian(rho1), known=0)
+    du = bc.d[u_idx]
     lo2 = np.empty(u_idx.size)
     for dd in np.unique(du):
         sel = du == dd
         m = HierarchicalModel.two_level(rho1, rho2, int(dd), p0)
         lo2[sel] = two_level_log_odds(m, x1_star[sel], x2_star[sel], y1_star[sel])
     real2 = expit(lo2)
-    timings["simulated_release"] = time.perf_counter() - t2
-
-    votingage = schema.cell_levels("votingage", cells[u_idx])
-    out = {
-        "person_id": np.asarray(persons["person_id"])[u_idx],
-        "geocode": geocode[u_idx],
-        "cell": cells[u_idx],
-        "hhgq": np.asarray(persons["hhgq"])[u_idx],
-        "votingage": votingage,
-        "hispanic": np.asarray(persons["hispanic"])[u_idx],
-        "cenrace": np.asarray(persons["cenrace"])[u_idx],
-        "xi2": xi2[u_idx],
-        "d": du,
+    return {
         "x1_star": x1_star,
         "x2_star": x2_star,
         "y1_star": y1_star,
@@ -315,31 +458,7 @@ def release_risk(
         "realised_risk_one_level": real1 / p0,
         "realised_posterior_two_level": real2,
         "realised_risk_two_level": real2 / p0,
-        "two_level_correct": correct[pair_inv],
-        "two_level_marginal_posterior": mpost[pair_inv],
-        "two_level_marginal_risk": mpost[pair_inv] / p0,
     }
-    timings["total"] = time.perf_counter() - t0
-    counts = {
-        "persons": int(n),
-        "unique_in_block": int(unique.sum()),
-        "non_unique": int(n - unique.sum()),
-        "blocks": int(all_blocks.size),
-        "populated_blocks": int(np.unique(geocode).size),
-        "block_groups": int(bg_names.size),
-        "distinct_xi2_d_pairs": int(len(pairs)),
-    }
-    return ReleaseRisk(
-        rho1=rho1,
-        rho2=rho2,
-        priors=priors,
-        primary_prior=p0,
-        one_level=one,
-        persons=out,
-        counts=counts,
-        two_level_table=table,
-        seconds=timings,
-    )
 
 
 def _simulate_release(

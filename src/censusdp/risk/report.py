@@ -25,13 +25,20 @@ import pyarrow as pa
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
-from censusdp.privacy.budget import resolve_budget
+from censusdp.privacy.budget import Budget, resolve_budget
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import say
 from censusdp.risk import _plots
 from censusdp.risk._noise import NoiseModel
 from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_level_risk
 from censusdp.risk.one_level import one_level_risk, posterior
-from censusdp.risk.release import DEFAULT_PRIORS, detailed_rhos, release_risk, sweep_risk
+from censusdp.risk.release import (
+    DEFAULT_PRIORS,
+    ReleaseRisk,
+    detailed_rhos,
+    release_risk,
+    sweep_risk,
+)
 from censusdp.version import __version__
 
 __all__ = ["RiskRun", "run_risk"]
@@ -101,7 +108,7 @@ class RiskRun:
         return "\n".join(lines)
 
 
-def _load_budget(preset: str | None, config: str | Path | None) -> object:
+def _load_budget(preset: str | None, config: str | Path | None) -> Budget:
     if (preset is None) == (config is None):
         raise ConfigError("give exactly one of preset or config")
     return resolve_budget(preset=preset, config=config)
@@ -142,14 +149,13 @@ def run_risk(
             this many people unique in their block (its standard error is reported).
         progress: called with a line per step.
     """
-    say = progress or (lambda _s: None)
     t0 = time.perf_counter()
     out = Path(out_dir)
     budget = _load_budget(preset, config)
     if rho is not None:
-        budget = budget.scaled(rho=rho)  # type: ignore[attr-defined]
+        budget = budget.scaled(rho=rho)
     rule = DecisionRule(draws, ties_to_target=draws is not None)
-    say(f"reading {input_dir}")
+    say(progress, f"reading {input_dir}")
     cef = read_cef(input_dir)
     t_read = time.perf_counter() - t0
     res = release_risk(
@@ -161,49 +167,96 @@ def run_risk(
         rule=rule,
         seed=seed,
         tol=1e-10,
-        progress=say,
+        progress=progress,
     )
-    summary = res.summary()
     summary = {
         "budget": getattr(budget, "name", "?"),
-        "global_rho": float(Fraction(budget.rho)),  # type: ignore[attr-defined]
-        "epsilon": budget.epsilon(),  # type: ignore[attr-defined]
-        "delta": float(budget.delta),  # type: ignore[attr-defined]
+        "global_rho": float(Fraction(budget.rho)),
+        "epsilon": budget.epsilon(),
+        "delta": float(budget.delta),
         "decision_rule": rule.describe(),
-        **summary,
+        **res.summary(),
         "two_level_table": res.two_level_table,
     }
     t1 = time.perf_counter()
     if sweep:
-        say(f"sweep over global rho {list(sweep)}")
-        # a seeded random sample of unique people: the sweep's two-level mean is an
-        # unbiased estimate of the mean over all of them (standard error reported)
-        pp = res.persons
-        n_u = int(pp["person_id"].size)
-        kept: list[tuple[int, int, int]] = []
-        if n_u:
-            rng = experiment_generator(seed + 1)
-            pick = rng.choice(n_u, size=min(sweep_people, n_u), replace=False)
-            pairs, counts = np.unique(
-                np.stack([pp["xi2"][pick] - 1, pp["d"][pick]], axis=1), axis=0, return_counts=True
-            )
-            kept = [(int(o), int(d), int(c)) for (o, d), c in zip(pairs, counts, strict=True)]
+        say(progress, f"sweep over global rho {list(sweep)}")
+        kept = _sweep_sample(res.persons, seed, sweep_people)
         summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
-        summary["sweep"] = sweep_risk(
-            budget,
-            sweep,
-            pairs=kept,
-            priors=priors,
-            primary_prior=primary_prior,
-            rule=rule,
-            tol=1e-8,
-        )
+        rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
+        summary["sweep"] = sweep_risk(budget, sweep, pairs=kept, tol=1e-8, **rule_kw)
     t_sweep = time.perf_counter() - t1
 
-    # plots
     t2 = time.perf_counter()
-    say("plots")
-    r1, r2 = float(res.rho1), float(res.rho2)
+    say(progress, "plots")
+    _plot_one_level(out, res)
+    summary["fig6"] = _plot_two_level(out, res, rule, fig6_xi2)
+    t_plots = time.perf_counter() - t2
+
+    cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
+    write_parquet(pa.table(cols), out / "risk_persons.parquet")
+    write_json(summary, out / "risk.json")
+    seconds = {
+        "read": t_read,
+        **{f"risk_{k}": v for k, v in res.seconds.items()},
+        "sweep": t_sweep,
+        "plots": t_plots,
+        "total": time.perf_counter() - t0,
+    }
+    manifest = _risk_manifest(input_dir, budget, res, rule, sweep, seed)
+    write_json({**manifest, "timings": seconds}, out / "manifest.json")
+    _ = detailed_rhos  # re-exported helper used by callers of this module
+    return RiskRun(out_dir=out, summary=summary, seconds=seconds)
+
+
+def _risk_manifest(
+    input_dir: str | Path,
+    budget: Budget,
+    res: ReleaseRisk,
+    rule: DecisionRule,
+    sweep: Sequence[float | Fraction | str],
+    seed: int,
+) -> dict[str, object]:
+    """The run record of ``manifest.json`` (its ``timings`` are added by the caller)."""
+    return {
+        "command": "risk",
+        "input": str(input_dir),
+        "budget": getattr(budget, "name", "?"),
+        "rho": float(Fraction(budget.rho)),
+        "rho1": float(res.rho1),
+        "rho2": float(res.rho2),
+        "priors": list(res.priors),
+        "primary_prior": res.primary_prior,
+        "decision_rule": rule.describe(),
+        "sweep": [str(s) for s in sweep],
+        "seed": seed,
+        "package_version": __version__,
+    }
+
+
+def _sweep_sample(
+    pp: dict[str, np.ndarray], seed: int, sweep_people: int
+) -> list[tuple[int, int, int]]:
+    """A seeded random sample of the unique people as ``(others, d, count)`` triples.
+
+    The sweep's two-level mean over the sample is an unbiased estimate of the mean
+    over all unique people (its standard error is reported). The sample is drawn from
+    ``experiment_generator(seed + 1)``.
+    """
+    n_u = int(pp["person_id"].size)
+    if not n_u:
+        return []
+    rng = experiment_generator(seed + 1)
+    pick = rng.choice(n_u, size=min(sweep_people, n_u), replace=False)
+    pairs, counts = np.unique(
+        np.stack([pp["xi2"][pick] - 1, pp["d"][pick]], axis=1), axis=0, return_counts=True
+    )
+    return [(int(o), int(d), int(c)) for (o, d), c in zip(pairs, counts, strict=True)]
+
+
+def _plot_one_level(out: Path, res: ReleaseRisk) -> None:
+    """Figs. 1-3 of Kazan & Reiter (2022): posterior, marginal posterior and P[correct]."""
+    r1 = float(res.rho1)
     noise = NoiseModel.discrete_gaussian(res.rho1)
     x = np.arange(-10, 11)
     _plots.plot_fig1(
@@ -232,6 +285,16 @@ def run_risk(
         {p: np.array([c.correct_decision.value for c in v]) for p, v in curves.items()},
         r1,
     )
+
+
+def _plot_two_level(
+    out: Path, res: ReleaseRisk, rule: DecisionRule, fig6_xi2: Sequence[int]
+) -> dict[str, object]:
+    """Fig. 6 of Kazan & Reiter (2022) at the median ``d``, and the per-person plot.
+
+    Returns:
+        The ``fig6`` record of ``risk.json``.
+    """
     du = res.persons["d"]
     d_typ = int(np.median(du)) if du.size else 27
     rho2s = np.geomspace(0.01, 100, 9)
@@ -252,48 +315,21 @@ def run_risk(
         )
     one_p = next(r for r in res.one_level if r.prior == res.primary_prior)
     _plots.plot_fig6(
-        out / "fig6_two_level.png", rho2s, fig6, one_p.correct_decision.value, r2, max(d_typ, 1)
+        out / "fig6_two_level.png",
+        rho2s,
+        fig6,
+        one_p.correct_decision.value,
+        float(res.rho2),
+        max(d_typ, 1),
     )
-    summary["fig6"] = {
-        "d": max(d_typ, 1),
-        "rho2": rho2s.tolist(),
-        **{str(k): v.tolist() for k, v in fig6.items()},
-    }
     if res.persons["person_id"].size:
         _plots.plot_people(
             out / "people.png",
             res.persons,
             ["two_level_correct", "realised_posterior_one_level", "realised_posterior_two_level"],
         )
-    t_plots = time.perf_counter() - t2
-
-    cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
-    write_parquet(pa.table(cols), out / "risk_persons.parquet")
-    write_json(summary, out / "risk.json")
-    seconds = {
-        "read": t_read,
-        **{f"risk_{k}": v for k, v in res.seconds.items()},
-        "sweep": t_sweep,
-        "plots": t_plots,
-        "total": time.perf_counter() - t0,
+    return {
+        "d": max(d_typ, 1),
+        "rho2": rho2s.tolist(),
+        **{str(k): v.tolist() for k, v in fig6.items()},
     }
-    write_json(
-        {
-            "command": "risk",
-            "input": str(input_dir),
-            "budget": getattr(budget, "name", "?"),
-            "rho": float(Fraction(budget.rho)),  # type: ignore[attr-defined]
-            "rho1": r1,
-            "rho2": r2,
-            "priors": list(res.priors),
-            "primary_prior": res.primary_prior,
-            "decision_rule": rule.describe(),
-            "sweep": [str(s) for s in sweep],
-            "seed": seed,
-            "package_version": __version__,
-            "timings": seconds,
-        },
-        out / "manifest.json",
-    )
-    _ = detailed_rhos  # re-exported helper used by callers of this module
-    return RiskRun(out_dir=out, summary=summary, seconds=seconds)

@@ -417,11 +417,8 @@ def _refine_tract(
         idx = np.flatnonzero(group == g)
         s_, bd = divmod(int(g), N_BANDS)
         lo, hi = AGE_BANDS[bd]
-        ages_t = np.arange(lo, hi + 1)
         t_ac = tc[:, s_, lo : hi + 1].T  # (ages in band, 14)
         b_i, a_i, c_i = block[idx], age[idx], cls[idx]
-        # current counts by (block, age, class)
-        cur_key, cur_cnt = np.unique((b_i * N_AGES + a_i) * 14 + c_i, return_counts=True)
         have = np.zeros_like(t_ac)
         np.add.at(have, (a_i - lo, c_i), 1)
         single_age = age_detail == "single" or hi < P14_AGES
@@ -429,87 +426,147 @@ def _refine_tract(
             continue  # already consistent with the tract
         if np.unique(c_i).size == 1 and single_age:
             continue
-        # classes of each block in this group, and its ages (if published)
-        bc, bc_cnt = np.unique(b_i * 14 + c_i, return_counts=True)
-        ba, ba_cnt = np.unique(b_i * N_AGES + a_i, return_counts=True)
-        # variables: (b, a, c) with class c present in block b and T[c, a] > 0 (and, for
-        # published single ages, age a present in block b)
-        var_b, var_a, var_c = [], [], []
-        for key_bc in bc.tolist():
-            b, c = divmod(key_bc, 14)
-            ok_a = ages_t[t_ac[:, c] > 0]
-            if single_age:
-                present = ba[(ba // N_AGES) == b] % N_AGES
-                ok_a = np.intersect1d(ok_a, present)
-            var_b.extend([b] * ok_a.size)
-            var_a.extend(ok_a.tolist())
-            var_c.extend([c] * ok_a.size)
-        vb, va, vc = np.asarray(var_b), np.asarray(var_a), np.asarray(var_c)
-        nv = vb.size
-        if nv == 0:
+        y, (vb, va, vc) = _solve_band(b_i, a_i, c_i, t_ac, lo, single_age, time_limit)
+        if y is None:
             failed += 1
             continue
-        rows_i, rows_j, rhs = [], [], []
-        r = 0
-        # per (b, c): sum_a y = m[b, c]
-        pos = np.searchsorted(bc, vb * 14 + vc)
-        rows_i.append(r + pos)
-        rows_j.append(np.arange(nv))
-        rhs.append(bc_cnt)
-        r += bc.size
-        if single_age:
-            pos = np.searchsorted(ba, vb * N_AGES + va)
-            rows_i.append(r + pos)
-            rows_j.append(np.arange(nv))
-            rhs.append(ba_cnt)
-            r += ba.size
-        # per (a, c): sum_b y = T[c, a]
-        ac = (va - lo) * 14 + vc
-        rows_i.append(r + ac)
-        rows_j.append(np.arange(nv))
-        rhs.append(t_ac.ravel())
-        r += t_ac.size
-        a_mat = sp.csr_matrix(
-            (np.ones(nv * len(rows_i)), (np.concatenate(rows_i), np.concatenate(rows_j))),
-            shape=(r, nv),
-        )
-        b_vec = np.concatenate(rhs).astype(np.float64)
-        pos = np.searchsorted(cur_key, (vb * N_AGES + va) * 14 + vc)
-        pos = np.minimum(pos, cur_key.size - 1)
-        overlap = np.where(cur_key[pos] == (vb * N_AGES + va) * 14 + vc, cur_cnt[pos], 0)
-        res = milp(
-            -overlap.astype(np.float64),
-            integrality=np.ones(nv),
-            bounds=Bounds(np.zeros(nv), np.full(nv, float(idx.size))),
-            constraints=LinearConstraint(a_mat, b_vec, b_vec),
-            options={"time_limit": time_limit},
-        )
-        if res.x is None:
-            failed += 1
-            continue
-        y = np.rint(res.x).astype(np.int64)
         solved += 1
         # deal each block's race-ethnicities of class c to the chosen ages
-        for key_bc in bc.tolist():
+        for key_bc in np.unique(b_i * 14 + c_i).tolist():
             b, c = divmod(key_bc, 14)
             rec = idx[(b_i == b) & (c_i == c)]
             sel = (vb == b) & (vc == c) & (y > 0)
             new_ages = np.repeat(va[sel], y[sel])
             if new_ages.size != rec.size:  # pragma: no cover - guaranteed by the rows
                 continue
-            # keep records whose age is already right; move the others
-            old_ages = age[rec]
-            need = np.bincount(new_ages - lo, minlength=hi - lo + 1)
-            keep = np.zeros(rec.size, bool)
-            for k_ in np.argsort(old_ages, kind="stable"):
-                o = old_ages[k_] - lo
-                if need[o] > 0:
-                    need[o] -= 1
-                    keep[k_] = True
-            free_ages = np.repeat(np.arange(lo, hi + 1), need)
-            moved = rec[~keep]
+            free_ages, moved = _moves(rec, age[rec], new_ages, lo, hi)
             out[moved] = (sex[moved] * N_AGES + free_ages) * N_ETH + eth[moved]
     return out, solved, failed
+
+
+def _solve_band(
+    b_i: np.ndarray,
+    a_i: np.ndarray,
+    c_i: np.ndarray,
+    t_ac: np.ndarray,
+    lo: int,
+    single_age: bool,
+    time_limit: float,
+) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The integer program of :func:`_refine_tract` for one (sex, age band) of a tract.
+
+    Args:
+        b_i, a_i, c_i: block, age and class of each record of the group.
+        t_ac: tract counts ``T[c, a]`` as an ``(ages in band, 14)`` array.
+        lo: the band's lowest age.
+        single_age: whether the block's single ages are published (and so fixed).
+        time_limit: HiGHS seconds.
+
+    Returns:
+        ``y`` (``None`` when there are no variables or no solution) and the variables'
+        ``(block, age, class)``.
+    """
+    ages_t = np.arange(lo, lo + t_ac.shape[0])
+    # current counts by (block, age, class)
+    cur_key, cur_cnt = np.unique((b_i * N_AGES + a_i) * 14 + c_i, return_counts=True)
+    # classes of each block in this group, and its ages (if published)
+    bc, bc_cnt = np.unique(b_i * 14 + c_i, return_counts=True)
+    ba, ba_cnt = np.unique(b_i * N_AGES + a_i, return_counts=True)
+    # variables: (b, a, c) with class c present in block b and T[c, a] > 0 (and, for
+    # published single ages, age a present in block b)
+    var_b, var_a, var_c = [], [], []
+    for key_bc in bc.tolist():
+        b, c = divmod(key_bc, 14)
+        ok_a = ages_t[t_ac[:, c] > 0]
+        if single_age:
+            present = ba[(ba // N_AGES) == b] % N_AGES
+            ok_a = np.intersect1d(ok_a, present)
+        var_b.extend([b] * ok_a.size)
+        var_a.extend(ok_a.tolist())
+        var_c.extend([c] * ok_a.size)
+    vb, va, vc = np.asarray(var_b), np.asarray(var_a), np.asarray(var_c)
+    nv = vb.size
+    if nv == 0:
+        return None, (vb, va, vc)
+    a_mat, b_vec = _band_constraints(vb, va, vc, bc, bc_cnt, ba, ba_cnt, t_ac, lo, single_age)
+    pos = np.searchsorted(cur_key, (vb * N_AGES + va) * 14 + vc)
+    pos = np.minimum(pos, cur_key.size - 1)
+    overlap = np.where(cur_key[pos] == (vb * N_AGES + va) * 14 + vc, cur_cnt[pos], 0)
+    res = milp(
+        -overlap.astype(np.float64),
+        integrality=np.ones(nv),
+        bounds=Bounds(np.zeros(nv), np.full(nv, float(b_i.size))),
+        constraints=LinearConstraint(a_mat, b_vec, b_vec),
+        options={"time_limit": time_limit},
+    )
+    if res.x is None:
+        return None, (vb, va, vc)
+    return np.rint(res.x).astype(np.int64), (vb, va, vc)
+
+
+def _band_constraints(
+    vb: np.ndarray,
+    va: np.ndarray,
+    vc: np.ndarray,
+    bc: np.ndarray,
+    bc_cnt: np.ndarray,
+    ba: np.ndarray,
+    ba_cnt: np.ndarray,
+    t_ac: np.ndarray,
+    lo: int,
+    single_age: bool,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Equality rows ``A y = b`` of :func:`_solve_band`: block classes, block ages, tract.
+
+    Per (block, class) the records of the block; per (block, age), when single ages
+    are published, the block's count; per (age, class) the tract count ``T[c, a]``.
+    """
+    nv = vb.size
+    rows_i, rows_j, rhs = [], [], []
+    r = 0
+    # per (b, c): sum_a y = m[b, c]
+    pos = np.searchsorted(bc, vb * 14 + vc)
+    rows_i.append(r + pos)
+    rows_j.append(np.arange(nv))
+    rhs.append(bc_cnt)
+    r += bc.size
+    if single_age:
+        pos = np.searchsorted(ba, vb * N_AGES + va)
+        rows_i.append(r + pos)
+        rows_j.append(np.arange(nv))
+        rhs.append(ba_cnt)
+        r += ba.size
+    # per (a, c): sum_b y = T[c, a]
+    ac = (va - lo) * 14 + vc
+    rows_i.append(r + ac)
+    rows_j.append(np.arange(nv))
+    rhs.append(t_ac.ravel())
+    r += t_ac.size
+    a_mat = sp.csr_matrix(
+        (np.ones(nv * len(rows_i)), (np.concatenate(rows_i), np.concatenate(rows_j))),
+        shape=(r, nv),
+    )
+    b_vec = np.concatenate(rhs).astype(np.float64)
+    return a_mat, b_vec
+
+
+def _moves(
+    rec: np.ndarray, old_ages: np.ndarray, new_ages: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which records of ``rec`` change age to reach ``new_ages``, and their new ages.
+
+    Records whose age is still needed keep it (youngest first, ties in record order);
+    the others take the remaining ages in increasing order.
+    """
+    need = np.bincount(new_ages - lo, minlength=hi - lo + 1)
+    keep = np.zeros(rec.size, bool)
+    for k_ in np.argsort(old_ages, kind="stable"):
+        o = old_ages[k_] - lo
+        if need[o] > 0:
+            need[o] -= 1
+            keep[k_] = True
+    free_ages = np.repeat(np.arange(lo, hi + 1), need)
+    return free_ages, rec[~keep]
 
 
 def _solve_tract(

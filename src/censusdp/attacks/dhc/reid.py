@@ -586,6 +586,50 @@ def _truth_rows(truth_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     return order[pos]
 
 
+def _ratio(a: float, b: float) -> float:
+    """``a / b``, or NaN when ``b`` is 0."""
+    return a / b if b else math.nan
+
+
+def _baseline_rates(
+    truth: Mapping[str, np.ndarray],
+    comm: Mapping[str, np.ndarray],
+    baseline: np.ndarray,
+    all_rows: np.ndarray,
+    t_eth: np.ndarray,
+    t_geo: np.ndarray,
+    uniq: np.ndarray,
+    nonmodal: np.ndarray,
+) -> dict[str, float]:
+    """The ``baseline_*`` rates of :func:`reid_rates`.
+
+    Every commercial record is a putative link with the guessed race-ethnicity
+    ``baseline``; ``all_rows`` is each commercial record's row in ``truth``.
+    """
+    n_pop = t_eth.size
+    all_pid = _col(comm, "person_id", "comm").astype(np.int64)
+    brow = all_rows
+    b_right = (baseline >= 0) & (t_eth[brow] == baseline)
+    b_all = (
+        b_right
+        & (t_geo[brow] == _col(comm, "geocode", "comm").astype("U16"))
+        & (np.abs(_col(truth, "age", "truth")[brow] - _col(comm, "age", "comm")) <= 1)
+        & (_col(truth, "sex", "truth")[brow] == _col(comm, "sex", "comm"))
+    )
+    b_person = np.zeros(n_pop, bool)
+    b_person[brow[b_right]] = True
+    return {
+        "baseline_confirmed": int(b_right.sum()),
+        "baseline_confirmed_share": _ratio(int(b_right.sum()), n_pop),
+        "baseline_confirmed_rate": _ratio(int(b_right.sum()), all_pid.size),
+        "baseline_confirmed_share_all_attributes": _ratio(int(b_all.sum()), n_pop),
+        "baseline_uniques_confirmed_share": _ratio(int((uniq & b_person).sum()), int(uniq.sum())),
+        "baseline_nonmodal_confirmed_share": _ratio(
+            int((nonmodal & b_person).sum()), int(nonmodal.sum())
+        ),
+    }
+
+
 def reid_rates(
     rec: Mapping[str, np.ndarray],
     truth: Mapping[str, np.ndarray],
@@ -641,10 +685,6 @@ def reid_rates(
     conf_person = np.zeros(n_pop, bool)
     conf_person[trow[right]] = True
     n_links = links.n
-
-    def frac(a: float, b: float) -> float:
-        return a / b if b else math.nan
-
     out = {
         "method": links.method,
         "population": int(n_pop),
@@ -655,43 +695,21 @@ def reid_rates(
         "links_age_pm1": int((links.kind == 1).sum()),
         "confirmed": int(right.sum()),
         "confirmed_all_attributes": int(all_attr.sum()),
-        "putative_rate": frac(n_links, n_rec),
-        "confirmed_rate": frac(int(right.sum()), n_links),
-        "confirmed_share": frac(int(right.sum()), n_pop),
-        "confirmed_rate_all_attributes": frac(int(all_attr.sum()), n_links),
-        "confirmed_share_all_attributes": frac(int(all_attr.sum()), n_pop),
+        "putative_rate": _ratio(n_links, n_rec),
+        "confirmed_rate": _ratio(int(right.sum()), n_links),
+        "confirmed_share": _ratio(int(right.sum()), n_pop),
+        "confirmed_rate_all_attributes": _ratio(int(all_attr.sum()), n_links),
+        "confirmed_share_all_attributes": _ratio(int(all_attr.sum()), n_pop),
         "uniques": int(uniq.sum()),
-        "unique_share": frac(int(uniq.sum()), n_pop),
+        "unique_share": _ratio(int(uniq.sum()), n_pop),
         "uniques_confirmed": int((uniq & conf_person).sum()),
-        "uniques_confirmed_share": frac(int((uniq & conf_person).sum()), int(uniq.sum())),
+        "uniques_confirmed_share": _ratio(int((uniq & conf_person).sum()), int(uniq.sum())),
         "nonmodal": int(nonmodal.sum()),
-        "nonmodal_share": frac(int(nonmodal.sum()), n_pop),
-        "nonmodal_confirmed_share": frac(int((nonmodal & conf_person).sum()), int(nonmodal.sum())),
+        "nonmodal_share": _ratio(int(nonmodal.sum()), n_pop),
+        "nonmodal_confirmed_share": _ratio(
+            int((nonmodal & conf_person).sum()), int(nonmodal.sum())
+        ),
     }
     if baseline is not None:
-        all_pid = _col(comm, "person_id", "comm").astype(np.int64)
-        brow = all_rows
-        b_right = (baseline >= 0) & (t_eth[brow] == baseline)
-        b_all = (
-            b_right
-            & (t_geo[brow] == _col(comm, "geocode", "comm").astype("U16"))
-            & (np.abs(_col(truth, "age", "truth")[brow] - _col(comm, "age", "comm")) <= 1)
-            & (_col(truth, "sex", "truth")[brow] == _col(comm, "sex", "comm"))
-        )
-        b_person = np.zeros(n_pop, bool)
-        b_person[brow[b_right]] = True
-        out.update(
-            {
-                "baseline_confirmed": int(b_right.sum()),
-                "baseline_confirmed_share": frac(int(b_right.sum()), n_pop),
-                "baseline_confirmed_rate": frac(int(b_right.sum()), all_pid.size),
-                "baseline_confirmed_share_all_attributes": frac(int(b_all.sum()), n_pop),
-                "baseline_uniques_confirmed_share": frac(
-                    int((uniq & b_person).sum()), int(uniq.sum())
-                ),
-                "baseline_nonmodal_confirmed_share": frac(
-                    int((nonmodal & b_person).sum()), int(nonmodal.sum())
-                ),
-            }
-        )
+        out.update(_baseline_rates(truth, comm, baseline, all_rows, t_eth, t_geo, uniq, nonmodal))
     return out

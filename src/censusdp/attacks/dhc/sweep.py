@@ -40,6 +40,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -220,163 +221,41 @@ def attack_sweep(
     Returns:
         The result written to ``sweep.json``.
     """
-    from censusdp.attacks.dhc.runs import read_truth, run_reconstruct, run_reid
-    from censusdp.privacy.budget import resolve_budget
-    from censusdp.protect import protect_swap
-
     eps = [float(e) for e in epsilons]
-    if any(not (e > 0 and math.isfinite(e)) for e in eps):
-        raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
-    if not 0 <= swap_rate <= 1:
-        raise ConfigError(f"swap rate must be in [0, 1], got {swap_rate}")
-    base = resolve_budget(preset=preset)
-    if "sex" not in _schema_attributes(base.schema) or "age" not in _schema_attributes(base.schema):
-        raise ConfigError(
-            f"preset {preset!r} has schema {base.schema!r} without sex and age; the "
-            "reconstruction needs a schema with both (e.g. dhc-lite-demo)"
-        )
-    dp = dp_runner or _default_dp
-    truth_dir = Path(truth_dir)
+    base = _checked_base(eps, swap_rate, preset)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     seeds = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint32).tolist()
-    s_swap, s_dp, s_comm, s_marg = seeds[0], seeds[1], seeds[2], seeds[3]
-    from censusdp.privacy import accounting
-
-    def budget_for(e: float | None) -> Any:
-        return base if e is None else base.scaled(epsilon=str(e))
-
-    def eps_of(b: Any) -> float:
-        return float(accounting.epsilon_from_rho(b.total, b.delta))
-
-    plan: list[tuple[str, str, float | None]] = [("unprotected", "unprotected", None)]
-    plan.append(("swap", "swap", None))
-    for e in eps:
-        plan.append((f"dp_eps{e:g}", "dp", e))
-    if production:
-        plan.append(("dp_production", "dp", None))
-    for e in swap_dp_epsilons:
-        plan.append((f"swap_dp_eps{float(e):g}", "swap+dp", float(e)))
-    if swap_dp_production:
-        plan.append(("swap_dp_production", "swap+dp", None))
-
-    rows: list[dict[str, Any]] = []
-    details: dict[str, Any] = {}
-    swap_cef = out / "releases" / "swap_cef"
-    for i, (name, kind, e) in enumerate(plan):
-        say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
-        seconds: dict[str, float] = {}
-        rel_dir = out / "releases" / name
-        t = time.perf_counter()
-        rho = epsilon = None
-        reuse = reuse_releases and (rel_dir / "mdf_persons.parquet").is_file()
-        if kind == "unprotected":
-            source = truth_dir
-        elif kind == "swap" and reuse and (swap_cef / "persons.parquet").is_file():
-            source = rel_dir
-        elif kind == "swap":
-            protect_swap(
-                truth_dir,
-                rel_dir,
-                rate=swap_rate,
-                seed=s_swap,
-                cef_out=swap_cef,
-                overwrite=True,
-            )
-            source = rel_dir
-        else:
-            b = budget_for(e)
-            rho, epsilon = float(b.total), eps_of(b)
-            inp = truth_dir if kind == "dp" else swap_cef
-            if not reuse:
-                run_seed = int(
-                    np.random.SeedSequence([s_dp, zlib.crc32(name.encode())]).generate_state(1)[0]
-                )
-                dp(inp, rel_dir, budget=b, seed=run_seed, workers=workers, progress=progress)
-            source = rel_dir
-        seconds["release"] = time.perf_counter() - t
-        if reuse and kind != "unprotected":
-            seconds["release"] = _release_seconds(rel_dir)
-        t = time.perf_counter()
-        rec = run_reconstruct(
-            source,
-            out / "attacks" / name / "rec",
-            truth_dir=truth_dir,
-            age_detail=age_detail,
-            workers=workers,
-            overwrite=True,
-        )
-        seconds["reconstruct"] = time.perf_counter() - t
-        t = time.perf_counter()
-        reid = run_reid(
-            out / "attacks" / name / "rec",
-            truth_dir,
-            out / "attacks" / name / "reid",
-            seed=s_comm,
-            overwrite=True,
-        )
-        seconds["reid"] = time.perf_counter() - t
-        row = _row(name, kind, epsilon, rho, rec, reid, seconds)
-        rows.append(row)
-        details[name] = {"reconstruct": rec, "reid": reid}
-        say(
-            progress,
-            f"sweep {name}: exact {row['exact_rate']:.1%}, age+-1 {row['fuzzy_rate']:.1%}, "
-            f"confirmed {row['confirmed_share']:.1%} of population "
-            f"(release {seconds['release']:.1f}s, reconstruct {seconds['reconstruct']:.1f}s)",
-        )
-        if not keep_releases and kind != "unprotected":
-            import shutil
-
-            shutil.rmtree(rel_dir, ignore_errors=True)
-
-    # the public-marginals baseline, through the same matching and linkage
-    t = time.perf_counter()
-    truth = read_truth(truth_dir)
-    mrec = marginals_reconstruction(truth, seed=s_marg)
-    _write_rec(mrec, out / "attacks" / "marginals" / "rec")
-    from censusdp.attacks.dhc.reconstruct import match_counts
-    from censusdp.attacks.dhc.tables import keys_of
-
-    m = match_counts(
-        mrec["geocode"],
-        keys_of(mrec["sex"], mrec["age"], mrec["hispanic"], mrec["cenrace"]),
-        truth["geocode"],
-        keys_of(truth["sex"], truth["age"], truth["hispanic"], truth["cenrace"]),
+    setup = _SweepSetup(
+        truth_dir=Path(truth_dir),
+        out=out,
+        base=base,
+        dp=dp_runner or _default_dp,
+        s_swap=seeds[0],
+        s_dp=seeds[1],
+        s_comm=seeds[2],
+        swap_rate=swap_rate,
+        workers=workers,
+        age_detail=age_detail,
+        keep_releases=keep_releases,
+        reuse_releases=reuse_releases,
+        progress=progress,
     )
-    mrec_summary = {"records": int(mrec["geocode"].size), "match": m.to_dict()}
-    write_json(mrec_summary, out / "attacks" / "marginals" / "rec" / "summary.json")
-    reid = run_reid(
-        out / "attacks" / "marginals" / "rec",
-        truth_dir,
-        out / "attacks" / "marginals" / "reid",
-        seed=s_comm,
-        overwrite=True,
-    )
-    rows.append(
-        _row(
-            "marginals",
-            "baseline",
-            None,
-            None,
-            mrec_summary,
-            reid,
-            {"reconstruct": time.perf_counter() - t},
-        )
-    )
-    details["marginals"] = {"reconstruct": mrec_summary, "reid": reid}
-    ex = reid["methods"]["exact"]
+    plan = _sweep_plan(eps, production, swap_dp_epsilons, swap_dp_production)
+    rows, details = _attack_plan(setup, plan)
+    row, details["marginals"] = _marginals_baseline(setup, s_marg=seeds[3])
+    rows.append(row)
+    ex = details["marginals"]["reid"]["methods"]["exact"]
     modal = {
         "confirmed_share": ex["baseline_confirmed_share"],
         "confirmed_share_all_attributes": ex["baseline_confirmed_share_all_attributes"],
         "uniques_confirmed_share": ex["baseline_uniques_confirmed_share"],
         "nonmodal_confirmed_share": ex["baseline_nonmodal_confirmed_share"],
     }
-    population = ex["population"]
     result = {
-        "truth": str(truth_dir.resolve()),
-        "population": population,
+        "truth": str(setup.truth_dir.resolve()),
+        "population": ex["population"],
         "unique_share": ex["unique_share"],
         "nonmodal_share": ex["nonmodal_share"],
         "preset": preset,
@@ -389,6 +268,210 @@ def attack_sweep(
         "package_version": __version__,
         "seconds": round(time.perf_counter() - t0, 2),
     }
+    _write_sweep(out, result, modal, eps, production, swap_dp_epsilons, workers)
+    return result
+
+
+@dataclass(frozen=True)
+class _SweepSetup:
+    """What every release of one sweep shares: paths, the base budget, seeds and options."""
+
+    truth_dir: Path
+    out: Path
+    base: Budget
+    dp: DpRunner
+    s_swap: int
+    s_dp: int
+    s_comm: int
+    swap_rate: float
+    workers: int
+    age_detail: str
+    keep_releases: bool
+    reuse_releases: bool
+    progress: Progress
+
+
+def _checked_base(eps: list[float], swap_rate: float, preset: str) -> Budget:
+    """Validate the sweep's epsilons and swap rate; the preset's budget (with sex and age)."""
+    from censusdp.privacy.budget import resolve_budget
+
+    if any(not (e > 0 and math.isfinite(e)) for e in eps):
+        raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
+    if not 0 <= swap_rate <= 1:
+        raise ConfigError(f"swap rate must be in [0, 1], got {swap_rate}")
+    base = resolve_budget(preset=preset)
+    if "sex" not in _schema_attributes(base.schema) or "age" not in _schema_attributes(base.schema):
+        raise ConfigError(
+            f"preset {preset!r} has schema {base.schema!r} without sex and age; the "
+            "reconstruction needs a schema with both (e.g. dhc-lite-demo)"
+        )
+    return base
+
+
+def _sweep_plan(
+    eps: list[float],
+    production: bool,
+    swap_dp_epsilons: Sequence[float],
+    swap_dp_production: bool,
+) -> list[tuple[str, str, float | None]]:
+    """The releases to attack, in order, as ``(name, kind, epsilon or None)``."""
+    plan: list[tuple[str, str, float | None]] = [("unprotected", "unprotected", None)]
+    plan.append(("swap", "swap", None))
+    for e in eps:
+        plan.append((f"dp_eps{e:g}", "dp", e))
+    if production:
+        plan.append(("dp_production", "dp", None))
+    for e in swap_dp_epsilons:
+        plan.append((f"swap_dp_eps{float(e):g}", "swap+dp", float(e)))
+    if swap_dp_production:
+        plan.append(("swap_dp_production", "swap+dp", None))
+    return plan
+
+
+def _attack_plan(
+    setup: _SweepSetup, plan: list[tuple[str, str, float | None]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Make (or reuse) each planned release and attack it; the table rows and details."""
+    progress = setup.progress
+    rows: list[dict[str, Any]] = []
+    details: dict[str, Any] = {}
+    for i, (name, kind, e) in enumerate(plan):
+        say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
+        rel_dir = setup.out / "releases" / name
+        reuse = setup.reuse_releases and (rel_dir / "mdf_persons.parquet").is_file()
+        t = time.perf_counter()
+        rho = epsilon = None
+        if kind in ("unprotected", "swap"):
+            source = _unprotected_or_swap(setup, kind, rel_dir, reuse)
+        else:
+            b = setup.base if e is None else setup.base.scaled(epsilon=str(e))
+            rho, epsilon = _dp_release(setup, b, name, kind, rel_dir, reuse)
+            source = rel_dir
+        seconds = {"release": time.perf_counter() - t}
+        if reuse and kind != "unprotected":
+            seconds["release"] = _release_seconds(rel_dir)
+        rec, reid = _attack_release(setup, source, name, seconds)
+        row = _row(name, kind, epsilon, rho, rec, reid, seconds)
+        rows.append(row)
+        details[name] = {"reconstruct": rec, "reid": reid}
+        say(
+            progress,
+            f"sweep {name}: exact {row['exact_rate']:.1%}, age+-1 {row['fuzzy_rate']:.1%}, "
+            f"confirmed {row['confirmed_share']:.1%} of population "
+            f"(release {seconds['release']:.1f}s, reconstruct {seconds['reconstruct']:.1f}s)",
+        )
+        if not setup.keep_releases and kind != "unprotected":
+            import shutil
+
+            shutil.rmtree(rel_dir, ignore_errors=True)
+    return rows, details
+
+
+def _unprotected_or_swap(setup: _SweepSetup, kind: str, rel_dir: Path, reuse: bool) -> Path:
+    """The directory to attack for the unprotected file or the swapped release (made here)."""
+    from censusdp.protect import protect_swap
+
+    if kind == "unprotected":
+        return setup.truth_dir
+    swap_cef = setup.out / "releases" / "swap_cef"
+    if not (reuse and (swap_cef / "persons.parquet").is_file()):
+        protect_swap(
+            setup.truth_dir,
+            rel_dir,
+            rate=setup.swap_rate,
+            seed=setup.s_swap,
+            cef_out=swap_cef,
+            overwrite=True,
+        )
+    return rel_dir
+
+
+def _dp_release(
+    setup: _SweepSetup, b: Budget, name: str, kind: str, rel_dir: Path, reuse: bool
+) -> tuple[float, float]:
+    """Make one DP release at budget ``b`` (unless reused); its rho and epsilon.
+
+    ``kind`` ``"dp"`` protects the truth, ``"swap+dp"`` the swapped CEF. The run's seed
+    is drawn from ``SeedSequence([s_dp, crc32(name)])``, so each named release has its
+    own stream whatever else the sweep contains.
+    """
+    from censusdp.privacy import accounting
+
+    rho, epsilon = float(b.total), float(accounting.epsilon_from_rho(b.total, b.delta))
+    inp = setup.truth_dir if kind == "dp" else setup.out / "releases" / "swap_cef"
+    if not reuse:
+        run_seed = int(
+            np.random.SeedSequence([setup.s_dp, zlib.crc32(name.encode())]).generate_state(1)[0]
+        )
+        setup.dp(
+            inp, rel_dir, budget=b, seed=run_seed, workers=setup.workers, progress=setup.progress
+        )
+    return rho, epsilon
+
+
+def _attack_release(
+    setup: _SweepSetup, source: Path, name: str, seconds: dict[str, float]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Reconstruct and re-identify one release; timings go into ``seconds``."""
+    from censusdp.attacks.dhc.runs import run_reconstruct, run_reid
+
+    attack_dir = setup.out / "attacks" / name
+    t = time.perf_counter()
+    rec = run_reconstruct(
+        source,
+        attack_dir / "rec",
+        truth_dir=setup.truth_dir,
+        age_detail=setup.age_detail,
+        workers=setup.workers,
+        overwrite=True,
+    )
+    seconds["reconstruct"] = time.perf_counter() - t
+    t = time.perf_counter()
+    reid = run_reid(
+        attack_dir / "rec", setup.truth_dir, attack_dir / "reid", seed=setup.s_comm, overwrite=True
+    )
+    seconds["reid"] = time.perf_counter() - t
+    return rec, reid
+
+
+def _marginals_baseline(
+    setup: _SweepSetup, *, s_marg: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The public-marginals baseline, through the same matching and linkage: row and details."""
+    from censusdp.attacks.dhc.reconstruct import match_counts
+    from censusdp.attacks.dhc.runs import read_truth, run_reid
+    from censusdp.attacks.dhc.tables import keys_of
+
+    base = setup.out / "attacks" / "marginals"
+    t = time.perf_counter()
+    truth = read_truth(setup.truth_dir)
+    mrec = marginals_reconstruction(truth, seed=s_marg)
+    _write_rec(mrec, base / "rec")
+    m = match_counts(
+        mrec["geocode"],
+        keys_of(mrec["sex"], mrec["age"], mrec["hispanic"], mrec["cenrace"]),
+        truth["geocode"],
+        keys_of(truth["sex"], truth["age"], truth["hispanic"], truth["cenrace"]),
+    )
+    mrec_summary = {"records": int(mrec["geocode"].size), "match": m.to_dict()}
+    write_json(mrec_summary, base / "rec" / "summary.json")
+    reid = run_reid(base / "rec", setup.truth_dir, base / "reid", seed=setup.s_comm, overwrite=True)
+    seconds = {"reconstruct": time.perf_counter() - t}
+    row = _row("marginals", "baseline", None, None, mrec_summary, reid, seconds)
+    return row, {"reconstruct": mrec_summary, "reid": reid}
+
+
+def _write_sweep(
+    out: Path,
+    result: dict[str, Any],
+    modal: dict[str, float],
+    eps: list[float],
+    production: bool,
+    swap_dp_epsilons: Sequence[float],
+    workers: int,
+) -> None:
+    """Write ``sweep.json``, ``sweep.csv``, ``sweep.png`` and ``manifest.json``."""
+    rows = result["rows"]
     write_json(_json_ready(result), out / "sweep.json")
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -397,26 +480,21 @@ def attack_sweep(
         w.writerow(["" if r[c] is None else r[c] for c in CSV_COLUMNS])
     write_text(buf.getvalue(), out / "sweep.csv")
     _plot(rows, modal, out / "sweep.png")
-    write_json(
-        _json_ready(
-            {
-                "command": "attack sweep",
-                "truth": result["truth"],
-                "epsilons": eps,
-                "production": production,
-                "swap_rate": swap_rate,
-                "swap_dp_epsilons": list(swap_dp_epsilons),
-                "preset": preset,
-                "seed": seed,
-                "workers": workers,
-                "package_version": __version__,
-                "seconds": result["seconds"],
-                "outputs": ["sweep.json", "sweep.csv", "sweep.png", "attacks/", "releases/"],
-            }
-        ),
-        out / "manifest.json",
-    )
-    return result
+    manifest = {
+        "command": "attack sweep",
+        "truth": result["truth"],
+        "epsilons": eps,
+        "production": production,
+        "swap_rate": result["swap_rate"],
+        "swap_dp_epsilons": list(swap_dp_epsilons),
+        "preset": result["preset"],
+        "seed": result["seed"],
+        "workers": workers,
+        "package_version": __version__,
+        "seconds": result["seconds"],
+        "outputs": ["sweep.json", "sweep.csv", "sweep.png", "attacks/", "releases/"],
+    }
+    write_json(_json_ready(manifest), out / "manifest.json")
 
 
 def _release_seconds(rel_dir: Path) -> float:

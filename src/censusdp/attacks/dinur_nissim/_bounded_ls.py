@@ -172,6 +172,12 @@ def gram_fista(
     The same test applied to the iterate rounded to the nearest bounds certifies a
     vertex minimiser early (see ``vertex_check_every``).
 
+    Long because the iteration is one numerical kernel: the step, the per-column
+    backtracking, the vertex certificate and the restart all update the same iterate,
+    momentum and Gram products (``X``, ``Y``, ``GX``, ``GY``, ``a``, ``t``) in place,
+    and keeping them in one loop avoids copying ``n x K`` arrays through helper calls
+    on every iteration.
+
     Args:
         gram: symmetric positive semi-definite ``n x n`` matrix ``G``.
         rhs: ``c``, shape ``(n,)`` or ``(n, K)`` for ``K`` problems sharing ``G``.

@@ -12,6 +12,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from censusdp.attacks.dinur_nissim.experiment import (
 )
 from censusdp.errors import CensusDPError
 from censusdp.io.atomic import atomic_path, write_json
+from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
 __all__ = [
@@ -48,8 +50,6 @@ __all__ = [
 ]
 
 FIGURES: tuple[str, ...] = ("4-1", "4-2", "4-4", "5-6", "5-7")
-
-Progress = Callable[[str], None]
 
 
 def _manifest(config: dict[str, Any], seed: int, timings: dict[str, float]) -> dict[str, Any]:
@@ -312,7 +312,7 @@ def reproduce_figures(
     seed: int = 2020,
     workers: int = 2,
     prefix: str = "dn_",
-    progress: Progress | None = None,
+    progress: Progress = None,
 ) -> dict[str, Any]:
     """Rerun JASON's Dinur-Nissim figures and write ``<prefix>fig_<id>.png`` / ``.json``.
 
@@ -328,123 +328,13 @@ def reproduce_figures(
     unknown = [f for f in figures if f not in FIGURES]
     if unknown:
         raise CensusDPError(f"figures must be among {FIGURES}; got {unknown}")
-    say = progress or (lambda _msg: None)
     timings: dict[str, float] = {}
     summary: dict[str, Any] = {}
-
-    def trial_progress(label: str) -> Callable[[int, int], None]:
-        def cb(done: int, total: int) -> None:
-            if done == total or done % max(1, total // 10) == 0:
-                say(f"{label}: {done}/{total}")
-
-        return cb
-
-    if "4-1" in figures:
-        t0 = time.perf_counter()
-        n, trials = (200, 10) if quick else (1000, 20)
-        counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
-        curve = recovery_curve(
-            n, counts, trials=trials, seed=seed, workers=workers, progress=trial_progress("fig 4-1")
-        )
-        plot_recovery_curves(
-            [curve],
-            out / f"{prefix}fig_4-1.png",
-            title="Fig. 4-1 reproduction: noiseless random subset sums",
-        )
-        timings["4-1"] = time.perf_counter() - t0
-        d = curve.to_dict()
-        d["seconds_to_reproduce"] = timings["4-1"]
-        write_json(d, out / f"{prefix}fig_4-1.json")
-        summary["4-1"] = {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
-    if "4-2" in figures:
-        t0 = time.perf_counter()
-        ns = [50, 100, 150, 200] if quick else [100, 200, 300, 400, 500, 600, 800, 1000]
-        thr = recovery_thresholds(
-            ns,
-            trials=5 if quick else 6,
-            seed=seed,
-            workers=workers,
-            progress=trial_progress("fig 4-2"),
-        )
-        plot_thresholds(thr, out / f"{prefix}fig_4-2_4-3.png")
-        timings["4-2"] = time.perf_counter() - t0
-        d = thr.to_dict()
-        d["per_trial"] = thr.thresholds.tolist()
-        d["seconds_to_reproduce"] = timings["4-2"]
-        write_json(d, out / f"{prefix}fig_4-2_4-3.json")
-        summary["4-2"] = {
-            "slope_mean": thr.slope_mean,
-            "slope_max": thr.slope_max,
-            "mean_over_n": d["normalized_by_n"],
-        }
-    if "4-4" in figures:
-        t0 = time.perf_counter()
-        curves = []
-        trials = 20 if quick else 100
-        for n in (10, 40, 100):
-            counts = sorted(
-                {
-                    max(1, int(round(f * n)))
-                    for f in np.geomspace(0.1, 20.0, 30 if not quick else 10)
-                }
-            )
-            spec = NoiseSpec.gaussian(jason_gaussian_variance(n))
-            curves.append(
-                recovery_curve(
-                    n,
-                    counts,
-                    trials=trials,
-                    seed=seed + n,
-                    noise=spec,
-                    workers=workers,
-                    progress=trial_progress(f"fig 4-4 n={n}"),
-                )
-            )
-        plot_recovery_curves(
-            curves,
-            out / f"{prefix}fig_4-4.png",
-            title="Fig. 4-4 reproduction: Gaussian noise, variance sqrt(n) ln(n)/2",
-        )
-        timings["4-4"] = time.perf_counter() - t0
-        write_json(
-            {"curves": [c.to_dict() for c in curves], "seconds_to_reproduce": timings["4-4"]},
-            out / f"{prefix}fig_4-4.json",
-        )
-        summary["4-4"] = {
-            f"n={c.n}": {"final_mean": float(c.mean[-1]), "queries": int(c.query_counts[-1])}
-            for c in curves
-        }
-    if "5-6" in figures:
-        t0 = time.perf_counter()
-        acc = sum_query_accuracy(
-            JASON_FIG56_SIZES, JASON_FIG56_EPSILONS, trials=200 if quick else 1000, seed=seed
-        )
-        plot_sum_accuracy(acc, out / f"{prefix}fig_5-6.png")
-        timings["5-6"] = time.perf_counter() - t0
-        d = acc.to_dict()
-        d["seconds_to_reproduce"] = timings["5-6"]
-        write_json(d, out / f"{prefix}fig_5-6.json")
-        summary["5-6"] = {
-            "max_abs_z": float(np.max(np.abs(acc.measured - acc.expected) / acc.standard_error))
-        }
-    if "5-7" in figures:
-        t0 = time.perf_counter()
-        n, trials = (400, 3) if quick else (4000, 6)
-        grid = laplace_grid(
-            n,
-            JASON_FIG57_EPSILONS,
-            JASON_FIG57_MULTIPLES,
-            trials=trials,
-            seed=seed,
-            workers=workers,
-            progress=trial_progress("fig 5-7"),
-        )
-        plot_laplace_grid(grid, out / f"{prefix}fig_5-7.png")
-        timings["5-7"] = time.perf_counter() - t0
-        d = grid.to_dict()
-        d["seconds_to_reproduce"] = timings["5-7"]
-        write_json(d, out / f"{prefix}fig_5-7.json")
-        summary["5-7"] = {"mean": d["mean"]}
+    runners = {"4-1": _fig_4_1, "4-2": _fig_4_2, "4-4": _fig_4_4, "5-6": _fig_5_6, "5-7": _fig_5_7}
+    for fig in FIGURES:
+        if fig in figures:
+            run = _FigureRun(out, prefix, quick, seed, workers, progress)
+            timings[fig], summary[fig] = runners[fig](run)
     result = {"timings_seconds": timings, "summary": summary}
     write_json(
         {
@@ -456,3 +346,128 @@ def reproduce_figures(
         out / f"{prefix}timings.json",
     )
     return result
+
+
+@dataclass(frozen=True)
+class _FigureRun:
+    """The settings every figure of :func:`reproduce_figures` shares."""
+
+    out: Path
+    prefix: str
+    quick: bool
+    seed: int
+    workers: int
+    progress: Progress
+
+    def path(self, name: str) -> Path:
+        """``out/<prefix><name>``."""
+        return self.out / f"{self.prefix}{name}"
+
+    def options(self, label: str, seed_offset: int = 0) -> dict[str, Any]:
+        """``seed``, ``workers`` and a ``progress`` callback for an experiment function.
+
+        The callback reports ``label: done/total`` about every tenth trial.
+        """
+
+        def cb(done: int, total: int) -> None:
+            if done == total or done % max(1, total // 10) == 0:
+                say(self.progress, f"{label}: {done}/{total}")
+
+        return {"seed": self.seed + seed_offset, "workers": self.workers, "progress": cb}
+
+    def write(self, record: dict[str, Any], name: str, seconds: float) -> None:
+        """Add ``seconds_to_reproduce`` to ``record`` and write it as ``<prefix><name>``."""
+        record["seconds_to_reproduce"] = seconds
+        write_json(record, self.path(name))
+
+
+def _fig_4_1(run: _FigureRun) -> tuple[float, dict[str, Any]]:
+    """Fig. 4-1: noiseless random subset sums, fraction recovered vs queries."""
+    t0 = time.perf_counter()
+    n, trials = (200, 10) if run.quick else (1000, 20)
+    counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
+    curve = recovery_curve(n, counts, trials=trials, **run.options("fig 4-1"))
+    plot_recovery_curves(
+        [curve],
+        run.path("fig_4-1.png"),
+        title="Fig. 4-1 reproduction: noiseless random subset sums",
+    )
+    seconds = time.perf_counter() - t0
+    d = curve.to_dict()
+    run.write(d, "fig_4-1.json", seconds)
+    return seconds, {"first_full_recovery_queries": d["first_full_recovery_queries"], "n": n}
+
+
+def _fig_4_2(run: _FigureRun) -> tuple[float, dict[str, Any]]:
+    """Figs. 4-2 and 4-3: queries needed for full recovery vs n."""
+    t0 = time.perf_counter()
+    ns = [50, 100, 150, 200] if run.quick else [100, 200, 300, 400, 500, 600, 800, 1000]
+    thr = recovery_thresholds(ns, trials=5 if run.quick else 6, **run.options("fig 4-2"))
+    plot_thresholds(thr, run.path("fig_4-2_4-3.png"))
+    seconds = time.perf_counter() - t0
+    d = thr.to_dict()
+    d["per_trial"] = thr.thresholds.tolist()
+    run.write(d, "fig_4-2_4-3.json", seconds)
+    return seconds, {
+        "slope_mean": thr.slope_mean,
+        "slope_max": thr.slope_max,
+        "mean_over_n": d["normalized_by_n"],
+    }
+
+
+def _fig_4_4(run: _FigureRun) -> tuple[float, dict[str, Any]]:
+    """Fig. 4-4: recovery under Gaussian noise of variance ``sqrt(n) ln(n) / 2``."""
+    t0 = time.perf_counter()
+    curves = []
+    trials = 20 if run.quick else 100
+    for n in (10, 40, 100):
+        counts = sorted(
+            {
+                max(1, int(round(f * n)))
+                for f in np.geomspace(0.1, 20.0, 30 if not run.quick else 10)
+            }
+        )
+        spec = NoiseSpec.gaussian(jason_gaussian_variance(n))
+        curves.append(
+            recovery_curve(n, counts, trials=trials, noise=spec, **run.options(f"fig 4-4 n={n}", n))
+        )
+    plot_recovery_curves(
+        curves,
+        run.path("fig_4-4.png"),
+        title="Fig. 4-4 reproduction: Gaussian noise, variance sqrt(n) ln(n)/2",
+    )
+    seconds = time.perf_counter() - t0
+    run.write({"curves": [c.to_dict() for c in curves]}, "fig_4-4.json", seconds)
+    return seconds, {
+        f"n={c.n}": {"final_mean": float(c.mean[-1]), "queries": int(c.query_counts[-1])}
+        for c in curves
+    }
+
+
+def _fig_5_6(run: _FigureRun) -> tuple[float, dict[str, Any]]:
+    """Fig. 5-6: accuracy of Laplace-noised sum queries against the expected error."""
+    t0 = time.perf_counter()
+    acc = sum_query_accuracy(
+        JASON_FIG56_SIZES, JASON_FIG56_EPSILONS, trials=200 if run.quick else 1000, seed=run.seed
+    )
+    plot_sum_accuracy(acc, run.path("fig_5-6.png"))
+    seconds = time.perf_counter() - t0
+    d = acc.to_dict()
+    run.write(d, "fig_5-6.json", seconds)
+    return seconds, {
+        "max_abs_z": float(np.max(np.abs(acc.measured - acc.expected) / acc.standard_error))
+    }
+
+
+def _fig_5_7(run: _FigureRun) -> tuple[float, dict[str, Any]]:
+    """Fig. 5-7: recovery from Laplace-noised queries over epsilon and query multiple."""
+    t0 = time.perf_counter()
+    n, trials = (400, 3) if run.quick else (4000, 6)
+    grid = laplace_grid(
+        n, JASON_FIG57_EPSILONS, JASON_FIG57_MULTIPLES, trials=trials, **run.options("fig 5-7")
+    )
+    plot_laplace_grid(grid, run.path("fig_5-7.png"))
+    seconds = time.perf_counter() - t0
+    d = grid.to_dict()
+    run.write(d, "fig_5-7.json", seconds)
+    return seconds, {"mean": d["mean"]}
