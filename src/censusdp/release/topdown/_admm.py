@@ -231,6 +231,10 @@ def solve_admm(
 ) -> tuple[np.ndarray | None, str, int]:
     """Run ADMM; returns ``(x or None, status, iterations)``.
 
+    Long because the iteration is one loop whose state (primal, dual and auxiliary
+    blocks, the factorisation, the adaptive penalty) is shared by every step; split
+    into functions it would pass a dozen arrays around on the hottest path.
+
     Args:
         sub: the subproblem.
         comp: its compressed queries.

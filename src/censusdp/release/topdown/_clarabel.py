@@ -31,7 +31,12 @@ _VERBOSE = False
 def solve_clarabel(
     sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
 ) -> tuple[np.ndarray | None, str, int]:
-    """Solve with Clarabel; returns ``(x or None, status, iterations)``."""
+    """Solve with Clarabel; returns ``(x or None, status, iterations)``.
+
+    Long because it assembles one conic program (objective, the equality and cone
+    blocks of every constraint) whose pieces share index arithmetic; the assembly reads
+    best top to bottom in the order of the formulation in the module docstring.
+    """
     import clarabel
 
     k, c, n_groups = sub.k, sub.c, sub.G
