@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "attack",
     "budget",
     "demo",
+    "design",
     "evaluate",
     "generate",
     "protect",

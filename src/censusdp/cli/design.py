@@ -1,0 +1,112 @@
+"""``censusdp design``: the mechanism design lab (strategies, small counts, allocation).
+
+Sub-commands: ``strategy`` (error of a matrix-mechanism strategy on a workload, and
+the SVD bound), ``small-n`` (mechanisms for one count in ``{0..n}``), ``allocation``
+(geolevel and query budget shares for a TopDown workload) and ``figures``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from censusdp.cli._common import progress_printer
+
+__all__ = ["register"]
+
+
+def _emit(data: dict, json_target: str | None, overwrite: bool, text: str) -> None:
+    """Print JSON (``--json`` alone), write it (``--json FILE``), or print ``text``."""
+    from censusdp.design.report import strict_json, write_output
+
+    if json_target is None:
+        print(text)
+    elif json_target == "-":
+        sys.stdout.write(strict_json(data))
+    else:
+        path = write_output(strict_json(data), json_target, overwrite=overwrite)
+        print(f"{text}\nwrote {path}")
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="print the result as JSON (or write it to FILE)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json FILE")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def _strategy(args: argparse.Namespace) -> int:
+    from censusdp.design import StrategyRequest, evaluate_strategy
+
+    report = evaluate_strategy(
+        StrategyRequest(
+            workload=args.workload,
+            n=args.n,
+            strategy=args.strategy,
+            branching=args.branching,
+            privacy=args.privacy,
+            seed=args.seed,
+            restarts=args.restarts,
+            p=args.p,
+            maxiter=args.maxiter,
+        ),
+        progress=progress_printer(args.quiet or args.json == "-"),
+    )
+    _emit(report.to_dict(), args.json, args.overwrite, report.format())
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``design`` command group."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    group = subparsers.add_parser(
+        "design",
+        help="mechanism design lab: strategies, small-count mechanisms, budget allocation",
+        description=__doc__.splitlines()[2].strip() if __doc__ else None,
+        formatter_class=fmt,
+    )
+    sub = group.add_subparsers(dest="design_command", metavar="SUBCOMMAND")
+    group.set_defaults(func=lambda _args: group.print_help() or 2)
+
+    p = sub.add_parser(
+        "strategy",
+        help="rootmse of a strategy on a workload, and the SVD lower bound",
+        description=(
+            "Expected error of the matrix mechanism: rootmse = sqrt(sens(A)^2 ||W A^+||_F^2 / m) "
+            "with unit-variance noise (sens = largest column L2 norm for zcdp, L1 for pure), "
+            "and the SVD bound sqrt((sum of singular values of W)^2 / (n m))."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--workload",
+        required=True,
+        help="all-range, prefix, identity, total (join with '*' for a product), or "
+        "marginals:D1xD2x...[:WAYS]",
+    )
+    p.add_argument("--n", default=None, help="cells: N, or N1xN2x... for several attributes")
+    p.add_argument(
+        "--strategy",
+        required=True,
+        choices=["identity", "hierarchical", "wavelet", "workload", "optimized"],
+        help="strategy to evaluate",
+    )
+    p.add_argument("--branching", type=int, default=2, help="branching of the hierarchical tree")
+    p.add_argument("--privacy", choices=["zcdp", "pure"], default="zcdp", help="privacy model")
+    p.add_argument("--seed", type=int, default=0, help="seed of the optimiser's random starts")
+    p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
+    p.add_argument(
+        "--p",
+        type=int,
+        default=None,
+        help="rows of Theta per attribute (default n/4 zcdp, n/16 pure)",
+    )
+    p.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iterations per solve")
+    _add_output(p)
+    p.set_defaults(func=_strategy)
