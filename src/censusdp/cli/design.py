@@ -62,13 +62,25 @@ def _strategy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _small_n(args: argparse.Namespace) -> int:
+    from censusdp.design.small_n import SmallNRequest, small_n_report
+
+    report = small_n_report(SmallNRequest(n=args.n, epsilon=args.epsilon, loss=args.loss))
+    _emit(report.to_dict(), args.json, args.overwrite, report.format())
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``design`` command group."""
     fmt = argparse.ArgumentDefaultsHelpFormatter
     group = subparsers.add_parser(
         "design",
         help="mechanism design lab: strategies, small-count mechanisms, budget allocation",
-        description=__doc__.splitlines()[2].strip() if __doc__ else None,
+        description=(
+            "The mechanism design lab: error of matrix-mechanism strategies (strategy), "
+            "mechanisms for one small count (small-n), budget allocation (allocation) and "
+            "the figures of docs/design.md (figures)."
+        ),
         formatter_class=fmt,
     )
     sub = group.add_subparsers(dest="design_command", metavar="SUBCOMMAND")
@@ -110,3 +122,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iterations per solve")
     _add_output(p)
     p.set_defaults(func=_strategy)
+
+    p = sub.add_parser(
+        "small-n",
+        help="geometric, fair and LP-optimal mechanisms for one count in 0..n",
+        description=(
+            "Mechanisms for a count in {0..n} under epsilon-DP (JASON JSR-19-2F sec. 5.2.3): "
+            "uniform, range-restricted and truncated geometric, the fair mechanism, and "
+            "LP-optimal mechanisms (HiGHS) with the report's honesty and symmetry "
+            "constraints; wrong-answer rates and full output distributions."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument("--n", type=int, required=True, help="largest possible count")
+    p.add_argument("--epsilon", required=True, help="pure-DP epsilon, e.g. 1 or 1/2")
+    p.add_argument(
+        "--loss",
+        choices=["wrong", "abs", "worst"],
+        default="wrong",
+        help="what the LP minimises: wrong-answer rate, expected |error|, or the worst "
+        "case wrong-answer rate over true counts",
+    )
+    _add_output(p)
+    p.set_defaults(func=_small_n)
