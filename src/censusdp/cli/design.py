@@ -70,6 +70,25 @@ def _small_n(args: argparse.Namespace) -> int:
     return 0
 
 
+def _figures(args: argparse.Namespace) -> int:
+    from censusdp.design.figures import FIGURE_FILES, make_figures
+
+    ns = tuple(2**k for k in range(4, args.max_n.bit_length()) if 2**k <= args.max_n)
+    numbers = make_figures(
+        args.out,
+        seed=args.seed,
+        ns=ns,
+        restarts=args.restarts,
+        overwrite=args.overwrite,
+        progress=progress_printer(args.quiet),
+    )
+    print(
+        f"wrote {', '.join(FIGURE_FILES.values())} and design_figures.json to {args.out} "
+        f"({numbers['seconds']} s, seed {numbers['seed']})"
+    )
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``design`` command group."""
     fmt = argparse.ArgumentDefaultsHelpFormatter
@@ -145,3 +164,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_output(p)
     p.set_defaults(func=_small_n)
+
+    p = sub.add_parser(
+        "figures",
+        help="the design lab's figures (error vs n, strategy comparison, small n)",
+        description="Run the sweeps behind docs/design.md and write its PNG figures and "
+        "design_figures.json (every plotted number and the seed) into OUT.",
+        formatter_class=fmt,
+    )
+    p.add_argument("--out", required=True, metavar="OUT", help="output directory")
+    p.add_argument("--seed", type=int, default=0, help="seed of the optimiser's random starts")
+    p.add_argument("--max-n", type=int, default=256, help="largest n of the error-vs-n sweep")
+    p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty OUT")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=_figures)

@@ -3,11 +3,23 @@
 * :mod:`censusdp.design.strategy`: expected error of the matrix mechanism for a
   workload and a strategy (identity, hierarchical, Haar wavelet, the workload itself,
   or an HDMM-style optimised strategy) and the SVD lower bound.
+* :mod:`censusdp.design.small_n`: mechanisms for one count in ``{0..n}`` (uniform,
+  range-restricted and truncated geometric, the fair mechanism, LP-optimal ones).
+* :mod:`censusdp.design.figures` and :mod:`censusdp.design.report`: figures and files
+  (the only modules here that write).
 """
 
 from __future__ import annotations
 
 from censusdp.design._errors import DesignError
+from censusdp.design.small_n import (
+    SmallNReport,
+    SmallNRequest,
+    fair_mechanism,
+    geometric_clamped,
+    optimal_mechanism,
+    small_n_report,
+)
 from censusdp.design.strategy import (
     PRIVACY_NORMS,
     STRATEGIES,
@@ -25,10 +37,16 @@ __all__ = [
     "STRATEGIES",
     "WORKLOADS",
     "DesignError",
+    "SmallNReport",
+    "SmallNRequest",
     "StrategyReport",
     "StrategyRequest",
     "compare_strategies",
     "evaluate_strategy",
+    "fair_mechanism",
+    "geometric_clamped",
     "make_workload",
+    "optimal_mechanism",
     "parse_domain",
+    "small_n_report",
 ]

@@ -63,6 +63,7 @@ __all__ = [
     "mechanism_properties",
     "optimal_mechanism",
     "small_n_report",
+    "small_n_sweep",
     "uniform_mechanism",
 ]
 
@@ -507,3 +508,28 @@ def small_n_report(request: SmallNRequest) -> SmallNReport:
         desc = "LP-optimal epsilon-DP" + (f" with {', '.join(cons)}" if cons else "")
         mechs.append(MechanismSummary(name, desc, p, prior, {"lp": info}))
     return SmallNReport(request, tuple(mechs))
+
+
+def small_n_sweep(
+    ns: tuple[int, ...], epsilons: tuple[Fraction | str | float, ...], *, loss: str = "wrong"
+) -> list[dict[str, Any]]:
+    """Wrong-answer rate, worst case and expected |error| of every mechanism, for every
+    ``(n, epsilon)``: one row per (n, epsilon, mechanism)."""
+    rows = []
+    for eps in epsilons:
+        for n in ns:
+            report = small_n_report(SmallNRequest(n, eps, loss=loss))
+            for m in report.mechanisms:
+                d = m.to_dict()
+                rows.append(
+                    {
+                        "n": n,
+                        "epsilon": str(Fraction(report.request.epsilon)),
+                        "mechanism": m.name,
+                        "wrong_answer_rate": d["wrong_answer_rate"],
+                        "worst_case_wrong_answer_rate": d["worst_case_wrong_answer_rate"],
+                        "expected_abs_error": d["expected_abs_error"],
+                        "actual_epsilon": d["actual_epsilon"],
+                    }
+                )
+    return rows

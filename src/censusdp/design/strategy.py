@@ -64,6 +64,8 @@ from censusdp.design._matrices import (
 from censusdp.design._optimize import default_p, optimize_kron, optimize_marginals
 
 __all__ = [
+    "PL94_DOMAIN",
+    "PL94_MARGINALS",
     "PRIVACY_NORMS",
     "STRATEGIES",
     "WORKLOADS",
@@ -73,6 +75,7 @@ __all__ = [
     "evaluate_strategy",
     "make_workload",
     "parse_domain",
+    "strategy_sweep",
 ]
 
 STRATEGIES: tuple[str, ...] = ("identity", "hierarchical", "wavelet", "workload", "optimized")
@@ -80,10 +83,29 @@ STRATEGIES: tuple[str, ...] = ("identity", "hierarchical", "wavelet", "workload"
 
 WORKLOADS: tuple[str, ...] = ("all-range", "prefix", "identity", "total")
 """One-attribute workload names; join them with ``*`` for a Kronecker product, or use
-``marginals[:D1xD2x...][:WAYS]``."""
+``marginals[:D1xD2x...][:WAYS]`` or ``pl94``."""
 
 PRIVACY_NORMS: dict[str, int] = {"zcdp": 2, "pure": 1}
 """Sensitivity norm of each privacy model: L2 for zCDP (Gaussian noise), L1 for pure DP."""
+
+PL94_DOMAIN: tuple[int, ...] = (8, 2, 2, 63)
+"""HHGQ x VOTINGAGE x HISPANIC x CENRACE, the PL94 detailed histogram (2,016 cells)."""
+
+PL94_MARGINALS: dict[str, tuple[int, ...]] = {
+    "total": (),
+    "cenrace": (3,),
+    "hispanic": (2,),
+    "votingage": (1,),
+    "hhgq": (0,),
+    "hispanic*cenrace": (2, 3),
+    "votingage*cenrace": (1, 3),
+    "votingage*hispanic": (1, 2),
+    "votingage*hispanic*cenrace": (1, 2, 3),
+    "detailed": (0, 1, 2, 3),
+}
+"""The 2020 production queries that are marginals of :data:`PL94_DOMAIN` (attribute
+indices kept); the production strategy also measures ``hhinstlevels``, a recode of
+HHGQ, which is not a marginal and is left out of workload ``pl94``."""
 
 _FACTORS: dict[str, Callable[[int], Factor]] = {
     "all-range": all_range_factor,
@@ -150,6 +172,8 @@ def make_workload(spec: str, n: int | str | tuple[int, ...] | None) -> Workload:
         ``all-range``, ``prefix``, ``identity``, ``total``: one-attribute workloads on
         ``n`` cells; with ``n = "N1xN2..."`` the same workload on every attribute
         (a Kronecker product); ``"prefix*identity"`` names each attribute's factor.
+        ``pl94``: the ten 2020 production marginals of the PL94 histogram
+        (:data:`PL94_MARGINALS` on :data:`PL94_DOMAIN`).
         ``marginals:D1xD2x...[:WAYS]`` or ``marginals[:WAYS]`` with ``n = "D1xD2..."``:
         the marginals of a ``d``-attribute histogram with ``WAYS`` kept attributes
         (``all``, the default: every one of the ``2^d`` marginals, from the grand total
@@ -162,6 +186,11 @@ def make_workload(spec: str, n: int | str | tuple[int, ...] | None) -> Workload:
         raise DesignError(f"workload is {spec!r}; it must be a non-empty name")
     spec = spec.strip().lower()
     domain = parse_domain(n)
+    if spec == "pl94":
+        if domain is not None and domain not in (PL94_DOMAIN, (math.prod(PL94_DOMAIN),)):
+            raise DesignError(f"workload 'pl94' has domain {PL94_DOMAIN} (n = 2016) but n is {n!r}")
+        keys = [sum(1 << i for i in kept) for kept in PL94_MARGINALS.values()]
+        return marginals_workload("pl94", PL94_DOMAIN, keys)
     if spec == "marginals" or spec.startswith("marginals:"):
         parts = spec.split(":")[1:]
         if len(parts) > 2:
@@ -488,3 +517,47 @@ def compare_strategies(
             )
             out.append(evaluate_strategy(req, progress))
     return out
+
+
+def strategy_sweep(
+    workloads: tuple[str, ...],
+    ns: tuple[int, ...],
+    *,
+    privacies: tuple[str, ...] = ("zcdp", "pure"),
+    strategies: tuple[str, ...] = ("identity", "hierarchical", "wavelet", "optimized"),
+    seed: int = 0,
+    restarts: int = 4,
+    progress: Progress = None,
+) -> list[dict[str, Any]]:
+    """rootmse and SVD bound of every strategy for every (workload, n, privacy): one row
+    per evaluation (``rootmse``, ``svd_bound``, ``ratio``, optimiser method)."""
+    rows = []
+    for workload in workloads:
+        for privacy in privacies:
+            for n in ns:
+                for name in strategies:
+                    r = evaluate_strategy(
+                        StrategyRequest(
+                            workload, n, name, privacy=privacy, seed=seed, restarts=restarts
+                        ),
+                        progress=None,
+                    )
+                    rows.append(
+                        {
+                            "workload": workload,
+                            "n": n,
+                            "privacy": privacy,
+                            "strategy": name,
+                            "rootmse": r.rootmse,
+                            "svd_bound": r.svd_bound,
+                            "ratio": r.rootmse / r.svd_bound,
+                            "method": r.optimizer["method"] if r.optimizer else None,
+                            "seconds": r.seconds,
+                        }
+                    )
+                    if progress is not None:
+                        progress(
+                            f"design: {workload} n={n} {privacy} {name}: rootmse "
+                            f"{r.rootmse:.4g} (bound {r.svd_bound:.4g}, {r.seconds:.1f}s)"
+                        )
+    return rows
