@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import progress_printer
+from censusdp.cli._common import add_budget_arguments, progress_printer
 
 __all__ = ["register"]
 
@@ -67,6 +67,70 @@ def _small_n(args: argparse.Namespace) -> int:
 
     report = small_n_report(SmallNRequest(n=args.n, epsilon=args.epsilon, loss=args.loss))
     _emit(report.to_dict(), args.json, args.overwrite, report.format())
+    return 0
+
+
+def _allocation(args: argparse.Namespace) -> int:
+    from censusdp.cli._common import resolve_budget
+    from censusdp.design.allocation import (
+        AllocationRequest,
+        optimize_allocation,
+        own_target_workload,
+        revealed_target_workload,
+        simulate_errors,
+    )
+    from censusdp.design.report import load_targets, write_allocation
+
+    budget = resolve_budget(args)
+    if args.targets == "own":
+        targets = own_target_workload(budget)
+    elif args.targets == "revealed":
+        targets = revealed_target_workload(budget)
+    else:
+        targets = load_targets(args.targets)
+    say = progress_printer(args.quiet or args.json == "-")
+    report = optimize_allocation(
+        AllocationRequest(
+            budget,
+            targets=targets,
+            neighbours=args.neighbours,
+            denominator=args.denominator,
+            name=args.name or "",
+        ),
+        progress=say,
+    )
+    if args.simulate:
+        sims = {
+            "original": simulate_errors(
+                budget,
+                targets,
+                neighbours=args.neighbours,
+                trials=args.simulate,
+                seed=args.seed,
+                progress=say,
+            ),
+            "optimized": simulate_errors(
+                report.budget,
+                targets,
+                neighbours=args.neighbours,
+                trials=args.simulate,
+                seed=args.seed,
+                progress=say,
+            ),
+        }
+        report.extra["simulation"] = sims
+    text = report.format()
+    if args.simulate:
+        s = report.extra["simulation"]
+        text += (
+            f"\nsimulated ({args.simulate} trials, seed {args.seed}): original "
+            f"{s['original']['error']:.6g} +- {s['original']['standard_error']:.2g}, optimised "
+            f"{s['optimized']['error']:.6g} +- {s['optimized']['standard_error']:.2g}"
+        )
+    if args.out:
+        paths = write_allocation(report, args.out, overwrite=args.overwrite)
+        text += "\nwrote " + ", ".join(str(p) for p in paths.values())
+    _emit(report.to_dict(), args.json, args.overwrite, text)
     return 0
 
 
@@ -179,3 +243,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty OUT")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=_figures)
+
+    p = sub.add_parser(
+        "allocation",
+        help="optimise geolevel and query budget shares for a target workload",
+        description=(
+            "Choose geolevel and query shares that minimise the weighted mean squared error "
+            "per cell of a target workload of tables, each answered by least squares from "
+            "its geounit's noisy measurements (sigma^2 = 1/rho_q for bounded neighbours); "
+            "compare with the budget's own allocation and write a preset TOML."
+        ),
+        formatter_class=fmt,
+    )
+    add_budget_arguments(p, default_preset="pl94-2020")
+    p.add_argument(
+        "--targets",
+        default="own",
+        metavar="own|revealed|FILE.toml",
+        help="target workload: the budget's measured queries with weight 1 (own), weighted "
+        "by the square of their share of rho (revealed), or [[tables]] from a TOML file",
+    )
+    p.add_argument(
+        "--neighbours",
+        choices=["bounded", "unbounded"],
+        default="bounded",
+        help="noise variance 1/rho_q (bounded) or 1/(2 rho_q) (unbounded)",
+    )
+    p.add_argument("--denominator", type=int, default=10_000, help="shares are k/denominator")
+    p.add_argument(
+        "--name", default=None, help="name of the emitted preset (default NAME-optimized)"
+    )
+    p.add_argument(
+        "--simulate",
+        type=int,
+        default=0,
+        metavar="TRIALS",
+        help="also estimate both errors by Monte Carlo (discrete Gaussian noise, dense GLS)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulation")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="write allocation.json, NAME.toml and the heat table PNG here",
+    )
+    _add_output(p)
+    p.set_defaults(func=_allocation)

@@ -33,6 +33,7 @@ from censusdp.io.atomic import atomic_path, write_text
 __all__ = [
     "FIGURE_FILES",
     "make_figures",
+    "plot_allocation_heat",
     "plot_error_vs_n",
     "plot_small_n",
     "plot_strategy_comparison",
@@ -162,6 +163,60 @@ def plot_small_n(
         axm.set_xlabel("true count j")
         axm.set_ylabel("output i")
         fig.colorbar(im, ax=axm, fraction=0.046)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_allocation_heat(report: Any, path: Path) -> None:
+    """Heat tables of the share of the global budget per (geolevel, query), original
+    and optimised, annotated in percent, and the error of each geolevel."""
+    original = report.request.budget
+    new = report.budget
+    levels = list(original.geolevel_names)
+    queries = list(
+        dict.fromkeys(q for b in (original, new) for lv in levels for q in b.query_shares[lv])
+    )
+
+    def table(b: Any) -> np.ndarray:
+        out = np.full((len(levels), len(queries)), np.nan)
+        for i, lv in enumerate(levels):
+            for q, s in b.query_shares[lv].items():
+                out[i, queries.index(q)] = 100 * float(b.geolevel_shares[lv] * s)
+        return out
+
+    tables = {"original: " + original.name: table(original), "optimised: " + new.name: table(new)}
+    vmax = max(float(np.nanmax(t)) for t in tables.values())
+    fig = Figure(figsize=(14.0, 8.6))
+    grid = fig.add_gridspec(3, 1, height_ratios=(1, 1, 0.8))
+    for k, (title, t) in enumerate(tables.items()):
+        ax = fig.add_subplot(grid[k, 0])
+        im = ax.imshow(t, cmap="magma_r", vmin=0.0, vmax=vmax, aspect="auto")
+        for (i, j), v in np.ndenumerate(t):
+            if np.isfinite(v):
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white" if v > 0.6 * vmax else "black",
+                )
+        ax.set_yticks(range(len(levels)))
+        ax.set_yticklabels(levels, fontsize=8)
+        ax.set_xticks(range(len(queries)))
+        ax.set_xticklabels(queries if k == 1 else [], rotation=25, ha="right", fontsize=7)
+        ax.set_title(f"{title}: % of global rho per (geolevel, query)", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.02)
+    ax = fig.add_subplot(grid[2, 0])
+    x = np.arange(len(levels))
+    ax.bar(x - 0.2, [lv["original_error"] for lv in report.levels], 0.4, label="original")
+    ax.bar(x + 0.2, [lv["optimized_error"] for lv in report.levels], 0.4, label="optimised")
+    ax.set_xticks(x)
+    ax.set_xticklabels(levels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("weighted MSE per cell", fontsize=8)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
 

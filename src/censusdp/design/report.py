@@ -17,7 +17,7 @@ import numpy as np
 from censusdp.design._errors import DesignError
 from censusdp.io.atomic import write_text
 
-__all__ = ["check_output", "strict_json", "write_output"]
+__all__ = ["check_output", "load_targets", "strict_json", "write_allocation", "write_output"]
 
 
 def _plain(obj: Any) -> Any:
@@ -59,3 +59,63 @@ def write_output(text: str, path: str | os.PathLike[str], *, overwrite: bool = F
         raise DesignError(f"{p} is a directory; give a file name")
     write_text(text, p)
     return p
+
+
+def load_targets(path: str | os.PathLike[str]) -> tuple[Any, ...]:
+    """Read a target workload TOML: ``[[tables]]`` with ``geolevel``, ``query``, ``weight``.
+
+    Raises:
+        DesignError: naming the file, the entry and the problem.
+    """
+    import tomllib
+
+    from censusdp.design.allocation import TargetTable
+
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DesignError(f"{p}: cannot read target workload: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DesignError(f"{p}: invalid TOML: {exc}") from None
+    tables = data.get("tables")
+    if not isinstance(tables, list) or not tables:
+        raise DesignError(f"{p}: expected a non-empty array of [[tables]]")
+    out = []
+    for i, t in enumerate(tables):
+        if not isinstance(t, dict) or not {"geolevel", "query"} <= set(t):
+            raise DesignError(f"{p}: tables[{i}] needs keys 'geolevel' and 'query'")
+        extra = set(t) - {"geolevel", "query", "weight"}
+        if extra:
+            raise DesignError(f"{p}: tables[{i}] has unknown key {sorted(extra)[0]!r}")
+        try:
+            out.append(TargetTable(str(t["geolevel"]), str(t["query"]), t.get("weight", 1.0)))
+        except DesignError as exc:
+            raise DesignError(f"{p}: tables[{i}]: {exc}") from None
+    return tuple(out)
+
+
+def write_allocation(
+    report: Any, out_dir: str | os.PathLike[str], *, overwrite: bool = False
+) -> dict[str, Path]:
+    """Write ``allocation.json``, the preset ``<name>.toml`` and the heat table PNG."""
+    from censusdp.design.allocation import budget_to_toml
+    from censusdp.design.figures import plot_allocation_heat
+
+    out = check_output(out_dir, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out / "allocation.json",
+        "preset": out / f"{report.budget.name}.toml",
+        "heat": out / "design_allocation_heat.png",
+    }
+    write_text(strict_json(report.to_dict()), paths["json"])
+    header = [
+        f"{report.budget.description}.",
+        f"Written by censusdp design allocation (censusdp {report.to_dict()['package_version']}).",
+        f"Target workload error (weighted MSE per cell): {report.original_error:.6g} with "
+        f"{report.request.budget.name}, {report.optimized_error:.6g} with this allocation.",
+    ]
+    write_text(budget_to_toml(report.budget, header), paths["preset"])
+    plot_allocation_heat(report, paths["heat"])
+    return paths
