@@ -1,8 +1,9 @@
 """The design lab's figures and their numbers (``censusdp design figures``).
 
 Computes the sweeps with the library (:func:`~censusdp.design.strategy.strategy_sweep`,
-:func:`~censusdp.design.small_n.small_n_sweep` and, for the allocation, the functions
-of :mod:`censusdp.design.allocation`), then writes PNG figures and one strict JSON file
+:func:`~censusdp.design.small_n.small_n_sweep` and
+:func:`~censusdp.design.allocation.optimize_allocation` for ``pl94-2020`` on its own
+target workload), then writes PNG figures and one strict JSON file
 with every plotted number and the seed. Plots use matplotlib's object API (``Figure``
 and an Agg canvas), never ``pyplot``.
 """
@@ -20,6 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from censusdp import __version__
+from censusdp.budget import load_preset
+from censusdp.design.allocation import AllocationRequest, optimize_allocation
 from censusdp.design.report import check_output, strict_json
 from censusdp.design.small_n import (
     fair_mechanism,
@@ -43,6 +46,7 @@ FIGURE_FILES: dict[str, str] = {
     "error_vs_n": "design_error_vs_n.png",
     "strategy_comparison": "design_strategy_comparison.png",
     "small_n": "design_small_n.png",
+    "allocation_heat": "design_allocation_heat.png",
 }
 
 Progress = Callable[[str], None] | None
@@ -288,6 +292,10 @@ def make_figures(
         )[0],
     }
     plot_small_n(small, matrices, eps0, out / FIGURE_FILES["small_n"])
+    if progress is not None:
+        progress("design: allocation for pl94-2020 on its own target workload")
+    alloc = optimize_allocation(AllocationRequest(load_preset("pl94-2020")))
+    plot_allocation_heat(alloc, out / FIGURE_FILES["allocation_heat"])
     numbers: dict[str, Any] = {
         "seed": seed,
         "restarts": restarts,
@@ -295,6 +303,7 @@ def make_figures(
         "strategy_comparison": comparison,
         "small_n_sweep": small,
         "small_n_matrices": {k: v.tolist() for k, v in matrices.items()},
+        "allocation": alloc.to_dict(),
         "figures": dict(FIGURE_FILES),
     }
     numbers["seconds"] = round(time.perf_counter() - start, 2)
