@@ -260,3 +260,10 @@ def test_cli_writes_preset_json_and_heat_table(
     assert preset.total == load_preset("pl94-2020").total
     assert main(argv) == 2  # refuses to overwrite
     assert "pass --overwrite" in capsys.readouterr().err
+
+
+def test_simulate_trials_validated() -> None:
+    req = AllocationRequest(load_preset("pl94-2020"))
+    for bad in (1, -2, True):
+        with pytest.raises(DesignError, match="simulate_trials is"):
+            optimize_allocation(req, simulate_trials=bad)

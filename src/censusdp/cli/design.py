@@ -72,61 +72,23 @@ def _small_n(args: argparse.Namespace) -> int:
 
 def _allocation(args: argparse.Namespace) -> int:
     from censusdp.cli._common import resolve_budget
-    from censusdp.design.allocation import (
-        AllocationRequest,
-        optimize_allocation,
-        own_target_workload,
-        revealed_target_workload,
-        simulate_errors,
-    )
-    from censusdp.design.report import load_targets, write_allocation
+    from censusdp.design.allocation import AllocationRequest, optimize_allocation
+    from censusdp.design.report import resolve_targets, write_allocation
 
     budget = resolve_budget(args)
-    if args.targets == "own":
-        targets = own_target_workload(budget)
-    elif args.targets == "revealed":
-        targets = revealed_target_workload(budget)
-    else:
-        targets = load_targets(args.targets)
-    say = progress_printer(args.quiet or args.json == "-")
     report = optimize_allocation(
         AllocationRequest(
             budget,
-            targets=targets,
+            targets=resolve_targets(args.targets, budget),
             neighbours=args.neighbours,
             denominator=args.denominator,
             name=args.name or "",
         ),
-        progress=say,
+        progress=progress_printer(args.quiet or args.json == "-"),
+        simulate_trials=args.simulate,
+        seed=args.seed,
     )
-    if args.simulate:
-        sims = {
-            "original": simulate_errors(
-                budget,
-                targets,
-                neighbours=args.neighbours,
-                trials=args.simulate,
-                seed=args.seed,
-                progress=say,
-            ),
-            "optimized": simulate_errors(
-                report.budget,
-                targets,
-                neighbours=args.neighbours,
-                trials=args.simulate,
-                seed=args.seed,
-                progress=say,
-            ),
-        }
-        report.extra["simulation"] = sims
     text = report.format()
-    if args.simulate:
-        s = report.extra["simulation"]
-        text += (
-            f"\nsimulated ({args.simulate} trials, seed {args.seed}): original "
-            f"{s['original']['error']:.6g} +- {s['original']['standard_error']:.2g}, optimised "
-            f"{s['optimized']['error']:.6g} +- {s['optimized']['standard_error']:.2g}"
-        )
     if args.out:
         paths = write_allocation(report, args.out, overwrite=args.overwrite)
         text += "\nwrote " + ", ".join(str(p) for p in paths.values())

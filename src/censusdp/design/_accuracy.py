@@ -12,7 +12,8 @@ squared error is
 ``Delta A``), valid when ``A`` supports ``W`` (every workload query is a linear
 combination of strategy queries: ``W A^+ A = W``). ``sens(A)`` is the largest column
 L2 norm under zCDP / Gaussian noise and the largest column L1 norm under pure DP /
-Laplace or geometric noise. Everything here is in units of ``sigma^2 = 1`` with the
+Laplace or geometric noise (Abowd & Schmutte, appendix C, Thm. 3; Li et al. 2015,
+Prop. 4). Everything here is in units of ``sigma^2 = 1`` with the
 strategy rescaled to sensitivity 1 (``TSE`` does not change when ``A`` is scaled).
 
 The SVD bound (Li & Miklau 2013, "Optimal error of query sets under the

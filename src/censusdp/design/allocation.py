@@ -489,6 +489,14 @@ class AllocationReport:
                 f"{lv['optimized_share_float']:>8.4f} {lv['original_error']:>10.4g} "
                 f"{lv['optimized_error']:>10.4g} {lv['optimality_gap']:>8.1e}"
             )
+        sim = self.extra.get("simulation")
+        if sim:
+            o, n = sim["original"], sim["optimized"]
+            lines.append(
+                f"simulated ({o['trials']} trials, seed {o['seed']}): original "
+                f"{o['error']:.6g} +- {o['standard_error']:.2g}, optimised {n['error']:.6g} "
+                f"+- {n['standard_error']:.2g}"
+            )
         return "\n".join(lines)
 
 
@@ -522,13 +530,29 @@ def _allocation_error(
     return sum(per_level.values()), per_level, per_table
 
 
-def optimize_allocation(request: AllocationRequest, progress: Progress = None) -> AllocationReport:
+def optimize_allocation(
+    request: AllocationRequest,
+    progress: Progress = None,
+    *,
+    simulate_trials: int = 0,
+    seed: int = 0,
+) -> AllocationReport:
     """Optimise query and geolevel shares for the request's target workload.
 
     Candidate queries at each geolevel are the budget's measured queries there; the
     optimiser may drop some (share below ``min_share``). See the module docstring for the
-    objective and the algorithm.
+    objective and the algorithm. With ``simulate_trials > 0`` both allocations are also
+    checked by Monte Carlo (:func:`simulate_errors`, seeded by ``seed``), stored under
+    ``extra["simulation"]``.
     """
+    if (
+        isinstance(simulate_trials, bool)
+        or not isinstance(simulate_trials, int)
+        or simulate_trials < 0
+    ):
+        raise DesignError(f"simulate_trials is {simulate_trials!r}; it must be an integer >= 0")
+    if simulate_trials == 1:
+        raise DesignError("simulate_trials is 1; a standard error needs at least 2 trials")
     budget = request.budget
     targets = request.targets or ()
     kappa = NEIGHBOURS[request.neighbours]
@@ -631,6 +655,19 @@ def optimize_allocation(request: AllocationRequest, progress: Progress = None) -
         }
         for t in targets
     ]
+    extra: dict[str, Any] = {}
+    if simulate_trials:
+        extra["simulation"] = {
+            label: simulate_errors(
+                b,
+                targets,
+                neighbours=request.neighbours,
+                trials=simulate_trials,
+                seed=seed,
+                progress=progress,
+            )
+            for label, b in (("original", budget), ("optimized", new_budget))
+        }
     return AllocationReport(
         request=request,
         budget=new_budget,
@@ -639,6 +676,7 @@ def optimize_allocation(request: AllocationRequest, progress: Progress = None) -
         original_error=orig_total,
         optimized_error=new_total,
         continuous_error=sqrt_cont**2 / (kappa * rho),
+        extra=extra,
     )
 
 

@@ -265,19 +265,7 @@ def make_figures(
             r = evaluate_strategy(
                 StrategyRequest("pl94", None, name, privacy=privacy, seed=seed, restarts=restarts)
             )
-            comparison.append(
-                {
-                    "workload": "pl94",
-                    "n": r.n,
-                    "privacy": privacy,
-                    "strategy": name,
-                    "rootmse": r.rootmse,
-                    "svd_bound": r.svd_bound,
-                    "ratio": r.rootmse / r.svd_bound,
-                    "method": r.optimizer["method"] if r.optimizer else None,
-                    "seconds": r.seconds,
-                }
-            )
+            comparison.append(r.row())
     plot_strategy_comparison(comparison, out / FIGURE_FILES["strategy_comparison"])
     if progress is not None:
         progress("design: small-n sweep")

@@ -17,7 +17,14 @@ import numpy as np
 from censusdp.design._errors import DesignError
 from censusdp.io.atomic import write_text
 
-__all__ = ["check_output", "load_targets", "strict_json", "write_allocation", "write_output"]
+__all__ = [
+    "check_output",
+    "load_targets",
+    "resolve_targets",
+    "strict_json",
+    "write_allocation",
+    "write_output",
+]
 
 
 def _plain(obj: Any) -> Any:
@@ -119,3 +126,14 @@ def write_allocation(
     write_text(budget_to_toml(report.budget, header), paths["preset"])
     plot_allocation_heat(report, paths["heat"])
     return paths
+
+
+def resolve_targets(spec: str, budget: Any) -> tuple[Any, ...]:
+    """``"own"``, ``"revealed"`` (see :mod:`censusdp.design.allocation`) or a TOML path."""
+    from censusdp.design.allocation import own_target_workload, revealed_target_workload
+
+    if spec == "own":
+        return own_target_workload(budget)
+    if spec == "revealed":
+        return revealed_target_workload(budget)
+    return load_targets(spec)

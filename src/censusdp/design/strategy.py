@@ -355,6 +355,20 @@ class StrategyReport:
             "package_version": __version__,
         }
 
+    def row(self) -> dict[str, Any]:
+        """A flat record for sweeps and figures."""
+        return {
+            "workload": self.request.workload,
+            "n": self.n,
+            "privacy": self.request.privacy,
+            "strategy": self.request.strategy,
+            "rootmse": self.rootmse,
+            "svd_bound": self.svd_bound,
+            "ratio": self.rootmse / self.svd_bound,
+            "method": self.optimizer["method"] if self.optimizer else None,
+            "seconds": self.seconds,
+        }
+
     def format(self) -> str:
         """One human-readable paragraph."""
         d = self.to_dict()
@@ -542,19 +556,7 @@ def strategy_sweep(
                         ),
                         progress=None,
                     )
-                    rows.append(
-                        {
-                            "workload": workload,
-                            "n": n,
-                            "privacy": privacy,
-                            "strategy": name,
-                            "rootmse": r.rootmse,
-                            "svd_bound": r.svd_bound,
-                            "ratio": r.rootmse / r.svd_bound,
-                            "method": r.optimizer["method"] if r.optimizer else None,
-                            "seconds": r.seconds,
-                        }
-                    )
+                    rows.append(r.row())
                     if progress is not None:
                         progress(
                             f"design: {workload} n={n} {privacy} {name}: rootmse "
