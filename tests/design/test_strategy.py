@@ -249,6 +249,19 @@ def test_kronecker_workload_matches_dense(privacy: str) -> None:
         assert r.svd_bound == pytest.approx(ref_svd_bound(w), rel=1e-9)
 
 
+def test_marginals_spellings() -> None:
+    ref = make_workload("marginals:2x3x4:2", None)
+    for spec, n in (
+        ("marginals:2,3,4:2", None),
+        ("marginals:2", "2x3x4"),
+        ("marginals:2way", "2,3,4"),
+        ("marginals:2x3x4:2-way", 24),
+    ):
+        w = make_workload(spec, n)
+        assert w.domain == (2, 3, 4) and w.marginal_keys == ref.marginal_keys, spec
+    assert make_workload("marginals:2,3,4", None).m == 1 + 2 + 3 + 4 + 6 + 8 + 12 + 24
+
+
 def test_workload_strategy_on_marginals() -> None:
     # the union-of-marginals workload answered by itself: sens_L1 = number of marginals
     w = explicit_marginals((2, 3, 4), list(range(8)), [1.0] * 8)
@@ -388,3 +401,14 @@ def test_cli_errors_and_output_file(tmp_path, capsys: pytest.CaptureFixture[str]
     assert target.read_text() == "keep me"
     assert main([*argv, "--overwrite"]) == 0
     assert json.loads(target.read_text())["rootmse"] == pytest.approx(math.sqrt(36 / 8))
+
+
+def test_design_group_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["design"]) == 2
+    out = capsys.readouterr().out
+    for sub in ("strategy", "small-n", "allocation", "figures"):
+        assert sub in out
+    with pytest.raises(SystemExit) as exc:
+        main(["design", "strategy", "--help"])
+    assert exc.value.code == 0
+    assert "(default: 2)" in capsys.readouterr().out  # --branching shows its default

@@ -126,7 +126,7 @@ _FORMULATIONS = {
 
 
 def parse_domain(n: int | str | tuple[int, ...] | list[int] | None) -> tuple[int, ...] | None:
-    """``64``, ``"64"``, ``"2x2x63"`` or ``(2, 2, 63)`` as a tuple of attribute sizes."""
+    """``64``, ``"64"``, ``"2x2x63"`` (or ``"2,2,63"``) or ``(2, 2, 63)`` as attribute sizes."""
     if n is None:
         return None
     if isinstance(n, bool):
@@ -134,7 +134,7 @@ def parse_domain(n: int | str | tuple[int, ...] | list[int] | None) -> tuple[int
     if isinstance(n, int | np.integer):
         parts: list[Any] = [int(n)]
     elif isinstance(n, str):
-        text = n.strip().lower()
+        text = n.strip().lower().replace(",", "x")
         parts = text.split("x") if text else []
         try:
             parts = [int(p) for p in parts]
@@ -152,8 +152,12 @@ def parse_domain(n: int | str | tuple[int, ...] | list[int] | None) -> tuple[int
 
 
 def _parse_ways(text: str, d: int) -> list[int] | None:
+    text = text.strip()
     if text == "all":
         return None
+    for suffix in ("-way", "way"):  # "2way", "2-way"
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
     try:
         ways = sorted({int(t) for t in text.split(",") if t.strip()})
     except ValueError:
@@ -177,7 +181,8 @@ def make_workload(spec: str, n: int | str | tuple[int, ...] | None) -> Workload:
         ``marginals:D1xD2x...[:WAYS]`` or ``marginals[:WAYS]`` with ``n = "D1xD2..."``:
         the marginals of a ``d``-attribute histogram with ``WAYS`` kept attributes
         (``all``, the default: every one of the ``2^d`` marginals, from the grand total
-        to the full table; ``2``: all two-way marginals; ``1,2``: one- and two-way).
+        to the full table; ``2`` or ``2way``: all two-way marginals; ``1,2``: one- and
+        two-way). Sizes may also be separated by commas (``marginals:2,3,4:2``).
 
     Raises:
         DesignError: for an unknown name, a missing or inconsistent ``n``.
@@ -196,7 +201,13 @@ def make_workload(spec: str, n: int | str | tuple[int, ...] | None) -> Workload:
         if len(parts) > 2:
             raise DesignError(f"workload {spec!r}: use marginals:D1xD2x...[:WAYS]")
         spec_domain = None
-        if parts and "x" in parts[0]:
+        # the first part is the domain when it has an "x", when a ways part follows, or
+        # when it is a comma list and n does not give the domain ("marginals:2,3,4")
+        if parts and (
+            "x" in parts[0]
+            or len(parts) == 2
+            or ("," in parts[0] and (domain is None or len(domain) == 1))
+        ):
             spec_domain = parse_domain(parts.pop(0))
         if spec_domain is not None and domain is not None:
             if domain not in (spec_domain, (math.prod(spec_domain),)):
