@@ -86,10 +86,11 @@ class OptimizerResult:
 def default_p(n: int, norm: int) -> int:
     """Rows of ``Theta`` by default: ``n / 16`` for pure DP (the HDMM default for 1-D
     range workloads) but at least 2 (all-range, n = 32: p = 1 gives rootmse 3.196, p = 2
-    3.181), and ``n / 4`` for zCDP, where the optimum needs more rows to get close to
-    the SVD bound (all-range, n = 256: p = 16 / 32 / 64 give 3.27 / 3.04 / 2.93 against
-    a bound of 2.88); never more than ``n``, at least 1."""
-    return max(1, min(n, max(2, n // 16) if norm == 1 else n // 4))
+    3.181), and ``n / 4`` for zCDP, where p-identity needs more rows to get close to the
+    SVD bound (all-range, n = 256: p = 16 / 32 / 64 give 3.27 / 3.04 / 2.93 against a
+    bound of 2.88); at most 64 (an evaluation costs ``O(n^2 p)``) and ``n``, at least 1."""
+    p = max(2, n // 16) if norm == 1 else n // 4
+    return max(1, min(n, 64, p))
 
 
 def _scales(theta: np.ndarray, norm: int) -> np.ndarray:
@@ -227,6 +228,8 @@ class _FullRank:
 
     def solve(self, gram: np.ndarray, b: np.ndarray, maxiter: int) -> tuple[np.ndarray, int]:
         n = gram.shape[0]
+        if maxiter <= 0:  # keep the start (the eigen-design)
+            return b, 0
         scale = max(float(np.trace(gram)), 1e-300)
 
         def fun(x: np.ndarray) -> tuple[float, np.ndarray]:

@@ -116,11 +116,17 @@ _FACTORS: dict[str, Callable[[int], Factor]] = {
 
 Progress = Callable[[str], None] | None
 
+FULL_RANK_MAX_N = 512
+"""Largest attribute whose full-rank zCDP candidate is refined by L-BFGS-B (``n^2``
+variables, ``O(n^3)`` per evaluation); beyond it the eigen-design itself is the
+candidate."""
+
 _FORMULATIONS = {
     "kron-pidentity": "Kronecker product of p-identity strategies [I; Theta] D (HDMM OPT_0 / "
     "OPT_x), L-BFGS-B from the identity and random starts",
     "kron-full": "Kronecker product of full-rank strategies B diag(1/||b_j||_2), started at "
-    "the eigen-design Sigma^(1/2) V^T of W^T W (zCDP only)",
+    "the eigen-design Sigma^(1/2) V^T of W^T W and refined by L-BFGS-B up to 512 cells per "
+    "attribute (zCDP only)",
     "marginals": "non-negative weights on all 2^d marginals (HDMM OPT_M)",
 }
 
@@ -433,7 +439,7 @@ def _optimized(
                 workload,
                 2,
                 rng,
-                maxiter=request.maxiter,
+                maxiter=request.maxiter if max(workload.domain) <= FULL_RANK_MAX_N else 0,
                 parametrization="full",
                 progress=progress,
             )
