@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "attack",
     "budget",
     "demo",
+    "design",
     "evaluate",
     "generate",
     "protect",

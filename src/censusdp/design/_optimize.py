@@ -1,0 +1,435 @@
+"""Strategy optimisation in the style of HDMM (numerics only, no I/O).
+
+Written for censusdp from the method of McKenna, Miklau, Hay & Machanavajjhala (2018),
+"Optimizing error of high-dimensional statistical queries under differential
+privacy", PVLDB 11(10):
+
+* ``p``-identity strategies (sec. 5.1): ``A(Theta) = [I; Theta] D``, ``Theta >= 0`` of
+  size ``p x n``, ``D`` the diagonal that gives every column norm 1 (L1 for pure DP,
+  ``D_jj = 1 / (1 + sum_i Theta_ij)``; L2 for zCDP, ``D_jj = 1 / sqrt(1 + sum_i
+  Theta_ij^2)``). The objective is ``f(Theta) = ||W A^+||_F^2 = tr(G' M^{-1})`` with
+  ``G = W^T W``, ``s = 1 / diag(D)``, ``G' = diag(s) G diag(s)`` and ``M = I + Theta^T
+  Theta``. With ``K = I_p + Theta Theta^T`` (Woodbury) ``M^{-1} = I - Theta^T K^{-1}
+  Theta`` and ``Theta M^{-1} = K^{-1} Theta``, so
+
+      f = tr(G') - <K^{-1} Theta, Theta G'>,
+      grad f = -2 K^{-1} Theta G' M^{-1} + 2 (d s / d Theta) . v,
+      v_j = (G' M^{-1})_jj / s_j,
+
+  with ``d s_j / d Theta_ij = 1`` (L1) or ``Theta_ij / s_j`` (L2): ``O(n^2 p)`` per
+  evaluation. Minimised with L-BFGS-B (bounds ``Theta >= 0``) from several random
+  starts drawn from the caller's seeded generator.
+* Full-rank strategies for zCDP: ``A = B diag(1 / ||b_j||_2)`` with ``B`` n x n, started
+  at the eigen-design ``Sigma^{1/2} V^T`` of ``W^T W`` (Li & Miklau 2013); the L2
+  error is convex in ``A^T A`` (Yuan et al. 2016), so a local search from there finds
+  the optimum that HDMM reaches with its convex solver for L2.
+* Kronecker strategies for unions of Kronecker products (sec. 6.2, OPT_x): ``A = A_1
+  (x) ... (x) A_d`` with each ``A_i`` p-identity; the error ``sum_t w_t^2 prod_i e_ti``
+  is linear in each attribute's ``tr(G_ti (A_i^T A_i)^{-1})``, so block coordinate
+  descent solves, for one attribute at a time, a p-identity problem on the weighted
+  Gram ``sum_t c_t G_ti``, ``c_t = w_t^2 prod_{l != i} e_tl``.
+* Marginals strategies (sec. 6.3, OPT_M): weights ``theta_K`` on all ``2^d``
+  marginals; in the common eigenbasis of marginal Gram matrices the error is
+  ``sum_S dim(S) lambda_W(S) / sum_K theta_K^2 c_K(S)`` times ``(sum theta)^2`` (L1) or
+  ``sum theta^2`` (L2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import minimize
+
+from censusdp.design._accuracy import marginal_eigen
+from censusdp.design._matrices import KronStrategy, MarginalsStrategy, Workload
+from censusdp.errors import InternalError
+
+__all__ = [
+    "OptimizerResult",
+    "default_p",
+    "eigen_design",
+    "fullrank_objective",
+    "optimize_kron",
+    "optimize_marginals",
+    "pidentity_matrix",
+    "pidentity_objective",
+]
+
+Progress = Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class OptimizerResult:
+    """An optimised strategy and how it was found.
+
+    Attributes:
+        strategy: the strategy (columns normalised to sensitivity 1).
+        objective: its ``sens(A)^2 ||W A^+||_F^2`` as the optimiser computed it.
+        method: ``"kron-pidentity"`` or ``"marginals"``.
+        restarts: number of starts run.
+        evaluations: objective evaluations over all starts.
+        restart_objectives: the final objective of every start.
+    """
+
+    strategy: KronStrategy | MarginalsStrategy
+    objective: float
+    method: str
+    restarts: int
+    evaluations: int
+    restart_objectives: tuple[float, ...]
+
+
+def default_p(n: int, norm: int) -> int:
+    """Rows of ``Theta`` by default: ``n / 16`` for pure DP (the HDMM default for 1-D
+    range workloads) but at least 2 (all-range, n = 32: p = 1 gives rootmse 3.196, p = 2
+    3.181), and ``n / 4`` for zCDP, where p-identity needs more rows to get close to the
+    SVD bound (all-range, n = 256: p = 16 / 32 / 64 give 3.27 / 3.04 / 2.93 against a
+    bound of 2.88); at most 64 (an evaluation costs ``O(n^2 p)``) and ``n``, at least 1."""
+    p = max(2, n // 16) if norm == 1 else n // 4
+    return max(1, min(n, 64, p))
+
+
+def _scales(theta: np.ndarray, norm: int) -> np.ndarray:
+    if norm == 1:
+        return 1.0 + theta.sum(axis=0)
+    return np.sqrt(1.0 + np.square(theta).sum(axis=0))
+
+
+def pidentity_objective(
+    x: np.ndarray, gram: np.ndarray, p: int, norm: int
+) -> tuple[float, np.ndarray]:
+    """``f(Theta) = ||W A(Theta)^+||_F^2`` and its gradient (see the module docstring).
+
+    Args:
+        x: ``Theta`` flattened (``p * n`` values).
+        gram: ``W^T W`` (n x n).
+        p: rows of ``Theta``.
+        norm: 1 (L1 column normalisation) or 2 (L2).
+    """
+    n = gram.shape[0]
+    theta = x.reshape(p, n)
+    s = _scales(theta, norm)
+    gp = gram * np.outer(s, s)
+    k = np.eye(p) + theta @ theta.T
+    k_theta = np.linalg.solve(k, theta)  # K^{-1} Theta = Theta M^{-1}
+    g_theta = gp @ theta.T  # G' Theta^T, n x p
+    f = float(np.trace(gp) - np.sum(k_theta * g_theta.T))
+    g_minv = gp - g_theta @ k_theta  # G' M^{-1}
+    grad = -2.0 * (k_theta @ g_minv)
+    v = np.diag(g_minv) / s
+    if norm == 1:
+        grad += 2.0 * v[None, :]
+    else:
+        grad += 2.0 * v[None, :] * theta / s[None, :]
+    return f, grad.ravel()
+
+
+def pidentity_matrix(theta: np.ndarray, norm: int) -> np.ndarray:
+    """``[I; Theta] D`` with every column of norm 1 (L1 or L2)."""
+    n = theta.shape[1]
+    a = np.vstack([np.eye(n), theta])
+    return a / _scales(theta, norm)[None, :]
+
+
+def _minimise_pidentity(
+    gram: np.ndarray, theta0: np.ndarray, norm: int, maxiter: int
+) -> tuple[np.ndarray, float, int]:
+    p, n = theta0.shape
+    scale = max(float(np.trace(gram)), 1e-300)
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        f, g = pidentity_objective(x, gram, p, norm)
+        return f / scale, g / scale
+
+    res = minimize(
+        fun,
+        theta0.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, None)] * (p * n),
+        options={"maxiter": maxiter},
+    )
+    theta = np.clip(res.x, 0.0, None).reshape(p, n)
+    return theta, pidentity_objective(theta.ravel(), gram, p, norm)[0], int(res.nfev)
+
+
+def fullrank_objective(x: np.ndarray, gram: np.ndarray) -> tuple[float, np.ndarray]:
+    """``f(B) = ||W A^+||_F^2`` for ``A = B diag(1 / ||b_j||_2)`` (n x n) and its gradient.
+
+    With ``s_j = ||b_j||``, ``G' = diag(s) G diag(s)`` and ``X = B^T B``: ``f =
+    tr(G' X^{-1})`` and ``grad f = -2 B X^{-1} G' X^{-1} + 2 B diag(v / s)``, ``v_j =
+    (G' X^{-1})_jj / s_j``. Every positive definite ``A^T A`` with unit diagonal (every
+    L2-sensitivity-1 strategy Gram) is reachable, and the error is convex in ``A^T A``
+    (Yuan et al. 2016, "Convex optimization for linear query processing under
+    approximate differential privacy"), so this parametrisation has no spurious local
+    minima to fear. L2 only.
+    """
+    n = gram.shape[0]
+    b = x.reshape(n, n)
+    s = np.sqrt(np.square(b).sum(axis=0))
+    gp = gram * np.outer(s, s)
+    xtx = b.T @ b
+    try:
+        factor = scipy.linalg.cho_factor(xtx, lower=True, check_finite=False)
+        xinv = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
+    except np.linalg.LinAlgError:
+        xinv = np.linalg.pinv(xtx, hermitian=True)
+    g_xinv = gp @ xinv
+    f = float(np.trace(g_xinv))
+    grad = -2.0 * b @ (xinv @ g_xinv) + 2.0 * b * (np.diag(g_xinv) / np.square(s))[None, :]
+    return f, grad.ravel()
+
+
+def eigen_design(gram: np.ndarray) -> np.ndarray:
+    """``Sigma^{1/2} V^T`` for ``W^T W = V Sigma^2 V^T``: the strategy whose error meets
+    the SVD bound when its columns have equal norms (Li & Miklau 2013, sec. 4); a
+    small ridge (``1e-3`` of the mean eigenvalue) keeps it full rank."""
+    vals, vecs = np.linalg.eigh(gram)
+    vals = np.clip(vals, 0.0, None)
+    vals = vals + 1e-3 * max(float(vals.mean()), 1e-300)
+    return np.sqrt(np.sqrt(vals))[:, None] * vecs.T
+
+
+class _PIdentity:
+    """Block parametrisation ``[I; Theta] D`` (rows of Theta ``p``)."""
+
+    def __init__(self, p: int | None, norm: int) -> None:
+        self.p, self.norm = p, norm
+
+    def rows(self, n: int) -> int:
+        """Rows of Theta for an attribute of ``n`` cells (at most ``n``)."""
+        p = self.p if self.p is not None else default_p(n, self.norm)
+        return max(1, min(p, n))
+
+    def start(self, n: int, gram: np.ndarray, rng: np.random.Generator, first: bool) -> np.ndarray:
+        p = self.rows(n)
+        return np.zeros((p, n)) if first else rng.uniform(0.0, 1.0, size=(p, n))
+
+    def matrix(self, theta: np.ndarray) -> np.ndarray:
+        return pidentity_matrix(theta, self.norm)
+
+    def solve(self, gram: np.ndarray, theta: np.ndarray, maxiter: int) -> tuple[np.ndarray, int]:
+        theta, _, nfev = _minimise_pidentity(gram, theta, self.norm, maxiter)
+        return theta, nfev
+
+
+class _FullRank:
+    """Block parametrisation ``B diag(1 / ||b_j||)`` (L2 only), started at the eigen-design."""
+
+    def start(self, n: int, gram: np.ndarray, rng: np.random.Generator, first: bool) -> np.ndarray:
+        return eigen_design(gram)
+
+    def matrix(self, b: np.ndarray) -> np.ndarray:
+        return b / np.sqrt(np.square(b).sum(axis=0))[None, :]
+
+    def solve(self, gram: np.ndarray, b: np.ndarray, maxiter: int) -> tuple[np.ndarray, int]:
+        n = gram.shape[0]
+        if maxiter <= 0:  # keep the start (the eigen-design)
+            return b, 0
+        scale = max(float(np.trace(gram)), 1e-300)
+
+        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+            f, g = fullrank_objective(x, gram)
+            return f / scale, g / scale
+
+        res = minimize(fun, b.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
+        out = res.x.reshape(n, n)
+        if fun(out.ravel())[0] > fun(b.ravel())[0]:
+            out = b
+        return out, int(res.nfev)
+
+
+def _block_descent(
+    workload: Workload,
+    param: _PIdentity | _FullRank,
+    blocks: list[np.ndarray],
+    maxiter: int,
+    rounds: int,
+) -> tuple[float, list[np.ndarray], int]:
+    """Block coordinate descent over attributes from ``blocks``; returns the error
+    ``sum_t w_t^2 prod_i tr(G_ti (A_i^T A_i)^{-1})``, the blocks and evaluations."""
+    weights2 = np.array([w**2 for w, _ in workload.terms])
+    d = len(workload.domain)
+
+    def traces(i: int, block: np.ndarray) -> np.ndarray:
+        a = param.matrix(block)
+        inv = np.linalg.pinv(a.T @ a, hermitian=True)
+        return np.array([float(np.sum(f[i].gram * inv)) for _, f in workload.terms])
+
+    e = np.column_stack([traces(i, blk) for i, blk in enumerate(blocks)])
+    value = float(weights2 @ np.prod(e, axis=1))
+    evaluations = 0
+    for _ in range(rounds if d > 1 else 1):
+        before = value
+        for i in range(d):
+            coef = weights2 * np.prod(np.delete(e, i, axis=1), axis=1)
+            gram = sum(c * f[i].gram for c, (_, f) in zip(coef, workload.terms, strict=True))
+            blocks[i], nfev = param.solve(gram, blocks[i], maxiter)
+            evaluations += nfev
+            e[:, i] = traces(i, blocks[i])
+            value = float(weights2 @ np.prod(e, axis=1))
+        if before - value <= 1e-7 * abs(before):
+            break
+    return value, blocks, evaluations
+
+
+def _attribute_grams(workload: Workload) -> list[np.ndarray]:
+    """Per attribute, ``sum_t w_t^2 G_ti`` (the Gram the first sweep starts from)."""
+    out = []
+    for i in range(len(workload.domain)):
+        out.append(sum(w**2 * f[i].gram for w, f in workload.terms))
+    return out
+
+
+def optimize_kron(
+    workload: Workload,
+    norm: int,
+    rng: np.random.Generator,
+    *,
+    restarts: int = 4,
+    p: int | None = None,
+    maxiter: int = 1000,
+    rounds: int = 10,
+    parametrization: str = "pidentity",
+    progress: Progress = None,
+) -> OptimizerResult:
+    """OPT_x: a Kronecker product of one optimised strategy per attribute.
+
+    ``parametrization="pidentity"``: each factor is p-identity. The first start is the
+    identity strategy (``Theta_i = 0``), so the result is never worse than identity;
+    each of the ``restarts`` others draws every ``Theta_i`` uniformly from ``[0, 1)``.
+    ``parametrization="full"`` (L2 only): each factor is a full n x n matrix, started
+    once at the eigen-design of its attribute's Gram (:func:`eigen_design`).
+
+    A start runs block coordinate descent (each block an L-BFGS-B solve warm-started at
+    the current factor) for at most ``rounds`` sweeps, stopping when a sweep improves
+    the error by less than ``1e-7`` relative. One sweep is exact for one attribute.
+    """
+    param: _PIdentity | _FullRank
+    if parametrization == "pidentity":
+        param = _PIdentity(p, norm)
+        starts = restarts + 1
+    elif parametrization == "full":
+        if norm != 2:
+            raise ValueError("the full-rank parametrisation is for L2 (zCDP) only")
+        param = _FullRank()
+        starts = 1
+    else:
+        raise ValueError(f"unknown parametrization {parametrization!r}")
+    grams = _attribute_grams(workload)
+    best: tuple[float, list[np.ndarray]] | None = None
+    finals = []
+    evaluations = 0
+    for start in range(starts):
+        blocks = [
+            param.start(n, g, rng, first=start == 0)
+            for n, g in zip(workload.domain, grams, strict=True)
+        ]
+        value, blocks, nfev = _block_descent(workload, param, blocks, maxiter, rounds)
+        evaluations += nfev
+        finals.append(value)
+        if progress is not None:
+            progress(
+                f"design: kron-{parametrization} start {start + 1}/{starts}: "
+                f"||W A+||_F^2 = {value:.6g}"
+            )
+        if best is None or value < best[0]:
+            best = (value, [b.copy() for b in blocks])
+    if best is None:
+        raise InternalError("optimize_kron ran no start")
+    strategy = KronStrategy(
+        tuple(param.matrix(b) for b in best[1]), name=f"optimized ({parametrization})"
+    )
+    return OptimizerResult(
+        strategy, best[0], f"kron-{parametrization}", starts, evaluations, tuple(finals)
+    )
+
+
+def optimize_marginals(
+    workload: Workload,
+    norm: int,
+    rng: np.random.Generator,
+    *,
+    restarts: int = 4,
+    maxiter: int = 1000,
+    progress: Progress = None,
+) -> OptimizerResult:
+    """OPT_M: non-negative weights on all ``2^d`` marginals.
+
+    The first start is the workload's own marginals (their weights), the second the
+    identity (the full table alone); each of the ``restarts`` others draws every weight
+    uniformly from ``[0, 1)``.
+    """
+    if not workload.is_marginals or workload.marginal_keys is None:
+        raise ValueError("optimize_marginals needs a marginals workload")
+    table, dims = marginal_eigen(workload.domain)
+    size = table.shape[0]
+    w2 = np.zeros(size)
+    for (w, _), key in zip(workload.terms, workload.marginal_keys, strict=True):
+        w2[key] += w**2
+    lam_w = w2 @ table
+    need = (dims > 0) & (lam_w > 0)
+    c = dims[need] * lam_w[need]
+    tab = table[:, need]
+    # a ridge proportional to ||theta||^2 keeps the objective finite where a needed
+    # eigenvalue vanishes, without breaking its invariance to rescaling theta
+    ridge = 1e-12 * float(tab.max())
+
+    def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        lam_a = np.square(theta) @ tab + ridge * float(np.square(theta).sum())
+        err = float(np.sum(c / lam_a))
+        q = c / np.square(lam_a)
+        d_err = -2.0 * theta * (tab @ q + ridge * float(q.sum()))
+        if norm == 1:
+            sens = float(theta.sum())
+            return sens**2 * err, 2.0 * sens * err + sens**2 * d_err
+        sens2 = float(np.square(theta).sum())
+        return sens2 * err, 2.0 * theta * err + sens2 * d_err
+
+    best: tuple[float, np.ndarray] | None = None
+    finals = []
+    evaluations = 0
+    identity = np.zeros(size)
+    identity[-1] = 1.0
+    for start in range(restarts + 2):
+        if start == 0:
+            x0 = np.sqrt(w2)
+        elif start == 1:
+            x0 = identity
+        else:
+            x0 = rng.uniform(0.0, 1.0, size=size)
+        x0 = x0 / float(np.sqrt(np.square(x0).sum()))
+        scale = max(fun(x0)[0], 1e-300)
+
+        def pinned(x: np.ndarray, scale: float = scale) -> tuple[float, np.ndarray]:
+            # the error is invariant to rescaling theta; the penalty (||theta||^2 - 1)^2
+            # pins the scale so the search cannot drift to theta = 0
+            f, g = fun(x)
+            gap = float(np.square(x).sum()) - 1.0
+            return f / scale + gap**2, g / scale + 4.0 * gap * x
+
+        res = minimize(
+            pinned,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(0.0, None)] * size,
+            options={"maxiter": maxiter},
+        )
+        evaluations += int(res.nfev)
+        theta = np.clip(res.x, 0.0, None)
+        theta = theta / max(float(theta.max()), 1e-300)
+        value = fun(theta)[0]
+        finals.append(value)
+        if progress is not None:
+            progress(f"design: marginals start {start + 1}/{restarts + 2}: {value:.6g}")
+        if math.isfinite(value) and (best is None or value < best[0]):
+            best = (value, theta)
+    if best is None:
+        raise InternalError("optimize_marginals found no finite start")
+    strategy = MarginalsStrategy(workload.domain, best[1], name="optimized (marginals)")
+    return OptimizerResult(strategy, best[0], "marginals", restarts + 2, evaluations, tuple(finals))

@@ -1,0 +1,798 @@
+"""Budget allocation for TopDown measurements (``censusdp design allocation``).
+
+Given a budget (global ``rho``, geolevels, and the queries measured at each) and a
+*target workload* of tables at geolevels with weights, choose the geolevel shares and
+the query shares within each geolevel that minimise the expected weighted error of the
+tables, answered from the noisy measurements of one geounit by generalised least
+squares; then compare with the budget's own allocation and emit a preset TOML.
+
+Model (per geounit at geolevel ``l``; ``x`` its detailed histogram). Query ``q`` with
+0/1 matrix ``Q_q`` is measured with noise of variance ``sigma_q^2 = 1 / (kappa rho_q)``,
+``rho_q = rho g_l s_lq``: ``kappa = 1`` for bounded neighbours (the 2020 production
+convention, ``sigma^2 = 1 / rho_q``) and ``kappa = 2`` for unbounded (``sigma^2 = 1 /
+(2 rho_q)``). The GLS estimate has covariance ``M_l^{-1}`` with precision
+``M_l = kappa rho g_l sum_q s_lq Q_q^T Q_q``, so a target table ``T`` (``r_T`` cells)
+has mean squared error per cell ``tr(T^T T M_l^{-1}) / r_T`` and the objective is
+
+    E = sum_l sum_{T at l} w_T tr(T^T T M_l^{-1}) / r_T = sum_l C_l(s_l) / (kappa rho g_l),
+
+with ``C_l(s) = tr(A_l (sum_q s_q G_q)^{-1})``, ``A_l = sum_T (w_T / r_T) T^T T``,
+``G_q = Q_q^T Q_q``.
+
+* Query shares: ``C_l`` is convex in ``s`` on the simplex; minimising it is an
+  L-optimal design problem. It is solved by SLSQP with the analytic gradient ``dC/ds_q
+  = -d_q``, ``d_q = tr(M^{-1} A M^{-1} G_q)``, then polished by the multiplicative
+  algorithm ``s_q <- s_q d_q^{1/2} / sum_r s_r d_r^{1/2}``, which decreases ``C``
+  monotonically (Yu 2010, "Monotonic convergence of a general algorithm for computing
+  optimal designs", Ann. Statist. 38(3)). The general equivalence theorem (Kiefer &
+  Wolfowitz 1960; for linear criteria, Fedorov 1972) certifies the optimum: ``max_q d_q
+  <= C`` with equality on the support, so ``max_q d_q / C - 1`` is reported as the
+  optimality gap.
+* Geolevel shares: minimising ``sum_l a_l / g_l`` with ``sum_l g_l = 1`` gives ``g_l =
+  sqrt(a_l) / sum_k sqrt(a_k)`` and ``E = (sum_l sqrt(a_l))^2 / (kappa rho)``.
+
+Computation never forms the ``cells x cells`` matrices. Every query here is a product
+of partitions of each attribute's levels (identity, total or a recode). For attribute
+``i`` let the *atoms* be the common refinement of all non-identity partitions in play;
+``R^{n_i}`` splits into ``U_i`` (vectors constant on atoms, dimension ``a_i``) and its
+complement (within-atom contrasts), which every non-identity partition annihilates and
+the identity fixes. So every ``G_q`` is block diagonal over the ``2^d`` tensor
+components ``(x)_i (U_i or U_i^perp)``, with at most ``prod a_i`` rows per block (3 for
+PL94, whose only non-trivial attribute partition is HHINSTLEVELS on HHGQ):
+``tr(A M^{-1}) = sum_c mult(c) tr(A_c M_c^{-1})``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from censusdp import __version__
+from censusdp._random import RandomSource
+from censusdp.budget import Budget
+from censusdp.design._errors import DesignError
+from censusdp.mechanisms import DiscreteGaussian
+from censusdp.queries import make_query
+from censusdp.schema import Recode, Schema, get_schema
+
+__all__ = [
+    "NEIGHBOURS",
+    "AllocationReport",
+    "AllocationRequest",
+    "LevelErrorModel",
+    "TargetTable",
+    "budget_to_toml",
+    "optimize_allocation",
+    "own_target_workload",
+    "query_partitions",
+    "rationalize",
+    "revealed_target_workload",
+    "simulate_errors",
+]
+
+NEIGHBOURS: dict[str, int] = {"bounded": 1, "unbounded": 2}
+"""``kappa``: noise precision per unit of rho (``sigma^2 = 1 / (kappa rho_q)``)."""
+
+Progress = Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class TargetTable:
+    """One table of the target workload.
+
+    Attributes:
+        geolevel: geolevel name.
+        query: query name (valid for the schema, e.g. ``"votingage*hispanic*cenrace"``).
+        weight: importance of the table's mean squared error per cell (> 0).
+    """
+
+    geolevel: str
+    query: str
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        w = self.weight
+        if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+            raise DesignError(
+                f"weight of table {self.query!r} at {self.geolevel!r} is {w!r}; it must be a "
+                "positive number"
+            )
+
+
+def own_target_workload(budget: Budget) -> tuple[TargetTable, ...]:
+    """The budget's own measured queries at every geolevel, each with weight 1."""
+    return tuple(
+        TargetTable(level, q, 1.0)
+        for level in budget.geolevel_names
+        for q in budget.query_shares[level]
+    )
+
+
+def revealed_target_workload(budget: Budget) -> tuple[TargetTable, ...]:
+    """The budget's measured queries weighted by ``(g_l s_lq)^2`` (mean 1).
+
+    If every table were estimated from its own measurement alone, its MSE per cell would
+    be ``1 / (kappa rho g_l s_lq)``, and minimising ``sum w / (g s)`` subject to ``sum g s =
+    1`` gives ``g s`` proportional to ``sqrt(w)``: these are the weights for which the
+    budget's own shares are optimal without least-squares pooling (its revealed
+    preferences). The optimiser's gain on this workload is what pooling the
+    measurements of one geounit buys.
+    """
+    raw = [
+        (level, q, float(budget.geolevel_shares[level] * share) ** 2)
+        for level in budget.geolevel_names
+        for q, share in budget.query_shares[level].items()
+    ]
+    mean = sum(w for _, _, w in raw) / len(raw)
+    return tuple(TargetTable(level, q, w / mean) for level, q, w in raw)
+
+
+def query_partitions(schema: Schema, name: str) -> tuple[np.ndarray, ...]:
+    """For every attribute, the partition of its levels that query ``name`` induces.
+
+    A query groups cells by attributes and recodes; on attribute ``i`` its partition is
+    the common refinement of the attribute itself (identity) if used, the recodes of
+    ``i`` it uses, and nothing (one group: summed out) otherwise. Returned as a group
+    index per level, numbered from 0 in order of first appearance.
+    """
+    query = make_query(schema, name)
+    out = []
+    for attr in schema.attributes:
+        labels = np.zeros(attr.size, dtype=np.int64)
+        for v in query.variables:
+            var = schema.variable(v)
+            if isinstance(var, Recode):
+                if var.source != attr.name:
+                    continue
+                mapping = np.asarray(var.mapping, dtype=np.int64)
+            elif var.name == attr.name:
+                mapping = np.arange(attr.size, dtype=np.int64)
+            else:
+                continue
+            labels = labels * (int(mapping.max()) + 1) + mapping
+        out.append(np.unique(labels, return_inverse=True)[1].astype(np.int64))
+    return tuple(out)
+
+
+def _indicator(labels: np.ndarray) -> np.ndarray:
+    k = int(labels.max()) + 1
+    m = np.zeros((k, labels.size))
+    m[labels, np.arange(labels.size)] = 1.0
+    return m
+
+
+class LevelErrorModel:
+    """The block decomposition of every query Gram matrix over one schema.
+
+    Args:
+        schema: the schema.
+        queries: every query name that will be measured or targeted.
+    """
+
+    def __init__(self, schema: Schema, queries: Sequence[str]) -> None:
+        self.schema = schema
+        names = list(dict.fromkeys(queries))
+        self._parts = {q: query_partitions(schema, q) for q in names}
+        self._rows = {q: make_query(schema, q).n_rows for q in names}
+        # per attribute: atoms (common refinement of non-identity partitions), the
+        # orthonormal atom basis E (n x a), and the complement's dimension
+        self._bases: list[np.ndarray] = []
+        self._perp: list[int] = []
+        for i, attr in enumerate(schema.attributes):
+            labels = np.zeros(attr.size, dtype=np.int64)
+            for parts in self._parts.values():
+                p = parts[i]
+                if int(p.max()) + 1 == attr.size:  # identity: not refined by
+                    continue
+                labels = labels * (int(p.max()) + 1) + p
+            atoms = np.unique(labels, return_inverse=True)[1]
+            ind = _indicator(atoms)
+            self._bases.append((ind / np.sqrt(ind.sum(axis=1, keepdims=True))).T)
+            self._perp.append(attr.size - ind.shape[0])
+        comps = []
+        for choice in itertools.product((0, 1), repeat=len(schema.attributes)):
+            mult = 1
+            for i, c in enumerate(choice):
+                if c == 1:
+                    mult *= self._perp[i]
+            if mult > 0:
+                comps.append((choice, mult))
+        self.components: tuple[tuple[tuple[int, ...], int], ...] = tuple(comps)
+        self._blocks: dict[str, list[np.ndarray]] = {}
+        self._stacks: dict[tuple[str, ...], list[np.ndarray]] = {}
+
+    def rows(self, query: str) -> int:
+        """Number of cells (rows) of a query."""
+        return self._rows[query]
+
+    def blocks(self, query: str) -> list[np.ndarray]:
+        """``G_q`` restricted to every component (same order as :attr:`components`)."""
+        if query not in self._blocks:
+            parts = self._parts[query]
+            per_attr = []
+            for i, p in enumerate(parts):
+                ind = _indicator(p)
+                on_u = (ind @ self._bases[i]).T @ (ind @ self._bases[i])
+                identity = int(p.max()) + 1 == p.size
+                per_attr.append((on_u, 1.0 if identity else 0.0))
+            out = []
+            for choice, _ in self.components:
+                m = np.ones((1, 1))
+                for i, c in enumerate(choice):
+                    m = np.kron(m, per_attr[i][0] if c == 0 else np.array([[per_attr[i][1]]]))
+                out.append(m)
+            self._blocks[query] = out
+        return self._blocks[query]
+
+    def stacked(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """For every component, the blocks of ``queries`` stacked: ``(len(queries), d, d)``."""
+        key = tuple(queries)
+        if key not in self._stacks:
+            per_query = [self.blocks(q) for q in queries]
+            self._stacks[key] = [
+                np.stack([b[k] for b in per_query]) for k in range(len(self.components))
+            ]
+        return self._stacks[key]
+
+    def level_error(
+        self, shares: Sequence[tuple[str, float]], targets: Sequence[tuple[str, float]]
+    ) -> tuple[float, np.ndarray]:
+        """``C(s) = tr(A M(s)^{-1})`` and ``d_q = tr(M^{-1} A M^{-1} G_q)`` for every query.
+
+        Args:
+            shares: ``(query, s_q)``; ``M(s) = sum_q s_q G_q``.
+            targets: ``(query, w_T / r_T)``; ``A = sum_T (w_T / r_T) G_T``.
+
+        Raises:
+            DesignError: when a target is not estimable from the measured queries.
+        """
+        s = np.array([v for _, v in shares], dtype=float)
+        c = np.array([v for _, v in targets], dtype=float)
+        m_stack = self.stacked([q for q, _ in shares])
+        a_stack = self.stacked([q for q, _ in targets])
+        total = 0.0
+        grads = np.zeros(len(shares))
+        for (_, mult), gq, gt in zip(self.components, m_stack, a_stack, strict=True):
+            a = np.tensordot(c, gt, axes=1)
+            if not np.any(a):
+                continue
+            vals, vecs = np.linalg.eigh(np.tensordot(s, gq, axes=1))
+            cut = 1e-12 * max(float(vals.max()), 1e-300)
+            keep = vals > cut
+            minv = (vecs[:, keep] / vals[keep]) @ vecs[:, keep].T
+            proj = vecs[:, keep] @ vecs[:, keep].T
+            if np.abs(a - proj @ a @ proj).max() > 1e-9 * max(float(np.abs(a).max()), 1.0):
+                raise DesignError(
+                    "a target table is not estimable from the queries measured at its "
+                    "geolevel (some direction of the histogram it reads is never measured)"
+                )
+            total += mult * float(np.sum(a * minv))
+            grads += mult * np.einsum("ij,qij->q", minv @ a @ minv, gq)
+        return total, grads
+
+
+def _solve_level(
+    model: LevelErrorModel,
+    queries: list[str],
+    start: np.ndarray,
+    targets: list[tuple[str, float]],
+    *,
+    tol: float,
+    max_iter: int,
+) -> tuple[np.ndarray, float, float, int]:
+    """Minimise ``C(s)`` on the simplex: SLSQP with the analytic gradient, then the
+    multiplicative algorithm until the equivalence-theorem gap is below ``tol``.
+
+    Returns ``(s, C(s), gap, iterations)`` with ``gap = max_q d_q / C - 1``.
+    """
+
+    def evaluate(s: np.ndarray) -> tuple[float, np.ndarray]:
+        return model.level_error(list(zip(queries, s, strict=True)), targets)
+
+    s = start / start.sum()
+    value, d = evaluate(s)
+    scale = value
+    its = 0
+    if len(queries) > 1:
+
+        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+            x = np.clip(x, 0.0, None)
+            try:
+                v, g = evaluate(x / x.sum())
+            except DesignError:  # left the support: a needed query has share 0
+                return 1e12, np.zeros_like(x)
+            return v / scale, -g / scale
+
+        res = minimize(
+            fun,
+            s,
+            jac=True,
+            method="SLSQP",
+            bounds=[(0.0, 1.0)] * len(queries),
+            constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1.0, "jac": np.ones_like}],
+            options={"maxiter": 500, "ftol": 1e-14},
+        )
+        its += int(res.nit)
+        cand = np.clip(res.x, 0.0, None)
+        cand = cand / cand.sum()
+        try:
+            cv, cd = evaluate(cand)
+            if cv < value:
+                s, value, d = cand, cv, cd
+        except DesignError:
+            pass
+    gap = float(d.max() / value - 1.0) if value > 0 else 0.0
+    # multiplicative polishing (Yu 2010): monotone, and lets near-zero shares recover
+    s = np.maximum(s, 1e-12)
+    s = s / s.sum()
+    value, d = evaluate(s)
+    gap = float(d.max() / value - 1.0) if value > 0 else 0.0
+    while its < max_iter and gap > tol:
+        step = s * np.sqrt(np.clip(d, 0.0, None))
+        s = step / step.sum()
+        value, d = evaluate(s)
+        gap = float(d.max() / value - 1.0)
+        its += 1
+    return s, value, gap, its
+
+
+def rationalize(values: Sequence[float], denominator: int) -> list[Fraction]:
+    """Shares as fractions ``k / denominator`` summing to exactly 1 (largest remainder).
+
+    Values that round to 0 stay 0 (the caller drops them).
+    """
+    v = np.asarray(values, dtype=float)
+    v = v / v.sum()
+    raw = v * denominator
+    base = np.floor(raw).astype(np.int64)
+    short = denominator - int(base.sum())
+    order = np.argsort(-(raw - base), kind="stable")
+    base[order[:short]] += 1
+    return [Fraction(int(k), denominator) for k in base]
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """What ``censusdp design allocation`` optimises (validated on construction).
+
+    Attributes:
+        budget: the allocation to start from and compare with; its global budget,
+            geolevels and measured queries are kept.
+        targets: the target workload (default: the budget's own measured queries,
+            weight 1 each).
+        neighbours: ``"bounded"`` (``sigma^2 = 1 / rho_q``) or ``"unbounded"``.
+        denominator: shares are written as ``k / denominator``.
+        tol: optimality gap at which the multiplicative algorithm stops.
+        max_iter: iterations (SLSQP plus multiplicative polishing) per geolevel.
+        min_share: query shares below this (before rounding) are dropped.
+        name: name of the emitted preset.
+    """
+
+    budget: Budget
+    targets: tuple[TargetTable, ...] | None = None
+    neighbours: str = "bounded"
+    denominator: int = 10_000
+    tol: float = 1e-7
+    max_iter: int = 2_000
+    min_share: float = 1e-4
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.budget.privacy_measure != "zCDP":
+            raise DesignError(
+                f"budget {self.budget.name!r} is pure DP; the allocation optimiser needs a "
+                "zCDP (discrete Gaussian) budget"
+            )
+        if self.neighbours not in NEIGHBOURS:
+            raise DesignError(
+                f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
+            )
+        d = self.denominator
+        if isinstance(d, bool) or not isinstance(d, int) or d < 10:
+            raise DesignError(f"denominator is {d!r}; it must be an integer >= 10")
+        if not 0 < self.tol < 1:
+            raise DesignError(f"tol is {self.tol!r}; it must be in (0, 1)")
+        if not 0 <= self.min_share < 0.5:
+            raise DesignError(f"min_share is {self.min_share!r}; it must be in [0, 0.5)")
+        targets = own_target_workload(self.budget) if self.targets is None else self.targets
+        if not targets:
+            raise DesignError("the target workload is empty")
+        levels = set(self.budget.geolevel_names)
+        schema = get_schema(self.budget.schema)
+        for t in targets:
+            if t.geolevel not in levels:
+                raise DesignError(
+                    f"target table {t.query!r} is at unknown geolevel {t.geolevel!r}; "
+                    f"geolevels are {list(self.budget.geolevel_names)}"
+                )
+            try:
+                make_query(schema, t.query)
+            except ValueError as exc:
+                raise DesignError(f"target table {t.query!r}: {exc}") from None
+        missing = [
+            lv for lv in self.budget.geolevel_names if lv not in {t.geolevel for t in targets}
+        ]
+        if missing:
+            raise DesignError(
+                f"geolevel {missing[0]!r} has no target table; give every geolevel at least "
+                "one (its share would be 0)"
+            )
+        object.__setattr__(self, "targets", tuple(targets))
+
+
+@dataclass(frozen=True)
+class AllocationReport:
+    """The optimised allocation, the original's error on the same workload, and why.
+
+    Attributes:
+        request: what was optimised.
+        budget: the optimised allocation (a validated :class:`~censusdp.budget.Budget`).
+        levels: per geolevel: shares (original and optimised), error terms, gap.
+        tables: per target table: original and optimised MSE per cell.
+        original_error: ``E`` of the request's budget.
+        optimized_error: ``E`` of :attr:`budget` (exact rational shares).
+        continuous_error: ``E`` at the unrounded optimum (a lower bound for any
+            allocation of the same queries).
+    """
+
+    request: AllocationRequest
+    budget: Budget
+    levels: tuple[dict[str, Any], ...]
+    tables: tuple[dict[str, Any], ...]
+    original_error: float
+    optimized_error: float
+    continuous_error: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report."""
+        r = self.request
+        return {
+            "budget": r.budget.name,
+            "schema": r.budget.schema,
+            "rho": str(r.budget.total),
+            "neighbours": r.neighbours,
+            "noise_variance": "1/rho_q" if r.neighbours == "bounded" else "1/(2 rho_q)",
+            "objective": "sum over target tables of weight x mean squared error per cell "
+            "(GLS within one geounit)",
+            "original_error": self.original_error,
+            "optimized_error": self.optimized_error,
+            "continuous_optimum_error": self.continuous_error,
+            "improvement": 1.0 - self.optimized_error / self.original_error,
+            "levels": list(self.levels),
+            "tables": list(self.tables),
+            "preset_name": self.budget.name,
+            **self.extra,
+            "package_version": __version__,
+        }
+
+    def format(self) -> str:
+        """A human-readable summary."""
+        lines = [
+            f"allocation for budget {self.request.budget.name} ({self.request.neighbours} "
+            f"neighbours), {len(self.tables)} target tables",
+            f"  weighted MSE per cell: original {self.original_error:.6g}, optimised "
+            f"{self.optimized_error:.6g} ({100 * (1 - self.optimized_error / self.original_error):.1f}% "
+            "lower)",
+            f"{'geolevel':<11} {'share':>8} {'-> new':>8} {'error':>10} {'-> new':>10} {'gap':>8}",
+        ]
+        for lv in self.levels:
+            lines.append(
+                f"{lv['geolevel']:<11} {lv['original_share_float']:>8.4f} "
+                f"{lv['optimized_share_float']:>8.4f} {lv['original_error']:>10.4g} "
+                f"{lv['optimized_error']:>10.4g} {lv['optimality_gap']:>8.1e}"
+            )
+        sim = self.extra.get("simulation")
+        if sim:
+            o, n = sim["original"], sim["optimized"]
+            lines.append(
+                f"simulated ({o['trials']} trials, seed {o['seed']}): original "
+                f"{o['error']:.6g} +- {o['standard_error']:.2g}, optimised {n['error']:.6g} "
+                f"+- {n['standard_error']:.2g}"
+            )
+        return "\n".join(lines)
+
+
+def _level_terms(
+    model: LevelErrorModel, targets: Sequence[TargetTable], level: str
+) -> list[tuple[str, float]]:
+    return [(t.query, t.weight / model.rows(t.query)) for t in targets if t.geolevel == level]
+
+
+def _allocation_error(
+    model: LevelErrorModel,
+    budget: Budget,
+    targets: Sequence[TargetTable],
+    kappa: int,
+) -> tuple[float, dict[str, float], dict[tuple[str, str], float]]:
+    """``E`` of a budget, per level, and per table (MSE per cell, unweighted)."""
+    rho = float(budget.total)
+    per_level: dict[str, float] = {}
+    per_table: dict[tuple[str, str], float] = {}
+    for level in budget.geolevel_names:
+        g = float(budget.geolevel_shares[level])
+        shares = [(q, float(s)) for q, s in budget.query_shares[level].items()]
+        scale = kappa * rho * g
+        terms = _level_terms(model, targets, level)
+        value, _ = model.level_error(shares, terms)
+        per_level[level] = value / scale
+        for t in targets:
+            if t.geolevel == level:
+                v, _ = model.level_error(shares, [(t.query, 1.0 / model.rows(t.query))])
+                per_table[(level, t.query)] = v / scale
+    return sum(per_level.values()), per_level, per_table
+
+
+def optimize_allocation(
+    request: AllocationRequest,
+    progress: Progress = None,
+    *,
+    simulate_trials: int = 0,
+    seed: int = 0,
+) -> AllocationReport:
+    """Optimise query and geolevel shares for the request's target workload.
+
+    Candidate queries at each geolevel are the budget's measured queries there; the
+    optimiser may drop some (share below ``min_share``). See the module docstring for the
+    objective and the algorithm. With ``simulate_trials > 0`` both allocations are also
+    checked by Monte Carlo (:func:`simulate_errors`, seeded by ``seed``), stored under
+    ``extra["simulation"]``.
+    """
+    if (
+        isinstance(simulate_trials, bool)
+        or not isinstance(simulate_trials, int)
+        or simulate_trials < 0
+    ):
+        raise DesignError(f"simulate_trials is {simulate_trials!r}; it must be an integer >= 0")
+    if simulate_trials == 1:
+        raise DesignError("simulate_trials is 1; a standard error needs at least 2 trials")
+    budget = request.budget
+    targets = request.targets or ()
+    kappa = NEIGHBOURS[request.neighbours]
+    schema = get_schema(budget.schema)
+    all_queries = [q for lv in budget.geolevel_names for q in budget.query_shares[lv]]
+    model = LevelErrorModel(schema, all_queries + [t.query for t in targets])
+    rho = float(budget.total)
+
+    level_opt: dict[str, dict[str, Any]] = {}
+    for level in budget.geolevel_names:
+        queries = list(budget.query_shares[level])
+        terms = _level_terms(model, targets, level)
+        start = np.array([float(budget.query_shares[level][q]) for q in queries])
+        s, value, gap, its = _solve_level(
+            model, queries, start, terms, tol=request.tol, max_iter=request.max_iter
+        )
+        keep = [k for k in range(len(queries)) if s[k] >= request.min_share]
+        if len(keep) < len(queries):  # re-optimise on the kept queries
+            queries = [queries[k] for k in keep]
+            s, value, gap, more = _solve_level(
+                model, queries, s[keep], terms, tol=request.tol, max_iter=request.max_iter
+            )
+            its += more
+        fracs = rationalize(s, request.denominator)
+        kept = {q: f for q, f in zip(queries, fracs, strict=True) if f > 0}
+        exact, _ = model.level_error([(q, float(f)) for q, f in kept.items()], terms)
+        level_opt[level] = {
+            "continuous": value,
+            "exact": exact,
+            "shares": kept,
+            "float_shares": dict(zip(queries, s.tolist(), strict=True)),
+            "gap": gap,
+            "iterations": its,
+        }
+        if progress is not None:
+            progress(
+                f"design: allocation {level}: C = {value:.6g}, {len(kept)} queries, "
+                f"gap {gap:.1e} after {its} iterations"
+            )
+    sqrt_exact = np.array([math.sqrt(level_opt[lv]["exact"]) for lv in budget.geolevel_names])
+    gshares = rationalize(sqrt_exact, request.denominator)
+    if any(g == 0 for g in gshares):
+        raise DesignError(
+            f"a geolevel's optimal share rounds to 0 at denominator {request.denominator}; "
+            "raise the denominator"
+        )
+    sqrt_cont = sum(math.sqrt(level_opt[lv]["continuous"]) for lv in budget.geolevel_names)
+    new_budget = Budget(
+        schema=budget.schema,
+        mechanism=budget.mechanism,
+        total=budget.total,
+        delta=budget.delta,
+        geolevels=budget.geolevels,
+        geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
+        query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
+        sensitivity=budget.sensitivity,
+        name=request.name or f"{budget.name}-optimized",
+        description=f"allocation optimised for a target workload of {len(targets)} tables "
+        f"(from {budget.name}, same global rho)",
+        notes=(
+            f"Optimised by censusdp design allocation from {budget.name} ({request.neighbours} "
+            "neighbours): geolevel and query shares minimise the weighted mean squared error "
+            "per cell of the target tables, each answered by least squares from its own "
+            "geounit's measurements.",
+        ),
+    )
+    orig_total, orig_level, orig_table = _allocation_error(model, budget, targets, kappa)
+    new_total, new_level, new_table = _allocation_error(model, new_budget, targets, kappa)
+    levels = []
+    for level in budget.geolevel_names:
+        og = budget.geolevel_shares[level]
+        ng = new_budget.geolevel_shares[level]
+        levels.append(
+            {
+                "geolevel": level,
+                "original_share": str(og),
+                "original_share_float": float(og),
+                "optimized_share": str(ng),
+                "optimized_share_float": float(ng),
+                "original_error": orig_level[level],
+                "optimized_error": new_level[level],
+                "optimality_gap": level_opt[level]["gap"],
+                "iterations": level_opt[level]["iterations"],
+                "original_query_shares": {
+                    q: float(v) for q, v in budget.query_shares[level].items()
+                },
+                "optimized_query_shares": {
+                    q: float(v) for q, v in new_budget.query_shares[level].items()
+                },
+            }
+        )
+    tables = [
+        {
+            "geolevel": t.geolevel,
+            "query": t.query,
+            "weight": t.weight,
+            "cells": model.rows(t.query),
+            "original_mse_per_cell": orig_table[(t.geolevel, t.query)],
+            "optimized_mse_per_cell": new_table[(t.geolevel, t.query)],
+        }
+        for t in targets
+    ]
+    extra: dict[str, Any] = {}
+    if simulate_trials:
+        extra["simulation"] = {
+            label: simulate_errors(
+                b,
+                targets,
+                neighbours=request.neighbours,
+                trials=simulate_trials,
+                seed=seed,
+                progress=progress,
+            )
+            for label, b in (("original", budget), ("optimized", new_budget))
+        }
+    return AllocationReport(
+        request=request,
+        budget=new_budget,
+        levels=tuple(levels),
+        tables=tuple(tables),
+        original_error=orig_total,
+        optimized_error=new_total,
+        continuous_error=sqrt_cont**2 / (kappa * rho),
+        extra=extra,
+    )
+
+
+def budget_to_toml(budget: Budget, header: Sequence[str] = ()) -> str:
+    """A preset TOML in the format of ``censusdp/presets/*.toml`` (exact fractions)."""
+
+    def q(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    unit = "rho" if budget.privacy_measure == "zCDP" else "epsilon"
+    lines = [f"# {h}".rstrip() for h in header]
+    if lines:
+        lines.append("")
+    lines += [
+        f"name = {q(budget.name)}",
+        f"description = {q(budget.description)}",
+        f"schema = {q(budget.schema)}",
+        f"mechanism = {q(budget.mechanism)}",
+        f"{unit} = {q(str(budget.total))}",
+        f"delta = {q(_delta_text(budget.delta))}",
+        f"sensitivity = {budget.sensitivity}",
+    ]
+    if budget.notes:
+        lines.append("notes = [")
+        lines += [f"  {q(n)}," for n in budget.notes]
+        lines.append("]")
+    for name, length in budget.geolevels:
+        lines += [
+            "",
+            "[[geolevels]]",
+            f"name = {q(name)}",
+            f"length = {length}",
+            f"share = {q(str(budget.geolevel_shares[name]))}",
+            "",
+            "[geolevels.queries]",
+        ]
+        for query, share in budget.query_shares[name].items():
+            key = query if query.replace("_", "").isalnum() else q(query)
+            lines.append(f"{key} = {q(str(share))}")
+    return "\n".join(lines) + "\n"
+
+
+def _delta_text(delta: Fraction) -> str:
+    """``1e-10`` for powers of ten, else the exact fraction."""
+    if delta.numerator == 1:
+        k = round(math.log10(delta.denominator))
+        if 10**k == delta.denominator:
+            return f"1e-{k}"
+    return str(delta)
+
+
+def simulate_errors(
+    budget: Budget,
+    targets: Sequence[TargetTable],
+    *,
+    neighbours: str = "bounded",
+    trials: int = 200,
+    seed: int = 0,
+    progress: Progress = None,
+) -> dict[str, Any]:
+    """Monte Carlo check of the closed form: discrete Gaussian noise, dense GLS.
+
+    For each geolevel, draws ``trials`` sets of noisy measurements of every query with
+    censusdp's exact discrete Gaussian sampler (``sigma^2 = 1 / (kappa rho_q)``, a seeded
+    :class:`~censusdp._random.RandomSource`), solves the GLS normal equations with the
+    dense ``cells x cells`` precision matrix (no block decomposition), and averages the
+    weighted squared error of the target tables. Errors do not depend on the true
+    histogram (the estimator is linear and unbiased), so the truth is 0.
+
+    Returns:
+        ``{"error", "standard_error", "per_level", "trials", "seed"}``.
+
+    Raises:
+        DesignError: if the schema has more than 5,000 cells.
+    """
+    schema = get_schema(budget.schema)
+    if schema.size > 5000:
+        raise DesignError(
+            f"simulation forms the {schema.size} x {schema.size} precision matrix; schemas "
+            "up to 5,000 cells are supported"
+        )
+    kappa = NEIGHBOURS[neighbours]
+    source = RandomSource.seeded(seed)
+    totals = np.zeros(trials)
+    per_level = {}
+    for level in budget.geolevel_names:
+        level_rho = budget.total * budget.geolevel_shares[level]
+        mats, variances, mechs = [], [], []
+        for qname, share in budget.query_shares[level].items():
+            mech = DiscreteGaussian(1 / (kappa * level_rho * share))
+            mats.append(make_query(schema, qname).matrix)
+            variances.append(mech.variance)
+            mechs.append((qname, mech))
+        prec = np.zeros((schema.size, schema.size))
+        for m, v in zip(mats, variances, strict=True):
+            prec += (m.T @ m).toarray() / v
+        chol = np.linalg.cholesky(prec)
+        rhs = np.zeros((schema.size, trials))
+        for (qname, mech), m, v in zip(mechs, mats, variances, strict=True):
+            noise = mech.sample(m.shape[0] * trials, source.child(level, qname)).astype(float)
+            rhs += m.T @ (noise.reshape(m.shape[0], trials) / v)
+        err = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
+        level_err = np.zeros(trials)
+        for t in targets:
+            if t.geolevel != level:
+                continue
+            tm = make_query(schema, t.query).matrix
+            level_err += t.weight * np.square(tm @ err).sum(axis=0) / tm.shape[0]
+        totals += level_err
+        per_level[level] = float(level_err.mean())
+        if progress is not None:
+            progress(f"design: simulated {level}: {per_level[level]:.6g}")
+    return {
+        "error": float(totals.mean()),
+        "standard_error": float(totals.std(ddof=1) / math.sqrt(trials)),
+        "per_level": per_level,
+        "trials": trials,
+        "seed": seed,
+    }
