@@ -39,7 +39,8 @@ import numpy as np  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from censusdp.budget import load_preset  # noqa: E402
+from censusdp.data.queries import make_query  # noqa: E402
+from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.design import (  # noqa: E402
     AllocationRequest,
     StrategyRequest,
@@ -51,8 +52,7 @@ from censusdp.design import (  # noqa: E402
 from censusdp.design._matrices import hierarchical_matrix  # noqa: E402
 from censusdp.design.allocation import LevelErrorModel  # noqa: E402
 from censusdp.design.small_n import SmallNRequest, optimal_mechanism, small_n_report  # noqa: E402
-from censusdp.queries import make_query  # noqa: E402
-from censusdp.schema import get_schema  # noqa: E402
+from censusdp.privacy.budget import load_preset  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -242,7 +242,7 @@ def _read(path: Path, columns: list[str]) -> dict:
 def bench_topdown(state: str, scale: float, seeds: list[int], workdir: Path) -> dict:
     from censusdp.design.allocation import budget_to_toml
     from censusdp.generate import generate_state
-    from censusdp.pipeline import run_release
+    from censusdp.release.pipeline import run_release
 
     schema = get_schema("pl94")
     cef = workdir / "cef"

@@ -9,8 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from censusdp.budget import budget_from_mapping, load_config, load_preset
 from censusdp.cli import main
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
 from censusdp.design import DesignError
 from censusdp.design.allocation import (
     AllocationRequest,
@@ -23,8 +24,7 @@ from censusdp.design.allocation import (
     simulate_errors,
 )
 from censusdp.design.report import load_targets
-from censusdp.queries import make_query
-from censusdp.schema import get_schema
+from censusdp.privacy.budget import budget_from_mapping, load_config, load_preset
 
 PL94 = get_schema("pl94")
 MEASURED = [

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from censusdp.cli import main
-from censusdp.design import DesignError
+from censusdp.errors import ConfigError
 from censusdp.design.figures import FIGURE_FILES, make_figures
 
 
@@ -35,13 +35,18 @@ def test_make_figures_small(tmp_path) -> None:
             )
             assert r["rootmse"] <= ident * (1 + 1e-9)
     assert {r["mechanism"] for r in stored["small_n_sweep"]} >= {"geometric", "fair", "lp_all"}
-    # a second run into the same directory is refused
-    with pytest.raises(DesignError, match="not empty"):
+    # a second run into the same directory is refused, unless it may overwrite its own
+    with pytest.raises(ConfigError, match="not empty"):
         make_figures(out, ns=(8,), small_ns=(1,), restarts=1)
+    make_figures(out, ns=(8,), small_ns=(1,), restarts=1, overwrite=True)
 
 
 def test_cli_refuses_non_empty_out(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "x.txt").write_text("mine")
     assert main(["design", "figures", "--out", str(tmp_path), "--quiet"]) == 2
     assert "pass --overwrite" in capsys.readouterr().err
+    assert (tmp_path / "x.txt").read_text() == "mine"
+    # --overwrite replaces only what censusdp made
+    assert main(["design", "figures", "--out", str(tmp_path), "--quiet", "--overwrite"]) == 2
+    assert "not a censusdp output" in capsys.readouterr().err
     assert (tmp_path / "x.txt").read_text() == "mine"

@@ -8,24 +8,23 @@ the SVD bound), ``small-n`` (mechanisms for one count in ``{0..n}``), ``allocati
 from __future__ import annotations
 
 import argparse
-import sys
 
-from censusdp.cli._common import add_budget_arguments, progress_printer
+from censusdp.cli._common import add_budget_arguments, emit_json
+from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
 
 
 def _emit(data: dict, json_target: str | None, overwrite: bool, text: str) -> None:
     """Print JSON (``--json`` alone), write it (``--json FILE``), or print ``text``."""
-    from censusdp.design.report import strict_json, write_output
+    from censusdp.io.output import check_output_file
 
-    if json_target is None:
+    if json_target not in (None, "-"):
+        check_output_file(json_target, overwrite, option="--json")
+        text += f"\nwrote {json_target}"
+    if json_target != "-":
         print(text)
-    elif json_target == "-":
-        sys.stdout.write(strict_json(data))
-    else:
-        path = write_output(strict_json(data), json_target, overwrite=overwrite)
-        print(f"{text}\nwrote {path}")
+    emit_json(data, json_target)
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:

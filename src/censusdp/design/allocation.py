@@ -54,13 +54,13 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
-from censusdp import __version__
-from censusdp._random import RandomSource
-from censusdp.budget import Budget
+from censusdp.data.queries import make_query
+from censusdp.data.schema import Recode, Schema, get_schema
 from censusdp.design._errors import DesignError
-from censusdp.mechanisms import DiscreteGaussian
-from censusdp.queries import make_query
-from censusdp.schema import Recode, Schema, get_schema
+from censusdp.privacy.budget import Budget
+from censusdp.privacy.mechanisms import DiscreteGaussian
+from censusdp.privacy.randomness import RandomSource
+from censusdp.version import __version__
 
 __all__ = [
     "NEIGHBOURS",
@@ -433,7 +433,7 @@ class AllocationReport:
 
     Attributes:
         request: what was optimised.
-        budget: the optimised allocation (a validated :class:`~censusdp.budget.Budget`).
+        budget: the optimised allocation (a validated :class:`~censusdp.privacy.budget.Budget`).
         levels: per geolevel: shares (original and optimised), error terms, gap.
         tables: per target table: original and optimised MSE per cell.
         original_error: ``E`` of the request's budget.
@@ -741,7 +741,7 @@ def simulate_errors(
 
     For each geolevel, draws ``trials`` sets of noisy measurements of every query with
     censusdp's exact discrete Gaussian sampler (``sigma^2 = 1 / (kappa rho_q)``, a seeded
-    :class:`~censusdp._random.RandomSource`), solves the GLS normal equations with the
+    :class:`~censusdp.privacy.randomness.RandomSource`), solves the GLS normal equations with the
     dense ``cells x cells`` precision matrix (no block decomposition), and averages the
     weighted squared error of the target tables. Errors do not depend on the true
     histogram (the estimator is linear and unbiased), so the truth is 0.

@@ -20,10 +20,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from censusdp import __version__
-from censusdp.budget import load_preset
 from censusdp.design.allocation import AllocationRequest, optimize_allocation
-from censusdp.design.report import check_output, strict_json
 from censusdp.design.small_n import (
     fair_mechanism,
     geometric_clamped,
@@ -31,7 +28,10 @@ from censusdp.design.small_n import (
     small_n_sweep,
 )
 from censusdp.design.strategy import StrategyRequest, evaluate_strategy, strategy_sweep
-from censusdp.io.atomic import atomic_path, write_text
+from censusdp.io.atomic import atomic_path, write_json
+from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.privacy.budget import load_preset
+from censusdp.version import __version__
 
 __all__ = [
     "FIGURE_FILES",
@@ -252,8 +252,7 @@ def make_figures(
     Returns:
         Everything written to ``design_figures.json``.
     """
-    out = check_output(out_dir, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output_dir(out_dir, overwrite)
     start = time.perf_counter()
     sweep = strategy_sweep(
         ("all-range", "prefix"), ns, seed=seed, restarts=restarts, progress=progress
@@ -296,5 +295,6 @@ def make_figures(
     }
     numbers["seconds"] = round(time.perf_counter() - start, 2)
     numbers["package_version"] = __version__
-    write_text(strict_json(numbers), out / "design_figures.json")
+    write_json(numbers, out / "design_figures.json")
+    write_output_manifest(out, "design figures", ["design_figures.json", *FIGURE_FILES.values()])
     return numbers

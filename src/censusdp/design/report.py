@@ -1,4 +1,4 @@
-"""File output of the design lab: strict JSON, refusing to overwrite what it did not create.
+"""File output of the design lab: the allocation files and workload target files.
 
 Algorithm modules (:mod:`censusdp.design.strategy`, ...) never write files; this module
 and :mod:`censusdp.design.figures` do.
@@ -6,66 +6,15 @@ and :mod:`censusdp.design.figures` do.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from censusdp.design._errors import DesignError
-from censusdp.io.atomic import write_text
+from censusdp.io.atomic import write_json, write_text
+from censusdp.io.output import prepare_output_dir, write_output_manifest
 
-__all__ = [
-    "check_output",
-    "load_targets",
-    "resolve_targets",
-    "strict_json",
-    "write_allocation",
-    "write_output",
-]
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [_plain(v) for v in obj.tolist()]
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        obj = float(obj)
-    if isinstance(obj, float) and not math.isfinite(obj):
-        raise DesignError(f"refusing to write a non-finite number ({obj}) to JSON")
-    return obj
-
-
-def strict_json(obj: Any, *, indent: int | None = 2) -> str:
-    """JSON text with numpy values converted; NaN and infinity are refused."""
-    return json.dumps(_plain(obj), indent=indent, allow_nan=False) + "\n"
-
-
-def check_output(path: str | os.PathLike[str], overwrite: bool) -> Path:
-    """Refuse an existing non-empty file (or a non-empty directory) unless ``overwrite``."""
-    p = Path(path)
-    if p.is_dir():
-        if any(p.iterdir()) and not overwrite:
-            raise DesignError(f"{p} exists and is not empty; pass --overwrite to replace it")
-    elif p.exists() and p.stat().st_size > 0 and not overwrite:
-        raise DesignError(f"{p} exists and is not empty; pass --overwrite to replace it")
-    return p
-
-
-def write_output(text: str, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write ``text`` to ``path`` atomically, refusing to replace a non-empty file."""
-    p = check_output(path, overwrite)
-    if p.is_dir():
-        raise DesignError(f"{p} is a directory; give a file name")
-    write_text(text, p)
-    return p
+__all__ = ["load_targets", "resolve_targets", "write_allocation"]
 
 
 def load_targets(path: str | os.PathLike[str]) -> tuple[Any, ...]:
@@ -109,14 +58,13 @@ def write_allocation(
     from censusdp.design.allocation import budget_to_toml
     from censusdp.design.figures import plot_allocation_heat
 
-    out = check_output(out_dir, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_output_dir(out_dir, overwrite)
     paths = {
         "json": out / "allocation.json",
         "preset": out / f"{report.budget.name}.toml",
         "heat": out / "design_allocation_heat.png",
     }
-    write_text(strict_json(report.to_dict()), paths["json"])
+    write_json(report.to_dict(), paths["json"])
     header = [
         f"{report.budget.description}.",
         f"Written by censusdp design allocation (censusdp {report.to_dict()['package_version']}).",
@@ -125,6 +73,7 @@ def write_allocation(
     ]
     write_text(budget_to_toml(report.budget, header), paths["preset"])
     plot_allocation_heat(report, paths["heat"])
+    write_output_manifest(out, "design allocation", [p.name for p in paths.values()])
     return paths
 
 

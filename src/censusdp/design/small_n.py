@@ -44,9 +44,9 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from censusdp import __version__
 from censusdp.design._errors import DesignError
-from censusdp.mechanisms._base import positive_fraction
+from censusdp.privacy.parameters import positive_fraction
+from censusdp.version import __version__
 
 __all__ = [
     "CONSTRAINTS",

@@ -37,8 +37,6 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 
-from censusdp import __version__
-from censusdp._random import experiment_generator
 from censusdp.design._accuracy import (
     sensitivity,
     squared_error,
@@ -62,6 +60,8 @@ from censusdp.design._matrices import (
     total_factor,
 )
 from censusdp.design._optimize import default_p, optimize_kron, optimize_marginals
+from censusdp.privacy.randomness import experiment_generator
+from censusdp.version import __version__
 
 __all__ = [
     "PL94_DOMAIN",

@@ -38,6 +38,7 @@ __all__ = [
     "check_output_file",
     "is_censusdp_output",
     "prepare_output_dir",
+    "write_output_manifest",
 ]
 
 MANIFEST_MARKER = "censusdp"
@@ -67,6 +68,23 @@ def is_censusdp_output(directory: Path) -> bool:
         return False
     return isinstance(manifest, dict) and (
         manifest.get("created_by") == MANIFEST_MARKER or "package_version" in manifest
+    )
+
+
+def write_output_manifest(out_dir: Path, command: str, files: Iterable[str]) -> None:
+    """Mark a directory a command wrote as censusdp's (``manifest.json``), so that
+    ``--overwrite`` may replace it later."""
+    from censusdp.io.atomic import write_json
+    from censusdp.version import __version__
+
+    write_json(
+        {
+            "created_by": MANIFEST_MARKER,
+            "command": command,
+            "package_version": __version__,
+            "files": sorted(files),
+        },
+        out_dir / "manifest.json",
     )
 
 
