@@ -7,8 +7,8 @@ import json
 import pytest
 
 from censusdp.cli import main
-from censusdp.errors import ConfigError
 from censusdp.design.figures import FIGURE_FILES, make_figures
+from censusdp.errors import ConfigError
 
 
 def test_make_figures_small(tmp_path) -> None:
