@@ -34,6 +34,7 @@ def evaluated(truth_release, tmp_path_factory):
         html_path=out / "report.html",
         district_targets=(100, 400),
         progress=lambda _m: None,
+        allow_invalid=True,
     )
     return result, out
 
@@ -156,7 +157,13 @@ def test_invariants_hold_for_a_consistent_release(evaluated):
 
 def test_invariants_violated_are_reported(broken_release, tmp_path):
     truth_dir, release_dir, _, _ = broken_release
-    result = evaluate(truth_dir, release_dir, district_targets=(100,), progress=lambda _m: None)
+    result = evaluate(
+        truth_dir,
+        release_dir,
+        district_targets=(100,),
+        progress=lambda _m: None,
+        allow_invalid=True,
+    )
     inv = result["invariants"]
     assert not result["invariants_ok"]
     assert not inv["state_population"]["ok"] and "released" in inv["state_population"]["example"]
@@ -225,6 +232,24 @@ def test_cli_evaluate(truth_release, tmp_path, capsys):
             "--quiet",
         ]
     )
+    # the hand-made release of the fixture has no checksums: refused by default
+    assert code == 1 and "does not validate" in capsys.readouterr().err
+    assert not (tmp_path / "e.json").exists()
+    code = main(
+        [
+            "evaluate",
+            "--truth",
+            str(truth_dir),
+            "--release",
+            str(release_dir),
+            "--json",
+            str(tmp_path / "e.json"),
+            "--district-targets",
+            "200",
+            "--quiet",
+            "--allow-invalid",
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "Block" in text and "invariants: all hold" in text
@@ -250,7 +275,7 @@ def test_missing_release_files(truth_release, tmp_path):
     truth_dir, _, _, _ = truth_release
     (tmp_path / "run").mkdir()
     with pytest.raises(InputError, match="lacks mdf_persons.parquet"):
-        evaluate(truth_dir, tmp_path / "run", progress=lambda _m: None)
+        evaluate(truth_dir, tmp_path / "run", progress=lambda _m: None, allow_invalid=True)
 
 
 def test_release_without_tables_uses_mdf(truth_release, tmp_path):
@@ -259,7 +284,11 @@ def test_release_without_tables_uses_mdf(truth_release, tmp_path):
     truth_dir, release_dir, _, _ = truth_release
     shutil.copytree(release_dir, tmp_path / "run", ignore=shutil.ignore_patterns("tables"))
     result = evaluate(
-        truth_dir, tmp_path / "run", district_targets=(100,), progress=lambda _m: None
+        truth_dir,
+        tmp_path / "run",
+        district_targets=(100,),
+        progress=lambda _m: None,
+        allow_invalid=True,
     )
     assert "tabulated from the MDF" in result["tables_source"]
     assert "tables_match_mdf" not in result["invariants"]

@@ -15,7 +15,13 @@ def test_report_sections_and_labels(truth_release):
     from censusdp.evaluate import evaluate
 
     truth_dir, release_dir, _, _ = truth_release
-    result = evaluate(truth_dir, release_dir, district_targets=(100,), progress=lambda _m: None)
+    result = evaluate(
+        truth_dir,
+        release_dir,
+        district_targets=(100,),
+        progress=lambda _m: None,
+        allow_invalid=True,
+    )
     scatter = {
         "County": (np.array([10, 20]), np.array([11, 19])),
         "Block": (np.array([0, 3]), np.array([1, 2])),

@@ -28,7 +28,12 @@ def test_report_renders_with_plots_in_chromium(truth_release, tmp_path, request)
     truth_dir, release_dir, _, _ = truth_release
     html = tmp_path / "report.html"
     evaluate(
-        truth_dir, release_dir, html_path=html, district_targets=(100,), progress=lambda _m: None
+        truth_dir,
+        release_dir,
+        html_path=html,
+        district_targets=(100,),
+        progress=lambda _m: None,
+        allow_invalid=True,
     )
     shot = tmp_path / "report.png"
     proc = subprocess.run(

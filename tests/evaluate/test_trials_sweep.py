@@ -102,6 +102,7 @@ def test_trials_error_bars(fake_engine, truth_release, tmp_path):
         trial_seed=7,
         district_targets=(100,),
         progress=lambda _m: None,
+        allow_invalid=True,
     )
     tr = result["trials"]
     assert tr["trials"] == 3 and len(set(tr["seeds"])) == 3
@@ -122,6 +123,7 @@ def test_trials_error_bars(fake_engine, truth_release, tmp_path):
         trial_seed=7,
         district_targets=(100,),
         progress=lambda _m: None,
+        allow_invalid=True,
     )
     assert again["trials"] == tr
 

@@ -24,7 +24,7 @@ def _run(args: argparse.Namespace) -> int:
     from censusdp.attacks.dhc.sweep import attack_sweep
     from censusdp.io.output import check_output_dir
 
-    check_output_dir(Path(args.out), args.overwrite or args.reuse_releases)
+    check_output_dir(Path(args.out), args.overwrite or args.reuse_releases, inputs=[args.truth])
     r = attack_sweep(
         args.truth,
         args.out,

@@ -62,12 +62,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_seed(p, default=0, help="seed of the random districts")
     add_quiet(p)
+    p.add_argument("--overwrite", action="store_true", help="replace existing --json/--html files")
+    p.add_argument(
+        "--allow-invalid",
+        action="store_true",
+        help="evaluate a release that fails 'censusdp validate' (broken or hand-made releases; "
+        "the failed checks are recorded)",
+    )
     p.set_defaults(func=_evaluate)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     from censusdp.evaluate import DEFAULT_DISTRICT_TARGETS, evaluate
+    from censusdp.io.output import check_output_file
 
+    for option, path in (("--json", args.json), ("--html", args.html)):
+        if path not in (None, "-"):
+            check_output_file(path, args.overwrite, [args.truth, args.release], option=option)
     emit = progress_printer(args.quiet)
     result = evaluate(
         args.truth,
@@ -80,6 +91,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         json_path=args.json,
         html_path=args.html,
+        allow_invalid=args.allow_invalid,
         progress=emit,
     )
     tp = result["metrics"]["total_population"]

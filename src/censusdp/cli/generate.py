@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from censusdp.cli._common import add_command, add_output, add_quiet
 from censusdp.progress import printer as progress_printer
@@ -37,9 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from censusdp.generate import generate_state
-    from censusdp.io.output import check_output_dir
-
-    check_output_dir(Path(args.out), args.overwrite)
 
     summary = generate_state(
         args.state,
@@ -47,6 +43,7 @@ def _generate(args: argparse.Namespace) -> int:
         args.out,
         scale=args.scale,
         progress=progress_printer(args.quiet),
+        overwrite=args.overwrite,
     )
     print(summary.format())
     return 0

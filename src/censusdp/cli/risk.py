@@ -64,7 +64,7 @@ def _risk(args: argparse.Namespace) -> int:
     from censusdp.io.output import check_output_dir
     from censusdp.risk.report import run_risk
 
-    check_output_dir(Path(args.out), args.overwrite)
+    check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
 
     run = run_risk(
         args.input,

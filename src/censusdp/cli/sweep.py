@@ -65,7 +65,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from censusdp.evaluate import sweep
     from censusdp.io.output import check_output_dir
 
-    check_output_dir(Path(args.out), args.overwrite)
+    check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
     emit = progress_printer(args.quiet)
     result = sweep(
         args.input,

@@ -62,6 +62,7 @@ from censusdp.io.columns import read_columns
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say
+from censusdp.release.validate import require_valid, validate_run
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
 from censusdp.version import __version__
 
@@ -474,8 +475,14 @@ def evaluate(
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    allow_invalid: bool = False,
 ) -> dict[str, Any]:
     """Evaluate the release in ``release_dir`` against the CEF in ``truth_dir``.
+
+    A DP release is first checked as ``censusdp validate`` would
+    (:func:`censusdp.release.validate.validate_run`); one that fails is refused, unless
+    ``allow_invalid`` (for studying broken or hand-made releases: the result then
+    records the failed checks under ``validation``).
 
     Args:
         truth_dir: directory with ``persons.parquet`` and ``units.parquet``.
@@ -498,6 +505,14 @@ def evaluate(
     t0 = time.perf_counter()
     cef = read_cef(truth_dir)
     release = read_release(release_dir)
+    validation = None
+    if release.manifest.get("mechanism") in ("discrete_gaussian", "geometric"):
+        # a DP release is evaluated only if it is whole and untampered
+        say(progress, f"validating {release_dir}")
+        if allow_invalid:
+            validation = validate_run(release_dir).to_dict()
+        else:
+            require_valid(release_dir, what="evaluate")
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
     result, plot_data = evaluate_data(
         cef.persons,
@@ -538,6 +553,8 @@ def evaluate(
             workers=workers,
             progress=progress,
         )
+    if validation is not None:
+        result["validation"] = validation
     result["evaluation"] = {
         "truth": str(Path(truth_dir).resolve()),
         "release": str(Path(release_dir).resolve()),

@@ -6,7 +6,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
+from censusdp.io.output import Staging
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
 from censusdp.version import __version__
@@ -286,6 +287,7 @@ def generate_state(
     *,
     scale: float = 1.0,
     progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> GenerateSummary:
     """Generate a synthetic census (CEF) for one state on its real 2010 tract totals.
 
@@ -306,12 +308,14 @@ def generate_state(
             (0 < scale <= 1; at least one tract is kept). The block plan is made for
             all tracts first, so a kept tract has the same block count at any scale.
         progress: called with one line per county part.
+        overwrite: replace an existing ``out_dir`` that censusdp wrote.
 
     Returns:
         A :class:`GenerateSummary`.
 
     Raises:
-        ConfigError: for an unknown state, a negative seed or a scale outside (0, 1].
+        ConfigError: for an unknown state, a negative seed or a scale outside (0, 1],
+            or an ``out_dir`` that may not be written (see :class:`censusdp.io.output.Staging`).
     """
     t_start = time.perf_counter()
     cpu_start = time.process_time()
@@ -319,9 +323,28 @@ def generate_state(
     _check_args(seed, scale)
     seed = int(seed)
     scale = float(scale)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    staging = Staging(Path(out_dir), overwrite)
+    try:
+        summary = _generate_into(staging.path, info, seed, scale, progress, t_start, cpu_start)
+        summary = replace(summary, out_dir=staging.out_dir)
+        _write_manifest(summary, staging.path / "manifest.json")
+    except BaseException:
+        staging.abort()
+        raise
+    staging.commit()
+    return summary
 
+
+def _generate_into(
+    out: Path,
+    info: StateInfo,
+    seed: int,
+    scale: float,
+    progress: Callable[[str], None] | None,
+    t_start: float,
+    cpu_start: float,
+) -> GenerateSummary:
+    """Write the persons and units of the kept tracts into ``out``; return the summary."""
     tracts = load_tracts(info)
     plan = plan_tracts(
         tracts, info, experiment_generator(_seed_sequence(seed, info.fips, _STREAM_PLAN))
@@ -349,7 +372,6 @@ def generate_state(
         },
         out_dir=out,
     )
-    _write_manifest(summary, out / "manifest.json")
     return summary
 
 

@@ -157,7 +157,7 @@ def protect_swap(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite)
+    prepare_output_dir(out, overwrite, inputs=[input_dir])
     timings: dict[str, float] = {}
     t = time.perf_counter()
     cef = read_cef(input_dir)

@@ -110,7 +110,7 @@ def run_reconstruct(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite)
+    prepare_output_dir(out, overwrite, inputs=[release_dir, truth_dir])
     timings: dict[str, float] = {}
     t = time.perf_counter()
     persons, source = read_persons(release_dir)
@@ -235,7 +235,7 @@ def run_reid(
         raise ConfigError(f"link methods must be among {LINK_METHODS}, got {list(methods)}")
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite)
+    prepare_output_dir(out, overwrite, inputs=[reconstructed_dir, truth_dir])
     path = Path(reconstructed_dir) / "reconstructed.parquet"
     if not path.exists():
         raise InputError(f"{path}: missing file (run 'censusdp attack reconstruct' first)")
