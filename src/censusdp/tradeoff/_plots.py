@@ -35,17 +35,14 @@ def social_choice_figure(
     plt = _pyplot()
     lo, hi = optimum.search_range
     e_star = optimum.epsilon
-    a = max(lo, e_star / 8)
-    b = min(hi, e_star * 8)
-    if b <= a * 1.01:
-        a, b = lo, hi
-    xs = np.geomspace(a, b, 300)
-    ys = np.array([frontier.quality(float(x)) for x in xs])
+    # left panel: a linear epsilon axis around the optimum, so the tangency is visible
+    xl = np.linspace(max(lo, e_star / 5), min(hi, 3 * e_star), 300)
+    yl = np.array([frontier.quality(float(x)) for x in xl])
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    ax1.plot(xs, ys, color="C0", lw=2, label="frontier I(eps) (production possibilities)")
-    ind = np.array([preferences.quality_at_welfare(optimum.welfare, float(x)) for x in xs])
+    ax1.plot(xl, yl, color="C0", lw=2, label="frontier I(eps) (production possibilities)")
+    ind = np.array([preferences.quality_at_welfare(optimum.welfare, float(x)) for x in xl])
     ok = np.isfinite(ind)
-    ax1.plot(xs[ok], ind[ok], color="C3", ls="--", label="indifference curve through optimum")
+    ax1.plot(xl[ok], ind[ok], color="C3", ls="--", label="indifference curve through optimum")
     ax1.plot([e_star], [optimum.quality], "o", color="k", ms=8, zorder=5)
     ax1.annotate(
         f"optimum eps* = {e_star:.3g}",
@@ -53,16 +50,19 @@ def social_choice_figure(
         textcoords="offset points",
         xytext=(10, -18),
     )
-    ymin, ymax = float(np.min(ys)), float(np.max(ys))
+    ymin, ymax = float(np.min(yl)), float(np.max(yl))
     pad = 0.08 * (ymax - ymin if ymax > ymin else abs(ymin) + 1e-12)
-    ax1.set_ylim(ymin - pad, min(0.0, ymax) + pad)
-    ax1.set_xscale("log")
+    ax1.set_ylim(ymin - pad, ymax + pad)
     ax1.set_xlabel("privacy loss epsilon")
     ax1.set_ylabel("accuracy I (minus added variance)")
     ax1.set_title("Privacy-accuracy frontier and the social optimum", fontsize=10)
     ax1.grid(alpha=0.3)
     ax1.legend(fontsize=8, loc="lower right")
 
+    a, b = max(lo, e_star / 8), min(hi, e_star * 8)
+    if b <= a * 1.01:
+        a, b = lo, hi
+    xs = np.geomspace(a, b, 300)
     mrt = np.array([frontier.slope(float(x)) for x in xs])
     mrs = np.array(
         [
@@ -89,26 +89,46 @@ def social_choice_figure(
     return _png(fig)
 
 
-def census_frontier_figure(summary: dict[str, Any]) -> bytes:
-    """Accuracy, re-identification and Bayesian risk against epsilon, both scenarios."""
+def census_frontier_figure(results: dict[str, Any]) -> bytes:
+    """Accuracy, re-identification and Bayesian risk against epsilon, per scenario."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     panels = (
-        ("mae_total_population", "MAE of total population", "mean |error| (persons)"),
-        ("reid_confirmed_share", "Re-identification (confirmed share)", "share of population"),
-        ("kr_correct_decision", "Bayesian risk: P[correct 0-1 decision]", "probability"),
+        (
+            ("accuracy.total_population.BlockGroup.mae", "block groups"),
+            ("accuracy.total_population.Block.mae", "blocks"),
+        ),
+        (("reid.confirmed_share", "confirmed"), ("reid.exact_rate", "records exact")),
+        (("risk.p0.5.correct_decision", "p = 1/2"), ("risk.p0.1.correct_decision", "p = 1/10")),
     )
-    for ax, (key, title, ylabel) in zip(axes, panels, strict=True):
-        for scen, style in (("standard", "o-"), ("no_block", "s--")):
-            pts = [p for p in summary["points"] if p["scenario"] == scen]
-            x = [p["epsilon"] for p in pts if p.get(key) is not None]
-            y = [p[key] for p in pts if p.get(key) is not None]
-            if x:
-                lab = "all levels published" if scen == "standard" else "no block-level release"
-                ax.plot(x, y, style, label=lab)
-        ref = summary.get("references", {}).get(key)
-        if ref is not None and math.isfinite(ref):
-            ax.axhline(ref, color="grey", ls=":", lw=1, label="unprotected tables")
+    titles = (
+        ("MAE of total population", "mean |error| (persons)"),
+        ("Reconstruction and re-identification", "share of the population"),
+        ("Bayesian risk: P[correct 0-1 decision]", "probability"),
+    )
+    names = {"standard": "all levels", "no_block": "no block level"}
+    styles = {"standard": "-", "no_block": "--"}
+    for ax, series, (title, ylabel) in zip(axes, panels, titles, strict=True):
+        for j, (key, label) in enumerate(series):
+            for scen in results.get("scenarios", {}):
+                pts = [
+                    p for p in results["points"] if p["scenario"] == scen and key in p["metrics"]
+                ]
+                if not pts:
+                    continue
+                x = [p["epsilon"] for p in pts]
+                y = [p["metrics"][key]["mean"] for p in pts]
+                ax.plot(
+                    x,
+                    y,
+                    styles[scen],
+                    marker="os"[j],
+                    color=f"C{j}",
+                    label=f"{label}, {names[scen]}",
+                )
+                ref = results.get("references", {}).get(scen, {}).get(key)
+                if ref is not None and math.isfinite(ref):
+                    ax.axhline(ref, color=f"C{j}", ls=":", lw=1, alpha=0.7)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("total epsilon ((eps, delta)-DP, delta = 1e-10)")
         ax.set_ylabel(ylabel)
@@ -118,5 +138,6 @@ def census_frontier_figure(summary: dict[str, Any]) -> bytes:
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
+    fig.text(0.5, 0.01, "dotted: the same attack on unprotected tables", ha="center", fontsize=8)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return _png(fig)

@@ -434,7 +434,9 @@ def census_tradeoff(
         attack_budgets["no_block"] = (
             no_block_budget(attack_base) if attack_base is not None else None
         )
-        _say(progress, f"no-block scenario: {counts['block_groups']} block groups as the finest unit")
+        _say(
+            progress, f"no-block scenario: {counts['block_groups']} block groups as the finest unit"
+        )
 
     config = {
         "input_fingerprint": fingerprint,
@@ -480,7 +482,11 @@ def census_tradeoff(
                     runner(inputs[s], rdir / "attack", budget=ab, seed=att_seed, workers=workers)
                     metrics.update(
                         _attack(
-                            rdir / "attack", inputs[s], rdir / "attack_out", seed=seed, workers=workers
+                            rdir / "attack",
+                            inputs[s],
+                            rdir / "attack_out",
+                            seed=seed,
+                            workers=workers,
                         )
                     )
                 if not keep_runs:
@@ -552,9 +558,7 @@ def census_tradeoff(
                 s: {
                     "geolevels": geo[s],
                     "units": units[s],
-                    "geolevel_shares": {
-                        k: float(v) for k, v in budgets[s].geolevel_shares.items()
-                    },
+                    "geolevel_shares": {k: float(v) for k, v in budgets[s].geolevel_shares.items()},
                     "description": (
                         "every geolevel down to the block published"
                         if s == "standard"

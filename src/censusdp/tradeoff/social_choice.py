@@ -263,9 +263,7 @@ class MeasuredFrontier:
         object.__setattr__(self, "qualities", tuple(float(v) for v in q))
         object.__setattr__(self, "k", float(np.exp(intercept)))
         object.__setattr__(self, "alpha", float(-slope))
-        object.__setattr__(
-            self, "r_squared", 1.0 - float(np.sum(resid**2)) / ss if ss > 0 else 1.0
-        )
+        object.__setattr__(self, "r_squared", 1.0 - float(np.sum(resid**2)) / ss if ss > 0 else 1.0)
         if self.alpha <= 0:
             raise ConfigError(
                 f"the measured error does not fall with epsilon (fitted exponent alpha = "
@@ -369,9 +367,7 @@ def optimal_epsilon(
         elif g[j + 1] == 0:
             root = b
         else:
-            root = brentq(
-                lambda x: _gap(frontier, preferences, x), a, b, xtol=1e-14, rtol=1e-13
-            )
+            root = brentq(lambda x: _gap(frontier, preferences, x), a, b, xtol=1e-14, rtol=1e-13)
         candidates.append((float(root), True))
     best_eps, interior = max(candidates, key=lambda c: _welfare(frontier, preferences, c[0]))
     q = frontier.quality(best_eps)
