@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "budget",
     "demo",
     "evaluate",
+    "explore",
     "generate",
     "protect",
     "risk",

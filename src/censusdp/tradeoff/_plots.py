@@ -98,7 +98,10 @@ def census_frontier_figure(results: dict[str, Any]) -> bytes:
             ("accuracy.total_population.BlockGroup.mae", "block groups"),
             ("accuracy.total_population.Block.mae", "blocks"),
         ),
-        (("reid.confirmed_share", "confirmed"), ("reid.exact_rate", "records exact")),
+        (
+            ("reid.confirmed_share", "confirmed"),
+            ("reid.uniques_confirmed_share", "confirmed, uniques"),
+        ),
         (("risk.p0.5.correct_decision", "p = 1/2"), ("risk.p0.1.correct_decision", "p = 1/10")),
     )
     titles = (
