@@ -7,13 +7,13 @@ import json
 import re
 
 import pytest
-from _fake_engine import FakeEngine
+from _fake_engine import build_results
 
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.generate import generate_state
 from censusdp.tradeoff import MisallocationPreferences, optimal_epsilon
-from censusdp.tradeoff.census import census_tradeoff, frontier_from_results
+from censusdp.tradeoff.census import frontier_from_results
 from censusdp.tradeoff.explore import (
     DEFAULT_FUNDS_PER_PERSON,
     DEFAULT_PRIVACY_PRICE,
@@ -26,16 +26,7 @@ def results_dir(tmp_path_factory):
     truth = tmp_path_factory.mktemp("truth")
     generate_state("DC", 2, truth, scale=0.01)
     out = tmp_path_factory.mktemp("results")
-    census_tradeoff(
-        truth,
-        out,
-        epsilons=[0.5, 2, 8],
-        seeds=[1],
-        attack_preset=None,
-        release_runner=FakeEngine(),
-        overwrite=True,
-        progress=None,
-    )
+    build_results(truth, out, attack=False)
     return out
 
 

@@ -17,11 +17,11 @@ import subprocess
 import tempfile
 
 import pytest
-from _fake_engine import FakeEngine
+from _fake_engine import build_results
 
 from censusdp.generate import generate_state
 from censusdp.tradeoff import MisallocationPreferences, optimal_epsilon
-from censusdp.tradeoff.census import census_tradeoff, frontier_from_results
+from censusdp.tradeoff.census import frontier_from_results
 from censusdp.tradeoff.explore import DEFAULT_FUNDS_PER_PERSON, write_explorer
 
 
@@ -38,15 +38,7 @@ def page(tmp_path_factory):
     truth = tmp_path_factory.mktemp("truth")
     generate_state("DC", 2, truth, scale=0.01)
     out = tmp_path_factory.mktemp("results")
-    census_tradeoff(
-        truth,
-        out,
-        epsilons=[0.5, 2, 8],
-        seeds=[1],
-        release_runner=FakeEngine(),
-        overwrite=True,
-        progress=None,
-    )
+    build_results(truth, out, attack=True)
     target = out / "explore.html"
     write_explorer(out, target)
     return out, target

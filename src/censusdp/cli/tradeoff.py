@@ -15,20 +15,9 @@ import json
 import math
 
 from censusdp.cli._common import progress_printer
+from censusdp.cli.sweep import _epsilons as _floats
 
 __all__ = ["register"]
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
-    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive finite numbers, got {text!r}")
-    return values
 
 
 def _ints(text: str) -> list[int]:
@@ -44,10 +33,24 @@ def _ints(text: str) -> list[int]:
 
 
 def _range(text: str) -> tuple[float, float]:
-    values = _floats(text)
-    if len(values) != 2 or values[0] >= values[1]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if len(values) != 2 or not 0 < values[0] < values[1] < math.inf:
         raise argparse.ArgumentTypeError(f"expected LO,HI with 0 < LO < HI, got {text!r}")
     return values[0], values[1]
+
+
+def _add_population(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """``--n``, ``--pi``, ``--mu``: the randomized-response population."""
+    parser.add_argument("--n", type=int, default=1, help=f"{prefix}population size N")
+    parser.add_argument(
+        "--pi", default="1/2", help=f"{prefix}population share with the sensitive trait"
+    )
+    parser.add_argument(
+        "--mu", default="1/2", help=f"{prefix}probability of 'yes' to the innocuous question"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -105,9 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="G: areas funded (default: geounits of --geolevel, or 1 for rr)",
     )
-    ch.add_argument("--n", type=int, default=1, help="rr: population size N")
-    ch.add_argument("--pi", default="1/2", help="rr: population share with the trait")
-    ch.add_argument("--mu", default="1/2", help="rr: innocuous 'yes' probability")
+    _add_population(ch, "rr: ")
     ch.add_argument("--results", default=None, metavar="RESULTS", help="census: results dir")
     ch.add_argument("--scenario", default="standard", choices=("standard", "no_block"))
     ch.add_argument("--geolevel", default="County", help="census: geolevel of the accuracy")
