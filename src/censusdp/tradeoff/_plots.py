@@ -102,12 +102,15 @@ def census_frontier_figure(results: dict[str, Any]) -> bytes:
             ("reid.confirmed_share", "confirmed"),
             ("reid.uniques_confirmed_share", "confirmed, uniques"),
         ),
-        (("risk.p0.5.correct_decision", "p = 1/2"), ("risk.p0.1.correct_decision", "p = 1/10")),
+        (
+            ("risk.p0.5.correct_decision", "P[correct], p = 1/2"),
+            ("risk.p0.5.marginal_posterior", "marginal posterior, p = 1/2"),
+        ),
     )
     titles = (
         ("MAE of total population", "mean |error| (persons)"),
         ("Reconstruction and re-identification", "share of the population"),
-        ("Bayesian risk: P[correct 0-1 decision]", "probability"),
+        ("Bayesian risk (Kazan-Reiter)", "probability"),
     )
     names = {"standard": "all levels", "no_block": "no block level"}
     styles = {"standard": "-", "no_block": "--"}

@@ -295,7 +295,7 @@ function Plot(id, opts){
   txt(ax, (m.l + W - m.r) / 2, H - 8, opts.xlabel, {"text-anchor": "middle"});
   txt(ax, 14, (m.t + H - m.b) / 2, opts.ylabel, {"text-anchor": "middle",
     transform: "rotate(-90 14 " + ((m.t + H - m.b) / 2) + ")"});
-  var legendY = m.t + 6;
+  var legendY = opts.legendBottom ? H - m.b - 34 : m.t + 6;
   return {
     svg: svg, fx: fx, fy: fy,
     line: function(pts, attrs, label){ pts = pts.filter(function(p){ return p[1] !== null && isFinite(p[1]); });
@@ -387,7 +387,7 @@ function drawWelfare(opt){
   for (var j = 0; j <= 120; j++) xs.push(lo * Math.pow(hi / lo, j / 120));
   var ws = xs.map(function(x){ return welfare(s, x); });
   P = Plot("plot-welfare", {xlog: true, x: [lo, hi], xticks: xticks(), y: range(ws, false),
-    xlabel: "total epsilon", ylabel: "welfare ($): -misallocation - privacy cost",
+    xlabel: "total epsilon", ylabel: "welfare ($): -misallocation - privacy cost", legendBottom: true,
     yfmt: function(v){ return fmt(v, 2); }});
   P.line(xs.map(function(x, j){ return [x, ws[j]]; }), {stroke: "#2ca02c", markers: "none"}, "social welfare (fitted frontier)");
   if (opt) { P.vline(opt.eps, "#2ca02c", "optimum \u03b5* = " + fmt(opt.eps), "optimum-line");
