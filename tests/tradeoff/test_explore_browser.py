@@ -34,7 +34,18 @@ def _chromium() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def browser(request):
+    """The Chromium binary; skips (before building any results) unless selected and present."""
+    if "browser" not in (request.config.getoption("-m") or ""):
+        pytest.skip("browser check runs only when selected: pytest -m browser")
+    path = _chromium()
+    if path is None:
+        pytest.skip("no Chromium (install Debian's chromium package)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(browser, tmp_path_factory):
     truth = tmp_path_factory.mktemp("truth")
     generate_state("DC", 2, truth, scale=0.01)
     out = tmp_path_factory.mktemp("results")
@@ -68,12 +79,7 @@ def _body(browser: str, url: str) -> dict[str, str]:
 
 
 @pytest.mark.browser
-def test_explorer_renders_and_links_its_plots(page, request, tmp_path):
-    if "browser" not in (request.config.getoption("-m") or ""):
-        pytest.skip("browser check runs only when selected: pytest -m browser")
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("no Chromium (install Debian's chromium package)")
+def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
     out, target = page
     results = json.loads((out / "results.json").read_text())
 

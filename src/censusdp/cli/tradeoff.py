@@ -76,9 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     rr.add_argument("--epsilon", required=True, help="privacy loss (> 0), e.g. 1 or 0.5")
-    rr.add_argument("--n", type=int, default=1, help="population size N")
-    rr.add_argument("--pi", default="1/2", help="population share with the sensitive trait")
-    rr.add_argument("--mu", default="1/2", help="probability of 'yes' to the innocuous question")
+    _add_population(rr, "")
     rr.add_argument("--json", action="store_true", help="print a JSON object")
     rr.set_defaults(func=_rr)
 
