@@ -34,11 +34,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "design",
     "evaluate",
+    "explore",
     "generate",
     "protect",
     "risk",
     "run",
     "sweep",
+    "tradeoff",
     "validate",
 )
 

@@ -1,0 +1,40 @@
+"""``censusdp explore``: the interactive page over a ``censusdp tradeoff census`` result."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``explore`` sub-command."""
+    p = subparsers.add_parser(
+        "explore",
+        help="self-contained interactive HTML page over a 'tradeoff census' result",
+        description=(
+            "Write one HTML file (inline JavaScript and CSS, no network) with sliders for the "
+            "total epsilon, the allocation (with or without a block-level release), the "
+            "geography and the prices of the social choice, and linked plots of accuracy, "
+            "re-identification and Bayesian risk against epsilon, with the optimum marked."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("results", metavar="RESULTS", help="output directory of 'tradeoff census'")
+    p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.set_defaults(func=_explore)
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from censusdp.tradeoff.explore import write_explorer
+
+    info = write_explorer(args.results, args.out, overwrite=args.overwrite)
+    opt = info["python_optimum"]
+    print(f"wrote {info['out']} ({info['bytes']:,} bytes, {info['points']} measured points)")
+    if opt is not None:
+        print(
+            f"optimum at the default prices ({opt['level']}): epsilon {opt['epsilon']:.4g}"
+            + ("" if opt["interior"] else " (at the edge of the range)")
+        )
+    return 0
