@@ -46,12 +46,19 @@ def _persons() -> dict[str, np.ndarray]:
 def test_detailed_rhos_pl94() -> None:
     """Block rho of the detailed query = rho x 165/4099 x 3945/4097; block group x 1256/4099 x 1288/4099."""
     b = load_preset("pl94-2020")
-    low, parent, r1, r2 = detailed_rhos(b)
+    low, parent, r1, r2 = detailed_rhos(b, noise_law="paper")
     assert (low, parent) == ("Block", "BlockGroup")
     rho = Fraction(b.rho)
     assert r1 == rho * Fraction(165, 4099) * Fraction(3945, 4097)
     assert r2 == rho * Fraction(1256, 4099) * Fraction(1288, 4099)
-    assert float(detailed_rhos(b.scaled(rho="2.56"))[2]) == pytest.approx(0.0992, abs=5e-5)
+    # Kazan & Reiter 2022 sec. 2.3 read rho_1 ~= 0.099 off the allocation (their convention)
+    paper = detailed_rhos(b.scaled(rho="2.56"), noise_law="paper")[2]
+    assert float(paper) == pytest.approx(0.0992, abs=5e-5)
+    # the release's own noise law: bounded neighbours add sigma^2 = 1/rho_q, which is a
+    # discrete Gaussian of rho_q / 2 in the paper's parameterisation (sigma^2 = 1/(2 rho))
+    _, _, e1, e2 = detailed_rhos(b)
+    assert (e1, e2) == (r1 / 2, r2 / 2)
+    assert detailed_rhos(b.__class__(**{**b.__dict__, "neighbours": "unbounded"}))[2] == r1
     with pytest.raises(ConfigError, match="zCDP"):
         detailed_rhos(load_preset("ddp-2010"))
 
@@ -109,6 +116,16 @@ def test_cli_risk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "unique in their block" in text and "sweep rho 2.56" in text
     summary = json.loads((out / "risk.json").read_text())
     assert summary["budget"] == "pl94-2020"
+    # the release's noise law (bounded neighbours: sigma^2 = 1/rho_q) protects more than
+    # the paper's convention, which reproduces Kazan & Reiter's ~0.59 (Table 3, p = 1/2)
+    assert summary["noise_law"] == "release"
+    assert summary["one_level"][0]["correct_decision_probability"] == pytest.approx(
+        0.5628, abs=1e-3
+    )
+    paper = tmp_path / "risk-paper"
+    argv = ["risk", "--input", str(data), "--out", str(paper), "--noise-law", "paper", "--quiet"]
+    assert main(argv) == 0
+    summary = json.loads((paper / "risk.json").read_text())
     assert summary["one_level"][0]["correct_decision_probability"] == pytest.approx(
         0.5888, abs=1e-3
     )

@@ -106,8 +106,10 @@ def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     assert r["references"]["standard"]["reid.exact_rate"] > 0.85
     # the Kazan-Reiter risk recomputed from the budget, independently
     b = load_preset("pl94-2020").scaled(epsilon="16")
-    rho1 = next(x.rho for x in b.measurements() if x.geolevel == "Block" and x.query == "detailed")
-    ind = one_level_risk(prior=0.5, noise=NoiseModel.discrete_gaussian(rho1))
+    mech = next(
+        x.mechanism for x in b.measurements() if x.geolevel == "Block" and x.query == "detailed"
+    )  # the noise the release adds (bounded neighbours: sigma^2 = 1 / rho_q)
+    ind = one_level_risk(prior=0.5, noise=NoiseModel.from_mechanism(mech))
     assert m("standard", 16.0, "risk.p0.5.correct_decision") == ind.correct_decision.value
     nb = no_block_budget(load_preset("pl94-2020")).scaled(epsilon="16")
     rho1 = next(

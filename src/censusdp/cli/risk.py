@@ -56,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default: exact posterior",
     )
     add_seed(p, default=0, help="seed of the simulated release")
+    p.add_argument(
+        "--noise-law",
+        choices=("release", "paper"),
+        default="release",
+        help="'release': the noise the budget's mechanisms add (bounded neighbours: "
+        "sigma^2 = 1/rho_q); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to reproduce "
+        "their tables",
+    )
     add_quiet(p)
     p.set_defaults(func=_risk)
 
@@ -78,6 +86,7 @@ def _risk(args: argparse.Namespace) -> int:
         draws=args.draws,
         seed=args.seed,
         progress=progress_printer(args.quiet),
+        noise_law=args.noise_law,
     )
     print(run.format())
     return 0

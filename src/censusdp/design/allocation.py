@@ -608,7 +608,7 @@ def optimize_allocation(
         geolevels=budget.geolevels,
         geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
         query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
-        sensitivity=budget.sensitivity,
+        neighbours=budget.neighbours,
         name=request.name or f"{budget.name}-optimized",
         description=f"allocation optimised for a target workload of {len(targets)} tables "
         f"(from {budget.name}, same global rho)",
@@ -697,7 +697,7 @@ def budget_to_toml(budget: Budget, header: Sequence[str] = ()) -> str:
         f"mechanism = {q(budget.mechanism)}",
         f"{unit} = {q(str(budget.total))}",
         f"delta = {q(_delta_text(budget.delta))}",
-        f"sensitivity = {budget.sensitivity}",
+        f"neighbours = {q(budget.neighbours)}",
     ]
     if budget.notes:
         lines.append("notes = [")

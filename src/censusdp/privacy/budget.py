@@ -30,7 +30,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import BudgetError, CensusDPError, ConfigError
 from censusdp.privacy import accounting
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
-from censusdp.privacy.parameters import as_fraction, check_sensitivity, positive_fraction
+from censusdp.privacy.parameters import as_fraction, positive_fraction
 
 __all__ = [
     "DEFAULT_GEOLEVELS",
@@ -61,6 +61,9 @@ DEFAULT_GEOLEVELS: tuple[tuple[str, int], ...] = (
 )
 """The geolevels of the 2020 hierarchy, top first, with their geocode prefix lengths."""
 
+
+NEIGHBOURS = {"bounded": 2, "unbounded": 1}
+"""Neighbouring relations and the cells of a histogram query one person changes."""
 
 MAX_NOISE_SD = 10**8
 """Largest noise standard deviation of any measurement (persons)."""
@@ -124,8 +127,11 @@ class Budget:
         geolevels: ``(name, geocode length)`` pairs, top first.
         geolevel_shares: share of ``total`` for each geolevel.
         query_shares: for each geolevel, the share of its budget for each query.
-        sensitivity: per-query sensitivity (1: add/remove one person; 2: replace one,
-            as in the 2010 DDP, seed 002 eq. 1).
+        neighbours: the neighbouring relation the guarantee is stated for:
+            ``"bounded"`` (change one person's record; the 2020 production system and
+            the 2010 DDP) or ``"unbounded"`` (add or remove one person). One person then
+            changes :attr:`sensitivity` = 2 or 1 cells of every histogram query, by one
+            each, so a query's squared L2 and its L1 sensitivity are both that number.
         name: preset or config name.
         description: one line for reports.
         notes: caveats printed with the budget (what a preset cannot represent).
@@ -138,7 +144,7 @@ class Budget:
     geolevels: tuple[tuple[str, int], ...]
     geolevel_shares: dict[str, Fraction]
     query_shares: dict[str, dict[str, Fraction]]
-    sensitivity: int = 1
+    neighbours: str = "bounded"
     name: str = "custom"
     description: str = ""
     notes: tuple[str, ...] = field(default=())
@@ -155,7 +161,10 @@ class Budget:
         if not 0 < delta < 1:
             raise BudgetError(f"delta is {delta}; it must satisfy 0 < delta < 1")
         object.__setattr__(self, "delta", delta)
-        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity))
+        if self.neighbours not in NEIGHBOURS:
+            raise BudgetError(
+                f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
+            )
         object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
 
         levels = tuple((str(n), int(length)) for n, length in self.geolevels)
@@ -264,6 +273,14 @@ class Budget:
         return MECHANISMS[self.mechanism]
 
     @property
+    def sensitivity(self) -> int:
+        """Cells of a histogram query one person changes, by one each: 2 (bounded) or 1.
+
+        This is the query's L1 sensitivity and its squared L2 sensitivity.
+        """
+        return NEIGHBOURS[self.neighbours]
+
+    @property
     def geolevel_names(self) -> tuple[str, ...]:
         """Geolevel names, top first."""
         return tuple(n for n, _ in self.geolevels)
@@ -304,10 +321,14 @@ class Budget:
     def measurements(self) -> list[PlannedMeasurement]:
         """Every (geolevel, query) measurement with its exact amount and mechanism.
 
-        ``amount = total * geolevel_share * query_share``; the mechanism is
-        ``DiscreteGaussian.from_rho(amount, sensitivity)`` (``sigma^2 =
-        sensitivity^2 / (2 amount)``) or ``Geometric.from_epsilon(amount,
-        sensitivity)`` (``scale = sensitivity / amount``, seed 002 eq. 1).
+        ``amount = total * geolevel_share * query_share``. With ``Delta`` the
+        query's sensitivity (:attr:`sensitivity`: 2 bounded, 1 unbounded), the mechanism
+        is the discrete Gaussian with ``sigma^2 = Delta_2^2 / (2 amount)`` (``rho =
+        Delta_2^2 / (2 sigma^2)``, Canonne, Kamath & Steinke 2020), that is ``1 / amount``
+        under bounded neighbours as in the 2020 production system
+        (``engine_utils.getAdjustedInverseScalePerQuery`` and
+        ``primitives.RationalDiscreteGaussianMechanism``), or the geometric mechanism
+        with ``scale = Delta_1 / amount`` (Van Riper, Kugler & Ruggles 2020, eq. 1).
         """
         out = []
         for level in self.geolevel_names:
@@ -316,7 +337,7 @@ class Budget:
                 amount = level_amount * share
                 mech: DiscreteGaussian | Geometric
                 if self.mechanism == "discrete_gaussian":
-                    mech = DiscreteGaussian.from_rho(amount, self.sensitivity)
+                    mech = DiscreteGaussian(Fraction(self.sensitivity) / (2 * amount))
                 else:
                     mech = Geometric.from_epsilon(amount, self.sensitivity)
                 out.append(PlannedMeasurement(level, query, amount, mech))
@@ -369,7 +390,7 @@ class Budget:
             geolevels=self.geolevels,
             geolevel_shares=dict(self.geolevel_shares),
             query_shares={k: dict(v) for k, v in self.query_shares.items()},
-            sensitivity=self.sensitivity,
+            neighbours=self.neighbours,
             name=self.name,
             description=self.description,
             notes=self.notes,
@@ -395,7 +416,7 @@ class Budget:
                     str(lv["name"]): {str(q["query"]): Fraction(q["share"]) for q in lv["queries"]}
                     for lv in levels
                 },
-                sensitivity=int(d.get("sensitivity", 1)),
+                neighbours=str(d.get("neighbours", _legacy_neighbours(d.get("sensitivity", 2)))),
                 name=str(d.get("name", "custom")),
                 description=str(d.get("description", "")),
                 notes=tuple(d.get("notes", ())),
@@ -406,9 +427,9 @@ class Budget:
     def same_allocation(self, other: Budget) -> bool:
         """True when both spend the same amounts on the same measurements."""
         return [
-            (m.geolevel, m.query, m.rho_or_epsilon, self.sensitivity) for m in self.measurements()
+            (m.geolevel, m.query, m.rho_or_epsilon, self.neighbours) for m in self.measurements()
         ] == [
-            (m.geolevel, m.query, m.rho_or_epsilon, other.sensitivity) for m in other.measurements()
+            (m.geolevel, m.query, m.rho_or_epsilon, other.neighbours) for m in other.measurements()
         ] and (self.schema, self.mechanism, self.delta) == (
             other.schema,
             other.mechanism,
@@ -454,6 +475,7 @@ class Budget:
             "schema": self.schema,
             "mechanism": self.mechanism,
             "privacy_measure": self.privacy_measure,
+            "neighbours": self.neighbours,
             "sensitivity": self.sensitivity,
             "total": str(self.total),
             "total_float": float(self.total),
@@ -480,6 +502,7 @@ _TOP_KEYS = {
     "epsilon",
     "delta",
     "sensitivity",
+    "neighbours",
     "notes",
     "geolevels",
 }
@@ -488,6 +511,27 @@ _LEVEL_KEYS = {"name", "length", "share", "queries"}
 
 def _fail(origin: str, key: str, value: object, rule: str) -> BudgetConfigError:
     return BudgetConfigError(f"{origin}: key {key!r} = {value!r}: {rule}")
+
+
+def _legacy_neighbours(sensitivity: object) -> str:
+    """Older configs gave ``sensitivity`` (1 add/remove, 2 replace) instead of ``neighbours``."""
+    return {1: "unbounded", 2: "bounded"}.get(sensitivity, str(sensitivity))  # type: ignore[call-overload]
+
+
+def _config_neighbours(data: Mapping[str, Any], origin: str) -> str:
+    if "neighbours" in data and "sensitivity" in data:
+        raise _fail(
+            origin, "sensitivity", data["sensitivity"], "give neighbours or sensitivity, not both"
+        )
+    if "sensitivity" in data:
+        value = data["sensitivity"]
+        if isinstance(value, bool) or value not in (1, 2):
+            raise _fail(origin, "sensitivity", value, "must be 1 (unbounded) or 2 (bounded)")
+        return _legacy_neighbours(value)
+    value = data.get("neighbours", "bounded")
+    if value not in NEIGHBOURS:
+        raise _fail(origin, "neighbours", value, f"must be one of {list(NEIGHBOURS)}")
+    return str(value)
 
 
 def _frac(origin: str, key: str, value: object, positive: bool = True) -> Fraction:
@@ -570,9 +614,7 @@ def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Bu
             raise BudgetConfigError(f"{origin}: missing required key {key!r}")
     mechanism, total = _global_amount(data, origin)
     delta = _frac(origin, "delta", data.get("delta", "1e-10"))
-    sensitivity = data.get("sensitivity", 1)
-    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
-        raise _fail(origin, "sensitivity", sensitivity, "must be a positive integer")
+    neighbours = _config_neighbours(data, origin)
     levels_raw = data["geolevels"]
     if not isinstance(levels_raw, list) or not levels_raw:
         raise _fail(origin, "geolevels", levels_raw, "must be a non-empty array of tables")
@@ -598,7 +640,7 @@ def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Bu
             geolevels=tuple(geolevels),
             geolevel_shares=gshares,
             query_shares=qshares,
-            sensitivity=sensitivity,
+            neighbours=neighbours,
             name=str(data.get("name", Path(origin).stem)),
             description=str(data.get("description", "")),
             notes=tuple(notes),
@@ -792,7 +834,7 @@ class BudgetReport:
         lines = [
             f"budget {b.name}: {b.description}".rstrip(": "),
             f"schema {b.schema}, mechanism {b.mechanism} ({b.privacy_measure}), "
-            f"sensitivity {b.sensitivity}, {len(self.rows)} measurements",
+            f"{b.neighbours} neighbours (sensitivity {b.sensitivity}), {len(self.rows)} measurements",
         ]
         if pure:
             lines.append(f"global epsilon = {t['total']} = {t['epsilon']:.6g} (pure DP)")

@@ -54,16 +54,30 @@ DEFAULT_PRIORS: tuple[float, ...] = (0.5, 0.2, 0.1, 0.02)
 _QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
 
 
-def detailed_rhos(budget: object, query: str = "detailed") -> tuple[str, str, Fraction, Fraction]:
+def detailed_rhos(
+    budget: object, query: str = "detailed", *, noise_law: str = "release"
+) -> tuple[str, str, Fraction, Fraction]:
     """``(block level, parent level, rho_1, rho_2)`` of ``query`` at the two lowest geolevels.
+
+    The risk computations (Kazan & Reiter 2022) parameterise a discrete Gaussian by
+    ``rho`` with ``sigma^2 = 1 / (2 rho)`` (a sensitivity-1 count). With
+    ``noise_law="release"`` (the default) the returned ``rho`` is the one that gives
+    the noise the release really adds: ``1 / (2 sigma^2)`` of the budget's planned
+    mechanism, so under bounded neighbours (``sigma^2 = 1 / rho_q``) it is
+    ``rho_q / 2``. ``noise_law="paper"`` returns the budget's ``rho_q`` itself, the
+    paper's convention (its Tables 3 and 4 read ``rho_1 ~= 0.099`` off the 2020
+    allocation this way).
 
     Args:
         budget: a :class:`censusdp.privacy.budget.Budget` (zCDP).
         query: the query measured at both levels.
+        noise_law: ``"release"`` or ``"paper"``.
 
     Raises:
         ConfigError: if the budget is not zCDP or does not measure ``query`` at both levels.
     """
+    if noise_law not in ("release", "paper"):
+        raise ConfigError(f"noise_law must be 'release' or 'paper', got {noise_law!r}")
     if getattr(budget, "privacy_measure", None) != "zCDP":
         raise ConfigError(
             f"risk needs a zCDP (discrete Gaussian) budget; "
@@ -76,7 +90,10 @@ def detailed_rhos(budget: object, query: str = "detailed") -> tuple[str, str, Fr
     found: dict[str, Fraction] = {}
     for m in budget.measurements():  # type: ignore[attr-defined]
         if m.query == query and m.geolevel in (low, parent):
-            found[m.geolevel] = Fraction(m.rho)
+            if noise_law == "paper":
+                found[m.geolevel] = Fraction(m.rho)
+            else:
+                found[m.geolevel] = 1 / (2 * Fraction(m.mechanism.sigma_squared))
     for lvl in (low, parent):
         if lvl not in found:
             raise ConfigError(
@@ -180,6 +197,7 @@ def release_risk(
     seed: int | None = 0,
     tol: float = 1e-12,
     progress: Callable[[str], None] | None = None,
+    noise_law: str = "release",
 ) -> ReleaseRisk:
     """Risk of a release configuration for every person unique in their block (seed 001 sec. 4).
 
@@ -195,6 +213,8 @@ def release_risk(
         seed: seed of the simulated release used for realised posteriors.
         tol: probability mass left out of each exact sum.
         progress: called with a line per step.
+        noise_law: ``"release"`` (the noise the budget's mechanisms add) or ``"paper"``
+            (Kazan & Reiter's ``sigma^2 = 1/(2 rho)``); see :func:`detailed_rhos`.
 
     Returns:
         A :class:`ReleaseRisk`. ``persons`` columns: ``person_id``, ``geocode``, ``cell``
@@ -212,7 +232,7 @@ def release_risk(
     if p0 not in priors:
         priors = (p0, *priors)
     rule = rule or DecisionRule()
-    _low, _parent, rho1, rho2 = detailed_rhos(budget)
+    _low, _parent, rho1, rho2 = detailed_rhos(budget, noise_law=noise_law)
     bc = _BlockCounts.of(persons, block_geocodes)
     timings["tabulate"] = time.perf_counter() - t0
     say(
@@ -520,6 +540,7 @@ def sweep_risk(
     primary_prior: float = 0.5,
     rule: DecisionRule | None = None,
     tol: float = 1e-12,
+    noise_law: str = "release",
 ) -> list[dict[str, object]]:
     """One- and two-level risk as the global rho of ``budget`` varies (shares fixed).
 
@@ -539,7 +560,7 @@ def sweep_risk(
     out = []
     for rho in rhos:
         b = budget.scaled(rho=rho)  # type: ignore[attr-defined]
-        _l, _p, r1, r2 = detailed_rhos(b)
+        _l, _p, r1, r2 = detailed_rhos(b, noise_law=noise_law)
         noise = NoiseModel.discrete_gaussian(r1)
         row: dict[str, object] = {
             "global_rho": float(Fraction(b.rho)),

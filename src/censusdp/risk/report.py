@@ -129,6 +129,7 @@ def run_risk(
     fig6_xi2: Sequence[int] = (1, 10, 100),
     sweep_people: int = 200,
     progress: Callable[[str], None] | None = None,
+    noise_law: str = "release",
 ) -> RiskRun:
     """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
 
@@ -148,6 +149,9 @@ def run_risk(
         sweep_people: the sweep's two-level average is over a seeded random sample of
             this many people unique in their block (its standard error is reported).
         progress: called with a line per step.
+        noise_law: ``"release"`` (default: the noise the release adds, which under
+            bounded neighbours is ``sigma^2 = 1/rho_q``) or ``"paper"`` (Kazan & Reiter's
+            ``sigma^2 = 1/(2 rho)``, to reproduce their tables).
     """
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -168,8 +172,10 @@ def run_risk(
         seed=seed,
         tol=1e-10,
         progress=progress,
+        noise_law=noise_law,
     )
     summary = {
+        "noise_law": noise_law,
         "budget": getattr(budget, "name", "?"),
         "global_rho": float(Fraction(budget.rho)),
         "epsilon": budget.epsilon(),
@@ -184,7 +190,9 @@ def run_risk(
         kept = _sweep_sample(res.persons, seed, sweep_people)
         summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
         rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
-        summary["sweep"] = sweep_risk(budget, sweep, pairs=kept, tol=1e-8, **rule_kw)
+        summary["sweep"] = sweep_risk(
+            budget, sweep, pairs=kept, tol=1e-8, noise_law=noise_law, **rule_kw
+        )
     t_sweep = time.perf_counter() - t1
 
     t2 = time.perf_counter()

@@ -161,7 +161,7 @@ def no_block_budget(budget: Any) -> Any:
         geolevels=tuple(new_levels),
         geolevel_shares={n: Fraction(budget.geolevel_shares[n]) / rest for n, _ in keep},
         query_shares={n: dict(budget.query_shares[n]) for n, _ in keep},
-        sensitivity=budget.sensitivity,
+        neighbours=budget.neighbours,
         name=f"{budget.name}-no-block",
         description=f"{budget.description} (no block-level release; block share reallocated)",
         notes=budget.notes,
@@ -241,9 +241,10 @@ def _risk(budget: Any, cef: Any, seed: int, two_level: bool) -> dict[str, float]
     from censusdp.risk import NoiseModel, one_level_risk
     from censusdp.risk.release import detailed_rhos, release_risk
 
-    _low, _parent, rho1, rho2 = detailed_rhos(budget)
+    # rho_q of the detailed query as budgeted, and the noise the release really adds
+    _low, _parent, rho1, rho2 = detailed_rhos(budget, noise_law="paper")
     out: dict[str, float] = {"risk.rho_finest": float(rho1), "risk.rho_parent": float(rho2)}
-    noise = NoiseModel.discrete_gaussian(rho1)
+    noise = NoiseModel.discrete_gaussian(detailed_rhos(budget)[2])
     for p in PRIORS:
         r = one_level_risk(prior=p, noise=noise)
         out[f"risk.p{p:g}.marginal_posterior"] = r.marginal_posterior.value

@@ -46,7 +46,7 @@ def test_pl94_2020_matches_seed001_table1() -> None:
     assert round(float(b.geolevel_amount("Block")), 3) == 0.103
     detailed = next(m for m in b.measurements() if m.geolevel == "Block" and m.query == "detailed")
     assert round(float(detailed.rho), 3) == 0.099
-    assert detailed.mechanism == DiscreteGaussian.from_rho(detailed.rho)
+    assert detailed.mechanism == DiscreteGaussian(1 / detailed.rho)  # bounded: sigma^2 = 1/rho
     assert sum(m.rho for m in b.measurements()) == RHO_2020  # composition is exact
     assert round(b.epsilon(), 2) == 17.14
 
@@ -86,7 +86,8 @@ def test_budget_report_json_and_text() -> None:
         r for r in d["measurements"] if r["geolevel"] == "Block" and r["query"] == "detailed"
     )
     assert row["share"] == "3945/4097" and row["cells"] == 2016
-    assert row["variance"] == pytest.approx(1 / (2 * row["rho_float"]), rel=1e-6)
+    # bounded neighbours, as production: variance 1 / rho_q (not 1 / (2 rho_q))
+    assert row["variance"] == pytest.approx(1 / row["rho_float"], rel=1e-6)
     assert {g["geolevel"] for g in d["geolevels"]} == {g for g, _ in DEFAULT_GEOLEVELS}
     assert sum(Fraction(g["rho"]) for g in d["geolevels"]) == RHO_2020
     attrs = {a["attribute"]: a for a in d["attributes"]}

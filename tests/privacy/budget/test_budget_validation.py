@@ -47,7 +47,13 @@ def test_valid_budget_and_measurements() -> None:
     assert ms[4].rho_or_epsilon == Fraction(1, 4) * Fraction(2, 3)
     assert sum(m.rho for m in ms) == 1
     g, q, amount, mech = ms[0]  # a 4-tuple for unpacking
-    assert mech.rho() == amount == Fraction(1, 2)
+    # bounded neighbours (the default): sigma^2 = 1 / rho, the cost of a squared L2
+    # sensitivity of 2 (production's convention)
+    assert b.neighbours == "bounded" and b.sensitivity == 2
+    assert mech.sigma_squared == 1 / amount and amount == Fraction(1, 2)
+    assert mech.rho() * 2 == amount  # rho(1) is the cost for sensitivity 1: half
+    un = make(neighbours="unbounded").measurements()[0].mechanism
+    assert un.sigma_squared == 1 / (2 * amount) and un.rho() == amount
     assert b.scaled(rho="2").measurements()[0].rho_or_epsilon == 1
     d = b.to_dict()
     assert d["geolevels"][2]["queries"][1]["share"] == "2/3"
@@ -60,7 +66,7 @@ def test_valid_budget_and_measurements() -> None:
         ({"mechanism": "laplace"}, BudgetError, "mechanism is 'laplace'"),
         ({"schema": "nope"}, SchemaError, "unknown schema 'nope'"),
         ({"delta": Fraction(1)}, BudgetError, "delta is 1; it must satisfy 0 < delta < 1"),
-        ({"sensitivity": 0}, BudgetError, "sensitivity is 0"),
+        ({"neighbours": "replace"}, BudgetError, "neighbours is 'replace'"),
         (
             {
                 "geolevel_shares": {
@@ -263,5 +269,6 @@ def test_any_valid_allocation_composes_exactly(weights, qweights, total) -> None
     b = make(total=total, geolevel_shares=shares, query_shares={g: qs for g, _ in LEVELS})
     ms = b.measurements()
     assert sum(m.rho_or_epsilon for m in ms) == total
-    for m in ms:
-        assert m.mechanism.rho() == m.rho_or_epsilon
+    for m in ms:  # bounded: sigma^2 = 1 / rho_q; the cost at squared sensitivity 2 is rho_q
+        assert m.mechanism.sigma_squared * m.rho_or_epsilon == 1
+        assert 2 * m.mechanism.rho() == m.rho_or_epsilon
