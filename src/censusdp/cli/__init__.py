@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "evaluate",
     "generate",
+    "infer",
     "protect",
     "risk",
     "run",
