@@ -9,8 +9,9 @@ Two forms share the command (the contract in DESIGN.md):
   --epsilon E)``: the mechanism-aware posterior of a proportion
   (:func:`censusdp.infer.posterior.infer_proportion`).
 
-The first word after ``infer`` selects the form, so the two parsers are separate and
-this module dispatches between them.
+The positional argument selects the form (``posterior`` or a release directory); one
+parser holds both forms' options in two groups, so options may come in any order, and
+an option of the other form is an error.
 """
 
 from __future__ import annotations
@@ -21,118 +22,134 @@ import sys
 
 from censusdp.cli._common import progress_printer
 
-_FORMATTER = argparse.ArgumentDefaultsHelpFormatter
+_RELEASE_DEFAULTS = {
+    "out": None,
+    "workers": 1,
+    "executor": "auto",
+    "spark_master": None,
+    "no_zero_constraints": False,
+    "overwrite": False,
+    "quiet": False,
+}
+_POSTERIOR_DEFAULTS = {
+    "n": None,
+    "noisy": None,
+    "noise": None,
+    "scale": None,
+    "rho": None,
+    "epsilon": None,
+    "delta": "1e-10",
+    "prior_a": 1.0,
+    "prior_b": 1.0,
+    "method": "exact",
+    "draws": 20_000,
+    "seed": 0,
+    "json": False,
+}
 
 
-def _release_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="censusdp infer",
-        formatter_class=_FORMATTER,
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``infer`` sub-command (both forms; options may come in any order)."""
+    from censusdp.infer import NOISE_LAWS, POSTERIOR_METHODS
+
+    p = subparsers.add_parser(
+        "infer",
+        help="GLS estimates and intervals from a release; posterior of a proportion",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        usage=(
+            "censusdp infer RUN --out DIR [release options]\n"
+            "       censusdp infer posterior --n N --noisy X --noise LAW "
+            "(--scale B | --rho R | --epsilon E) [posterior options]"
+        ),
         description=(
-            "GLS (best linear unbiased) estimates of every published cell (total, P1-P5, H1) "
-            "at every geolevel from RUN's noisy measurements, invariants and manifest only: "
-            "a bottom-up pass pools children into parents, a top-down pass passes each "
-            "parent's refined estimate back. Writes DIR/estimates.parquet (geolevel, geocode, "
-            "query, estimate, sd, ci90_low, ci90_high, ci95_low, ci95_high) and "
-            "DIR/manifest.json. For a proportion from one noisy count see "
-            "'censusdp infer posterior --help'."
+            "censusdp infer RUN --out DIR: GLS (best linear unbiased) estimates of every "
+            "published cell (total, P1-P5, H1) at every geolevel from RUN's noisy "
+            "measurements, invariants and manifest only: a bottom-up pass pools children into "
+            "parents, a top-down pass passes each parent's refined estimate back. Writes "
+            "DIR/estimates.parquet (geolevel, geocode, query, estimate, sd, ci90_low, "
+            "ci90_high, ci95_low, ci95_high) and DIR/manifest.json. "
+            "censusdp infer posterior: the posterior of theta, the proportion of the n people "
+            "of a subgroup, from a noisy count X = k + Z with the exact likelihood of the "
+            "release mechanism summed over the unknown true count k = 0..n (Gong 2022), a "
+            "Beta(a, b) prior, and the naive analysis that ignores the noise; several "
+            "comma-separated --n/--noisy values share one theta."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="release directory written by 'censusdp run'")
-    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument(
-        "--workers", type=int, default=1, help="worker processes for the block-level tasks"
+        "run", metavar="RUN", help="release directory written by 'censusdp run', or 'posterior'"
     )
-    p.add_argument(
+    g = p.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
+    g.add_argument("--out", metavar="DIR", help="output directory (required)")
+    g.add_argument("--workers", type=int, default=1, help="worker processes for block tasks")
+    g.add_argument(
         "--executor",
         choices=("auto", "inprocess", "pool", "spark"),
         default="auto",
         help="where the block-level tasks run; the output does not depend on it",
     )
-    p.add_argument("--spark-master", default=None, metavar="URL", help="Spark master URL")
-    p.add_argument(
+    g.add_argument("--spark-master", metavar="URL", help="Spark master URL")
+    g.add_argument(
         "--no-zero-constraints",
         action="store_true",
         help="do not enter the zeros implied by the block invariants (no household "
         "population without housing units, no GQ population without a facility)",
     )
-    p.add_argument(
+    g.add_argument(
         "--overwrite",
         action="store_true",
         help="replace DIR/estimates.parquet and DIR/manifest.json in a non-empty DIR",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    return p
-
-
-def _posterior_parser() -> argparse.ArgumentParser:
-    from censusdp.infer import NOISE_LAWS, POSTERIOR_METHODS
-
-    p = argparse.ArgumentParser(
-        prog="censusdp infer posterior",
-        formatter_class=_FORMATTER,
-        description=(
-            "Posterior of theta, the proportion of the n people of a subgroup, from a noisy "
-            "count X = k + Z with the exact likelihood of the release mechanism summed over "
-            "the unknown true count k = 0..n (Gong 2022), a Beta(a, b) prior, and the naive "
-            "analysis that ignores the noise. Several comma-separated --n/--noisy values share "
-            "one theta. Noise parameters: laplace and geometric take the scale b = 1/epsilon "
-            "(--rho R means epsilon = sqrt(2R)); discrete-gaussian and gaussian take "
-            "--scale sigma, --rho R meaning sigma^2 = 1/R (bounded neighbours, the 2020 "
-            "production convention), or --epsilon E meaning the largest rho with "
-            "epsilon(rho, --delta) <= E."
-        ),
+    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    q = p.add_argument_group(
+        "posterior of a proportion (censusdp infer posterior ...)",
+        "Noise parameters: laplace and geometric take the scale b = 1/epsilon (--rho R "
+        "means epsilon = sqrt(2R)); discrete-gaussian and gaussian take --scale sigma, "
+        "--rho R meaning sigma^2 = 1/R (bounded neighbours, the 2020 production "
+        "convention), or --epsilon E meaning the largest rho with epsilon(rho, --delta) <= E.",
     )
-    p.add_argument("--n", required=True, help="size of the subgroup (or a comma-separated list)")
-    p.add_argument(
-        "--noisy", required=True, help="released noisy count (or a comma-separated list)"
-    )
-    p.add_argument("--noise", required=True, choices=NOISE_LAWS, help="noise law of the release")
-    amount = p.add_mutually_exclusive_group(required=True)
-    amount.add_argument("--scale", default=None, help="b (laplace, geometric) or sigma")
-    amount.add_argument("--rho", default=None, help="zCDP parameter of the count, e.g. 0.5")
-    amount.add_argument("--epsilon", default=None, help="epsilon of the count")
-    p.add_argument("--delta", default="1e-10", help="delta for --epsilon with Gaussian laws")
-    p.add_argument("--prior-a", type=float, default=1.0, help="Beta prior a")
-    p.add_argument("--prior-b", type=float, default=1.0, help="Beta prior b")
-    p.add_argument(
+    q.add_argument("--n", help="size of the subgroup (or a comma-separated list)")
+    q.add_argument("--noisy", help="released noisy count (or a comma-separated list)")
+    q.add_argument("--noise", choices=NOISE_LAWS, help="noise law of the release")
+    q.add_argument("--scale", help="b (laplace, geometric) or sigma (Gaussians)")
+    q.add_argument("--rho", help="zCDP parameter of the count, e.g. 0.5")
+    q.add_argument("--epsilon", help="epsilon of the count")
+    q.add_argument("--delta", default="1e-10", help="delta for --epsilon with Gaussian laws")
+    q.add_argument("--prior-a", type=float, default=1.0, help="Beta prior a")
+    q.add_argument("--prior-b", type=float, default=1.0, help="Beta prior b")
+    q.add_argument(
         "--method",
         choices=POSTERIOR_METHODS,
         default="exact",
         help="exact Beta mixture, ABC with the mechanism as kernel, or Gibbs MCMC",
     )
-    p.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``infer`` sub-command."""
-    p = subparsers.add_parser(
-        "infer",
-        help="GLS estimates and intervals from a release; posterior of a proportion",
-        add_help=False,
-        usage=(
-            "censusdp infer RUN --out DIR [options]\n"
-            "       censusdp infer posterior --n N --noisy X --noise LAW "
-            "(--scale B | --rho R | --epsilon E) [options]"
-        ),
-    )
-    p.add_argument("argv", nargs=argparse.REMAINDER)
+    q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_infer)
 
 
+def _misused(args: argparse.Namespace, defaults: dict, form: str) -> None:
+    from censusdp.errors import CensusDPError
+
+    wrong = [k for k, v in defaults.items() if getattr(args, k) != v]
+    if wrong:
+        opts = ", ".join("--" + k.replace("_", "-") for k in wrong)
+        raise CensusDPError(f"{opts} {'does' if len(wrong) == 1 else 'do'} not apply to {form}")
+
+
 def _infer(args: argparse.Namespace) -> int:
-    argv = list(args.argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        _release_parser().print_help()
-        print()
-        _posterior_parser().print_help()
-        return 0 if argv else 2
-    if argv[0] == "posterior":
-        return _posterior(_posterior_parser().parse_args(argv[1:]))
-    return _release(_release_parser().parse_args(argv))
+    from censusdp.errors import CensusDPError
+
+    if args.run == "posterior":
+        _misused(args, _RELEASE_DEFAULTS, "'infer posterior'")
+        missing = [k for k in ("n", "noisy", "noise") if getattr(args, k) is None]
+        if missing:
+            raise CensusDPError("infer posterior needs " + ", ".join("--" + k for k in missing))
+        return _posterior(args)
+    _misused(args, _POSTERIOR_DEFAULTS, "'infer RUN' (they belong to 'infer posterior')")
+    if args.out is None:
+        raise CensusDPError("infer RUN needs --out DIR")
+    return _release(args)
 
 
 def _numbers(text: str, what: str, integer: bool) -> list:
@@ -162,7 +179,7 @@ def _posterior(args: argparse.Namespace) -> int:
         raise CensusDPError(f"--n has {len(ns)} values but --noisy has {len(xs)}")
     law = NoiseLaw.from_args(
         args.noise, scale=args.scale, rho=args.rho, epsilon=args.epsilon, delta=args.delta
-    )
+    )  # raises unless exactly one of --scale, --rho, --epsilon
     out = infer_proportion(
         [NoisyCount(n, x) for n, x in zip(ns, xs, strict=True)],
         law,
