@@ -87,7 +87,7 @@ def dense_gls(
     for level in range(hierarchy.n_levels):
         funcs = np.kron(member[level], lines.matrix.T)  # (units x lines, n)
         est = (funcs @ x).reshape(hierarchy.n_units(level), len(lines))
-        var = np.einsum("ij,jk,ik->i", funcs, cov, funcs)
+        var = np.sum((funcs @ cov) * funcs, axis=1)
         sd = np.sqrt(np.maximum(var, 0.0)).reshape(hierarchy.n_units(level), len(lines))
         out.append((est, sd))
     return out
