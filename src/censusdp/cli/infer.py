@@ -45,6 +45,7 @@ _POSTERIOR_DEFAULTS = {
     "draws": 20_000,
     "seed": 0,
     "json": False,
+    "plot": None,
 }
 
 
@@ -97,7 +98,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace DIR/estimates.parquet and DIR/manifest.json in a non-empty DIR",
+        help="replace DIR/estimates.parquet and DIR/manifest.json in a non-empty DIR "
+        "(with 'posterior': replace the --plot file)",
     )
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     q = p.add_argument_group(
@@ -125,6 +127,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
     q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
     q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the posterior and the naive one (refused if FILE exists, unless --overwrite)",
+    )
     p.set_defaults(func=_infer)
 
 
@@ -141,7 +148,8 @@ def _infer(args: argparse.Namespace) -> int:
     from censusdp.errors import CensusDPError
 
     if args.run == "posterior":
-        _misused(args, _RELEASE_DEFAULTS, "'infer posterior'")
+        release_only = {k: v for k, v in _RELEASE_DEFAULTS.items() if k != "overwrite"}
+        _misused(args, release_only, "'infer posterior'")
         missing = [k for k in ("n", "noisy", "noise") if getattr(args, k) is None]
         if missing:
             raise CensusDPError("infer posterior needs " + ", ".join("--" + k for k in missing))
@@ -171,7 +179,8 @@ def _numbers(text: str, what: str, integer: bool) -> list:
 
 def _posterior(args: argparse.Namespace) -> int:
     from censusdp.errors import CensusDPError
-    from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount, infer_proportion
+    from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount
+    from censusdp.infer.report import posterior_report
 
     ns = _numbers(args.n, "--n", integer=True)
     xs = _numbers(args.noisy, "--noisy", integer=False)
@@ -180,13 +189,15 @@ def _posterior(args: argparse.Namespace) -> int:
     law = NoiseLaw.from_args(
         args.noise, scale=args.scale, rho=args.rho, epsilon=args.epsilon, delta=args.delta
     )  # raises unless exactly one of --scale, --rho, --epsilon
-    out = infer_proportion(
+    out = posterior_report(
         [NoisyCount(n, x) for n, x in zip(ns, xs, strict=True)],
         law,
         BetaPrior(args.prior_a, args.prior_b),
         method=args.method,
         draws=args.draws,
         seed=args.seed,
+        plot=args.plot,
+        overwrite=args.overwrite,
     )
     if args.json:
         print(json.dumps(out, indent=2, allow_nan=False))
@@ -204,6 +215,8 @@ def _posterior(args: argparse.Namespace) -> int:
     if "true_count" in out:
         tc = out["true_count"]
         print(f"  true count: mean {tc['mean']:.2f}, 95% interval {tc['ci95']}")
+    if "plot" in out:
+        print(f"  figure: {out['plot']}")
     return 0
 
 

@@ -268,13 +268,17 @@ def apply(layout: Layout, op: np.ndarray, x: np.ndarray) -> np.ndarray:
         np.broadcast_shapes(op.shape[:-3], x.shape[: x.ndim - 1 - layout.m]) + layout.shape
     )
     active = layout.active_blocks()
+    shared = op.ndim == 3 and x.ndim == 2 + layout.m
     for a, c in enumerate(comps):
         if not active[a]:
             continue
         lead = c.shape[: c.ndim - 1 - layout.m]
         flat = c.reshape(*lead, layout.d, -1)
-        y = op[..., a, :, :] @ flat
-        out = out + y.reshape(*y.shape[:-1], *c.shape[c.ndim - layout.m :])
+        if shared:  # one operator for every vector: a single matrix product
+            y = np.moveaxis(np.tensordot(op[a], flat, axes=([1], [1])), 0, 1)
+        else:
+            y = op[..., a, :, :] @ flat
+        out += y.reshape(*y.shape[:-1], *c.shape[c.ndim - layout.m :])
     return out
 
 

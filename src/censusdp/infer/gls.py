@@ -44,7 +44,7 @@ so an executor can run them like TopDown's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -209,8 +209,10 @@ class LevelDesign:
     Attributes:
         level: level index.
         queries: the measured query names, in the order values are passed.
-        positions: per query, for every live cell (flattened), the index of its answer
-            row among the query's measured rows.
+        positions: per query, the index of the answer row (among the query's measured
+            rows) of every live cell, on the reduced shape ``(d, s_1, ..., s_m)`` with
+            ``s_j = n_j`` where the query groups by simple attribute ``j`` and 1 where
+            its answer is constant along it (so ``A_q' y`` is a broadcast).
         variances: per query, the stated noise variance (from the NMF).
         info: ``J = sum_q A_q' A_q / v_q`` in block form.
         cov: ``M = J^-1``.
@@ -228,10 +230,19 @@ class LevelDesign:
     ) -> np.ndarray:
         """``h = sum_q A_q' y_q / v_q`` for ``n`` units (values ``(n, rows)`` per query)."""
         n = values[0].shape[0] if values else 0
-        h = np.zeros((n, int(np.prod(shape))))
+        parts: dict[tuple[int, ...], np.ndarray] = {}
         for pos, var, vals in zip(self.positions, self.variances, values, strict=True):
-            h += np.asarray(vals, dtype=np.float64)[:, pos] * (1.0 / var)
-        return h.reshape((n, *shape))
+            scaled = np.asarray(vals, dtype=np.float64) * (1.0 / var)
+            g = np.take(scaled, pos.reshape(-1), axis=1).reshape((n, *pos.shape))
+            acc = parts.get(pos.shape)
+            if acc is None:
+                parts[pos.shape] = g
+            else:
+                acc += g
+        h = np.zeros((n, *shape))
+        for g in parts.values():
+            h += g
+        return h
 
 
 _GRAMS: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
@@ -278,6 +289,11 @@ def level_design(
                 f"NMF query ({level_name}, {mq.query}) lacks answer rows of live cells"
             )
         info += gram / v
+        pos = pos.reshape(rows.shape)
+        for j in range(layout.m):  # keep one slice along the axes the answer is constant on
+            first = np.take(pos, [0], axis=1 + j)
+            if np.array_equal(np.broadcast_to(first, pos.shape), pos):
+                pos = first
         positions.append(pos.astype(np.int64))
         variances.append(v)
         names.append(mq.query)
@@ -421,20 +437,22 @@ def run_up(task: UpTask) -> UpResult:
     """One upward step (module docstring); pure and picklable."""
     lay = task.layout
     own = None
-    if task.design is not None:
-        h = task.design.information_vector(task.values, lay.shape)
-        own = apply(lay, task.design.cov, h)
     if task.child_sum is None:  # bottom level: own measurements and zero patterns
-        if own is None or task.pattern is None or task.pattern_ops is None:
+        if task.design is None or task.pattern is None or task.pattern_ops is None:
             raise InternalError("a bottom-level GLS task needs measurements and zero patterns")
-        r_table, table = task.pattern_ops
+        h = task.design.information_vector(task.values, lay.shape)
+        rm_table, table = task.pattern_ops  # R_k M: own estimate conditioned on the zeros
         index = task.pattern
-        mean = np.empty_like(own)
+        mean = np.empty_like(h)
         for k in np.unique(index):
             sel = index == k
-            mean[sel] = apply(lay, r_table[k], own[sel])
+            mean[sel] = apply(lay, rm_table[k], h[sel])
     else:
         s, big_s = task.child_sum, task.child_cov
+        own = None
+        if task.design is not None:
+            h = task.design.information_vector(task.values, lay.shape)
+            own = apply(lay, task.design.cov, h)
         if own is None:
             mean, table = s.copy(), big_s.copy()
         else:
@@ -634,7 +652,10 @@ def tree_gls(
                 raise InputError(f"nothing is measured at the bottom level {names[level]}")
             if pattern_ops is None:
                 ops = [condition_zero(layout, design.cov, pz) for pz in patterns]
-                pattern_ops = (np.stack([o[0] for o in ops]), np.stack([o[1] for o in ops]))
+                pattern_ops = (
+                    np.stack([o[0] @ design.cov for o in ops]),
+                    np.stack([o[1] for o in ops]),
+                )
             return UpTask(
                 layout,
                 level,
@@ -713,7 +734,7 @@ def tree_gls(
                     level,
                     start,
                     stop - start,
-                    up_task(level, start, stop),
+                    replace(up_task(level, start, stop), parent_bounds=None),
                     None,
                     None,
                     None,
