@@ -1,12 +1,26 @@
-"""Inference from the noisy measurements.
+"""Inference from the noisy measurements (docs/inference.md).
 
+* :mod:`censusdp.infer.gls`: best linear unbiased (GLS) estimates and exact standard
+  deviations of every cell at every geolevel by the two-pass tree algorithm, with the
+  invariants entered exactly; :func:`censusdp.infer.release.infer_release` runs it on a
+  release directory (``censusdp infer RUN --out DIR``).
 * :mod:`censusdp.infer.posterior`: mechanism-aware Bayesian posterior of a proportion
-  from one or a few noisy counts (Gong 2022): exact Beta mixture, ABC and Gibbs samplers.
+  from one or a few noisy counts (Gong 2022): exact Beta mixture, ABC and Gibbs samplers
+  (``censusdp infer posterior``).
 """
 
 from __future__ import annotations
 
+from censusdp.infer._algebra import Layout, make_layout
 from censusdp.infer._noise import NOISE_LAWS, NoiseLaw
+from censusdp.infer.gls import (
+    Constraints,
+    LevelEstimates,
+    LineSet,
+    census_intervals,
+    make_lines,
+    tree_gls,
+)
 from censusdp.infer.posterior import (
     POSTERIOR_METHODS,
     BetaMixture,
@@ -24,11 +38,19 @@ __all__ = [
     "POSTERIOR_METHODS",
     "BetaMixture",
     "BetaPrior",
+    "Constraints",
+    "Layout",
+    "LevelEstimates",
+    "LineSet",
     "NoiseLaw",
     "NoisyCount",
     "abc_draws",
+    "census_intervals",
     "exact_posterior",
     "gibbs_draws",
     "infer_proportion",
+    "make_layout",
+    "make_lines",
     "naive_posterior",
+    "tree_gls",
 ]

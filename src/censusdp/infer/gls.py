@@ -647,6 +647,8 @@ def tree_gls(
         design = design_of(level, measured)
         vals = tuple(m.values for m in measured) if design is not None else ()
         tot = totals.get(level)
+        kids: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+        pattern = None
         if level == bottom:
             if design is None:
                 raise InputError(f"nothing is measured at the bottom level {names[level]}")
@@ -656,20 +658,9 @@ def tree_gls(
                     np.stack([o[0] @ design.cov for o in ops]),
                     np.stack([o[1] for o in ops]),
                 )
-            return UpTask(
-                layout,
-                level,
-                start,
-                stop - start,
-                design,
-                vals,
-                None,
-                None,
-                pattern_of[start:stop],
-                pattern_ops,
-                None if tot is None else np.asarray(tot[start:stop], dtype=np.float64),
-                bounds_of(level, start, stop),
-            )
+            pattern = pattern_of[start:stop]
+        else:
+            kids = (child_sum[level][start:stop], child_cov[level][start:stop])
         return UpTask(
             layout,
             level,
@@ -677,10 +668,10 @@ def tree_gls(
             stop - start,
             design,
             vals,
-            child_sum[level][start:stop],
-            child_cov[level][start:stop],
-            None,
-            None,
+            kids[0],
+            kids[1],
+            pattern,
+            pattern_ops if level == bottom else None,
             None if tot is None else np.asarray(tot[start:stop], dtype=np.float64),
             bounds_of(level, start, stop),
         )
@@ -728,33 +719,23 @@ def tree_gls(
                 ps, pp = child_sum[level - 1][p0:p1], pinv[level - 1][p0:p1]
             else:
                 pm = pc = ps = pp = None
-            if level == bottom:
-                return DownTask(
-                    layout,
-                    level,
-                    start,
-                    stop - start,
-                    replace(up_task(level, start, stop), parent_bounds=None),
-                    None,
-                    None,
-                    None,
-                    pm,
-                    pc,
-                    ps,
-                    pp,
-                    bounds_of(level, start, stop),
-                    lines,
-                    keep,
+            if level == bottom:  # recompute the upward estimates (not kept for the bottom)
+                redo = replace(up_task(level, start, stop), parent_bounds=None)
+                kept: tuple = (None, None, None)
+            else:
+                redo = None
+                kept = (
+                    up_mean[level][start:stop],
+                    up_cov[level][start:stop],
+                    np.arange(stop - start),
                 )
             return DownTask(
                 layout,
                 level,
                 start,
                 stop - start,
-                None,
-                up_mean[level][start:stop],
-                up_cov[level][start:stop],
-                np.arange(stop - start),
+                redo,
+                *kept,
                 pm,
                 pc,
                 ps,
