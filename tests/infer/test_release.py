@@ -246,3 +246,32 @@ def test_pool_executor_and_without_zero_constraints(release, tmp_path: Path) -> 
     base = _read(release["out"])
     assert (c["sd"] >= base["sd"] - 1e-9).all()
     assert (c["sd"] > base["sd"] + 1e-6).mean() > 0.5
+
+
+def test_release_variants(release, tmp_path: Path, capsys) -> None:
+    """Without the housing-unit NMF only H1_001N (the invariant) is reported; a release on
+    another schema is refused with one line."""
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in (
+        "manifest.json",
+        "noisy_measurements.parquet",
+        "invariants.parquet",
+        "invariant_totals.parquet",
+    ):
+        shutil.copy(release["run"] / name, run / name)
+    m = infer_release(run, tmp_path / "nu")
+    assert m["lines"][-1] == "H1_001N" and "not measured" in m["housing_units"]
+    cols = _read(tmp_path / "nu")
+    k = (cols["geolevel"] == "Block") & (cols["query"] == "H1_001N")
+    hu = pq.read_table(run / "invariants.parquet").column("housing_units").to_numpy()
+    np.testing.assert_array_equal(cols["estimate"][k], hu)
+    assert (cols["sd"][k] == 0).all() and "H1_002N" not in set(cols["query"])
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["schema"] = "dhc-lite"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["infer", str(run), "--out", str(tmp_path / "d"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "pl94 schema" in err and err.count("\n") == 1

@@ -266,6 +266,11 @@ def infer_release(
     t = time.perf_counter()
     manifest_in, hierarchy, inv = _read_release(run_dir)
     schema = get_schema(str(manifest_in.get("schema", "pl94")))
+    if schema.name != "pl94":
+        raise SchemaError(
+            f"infer tabulates total and P1-P5 from releases on the pl94 schema; {run_dir} "
+            f"was measured on {schema.name!r}"
+        )
     persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = _person_lines(layout)
