@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pytest
 from _gls_gen import TOY_QUERIES, measure_gaussian, toy_schema, tree, truth
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from censusdp.errors import InputError, SchemaError
 from censusdp.geography import GeoLevels
@@ -368,3 +370,34 @@ def test_non_product_line_is_rejected() -> None:
     ind[cells[1, 1, 1], 0] = 1  # two cells differing in every factor: not a product
     with pytest.raises(SchemaError, match="not a product set"):
         make_lines(lay, ["odd"], ind)
+
+
+@settings(derandomize=True, max_examples=15, deadline=None)
+@given(
+    fanouts=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3)),
+    variances=st.lists(st.sampled_from([0.5, 1.0, 3.0, 20.0]), min_size=5, max_size=5),
+    seed=st.integers(0, 2**16),
+    zero_rate=st.sampled_from([0.0, 0.3]),
+)
+def test_tree_equals_dense_property(fanouts, variances, seed, zero_rate) -> None:
+    """Random trees, variances and zero patterns: tree GLS == dense GLS, and consistent."""
+    s = toy_schema(2)
+    h = tree(fanouts)
+    rng = np.random.default_rng(seed)
+    plan = _plan(("US", "State", "County", "Block"), TOY_QUERIES, tuple(variances))
+    x = truth(s, h, rng)
+    ms = measure_gaussian(s, h, x, plan, rng)
+    lay = make_layout(s, list(TOY_QUERIES), ("hhgq",))
+    lines = _cell_lines(lay)
+    zero = rng.random((h.blocks.size, lay.d)) < zero_rate
+    totals = {1: np.asarray(h.aggregate(np.asarray(x.sum(axis=1)))[1], dtype=float).ravel()}
+    cons = Constraints(zero, totals)
+    est, sd = _collect(tree_gls(ms, h, lay, lines, cons), h, len(lines))
+    ref = dense_gls(ms, h, lay, lines, cons)
+    for level in range(h.n_levels):
+        np.testing.assert_allclose(est[level], ref[level][0], atol=1e-7)
+        np.testing.assert_allclose(sd[level] ** 2, ref[level][1] ** 2, atol=1e-8)
+        if level:
+            sums = np.zeros_like(est[level - 1])
+            np.add.at(sums, h.parent[level], est[level])
+            np.testing.assert_allclose(sums, est[level - 1], atol=1e-7)
