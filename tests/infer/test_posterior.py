@@ -354,3 +354,48 @@ def test_mixture_is_a_distribution(n: int, x: int, rho: str, a: float) -> None:
     lo, hi = mix.interval()
     assert 0.0 <= lo < mix.mean() < hi <= 1.0
     assert special.betainc(1.0, 1.0, 0.5) == 0.5
+
+
+@pytest.mark.parametrize(
+    "n,x,law_kw,prior",
+    [
+        (20_000, 100, ("gaussian", {"scale": "3"}), BetaPrior(50.0, 2.0)),
+        (20_000, 19_990, ("laplace", {"epsilon": "2"}), BetaPrior(0.3, 40.0)),
+        (5_000, -40, ("discrete-gaussian", {"rho": "1/100"}), BetaPrior(1.0, 1.0)),
+    ],
+)
+def test_window_drops_nothing_that_matters(n, x, law_kw, prior) -> None:
+    """The likelihood window (large n) gives the full-range sum over k = 0..n.
+
+    The reference sums every k with numpy in log space, independently of the library;
+    the priors here pull hard against the data, the case the window's slack is for.
+    """
+    law = NoiseLaw.from_args(law_kw[0], **law_kw[1])
+    mix = exact_posterior(NoisyCount(n, x), law, prior)
+    assert mix.k.size < n  # the window did cut
+    k = np.arange(n + 1, dtype=np.float64)
+    logw = (
+        law.log_kernel(x - k)
+        + special.gammaln(n + 1)
+        - special.gammaln(k + 1)
+        - special.gammaln(n - k + 1)
+        + special.betaln(prior.a + k, prior.b + n - k)
+    )
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    mean = float(np.dot(w, prior.a + k) / (prior.a + prior.b + n))
+    assert mix.mean() == pytest.approx(mean, rel=1e-12)
+    assert float(np.dot(mix.w, mix.k)) == pytest.approx(float(np.dot(w, k)), rel=1e-12, abs=1e-12)
+
+
+def test_state_sized_subgroup_is_fast() -> None:
+    """n = 39 million (a large state): the window keeps the sum to the likely true counts."""
+    import time
+
+    law = NoiseLaw.from_args("gaussian", scale="1000")
+    t = time.perf_counter()
+    r = infer_proportion(NoisyCount(39_000_000, 15_600_000), law)
+    assert time.perf_counter() - t < 30
+    sd = math.sqrt(0.4 * 0.6 / 39e6 + (1000 / 39e6) ** 2)
+    assert r["mean"] == pytest.approx(0.4, abs=1e-7)
+    assert r["ci95"][1] - r["ci95"][0] == pytest.approx(2 * 1.959964 * sd, rel=1e-3)

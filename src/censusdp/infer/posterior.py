@@ -20,7 +20,8 @@ C(n_i, k) theta^k (1 - theta)^(n_i - k)``. Collecting powers of ``theta`` by the
 ``k``, and it is also the posterior of the true count). Its CDF is the same mixture of
 regularised incomplete Beta functions, inverted by bracketing root-finding for the
 equal-tailed interval. Nothing is approximated beyond dropping mixture components
-below ``1e-25`` of the largest weight.
+below ``1e-25`` of the largest weight, and (one count) true counts whose likelihood is
+below ``e^-800`` of the largest after allowing for the prior (:func:`_window`).
 
 The *naive* analysis ignores the noise: it treats ``sum X_i`` (clipped to
 ``[0, N]``) as the true count and reports ``Beta(a + X, b + N - X)``.
@@ -212,18 +213,46 @@ def _log_choose(n: int, k: np.ndarray) -> np.ndarray:
     return special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
 
 
-def _total_log_weights(counts: Sequence[NoisyCount], law: NoiseLaw, tilt: float) -> np.ndarray:
-    """``log W(K)`` for ``K = 0..N`` (``-inf`` where the product underflows).
+def _window(c: NoisyCount, law: NoiseLaw, prior: BetaPrior) -> tuple[int, int]:
+    """True counts ``lo..hi`` that can carry posterior weight (one count).
 
-    Each factor ``f(X_i - k) C(n_i, k)`` is multiplied by ``e^{tilt k}`` before the
-    convolution (undone after: the total exponent is ``tilt K``), so that the vectors
-    convolved are concentrated where the posterior is and no relevant entry
-    underflows; the convolution itself sums positive terms directly (no FFT), so
-    every entry keeps its relative precision.
+    ``w_k`` is ``f(X - k)`` times the Beta-Binomial prior predictive ``BB(k)``, and
+    ``max BB / min BB <= (n + 1)^(a + b + 1) / B(a, b)`` up to a constant (``BB`` is a
+    Binomial pmf averaged over the prior; the prior density is at least
+    ``(1/(n+1))^(a + b - 2) / B(a, b)`` where the Binomial pmf sits). Outside the window
+    the likelihood is below ``e^-slack`` of its largest value on ``0..n``, with ``slack``
+    800 nats above that bound, so dropped weights are below ``e^-800`` of the largest.
+    """
+    n, x, p = int(c.n), float(c.noisy), float(law.parameter)
+    slack = (
+        850.0
+        + (prior.a + prior.b + 1.0) * math.log(n + 2.0)
+        + abs(float(special.betaln(prior.a, prior.b)))
+    )
+    d0 = abs(x - min(max(x, 0.0), float(n)))  # distance to the likeliest real k in [0, n]
+    reach = (
+        d0 + slack * p
+        if law.law in ("laplace", "geometric")
+        else math.sqrt(d0 * d0 + 2.0 * slack * p)
+    )
+    return max(0, math.floor(x - reach)), min(n, math.ceil(x + reach))
+
+
+def _total_log_weights(
+    counts: Sequence[NoisyCount], law: NoiseLaw, tilt: float, k0: int, k1: int
+) -> np.ndarray:
+    """``log W(K)`` for ``K = k0..k1`` (``-inf`` where the product underflows).
+
+    For one count ``k0..k1`` is its window (:func:`_window`); for several it is
+    ``0..N``. Each factor ``f(X_i - k) C(n_i, k)`` is multiplied by ``e^{tilt k}``
+    before the convolution (undone after: the total exponent is ``tilt K``), so that
+    the vectors convolved are concentrated where the posterior is and no relevant entry
+    underflows; the convolution itself sums positive terms directly (no FFT), so every
+    entry keeps its relative precision.
     """
     if len(counts) == 1:
         c = counts[0]
-        k = np.arange(c.n + 1, dtype=np.float64)
+        k = np.arange(k0, k1 + 1, dtype=np.float64)
         return law.log_kernel(float(c.noisy) - k) + _log_choose(c.n, k)
     acc = np.ones(1)
     offset = 0.0
@@ -245,8 +274,9 @@ def _mixture(
     counts: Sequence[NoisyCount], law: NoiseLaw, prior: BetaPrior, tilt: float
 ) -> BetaMixture:
     n_total = int(sum(int(c.n) for c in counts))
-    logw = _total_log_weights(counts, law, tilt)
-    big_k = np.arange(n_total + 1, dtype=np.float64)
+    k0, k1 = _window(counts[0], law, prior) if len(counts) == 1 else (0, n_total)
+    logw = _total_log_weights(counts, law, tilt, k0, k1)
+    big_k = np.arange(k0, k1 + 1, dtype=np.float64)
     logw = logw + special.betaln(prior.a + big_k, prior.b + n_total - big_k)
     top = float(np.max(logw))
     keep = logw >= top + math.log(_TRIM)
