@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from censusdp.errors import InternalError, SchemaError
+from censusdp.errors import SchemaError
 from censusdp.queries import make_query
 from censusdp.schema import Recode, Schema
 
@@ -290,9 +290,3 @@ def quad_forms(op: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """
     pv = op @ vectors.T  # (..., B, d, K)
     return np.einsum("...dk,kd->...k", pv, vectors)
-
-
-def check_square(op: np.ndarray, d: int, b: int) -> None:
-    """Raise :class:`InternalError` unless ``op`` is ``(..., b, d, d)``."""
-    if op.shape[-3:] != (b, d, d):
-        raise InternalError(f"operator shape {op.shape} is not (..., {b}, {d}, {d})")

@@ -14,8 +14,8 @@ accuracy of differentially private histograms through consistency*, generalised 
 vector-valued nodes with arbitrary measurement covariances: an upward information
 filter and a downward Rauch-Tung-Striebel-type smoother on the geography tree):
 
-* upward, leaves first: a unit's own measurements give ``m_u = M J^-1``-weighted
-  estimate ``m_u = M h_u`` with ``M = (sum_q A_q' A_q / v_q)^-1`` and
+* upward, leaves first: a unit's own measurements give the estimate ``m_u = M h_u``
+  with covariance ``M = (sum_q A_q' A_q / v_q)^-1``, where
   ``h_u = sum_q A_q' y_{u,q} / v_q``. Its children's subtree estimates add up to an
   independent estimate ``s_u = sum_c xhat_c`` with covariance ``S_u = sum_c P_c``.
   Combined: ``xhat_u = s_u + S_u (S_u + M)^-1 (m_u - s_u)``,
@@ -380,6 +380,21 @@ class Constraints:
     zero: np.ndarray | None = None
     totals: dict[int, np.ndarray] | None = None
 
+    def __post_init__(self) -> None:
+        if self.zero is not None:
+            z = np.asarray(self.zero)
+            if z.ndim != 2 or z.dtype != bool:
+                raise InputError(
+                    f"zero constraints must be a 2-D boolean array (units x d), got "
+                    f"{z.dtype} of shape {z.shape}"
+                )
+        for level, tot in (self.totals or {}).items():
+            t = np.asarray(tot, dtype=np.float64)
+            if t.ndim != 1 or not np.isfinite(t).all():
+                raise InputError(
+                    f"exact totals of level {level} must be a 1-D array of finite numbers"
+                )
+
 
 @dataclass(frozen=True, eq=False)
 class UpTask:
@@ -518,7 +533,8 @@ def run_down(task: DownTask) -> DownResult:
         mean, table, index = up.mean, up.cov, up.cov_index
     else:
         mean, table, index = task.up_mean, task.up_cov, task.up_index
-    assert mean is not None and table is not None and index is not None
+    if mean is None or table is None or index is None:
+        raise InternalError("a downward GLS task needs the units' upward estimates")
     if task.parent_bounds is None:  # the root: upward estimate is final
         final, ftable, findex = mean, table, index
     else:
