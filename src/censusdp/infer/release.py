@@ -288,6 +288,8 @@ def infer_release(
     )
 
     ex = make_executor(workers, kind=executor, spark_master=spark_master)
+    describe = getattr(ex, "describe", None)
+    ex_record = describe() if describe is not None else {"name": getattr(ex, "name", "")}
     try:
         # -- housing units (small: kept in memory, merged into the person rows) ------------
         t = time.perf_counter()
@@ -411,7 +413,7 @@ def infer_release(
             for lv in range(hierarchy.n_levels)
             if (d := level_design(layout, lv, names[lv], persons.read(lv, 0, 1))) is not None
         },
-        "executor": ex.describe() if hasattr(ex, "describe") else {"name": getattr(ex, "name", "")},
+        "executor": ex_record,
         "platform": platform.platform(),
         "timings": {k: round(v, 4) for k, v in timings.items()},
         "peak_memory_mb": _peak_rss_mb(),
