@@ -151,6 +151,7 @@ def whole_state(state: str, run: str | None, workers: int, work: Path) -> dict:
             ],
             check=True,
             env=env,
+            stdout=subprocess.DEVNULL,
         )
         subprocess.run(
             [
@@ -170,6 +171,7 @@ def whole_state(state: str, run: str | None, workers: int, work: Path) -> dict:
             ],
             check=True,
             env=env,
+            stdout=subprocess.DEVNULL,
         )
     out = work / "gls"
     _say(f"censusdp infer {run} (workers {workers})")
@@ -189,6 +191,7 @@ def whole_state(state: str, run: str | None, workers: int, work: Path) -> dict:
         ],
         check=True,
         env=env,
+        stdout=subprocess.DEVNULL,
     )
     wall = time.perf_counter() - t
     m = json.loads((out / "manifest.json").read_text())

@@ -42,6 +42,7 @@ from censusdp.infer.gls import (
     Z90,
     Z95,
     Constraints,
+    LevelDesign,
     LineSet,
     census_intervals,
     direct_sd,
@@ -160,6 +161,16 @@ def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...])
     if not queries:
         raise InputError(f"{reader.path}: no measurements")
     return make_layout(reader.schema, queries, group)
+
+
+def _designs(reader: NMFReader, layout: Layout, hierarchy: Hierarchy) -> dict[int, LevelDesign]:
+    """The measurement design of every measured level (from one unit's read)."""
+    out = {}
+    for level, name in enumerate(hierarchy.geolevels.names):
+        des = level_design(layout, level, name, reader.read(level, 0, 1))
+        if des is not None:
+            out[level] = des
+    return out
 
 
 def _chunk_table(
@@ -314,11 +325,8 @@ def infer_release(
                     np.concatenate([c[0] for c in chunks]),
                     np.concatenate([c[1] for c in chunks]),
                 )
-            for level in range(hierarchy.n_levels):
-                meas = ureader.read(level, 0, 1)
-                des = level_design(ulayout, level, names[level], meas)
-                if des is not None:
-                    unit_direct[level] = direct_sd(ulayout, des, ulines)
+            for level, des in _designs(ureader, ulayout, hierarchy).items():
+                unit_direct[level] = direct_sd(ulayout, des, ulines)
             unit_names = ulines.names
             occupancy = "GLS from noisy_measurements_units.parquet"
         else:
@@ -330,11 +338,8 @@ def infer_release(
         _say(progress, f"housing units: {occupancy}")
 
         # -- persons, streamed level by level, chunk by chunk -------------------------------
-        direct: dict[int, np.ndarray] = {}
-        for level in range(hierarchy.n_levels):
-            des = level_design(layout, level, names[level], persons.read(level, 0, 1))
-            if des is not None:
-                direct[level] = direct_sd(layout, des, lines)
+        designs = _designs(persons, layout, hierarchy)
+        direct = {level: direct_sd(layout, des, lines) for level, des in designs.items()}
         all_names = lines.names + tuple(unit_names)
         stats = _LevelStats()
         rows = 0
@@ -409,9 +414,7 @@ def infer_release(
         "rows": rows,
         "levels": stats.to_dict(direct_named),
         "noise_variances": {
-            names[lv]: dict(zip(d.queries, d.variances, strict=True))
-            for lv in range(hierarchy.n_levels)
-            if (d := level_design(layout, lv, names[lv], persons.read(lv, 0, 1))) is not None
+            names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()
         },
         "executor": ex_record,
         "platform": platform.platform(),
