@@ -451,7 +451,6 @@ def _sum_by_parent(
 def run_up(task: UpTask) -> UpResult:
     """One upward step (module docstring); pure and picklable."""
     lay = task.layout
-    own = None
     if task.child_sum is None:  # bottom level: own measurements and zero patterns
         if task.design is None or task.pattern is None or task.pattern_ops is None:
             raise InternalError("a bottom-level GLS task needs measurements and zero patterns")
