@@ -36,6 +36,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "evaluate",
     "explore",
     "generate",
+    "infer",
     "protect",
     "risk",
     "run",

@@ -226,7 +226,7 @@ def validate_run(
         is_censusdp_output(run),
         "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
     )
-    _check_checksums(run, manifest, rep)
+    _check_checksums(run, manifest, rep, only=None if mdf else _MEASUREMENT_FILES)
     try:
         budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
         geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
@@ -245,7 +245,8 @@ def validate_run(
         if budget is not None and (run / _NMF_FILES[run_name]).exists():
             say(progress, f"validate: {_NMF_FILES[run_name]}")
             rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, hierarchy))
-        elif budget is not None:
+        elif budget is not None and (mdf or run_name == "persons"):
+            # a release reduced to its person measurements still serves re-estimation
             rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
     if mdf and (run / "mdf_persons.parquet").exists():
         say(progress, "validate: MDF, invariants, constraints and tables")
@@ -256,10 +257,35 @@ def validate_run(
     return rep
 
 
-def _check_checksums(run: Path, manifest: dict, rep: ValidationReport) -> None:
+_MEASUREMENT_FILES = (
+    "noisy_measurements.parquet",
+    "noisy_measurements_units.parquet",
+    "invariants.parquet",
+    "invariant_totals.parquet",
+)
+"""What re-estimation and inference read: a release reduced to these still validates."""
+
+
+def _check_checksums(
+    run: Path, manifest: dict, rep: ValidationReport, only: tuple[str, ...] | None = None
+) -> None:
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         rep.add("checksums", False, "the manifest records no file checksums")
+        return
+    if only is not None:
+        recorded = {k: v for k, v in recorded.items() if k in only}
+        bad = [
+            f"{rel} changed (SHA-256 differs from the manifest)"
+            if (run / rel).is_file()
+            else f"{rel} is missing"
+            for rel, digest in recorded.items()
+            if (run / rel).is_file()
+            and sha256_of(run / rel) != digest
+            or not (run / rel).is_file()
+            and rel != _NMF_FILES["units"]
+        ]
+        rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} measurement files intact")
         return
     bad = []
     for rel, digest in recorded.items():

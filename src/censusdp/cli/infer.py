@@ -1,0 +1,241 @@
+"""``censusdp infer``: inference from a release's noisy measurements.
+
+Two forms share the command (the contract in DESIGN.md):
+
+* ``censusdp infer RUN --out DIR``: GLS estimates with standard deviations and integer
+  90%/95% intervals of every published cell at every geolevel
+  (:func:`censusdp.infer.release.infer_release`).
+* ``censusdp infer posterior --n N --noisy X --noise LAW (--scale B | --rho R |
+  --epsilon E)``: the mechanism-aware posterior of a proportion
+  (:func:`censusdp.infer.posterior.infer_proportion`).
+
+The positional argument selects the form (``posterior`` or a release directory); one
+parser holds both forms' options in two groups, so options may come in any order, and
+an option of the other form is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from censusdp.progress import printer as progress_printer
+
+_RELEASE_DEFAULTS = {
+    "out": None,
+    "workers": 1,
+    "executor": "auto",
+    "spark_master": None,
+    "no_zero_constraints": False,
+    "overwrite": False,
+    "quiet": False,
+}
+_POSTERIOR_DEFAULTS = {
+    "n": None,
+    "noisy": None,
+    "noise": None,
+    "scale": None,
+    "rho": None,
+    "epsilon": None,
+    "delta": "1e-10",
+    "prior_a": 1.0,
+    "prior_b": 1.0,
+    "method": "exact",
+    "draws": 20_000,
+    "seed": 0,
+    "json": False,
+    "plot": None,
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``infer`` sub-command (both forms; options may come in any order)."""
+    from censusdp.infer import NOISE_LAWS, POSTERIOR_METHODS
+
+    p = subparsers.add_parser(
+        "infer",
+        help="GLS estimates and intervals from a release; posterior of a proportion",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        usage=(
+            "censusdp infer RUN --out DIR [release options]\n"
+            "       censusdp infer posterior --n N --noisy X --noise LAW "
+            "(--scale B | --rho R | --epsilon E) [posterior options]"
+        ),
+        description=(
+            "censusdp infer RUN --out DIR: GLS (best linear unbiased) estimates of every "
+            "published cell (total, P1-P5, H1) at every geolevel from RUN's noisy "
+            "measurements, invariants and manifest only: a bottom-up pass pools children into "
+            "parents, a top-down pass passes each parent's refined estimate back. Writes "
+            "DIR/estimates.parquet (geolevel, geocode, query, estimate, sd, ci90_low, "
+            "ci90_high, ci95_low, ci95_high) and DIR/manifest.json. "
+            "censusdp infer posterior: the posterior of theta, the proportion of the n people "
+            "of a subgroup, from a noisy count X = k + Z with the exact likelihood of the "
+            "release mechanism summed over the unknown true count k = 0..n (Gong 2022), a "
+            "Beta(a, b) prior, and the naive analysis that ignores the noise; several "
+            "comma-separated --n/--noisy values share one theta."
+        ),
+    )
+    p.add_argument(
+        "run", metavar="RUN", help="release directory written by 'censusdp run', or 'posterior'"
+    )
+    g = p.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
+    g.add_argument("--out", metavar="DIR", help="output directory (required)")
+    g.add_argument("--workers", type=int, default=1, help="worker processes for block tasks")
+    g.add_argument(
+        "--executor",
+        choices=("auto", "inprocess", "pool", "spark"),
+        default="auto",
+        help="where the block-level tasks run; the output does not depend on it",
+    )
+    g.add_argument("--spark-master", metavar="URL", help="Spark master URL")
+    g.add_argument(
+        "--no-zero-constraints",
+        action="store_true",
+        help="do not enter the zeros implied by the block invariants (no household "
+        "population without housing units, no GQ population without a facility)",
+    )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DIR/estimates.parquet and DIR/manifest.json in a non-empty DIR "
+        "(with 'posterior': replace the --plot file)",
+    )
+    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    q = p.add_argument_group(
+        "posterior of a proportion (censusdp infer posterior ...)",
+        "Noise parameters: laplace and geometric take the scale b = 1/epsilon (--rho R "
+        "means epsilon = sqrt(2R)); discrete-gaussian and gaussian take --scale sigma, "
+        "--rho R meaning sigma^2 = 1/R (bounded neighbours, the 2020 production "
+        "convention), or --epsilon E meaning the largest rho with epsilon(rho, --delta) <= E.",
+    )
+    q.add_argument("--n", help="size of the subgroup (or a comma-separated list)")
+    q.add_argument("--noisy", help="released noisy count (or a comma-separated list)")
+    q.add_argument("--noise", choices=NOISE_LAWS, help="noise law of the release")
+    q.add_argument("--scale", help="b (laplace, geometric) or sigma (Gaussians)")
+    q.add_argument("--rho", help="zCDP parameter of the count, e.g. 0.5")
+    q.add_argument("--epsilon", help="epsilon of the count")
+    q.add_argument("--delta", default="1e-10", help="delta for --epsilon with Gaussian laws")
+    q.add_argument("--prior-a", type=float, default=1.0, help="Beta prior a")
+    q.add_argument("--prior-b", type=float, default=1.0, help="Beta prior b")
+    q.add_argument(
+        "--method",
+        choices=POSTERIOR_METHODS,
+        default="exact",
+        help="exact Beta mixture, ABC with the mechanism as kernel, or Gibbs MCMC",
+    )
+    q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
+    q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
+    q.add_argument("--json", action="store_true", help="print one JSON object")
+    q.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the posterior and the naive one (refused if FILE exists, unless --overwrite)",
+    )
+    p.set_defaults(func=_infer)
+
+
+def _misused(args: argparse.Namespace, defaults: dict, form: str) -> None:
+    from censusdp.errors import CensusDPError
+
+    wrong = [k for k, v in defaults.items() if getattr(args, k) != v]
+    if wrong:
+        opts = ", ".join("--" + k.replace("_", "-") for k in wrong)
+        raise CensusDPError(f"{opts} {'does' if len(wrong) == 1 else 'do'} not apply to {form}")
+
+
+def _infer(args: argparse.Namespace) -> int:
+    from censusdp.errors import CensusDPError
+
+    if args.run == "posterior":
+        release_only = {k: v for k, v in _RELEASE_DEFAULTS.items() if k != "overwrite"}
+        _misused(args, release_only, "'infer posterior'")
+        missing = [k for k in ("n", "noisy", "noise") if getattr(args, k) is None]
+        if missing:
+            raise CensusDPError("infer posterior needs " + ", ".join("--" + k for k in missing))
+        return _posterior(args)
+    _misused(args, _POSTERIOR_DEFAULTS, "'infer RUN' (they belong to 'infer posterior')")
+    if args.out is None:
+        raise CensusDPError("infer RUN needs --out DIR")
+    return _release(args)
+
+
+def _numbers(text: str, what: str, integer: bool) -> list:
+    from censusdp.errors import CensusDPError
+
+    out = []
+    for part in text.split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise CensusDPError(f"{what} must be numbers, got {part!r}") from None
+        if integer:
+            if v != int(v):
+                raise CensusDPError(f"{what} must be integers, got {part!r}")
+            v = int(v)
+        out.append(v)
+    return out
+
+
+def _posterior(args: argparse.Namespace) -> int:
+    from censusdp.errors import CensusDPError
+    from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount
+    from censusdp.infer.report import posterior_report
+
+    ns = _numbers(args.n, "--n", integer=True)
+    xs = _numbers(args.noisy, "--noisy", integer=False)
+    if len(ns) != len(xs):
+        raise CensusDPError(f"--n has {len(ns)} values but --noisy has {len(xs)}")
+    law = NoiseLaw.from_args(
+        args.noise, scale=args.scale, rho=args.rho, epsilon=args.epsilon, delta=args.delta
+    )  # raises unless exactly one of --scale, --rho, --epsilon
+    out = posterior_report(
+        [NoisyCount(n, x) for n, x in zip(ns, xs, strict=True)],
+        law,
+        BetaPrior(args.prior_a, args.prior_b),
+        method=args.method,
+        draws=args.draws,
+        seed=args.seed,
+        plot=args.plot,
+        overwrite=args.overwrite,
+    )
+    if args.json:
+        print(json.dumps(out, indent=2, allow_nan=False))
+        return 0
+    lo, hi = out["ci95"]
+    nv = out["naive"]
+    print(
+        f"theta = proportion of the {sum(ns):,} people ({args.method}, {law.law}, "
+        f"variance {law.variance:.4g}, prior Beta({args.prior_a:g}, {args.prior_b:g}))\n"
+        f"  posterior mean {out['mean']:.4f}, 95% interval [{lo:.4f}, {hi:.4f}]\n"
+        f"  naive (noise ignored) mean {nv['mean']:.4f}, 95% interval "
+        f"[{nv['ci95'][0]:.4f}, {nv['ci95'][1]:.4f}]"
+        + (" (count clipped)" if nv["clipped"] else "")
+    )
+    if "true_count" in out:
+        tc = out["true_count"]
+        print(f"  true count: mean {tc['mean']:.2f}, 95% interval {tc['ci95']}")
+    if "plot" in out:
+        print(f"  figure: {out['plot']}")
+    return 0
+
+
+def _release(args: argparse.Namespace) -> int:
+    from censusdp.infer.release import infer_release
+
+    m = infer_release(
+        args.run,
+        args.out,
+        overwrite=args.overwrite,
+        workers=args.workers,
+        executor=args.executor,
+        spark_master=args.spark_master,
+        zero_constraints=not args.no_zero_constraints,
+        progress=progress_printer(args.quiet),
+        command=sys.argv,
+    )
+    print(
+        f"wrote {m['rows']:,} GLS estimates for {sum(m['geounits'].values()):,} geounits to "
+        f"{args.out}/estimates.parquet in {m['timings']['total']:.1f}s"
+    )
+    return 0
