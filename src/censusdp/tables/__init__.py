@@ -265,7 +265,10 @@ def codebook() -> pa.Table:
     ]
     for name in TABLE_NAMES:
         d = table_definition(name)
-        rows += [(name, v, lab, d.title, d.universe) for v, lab in zip(d.variables, d.labels, strict=True)]
+        rows += [
+            (name, v, lab, d.title, d.universe)
+            for v, lab in zip(d.variables, d.labels, strict=True)
+        ]
     return pa.table(
         {c: pa.array([r[i] for r in rows], pa.string()) for i, c in enumerate(CODEBOOK_COLUMNS)}
     )
