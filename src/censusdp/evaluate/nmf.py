@@ -1,9 +1,9 @@
 """Closed-form error of the noisy measurements, and a check of it against the truth.
 
 Every noisy measurement ``y = q(x) + noise`` in the NMF carries the variance of its
-noise (seed 004: a transparent release publishes the mechanism, so a user knows
+noise (Gong 2022: a transparent release publishes the mechanism, so a user knows
 ``sd = sqrt(variance)`` without seeing the data; for the discrete Gaussian with
-``rho`` allotted to a sensitivity-1 query, ``variance ~= 1 / (2 rho)``, seed 001
+``rho`` allotted to a sensitivity-1 query, ``variance ~= 1 / (2 rho)``, Kazan & Reiter 2022
 sec. 2.3). This module summarises those closed-form standard deviations per
 (geolevel, query) and, when the truth is known, compares them with the realised noise
 ``e = y - q(x)``: the empirical variance of ``e`` should match the stated variance,
