@@ -4,7 +4,8 @@ Every page is one self-contained file: inline CSS, inline JavaScript, PNG plots 
 ``data:`` URLs, maps as inline SVG, data for the drill-down as inline JSON. The script
 adds a "Download CSV" button before every ``<table class="csv">``, runs the place
 drill-down, and records its state on ``<body>`` (``data-ready``, ``data-csv-buttons``,
-``data-drill-*``, ``data-error``) so a headless browser can check the page.
+``data-drill-*``, ``data-error``; with ``#csv=1`` in the URL, ``data-csv`` holds the CSV
+of the drill-down table) so a headless browser can check the page.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ function drill(){var el=document.getElementById('places-data');if(!el){return;}
     h+='<td data-v="'+v+'">'+fmt(v)+'</td><td data-v="'+d+'">'+(d>0?'+':'')+fmt(d)+'</td><td data-v="'+pc+'">'+(pc===''?'':(d>0?'+':'')+pc+'%')+'</td>';}
    h+='</tr>';}
   h+='</tbody></table>';host.innerHTML=h;buttons();
+  if(/csv=1/.test(location.hash)){B.setAttribute('data-csv',tableCsv(host.querySelector('table')));}
   B.setAttribute('data-drill-place',cur);B.setAttribute('data-drill-level',lvl);B.setAttribute('data-drill-rows',String(rows.length));}
  sel.onchange=render;window.addEventListener('hashchange',render);
  var ps=document.querySelectorAll('svg.map path.county');
