@@ -66,12 +66,13 @@ def _compare(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
     )
     a, b = (r["name"] for r in out["runs"])
-    print(f"{'geolevel':<11}{'places':>8}{'MAE ' + a:>22}{'MAE ' + b:>22}{'B/A':>8}")
+    w = max(len(a), len(b), 8) + 6
+    print(f"{'geolevel':<11}{'places':>8}  {'MAE ' + a:>{w}}  {'MAE ' + b:>{w}}{'B/A':>8}")
     for rec in out["levels"]:
         ratio = rec["mae_ratio_b_over_a"]
         print(
-            f"{rec['geolevel']:<11}{rec['units']:>8,}{rec['mae'][0]:>22.3f}{rec['mae'][1]:>22.3f}"
-            f"{'' if ratio is None else f'{ratio:.3f}':>8}"
+            f"{rec['geolevel']:<11}{rec['units']:>8,}  {rec['mae'][0]:>{w}.3f}  "
+            f"{rec['mae'][1]:>{w}.3f}{'' if ratio is None else f'{ratio:.3f}':>8}"
         )
     print(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
     return 0

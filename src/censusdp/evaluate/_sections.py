@@ -108,7 +108,10 @@ def size_sentences(per_level: Mapping[str, list[dict[str, Any]]]) -> list[str]:
         r = max(recs, key=lambda x: x["n"])
         a = LEVEL_WORDS[lv][0]
         pct = r["median_abs_pct"]
-        pct_s = f" ({pct:.2g}% of its population)" if pct is not None and pct >= 0.05 else ""
+        pct_s = ""
+        if pct is not None and pct >= 0.05:
+            share = f"{pct:.0f}" if pct >= 10 else f"{pct:.2g}"
+            pct_s = f" ({share}% of its population)"
         out.append(
             f"For {a} with {r['label']}, the published population is typically off by "
             f"<b>{r['median_abs']:,}</b>{pct_s}; 9 in 10 are within {r['q90_abs']:,}."

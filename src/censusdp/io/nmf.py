@@ -428,15 +428,19 @@ def decode_cells(table: pa.Table, schema: Schema | str = "pl94") -> pa.Table:
     missing = [c for c in ("query", "cell") if c not in table.column_names]
     if missing:
         raise InputError(f"noisy measurements lack columns {missing}")
-    queries = np.asarray(
-        table.column("query").cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object
-    )
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(table.column("query").cast(pa.string())).combine_chunks()
+    inverse = encoded.indices.to_numpy(zero_copy_only=False)
     cells = table.column("cell").to_numpy().astype(np.int64)
-    uniq, inverse = np.unique(queries.astype(str), return_inverse=True)
     index: dict[str, np.ndarray] = {}
-    for qi, qname in enumerate(uniq.tolist()):
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.concatenate(
+        [[0], np.cumsum(np.bincount(inverse, minlength=len(encoded.dictionary)))]
+    )
+    for qi, qname in enumerate(encoded.dictionary.to_pylist()):
         q = make_query(sch, qname)
-        sel = np.flatnonzero(inverse == qi)
+        sel = order[bounds[qi] : bounds[qi + 1]]
         c = cells[sel]
         if c.size and (c.min() < 0 or c.max() >= q.n_rows):
             raise InputError(
