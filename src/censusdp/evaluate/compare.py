@@ -19,13 +19,12 @@ from typing import Any
 from censusdp.errors import InputError
 from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, img, page, table
-from censusdp.evaluate.core import evaluate_data, json_ready, read_release
+from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
 from censusdp.evaluate.report import _scatter_figure
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.atomic import write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.progress import say
-from censusdp.release.validate import require_valid, validate_run
 from censusdp.tables import TABLE_NAMES
 
 __all__ = ["compare_releases", "render_comparison"]
@@ -111,13 +110,7 @@ def compare_releases(
     results, details, validations = [], [], []
     for label, run in zip(labels, runs, strict=True):
         release = read_release(run)
-        validation = None
-        if release.manifest.get("mechanism") in ("discrete_gaussian", "geometric"):
-            say(progress, f"validating {run}")
-            if allow_invalid:
-                validation = validate_run(run).to_dict()
-            else:
-                require_valid(run, what="compare")
+        validation = check_dp_release(release, allow_invalid, "compare", progress)
         result, detail = evaluate_data(
             cef.persons, cef.units, release, district_targets=(), progress=progress
         )

@@ -68,6 +68,7 @@ from censusdp.version import __version__
 
 __all__ = [
     "DEFAULT_DISTRICT_TARGETS",
+    "check_dp_release",
     "DEFINITIONS",
     "ReleaseFiles",
     "evaluate",
@@ -467,6 +468,32 @@ def _trial_compare(
     return compare
 
 
+def check_dp_release(
+    release: ReleaseFiles,
+    allow_invalid: bool,
+    what: str,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any] | None:
+    """Validate a DP release before it is evaluated (``censusdp validate``'s checks).
+
+    A release whose manifest names a DP mechanism is used only if it is whole and
+    untampered. With ``allow_invalid`` the checks are run and returned instead of
+    enforced; a release without a DP mechanism (a swapped or hand-made one) is not
+    checked (``None``).
+
+    Raises:
+        ValidationError: if a DP release fails and not ``allow_invalid``.
+    """
+    if release.manifest.get("mechanism") not in ("discrete_gaussian", "geometric"):
+        return None
+    run = release.directory
+    say(progress, f"validating {run}")
+    if allow_invalid:
+        return validate_run(run).to_dict()
+    require_valid(run, what=what)
+    return None
+
+
 def evaluate(
     truth_dir: str | Path,
     release_dir: str | Path,
@@ -513,14 +540,7 @@ def evaluate(
     t0 = time.perf_counter()
     cef = read_cef(truth_dir)
     release = read_release(release_dir)
-    validation = None
-    if release.manifest.get("mechanism") in ("discrete_gaussian", "geometric"):
-        # a DP release is evaluated only if it is whole and untampered
-        say(progress, f"validating {release_dir}")
-        if allow_invalid:
-            validation = validate_run(release_dir).to_dict()
-        else:
-            require_valid(release_dir, what="evaluate")
+    validation = check_dp_release(release, allow_invalid, "evaluate", progress)
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
     result, plot_data = evaluate_data(
         cef.persons,
