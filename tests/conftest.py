@@ -1,4 +1,49 @@
+"""Shared test set-up: ``tests/`` on the import path, and headless Chromium for browser tests."""
+
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def _find_chromium() -> str | None:
+    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def chromium(request) -> str:
+    """Headless Chromium for ``@pytest.mark.browser`` tests, installed when missing.
+
+    Runs only when browser tests are selected (``pytest -m browser``). Without a
+    Chromium on the machine, installs Debian's ``chromium`` package when running as root
+    with apt-get (``apt-get install -y chromium``, after ``apt-get update`` if the first
+    try fails); otherwise skips, saying why.
+    """
+    if "browser" not in (request.config.getoption("-m") or ""):
+        pytest.skip("browser check runs only when selected: pytest -m browser")
+    path = _find_chromium()
+    if path is not None:
+        return path
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        pytest.skip(
+            "no Chromium, and cannot install it (needs root and apt-get): apt-get install chromium"
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]
+    proc = subprocess.run(install, capture_output=True, text=True, env=env, timeout=1200)
+    if proc.returncode != 0:
+        subprocess.run(["apt-get", "update"], capture_output=True, env=env, timeout=600)
+        proc = subprocess.run(install, capture_output=True, text=True, env=env, timeout=1200)
+    path = _find_chromium()
+    if path is None:
+        pytest.skip(f"installing Debian's chromium failed: {(proc.stderr or proc.stdout)[-300:]}")
+    return path

@@ -29,7 +29,8 @@ def test_report_sections_and_labels(truth_release):
     html = render_report(result, scatter)
     for heading in (
         "Accuracy by geolevel",
-        "Released vs true counts",
+        "Published vs true population",
+        "How far off are the counts?",
         "Bias by size",
         "Pathologies",
         "Error bars",

@@ -15,8 +15,15 @@ import pytest
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import GeographyError, InputError, SchemaError
-from censusdp.io.tables import read_tables, write_tables
-from censusdp.tables import TABLE_NAMES, table_definition, table_lines, tables_to_arrays, tabulate
+from censusdp.io.tables import read_codebook, read_tables, write_tables
+from censusdp.tables import (
+    TABLE_NAMES,
+    codebook,
+    table_definition,
+    table_lines,
+    tables_to_arrays,
+    tabulate,
+)
 
 RACES = (
     "White",
@@ -209,11 +216,12 @@ def test_write_read_roundtrip(tmp_path):
     tables = tabulate(persons, units, h)
     write_tables(tables, tmp_path / "tables")
     assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == sorted(
-        f"{n}.parquet" for n in TABLE_NAMES
+        [f"{n}.parquet" for n in TABLE_NAMES] + ["codebook.csv"]
     )
     back = read_tables(tmp_path / "tables")
     for name in TABLE_NAMES:
         assert back[name].equals(tables[name])
+    assert read_codebook(tmp_path / "tables").equals(codebook())
 
 
 def test_empty_persons():

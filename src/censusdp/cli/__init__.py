@@ -31,6 +31,7 @@ __all__ = ["main"]
 COMMAND_MODULES: tuple[str, ...] = (
     "attack",
     "budget",
+    "compare",
     "demo",
     "design",
     "evaluate",

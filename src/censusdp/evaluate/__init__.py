@@ -3,7 +3,7 @@
 * :func:`evaluate` compares a release with the truth it was made from (``censusdp
   evaluate``); :func:`read_release` and :func:`evaluate_data` are its parts.
 * :func:`sweep` reruns the mechanism over a range of budgets (``censusdp sweep``,
-  seed 000 Figs. 6-1 and 6-2).
+  JASON 2020, Figs. 6-1 and 6-2).
 * :mod:`~censusdp.evaluate.metrics` (TVD, MAE, RMSE, bias by size bin),
   :mod:`~censusdp.evaluate.districts` (off-spine districts),
   :mod:`~censusdp.evaluate.trials` (empirical error bars),

@@ -11,7 +11,7 @@ per geolevel:
   :mod:`censusdp.evaluate.metrics`);
 * the largest errors with their geounits;
 * the pathology shares: geounits released at 100% occupancy and geounits released as
-  100% under 18, against the truth (seed 002 sec. 3; seed 000 sec. 6.2);
+  100% under 18, against the truth (Van Riper, Kugler & Ruggles 2020, sec. 3; JASON 2020, sec. 6.2);
 * errors for off-spine random contiguous districts (:mod:`censusdp.evaluate.districts`);
 * the invariants and constraints, re-checked (:mod:`censusdp.evaluate.checks`);
 * the closed-form standard deviations of the noisy measurements and the realised noise
@@ -68,6 +68,7 @@ from censusdp.version import __version__
 
 __all__ = [
     "DEFAULT_DISTRICT_TARGETS",
+    "check_dp_release",
     "DEFINITIONS",
     "ReleaseFiles",
     "evaluate",
@@ -86,7 +87,7 @@ DEFINITIONS: dict[str, str] = {
     "mae": "sum |error| / n over the n counts compared (all lines of a table, or all cells of a histogram, at every geounit of the level)",
     "rmse": "sqrt(sum error^2 / n)",
     "bias": "mean signed error: sum error / n",
-    "tvd": "1 - L1 / (2 POP) (seed 000 sec. 6.1); L1 = sum |error| over a partition of the universe at every geounit of the level (total population: one count per geounit; a table: its leaf lines; a histogram: all its cells); POP = sum of the true counts of the same partition (the level's true universe total)",
+    "tvd": "1 - L1 / (2 POP) (total variation distance; JASON, Formal Privacy Methods for the 2020 Census, 2020, sec. 6.1); L1 = sum |error| over a partition of the universe at every geounit of the level (total population: one count per geounit; a table: its leaf lines; a histogram: all its cells); POP = sum of the true counts of the same partition (the level's true universe total)",
     "bins": "true-count bins 0, 1-9, 10-99, 100-999, 1000+ (of the true value of each count)",
     "histogram_n": "for 'detailed', n excludes structural-zero cells (minors in nursing facilities), which are zero in truth and release",
     "tables_source": "P1-P5 and H1 metrics use the release's published tables (RUN/tables); histogram metrics use the MDF",
@@ -306,8 +307,10 @@ def evaluate_data(
     """Every metric of :func:`evaluate` except trials, from data in memory.
 
     Returns:
-        ``(result, plot_data)``: the JSON-ready result, and arrays for the report's
-        scatter plots (``{"scatter": {level: (true, released)}}``).
+        ``(result, plot_data)``: the JSON-ready result, and the report's data:
+        ``scatter`` (``{level: (true, released)}`` total population), ``hierarchy``,
+        ``truth_tables`` and ``release_tables`` (per table, per level arrays) and the
+        release ``manifest``.
     """
 
     h = _evaluation_hierarchy(truth_persons, truth_units, release)
@@ -385,7 +388,13 @@ def evaluate_data(
         lname: (truth_t["P1"][li][:, 0].copy(), rel_t["P1"][li][:, 0].copy())
         for li, lname in enumerate(names)
     }
-    return result, {"scatter": scatter, "hierarchy": h, "truth_tables": truth_t}
+    return result, {
+        "scatter": scatter,
+        "hierarchy": h,
+        "truth_tables": truth_t,
+        "release_tables": rel_t,
+        "manifest": release.manifest,
+    }
 
 
 def _nmf_for(
@@ -459,6 +468,32 @@ def _trial_compare(
     return compare
 
 
+def check_dp_release(
+    release: ReleaseFiles,
+    allow_invalid: bool,
+    what: str,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any] | None:
+    """Validate a DP release before it is evaluated (``censusdp validate``'s checks).
+
+    A release whose manifest names a DP mechanism is used only if it is whole and
+    untampered. With ``allow_invalid`` the checks are run and returned instead of
+    enforced; a release without a DP mechanism (a swapped or hand-made one) is not
+    checked (``None``).
+
+    Raises:
+        ValidationError: if a DP release fails and not ``allow_invalid``.
+    """
+    if release.manifest.get("mechanism") not in ("discrete_gaussian", "geometric"):
+        return None
+    run = release.directory
+    say(progress, f"validating {run}")
+    if allow_invalid:
+        return validate_run(run).to_dict()
+    require_valid(run, what=what)
+    return None
+
+
 def evaluate(
     truth_dir: str | Path,
     release_dir: str | Path,
@@ -505,14 +540,7 @@ def evaluate(
     t0 = time.perf_counter()
     cef = read_cef(truth_dir)
     release = read_release(release_dir)
-    validation = None
-    if release.manifest.get("mechanism") in ("discrete_gaussian", "geometric"):
-        # a DP release is evaluated only if it is whole and untampered
-        say(progress, f"validating {release_dir}")
-        if allow_invalid:
-            validation = validate_run(release_dir).to_dict()
-        else:
-            require_valid(release_dir, what="evaluate")
+    validation = check_dp_release(release, allow_invalid, "evaluate", progress)
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
     result, plot_data = evaluate_data(
         cef.persons,
@@ -572,6 +600,6 @@ def evaluate(
     if html_path is not None:
         from censusdp.evaluate.report import write_report
 
-        write_report(result, html_path, scatter=plot_data["scatter"])
+        write_report(result, html_path, scatter=plot_data["scatter"], detail=plot_data)
         say(progress, f"wrote {html_path}")
     return result

@@ -2,7 +2,7 @@
 
 Redistricting offices draw districts from whole blocks; those districts cut across
 the block groups, tracts and counties that TopDown measured ("off-spine"), so their
-error is the error of a sum of many block counts (seed 000 sec. 6.2, 8.3).
+error is the error of a sum of many block counts (JASON 2020, sec. 6.2, 8.3).
 
 Without block shapes we use **geocode order as a proxy for contiguity**: blocks sorted
 by their 16-digit geocode run block by block through a block group, block group by

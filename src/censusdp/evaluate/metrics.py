@@ -10,7 +10,7 @@ Definitions (every number in the evaluation JSON is one of these):
 * error ``e = r - t`` (released minus true).
 * MAE ``= sum |e| / n``, RMSE ``= sqrt(sum e^2 / n)``, bias (mean signed error)
   ``= sum e / n``, over the ``n`` counts compared.
-* TVD (seed 000 sec. 6.1): ``TVD = 1 - L1 / (2 POP)`` with ``L1 = sum |e|`` over the
+* TVD (JASON 2020, sec. 6.1): ``TVD = 1 - L1 / (2 POP)`` with ``L1 = sum |e|`` over the
   counts of a *partition* of the universe (total population: one count per geounit;
   a table: its leaf lines; a histogram: its cells) at every geounit of the level, and
   ``POP = sum t`` over the same counts (the true universe total of the level).
@@ -125,7 +125,7 @@ class Pairs:
 
 
 def tvd(pairs: Pairs) -> dict[str, float]:
-    """``TVD = 1 - L1 / (2 POP)`` over a partition (seed 000 sec. 6.1).
+    """``TVD = 1 - L1 / (2 POP)`` over a partition (JASON 2020, sec. 6.1).
 
     Args:
         pairs: the counts of a partition of the universe at every geounit of a level.
@@ -223,7 +223,7 @@ def occupancy_full_share(housing_units: np.ndarray, occupied: np.ndarray) -> dic
     """Share of geounits with housing units whose occupancy rate is 100% (no vacant unit).
 
     The 2010 Demonstration Data Product showed 310 of 3,221 counties at 100% occupancy
-    against none in SF1 (seed 002 sec. 3).
+    against none in SF1 (Van Riper, Kugler & Ruggles 2020, sec. 3).
 
     Returns:
         ``{"n_units", "n_full", "share"}`` over geounits with ``housing_units > 0``.

@@ -5,8 +5,8 @@ noise (Gong 2022: a transparent release publishes the mechanism, so a user knows
 ``sd = sqrt(variance)`` without seeing the data; for the discrete Gaussian with
 ``rho_q`` allotted to a query, ``variance ~= 1 / rho_q`` under bounded neighbours,
 production's convention, and ``1 / (2 rho_q)`` under unbounded ones). The stated
-variance is read from the NMF, never recomputed. This module summarises those closed-form standard deviations per
-(geolevel, query) and, when the truth is known, compares them with the realised noise
+variance is read from the NMF, never recomputed. This module summarises those
+closed-form standard deviations per (geolevel, query) and, when the truth is known, compares them with the realised noise
 ``e = y - q(x)``: the empirical variance of ``e`` should match the stated variance,
 and about 90% of measurements should lie within ``1.645 sd`` of the truth.
 

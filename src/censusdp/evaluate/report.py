@@ -1,16 +1,19 @@
-"""A self-contained HTML accuracy report with plots embedded as base64 PNGs.
+"""A self-contained HTML report of a release's accuracy, for readers and for analysts.
 
-The report renders the dict returned by :func:`censusdp.evaluate.evaluate`:
+The page opens with a plain-language summary (:mod:`censusdp.evaluate.summary`): what
+was released, the privacy-loss budget in words, and how far off the population of a
+place of each size typically is. Then, for readers: a county map of the error, a
+drill-down from the state to its counties, tracts and block groups with names, GEOIDs
+and CSV downloads, the released-vs-true scatter (every county shown, log scale) and
+the bias by size with its number of places. Then, for analysts:
 
-* TVD by geolevel (seed 000 sec. 6.1, Figs. 6-1 and 6-2 at one budget);
-* released vs true total population for counties and blocks (like seed 000 Figs. 6-5
-  and 6-6: points on the 45-degree line are exact; the pile-up at zero comes from
-  non-negativity);
-* bias (mean signed error) by true-count bin, per geolevel;
+* TVD by geolevel (JASON, *Formal Privacy Methods for the 2020 Census*, 2020,
+  sec. 6.1 and Figs. 6-1, 6-2 at one budget);
 * the pathology shares (100% occupancy, 100% under 18) released vs true;
 * the error-bar tables, labelled by where each number comes from: *realised* (this one
   release vs the truth), *closed-form* (stated noise of each noisy measurement in the
-  NMF) or *empirical* (K reruns of the mechanism).
+  NMF) or *empirical* (K reruns of the mechanism);
+* invariants re-checked, largest errors, definitions.
 
 Plots use matplotlib's object API (``Figure`` + Agg canvas), never ``pyplot``, so no
 global state or display is touched. The file needs no network and no other file.
@@ -18,10 +21,8 @@ global state or display is touched. The file needs no network and no other file.
 
 from __future__ import annotations
 
-import base64
 import html
 import io
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,11 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from censusdp.evaluate import _sections as sec
+from censusdp.evaluate._html import fmt as _fmt
+from censusdp.evaluate._html import img, page
+from censusdp.evaluate._html import table as _table
+from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.atomic import write_text
 
 __all__ = ["figure_png", "render_report", "sweep_figure", "write_report"]
@@ -55,34 +61,6 @@ def figure_png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _img(png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<figure><img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(alt)}</figcaption></figure>'
-
-
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "&ndash;"
-    if isinstance(x, bool):
-        return "yes" if x else "<b>NO</b>"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            return "&ndash;"
-        if x != 0 and (abs(x) >= 1e5 or abs(x) < 1e-3):
-            return f"{x:.3g}"
-        return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:,.{max(digits - 2, 1)}f}"
-    return html.escape(str(x))
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 # -- figures --------------------------------------------------------------------------
 
 
@@ -105,46 +83,111 @@ def _tvd_figure(result: Mapping[str, Any]) -> bytes:
     return figure_png(fig)
 
 
-def _scatter_figure(truth: np.ndarray, released: np.ndarray, level: str) -> bytes:
-    fig = Figure(figsize=(5, 5))
-    ax = fig.add_subplot()
+def _scatter_figure(
+    truth: np.ndarray, released: np.ndarray, level: str, names: Sequence[str] | None = None
+) -> bytes:
+    """Published minus true population against the true population, every place shown.
+
+    The x axis is logarithmic (places with no one at the left edge, marked 0) and the y
+    axis symmetric-logarithmic, so small and large places and small and large errors
+    are all visible; with many places, points are translucent and jittered by a fixed
+    amount (seeded) so that ties of integer counts do not stack into one dot. With few
+    places each point is labelled with its name.
+    """
     t = np.asarray(truth, dtype=float)
-    r = np.asarray(released, dtype=float)
-    if t.size > 20000:  # keep the PNG light; a fixed subsample is shown
-        idx = np.linspace(0, t.size - 1, 20000).astype(int)
-        t, r = t[idx], r[idx]
-    ax.scatter(t, r, s=6 if t.size < 2000 else 2, alpha=0.5, color="tab:blue", linewidths=0)
-    hi = max(float(t.max(initial=1)), float(r.max(initial=1))) * 1.1
-    ax.plot([0, hi], [0, hi], color="tab:red", lw=1, label="released = true")
-    ax.set_xscale("symlog", linthresh=10)
-    ax.set_yscale("symlog", linthresh=10)
-    ax.set_xlim(0, hi)
-    ax.set_ylim(0, hi)
-    ax.set_xlabel(f"true total population ({level})")
-    ax.set_ylabel(f"released total population ({level})")
-    ax.set_title(f"{level}: released vs true ({len(truth):,} units)")
-    ax.legend(loc="upper left", fontsize=8)
+    e = np.asarray(released, dtype=float) - t
+    n = t.size
+    x = np.where(t > 0, t, 0.5)
+    y = e
+    many = n > 200
+    if many:
+        rng = np.random.default_rng(0)
+        x = x * np.exp(rng.uniform(-0.12, 0.12, n))
+        y = e + rng.uniform(-0.3, 0.3, n)
+    fig = Figure(figsize=(6.2, 4.4))
+    ax = fig.add_subplot()
+    ax.scatter(
+        x,
+        y,
+        s=6 if many else 30,
+        alpha=max(0.08, min(0.6, 400 / n)) if many else 0.85,
+        color="tab:blue",
+        edgecolors="none" if many else "white",
+        linewidths=0.5,
+        rasterized=many,
+    )
+    ax.axhline(0, color="tab:red", lw=1, label="published = true")
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1)
+    top = max(float(np.abs(y).max(initial=1)), 1.0)
+    ticks = [0.0] + [s * 10.0**k for k in range(int(np.log10(top)) + 2) for s in (1, -1)]
+    ax.set_yticks(sorted(ticks), [f"{t:+,.0f}" if t else "0" for t in sorted(ticks)])
+    ax.set_xlim(0.35, max(float(x.max(initial=1)) * 1.6, 2))
+    if names is not None and n <= 25:
+        for xi, yi, nm in zip(x, y, names, strict=True):
+            ax.annotate(nm, (xi, yi), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel(f"true population of the {sec.plural(level)} (log scale; 0 at the left edge)")
+    ax.set_ylabel("published - true (symmetric log scale)")
+    shown = f"all {n:,} shown" + (", jittered, translucent" if many else "")
+    ax.set_title(
+        f"{sec.plural(level).capitalize()}: error of the population ({shown})", fontsize=10
+    )
+    ax.legend(loc="upper right", fontsize=8)
     ax.grid(alpha=0.3)
     return figure_png(fig)
 
 
+def _bias_se(rec: Mapping[str, Any]) -> float:
+    """Standard error of the mean error of a bin: ``sqrt(s^2 / n)``, ``s^2`` the sample
+    variance ``(sum e^2 - (sum e)^2 / n) / (n - 1)``; 0 for ``n < 2``."""
+    n = int(rec.get("n") or 0)
+    if n < 2 or rec.get("sum_sq_error") is None or rec.get("sum_error") is None:
+        return 0.0
+    var = (float(rec["sum_sq_error"]) - float(rec["sum_error"]) ** 2 / n) / (n - 1)
+    return float(np.sqrt(max(var, 0.0) / n))
+
+
 def _bias_figure(result: Mapping[str, Any], measure: str = "total_population") -> bytes:
-    levels = result["geolevels"]
+    """Mean signed error by true-count bin and geolevel, with 95% intervals and each n.
+
+    Levels with a single unit (nation, one state) are left out: their error is fixed
+    by the invariants. Each bar carries ``n`` (places in the bin) and an interval of
+    +-1.96 standard errors of the mean (:func:`_bias_se`).
+    """
+    levels = [lv for lv in result["geolevels"] if (result.get("units") or {}).get(lv, 2) > 1]
+    levels = levels or list(result["geolevels"])
     bins = result["bins"]
-    fig = Figure(figsize=(8, 4.2))
+    fig = Figure(figsize=(8.5, 4.4))
     ax = fig.add_subplot()
     width = 0.8 / max(len(levels), 1)
     x = np.arange(len(bins))
     for i, lv in enumerate(levels):
         bb = result["metrics"][measure][lv]["by_bin"]
-        y = [bb[b]["bias"] if bb[b]["n"] else np.nan for b in bins]
-        y = [np.nan if v is None else v for v in y]
-        ax.bar(x + (i - (len(levels) - 1) / 2) * width, y, width, label=lv)
+        pos = x + (i - (len(levels) - 1) / 2) * width
+        y = np.asarray([bb[b]["bias"] if bb[b]["n"] else np.nan for b in bins], dtype=float)
+        err = [1.96 * _bias_se(bb[b]) if bb[b]["n"] else 0.0 for b in bins]
+        ax.bar(pos, y, width, yerr=err, capsize=2, label=lv, error_kw={"lw": 0.8})
+        for p, b, yi, ei in zip(pos, bins, y, err, strict=True):
+            if bb[b]["n"]:
+                top = (yi if np.isfinite(yi) else 0) + (ei if (yi or 0) >= 0 else -ei)
+                ax.annotate(
+                    f"n={bb[b]['n']:,}",
+                    (p, top),
+                    fontsize=6,
+                    rotation=90,
+                    ha="center",
+                    va="bottom" if top >= 0 else "top",
+                    xytext=(0, 2 if top >= 0 else -2),
+                    textcoords="offset points",
+                )
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(x, bins)
-    ax.set_xlabel("true count bin")
-    ax.set_ylabel("bias: mean(released - true)")
-    ax.set_title(f"Bias by size: {_MEASURE_LABELS.get(measure, measure)}")
+    ax.set_xticks(x, [f"true {b}" for b in bins])
+    ax.set_ylabel("bias: mean(published - true)")
+    ax.set_title(
+        f"Bias by size: {_MEASURE_LABELS.get(measure, measure)} (bars: 95% interval; n = places)",
+        fontsize=10,
+    )
+    ax.margins(y=0.25)
     ax.legend(fontsize=8, ncol=3)
     ax.grid(alpha=0.3, axis="y")
     return figure_png(fig)
@@ -202,13 +245,16 @@ def _trials_figure(trials: Mapping[str, Any], bins: Sequence[str]) -> bytes:
 
 
 def sweep_figure(sweep: Mapping[str, Any]) -> bytes:
-    """TVD vs epsilon by geolevel for total population and race x Hispanic (seed 000 Figs. 6-1, 6-2)."""
+    """TVD vs epsilon by geolevel for total population and race x Hispanic.
+
+    The shape of JASON, *Formal Privacy Methods for the 2020 Census* (2020), Figs. 6-1, 6-2.
+    """
     fig = Figure(figsize=(11, 4.2))
     axes = fig.subplots(1, 2, sharey=True)
     eps = [p["epsilon"] for p in sweep["points"]]
     for ax, measure, title in (
-        (axes[0], "total_population", "Total population (cf. seed 000 Fig. 6-1)"),
-        (axes[1], "hispanic*cenrace", "Race x Hispanic origin (cf. seed 000 Fig. 6-2)"),
+        (axes[0], "total_population", "Total population (cf. JASON 2020, Fig. 6-1)"),
+        (axes[1], "hispanic*cenrace", "Race x Hispanic origin (cf. JASON 2020, Fig. 6-2)"),
     ):
         for lv in sweep["geolevels"]:
             y = [p["tvd"][measure][lv]["mean"] for p in sweep["points"]]
@@ -235,35 +281,17 @@ def sweep_figure(sweep: Mapping[str, Any]) -> bytes:
 
 # -- HTML --------------------------------------------------------------------------------
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:1em 0;font-size:.85em}caption{text-align:left;font-weight:600;margin-bottom:.3em}
-th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-figure{display:inline-block;margin:.5em}img.plot{max-width:100%;border:1px solid #eee}
-.note{background:#f7f7f0;border-left:4px solid #cc9;padding:.5em 1em;font-size:.9em}
-.kind{display:inline-block;font-size:.75em;padding:.05em .5em;border-radius:.8em;color:#fff;margin-left:.4em;vertical-align:middle}
-.realised{background:#3a7}.closed{background:#37a}.empirical{background:#a53}
-"""
-
-_SCRIPT = """
-window.addEventListener('load',function(){var im=document.images,ok=0;
-for(var i=0;i<im.length;i++){if(im[i].complete&&im[i].naturalWidth>0){ok++;}}
-document.body.setAttribute('data-images-total',String(im.length));
-document.body.setAttribute('data-images-loaded',String(ok));});
-"""
-
 
 def _kind(kind: str) -> str:
     label = {"realised": "realised", "closed": "closed-form", "empirical": "empirical"}[kind]
     return f'<span class="kind {kind}">{label}</span>'
 
 
-def _release_section(result: Mapping[str, Any], title: str) -> list[str]:
-    """The title, the release summary table and the note on the three kinds of numbers."""
+def _release_section(result: Mapping[str, Any]) -> list[str]:
+    """The release facts table and the note on the three kinds of numbers."""
     man = result.get("release_manifest") or {}
     ev = result.get("evaluation") or {}
-    parts = [f"<h1>{html.escape(title)}</h1>"]
+    parts = ["<h2>Details for analysts</h2>"]
     parts.append(
         _table(
             ["item", "value"],
@@ -275,6 +303,7 @@ def _release_section(result: Mapping[str, Any], title: str) -> list[str]:
                 ["rho (zCDP)", man.get("rho")],
                 ["epsilon", man.get("epsilon")],
                 ["delta", man.get("delta")],
+                ["seed (null: secure randomness)", man.get("seed")],
                 ["tables used", result.get("tables_source")],
                 ["invariants all hold", result.get("invariants_ok")],
             ],
@@ -287,8 +316,9 @@ def _release_section(result: Mapping[str, Any], title: str) -> list[str]:
         f"{_kind('closed')} the standard deviation of each noisy measurement stated in the "
         f"noisy measurement file (known to any user, before post-processing); "
         f"{_kind('empirical')} error bars from K reruns of the whole mechanism on data whose "
-        "truth is known (include post-processing bias). TVD = 1 - L1/(2 POP) (seed 000 "
-        "sec. 6.1); 1 means exact.</p>"
+        "truth is known (include post-processing bias). TVD = 1 - L1/(2 POP), the total "
+        "variation distance of JASON, <em>Formal Privacy Methods for the 2020 Census</em> "
+        "(2020), sec. 6.1; 1 means exact.</p>"
     )
     return parts
 
@@ -297,7 +327,7 @@ def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
     """TVD figure and tables of realised error by measure and geolevel."""
     levels = result["geolevels"]
     parts = [f"<h2>Accuracy by geolevel {_kind('realised')}</h2>"]
-    parts.append(_img(_tvd_figure(result), "TVD by geolevel"))
+    parts.append(img(_tvd_figure(result), "TVD by geolevel"))
     rows = []
     for m, per in result["metrics"].items():
         rows.append([_MEASURE_LABELS.get(m, m)] + [per[lv]["tvd"] for lv in levels])
@@ -331,16 +361,24 @@ def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
 
 
 def _scatter_section(
-    levels: list[str], scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None
+    levels: list[str],
+    scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
+    names: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
-    """Released-vs-true scatter plots for County and the lowest geolevel (if given)."""
+    """Error-vs-size scatter plots for County and the lowest geolevel (if given)."""
     if not scatter:
         return []
-    parts = [f"<h2>Released vs true counts {_kind('realised')}</h2>"]
+    parts = [f"<h2>Published vs true population {_kind('realised')}</h2>"]
     picks = [lv for lv in ("County", levels[-1]) if lv in scatter]
     for lv in dict.fromkeys(picks):
         t, r = scatter[lv]
-        parts.append(_img(_scatter_figure(t, r, lv), f"{lv}: released vs true total population"))
+        short = [n.split(", ")[0] for n in (names or {}).get(lv, [])] or None
+        parts.append(
+            img(
+                _scatter_figure(t, r, lv, short),
+                f"{lv}: published minus true population against true population",
+            )
+        )
     return parts
 
 
@@ -349,7 +387,14 @@ def _bias_section(result: Mapping[str, Any]) -> list[str]:
     levels = result["geolevels"]
     bins = result["bins"]
     parts = [f"<h2>Bias by size {_kind('realised')}</h2>"]
-    parts.append(_img(_bias_figure(result), "Bias of total population by true-count bin"))
+    parts.append(
+        img(
+            _bias_figure(result),
+            "Bias of total population by true-count bin",
+            "Mean of published - true by true size; each bar says how many places it "
+            "averages (n) and its 95% interval.",
+        )
+    )
     rows = []
     for lv in levels:
         bb = result["metrics"]["total_population"][lv]["by_bin"]
@@ -389,10 +434,12 @@ def _pathology_section(result: Mapping[str, Any]) -> list[str]:
     parts = [f"<h2>Pathologies {_kind('realised')}</h2>"]
     parts.append(
         "<p>The 2010 Demonstration Data Product released 310 of 3,221 counties at 100% "
-        "occupancy against none in SF1 (seed 002 sec. 3), and enumeration districts with "
-        "50+ people as 100% under 18 (seed 000 sec. 6.2).</p>"
+        "occupancy against none in SF1 (Van Riper, Kugler &amp; Ruggles, <em>Disclosure "
+        "Avoidance in the Census Bureau's 2010 Demonstration Data Product</em>, 2020, "
+        "sec. 3), and enumeration districts with 50+ people as 100% under 18 (JASON, "
+        "<em>Formal Privacy Methods for the 2020 Census</em>, 2020, sec. 6.2).</p>"
     )
-    parts.append(_img(_pathology_figure(result), "Pathology shares, released vs truth"))
+    parts.append(img(_pathology_figure(result), "Pathology shares, released vs truth"))
     rows = []
     for lv in result["geolevels"]:
         o = result["pathologies"]["occupancy_100"][lv]
@@ -485,7 +532,7 @@ def _trials_section(result: Mapping[str, Any]) -> list[str]:
         )
         return parts
     parts.append(f"<h3>From {tr['trials']} reruns of the mechanism {_kind('empirical')}</h3>")
-    parts.append(_img(_trials_figure(tr, bins), "Empirical error bars of total population"))
+    parts.append(img(_trials_figure(tr, bins), "Empirical error bars of total population"))
     rows = []
     for m in ("total_population", "P1", "P2", "H1"):
         for lv, rec in tr["errors"].get(m, {}).items():
@@ -586,40 +633,77 @@ def _checks_section(result: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _readable_parts(
+    result: Mapping[str, Any],
+    scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None,
+    detail: Mapping[str, Any] | None,
+) -> tuple[list[str], dict[str, list[str]]]:
+    """Summary, map and drill-down for readers; also each level's place names."""
+    detail = detail or {}
+    manifest = detail.get("manifest") or result.get("release_manifest") or {}
+    budget = budget_words(manifest)
+    per_level = sec.size_rows(result["geolevels"], scatter or {})
+    parts = sec.summary_block("Summary", result, manifest, budget, per_level)
+    names: dict[str, list[str]] = {}
+    h = detail.get("hierarchy")
+    if h is not None and detail.get("truth_tables") and detail.get("release_tables"):
+        rows = place_rows(h, detail["truth_tables"], detail["release_tables"])
+        for r in rows:
+            names.setdefault(r["level"], []).append(r["NAME"])
+        mp = sec.map_block(rows, "Published minus true population of each county, in percent")
+        if mp:
+            parts += ['<section id="map"><h2>Map</h2>', *mp, "</section>"]
+        parts += sec.drill_block(sec.places_payload(["release"], [rows]))
+    return parts, names
+
+
 def render_report(
     result: Mapping[str, Any],
     scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
-    title: str = "censusdp accuracy report",
+    title: str = "How accurate is this census release?",
+    *,
+    detail: Mapping[str, Any] | None = None,
 ) -> str:
     """The report as one HTML string (see module docstring).
 
-    Sections, in order: release summary, accuracy by geolevel, released-vs-true scatter,
-    bias by size, pathologies, off-spine districts, error bars (reruns, then noisy
-    measurements), invariants, largest errors and definitions.
+    Args:
+        result: the dict of :func:`censusdp.evaluate.evaluate`.
+        scatter: per geolevel, true and released total population of every unit.
+        title: the page title.
+        detail: the second value of :func:`censusdp.evaluate.evaluate_data`
+            (``hierarchy``, ``truth_tables``, ``release_tables``, ``manifest``); with
+            it the page has names, the county map and the place drill-down.
     """
+    head = [f"<h1>{html.escape(title)}</h1>"]
+    ev = result.get("evaluation") or {}
+    if ev.get("release"):
+        head.append(
+            f'<p class="sub">Release <code>{html.escape(str(ev["release"]))}</code> compared '
+            f"with the confidential data it was made from.</p>"
+        )
+    readable, names = _readable_parts(result, scatter, detail)
     parts = (
-        _release_section(result, title)
-        + _accuracy_section(result)
-        + _scatter_section(result["geolevels"], scatter)
+        head
+        + readable
+        + _scatter_section(result["geolevels"], scatter, names)
         + _bias_section(result)
+        + _release_section(result)
+        + _accuracy_section(result)
         + _pathology_section(result)
         + _districts_section(result)
         + _trials_section(result)
         + _nmf_section(result)
         + _checks_section(result)
     )
-    body = "\n".join(parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-        f"<body>\n{body}\n<script>{_SCRIPT}</script></body></html>\n"
-    )
+    return page(title, "\n".join(parts))
 
 
 def write_report(
     result: Mapping[str, Any],
     path: str | Path,
     scatter: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    *,
+    detail: Mapping[str, Any] | None = None,
 ) -> None:
     """Render :func:`render_report` and write it atomically to ``path``."""
-    write_text(render_report(result, scatter), path)
+    write_text(render_report(result, scatter, detail=detail), path)

@@ -1,7 +1,7 @@
-"""TVD against the privacy-loss budget: the shape of seed 000 Figures 6-1 and 6-2.
+"""TVD against the privacy-loss budget: the shape of JASON 2020, Figures 6-1 and 6-2.
 
 :func:`sweep` reruns the release mechanism on one input for each budget in a list and
-records, per geolevel, the TVD (``1 - L1 / (2 POP)``, seed 000 sec. 6.1) of
+records, per geolevel, the TVD (``1 - L1 / (2 POP)``, JASON 2020, sec. 6.1) of
 
 * total population (one count per geounit; Fig. 6-1), and
 * race x Hispanic origin (the ``hispanic*cenrace`` marginal of the MDF, 126 counts

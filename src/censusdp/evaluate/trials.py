@@ -3,7 +3,7 @@
 A published count is one draw of the release mechanism. Rerunning the whole mechanism
 (measurement, TopDown, rounding) ``K`` times with independent seeds on data whose truth
 is known gives, for every geolevel and every size of true count, the distribution of
-``error = released - true`` that a count of that size suffers (seed 000 sec. 6.1 used
+``error = released - true`` that a count of that size suffers (JASON 2020, sec. 6.1 used
 25 such trials per configuration). Its quantiles are the error bars: "a block-group
 count near 100 is within +-q90 of the truth in 90% of releases". Unlike the closed-form
 standard deviation of a noisy measurement (:mod:`censusdp.evaluate.nmf`), these include

@@ -1,4 +1,12 @@
-"""The published tables on disk: one Parquet file per table in ``RUN/tables/``."""
+"""The published tables on disk: one Parquet file per table in ``RUN/tables/``, and
+``RUN/tables/codebook.csv`` naming and labelling every column.
+
+Each table has ``geolevel``, ``geocode``, ``GEOID``, ``SUMLEV``, ``NAME`` and one int64
+column per line (``P1_001N`` ...); the codebook has ``table``, ``variable``, ``label``,
+``concept`` and ``universe`` (:func:`censusdp.tables.codebook`). Joining a table to a
+TIGER/Line shapefile or to data.census.gov downloads is a join on ``GEOID``; selecting
+one level is a filter on ``SUMLEV`` (or ``geolevel``).
+"""
 
 from __future__ import annotations
 
@@ -7,23 +15,29 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from censusdp.errors import InputError, SchemaError
-from censusdp.io.atomic import write_parquet
-from censusdp.tables import TABLE_NAMES
+from censusdp.io.atomic import atomic_path, write_parquet
+from censusdp.tables import TABLE_NAMES, codebook
 
-__all__ = ["read_tables", "write_tables"]
+__all__ = ["CODEBOOK_FILE", "read_codebook", "read_table", "read_tables", "write_tables"]
+
+CODEBOOK_FILE = "codebook.csv"
+"""File name of the codebook in a tables directory."""
 
 
 def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[str]) -> None:
-    """Write each table to ``directory/<name>.parquet`` atomically."""
+    """Write each table to ``directory/<name>.parquet`` and the codebook, atomically."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         if name not in TABLE_NAMES:
             raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
         write_parquet(table, d / f"{name}.parquet")
+    with atomic_path(d / CODEBOOK_FILE) as tmp:
+        pacsv.write_csv(codebook(), tmp)
 
 
 def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
@@ -39,3 +53,35 @@ def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
             f"tables directory {str(d)!r} lacks {', '.join(f'{m}.parquet' for m in missing)}"
         )
     return {n: pq.read_table(d / f"{n}.parquet") for n in TABLE_NAMES}
+
+
+def read_table(
+    directory: str | os.PathLike[str], name: str, *, sumlev: str | None = None
+) -> pa.Table:
+    """Read one published table, optionally one summary level only (``sumlev="050"``).
+
+    Raises:
+        SchemaError: for an unknown table name.
+        InputError: if the file is missing.
+    """
+    if name not in TABLE_NAMES:
+        raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+    path = Path(directory) / f"{name}.parquet"
+    if not path.is_file():
+        raise InputError(f"{path}: missing file")
+    filters = [("SUMLEV", "=", sumlev)] if sumlev is not None else None
+    return pq.read_table(path, filters=filters)
+
+
+def read_codebook(directory: str | os.PathLike[str]) -> pa.Table:
+    """Read ``codebook.csv`` of a tables directory (all columns as strings).
+
+    Raises:
+        InputError: if the file is missing (releases written before the codebook existed).
+    """
+    path = Path(directory) / CODEBOOK_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: missing file")
+    names = list(codebook().column_names)
+    opts = pacsv.ConvertOptions(column_types={c: pa.string() for c in names})
+    return pacsv.read_csv(path, convert_options=opts)

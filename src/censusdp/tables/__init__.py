@@ -23,7 +23,9 @@ Line layouts follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
   only, ``gqtype == 0``).
 
 Tables are returned as wide Arrow tables: ``geolevel`` (string), ``geocode``
-(string), then one int64 column per line, one row per geounit of every level.
+(string), the Census identifiers ``GEOID``, ``SUMLEV`` and ``NAME`` (strings; see
+:mod:`censusdp.tables.geoids`), then one int64 column per line, one row per geounit of
+every level. :func:`codebook` lists every column with its Census label.
 """
 
 from __future__ import annotations
@@ -40,11 +42,16 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import UNIT_CELLS, person_histogram, unit_histogram
 from censusdp.data.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
+from censusdp.tables.geoids import IDENTIFIER_COLUMNS, IDENTIFIER_LABELS, geo_identifiers
 
 __all__ = [
+    "CODEBOOK_COLUMNS",
+    "IDENTIFIER_COLUMNS",
     "PERSON_TABLES",
     "TABLE_NAMES",
     "TableDefinition",
+    "codebook",
+    "identifier_columns",
     "table_arrays",
     "table_definition",
     "table_lines",
@@ -240,6 +247,33 @@ def table_lines(name: str) -> list[tuple[str, str]]:
     return list(zip(d.variables, d.labels, strict=True))
 
 
+CODEBOOK_COLUMNS: tuple[str, ...] = ("table", "variable", "label", "concept", "universe")
+"""Columns of :func:`codebook` (``concept`` is the table title, as in the Census API)."""
+
+
+def codebook() -> pa.Table:
+    """Every column of the published tables with its Census name and label.
+
+    One row per identifier column (``table`` empty) and one per table line, e.g.
+    ``("P1", "P1_001N", "Total:", "RACE", "Total population")``. Labels use the Census
+    API's ``!!`` path form (2020 Census P.L. 94-171 Redistricting Data Summary File).
+    Written next to the tables as ``codebook.csv`` by :func:`censusdp.io.tables.write_tables`.
+    """
+    rows: list[tuple[str, str, str, str, str]] = [
+        ("", col, IDENTIFIER_LABELS[col], "Geography", "")
+        for col in ("geolevel", "geocode", *IDENTIFIER_COLUMNS)
+    ]
+    for name in TABLE_NAMES:
+        d = table_definition(name)
+        rows += [
+            (name, v, lab, d.title, d.universe)
+            for v, lab in zip(d.variables, d.labels, strict=True)
+        ]
+    return pa.table(
+        {c: pa.array([r[i] for r in rows], pa.string()) for i, c in enumerate(CODEBOOK_COLUMNS)}
+    )
+
+
 def table_matrix(name: str) -> sp.csr_matrix:
     """The ``(cells x lines)`` 0/1 operator of table ``name`` (see :class:`TableDefinition`)."""
     return table_definition(name).matrix
@@ -295,20 +329,36 @@ def tabulate_histograms(
         "persons": sp.vstack(person_levels, format="csr"),
         "units": sp.vstack(unit_levels, format="csr"),
     }
-    names = hierarchy.geolevels.names
-    geolevel = pa.array(
-        np.repeat(
-            np.asarray(names, dtype=object), [hierarchy.n_units(i) for i in range(len(names))]
-        ),
-        pa.string(),
-    )
-    geocode = pa.array(np.concatenate([c.astype(object) for c in hierarchy.geocodes]), pa.string())
+    ids = identifier_columns(hierarchy)
     out: dict[str, pa.Table] = {}
     for name in TABLE_NAMES:
         d = table_definition(name)
         values = (stacked[d.source] @ d.matrix).toarray().astype(np.int64, copy=False)
-        columns = [geolevel, geocode] + [pa.array(values[:, j]) for j in range(d.n_lines)]
-        out[name] = pa.Table.from_arrays(columns, names=["geolevel", "geocode", *d.variables])
+        columns = list(ids.values()) + [pa.array(values[:, j]) for j in range(d.n_lines)]
+        out[name] = pa.Table.from_arrays(columns, names=[*ids, *d.variables])
+    return out
+
+
+def identifier_columns(hierarchy: Hierarchy) -> dict[str, pa.Array]:
+    """``geolevel``, ``geocode``, ``GEOID``, ``SUMLEV`` and ``NAME`` of every geounit.
+
+    Rows are in table order: top level first, geocodes sorted within a level (see
+    :mod:`censusdp.tables.geoids` for the identifiers).
+    """
+    names = hierarchy.geolevels.names
+    counts = [hierarchy.n_units(i) for i in range(len(names))]
+    out = {
+        "geolevel": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
+        "geocode": pa.array(
+            np.concatenate([c.astype(object) for c in hierarchy.geocodes]), pa.string()
+        ),
+    }
+    per_level = [
+        geo_identifiers(codes, lv.length, lv.name)
+        for codes, lv in zip(hierarchy.geocodes, hierarchy.geolevels.levels, strict=True)
+    ]
+    for col in IDENTIFIER_COLUMNS:
+        out[col] = pa.array(np.concatenate([p[col] for p in per_level]), pa.string())
     return out
 
 
@@ -327,8 +377,9 @@ def tabulate(
 
     Returns:
         One wide table per name in :data:`TABLE_NAMES`: ``geolevel``, ``geocode``,
-        then one int64 column per line, with one row per geounit of every level
-        (top level first, geocodes sorted within a level).
+        ``GEOID``, ``SUMLEV``, ``NAME`` (:func:`identifier_columns`), then one int64
+        column per line, with one row per geounit of every level (top level first,
+        geocodes sorted within a level).
 
     Raises:
         InputError: for a missing column or an out-of-range value.

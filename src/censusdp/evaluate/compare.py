@@ -1,0 +1,234 @@
+"""Two releases of the same truth, side by side (``censusdp compare``).
+
+Each release is evaluated against the truth as :func:`censusdp.evaluate.evaluate_data`
+does (a DP release must first pass ``censusdp validate``). The page puts the two
+plain-language summaries next to each other, then a table of which release is closer
+to the truth at each geolevel (mean absolute error of the population, its ratio, and
+the total variation distance of every table; JASON, *Formal Privacy Methods for the
+2020 Census*, 2020, sec. 6.1), the two county maps on one colour scale, a drill-down
+listing both published counts of every place, and both error-vs-size scatters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from censusdp.errors import InputError
+from censusdp.evaluate import _sections as sec
+from censusdp.evaluate._html import esc, img, page, table
+from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
+from censusdp.evaluate.report import _scatter_figure
+from censusdp.evaluate.summary import budget_words, place_rows
+from censusdp.io.atomic import write_json, write_text
+from censusdp.io.cef import read_cef
+from censusdp.progress import say
+from censusdp.tables import TABLE_NAMES
+
+__all__ = ["compare_releases", "render_comparison"]
+
+
+def _names(runs: Sequence[Path], names: Sequence[str] | None) -> list[str]:
+    if names is not None:
+        if len(names) != 2 or len(set(names)) != 2:
+            raise InputError(f"names must be two different labels, got {list(names)}")
+        return list(names)
+    base = [r.resolve().name for r in runs]
+    return [f"A ({base[0]})", f"B ({base[1]})"] if base[0] != base[1] else ["A", "B"]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not math.isfinite(a) or not math.isfinite(b) or a == 0:
+        return None
+    return b / a
+
+
+def _accuracy_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per geolevel: MAE of the population in each run and B/A, TVD of every table."""
+    a, b = results
+    rows = []
+    for lv in a["geolevels"]:
+        if lv not in b["metrics"]["total_population"]:
+            continue
+        ma = a["metrics"]["total_population"][lv]["mae"]
+        mb = b["metrics"]["total_population"][lv]["mae"]
+        rows.append(
+            {
+                "geolevel": lv,
+                "units": a["units"][lv],
+                "mae": [ma, mb],
+                "mae_ratio_b_over_a": _ratio(ma, mb),
+                "tvd": {
+                    t: [r["metrics"][t][lv]["tvd"] for r in results]
+                    for t in TABLE_NAMES
+                    if t in a["metrics"]
+                },
+            }
+        )
+    return rows
+
+
+def compare_releases(
+    run_a: str | Path,
+    run_b: str | Path,
+    truth_dir: str | Path,
+    *,
+    names: Sequence[str] | None = None,
+    html_path: str | Path | None = None,
+    json_path: str | Path | None = None,
+    allow_invalid: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate two releases of the same truth and compare them.
+
+    Args:
+        run_a, run_b: release run directories.
+        truth_dir: the CEF both were made from.
+        names: labels of the two releases (default ``A (<dir name>)``, ``B (...)``).
+        html_path: where to write the side-by-side page (optional).
+        json_path: where to write the comparison as strict JSON (optional).
+        allow_invalid: compare releases that fail validation (recorded in the result).
+        progress: callback for progress lines (``None``: silent).
+
+    Returns:
+        JSON-ready: ``runs`` (name, path, epsilon, rho, delta, validation), ``levels``
+        (per geolevel: population MAE of each run, their ratio B/A and each table's
+        TVD) and ``typical_errors`` (per run, per level, by true size).
+
+    Raises:
+        InputError: for unreadable inputs, identical runs or bad names.
+        ValidationError: if a DP release fails validation and not ``allow_invalid``.
+    """
+    runs = [Path(run_a), Path(run_b)]
+    if runs[0].resolve() == runs[1].resolve():
+        raise InputError(f"compare needs two different releases; both are {run_a}")
+    labels = _names(runs, names)
+    cef = read_cef(truth_dir)
+    say(progress, f"read truth ({cef.n_persons:,} persons)")
+    results, details, validations = [], [], []
+    for label, run in zip(labels, runs, strict=True):
+        release = read_release(run)
+        validation = check_dp_release(release, allow_invalid, "compare", progress)
+        result, detail = evaluate_data(
+            cef.persons, cef.units, release, district_targets=(), progress=progress
+        )
+        results.append(json_ready(result))
+        details.append(detail)
+        validations.append(validation)
+        say(progress, f"evaluated {label}")
+    per_level = [
+        sec.size_rows(r["geolevels"], d["scatter"]) for r, d in zip(results, details, strict=True)
+    ]
+    out = {
+        "truth": str(Path(truth_dir).resolve()),
+        "runs": [
+            {
+                "name": label,
+                "path": str(run.resolve()),
+                "epsilon": d["manifest"].get("epsilon"),
+                "rho": d["manifest"].get("rho"),
+                "delta": d["manifest"].get("delta"),
+                "seed": d["manifest"].get("seed"),
+                "invariants_ok": r["invariants_ok"],
+                "validation": v,
+            }
+            for label, run, r, d, v in zip(labels, runs, results, details, validations, strict=True)
+        ],
+        "levels": _accuracy_rows(results),
+        "typical_errors": {label: pl for label, pl in zip(labels, per_level, strict=True)},
+    }
+    out = json_ready(out)
+    if json_path is not None:
+        write_json(out, json_path)
+        say(progress, f"wrote {json_path}")
+    if html_path is not None:
+        write_text(render_comparison(out, results, details), html_path)
+        say(progress, f"wrote {html_path}")
+    return out
+
+
+def _aligned_rows(details: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Place rows of both runs, in the first run's order (zeros where B lacks a place)."""
+    rows = [place_rows(d["hierarchy"], d["truth_tables"], d["release_tables"]) for d in details]
+    index = {r["geocode"]: r for r in rows[1]}
+    zero = {k: 0 for k in rows[0][0]["released"]} if rows[0] else {}
+    second = [index.get(r["geocode"], {**r, "released": zero}) for r in rows[0]]
+    return [rows[0], second]
+
+
+def render_comparison(
+    comparison: dict[str, Any], results: Sequence[dict[str, Any]], details: Sequence[dict[str, Any]]
+) -> str:
+    """The side-by-side page (see the module docstring)."""
+    labels = [r["name"] for r in comparison["runs"]]
+    parts = [
+        "<h1>Two census releases, side by side</h1>",
+        f'<p class="sub">{esc(labels[0])} and {esc(labels[1])}, both compared with the '
+        "confidential data they were made from.</p>",
+        '<div class="cols">',
+    ]
+    for label, result, detail in zip(labels, results, details, strict=True):
+        per_level = comparison["typical_errors"][label]
+        budget = budget_words(detail["manifest"])
+        parts += [
+            "<div>",
+            *sec.summary_block(label, result, detail["manifest"], budget, per_level),
+            "</div>",
+        ]
+    parts.append("</div>")
+    parts.append('<section id="accuracy"><h2>Which is closer to the truth?</h2>')
+    rows, sentences = [], []
+    for rec in comparison["levels"]:
+        ma, mb = rec["mae"]
+        ratio = rec["mae_ratio_b_over_a"]
+        tv = rec["tvd"]
+        rows.append(
+            [rec["geolevel"], rec["units"], ma, mb, ratio]
+            + [x for t in ("P1", "P2", "H1") if t in tv for x in tv[t]]
+        )
+        if rec["units"] > 1 and ratio is not None and ma and mb:
+            better = labels[0] if ma < mb else labels[1]
+            sentences.append(
+                f"{sec.plural(rec['geolevel']).capitalize()}: populations are off by "
+                f"{ma:.3g} people on average in {labels[0]} and {mb:.3g} in {labels[1]} "
+                f"({better} is closer)."
+            )
+    head = ["geolevel", "places", f"MAE {labels[0]}", f"MAE {labels[1]}", "MAE ratio B/A"]
+    for t in ("P1", "P2", "H1"):
+        head += [f"TVD {t} {labels[0]}", f"TVD {t} {labels[1]}"]
+    parts.append("<p>" + " ".join(esc(s) for s in sentences) + "</p>")
+    parts.append(
+        table(
+            head,
+            rows,
+            "Mean absolute error of the population and TVD (1 = exact) by geolevel",
+            name="compare_accuracy",
+        )
+    )
+    parts.append("</section>")
+    rows_per_run = _aligned_rows(details)
+    vals = [sec.county_values(rows)[0] for rows in rows_per_run]
+    finite = [abs(v) for vs in vals for v in vs.values() if math.isfinite(v)]
+    vmax = max(finite, default=1.0) or 1.0
+    maps = []
+    for label, rows in zip(labels, rows_per_run, strict=True):
+        mp = sec.map_block(rows, f"{label}: published minus true population, percent", vmax=vmax)
+        if mp:
+            maps += ["<div>", *mp, "</div>"]
+    if maps:
+        parts += [
+            '<section id="map"><h2>Maps (one colour scale)</h2><div class="cols">',
+            *maps,
+            "</div></section>",
+        ]
+    parts += sec.drill_block(sec.places_payload(labels, rows_per_run))
+    parts.append('<section id="scatter"><h2>Error against size</h2><div class="cols">')
+    for label, detail in zip(labels, details, strict=True):
+        for lv in ("County", "Block"):
+            if lv in detail["scatter"]:
+                t, r = detail["scatter"][lv]
+                parts.append(img(_scatter_figure(t, r, lv), f"{label}: {lv} error against size"))
+    parts.append("</div></section>")
+    return page("Two census releases, side by side", "\n".join(parts))

@@ -1,0 +1,192 @@
+"""Census identifiers of geounits: GEOID, SUMLEV and NAME, so published tables join.
+
+A censusdp geocode is a prefix of the 16-character block geocode: state (2) + county
+(3) + tract (6) + block group (1) + block (4). The Census Bureau's identifiers differ
+in one place only:
+
+* **GEOID** (the ``GEOID20`` of TIGER/Line files and the Census API) of a state,
+  county, tract or block group is the geocode itself (2, 5, 11, 12 characters). A
+  block's GEOID is 15 characters, state + county + tract + the 4-digit block number,
+  because the block group is the first digit of the block number and is not repeated:
+  our geocode without its block-group digit (character 12). A geocode whose block
+  number does not start with its block-group digit has no GEOID (null): no Census
+  block is numbered so, and dropping the digit could make two blocks share a GEOID.
+  The nation's GEOID is ``"US"`` (as in the TIGER/Line nation file).
+* **SUMLEV**, the summary level: ``010`` nation, ``040`` state, ``050`` county,
+  ``140`` census tract, ``150`` block group, ``750`` block (2020 Census P.L. 94-171
+  Redistricting Data Summary File, technical documentation, "Summary Level
+  Sequence Chart"). Geolevels of other code lengths have no SUMLEV (null).
+* **NAME**, as data.census.gov writes it: ``"Vermont"``, ``"Addison County,
+  Vermont"``, ``"Census Tract 9601, Addison County, Vermont"``, ``"Block Group 1,
+  Census Tract 9601, ..."``, ``"Block 1001, Block Group 1, Census Tract 9601, ..."``.
+  A tract's name is its code as a number with two implied decimals, the decimals
+  dropped when zero (``960100`` -> ``9601``, ``000302`` -> ``3.02``).
+
+State and county names come from ``geonames.csv`` beside this module, derived by
+``tools/derive_geonames.py`` from public-domain county lists (provenance in
+``tools/PROVENANCE.md``). A code missing from it is named by its FIPS code
+(``"County 999, Vermont"``).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from censusdp.errors import InternalError
+
+__all__ = [
+    "IDENTIFIER_COLUMNS",
+    "IDENTIFIER_LABELS",
+    "SUMLEVELS",
+    "county_name",
+    "geo_identifiers",
+    "geoids",
+    "place_names",
+    "state_name",
+    "sumlevel",
+    "tract_name",
+]
+
+SUMLEVELS: dict[int, str] = {0: "010", 2: "040", 5: "050", 11: "140", 12: "150", 16: "750"}
+"""Census summary level by geocode length."""
+
+IDENTIFIER_COLUMNS: tuple[str, ...] = ("GEOID", "SUMLEV", "NAME")
+"""The identifier columns every published table carries after ``geolevel``, ``geocode``."""
+
+IDENTIFIER_LABELS: dict[str, str] = {
+    "geolevel": "censusdp geolevel name (US, State, County, Tract, BlockGroup, Block)",
+    "geocode": "censusdp geocode: prefix of state(2)+county(3)+tract(6)+block group(1)+block(4)",
+    "GEOID": "Census GEOID20 (state 2, county 5, tract 11, block group 12, block 15 characters; "
+    "nation 'US')",
+    "SUMLEV": "Census summary level (010 nation, 040 state, 050 county, 140 tract, "
+    "150 block group, 750 block)",
+    "NAME": "Geographic area name as on data.census.gov",
+}
+"""Codebook labels of the identifier columns."""
+
+_STANDARD = (2, 5, 11, 12, 16)
+
+
+@cache
+def _names() -> dict[str, str]:
+    text = resources.files("censusdp.tables").joinpath("geonames.csv").read_text("utf-8")
+    return {r["fips"]: r["name"] for r in csv.DictReader(text.splitlines())}
+
+
+def state_name(fips: str) -> str:
+    """Name of a state by its 2-digit FIPS code (``"50"`` -> ``"Vermont"``)."""
+    return _names().get(fips, f"State {fips}")
+
+
+def county_name(fips: str) -> str:
+    """Name of a county by its 5-digit FIPS code (``"50001"`` -> ``"Addison County"``)."""
+    return _names().get(fips, f"County {fips[2:]}")
+
+
+def tract_name(code: str) -> str:
+    """The name of a 6-digit tract code: ``"960100"`` -> ``"9601"``, ``"000302"`` -> ``"3.02"``.
+
+    Census tract codes carry two implied decimals; names drop leading zeros and a zero
+    suffix (2020 Census geographic terms and concepts, "Census Tract").
+    """
+    base, suffix = int(code[:4]), code[4:6]
+    return str(base) if suffix == "00" else f"{base}.{suffix}"
+
+
+def sumlevel(length: int) -> str | None:
+    """The Census summary level of geocodes of ``length`` characters (``None`` if none)."""
+    return SUMLEVELS.get(int(length))
+
+
+@cache
+def _prefix_name(prefix: str) -> str:
+    """NAME of a standard-length prefix (2, 5, 11 or 12 characters)."""
+    n = len(prefix)
+    if n == 2:
+        return state_name(prefix)
+    if n == 5:
+        return f"{county_name(prefix)}, {state_name(prefix[:2])}"
+    if n == 11:
+        return f"Census Tract {tract_name(prefix[5:])}, {_prefix_name(prefix[:5])}"
+    if n == 12:
+        return f"Block Group {prefix[11]}, {_prefix_name(prefix[:11])}"
+    raise InternalError(f"no standard name for a {n}-character geocode")
+
+
+def _map_unique(codes: np.ndarray, fn) -> np.ndarray:
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return np.asarray([fn(str(u)) for u in uniq], dtype=object)[inverse.reshape(-1)]
+
+
+def place_names(
+    geocodes: Sequence[str] | np.ndarray, length: int, geolevel: str = ""
+) -> np.ndarray:
+    """NAME of each geocode of one geolevel (object array of ``str``).
+
+    Args:
+        geocodes: geocodes of one level, all ``length`` characters.
+        length: the level's code length.
+        geolevel: the level's name, used for levels of non-standard length
+            (``"<geolevel> <code suffix>, <name of the enclosing standard unit>"``).
+    """
+    codes = np.asarray(geocodes).astype(f"U{max(int(length), 1)}")
+    if length == 0:
+        return np.full(codes.size, "United States", dtype=object)
+    if length in (2, 5, 11, 12):
+        return _map_unique(codes, _prefix_name)
+    if length == 16:
+        bg = _map_unique(codes.astype("U12"), _prefix_name)
+        return np.asarray(
+            [f"Block {c[12:]}, {g}" for c, g in zip(codes.tolist(), bg.tolist(), strict=True)],
+            dtype=object,
+        )
+    parent = max((k for k in _STANDARD if k < length), default=0)
+    label = geolevel or f"Geounit of length {length}"
+
+    def name(code: str) -> str:
+        head = f"{label} {code[parent:]}"
+        return f"{head}, {_prefix_name(code[:parent])}" if parent else head
+
+    return _map_unique(codes, name)
+
+
+def geoids(geocodes: Sequence[str] | np.ndarray, length: int) -> np.ndarray:
+    """GEOID of each geocode of one geolevel (object array; ``None`` where undefined).
+
+    A block (16 characters) drops its block-group digit: ``state + county + tract +
+    block`` (15 characters), defined only when the block number starts with the
+    block-group digit; the nation is ``"US"``; every other level keeps its geocode.
+    """
+    codes = np.asarray(geocodes).astype(f"U{max(int(length), 1)}")
+    if length == 0:
+        return np.full(codes.size, "US", dtype=object)
+    if length != 16:
+        return codes.astype(object)
+    raw = np.frombuffer(codes.tobytes(), dtype=np.uint32).reshape(codes.size, 16)
+    ok = raw[:, 11] == raw[:, 12]
+    out = np.full(codes.size, None, dtype=object)
+    keep = np.delete(raw[ok], 11, axis=1)
+    if keep.size:
+        out[ok] = np.ascontiguousarray(keep).view("U15").reshape(-1).astype(object)
+    return out
+
+
+def geo_identifiers(
+    geocodes: Sequence[str] | np.ndarray, length: int, geolevel: str = ""
+) -> dict[str, np.ndarray]:
+    """``GEOID``, ``SUMLEV`` and ``NAME`` of the geocodes of one geolevel.
+
+    Returns:
+        Object arrays keyed by :data:`IDENTIFIER_COLUMNS` (``None`` where undefined).
+    """
+    codes = np.asarray(geocodes)
+    return {
+        "GEOID": geoids(codes, length),
+        "SUMLEV": np.full(codes.size, sumlevel(length), dtype=object),
+        "NAME": place_names(codes, length, geolevel),
+    }

@@ -1,0 +1,209 @@
+"""Census identifiers on the published tables: GEOID, SUMLEV, NAME and the codebook.
+
+GEOID and SUMLEV follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
+technical documentation (summary levels 010, 040, 050, 140, 150, 750; a block's GEOID20
+is state + county + tract + 4-digit block number, 15 characters); names follow
+data.census.gov ("Census Tract 9601, Addison County, Vermont").
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.io.tables import read_table, write_tables
+from censusdp.tables import TABLE_NAMES, codebook, table_definition, tabulate
+from censusdp.tables.geoids import (
+    county_name,
+    geo_identifiers,
+    geoids,
+    place_names,
+    state_name,
+    sumlevel,
+    tract_name,
+)
+
+# Blocks of two Vermont counties; block numbers start with their block-group digit.
+BLOCKS = np.array(
+    [
+        "5000196010011001",
+        "5000196010011002",
+        "5000196010022001",
+        "5000196020011001",
+        "5002796760011005",
+        "5002700030233001",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "name"),
+    [("960100", "9601"), ("000302", "3.02"), ("001500", "15"), ("980000", "9800"), ("000100", "1")],
+)
+def test_tract_names(code, name):
+    assert tract_name(code) == name
+
+
+def test_state_and_county_names_including_2020_recodes():
+    assert state_name("50") == "Vermont"
+    assert state_name("72") == "Puerto Rico"
+    assert county_name("50001") == "Addison County"
+    assert county_name("22071") == "Orleans Parish"
+    assert county_name("51510") == "Alexandria city"
+    assert county_name("72001") == "Adjuntas Municipio"
+    assert county_name("46113") == "Shannon County"  # 2010 code
+    assert county_name("46102") == "Oglala Lakota County"  # its 2020 code
+    assert county_name("50999") == "County 999"  # not a county: named by its code
+    assert state_name("99") == "State 99"
+
+
+def test_every_county_of_the_generator_tract_table_is_named():
+    path = resources.files("censusdp.generate").joinpath("tracts2010.parquet")
+    t = pq.read_table(str(path), columns=["state", "county"])
+    fips = np.unique(
+        np.char.add(
+            np.asarray(t.column("state").to_pylist(), dtype="U2"),
+            np.asarray(t.column("county").to_pylist(), dtype="U3"),
+        )
+    )
+    assert fips.size > 3000
+    unnamed = [f for f in fips if county_name(str(f)).startswith("County ")]
+    assert unnamed == []
+    assert all(not state_name(s).startswith("State ") for s in {f[:2] for f in fips})
+
+
+def test_block_geoid_drops_the_block_group_digit():
+    ids = geoids(BLOCKS, 16)
+    assert ids.tolist() == [
+        "500019601001001",
+        "500019601001002",
+        "500019601002001",
+        "500019602001001",
+        "500279676001005",
+        "500270003023001",
+    ]
+    assert all(len(g) == 15 for g in ids)
+    # the GEOID keeps the tract (11) and the block number (4), which starts with the BG
+    for code, g in zip(BLOCKS, ids, strict=True):
+        assert g[:11] == code[:11] and g[11:] == code[12:] and g[11] == code[11]
+
+
+def test_nonconformant_block_has_no_geoid():
+    # block group 2 but block number 1001: dropping the digit would collide with BG 1's
+    codes = np.array(["5000196010011001", "5000196010021001"])
+    assert geoids(codes, 16).tolist() == ["500019601001001", None]
+
+
+def test_other_levels_keep_their_geocode():
+    assert geoids(np.array(["50001"]), 5).tolist() == ["50001"]
+    assert geoids(np.array(["500019601001"]), 12).tolist() == ["500019601001"]
+    assert geoids(np.array([""]), 0).tolist() == ["US"]
+    assert [sumlevel(k) for k in (0, 2, 5, 11, 12, 16, 8)] == [
+        "010",
+        "040",
+        "050",
+        "140",
+        "150",
+        "750",
+        None,
+    ]
+
+
+def test_place_names_at_every_level():
+    assert place_names(np.array(["50001"]), 5).tolist() == ["Addison County, Vermont"]
+    assert place_names(np.array(["50001960100"]), 11).tolist() == [
+        "Census Tract 9601, Addison County, Vermont"
+    ]
+    assert place_names(np.array(["500019601001"]), 12).tolist() == [
+        "Block Group 1, Census Tract 9601, Addison County, Vermont"
+    ]
+    assert place_names(BLOCKS[[0, 5]], 16).tolist() == [
+        "Block 1001, Block Group 1, Census Tract 9601, Addison County, Vermont",
+        "Block 3001, Block Group 3, Census Tract 3.02, Windsor County, Vermont",
+    ]
+    assert place_names(np.array([""]), 0).tolist() == ["United States"]
+    # a non-standard level is named by its level and code within its enclosing unit
+    assert place_names(np.array(["500019601"]), 9, "TractGroup").tolist() == [
+        "TractGroup 9601, Addison County, Vermont"
+    ]
+
+
+def test_tabulated_tables_carry_identifiers_that_join():
+    persons = {
+        "geocode": BLOCKS[[0, 0, 1, 2, 3, 4, 5, 5]],
+        "hhgq": np.zeros(8, np.int64),
+        "age": np.array([30, 5, 40, 50, 60, 70, 20, 10]),
+        "hispanic": np.zeros(8, np.int64),
+        "cenrace": np.ones(8, np.int64),
+    }
+    units = {"geocode": BLOCKS, "gqtype": np.zeros(6, np.int64), "occupied": np.ones(6, bool)}
+    h = Hierarchy.from_blocks(BLOCKS)
+    tables = tabulate(persons, units, h)
+    for name, t in tables.items():
+        assert t.column_names[:5] == ["geolevel", "geocode", "GEOID", "SUMLEV", "NAME"]
+        assert t.column_names[5:] == list(table_definition(name).variables)
+    p1 = tables["P1"].to_pydict()
+    rows = {(lv, g): i for i, (lv, g) in enumerate(zip(p1["geolevel"], p1["GEOID"], strict=True))}
+    assert p1["SUMLEV"][rows[("State", "50")]] == "040"
+    assert p1["NAME"][rows[("County", "50027")]] == "Windsor County, Vermont"
+    assert p1["P1_001N"][rows[("Block", "500019601001001")]] == 2
+    assert p1["P1_001N"][rows[("Tract", "50001960100")]] == 4
+    # every block's GEOID joins to its tract's GEOID and block group's GEOID
+    tract_pop: dict[str, int] = {}
+    for lv, g, sl, n in zip(p1["geolevel"], p1["GEOID"], p1["SUMLEV"], p1["P1_001N"], strict=True):
+        if lv == "Block":
+            assert sl == "750" and len(g) == 15
+            tract_pop[g[:11]] = tract_pop.get(g[:11], 0) + n
+            assert ("BlockGroup", g[:12]) in rows
+    for g, n in tract_pop.items():
+        assert p1["P1_001N"][rows[("Tract", g)]] == n
+    assert sorted(set(p1["SUMLEV"])) == ["010", "040", "050", "140", "150", "750"]
+
+
+def test_custom_geolevels_get_identifiers_by_code_length():
+    levels = GeoLevels.from_pairs([("Top", 0), ("County", 5), ("Block", 16)])
+    ids = geo_identifiers(np.array(["50001"]), 5, "County")
+    assert ids["SUMLEV"].tolist() == ["050"]
+    h = Hierarchy.from_blocks(BLOCKS, levels)
+    units = {"geocode": BLOCKS, "gqtype": np.zeros(6, np.int64), "occupied": np.ones(6, bool)}
+    empty = {c: np.zeros(0, np.int64) for c in ("hhgq", "age", "hispanic", "cenrace")}
+    empty["geocode"] = np.zeros(0, "U16")
+    h1 = tabulate(empty, units, h)["H1"].to_pydict()
+    assert h1["NAME"][:2] == ["United States", "Addison County, Vermont"]
+    assert h1["H1_001N"][:3] == [6, 4, 2]
+
+
+def test_codebook_labels_every_column():
+    cb = codebook().to_pydict()
+    variables = cb["variable"]
+    assert len(variables) == len(set(variables))
+    for name in TABLE_NAMES:
+        d = table_definition(name)
+        got = [v for v, t in zip(variables, cb["table"], strict=True) if t == name]
+        assert got == list(d.variables)
+    i = variables.index("P1_001N")
+    assert (cb["label"][i], cb["concept"][i], cb["universe"][i]) == (
+        "Total:",
+        "RACE",
+        "Total population",
+    )
+    i = variables.index("P2_002N")
+    assert cb["label"][i] == "Total:!!Hispanic or Latino"
+    i = variables.index("H1_003N")
+    assert cb["label"][i] == "Total:!!Vacant" and cb["universe"][i] == "Housing units"
+    assert {"GEOID", "SUMLEV", "NAME"} <= set(variables)
+
+
+def test_read_one_summary_level(tmp_path):
+    units = {"geocode": BLOCKS, "gqtype": np.zeros(6, np.int64), "occupied": np.ones(6, bool)}
+    empty = {c: np.zeros(0, np.int64) for c in ("hhgq", "age", "hispanic", "cenrace")}
+    empty["geocode"] = np.zeros(0, "U16")
+    write_tables(tabulate(empty, units, Hierarchy.from_blocks(BLOCKS)), tmp_path)
+    counties = read_table(tmp_path, "H1", sumlev="050").to_pydict()
+    assert counties["GEOID"] == ["50001", "50027"]
+    assert counties["H1_001N"] == [4, 2]
+    assert read_table(tmp_path, "H1").num_rows == 1 + 1 + 2 + 4 + 5 + 6
