@@ -67,12 +67,12 @@ def fake_engine(monkeypatch):
 def test_budget_for_epsilon_meanings():
     base = load_preset("pl94-2020")
     assert base.privacy_measure == "zCDP"
-    b = budget_for_epsilon(base, 2.0)
+    b = budget_for_epsilon(base, 2.0, "rho")
     assert float(b.rho) == pytest.approx(2.0)  # rho = eps^2 / 2
-    assert float(budget_for_epsilon(base, 0.25).rho) == pytest.approx(0.03125)
-    cks = budget_for_epsilon(base, 2.0, "cks")
+    assert float(budget_for_epsilon(base, 0.25, "rho").rho) == pytest.approx(0.03125)
+    cks = budget_for_epsilon(base, 2.0)  # the default: total epsilon at the preset's delta
     assert float(cks.rho) < float(b.rho)
-    assert cks.epsilon() == pytest.approx(2.0, rel=1e-3)
+    assert 0.99 * 2.0 <= cks.epsilon() <= 2.0
     pure = budget_for_epsilon(load_preset("ddp-2010"), 6.0)
     assert float(pure.total) == pytest.approx(6.0)
     with pytest.raises(ConfigError, match="must be positive"):
@@ -131,7 +131,13 @@ def test_trials_error_bars(fake_engine, truth_release, tmp_path):
 def test_sweep_outputs_and_monotone_tvd(fake_engine, truth_release, tmp_path):
     truth_dir, _, _, _ = truth_release
     result = sweep(
-        truth_dir, [0.25, 1, 8], out_dir=tmp_path / "sw", trials=2, seed=3, progress=lambda _m: None
+        truth_dir,
+        [0.25, 1, 8],
+        out_dir=tmp_path / "sw",
+        trials=2,
+        seed=3,
+        progress=lambda _m: None,
+        epsilon_meaning="rho",
     )
     assert result["epsilon_meaning"] == "rho = epsilon^2/2"
     assert [p["rho"] for p in result["points"]] == pytest.approx([0.03125, 0.5, 32.0])

@@ -191,14 +191,16 @@ def add_budget_arguments(
     amount = parser.add_mutually_exclusive_group()
     if "rho" in amounts:
         amount.add_argument(
-            "--rho", default=None, help="rescale to this global rho (zCDP), e.g. 2.56 or 1/2"
+            "--rho",
+            default=None,
+            help="total rho (zCDP) of everything released, e.g. 2.63 or (542/339)**2 as 293764/114921",
         )
     if "epsilon" in amounts:
         amount.add_argument(
             "--epsilon",
             default=None,
-            help="rescale to this global epsilon; for zCDP budgets the largest rho whose "
-            "epsilon at the budget's delta is at most this",
+            help="total epsilon of everything released, at the budget's delta (zCDP: the "
+            "largest rho whose epsilon is at most this)",
         )
     parser.set_defaults(default_preset=default_preset)
 

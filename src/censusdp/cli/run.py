@@ -12,7 +12,6 @@ from censusdp.cli._common import (
     add_quiet,
     add_seed,
     add_workers,
-    resolve_budget,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -44,7 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--units-preset",
         default="auto",
         help="budget of the housing-unit run: a preset name, 'none', or 'auto' "
-        "(the preset named '<preset>-units' if it exists)",
+        "(the preset named '<preset>-units' if it exists); --rho/--epsilon set the total "
+        "of both runs, split as the presets split it",
     )
     add_seed(
         p,
@@ -83,29 +83,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
-def _units_budget(args: argparse.Namespace, budget: object) -> object | None:
-    from censusdp.privacy.budget import load_preset, preset_names
-
-    choice = args.units_preset
-    if choice == "none":
-        return None
-    if choice == "auto":
-        name = f"{args.preset or args.default_preset}-units"
-        if args.config or name not in preset_names():
-            return None
-        choice = name
-    return load_preset(choice)
-
-
 def _run(args: argparse.Namespace) -> int:
+    from censusdp.privacy.budget import resolve_release_budget
     from censusdp.release.pipeline import reestimate, run_release
 
     budget = units = None
     chose_budget = any(getattr(args, k) is not None for k in ("preset", "config", "rho", "epsilon"))
-    if not args.from_measurements or chose_budget:
-        budget = resolve_budget(args)
-    if not args.from_measurements or args.units_preset != "auto":
-        units = _units_budget(args, budget)
+    if not args.from_measurements or chose_budget or args.units_preset != "auto":
+        whole = resolve_release_budget(
+            preset=args.preset,
+            config=args.config,
+            rho=args.rho,
+            epsilon=args.epsilon,
+            units=args.units_preset,
+            default_preset=args.default_preset,
+        )
+        budget, units = whole.persons, whole.units
     common = dict(
         budget=budget,
         units_budget=units,
@@ -131,7 +124,9 @@ def _run(args: argparse.Namespace) -> int:
     v = manifest.get("validation", {})
     print(
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
-        f"rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} (delta={manifest['delta']:g}), "
+        f"total rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} "
+        f"(delta={manifest['delta']:.3g}, {manifest['persons']['neighbours']} neighbours), "
+        f"{'SEEDED (not secure)' if manifest.get('seed') is not None else 'secure randomness'}, "
         f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
         f"{manifest['timings']['total']:.1f}s"
     )

@@ -46,9 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--epsilon-meaning",
         choices=("rho", "cks"),
-        default="rho",
-        help="zCDP presets: 'rho' uses rho = eps^2/2 (default); 'cks' reads eps as "
-        "(eps, delta)-DP at the preset's delta",
+        default="cks",
+        help="'cks': epsilon is the total (epsilon, delta)-DP loss at the preset's delta, "
+        "as in every censusdp command; 'rho': rho = epsilon^2/2 (to compare noise scales "
+        "with pure-DP figures)",
     )
     p.add_argument(
         "--trials", type=positive_int("--trials"), default=1, metavar="K", help="runs per epsilon"

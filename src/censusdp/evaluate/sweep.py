@@ -7,16 +7,16 @@ records, per geolevel, the TVD (``1 - L1 / (2 POP)``, JASON 2020, sec. 6.1) of
 * race x Hispanic origin (the ``hispanic*cenrace`` marginal of the MDF, 126 counts
   per geounit; Fig. 6-2).
 
-**What "epsilon" means here.** The figures come from pure-DP (geometric mechanism)
-runs. For a zCDP preset (discrete Gaussian, e.g. ``pl94-2020``) a sweep value
-``epsilon`` is, by default, turned into ``rho = epsilon^2 / 2``: the zCDP guarantee
-that an epsilon-DP mechanism satisfies (Bun & Steinke 2016, Prop. 1.4), and the budget
-at which the Gaussian noise scale (``sigma^2 = 1 / (2 rho) = 1 / epsilon^2`` per unit
-share) matches the geometric's (``~2 / epsilon^2``) up to a constant. With
-``epsilon_meaning="cks"`` the value is instead read as an (epsilon, delta)-DP target
-and converted with the preset's delta (Canonne, Kamath & Steinke 2020, Cor. 13),
-which gives far smaller rho (more noise). For a pure-DP preset (``ddp-2010``) epsilon
-is used as is. Every point records the rho and the (epsilon, delta) it implies.
+**What "epsilon" means here.** As everywhere in censusdp, a sweep value ``epsilon`` is
+the total privacy loss of what each release publishes: for a zCDP preset (discrete
+Gaussian, e.g. ``pl94-2020``) the largest rho whose (epsilon, delta) guarantee at the
+preset's delta is at most ``epsilon`` (Canonne, Kamath & Steinke 2020, Cor. 13); for a
+pure-DP preset (``ddp-2010``) epsilon itself. The sweep's releases measure persons only.
+The JASON figures come from pure-DP (geometric) runs; to compare noise scales with
+them, ``epsilon_meaning="rho"`` reads a value as ``rho = epsilon^2 / 2`` instead (the
+zCDP guarantee an epsilon-DP mechanism satisfies, Bun & Steinke 2016, Prop. 1.4),
+which gives far larger rho (less noise). Every point records the rho and the
+(epsilon, delta) it implies.
 
 Outputs in ``out_dir``: ``sweep.json`` (everything), ``sweep.csv`` (one row per
 epsilon, trial, measure and geolevel), ``sweep.png`` (the two panels) and
@@ -59,7 +59,7 @@ EPSILON_MEANINGS = ("rho", "cks")
 SWEEP_MEASURES = ("total_population", "hispanic*cenrace")
 
 
-def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "rho") -> Budget:
+def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "cks") -> Budget:
     """The budget ``base`` rescaled to a sweep value ``epsilon`` (see module docstring).
 
     Raises:
@@ -105,7 +105,7 @@ def sweep(
     seed: int = 0,
     workers: int = 1,
     postprocess: str = "topdown",
-    epsilon_meaning: str = "rho",
+    epsilon_meaning: str = "cks",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the release for each epsilon (``trials`` times) and record TVD by geolevel.

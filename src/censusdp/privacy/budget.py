@@ -46,6 +46,9 @@ __all__ = [
     "resolve_budget",
     "preset_names",
     "release_privacy",
+    "ReleaseBudget",
+    "resolve_release_budget",
+    "units_preset_for",
 ]
 
 MECHANISMS: dict[str, str] = {"discrete_gaussian": "zCDP", "geometric": "pure"}
@@ -768,6 +771,115 @@ def release_privacy(persons: Budget, units: Budget | None = None) -> dict[str, A
     return out
 
 
+@dataclass(frozen=True)
+class ReleaseBudget:
+    """Everything a release spends: the person run and, optionally, the housing-unit run.
+
+    One vocabulary for every command: a release's budget is the privacy loss of all it
+    publishes. ``scaled(rho=R)`` makes the composed rho exactly ``R``; ``scaled(epsilon=E)``
+    makes the composed (epsilon, delta) guarantee at the budget's delta at most ``E``
+    (the largest such rho, Canonne, Kamath & Steinke 2020, Cor. 13). Both keep the split
+    between the runs, between geolevels and between queries: every share is multiplied
+    by one factor.
+
+    Attributes:
+        persons: the person run.
+        units: the housing-unit run, or ``None`` when occupancy is not released.
+    """
+
+    persons: Budget
+    units: Budget | None = None
+
+    def __post_init__(self) -> None:
+        if self.units is not None and self.units.privacy_measure != self.persons.privacy_measure:
+            raise BudgetError(
+                f"the person budget is {self.persons.privacy_measure} and the unit budget "
+                f"{self.units.privacy_measure}; a release composes runs of one kind"
+            )
+
+    @property
+    def runs(self) -> tuple[Budget, ...]:
+        """The budgets of the runs, persons first."""
+        return (self.persons,) if self.units is None else (self.persons, self.units)
+
+    @property
+    def rho(self) -> Fraction:
+        """Composed zCDP rho of the whole release (exact)."""
+        return accounting.compose([b.rho for b in self.runs])
+
+    def epsilon(self) -> float:
+        """The whole release's epsilon (at the person budget's delta for zCDP)."""
+        return float(release_privacy(self.persons, self.units)["epsilon"])
+
+    def scaled(
+        self,
+        *,
+        rho: Fraction | str | float | int | None = None,
+        epsilon: Fraction | str | float | int | None = None,
+    ) -> ReleaseBudget:
+        """The same split with a new total: composed ``rho`` = ``rho``, or composed epsilon
+        at most ``epsilon``.
+
+        Raises:
+            BudgetError: for neither or both of ``rho`` and ``epsilon``.
+        """
+        if (rho is None) == (epsilon is None):
+            raise BudgetError("give exactly one of rho or epsilon to rescale a release budget")
+        totals = [b.total for b in self.runs]
+        if self.persons.privacy_measure == "zCDP":
+            target = (
+                positive_fraction(rho, "rho")
+                if rho is not None
+                else accounting.rho_from_epsilon(epsilon, self.persons.delta)
+            )
+            factor = target / sum(totals, Fraction(0))
+            return ReleaseBudget(*(b.scaled(rho=b.total * factor) for b in self.runs))
+        if epsilon is None:
+            one = self.persons.scaled(rho=rho).total / self.persons.total
+            return ReleaseBudget(*(b.scaled(epsilon=b.total * one) for b in self.runs))
+        factor = positive_fraction(epsilon, "epsilon") / sum(totals, Fraction(0))
+        return ReleaseBudget(*(b.scaled(epsilon=b.total * factor) for b in self.runs))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's record (see :func:`release_privacy`)."""
+        return release_privacy(self.persons, self.units)
+
+
+def units_preset_for(preset: str) -> str | None:
+    """The housing-unit preset that goes with a person preset (``<preset>-units``), if any."""
+    name = f"{preset}-units"
+    return name if name in preset_names() else None
+
+
+def resolve_release_budget(
+    *,
+    preset: str | None = None,
+    config: str | Path | None = None,
+    rho: Fraction | str | float | None = None,
+    epsilon: Fraction | str | float | None = None,
+    units: str | None = "auto",
+    default_preset: str = "pl94-2020",
+) -> ReleaseBudget:
+    """The budget of a whole release, the one way commands choose it.
+
+    Args:
+        preset, config: the person run's budget (see :func:`resolve_budget`).
+        rho: the composed rho of everything released (persons and units together).
+        epsilon: the composed epsilon of everything released, at the preset's delta.
+        units: the unit run's preset; ``"auto"`` (the person preset's ``-units``
+            companion, if any; none for a config file) or ``None``/``"none"`` (no unit run).
+        default_preset: the person preset when neither ``preset`` nor ``config`` is given.
+    """
+    persons = resolve_budget(preset=preset, config=config, default_preset=default_preset)
+    if units == "auto":
+        units = None if config is not None else units_preset_for(preset or default_preset)
+    unit_budget = load_preset(units) if units not in (None, "none") else None
+    whole = ReleaseBudget(persons, unit_budget)
+    if rho is not None or epsilon is not None:
+        whole = whole.scaled(rho=rho, epsilon=epsilon)
+    return whole
+
+
 # -- reports ---------------------------------------------------------------------------------
 
 
@@ -807,6 +919,7 @@ class BudgetReport:
     queries: tuple[dict[str, Any], ...]
     attributes: tuple[dict[str, Any], ...]
     totals: dict[str, Any]
+    release: ReleaseBudget | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready report (``censusdp budget --json``)."""
@@ -817,8 +930,10 @@ class BudgetReport:
                 "schema": self.budget.schema,
                 "mechanism": self.budget.mechanism,
                 "privacy_measure": self.budget.privacy_measure,
+                "neighbours": self.budget.neighbours,
                 "sensitivity": self.budget.sensitivity,
             },
+            "release": self._release_summary(),
             "totals": self.totals,
             "measurements": list(self.rows),
             "geolevels": list(self.geolevels),
@@ -885,9 +1000,33 @@ class BudgetReport:
             lines.append(
                 f"{a['attribute']:<28} {a['rho_float']:>10.4g} {a['epsilon_at_delta']:>9.4g}"
             )
+        r = self._release_summary()
+        if r is not None:
+            lines += [
+                "",
+                f"the whole release (persons + housing units, {r['units_budget']}): "
+                f"rho {r['rho']:.6g} = persons {r['persons_rho']:.6g} + units "
+                f"{r['units_rho']:.6g}; epsilon {r['epsilon']:.6g} at delta {r['delta']:.3g} "
+                f"({b.neighbours} neighbours)",
+                "  --rho / --epsilon of 'censusdp run' set this total; the split is kept",
+            ]
         if b.notes:
             lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
         return "\n".join(lines)
+
+    def _release_summary(self) -> dict[str, Any] | None:
+        if self.release is None or self.release.units is None:
+            return None
+        d = self.release.to_dict()
+        return {
+            "rho": d["rho"],
+            "rho_exact": d["rho_exact"],
+            "epsilon": d["epsilon"],
+            "delta": d["delta"],
+            "persons_rho": float(self.release.persons.rho),
+            "units_rho": float(self.release.units.rho),
+            "units_budget": self.release.units.name,
+        }
 
 
 def _loss_entry(
@@ -953,6 +1092,7 @@ def budget_report(
     rho: Fraction | str | float | None = None,
     epsilon: Fraction | str | float | None = None,
     delta: Fraction | str | float | None = None,
+    units: str | None = "auto",
 ) -> BudgetReport:
     """Load a budget (preset or config, default ``pl94-2020``), rescale it, and report it.
 
@@ -969,8 +1109,14 @@ def budget_report(
         rho: rescale to this global rho (see :meth:`Budget.scaled`).
         epsilon: rescale to this global epsilon.
         delta: report epsilons at this delta instead of the budget's.
+        units: the housing-unit preset composed with it (``"auto"``: the ``-units``
+            companion; ``None``: persons only). ``rho``/``epsilon`` are the totals of
+            both runs together.
     """
-    budget = resolve_budget(preset=preset, config=config, rho=rho, epsilon=epsilon)
+    release = resolve_release_budget(
+        preset=preset, config=config, rho=rho, epsilon=epsilon, units=units
+    )
+    budget = release.persons
     if delta is not None:
         d = as_fraction(delta, "delta")
         if not 0 < d < 1:
@@ -1020,4 +1166,4 @@ def budget_report(
         "sampling_delta": sdelta,
         "delta_total": float(d) + sdelta,
     }
-    return BudgetReport(budget, tuple(rows), levels, queries, attributes, totals)
+    return BudgetReport(budget, tuple(rows), levels, queries, attributes, totals, release)

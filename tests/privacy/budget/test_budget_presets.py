@@ -97,8 +97,17 @@ def test_budget_report_json_and_text() -> None:
 
 
 def test_report_rescaled_by_epsilon_and_rho() -> None:
+    # --epsilon is the total of the whole release: persons and housing units together
     rep = budget_report(preset="pl94-2020", epsilon=10)
-    assert rep.totals["epsilon_at_delta"] <= 10
-    assert rep.totals["epsilon_at_delta"] > 9.999
+    release = rep.to_dict()["release"]
+    assert 9.999 < release["epsilon"] <= 10
+    assert rep.totals["epsilon_at_delta"] < release["epsilon"]
+    assert release["rho"] == pytest.approx(release["persons_rho"] + release["units_rho"])
+    # the split between the runs is the presets' one
+    assert release["units_rho"] / release["persons_rho"] == pytest.approx(
+        float(Fraction(11417641, 152349649) / Fraction(293764, 114921))
+    )
+    alone = budget_report(preset="pl94-2020", epsilon=10, units=None)
+    assert 9.999 < alone.totals["epsilon_at_delta"] <= 10 and alone.to_dict()["release"] is None
     pure = budget_report(preset="ddp-2010", rho="1/2")
     assert Fraction(pure.totals["total"]) == 1  # epsilon = sqrt(2 rho)

@@ -7,6 +7,7 @@ and recompute everything from them (seed 000 sec. 5.7; seed 002 sec. 2.2).
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -258,3 +259,21 @@ def test_nmf_noise_is_unbiased_with_stated_variance(small_state):
     se = np.sqrt(var / d.size)
     assert abs(d.mean()) < 5 * se
     assert abs(d.var() / var - 1) < 5 * np.sqrt(2 / d.size) + 0.01
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--epsilon", "3"), ("--rho", "1/2")])
+def test_cli_budget_is_the_total_of_the_whole_release(small_state, flag, value, capsys):
+    """``run --epsilon E`` publishes total epsilon in [0.99 E, E]; ``--rho R`` total rho R
+    (persons and housing units together, split as the presets split them)."""
+    out = small_state / f"total{flag}"
+    argv = ["run", "--input", str(small_state / "cef"), "--out", str(out), flag, value]
+    assert main(argv + ["--seed", "3", "--quiet"]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert "units" in m and m["persons"]["neighbours"] == "bounded"
+    composed = Fraction(m["persons"]["total"]) + Fraction(m["units"]["total"])
+    assert Fraction(m["rho_exact"]) == composed
+    if flag == "--epsilon":
+        assert 0.99 * 3 <= m["epsilon"] <= 3
+    else:
+        assert composed == Fraction(1, 2)
+    assert "NON-SECURE" in capsys.readouterr().err
