@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.cef import read_cef
+from censusdp.io.output import prepare_output_dir, write_output_manifest
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
@@ -44,7 +45,7 @@ class DemoSummary:
 def accuracy_by_level(truth_dir: Path, run_dir: Path, geolevels: GeoLevels) -> list[dict]:
     """Per geolevel: mean absolute error of total population and of P2 cells, and TVD.
 
-    TVD follows seed 000 sec. 6.1: ``1 - L1 / (2 POP)`` per geounit over the cells of
+    TVD follows JASON JSR-19-2F sec. 6.1: ``1 - L1 / (2 POP)`` per geounit over the cells of
     table P2 (Hispanic origin by race), averaged over geounits with population > 0.
     """
     cef = read_cef(truth_dir)
@@ -86,20 +87,27 @@ def run_demo(
     seed: int = 2020,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> DemoSummary:
-    """Generate ``state`` (a ``scale`` fraction of its tracts), release it, summarise it."""
+    """Generate ``state`` (a ``scale`` fraction of its tracts, from ``seed``), release it
+    with the 2020 production budget and secure randomness, and summarise it.
+
+    ``out_dir`` gets ``cef/``, ``run/``, ``evaluation.json``, ``report.html`` and a
+    ``manifest.json``; an existing demo directory is replaced only with ``overwrite``.
+    """
     from censusdp.generate import generate_state
 
-    out_dir = Path(out_dir)
+    out_dir = prepare_output_dir(out_dir, overwrite)
     cef_dir, run_dir = out_dir / "cef", out_dir / "run"
-    gen = generate_state(state, seed, cef_dir, scale=scale, progress=progress)
+    write_output_manifest(out_dir, "demo", ["cef", "run", "evaluation.json", "report.html"])
+    gen = generate_state(state, seed, cef_dir, scale=scale, progress=progress, overwrite=True)
     budget = load_preset("pl94-2020")
     manifest = run_release(
         cef_dir,
         run_dir,
         budget=budget,
         units_budget=load_preset("pl94-2020-units"),
-        seed=seed,
+        seed=None,
         workers=workers,
         overwrite=True,
         progress=progress,

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "tradeoff": 7,
     "demo": 8,
     "cli": 9,
+    "api": 9,
     "__main__": 9,
 }
 """Layer of each top-level package or module; an import may only go down or sideways."""

@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"
     )
     add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier demo directory")
     add_workers(p)
     add_quiet(p)
     p.set_defaults(func=_demo)
@@ -36,6 +37,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         workers=args.workers,
         progress=progress_printer(args.quiet),
+        overwrite=args.overwrite,
     )
     m = s.manifest
     print(f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}")

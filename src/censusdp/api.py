@@ -1,0 +1,273 @@
+"""The Python API: the same verbs as the command line, returning objects you can query.
+
+Every function here calls one library function (the one its ``censusdp`` command
+calls) and returns a result object; pyarrow tables convert with ``.to_pandas()``.
+A complete session on a small synthetic state:
+
+>>> import tempfile, pathlib, censusdp
+>>> work = pathlib.Path(tempfile.mkdtemp())
+>>> cef = censusdp.generate("DC", seed=1, out=work / "cef", scale=0.02)
+>>> budget = censusdp.load_budget("pl94-2020", epsilon=10)   # total of persons + units
+>>> round(budget.epsilon(), 6) <= 10
+True
+>>> rel = censusdp.release(work / "cef", work / "run", budget=budget, seed=7)
+>>> rel.manifest["seed"], rel.manifest["persons"]["neighbours"]
+(7, 'bounded')
+>>> p1 = rel.table("P1")                                     # one row per geounit
+>>> state = rel.table("P1", sumlev="040")                    # the state's row
+>>> int(state["P1_001N"][0]) == cef.persons                  # the invariant, exact
+True
+>>> censusdp.validate(work / "run").ok
+True
+>>> rel.nmf("County").column_names[:6]
+['geolevel', 'geocode', 'query', 'cell', 'value', 'variance']
+
+Seeded runs (``seed=7``) are reproducible and NOT secure; leave ``seed`` out for a
+release (secure randomness, and the manifest says so).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from censusdp.progress import Progress
+
+__all__ = [
+    "Release",
+    "evaluate",
+    "generate",
+    "infer",
+    "load_budget",
+    "posterior",
+    "reconstruct",
+    "reestimate",
+    "release",
+    "reidentify",
+    "risk",
+    "validate",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class Release:
+    """A release on disk (a ``censusdp run`` directory), read on demand.
+
+    Attributes:
+        path: the run directory.
+        manifest: its ``manifest.json`` (budget in rho and (epsilon, delta), seed or
+            secure randomness, versions, timings, validation).
+    """
+
+    path: Path
+    manifest: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def open(cls, path: PathLike) -> Release:
+        """Open a run directory (raises ``InputError`` if it has no manifest)."""
+        from censusdp.release.manifest import read_manifest
+
+        return cls(Path(path), read_manifest(path))
+
+    def mdf_persons(self) -> pa.Table:
+        """The released persons (``mdf_persons.parquet``)."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path / "mdf_persons.parquet")
+
+    def mdf_units(self) -> pa.Table:
+        """The released units (``mdf_units.parquet``)."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path / "mdf_units.parquet")
+
+    def table(self, name: str, sumlev: str | None = None) -> pa.Table:
+        """One published table (``P1`` ... ``P5``, ``H1``) with GEOID, SUMLEV and NAME,
+        optionally one summary level (``"040"`` state, ``"050"`` county, ...)."""
+        from censusdp.io.tables import read_table
+
+        return read_table(self.path / "tables", name, sumlev=sumlev)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """Every published table, by name."""
+        from censusdp.io.tables import read_tables
+
+        return read_tables(self.path / "tables")
+
+    def nmf(self, geolevel: str | None = None, *, units: bool = False) -> pa.Table:
+        """The noisy measurements (of one geolevel, reading only its row groups)."""
+        import pyarrow.parquet as pq
+
+        from censusdp.io.nmf import read_geolevel
+
+        name = "noisy_measurements_units.parquet" if units else "noisy_measurements.parquet"
+        if geolevel is None:
+            return pq.read_table(self.path / name)
+        return read_geolevel(self.path / name, geolevel)
+
+    def validate(self, truth: PathLike | None = None) -> Any:
+        """:func:`validate` this release."""
+        return validate(self.path, truth)
+
+
+def generate(
+    state: str | int,
+    *,
+    seed: int,
+    out: PathLike,
+    scale: float = 1.0,
+    overwrite: bool = False,
+    progress: Progress = None,
+) -> Any:
+    """A synthetic census for a state on its real 2010 tract totals (``censusdp generate``).
+
+    Returns:
+        A summary (``.persons``, ``.units``, ``.blocks``, ...); the files are
+        ``out/persons.parquet`` and ``out/units.parquet``.
+    """
+    from censusdp.generate import generate_state
+
+    return generate_state(state, seed, out, scale=scale, overwrite=overwrite, progress=progress)
+
+
+def load_budget(
+    preset: str | None = "pl94-2020",
+    *,
+    config: PathLike | None = None,
+    rho: Any = None,
+    epsilon: Any = None,
+    units: str | None = "auto",
+) -> Any:
+    """The budget of a whole release (``censusdp budget``): persons and, with ``units``,
+    the housing-unit run; ``rho``/``epsilon`` are the total of both.
+
+    Returns:
+        A :class:`censusdp.privacy.budget.ReleaseBudget`.
+    """
+    from censusdp.privacy.budget import resolve_release_budget
+
+    return resolve_release_budget(
+        preset=None if config is not None else preset,
+        config=config,
+        rho=rho,
+        epsilon=epsilon,
+        units=units,
+    )
+
+
+def release(
+    input_dir: PathLike,
+    out: PathLike,
+    *,
+    budget: Any = None,
+    seed: int | None = None,
+    workers: int = 1,
+    executor: str = "auto",
+    overwrite: bool = False,
+    progress: Progress = None,
+    **options: Any,
+) -> Release:
+    """Measure, estimate and write a release (``censusdp run``); returns it opened.
+
+    Args:
+        budget: a :class:`~censusdp.privacy.budget.ReleaseBudget` (see :func:`load_budget`),
+            a preset name, or ``None`` for the 2020 production budget.
+        seed: ``None`` for secure randomness (a release); an integer for a reproducible,
+            non-secure run.
+        options: further options of :func:`censusdp.release.pipeline.run_release`.
+    """
+    from censusdp.release.pipeline import run_release
+
+    whole = load_budget(budget) if budget is None or isinstance(budget, str) else budget
+    run_release(
+        input_dir,
+        out,
+        budget=whole.persons,
+        units_budget=whole.units,
+        seed=seed,
+        workers=workers,
+        executor=executor,
+        overwrite=overwrite,
+        progress=progress,
+        **options,
+    )
+    return Release.open(out)
+
+
+def reestimate(
+    run: PathLike, out: PathLike, *, overwrite: bool = False, progress: Progress = None
+) -> Release:
+    """Re-estimate a release from its noisy measurements alone (``run --from-measurements``)."""
+    from censusdp.release.pipeline import reestimate as _reestimate
+
+    _reestimate(run, out, overwrite=overwrite, progress=progress)
+    return Release.open(out)
+
+
+def validate(run: PathLike, truth: PathLike | None = None) -> Any:
+    """Check a release from its own files (``censusdp validate``).
+
+    Returns:
+        A report with ``.ok`` and ``.failures()``.
+    """
+    from censusdp.release.validate import validate_run
+
+    return validate_run(run, truth)
+
+
+def evaluate(truth: PathLike, run: PathLike, **options: Any) -> dict[str, Any]:
+    """Accuracy of a release against the truth (``censusdp evaluate``)."""
+    from censusdp.evaluate import evaluate as _evaluate
+
+    return _evaluate(truth, run, **options)
+
+
+def infer(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
+    """GLS estimates with confidence intervals from the NMF alone (``censusdp infer``).
+
+    Returns:
+        ``out/estimates.parquet`` as a table.
+    """
+    import pyarrow.parquet as pq
+
+    from censusdp.infer.release import infer_release
+
+    infer_release(run, out, **options)
+    return pq.read_table(Path(out) / "estimates.parquet")
+
+
+def posterior(counts: Any, law: Any, prior: Any = None, **options: Any) -> dict[str, Any]:
+    """Mechanism-aware posterior of a proportion (``censusdp infer posterior``): see
+    :func:`censusdp.infer.infer_proportion` (``counts`` are
+    :class:`censusdp.infer.NoisyCount`, ``law`` a :class:`censusdp.infer.NoiseLaw`)."""
+    from censusdp.infer import infer_proportion
+
+    return infer_proportion(counts, law, prior, **options)
+
+
+def reconstruct(run: PathLike, out: PathLike, **options: Any) -> dict[str, Any]:
+    """Reconstruct person records from a release's block tables (``censusdp attack
+    reconstruct``)."""
+    from censusdp.attacks.dhc.runs import run_reconstruct
+
+    return run_reconstruct(run, out, **options)
+
+
+def reidentify(reconstructed: PathLike, truth: PathLike, out: PathLike, **options: Any) -> Any:
+    """Link reconstructed records to a commercial-style file (``censusdp attack reid``)."""
+    from censusdp.attacks.dhc.runs import run_reid
+
+    return run_reid(reconstructed, truth, out, **options)
+
+
+def risk(input_dir: PathLike, out: PathLike, **options: Any) -> Any:
+    """Bayesian disclosure risk of a release configuration (``censusdp risk``)."""
+    from censusdp.risk.report import run_risk
+
+    return run_risk(input_dir, out, **options)
