@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.from_measurements:
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
-        if args.seed is not None:
+        if args.seed is not None and not args.quiet:
             print(
                 f"censusdp run: seed {args.seed}: reproducible, NON-SECURE noise "
                 "(not for publication)",

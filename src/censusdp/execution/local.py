@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -16,6 +19,23 @@ __all__ = ["InProcessExecutor", "ProcessPoolExecutor"]
 
 
 _END = object()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Pool worker start-up: on Linux, ask the kernel to kill this worker when the parent
+    dies (even by SIGKILL), so no worker outlives an interrupted run."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - exotic libc
+        return
+    if os.getppid() == 1:  # the parent died before the request took effect
+        os._exit(1)
 
 
 class InProcessExecutor:
@@ -64,7 +84,9 @@ class ProcessPoolExecutor:
         # variables only matter to processes that have not loaded BLAS yet)
         os.environ.update(single_thread_env())
         self._pool = cf.ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_die_with_parent,
         )
 
     def map(

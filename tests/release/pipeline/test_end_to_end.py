@@ -276,4 +276,4 @@ def test_cli_budget_is_the_total_of_the_whole_release(small_state, flag, value, 
         assert 0.99 * 3 <= m["epsilon"] <= 3
     else:
         assert composed == Fraction(1, 2)
-    assert "NON-SECURE" in capsys.readouterr().err
+    assert "SEEDED (not secure)" in capsys.readouterr().out
