@@ -1,13 +1,11 @@
 """Render the HTML report in headless Chromium and check that every plot decodes.
 
-Marked ``browser``: the default suite skips it. Run with ``pytest -m browser``; it uses
-``tools/render_report.sh``, which installs Debian's chromium package if needed.
+Marked ``browser``; Chromium comes from the ``chromium`` fixture (tests/conftest.py),
+which installs Debian's package when it is missing.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,12 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "render_report.sh"
 
 
 @pytest.mark.browser
-def test_report_renders_with_plots_in_chromium(truth_release, tmp_path, request):
-    if "browser" not in (request.config.getoption("-m") or ""):
-        pytest.skip("browser check runs only when selected: pytest -m browser")
-    have = any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome"))
-    if not have and os.geteuid() != 0:
-        pytest.skip("no Chromium and not root to install it")
+def test_report_renders_with_plots_in_chromium(truth_release, tmp_path, chromium):
     truth_dir, release_dir, _, _ = truth_release
     html = tmp_path / "report.html"
     evaluate(

@@ -1,7 +1,7 @@
 """Open the explorer in headless Chromium: it renders, its controls drive every plot, and the
 optimum it computes in JavaScript is the Python one.
 
-Marked ``browser``: runs only when selected (``pytest -m browser``) and /usr/bin/chromium
+Marked ``browser``: Chromium comes from the session fixture in tests/conftest.py, /usr/bin/chromium
 (or another Chromium on PATH) exists. The page records its state on ``<body>``
 (``data-ready``, ``data-plots``, ``data-optimum``, ``data-selected-epsilon``, ...), read
 back with ``--dump-dom``; the initial state is set through the URL hash.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 
@@ -25,23 +24,10 @@ from censusdp.tradeoff.census import frontier_from_results
 from censusdp.tradeoff.explore import DEFAULT_FUNDS_PER_PERSON, write_explorer
 
 
-def _chromium() -> str | None:
-    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 @pytest.fixture(scope="module")
-def browser(request):
-    """The Chromium binary; skips (before building any results) unless selected and present."""
-    if "browser" not in (request.config.getoption("-m") or ""):
-        pytest.skip("browser check runs only when selected: pytest -m browser")
-    path = _chromium()
-    if path is None:
-        pytest.skip("no Chromium (install Debian's chromium package)")
-    return path
+def browser(chromium):
+    """The Chromium binary (the session fixture installs Debian's package if missing)."""
+    return chromium
 
 
 @pytest.fixture(scope="module")

@@ -126,15 +126,17 @@ def check_output_file(
     *,
     option: str = "output",
 ) -> Path:
-    """Check that the file ``path`` may be written (never an input; not an existing file
-    without ``overwrite``); return it resolved.
+    """Check that the file ``path`` may be written (never an input or a file inside one;
+    not an existing file without ``overwrite``); return it resolved.
 
     Raises:
         ConfigError: naming ``option`` and the path.
     """
     out = _resolved(path)
     clash = _overlap(out, inputs)
-    if clash is not None:
+    # a new file beside the inputs harms nothing; replacing one of them, or an input itself,
+    # would lose data
+    if clash is not None and (out == clash or out.exists() or clash.is_relative_to(out)):
         raise ConfigError(f"{option} {path} overlaps the input {clash}; write it elsewhere")
     if out.is_dir():
         raise ConfigError(f"{option} {path} is a directory, not a file")
