@@ -26,6 +26,7 @@ from censusdp.attacks.reconstruct import (
 from censusdp.errors import ConfigError, InputError
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
+from profiles import examples
 
 B1 = "5000100010011000"
 B2 = "5000100010011001"
@@ -207,7 +208,7 @@ def test_match_counts_hand_example():
     assert m.exact_rate == pytest.approx(1 / 3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.integers(0, 12), min_size=0, max_size=14),
     st.lists(st.integers(0, 12), min_size=0, max_size=14),

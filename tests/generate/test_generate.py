@@ -27,6 +27,7 @@ from censusdp.generate import GenerateSummary, _driver, generate_state, resolve_
 from censusdp.generate._tracts import load_tracts
 from censusdp.io.cef import read_cef
 from censusdp.schema import CENRACE_RACES
+from profiles import examples
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +281,7 @@ def test_diverse_states_are_valid(tmp_path: Path, state: str) -> None:
     assert s.persons > 0 and s.blocks >= s.populated_blocks > 0
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(seed=st.integers(0, 2**32), scale=st.floats(0.001, 0.2))
 def test_any_seed_and_scale_gives_valid_real_totals(seed: int, scale: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:

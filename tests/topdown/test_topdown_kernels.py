@@ -29,8 +29,11 @@ from censusdp.topdown import (
     solve_l2,
 )
 from censusdp.topdown._common import compress
+from profiles import examples
 
-SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 shapes = st.fixed_dictionaries(
     {
