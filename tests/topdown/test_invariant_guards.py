@@ -1,0 +1,419 @@
+"""The guards of exact invariants in TopDown, fed solutions that violate them.
+
+Rounding (``check_integer_solution``, ``round_to_integers``) and the driver
+(``_check_counts``, ``run_task``, ``_make_subproblem``, ``estimate``) must keep every
+child summing to its parent and every group and total bound exact; these tests give them
+violating inputs and check the exact outcome, and check the L1 optimality of the
+fallback rounding network against a direct integer program.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from censusdp._random import RandomSource
+from censusdp.budget import load_preset
+from censusdp.errors import CensusDPError, InfeasibleError, InternalError
+from censusdp.geography import Hierarchy
+from censusdp.io.cef import read_cef
+from censusdp.measure import MeasuredQuery, measure
+from censusdp.queries import make_query
+from censusdp.schema import get_schema
+from censusdp.tables import person_histogram
+from censusdp.topdown import Subproblem, check_integer_solution, driver, round_to_integers
+from censusdp.topdown.driver import Bounds, Task, estimate, run_task
+from synth import block_codes, make_cef, write_cef
+
+PL94 = get_schema("pl94")
+
+
+def _sub(parent, groups, gl, gu, tl, tu, k=2, noisy=None) -> Subproblem:
+    c = len(groups)
+    return Subproblem(
+        parent=None if parent is None else np.array(parent),
+        query_rows=(np.arange(c),),
+        query_sizes=(c,),
+        noisy=(np.ones((k, c)) if noisy is None else np.asarray(noisy, dtype=float),),
+        weights=np.array([1.0]),
+        groups=np.array(groups),
+        group_lower=np.array(gl, dtype=float),
+        group_upper=np.array(gu, dtype=float),
+        total_lower=np.array(tl, dtype=float),
+        total_upper=np.array(tu, dtype=float),
+        label="test",
+    )
+
+
+# two children, three cells in two groups {0, 1} and {2}; parent (3, 2, 4)
+GUARDED = dict(
+    parent=[3, 2, 4],
+    groups=[0, 0, 1],
+    gl=[[1, 0], [2, 1]],
+    gu=[[4, np.inf], [5, 3]],
+    tl=[2, 3],
+    tu=[7, 6],
+)
+GOOD = np.array([[1, 1, 3], [2, 1, 1]])  # group sums (2, 3), (3, 1); totals 5, 4
+
+
+def test_a_valid_solution_passes_every_check() -> None:
+    sub = _sub(**GUARDED)
+    assert check_integer_solution(sub, GOOD) == []
+    driver._check_counts(sub, GOOD, "here")  # no exception
+    # exactly at every bound still passes
+    tight = _sub(
+        parent=[3, 2, 4],
+        groups=[0, 0, 1],
+        gl=[[2, 3], [3, 1]],
+        gu=[[2, 3], [3, 1]],
+        tl=[5, 4],
+        tu=[5, 4],
+    )
+    assert check_integer_solution(tight, GOOD) == []
+    driver._check_counts(tight, GOOD, "here")
+
+
+@pytest.mark.parametrize(
+    ("x", "problems", "message"),
+    [
+        (GOOD[:1], ["shape (1, 3) != (2, 3)"], r"here: rounded shape \(1, 3\) != \(2, 3\)"),
+        (
+            np.array([[2, 1, 3], [1, 1, 1]]),  # totals 6, 3; group sums (3,3), (2,1)
+            [],
+            None,
+        ),
+        (
+            np.array([[-1, 3, 3], [4, -1, 1]]),
+            ["negative count -1"],
+            "here: negative count after rounding",
+        ),
+        (
+            np.array([[1, 2, 3], [2, 1, 1]]),
+            ["1 cells do not sum to the parent (first: cell 1)"],
+            "here: children do not sum to the parent",
+        ),
+        (
+            np.array([[1, 1, 3], [2, 1, 2]]),
+            ["1 cells do not sum to the parent (first: cell 2)"],
+            "here: children do not sum to the parent",
+        ),
+        (
+            np.array([[0, 0, 3], [3, 2, 1]]),  # child 0 group 0 sum 0 < 1
+            ["group bounds violated"],
+            "here: group bounds violated after rounding",
+        ),
+        (
+            np.array([[1, 2, 0], [2, 0, 4]]),  # child 1 group 1 sum 4 > 3
+            ["group bounds violated"],
+            "here: group bounds violated after rounding",
+        ),
+        (
+            np.array([[0, 1, 1], [3, 1, 3]]),  # child 0 total 2, child 1 total 7 > 6
+            ["total bounds violated"],
+            "here: total bounds violated after rounding",
+        ),
+    ],
+)
+def test_violations_are_reported(x, problems, message) -> None:
+    sub = _sub(**GUARDED)
+    assert check_integer_solution(sub, x) == problems
+    if message is None:
+        driver._check_counts(sub, x, "here")
+    else:
+        with pytest.raises(InternalError, match=message):
+            driver._check_counts(sub, x, "here")
+
+
+def test_total_below_its_lower_bound() -> None:
+    sub = _sub(parent=[3], groups=[0], gl=[[0], [0]], gu=[[9], [9]], tl=[2, 0], tu=[9, 9])
+    assert check_integer_solution(sub, np.array([[2], [1]])) == []
+    assert check_integer_solution(sub, np.array([[1], [2]])) == ["total bounds violated"]
+    with pytest.raises(InternalError, match="here: total bounds violated after rounding"):
+        driver._check_counts(sub, np.array([[1], [2]]), "here")
+
+
+def test_several_violations_are_all_listed() -> None:
+    sub = _sub(**GUARDED)
+    x = np.array([[5, 0, 0], [0, 0, 0]])  # column sums wrong, child 1 group bounds, totals
+    assert check_integer_solution(sub, x) == [
+        "3 cells do not sum to the parent (first: cell 0)",
+        "group bounds violated",
+        "total bounds violated",
+    ]
+
+
+def test_non_integer_solutions_are_refused() -> None:
+    sub = _sub(**GUARDED)
+    assert check_integer_solution(sub, GOOD.astype(float)) == ["dtype float64 is not integer"]
+
+
+def test_root_has_no_parent_check() -> None:
+    sub = _sub(None, [0, 0, 1], [[0, 0]], [[np.inf, np.inf]], [7], [7], k=1)
+    assert check_integer_solution(sub, np.array([[3, 0, 4]])) == []
+    assert check_integer_solution(sub, np.array([[3, 0, 5]])) == ["total bounds violated"]
+    driver._check_counts(sub, np.array([[3, 0, 4]]), "root")
+
+
+def test_fractional_bounds_are_met_as_integers() -> None:
+    """Real bounds act through ceil(lower) and floor(upper), up to 1e-9."""
+    sub = _sub(
+        parent=[3, 2, 4],
+        groups=[0, 0, 1],
+        gl=[[1.5, 0], [2, 1]],
+        gu=[[4, np.inf], [5, 3.0000000001]],
+        tl=[2, 3],
+        tu=[7, 6],
+    )
+    assert check_integer_solution(sub, GOOD) == []  # child 0 group 0 sum 2 >= ceil(1.5)
+    x = np.array([[1, 0, 3], [2, 2, 1]])  # child 0 group 0 sum 1 < 1.5
+    assert check_integer_solution(sub, x) == ["group bounds violated"]
+
+
+# -- rounding --------------------------------------------------------------------------------
+
+
+def _l1_optimum(sub: Subproblem, x: np.ndarray) -> float:
+    """min sum |X - x| over integer X meeting every constraint (a direct MILP)."""
+    k, c = sub.k, sub.c
+    n = k * c
+    cost = np.concatenate([np.zeros(n), np.ones(n)])
+    eye = sp.identity(n)
+    a_ub = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
+    b_ub = [x.ravel(), -x.ravel()]
+    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(sub.G, c))
+    gmat = sp.hstack([sp.kron(sp.identity(k), member), sp.csr_matrix((k * sub.G, n))]).tocsr()
+    tmat = sp.hstack([sp.kron(sp.identity(k), np.ones((1, c))), sp.csr_matrix((k, n))]).tocsr()
+    for mat, lo, hi in (
+        (gmat, sub.group_lower, sub.group_upper),
+        (tmat, sub.total_lower, sub.total_upper),
+    ):
+        lo, hi = lo.ravel(), hi.ravel()
+        fin = np.isfinite(hi)
+        a_ub += [mat[fin], -mat]
+        b_ub += [hi[fin], -lo]
+    a_eq = b_eq = None
+    if sub.parent is not None:
+        a_eq = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, n))])
+        b_eq = sub.parent.astype(float)
+    res = linprog(
+        cost,
+        A_ub=sp.vstack(a_ub),
+        b_ub=np.concatenate(b_ub),
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=[(0, None)] * (2 * n),
+        integrality=np.concatenate([np.ones(n), np.zeros(n)]),
+        method="highs",
+    )
+    assert res.status == 0
+    return float(res.fun)
+
+
+FAR_CASES = [
+    # x integral but a child's total is 2 below its lower bound: the box network (floor/ceil
+    # of x) cannot move anything, the fallback moves 2 units (L1 cost 4)
+    (
+        dict(parent=[3], groups=[0], gl=[[0], [0]], gu=[[np.inf], [np.inf]], tl=[0, 2], tu=[9, 9]),
+        np.array([[3.0], [0.0]]),
+        np.array([[1], [2]]),
+    ),
+    # columns of x sum above the parent: the box network is skipped (negative supply)
+    (
+        dict(parent=[2, 1], groups=[0, 1], gl=[[0, 0]] * 2, gu=[[9, 9]] * 2, tl=[0, 0], tu=[9, 9]),
+        np.array([[4.0, 0.2], [3.0, 0.1]]),
+        None,
+    ),
+    # a group bound far from x
+    (
+        dict(
+            parent=[4, 4],
+            groups=[0, 1],
+            gl=[[0, 3], [0, 0]],
+            gu=[[9, 9], [9, 9]],
+            tl=[0, 0],
+            tu=[9, 9],
+        ),
+        np.array([[2.0, 0.0], [2.0, 4.0]]),
+        np.array([[2, 3], [2, 1]]),
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "x", "want"), FAR_CASES)
+@pytest.mark.parametrize("method", ["ortools", "linprog"])
+def test_fallback_network_is_l1_optimal(spec, x, want, method) -> None:
+    sub = _sub(**spec)
+    got = round_to_integers(sub, x, method=method)
+    assert check_integer_solution(sub, got) == []
+    assert np.abs(got - x).sum() == pytest.approx(_l1_optimum(sub, x), abs=1e-6)
+    if want is not None:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_root_fallback_keeps_large_counts() -> None:
+    """At the root (no parent) the fallback meets a total far above x at L1 cost 5."""
+    sub = _sub(None, [0, 1], [[0, 0]], [[np.inf, np.inf]], [10], [10], k=1)
+    x = np.array([[3.0, 2.0]])
+    got = round_to_integers(sub, x)
+    assert got.sum() == 10 and (got >= np.array([[3, 2]])).all()
+    assert np.abs(got - x).sum() == pytest.approx(5.0)
+
+
+def test_rounding_refuses_infeasible_and_malformed_input() -> None:
+    sub = _sub(parent=[1], groups=[0], gl=[[1], [1]], gu=[[9], [9]], tl=[0, 0], tu=[9, 9])
+    with pytest.raises(InfeasibleError, match="subproblem 'test': no non-negative integer"):
+        round_to_integers(sub, np.array([[0.5], [0.5]]))
+    ok = _sub(**GUARDED)
+    with pytest.raises(
+        InternalError, match=r"rounding input has shape \(2, 2\), expected \(2, 3\)"
+    ):
+        round_to_integers(ok, np.zeros((2, 2)))
+    with pytest.raises(InternalError, match="rounding input contains NaN or infinity"):
+        round_to_integers(ok, np.full((2, 3), np.nan))
+    with pytest.raises(InternalError, match="unknown rounding method 'gurobi'"):
+        round_to_integers(ok, GOOD.astype(float), method="gurobi")
+
+
+# -- the driver ------------------------------------------------------------------------------
+
+
+def test_run_task_reports_a_relaxation_with_its_parent() -> None:
+    # child 0 has a facility of group 1 (>= 1 person) but the parent has nobody there
+    sub = _sub(
+        parent=[3, 2],
+        groups=[0, 0],
+        gl=[[0, 1], [0, 0]],
+        gu=[[9, 9], [9, 9]],
+        tl=[0, 0],
+        tu=[9, 9],
+        noisy=[[2, 1], [1, 1]],
+    )
+    res = run_task(Task(2, "50001", 7, np.array([4, 9]), sub))
+    assert res.failsafe is not None and res.failsafe["parent_geocode"] == "50001"
+    assert res.level == 2 and res.parent_geocode == "50001" and res.child_start == 7
+    assert res.kept.tolist() == [4, 9]
+    assert res.counts.sum(axis=0).tolist() == [3, 2]
+    ok = run_task(Task(0, "", 0, np.array([0, 1, 2]), _sub(**GUARDED)))
+    assert ok.failsafe is None
+    assert check_integer_solution(_sub(**GUARDED), ok.counts) == []
+
+
+def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> None:
+    q_detail = make_query(PL94, "detailed")
+    q_total = make_query(PL94, "total")
+    kept = np.array([5, 17, 40])
+    units = 6
+    vals = np.arange(units * 3, dtype=np.int64).reshape(units, 3)
+    mqs = [
+        MeasuredQuery("Block", "detailed", kept, vals, 4.0, "dg"),
+        MeasuredQuery("Block", "total", np.array([0]), np.arange(units).reshape(-1, 1), 0.5, "dg"),
+    ]
+    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache._q = {"detailed": q_detail, "total": q_total}
+    n = 10
+    bounds = Bounds(
+        np.arange(n * 8, dtype=float).reshape(n, 8),
+        np.arange(n * 8, dtype=float).reshape(n, 8) + 100,
+        np.arange(n, dtype=float),
+        np.arange(n, dtype=float) + 50,
+    )
+    cell_groups = PL94.cell_levels("hhgq")
+    sub = driver._make_subproblem(
+        mqs, cache, slice(2, 5), slice(6, 9), kept, np.array([3, 1, 2]), cell_groups, bounds, "x"
+    )
+    assert sub.k == 3 and sub.c == 3 and sub.label == "x"
+    np.testing.assert_array_equal(sub.group_lower, bounds.group_lower[6:9])
+    np.testing.assert_array_equal(sub.group_upper, bounds.group_upper[6:9])
+    np.testing.assert_array_equal(sub.total_lower, [6, 7, 8])
+    np.testing.assert_array_equal(sub.total_upper, [56, 57, 58])
+    np.testing.assert_array_equal(sub.groups, cell_groups[kept])
+    np.testing.assert_array_equal(sub.parent, [3, 1, 2])
+    # weights 1 / (variance + 1e-6), scaled so that the largest is 1
+    w = np.array([1 / (4.0 + 1e-6), 1 / (0.5 + 1e-6)])
+    np.testing.assert_allclose(sub.weights, w / w.max(), rtol=1e-15)
+    assert sub.weights.max() == 1.0
+    np.testing.assert_array_equal(sub.noisy[1][:, 0], [2, 3, 4])
+    np.testing.assert_array_equal(sub.noisy[0][:, kept], vals[2:5])
+
+
+def test_variance_floor_keeps_near_exact_measurements_comparable() -> None:
+    """Variances of 1e-21 and 1e-20 weigh alike (both below the 1e-6 floor)."""
+    q = make_query(PL94, "total")
+    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache._q = {"total": q}
+    mqs = [
+        MeasuredQuery("Block", "total", np.array([0]), np.zeros((1, 1), np.int64), v, "dg")
+        for v in (1e-21, 1e-20, 1e-6)
+    ]
+    b = Bounds(np.zeros((1, 8)), np.full((1, 8), np.inf), np.zeros(1), np.full(1, np.inf))
+    sub = driver._make_subproblem(
+        mqs, cache, slice(0, 1), slice(0, 1), np.array([0]), None, PL94.cell_levels("hhgq"), b, "r"
+    )
+    np.testing.assert_allclose(sub.weights, [1.0, 1.0, 0.5], rtol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def small_release(tmp_path_factory):
+    base = tmp_path_factory.mktemp("guards")
+    persons, units = make_cef(np.random.default_rng(3), block_codes(1, 1, 2, 2), gq_rate=0.5)
+    write_cef(base / "cef", persons, units)
+    cef = read_cef(base / "cef")
+    h = Hierarchy.from_blocks(cef.units["geocode"])
+    levels = h.aggregate(person_histogram(cef.persons, h, PL94))
+    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
+    ms = measure(levels, h, PL94, plan, RandomSource.seeded(4))
+    return h, levels, ms
+
+
+def _exact_bounds(levels) -> list[Bounds]:
+    """Every group sum and every total of the truth pinned exactly, at every level."""
+    cell_groups = PL94.cell_levels("hhgq")
+    onehot = sp.csr_matrix(
+        (np.ones(cell_groups.size), (np.arange(cell_groups.size), cell_groups)),
+        shape=(PL94.size, 8),
+    )
+    out = []
+    for lv in levels:
+        gs = np.asarray((sp.csr_matrix(lv) @ onehot).todense(), dtype=float)
+        ts = gs.sum(axis=1)
+        out.append(Bounds(gs, gs.copy(), ts, ts.copy()))
+    return out
+
+
+def test_estimate_meets_invariants_pinned_at_every_level(small_release) -> None:
+    """Exact bounds on every unit's group sums hold in the estimate, with no failsafe."""
+    h, levels, ms = small_release
+    bounds = _exact_bounds(levels)
+    est = estimate(ms, h, bounds, method="clarabel")
+    assert est.failsafe == []
+    cell_groups = PL94.cell_levels("hhgq")
+    for li, (hist, b) in enumerate(zip(est.histograms, bounds, strict=True)):
+        dense = hist.toarray()
+        gs = np.zeros((dense.shape[0], 8))
+        np.add.at(gs.T, cell_groups, dense.T)
+        np.testing.assert_array_equal(gs, b.group_lower, err_msg=f"level {li}")
+        assert (dense >= 0).all()
+    for li in range(1, h.n_levels):
+        agg = h.aggregate(est.histograms[-1])[li]
+        assert (sp.csr_matrix(agg) != est.histograms[li]).nnz == 0
+    # bottom-up honours the block bounds too
+    bu = estimate(ms, h, bounds, postprocess="bottomup", method="clarabel")
+    bg = np.zeros((h.n_units(h.n_levels - 1), 8))
+    np.add.at(bg.T, cell_groups, bu.histograms[-1].toarray().T)
+    np.testing.assert_array_equal(bg, bounds[-1].group_lower)
+
+
+def test_estimate_rejects_bad_arguments(small_release) -> None:
+    h, levels, ms = small_release
+    bounds = _exact_bounds(levels)
+    with pytest.raises(CensusDPError, match="postprocess must be 'topdown' or 'bottomup', got 'x'"):
+        estimate(ms, h, bounds, postprocess="x")
+    wrong = [
+        Bounds(b.group_lower[:, :3], b.group_upper[:, :3], b.total_lower, b.total_upper)
+        for b in bounds
+    ]
+    with pytest.raises(InternalError, match="bounds have 3 groups, hhgq has 8"):
+        estimate(ms, h, wrong)
