@@ -243,8 +243,9 @@ def test_tract_refinement_keeps_block_tables(vt):
     sub = {k: v[:6000] for k, v in vt.items()}
     tables = dhc_tables(sub)
     rec = reconstruct_blocks(tables, refine=True)
-    assert rec.status.refined_groups + rec.status.refine_infeasible >= 0
+    # the refinement re-paired persons in some groups and every group's MILP was feasible
+    assert rec.status.refined_groups > 0
+    assert rec.status.refine_infeasible == 0
     _same_tables(dhc_tables(rec.columns()), tables)
-    if rec.status.refine_infeasible == 0:
-        again = dhc_tables(rec.columns())
-        assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0
+    again = dhc_tables(rec.columns())
+    assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0

@@ -229,7 +229,6 @@ def test_unknown_attribute() -> None:
     lo = float(RHO1) * (2 * za - 1) - float(RHO1) * (2 * zb - 1)
     post = 1 / (1 + np.exp(-np.clip(lo, -700, 700)))
     ww = w[:, None] * w[None, :]
-    assert r.marginal_posterior is not None
     assert r.marginal_posterior.value == pytest.approx(float(np.sum(post * ww)), abs=1e-12)
     assert r.correct_decision.value == pytest.approx(float(np.sum(ww[lo > 0])), abs=1e-12)
     # posterior for given counts sums to one, favours the level with the larger excess
