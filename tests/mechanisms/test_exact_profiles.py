@@ -73,8 +73,19 @@ def test_gauss_tail_bound_is_an_upper_bound_and_tight(sigma2: Fraction, t: int) 
         exact = dg_tail(sigma2, t)
         bound = _discrete._gauss_tail(_mp(sigma2), t)
         assert exact <= bound <= exact * mpmath.mpf("1.1")
+        s = _mp(sigma2)
+        f1 = mpmath.exp(-mpmath.mpf((t + 1) ** 2) / (2 * s))
+        f2 = mpmath.exp(-mpmath.mpf((t + 2) ** 2) / (2 * s))
+        assert abs(bound - f1 / (1 - f2 / f1)) <= bound * mpmath.mpf(2) ** -(BITS - 10)
         # and it is more than the first term alone
         assert bound > mpmath.exp(-mpmath.mpf((t + 1) ** 2) / (2 * _mp(sigma2)))
+
+
+def test_tiny_scales_truncate_at_one() -> None:
+    """T >= 1 always, and T = 1 when the tail beyond 1 is already below the limit."""
+    assert DiscreteGaussian(Fraction(1, 1000))._profile.table.half_width == 1
+    assert Geometric(Fraction(1, 100))._profile.table.half_width == 1
+    assert DiscreteGaussian(Fraction(1, 30))._profile.table.half_width == 2
 
 
 @pytest.mark.parametrize("sigma2", [Fraction(1, 3), Fraction(1), Fraction(9, 2), Fraction(400)])
@@ -155,11 +166,12 @@ def test_gauss_tail_probabilities() -> None:
     T = mech._profile.table.half_width
     with mpmath.workprec(BITS):
         z = dg_normaliser(sigma2)
-        for t in (1, 2, 4, T):
-            exact = 2 * (dg_terms(sigma2, t, T) + dg_tail(sigma2, T)) / z
-            # summed over the table's support: the mass beyond T (<= tail_bound) is left out
-            missing = float(mech._profile.table.tail_bound)
-            assert mech.tail(t) == pytest.approx(float(exact), rel=1e-12, abs=missing)
+        for t in (1, 2, 4, T - 1, T):
+            # summed over the table's support -T..T (the mass beyond is below 2^-130)
+            exact = 2 * dg_terms(sigma2, t, T) / z
+            assert mech.tail(t) == pytest.approx(float(exact), rel=1e-12, abs=0)
+            beyond = 2 * dg_tail(sigma2, T) / z
+            assert beyond <= _frac(mech._profile.table.tail_bound)
     assert mech.tail(0) == 1.0
     assert mech.tail(-3) == 1.0
     assert mech.tail(T + 1) == float(mech._profile.table.tail_bound)
@@ -240,6 +252,12 @@ def test_geometric_truncation_normaliser_variance_and_pmf(scale: Fraction) -> No
         1, 2**200
     )
     assert mech.sampling_tv <= TV_LIMIT
+
+
+def test_geometric_log_pmf_of_extreme_integers() -> None:
+    mech = Geometric(Fraction(1))
+    k = np.array([-(2**63)], dtype=np.int64)
+    assert mech.log_pmf(k)[0] == pytest.approx(-(2.0**63) - mech._profile.log_normalizer)
 
 
 def test_geometric_tail_probabilities() -> None:
@@ -482,6 +500,17 @@ def test_thresholds_compare_exactly_across_streams() -> None:
     assert out.dtype == np.int64
     assert out.tolist() == [want, [want[3], want[1], want[2], want[0]], want]
     assert [s.read for s in streams] == [6, 6, 6]
+
+
+def test_noise_for_a_fixed_seed_is_pinned() -> None:
+    """The table layout and the stream format are part of reproducibility: a seeded run
+    must give the same noise in every version (values recorded from this version)."""
+    assert DiscreteGaussian(3).sample(24, RandomSource.seeded(7)).tolist() == [
+        -3, -4, 1, 1, 1, 1, 0, 1, 2, 4, 2, -3, -1, -1, 0, 3, -1, 0, 0, -1, 0, 3, 2, 0,
+    ]  # fmt: skip
+    assert Geometric(2).sample(24, RandomSource.seeded(7)).tolist() == [
+        -8, -1, 1, 1, 1, 1, 0, 1, -1, 6, 3, -6, -2, -2, 0, 6, -2, 1, 0, -1, 1, 0, 3, 0,
+    ]  # fmt: skip
 
 
 def test_sample_sizes_and_types() -> None:
