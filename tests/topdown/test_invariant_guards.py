@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.optimize import linprog
+from _topdown_gen import l1_rounding_optimum, small_subproblem
 
 from censusdp._random import RandomSource
 from censusdp.budget import load_preset
@@ -23,28 +23,11 @@ from censusdp.measure import MeasuredQuery, measure
 from censusdp.queries import make_query
 from censusdp.schema import get_schema
 from censusdp.tables import person_histogram
-from censusdp.topdown import Subproblem, check_integer_solution, driver, round_to_integers
+from censusdp.topdown import check_integer_solution, driver, round_to_integers
 from censusdp.topdown.driver import Bounds, Task, estimate, run_task
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
-
-
-def _sub(parent, groups, gl, gu, tl, tu, k=2, noisy=None) -> Subproblem:
-    c = len(groups)
-    return Subproblem(
-        parent=None if parent is None else np.array(parent),
-        query_rows=(np.arange(c),),
-        query_sizes=(c,),
-        noisy=(np.ones((k, c)) if noisy is None else np.asarray(noisy, dtype=float),),
-        weights=np.array([1.0]),
-        groups=np.array(groups),
-        group_lower=np.array(gl, dtype=float),
-        group_upper=np.array(gu, dtype=float),
-        total_lower=np.array(tl, dtype=float),
-        total_upper=np.array(tu, dtype=float),
-        label="test",
-    )
 
 
 # two children, three cells in two groups {0, 1} and {2}; parent (3, 2, 4)
@@ -60,11 +43,11 @@ GOOD = np.array([[1, 1, 3], [2, 1, 1]])  # group sums (2, 3), (3, 1); totals 5, 
 
 
 def test_a_valid_solution_passes_every_check() -> None:
-    sub = _sub(**GUARDED)
+    sub = small_subproblem(**GUARDED)
     assert check_integer_solution(sub, GOOD) == []
     driver._check_counts(sub, GOOD, "here")  # no exception
     # exactly at every bound still passes
-    tight = _sub(
+    tight = small_subproblem(
         parent=[3, 2, 4],
         groups=[0, 0, 1],
         gl=[[2, 3], [3, 1]],
@@ -118,7 +101,7 @@ def test_a_valid_solution_passes_every_check() -> None:
     ],
 )
 def test_violations_are_reported(x, problems, message) -> None:
-    sub = _sub(**GUARDED)
+    sub = small_subproblem(**GUARDED)
     assert check_integer_solution(sub, x) == problems
     if message is None:
         driver._check_counts(sub, x, "here")
@@ -128,7 +111,9 @@ def test_violations_are_reported(x, problems, message) -> None:
 
 
 def test_total_below_its_lower_bound() -> None:
-    sub = _sub(parent=[3], groups=[0], gl=[[0], [0]], gu=[[9], [9]], tl=[2, 0], tu=[9, 9])
+    sub = small_subproblem(
+        parent=[3], groups=[0], gl=[[0], [0]], gu=[[9], [9]], tl=[2, 0], tu=[9, 9]
+    )
     assert check_integer_solution(sub, np.array([[2], [1]])) == []
     assert check_integer_solution(sub, np.array([[1], [2]])) == ["total bounds violated"]
     with pytest.raises(InternalError, match="here: total bounds violated after rounding"):
@@ -136,7 +121,7 @@ def test_total_below_its_lower_bound() -> None:
 
 
 def test_several_violations_are_all_listed() -> None:
-    sub = _sub(**GUARDED)
+    sub = small_subproblem(**GUARDED)
     x = np.array([[5, 0, 0], [0, 0, 0]])  # column sums wrong, child 1 group bounds, totals
     assert check_integer_solution(sub, x) == [
         "3 cells do not sum to the parent (first: cell 0)",
@@ -146,12 +131,12 @@ def test_several_violations_are_all_listed() -> None:
 
 
 def test_non_integer_solutions_are_refused() -> None:
-    sub = _sub(**GUARDED)
+    sub = small_subproblem(**GUARDED)
     assert check_integer_solution(sub, GOOD.astype(float)) == ["dtype float64 is not integer"]
 
 
 def test_root_has_no_parent_check() -> None:
-    sub = _sub(None, [0, 0, 1], [[0, 0]], [[np.inf, np.inf]], [7], [7], k=1)
+    sub = small_subproblem(None, [0, 0, 1], [[0, 0]], [[np.inf, np.inf]], [7], [7], k=1)
     assert check_integer_solution(sub, np.array([[3, 0, 4]])) == []
     assert check_integer_solution(sub, np.array([[3, 0, 5]])) == ["total bounds violated"]
     driver._check_counts(sub, np.array([[3, 0, 4]]), "root")
@@ -159,7 +144,7 @@ def test_root_has_no_parent_check() -> None:
 
 def test_fractional_bounds_are_met_as_integers() -> None:
     """Real bounds act through ceil(lower) and floor(upper), up to 1e-9."""
-    sub = _sub(
+    sub = small_subproblem(
         parent=[3, 2, 4],
         groups=[0, 0, 1],
         gl=[[1.5, 0], [2, 1]],
@@ -173,43 +158,6 @@ def test_fractional_bounds_are_met_as_integers() -> None:
 
 
 # -- rounding --------------------------------------------------------------------------------
-
-
-def _l1_optimum(sub: Subproblem, x: np.ndarray) -> float:
-    """min sum |X - x| over integer X meeting every constraint (a direct MILP)."""
-    k, c = sub.k, sub.c
-    n = k * c
-    cost = np.concatenate([np.zeros(n), np.ones(n)])
-    eye = sp.identity(n)
-    a_ub = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
-    b_ub = [x.ravel(), -x.ravel()]
-    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(sub.G, c))
-    gmat = sp.hstack([sp.kron(sp.identity(k), member), sp.csr_matrix((k * sub.G, n))]).tocsr()
-    tmat = sp.hstack([sp.kron(sp.identity(k), np.ones((1, c))), sp.csr_matrix((k, n))]).tocsr()
-    for mat, lo, hi in (
-        (gmat, sub.group_lower, sub.group_upper),
-        (tmat, sub.total_lower, sub.total_upper),
-    ):
-        lo, hi = lo.ravel(), hi.ravel()
-        fin = np.isfinite(hi)
-        a_ub += [mat[fin], -mat]
-        b_ub += [hi[fin], -lo]
-    a_eq = b_eq = None
-    if sub.parent is not None:
-        a_eq = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, n))])
-        b_eq = sub.parent.astype(float)
-    res = linprog(
-        cost,
-        A_ub=sp.vstack(a_ub),
-        b_ub=np.concatenate(b_ub),
-        A_eq=a_eq,
-        b_eq=b_eq,
-        bounds=[(0, None)] * (2 * n),
-        integrality=np.concatenate([np.ones(n), np.zeros(n)]),
-        method="highs",
-    )
-    assert res.status == 0
-    return float(res.fun)
 
 
 FAR_CASES = [
@@ -245,17 +193,17 @@ FAR_CASES = [
 @pytest.mark.parametrize(("spec", "x", "want"), FAR_CASES)
 @pytest.mark.parametrize("method", ["ortools", "linprog"])
 def test_fallback_network_is_l1_optimal(spec, x, want, method) -> None:
-    sub = _sub(**spec)
+    sub = small_subproblem(**spec)
     got = round_to_integers(sub, x, method=method)
     assert check_integer_solution(sub, got) == []
-    assert np.abs(got - x).sum() == pytest.approx(_l1_optimum(sub, x), abs=1e-6)
+    assert np.abs(got - x).sum() == pytest.approx(l1_rounding_optimum(sub, x), abs=1e-6)
     if want is not None:
         np.testing.assert_array_equal(got, want)
 
 
 def test_root_fallback_keeps_large_counts() -> None:
     """At the root (no parent) the fallback meets a total far above x at L1 cost 5."""
-    sub = _sub(None, [0, 1], [[0, 0]], [[np.inf, np.inf]], [10], [10], k=1)
+    sub = small_subproblem(None, [0, 1], [[0, 0]], [[np.inf, np.inf]], [10], [10], k=1)
     x = np.array([[3.0, 2.0]])
     got = round_to_integers(sub, x)
     assert got.sum() == 10 and (got >= np.array([[3, 2]])).all()
@@ -263,10 +211,12 @@ def test_root_fallback_keeps_large_counts() -> None:
 
 
 def test_rounding_refuses_infeasible_and_malformed_input() -> None:
-    sub = _sub(parent=[1], groups=[0], gl=[[1], [1]], gu=[[9], [9]], tl=[0, 0], tu=[9, 9])
+    sub = small_subproblem(
+        parent=[1], groups=[0], gl=[[1], [1]], gu=[[9], [9]], tl=[0, 0], tu=[9, 9]
+    )
     with pytest.raises(InfeasibleError, match="subproblem 'test': no non-negative integer"):
         round_to_integers(sub, np.array([[0.5], [0.5]]))
-    ok = _sub(**GUARDED)
+    ok = small_subproblem(**GUARDED)
     with pytest.raises(
         InternalError, match=r"rounding input has shape \(2, 2\), expected \(2, 3\)"
     ):
@@ -282,7 +232,7 @@ def test_rounding_refuses_infeasible_and_malformed_input() -> None:
 
 def test_run_task_reports_a_relaxation_with_its_parent() -> None:
     # child 0 has a facility of group 1 (>= 1 person) but the parent has nobody there
-    sub = _sub(
+    sub = small_subproblem(
         parent=[3, 2],
         groups=[0, 0],
         gl=[[0, 1], [0, 0]],
@@ -296,9 +246,9 @@ def test_run_task_reports_a_relaxation_with_its_parent() -> None:
     assert res.level == 2 and res.parent_geocode == "50001" and res.child_start == 7
     assert res.kept.tolist() == [4, 9]
     assert res.counts.sum(axis=0).tolist() == [3, 2]
-    ok = run_task(Task(0, "", 0, np.array([0, 1, 2]), _sub(**GUARDED)))
+    ok = run_task(Task(0, "", 0, np.array([0, 1, 2]), small_subproblem(**GUARDED)))
     assert ok.failsafe is None
-    assert check_integer_solution(_sub(**GUARDED), ok.counts) == []
+    assert check_integer_solution(small_subproblem(**GUARDED), ok.counts) == []
 
 
 def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> None:
