@@ -9,6 +9,8 @@ fallback rounding network against a direct integer program.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -337,8 +339,23 @@ def test_estimate_meets_invariants_pinned_at_every_level(small_release) -> None:
     """Exact bounds on every unit's group sums hold in the estimate, with no failsafe."""
     h, levels, ms = small_release
     bounds = _exact_bounds(levels)
-    est = estimate(ms, h, bounds, method="clarabel")
+    lines: list[str] = []
+    est = estimate(ms, h, bounds, method="clarabel", progress=lines.append)
     assert est.failsafe == []
+    # one task per parent unit (one for the root), one child per unit of the level below
+    names = [lv.name for lv in h.geolevels]
+    tasks = [1] + [h.n_units(li) for li in range(h.n_levels - 1)]
+    assert [s["geolevel"] for s in est.levels] == names
+    assert [s["tasks"] for s in est.levels] == tasks
+    assert [s["children"] for s in est.levels] == [h.n_units(li) for li in range(h.n_levels)]
+    assert all(
+        s["failsafe_uses"] == 0 and s["statuses"] == {"optimal": s["tasks"]} for s in est.levels
+    )
+    assert len(lines) == h.n_levels
+    for line, name, n in zip(lines, names, tasks, strict=True):
+        assert re.fullmatch(
+            rf"estimated {name:<10} {n:>6} tasks in \d+\.\d\ds \(failsafe 0\)", line
+        ), line
     cell_groups = PL94.cell_levels("hhgq")
     for li, (hist, b) in enumerate(zip(est.histograms, bounds, strict=True)):
         dense = hist.toarray()
