@@ -172,10 +172,12 @@ def implied_epsilon(rho: object) -> float:
 
 
 def rho_from_epsilon(epsilon: object, delta: object, *, max_denominator: int = 10**12) -> Fraction:
-    """The largest rational ``rho`` (to ``1/max_denominator``) with ``epsilon_from_rho <= epsilon``.
+    """The largest multiple of ``1/max_denominator`` with ``epsilon_from_rho <= epsilon``.
 
     Used to turn a target ``(epsilon, delta)`` into a zCDP budget; the result is
-    rounded down so the guarantee is never weaker than asked for.
+    rounded down so the guarantee is never weaker than asked for. A bisection brackets
+    the boundary to ``1/(4 max_denominator)``; the grid point below it is then moved up
+    while the next one still meets the target, and down while it does not.
     """
     e = positive_fraction(epsilon, "epsilon")
     d = _check_delta(delta)
@@ -188,7 +190,10 @@ def rho_from_epsilon(epsilon: object, delta: object, *, max_denominator: int = 1
             hi = mid
         if hi - lo < Fraction(1, 4 * max_denominator):
             break
+    step = Fraction(1, max_denominator)
     out = Fraction(math.floor(lo * max_denominator), max_denominator)
+    while epsilon_from_rho(out + step, d) <= e:
+        out += step
     while out > 0 and epsilon_from_rho(out, d) > e:
         out -= Fraction(1, max_denominator)
     if out <= 0:

@@ -162,6 +162,12 @@ def test_delta_cases_need_orders_below_two_and_round_both_ways() -> None:
     assert sum(not rounds_down_to_nearest(d) for d, _ in res) >= 2
 
 
+def test_delta_is_capped_at_one() -> None:
+    """rho = 100 at epsilon 0: the bound exceeds 1 over the whole search range (the
+    infimum, 1 - O(e^-99), needs alpha - 1 < e^-99): delta is 1, not more."""
+    assert accounting.delta_for_epsilon(100, 0) == 1.0
+
+
 def test_delta_at_epsilon_zero_is_below_one() -> None:
     """At epsilon 0 the optimum is strictly inside (0, 1): 0.5588... for rho = 1/2."""
     got = accounting.delta_for_epsilon("1/2", 0)
@@ -227,8 +233,28 @@ def test_rho_from_epsilon_is_the_largest_grid_point_within_the_target(epsilon, d
     r = accounting.rho_from_epsilon(epsilon, delta, max_denominator=m)
     assert r.denominator <= m and (r * m).denominator == 1
     assert accounting.epsilon_from_rho(r, delta) <= float(Fraction(epsilon))
-    exact, _ = exact_epsilon(r + Fraction(2, m), delta)
+    # the next grid point is over the target, by the independent reference too
+    assert accounting.epsilon_from_rho(r + Fraction(1, m), delta) > float(Fraction(epsilon))
+    exact, _ = exact_epsilon(r + Fraction(1, m), delta)
     assert exact > _mp(epsilon)
+
+
+def test_rho_from_epsilon_steps_up_to_the_largest_grid_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A boundary just above a grid point: the bisection's bracket (1/4000 wide) may end
+    below it; the result is still the largest k/1000 that meets the target (the 1/3 +
+    1/5000 boundary makes that 333/1000)."""
+    target = Fraction(2)
+    edge = Fraction(1, 3) + Fraction(1, 5000)
+    monkeypatch.setattr(
+        accounting,
+        "epsilon_from_rho",
+        lambda r, d: float(target) if r <= edge else float(target + 1),
+    )
+    assert accounting.rho_from_epsilon(target, "1e-10", max_denominator=1000) == Fraction(333, 1000)
+    edge = Fraction(334, 1000) + Fraction(1, 10**7)
+    assert accounting.rho_from_epsilon(target, "1e-10", max_denominator=1000) == Fraction(334, 1000)
 
 
 def test_rho_from_epsilon_bisects_a_step_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,6 +282,8 @@ def test_safety_loop_steps_down_past_candidates_over_the_target(
         accounting, "epsilon_from_rho", lambda r, d: 5.0 if r in over else real(r, d)
     )
     assert accounting.rho_from_epsilon(1, "1e-10", max_denominator=m) == r0 - Fraction(2, m)
+    monkeypatch.setattr(accounting, "epsilon_from_rho", lambda r, d: 5.0 if r == r0 else real(r, d))
+    assert accounting.rho_from_epsilon(1, "1e-10", max_denominator=m) == r0 - Fraction(1, m)
     # a candidate exactly at the target is kept
     monkeypatch.setattr(accounting, "epsilon_from_rho", lambda r, d: 1.0 if r == r0 else real(r, d))
     assert accounting.rho_from_epsilon(1, "1e-10", max_denominator=m) == r0
