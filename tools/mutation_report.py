@@ -43,8 +43,9 @@ def load_results(root: Path) -> dict[str, int | None]:
 def _functions(path: Path, cache: dict[Path, dict[str, str]]) -> dict[str, str]:
     if path not in cache:
         src = path.read_text()
+        lines = src.splitlines()
         cache[path] = {
-            node.name: ast.get_source_segment(src, node) or ""
+            node.name: "\n".join(lines[node.lineno - 1 : node.end_lineno or node.lineno])
             for node in ast.walk(ast.parse(src))
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         }
