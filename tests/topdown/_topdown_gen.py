@@ -291,8 +291,11 @@ def small_subproblem(parent, groups, gl, gu, tl, tu, k=2, noisy=None) -> Subprob
     )
 
 
-def l1_rounding_optimum(sub: Subproblem, x: np.ndarray) -> float:
-    """min sum |X - x| over integer X meeting every constraint (a direct MILP)."""
+def l1_rounding_optimum(sub: Subproblem, x: np.ndarray, *, box: bool = False) -> float:
+    """min sum |X - x| over integer X meeting every constraint (a direct MILP).
+
+    With ``box``, X is also held within ``floor(x) <= X <= ceil(x)``.
+    """
     k, c = sub.k, sub.c
     n = k * c
     cost = np.concatenate([np.zeros(n), np.ones(n)])
@@ -320,7 +323,12 @@ def l1_rounding_optimum(sub: Subproblem, x: np.ndarray) -> float:
         b_ub=np.concatenate(b_ub),
         A_eq=a_eq,
         b_eq=b_eq,
-        bounds=[(0, None)] * (2 * n),
+        bounds=(
+            list(zip(np.floor(x).ravel(), np.ceil(x).ravel(), strict=True))
+            if box
+            else [(0, None)] * n
+        )
+        + [(0, None)] * n,
         integrality=np.concatenate([np.ones(n), np.zeros(n)]),
         method="highs",
     )

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _topdown_gen import l1_rounding_optimum, small_subproblem
+from _topdown_gen import l1_rounding_optimum, random_subproblem, small_subproblem
 
 from censusdp._random import RandomSource
 from censusdp.budget import load_preset
@@ -25,7 +25,14 @@ from censusdp.measure import MeasuredQuery, measure
 from censusdp.queries import make_query
 from censusdp.schema import get_schema
 from censusdp.tables import person_histogram
-from censusdp.topdown import check_integer_solution, driver, round_to_integers
+from censusdp.topdown import (
+    _flow,
+    check_integer_solution,
+    driver,
+    round_to_integers,
+    rounding,
+    solve_l2,
+)
 from censusdp.topdown.driver import Bounds, Task, estimate, run_task
 from synth import block_codes, make_cef, write_cef
 
@@ -203,6 +210,75 @@ def test_fallback_network_is_l1_optimal(spec, x, want, method) -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def _network_solution(sub, x, *, box: bool) -> np.ndarray | None:
+    """Solve one of the two rounding networks alone (no fallback), as X."""
+    net, parts, base = rounding._network(sub, rounding._snap(np.asarray(x, float)), box=box)
+    flow = _flow.solve(net, "ortools")
+    if flow is None:
+        return None
+    out = base.ravel().copy()
+    for s, idx, sign in parts:
+        out[idx] += sign * flow[s]
+    return out.reshape(sub.k, sub.c)
+
+
+@pytest.mark.parametrize("root", [False, True])
+@pytest.mark.parametrize("seed", range(6))
+def test_each_network_alone_is_l1_optimal(seed: int, root: bool) -> None:
+    """The box network (X in floor(x)..ceil(x)) is optimal over the box; the fallback
+    network over all integers; with x feasible both optima are equal."""
+    rng = np.random.default_rng(seed)
+    sub, _ = random_subproblem(rng, k=3, c=5, n_groups=2, bound_slack=1, root=root)
+    x = solve_l2(sub).x
+    boxed = _network_solution(sub, x, box=True)
+    assert boxed is not None
+    assert check_integer_solution(sub, boxed) == []
+    assert (np.abs(boxed - x) < 1).all()
+    best_box = l1_rounding_optimum(sub, x, box=True)
+    assert np.abs(boxed - x).sum() == pytest.approx(best_box, abs=1e-5)
+    free = _network_solution(sub, x, box=False)
+    assert check_integer_solution(sub, free) == []
+    assert np.abs(free - x).sum() == pytest.approx(l1_rounding_optimum(sub, x), abs=1e-5)
+    np.testing.assert_array_equal(round_to_integers(sub, x), boxed)
+
+
+@pytest.mark.parametrize(("spec", "x", "want"), FAR_CASES)
+def test_fallback_network_alone_on_far_points(spec, x, want) -> None:
+    sub = small_subproblem(**spec)
+    got = _network_solution(sub, x, box=False)
+    assert check_integer_solution(sub, got) == []
+    assert np.abs(got - x).sum() == pytest.approx(l1_rounding_optimum(sub, x), abs=1e-6)
+
+
+def test_box_network_has_no_arc_for_an_integral_cell() -> None:
+    """x integral and one unit short of a lower bound: no rounding within the box exists."""
+    spec = dict(parent=[3], groups=[0], gl=[[0], [0]], gu=[[9], [9]], tl=[0, 1], tu=[9, 9])
+    sub = small_subproblem(**spec)
+    x = np.array([[3.0], [0.0]])
+    assert _network_solution(sub, x, box=True) is None
+    np.testing.assert_array_equal(round_to_integers(sub, x), [[2], [1]])
+
+
+def test_snapping() -> None:
+    """Within 1e-9 + 1e-12 |x| of an integer a value snaps to it; negatives clip to 0."""
+    x = np.array([2.9999999999, 1e-12, -1e-12, 0.5, 1e6 + 1e-7, 1e6 + 1e-5, 7.0, -3.0])
+    np.testing.assert_array_equal(
+        rounding._snap(x), [3.0, 0.0, 0.0, 0.5, 1e6, 1e6 + 1e-5, 7.0, 0.0]
+    )
+
+
+def test_linprog_method_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    real = _flow.solve
+    monkeypatch.setattr(
+        _flow, "solve", lambda net, method: seen.append(method) or real(net, method)
+    )
+    sub = small_subproblem(**GUARDED)
+    round_to_integers(sub, GOOD + 0.25, method="linprog")
+    round_to_integers(sub, GOOD + 0.25)
+    assert seen == ["linprog", "ortools"]
+
+
 def test_root_fallback_keeps_large_counts() -> None:
     """At the root (no parent) the fallback meets a total far above x at L1 cost 5."""
     sub = small_subproblem(None, [0, 1], [[0, 0]], [[np.inf, np.inf]], [10], [10], k=1)
@@ -216,16 +292,22 @@ def test_rounding_refuses_infeasible_and_malformed_input() -> None:
     sub = small_subproblem(
         parent=[1], groups=[0], gl=[[1], [1]], gu=[[9], [9]], tl=[0, 0], tu=[9, 9]
     )
-    with pytest.raises(InfeasibleError, match="subproblem 'test': no non-negative integer"):
+    with pytest.raises(
+        InfeasibleError,
+        match=r"^subproblem 'test': no non-negative integer solution satisfies the parent "
+        r"counts and the group/total bounds; run make_feasible first$",
+    ):
         round_to_integers(sub, np.array([[0.5], [0.5]]))
     ok = small_subproblem(**GUARDED)
     with pytest.raises(
         InternalError, match=r"rounding input has shape \(2, 2\), expected \(2, 3\)"
     ):
         round_to_integers(ok, np.zeros((2, 2)))
-    with pytest.raises(InternalError, match="rounding input contains NaN or infinity"):
+    with pytest.raises(
+        InternalError, match=r"censusdp\): rounding input contains NaN or infinity$"
+    ):
         round_to_integers(ok, np.full((2, 3), np.nan))
-    with pytest.raises(InternalError, match="unknown rounding method 'gurobi'"):
+    with pytest.raises(InternalError, match=r"censusdp\): unknown rounding method 'gurobi'$"):
         round_to_integers(ok, GOOD.astype(float), method="gurobi")
 
 
