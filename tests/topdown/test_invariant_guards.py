@@ -466,3 +466,50 @@ def test_estimate_rejects_bad_arguments(small_release) -> None:
     ]
     with pytest.raises(InternalError, match="bounds have 3 groups, hhgq has 8"):
         estimate(ms, h, wrong)
+
+
+def test_estimate_by_single_families_is_identical(small_release, monkeypatch) -> None:
+    """Reading the measurements one family at a time gives the same histograms, top-down
+    and bottom-up (task boundaries, child offsets and parents survive the chunking)."""
+    h, levels, ms = small_release
+    bounds = _exact_bounds(levels)
+    whole = {pp: estimate(ms, h, bounds, method="clarabel", postprocess=pp) for pp in POSTPROCESS}
+    monkeypatch.setattr(driver.family_chunks, "__defaults__", (1,))
+    assert len(driver.family_chunks(h, h.n_levels - 1, 10)) == h.n_units(h.n_levels - 2)
+    for pp in POSTPROCESS:
+        chunked = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
+        for a, b in zip(whole[pp].histograms, chunked.histograms, strict=True):
+            assert (a != b).nnz == 0
+
+
+POSTPROCESS = ("topdown", "bottomup")
+
+
+def test_estimate_with_one_group(small_release) -> None:
+    """``group_variable=None`` (the housing-unit run): one group, totals pinned per unit."""
+    h, levels, ms = small_release
+    bounds = []
+    for lv in levels:
+        ts = np.asarray(lv.sum(axis=1), dtype=float).ravel()
+        n = ts.size
+        bounds.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), ts, ts.copy()))
+    est = estimate(ms, h, bounds, group_variable=None, method="clarabel")
+    assert est.failsafe == []
+    for hist, b in zip(est.histograms, bounds, strict=True):
+        np.testing.assert_array_equal(np.asarray(hist.sum(axis=1)).ravel(), b.total_lower)
+
+
+def test_failsafe_records_name_the_parent(small_release) -> None:
+    """An impossible facility bound in one block: relaxed, and the record names its parent."""
+    h, levels, ms = small_release
+    bounds = _exact_bounds(levels)
+    last = bounds[-1]
+    gl = last.group_lower.copy()
+    gu = last.group_upper.copy()
+    gl[0, 7] = gu[0, 7] = gl[0, 7] + 1000  # block 0: 1000 more persons of type 7 than exist
+    bounds[-1] = Bounds(gl, gu, last.total_lower, last.total_upper)
+    parent = h.geocodes[h.n_levels - 2][h.parent[h.n_levels - 1][0]]
+    for pp in POSTPROCESS:
+        est = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
+        assert [f["parent_geocode"] for f in est.failsafe] == [str(parent)]
+        assert est.levels[-1]["failsafe_uses"] == 1
