@@ -509,7 +509,10 @@ def test_failsafe_records_name_the_parent(small_release) -> None:
     gl[0, 7] = gu[0, 7] = gl[0, 7] + 1000  # block 0: 1000 more persons of type 7 than exist
     bounds[-1] = Bounds(gl, gu, last.total_lower, last.total_upper)
     parent = h.geocodes[h.n_levels - 2][h.parent[h.n_levels - 1][0]]
+    level_name = h.geolevels[h.n_levels - 2].name
+    labels = {"topdown": f"{level_name} {parent}", "bottomup": f"bottom-up blocks of {parent}"}
     for pp in POSTPROCESS:
         est = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
         assert [f["parent_geocode"] for f in est.failsafe] == [str(parent)]
+        assert [f["label"] for f in est.failsafe] == [labels[pp]]
         assert est.levels[-1]["failsafe_uses"] == 1
