@@ -103,6 +103,10 @@ def test_a_correct_release_passes_every_check(release) -> None:
         "mdf_matches_histogram",
         "tables_match_mdf",
     ]
+    assert rep.checks["nonnegative_integers"] == {
+        "ok": True,
+        "detail": "all counts are non-negative integers",
+    }
     assert rep.checks["hierarchy_consistent"]["detail"] == "6 levels consistent"
     assert rep.checks["constraints_and_invariants"]["detail"] == "all group and total bounds exact"
     assert rep.checks["structural_zeros"]["detail"] == "0 persons in structural-zero cells"
@@ -110,6 +114,50 @@ def test_a_correct_release_passes_every_check(release) -> None:
     assert rep.checks["mdf_matches_histogram"]["detail"] == "0 differing block cells"
     assert rep.checks["tables_match_mdf"]["detail"] == "all tables recomputed exactly"
     assert rep.to_dict() == {"ok": True, "checks": rep.checks}
+
+
+def test_failsafe_note_only_on_failure(release) -> None:
+    rep = _validate(release, failsafe_uses=2)
+    assert rep.checks["constraints_and_invariants"] == {
+        "ok": True,
+        "detail": "all group and total bounds exact",
+    }
+
+
+def test_explicit_zeros_and_a_lone_table_argument(release) -> None:
+    hists = [x.copy() for x in release[1]]
+    block = hists[-1].tocoo()
+    # an explicitly stored 0 is a non-negative count
+    hists[-1] = sp.csr_matrix(
+        (np.append(block.data, 0), (np.append(block.row, 3), np.append(block.col, 0))),
+        shape=block.shape,
+    )
+    assert hists[-1].data.min() == 0
+    assert _validate(release, hists=hists).checks["nonnegative_integers"]["ok"]
+    # tables without their recomputation from the MDF: no table check
+    rep = _validate(release, tables_from_mdf=None)
+    assert "tables_match_mdf" not in rep.checks and rep.ok
+
+
+def test_bounds_need_one_entry_per_level_and_may_have_empty_groups(release) -> None:
+    hists, bounds = release[1], release[2]
+    groups = PL94.cell_levels("hhgq")
+    with pytest.raises(ValueError, match="zip"):
+        check_bounds(hists, groups, 8, bounds[:-1])
+    # tight bounds (lower == upper == the group sums) hold
+    tight = [Bounds(b.group_lower, b.group_lower, b.total_lower, b.total_upper) for b in bounds]
+    assert check_bounds(hists, groups, 8, tight) == (True, "all group and total bounds exact")
+    # a ninth group that no cell belongs to: its sum is 0, within bounds [0, 0]
+    nine = [
+        Bounds(
+            np.hstack([b.group_lower, np.zeros((len(b.total_lower), 1))]),
+            np.hstack([b.group_upper, np.zeros((len(b.total_lower), 1))]),
+            b.total_lower,
+            b.total_upper,
+        )
+        for b in bounds
+    ]
+    assert check_bounds(hists, groups, 9, nine)[0]
 
 
 def test_optional_checks_are_skipped_without_their_inputs(release) -> None:
@@ -187,8 +235,8 @@ def test_each_bound_is_checked_exactly(release, field, unit, delta, level) -> No
     rep = _validate(release, bounds=changed)
     assert _failed(rep) == ["constraints_and_invariants"]
     rep = _validate(release, bounds=changed, failsafe_uses=3)
-    assert rep.checks["constraints_and_invariants"]["detail"].endswith(
-        " (the failsafe relaxed bounds in 3 tasks; see manifest)"
+    assert rep.checks["constraints_and_invariants"]["detail"] == (
+        detail + " (the failsafe relaxed bounds in 3 tasks; see manifest)"
     )
     # exactly at the bound (delta undone) passes
     assert check_bounds(hists, groups, 8, bounds) == (True, "all group and total bounds exact")
@@ -213,6 +261,10 @@ def test_persons_in_structural_zero_cells(release) -> None:
     hists = _with_block(release, lambda b: b.__setitem__((1, minors_in_nursing), 2))
     rep = _validate(release, hists=hists, mdf_block_hist=hists[-1])
     assert "structural_zeros" in _failed(rep)
+    assert rep.checks["structural_zeros"]["detail"] == "2 persons in structural-zero cells"
+    # counted in the released blocks (here the only level that has them)
+    blocks_only = [*release[1][:-1], hists[-1]]
+    rep = _validate(release, hists=blocks_only, mdf_block_hist=hists[-1])
     assert rep.checks["structural_zeros"]["detail"] == "2 persons in structural-zero cells"
 
 
