@@ -516,3 +516,69 @@ def test_failsafe_records_name_the_parent(small_release) -> None:
         assert [f["parent_geocode"] for f in est.failsafe] == [str(parent)]
         assert [f["label"] for f in est.failsafe] == [labels[pp]]
         assert est.levels[-1]["failsafe_uses"] == 1
+
+
+def test_task_result_bookkeeping() -> None:
+    """Timings add up (l2 + rounding <= total, all positive), the solver is recorded."""
+    sub = small_subproblem(**GUARDED)
+    res = run_task(Task(3, "500010000011", 5, np.array([2, 7, 9]), sub, method="clarabel"))
+    assert res.status == "optimal" and res.method == "clarabel"
+    assert 0 < res.l2_seconds and 0 < res.rounding_seconds
+    assert res.l2_seconds + res.rounding_seconds <= res.seconds < 60
+    assert 0 < res.cpu_seconds < 60
+    assert 0 <= res.max_violation < 1e-6
+    assert res.kept.tolist() == [2, 7, 9] and res.child_start == 5 and res.level == 3
+
+
+def _result(child_start, kept, counts, seconds, status="optimal", method="admm", fs=None):
+    return driver.TaskResult(
+        level=4,
+        parent_geocode="p",
+        child_start=child_start,
+        kept=np.array(kept),
+        counts=np.array(counts, dtype=np.int64),
+        status=status,
+        method=method,
+        seconds=seconds,
+        l2_seconds=seconds / 4,
+        rounding_seconds=seconds / 8,
+        max_violation=seconds / 1000,
+        failsafe=fs,
+        cpu_seconds=seconds / 2,
+    )
+
+
+def test_level_results_fold_counts_and_timings() -> None:
+    acc = driver._LevelResults("Block", 5, 10)
+    acc.add(_result(0, [1, 4], [[2, 0], [0, 3]], 1.0))
+    acc.add(
+        _result(2, [4, 8, 9], [[1, 0, 5], [0, 0, 0], [7, 1, 0]], 3.0, "x", "clarabel", {"a": 1})
+    )
+    acc.add(_result(5, [], np.zeros((0, 0)), 0.5))  # a task with no kept cell
+    hist = acc.histogram().toarray()
+    want = np.zeros((5, 10), dtype=np.int64)
+    want[0, 1], want[1, 4] = 2, 3
+    want[2, 4], want[2, 9], want[4, 4], want[4, 8] = 1, 5, 7, 1
+    np.testing.assert_array_equal(hist, want)
+    s = acc.summary(wall=9.0)
+    assert s == {
+        "geolevel": "Block",
+        "tasks": 3,
+        "wall_seconds": 9.0,
+        "task_seconds": 4.5,
+        "task_cpu_seconds": 2.25,
+        "l2_seconds": 1.125,
+        "rounding_seconds": 0.5625,
+        "max_task_seconds": 3.0,
+        "median_task_seconds": 1.0,
+        "children": 5,
+        "max_children": 3,
+        "max_l2_violation": 0.003,
+        "statuses": {"optimal": 2, "x": 1},
+        "methods": {"admm": 2, "clarabel": 1},
+        "failsafe_uses": 1,
+    }
+    assert acc.failsafe == [{"a": 1}]
+    empty = driver._LevelResults("US", 1, 4)
+    assert empty.histogram().shape == (1, 4) and empty.histogram().nnz == 0
+    assert empty.summary(0.0)["median_task_seconds"] == 0.0
