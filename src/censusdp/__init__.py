@@ -18,16 +18,16 @@ from censusdp.version import __version__
 __all__ = [
     "Release",
     "__version__",
-    "evaluate",
-    "generate",
-    "infer",
+    "evaluate_release",
+    "generate_state",
+    "infer_release",
     "load_budget",
     "posterior",
     "reconstruct",
     "reestimate",
     "reidentify",
-    "release",
-    "risk",
+    "run_release",
+    "assess_risk",
     "validate",
 ]
 

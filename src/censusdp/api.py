@@ -6,11 +6,11 @@ A complete session on a small synthetic state:
 
 >>> import tempfile, pathlib, censusdp
 >>> work = pathlib.Path(tempfile.mkdtemp())
->>> cef = censusdp.generate("DC", seed=1, out=work / "cef", scale=0.02)
+>>> cef = censusdp.generate_state("DC", seed=1, out=work / "cef", scale=0.02)
 >>> budget = censusdp.load_budget("pl94-2020", epsilon=10)   # total of persons + units
 >>> round(budget.epsilon(), 6) <= 10
 True
->>> rel = censusdp.release(work / "cef", work / "run", budget=budget, seed=7)
+>>> rel = censusdp.run_release(work / "cef", work / "run", budget=budget, seed=7)
 >>> rel.manifest["seed"], rel.manifest["persons"]["neighbours"]
 (7, 'bounded')
 >>> p1 = rel.table("P1")                                     # one row per geounit
@@ -39,16 +39,16 @@ from censusdp.progress import Progress
 
 __all__ = [
     "Release",
-    "evaluate",
-    "generate",
-    "infer",
+    "evaluate_release",
+    "generate_state",
+    "infer_release",
     "load_budget",
     "posterior",
     "reconstruct",
     "reestimate",
-    "release",
+    "run_release",
     "reidentify",
-    "risk",
+    "assess_risk",
     "validate",
 ]
 
@@ -116,7 +116,7 @@ class Release:
         return validate(self.path, truth)
 
 
-def generate(
+def generate_state(
     state: str | int,
     *,
     seed: int,
@@ -131,9 +131,9 @@ def generate(
         A summary (``.persons``, ``.units``, ``.blocks``, ...); the files are
         ``out/persons.parquet`` and ``out/units.parquet``.
     """
-    from censusdp.generate import generate_state
+    from censusdp.generate import generate_state as _generate
 
-    return generate_state(state, seed, out, scale=scale, overwrite=overwrite, progress=progress)
+    return _generate(state, seed, out, scale=scale, overwrite=overwrite, progress=progress)
 
 
 def load_budget(
@@ -161,7 +161,7 @@ def load_budget(
     )
 
 
-def release(
+def run_release(
     input_dir: PathLike,
     out: PathLike,
     *,
@@ -182,10 +182,10 @@ def release(
             non-secure run.
         options: further options of :func:`censusdp.release.pipeline.run_release`.
     """
-    from censusdp.release.pipeline import run_release
+    from censusdp.release.pipeline import run_release as _run
 
     whole = load_budget(budget) if budget is None or isinstance(budget, str) else budget
-    run_release(
+    _run(
         input_dir,
         out,
         budget=whole.persons,
@@ -221,14 +221,14 @@ def validate(run: PathLike, truth: PathLike | None = None) -> Any:
     return validate_run(run, truth)
 
 
-def evaluate(truth: PathLike, run: PathLike, **options: Any) -> dict[str, Any]:
+def evaluate_release(truth: PathLike, run: PathLike, **options: Any) -> dict[str, Any]:
     """Accuracy of a release against the truth (``censusdp evaluate``)."""
     from censusdp.evaluate import evaluate as _evaluate
 
     return _evaluate(truth, run, **options)
 
 
-def infer(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
+def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
     """GLS estimates with confidence intervals from the NMF alone (``censusdp infer``).
 
     Returns:
@@ -236,9 +236,9 @@ def infer(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
     """
     import pyarrow.parquet as pq
 
-    from censusdp.infer.release import infer_release
+    from censusdp.infer.release import infer_release as _infer
 
-    infer_release(run, out, **options)
+    _infer(run, out, **options)
     return pq.read_table(Path(out) / "estimates.parquet")
 
 
@@ -266,7 +266,7 @@ def reidentify(reconstructed: PathLike, truth: PathLike, out: PathLike, **option
     return run_reid(reconstructed, truth, out, **options)
 
 
-def risk(input_dir: PathLike, out: PathLike, **options: Any) -> Any:
+def assess_risk(input_dir: PathLike, out: PathLike, **options: Any) -> Any:
     """Bayesian disclosure risk of a release configuration (``censusdp risk``)."""
     from censusdp.risk.report import run_risk
 

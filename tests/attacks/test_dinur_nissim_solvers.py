@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from censusdp.attacks.dinur_nissim._bounded_ls import (
+    gram_fista,
+    lsq_linear_solve,
+    round_bits,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.attacks.dinur_nissim._bounded_ls import gram_fista, lsq_linear_solve, round_bits
 from censusdp.errors import CensusDPError
+from profiles import examples
 
 
 def _kkt_violation(g: np.ndarray, c: np.ndarray, x: np.ndarray) -> float:
@@ -44,7 +49,7 @@ def test_multiple_right_hand_sides_match_single_solves() -> None:
     assert _kkt_violation(g, c, together) <= 1e-7
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(
     n=st.integers(2, 25),
     ratio=st.sampled_from([0.3, 0.8, 1.5, 4.0]),

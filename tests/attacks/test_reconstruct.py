@@ -26,6 +26,7 @@ from censusdp.attacks.dhc.tables import (
 from censusdp.errors import ConfigError, InputError
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
+from profiles import examples
 
 B1 = "5000100010011000"
 B2 = "5000100010011001"
@@ -207,7 +208,7 @@ def test_match_counts_hand_example():
     assert m.exact_rate == pytest.approx(1 / 3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.integers(0, 12), min_size=0, max_size=14),
     st.lists(st.integers(0, 12), min_size=0, max_size=14),
@@ -242,8 +243,9 @@ def test_tract_refinement_keeps_block_tables(vt):
     sub = {k: v[:6000] for k, v in vt.items()}
     tables = dhc_tables(sub)
     rec = reconstruct_blocks(tables, refine=True)
-    assert rec.status.refined_groups + rec.status.refine_infeasible >= 0
+    # the refinement re-paired persons in some groups and every group's MILP was feasible
+    assert rec.status.refined_groups > 0
+    assert rec.status.refine_infeasible == 0
     _same_tables(dhc_tables(rec.columns()), tables)
-    if rec.status.refine_infeasible == 0:
-        again = dhc_tables(rec.columns())
-        assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0
+    again = dhc_tables(rec.columns())
+    assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0

@@ -293,3 +293,23 @@ def test_release_without_tables_uses_mdf(truth_release, tmp_path):
     assert "tabulated from the MDF" in result["tables_source"]
     assert "tables_match_mdf" not in result["invariants"]
     np.testing.assert_equal(result["metrics"]["P1"]["Block"]["tvd"] < 1, True)
+
+
+def test_cli_evaluate_of_a_release_without_persons(tmp_path, capsys):
+    """No persons: TVD is undefined (n/a in the summary, null in JSON), errors are 0."""
+    from censusdp.privacy.budget import load_preset
+    from censusdp.release.pipeline import run_release
+    from synth import block_codes, make_cef, write_cef
+
+    persons, units = make_cef(np.random.default_rng(5), block_codes(1, 1, 1, 2), gq_rate=0.0)
+    persons = {k: v[:0] for k, v in persons.items()}
+    units["occupied"][:] = False
+    write_cef(tmp_path / "cef", persons, units)
+    run_release(tmp_path / "cef", tmp_path / "run", budget=load_preset("pl94-2020"), seed=1)
+    argv = ["evaluate", "--truth", str(tmp_path / "cef"), "--release", str(tmp_path / "run")]
+    assert main([*argv, "--json", str(tmp_path / "e.json"), "--quiet"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    block = next(r.split() for r in rows if r.startswith("Block "))
+    assert block == ["Block", "2", "n/a", "0.000", "0.000", "n/a"]
+    tp = json.loads((tmp_path / "e.json").read_text())["metrics"]["total_population"]
+    assert tp["Block"]["tvd"] is None and tp["Block"]["mae"] == 0.0

@@ -21,6 +21,7 @@ from censusdp.evaluate.metrics import (
     tvd,
 )
 from censusdp.evaluate.trials import ErrorAccumulator, integer_quantiles
+from profiles import examples
 
 
 def test_tvd_formula_seed000_sec61():
@@ -67,7 +68,7 @@ def test_error_stats_by_bin():
     assert s["by_bin"]["1-9"]["n"] == 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.integers(1, 30))
 def test_sparse_pairs_equal_dense(seed, n_rows, n_cols):
     rng = np.random.default_rng(seed)
@@ -112,7 +113,7 @@ def test_pathology_shares():
     assert all_under18_share(np.array([0, 3]), np.array([0, 0]))["n_all_under18"] == 1
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(st.integers(-50, 50), min_size=1, max_size=200), st.integers(0, 30))
 def test_integer_quantiles_match_inverted_cdf(values, zeros):
     arr = np.asarray(values + [0] * zeros)

@@ -392,10 +392,6 @@ BAD_INPUT = {
         d / "persons.parquet", lambda t: _set(t, "person_id", 1, t.column("person_id")[0].as_py())
     ),
     "corrupt parquet": lambda d: (d / "units.parquet").write_bytes(b"PAR1 not really"),
-    "empty persons and units": lambda d: (
-        _rewrite(d / "persons.parquet", lambda t: t.slice(0, 0)),
-        _rewrite(d / "units.parquet", lambda t: t.slice(0, 0)),
-    ),
     "missing persons file": lambda d: (d / "persons.parquet").unlink(),
     "input is a file": lambda d: (shutil.rmtree(d), d.write_text("x")),
 }
@@ -437,3 +433,17 @@ def test_generate_into_the_users_directory(tmp_path: Path) -> None:
         "not a censusdp output",
     )
     assert [p.name for p in mine.iterdir()] == ["keep.txt"]
+
+
+def test_empty_input_is_an_empty_valid_release(state: Path, tmp_path: Path) -> None:
+    """No persons and no units: nothing to protect, and no traceback (it once crashed)."""
+
+    def empty(d: Path) -> None:
+        _rewrite(d / "persons.parquet", lambda t: t.slice(0, 0))
+        _rewrite(d / "units.parquet", lambda t: t.slice(0, 0))
+
+    d = _broken_input(state, tmp_path, empty)
+    proc = cli("run", "--input", d, "--out", tmp_path / "out", "--seed", "1", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "0 persons" in proc.stdout
+    assert cli("validate", tmp_path / "out", "--quiet").returncode == 0

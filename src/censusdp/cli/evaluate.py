@@ -102,10 +102,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     for lv in result["geolevels"]:
         r = tp[lv]
         print(
-            f"{lv:<11}{result['units'][lv]:>8,}{r['tvd']:>11.4f}{r['mae']:>11.3f}"
-            f"{r['bias']:>9.3f}{rh[lv]['tvd']:>17.4f}"
+            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['tvd'], 11, 4)}{_fmt(r['mae'], 11, 3)}"
+            f"{_fmt(r['bias'], 9, 3)}{_fmt(rh[lv]['tvd'], 17, 4)}"
         )
     bad = [k for k, v in result["invariants"].items() if not v["ok"]]
     print("invariants: " + ("all hold" if not bad else "VIOLATED: " + ", ".join(bad)))
     print(f"wrote {args.json}" + (f" and {args.html}" if args.html else ""))
     return 0
+
+
+def _fmt(value: float | None, width: int, digits: int) -> str:
+    """A right-aligned number, or ``n/a`` where the metric is undefined (no persons: TVD)."""
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.{digits}f}"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
@@ -192,8 +193,9 @@ def _mdf_text_table(cols: dict[str, np.ndarray], geo: dict[str, pa.Array], first
     data["GQTYPE_PL"] = pa.array(hhgq.astype(np.int64))
     data["VOTING_AGE"] = pa.array((cols["votingage"] + 1).astype(np.int64))
     data["CENHISP"] = pa.array((cols["hispanic"] + 1).astype(np.int64))
-    cenrace = np.char.zfill(cols["cenrace"].astype("U2"), 2)
-    data["CENRACE"] = pa.array(cenrace.astype(object), pa.string())
+    # two-digit code; pyarrow's pad is defined on an empty chunk too (np.char.zfill is not)
+    cenrace = pa.array(cols["cenrace"].astype(np.int64)).cast(pa.string())
+    data["CENRACE"] = pc.utf8_lpad(cenrace, width=2, padding="0")
     return pa.table({c: data[c] for c in MDF2020_COLUMNS})
 
 

@@ -76,8 +76,8 @@ def _eps_at_alpha(alpha: mpmath.mpf, rho: mpmath.mpf, log_delta: mpmath.mpf) -> 
     return alpha * rho + mpmath.log1p(-1 / alpha) - (mpmath.log(alpha) + log_delta) / (alpha - 1)
 
 
-def _minimise_alpha(rho: mpmath.mpf, log_delta: mpmath.mpf) -> tuple[mpmath.mpf, mpmath.mpf]:
-    """Golden-section search of the (unimodal) objective over ``log(alpha - 1)``."""
+def _minimise_alpha(rho: mpmath.mpf, log_delta: mpmath.mpf) -> mpmath.mpf:
+    """Golden-section search of the (unimodal) objective over ``log(alpha - 1)``; its minimum."""
 
     def f(u: mpmath.mpf) -> mpmath.mpf:
         return _eps_at_alpha(1 + mpmath.exp(u), rho, log_delta)
@@ -99,8 +99,7 @@ def _minimise_alpha(rho: mpmath.mpf, log_delta: mpmath.mpf) -> tuple[mpmath.mpf,
             a, c, fc = c, d, fd
             d = a + invphi * (b - a)
             fd = f(d)
-    u = (a + b) / 2
-    return 1 + mpmath.exp(u), f(u)
+    return f((a + b) / 2)
 
 
 def epsilon_from_rho(rho: object, delta: object) -> float:
@@ -116,7 +115,7 @@ def epsilon_from_rho(rho: object, delta: object) -> float:
     r = positive_fraction(rho, "rho")
     d = _check_delta(delta)
     with mpmath.workprec(_PREC):
-        _, eps = _minimise_alpha(_mp(r), mpmath.log(_mp(d)))
+        eps = _minimise_alpha(_mp(r), mpmath.log(_mp(d)))
         return max(0.0, _round_up(eps))
 
 
@@ -173,10 +172,12 @@ def implied_epsilon(rho: object) -> float:
 
 
 def rho_from_epsilon(epsilon: object, delta: object, *, max_denominator: int = 10**12) -> Fraction:
-    """The largest rational ``rho`` (to ``1/max_denominator``) with ``epsilon_from_rho <= epsilon``.
+    """The largest multiple of ``1/max_denominator`` with ``epsilon_from_rho <= epsilon``.
 
     Used to turn a target ``(epsilon, delta)`` into a zCDP budget; the result is
-    rounded down so the guarantee is never weaker than asked for.
+    rounded down so the guarantee is never weaker than asked for. A bisection brackets
+    the boundary to ``1/(4 max_denominator)``; the grid point below it is then moved up
+    while the next one still meets the target, and down while it does not.
     """
     e = positive_fraction(epsilon, "epsilon")
     d = _check_delta(delta)
@@ -189,9 +190,10 @@ def rho_from_epsilon(epsilon: object, delta: object, *, max_denominator: int = 1
             hi = mid
         if hi - lo < Fraction(1, 4 * max_denominator):
             break
-    if lo == 0:
-        raise BudgetError(f"epsilon {e} is too small to reach at delta {d}")
+    step = Fraction(1, max_denominator)
     out = Fraction(math.floor(lo * max_denominator), max_denominator)
+    while epsilon_from_rho(out + step, d) <= e:
+        out += step
     while out > 0 and epsilon_from_rho(out, d) > e:
         out -= Fraction(1, max_denominator)
     if out <= 0:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from censusdp.cli import main
 from censusdp.errors import BudgetError, ConfigError, SchemaError
 from censusdp.privacy.budget import Budget, BudgetConfigError, load_config, load_preset
+from profiles import examples
 
 LEVELS = (("US", 0), ("State", 2), ("County", 5))
 
@@ -255,7 +256,7 @@ def test_cli_budget(capsys, tmp_path: Path) -> None:
     assert "rho is -1" in capsys.readouterr().err
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     weights=st.lists(st.integers(1, 1000), min_size=3, max_size=3),
     qweights=st.lists(st.integers(1, 50), min_size=1, max_size=4),

@@ -27,6 +27,7 @@ from scipy import stats
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 from censusdp.privacy.mechanisms._table import CHUNK
 from censusdp.privacy.randomness import RandomSource
+from profiles import examples
 
 ALPHA = 1e-4
 N = 100_000
@@ -201,7 +202,7 @@ def test_successive_samples_are_independent() -> None:
     assert stats.chi2_contingency(table).pvalue > ALPHA
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(num=st.integers(1, 10**6), den=st.integers(1, 10**4))
 def test_any_scale_builds_a_valid_table(num: int, den: int) -> None:
     sigma2 = Fraction(num, den)

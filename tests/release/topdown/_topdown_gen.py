@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
 
 from censusdp.release.topdown import Subproblem
 
@@ -269,3 +271,66 @@ def root_subproblem(
         label="US",
     )
     return sub, truth
+
+
+def small_subproblem(parent, groups, gl, gu, tl, tu, k=2, noisy=None) -> Subproblem:
+    """A subproblem of hand-written bounds, one detailed query (``parent=None``: the root)."""
+    c = len(groups)
+    return Subproblem(
+        parent=None if parent is None else np.array(parent),
+        query_rows=(np.arange(c),),
+        query_sizes=(c,),
+        noisy=(np.ones((k, c)) if noisy is None else np.asarray(noisy, dtype=float),),
+        weights=np.array([1.0]),
+        groups=np.array(groups),
+        group_lower=np.array(gl, dtype=float),
+        group_upper=np.array(gu, dtype=float),
+        total_lower=np.array(tl, dtype=float),
+        total_upper=np.array(tu, dtype=float),
+        label="test",
+    )
+
+
+def l1_rounding_optimum(sub: Subproblem, x: np.ndarray, *, box: bool = False) -> float:
+    """min sum |X - x| over integer X meeting every constraint (a direct MILP).
+
+    With ``box``, X is also held within ``floor(x) <= X <= ceil(x)``.
+    """
+    k, c = sub.k, sub.c
+    n = k * c
+    cost = np.concatenate([np.zeros(n), np.ones(n)])
+    eye = sp.identity(n)
+    a_ub = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
+    b_ub = [x.ravel(), -x.ravel()]
+    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(sub.G, c))
+    gmat = sp.hstack([sp.kron(sp.identity(k), member), sp.csr_matrix((k * sub.G, n))]).tocsr()
+    tmat = sp.hstack([sp.kron(sp.identity(k), np.ones((1, c))), sp.csr_matrix((k, n))]).tocsr()
+    for mat, lo, hi in (
+        (gmat, sub.group_lower, sub.group_upper),
+        (tmat, sub.total_lower, sub.total_upper),
+    ):
+        lo, hi = lo.ravel(), hi.ravel()
+        fin = np.isfinite(hi)
+        a_ub += [mat[fin], -mat]
+        b_ub += [hi[fin], -lo]
+    a_eq = b_eq = None
+    if sub.parent is not None:
+        a_eq = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, n))])
+        b_eq = sub.parent.astype(float)
+    res = linprog(
+        cost,
+        A_ub=sp.vstack(a_ub),
+        b_ub=np.concatenate(b_ub),
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=(
+            list(zip(np.floor(x).ravel(), np.ceil(x).ravel(), strict=True))
+            if box
+            else [(0, None)] * n
+        )
+        + [(0, None)] * n,
+        integrality=np.concatenate([np.ones(n), np.zeros(n)]),
+        method="highs",
+    )
+    assert res.status == 0
+    return float(res.fun)

@@ -12,7 +12,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
+from _topdown_gen import (
+    DHC_LITE_QUERIES,
+    census_subproblem,
+    l1_rounding_optimum,
+    random_subproblem,
+    small_subproblem,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
@@ -29,8 +35,11 @@ from censusdp.release.topdown import (
     solve_l2,
 )
 from censusdp.release.topdown._common import compress
+from profiles import examples
 
-SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 shapes = st.fixed_dictionaries(
     {
@@ -118,37 +127,7 @@ def test_rounding_is_l1_optimal_against_a_direct_lp() -> None:
     sub, _ = random_subproblem(rng, k=3, c=6, n_groups=2, bound_slack=1)
     x = solve_l2(sub).x
     x_int = round_to_integers(sub, x)
-    k, c = sub.k, sub.c
-    n = k * c
-    # variables [X (n), e (n)]: minimise sum e, e >= X - x, e >= x - X
-    cost = np.concatenate([np.zeros(n), np.ones(n)])
-    eye = sp.identity(n)
-    a_ub = [sp.hstack([eye, -eye]), sp.hstack([-eye, -eye])]
-    b_ub = [x.ravel(), -x.ravel()]
-    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(sub.G, c))
-    gmat = sp.hstack([sp.kron(sp.identity(k), member), sp.csr_matrix((k * sub.G, n))])
-    tmat = sp.hstack([sp.kron(sp.identity(k), np.ones((1, c))), sp.csr_matrix((k, n))])
-    for mat, lo, hi in (
-        (gmat, sub.group_lower, sub.group_upper),
-        (tmat, sub.total_lower, sub.total_upper),
-    ):
-        lo, hi = lo.ravel(), hi.ravel()
-        fin = np.isfinite(hi)
-        a_ub += [mat.tocsr()[fin], -mat]
-        b_ub += [hi[fin], -lo]
-    a_eq = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, n))])
-    res = linprog(
-        cost,
-        A_ub=sp.vstack(a_ub),
-        b_ub=np.concatenate(b_ub),
-        A_eq=a_eq,
-        b_eq=sub.parent.astype(float),
-        bounds=[(0, None)] * (2 * n),
-        integrality=np.concatenate([np.ones(n), np.zeros(n)]),
-        method="highs",
-    )
-    assert res.status == 0
-    assert np.abs(x_int - x).sum() == pytest.approx(res.fun, abs=1e-5)
+    assert np.abs(x_int - x).sum() == pytest.approx(l1_rounding_optimum(sub, x), abs=1e-5)
 
 
 # -- exactness ---------------------------------------------------------------------------
@@ -203,21 +182,7 @@ def test_snapping_tiny_negatives_does_not_floor_to_minus_one() -> None:
 # -- failsafe ----------------------------------------------------------------------------
 
 
-def _small(parent, groups, gl, gu, tl, tu, k=2) -> Subproblem:
-    c = len(parent)
-    return Subproblem(
-        parent=np.array(parent),
-        query_rows=(np.arange(c),),
-        query_sizes=(c,),
-        noisy=(np.ones((k, c)),),
-        weights=np.array([1.0]),
-        groups=np.array(groups),
-        group_lower=np.array(gl, dtype=float),
-        group_upper=np.array(gu, dtype=float),
-        total_lower=np.array(tl, dtype=float),
-        total_upper=np.array(tu, dtype=float),
-        label="test",
-    )
+_small = small_subproblem
 
 
 def test_failsafe_relaxes_a_facility_with_no_people_left_in_the_parent() -> None:

@@ -189,8 +189,9 @@ def mpf_to_fraction(x: mpmath.mpf) -> Fraction:
     x = mpmath.mpf(x)
     if x != 0 and abs(x) < mpmath.ldexp(1, -1000):
         return Fraction(0)
-    man, exp = x.man_exp
-    return Fraction(int(man)) * Fraction(2) ** int(exp)
+    man, exp = x.man_exp  # man is the magnitude: the sign is separate
+    out = Fraction(int(man)) * Fraction(2) ** int(exp)
+    return -out if x < 0 else out
 
 
 def build_symmetric_table(
