@@ -233,6 +233,19 @@ class Spine:
         """
         return np.argsort(self.codes, kind="stable")
 
+    def codes_of(self, geocodes: np.ndarray | Sequence[str]) -> np.ndarray:
+        """The spine codes of (possibly repeated) block geocodes, e.g. of person records.
+
+        Raises:
+            GeographyError: for a geocode that is not a block of the spine.
+        """
+        want = np.asarray(geocodes).astype("U16")
+        idx = np.minimum(np.searchsorted(self.blocks, want), self.blocks.size - 1)
+        missing = self.blocks[idx] != want
+        if missing.any():
+            raise GeographyError(f"block geocode {want[missing][0]!r} is not a block of the spine")
+        return self.codes[idx]
+
     def unit_codes(self, level: int | str) -> np.ndarray:
         """Each block's unit code at ``level`` (index or name), aligned with :attr:`blocks`."""
         li = self.geolevels.index(level) if isinstance(level, str) else int(level)
