@@ -49,23 +49,15 @@ from censusdp.release.consistency import (  # noqa: E402
     consistency_violations,
     consistent_unit_bounds,
     household_persons,
+    independent_unit_bounds,
 )
 from censusdp.release.measure import measure  # noqa: E402
 from censusdp.release.pipeline import run_release  # noqa: E402
-from censusdp.release.topdown.driver import Bounds, estimate  # noqa: E402
+from censusdp.release.topdown.driver import estimate  # noqa: E402
 
 
 def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def _independent_bounds(h: Hierarchy, hu: np.ndarray) -> list[Bounds]:
-    out = []
-    for lvl in h.aggregate(hu.reshape(-1, 1)):
-        tot = np.asarray(lvl, dtype=np.float64).ravel()
-        n = tot.size
-        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot, tot.copy()))
-    return out
 
 
 def _occupied(hists: list) -> list[np.ndarray]:
@@ -105,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
     units = get_schema("units")
     modes = {
-        "independent": (_independent_bounds(h, hu), None),
+        "independent": (independent_unit_bounds(hu, h), None),
         "consistent": (consistent_unit_bounds(household, hu, h), UNIT_GROUP_VARIABLE),
     }
     names = list(h.geolevels.names)

@@ -26,10 +26,11 @@ from censusdp.release.consistency import (
     consistency_violations,
     consistent_unit_bounds,
     household_persons,
+    independent_unit_bounds,
 )
 from censusdp.release.measure import measure
 from censusdp.release.pipeline import run_release
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import estimate
 from censusdp.release.validate import validate_run
 from synth import block_codes, make_cef, write_cef
 
@@ -47,13 +48,8 @@ def _unit_release(h, hu, occupied, household, rho, seed, *, consistent=True):
     if consistent:
         bounds = consistent_unit_bounds(household, hu, h)
         est = estimate(ms, h, bounds, group_variable=UNIT_GROUP_VARIABLE)
-    else:  # production: one group, housing units exact at every level, nothing else
-        bounds = []
-        for lvl in h.aggregate(hu.reshape(-1, 1)):
-            tot = np.asarray(lvl, dtype=np.float64).ravel()
-            n = tot.size
-            bounds.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot, tot.copy()))
-        est = estimate(ms, h, bounds, group_variable=None)
+    else:  # production: housing units exact, occupancy free
+        est = estimate(ms, h, independent_unit_bounds(hu, h), group_variable=None)
     return est
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "consistency_violations",
     "consistent_unit_bounds",
     "household_persons",
+    "independent_unit_bounds",
 ]
 
 UNIT_GROUP_VARIABLE = "occupancy"
@@ -56,6 +57,18 @@ def household_persons(block_hist: sp.spmatrix | np.ndarray, schema: Schema) -> n
     household = np.flatnonzero(schema.cell_levels("hhgq") == 0)
     hist = sp.csr_matrix(block_hist)
     return np.asarray(hist[:, household].sum(axis=1)).ravel().astype(np.int64)
+
+
+def independent_unit_bounds(housing_units: np.ndarray, hierarchy: Hierarchy) -> list[Bounds]:
+    """The bounds of 2020 production's unit run: one group, housing units exact at every
+    level, occupancy free (use with ``group_variable=None``)."""
+    agg = hierarchy.aggregate(np.asarray(housing_units).reshape(-1, 1))
+    out = []
+    for li in range(hierarchy.n_levels):
+        tot = np.asarray(agg[li], dtype=np.float64).ravel()
+        n = tot.size
+        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
+    return out
 
 
 def consistent_unit_bounds(

@@ -63,6 +63,7 @@ from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
     household_persons,
+    independent_unit_bounds,
 )
 from censusdp.release.manifest import (
     commit_run,
@@ -94,17 +95,6 @@ def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
 
 def _person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
     return [Bounds(*b) for b in level_bounds(inv, hierarchy)]
-
-
-def _unit_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
-    """Housing units: one group, total exact at every level (the block invariant)."""
-    agg = hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
-    out = []
-    for li in range(hierarchy.n_levels):
-        tot = np.asarray(agg[li], dtype=np.float64).ravel()
-        n = tot.size
-        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
-    return out
 
 
 def _measure_to_file(
@@ -506,7 +496,7 @@ def _estimate(
         ums = NMFReader(
             nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
         )
-        ubounds, group = _unit_bounds(inv, hierarchy), None
+        ubounds, group = independent_unit_bounds(inv.housing_units, hierarchy), None
         if units_mode == "consistent":
             household = household_persons(persons.histograms[-1], schema)
             ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
