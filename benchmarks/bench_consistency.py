@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     names = list(h.geolevels.names)
     mae = {m: np.zeros((len(unit_seeds), h.n_levels)) for m in (*modes, "noisy")}
+    bias = {m: np.zeros((len(unit_seeds), h.n_levels)) for m in modes}
     seconds = {m: 0.0 for m in modes}
     broken = {m: [] for m in modes}
     for i, seed in enumerate(unit_seeds):
@@ -116,10 +117,14 @@ def main(argv: list[str] | None = None) -> int:
             occ = _occupied(est.histograms)
             for li in range(h.n_levels):
                 mae[mode][i, li] = np.abs(occ[li] - true_levels[li]).mean()
+                bias[mode][i, li] = (occ[li] - true_levels[li]).mean()
             broken[mode].append(consistency_violations(household, occ[-1], hu))
             _say(f"unit seed {seed}: {mode} block MAE {mae[mode][i, -1]:.4f}")
     mean = {
         m: dict(zip(names, v.mean(axis=0).round(5).tolist(), strict=True)) for m, v in mae.items()
+    }
+    signed = {
+        m: dict(zip(names, v.mean(axis=0).round(5).tolist(), strict=True)) for m, v in bias.items()
     }
     out = {
         "benchmark": "persons-units consistency: H1 occupied-unit MAE by geolevel",
@@ -130,7 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         "units_rho": str(budget.rho),
         "blocks": int(h.blocks.size),
         "blocks_with_household_persons": int((household > 0).sum()),
+        # where the person release put household persons in a block whose housing units
+        # are all vacant, consistency must release an occupied unit the truth lacks
+        "blocks_with_released_household_persons_and_no_true_occupied_unit": int(
+            ((household > 0) & (true_levels[-1] == 0)).sum()
+        ),
+        "blocks_with_true_occupied_units_and_no_released_household_persons": int(
+            ((household == 0) & (true_levels[-1] > 0)).sum()
+        ),
         "occupied_unit_mae": mean,
+        "occupied_unit_mean_error": signed,
         "mae_ratio_consistent_over_independent": {
             n: round(mean["consistent"][n] / mean["independent"][n], 4)
             if mean["independent"][n] > 0
