@@ -319,10 +319,14 @@ def test_invalid_rules_are_named(kwargs, match):
 @pytest.mark.parametrize(
     ("blocks", "attrs", "match"),
     [
-        (["5000100010010001", "5000100010010001"], None, "given more than once"),
-        (["500010001001000"], None, "is not 16 digits"),
+        (["5000100010010001"] * 2, None, "'5000100010010001' is given more than once"),
+        (["500010001001000"], None, "block geocode '500010001001000' is not 16 digits"),
         ([], None, "at least one block"),
-        (["5000100010010001"], BlockAttributes(aian_area=np.asarray(["12"])), "4 digits"),
+        (
+            ["5000100010010001"],
+            BlockAttributes(aian_area=np.asarray(["12"])),
+            "aian_area of block 0 is '12'; it must be 4 digits",
+        ),
         (["5000100010010001"], BlockAttributes(place=np.asarray(["1", "2"])), r"shape \(2,\)"),
         (["5000100010010001"], BlockAttributes(gq_types=np.zeros((1, 3))), "gq_types has shape"),
     ],
@@ -338,3 +342,17 @@ def test_bypass_shares_reject_a_wrong_number_of_shares():
         bypass_shares(h, [Fraction(1, 2)] * 3)
     with pytest.raises(GeographyError, match="shares must be >= 0"):
         bypass_shares(h, [Fraction(-1, 6)] + [Fraction(1, 5)] * 5)
+
+
+def test_block_columns_name_every_blocks_unit_at_every_level():
+    rng = np.random.default_rng(8)
+    blocks, attrs, rules = _fixed_geography(rng)
+    spine = build_spine(blocks, attrs, rules)
+    cols = spine.block_columns()
+    assert list(cols) == ["geocode", "State", "County", "Tract", "BlockGroup", "Block"]
+    assert np.array_equal(cols["geocode"], np.sort(blocks))
+    assert np.array_equal(cols["Block"], spine.codes)
+    for name in ("State", "County", "Tract", "BlockGroup"):
+        assert all(b.startswith(u) for b, u in zip(cols["Block"], cols[name], strict=True))
+    with pytest.raises(GeographyError, match="'5000199999910001' is not a block of the spine"):
+        spine.codes_of(np.asarray(["5000199999910001"]))

@@ -152,7 +152,7 @@ class Hierarchy:
         blocks = np.unique(np.asarray(block_geocodes).astype(f"U{width}"))
         bad = ~validate_geocodes(blocks, width)
         if bad.any():
-            raise GeographyError(f"block geocode {blocks[bad][0]!r} is not {width} digits")
+            raise GeographyError(f"block geocode {str(blocks[bad][0])!r} is not {width} digits")
         codes: list[np.ndarray] = []
         parents: list[np.ndarray] = []
         ptrs: list[np.ndarray] = []

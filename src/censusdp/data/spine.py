@@ -243,7 +243,9 @@ class Spine:
         idx = np.minimum(np.searchsorted(self.blocks, want), self.blocks.size - 1)
         missing = self.blocks[idx] != want
         if missing.any():
-            raise GeographyError(f"block geocode {want[missing][0]!r} is not a block of the spine")
+            raise GeographyError(
+                f"block geocode {str(want[missing][0])!r} is not a block of the spine"
+            )
         return self.codes[idx]
 
     def unit_codes(self, level: int | str) -> np.ndarray:
@@ -298,7 +300,7 @@ def _aian_codes(values: np.ndarray | None, n: int, rules: SpineRules) -> np.ndar
     if not ok.all():
         i = int(np.flatnonzero(given)[np.flatnonzero(~ok)[0]])
         raise GeographyError(
-            f"block attribute aian_area of block {i} is {codes[i]!r}; it must be "
+            f"block attribute aian_area of block {i} is {str(codes[i])!r}; it must be "
             f"{AIAN_AREA_WIDTH} digits (AIANNHCE) or empty"
         )
     num = np.zeros(n, dtype=np.int64)
@@ -543,13 +545,13 @@ def build_spine(
     bad = ~validate_geocodes(given)
     if bad.any():
         raise GeographyError(
-            f"block geocode {given[bad][0]!r} is not {BLOCK_GEOCODE_LENGTH} digits"
+            f"block geocode {str(given[bad][0])!r} is not {BLOCK_GEOCODE_LENGTH} digits"
         )
     order = np.argsort(given, kind="stable")
     geo = given[order]
     if (geo[1:] == geo[:-1]).any():
         dup = geo[1:][geo[1:] == geo[:-1]][0]
-        raise GeographyError(f"block geocode {dup!r} is given more than once")
+        raise GeographyError(f"block geocode {str(dup)!r} is given more than once")
     aian = _aian_codes(attributes.aian_area, n, rules)[order]
     place = _string_attribute(attributes.place, n, "place")
     place = np.full(n, "", dtype="U1") if place is None else place[order]
