@@ -61,7 +61,10 @@ def test_column_contract(vt: tuple) -> None:
     assert p["_schema"].names == [
         "person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace"
     ]  # fmt: skip
-    assert u["_schema"].names == ["unit_id", "geocode", "gqtype", "occupied"]
+    assert u["_schema"].names == [
+        "unit_id", "geocode", "gqtype", "occupied", "aian_area", "place"
+    ]  # fmt: skip
+    assert u["_schema"].field("place").type == pa.string()
     for name in ("person_id", "unit_id", "hhgq", "sex", "age", "hispanic", "cenrace"):
         assert p["_schema"].field(name).type == pa.int64()
     assert p["_schema"].field("geocode").type == pa.string()

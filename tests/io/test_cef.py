@@ -174,3 +174,44 @@ def test_every_problem_is_listed(tmp_path, good):
     with pytest.raises(InputError) as info:
         read_cef(tmp_path)
     assert len(info.value.problems) == 4
+
+
+def _with_entities(units, aian="", place=""):
+    units = {k: v.copy() for k, v in units.items()}
+    units["aian_area"] = np.full(units["unit_id"].size, aian, dtype=object)
+    units["place"] = np.full(units["unit_id"].size, place, dtype=object)
+    return units
+
+
+def test_optional_block_attributes_are_read_when_present(tmp_path, good):
+    units = _with_entities(good[1], aian="0012", place="")
+    write_cef(tmp_path, good[0], units)
+    cef = read_cef(tmp_path)
+    assert (cef.units["aian_area"] == "0012").all() and (cef.units["place"] == "").all()
+    write_cef(tmp_path, *good)  # absent: no AIAN areas and no places
+    assert "aian_area" not in read_cef(tmp_path).units
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("aian_area", "12", r"column 'aian_area', row 2: value '12' is not 4 digits or empty"),
+        ("place", "0010A", r"column 'place', row 2: value '0010A' is not 5 digits or empty"),
+    ],
+)
+def test_malformed_block_attribute_is_reported(tmp_path, good, column, value, message):
+    units = _with_entities(good[1], aian="0012", place="00100")
+    units[column][2] = value
+    write_cef(tmp_path, good[0], units)
+    with pytest.raises(InputError, match=message):
+        read_cef(tmp_path)
+
+
+def test_block_attribute_must_agree_within_a_block(tmp_path, good):
+    units = _with_entities(good[1], place="00100")
+    same_block = np.flatnonzero(units["geocode"] == units["geocode"][0])
+    assert same_block.size > 1
+    units["place"][same_block[-1]] = "00200"
+    write_cef(tmp_path, good[0], units)
+    with pytest.raises(InputError, match=r"column 'place', row \d+: value '0\d+' differs from"):
+        read_cef(tmp_path)

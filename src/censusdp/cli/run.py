@@ -57,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="topdown",
         help="estimation: TopDown, blocks alone (bottom-up), or measurements only",
     )
+    p.add_argument(
+        "--units",
+        choices=("consistent", "independent"),
+        default="consistent",
+        help="housing-unit run: 'consistent' holds each block's occupied units between one "
+        "(where household persons were released) and its household persons; "
+        "'independent' estimates units alone, as 2020 production did",
+    )
     add_workers(p)
     p.add_argument(
         "--executor",
@@ -103,6 +111,7 @@ def _run(args: argparse.Namespace) -> int:
         budget=budget,
         units_budget=units,
         postprocess=args.postprocess,
+        units=args.units,
         workers=args.workers,
         method=args.method,
         executor=args.executor,

