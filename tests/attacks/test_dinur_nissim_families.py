@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
+
+from censusdp.attacks.dinur_nissim._engine import NoiseDraw
 from censusdp.attacks.dinur_nissim._query_families import (
     hadamard_rows,
     make_source,
     msequence,
 )
-from censusdp.attacks.dinur_nissim._engine import NoiseDraw
 
 
 @pytest.mark.parametrize("k", [3, 4, 5, 6, 7, 8, 9, 10, 11, 12])

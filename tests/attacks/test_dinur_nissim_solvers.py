@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from censusdp.attacks.dinur_nissim._bounded_ls import (
     gram_fista,
     lsq_linear_solve,
     round_bits,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from censusdp.errors import CensusDPError
 from profiles import examples
 

@@ -20,7 +20,6 @@ import pytest
 
 from censusdp.errors import BudgetError, CensusDPError, InternalError
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric, _discrete, _table
-from censusdp.privacy.parameters import as_fraction
 from censusdp.privacy.mechanisms._base import integer_values
 from censusdp.privacy.mechanisms._table import (
     CHUNK,
@@ -28,6 +27,7 @@ from censusdp.privacy.mechanisms._table import (
     build_symmetric_table,
     mpf_to_fraction,
 )
+from censusdp.privacy.parameters import as_fraction
 from censusdp.privacy.randomness import RandomSource
 
 BITS = 400
