@@ -228,8 +228,8 @@ def test_failsafe_prefers_group_bounds_over_invariant_totals() -> None:
     assert check_feasible(relaxed)
 
 
-def test_failsafe_relaxes_conflicting_invariant_totals() -> None:
-    # exact child totals sum to 6, the parent holds 5: one total must move by 1
+def test_failsafe_never_moves_invariant_totals_that_do_not_add_up() -> None:
+    # exact child totals sum to 6, the parent holds 5: production stops here, and so do we
     sub = _small(
         parent=[3, 2],
         groups=[0, 0],
@@ -238,19 +238,64 @@ def test_failsafe_relaxes_conflicting_invariant_totals() -> None:
         tl=[4, 2],
         tu=[4, 2],
     )
+    assert not check_feasible(sub)
+    with pytest.raises(
+        InfeasibleError,
+        match=r"'test' is infeasible without moving an invariant.*invariant totals of child 0, "
+        r"child 1 sum to 6 persons, which differ from the 5 persons the parent holds",
+    ):
+        make_feasible(sub)
+
+
+def _one_group_child(invariant: float) -> Subproblem:
+    """Parent [4 in group 0, 2 in group 1]; child 0 free, child 1 (an exact total) may
+    hold only group 1."""
+    return Subproblem(
+        parent=np.array([4, 2]),
+        query_rows=(np.arange(2),),
+        query_sizes=(2,),
+        noisy=(np.ones((2, 2)),),
+        weights=np.array([1.0]),
+        groups=np.array([0, 1]),
+        group_lower=np.zeros((2, 2)),
+        group_upper=np.array([[np.inf, np.inf], [0.0, np.inf]]),
+        total_lower=np.array([0.0, invariant]),
+        total_upper=np.array([np.inf, invariant]),
+        label="County 50001",
+        child_labels=("Tract 50001000100", "Tract 50001000200"),
+    )
+
+
+def test_failsafe_names_the_children_whose_invariants_exceed_the_parent() -> None:
+    # child 1 has an invariant 7, the parent holds 6 persons; the free child 0 cannot help
+    sub = _one_group_child(7.0)
+    with pytest.raises(
+        InfeasibleError,
+        match=r"'County 50001'.*child 1 \(Tract 50001000200\) sum to 7 persons, which exceed "
+        r"the 6 persons",
+    ):
+        make_feasible(sub)
+
+
+def test_failsafe_relaxes_a_group_bound_rather_than_an_invariant() -> None:
+    # child 1 (invariant 3) may hold only group 1, where the parent has 2 persons: its
+    # group-0 upper bound (a constraint) moves to 1; its total stays 3
+    sub = _one_group_child(3.0)
     relaxed, report = make_feasible(sub)
-    assert report.total_relaxation == 1.0
-    assert all(r.kind == "total" and r.side == "lower" for r in report.relaxations)
-    res = solve_l2(relaxed)
-    x_int = round_to_integers(relaxed, res.x)
-    assert int(x_int.sum()) == 5
+    assert [r.to_dict() for r in report.relaxations] == [
+        {"child": 1, "kind": "group", "group": 0, "side": "upper", "old": 0.0, "new": 1.0}
+    ]
+    x_int = round_to_integers(relaxed, solve_l2(relaxed).x)
+    assert x_int[1].sum() == 3
 
 
-def _min_relaxation_lp(sub: Subproblem) -> float:
-    """Independent LP: minimise group-bound slack + 1000 * total-bound slack."""
+def _min_relaxation_lp(sub: Subproblem) -> float | None:
+    """Independent LP: minimise group-bound slack + 1000 * slack of non-invariant totals,
+    with invariant (exact) totals held exactly; ``None`` when that is infeasible."""
     k, c, n_groups = sub.k, sub.c, sub.G
     n = k * c
     m_g, m_t = k * n_groups, k
+    exact = np.isfinite(sub.total_upper) & (sub.total_lower == sub.total_upper)
     # variables: X (n), gl_slack, gu_slack (m_g each), tl_slack, tu_slack (m_t each)
     nv = n + 2 * m_g + 2 * m_t
     cost = np.concatenate([np.zeros(n), np.ones(2 * m_g), 1000.0 * np.ones(2 * m_t)])
@@ -273,21 +318,25 @@ def _min_relaxation_lp(sub: Subproblem) -> float:
     a_ub.append(cols(-gmat, n, m_g, -1.0))
     b_ub.append(-sub.group_lower.ravel())
     tu = sub.total_upper
-    fin = np.isfinite(tu)
+    fin = np.isfinite(tu) & ~exact
     a_ub.append(cols(tmat, n + 2 * m_g + m_t, m_t, -1.0)[fin])
     b_ub.append(tu[fin])
-    a_ub.append(cols(-tmat, n + 2 * m_g, m_t, -1.0))
-    b_ub.append(-sub.total_lower)
-    a_eq = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, nv - n))])
+    a_ub.append(cols(-tmat, n + 2 * m_g, m_t, -1.0)[~exact])
+    b_ub.append(-sub.total_lower[~exact])
+    colsum = sp.hstack([sp.kron(np.ones((1, k)), sp.identity(c)), sp.csr_matrix((c, nv - n))])
+    a_eq = sp.vstack([colsum, sp.hstack([tmat, sp.csr_matrix((k, nv - n))]).tocsr()[exact]])
+    b_eq = np.concatenate([sub.parent.astype(float), sub.total_lower[exact]])
     res = linprog(
         cost,
         A_ub=sp.vstack(a_ub),
         b_ub=np.concatenate(b_ub),
         A_eq=a_eq,
-        b_eq=sub.parent.astype(float),
+        b_eq=b_eq,
         bounds=[(0, None)] * nv,
         method="highs",
     )
+    if res.status == 2:
+        return None
     assert res.status == 0
     return float(res.fun)
 
@@ -305,11 +354,18 @@ def test_failsafe_relaxation_is_minimal_and_feasible(seed: int, k: int, c: int, 
     tu = np.where(rng.random(k) < 0.5, tl, np.inf)
     gu = np.maximum(gu, 0.0)
     sub = sub.with_bounds(group_lower=gl, group_upper=gu, total_lower=tl, total_upper=tu)
+    best = _min_relaxation_lp(sub)
+    if best is None:  # only moving an invariant total would help: refused, never relaxed
+        with pytest.raises(InfeasibleError, match="without moving an invariant"):
+            make_feasible(sub)
+        return
     relaxed, report = make_feasible(sub)
     assert check_feasible(relaxed)
     assert report.feasible == (not report.used)
+    np.testing.assert_array_equal(relaxed.total_lower[tl == tu], tl[tl == tu])
+    np.testing.assert_array_equal(relaxed.total_upper[tl == tu], tl[tl == tu])
     cost = sum((1000.0 if r.kind == "total" else 1.0) * r.amount for r in report.relaxations)
-    assert cost == pytest.approx(_min_relaxation_lp(sub), abs=1e-6)
+    assert cost == pytest.approx(best, abs=1e-6)
     x_int = round_to_integers(relaxed, solve_l2(relaxed).x)
     assert check_integer_solution(relaxed, x_int) == []
     np.testing.assert_array_equal(x_int.sum(axis=0), sub.parent)

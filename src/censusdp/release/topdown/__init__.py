@@ -3,7 +3,9 @@
 Seeds: 000 sec. 5.7 and 002 sec. 2.1-2.2. A :class:`Subproblem` is one parent with its
 children; :func:`make_feasible` relaxes it if needed, :func:`solve_l2` finds the
 non-negative weighted least-squares point, :func:`round_to_integers` the closest integer
-point that keeps every constraint exact.
+point that keeps every constraint exact. :mod:`~censusdp.release.topdown.passes` holds the
+2020 production query orderings (:data:`PRODUCTION_PASSES`) and
+:mod:`~censusdp.release.topdown.multipass` runs least squares and rounding in those passes.
 """
 
 from censusdp.release.topdown.failsafe import (
@@ -13,18 +15,26 @@ from censusdp.release.topdown.failsafe import (
     make_feasible,
 )
 from censusdp.release.topdown.l2 import L2Result, solve_l2
+from censusdp.release.topdown.multipass import round_in_passes, solve_l2_passes
+from censusdp.release.topdown.passes import PASS_MODES, PRODUCTION_PASSES, PassPlan, plans_for
 from censusdp.release.topdown.problem import Subproblem, SubproblemError
 from censusdp.release.topdown.rounding import check_integer_solution, round_to_integers
 
 __all__ = [
     "FailsafeReport",
     "L2Result",
+    "PASS_MODES",
+    "PRODUCTION_PASSES",
+    "PassPlan",
     "Relaxation",
     "Subproblem",
     "SubproblemError",
     "check_feasible",
     "check_integer_solution",
     "make_feasible",
+    "plans_for",
+    "round_in_passes",
     "round_to_integers",
     "solve_l2",
+    "solve_l2_passes",
 ]

@@ -33,10 +33,20 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.data.queries import Query, make_query
-from censusdp.errors import CensusDPError, InternalError
+from censusdp.errors import CensusDPError, ConfigError, InternalError
 from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
+from censusdp.release.topdown.multipass import (
+    L2Passes,
+    RoundingPasses,
+    RoundingTemplate,
+    bind_l2,
+    bind_rounding,
+    round_in_passes,
+    solve_l2_passes,
+)
+from censusdp.release.topdown.passes import PASS_MODES, plans_for
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
 
@@ -79,6 +89,8 @@ class Task:
     kept: np.ndarray
     sub: Subproblem
     method: str = "auto"
+    l2_passes: L2Passes | None = None
+    rounding: RoundingPasses | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,9 +143,15 @@ def run_task(task: Task) -> TaskResult:
     c0 = time.process_time()
     sub, report = make_feasible(task.sub)
     t1 = time.perf_counter()
-    l2 = solve_l2(sub, method=task.method)
+    if task.l2_passes is None:
+        l2 = solve_l2(sub, method=task.method)
+    else:
+        l2 = solve_l2_passes(sub, task.l2_passes, method=task.method)
     t2 = time.perf_counter()
-    counts = np.asarray(round_to_integers(sub, l2.x), dtype=np.int64)
+    if task.rounding is None:
+        counts = np.asarray(round_to_integers(sub, l2.x), dtype=np.int64)
+    else:
+        counts = np.asarray(round_in_passes(sub, l2.x, task.rounding), dtype=np.int64)
     t3 = time.perf_counter()
     _check_counts(sub, counts, f"task {task.parent_geocode or 'root'}")
     fs = None
@@ -186,6 +204,7 @@ def _make_subproblem(
     cell_groups: np.ndarray,
     bounds: Bounds,
     label: str,
+    child_labels: tuple[str, ...] = (),
 ) -> Subproblem:
     """The subproblem of ``children`` (units of the level), whose rows in ``mqs`` are ``local``."""
     rows, sizes, noisy, weights = [], [], [], []
@@ -212,6 +231,7 @@ def _make_subproblem(
         total_lower=bounds.total_lower[children],
         total_upper=bounds.total_upper[children],
         label=label,
+        child_labels=child_labels,
     )
 
 
@@ -234,6 +254,7 @@ def _tasks_for_level(
     cell_groups: np.ndarray,
     bounds: Bounds,
     method: str,
+    plan: _LevelPlan,
 ) -> Iterator[Task]:
     """Lazily build the tasks of one level (children of every unit of ``parent_level``)."""
     codes = hierarchy.geocodes[parent_level]
@@ -258,8 +279,14 @@ def _tasks_for_level(
                 cell_groups,
                 bounds,
                 label=f"{hierarchy.geolevels[parent_level].name} {codes[i] or 'US'}",
+                child_labels=tuple(
+                    f"{hierarchy.geolevels[parent_level + 1].name} {code}"
+                    for code in hierarchy.geocodes[parent_level + 1][children]
+                ),
             )
-            yield Task(parent_level, str(codes[i]), children.start, kept, sub, method)
+            yield Task(
+                parent_level, str(codes[i]), children.start, kept, sub, method, *plan.bind(kept)
+            )
 
 
 def _bottomup_tasks(
@@ -290,6 +317,37 @@ def _bottomup_tasks(
                 label=f"bottom-up blocks of {codes[i]}",
             )
             yield Task(bl - 1, str(codes[i]), children.start, live, sub, method)
+
+
+@dataclass(frozen=True, eq=False)
+class _LevelPlan:
+    """The passes of one level's tasks: least squares bound to its measured queries, and
+    the rounding template (``None``: one pass, cell-wise rounding)."""
+
+    l2: L2Passes | None = None
+    rounding: RoundingTemplate | None = None
+
+    def bind(self, kept: np.ndarray) -> tuple[L2Passes | None, RoundingPasses | None]:
+        return self.l2, None if self.rounding is None else self.rounding.on(kept)
+
+
+def _level_plans(
+    ms: Measurements, hierarchy: Hierarchy, group_variable: str | None, passes: str
+) -> list[_LevelPlan]:
+    """Per level, the passes of the tasks whose children are at that level."""
+    names = [g.name for g in hierarchy.geolevels]
+    out = []
+    for level, plan in enumerate(plans_for(ms.schema.name, names, passes)):
+        if plan is None:
+            out.append(_LevelPlan())
+            continue
+        measured = [m.query for m in ms.read(level, 0, 0)]
+        out.append(
+            _LevelPlan(
+                bind_l2(plan, ms.schema, measured, group_variable), bind_rounding(plan, ms.schema)
+            )
+        )
+    return out
 
 
 class _LevelResults:
@@ -380,6 +438,7 @@ def estimate(
     group_variable: str | None = "hhgq",
     postprocess: str = "topdown",
     method: str = "auto",
+    passes: str = "production",
     executor: object | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Estimate:
@@ -395,6 +454,10 @@ def estimate(
             (``"hhgq"`` for persons), or ``None`` for one group.
         postprocess: ``"topdown"`` or ``"bottomup"``.
         method: least-squares method passed to :func:`solve_l2`.
+        passes: ``"production"`` (default): the production query orderings of
+            :data:`~censusdp.release.topdown.passes.PRODUCTION_PASSES` where the schema
+            has them (``pl94``), least squares and rounding in passes; ``"single"``: one
+            pass everywhere. ``bottomup`` always runs one pass.
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
@@ -404,6 +467,8 @@ def estimate(
     """
     if postprocess not in ("topdown", "bottomup"):
         raise CensusDPError(f"postprocess must be 'topdown' or 'bottomup', got {postprocess!r}")
+    if passes not in PASS_MODES:
+        raise ConfigError(f"passes must be one of {PASS_MODES}, got {passes!r}")
     if executor is None:
         from censusdp.execution.local import InProcessExecutor
 
@@ -457,15 +522,25 @@ def estimate(
         cell_groups,
         bounds[0],
         label="root",
+        child_labels=(f"{hierarchy.geolevels[0].name} {hierarchy.geocodes[0][0] or 'US'}",),
     )
     # The root is one unit with every live cell and no parent: the interior-point
     # solver is faster there than the ADMM built for many children (measured: 0.19 s
     # vs 3.4 s on the 1,890-cell pl94 root).
     root_method = "clarabel" if method == "auto" else method
-    hists[0] = run_level(0, [Task(-1, "", 0, live, root_sub, root_method)])
+    plans = _level_plans(ms, hierarchy, group_variable, passes)
+    hists[0] = run_level(0, [Task(-1, "", 0, live, root_sub, root_method, *plans[0].bind(live))])
     for level in range(n_levels - 1):
         tasks = _tasks_for_level(
-            ms, cache, hierarchy, level, hists[level], cell_groups, bounds[level + 1], method
+            ms,
+            cache,
+            hierarchy,
+            level,
+            hists[level],
+            cell_groups,
+            bounds[level + 1],
+            method,
+            plans[level + 1],
         )
         hists[level + 1] = run_level(level + 1, tasks)
     return Estimate(hists, summaries, failsafe)

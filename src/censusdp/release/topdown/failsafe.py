@@ -3,26 +3,32 @@
 Seed 000 sec. 5.7: when the constraints of a parent-with-children problem conflict (a
 "failed solve"), "the constraints impeding solution are relaxed and the optimizer finds the
 closest feasible solution meaning a violation of the exact constraint will be allowed".
-Typical causes: a block has an occupied group-quarters facility of a type (lower bound
->= 1 person of that type) but the parent's histogram has nobody of that type left; or a
-child's exact total conflicts with the parent's cells.
+Typical cause: a block has an occupied group-quarters facility of a type (lower bound
+>= 1 person of that type) but the parent's histogram has nobody of that type left.
 
-The parent's counts are never relaxed: they are already published at the level above, and
-keeping them is what keeps the hierarchy consistent. Only the children's group bounds
-(``group_lower``/``group_upper``) and total bounds (``total_lower``/``total_upper``) move.
-The relaxation solves, as one integer min-cost flow on the subproblem network
+Two things never move. The parent's counts: they are already published at the level
+above, and keeping them is what keeps the hierarchy consistent. And the invariants: an
+exact child total (``total_lower == total_upper``, e.g. a state's population) is
+published exactly, and the 2020 production system likewise stops with an error rather
+than relax one (``programs/optimization/sequential_optimizers.py`` raises when even the
+failsafe solve fails). Only *constraints* move: the children's group bounds
+(``group_lower``/``group_upper``, implied by the facility counts) and non-exact total
+bounds. The relaxation solves, as one integer min-cost flow on the subproblem network
 (:mod:`censusdp.release.topdown._flow`),
 
     minimise   sum_{i,g} (max(0, L_ig - s_ig) + max(0, s_ig - U_ig))
-             + W * sum_i (max(0, T_lo_i - t_i) + max(0, t_i - T_hi_i))
-    over integer flows X >= 0 with sum_i X[i, j] = p_j,
+             + W * sum_{i: T_lo_i < T_hi_i} (max(0, T_lo_i - t_i) + max(0, t_i - T_hi_i))
+    over integer flows X >= 0 with sum_i X[i, j] = p_j and t_i = T_i for every invariant,
     s_ig = sum_{j in g} X[i, j],  t_i = sum_j X[i, j],
 
-with ``W = TOTAL_WEIGHT`` (1000): an invariant total moves only when no relaxation of the
-group bounds can restore feasibility. A zero optimum proves feasibility (the network is
+with ``W = TOTAL_WEIGHT`` (1000). A zero optimum proves feasibility (the network is
 totally unimodular, so the integer and real problems agree). Otherwise each violated bound
 is moved to the flow's value (``L' = min(L, s)``, ``U' = max(U, s)``), which is the minimal
-relaxation and makes the relaxed subproblem feasible, witnessed by that flow.
+relaxation and makes the relaxed subproblem feasible, witnessed by that flow. When no flow
+meets the invariants, :func:`make_feasible` raises :class:`~censusdp.errors.InfeasibleError`
+naming the subproblem, the children whose invariants cannot be met, and why (group bounds
+can always move, so the only obstruction is that the invariant totals need more persons
+than the parent holds, or do not add up to it when every child has one).
 """
 
 from __future__ import annotations
@@ -146,8 +152,18 @@ def _penalty_arcs(
     net.add(tails, heads, 0, inf, weight)
 
 
-def _relaxation_flow(sub: Subproblem) -> tuple[np.ndarray, np.ndarray]:
-    """Group sums ``s`` (k, G) and totals ``t`` (k,) of a minimum-relaxation integer flow."""
+def _exact_totals(sub: Subproblem) -> np.ndarray:
+    """``(k,)`` True where a child's total is an invariant (lower == upper, finite)."""
+    return np.isfinite(sub.total_upper) & (sub.total_lower == sub.total_upper)
+
+
+def _relaxation_flow(sub: Subproblem, *, hard_invariants: bool) -> np.ndarray | None:
+    """Group sums ``s`` (k, G) of a minimum-relaxation integer flow (totals are its row sums).
+
+    With ``hard_invariants`` the invariant (exact) totals are fixed arcs; returns ``None``
+    when no flow meets them. Otherwise every total has penalty arcs (weight
+    :data:`TOTAL_WEIGHT`), and a flow always exists.
+    """
     k, c, n_groups = sub.k, sub.c, sub.G
     root = sub.parent is None
     lay = _flow.layout(c, k, n_groups, root=root)
@@ -169,25 +185,54 @@ def _relaxation_flow(sub: Subproblem) -> tuple[np.ndarray, np.ndarray]:
     g_start = sum(t.size for t in net.tails)
     _penalty_arcs(net, gt, gh, gl, gu, 1)
     ct, ch = lay.child_arcs(k)
-    c_start = sum(t.size for t in net.tails)
-    _penalty_arcs(net, ct, ch, tl, tu, TOTAL_WEIGHT)
+    hard = _exact_totals(sub) if hard_invariants else np.zeros(k, dtype=bool)
+    if hard.any():
+        net.add(ct[hard], ch[hard], tl[hard], tl[hard], 0)
+    if (~hard).any():
+        _penalty_arcs(net, ct[~hard], ch[~hard], tl[~hard], tu[~hard], TOTAL_WEIGHT)
     if root:
         net.add([lay.source], [lay.sink], 0, inf, 0)
     flow = _flow.solve(net, "ortools")
     if flow is None:
-        raise InfeasibleError(
-            f"subproblem {sub.label!r}: the relaxation network has no flow; the parent "
-            "counts cannot be distributed to the children at all"
-        )
+        if hard_invariants:
+            return None
+        raise InternalError(f"subproblem {sub.label!r}: the relaxation network has no flow")
     n_g = k * n_groups
     s = sum(flow[g_start + m * n_g : g_start + (m + 1) * n_g] for m in range(3))
-    t = sum(flow[c_start + m * k : c_start + (m + 1) * k] for m in range(3))
-    return s.reshape(k, n_groups), t
+    return s.reshape(k, n_groups)
+
+
+def _invariant_error(sub: Subproblem) -> InfeasibleError:
+    """Say which invariant totals cannot be met and why (no relaxation may move them).
+
+    Group bounds can always be relaxed, so the invariants fail only through the parent's
+    column sums: the exact children need more persons than the parent holds, or, when
+    every child is exact, their totals do not add up to the parent's.
+    """
+    exact = _exact_totals(sub)
+    tl, _ = _flow.int_bounds(sub.total_lower, sub.total_upper)
+    names = [sub.child_name(int(i)) for i in np.flatnonzero(exact)]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    need = int(tl[exact].sum())
+    if sub.parent is not None:
+        have = int(sub.parent.sum())
+        relation = "differ from" if exact.all() else "exceed"
+        why = (
+            f"the invariant totals of {shown} sum to {need} persons, which {relation} the "
+            f"{have} persons the parent holds"
+        )
+    else:
+        why = f"the invariant totals of {shown} ({need} persons) conflict with the bounds"
+    return InfeasibleError(
+        f"subproblem {sub.label!r} is infeasible without moving an invariant, which the "
+        f"failsafe never does: {why}"
+    )
 
 
 def check_feasible(sub: Subproblem) -> bool:
     """Decide exactly whether an integer solution of ``sub`` exists."""
-    s, t = _relaxation_flow(sub)
+    s = _relaxation_flow(sub, hard_invariants=False)
+    t = s.sum(axis=1)  # type: ignore[union-attr]
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
     return bool(((s >= gl) & (s <= gu)).all() and ((t >= tl) & (t <= tu)).all())
@@ -203,15 +248,19 @@ def make_feasible(sub: Subproblem) -> tuple[Subproblem, FailsafeReport]:
 
     Returns:
         ``(sub', report)``: ``sub'`` is ``sub`` itself when it is feasible, otherwise a copy
-        with relaxed bounds that has an integer solution; ``report`` lists every relaxed
+        with relaxed constraint bounds (never an invariant) that has an integer solution; ``report`` lists every relaxed
         bound (child, group, side, old and new value) for the run manifest.
 
     Raises:
-        InfeasibleError: never for a valid :class:`Subproblem` (the relaxation network
-            always has a flow); kept as a guard.
+        InfeasibleError: when no relaxation of the constraints can restore feasibility
+            without moving an invariant (an exact child total); the message names the
+            subproblem, the child and why.
     """
     t0 = time.perf_counter()
-    s, t = _relaxation_flow(sub)
+    s = _relaxation_flow(sub, hard_invariants=True)
+    if s is None:
+        raise _invariant_error(sub)
+    t = s.sum(axis=1)
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
     # Integer versions of the bounds are what the solution must meet exactly.

@@ -80,6 +80,8 @@ class Subproblem:
             an exact invariant (state population).
         n_groups: number of groups ``G``; defaults to ``group_lower.shape[1]``.
         label: free text naming the parent geounit, used in messages.
+        child_labels: optional names of the children (e.g. their geocodes), used in
+            messages; ``()`` names them by index.
     """
 
     parent: np.ndarray | None
@@ -93,6 +95,7 @@ class Subproblem:
     total_lower: np.ndarray
     total_upper: np.ndarray
     label: str = ""
+    child_labels: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -149,6 +152,10 @@ class Subproblem:
         set_(self, "query_rows", tuple(rows_out))
         set_(self, "query_sizes", tuple(int(s) for s in self.query_sizes))
         set_(self, "noisy", tuple(noisy_out))
+        labels = tuple(str(v) for v in self.child_labels)
+        if labels and len(labels) != k:
+            raise SubproblemError(f"child_labels must name {k} children, got {len(labels)}")
+        set_(self, "child_labels", labels)
         w = _as_float("weights", self.weights, (nq,))
         if (w < 0).any() or not np.isfinite(w).all():
             raise SubproblemError(f"weights must be finite and >= 0, got {w}")
@@ -170,6 +177,10 @@ class Subproblem:
     def G(self) -> int:  # noqa: N802 - the name used in the method description
         """Number of groups."""
         return int(self.group_lower.shape[1])
+
+    def child_name(self, i: int) -> str:
+        """A readable name of child ``i`` (its label, or ``child i``)."""
+        return f"child {i} ({self.child_labels[i]})" if self.child_labels else f"child {i}"
 
     @property
     def n_queries(self) -> int:

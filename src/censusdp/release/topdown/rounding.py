@@ -138,12 +138,21 @@ def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools"
         out = base.ravel().copy()
         for s, idx, sign in parts:
             out[idx] += sign * flow[s]  # indices are distinct within a part
-        result = out.reshape(sub.k, sub.c)
-        problems = check_integer_solution(sub, result)
-        if problems:
-            raise InternalError(f"rounded solution violates constraints: {problems}")
-        return result
-    raise InfeasibleError(
+        return accept(sub, out.reshape(sub.k, sub.c))
+    raise no_integer_solution(sub)
+
+
+def accept(sub: Subproblem, result: np.ndarray) -> np.ndarray:
+    """``result`` after an exact check of every constraint (a violation is a bug)."""
+    problems = check_integer_solution(sub, result)
+    if problems:
+        raise InternalError(f"rounded solution violates constraints: {problems}")
+    return result
+
+
+def no_integer_solution(sub: Subproblem) -> InfeasibleError:
+    """The error for a subproblem that no integer point satisfies."""
+    return InfeasibleError(
         f"subproblem {sub.label!r}: no non-negative integer solution satisfies the parent "
         "counts and the group/total bounds; run make_feasible first"
     )

@@ -1,0 +1,219 @@
+"""Multipass vs single-pass TopDown on a generated state: total-population error by geolevel.
+
+For each seed: generate the state (``censusdp generate``), run the ``pl94-2020`` release
+(``censusdp run --seed N --workers W``, production passes by default), then estimate the
+same noisy measurement file again with ``passes="single"`` (censusdp's one-pass TopDown)
+and with ``passes="production"`` through :func:`censusdp.release.topdown.driver.estimate`.
+It prints one JSON document: per seed and geolevel, the mean absolute error of the total
+population of every geounit for
+
+* ``noisy``: the raw noisy ``total`` measurement of the geounit (none at the US level),
+* ``single`` and ``production``: the released (integer) totals of each estimate,
+
+and their ratios to the noisy error (the target of the multipass work is a ratio of at
+most 1.10 at County and Tract), the estimation times of both modes (their ratio), the
+release's wall time, and a check that the release equals the production re-estimate.
+
+    .venv/bin/python benchmarks/bench_multipass.py --state VT --seeds 1,2,3 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+
+def _run(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def _truth_totals(cef: Path, hierarchy) -> list[np.ndarray]:
+    """True population of every geounit of every level (from the CEF persons)."""
+    codes = pq.read_table(cef / "persons.parquet", columns=["geocode"]).column("geocode")
+    blocks = np.asarray(codes.to_numpy(zero_copy_only=False)).astype("U16")
+    idx = np.searchsorted(hierarchy.blocks, blocks)
+    block_pop = np.bincount(idx, minlength=hierarchy.blocks.size).reshape(-1, 1)
+    return [
+        np.asarray(a.todense() if hasattr(a, "todense") else a).ravel()
+        for a in hierarchy.aggregate(block_pop)
+    ]
+
+
+def _noisy_totals(nmf: Path, hierarchy) -> dict[int, np.ndarray]:
+    """The raw noisy ``total`` measurement of every geounit, per level that measured it."""
+    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "value"])
+    t = t.filter(pc.equal(t.column("query").cast("string"), "total"))
+    levels = np.asarray(t.column("geolevel").cast("string").to_numpy(zero_copy_only=False))
+    geocodes = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
+    values = t.column("value").to_numpy().astype(np.float64)
+    out = {}
+    for li, lev in enumerate(hierarchy.geolevels):
+        sel = levels == lev.name
+        if not sel.any():
+            continue
+        v = np.full(hierarchy.n_units(li), np.nan)
+        v[np.searchsorted(hierarchy.geocodes[li], geocodes[sel].astype(str))] = values[sel]
+        out[li] = v
+    return out
+
+
+def _reestimate(run: Path, passes: str, workers: int):
+    """Estimate persons from the run's NMF and published invariants, with ``passes``."""
+    from censusdp.data.geography import GeoLevels, Hierarchy
+    from censusdp.data.invariants import Invariants, level_bounds
+    from censusdp.data.schema import get_schema
+    from censusdp.execution import make_executor
+    from censusdp.io.nmf import NMFReader
+    from censusdp.release.topdown.driver import Bounds, estimate
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    levels = GeoLevels.from_pairs([(name, length) for name, length in manifest["geolevels"]])
+    blocks = pq.read_table(run / "invariants.parquet")
+    codes = np.asarray(blocks.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    hierarchy = Hierarchy.from_blocks(codes, levels)
+    inv = Invariants.from_tables(blocks, pq.read_table(run / "invariant_totals.parquet"), hierarchy)
+    schema = get_schema(manifest["schema"])
+    ms = NMFReader(run / "noisy_measurements.parquet", schema, hierarchy)
+    bounds = [Bounds(*b) for b in level_bounds(inv, hierarchy)]
+    ex = make_executor(workers)
+    try:
+        t = time.perf_counter()
+        est = estimate(ms, hierarchy, bounds, group_variable="hhgq", passes=passes, executor=ex)
+        seconds = time.perf_counter() - t
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    cpu = sum(s["task_cpu_seconds"] for s in est.levels)
+    return hierarchy, est, seconds, cpu
+
+
+def _mae(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean(np.abs(a - b)))
+
+
+def bench_seed(
+    exe: list[str], state: str, scale: float, seed: int, workers: int, base: Path, reuse: bool
+) -> dict:
+    cef = base / f"cef-{seed}"
+    run = base / f"run-{seed}"
+    wall = None
+    if not (reuse and (run / "manifest.json").exists()):
+        gen = [*exe, "generate", "--state", state, "--seed", str(seed), "--out", str(cef)]
+        if scale != 1.0:
+            gen += ["--scale", str(scale)]
+        _run(gen + ["--overwrite"])
+        wall = _run(
+            [
+                *exe,
+                "run",
+                "--input",
+                str(cef),
+                "--out",
+                str(run),
+                "--seed",
+                str(seed),
+                "--workers",
+                str(workers),
+                "--overwrite",
+                "--quiet",
+            ]
+        )
+    manifest = json.loads((run / "manifest.json").read_text())
+    out: dict = {
+        "seed": seed,
+        "release_wall_seconds": None if wall is None else round(wall, 2),
+        "release_timings": manifest.get("timings", {}),
+        "levels": {},
+    }
+    estimates = {}
+    for passes in ("single", "production"):
+        hierarchy, est, seconds, cpu = _reestimate(run, passes, workers)
+        estimates[passes] = est
+        out[f"estimate_seconds_{passes}"] = round(seconds, 2)
+        out[f"estimate_task_cpu_seconds_{passes}"] = round(cpu, 2)
+    out["estimate_time_ratio_production_over_single"] = round(
+        out["estimate_seconds_production"] / out["estimate_seconds_single"], 3
+    )
+    released = pq.read_table(run / "mdf_persons.parquet", columns=["geocode"]).column("geocode")
+    rel_blocks = np.asarray(released.to_numpy(zero_copy_only=False)).astype("U16")
+    rel_pop = np.bincount(
+        np.searchsorted(hierarchy.blocks, rel_blocks), minlength=hierarchy.blocks.size
+    )
+    prod_blocks = np.asarray(estimates["production"].histograms[-1].sum(axis=1)).ravel()
+    out["release_equals_production_estimate"] = bool(np.array_equal(rel_pop, prod_blocks))
+    truth = _truth_totals(cef, hierarchy)
+    noisy = _noisy_totals(run / "noisy_measurements.parquet", hierarchy)
+    for li, lev in enumerate(hierarchy.geolevels):
+        rec: dict = {"units": int(hierarchy.n_units(li))}
+        for passes, est in estimates.items():
+            tot = np.asarray(est.histograms[li].sum(axis=1)).ravel()
+            rec[f"mae_{passes}"] = round(_mae(tot, truth[li]), 4)
+        if li in noisy:
+            rec["mae_noisy"] = round(_mae(noisy[li], truth[li]), 4)
+            for passes in estimates:
+                rec[f"ratio_{passes}"] = (
+                    round(rec[f"mae_{passes}"] / rec["mae_noisy"], 3) if rec["mae_noisy"] else None
+                )
+        out["levels"][lev.name] = rec
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--state", default="VT")
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true", help="reuse runs already in --dir")
+    args = ap.parse_args()
+    exe = [sys.executable, "-m", "censusdp"]
+    base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-multipass-"))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    runs = []
+    for seed in seeds:
+        print(f"seed {seed} ...", file=sys.stderr, flush=True)
+        runs.append(bench_seed(exe, args.state, args.scale, seed, args.workers, base, args.reuse))
+    summary = {}
+    for name in runs[0]["levels"]:
+        recs = [r["levels"][name] for r in runs]
+        row = {
+            k: round(float(np.mean([r[k] for r in recs])), 4)
+            for k in ("mae_single", "mae_production")
+        }
+        if "mae_noisy" in recs[0]:
+            row["mae_noisy"] = round(float(np.mean([r["mae_noisy"] for r in recs])), 4)
+            for p in ("single", "production"):
+                row[f"ratio_{p}"] = (
+                    round(row[f"mae_{p}"] / row["mae_noisy"], 3) if row["mae_noisy"] else None
+                )
+        summary[name] = row
+    print(
+        json.dumps(
+            {
+                "state": args.state,
+                "scale": args.scale,
+                "workers": args.workers,
+                "seeds": seeds,
+                "mean_over_seeds": summary,
+                "runs": runs,
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

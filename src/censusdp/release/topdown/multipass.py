@@ -1,0 +1,325 @@
+"""Least squares and rounding in passes (production's multipass TopDown, on our solvers).
+
+:mod:`censusdp.release.topdown.passes` says which queries each pass targets and cites
+the production code; this module runs the passes on one
+:class:`~censusdp.release.topdown.problem.Subproblem`:
+
+* :func:`solve_l2_passes`: pass ``p`` is :func:`~censusdp.release.topdown.l2.solve_l2` on
+  the subproblem restricted to pass ``p``'s queries, with every answer held by an
+  earlier pass ``r`` kept within ``tol_r = v_r + opt_tol_slack`` of pass ``r``'s answer,
+  where ``v_r`` is the validated constraint violation of pass ``r``'s solution (the
+  held constraints are feasible at tolerance ``v_r``: pass ``r``'s solution meets them,
+  so this is the ``opt_tol`` that production's ``findOptimalTol`` solves for, up to the
+  solver's residual). censusdp can hold the ``total`` query (child total bounds) and
+  the group attribute (group bounds), which is what production's orderings hold.
+
+* :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
+  :mod:`censusdp.release.topdown._chain`, minimising the L1 distance of pass ``p``'s query
+  answers from the rounded least-squares answers (and the cell-wise cost when
+  ``detailed`` is in the pass), with every earlier pass's integer answers held exactly.
+  Like the single-pass rounding it first confines ``X`` to ``floor(x) + {0, 1}``
+  (production's binary rounder variables) and falls back to unbounded moves only when
+  that box holds no feasible point.
+
+Every pass keeps every constraint of the subproblem (parent counts, group and total
+bounds), so the result is as exact as a single pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from censusdp.data.queries import make_query
+from censusdp.data.schema import Schema
+from censusdp.errors import ConfigError, InternalError
+from censusdp.release.topdown import _chain, _flow
+from censusdp.release.topdown.l2 import L2Result, solve_l2
+from censusdp.release.topdown.passes import PassPlan
+from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.rounding import COST_SCALE, _snap, accept, no_integer_solution
+
+__all__ = [
+    "L2Passes",
+    "RoundingPasses",
+    "RoundingTemplate",
+    "bind_l2",
+    "bind_rounding",
+    "round_in_passes",
+    "solve_l2_passes",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class L2Passes:
+    """A plan's least-squares passes bound to a subproblem's measured queries.
+
+    Attributes:
+        queries: per pass, the indices of the subproblem's queries in its objective.
+        hold_total: per pass, whether later passes hold the child totals it found.
+        hold_groups: per pass, whether later passes hold its group sums.
+        slack: persons added to the optimal tolerance of held answers.
+    """
+
+    queries: tuple[tuple[int, ...], ...]
+    hold_total: tuple[bool, ...]
+    hold_groups: tuple[bool, ...]
+    slack: float
+
+    def __post_init__(self) -> None:
+        n = len(self.queries)
+        if n == 0 or any(not q for q in self.queries):
+            raise InternalError(f"L2Passes needs non-empty passes, got {self.queries}")
+        if len(self.hold_total) != n or len(self.hold_groups) != n:
+            raise InternalError("L2Passes hold flags must have one entry per pass")
+
+
+def _key(schema: Schema, name: str) -> frozenset[str]:
+    """A query's identity: the set of its variables (``detailed`` = every attribute)."""
+    return frozenset(make_query(schema, name).variables)
+
+
+def bind_l2(
+    plan: PassPlan, schema: Schema, measured: Sequence[str], group_variable: str | None
+) -> L2Passes | None:
+    """Map a plan's least-squares passes onto the measured queries of a level.
+
+    Queries the plan names but the level did not measure are skipped (production
+    filters its orderings by the measured queries too); passes left empty are dropped;
+    a measured query the plan does not name joins the last pass, so no measurement is
+    ever ignored.
+
+    Returns:
+        the bound passes, or ``None`` when one pass remains (then :func:`solve_l2` on
+        the whole subproblem is the same thing).
+
+    Raises:
+        ConfigError: when a pass other than the last holds a query censusdp cannot
+            hold (only ``total`` and the group attribute can be held).
+    """
+    keys = [_key(schema, m) for m in measured]
+    group_key = None if group_variable is None else _key(schema, group_variable)
+    holdable = {frozenset(), group_key, _key(schema, "detailed")}
+    passes: list[tuple[list[int], bool, bool, list[str]]] = []
+    used: set[int] = set()
+    for names, held in zip(plan.l2, plan.hold, strict=True):
+        wanted = {_key(schema, n) for n in names}
+        idx = [i for i, k in enumerate(keys) if k in wanted and i not in used]
+        if not idx:
+            continue
+        used.update(idx)
+        held_keys = {_key(schema, n): n for n in held if _key(schema, n) in keys}
+        bad = [n for k, n in held_keys.items() if k not in holdable]
+        passes.append((idx, frozenset() in held_keys, group_key in held_keys, bad))
+    if len(passes) <= 1:
+        return None
+    for p, (_, _, _, bad) in enumerate(passes[:-1]):
+        if bad:
+            raise ConfigError(
+                f"pass plan holds query {bad[0]!r} after least-squares pass {p}; censusdp "
+                f"can hold only 'total' and the group attribute ({group_variable!r})"
+            )
+    passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
+    return L2Passes(
+        queries=tuple(tuple(sorted(p[0])) for p in passes),
+        hold_total=tuple(p[1] for p in passes),
+        hold_groups=tuple(p[2] for p in passes),
+        slack=plan.opt_tol_slack,
+    )
+
+
+def _restrict(sub: Subproblem, queries: tuple[int, ...]) -> Subproblem:
+    w = sub.weights[list(queries)]
+    if w.size and w.max() > 0:
+        w = w / w.max()
+    return replace(
+        sub,
+        query_rows=tuple(sub.query_rows[q] for q in queries),
+        query_sizes=tuple(sub.query_sizes[q] for q in queries),
+        noisy=tuple(sub.noisy[q] for q in queries),
+        weights=w,
+    )
+
+
+def _hold(sub: Subproblem, x: np.ndarray, total: bool, groups: bool, tol: float) -> Subproblem:
+    """``sub`` with the totals and/or group sums of ``x`` held within ``tol``."""
+    kw = {}
+    if total:
+        t = x.sum(axis=1)
+        lo = np.maximum(sub.total_lower, t - tol)
+        hi = np.minimum(sub.total_upper, t + tol)
+        kw["total_lower"] = np.minimum(lo, hi)
+        kw["total_upper"] = hi
+    if groups:
+        s = sub.group_sums(x)
+        lo = np.maximum(sub.group_lower, s - tol)
+        hi = np.minimum(sub.group_upper, s + tol)
+        kw["group_lower"] = np.maximum(np.minimum(lo, hi), 0.0)
+        kw["group_upper"] = hi
+    return sub.with_bounds(**kw)
+
+
+def solve_l2_passes(
+    sub: Subproblem,
+    passes: L2Passes,
+    *,
+    method: str = "auto",
+    tol: float = 1e-7,
+    feas_tol: float = 1e-8,
+) -> L2Result:
+    """Least squares in passes (see the module docstring; production's ``DataIndQueriesL2NPass``).
+
+    Args:
+        sub: the (feasible) subproblem with every measured query.
+        passes: the passes bound to ``sub``'s queries (:func:`bind_l2`).
+        method, tol, feas_tol: as for :func:`~censusdp.release.topdown.l2.solve_l2`, for
+            every pass.
+
+    Returns:
+        the last pass's solution, with ``method`` the ``+``-joined backends of the passes,
+        ``iterations`` their sum, ``attempts`` every backend tried (prefixed by its pass),
+        and ``objective`` / ``max_violation`` measured on the whole original ``sub``.
+    """
+    t0 = time.perf_counter()
+    current = sub
+    results: list[L2Result] = []
+    for p, queries in enumerate(passes.queries):
+        res = solve_l2(_restrict(current, queries), method=method, tol=tol, feas_tol=feas_tol)
+        results.append(res)
+        if p + 1 < len(passes.queries):
+            held_tol = float(res.max_violation) + passes.slack
+            current = _hold(current, res.x, passes.hold_total[p], passes.hold_groups[p], held_tol)
+    x = results[-1].x
+    bad = [r.status for r in results if r.status != "optimal"]
+    return L2Result(
+        x=x,
+        status=bad[0] if bad else "optimal",
+        method="+".join(r.method for r in results),
+        iterations=sum(r.iterations for r in results),
+        seconds=time.perf_counter() - t0,
+        max_violation=sub.max_violation(x),
+        objective=sub.objective(x),
+        solver_status="; ".join(f"pass {p}: {r.solver_status}" for p, r in enumerate(results)),
+        attempts=tuple((f"pass {p}: {m}", s) for p, r in enumerate(results) for m, s in r.attempts),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class RoundingPasses:
+    """A plan's rounding passes on one subproblem's kept cells.
+
+    Attributes:
+        names: the rounding queries.
+        rows: per query, ``(c,)`` answer row of every kept cell.
+        passes: per pass, indices into ``names``.
+        cellwise: per pass, whether ``detailed`` is in it (the cell-wise cost applies).
+    """
+
+    names: tuple[str, ...]
+    rows: tuple[np.ndarray, ...]
+    passes: tuple[tuple[int, ...], ...]
+    cellwise: tuple[bool, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class RoundingTemplate:
+    """A plan's rounding passes on every schema cell; :meth:`on` cuts them to a task's cells."""
+
+    names: tuple[str, ...]
+    rows: tuple[np.ndarray, ...]
+    passes: tuple[tuple[int, ...], ...]
+    cellwise: tuple[bool, ...]
+
+    def on(self, kept: np.ndarray) -> RoundingPasses:
+        """The passes on the kept cells ``kept`` (schema cell indices)."""
+        return RoundingPasses(
+            self.names, tuple(r[kept] for r in self.rows), self.passes, self.cellwise
+        )
+
+
+def bind_rounding(plan: PassPlan, schema: Schema) -> RoundingTemplate:
+    """The rounding passes of ``plan`` as row maps of ``schema`` (queries need not be measured).
+
+    Raises:
+        SchemaError: for a query name the schema cannot build.
+    """
+    names: list[str] = []
+    rows: list[np.ndarray] = []
+    passes: list[tuple[int, ...]] = []
+    cellwise: list[bool] = []
+    detailed = _key(schema, "detailed")
+    for group in plan.rounder:
+        idx = []
+        for name in group:
+            q = make_query(schema, name)
+            names.append(q.name)
+            rows.append(q.row_of_cell)
+            idx.append(len(names) - 1)
+        passes.append(tuple(idx))
+        cellwise.append(any(_key(schema, n) == detailed for n in group))
+    return RoundingTemplate(tuple(names), tuple(rows), tuple(passes), tuple(cellwise))
+
+
+def round_in_passes(
+    sub: Subproblem, x: np.ndarray, passes: RoundingPasses, *, method: str = "ortools"
+) -> np.ndarray:
+    """Integer rounding in passes (production's ``MultipassRounder``, as min-cost flows).
+
+    Pass ``p`` minimises ``sum_{q in pass p} sum_rows |A_q X - round(A_q x)|`` (in the box
+    ``floor(x) + {0, 1}``, ``round(A_q frac(x))`` as production writes it), plus
+    ``sum |X - x|`` when ``detailed`` is in the pass, subject to every constraint of
+    ``sub`` and to the integer answers of every earlier pass.
+
+    Args:
+        sub: the subproblem (after the failsafe).
+        x: ``(k, c)`` least-squares solution.
+        passes: the rounding passes on ``sub``'s kept cells.
+        method: min-cost flow solver, ``"ortools"`` or ``"linprog"``.
+
+    Returns:
+        ``(k, c)`` int64, every constraint of ``sub`` exact.
+
+    Raises:
+        ConfigError: when the rounding queries are not nested.
+        InfeasibleError: when no integer point satisfies ``sub``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape != (sub.k, sub.c):
+        raise InternalError(f"rounding input has shape {x.shape}, expected {(sub.k, sub.c)}")
+    if not np.isfinite(x).all():
+        raise InternalError("rounding input contains NaN or infinity")
+    xs = _snap(x)
+    chain = _chain.build_chain(sub, passes.rows, passes.names)
+    layer_of = {q: lev for lev in chain.levels for q in lev.members}
+    nq = len(passes.names)
+    for box in (True, False):
+        held: list[np.ndarray | None] = [None] * nq
+        result = None
+        for p, qs in enumerate(passes.passes):
+            weight = np.zeros(nq, dtype=np.int64)
+            weight[list(qs)] += 1
+            costs = _chain.PassCosts(passes.cellwise[p], weight, held)
+            built = _chain.network(sub, chain, costs, xs, box=box, scale=COST_SCALE)
+            if built is None:
+                result = None
+                break
+            net, arcs, idx, base = built
+            flow = _flow.solve(net, method)
+            if flow is None:
+                result = None
+                break
+            out = base.ravel().copy()
+            np.add.at(out, idx, flow[arcs])
+            result = out.reshape(sub.k, sub.c)
+            for q in qs:
+                lev = layer_of.get(q)
+                if lev is None:  # a cell query: the cells themselves
+                    held[q] = result.copy()
+                else:
+                    held[q] = _chain._row_sum(result, lev.labels, lev.n_rows)
+        if result is not None:
+            return accept(sub, result)
+    raise no_integer_solution(sub)

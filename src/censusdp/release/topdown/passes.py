@@ -1,0 +1,215 @@
+"""Multipass estimation plans: which queries each least-squares and rounding pass targets.
+
+The 2020 production system does not fit every query at once. Its configuration
+(uscensusbureau/DAS_2020_Redistricting_Production_Code, ``configs/production/pl94/
+person_default.ini``: ``l2_optimization_approach = DataIndUserSpecifiedQueriesNPass``,
+``rounder_optimization_approach = MultipassRounder``, ``DataIndNPass_toleranceType =
+opt_tol``, ``opt_tol_slack = 0.1``) runs, per parent with its children:
+
+* **least squares in passes** (``programs/optimization/l2_dataIndep_npass_optimizer.py``,
+  class ``DataIndQueriesL2NPass``). Pass ``p`` minimises the weighted squared error of
+  *its own* queries only; the answers of the queries it is told to hold are then kept
+  within a tolerance in every later pass:
+
+      pass p:  minimise  sum_{q in pass p} w_q sum_i ||A_q X[i] - y_q[i]||^2
+               subject to the subproblem's constraints, and for every query h held by
+               an earlier pass r < p:  |A_h X[i] - A_h X_r[i]| <= tol_r   (every child i)
+
+  with ``tol_r = opt_tol + opt_tol_slack``, where ``opt_tol`` (``findOptimalTol``) is the
+  smallest tolerance for which the held constraints are feasible. The previous pass's
+  own solution satisfies them with tolerance 0, so ``opt_tol`` is the solver's residual
+  (production adds Gurobi's ``ConstrResidual``); censusdp uses the validated constraint
+  violation of the previous solution, which bounds it.
+
+* **rounding in passes** (``programs/optimization/multipass_rounder.py``, class
+  ``DataIndependentNpassRound``). The integer solution is ``floor(x) + b`` with binary
+  ``b``; pass ``p`` minimises ``sum_{q in pass p} sum_rows |A_q b - round(A_q frac(x))|``
+  (plus the cell-wise cost ``(1 - 2 frac(x)) b`` when ``detailed`` is in the pass), with
+  the rounded answers of every earlier pass's queries held exactly.
+
+Which queries go in which pass is the strategy's query ordering
+(``programs/strategies/strategies.py``, ``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3``,
+used by ``configs/production/pl94/person_US.ini``): at State, County, Tract and Block Group
+the ``total`` query is fitted alone first (``isoTot``: "isolate total query ... to
+control diversity-totPop error correlation") and rounded alone first; at the US and at
+Block one least-squares pass fits everything and one rounding pass weighs
+``total``, ``hhgq``, ``hhgq * hispanic``, ``hhgq * hispanic * cenrace``,
+``hhgq * votingage * hispanic * cenrace`` and ``detailed`` together. A plan applies to the
+subproblems whose *children* are at its geolevel (production reads the ordering of the
+children's geolevel, ``programs/nodes/manipulate_nodes.py``).
+
+:data:`PRODUCTION_PASSES` holds those orderings as data, keyed by schema and geolevel
+name; :func:`plans_for` picks the plan of every level of a run. ``passes="single"`` turns
+passes off: one least-squares pass over every measured query and the cell-wise rounding
+(censusdp's behaviour before multipass, kept byte-identical).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from censusdp.errors import ConfigError
+
+__all__ = [
+    "OPT_TOL_SLACK",
+    "PASS_MODES",
+    "PRODUCTION_PASSES",
+    "PassPlan",
+    "plans_for",
+]
+
+PASS_MODES = ("production", "single")
+"""``"production"``: the orderings of :data:`PRODUCTION_PASSES` where the schema has them
+(one pass elsewhere); ``"single"``: one pass everywhere."""
+
+OPT_TOL_SLACK = 0.1
+"""Production's ``opt_tol_slack`` (persons) added to the optimal tolerance of held answers."""
+
+
+def _names(
+    value: Sequence[Sequence[str]], what: str, *, empty_passes: bool = False
+) -> tuple[tuple[str, ...], ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ConfigError(f"pass plan {what} must be a non-empty sequence of passes, got {value!r}")
+    out = []
+    for i, group in enumerate(value):
+        if isinstance(group, str) or not isinstance(group, Sequence) or not (group or empty_passes):
+            raise ConfigError(
+                f"pass plan {what} pass {i} must be a {'' if empty_passes else 'non-empty '}"
+                "sequence of query names, "
+                f"got {group!r}"
+            )
+        names = []
+        for name in group:
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"pass plan {what} pass {i} has an invalid query name {name!r}")
+            key = "*".join(part.strip() for part in name.strip().lower().split("*"))
+            if key not in names:  # production's orderings repeat some names; count once
+                names.append(key)
+        out.append(tuple(names))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """The query ordering of one geolevel (see the module docstring for the method).
+
+    Attributes:
+        l2: per least-squares pass, the names of the queries in its objective.
+        hold: per least-squares pass, the queries (possibly none) whose answers later
+            passes keep within the tolerance (production's "constrain-to" ordering). ``detailed``
+            is never held (production skips it: "unnecessary").
+        rounder: per rounding pass, the queries whose L1 distance to the rounded
+            least-squares answer the pass minimises; later passes hold them exactly.
+            They need not be measured, but together with ``total`` and the group
+            attribute they must be nested (each refines the next coarser one), which
+            is what keeps every pass a network flow.
+        opt_tol_slack: persons added to the optimal tolerance of held answers.
+    """
+
+    l2: tuple[tuple[str, ...], ...]
+    hold: tuple[tuple[str, ...], ...]
+    rounder: tuple[tuple[str, ...], ...]
+    opt_tol_slack: float = OPT_TOL_SLACK
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "l2", _names(self.l2, "l2"))
+        set_(self, "hold", _names(self.hold, "hold", empty_passes=True))
+        set_(self, "rounder", _names(self.rounder, "rounder"))
+        if len(self.hold) != len(self.l2):
+            raise ConfigError(
+                f"pass plan hold has {len(self.hold)} passes but l2 has {len(self.l2)}; "
+                "every least-squares pass needs its (possibly repeated) hold list"
+            )
+        slack = self.opt_tol_slack
+        if isinstance(slack, bool) or not isinstance(slack, int | float):
+            raise ConfigError(f"pass plan opt_tol_slack must be a number, got {slack!r}")
+        if not math.isfinite(slack) or slack < 0:
+            raise ConfigError(f"pass plan opt_tol_slack is {slack}; it must be finite and >= 0")
+        set_(self, "opt_tol_slack", float(slack))
+        for r, names in enumerate(self.rounder):
+            for name in names:
+                earlier = [p for p in range(r) if name in self.rounder[p]]
+                if earlier:
+                    raise ConfigError(
+                        f"pass plan rounder query {name!r} is in passes {earlier[0]} and {r}; "
+                        "a rounded answer is held after its pass, so each query is rounded once"
+                    )
+
+
+# The query orderings of Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3, verbatim
+# except for spelling ("hhgq * hispanic" is "hhgq*hispanic" here) and repeated names.
+_ALL_BUT_TOTAL = (
+    "cenrace",
+    "hispanic",
+    "votingage",
+    "hhinstlevels",
+    "hhgq",
+    "votingage * hispanic",
+    "hhgq",
+    "hispanic * cenrace",
+    "votingage * cenrace",
+    "votingage * hispanic",
+    "votingage * hispanic * cenrace",
+    "detailed",
+)
+_ROUNDER = (
+    "total",
+    "hhgq",
+    "hhgq * hispanic",
+    "hhgq * hispanic * cenrace",
+    "hhgq * votingage * hispanic * cenrace",
+    "detailed",
+)
+_US = PassPlan(l2=(_ALL_BUT_TOTAL,), hold=(_ALL_BUT_TOTAL,), rounder=(_ROUNDER,))
+_ISOLATED_TOTAL = PassPlan(
+    l2=(("total",), _ALL_BUT_TOTAL),
+    hold=(("total",), _ALL_BUT_TOTAL),
+    rounder=(("total",), _ROUNDER[1:]),
+)
+_DEFAULT = PassPlan(
+    l2=(("total", *_ALL_BUT_TOTAL),), hold=(("total", *_ALL_BUT_TOTAL),), rounder=(_ROUNDER,)
+)
+
+PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
+    "pl94": {
+        "us": _US,
+        "state": _ISOLATED_TOTAL,
+        "county": _ISOLATED_TOTAL,
+        "tract": _ISOLATED_TOTAL,
+        "blockgroup": _ISOLATED_TOTAL,
+        "*": _DEFAULT,
+    }
+}
+"""Production's query orderings: schema name -> normalised geolevel name (lower case,
+no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
+is the plan of every other geolevel (production's ``default_ordering``, used at Block)."""
+
+
+def _level_key(name: str) -> str:
+    return name.lower().replace("_", "").replace(" ", "").replace("-", "")
+
+
+def plans_for(
+    schema_name: str, geolevel_names: Sequence[str], passes: str = "production"
+) -> list[PassPlan | None]:
+    """The pass plan of every geolevel of a run (``None``: one pass, cell-wise rounding).
+
+    Args:
+        schema_name: the person schema (``"pl94"``); schemas without production
+            orderings get ``None`` everywhere.
+        geolevel_names: the run's geolevels, top first.
+        passes: ``"production"`` or ``"single"`` (see :data:`PASS_MODES`).
+
+    Raises:
+        ConfigError: for an unknown ``passes`` value.
+    """
+    if passes not in PASS_MODES:
+        raise ConfigError(f"passes must be one of {PASS_MODES}, got {passes!r}")
+    table = PRODUCTION_PASSES.get(schema_name) if passes == "production" else None
+    if table is None:
+        return [None] * len(geolevel_names)
+    return [table.get(_level_key(n), table.get("*")) for n in geolevel_names]
