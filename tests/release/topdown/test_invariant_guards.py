@@ -580,5 +580,8 @@ def test_level_results_fold_counts_and_timings() -> None:
     }
     assert acc.failsafe == [{"a": 1}]
     empty = driver._LevelResults("US", 1, 4)
-    assert empty.histogram().shape == (1, 4) and empty.histogram().nnz == 0
+    none = empty.histogram()
+    assert none.shape == (1, 4) and none.nnz == 0
+    assert none.dtype == np.int64  # the validator requires integer histograms
+    assert acc.histogram().dtype == np.int64
     assert empty.summary(0.0)["median_task_seconds"] == 0.0

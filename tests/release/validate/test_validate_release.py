@@ -239,6 +239,7 @@ def test_each_bound_is_checked_exactly(release, field, unit, delta, level) -> No
     assert detail.startswith(f"level {level} unit {u}: group sums ")
     rep = _validate(release, bounds=changed)
     assert _failed(rep) == ["constraints_and_invariants"]
+    assert rep.checks["constraints_and_invariants"]["detail"] == detail  # no failsafe note
     rep = _validate(release, bounds=changed, failsafe_uses=3)
     assert rep.checks["constraints_and_invariants"]["detail"] == (
         detail + " (the failsafe relaxed bounds in 3 tasks; see manifest)"
