@@ -35,7 +35,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from censusdp.release.topdown._common import Compressed, clean, start_point
+from censusdp.release.topdown._common import Compressed, clean, fixed_zeros, start_point
 from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
@@ -85,11 +85,6 @@ class _Factor:
         full = np.zeros((self.c + self._m, rhs.shape[1]))
         full[: self.c] = rhs
         return self._lu.solve(full)[: self.c]
-
-
-def fixed_zeros(sub: Subproblem) -> np.ndarray:
-    """``(k, c)`` mask of cells forced to 0: their group's upper bound for that child is 0."""
-    return (sub.group_upper <= 0)[:, sub.groups]
 
 
 def _project_simplex_columns(
@@ -228,6 +223,7 @@ def solve_admm(
     feas_tol: float = 1e-8,
     max_iter: int = 20000,
     check_every: int = 10,
+    abs_tol: float | None = None,
 ) -> tuple[np.ndarray | None, str, int]:
     """Run ADMM; returns ``(x or None, status, iterations)``.
 
@@ -242,6 +238,8 @@ def solve_admm(
         feas_tol: absolute tolerance (persons) on the answer's constraint violation.
         max_iter: iteration cap.
         check_every: iterations between convergence checks.
+        abs_tol: if given, the residual tolerance in persons (e.g. a fraction of the
+            noise standard deviation), replacing ``tol``.
     """
     k, c, n_groups = sub.k, sub.c, sub.G
     if c == 0:
@@ -252,6 +250,7 @@ def solve_admm(
     # Residuals are measured in units of the most precise measurement's noise (persons):
     # relative-to-count tolerances would be far too loose at the root (counts ~ 1e8).
     sigma_ref = max(1.0, 1.0 / np.sqrt(float(comp.w.max())))
+    eps_p = _TOL_UNITS * tol * sigma_ref if abs_tol is None else float(abs_tol)
     groups = sub.groups
     # gradient data, normalised so that diag(H) = 1
     w = comp.w / wsum
@@ -334,13 +333,11 @@ def solve_admm(
         if not root:
             g = g - g.mean(axis=0)[None, :]
         r_dual = np.abs(g).max()
-        eps_p = _TOL_UNITS * tol * sigma_ref
-        eps_d = 2.0 * eps_p
-        if r_prim <= eps_p and r_dual <= eps_d:
+        if r_prim <= eps_p and r_dual <= 2.0 * eps_p:
             xc = _repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
             if sub.max_violation(xc) <= feas_tol:
                 return xc, "converged", it
-            tol *= 0.1  # not repairable yet: ask for a more accurate point
+            eps_p *= 0.1  # not repairable yet: ask for a more accurate point
         if it % (5 * check_every) == 0:
             pn = r_prim / max(np.abs(x).max(), np.abs(zc).max(), 1e-12)
             dn = r_dual / max(np.abs(2.0 * hx).max(), np.abs(yc).max(), np.abs(2 * b).max(), 1e-12)

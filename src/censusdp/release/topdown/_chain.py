@@ -202,7 +202,11 @@ def network(
     for q in chain.cell_members:
         if costs.held[q] is not None:
             held_cells = costs.held[q].ravel().astype(np.int64)
-    cw = 1.0 if costs.cellwise else 0.0
+    # Without the cell-wise cost, the pass's L1 objective has ties (which child's total
+    # gives way when the rounded totals overshoot the parent); production leaves them to
+    # Gurobi. We break them by the cell-wise cost at a weight whose sum over all cells is
+    # below half a unit of the query objective, so the pass's optimum is unchanged.
+    cw = 1.0 if costs.cellwise else min(0.5, 0.5 / max(1, k * c))
     phir = phi.ravel()
     if box:
         # X = floor(x) + b, b in {0, 1} on fractional cells

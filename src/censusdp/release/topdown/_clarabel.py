@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.release.topdown._common import Compressed, start_point
+from censusdp.release.topdown._common import Compressed, fixed_zeros, start_point
 from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
@@ -40,12 +40,23 @@ def solve_clarabel(
     import clarabel
 
     k, c, n_groups = sub.k, sub.c, sub.G
-    x0 = start_point(sub)
-    n_d = k * c
+    # cells forced to 0 (their group's upper bound is 0 for that child) get no variable:
+    # they are most of the cells at a dhc-lite root with few group-quarters types, and
+    # their implied equalities made the interior-point method report false infeasibility
+    free = ~fixed_zeros(sub)
+    fidx = np.flatnonzero(free.ravel())
+    x0 = np.where(free, start_point(sub), 0.0)
+    n_d = fidx.size
+    if n_d == 0:  # every cell is forced to 0: nothing to solve (validation judges x0)
+        return x0, "Solved", 0
     eye_k = sp.identity(k, format="csr")
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
     wscale = wmax if wmax > 0 else 1.0
+
+    def on_free(mat: sp.spmatrix) -> sp.csr_matrix:
+        """``mat`` acting on all ``k c`` entries, restricted to the free ones."""
+        return sp.csr_matrix(sp.csc_matrix(mat)[:, fidx])
 
     z_blocks_p = []
     eq_rows: list[sp.spmatrix] = []
@@ -57,7 +68,7 @@ def solve_clarabel(
         if m == 0:
             continue
         b_q = comp.matrix(q, c)
-        big_b = sp.kron(eye_k, b_q, format="csr")  # (k m, k c)
+        big_b = on_free(sp.kron(eye_k, b_q, format="csr"))  # (k m, free)
         n = k * m
         z_sel = sp.csr_matrix(
             (np.ones(n), (np.arange(n), z_off + np.arange(n))), shape=(n, n_d + n_z)
@@ -72,40 +83,45 @@ def solve_clarabel(
     def d_rows(mat: sp.spmatrix) -> sp.csr_matrix:
         return sp.hstack([mat, sp.csr_matrix((mat.shape[0], n_z))], format="csr")
 
+    ineq_rows: list[sp.spmatrix] = [d_rows(-sp.identity(n_d, format="csr"))]
+    ineq_rhs: list[np.ndarray] = [x0.ravel()[fidx]]
+
+    def add(rows: list, rhs: list, mat: sp.spmatrix, b: np.ndarray, eq: bool) -> None:
+        """Add ``mat d (= or <=) b``, dropping rows without a free entry that hold trivially."""
+        mat = sp.csr_matrix(mat)
+        empty = np.diff(mat.indptr) == 0
+        trivial = empty & ((np.abs(b) <= 1e-9 * max(1.0, sub.scale())) if eq else (b >= 0))
+        keep = np.flatnonzero(~trivial)
+        if keep.size:
+            rows.append(d_rows(mat[keep]))
+            rhs.append(b[keep])
+
     if sub.parent is not None and c:
-        colsum = sp.kron(np.ones((1, k)), sp.identity(c), format="csr")
-        eq_rows.append(d_rows(colsum))
-        eq_rhs.append(sub.parent.astype(np.float64) - x0.sum(axis=0))
+        colsum = on_free(sp.kron(np.ones((1, k)), sp.identity(c), format="csr"))
+        add(eq_rows, eq_rhs, colsum, sub.parent.astype(np.float64) - x0.sum(axis=0), True)
     member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(n_groups, c))
-    gmat = sp.kron(eye_k, member, format="csr")  # (k G, k c)
-    tmat = sp.kron(eye_k, np.ones((1, c)), format="csr")  # (k, k c)
+    gmat = on_free(sp.kron(eye_k, member, format="csr"))  # (k G, free)
+    tmat = on_free(sp.kron(eye_k, np.ones((1, c)), format="csr"))  # (k, free)
     g0 = (x0 @ member.T).ravel()
     t0 = x0.sum(axis=1)
     exact = np.isfinite(sub.total_upper) & (sub.total_upper == sub.total_lower)
     if exact.any():
-        eq_rows.append(d_rows(tmat[np.flatnonzero(exact)]))
-        eq_rhs.append(sub.total_lower[exact] - t0[exact])
-
-    ineq_rows: list[sp.spmatrix] = [d_rows(-sp.identity(n_d, format="csr"))]
-    ineq_rhs: list[np.ndarray] = [x0.ravel()]
+        sel = np.flatnonzero(exact)
+        add(eq_rows, eq_rhs, tmat[sel], sub.total_lower[sel] - t0[sel], True)
     gl = sub.group_lower.ravel()
     gu = sub.group_upper.ravel()
     sel = np.flatnonzero(np.isfinite(gu))
     if sel.size:
-        ineq_rows.append(d_rows(gmat[sel]))
-        ineq_rhs.append(gu[sel] - g0[sel])
+        add(ineq_rows, ineq_rhs, gmat[sel], gu[sel] - g0[sel], False)
     sel = np.flatnonzero(gl > 0)
     if sel.size:
-        ineq_rows.append(d_rows(-gmat[sel]))
-        ineq_rhs.append(g0[sel] - gl[sel])
+        add(ineq_rows, ineq_rhs, -gmat[sel], g0[sel] - gl[sel], False)
     sel = np.flatnonzero(np.isfinite(sub.total_upper) & ~exact)
     if sel.size:
-        ineq_rows.append(d_rows(tmat[sel]))
-        ineq_rhs.append(sub.total_upper[sel] - t0[sel])
+        add(ineq_rows, ineq_rhs, tmat[sel], sub.total_upper[sel] - t0[sel], False)
     sel = np.flatnonzero((sub.total_lower > 0) & ~exact)
     if sel.size:
-        ineq_rows.append(d_rows(-tmat[sel]))
-        ineq_rhs.append(t0[sel] - sub.total_lower[sel])
+        add(ineq_rows, ineq_rhs, -tmat[sel], t0[sel] - sub.total_lower[sel], False)
 
     n_eq = sum(r.shape[0] for r in eq_rows)
     n_ineq = sum(r.shape[0] for r in ineq_rows)
@@ -117,7 +133,8 @@ def solve_clarabel(
     cones = []
     if n_eq:
         cones.append(clarabel.ZeroConeT(n_eq))
-    cones.append(clarabel.NonnegativeConeT(n_ineq))
+    if n_ineq:
+        cones.append(clarabel.NonnegativeConeT(n_ineq))
 
     settings = clarabel.DefaultSettings()
     settings.verbose = _VERBOSE
@@ -132,5 +149,6 @@ def solve_clarabel(
     status = str(sol.status)
     if sol.status not in (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved):
         return None, status, int(sol.iterations)
-    d = np.asarray(sol.x[:n_d]).reshape(k, c)
-    return x0 + d, status, int(sol.iterations)
+    x = x0.ravel().copy()
+    x[fidx] += np.asarray(sol.x[:n_d])
+    return x.reshape(k, c), status, int(sol.iterations)

@@ -54,6 +54,11 @@ def compress(sub: Subproblem) -> Compressed:
     return Compressed(rows, sizes, ys, sub.weights.copy(), const)
 
 
+def fixed_zeros(sub: Subproblem) -> np.ndarray:
+    """``(k, c)`` mask of cells forced to 0: their group's upper bound for that child is 0."""
+    return (sub.group_upper <= 0)[:, sub.groups]
+
+
 def child_total_estimates(sub: Subproblem) -> np.ndarray:
     """Inverse-variance combination of every query's implied child totals, ``(k,)``.
 

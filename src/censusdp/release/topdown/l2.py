@@ -20,12 +20,20 @@ Two backends:
 * ``"clarabel"`` (:mod:`censusdp.release.topdown._clarabel`): Clarabel's interior-point method on
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
-``"auto"`` runs ADMM and falls back to Clarabel when ADMM does not converge or its answer
-fails validation (for a single child with more than ``DENSE_MAX`` cells, e.g. the US root,
-where there is no factorisation to share, and for subproblems with at most
-``FEW_CELLS`` kept cells, it tries Clarabel first). Every answer is validated: non-negativity, column sums, group and total
-bounds must hold to ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are
-clipped and columns rescaled to the parent exactly, and ``max_violation`` is reported.
+``"auto"`` orders them per subproblem (:func:`_order`): Clarabel first for a single large
+child (the root), for at most ``FEW_CELLS`` kept cells, and when no measured query sees
+every kept cell alone (a singular Hessian, where the ADMM crawls); ADMM first otherwise.
+When both fail, the fallback is the integer flow closest to a non-negative least-squares
+point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
+step is logged. A single child under a parent takes the parent's counts. Every answer is
+validated: non-negativity, column sums, group and total bounds must hold to
+``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
+columns rescaled to the parent exactly, and ``max_violation`` is reported.
+
+Tolerances follow the noise: with ``Subproblem.noise_scale`` (the standard deviation of
+its most precise measurement, set by the driver) the ADMM stops when its primal residual
+is below ``NOISE_TOL = 1e-3`` of it (and the dual below twice that), instead of a fixed
+``1e-6`` persons; a thousandth of the noise moves no released count in practice.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from censusdp.errors import InfeasibleError, InternalError
+from censusdp.progress import logger
 from censusdp.release.topdown._common import clean, compress, feasibility_tolerance
 from censusdp.release.topdown.problem import Subproblem
 
@@ -44,6 +53,8 @@ __all__ = ["METHODS", "L2Result", "solve_l2"]
 METHODS = ("auto", "admm", "clarabel")
 FEW_CELLS = 64
 """``auto`` solves subproblems with at most this many kept cells with Clarabel first."""
+NOISE_TOL = 1e-3
+"""ADMM residual tolerance as a fraction of the subproblem's noise standard deviation."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +64,11 @@ class L2Result:
     Attributes:
         x: ``(k, c)`` float64 solution (non-negative, columns summing to the parent).
         status: ``"optimal"``, or ``"feasible_fallback"`` when every solver failed and a
-            feasible point (the integer flow closest to the proportional allocation) is
-            returned instead; followed by the backend's own status in ``solver_status``.
-        method: the backend that produced ``x`` (``"admm"``, ``"clarabel"``, ``"flow"``).
+            feasible point (the integer flow closest to a non-negative least-squares
+            point) is returned instead; the backends' own statuses are in
+            ``solver_status``.
+        method: the backend that produced ``x`` (``"admm"``, ``"clarabel"``,
+            ``"parent"`` for a single child, ``"nnls-flow"`` for the fallback).
         iterations: iterations of that backend.
         seconds: wall time of the whole call (all attempts).
         max_violation: largest constraint violation of ``x`` in persons.
@@ -83,23 +96,83 @@ def _finish(sub: Subproblem, x: np.ndarray | None, tol: float) -> tuple[np.ndarr
     return (x, viol) if viol <= tol else (None, viol)
 
 
+def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
+    """The backends to try, best first (``auto``), before the NNLS-and-flow fallback."""
+    if method != "auto":
+        return (method,)
+    from censusdp.release.topdown._admm import DENSE_MAX
+
+    # One large child (the root): nothing to share across children, and the
+    # interior-point method is faster there.
+    big_root = sub.k == 1 and sub.c > DENSE_MAX
+    # Few kept cells (most block groups: 5-30 non-zero parent cells in generated
+    # Vermont): the interior-point solve is small, and measured 1.2-1.7x faster than
+    # the ADMM, which needs 700-5,000 iterations there. ADMM wins when many cells are
+    # shared across children (county scale: 98x).
+    few_cells = sub.c <= FEW_CELLS
+    # Without a query that sees every kept cell alone (dhc-lite below the State), the
+    # Hessian is singular, the ADMM crawls (3,000-12,700 iterations per dhc-lite block
+    # family) and the interior-point method was 5-18x faster with the same objective.
+    strict = any(m == sub.c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
+    if big_root or few_cells or not strict:
+        return ("clarabel", "admm")
+    return ("admm", "clarabel")
+
+
+def _result(
+    sub: Subproblem,
+    x: np.ndarray,
+    t0: float,
+    attempts: list[tuple[str, str]],
+    *,
+    status: str = "optimal",
+    iterations: int = 0,
+    solver_status: str | None = None,
+) -> L2Result:
+    """An :class:`L2Result` for ``x``, produced by the last of ``attempts``."""
+    return L2Result(
+        x=x,
+        status=status,
+        method=attempts[-1][0],
+        iterations=iterations,
+        seconds=time.perf_counter() - t0,
+        max_violation=sub.max_violation(x),
+        objective=sub.objective(x),
+        solver_status=attempts[-1][1] if solver_status is None else solver_status,
+        attempts=tuple(attempts),
+    )
+
+
 def solve_l2(
     sub: Subproblem,
     *,
     method: str = "auto",
     tol: float = 1e-7,
     feas_tol: float = 1e-8,
+    noise_tol: float = NOISE_TOL,
     max_iter: int | None = None,
 ) -> L2Result:
     """Solve the weighted non-negative least-squares stage for one subproblem.
 
+    The backends form a chain that never rounds raw noise: ``auto`` tries the
+    interior-point method (Clarabel) and the first-order method (ADMM) in the order
+    that suits the subproblem, and when both fail it takes the integer flow closest to
+    a non-negative least-squares point of the measurements (``status =
+    "feasible_fallback"``, ``method = "nnls-flow"``). Every failed step is logged on the
+    ``censusdp`` logger and listed in ``attempts``. A single child under a parent takes
+    the parent's counts (``method = "parent"``): the column sums leave no other choice.
+
     Args:
         sub: the subproblem (feasible; run ``make_feasible`` first).
-        method: ``"auto"`` (ADMM, then Clarabel if needed), ``"admm"`` or ``"clarabel"``.
-        tol: the backends' relative convergence tolerance (ADMM residuals; Clarabel uses
-            ``min(tol, 1e-9)`` for its gap and feasibility tolerances).
+        method: ``"auto"``, ``"admm"`` or ``"clarabel"`` (then only that backend before
+            the fallback).
+        tol: the backends' relative convergence tolerance (ADMM residuals when the
+            subproblem has no ``noise_scale``; Clarabel uses ``min(tol, 1e-9)`` for its
+            gap and feasibility tolerances).
         feas_tol: accepted constraint violation relative to the largest parent count
             (``feas_tol * max(1, scale)`` persons).
+        noise_tol: with ``sub.noise_scale``, the ADMM stops when its residuals are below
+            ``noise_tol * noise_scale`` persons (a thousandth of the noise by default).
         max_iter: iteration cap of the backends (their defaults if ``None``).
 
     Returns:
@@ -111,70 +184,46 @@ def solve_l2(
     if method not in METHODS:
         raise InternalError(f"solve_l2 method must be one of {METHODS}, got {method!r}")
     t0 = time.perf_counter()
+    if sub.parent is not None and sub.k == 1:
+        # one child under a parent: the column sums leave it exactly the parent's counts
+        return _result(sub, sub.parent.astype(np.float64)[None, :], t0, [("parent", "exact")])
     comp = compress(sub)
     abs_tol = feasibility_tolerance(sub, feas_tol)
-    if method == "auto":
-        from censusdp.release.topdown._admm import DENSE_MAX
-
-        # One large child (the root): nothing to share across children, and the
-        # interior-point method is faster there.
-        big_root = sub.k == 1 and sub.c > DENSE_MAX
-        # Few kept cells (most block groups: 5-30 non-zero parent cells in generated
-        # Vermont): the interior-point solve is small, and measured 1.2-1.7x faster than
-        # the ADMM, which needs 700-5,000 iterations there. ADMM wins when many cells are
-        # shared across children (county scale: 98x).
-        few_cells = sub.c <= FEW_CELLS
-        order = ("clarabel", "admm") if big_root or few_cells else ("admm", "clarabel")
-    else:
-        order = (method,)
+    order = _order(sub, comp, method)
     attempts: list[tuple[str, str]] = []
-    for backend in order:
+    for n, backend in enumerate(order):
+        kw = {} if max_iter is None else {"max_iter": max_iter}
         if backend == "admm":
             from censusdp.release.topdown._admm import solve_admm
 
-            kw = {} if max_iter is None else {"max_iter": max_iter}
+            if sub.noise_scale is not None:
+                kw["abs_tol"] = noise_tol * sub.noise_scale
             x, status, iters = solve_admm(sub, comp, tol=tol, feas_tol=abs_tol, **kw)
         else:
             from censusdp.release.topdown._clarabel import solve_clarabel
 
-            kw = {} if max_iter is None else {"max_iter": max_iter}
             x, status, iters = solve_clarabel(sub, comp, tol=min(tol, 1e-9), **kw)
         x, viol = _finish(sub, x, abs_tol)
         if x is None and status in ("Solved", "converged", "AlmostSolved"):
             status = f"{status}; rejected (violation {viol:.3g} > {abs_tol:.3g})"
         attempts.append((backend, status))
         if x is not None:
-            return L2Result(
-                x=x,
-                status="optimal",
-                method=backend,
-                iterations=iters,
-                seconds=time.perf_counter() - t0,
-                max_violation=viol,
-                objective=sub.objective(x),
-                solver_status=status,
-                attempts=tuple(attempts),
-            )
-    # Every backend failed: return a feasible point so the run can go on.
-    from censusdp.release.topdown._common import start_point
+            return _result(sub, x, t0, attempts, iterations=iters)
+        following = order[n + 1] if n + 1 < len(order) else "the NNLS point and flow"
+        logger.warning(
+            "least squares of %r: %s failed (%s); trying %s", sub.label, backend, status, following
+        )
+    # Every solver failed: the integer flow closest to a feasible NNLS point.
+    from censusdp.release.topdown._nnls import nnls_point
     from censusdp.release.topdown.rounding import round_to_integers
 
     try:
-        xf = round_to_integers(sub, start_point(sub)).astype(np.float64)
+        xf = round_to_integers(sub, nnls_point(sub, comp)).astype(np.float64)
     except InfeasibleError:
         raise InfeasibleError(
             f"subproblem {sub.label!r} is infeasible (solvers: {attempts}); "
             "call make_feasible before solve_l2"
         ) from None
-    attempts.append(("flow", "feasible"))
-    return L2Result(
-        x=xf,
-        status="feasible_fallback",
-        method="flow",
-        iterations=0,
-        seconds=time.perf_counter() - t0,
-        max_violation=sub.max_violation(xf),
-        objective=sub.objective(xf),
-        solver_status="; ".join(f"{m}: {s}" for m, s in attempts),
-        attempts=tuple(attempts),
-    )
+    attempts.append(("nnls-flow", "feasible"))
+    chain = "; ".join(f"{m}: {s}" for m, s in attempts)
+    return _result(sub, xf, t0, attempts, status="feasible_fallback", solver_status=chain)

@@ -82,6 +82,9 @@ class Subproblem:
         label: free text naming the parent geounit, used in messages.
         child_labels: optional names of the children (e.g. their geocodes), used in
             messages; ``()`` names them by index.
+        noise_scale: optional standard deviation (persons) of the subproblem's most
+            precise measurement; solvers stop when their residuals are a small fraction
+            of it (``None``: tolerances relative to the weights only).
     """
 
     parent: np.ndarray | None
@@ -96,6 +99,7 @@ class Subproblem:
     total_upper: np.ndarray
     label: str = ""
     child_labels: tuple[str, ...] = ()
+    noise_scale: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -156,6 +160,11 @@ class Subproblem:
         if labels and len(labels) != k:
             raise SubproblemError(f"child_labels must name {k} children, got {len(labels)}")
         set_(self, "child_labels", labels)
+        if self.noise_scale is not None:
+            ns = float(self.noise_scale)
+            if not np.isfinite(ns) or ns <= 0:
+                raise SubproblemError(f"noise_scale must be finite and > 0, got {ns}")
+            set_(self, "noise_scale", ns)
         w = _as_float("weights", self.weights, (nq,))
         if (w < 0).any() or not np.isfinite(w).all():
             raise SubproblemError(f"weights must be finite and >= 0, got {w}")

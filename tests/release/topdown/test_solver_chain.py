@@ -1,0 +1,150 @@
+"""The least-squares chain: backend order, forced failures, the NNLS-and-flow fallback,
+one-child families and tolerances tied to the noise."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
+from scipy.optimize import lsq_linear
+
+from censusdp.release.topdown import (
+    Subproblem,
+    _admm,
+    _clarabel,
+    check_integer_solution,
+    round_to_integers,
+    solve_l2,
+)
+from censusdp.release.topdown._common import compress, start_point
+from censusdp.release.topdown._nnls import nnls_point
+from censusdp.release.topdown.l2 import _order
+
+
+def _fail(name: str, status: str):
+    def solver(*args, **kwargs):
+        return None, status, 7
+
+    solver.__name__ = name
+    return solver
+
+
+@pytest.fixture
+def block_group() -> Subproblem:
+    """pl94: a block group of 12 blocks, every query measured (ADMM first)."""
+    sub, _ = census_subproblem(np.random.default_rng(1), n_children=12, n_people=2500)
+    assert sub.c > 64
+    return sub
+
+
+def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> None:
+    assert _order(block_group, compress(block_group), "auto") == ("admm", "clarabel")
+    # dhc-lite below the State: no query sees every cell alone, the Hessian is singular
+    rng = np.random.default_rng(2)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=6, n_people=400
+    )
+    assert sub.c > 64
+    assert _order(sub, compress(sub), "auto") == ("clarabel", "admm")
+    assert _order(block_group, compress(block_group), "admm") == ("admm",)
+
+
+def test_admm_failure_falls_back_to_clarabel_and_is_logged(
+    block_group: Subproblem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(block_group)
+    assert res.status == "optimal" and res.method == "clarabel"
+    assert res.attempts == (("admm", "max_iter"), ("clarabel", "Solved"))
+    assert "admm failed (max_iter); trying clarabel" in caplog.text
+
+
+def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    sub, _ = census_subproblem(rng, n_children=4, n_people=80)
+    assert sub.c <= 64  # Clarabel first
+    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    res = solve_l2(sub)
+    assert res.status == "optimal" and res.method == "admm"
+    assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
+
+
+def test_when_every_solver_fails_the_flow_starts_from_least_squares_not_noise(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Low budget: rounding the clipped noisy detailed query (the old fallback) is far
+    worse than the flow from the NNLS point, which the chain now uses."""
+    rng = np.random.default_rng(4)
+    sub, truth = census_subproblem(
+        rng, n_children=1, n_people=300, rho=0.002, root=True, total_invariant=True
+    )
+    best = solve_l2(sub).objective  # before the solvers are broken
+    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(sub)
+    assert res.status == "feasible_fallback" and res.method == "nnls-flow"
+    assert [m for m, _ in res.attempts] == ["clarabel", "admm", "nnls-flow"]
+    assert "trying the NNLS point and flow" in caplog.text
+    x = res.x.astype(np.int64)
+    assert check_integer_solution(sub, x) == []
+    assert x.sum() == truth.sum()  # the invariant total, exact
+    old = round_to_integers(sub, start_point(sub))  # what the chain used to return
+    # nearly optimal (rounding costs a little), where the old fallback was far off
+    assert sub.objective(x) - best < 0.01 * (sub.objective(old) - best)
+    # and the mass sits on the cells the measurements support
+    assert np.abs(x - truth).sum() < 0.6 * np.abs(old - truth).sum()
+
+
+def test_nnls_point_solves_the_nonnegative_least_squares_problem() -> None:
+    """FISTA against SciPy's bounded least squares on the same stacked system."""
+    rng = np.random.default_rng(5)
+    sub, _ = random_subproblem(rng, k=2, c=15, n_groups=1, n_queries=3, root=True, noise=3.0)
+    comp = compress(sub)
+    sub = sub.with_bounds(total_lower=np.zeros(2), total_upper=np.full(2, np.inf))
+    x = nnls_point(sub, comp, iterations=3000)
+    for i in range(sub.k):
+        rows = [
+            sp.csr_matrix(
+                (np.full(sub.c, np.sqrt(comp.w[q])), (comp.rows[q], np.arange(sub.c))),
+                shape=(comp.sizes[q], sub.c),
+            )
+            for q in range(len(comp.sizes))
+        ]
+        rhs = np.concatenate([np.sqrt(comp.w[q]) * comp.y[q][i] for q in range(len(comp.sizes))])
+        ref = lsq_linear(sp.vstack(rows).toarray(), rhs, bounds=(0, np.inf), tol=1e-12)
+        got = float(np.sum((sp.vstack(rows).toarray() @ x[i] - rhs) ** 2))
+        assert got == pytest.approx(2 * ref.cost, rel=1e-6, abs=1e-8)
+    # with a parent the columns sum to it exactly
+    sub2, _ = random_subproblem(rng, k=3, c=10, n_groups=2)
+    y = nnls_point(sub2, compress(sub2))
+    assert (y >= 0).all()
+    np.testing.assert_allclose(y.sum(axis=0), sub2.parent, rtol=0, atol=1e-9)
+
+
+def test_one_child_takes_the_parent() -> None:
+    rng = np.random.default_rng(6)
+    sub, truth = census_subproblem(rng, n_children=1, n_people=200)
+    res = solve_l2(sub)
+    assert res.method == "parent" and res.iterations == 0
+    np.testing.assert_array_equal(res.x[0], sub.parent)
+    np.testing.assert_array_equal(round_to_integers(sub, res.x), truth)
+
+
+def test_noise_scaled_tolerance_stops_the_admm_early_without_moving_the_counts(
+    block_group: Subproblem,
+) -> None:
+    fixed = solve_l2(block_group, method="admm")
+    scaled = solve_l2(
+        Subproblem(**{**block_group.__dict__, "noise_scale": 1.0}), method="admm", noise_tol=1e-3
+    )
+    assert scaled.iterations < fixed.iterations
+    assert scaled.objective == pytest.approx(fixed.objective, rel=1e-5)
+    # a thousandth of the noise: the rounded counts stay put
+    a = round_to_integers(block_group, fixed.x)
+    b = round_to_integers(block_group, scaled.x)
+    assert np.abs(a - b).sum() <= 2
