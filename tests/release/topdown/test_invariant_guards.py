@@ -576,6 +576,7 @@ def test_level_results_fold_counts_and_timings() -> None:
         "max_l2_violation": 0.003,
         "statuses": {"optimal": 2, "x": 1},
         "methods": {"admm": 2, "clarabel": 1},
+        "fallbacks": {},  # no task needed the solver chain's fallbacks
         "failsafe_uses": 1,
     }
     assert acc.failsafe == [{"a": 1}]
