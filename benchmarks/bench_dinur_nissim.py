@@ -1,6 +1,6 @@
 """Benchmark: Gram-matrix FISTA vs ``scipy.optimize.lsq_linear`` (default) on Dinur-Nissim problems.
 
-Both solve ``min ||Q x - b||^2, 0 <= x <= 1`` (seed 000 eq. (4-4)) on the same random
+Both solve ``min ||Q x - b||^2, 0 <= x <= 1`` (JASON (JSR-19-2F) eq. (4-4)) on the same random
 0/1 query matrices and answers (noiseless and Laplace-noised). FISTA's time includes
 building the Gram matrix ``Q'Q`` and ``Q'b``. For each problem the benchmark prints the
 time of each solver, their ratio, the fraction of bits each recovers, the share of

@@ -1,4 +1,4 @@
-"""Benchmark and reproduction of seed 001 sec. 4.3 (Figs. 5-6): exact sums vs the Gibbs sampler.
+"""Benchmark and reproduction of Kazan & Reiter (2022) sec. 4.3 (Figs. 5-6): exact sums vs the Gibbs sampler.
 
 Prints JSON: for d = 27, rho_1 ~= 0.099, rho_2 ~= 0.247, p = 1/2 and several xi_2,
 

@@ -1,5 +1,5 @@
 """``attack sweep``, ``attack reconstruct`` and ``attack reid`` end to end, with the rates
-recomputed independently from the output files (seed 000 secs. 4.1 and 8.4.1)."""
+recomputed independently from the output files (JASON (JSR-19-2F) secs. 4.1 and 8.4.1)."""
 
 from __future__ import annotations
 

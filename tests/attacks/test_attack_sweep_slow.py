@@ -1,6 +1,6 @@
 """The sweep with the real TopDown engine (dhc-lite-demo) on a small generated state.
 
-Seed 000 sec. 8.4.1: re-identification risk as a function of the privacy-loss budget.
+JASON (JSR-19-2F) sec. 8.4.1: re-identification risk as a function of the privacy-loss budget.
 Slow (two DP releases, a few minutes on 2 cores): run with ``-m slow``.
 """
 
@@ -39,7 +39,7 @@ def test_real_engine_sweep_trend(tmp_path):
 
 
 def test_swap_then_dp_release_is_attackable(tmp_path):
-    """DP on top of swapping (seed 000 sec. 8.4.3) writes a normal run with the swap recorded."""
+    """DP on top of swapping (JASON (JSR-19-2F) sec. 8.4.3) writes a normal run with the swap recorded."""
     import json
 
     from censusdp.attacks.dhc.runs import run_reconstruct

@@ -1,4 +1,4 @@
-"""Small, fast reproductions of seed 000's Dinur-Nissim experiments (secs. 4.3-4.5, 5.5-5.6, App. A).
+"""Small, fast reproductions of JASON (JSR-19-2F)'s Dinur-Nissim experiments (secs. 4.3-4.5, 5.5-5.6, App. A).
 
 Every table here would fail on a wrong implementation: a solver that does not solve
 eq. (4-4), noise on the wrong scale, a broken query family, or a wrong prediction
@@ -37,7 +37,7 @@ def noiseless_200() -> object:
 
 
 def test_fig_4_1_noiseless_table(noiseless_200) -> None:
-    """Seed 000 fig. 4-1 at n = 200: ~1 at m >= 0.7 n, clearly < 1 at m = n/10."""
+    """JASON (JSR-19-2F) fig. 4-1 at n = 200: ~1 at m >= 0.7 n, clearly < 1 at m = n/10."""
     c = noiseless_200
     mean = dict(zip(c.query_counts.tolist(), c.mean.tolist(), strict=True))
     assert mean[200] == 1.0  # m = n: every trial, every bit
@@ -83,7 +83,7 @@ def test_fresh_queries_mode_runs_and_differs_from_nested() -> None:
 
 
 def test_fig_4_2_slope_near_one_half() -> None:
-    """Seed 000 figs. 4-2/4-3: queries for 100% recovery ~ n/2 (slope near 1/2)."""
+    """JASON (JSR-19-2F) figs. 4-2/4-3: queries for 100% recovery ~ n/2 (slope near 1/2)."""
     thr = recovery_thresholds([40, 60, 80, 100], trials=3, seed=17)
     assert 0.40 <= thr.slope_mean <= 0.62
     ratio = thr.thresholds.mean(axis=1) / thr.ns

@@ -1,4 +1,4 @@
-"""Query families and experiment-noise samplers (seed 000 App. A.5, secs. 5.1.1-5.1.2)."""
+"""Query families and experiment-noise samplers (JASON (JSR-19-2F) App. A.5, secs. 5.1.1-5.1.2)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_rows_must_be_consecutive() -> None:
 
 
 def test_laplace_noise_scale_accepts_true_rejects_30_percent_off() -> None:
-    """Var Lap(1/eps) = 2/eps^2 (seed 000 sec. 5.1.1); a 30% scale error is rejected."""
+    """Var Lap(1/eps) = 2/eps^2 (JASON (JSR-19-2F) sec. 5.1.1); a 30% scale error is rejected."""
     eps, size = 0.5, 200_000
     x = NoiseDraw("laplace", epsilon=eps).sample(np.random.default_rng(7), size)
     mad = np.mean(np.abs(x))  # E|X| = 1/eps; sd of the mean = (1/eps)/sqrt(size)
@@ -81,7 +81,7 @@ def test_laplace_noise_scale_accepts_true_rejects_30_percent_off() -> None:
 
 
 def test_two_sided_geometric_pmf() -> None:
-    """P(k) = (alpha - 1)/(alpha + 1) alpha^-|k| with alpha = e^eps (seed 000 sec. 5.1.2)."""
+    """P(k) = (alpha - 1)/(alpha + 1) alpha^-|k| with alpha = e^eps (JASON (JSR-19-2F) sec. 5.1.2)."""
     eps, size = 0.7, 200_000
     x = NoiseDraw("geometric", epsilon=eps).sample(np.random.default_rng(3), size)
     alpha = math.exp(eps)

@@ -1,4 +1,4 @@
-"""Full-size reproductions of seed 000 figs. 4-1, 4-2/4-3 and 5-7 (run with ``-m slow``)."""
+"""Full-size reproductions of JASON (JSR-19-2F) figs. 4-1, 4-2/4-3 and 5-7 (run with ``-m slow``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bounded least-squares solvers of the Dinur-Nissim laboratory (seed 000 eq. (4-4)).
+"""The bounded least-squares solvers of the Dinur-Nissim laboratory (JASON (JSR-19-2F) eq. (4-4)).
 
 The Gram-matrix FISTA must return a KKT point of ``min ||Qx - b||^2, 0 <= x <= 1``
 (checked directly and against ``scipy.optimize.lsq_linear``), including problems

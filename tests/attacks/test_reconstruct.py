@@ -1,4 +1,4 @@
-"""Per-block MILP reconstruction from DHC-style tables (seed 000 sec. 4.1, eq. (4-1))."""
+"""Per-block MILP reconstruction from DHC-style tables (JASON (JSR-19-2F) sec. 4.1, eq. (4-1))."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of the accuracy metrics (TVD of seed 000 sec. 6.1, MAE, RMSE, bias by size bin)."""
+"""Tests of the accuracy metrics (TVD of JASON (JSR-19-2F) sec. 6.1, MAE, RMSE, bias by size bin)."""
 
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from censusdp.evaluate.trials import ErrorAccumulator, integer_quantiles
 from profiles import examples
 
 
-def test_tvd_formula_seed000_sec61():
+def test_tvd_formula_jason_sec61():
     # TVD = 1 - L1(H_DAS, H_CEF) / (2 POP): L1 = 2 + 1 + 3 = 6, POP = 10 + 5 + 5 = 20.
     p = Pairs.dense(np.array([10, 5, 5]), np.array([8, 6, 8]))
     assert tvd(p) == {"tvd": pytest.approx(1 - 6 / 40), "l1": 6, "pop": 20}
     assert tvd(Pairs.dense(np.array([3, 0]), np.array([3, 0])))["tvd"] == 1.0
-    # It can go negative with enough noise (seed 000 sec. 6.1 remark).
+    # It can go negative with enough noise (JASON (JSR-19-2F) sec. 6.1 remark).
     assert tvd(Pairs.dense(np.array([1]), np.array([10])))["tvd"] < 0
     assert math.isnan(tvd(Pairs.dense(np.array([0]), np.array([2])))["tvd"])
 
@@ -105,7 +105,7 @@ def test_largest_errors_order_and_labels():
 
 
 def test_pathology_shares():
-    # seed 002 sec. 3: 100% occupancy = no vacant unit among units with housing.
+    # Van Riper et al. (2020) sec. 3: 100% occupancy = no vacant unit among units with housing.
     o = occupancy_full_share(np.array([0, 4, 4, 10]), np.array([0, 4, 3, 10]))
     assert o == {"n_units": 3, "n_full": 2, "share": pytest.approx(2 / 3)}
     u = all_under18_share(np.array([0, 3, 60, 70]), np.array([0, 0, 0, 5]), min_population=50)

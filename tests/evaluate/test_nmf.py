@@ -1,5 +1,5 @@
-"""Tests of the closed-form NMF summary and its check against the truth (seed 004: the
-noise distribution of a transparent release is public; seed 001 sec. 2.3)."""
+"""Tests of the closed-form NMF summary and its check against the truth (Gong (2022): the
+noise distribution of a transparent release is public; Kazan & Reiter (2022) sec. 2.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of empirical error bars (trials) and the epsilon sweep (seed 000 Figs. 6-1, 6-2).
+"""Tests of empirical error bars (trials) and the epsilon sweep (JASON (JSR-19-2F) Figs. 6-1, 6-2).
 
 The release engine is replaced by a fake mechanism whose noise shrinks as rho grows
 (persons re-drawn with probability 1 / (1 + 4 rho)), so these tests check the
@@ -182,7 +182,7 @@ def test_cli_sweep(fake_engine, truth_release, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_sweep_with_engine(truth_release, tmp_path):
-    """The real TopDown engine: TVD rises with epsilon (seed 000 Figs. 6-1, 6-2).
+    """The real TopDown engine: TVD rises with epsilon (JASON (JSR-19-2F) Figs. 6-1, 6-2).
 
     On this 1,853-person state, TVD above the block level moves by a person or two
     between runs, so strict monotonicity is asserted where the noise dominates (blocks)

@@ -1,4 +1,4 @@
-"""Household swapping and top-coding (seed 000 sec. 3.3; seed 003 App. A)."""
+"""Household swapping and top-coding (JASON (JSR-19-2F) sec. 3.3; Abowd & Schmutte (2019) App. A)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _block_counts(geo, mask=None):
 
 
 def test_swap_keeps_block_totals_and_adults(cef):
-    """Matching on size and adults leaves block totals and 18+ totals unchanged (seed 003 App. A)."""
+    """Matching on size and adults leaves block totals and 18+ totals unchanged (Abowd & Schmutte (2019) App. A)."""
     res = swap_households(cef.persons, rate=0.1, seed=1)
     p = res.persons
     assert res.swapped > 0

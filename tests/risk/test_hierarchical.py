@@ -1,4 +1,4 @@
-"""Hierarchical risk (seed 001 sec. 3.2, eqs. 20-35; sec. 4.3, Tables 5-7, Figs. 4-6)."""
+"""Hierarchical risk (Kazan & Reiter (2022) sec. 3.2, eqs. 20-35; sec. 4.3, Tables 5-7, Figs. 4-6)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ RHO2 = Fraction(256, 100) * Fraction(1256, 4099) * Fraction(1288, 4099)  # ~0.24
 D = 27
 MODEL = HierarchicalModel.two_level(RHO1, RHO2, D, 0.5)
 
-# seed 001 Table 7: P[X_2 = x_2 | D] for D = (x1* = 2, x2* = 1, y1* = -1) (Table 5), 10,000 MCMC draws
+# Kazan & Reiter (2022) Table 7: P[X_2 = x_2 | D] for D = (x1* = 2, x2* = 1, y1* = -1) (Table 5), 10,000 MCMC draws
 TABLE7 = (10.71, 40.18, 29.74, 13.93, 4.63, 0.72, 0.08, 0.01)
 
 

@@ -1,4 +1,4 @@
-"""One-level risk (seed 001 sec. 3.1): Tables 3-4, Fig. 3, sec. 2.1/2.3 numbers."""
+"""One-level risk (Kazan & Reiter (2022) sec. 3.1): Tables 3-4, Fig. 3, sec. 2.1/2.3 numbers."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ from censusdp.risk import (
 )
 from profiles import examples
 
-# seed 001 sec. 2.3: rho_1 = 2.56 x 165/4099 x 3945/4097 ~= 0.099
+# Kazan & Reiter (2022) sec. 2.3: rho_1 = 2.56 x 165/4099 x 3945/4097 ~= 0.099
 RHO1 = Fraction(256, 100) * Fraction(165, 4099) * Fraction(3945, 4097)
 DG1 = NoiseModel.discrete_gaussian(RHO1)
 PRIORS = (0.5, 0.2, 0.1, 0.02)
 
-# seed 001 Table 3: x* -> (probability mass, posteriors for p = 1/2, 1/5, 1/10, 1/50, risks)
+# Kazan & Reiter (2022) Table 3: x* -> (probability mass, posteriors for p = 1/2, 1/5, 1/10, 1/50, risks)
 TABLE3 = {
     1: (0.161, (0.525, 0.216, 0.109, 0.022), (1.05, 1.08, 1.09, 1.10)),
     2: (0.119, (0.574, 0.252, 0.130, 0.027), (1.15, 1.26, 1.30, 1.34)),
@@ -41,7 +41,7 @@ TABLE3 = {
     4: (0.036, (0.667, 0.334, 0.182, 0.039), (1.33, 1.67, 1.82, 1.96)),
     5: (0.015, (0.710, 0.379, 0.213, 0.047), (1.42, 1.90, 2.13, 2.37)),
 }
-# seed 001 Table 4: p -> (marginal posterior, R)
+# Kazan & Reiter (2022) Table 4: p -> (marginal posterior, R)
 TABLE4 = {0.5: (0.524, 1.05), 0.2: (0.225, 1.13), 0.1: (0.117, 1.17), 0.02: (0.024, 1.21)}
 
 
@@ -53,7 +53,7 @@ def test_rho1_value() -> None:
 
 @pytest.mark.parametrize("x", sorted(TABLE3))
 def test_table3(x: int) -> None:
-    """Seed 001 Table 3 to the printed digits (mass column is P[eta = x*], see docstring)."""
+    """Kazan & Reiter (2022) Table 3 to the printed digits (mass column is P[eta = x*], see docstring)."""
     mass, posts, risks = TABLE3[x]
     assert float(probability_mass(x, noise=DG1, true_count=0)) == pytest.approx(mass, abs=5e-4)
     for p, post, risk in zip(PRIORS, posts, risks, strict=True):
@@ -70,7 +70,7 @@ def test_table3_mass_text() -> None:
 
 @pytest.mark.parametrize("p", PRIORS)
 def test_table4(p: float) -> None:
-    """Seed 001 Table 4: marginal posterior (eq. 14) and R (eq. 15)."""
+    """Kazan & Reiter (2022) Table 4: marginal posterior (eq. 14) and R (eq. 15)."""
     post, risk = TABLE4[p]
     mp = marginal_posterior(prior=p, noise=DG1)
     assert mp.value == pytest.approx(post, abs=5e-4)

@@ -1,4 +1,4 @@
-"""Risk of a release configuration on a synthetic census (seed 001 sec. 4 applied per person)."""
+"""Risk of a release configuration on a synthetic census (Kazan & Reiter (2022) sec. 4 applied per person)."""
 
 from __future__ import annotations
 

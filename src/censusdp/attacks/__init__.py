@@ -1,7 +1,7 @@
 """Attacks on published statistics: reconstruction from too many accurate answers.
 
 ``censusdp.attacks.dinur_nissim`` is the Dinur-Nissim reconstruction laboratory of
-seed 000 (JASON JSR-19-2F) secs. 4.2-4.5, 5.5-5.6 and Appendices A-B. Plotting and
+JASON (JSR-19-2F) secs. 4.2-4.5, 5.5-5.6 and Appendices A-B. Plotting and
 file output for it live in ``censusdp.attacks.dinur_nissim.report`` (imported lazily, so
 importing the algorithms never loads matplotlib).
 """

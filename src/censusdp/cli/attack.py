@@ -142,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="Dinur-Nissim reconstruction: fraction of secret bits recovered vs number of queries",
         description=(
             "Reconstruct a secret n-bit database from m random subset-sum answers (exact or "
-            "noisy) by bounded least squares and rounding (seed 000 sec. 4.3-4.4, 5.6); many "
+            "noisy) by bounded least squares and rounding (JASON (JSR-19-2F) sec. 4.3-4.4, 5.6); many "
             "seeded trials, deciles, and Appendix A's information-theoretic predictions. "
             "Noise here is experiment noise, not release noise."
         ),
@@ -194,7 +194,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub,
         "dn-figures",
         help="rerun JASON's Dinur-Nissim figures 4-1..4-4, 5-6, 5-7 (PNG + JSON + timings)",
-        description="Reproduce seed 000 figs. 4-1, 4-2/4-3, 4-4, 5-6 and 5-7 into a directory.",
+        description="Reproduce JASON (JSR-19-2F) figs. 4-1, 4-2/4-3, 4-4, 5-6 and 5-7 into a directory.",
     )
     figs.add_argument("--out", required=True, metavar="DIR", help="output directory")
     figs.add_argument(

@@ -241,7 +241,7 @@ def all_under18_share(
 ) -> dict[str, Any]:
     """Share of geounits with at least ``min_population`` people and no adult (all under 18).
 
-    Seed 000 sec. 6.2 (Figure 6-8 discussion): enumeration districts with 50 or more
+    JASON (JSR-19-2F) sec. 6.2 (Figure 6-8 discussion): enumeration districts with 50 or more
     people released as 100% under 18.
 
     Returns:

@@ -8,7 +8,7 @@ and rounded in the conservative direction (an ``epsilon`` or ``delta`` is rounde
 Conversions (sources):
 
 * ``rho -> (epsilon, delta)``: Canonne, Kamath & Steinke (2020), Corollary 13,
-  equivalently seed 001 eq. (7) (Kazan & Reiter, Theorem 3)::
+  equivalently Kazan & Reiter (2022) eq. (7) (Kazan & Reiter, Theorem 3)::
 
       epsilon(rho, delta) = inf_{alpha > 1} [ alpha rho + log(1 - 1/alpha)
                                               - log(alpha delta) / (alpha - 1) ]
@@ -17,8 +17,8 @@ Conversions (sources):
   the value at the minimiser, rounded up.
 * the simpler bound ``epsilon = rho + 2 sqrt(rho log(1/delta))`` (Bun & Steinke
   2016, Prop. 1.3), for comparison;
-* ``epsilon -> rho = epsilon^2 / 2`` (Bun & Steinke 2016, Prop. 1.4; seed 001,
-  Theorem 2), and the *implied* ``epsilon = sqrt(2 rho)`` (seed 001 sec. 2.1);
+* ``epsilon -> rho = epsilon^2 / 2`` (Bun & Steinke 2016, Prop. 1.4; Kazan & Reiter (2022),
+  Theorem 2), and the *implied* ``epsilon = sqrt(2 rho)`` (Kazan & Reiter (2022) sec. 2.1);
 * zCDP and pure DP compose additively (Bun & Steinke 2016, Lemma 2.3; Dwork et al.).
 
 Sampling error: the release samplers are within total variation ``eta`` of the exact
@@ -105,11 +105,11 @@ def _minimise_alpha(rho: mpmath.mpf, log_delta: mpmath.mpf) -> mpmath.mpf:
 def epsilon_from_rho(rho: object, delta: object) -> float:
     """``epsilon`` such that ``rho``-zCDP implies ``(epsilon, delta)``-DP.
 
-    Formula: CKS 2020 Corollary 13 / seed 001 eq. (7),
+    Formula: CKS 2020 Corollary 13 / Kazan & Reiter (2022) eq. (7),
     ``inf_{alpha>1} [alpha rho + log(1 - 1/alpha) - log(alpha delta) / (alpha - 1)]``,
     clipped below at 0 and rounded up.
 
-    Examples (seed 001 sec. 2.1): ``rho = (542/339)^2`` gives 17.14 and ``rho = 2.56``
+    Examples (Kazan & Reiter (2022) sec. 2.1): ``rho = (542/339)^2`` gives 17.14 and ``rho = 2.56``
     gives 17.158 at ``delta = 1e-10``; ``rho = 1/2`` gives 6.839.
     """
     r = positive_fraction(rho, "rho")
@@ -159,13 +159,13 @@ def epsilon_from_rho_simple(rho: object, delta: object) -> float:
 
 
 def rho_from_pure_epsilon(epsilon: object) -> Fraction:
-    """``rho = epsilon^2 / 2``: pure ``epsilon``-DP implies ``rho``-zCDP (seed 001 Thm. 2)."""
+    """``rho = epsilon^2 / 2``: pure ``epsilon``-DP implies ``rho``-zCDP (Kazan & Reiter (2022) Thm. 2)."""
     e = positive_fraction(epsilon, "epsilon")
     return e * e / 2
 
 
 def implied_epsilon(rho: object) -> float:
-    """The *implied* epsilon ``sqrt(2 rho)`` (seed 001 sec. 2.1; 2.26 for rho = 2.56)."""
+    """The *implied* epsilon ``sqrt(2 rho)`` (Kazan & Reiter (2022) sec. 2.1; 2.26 for rho = 2.56)."""
     r = positive_fraction(rho, "rho")
     with mpmath.workprec(_PREC):
         return _round_up(mpmath.sqrt(2 * _mp(r)))

@@ -95,7 +95,7 @@ class PlannedMeasurement(NamedTuple):
 
     @property
     def rho(self) -> Fraction:
-        """zCDP cost (for a pure-DP measurement ``epsilon^2 / 2``, seed 001 Thm. 2)."""
+        """zCDP cost (for a pure-DP measurement ``epsilon^2 / 2``, Kazan & Reiter (2022) Thm. 2)."""
         if isinstance(self.mechanism, Geometric):
             return self.rho_or_epsilon**2 / 2
         return self.rho_or_epsilon
@@ -294,7 +294,7 @@ class Budget:
 
         For a zCDP budget this is ``total``. For a pure-DP budget it is the zCDP
         composition ``sum_i epsilon_i^2 / 2`` over the measurements (each
-        ``epsilon_i``-DP measurement is ``epsilon_i^2 / 2``-zCDP, seed 001 Thm. 2),
+        ``epsilon_i``-DP measurement is ``epsilon_i^2 / 2``-zCDP, Kazan & Reiter (2022) Thm. 2),
         which is never more than ``total^2 / 2``.
         """
         if self.privacy_measure == "zCDP":

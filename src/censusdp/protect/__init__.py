@@ -3,7 +3,7 @@
 :mod:`censusdp.protect.swap` holds the algorithms (no file I/O);
 :func:`protect_swap` and :func:`swap_then_dp` (loaded on first use) write a swapped
 release in the same run layout as ``censusdp run`` and a DP release made on top of a
-swapped file (seed 000 secs. 3.3 and 8.4.3).
+swapped file (JASON (JSR-19-2F) secs. 3.3 and 8.4.3).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ reads like a ``censusdp run`` output:
 
 With ``cef_out`` the swapped file is also written as a CEF (``persons.parquet``,
 ``units.parquet``) so that a DP run can be made on top of it (JASON's
-recommendation, seed 000 sec. 8.4.3); :func:`swap_then_dp` does both in one call.
+recommendation, JASON (JSR-19-2F) sec. 8.4.3); :func:`swap_then_dp` does both in one call.
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def swap_then_dp(
     overwrite: bool = False,
     progress: Progress = None,
 ) -> dict[str, Any]:
-    """Swap (and top-code), then run the DP release on the swapped file (seed 000 sec. 8.4.3).
+    """Swap (and top-code), then run the DP release on the swapped file (JASON (JSR-19-2F) sec. 8.4.3).
 
     The swapped CEF lives in a temporary directory removed afterwards; the run
     directory is a normal ``censusdp run`` output whose manifest also records the swap.

@@ -1,13 +1,13 @@
 """Traditional disclosure limitation of the 1990-2010 censuses: household swapping, top-coding.
 
-Seed 000 sec. 3.3 describes it: "for those small blocks deemed at risk, Census
+JASON (JSR-19-2F) sec. 3.3 describes it: "for those small blocks deemed at risk, Census
 selected a small sample of households with a higher sampling rate of such at-risk
 households used in small census blocks. These at-risk records were paired with other
 census records from other geographic locations using a set of matching rules. The
 matching process preserved key attributes such as household size, the age of those
 residing in a given location", and from 2000 on households "that contained unique
 races in that census block" were swapped with higher probability; ages were top-
-and bottom-coded. Seed 003 App. A quotes the 2010 documentation: households are
+and bottom-coded. Abowd & Schmutte (2019) App. A quotes the 2010 documentation: households are
 "matched on a set of selected key variables with households in neighboring
 geographic areas ... (same number of adults, same number of children, etc.)", so
 swapping leaves block totals (and the 18+ totals) unchanged.
@@ -27,7 +27,7 @@ swapping leaves block totals (and the 18+ totals) unchanged.
 4. **Swap.** The two households exchange their housing units: every member moves to
    the partner's unit and block. Unit records stay where they are.
 
-The swap rate of 2010 was confidential (seed 002 sec. 1.1); ``rate`` is a parameter.
+The swap rate of 2010 was confidential (Van Riper et al. (2020) sec. 1.1); ``rate`` is a parameter.
 :func:`top_code_ages` sets ages above ``topcode`` to ``topcode``.
 """
 
@@ -161,7 +161,7 @@ def swap_households(
     risk_weight: float = 10.0,
     small_block: int = 15,
 ) -> SwapResult:
-    """Targeted household swapping (see the module docstring; seed 000 sec. 3.3).
+    """Targeted household swapping (see the module docstring; JASON (JSR-19-2F) sec. 3.3).
 
     Args:
         persons: CEF person columns (``person_id``, ``unit_id``, ``geocode``,

@@ -98,7 +98,7 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
 
     For unit ``u`` and query ``q`` the released answers are
     ``mech.release(q(x_u), source.child(geolevel, q, geocode_u))``: exact answers plus
-    noise from the unit's own CSPRNG child stream (seed 001 sec. 2.1 for the discrete
+    noise from the unit's own CSPRNG child stream (Kazan & Reiter (2022) sec. 2.1 for the discrete
     Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
     """
     c0 = time.process_time()

@@ -1,4 +1,4 @@
-"""Bayesian disclosure risk of released noisy counts (Kazan & Reiter 2022, seed 001).
+"""Bayesian disclosure risk of released noisy counts (Kazan & Reiter 2022).
 
 An intruder who knows everyone in a census block except the target updates a prior
 ``p`` that the target has characteristics ``c`` to a posterior, from the released

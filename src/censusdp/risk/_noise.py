@@ -3,7 +3,7 @@
 The pmfs themselves come from :mod:`censusdp.privacy.mechanisms` (the release mechanisms);
 this module adds what the risk computations need on top of them: a likelihood
 ratio, a support that holds all but a stated tail mass, and the pmf of a sum of
-``d`` independent discrete Gaussians (seed 001 eq. 20), computed by convolution.
+``d`` independent discrete Gaussians (Kazan & Reiter (2022) eq. 20), computed by convolution.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def check_tolerance(tol: float) -> float:
 class NoiseModel:
     """The additive noise of one released count, as the intruder models it.
 
-    Build it with :meth:`discrete_gaussian` (rho-zCDP, seed 001 eq. 8) or
+    Build it with :meth:`discrete_gaussian` (rho-zCDP, Kazan & Reiter (2022) eq. 8) or
     :meth:`geometric` (pure epsilon-DP, the mechanism of eq. 12), or wrap a
     :mod:`censusdp.privacy.mechanisms` object with :meth:`from_mechanism`.
 
@@ -62,12 +62,12 @@ class NoiseModel:
 
     @classmethod
     def discrete_gaussian(cls, rho: float | Fraction | str) -> NoiseModel:
-        """Discrete Gaussian noise with ``P[eta = k] ∝ exp(-rho k^2)`` (seed 001 eq. 8)."""
+        """Discrete Gaussian noise with ``P[eta = k] ∝ exp(-rho k^2)`` (Kazan & Reiter (2022) eq. 8)."""
         return cls(DiscreteGaussian.from_rho(rho))
 
     @classmethod
     def geometric(cls, epsilon: float | Fraction | str) -> NoiseModel:
-        """Two-sided geometric noise with ``P[eta = k] ∝ exp(-epsilon |k|)`` (seed 001 eq. 12)."""
+        """Two-sided geometric noise with ``P[eta = k] ∝ exp(-epsilon |k|)`` (Kazan & Reiter (2022) eq. 12)."""
         return cls(Geometric.from_epsilon(epsilon))
 
     @classmethod
@@ -176,7 +176,7 @@ def _sum_log_pmf(rho: Fraction, d: int) -> tuple[int, np.ndarray]:
 def sum_of_discrete_gaussians(rho: float | Fraction | str, d: int) -> tuple[np.ndarray, np.ndarray]:
     """Log pmf of ``eta_1 + ... + eta_d`` with ``eta_i`` iid discrete Gaussian(rho), by convolution.
 
-    This is the noise of ``Y_1^*`` in seed 001 eq. 20, which eq. 21 approximates by
+    This is the noise of ``Y_1^*`` in Kazan & Reiter (2022) eq. 20, which eq. 21 approximates by
     one discrete Gaussian with ``sigma^2 = d / (2 rho)``. The d-fold convolution of the
     pmf (each summand cut where its tail is below ``exp(-50)``) is computed by FFT in
     double precision, so every value is exact to an absolute error of about ``1e-15``

@@ -1,4 +1,4 @@
-"""Plots in the style of seed 001 Figs. 1-3 and 6 (matplotlib, Agg backend)."""
+"""Plots in the style of Kazan & Reiter (2022) Figs. 1-3 and 6 (matplotlib, Agg backend)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Disclosure risk with hierarchical information (seed 001 sec. 3.2, eqs. 20-35).
+"""Disclosure risk with hierarchical information (Kazan & Reiter (2022) sec. 3.2, eqs. 20-35).
 
 Notation (levels ``l = 1..h``, level 1 the lowest, e.g. block then block group):
 
@@ -77,7 +77,7 @@ _WIN = 45.0
 
 @dataclass(frozen=True)
 class HierarchicalModel:
-    """The intruder's model for ``h`` nested levels (seed 001 sec. 3.2).
+    """The intruder's model for ``h`` nested levels (Kazan & Reiter (2022) sec. 3.2).
 
     Attributes:
         rhos: ``(rho_1, ..., rho_h)``: zCDP parameter of the count of cell ``c`` at each
@@ -136,7 +136,7 @@ class HierarchicalModel:
         known: int = 0,
         sum_noise: SumNoise = "approximate",
     ) -> HierarchicalModel:
-        """The two-level model of seed 001 eqs. 20-35."""
+        """The two-level model of Kazan & Reiter (2022) eqs. 20-35."""
         return cls((rho1, rho2), (d,), prior, known, sum_noise)
 
     @property
@@ -251,7 +251,7 @@ def _check_data(model: HierarchicalModel, x_star: Sequence[int], y_star: Sequenc
 def exact_posterior(
     model: HierarchicalModel, x_star: Sequence[int], y_star: Sequence[int]
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Direct numerical posterior of every ``X_l`` given one data set (seed 001 eq. 25).
+    """Direct numerical posterior of every ``X_l`` given one data set (Kazan & Reiter (2022) eq. 25).
 
     Forward-backward sums over the chain ``X_1 <= X_2 <= ... <= X_h`` on the grid
     ``k .. U``. ``U`` exceeds every released value and ``k + 1 + sum_l max(y_l*, 0)`` by
@@ -355,7 +355,7 @@ def two_level_log_odds(
 
 @dataclass(frozen=True)
 class TwoLevelRisk:
-    """Exact two-level risk for one truth (seed 001 secs. 4.3.1-4.3.3).
+    """Exact two-level risk for one truth (Kazan & Reiter (2022) secs. 4.3.1-4.3.3).
 
     Attributes:
         model: the intruder's model (``sum_noise`` says how they model ``Y_1*``).
@@ -628,7 +628,7 @@ def gibbs_sampler(
     keep_samples: bool = False,
     enforce_order_in_x1_update: bool = True,
 ) -> GibbsResult:
-    """The Gibbs sampler of seed 001 eqs. 26-35, run on ``n`` data sets at once.
+    """The Gibbs sampler of Kazan & Reiter (2022) eqs. 26-35, run on ``n`` data sets at once.
 
     State ``(X_1, ..., X_h)`` per data set; one sweep updates
 

@@ -1,4 +1,4 @@
-"""Bayesian disclosure risk of one released count, without hierarchy (seed 001 sec. 3.1).
+"""Bayesian disclosure risk of one released count, without hierarchy (Kazan & Reiter (2022) sec. 3.1).
 
 An intruder knows everyone in a group (a census block) except the target ``t`` and
 so knows ``k``, the number of *other* people in the group with the target's
@@ -53,7 +53,7 @@ ATTACKS: dict[str, str] = {
     "participation": "the target responded to the census at all (eq. 36, prior p_f)",
     "truthful": "the target reported their characteristics truthfully (eq. 38, prior p_l)",
 }
-"""The two-point attacks of seed 001 secs. 3.1 and 5.1; all share eqs. 10-19."""
+"""The two-point attacks of Kazan & Reiter (2022) secs. 3.1 and 5.1; all share eqs. 10-19."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def _log_prior_odds(p: float) -> float:
 def posterior(
     x_star: np.ndarray | int, *, prior: float, noise: NoiseModel, known: int = 0
 ) -> np.ndarray:
-    """Posterior probability that the target has characteristics c (seed 001 eqs. 10-12).
+    """Posterior probability that the target has characteristics c (Kazan & Reiter (2022) eqs. 10-12).
 
     ``P[X = k+1 | X* = x*] = p L(x* | k+1) / (p L(x* | k+1) + (1 - p) L(x* | k))``;
     for the discrete Gaussian ``L(x* | x) ∝ exp(-rho (x* - x)^2)`` (eq. 11), for the
@@ -146,16 +146,16 @@ def posterior(
 def risk_ratio(
     x_star: np.ndarray | int, *, prior: float, noise: NoiseModel, known: int = 0
 ) -> np.ndarray:
-    """Disclosure risk of a released value, ``R'(x*) = P[X = k+1 | x*] / p`` (seed 001 eq. 13)."""
+    """Disclosure risk of a released value, ``R'(x*) = P[X = k+1 | x*] / p`` (Kazan & Reiter (2022) eq. 13)."""
     return posterior(x_star, prior=prior, noise=noise, known=known) / check_probability(
         prior, "prior"
     )
 
 
 def probability_mass(x_star: np.ndarray | int, *, noise: NoiseModel, true_count: int) -> np.ndarray:
-    """``P[X* = x* | X = true_count] = P[eta = x* - true_count]`` (seed 001 eq. 8).
+    """``P[X* = x* | X = true_count] = P[eta = x* - true_count]`` (Kazan & Reiter (2022) eq. 8).
 
-    Note: the "probability mass" column of seed 001 Table 3 equals this with
+    Note: the "probability mass" column of Kazan & Reiter (2022) Table 3 equals this with
     ``true_count = 0`` (that is ``P[eta = x*]``: 0.161 at ``x* = 1``), although its
     caption says ``X_1 = 1``; with ``true_count = 1`` the value at ``x* = 1`` is 0.178.
     """
@@ -169,7 +169,7 @@ def _z_support(noise: NoiseModel, tol: float) -> tuple[np.ndarray, np.ndarray, f
 
 
 def marginal_posterior(*, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL) -> ExactValue:
-    """``P[X = k+1 | xi = k+1] = sum_x* P[X = k+1 | x*] P[x* | X = k+1]`` (seed 001 eq. 14).
+    """``P[X = k+1 | xi = k+1] = sum_x* P[X = k+1 | x*] P[x* | X = k+1]`` (Kazan & Reiter (2022) eq. 14).
 
     Summed exactly over ``|eta| <= K`` with ``P[|eta| > K] <= tol``; the posterior is in
     ``[0, 1]`` so the error is at most that tail mass.
@@ -180,14 +180,14 @@ def marginal_posterior(*, prior: float, noise: NoiseModel, tol: float = DEFAULT_
 
 
 def marginal_risk(*, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL) -> ExactValue:
-    """``R = P[X = k+1 | xi = k+1] / p = sum_x* R'(x*) P[x* | xi]`` (seed 001 eq. 15)."""
+    """``R = P[X = k+1 | xi = k+1] / p = sum_x* R'(x*) P[x* | xi]`` (Kazan & Reiter (2022) eq. 15)."""
     p = check_probability(prior, "prior")
     mp = marginal_posterior(prior=p, noise=noise, tol=tol)
     return ExactValue(mp.value / p, mp.error_bound / p)
 
 
 def decision_threshold(*, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL) -> int | None:
-    """``x~* - k``: the smallest ``x* - k`` with posterior ``> 1/2`` (seed 001 eq. 19).
+    """``x~* - k``: the smallest ``x* - k`` with posterior ``> 1/2`` (Kazan & Reiter (2022) eq. 19).
 
     The log-likelihood ratio is non-decreasing in ``x*`` for both mechanisms, so the
     0-1-loss intruder (eq. 17) decides ``X = k + 1`` exactly when ``x* - k`` reaches
@@ -248,7 +248,7 @@ def upper_tail(noise: NoiseModel, s: int) -> float:
 def correct_decision_probability(
     *, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL
 ) -> ExactValue:
-    """Probability the 0-1-loss intruder decides correctly that ``X = k + 1`` (seed 001 eqs. 18-19).
+    """Probability the 0-1-loss intruder decides correctly that ``X = k + 1`` (Kazan & Reiter (2022) eqs. 18-19).
 
     ``P[xi^ = k+1] = sum_x* P[x* | X = k+1] 1[P[X = k+1 | x*] > 1/2] = P[X* >= x~* | X = k+1]``
     (eq. 19), evaluated as the upper tail ``P[eta >= x~* - k - 1]`` of the noise, which
@@ -265,7 +265,7 @@ def correct_decision_probability(
 def one_level_risk(
     *, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL, attack: str = "characteristics"
 ) -> OneLevelRisk:
-    """All one-level risk measures for one prior (seed 001 eqs. 14-19).
+    """All one-level risk measures for one prior (Kazan & Reiter (2022) eqs. 14-19).
 
     Args:
         prior: the intruder's prior probability of the true value (``p``, ``p_f`` or ``p_l``).
@@ -292,7 +292,7 @@ def one_level_risk(
 def attack_risk(
     attack: str, *, prior: float, noise: NoiseModel, tol: float = DEFAULT_TOL
 ) -> OneLevelRisk:
-    """Risk of one of the two-point attacks of seed 001 sec. 5.1.
+    """Risk of one of the two-point attacks of Kazan & Reiter (2022) sec. 5.1.
 
     * ``"participation"``: the intruder knows all ``n`` people of the group and asks
       whether the target filled out the census; prior ``p_f`` that they did (eq. 36).
@@ -309,7 +309,7 @@ def attack_risk(
 
 @dataclass(frozen=True)
 class UnknownAttributeRisk:
-    """Risk that the intruder learns an unknown attribute of the target (seed 001 eq. 37).
+    """Risk that the intruder learns an unknown attribute of the target (Kazan & Reiter (2022) eq. 37).
 
     Attributes:
         priors: the intruder's prior over the ``m`` levels of the attribute.
@@ -346,7 +346,7 @@ def unknown_attribute_posterior(
     priors: Sequence[float],
     noise: NoiseModel,
 ) -> np.ndarray:
-    """Posterior over the levels of the target's unknown attribute (seed 001 eq. 37).
+    """Posterior over the levels of the target's unknown attribute (Kazan & Reiter (2022) eq. 37).
 
     The intruder knows the other people of the group, hence ``known[j]``: the count of
     others in cell ``j`` (the target's known attributes with level ``j`` of the unknown
@@ -376,7 +376,7 @@ def unknown_attribute_posterior(
 def unknown_attribute_risk(
     *, priors: Sequence[float], true_level: int, noise: NoiseModel, tol: float = DEFAULT_TOL
 ) -> UnknownAttributeRisk:
-    """Exact risk of the unknown-attribute attack (seed 001 sec. 5.1, eq. 37).
+    """Exact risk of the unknown-attribute attack (Kazan & Reiter (2022) sec. 5.1, eq. 37).
 
     Scores ``s_j = log priors[j] + log L(x*_j | k_j + 1) - log L(x*_j | k_j)`` depend on
     independent noises, so the probability of a correct decision is the one-dimensional

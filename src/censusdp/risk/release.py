@@ -1,4 +1,4 @@
-"""Disclosure risk of a release configuration for every person of a census (seed 001 sec. 4).
+"""Disclosure risk of a release configuration for every person of a census (Kazan & Reiter (2022) sec. 4).
 
 For a budget (e.g. the ``pl94-2020`` preset) this takes the zCDP parameter of the
 detailed query (HHGQ x VOTINGAGE x HISPANIC x CENRACE) at the lowest geolevel
@@ -49,7 +49,7 @@ from censusdp.risk.one_level import OneLevelRisk, one_level_risk, posterior
 __all__ = ["DEFAULT_PRIORS", "ReleaseRisk", "detailed_rhos", "release_risk", "sweep_risk"]
 
 DEFAULT_PRIORS: tuple[float, ...] = (0.5, 0.2, 0.1, 0.02)
-"""The four intruders of seed 001 sec. 4.2 (p = 1/2, 1/5, 1/10, 1/50)."""
+"""The four intruders of Kazan & Reiter (2022) sec. 4.2 (p = 1/2, 1/5, 1/10, 1/50)."""
 
 _QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
 
@@ -199,7 +199,7 @@ def release_risk(
     progress: Callable[[str], None] | None = None,
     noise_law: str = "release",
 ) -> ReleaseRisk:
-    """Risk of a release configuration for every person unique in their block (seed 001 sec. 4).
+    """Risk of a release configuration for every person unique in their block (Kazan & Reiter (2022) sec. 4).
 
     Args:
         persons: person columns (``person_id``, ``geocode`` (16 chars), ``hhgq``,

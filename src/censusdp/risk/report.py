@@ -7,7 +7,7 @@ Writes into ``out``:
   cases, the exact two-level table per ``(xi2, d)``, the sweep over the global rho;
 * ``risk_persons.parquet`` -- one row per person unique in their block;
 * ``fig1_posterior.png``, ``fig2_marginal.png``, ``fig3_decision.png``,
-  ``fig6_two_level.png``, ``people.png`` -- plots in the style of seed 001 Figs. 1-3, 6;
+  ``fig6_two_level.png``, ``people.png`` -- plots in the style of Kazan & Reiter (2022) Figs. 1-3, 6;
 * ``manifest.json`` -- config, seed, package version, timings.
 """
 

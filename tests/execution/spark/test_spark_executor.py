@@ -3,7 +3,7 @@
 Skipped unless pyspark (the ``spark`` extra) and a Java runtime are available. The whole
 module shares one ``local[2]`` SparkContext; each release started here finds it active
 and uses it. Noise is keyed per (geolevel, query, geounit) (``censusdp.privacy.randomness``;
-seed 001 sec. 2.1 for the mechanism), so the executor cannot change the release.
+Kazan & Reiter (2022) sec. 2.1 for the mechanism), so the executor cannot change the release.
 """
 
 from __future__ import annotations

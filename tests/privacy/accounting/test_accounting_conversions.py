@@ -27,7 +27,7 @@ def test_reproduces_published_epsilons(rho: Fraction, expected: float, digits: i
     assert round(accounting.epsilon_from_rho(rho, Fraction(1, 10**10)), digits) == expected
 
 
-def test_implied_epsilon_seed001() -> None:
+def test_implied_epsilon_kazan_reiter() -> None:
     """Kazan & Reiter 2022 sec. 2.3: 'the implied epsilon is 2.26' for rho = 2.56."""
     assert round(accounting.implied_epsilon("2.56"), 2) == 2.26
     assert accounting.rho_from_pure_epsilon(1) == Fraction(1, 2)

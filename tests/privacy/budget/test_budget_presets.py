@@ -1,4 +1,4 @@
-"""Shipped presets reproduce the published allocations (seed 001 Table 1, seed 002 Table 2)."""
+"""Shipped presets reproduce the published allocations (Kazan & Reiter (2022) Table 1, Van Riper et al. (2020) Table 2)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_presets_ship_with_the_package() -> None:
             make_query(get_schema(b.schema), m.query)  # every query is valid
 
 
-def test_pl94_2020_matches_seed001_table1() -> None:
+def test_pl94_2020_matches_kazan_reiter_table1() -> None:
     b = load_preset("pl94-2020")
     assert b.total == RHO_2020 and b.delta == Fraction(1, 10**10)
     assert b.mechanism == "discrete_gaussian" and b.schema == "pl94"
@@ -42,7 +42,7 @@ def test_pl94_2020_matches_seed001_table1() -> None:
     assert b.query_shares["US"]["detailed"] == Fraction(189, 241)
     assert b.query_shares["Tract"]["hispanic*cenrace"] == Fraction(1933, 4102)
     assert b.query_shares["BlockGroup"]["total"] == Fraction(1705, 4099)
-    # seed 001 sec. 2.3: block rho 2.56 x 165/4099 ~= 0.103, detailed 0.103 x 3945/4097 ~= 0.099
+    # Kazan & Reiter (2022) sec. 2.3: block rho 2.56 x 165/4099 ~= 0.103, detailed 0.103 x 3945/4097 ~= 0.099
     assert round(float(b.geolevel_amount("Block")), 3) == 0.103
     detailed = next(m for m in b.measurements() if m.geolevel == "Block" and m.query == "detailed")
     assert round(float(detailed.rho), 3) == 0.099
@@ -51,8 +51,8 @@ def test_pl94_2020_matches_seed001_table1() -> None:
     assert round(b.epsilon(), 2) == 17.14
 
 
-def test_ddp_2010_reproduces_seed002_noise_scales() -> None:
-    """Seed 002 Appendix A Table 2: Scale_nation / Scale_county of the person queries."""
+def test_ddp_2010_reproduces_van_riper_noise_scales() -> None:
+    """Van Riper et al. (2020) Appendix A Table 2: Scale_nation / Scale_county of the person queries."""
     b = load_preset("ddp-2010")
     assert b.mechanism == "geometric" and b.sensitivity == 2
     scales = {(m.geolevel, m.query): m.mechanism.scale for m in b.measurements()}

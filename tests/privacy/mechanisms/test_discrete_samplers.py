@@ -82,8 +82,8 @@ def test_wrong_sampler_fails_the_protocol() -> None:
     assert g_test_pvalue(rounded, DiscreteGaussian(1).pmf) < ALPHA
 
 
-def test_seed001_tail_probabilities() -> None:
-    """Seed 001 sec. 2.1: rho = 1/2 around X = 5, P(X* <= 2 or X* >= 8) = 0.91% / 7.28%."""
+def test_kazan_reiter_tail_probabilities() -> None:
+    """Kazan & Reiter (2022) sec. 2.1: rho = 1/2 around X = 5, P(X* <= 2 or X* >= 8) = 0.91% / 7.28%."""
     dg = DiscreteGaussian.from_rho(Fraction(1, 2))
     geo = Geometric.from_epsilon(1)
     assert round(100 * dg.tail(3), 2) == 0.91

@@ -89,7 +89,7 @@ def test_parameter_conversions() -> None:
     assert DiscreteGaussian("1/3").sigma_squared == Fraction(1, 3)
     assert DiscreteGaussian(0.1).sigma_squared == Fraction(1, 10)
     assert DiscreteGaussian.from_rho(Fraction(542, 339) ** 2).rho() == Fraction(542, 339) ** 2
-    assert Geometric.from_epsilon(1, sensitivity=2).scale == 2  # seed 002 eq. 1
+    assert Geometric.from_epsilon(1, sensitivity=2).scale == 2  # Van Riper et al. (2020) eq. 1
 
 
 @pytest.mark.parametrize(

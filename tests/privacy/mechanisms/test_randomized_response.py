@@ -1,4 +1,4 @@
-"""Randomized response (seed 003, Appendix B)."""
+"""Randomized response (Abowd & Schmutte (2019), Appendix B)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Tests of the TopDown estimation kernels: least squares, rounding, failsafe.
 
-The method is seed 000 sec. 5.7 (least squares under the parent's histogram, then an
+The method is JASON (JSR-19-2F) sec. 5.7 (least squares under the parent's histogram, then an
 integer rounding that keeps every sum, then a failsafe that relaxes conflicting
-constraints) and seed 002 sec. 2.2 (two-stage optimisation, footnote 17).
+constraints) and Van Riper et al. (2020) sec. 2.2 (two-stage optimisation, footnote 17).
 """
 
 from __future__ import annotations

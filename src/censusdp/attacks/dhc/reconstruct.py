@@ -1,9 +1,9 @@
 """Reconstruct person records from published block tables by integer programming.
 
 This is the database reconstruction attack the Census Bureau ran on the 2010 Census
-(seed 000 sec. 4.1; seed 002 sec. 1.2): every published count is an integer linear
-equation over the unknown microdata (seed 000 eq. (4-1)), and sample zeros remove
-most unknowns (seed 003, App. A). Here the unknowns of block ``b`` are the counts
+(JASON (JSR-19-2F) sec. 4.1; Van Riper et al. (2020) sec. 1.2): every published count is an integer linear
+equation over the unknown microdata (JASON (JSR-19-2F) eq. (4-1)), and sample zeros remove
+most unknowns (Abowd & Schmutte (2019), App. A). Here the unknowns of block ``b`` are the counts
 ``x[s, a, e] >= 0`` of persons of sex ``s``, single-year age ``a`` and race-ethnicity
 ``e`` (63 races x Hispanic origin), and the equations are the block tables of
 :mod:`censusdp.attacks.dhc.tables`:
@@ -38,7 +38,7 @@ NHPI, Some Other Race alone, or two or more races: PCT12H-O) among persons of se
 attack returns one that is most plausible under the tract's published age-by-race
 distribution; ties that remain are broken by HiGHS (deterministic for a given
 problem; variables are ordered by sex, age, Hispanic origin, race). Census used Gurobi
-and broke ties by Gurobi's choice (seed 000 sec. 4.1).
+and broke ties by Gurobi's choice (JASON (JSR-19-2F) sec. 4.1).
 
 :func:`match_counts` scores a reconstruction against the truth with a one-to-one
 matching (no record is counted twice): exactly on (block, sex, age, race, Hispanic)
@@ -602,7 +602,7 @@ def reconstruct_blocks(
     """Reconstruct every block's person records from its published tables.
 
     The integer program of each block and the choice among equally consistent
-    solutions are described in the module docstring (seed 000 sec. 4.1, eq. (4-1)).
+    solutions are described in the module docstring (JASON (JSR-19-2F) sec. 4.1, eq. (4-1)).
 
     Args:
         tables: the published tables (:func:`censusdp.attacks.dhc.tables.dhc_tables`).
@@ -703,7 +703,7 @@ class MatchCounts:
 
     @property
     def exact_rate(self) -> float:
-        """Exact matches per reconstructed record (2010: 46%, seed 000 sec. 4.1)."""
+        """Exact matches per reconstructed record (2010: 46%, JASON (JSR-19-2F) sec. 4.1)."""
         return self.exact / self.reconstructed if self.reconstructed else math.nan
 
     @property
@@ -764,7 +764,7 @@ def match_counts(
     Exact: for each (block, key) the matches are ``min(reconstructed, true)``, which
     is a maximum one-to-one matching. Age +-1: within each (block, sex, race,
     Hispanic origin) a maximum one-to-one matching of ages within one year
-    (:func:`_age_window_matching`). Seed 000 sec. 4.1 reports 46% and 71%.
+    (:func:`_age_window_matching`). JASON (JSR-19-2F) sec. 4.1 reports 46% and 71%.
 
     Args:
         rec_block_codes, true_block_codes: block geocodes of each record.

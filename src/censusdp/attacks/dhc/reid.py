@@ -1,6 +1,6 @@
 """Re-identification: link reconstructed records to a commercial file, then confirm.
 
-The 2010 attack (seed 000 sec. 4.1; seed 002 sec. 1.2) linked the reconstructed
+The 2010 attack (JASON (JSR-19-2F) sec. 4.1; Van Riper et al. (2020) sec. 1.2) linked the reconstructed
 records (block, sex, age, race, Hispanic origin) to commercial data (names,
 addresses, sex, birth date; no race or ethnicity) on block, sex and age (exact, then
 age +-1): 45% of the reconstructed records linked ("putative re-identifications"),
@@ -32,7 +32,7 @@ the attacker asserts that commercial person ``p`` has the linked record's race a
 Hispanic origin. A link is *confirmed* when that is right for ``p`` (the brief's
 definition); it is *confirmed on all attributes* when ``p``'s confidential record
 also has the record's block and sex and an age within one year (the 2010 check
-against the confidential data, seed 002 sec. 1.2).
+against the confidential data, Van Riper et al. (2020) sec. 1.2).
 """
 
 from __future__ import annotations
@@ -451,7 +451,7 @@ def link_fellegi_sunter(
     group) and the absolute age difference. Pairs with weight ``>= min_weight`` are
     assigned one to one (:func:`_one_to_one`), higher weights first. JASON recommends
     probabilistic record linkage to assess re-identification risk as a function of
-    epsilon (seed 000 sec. 8.4.1).
+    epsilon (JASON (JSR-19-2F) sec. 8.4.1).
 
     Args:
         rec: reconstructed records: ``geocode``, ``sex``, ``age``.
@@ -638,7 +638,7 @@ def reid_rates(
     *,
     baseline: np.ndarray | None = None,
 ) -> dict:
-    """The 2010 re-identification rates for one set of links (seed 000 sec. 4.1).
+    """The 2010 re-identification rates for one set of links (JASON (JSR-19-2F) sec. 4.1).
 
     Rates (2010 values in brackets):
 

@@ -1,6 +1,6 @@
 """Reconstruction and re-identification across protections and privacy-loss budgets.
 
-JASON's first recommendation (seed 000 sec. 8.4.1) is to run "substantially
+JASON's first recommendation (JASON (JSR-19-2F) sec. 8.4.1) is to run "substantially
 equivalent methodologies as employed on the 2010 census data coupled with
 probabilistic record linkage to assess re-identification risk as a function of the
 privacy-loss parameter"; sec. 8.4.3 recommends swapping with DP on top.
@@ -57,7 +57,7 @@ from censusdp.version import __version__
 __all__ = ["DEFAULT_EPSILONS", "attack_sweep", "marginals_reconstruction"]
 
 DEFAULT_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
-"""The sweep's epsilon grid (seed 000 sec. 8.4.1 asks for risk as a function of epsilon)."""
+"""The sweep's epsilon grid (JASON (JSR-19-2F) sec. 8.4.1 asks for risk as a function of epsilon)."""
 
 DpRunner = Callable[..., Any]
 

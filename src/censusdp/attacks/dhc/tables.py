@@ -1,6 +1,6 @@
 """DHC-style block and tract tables that the reconstruction attack reads.
 
-The 2010 attack (seed 000 sec. 4.1; seed 002 sec. 1.2 and its note 3) used tables P1,
+The 2010 attack (JASON (JSR-19-2F) sec. 4.1; Van Riper et al. (2020) sec. 1.2 and its note 3) used tables P1,
 P6, P7, P9, P11, P12, P12A-I and P14 by block and PCT12A-N by tract. The PL 94-171
 tables of :mod:`censusdp.tables` (P1-P4) have no sex or age, so this module defines
 the tables the attack needs and tabulates them from any microdata that carries

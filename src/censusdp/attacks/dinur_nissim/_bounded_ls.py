@@ -1,6 +1,6 @@
 """Bounded least squares ``min ||Q x - b||^2, lo <= x <= hi`` for reconstruction attacks.
 
-Three solvers for the reconstruction step of seed 000 (JASON JSR-19-2F) eq. (4-4):
+Three solvers for the reconstruction step of JASON (JSR-19-2F) eq. (4-4):
 
 * :func:`gram_fista`: the specialised solver. It works on the normal equations only
   (the Gram matrix ``G = Q'Q`` and ``c = Q'b``, formed once per trial with BLAS), so its
@@ -19,7 +19,7 @@ Three solvers for the reconstruction step of seed 000 (JASON JSR-19-2F) eq. (4-4
   move of any bit) is at most ``tol`` for every right-hand side.
 * :func:`lsq_linear_solve`: ``scipy.optimize.lsq_linear`` with its defaults (the
   peer, and what MATLAB's ``lsqlin`` does in Appendix B).
-* :func:`lp_solve`: Dinur & Nissim's linear program (seed 000 sec. 4.2): find
+* :func:`lp_solve`: Dinur & Nissim's linear program (JASON (JSR-19-2F) sec. 4.2): find
   ``x in [0,1]^n`` with ``|Q x - b| <= E`` for the smallest ``E`` (Chebyshev / L-inf
   fit), or the L1 fit, with scipy's HiGHS.
 """
@@ -161,7 +161,7 @@ def gram_fista(
 ) -> BoxLSResult:
     """Solve ``min_x 1/2 x'G x - c'x`` subject to ``lower <= x <= upper``, column-wise.
 
-    This is the bounded least-squares problem ``min ||Q x - b||^2`` of seed 000
+    This is the bounded least-squares problem ``min ||Q x - b||^2`` of JASON (JSR-19-2F)
     eq. (4-4) written on the normal equations (``G = Q'Q``, ``c = Q'b``). Algorithm:
     FISTA with adaptive restart in the metric ``M = a I + (lambda_1 - a) u u'`` (see
     the module docstring), with per-column backtracking on ``a``.
@@ -341,7 +341,7 @@ def lp_solve(
     lower: float = 0.0,
     upper: float = 1.0,
 ) -> BoxLSResult:
-    """Dinur & Nissim's linear program with scipy's HiGHS (seed 000 sec. 4.2).
+    """Dinur & Nissim's linear program with scipy's HiGHS (JASON (JSR-19-2F) sec. 4.2).
 
     ``linf``: minimise ``E`` subject to ``-E <= Q x - b <= E`` and ``lower <= x <= upper``,
     i.e. the smallest perturbation bound ``E`` for which DN's feasibility LP ("find x

@@ -1,18 +1,18 @@
 """Families of subset-sum queries on an n-bit Dinur-Nissim database.
 
 A *query family* makes, for one trial, a stream of 0/1 query rows (each row ``w_q``
-selects the bits that query ``q`` sums, seed 000 eq. (A-1)). Rows are produced in
+selects the bits that query ``q`` sums, JASON (JSR-19-2F) eq. (A-1)). Rows are produced in
 order, block by block, so an ``80,000 x 4,000`` experiment never holds the whole
 matrix. Families:
 
-* ``random``: i.i.d. Bernoulli(1/2) entries, JASON's choice (seed 000 sec. 4.3,
+* ``random``: i.i.d. Bernoulli(1/2) entries, JASON's choice (JSR-19-2F sec. 4.3,
   Appendix B ``Q = randi([0,1], m, n)``).
-* ``pairs``: disjoint pairs of bits (seed 000 App. A.1); each round of ``n // 2``
+* ``pairs``: disjoint pairs of bits (JASON (JSR-19-2F) App. A.1); each round of ``n // 2``
   queries is a fresh random perfect matching of the bits.
 * ``msequence``: distinct circular shifts of a maximum-length LFSR sequence, for
-  ``n = 2^k - 1`` (seed 000 App. A.5, autocorrelation eq. (A-9)).
+  ``n = 2^k - 1`` (JASON (JSR-19-2F) App. A.5, autocorrelation eq. (A-9)).
 * ``hadamard``: rows of the Sylvester Hadamard matrix of order ``n`` (a power of two)
-  with -1 replaced by 0, excluding the all-ones row (seed 000 App. A.5, eq. (A-10)).
+  with -1 replaced by 0, excluding the all-ones row (JASON (JSR-19-2F) App. A.5, eq. (A-10)).
 * ``matrix``: a user-supplied 0/1 (or any real) matrix, rows taken in order.
 """
 
@@ -68,7 +68,7 @@ def msequence(k: int) -> np.ndarray:
     """One period of a maximum-length LFSR sequence of register length ``k``.
 
     The sequence has period ``n = 2^k - 1``, ``(n + 1) / 2`` ones and the two-valued
-    autocorrelation of seed 000 eq. (A-9): ``sum_i b_i b_{i+j}`` is ``(n + 1) / 2`` for
+    autocorrelation of JASON (JSR-19-2F) eq. (A-9): ``sum_i b_i b_{i+j}`` is ``(n + 1) / 2`` for
     ``j = 0 mod n`` and ``(n + 1) / 4`` otherwise.
 
     Args:
@@ -93,7 +93,7 @@ def msequence(k: int) -> np.ndarray:
 
 
 def hadamard_rows(n: int) -> np.ndarray:
-    """The 0/1 query matrix of seed 000 App. A.5: ``W = (H + 1) / 2`` without the all-ones row.
+    """The 0/1 query matrix of JASON (JSR-19-2F) App. A.5: ``W = (H + 1) / 2`` without the all-ones row.
 
     ``H`` is the Sylvester Hadamard matrix of order ``n`` (a power of two, >= 2). Any
     two distinct rows share ``n / 4`` ones and each has ``n / 2`` (eq. (A-10)).

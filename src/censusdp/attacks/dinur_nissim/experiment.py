@@ -1,7 +1,7 @@
-"""The Dinur-Nissim reconstruction laboratory (seed 000 secs. 4.2-4.5, 5.5-5.6, Apps. A-B).
+"""The Dinur-Nissim reconstruction laboratory (JASON (JSR-19-2F) secs. 4.2-4.5, 5.5-5.6, Apps. A-B).
 
 A database is a secret vector ``d`` of ``n`` bits; a query is a subset ``q`` and its
-exact answer is ``a_q = sum_{i in q} d_i`` (seed 000 eqs. (4-2), (4-3)). The attacker
+exact answer is ``a_q = sum_{i in q} d_i`` (JASON (JSR-19-2F) eqs. (4-2), (4-3)). The attacker
 asks ``m`` queries, receives (possibly noisy) answers ``b``, solves the bounded least
 squares problem ``argmin ||Q x - b||^2, 0 <= x_i <= 1`` (eq. (4-4)) or Dinur and
 Nissim's linear program, and rounds ``x`` to bits. The *fraction recovered* is the
@@ -86,7 +86,7 @@ __all__ = [
 
 SOLVERS: tuple[str, ...] = ("fista", "lsq_linear", "lp")
 
-#: Epsilons of seed 000 Appendix B, Listing 5 (fig. 5-7).
+#: Epsilons of JASON (JSR-19-2F) Appendix B, Listing 5 (fig. 5-7).
 JASON_FIG57_EPSILONS: tuple[float, ...] = (
     0.01,
     0.02,
@@ -101,11 +101,11 @@ JASON_FIG57_EPSILONS: tuple[float, ...] = (
     0.5,
     1.0,
 )
-#: Query multiples of seed 000 Appendix B, Listing 5 (fig. 5-7).
+#: Query multiples of JASON (JSR-19-2F) Appendix B, Listing 5 (fig. 5-7).
 JASON_FIG57_MULTIPLES: tuple[int, ...] = (1, 5, 10, 20)
-#: Database sizes of seed 000 Appendix B, Listing 4 (fig. 5-6).
+#: Database sizes of JASON (JSR-19-2F) Appendix B, Listing 4 (fig. 5-6).
 JASON_FIG56_SIZES: tuple[int, ...] = (100, 200, 500, 1000, 2000, 5000)
-#: Epsilons of seed 000 Appendix B, Listing 4 (fig. 5-6).
+#: Epsilons of JASON (JSR-19-2F) Appendix B, Listing 4 (fig. 5-6).
 JASON_FIG56_EPSILONS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.11, 0.12, 0.13,
     0.14, 0.15, 0.16, 0.17, 0.18, 0.19, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
@@ -127,7 +127,7 @@ class NoiseSpec:
         kind: ``"none"``, ``"gaussian"`` (given ``variance``), ``"laplace"`` or
             ``"geometric"`` (given ``epsilon``; each query has sensitivity 1).
         variance: variance of the Gaussian noise.
-        epsilon: privacy-loss parameter of the Laplace ``Lap(1/epsilon)`` (seed 000
+        epsilon: privacy-loss parameter of the Laplace ``Lap(1/epsilon)`` (JASON (JSR-19-2F)
             sec. 5.1.1) or two-sided geometric, ``P(k) = (alpha-1)/(alpha+1) alpha^-|k|``
             with ``alpha = exp(epsilon)`` (sec. 5.1.2), noise.
     """
@@ -172,12 +172,12 @@ class NoiseSpec:
 
     @classmethod
     def laplace(cls, epsilon: float) -> NoiseSpec:
-        """Laplace noise ``Lap(1/epsilon)``, variance ``2/epsilon^2`` (seed 000 sec. 5.1.1)."""
+        """Laplace noise ``Lap(1/epsilon)``, variance ``2/epsilon^2`` (JASON (JSR-19-2F) sec. 5.1.1)."""
         return cls("laplace", epsilon=float(epsilon))
 
     @classmethod
     def geometric(cls, epsilon: float) -> NoiseSpec:
-        """Two-sided geometric noise with ``alpha = exp(epsilon)`` (seed 000 sec. 5.1.2)."""
+        """Two-sided geometric noise with ``alpha = exp(epsilon)`` (JASON (JSR-19-2F) sec. 5.1.2)."""
         return cls("geometric", epsilon=float(epsilon))
 
     @property
@@ -217,7 +217,7 @@ class NoiseSpec:
 def jason_gaussian_variance(n: int, convention: Literal["text", "matlab"] = "text") -> float:
     """Gaussian noise variance of JASON's fig. 4-4 for an ``n``-bit database.
 
-    ``text``: ``sqrt(n) ln(n) / 2``, as seed 000 sec. 4.4 states. ``matlab``: the code of
+    ``text``: ``sqrt(n) ln(n) / 2``, as JASON (JSR-19-2F) sec. 4.4 states. ``matlab``: the code of
     Appendix B, Listings 1 and 3, passes ``eta = sqrt(n) / 2 * log(n)`` to ``normrnd``,
     whose second argument is the *standard deviation*, so the variance there is
     ``(sqrt(n) ln(n) / 2)^2``. The two differ (23.0 vs 530 at n = 100).
@@ -276,7 +276,7 @@ def information_predictions(
 ) -> dict[str, Any]:
     """Appendix A's information-theoretic predictions for an ``n``-bit database.
 
-    Seed 000 sec. 4.5 and App. A: (1) noiseless, about ``2n / log2 n`` queries determine
+    JASON (JSR-19-2F) sec. 4.5 and App. A: (1) noiseless, about ``2n / log2 n`` queries determine
     the database (A.6); (2) with noise variance ``sigma^2 < n/48`` no more than ``~n``
     queries are needed (A.8); (3) for ``sigma^2 >> n/16`` about ``16 sigma^2`` queries
     (sec. 4.5). Eq. (A-16) gives ``I_net ~ n r log2(e) / (16 sigma^2)``, so ``I_net >= n``
@@ -379,7 +379,7 @@ def reconstruct(
     tol: float = 1e-7,
     lp_objective: Literal["linf", "l1"] = "linf",
 ) -> Reconstruction:
-    """Reconstruct bits from subset-sum answers (seed 000 eq. (4-4), then rounding).
+    """Reconstruct bits from subset-sum answers (JASON (JSR-19-2F) eq. (4-4), then rounding).
 
     Args:
         queries: the ``m x n`` query matrix (0/1 rows, or any real weights).
@@ -569,7 +569,7 @@ def recovery_curve(
     lp_objective: Literal["linf", "l1"] = "linf",
     progress: Progress | None = None,
 ) -> RecoveryCurve:
-    """Fraction of bits recovered vs number of queries (seed 000 figs. 4-1 and 4-4).
+    """Fraction of bits recovered vs number of queries (JASON (JSR-19-2F) figs. 4-1 and 4-4).
 
     Each trial draws a fresh secret ``d`` (i.i.d. fair bits) and query stream, adds
     ``noise`` to every answer, solves eq. (4-4) at every ``m`` in ``query_counts`` and
@@ -754,7 +754,7 @@ def recovery_thresholds(
     tol: float = 1e-7,
     progress: Progress | None = None,
 ) -> RecoveryThresholds:
-    """Number of noiseless queries needed for full recovery vs ``n`` (seed 000 figs. 4-2, 4-3).
+    """Number of noiseless queries needed for full recovery vs ``n`` (JASON (JSR-19-2F) figs. 4-2, 4-3).
 
     For each ``n`` and trial, the smallest ``m`` at which bounded least squares on the
     first ``m`` queries recovers every bit (found by bisection; see
@@ -822,7 +822,7 @@ def recovery_thresholds(
 
 @dataclass(frozen=True)
 class LaplaceGrid:
-    """Fraction recovered vs epsilon and query multiple (seed 000 fig. 5-7).
+    """Fraction recovered vs epsilon and query multiple (JASON (JSR-19-2F) fig. 5-7).
 
     Attributes:
         n: number of bits.
@@ -913,9 +913,9 @@ def laplace_grid(
     tol: float = 1e-7,
     progress: Progress | None = None,
 ) -> LaplaceGrid:
-    """Fraction recovered vs epsilon and query multiple with Laplace noise (seed 000 fig. 5-7).
+    """Fraction recovered vs epsilon and query multiple with Laplace noise (JASON (JSR-19-2F) fig. 5-7).
 
-    Seed 000 sec. 5.6 and App. B Listing 5: ``n = 4000`` bits, ``m = multiple * n``
+    JASON (JSR-19-2F) sec. 5.6 and App. B Listing 5: ``n = 4000`` bits, ``m = multiple * n``
     random 0/1 queries (multiples 1, 5, 10, 20; 80,000 queries at 20), each answer
     plus ``Lap(1/epsilon)`` (epsilon 0.01 to 1), bounded least squares, rounding.
     Each trial draws one secret and one stream of ``max(multiples) * n`` queries
@@ -981,7 +981,7 @@ def laplace_grid(
 
 
 def expected_sum_accuracy(n: int, epsilon: float) -> float:
-    """Exact expectation of ``A = 1 - |round(S + L) - S| / S`` (seed 000 sec. 5.5, fig. 5-6).
+    """Exact expectation of ``A = 1 - |round(S + L) - S| / S`` (JASON (JSR-19-2F) sec. 5.5, fig. 5-6).
 
     ``S ~ Binomial(n, 1/2)`` conditioned on ``S > 0`` and ``L ~ Lap(1/epsilon)`` are
     independent and ``round(S + L) - S = round(L)``, so
@@ -1002,7 +1002,7 @@ def expected_sum_accuracy(n: int, epsilon: float) -> float:
 
 @dataclass(frozen=True)
 class SumAccuracy:
-    """Mean accuracy of a Laplace-noised sum (seed 000 fig. 5-6).
+    """Mean accuracy of a Laplace-noised sum (JASON (JSR-19-2F) fig. 5-6).
 
     Attributes:
         ns: database sizes N.
@@ -1043,7 +1043,7 @@ def sum_query_accuracy(
     trials: int = 1000,
     seed: int = 0,
 ) -> SumAccuracy:
-    """Accuracy ``A = 1 - |S~ - S| / S`` of the Laplace-noised sum of N bits (seed 000 fig. 5-6).
+    """Accuracy ``A = 1 - |S~ - S| / S`` of the Laplace-noised sum of N bits (JASON (JSR-19-2F) fig. 5-6).
 
     As in App. B Listing 4: per trial a fresh database of N fair bits (redrawn if its
     sum is 0), ``S~ = round(S + Lap(1/epsilon))``; the mean of A over ``trials``.
@@ -1090,7 +1090,7 @@ class PairsAttack:
 def adaptive_pairs_attack(
     secret: np.ndarray, rng: np.random.Generator | None = None
 ) -> PairsAttack:
-    """Seed 000 App. A.1's adaptive scheme on a noiseless database.
+    """JASON (JSR-19-2F) App. A.1's adaptive scheme on a noiseless database.
 
     Query ``n/2`` disjoint pairs: a sum of 0 or 2 fixes both bits; for each ambiguous
     pair (sum 1, about ``n/4`` of them) query its first bit. About ``3n/4`` queries in

@@ -84,7 +84,7 @@ def _save(fig: Any, path: str | Path) -> None:
 def plot_recovery_curves(
     curves: Sequence[RecoveryCurve], path: str | Path, title: str | None = None
 ) -> None:
-    """Fraction recovered vs queries: mean and 10/50/90% deciles (seed 000 figs. 4-1, 4-4)."""
+    """Fraction recovered vs queries: mean and 10/50/90% deciles (JASON (JSR-19-2F) figs. 4-1, 4-4)."""
     plt = _pyplot()
     k = len(curves)
     fig, axes = plt.subplots(1, k, figsize=(4.2 * k, 3.4), squeeze=False)
@@ -111,7 +111,7 @@ def plot_recovery_curves(
 
 
 def plot_thresholds(thr: RecoveryThresholds, path: str | Path) -> None:
-    """Queries for full recovery vs n, and normalised by n (seed 000 figs. 4-2, 4-3)."""
+    """Queries for full recovery vs n, and normalised by n (JASON (JSR-19-2F) figs. 4-2, 4-3)."""
     plt = _pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(8.4, 3.4))
     ns = thr.ns
@@ -153,7 +153,7 @@ def plot_thresholds(thr: RecoveryThresholds, path: str | Path) -> None:
 
 
 def plot_sum_accuracy(acc: SumAccuracy, path: str | Path) -> None:
-    """Accuracy of a Laplace-noised sum vs epsilon for several N (seed 000 fig. 5-6)."""
+    """Accuracy of a Laplace-noised sum vs epsilon for several N (JASON (JSR-19-2F) fig. 5-6)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, 3.8))
     for i, n in enumerate(acc.ns):
@@ -173,7 +173,7 @@ def plot_sum_accuracy(acc: SumAccuracy, path: str | Path) -> None:
 
 
 def plot_laplace_grid(grid: LaplaceGrid, path: str | Path) -> None:
-    """Fraction recovered vs epsilon and query multiple (seed 000 fig. 5-7)."""
+    """Fraction recovered vs epsilon and query multiple (JASON (JSR-19-2F) fig. 5-7)."""
     plt = _pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.6, 3.9))
     mean = grid.mean

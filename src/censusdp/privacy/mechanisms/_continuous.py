@@ -7,7 +7,7 @@ a double does not have the distribution the proof assumes, and some outputs are
 reachable from one input and not from its neighbour. Release runs use
 :class:`~censusdp.privacy.mechanisms.DiscreteGaussian` or
 :class:`~censusdp.privacy.mechanisms.Geometric`, whose samplers are exact. These classes
-exist for the reconstruction experiments of seed 000 (sec. 4.3, Laplace noise in
+exist for the reconstruction experiments of JASON (JSR-19-2F) (sec. 4.3, Laplace noise in
 the Dinur-Nissim attack, fig. 5-7) and for comparisons; their ``exact`` attribute is
 ``False`` and ``sampling_tv`` is ``None`` (no bound).
 """
@@ -36,7 +36,7 @@ def _open_uniform(source: RandomSource, n: int) -> np.ndarray:
 class Laplace:
     """Continuous Laplace noise with density ``exp(-|x| / scale) / (2 scale)``.
 
-    ``epsilon = sensitivity / scale`` (Dwork et al. 2006; seed 000 sec. 5.1).
+    ``epsilon = sensitivity / scale`` (Dwork et al. 2006; JASON (JSR-19-2F) sec. 5.1).
     Experiments only: see the module docstring.
     """
 
@@ -60,7 +60,7 @@ class Laplace:
         return Fraction(check_sensitivity(sensitivity)) / self.scale
 
     def rho(self, sensitivity: int = 1) -> Fraction:
-        """``rho = epsilon^2 / 2`` (seed 001 Thm. 2)."""
+        """``rho = epsilon^2 / 2`` (Kazan & Reiter (2022) Thm. 2)."""
         return self.epsilon(sensitivity) ** 2 / 2
 
     @property

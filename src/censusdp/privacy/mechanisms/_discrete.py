@@ -202,9 +202,9 @@ class DiscreteGaussian(_TableMechanism):
     """Discrete Gaussian noise ``N_Z(0, sigma^2)`` (Canonne, Kamath & Steinke 2020).
 
     ``P[X = k] = exp(-k^2 / (2 sigma^2)) / sum_j exp(-j^2 / (2 sigma^2))`` for integer
-    ``k`` (seed 001, eq. 8 with ``sigma^2 = 1 / (2 rho)``). Adding it to a query of L2
+    ``k`` (Kazan & Reiter (2022), eq. 8 with ``sigma^2 = 1 / (2 rho)``). Adding it to a query of L2
     sensitivity ``Delta`` satisfies ``rho``-zCDP with ``rho = Delta^2 / (2 sigma^2)``
-    (CKS 2020, Theorem 4; seed 001 sec. 2.1).
+    (CKS 2020, Theorem 4; Kazan & Reiter (2022) sec. 2.1).
 
     Attributes:
         sigma_squared: the scale parameter ``sigma^2`` as an exact Fraction (ints,
@@ -313,10 +313,10 @@ class Geometric(_TableMechanism):
     """Two-sided geometric (discrete Laplace) noise, for pure ``epsilon``-DP.
 
     ``P[X = k] = (1 - a) / (1 + a) * a^|k|`` with ``a = exp(-1 / scale)``
-    (Ghosh, Roughgarden & Sundararajan 2012; seed 000 sec. 5.2; seed 002 sec. 2.2,
+    (Ghosh, Roughgarden & Sundararajan 2012; JASON (JSR-19-2F) sec. 5.2; Van Riper et al. (2020) sec. 2.2,
     eq. 1: ``scale = sensitivity / epsilon``). Adding it to an integer query of L1
     sensitivity ``Delta`` satisfies ``epsilon``-DP with ``epsilon = Delta / scale``,
-    hence ``rho``-zCDP with ``rho = epsilon^2 / 2`` (seed 001, Theorem 2).
+    hence ``rho``-zCDP with ``rho = epsilon^2 / 2`` (Kazan & Reiter (2022), Theorem 2).
 
     Attributes:
         scale: the scale ``b`` (``1 / epsilon`` per unit of sensitivity), a Fraction.
@@ -332,7 +332,7 @@ class Geometric(_TableMechanism):
 
     @classmethod
     def from_epsilon(cls, epsilon: Fraction | int | str | float, sensitivity: int = 1) -> Geometric:
-        """The geometric mechanism with ``scale = sensitivity / epsilon`` (seed 002 eq. 1)."""
+        """The geometric mechanism with ``scale = sensitivity / epsilon`` (Van Riper et al. (2020) eq. 1)."""
         epsilon = positive_fraction(epsilon, "epsilon")
         sensitivity = check_sensitivity(sensitivity)
         return cls(Fraction(sensitivity) / epsilon)
@@ -343,7 +343,7 @@ class Geometric(_TableMechanism):
         return Fraction(sensitivity) / self.scale
 
     def rho(self, sensitivity: int = 1) -> Fraction:
-        """zCDP cost ``rho = epsilon^2 / 2`` (Bun & Steinke 2016 Prop. 1.4; seed 001 Thm. 2)."""
+        """zCDP cost ``rho = epsilon^2 / 2`` (Bun & Steinke 2016 Prop. 1.4; Kazan & Reiter (2022) Thm. 2)."""
         return self.epsilon(sensitivity) ** 2 / 2
 
     def _build_profile(self) -> _Profile:

@@ -1,4 +1,4 @@
-"""Randomized response (Warner 1965) as analysed in seed 003, Appendix B.
+"""Randomized response (Warner 1965) as analysed in Abowd & Schmutte (2019), Appendix B.
 
 Each respondent ``i`` has a sensitive bit ``Y_i(1)``. With probability ``rho`` (the
 *truth probability*; not the zCDP rho) the survey records it, otherwise it records
@@ -46,10 +46,10 @@ def _round_up(x: mpmath.mpf) -> float:
 
 @dataclass(frozen=True)
 class RandomizedResponse:
-    """Warner's randomized response with truth probability ``rho`` (seed 003 App. B).
+    """Warner's randomized response with truth probability ``rho`` (Abowd & Schmutte (2019) App. B).
 
     Attributes:
-        truth_probability: ``rho`` in seed 003, ``0 < rho < 1``: probability that
+        truth_probability: ``rho`` in Abowd & Schmutte (2019), ``0 < rho < 1``: probability that
             the sensitive answer is recorded.
         innocuous_probability: ``mu``, ``0 < mu < 1``: probability that the innocuous
             answer is 1 (``1/2`` minimises the privacy loss).
@@ -103,7 +103,7 @@ class RandomizedResponse:
             return _round_up(mpmath.log(mpmath.mpf(factor.numerator) / factor.denominator))
 
     def rho(self, sensitivity: int = 1) -> float:
-        """zCDP ``epsilon^2 / 2`` (seed 001 Thm. 2), as a float rounded up."""
+        """zCDP ``epsilon^2 / 2`` (Kazan & Reiter (2022) Thm. 2), as a float rounded up."""
         e = self.epsilon(sensitivity)
         return math.nextafter(e * e / 2, math.inf)
 
@@ -122,7 +122,7 @@ class RandomizedResponse:
         return self.respond(answers, source)
 
     def estimate(self, responses: np.ndarray) -> float:
-        """Unbiased estimate ``pi_hat = (beta_hat - mu (1 - rho)) / rho`` (seed 003 App. B)."""
+        """Unbiased estimate ``pi_hat = (beta_hat - mu (1 - rho)) / rho`` (Abowd & Schmutte (2019) App. B)."""
         d = np.asarray(responses, dtype=np.float64)
         if d.size == 0:
             raise CensusDPError("cannot estimate a proportion from zero responses")

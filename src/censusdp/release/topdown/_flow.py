@@ -1,6 +1,6 @@
 """Integer network flows over a :class:`~censusdp.release.topdown.problem.Subproblem`.
 
-The constraints of a subproblem form a network (seed 000 sec. 5.7, "casting the
+The constraints of a subproblem form a network (JASON (JSR-19-2F) sec. 5.7, "casting the
 constraints as a series of network flows"):
 
     cell j --X[i, j]--> group node (i, g(j)) --[L_ig, U_ig]--> child node i --[T_lo_i, T_hi_i]--> sink

@@ -1,6 +1,6 @@
 """The TopDown driver: estimate the root, then each parent with its children, level by level.
 
-Input is only what is public after measurement (seed 000 sec. 5.7; seed 002 sec. 2.2):
+Input is only what is public after measurement (JASON (JSR-19-2F) sec. 5.7; Van Riper et al. (2020) sec. 2.2):
 the :class:`~censusdp.release.measure.MeasurementSet` and, per level, the bounds implied by the
 invariants and constraints. Each parent-with-children solve is an independent, picklable
 :class:`Task` (a :class:`~censusdp.release.topdown.problem.Subproblem` plus bookkeeping), so an

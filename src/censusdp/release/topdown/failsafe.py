@@ -1,6 +1,6 @@
 """The failsafe: decide a subproblem's feasibility exactly and relax it minimally.
 
-Seed 000 sec. 5.7: when the constraints of a parent-with-children problem conflict (a
+JASON (JSR-19-2F) sec. 5.7: when the constraints of a parent-with-children problem conflict (a
 "failed solve"), "the constraints impeding solution are relaxed and the optimizer finds the
 closest feasible solution meaning a violation of the exact constraint will be allowed".
 Typical cause: a block has an occupied group-quarters facility of a type (lower bound
@@ -241,7 +241,7 @@ def check_feasible(sub: Subproblem) -> bool:
 def make_feasible(sub: Subproblem) -> tuple[Subproblem, FailsafeReport]:
     """Return ``sub`` unchanged if feasible, else a minimally relaxed feasible copy.
 
-    See the module docstring for the relaxation problem (seed 000 sec. 5.7, "failsafe").
+    See the module docstring for the relaxation problem (JASON (JSR-19-2F) sec. 5.7, "failsafe").
 
     Args:
         sub: the subproblem as built by the driver.

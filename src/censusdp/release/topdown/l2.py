@@ -1,8 +1,8 @@
 """The weighted non-negative least-squares stage of TopDown.
 
-Seed 000 sec. 5.7: "a least squares optimization which effects the Moore-Penrose inverse
+JASON (JSR-19-2F) sec. 5.7: "a least squares optimization which effects the Moore-Penrose inverse
 subject to various constraints that the histogram being determined must be consistent with
-the parent histogram"; seed 002 sec. 2.2 ("minimizing the differences between that level's
+the parent histogram"; Van Riper et al. (2020) sec. 2.2 ("minimizing the differences between that level's
 set of noisy histograms and the output detailed histogram ... while matching invariants and
 meeting other constraints ... the detailed histogram from the parent level"). For one
 :class:`~censusdp.release.topdown.problem.Subproblem` we solve

@@ -1,7 +1,7 @@
 """The TopDown estimation subproblem: one parent with its children, on the kept cells.
 
-A :class:`Subproblem` is the complete input of one estimation task (seed 000 sec. 5.7;
-seed 002 sec. 2.1-2.2): the parent's integer histogram, the children's noisy marginal
+A :class:`Subproblem` is the complete input of one estimation task (JASON (JSR-19-2F) sec. 5.7;
+Van Riper et al. (2020) sec. 2.1-2.2): the parent's integer histogram, the children's noisy marginal
 answers with their weights, and the per-child bounds that encode invariants and
 constraints. It holds no confidential data, only noisy measurements and published
 invariants, so an estimation task can run anywhere (a process pool, a Spark worker).
@@ -16,7 +16,7 @@ The least-squares problem it defines is
 
 where ``A_q`` is the 0/1 marginal operator of query ``q`` restricted to the kept cells
 (``(A_q x)_r = sum_{j: row_q(j) = r} x_j``), ``w_q = 1 / variance`` and ``y_q[i]`` the
-noisy answers of child ``i`` (seed 002 sec. 2.1, eq. for the "L2" stage). The groups
+noisy answers of child ``i`` (Van Riper et al. (2020) sec. 2.1, eq. for the "L2" stage). The groups
 partition the cells and the total is the sum of all groups, so the constraint family is
 laminar and the integer rounding problem is a network flow with an integral optimum.
 """

@@ -1,9 +1,9 @@
 """Integer rounding of a least-squares solution (the second TopDown stage).
 
-Seed 000 sec. 5.7: "the second step is to perform an optimization that assigns integer
+JASON (JSR-19-2F) sec. 5.7: "the second step is to perform an optimization that assigns integer
 values to the histogram cells such that the entries are non-negative integers that are
 rounded values of the fractional results and that sum to the same totals consistent with
-the parent histograms"; seed 002 sec. 2.2, footnote 17 (two stages). We solve
+the parent histograms"; Van Riper et al. (2020) sec. 2.2, footnote 17 (two stages). We solve
 
     minimise   sum_{i,j} | X[i, j] - x[i, j] |
     subject to X integer >= 0, sum_i X[i, j] = p_j,
