@@ -35,7 +35,7 @@ a sparse (units x keys) histogram with 0/1 operators.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -199,6 +199,27 @@ def _operator(line_of_key: np.ndarray, n_lines: int) -> sp.csr_matrix:
     )
 
 
+def _iterations_operator(
+    iterations: Sequence[str],
+    keys: np.ndarray,
+    eth: np.ndarray,
+    sex: np.ndarray,
+    age_line: np.ndarray,
+    n_age_lines: int,
+) -> sp.csr_matrix:
+    """(keys x lines) operator of an iterated sex x age table, lines (iteration, sex, age)."""
+    rows, cols = [], []
+    for i, name in enumerate(iterations):
+        member = ITERATIONS[name][eth]
+        rows.append(keys[member])
+        cols.append((i * 2 + sex[member]) * n_age_lines + age_line[member])
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    return sp.csr_matrix(
+        (np.ones(r.size, dtype=np.int64), (r, c)),
+        shape=(N_KEYS, len(iterations) * 2 * n_age_lines),
+    )
+
+
 @cache
 def _operators(age_detail: str) -> dict[str, sp.csr_matrix]:
     keys = np.arange(N_KEYS)
@@ -213,27 +234,9 @@ def _operators(age_detail: str) -> dict[str, sp.csr_matrix]:
     else:
         ops["P12"] = _operator(sex * N_BANDS + band, 2 * N_BANDS)
     ops["P14"] = _operator(np.where(age < P14_AGES, sex * P14_AGES + age, -1), 2 * P14_AGES)
-    # P12A-I: (iteration, sex, band); keys belong to several iterations (A and I ...).
-    rows, cols = [], []
-    for i, name in enumerate(BLOCK_ITERATIONS):
-        member = ITERATIONS[name][eth]
-        rows.append(keys[member])
-        cols.append((i * 2 + sex[member]) * N_BANDS + band[member])
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    ops["P12A-I"] = sp.csr_matrix(
-        (np.ones(r.size, dtype=np.int64), (r, c)),
-        shape=(N_KEYS, len(BLOCK_ITERATIONS) * 2 * N_BANDS),
-    )
-    rows, cols = [], []
-    for i, name in enumerate(TRACT_ITERATIONS):
-        member = ITERATIONS[name][eth]
-        rows.append(keys[member])
-        cols.append((i * 2 + sex[member]) * N_AGES + age[member])
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    ops["PCT12A-O"] = sp.csr_matrix(
-        (np.ones(r.size, dtype=np.int64), (r, c)),
-        shape=(N_KEYS, len(TRACT_ITERATIONS) * 2 * N_AGES),
-    )
+    # P12A-I / PCT12A-O: (iteration, sex, age); keys belong to several iterations (A and I ...).
+    ops["P12A-I"] = _iterations_operator(BLOCK_ITERATIONS, keys, eth, sex, band, N_BANDS)
+    ops["PCT12A-O"] = _iterations_operator(TRACT_ITERATIONS, keys, eth, sex, age, N_AGES)
     return ops
 
 

@@ -456,8 +456,37 @@ def _deciles(values: np.ndarray, axis: int = 0) -> dict[str, list[float]]:
     }
 
 
+@dataclass(frozen=True, kw_only=True)
+class _TrialArrays:
+    """What every multi-trial experiment records: solver, trials, seed, per-trial arrays, times."""
+
+    solver: str
+    trials: int
+    seed: int
+    fractions: np.ndarray
+    residual_norms: np.ndarray
+    converged: np.ndarray
+    seconds: float
+    gram_seconds: float
+    solve_seconds: float
+
+
+def _trial_arrays(
+    results: list[TrialResult], start: float, pick: Any = slice(None)
+) -> dict[str, Any]:
+    """The per-trial arrays (``pick`` of each trial's) and summed timings of a finished run."""
+    return {
+        "fractions": np.stack([r.fractions[pick] for r in results]),
+        "residual_norms": np.stack([r.residual_norms[pick] for r in results]),
+        "converged": np.stack([r.converged[pick] for r in results]),
+        "seconds": time.perf_counter() - start,
+        "gram_seconds": float(sum(r.gram_seconds for r in results)),
+        "solve_seconds": float(sum(r.solve_seconds for r in results)),
+    }
+
+
 @dataclass(frozen=True)
-class RecoveryCurve:
+class RecoveryCurve(_TrialArrays):
     """Fraction of bits recovered vs number of queries over many trials.
 
     Attributes:
@@ -479,16 +508,7 @@ class RecoveryCurve:
     query_counts: np.ndarray
     noise: NoiseSpec
     family: str
-    solver: str
-    trials: int
-    seed: int
     nested: bool
-    fractions: np.ndarray
-    residual_norms: np.ndarray
-    converged: np.ndarray
-    seconds: float
-    gram_seconds: float
-    solve_seconds: float
 
     @property
     def mean(self) -> np.ndarray:
@@ -623,12 +643,7 @@ def recovery_curve(
         trials=trials,
         seed=seed,
         nested=nested,
-        fractions=np.stack([r.fractions[0] for r in results]),
-        residual_norms=np.stack([r.residual_norms[0] for r in results]),
-        converged=np.stack([r.converged[0] for r in results]),
-        seconds=time.perf_counter() - start,
-        gram_seconds=float(sum(r.gram_seconds for r in results)),
-        solve_seconds=float(sum(r.solve_seconds for r in results)),
+        **_trial_arrays(results, start, 0),
     )
 
 
@@ -821,7 +836,7 @@ def recovery_thresholds(
 
 
 @dataclass(frozen=True)
-class LaplaceGrid:
+class LaplaceGrid(_TrialArrays):
     """Fraction recovered vs epsilon and query multiple (JASON (JSR-19-2F) fig. 5-7).
 
     Attributes:
@@ -837,15 +852,6 @@ class LaplaceGrid:
     epsilons: np.ndarray
     multiples: np.ndarray
     mechanism: str
-    solver: str
-    trials: int
-    seed: int
-    fractions: np.ndarray
-    residual_norms: np.ndarray
-    converged: np.ndarray
-    seconds: float
-    gram_seconds: float
-    solve_seconds: float
 
     @property
     def mean(self) -> np.ndarray:
@@ -966,12 +972,7 @@ def laplace_grid(
         solver=solver,
         trials=trials,
         seed=seed,
-        fractions=np.stack([r.fractions for r in results]),
-        residual_norms=np.stack([r.residual_norms for r in results]),
-        converged=np.stack([r.converged for r in results]),
-        seconds=time.perf_counter() - start,
-        gram_seconds=float(sum(r.gram_seconds for r in results)),
-        solve_seconds=float(sum(r.solve_seconds for r in results)),
+        **_trial_arrays(results, start),
     )
 
 
