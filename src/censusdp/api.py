@@ -35,22 +35,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from censusdp import __all__ as _package_exports
 from censusdp.progress import Progress
 
-__all__ = [
-    "Release",
-    "evaluate_release",
-    "generate_state",
-    "infer_release",
-    "load_budget",
-    "posterior",
-    "reconstruct",
-    "reestimate",
-    "run_release",
-    "reidentify",
-    "assess_risk",
-    "validate",
-]
+# The export list lives in the package root (``censusdp.__all__``), which must stay light.
+__all__ = [name for name in _package_exports if name != "__version__"]
 
 PathLike = str | os.PathLike[str]
 

@@ -165,12 +165,7 @@ def run_reconstruct(
             f"reconstruct: {m.exact_rate:.1%} of records match a person exactly, "
             f"{m.fuzzy_rate:.1%} with age +-1",
         )
-    timings["total"] = time.perf_counter() - t_all
-    summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
-    summary["package_version"] = __version__
-    write_json(summary, out / "summary.json")
-    write_json({"command": "attack reconstruct", **summary}, out / "manifest.json")
-    return summary
+    return _finish(summary, timings, t_all, out, "attack reconstruct")
 
 
 def _link_table(rec_ids: np.ndarray, person_id: np.ndarray, links: Any, flags: dict) -> pa.Table:
@@ -286,9 +281,16 @@ def run_reid(
             f"{rates['confirmed_share']:.1%} of the population "
             f"(marginals baseline {rates['baseline_confirmed_share']:.1%})",
         )
+    return _finish(summary, timings, t_all, out, "attack reid")
+
+
+def _finish(
+    summary: dict[str, Any], timings: dict[str, float], t_all: float, out: Path, command: str
+) -> dict[str, Any]:
+    """Record the timings and version, write ``summary.json`` and the manifest."""
     timings["total"] = time.perf_counter() - t_all
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     summary["package_version"] = __version__
     write_json(summary, out / "summary.json")
-    write_json({"command": "attack reid", **summary}, out / "manifest.json")
+    write_json({"command": command, **summary}, out / "manifest.json")
     return summary
