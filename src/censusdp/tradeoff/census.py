@@ -54,10 +54,10 @@ import hashlib
 import json
 import math
 import shutil
-import sys
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,8 @@ import pyarrow.parquet as pq
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
 from censusdp.io.output import prepare_output_dir
+from censusdp.privacy.budget import Budget
+from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
 __all__ = [
@@ -117,13 +119,7 @@ METRICS: dict[str, str] = {
     "risk.p<prior>.correct_decision": "probability of a correct 0-1 decision (eqs. 18-19)",
 }
 
-Progress = Callable[[str], None] | None
 ReleaseRunner = Callable[..., Any]
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
 
 
 # -- budgets and geography of the scenarios --------------------------------------------------
@@ -357,7 +353,7 @@ def census_tradeoff(
         release_runner: the release function (default
             :func:`censusdp.release.pipeline.run_release` without a unit run); tests pass a
             stand-in with the same keyword arguments.
-        progress: progress callback (default: stderr).
+        progress: progress callback (``None``: silent).
 
     Returns:
         The result written to ``results.json``.
@@ -367,14 +363,6 @@ def census_tradeoff(
             ``out_dir`` holding other outputs without ``overwrite``.
     """
     from censusdp.evaluate import json_ready
-    from censusdp.io.cef import read_cef
-    from censusdp.privacy.budget import load_preset
-    from censusdp.tradeoff import _plots
-
-    if progress is None:
-
-        def progress(msg: str) -> None:
-            print(f"[tradeoff census] {msg}", file=sys.stderr, flush=True)
 
     t0 = time.perf_counter()
     eps_list = _check_epsilons(epsilons)
@@ -384,26 +372,7 @@ def census_tradeoff(
         raise ConfigError(f"scenarios must be distinct values among {SCENARIOS}, got {scen}")
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
-    base = load_preset(preset)
-    if base.privacy_measure != "zCDP":
-        raise ConfigError(
-            f"preset {preset!r} is {base.privacy_measure}; the Bayesian risk needs a zCDP "
-            "(discrete Gaussian) preset such as pl94-2020"
-        )
-    from censusdp.risk.release import detailed_rhos
-
-    detailed_rhos(base)  # raises ConfigError if the preset does not measure 'detailed' low
-    attack_base = None
-    if attack_preset is not None:
-        attack_base = load_preset(attack_preset)
-        from censusdp.data.schema import get_schema
-
-        attrs = get_schema(attack_base.schema).attribute_names
-        if "sex" not in attrs or "age" not in attrs:
-            raise ConfigError(
-                f"attack preset {attack_preset!r} has schema {attack_base.schema!r} without "
-                "sex and age; the reconstruction needs both (e.g. dhc-lite-demo)"
-            )
+    base, attack_base = _check_presets(preset, attack_preset)
     inp = Path(input_dir)
     out = Path(out_dir)
     # an interrupted sweep (only cache/ written) resumes by itself
@@ -412,135 +381,40 @@ def census_tradeoff(
     runner = release_runner or _default_runner
     runner_name = "run_release" if release_runner is None else getattr(runner, "__name__", "custom")
 
-    cef_std = read_cef(inp)
-    population = int(cef_std.n_persons)
-    fingerprint = _fingerprint(inp)
     work = out / ".work"
-    inputs: dict[str, Path] = {"standard": inp}
-    cefs: dict[str, Any] = {"standard": cef_std}
-    budgets: dict[str, Any] = {"standard": base}
-    attack_budgets: dict[str, Any] = {"standard": attack_base}
-    if "no_block" in scen:
-        coarse = work / "cef_no_block"
-        counts = coarsen_to_block_groups(inp, coarse)
-        inputs["no_block"] = coarse
-        cefs["no_block"] = read_cef(coarse)
-        budgets["no_block"] = no_block_budget(base)
-        attack_budgets["no_block"] = (
-            no_block_budget(attack_base) if attack_base is not None else None
-        )
-        _say(
-            progress, f"no-block scenario: {counts['block_groups']} block groups as the finest unit"
-        )
-
+    scenes = _scenarios(scen, inp, work, base, attack_base, progress)
     config = {
-        "input_fingerprint": fingerprint,
+        "input_fingerprint": _fingerprint(inp),
         "preset": preset,
         "attack_preset": attack_preset,
         "two_level_risk": bool(two_level_risk),
         "runner": runner_name,
         "package_version": __version__,
     }
-    cache = out / "cache"
-    cache.mkdir(exist_ok=True)
+    grid = _RunGrid(
+        out=out,
+        work=work,
+        config=config,
+        keep_runs=keep_runs,
+        workers=workers,
+        runner=runner,
+        two_level_risk=two_level_risk,
+    )
     runs: list[dict[str, Any]] = []
-    total = len(scen) * len(eps_list) * len(seed_list)
-    done = 0
-    for s in scen:
-        for e in eps_list:
-            b = budgets[s].scaled(epsilon=str(e))
-            ab = attack_budgets[s].scaled(epsilon=str(e)) if attack_budgets[s] is not None else None
-            for seed in seed_list:
-                done += 1
-                key = f"{s}_eps{e:g}_seed{seed}"
-                cfile = cache / f"{key}.json"
-                if cfile.exists():
-                    try:
-                        cached = json.loads(cfile.read_text(encoding="utf-8"))
-                    except (OSError, ValueError):
-                        cached = None
-                    if cached and cached.get("config") == config:
-                        runs.append(cached["run"])
-                        _say(progress, f"[{done}/{total}] {key}: cached")
-                        continue
-                t_run = time.perf_counter()
-                acc_seed = _run_seed(seed, s, e, "accuracy")
-                att_seed = _run_seed(seed, s, e, "attack")
-                metrics: dict[str, float] = {}
-                rdir = (out / "runs" if keep_runs else work / "runs") / key
-                if rdir.exists():
-                    shutil.rmtree(rdir)
-                runner(inputs[s], rdir / "accuracy", budget=b, seed=acc_seed, workers=workers)
-                metrics.update(_accuracy(cefs[s], rdir / "accuracy"))
-                metrics.update(_risk(b, cefs[s], acc_seed, two_level_risk))
-                if ab is not None:
-                    runner(inputs[s], rdir / "attack", budget=ab, seed=att_seed, workers=workers)
-                    metrics.update(
-                        _attack(
-                            rdir / "attack",
-                            inputs[s],
-                            rdir / "attack_out",
-                            seed=seed,
-                            workers=workers,
-                        )
-                    )
-                if not keep_runs:
-                    shutil.rmtree(rdir, ignore_errors=True)
-                run = {
-                    "scenario": s,
-                    "epsilon": e,
-                    "seed": seed,
-                    "accuracy_seed": acc_seed,
-                    "attack_seed": att_seed if ab is not None else None,
-                    "rho": float(b.rho),
-                    "rho_exact": str(b.rho),
-                    "attack_rho": float(ab.rho) if ab is not None else None,
-                    "seconds": round(time.perf_counter() - t_run, 3),
-                    "metrics": metrics,
-                }
-                write_json(json_ready({"config": config, "run": run}), cfile)
-                runs.append(json_ready(run))
-                lv = budgets[s].geolevel_names
-                mae = metrics.get(f"accuracy.total_population.{lv[-1]}.mae", math.nan)
-                conf = metrics.get("reid.confirmed_share")
-                reid = f"re-identified {conf:.1%}, " if conf is not None else ""
-                _say(
-                    progress,
-                    f"[{done}/{total}] {key}: MAE total population at {lv[-1]} {mae:.2f}, "
-                    f"{reid}P[correct] (p=1/2) "
-                    f"{metrics['risk.p0.5.correct_decision']:.3f} ({run['seconds']:.1f}s)",
-                )
-
-    references: dict[str, dict[str, float]] = {}
-    if attack_base is not None:
-        for s in scen:
-            ref_dir = work / f"unprotected_{s}"
-            m = _attack(inputs[s], inputs[s], ref_dir, seed=seed_list[0], workers=workers)
-            references[s] = m
-            shutil.rmtree(ref_dir, ignore_errors=True)
-            _say(
-                progress,
-                f"unprotected {s} tables: re-identified {m['reid.confirmed_share']:.1%}",
-            )
-
-    geo = {s: list(budgets[s].geolevel_names) for s in scen}
-    units = {
-        s: {
-            lv: int(np.unique(np.asarray(cefs[s].units["geocode"]).astype(f"U{length}")).size)
-            if length > 0
-            else 1
-            for lv, length in budgets[s].geolevels
-        }
-        for s in scen
-    }
+    keys = [(s, e, seed) for s in scen for e in eps_list for seed in seed_list]
+    for done, (s, e, seed) in enumerate(keys, start=1):
+        run, cached = grid.run(scenes[s], s, e, seed)
+        runs.append(run)
+        say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
+    references = _references({s: scenes[s] for s in scen}, work, seed_list[0], workers, progress)
     points = _aggregate(runs, scen, eps_list)
-    fits = _fits(points, scen, geo)
+
     result = json_ready(
         {
             "command": "tradeoff census",
             "input": str(inp.resolve()),
-            "input_fingerprint": fingerprint,
-            "population": population,
+            "input_fingerprint": config["input_fingerprint"],
+            "population": int(scenes["standard"].cef.n_persons),
             "epsilons": eps_list,
             "seeds": seed_list,
             "epsilon_meaning": (
@@ -549,30 +423,230 @@ def census_tradeoff(
             ),
             "delta": float(base.delta),
             "presets": {"accuracy_and_risk": preset, "attack": attack_preset},
-            "scenarios": {
-                s: {
-                    "geolevels": geo[s],
-                    "units": units[s],
-                    "geolevel_shares": {k: float(v) for k, v in budgets[s].geolevel_shares.items()},
-                    "description": (
-                        "every geolevel down to the block published"
-                        if s == "standard"
-                        else "no block-level release; the block share reallocated to the "
-                        "higher levels in proportion (JASON sec. 8)"
-                    ),
-                }
-                for s in scen
-            },
+            "scenarios": {s: scenes[s].describe(s) for s in scen},
             "priors": list(PRIORS),
             "metrics_definitions": METRICS,
             "points": points,
             "references": references,
-            "frontier_fits": fits,
+            "frontier_fits": _fits(
+                points, scen, {s: list(scenes[s].budget.geolevel_names) for s in scen}
+            ),
             "runs": runs,
             "package_version": __version__,
             "seconds": round(time.perf_counter() - t0, 2),
         }
     )
+    settings = {
+        "input": str(inp.resolve()),
+        "epsilons": eps_list,
+        "seeds": seed_list,
+        "preset": preset,
+        "attack_preset": attack_preset,
+        "scenarios": scen,
+        "two_level_risk": bool(two_level_risk),
+        "workers": workers,
+        "keep_runs": keep_runs,
+    }
+    _write_results(result, runs, settings, out)
+    shutil.rmtree(work, ignore_errors=True)
+    say(progress, f"wrote {out / 'results.json'}, runs.parquet and frontier.png")
+    return result
+
+
+def _check_presets(preset: str, attack_preset: str | None) -> tuple[Budget, Budget | None]:
+    """The accuracy/risk preset (zCDP, measures ``detailed``) and the attack preset."""
+    from censusdp.data.schema import get_schema
+    from censusdp.privacy.budget import load_preset
+    from censusdp.risk.release import detailed_rhos
+
+    base = load_preset(preset)
+    if base.privacy_measure != "zCDP":
+        raise ConfigError(
+            f"preset {preset!r} is {base.privacy_measure}; the Bayesian risk needs a zCDP "
+            "(discrete Gaussian) preset such as pl94-2020"
+        )
+    detailed_rhos(base)  # raises ConfigError if the preset does not measure 'detailed' low
+    if attack_preset is None:
+        return base, None
+    attack_base = load_preset(attack_preset)
+    attrs = get_schema(attack_base.schema).attribute_names
+    if "sex" not in attrs or "age" not in attrs:
+        raise ConfigError(
+            f"attack preset {attack_preset!r} has schema {attack_base.schema!r} without "
+            "sex and age; the reconstruction needs both (e.g. dhc-lite-demo)"
+        )
+    return base, attack_base
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    """One publication scenario: its input, the CEF read from it and its two budgets."""
+
+    input: Path
+    cef: Any
+    budget: Budget
+    attack_budget: Budget | None
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """The scenario's entry in ``results.json``: geolevels, unit counts, shares."""
+        geocodes = np.asarray(self.cef.units["geocode"])
+        return {
+            "geolevels": list(self.budget.geolevel_names),
+            "units": {
+                lv: int(np.unique(geocodes.astype(f"U{length}")).size) if length > 0 else 1
+                for lv, length in self.budget.geolevels
+            },
+            "geolevel_shares": {k: float(v) for k, v in self.budget.geolevel_shares.items()},
+            "description": (
+                "every geolevel down to the block published"
+                if name == "standard"
+                else "no block-level release; the block share reallocated to the "
+                "higher levels in proportion (JASON sec. 8)"
+            ),
+        }
+
+
+def _scenarios(
+    names: list[str],
+    inp: Path,
+    work: Path,
+    base: Budget,
+    attack_base: Budget | None,
+    progress: Progress,
+) -> dict[str, _Scenario]:
+    """The scenarios' inputs and budgets (``no_block`` coarsens the CEF to block groups)."""
+    from censusdp.io.cef import read_cef
+
+    scenes = {"standard": _Scenario(inp, read_cef(inp), base, attack_base)}
+    if "no_block" in names:
+        coarse = work / "cef_no_block"
+        counts = coarsen_to_block_groups(inp, coarse)
+        scenes["no_block"] = _Scenario(
+            coarse,
+            read_cef(coarse),
+            no_block_budget(base),
+            no_block_budget(attack_base) if attack_base is not None else None,
+        )
+        say(
+            progress, f"no-block scenario: {counts['block_groups']} block groups as the finest unit"
+        )
+    return scenes
+
+
+@dataclass(frozen=True)
+class _RunGrid:
+    """How one (scenario, epsilon, seed) run is made, cached and measured."""
+
+    out: Path
+    work: Path
+    config: dict[str, Any]
+    keep_runs: bool
+    workers: int
+    runner: ReleaseRunner
+    two_level_risk: bool
+
+    def run(self, scene: _Scenario, s: str, e: float, seed: int) -> tuple[dict[str, Any], bool]:
+        """The run's record and whether it came from the cache."""
+        from censusdp.evaluate import json_ready
+
+        key = f"{s}_eps{e:g}_seed{seed}"
+        cfile = self.out / "cache" / f"{key}.json"
+        cached = _read_cache(cfile, self.config)
+        if cached is not None:
+            return cached, True
+        t_run = time.perf_counter()
+        b = scene.budget.scaled(epsilon=str(e))
+        ab = scene.attack_budget.scaled(epsilon=str(e)) if scene.attack_budget else None
+        acc_seed = _run_seed(seed, s, e, "accuracy")
+        att_seed = _run_seed(seed, s, e, "attack")
+        rdir = (self.out / "runs" if self.keep_runs else self.work / "runs") / key
+        if rdir.exists():
+            shutil.rmtree(rdir)
+        self.runner(scene.input, rdir / "accuracy", budget=b, seed=acc_seed, workers=self.workers)
+        metrics = _accuracy(scene.cef, rdir / "accuracy")
+        metrics.update(_risk(b, scene.cef, acc_seed, self.two_level_risk))
+        if ab is not None:
+            self.runner(
+                scene.input, rdir / "attack", budget=ab, seed=att_seed, workers=self.workers
+            )
+            metrics.update(
+                _attack(
+                    rdir / "attack",
+                    scene.input,
+                    rdir / "attack_out",
+                    seed=seed,
+                    workers=self.workers,
+                )
+            )
+        if not self.keep_runs:
+            shutil.rmtree(rdir, ignore_errors=True)
+        run = {
+            "scenario": s,
+            "epsilon": e,
+            "seed": seed,
+            "accuracy_seed": acc_seed,
+            "attack_seed": att_seed if ab is not None else None,
+            "rho": float(b.rho),
+            "rho_exact": str(b.rho),
+            "attack_rho": float(ab.rho) if ab is not None else None,
+            "seconds": round(time.perf_counter() - t_run, 3),
+            "metrics": metrics,
+        }
+        cfile.parent.mkdir(exist_ok=True)
+        write_json(json_ready({"config": self.config, "run": run}), cfile)
+        return json_ready(run), False
+
+
+def _read_cache(cfile: Path, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached run in ``cfile`` if it was made with the same ``config``."""
+    if not cfile.exists():
+        return None
+    try:
+        cached = json.loads(cfile.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return cached["run"] if cached and cached.get("config") == config else None
+
+
+def _run_line(run: dict[str, Any], scene: _Scenario, cached: bool) -> str:
+    """One progress line for a finished run."""
+    key = f"{run['scenario']}_eps{run['epsilon']:g}_seed{run['seed']}"
+    if cached:
+        return f"{key}: cached"
+    metrics = run["metrics"]
+    bottom = scene.budget.geolevel_names[-1]
+    mae = metrics.get(f"accuracy.total_population.{bottom}.mae", math.nan)
+    conf = metrics.get("reid.confirmed_share")
+    reid = f"re-identified {conf:.1%}, " if conf is not None else ""
+    return (
+        f"{key}: MAE total population at {bottom} {mae:.2f}, {reid}P[correct] (p=1/2) "
+        f"{metrics['risk.p0.5.correct_decision']:.3f} ({run['seconds']:.1f}s)"
+    )
+
+
+def _references(
+    scenes: dict[str, _Scenario], work: Path, seed: int, workers: int, progress: Progress
+) -> dict[str, dict[str, float]]:
+    """The attack on each scenario's unprotected tables (the reference every run is beside)."""
+    references: dict[str, dict[str, float]] = {}
+    for s, scene in scenes.items():
+        if scene.attack_budget is None:
+            continue
+        ref_dir = work / f"unprotected_{s}"
+        m = _attack(scene.input, scene.input, ref_dir, seed=seed, workers=workers)
+        references[s] = m
+        shutil.rmtree(ref_dir, ignore_errors=True)
+        say(progress, f"unprotected {s} tables: re-identified {m['reid.confirmed_share']:.1%}")
+    return references
+
+
+def _write_results(
+    result: dict[str, Any], runs: list[dict[str, Any]], settings: dict[str, Any], out: Path
+) -> None:
+    """``results.json``, ``runs.parquet``, ``frontier.png`` and the manifest."""
+    from censusdp.evaluate import json_ready
+    from censusdp.tradeoff import _plots
+
     write_json(result, out / "results.json")
     write_parquet(_runs_table(runs), out / "runs.parquet")
     png = _plots.census_frontier_figure(result)
@@ -582,18 +656,8 @@ def census_tradeoff(
         json_ready(
             {
                 "command": "tradeoff census",
-                "config": {
-                    "input": str(inp.resolve()),
-                    "epsilons": eps_list,
-                    "seeds": seed_list,
-                    "preset": preset,
-                    "attack_preset": attack_preset,
-                    "scenarios": scen,
-                    "two_level_risk": bool(two_level_risk),
-                    "workers": workers,
-                    "keep_runs": keep_runs,
-                },
-                "seeds": seed_list,
+                "config": settings,
+                "seeds": settings["seeds"],
                 "package_version": __version__,
                 "timings": {"total": result["seconds"]},
                 "outputs": ["results.json", "runs.parquet", "frontier.png", "cache/"],
@@ -601,9 +665,6 @@ def census_tradeoff(
         ),
         out / "manifest.json",
     )
-    shutil.rmtree(work, ignore_errors=True)
-    _say(progress, f"wrote {out / 'results.json'}, runs.parquet and frontier.png")
-    return result
 
 
 def _aggregate(
