@@ -362,7 +362,6 @@ def census_tradeoff(
         ConfigError: for invalid arguments, a preset that cannot serve its role, or an
             ``out_dir`` holding other outputs without ``overwrite``.
     """
-    from censusdp.evaluate import json_ready
 
     t0 = time.perf_counter()
     eps_list = _check_epsilons(epsilons)
@@ -407,35 +406,7 @@ def census_tradeoff(
         runs.append(run)
         say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
     references = _references({s: scenes[s] for s in scen}, work, seed_list[0], workers, progress)
-    points = _aggregate(runs, scen, eps_list)
 
-    result = json_ready(
-        {
-            "command": "tradeoff census",
-            "input": str(inp.resolve()),
-            "input_fingerprint": config["input_fingerprint"],
-            "population": int(scenes["standard"].cef.n_persons),
-            "epsilons": eps_list,
-            "seeds": seed_list,
-            "epsilon_meaning": (
-                f"(epsilon, delta)-DP of everything published, delta = {float(base.delta):g} "
-                "(CKS 2020 Cor. 13 via Budget.scaled)"
-            ),
-            "delta": float(base.delta),
-            "presets": {"accuracy_and_risk": preset, "attack": attack_preset},
-            "scenarios": {s: scenes[s].describe(s) for s in scen},
-            "priors": list(PRIORS),
-            "metrics_definitions": METRICS,
-            "points": points,
-            "references": references,
-            "frontier_fits": _fits(
-                points, scen, {s: list(scenes[s].budget.geolevel_names) for s in scen}
-            ),
-            "runs": runs,
-            "package_version": __version__,
-            "seconds": round(time.perf_counter() - t0, 2),
-        }
-    )
     settings = {
         "input": str(inp.resolve()),
         "epsilons": eps_list,
@@ -447,6 +418,8 @@ def census_tradeoff(
         "workers": workers,
         "keep_runs": keep_runs,
     }
+    result = _result_document(settings, config, scenes, runs, references, base.delta)
+    result["seconds"] = round(time.perf_counter() - t0, 2)
     _write_results(result, runs, settings, out)
     shutil.rmtree(work, ignore_errors=True)
     say(progress, f"wrote {out / 'results.json'}, runs.parquet and frontier.png")
@@ -638,6 +611,50 @@ def _references(
         shutil.rmtree(ref_dir, ignore_errors=True)
         say(progress, f"unprotected {s} tables: re-identified {m['reid.confirmed_share']:.1%}")
     return references
+
+
+def _result_document(
+    settings: dict[str, Any],
+    config: dict[str, Any],
+    scenes: dict[str, _Scenario],
+    runs: list[dict[str, Any]],
+    references: dict[str, dict[str, float]],
+    delta: Fraction,
+) -> dict[str, Any]:
+    """``results.json``: the grid, the scenarios, points aggregated over seeds and fits."""
+    from censusdp.evaluate import json_ready
+
+    scen, eps_list = settings["scenarios"], settings["epsilons"]
+    points = _aggregate(runs, scen, eps_list)
+    return json_ready(
+        {
+            "command": "tradeoff census",
+            "input": settings["input"],
+            "input_fingerprint": config["input_fingerprint"],
+            "population": int(scenes["standard"].cef.n_persons),
+            "epsilons": eps_list,
+            "seeds": settings["seeds"],
+            "epsilon_meaning": (
+                f"(epsilon, delta)-DP of everything published, delta = {float(delta):g} "
+                "(CKS 2020 Cor. 13 via Budget.scaled)"
+            ),
+            "delta": float(delta),
+            "presets": {
+                "accuracy_and_risk": settings["preset"],
+                "attack": settings["attack_preset"],
+            },
+            "scenarios": {s: scenes[s].describe(s) for s in scen},
+            "priors": list(PRIORS),
+            "metrics_definitions": METRICS,
+            "points": points,
+            "references": references,
+            "frontier_fits": _fits(
+                points, scen, {s: list(scenes[s].budget.geolevel_names) for s in scen}
+            ),
+            "runs": runs,
+            "package_version": __version__,
+        }
+    )
 
 
 def _write_results(
