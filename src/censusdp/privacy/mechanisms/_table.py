@@ -201,6 +201,12 @@ def build_symmetric_table(
 ) -> AliasTable:
     """Build an :class:`AliasTable` for a symmetric pmf ``f(k) = f(-k)``, ``f(0) = 1``.
 
+    Long because it is one exact construction whose steps check each other: the weights
+    are quantized to sum to exactly ``2**128``, Vose's method fills the columns, the
+    columns are verified to reproduce the weights, and the TV bound is computed from the
+    same quantities. It is kept whole so that its mutation-testing record (tools/
+    mutation.toml, keyed by function and mutant number) stays valid.
+
     Args:
         half_width: ``T``.
         first_weights: returns ``[e_0, ..., e_T]``, ``e_k`` the fixed-point value of
