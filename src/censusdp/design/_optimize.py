@@ -37,7 +37,6 @@ privacy", PVLDB 11(10):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +46,7 @@ from scipy.optimize import minimize
 from censusdp.design._accuracy import marginal_eigen
 from censusdp.design._matrices import KronStrategy, MarginalsStrategy, Workload
 from censusdp.errors import InternalError
+from censusdp.progress import Progress
 
 __all__ = [
     "OptimizerResult",
@@ -58,8 +58,6 @@ __all__ = [
     "pidentity_matrix",
     "pidentity_objective",
 ]
-
-Progress = Callable[[str], None] | None
 
 
 @dataclass(frozen=True)

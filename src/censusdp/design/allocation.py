@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -60,6 +60,7 @@ from censusdp.design._errors import DesignError
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.mechanisms import DiscreteGaussian
 from censusdp.privacy.randomness import RandomSource
+from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
 __all__ = [
@@ -79,8 +80,6 @@ __all__ = [
 
 NEIGHBOURS: dict[str, int] = {"bounded": 1, "unbounded": 2}
 """``kappa``: noise precision per unit of rho (``sigma^2 = 1 / (kappa rho_q)``)."""
-
-Progress = Callable[[str], None] | None
 
 
 @dataclass(frozen=True)
@@ -561,89 +560,18 @@ def optimize_allocation(
     model = LevelErrorModel(schema, all_queries + [t.query for t in targets])
     rho = float(budget.total)
 
-    level_opt: dict[str, dict[str, Any]] = {}
-    for level in budget.geolevel_names:
-        queries = list(budget.query_shares[level])
-        terms = _level_terms(model, targets, level)
-        start = np.array([float(budget.query_shares[level][q]) for q in queries])
-        s, value, gap, its = _solve_level(
-            model, queries, start, terms, tol=request.tol, max_iter=request.max_iter
-        )
-        keep = [k for k in range(len(queries)) if s[k] >= request.min_share]
-        if len(keep) < len(queries):  # re-optimise on the kept queries
-            queries = [queries[k] for k in keep]
-            s, value, gap, more = _solve_level(
-                model, queries, s[keep], terms, tol=request.tol, max_iter=request.max_iter
-            )
-            its += more
-        fracs = rationalize(s, request.denominator)
-        kept = {q: f for q, f in zip(queries, fracs, strict=True) if f > 0}
-        exact, _ = model.level_error([(q, float(f)) for q, f in kept.items()], terms)
-        level_opt[level] = {
-            "continuous": value,
-            "exact": exact,
-            "shares": kept,
-            "float_shares": dict(zip(queries, s.tolist(), strict=True)),
-            "gap": gap,
-            "iterations": its,
-        }
-        if progress is not None:
-            progress(
-                f"design: allocation {level}: C = {value:.6g}, {len(kept)} queries, "
-                f"gap {gap:.1e} after {its} iterations"
-            )
-    sqrt_exact = np.array([math.sqrt(level_opt[lv]["exact"]) for lv in budget.geolevel_names])
-    gshares = rationalize(sqrt_exact, request.denominator)
-    if any(g == 0 for g in gshares):
-        raise DesignError(
-            f"a geolevel's optimal share rounds to 0 at denominator {request.denominator}; "
-            "raise the denominator"
-        )
+    level_opt = {
+        level: _optimize_level(model, budget, targets, level, request, progress)
+        for level in budget.geolevel_names
+    }
+    new_budget = _optimized_budget(budget, level_opt, request, len(targets))
     sqrt_cont = sum(math.sqrt(level_opt[lv]["continuous"]) for lv in budget.geolevel_names)
-    new_budget = Budget(
-        schema=budget.schema,
-        mechanism=budget.mechanism,
-        total=budget.total,
-        delta=budget.delta,
-        geolevels=budget.geolevels,
-        geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
-        query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
-        neighbours=budget.neighbours,
-        name=request.name or f"{budget.name}-optimized",
-        description=f"allocation optimised for a target workload of {len(targets)} tables "
-        f"(from {budget.name}, same global rho)",
-        notes=(
-            f"Optimised by censusdp design allocation from {budget.name} ({request.neighbours} "
-            "neighbours): geolevel and query shares minimise the weighted mean squared error "
-            "per cell of the target tables, each answered by least squares from its own "
-            "geounit's measurements.",
-        ),
-    )
     orig_total, orig_level, orig_table = _allocation_error(model, budget, targets, kappa)
     new_total, new_level, new_table = _allocation_error(model, new_budget, targets, kappa)
-    levels = []
-    for level in budget.geolevel_names:
-        og = budget.geolevel_shares[level]
-        ng = new_budget.geolevel_shares[level]
-        levels.append(
-            {
-                "geolevel": level,
-                "original_share": str(og),
-                "original_share_float": float(og),
-                "optimized_share": str(ng),
-                "optimized_share_float": float(ng),
-                "original_error": orig_level[level],
-                "optimized_error": new_level[level],
-                "optimality_gap": level_opt[level]["gap"],
-                "iterations": level_opt[level]["iterations"],
-                "original_query_shares": {
-                    q: float(v) for q, v in budget.query_shares[level].items()
-                },
-                "optimized_query_shares": {
-                    q: float(v) for q, v in new_budget.query_shares[level].items()
-                },
-            }
-        )
+    levels = [
+        _level_row(level, budget, new_budget, orig_level, new_level, level_opt[level])
+        for level in budget.geolevel_names
+    ]
     tables = [
         {
             "geolevel": t.geolevel,
@@ -678,6 +606,104 @@ def optimize_allocation(
         continuous_error=sqrt_cont**2 / (kappa * rho),
         extra=extra,
     )
+
+
+def _optimize_level(
+    model: LevelErrorModel,
+    budget: Budget,
+    targets: Sequence[TargetTable],
+    level: str,
+    request: AllocationRequest,
+    progress: Progress,
+) -> dict[str, Any]:
+    """Optimal query shares at one geolevel (queries below ``min_share`` dropped)."""
+    queries = list(budget.query_shares[level])
+    terms = _level_terms(model, targets, level)
+    start = np.array([float(budget.query_shares[level][q]) for q in queries])
+    s, value, gap, its = _solve_level(
+        model, queries, start, terms, tol=request.tol, max_iter=request.max_iter
+    )
+    keep = [k for k in range(len(queries)) if s[k] >= request.min_share]
+    if len(keep) < len(queries):  # re-optimise on the kept queries
+        queries = [queries[k] for k in keep]
+        s, value, gap, more = _solve_level(
+            model, queries, s[keep], terms, tol=request.tol, max_iter=request.max_iter
+        )
+        its += more
+    fracs = rationalize(s, request.denominator)
+    kept = {q: f for q, f in zip(queries, fracs, strict=True) if f > 0}
+    exact, _ = model.level_error([(q, float(f)) for q, f in kept.items()], terms)
+    say(
+        progress,
+        f"design: allocation {level}: C = {value:.6g}, {len(kept)} queries, "
+        f"gap {gap:.1e} after {its} iterations",
+    )
+    return {
+        "continuous": value,
+        "exact": exact,
+        "shares": kept,
+        "float_shares": dict(zip(queries, s.tolist(), strict=True)),
+        "gap": gap,
+        "iterations": its,
+    }
+
+
+def _optimized_budget(
+    budget: Budget, level_opt: dict[str, dict[str, Any]], request: AllocationRequest, n_targets: int
+) -> Budget:
+    """``budget`` with the optimised query shares and geolevel shares ``∝ sqrt(error)``."""
+    sqrt_exact = np.array([math.sqrt(level_opt[lv]["exact"]) for lv in budget.geolevel_names])
+    gshares = rationalize(sqrt_exact, request.denominator)
+    if any(g == 0 for g in gshares):
+        raise DesignError(
+            f"a geolevel's optimal share rounds to 0 at denominator {request.denominator}; "
+            "raise the denominator"
+        )
+    return Budget(
+        schema=budget.schema,
+        mechanism=budget.mechanism,
+        total=budget.total,
+        delta=budget.delta,
+        geolevels=budget.geolevels,
+        geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
+        query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
+        neighbours=budget.neighbours,
+        name=request.name or f"{budget.name}-optimized",
+        description=f"allocation optimised for a target workload of {n_targets} tables "
+        f"(from {budget.name}, same global rho)",
+        notes=(
+            f"Optimised by censusdp design allocation from {budget.name} ({request.neighbours} "
+            "neighbours): geolevel and query shares minimise the weighted mean squared error "
+            "per cell of the target tables, each answered by least squares from its own "
+            "geounit's measurements.",
+        ),
+    )
+
+
+def _level_row(
+    level: str,
+    budget: Budget,
+    new_budget: Budget,
+    orig_level: dict[str, float],
+    new_level: dict[str, float],
+    opt: dict[str, Any],
+) -> dict[str, Any]:
+    """One geolevel of the report: shares and errors before and after."""
+    og = budget.geolevel_shares[level]
+    ng = new_budget.geolevel_shares[level]
+    return {
+        "geolevel": level,
+        "original_share": str(og),
+        "original_share_float": float(og),
+        "optimized_share": str(ng),
+        "optimized_share_float": float(ng),
+        "original_error": orig_level[level],
+        "optimized_error": new_level[level],
+        "optimality_gap": opt["gap"],
+        "iterations": opt["iterations"],
+        "original_query_shares": {q: float(v) for q, v in budget.query_shares[level].items()},
+        "optimized_query_shares": {q: float(v) for q, v in new_budget.query_shares[level].items()},
+    }
 
 
 def budget_to_toml(budget: Budget, header: Sequence[str] = ()) -> str:

@@ -11,7 +11,6 @@ and an Agg canvas), never ``pyplot``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from censusdp.design.strategy import StrategyRequest, evaluate_strategy, strateg
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.output import prepare_output_dir, write_output_manifest
 from censusdp.privacy.budget import load_preset
+from censusdp.progress import Progress
 from censusdp.version import __version__
 
 __all__ = [
@@ -49,7 +49,6 @@ FIGURE_FILES: dict[str, str] = {
     "allocation_heat": "design_allocation_heat.png",
 }
 
-Progress = Callable[[str], None] | None
 
 _STYLE = {
     "identity": ("tab:gray", "o"),

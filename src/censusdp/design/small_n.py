@@ -194,6 +194,94 @@ def _prior(n: int, prior: np.ndarray | None) -> np.ndarray:
     return pi
 
 
+class _LinearProgram:
+    """Sparse rows of a linear program, one dict ``{variable: coefficient}`` per row."""
+
+    def __init__(self, nvars: int) -> None:
+        self.nvars = nvars
+        self.ub_rows: list[dict[int, float]] = []
+        self.ub_rhs: list[float] = []
+        self.eq_rows: list[dict[int, float]] = []
+        self.eq_rhs: list[float] = []
+
+    def le(self, row: dict[int, float], rhs: float) -> None:
+        """Add ``row . x <= rhs``."""
+        self.ub_rows.append(row)
+        self.ub_rhs.append(rhs)
+
+    def eq(self, row: dict[int, float], rhs: float) -> None:
+        """Add ``row . x == rhs``."""
+        self.eq_rows.append(row)
+        self.eq_rhs.append(rhs)
+
+    def matrix(self, rows: list[dict[int, float]]) -> sparse.csr_matrix:
+        """``rows`` as a CSR matrix with one column per variable."""
+        data, cols, ptr = [], [], [0]
+        for r in rows:
+            cols.extend(r.keys())
+            data.extend(r.values())
+            ptr.append(len(cols))
+        return sparse.csr_matrix((data, cols, ptr), shape=(len(rows), self.nvars))
+
+
+def _add_constraints(lp: _LinearProgram, n: int, a: float, cons: set[str], loss: str) -> None:
+    """Columns sum to 1, the DP ratio constraints, the loss's and the named constraints."""
+    size = n + 1
+    t_var = size * size
+
+    def var(i: int, j: int) -> int:
+        return i * size + j
+
+    for j in range(size):
+        lp.eq({var(i, j): 1.0 for i in range(size)}, 1.0)
+    for i in range(size):
+        for j in range(n):
+            lp.le({var(i, j + 1): a, var(i, j): -1.0}, 0.0)
+            lp.le({var(i, j): a, var(i, j + 1): -1.0}, 0.0)
+    if loss == "worst":
+        for j in range(size):
+            lp.le({var(j, j): -1.0, t_var: -1.0}, -1.0)
+    if "weak_honesty" in cons:
+        for j in range(size):
+            lp.le({var(j, j): -1.0}, -1.0 / size)
+    if "symmetry" in cons:
+        for i in range(size):
+            for j in range(size):
+                k, ref = var(i, j), var(n - i, n - j)
+                if k < ref:
+                    lp.eq({k: 1.0, ref: -1.0}, 0.0)
+    if "column_honesty" in cons:
+        for j in range(size):
+            for i in range(size):
+                if i != j:
+                    lp.le({var(i, j): 1.0, var(j, j): -1.0}, 0.0)
+    if "column_monotonicity" in cons:
+        for j in range(size):
+            for i in range(j, n):  # below the truth: P[i+1, j] <= P[i, j]
+                lp.le({var(i + 1, j): 1.0, var(i, j): -1.0}, 0.0)
+            for i in range(1, j + 1):  # above the truth: P[i-1, j] <= P[i, j]
+                lp.le({var(i - 1, j): 1.0, var(i, j): -1.0}, 0.0)
+    if "fairness" in cons:
+        for j in range(1, size):
+            lp.eq({var(j, j): 1.0, var(0, 0): -1.0}, 0.0)
+
+
+def _objective(loss: str, pi: np.ndarray, n: int, nvars: int) -> np.ndarray:
+    """Cost vector of the expected loss (``worst``: the epigraph variable ``t``)."""
+    size = n + 1
+    c = np.zeros(nvars)
+    if loss == "wrong":
+        for j in range(size):
+            c[j * size + j] = -pi[j]
+    elif loss == "worst":
+        c[size * size] = 1.0
+    else:
+        for i in range(size):
+            for j in range(size):
+                c[i * size + j] = pi[j] * abs(i - j)
+    return c
+
+
 def optimal_mechanism(
     n: int,
     epsilon: Fraction | str | float,
@@ -229,89 +317,22 @@ def optimal_mechanism(
     a = _alpha(eps)
     size = n + 1
     nvars = size * size + (1 if loss == "worst" else 0)
-    t_var = size * size
-
-    def var(i: int, j: int) -> int:
-        return i * size + j
-
-    ub_rows: list[dict[int, float]] = []
-    ub_rhs: list[float] = []
-    eq_rows: list[dict[int, float]] = []
-    eq_rhs: list[float] = []
-    for j in range(size):
-        eq_rows.append({var(i, j): 1.0 for i in range(size)})
-        eq_rhs.append(1.0)
-    for i in range(size):
-        for j in range(n):
-            ub_rows.append({var(i, j + 1): a, var(i, j): -1.0})
-            ub_rows.append({var(i, j): a, var(i, j + 1): -1.0})
-            ub_rhs += [0.0, 0.0]
-    cons = set(constraints)
-    if loss == "worst":
-        for j in range(size):
-            ub_rows.append({var(j, j): -1.0, t_var: -1.0})
-            ub_rhs.append(-1.0)
-    if "weak_honesty" in cons:
-        for j in range(size):
-            ub_rows.append({var(j, j): -1.0})
-            ub_rhs.append(-1.0 / size)
-    if "symmetry" in cons:
-        for i in range(size):
-            for j in range(size):
-                k, ref = var(i, j), var(n - i, n - j)
-                if k < ref:
-                    eq_rows.append({k: 1.0, ref: -1.0})
-                    eq_rhs.append(0.0)
-    if "column_honesty" in cons:
-        for j in range(size):
-            for i in range(size):
-                if i != j:
-                    ub_rows.append({var(i, j): 1.0, var(j, j): -1.0})
-                    ub_rhs.append(0.0)
-    if "column_monotonicity" in cons:
-        for j in range(size):
-            for i in range(j, n):  # below the truth: P[i+1, j] <= P[i, j]
-                ub_rows.append({var(i + 1, j): 1.0, var(i, j): -1.0})
-                ub_rhs.append(0.0)
-            for i in range(1, j + 1):  # above the truth: P[i-1, j] <= P[i, j]
-                ub_rows.append({var(i - 1, j): 1.0, var(i, j): -1.0})
-                ub_rhs.append(0.0)
-    if "fairness" in cons:
-        for j in range(1, size):
-            eq_rows.append({var(j, j): 1.0, var(0, 0): -1.0})
-            eq_rhs.append(0.0)
-
-    def to_csr(rows: list[dict[int, float]]) -> sparse.csr_matrix:
-        data, cols, ptr = [], [], [0]
-        for r in rows:
-            cols.extend(r.keys())
-            data.extend(r.values())
-            ptr.append(len(cols))
-        return sparse.csr_matrix((data, cols, ptr), shape=(len(rows), nvars))
-
-    c = np.zeros(nvars)
-    if loss == "wrong":
-        for j in range(size):
-            c[var(j, j)] = -pi[j]
-    elif loss == "worst":
-        c[t_var] = 1.0
-    else:
-        for i in range(size):
-            for j in range(size):
-                c[var(i, j)] = pi[j] * abs(i - j)
+    lp = _LinearProgram(nvars)
+    _add_constraints(lp, n, a, set(constraints), loss)
+    c = _objective(loss, pi, n, nvars)
     res = linprog(
         c,
-        A_ub=to_csr(ub_rows),
-        b_ub=np.array(ub_rhs),
-        A_eq=to_csr(eq_rows),
-        b_eq=np.array(eq_rhs),
+        A_ub=lp.matrix(lp.ub_rows),
+        b_ub=np.array(lp.ub_rhs),
+        A_eq=lp.matrix(lp.eq_rows),
+        b_eq=np.array(lp.eq_rhs),
         bounds=(0.0, 1.0),
         method="highs",
     )
     if res.status != 0:
         raise DesignError(
             f"no epsilon-DP mechanism for n = {n}, epsilon = {eps} satisfies "
-            f"{sorted(cons) or 'the DP constraints'}: {res.message}"
+            f"{sorted(constraints) or 'the DP constraints'}: {res.message}"
         )
     p = np.clip(res.x[: size * size].reshape(size, size), 0.0, 1.0)
     p /= p.sum(axis=0, keepdims=True)
@@ -321,7 +342,7 @@ def optimal_mechanism(
         "solver": "HiGHS (scipy.optimize.linprog)",
         "objective": objective,
         "loss": loss,
-        "constraints": sorted(cons),
+        "constraints": sorted(set(constraints)),
     }
 
 

@@ -61,6 +61,7 @@ from censusdp.design._matrices import (
 )
 from censusdp.design._optimize import default_p, optimize_kron, optimize_marginals
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import Progress
 from censusdp.version import __version__
 
 __all__ = [
@@ -114,7 +115,6 @@ _FACTORS: dict[str, Callable[[int], Factor]] = {
     "total": total_factor,
 }
 
-Progress = Callable[[str], None] | None
 
 FULL_RANK_MAX_N = 512
 """Largest attribute whose full-rank zCDP candidate is refined by L-BFGS-B (``n^2``

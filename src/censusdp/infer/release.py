@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,7 @@ from censusdp.infer.gls import (
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
+from censusdp.progress import Progress
 from censusdp.release.manifest import peak_rss_mb
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -71,8 +71,6 @@ ESTIMATE_COLUMNS = (
     "ci95_low",
     "ci95_high",
 )
-
-Progress = Callable[[str], None] | None
 
 
 def _say(progress: Progress, msg: str) -> None:

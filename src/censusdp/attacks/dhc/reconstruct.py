@@ -233,7 +233,11 @@ class _BlockModel:
 def _block_model(
     rows: dict[str, tuple[np.ndarray, np.ndarray]], prior: np.ndarray, age_detail: str
 ) -> _BlockModel | None:
-    """Build one block's integer program from its table rows (``None`` if empty)."""
+    """Build one block's integer program from its table rows (``None`` if empty).
+
+    Long because the candidate variables and the equation rows share index arrays
+    (``i_sa``, ``i_e``, the row offsets): split apart, each piece would need them all.
+    """
     h = _dense(rows["P9"], N_ETH)
     ha = _dense(rows["P11"], N_ETH)
     hm = h - ha
