@@ -13,6 +13,7 @@ from typing import Any
 from censusdp.design._errors import DesignError
 from censusdp.io.atomic import write_json, write_text
 from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.privacy.budget import Budget
 
 __all__ = ["load_targets", "resolve_targets", "write_allocation"]
 
@@ -77,7 +78,7 @@ def write_allocation(
     return paths
 
 
-def resolve_targets(spec: str, budget: Any) -> tuple[Any, ...]:
+def resolve_targets(spec: str, budget: Budget) -> tuple[Any, ...]:
     """``"own"``, ``"revealed"`` (see :mod:`censusdp.design.allocation`) or a TOML path."""
     from censusdp.design.allocation import own_target_workload, revealed_target_workload
 

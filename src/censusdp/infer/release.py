@@ -52,7 +52,7 @@ from censusdp.infer.gls import (
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
-from censusdp.progress import Progress
+from censusdp.progress import Progress, say
 from censusdp.release.manifest import peak_rss_mb
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -71,11 +71,6 @@ ESTIMATE_COLUMNS = (
     "ci95_low",
     "ci95_high",
 )
-
-
-def _say(progress: Progress, msg: str) -> None:
-    if progress is not None:
-        progress(msg)
 
 
 def _person_lines(layout: Layout) -> LineSet:
@@ -277,9 +272,7 @@ def infer_release(
     }
     pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
-    _say(
-        progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}"
-    )
+    say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
 
     ex = make_executor(workers, kind=executor, spark_master=spark_master)
     describe = getattr(ex, "describe", None)
@@ -318,7 +311,7 @@ def infer_release(
                 unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
             occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
         timings["units"] = time.perf_counter() - t
-        _say(progress, f"housing units: {occupancy}")
+        say(progress, f"housing units: {occupancy}")
 
         # -- persons, streamed level by level, chunk by chunk -------------------------------
         designs = _designs(persons, layout, hierarchy)
@@ -363,7 +356,7 @@ def infer_release(
         close = getattr(ex, "close", None)
         if close is not None:
             close()
-    _say(progress, f"wrote {rows:,} estimates to {out_dir / 'estimates.parquet'}")
+    say(progress, f"wrote {rows:,} estimates to {out_dir / 'estimates.parquet'}")
 
     timings["total"] = time.perf_counter() - t0
     direct_named = {

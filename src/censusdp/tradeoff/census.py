@@ -125,7 +125,7 @@ ReleaseRunner = Callable[..., Any]
 # -- budgets and geography of the scenarios --------------------------------------------------
 
 
-def no_block_budget(budget: Any) -> Any:
+def no_block_budget(budget: Budget) -> Budget:
     """``budget`` without its bottom (block) geolevel; the others' shares scaled up to sum to 1.
 
     JASON JSR-19-2F sec. 8: "forgo any public release of block-level data and reallocate
@@ -211,7 +211,9 @@ def _run_seed(seed: int, scenario: str, epsilon: float, product: str) -> int:
     return int(np.random.SeedSequence([int(seed), key]).generate_state(1)[0])
 
 
-def _default_runner(input_dir: Path, out_dir: Path, *, budget: Any, seed: int, workers: int) -> Any:
+def _default_runner(
+    input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int
+) -> Any:
     from censusdp.release.pipeline import run_release
 
     return run_release(
@@ -233,7 +235,7 @@ def _accuracy(cef: Any, release_dir: Path) -> dict[str, float]:
     return out
 
 
-def _risk(budget: Any, cef: Any, seed: int, two_level: bool) -> dict[str, float]:
+def _risk(budget: Budget, cef: Any, seed: int, two_level: bool) -> dict[str, float]:
     from censusdp.risk import NoiseModel, one_level_risk
     from censusdp.risk.release import detailed_rhos, release_risk
 
