@@ -74,7 +74,9 @@ def _wait_for(path: Path, pattern: str, proc: subprocess.Popen, timeout: float) 
         if proc.poll() is not None:
             raise AssertionError(f"{path.name}: daemon exited: {path.read_text()[-2000:]}")
         time.sleep(0.5)
-    raise AssertionError(f"{path.name}: no {pattern!r} after {timeout}s: {path.read_text()[-2000:]}")
+    raise AssertionError(
+        f"{path.name}: no {pattern!r} after {timeout}s: {path.read_text()[-2000:]}"
+    )
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
