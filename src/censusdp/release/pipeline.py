@@ -220,7 +220,7 @@ def _measure_runs(
     hierarchy: Hierarchy,
     budget: Budget,
     units_budget: Budget | None,
-    source: RandomSource,
+    source: Callable[[], RandomSource],
     out: Path,
     executor: Any,
     progress: Progress,
@@ -231,6 +231,8 @@ def _measure_runs(
 
     A run whose NMF ``checkpoint`` holds from before an interruption is not measured
     again (no new noise is drawn for it); each newly finished NMF is recorded there.
+    ``source`` is called only when a run is measured: a resumed secure run whose
+    measurements are all written makes no key at all.
     Returns the manifest's record of the rows written.
     """
     t = time.perf_counter()
@@ -250,7 +252,7 @@ def _measure_runs(
             hierarchy,
             schema,
             _plan(b),
-            source.child(run),
+            source().child(run),
             out / _NMF_FILES[run],
             executor,
             progress,
@@ -340,7 +342,15 @@ def run_release(
             progress=progress,
             timings=timings,
         )
-        source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
+        made: list[RandomSource] = []
+
+        def source() -> RandomSource:
+            if not made:
+                made.append(
+                    RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
+                )
+            return made[0]
+
         nmf_rows = _measure_runs(
             hists,
             hierarchy,
@@ -375,7 +385,7 @@ def run_release(
         manifest.update(
             {
                 "seed": seed,
-                "randomness": source.describe() if hasattr(source, "describe") else source.mode,
+                "randomness": source().describe() if seed is not None or made else _NO_NOISE,
                 "input": str(Path(input_dir).resolve()),
                 "input_sha256": input_sha256,
                 "input_persons": n_persons,
@@ -385,6 +395,14 @@ def run_release(
         commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
+
+
+_NO_NOISE = {
+    "mode": "secure",
+    "seed": None,
+    "generator": "none used by this run: every noisy measurement was written before the "
+    "interruption it resumed from",
+}
 
 
 def _input_checksums(input_dir: str | Path) -> dict[str, str]:
