@@ -281,3 +281,15 @@ def test_estimation_resumed_from_any_level_is_the_same(seed: int, fanout, last: 
     for a, b in zip(got.histograms, ref.histograms, strict=True):
         assert isinstance(a, sp.csr_matrix) and (a != b).nnz == 0
     assert [s.get("resumed", False) for s in got.levels] == [i <= k for i in range(h.n_levels)]
+
+
+def test_resume_needs_input_not_from_measurements(state: Path, tmp_path: Path, capsys) -> None:
+    from censusdp.cli import main
+
+    code = main(
+        ["run", "--from-measurements", str(state / "reference"), "--out", str(tmp_path / "x")]
+        + ["--resume", "--quiet"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--resume" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
