@@ -163,8 +163,8 @@ class Checkpoint:
 
     Use :meth:`open`. Steps are recorded with :meth:`record` (which checksums the file,
     rewrites the journal atomically and marks the directory resumable) and looked up with
-    :meth:`stage`, which returns a step only when it was recorded and its file still has
-    the recorded checksum.
+    :meth:`stage`; a resume checks every recorded file against its checksum when it
+    opens the journal, before any step is used.
     """
 
     def __init__(self, staging: Staging, journal: dict[str, Any], progress: Progress) -> None:
