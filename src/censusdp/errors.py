@@ -19,6 +19,7 @@ __all__ = [
     "InfeasibleError",
     "InputError",
     "InternalError",
+    "ResumeError",
     "SchemaError",
     "ValidationError",
 ]
@@ -70,6 +71,12 @@ class BudgetError(CensusDPError):
 
 class ConfigError(CensusDPError):
     """A configuration file or preset is malformed."""
+
+
+class ResumeError(ConfigError):
+    """A ``--resume`` that cannot continue the interrupted run it found (other inputs,
+    budget, seed or options, or a checkpoint file that fails its checksum); the
+    interrupted run's work is kept for a matching resume."""
 
 
 class InfeasibleError(CensusDPError):

@@ -13,6 +13,7 @@ from censusdp.cli._common import (
     add_seed,
     add_workers,
 )
+from censusdp.errors import ConfigError
 from censusdp.progress import printer as progress_printer
 
 
@@ -87,6 +88,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="least-squares solver of the estimation",
     )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run of --out (killed, crashed, lost its machine) "
+        "from its finished steps: noisy measurements already written are reused, never "
+        "drawn again, and estimated geolevels are kept; refused unless the input, budget, "
+        "seed and options are those of the interrupted run (with none to continue, the "
+        "run starts afresh)",
+    )
     add_quiet(p)
     p.set_defaults(func=_run)
 
@@ -121,6 +131,8 @@ def _run(args: argparse.Namespace) -> int:
         command=sys.argv,
     )
     if args.from_measurements:
+        if args.resume:
+            raise ConfigError("--resume continues a run from --input, not --from-measurements")
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
         if args.seed is not None and not args.quiet:
@@ -129,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
                 "(not for publication)",
                 file=sys.stderr,
             )
-        manifest = run_release(args.input, args.out, seed=args.seed, **common)
+        manifest = run_release(args.input, args.out, seed=args.seed, resume=args.resume, **common)
     v = manifest.get("validation", {})
     print(
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "

@@ -13,7 +13,12 @@ A command that writes a directory (``run``, ``generate``, ``protect``, ``attack`
   renames it into place only when complete (:meth:`Staging.commit`), removing it on any
   error or interrupt (:meth:`Staging.abort`; the CLI turns SIGTERM into an exception so
   this runs); staging directories left by a killed run (SIGKILL) are swept by the next
-  writer of the same output, which holds the lock and so knows they are dead.
+  writer of the same output, which holds the lock and so knows they are dead;
+* never sweeps *resumable* work: a staging directory marked with :data:`RESUMABLE_MARKER`
+  (a long run that finished some checkpointed steps, :mod:`censusdp.release.checkpoint`)
+  is adopted by a writer started with ``resume=True`` (renamed to its own staging name,
+  so nothing in it is rewritten), discarded only by ``overwrite``, and otherwise makes the
+  writer refuse with one line saying how to continue or discard it.
 
 Output files (``--json PATH``, ``--html PATH``) go through :func:`check_output_file`:
 never an input, never an existing file without ``overwrite``.
@@ -33,6 +38,7 @@ from censusdp.errors import ConfigError
 
 __all__ = [
     "MANIFEST_MARKER",
+    "RESUMABLE_MARKER",
     "Staging",
     "check_output_dir",
     "check_output_file",
@@ -43,6 +49,10 @@ __all__ = [
 
 MANIFEST_MARKER = "censusdp"
 """Every manifest censusdp writes has ``"created_by": "censusdp"``."""
+
+RESUMABLE_MARKER = ".resumable"
+"""A file in a staging directory that says it holds finished, checkpointed work which an
+interrupted run's ``--resume`` may continue (:meth:`Staging.mark_resumable`)."""
 
 
 def _resolved(path: str | os.PathLike[str]) -> Path:
@@ -172,12 +182,16 @@ class Staging:
 
     Args:
         out_dir: the destination.
-        overwrite: allow replacing an existing censusdp output.
+        overwrite: allow replacing an existing censusdp output (and discard the
+            resumable work of an interrupted run of it, unless ``resume``).
         inputs: the command's inputs; the output may not overlap any of them.
+        resume: adopt the resumable work of an interrupted run of ``out_dir`` as this
+            staging directory (:attr:`resumed` says whether there was any).
 
     Raises:
         ConfigError: for any refusal of :func:`check_output_dir`, an unwritable parent,
-            or an output that another process is writing (naming its PID).
+            an output that another process is writing (naming its PID), or resumable
+            work of an interrupted run when neither ``resume`` nor ``overwrite`` is set.
     """
 
     def __init__(
@@ -185,10 +199,14 @@ class Staging:
         out_dir: str | os.PathLike[str],
         overwrite: bool,
         inputs: Iterable[str | os.PathLike[str]] = (),
+        *,
+        resume: bool = False,
     ) -> None:
         self._lock_fd = -1
         self.out_dir = check_output_dir(out_dir, overwrite, inputs)
         self.overwrite = overwrite
+        self.resumed = False
+        self.resumed_from: str | None = None
         parent = self.out_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -196,12 +214,26 @@ class Staging:
             raise ConfigError(f"--out {out_dir}: cannot create {parent} ({exc.strerror})") from None
         self._lock_path = parent / f".{self.out_dir.name}.lock"
         self._lock_fd = self._lock(self._lock_path, out_dir)
-        self._sweep_debris()
+        resumable = self._sweep_debris(keep_resumable=resume or not overwrite)
+        if resumable and not resume:
+            self._unlock()
+            raise ConfigError(
+                f"--out {out_dir}: an interrupted run left resumable work in {resumable[0]}; "
+                "rerun the same command with --resume to continue it, or with --overwrite "
+                "to discard it"
+            )
         # checked again under the lock: another writer may have finished meanwhile
         check_output_dir(self.out_dir, overwrite, inputs)
         self.path = parent / f".{self.out_dir.name}.partial-{os.getpid()}"
         try:
-            self.path.mkdir()
+            if resumable:
+                # the newest interrupted run is continued; older ones are superseded
+                for older in resumable[1:]:
+                    shutil.rmtree(older, ignore_errors=True)
+                os.replace(resumable[0], self.path)
+                self.resumed, self.resumed_from = True, resumable[0].name
+            else:
+                self.path.mkdir()
         except OSError as exc:
             self._unlock()
             raise ConfigError(
@@ -238,12 +270,29 @@ class Staging:
                 return fd
             os.close(fd)  # the previous holder removed it as we locked: try again
 
-    def _sweep_debris(self) -> None:
-        """Remove staging directories of earlier, dead writers of this output."""
+    def _sweep_debris(self, *, keep_resumable: bool) -> list[Path]:
+        """Remove staging directories of earlier, dead writers of this output, except
+        (with ``keep_resumable``) those marked resumable, which are returned, newest first."""
         parent, name = self.out_dir.parent, self.out_dir.name
+        kept: list[tuple[float, Path]] = []
         for prefix in (f".{name}.partial-", f".{name}.old-"):
             for stale in parent.glob(prefix + "*"):
+                marker = stale / RESUMABLE_MARKER
+                if keep_resumable and prefix.endswith("partial-") and marker.is_file():
+                    kept.append((marker.stat().st_mtime, stale))
+                    continue
                 shutil.rmtree(stale, ignore_errors=True)
+        return [p for _, p in sorted(kept, reverse=True)]
+
+    def mark_resumable(self) -> None:
+        """Say that this staging directory holds finished work an interrupted run may
+        continue with ``resume=True``; the next writer will not sweep it."""
+        (self.path / RESUMABLE_MARKER).write_text(f"{os.getpid()}\n", encoding="utf-8")
+
+    def unmark_resumable(self) -> None:
+        """Drop the mark (before the directory is committed as a finished output)."""
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / RESUMABLE_MARKER).unlink()
 
     def _unlock(self) -> None:
         if self._lock_fd >= 0:
@@ -267,9 +316,11 @@ class Staging:
         finally:
             self._unlock()
 
-    def abort(self) -> None:
-        """Remove the staging directory and release the lock."""
-        shutil.rmtree(self.path, ignore_errors=True)
+    def abort(self, *, keep_resumable: bool = False) -> None:
+        """Remove the staging directory and release the lock; with ``keep_resumable``, a
+        directory marked resumable is left for a later ``resume``."""
+        if not (keep_resumable and (self.path / RESUMABLE_MARKER).is_file()):
+            shutil.rmtree(self.path, ignore_errors=True)
         self._unlock()
 
     def __del__(self) -> None:  # a Staging dropped without commit or abort

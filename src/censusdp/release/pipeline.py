@@ -48,7 +48,7 @@ from censusdp.data.histograms import (
 )
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import ConfigError, InputError, InternalError
+from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
@@ -59,6 +59,7 @@ from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
+from censusdp.release.checkpoint import Checkpoint, run_fingerprint
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
@@ -145,17 +146,19 @@ def _run_directory(
     workers: int,
     spark_master: str | None,
     source: str | Path,
+    resume: bool = False,
 ) -> Iterator[tuple[Staging, Any]]:
     """The staging directory of a run and its executor; the staging is removed on failure
-    (the body commits it on success) and the executor is always closed. The output may
-    not overlap ``source`` (the input directory or the measured run)."""
-    staging = Staging(Path(out_dir), overwrite, inputs=[source])
+    (the body commits it on success; a refused resume keeps the interrupted run's work)
+    and the executor is always closed. The output may not overlap ``source`` (the input
+    directory or the measured run)."""
+    staging = Staging(Path(out_dir), overwrite, inputs=[source], resume=resume)
     ex = None
     try:
         ex = make_executor(workers, kind=executor, spark_master=spark_master)
         yield staging, ex
-    except BaseException:
-        staging.abort()
+    except BaseException as exc:
+        staging.abort(keep_resumable=isinstance(exc, ResumeError))
         raise
     finally:
         close = getattr(ex, "close", None)
@@ -217,14 +220,19 @@ def _measure_runs(
     hierarchy: Hierarchy,
     budget: Budget,
     units_budget: Budget | None,
-    source: RandomSource,
+    source: Callable[[], RandomSource],
     out: Path,
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, Any]:
     """Measure each run into its NMF in ``out``, dropping each histogram once measured.
 
+    A run whose NMF ``checkpoint`` holds from before an interruption is not measured
+    again (no new noise is drawn for it); each newly finished NMF is recorded there.
+    ``source`` is called only when a run is measured: a resumed secure run whose
+    measurements are all written makes no key at all.
     Returns the manifest's record of the rows written.
     """
     t = time.perf_counter()
@@ -233,12 +241,18 @@ def _measure_runs(
         runs["units"] = (units_budget, get_schema("units"))
     record: dict[str, Any] = {"noisy_values_by_level": {}}
     for run, (b, schema) in runs.items():
+        done = checkpoint.measured(run) if checkpoint is not None else None
+        if done is not None:
+            hists.pop(run)
+            record[_NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
+            record["noisy_values_by_level"][run] = done["by_level"]
+            continue
         n_rows, by_level = _measure_to_file(
             hists.pop(run),
             hierarchy,
             schema,
             _plan(b),
-            source.child(run),
+            source().child(run),
             out / _NMF_FILES[run],
             executor,
             progress,
@@ -246,6 +260,8 @@ def _measure_runs(
         )
         record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
+        if checkpoint is not None:
+            checkpoint.finish_measurement(run, _NMF_FILES[run], n_rows, by_level)
     timings["measure"] = time.perf_counter() - t
     return record
 
@@ -264,6 +280,7 @@ def run_release(
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
+    resume: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
 ) -> dict:
@@ -287,7 +304,15 @@ def run_release(
         executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
             (see :mod:`censusdp.execution.local`); the release does not depend on it.
         spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
-        overwrite: replace an existing non-empty ``out_dir``.
+        overwrite: replace an existing non-empty ``out_dir`` (and discard the resumable
+            work of an interrupted run of it, unless ``resume``).
+        resume: continue an interrupted run of ``out_dir`` from its finished steps
+            (:mod:`censusdp.release.checkpoint`): measurements already written are
+            reused, never drawn again. Refused (:class:`~censusdp.errors.ResumeError`)
+            unless the input files, budgets, randomness and options are the same; with
+            nothing to continue, the run starts afresh.
+
+    Every run checkpoints its finished steps, so any run can be resumed.
     """
     if postprocess not in POSTPROCESS_CHOICES:
         raise ConfigError(
@@ -296,10 +321,20 @@ def run_release(
     _check_units(units)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    with _run_directory(out_dir, overwrite, executor, workers, spark_master, input_dir) as (
-        staging,
-        ex,
-    ):
+    input_sha256 = _input_checksums(input_dir)
+    fingerprint = run_fingerprint(
+        input_sha256=input_sha256,
+        budget=budget,
+        units_budget=units_budget,
+        seed=seed,
+        postprocess=postprocess,
+        units=units,
+        method=method,
+    )
+    with _run_directory(
+        out_dir, overwrite, executor, workers, spark_master, input_dir, resume=resume
+    ) as (staging, ex):
+        ckpt = Checkpoint.open(staging, fingerprint, progress)
         hierarchy, inv, hists, n_persons = _read_and_aggregate(
             input_dir,
             budget,
@@ -307,9 +342,26 @@ def run_release(
             progress=progress,
             timings=timings,
         )
-        source = RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
+        made: list[RandomSource] = []
+
+        def source() -> RandomSource:
+            if not made:
+                made.append(
+                    RandomSource.seeded(seed) if seed is not None else RandomSource.secure()
+                )
+            return made[0]
+
         nmf_rows = _measure_runs(
-            hists, hierarchy, budget, units_budget, source, staging.path, ex, progress, timings
+            hists,
+            hierarchy,
+            budget,
+            units_budget,
+            source,
+            staging.path,
+            ex,
+            progress,
+            timings,
+            checkpoint=ckpt,
         )
         manifest = _estimate_and_write(
             staging.path,
@@ -324,16 +376,18 @@ def run_release(
             workers=workers,
             progress=progress,
             timings=timings,
+            checkpoint=ckpt,
         )
         manifest.update(nmf_rows)
+        if ckpt.summary() is not None:
+            manifest["resumed"] = ckpt.summary()
+        timings["checkpoint"] = ckpt.seconds
         manifest.update(
             {
                 "seed": seed,
-                "randomness": source.describe() if hasattr(source, "describe") else source.mode,
+                "randomness": source().describe() if seed is not None or made else _NO_NOISE,
                 "input": str(Path(input_dir).resolve()),
-                "input_sha256": {
-                    n: sha256_of(Path(input_dir) / n) for n in ("persons.parquet", "units.parquet")
-                },
+                "input_sha256": input_sha256,
                 "input_persons": n_persons,
                 "command": command,
             }
@@ -341,6 +395,20 @@ def run_release(
         commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
+
+
+_NO_NOISE = {
+    "mode": "secure",
+    "seed": None,
+    "generator": "none used by this run: every noisy measurement was written before the "
+    "interruption it resumed from",
+}
+
+
+def _input_checksums(input_dir: str | Path) -> dict[str, str]:
+    """SHA-256 of the input files (a missing one is left to :func:`read_cef` to name)."""
+    files = (Path(input_dir) / n for n in ("persons.parquet", "units.parquet"))
+    return {p.name: sha256_of(p) for p in files if p.is_file()}
 
 
 def _copy_measurements(
@@ -467,8 +535,14 @@ def _estimate(
     progress: Progress,
     timings: dict[str, float],
     manifest: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
 ) -> _Estimated:
-    """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only."""
+    """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only
+    (continuing after the levels ``checkpoint`` holds, recording each finished level)."""
+
+    def levels(run: str) -> Any:
+        return checkpoint.levels(run) if checkpoint is not None else None
+
     t = time.perf_counter()
     bounds = _person_bounds(inv, hierarchy)
     if postprocess == "bottomup":
@@ -486,7 +560,9 @@ def _estimate(
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
     common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
     ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
-    persons = estimate(ms, hierarchy, bounds, group_variable="hhgq", **common)
+    persons = estimate(
+        ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
+    )
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
     manifest["failsafe"] = {"persons": persons.failsafe}
@@ -501,7 +577,9 @@ def _estimate(
             household = household_persons(persons.histograms[-1], schema)
             ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
             group = UNIT_GROUP_VARIABLE
-        units = estimate(ums, hierarchy, ubounds, group_variable=group, **common)
+        units = estimate(
+            ums, hierarchy, ubounds, group_variable=group, checkpoint=levels("units"), **common
+        )
         timings["estimate_units"] = time.perf_counter() - t
         manifest["estimation"]["units"] = units.levels
         manifest["failsafe"]["units"] = units.failsafe
@@ -596,8 +674,10 @@ def _estimate_and_write(
     workers: int,
     progress: Progress,
     timings: dict[str, float],
+    checkpoint: Checkpoint | None = None,
 ) -> dict[str, Any]:
-    """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``)."""
+    """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``;
+    estimated levels checkpointed in ``checkpoint``, which is removed once all is written)."""
     schema = get_schema(budget.schema)
     manifest = new_manifest(
         schema=schema.name,
@@ -625,10 +705,13 @@ def _estimate_and_write(
             method=method,
             executor=executor,
             progress=progress,
+            checkpoint=checkpoint,
             **steps,
         )
         _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)
         _validate_outputs(out, est, inv, hierarchy, schema, **steps)
+    if checkpoint is not None:
+        checkpoint.discard()
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
         "manifest.json"
     ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -457,6 +458,7 @@ def estimate(
     passes: str = "production",
     executor: object | None = None,
     progress: Callable[[str], None] | None = None,
+    checkpoint: Any = None,
 ) -> Estimate:
     """Estimate integer detailed histograms for every level from noisy measurements.
 
@@ -477,6 +479,12 @@ def estimate(
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
+        checkpoint: optional store of finished levels (a run's
+            :class:`censusdp.release.checkpoint.LevelCheckpoint`): ``load(level)``
+            returns ``(histogram, summary, failsafe records)`` of a level estimated
+            before an interruption, or ``None``; ``save(level, histogram, summary,
+            failsafe)`` records a level when it is finished. A loaded level is not
+            estimated again; the next level's tasks are built from its histogram.
 
     Returns:
         the histograms of every level (top first), summaries, and failsafe records.
@@ -504,6 +512,14 @@ def estimate(
     failsafe: list[dict] = []
 
     def run_level(level: int, tasks: Iterable[Task]) -> sp.csr_matrix:
+        done = checkpoint.load(level) if checkpoint is not None else None
+        if done is not None:
+            hist, summary, fs = done
+            summaries.append(summary)
+            failsafe.extend(fs)
+            if progress is not None:
+                progress(f"estimated {summary['geolevel']:<10} before the interruption: reused")
+            return hist
         t0 = time.perf_counter()
         acc = _LevelResults(hierarchy.geolevels[level].name, hierarchy.n_units(level), schema.size)
         for r in executor.map(run_task, tasks):  # type: ignore[attr-defined]
@@ -511,6 +527,8 @@ def estimate(
         hist = acc.histogram()
         summaries.append(acc.summary(time.perf_counter() - t0))
         failsafe.extend(acc.failsafe)
+        if checkpoint is not None:
+            checkpoint.save(level, hist, summaries[-1], acc.failsafe)
         if progress is not None:
             s = summaries[-1]
             progress(

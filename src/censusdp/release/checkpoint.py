@@ -1,0 +1,284 @@
+"""Checkpoints of a long run, and resuming an interrupted one without measuring again.
+
+A run's staging directory (:class:`censusdp.io.output.Staging`) keeps, as the run goes,
+every finished step as a checksummed artefact recorded in ``checkpoint/journal.json``:
+
+1. ``measure/persons``, ``measure/units``: the finished noisy measurement files
+   themselves (``noisy_measurements.parquet``, ``noisy_measurements_units.parquet``),
+   closed and flushed to disk before they are recorded;
+2. ``estimate/persons/L``, ``estimate/units/L``: the integer histogram of each estimated
+   geolevel ``L`` (``checkpoint/estimate-persons-L.npz``) with its level summary and
+   failsafe records.
+
+Once the first step is recorded the directory is marked resumable, and the output guard
+never sweeps it. ``censusdp run ... --resume`` adopts it (renamed, not copied: nothing in
+it is rewritten), checks that the input files' SHA-256, both budgets, the randomness
+(the seed's SHA-256, or "secure"), the options that change the release and the package
+version are those the interrupted run recorded (:func:`run_fingerprint`), checks every
+recorded artefact against its checksum, and continues after the last finished step:
+
+* a finished measurement file is used as it is: no query it holds is ever measured again,
+  so no new noise is drawn for it, also in a secure-randomness run (whose key is not kept
+  anywhere: it is not needed for what is already written);
+* estimated levels are loaded, and estimation continues with the next level;
+* everything after estimation (invariants, MDF, tables, validation) is recomputed: it is
+  deterministic and takes a small part of a run.
+
+A seeded run resumed this way writes the same bytes as an uninterrupted one. The
+``checkpoint/`` directory and the marker are removed before the run is committed, so a
+finished run directory holds only the release files.
+
+Noise drawn for a step that had not finished (a measurement file that was still being
+written) was never recorded nor released; the resumed run measures that step afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.errors import ResumeError
+from censusdp.io.atomic import atomic_path, strict_json, write_json
+from censusdp.io.output import RESUMABLE_MARKER, Staging
+from censusdp.privacy.budget import Budget
+from censusdp.progress import Progress, say
+from censusdp.release.manifest import sha256_of
+from censusdp.version import __version__
+
+__all__ = ["CHECKPOINT_DIR", "JOURNAL", "Checkpoint", "LevelCheckpoint", "run_fingerprint"]
+
+CHECKPOINT_DIR = "checkpoint"
+JOURNAL = f"{CHECKPOINT_DIR}/journal.json"
+_FORMAT = 1
+
+
+def run_fingerprint(
+    *,
+    input_sha256: Mapping[str, str],
+    budget: Budget,
+    units_budget: Budget | None,
+    seed: int | None,
+    postprocess: str,
+    units: str,
+    method: str,
+) -> dict[str, Any]:
+    """What a resumed run must share with the interrupted one: everything the release
+    depends on (not the executor, workers or Spark master, which do not change it)."""
+    seed_hash = None if seed is None else hashlib.sha256(str(int(seed)).encode()).hexdigest()
+    return strict_json(
+        {
+            "package_version": __version__,
+            "input_sha256": dict(input_sha256),
+            "budget": budget.to_dict(),
+            "units_budget": None if units_budget is None else units_budget.to_dict(),
+            "randomness": "secure" if seed is None else "seeded",
+            "seed_sha256": seed_hash,
+            "postprocess": postprocess,
+            "units": units,
+            "method": method,
+        }
+    )
+
+
+_WHAT = {
+    "package_version": "censusdp version",
+    "input_sha256": "input files",
+    "budget": "person budget",
+    "units_budget": "housing-unit budget",
+    "randomness": "randomness (seeded or secure)",
+    "seed_sha256": "seed",
+    "postprocess": "--postprocess",
+    "units": "--units",
+    "method": "--method",
+}
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LevelCheckpoint:
+    """The estimated levels of one run (``persons`` or ``units``), for the TopDown driver.
+
+    :func:`censusdp.release.topdown.driver.estimate` calls :meth:`load` before a level
+    (``None``: estimate it) and :meth:`save` after it.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, run: str) -> None:
+        self._ck = checkpoint
+        self.run = run
+
+    def _stage(self, level: int) -> str:
+        return f"estimate/{self.run}/{level}"
+
+    def load(self, level: int) -> tuple[sp.csr_matrix, dict, list[dict]] | None:
+        """The level's histogram, summary and failsafe records, if it was estimated."""
+        rec = self._ck.stage(self._stage(level))
+        if rec is None:
+            return None
+        with np.load(self._ck.root / rec["file"]) as z:
+            hist = sp.csr_matrix(
+                (z["data"], z["indices"], z["indptr"]), shape=tuple(int(x) for x in z["shape"])
+            )
+        self._ck.reused.append(self._stage(level))
+        return hist, {**rec["summary"], "resumed": True}, list(rec["failsafe"])
+
+    def save(self, level: int, hist: sp.csr_matrix, summary: dict, failsafe: list[dict]) -> None:
+        """Record a finished level."""
+        t = time.perf_counter()
+        name = f"{CHECKPOINT_DIR}/estimate-{self.run}-{level}.npz"
+        path = self._ck.root / name
+        with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as f:
+            np.savez(
+                f,
+                data=hist.data,
+                indices=hist.indices,
+                indptr=hist.indptr,
+                shape=np.asarray(hist.shape, dtype=np.int64),
+            )
+            f.flush()
+            os.fsync(f.fileno())
+        self._ck.seconds += time.perf_counter() - t
+        self._ck.record(
+            self._stage(level),
+            {"file": name, "summary": summary, "failsafe": failsafe},
+        )
+
+
+class Checkpoint:
+    """The journal of a run's finished steps in its staging directory.
+
+    Use :meth:`open`. Steps are recorded with :meth:`record` (which checksums the file,
+    rewrites the journal atomically and marks the directory resumable) and looked up with
+    :meth:`stage`; a resume checks every recorded file against its checksum when it
+    opens the journal, before any step is used.
+    """
+
+    def __init__(self, staging: Staging, journal: dict[str, Any], progress: Progress) -> None:
+        self.staging = staging
+        self.root = staging.path
+        self.journal = journal
+        self.progress = progress
+        self.reused: list[str] = []
+        self.seconds = 0.0
+        """Time spent checksumming, flushing and writing checkpoints (for the timings)."""
+
+    @classmethod
+    def open(cls, staging: Staging, fingerprint: dict[str, Any], progress: Progress) -> Checkpoint:
+        """A fresh journal, or (when ``staging`` adopted an interrupted run) its journal,
+        checked against ``fingerprint`` and its files' checksums.
+
+        Raises:
+            ResumeError: when the interrupted run differs (naming the first difference)
+                or a recorded file is missing or fails its checksum.
+        """
+        if not staging.resumed:
+            return cls(staging, cls._fresh(fingerprint), progress)
+        where = staging.resumed_from
+        path = staging.path / JOURNAL
+        try:
+            journal = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ResumeError(
+                f"--resume: the interrupted run in {where} has no readable {JOURNAL} ({exc}); "
+                "rerun with --overwrite to discard it"
+            ) from None
+        if not isinstance(journal, dict) or journal.get("format") != _FORMAT:
+            raise ResumeError(f"--resume: {where}/{JOURNAL} is not a checkpoint journal")
+        had = journal.get("fingerprint", {})
+        for key, what in _WHAT.items():
+            if had.get(key) != fingerprint.get(key):
+                raise ResumeError(
+                    f"--resume: the interrupted run in {where} differs from this command in "
+                    f"its {what}; rerun it with the same input and options, or with "
+                    "--overwrite to discard it"
+                )
+        ck = cls(staging, journal, progress)
+        for name, rec in journal.get("stages", {}).items():
+            file = staging.path / rec["file"]
+            if not file.is_file() or sha256_of(file) != rec["sha256"]:
+                raise ResumeError(
+                    f"--resume: {where}/{rec['file']} (step {name}) is missing or fails its "
+                    "checksum; the interrupted run cannot be continued (--overwrite discards it)"
+                )
+        ck._drop_unrecorded()
+        finished = ", ".join(journal.get("stages", {})) or "nothing"
+        say(progress, f"resuming the interrupted run {where}: finished {finished}")
+        return ck
+
+    def _drop_unrecorded(self) -> None:
+        """Remove what the interrupted run had not finished (a half-written measurement
+        file, temporary files): only recorded steps are continued from."""
+        keep = {JOURNAL, RESUMABLE_MARKER} | {r["file"] for r in self.journal["stages"].values()}
+        for p in sorted(self.root.rglob("*"), reverse=True):
+            rel = str(p.relative_to(self.root))
+            if p.is_dir():
+                if p.name != CHECKPOINT_DIR and not any(p.iterdir()):
+                    p.rmdir()
+            elif rel not in keep:
+                p.unlink()
+
+    @staticmethod
+    def _fresh(fingerprint: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "created_by": "censusdp",
+            "fingerprint": fingerprint,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "stages": {},
+        }
+
+    def stage(self, name: str) -> dict[str, Any] | None:
+        """The record of a finished step, or ``None``."""
+        return self.journal["stages"].get(name)
+
+    def record(self, name: str, rec: dict[str, Any]) -> None:
+        """Record a finished step whose file is ``rec["file"]`` (relative to the run)."""
+        t = time.perf_counter()
+        file = self.root / rec["file"]
+        _fsync(file)
+        self.journal["stages"][name] = {**rec, "sha256": sha256_of(file)}
+        write_json(self.journal, self.root / JOURNAL)
+        _fsync(self.root / JOURNAL)
+        self.staging.mark_resumable()
+        self.seconds += time.perf_counter() - t
+
+    def measured(self, run: str) -> dict[str, Any] | None:
+        """The record of ``run``'s finished measurement file (rows by level), if any."""
+        rec = self.stage(f"measure/{run}")
+        if rec is not None:
+            self.reused.append(f"measure/{run}")
+            say(self.progress, f"reusing {rec['file']} ({rec['rows']:,} rows): not measured again")
+        return rec
+
+    def finish_measurement(self, run: str, file: str, rows: int, by_level: dict) -> None:
+        """Record ``run``'s closed measurement file ``file``."""
+        self.record(f"measure/{run}", {"file": file, "rows": rows, "by_level": by_level})
+
+    def levels(self, run: str) -> LevelCheckpoint:
+        """The estimated-level checkpoints of ``run`` for the TopDown driver."""
+        return LevelCheckpoint(self, run)
+
+    def summary(self) -> dict[str, Any] | None:
+        """For the manifest: what a resumed run reused (``None`` for a fresh run)."""
+        if not self.staging.resumed:
+            return None
+        return {"from": self.staging.resumed_from, "reused": list(self.reused)}
+
+    def discard(self) -> None:
+        """Remove the checkpoints before the run is committed as a finished output."""
+        shutil.rmtree(self.root / CHECKPOINT_DIR, ignore_errors=True)
+        self.staging.unmark_resumable()

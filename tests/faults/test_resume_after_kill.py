@@ -1,0 +1,104 @@
+"""A ``censusdp run`` killed with SIGKILL after a geolevel finished, then resumed.
+
+The resumed release is byte-identical to an uninterrupted one with the same seed, its
+noisy measurement files are the very files the killed run wrote (same inode, same
+modification time: never rewritten, never measured again), and a rerun without
+``--resume`` or with another budget is refused in one line without losing the work.
+Runs the command as a user would, in subprocesses (a few runs: ``slow``; the same
+logic is covered in-process by tests/release/pipeline/test_checkpoint.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "censusdp"]
+NMF = ("noisy_measurements.parquet", "noisy_measurements_units.parquet")
+
+
+def _cli(*args: object) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*CLI, *map(str, args)], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def _files(run: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def _kill_after(argv: list[str], parent: Path, name: str, stage: str) -> Path:
+    """Start ``argv``, SIGKILL it as soon as its journal records ``stage``; return the
+    staging directory it left."""
+    p = subprocess.Popen(argv, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline and p.poll() is None:
+            for journal in parent.glob(f".{name}.partial-*/checkpoint/journal.json"):
+                try:
+                    stages = json.loads(journal.read_text())["stages"]
+                except (OSError, ValueError, KeyError):
+                    continue  # being replaced at this moment
+                if stage in stages:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(timeout=60)
+                    return journal.parent.parent
+            time.sleep(0.005)
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=60)
+    raise AssertionError(f"the run ended ({p.returncode}) before recording {stage}")
+
+
+def test_a_killed_run_resumes_to_the_same_release(tmp_path: Path) -> None:
+    gen = _cli(
+        "generate", "--state", "DC", "--seed", "4", "--scale", "0.02", "--out", tmp_path / "cef"
+    )
+    assert gen.returncode == 0, gen.stderr
+    cef, runs = tmp_path / "cef", tmp_path / "runs"
+    runs.mkdir()
+    ref = _cli("run", "--input", cef, "--out", tmp_path / "reference", "--seed", "5", "--quiet")
+    assert ref.returncode == 0, ref.stderr
+    out = runs / "release"
+    argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "5", "--quiet"]
+    partial = _kill_after(argv, runs, "release", "estimate/persons/3")
+    assert not out.exists()
+    written = {n: (partial / n).stat() for n in NMF}
+
+    plain = _cli(*argv[3:])
+    assert plain.returncode == 2 and "--resume" in plain.stderr, plain.stderr
+    assert len(plain.stderr.strip().splitlines()) == 1 and "Traceback" not in plain.stderr
+    other = _cli(*argv[3:], "--resume", "--epsilon", "3")
+    assert other.returncode == 2 and "person budget" in other.stderr, other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1
+
+    resumed = _cli(*argv[3:], "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _files(out) == _files(tmp_path / "reference")
+    for name, before in written.items():
+        after = (out / name).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["resumed"]["reused"][:3] == [
+        "measure/persons",
+        "measure/units",
+        "estimate/persons/0",
+    ]
+    assert "estimate/persons/3" in manifest["resumed"]["reused"]
+    assert sorted(p.name for p in runs.iterdir()) == ["release"]  # no debris, no lock
+    assert _cli("validate", out, "--quiet").returncode == 0

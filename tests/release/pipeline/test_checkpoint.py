@@ -1,0 +1,295 @@
+"""Checkpoints and resume (censusdp.release.checkpoint), in-process.
+
+An interruption is simulated as a SIGKILL leaves a run: the step after a chosen
+checkpoint raises, and nothing is cleaned up (the staging directory stays, the lock is
+released as a dead process releases it). tests/faults/test_resume_after_kill.py kills a
+real ``censusdp run`` subprocess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import person_histogram
+from censusdp.data.invariants import compute_invariants, level_bounds
+from censusdp.data.schema import get_schema
+from censusdp.errors import ResumeError
+from censusdp.io.output import RESUMABLE_MARKER, Staging
+from censusdp.privacy.budget import load_preset
+from censusdp.privacy.randomness import RandomSource
+from censusdp.release import pipeline
+from censusdp.release.checkpoint import JOURNAL, Checkpoint
+from censusdp.release.measure import measure
+from censusdp.release.topdown.driver import Bounds, estimate
+from synth import block_codes, make_cef, write_cef
+
+PERSONS, UNITS = load_preset("pl94-2020"), load_preset("pl94-2020-units")
+NMF = ("noisy_measurements.parquet", "noisy_measurements_units.parquet")
+
+
+class _Killed(BaseException):
+    """The simulated SIGKILL (not an Exception: nothing may catch it on the way out)."""
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("checkpoint")
+    persons, units = make_cef(np.random.default_rng(8), block_codes(2, 2, 2, 3), gq_rate=0.4)
+    write_cef(base / "cef", persons, units)
+    other_p, other_u = make_cef(np.random.default_rng(9), block_codes(2, 2, 2, 3), gq_rate=0.4)
+    write_cef(base / "other_cef", other_p, other_u)
+    _run(base / "cef", base / "reference", seed=7)
+    return base
+
+
+def _run(cef: Path, out: Path, **kw):
+    kw.setdefault("budget", PERSONS)
+    kw.setdefault("units_budget", UNITS)
+    return pipeline.run_release(cef, out, **kw)
+
+
+def _files(run: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def _interrupt_after(monkeypatch, stage: str) -> None:
+    """Make the next run die right after it records ``stage``, leaving its directory."""
+    real = Checkpoint.record
+
+    def record(self, name, rec):
+        real(self, name, rec)
+        if name == stage:
+            raise _Killed(stage)
+
+    monkeypatch.setattr(Checkpoint, "record", record)
+    monkeypatch.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+
+
+def _interrupted(monkeypatch, cef: Path, out: Path, stage: str, **kw) -> Path:
+    with monkeypatch.context() as m:
+        _interrupt_after(m, stage)
+        with pytest.raises(_Killed):
+            _run(cef, out, **kw)
+    (partial,) = out.parent.glob(f".{out.name}.partial-*")
+    assert (partial / RESUMABLE_MARKER).is_file() and not out.exists()
+    return partial
+
+
+def _count_measurements(monkeypatch) -> list[str]:
+    measured: list[str] = []
+    real = pipeline._measure_to_file
+
+    def spy(*args, **kwargs):
+        measured.append(Path(args[5]).name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_measure_to_file", spy)
+    return measured
+
+
+@pytest.mark.parametrize(
+    "stage",
+    [
+        "measure/persons",
+        pytest.param("measure/units", marks=pytest.mark.slow),
+        "estimate/persons/2",
+        pytest.param("estimate/units/5", marks=pytest.mark.slow),
+    ],
+)
+def test_resumed_release_is_byte_identical_and_measures_nothing_twice(
+    state: Path, tmp_path: Path, monkeypatch, stage: str
+) -> None:
+    out = tmp_path / "run"
+    partial = _interrupted(monkeypatch, state / "cef", out, stage, seed=7)
+    journal = json.loads((partial / JOURNAL).read_text())
+    done = list(journal["stages"])
+    assert done[-1] == stage
+    kept = {
+        name: (partial / name).stat()
+        for run, name in zip(("persons", "units"), NMF, strict=True)
+        if f"measure/{run}" in done
+    }
+    measured = _count_measurements(monkeypatch)
+    manifest = _run(state / "cef", out, seed=7, resume=True)
+    assert _files(out) == _files(state / "reference")
+    assert manifest["resumed"]["reused"] == done
+    # the recorded measurement files were neither measured again nor rewritten
+    assert sorted(measured) == sorted(set(NMF) - set(kept))
+    for name, before in kept.items():
+        after = (out / name).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
+    assert not (out / "checkpoint").exists() and not (out / RESUMABLE_MARKER).exists()
+    assert "checkpoint/journal.json" not in manifest["files"]
+    assert list(tmp_path.iterdir()) == [out]
+    reference = json.loads((state / "reference" / "manifest.json").read_text())
+    assert manifest["files"] == reference["files"]
+
+
+def test_secure_resume_draws_no_new_noise_for_written_measurements(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    out = tmp_path / "secure"
+    partial = _interrupted(monkeypatch, state / "cef", out, "estimate/persons/1", seed=None)
+    before = {n: hashlib.sha256((partial / n).read_bytes()).hexdigest() for n in NMF}
+
+    def no_noise(*args, **kwargs):
+        raise AssertionError("a resumed run drew noise")
+
+    monkeypatch.setattr(RandomSource, "secure", no_noise)
+    monkeypatch.setattr(pipeline, "_measure_to_file", no_noise)
+    manifest = _run(state / "cef", out, seed=None, resume=True)
+    assert manifest["validation"]["ok"] and manifest["randomness"]["mode"] == "secure"
+    assert {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in NMF} == before
+    # the secure noise differs from the seeded reference: the key was not re-derived
+    ref = (state / "reference" / NMF[0]).read_bytes()
+    assert (out / NMF[0]).read_bytes() != ref
+
+
+CHANGES = [
+    ({"seed": 8}, "seed"),
+    ({"seed": None}, "randomness"),
+    ({"budget": PERSONS.scaled(epsilon=PERSONS.epsilon() / 2)}, "person budget"),
+    ({"units_budget": None}, "housing-unit budget"),
+    ({"postprocess": "bottomup"}, "--postprocess"),
+    ({"units": "independent"}, "--units"),
+    ({"method": "admm"}, "--method"),
+    ({"cef": "other_cef"}, "input files"),
+]
+
+
+def test_a_different_resume_is_refused_and_the_work_kept(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+    partial = _interrupted(monkeypatch, state / "cef", out, "estimate/persons/3", seed=7)
+    nmf = hashlib.sha256((partial / NMF[0]).read_bytes()).hexdigest()
+    for change, words in CHANGES:
+        kw = {"seed": 7, **change}
+        cef = state / kw.pop("cef", "cef")
+        with pytest.raises(ResumeError) as err:
+            _run(cef, out, resume=True, **kw)
+        assert words in str(err.value) and "\n" not in str(err.value), (change, err.value)
+        (kept,) = tmp_path.glob(".run.partial-*")
+        assert (kept / RESUMABLE_MARKER).is_file()
+        assert hashlib.sha256((kept / NMF[0]).read_bytes()).hexdigest() == nmf
+        assert not (tmp_path / ".run.lock").exists()
+    # the matching command still resumes it (the executor may differ)
+    _run(state / "cef", out, seed=7, resume=True, executor="pool", workers=2)
+    assert _files(out) == _files(state / "reference")
+
+
+def test_a_tampered_checkpoint_is_refused(state: Path, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    partial = _interrupted(monkeypatch, state / "cef", out, "estimate/persons/2", seed=7)
+    level = partial / "checkpoint" / "estimate-persons-2.npz"
+    data = bytearray(level.read_bytes())
+    data[-1] ^= 0xFF
+    level.write_bytes(bytes(data))
+    with pytest.raises(ResumeError, match="estimate/persons/2.*checksum"):
+        _run(state / "cef", out, seed=7, resume=True)
+    assert partial.parent.glob(".run.partial-*")
+
+
+def test_a_plain_rerun_refuses_and_overwrite_discards(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+    _interrupted(monkeypatch, state / "cef", out, "measure/units", seed=7)
+    with pytest.raises(Exception, match="--resume"):
+        _run(state / "cef", out, seed=7)
+    measured = _count_measurements(monkeypatch)
+    manifest = _run(state / "cef", out, seed=7, overwrite=True)
+    assert "resumed" not in manifest and sorted(measured) == sorted(NMF)
+    assert _files(out) == _files(state / "reference")
+
+
+# -- the driver hook, on many random states ---------------------------------------------
+
+
+class _Store:
+    """An in-memory level store with the driver's checkpoint protocol."""
+
+    def __init__(self, levels: dict[int, tuple] | None = None) -> None:
+        self.levels = dict(levels or {})
+        self.loaded: list[int] = []
+
+    def load(self, level):
+        if level in self.levels:
+            self.loaded.append(level)
+            hist, summary, failsafe = self.levels[level]
+            return hist, {**summary, "resumed": True}, failsafe
+        return None
+
+    def save(self, level, hist, summary, failsafe):
+        assert level not in self.levels
+        self.levels[level] = (hist.copy(), dict(summary), list(failsafe))
+
+
+class _CountingExecutor:
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.levels: list[int] = []
+
+    def map(self, fn, tasks, *, ahead=None):
+        for t in tasks:
+            self.levels.append(t.level)
+            yield fn(t)
+
+
+@settings(max_examples=6)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    fanout=st.tuples(*[st.integers(1, 2)] * 3),
+    last=st.integers(0, 5),
+)
+def test_estimation_resumed_from_any_level_is_the_same(seed: int, fanout, last: int) -> None:
+    rng = np.random.default_rng(seed)
+    persons, units = make_cef(rng, block_codes(*fanout, blocks=3), gq_rate=0.3)
+    h = Hierarchy.from_blocks(np.asarray(units["geocode"]))
+    schema = get_schema("pl94")
+    levels = h.aggregate(person_histogram(persons, h, schema))
+    plan = [(m.geolevel, m.query, m.mechanism) for m in PERSONS.measurements()]
+    ms = measure(levels, h, schema, plan, RandomSource.seeded(seed))
+    inv = compute_invariants(persons, units, h)
+    bounds = [Bounds(*b) for b in level_bounds(inv, h)]
+    full = _Store()
+    ref = estimate(ms, h, bounds, checkpoint=full)
+    assert sorted(full.levels) == list(range(h.n_levels))
+    for i, hist in enumerate(ref.histograms):
+        assert (full.levels[i][0] != hist).nnz == 0
+    k = last
+    store = _Store({i: full.levels[i] for i in range(k + 1)})
+    ex = _CountingExecutor()
+    got = estimate(ms, h, bounds, checkpoint=store, executor=ex)
+    assert store.loaded == list(range(k + 1))
+    # no task of a loaded level ran (tasks of level l carry l - 1; the root -1)
+    assert min(ex.levels, default=h.n_levels) >= k
+    for a, b in zip(got.histograms, ref.histograms, strict=True):
+        assert isinstance(a, sp.csr_matrix) and (a != b).nnz == 0
+    assert [s.get("resumed", False) for s in got.levels] == [i <= k for i in range(h.n_levels)]
+
+
+def test_resume_needs_input_not_from_measurements(state: Path, tmp_path: Path, capsys) -> None:
+    from censusdp.cli import main
+
+    code = main(
+        ["run", "--from-measurements", str(state / "reference"), "--out", str(tmp_path / "x")]
+        + ["--resume", "--quiet"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--resume" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x").exists()
