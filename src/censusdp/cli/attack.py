@@ -16,7 +16,6 @@ import sys
 from censusdp.cli._common import (
     add_command,
     add_json_output,
-    add_quiet,
     add_seed,
     add_workers,
     emit_json,
@@ -187,7 +186,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(dn)
     add_json_output(dn)
     dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
-    add_quiet(dn)
     dn.set_defaults(func=_dn)
 
     figs = add_command(
@@ -206,7 +204,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     figs.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     add_seed(figs, default=2020, help="master seed of the trials")
     add_workers(figs, default=2)
-    add_quiet(figs)
     figs.set_defaults(func=_dn_figures)
 
     for name in ATTACK_MODULES:

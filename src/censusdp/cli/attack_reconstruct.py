@@ -8,7 +8,6 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_workers,
     finish,
 )
@@ -65,6 +64,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="re-pair ages and races within blocks to meet the tract tables PCT12A-O",
     )
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

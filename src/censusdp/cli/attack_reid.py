@@ -8,7 +8,6 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
     finish,
 )
@@ -87,6 +86,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--coverage-minor", type=float, default=0.40)
     p.add_argument("--age-error", type=float, default=0.15, help="share with age off by one")
     p.add_argument("--wrong-block", type=float, default=0.10)
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

@@ -9,7 +9,6 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
     comma_list,
@@ -109,6 +108,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="attack the releases already in OUT/releases instead of making them again",
     )
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_quiet, comma_list
+from censusdp.cli._common import add_command, comma_list
 from censusdp.progress import printer as progress_printer
 
 
@@ -43,7 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare releases that fail 'censusdp validate' (the failed checks are recorded)",
     )
-    add_quiet(p)
     p.set_defaults(func=_compare)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_quiet, add_seed, add_workers
+from censusdp.cli._common import add_command, add_seed, add_workers
 from censusdp.progress import printer as progress_printer
 
 
@@ -23,7 +23,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier demo directory")
     add_workers(p)
-    add_quiet(p)
     p.set_defaults(func=_demo)
 
 

@@ -7,7 +7,6 @@ import argparse
 from censusdp.cli._common import (
     add_command,
     add_json_output,
-    add_quiet,
     add_seed,
     add_workers,
     comma_list,
@@ -61,7 +60,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="random district maps per target",
     )
     add_seed(p, default=0, help="seed of the random districts")
-    add_quiet(p)
     p.add_argument("--overwrite", action="store_true", help="replace existing --json/--html files")
     p.add_argument(
         "--allow-invalid",

@@ -15,7 +15,6 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
     finish,
@@ -96,7 +95,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="AGE|none",
         help="top-code ages above AGE (default 90)",
     )
-    add_quiet(p)
     add_json_output(p)
 
 

@@ -9,7 +9,6 @@ from censusdp.cli._common import (
     add_budget_arguments,
     add_command,
     add_output,
-    add_quiet,
     add_seed,
     comma_list,
     positive_int,
@@ -64,7 +63,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sigma^2 = 1/rho_q); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to reproduce "
         "their tables",
     )
-    add_quiet(p)
     p.set_defaults(func=_risk)
 
 

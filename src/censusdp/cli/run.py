@@ -9,9 +9,9 @@ from censusdp.cli._common import (
     add_budget_arguments,
     add_command,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -87,7 +87,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="least-squares solver of the estimation",
     )
-    add_quiet(p)
     p.set_defaults(func=_run)
 
 
@@ -123,12 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.from_measurements:
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
-        if args.seed is not None and not args.quiet:
-            print(
-                f"censusdp run: seed {args.seed}: reproducible, NON-SECURE noise "
-                "(not for publication)",
-                file=sys.stderr,
-            )
+        announce_randomness(args.seed)
         manifest = run_release(args.input, args.out, seed=args.seed, **common)
     v = manifest.get("validation", {})
     print(

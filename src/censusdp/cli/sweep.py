@@ -8,7 +8,6 @@ from pathlib import Path
 from censusdp.cli._common import (
     add_command,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
     comma_list,
@@ -58,7 +57,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(p)
     p.add_argument("--postprocess", choices=("topdown", "bottomup"), default="topdown")
     add_output(p)
-    add_quiet(p)
     p.set_defaults(func=_sweep)
 
 

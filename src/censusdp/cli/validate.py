@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_json_output, add_quiet, finish
+from censusdp.cli._common import add_command, add_json_output, finish
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -26,7 +26,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run", metavar="RUN", help="the release directory")
     p.add_argument("--truth", default=None, metavar="DIR", help="the CEF the release came from")
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_validate)
 

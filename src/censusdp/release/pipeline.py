@@ -58,7 +58,7 @@ from censusdp.io.output import Staging
 from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
-from censusdp.progress import Progress, say
+from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
@@ -117,7 +117,11 @@ def _measure_to_file(
     """
     levels = hierarchy.aggregate(block_hist)
     seen: dict[str, int] = {}
-    with NMFWriter(path) as writer:
+    planned = {geolevel for geolevel, _, _ in plan}
+    names = [lv.name for lv in hierarchy.geolevels.levels]
+    total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
+    bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
+    with NMFWriter(path) as writer, bar:
         tasks = measure_tasks(levels, hierarchy, schema, plan, source)
         for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
             t = time.perf_counter()
@@ -127,6 +131,7 @@ def _measure_to_file(
             )
             timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
             seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
+            bar.advance(chunk.stop - chunk.start)
             if progress is not None and chunk.stop == hierarchy.n_units(
                 hierarchy.geolevels.index(chunk.geolevel)
             ):
@@ -193,7 +198,7 @@ def _read_and_aggregate(
     then noisy measurements and invariants, exist.
     """
     t = time.perf_counter()
-    cef = read_cef(input_dir)
+    cef = read_cef(input_dir, progress=progress)
     timings["read"] = time.perf_counter() - t
     say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
     t = time.perf_counter()
