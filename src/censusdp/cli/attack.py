@@ -18,6 +18,7 @@ from censusdp.cli._common import (
     add_json_output,
     add_seed,
     add_workers,
+    announce_randomness,
     emit_json,
     finish,
     positive_int,
@@ -58,13 +59,7 @@ def _multiples(text: str) -> list[float]:
 def _dn(args: argparse.Namespace) -> int:
     from censusdp.attacks import run_dn_report
 
-    say = progress_printer(args.quiet)
-    progress = None
-    if say is not None:
-
-        def progress(done: int, total: int) -> None:
-            say(f"attack dn: trial {done}/{total}")
-
+    announce_randomness(args.seed, what="attack trials", release=False)
     out = run_dn_report(
         n=args.n,
         multiples=args.multiples,
@@ -79,7 +74,7 @@ def _dn(args: argparse.Namespace) -> int:
         workers=args.workers,
         json_path=None if args.json in (None, "-") else args.json,
         plot_path=args.plot,
-        progress=progress,
+        progress=progress_printer(args.quiet),
     )
     frac = out["fraction_recovered"]
     rows = [

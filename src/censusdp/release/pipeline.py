@@ -536,9 +536,12 @@ def _write_outputs(
     """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
     t = time.perf_counter()
     block_hist = est.persons.histograms[-1]
+    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
         for cols in iter_mdf_blocks(block_hist, schema):
             w.write(cols)
+            bar.advance(len(cols["block"]))
+    bar.close()
     manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
     manifest["units_released"] = write_mdf_units(
