@@ -219,7 +219,12 @@ def add_cef_input(
     ``--truth`` is accepted as an older spelling of the same option.
     """
     parser.add_argument(
-        "--input", "--truth", dest="input", required=required, default=None, metavar="DIR",
+        "--input",
+        "--truth",
+        dest="input",
+        required=required,
+        default=None,
+        metavar="DIR",
         help=help,
     )
 

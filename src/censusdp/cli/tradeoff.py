@@ -248,7 +248,7 @@ def _census(args: argparse.Namespace) -> int:
         workers=args.workers,
         keep_runs=args.keep_runs,
         overwrite=args.overwrite,
-        progress=emit if emit is not None else (lambda _m: None),
+        progress=emit,
     )
     print(f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}")
     for p in result["points"]:
