@@ -318,9 +318,10 @@ class _Handler(logging.Handler):
 
 _active: Reporter | None = None
 
-# loggers of libraries whose records the command line prints with its own, and the
-# least level shown of each unless -v (their INFO lines are about their internals)
-FOREIGN_LOGGERS = ("py4j",)
+# Loggers of libraries whose records the command line prints with its own: the least
+# level shown without and with -v. py4j's DEBUG records hold the commands it sends to
+# the JVM, the gateway's secret among them: never shown.
+FOREIGN_LOGGERS = {"py4j": (logging.WARNING, logging.INFO)}
 
 
 @contextlib.contextmanager
@@ -331,7 +332,7 @@ def configure(
 
     Args:
         verbosity: ``-1`` quiet (warnings and errors only), ``0`` info (the default),
-            ``1`` or more debug (with the records of :data:`FOREIGN_LOGGERS`).
+            ``1`` or more debug (and the INFO records of :data:`FOREIGN_LOGGERS`).
         stream: where to print (default: stderr at the time of each line).
         bars: draw progress bars (``None``: when the stream is a terminal).
 
@@ -344,8 +345,7 @@ def configure(
     handler = _Handler(reporter)
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
     targets = [(logger, level)] + [
-        (logging.getLogger(name), logging.DEBUG if verbosity > 0 else logging.WARNING)
-        for name in FOREIGN_LOGGERS
+        (logging.getLogger(name), levels[verbosity > 0]) for name, levels in FOREIGN_LOGGERS.items()
     ]
     saved = [(lg, lg.level, lg.propagate) for lg, _ in targets]
     previous = _active
