@@ -21,7 +21,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-from censusdp.cli._common import Parser, finalize, verbosity
+from censusdp.cli._common import Parser, check_json_target, finalize, verbosity
 from censusdp.errors import CensusDPError
 from censusdp.progress import configure
 from censusdp.version import __version__
@@ -94,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for x in (
             args.command,
             getattr(args, "attack_command", None),
+            getattr(args, "design_command", None),
             getattr(args, "protect_command", None),
+            getattr(args, "tradeoff_command", None),
         )
         if x
     )
@@ -103,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with configure(verbosity(args)):
+            check_json_target(args)
             return int(args.func(args) or 0)
     except CensusDPError as exc:
         if args.debug:

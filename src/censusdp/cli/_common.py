@@ -36,6 +36,7 @@ __all__ = [
     "add_seed",
     "add_workers",
     "announce_randomness",
+    "check_json_target",
     "comma_list",
     "emit_json",
     "finalize",
@@ -98,14 +99,33 @@ def finalize(parser: argparse.ArgumentParser) -> None:
     """Give every command below ``parser`` the shared habits.
 
     Each command (a parser without sub-commands) gets ``--quiet`` and ``-v/--verbose``
-    (unless it has them), and every parser's help shows the defaults.
+    (unless it has them), and ``--overwrite`` if it writes ``--json PATH`` (see
+    :func:`check_json_target`); every parser's help shows the defaults.
     """
     for sub in _subcommands(parser):
         sub.formatter_class = _HelpFormatter
         if _subcommands(sub):
             finalize(sub)
-        else:
-            add_quiet(sub)
+            continue
+        add_quiet(sub)
+        have = sub._option_string_actions  # noqa: SLF001 - the documented way to probe
+        if "--json" in have and "--overwrite" not in have:
+            sub.add_argument(
+                "--overwrite", action="store_true", help="replace an existing --json PATH"
+            )
+
+
+def check_json_target(args: argparse.Namespace) -> None:
+    """Refuse a ``--json PATH`` that exists (without ``--overwrite``) before any work.
+
+    The output guard of :func:`censusdp.io.output.check_output_file`: no command
+    overwrites a file it was not asked to replace.
+    """
+    path = getattr(args, "json", None)
+    if isinstance(path, str) and path != "-":
+        from censusdp.io.output import check_output_file
+
+        check_output_file(path, bool(getattr(args, "overwrite", False)), option="--json")
 
 
 def comma_list(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
     add_output,
@@ -40,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     s = run_reid(
         args.reconstructed,
-        args.truth,
+        args.input,
         args.out,
         methods=tuple(args.methods),
         seed=args.seed,
@@ -73,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--reconstructed", required=True, metavar="REC")
-    p.add_argument("--truth", required=True, metavar="DIR", help="the CEF directory")
+    add_cef_input(p)
     add_output(p, metavar="OUT", help="directory for the links and rates")
     p.add_argument(
         "--methods",

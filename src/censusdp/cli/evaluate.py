@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
     add_seed,
     add_workers,
     comma_list,
+    emit_json,
     positive_int,
 )
 from censusdp.progress import printer as progress_printer
@@ -29,9 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "noise checked; with --trials K, empirical error bars from K reruns."
         ),
     )
-    p.add_argument(
-        "--truth", required=True, metavar="DIR", help="CEF directory (persons/units.parquet)"
-    )
+    add_cef_input(p, help="the CEF the release was made from (persons/units.parquet)")
     p.add_argument("--release", required=True, metavar="RUN", help="run directory")
     add_json_output(p, required=True)
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
@@ -76,10 +76,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     for option, path in (("--json", args.json), ("--html", args.html)):
         if path not in (None, "-"):
-            check_output_file(path, args.overwrite, [args.truth, args.release], option=option)
+            check_output_file(path, args.overwrite, [args.input, args.release], option=option)
     emit = progress_printer(args.quiet)
     result = evaluate(
-        args.truth,
+        args.input,
         args.release,
         trials=args.trials,
         trial_seed=args.trial_seed,
@@ -87,11 +87,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         district_targets=tuple(args.district_targets or DEFAULT_DISTRICT_TARGETS),
         district_draws=args.district_draws,
         seed=args.seed,
-        json_path=args.json,
+        json_path=None if args.json == "-" else args.json,
         html_path=args.html,
         allow_invalid=args.allow_invalid,
         progress=emit,
     )
+    if args.json == "-":
+        emit_json(result, "-")
+        return 0
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(

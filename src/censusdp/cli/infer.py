@@ -17,9 +17,9 @@ an option of the other form is an error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from censusdp.cli._common import add_json_output, emit_json
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -44,7 +44,7 @@ _POSTERIOR_DEFAULTS = {
     "method": "exact",
     "draws": 20_000,
     "seed": 0,
-    "json": False,
+    "json": None,
     "plot": None,
 }
 
@@ -126,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
     q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
-    q.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_output(q)
     q.add_argument(
         "--plot",
         metavar="FILE.png",
@@ -199,9 +199,10 @@ def _posterior(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json:
-        print(json.dumps(out, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(out, args.json)
+        if args.json == "-":
+            return 0
     lo, hi = out["ci95"]
     nv = out["naive"]
     print(

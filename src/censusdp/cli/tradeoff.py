@@ -11,10 +11,9 @@ Sub-commands:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
-from censusdp.cli._common import comma_list
+from censusdp.cli._common import add_json_output, comma_list, emit_json
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -77,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     rr.add_argument("--epsilon", required=True, help="privacy loss (> 0), e.g. 1 or 0.5")
     _add_population(rr, "")
-    rr.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json_output(rr)
     rr.set_defaults(func=_rr)
 
     ch = sub.add_parser(
@@ -116,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ch.add_argument("--plot", default=None, metavar="FILE.png", help="write the figure here")
     ch.add_argument("--overwrite", action="store_true", help="replace an existing --plot")
-    ch.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json_output(ch)
     ch.set_defaults(func=_choose)
 
     ce = sub.add_parser(
@@ -169,9 +168,10 @@ def _rr(args: argparse.Namespace) -> int:
 
     point = rr_frontier(args.epsilon, pi=args.pi, n=args.n, mu=args.mu)
     d = point.as_dict()
-    if args.json:
-        print(json.dumps(d, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(d, args.json)
+        if args.json == "-":
+            return 0
     print(
         f"randomized response at epsilon = {point.epsilon:g} "
         f"(pi = {point.pi:g}, mu = {point.mu:g}, N = {point.n})"
@@ -214,9 +214,10 @@ def _choose(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json:
-        print(json.dumps(out, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(out, args.json)
+        if args.json == "-":
+            return 0
     o = out["optimum"]
     where = "MRT = MRS" if o["interior"] else "at the end of the search range (no crossing)"
     print(f"frontier: {out['frontier']['label']}")
