@@ -203,7 +203,9 @@ def verbosity(args: argparse.Namespace) -> int:
     return int(getattr(args, "verbose", 0) or 0)
 
 
-def announce_randomness(seed: int | None, *, what: str = "noise", release: bool = True) -> str:
+def announce_randomness(
+    seed: object | None, *, what: str = "noise", release: bool = True, option: str = "--seed"
+) -> str:
     """State (on stderr, through the log) whether a run's randomness is secure or seeded.
 
     ``release``: the noise protects published data. Seeded noise of a release is
@@ -218,12 +220,12 @@ def announce_randomness(seed: int | None, *, what: str = "noise", release: bool 
         logger.info(line)
     elif release:
         line = (
-            f"{what}: SEEDED with --seed {seed}: reproducible and NOT secure "
+            f"{what}: SEEDED with {option} {seed}: reproducible and NOT secure "
             "(for experiments, not for publication)"
         )
         logger.warning(line)
     else:
-        line = f"{what}: seeded with --seed {seed} (a reproducible experiment, not a release)"
+        line = f"{what}: seeded with {option} {seed} (a reproducible experiment, not a release)"
         logger.info(line)
     return line
 

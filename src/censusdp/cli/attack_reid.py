@@ -10,6 +10,7 @@ from censusdp.cli._common import (
     add_json_output,
     add_output,
     add_seed,
+    announce_randomness,
     finish,
 )
 from censusdp.progress import printer as progress_printer
@@ -33,6 +34,7 @@ def _run(args: argparse.Namespace) -> int:
     from censusdp.attacks.dhc.reid import CommercialSpec
     from censusdp.attacks.dhc.runs import run_reid
 
+    announce_randomness(args.seed, what="commercial file", release=False)
     spec = CommercialSpec(
         coverage_adult=args.coverage_adult,
         coverage_minor=args.coverage_minor,

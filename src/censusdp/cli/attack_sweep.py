@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
     finish,
 )
@@ -25,6 +26,7 @@ def _run(args: argparse.Namespace) -> int:
     from censusdp.io.output import check_output_dir
 
     check_output_dir(Path(args.out), args.overwrite or args.reuse_releases, inputs=[args.input])
+    announce_randomness(args.seed, what="attack sweep", release=False)
     r = attack_sweep(
         args.input,
         args.out,

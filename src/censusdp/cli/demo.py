@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_seed, add_workers
+from censusdp.cli._common import add_command, add_seed, add_workers, announce_randomness
 from censusdp.progress import printer as progress_printer
 
 
@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from censusdp.demo import run_demo
 
+    announce_randomness(None, what="release noise")
     s = run_demo(
         args.out,
         state=args.state,

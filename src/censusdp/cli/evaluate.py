@@ -10,6 +10,7 @@ from censusdp.cli._common import (
     add_json_output,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
     emit_json,
     positive_int,
@@ -77,6 +78,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     for option, path in (("--json", args.json), ("--html", args.html)):
         if path not in (None, "-"):
             check_output_file(path, args.overwrite, [args.input, args.release], option=option)
+    if args.trials:
+        announce_randomness(args.trial_seed, what="evaluation reruns", release=False)
     emit = progress_printer(args.quiet)
     result = evaluate(
         args.input,

@@ -1,6 +1,6 @@
 """``censusdp infer``: inference from a release's noisy measurements.
 
-Two forms share the command (the contract in DESIGN.md):
+Two forms share the command (docs/inference.md):
 
 * ``censusdp infer RUN --out DIR``: GLS estimates with standard deviations and integer
   90%/95% intervals of every published cell at every geolevel

@@ -17,6 +17,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     add_workers,
+    announce_randomness,
     finish,
     resolve_budget,
 )
@@ -39,6 +40,7 @@ def _topcode(text: str) -> int | None:
 def _swap(args: argparse.Namespace) -> int:
     from censusdp.protect import protect_swap
 
+    announce_randomness(args.seed, what="swap")
     m = protect_swap(
         args.input,
         args.out,
@@ -58,6 +60,8 @@ def _swap(args: argparse.Namespace) -> int:
 def _swap_dp(args: argparse.Namespace) -> int:
     from censusdp.protect import swap_then_dp
 
+    announce_randomness(args.seed, what="swap")
+    announce_randomness(args.dp_seed, what="DP noise", option="--dp-seed")
     m = swap_then_dp(
         args.input,
         args.out,

@@ -10,6 +10,7 @@ from censusdp.cli._common import (
     add_command,
     add_output,
     add_seed,
+    announce_randomness,
     comma_list,
     positive_int,
 )
@@ -71,7 +72,7 @@ def _risk(args: argparse.Namespace) -> int:
     from censusdp.risk.report import run_risk
 
     check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
-
+    announce_randomness(args.seed, what="simulated release", release=False)
     run = run_risk(
         args.input,
         args.out,

@@ -10,6 +10,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
     positive_int,
 )
@@ -65,6 +66,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from censusdp.io.output import check_output_dir
 
     check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
+    announce_randomness(args.seed, what="sweep releases", release=False)
     emit = progress_printer(args.quiet)
     result = sweep(
         args.input,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from censusdp.cli._common import add_json_output, comma_list, emit_json
+from censusdp.cli._common import add_json_output, announce_randomness, comma_list, emit_json
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -236,6 +236,8 @@ def _census(args: argparse.Namespace) -> int:
     from censusdp.tradeoff.census import census_tradeoff
 
     emit = progress_printer(args.quiet)
+    seeds = ",".join(str(s) for s in args.seeds)
+    announce_randomness(seeds, what="tradeoff releases", release=False, option="--seeds")
     attack = None if args.attack_preset.lower() == "none" else args.attack_preset
     result = census_tradeoff(
         args.input,
