@@ -58,7 +58,7 @@ from censusdp.progress import log_lines
 __all__ = ["SparkExecutor", "spark_available", "spark_log_level"]
 
 _LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
-_TROUBLE = re.compile(r"\b(Error|Exception|error:|Traceback)\b")
+_TROUBLE = re.compile(r"(Error|Exception)\b|\berror:|^Traceback ")
 
 
 def spark_log_level(line: str) -> int:
