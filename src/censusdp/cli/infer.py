@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_json_output, emit_json
+from censusdp.cli._common import add_json_output, emit_json, positive_int
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -81,7 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
     g.add_argument("--out", metavar="DIR", help="output directory (required)")
-    g.add_argument("--workers", type=int, default=1, help="worker processes for block tasks")
+    g.add_argument(
+        "--workers",
+        type=positive_int("--workers"),
+        default=1,
+        metavar="K",
+        help="worker processes for block tasks",
+    )
     g.add_argument(
         "--executor",
         choices=("auto", "inprocess", "pool", "spark"),

@@ -13,7 +13,13 @@ from __future__ import annotations
 import argparse
 import math
 
-from censusdp.cli._common import add_json_output, announce_randomness, comma_list, emit_json
+from censusdp.cli._common import (
+    add_json_output,
+    add_workers,
+    announce_randomness,
+    comma_list,
+    emit_json,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -156,10 +162,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also the hierarchical Kazan-Reiter risk per unique person (slow below eps 4)",
     )
-    ce.add_argument("--workers", type=int, default=1, help="worker processes")
+    add_workers(ce)
     ce.add_argument("--keep-runs", action="store_true", help="keep release dirs in RESULTS/runs")
     ce.add_argument("--overwrite", action="store_true", help="replace earlier outputs")
-    ce.add_argument("--quiet", action="store_true", help="no progress lines")
     ce.set_defaults(func=_census)
 
 
