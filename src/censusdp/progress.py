@@ -10,6 +10,9 @@ taking one human-readable line. Inside the library:
 
 Every line also goes to the standard :mod:`logging` logger ``censusdp`` (INFO, or the
 level given), so an embedding application can route it anywhere with ``logging`` alone.
+With ``progress=None`` the lines go to the logger at DEBUG only: a step the caller asked
+to be silent (a release inside a sweep) stays silent at the command line's default level
+and shows with ``-v``.
 
 The command line runs inside :func:`configure`, which puts one handler on that logger
 (``--quiet``: warnings only; default: info; ``-v``: debug) and hands the commands a
@@ -146,11 +149,14 @@ class Reporter:
 def say(progress: Progress, msg: str, *, level: int = logging.INFO) -> None:
     """Report one line: log it at ``level`` and hand it to ``progress`` (if any).
 
-    Lines below INFO (``level=logging.DEBUG``) go to the logger only.
+    Lines below INFO (``level=logging.DEBUG``) go to the logger only; with
+    ``progress=None`` lines below WARNING are logged at DEBUG (silent by default).
     """
     if isinstance(progress, Reporter):
         progress.log(level, msg)
         return
+    if progress is None and level < logging.WARNING:
+        level = logging.DEBUG
     logger.log(level, msg)
     if progress is not None and level >= logging.INFO:
         progress(msg)

@@ -109,7 +109,7 @@ def test_attack_dn(capsys) -> None:
             "evaluate",
             lambda c, r, o: ["evaluate", "--input", c, "--release", r, "--json", f"{o}/e.json",
                              "--trials", "1"],
-            [("evaluation trials", "trials"), ("validating the release", "steps")],
+            [("evaluation trials", "trials"), ("evaluating", "steps")],
         ),
         (
             "sweep",

@@ -132,14 +132,29 @@ def test_track_yields_everything_and_counts_it(sizes: list[int]) -> None:
 
 
 def test_none_is_silent(capsys: pytest.CaptureFixture[str], caplog) -> None:
-    caplog.set_level(logging.INFO, logger="censusdp")
+    caplog.set_level(logging.DEBUG, logger="censusdp")
     with task(None, "quiet step", 3) as t:
         t.advance(3)
     say(None, "an event")
     out, err = capsys.readouterr()
     assert out == "" and err == ""
-    # ... but the logger still receives the lines (for an embedding application)
-    assert [r.getMessage() for r in caplog.records] == ["quiet step: 3 tasks in 0:00", "an event"]
+    # ... but the logger still receives the lines, at DEBUG (for an embedding application)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "quiet step: started (0/3 tasks (0%))"),
+        (logging.DEBUG, "quiet step: 3 tasks in 0:00"),
+        (logging.DEBUG, "an event"),
+    ]
+
+
+def test_a_silent_step_inside_a_command_shows_only_with_v() -> None:
+    for verbosity, shown in ((0, False), (1, True)):
+        buf = io.StringIO()
+        with configure(verbosity, stream=buf):
+            with task(None, "inner release", 2) as t:  # e.g. a release inside a sweep
+                t.advance(2)
+            say(None, "inner event")
+        assert ("debug: inner release: 2 tasks in" in buf.getvalue()) is shown
+        assert ("debug: inner event" in buf.getvalue()) is shown
 
 
 @pytest.mark.parametrize(
