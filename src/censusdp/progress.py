@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -110,18 +111,27 @@ class Reporter:
         isatty = getattr(self.stream, "isatty", None)
         return bool(isatty and isatty())
 
-    def open_bar(self, label: str, total: int | None, unit: str) -> Any:
-        """A ``tqdm`` bar on the stream (kept on screen when it is the outermost one)."""
+    def open_bar(self, label: str, total: int | None, unit: str, *, keep: bool = True) -> Any:
+        """A ``tqdm`` bar on the stream, kept on screen when done if ``keep`` and it is the
+        outermost one (a step whose caller prints its own summary clears its bar).
+
+        The bar shows the count, the elapsed time and the ETA (``[0:12<5:02]``); its
+        width is the terminal's (100 columns when the terminal does not say).
+        """
         from tqdm import tqdm
 
+        fmt = _BAR_FORMAT if total is not None else _COUNTER_FORMAT
+        size = shutil.get_terminal_size((100, 24))  # a terminal may report 0 x 0
         with self._lock:
             bar = tqdm(
                 total=total,
                 desc=label,
-                unit=f" {unit}",
+                unit=unit,
                 file=self.stream,
-                leave=not self._active,
-                dynamic_ncols=True,
+                leave=keep and not self._active,
+                ncols=size.columns,
+                nrows=size.lines,
+                bar_format=fmt,
                 mininterval=0.2,
                 disable=False,
             )
@@ -144,6 +154,10 @@ class Reporter:
         else:
             self.stream.write(line + "\n")
             self.stream.flush()
+
+
+_BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}]"
+_COUNTER_FORMAT = "{desc}: {n_fmt} {unit} [{elapsed}]"
 
 
 def say(progress: Progress, msg: str, *, level: int = logging.INFO) -> None:
@@ -188,7 +202,7 @@ class Task:
         self._last_step = 0
         self._bar = None
         if isinstance(progress, Reporter) and progress.wants_bars():
-            self._bar = progress.open_bar(label, self.total, unit)
+            self._bar = progress.open_bar(label, self.total, unit, keep=summary)
         logger.debug(f"{label}: started ({self._count()})")
 
     @property
