@@ -206,12 +206,13 @@ def verbosity(args: argparse.Namespace) -> int:
 def announce_randomness(
     seed: object | None, *, what: str = "noise", release: bool = True, option: str = "--seed"
 ) -> str:
-    """State (on stderr, through the log) whether a run's randomness is secure or seeded.
+    """State (on stderr, through the log, at INFO) whether a run's randomness is secure or
+    seeded.
 
-    ``release``: the noise protects published data. Seeded noise of a release is
-    reproducible and NOT secure, and is logged as a warning (shown even with
-    ``--quiet``); the seeded noise of an experiment (trials, sweeps, attacks) is
-    stated at INFO. Returns the line.
+    ``release``: the noise protects published data; seeded noise of a release is stated
+    as reproducible and NOT secure (and the release's own summary line and manifest
+    say so too). ``--quiet`` hides the line, so that a mistake in the arguments is still
+    reported as one line. Returns the line.
     """
     from censusdp.progress import logger
 
@@ -223,7 +224,7 @@ def announce_randomness(
             f"{what}: SEEDED with {option} {seed}: reproducible and NOT secure "
             "(for experiments, not for publication)"
         )
-        logger.warning(line)
+        logger.info(line)
     else:
         line = f"{what}: seeded with {option} {seed} (a reproducible experiment, not a release)"
         logger.info(line)
