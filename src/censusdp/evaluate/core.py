@@ -547,7 +547,7 @@ def evaluate(
     """
 
     t0 = time.perf_counter()
-    cef = read_cef(truth_dir)
+    cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
     validation = check_dp_release(release, allow_invalid, "evaluate", progress)
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
