@@ -168,12 +168,14 @@ def _run_directory(
             close()
 
 
-def _self_check(postprocess: str, timings: dict[str, float]) -> Callable[[Path], None]:
+def _self_check(
+    postprocess: str, timings: dict[str, float], progress: Progress = None
+) -> Callable[[Path], None]:
     """A run validates its own files (as ``censusdp validate`` would) before it commits."""
 
     def check(staged: Path) -> None:
         t = time.perf_counter()
-        report = validate_run(staged)
+        report = validate_run(staged, progress=progress)
         timings["validate_files"] = time.perf_counter() - t
         if not report.ok:
             raise InternalError(
@@ -343,7 +345,9 @@ def run_release(
                 "command": command,
             }
         )
-        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
+        commit_run(
+            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+        )
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
 
@@ -438,7 +442,9 @@ def reestimate(
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
-        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
+        commit_run(
+            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+        )
     return manifest
 
 
