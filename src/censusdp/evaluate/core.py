@@ -498,8 +498,8 @@ def check_dp_release(
     run = release.directory
     say(progress, f"validating {run}")
     if allow_invalid:
-        return validate_run(run).to_dict()
-    require_valid(run, what=what)
+        return validate_run(run, progress=progress).to_dict()
+    require_valid(run, what=what, progress=progress)
     return None
 
 

@@ -250,7 +250,7 @@ def infer_release(
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     check_output_dir(out_dir, overwrite, inputs=[run_dir])
-    require_valid(run_dir, what="infer", mdf=False)
+    require_valid(run_dir, what="infer", mdf=False, progress=progress)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     manifest_in, hierarchy, inv = _read_release(run_dir)

@@ -408,7 +408,7 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    require_valid(run_dir, what="re-estimation", mdf=False)
+    require_valid(run_dir, what="re-estimation", mdf=False, progress=progress)
     spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):

@@ -508,13 +508,16 @@ def _check_truth(
     )
 
 
-def require_valid(run_dir: str | Path, *, what: str, mdf: bool = True) -> None:
+def require_valid(
+    run_dir: str | Path, *, what: str, mdf: bool = True, progress: Progress = None
+) -> None:
     """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates.
 
     Args:
         what: the use refused, for the message (e.g. ``"re-estimation"``).
+        progress: ``None`` (silent) or a callable taking lines: the steps checked.
     """
-    report = validate_run(run_dir, mdf=mdf)
+    report = validate_run(run_dir, mdf=mdf, progress=progress)
     if not report.ok:
         failures = report.failures()
         more = (
