@@ -24,6 +24,11 @@ True
 
 Seeded runs (``seed=7``) are reproducible and NOT secure; leave ``seed`` out for a
 release (secure randomness, and the manifest says so).
+
+``progress`` has one meaning everywhere: ``None`` (the default) is silent; a callable
+(``progress=print``) receives one line per event and, for each long step, lines with
+items done out of the total, the elapsed time and an ETA (see :mod:`censusdp.progress`).
+Every line also goes to the standard :mod:`logging` logger ``censusdp``.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,15 @@ from censusdp.cli import main
 
 
 def test_generate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(
-        ["generate", "--state", "WY", "--seed", "4", "--out", str(tmp_path), "--scale", "0.05"]
-    )
+    argv = ["generate", "--state", "WY", "--seed", "4", "--out", str(tmp_path), "--scale", "0.05"]
+    rc = main([*argv, "-v"])
     assert rc == 0
     out, err = capsys.readouterr()
     assert "Synthetic 2010 census for Wyoming (WY, FIPS 56), seed 4, scale 0.05" in out
     assert "in group quarters" in out and "blocks" in out
-    assert "county 56" in err  # progress per county on stderr
+    # progress on stderr: the county parts done (and, with -v, a debug line per county)
+    assert re.search(r"^generating Wyoming: \d+ county parts in \d+:\d\d$", err, re.M)
+    assert re.search(r"^debug: \[1/\d+\] county 56\d\d\d: ", err, re.M)
     assert (tmp_path / "persons.parquet").exists() and (tmp_path / "manifest.json").exists()
 
 

@@ -9,10 +9,14 @@ with no population).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,12 +34,36 @@ from censusdp.io.cef import read_cef
 from profiles import examples
 
 
+@contextlib.contextmanager
+def debug_lines() -> Iterator[list[str]]:
+    """The messages the ``censusdp`` logger receives meanwhile, DEBUG and up."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    log, handler = logging.getLogger("censusdp"), Keep(logging.DEBUG)
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield lines
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
 @pytest.fixture(scope="module")
 def vt(tmp_path_factory: pytest.TempPathFactory) -> tuple[GenerateSummary, dict, dict]:
     out = tmp_path_factory.mktemp("vt")
     lines: list[str] = []
-    summary = generate_state("VT", 1, out, progress=lines.append)
-    assert len(lines) == 14  # one progress line per Vermont county
+    with debug_lines() as debug:
+        summary = generate_state("VT", 1, out, progress=lines.append)
+    # the counted step (county parts done / total, ETA) ends with its summary ...
+    assert re.fullmatch(r"generating Vermont: 14 county parts in \d+:\d\d", lines[-1])
+    # ... and a debug line per Vermont county
+    assert len([x for x in debug if re.match(r"\[\d+/14\] county 50\d\d\d: ", x)]) == 14
     persons = pq.read_table(out / "persons.parquet")
     units = pq.read_table(out / "units.parquet")
     p = {c: persons[c].to_numpy() for c in persons.column_names if c != "geocode"}
@@ -236,10 +264,11 @@ def test_scale_keeps_a_fraction_of_tracts_with_their_full_plan(tmp_path: Path) -
 
 def test_small_chunks_still_valid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_driver, "MAX_CHUNK_PERSONS", 5_000)
-    lines: list[str] = []
-    s = generate_state("DE", 3, tmp_path, scale=0.1, progress=lines.append)
-    assert len(lines) > s.counties  # counties were split into parts
-    assert any("part 2" in line for line in lines)
+    with debug_lines() as lines:
+        s = generate_state("DE", 3, tmp_path, scale=0.1, progress=None)
+    parts = [x for x in lines if re.match(r"\[\d+/\d+\] county 10\d\d\d", x)]
+    assert len(parts) > s.counties  # counties were split into parts
+    assert any("part 2" in line for line in parts)
     cef = read_cef(tmp_path)
     assert cef.n_persons == s.persons
     ids = pq.read_table(tmp_path / "persons.parquet", columns=["person_id"])["person_id"]

@@ -21,8 +21,9 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-from censusdp.cli._common import Parser
+from censusdp.cli._common import Parser, check_json_target, finalize, verbosity
 from censusdp.errors import CensusDPError
+from censusdp.progress import configure
 from censusdp.version import __version__
 
 __all__ = ["main"]
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"censusdp.cli.{name}").register(subparsers)
+    finalize(parser)
     return parser
 
 
@@ -92,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for x in (
             args.command,
             getattr(args, "attack_command", None),
+            getattr(args, "design_command", None),
             getattr(args, "protect_command", None),
+            getattr(args, "tradeoff_command", None),
         )
         if x
     )
@@ -100,7 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        return int(args.func(args) or 0)
+        with configure(verbosity(args)):
+            check_json_target(args)
+            return int(args.func(args) or 0)
     except CensusDPError as exc:
         if args.debug:
             traceback.print_exc()

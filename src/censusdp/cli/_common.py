@@ -1,16 +1,22 @@
 """Argument helpers shared by the sub-commands: one name and one parser per concept.
 
 Every command is made with :func:`add_command` (its help shows each option's default),
-and takes its common options from here: ``--out`` with ``--overwrite``, ``--quiet``,
-``--workers``, ``--seed``, ``--json PATH``, and the budget (``--preset | --config``,
-``--rho | --epsilon``), which :func:`resolve_budget` turns into a
-:class:`~censusdp.privacy.budget.Budget` through the library's one budget resolver.
+and takes its common options from here: ``--out`` with ``--overwrite``, ``--quiet`` and
+``-v/--verbose``, ``--workers``, ``--seed``, ``--json PATH``, the CEF directory
+(``--input``), and the budget (``--preset | --config``, ``--rho | --epsilon``), which
+:func:`resolve_budget` turns into a :class:`~censusdp.privacy.budget.Budget` through the
+library's one budget resolver. :func:`finalize` walks the finished parser so that every
+command, including those whose parsers are made by hand, shows its defaults and takes
+``--quiet`` and ``-v``; :func:`verbosity` turns those into the level
+:func:`censusdp.progress.configure` prints at, and :func:`announce_randomness` states on
+every run whether its noise is secure or seeded.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,17 +28,22 @@ if TYPE_CHECKING:
 __all__ = [
     "Parser",
     "add_budget_arguments",
+    "add_cef_input",
     "add_command",
     "add_json_output",
     "add_output",
     "add_quiet",
     "add_seed",
     "add_workers",
+    "announce_randomness",
+    "check_json_target",
     "comma_list",
     "emit_json",
+    "finalize",
     "finish",
     "positive_int",
     "resolve_budget",
+    "verbosity",
 ]
 
 
@@ -50,20 +61,71 @@ class _HelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         default = action.default
         shown = not (default is None or default is False or default is argparse.SUPPRESS)
+        if isinstance(action, argparse._CountAction) and default == 0:  # -v
+            shown = False
         if "default" not in text and shown and action.option_strings:
             if isinstance(default, list | tuple):
                 default = ",".join(str(v) for v in default)
             text += f" (default: {default})"
-        return text.replace("%", "%%")
+        # argparse %-formats help: escape a lone "%" ("100%"), keep "%%" and "%(default)s"
+        return _LONE_PERCENT.sub(lambda m: "%%" if m.group(0) == "%" else m.group(0), text)
+
+
+_LONE_PERCENT = re.compile(r"%%|%\(\w+\)[a-z]|%")
 
 
 def add_command(
     subparsers: argparse._SubParsersAction, name: str, *, help: str, description: str | None = None
 ) -> argparse.ArgumentParser:
-    """A sub-command parser whose ``--help`` shows defaults."""
-    return subparsers.add_parser(
+    """A sub-command parser whose ``--help`` shows defaults, with ``--quiet`` and ``-v``."""
+    parser = subparsers.add_parser(
         name, help=help, description=description or help, formatter_class=_HelpFormatter
     )
+    add_quiet(parser)
+    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers of ``parser``'s sub-commands (one level)."""
+    return [
+        sub
+        for action in parser._actions  # noqa: SLF001 - argparse keeps them only here
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in dict.fromkeys(action.choices.values())
+    ]
+
+
+def finalize(parser: argparse.ArgumentParser) -> None:
+    """Give every command below ``parser`` the shared habits.
+
+    Each command (a parser without sub-commands) gets ``--quiet`` and ``-v/--verbose``
+    (unless it has them), and ``--overwrite`` if it writes ``--json PATH`` (see
+    :func:`check_json_target`); every parser's help shows the defaults.
+    """
+    for sub in _subcommands(parser):
+        sub.formatter_class = _HelpFormatter
+        if _subcommands(sub):
+            finalize(sub)
+            continue
+        add_quiet(sub)
+        have = sub._option_string_actions  # noqa: SLF001 - the documented way to probe
+        if "--json" in have and "--overwrite" not in have:
+            sub.add_argument(
+                "--overwrite", action="store_true", help="replace an existing --json PATH"
+            )
+
+
+def check_json_target(args: argparse.Namespace) -> None:
+    """Refuse a ``--json PATH`` that exists (without ``--overwrite``) before any work.
+
+    The output guard of :func:`censusdp.io.output.check_output_file`: no command
+    overwrites a file it was not asked to replace.
+    """
+    path = getattr(args, "json", None)
+    if isinstance(path, str) and path != "-":
+        from censusdp.io.output import check_output_file
+
+        check_output_file(path, bool(getattr(args, "overwrite", False)), option="--json")
 
 
 def comma_list(
@@ -115,8 +177,79 @@ def add_output(
 
 
 def add_quiet(parser: argparse.ArgumentParser) -> None:
-    """``--quiet``: no progress lines on stderr."""
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    """``-q/--quiet`` (warnings only) and ``-v/--verbose`` (debug lines); idempotent."""
+    have = parser._option_string_actions  # noqa: SLF001 - the documented way to probe
+    if "--quiet" not in have:
+        names = ("--quiet",) if "-q" in have else ("-q", "--quiet")
+        parser.add_argument(
+            *names,
+            action="store_true",
+            help="only warnings and errors on stderr (no progress lines or bars)",
+        )
+    if "--verbose" not in have:
+        names = ("--verbose",) if "-v" in have else ("-v", "--verbose")
+        parser.add_argument(
+            *names,
+            action="count",
+            default=0,
+            help="also debug lines on stderr (and the logs of Spark and py4j)",
+        )
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """``-1`` for ``--quiet``, else the number of ``-v`` (0: progress and info lines)."""
+    if getattr(args, "quiet", False):
+        return -1
+    return int(getattr(args, "verbose", 0) or 0)
+
+
+def announce_randomness(
+    seed: object | None, *, what: str = "noise", release: bool = True, option: str = "--seed"
+) -> str:
+    """State (on stderr, through the log, at INFO) whether a run's randomness is secure or
+    seeded.
+
+    ``release``: the noise protects published data; seeded noise of a release is stated
+    as reproducible and NOT secure (and the release's own summary line and manifest
+    say so too). ``--quiet`` hides the line, so that a mistake in the arguments is still
+    reported as one line. Returns the line.
+    """
+    from censusdp.progress import logger
+
+    if seed is None:
+        line = f"{what}: secure randomness (operating-system entropy; not reproducible)"
+        logger.info(line)
+    elif release:
+        line = (
+            f"{what}: SEEDED with {option} {seed}: reproducible and NOT secure "
+            "(for experiments, not for publication)"
+        )
+        logger.info(line)
+    else:
+        line = f"{what}: seeded with {option} {seed} (a reproducible experiment, not a release)"
+        logger.info(line)
+    return line
+
+
+def add_cef_input(
+    parser: argparse.ArgumentParser,
+    *,
+    required: bool = True,
+    help: str = "the CEF directory (persons.parquet and units.parquet)",
+) -> None:
+    """``--input DIR``: the confidential input (CEF), one name in every command.
+
+    ``--truth`` is accepted as an older spelling of the same option.
+    """
+    parser.add_argument(
+        "--input",
+        "--truth",
+        dest="input",
+        required=required,
+        default=None,
+        metavar="DIR",
+        help=help,
+    )
 
 
 def add_workers(parser: argparse.ArgumentParser, *, default: int = 1) -> None:

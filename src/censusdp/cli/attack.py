@@ -16,9 +16,9 @@ import sys
 from censusdp.cli._common import (
     add_command,
     add_json_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
     emit_json,
     finish,
     positive_int,
@@ -59,13 +59,7 @@ def _multiples(text: str) -> list[float]:
 def _dn(args: argparse.Namespace) -> int:
     from censusdp.attacks import run_dn_report
 
-    say = progress_printer(args.quiet)
-    progress = None
-    if say is not None:
-
-        def progress(done: int, total: int) -> None:
-            say(f"attack dn: trial {done}/{total}")
-
+    announce_randomness(args.seed, what="attack trials", release=False)
     out = run_dn_report(
         n=args.n,
         multiples=args.multiples,
@@ -80,7 +74,7 @@ def _dn(args: argparse.Namespace) -> int:
         workers=args.workers,
         json_path=None if args.json in (None, "-") else args.json,
         plot_path=args.plot,
-        progress=progress,
+        progress=progress_printer(args.quiet),
     )
     frac = out["fraction_recovered"]
     rows = [
@@ -187,7 +181,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(dn)
     add_json_output(dn)
     dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
-    add_quiet(dn)
     dn.set_defaults(func=_dn)
 
     figs = add_command(
@@ -206,7 +199,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     figs.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     add_seed(figs, default=2020, help="master seed of the trials")
     add_workers(figs, default=2)
-    add_quiet(figs)
     figs.set_defaults(func=_dn_figures)
 
     for name in ATTACK_MODULES:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_workers,
     finish,
 )
@@ -23,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
     s = run_reconstruct(
         args.release,
         args.out,
-        truth_dir=args.truth,
+        truth_dir=args.input,
         age_detail=args.age_detail,
         workers=args.workers,
         time_limit=args.time_limit,
@@ -51,12 +51,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Tabulate the DHC-style block tables (P1, P9, P11, P12, P12A-I, P14; tract "
             "PCT12A-O) of a release (or of a CEF: unprotected tables) and reconstruct every "
             "block's persons by integer programming with HiGHS (JASON JSR-19-2F sec. 4.1). With "
-            "--truth, report one-to-one exact and age +-1 match rates."
+            "--input, report one-to-one exact and age +-1 match rates."
         ),
     )
     p.add_argument("--release", required=True, metavar="RUN", help="release run dir or CEF dir")
     add_output(p, metavar="REC", help="directory for the reconstructed records")
-    p.add_argument("--truth", default=None, metavar="DIR", help="CEF to score against")
+    add_cef_input(p, required=False, help="the CEF to score the reconstruction against")
     p.add_argument("--age-detail", choices=("single", "sf1"), default="single")
     add_workers(p)
     p.add_argument("--time-limit", type=float, default=30.0, help="HiGHS seconds per block")
@@ -65,6 +65,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="re-pair ages and races within blocks to meet the tract tables PCT12A-O",
     )
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
+    announce_randomness,
     finish,
 )
 from censusdp.progress import printer as progress_printer
@@ -33,6 +34,7 @@ def _run(args: argparse.Namespace) -> int:
     from censusdp.attacks.dhc.reid import CommercialSpec
     from censusdp.attacks.dhc.runs import run_reid
 
+    announce_randomness(args.seed, what="commercial file", release=False)
     spec = CommercialSpec(
         coverage_adult=args.coverage_adult,
         coverage_minor=args.coverage_minor,
@@ -41,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     s = run_reid(
         args.reconstructed,
-        args.truth,
+        args.input,
         args.out,
         methods=tuple(args.methods),
         seed=args.seed,
@@ -74,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--reconstructed", required=True, metavar="REC")
-    p.add_argument("--truth", required=True, metavar="DIR", help="the CEF directory")
+    add_cef_input(p)
     add_output(p, metavar="OUT", help="directory for the links and rates")
     p.add_argument(
         "--methods",
@@ -87,6 +89,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--coverage-minor", type=float, default=0.40)
     p.add_argument("--age-error", type=float, default=0.15, help="share with age off by one")
     p.add_argument("--wrong-block", type=float, default=0.10)
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

@@ -6,12 +6,13 @@ import argparse
 from pathlib import Path
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
     finish,
 )
@@ -24,9 +25,10 @@ def _run(args: argparse.Namespace) -> int:
     from censusdp.attacks.dhc.sweep import attack_sweep
     from censusdp.io.output import check_output_dir
 
-    check_output_dir(Path(args.out), args.overwrite or args.reuse_releases, inputs=[args.truth])
+    check_output_dir(Path(args.out), args.overwrite or args.reuse_releases, inputs=[args.input])
+    announce_randomness(args.seed, what="attack sweep", release=False)
     r = attack_sweep(
-        args.truth,
+        args.input,
         args.out,
         epsilons=args.epsilons,
         production=not args.no_production,
@@ -80,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "sweep.csv and sweep.png with a public-marginals baseline (JASON JSR-19-2F sec. 8.4)."
         ),
     )
-    p.add_argument("--truth", required=True, metavar="DIR", help="CEF directory")
+    add_cef_input(p)
     add_output(p)
     p.add_argument(
         "--epsilons",
@@ -109,6 +111,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="attack the releases already in OUT/releases instead of making them again",
     )
-    add_quiet(p)
     add_json_output(p)
     p.set_defaults(func=_run)

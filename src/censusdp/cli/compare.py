@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_quiet, comma_list
+from censusdp.cli._common import add_cef_input, add_command, add_json_output, comma_list, emit_json
 from censusdp.progress import printer as progress_printer
 
 
@@ -23,13 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_a", metavar="RUN_A", help="first release run directory")
     p.add_argument("run_b", metavar="RUN_B", help="second release run directory")
-    p.add_argument(
-        "--truth", required=True, metavar="DIR", help="CEF directory both were made from"
-    )
+    add_cef_input(p, help="the CEF both releases were made from")
     p.add_argument("--out", required=True, metavar="COMPARE.html", help="the HTML page to write")
-    p.add_argument(
-        "--json", default=None, metavar="PATH", help="also write the comparison as JSON to PATH"
-    )
+    add_json_output(p)
     p.add_argument(
         "--names",
         type=comma_list(str, option="--names", positive=False),
@@ -43,7 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="compare releases that fail 'censusdp validate' (the failed checks are recorded)",
     )
-    add_quiet(p)
     p.set_defaults(func=_compare)
 
 
@@ -51,20 +46,24 @@ def _compare(args: argparse.Namespace) -> int:
     from censusdp.evaluate.compare import compare_releases
     from censusdp.io.output import check_output_file
 
-    inputs = [args.truth, args.run_a, args.run_b]
+    inputs = [args.input, args.run_a, args.run_b]
     check_output_file(args.out, args.overwrite, inputs, option="--out")
-    if args.json is not None:
+    to_file = args.json not in (None, "-")
+    if to_file:
         check_output_file(args.json, args.overwrite, inputs, option="--json")
     out = compare_releases(
         args.run_a,
         args.run_b,
-        args.truth,
+        args.input,
         names=args.names,
         html_path=args.out,
-        json_path=args.json,
+        json_path=args.json if to_file else None,
         allow_invalid=args.allow_invalid,
         progress=progress_printer(args.quiet),
     )
+    if args.json == "-":
+        emit_json(out, "-")
+        return 0
     a, b = (r["name"] for r in out["runs"])
     w = max(len(a), len(b), 8) + 6
     print(f"{'geolevel':<11}{'places':>8}  {'MAE ' + a:>{w}}  {'MAE ' + b:>{w}}{'B/A':>8}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_quiet, add_seed, add_workers
+from censusdp.cli._common import add_command, add_seed, add_workers, announce_randomness
 from censusdp.progress import printer as progress_printer
 
 
@@ -23,13 +23,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier demo directory")
     add_workers(p)
-    add_quiet(p)
     p.set_defaults(func=_demo)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from censusdp.demo import run_demo
 
+    announce_randomness(None, what="release noise")
     s = run_demo(
         args.out,
         state=args.state,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_budget_arguments, emit_json
+from censusdp.cli._common import add_budget_arguments, add_json_output, emit_json
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -28,16 +28,8 @@ def _emit(data: dict, json_target: str | None, overwrite: bool, text: str) -> No
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        default=None,
-        metavar="FILE",
-        help="print the result as JSON (or write it to FILE)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --json FILE")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_json_output(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json PATH")
 
 
 def _strategy(args: argparse.Namespace) -> int:
@@ -202,7 +194,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-n", type=int, default=256, help="largest n of the error-vs-n sweep")
     p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
     p.add_argument("--overwrite", action="store_true", help="write into a non-empty OUT")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=_figures)
 
     p = sub.add_parser(

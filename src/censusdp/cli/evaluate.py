@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_json_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
+    emit_json,
     positive_int,
 )
 from censusdp.progress import printer as progress_printer
@@ -30,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "noise checked; with --trials K, empirical error bars from K reruns."
         ),
     )
-    p.add_argument(
-        "--truth", required=True, metavar="DIR", help="CEF directory (persons/units.parquet)"
-    )
+    add_cef_input(p, help="the CEF the release was made from (persons/units.parquet)")
     p.add_argument("--release", required=True, metavar="RUN", help="run directory")
     add_json_output(p, required=True)
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
@@ -61,7 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="random district maps per target",
     )
     add_seed(p, default=0, help="seed of the random districts")
-    add_quiet(p)
     p.add_argument("--overwrite", action="store_true", help="replace existing --json/--html files")
     p.add_argument(
         "--allow-invalid",
@@ -78,10 +77,12 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     for option, path in (("--json", args.json), ("--html", args.html)):
         if path not in (None, "-"):
-            check_output_file(path, args.overwrite, [args.truth, args.release], option=option)
+            check_output_file(path, args.overwrite, [args.input, args.release], option=option)
+    if args.trials:
+        announce_randomness(args.trial_seed, what="evaluation reruns", release=False)
     emit = progress_printer(args.quiet)
     result = evaluate(
-        args.truth,
+        args.input,
         args.release,
         trials=args.trials,
         trial_seed=args.trial_seed,
@@ -89,11 +90,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         district_targets=tuple(args.district_targets or DEFAULT_DISTRICT_TARGETS),
         district_draws=args.district_draws,
         seed=args.seed,
-        json_path=args.json,
+        json_path=None if args.json == "-" else args.json,
         html_path=args.html,
         allow_invalid=args.allow_invalid,
         progress=emit,
     )
+    if args.json == "-":
+        emit_json(result, "-")
+        return 0
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_output, add_quiet
+from censusdp.cli._common import add_command, add_output
 from censusdp.progress import printer as progress_printer
 
 
@@ -30,7 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F",
         help="keep a random fraction F of the tracts (0 < F <= 1; default 1)",
     )
-    add_quiet(p)
     p.set_defaults(func=_generate)
 
 

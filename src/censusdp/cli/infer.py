@@ -1,6 +1,6 @@
 """``censusdp infer``: inference from a release's noisy measurements.
 
-Two forms share the command (the contract in DESIGN.md):
+Two forms share the command (docs/inference.md):
 
 * ``censusdp infer RUN --out DIR``: GLS estimates with standard deviations and integer
   90%/95% intervals of every published cell at every geolevel
@@ -17,9 +17,9 @@ an option of the other form is an error.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from censusdp.cli._common import add_json_output, emit_json, positive_int
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -44,7 +44,7 @@ _POSTERIOR_DEFAULTS = {
     "method": "exact",
     "draws": 20_000,
     "seed": 0,
-    "json": False,
+    "json": None,
     "plot": None,
 }
 
@@ -81,7 +81,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
     g.add_argument("--out", metavar="DIR", help="output directory (required)")
-    g.add_argument("--workers", type=int, default=1, help="worker processes for block tasks")
+    g.add_argument(
+        "--workers",
+        type=positive_int("--workers"),
+        default=1,
+        metavar="K",
+        help="worker processes for block tasks",
+    )
     g.add_argument(
         "--executor",
         choices=("auto", "inprocess", "pool", "spark"),
@@ -126,7 +132,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
     q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
-    q.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_output(q)
     q.add_argument(
         "--plot",
         metavar="FILE.png",
@@ -199,9 +205,10 @@ def _posterior(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json:
-        print(json.dumps(out, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(out, args.json)
+        if args.json == "-":
+            return 0
     lo, hi = out["ci95"]
     nv = out["naive"]
     print(

@@ -15,9 +15,9 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
     finish,
     resolve_budget,
 )
@@ -40,6 +40,7 @@ def _topcode(text: str) -> int | None:
 def _swap(args: argparse.Namespace) -> int:
     from censusdp.protect import protect_swap
 
+    announce_randomness(args.seed, what="swap")
     m = protect_swap(
         args.input,
         args.out,
@@ -59,6 +60,8 @@ def _swap(args: argparse.Namespace) -> int:
 def _swap_dp(args: argparse.Namespace) -> int:
     from censusdp.protect import swap_then_dp
 
+    announce_randomness(args.seed, what="swap")
+    announce_randomness(args.dp_seed, what="DP noise", option="--dp-seed")
     m = swap_then_dp(
         args.input,
         args.out,
@@ -96,7 +99,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="AGE|none",
         help="top-code ages above AGE (default 90)",
     )
-    add_quiet(p)
     add_json_output(p)
 
 

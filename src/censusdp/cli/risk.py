@@ -9,8 +9,8 @@ from censusdp.cli._common import (
     add_budget_arguments,
     add_command,
     add_output,
-    add_quiet,
     add_seed,
+    announce_randomness,
     comma_list,
     positive_int,
 )
@@ -64,7 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sigma^2 = 1/rho_q); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to reproduce "
         "their tables",
     )
-    add_quiet(p)
     p.set_defaults(func=_risk)
 
 
@@ -73,7 +72,7 @@ def _risk(args: argparse.Namespace) -> int:
     from censusdp.risk.report import run_risk
 
     check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
-
+    announce_randomness(args.seed, what="simulated release", release=False)
     run = run_risk(
         args.input,
         args.out,

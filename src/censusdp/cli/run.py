@@ -9,9 +9,9 @@ from censusdp.cli._common import (
     add_budget_arguments,
     add_command,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
 )
 from censusdp.errors import ConfigError
 from censusdp.progress import printer as progress_printer
@@ -97,7 +97,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seed and options are those of the interrupted run (with none to continue, the "
         "run starts afresh)",
     )
-    add_quiet(p)
     p.set_defaults(func=_run)
 
 
@@ -135,12 +134,7 @@ def _run(args: argparse.Namespace) -> int:
             raise ConfigError("--resume continues a run from --input, not --from-measurements")
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
-        if args.seed is not None and not args.quiet:
-            print(
-                f"censusdp run: seed {args.seed}: reproducible, NON-SECURE noise "
-                "(not for publication)",
-                file=sys.stderr,
-            )
+        announce_randomness(args.seed)
         manifest = run_release(args.input, args.out, seed=args.seed, resume=args.resume, **common)
     v = manifest.get("validation", {})
     print(

@@ -8,9 +8,9 @@ from pathlib import Path
 from censusdp.cli._common import (
     add_command,
     add_output,
-    add_quiet,
     add_seed,
     add_workers,
+    announce_randomness,
     comma_list,
     positive_int,
 )
@@ -58,7 +58,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_workers(p)
     p.add_argument("--postprocess", choices=("topdown", "bottomup"), default="topdown")
     add_output(p)
-    add_quiet(p)
     p.set_defaults(func=_sweep)
 
 
@@ -67,6 +66,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from censusdp.io.output import check_output_dir
 
     check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
+    announce_randomness(args.seed, what="sweep releases", release=False)
     emit = progress_printer(args.quiet)
     result = sweep(
         args.input,

@@ -11,10 +11,15 @@ Sub-commands:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
-from censusdp.cli._common import comma_list
+from censusdp.cli._common import (
+    add_json_output,
+    add_workers,
+    announce_randomness,
+    comma_list,
+    emit_json,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -77,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     rr.add_argument("--epsilon", required=True, help="privacy loss (> 0), e.g. 1 or 0.5")
     _add_population(rr, "")
-    rr.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json_output(rr)
     rr.set_defaults(func=_rr)
 
     ch = sub.add_parser(
@@ -116,7 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ch.add_argument("--plot", default=None, metavar="FILE.png", help="write the figure here")
     ch.add_argument("--overwrite", action="store_true", help="replace an existing --plot")
-    ch.add_argument("--json", action="store_true", help="print a JSON object")
+    add_json_output(ch)
     ch.set_defaults(func=_choose)
 
     ce = sub.add_parser(
@@ -157,10 +162,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also the hierarchical Kazan-Reiter risk per unique person (slow below eps 4)",
     )
-    ce.add_argument("--workers", type=int, default=1, help="worker processes")
+    add_workers(ce)
     ce.add_argument("--keep-runs", action="store_true", help="keep release dirs in RESULTS/runs")
     ce.add_argument("--overwrite", action="store_true", help="replace earlier outputs")
-    ce.add_argument("--quiet", action="store_true", help="no progress lines")
     ce.set_defaults(func=_census)
 
 
@@ -169,9 +173,10 @@ def _rr(args: argparse.Namespace) -> int:
 
     point = rr_frontier(args.epsilon, pi=args.pi, n=args.n, mu=args.mu)
     d = point.as_dict()
-    if args.json:
-        print(json.dumps(d, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(d, args.json)
+        if args.json == "-":
+            return 0
     print(
         f"randomized response at epsilon = {point.epsilon:g} "
         f"(pi = {point.pi:g}, mu = {point.mu:g}, N = {point.n})"
@@ -214,9 +219,10 @@ def _choose(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json:
-        print(json.dumps(out, indent=2, allow_nan=False))
-        return 0
+    if args.json is not None:
+        emit_json(out, args.json)
+        if args.json == "-":
+            return 0
     o = out["optimum"]
     where = "MRT = MRS" if o["interior"] else "at the end of the search range (no crossing)"
     print(f"frontier: {out['frontier']['label']}")
@@ -235,6 +241,8 @@ def _census(args: argparse.Namespace) -> int:
     from censusdp.tradeoff.census import census_tradeoff
 
     emit = progress_printer(args.quiet)
+    seeds = ",".join(str(s) for s in args.seeds)
+    announce_randomness(seeds, what="tradeoff releases", release=False, option="--seeds")
     attack = None if args.attack_preset.lower() == "none" else args.attack_preset
     result = census_tradeoff(
         args.input,
@@ -248,7 +256,7 @@ def _census(args: argparse.Namespace) -> int:
         workers=args.workers,
         keep_runs=args.keep_runs,
         overwrite=args.overwrite,
-        progress=emit if emit is not None else (lambda _m: None),
+        progress=emit,
     )
     print(f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}")
     for p in result["points"]:

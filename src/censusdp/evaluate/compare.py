@@ -105,7 +105,7 @@ def compare_releases(
     if runs[0].resolve() == runs[1].resolve():
         raise InputError(f"compare needs two different releases; both are {run_a}")
     labels = _names(runs, names)
-    cef = read_cef(truth_dir)
+    cef = read_cef(truth_dir, progress=progress)
     say(progress, f"read truth ({cef.n_persons:,} persons)")
     results, details, validations = [], [], []
     for label, run in zip(labels, runs, strict=True):

@@ -61,7 +61,7 @@ from censusdp.io.cef import read_cef
 from censusdp.io.columns import read_columns
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
-from censusdp.progress import say
+from censusdp.progress import say, task
 from censusdp.release.validate import require_valid, validate_run
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
 from censusdp.version import __version__
@@ -316,6 +316,8 @@ def evaluate_data(
     h = _evaluation_hierarchy(truth_persons, truth_units, release)
     names = h.geolevels.names
     say(progress, f"geography: {', '.join(f'{n} {h.n_units(i):,}' for i, n in enumerate(names))}")
+    # steps: tabulate, table metrics, histogram metrics, districts, invariants, NMF
+    bar = task(progress, "evaluating", 6, unit="steps")
 
     t_ph = person_histogram(pl94_view(truth_persons), h)
     t_uh = unit_histogram(truth_units, h)
@@ -330,12 +332,15 @@ def evaluate_data(
         rel_t = mdf_t
         tables_source = "tabulated from the MDF (RUN/tables absent)"
     say(progress, "tabulated truth and release")
+    bar.advance()
 
     metrics, largest = _table_metrics(truth_t, rel_t, h, top_k)
     say(progress, "table metrics done")
+    bar.advance()
 
     metrics.update(_histogram_metrics(t_ph, r_ph, h))
     say(progress, "histogram metrics done")
+    bar.advance()
 
     pathologies = _pathologies(truth_t, rel_t, names)
 
@@ -348,6 +353,7 @@ def evaluate_data(
         leaves={n: table_definition(n).leaves for n in ("P1", "P2", "P3", "P4")},
     )
     say(progress, "districts done")
+    bar.advance()
 
     checks = check_release(
         h,
@@ -363,11 +369,14 @@ def evaluate_data(
         "invariants re-checked: "
         + ", ".join(f"{k} {'ok' if v['ok'] else 'FAILED'}" for k, v in checks.items()),
     )
+    bar.advance()
 
     nmf: dict[str, Any] = {}
     for key, path in release.nmf.items():
         nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh)
         say(progress, f"noisy measurements ({key}) summarised")
+    bar.advance()
+    bar.close()
 
     result: dict[str, Any] = {
         "definitions": DEFINITIONS,
@@ -489,8 +498,8 @@ def check_dp_release(
     run = release.directory
     say(progress, f"validating {run}")
     if allow_invalid:
-        return validate_run(run).to_dict()
-    require_valid(run, what=what)
+        return validate_run(run, progress=progress).to_dict()
+    require_valid(run, what=what, progress=progress)
     return None
 
 
@@ -538,7 +547,7 @@ def evaluate(
     """
 
     t0 = time.perf_counter()
-    cef = read_cef(truth_dir)
+    cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
     validation = check_dp_release(release, allow_invalid, "evaluate", progress)
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")

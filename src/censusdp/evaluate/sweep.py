@@ -48,7 +48,7 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.privacy.budget import Budget
-from censusdp.progress import say
+from censusdp.progress import say, task
 from censusdp.version import __version__
 
 __all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
@@ -233,14 +233,19 @@ def _sweep_points(
     level_names = truth.h.geolevels.names
     points = []
     csv_rows: list[list[Any]] = []
-    with tempfile.TemporaryDirectory(prefix=".sweep-", dir=out) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=".sweep-", dir=out) as tmp,
+        task(progress, "sweep", int(seeds.size), unit="releases", summary=False) as bar,
+    ):
         for i, (eps, b) in enumerate(zip(eps_list, budgets, strict=True)):
             t_point = time.perf_counter()
             run_prefix = Path(tmp) / f"eps{i:02d}"
-            per_trial = [
-                _trial_tvd(input_dir, run_prefix, k, b, int(s), postprocess, workers, truth)
-                for k, s in enumerate(seeds[i])
-            ]
+            per_trial = []
+            for k, s in enumerate(seeds[i]):
+                per_trial.append(
+                    _trial_tvd(input_dir, run_prefix, k, b, int(s), postprocess, workers, truth)
+                )
+                bar.advance()
             for k, tv in enumerate(per_trial):
                 for m in SWEEP_MEASURES:
                     for lname, v in tv[m].items():

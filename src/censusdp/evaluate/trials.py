@@ -16,6 +16,7 @@ and quantiles are exact (inverse of the empirical CDF, the smallest ``v`` with
 
 from __future__ import annotations
 
+import logging
 import math
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ import numpy as np
 
 from censusdp.evaluate.metrics import COUNT_BINS, Pairs, bin_index, tvd
 from censusdp.privacy.budget import Budget
+from censusdp.progress import Progress, say, task
 
 __all__ = [
     "ErrorAccumulator",
@@ -162,7 +164,7 @@ def run_trials(
     compare: Callable[[Path, ErrorAccumulator], None],
     postprocess: str = "topdown",
     workers: int = 1,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress = None,
 ) -> dict[str, Any]:
     """Rerun the release ``trials`` times with independent seeds and pool the errors.
 
@@ -175,7 +177,7 @@ def run_trials(
         compare: called with each trial's run directory and the accumulator; it adds
             that trial's errors.
         postprocess, workers: passed to :func:`censusdp.release.pipeline.run_release`.
-        progress: optional callback for one line per trial.
+        progress: ``None`` (silent) or a callable taking lines: trials done / total.
 
     Returns:
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
@@ -184,7 +186,10 @@ def run_trials(
 
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(trials, dtype=np.uint32)]
     acc = ErrorAccumulator()
-    with tempfile.TemporaryDirectory(prefix="censusdp-trials-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="censusdp-trials-") as tmp,
+        task(progress, "evaluation trials", trials, unit="trials") as bar,
+    ):
         for k, s in enumerate(seeds):
             run = Path(tmp) / f"trial{k:03d}"
             run_release(
@@ -198,6 +203,6 @@ def run_trials(
             )
             compare(run, acc)
             shutil.rmtree(run, ignore_errors=True)
-            if progress is not None:
-                progress(f"trial {k + 1}/{trials} (seed {s}) done")
+            say(progress, f"trial {k + 1}/{trials} (seed {s}) done", level=logging.DEBUG)
+            bar.advance()
     return {"trials": trials, "seeds": seeds, "errors": acc.summary()}

@@ -25,6 +25,15 @@ The driver still reads the input, writes the NMF and the MDF (Parquet) and holds
 level's sparse histogram; the executors need only the tasks. On a cluster, ship the
 package to the executors (a wheel or a packed virtual environment; see
 ``docs/scaling.md``).
+
+Logs: when this executor starts Spark's JVM itself, the JVM's output (Spark's log4j
+lines, its start-up notices, the Python workers' stderr) is read line by line into the
+``censusdp.spark`` logger (:func:`censusdp.progress.log_lines`) instead of the terminal:
+Spark's ERROR and FATAL lines at WARNING, everything else at DEBUG (``censusdp -v``
+shows it). py4j logs through :mod:`logging` already (logger ``py4j``). PySpark 4.3 warns
+(FutureWarning) that it does not fully support pandas >= 3 whenever its py4j converters
+load; censusdp's tasks use no pandas on Spark, so that one warning is silenced while the
+context starts.
 """
 
 from __future__ import annotations
@@ -32,16 +41,59 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import itertools
+import logging
 import os
+import re
 import secrets
+import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from censusdp.errors import ConfigError
 from censusdp.execution.base import single_thread_env
+from censusdp.progress import log_lines
 
-__all__ = ["SparkExecutor", "spark_available"]
+__all__ = ["SparkExecutor", "spark_available", "spark_log_level"]
+
+_LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+_TROUBLE = re.compile(r"(Error|Exception)\b|\berror:|^Traceback ")
+
+
+def spark_log_level(line: str) -> int:
+    """The :mod:`logging` level of one line of Spark's JVM output.
+
+    log4j lines keep their meaning for a censusdp user: ERROR and FATAL become WARNING
+    (a task that fails also fails the run, with its own message), WARN and below DEBUG
+    (on a local run they are about the machine: loopback address, native Hadoop
+    libraries). Other lines are DEBUG unless they look like an error or a traceback.
+    """
+    m = _LOG4J.match(line)
+    if m:
+        return logging.WARNING if m.group(1) in ("ERROR", "FATAL") else logging.DEBUG
+    return logging.WARNING if _TROUBLE.search(line) else logging.DEBUG
+
+
+def _start_context(sconf: Any) -> Any:
+    """A new SparkContext whose JVM output goes to the ``censusdp.spark`` logger."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with warnings.catch_warnings():
+        # PySpark's one warning about pandas >= 3 (raised when its py4j converters load)
+        warnings.filterwarnings(
+            "ignore",
+            message=r"PySpark does not yet fully support pandas >= 3",
+            category=FutureWarning,
+        )
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:  # noqa: SLF001
+            return SparkContext.getOrCreate(sconf)  # a JVM we did not start: its output is its own
+        gateway = launch_gateway(
+            sconf, popen_kwargs={"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
+        )
+        log_lines(gateway.proc.stdout, "censusdp.spark", spark_log_level)
+        return SparkContext(conf=sconf, gateway=gateway)
 
 
 def spark_available() -> bool:
@@ -131,8 +183,9 @@ class SparkExecutor:
             for k, v in {**defaults, **(conf or {})}.items():
                 sconf.set(k, v)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            self.sc = SparkContext.getOrCreate(sconf)
-            self.sc.setLogLevel("ERROR")
+            self.sc = _start_context(sconf)
+            verbose = logging.getLogger("censusdp.spark").isEnabledFor(logging.DEBUG)
+            self.sc.setLogLevel("WARN" if verbose else "ERROR")
         else:
             self.sc = active
         self.encrypted = bool(getattr(self.sc, "_encryption_enabled", False))

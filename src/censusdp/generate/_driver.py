@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.columns import dictionary_strings
 from censusdp.io.output import Staging
 from censusdp.privacy.randomness import experiment_generator
-from censusdp.progress import say
+from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
 
 __all__ = ["GenerateSummary", "generate_state"]
@@ -319,7 +320,7 @@ def generate_state(
     out_dir: str | Path,
     *,
     scale: float = 1.0,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress = None,
     overwrite: bool = False,
 ) -> GenerateSummary:
     """Generate a synthetic census (CEF) for one state on its real 2010 tract totals.
@@ -340,7 +341,7 @@ def generate_state(
         scale: keep each populated tract independently with this probability
             (0 < scale <= 1; at least one tract is kept). The block plan is made for
             all tracts first, so a kept tract has the same block count at any scale.
-        progress: called with one line per county part.
+        progress: ``None`` (silent) or a callable taking lines: county parts done / total.
         overwrite: replace an existing ``out_dir`` that censusdp wrote.
 
     Returns:
@@ -373,7 +374,7 @@ def _generate_into(
     info: StateInfo,
     seed: int,
     scale: float,
-    progress: Callable[[str], None] | None,
+    progress: Progress,
     t_start: float,
     cpu_start: float,
 ) -> GenerateSummary:
@@ -417,7 +418,7 @@ def _write_chunks(
     areas: AianPlan,
     info: StateInfo,
     seed: int,
-    progress: Callable[[str], None] | None,
+    progress: Progress,
 ) -> tuple[_Tally, float, float]:
     """Synthesize each county part and append it to the two Parquet files.
 
@@ -434,6 +435,7 @@ def _write_chunks(
     with (
         _parquet_writer(out / "persons.parquet", PERSONS_SCHEMA) as pw,
         _parquet_writer(out / "units.parquet", UNITS_SCHEMA) as uw,
+        task(progress, f"generating {info.name}", len(chunks), unit="county parts") as bar,
     ):
         for i, (county, part, members) in enumerate(chunks):
             t0 = time.perf_counter()
@@ -472,7 +474,9 @@ def _write_chunks(
                 f"[{i + 1}/{len(chunks)}] county {label}: {chunk.n_persons:,} persons, "
                 f"{chunk.n_units:,} units, {chunk.block_geocode.shape[0]:,} blocks "
                 f"({t2 - t0:.2f}s)",
+                level=logging.DEBUG,
             )
+            bar.advance()
             del chunk, persons, units
     return tally, t_synth, t_write
 

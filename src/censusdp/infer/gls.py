@@ -52,6 +52,8 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.errors import InputError, InternalError, SchemaError
 from censusdp.infer._algebra import Layout, apply, op_inv, op_pinv, quad_forms, query_gram
+from censusdp.progress import Progress
+from censusdp.progress import say as say_line
 from censusdp.release.measure import family_chunks
 
 __all__ = [
@@ -587,7 +589,7 @@ def tree_gls(
     constraints: Constraints | None = None,
     *,
     executor: object | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress = None,
     chunk_values: int = 1 << 22,
 ) -> Iterator[LevelEstimates]:
     """Two-pass tree GLS; yields the final estimates level by level (top first), chunk by chunk.
@@ -612,8 +614,7 @@ def tree_gls(
     designs: dict[int, LevelDesign | None] = {}
 
     def say(msg: str) -> None:
-        if progress is not None:
-            progress(msg)
+        say_line(progress, msg)
 
     def design_of(level: int, measured: list[MeasuredQuery]) -> LevelDesign | None:
         if level not in designs:

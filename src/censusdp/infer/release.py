@@ -52,7 +52,7 @@ from censusdp.infer.gls import (
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
-from censusdp.progress import Progress, say
+from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import peak_rss_mb
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -250,7 +250,7 @@ def infer_release(
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     check_output_dir(out_dir, overwrite, inputs=[run_dir])
-    require_valid(run_dir, what="infer", mdf=False)
+    require_valid(run_dir, what="infer", mdf=False, progress=progress)
     timings: dict[str, float] = {}
     t = time.perf_counter()
     manifest_in, hierarchy, inv = _read_release(run_dir)
@@ -323,10 +323,13 @@ def infer_release(
         out_dir.mkdir(parents=True, exist_ok=True)
         with atomic_path(out_dir / "estimates.parquet") as tmp:
             writer: pq.ParquetWriter | None = None
+            n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
+            bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
             try:
                 for res in tree_gls(
                     persons, hierarchy, layout, lines, pcons, executor=ex, progress=progress
                 ):
+                    bar.advance(res.stop - res.start)
                     ue, us = unit_rows[res.level]
                     est = np.concatenate([res.estimate, ue[res.start : res.stop]], axis=1)
                     sd = np.concatenate([res.sd, us[res.start : res.stop]], axis=1)
@@ -348,6 +351,7 @@ def infer_release(
                         writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
                     writer.write_table(table, row_group_size=max(table.num_rows, 1))
                     rows += table.num_rows
+                bar.close()
             finally:
                 if writer is not None:
                     writer.close()

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import validate_geocodes
 from censusdp.errors import InputError
+from censusdp.progress import Progress, Task, task
 
 __all__ = [
     "CEF",
@@ -327,8 +328,11 @@ def _same_within_block(
         )
 
 
-def read_cef(directory: str | Path) -> CEF:
+def read_cef(directory: str | Path, *, progress: Progress = None) -> CEF:
     """Read and validate ``persons.parquet`` and ``units.parquet`` from ``directory``.
+
+    ``progress`` (``None``: silent) sees the four steps: each file read, the columns
+    converted, the records validated.
 
     Raises:
         InputError: listing every problem found, each naming file, column, row, value.
@@ -336,6 +340,12 @@ def read_cef(directory: str | Path) -> CEF:
     directory = Path(directory)
     problems = _Problems()
     tables: dict[str, pa.Table] = {}
+    with task(progress, f"reading the CEF in {directory}", 4, unit="steps", summary=False) as bar:
+        return _read_cef(directory, tables, problems, bar)
+
+
+def _read_cef(directory: Path, tables: dict[str, pa.Table], problems: _Problems, bar: Task) -> CEF:
+    """The body of :func:`read_cef`, advancing ``bar`` after each step."""
     for name in ("persons.parquet", "units.parquet"):
         path = directory / name
         if not path.exists():
@@ -345,6 +355,7 @@ def read_cef(directory: str | Path) -> CEF:
             tables[name] = pq.read_table(path)
         except (OSError, pa.ArrowException) as exc:
             problems.add(f"{path}: not a readable Parquet file ({exc})")
+        bar.advance()
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
     persons = _columns_from_table(
@@ -361,6 +372,7 @@ def read_cef(directory: str | Path) -> CEF:
     )
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
+    bar.advance()
     problems.lines.extend(
         validate_cef(
             persons,
@@ -371,4 +383,5 @@ def read_cef(directory: str | Path) -> CEF:
     )
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
+    bar.advance()
     return CEF(persons=persons, units=units, source=directory)

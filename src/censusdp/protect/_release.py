@@ -160,7 +160,7 @@ def protect_swap(
     prepare_output_dir(out, overwrite, inputs=[input_dir])
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    cef = read_cef(input_dir)
+    cef = read_cef(input_dir, progress=progress)
     timings["read"] = time.perf_counter() - t
     t = time.perf_counter()
     res = swap_households(

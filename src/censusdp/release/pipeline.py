@@ -58,7 +58,7 @@ from censusdp.io.output import Staging
 from censusdp.io.tables import read_tables, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
-from censusdp.progress import Progress, say
+from censusdp.progress import Progress, say, task
 from censusdp.release.checkpoint import Checkpoint, run_fingerprint
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
@@ -118,7 +118,11 @@ def _measure_to_file(
     """
     levels = hierarchy.aggregate(block_hist)
     seen: dict[str, int] = {}
-    with NMFWriter(path) as writer:
+    planned = {geolevel for geolevel, _, _ in plan}
+    names = [lv.name for lv in hierarchy.geolevels.levels]
+    total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
+    bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
+    with NMFWriter(path) as writer, bar:
         tasks = measure_tasks(levels, hierarchy, schema, plan, source)
         for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
             t = time.perf_counter()
@@ -128,6 +132,7 @@ def _measure_to_file(
             )
             timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
             seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
+            bar.advance(chunk.stop - chunk.start)
             if progress is not None and chunk.stop == hierarchy.n_units(
                 hierarchy.geolevels.index(chunk.geolevel)
             ):
@@ -166,12 +171,14 @@ def _run_directory(
             close()
 
 
-def _self_check(postprocess: str, timings: dict[str, float]) -> Callable[[Path], None]:
+def _self_check(
+    postprocess: str, timings: dict[str, float], progress: Progress = None
+) -> Callable[[Path], None]:
     """A run validates its own files (as ``censusdp validate`` would) before it commits."""
 
     def check(staged: Path) -> None:
         t = time.perf_counter()
-        report = validate_run(staged)
+        report = validate_run(staged, progress=progress)
         timings["validate_files"] = time.perf_counter() - t
         if not report.ok:
             raise InternalError(
@@ -196,7 +203,7 @@ def _read_and_aggregate(
     then noisy measurements and invariants, exist.
     """
     t = time.perf_counter()
-    cef = read_cef(input_dir)
+    cef = read_cef(input_dir, progress=progress)
     timings["read"] = time.perf_counter() - t
     say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
     t = time.perf_counter()
@@ -392,7 +399,9 @@ def run_release(
                 "command": command,
             }
         )
-        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
+        commit_run(
+            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+        )
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
 
@@ -467,7 +476,7 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    require_valid(run_dir, what="re-estimation", mdf=False)
+    require_valid(run_dir, what="re-estimation", mdf=False, progress=progress)
     spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
@@ -501,7 +510,9 @@ def reestimate(
         manifest.update(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
-        commit_run(manifest, staging, timings, t_start, check=_self_check(postprocess, timings))
+        commit_run(
+            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+        )
     return manifest
 
 
@@ -609,9 +620,12 @@ def _write_outputs(
     """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
     t = time.perf_counter()
     block_hist = est.persons.histograms[-1]
+    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
         for cols in iter_mdf_blocks(block_hist, schema):
             w.write(cols)
+            bar.advance(len(cols["block"]))
+    bar.close()
     manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
     manifest["units_released"] = write_mdf_units(

@@ -42,7 +42,7 @@ from censusdp.io.nmf import NMF_COLUMNS
 from censusdp.io.output import is_censusdp_output
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
-from censusdp.progress import Progress, say
+from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.consistency import household_persons as _household_persons
 from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
@@ -245,7 +245,10 @@ def validate_run(
         is_censusdp_output(run),
         "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
     )
+    # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
+    bar = task(progress, "validating the release", 4 + (truth_dir is not None), unit="steps")
     _check_checksums(run, manifest, rep, only=None if mdf else _MEASUREMENT_FILES)
+    bar.advance()
     try:
         budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
         geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
@@ -259,6 +262,7 @@ def validate_run(
         )
     except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
         rep.add("geography", False, f"cannot rebuild the geography: {exc}")
+        bar.close()
         return rep
     for run_name, budget in budgets.items():
         if budget is not None and (run / _NMF_FILES[run_name]).exists():
@@ -267,6 +271,7 @@ def validate_run(
         elif budget is not None and (mdf or run_name == "persons"):
             # a release reduced to its person measurements still serves re-estimation
             rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
+        bar.advance()
     if mdf and (run / "mdf_persons.parquet").exists():
         say(progress, "validate: MDF, invariants, constraints and tables")
         exact_totals = manifest.get("postprocess") != "bottomup"
@@ -280,8 +285,11 @@ def validate_run(
             exact_totals=exact_totals,
             consistent=consistent,
         )
+    bar.advance()
     if truth_dir is not None:
         rep.add("made_from_truth", *_check_truth(run, manifest, inv, hierarchy, Path(truth_dir)))
+        bar.advance()
+    bar.close()
     return rep
 
 
@@ -500,13 +508,16 @@ def _check_truth(
     )
 
 
-def require_valid(run_dir: str | Path, *, what: str, mdf: bool = True) -> None:
+def require_valid(
+    run_dir: str | Path, *, what: str, mdf: bool = True, progress: Progress = None
+) -> None:
     """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates.
 
     Args:
         what: the use refused, for the message (e.g. ``"re-estimation"``).
+        progress: ``None`` (silent) or a callable taking lines: the steps checked.
     """
-    report = validate_run(run_dir, mdf=mdf)
+    report = validate_run(run_dir, mdf=mdf, progress=progress)
     if not report.ok:
         failures = report.failures()
         more = (

@@ -34,7 +34,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.privacy.mechanisms import DiscreteGaussian
 from censusdp.privacy.randomness import experiment_generator
-from censusdp.progress import say
+from censusdp.progress import say, task
 from censusdp.risk._noise import NoiseModel, check_probability, sum_of_discrete_gaussians
 from censusdp.risk.hierarchical import (
     DecisionRule,
@@ -389,7 +389,7 @@ def _two_level_by_pair(
         capped[sel] = np.minimum(others[sel], cap)
     pairs, pair_inv = np.unique(np.stack([capped, du], axis=1), axis=0, return_inverse=True)
     pair_inv = pair_inv.reshape(-1)
-    say(progress, f"two-level exact risk for {len(pairs)} distinct (xi2, d) pairs")
+    bar = task(progress, "two-level exact risk", len(pairs), unit="(xi2, d) pairs")
     table: list[dict[str, object]] = []
     correct = np.empty(len(pairs))
     mpost = np.empty(len(pairs))
@@ -411,8 +411,8 @@ def _two_level_by_pair(
                 },
             }
         )
-        if progress and (j + 1) % 100 == 0:
-            say(progress, f"  {j + 1}/{len(pairs)} pairs")
+        bar.advance()
+    bar.close()
     for j, c in zip(*np.unique(pair_inv, return_counts=True), strict=True):
         table[int(j)]["unique_people"] = int(c)
     return pairs, pair_inv, table, correct, mpost

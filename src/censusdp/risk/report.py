@@ -160,7 +160,7 @@ def run_risk(
         budget = budget.scaled(rho=rho)
     rule = DecisionRule(draws, ties_to_target=draws is not None)
     say(progress, f"reading {input_dir}")
-    cef = read_cef(input_dir)
+    cef = read_cef(input_dir, progress=progress)
     t_read = time.perf_counter() - t0
     res = release_risk(
         cef.persons,

@@ -70,7 +70,7 @@ from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
 from censusdp.io.output import prepare_output_dir
 from censusdp.privacy.budget import Budget
-from censusdp.progress import Progress, say
+from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
 
 __all__ = [
@@ -403,10 +403,12 @@ def census_tradeoff(
     )
     runs: list[dict[str, Any]] = []
     keys = [(s, e, seed) for s in scen for e in eps_list for seed in seed_list]
-    for done, (s, e, seed) in enumerate(keys, start=1):
-        run, cached = grid.run(scenes[s], s, e, seed)
-        runs.append(run)
-        say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
+    with task(progress, "tradeoff census", len(keys), unit="runs", summary=False) as bar:
+        for done, (s, e, seed) in enumerate(keys, start=1):
+            run, cached = grid.run(scenes[s], s, e, seed)
+            runs.append(run)
+            say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
+            bar.advance()
     references = _references({s: scenes[s] for s in scen}, work, seed_list[0], workers, progress)
 
     settings = {

@@ -71,7 +71,7 @@ from censusdp.attacks.dhc.tables import (
     key_histogram,
 )
 from censusdp.errors import ConfigError, InputError
-from censusdp.progress import Progress
+from censusdp.progress import Progress, Task
 
 __all__ = [
     "BlockStatus",
@@ -618,7 +618,7 @@ def reconstruct_blocks(
             doubled the time, because the block tables do not fix the Hispanic-by-race
             class of each age band, so many groups cannot meet the tract equations
             without also moving classes between bands.
-        progress: called with a progress line about every 10% of tracts.
+        progress: ``None`` (silent) or a callable taking lines: tracts done / total.
 
     Returns:
         A :class:`Reconstruction`.
@@ -635,12 +635,10 @@ def reconstruct_blocks(
     dev = nvar = refined = refine_failed = 0
     blk_parts: list[np.ndarray] = []
     key_parts: list[np.ndarray] = []
-    step = max(1, n_tracts // 10)
+    bar = Task(progress, "reconstructing tracts", n_tracts, unit="tracts")
     try:
         tasks = list(_tasks(tables, time_limit, refine))
-        for ti, (task, result) in enumerate(
-            zip(tasks, executor.map(_solve_tract, tasks), strict=True)
-        ):
+        for task, result in zip(tasks, executor.map(_solve_tract, tasks), strict=True):
             result, (n_ref, n_fail) = result
             refined += n_ref
             refine_failed += n_fail
@@ -651,10 +649,8 @@ def reconstruct_blocks(
                 if k.size:
                     blk_parts.append(np.full(int(c.sum()), task.first_block + j, dtype=np.int64))
                     key_parts.append(np.repeat(k, c))
-            if progress is not None and ((ti + 1) % step == 0 or ti + 1 == n_tracts):
-                progress(
-                    f"reconstruct: {ti + 1}/{n_tracts} tracts ({time.perf_counter() - t0:.1f}s)"
-                )
+            bar.advance()
+        bar.close()
     finally:
         close = getattr(executor, "close", None)
         if close is not None:

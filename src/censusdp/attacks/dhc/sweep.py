@@ -336,7 +336,7 @@ def _attack_plan(
     rows: list[dict[str, Any]] = []
     details: dict[str, Any] = {}
     for i, (name, kind, e) in enumerate(plan):
-        say(progress, f"sweep [{i + 1}/{len(plan)}] {name}")
+        say(progress, f"attack sweep: release {i + 1}/{len(plan)}, {name}")
         rel_dir = setup.out / "releases" / name
         reuse = setup.reuse_releases and (rel_dir / "mdf_persons.parquet").is_file()
         t = time.perf_counter()

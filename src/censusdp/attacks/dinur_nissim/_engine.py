@@ -38,6 +38,7 @@ from censusdp.attacks.dinur_nissim._bounded_ls import (
 from censusdp.attacks.dinur_nissim._query_families import make_source
 from censusdp.errors import CensusDPError
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import Progress, task
 
 __all__ = ["NoiseDraw", "TrialResult", "TrialTask", "run_tasks", "run_trial"]
 
@@ -234,28 +235,29 @@ def run_tasks(
     func: Callable[[Any], Any],
     tasks: Sequence[Any],
     workers: int = 1,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = None,
+    label: str = "attack trials",
 ) -> list[Any]:
     """Run ``func`` on every task, in-process (``workers <= 1``) or in a process pool.
 
     Results are returned in task order, so they do not depend on ``workers``.
+    ``progress`` (``None``: silent) sees tasks done out of the total, with an ETA.
     """
     if workers < 1:
         raise CensusDPError(f"workers must be >= 1; got {workers}")
     total = len(tasks)
     out: list[Any] = [None] * total
-    if workers == 1 or total <= 1:
-        for i, task in enumerate(tasks):
-            out[i] = func(task)
-            if progress is not None:
-                progress(i + 1, total)
-        return out
-    with _single_blas_thread_env():
-        ctx = get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=ctx) as pool:
-            futures = {pool.submit(func, task): i for i, task in enumerate(tasks)}
-            for done, fut in enumerate(as_completed(futures), start=1):
-                out[futures[fut]] = fut.result()
-                if progress is not None:
-                    progress(done, total)
+    with task(progress, label, total, unit="trials") as bar:
+        if workers == 1 or total <= 1:
+            for i, item in enumerate(tasks):
+                out[i] = func(item)
+                bar.advance()
+            return out
+        with _single_blas_thread_env():
+            ctx = get_context("spawn")
+            with ProcessPoolExecutor(max_workers=min(workers, total), mp_context=ctx) as pool:
+                futures = {pool.submit(func, item): i for i, item in enumerate(tasks)}
+                for fut in as_completed(futures):
+                    out[futures[fut]] = fut.result()
+                    bar.advance()
     return out

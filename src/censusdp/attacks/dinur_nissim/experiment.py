@@ -56,6 +56,7 @@ from censusdp.attacks.dinur_nissim._engine import (
 from censusdp.attacks.dinur_nissim._query_families import QUERY_FAMILIES, max_queries, msequence
 from censusdp.errors import CensusDPError
 from censusdp.privacy.randomness import experiment_generator
+from censusdp.progress import Progress
 
 __all__ = [
     "JASON_FIG57_EPSILONS",
@@ -110,9 +111,6 @@ JASON_FIG56_EPSILONS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.1, 0.11, 0.12, 0.13,
     0.14, 0.15, 0.16, 0.17, 0.18, 0.19, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
 )  # fmt: skip
-
-Progress = Callable[[int, int], None]
-
 
 # ---------------------------------------------------------------------------------------
 # Noise
@@ -587,7 +585,7 @@ def recovery_curve(
     workers: int = 1,
     tol: float = 1e-7,
     lp_objective: Literal["linf", "l1"] = "linf",
-    progress: Progress | None = None,
+    progress: Progress = None,
 ) -> RecoveryCurve:
     """Fraction of bits recovered vs number of queries (JASON (JSR-19-2F) figs. 4-1 and 4-4).
 
@@ -612,7 +610,7 @@ def recovery_curve(
         workers: processes (1 = in-process).
         tol: FISTA stopping tolerance.
         lp_objective: LP objective (``linf`` = Dinur-Nissim, ``l1``).
-        progress: called with (trials done, trials) after each trial.
+        progress: ``None`` (silent) or a callable taking lines: trials done / total.
     """
     noise = noise or NoiseSpec.none()
     _check_common(n, trials, family, solver, workers)
@@ -767,7 +765,7 @@ def recovery_thresholds(
     max_multiple: float = 1.0,
     workers: int = 1,
     tol: float = 1e-7,
-    progress: Progress | None = None,
+    progress: Progress = None,
 ) -> RecoveryThresholds:
     """Number of noiseless queries needed for full recovery vs ``n`` (JASON (JSR-19-2F) figs. 4-2, 4-3).
 
@@ -786,7 +784,7 @@ def recovery_thresholds(
             ``max + 1``).
         workers: processes.
         tol: FISTA tolerance.
-        progress: called with (tasks done, tasks).
+        progress: ``None`` (silent) or a callable taking lines: tasks done / total.
     """
     ns_t = tuple(int(n) for n in ns)
     if not ns_t:
@@ -917,7 +915,7 @@ def laplace_grid(
     solver: str = "fista",
     workers: int = 1,
     tol: float = 1e-7,
-    progress: Progress | None = None,
+    progress: Progress = None,
 ) -> LaplaceGrid:
     """Fraction recovered vs epsilon and query multiple with Laplace noise (JASON (JSR-19-2F) fig. 5-7).
 
@@ -938,7 +936,7 @@ def laplace_grid(
         solver: ``fista`` (the others hold the full matrix; small grids only).
         workers: processes.
         tol: FISTA tolerance.
-        progress: called with (trials done, trials).
+        progress: ``None`` (silent) or a callable taking lines: trials done / total.
     """
     _check_common(n, trials, "random", solver, workers)
     if mechanism not in ("laplace", "geometric"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,7 +251,7 @@ def run_dn_report(
     workers: int = 1,
     json_path: str | Path | None = None,
     plot_path: str | Path | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress = None,
 ) -> dict[str, Any]:
     """Run one recovery curve (``censusdp attack dn``) and write its JSON and plot.
 
@@ -266,7 +266,7 @@ def run_dn_report(
             :func:`censusdp.attacks.dinur_nissim.experiment.recovery_curve`.
         json_path: where to write the summary (with manifest), if given.
         plot_path: where to write the PNG, if given.
-        progress: called with (trials done, trials).
+        progress: ``None`` (silent) or a callable taking lines: trials done / total.
 
     Returns:
         the summary dict (also written to ``json_path``).
@@ -364,16 +364,19 @@ class _FigureRun:
         return self.out / f"{self.prefix}{name}"
 
     def options(self, label: str, seed_offset: int = 0) -> dict[str, Any]:
-        """``seed``, ``workers`` and a ``progress`` callback for an experiment function.
+        """``seed``, ``workers`` and ``progress`` for an experiment function.
 
-        The callback reports ``label: done/total`` about every tenth trial.
+        Its progress lines (trials done / total, ETA) start with ``label``.
         """
 
-        def cb(done: int, total: int) -> None:
-            if done == total or done % max(1, total // 10) == 0:
-                say(self.progress, f"{label}: {done}/{total}")
+        def cb(line: str) -> None:
+            say(self.progress, f"{label}: {line}")
 
-        return {"seed": self.seed + seed_offset, "workers": self.workers, "progress": cb}
+        return {
+            "seed": self.seed + seed_offset,
+            "workers": self.workers,
+            "progress": None if self.progress is None else cb,
+        }
 
     def write(self, record: dict[str, Any], name: str, seconds: float) -> None:
         """Add ``seconds_to_reproduce`` to ``record`` and write it as ``<prefix><name>``."""

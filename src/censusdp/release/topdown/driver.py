@@ -35,7 +35,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.data.queries import Query, make_query
 from censusdp.errors import CensusDPError, ConfigError, InternalError
-from censusdp.progress import logger
+from censusdp.progress import logger, task
 from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
@@ -521,9 +521,14 @@ def estimate(
                 progress(f"estimated {summary['geolevel']:<10} before the interruption: reused")
             return hist
         t0 = time.perf_counter()
-        acc = _LevelResults(hierarchy.geolevels[level].name, hierarchy.n_units(level), schema.size)
-        for r in executor.map(run_task, tasks):  # type: ignore[attr-defined]
-            acc.add(r)
+        name = hierarchy.geolevels[level].name
+        acc = _LevelResults(name, hierarchy.n_units(level), schema.size)
+        # one task per parent (at most): tasks done / total, with an ETA
+        n_tasks = hierarchy.n_units(level - 1) if level > 0 else 1
+        with task(progress, f"estimating {name}", n_tasks, summary=False) as bar:
+            for r in executor.map(run_task, tasks):  # type: ignore[attr-defined]
+                acc.add(r)
+                bar.advance()
         hist = acc.histogram()
         summaries.append(acc.summary(time.perf_counter() - t0))
         failsafe.extend(acc.failsafe)
