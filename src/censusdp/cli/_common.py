@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Parser",
     "add_budget_arguments",
+    "add_executor",
     "add_cef_input",
     "add_command",
     "add_json_output",
@@ -263,6 +264,26 @@ def add_workers(parser: argparse.ArgumentParser, *, default: int = 1) -> None:
     )
 
 
+def add_executor(parser: Any, *, what: str = "tasks") -> None:
+    """``--workers K``, ``--executor`` and ``--spark-master`` (parser or argument group)."""
+    add_workers(parser)
+    parser.add_argument(
+        "--executor",
+        choices=("auto", "inprocess", "pool", "spark"),
+        default="auto",
+        help=f"where {what} run: 'auto' (in-process for --workers 1, else a process pool), "
+        "'inprocess', 'pool' or 'spark' (needs censusdp[spark] and Java 17); the output "
+        "is byte-identical whichever is used",
+    )
+    parser.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master URL for --executor spark (default local[*]; e.g. local[2], "
+        "spark://host:7077, yarn, k8s://https://host:443)",
+    )
+
+
 def add_seed(parser: argparse.ArgumentParser, *, default: int | None = 0, help: str) -> None:
     """``--seed N`` with a command-specific meaning."""
     parser.add_argument("--seed", type=int, default=default, metavar="N", help=help)
@@ -294,19 +315,23 @@ def finish(args: argparse.Namespace, text: str, obj: Any) -> None:
         emit_json(obj, path)
 
 
-def emit_json(obj: Any, path: str | None) -> None:
-    """Write ``obj`` as strict JSON to ``path`` (``-``: stdout); nothing when ``None``."""
+def emit_json(obj: Any, path: str | None) -> bool:
+    """Write ``obj`` as strict JSON to ``path`` (``-``: stdout); nothing when ``None``.
+
+    Returns whether the JSON went to stdout, where it must be the only output.
+    """
     if path is None:
-        return
+        return False
     from censusdp.io.atomic import strict_json
 
     text = json.dumps(strict_json(obj), indent=2, allow_nan=False, default=str) + "\n"
     if path == "-":
         sys.stdout.write(text)
-    else:
-        from censusdp.io.atomic import write_text
+        return True
+    from censusdp.io.atomic import write_text
 
-        write_text(text, Path(path))
+    write_text(text, Path(path))
+    return False
 
 
 def add_budget_arguments(

@@ -130,6 +130,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group.set_defaults(func=_group_help(group))
     sub = group.add_subparsers(dest="attack_command", metavar="COMMAND")
 
+    _add_dn(sub)
+    _add_dn_figures(sub)
+    for name in ATTACK_MODULES:
+        importlib.import_module(f"censusdp.cli.{name}").register(sub)
+
+
+def _add_dn(sub: argparse._SubParsersAction) -> None:
+    """The ``dn`` sub-command."""
     dn = add_command(
         sub,
         "dn",
@@ -183,6 +191,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
     dn.set_defaults(func=_dn)
 
+
+def _add_dn_figures(sub: argparse._SubParsersAction) -> None:
+    """The ``dn-figures`` sub-command."""
     figs = add_command(
         sub,
         "dn-figures",
@@ -200,6 +211,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_seed(figs, default=2020, help="master seed of the trials")
     add_workers(figs, default=2)
     figs.set_defaults(func=_dn_figures)
-
-    for name in ATTACK_MODULES:
-        importlib.import_module(f"censusdp.cli.{name}").register(sub)

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_budget_arguments, add_json_output, emit_json
+from censusdp.cli._common import (
+    add_budget_arguments,
+    add_json_output,
+    add_output,
+    add_seed,
+    emit_json,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -122,6 +128,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = group.add_subparsers(dest="design_command", metavar="SUBCOMMAND")
     group.set_defaults(func=lambda _args: group.print_help() or 2)
 
+    _add_strategy(sub, fmt)
+    _add_small_n(sub, fmt)
+    _add_figures(sub, fmt)
+    _add_allocation(sub, fmt)
+
+
+def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``strategy`` sub-command."""
     p = sub.add_parser(
         "strategy",
         help="rootmse of a strategy on a workload, and the SVD lower bound",
@@ -159,6 +173,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_output(p)
     p.set_defaults(func=_strategy)
 
+
+def _add_small_n(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``small-n`` sub-command."""
     p = sub.add_parser(
         "small-n",
         help="geometric, fair and LP-optimal mechanisms for one count in 0..n",
@@ -182,6 +199,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_output(p)
     p.set_defaults(func=_small_n)
 
+
+def _add_figures(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``figures`` sub-command."""
     p = sub.add_parser(
         "figures",
         help="the design lab's figures (error vs n, strategy comparison, small n)",
@@ -189,13 +209,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "design_figures.json (every plotted number and the seed) into OUT.",
         formatter_class=fmt,
     )
-    p.add_argument("--out", required=True, metavar="OUT", help="output directory")
-    p.add_argument("--seed", type=int, default=0, help="seed of the optimiser's random starts")
+    add_output(p, metavar="OUT")
+    add_seed(p, default=0, help="seed of the optimiser's random starts")
     p.add_argument("--max-n", type=int, default=256, help="largest n of the error-vs-n sweep")
     p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
-    p.add_argument("--overwrite", action="store_true", help="write into a non-empty OUT")
     p.set_defaults(func=_figures)
 
+
+def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``allocation`` sub-command."""
     p = sub.add_parser(
         "allocation",
         help="optimise geolevel and query budget shares for a target workload",

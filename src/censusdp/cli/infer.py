@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_json_output, emit_json, positive_int
+from censusdp.cli._common import add_executor, add_json_output, emit_json
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -29,7 +29,6 @@ _RELEASE_DEFAULTS = {
     "spark_master": None,
     "no_zero_constraints": False,
     "overwrite": False,
-    "quiet": False,
 }
 _POSTERIOR_DEFAULTS = {
     "n": None,
@@ -51,8 +50,6 @@ _POSTERIOR_DEFAULTS = {
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``infer`` sub-command (both forms; options may come in any order)."""
-    from censusdp.infer import NOISE_LAWS, POSTERIOR_METHODS
-
     p = subparsers.add_parser(
         "infer",
         help="GLS estimates and intervals from a release; posterior of a proportion",
@@ -79,22 +76,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "run", metavar="RUN", help="release directory written by 'censusdp run', or 'posterior'"
     )
-    g = p.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
+    _add_release_options(p)
+    _add_posterior_options(p)
+    p.set_defaults(func=_infer)
+
+
+def _add_release_options(parser: argparse.ArgumentParser) -> None:
+    """Options of ``infer RUN --out DIR`` (GLS from a release)."""
+    g = parser.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
     g.add_argument("--out", metavar="DIR", help="output directory (required)")
-    g.add_argument(
-        "--workers",
-        type=positive_int("--workers"),
-        default=1,
-        metavar="K",
-        help="worker processes for block tasks",
-    )
-    g.add_argument(
-        "--executor",
-        choices=("auto", "inprocess", "pool", "spark"),
-        default="auto",
-        help="where the block-level tasks run; the output does not depend on it",
-    )
-    g.add_argument("--spark-master", metavar="URL", help="Spark master URL")
+    add_executor(g, what="block-level tasks")
     g.add_argument(
         "--no-zero-constraints",
         action="store_true",
@@ -107,8 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="replace DIR/estimates.parquet and DIR/manifest.json in a non-empty DIR "
         "(with 'posterior': replace the --plot file)",
     )
-    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    q = p.add_argument_group(
+
+
+def _add_posterior_options(parser: argparse.ArgumentParser) -> None:
+    """Options of ``infer posterior`` (a proportion from noisy counts)."""
+    from censusdp.infer import NOISE_LAWS, POSTERIOR_METHODS
+
+    q = parser.add_argument_group(
         "posterior of a proportion (censusdp infer posterior ...)",
         "Noise parameters: laplace and geometric take the scale b = 1/epsilon (--rho R "
         "means epsilon = sqrt(2R)); discrete-gaussian and gaussian take --scale sigma, "
@@ -138,7 +134,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE.png",
         help="also draw the posterior and the naive one (refused if FILE exists, unless --overwrite)",
     )
-    p.set_defaults(func=_infer)
 
 
 def _misused(args: argparse.Namespace, defaults: dict, form: str) -> None:
@@ -205,10 +200,8 @@ def _posterior(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json is not None:
-        emit_json(out, args.json)
-        if args.json == "-":
-            return 0
+    if emit_json(out, args.json):
+        return 0
     lo, hi = out["ci95"]
     nv = out["naive"]
     print(

@@ -8,9 +8,9 @@ import sys
 from censusdp.cli._common import (
     add_budget_arguments,
     add_command,
+    add_executor,
     add_output,
     add_seed,
-    add_workers,
     announce_randomness,
 )
 from censusdp.errors import ConfigError
@@ -66,22 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(where household persons were released) and its household persons; "
         "'independent' estimates units alone, as 2020 production did",
     )
-    add_workers(p)
-    p.add_argument(
-        "--executor",
-        choices=("auto", "inprocess", "pool", "spark"),
-        default="auto",
-        help="where tasks run: 'auto' (in-process for --workers 1, else a process pool), "
-        "'inprocess', 'pool' or 'spark' (needs censusdp[spark] and Java 17); the release "
-        "is byte-identical whichever is used",
-    )
-    p.add_argument(
-        "--spark-master",
-        default=None,
-        metavar="URL",
-        help="Spark master URL for --executor spark (default local[*]; e.g. local[2], "
-        "spark://host:7077, yarn, k8s://https://host:443)",
-    )
+    add_executor(p)
     p.add_argument(
         "--method",
         choices=("auto", "admm", "clarabel"),

@@ -69,6 +69,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
     fmt = argparse.ArgumentDefaultsHelpFormatter
 
+    _add_rr(sub, fmt)
+    _add_choose(sub, fmt)
+    _add_census(sub, fmt)
+
+
+def _add_rr(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``rr`` sub-command."""
     rr = sub.add_parser(
         "rr",
         help="randomized-response frontier: I, dI/deps, d2I/deps2 at one epsilon",
@@ -85,6 +92,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_output(rr)
     rr.set_defaults(func=_rr)
 
+
+def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``choose`` sub-command."""
     ch = sub.add_parser(
         "choose",
         help="the welfare-maximising epsilon (MRT = MRS), with the curve and optimum drawn",
@@ -124,6 +134,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_json_output(ch)
     ch.set_defaults(func=_choose)
 
+
+def _add_census(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) -> None:
+    """The ``census`` sub-command."""
     ce = sub.add_parser(
         "census",
         help="accuracy, re-identification and Bayesian risk over a grid of total budgets",
@@ -173,10 +186,8 @@ def _rr(args: argparse.Namespace) -> int:
 
     point = rr_frontier(args.epsilon, pi=args.pi, n=args.n, mu=args.mu)
     d = point.as_dict()
-    if args.json is not None:
-        emit_json(d, args.json)
-        if args.json == "-":
-            return 0
+    if emit_json(d, args.json):
+        return 0
     print(
         f"randomized response at epsilon = {point.epsilon:g} "
         f"(pi = {point.pi:g}, mu = {point.mu:g}, N = {point.n})"
@@ -219,10 +230,8 @@ def _choose(args: argparse.Namespace) -> int:
         plot=args.plot,
         overwrite=args.overwrite,
     )
-    if args.json is not None:
-        emit_json(out, args.json)
-        if args.json == "-":
-            return 0
+    if emit_json(out, args.json):
+        return 0
     o = out["optimum"]
     where = "MRT = MRS" if o["interior"] else "at the end of the search range (no crossing)"
     print(f"frontier: {out['frontier']['label']}")
