@@ -53,6 +53,7 @@ from censusdp.infer.gls import (
     tree_gls,
 )
 from censusdp.io.atomic import atomic_path, write_text
+from censusdp.io.invariants import read_invariants
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
 from censusdp.release.manifest import peak_rss_mb
@@ -129,12 +130,7 @@ def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
         raise InputError(f"{run_dir / 'manifest.json'}: not valid JSON ({exc})") from None
     if "geolevels" not in manifest:
         raise InputError(f"{run_dir / 'manifest.json'}: no 'geolevels'")
-    blocks = pq.read_table(run_dir / "invariants.parquet")
-    codes = np.asarray(blocks.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
-    hierarchy = Hierarchy.from_blocks(codes, GeoLevels.from_pairs(manifest["geolevels"]))
-    inv = Invariants.from_tables(
-        blocks, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
-    )
+    hierarchy, inv = read_invariants(run_dir, GeoLevels.from_pairs(manifest["geolevels"]))
     return manifest, hierarchy, inv
 
 
