@@ -47,6 +47,7 @@ import scipy.sparse as sp
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
+from censusdp.evaluate.core import json_ready
 from censusdp.evaluate.summary import typical_errors
 from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
@@ -382,6 +383,7 @@ def expected_errors(
     workers: int = 1,
     executor: str = "auto",
     gls: bool = True,
+    html_path: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Expected errors of a release, from the release alone (no confidential data).
@@ -391,7 +393,8 @@ def expected_errors(
     per level), ``release_manifest`` (its privacy parameters), ``released`` (simulation,
     :func:`simulate_release_errors`), ``gls`` and ``raw`` (closed form,
     :func:`gls_expected_errors`; ``gls.available`` false with a reason where GLS does
-    not apply) and ``seconds``.
+    not apply) and ``seconds``. With ``html_path``, also the readable page
+    (:mod:`censusdp.evaluate.errorbars_report`).
     """
     t0 = time.perf_counter()
     run = Path(run_dir)
@@ -413,6 +416,7 @@ def expected_errors(
     )
     result: dict[str, Any] = {
         "mode": "expected errors from the release alone (no confidential data)",
+        "release": str(run.resolve()),
         "geolevels": list(names),
         "units": {n: hierarchy.n_units(i) for i, n in enumerate(names)},
         "measures": list(MEASURES),
@@ -431,4 +435,10 @@ def expected_errors(
         else:
             result["gls"] = closed
     result["seconds"] = round(time.perf_counter() - t0, 3)
+    result = json_ready(result)
+    if html_path is not None:
+        from censusdp.evaluate.errorbars_report import write_expected_report
+
+        write_expected_report(result, html_path, manifest)
+        say(progress, f"wrote {html_path}")
     return result
