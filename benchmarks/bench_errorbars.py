@@ -32,6 +32,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -44,6 +45,7 @@ from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram  # noqa: E402
 from censusdp.evaluate.core import evaluate_data, read_release  # noqa: E402
 from censusdp.evaluate.errorbars import MEASURES, expected_errors  # noqa: E402
+from censusdp.evaluate.errorbars_report import expected_sentences  # noqa: E402
 from censusdp.infer.release import release_gls  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
 from censusdp.io.invariants import read_invariants  # noqa: E402
@@ -148,6 +150,7 @@ def main_bench() -> None:
                 "prediction_seconds": round(pred_seconds, 1),
                 "release_estimation_seconds": release_timings.get("estimate_persons"),
                 "note": "wall-clock on a shared 2-core machine (under load)",
+                "sentences": [re.sub(r"<[^>]+>", "", x) for x in expected_sentences(pred)],
                 "rows": rows,
             },
             indent=1,
