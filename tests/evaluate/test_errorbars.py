@@ -20,6 +20,7 @@ import pytest
 from censusdp.cli import main
 from censusdp.data.geography import GeoLevels
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
+from censusdp.evaluate._html import fmt
 from censusdp.evaluate.core import evaluate_data, read_release
 from censusdp.evaluate.errorbars import (
     MEASURES,
@@ -28,7 +29,7 @@ from censusdp.evaluate.errorbars import (
     expected_errors,
     gls_expected_errors,
 )
-from censusdp.evaluate.errorbars_report import render_expected_report
+from censusdp.evaluate.errorbars_report import predicted_section, render_expected_report
 from censusdp.infer.gls import Z90
 from censusdp.infer.release import release_gls
 from censusdp.io.cef import read_cef
@@ -187,6 +188,7 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     assert rc == 0
     written = json.loads(out.read_text())
     assert written["released"]["simulations"] == 1 and written["gls"]["available"] is True
+    assert "no Monte Carlo error" in render_expected_report(written)
     assert "released MAE" in capsys.readouterr().out
     rc = main(["evaluate", "--release", str(predicted["run"]), "--json", str(out) + "2",
                "--trials", "2", "--quiet"])  # fmt: skip
@@ -209,3 +211,15 @@ def test_dhc_lite_gls_refused_in_one_line(predicted, tmp_path: Path) -> None:
     out = gls_expected_errors(run)
     assert out["available"] is False
     assert "pl94" in out["reason"] and "dhc-lite" in out["reason"] and "\n" not in out["reason"]
+
+
+def test_predicted_next_to_measured_section(predicted) -> None:
+    """With the truth, the report can show the prediction next to the measured MAE."""
+    res, actual = predicted["result"], predicted["actual"]
+    assert predicted_section({"metrics": actual["metrics"]}) == []
+    html = "\n".join(predicted_section({"metrics": actual["metrics"], "expected": res}))
+    assert html.count("<tr>") == 1 + len(MEASURES) * len(res["geolevels"])
+    p = res["released"]["by_level"]["P1"]["Block"]["mae"]
+    a = actual["metrics"]["P1"]["Block"]["mae"]
+    assert f"<td>P1</td><td>Block</td><td>{fmt(a, 3)}</td>" in html
+    assert f"<td>{fmt(a / p, 3)}</td></tr>" in html

@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int("--simulations"),
         default=None,
         metavar="K",
-        help="without --truth: simulated releases behind the expected errors (default 10)",
+        help="simulated releases behind the errors expected from RUN alone (default without "
+        "--truth: 10; with --truth: none unless given, then shown next to the measured ones)",
     )
     add_workers(p)
     p.add_argument(
@@ -101,8 +102,6 @@ def _evaluate(args: argparse.Namespace) -> int:
     emit = progress_printer(args.quiet)
     if args.truth is None:
         return _expected(args, emit)
-    if args.simulations is not None:
-        raise ConfigError("--simulations is for evaluate without --truth (use --trials with it)")
     result = evaluate(
         args.truth,
         args.release,
@@ -116,6 +115,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         html_path=args.html,
         allow_invalid=args.allow_invalid,
         progress=emit,
+        simulations=args.simulations,
     )
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]

@@ -47,12 +47,12 @@ import scipy.sparse as sp
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
-from censusdp.evaluate.core import json_ready
 from censusdp.evaluate.summary import typical_errors
 from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
 from censusdp.infer.gls import Z90, Z95
 from censusdp.infer.release import release_gls
+from censusdp.io.atomic import strict_json
 from censusdp.io.invariants import read_invariants
 from censusdp.io.mdf import read_mdf_histograms
 from censusdp.privacy.randomness import RandomSource
@@ -435,7 +435,7 @@ def expected_errors(
         else:
             result["gls"] = closed
     result["seconds"] = round(time.perf_counter() - t0, 3)
-    result = json_ready(result)
+    result = strict_json(result)
     if html_path is not None:
         from censusdp.evaluate.errorbars_report import write_expected_report
 

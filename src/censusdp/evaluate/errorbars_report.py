@@ -19,7 +19,12 @@ from censusdp.evaluate._html import esc, fmt, page, table
 from censusdp.evaluate.summary import budget_words
 from censusdp.io.atomic import write_text
 
-__all__ = ["expected_sentences", "render_expected_report", "write_expected_report"]
+__all__ = [
+    "expected_sentences",
+    "predicted_section",
+    "render_expected_report",
+    "write_expected_report",
+]
 
 _MEASURE_TITLES = {
     "total_population": "Total population",
@@ -49,10 +54,14 @@ def expected_sentences(result: Mapping[str, Any]) -> list[str]:
         if r is None:
             continue
         a = sec.LEVEL_WORDS[lv][1]
+        mc = (
+            f"Monte Carlo error &plusmn;{_num(r['mae_mc_se'], 2)} over {k} simulated releases"
+            if r.get("mae_mc_se") is not None
+            else f"{k} simulated release{'s' if k != 1 else ''}, no Monte Carlo error"
+        )
         s = (
             f"Published population counts for {a} are typically off by about "
-            f"<b>{_num(r['mae'])}</b> people (expected mean absolute error; Monte Carlo "
-            f"error &plusmn;{_num(r['mae_mc_se'], 2)} over {k} simulated releases); "
+            f"<b>{_num(r['mae'])}</b> people (expected mean absolute error; {mc}); "
             f"9 in 10 are within {r['abs_q90']:,}."
         )
         g = gls.get(lv)
@@ -108,6 +117,58 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
         name=f"expected_{measure}",
         raw=True,
     )
+
+
+def predicted_section(result: Mapping[str, Any]) -> list[str]:
+    """With the truth and ``--simulations``: predicted against measured MAE of the release.
+
+    Empty when the evaluation has no ``expected`` block.
+    """
+    exp = result.get("expected")
+    if not exp:
+        return []
+    metrics = result.get("metrics") or {}
+    rows = []
+    for m in exp.get("measures", []):
+        for lv in exp.get("geolevels", []):
+            p = exp["released"]["by_level"].get(m, {}).get(lv)
+            a = metrics.get(m, {}).get(lv, {}).get("mae")
+            if p is None or a is None:
+                continue
+            ratio = a / p["mae"] if p["mae"] else None
+            rows.append(
+                [
+                    esc(m),
+                    esc(lv),
+                    fmt(a, 3),
+                    fmt(p["mae"], 3) + " &plusmn; " + fmt(p.get("mae_mc_se"), 2),
+                    fmt(p.get("mae_sd_one_release"), 2),
+                    fmt(ratio, 3),
+                ]
+            )
+    k = exp["released"]["simulations"]
+    return [
+        '<section id="predicted"><h2>Predicted from the release alone, against measured</h2>',
+        '<p class="note">What <code>censusdp evaluate --release RUN</code> without the truth '
+        f"predicts ({k} simulated releases around the release itself; docs/evaluation.md), "
+        "next to the MAE measured here against the truth. One release's MAE scatters "
+        "around its expectation by about the sd shown.</p>",
+        table(
+            [
+                "measure",
+                "geolevel",
+                "MAE measured",
+                "MAE predicted ± MC se",
+                "sd of one release",
+                "measured / predicted",
+            ],  # fmt: skip
+            rows,
+            "Mean absolute error of the published counts: measured and predicted",
+            name="predicted_vs_measured",
+            raw=True,
+        ),
+        "</section>",
+    ]
 
 
 def render_expected_report(
