@@ -62,6 +62,7 @@ from censusdp.release.measure import measure
 from censusdp.release.pipeline import estimate_tables
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.version import __version__
 
 __all__ = [
     "DEFAULT_SIMULATIONS",
@@ -417,6 +418,7 @@ def expected_errors(
     result: dict[str, Any] = {
         "mode": "expected errors from the release alone (no confidential data)",
         "release": str(run.resolve()),
+        "package_version": __version__,
         "geolevels": list(names),
         "units": {n: hierarchy.n_units(i) for i, n in enumerate(names)},
         "measures": list(MEASURES),
