@@ -23,7 +23,7 @@ definitions of ``censusdp evaluate``):
   draws), the measurements are post-processed again exactly as the release was
   (:func:`censusdp.release.pipeline.estimate_tables`), and the re-estimated tables are
   compared with the plausible truth. Reported: mean over the ``K`` simulations of the
-  MAE, RMSE and bias, their Monte Carlo standard errors (sd over simulations /
+  MAE (and each simulation's), RMSE and bias, their Monte Carlo standard errors (sd over simulations /
   sqrt(K)), the sd of one release's MAE (how much a single release's realised MAE
   varies around its expectation), and pooled quantiles of the error (``interval90`` =
   ``[q05, q95]`` of the signed error; ``abs_q50``, ``abs_q90``, ``abs_q95`` of its size).
@@ -154,6 +154,7 @@ class ErrorPool:
             out.setdefault(mname, {})[lname] = {
                 "counts_per_simulation": sims[0][3],
                 "mae": float(mae),
+                "mae_per_simulation": [float(x) for x in arr[:, 0]],
                 "mae_mc_se": float(sd[0] / math.sqrt(k)),
                 "mae_sd_one_release": float(sd[0]),
                 "rmse": rmse,
