@@ -1,7 +1,7 @@
 """Expected errors without the truth (``censusdp evaluate --release RUN``).
 
-A small synthetic state (tests/synth.py) is released for real (pl94-2020 budget, seed 1); its expected
-errors are predicted from the release alone and checked against the errors the release
+A small synthetic state (tests/synth.py) is released for real (pl94-2020 budget, seed
+1); its expected errors are predicted from the release alone and checked against the errors the release
 and the GLS estimates have against the truth we hold. The pooling arithmetic and the
 closed forms are checked independently of the library.
 """
