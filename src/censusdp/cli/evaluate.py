@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from censusdp.cli._common import (
     add_cef_input,
@@ -13,8 +14,10 @@ from censusdp.cli._common import (
     announce_randomness,
     comma_list,
     emit_json,
+    finish,
     positive_int,
 )
+from censusdp.errors import ConfigError
 from censusdp.progress import printer as progress_printer
 
 
@@ -29,10 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
             "shares; random off-spine districts; invariants re-checked; the NMF's stated "
-            "noise checked; with --trials K, empirical error bars from K reruns."
+            "noise checked; with --trials K, empirical error bars from K reruns. Without "
+            "--truth: the expected errors of the released counts (simulated from the public "
+            "noise law) and of the GLS estimates and raw measurements (closed form), from "
+            "the release alone."
         ),
     )
-    add_cef_input(p, help="the CEF the release was made from (persons/units.parquet)")
+    add_cef_input(
+        p,
+        required=False,
+        help="the CEF the release was made from (persons/units.parquet); without it, "
+        "expected errors from RUN alone",
+    )
     p.add_argument("--release", required=True, metavar="RUN", help="run directory")
     add_json_output(p, required=True)
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
@@ -45,6 +56,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--trial-seed", type=int, default=0, help="master seed of the reruns (default 0)"
+    )
+    p.add_argument(
+        "--simulations",
+        type=positive_int("--simulations"),
+        default=None,
+        metavar="K",
+        help="simulated releases behind the errors expected from RUN alone (default without "
+        "--truth: 10; with --truth: none unless given, then shown next to the measured ones)",
     )
     add_workers(p)
     p.add_argument(
@@ -60,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=5,
         help="random district maps per target",
     )
-    add_seed(p, default=0, help="seed of the random districts")
+    add_seed(
+        p, default=0, help="seed of the random districts (without --input: of the simulations)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace existing --json/--html files")
     p.add_argument(
         "--allow-invalid",
@@ -75,12 +96,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     from censusdp.evaluate import DEFAULT_DISTRICT_TARGETS, evaluate
     from censusdp.io.output import check_output_file
 
+    inputs = [args.release] if args.input is None else [args.input, args.release]
     for option, path in (("--json", args.json), ("--html", args.html)):
         if path not in (None, "-"):
-            check_output_file(path, args.overwrite, [args.input, args.release], option=option)
+            check_output_file(path, args.overwrite, inputs, option=option)
     if args.trials:
         announce_randomness(args.trial_seed, what="evaluation reruns", release=False)
     emit = progress_printer(args.quiet)
+    if args.input is None:
+        return _expected(args, emit)
     result = evaluate(
         args.input,
         args.release,
@@ -94,6 +118,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         html_path=args.html,
         allow_invalid=args.allow_invalid,
         progress=emit,
+        simulations=args.simulations,
     )
     if args.json == "-":
         emit_json(result, "-")
@@ -112,6 +137,42 @@ def _evaluate(args: argparse.Namespace) -> int:
     bad = [k for k, v in result["invariants"].items() if not v["ok"]]
     print("invariants: " + ("all hold" if not bad else "VIOLATED: " + ", ".join(bad)))
     print(f"wrote {args.json}" + (f" and {args.html}" if args.html else ""))
+    return 0
+
+
+def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> int:
+    """``evaluate --release RUN`` without ``--truth``: expected errors from RUN alone."""
+    from censusdp.evaluate.errorbars import DEFAULT_SIMULATIONS, expected_errors
+
+    if args.trials:
+        raise ConfigError("--trials reruns the mechanism on the truth: it needs --truth DIR")
+    result = expected_errors(
+        args.release,
+        simulations=args.simulations or DEFAULT_SIMULATIONS,
+        seed=args.seed,
+        workers=args.workers,
+        html_path=args.html,
+        progress=None if args.json == "-" else emit,
+    )
+    rel = result["released"]["by_level"]["total_population"]
+    gls = (result.get("gls") or {}).get("by_level", {}).get("total_population", {})
+    raw = (result.get("raw") or {}).get("by_level", {}).get("total_population", {})
+    lines = [
+        f"expected error of total population ({result['released']['simulations']} simulations)",
+        f"{'geolevel':<11}{'units':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
+        f"{'GLS sd':>9}{'raw sd':>9}",
+    ]
+    for lv in result["geolevels"]:
+        r = rel[lv]
+        lines.append(
+            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['mae'], 14, 2)}{_fmt(r['mae_mc_se'], 8, 2)}"
+            f"{r['abs_q90']:>16,}{_fmt(gls.get(lv, {}).get('mean_sd'), 9, 2)}"
+            f"{_fmt(raw.get(lv, {}).get('mean_sd'), 9, 2)}"
+        )
+    if result.get("gls", {}).get("available") is False:
+        lines.append(f"GLS: not available ({result['gls']['reason']})")
+    lines.append(f"wrote {args.json}" + (f" and {args.html}" if args.html else ""))
+    finish(args, "\n".join(lines), result)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 * :func:`evaluate` compares a release with the truth it was made from (``censusdp
   evaluate``); :func:`read_release` and :func:`evaluate_data` are its parts.
+* :func:`expected_errors` predicts the errors of a release from the release alone (no
+  truth: ``censusdp evaluate --release RUN``; :mod:`~censusdp.evaluate.errorbars`).
 * :func:`sweep` reruns the mechanism over a range of budgets (``censusdp sweep``,
   JASON 2020, Figs. 6-1 and 6-2).
 * :mod:`~censusdp.evaluate.metrics` (TVD, MAE, RMSE, bias by size bin),
@@ -21,6 +23,7 @@ from censusdp.evaluate.core import (
     json_ready,
     read_release,
 )
+from censusdp.evaluate.errorbars import expected_errors
 from censusdp.evaluate.report import render_report, write_report
 from censusdp.evaluate.sweep import sweep
 
@@ -30,6 +33,7 @@ __all__ = [
     "ReleaseFiles",
     "evaluate",
     "evaluate_data",
+    "expected_errors",
     "json_ready",
     "read_release",
     "render_report",

@@ -74,8 +74,12 @@ def _cell(rec: Mapping[str, Any] | None) -> str:
     )
 
 
-def size_table(per_level: Mapping[str, list[dict[str, Any]]], caption: str) -> str:
-    """Rows: true-population classes; columns: geolevels; cells: typical |error|."""
+def size_table(
+    per_level: Mapping[str, list[dict[str, Any]]],
+    caption: str,
+    first: str = "true population of the place",
+) -> str:
+    """Rows: population classes (``first`` names them); columns: geolevels; cells: typical |error|."""
     levels = [lv for lv in per_level if lv not in ("US", "State")]
     lows: dict[str, int] = {}
     for lv in levels:
@@ -90,7 +94,7 @@ def size_table(per_level: Mapping[str, list[dict[str, Any]]], caption: str) -> s
             row.append(_cell(rec))
         rows.append(row)
     return table(
-        ["true population of the place"] + [plural(lv) for lv in levels],
+        [first] + [plural(lv) for lv in levels],
         rows,
         caption,
         name="typical_error_by_size",

@@ -520,6 +520,7 @@ def evaluate(
     html_path: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
     allow_invalid: bool = False,
+    simulations: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate the release in ``release_dir`` against the CEF in ``truth_dir``.
 
@@ -541,6 +542,9 @@ def evaluate(
         top_k: how many largest errors to list per measure and level.
         json_path, html_path: where to write the result and the report (optional).
         progress: callback for progress lines (``None``: silent).
+        simulations: if given, also the errors predicted from the release alone with
+            this many simulations (:func:`censusdp.evaluate.errorbars.expected_errors`,
+            under ``expected``; ``seed`` seeds them), next to the measured ones.
 
     Returns:
         The JSON-ready result (see :data:`DEFINITIONS`).
@@ -589,6 +593,12 @@ def evaluate(
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
             workers=workers,
             progress=progress,
+        )
+    if simulations:
+        from censusdp.evaluate.errorbars import expected_errors
+
+        result["expected"] = expected_errors(
+            release_dir, simulations=simulations, seed=seed, workers=workers, progress=progress
         )
     if validation is not None:
         result["validation"] = validation

@@ -35,6 +35,7 @@ from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import fmt as _fmt
 from censusdp.evaluate._html import img, page
 from censusdp.evaluate._html import table as _table
+from censusdp.evaluate.errorbars_report import predicted_section
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.atomic import write_text
 
@@ -692,6 +693,7 @@ def render_report(
         + _pathology_section(result)
         + _districts_section(result)
         + _trials_section(result)
+        + predicted_section(result)
         + _nmf_section(result)
         + _checks_section(result)
     )

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from censusdp.infer.gls import (
     Z95,
     Constraints,
     LevelDesign,
+    LevelEstimates,
     LineSet,
     census_intervals,
     direct_sd,
@@ -50,6 +53,7 @@ from censusdp.infer.gls import (
     tree_gls,
 )
 from censusdp.io.atomic import atomic_path, write_text
+from censusdp.io.invariants import read_invariants
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
 from censusdp.progress import Progress, say, task
@@ -58,7 +62,7 @@ from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
 from censusdp.version import __version__
 
-__all__ = ["ESTIMATE_COLUMNS", "infer_release"]
+__all__ = ["ESTIMATE_COLUMNS", "ReleaseGLS", "infer_release", "release_gls"]
 
 ESTIMATE_COLUMNS = (
     "geolevel",
@@ -120,12 +124,7 @@ def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
         raise InputError(f"{run_dir / 'manifest.json'}: not valid JSON ({exc})") from None
     if "geolevels" not in manifest:
         raise InputError(f"{run_dir / 'manifest.json'}: no 'geolevels'")
-    blocks = pq.read_table(run_dir / "invariants.parquet")
-    codes = np.asarray(blocks.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
-    hierarchy = Hierarchy.from_blocks(codes, GeoLevels.from_pairs(manifest["geolevels"]))
-    inv = Invariants.from_tables(
-        blocks, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
-    )
+    hierarchy, inv = read_invariants(run_dir, GeoLevels.from_pairs(manifest["geolevels"]))
     return manifest, hierarchy, inv
 
 
@@ -215,6 +214,153 @@ class _LevelStats:
         return out
 
 
+@dataclass(frozen=True, eq=False)
+class ReleaseGLS:
+    """The GLS of a whole release, ready to stream (:func:`release_gls`).
+
+    Attributes:
+        hierarchy: the release's geounits.
+        manifest: the release manifest.
+        schema_name: the person schema (``pl94``).
+        total_level: the level whose total population is invariant (the state).
+        lines: every line reported: ``total``, P1-P5, then H1.
+        direct: per measured level, the sd of the best single-query direct estimate of
+            every line (``inf`` where no query resolves it): the error of the raw
+            noisy measurements.
+        occupancy: how H1 was estimated (a sentence).
+        noise_variances: per level, the NMF variance of every measured query.
+        chunks: the final estimates, level by level (top first), chunk by chunk; each
+            :class:`~censusdp.infer.gls.LevelEstimates` has one column per line.
+    """
+
+    hierarchy: Hierarchy
+    manifest: dict[str, Any]
+    schema_name: str
+    total_level: int
+    lines: tuple[str, ...]
+    direct: dict[int, np.ndarray]
+    occupancy: str
+    noise_variances: dict[str, dict[str, float]]
+    chunks: Iterator[LevelEstimates]
+
+
+def release_gls(
+    run_dir: str | Path,
+    *,
+    zero_constraints: bool = True,
+    executor: object | None = None,
+    progress: Progress = None,
+    timings: dict[str, float] | None = None,
+) -> ReleaseGLS:
+    """Set up the GLS of every published line of a release (nothing is validated here).
+
+    Reads the manifest, the invariants and the housing-unit NMF (small) at once; the
+    person NMF is streamed when ``chunks`` is iterated.
+
+    Raises:
+        InputError: for a missing or malformed release file.
+        SchemaError: for a release not measured on the ``pl94`` schema (dhc-lite's AGE
+            makes the block algebra too large; docs/inference.md, Limits).
+    """
+    timings = timings if timings is not None else {}
+    run_dir = Path(run_dir)
+    t = time.perf_counter()
+    manifest_in, hierarchy, inv = _read_release(run_dir)
+    schema = get_schema(str(manifest_in.get("schema", "pl94")))
+    if schema.name != "pl94":
+        raise SchemaError(
+            f"GLS is implemented for releases on the pl94 schema only; {run_dir} was measured "
+            f"on {schema.name!r} (its AGE attribute needs another factor in the block algebra; "
+            "see docs/inference.md, Limits)"
+        )
+    persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
+    layout = _layout_for(persons, hierarchy, ("hhgq",))
+    lines = _person_lines(layout)
+    bottom = hierarchy.n_levels - 1
+    totals_persons = {
+        inv.total_level: np.asarray(
+            hierarchy.aggregate(inv.population.reshape(-1, 1))[inv.total_level], dtype=np.float64
+        ).ravel()
+    }
+    pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
+    timings["read"] = time.perf_counter() - t
+    say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
+
+    # -- housing units (small: kept in memory, merged into the person rows) ----------------
+    t = time.perf_counter()
+    unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    hu_levels = [
+        np.asarray(a, dtype=np.float64).ravel()
+        for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
+    ]
+    units_path = run_dir / "noisy_measurements_units.parquet"
+    unit_direct: dict[int, np.ndarray] = {}
+    if units_path.is_file():
+        ureader = NMFReader(units_path, get_schema("units"), hierarchy)
+        ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
+        ulines = _unit_lines(ulayout)
+        zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
+        ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
+        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons):
+            parts.setdefault(res.level, []).append((res.estimate, res.sd))
+        for level, chunks in parts.items():
+            unit_rows[level] = (
+                np.concatenate([c[0] for c in chunks]),
+                np.concatenate([c[1] for c in chunks]),
+            )
+        for level, des in _designs(ureader, ulayout, hierarchy).items():
+            unit_direct[level] = direct_sd(ulayout, des, ulines)
+        unit_names = ulines.names
+        occupancy = "GLS from noisy_measurements_units.parquet"
+    else:
+        unit_names = ("H1_001N",)
+        for level in range(hierarchy.n_levels):
+            unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
+        occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
+    timings["units"] = time.perf_counter() - t
+    say(progress, f"housing units: {occupancy}")
+
+    designs = _designs(persons, layout, hierarchy)
+    direct: dict[int, np.ndarray] = {}
+    for level in range(hierarchy.n_levels):
+        if level in designs or level in unit_direct:
+            direct[level] = np.concatenate(
+                [
+                    direct_sd(layout, designs[level], lines)
+                    if level in designs
+                    else np.full(len(lines), np.inf),
+                    unit_direct.get(level, np.full(len(unit_names), np.inf)),
+                ]
+            )
+
+    def merged() -> Iterator[LevelEstimates]:
+        for res in tree_gls(
+            persons, hierarchy, layout, lines, pcons, executor=executor, progress=progress
+        ):
+            ue, us = unit_rows[res.level]
+            yield LevelEstimates(
+                res.level,
+                res.start,
+                res.stop,
+                np.concatenate([res.estimate, ue[res.start : res.stop]], axis=1),
+                np.concatenate([res.sd, us[res.start : res.stop]], axis=1),
+            )
+
+    names = hierarchy.geolevels.names
+    return ReleaseGLS(
+        hierarchy,
+        manifest_in,
+        schema.name,
+        int(inv.total_level),
+        lines.names + tuple(unit_names),
+        direct,
+        occupancy,
+        {names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()},
+        merged(),
+    )
+
+
 def infer_release(
     run_dir: str | Path,
     out_dir: str | Path,
@@ -252,71 +398,20 @@ def infer_release(
     check_output_dir(out_dir, overwrite, inputs=[run_dir])
     require_valid(run_dir, what="infer", mdf=False, progress=progress)
     timings: dict[str, float] = {}
-    t = time.perf_counter()
-    manifest_in, hierarchy, inv = _read_release(run_dir)
-    schema = get_schema(str(manifest_in.get("schema", "pl94")))
-    if schema.name != "pl94":
-        raise SchemaError(
-            f"infer tabulates total and P1-P5 from releases on the pl94 schema; {run_dir} "
-            f"was measured on {schema.name!r}"
-        )
-    persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
-    layout = _layout_for(persons, hierarchy, ("hhgq",))
-    lines = _person_lines(layout)
-    bottom = hierarchy.n_levels - 1
-    names = hierarchy.geolevels.names
-    totals_persons = {
-        inv.total_level: np.asarray(
-            hierarchy.aggregate(inv.population.reshape(-1, 1))[inv.total_level], dtype=np.float64
-        ).ravel()
-    }
-    pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
-    timings["read"] = time.perf_counter() - t
-    say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
-
     ex = make_executor(workers, kind=executor, spark_master=spark_master)
     describe = getattr(ex, "describe", None)
     ex_record = describe() if describe is not None else {"name": getattr(ex, "name", "")}
     try:
-        # -- housing units (small: kept in memory, merged into the person rows) ------------
-        t = time.perf_counter()
-        unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        hu_levels = [
-            np.asarray(a, dtype=np.float64).ravel()
-            for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
-        ]
-        units_path = run_dir / "noisy_measurements_units.parquet"
-        unit_direct: dict[int, np.ndarray] = {}
-        if units_path.is_file():
-            ureader = NMFReader(units_path, get_schema("units"), hierarchy)
-            ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
-            ulines = _unit_lines(ulayout)
-            zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
-            ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
-            parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-            for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons):
-                parts.setdefault(res.level, []).append((res.estimate, res.sd))
-            for level, chunks in parts.items():
-                unit_rows[level] = (
-                    np.concatenate([c[0] for c in chunks]),
-                    np.concatenate([c[1] for c in chunks]),
-                )
-            for level, des in _designs(ureader, ulayout, hierarchy).items():
-                unit_direct[level] = direct_sd(ulayout, des, ulines)
-            unit_names = ulines.names
-            occupancy = "GLS from noisy_measurements_units.parquet"
-        else:
-            unit_names = ("H1_001N",)
-            for level in range(hierarchy.n_levels):
-                unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
-            occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
-        timings["units"] = time.perf_counter() - t
-        say(progress, f"housing units: {occupancy}")
-
-        # -- persons, streamed level by level, chunk by chunk -------------------------------
-        designs = _designs(persons, layout, hierarchy)
-        direct = {level: direct_sd(layout, des, lines) for level, des in designs.items()}
-        all_names = lines.names + tuple(unit_names)
+        gls = release_gls(
+            run_dir,
+            zero_constraints=zero_constraints,
+            executor=ex,
+            progress=progress,
+            timings=timings,
+        )
+        hierarchy = gls.hierarchy
+        names = hierarchy.geolevels.names
+        nlines = len(gls.lines)
         stats = _LevelStats()
         rows = 0
         t = time.perf_counter()
@@ -326,26 +421,16 @@ def infer_release(
             n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
             bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
             try:
-                for res in tree_gls(
-                    persons, hierarchy, layout, lines, pcons, executor=ex, progress=progress
-                ):
+                for res in gls.chunks:
                     bar.advance(res.stop - res.start)
-                    ue, us = unit_rows[res.level]
-                    est = np.concatenate([res.estimate, ue[res.start : res.stop]], axis=1)
-                    sd = np.concatenate([res.sd, us[res.start : res.stop]], axis=1)
-                    dsd = np.concatenate(
-                        [
-                            direct.get(res.level, np.full(len(lines), np.inf)),
-                            unit_direct.get(res.level, np.full(len(unit_names), np.inf)),
-                        ]
-                    )
-                    stats.add(names[res.level], all_names, sd, dsd)
+                    dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
+                    stats.add(names[res.level], gls.lines, res.sd, dsd)
                     table = _chunk_table(
                         names[res.level],
                         hierarchy.geocodes[res.level][res.start : res.stop],
-                        all_names,
-                        est,
-                        sd,
+                        gls.lines,
+                        res.estimate,
+                        res.sd,
                     )
                     if writer is None:
                         writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
@@ -364,8 +449,10 @@ def infer_release(
 
     timings["total"] = time.perf_counter() - t0
     direct_named = {
-        names[lv]: {"total": float(v[0])} for lv, v in direct.items() if np.isfinite(v[0])
+        names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
     }
+    manifest_in = gls.manifest
+    bottom = hierarchy.n_levels - 1
     manifest: dict[str, Any] = {
         "package_version": __version__,
         "command": command,
@@ -376,26 +463,24 @@ def infer_release(
         "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
         "seed": None,
         "randomness": "none (deterministic computation)",
-        "schema": schema.name,
+        "schema": gls.schema_name,
         "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
         "geounits": {
             lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
         },
         "constraints": {
-            "total_population_exact_at": names[inv.total_level],
+            "total_population_exact_at": names[gls.total_level],
             "housing_units_exact_at": names[bottom],
             "zeros_from_block_invariants": bool(zero_constraints),
         },
-        "housing_units": occupancy,
+        "housing_units": gls.occupancy,
         "interval_rule": "low = max(ceil(estimate - z sd), 0), high = max(floor(estimate + z sd), 0)",
         "z": {"ci90": Z90, "ci95": Z95},
         "columns": list(ESTIMATE_COLUMNS),
-        "lines": list(all_names),
+        "lines": list(gls.lines),
         "rows": rows,
         "levels": stats.to_dict(direct_named),
-        "noise_variances": {
-            names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()
-        },
+        "noise_variances": gls.noise_variances,
         "executor": ex_record,
         "platform": platform.platform(),
         "timings": {k: round(v, 4) for k, v in timings.items()},

@@ -47,6 +47,7 @@ from censusdp.data.histograms import (
     unit_histogram_from_counts,
 )
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
@@ -76,9 +77,16 @@ from censusdp.release.manifest import (
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import require_valid, validate_release, validate_run
-from censusdp.tables import tables_to_arrays, tabulate_histograms
+from censusdp.tables import table_arrays, tables_to_arrays, tabulate_histograms
 
-__all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "UNITS_CHOICES", "reestimate", "run_release"]
+__all__ = [
+    "EXECUTOR_CHOICES",
+    "POSTPROCESS_CHOICES",
+    "UNITS_CHOICES",
+    "estimate_tables",
+    "reestimate",
+    "run_release",
+]
 
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
 UNITS_CHOICES = ("consistent", "independent")
@@ -550,11 +558,50 @@ def _estimate(
 ) -> _Estimated:
     """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only
     (continuing after the levels ``checkpoint`` holds, recording each finished level)."""
+    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
+    ums = (
+        NMFReader(nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy)
+        if with_units
+        else None
+    )
+    return _estimate_measurements(
+        ms,
+        ums,
+        inv,
+        hierarchy,
+        postprocess=postprocess,
+        units_mode=units_mode,
+        method=method,
+        executor=executor,
+        progress=progress,
+        timings=timings,
+        manifest=manifest,
+        checkpoint=checkpoint,
+    )
+
+
+def _estimate_measurements(
+    ms: Measurements,
+    ums: Measurements | None,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    *,
+    postprocess: str,
+    units_mode: str,
+    method: str,
+    executor: Any,
+    progress: Progress,
+    timings: dict[str, float],
+    manifest: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+) -> _Estimated:
+    """Estimate persons (and units, when ``ums`` is given) from measurements and invariants."""
 
     def levels(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
 
     t = time.perf_counter()
+    schema = ms.schema
     bounds = _person_bounds(inv, hierarchy)
     if postprocess == "bottomup":
         # Bottom-up estimates blocks alone: totals above the block level are sums of
@@ -570,7 +617,6 @@ def _estimate(
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
     common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
-    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
     persons = estimate(
         ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
     )
@@ -578,11 +624,8 @@ def _estimate(
     manifest["estimation"] = {"persons": persons.levels}
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
-    if with_units:
+    if ums is not None:
         t = time.perf_counter()
-        ums = NMFReader(
-            nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy
-        )
         ubounds, group = independent_unit_bounds(inv.housing_units, hierarchy), None
         if units_mode == "consistent":
             household = household_persons(persons.histograms[-1], schema)
@@ -596,6 +639,60 @@ def _estimate(
         manifest["failsafe"]["units"] = units.failsafe
         manifest["units_estimation"] = units_mode
     return _Estimated(persons, units, bounds, household)
+
+
+def _release_histograms(
+    est: _Estimated, inv: Invariants, schema: Schema, manifest: dict[str, Any]
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The released block histograms the tables are tabulated from: ``pl94`` and units."""
+    block_hist = est.persons.histograms[-1]
+    pl94_hist = (
+        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
+    )
+    occupied = _occupied(est, inv, manifest)
+    return pl94_hist, unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+
+
+def estimate_tables(
+    persons: Measurements,
+    units: Measurements | None,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    *,
+    postprocess: str = "topdown",
+    units_mode: str = "consistent",
+    method: str = "auto",
+    executor: Any = None,
+) -> dict[str, list[np.ndarray]]:
+    """The published tables a release would hold, estimated from these measurements.
+
+    The same estimation as :func:`run_release` and :func:`reestimate` (person run, then
+    the housing-unit run held to it), without writing anything: for re-running the
+    post-processing on simulated measurements (``censusdp evaluate`` without truth).
+
+    Returns:
+        Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
+        (:func:`censusdp.tables.table_arrays` layout).
+    """
+    if postprocess not in ("topdown", "bottomup"):
+        raise ConfigError(f"postprocess must be 'topdown' or 'bottomup', got {postprocess!r}")
+    _check_units(units_mode)
+    manifest: dict[str, Any] = {}
+    est = _estimate_measurements(
+        persons,
+        units,
+        inv,
+        hierarchy,
+        postprocess=postprocess,
+        units_mode=units_mode,
+        method=method,
+        executor=executor,
+        progress=None,
+        timings={},
+        manifest=manifest,
+    )
+    pl94_hist, units_hist = _release_histograms(est, inv, persons.schema, manifest)
+    return table_arrays(pl94_hist, units_hist, hierarchy)
 
 
 def _occupied(est: _Estimated, inv: Invariants, manifest: dict[str, Any]) -> np.ndarray:
@@ -631,10 +728,7 @@ def _write_outputs(
     manifest["units_released"] = write_mdf_units(
         hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
     )
-    pl94_hist = (
-        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
-    )
-    units_hist = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
     write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
     timings["write_release"] = time.perf_counter() - t
     say(progress, f"wrote {w.persons:,} MDF persons and the tables")

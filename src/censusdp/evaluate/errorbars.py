@@ -1,0 +1,447 @@
+"""Expected errors of a release from what it publishes (``censusdp evaluate --release RUN``).
+
+A user who holds only a release (no confidential data) can still say how far off its
+counts are expected to be, because the noise law is public (Gong 2022, *Transparent
+Privacy is Principled Privacy*): the NMF states every measurement's variance and the
+manifest the whole measurement plan. :func:`expected_errors` reports, per geolevel and
+per table (total population, P1-P5, H1, every line of a table at every geounit, the
+definitions of ``censusdp evaluate``):
+
+* **raw noisy measurements** (closed form): the error of the best single-query direct
+  estimate of each line, ``sd = sqrt(r v)`` for a line made of ``r`` answer rows of a
+  query of noise variance ``v`` (:func:`censusdp.infer.gls.direct_sd`);
+* **GLS estimates** (closed form, :mod:`censusdp.infer`): the exact standard deviation of
+  the best linear unbiased estimate of every line at every geounit; its expected RMSE
+  is ``sqrt(mean sd^2)``, its expected MAE ``sqrt(2/pi) mean sd`` (the GLS error is a
+  sum of many independent noises, so normal; for a single discrete Gaussian of variance
+  above 1 the normal value of ``E|e|`` is exact to a fraction of a percent), and its
+  intervals have half-width ``z sd``;
+* **released counts** (simulation): TopDown is not linear (non-negativity, rounding), so
+  its errors are simulated from the public noise law. A plausible truth is the release
+  itself (an integer, non-negative histogram that satisfies every invariant): it is
+  measured again with the release's own plan and mechanism (``K`` independent seeded
+  draws), the measurements are post-processed again exactly as the release was
+  (:func:`censusdp.release.pipeline.estimate_tables`), and the re-estimated tables are
+  compared with the plausible truth. Reported: mean over the ``K`` simulations of the
+  MAE (and each simulation's), RMSE and bias, their Monte Carlo standard errors (sd over simulations /
+  sqrt(K)), the sd of one release's MAE (how much a single release's realised MAE
+  varies around its expectation), and pooled quantiles of the error (``interval90`` =
+  ``[q05, q95]`` of the signed error; ``abs_q50``, ``abs_q90``, ``abs_q95`` of its size).
+
+The simulation answers "how wrong would this release be if the truth looked like it";
+``docs/evaluation.md`` checks on generated states that it agrees with the errors
+measured against the truth.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.schema import get_schema
+from censusdp.errors import InputError, SchemaError
+from censusdp.evaluate.summary import typical_errors
+from censusdp.evaluate.trials import integer_quantiles
+from censusdp.execution import make_executor
+from censusdp.infer.gls import Z90, Z95
+from censusdp.infer.release import release_gls
+from censusdp.io.atomic import strict_json
+from censusdp.io.invariants import read_invariants
+from censusdp.io.mdf import read_mdf_histograms
+from censusdp.privacy.randomness import RandomSource
+from censusdp.progress import say
+from censusdp.release.manifest import read_manifest, recorded_budgets
+from censusdp.release.measure import measure
+from censusdp.release.pipeline import estimate_tables
+from censusdp.release.validate import require_valid
+from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.version import __version__
+
+__all__ = [
+    "DEFAULT_SIMULATIONS",
+    "MEASURES",
+    "ErrorPool",
+    "expected_errors",
+    "gls_expected_errors",
+    "simulate_release_errors",
+]
+
+DEFAULT_SIMULATIONS = 10
+"""Simulations of the release mechanism by default (each is one TopDown estimation)."""
+
+MEASURES: tuple[str, ...] = ("total_population", *TABLE_NAMES)
+"""What errors are reported for: total population and every table (all its lines)."""
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+"""``E|Z| / sd`` for a normal error ``Z`` of mean 0."""
+
+
+def _measure_arrays(
+    tables: dict[str, list[np.ndarray]], measure_name: str, level: int
+) -> np.ndarray:
+    if measure_name == "total_population":
+        return tables["P1"][level][:, :1]
+    return tables[measure_name][level]
+
+
+class ErrorPool:
+    """Errors of ``K`` simulated releases against one plausible truth, per measure and level.
+
+    For each ``(measure, level)`` it keeps the per-simulation MAE, MSE and bias (for the
+    Monte Carlo error) and an exact integer histogram of the signed errors pooled over
+    simulations (for quantiles); for total population also the pooled (truth, released)
+    pairs of every level, for the typical error by size of place.
+    """
+
+    def __init__(self, levels: tuple[str, ...]) -> None:
+        self.levels = levels
+        self._per_sim: dict[tuple[str, str], list[tuple[float, float, float, int]]] = {}
+        self._hist: dict[tuple[str, str], dict[int, int]] = {}
+        self._pairs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+    def add(
+        self, truth: dict[str, list[np.ndarray]], released: dict[str, list[np.ndarray]]
+    ) -> None:
+        """Add one simulated release (tables in :func:`censusdp.tables.table_arrays` layout)."""
+        for mname in MEASURES:
+            for li, lname in enumerate(self.levels):
+                t = _measure_arrays(truth, mname, li).astype(np.int64)
+                r = _measure_arrays(released, mname, li).astype(np.int64)
+                e = (r - t).ravel()
+                n = e.size
+                if n == 0:
+                    continue
+                self._per_sim.setdefault((mname, lname), []).append(
+                    (
+                        float(np.abs(e).mean()),
+                        float((e.astype(np.float64) ** 2).mean()),
+                        float(e.mean()),
+                        n,
+                    )
+                )
+                vals, cnts = np.unique(e, return_counts=True)
+                slot = self._hist.setdefault((mname, lname), {})
+                for v, c in zip(vals.tolist(), cnts.tolist(), strict=True):
+                    slot[v] = slot.get(v, 0) + c
+                if mname == "total_population":
+                    tp, rp = self._pairs.setdefault(lname, ([], []))
+                    tp.append(t.ravel())
+                    rp.append(r.ravel())
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """``{measure: {level: record}}`` (see the module docstring for the fields)."""
+        out: dict[str, dict[str, Any]] = {}
+        for (mname, lname), sims in self._per_sim.items():
+            arr = np.asarray([s[:3] for s in sims], dtype=np.float64)
+            k = arr.shape[0]
+            mae, mse, bias = arr.mean(axis=0)
+            sd = arr.std(axis=0, ddof=1) if k > 1 else np.full(3, math.nan)
+            rmse = math.sqrt(mse)
+            hist = self._hist[(mname, lname)]
+            v = np.fromiter(hist.keys(), dtype=np.int64, count=len(hist))
+            c = np.fromiter(hist.values(), dtype=np.int64, count=len(hist))
+            q05, q50, q95 = integer_quantiles(v, c, (0.05, 0.5, 0.95))
+            av, ainv = np.unique(np.abs(v), return_inverse=True)
+            ac = np.bincount(ainv, weights=c).astype(np.int64)
+            a50, a90, a95 = integer_quantiles(av, ac, (0.5, 0.9, 0.95))
+            out.setdefault(mname, {})[lname] = {
+                "counts_per_simulation": sims[0][3],
+                "mae": float(mae),
+                "mae_per_simulation": [float(x) for x in arr[:, 0]],
+                "mae_mc_se": float(sd[0] / math.sqrt(k)),
+                "mae_sd_one_release": float(sd[0]),
+                "rmse": rmse,
+                "rmse_mc_se": float(sd[1] / math.sqrt(k) / (2 * rmse)) if rmse > 0 else 0.0,
+                "bias": float(bias),
+                "bias_mc_se": float(sd[2] / math.sqrt(k)),
+                "median_error": q50,
+                "interval90": [q05, q95],
+                "abs_q50": a50,
+                "abs_q90": a90,
+                "abs_q95": a95,
+            }
+        return out
+
+    def by_size(self) -> dict[str, list[dict[str, Any]]]:
+        """Typical error of total population by the plausible truth's size, per level."""
+        return {
+            lname: typical_errors(np.concatenate(tp), np.concatenate(rp))
+            for lname, (tp, rp) in self._pairs.items()
+        }
+
+
+def _seeds(seed: int, simulations: int) -> list[int]:
+    return [
+        int(s) for s in np.random.SeedSequence(seed).generate_state(simulations, dtype=np.uint32)
+    ]
+
+
+def simulate_release_errors(
+    run_dir: str | Path,
+    *,
+    simulations: int = DEFAULT_SIMULATIONS,
+    seed: int = 0,
+    workers: int = 1,
+    executor: str = "auto",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Expected errors of the released (post-processed) counts, by simulation.
+
+    The plausible truth is the release itself (its MDF); see the module docstring.
+
+    Args:
+        run_dir: a release directory.
+        simulations: ``K``, the number of simulated releases (at least 2 for a Monte
+            Carlo error).
+        seed: master seed; simulation ``k`` uses the ``k``-th integer drawn from
+            ``SeedSequence(seed)``.
+        workers, executor: where TopDown's tasks run.
+        progress: one line per simulation.
+
+    Returns:
+        ``{"method", "plausible_truth", "simulations", "seed", "seeds", "by_level":
+        {measure: {level: record}}, "by_size": {level: [...]}}``.
+
+    Raises:
+        InputError: for a release without a recorded budget or MDF.
+    """
+    if simulations < 1:
+        raise InputError(f"--simulations must be at least 1, got {simulations}")
+    run = Path(run_dir)
+    manifest = read_manifest(run)
+    budget, units_budget = recorded_budgets(manifest, str(run / "manifest.json"))
+    postprocess = str(manifest.get("postprocess") or "topdown")
+    if postprocess not in ("topdown", "bottomup"):
+        raise InputError(
+            f"{run / 'manifest.json'}: postprocess {postprocess!r} published no estimate to "
+            "simulate (only noisy measurements)"
+        )
+    units_mode = str(manifest.get("units_estimation") or "consistent")
+    hierarchy, inv = read_invariants(run, GeoLevels.from_pairs(list(budget.geolevels)))
+    schema = get_schema(budget.schema)
+    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
+        if not (run / name).is_file():
+            raise InputError(f"{run / name}: missing file (the release's counts are simulated)")
+    person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
+    truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)
+    person_levels = hierarchy.aggregate(person_hist)
+    unit_levels = (
+        hierarchy.aggregate(sp.csr_matrix(unit_hist[:, :2])) if units_budget is not None else None
+    )
+    del person_hist, pl94_hist
+    plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
+    uplan = (
+        [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()]
+        if units_budget is not None
+        else None
+    )
+    pool = ErrorPool(hierarchy.geolevels.names)
+    seeds = _seeds(seed, simulations)
+    ex = make_executor(workers, kind=executor)
+    t0 = time.perf_counter()
+    try:
+        for k, s in enumerate(seeds):
+            source = RandomSource.seeded(s)
+            ms = measure(person_levels, hierarchy, schema, plan, source.child("persons"))
+            ums = None
+            if unit_levels is not None and uplan is not None:
+                ums = measure(
+                    unit_levels, hierarchy, get_schema("units"), uplan, source.child("units")
+                )
+            tables = estimate_tables(
+                ms,
+                ums,
+                inv,
+                hierarchy,
+                postprocess=postprocess,
+                units_mode=units_mode,
+                executor=ex,
+            )
+            pool.add(truth_tables, tables)
+            say(progress, f"simulated release {k + 1}/{simulations} (seed {s})")
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    return {
+        "method": (
+            "simulation: the release's own measurement plan and noise law applied to a "
+            "plausible truth, then the release's post-processing re-run"
+        ),
+        "plausible_truth": "the release itself (its MDF and tables)",
+        "postprocess": postprocess,
+        "simulations": simulations,
+        "seed": seed,
+        "seeds": seeds,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "by_level": pool.summary(),
+        "by_size": pool.by_size(),
+    }
+
+
+def _table_of_line(line: str) -> str:
+    return "total_population" if line == "total" else line.split("_", 1)[0]
+
+
+def gls_expected_errors(
+    run_dir: str | Path,
+    *,
+    workers: int = 1,
+    executor: str = "auto",
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Closed-form expected errors of the GLS estimates and of the raw measurements.
+
+    Per geolevel and measure (all lines of a table at every geounit): for GLS,
+    ``rmse = sqrt(mean sd^2)``, ``mae = sqrt(2/pi) mean sd``, ``mean_sd``, and the mean
+    half-widths ``z sd`` of the 90% and 95% intervals; for the raw measurements, the
+    same from the best direct estimate of each line, over the lines some query
+    resolves (``lines_measured`` of ``lines``).
+
+    Returns:
+        ``{"available": True, "gls": {...}, "raw": {...}}``, or ``{"available": False,
+        "reason": ...}`` for a release GLS does not cover (dhc-lite).
+    """
+    ex = make_executor(workers, kind=executor)
+    try:
+        try:
+            gls = release_gls(run_dir, executor=ex, progress=progress)
+        except SchemaError as exc:
+            return {"available": False, "reason": str(exc)}
+        names = gls.hierarchy.geolevels.names
+        groups: dict[str, np.ndarray] = {}
+        for i, line in enumerate(gls.lines):
+            groups.setdefault(_table_of_line(line), []).append(i)  # type: ignore[arg-type]
+        idx = {m: np.asarray(v) for m, v in groups.items()}
+        acc: dict[tuple[str, str], list[float]] = {}
+        for res in gls.chunks:
+            lname = names[res.level]
+            for m, cols in idx.items():
+                sd = res.sd[:, cols]
+                slot = acc.setdefault((m, lname), [0.0, 0.0, 0.0])
+                slot[0] += float((sd * sd).sum())
+                slot[1] += float(sd.sum())
+                slot[2] += sd.size
+    finally:
+        close = getattr(ex, "close", None)
+        if close is not None:
+            close()
+    out_gls: dict[str, dict[str, Any]] = {}
+    for (m, lname), (ss, s, n) in acc.items():
+        mean_sd = s / n
+        out_gls.setdefault(m, {})[lname] = {
+            "rmse": math.sqrt(ss / n),
+            "mae": SQRT_2_OVER_PI * mean_sd,
+            "mean_sd": mean_sd,
+            "ci90_halfwidth": Z90 * mean_sd,
+            "ci95_halfwidth": Z95 * mean_sd,
+            "counts": int(n),
+        }
+    out_raw: dict[str, dict[str, Any]] = {}
+    for level, dsd in gls.direct.items():
+        lname = names[level]
+        for m, cols in idx.items():
+            d = dsd[cols]
+            fin = d[np.isfinite(d)]
+            rec: dict[str, Any] = {"lines": int(d.size), "lines_measured": int(fin.size)}
+            if fin.size:
+                rec.update(
+                    rmse=float(np.sqrt((fin * fin).mean())),
+                    mae=SQRT_2_OVER_PI * float(fin.mean()),
+                    mean_sd=float(fin.mean()),
+                )
+            out_raw.setdefault(m, {})[lname] = rec
+    return {
+        "available": True,
+        "gls": {
+            "method": (
+                "closed form: exact GLS standard deviations (censusdp infer); MAE = "
+                "sqrt(2/pi) sd (normal error), interval half-width z sd"
+            ),
+            "by_level": out_gls,
+        },
+        "raw": {
+            "method": (
+                "closed form: sd of the best single noisy measurement of each line, "
+                "sqrt(r v) from the NMF variances; lines no single query resolves are left out"
+            ),
+            "by_level": out_raw,
+        },
+    }
+
+
+def expected_errors(
+    run_dir: str | Path,
+    *,
+    simulations: int = DEFAULT_SIMULATIONS,
+    seed: int = 0,
+    workers: int = 1,
+    executor: str = "auto",
+    gls: bool = True,
+    html_path: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Expected errors of a release, from the release alone (no confidential data).
+
+    The release is first checked as ``censusdp validate`` would (a tampered release is
+    refused). Returns a JSON-ready dict: ``mode``, ``geolevels``, ``units`` (geounits
+    per level), ``release_manifest`` (its privacy parameters), ``released`` (simulation,
+    :func:`simulate_release_errors`), ``gls`` and ``raw`` (closed form,
+    :func:`gls_expected_errors`; ``gls.available`` false with a reason where GLS does
+    not apply) and ``seconds``. With ``html_path``, also the readable page
+    (:mod:`censusdp.evaluate.errorbars_report`).
+    """
+    t0 = time.perf_counter()
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise InputError(f"release directory {str(run)!r} does not exist")
+    require_valid(run, what="evaluate")
+    manifest = read_manifest(run)
+    geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
+    hierarchy: Hierarchy = read_invariants(run, geolevels)[0]
+    names = hierarchy.geolevels.names
+    say(progress, f"expected errors of {run}: {simulations} simulated releases")
+    released = simulate_release_errors(
+        run,
+        simulations=simulations,
+        seed=seed,
+        workers=workers,
+        executor=executor,
+        progress=progress,
+    )
+    result: dict[str, Any] = {
+        "mode": "expected errors from the release alone (no confidential data)",
+        "release": str(run.resolve()),
+        "package_version": __version__,
+        "geolevels": list(names),
+        "units": {n: hierarchy.n_units(i) for i, n in enumerate(names)},
+        "measures": list(MEASURES),
+        "release_manifest": {
+            k: manifest.get(k)
+            for k in ("schema", "postprocess", "mechanism", "rho", "epsilon", "delta", "seed")
+        },
+        "released": released,
+    }
+    if gls:
+        say(progress, "closed-form errors of the GLS estimates and raw measurements")
+        closed = gls_expected_errors(run, workers=workers, executor=executor)
+        if closed["available"]:
+            result["gls"] = {"available": True, **closed["gls"]}
+            result["raw"] = closed["raw"]
+        else:
+            result["gls"] = closed
+    result["seconds"] = round(time.perf_counter() - t0, 3)
+    result = strict_json(result)
+    if html_path is not None:
+        from censusdp.evaluate.errorbars_report import write_expected_report
+
+        write_expected_report(result, html_path, manifest)
+        say(progress, f"wrote {html_path}")
+    return result
