@@ -531,13 +531,20 @@ def _write_outputs(
     """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
     t = time.perf_counter()
     block_hist = est.persons.histograms[-1]
-    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
+    with MDFPersonWriter(
+        hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", schema
+    ) as w:
         for cols in iter_mdf_blocks(block_hist, schema):
             w.write(cols)
     manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
     manifest["units_released"] = write_mdf_units(
-        hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
+        hierarchy,
+        inv.housing_units,
+        occupied,
+        inv.gq_facilities,
+        out / "mdf_units.parquet",
+        out / "mdf_units.txt",
     )
     pl94_hist = (
         block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
