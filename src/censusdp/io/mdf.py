@@ -57,6 +57,7 @@ __all__ = [
     "iter_mdf_blocks",
     "iter_mdf_persons",
     "mdf_person_columns",
+    "mdf_unit_counts",
     "person_layout",
     "read_mdf_histograms",
     "read_mdf_persons",
@@ -608,6 +609,30 @@ def read_mdf_units(
     types = np.repeat(np.tile(np.arange(1, N_GQTYPES), inv_codes.size), inv_counts.ravel())
     gqtype[order] = types
     return {"geocode": geocode, "gqtype": gqtype, "occupied": is_gq | (status == 1)}
+
+
+def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
+    """Per block of ``hierarchy``: ``(blocks, 3)`` vacant units, occupied units, facilities.
+
+    Read from the units MDF alone (no facility types needed).
+
+    Raises:
+        InputError: for an unknown code or a record in a block not in ``hierarchy``.
+    """
+    table = _open_parquet(path).read()
+    _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
+    geocode = _geocodes(table, path)
+    rows = hierarchy.block_index(geocode)
+    if rows.size and rows.min() < 0:
+        bad = int(np.flatnonzero(rows < 0)[0])
+        raise InputError(
+            f"{path}: row {bad} is in block {geocode[bad]}, not a block of the release"
+        )
+    status = _decode(table, "HH_STATUS", ("0", "1", "2"), path)
+    kind = np.array([2, 1, 0])[status]  # columns: vacant, occupied, facility
+    out = np.zeros((hierarchy.blocks.size, 3), dtype=np.int64)
+    np.add.at(out, (rows, kind), 1)
+    return out
 
 
 def read_mdf_histograms(
