@@ -14,7 +14,8 @@ with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` 
   ``HH_STATUS`` 1 occupied or 2 vacant) and per occupied group-quarters facility (``RTYPE``
   4, ``HH_STATUS`` 0), ``SCHEMA_TYPE_CODE`` ``MUD`` (:data:`UNIT_COLUMNS`).
 
-Every code column is a string (production's Spark schema), ``EPNUM`` a 64-bit integer.
+Every code column is a string (production's Spark schema; dictionary-encoded in Parquet),
+``EPNUM`` a 64-bit integer.
 The units file carries no facility type (production's H1 layout has none); the reader
 types the facilities of each block from the published ``invariants.parquet``. The
 readers (:func:`read_mdf_persons`, :func:`iter_mdf_persons`, :func:`read_mdf_units`)
@@ -124,6 +125,7 @@ _GQTYPE_PL = tuple(str(g) for g in range(N_GQTYPES))  # "0" household, "1".."7" 
 _GQTYPE = ("000", "101", "201", "301", "401", "501", "601", "701")  # major type's first code
 _TWO = ("1", "2")  # VOTING_AGE, CENHISP: level 0 -> "1", level 1 -> "2"
 _CENRACE = tuple(f"{c:02d}" for c in range(1, 64))
+_QAGE = tuple(str(a) for a in range(MAX_AGE + 1))  # no padding (production's int(age))
 _NOT_SUPPORTED = {"RELSHIP": "99", "CITIZEN": "9", "LIVE_ALONE": "9"}
 _STRING = pa.string()
 
@@ -189,10 +191,10 @@ def iter_mdf_blocks(
 
 
 def _coded(indices: np.ndarray, codes: tuple[str, ...]) -> pa.Array:
-    """``codes[indices]`` as a plain string column (built through a dictionary)."""
+    """``codes[indices]`` as a dictionary-encoded string column (Parquet: a string column)."""
     return pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(indices, dtype=np.int32), pa.int32()), pa.array(codes, _STRING)
-    ).cast(_STRING)
+    )
 
 
 def _constant(value: str, n: int) -> pa.Array:
@@ -237,7 +239,7 @@ def _person_record_table(
         age = np.asarray(cols["age"], dtype=np.int64)
         data["GQTYPE"] = _coded(hhgq, _GQTYPE)
         data["QSEX"] = _coded(np.asarray(cols["sex"], dtype=np.int64) - 1, _TWO)
-        data["QAGE"] = pc.cast(pa.array(age, pa.int64()), _STRING)
+        data["QAGE"] = _coded(age, _QAGE)
         for name, value in _NOT_SUPPORTED.items():
             data[name] = _constant(value, n)
     return pa.table({c: data[c] for c in layout})
@@ -427,40 +429,80 @@ def write_mdf_records(
 # -- decoding ---------------------------------------------------------------------------
 
 
+def _column(table: pa.Table, name: str, path: object) -> pa.ChunkedArray:
+    if name not in table.column_names:
+        raise InputError(f"{path}: column {name!r} is missing (columns {table.column_names})")
+    return table.column(name)
+
+
+def _dictionary_chunks(col: pa.ChunkedArray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each chunk as (its distinct values as strings, every row's index into them; -1 null).
+
+    The files are written dictionary-encoded, so this reads only each chunk's small
+    dictionary as strings; a plain column is dictionary-encoded first.
+    """
+    for chunk in col.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            if not pa.types.is_string(chunk.type) and not pa.types.is_large_string(chunk.type):
+                chunk = pc.cast(chunk, _STRING)
+            chunk = pc.dictionary_encode(chunk)
+        values = chunk.dictionary
+        if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
+            values = pc.cast(values, _STRING)
+        idx = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        yield np.asarray(values.to_pylist(), dtype=object), idx
+
+
 def _decode(
     table: pa.Table, name: str, codes: tuple[str, ...], path: object, first_row: int = 0
 ) -> np.ndarray:
     """The index in ``codes`` of every value of column ``name``; an unknown code is an error."""
-    if name not in table.column_names:
-        raise InputError(f"{path}: column {name!r} is missing (columns {table.column_names})")
-    col = table.column(name)
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
-        col = pc.cast(col, _STRING)
-    idx = pc.index_in(col, value_set=pa.array(codes, _STRING))
-    out = np.asarray(idx.to_numpy(zero_copy_only=False))
-    if idx.null_count:
-        row = int(np.flatnonzero(pc.is_null(idx).to_numpy(zero_copy_only=False))[0])
-        raise InputError(
-            f"{path}: column {name!r} row {first_row + row} has value "
-            f"{col[row].as_py()!r}, not an MDF2020 code"
-        )
-    return out.astype(np.int64)
+    lookup = {c: i for i, c in enumerate(codes)}
+    parts = []
+    start = first_row
+    for values, idx in _dictionary_chunks(_column(table, name, path)):
+        mapped = np.asarray([lookup.get(v, -1) for v in values], dtype=np.int64)
+        out = np.append(mapped, -1)[idx]  # index -1 (a null) maps to -1 too
+        if out.size and out.min() < 0:
+            row = int(np.flatnonzero(out < 0)[0])
+            value = values[idx[row]] if idx[row] >= 0 else None
+            raise InputError(
+                f"{path}: column {name!r} row {start + row} has value {value!r}, "
+                "not an MDF2020 code"
+            )
+        parts.append(out)
+        start += idx.size
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def _geocodes(table: pa.Table, path: object) -> np.ndarray:
-    for c in GEO_COLUMNS:
-        if c not in table.column_names:
-            raise InputError(f"{path}: column {c!r} is missing (columns {table.column_names})")
+    """The 16-character block geocode of every row, from the five geography columns.
+
+    Per chunk the rows' dictionary indices are packed into one integer key; only the
+    distinct keys (one per block) are joined into strings.
+    """
+    cols = [_column(table, c, path) for c in GEO_COLUMNS]
+    if len({tuple(len(k) for k in c.chunks) for c in cols}) > 1:  # chunks not aligned
+        cols = [pa.chunked_array([pc.cast(c, _STRING).combine_chunks()]) for c in cols]
     parts = []
-    for c in GEO_COLUMNS:
-        col = table.column(c)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        parts.append(pc.replace_substring(col, "X", ""))
-    joined = pc.binary_join_element_wise(*parts, "")
-    return np.asarray(joined.to_numpy(zero_copy_only=False)).astype("U16")
+    per_column = [list(_dictionary_chunks(c)) for c in cols]
+    for chunk in zip(*per_column, strict=True):
+        key = np.zeros(chunk[0][1].size, dtype=np.int64)
+        for values, idx in chunk:
+            if idx.size and idx.min() < 0:
+                raise InputError(f"{path}: a geography column has an empty value")
+            key = key * (values.size + 1) + idx
+        uniq, inverse = np.unique(key, return_inverse=True)
+        pieces = []
+        rest = uniq.copy()
+        for values, _ in reversed(chunk):
+            pieces.append(values[rest % (values.size + 1)])
+            rest //= values.size + 1
+        codes = ["".join(p).replace("X", "") for p in zip(*reversed(pieces), strict=True)]
+        parts.append(
+            np.asarray(codes, dtype="U16")[inverse.ravel()] if codes else np.zeros(0, "U16")
+        )
+    return np.concatenate(parts) if parts else np.zeros(0, dtype="U16")
 
 
 def _check_constant(table: pa.Table, name: str, value: str, path: object, first_row: int) -> None:
@@ -477,8 +519,7 @@ def _decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[s
     else:
         out["hhgq"] = _decode(table, "GQTYPE", _GQTYPE, path, first_row)
         out["sex"] = _decode(table, "QSEX", _TWO, path, first_row) + 1
-        ages = tuple(str(a) for a in range(MAX_AGE + 1))
-        out["age"] = _decode(table, "QAGE", ages, path, first_row)
+        out["age"] = _decode(table, "QAGE", _QAGE, path, first_row)
         out["votingage"] = (out["age"] >= 18).astype(np.int64)
     out["hispanic"] = _decode(table, "CENHISP", _TWO, path, first_row)
     out["cenrace"] = _decode(table, "CENRACE", _CENRACE, path, first_row) + 1
