@@ -5,8 +5,9 @@ On a generated state's persons (their ``pl94`` block histogram, as a release wri
 * ``write_production``: :class:`censusdp.io.mdf.MDFPersonWriter` (Parquet + text, string
   codes, ``EPNUM``), and ``read_production``: :func:`censusdp.io.mdf.iter_mdf_persons`
   decoded back to a block histogram;
-* ``write_integer`` / ``read_integer``: the layout censusdp wrote before (``geocode`` and
-  one int64 column per attribute, Parquet only), done here inline as the baseline.
+* ``write_integer`` / ``read_integer``: what censusdp wrote before (Parquet with ``geocode``
+  and one int64 column per attribute, plus the former 11-column text file), done here
+  inline as the baseline.
 
 It prints one JSON document with the seconds of each, their ratios and the file sizes,
 and checks that both read back to the same histogram.
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
@@ -68,17 +71,47 @@ def main() -> None:
                     w.write(cols)
             return w.persons
 
+        geo_parts = {"st": (0, 2), "cou": (2, 5), "tract": (5, 11), "bg": (11, 12), "blk": (12, 16)}
+        geo_dict = {
+            k: pa.array(np.array([b[a:z] for b in h.blocks], dtype=object), pa.string())
+            for k, (a, z) in geo_parts.items()
+        }
+
         def write_integer():
+            """The former writer: integer Parquet plus the former 11-column text file."""
             writer = None
-            for cols in iter_mdf_blocks(hist, schema):
-                geo = dictionary_strings(cols["block"].astype(np.int32), h.blocks).cast(pa.string())
-                table = pa.table(
-                    {"geocode": geo}
-                    | {c: pa.array(cols[c], pa.int64()) for c in schema.mdf_columns(np.zeros(0))}
-                )
-                if writer is None:
-                    writer = pq.ParquetWriter(d / "i.parquet", table.schema, compression="zstd")
-                writer.write_table(table, row_group_size=1 << 20)
+            first = 0
+            with open(d / "i.txt", "wb") as txt:
+                for k, cols in enumerate(iter_mdf_blocks(hist, schema)):
+                    idx = cols["block"].astype(np.int32)
+                    geo = dictionary_strings(idx, h.blocks).cast(pa.string())
+                    names = schema.mdf_columns(np.zeros(0))
+                    table = pa.table(
+                        {"geocode": geo} | {c: pa.array(cols[c], pa.int64()) for c in names}
+                    )
+                    if writer is None:
+                        writer = pq.ParquetWriter(d / "i.parquet", table.schema, compression="zstd")
+                    writer.write_table(table, row_group_size=1 << 20)
+                    n = idx.size
+                    text = {
+                        g: pa.DictionaryArray.from_arrays(pa.array(idx), v).cast(pa.string())
+                        for g, v in geo_dict.items()
+                    }
+                    text["EPNUM"] = pa.array(np.arange(first + 1, first + n + 1))
+                    text["RTYPE"] = pa.array(np.where(cols["hhgq"] == 0, 3, 5))
+                    text["GQTYPE_PL"] = pa.array(cols["hhgq"])
+                    text["VOTING_AGE"] = pa.array(cols["votingage"] + 1)
+                    text["CENHISP"] = pa.array(cols["hispanic"] + 1)
+                    cenrace = pa.array(cols["cenrace"]).cast(pa.string())
+                    text["CENRACE"] = pc.utf8_lpad(cenrace, width=2, padding="0")
+                    pacsv.write_csv(
+                        pa.table(text),
+                        txt,
+                        write_options=pacsv.WriteOptions(
+                            delimiter="|", quoting_style="none", include_header=k == 0
+                        ),
+                    )
+                    first += n
             writer.close()
 
         def read_production():
@@ -108,7 +141,7 @@ def main() -> None:
             "persons": int(persons),
             "seconds": {
                 "write_production_parquet_and_text": round(t_wp, 3),
-                "write_integer_parquet": round(t_wi, 3),
+                "write_integer_parquet_and_former_text": round(t_wi, 3),
                 "read_production": round(t_rp, 3),
                 "read_integer": round(t_ri, 3),
             },
@@ -118,6 +151,7 @@ def main() -> None:
                 "production_parquet": round((d / "p.parquet").stat().st_size / 2**20, 2),
                 "production_text": round((d / "p.txt").stat().st_size / 2**20, 2),
                 "integer_parquet": round((d / "i.parquet").stat().st_size / 2**20, 2),
+                "former_text": round((d / "i.txt").stat().st_size / 2**20, 2),
             },
             "both_read_back_exactly": bool(same),
         }
