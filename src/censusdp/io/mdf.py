@@ -201,21 +201,28 @@ def _constant(value: str, n: int) -> pa.Array:
     return _coded(np.zeros(n, dtype=np.int32), (value,))
 
 
-def _geo_dictionaries(hierarchy: Hierarchy) -> dict[str, tuple[str, ...]]:
-    """Per geography column, its code for every block (``X``-padded as production does)."""
+def _geo_dictionaries(hierarchy: Hierarchy) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
+    """Per geography column: each block's index into the column's distinct codes, and them.
+
+    Codes are ``X``-padded as production's ``format_geocode`` does for a short geocode.
+    """
     out = {}
     for k, (a, z) in _GEO_PARTS.items():
-        out[k] = tuple(b[a:z].ljust(z - a, "X") for b in hierarchy.blocks)
+        parts = np.asarray([b[a:z].ljust(z - a, "X") for b in hierarchy.blocks], dtype=object)
+        values, index = np.unique(parts.astype(str), return_inverse=True)
+        out[k] = (index.ravel().astype(np.int32), tuple(str(v) for v in values))
     return out
 
 
-def _geo(block: np.ndarray, geo: Mapping[str, tuple[str, ...]]) -> dict[str, pa.Array]:
-    return {k: _coded(block, v) for k, v in geo.items()}
+def _geo(
+    block: np.ndarray, geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]]
+) -> dict[str, pa.Array]:
+    return {k: _coded(index[block], values) for k, (index, values) in geo.items()}
 
 
 def _person_record_table(
     cols: Mapping[str, np.ndarray],
-    geo: Mapping[str, tuple[str, ...]],
+    geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]],
     first: int,
     layout: tuple[str, ...],
 ) -> pa.Table:
@@ -246,7 +253,7 @@ def _person_record_table(
 
 
 def _unit_record_table(
-    block: np.ndarray, status: np.ndarray, geo: Mapping[str, tuple[str, ...]]
+    block: np.ndarray, status: np.ndarray, geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]]
 ) -> pa.Table:
     """Units in production's H1 layout; ``status`` 0 GQ facility, 1 occupied, 2 vacant."""
     n = block.size
@@ -307,7 +314,8 @@ class MDFPersonWriter(StreamingWriter):
         table = _person_record_table(cols, self._geo, self.persons, self.layout)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self._pq_tmp, table.schema, compression="zstd")
-        self._writer.write_table(table, row_group_size=1 << 20)
+        if table.num_rows:  # an empty dictionary chunk would write undefined statistics bytes
+            self._writer.write_table(table, row_group_size=1 << 20)
         if self._txt is not None:
             _write_text_chunk(table, self._txt, header=self._header)
         self._header = False
@@ -385,7 +393,9 @@ def write_mdf_units(
     table = _unit_record_table(block, status, _geo_dictionaries(hierarchy))
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(path))
-        pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
+        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+            if table.num_rows:  # no row group at all for no units (deterministic bytes)
+                writer.write_table(table, row_group_size=1 << 20)
         if text_path is not None:
             txt = stack.enter_context(atomic_path(text_path))
             with open(txt, "wb") as f:
