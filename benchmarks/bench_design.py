@@ -278,9 +278,9 @@ def bench_topdown(state: str, scale: float, seeds: list[int], workdir: Path) -> 
             t = time.perf_counter()
             run_release(cef, out, budget=budget, units_budget=None, seed=seed, workers=1)
             secs.append(time.perf_counter() - t)
-            mdf = _read(
-                out / "mdf_persons.parquet", ["geocode", "hhgq", "votingage", "hispanic", "cenrace"]
-            )
+            from censusdp.io.mdf import read_mdf_persons
+
+            mdf = read_mdf_persons(out / "mdf_persons.parquet")
             cells = _cells(mdf, schema)
             for lv, ln in levels.items():
                 t_codes, t_ans = truth_by_level[lv]

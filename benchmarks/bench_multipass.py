@@ -146,8 +146,9 @@ def bench_seed(
     out["estimate_time_ratio_production_over_single"] = round(
         out["estimate_seconds_production"] / out["estimate_seconds_single"], 3
     )
-    released = pq.read_table(run / "mdf_persons.parquet", columns=["geocode"]).column("geocode")
-    rel_blocks = np.asarray(released.to_numpy(zero_copy_only=False)).astype("U16")
+    from censusdp.io.mdf import read_mdf_persons
+
+    rel_blocks = read_mdf_persons(run / "mdf_persons.parquet")["geocode"]
     rel_pop = np.bincount(
         np.searchsorted(hierarchy.blocks, rel_blocks), minlength=hierarchy.blocks.size
     )

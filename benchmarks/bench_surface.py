@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
-from censusdp.io.columns import read_columns
+from censusdp.io.mdf import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf import decode_cells, nmf_geolevels, read_geolevel
 from censusdp.tables import identifier_columns, tabulate_histograms
 
@@ -71,8 +71,8 @@ def bench_nmf(path: Path) -> dict:
 
 
 def bench_identifiers(run: Path) -> dict:
-    persons = read_columns(run / "mdf_persons.parquet")
-    units = read_columns(run / "mdf_units.parquet")
+    persons = read_mdf_persons(run / "mdf_persons.parquet")
+    units = read_mdf_units(run / "mdf_units.parquet")
     h = Hierarchy.from_blocks(np.concatenate([persons["geocode"], units["geocode"]]))
     ph, uh = person_histogram(pl94_view(persons), h), unit_histogram(units, h)
     _, t_tab, _ = _timed(lambda: tabulate_histograms(ph, uh, h))

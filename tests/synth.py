@@ -88,3 +88,21 @@ def write_cef(directory: Path, persons: dict, units: dict) -> Path:
     pq.write_table(table(persons), directory / "persons.parquet")
     pq.write_table(table(units), directory / "units.parquet")
     return directory
+
+
+def write_record_release(directory, persons, units, hierarchy, schema="pl94") -> None:
+    """Write records as a release's MDF files (production layout) and its invariants.
+
+    For tests that fake a release from perturbed records: ``persons`` carry ``geocode``
+    and the schema's columns (``age`` or ``votingage``, ...), ``units`` ``geocode``,
+    ``gqtype`` and ``occupied`` (or ``None``: no units files).
+    """
+    from censusdp.data.invariants import compute_invariants
+    from censusdp.io.mdf import write_mdf_records
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    write_mdf_records(d, persons, units, hierarchy, schema)
+    if units is not None:
+        inv = compute_invariants(persons, units, hierarchy)
+        pq.write_table(inv.to_table(), d / "invariants.parquet")

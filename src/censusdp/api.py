@@ -70,13 +70,19 @@ class Release:
         return cls(Path(path), read_manifest(path))
 
     def mdf_persons(self) -> pa.Table:
-        """The released persons (``mdf_persons.parquet``)."""
+        """The released persons (``mdf_persons.parquet``, production's MDF2020 layout).
+
+        ``censusdp.io.mdf.read_mdf_persons`` decodes them to censusdp's columns.
+        """
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path / "mdf_persons.parquet")
 
     def mdf_units(self) -> pa.Table:
-        """The released units (``mdf_units.parquet``)."""
+        """The released units (``mdf_units.parquet``, production's ``MUD`` layout).
+
+        ``censusdp.io.mdf.read_mdf_units`` decodes them (facility types from the invariants).
+        """
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path / "mdf_units.parquet")

@@ -8,17 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from censusdp.attacks.dhc.sweep import attack_sweep, marginals_reconstruction
 from censusdp.cli import main
+from censusdp.data.geography import Hierarchy
 from censusdp.errors import ConfigError
 from censusdp.generate import generate_state
-from censusdp.io.atomic import write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.privacy import accounting
+from synth import write_record_release
 
 
 @pytest.fixture(scope="module")
@@ -39,22 +39,10 @@ def fake_dp(input_dir, out_dir, *, budget, seed, workers, progress):
     q = min(1.0, 1.0 / eps)
     age = np.where(rng.random(n) < q, np.clip(p["age"] + rng.integers(-5, 6, n), 0, 115), p["age"])
     race = np.where(rng.random(n) < q, rng.integers(1, 7, n), p["cenrace"])
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_parquet(
-        pa.table(
-            {
-                "geocode": pa.array(np.asarray(p["geocode"]).astype(object), pa.string()),
-                "hhgq": p["hhgq"],
-                "votingage": (age >= 18).astype(np.int64),
-                "hispanic": p["hispanic"],
-                "cenrace": race,
-                "sex": p["sex"],
-                "age": age,
-            }
-        ),
-        out / "mdf_persons.parquet",
-    )
+    geocode = np.asarray(p["geocode"]).astype("U16")
+    persons = {"geocode": geocode, "hhgq": p["hhgq"], "sex": p["sex"], "age": age}
+    persons.update(hispanic=p["hispanic"], cenrace=race)
+    write_record_release(out_dir, persons, None, Hierarchy.from_blocks(geocode), "dhc-lite")
     return {}
 
 
@@ -194,18 +182,10 @@ def test_cli_reconstruct_and_reid(truth_dir, tmp_path, capsys):
         assert (reid / f).is_file()
     # a pl94-only release cannot be attacked: one clear line, exit code 1 (a data error)
     pl = tmp_path / "pl"
-    pl.mkdir()
-    pq.write_table(
-        pa.table(
-            {
-                "geocode": ["5000100010011000"],
-                "hhgq": [0],
-                "votingage": [1],
-                "hispanic": [0],
-                "cenrace": [1],
-            }
-        ),
-        pl / "mdf_persons.parquet",
+    geocode = np.asarray(["5000100010011000"])
+    persons = {"geocode": geocode, "hhgq": [0], "votingage": [1], "hispanic": [0], "cenrace": [1]}
+    write_record_release(
+        pl, {k: np.asarray(v) for k, v in persons.items()}, None, Hierarchy.from_blocks(geocode)
     )
     assert (
         main(

@@ -18,6 +18,7 @@ import pytest
 from censusdp.data.geography import Hierarchy
 from censusdp.io.tables import write_tables
 from censusdp.tables import tabulate
+from synth import write_record_release
 
 
 def make_truth(directory: Path, seed: int = 0, n_counties: int = 3) -> dict[str, np.ndarray]:
@@ -131,9 +132,8 @@ def make_release(
     occ[hu] = rng.random(int(hu.sum())) < 0.85
     units = {"geocode": u["geocode"][ukeep], "gqtype": u["gqtype"][ukeep], "occupied": occ[ukeep]}
     directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(persons), directory / "mdf_persons.parquet")
-    pq.write_table(pa.table(units), directory / "mdf_units.parquet")
     h = Hierarchy.from_blocks(np.concatenate([p["geocode"], u["geocode"]]))
+    write_record_release(directory, persons, units, h)
     write_tables(tabulate(persons, units, h), directory / "tables")
     manifest = {
         "schema": "pl94",

@@ -43,6 +43,31 @@ def _read(path):
     return pq.read_table(path).to_pydict()
 
 
+_GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
+
+
+def _mdf_persons(path):
+    """The released persons decoded by hand from the production MDF codes."""
+    t = _read(path)
+    return {
+        "geocode": ["".join(p) for p in zip(*(t[c] for c in _GEO), strict=True)],
+        "hhgq": [int(v) for v in t["GQTYPE_PL"]],
+        "votingage": [int(v) - 1 for v in t["VOTING_AGE"]],
+        "hispanic": [int(v) - 1 for v in t["CENHISP"]],
+        "cenrace": [int(v) for v in t["CENRACE"]],
+    }
+
+
+def _mdf_units(path):
+    """Released units decoded by hand: housing units (RTYPE 2) with occupancy (HH_STATUS 1)."""
+    t = _read(path)
+    return {
+        "geocode": ["".join(p) for p in zip(*(t[c] for c in _GEO), strict=True)],
+        "gqtype": [0 if r == "2" else -1 for r in t["RTYPE"]],  # facility types: invariants
+        "occupied": [s != "2" for s in t["HH_STATUS"]],
+    }
+
+
 def _population_by_level(geocodes, blocks_universe):
     out = {}
     for name, length in LEVELS:
@@ -57,7 +82,7 @@ def test_total_population_metrics_match_independent_recomputation(truth_release,
     result, out = evaluated
     tp = _read(truth_dir / "persons.parquet")["geocode"]
     tu = _read(truth_dir / "units.parquet")["geocode"]
-    rp = _read(release_dir / "mdf_persons.parquet")["geocode"]
+    rp = _mdf_persons(release_dir / "mdf_persons.parquet")["geocode"]
     universe = set(tp) | set(tu) | set(rp)
     t = _population_by_level(tp, universe)
     r = _population_by_level(rp, universe)
@@ -85,7 +110,7 @@ def test_detailed_and_race_hispanic_tvd_match_independent_recomputation(truth_re
     truth_dir, release_dir, _, _ = truth_release
     result, _ = evaluated
     tp = _read(truth_dir / "persons.parquet")
-    rp = _read(release_dir / "mdf_persons.parquet")
+    rp = _mdf_persons(release_dir / "mdf_persons.parquet")
     t_rows = list(
         zip(
             tp["geocode"],
@@ -112,10 +137,10 @@ def test_table_metrics_and_h1_pathology(truth_release, evaluated):
     truth_dir, release_dir, _, _ = truth_release
     result, _ = evaluated
     tu = _read(truth_dir / "units.parquet")
-    ru = _read(release_dir / "mdf_units.parquet")
+    ru = _mdf_units(release_dir / "mdf_units.parquet")
     universe = set(tu["geocode"]) | set(ru["geocode"])
     universe |= set(_read(truth_dir / "persons.parquet")["geocode"])
-    universe |= set(_read(release_dir / "mdf_persons.parquet")["geocode"])
+    universe |= set(_mdf_persons(release_dir / "mdf_persons.parquet")["geocode"])
     for name, length in (("County", 5), ("Block", 16)):
 
         def occ(units, length=length):

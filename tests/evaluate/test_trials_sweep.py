@@ -12,8 +12,6 @@ import csv
 import json
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from censusdp.cli import main
@@ -26,6 +24,7 @@ from censusdp.io.cef import read_cef
 from censusdp.io.tables import write_tables
 from censusdp.privacy.budget import load_preset
 from censusdp.tables import tabulate
+from synth import write_record_release
 
 
 def fake_run_release(input_dir, out_dir, *, budget, units_budget=None, seed=None, **_kw):
@@ -48,9 +47,8 @@ def fake_run_release(input_dir, out_dir, *, budget, units_budget=None, seed=None
     }
     units = {k: cef.units[k] for k in ("geocode", "gqtype", "occupied")}
     out_dir.mkdir(parents=True)
-    pq.write_table(pa.table(persons), out_dir / "mdf_persons.parquet")
-    pq.write_table(pa.table(units), out_dir / "mdf_units.parquet")
     h = Hierarchy.from_blocks(np.concatenate([p["geocode"], cef.units["geocode"]]))
+    write_record_release(out_dir, persons, units, h)
     write_tables(tabulate(persons, units, h), out_dir / "tables")
     manifest = {"persons": budget.to_dict(), "postprocess": "topdown", "seed": seed}
     (out_dir / "manifest.json").write_text(json.dumps(manifest))

@@ -242,11 +242,20 @@ def _set(t: pa.Table, col: str, i: int, value) -> pa.Table:
     return t.set_column(t.column_names.index(col), col, pa.array(v))
 
 
+def _drop_facility(t: pa.Table) -> pa.Table:
+    """The units MDF without its first group-quarters facility record (RTYPE 4)."""
+    rtype = t.column("RTYPE").to_pylist()
+    i = rtype.index("4")
+    return pa.concat_tables([t.slice(0, i), t.slice(i + 1)])
+
+
 TAMPER = {
     "nmf variance set to 0": ("noisy_measurements.parquet", lambda t: _set(t, "variance", 3, 0.0)),
     "nmf value changed": ("noisy_measurements.parquet", lambda t: _set(t, "value", 3, 999)),
     "nmf row dropped": ("noisy_measurements.parquet", lambda t: t.slice(1)),
     "mdf row dropped": ("mdf_persons.parquet", lambda t: t.slice(1)),
+    "mdf facility dropped": ("mdf_units.parquet", lambda t: _drop_facility(t)),
+    "mdf person recoded": ("mdf_persons.parquet", lambda t: _set(t, "VOTING_AGE", 0, "3")),
     "table cell changed": ("tables/P1.parquet", lambda t: _set(t, "P1_001N", 0, 1)),
 }
 

@@ -11,12 +11,11 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.io.mdf import (
-    MDF2020_COLUMNS,
+    PL94_PERSON_COLUMNS,
     MDFPersonWriter,
     iter_mdf_blocks,
     mdf_person_columns,
     write_mdf_persons,
-    write_mdf_text,
 )
 from synth import block_codes
 
@@ -33,7 +32,7 @@ def _histogram(counts_by_block: dict[int, dict[int, int]], n_blocks: int) -> sp.
 
 def _read_text(path) -> dict[str, list]:
     opts = pacsv.ParseOptions(delimiter="|")
-    conv = pacsv.ConvertOptions(column_types={c: "string" for c in MDF2020_COLUMNS})
+    conv = pacsv.ConvertOptions(column_types={c: "string" for c in PL94_PERSON_COLUMNS})
     return pacsv.read_csv(path, parse_options=opts, convert_options=conv).to_pydict()
 
 
@@ -41,12 +40,11 @@ def test_text_mdf_of_no_persons_is_a_header_only(tmp_path):
     h = Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, 2)))
     cols = mdf_person_columns(_histogram({}, 2), h, PL94)
     assert cols["block"].size == 0
-    write_mdf_text(cols, h, tmp_path / "p.txt")
+    assert write_mdf_persons(cols, h, tmp_path / "p.parquet", tmp_path / "p.txt") == 0
     text = _read_text(tmp_path / "p.txt")
-    assert list(text) == list(MDF2020_COLUMNS)
+    assert list(text) == list(PL94_PERSON_COLUMNS)
     assert all(v == [] for v in text.values())
     assert len((tmp_path / "p.txt").read_text().splitlines()) == 1
-    assert write_mdf_persons(cols, h, tmp_path / "p.parquet") == 0
     assert pq.read_table(tmp_path / "p.parquet").num_rows == 0
 
 
@@ -66,14 +64,17 @@ def test_chunked_writer_with_empty_blocks_equals_the_one_shot_files(tmp_path, pe
             w.write(c)
     assert w.persons == 6
     whole = mdf_person_columns(hist, h, PL94)
-    write_mdf_text(whole, h, tmp_path / "w.txt")
-    write_mdf_persons(whole, h, tmp_path / "w.parquet")
+    write_mdf_persons(whole, h, tmp_path / "w.parquet", tmp_path / "w.txt")
     assert (tmp_path / "c.txt").read_bytes() == (tmp_path / "w.txt").read_bytes()
-    assert pq.read_table(tmp_path / "c.parquet").equals(pq.read_table(tmp_path / "w.parquet"))
+    assert (
+        pq.read_table(tmp_path / "c.parquet").to_pydict()
+        == pq.read_table(tmp_path / "w.parquet").to_pydict()
+    )
     text = _read_text(tmp_path / "c.txt")
-    assert text["EPNUM"] == [str(i) for i in range(1, 7)]
+    assert text["EPNUM"] == [str(i) for i in range(6)]
     assert text["CENRACE"] == ["07", "07", "07", "63", "63", "63"]
     assert text["TABBLK"] == ["0002", "0002", "0002", "0002", "0002", "0002"]
+    assert set(text["SCHEMA_TYPE_CODE"]) == {"MPD"} and set(text["SCHEMA_BUILD_ID"]) == {"1.1.0"}
     assert text["TABBLKGRPCE"] == ["1", "1", "2", "2", "2", "2"]
     assert text["RTYPE"] == ["3", "3", "3", "5", "5", "5"]
     assert text["VOTING_AGE"] == ["2", "2", "2", "1", "1", "1"]
@@ -86,6 +87,6 @@ def test_writer_of_no_chunks_writes_empty_files(tmp_path):
         pass
     assert w.persons == 0
     text = _read_text(tmp_path / "e.txt")
-    assert list(text) == list(MDF2020_COLUMNS)
+    assert list(text) == list(PL94_PERSON_COLUMNS)
     assert len((tmp_path / "e.txt").read_text().splitlines()) == 1
     assert pq.read_table(tmp_path / "e.parquet").num_rows == 0

@@ -14,6 +14,7 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
+from censusdp.io.mdf import DHCP_PERSON_COLUMNS
 from censusdp.io.tables import read_tables
 from censusdp.protect import protect_swap
 from censusdp.tables import tables_to_arrays, tabulate
@@ -29,19 +30,12 @@ def truth(tmp_path_factory):
 def test_swap_release_layout_and_tables(truth, tmp_path):
     run = tmp_path / "run"
     m = protect_swap(truth, run, rate=0.1, seed=5, topcode=90, cef_out=tmp_path / "cef")
-    for f in ("mdf_persons.parquet", "mdf_units.parquet", "manifest.json"):
+    for f in ("mdf_persons.parquet", "mdf_units.parquet", "manifest.json", "mdf_units.txt"):
         assert (run / f).is_file()
     mdf = pq.read_table(run / "mdf_persons.parquet")
-    assert set(mdf.column_names) >= {
-        "geocode",
-        "hhgq",
-        "votingage",
-        "hispanic",
-        "cenrace",
-        "sex",
-        "age",
-    }
-    assert max(mdf.column("age").to_pylist()) <= 90
+    assert mdf.column_names == list(DHCP_PERSON_COLUMNS)  # the full MDF2020 person layout
+    assert max(int(a) for a in mdf.column("QAGE").to_pylist()) == 90  # top-coded
+    assert mdf.num_rows == m["persons_released"]
     man = json.loads((run / "manifest.json").read_text())
     assert man["mechanism"] == "swap" and man["epsilon"] is None and man["seed"] == 5
     assert man["swap"]["swapped"] == m["swap"]["swapped"] > 0

@@ -157,18 +157,21 @@ def test_a_default_release_is_consistent_and_says_so(cef_dir, tmp_path):
     # the files agree: household persons of the MDF vs occupied units of the unit MDF
     import pyarrow.parquet as pq
 
+    geo = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
     mp = pq.read_table(tmp_path / "run" / "mdf_persons.parquet").to_pydict()
     mu = pq.read_table(tmp_path / "run" / "mdf_units.parquet").to_pydict()
-    blocks = sorted(set(mu["geocode"]))
+    p_geo = ["".join(g) for g in zip(*(mp[c] for c in geo), strict=True)]
+    u_geo = ["".join(g) for g in zip(*(mu[c] for c in geo), strict=True)]
+    blocks = sorted(set(u_geo))
     hh = {b: 0 for b in blocks}
-    for g, t in zip(mp["geocode"], mp["hhgq"], strict=True):
-        hh[g] += t == 0
+    for g, rtype in zip(p_geo, mp["RTYPE"], strict=True):
+        hh[g] += rtype == "3"  # a household person
     occ = {b: 0 for b in blocks}
     hu = {b: 0 for b in blocks}
-    for g, t, o in zip(mu["geocode"], mu["gqtype"], mu["occupied"], strict=True):
-        if t == 0:
+    for g, rtype, status in zip(u_geo, mu["RTYPE"], mu["HH_STATUS"], strict=True):
+        if rtype == "2":  # a housing unit; HH_STATUS 1 occupied
             hu[g] += 1
-            occ[g] += bool(o)
+            occ[g] += status == "1"
     for b in blocks:
         assert occ[b] <= hh[b] and (hh[b] == 0 or occ[b] >= 1) and (hu[b] > 0 or hh[b] == 0)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
-from censusdp.io.atomic import write_json, write_parquet
+from censusdp.data.geography import Hierarchy
+from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
+from synth import write_record_release
 
 
 class FakeEngine:
@@ -45,31 +46,11 @@ class FakeEngine:
             rng.random(n) < q, np.clip(p["age"] + rng.integers(-4, 5, n), 0, 115), p["age"]
         )
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        write_parquet(
-            pa.table(
-                {
-                    "geocode": pa.array(new.astype(object), pa.string()),
-                    "hhgq": p["hhgq"],
-                    "votingage": (age >= 18).astype(np.int64),
-                    "hispanic": p["hispanic"],
-                    "cenrace": p["cenrace"],
-                    "sex": p["sex"],
-                    "age": age,
-                }
-            ),
-            out / "mdf_persons.parquet",
-        )
-        write_parquet(
-            pa.table(
-                {
-                    "geocode": pa.array(np.asarray(u["geocode"]).astype(object), pa.string()),
-                    "gqtype": u["gqtype"],
-                    "occupied": u["occupied"],
-                }
-            ),
-            out / "mdf_units.parquet",
-        )
+        persons = {"geocode": new, "hhgq": p["hhgq"], "sex": p["sex"], "age": age}
+        persons.update(hispanic=p["hispanic"], cenrace=p["cenrace"])
+        units = {k: np.asarray(u[k]) for k in ("geocode", "gqtype", "occupied")}
+        h = Hierarchy.from_blocks(np.concatenate([blocks, np.asarray(u["geocode"])]))
+        write_record_release(out, persons, units, h, "dhc-lite")
         write_json(
             {"geolevels": [[n_, k] for n_, k in budget.geolevels], "seed": seed},
             out / "manifest.json",

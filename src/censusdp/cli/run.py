@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Read DIR/persons.parquet and DIR/units.parquet, add exact DP noise to every "
             "query of the budget's strategy, estimate consistent integer histograms "
             "top-down, and write RUN/noisy_measurements.parquet, RUN/mdf_persons.parquet, "
-            "RUN/mdf_units.parquet, RUN/mdf_persons.txt, RUN/tables/ and RUN/manifest.json."
+            "RUN/mdf_units.parquet, RUN/mdf_persons.txt, RUN/mdf_units.txt, RUN/tables/ and "
+            "RUN/manifest.json."
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)

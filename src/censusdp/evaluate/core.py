@@ -58,7 +58,7 @@ from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
 from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
-from censusdp.io.columns import read_columns
+from censusdp.io.mdf import read_mdf_persons, read_mdf_units
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
@@ -132,8 +132,8 @@ def read_release(release_dir: str | Path) -> ReleaseFiles:
     missing = [n for n in ("mdf_persons.parquet", "mdf_units.parquet") if not (d / n).exists()]
     if missing:
         raise InputError(f"release directory {str(d)!r} lacks {', '.join(missing)}")
-    persons = read_columns(d / "mdf_persons.parquet")
-    units = read_columns(d / "mdf_units.parquet")
+    persons = read_mdf_persons(d / "mdf_persons.parquet")
+    units = read_mdf_units(d / "mdf_units.parquet")
     tables = read_tables(d / "tables") if (d / "tables").is_dir() else None
     manifest: dict[str, Any] = {}
     if (d / "manifest.json").exists():

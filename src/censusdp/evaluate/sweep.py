@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram
@@ -47,6 +46,7 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
+from censusdp.io.mdf import read_mdf_persons
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
 from censusdp.version import __version__
@@ -284,11 +284,8 @@ def _trial_tvd(
         postprocess=postprocess,
         workers=workers,
     )
-    mdf = pq.read_table(run / "mdf_persons.parquet")
-    mcols = {
-        c: np.asarray(mdf.column(c).to_numpy(zero_copy_only=False))
-        for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")
-    }
+    mdf = read_mdf_persons(run / "mdf_persons.parquet")
+    mcols = {c: mdf[c] for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}
     tv = _tvd_by_level(truth.levels, person_histogram(mcols, truth.h), truth.h, truth.q)
     shutil.rmtree(run, ignore_errors=True)
     return tv

@@ -1,18 +1,32 @@
-"""The microdata detail file (MDF): released persons and units, Parquet and MDF2020 text.
+"""The microdata detail file (MDF): released persons and units as 2020 production writes them.
 
-* ``mdf_persons.parquet``: ``geocode``, ``hhgq``, ``votingage``, ``hispanic``,
-  ``cenrace`` (and ``sex``, ``age`` when the schema has them), one row per person,
-  written block chunk by block chunk (:class:`MDFPersonWriter`) so that a state of
-  tens of millions of persons never has every person in memory.
-* ``mdf_units.parquet``: ``geocode``, ``gqtype``, ``occupied``, one row per unit.
-* ``mdf_persons.txt``: the same persons in the pipe-delimited MDF2020 layout with the
-  Census column names (TABBLKST ... CENRACE).
+Four files, each layout in Parquet and in the pipe-delimited text the Census Bureau
+published (header line unquoted, no quoting, one record a line), with the same column
+names, order and codes in both (production's writers: ``programs/writer/mdf2020writer.py``
+with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` and
+``hh2010_to_mdfunit2020.py``):
+
+* ``mdf_persons.parquet`` / ``mdf_persons.txt``: one record per person, ``SCHEMA_TYPE_CODE``
+  ``MPD``. A ``pl94`` release uses the P.L. 94-171 layout (:data:`PL94_PERSON_COLUMNS`); a
+  schema with sex and age the full MDF2020 person layout (:data:`DHCP_PERSON_COLUMNS`).
+  ``EPNUM`` numbers the persons from 0 in block order.
+* ``mdf_units.parquet`` / ``mdf_units.txt``: one record per housing unit (``RTYPE`` 2,
+  ``HH_STATUS`` 1 occupied or 2 vacant) and per occupied group-quarters facility (``RTYPE``
+  4, ``HH_STATUS`` 0), ``SCHEMA_TYPE_CODE`` ``MUD`` (:data:`UNIT_COLUMNS`).
+
+Every code column is a string (production's Spark schema; dictionary-encoded in Parquet),
+``EPNUM`` a 64-bit integer.
+The units file carries no facility type (production's H1 layout has none); the reader
+types the facilities of each block from the published ``invariants.parquet``. The
+readers (:func:`read_mdf_persons`, :func:`iter_mdf_persons`, :func:`read_mdf_units`)
+decode the codes back to censusdp's columns (``geocode``, ``hhgq``, ``votingage``, ...),
+checking each one and naming file, column, row and value of the first bad one.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -23,28 +37,53 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.histograms import UNIT_CELLS, person_histogram, pl94_view, unit_histogram
-from censusdp.data.schema import Schema, get_schema
+from censusdp.data.histograms import (
+    N_GQTYPES,
+    UNIT_CELLS,
+    person_histogram,
+    pl94_view,
+    unit_histogram,
+)
+from censusdp.data.schema import MAX_AGE, Schema, get_schema
+from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import StreamingWriter, atomic_path
-from censusdp.io.columns import dictionary_strings
 
 __all__ = [
-    "MDF2020_COLUMNS",
+    "DHCP_PERSON_COLUMNS",
+    "GEO_COLUMNS",
+    "PL94_PERSON_COLUMNS",
+    "SCHEMA_BUILD_ID",
+    "UNIT_COLUMNS",
     "MDFPersonWriter",
     "iter_mdf_blocks",
+    "iter_mdf_persons",
     "mdf_person_columns",
+    "mdf_unit_counts",
+    "person_layout",
     "read_mdf_histograms",
+    "read_mdf_persons",
+    "read_mdf_units",
     "write_mdf_persons",
-    "write_mdf_text",
+    "write_mdf_records",
     "write_mdf_units",
 ]
 
-MDF2020_COLUMNS = (
-    "TABBLKST",
-    "TABBLKCOU",
-    "TABTRACTCE",
-    "TABBLKGRPCE",
-    "TABBLK",
+SCHEMA_BUILD_ID = "1.1.0"
+"""``MDF2020Recoder.schema_build_id_recoder`` (persons and units alike)."""
+
+GEO_COLUMNS = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
+_GEO_PARTS = {
+    "TABBLKST": (0, 2),
+    "TABBLKCOU": (2, 5),
+    "TABTRACTCE": (5, 11),
+    "TABBLKGRPCE": (11, 12),
+    "TABBLK": (12, 16),
+}
+
+PL94_PERSON_COLUMNS = (
+    "SCHEMA_TYPE_CODE",
+    "SCHEMA_BUILD_ID",
+    *GEO_COLUMNS,
     "EPNUM",
     "RTYPE",
     "GQTYPE_PL",
@@ -52,12 +91,67 @@ MDF2020_COLUMNS = (
     "CENHISP",
     "CENRACE",
 )
+"""``MDF2020PersonPL94HistogramWriter.var_list``."""
+
+DHCP_PERSON_COLUMNS = (
+    "SCHEMA_TYPE_CODE",
+    "SCHEMA_BUILD_ID",
+    *GEO_COLUMNS,
+    "EPNUM",
+    "RTYPE",
+    "GQTYPE",
+    "RELSHIP",
+    "QSEX",
+    "QAGE",
+    "CENHISP",
+    "CENRACE",
+    "CITIZEN",
+    "LIVE_ALONE",
+)
+"""``MDF2020PersonWriter.var_list`` (the recodes of ``DHCPHHGQToMDFPersons2020Recoder``)."""
+
+UNIT_COLUMNS = (
+    "SCHEMA_TYPE_CODE",
+    "SCHEMA_BUILD_ID",
+    *GEO_COLUMNS,
+    "RTYPE",
+    "HH_STATUS",
+)
+"""``MDF2020H1HistogramWriter.var_list``."""
+
+# codes, indexed by censusdp's level (or value) of the attribute
+_RTYPE_PERSON = ("3", "5")  # housing-unit person, group-quarters person
+_GQTYPE_PL = tuple(str(g) for g in range(N_GQTYPES))  # "0" household, "1".."7" major type
+_GQTYPE = ("000", "101", "201", "301", "401", "501", "601", "701")  # major type's first code
+_TWO = ("1", "2")  # VOTING_AGE, CENHISP: level 0 -> "1", level 1 -> "2"
+_CENRACE = tuple(f"{c:02d}" for c in range(1, 64))
+_QAGE = tuple(str(a) for a in range(MAX_AGE + 1))  # no padding (production's int(age))
+_NOT_SUPPORTED = {"RELSHIP": "99", "CITIZEN": "9", "LIVE_ALONE": "9"}
+_STRING = pa.string()
+
+
+def person_layout(schema: Schema) -> tuple[str, ...]:
+    """The MDF person columns a schema is written with.
+
+    Raises:
+        SchemaError: for a schema that is neither ``pl94``-like nor carries sex and age.
+    """
+    names = {a.name for a in schema.attributes}
+    if names <= {"hhgq", "votingage", "hispanic", "cenrace"}:
+        return PL94_PERSON_COLUMNS
+    if {"sex", "age"} <= names and names <= {"hhgq", "sex", "age", "hispanic", "cenrace"}:
+        return DHCP_PERSON_COLUMNS
+    raise SchemaError(f"schema {schema.name!r} has no MDF2020 person layout (attributes {names})")
 
 
 def mdf_person_columns(
     block_hist: sp.csr_matrix, hierarchy: Hierarchy, schema: Schema
 ) -> dict[str, np.ndarray]:
-    """Expand a (blocks x cells) integer histogram into MDF person columns (block order)."""
+    """Expand a (blocks x cells) integer histogram into censusdp person columns (block order).
+
+    ``block`` is each person's block index; the attribute columns are the schema's MDF
+    columns (``hhgq``, ``votingage``, ...), encoded by :class:`MDFPersonWriter`.
+    """
     h = sp.csr_matrix(block_hist)
     h.sum_duplicates()
     counts = h.data.astype(np.int64)
@@ -67,15 +161,6 @@ def mdf_person_columns(
     cols: dict[str, np.ndarray] = {"block": block}
     cols.update(schema.mdf_columns(cells))
     return cols
-
-
-def _person_table(cols: dict[str, np.ndarray], hierarchy: Hierarchy) -> pa.Table:
-    geocode = dictionary_strings(cols["block"].astype(np.int32), hierarchy.blocks).cast(pa.string())
-    out = {"geocode": geocode}
-    for name in ("hhgq", "votingage", "hispanic", "cenrace", "sex", "age"):
-        if name in cols:
-            out[name] = pa.array(cols[name].astype(np.int64), pa.int64())
-    return pa.table(out)
 
 
 def iter_mdf_blocks(
@@ -102,122 +187,175 @@ def iter_mdf_blocks(
         b0 = b1
 
 
+# -- encoding ---------------------------------------------------------------------------
+
+
+def _coded(indices: np.ndarray, codes: tuple[str, ...]) -> pa.Array:
+    """``codes[indices]`` as a dictionary-encoded string column (Parquet: a string column)."""
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.asarray(indices, dtype=np.int32), pa.int32()), pa.array(codes, _STRING)
+    )
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    return _coded(np.zeros(n, dtype=np.int32), (value,))
+
+
+def _geo_dictionaries(hierarchy: Hierarchy) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
+    """Per geography column: each block's index into the column's distinct codes, and them.
+
+    Codes are ``X``-padded as production's ``format_geocode`` does for a short geocode.
+    """
+    out = {}
+    for k, (a, z) in _GEO_PARTS.items():
+        parts = np.asarray([b[a:z].ljust(z - a, "X") for b in hierarchy.blocks], dtype=object)
+        values, index = np.unique(parts.astype(str), return_inverse=True)
+        out[k] = (index.ravel().astype(np.int32), tuple(str(v) for v in values))
+    return out
+
+
+def _geo(
+    block: np.ndarray, geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]]
+) -> dict[str, pa.Array]:
+    return {k: _coded(index[block], values) for k, (index, values) in geo.items()}
+
+
+def _person_record_table(
+    cols: Mapping[str, np.ndarray],
+    geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]],
+    first: int,
+    layout: tuple[str, ...],
+) -> pa.Table:
+    """The persons of one chunk in production's layout; ``EPNUM`` from ``first``."""
+    block = np.asarray(cols["block"], dtype=np.int64)
+    n = block.size
+    hhgq = np.asarray(cols["hhgq"], dtype=np.int64)
+    data: dict[str, pa.Array] = {
+        "SCHEMA_TYPE_CODE": _constant("MPD", n),
+        "SCHEMA_BUILD_ID": _constant(SCHEMA_BUILD_ID, n),
+        **_geo(block, geo),
+        "EPNUM": pa.array(np.arange(first, first + n, dtype=np.int64), pa.int64()),
+        "RTYPE": _coded((hhgq > 0).astype(np.int32), _RTYPE_PERSON),
+        "CENHISP": _coded(cols["hispanic"], _TWO),
+        "CENRACE": _coded(np.asarray(cols["cenrace"], dtype=np.int64) - 1, _CENRACE),
+    }
+    if layout is PL94_PERSON_COLUMNS:
+        data["GQTYPE_PL"] = _coded(hhgq, _GQTYPE_PL)
+        data["VOTING_AGE"] = _coded(cols["votingage"], _TWO)
+    else:
+        age = np.asarray(cols["age"], dtype=np.int64)
+        data["GQTYPE"] = _coded(hhgq, _GQTYPE)
+        data["QSEX"] = _coded(np.asarray(cols["sex"], dtype=np.int64) - 1, _TWO)
+        data["QAGE"] = _coded(age, _QAGE)
+        for name, value in _NOT_SUPPORTED.items():
+            data[name] = _constant(value, n)
+    return pa.table({c: data[c] for c in layout})
+
+
+def _unit_record_table(
+    block: np.ndarray, status: np.ndarray, geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]]
+) -> pa.Table:
+    """Units in production's H1 layout; ``status`` 0 GQ facility, 1 occupied, 2 vacant."""
+    n = block.size
+    data = {
+        "SCHEMA_TYPE_CODE": _constant("MUD", n),
+        "SCHEMA_BUILD_ID": _constant(SCHEMA_BUILD_ID, n),
+        **_geo(block, geo),
+        "RTYPE": _coded((status == 0).astype(np.int32), ("2", "4")),
+        "HH_STATUS": _coded(status, ("0", "1", "2")),
+    }
+    return pa.table({c: data[c] for c in UNIT_COLUMNS})
+
+
+def _write_text_chunk(table: pa.Table, sink, header: bool) -> None:
+    """Append records (and first the header, unquoted, as production's ``saveHeader``)."""
+    if header:
+        sink.write(("|".join(table.column_names) + "\n").encode("ascii"))
+    if table.num_rows:
+        pacsv.write_csv(
+            table,
+            sink,
+            write_options=pacsv.WriteOptions(
+                delimiter="|", quoting_style="none", include_header=False
+            ),
+        )
+
+
 class MDFPersonWriter(StreamingWriter):
-    """Write ``mdf_persons.parquet`` and the MDF2020 text file chunk by chunk.
+    """Write ``mdf_persons.parquet`` (and the text file) chunk by chunk.
 
     Each :meth:`write` call appends the persons of a run of blocks (columns as from
-    :func:`iter_mdf_blocks`); ``EPNUM`` continues across chunks. Both files appear under
-    their final names only when :meth:`close` succeeds.
+    :func:`iter_mdf_blocks`); ``EPNUM`` continues across chunks from 0. The files appear
+    under their final names only when :meth:`close` succeeds.
     """
 
-    def __init__(self, hierarchy: Hierarchy, parquet_path: str | Path, text_path: str | Path):
+    def __init__(
+        self,
+        hierarchy: Hierarchy,
+        parquet_path: str | Path,
+        text_path: str | Path | None = None,
+        schema: Schema | str = "pl94",
+    ):
         self.hierarchy = hierarchy
+        self.layout = person_layout(get_schema(schema) if isinstance(schema, str) else schema)
         self.persons = 0
         self._stack = contextlib.ExitStack()
         self._pq_tmp = self._stack.enter_context(atomic_path(parquet_path))
-        self._txt_tmp = self._stack.enter_context(atomic_path(text_path))
         self._writer: pq.ParquetWriter | None = None
-        self._txt = open(self._txt_tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
+        self._txt = None
+        if text_path is not None:
+            self._txt_tmp = self._stack.enter_context(atomic_path(text_path))
+            self._txt = open(self._txt_tmp, "wb")  # noqa: SIM115 - closed in close()/abort()
+        self._geo = _geo_dictionaries(hierarchy)
         self._header = True
-        blocks = hierarchy.blocks
-        self._geo = {
-            k: pa.array(np.array([b[a:z] for b in blocks], dtype=object), pa.string())
-            for k, (a, z) in _GEO_PARTS.items()
-        }
 
-    def write(self, cols: dict[str, np.ndarray]) -> None:
+    def write(self, cols: Mapping[str, np.ndarray]) -> None:
         """Append one chunk of persons."""
-        table = _person_table(cols, self.hierarchy)
+        table = _person_record_table(cols, self._geo, self.persons, self.layout)
         if self._writer is None:
             self._writer = pq.ParquetWriter(self._pq_tmp, table.schema, compression="zstd")
-        self._writer.write_table(table, row_group_size=1 << 20)
-        text = _mdf_text_table(cols, self._geo, self.persons)
-        pacsv.write_csv(
-            text,
-            self._txt,
-            write_options=pacsv.WriteOptions(
-                delimiter="|", quoting_style="none", include_header=self._header
-            ),
-        )
+        if table.num_rows:  # an empty dictionary chunk would write undefined statistics bytes
+            self._writer.write_table(table, row_group_size=1 << 20)
+        if self._txt is not None:
+            _write_text_chunk(table, self._txt, header=self._header)
         self._header = False
         self.persons += table.num_rows
 
     def close(self) -> int:
-        """Finish both files and move them into place; returns the number of persons."""
+        """Finish the files and move them into place; returns the number of persons."""
         if self._writer is None:
-            empty = {"block": np.zeros(0, np.int64)}
-            for c in ("hhgq", "votingage", "hispanic", "cenrace"):
-                empty[c] = np.zeros(0, np.int64)
+            empty = {c: np.zeros(0, np.int64) for c in ("block", "hhgq", "votingage")}
+            empty.update({c: np.zeros(0, np.int64) for c in ("hispanic", "sex", "age")})
+            empty["cenrace"] = np.ones(0, np.int64)
             self.write(empty)
         self._writer.close()  # type: ignore[union-attr]
-        self._txt.close()
+        if self._txt is not None:
+            self._txt.close()
         self._stack.close()
         return self.persons
 
     def abort(self) -> None:
-        """Discard both partial files."""
+        """Discard the partial files."""
         with contextlib.suppress(Exception):
             if self._writer is not None:
                 self._writer.close()
-        self._txt.close()
+        if self._txt is not None:
+            self._txt.close()
         with contextlib.suppress(RuntimeError):
             self._stack.__exit__(RuntimeError, RuntimeError("aborted"), None)
 
 
-def write_mdf_persons(cols: dict[str, np.ndarray], hierarchy: Hierarchy, path: str | Path) -> int:
-    """Write ``mdf_persons.parquet`` atomically; returns the number of persons."""
-    table = _person_table(cols, hierarchy)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
-    return table.num_rows
-
-
-_GEO_PARTS = {
-    "TABBLKST": (0, 2),
-    "TABBLKCOU": (2, 5),
-    "TABTRACTCE": (5, 11),
-    "TABBLKGRPCE": (11, 12),
-    "TABBLK": (12, 16),
-}
-
-
-def _mdf_text_table(cols: dict[str, np.ndarray], geo: dict[str, pa.Array], first: int) -> pa.Table:
-    idx = pa.array(cols["block"].astype(np.int32))
-    data: dict[str, pa.Array] = {
-        k: pa.DictionaryArray.from_arrays(idx, v).cast(pa.string()) for k, v in geo.items()
-    }
-    n = cols["block"].size
-    hhgq = cols["hhgq"]
-    data["EPNUM"] = pa.array(np.arange(first + 1, first + n + 1, dtype=np.int64))
-    data["RTYPE"] = pa.array(np.where(hhgq == 0, 3, 5).astype(np.int64))
-    data["GQTYPE_PL"] = pa.array(hhgq.astype(np.int64))
-    data["VOTING_AGE"] = pa.array((cols["votingage"] + 1).astype(np.int64))
-    data["CENHISP"] = pa.array((cols["hispanic"] + 1).astype(np.int64))
-    # two-digit code; pyarrow's pad is defined on an empty chunk too (np.char.zfill is not)
-    cenrace = pa.array(cols["cenrace"].astype(np.int64)).cast(pa.string())
-    data["CENRACE"] = pc.utf8_lpad(cenrace, width=2, padding="0")
-    return pa.table({c: data[c] for c in MDF2020_COLUMNS})
-
-
-def write_mdf_text(cols: dict[str, np.ndarray], hierarchy: Hierarchy, path: str | Path) -> None:
-    """Write the persons in the pipe-delimited MDF2020 layout (Census column names).
-
-    Codes follow the 2020 MDF: ``RTYPE`` 3 housing-unit person, 5 GQ person;
-    ``GQTYPE_PL`` 0 (household) or the major GQ type 1-7; ``VOTING_AGE`` 1 under 18,
-    2 18 and over; ``CENHISP`` 1 not Hispanic, 2 Hispanic; ``CENRACE`` 01-63.
-    """
-    blocks = hierarchy.blocks
-    geo = {
-        k: pa.array(np.array([b[a:z] for b in blocks], dtype=object), pa.string())
-        for k, (a, z) in _GEO_PARTS.items()
-    }
-    table = _mdf_text_table(cols, geo, 0)
-    with atomic_path(path) as tmp:
-        pacsv.write_csv(
-            table,
-            tmp,
-            write_options=pacsv.WriteOptions(delimiter="|", quoting_style="none"),
-        )
+def write_mdf_persons(
+    cols: Mapping[str, np.ndarray],
+    hierarchy: Hierarchy,
+    path: str | Path,
+    text_path: str | Path | None = None,
+    schema: Schema | str = "pl94",
+) -> int:
+    """Write persons (columns of :func:`mdf_person_columns`) at once; returns their number."""
+    with MDFPersonWriter(hierarchy, path, text_path, schema) as w:
+        w.write(cols)
+    return w.persons
 
 
 def write_mdf_units(
@@ -226,42 +364,326 @@ def write_mdf_units(
     occupied: np.ndarray,
     gq_facilities: np.ndarray,
     path: str | Path,
+    text_path: str | Path | None = None,
 ) -> int:
-    """Write ``mdf_units.parquet``: per block, its housing units (occupied first) and facilities.
+    """Write the units MDF: per block its vacant units, occupied units, then facilities.
+
+    The order within a block is production's (the H1 histogram's cells, vacant first,
+    then the group quarters ``addGroupQuarters`` appends).
 
     Args:
         housing_units: ``(blocks,)`` invariant housing-unit counts.
         occupied: ``(blocks,)`` released occupied housing units (<= housing units).
         gq_facilities: ``(blocks, 8)`` invariant occupied facilities by type.
+        path, text_path: the Parquet file and (optionally) the pipe-delimited text file.
+
+    Returns:
+        The number of records.
     """
-    nb = hierarchy.blocks.size
-    hu = housing_units.astype(np.int64)
-    occ = occupied.astype(np.int64)
-    block_hu = np.repeat(np.arange(nb), hu)
-    # occupied flag: the first ``occ[b]`` housing units of block b are occupied
-    start = np.repeat(np.cumsum(hu) - hu, hu)
-    rank = np.arange(block_hu.size) - start
-    occ_flag = rank < np.repeat(occ, hu)
-    gq_block, gq_type = np.nonzero(gq_facilities)
-    reps = gq_facilities[gq_block, gq_type].astype(np.int64)
-    gq_block = np.repeat(gq_block, reps)
-    gq_type = np.repeat(gq_type, reps)
-    block = np.concatenate([block_hu, gq_block])
-    gqtype = np.concatenate([np.zeros(block_hu.size, np.int64), gq_type.astype(np.int64)])
-    occupied_col = np.concatenate([occ_flag, np.ones(gq_block.size, dtype=bool)])
-    order = np.argsort(block, kind="stable")
-    table = pa.table(
-        {
-            "geocode": dictionary_strings(block[order].astype(np.int32), hierarchy.blocks).cast(
-                pa.string()
-            ),
-            "gqtype": pa.array(gqtype[order], pa.int64()),
-            "occupied": pa.array(occupied_col[order], pa.bool_()),
-        }
-    )
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+    hu = np.asarray(housing_units, dtype=np.int64)
+    occ = np.asarray(occupied, dtype=np.int64)
+    gq = np.asarray(gq_facilities, dtype=np.int64).sum(axis=1)
+    if (occ > hu).any() or (occ < 0).any():
+        b = int(np.flatnonzero((occ > hu) | (occ < 0))[0])
+        raise InputError(f"block {hierarchy.blocks[b]}: {occ[b]} occupied of {hu[b]} housing units")
+    per_block = np.stack([hu - occ, occ, gq], axis=1)  # vacant, occupied, facilities
+    status_of = np.array([2, 1, 0], dtype=np.int64)
+    block = np.repeat(np.repeat(np.arange(hu.size), 3), per_block.ravel())
+    status = np.repeat(np.tile(status_of, hu.size), per_block.ravel())
+    table = _unit_record_table(block, status, _geo_dictionaries(hierarchy))
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(path))
+        with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
+            if table.num_rows:  # no row group at all for no units (deterministic bytes)
+                writer.write_table(table, row_group_size=1 << 20)
+        if text_path is not None:
+            txt = stack.enter_context(atomic_path(text_path))
+            with open(txt, "wb") as f:
+                _write_text_chunk(table, f, header=True)
     return table.num_rows
+
+
+def write_mdf_records(
+    out_dir: str | Path,
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray] | None,
+    hierarchy: Hierarchy,
+    schema: Schema | str = "pl94",
+) -> int:
+    """Write person (and unit) records as the four MDF files of ``out_dir``.
+
+    For releases made from records rather than histograms (the swapping release): the
+    persons are tabulated into ``schema`` (from their CEF or MDF columns) and written in
+    block order; the units (``geocode``, ``gqtype``, ``occupied``) as housing units and
+    occupied facilities per block. Returns the number of persons.
+    """
+    out = Path(out_dir)
+    sch = get_schema(schema) if isinstance(schema, str) else schema
+    hist = person_histogram(persons, hierarchy, sch)
+    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", sch) as w:
+        for cols in iter_mdf_blocks(hist, sch):
+            w.write(cols)
+    if units is not None:
+        uh = np.asarray(unit_histogram(units, hierarchy).todense())
+        write_mdf_units(
+            hierarchy,
+            uh[:, 0] + uh[:, 1],
+            uh[:, 1],
+            np.concatenate([np.zeros((uh.shape[0], 1), np.int64), uh[:, 3::2]], axis=1),
+            out / "mdf_units.parquet",
+            out / "mdf_units.txt",
+        )
+    return w.persons
+
+
+# -- decoding ---------------------------------------------------------------------------
+
+
+def _column(table: pa.Table, name: str, path: object) -> pa.ChunkedArray:
+    if name not in table.column_names:
+        raise InputError(f"{path}: column {name!r} is missing (columns {table.column_names})")
+    return table.column(name)
+
+
+def _dictionary_chunks(col: pa.ChunkedArray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Each chunk as (its distinct values as strings, every row's index into them; -1 null).
+
+    The files are written dictionary-encoded, so this reads only each chunk's small
+    dictionary as strings; a plain column is dictionary-encoded first.
+    """
+    for chunk in col.chunks:
+        if not pa.types.is_dictionary(chunk.type):
+            if not pa.types.is_string(chunk.type) and not pa.types.is_large_string(chunk.type):
+                chunk = pc.cast(chunk, _STRING)
+            chunk = pc.dictionary_encode(chunk)
+        values = chunk.dictionary
+        if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
+            values = pc.cast(values, _STRING)
+        idx = chunk.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        yield np.asarray(values.to_pylist(), dtype=object), idx
+
+
+def _decode(
+    table: pa.Table, name: str, codes: tuple[str, ...], path: object, first_row: int = 0
+) -> np.ndarray:
+    """The index in ``codes`` of every value of column ``name``; an unknown code is an error."""
+    lookup = {c: i for i, c in enumerate(codes)}
+    parts = []
+    start = first_row
+    for values, idx in _dictionary_chunks(_column(table, name, path)):
+        mapped = np.asarray([lookup.get(v, -1) for v in values], dtype=np.int64)
+        out = np.append(mapped, -1)[idx]  # index -1 (a null) maps to -1 too
+        if out.size and out.min() < 0:
+            row = int(np.flatnonzero(out < 0)[0])
+            value = values[idx[row]] if idx[row] >= 0 else None
+            raise InputError(
+                f"{path}: column {name!r} row {start + row} has value {value!r}, "
+                "not an MDF2020 code"
+            )
+        parts.append(out)
+        start += idx.size
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _geocodes(table: pa.Table, path: object) -> np.ndarray:
+    """The 16-character block geocode of every row, from the five geography columns.
+
+    Per chunk the rows' dictionary indices are packed into one integer key; only the
+    distinct keys (one per block) are joined into strings.
+    """
+    cols = [_column(table, c, path) for c in GEO_COLUMNS]
+    if len({tuple(len(k) for k in c.chunks) for c in cols}) > 1:  # chunks not aligned
+        cols = [pa.chunked_array([pc.cast(c, _STRING).combine_chunks()]) for c in cols]
+    parts = []
+    per_column = [list(_dictionary_chunks(c)) for c in cols]
+    for chunk in zip(*per_column, strict=True):
+        key = np.zeros(chunk[0][1].size, dtype=np.int64)
+        for values, idx in chunk:
+            if idx.size and idx.min() < 0:
+                raise InputError(f"{path}: a geography column has an empty value")
+            key = key * (values.size + 1) + idx
+        uniq, inverse = np.unique(key, return_inverse=True)
+        pieces = []
+        rest = uniq.copy()
+        for values, _ in reversed(chunk):
+            pieces.append(values[rest % (values.size + 1)])
+            rest //= values.size + 1
+        codes = ["".join(p).replace("X", "") for p in zip(*reversed(pieces), strict=True)]
+        parts.append(
+            np.asarray(codes, dtype="U16")[inverse.ravel()] if codes else np.zeros(0, "U16")
+        )
+    return np.concatenate(parts) if parts else np.zeros(0, dtype="U16")
+
+
+def _check_constant(table: pa.Table, name: str, value: str, path: object, first_row: int) -> None:
+    _decode(table, name, (value,), path, first_row)
+
+
+def _decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[str, np.ndarray]:
+    _check_constant(table, "SCHEMA_TYPE_CODE", "MPD", path, first_row)
+    out = {"geocode": _geocodes(table, path)}
+    rtype = _decode(table, "RTYPE", _RTYPE_PERSON, path, first_row)
+    if "GQTYPE_PL" in table.column_names:
+        out["hhgq"] = _decode(table, "GQTYPE_PL", _GQTYPE_PL, path, first_row)
+        out["votingage"] = _decode(table, "VOTING_AGE", _TWO, path, first_row)
+    else:
+        out["hhgq"] = _decode(table, "GQTYPE", _GQTYPE, path, first_row)
+        out["sex"] = _decode(table, "QSEX", _TWO, path, first_row) + 1
+        out["age"] = _decode(table, "QAGE", _QAGE, path, first_row)
+        out["votingage"] = (out["age"] >= 18).astype(np.int64)
+    out["hispanic"] = _decode(table, "CENHISP", _TWO, path, first_row)
+    out["cenrace"] = _decode(table, "CENRACE", _CENRACE, path, first_row) + 1
+    bad = rtype != (out["hhgq"] > 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: row {first_row + row} has RTYPE {_RTYPE_PERSON[rtype[row]]!r} but "
+            f"group-quarters type {int(out['hhgq'][row])} (RTYPE 3 is a household person, 5 "
+            "a group-quarters person)"
+        )
+    return out
+
+
+def _open_parquet(path: str | Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+def iter_mdf_persons(
+    path: str | Path, batch_size: int = 1 << 22
+) -> Iterator[dict[str, np.ndarray]]:
+    """The persons of an ``mdf_persons.parquet`` a batch at a time, decoded.
+
+    Each batch has ``geocode`` (16 characters), ``hhgq`` (0..7), ``votingage`` (0, 1),
+    ``hispanic`` (0, 1), ``cenrace`` (1..63) and, for the full layout, ``sex`` (1, 2)
+    and ``age``.
+
+    Raises:
+        InputError: naming file, column, row and value of the first code that is not
+            one of the layout's.
+    """
+    pf = _open_parquet(path)
+    first = 0
+    for batch in pf.iter_batches(batch_size=batch_size):
+        table = pa.Table.from_batches([batch])
+        yield _decode_persons(table, path, first)
+        first += table.num_rows
+
+
+def read_mdf_persons(path: str | Path) -> dict[str, np.ndarray]:
+    """Every person of an ``mdf_persons.parquet``, decoded (columns of :func:`iter_mdf_persons`)."""
+    parts = list(iter_mdf_persons(path))
+    if not parts:
+        pf = _open_parquet(path)
+        return _decode_persons(pf.schema_arrow.empty_table(), path)
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _facility_types(invariants: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted block geocodes of ``invariants.parquet`` and their ``(blocks, 7)`` facilities."""
+    codes = np.asarray(invariants.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    counts = np.stack(
+        [
+            invariants.column(f"gq_facilities_{g}").to_numpy().astype(np.int64)
+            for g in range(1, N_GQTYPES)
+        ],
+        axis=1,
+    )
+    order = np.argsort(codes, kind="stable")
+    return codes[order], counts[order]
+
+
+def read_mdf_units(
+    path: str | Path, invariants: str | Path | pa.Table | None = None
+) -> dict[str, np.ndarray]:
+    """The units of an ``mdf_units.parquet`` as censusdp unit columns.
+
+    Returns ``geocode``, ``gqtype`` (0 housing unit, 1..7 facility type) and ``occupied``.
+    The MDF carries no facility type: each block's facilities (``RTYPE`` 4) are typed in
+    order from the published facility counts of ``invariants`` (a table, or its path;
+    by default ``invariants.parquet`` beside the units file).
+
+    Raises:
+        InputError: for an unknown code, a facility that is not ``HH_STATUS`` 0, or a
+            block whose facility records differ in number from the published counts.
+    """
+    pf = _open_parquet(path)
+    table = pf.read()
+    _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
+    geocode = _geocodes(table, path)
+    is_gq = _decode(table, "RTYPE", ("2", "4"), path) == 1
+    status = _decode(table, "HH_STATUS", ("0", "1", "2"), path)
+    bad = is_gq != (status == 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: row {row} has RTYPE {'4' if is_gq[row] else '2'} with HH_STATUS "
+            f"{status[row]} (a facility, RTYPE 4, has HH_STATUS 0; a housing unit 1 or 2)"
+        )
+    gqtype = np.zeros(geocode.size, dtype=np.int64)
+    gq_rows = np.flatnonzero(is_gq)
+    if invariants is None:
+        invariants = Path(path).parent / "invariants.parquet"
+    if not isinstance(invariants, pa.Table):
+        if not Path(invariants).exists():
+            if gq_rows.size:
+                raise InputError(
+                    f"{path}: its group-quarters facilities carry no type, and "
+                    f"{invariants} (which publishes them by type) is missing"
+                )
+            return {"geocode": geocode, "gqtype": gqtype, "occupied": status == 1}
+        invariants = pq.read_table(invariants)
+    inv_codes, inv_counts = _facility_types(invariants)
+    # facilities per invariant block, from the MDF
+    gq_codes = geocode[gq_rows]
+    pos = np.searchsorted(inv_codes, gq_codes)
+    known = pos < inv_codes.size
+    known[known] = inv_codes[pos[known]] == gq_codes[known]
+    if not known.all():
+        row = int(gq_rows[np.flatnonzero(~known)[0]])
+        raise InputError(
+            f"{path}: row {row} is a facility of block {geocode[row]}, which "
+            "invariants.parquet does not list"
+        )
+    got = np.bincount(pos, minlength=inv_codes.size)
+    want = inv_counts.sum(axis=1)
+    if not np.array_equal(got, want):
+        b = int(np.flatnonzero(got != want)[0])
+        raise InputError(
+            f"{path}: block {inv_codes[b]} has {got[b]} group-quarters facility records "
+            f"(RTYPE 4), invariants.parquet publishes {want[b]}"
+        )
+    # the facility records of a block, in row order, take the block's types in order
+    order = gq_rows[np.argsort(pos, kind="stable")]
+    types = np.repeat(np.tile(np.arange(1, N_GQTYPES), inv_codes.size), inv_counts.ravel())
+    gqtype[order] = types
+    return {"geocode": geocode, "gqtype": gqtype, "occupied": is_gq | (status == 1)}
+
+
+def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
+    """Per block of ``hierarchy``: ``(blocks, 3)`` vacant units, occupied units, facilities.
+
+    Read from the units MDF alone (no facility types needed).
+
+    Raises:
+        InputError: for an unknown code or a record in a block not in ``hierarchy``.
+    """
+    table = _open_parquet(path).read()
+    _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
+    geocode = _geocodes(table, path)
+    rows = hierarchy.block_index(geocode)
+    if rows.size and rows.min() < 0:
+        bad = int(np.flatnonzero(rows < 0)[0])
+        raise InputError(
+            f"{path}: row {bad} is in block {geocode[bad]}, not a block of the release"
+        )
+    status = _decode(table, "HH_STATUS", ("0", "1", "2"), path)
+    kind = np.array([2, 1, 0])[status]  # columns: vacant, occupied, facility
+    out = np.zeros((hierarchy.blocks.size, 3), dtype=np.int64)
+    np.add.at(out, (rows, kind), 1)
+    return out
 
 
 def read_mdf_histograms(
@@ -269,20 +691,18 @@ def read_mdf_histograms(
 ) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
     """Read a release's MDF back in batches: (schema block histogram, ``pl94`` one, unit one).
 
-    The files are read a batch at a time, so memory holds the sparse histograms, never
-    every person.
+    The persons file is read a batch at a time, so memory holds the sparse histograms,
+    never every person; the units are typed from ``run_dir/invariants.parquet``.
     """
-    pf = pq.ParquetFile(run_dir / "mdf_persons.parquet")
+    run_dir = Path(run_dir)
     hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
     pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
     same = schema.name == "pl94"
-    for batch in pf.iter_batches(batch_size=1 << 22):
-        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
+    for cols in iter_mdf_persons(run_dir / "mdf_persons.parquet"):
         h = person_histogram(cols, hierarchy, schema)
         hist = hist + h
         pl94 = pl94 + (h if same else person_histogram(pl94_view(cols), hierarchy, "pl94"))
-    units = sp.csr_matrix((hierarchy.blocks.size, UNIT_CELLS), dtype=np.int64)
-    for batch in pq.ParquetFile(run_dir / "mdf_units.parquet").iter_batches(batch_size=1 << 22):
-        cols = {c: batch.column(c).to_numpy(zero_copy_only=False) for c in batch.schema.names}
-        units = units + unit_histogram(cols, hierarchy)
+    units = unit_histogram(read_mdf_units(run_dir / "mdf_units.parquet"), hierarchy)
+    if units.shape[1] != UNIT_CELLS:  # pragma: no cover - unit_histogram's contract
+        raise InputError(f"{run_dir}: unit histogram has {units.shape[1]} cells")
     return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)

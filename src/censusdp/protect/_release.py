@@ -4,9 +4,10 @@
 (:mod:`censusdp.protect.swap`), and writes a run directory that every downstream tool
 reads like a ``censusdp run`` output:
 
-* ``mdf_persons.parquet``: ``geocode``, ``hhgq``, ``votingage``, ``hispanic``,
-  ``cenrace``, ``sex``, ``age`` (the swapped, top-coded persons);
-* ``mdf_units.parquet``: ``geocode``, ``gqtype``, ``occupied`` (units do not move);
+* ``mdf_persons.parquet`` and ``.txt``: the swapped, top-coded persons in the full
+  MDF2020 person layout (``QSEX``, ``QAGE``, ...; :mod:`censusdp.io.mdf`);
+* ``mdf_units.parquet`` and ``.txt``: the units (they do not move), and
+  ``invariants.parquet`` with the facilities by type;
 * ``tables/P1..P5,H1.parquet`` tabulated from them by :mod:`censusdp.tables`;
 * ``manifest.json`` with ``mechanism = "swap"``, ``rho``/``epsilon``/``delta`` null
   (swapping has no formal privacy-loss parameter), the swap counts, seed and timings.
@@ -28,8 +29,10 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.mdf import write_mdf_records
 from censusdp.io.output import prepare_output_dir
 from censusdp.io.tables import write_tables
 from censusdp.privacy.budget import Budget
@@ -78,50 +81,23 @@ def _write_cef(persons: dict[str, np.ndarray], units: dict[str, np.ndarray], d: 
 def _write_swapped_release(
     persons: dict[str, np.ndarray], units: dict[str, np.ndarray], out: Path
 ) -> Hierarchy:
-    """Write the swapped file as ``mdf_persons``, ``mdf_units`` and ``tables/``; its geography.
+    """Write the swapped file as the MDF (production layout), ``invariants.parquet`` and
+    ``tables/``; returns its geography.
 
-    Persons are sorted by (geocode, person_id) and units stably by geocode.
+    Persons are written in block order; the units do not move. ``invariants.parquet``
+    publishes the housing units and facilities by type per block, as a DP release does
+    (the units MDF carries no facility type).
     """
     hierarchy = Hierarchy.from_blocks(
         np.concatenate([units["geocode"], persons["geocode"]]), DEFAULT_GEOLEVELS
     )
-    order = np.lexsort((persons["person_id"], persons["geocode"]))
-    age = persons["age"][order]
-    mdf = {
-        "geocode": persons["geocode"][order],
-        "hhgq": persons["hhgq"][order],
-        "votingage": (age >= 18).astype(np.int64),
-        "hispanic": persons["hispanic"][order],
-        "cenrace": persons["cenrace"][order],
-        "sex": persons["sex"][order],
-        "age": age,
-    }
+    cols = {k: persons[k] for k in ("geocode", "hhgq", "sex", "age", "hispanic", "cenrace")}
+    unit_cols = {k: units[k] for k in ("geocode", "gqtype", "occupied")}
+    write_mdf_records(out, cols, unit_cols, hierarchy, "dhc-lite")
     write_parquet(
-        pa.table(
-            {
-                k: pa.array(v.astype(object), pa.string()) if k == "geocode" else _i64(v)
-                for k, v in mdf.items()
-            }
-        ),
-        out / "mdf_persons.parquet",
+        compute_invariants(cols, unit_cols, hierarchy).to_table(), out / "invariants.parquet"
     )
-    u_order = np.argsort(units["geocode"], kind="stable")
-    write_parquet(
-        pa.table(
-            {
-                "geocode": pa.array(units["geocode"][u_order].astype(object), pa.string()),
-                "gqtype": _i64(units["gqtype"][u_order]),
-                "occupied": pa.array(np.asarray(units["occupied"], dtype=bool)[u_order]),
-            }
-        ),
-        out / "mdf_units.parquet",
-    )
-    tables = tabulate(
-        {k: mdf[k] for k in ("geocode", "hhgq", "age", "hispanic", "cenrace")},
-        {k: units[k] for k in ("geocode", "gqtype", "occupied")},
-        hierarchy,
-    )
-    write_tables(tables, out / "tables")
+    write_tables(tabulate(cols, unit_cols, hierarchy), out / "tables")
     return hierarchy
 
 

@@ -718,7 +718,9 @@ def _write_outputs(
     t = time.perf_counter()
     block_hist = est.persons.histograms[-1]
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
-    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt") as w:
+    with MDFPersonWriter(
+        hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", schema
+    ) as w:
         for cols in iter_mdf_blocks(block_hist, schema):
             w.write(cols)
             bar.advance(len(cols["block"]))
@@ -726,7 +728,12 @@ def _write_outputs(
     manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
     manifest["units_released"] = write_mdf_units(
-        hierarchy, inv.housing_units, occupied, inv.gq_facilities, out / "mdf_units.parquet"
+        hierarchy,
+        inv.housing_units,
+        occupied,
+        inv.gq_facilities,
+        out / "mdf_units.parquet",
+        out / "mdf_units.txt",
     )
     pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
     write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")

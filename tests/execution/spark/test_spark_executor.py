@@ -46,6 +46,7 @@ RELEASE_FILES = (
     "mdf_persons.parquet",
     "mdf_units.parquet",
     "mdf_persons.txt",
+    "mdf_units.txt",
     "tables/P1.parquet",
     "tables/P2.parquet",
     "tables/P3.parquet",

@@ -37,10 +37,52 @@ def _truth_counts(cef):
     }
 
 
+# production's headers (programs/writer/mdf2020writer.py), written out, not imported
+PERSON_HEADER = (
+    "SCHEMA_TYPE_CODE|SCHEMA_BUILD_ID|TABBLKST|TABBLKCOU|TABTRACTCE|TABBLKGRPCE|TABBLK|"
+    "EPNUM|RTYPE|GQTYPE_PL|VOTING_AGE|CENHISP|CENRACE"
+)
+UNIT_HEADER = (
+    "SCHEMA_TYPE_CODE|SCHEMA_BUILD_ID|TABBLKST|TABBLKCOU|TABTRACTCE|TABBLKGRPCE|TABBLK|"
+    "RTYPE|HH_STATUS"
+)
+
+
+def _released(run_dir):
+    """Persons and units decoded by hand from the text MDF, once the Parquet files are
+    checked to hold the same records with the same codes."""
+    out = []
+    for name, header in (("mdf_persons", PERSON_HEADER), ("mdf_units", UNIT_HEADER)):
+        lines = (run_dir / f"{name}.txt").read_text(encoding="ascii").splitlines()
+        assert lines[0] == header  # unquoted, production's order
+        names = header.split("|")
+        rows = [line.split("|") for line in lines[1:]]
+        cols = {c: [r[i] for r in rows] for i, c in enumerate(names)}
+        table = pq.read_table(run_dir / f"{name}.parquet").to_pydict()
+        assert list(table) == names
+        assert {c: [str(v) for v in vals] for c, vals in table.items()} == cols
+        geo = ["".join(g) for g in zip(*(cols[c] for c in names[2:7]), strict=True)]
+        out.append((cols, np.asarray(geo, dtype="U16")))
+    (p, p_geo), (u, u_geo) = out
+    assert p["EPNUM"] == [str(i) for i in range(len(p_geo))]
+    assert set(p["SCHEMA_TYPE_CODE"]) <= {"MPD"} and set(u["SCHEMA_TYPE_CODE"]) <= {"MUD"}
+    mdf = {
+        "geocode": p_geo,
+        "hhgq": np.asarray([int(v) for v in p["GQTYPE_PL"]], dtype=np.int64),
+        "votingage": np.asarray([int(v) - 1 for v in p["VOTING_AGE"]], dtype=np.int64),
+        "hispanic": np.asarray([int(v) - 1 for v in p["CENHISP"]], dtype=np.int64),
+        "cenrace": np.asarray([int(v) for v in p["CENRACE"]], dtype=np.int64),
+    }
+    assert np.array_equal(np.asarray(p["RTYPE"]) == "5", mdf["hhgq"] > 0)
+    rtype, status = np.asarray(u["RTYPE"]), np.asarray(u["HH_STATUS"])
+    assert np.array_equal(rtype == "4", status == "0")
+    units = {"geocode": u_geo, "housing": rtype == "2", "occupied": status == "1"}
+    return mdf, units
+
+
 def _check_release(cef_dir, run_dir, postprocess="topdown"):
     cef = read_cef(cef_dir)
-    mdf = pq.read_table(run_dir / "mdf_persons.parquet").to_pydict()
-    units = pq.read_table(run_dir / "mdf_units.parquet").to_pydict()
+    mdf, units = _released(run_dir)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["validation"]["ok"], manifest["validation"]
     geocode = np.asarray(mdf["geocode"])
@@ -68,7 +110,9 @@ def _check_release(cef_dir, run_dir, postprocess="topdown"):
             assert int(np.sum(in_b & (hhgq == 0))) == 0
         # housing units and facilities invariant in the MDF units
         ug = np.asarray(units["geocode"]) == b
-        assert int(np.sum(ug & (np.asarray(units["gqtype"]) == 0))) == hu
+        assert int(np.sum(ug & units["housing"])) == hu
+        occupied_facilities = int(np.sum(ub & (cef.units["gqtype"] > 0) & cef.units["occupied"]))
+        assert int(np.sum(ug & ~units["housing"])) == occupied_facilities
     # tables add up across the hierarchy: P1 total of the state = sum over blocks
     p1 = pq.read_table(run_dir / "tables" / "P1.parquet").to_pydict()
     levels = np.asarray(p1["geolevel"])
@@ -152,7 +196,7 @@ def test_units_without_persons_release_and_reestimate(tmp_path, postprocess):
         units_budget=units_budget,
         postprocess=postprocess,
     )
-    for name in ("mdf_persons.parquet", "mdf_persons.txt", "mdf_units.parquet"):
+    for name in ("mdf_persons.parquet", "mdf_persons.txt", "mdf_units.parquet", "mdf_units.txt"):
         assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
 
 
@@ -174,7 +218,7 @@ def test_huge_rho_reproduces_the_truth(small_state):
         seed=1,
     )
     cef = read_cef(small_state / "cef")
-    mdf = pq.read_table(run / "mdf_persons.parquet").to_pydict()
+    mdf, units = _released(run)
     got = PL94.cells_of(
         {
             "hhgq": np.asarray(mdf["hhgq"]),
@@ -187,8 +231,7 @@ def test_huge_rho_reproduces_the_truth(small_state):
     key_got = sorted(zip(mdf["geocode"], got.tolist(), strict=True))
     key_want = sorted(zip(cef.persons["geocode"].tolist(), want.tolist(), strict=True))
     assert key_got == key_want
-    units = pq.read_table(run / "mdf_units.parquet").to_pydict()
-    occ = np.asarray(units["occupied"]) & (np.asarray(units["gqtype"]) == 0)
+    occ = units["occupied"] & units["housing"]
     assert occ.sum() == int(((cef.units["gqtype"] == 0) & cef.units["occupied"]).sum())
 
 

@@ -36,6 +36,7 @@ from censusdp.attacks.dhc.tables import dhc_tables, keys_of
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
+from censusdp.io.mdf import read_mdf_persons
 from censusdp.io.output import prepare_output_dir
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
@@ -57,7 +58,7 @@ def read_persons(directory: str | Path) -> tuple[dict[str, np.ndarray], str]:
     """
     d = Path(directory)
     if (d / "mdf_persons.parquet").exists():
-        return read_columns(d / "mdf_persons.parquet"), "release"
+        return read_mdf_persons(d / "mdf_persons.parquet"), "release"
     if (d / "persons.parquet").exists():
         return read_columns(d / "persons.parquet"), "unprotected"
     raise InputError(
