@@ -484,7 +484,6 @@ def reestimate(
     for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    require_valid(run_dir, what="re-estimation", mdf=False, progress=progress)
     spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
@@ -492,6 +491,7 @@ def reestimate(
                 f"the {what} budget given differs from the one {run_dir} spent; a re-estimate "
                 "uses the budget of its measurements (drop --preset/--config/--rho/--epsilon)"
             )
+    require_valid(run_dir, what="re-estimation", mdf=False, progress=progress)
     has_units = spent_units is not None and (run_dir / _NMF_FILES["units"]).exists()
     with _run_directory(out_dir, overwrite, executor, workers, spark_master, run_dir) as (
         staging,
