@@ -65,6 +65,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(where household persons were released) and its household persons; "
         "'independent' estimates units alone, as 2020 production did",
     )
+    p.add_argument(
+        "--spine",
+        choices=("tabulation", "optimized"),
+        default=None,
+        help="geography measured and estimated on: 'optimized' (the 2020 production spine: "
+        "AIAN / non-AIAN state parts, optimized block groups, from the input's aian_area / "
+        "place block attributes) or 'tabulation' (state > county > tract > block group > "
+        "block); default: the budget's ('optimized' for the pl94-2020 presets when the input "
+        "has the block attributes), else 'tabulation'. MDF and tables are always tabulated "
+        "by geocode",
+    )
     add_workers(p)
     p.add_argument(
         "--executor",
@@ -121,6 +132,13 @@ def _run(args: argparse.Namespace) -> int:
         command=sys.argv,
     )
     if args.from_measurements:
+        if args.spine is not None:
+            from censusdp.errors import ConfigError
+
+            raise ConfigError(
+                "--spine applies to a fresh run; a re-estimate uses the spine of its "
+                "measurements (drop --spine)"
+            )
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
         if args.seed is not None and not args.quiet:
@@ -129,7 +147,9 @@ def _run(args: argparse.Namespace) -> int:
                 "(not for publication)",
                 file=sys.stderr,
             )
-        manifest = run_release(args.input, args.out, seed=args.seed, **common)
+        manifest = run_release(
+            args.input, args.out, seed=args.seed, spine=args.spine, **common
+        )
     v = manifest.get("validation", {})
     print(
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
