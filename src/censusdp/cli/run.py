@@ -147,9 +147,7 @@ def _run(args: argparse.Namespace) -> int:
                 "(not for publication)",
                 file=sys.stderr,
             )
-        manifest = run_release(
-            args.input, args.out, seed=args.seed, spine=args.spine, **common
-        )
+        manifest = run_release(args.input, args.out, seed=args.seed, spine=args.spine, **common)
     v = manifest.get("validation", {})
     print(
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "

@@ -54,6 +54,7 @@ from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
 from censusdp.release.manifest import peak_rss_mb
+from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
 from censusdp.version import __version__
@@ -112,7 +113,8 @@ def _zero_persons(layout: Layout, inv: Invariants) -> np.ndarray:
     return ~has[:, group]
 
 
-def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
+def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
+    """The manifest, the geography measured on, and the invariants in its block order."""
     for name in (
         "manifest.json",
         "noisy_measurements.parquet",
@@ -133,7 +135,9 @@ def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
     inv = Invariants.from_tables(
         blocks, pq.read_table(run_dir / "invariant_totals.parquet"), hierarchy
     )
-    return manifest, hierarchy, inv
+    # a spine release measured the spine's geounits (spine.parquet): infer estimates them
+    geo = geography_of_run(run_dir, manifest, hierarchy)
+    return manifest, geo, geo.invariants(inv)
 
 
 def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...]) -> Layout:
@@ -260,7 +264,8 @@ def infer_release(
     require_valid(run_dir, what="infer", mdf=False)
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    manifest_in, hierarchy, inv = _read_release(run_dir)
+    manifest_in, geo, inv = _read_release(run_dir)
+    hierarchy = geo.estimation
     schema = get_schema(str(manifest_in.get("schema", "pl94")))
     if schema.name != "pl94":
         raise SchemaError(
@@ -272,11 +277,7 @@ def infer_release(
     lines = _person_lines(layout)
     bottom = hierarchy.n_levels - 1
     names = hierarchy.geolevels.names
-    totals_persons = {
-        inv.total_level: np.asarray(
-            hierarchy.aggregate(inv.population.reshape(-1, 1))[inv.total_level], dtype=np.float64
-        ).ravel()
-    }
+    totals_persons = geo.exact_totals(inv)
     pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
     _say(
@@ -386,8 +387,9 @@ def infer_release(
         "geounits": {
             lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
         },
+        "spine": geo.kind,
         "constraints": {
-            "total_population_exact_at": names[inv.total_level],
+            "total_population_exact_at": names[max(totals_persons)],
             "housing_units_exact_at": names[bottom],
             "zeros_from_block_invariants": bool(zero_constraints),
         },

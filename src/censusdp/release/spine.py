@@ -155,6 +155,22 @@ class ReleaseGeography:
             total_level=0,
         )
 
+    def exact_totals(self, inv: Invariants) -> dict[int, np.ndarray]:
+        """Exact total populations by estimation level (the levels where all are exact).
+
+        ``inv`` is in estimation order (:meth:`invariants`). Tabulation: the invariant
+        level (the states); spine: the root, and the State level when no state has two
+        parts.
+        """
+        h = self.estimation
+        pops = h.aggregate(inv.population.reshape(-1, 1))
+        out = {inv.total_level: np.asarray(pops[inv.total_level], dtype=np.float64).ravel()}
+        if self.spine is not None:
+            groups = self.spine.state_groups()
+            if (np.bincount(groups) == 1).all():
+                out[1] = np.asarray(pops[1], dtype=np.float64).ravel()
+        return out
+
     def person_bounds(self, inv: Invariants) -> list[Bounds]:
         """Per estimation level, the person bounds implied by the invariants.
 
