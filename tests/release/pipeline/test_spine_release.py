@@ -276,3 +276,18 @@ def test_units_histogram_moves_with_the_blocks():
     assert np.array_equal(
         np.asarray([c[-16:] for c in geo.estimation.blocks.tolist()]), tab.blocks[geo.spine.order]
     )
+
+
+def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, spine_input):
+    from censusdp.evaluate import evaluate
+
+    result = evaluate(spine_input, spine_run, district_draws=1)
+    nmf = result["noisy_measurements"]["persons"]["by_level"]
+    # the truth was found for every spine geounit: the realised noise has a ratio of
+    # empirical to stated variance (a truth lookup on the wrong geounits has none or a
+    # huge one), at the spine's block groups too
+    for level in ("State", "County", "BlockGroup", "Block"):
+        stats = nmf[level]
+        assert all(q["empirical"]["n"] == q["n"] for q in stats.values()), level
+    widest = max(nmf["BlockGroup"].values(), key=lambda q: q["n"])
+    assert widest["n"] > 1000 and 0.7 < widest["empirical"]["variance_ratio"] < 1.4
