@@ -310,6 +310,10 @@ def geography_for_input(
         return ReleaseGeography(hierarchy)
     rules = SpineRules() if rules is None else rules
     _check_levels(budget, rules)
+    if hierarchy.blocks.size == 0:
+        note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
+        say(progress, f"note: {note}")
+        return ReleaseGeography(hierarchy, None, note)
     attrs, present = block_attributes(units, hierarchy, inv)
     note = None
     if not present:
