@@ -291,3 +291,28 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
         assert all(q["empirical"]["n"] == q["n"] for q in stats.values()), level
     widest = max(nmf["BlockGroup"].values(), key=lambda q: q["n"])
     assert widest["n"] > 1000 and 0.7 < widest["empirical"]["variance_ratio"] < 1.4
+
+
+def test_budget_files_name_the_spine_and_reject_an_unknown_one():
+    from censusdp.privacy.budget import Budget, BudgetConfigError, budget_from_mapping
+
+    assert load_preset("pl94-2020").spine == "optimized"
+    assert load_preset("pl94-2020-pr-units").spine == "optimized"
+    assert load_preset("dhc-lite-demo").spine is None
+    d = BUDGET.to_dict()
+    assert d["spine"] == "optimized" and Budget.from_dict(d).spine == "optimized"
+    assert BUDGET.scaled(rho="1").spine == "optimized"
+    doc = {
+        "schema": "pl94",
+        "mechanism": "discrete_gaussian",
+        "rho": "1",
+        "spine": "opt_spine",
+        "geolevels": [
+            {"name": "US", "length": 0, "share": "1/2", "queries": {"total": "1"}},
+            {"name": "Block", "length": 16, "share": "1/2", "queries": {"total": "1"}},
+        ],
+    }
+    with pytest.raises(BudgetConfigError, match="opt_spine"):
+        budget_from_mapping(doc, "b.toml")
+    doc["spine"] = "tabulation"
+    assert budget_from_mapping(doc, "b.toml").spine == "tabulation"
