@@ -291,7 +291,9 @@ def _spine_summary(runs: list[dict], spines: list[str]) -> dict:
             row = {"mae_released": round(float(np.mean([x["mae_released"] for x in rows])), 4)}
             if all("mae_noisy" in x for x in rows):
                 row["mae_noisy"] = round(float(np.mean([x["mae_noisy"] for x in rows])), 4)
-                row["ratio"] = round(row["mae_released"] / row["mae_noisy"], 3)
+                row["ratio"] = (
+                    round(row["mae_released"] / row["mae_noisy"], 3) if row["mae_noisy"] else None
+                )
             levels[name] = row
         walls = [r["release_wall_seconds"] for r in recs if r["release_wall_seconds"] is not None]
         cpus = [r["release_cpu_seconds"] for r in recs if r.get("release_cpu_seconds") is not None]
