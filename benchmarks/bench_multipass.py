@@ -13,14 +13,26 @@ population of every geounit for
 and their ratios to the noisy error (the target of the multipass work is a ratio of at
 most 1.10 at County and Tract), the estimation times of both modes (their ratio), the
 release's wall time, and a check that the release equals the production re-estimate.
+These runs use the tabulation hierarchy (``--spine tabulation``).
+
+``--spines tabulation,optimized`` also releases the same input on the production spine
+(``censusdp run --spine optimized``) and compares, per tabulation geolevel, the released
+total population of both spines with the truth, and with the raw noisy totals: on the
+spine a tabulation county or tract is the union of its AIAN and non-AIAN parts, each
+measured, so its noisy total is the sum of its parts' (one part outside AIAN areas);
+block groups are not spine geounits, so they have no noisy total there. It also reports
+each release's wall time (``release_wall_seconds`` under ``spines``).
 
     .venv/bin/python benchmarks/bench_multipass.py --state VT --seeds 1,2,3 --workers 2
+    .venv/bin/python benchmarks/bench_multipass.py --state VT --seeds 1,2,3 \
+        --spines tabulation,optimized --no-passes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -31,11 +43,19 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+CPU_SECONDS: list[float] = []
+"""CPU seconds (user + system) of every command :func:`_run` ran, in order: on a shared
+machine the wall time depends on the load, the CPU time much less."""
+
 
 def _run(cmd: list[str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
 def _truth_totals(cef: Path, hierarchy) -> list[np.ndarray]:
@@ -103,33 +123,124 @@ def _mae(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean(np.abs(a - b)))
 
 
+def _release_run(
+    exe: list[str], cef: Path, run: Path, seed: int, workers: int, spine: str
+) -> float:
+    return _run(
+        [
+            *exe,
+            "run",
+            "--input",
+            str(cef),
+            "--out",
+            str(run),
+            "--seed",
+            str(seed),
+            "--workers",
+            str(workers),
+            "--spine",
+            spine,
+            "--overwrite",
+            "--quiet",
+        ]
+    )
+
+
+def _tabulation_noisy(run: Path, tab) -> dict[int, np.ndarray]:
+    """Noisy totals of tabulation geounits: direct (tabulation run) or summed over the
+    spine geounits nested in them (County / Tract parts of a spine run)."""
+    from censusdp.release.spine import geography_of_run
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    geo = geography_of_run(run, manifest, tab)
+    h = geo.estimation
+    noisy = _noisy_totals(run / "noisy_measurements.parquet", h)
+    if geo.spine is None:
+        return noisy
+    out = {}
+    for li, lev in enumerate(tab.geolevels):
+        if lev.name not in ("County", "Tract") or h.geolevels.index(lev.name) not in noisy:
+            continue
+        sl = h.geolevels.index(lev.name)
+        # tabulation unit of each spine unit of the level: through any of its blocks
+        first_block = np.searchsorted(h.ancestor_index(sl), np.arange(h.n_units(sl)))
+        tab_unit = tab.ancestor_index(li)[geo.spine.order[first_block]]
+        out[li] = np.bincount(tab_unit, weights=noisy[sl], minlength=tab.n_units(li))
+    return out
+
+
+def bench_spines(
+    exe: list[str], cef: Path, base: Path, seed: int, workers: int, spines: list[str], reuse: bool
+) -> dict:
+    """Release ``cef`` on each spine; MAE of released and noisy totals by tabulation level."""
+    from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
+
+    units = pq.read_table(cef / "units.parquet", columns=["geocode"]).column("geocode")
+    tab = Hierarchy.from_blocks(
+        np.asarray(units.to_numpy(zero_copy_only=False)).astype("U16"), DEFAULT_GEOLEVELS
+    )
+    truth = _truth_totals(cef, tab)
+    out = {}
+    for spine in spines:
+        run = base / f"run-{seed}-{spine}"
+        wall = None
+        cpu = None
+        if not (reuse and (run / "manifest.json").exists()):
+            wall = _release_run(exe, cef, run, seed, workers, spine)
+            cpu = CPU_SECONDS[-1]
+        manifest = json.loads((run / "manifest.json").read_text())
+        released = pq.read_table(run / "mdf_persons.parquet", columns=["geocode"]).column("geocode")
+        rel_blocks = np.asarray(released.to_numpy(zero_copy_only=False)).astype("U16")
+        rel_pop = np.bincount(np.searchsorted(tab.blocks, rel_blocks), minlength=tab.blocks.size)
+        rel = [np.asarray(a).ravel() for a in tab.aggregate(rel_pop.reshape(-1, 1))]
+        noisy = _tabulation_noisy(run, tab)
+        rec: dict = {
+            "release_wall_seconds": None if wall is None else round(wall, 2),
+            "release_cpu_seconds": None if cpu is None else round(cpu, 2),
+            "release_timings": manifest.get("timings", {}),
+            "spine_geounits": manifest.get("spine", {}).get("geounits"),
+            "levels": {},
+        }
+        for li, lev in enumerate(tab.geolevels):
+            row = {
+                "units": int(tab.n_units(li)),
+                "mae_released": round(_mae(rel[li], truth[li]), 4),
+            }
+            if li in noisy:
+                row["mae_noisy"] = round(_mae(noisy[li], truth[li]), 4)
+                row["ratio"] = (
+                    round(row["mae_released"] / row["mae_noisy"], 3) if row["mae_noisy"] else None
+                )
+            rec["levels"][lev.name] = row
+        out[spine] = rec
+    return out
+
+
 def bench_seed(
-    exe: list[str], state: str, scale: float, seed: int, workers: int, base: Path, reuse: bool
+    exe: list[str],
+    state: str,
+    scale: float,
+    seed: int,
+    workers: int,
+    base: Path,
+    reuse: bool,
+    passes: bool = True,
 ) -> dict:
     cef = base / f"cef-{seed}"
     run = base / f"run-{seed}"
     wall = None
+    if not passes and reuse and (cef / "units.parquet").exists():
+        return {"seed": seed}
     if not (reuse and (run / "manifest.json").exists()):
         gen = [*exe, "generate", "--state", state, "--seed", str(seed), "--out", str(cef)]
         if scale != 1.0:
             gen += ["--scale", str(scale)]
         _run(gen + ["--overwrite"])
-        wall = _run(
-            [
-                *exe,
-                "run",
-                "--input",
-                str(cef),
-                "--out",
-                str(run),
-                "--seed",
-                str(seed),
-                "--workers",
-                str(workers),
-                "--overwrite",
-                "--quiet",
-            ]
-        )
+        if not passes:
+            return {"seed": seed}
+        wall = _release_run(exe, cef, run, seed, workers, "tabulation")
+    if not passes:
+        return {"seed": seed}
     manifest = json.loads((run / "manifest.json").read_text())
     out: dict = {
         "seed": seed,
@@ -171,6 +282,32 @@ def bench_seed(
     return out
 
 
+def _spine_summary(runs: list[dict], spines: list[str]) -> dict:
+    out: dict = {}
+    for spine in spines:
+        recs = [r["spines"][spine] for r in runs]
+        levels = {}
+        for name in recs[0]["levels"]:
+            rows = [r["levels"][name] for r in recs]
+            row = {"mae_released": round(float(np.mean([x["mae_released"] for x in rows])), 4)}
+            if all("mae_noisy" in x for x in rows):
+                row["mae_noisy"] = round(float(np.mean([x["mae_noisy"] for x in rows])), 4)
+                row["ratio"] = (
+                    round(row["mae_released"] / row["mae_noisy"], 3) if row["mae_noisy"] else None
+                )
+            levels[name] = row
+        walls = [r["release_wall_seconds"] for r in recs if r["release_wall_seconds"] is not None]
+        cpus = [r["release_cpu_seconds"] for r in recs if r.get("release_cpu_seconds") is not None]
+        out[spine] = {
+            "levels": levels,
+            "release_wall_seconds": walls,
+            "mean_release_wall_seconds": round(float(np.mean(walls)), 2) if walls else None,
+            "release_cpu_seconds": cpus,
+            "mean_release_cpu_seconds": round(float(np.mean(cpus)), 2) if cpus else None,
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--state", default="VT")
@@ -179,16 +316,40 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
     ap.add_argument("--reuse", action="store_true", help="reuse runs already in --dir")
+    ap.add_argument(
+        "--spines",
+        default="",
+        help="also release on these spines and compare them (e.g. tabulation,optimized)",
+    )
+    ap.add_argument(
+        "--no-passes", action="store_true", help="skip the single vs production re-estimates"
+    )
     args = ap.parse_args()
     exe = [sys.executable, "-m", "censusdp"]
     base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-multipass-"))
     seeds = [int(s) for s in args.seeds.split(",")]
+    spines = [s for s in args.spines.split(",") if s]
     runs = []
     for seed in seeds:
         print(f"seed {seed} ...", file=sys.stderr, flush=True)
-        runs.append(bench_seed(exe, args.state, args.scale, seed, args.workers, base, args.reuse))
+        runs.append(
+            bench_seed(
+                exe,
+                args.state,
+                args.scale,
+                seed,
+                args.workers,
+                base,
+                args.reuse,
+                not args.no_passes,
+            )
+        )
+        if spines:
+            runs[-1]["spines"] = bench_spines(
+                exe, base / f"cef-{seed}", base, seed, args.workers, spines, args.reuse
+            )
     summary = {}
-    for name in runs[0]["levels"]:
+    for name in runs[0].get("levels", {}):
         recs = [r["levels"][name] for r in runs]
         row = {
             k: round(float(np.mean([r[k] for r in recs])), 4)
@@ -209,6 +370,7 @@ def main() -> None:
                 "workers": args.workers,
                 "seeds": seeds,
                 "mean_over_seeds": summary,
+                "spines_mean_over_seeds": _spine_summary(runs, spines),
                 "runs": runs,
             },
             indent=1,

@@ -180,7 +180,9 @@ def run_release(
             a preset name, or ``None`` for the 2020 production budget.
         seed: ``None`` for secure randomness (a release); an integer for a reproducible,
             non-secure run.
-        options: further options of :func:`censusdp.release.pipeline.run_release`.
+        options: further options of :func:`censusdp.release.pipeline.run_release`, e.g.
+            ``spine="optimized"`` (the 2020 production spine; docs/spine.md) or
+            ``spine="tabulation"``.
     """
     from censusdp.release.pipeline import run_release as _run
 

@@ -67,6 +67,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(where household persons were released) and its household persons; "
         "'independent' estimates units alone, as 2020 production did",
     )
+    p.add_argument(
+        "--spine",
+        choices=("tabulation", "optimized"),
+        default=None,
+        help="geography measured and estimated on: 'optimized' (the 2020 production spine: "
+        "AIAN / non-AIAN state parts, optimized block groups, from the input's aian_area / "
+        "place block attributes) or 'tabulation' (state > county > tract > block group > "
+        "block); default: the budget's ('optimized' when its file says so and the input "
+        "has the block attributes), else 'tabulation'. MDF and tables are always tabulated "
+        "by geocode",
+    )
     add_executor(p)
     p.add_argument(
         "--method",
@@ -118,10 +129,17 @@ def _run(args: argparse.Namespace) -> int:
     if args.from_measurements:
         if args.resume:
             raise ConfigError("--resume continues a run from --input, not --from-measurements")
+        if args.spine is not None:
+            raise ConfigError(
+                "--spine applies to a fresh run; a re-estimate uses the spine of its "
+                "measurements (drop --spine)"
+            )
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:
         announce_randomness(args.seed)
-        manifest = run_release(args.input, args.out, seed=args.seed, resume=args.resume, **common)
+        manifest = run_release(
+            args.input, args.out, seed=args.seed, resume=args.resume, spine=args.spine, **common
+        )
     v = manifest.get("validation", {})
     print(
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "

@@ -62,6 +62,7 @@ from censusdp.io.mdf import read_mdf_persons, read_mdf_units
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
+from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
 from censusdp.version import __version__
@@ -373,7 +374,7 @@ def evaluate_data(
 
     nmf: dict[str, Any] = {}
     for key, path in release.nmf.items():
-        nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh)
+        nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh, release.directory)
         say(progress, f"noisy measurements ({key}) summarised")
     bar.advance()
     bar.close()
@@ -413,8 +414,15 @@ def _nmf_for(
     h: Hierarchy,
     truth_persons: Mapping[str, np.ndarray],
     truth_unit_hist: sp.csr_matrix,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Summarise one NMF, with the truth answers of its queries when the schema is known."""
+    """Summarise one NMF, with the truth answers of its queries when the schema is known.
+
+    A release measured on the production spine (its manifest's ``spine``) is summarised
+    on the spine's geounits, read from its ``spine.parquet``.
+    """
+    geo = geography_of_run(run_dir or path.parent, manifest, h)
+    h = geo.estimation
     schema_name = "units" if key == "units" else str(manifest.get("schema") or "pl94")
     try:
         schema = get_schema(schema_name)
@@ -423,14 +431,15 @@ def _nmf_for(
     levels: list[sp.csr_matrix] | None = None
     if schema is not None:
         if key == "units":
-            levels = h.aggregate(sp.csr_matrix(truth_unit_hist[:, :2]))
+            levels = h.aggregate(geo.to_estimation(sp.csr_matrix(truth_unit_hist[:, :2])))
         else:
             cols = {
                 c: truth_persons[c]
                 for c in ("geocode", *schema.input_columns)
                 if c in truth_persons
             }
-            levels = h.aggregate(person_histogram(cols, h, schema))
+            block = person_histogram(cols, geo.tabulation, schema)
+            levels = h.aggregate(geo.to_estimation(block))
 
     def truth(level: str, query: str) -> sp.csr_matrix | None:
         if schema is None or levels is None:

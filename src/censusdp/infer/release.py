@@ -58,6 +58,7 @@ from censusdp.io.nmf import NMFReader
 from censusdp.io.output import check_output_dir
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import peak_rss_mb
+from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
 from censusdp.version import __version__
@@ -109,7 +110,8 @@ def _zero_persons(layout: Layout, inv: Invariants) -> np.ndarray:
     return ~has[:, group]
 
 
-def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
+def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
+    """The manifest, the geography measured on, and the invariants in its block order."""
     for name in (
         "manifest.json",
         "noisy_measurements.parquet",
@@ -125,7 +127,9 @@ def _read_release(run_dir: Path) -> tuple[dict, Hierarchy, Invariants]:
     if "geolevels" not in manifest:
         raise InputError(f"{run_dir / 'manifest.json'}: no 'geolevels'")
     hierarchy, inv = read_invariants(run_dir, GeoLevels.from_pairs(manifest["geolevels"]))
-    return manifest, hierarchy, inv
+    # a spine release measured the spine's geounits (spine.parquet): infer estimates them
+    geo = geography_of_run(run_dir, manifest, hierarchy)
+    return manifest, geo, geo.invariants(inv)
 
 
 def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...]) -> Layout:
@@ -265,7 +269,8 @@ def release_gls(
     timings = timings if timings is not None else {}
     run_dir = Path(run_dir)
     t = time.perf_counter()
-    manifest_in, hierarchy, inv = _read_release(run_dir)
+    manifest_in, geo, inv = _read_release(run_dir)
+    hierarchy = geo.estimation
     schema = get_schema(str(manifest_in.get("schema", "pl94")))
     if schema.name != "pl94":
         raise SchemaError(
@@ -277,11 +282,7 @@ def release_gls(
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = _person_lines(layout)
     bottom = hierarchy.n_levels - 1
-    totals_persons = {
-        inv.total_level: np.asarray(
-            hierarchy.aggregate(inv.population.reshape(-1, 1))[inv.total_level], dtype=np.float64
-        ).ravel()
-    }
+    totals_persons = geo.exact_totals(inv)
     pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
     say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
@@ -352,7 +353,7 @@ def release_gls(
         hierarchy,
         manifest_in,
         schema.name,
-        int(inv.total_level),
+        int(max(totals_persons)),
         lines.names + tuple(unit_names),
         direct,
         occupancy,
@@ -468,6 +469,7 @@ def infer_release(
         "geounits": {
             lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
         },
+        "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
         "constraints": {
             "total_population_exact_at": names[gls.total_level],
             "housing_units_exact_at": names[bottom],

@@ -47,6 +47,7 @@ __all__ = [
     "preset_names",
     "release_privacy",
     "ReleaseBudget",
+    "SPINES",
     "resolve_release_budget",
     "units_preset_for",
 ]
@@ -67,6 +68,11 @@ DEFAULT_GEOLEVELS: tuple[tuple[str, int], ...] = (
 
 NEIGHBOURS = {"bounded": 2, "unbounded": 1}
 """Neighbouring relations and the cells of a histogram query one person changes."""
+
+SPINES = ("tabulation", "optimized")
+"""The geographies a budget may name (``spine = ...``): the tabulation hierarchy, or
+the 2020 production spine (:mod:`censusdp.data.spine`, wired in by
+:mod:`censusdp.release.spine`)."""
 
 MAX_NOISE_SD = 10**8
 """Largest noise standard deviation of any measurement (persons)."""
@@ -138,6 +144,10 @@ class Budget:
         name: preset or config name.
         description: one line for reports.
         notes: caveats printed with the budget (what a preset cannot represent).
+        spine: the geography the budget is spent on, when the budget says so:
+            ``"optimized"`` (the 2020 production spine, ``spine = opt_spine`` in
+            production's configuration) or ``"tabulation"``; ``None`` leaves it to the
+            run (the tabulation hierarchy). See :mod:`censusdp.release.spine`.
     """
 
     schema: str
@@ -151,6 +161,7 @@ class Budget:
     name: str = "custom"
     description: str = ""
     notes: tuple[str, ...] = field(default=())
+    spine: str | None = None
 
     def __post_init__(self) -> None:
         get_schema(self.schema)  # raises SchemaError for unknown schemas
@@ -169,6 +180,8 @@ class Budget:
                 f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
             )
         object.__setattr__(self, "notes", tuple(str(n) for n in self.notes))
+        if self.spine is not None and self.spine not in SPINES:
+            raise BudgetError(f"spine is {self.spine!r}; it must be one of {list(SPINES)}")
 
         levels = tuple((str(n), int(length)) for n, length in self.geolevels)
         if not levels:
@@ -397,6 +410,7 @@ class Budget:
             name=self.name,
             description=self.description,
             notes=self.notes,
+            spine=self.spine,
         )
 
     @classmethod
@@ -421,6 +435,7 @@ class Budget:
                 },
                 neighbours=str(d.get("neighbours", _legacy_neighbours(d.get("sensitivity", 2)))),
                 name=str(d.get("name", "custom")),
+                spine=d.get("spine"),
                 description=str(d.get("description", "")),
                 notes=tuple(d.get("notes", ())),
             )
@@ -491,6 +506,7 @@ class Budget:
             "delta_total": float(self.delta) + sdelta,
             "geolevels": levels,
             "notes": list(self.notes),
+            **({"spine": self.spine} if self.spine is not None else {}),
         }
 
 
@@ -508,6 +524,7 @@ _TOP_KEYS = {
     "neighbours",
     "notes",
     "geolevels",
+    "spine",
 }
 _LEVEL_KEYS = {"name", "length", "share", "queries"}
 
@@ -647,6 +664,7 @@ def budget_from_mapping(data: Mapping[str, Any], origin: str = "<config>") -> Bu
             name=str(data.get("name", Path(origin).stem)),
             description=str(data.get("description", "")),
             notes=tuple(notes),
+            spine=None if data.get("spine") is None else str(data["spine"]),
         )
     except CensusDPError as exc:
         raise BudgetConfigError(f"{origin}: {exc}") from None

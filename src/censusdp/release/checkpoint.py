@@ -70,6 +70,7 @@ def run_fingerprint(
     postprocess: str,
     units: str,
     method: str,
+    spine: str = "tabulation",
 ) -> dict[str, Any]:
     """What a resumed run must share with the interrupted one: everything the release
     depends on (not the executor, workers or Spark master, which do not change it)."""
@@ -85,6 +86,7 @@ def run_fingerprint(
             "postprocess": postprocess,
             "units": units,
             "method": method,
+            "spine": spine,
         }
     )
 
@@ -99,6 +101,7 @@ _WHAT = {
     "postprocess": "--postprocess",
     "units": "--units",
     "method": "--method",
+    "spine": "--spine",
 }
 
 

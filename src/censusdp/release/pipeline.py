@@ -75,6 +75,13 @@ from censusdp.release.manifest import (
     sha256_of,
 )
 from censusdp.release.measure import measure_tasks, run_measure_task
+from censusdp.release.spine import (
+    SPINE_CHOICES,
+    ReleaseGeography,
+    geography_for_input,
+    geography_of_run,
+    requested_spine,
+)
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.validate import require_valid, validate_release, validate_run
 from censusdp.tables import table_arrays, tables_to_arrays, tabulate_histograms
@@ -82,6 +89,7 @@ from censusdp.tables import table_arrays, tables_to_arrays, tabulate_histograms
 __all__ = [
     "EXECUTOR_CHOICES",
     "POSTPROCESS_CHOICES",
+    "SPINE_CHOICES",
     "UNITS_CHOICES",
     "estimate_tables",
     "reestimate",
@@ -203,12 +211,16 @@ def _read_and_aggregate(
     with_units: bool,
     progress: Progress,
     timings: dict[str, float],
-) -> tuple[Hierarchy, Invariants, dict[str, sp.csr_matrix], int]:
+    spine: tuple[str, bool] = ("tabulation", False),
+) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
     """Read and validate the CEF; return the geography, the invariants, the block
-    histograms each run measures (``persons``, ``units``) and the number of persons.
+    histograms each run measures (``persons``, ``units``; blocks in the order of the
+    geography's estimation hierarchy) and the number of persons.
 
-    The microdata are dropped when this returns: from here on only block histograms,
-    then noisy measurements and invariants, exist.
+    ``spine`` is the spine requested and whether the user asked for it explicitly
+    (:func:`censusdp.release.spine.geography_for_input`). The microdata are dropped when
+    this returns: from here on only block histograms, then noisy measurements and
+    invariants, exist.
     """
     t = time.perf_counter()
     cef = read_cef(input_dir, progress=progress)
@@ -224,7 +236,14 @@ def _read_and_aggregate(
         hists["units"] = housing_unit_histogram(cef.units, hierarchy)
     timings["aggregate"] = time.perf_counter() - t
     say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
-    return hierarchy, inv, hists, cef.n_persons
+    t = time.perf_counter()
+    geo = geography_for_input(
+        spine[0], budget, hierarchy, cef.units, inv, explicit=spine[1], progress=progress
+    )
+    hists = {k: geo.to_estimation(v) for k, v in hists.items()}
+    if geo.spine is not None:
+        timings["spine"] = time.perf_counter() - t
+    return geo, inv, hists, cef.n_persons
 
 
 _NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
@@ -298,6 +317,7 @@ def run_release(
     resume: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
+    spine: str | None = None,
 ) -> dict:
     """Produce a release from a CEF directory; returns the manifest.
 
@@ -327,6 +347,13 @@ def run_release(
             unless the input files, budgets, randomness and options are the same; with
             nothing to continue, the run starts afresh.
 
+        spine: the geography measured and estimated on (:mod:`censusdp.release.spine`):
+            ``"optimized"`` (the 2020 production spine, built from the input's block
+            attributes) or ``"tabulation"``; ``None``: the budget's choice (the
+            budget may say ``spine = "optimized"``, which falls back to the tabulation
+            hierarchy with a note when the input has no block attributes), else
+            ``tabulation``.
+
     Every run checkpoints its finished steps, so any run can be resumed.
     """
     if postprocess not in POSTPROCESS_CHOICES:
@@ -334,6 +361,7 @@ def run_release(
             f"--postprocess must be one of {POSTPROCESS_CHOICES}, got {postprocess!r}"
         )
     _check_units(units)
+    spine_choice = (requested_spine(spine, budget), spine is not None)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     input_sha256 = _input_checksums(input_dir)
@@ -345,17 +373,19 @@ def run_release(
         postprocess=postprocess,
         units=units,
         method=method,
+        spine=str(spine_choice[0]),
     )
     with _run_directory(
         out_dir, overwrite, executor, workers, spark_master, input_dir, resume=resume
     ) as (staging, ex):
         ckpt = Checkpoint.open(staging, fingerprint, progress)
-        hierarchy, inv, hists, n_persons = _read_and_aggregate(
+        geo, inv, hists, n_persons = _read_and_aggregate(
             input_dir,
             budget,
             with_units=units_budget is not None,
             progress=progress,
             timings=timings,
+            spine=spine_choice,
         )
         made: list[RandomSource] = []
 
@@ -368,7 +398,7 @@ def run_release(
 
         nmf_rows = _measure_runs(
             hists,
-            hierarchy,
+            geo.estimation,
             budget,
             units_budget,
             source,
@@ -381,7 +411,8 @@ def run_release(
         manifest = _estimate_and_write(
             staging.path,
             inv,
-            hierarchy,
+            geo.tabulation,
+            geo=geo,
             budget=budget,
             units_budget=units_budget,
             postprocess=postprocess,
@@ -485,6 +516,7 @@ def reestimate(
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
     spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
+    geo_source = read_manifest(run_dir)
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
             raise ConfigError(
@@ -499,11 +531,13 @@ def reestimate(
     ):
         t = time.perf_counter()
         hierarchy, inv, rows = _copy_measurements(run_dir, _geolevels(spent), has_units, staging)
+        geo = geography_of_run(run_dir, geo_source, hierarchy)
         timings["read_measurements"] = time.perf_counter() - t
         manifest = _estimate_and_write(
             staging.path,
             inv,
             hierarchy,
+            geo=geo,
             budget=spent,
             units_budget=spent_units if has_units else None,
             postprocess=postprocess,
@@ -555,9 +589,14 @@ def _estimate(
     timings: dict[str, float],
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
+    person_bounds: list[Bounds] | None = None,
 ) -> _Estimated:
     """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only
-    (continuing after the levels ``checkpoint`` holds, recording each finished level)."""
+    (continuing after the levels ``checkpoint`` holds, recording each finished level).
+
+    ``inv`` and ``hierarchy`` are those of the measurements (the spine's, blocks in spine
+    order, for a spine release); ``person_bounds`` replaces the bounds
+    :func:`censusdp.data.invariants.level_bounds` gives (the spine's state parts)."""
     ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
     ums = (
         NMFReader(nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy)
@@ -577,6 +616,7 @@ def _estimate(
         timings=timings,
         manifest=manifest,
         checkpoint=checkpoint,
+        person_bounds=person_bounds,
     )
 
 
@@ -594,6 +634,7 @@ def _estimate_measurements(
     timings: dict[str, float],
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
+    person_bounds: list[Bounds] | None = None,
 ) -> _Estimated:
     """Estimate persons (and units, when ``ums`` is given) from measurements and invariants."""
 
@@ -602,7 +643,7 @@ def _estimate_measurements(
 
     t = time.perf_counter()
     schema = ms.schema
-    bounds = _person_bounds(inv, hierarchy)
+    bounds = _person_bounds(inv, hierarchy) if person_bounds is None else person_bounds
     if postprocess == "bottomup":
         # Bottom-up estimates blocks alone: totals above the block level are sums of
         # noisy blocks and cannot be held to the state invariant.
@@ -775,6 +816,49 @@ def _validate_outputs(
         raise InternalError("release failed validation: " + "; ".join(report.failures()))
 
 
+def _on_tabulation(
+    est: _Estimated,
+    geo: ReleaseGeography,
+    inv: Invariants,
+    schema: Schema,
+    manifest: dict[str, Any],
+) -> _Estimated:
+    """A spine estimate checked on the spine, then seen on the tabulation geography.
+
+    The spine's own checks (every spine geounit the sum of its blocks, every bound on
+    the spine) go to the manifest as ``spine_validation``; the MDF, the tables and the
+    release's validation then use the same blocks in geocode order, aggregated by
+    tabulation geocode.
+    """
+    report = validate_release(
+        est.persons.histograms,
+        geo.estimation,
+        schema,
+        est.bounds,
+        unit_hists=est.units.histograms if est.units is not None else None,
+        housing_units=geo.invariants(inv).housing_units if est.units is not None else None,
+        household_persons=est.household,
+        failsafe_uses=len(est.persons.failsafe),
+    )
+    manifest["spine_validation"] = report.to_dict()
+    if not report.ok and not est.persons.failsafe:
+        raise InternalError("the spine estimate fails validation: " + "; ".join(report.failures()))
+
+    def view(e: Estimate | None) -> Estimate | None:
+        if e is None:
+            return None
+        return Estimate(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
+
+    persons = view(est.persons)
+    assert persons is not None
+    return _Estimated(
+        persons,
+        view(est.units),
+        _person_bounds(inv, geo.tabulation),
+        None if est.household is None else geo.to_tabulation(est.household),
+    )
+
+
 def _estimate_and_write(
     out: Path,
     inv: Invariants,
@@ -790,9 +874,14 @@ def _estimate_and_write(
     progress: Progress,
     timings: dict[str, float],
     checkpoint: Checkpoint | None = None,
+    geo: ReleaseGeography | None = None,
 ) -> dict[str, Any]:
     """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``;
-    estimated levels checkpointed in ``checkpoint``, which is removed once all is written)."""
+    estimated levels checkpointed in ``checkpoint``, which is removed once all is written).
+
+    ``hierarchy`` is the tabulation hierarchy; ``geo`` the geography the NMF was
+    measured on (``None``: the tabulation hierarchy)."""
+    geo = ReleaseGeography(hierarchy) if geo is None else geo
     schema = get_schema(budget.schema)
     manifest = new_manifest(
         schema=schema.name,
@@ -806,13 +895,15 @@ def _estimate_and_write(
     t = time.perf_counter()
     write_parquet(inv.to_table(), out / "invariants.parquet")
     write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
+    geo.write(out)
+    manifest["spine"] = geo.record(budget)
     timings["write_invariants"] = time.perf_counter() - t
     if postprocess != "none":
         steps = dict(timings=timings, manifest=manifest)
         est = _estimate(
             out,
-            inv,
-            hierarchy,
+            geo.invariants(inv),
+            geo.estimation,
             schema,
             with_units=units_budget is not None,
             postprocess=postprocess,
@@ -821,8 +912,11 @@ def _estimate_and_write(
             executor=executor,
             progress=progress,
             checkpoint=checkpoint,
+            person_bounds=None if geo.spine is None else geo.person_bounds(inv),
             **steps,
         )
+        if geo.spine is not None:
+            est = _on_tabulation(est, geo, inv, schema, manifest)
         _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)
         _validate_outputs(out, est, inv, hierarchy, schema, **steps)
     if checkpoint is not None:

@@ -46,6 +46,7 @@ from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.consistency import household_persons as _household_persons
 from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
+from censusdp.release.spine import geography_of_run
 from censusdp.release.topdown.driver import Bounds
 from censusdp.tables import tables_to_arrays, tabulate_histograms
 
@@ -260,6 +261,8 @@ def validate_run(
         inv = Invariants.from_tables(
             blocks_table, pq.read_table(run / "invariant_totals.parquet"), hierarchy
         )
+        # the geounits measured: the spine's (spine.parquet) or the tabulation's
+        measured = geography_of_run(run, manifest, hierarchy).estimation
     except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
         rep.add("geography", False, f"cannot rebuild the geography: {exc}")
         bar.close()
@@ -267,7 +270,7 @@ def validate_run(
     for run_name, budget in budgets.items():
         if budget is not None and (run / _NMF_FILES[run_name]).exists():
             say(progress, f"validate: {_NMF_FILES[run_name]}")
-            rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, hierarchy))
+            rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, measured))
         elif budget is not None and (mdf or run_name == "persons"):
             # a release reduced to its person measurements still serves re-estimation
             rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
@@ -298,6 +301,7 @@ _MEASUREMENT_FILES = (
     "noisy_measurements_units.parquet",
     "invariants.parquet",
     "invariant_totals.parquet",
+    "spine.parquet",
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
 
@@ -391,7 +395,8 @@ def _check_nmf_rows(
     """One row group: known (geolevel, query) pairs, known geocodes, stated variance."""
     level_col = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
     query_col = np.asarray(t.column("query").to_numpy(zero_copy_only=False)).astype(str)
-    codes_all = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    width = hierarchy.geolevels.levels[-1].length  # 16, or a spine's block-code length
+    codes_all = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(f"U{width}")
     cells_all = t.column("cell").to_numpy(zero_copy_only=False)
     values_all = t.column("value").to_numpy(zero_copy_only=False)
     var_all = t.column("variance").to_numpy(zero_copy_only=False)

@@ -1,0 +1,107 @@
+"""``spine.parquet``: every block's geounit at every level of the spine a release estimated on.
+
+A release made on the production spine (``censusdp run --spine optimized``,
+:mod:`censusdp.release.spine`) measures and estimates geounits that are not tabulation
+geounits (AIAN / non-AIAN state parts, optimized block groups). This file lets anyone
+recompute the noisy measurement file's geounits from block geocodes:
+
+* ``geocode``: the block's 16-digit tabulation geocode (the MDF's and the tables'),
+  sorted;
+* one column per spine level below the root, named after the level (``State``,
+  ``County``, ``Tract``, ``BlockGroup``, ``Block``): the code of the block's geounit at
+  that level, as it appears in the NMF's ``geocode`` column for that level. Each code is
+  a prefix of the block's ``Block`` code, of the level's length (the manifest's
+  ``spine.geolevels``), and the ``Block`` code ends with the block's geocode.
+
+The root level (``US``) has the empty code and no column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels
+from censusdp.errors import InputError
+from censusdp.io.atomic import write_parquet
+
+__all__ = ["SPINE_FILE", "read_spine", "write_spine"]
+
+SPINE_FILE = "spine.parquet"
+
+
+def write_spine(columns: dict[str, np.ndarray], path: str | Path) -> None:
+    """Write ``spine.parquet`` from ``geocode`` and one code column per level (in order)."""
+    table = pa.table(
+        {
+            name: pa.array(np.asarray(col).astype(object), pa.string())
+            for name, col in columns.items()
+        }
+    )
+    write_parquet(table, path)
+
+
+def read_spine(path: str | Path, geolevels: GeoLevels) -> tuple[np.ndarray, np.ndarray]:
+    """The block geocodes and their spine block codes, checked against ``geolevels``.
+
+    Returns:
+        ``(geocodes, codes)``: sorted 16-digit geocodes and, aligned, each block's code
+        at the bottom level of ``geolevels``.
+
+    Raises:
+        InputError: naming the file, column and value when the file is missing, lacks a
+            level's column, or a code is not the prefix of its block's code of the
+            level's length, or a block code does not end with its geocode.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: missing file (a spine release publishes its spine)")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    names = [lv.name for lv in geolevels.levels[1:]]
+    missing = [c for c in ("geocode", *names) if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing columns {missing}")
+
+    def strings(name: str, width: int) -> np.ndarray:
+        col = table.column(name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        if col.null_count:
+            raise InputError(f"{path}: column {name!r} has nulls")
+        return np.asarray(col.to_numpy(zero_copy_only=False)).astype(f"U{max(width, 1)}")
+
+    bottom = geolevels.levels[-1]
+    geocodes = strings("geocode", BLOCK_GEOCODE_LENGTH + 1)
+    codes = strings(bottom.name, bottom.length + 1)
+    bad = np.char.str_len(codes) != bottom.length
+    if bad.any():
+        raise InputError(
+            f"{path}: column {bottom.name!r} value {str(codes[bad][0])!r} is not "
+            f"{bottom.length} characters"
+        )
+    tails = np.asarray([c[-BLOCK_GEOCODE_LENGTH:] for c in codes.tolist()], dtype="U16")
+    off = tails != geocodes
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise InputError(
+            f"{path}: row {i}: {bottom.name} code {str(codes[i])!r} does not end with its "
+            f"geocode {str(geocodes[i])!r}"
+        )
+    if geocodes.size > 1 and not (geocodes[1:] > geocodes[:-1]).all():
+        raise InputError(f"{path}: column 'geocode' is not sorted and unique")
+    for lv in geolevels.levels[1:-1]:
+        col = strings(lv.name, lv.length + 1)
+        off = col != codes.astype(f"U{lv.length}")
+        if off.any():
+            i = int(np.flatnonzero(off)[0])
+            raise InputError(
+                f"{path}: row {i}: {lv.name} code {str(col[i])!r} is not the first "
+                f"{lv.length} characters of the block's code {str(codes[i])!r}"
+            )
+    return geocodes.astype("U16"), codes.astype(f"U{bottom.length}")

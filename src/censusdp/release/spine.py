@@ -1,0 +1,361 @@
+"""The geography a release measures and estimates on: the tabulation hierarchy or the spine.
+
+``censusdp run --spine optimized`` (the default of the production presets ``pl94-2020*``,
+which say ``spine = "optimized"``, as production's ``prod_default.ini`` says
+``spine = opt_spine``) measures and estimates on the production spine of
+:mod:`censusdp.data.spine`: each state split into its AIAN and non-AIAN parts, block
+groups re-drawn around places / MCDs, AIAN areas and GQ-type combinations. The MDF and
+the tables stay on the tabulation geography: blocks are the same, only their order and
+the geounits above them differ.
+
+A :class:`ReleaseGeography` carries both hierarchies and moves block rows between them
+(the spine orders blocks by their spine code, the tabulation by geocode). It gives the
+estimator the invariants and bounds on the spine:
+
+* the total population is exact at the root (the US, the sum of the state totals);
+* a State geounit (a state part) has an exact total when it is its state's only part;
+  when a state has two parts, only their union is invariant: in a one-state input that
+  union is the root, so the root-children solve holds it exactly through the parent
+  constraint (production adds the same constraint, ``addGroupedChildTotalConstraint``,
+  to its US-children solve). An input with several states of which one has two parts
+  would need that grouped constraint inside one solve; it is refused with a one-line
+  error (``--spine tabulation`` or one state per run).
+
+Nothing here reads the input; :func:`geography_for_input` is given the validated unit
+columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.spine import BlockAttributes, Spine, SpineRules, build_spine, bypass_shares
+from censusdp.errors import ConfigError, InputError
+from censusdp.io.spine import SPINE_FILE, read_spine, write_spine
+from censusdp.privacy.budget import SPINES, Budget
+from censusdp.progress import Progress, say
+from censusdp.release.topdown.driver import Bounds
+
+__all__ = [
+    "SPINE_CHOICES",
+    "ReleaseGeography",
+    "block_attributes",
+    "geography_for_input",
+    "geography_of_run",
+    "requested_spine",
+]
+
+SPINE_CHOICES = SPINES
+"""``tabulation``: state > county > tract > block group > block by geocode;
+``optimized``: the 2020 production spine."""
+
+
+def requested_spine(spine: str | None, budget: Budget) -> str:
+    """The spine asked for: ``spine`` if given, else the budget's, else ``tabulation``.
+
+    Raises:
+        ConfigError: for a name that is not one of :data:`SPINE_CHOICES`.
+    """
+    choice = spine if spine is not None else (budget.spine or "tabulation")
+    if choice not in SPINE_CHOICES:
+        raise ConfigError(f"--spine must be one of {list(SPINE_CHOICES)}, got {choice!r}")
+    return choice
+
+
+def block_attributes(
+    units: Mapping[str, np.ndarray], hierarchy: Hierarchy, inv: Invariants
+) -> tuple[BlockAttributes, list[str]]:
+    """The spine's block attributes from validated unit columns, aligned with the blocks.
+
+    ``aian_area`` and ``place`` are per-unit columns, the same for every unit of a block
+    (checked by :func:`censusdp.io.cef.read_cef`); the GQ types present come from the
+    public facility invariants. Returns the attributes and the names of the optional
+    columns the input has.
+    """
+    present = [c for c in ("aian_area", "place") if c in units]
+    first = np.full(hierarchy.blocks.size, -1, dtype=np.int64)
+    if present:
+        idx = hierarchy.block_index(units["geocode"])
+        rows = np.arange(idx.size, dtype=np.int64)
+        first[idx[::-1]] = rows[::-1]  # any unit of the block (all agree)
+
+    def per_block(name: str) -> np.ndarray | None:
+        if name not in units:
+            return None
+        return np.asarray(units[name]).astype(str)[first]
+
+    attrs = BlockAttributes(
+        aian_area=per_block("aian_area"),
+        place=per_block("place"),
+        gq_types=inv.gq_facilities,
+    )
+    return attrs, present
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseGeography:
+    """The tabulation hierarchy and, for a spine release, the spine estimated on.
+
+    Attributes:
+        tabulation: the geocode hierarchy (MDF, tables, invariants files).
+        spine: the spine, or ``None`` to estimate on the tabulation hierarchy.
+        note: a one-line note on how the spine was chosen (for the log and manifest).
+    """
+
+    tabulation: Hierarchy
+    spine: Spine | None = None
+    note: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"optimized"`` or ``"tabulation"``."""
+        return "tabulation" if self.spine is None else "optimized"
+
+    @property
+    def estimation(self) -> Hierarchy:
+        """The hierarchy measured and estimated on."""
+        return self.tabulation if self.spine is None else self.spine.hierarchy
+
+    @cached_property
+    def _inverse(self) -> np.ndarray:
+        assert self.spine is not None
+        return np.argsort(self.spine.order)
+
+    def to_estimation(self, rows: Any) -> Any:
+        """Block rows in tabulation (geocode) order -> estimation order."""
+        return rows if self.spine is None else rows[self.spine.order]
+
+    def to_tabulation(self, rows: Any) -> Any:
+        """Block rows in estimation order -> tabulation (geocode) order."""
+        return rows if self.spine is None else rows[self._inverse]
+
+    def invariants(self, inv: Invariants) -> Invariants:
+        """The invariants with blocks in estimation order (codes of the estimation blocks).
+
+        On the spine only the root's total is exact through ``total_level`` (0); the
+        state parts' totals are set by :meth:`person_bounds`.
+        """
+        if self.spine is None:
+            return inv
+        o = self.spine.order
+        return Invariants(
+            self.estimation.blocks,
+            inv.population[o],
+            inv.housing_units[o],
+            inv.gq_facilities[o],
+            total_level=0,
+        )
+
+    def exact_totals(self, inv: Invariants) -> dict[int, np.ndarray]:
+        """Exact total populations by estimation level (the levels where all are exact).
+
+        ``inv`` is in estimation order (:meth:`invariants`). Tabulation: the invariant
+        level (the states); spine: the root, and the State level when no state has two
+        parts.
+        """
+        h = self.estimation
+        pops = h.aggregate(inv.population.reshape(-1, 1))
+        out = {inv.total_level: np.asarray(pops[inv.total_level], dtype=np.float64).ravel()}
+        if self.spine is not None:
+            groups = self.spine.state_groups()
+            if (np.bincount(groups) == 1).all():
+                out[1] = np.asarray(pops[1], dtype=np.float64).ravel()
+        return out
+
+    def person_bounds(self, inv: Invariants) -> list[Bounds]:
+        """Per estimation level, the person bounds implied by the invariants.
+
+        ``inv`` is in tabulation order (as read or computed). On the spine: the root
+        total is exact, and a state part's total is exact when it is its state's only
+        part (its total is then the state's invariant); two parts are free, their sum
+        held by the root's (one state per input; see the module docstring).
+        """
+        if self.spine is None:
+            return [Bounds(*b) for b in level_bounds(inv, self.tabulation)]
+        h = self.estimation
+        out = [Bounds(*b) for b in level_bounds(self.invariants(inv), h)]
+        state = h.geolevels.index("State")
+        groups = self.spine.state_groups()
+        single = np.bincount(groups)[groups] == 1
+        pops = np.asarray(h.aggregate(inv.population[self.spine.order].reshape(-1, 1))[state])
+        b = out[state]
+        lo, hi = b.total_lower.copy(), b.total_upper.copy()
+        lo[single] = pops.ravel()[single]
+        hi[single] = pops.ravel()[single]
+        out[state] = Bounds(b.group_lower, b.group_upper, lo, hi)
+        return out
+
+    def tabulation_histograms(self, hists: list[sp.csr_matrix]) -> list[sp.csr_matrix]:
+        """Estimated histograms of every estimation level -> every tabulation level."""
+        if self.spine is None:
+            return hists
+        block = sp.csr_matrix(self.to_tabulation(sp.csr_matrix(hists[-1])), dtype=np.int64)
+        return [sp.csr_matrix(a, dtype=np.int64) for a in self.tabulation.aggregate(block)]
+
+    def write(self, out_dir: Path) -> None:
+        """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
+        if self.spine is not None:
+            write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILE)
+
+    def record(self, budget: Budget | None = None) -> dict[str, Any]:
+        """The manifest's ``spine`` entry: the choice, the rules, the geounits, the file."""
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.note:
+            out["note"] = self.note
+        if self.spine is None:
+            return out
+        h = self.estimation
+        rules = asdict(self.spine.rules)
+        rules["aian_ranges"] = [list(r) for r in self.spine.rules.aian_ranges]
+        groups = self.spine.state_groups()
+        out.update(
+            {
+                "file": SPINE_FILE,
+                "geolevels": [[lv.name, lv.length] for lv in h.geolevels.levels],
+                "geounits": {lv.name: h.n_units(i) for i, lv in enumerate(h.geolevels.levels)},
+                "rules": rules,
+                "states": int(groups.max()) + 1,
+                "state_parts": int(groups.size),
+                "state_total": "exact at the root; at a state part when it is its state's only "
+                "part; a two-part state's total holds on the union of its parts",
+            }
+        )
+        if budget is not None and list(budget.geolevel_names) == list(h.geolevels.names):
+            shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+            would = {
+                lv.name: int((~shares.measured(i)).sum())
+                for i, lv in enumerate(h.geolevels.levels)
+                if budget.geolevel_shares[lv.name] > 0 and (~shares.measured(i)).any()
+            }
+            out["bypass"] = {
+                "applied": False,
+                "single_children": would,
+                "detail": "every spine geounit is measured at its geolevel's share (the same "
+                "privacy loss along every block's path); production moves a single child's "
+                "share to its parent and does not measure the child",
+            }
+        return out
+
+
+def _rules_from_record(d: Mapping[str, Any]) -> SpineRules:
+    kw = dict(d)
+    if "aian_ranges" in kw:
+        kw["aian_ranges"] = tuple(tuple(int(x) for x in r) for r in kw["aian_ranges"])
+    try:
+        return SpineRules(**kw)
+    except TypeError as exc:
+        raise InputError(f"manifest spine.rules: {exc}") from None
+
+
+def _check_levels(budget: Budget, rules: SpineRules) -> None:
+    want = list(rules.level_names)
+    if list(budget.geolevel_names) != want:
+        raise ConfigError(
+            f"--spine optimized needs the budget's geolevels to be {want}; "
+            f"budget {budget.name!r} has {list(budget.geolevel_names)}"
+        )
+
+
+def _check_states(spine: Spine) -> None:
+    groups = spine.state_groups()
+    counts = np.bincount(groups)
+    if counts.size > 1 and (counts > 1).any():
+        code = str(spine.hierarchy.geocodes[1][int(np.flatnonzero(counts[groups] > 1)[0])])
+        raise ConfigError(
+            f"--spine optimized: state {code[1:]} has AIAN and non-AIAN parts in an input "
+            f"of {counts.size} states; its total would have to be held on the union of its "
+            "parts inside the root solve, which censusdp does only for one-state inputs: "
+            "run each state separately or use --spine tabulation"
+        )
+
+
+def geography_for_input(
+    requested: str,
+    budget: Budget,
+    hierarchy: Hierarchy,
+    units: Mapping[str, np.ndarray],
+    inv: Invariants,
+    *,
+    rules: SpineRules | None = None,
+    explicit: bool = False,
+    progress: Progress = None,
+) -> ReleaseGeography:
+    """The geography of a fresh run: the tabulation hierarchy or the spine built from the input.
+
+    Args:
+        requested: ``"tabulation"`` or ``"optimized"`` (:func:`requested_spine`).
+        budget: the person budget (its geolevels must be the spine's levels).
+        hierarchy: the tabulation hierarchy of the input's blocks.
+        units: the validated unit columns (``aian_area`` / ``place`` when present).
+        inv: the invariants (GQ facility types shape block groups).
+        rules: the spine rules (production's by default).
+        explicit: the user asked for the spine (``--spine``), so it is built even when
+            the input has no block attributes; otherwise such an input falls back to the
+            tabulation hierarchy with a note.
+
+    Raises:
+        ConfigError: for a budget whose geolevels are not the spine's, or several states
+            of which one has two parts.
+    """
+    if requested == "tabulation":
+        return ReleaseGeography(hierarchy)
+    rules = SpineRules() if rules is None else rules
+    _check_levels(budget, rules)
+    if hierarchy.blocks.size == 0:
+        note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
+        say(progress, f"note: {note}")
+        return ReleaseGeography(hierarchy, None, note)
+    attrs, present = block_attributes(units, hierarchy, inv)
+    note = None
+    if not present:
+        if not explicit:
+            note = (
+                "the input has no block attributes (aian_area, place in units.parquet): "
+                "estimating on the tabulation hierarchy, not the optimized spine"
+            )
+            say(progress, f"note: {note}")
+            return ReleaseGeography(hierarchy, None, note)
+        note = "the input has no block attributes: spine built from GQ types alone"
+        say(progress, f"note: {note}")
+    spine = build_spine(hierarchy.blocks, attrs, rules)
+    _check_states(spine)
+    h = spine.hierarchy
+    say(
+        progress,
+        "built the optimized spine: "
+        + ", ".join(f"{h.n_units(i):,} {lv.name}" for i, lv in enumerate(h.geolevels.levels)),
+    )
+    return ReleaseGeography(hierarchy, spine, note)
+
+
+def geography_of_run(
+    run_dir: str | Path, manifest: Mapping[str, Any], tabulation: Hierarchy
+) -> ReleaseGeography:
+    """The geography a run's measurements were made on, from its manifest and ``spine.parquet``.
+
+    Raises:
+        InputError: naming the file when the spine file is missing or malformed, or its
+            blocks are not the release's.
+    """
+    rec = manifest.get("spine")
+    if not isinstance(rec, Mapping) or rec.get("kind", "tabulation") == "tabulation":
+        return ReleaseGeography(tabulation)
+    where = Path(run_dir) / str(rec.get("file", SPINE_FILE))
+    try:
+        geolevels = GeoLevels.from_pairs([tuple(g) for g in rec["geolevels"]])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{Path(run_dir) / 'manifest.json'}: spine.geolevels: {exc}") from None
+    geocodes, codes = read_spine(where, geolevels)
+    if not np.array_equal(geocodes, tabulation.blocks):
+        raise InputError(f"{where}: its blocks are not the release's blocks (invariants.parquet)")
+    rules = _rules_from_record(rec.get("rules", {}))
+    return ReleaseGeography(tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"))

@@ -1,0 +1,318 @@
+"""Releases on the production spine (``censusdp run --spine optimized``).
+
+Property tests estimate on the spine of random small geographies with random AIAN areas
+and places and check, independently of the library's validator: every spine geounit is
+the sum of its blocks, the state total is exact on the union of its AIAN and non-AIAN
+parts, counts are non-negative integers and the block invariants hold. End-to-end tests
+check that ``spine.parquet`` reproduces the noisy measurement file's geounits and that
+validation, re-estimation and inference work on a spine release.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from censusdp.cli import main
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import housing_unit_histogram, person_histogram
+from censusdp.data.invariants import compute_invariants
+from censusdp.data.schema import get_schema
+from censusdp.errors import ConfigError
+from censusdp.io.cef import read_cef
+from censusdp.privacy.budget import load_preset
+from censusdp.privacy.randomness import RandomSource
+from censusdp.release.measure import measure
+from censusdp.release.pipeline import reestimate, run_release
+from censusdp.release.spine import geography_for_input
+from censusdp.release.topdown.driver import estimate
+from censusdp.release.validate import validate_run
+from profiles import examples
+from synth import block_codes, make_cef, write_cef
+
+PL94 = get_schema("pl94")
+BUDGET = load_preset("pl94-2020")
+
+
+def _attributes(rng: np.random.Generator, units: dict, aian_rate: float, n_places: int) -> dict:
+    """Per-unit ``aian_area`` / ``place`` columns, the same within a block: AIAN areas are
+    whole tracts or single blocks, places random clusters of blocks."""
+    blocks = np.unique(units["geocode"])
+    tracts = np.unique(blocks.astype("U11"))
+    aian_tract = rng.random(tracts.size) < aian_rate
+    aian_block = aian_tract[np.searchsorted(tracts, blocks.astype("U11"))]
+    aian_block |= rng.random(blocks.size) < aian_rate / 4
+    codes = np.where(aian_block, rng.choice(["0012", "0345"], blocks.size), "")
+    places = np.asarray([""] + [f"{100 * (i + 1):05d}" for i in range(n_places)])
+    place = places[rng.integers(0, places.size, blocks.size)]
+    at = np.searchsorted(blocks, units["geocode"])
+    return {**units, "aian_area": codes[at].astype("U4"), "place": place[at].astype("U5")}
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    fan=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 6)),
+    aian_rate=st.sampled_from([0.0, 0.3, 1.0]),
+    n_places=st.integers(0, 3),
+)
+def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
+    seed, fan, aian_rate, n_places
+):
+    rng = np.random.default_rng(seed)
+    persons, units = make_cef(rng, block_codes(*fan), gq_rate=0.3)
+    units = _attributes(rng, units, aian_rate, n_places)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    h = geo.estimation
+    # the spine has one or two State parts; AIAN blocks all sit in the AIAN part
+    parts = h.geocodes[1]
+    assert 1 <= parts.size <= 2
+    spine_codes = geo.spine.codes_of(units["geocode"])
+    assert ((np.char.str_len(units["aian_area"]) > 0) == (spine_codes.astype("U1") == "1")).all()
+    block_hist = geo.to_estimation(person_histogram(persons, tab, PL94))
+    plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
+    ms = measure(h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed))
+    est = estimate(ms, h, geo.person_bounds(inv), group_variable="hhgq")
+    hists = [x.toarray() for x in est.histograms]
+    # non-negative integers
+    assert all(x.dtype.kind == "i" and (x >= 0).all() for x in hists)
+    # every spine geounit is the sum of its blocks
+    up = h.aggregate(est.histograms[-1])
+    for li in range(h.n_levels - 1):
+        assert np.array_equal(np.asarray(up[li].todense()), hists[li]), h.geolevels[li].name
+    # the state total is exact on the union of the parts (and at the root)
+    assert hists[0].sum() == persons["geocode"].size
+    assert hists[1].sum() == persons["geocode"].size
+    # back on the tabulation geography: per block GQ and household bounds
+    block = geo.to_tabulation(hists[-1])
+    groups = PL94.cell_levels("hhgq")
+    pop = np.stack([block[:, groups == g].sum(axis=1) for g in range(8)], axis=1)
+    assert (pop[:, 1:] >= inv.gq_facilities[:, 1:]).all()
+    assert (pop[:, 1:][inv.gq_facilities[:, 1:] == 0] == 0).all()
+    assert (pop[inv.housing_units == 0, 0] == 0).all()
+    # a spine geounit's code is the prefix of its blocks' codes
+    for li in range(1, h.n_levels):
+        anc = h.ancestor_index(li)
+        width = h.geolevels[li].length
+        assert np.array_equal(h.geocodes[li][anc], h.blocks.astype(f"U{width}"))
+    assert spine_codes.size == units["geocode"].size
+
+
+def test_person_bounds_fix_a_single_part_state_and_free_two_parts():
+    rng = np.random.default_rng(3)
+    persons, units = make_cef(rng, block_codes(2, 2, 1, 4), gq_rate=0.2)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    for rate, exact_parts in ((0.0, True), (1.0, True), (0.5, False)):
+        u = _attributes(np.random.default_rng(7), units, rate, 1)
+        if rate == 0.5:  # exactly one AIAN tract
+            first = np.char.startswith(u["geocode"], block_codes(2, 2, 1, 4)[0][:11])
+            u["aian_area"] = np.where(first, "0012", "").astype("U4")
+        geo = geography_for_input("optimized", BUDGET, tab, u, inv)
+        b = geo.person_bounds(inv)
+        assert b[0].total_lower[0] == b[0].total_upper[0] == persons["geocode"].size
+        n_parts = geo.estimation.n_units(1)
+        assert n_parts == (1 if exact_parts else 2)
+        assert np.isfinite(b[1].total_upper).all() == exact_parts
+        if exact_parts:
+            assert b[1].total_lower[0] == persons["geocode"].size
+
+
+@pytest.fixture(scope="module")
+def spine_input(tmp_path_factory):
+    rng = np.random.default_rng(11)
+    persons, units = make_cef(rng, block_codes(2, 2, 2, 3), gq_rate=0.3)
+    units = _attributes(rng, units, 0.3, 3)
+    return write_cef(tmp_path_factory.mktemp("spine_cef"), persons, units)
+
+
+@pytest.fixture(scope="module")
+def spine_run(spine_input, tmp_path_factory):
+    out = tmp_path_factory.mktemp("spine_run") / "run"
+    run_release(
+        spine_input, out, budget=BUDGET, units_budget=load_preset("pl94-2020-units"), seed=4
+    )
+    return out
+
+
+def _nmf_codes(path, level):
+    t = pq.read_table(path, columns=["geolevel", "geocode"], filters=[("geolevel", "=", level)])
+    return set(np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str))
+
+
+def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    assert manifest["spine"]["kind"] == "optimized"
+    assert manifest["spine"]["rules"]["fanout_cutoff"] == 12
+    assert manifest["validation"]["ok"] and manifest["spine_validation"]["ok"]
+    spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
+    cef = read_cef(spine_input)
+    assert spine["geocode"] == sorted(set(cef.units["geocode"].tolist()))
+    for run in ("noisy_measurements.parquet", "noisy_measurements_units.parquet"):
+        assert _nmf_codes(spine_run / run, "US") == {""}
+        for name, _ in manifest["spine"]["geolevels"][1:]:
+            assert _nmf_codes(spine_run / run, name) == set(spine[name]), (run, name)
+    # the NMF's state parts are AIAN flag + state FIPS; blocks end with their geocode
+    assert all(len(c) == 3 and c[1:] == "50" for c in spine["State"])
+    assert all(c.endswith(g) for c, g in zip(spine["Block"], spine["geocode"], strict=True))
+    # the MDF stays on tabulation geocodes, and the state total is exact
+    mdf = pq.read_table(spine_run / "mdf_persons.parquet", columns=["geocode"])
+    assert mdf.num_rows == cef.n_persons
+    assert set(mdf.column("geocode").to_pylist()) <= set(spine["geocode"])
+
+
+def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, capsys):
+    assert validate_run(spine_run).ok
+    assert main(["validate", str(spine_run)]) == 0
+    again = tmp_path / "again"
+    m = reestimate(spine_run, again)
+    assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
+    assert (again / "spine.parquet").is_file()
+    assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
+    assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
+    est = pq.read_table(tmp_path / "inf" / "estimates.parquet", columns=["geolevel", "geocode"])
+    spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
+    lv = np.asarray(est.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+    codes = np.asarray(est.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+    assert set(codes[lv == "BlockGroup"]) == set(spine["BlockGroup"])
+
+
+def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(spine_run, copy)
+    t = pq.read_table(copy / "spine.parquet").to_pydict()
+    t["BlockGroup"] = [c[:-1] + ("1" if c[-1] != "1" else "2") for c in t["BlockGroup"]]
+    import pyarrow as pa
+
+    pq.write_table(pa.table(t), copy / "spine.parquet")
+    report = validate_run(copy)
+    assert not report.ok
+    assert any("spine.parquet" in f for f in report.failures())
+
+
+def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
+    rng = np.random.default_rng(2)
+    persons, units = make_cef(rng, block_codes(1, 2, 2, 3), gq_rate=0.2)
+    cef = write_cef(tmp_path / "cef", persons, units)
+    m = run_release(cef, tmp_path / "run", budget=BUDGET, seed=1, postprocess="none")
+    assert m["spine"]["kind"] == "tabulation"
+    assert "no block attributes" in m["spine"]["note"]
+    assert not (tmp_path / "run" / "spine.parquet").exists()
+
+
+def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
+    m = run_release(
+        spine_input, tmp_path / "tab", budget=BUDGET, seed=1, postprocess="none", spine="tabulation"
+    )
+    assert m["spine"] == {"kind": "tabulation"}
+    assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "State") == {"50"}
+    with pytest.raises(ConfigError, match="--spine must be one of"):
+        run_release(spine_input, tmp_path / "x", budget=BUDGET, spine="opt")
+    # a budget without the spine's levels
+    no_bg = load_preset("ddp-2010")
+    if list(no_bg.geolevel_names) != ["US", "State", "County", "Tract", "BlockGroup", "Block"]:
+        with pytest.raises(ConfigError, match="geolevels"):
+            run_release(spine_input, tmp_path / "y", budget=no_bg, spine="optimized")
+    rc = main(
+        [
+            "run",
+            "--from-measurements",
+            str(tmp_path / "tab"),
+            "--out",
+            str(tmp_path / "z"),
+            "--spine",
+            "optimized",
+            "--quiet",
+        ]
+    )
+    assert rc == 2
+    assert "--spine applies to a fresh run" in capsys.readouterr().err
+
+
+def test_several_states_with_a_split_state_are_refused_in_one_line(tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    codes = block_codes(1, 2, 1, 3) + [c.replace("50", "33", 1) for c in block_codes(1, 2, 1, 3)]
+    persons, units = make_cef(rng, codes, gq_rate=0.0)
+    units = {
+        **units,
+        "aian_area": np.where(
+            np.char.startswith(units["geocode"], "50001000001"), "0012", ""
+        ).astype("U4"),
+        "place": np.full(units["geocode"].size, "", dtype="U5"),
+    }
+    cef = write_cef(tmp_path / "cef", persons, units)
+    rc = main(
+        ["run", "--input", str(cef), "--out", str(tmp_path / "run"), "--seed", "1", "--quiet"]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "AIAN and non-AIAN parts" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_units_histogram_moves_with_the_blocks():
+    rng = np.random.default_rng(9)
+    persons, units = make_cef(rng, block_codes(2, 2, 2, 3))
+    units = _attributes(rng, units, 0.5, 2)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    hu = housing_unit_histogram(units, tab)
+    moved = geo.to_estimation(hu)
+    assert np.array_equal(geo.to_tabulation(moved).toarray(), hu.toarray())
+    sp_inv = geo.invariants(inv)
+    assert np.array_equal(sp_inv.housing_units, inv.housing_units[geo.spine.order])
+    assert np.array_equal(sp_inv.blocks, geo.estimation.blocks)
+    # the spine block of a geocode is the block the permutation put there
+    assert np.array_equal(
+        np.asarray([c[-16:] for c in geo.estimation.blocks.tolist()]), tab.blocks[geo.spine.order]
+    )
+
+
+def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, spine_input):
+    from censusdp.evaluate import evaluate
+
+    result = evaluate(spine_input, spine_run, district_draws=1)
+    nmf = result["noisy_measurements"]["persons"]["by_level"]
+    # the truth was found for every spine geounit: the realised noise has a ratio of
+    # empirical to stated variance (a truth lookup on the wrong geounits has none or a
+    # huge one), at the spine's block groups too
+    for level in ("State", "County", "BlockGroup", "Block"):
+        stats = nmf[level]
+        assert all(q["empirical"]["n"] == q["n"] for q in stats.values()), level
+    widest = max(nmf["BlockGroup"].values(), key=lambda q: q["n"])
+    assert widest["n"] > 1000 and 0.7 < widest["empirical"]["variance_ratio"] < 1.4
+
+
+def test_budget_files_name_the_spine_and_reject_an_unknown_one():
+    from censusdp.privacy.budget import Budget, BudgetConfigError, budget_from_mapping
+
+    assert load_preset("pl94-2020").spine == "optimized"
+    assert load_preset("pl94-2020-pr-units").spine == "optimized"
+    assert load_preset("dhc-lite-demo").spine is None
+    d = BUDGET.to_dict()
+    assert d["spine"] == "optimized" and Budget.from_dict(d).spine == "optimized"
+    assert BUDGET.scaled(rho="1").spine == "optimized"
+    doc = {
+        "schema": "pl94",
+        "mechanism": "discrete_gaussian",
+        "rho": "1",
+        "spine": "opt_spine",
+        "geolevels": [
+            {"name": "US", "length": 0, "share": "1/2", "queries": {"total": "1"}},
+            {"name": "Block", "length": 16, "share": "1/2", "queries": {"total": "1"}},
+        ],
+    }
+    with pytest.raises(BudgetConfigError, match="opt_spine"):
+        budget_from_mapping(doc, "b.toml")
+    doc["spine"] = "tabulation"
+    assert budget_from_mapping(doc, "b.toml").spine == "tabulation"
