@@ -87,6 +87,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="least-squares solver of the estimation",
     )
+    p.add_argument(
+        "--estimator",
+        choices=("ls", "maxent", "auto"),
+        default="ls",
+        help="estimate of each parent-with-children problem: 'ls' least squares "
+        "(production); 'maxent' maximum entropy over the measured marginals that rise "
+        "above their noise (does not collapse at small epsilon); 'auto' the one with the "
+        "smaller error on synthetic measurements drawn from the public noise law",
+    )
     add_quiet(p)
     p.set_defaults(func=_run)
 
@@ -114,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         units=args.units,
         workers=args.workers,
         method=args.method,
+        estimator=args.estimator,
         executor=args.executor,
         spark_master=args.spark_master,
         overwrite=args.overwrite,

@@ -261,6 +261,7 @@ def run_release(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
+    estimator: str = "ls",
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -284,6 +285,9 @@ def run_release(
             :mod:`censusdp.release.consistency`) or ``"independent"`` (2020 production).
         workers: worker processes for the pool executor (``"auto"``: pool when > 1).
         method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
+        estimator: ``"ls"`` (least squares), ``"maxent"`` (maximum entropy over the
+            informative measured marginals) or ``"auto"`` (per subproblem, by simulated
+            accuracy); see :mod:`censusdp.release.topdown.maxent`.
         executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
             (see :mod:`censusdp.execution.local`); the release does not depend on it.
         spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
@@ -320,6 +324,7 @@ def run_release(
             postprocess=postprocess,
             units=units,
             method=method,
+            estimator=estimator,
             executor=ex,
             workers=workers,
             progress=progress,
@@ -373,6 +378,7 @@ def reestimate(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
+    estimator: str = "ls",
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -424,6 +430,7 @@ def reestimate(
             postprocess=postprocess,
             units=units,
             method=method,
+            estimator=estimator,
             executor=ex,
             workers=workers,
             progress=progress,
@@ -463,6 +470,7 @@ def _estimate(
     postprocess: str,
     units_mode: str,
     method: str,
+    estimator: str,
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
@@ -484,11 +492,18 @@ def _estimate(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
+    common = dict(
+        postprocess=postprocess,
+        method=method,
+        estimator=estimator,
+        executor=executor,
+        progress=progress,
+    )
     ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
     persons = estimate(ms, hierarchy, bounds, group_variable="hhgq", **common)
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
+    manifest["estimator"] = estimator
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
     if with_units:
@@ -592,6 +607,7 @@ def _estimate_and_write(
     postprocess: str,
     units: str,
     method: str,
+    estimator: str,
     executor: Any,
     workers: int,
     progress: Progress,
@@ -623,6 +639,7 @@ def _estimate_and_write(
             postprocess=postprocess,
             units_mode=units,
             method=method,
+            estimator=estimator,
             executor=executor,
             progress=progress,
             **steps,
