@@ -178,11 +178,12 @@ def test_overlaps_and_gaps_are_one_line_errors(base, tmp_path):
 
 @pytest.mark.slow
 def test_a_family_over_two_to_the_26_rows_round_trips(tmp_path):
-    """Real size: 290 blocks x the dhc-lite detailed query is more than 2^26 rows."""
+    """Real size: 300 blocks x the dhc-lite detailed query (229,320 measured rows) is more
+    than 2^26 rows, which pyarrow would have cut inside a block."""
     schema = get_schema("dhc-lite")
     q = make_query(schema, "detailed")
     rows = measured_rows(schema, q)
-    n = 290
+    n = 300
     assert n * rows.size > 1 << 26
     h = Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, n)))
     values = np.arange(n * rows.size, dtype=np.int64).reshape(n, rows.size)
