@@ -13,7 +13,8 @@ those that best fit the *informative* measured marginals (the idea of private-pg
 McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for
 differential privacy", ICML 2019; written here from the method, for our subproblems):
 
-1. **Which marginals enter the model.** A query enters when its noisy answers vary
+1. **Which marginals enter the model.** A one-row query (the children's totals) always
+   enters. Another query enters when its noisy answers vary
    around the model without it more than its (public) noise law allows: the chi-square
    statistic ``sum_i sum_r (y_q[i, r] - A_q X0[i])_r^2 / var_q`` exceeds its ``k (m_q - 1)``
    degrees of freedom by :data:`SIGNIFICANCE_Z` standard deviations (one-sided
@@ -186,7 +187,10 @@ def model_queries(sub: Subproblem, comp: Compressed | None = None) -> tuple[int,
     out = []
     for q in range(len(comp.sizes)):
         m = comp.sizes[q]
-        if comp.w[q] <= 0 or m <= 1:
+        if comp.w[q] <= 0 or m == 0:
+            continue
+        if m == 1:  # the children's totals: always in the model (no test has dof here)
+            out.append(q)
             continue
         resid = comp.y[q] - _answers(x0, comp.rows[q], m)
         stat = float(np.sum(resid**2)) / var[q]
@@ -330,7 +334,7 @@ def choose_estimator(sub: Subproblem, *, method: str = "auto") -> Choice:
 
     sub = merge_repeats(sub)
     comp = compress(sub)
-    measured = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 1]
+    measured = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
     chosen = model_queries(sub, comp)
     if sub.c == 0 or set(measured) <= set(chosen) or (sub.parent is not None and sub.k == 1):
         return Choice("ls", {})
