@@ -8,10 +8,10 @@ small areas. For a truth directory (``censusdp generate``) and one or more relea
 (``censusdp run``), this prints one JSON document with, per release:
 
 * ``population_bias``: per geolevel, the mean signed error of the total population
-  (released - true) in each quintile of true size;
+  (released - true) per class of true size (0, 1-9, 10-49, 50-249, ... persons);
 * ``occupancy`` (releases with a unit run): per geolevel, the share of geounits with
   housing units whose occupancy rate is 100%, released and true, and the mean signed
-  error of occupied units by size quintile;
+  error of occupied units per class of true occupied units;
 * ``age``: per geolevel, the mean TVD of the 5-year age distribution; blocks with
   persons under 18 and no adult (released and true); persons aged 100+ (released, true);
   the share of block groups whose median age is off by 5 years or more.
@@ -36,9 +36,14 @@ LEVELS = (("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 
 
 def _persons(path: Path) -> dict[str, np.ndarray]:
-    t = pq.read_table(path, columns=["geocode", "age"])
+    """Geocodes and (when the schema has it: not ``pl94``) single-year ages."""
+    has_age = "age" in pq.ParquetFile(path).schema_arrow.names
+    t = pq.read_table(path, columns=["geocode", "age"] if has_age else ["geocode"])
     geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
-    return {"geocode": geo.astype("U16"), "age": t.column("age").to_numpy().astype(np.int64)}
+    out = {"geocode": geo.astype("U16")}
+    if has_age:
+        out["age"] = t.column("age").to_numpy().astype(np.int64)
+    return out
 
 
 def _units(path: Path) -> dict[str, np.ndarray]:
@@ -60,16 +65,23 @@ def _index(units: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
     return i
 
 
-def _by_quintile(true: np.ndarray, err: np.ndarray) -> list[dict]:
-    q = np.quantile(true, [0.2, 0.4, 0.6, 0.8])
-    bins = np.searchsorted(q, true, side="right")
+SIZE_EDGES = (0, 1, 10, 50, 250, 1000, 5000)
+
+
+def _by_size(true: np.ndarray, err: np.ndarray) -> list[dict]:
+    """Mean signed error per class of true size: 0, 1-9, 10-49, 50-249, ... persons."""
+    bins = np.searchsorted(np.asarray(SIZE_EDGES), true, side="right") - 1
     out = []
-    for b in range(5):
+    for b in range(len(SIZE_EDGES)):
         sel = bins == b
         if sel.any():
+            hi = SIZE_EDGES[b + 1] - 1 if b + 1 < len(SIZE_EDGES) else None
             out.append(
                 {
-                    "quintile": b + 1,
+                    "class": b,
+                    "size": f"{SIZE_EDGES[b]}" + (f"-{hi}" if hi != SIZE_EDGES[b] else "")
+                    if hi is not None
+                    else f"{SIZE_EDGES[b]}+",
                     "true_mean": round(float(true[sel].mean()), 2),
                     "mean_error": round(float(err[sel].mean()), 3),
                     "units": int(sel.sum()),
@@ -84,7 +96,7 @@ def population_bias(truth: dict, rel: dict, blocks: np.ndarray) -> dict:
         units = np.unique(blocks.astype(f"U{n}"))
         t = np.bincount(_index(units, truth["geocode"], n), minlength=units.size)
         r = np.bincount(_index(units, rel["geocode"], n), minlength=units.size)
-        out[name] = _by_quintile(t.astype(float), (r - t).astype(float))
+        out[name] = _by_size(t.astype(float), (r - t).astype(float))
     return out
 
 
@@ -105,7 +117,7 @@ def occupancy(truth_units: dict, rel_units: dict, blocks: np.ndarray) -> dict:
             "geounits_with_housing": int(has.sum()),
             "share_100pct_true": round(float((occ_t[has] == hu[has]).mean()), 4),
             "share_100pct_released": round(float((occ_r[has] == hu[has]).mean()), 4),
-            "occupied_bias_by_quintile": _by_quintile(occ_t[has], occ_r[has] - occ_t[has]),
+            "occupied_bias_by_size": _by_size(occ_t[has], occ_r[has] - occ_t[has]),
         }
     return out
 
@@ -160,12 +172,11 @@ def _figures(doc: dict, out: Path) -> None:
     for ax, level in zip(axes, ("Tract", "BlockGroup", "Block"), strict=True):
         for label, r in rels.items():
             rows = r["population_bias"][level]
-            ax.plot(
-                [q["quintile"] for q in rows], [q["mean_error"] for q in rows], "o-", label=label
-            )
+            ax.plot([q["class"] for q in rows], [q["mean_error"] for q in rows], "o-", label=label)
+            ax.set_xticks([q["class"] for q in rows], [q["size"] for q in rows], fontsize=7)
         ax.axhline(0, color="grey", lw=0.8)
         ax.set_title(f"{level}: released - true persons")
-        ax.set_xlabel("quintile of true population")
+        ax.set_xlabel("true population of the geounit")
     axes[0].set_ylabel("mean signed error (persons)")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -200,7 +211,7 @@ def main() -> None:
     truth = _persons(args.truth / "persons.parquet")
     truth_units = _units(args.truth / "units.parquet")
     blocks = np.unique(np.concatenate([truth["geocode"], truth_units["geocode"]]))
-    doc = {"truth": str(args.truth), "persons": int(truth["age"].size), "releases": {}}
+    doc = {"truth": str(args.truth), "persons": int(truth["geocode"].size), "releases": {}}
     for spec in args.release:
         label, _, run = spec.partition("=")
         run_dir = Path(run)
@@ -212,8 +223,9 @@ def main() -> None:
             else None,
             "epsilon": manifest.get("epsilon"),
             "population_bias": population_bias(truth, rel, blocks),
-            "age": age_findings(truth, rel, blocks),
         }
+        if "age" in rel:
+            r["age"] = age_findings(truth, rel, blocks)
         if "occupancy" not in manifest:  # the unit run released occupancy
             r["occupancy"] = occupancy(truth_units, _units(run_dir / "mdf_units.parquet"), blocks)
         doc["releases"][label] = r
