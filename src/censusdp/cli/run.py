@@ -94,6 +94,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seed and options are those of the interrupted run (with none to continue, the "
         "run starts afresh)",
     )
+    p.add_argument(
+        "--estimator",
+        choices=("ls", "maxent", "auto"),
+        default="ls",
+        help="estimate of each parent-with-children problem: 'ls' least squares "
+        "(production); 'maxent' maximum entropy over the measured marginals that rise "
+        "above their noise (does not collapse at small epsilon); 'auto' the one with the "
+        "smaller error on synthetic measurements drawn from the public noise law",
+    )
     p.set_defaults(func=_run)
 
 
@@ -120,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         units=args.units,
         workers=args.workers,
         method=args.method,
+        estimator=args.estimator,
         executor=args.executor,
         spark_master=args.spark_master,
         overwrite=args.overwrite,

@@ -2,10 +2,13 @@
 
 ``noisy_measurements.parquet``: ``geolevel``, ``geocode``, ``query``, ``cell`` (row
 within the query), ``value``, ``variance`` (plus ``mechanism``), one row per noisy
-answer. It is written as it is measured (:class:`NMFWriter`), one row group per
-(geolevel, chunk of whole families, query), rows ordered by geocode then cell, so
+answer. It is written as it is measured (:class:`NMFWriter`), one (geolevel, query)
+of a chunk of whole families at a time, rows ordered by geocode then cell, in row
+groups of at most :data:`ROW_GROUP_ROWS` rows cut at geounit boundaries (Parquet
+writers cap a row group at 2^26 rows and would otherwise cut a geounit in two), so
 :class:`NMFReader` can hand the estimator the measurements of any run of units by
 reading only the row groups that hold them (found from the row-group statistics).
+The reader accepts any split into row groups, even one that cuts a geounit.
 """
 
 from __future__ import annotations
@@ -28,34 +31,64 @@ from censusdp.io.columns import dictionary_strings
 
 __all__ = [
     "NMF_COLUMNS",
+    "ROW_GROUP_ROWS",
     "NMFReader",
     "NMFWriter",
     "decode_cells",
     "nmf_geolevels",
     "read_geolevel",
     "read_nmf",
+    "row_group_bounds",
     "write_nmf",
 ]
 
 NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
 
 
-def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray) -> pa.Table:
-    n_units, n_rows = mq.values.shape
-    n = n_units * n_rows
+ROW_GROUP_ROWS = 1 << 22
+"""Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
+
+
+def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa.Table:
+    """Rows ``a:b`` of the query's answers flattened (unit-major, then measured cell)."""
+    r = max(mq.rows.size, 1)
+    flat = np.arange(a, b, dtype=np.int64)
+    unit = flat // r
+    first = int(unit[0]) if unit.size else 0
+    last = int(unit[-1]) + 1 if unit.size else 0
+    n = b - a
     return pa.table(
         {
             "geolevel": dictionary_strings(np.zeros(n, np.int32), np.array([mq.geolevel])),
-            "geocode": dictionary_strings(
-                np.repeat(np.arange(n_units, dtype=np.int32), n_rows), geocodes
-            ),
+            "geocode": dictionary_strings((unit - first).astype(np.int32), geocodes[first:last]),
             "query": dictionary_strings(np.zeros(n, np.int32), np.array([mq.query])),
-            "cell": pa.array(np.tile(mq.rows.astype(np.int32), n_units), pa.int32()),
-            "value": pa.array(mq.values.reshape(-1)),
+            "cell": pa.array(
+                mq.rows.astype(np.int32)[flat % r] if mq.rows.size else [], pa.int32()
+            ),
+            "value": pa.array(mq.values.reshape(-1)[a:b]),
             "variance": pa.array(np.full(n, mq.variance, dtype=np.float64)),
             "mechanism": dictionary_strings(np.zeros(n, np.int32), np.array([mq.mechanism])),
         }
     )
+
+
+def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int]]:
+    """Flat row ranges ``[(a, b), ...]`` of the row groups for ``n_units`` x ``n_rows`` answers.
+
+    Whole geounits, as many as fit in ``cap`` rows; a geounit with more than ``cap`` rows
+    alone is cut into pieces of ``cap`` rows (the reader accepts that too).
+    """
+    if cap < 1:
+        raise ValueError(f"row-group cap must be at least 1 row, got {cap}")
+    total = n_units * n_rows
+    if n_rows <= cap:
+        step = (cap // max(n_rows, 1)) * max(n_rows, 1)
+        return [(a, min(a + step, total)) for a in range(0, total, step)]
+    out = []
+    for u in range(n_units):
+        base = u * n_rows
+        out.extend((base + a, base + min(a + cap, n_rows)) for a in range(0, n_rows, cap))
+    return out
 
 
 class NMFWriter(StreamingWriter):
@@ -66,25 +99,34 @@ class NMFWriter(StreamingWriter):
     error removes the temporary file.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, row_group_rows: int = ROW_GROUP_ROWS) -> None:
+        if row_group_rows < 1:
+            raise ValueError(f"row_group_rows must be at least 1, got {row_group_rows}")
         self.path = Path(path)
         self.rows = 0
+        self.row_group_rows = row_group_rows
         self._ctx = atomic_path(self.path)
         self._tmp = self._ctx.__enter__()
         self._writer: pq.ParquetWriter | None = None
         self._schema: pa.Schema | None = None
 
     def write_query(self, mq: MeasuredQuery, geocodes: np.ndarray) -> None:
-        """Append one query's answers for ``geocodes`` (rows of ``mq.values``) as a row group."""
-        table = _nmf_table(mq, geocodes)
-        if self._writer is None:
-            self._schema = table.schema
-            self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
-        self._writer.write_table(table.cast(self._schema), row_group_size=max(table.num_rows, 1))
-        self.rows += table.num_rows
+        """Append one query's answers for ``geocodes`` (rows of ``mq.values``).
+
+        Written in row groups of whole geounits of at most ``row_group_rows`` rows each
+        (:func:`row_group_bounds`), built one row group at a time.
+        """
+        n_units = mq.values.shape[0]
+        for a, b in row_group_bounds(n_units, mq.rows.size, self.row_group_rows):
+            table = _nmf_table(mq, geocodes, a, b)
+            if self._writer is None:
+                self._schema = table.schema
+                self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
+            self._writer.write_table(table.cast(self._schema), row_group_size=max(b - a, 1))
+            self.rows += table.num_rows
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
-        """Append every query of a chunk (one row group each)."""
+        """Append every query of a chunk."""
         for mq in chunk.queries:
             self.write_query(mq, chunk.geocodes)
 
@@ -120,8 +162,11 @@ class NMFReader:
     protocol for the estimator.
 
     The row-group statistics of the file say which (geolevel, query) and which geocode
-    range each row group holds; :meth:`read` reads only the row groups overlapping the
-    requested units and checks each one (geocodes, cells and counts) before using it.
+    range each row group holds; the row counts in the footer, taken in geocode then
+    file order, say which rows of the (units x measured cells) answers each holds, so
+    any split is accepted, even one cutting a geounit. :meth:`read` reads only the row
+    groups overlapping the requested units and checks each one (geocodes, cells and
+    counts) before using it.
     A file whose row groups mix levels or queries (written by another tool) is read
     into memory whole instead.
 
@@ -145,8 +190,9 @@ class NMFReader:
             raise InputError(f"{self.path}: missing columns {missing}")
         self._has_mech = "mechanism" in names
         self._fallback: MeasurementSet | None = None
-        # (level, query) -> sorted [(u0, u1, row group)], plus query info
-        self._groups: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        # (level, query) -> [(u0, u1, row group, rows)] sorted, then -> [(first row, rg, rows)]
+        self._groups: dict[tuple[int, str], list[tuple[int, int, int, int]]] = {}
+        self._spans: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
         self._info: dict[tuple[int, str], tuple[np.ndarray, float, str]] = {}
         self._order: dict[int, list[str]] = {}
         if not self._index():
@@ -195,23 +241,36 @@ class NMFReader:
                 self._order.setdefault(level, []).append(q.name)
             elif self._info[key][1] != float(stats["variance"][0]):
                 return False
-            self._groups.setdefault(key, []).append((u0, u1, rg))
-        for (level, qname), groups in self._groups.items():
-            groups.sort()
-            expect = 0
-            for u0, u1, _ in groups:
-                if u0 != expect:
-                    raise InputError(
-                        f"{self.path}: ({self.geolevels[level].name}, {qname}) does not cover "
-                        f"units {expect}..{u0 - 1} exactly once"
-                    )
-                expect = u1
-            if expect != self.hierarchy.n_units(level):
-                raise InputError(
-                    f"{self.path}: ({self.geolevels[level].name}, {qname}) covers {expect} of "
-                    f"{self.hierarchy.n_units(level)} units"
-                )
+            self._groups.setdefault(key, []).append((u0, u1, rg, meta.num_rows))
+        for key, groups in self._groups.items():
+            self._spans[key] = self._cover(key, sorted(groups))
         return True
+
+    def _cover(
+        self, key: tuple[int, str], groups: list[tuple[int, int, int, int]]
+    ) -> list[tuple[int, int, int]]:
+        """Row offsets of the row groups of ``key``; checks they tile every unit once."""
+        level, qname = key
+        r = self._info[key][0].size
+        where = f"{self.path}: ({self.geolevels[level].name}, {qname})"
+        spans, off = [], 0
+        for u0, u1, rg, n in groups:
+            first, last = off // r, (off + n - 1) // r
+            if first != u0 or last != u1 - 1:
+                lo, hi = (off // r, u0 - 1) if u0 > first else (u0, u1 - 1)
+                raise InputError(
+                    f"{where} does not cover units {lo}..{hi} exactly once "
+                    f"(row group {rg} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
+                )
+            spans.append((off, rg, n))
+            off += n
+        n_units = self.hierarchy.n_units(level)
+        if off != n_units * r:
+            raise InputError(
+                f"{where} covers {off // r if r else 0} of {n_units} units "
+                f"({off} of {n_units * r} values)"
+            )
+        return spans
 
     def queries_at(self, level: int) -> list[str]:
         """Names of the queries measured at ``level``, in the file's (plan) order."""
@@ -219,31 +278,34 @@ class NMFReader:
             return [m.query for m in self._fallback.at_level(self.geolevels[level].name)]
         return list(self._order.get(level, []))
 
-    def _read_group(self, level: int, qname: str, u0: int, u1: int, rg: int) -> np.ndarray:
+    def _read_group(self, level: int, qname: str, off: int, rg: int, n: int) -> np.ndarray:
+        """Values of row group ``rg``: flat rows ``off:off+n`` of the query's answers."""
         rows = self._info[(level, qname)][0]
         r = rows.size
         t = self._pf.read_row_group(rg, columns=["geocode", "cell", "value"])
-        n = u1 - u0
         name = self.geolevels[level].name
-        if t.num_rows != n * r:
+        if t.num_rows != n:
             raise InputError(
                 f"{self.path}: row group {rg} ({name}, {qname}) has {t.num_rows} values, "
-                f"expected {n} units x {r} cells"
+                f"its footer says {n}"
             )
-        cells = t.column("cell").to_numpy().reshape(n, r)
-        if not (cells == rows[None, :]).all():
+        flat = np.arange(off, off + n, dtype=np.int64)
+        cells = t.column("cell").to_numpy()
+        if not np.array_equal(cells, rows[flat % r]):
             raise InputError(
                 f"{self.path}: row group {rg} ({name}, {qname}) cells are not the measured "
                 "cells of the query in order"
             )
+        # the first row of the group and of every unit starting in it name their unit
+        at = np.flatnonzero((flat % r == 0) | (flat == off))
         gc = t.column("geocode").combine_chunks()
-        firsts = gc.take(pa.array(np.arange(0, n * r, max(r, 1), dtype=np.int64)))
+        firsts = gc.take(pa.array(at))
         got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-        if not np.array_equal(got, self.geocodes[level][u0:u1]):
+        if not np.array_equal(got, self.geocodes[level][flat[at] // r]):
             raise InputError(
                 f"{self.path}: row group {rg} ({name}, {qname}) geocodes are not in geography order"
             )
-        return t.column("value").to_numpy().reshape(n, r)
+        return t.column("value").to_numpy()
 
     def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
         """Measured queries of ``level`` (file order) with the values of units ``start:stop``."""
@@ -252,17 +314,20 @@ class NMFReader:
         out = []
         name = self.geolevels[level].name
         for qname in self._order.get(level, []):
-            groups = self._groups[(level, qname)]
+            spans = self._spans[(level, qname)]
             rows, variance, mech = self._info[(level, qname)]
-            i = max(0, bisect.bisect_right(groups, (start, np.inf, 0)) - 1)
+            r = rows.size
+            a, b = start * r, stop * r
+            i = max(0, bisect.bisect_right(spans, (a, np.inf, 0)) - 1)
             parts = []
-            while i < len(groups) and groups[i][0] < stop:
-                u0, u1, rg = groups[i]
-                if u1 > start:
-                    vals = self._read_group(level, qname, u0, u1, rg)
-                    parts.append(vals[max(start, u0) - u0 : min(stop, u1) - u0])
+            while i < len(spans) and spans[i][0] < b:
+                off, rg, n = spans[i]
+                if off + n > a:
+                    vals = self._read_group(level, qname, off, rg, n)
+                    parts.append(vals[max(a, off) - off : min(b, off + n) - off])
                 i += 1
-            values = np.concatenate(parts, axis=0) if parts else np.zeros((0, rows.size), np.int64)
+            flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            values = flat.reshape(max(stop - start, 0), r)
             out.append(MeasuredQuery(name, qname, rows, values, variance, mech))
         return out
 

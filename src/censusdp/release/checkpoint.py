@@ -71,6 +71,7 @@ def run_fingerprint(
     units: str,
     method: str,
     spine: str = "tabulation",
+    estimator: str = "ls",
 ) -> dict[str, Any]:
     """What a resumed run must share with the interrupted one: everything the release
     depends on (not the executor, workers or Spark master, which do not change it)."""
@@ -87,6 +88,7 @@ def run_fingerprint(
             "units": units,
             "method": method,
             "spine": spine,
+            "estimator": estimator,
         }
     )
 
@@ -102,6 +104,7 @@ _WHAT = {
     "units": "--units",
     "method": "--method",
     "spine": "--spine",
+    "estimator": "--estimator",
 }
 
 

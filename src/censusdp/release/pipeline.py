@@ -311,6 +311,7 @@ def run_release(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
+    estimator: str = "ls",
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -336,6 +337,9 @@ def run_release(
             :mod:`censusdp.release.consistency`) or ``"independent"`` (2020 production).
         workers: worker processes for the pool executor (``"auto"``: pool when > 1).
         method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
+        estimator: ``"ls"`` (least squares), ``"maxent"`` (maximum entropy over the
+            informative measured marginals) or ``"auto"`` (per subproblem, by simulated
+            accuracy); see :mod:`censusdp.release.topdown.maxent`.
         executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
             (see :mod:`censusdp.execution.local`); the release does not depend on it.
         spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
@@ -374,6 +378,7 @@ def run_release(
         units=units,
         method=method,
         spine=str(spine_choice[0]),
+        estimator=estimator,
     )
     with _run_directory(
         out_dir, overwrite, executor, workers, spark_master, input_dir, resume=resume
@@ -418,6 +423,7 @@ def run_release(
             postprocess=postprocess,
             units=units,
             method=method,
+            estimator=estimator,
             executor=ex,
             workers=workers,
             progress=progress,
@@ -489,6 +495,7 @@ def reestimate(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
+    estimator: str = "ls",
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -543,6 +550,7 @@ def reestimate(
             postprocess=postprocess,
             units=units,
             method=method,
+            estimator=estimator,
             executor=ex,
             workers=workers,
             progress=progress,
@@ -584,6 +592,7 @@ def _estimate(
     postprocess: str,
     units_mode: str,
     method: str,
+    estimator: str,
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
@@ -611,6 +620,7 @@ def _estimate(
         postprocess=postprocess,
         units_mode=units_mode,
         method=method,
+        estimator=estimator,
         executor=executor,
         progress=progress,
         timings=timings,
@@ -629,6 +639,7 @@ def _estimate_measurements(
     postprocess: str,
     units_mode: str,
     method: str,
+    estimator: str = "ls",
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
@@ -657,12 +668,19 @@ def _estimate_measurements(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
+    common = dict(
+        postprocess=postprocess,
+        method=method,
+        estimator=estimator,
+        executor=executor,
+        progress=progress,
+    )
     persons = estimate(
         ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
     )
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
+    manifest["estimator"] = estimator
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
     if ums is not None:
@@ -869,6 +887,7 @@ def _estimate_and_write(
     postprocess: str,
     units: str,
     method: str,
+    estimator: str,
     executor: Any,
     workers: int,
     progress: Progress,
@@ -909,6 +928,7 @@ def _estimate_and_write(
             postprocess=postprocess,
             units_mode=units,
             method=method,
+            estimator=estimator,
             executor=executor,
             progress=progress,
             checkpoint=checkpoint,

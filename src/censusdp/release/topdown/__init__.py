@@ -6,6 +6,9 @@ non-negative weighted least-squares point, :func:`round_to_integers` the closest
 point that keeps every constraint exact. :mod:`~censusdp.release.topdown.passes` holds the
 2020 production query orderings (:data:`PRODUCTION_PASSES`) and
 :mod:`~censusdp.release.topdown.multipass` runs least squares and rounding in those passes.
+:mod:`~censusdp.release.topdown.maxent` is the low-budget alternative to least squares
+(``estimate(..., estimator="maxent" | "auto")``): the maximum-entropy fit of the measured
+marginals that rise above their noise.
 """
 
 from censusdp.release.topdown.failsafe import (

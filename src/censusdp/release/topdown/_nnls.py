@@ -67,12 +67,17 @@ def nnls_point(sub: Subproblem, comp: Compressed, iterations: int = ITERATIONS) 
         lip += 2.0 * float(comp.w[q]) * n[comp.rows[q]]
     step = 1.0 / max(float(lip.max(initial=0.0)), 1e-12)
 
+    # flat (child, row) index of every (child, cell): one bincount per query and step
+    flat = {
+        q: (comp.rows[q][None, :] + comp.sizes[q] * np.arange(k)[:, None]).ravel() for q in queries
+    }
+
     def gradient(x: np.ndarray) -> np.ndarray:
         g = np.zeros_like(x)
+        xr = x.ravel()
         for q in queries:
             rows, m = comp.rows[q], comp.sizes[q]
-            ans = np.zeros((k, m))
-            np.add.at(ans.T, rows, x.T)
+            ans = np.bincount(flat[q], weights=xr, minlength=k * m).reshape(k, m)
             g += 2.0 * float(comp.w[q]) * (ans - comp.y[q])[:, rows]
         return g
 

@@ -39,6 +39,7 @@ from censusdp.progress import logger, task
 from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
+from censusdp.release.topdown.maxent import ESTIMATORS, solve_maxent
 from censusdp.release.topdown.multipass import (
     L2Passes,
     RoundingPasses,
@@ -93,6 +94,7 @@ class Task:
     method: str = "auto"
     l2_passes: L2Passes | None = None
     rounding: RoundingPasses | None = None
+    estimator: str = "ls"
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,9 +148,11 @@ def run_task(task: Task) -> TaskResult:
     c0 = time.process_time()
     sub, report = make_feasible(task.sub)
     t1 = time.perf_counter()
-    if task.l2_passes is None:
+    # maxent, or auto's pick; None: least squares
+    l2 = None if task.estimator == "ls" else solve_maxent(sub, task.estimator, method=task.method)
+    if l2 is None and task.l2_passes is None:
         l2 = solve_l2(sub, method=task.method)
-    else:
+    elif l2 is None:
         l2 = solve_l2_passes(sub, task.l2_passes, method=task.method)
     t2 = time.perf_counter()
     if task.rounding is None:
@@ -261,6 +265,7 @@ def _tasks_for_level(
     bounds: Bounds,
     method: str,
     plan: _LevelPlan,
+    estimator: str = "ls",
 ) -> Iterator[Task]:
     """Lazily build the tasks of one level (children of every unit of ``parent_level``)."""
     codes = hierarchy.geocodes[parent_level]
@@ -290,8 +295,17 @@ def _tasks_for_level(
                     for code in hierarchy.geocodes[parent_level + 1][children]
                 ),
             )
+            l2p, rounding = plan.bind(kept)
             yield Task(
-                parent_level, str(codes[i]), children.start, kept, sub, method, *plan.bind(kept)
+                parent_level,
+                str(codes[i]),
+                children.start,
+                kept,
+                sub,
+                method,
+                l2p,
+                rounding,
+                estimator,
             )
 
 
@@ -303,6 +317,7 @@ def _bottomup_tasks(
     cell_groups: np.ndarray,
     bounds: Bounds,
     method: str,
+    estimator: str = "ls",
 ) -> Iterator[Task]:
     """Blocks estimated without a parent constraint, batched by their parent unit."""
     bl = hierarchy.n_levels - 1
@@ -322,7 +337,9 @@ def _bottomup_tasks(
                 bounds,
                 label=f"bottom-up blocks of {codes[i]}",
             )
-            yield Task(bl - 1, str(codes[i]), children.start, live, sub, method)
+            yield Task(
+                bl - 1, str(codes[i]), children.start, live, sub, method, estimator=estimator
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -456,6 +473,7 @@ def estimate(
     postprocess: str = "topdown",
     method: str = "auto",
     passes: str = "production",
+    estimator: str = "ls",
     executor: object | None = None,
     progress: Callable[[str], None] | None = None,
     checkpoint: Any = None,
@@ -476,6 +494,12 @@ def estimate(
             :data:`~censusdp.release.topdown.passes.PRODUCTION_PASSES` where the schema
             has them (``pl94``), least squares and rounding in passes; ``"single"``: one
             pass everywhere. ``bottomup`` always runs one pass.
+        estimator: ``"ls"`` (default): least squares; ``"maxent"``: the maximum-entropy
+            estimate of :mod:`~censusdp.release.topdown.maxent` in every subproblem;
+            ``"auto"``: per subproblem, the one with the smaller simulated error. With
+            ``maxent`` or ``auto`` the root also pools the measurements of a lone child
+            (a one-state run measures the same persons at the US and at the State level)
+            and least squares runs in one pass.
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
@@ -493,6 +517,10 @@ def estimate(
         raise CensusDPError(f"postprocess must be 'topdown' or 'bottomup', got {postprocess!r}")
     if passes not in PASS_MODES:
         raise ConfigError(f"passes must be one of {PASS_MODES}, got {passes!r}")
+    if estimator not in ESTIMATORS:
+        raise ConfigError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
+    if estimator != "ls":
+        passes = "single"
     if executor is None:
         from censusdp.execution.local import InProcessExecutor
 
@@ -545,15 +573,18 @@ def estimate(
     if postprocess == "bottomup":
         hists[-1] = run_level(
             n_levels - 1,
-            _bottomup_tasks(ms, cache, hierarchy, live, cell_groups, bounds[-1], method),
+            _bottomup_tasks(ms, cache, hierarchy, live, cell_groups, bounds[-1], method, estimator),
         )
         agg = hierarchy.aggregate(hists[-1])
         return Estimate([sp.csr_matrix(a, dtype=np.int64) for a in agg], summaries, failsafe)
 
     # Root: one unit, no parent constraint ("auto" tries the interior-point method first
     # there: measured 0.19 s vs 3.4 s for the ADMM on the 1,890-cell pl94 root).
+    root_mqs = ms.read(0, 0, 1)
+    if estimator != "ls" and n_levels > 1 and hierarchy.n_units(1) == 1:
+        root_mqs = root_mqs + ms.read(1, 0, 1)  # the lone child: the same persons
     root_sub = _make_subproblem(
-        ms.read(0, 0, 1),
+        root_mqs,
         cache,
         slice(0, 1),
         slice(0, 1),
@@ -565,7 +596,9 @@ def estimate(
         child_labels=(f"{hierarchy.geolevels[0].name} {hierarchy.geocodes[0][0] or 'US'}",),
     )
     plans = _level_plans(ms, hierarchy, group_variable, passes)
-    hists[0] = run_level(0, [Task(-1, "", 0, live, root_sub, method, *plans[0].bind(live))])
+    hists[0] = run_level(
+        0, [Task(-1, "", 0, live, root_sub, method, *plans[0].bind(live), estimator=estimator)]
+    )
     for level in range(n_levels - 1):
         tasks = _tasks_for_level(
             ms,
@@ -577,6 +610,7 @@ def estimate(
             bounds[level + 1],
             method,
             plans[level + 1],
+            estimator,
         )
         hists[level + 1] = run_level(level + 1, tasks)
     return Estimate(hists, summaries, failsafe)

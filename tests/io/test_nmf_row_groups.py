@@ -1,0 +1,204 @@
+"""Bounded NMF row groups: written at geounit boundaries, read back from any split.
+
+pyarrow caps a row group at 2^26 rows; a (Block, detailed) family of the 233,856-cell
+dhc-lite schema passes that with ~290 blocks. The writer cuts row groups itself (at
+most ``row_group_rows`` rows, whole geounits), and the reader accepts any split, even
+one written by another tool that cuts a geounit in two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.measurements import MeasuredQuery, measured_rows
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
+from censusdp.errors import InputError
+from censusdp.io.nmf import NMFReader, NMFWriter, row_group_bounds
+from synth import block_codes
+
+PL94 = get_schema("pl94")
+QUERIES = ("total", "hhgq", "votingage*hispanic")
+
+
+def _hierarchy(blocks: int) -> Hierarchy:
+    return Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, blocks)))
+
+
+def _measure(h: Hierarchy, rng: np.random.Generator) -> list[tuple[MeasuredQuery, np.ndarray]]:
+    """Every query above at every level, with distinct values (so misplacement shows)."""
+    out = []
+    for level in range(h.n_levels):
+        for qname in QUERIES:
+            q = make_query(PL94, qname)
+            rows = measured_rows(PL94, q)
+            values = rng.integers(-(10**6), 10**6, (h.n_units(level), rows.size))
+            name = h.geolevels[level].name
+            out.append(
+                (
+                    MeasuredQuery(name, q.name, rows, values, 3.0, "DiscreteGaussian"),
+                    h.geocodes[level],
+                )
+            )
+    return out
+
+
+def _write(path, measured, **kw) -> None:
+    with NMFWriter(path, **kw) as w:
+        for mq, codes in measured:
+            w.write_query(mq, codes)
+
+
+@settings(max_examples=40)
+@given(
+    n_units=st.integers(0, 9),
+    n_rows=st.integers(1, 12),
+    cap=st.integers(1, 40),
+)
+def test_row_group_bounds_tile_the_rows_at_unit_boundaries(n_units, n_rows, cap):
+    bounds = row_group_bounds(n_units, n_rows, cap)
+    flat = [i for a, b in bounds for i in range(a, b)]
+    assert flat == list(range(n_units * n_rows))  # every row once, in order
+    assert all(0 < b - a <= cap for a, b in bounds)
+    if n_rows <= cap:
+        # whole units only, as many as fit
+        assert all(
+            a % n_rows == 0 and b - a == min(cap // n_rows * n_rows, n_units * n_rows - a)
+            for a, b in bounds
+        )
+    else:
+        # a unit is cut only inside itself
+        assert all(a // n_rows == (b - 1) // n_rows for a, b in bounds)
+    with pytest.raises(ValueError, match="at least 1"):
+        row_group_bounds(n_units, n_rows, 0)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    h = _hierarchy(11)
+    measured = _measure(h, np.random.default_rng(5))
+    d = tmp_path_factory.mktemp("rg")
+    _write(d / "default.parquet", measured)
+    return d, h, measured
+
+
+@settings(max_examples=20)
+@given(cap=st.integers(1, 60), data=st.data())
+def test_any_cap_reads_back_the_same_values(base, tmp_path_factory, cap, data):
+    d, h, measured = base
+    path = tmp_path_factory.mktemp("cap") / f"nmf{cap}.parquet"
+    _write(path, measured, row_group_rows=cap)
+    md = pq.ParquetFile(path).metadata
+    sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    assert max(sizes) <= cap
+    reader = NMFReader(path, PL94, h)
+    level = data.draw(st.integers(0, h.n_levels - 1))
+    n = h.n_units(level)
+    start = data.draw(st.integers(0, n))
+    stop = data.draw(st.integers(start, n))
+    got = {m.query: m for m in reader.read(level, start, stop)}
+    want = [mq for mq, _ in measured if mq.geolevel == h.geolevels[level].name]
+    assert list(got) == [mq.query for mq in want]
+    for mq in want:
+        g = got[mq.query]
+        assert np.array_equal(g.rows, mq.rows) and g.variance == mq.variance
+        assert g.values.shape == (stop - start, mq.rows.size)
+        assert np.array_equal(g.values, mq.values[start:stop])
+
+
+def test_the_writer_cuts_at_unit_boundaries(base, tmp_path):
+    _, h, measured = base
+    block = h.n_levels - 1
+    mq = next(m for m, _ in measured if m.geolevel == "Block" and m.query != "total")
+    r = mq.rows.size
+    cap = 3 * r + r // 2  # room for three and a half blocks: three per row group
+    path = tmp_path / "nmf.parquet"
+    _write(path, [(mq, h.geocodes[block])], row_group_rows=cap)
+    md = pq.ParquetFile(path).metadata
+    sizes = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    assert sizes == [3 * r, 3 * r, 3 * r, 2 * r]  # 11 blocks
+
+
+def test_a_foreign_split_inside_a_unit_is_read(base, tmp_path):
+    """The failure of issue 16: pyarrow's own cut at a row that is not a unit boundary."""
+    d, h, measured = base
+    pf = pq.ParquetFile(d / "default.parquet")
+    path = tmp_path / "cut.parquet"
+    with pq.ParquetWriter(path, pf.schema_arrow) as w:
+        for i in range(pf.metadata.num_row_groups):  # one (level, query) each
+            w.write_table(pf.read_row_group(i), row_group_size=37)  # prime: cuts inside units
+    md = pq.ParquetFile(path).metadata
+    assert md.num_row_groups > 10
+    reader = NMFReader(path, PL94, h)
+    assert reader._fallback is None  # read by row groups, not whole
+    for level in range(h.n_levels):
+        n = h.n_units(level)
+        for start, stop in ((0, n), (n // 3, n - n // 4)):
+            want = [mq for mq, _ in measured if mq.geolevel == h.geolevels[level].name]
+            for g, w in zip(reader.read(level, start, stop), want, strict=True):
+                assert np.array_equal(g.values, w.values[start:stop]), (level, w.query)
+
+
+def test_overlaps_and_gaps_are_one_line_errors(base, tmp_path):
+    d, h, measured = base
+    mq = next(m for m, _ in measured if m.geolevel == "Block" and m.query == "hhgq")
+    codes = h.geocodes[h.n_levels - 1]
+    r = mq.rows.size
+    _write(tmp_path / "one.parquet", [(mq, codes)], row_group_rows=r + 1)
+    pf = pq.ParquetFile(tmp_path / "one.parquet")
+    groups = [pf.read_row_group(i) for i in range(pf.metadata.num_row_groups)]
+    assert len(groups) == 11
+
+    def rewrite(name, parts):
+        with pq.ParquetWriter(tmp_path / name, parts[0].schema) as w:
+            for t in parts:
+                w.write_table(t)
+        return tmp_path / name
+
+    gap = rewrite("gap.parquet", groups[:4] + groups[5:])
+    with pytest.raises(InputError, match=r"does not cover units 4\.\.4 exactly once") as e:
+        NMFReader(gap, PL94, h)
+    assert "\n" not in str(e.value)
+    twice = rewrite("twice.parquet", groups[:5] + groups[4:])
+    with pytest.raises(InputError, match="does not cover units"):
+        NMFReader(twice, PL94, h)
+    short = rewrite("short.parquet", groups[:-1])
+    with pytest.raises(InputError, match="covers 10 of 11 units"):
+        NMFReader(short, PL94, h)
+    # half a unit missing at the end: the row counts no longer tile the units
+    half = rewrite("half.parquet", [*groups[:-1], groups[-1].slice(0, r // 2)])
+    with pytest.raises(InputError, match="cover"):
+        NMFReader(half, PL94, h)
+
+
+@pytest.mark.slow
+def test_a_family_over_two_to_the_26_rows_round_trips(tmp_path):
+    """Real size: 300 blocks x the dhc-lite detailed query (229,320 measured rows) is more
+    than 2^26 rows, which pyarrow would have cut inside a block."""
+    schema = get_schema("dhc-lite")
+    q = make_query(schema, "detailed")
+    rows = measured_rows(schema, q)
+    n = 300
+    assert n * rows.size > 1 << 26
+    h = Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, n)))
+    values = np.arange(n * rows.size, dtype=np.int64).reshape(n, rows.size)
+    mq = MeasuredQuery("Block", q.name, rows, values, 40.0, "Geometric")
+    path = tmp_path / "big.parquet"
+    with NMFWriter(path) as w:
+        w.write_query(mq, h.geocodes[h.n_levels - 1])
+    md = pq.ParquetFile(path).metadata
+    sizes = np.array([md.row_group(i).num_rows for i in range(md.num_row_groups)])
+    assert sizes.sum() == n * rows.size and sizes.max() <= 1 << 26
+    assert (sizes % rows.size == 0).all()
+    del values
+    reader = NMFReader(path, schema, h)
+    (got,) = reader.read(h.n_levels - 1, 0, n)
+    assert got.values.shape == (n, rows.size)
+    assert np.array_equal(got.values.ravel(), np.arange(n * rows.size))
+    (mid,) = reader.read(h.n_levels - 1, 150, 153)
+    assert np.array_equal(mid.values.ravel(), np.arange(150 * rows.size, 153 * rows.size))
