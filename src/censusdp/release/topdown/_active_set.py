@@ -54,12 +54,16 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
 
-MAX_ITER = 60
+MAX_ITER = 40
 """Active-set updates before the method gives up (the chain then runs the next backend)."""
 REFINE = 3
+REFINE_MAX = 40
+"""More re-solves (cheap: one factorisation) until the active equalities hold."""
 """Proximal re-solves with one factorisation per active set (removes delta/eps bias)."""
 DENSE_MAX = 400
 """Reduced systems with at most this many rows are factored densely (Cholesky)."""
+STALL = 3
+"""Updates without fewer violated conditions before the changes per update are halved."""
 GROW = 200
 """Besides doubling, how many held cells one update may free."""
 SCREEN = 1.0
@@ -81,18 +85,30 @@ class _Bounds:
     """
 
     def __init__(self, sub: Subproblem) -> None:
-        k, n_groups = sub.k, sub.G
-        child = np.repeat(np.arange(k), n_groups)
-        group = np.tile(np.arange(n_groups), k)
-        lo = sub.group_lower.ravel()
-        hi = sub.group_upper.ravel()
-        # a group with upper bound 0 is handled by fixing its cells at 0
-        keep = ((lo > 0) | np.isfinite(hi)) & (hi > 0)
-        tk = (sub.total_lower > 0) | np.isfinite(sub.total_upper)
-        self.child = np.concatenate([child[keep], np.flatnonzero(tk)])
-        self.group = np.concatenate([group[keep], np.full(int(tk.sum()), -1)])
-        self.lo = np.concatenate([lo[keep], sub.total_lower[tk]])
-        self.hi = np.concatenate([hi[keep], sub.total_upper[tk]])
+        n_groups = sub.G
+        present = np.bincount(sub.groups, minlength=n_groups) > 0
+        lo = sub.group_lower.copy()
+        hi = sub.group_upper.copy()
+        # groups without a kept cell sum to 0 (the failsafe has made that feasible); a
+        # group with upper bound 0 is handled by fixing its cells at 0
+        open_ = present[None, :] & (hi > 0)
+        keep = open_ & ((lo > 0) | np.isfinite(hi))
+        t_lo = sub.total_lower.copy()
+        t_hi = sub.total_upper.copy()
+        # a child with one open group: that group's row is its total; merge the two, or
+        # the system would hold two copies of one sum with different targets
+        single = open_.sum(axis=1) == 1
+        for i in np.flatnonzero(single):
+            g = int(np.flatnonzero(open_[i])[0])
+            t_lo[i] = max(t_lo[i], lo[i, g])
+            t_hi[i] = min(t_hi[i], hi[i, g])
+            keep[i, g] = False
+        ci, gi = np.nonzero(keep)
+        tk = (t_lo > 0) | np.isfinite(t_hi)
+        self.child = np.concatenate([ci, np.flatnonzero(tk)])
+        self.group = np.concatenate([gi, np.full(int(tk.sum()), -1)])
+        self.lo = np.concatenate([lo[ci, gi], t_lo[tk]])
+        self.hi = np.concatenate([hi[ci, gi], t_hi[tk]])
         self.n = self.child.size
         # state: 0 inactive, +1 at the upper bound, -1 at the lower bound, 2 equality
         self.state = np.where(self.lo == self.hi, 2, 0).astype(np.int64)
@@ -179,14 +195,20 @@ class _System:
         self.g = sp.csr_matrix((np.ones(br.size), (br, bc)), shape=(m, n))
         self.d = np.array([v for _, _, v in eq_rows], dtype=np.float64)
         self.y = np.concatenate(y_parts) if y_parts else np.zeros(0)
-        e = np.concatenate([*d_parts, np.full(self.n_eq, eps)]) if m else np.zeros(0)
-        self.delta, self.eps = delta, eps
+        self.delta, self.eps = delta, eps / self.diag
+        e = np.concatenate([*d_parts, np.full(self.n_eq, self.eps)]) if m else np.zeros(0)
         s_mat = (self.g @ self.g.T) / self.diag + sp.diags(e)
         self.dense = m <= DENSE_MAX or s_mat.nnz > 0.2 * m * m
         if self.dense:
             self.factor = cho_factor(s_mat.toarray(), lower=True, check_finite=False)
         else:
             self.factor = spla.splu(sp.csc_matrix(s_mat), permc_spec="MMD_AT_PLUS_A")
+
+    def residual(self, x: np.ndarray) -> float:
+        """Largest miss of the active equalities ``C x = d``."""
+        if not self.n_eq:
+            return 0.0
+        return float(np.abs(self.g[self.n_ans :] @ x - self.d).max())
 
     def solve(self, x_prev: np.ndarray, nu_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r1 = self.delta * x_prev + self.lin
@@ -206,7 +228,7 @@ def solve_active_set(
     comp: Compressed,
     *,
     tol: float = 1e-3,
-    feas_tol: float = 1e-8,
+    feas_tol: float | None = None,
     max_iter: int = MAX_ITER,
 ) -> tuple[np.ndarray | None, str, int]:
     """Solve by the primal-dual active-set method; returns ``(x or None, status, updates)``.
@@ -215,7 +237,9 @@ def solve_active_set(
         sub, comp: the subproblem and its compressed queries.
         tol: persons: a held cell whose multiplier would move it by less than this is
             optimal (the driver passes a thousandth of the noise standard deviation).
-        feas_tol: persons: how far an inactive bound may be exceeded.
+        feas_tol: persons: how far a bound or column sum may be missed (default
+            ``5e-9 * scale``, half of what :func:`~censusdp.release.topdown.l2.solve_l2`
+            accepts).
         max_iter: active-set updates before giving up.
 
     Long because the update loop keeps the free set, the bound states, the multipliers
@@ -225,6 +249,8 @@ def solve_active_set(
     k, c = sub.k, sub.c
     if c == 0:
         return np.zeros((k, c)), "converged", 0
+    if feas_tol is None:
+        feas_tol = 5e-9 * max(1.0, sub.scale())
     qs = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
     if not qs:
         return None, "no measurements", 0
@@ -239,8 +265,8 @@ def solve_active_set(
     )
     h = 2.0 * float(sum(comp.w[q] for q in qs))  # the Hessian's diagonal (every cell)
     lam_tol = tol * h
-    delta = 1e-6 * h
-    eps = 1e-9 / h
+    delta = 1e-5 * h
+    eps = 1e-6  # relative to 1 / Delta, the scale of C C' / Delta in the reduced system
     bounds = _Bounds(sub)
     # queries that see every kept cell alone (detailed): a scalar on the diagonal
     cell_qs = {q for q in qs if comp.sizes[q] == c}
@@ -248,7 +274,7 @@ def solve_active_set(
     x = np.zeros((k, c))
     nu_bound = np.zeros(bounds.n)
     seen: set[bytes] = set()
-    release_limit = k * c
+    limit, best, stall = k * c, k * c + 2 * bounds.n + 1, 0
     p = None if sub.parent is None else sub.parent.astype(np.float64)
     for it in range(1, max_iter + 1):
         # -- every active equality needs a free cell ------------------------------------
@@ -289,8 +315,10 @@ def solve_active_set(
             return None, f"singular system ({exc})", it
         xf = x.ravel()[fidx]
         nu = np.zeros(len(eq_rows))
-        for _ in range(REFINE):
+        for n_solve in range(REFINE_MAX):
             xf, nu = system.solve(xf, nu)
+            if n_solve + 1 >= REFINE and system.residual(xf) <= 0.1 * feas_tol:
+                break
         if not np.isfinite(xf).all():
             return None, "non-finite solve", it
         x = np.zeros(k * c)
@@ -315,24 +343,52 @@ def solve_active_set(
         neg = free & (x < 0)
         want = ~free & free_ok & (lam < -lam_tol)
         over = (bounds.state == 0) & (sums > bounds.hi + feas_tol)
-        under = (bounds.state == 0) & (sums < bounds.lo - feas_tol)
+        # a lower bound of 0 is implied by x >= 0: it never becomes an equality
+        under = (bounds.state == 0) & (bounds.lo > 0) & (sums < bounds.lo - feas_tol)
         # an upper bound holds with nu >= 0, a lower bound with nu <= 0
         slack_up = (bounds.state == 1) & (nu_bound < -lam_tol)
         slack_lo = (bounds.state == -1) & (nu_bound > lam_tol)
         if not (
             neg.any() or want.any() or over.any() or under.any() or slack_up.any() or slack_lo.any()
         ):
+            # the active equalities must hold; when they contradict each other (every
+            # child's total against the column sums) the regularised solve only
+            # balances them, and the method reports failure
+            target = np.where(bounds.state == -1, bounds.lo, bounds.hi)
+            act = bounds.state != 0
+            miss = float(np.abs(sums - target)[act].max(initial=0.0))
+            # column sums within ``tol`` persons: the caller rescales columns exactly,
+            # then validates every bound
+            col = float(np.abs(x.sum(axis=0) - p).max()) if p is not None else 0.0
+            if miss > feas_tol or col > tol:
+                miss = max(miss, col)
+                return None, f"inconsistent active bounds (residual {miss:.3g})", it
             x[~free] = 0.0
             return np.maximum(x, 0.0), "converged", it
         # -- update -------------------------------------------------------------------
-        free &= ~neg
+        # Damping: when the number of violated conditions has not fallen for STALL
+        # updates, or an active set comes back, at most ``limit`` cells change each way
+        # (the most violating first), halving each time; at 1 this is single pivoting.
+        n_viol = int(neg.sum() + want.sum() + over.sum() + under.sum())
+        n_viol += int(slack_up.sum() + slack_lo.sum())
+        stall = stall + 1 if n_viol >= best else 0
+        best = min(best, n_viol)
+        if stall >= STALL:
+            limit, stall = max(1, min(limit, n_viol) // 2), 0
+        if neg.any():
+            cand = np.flatnonzero(neg.ravel())
+            if cand.size > limit:
+                cand = cand[np.argpartition(x.ravel()[cand], limit - 1)[:limit]]
+            fr = free.ravel()
+            fr[cand] = False
+            free = fr.reshape(k, c)
         if want.any():
             cand = np.flatnonzero(want.ravel())
             # free at most as many cells as are free now (plus GROW), most negative first:
             # a free set grown tenfold costs more to factor than the steps it saves
-            limit = min(release_limit, int(free.sum()) + GROW)
-            if cand.size > limit:
-                cand = cand[np.argpartition(lam.ravel()[cand], limit - 1)[:limit]]
+            n_rel = min(limit, int(free.sum()) + GROW)
+            if cand.size > n_rel:
+                cand = cand[np.argpartition(lam.ravel()[cand], n_rel - 1)[:n_rel]]
             fr = free.ravel()
             fr[cand] = True
             free = fr.reshape(k, c)
@@ -342,6 +398,6 @@ def solve_active_set(
         bounds.state[slack_up | slack_lo] = 0
         key = free.tobytes() + bounds.state.tobytes()
         if key in seen:
-            release_limit = max(1, min(release_limit, int(want.sum())) // 2)
+            limit, stall = max(1, min(limit, n_viol) // 2), 0
         seen.add(key)
     return None, "max_iter", max_iter
