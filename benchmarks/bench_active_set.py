@@ -151,6 +151,7 @@ def main() -> None:
         [exe, "generate", "--state", args.state, "--seed", str(args.seed), "--out", str(cef)]
         + ["--scale", str(args.scale), "--overwrite", "--quiet"],
         check=True,
+        stdout=subprocess.DEVNULL,
     )
     result: dict = {
         "state": args.state,
