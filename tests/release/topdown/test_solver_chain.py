@@ -51,6 +51,10 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     assert sub.c > 64
     assert _order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
     assert _order(block_group, compress(block_group), "admm") == ("admm",)
+    # few kept cells: Clarabel first, the active set second
+    small, _ = census_subproblem(rng, n_children=4, n_people=80)
+    assert small.c <= 64
+    assert _order(small, compress(small), "auto") == ("clarabel", "activeset", "admm")
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
@@ -84,12 +88,12 @@ def test_admm_failure_falls_back_to_clarabel_and_is_logged(
 def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     sub, _ = census_subproblem(rng, n_children=4, n_people=80)
-    assert sub.c <= 64  # Clarabel before the ADMM
+    assert sub.c <= 64  # Clarabel first, then the active set, then the ADMM
     monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
     res = solve_l2(sub)
     assert res.status == "optimal" and res.method == "admm"
-    assert res.attempts[:2] == (("activeset", "max_iter"), ("clarabel", "PrimalInfeasible"))
+    assert res.attempts[:2] == (("clarabel", "PrimalInfeasible"), ("activeset", "max_iter"))
     assert sub.max_violation(res.x) <= 1e-8 * sub.scale()
 
 

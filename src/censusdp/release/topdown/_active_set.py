@@ -54,7 +54,7 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
 
-MAX_ITER = 40
+MAX_ITER = 30
 """Active-set updates before the method gives up (the chain then runs the next backend)."""
 REFINE = 3
 REFINE_MAX = 40
@@ -291,6 +291,15 @@ def solve_active_set(
                 fr = free.ravel()
                 fr[mem] = free_ok.ravel()[mem]
                 free = fr.reshape(k, c)
+        if p is not None:
+            # with the column sums, the totals of all k children are dependent: their
+            # targets must add up to the parent. When every child's total is active,
+            # one that is not exact is released (otherwise the equalities contradict)
+            tot = bounds.group < 0
+            if np.unique(bounds.child[tot & (bounds.state != 0)]).size == k:
+                loose = np.flatnonzero(tot & (np.abs(bounds.state) == 1))
+                if loose.size:
+                    bounds.state[loose[-1]] = 0
         fidx = np.flatnonzero(free.ravel())
         pos = np.full(k * c, -1, dtype=np.int64)
         pos[fidx] = np.arange(fidx.size)

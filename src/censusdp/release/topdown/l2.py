@@ -23,10 +23,10 @@ Three backends:
 * ``"clarabel"`` (:mod:`censusdp.release.topdown._clarabel`): Clarabel's interior-point method on
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
-``"auto"`` tries the active-set method first, then orders the other two per subproblem
-(:func:`_order`): Clarabel first for a single large child (the root), for at most
-``FEW_CELLS`` kept cells, and when no measured query sees every kept cell alone (a
-singular Hessian, where the ADMM crawls); ADMM first otherwise. When all fail, the fallback is the integer flow closest to a non-negative least-squares
+``"auto"`` orders them per subproblem (:func:`_order`): for at most ``FEW_CELLS`` kept
+cells Clarabel, the active set, ADMM; otherwise the active set first, then Clarabel for a
+single large child (the root) and when no measured query sees every kept cell alone (a
+singular Hessian, where the ADMM crawls), ADMM first otherwise. When all fail, the fallback is the integer flow closest to a non-negative least-squares
 point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts. Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
@@ -117,10 +117,14 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # Hessian is singular, the ADMM crawls (3,000-12,700 iterations per dhc-lite block
     # family) and the interior-point method was 5-18x faster with the same objective.
     strict = any(m == sub.c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
-    # The active-set method (``_active_set``) goes first everywhere: its systems are sized
-    # by the positive cells, and it measured 5-30x faster than Clarabel at the dhc-lite
-    # root and block families with the same objective (docs/estimation.md).
-    if big_root or few_cells or not strict:
+    # The active-set method (``_active_set``) goes first: its systems are sized by the
+    # positive cells, and it measured 5-30x faster than Clarabel at the dhc-lite root
+    # and block families with the same objective (docs/estimation.md). With few kept
+    # cells there is little to save and Clarabel is the surer step (the housing-unit
+    # families, 2 cells and every child's total exact, made the active set cycle).
+    if few_cells:
+        return ("clarabel", "activeset", "admm")
+    if big_root or not strict:
         return ("activeset", "clarabel", "admm")
     return ("activeset", "admm", "clarabel")
 
