@@ -35,9 +35,9 @@ def _fail(name: str, status: str):
 
 @pytest.fixture
 def block_group() -> Subproblem:
-    """pl94: a block group of 12 blocks, every query measured (ADMM first)."""
-    sub, _ = census_subproblem(np.random.default_rng(1), n_children=12, n_people=2500)
-    assert sub.c > 64
+    """pl94: a block group of 100 blocks, every query measured (active set, then ADMM)."""
+    sub, _ = census_subproblem(np.random.default_rng(1), n_children=100, n_people=1000)
+    assert sub.c > 64 and 4 * sub.parent.sum() <= sub.k * sub.c  # a sparse optimum
     return sub
 
 
@@ -51,6 +51,10 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     assert sub.c > 64
     assert _order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
     assert _order(block_group, compress(block_group), "admm") == ("admm",)
+    # a dense optimum (the parent holds more persons than k c / 4): the active set last
+    dense, _ = census_subproblem(rng, n_children=12, n_people=2500)
+    assert dense.c > 64 and 4 * dense.parent.sum() > dense.k * dense.c
+    assert _order(dense, compress(dense), "auto") == ("admm", "clarabel", "activeset")
     # few kept cells: Clarabel first, the active set second
     small, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert small.c <= 64

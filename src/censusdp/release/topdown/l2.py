@@ -24,7 +24,8 @@ Three backends:
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
 ``"auto"`` orders them per subproblem (:func:`_order`): for at most ``FEW_CELLS`` kept
-cells Clarabel, the active set, ADMM; otherwise the active set first, then Clarabel for a
+cells, and for families whose parent holds more than ``k c / 4`` persons (a dense
+optimum), the active set comes after Clarabel; otherwise it goes first, then Clarabel for a
 single large child (the root) and when no measured query sees every kept cell alone (a
 singular Hessian, where the ADMM crawls), ADMM first otherwise. When all fail, the fallback is the integer flow closest to a non-negative least-squares
 point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
@@ -124,6 +125,15 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # families, 2 cells and every child's total exact, made the active set cycle).
     if few_cells:
         return ("clarabel", "activeset", "admm")
+    # Its advantage is a sparse optimum: at most about one positive cell per person. A
+    # family whose parent holds more persons than a quarter of its children x cells
+    # (a state's counties) has most cells positive, and the active set's systems grow
+    # to the interior-point method's size; it then comes after Clarabel.
+    sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
+    if not sparse:
+        return (
+            ("clarabel", "activeset", "admm") if not strict else ("admm", "clarabel", "activeset")
+        )
     if big_root or not strict:
         return ("activeset", "clarabel", "admm")
     return ("activeset", "admm", "clarabel")
