@@ -23,12 +23,12 @@ Three backends:
 * ``"clarabel"`` (:mod:`censusdp.release.topdown._clarabel`): Clarabel's interior-point method on
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
-``"auto"`` orders them per subproblem (:func:`_order`): for at most ``FEW_CELLS`` kept
-cells, and for families whose parent holds more than ``k c / 4`` persons (a dense
-optimum), the active set comes after Clarabel; otherwise it goes first, then Clarabel for a
-single large child (the root) and when no measured query sees every kept cell alone (a
-singular Hessian, where the ADMM crawls), ADMM first otherwise. When all fail, the fallback is the integer flow closest to a non-negative least-squares
-point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
+``"auto"`` orders them per subproblem (:func:`_order`): the active set first when the
+optimum is sparse (no parent, or a parent holding at most ``k c / 4`` persons) and
+second otherwise; of the other two, Clarabel goes first for a single large child (the
+root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
+cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise. When all
+fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts. Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
 ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
@@ -118,25 +118,19 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # Hessian is singular, the ADMM crawls (3,000-12,700 iterations per dhc-lite block
     # family) and the interior-point method was 5-18x faster with the same objective.
     strict = any(m == sub.c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
-    # The active-set method (``_active_set``) goes first: its systems are sized by the
-    # positive cells, and it measured 5-30x faster than Clarabel at the dhc-lite root
-    # and block families with the same objective (docs/estimation.md). With few kept
-    # cells there is little to save and Clarabel is the surer step (the housing-unit
-    # families, 2 cells and every child's total exact, made the active set cycle).
-    if few_cells:
-        return ("clarabel", "activeset", "admm")
-    # Its advantage is a sparse optimum: at most about one positive cell per person. A
-    # family whose parent holds more persons than a quarter of its children x cells
-    # (a state's counties) has most cells positive, and the active set's systems grow
-    # to the interior-point method's size; it then comes after Clarabel.
+    base = ("clarabel", "admm") if big_root or few_cells or not strict else ("admm", "clarabel")
+    # The active-set method (``_active_set``) goes first when the optimum is sparse: its
+    # systems are sized by the positive cells, and it measured 5-30x faster than
+    # Clarabel at the dhc-lite root and block families with the same objective
+    # (docs/estimation.md). A family whose parent holds more persons than a quarter of
+    # its children x cells (a state's counties) has most cells positive, and the active
+    # set's systems grow to the interior-point method's size; so do families of two
+    # cells (housing units: every child's total exact, where it cycled). It then comes
+    # second.
     sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
-    if not sparse:
-        return (
-            ("clarabel", "activeset", "admm") if not strict else ("admm", "clarabel", "activeset")
-        )
-    if big_root or not strict:
-        return ("activeset", "clarabel", "admm")
-    return ("activeset", "admm", "clarabel")
+    if sparse and sub.c > 2:
+        return ("activeset", *base)
+    return (base[0], "activeset", base[1])
 
 
 def _result(
