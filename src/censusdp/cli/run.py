@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_executor(p)
     p.add_argument(
         "--method",
-        choices=("auto", "admm", "clarabel"),
+        choices=("auto", "activeset", "admm", "clarabel"),
         default="auto",
         help="least-squares solver of the estimation",
     )

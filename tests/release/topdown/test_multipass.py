@@ -84,7 +84,11 @@ def test_production_orderings_are_strategy1b_isolated_total() -> None:
 
 
 def test_plans_for_other_schemas_modes_and_level_names() -> None:
-    assert plans_for("dhc-lite", LEVELS) == [None] * 6
+    # dhc-lite: one least-squares pass, the published marginals rounded before the cells
+    dhc = plans_for("dhc-lite", LEVELS)
+    assert all(p is PRODUCTION_PASSES["dhc-lite"]["*"] for p in dhc)
+    assert dhc[0].l2 == (("total",),) and dhc[0].rounder[-1] == ("detailed",)
+    assert plans_for("units", LEVELS) == [None] * 6
     assert plans_for("pl94", LEVELS, "single") == [None] * 6
     # production's spelling of the block-group level is accepted
     assert plans_for("pl94", ["Block_Group"])[0] is PRODUCTION_PASSES["pl94"]["blockgroup"]

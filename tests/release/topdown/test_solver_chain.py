@@ -13,6 +13,7 @@ from scipy.optimize import lsq_linear
 
 from censusdp.release.topdown import (
     Subproblem,
+    _active_set,
     _admm,
     _clarabel,
     check_integer_solution,
@@ -34,43 +35,70 @@ def _fail(name: str, status: str):
 
 @pytest.fixture
 def block_group() -> Subproblem:
-    """pl94: a block group of 12 blocks, every query measured (ADMM first)."""
-    sub, _ = census_subproblem(np.random.default_rng(1), n_children=12, n_people=2500)
-    assert sub.c > 64
+    """pl94: a block group of 100 blocks, every query measured (active set, then ADMM)."""
+    sub, _ = census_subproblem(np.random.default_rng(1), n_children=100, n_people=1000)
+    assert sub.c > 64 and 4 * sub.parent.sum() <= sub.k * sub.c  # a sparse optimum
     return sub
 
 
 def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> None:
-    assert _order(block_group, compress(block_group), "auto") == ("admm", "clarabel")
+    assert _order(block_group, compress(block_group), "auto") == ("activeset", "admm", "clarabel")
     # dhc-lite below the State: no query sees every cell alone, the Hessian is singular
     rng = np.random.default_rng(2)
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=6, n_people=400
     )
     assert sub.c > 64
-    assert _order(sub, compress(sub), "auto") == ("clarabel", "admm")
+    assert _order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
     assert _order(block_group, compress(block_group), "admm") == ("admm",)
+    # a dense optimum (the parent holds more persons than k c / 4): the active set second
+    dense, _ = census_subproblem(rng, n_children=12, n_people=2500)
+    assert dense.c > 64 and 4 * dense.parent.sum() > dense.k * dense.c
+    assert _order(dense, compress(dense), "auto") == ("admm", "activeset", "clarabel")
+    # few kept cells and dense: Clarabel first, the active set second
+    small, _ = census_subproblem(rng, n_children=4, n_people=80)
+    assert small.c <= 64
+    assert _order(small, compress(small), "auto") == ("clarabel", "activeset", "admm")
+
+
+def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
+    block_group: Subproblem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ok = solve_l2(block_group)
+    assert ok.method == "activeset" and ok.attempts == (("activeset", "converged"),)
+    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(block_group)
+    assert res.status == "optimal" and res.method == "admm"
+    assert res.attempts == (("activeset", "max_iter"), ("admm", "converged"))
+    assert "activeset failed (max_iter); trying admm" in caplog.text
+    assert block_group.max_violation(res.x) <= 1e-8 * block_group.scale()
+    assert res.objective == pytest.approx(ok.objective, rel=1e-6)
 
 
 def test_admm_failure_falls_back_to_clarabel_and_is_logged(
     block_group: Subproblem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(block_group)
     assert res.status == "optimal" and res.method == "clarabel"
-    assert res.attempts == (("admm", "max_iter"), ("clarabel", "Solved"))
+    assert res.attempts == (("activeset", "max_iter"), ("admm", "max_iter"), ("clarabel", "Solved"))
     assert "admm failed (max_iter); trying clarabel" in caplog.text
+    assert block_group.max_violation(res.x) <= 1e-8 * block_group.scale()
 
 
 def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     sub, _ = census_subproblem(rng, n_children=4, n_people=80)
-    assert sub.c <= 64  # Clarabel first
+    assert sub.c <= 64  # Clarabel first, then the active set, then the ADMM
+    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
     res = solve_l2(sub)
     assert res.status == "optimal" and res.method == "admm"
-    assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
+    assert res.attempts[:2] == (("clarabel", "PrimalInfeasible"), ("activeset", "max_iter"))
+    assert sub.max_violation(res.x) <= 1e-8 * sub.scale()
 
 
 def test_when_every_solver_fails_the_flow_starts_from_least_squares_not_noise(
@@ -83,12 +111,13 @@ def test_when_every_solver_fails_the_flow_starts_from_least_squares_not_noise(
         rng, n_children=1, n_people=300, rho=0.002, root=True, total_invariant=True
     )
     best = solve_l2(sub).objective  # before the solvers are broken
+    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
     monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.status == "feasible_fallback" and res.method == "nnls-flow"
-    assert [m for m, _ in res.attempts] == ["clarabel", "admm", "nnls-flow"]
+    assert [m for m, _ in res.attempts] == ["activeset", "clarabel", "admm", "nnls-flow"]
     assert "trying the NNLS point and flow" in caplog.text
     x = res.x.astype(np.int64)
     assert check_integer_solution(sub, x) == []

@@ -39,8 +39,12 @@ def _refines(a: np.ndarray, b: np.ndarray) -> bool:
     """True when partition ``a`` refines ``b``: cells with one ``a`` label share a ``b`` label."""
     if a.size == 0:
         return True
-    pairs = np.unique(np.stack([a, b]), axis=1)
-    return pairs.shape[1] == np.unique(a).size
+    # one int64 key per (a, b) pair: a 1-D unique (np.unique(axis=1) took a minute on
+    # the 229,320 cells of a dhc-lite root)
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    pairs = np.unique(a * (int(b.max()) + 1) + b)
+    return pairs.size == np.unique(a).size
 
 
 @dataclass

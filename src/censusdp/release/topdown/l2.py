@@ -10,8 +10,11 @@ meeting other constraints ... the detailed histogram from the parent level"). Fo
     minimise   sum_q w_q sum_i || A_q X[i] - y_q[i] ||^2,     w_q = 1 / Var(y_q)
     subject to X >= 0, sum_i X[i, :] = p, L <= group sums <= U, T_lo <= totals <= T_hi.
 
-Two backends:
+Three backends:
 
+* ``"activeset"`` (:mod:`censusdp.release.topdown._active_set`): a primal-dual active-set
+  method whose linear systems are sized by the positive cells and the answers they
+  touch (a 622 x 622 Cholesky at a dhc-lite root), first in the ``auto`` chain;
 * ``"admm"`` (:mod:`censusdp.release.topdown._admm`): operator splitting that exploits the
   structure. Every child has the same Hessian ``H = sum_q w_q A_q'A_q``, so one
   factorisation of ``H + rho I`` serves all children and all iterations; the constraints
@@ -20,11 +23,12 @@ Two backends:
 * ``"clarabel"`` (:mod:`censusdp.release.topdown._clarabel`): Clarabel's interior-point method on
   a sparse formulation with auxiliary residuals; the generic fallback and cross-check.
 
-``"auto"`` orders them per subproblem (:func:`_order`): Clarabel first for a single large
-child (the root), for at most ``FEW_CELLS`` kept cells, and when no measured query sees
-every kept cell alone (a singular Hessian, where the ADMM crawls); ADMM first otherwise.
-When both fail, the fallback is the integer flow closest to a non-negative least-squares
-point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
+``"auto"`` orders them per subproblem (:func:`_order`): the active set first when the
+optimum is sparse (no parent, or a parent holding at most ``k c / 4`` persons) and
+second otherwise; of the other two, Clarabel goes first for a single large child (the
+root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
+cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise. When all
+fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts. Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
 ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
@@ -50,7 +54,7 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__ = ["METHODS", "L2Result", "solve_l2"]
 
-METHODS = ("auto", "admm", "clarabel")
+METHODS = ("auto", "activeset", "admm", "clarabel")
 FEW_CELLS = 64
 """``auto`` solves subproblems with at most this many kept cells with Clarabel first."""
 NOISE_TOL = 1e-3
@@ -114,9 +118,19 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # Hessian is singular, the ADMM crawls (3,000-12,700 iterations per dhc-lite block
     # family) and the interior-point method was 5-18x faster with the same objective.
     strict = any(m == sub.c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
-    if big_root or few_cells or not strict:
-        return ("clarabel", "admm")
-    return ("admm", "clarabel")
+    base = ("clarabel", "admm") if big_root or few_cells or not strict else ("admm", "clarabel")
+    # The active-set method (``_active_set``) goes first when the optimum is sparse: its
+    # systems are sized by the positive cells, and it measured 5-30x faster than
+    # Clarabel at the dhc-lite root and block families with the same objective
+    # (docs/estimation.md). A family whose parent holds more persons than a quarter of
+    # its children x cells (a state's counties) has most cells positive, and the active
+    # set's systems grow to the interior-point method's size; so do families of two
+    # cells (housing units: every child's total exact, where it cycled). It then comes
+    # second.
+    sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
+    if sparse and sub.c > 2:
+        return ("activeset", *base)
+    return (base[0], "activeset", base[1])
 
 
 def _result(
@@ -155,8 +169,9 @@ def solve_l2(
     """Solve the weighted non-negative least-squares stage for one subproblem.
 
     The backends form a chain that never rounds raw noise: ``auto`` tries the
-    interior-point method (Clarabel) and the first-order method (ADMM) in the order
-    that suits the subproblem, and when both fail it takes the integer flow closest to
+    active-set method on the positive cells first, then the interior-point method
+    (Clarabel) and the first-order method (ADMM) in the order that suits the
+    subproblem, and when all fail it takes the integer flow closest to
     a non-negative least-squares point of the measurements (``status =
     "feasible_fallback"``, ``method = "nnls-flow"``). Every failed step is logged on the
     ``censusdp`` logger and listed in ``attempts``. A single child under a parent takes
@@ -164,15 +179,17 @@ def solve_l2(
 
     Args:
         sub: the subproblem (feasible; run ``make_feasible`` first).
-        method: ``"auto"``, ``"admm"`` or ``"clarabel"`` (then only that backend before
-            the fallback).
+        method: ``"auto"``, ``"activeset"``, ``"admm"`` or ``"clarabel"`` (then only that
+            backend before the fallback).
         tol: the backends' relative convergence tolerance (ADMM residuals when the
             subproblem has no ``noise_scale``; Clarabel uses ``min(tol, 1e-9)`` for its
             gap and feasibility tolerances).
         feas_tol: accepted constraint violation relative to the largest parent count
             (``feas_tol * max(1, scale)`` persons).
         noise_tol: with ``sub.noise_scale``, the ADMM stops when its residuals are below
-            ``noise_tol * noise_scale`` persons (a thousandth of the noise by default).
+            ``noise_tol * noise_scale`` persons (a thousandth of the noise by default),
+            and the active-set method when no held cell's multiplier would move it by
+            more than that many persons (``noise_tol`` persons without a noise scale).
         max_iter: iteration cap of the backends (their defaults if ``None``).
 
     Returns:
@@ -193,7 +210,14 @@ def solve_l2(
     attempts: list[tuple[str, str]] = []
     for n, backend in enumerate(order):
         kw = {} if max_iter is None else {"max_iter": max_iter}
-        if backend == "admm":
+        if backend == "activeset":
+            from censusdp.release.topdown._active_set import solve_active_set
+
+            scale = sub.noise_scale if sub.noise_scale is not None else 1.0
+            x, status, iters = solve_active_set(
+                sub, comp, tol=noise_tol * scale, feas_tol=0.5 * abs_tol, **kw
+            )
+        elif backend == "admm":
             from censusdp.release.topdown._admm import solve_admm
 
             if sub.noise_scale is not None:

@@ -174,6 +174,21 @@ _DEFAULT = PassPlan(
     l2=(("total", *_ALL_BUT_TOTAL),), hold=(("total", *_ALL_BUT_TOTAL),), rounder=(_ROUNDER,)
 )
 
+# dhc-lite (the dhc-lite-demo and ddp-2010 presets): one least-squares pass over every
+# measured query (``bind_l2`` puts the queries a plan does not name into its last pass),
+# and production's multipass-rounding idea applied to what the release publishes: the
+# P1-P5 tables read hhgq, votingage, hispanic and cenrace, so those marginals (nested
+# as in production's rounder) are rounded first, after the total, and the detailed
+# cells last, held to them. The least-squares cells are not unique when no query sees
+# every cell alone (below the State); their marginals in the measured queries are, and
+# rounding the published marginals first keeps the choice among optimal cells out of
+# the tables (docs/estimation.md).
+_PUBLISHED = PassPlan(
+    l2=(("total",),),
+    hold=((),),
+    rounder=(("total",), _ROUNDER[1:-1], ("detailed",)),
+)
+
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     "pl94": {
         "us": _US,
@@ -182,11 +197,14 @@ PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
         "tract": _ISOLATED_TOTAL,
         "blockgroup": _ISOLATED_TOTAL,
         "*": _DEFAULT,
-    }
+    },
+    "dhc-lite": {"*": _PUBLISHED},
 }
 """Production's query orderings: schema name -> normalised geolevel name (lower case,
 no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
-is the plan of every other geolevel (production's ``default_ordering``, used at Block)."""
+is the plan of every other geolevel (production's ``default_ordering``, used at Block).
+``dhc-lite`` is not a production configuration: it is production's rounding idea on the
+tables a dhc-lite release publishes (see ``_PUBLISHED``)."""
 
 
 def _level_key(name: str) -> str:

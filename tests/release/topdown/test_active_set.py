@@ -1,0 +1,255 @@
+"""The active-set least-squares backend against Clarabel and SciPy on many random
+subproblems: same objective within the noise-scaled tolerance, constraints exact, and
+linear systems sized by the positive cells and the answers, not children x cells."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize
+
+from censusdp.release.topdown import Subproblem, _active_set, solve_l2
+from censusdp.release.topdown._common import compress
+from profiles import examples
+
+SETTINGS = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+shapes = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 2**32 - 1),
+        "k": st.integers(1, 7),
+        "c": st.integers(1, 30),
+        "n_groups": st.integers(1, 4),
+        "n_queries": st.integers(1, 4),
+        "root": st.booleans(),
+        "tight": st.booleans(),
+        "mean": st.sampled_from([0.3, 3.0, 40.0]),
+        "noise": st.sampled_from([0.5, 3.0, 20.0]),
+        # drop the detailed query: a singular Hessian, many cell-level optima
+        "singular": st.booleans(),
+    }
+)
+
+
+def _build(d: dict) -> Subproblem:
+    rng = np.random.default_rng(d["seed"])
+    sub, _ = random_subproblem(
+        rng,
+        k=d["k"],
+        c=d["c"],
+        n_groups=d["n_groups"],
+        n_queries=d["n_queries"] + int(d["singular"]),
+        root=d["root"],
+        tight=d["tight"],
+        mean=d["mean"],
+        noise=d["noise"],
+    )
+    if d["singular"]:
+        sub = replace(
+            sub,
+            query_rows=sub.query_rows[1:],
+            query_sizes=sub.query_sizes[1:],
+            noisy=sub.noisy[1:],
+            weights=sub.weights[1:],
+        )
+    return sub
+
+
+def _tolerance(sub: Subproblem, objective: float) -> float:
+    # the method stops when no held cell would move by more than 1e-3 persons; the
+    # objective is then within a few 1e-6 of the optimum per cell (and rounding noise)
+    return 1e-6 * max(1.0, objective) + 1e-5 * sub.k * sub.c * float(sub.weights.sum())
+
+
+@SETTINGS
+@given(shapes)
+def test_active_set_matches_clarabel_with_every_constraint_exact(d: dict) -> None:
+    sub = _build(d)
+    got = solve_l2(sub, method="activeset")
+    one_child = sub.parent is not None and sub.k == 1  # takes the parent, no solve
+    # the method may give up (the chain then runs Clarabel; see the rate test below),
+    # but whatever it returns must be right
+    assert got.method in (("parent",) if one_child else ("activeset", "nnls-flow"))
+    if one_child:
+        np.testing.assert_array_equal(got.x[0], sub.parent)
+        return
+    if got.method == "nnls-flow":
+        assert got.attempts[0][0] == "activeset"
+        assert got.attempts[0][1].startswith(("max_iter", "inconsistent"))
+        return
+    ref = solve_l2(sub, method="clarabel")
+    if ref.method != "clarabel":  # Clarabel gave up (it does, rarely): the ADMM then
+        ref = solve_l2(sub, method="admm")
+        assert ref.method == "admm", ref.attempts
+    assert got.max_violation <= 1e-8 * max(1.0, sub.scale())
+    assert (got.x >= 0).all()
+    if sub.parent is not None:
+        np.testing.assert_allclose(got.x.sum(axis=0), sub.parent, rtol=0, atol=1e-9 * sub.scale())
+    assert abs(got.objective - ref.objective) <= _tolerance(sub, ref.objective)
+
+
+def test_the_active_set_converges_on_most_random_subproblems() -> None:
+    """The primal-dual active-set method can cycle when the Hessian is not an M-matrix
+    and PDAS activates contradictory bounds (every child's total against the column
+    sums); damping leaves few such cases, which the chain hands to Clarabel."""
+    rng = np.random.default_rng(20)
+    outcomes = []
+    for _ in range(60):
+        d = {
+            "seed": int(rng.integers(2**32)),
+            "k": int(rng.integers(2, 8)),
+            "c": int(rng.integers(1, 31)),
+            "n_groups": int(rng.integers(1, 5)),
+            "n_queries": int(rng.integers(1, 5)),
+            "root": bool(rng.integers(2)),
+            "tight": bool(rng.integers(2)),
+            "mean": float(rng.choice([0.3, 3.0, 40.0])),
+            "noise": float(rng.choice([0.5, 3.0, 20.0])),
+            "singular": bool(rng.integers(2)),
+        }
+        sub = _build(d)
+        _, status, _ = _active_set.solve_active_set(sub, compress(sub), tol=1e-3)
+        outcomes.append(status == "converged")
+    assert np.mean(outcomes) >= 0.9
+
+
+def test_active_set_matches_scipy_on_a_small_problem_with_every_bound_kind() -> None:
+    """An independent reference: SciPy's SLSQP on the explicit constraints."""
+    rng = np.random.default_rng(11)
+    sub, _ = random_subproblem(rng, k=3, c=6, n_groups=2, n_queries=3, noise=4.0, bound_slack=1)
+    got = solve_l2(sub, method="activeset")
+    assert got.method == "activeset"
+    k, c = sub.k, sub.c
+    cons = [{"type": "eq", "fun": lambda v: v.reshape(k, c).sum(axis=0) - sub.parent}]
+    for i in range(k):
+        for g in range(sub.G):
+            cells = np.flatnonzero(sub.groups == g)
+
+            def gsum(v, i=i, cells=cells):
+                return v.reshape(k, c)[i, cells].sum()
+
+            if np.isfinite(sub.group_upper[i, g]):
+                cons.append(
+                    {"type": "ineq", "fun": lambda v, u=sub.group_upper[i, g], f=gsum: u - f(v)}
+                )
+            cons.append(
+                {"type": "ineq", "fun": lambda v, lo=sub.group_lower[i, g], f=gsum: f(v) - lo}
+            )
+        if np.isfinite(sub.total_upper[i]):
+            cons.append(
+                {
+                    "type": "ineq",
+                    "fun": lambda v, i=i: sub.total_upper[i] - v.reshape(k, c)[i].sum(),
+                }
+            )
+        cons.append(
+            {"type": "ineq", "fun": lambda v, i=i: v.reshape(k, c)[i].sum() - sub.total_lower[i]}
+        )
+    ref = minimize(
+        lambda v: sub.objective(v.reshape(k, c)),
+        solve_l2(sub, method="clarabel").x.ravel() + 0.3,
+        method="SLSQP",
+        bounds=[(0, None)] * (k * c),
+        constraints=cons,
+        options={"ftol": 1e-12, "maxiter": 2000},
+    )
+    assert ref.success
+    assert got.objective <= ref.fun + 1e-6 * max(1.0, ref.fun)
+    assert got.objective >= ref.fun - 1e-4 * max(1.0, ref.fun)  # SLSQP is no better
+
+
+@pytest.mark.parametrize("root", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_census_shaped_families_are_solved_on_the_support(
+    root: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dhc-lite: the reduced systems have one row per touched marginal answer and per
+    active equality; the detailed query adds only a scalar; children x cells never
+    appears."""
+    rng = np.random.default_rng(12)
+    queries = DHC_LITE_QUERIES + (("detailed",) if root else ())
+    sub, truth = census_subproblem(
+        rng,
+        schema_name="dhc-lite",
+        queries=queries,
+        n_children=1 if root else 40,
+        n_people=600,
+        root=root,
+        total_invariant=root,
+    )
+    sizes: list[tuple[int, int]] = []
+    orig = _active_set._System.__init__
+
+    def spy(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        sizes.append((self.n, self.g.shape[0]))
+
+    monkeypatch.setattr(_active_set._System, "__init__", spy)
+    got = solve_l2(sub, method="activeset")
+    assert got.method == "activeset"
+    ref = solve_l2(sub, method="clarabel")
+    assert abs(got.objective - ref.objective) <= 1e-6 * ref.objective
+    marginal_rows = sum(
+        m for m, name in zip(sub.query_sizes, queries, strict=True) if name != "detailed"
+    )
+    for n_free, rows in sizes:
+        assert n_free < 0.5 * sub.k * sub.c  # the free set stays a fraction of the cells
+        if root:
+            # one row per marginal answer and per active bound: 619 + a few at most
+            assert rows <= marginal_rows + sub.G + 1
+    positive = int((got.x > 1e-9).sum())
+    assert positive < 0.2 * sub.k * sub.c
+
+
+def test_active_set_failure_on_a_dhc_family_falls_back_to_clarabel(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(13)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=12, n_people=300
+    )
+
+    def fail(*args, **kwargs):
+        return None, "max_iter", 60
+
+    monkeypatch.setattr(_active_set, "solve_active_set", fail)
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(sub)
+    assert res.method == "clarabel" and res.status == "optimal"
+    assert res.attempts[0] == ("activeset", "max_iter")
+    assert "activeset failed (max_iter); trying clarabel" in caplog.text
+    assert res.max_violation <= 1e-8 * sub.scale()
+    np.testing.assert_allclose(res.x.sum(axis=0), sub.parent, rtol=0, atol=1e-9 * sub.scale())
+
+
+def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
+    rng = np.random.default_rng(14)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=20, n_people=500
+    )
+    x, status, iters = _active_set.solve_active_set(sub, compress(sub), max_iter=1)
+    assert x is None and status == "max_iter" and iters == 1
+    x, status, _ = _active_set.solve_active_set(sub, compress(sub))
+    assert status == "converged" and x is not None
+
+
+def test_noise_scaled_tolerance_bounds_the_objective_gap() -> None:
+    """A looser tolerance (in persons) stops earlier; the objective stays within the
+    bound the tolerance implies."""
+    rng = np.random.default_rng(15)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=30, n_people=800
+    )
+    comp = compress(sub)
+    tight, st1, it1 = _active_set.solve_active_set(sub, comp, tol=1e-4)
+    loose, st2, it2 = _active_set.solve_active_set(sub, comp, tol=0.5)
+    assert st1 == st2 == "converged" and it2 <= it1
+    assert sub.objective(loose) >= sub.objective(tight) - 1e-6 * sub.objective(tight)
+    assert sub.objective(loose) - sub.objective(tight) <= 1e-3 * sub.objective(tight)
