@@ -40,18 +40,13 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.histograms import (
-    housing_unit_histogram,
-    person_histogram,
-    pl94_map,
-    unit_histogram_from_counts,
-)
-from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
+from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InputError, InternalError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
-from censusdp.io.cef import read_cef
+from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, NMFWriter
 from censusdp.io.output import Staging
@@ -193,20 +188,18 @@ def _read_and_aggregate(
     then noisy measurements and invariants, exist.
     """
     t = time.perf_counter()
-    cef = read_cef(input_dir)
+    # streamed batch by batch into block histograms (io/cef_stream.py): the records
+    # themselves are never all in memory
+    cef = read_cef_blocks(
+        input_dir, _geolevels(budget), get_schema(budget.schema), with_units=with_units
+    )
     timings["read"] = time.perf_counter() - t
     say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
-    t = time.perf_counter()
-    # Every person's block is its unit's block (checked by read_cef), so the units'
-    # blocks are all the blocks.
-    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
-    inv = compute_invariants(cef.persons, cef.units, hierarchy)
-    hists = {"persons": person_histogram(cef.persons, hierarchy, get_schema(budget.schema))}
+    hists = {"persons": cef.persons}
     if with_units:
-        hists["units"] = housing_unit_histogram(cef.units, hierarchy)
-    timings["aggregate"] = time.perf_counter() - t
-    say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
-    return hierarchy, inv, hists, cef.n_persons
+        hists["units"] = cef.housing_units
+    say(progress, f"built block histograms of {cef.hierarchy.blocks.size:,} blocks")
+    return cef.hierarchy, cef.invariants, hists, cef.n_persons
 
 
 _NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
