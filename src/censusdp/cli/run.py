@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_quiet,
     add_seed,
     add_workers,
+    positive_int,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -87,8 +88,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="least-squares solver of the estimation",
     )
+    p.add_argument(
+        "--max-children",
+        type=_max_children,
+        default="auto",
+        metavar="N",
+        help="estimate a family with more than N children (a county's tracts, a block "
+        "group's blocks) as a coarse problem over chunks of at most N children, then one "
+        "task per chunk, so no single task bounds the run ('none' never splits; default: "
+        "DEFAULT_MAX_CHILDREN of censusdp.release.topdown.split, recorded in the manifest)",
+    )
     add_quiet(p)
     p.set_defaults(func=_run)
+
+
+def _max_children(text: str) -> int | str | None:
+    if text.strip().lower() in ("none", "auto"):
+        return None if text.strip().lower() == "none" else "auto"
+    return positive_int("--max-children")(text)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -120,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
         command=sys.argv,
     )
+    if args.max_children != "auto":
+        common["max_children"] = args.max_children
     if args.from_measurements:
         manifest = reestimate(args.from_measurements, args.out, **common)
     else:

@@ -69,6 +69,7 @@ from censusdp.release.manifest import (
 )
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
 from censusdp.tables import tables_to_arrays, tabulate_histograms
 
@@ -259,6 +260,7 @@ def run_release(
     overwrite: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict:
     """Produce a release from a CEF directory; returns the manifest.
 
@@ -281,6 +283,8 @@ def run_release(
             (see :mod:`censusdp.execution.local`); the release does not depend on it.
         spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
         overwrite: replace an existing non-empty ``out_dir``.
+        max_children: families with more children are estimated in chunks
+            (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
     """
     if postprocess not in POSTPROCESS_CHOICES:
         raise ConfigError(
@@ -317,6 +321,7 @@ def run_release(
             workers=workers,
             progress=progress,
             timings=timings,
+            max_children=max_children,
         )
         manifest.update(nmf_rows)
         manifest.update(
@@ -371,6 +376,7 @@ def reestimate(
     overwrite: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict:
     """Re-estimate a release from another run's NMF and published invariants alone.
 
@@ -421,6 +427,7 @@ def reestimate(
             workers=workers,
             progress=progress,
             timings=timings,
+            max_children=max_children,
         )
         manifest.update(rows)
         manifest.update(
@@ -460,6 +467,7 @@ def _estimate(
     progress: Progress,
     timings: dict[str, float],
     manifest: dict[str, Any],
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> _Estimated:
     """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only."""
     t = time.perf_counter()
@@ -477,7 +485,13 @@ def _estimate(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    common = dict(postprocess=postprocess, method=method, executor=executor, progress=progress)
+    common = dict(
+        postprocess=postprocess,
+        method=method,
+        executor=executor,
+        progress=progress,
+        max_children=max_children,
+    )
     ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
     persons = estimate(ms, hierarchy, bounds, group_variable="hhgq", **common)
     timings["estimate_persons"] = time.perf_counter() - t
@@ -589,6 +603,7 @@ def _estimate_and_write(
     workers: int,
     progress: Progress,
     timings: dict[str, float],
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict[str, Any]:
     """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``)."""
     schema = get_schema(budget.schema)
@@ -605,6 +620,7 @@ def _estimate_and_write(
     write_parquet(inv.to_table(), out / "invariants.parquet")
     write_parquet(inv.state_table(hierarchy), out / "invariant_totals.parquet")
     timings["write_invariants"] = time.perf_counter() - t
+    manifest["max_children"] = max_children
     if postprocess != "none":
         steps = dict(timings=timings, manifest=manifest)
         est = _estimate(
@@ -618,6 +634,7 @@ def _estimate_and_write(
             method=method,
             executor=executor,
             progress=progress,
+            max_children=max_children,
             **steps,
         )
         _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)

@@ -429,6 +429,8 @@ class _LevelResults:
         self.task_times: list[tuple[int, float]] = []
         self.fallbacks: dict[str, int] = {}
         self._longest: dict[str, float] = {}  # per parent, its longest task
+        self._longest_cpu: dict[str, float] = {}
+        self.max_task_cpu = 0.0
         self.split: list[dict] = []
 
     def add_splits(self, splits: list[tuple[TaskResult, int]]) -> None:
@@ -445,6 +447,9 @@ class _LevelResults:
                     "coarse_seconds": round(r.seconds, 4),
                     "coarse_cpu_seconds": round(r.cpu_seconds, 4),
                     "longest_chunk_seconds": round(self._longest.get(r.parent_geocode, 0.0), 4),
+                    "longest_chunk_cpu_seconds": round(
+                        self._longest_cpu.get(r.parent_geocode, 0.0), 4
+                    ),
                 }
             )
 
@@ -453,6 +458,11 @@ class _LevelResults:
         a split family's coarse solve plus its longest chunk."""
         paths = [s["coarse_seconds"] + s["longest_chunk_seconds"] for s in self.split]
         return max([self.max_task_seconds, *paths])
+
+    def critical_path_cpu(self) -> float:
+        """:meth:`critical_path` in CPU seconds (what a projection uses: no machine load)."""
+        paths = [s["coarse_cpu_seconds"] + s["longest_chunk_cpu_seconds"] for s in self.split]
+        return max([self.max_task_cpu, *paths])
 
     def add(self, r: TaskResult) -> None:
         k, c = r.counts.shape
@@ -472,6 +482,10 @@ class _LevelResults:
         self.methods[r.method] = self.methods.get(r.method, 0) + 1
         self.task_times.append((k, r.seconds))
         self._longest[r.parent_geocode] = max(self._longest.get(r.parent_geocode, 0.0), r.seconds)
+        self._longest_cpu[r.parent_geocode] = max(
+            self._longest_cpu.get(r.parent_geocode, 0.0), r.cpu_seconds
+        )
+        self.max_task_cpu = max(self.max_task_cpu, r.cpu_seconds)
         if r.failsafe:
             self.failsafe.append(r.failsafe)
         if len(r.attempts) > r.method.count("+") + 1:  # more tries than passes: a fallback
@@ -521,7 +535,9 @@ class _LevelResults:
             "methods": self.methods,
             "failsafe_uses": len(self.failsafe),
             "fallbacks": self.fallbacks,
+            "max_task_cpu_seconds": round(self.max_task_cpu, 4),
             "critical_path_seconds": round(self.critical_path(), 4),
+            "critical_path_cpu_seconds": round(self.critical_path_cpu(), 4),
             "split_families": self.split,
         }
 

@@ -42,7 +42,7 @@ __all__ = [
     "coarse_subproblem",
 ]
 
-DEFAULT_MAX_CHILDREN = 400
+DEFAULT_MAX_CHILDREN = 100
 """Families with more children are solved in chunks of at most this many children.
 
 Chosen from ``benchmarks/bench_split.py``: a family's solve grows faster than linearly
