@@ -391,6 +391,8 @@ def _encoded(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
         idxs.append(np.asarray(ch.indices).astype(np.int64))
     if not dicts:
         return np.zeros(0, dtype="U1"), np.zeros(0, dtype=np.int64)
+    if len(dicts) == 1 and (dicts[0].size < 2 or (dicts[0][1:] > dicts[0][:-1]).all()):
+        return dicts[0], idxs[0]  # one sorted dictionary of distinct strings (NMFWriter's)
     distinct, inverse = np.unique(np.concatenate(dicts), return_inverse=True)
     offsets = np.cumsum([0] + [d.size for d in dicts[:-1]])
     return distinct, np.concatenate(
@@ -487,8 +489,19 @@ def _check_pair(
     if wrong.any():
         return f"geocode {code_names[row_codes[np.argmax(wrong)]]} is not a {key[0]} of the release"
     units = unit_of[row_codes]
-    rows[key] += np.bincount(units, minlength=rows[key].size)
-    np.add.at(mix[key], units, _cell_mix(cells_all[sel]))
+    if units.size:
+        # counted over the row group's own range of units; the fingerprints are < 2^31,
+        # so their float64 sums per unit are exact (fewer than 2^22 rows a unit)
+        u0 = int(units.min())
+        local = units - u0
+        span = slice(u0, u0 + int(local.max()) + 1)
+        rows[key][span] += np.bincount(local)
+        cells = np.asarray(cells_all[sel])
+        if cells.size and 0 <= cells.min() and cells.max() < 1 << 20:
+            weights = _cell_mix(np.arange(int(cells.max()) + 1)).astype(np.float64)[cells]
+        else:
+            weights = _cell_mix(cells).astype(np.float64)
+        mix[key][span] += np.bincount(local, weights=weights).astype(np.uint64)
     return None
 
 
