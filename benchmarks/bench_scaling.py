@@ -234,6 +234,7 @@ def project(
     cores: list[int],
     runs: list[dict] | None = None,
     write_fraction: float = 0.55,
+    split_bench: dict | None = None,
 ) -> dict:
     """Full-US projection from the per-level costs of ``reference`` (the largest run).
 
@@ -245,7 +246,10 @@ def project(
     split). The US-to-states family (52 children, exact state totals, never split) is
     taken as the largest measured state-to-counties family scaled by ``(52 / k)^2``.
     ``write_fraction`` is the share of the measurement phase spent writing the NMF on the
-    driver, for manifests that do not record it.
+    driver, for manifests that do not record it. ``split_bench`` (the JSON of
+    ``bench_split.py``) gives a floor for the tract level: its critical path (coarse solve
+    plus longest chunk) of the widest family measured at the runs' ``max_children``, since
+    a small state has no county as wide as Los Angeles (2,334 tracts of 4,300 people).
     """
     runs = runs or [reference]
     t = dict(reference["timings"])
@@ -299,6 +303,15 @@ def project(
         level_cpu[name] = per_child.get(name, 0.0) * n
         widest = US_MAX_CHILDREN[name] if limit is None else min(US_MAX_CHILDREN[name], limit)
         critical[name] = max(per_child.get(name, 0.0) * widest, measured.get(name, 0.0))
+    if split_bench is not None and limit is not None:
+        paths = [
+            sp["critical_path_cpu_s"]
+            for fam in split_bench["families"]
+            for sp in fam["split"]
+            if sp["max_children"] == limit
+        ]
+        if paths:
+            critical["Tract"] = max(critical["Tract"], max(paths))
     if "County" in measured:
         k = max(family.get("County", 1), 1)
         critical["State"] = max(critical["State"], measured["County"] * max(52 / k, 1.0) ** 2)
@@ -399,6 +412,9 @@ def main() -> None:
         help="manifests of big states' runs (e.g. California) for measured critical paths",
     )
     ap.add_argument("--plot", default=None, help="write the projection plot to this PNG")
+    ap.add_argument(
+        "--split-json", default=None, help="bench_split.py output: the tract critical path floor"
+    )
     args = ap.parse_args()
     cores = [int(c) for c in args.cores.split(",")]
     work = Path(args.work or tempfile.mkdtemp(prefix="censusdp_scaling_"))
@@ -428,6 +444,7 @@ def main() -> None:
             cores,
             rows + [summarize(json.loads(Path(p).read_text())) for p in args.largest_from or []],
             write_fraction,
+            json.loads(Path(args.split_json).read_text()) if args.split_json else None,
         ),
     }
     if not args.from_manifests and not args.no_peers:
