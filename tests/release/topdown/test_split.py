@@ -152,3 +152,34 @@ def test_a_limit_above_every_family_changes_nothing(run):
     assert all(s["split_families"] == [] for s in wide.levels)
     with pytest.raises(ConfigError, match="max_children"):
         estimate(ms, hierarchy, bounds, max_children=0)
+
+
+def test_split_release_is_byte_identical_on_the_pool_and_recorded(tmp_path):
+    persons, units = make_cef(np.random.default_rng(9), block_codes(3, 3, 1, 3), mean_hh=3.0)
+    write_cef(tmp_path / "cef", persons, units)
+    budget = load_preset("pl94-2020").scaled(rho="1/4")
+    common = dict(budget=budget, seed=5, max_children=2)
+    a = run_release(tmp_path / "cef", tmp_path / "a", executor="inprocess", **common)
+    b = run_release(tmp_path / "cef", tmp_path / "b", executor="pool", workers=2, **common)
+    for name in ("mdf_persons.parquet", "noisy_measurements.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert a["max_children"] == b["max_children"] == 2
+    levels = {s["geolevel"]: s for s in a["estimation"]["persons"]}
+    assert levels["County"]["split_families"] and levels["Tract"]["split_families"]
+    assert a["validation"]["ok"]
+
+
+def test_cli_max_children_option(tmp_path, capsys):
+    from censusdp.cli import main
+
+    persons, units = make_cef(np.random.default_rng(2), block_codes(1, 1, 1, 2))
+    write_cef(tmp_path / "cef", persons, units)
+    args = ["run", "--input", str(tmp_path / "cef"), "--seed", "1", "--quiet"]
+    with pytest.raises(SystemExit) as bad:
+        main([*args, "--out", str(tmp_path / "bad"), "--max-children", "0"])
+    assert bad.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--max-children must be at least 1, got 0" in err[0]
+    assert main([*args, "--out", str(tmp_path / "none"), "--max-children", "none"]) == 0
+    manifest = json.loads((tmp_path / "none" / "manifest.json").read_text())
+    assert manifest["max_children"] is None
