@@ -50,7 +50,7 @@ from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, NMFWriter
 from censusdp.io.output import Staging
-from censusdp.io.tables import read_tables, write_tables
+from censusdp.io.tables import read_table_arrays, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
@@ -574,7 +574,7 @@ def _validate_outputs(
     """Re-read what was written and check it against the estimate, independently."""
     t, c = time.perf_counter(), time.process_time()
     mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
-    written = tables_to_arrays(read_tables(out / "tables"), hierarchy)
+    written = read_table_arrays(out / "tables", hierarchy)
     from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
     report = validate_release(
         est.persons.histograms,

@@ -41,7 +41,7 @@ from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.nmf import NMF_COLUMNS
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.tables import read_tables
+from censusdp.io.tables import read_table_arrays
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
 from censusdp.release.consistency import consistency_violations
@@ -557,7 +557,7 @@ def _check_mdf(
     schema = get_schema(budget.schema)
     try:
         hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
-        written = tables_to_arrays(read_tables(run / "tables"), hierarchy)
+        written = read_table_arrays(run / "tables", hierarchy)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
