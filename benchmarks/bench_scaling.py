@@ -280,7 +280,7 @@ def project(
     task_cpu = sum(lv["cpu_s"] for lv in reference["levels"]) + t.get("measure_task_cpu", 0.0)
     phases = cpu("read") + cpu("write_measurements") + cpu("write_release") + cpu("validate")
     rest = 0.0
-    if reference.get("executor") == "inprocess" and reference.get("cpu_s"):
+    if reference.get("executor") in ("in-process", "inprocess") and reference.get("cpu_s"):
         rest = max(reference["cpu_s"] - task_cpu - phases - t.get("aggregate", 0.0), 0.0)
     self_check = rest * values_scale
     driver_serial = driver_in + nmf_write + driver_out + self_check
@@ -352,6 +352,11 @@ def project(
             "estimation_h": round(est / 3600, 3),
             "measurement_h": round(measure_cpu / n / 3600, 3),
             "driver_serial_h": round(driver_serial / 3600, 3),
+            # not implemented: the driver's reading, NMF/MDF writing and checks done by
+            # the tasks in parallel (what the projection would be then)
+            "minutes_if_driver_io_in_tasks": round(
+                (est + (measure_cpu + driver_serial) / n) / 60, 1
+            ),
         }
     return out
 
