@@ -266,23 +266,46 @@ def project(
         sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "persons"), 1e-9
     )
     values_scale = US_UNITS["Block"] / reference["blocks"]
-    persons_scale = US_PERSONS / max(reference["persons"], 1)
 
-    def cpu(key: str) -> float:  # CPU seconds where the manifest has them (no load)
-        return t.get(f"{key}_cpu", t.get(key, 0.0))
+    def phases(run: dict) -> dict[str, float]:
+        """The driver's serial CPU seconds of a run, by what they scale with."""
+        tt = run["timings"]
 
+        def cpu(key: str) -> float:  # CPU seconds where the manifest has them (no load)
+            return tt.get(f"{key}_cpu", tt.get(key, 0.0))
+
+        out = {
+            "read": cpu("read") + tt.get("aggregate", 0.0),
+            "nmf": cpu("write_measurements"),
+            "mdf": cpu("write_release") + cpu("validate"),
+            "rest": 0.0,
+        }
+        # the rest of an in-process run's CPU (the self-check re-reading the files,
+        # start-up): what the process used beyond the tasks and the phases above
+        tasks = sum(lv["cpu_s"] for lv in run["levels"]) + tt.get("measure_task_cpu", 0.0)
+        if run.get("executor") in ("in-process", "inprocess") and run.get("cpu_s"):
+            out["rest"] = max(run["cpu_s"] - tasks - sum(out.values()), 0.0)
+        return out
+
+    # Each serial phase is scaled by its marginal cost between the reference and the
+    # next smaller run when there is one (a fixed start-up cost is not multiplied by the
+    # size of the US), else by its average cost.
+    by = {"read": "persons", "nmf": "blocks", "mdf": "persons", "rest": "blocks"}
+    us_size = {"persons": US_PERSONS, "blocks": US_UNITS["Block"]}
+    ref = phases(reference)
+    smaller = [r for r in runs if r["blocks"] < reference["blocks"] and r.get("cpu_s")]
+    small = max(smaller, key=lambda r: r["blocks"]) if smaller else None
+    serial = {}
+    for key, size in by.items():
+        rate = ref[key] / max(reference[size], 1)
+        if small is not None:
+            grow = reference[size] - small[size]
+            if grow > 0:
+                rate = max((ref[key] - phases(small)[key]) / grow, 0.0)
+        serial[key] = ref[key] + rate * (us_size[size] - reference[size])
     measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale  # parallel
-    nmf_write = cpu("write_measurements") * values_scale  # driver, serial
-    driver_in = (cpu("read") + t.get("aggregate", 0.0)) * persons_scale
-    driver_out = (cpu("write_release") + cpu("validate")) * persons_scale
-    # the rest of an in-process run's CPU (the self-check re-reading the files, start-up):
-    # what the process used beyond the tasks and the phases above; scales with values
-    task_cpu = sum(lv["cpu_s"] for lv in reference["levels"]) + t.get("measure_task_cpu", 0.0)
-    phases = cpu("read") + cpu("write_measurements") + cpu("write_release") + cpu("validate")
-    rest = 0.0
-    if reference.get("executor") in ("in-process", "inprocess") and reference.get("cpu_s"):
-        rest = max(reference["cpu_s"] - task_cpu - phases - t.get("aggregate", 0.0), 0.0)
-    self_check = rest * values_scale
+    driver_in, nmf_write = serial["read"], serial["nmf"]
+    driver_out, self_check = serial["mdf"], serial["rest"]
     driver_serial = driver_in + nmf_write + driver_out + self_check
     limit = reference.get("max_children")
     measured: dict[str, float] = {}
