@@ -184,3 +184,47 @@ def test_cli_max_children_option(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "none"), "--max-children", "none"]) == 0
     manifest = json.loads((tmp_path / "none" / "manifest.json").read_text())
     assert manifest["max_children"] is None
+
+
+def _result(parent, child_start, seconds):
+    from censusdp.release.topdown.driver import TaskResult
+
+    return TaskResult(
+        level=2,
+        parent_geocode=parent,
+        child_start=child_start,
+        kept=np.array([0]),
+        counts=np.ones((1, 1), dtype=np.int64),
+        status="optimal",
+        method="admm",
+        seconds=seconds,
+        l2_seconds=0.0,
+        rounding_seconds=0.0,
+        max_violation=0.0,
+        cpu_seconds=seconds / 2,
+    )
+
+
+def test_level_summary_counts_coarse_solves_in_the_critical_path():
+    from censusdp.release.topdown.driver import _LevelResults
+
+    acc = _LevelResults("Tract", 10, 1)
+    for start, secs in ((0, 2.0), (3, 5.0)):  # the chunks of family "a"
+        acc.add(_result("a", start, secs))
+    acc.add(_result("b", 6, 6.0))  # an unsplit family, the longest single task
+    acc.add_splits([(_result("a", 0, 1.5), 2)])
+    s = acc.summary(wall=1.0)
+    assert s["max_task_seconds"] == 6.0
+    assert s["critical_path_seconds"] == 6.5  # coarse 1.5 + longest chunk 5.0
+    assert s["critical_path_cpu_seconds"] == 3.25
+    assert s["task_cpu_seconds"] == (2.0 + 5.0 + 6.0 + 1.5) / 2  # the coarse CPU counts
+    assert s["split_families"] == [
+        {
+            "parent": "a",
+            "chunks": 2,
+            "coarse_seconds": 1.5,
+            "coarse_cpu_seconds": 0.75,
+            "longest_chunk_seconds": 5.0,
+            "longest_chunk_cpu_seconds": 2.5,
+        }
+    ]
