@@ -58,13 +58,16 @@ def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
 
 
 def read_table_arrays(
-    directory: str | os.PathLike[str], hierarchy: Hierarchy
+    directory: str | os.PathLike[str],
+    hierarchy: Hierarchy,
+    names: tuple[str, ...] = TABLE_NAMES,
 ) -> dict[str, list[np.ndarray]]:
-    """:func:`censusdp.tables.tables_to_arrays` of the written tables, read one table at a
-    time and only its count columns, so the Arrow copy of one table at most is held."""
+    """:func:`censusdp.tables.tables_to_arrays` of the written tables (``names``), read one
+    table at a time and only its count columns, so the Arrow copy of one table at most is
+    held."""
     d = Path(directory)
     out = {}
-    for n in TABLE_NAMES:
+    for n in names:
         path = d / f"{n}.parquet"
         if not path.is_file():
             raise InputError(f"tables directory {str(d)!r} lacks {n}.parquet")

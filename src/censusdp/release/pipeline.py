@@ -71,7 +71,7 @@ from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
-from censusdp.tables import tables_to_arrays, tabulate_histograms
+from censusdp.tables import LazyTables, tables_to_arrays, tabulate_histograms
 
 __all__ = ["EXECUTOR_CHOICES", "POSTPROCESS_CHOICES", "UNITS_CHOICES", "reestimate", "run_release"]
 
@@ -574,8 +574,13 @@ def _validate_outputs(
     """Re-read what was written and check it against the estimate, independently."""
     t, c = time.perf_counter(), time.process_time()
     mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
-    written = read_table_arrays(out / "tables", hierarchy)
-    from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
+    # one table at a time: all of a state's per-block tables at once are hundreds of MB
+    written = LazyTables(lambda n: read_table_arrays(out / "tables", hierarchy, (n,))[n])
+    from_mdf = LazyTables(
+        lambda n: tables_to_arrays(
+            tabulate_histograms(mdf_pl94, mdf_units, hierarchy, (n,)), hierarchy
+        )[n]
+    )
     report = validate_release(
         est.persons.histograms,
         hierarchy,
