@@ -46,6 +46,11 @@ from censusdp.io.cef import OPTIONAL_UNIT_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS,
 
 __all__ = ["DEFAULT_BATCH_ROWS", "CEFBlocks", "read_cef_blocks"]
 
+# pyarrow imports pandas lazily the first time an array is turned into a NumPy array,
+# and a SIGTERM arriving during that import is lost there (the CLI's handler, which
+# removes unfinished output, never sees it); do that import now, before any output exists
+pa.array([0]).to_numpy()
+
 DEFAULT_BATCH_ROWS = 1 << 20
 """Rows per batch read from the input files (about 70 MB of person columns)."""
 
