@@ -182,3 +182,14 @@ def test_nulls_and_types_get_the_same_messages(tmp_path):
     (tmp_path / "units.parquet").unlink()
     with pytest.raises(InputError, match=r"units\.parquet: missing file"):
         read_cef_blocks(tmp_path, DEFAULT_GEOLEVELS, PL94)
+
+
+def test_empty_input_with_block_attributes_streams(tmp_path):
+    persons, units = make_cef(np.random.default_rng(4), block_codes(1, 1, 1, 2))
+    units = _with_entities(units, np.random.default_rng(1))
+    write_cef(tmp_path, persons, units)
+    for name in ("persons.parquet", "units.parquet"):  # no rows, the same column types
+        pq.write_table(pq.read_table(tmp_path / name).slice(0, 0), tmp_path / name)
+    got = read_cef_blocks(tmp_path, DEFAULT_GEOLEVELS, PL94)
+    assert got.streamed and got.n_persons == 0 and got.n_units == 0
+    assert got.persons.shape == (0, PL94.size) and got.block_attributes["place"].size == 0

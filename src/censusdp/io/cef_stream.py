@@ -197,8 +197,8 @@ def _read_units(path: Path, batch_rows: int) -> _Units:
     blocks, block = np.unique(geo, return_inverse=True)
     del geo
     block = block.astype(np.int64)
-    per_block = {}
-    if optional:
+    per_block = {k: np.zeros(0, dtype=np.int64) for k in attrs}
+    if optional and block.size:
         order = np.argsort(block, kind="stable")
         starts = np.flatnonzero(np.r_[True, np.diff(block[order]) != 0])
         for k, v in attrs.items():
