@@ -10,9 +10,14 @@ them it reports
 * a least-squares fit of run CPU time against persons and blocks over the runs;
 * the projection of a full-US run (default 8,000,000 blocks, 240,000 block groups,
   85,000 tracts, 3,221 counties, 52 states) on ``N`` Spark cores: per level,
-  ``max(level CPU / N, slowest task)`` (a level cannot finish before its largest
-  parent-with-children problem), plus measurement CPU / N, plus the driver's serial
-  work (reading, writing the NMF and the MDF), scaled by noisy values and persons;
+  ``max(level CPU / N, critical path)``, where the critical path is the longest task or,
+  for a family split into chunks (``--max-children``), its coarse solve plus its longest
+  chunk, in CPU seconds measured on the runs (no machine load in them); plus measurement
+  CPU / N, plus the driver's serial work (reading, writing the NMF and the MDF, the
+  validation and the self-check), scaled by noisy values and persons;
+* the memory: each run's peak (driver and, for the pool, every worker, sampled from
+  ``/proc``), the per-executor memory of a pool run;
+* a plot of the projection (``--plot FILE.png``);
 * a peer ratio in the same run: the smallest configuration on the Spark executor
   (``local[2]``) and on the process pool, against in-process (skipped without pyspark).
 
@@ -59,17 +64,53 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run(cmd: list[str]) -> tuple[float, float, float]:
-    """Run a command; return (wall s, its CPU s, peak RSS MB of any child so far)."""
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(v) for v in f.read().split()]
+    except OSError:
+        return []
+
+
+def _run(cmd: list[str]) -> tuple[float, float, dict]:
+    """Run a command; return (wall s, its CPU s, memory: peak RSS MB of the process, of
+    its largest child (a pool worker) and of the tree, sampled twice a second)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mem = {"driver_mb": 0.0, "worker_mb": 0.0, "tree_mb": 0.0}
+    import threading
+
+    def sample() -> None:
+        while proc.poll() is None:
+            main = _rss_mb(proc.pid)
+            workers = [_rss_mb(c) for c in _children(proc.pid)]
+            mem["driver_mb"] = max(mem["driver_mb"], main)
+            mem["worker_mb"] = max([mem["worker_mb"], *workers])
+            mem["tree_mb"] = max(mem["tree_mb"], main + sum(workers))
+            time.sleep(0.5)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    _, err = proc.communicate()
+    th.join(1.0)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss / 1024.0
+    return wall, cpu, {k: round(v, 1) for k, v in mem.items()}
 
 
 def _censusdp() -> list[str]:
@@ -89,12 +130,18 @@ def run_config(
         )
     out = work / f"run_{state}_{scale:g}_{executor}"
     _say(f"run {state} scale {scale} on {executor}")
-    wall, cpu, rss = _run(
+    wall, cpu, mem = _run(
         [*_censusdp(), "run", "--input", str(cef), "--out", str(out), "--seed", "1"]
         + ["--executor", executor, "--overwrite", "--quiet", *extra]
     )
     m = json.loads((out / "manifest.json").read_text())
-    m["_bench"] = {"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss, "executor": executor}
+    m["_bench"] = {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mb": mem["driver_mb"],
+        "memory": mem,
+        "executor": executor,
+    }
     m["_bench"]["mdf_sha"] = _digest(out / "mdf_persons.parquet")
     return m
 
@@ -126,13 +173,21 @@ def summarize(m: dict) -> dict:
                     "cpu_per_child_s": round(cpu / max(children, 1), 6),
                     "max_task_s": lv["max_task_seconds"],
                     "max_children": lv.get("max_children"),
+                    # CPU seconds of the level's critical path (longest task, or a split
+                    # family's coarse solve + longest chunk); older manifests: wall
+                    "critical_path_cpu_s": lv.get(
+                        "critical_path_cpu_seconds",
+                        lv.get("max_task_cpu_seconds", lv["max_task_seconds"]),
+                    ),
+                    "split_families": len(lv.get("split_families", [])),
                 }
             )
     values = int(m.get("noisy_measurements", 0)) + int(m.get("noisy_measurements_units", 0))
     t = m.get("timings", {})
     # executor-independent work: task CPU of every level plus the driver's phases
     work = sum(lv["cpu_s"] for lv in levels) + sum(
-        t.get(k, 0.0) for k in ("read", "aggregate", "measure", "write_release", "validate")
+        t.get(k, 0.0)
+        for k in ("read", "aggregate", "measure", "write_release", "validate", "validate_files")
     )
     return {
         "work_s": round(work, 1),
@@ -145,7 +200,9 @@ def summarize(m: dict) -> dict:
         "cpu_s": round(b.get("cpu_s", 0.0), 2),
         # the run's own record (RUSAGE_CHILDREN of this script is a running maximum)
         "peak_rss_mb": round(m.get("peak_memory_mb", b.get("peak_rss_mb", 0.0)), 1),
+        "memory": b.get("memory"),
         "executor": m.get("executor", {}).get("name"),
+        "max_children": m.get("max_children"),
         "levels": levels,
     }
 
@@ -175,18 +232,26 @@ def fit(rows: list[dict]) -> dict:
 def project(
     reference: dict,
     cores: list[int],
-    largest_run: dict | None = None,
+    runs: list[dict] | None = None,
     write_fraction: float = 0.55,
+    split_bench: dict | None = None,
 ) -> dict:
     """Full-US projection from the per-level costs of ``reference`` (the largest run).
 
-    ``largest_run`` (e.g. California, whose Los Angeles County is the largest county
-    family in the US) supplies measured slowest tasks per level where available; the
-    US-to-states task (52 children with state-sized counts) is taken to cost at least
-    the measured state-to-counties task. ``write_fraction`` is the share of the
-    measurement phase spent writing the NMF on the driver, for manifests that do not
-    record it.
+    The critical path of each level (its longest task, or a split family's coarse solve
+    plus its longest chunk, in CPU seconds) is the largest measured on ``runs`` (e.g.
+    California, whose Los Angeles County is the widest county family in the US, or a
+    state whose block groups have hundreds of blocks), and at least the per-child cost
+    times the widest US family (capped at the run's ``max_children`` when families are
+    split). The US-to-states family (52 children, exact state totals, never split) is
+    taken as the largest measured state-to-counties family scaled by ``(52 / k)^2``.
+    ``write_fraction`` is the share of the measurement phase spent writing the NMF on the
+    driver, for manifests that do not record it. ``split_bench`` (the JSON of
+    ``bench_split.py``) gives a floor for the tract level: its critical path (coarse solve
+    plus longest chunk) of the widest family measured at the runs' ``max_children``, since
+    a small state has no county as wide as Los Angeles (2,334 tracts of 4,300 people).
     """
+    runs = runs or [reference]
     t = dict(reference["timings"])
     if "measure_task_cpu" not in t and "measure" in t:
         t["write_measurements"] = t["measure"] * write_fraction
@@ -201,65 +266,164 @@ def project(
         sum(lv["cpu_s"] for lv in reference["levels"] if lv["run"] == "persons"), 1e-9
     )
     values_scale = US_UNITS["Block"] / reference["blocks"]
-    persons_scale = US_PERSONS / max(reference["persons"], 1)
+
+    def phases(run: dict) -> dict[str, float]:
+        """The driver's serial CPU seconds of a run, by what they scale with."""
+        tt = run["timings"]
+
+        def cpu(key: str) -> float:  # CPU seconds where the manifest has them (no load)
+            return tt.get(f"{key}_cpu", tt.get(key, 0.0))
+
+        out = {
+            "read": cpu("read") + tt.get("aggregate", 0.0),
+            "nmf": cpu("write_measurements"),
+            "mdf": cpu("write_release") + cpu("validate"),
+            "rest": 0.0,
+        }
+        # the rest of an in-process run's CPU (the self-check re-reading the files,
+        # start-up): what the process used beyond the tasks and the phases above
+        tasks = sum(lv["cpu_s"] for lv in run["levels"]) + tt.get("measure_task_cpu", 0.0)
+        if run.get("executor") in ("in-process", "inprocess") and run.get("cpu_s"):
+            out["rest"] = max(run["cpu_s"] - tasks - sum(out.values()), 0.0)
+        return out
+
+    # Each serial phase is scaled by its marginal cost between the reference and the
+    # next smaller run when there is one (a fixed start-up cost is not multiplied by the
+    # size of the US), else by its average cost.
+    by = {"read": "persons", "nmf": "blocks", "mdf": "persons", "rest": "blocks"}
+    us_size = {"persons": US_PERSONS, "blocks": US_UNITS["Block"]}
+    ref = phases(reference)
+    smaller = [r for r in runs if r["blocks"] < reference["blocks"] and r.get("cpu_s")]
+    small = max(smaller, key=lambda r: r["blocks"]) if smaller else None
+    serial = {}
+    for key, size in by.items():
+        rate = ref[key] / max(reference[size], 1)
+        if small is not None:
+            grow = reference[size] - small[size]
+            if grow > 0:
+                rate = max((ref[key] - phases(small)[key]) / grow, 0.0)
+        serial[key] = ref[key] + rate * (us_size[size] - reference[size])
     measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale  # parallel
-    nmf_write = t.get("write_measurements", 0.0) * values_scale  # driver, serial
-    driver_in = (t.get("read", 0.0) + t.get("aggregate", 0.0)) * persons_scale
-    driver_out = (t.get("write_release", 0.0) + t.get("validate", 0.0)) * persons_scale
-    driver_serial = driver_in + nmf_write + driver_out
+    driver_in, nmf_write = serial["read"], serial["nmf"]
+    driver_out, self_check = serial["mdf"], serial["rest"]
+    driver_serial = driver_in + nmf_write + driver_out + self_check
+    limit = reference.get("max_children")
+    measured: dict[str, float] = {}
+    family: dict[str, int] = {}
+    for run in runs:
+        for lv in run["levels"]:
+            if lv["run"] != "persons":
+                continue
+            name = lv["geolevel"]
+            if lv["critical_path_cpu_s"] > measured.get(name, -1.0):
+                measured[name] = lv["critical_path_cpu_s"]
+                family[name] = lv.get("max_children") or 1
     level_cpu = {"US": root["cpu_s"]}
-    largest = {"US": root["max_task_s"]}
-    measured_largest = {}
-    if largest_run is not None:
-        for lv in largest_run["levels"]:
-            if lv["run"] == "persons":
-                measured_largest[lv["geolevel"]] = lv["max_task_s"]
+    critical = {"US": root["critical_path_cpu_s"]}
     for name, n in US_UNITS.items():
         if name == "US":
             continue
         level_cpu[name] = per_child.get(name, 0.0) * n
-        largest[name] = max(
-            per_child.get(name, 0.0) * US_MAX_CHILDREN[name], measured_largest.get(name, 0.0)
-        )
-    if "County" in measured_largest:
-        largest["State"] = max(largest["State"], measured_largest["County"])
+        widest = US_MAX_CHILDREN[name] if limit is None else min(US_MAX_CHILDREN[name], limit)
+        critical[name] = max(per_child.get(name, 0.0) * widest, measured.get(name, 0.0))
+    if split_bench is not None and limit is not None:
+        paths = [
+            sp["critical_path_cpu_s"]
+            for fam in split_bench["families"]
+            for sp in fam["split"]
+            if sp["max_children"] == limit
+        ]
+        if paths:
+            critical["Tract"] = max(critical["Tract"], max(paths))
+    if "County" in measured:
+        k = max(family.get("County", 1), 1)
+        critical["State"] = max(critical["State"], measured["County"] * max(52 / k, 1.0) ** 2)
     out: dict = {
         "assumptions": {
             "us_units": US_UNITS,
             "us_max_children": US_MAX_CHILDREN,
+            "max_children": limit,
             "reference_blocks": reference["blocks"],
             "reference_persons": reference["persons"],
-            "largest_tasks_measured_on": (
-                None if largest_run is None else f"{largest_run['blocks']} blocks"
-            ),
+            "critical_paths_measured_on": [f"{r['blocks']} blocks" for r in runs],
             "note": "per-child CPU of each level from the reference run, the US root task as "
-            "measured; a level takes max(level CPU / N, its largest task); the housing-unit "
-            "run adds its measured share; measurement task CPU (parallel) and the driver's "
-            "NMF write (serial) scale with noisy values; the driver's read, aggregation, "
+            "measured; a level takes max(level CPU / N, its critical path); the housing-unit "
+            "run adds its measured share; measurement task CPU (parallel), the driver's NMF "
+            "write and the self-check (serial) scale with noisy values; the driver's read, "
             "MDF write and validation (serial) scale with persons.",
         },
         "level_cpu_s": {k: round(v, 1) for k, v in level_cpu.items()},
-        "largest_task_s": {k: round(v, 2) for k, v in largest.items()},
+        "critical_path_cpu_s": {k: round(v, 2) for k, v in critical.items()},
+        "critical_path_h": round(sum(critical.values()) * (1 + unit_share) / 3600, 3),
         "measurement_cpu_s": round(measure_cpu, 1),
         "driver_serial_s": {
             "read_and_aggregate": round(driver_in, 1),
             "nmf_write": round(nmf_write, 1),
             "mdf_write_and_validate": round(driver_out, 1),
+            "self_check_and_other": round(self_check, 1),
         },
         "by_cores": {},
     }
     total_cpu = sum(level_cpu.values()) * (1 + unit_share) + measure_cpu
     out["total_core_hours"] = round((total_cpu + driver_serial) / 3600, 1)
     for n in cores:
-        est = sum(max(level_cpu[k] / n, largest[k]) for k in level_cpu) * (1 + unit_share)
+        est = sum(max(level_cpu[k] / n, critical[k]) for k in level_cpu) * (1 + unit_share)
         total = est + measure_cpu / n + driver_serial
         out["by_cores"][str(n)] = {
             "hours": round(total / 3600, 2),
-            "estimation_h": round(est / 3600, 2),
-            "measurement_h": round(measure_cpu / n / 3600, 2),
-            "driver_serial_h": round(driver_serial / 3600, 2),
+            "minutes": round(total / 60, 1),
+            "estimation_h": round(est / 3600, 3),
+            "measurement_h": round(measure_cpu / n / 3600, 3),
+            "driver_serial_h": round(driver_serial / 3600, 3),
+            # not implemented: the driver's reading, NMF/MDF writing and checks done by
+            # the tasks in parallel (what the projection would be then)
+            "minutes_if_driver_io_in_tasks": round(
+                (est + (measure_cpu + driver_serial) / n) / 60, 1
+            ),
         }
     return out
+
+
+def plot(result: dict, path: Path) -> None:
+    """Projection by cores (stacked phases) and per-level CPU vs critical path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    proj = result["projection_full_us"]
+    cores = list(proj["by_cores"])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    bottom = np.zeros(len(cores))
+    for key, label in (
+        ("driver_serial_h", "driver (serial)"),
+        ("measurement_h", "measurement tasks"),
+        ("estimation_h", "estimation"),
+    ):
+        vals = np.array([proj["by_cores"][c][key] for c in cores])
+        a.bar(cores, vals, bottom=bottom, label=label)
+        bottom += vals
+    a.axhline(0.5, color="k", ls="--", lw=0.8, label="30 minutes")
+    a.set_xlabel("cores")
+    a.set_ylabel("hours")
+    a.set_title("projected US run")
+    a.legend(fontsize=8)
+    levels = list(proj["level_cpu_s"])
+    x = np.arange(len(levels))
+    b.bar(x - 0.2, [proj["level_cpu_s"][k] / 3600 for k in levels], 0.4, label="level CPU (h)")
+    b.bar(
+        x + 0.2,
+        [proj["critical_path_cpu_s"][k] / 3600 for k in levels],
+        0.4,
+        label="critical path (h)",
+    )
+    b.set_yscale("log")
+    b.set_xticks(x, levels, rotation=30)
+    b.set_title("US estimation by level")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -271,8 +435,13 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true", help="skip the pool/Spark peer runs")
     ap.add_argument(
         "--largest-from",
+        nargs="*",
         default=None,
-        help="manifest of a big state's run (e.g. California) for measured slowest tasks",
+        help="manifests of big states' runs (e.g. California) for measured critical paths",
+    )
+    ap.add_argument("--plot", default=None, help="write the projection plot to this PNG")
+    ap.add_argument(
+        "--split-json", default=None, help="bench_split.py output: the tract critical path floor"
     )
     args = ap.parse_args()
     cores = [int(c) for c in args.cores.split(",")]
@@ -301,10 +470,9 @@ def main() -> None:
         "projection_full_us": project(
             rows[-1],
             cores,
-            summarize(json.loads(Path(args.largest_from).read_text()))
-            if args.largest_from
-            else None,
+            rows + [summarize(json.loads(Path(p).read_text())) for p in args.largest_from or []],
             write_fraction,
+            json.loads(Path(args.split_json).read_text()) if args.split_json else None,
         ),
     }
     if not args.from_manifests and not args.no_peers:
@@ -333,6 +501,9 @@ def main() -> None:
             },
             "mdf_byte_identical": same,
         }
+    if args.plot:
+        plot(result, Path(args.plot))
+        result["plot"] = args.plot
     print(json.dumps(result, indent=2))
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import GeographyError, InputError, SchemaError
-from censusdp.io.tables import read_codebook, read_tables, write_tables
+from censusdp.io.tables import read_codebook, read_table_arrays, read_tables, write_tables
 from censusdp.tables import (
     TABLE_NAMES,
     codebook,
@@ -222,6 +222,16 @@ def test_write_read_roundtrip(tmp_path):
     for name in TABLE_NAMES:
         assert back[name].equals(tables[name])
     assert read_codebook(tmp_path / "tables").equals(codebook())
+    # the validator's reader: one table at a time, count columns only, same arrays
+    arrays = read_table_arrays(tmp_path / "tables", h)
+    want = tables_to_arrays(tables, h)
+    assert sorted(arrays) == sorted(want)
+    for name in TABLE_NAMES:
+        for got, expected in zip(arrays[name], want[name], strict=True):
+            np.testing.assert_array_equal(got, expected)
+    (tmp_path / "tables" / "H1.parquet").unlink()
+    with pytest.raises(InputError, match=r"lacks H1\.parquet"):
+        read_table_arrays(tmp_path / "tables", h)
 
 
 def test_empty_persons():

@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     announce_randomness,
+    positive_int,
 )
 from censusdp.errors import ConfigError
 from censusdp.progress import printer as progress_printer
@@ -103,7 +104,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "above their noise (does not collapse at small epsilon); 'auto' the one with the "
         "smaller error on synthetic measurements drawn from the public noise law",
     )
+    p.add_argument(
+        "--max-children",
+        type=_max_children,
+        default="auto",
+        metavar="N",
+        help="estimate a family with more than N children (a county's tracts, a block "
+        "group's blocks) as a coarse problem over chunks of at most N children, then one "
+        "task per chunk, so no single task bounds the run ('none' never splits; default: "
+        "DEFAULT_MAX_CHILDREN of censusdp.release.topdown.split, recorded in the manifest)",
+    )
     p.set_defaults(func=_run)
+
+
+def _max_children(text: str) -> int | str | None:
+    if text.strip().lower() in ("none", "auto"):
+        return None if text.strip().lower() == "none" else "auto"
+    return positive_int("--max-children")(text)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -136,6 +153,8 @@ def _run(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
         command=sys.argv,
     )
+    if args.max_children != "auto":
+        common["max_children"] = args.max_children
     if args.from_measurements:
         if args.resume:
             raise ConfigError("--resume continues a run from --input, not --from-measurements")

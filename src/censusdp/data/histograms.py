@@ -27,6 +27,8 @@ __all__ = [
     "N_GQTYPES",
     "UNIT_CELLS",
     "housing_unit_histogram",
+    "housing_unit_histogram_at",
+    "person_cells",
     "person_histogram",
     "pl94_map",
     "pl94_view",
@@ -62,13 +64,17 @@ def _block_rows(frame: Mapping[str, np.ndarray], hierarchy: Hierarchy, what: str
     return rows
 
 
-def _person_cells(persons: Mapping[str, np.ndarray], schema: Schema) -> np.ndarray:
+def _person_cells(
+    persons: Mapping[str, np.ndarray], schema: Schema, n: int | None = None
+) -> np.ndarray:
     """Cell index of every person, from CEF columns or MDF columns.
 
     Each attribute is read from its microdata column (``age`` for ``votingage``) when
-    present, else from its MDF column through the inverse of its MDF codes.
+    present, else from its MDF column through the inverse of its MDF codes. ``n``, the
+    number of persons, defaults to the length of the ``geocode`` column.
     """
-    n = len(_column(persons, "geocode", "persons"))
+    if n is None:
+        n = len(_column(persons, "geocode", "persons"))
     levels = []
     for a in schema.attributes:
         if a.column in persons:
@@ -127,6 +133,14 @@ def person_histogram(
     )
 
 
+def person_cells(persons: Mapping[str, np.ndarray], schema: str | Schema, n: int) -> np.ndarray:
+    """The cell index of each of ``n`` persons (no ``geocode`` needed): what
+    :func:`person_histogram` counts, for callers that know the block rows already
+    (the streaming input reader, :mod:`censusdp.io.cef_stream`)."""
+    sch = get_schema(schema) if isinstance(schema, str) else schema
+    return _person_cells(persons, sch, n)
+
+
 def unit_histogram(units: Mapping[str, np.ndarray], hierarchy: Hierarchy) -> sp.csr_matrix:
     """The sparse (blocks x 16) int64 histogram of units; cell ``2 * gqtype + occupied``.
 
@@ -153,13 +167,24 @@ def housing_unit_histogram(units: Mapping[str, np.ndarray], hierarchy: Hierarchy
     Group-quarters facilities (``gqtype > 0``) are left out: this is what the unit run
     measures.
     """
-    gq = _column(units, "gqtype", "units")
-    hu = gq == 0
-    rows = hierarchy.block_index(_column(units, "geocode", "units")[hu])
-    occ = _column(units, "occupied", "units")[hu].astype(np.int64)
+    return housing_unit_histogram_at(
+        hierarchy.block_index(_column(units, "geocode", "units")),
+        _column(units, "gqtype", "units"),
+        _column(units, "occupied", "units"),
+        hierarchy.blocks.size,
+    )
+
+
+def housing_unit_histogram_at(
+    rows: np.ndarray, gqtype: np.ndarray, occupied: np.ndarray, n_blocks: int
+) -> sp.csr_matrix:
+    """:func:`housing_unit_histogram` of units whose block rows are already known."""
+    hu = np.asarray(gqtype) == 0
+    occ = np.asarray(occupied)[hu].astype(np.int64)
+    r = np.asarray(rows)[hu]
     return sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, occ)),
-        shape=(hierarchy.blocks.size, 2),
+        (np.ones(r.size, dtype=np.int64), (r, occ)),
+        shape=(n_blocks, 2),
     )
 
 

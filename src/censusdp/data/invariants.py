@@ -26,7 +26,7 @@ import pyarrow as pa
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError
 
-__all__ = ["N_HHGQ", "Invariants", "compute_invariants", "level_bounds"]
+__all__ = ["N_HHGQ", "Invariants", "compute_invariants", "invariants_from_rows", "level_bounds"]
 
 N_HHGQ = 8
 
@@ -115,16 +115,38 @@ def compute_invariants(
     total_level: int = 1,
 ) -> Invariants:
     """Compute the invariants from validated input columns."""
-    nb = hierarchy.blocks.size
     pb = hierarchy.block_index(persons["geocode"])
-    ub = hierarchy.block_index(units["geocode"])
-    pop = np.bincount(pb, minlength=nb).astype(np.int64)
-    gqtype = units["gqtype"]
+    pop = np.bincount(pb, minlength=hierarchy.blocks.size).astype(np.int64)
+    return invariants_from_rows(
+        hierarchy,
+        pop,
+        hierarchy.block_index(units["geocode"]),
+        units["gqtype"],
+        units["occupied"],
+        total_level=total_level,
+    )
+
+
+def invariants_from_rows(
+    hierarchy: Hierarchy,
+    population: np.ndarray,
+    unit_rows: np.ndarray,
+    gqtype: np.ndarray,
+    occupied: np.ndarray,
+    *,
+    total_level: int = 1,
+) -> Invariants:
+    """The invariants from persons per block and each unit's block row, type and occupancy
+    (what :func:`compute_invariants` computes, for callers that never hold geocodes per
+    record: the streaming input reader)."""
+    nb = hierarchy.blocks.size
+    gqtype = np.asarray(gqtype).astype(np.int64, copy=False)
     is_hu = gqtype == 0
-    hu = np.bincount(ub[is_hu], minlength=nb).astype(np.int64)
-    occ_gq = (~is_hu) & units["occupied"]
+    hu = np.bincount(unit_rows[is_hu], minlength=nb).astype(np.int64)
+    occ_gq = (~is_hu) & np.asarray(occupied, dtype=bool)
     gq = np.zeros((nb, N_HHGQ), dtype=np.int64)
-    np.add.at(gq, (ub[occ_gq], gqtype[occ_gq]), 1)
+    np.add.at(gq, (unit_rows[occ_gq], gqtype[occ_gq]), 1)
+    pop = np.asarray(population, dtype=np.int64)
     return Invariants(hierarchy.blocks, pop, hu, gq, total_level)
 
 

@@ -14,13 +14,15 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, write_parquet
-from censusdp.tables import TABLE_NAMES, codebook
+from censusdp.tables import TABLE_NAMES, codebook, table_definition, tables_to_arrays
 
 __all__ = ["CODEBOOK_FILE", "read_codebook", "read_table", "read_tables", "write_tables"]
 
@@ -53,6 +55,27 @@ def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
             f"tables directory {str(d)!r} lacks {', '.join(f'{m}.parquet' for m in missing)}"
         )
     return {n: pq.read_table(d / f"{n}.parquet") for n in TABLE_NAMES}
+
+
+def read_table_arrays(
+    directory: str | os.PathLike[str],
+    hierarchy: Hierarchy,
+    names: tuple[str, ...] = TABLE_NAMES,
+) -> dict[str, list[np.ndarray]]:
+    """:func:`censusdp.tables.tables_to_arrays` of the written tables (``names``), read one
+    table at a time and only its count columns, so the Arrow copy of one table at most is
+    held."""
+    d = Path(directory)
+    out = {}
+    for n in names:
+        path = d / f"{n}.parquet"
+        if not path.is_file():
+            raise InputError(f"tables directory {str(d)!r} lacks {n}.parquet")
+        names = pq.ParquetFile(path).schema_arrow.names
+        wanted = ["geolevel", "geocode", *table_definition(n).variables]
+        table = pq.read_table(path, columns=[c for c in wanted if c in names])
+        out[n] = tables_to_arrays({n: table}, hierarchy)[n]
+    return out
 
 
 def read_table(

@@ -72,6 +72,7 @@ def run_fingerprint(
     method: str,
     spine: str = "tabulation",
     estimator: str = "ls",
+    max_children: int | None = None,
 ) -> dict[str, Any]:
     """What a resumed run must share with the interrupted one: everything the release
     depends on (not the executor, workers or Spark master, which do not change it)."""
@@ -89,6 +90,7 @@ def run_fingerprint(
             "method": method,
             "spine": spine,
             "estimator": estimator,
+            "max_children": max_children,
         }
     )
 
@@ -105,6 +107,7 @@ _WHAT = {
     "method": "--method",
     "spine": "--spine",
     "estimator": "--estimator",
+    "max_children": "--max-children",
 }
 
 

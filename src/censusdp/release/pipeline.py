@@ -40,23 +40,18 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.histograms import (
-    housing_unit_histogram,
-    person_histogram,
-    pl94_map,
-    unit_histogram_from_counts,
-)
-from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
+from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
-from censusdp.io.cef import read_cef
+from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, NMFWriter
 from censusdp.io.output import Staging
-from censusdp.io.tables import read_tables, write_tables
+from censusdp.io.tables import read_table_arrays, write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say, task
@@ -83,8 +78,9 @@ from censusdp.release.spine import (
     requested_spine,
 )
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
-from censusdp.tables import table_arrays, tables_to_arrays, tabulate_histograms
+from censusdp.tables import LazyTables, table_arrays, tables_to_arrays, tabulate_histograms
 
 __all__ = [
     "EXECUTOR_CHOICES",
@@ -141,10 +137,13 @@ def _measure_to_file(
     with NMFWriter(path) as writer, bar:
         tasks = measure_tasks(levels, hierarchy, schema, plan, source)
         for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             writer.write_chunk(chunk)
             timings["write_measurements"] = (
                 timings.get("write_measurements", 0.0) + time.perf_counter() - t
+            )
+            timings["write_measurements_cpu"] = (
+                timings.get("write_measurements_cpu", 0.0) + time.process_time() - c
             )
             timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
             seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
@@ -193,9 +192,10 @@ def _self_check(
     """A run validates its own files (as ``censusdp validate`` would) before it commits."""
 
     def check(staged: Path) -> None:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         report = validate_run(staged, progress=progress)
         timings["validate_files"] = time.perf_counter() - t
+        timings["validate_files_cpu"] = time.process_time() - c
         if not report.ok:
             raise InternalError(
                 "the written release fails validation: " + "; ".join(report.failures())
@@ -222,23 +222,26 @@ def _read_and_aggregate(
     this returns: from here on only block histograms, then noisy measurements and
     invariants, exist.
     """
-    t = time.perf_counter()
-    cef = read_cef(input_dir, progress=progress)
+    t, c = time.perf_counter(), time.process_time()
+    # streamed batch by batch into block histograms (io/cef_stream.py): the records
+    # themselves are never all in memory
+    cef = read_cef_blocks(
+        input_dir, _geolevels(budget), get_schema(budget.schema), with_units=with_units
+    )
     timings["read"] = time.perf_counter() - t
+    timings["read_cpu"] = time.process_time() - c
     say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
-    t = time.perf_counter()
-    # Every person's block is its unit's block (checked by read_cef), so the units'
-    # blocks are all the blocks.
-    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], _geolevels(budget))
-    inv = compute_invariants(cef.persons, cef.units, hierarchy)
-    hists = {"persons": person_histogram(cef.persons, hierarchy, get_schema(budget.schema))}
+    hists = {"persons": cef.persons}
     if with_units:
-        hists["units"] = housing_unit_histogram(cef.units, hierarchy)
+        hists["units"] = cef.housing_units
+    hierarchy, inv = cef.hierarchy, cef.invariants
     timings["aggregate"] = time.perf_counter() - t
     say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
     t = time.perf_counter()
+    # one row per block: the geography needs the blocks' attributes, not the units'
+    per_block = {"geocode": hierarchy.blocks, **cef.block_attributes}
     geo = geography_for_input(
-        spine[0], budget, hierarchy, cef.units, inv, explicit=spine[1], progress=progress
+        spine[0], budget, hierarchy, per_block, inv, explicit=spine[1], progress=progress
     )
     hists = {k: geo.to_estimation(v) for k, v in hists.items()}
     if geo.spine is not None:
@@ -319,6 +322,7 @@ def run_release(
     progress: Progress = None,
     command: list[str] | None = None,
     spine: str | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict:
     """Produce a release from a CEF directory; returns the manifest.
 
@@ -358,6 +362,9 @@ def run_release(
             hierarchy with a note when the input has no block attributes), else
             ``tabulation``.
 
+        max_children: families with more children are estimated in chunks
+            (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
+
     Every run checkpoints its finished steps, so any run can be resumed.
     """
     if postprocess not in POSTPROCESS_CHOICES:
@@ -379,6 +386,7 @@ def run_release(
         method=method,
         spine=str(spine_choice[0]),
         estimator=estimator,
+        max_children=max_children,
     )
     with _run_directory(
         out_dir, overwrite, executor, workers, spark_master, input_dir, resume=resume
@@ -429,6 +437,7 @@ def run_release(
             progress=progress,
             timings=timings,
             checkpoint=ckpt,
+            max_children=max_children,
         )
         manifest.update(nmf_rows)
         if ckpt.summary() is not None:
@@ -501,6 +510,7 @@ def reestimate(
     overwrite: bool = False,
     progress: Progress = None,
     command: list[str] | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict:
     """Re-estimate a release from another run's NMF and published invariants alone.
 
@@ -555,6 +565,7 @@ def reestimate(
             workers=workers,
             progress=progress,
             timings=timings,
+            max_children=max_children,
         )
         manifest.update(rows)
         manifest.update(
@@ -599,6 +610,7 @@ def _estimate(
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
     person_bounds: list[Bounds] | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> _Estimated:
     """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only
     (continuing after the levels ``checkpoint`` holds, recording each finished level).
@@ -627,6 +639,7 @@ def _estimate(
         manifest=manifest,
         checkpoint=checkpoint,
         person_bounds=person_bounds,
+        max_children=max_children,
     )
 
 
@@ -646,6 +659,7 @@ def _estimate_measurements(
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
     person_bounds: list[Bounds] | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> _Estimated:
     """Estimate persons (and units, when ``ums`` is given) from measurements and invariants."""
 
@@ -674,6 +688,7 @@ def _estimate_measurements(
         estimator=estimator,
         executor=executor,
         progress=progress,
+        max_children=max_children,
     )
     persons = estimate(
         ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
@@ -774,7 +789,7 @@ def _write_outputs(
     manifest: dict[str, Any],
 ) -> None:
     """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     block_hist = est.persons.histograms[-1]
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     with MDFPersonWriter(
@@ -797,6 +812,7 @@ def _write_outputs(
     pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
     write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
     timings["write_release"] = time.perf_counter() - t
+    timings["write_release_cpu"] = time.process_time() - c
     say(progress, f"wrote {w.persons:,} MDF persons and the tables")
 
 
@@ -811,10 +827,15 @@ def _validate_outputs(
     manifest: dict[str, Any],
 ) -> None:
     """Re-read what was written and check it against the estimate, independently."""
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
-    written = tables_to_arrays(read_tables(out / "tables"), hierarchy)
-    from_mdf = tables_to_arrays(tabulate_histograms(mdf_pl94, mdf_units, hierarchy), hierarchy)
+    # one table at a time: all of a state's per-block tables at once are hundreds of MB
+    written = LazyTables(lambda n: read_table_arrays(out / "tables", hierarchy, (n,))[n])
+    from_mdf = LazyTables(
+        lambda n: tables_to_arrays(
+            tabulate_histograms(mdf_pl94, mdf_units, hierarchy, (n,)), hierarchy
+        )[n]
+    )
     report = validate_release(
         est.persons.histograms,
         hierarchy,
@@ -829,6 +850,7 @@ def _validate_outputs(
         failsafe_uses=len(est.persons.failsafe),
     )
     timings["validate"] = time.perf_counter() - t
+    timings["validate_cpu"] = time.process_time() - c
     manifest["validation"] = report.to_dict()
     if not report.ok and not est.persons.failsafe:
         raise InternalError("release failed validation: " + "; ".join(report.failures()))
@@ -894,6 +916,7 @@ def _estimate_and_write(
     timings: dict[str, float],
     checkpoint: Checkpoint | None = None,
     geo: ReleaseGeography | None = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> dict[str, Any]:
     """Everything after measurement: invariants, estimate, write, validate (NMF in ``out``;
     estimated levels checkpointed in ``checkpoint``, which is removed once all is written).
@@ -917,6 +940,7 @@ def _estimate_and_write(
     geo.write(out)
     manifest["spine"] = geo.record(budget)
     timings["write_invariants"] = time.perf_counter() - t
+    manifest["max_children"] = max_children
     if postprocess != "none":
         steps = dict(timings=timings, manifest=manifest)
         est = _estimate(
@@ -933,6 +957,7 @@ def _estimate_and_write(
             progress=progress,
             checkpoint=checkpoint,
             person_bounds=None if geo.spine is None else geo.person_bounds(inv),
+            max_children=max_children,
             **steps,
         )
         if geo.spine is not None:

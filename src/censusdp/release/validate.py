@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
@@ -40,7 +41,7 @@ from censusdp.io.cef import read_cef
 from censusdp.io.mdf import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.nmf import NMF_COLUMNS
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.tables import read_tables
+from censusdp.io.tables import read_table_arrays
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
@@ -48,7 +49,7 @@ from censusdp.release.consistency import household_persons as _household_persons
 from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
 from censusdp.release.spine import geography_of_run
 from censusdp.release.topdown.driver import Bounds
-from censusdp.tables import tables_to_arrays, tabulate_histograms
+from censusdp.tables import TABLE_NAMES, LazyTables, tables_to_arrays, tabulate_histograms
 
 __all__ = [
     "ValidationReport",
@@ -389,14 +390,141 @@ def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, 
     return True, f"{len(plan)} level-queries, every geounit once, variances as recorded"
 
 
+def _encoded(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(distinct strings, index of each row into them)`` of a string column, plain or
+    dictionary-encoded, without a Python string per row; ``None`` if it has nulls."""
+    if col.null_count:
+        return None
+    dicts, idxs = [], []
+    for ch in col.chunks:
+        if not pa.types.is_dictionary(ch.type):
+            ch = pc.dictionary_encode(ch)
+        dicts.append(np.asarray(ch.dictionary.cast(pa.string()).to_pylist(), dtype=str))
+        idxs.append(np.asarray(ch.indices).astype(np.int64))
+    if not dicts:
+        return np.zeros(0, dtype="U1"), np.zeros(0, dtype=np.int64)
+    if len(dicts) == 1 and (dicts[0].size < 2 or (dicts[0][1:] > dicts[0][:-1]).all()):
+        return dicts[0], idxs[0]  # one sorted dictionary of distinct strings (NMFWriter's)
+    distinct, inverse = np.unique(np.concatenate(dicts), return_inverse=True)
+    offsets = np.cumsum([0] + [d.size for d in dicts[:-1]])
+    return distinct, np.concatenate(
+        [inverse[o + i] for o, i in zip(offsets, idxs, strict=True)]
+    ).astype(np.int64)
+
+
 def _check_nmf_rows(
     t: pa.Table, plan: dict, rows: dict, mix: dict, hierarchy: Hierarchy, levels: dict
 ) -> str | None:
-    """One row group: known (geolevel, query) pairs, known geocodes, stated variance."""
+    """One row group: known (geolevel, query) pairs, known geocodes, stated variance.
+
+    Strings are handled through their dictionaries (a row group of 4M values has one
+    level, one query and a few thousand geocodes), never as one Python string per row.
+    """
+    enc = [_encoded(t.column(c)) for c in ("geolevel", "query", "geocode")]
+    if any(e is None for e in enc):
+        return _check_nmf_rows_plain(t, plan, rows, mix, hierarchy, levels)
+    (level_names, level_i), (query_names, query_i), (code_names, code_i) = enc
+    cells_all = t.column("cell").to_numpy(zero_copy_only=False)
+    values_all = t.column("value").to_numpy(zero_copy_only=False)
+    var_all = t.column("variance").to_numpy(zero_copy_only=False)
+    if level_names.size == 1 and query_names.size == 1:  # what NMFWriter writes
+        return _check_pair(
+            (str(level_names[0]), str(query_names[0])),
+            slice(None),
+            plan,
+            rows,
+            mix,
+            hierarchy,
+            levels,
+            code_names,
+            code_i,
+            cells_all,
+            values_all,
+            var_all,
+        )
+    pair = level_i * max(query_names.size, 1) + query_i
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    # the same order as sorting (level, query) strings: level names and query names
+    # are each sorted, so their pair ids sort like the pairs
+    for j, pid in enumerate(pairs):
+        key = (str(level_names[pid // query_names.size]), str(query_names[pid % query_names.size]))
+        problem = _check_pair(
+            key,
+            np.flatnonzero(inverse == j),
+            plan,
+            rows,
+            mix,
+            hierarchy,
+            levels,
+            code_names,
+            code_i,
+            cells_all,
+            values_all,
+            var_all,
+        )
+        if problem:
+            return problem
+    return None
+
+
+def _check_pair(
+    key: tuple[str, str],
+    sel: np.ndarray | slice,
+    plan: dict,
+    rows: dict,
+    mix: dict,
+    hierarchy: Hierarchy,
+    levels: dict,
+    code_names: np.ndarray,
+    code_i: np.ndarray,
+    cells_all: np.ndarray,
+    values_all: np.ndarray,
+    var_all: np.ndarray,
+) -> str | None:
+    """The rows ``sel`` of one (geolevel, query): count them per geounit."""
+    if key not in plan:
+        return f"({key[0]}, {key[1]}) is not a measurement of the recorded budget"
+    want_var = plan[key].variance
+    var = var_all[sel]
+    off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
+    if off.any():
+        return f"({key[0]}, {key[1]}) has variance {var[off][0]}; its mechanism's is {want_var}"
+    values = values_all[sel]
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values) & (values == np.round(values))):
+        return f"({key[0]}, {key[1]}) has a value that is not a finite integer"
+    li = levels[key[0]]
+    codes = hierarchy.geocodes[li]
+    unit_of = np.minimum(np.searchsorted(codes, code_names.astype(codes.dtype)), codes.size - 1)
+    known = codes[unit_of] == code_names
+    row_codes = code_i[sel]
+    wrong = ~known[row_codes]
+    if wrong.any():
+        return f"geocode {code_names[row_codes[np.argmax(wrong)]]} is not a {key[0]} of the release"
+    units = unit_of[row_codes]
+    if units.size:
+        # counted over the row group's own range of units; the fingerprints are < 2^31,
+        # so their float64 sums per unit are exact (fewer than 2^22 rows a unit)
+        u0 = int(units.min())
+        local = units - u0
+        span = slice(u0, u0 + int(local.max()) + 1)
+        rows[key][span] += np.bincount(local)
+        cells = np.asarray(cells_all[sel])
+        if cells.size and 0 <= cells.min() and cells.max() < 1 << 20:
+            weights = _cell_mix(np.arange(int(cells.max()) + 1)).astype(np.float64)[cells]
+        else:
+            weights = _cell_mix(cells).astype(np.float64)
+        mix[key][span] += np.bincount(local, weights=weights).astype(np.uint64)
+    return None
+
+
+def _check_nmf_rows_plain(
+    t: pa.Table, plan: dict, rows: dict, mix: dict, hierarchy: Hierarchy, levels: dict
+) -> str | None:
+    """:func:`_check_nmf_rows` for columns with nulls: one string per row."""
     level_col = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
     query_col = np.asarray(t.column("query").to_numpy(zero_copy_only=False)).astype(str)
-    width = hierarchy.geolevels.levels[-1].length  # 16, or a spine's block-code length
-    codes_all = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(f"U{width}")
+    codes_all = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+    code_names, code_i = np.unique(codes_all, return_inverse=True)
     cells_all = t.column("cell").to_numpy(zero_copy_only=False)
     values_all = t.column("value").to_numpy(zero_copy_only=False)
     var_all = t.column("variance").to_numpy(zero_copy_only=False)
@@ -404,28 +532,22 @@ def _check_nmf_rows(
     for j in range(pairs.shape[1]):
         key = (str(pairs[0, j]), str(pairs[1, j]))
         sel = np.flatnonzero(inverse.ravel() == j)
-        if key not in plan:
-            return f"({key[0]}, {key[1]}) is not a measurement of the recorded budget"
-        want_var = plan[key].variance
-        var = var_all[sel]
-        off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
-        if off.any():
-            return f"({key[0]}, {key[1]}) has variance {var[off][0]}; its mechanism's is {want_var}"
-        values = values_all[sel]
-        if values.dtype.kind == "f" and not np.all(
-            np.isfinite(values) & (values == np.round(values))
-        ):
-            return f"({key[0]}, {key[1]}) has a value that is not a finite integer"
-        li = levels[key[0]]
-        codes = codes_all[sel]
-        units = np.minimum(
-            np.searchsorted(hierarchy.geocodes[li], codes), hierarchy.n_units(li) - 1
+        problem = _check_pair(
+            key,
+            sel,
+            plan,
+            rows,
+            mix,
+            hierarchy,
+            levels,
+            code_names,
+            code_i.ravel(),
+            cells_all,
+            values_all,
+            var_all,
         )
-        wrong = hierarchy.geocodes[li][units] != codes
-        if wrong.any():
-            return f"geocode {codes[wrong][0]} is not a {key[0]} of the release"
-        np.add.at(rows[key], units, 1)
-        np.add.at(mix[key], units, _cell_mix(cells_all[sel]))
+        if problem:
+            return problem
     return None
 
 
@@ -462,7 +584,9 @@ def _check_mdf(
     )
     try:
         hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
-        written = tables_to_arrays(read_tables(run / "tables"), hierarchy)
+        for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
+            read_table_arrays(run / "tables", hierarchy, (name,))
+        written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
@@ -482,7 +606,11 @@ def _check_mdf(
         unit_hists=occupancy,
         housing_units=inv.housing_units,
         tables=written,
-        tables_from_mdf=tables_to_arrays(tabulate_histograms(pl94, units, hierarchy), hierarchy),
+        tables_from_mdf=LazyTables(
+            lambda n: tables_to_arrays(
+                tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
+            )[n]
+        ),
         household_persons=_household_persons(hist, schema) if consistent else None,
     )
     rep.checks.update(sub.checks)

@@ -30,7 +30,7 @@ every level. :func:`codebook` lists every column with its Census label.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -45,6 +45,7 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.tables.geoids import IDENTIFIER_COLUMNS, IDENTIFIER_LABELS, geo_identifiers
 
 __all__ = [
+    "LazyTables",
     "CODEBOOK_COLUMNS",
     "IDENTIFIER_COLUMNS",
     "PERSON_TABLES",
@@ -319,9 +320,13 @@ def table_arrays(
 
 
 def tabulate_histograms(
-    person_hist: sp.spmatrix, unit_hist: sp.spmatrix, hierarchy: Hierarchy
+    person_hist: sp.spmatrix,
+    unit_hist: sp.spmatrix,
+    hierarchy: Hierarchy,
+    names: tuple[str, ...] = TABLE_NAMES,
 ) -> dict[str, pa.Table]:
-    """Tables for every geounit from block histograms (see :func:`tabulate`)."""
+    """Tables for every geounit from block histograms (see :func:`tabulate`); ``names``
+    limits it to some tables."""
     _check_hist_shapes(person_hist, unit_hist, hierarchy)
     person_levels = hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64))
     unit_levels = hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64))
@@ -331,7 +336,7 @@ def tabulate_histograms(
     }
     ids = identifier_columns(hierarchy)
     out: dict[str, pa.Table] = {}
-    for name in TABLE_NAMES:
+    for name in names:
         d = table_definition(name)
         values = (stacked[d.source] @ d.matrix).toarray().astype(np.int64, copy=False)
         columns = list(ids.values()) + [pa.array(values[:, j]) for j in range(d.n_lines)]
@@ -438,3 +443,26 @@ def tables_to_arrays(
             per_level.append(arr)
         out[tname] = per_level
     return out
+
+
+class LazyTables(Mapping[str, list[np.ndarray]]):
+    """Per table, arrays computed when asked for and not kept (``load(name)``), so a
+    comparison of two sets of tables holds one table of each at a time: the dense
+    per-block arrays of every table of a state are hundreds of MB."""
+
+    def __init__(
+        self, load: Callable[[str], list[np.ndarray]], names: tuple[str, ...] = TABLE_NAMES
+    ):
+        self._load = load
+        self._names = tuple(names)
+
+    def __getitem__(self, name: str) -> list[np.ndarray]:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._load(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)

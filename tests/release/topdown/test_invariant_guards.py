@@ -582,6 +582,10 @@ def test_level_results_fold_counts_and_timings() -> None:
         "methods": {"admm": 2, "clarabel": 1},
         "fallbacks": {},  # no task needed the solver chain's fallbacks
         "failsafe_uses": 1,
+        "max_task_cpu_seconds": 1.5,
+        "critical_path_seconds": 3.0,  # no split family: the longest task
+        "critical_path_cpu_seconds": 1.5,
+        "split_families": [],
     }
     assert acc.failsafe == [{"a": 1}]
     empty = driver._LevelResults("US", 1, 4)

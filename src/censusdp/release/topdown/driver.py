@@ -52,6 +52,13 @@ from censusdp.release.topdown.multipass import (
 from censusdp.release.topdown.passes import PASS_MODES, plans_for
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
+from censusdp.release.topdown.split import (
+    DEFAULT_MAX_CHILDREN,
+    chunk_starts,
+    chunk_subproblems,
+    coarse_subproblem,
+    splittable,
+)
 
 __all__ = [
     "Bounds",
@@ -266,8 +273,16 @@ def _tasks_for_level(
     method: str,
     plan: _LevelPlan,
     estimator: str = "ls",
+    max_children: int | None = None,
+    splits: list[tuple[TaskResult, int]] | None = None,
 ) -> Iterator[Task]:
-    """Lazily build the tasks of one level (children of every unit of ``parent_level``)."""
+    """Lazily build the tasks of one level (children of every unit of ``parent_level``).
+
+    A family with more than ``max_children`` children is split
+    (:mod:`censusdp.release.topdown.split`): its coarse solve runs here, as the family's
+    tasks are asked for, and its chunks are yielded as tasks; the coarse results go to
+    ``splits`` with the number of chunks.
+    """
     codes = hierarchy.geocodes[parent_level]
     indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
     for p0, p1, mqs in _family_runs(ms, hierarchy, parent_level + 1):
@@ -296,7 +311,7 @@ def _tasks_for_level(
                 ),
             )
             l2p, rounding = plan.bind(kept)
-            yield Task(
+            task = Task(
                 parent_level,
                 str(codes[i]),
                 children.start,
@@ -307,6 +322,45 @@ def _tasks_for_level(
                 rounding,
                 estimator,
             )
+            if splittable(sub, max_children):
+                yield from _split_family(task, plan, max_children, splits)
+            else:
+                yield task
+
+
+def _split_family(
+    task: Task,
+    plan: _LevelPlan,
+    max_children: int,
+    splits: list[tuple[TaskResult, int]] | None,
+) -> Iterator[Task]:
+    """Solve a wide family's coarse problem now; yield one task per chunk of children."""
+    starts = chunk_starts(task.sub.k, max_children)
+    coarse = Task(
+        task.level,
+        task.parent_geocode,
+        task.child_start,
+        task.kept,
+        coarse_subproblem(task.sub, starts),
+        task.method,
+        *plan.bind(task.kept),
+        estimator=task.estimator,
+    )
+    r = run_task(coarse)
+    if splits is not None:
+        splits.append((r, int(starts.size)))
+    for ch in chunk_subproblems(task.sub, starts, r.counts):
+        kept = task.kept[ch.kept]
+        yield Task(
+            task.level,
+            task.parent_geocode,
+            task.child_start + ch.offset,
+            kept,
+            ch.sub,
+            task.method,
+            *plan.bind(kept),
+            estimator=task.estimator,
+        )
 
 
 def _bottomup_tasks(
@@ -394,6 +448,41 @@ class _LevelResults:
         self.failsafe: list[dict] = []
         self.task_times: list[tuple[int, float]] = []
         self.fallbacks: dict[str, int] = {}
+        self._longest: dict[str, float] = {}  # per parent, its longest task
+        self._longest_cpu: dict[str, float] = {}
+        self.max_task_cpu = 0.0
+        self.split: list[dict] = []
+
+    def add_splits(self, splits: list[tuple[TaskResult, int]]) -> None:
+        """Record the coarse solves of split families (their CPU counts as the level's)."""
+        for r, chunks in splits:
+            self.cpu_seconds += r.cpu_seconds
+            self.task_seconds += r.seconds
+            if r.failsafe:
+                self.failsafe.append(r.failsafe)
+            self.split.append(
+                {
+                    "parent": r.parent_geocode,
+                    "chunks": chunks,
+                    "coarse_seconds": round(r.seconds, 4),
+                    "coarse_cpu_seconds": round(r.cpu_seconds, 4),
+                    "longest_chunk_seconds": round(self._longest.get(r.parent_geocode, 0.0), 4),
+                    "longest_chunk_cpu_seconds": round(
+                        self._longest_cpu.get(r.parent_geocode, 0.0), 4
+                    ),
+                }
+            )
+
+    def critical_path(self) -> float:
+        """The level's shortest possible wall time on unlimited cores: its longest task, or
+        a split family's coarse solve plus its longest chunk."""
+        paths = [s["coarse_seconds"] + s["longest_chunk_seconds"] for s in self.split]
+        return max([self.max_task_seconds, *paths])
+
+    def critical_path_cpu(self) -> float:
+        """:meth:`critical_path` in CPU seconds (what a projection uses: no machine load)."""
+        paths = [s["coarse_cpu_seconds"] + s["longest_chunk_cpu_seconds"] for s in self.split]
+        return max([self.max_task_cpu, *paths])
 
     def add(self, r: TaskResult) -> None:
         k, c = r.counts.shape
@@ -412,6 +501,11 @@ class _LevelResults:
         self.statuses[r.status] = self.statuses.get(r.status, 0) + 1
         self.methods[r.method] = self.methods.get(r.method, 0) + 1
         self.task_times.append((k, r.seconds))
+        self._longest[r.parent_geocode] = max(self._longest.get(r.parent_geocode, 0.0), r.seconds)
+        self._longest_cpu[r.parent_geocode] = max(
+            self._longest_cpu.get(r.parent_geocode, 0.0), r.cpu_seconds
+        )
+        self.max_task_cpu = max(self.max_task_cpu, r.cpu_seconds)
         if r.failsafe:
             self.failsafe.append(r.failsafe)
         if len(r.attempts) > r.method.count("+") + 1:  # more tries than passes: a fallback
@@ -461,6 +555,10 @@ class _LevelResults:
             "methods": self.methods,
             "failsafe_uses": len(self.failsafe),
             "fallbacks": self.fallbacks,
+            "max_task_cpu_seconds": round(self.max_task_cpu, 4),
+            "critical_path_seconds": round(self.critical_path(), 4),
+            "critical_path_cpu_seconds": round(self.critical_path_cpu(), 4),
+            "split_families": self.split,
         }
 
 
@@ -477,6 +575,7 @@ def estimate(
     executor: object | None = None,
     progress: Callable[[str], None] | None = None,
     checkpoint: Any = None,
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> Estimate:
     """Estimate integer detailed histograms for every level from noisy measurements.
 
@@ -509,6 +608,8 @@ def estimate(
             before an interruption, or ``None``; ``save(level, histogram, summary,
             failsafe)`` records a level when it is finished. A loaded level is not
             estimated again; the next level's tasks are built from its histogram.
+        max_children: families with more children are solved in chunks
+            (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
 
     Returns:
         the histograms of every level (top first), summaries, and failsafe records.
@@ -539,7 +640,12 @@ def estimate(
     summaries: list[dict] = []
     failsafe: list[dict] = []
 
-    def run_level(level: int, tasks: Iterable[Task]) -> sp.csr_matrix:
+    if max_children is not None and max_children < 1:
+        raise ConfigError(f"max_children must be at least 1, got {max_children}")
+
+    def run_level(
+        level: int, tasks: Iterable[Task], splits: list[tuple[TaskResult, int]] = ()
+    ) -> sp.csr_matrix:
         done = checkpoint.load(level) if checkpoint is not None else None
         if done is not None:
             hist, summary, fs = done
@@ -551,12 +657,13 @@ def estimate(
         t0 = time.perf_counter()
         name = hierarchy.geolevels[level].name
         acc = _LevelResults(name, hierarchy.n_units(level), schema.size)
-        # one task per parent (at most): tasks done / total, with an ETA
+        # one task per parent (split families add chunk tasks): done / total, with an ETA
         n_tasks = hierarchy.n_units(level - 1) if level > 0 else 1
         with task(progress, f"estimating {name}", n_tasks, summary=False) as bar:
             for r in executor.map(run_task, tasks):  # type: ignore[attr-defined]
                 acc.add(r)
                 bar.advance()
+        acc.add_splits(list(splits))
         hist = acc.histogram()
         summaries.append(acc.summary(time.perf_counter() - t0))
         failsafe.extend(acc.failsafe)
@@ -600,6 +707,7 @@ def estimate(
         0, [Task(-1, "", 0, live, root_sub, method, *plans[0].bind(live), estimator=estimator)]
     )
     for level in range(n_levels - 1):
+        splits: list[tuple[TaskResult, int]] = []
         tasks = _tasks_for_level(
             ms,
             cache,
@@ -611,6 +719,8 @@ def estimate(
             method,
             plans[level + 1],
             estimator,
+            max_children,
+            splits,
         )
-        hists[level + 1] = run_level(level + 1, tasks)
+        hists[level + 1] = run_level(level + 1, tasks, splits)
     return Estimate(hists, summaries, failsafe)
