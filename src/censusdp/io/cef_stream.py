@@ -43,6 +43,7 @@ from censusdp.data.invariants import Invariants, compute_invariants, invariants_
 from censusdp.data.schema import Schema
 from censusdp.errors import InternalError
 from censusdp.io.cef import OPTIONAL_UNIT_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, read_cef
+from censusdp.progress import Progress, Task, task
 
 __all__ = ["DEFAULT_BATCH_ROWS", "CEFBlocks", "read_cef_blocks"]
 
@@ -276,6 +277,7 @@ def read_cef_blocks(
     *,
     with_units: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    progress: Progress = None,
 ) -> CEFBlocks:
     """Read, validate and aggregate a CEF directory without holding its records.
 
@@ -285,6 +287,7 @@ def read_cef_blocks(
         schema: the schema of the person histogram.
         with_units: also build the housing-unit histogram (the unit run's input).
         batch_rows: rows per batch read.
+        progress: reports the four steps (units, persons, histograms, invariants).
 
     Everything is in geocode order (the hierarchy's blocks are the sorted 16-digit block
     geocodes); a spine (:mod:`censusdp.data.spine`) is built from ``hierarchy.blocks``
@@ -294,10 +297,11 @@ def read_cef_blocks(
         InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`.
     """
     directory = Path(directory)
-    try:
-        return _stream(directory, geolevels, schema, with_units, batch_rows)
-    except (_Fallback, OSError, pa.ArrowException):
-        return _whole(directory, geolevels, schema, with_units)
+    with task(progress, f"reading the CEF in {directory}", 4, unit="steps", summary=False) as bar:
+        try:
+            return _stream(directory, geolevels, schema, with_units, batch_rows, bar)
+        except (_Fallback, OSError, pa.ArrowException):
+            return _whole(directory, geolevels, schema, with_units)
 
 
 def _digits(codes: np.ndarray, width: int) -> np.ndarray:
@@ -313,22 +317,30 @@ def _attribute_strings(codes: np.ndarray, name: str) -> np.ndarray:
 
 
 def _stream(
-    directory: Path, geolevels: GeoLevels, schema: Schema, with_units: bool, batch_rows: int
+    directory: Path,
+    geolevels: GeoLevels,
+    schema: Schema,
+    with_units: bool,
+    batch_rows: int,
+    bar: Task,
 ) -> CEFBlocks:
     for name in ("persons.parquet", "units.parquet"):
         if not (directory / name).is_file():
             raise _Fallback
     units = _read_units(directory / "units.parquet", batch_rows)
+    bar.advance()
     blocks = _digits(units.blocks, BLOCK_GEOCODE_LENGTH)
     nb = blocks.size
     keys, population, n_persons = _read_persons(
         directory / "persons.parquet", units, schema, nb, batch_rows
     )
+    bar.advance()
     hierarchy = Hierarchy.from_blocks(blocks, geolevels)
     if not np.array_equal(hierarchy.blocks, blocks):
         raise InternalError("the hierarchy's blocks are not the input's sorted blocks")
     person_hist = _histogram(keys, nb, schema.size)
     del keys
+    bar.advance()
     inv = invariants_from_rows(hierarchy, population, units.block, units.gqtype, units.occupied)
     hu = (
         housing_unit_histogram_at(units.block, units.gqtype, units.occupied, nb)
@@ -336,6 +348,7 @@ def _stream(
         else None
     )
     attributes = {k: _attribute_strings(v, k) for k, v in units.attributes.items()}
+    bar.advance()
     return CEFBlocks(hierarchy, inv, person_hist, hu, n_persons, int(units.block.size), attributes)
 
 

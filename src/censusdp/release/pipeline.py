@@ -226,7 +226,11 @@ def _read_and_aggregate(
     # streamed batch by batch into block histograms (io/cef_stream.py): the records
     # themselves are never all in memory
     cef = read_cef_blocks(
-        input_dir, _geolevels(budget), get_schema(budget.schema), with_units=with_units
+        input_dir,
+        _geolevels(budget),
+        get_schema(budget.schema),
+        with_units=with_units,
+        progress=progress,
     )
     timings["read"] = time.perf_counter() - t
     timings["read_cpu"] = time.process_time() - c
