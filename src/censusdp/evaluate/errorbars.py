@@ -262,6 +262,9 @@ def simulate_release_errors(
                 hierarchy,
                 postprocess=postprocess,
                 units_mode=units_mode,
+                # the release's own estimation choices (older manifests: the defaults then)
+                estimator=str(manifest.get("estimator") or "ls"),
+                max_children=manifest.get("max_children"),
                 executor=ex,
             )
             pool.add(truth_tables, tables)

@@ -740,6 +740,8 @@ def estimate_tables(
     postprocess: str = "topdown",
     units_mode: str = "consistent",
     method: str = "auto",
+    estimator: str = "ls",
+    max_children: int | None = DEFAULT_MAX_CHILDREN,
     executor: Any = None,
 ) -> dict[str, list[np.ndarray]]:
     """The published tables a release would hold, estimated from these measurements.
@@ -764,10 +766,12 @@ def estimate_tables(
         postprocess=postprocess,
         units_mode=units_mode,
         method=method,
+        estimator=estimator,
         executor=executor,
         progress=None,
         timings={},
         manifest=manifest,
+        max_children=max_children,
     )
     pl94_hist, units_hist = _release_histograms(est, inv, persons.schema, manifest)
     return table_arrays(pl94_hist, units_hist, hierarchy)
