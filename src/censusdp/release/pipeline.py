@@ -604,47 +604,17 @@ def _estimate(
     schema: Schema,
     *,
     with_units: bool,
-    postprocess: str,
-    units_mode: str,
-    method: str,
-    estimator: str,
-    executor: Any,
-    progress: Progress,
-    timings: dict[str, float],
-    manifest: dict[str, Any],
-    checkpoint: Checkpoint | None = None,
-    person_bounds: list[Bounds] | None = None,
-    max_children: int | None = DEFAULT_MAX_CHILDREN,
+    **options: Any,
 ) -> _Estimated:
-    """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only
-    (continuing after the levels ``checkpoint`` holds, recording each finished level).
-
-    ``inv`` and ``hierarchy`` are those of the measurements (the spine's, blocks in spine
-    order, for a spine release); ``person_bounds`` replaces the bounds
-    :func:`censusdp.data.invariants.level_bounds` gives (the spine's state parts)."""
+    """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only:
+    :func:`_estimate_measurements` (which takes ``options``) on the run's NMF readers."""
     ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
     ums = (
         NMFReader(nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy)
         if with_units
         else None
     )
-    return _estimate_measurements(
-        ms,
-        ums,
-        inv,
-        hierarchy,
-        postprocess=postprocess,
-        units_mode=units_mode,
-        method=method,
-        estimator=estimator,
-        executor=executor,
-        progress=progress,
-        timings=timings,
-        manifest=manifest,
-        checkpoint=checkpoint,
-        person_bounds=person_bounds,
-        max_children=max_children,
-    )
+    return _estimate_measurements(ms, ums, inv, hierarchy, **options)
 
 
 def _estimate_measurements(
@@ -665,7 +635,12 @@ def _estimate_measurements(
     person_bounds: list[Bounds] | None = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
 ) -> _Estimated:
-    """Estimate persons (and units, when ``ums`` is given) from measurements and invariants."""
+    """Estimate persons (and units, when ``ums`` is given) from measurements and invariants
+    (continuing after the levels ``checkpoint`` holds, recording each finished level).
+
+    ``inv`` and ``hierarchy`` are those of the measurements (the spine's, blocks in spine
+    order, for a spine release); ``person_bounds`` replaces the bounds
+    :func:`censusdp.data.invariants.level_bounds` gives (the spine's state parts)."""
 
     def levels(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
