@@ -266,6 +266,20 @@ def test_validate_accepts_an_intact_release(good_release: Path, cef: Path) -> No
     assert "valid" in proc.stdout
 
 
+def test_release_named_either_way(good_release: Path, tmp_path: Path) -> None:
+    """RUN and --release RUN are one argument: both spellings work, neither or two
+    different directories are one-line errors naming what was given."""
+    assert cli("validate", "--release", good_release, "--quiet").returncode == 0
+    same = cli("validate", good_release, "--release", good_release, "--quiet")
+    assert same.returncode == 0, same.stderr
+    other = tmp_path / "elsewhere"
+    proc = cli("validate", good_release, "--release", other)
+    one_line_error(proc, 2, "two release directories", str(other))
+    one_line_error(cli("validate"), 2, "release directory is missing", "--release RUN")
+    proc = cli("evaluate", good_release, "--json", tmp_path / "e.json", "--simulations", "1")
+    assert proc.returncode == 0, proc.stderr
+
+
 @pytest.mark.parametrize("case", sorted(TAMPER))
 @pytest.mark.parametrize("rehash", [False, True])
 def test_validate_rejects_tampering(

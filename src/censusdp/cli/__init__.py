@@ -21,7 +21,13 @@ import threading
 import traceback
 from collections.abc import Sequence
 
-from censusdp.cli._common import Parser, check_json_target, finalize, verbosity
+from censusdp.cli._common import (
+    Parser,
+    check_json_target,
+    finalize,
+    resolve_release,
+    verbosity,
+)
 from censusdp.errors import CensusDPError
 from censusdp.progress import configure
 from censusdp.version import __version__
@@ -106,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with configure(verbosity(args)):
             check_json_target(args)
+            resolve_release(args)
             return int(args.func(args) or 0)
     except CensusDPError as exc:
         if args.debug:

@@ -34,6 +34,7 @@ __all__ = [
     "add_json_output",
     "add_output",
     "add_quiet",
+    "add_release",
     "add_seed",
     "add_workers",
     "announce_randomness",
@@ -44,6 +45,7 @@ __all__ = [
     "finish",
     "positive_int",
     "resolve_budget",
+    "resolve_release",
     "verbosity",
 ]
 
@@ -251,6 +253,44 @@ def add_cef_input(
         metavar="DIR",
         help=help,
     )
+
+
+def add_release(
+    parser: argparse.ArgumentParser, *, help: str = "the release directory (made by 'censusdp run')"
+) -> None:
+    """The release a command reads: ``RUN`` as a positional argument or ``--release RUN``.
+
+    Every command that reads a release accepts both spellings (scripts written for either
+    keep working); :func:`resolve_release` puts the one given in ``args.release``.
+    """
+    parser.add_argument("release", nargs="?", default=None, metavar="RUN", help=help)
+    parser.add_argument(
+        "--release",
+        dest="release_option",
+        default=None,
+        metavar="RUN",
+        help="the same as the positional RUN (either spelling)",
+    )
+
+
+def resolve_release(args: argparse.Namespace) -> None:
+    """Settle ``RUN`` / ``--release RUN`` (see :func:`add_release`) into ``args.release``.
+
+    Raises:
+        CensusDPError: when neither is given, or both are and name different directories.
+    """
+    if not hasattr(args, "release_option"):
+        return
+    from censusdp.errors import CensusDPError
+
+    positional, option = args.release, args.release_option
+    if positional is None and option is None:
+        raise CensusDPError("the release directory is missing: give RUN or --release RUN")
+    if positional is not None and option is not None and positional != option:
+        raise CensusDPError(
+            f"two release directories given: RUN {positional!r} and --release {option!r}"
+        )
+    args.release = positional if positional is not None else option
 
 
 def add_workers(parser: argparse.ArgumentParser, *, default: int = 1) -> None:

@@ -9,6 +9,7 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_output,
+    add_release,
     add_workers,
     finish,
 )
@@ -54,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--input, report one-to-one exact and age +-1 match rates."
         ),
     )
-    p.add_argument("--release", required=True, metavar="RUN", help="release run dir or CEF dir")
+    add_release(p, help="the release directory (or a CEF directory: unprotected tables)")
     add_output(p, metavar="REC", help="directory for the reconstructed records")
     add_cef_input(p, required=False, help="the CEF to score the reconstruction against")
     p.add_argument("--age-detail", choices=("single", "sf1"), default="single")

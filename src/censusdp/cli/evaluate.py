@@ -9,6 +9,7 @@ from censusdp.cli._common import (
     add_cef_input,
     add_command,
     add_json_output,
+    add_release,
     add_seed,
     add_workers,
     announce_randomness,
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the CEF the release was made from (persons/units.parquet); without it, "
         "expected errors from RUN alone",
     )
-    p.add_argument("--release", required=True, metavar="RUN", help="run directory")
+    add_release(p, help="the release directory to evaluate")
     add_json_output(p, required=True)
     p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
     p.add_argument(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_executor, add_json_output, emit_json
+from censusdp.cli._common import add_executor, add_json_output, add_release, emit_json
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -73,9 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "comma-separated --n/--noisy values share one theta."
         ),
     )
-    p.add_argument(
-        "run", metavar="RUN", help="release directory written by 'censusdp run', or 'posterior'"
-    )
+    add_release(p, help="release directory written by 'censusdp run', or 'posterior'")
     _add_release_options(p)
     _add_posterior_options(p)
     p.set_defaults(func=_infer)
@@ -148,7 +146,7 @@ def _misused(args: argparse.Namespace, defaults: dict, form: str) -> None:
 def _infer(args: argparse.Namespace) -> int:
     from censusdp.errors import CensusDPError
 
-    if args.run == "posterior":
+    if args.release == "posterior":
         release_only = {k: v for k, v in _RELEASE_DEFAULTS.items() if k != "overwrite"}
         _misused(args, release_only, "'infer posterior'")
         missing = [k for k in ("n", "noisy", "noise") if getattr(args, k) is None]
@@ -224,7 +222,7 @@ def _release(args: argparse.Namespace) -> int:
     from censusdp.infer.release import infer_release
 
     m = infer_release(
-        args.run,
+        args.release,
         args.out,
         overwrite=args.overwrite,
         workers=args.workers,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_cef_input, add_command, add_json_output, finish
+from censusdp.cli._common import (
+    add_cef_input,
+    add_command,
+    add_json_output,
+    add_release,
+    finish,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -24,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "only when everything holds; otherwise one line per failed check and exit 1."
         ),
     )
-    p.add_argument("run", metavar="RUN", help="the release directory")
+    add_release(p)
     add_cef_input(p, required=False, help="the CEF the release came from")
     add_json_output(p)
     p.set_defaults(func=_validate)
@@ -33,10 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _validate(args: argparse.Namespace) -> int:
     from censusdp.release.validate import validate_run
 
-    report = validate_run(args.run, args.input, progress=progress_printer(args.quiet))
+    report = validate_run(args.release, args.input, progress=progress_printer(args.quiet))
     if report.ok:
-        text = f"{args.run}: valid ({len(report.checks)} checks passed)"
+        text = f"{args.release}: valid ({len(report.checks)} checks passed)"
     else:
-        text = "\n".join(f"{args.run}: INVALID: {line}" for line in report.failures())
+        text = "\n".join(f"{args.release}: INVALID: {line}" for line in report.failures())
     finish(args, text, report.to_dict())
     return 0 if report.ok else 1
