@@ -294,6 +294,59 @@ def _pathologies(
     return pathologies
 
 
+@dataclass(frozen=True)
+class _Tabulated:
+    """Block histograms and per-level tables of the truth and of the release."""
+
+    truth_persons: Any
+    truth_units: np.ndarray
+    persons: Any
+    units: np.ndarray
+    truth_tables: dict[str, list[np.ndarray]]
+    mdf_tables: dict[str, list[np.ndarray]]
+    tables: dict[str, list[np.ndarray]]
+    tables_source: str
+
+    @classmethod
+    def of(
+        cls,
+        truth_persons: Mapping[str, np.ndarray],
+        truth_units: Mapping[str, np.ndarray],
+        release: ReleaseFiles,
+        h: Hierarchy,
+    ) -> _Tabulated:
+        """Tabulate both; the release's tables are its own files when it has them."""
+        t_ph = person_histogram(pl94_view(truth_persons), h)
+        t_uh = unit_histogram(truth_units, h)
+        r_ph = person_histogram(pl94_view(release.persons), h)
+        r_uh = unit_histogram(release.units, h)
+        mdf_t = table_arrays(r_ph, r_uh, h)
+        if release.tables is not None:
+            rel_t, source = tables_to_arrays(release.tables, h), "release tables"
+        else:
+            rel_t, source = mdf_t, "tabulated from the MDF (RUN/tables absent)"
+        return cls(t_ph, t_uh, r_ph, r_uh, table_arrays(t_ph, t_uh, h), mdf_t, rel_t, source)
+
+
+def _districts(
+    truth_t: dict[str, list[np.ndarray]],
+    rel_t: dict[str, list[np.ndarray]],
+    targets: tuple[int, ...],
+    seed: int,
+    draws: int,
+) -> dict[str, Any]:
+    """District metrics of P1-P4 over random districts made of blocks."""
+    tables = ("P1", "P2", "P3", "P4")
+    return district_metrics(
+        {n: truth_t[n][-1] for n in tables},
+        {n: rel_t[n][-1] for n in tables},
+        tuple(int(x) for x in targets),
+        seed=seed,
+        draws=draws,
+        leaves={n: table_definition(n).leaves for n in tables},
+    )
+
+
 def evaluate_data(
     truth_persons: Mapping[str, np.ndarray],
     truth_units: Mapping[str, np.ndarray],
@@ -320,18 +373,9 @@ def evaluate_data(
     # steps: tabulate, table metrics, histogram metrics, districts, invariants, NMF
     bar = task(progress, "evaluating", 6, unit="steps")
 
-    t_ph = person_histogram(pl94_view(truth_persons), h)
-    t_uh = unit_histogram(truth_units, h)
-    r_ph = person_histogram(pl94_view(release.persons), h)
-    r_uh = unit_histogram(release.units, h)
-    truth_t = table_arrays(t_ph, t_uh, h)
-    mdf_t = table_arrays(r_ph, r_uh, h)
-    if release.tables is not None:
-        rel_t = tables_to_arrays(release.tables, h)
-        tables_source = "release tables"
-    else:
-        rel_t = mdf_t
-        tables_source = "tabulated from the MDF (RUN/tables absent)"
+    tab = _Tabulated.of(truth_persons, truth_units, release, h)
+    t_ph, t_uh, r_ph, r_uh = tab.truth_persons, tab.truth_units, tab.persons, tab.units
+    truth_t, mdf_t, rel_t = tab.truth_tables, tab.mdf_tables, tab.tables
     say(progress, "tabulated truth and release")
     bar.advance()
 
@@ -345,14 +389,7 @@ def evaluate_data(
 
     pathologies = _pathologies(truth_t, rel_t, names)
 
-    districts = district_metrics(
-        {n: truth_t[n][-1] for n in ("P1", "P2", "P3", "P4")},
-        {n: rel_t[n][-1] for n in ("P1", "P2", "P3", "P4")},
-        tuple(int(x) for x in district_targets),
-        seed=seed,
-        draws=district_draws,
-        leaves={n: table_definition(n).leaves for n in ("P1", "P2", "P3", "P4")},
-    )
+    districts = _districts(truth_t, rel_t, district_targets, seed, district_draws)
     say(progress, "districts done")
     bar.advance()
 
@@ -372,10 +409,11 @@ def evaluate_data(
     )
     bar.advance()
 
-    nmf: dict[str, Any] = {}
-    for key, path in release.nmf.items():
-        nmf[key] = _nmf_for(key, path, release.manifest, h, truth_persons, t_uh, release.directory)
-        say(progress, f"noisy measurements ({key}) summarised")
+    nmf = {
+        key: _nmf_for(key, path, release.manifest, h, truth_persons, t_uh, release.directory)
+        for key, path in release.nmf.items()
+    }
+    say(progress, f"noisy measurements ({', '.join(nmf) or 'none'}) summarised")
     bar.advance()
     bar.close()
 
@@ -384,7 +422,7 @@ def evaluate_data(
         "bins": [b[0] for b in COUNT_BINS],
         "geolevels": list(names),
         "units": {n: h.n_units(i) for i, n in enumerate(names)},
-        "tables_source": tables_source,
+        "tables_source": tab.tables_source,
         "release_manifest": {k: release.manifest.get(k) for k in _MANIFEST_KEYS},
         "metrics": metrics,
         "largest_errors": largest,
