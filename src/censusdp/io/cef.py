@@ -239,79 +239,52 @@ def validate_cef(
         return problems.lines  # unit lookups below need unique ids
 
     unit_row = unit_rows_of(uid, persons["unit_id"])
-    found = unit_row >= 0
-    if not np.all(found):
-        problems.rows(
-            persons_file, "unit_id", ~found, persons["unit_id"], f"is not a unit_id in {units_file}"
-        )
-    has = unit_row >= 0
-    ur = unit_row[has]
-    pg = persons["geocode"]
-    other_block = np.zeros(pid.size, dtype=bool)
-    other_block[has] = pg[has] != units["geocode"][ur]
-    if other_block.any():
-        problems.rows(
-            persons_file,
-            "geocode",
-            other_block,
-            pg,
-            f"differs from the block of the person's unit in {units_file}",
-        )
-    hhgq = persons["hhgq"]
-    gqtype = np.full(pid.size, -1, dtype=np.int64)
-    gqtype[has] = units["gqtype"][ur]
-    gq_in_hu = has & (hhgq > 0) & (gqtype == 0)
-    if gq_in_hu.any():
-        problems.rows(
-            persons_file,
-            "hhgq",
-            gq_in_hu,
-            hhgq,
-            "is a group-quarters type but the person's unit is a housing unit",
-        )
-    hh_in_gq = has & (hhgq == 0) & (gqtype > 0)
-    if hh_in_gq.any():
-        problems.rows(
-            persons_file,
-            "hhgq",
-            hh_in_gq,
-            hhgq,
-            "is household (0) but the person's unit is a group-quarters facility",
-        )
-    wrong_type = has & (hhgq > 0) & (gqtype > 0) & (hhgq != gqtype)
-    if wrong_type.any():
-        problems.rows(
-            persons_file,
-            "hhgq",
-            wrong_type,
-            hhgq,
-            "differs from the gqtype of the person's facility",
-        )
-    occupied = units["occupied"]
-    in_vacant = np.zeros(pid.size, dtype=bool)
-    in_vacant[has] = ~occupied[ur]
-    if in_vacant.any():
-        problems.rows(
-            persons_file,
-            "unit_id",
-            in_vacant,
-            persons["unit_id"],
-            f"is a unit marked vacant (occupied = false) in {units_file}",
-        )
+    for file, column, mask, values, rule in _person_unit_rules(
+        persons, units, unit_row, persons_file, units_file
+    ):
+        problems.rows(file, column, mask, values, rule)
     for name in OPTIONAL_UNIT_COLUMNS:
         if name in units:
             _same_within_block(units["geocode"], units[name], name, units_file, problems)
-    residents = np.bincount(ur, minlength=uid.size)
-    empty_occ = occupied & (residents == 0)
-    if empty_occ.any():
-        problems.rows(
-            units_file,
-            "occupied",
-            empty_occ,
-            uid,
-            "unit is marked occupied but no person lives in it (value shown is its unit_id)",
-        )
     return problems.lines
+
+
+def _person_unit_rules(
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray],
+    unit_row: np.ndarray,
+    pf: str,
+    units_file: str,
+) -> list[tuple[str, str, np.ndarray, np.ndarray, str]]:
+    """``(file, column, rows breaking the rule, values, rule)`` of every rule that ties
+    a person to their unit (``unit_row``: the unit's row, ``-1`` when absent; ``pf``:
+    the persons file's name)."""
+    pid, uid, pg, hhgq = persons["person_id"], units["unit_id"], persons["geocode"], persons["hhgq"]
+    has = unit_row >= 0
+    ur = unit_row[has]
+    other_block = np.zeros(pid.size, dtype=bool)
+    other_block[has] = pg[has] != units["geocode"][ur]
+    gqtype = np.full(pid.size, -1, dtype=np.int64)
+    gqtype[has] = units["gqtype"][ur]
+    occupied = units["occupied"]
+    in_vacant = np.zeros(pid.size, dtype=bool)
+    in_vacant[has] = ~occupied[ur]
+    residents = np.bincount(ur, minlength=uid.size)
+    return [
+        (pf, "unit_id", ~has, persons["unit_id"], f"is not a unit_id in {units_file}"),
+        (pf, "geocode", other_block, pg,
+         f"differs from the block of the person's unit in {units_file}"),
+        (pf, "hhgq", has & (hhgq > 0) & (gqtype == 0), hhgq,
+         "is a group-quarters type but the person's unit is a housing unit"),
+        (pf, "hhgq", has & (hhgq == 0) & (gqtype > 0), hhgq,
+         "is household (0) but the person's unit is a group-quarters facility"),
+        (pf, "hhgq", has & (hhgq > 0) & (gqtype > 0) & (hhgq != gqtype), hhgq,
+         "differs from the gqtype of the person's facility"),
+        (pf, "unit_id", in_vacant, persons["unit_id"],
+         f"is a unit marked vacant (occupied = false) in {units_file}"),
+        (units_file, "occupied", occupied & (residents == 0), uid,
+         "unit is marked occupied but no person lives in it (value shown is its unit_id)"),
+    ]  # fmt: skip
 
 
 def _same_within_block(
