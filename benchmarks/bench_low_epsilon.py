@@ -32,10 +32,28 @@ LEVELS = (("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Bloc
 CLI = [sys.executable, "-m", "censusdp"]
 
 
+MDF_GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
+
+
+def _column(t, name: str) -> np.ndarray:
+    return np.asarray(t.column(name).cast("string").to_numpy(zero_copy_only=False)).astype(str)
+
+
 def _sex_age(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    t = pq.read_table(path, columns=["geocode", "sex", "age"])
-    geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
-    cell = (t.column("sex").to_numpy().astype(np.int64) - 1) * 116 + t.column("age").to_numpy()
+    """Block geocodes and sex x age cells of a CEF ``persons.parquet`` or a released MDF."""
+    names = pq.read_schema(path).names
+    if "geocode" in names:
+        t = pq.read_table(path, columns=["geocode", "sex", "age"])
+        geo = _column(t, "geocode")
+        sex, age = t.column("sex").to_numpy(), t.column("age").to_numpy()
+    else:  # the MDF: geography in five columns, QSEX 1/2, QAGE 0..115 as text
+        t = pq.read_table(path, columns=[*MDF_GEO, "QSEX", "QAGE"])
+        parts = [_column(t, c) for c in MDF_GEO]
+        geo = np.char.add(
+            np.char.add(np.char.add(np.char.add(*parts[:2]), parts[2]), parts[3]), parts[4]
+        )
+        sex, age = _column(t, "QSEX").astype(np.int64), _column(t, "QAGE").astype(np.int64)
+    cell = (np.asarray(sex, dtype=np.int64) - 1) * 116 + np.asarray(age, dtype=np.int64)
     return geo.astype("U16"), cell.astype(np.int64)
 
 

@@ -39,7 +39,7 @@ from censusdp.progress import logger, task
 from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
-from censusdp.release.topdown.maxent import ESTIMATORS, solve_maxent
+from censusdp.release.topdown.maxent import ESTIMATORS, coarsenings_for, solve_maxent
 from censusdp.release.topdown.multipass import (
     L2Passes,
     RoundingPasses,
@@ -102,6 +102,7 @@ class Task:
     l2_passes: L2Passes | None = None
     rounding: RoundingPasses | None = None
     estimator: str = "ls"
+    coarse: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,7 +157,11 @@ def run_task(task: Task) -> TaskResult:
     sub, report = make_feasible(task.sub)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
-    l2 = None if task.estimator == "ls" else solve_maxent(sub, task.estimator, method=task.method)
+    l2 = (
+        None
+        if task.estimator == "ls"
+        else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
+    )
     if l2 is None and task.l2_passes is None:
         l2 = solve_l2(sub, method=task.method)
     elif l2 is None:
@@ -195,10 +200,21 @@ class _QueryCache:
         self.ms = ms
         self._q: dict[str, Query] = {}
 
+        self._coarse: dict[tuple[str, ...], tuple] = {}
+
     def get(self, name: str) -> Query:
         if name not in self._q:
             self._q[name] = make_query(self.ms.schema, name)
         return self._q[name]
+
+    def coarse(self, mqs: list[MeasuredQuery], estimator: str) -> tuple:
+        """The candidate coarsenings of ``mqs``'s queries (none for least squares)."""
+        if estimator == "ls":
+            return ()
+        names = tuple(m.query for m in mqs)
+        if names not in self._coarse:
+            self._coarse[names] = coarsenings_for(self.ms.schema, names)
+        return self._coarse[names]
 
 
 def _group_of_cells(ms: Measurements, group_variable: str | None) -> tuple[np.ndarray, int]:
@@ -287,6 +303,7 @@ def _tasks_for_level(
     indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
     for p0, p1, mqs in _family_runs(ms, hierarchy, parent_level + 1):
         c0 = hierarchy.children(parent_level, p0).start
+        coarse = cache.coarse(mqs, estimator)
         for i in range(p0, p1):
             lo, hi = indptr[i], indptr[i + 1]
             nz = data[lo:hi] > 0
@@ -321,6 +338,7 @@ def _tasks_for_level(
                 l2p,
                 rounding,
                 estimator,
+                coarse,
             )
             if splittable(sub, max_children):
                 yield from _split_family(task, plan, max_children, splits)
@@ -345,6 +363,7 @@ def _split_family(
         task.method,
         *plan.bind(task.kept),
         estimator=task.estimator,
+        coarse=task.coarse,
     )
     r = run_task(coarse)
     if splits is not None:
@@ -360,6 +379,7 @@ def _split_family(
             task.method,
             *plan.bind(kept),
             estimator=task.estimator,
+            coarse=task.coarse,
         )
 
 
@@ -392,7 +412,14 @@ def _bottomup_tasks(
                 label=f"bottom-up blocks of {codes[i]}",
             )
             yield Task(
-                bl - 1, str(codes[i]), children.start, live, sub, method, estimator=estimator
+                bl - 1,
+                str(codes[i]),
+                children.start,
+                live,
+                sub,
+                method,
+                estimator=estimator,
+                coarse=cache.coarse(mqs, estimator),
             )
 
 
@@ -704,7 +731,20 @@ def estimate(
     )
     plans = _level_plans(ms, hierarchy, group_variable, passes)
     hists[0] = run_level(
-        0, [Task(-1, "", 0, live, root_sub, method, *plans[0].bind(live), estimator=estimator)]
+        0,
+        [
+            Task(
+                -1,
+                "",
+                0,
+                live,
+                root_sub,
+                method,
+                *plans[0].bind(live),
+                estimator=estimator,
+                coarse=cache.coarse(root_mqs, estimator),
+            )
+        ],
     )
     for level in range(n_levels - 1):
         splits: list[tuple[TaskResult, int]] = []
