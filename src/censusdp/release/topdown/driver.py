@@ -50,6 +50,7 @@ from censusdp.release.topdown.multipass import (
     solve_l2_passes,
 )
 from censusdp.release.topdown.passes import PASS_MODES, plans_for
+from censusdp.release.topdown.pooling import pooled_root
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
 from censusdp.release.topdown.split import (
@@ -436,9 +437,14 @@ class _LevelPlan:
 
 
 def _level_plans(
-    ms: Measurements, hierarchy: Hierarchy, group_variable: str | None, passes: str
+    ms: Measurements,
+    hierarchy: Hierarchy,
+    group_variable: str | None,
+    passes: str,
+    root_names: list[str] | None = None,
 ) -> list[_LevelPlan]:
-    """Per level, the passes of the tasks whose children are at that level."""
+    """Per level, the passes of the tasks whose children are at that level (the root's
+    bound to ``root_names``, its queries, when given)."""
     names = [g.name for g in hierarchy.geolevels]
     out = []
     for level, plan in enumerate(plans_for(ms.schema.name, names, passes)):
@@ -446,6 +452,8 @@ def _level_plans(
             out.append(_LevelPlan())
             continue
         measured = [m.query for m in ms.read(level, 0, 0)]
+        if level == 0 and root_names is not None:
+            measured = root_names
         out.append(
             _LevelPlan(
                 bind_l2(plan, ms.schema, measured, group_variable), bind_rounding(plan, ms.schema)
@@ -603,6 +611,7 @@ def estimate(
     progress: Callable[[str], None] | None = None,
     checkpoint: Any = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
+    pool_root: bool = True,
 ) -> Estimate:
     """Estimate integer detailed histograms for every level from noisy measurements.
 
@@ -622,10 +631,10 @@ def estimate(
             pass everywhere. ``bottomup`` always runs one pass.
         estimator: ``"ls"`` (default): least squares; ``"maxent"``: the maximum-entropy
             estimate of :mod:`~censusdp.release.topdown.maxent` in every subproblem;
-            ``"auto"``: per subproblem, the one with the smaller simulated error. With
-            ``maxent`` or ``auto`` the root also pools the measurements of a lone child
-            (a one-state run measures the same persons at the US and at the State level)
-            and least squares runs in one pass.
+            ``"auto"``: per subproblem, least squares when every measured query is worth
+            fitting at full resolution, else maximum entropy (decided from the public
+            noise law, no extra solve). With ``maxent`` or ``auto`` least squares runs
+            in one pass.
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
@@ -637,6 +646,9 @@ def estimate(
             estimated again; the next level's tasks are built from its histogram.
         max_children: families with more children are solved in chunks
             (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
+        pool_root: estimate the root from every level's measurements of its marginals
+            (:func:`~censusdp.release.topdown.pooling.pooled_root`; default), or, as
+            production does, from the root's own measurements only.
 
     Returns:
         the histograms of every level (top first), summaries, and failsafe records.
@@ -714,9 +726,9 @@ def estimate(
 
     # Root: one unit, no parent constraint ("auto" tries the interior-point method first
     # there: measured 0.19 s vs 3.4 s for the ADMM on the 1,890-cell pl94 root).
-    root_mqs = ms.read(0, 0, 1)
-    if estimator != "ls" and n_levels > 1 and hierarchy.n_units(1) == 1:
-        root_mqs = root_mqs + ms.read(1, 0, 1)  # the lone child: the same persons
+    # The root's marginals from every level's measurements (pooling; a deliberate
+    # difference from production, which uses the root's own only), or its own.
+    root_mqs = pooled_root(ms, hierarchy) if pool_root else ms.read(0, 0, 1)
     root_sub = _make_subproblem(
         root_mqs,
         cache,
@@ -729,7 +741,7 @@ def estimate(
         label="root",
         child_labels=(f"{hierarchy.geolevels[0].name} {hierarchy.geocodes[0][0] or 'US'}",),
     )
-    plans = _level_plans(ms, hierarchy, group_variable, passes)
+    plans = _level_plans(ms, hierarchy, group_variable, passes, [m.query for m in root_mqs])
     hists[0] = run_level(
         0,
         [
