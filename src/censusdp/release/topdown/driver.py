@@ -728,7 +728,11 @@ def estimate(
     # there: measured 0.19 s vs 3.4 s for the ADMM on the 1,890-cell pl94 root).
     # The root's marginals from every level's measurements (pooling; a deliberate
     # difference from production, which uses the root's own only), or its own.
-    root_mqs = pooled_root(ms, hierarchy) if pool_root else ms.read(0, 0, 1)
+    root_mqs = (
+        pooled_root(ms, hierarchy, variance_floor=_VARIANCE_FLOOR)
+        if pool_root
+        else ms.read(0, 0, 1)
+    )
     root_sub = _make_subproblem(
         root_mqs,
         cache,

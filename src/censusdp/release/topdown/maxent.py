@@ -70,6 +70,7 @@ from censusdp.release.topdown.l2 import L2Result
 from censusdp.release.topdown.problem import Subproblem
 
 __all__ = [
+    "DEFAULT_ESTIMATORS",
     "ESTIMATORS",
     "GAP_TOL",
     "MAX_COARSENED_ROWS",
@@ -82,6 +83,7 @@ __all__ = [
     "Term",
     "choose_estimator",
     "coarsenings_for",
+    "default_estimator",
     "maxent_point",
     "merge_repeats",
     "model_queries",
@@ -471,6 +473,20 @@ def choose_estimator(sub: Subproblem, *, coarse: Coarsenings = ()) -> Choice:
     if sel.full:
         return Choice("ls", {}, sel)
     return Choice("maxent", dict(sel.risk), sel)
+
+
+DEFAULT_ESTIMATORS: dict[str, str] = {"dhc-lite": "auto"}
+"""The estimator of a release that names none, by schema (least squares otherwise).
+
+``dhc-lite``'s cell-level query has 233,856 rows, far more than the persons of most
+units, so at every budget some of its queries are below their noise somewhere and
+``auto`` (maximum entropy there, least squares where every query is informative) is the
+default. ``pl94`` keeps least squares, as production does."""
+
+
+def default_estimator(schema_name: str) -> str:
+    """The estimator of a release of ``schema_name`` that names none."""
+    return DEFAULT_ESTIMATORS.get(schema_name, "ls")
 
 
 def check_estimator(name: str) -> str:

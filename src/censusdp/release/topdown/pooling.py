@@ -59,7 +59,8 @@ class _Pool:
         """Pool the units ``start:start+len(y)``'s own answers ``y`` (variance ``v``)."""
         stop = start + y.shape[0]
         old_v = self.var[start:stop]
-        w_old = np.where(np.isfinite(old_v), 1.0 / old_v, 0.0)
+        with np.errstate(divide="ignore"):
+            w_old = 1.0 / old_v  # 0 where nothing is pooled yet (variance inf)
         w_new = 1.0 / v
         tot = w_old + w_new
         self.value[start:stop] = (self.value[start:stop] * w_old[:, None] + y * w_new) / tot[
@@ -77,14 +78,15 @@ def _one_unit_levels(hierarchy: Hierarchy) -> int:
 
 
 def pooled_root(
-    ms: Measurements, hierarchy: Hierarchy, *, variance_floor: float = 0.0
+    ms: Measurements, hierarchy: Hierarchy, *, variance_floor: float = 1e-6
 ) -> list[MeasuredQuery]:
     """One measured query per query name: the root's answers pooled from every level.
 
     Args:
         ms: the noisy measurements.
         hierarchy: the geounits they refer to.
-        variance_floor: added to every measurement's variance (the driver's floor).
+        variance_floor: added to every measurement's variance (the driver's floor; it
+            keeps exact measurements' weights finite).
 
     Returns:
         per query name (in the order first met, top level first), a
@@ -135,8 +137,8 @@ def pooled_root(
         n_up = hierarchy.n_units(level - 1)
         pools = {}
         for q, p in here.items():
-            if deepest[q] < level or not np.isfinite(p.var).all():
-                continue  # not pooled from this level (or some unit has no answer)
+            if deepest[q] < level or n == 0 or not np.isfinite(p.var).all():
+                continue  # not pooled from this level (no units, or one has no answer)
             up = _Pool(n_up, p.rows)
             np.add.at(up.value, parent, p.value)
             up.var = np.bincount(parent, weights=p.var, minlength=n_up)
