@@ -103,6 +103,8 @@ GAP_TOL = 1.0
 pooled root of Vermont x0.02 at epsilon 0.5 stopping at 0.01 instead changed the state
 sex x age TVD by less than 1e-4 and took 4x as long)."""
 MAX_ITER = 3000
+_ATOMS = True
+"""Run the root's descent on atoms (see :func:`maxent_point`); off only in tests."""
 
 
 @dataclass(frozen=True)
@@ -395,6 +397,25 @@ def maxent_point(
     root = sub.parent is None
     axis = 1 if root else 0
     mass = x.sum(axis=1) if root else sub.parent.astype(np.float64)
+    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m) * t.w)) for t in terms)
+    expand = None
+    if root and _ATOMS:
+        # Cells in the same row of every term, the same group and the same support
+        # ("atoms") get the same gradient, and X0 is uniform on them: the iterates stay
+        # uniform on each atom, so the descent runs on atom totals (12,000 atoms for the
+        # 229,320 cells of a dhc-lite root fitted in age groups) and is spread at the end.
+        keys = np.stack([t.rows for t in terms] + [sub.groups] + list(free), axis=1)
+        _, first, atom = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        atom = atom.ravel()
+        n_atoms = first.size
+        size = np.bincount(atom, minlength=n_atoms).astype(np.float64)
+        xa = np.stack([np.bincount(atom, weights=row, minlength=n_atoms) for row in x])
+        terms = tuple(replace(t, rows=t.rows[first]) for t in terms)
+
+        def expand(z: np.ndarray) -> np.ndarray:
+            return np.where(free, (z / size[None, :])[:, atom], 0.0)
+
+        x = xa
     support = x > 0
     chi = 1.0 / (sub.noise_scale**2 if sub.noise_scale is not None else 1.0)
 
@@ -415,7 +436,6 @@ def maxent_point(
     with np.errstate(divide="ignore"):
         logx = np.where(support, np.log(np.where(support, x, 1.0)), -np.inf)
     loss, g = loss_grad(x)
-    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m) * t.w)) for t in terms)
     eta = 1.0 / max(rowmax * float(mass.max(initial=1.0)), 1e-12)
     status, it, gp = "max_iter", 0, gap(x, g)
     while gp * chi > gap_tol and it < max_iter:
@@ -435,6 +455,8 @@ def maxent_point(
         gp = gap(x, g)
     if gp * chi <= gap_tol:
         status = "converged"
+    if expand is not None:
+        x = expand(x)
     return MaxentResult(x, qs, it, gp * chi, status, names)
 
 
