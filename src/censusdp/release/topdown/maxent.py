@@ -13,17 +13,19 @@ those that best fit the *informative* measured marginals (the idea of private-pg
 McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for
 differential privacy", ICML 2019; written here from the method, for our subproblems):
 
-1. **Which marginals enter the model.** A one-row query (the children's totals) always
-   enters. Another enters when fitting it is expected to help: with the chi-square
-   statistic ``stat = sum_i sum_r (y_q[i, r] - A_q X0[i])_r^2 / var_q`` over its
-   ``dof = k (m_q - 1)`` degrees of freedom, fitting passes about ``dof`` units of noise
-   into the estimate and leaving it out costs about ``stat - dof`` units of signal, so it
-   enters when ``stat - dof`` exceeds both ``dof`` and :data:`SIGNIFICANCE_Z` standard
-   deviations ``sqrt(2 dof)`` (one-sided p = 0.001). ``X0`` is the starting point
-   (uniform within each child at the root; the parent's cells split by the children's
-   estimated totals below it). The ``detailed`` query at low epsilon stays out; the
-   ``sex*age`` marginal of a state of 10,000 persons at total epsilon 0.5 (noise 64 per
-   cell, signal about 43) stays out; the same marginal of a real state enters.
+1. **Which marginals enter the model, and at what resolution.** A one-row query (the
+   children's totals) always enters. For every other query, :func:`select_model`
+   estimates from the noisy answers and the public noise variance the squared error of
+   its answers under each candidate resolution: left out, every row fitted, or -- for a
+   query over an ordered attribute (:data:`ORDINAL_WIDTHS`: ``age``) -- its rows merged
+   into bins of consecutive levels (``sex`` x ten-year age groups). The resolution of
+   least estimated error is kept, if significant. Between "left out" and "every row"
+   this is the rule: fitting a marginal passes about ``dof`` units of noise into the
+   estimate and leaving it out costs about ``stat - dof`` units of signal. The
+   ``detailed`` query at low epsilon stays out; the ``sex*age`` marginal of a state of
+   10,000 persons at total epsilon 0.5 (noise 50 per cell after pooling, signal about
+   43) enters in 20- or 40-year age groups; the same marginal of a real state enters
+   in single years.
 2. **The fit.** Entropic mirror descent (exponentiated gradient) on the Gaussian
    log-likelihood of the chosen queries, ``1/2 sum_q w_q ||A_q X_i - y_q[i]||^2``, from
    ``X0``. Each step multiplies ``X`` by ``exp(-eta G)`` and renormalises -- each child's
@@ -39,16 +41,11 @@ Group bounds (invariants such as group-quarters facilities) are left to the inte
 rounding, which finds the closest integer point meeting every constraint exactly, as it
 does for the least-squares point; children still sum to the parent exactly.
 
-:func:`choose_estimator` (``auto``) picks, per subproblem, by measured accuracy without
-the truth: it draws synthetic measurements from the public noise law (Gaussian with
-each query's variance) around two plausible truths -- the maximum-entropy point and the
-least-squares point of the real measurements -- estimates both ways, and keeps the
-estimator whose error, averaged over the two truths, is smaller (the error: the mean
-over the measured marginals of the L1 distance of the answers over the population; the
-cell-level ``detailed`` query is not a published table and is left out). The draw is
-seeded by a hash of the subproblem's noisy answers, so a run is reproducible and the
-same on any executor. When every measured query rises above its noise, both estimators
-fit the same marginals and ``auto`` keeps least squares without simulating.
+:func:`choose_estimator` (``auto``) picks, per subproblem, from the public noise law and
+no extra solve: least squares when every measured query enters the model at full
+resolution (both then fit the same marginals), maximum entropy otherwise (its estimated
+error is then the smaller). :func:`default_estimator` makes ``auto`` the default of the
+``dhc-lite`` schema.
 """
 
 from __future__ import annotations
@@ -278,7 +275,7 @@ def select_model(
     For a query ``q`` with ``m`` present rows and noise variance ``v`` per row, and each
     candidate resolution -- left out, every row, or a coarsening into ``b`` bins -- the
     squared error of the fitted answers over the ``k`` children is estimated without
-    the truth (Stein's unbiased risk estimate; Mallows' C_p): with residuals
+    the truth (an unbiased risk estimate, Stein (1981)): with residuals
     ``r = y - A X0`` and ``S`` their sum of squares left after subtracting each bin's
     mean, the estimated squared bias is ``S - k (m - b) v`` and the noise passed into
     the fit ``k b v``. Left out is ``b = 1`` (the total is fitted by the totals query);

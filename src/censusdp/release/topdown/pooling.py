@@ -9,8 +9,7 @@ information at the root; at a small budget it is most of what there is (a one-st
 of dhc-lite-demo spends 2.5% of the budget at the US, 35% at the State and 62% below it).
 
 :func:`pooled_root` combines them, bottom up, by generalised least squares on the tree
-(the upward pass of Hay, Rastogi, Miklau & Suciu, "Boosting the accuracy of
-differentially private histograms through consistency", 2010): at each unit, the unit's
+(the upward pass of Hay et al. (2010)): at each unit, the unit's
 own noisy answer ``y`` (variance ``v``) and the sum ``s`` of its children's pooled
 answers (variance ``V``, the sum of theirs) are two independent unbiased measurements of
 the same answers, combined by inverse-variance weighting into one with variance
@@ -24,9 +23,10 @@ only down the chain of one-unit levels below the root (the US and the lone State
 one-state run measure the same persons): their answers at every unit would not fit in
 memory at state scale, and below the State they are noise.
 
-A deliberate difference from production (docs/production-fidelity.md): the root's
-estimate uses the measurements of every level. Every measurement is still used only
-through its public noisy answers and variance.
+A deliberate difference from 2020 production (docs/production-fidelity.md), whose code
+has the idea as an option that its configurations leave off (``pool_measurements``):
+the root's estimate uses the measurements of every level. Every measurement is still
+used only through its public noisy answers and variance.
 """
 
 from __future__ import annotations
