@@ -98,11 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--estimator",
         choices=("ls", "maxent", "auto"),
-        default="ls",
+        default=None,
         help="estimate of each parent-with-children problem: 'ls' least squares "
-        "(production); 'maxent' maximum entropy over the measured marginals that rise "
-        "above their noise (does not collapse at small epsilon); 'auto' the one with the "
-        "smaller error on synthetic measurements drawn from the public noise law",
+        "(production); 'maxent' maximum entropy over the measured marginals, each at the "
+        "resolution (e.g. age groups) whose estimated error under the public noise law is "
+        "least (does not collapse at small epsilon); 'auto' least squares where every "
+        "measured query is worth fitting in full, maxent elsewhere (default: 'auto' for "
+        "the dhc-lite schema, 'ls' otherwise)",
     )
     p.add_argument(
         "--max-children",

@@ -78,6 +78,7 @@ from censusdp.release.spine import (
     requested_spine,
 )
 from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.topdown.maxent import default_estimator
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
 from censusdp.tables import LazyTables, table_arrays, tables_to_arrays, tabulate_histograms
@@ -318,7 +319,7 @@ def run_release(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
-    estimator: str = "ls",
+    estimator: str | None = None,
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -346,8 +347,11 @@ def run_release(
         workers: worker processes for the pool executor (``"auto"``: pool when > 1).
         method: least-squares method (``"auto"``, ``"admm"``, ``"clarabel"``).
         estimator: ``"ls"`` (least squares), ``"maxent"`` (maximum entropy over the
-            informative measured marginals) or ``"auto"`` (per subproblem, by simulated
-            accuracy); see :mod:`censusdp.release.topdown.maxent`.
+            informative measured marginals) or ``"auto"`` (per subproblem, by the public
+            noise law); ``None``: the schema's default
+            (:func:`~censusdp.release.topdown.maxent.default_estimator`: ``auto`` for
+            ``dhc-lite``, least squares otherwise); see
+            :mod:`censusdp.release.topdown.maxent`.
         executor: ``"auto"``, ``"inprocess"``, ``"pool"`` or ``"spark"``
             (see :mod:`censusdp.execution.local`); the release does not depend on it.
         spark_master: Spark master URL for ``executor="spark"`` (default ``local[*]``).
@@ -508,7 +512,7 @@ def reestimate(
     units: str = "consistent",
     workers: int = 1,
     method: str = "auto",
-    estimator: str = "ls",
+    estimator: str | None = None,
     executor: str = "auto",
     spark_master: str | None = None,
     overwrite: bool = False,
@@ -626,7 +630,7 @@ def _estimate_measurements(
     postprocess: str,
     units_mode: str,
     method: str,
-    estimator: str = "ls",
+    estimator: str | None = None,
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
@@ -669,12 +673,13 @@ def _estimate_measurements(
         progress=progress,
         max_children=max_children,
     )
+    common["estimator"] = default_estimator(schema.name) if estimator is None else estimator
     persons = estimate(
         ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
     )
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
-    manifest["estimator"] = estimator
+    manifest["estimator"] = common["estimator"]
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
     if ums is not None:
@@ -684,6 +689,8 @@ def _estimate_measurements(
             household = household_persons(persons.histograms[-1], schema)
             ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
             group = UNIT_GROUP_VARIABLE
+        if estimator is None:
+            common["estimator"] = default_estimator(ums.schema.name)
         units = estimate(
             ums, hierarchy, ubounds, group_variable=group, checkpoint=levels("units"), **common
         )
@@ -715,7 +722,7 @@ def estimate_tables(
     postprocess: str = "topdown",
     units_mode: str = "consistent",
     method: str = "auto",
-    estimator: str = "ls",
+    estimator: str | None = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
     executor: Any = None,
 ) -> dict[str, list[np.ndarray]]:

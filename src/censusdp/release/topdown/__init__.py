@@ -8,7 +8,9 @@ point that keeps every constraint exact. :mod:`~censusdp.release.topdown.passes`
 :mod:`~censusdp.release.topdown.multipass` runs least squares and rounding in those passes.
 :mod:`~censusdp.release.topdown.maxent` is the low-budget alternative to least squares
 (``estimate(..., estimator="maxent" | "auto")``): the maximum-entropy fit of the measured
-marginals that rise above their noise.
+marginals that rise above their noise, each at the resolution the noise allows.
+:mod:`~censusdp.release.topdown.pooling` estimates the root's marginals from every
+level's measurements.
 """
 
 from censusdp.release.topdown.failsafe import (

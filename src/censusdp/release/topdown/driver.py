@@ -39,7 +39,7 @@ from censusdp.progress import logger, task
 from censusdp.release.measure import family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
-from censusdp.release.topdown.maxent import ESTIMATORS, solve_maxent
+from censusdp.release.topdown.maxent import ESTIMATORS, coarsenings_for, solve_maxent
 from censusdp.release.topdown.multipass import (
     L2Passes,
     RoundingPasses,
@@ -50,6 +50,7 @@ from censusdp.release.topdown.multipass import (
     solve_l2_passes,
 )
 from censusdp.release.topdown.passes import PASS_MODES, plans_for
+from censusdp.release.topdown.pooling import pooled_root
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
 from censusdp.release.topdown.split import (
@@ -102,6 +103,7 @@ class Task:
     l2_passes: L2Passes | None = None
     rounding: RoundingPasses | None = None
     estimator: str = "ls"
+    coarse: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,7 +158,11 @@ def run_task(task: Task) -> TaskResult:
     sub, report = make_feasible(task.sub)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
-    l2 = None if task.estimator == "ls" else solve_maxent(sub, task.estimator, method=task.method)
+    l2 = (
+        None
+        if task.estimator == "ls"
+        else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
+    )
     if l2 is None and task.l2_passes is None:
         l2 = solve_l2(sub, method=task.method)
     elif l2 is None:
@@ -195,10 +201,21 @@ class _QueryCache:
         self.ms = ms
         self._q: dict[str, Query] = {}
 
+        self._coarse: dict[tuple[str, ...], tuple] = {}
+
     def get(self, name: str) -> Query:
         if name not in self._q:
             self._q[name] = make_query(self.ms.schema, name)
         return self._q[name]
+
+    def coarse(self, mqs: list[MeasuredQuery], estimator: str) -> tuple:
+        """The candidate coarsenings of ``mqs``'s queries (none for least squares)."""
+        if estimator == "ls":
+            return ()
+        names = tuple(m.query for m in mqs)
+        if names not in self._coarse:
+            self._coarse[names] = coarsenings_for(self.ms.schema, names)
+        return self._coarse[names]
 
 
 def _group_of_cells(ms: Measurements, group_variable: str | None) -> tuple[np.ndarray, int]:
@@ -287,6 +304,7 @@ def _tasks_for_level(
     indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
     for p0, p1, mqs in _family_runs(ms, hierarchy, parent_level + 1):
         c0 = hierarchy.children(parent_level, p0).start
+        coarse = cache.coarse(mqs, estimator)
         for i in range(p0, p1):
             lo, hi = indptr[i], indptr[i + 1]
             nz = data[lo:hi] > 0
@@ -321,6 +339,7 @@ def _tasks_for_level(
                 l2p,
                 rounding,
                 estimator,
+                coarse,
             )
             if splittable(sub, max_children):
                 yield from _split_family(task, plan, max_children, splits)
@@ -345,6 +364,7 @@ def _split_family(
         task.method,
         *plan.bind(task.kept),
         estimator=task.estimator,
+        coarse=task.coarse,
     )
     r = run_task(coarse)
     if splits is not None:
@@ -360,6 +380,7 @@ def _split_family(
             task.method,
             *plan.bind(kept),
             estimator=task.estimator,
+            coarse=task.coarse,
         )
 
 
@@ -392,7 +413,14 @@ def _bottomup_tasks(
                 label=f"bottom-up blocks of {codes[i]}",
             )
             yield Task(
-                bl - 1, str(codes[i]), children.start, live, sub, method, estimator=estimator
+                bl - 1,
+                str(codes[i]),
+                children.start,
+                live,
+                sub,
+                method,
+                estimator=estimator,
+                coarse=cache.coarse(mqs, estimator),
             )
 
 
@@ -409,9 +437,14 @@ class _LevelPlan:
 
 
 def _level_plans(
-    ms: Measurements, hierarchy: Hierarchy, group_variable: str | None, passes: str
+    ms: Measurements,
+    hierarchy: Hierarchy,
+    group_variable: str | None,
+    passes: str,
+    root_names: list[str] | None = None,
 ) -> list[_LevelPlan]:
-    """Per level, the passes of the tasks whose children are at that level."""
+    """Per level, the passes of the tasks whose children are at that level (the root's
+    bound to ``root_names``, its queries, when given)."""
     names = [g.name for g in hierarchy.geolevels]
     out = []
     for level, plan in enumerate(plans_for(ms.schema.name, names, passes)):
@@ -419,6 +452,8 @@ def _level_plans(
             out.append(_LevelPlan())
             continue
         measured = [m.query for m in ms.read(level, 0, 0)]
+        if level == 0 and root_names is not None:
+            measured = root_names
         out.append(
             _LevelPlan(
                 bind_l2(plan, ms.schema, measured, group_variable), bind_rounding(plan, ms.schema)
@@ -576,6 +611,7 @@ def estimate(
     progress: Callable[[str], None] | None = None,
     checkpoint: Any = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
+    pool_root: bool = True,
 ) -> Estimate:
     """Estimate integer detailed histograms for every level from noisy measurements.
 
@@ -595,10 +631,10 @@ def estimate(
             pass everywhere. ``bottomup`` always runs one pass.
         estimator: ``"ls"`` (default): least squares; ``"maxent"``: the maximum-entropy
             estimate of :mod:`~censusdp.release.topdown.maxent` in every subproblem;
-            ``"auto"``: per subproblem, the one with the smaller simulated error. With
-            ``maxent`` or ``auto`` the root also pools the measurements of a lone child
-            (a one-state run measures the same persons at the US and at the State level)
-            and least squares runs in one pass.
+            ``"auto"``: per subproblem, least squares when every measured query is worth
+            fitting at full resolution, else maximum entropy (decided from the public
+            noise law, no extra solve). With ``maxent`` or ``auto`` least squares runs
+            in one pass.
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
@@ -610,6 +646,9 @@ def estimate(
             estimated again; the next level's tasks are built from its histogram.
         max_children: families with more children are solved in chunks
             (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
+        pool_root: estimate the root from every level's measurements of its marginals
+            (:func:`~censusdp.release.topdown.pooling.pooled_root`; default), or, as
+            production does, from the root's own measurements only.
 
     Returns:
         the histograms of every level (top first), summaries, and failsafe records.
@@ -687,9 +726,13 @@ def estimate(
 
     # Root: one unit, no parent constraint ("auto" tries the interior-point method first
     # there: measured 0.19 s vs 3.4 s for the ADMM on the 1,890-cell pl94 root).
-    root_mqs = ms.read(0, 0, 1)
-    if estimator != "ls" and n_levels > 1 and hierarchy.n_units(1) == 1:
-        root_mqs = root_mqs + ms.read(1, 0, 1)  # the lone child: the same persons
+    # The root's marginals from every level's measurements (pooling; a deliberate
+    # difference from production, which uses the root's own only), or its own.
+    root_mqs = (
+        pooled_root(ms, hierarchy, variance_floor=_VARIANCE_FLOOR)
+        if pool_root
+        else ms.read(0, 0, 1)
+    )
     root_sub = _make_subproblem(
         root_mqs,
         cache,
@@ -702,9 +745,22 @@ def estimate(
         label="root",
         child_labels=(f"{hierarchy.geolevels[0].name} {hierarchy.geocodes[0][0] or 'US'}",),
     )
-    plans = _level_plans(ms, hierarchy, group_variable, passes)
+    plans = _level_plans(ms, hierarchy, group_variable, passes, [m.query for m in root_mqs])
     hists[0] = run_level(
-        0, [Task(-1, "", 0, live, root_sub, method, *plans[0].bind(live), estimator=estimator)]
+        0,
+        [
+            Task(
+                -1,
+                "",
+                0,
+                live,
+                root_sub,
+                method,
+                *plans[0].bind(live),
+                estimator=estimator,
+                coarse=cache.coarse(root_mqs, estimator),
+            )
+        ],
     )
     for level in range(n_levels - 1):
         splits: list[tuple[TaskResult, int]] = []

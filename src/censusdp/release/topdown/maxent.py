@@ -13,17 +13,19 @@ those that best fit the *informative* measured marginals (the idea of private-pg
 McKenna, Sheldon & Miklau, "Graphical-model based estimation and inference for
 differential privacy", ICML 2019; written here from the method, for our subproblems):
 
-1. **Which marginals enter the model.** A one-row query (the children's totals) always
-   enters. Another enters when fitting it is expected to help: with the chi-square
-   statistic ``stat = sum_i sum_r (y_q[i, r] - A_q X0[i])_r^2 / var_q`` over its
-   ``dof = k (m_q - 1)`` degrees of freedom, fitting passes about ``dof`` units of noise
-   into the estimate and leaving it out costs about ``stat - dof`` units of signal, so it
-   enters when ``stat - dof`` exceeds both ``dof`` and :data:`SIGNIFICANCE_Z` standard
-   deviations ``sqrt(2 dof)`` (one-sided p = 0.001). ``X0`` is the starting point
-   (uniform within each child at the root; the parent's cells split by the children's
-   estimated totals below it). The ``detailed`` query at low epsilon stays out; the
-   ``sex*age`` marginal of a state of 10,000 persons at total epsilon 0.5 (noise 64 per
-   cell, signal about 43) stays out; the same marginal of a real state enters.
+1. **Which marginals enter the model, and at what resolution.** A one-row query (the
+   children's totals) always enters. For every other query, :func:`select_model`
+   estimates from the noisy answers and the public noise variance the squared error of
+   its answers under each candidate resolution: left out, every row fitted, or -- for a
+   query over an ordered attribute (:data:`ORDINAL_WIDTHS`: ``age``) -- its rows merged
+   into bins of consecutive levels (``sex`` x ten-year age groups). The resolution of
+   least estimated error is kept, if significant. Between "left out" and "every row"
+   this is the rule: fitting a marginal passes about ``dof`` units of noise into the
+   estimate and leaving it out costs about ``stat - dof`` units of signal. The
+   ``detailed`` query at low epsilon stays out; the ``sex*age`` marginal of a state of
+   10,000 persons at total epsilon 0.5 (noise 50 per cell after pooling, signal about
+   43) enters in 20- or 40-year age groups; the same marginal of a real state enters
+   in single years.
 2. **The fit.** Entropic mirror descent (exponentiated gradient) on the Gaussian
    log-likelihood of the chosen queries, ``1/2 sum_q w_q ||A_q X_i - y_q[i]||^2``, from
    ``X0``. Each step multiplies ``X`` by ``exp(-eta G)`` and renormalises -- each child's
@@ -39,21 +41,15 @@ Group bounds (invariants such as group-quarters facilities) are left to the inte
 rounding, which finds the closest integer point meeting every constraint exactly, as it
 does for the least-squares point; children still sum to the parent exactly.
 
-:func:`choose_estimator` (``auto``) picks, per subproblem, by measured accuracy without
-the truth: it draws synthetic measurements from the public noise law (Gaussian with
-each query's variance) around two plausible truths -- the maximum-entropy point and the
-least-squares point of the real measurements -- estimates both ways, and keeps the
-estimator whose error, averaged over the two truths, is smaller (the error: the mean
-over the measured marginals of the L1 distance of the answers over the population; the
-cell-level ``detailed`` query is not a published table and is left out). The draw is
-seeded by a hash of the subproblem's noisy answers, so a run is reproducible and the
-same on any executor. When every measured query rises above its noise, both estimators
-fit the same marginals and ``auto`` keeps least squares without simulating.
+:func:`choose_estimator` (``auto``) picks, per subproblem, from the public noise law and
+no extra solve: least squares when every measured query enters the model at full
+resolution (both then fit the same marginals), maximum entropy otherwise (its estimated
+error is then the smaller). :func:`default_estimator` makes ``auto`` the default of the
+``dhc-lite`` schema.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, replace
 
@@ -71,15 +67,24 @@ from censusdp.release.topdown.l2 import L2Result
 from censusdp.release.topdown.problem import Subproblem
 
 __all__ = [
+    "DEFAULT_ESTIMATORS",
     "ESTIMATORS",
     "GAP_TOL",
+    "MAX_COARSENED_ROWS",
+    "ORDINAL_WIDTHS",
     "SIGNIFICANCE_Z",
     "Choice",
+    "Coarsenings",
     "MaxentResult",
+    "Selection",
+    "Term",
     "choose_estimator",
+    "coarsenings_for",
+    "default_estimator",
     "maxent_point",
     "merge_repeats",
     "model_queries",
+    "select_model",
     "solve_maxent",
 ]
 
@@ -95,6 +100,8 @@ GAP_TOL = 1.0
 pooled root of Vermont x0.02 at epsilon 0.5 stopping at 0.01 instead changed the state
 sex x age TVD by less than 1e-4 and took 4x as long)."""
 MAX_ITER = 3000
+_ATOMS = True
+"""Run the root's descent on atoms (see :func:`maxent_point`); off only in tests."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,7 @@ class MaxentResult:
         iterations: mirror-descent steps taken.
         gap: the final Frank-Wolfe gap in chi-square units.
         status: ``"converged"`` or ``"max_iter"``.
+        terms: the names of the model's terms (``"q1"``; ``"q1/age/10"`` a coarsening).
     """
 
     x: np.ndarray
@@ -115,6 +123,7 @@ class MaxentResult:
     iterations: int
     gap: float
     status: str
+    terms: tuple[str, ...] = ()
 
 
 def _variances(sub: Subproblem) -> np.ndarray:
@@ -131,35 +140,44 @@ def _answers(x: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
     return np.bincount(flat, weights=x.ravel(), minlength=k * m).reshape(k, m)
 
 
-def merge_repeats(sub: Subproblem) -> Subproblem:
-    """``sub`` with the queries that measure the same marginal combined into one.
-
-    Two Gaussian measurements ``y1, y2`` of one marginal with weights ``w1, w2`` carry
-    the information of one, ``(w1 y1 + w2 y2) / (w1 + w2)`` with weight ``w1 + w2``: the
-    objective changes by a constant only (same minimisers), and the work halves (the
-    root pools the US and State measurements of a one-state run).
-    """
+def _repeat_groups(sub: Subproblem) -> list[list[int]]:
     groups: dict[tuple[bytes, int], list[int]] = {}
     for q in range(sub.n_queries):
         if sub.weights[q] > 0:
             key = (sub.query_rows[q].tobytes(), sub.query_sizes[q])
             groups.setdefault(key, []).append(q)
-    if all(len(g) == 1 for g in groups.values()) and len(groups) == sub.n_queries:
-        return sub
+    return list(groups.values())
+
+
+def merge_repeats(sub: Subproblem, coarse: Coarsenings | None = None):
+    """``sub`` with the queries that measure the same marginal combined into one.
+
+    Two Gaussian measurements ``y1, y2`` of one marginal with weights ``w1, w2`` carry
+    the information of one, ``(w1 y1 + w2 y2) / (w1 + w2)`` with weight ``w1 + w2``: the
+    objective changes by a constant only (same minimisers), and the work halves (the
+    root pools the US and State measurements of a one-state run). With ``coarse`` (the
+    queries' candidate coarsenings) it returns ``(merged, their coarsenings)``.
+    """
+    groups = _repeat_groups(sub)
+    if coarse is not None:
+        coarse = tuple(coarse[g[0]] if g[0] < len(coarse) else () for g in groups)
+    if all(len(g) == 1 for g in groups) and len(groups) == sub.n_queries:
+        return sub if coarse is None else (sub, coarse)
     rows, sizes, noisy, weights = [], [], [], []
-    for g in groups.values():
+    for g in groups:
         w = float(sum(sub.weights[q] for q in g))
         rows.append(sub.query_rows[g[0]])
         sizes.append(sub.query_sizes[g[0]])
         noisy.append(sum(sub.weights[q] * sub.noisy[q] for q in g) / w)
         weights.append(w)
-    return replace(
+    merged = replace(
         sub,
         query_rows=tuple(rows),
         query_sizes=tuple(sizes),
         noisy=tuple(noisy),
         weights=np.asarray(weights, dtype=np.float64),
     )
+    return merged if coarse is None else (merged, coarse)
 
 
 def _initial(sub: Subproblem, free: np.ndarray) -> np.ndarray:
@@ -180,31 +198,156 @@ def _initial(sub: Subproblem, free: np.ndarray) -> np.ndarray:
     return np.where(free, (t / np.maximum(n, 1))[:, None], 0.0) * (n > 0)[:, None]
 
 
-def model_queries(sub: Subproblem, comp: Compressed | None = None) -> tuple[int, ...]:
-    """The queries worth fitting: the one-row totals, and those whose answers vary around
-    ``X0`` by more signal than noise (the chi-square rule of the module docstring)."""
+@dataclass(frozen=True)
+class Term:
+    """One marginal in the model: a measured query, or a coarsening of one (its rows
+    merged into bins, e.g. single years of age into five-year groups).
+
+    Attributes:
+        query: the measured query it comes from.
+        name: ``"q<query>"`` or ``"q<query>/<coarsening>"``.
+        rows: ``(c,)`` row of every kept cell (``0..m-1``).
+        y: ``(k, m)`` noisy answers (a bin's: the sum of its measured rows).
+        w: ``(m,)`` weight of each row (a bin of ``n`` measured rows: ``w_q / n``).
+    """
+
+    query: int
+    name: str
+    rows: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+
+    @property
+    def m(self) -> int:
+        return int(self.w.size)
+
+
+Coarsenings = tuple[tuple[tuple[str, np.ndarray], ...], ...]
+"""Per query of a subproblem, its candidate coarsenings: ``(name, bin of every row of the
+query)``; the driver builds them from the schema (:data:`ORDINAL_WIDTHS`)."""
+
+
+def _full_term(comp: Compressed, q: int) -> Term:
+    m = comp.sizes[q]
+    return Term(q, f"q{q}", comp.rows[q], comp.y[q], np.full(m, float(comp.w[q])))
+
+
+def _coarse_term(
+    sub: Subproblem, comp: Compressed, q: int, name: str, row_bins: np.ndarray
+) -> Term:
+    """Query ``q`` with its present rows merged by ``row_bins`` (bins of the full rows)."""
+    present = np.unique(sub.query_rows[q])  # compress's order of the present rows
+    bins, local = np.unique(np.asarray(row_bins)[present], return_inverse=True)
+    nb = int(bins.size)
+    n = np.bincount(local, minlength=nb).astype(np.float64)
+    y = np.zeros((sub.k, nb))
+    np.add.at(y.T, local, comp.y[q].T)
+    return Term(q, f"q{q}/{name}", local[comp.rows[q]], y, float(comp.w[q]) / n)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The model of one subproblem and the risks that chose it.
+
+    Attributes:
+        terms: the marginals in the model.
+        risk: per measured query (and ``"total"``), the estimated squared error, in
+            noise-variance units, of its answers under ``"maxent"`` (the chosen
+            resolution) and ``"ls"`` (every row fitted: its full noise).
+        full: ``True`` when every measured query entered at full resolution (then least
+            squares fits exactly the same marginals).
+    """
+
+    terms: tuple[Term, ...]
+    risk: dict[str, float]
+    full: bool
+
+    @property
+    def queries(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(t.query for t in self.terms))
+
+
+def select_model(
+    sub: Subproblem, comp: Compressed | None = None, coarse: Coarsenings = ()
+) -> Selection:
+    """The marginals worth fitting, each at the resolution of least estimated risk.
+
+    For a query ``q`` with ``m`` present rows and noise variance ``v`` per row, and each
+    candidate resolution -- left out, every row, or a coarsening into ``b`` bins -- the
+    squared error of the fitted answers over the ``k`` children is estimated without
+    the truth (an unbiased risk estimate, Stein (1981)): with residuals
+    ``r = y - A X0`` and ``S`` their sum of squares left after subtracting each bin's
+    mean, the estimated squared bias is ``S - k (m - b) v`` and the noise passed into
+    the fit ``k b v``. Left out is ``b = 1`` (the total is fitted by the totals query);
+    every row is ``b = m``, ``S = 0``. The candidate of least risk is kept; a fitted one
+    must also be significant (its bins' chi-square statistic above its ``k (b - 1)``
+    degrees of freedom by :data:`SIGNIFICANCE_Z` standard deviations). Between left out
+    and every row this is the rule "signal beyond the noise a fit would add".
+    """
     comp = compress(sub) if comp is None else comp
     if sub.c == 0:
-        return ()
+        return Selection((), {}, True)
     x0 = _initial(sub, ~fixed_zeros(sub))
     var = _variances(sub)
-    out = []
+    terms: list[Term] = []
+    risk = {"maxent": 0.0, "ls": 0.0}
+    full = True
     for q in range(len(comp.sizes)):
         m = comp.sizes[q]
         if comp.w[q] <= 0 or m == 0:
             continue
         if m == 1:  # the children's totals: always in the model (no test has dof here)
-            out.append(q)
+            terms.append(_full_term(comp, q))
+            risk["maxent"] += sub.k
+            risk["ls"] += sub.k
             continue
+        k, v = sub.k, var[q]
         resid = comp.y[q] - _answers(x0, comp.rows[q], m)
-        stat = float(np.sum(resid**2)) / var[q]
-        dof = sub.k * (m - 1)
-        # fitting a marginal passes its noise (about dof * var) into the estimate; leaving
-        # it out costs its signal (about stat - dof in var units): fit it only when the
-        # signal is the larger, and significantly there at all
-        if stat - dof > max(dof, SIGNIFICANCE_Z * np.sqrt(2.0 * dof)):
-            out.append(q)
-    return tuple(out)
+        stat = float(np.sum(resid**2)) / v
+        # (name, bins b, estimated risk, term factory)
+        best = ("out", 1, stat - k * (m - 1) + k, None)
+        candidates = [("full", m, float(k * m), lambda q=q: _full_term(comp, q))]
+        present = np.unique(sub.query_rows[q])
+        for name, row_bins in coarse[q] if q < len(coarse) else ():
+            bins, local = np.unique(np.asarray(row_bins)[present], return_inverse=True)
+            b = int(bins.size)
+            if b <= 1 or b >= m:
+                continue
+            n = np.bincount(local, minlength=b).astype(np.float64)
+            sums = np.zeros((k, b))
+            np.add.at(sums.T, local, resid.T)
+            within = float(np.sum(resid**2) - np.sum(sums**2 / n[None, :]))
+            r = within / v - k * (m - b) + k * b
+            chi = float(np.sum(sums**2 / n[None, :])) / v
+            dof = k * (b - 1)
+            if chi - dof > SIGNIFICANCE_Z * np.sqrt(2.0 * dof):
+                candidates.append(
+                    (
+                        name,
+                        b,
+                        r,
+                        lambda q=q, nm=name, rb=row_bins: _coarse_term(sub, comp, q, nm, rb),
+                    )
+                )
+        dof = k * (m - 1)
+        if not stat - dof > SIGNIFICANCE_Z * np.sqrt(2.0 * dof):
+            candidates.pop(0)  # every row fitted: not significant
+        for cand in candidates:
+            if cand[2] < best[2]:
+                best = cand
+        if best[3] is not None:
+            terms.append(best[3]())
+        full = full and best[0] == "full"
+        risk["maxent"] += best[2]
+        risk["ls"] += float(k * m)
+    return Selection(tuple(terms), risk, full)
+
+
+def model_queries(
+    sub: Subproblem, comp: Compressed | None = None, coarse: Coarsenings = ()
+) -> tuple[int, ...]:
+    """The queries worth fitting (at some resolution): see :func:`select_model`."""
+    return select_model(sub, comp, coarse).queries
 
 
 def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -219,15 +362,19 @@ def maxent_point(
     comp: Compressed | None = None,
     *,
     queries: tuple[int, ...] | None = None,
+    terms: tuple[Term, ...] | None = None,
+    coarse: Coarsenings = (),
     max_iter: int = MAX_ITER,
     gap_tol: float = GAP_TOL,
 ) -> MaxentResult:
-    """The maximum-entropy point among the best Gaussian fits of the model queries.
+    """The maximum-entropy point among the best Gaussian fits of the model's marginals.
 
     Args:
         sub: the subproblem (feasible; run ``make_feasible`` first).
         comp: its compressed queries (computed if ``None``).
-        queries: the model's queries (default :func:`model_queries`).
+        queries: fit these queries at full resolution (default: :func:`select_model`).
+        terms: fit these terms (overrides ``queries``).
+        coarse: the queries' candidate coarsenings, for :func:`select_model`.
         max_iter: cap on mirror-descent steps.
         gap_tol: stop when the Frank-Wolfe gap is below this many chi-square units.
     """
@@ -235,22 +382,46 @@ def maxent_point(
     k, c = sub.k, sub.c
     free = ~fixed_zeros(sub)
     x = _initial(sub, free)
-    queries = model_queries(sub, comp) if queries is None else tuple(queries)
-    queries = tuple(q for q in queries if comp.w[q] > 0 and comp.sizes[q] > 0)
-    if c == 0 or not queries or (sub.parent is not None and k == 1):
-        return MaxentResult(x, queries, 0, 0.0, "converged")
+    if terms is None and queries is None:
+        terms = select_model(sub, comp, coarse).terms
+    elif terms is None:
+        terms = tuple(_full_term(comp, q) for q in queries)
+    terms = tuple(t for t in terms if comp.w[t.query] > 0 and t.m > 0)
+    names = tuple(t.name for t in terms)
+    qs = tuple(dict.fromkeys(t.query for t in terms))
+    if c == 0 or not terms or (sub.parent is not None and k == 1):
+        return MaxentResult(x, qs, 0, 0.0, "converged", names)
     root = sub.parent is None
     axis = 1 if root else 0
     mass = x.sum(axis=1) if root else sub.parent.astype(np.float64)
+    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m) * t.w)) for t in terms)
+    expand = None
+    if root and _ATOMS:
+        # Cells in the same row of every term, the same group and the same support
+        # ("atoms") get the same gradient, and X0 is uniform on them: the iterates stay
+        # uniform on each atom, so the descent runs on atom totals (12,000 atoms for the
+        # 229,320 cells of a dhc-lite root fitted in age groups) and is spread at the end.
+        keys = np.stack([t.rows for t in terms] + [sub.groups] + list(free), axis=1)
+        _, first, atom = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        atom = atom.ravel()
+        n_atoms = first.size
+        size = np.bincount(atom, minlength=n_atoms).astype(np.float64)
+        xa = np.stack([np.bincount(atom, weights=row, minlength=n_atoms) for row in x])
+        terms = tuple(replace(t, rows=t.rows[first]) for t in terms)
+
+        def expand(z: np.ndarray) -> np.ndarray:
+            return np.where(free, (z / size[None, :])[:, atom], 0.0)
+
+        x = xa
     support = x > 0
     chi = 1.0 / (sub.noise_scale**2 if sub.noise_scale is not None else 1.0)
 
     def loss_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
         total, g = 0.0, np.zeros_like(z)
-        for q in queries:
-            r = _answers(z, comp.rows[q], comp.sizes[q]) - comp.y[q]
-            total += 0.5 * float(comp.w[q]) * float(np.sum(r**2))
-            g += float(comp.w[q]) * r[:, comp.rows[q]]
+        for t in terms:
+            r = _answers(z, t.rows, t.m) - t.y
+            total += 0.5 * float(np.sum(t.w[None, :] * r**2))
+            g += (t.w[None, :] * r)[:, t.rows]
         return total, g
 
     def gap(z: np.ndarray, g: np.ndarray) -> float:
@@ -262,7 +433,6 @@ def maxent_point(
     with np.errstate(divide="ignore"):
         logx = np.where(support, np.log(np.where(support, x, 1.0)), -np.inf)
     loss, g = loss_grad(x)
-    rowmax = max(float(np.bincount(comp.rows[q]).max()) * float(comp.w[q]) for q in queries)
     eta = 1.0 / max(rowmax * float(mass.max(initial=1.0)), 1e-12)
     status, it, gp = "max_iter", 0, gap(x, g)
     while gp * chi > gap_tol and it < max_iter:
@@ -282,7 +452,9 @@ def maxent_point(
         gp = gap(x, g)
     if gp * chi <= gap_tol:
         status = "converged"
-    return MaxentResult(x, queries, it, gp * chi, status)
+    if expand is not None:
+        x = expand(x)
+    return MaxentResult(x, qs, it, gp * chi, status, names)
 
 
 @dataclass(frozen=True)
@@ -291,74 +463,49 @@ class Choice:
 
     Attributes:
         estimator: ``"ls"`` or ``"maxent"``.
-        errors: per estimator, its mean simulated error (``{}`` when no simulation
-            was needed: every query entered the model, so both fit the same marginals).
-        ls: the least-squares result on the real measurements, when it was computed.
+        errors: per estimator, its estimated squared error of the measured answers in
+            noise-variance units (:class:`Selection` ``risk``); ``{}`` when every query
+            entered the model at full resolution (both fit the same marginals).
+        selection: the maximum-entropy model behind the choice.
     """
 
     estimator: str
     errors: dict[str, float]
-    ls: L2Result | None = None
+    selection: Selection | None = None
 
 
-def _seed(sub: Subproblem) -> int:
-    h = hashlib.blake2b(digest_size=8)
-    for y in sub.noisy:
-        h.update(np.ascontiguousarray(y).tobytes())
-    return int.from_bytes(h.digest(), "little")
+def choose_estimator(sub: Subproblem, *, coarse: Coarsenings = ()) -> Choice:
+    """``auto``: least squares or maximum entropy for this subproblem, from the noise law.
 
-
-def _error(sub: Subproblem, est: np.ndarray, truth: np.ndarray) -> float:
-    """Mean over the measured marginals of ``sum |A_q est - A_q truth| / population``.
-
-    A query with one kept cell per row (``detailed``) is not a marginal of the cells and
-    is left out: what is published (and judged) are marginal tables.
+    Least squares fits every measured row, so it passes each query's whole noise into
+    its estimate; maximum entropy fits each query at the resolution whose estimated risk
+    (:func:`select_model`, computed from the noisy answers and the public variances) is
+    least. When every query enters at full resolution both fit the same marginals and
+    least squares (the production method) is kept; otherwise the estimated risk of
+    maximum entropy is below that of least squares by construction, and it is chosen.
+    No solve is needed to decide: one pass over the answers.
     """
-    n = max(float(truth.sum()), 1.0)
-    errs = [
-        float(np.abs(a - b).sum()) / n
-        for a, b, w, rows in zip(
-            sub.answers(est), sub.answers(truth), sub.weights, sub.query_rows, strict=True
-        )
-        if w > 0 and np.unique(rows).size < sub.c
-    ]
-    return float(np.mean(errs)) if errs else 0.0
-
-
-def choose_estimator(sub: Subproblem, *, method: str = "auto") -> Choice:
-    """``auto``: least squares or maximum entropy for this subproblem, by simulated accuracy.
-
-    When every measured query enters the model (:func:`model_queries`), both estimators
-    fit the same marginals and least squares (the production method) is kept without
-    simulating. Otherwise: two plausible truths -- the maximum-entropy point and the
-    least-squares point of the real measurements -- each get one synthetic draw of
-    every measured query from the public noise law (Gaussian, each query's variance);
-    both estimators run on each draw (least squares by :func:`solve_l2` with ``method``),
-    and the estimator with the smaller mean error over the two wins (least squares on a
-    tie). It costs three least-squares and three maximum-entropy solves.
-    """
-    from censusdp.release.topdown.l2 import solve_l2
-
     sub = merge_repeats(sub)
-    comp = compress(sub)
-    measured = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
-    chosen = model_queries(sub, comp)
-    if sub.c == 0 or set(measured) <= set(chosen) or (sub.parent is not None and sub.k == 1):
+    if sub.c == 0 or (sub.parent is not None and sub.k == 1):
         return Choice("ls", {})
-    rng = np.random.default_rng(_seed(sub))
-    sd = np.sqrt(_variances(sub))
-    ls = solve_l2(sub, method=method)
-    truths = (maxent_point(sub, comp, queries=chosen).x, ls.x)
-    mean = {"ls": 0.0, "maxent": 0.0}
-    for truth in truths:
-        noisy = tuple(
-            a + rng.normal(0.0, s, a.shape) if np.isfinite(s) else y
-            for a, s, y in zip(sub.answers(truth), sd, sub.noisy, strict=True)
-        )
-        sim = replace(sub, noisy=noisy)
-        mean["maxent"] += _error(sim, maxent_point(sim).x, truth) / len(truths)
-        mean["ls"] += _error(sim, solve_l2(sim, method=method).x, truth) / len(truths)
-    return Choice("maxent" if mean["maxent"] < mean["ls"] else "ls", mean, ls)
+    sel = select_model(sub, compress(sub), coarse)
+    if sel.full:
+        return Choice("ls", {}, sel)
+    return Choice("maxent", dict(sel.risk), sel)
+
+
+DEFAULT_ESTIMATORS: dict[str, str] = {"dhc-lite": "auto"}
+"""The estimator of a release that names none, by schema (least squares otherwise).
+
+``dhc-lite``'s cell-level query has 233,856 rows, far more than the persons of most
+units, so at every budget some of its queries are below their noise somewhere and
+``auto`` (maximum entropy there, least squares where every query is informative) is the
+default. ``pl94`` keeps least squares, as production does."""
+
+
+def default_estimator(schema_name: str) -> str:
+    """The estimator of a release of ``schema_name`` that names none."""
+    return DEFAULT_ESTIMATORS.get(schema_name, "ls")
 
 
 def check_estimator(name: str) -> str:
@@ -368,24 +515,35 @@ def check_estimator(name: str) -> str:
     return name
 
 
-def solve_maxent(sub: Subproblem, estimator: str, *, method: str = "auto") -> L2Result | None:
+def solve_maxent(
+    sub: Subproblem, estimator: str, *, method: str = "auto", coarse: Coarsenings = ()
+) -> L2Result | None:
     """The real-valued estimate of ``sub`` for ``estimator`` ``"maxent"`` or ``"auto"``.
 
-    Returns an :class:`~censusdp.release.topdown.l2.L2Result`: with ``method =
-    "maxent"`` (``status`` ``"optimal"`` when converged, else ``"max_iter"``), the
-    least-squares result when ``auto`` chose least squares after computing it, or
-    ``None`` when ``auto`` chose least squares without (the caller runs its chain).
+    Returns an :class:`~censusdp.release.topdown.l2.L2Result` with ``method =
+    "maxent"`` (``status`` ``"optimal"`` when converged, else ``"max_iter"``), or
+    ``None`` when ``auto`` chose least squares (the caller runs its chain). ``coarse``:
+    the queries' candidate coarsenings (:data:`Coarsenings`). ``method`` is unused (the
+    least-squares method of the caller's chain).
     """
+    del method
     t0 = time.perf_counter()
-    if check_estimator(estimator) == "auto":
-        choice = choose_estimator(sub, method=method)
-        if choice.estimator == "ls":
-            return choice.ls
+    check_estimator(estimator)
     if sub.parent is not None and sub.k == 1:
+        if estimator == "auto":
+            return None
         x = sub.parent.astype(np.float64)[None, :]
         res = MaxentResult(x, (), 0, 0.0, "exact")
     else:
-        res = maxent_point(merge_repeats(sub))
+        merged, mc = merge_repeats(sub, coarse)
+        comp = compress(merged)
+        if estimator == "auto":
+            choice = choose_estimator(merged, coarse=mc)
+            if choice.estimator == "ls":
+                return None
+            res = maxent_point(merged, comp, terms=choice.selection.terms)
+        else:
+            res = maxent_point(merged, comp, coarse=mc)
     return L2Result(
         x=res.x,
         status="optimal" if res.status != "max_iter" else "max_iter",
@@ -394,6 +552,42 @@ def solve_maxent(sub: Subproblem, estimator: str, *, method: str = "auto") -> L2
         seconds=time.perf_counter() - t0,
         max_violation=sub.max_violation(res.x),
         objective=sub.objective(res.x),
-        solver_status=f"{res.status}; model queries {list(res.queries)}; gap {res.gap:.3g}",
+        solver_status=f"{res.status}; model {list(res.terms)}; gap {res.gap:.3g}",
         attempts=(("maxent", res.status),),
     )
+
+
+ORDINAL_WIDTHS: dict[str, tuple[int, ...]] = {"age": (2, 5, 10, 20, 40)}
+"""Ordered attributes whose levels a query may be fitted in bins of these widths, when
+single levels are too noisy to fit (:func:`select_model` picks by estimated risk)."""
+MAX_COARSENED_ROWS = 4096
+"""Queries with more rows (the cell-level ``detailed``) get no coarsenings."""
+
+
+def coarsenings_for(schema, names: list[str] | tuple[str, ...]) -> Coarsenings:
+    """The candidate coarsenings of the queries ``names`` of ``schema``.
+
+    A query over an attribute of :data:`ORDINAL_WIDTHS` (``sex*age``) gets one candidate
+    per width: its rows merged into bins of that many consecutive levels, the other
+    attributes kept (``sex`` x ten-year age groups).
+    """
+    from censusdp.data.queries import make_query
+
+    out = []
+    for name in names:
+        q = make_query(schema, name)
+        cands: list[tuple[str, np.ndarray]] = []
+        ordinal = [v for v in q.variables if v in ORDINAL_WIDTHS]
+        if ordinal and q.n_rows <= MAX_COARSENED_ROWS:
+            var = ordinal[0]
+            rest = [v for v in q.variables if v != var]
+            other = make_query(schema, "*".join(rest)) if rest else make_query(schema, "total")
+            level = schema.cell_levels(var)
+            size = schema.variable(var).size
+            for width in ORDINAL_WIDTHS[var]:
+                nb = -(-size // width)
+                row_bins = np.zeros(q.n_rows, dtype=np.int64)
+                row_bins[q.row_of_cell] = other.row_of_cell * nb + level // width
+                cands.append((f"{var}/{width}", row_bins))
+        out.append(tuple(cands))
+    return tuple(out)

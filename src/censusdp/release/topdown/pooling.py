@@ -1,0 +1,151 @@
+"""The root's marginals estimated from every measurement that bears on them.
+
+TopDown estimates the root (the nation, or the one state of a state run) from the root's
+own measurements and then only distributes its counts down the tree. But every geolevel
+measures marginals of the same persons: the sum of a query's noisy answers over the
+counties of a state is an unbiased measurement of the state's answer, with the variance
+of one county's answer times the number of counties. Production discards that
+information at the root; at a small budget it is most of what there is (a one-state run
+of dhc-lite-demo spends 2.5% of the budget at the US, 35% at the State and 62% below it).
+
+:func:`pooled_root` combines them, bottom up, by generalised least squares on the tree
+(the upward pass of Hay et al. (2010)): at each unit, the unit's
+own noisy answer ``y`` (variance ``v``) and the sum ``s`` of its children's pooled
+answers (variance ``V``, the sum of theirs) are two independent unbiased measurements of
+the same answers, combined by inverse-variance weighting into one with variance
+``1 / (1/v + 1/V)``. At the root this is the best linear unbiased estimate of the root's
+answers from all the measurements of that query. Each query is pooled separately (its
+variance is the same for every row of a unit), so the result is one measured query per
+query name, which the root's estimation fits like any other measurement.
+
+Queries with more than :data:`POOL_MAX_ROWS` rows (the cell-level ``detailed``) are pooled
+only down the chain of one-unit levels below the root (the US and the lone State of a
+one-state run measure the same persons): their answers at every unit would not fit in
+memory at state scale, and below the State they are noise.
+
+A deliberate difference from 2020 production (docs/production-fidelity.md), whose code
+has the idea as an option that its configurations leave off (``pool_measurements``):
+the root's estimate uses the measurements of every level. Every measurement is still
+used only through its public noisy answers and variance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.measurements import MeasuredQuery, Measurements
+
+__all__ = ["POOL_MAX_ROWS", "POOL_MAX_VALUES", "pooled_root"]
+
+POOL_MAX_ROWS = 4096
+"""Queries with more rows are pooled only over the one-unit levels at the top."""
+POOL_MAX_VALUES = 20_000_000
+"""Levels whose pooled answers (units x rows of the small queries) would need more values
+than this (160 MB) are left out of the root's estimate, with the levels below them (the
+blocks of a large state; their noise makes them worth little at the root anyway)."""
+_CHUNK_VALUES = 2_000_000
+
+
+class _Pool:
+    """The pooled answers of one query at the units of one level: sums and variances."""
+
+    def __init__(self, n_units: int, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.value = np.zeros((n_units, rows.size))
+        self.var = np.full(n_units, np.inf)
+
+    def combine(self, start: int, y: np.ndarray, v: float) -> None:
+        """Pool the units ``start:start+len(y)``'s own answers ``y`` (variance ``v``)."""
+        stop = start + y.shape[0]
+        old_v = self.var[start:stop]
+        with np.errstate(divide="ignore"):
+            w_old = 1.0 / old_v  # 0 where nothing is pooled yet (variance inf)
+        w_new = 1.0 / v
+        tot = w_old + w_new
+        self.value[start:stop] = (self.value[start:stop] * w_old[:, None] + y * w_new) / tot[
+            :, None
+        ]
+        self.var[start:stop] = 1.0 / tot
+
+
+def _one_unit_levels(hierarchy: Hierarchy) -> int:
+    """How many levels from the top have exactly one unit."""
+    n = 0
+    while n < hierarchy.n_levels and hierarchy.n_units(n) == 1:
+        n += 1
+    return n
+
+
+def pooled_root(
+    ms: Measurements, hierarchy: Hierarchy, *, variance_floor: float = 1e-6
+) -> list[MeasuredQuery]:
+    """One measured query per query name: the root's answers pooled from every level.
+
+    Args:
+        ms: the noisy measurements.
+        hierarchy: the geounits they refer to.
+        variance_floor: added to every measurement's variance (the driver's floor; it
+            keeps exact measurements' weights finite).
+
+    Returns:
+        per query name (in the order first met, top level first), a
+        :class:`~censusdp.data.measurements.MeasuredQuery` of the root with one unit,
+        its pooled answers and their variance (``mechanism = "pooled"``).
+    """
+    n_levels = hierarchy.n_levels
+    top = _one_unit_levels(hierarchy)
+    names: dict[str, tuple[np.ndarray, str]] = {}
+    for level in range(n_levels):
+        for mq in ms.read(level, 0, 0):
+            names.setdefault(mq.query, (mq.rows, mq.geolevel))
+    # per query: the deepest level it is pooled from (the small queries: the deepest
+    # level whose pooled answers fit in POOL_MAX_VALUES)
+    small = sum(rows.size for rows, _ in names.values() if rows.size <= POOL_MAX_ROWS)
+    lo = n_levels - 1
+    while lo > 0 and hierarchy.n_units(lo) * small > POOL_MAX_VALUES:
+        lo -= 1
+    deepest = {
+        name: max(top - 1, 0) if rows.size > POOL_MAX_ROWS else lo
+        for name, (rows, _) in names.items()
+    }
+    pools: dict[str, _Pool] = {}  # the pooled answers of the level being built
+    for level in range(n_levels - 1, -1, -1):
+        n = hierarchy.n_units(level)
+        active = [q for q in names if deepest[q] >= level]
+        if not active:
+            continue
+        here = {q: pools.get(q) for q in active}
+        for q in active:
+            if here[q] is None:
+                here[q] = _Pool(n, names[q][0])
+        width = sum(names[q][0].size for q in active)
+        step = max(1, _CHUNK_VALUES // max(width, 1))
+        for c0 in range(0, n, step):
+            c1 = min(n, c0 + step)
+            for mq in ms.read(level, c0, c1):
+                if mq.query in here:
+                    p = here[mq.query]
+                    y = np.zeros((c1 - c0, p.rows.size))
+                    pos = np.searchsorted(p.rows, mq.rows)
+                    y[:, pos] = mq.values
+                    p.combine(c0, y, float(mq.variance) + variance_floor)
+        if level == 0:
+            pools = here
+            break
+        parent = hierarchy.parent[level]
+        n_up = hierarchy.n_units(level - 1)
+        pools = {}
+        for q, p in here.items():
+            if deepest[q] < level or n == 0 or not np.isfinite(p.var).all():
+                continue  # not pooled from this level (no units, or one has no answer)
+            up = _Pool(n_up, p.rows)
+            np.add.at(up.value, parent, p.value)
+            up.var = np.bincount(parent, weights=p.var, minlength=n_up)
+            pools[q] = up
+    out = []
+    root = hierarchy.geolevels[0].name
+    for q, p in pools.items():
+        if np.isfinite(p.var[0]):
+            out.append(MeasuredQuery(root, q, p.rows, p.value[:1], float(p.var[0]), "pooled"))
+    return out

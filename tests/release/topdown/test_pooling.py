@@ -1,0 +1,137 @@
+"""The root's marginals pooled from every level: the best linear unbiased estimate."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.measurements import MeasuredQuery, MeasurementSet, measured_rows
+from censusdp.data.queries import make_query
+from censusdp.data.schema import get_schema
+from censusdp.release.topdown import pooling
+from censusdp.release.topdown.pooling import pooled_root
+from profiles import examples
+
+LEVELS = GeoLevels.from_pairs([("US", 0), ("State", 2), ("County", 5), ("Block", 16)])
+PL94 = get_schema("pl94")
+
+
+def _tree(fanouts: tuple[int, ...]) -> Hierarchy:
+    codes = [""]
+    for li, f in enumerate(fanouts):
+        width = LEVELS[li + 1].length - LEVELS[li].length
+        codes = [c + str(k + 1).zfill(width) for c in codes for k in range(f)]
+    return Hierarchy.from_blocks(np.array(codes), LEVELS)
+
+
+def _measure(h: Hierarchy, plan: dict[str, dict[str, float]], rng) -> tuple[MeasurementSet, dict]:
+    """Noisy answers of random block histograms; also the exact root answers."""
+    nb = h.n_units(h.n_levels - 1)
+    import scipy.sparse as sp
+
+    x = rng.poisson(0.05, (nb, PL94.size)).astype(np.int64)
+    x[:, PL94.structural_zero_mask] = 0
+    levels = h.aggregate(sp.csr_matrix(x))
+    ms = MeasurementSet(PL94, h.geolevels, h.geocodes)
+    exact_root = {}
+    for li, lv in enumerate(h.geolevels.levels):
+        for name, v in plan.get(lv.name, {}).items():
+            q = make_query(PL94, name)
+            rows = measured_rows(PL94, q)
+            exact = np.asarray(q.answer_many(levels[li]).todense())[:, rows].astype(float)
+            vals = exact + rng.normal(0.0, np.sqrt(v), exact.shape)
+            ms.queries[(lv.name, q.name)] = MeasuredQuery(lv.name, q.name, rows, vals, v, "G")
+            exact_root[q.name] = np.asarray(q.answer_many(levels[0]).todense())[0, rows]
+    return ms, exact_root
+
+
+def _brute_force(ms: MeasurementSet, h: Hierarchy, name: str) -> tuple[np.ndarray, float]:
+    """Generalised least squares over the block answers, by dense linear algebra: the
+    estimate of the root's answers (the sum over blocks) and its variance."""
+    bl = h.n_levels - 1
+    nb = h.n_units(bl)
+    design, prec, ys = [], [], []
+    for li, lv in enumerate(h.geolevels.levels):
+        mq = ms.queries.get((lv.name, name))
+        if mq is None:
+            continue
+        # which level-li unit each block lies in
+        up = np.arange(nb)
+        for lj in range(bl, li, -1):
+            up = h.parent[lj][up]
+        d = np.zeros((h.n_units(li), nb))
+        d[up, np.arange(nb)] = 1.0
+        design.append(d)
+        prec.append(np.full(h.n_units(li), 1.0 / mq.variance))
+        ys.append(mq.values)
+    d = np.vstack(design)
+    w = np.concatenate(prec)
+    y = np.vstack(ys)
+    info = d.T @ (w[:, None] * d)
+    cov = np.linalg.pinv(info)
+    ones = np.ones(nb)
+    est = ones @ cov @ (d.T @ (w[:, None] * y))
+    return est, float(ones @ cov @ ones)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fanouts=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3)),
+    variances=st.lists(st.sampled_from([None, 0.5, 4.0, 30.0]), min_size=4, max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_pooled_root_is_the_generalised_least_squares_estimate(fanouts, variances, seed):
+    if all(v is None for v in variances):
+        variances[0] = 1.0
+    h = _tree(fanouts)
+    plan = {
+        lv.name: {"votingage": v, "hhgq": 2 * v}
+        for lv, v in zip(h.geolevels.levels, variances, strict=True)
+        if v is not None
+    }
+    ms, _ = _measure(h, plan, np.random.default_rng(seed))
+    out = {m.query: m for m in pooled_root(ms, h)}
+    assert set(out) == {"votingage", "hhgq"}
+    for name, mq in out.items():
+        est, var = _brute_force(ms, h, name)
+        assert mq.values.shape == (1, mq.rows.size) and mq.geolevel == "US"
+        assert np.allclose(mq.values[0], est, atol=1e-8 * max(1.0, np.abs(est).max()))
+        assert np.isclose(mq.variance, var, rtol=1e-9)
+        # never worse than the root's own measurement
+        own = ms.queries.get(("US", name))
+        if own is not None:
+            assert mq.variance <= own.variance * (1 + 1e-12)
+
+
+def test_pooling_is_unbiased_and_as_precise_as_promised():
+    """Over many draws the pooled answers centre on the truth with the stated variance."""
+    h = _tree((1, 3, 4))
+    plan = {"US": {"votingage": 400.0}, "State": {"votingage": 50.0}, "County": {"votingage": 90.0}}
+    plan["Block"] = {"votingage": 200.0}
+    errs, var = [], None
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        ms, exact = _measure(h, plan, rng)
+        (mq,) = pooled_root(ms, h)
+        errs.append(mq.values[0] - exact["votingage"])
+        var = mq.variance
+    errs = np.asarray(errs)
+    # 1 / (1/400 + 1/(1/(1/50 + 1/(3 / (1/90 + 1/(4*200))))))
+    assert var < 50.0 * 0.8
+    assert np.abs(errs.mean(axis=0)).max() < 4 * np.sqrt(var / len(errs))
+    assert 0.8 < errs.var(axis=0).mean() / var < 1.2
+
+
+def test_cell_level_queries_are_pooled_only_down_the_one_unit_chain(monkeypatch):
+    monkeypatch.setattr(pooling, "POOL_MAX_ROWS", 3)  # votingage (2 rows) stays small
+    h = _tree((1, 2, 2))
+    plan = {lv: {"votingage": 10.0, "hhgq": 10.0} for lv in ("US", "State", "County", "Block")}
+    ms, _ = _measure(h, plan, np.random.default_rng(1))
+    out = {m.query: m for m in pooled_root(ms, h)}
+    # hhgq (8 rows): the US and the lone State only -> variance 5; votingage: every level
+    assert np.isclose(out["hhgq"].variance, 5.0)
+    us, st_ = ms.queries[("US", "hhgq")], ms.queries[("State", "hhgq")]
+    assert np.allclose(out["hhgq"].values[0], (us.values[0] + st_.values[0]) / 2)
+    assert out["votingage"].variance < 5.0
