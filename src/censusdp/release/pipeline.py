@@ -44,6 +44,7 @@ from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.spine import UnitShares
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
@@ -120,8 +121,11 @@ def _measure_to_file(
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
+    unit_shares: UnitShares | None = None,
 ) -> tuple[int, dict[str, int]]:
     """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
+
+    ``unit_shares``: per-geounit budgets of a spine release (bypass), else ``None``.
 
     The only function that sees confidential histograms (it is given them, it does not
     read the input). Returns the number of noisy values written, in total and by level;
@@ -135,7 +139,7 @@ def _measure_to_file(
     total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
     bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
     with NMFWriter(path) as writer, bar:
-        tasks = measure_tasks(levels, hierarchy, schema, plan, source)
+        tasks = measure_tasks(levels, hierarchy, schema, plan, source, unit_shares=unit_shares)
         for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
             t, c = time.perf_counter(), time.process_time()
             writer.write_chunk(chunk)
@@ -267,8 +271,12 @@ def _measure_runs(
     progress: Progress,
     timings: dict[str, float],
     checkpoint: Checkpoint | None = None,
+    geo: ReleaseGeography | None = None,
 ) -> dict[str, Any]:
     """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    With a spine ``geo``, each geounit spends its own share of each run's budget
+    (:meth:`ReleaseGeography.unit_shares`: single children bypassed).
 
     A run whose NMF ``checkpoint`` holds from before an interruption is not measured
     again (no new noise is drawn for it); each newly finished NMF is recorded there.
@@ -298,6 +306,7 @@ def _measure_runs(
             executor,
             progress,
             timings,
+            None if geo is None else geo.unit_shares(b),
         )
         record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
@@ -424,6 +433,7 @@ def run_release(
             progress,
             timings,
             checkpoint=ckpt,
+            geo=geo,
         )
         manifest = _estimate_and_write(
             staging.path,

@@ -26,11 +26,12 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.privacy.budget import Budget, load_preset
+from censusdp.data.spine import bypass_shares
+from censusdp.privacy.budget import Budget, load_preset, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
 from censusdp.release.pipeline import reestimate, run_release
-from censusdp.release.spine import geography_for_input
+from censusdp.release.spine import geography_for_input, geography_of_run
 from censusdp.release.topdown.driver import estimate
 from censusdp.release.validate import validate_run
 from profiles import examples
@@ -81,7 +82,25 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
     assert ((np.char.str_len(units["aian_area"]) > 0) == (spine_codes.astype("U1") == "1")).all()
     block_hist = geo.to_estimation(person_histogram(persons, tab, PL94))
     plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
-    ms = measure(h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed))
+    shares = bypass_shares(h, [BUDGET.geolevel_shares[n] for n in h.geolevels.names])
+    unit_shares = geo.unit_shares(BUDGET)
+    assert (unit_shares is None) == (not shares.bypassed)
+    ms = measure(
+        h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed), unit_shares=unit_shares
+    )
+    # each unit's variance is that of its own share (bypassed units: not measured)
+    by_key = {(m.geolevel, m.query): m for m in BUDGET.measurements()}
+    for mq in ms:
+        li = h.geolevels.index(mq.geolevel)
+        planned = by_key[(mq.geolevel, mq.query)]
+        for u, v in enumerate(mq.unit_variances()):
+            share = shares.share(li, u)
+            if share == 0:
+                assert v == np.inf and not mq.values[u].any()
+            else:
+                level = BUDGET.geolevel_shares[mq.geolevel]
+                m = scaled_mechanism(planned.mechanism, share / level)
+                assert v == m.variance
     est = estimate(ms, h, geo.person_bounds(inv), group_variable="hhgq")
     hists = [x.toarray() for x in est.histograms]
     # non-negative integers
@@ -158,10 +177,25 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
     cef = read_cef(spine_input)
     assert spine["geocode"] == sorted(set(cef.units["geocode"].tolist()))
-    for run in ("noisy_measurements.parquet", "noisy_measurements_units.parquet"):
+    geo = geography_of_run(spine_run, manifest, Hierarchy.from_blocks(cef.units["geocode"]))
+    h = geo.estimation
+    assert manifest["spine"]["bypass"]["applied"] is True
+    for run, budget in (
+        ("noisy_measurements.parquet", BUDGET),
+        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units")),
+    ):
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
         assert _nmf_codes(spine_run / run, "US") == {""}
-        for name, _ in manifest["spine"]["geolevels"][1:]:
-            assert _nmf_codes(spine_run / run, name) == set(spine[name]), (run, name)
+        for li, (name, _) in enumerate(manifest["spine"]["geolevels"]):
+            if li == 0:
+                continue
+            # every geounit the spine file names, except the bypassed single children
+            measured = set(h.geocodes[li][shares.measured(li)].tolist())
+            assert _nmf_codes(spine_run / run, name) == measured, (run, name)
+            assert measured <= set(spine[name])
+            n_bypassed = manifest["spine"]["bypass"]["single_children"].get(name, 0)
+            if run == "noisy_measurements.parquet":
+                assert len(set(spine[name])) - len(measured) == n_bypassed
     # the NMF's state parts are AIAN flag + state FIPS; blocks end with their geocode
     assert all(len(c) == 3 and c[1:] == "50" for c in spine["State"])
     assert all(c.endswith(g) for c, g in zip(spine["Block"], spine["geocode"], strict=True))

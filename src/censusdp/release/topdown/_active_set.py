@@ -246,6 +246,9 @@ def solve_active_set(
     and the cycle guard together; each block is commented in the order of the module
     docstring.
     """
+    if comp.cw is not None:
+        # the reduced system keeps one diagonal for every cell (Woodbury on a scalar)
+        return None, "children with their own weights (per-geounit budgets)", 0
     k, c = sub.k, sub.c
     if c == 0:
         return np.zeros((k, c)), "converged", 0

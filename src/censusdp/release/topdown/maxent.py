@@ -118,10 +118,19 @@ class MaxentResult:
 
 
 def _variances(sub: Subproblem) -> np.ndarray:
-    """Each query's noise variance in persons^2 (the driver scales weights to max 1)."""
+    """``(n_queries, k)`` noise variance of each child's answers to each query in
+    persons^2 (the driver scales weights to max 1; children measured with their own
+    budgets have their own variances)."""
     unit = sub.noise_scale**2 if sub.noise_scale is not None else 1.0
-    w = sub.weights
+    w = np.asarray([sub.child_weights(q) for q in range(sub.n_queries)]).reshape(
+        sub.n_queries, sub.k
+    )
     return np.where(w > 0, unit / np.where(w > 0, w, 1.0), np.inf)
+
+
+def _finite(sd: np.ndarray) -> np.ndarray:
+    """``(k, 1)`` standard deviations with ``inf`` (unmeasured) as 0."""
+    return np.where(np.isfinite(sd), sd, 0.0)[:, None]
 
 
 def _answers(x: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
@@ -146,19 +155,23 @@ def merge_repeats(sub: Subproblem) -> Subproblem:
             groups.setdefault(key, []).append(q)
     if all(len(g) == 1 for g in groups.values()) and len(groups) == sub.n_queries:
         return sub
-    rows, sizes, noisy, weights = [], [], [], []
+    rows, sizes, noisy, weights, unit = [], [], [], [], []
     for g in groups.values():
         w = float(sum(sub.weights[q] for q in g))
+        wi = sum(sub.child_weights(q) for q in g)  # (k,) per child
         rows.append(sub.query_rows[g[0]])
         sizes.append(sub.query_sizes[g[0]])
-        noisy.append(sum(sub.weights[q] * sub.noisy[q] for q in g) / w)
+        safe = np.where(wi > 0, wi, 1.0)
+        noisy.append(sum(sub.child_weights(q)[:, None] * sub.noisy[q] for q in g) / safe[:, None])
         weights.append(w)
+        unit.append(wi / w)
     return replace(
         sub,
         query_rows=tuple(rows),
         query_sizes=tuple(sizes),
         noisy=tuple(noisy),
         weights=np.asarray(weights, dtype=np.float64),
+        unit_weights=None if sub.unit_weights is None else np.asarray(unit),
     )
 
 
@@ -197,7 +210,7 @@ def model_queries(sub: Subproblem, comp: Compressed | None = None) -> tuple[int,
             out.append(q)
             continue
         resid = comp.y[q] - _answers(x0, comp.rows[q], m)
-        stat = float(np.sum(resid**2)) / var[q]
+        stat = float(np.sum(resid**2 / var[q][:, None]))
         dof = sub.k * (m - 1)
         # fitting a marginal passes its noise (about dof * var) into the estimate; leaving
         # it out costs its signal (about stat - dof in var units): fit it only when the
@@ -249,8 +262,9 @@ def maxent_point(
         total, g = 0.0, np.zeros_like(z)
         for q in queries:
             r = _answers(z, comp.rows[q], comp.sizes[q]) - comp.y[q]
-            total += 0.5 * float(comp.w[q]) * float(np.sum(r**2))
-            g += float(comp.w[q]) * r[:, comp.rows[q]]
+            wq = comp.child_w(q)
+            total += 0.5 * float(np.sum(wq * r**2))
+            g += wq * r[:, comp.rows[q]]
         return total, g
 
     def gap(z: np.ndarray, g: np.ndarray) -> float:
@@ -262,7 +276,9 @@ def maxent_point(
     with np.errstate(divide="ignore"):
         logx = np.where(support, np.log(np.where(support, x, 1.0)), -np.inf)
     loss, g = loss_grad(x)
-    rowmax = max(float(np.bincount(comp.rows[q]).max()) * float(comp.w[q]) for q in queries)
+    rowmax = max(
+        float(np.bincount(comp.rows[q]).max()) * float(np.max(comp.child_w(q))) for q in queries
+    )
     eta = 1.0 / max(rowmax * float(mass.max(initial=1.0)), 1e-12)
     status, it, gp = "max_iter", 0, gap(x, g)
     while gp * chi > gap_tol and it < max_iter:
@@ -352,7 +368,9 @@ def choose_estimator(sub: Subproblem, *, method: str = "auto") -> Choice:
     mean = {"ls": 0.0, "maxent": 0.0}
     for truth in truths:
         noisy = tuple(
-            a + rng.normal(0.0, s, a.shape) if np.isfinite(s) else y
+            np.where(np.isfinite(s)[:, None], a + rng.normal(0.0, 1.0, a.shape) * _finite(s), y)
+            if np.isfinite(s).any()
+            else y
             for a, s, y in zip(sub.answers(truth), sd, sub.noisy, strict=True)
         )
         sim = replace(sub, noisy=noisy)
