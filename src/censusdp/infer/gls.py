@@ -277,6 +277,12 @@ def level_design(
     info = np.zeros((layout.n_blocks, layout.d, layout.d))
     positions, variances, names = [], [], []
     for mq in measured:
+        if not mq.uniform:
+            raise InputError(
+                f"({level_name}, {mq.query}) has per-geounit variances (a spine release whose "
+                "single children were bypassed); censusdp's GLS needs one variance per "
+                "(geolevel, query) and cannot infer from this release yet"
+            )
         v = float(mq.variance)
         if not np.isfinite(v) or v <= 0:
             raise InputError(
@@ -309,6 +315,22 @@ def level_design(
             "GLS needs a full-rank query set at each measured level (e.g. the detailed query)"
         )
     return LevelDesign(level, tuple(names), tuple(positions), tuple(variances), info, op_inv(info))
+
+
+def _same_variances(design: LevelDesign, measured: list[MeasuredQuery], level_name: str) -> None:
+    """Every unit of a level must have the level's variances (one design per level).
+
+    Raises:
+        InputError: for a release whose geounits were measured with their own budgets
+            (a spine release's bypass), which this GLS does not model yet.
+    """
+    for mq, v in zip(measured, design.variances, strict=True):
+        if not mq.uniform or float(mq.variance) != v:
+            raise InputError(
+                f"({level_name}, {mq.query}) has per-geounit variances (a spine release whose "
+                "single children were bypassed); censusdp's GLS needs one variance per "
+                "(geolevel, query) and cannot infer from this release yet"
+            )
 
 
 # -- exact constraints ------------------------------------------------------------------------
@@ -662,6 +684,8 @@ def tree_gls(
         nonlocal pattern_ops
         measured = measurements.read(level, start, stop)
         design = design_of(level, measured)
+        if design is not None:
+            _same_variances(design, measured, names[level])
         vals = tuple(m.values for m in measured) if design is not None else ()
         tot = totals.get(level)
         kids: tuple[np.ndarray | None, np.ndarray | None] = (None, None)

@@ -213,12 +213,12 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
     assert (again / "spine.parquet").is_file()
     assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
-    assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
-    est = pq.read_table(tmp_path / "inf" / "estimates.parquet", columns=["geolevel", "geocode"])
-    spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
-    lv = np.asarray(est.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
-    codes = np.asarray(est.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
-    assert set(codes[lv == "BlockGroup"]) == set(spine["BlockGroup"])
+    # per-geounit variances (bypass): the GLS says in one line that it cannot infer yet
+    capsys.readouterr()
+    assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "per-geounit variances" in err and "\n" not in err
+    assert not (tmp_path / "inf").exists()
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
@@ -324,7 +324,11 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
     # the truth was found for every spine geounit: the realised noise has a ratio of
     # empirical to stated variance (a truth lookup on the wrong geounits has none or a
     # huge one), at the spine's block groups too
+    spine = json.loads((spine_run / "manifest.json").read_text())["spine"]
     for level in ("State", "County", "BlockGroup", "Block"):
+        if level not in nmf:  # every geounit of the level is a bypassed single child
+            assert spine["bypass"]["single_children"][level] == spine["geounits"][level]
+            continue
         stats = nmf[level]
         assert all(q["empirical"]["n"] == q["n"] for q in stats.values()), level
     widest = max(nmf["BlockGroup"].values(), key=lambda q: q["n"])
