@@ -38,8 +38,7 @@ from profiles import examples
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
-# the presets stay on the tabulation hierarchy until the spine's bypass is applied; a
-# budget file opts in with spine = "optimized"
+# the pl94-2020 preset says spine = "optimized" (with single-child bypass)
 BUDGET = Budget.from_dict({**load_preset("pl94-2020").to_dict(), "spine": "optimized"})
 
 
@@ -338,7 +337,7 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
 def test_budget_files_name_the_spine_and_reject_an_unknown_one():
     from censusdp.privacy.budget import Budget, BudgetConfigError, budget_from_mapping
 
-    assert load_preset("pl94-2020").spine is None
+    assert load_preset("pl94-2020").spine == "optimized"
     assert load_preset("pl94-2020-pr-units").spine is None
     assert load_preset("dhc-lite-demo").spine is None
     d = BUDGET.to_dict()
