@@ -144,10 +144,23 @@ def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...])
 
 
 def _designs(reader: NMFReader, layout: Layout, hierarchy: Hierarchy) -> dict[int, LevelDesign]:
-    """The measurement design of every measured level (from one unit's read)."""
+    """The measurement design of every measured level (from one unit's read).
+
+    The unit read is one measured at the level's most common variance: its geolevel's
+    own share (a spine release's bypass gives some units more, and none to the
+    bypassed single children)."""
     out = {}
     for level, name in enumerate(hierarchy.geolevels.names):
-        des = level_design(layout, level, name, reader.read(level, 0, 1))
+        queries = reader.queries_at(level)
+        unit = 0
+        if queries and hierarchy.n_units(level):
+            var = reader.unit_variances(level, queries[0])
+            finite = var[np.isfinite(var)]
+            if finite.size == 0:
+                continue
+            values, counts = np.unique(finite, return_counts=True)
+            unit = int(np.flatnonzero(var == values[np.argmax(counts)])[0])
+        des = level_design(layout, level, name, reader.read(level, unit, unit + 1))
         if des is not None:
             out[level] = des
     return out

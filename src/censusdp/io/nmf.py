@@ -292,9 +292,10 @@ class NMFReader:
                     f"{where} does not cover units {lo}..{hi} exactly once "
                     f"(row group {rg} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
                 )
-            if np.isfinite(unit_var[u0:u1]).any() and (unit_var[u0:u1][
-                np.isfinite(unit_var[u0:u1])
-            ] != var).any():
+            if (
+                np.isfinite(unit_var[u0:u1]).any()
+                and (unit_var[u0:u1][np.isfinite(unit_var[u0:u1])] != var).any()
+            ):
                 raise InputError(f"{where} unit {u0} has rows with different variances")
             unit_var[u0:u1] = var
             spans.append((off, rg, n))
@@ -306,6 +307,20 @@ class NMFReader:
             )
         self._unit_var[key] = unit_var
         return spans
+
+    def unit_variances(self, level: int, query: str) -> np.ndarray:
+        """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``
+        (``inf``: not measured, a bypassed spine geounit), from the file's footer."""
+        if self._fallback is not None:
+            name = self.geolevels[level].name
+            for m in self._fallback.at_level(name):
+                if m.query == query:
+                    return m.unit_variances()
+            raise InputError(f"{self.path}: no query {query!r} at {name}")
+        key = (level, make_query(self.schema, query).name)
+        if key not in self._unit_var:
+            raise InputError(f"{self.path}: no query {query!r} at {self.geolevels[level].name}")
+        return self._unit_var[key].copy()
 
     def queries_at(self, level: int) -> list[str]:
         """Names of the queries measured at ``level``, in the file's (plan) order."""

@@ -294,8 +294,7 @@ class ReleaseGeography:
                     "and the child is not measured (no NMF rows); along every block's path "
                     "the shares sum to the geolevel shares (same privacy loss)"
                     if self.bypass
-                    else "made before bypass: every spine geounit measured at its "
-                    "geolevel's share"
+                    else "made before bypass: every spine geounit measured at its geolevel's share"
                 ),
             }
         return out

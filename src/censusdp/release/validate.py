@@ -403,9 +403,7 @@ def _check_nmf(
     for key, count in rows.items():
         full = _cell_mix(want[key]).sum(dtype=np.uint64)
         measured = np.isfinite(unit_var[key])
-        bad = np.where(
-            measured, (count != want[key].size) | (mix[key] != full), count != 0
-        )
+        bad = np.where(measured, (count != want[key].size) | (mix[key] != full), count != 0)
         if bad.any():
             u = int(np.flatnonzero(bad)[0])
             code = hierarchy.geocodes[levels[key[0]]][u] or "(the whole)"

@@ -212,12 +212,17 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
     assert (again / "spine.parquet").is_file()
     assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
-    # per-geounit variances (bypass): the GLS says in one line that it cannot infer yet
-    capsys.readouterr()
-    assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert "per-geounit variances" in err and "\n" not in err
-    assert not (tmp_path / "inf").exists()
+    # per-geounit variances (bypass): the GLS reads each unit's own variance
+    assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
+    est = pq.read_table(tmp_path / "inf" / "estimates.parquet")
+    spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
+    lv = np.asarray(est.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+    codes = np.asarray(est.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+    assert set(codes[lv == "BlockGroup"]) == set(spine["BlockGroup"])
+    # every geounit is estimated, the bypassed ones too, with the invariant total exact
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    for name, count in manifest["spine"]["geounits"].items():
+        assert len(set(codes[lv == name])) == count, name
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):

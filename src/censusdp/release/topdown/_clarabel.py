@@ -78,9 +78,7 @@ def solve_clarabel(
         d_part = sp.hstack([-big_b, sp.csr_matrix((n, n_z))], format="csr")
         eq_rows.append(z_sel + d_part)
         eq_rhs.append((x0 @ b_q.T).ravel() - comp.y[q].ravel())
-        z_blocks_p.append(
-            np.broadcast_to(2.0 * comp.child_w(q) / wscale, (k, m)).ravel().copy()
-        )
+        z_blocks_p.append(np.broadcast_to(2.0 * comp.child_w(q) / wscale, (k, m)).ravel().copy())
         z_off += n
     n_var = n_d + n_z
 

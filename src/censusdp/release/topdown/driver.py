@@ -252,9 +252,7 @@ def _make_subproblem(
     )
 
 
-def _weights(
-    mqs: list[MeasuredQuery], local: slice
-) -> tuple[np.ndarray, np.ndarray | None, float]:
+def _weights(mqs: list[MeasuredQuery], local: slice) -> tuple[np.ndarray, np.ndarray | None, float]:
     """Per query the weight ``1 / (variance + floor)``, per child its multiplier, and the
     smallest variance.
 

@@ -106,7 +106,11 @@ def coarse_subproblem(sub: Subproblem, starts: np.ndarray) -> Subproblem:
     if sub.unit_weights is not None:
         # a chunk's summed answer has variance sum_i v_q / u_qi; relative to the
         # uniform case (size v_q) its multiplier is size / sum_i (1 / u_qi)
-        inv = np.where(sub.unit_weights > 0, 1.0 / np.where(sub.unit_weights > 0, sub.unit_weights, 1.0), np.inf)
+        inv = np.where(
+            sub.unit_weights > 0,
+            1.0 / np.where(sub.unit_weights > 0, sub.unit_weights, 1.0),
+            np.inf,
+        )
         unit = sizes[None, :] / np.add.reduceat(inv, starts, axis=1)
     return Subproblem(
         parent=sub.parent,
@@ -159,9 +163,7 @@ def chunk_subproblems(sub: Subproblem, starts: np.ndarray, counts: np.ndarray) -
                     label=f"{sub.label} children {a}..{b - 1}",
                     child_labels=sub.child_labels[a:b],
                     noise_scale=sub.noise_scale,
-                    unit_weights=None
-                    if sub.unit_weights is None
-                    else sub.unit_weights[:, a:b],
+                    unit_weights=None if sub.unit_weights is None else sub.unit_weights[:, a:b],
                 ),
             )
         )
