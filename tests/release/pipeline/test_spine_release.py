@@ -23,10 +23,10 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import housing_unit_histogram, person_histogram
 from censusdp.data.invariants import compute_invariants
 from censusdp.data.schema import get_schema
+from censusdp.data.spine import bypass_shares
 from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.data.spine import bypass_shares
 from censusdp.privacy.budget import Budget, load_preset, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure

@@ -222,7 +222,7 @@ def _make_subproblem(
     child_labels: tuple[str, ...] = (),
 ) -> Subproblem:
     """The subproblem of ``children`` (units of the level), whose rows in ``mqs`` are ``local``."""
-    rows, sizes, noisy, weights = [], [], [], []
+    rows, sizes, noisy = [], [], []
     for mq in mqs:
         q = cache.get(mq.query)
         rows.append(q.row_of_cell[kept])
