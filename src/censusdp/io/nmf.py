@@ -275,16 +275,18 @@ class NMFReader:
     ) -> list[tuple[int, int, int]]:
         """Row offsets of the row groups of ``key``; checks they tile every measured unit
         once, and records each unit's variance (``inf`` for a unit with no rows: not
-        measured, a bypassed spine geounit; :meth:`read` gives it zeros)."""
+        measured, a bypassed spine geounit; :meth:`read` gives it zeros). Only a single
+        child may have no rows."""
         level, qname = key
         r = self._info[key][0].size
         where = f"{self.path}: ({self.geolevels[level].name}, {qname})"
         n_units = self.hierarchy.n_units(level)
         unit_var = np.full(n_units, np.inf)
+        single = self._single_children(level)
         spans, off = [], 0
         for u0, u1, rg, n, var in groups:
-            if off % max(r, 1) == 0 and u0 * r > off:
-                off = u0 * r  # units before u0 have no rows: not measured
+            if off % max(r, 1) == 0 and u0 * r > off and single[off // r : u0].all():
+                off = u0 * r  # units before u0 have no rows: bypassed single children
             first, last = off // r, (off + n - 1) // r
             if first != u0 or last != u1 - 1:
                 lo, hi = (off // r, u0 - 1) if u0 > first else (u0, u1 - 1)
@@ -300,13 +302,23 @@ class NMFReader:
             unit_var[u0:u1] = var
             spans.append((off, rg, n))
             off += n
-        if off % max(r, 1) != 0 or off > n_units * r:
+        if off % max(r, 1) == 0 and off < n_units * r and single[off // r :].all():
+            off = n_units * r  # the last units are bypassed single children
+        if off != n_units * r:
             raise InputError(
                 f"{where} covers {off // r if r else 0} of {n_units} units "
                 f"({off} of {n_units * r} values)"
             )
         self._unit_var[key] = unit_var
         return spans
+
+    def _single_children(self, level: int) -> np.ndarray:
+        """Units of ``level`` that are their parent's only child: the only units a spine
+        release may leave without rows (bypassed; ``censusdp validate`` checks which)."""
+        if level == 0:
+            return np.zeros(self.hierarchy.n_units(0), dtype=bool)
+        ptr = self.hierarchy.child_ptr[level - 1]
+        return (np.diff(ptr) == 1)[self.hierarchy.parent[level]]
 
     def unit_variances(self, level: int, query: str) -> np.ndarray:
         """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``
@@ -444,7 +456,10 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
         rows = np.unique(cells)
         n_units = hierarchy.n_units(li)
         per_unit = np.bincount(unit, minlength=n_units)
-        if ((per_unit != 0) & (per_unit != rows.size)).any():
+        lone = np.zeros(n_units, dtype=bool)
+        if li > 0:  # only a single child may be left unmeasured (bypassed)
+            lone = (np.diff(hierarchy.child_ptr[li - 1]) == 1)[hierarchy.parent[li]]
+        if ((per_unit != 0) & (per_unit != rows.size)).any() or ((per_unit == 0) & ~lone).any():
             raise InputError(
                 f"{path}: ({level}, {qname}) has {sel.size} values, expected "
                 f"{rows.size} cells at each of its measured units"

@@ -362,3 +362,85 @@ def test_budget_files_name_the_spine_and_reject_an_unknown_one():
         budget_from_mapping(doc, "b.toml")
     doc["spine"] = "tabulation"
     assert budget_from_mapping(doc, "b.toml").spine == "tabulation"
+
+
+def _rewrite_nmf(src, dst, change):
+    """Copy the release ``src`` to ``dst`` with its person NMF's rows changed by ``change``
+    (a function of the whole table)."""
+    import shutil
+
+    import pyarrow as pa
+
+    shutil.copytree(src, dst)
+    path = dst / "noisy_measurements.parquet"
+    t = pq.read_table(path)
+    pq.write_table(change(t, pa), path)
+    return dst
+
+
+def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_path):
+    """A row whose variance is not its unit's share's (e.g. the geolevel's where the unit
+    took a single child's share) fails; so do rows at a bypassed unit."""
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    report = validate_run(spine_run)
+    assert "bypassed" in report.checks["nmf_persons"]["detail"]
+    geo = geography_of_run(spine_run, manifest, Hierarchy.from_blocks(read_cef_units(spine_run)))
+    h = geo.estimation
+    shares = geo.unit_shares(BUDGET)
+    # a unit that took its single child's share: its variance is below its level's
+    li = next(
+        i for i in range(h.n_levels) if (shares.numerators[i] > shares.level_numerators[i]).any()
+    )
+    u = int(np.flatnonzero(shares.numerators[li] > shares.level_numerators[li])[0])
+    level, code = h.geolevels[li].name, str(h.geocodes[li][u])
+    level_var = {m.query: m.variance for m in BUDGET.measurements() if m.geolevel == level}
+
+    def wrong_variance(t, pa):
+        lv = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        gc = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        qu = np.asarray(t.column("query").to_numpy(zero_copy_only=False)).astype(str)
+        var = t.column("variance").to_numpy().copy()
+        at = np.flatnonzero((lv == level) & (gc == code))
+        want = np.asarray([level_var[q] for q in qu[at]])
+        assert at.size and (var[at] < want).all()  # more budget, less noise
+        var[at[0]] = level_var[qu[at[0]]]  # the geolevel's variance, not the unit's share's
+        return t.set_column(t.schema.get_field_index("variance"), "variance", pa.array(var))
+
+    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "var", wrong_variance))
+    detail = bad.checks["nmf_persons"]["detail"]
+    assert not bad.checks["nmf_persons"]["ok"] and "variance" in detail and code in detail
+
+    # rows at a bypassed unit (a copy of its parent's rows under its code)
+    bl = next(i for i in range(1, h.n_levels) if not shares.measured(i).all())
+    b = int(np.flatnonzero(~shares.measured(bl))[0])
+    b_code = str(h.geocodes[bl][b])
+    p_code = str(h.geocodes[bl - 1][h.parent[bl][b]])
+
+    def extra_rows(t, pa):
+        lv = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        gc = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        first = np.flatnonzero(lv != h.geolevels[bl - 1].name)[:1]
+        sel = np.flatnonzero((lv == h.geolevels[bl - 1].name) & (gc == p_code))
+        if sel.size == 0:
+            sel = first
+        add = t.take(pa.array(sel)).to_pydict()
+        add["geolevel"] = [h.geolevels[bl].name] * len(sel)
+        add["geocode"] = [b_code] * len(sel)
+        plain = t.cast(
+            pa.schema(
+                [
+                    pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f
+                    for f in t.schema
+                ]
+            )
+        )
+        return pa.concat_tables([plain, pa.table(add, schema=plain.schema)])
+
+    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "rows", extra_rows))
+    detail = bad.checks["nmf_persons"]["detail"]
+    assert not bad.checks["nmf_persons"]["ok"] and "bypassed" in detail and b_code in detail
+
+
+def read_cef_units(run):
+    t = pq.read_table(run / "invariants.parquet", columns=["geocode"])
+    return np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
