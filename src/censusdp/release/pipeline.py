@@ -728,12 +728,16 @@ def estimate_tables(
     estimator: str = "ls",
     max_children: int | None = DEFAULT_MAX_CHILDREN,
     executor: Any = None,
+    geo: ReleaseGeography | None = None,
 ) -> dict[str, list[np.ndarray]]:
     """The published tables a release would hold, estimated from these measurements.
 
     The same estimation as :func:`run_release` and :func:`reestimate` (person run, then
     the housing-unit run held to it), without writing anything: for re-running the
     post-processing on simulated measurements (``censusdp evaluate`` without truth).
+    ``inv`` and ``hierarchy`` are the tabulation's; with a spine ``geo`` the
+    measurements are of the spine's geounits and are estimated there (as the release
+    was), then tabulated by geocode.
 
     Returns:
         Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
@@ -743,11 +747,12 @@ def estimate_tables(
         raise ConfigError(f"postprocess must be 'topdown' or 'bottomup', got {postprocess!r}")
     _check_units(units_mode)
     manifest: dict[str, Any] = {}
+    geo = ReleaseGeography(hierarchy) if geo is None else geo
     est = _estimate_measurements(
         persons,
         units,
-        inv,
-        hierarchy,
+        geo.invariants(inv),
+        geo.estimation,
         postprocess=postprocess,
         units_mode=units_mode,
         method=method,
@@ -757,7 +762,10 @@ def estimate_tables(
         timings={},
         manifest=manifest,
         max_children=max_children,
+        person_bounds=None if geo.spine is None else geo.person_bounds(inv),
     )
+    if geo.spine is not None:
+        est = _on_tabulation(est, geo, inv, persons.schema, manifest)
     pl94_hist, units_hist = _release_histograms(est, inv, persons.schema, manifest)
     return table_arrays(pl94_hist, units_hist, hierarchy)
 

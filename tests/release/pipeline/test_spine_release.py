@@ -444,3 +444,35 @@ def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_pat
 def read_cef_units(run):
     t = pq.read_table(run / "invariants.parquet", columns=["geocode"])
     return np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+
+
+def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(
+    spine_run, monkeypatch
+):
+    """``evaluate`` without truth simulates releases as this one was made: measured on
+    the spine's geounits with each geounit's own share (bypassed ones not at all)."""
+    import censusdp.evaluate.errorbars as eb
+
+    seen = []
+    real = eb.measure
+
+    def spy(levels, hierarchy, schema, plan, source, **kw):
+        ms = real(levels, hierarchy, schema, plan, source, **kw)
+        seen.append((hierarchy, kw.get("unit_shares"), ms))
+        return ms
+
+    monkeypatch.setattr(eb, "measure", spy)
+    out = eb.simulate_release_errors(spine_run, simulations=1, seed=2)
+    assert out["by_level"]["total_population"]["County"]["mae"] >= 0
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    assert len(seen) == 2  # persons and units
+    for (h, shares, ms), budget in zip(
+        seen, (BUDGET, load_preset("pl94-2020-units")), strict=True
+    ):
+        assert list(h.geolevels.names) == [n for n, _ in manifest["spine"]["geolevels"]]
+        want = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+        for li in range(h.n_levels):
+            np.testing.assert_array_equal(shares.numerators[li], want.numerators[li])
+        for mq in ms:
+            li = h.geolevels.index(mq.geolevel)
+            assert np.array_equal(mq.measured_units(), want.measured(li))
