@@ -223,6 +223,25 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     manifest = json.loads((spine_run / "manifest.json").read_text())
     for name, count in manifest["spine"]["geounits"].items():
         assert len(set(codes[lv == name])) == count, name
+    # which tabulation geounits are exactly one spine geounit (their estimate is theirs)
+    tab = json.loads((tmp_path / "inf" / "manifest.json").read_text())["tabulation_geounits"]
+    assert "covariance" in tab["note"]
+    for name, width in (("County", 5), ("Tract", 11), ("BlockGroup", 12)):
+        spine_of_tab: dict = {}
+        tab_of_spine: dict = {}
+        for g, code in zip(spine["geocode"], spine[name], strict=True):
+            spine_of_tab.setdefault(g[:width], set()).add(code)
+            tab_of_spine.setdefault(code, set()).add(g[:width])
+        same = sum(
+            1
+            for t, codes_ in spine_of_tab.items()
+            if len(codes_) == 1 and tab_of_spine[next(iter(codes_))] == {t}
+        )
+        rec = tab["levels"][name]
+        assert rec == {
+            "tabulation_geounits": len(spine_of_tab),
+            "estimated_as_one_spine_geounit": same,
+        }, name
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
@@ -446,9 +465,7 @@ def read_cef_units(run):
     return np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
 
 
-def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(
-    spine_run, monkeypatch
-):
+def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(spine_run, monkeypatch):
     """``evaluate`` without truth simulates releases as this one was made: measured on
     the spine's geounits with each geounit's own share (bypassed ones not at all)."""
     import censusdp.evaluate.errorbars as eb
@@ -466,9 +483,7 @@ def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(
     assert out["by_level"]["total_population"]["County"]["mae"] >= 0
     manifest = json.loads((spine_run / "manifest.json").read_text())
     assert len(seen) == 2  # persons and units
-    for (h, shares, ms), budget in zip(
-        seen, (BUDGET, load_preset("pl94-2020-units")), strict=True
-    ):
+    for (h, shares, ms), budget in zip(seen, (BUDGET, load_preset("pl94-2020-units")), strict=True):
         assert list(h.geolevels.names) == [n for n, _ in manifest["spine"]["geolevels"]]
         want = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
         for li in range(h.n_levels):
