@@ -31,8 +31,9 @@ cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise. Wh
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts (a bypassed
 spine geounit, not measured, is always such a child). Children measured with their own
-budgets (``Subproblem.unit_weights``, a spine release's bypass) are solved by Clarabel
-(then the fallback): the other two backends rely on one Hessian shared by all children.
+budgets (``Subproblem.unit_weights``, a spine release's bypass) are solved by the active
+set and Clarabel (then the fallback): the ADMM's single factorisation needs one Hessian
+shared by all children.
 Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
 ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
@@ -108,8 +109,12 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     """The backends to try, best first (``auto``), before the NNLS-and-flow fallback."""
     if sub.unit_weights is not None:
         # children with their own weights (a spine release's per-geounit budgets): the
-        # active set and the ADMM assume one Hessian for every child; Clarabel does not
-        return ("clarabel",)
+        # ADMM's one factorisation assumes one Hessian for every child; the active set
+        # and Clarabel weigh each child
+        if method in ("activeset", "clarabel"):
+            return (method,)
+        sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
+        return ("activeset", "clarabel") if sparse and sub.c > 2 else ("clarabel", "activeset")
     if method != "auto":
         return (method,)
     from censusdp.release.topdown._admm import DENSE_MAX
