@@ -1,12 +1,13 @@
 """The geography a release measures and estimates on: the tabulation hierarchy or the spine.
 
-``censusdp run --spine optimized`` (the default of the production presets ``pl94-2020*``,
-which say ``spine = "optimized"``, as production's ``prod_default.ini`` says
-``spine = opt_spine``) measures and estimates on the production spine of
-:mod:`censusdp.data.spine`: each state split into its AIAN and non-AIAN parts, block
-groups re-drawn around places / MCDs, AIAN areas and GQ-type combinations. The MDF and
-the tables stay on the tabulation geography: blocks are the same, only their order and
-the geounits above them differ.
+``censusdp run --spine optimized`` (the default of the ``pl94-2020`` preset, which says
+``spine = "optimized"``, as production's ``prod_default.ini`` says ``spine = opt_spine``)
+measures and estimates on the production spine of :mod:`censusdp.data.spine`: each
+state split into its AIAN and non-AIAN parts, block groups re-drawn around places /
+MCDs, AIAN areas and GQ-type combinations, and every geounit measured with its own
+share of the budget (:meth:`ReleaseGeography.unit_shares`: a single child is bypassed,
+its parent takes its share). The MDF and the tables stay on the tabulation geography:
+blocks are the same, only their order and the geounits above them differ.
 
 A :class:`ReleaseGeography` carries both hierarchies and moves block rows between them
 (the spine orders blocks by their spine code, the tabulation by geocode). It gives the
