@@ -205,6 +205,7 @@ def bench_spines(
             "release_cpu_seconds": None if cpu is None else round(cpu, 2),
             "release_timings": manifest.get("timings", {}),
             "spine_geounits": manifest.get("spine", {}).get("geounits"),
+            "bypass": manifest.get("spine", {}).get("bypass"),
             "levels": {},
         }
         for li, lev in enumerate(tab.geolevels):

@@ -172,6 +172,12 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     manifest = json.loads((spine_run / "manifest.json").read_text())
     assert manifest["spine"]["kind"] == "optimized"
     assert manifest["spine"]["rules"]["fanout_cutoff"] == 12
+    # bypass moves shares, not budget: the release's privacy loss is the budget's
+    from censusdp.privacy.budget import release_privacy
+
+    whole = release_privacy(BUDGET, load_preset("pl94-2020-units"))
+    assert manifest["rho_exact"] == whole["rho_exact"]
+    assert manifest["epsilon"] == whole["epsilon"] and manifest["delta"] == whole["delta"]
     assert manifest["validation"]["ok"] and manifest["spine_validation"]["ok"]
     spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
     cef = read_cef(spine_input)
