@@ -84,6 +84,11 @@ def _noisy_totals(nmf: Path, hierarchy) -> dict[int, np.ndarray]:
             continue
         v = np.full(hierarchy.n_units(li), np.nan)
         v[np.searchsorted(hierarchy.geocodes[li], geocodes[sel].astype(str))] = values[sel]
+        gap = np.isnan(v)
+        if gap.any() and li - 1 in out:
+            # a bypassed single child (spine release) was not measured: its parent's
+            # noisy total is a noisy total of the same people
+            v[gap] = out[li - 1][hierarchy.parent[li][gap]]
         out[li] = v
     return out
 
@@ -189,8 +194,9 @@ def bench_spines(
             wall = _release_run(exe, cef, run, seed, workers, spine)
             cpu = CPU_SECONDS[-1]
         manifest = json.loads((run / "manifest.json").read_text())
-        released = pq.read_table(run / "mdf_persons.parquet", columns=["geocode"]).column("geocode")
-        rel_blocks = np.asarray(released.to_numpy(zero_copy_only=False)).astype("U16")
+        from censusdp.io.mdf import read_mdf_persons
+
+        rel_blocks = read_mdf_persons(run / "mdf_persons.parquet")["geocode"].astype("U16")
         rel_pop = np.bincount(np.searchsorted(tab.blocks, rel_blocks), minlength=tab.blocks.size)
         rel = [np.asarray(a).ravel() for a in tab.aggregate(rel_pop.reshape(-1, 1))]
         noisy = _tabulation_noisy(run, tab)
@@ -199,6 +205,7 @@ def bench_spines(
             "release_cpu_seconds": None if cpu is None else round(cpu, 2),
             "release_timings": manifest.get("timings", {}),
             "spine_geounits": manifest.get("spine", {}).get("geounits"),
+            "bypass": manifest.get("spine", {}).get("bypass"),
             "levels": {},
         }
         for li, lev in enumerate(tab.geolevels):

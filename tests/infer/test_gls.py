@@ -401,3 +401,55 @@ def test_tree_equals_dense_property(fanouts, variances, seed, zero_rate) -> None
             sums = np.zeros_like(est[level - 1])
             np.add.at(sums, h.parent[level], est[level])
             np.testing.assert_allclose(sums, est[level - 1], atol=1e-7)
+
+
+def _bypassed(ms, h, plan):
+    """``ms`` re-measured as a spine release's bypass would: every unit's variance is its
+    level's divided by its budget multiple (bypass_shares of equal level shares), and a
+    bypassed single child (share 0) is not measured (variance inf, values 0)."""
+    from dataclasses import replace
+    from fractions import Fraction
+
+    from censusdp.data.spine import bypass_shares
+
+    shares = bypass_shares(h, [Fraction(1, h.n_levels)] * h.n_levels)
+    assert shares.bypassed
+    out = {}
+    for key, mq in ms.queries.items():
+        li = h.geolevels.index(key[0])
+        factor = shares.numerators[li] / shares.level_numerators[li]
+        var = np.where(factor > 0, plan[key[0]][key[1]] / np.where(factor > 0, factor, 1), np.inf)
+        vals = np.where(np.isfinite(var)[:, None], mq.values, 0.0)
+        out[key] = replace(mq, values=vals, variance=var)
+    ms.queries.update(out)
+    return ms, shares
+
+
+@pytest.mark.parametrize("fanouts", [(1, 2, 3), (2, 1, 1), (1, 3, 1)])
+def test_tree_gls_with_per_unit_variances_equals_dense_gls(fanouts) -> None:
+    """Bypass: units measured with their own variances, single children not at all; the
+    tree GLS equals the dense solve, and the block totals stay exact (a bypassed block's
+    total reaches its parent)."""
+    s = toy_schema(2)
+    h = tree(fanouts)
+    rng = np.random.default_rng(sum(fanouts))
+    x = truth(s, h, rng)
+    plan = _plan(("US", "State", "County", "Block"), TOY_QUERIES, (2.0, 3.0, 5.0, 4.0, 7.0))
+    ms, shares = _bypassed(measure_gaussian(s, h, x, plan, rng), h, plan)
+    unmeasured = [lv for lv in range(h.n_levels) if not shares.measured(lv).all()]
+    assert unmeasured and (fanouts[-1] > 1 or h.n_levels - 1 in unmeasured)
+    lay = make_layout(s, list(TOY_QUERIES), ("hhgq",))
+    lines = _cell_lines(lay)
+    block_totals = np.asarray(x.sum(axis=1), dtype=float).ravel()
+    cons = Constraints(None, {h.n_levels - 1: block_totals})
+    est, sd = _collect(tree_gls(ms, h, lay, lines, cons), h, len(lines))
+    ref = dense_gls(ms, h, lay, lines, cons)
+    for level in range(h.n_levels):
+        e, d = ref[level]
+        np.testing.assert_allclose(est[level], e, atol=1e-8, err_msg=f"level {level}")
+        np.testing.assert_allclose(sd[level] ** 2, d**2, atol=1e-9, err_msg=f"level {level}")
+    np.testing.assert_allclose(est[-1][:, 0], block_totals, atol=1e-8)
+    # a bypassed single child's estimate is its parent's
+    for level in range(1, h.n_levels):
+        off = np.flatnonzero(~shares.measured(level))
+        np.testing.assert_allclose(est[level][off], est[level - 1][h.parent[level][off]])

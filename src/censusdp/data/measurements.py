@@ -35,7 +35,11 @@ class MeasuredQuery:
         rows: the answer rows that were measured (rows made only of structural zeros
             are not).
         values: ``(units, len(rows))`` noisy answers (int64 for discrete mechanisms).
-        variance: the variance of each noisy answer.
+        variance: the variance of each noisy answer: one float when every unit was
+            measured with the same mechanism, else a ``(units,)`` float64 array, one
+            variance per unit (a spine release with per-geounit budgets); ``inf`` marks a
+            unit that was not measured (bypassed: its value row is 0 and carries no
+            information).
         mechanism: a short mechanism name for the NMF and manifest.
     """
 
@@ -43,8 +47,23 @@ class MeasuredQuery:
     query: str
     rows: np.ndarray
     values: np.ndarray
-    variance: float
+    variance: float | np.ndarray
     mechanism: str
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every unit has the same (finite) variance."""
+        return np.ndim(self.variance) == 0
+
+    def unit_variances(self) -> np.ndarray:
+        """``(units,)`` float64 variance of each unit's answers (``inf``: not measured)."""
+        if self.uniform:
+            return np.full(self.values.shape[0], float(self.variance), dtype=np.float64)
+        return np.asarray(self.variance, dtype=np.float64)
+
+    def measured_units(self) -> np.ndarray:
+        """``(units,)`` boolean mask of the units that were measured."""
+        return np.isfinite(self.unit_variances())
 
     def dense(self, units: slice | np.ndarray, n_rows: int) -> np.ndarray:
         """Noisy answers of ``units`` as a ``(n, n_rows)`` float array; unmeasured rows 0."""
@@ -60,7 +79,7 @@ class MeasuredQuery:
             self.query,
             self.rows,
             self.values[start:stop],
-            self.variance,
+            self.variance if self.uniform else self.unit_variances()[start:stop],
             self.mechanism,
         )
 
@@ -126,8 +145,13 @@ class MeasurementSet:
             n = self.geocodes[self.geolevels.index(key[0])].size
             if values.shape[0] != n:
                 raise InternalError(f"chunks of {key} cover {values.shape[0]} of {n} units")
+            variance = (
+                first.variance
+                if all(m.uniform and m.variance == first.variance for m in mqs)
+                else np.concatenate([m.unit_variances() for m in mqs])
+            )
             self.queries[key] = MeasuredQuery(
-                first.geolevel, first.query, first.rows, values, first.variance, first.mechanism
+                first.geolevel, first.query, first.rows, values, variance, first.mechanism
             )
         return self
 

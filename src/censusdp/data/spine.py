@@ -188,10 +188,14 @@ class UnitShares:
         numerators: per level (top first), ``(units,)`` int64 numerators, in the order of
             the hierarchy's units; ``0`` for a bypassed (unmeasured) unit.
         denominator: the common denominator of every share.
+        level_numerators: per level, the numerator of the geolevel's own share (what a
+            unit gets without bypass); ``numerators[l] / level_numerators[l]`` is each
+            unit's multiple of its geolevel's budget.
     """
 
     numerators: tuple[np.ndarray, ...]
     denominator: int
+    level_numerators: tuple[int, ...] = ()
 
     def share(self, level: int, unit: int) -> Fraction:
         """The share of unit ``unit`` of ``level`` as an exact fraction."""
@@ -200,6 +204,14 @@ class UnitShares:
     def measured(self, level: int) -> np.ndarray:
         """Boolean mask of the units of ``level`` that are measured (share > 0)."""
         return self.numerators[level] > 0
+
+    @property
+    def bypassed(self) -> bool:
+        """Whether any unit's share differs from its geolevel's (some unit was bypassed)."""
+        return any(
+            bool((num != lv).any())
+            for num, lv in zip(self.numerators, self.level_numerators, strict=True)
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -666,4 +678,5 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
         child = ptr[single]
         num[li][single] += num[li + 1][child]
         num[li + 1][child] = 0
-    return UnitShares(tuple(num), den)
+    level_num = tuple(int(s.numerator * (den // s.denominator)) for s in shares)
+    return UnitShares(tuple(num), den, level_num)

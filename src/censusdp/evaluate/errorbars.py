@@ -60,6 +60,7 @@ from censusdp.progress import say
 from censusdp.release.manifest import read_manifest, recorded_budgets
 from censusdp.release.measure import measure
 from censusdp.release.pipeline import estimate_tables
+from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES, table_arrays
 from censusdp.version import __version__
@@ -231,11 +232,19 @@ def simulate_release_errors(
             raise InputError(f"{run / name}: missing file (the release's counts are simulated)")
     person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
     truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)
-    person_levels = hierarchy.aggregate(person_hist)
+    # a spine release measured and estimated on its spine, each geounit with its own
+    # share (bypass): the simulations do the same
+    geo = geography_of_run(run, manifest, hierarchy)
+    mh = geo.estimation
+    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person_hist)))
     unit_levels = (
-        hierarchy.aggregate(sp.csr_matrix(unit_hist[:, :2])) if units_budget is not None else None
+        mh.aggregate(geo.to_estimation(sp.csr_matrix(unit_hist[:, :2])))
+        if units_budget is not None
+        else None
     )
     del person_hist, pl94_hist
+    shares = geo.unit_shares(budget)
+    ushares = geo.unit_shares(units_budget) if units_budget is not None else None
     plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
     uplan = (
         [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()]
@@ -249,11 +258,18 @@ def simulate_release_errors(
     try:
         for k, s in enumerate(seeds):
             source = RandomSource.seeded(s)
-            ms = measure(person_levels, hierarchy, schema, plan, source.child("persons"))
+            ms = measure(
+                person_levels, mh, schema, plan, source.child("persons"), unit_shares=shares
+            )
             ums = None
             if unit_levels is not None and uplan is not None:
                 ums = measure(
-                    unit_levels, hierarchy, get_schema("units"), uplan, source.child("units")
+                    unit_levels,
+                    mh,
+                    get_schema("units"),
+                    uplan,
+                    source.child("units"),
+                    unit_shares=ushares,
                 )
             tables = estimate_tables(
                 ms,
@@ -266,6 +282,7 @@ def simulate_release_errors(
                 estimator=str(manifest.get("estimator") or "ls"),
                 max_children=manifest.get("max_children"),
                 executor=ex,
+                geo=geo,
             )
             pool.add(truth_tables, tables)
             say(progress, f"simulated release {k + 1}/{simulations} (seed {s})")

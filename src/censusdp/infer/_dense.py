@@ -2,7 +2,8 @@
 
 The unknowns are the live cells of every bottom unit, ``x = vec(X)``. Each measurement
 of unit ``u`` at level ``l`` is ``y = (a_u' (x) A_q) x + e`` with ``a_u`` the 0/1 vector of
-the bottom units below ``u``; exact constraints are rows of ``C x = c``. The constrained
+the bottom units below ``u``, weighted by the inverse of that unit's own variance (a unit
+not measured, variance ``inf``, has weight 0); exact constraints are rows of ``C x = c``. The constrained
 GLS estimate solves the KKT system
 
     [ H  C' ] [ x      ]   [ D' W y ]
@@ -56,9 +57,10 @@ def dense_gls(
         row = q.row_of_cell[cells]
         a_q = (mq.rows[:, None] == row[None, :]).astype(np.float64)  # (rows, size)
         design = np.kron(member[level], a_q)  # (units x rows, n)
-        w = 1.0 / float(mq.variance)
-        h += w * design.T @ design
-        g += w * design.T @ np.asarray(mq.values, dtype=np.float64).reshape(-1)
+        var = mq.unit_variances()  # per unit (inf: not measured)
+        w = np.repeat(np.where(np.isfinite(var), 1.0 / var, 0.0), mq.rows.size)
+        h += design.T @ (w[:, None] * design)
+        g += design.T @ (w * np.asarray(mq.values, dtype=np.float64).reshape(-1))
     crow: list[np.ndarray] = []
     cval: list[float] = []
     if cons.zero is not None:

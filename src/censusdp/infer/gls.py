@@ -277,6 +277,12 @@ def level_design(
     info = np.zeros((layout.n_blocks, layout.d, layout.d))
     positions, variances, names = [], [], []
     for mq in measured:
+        if not mq.uniform:
+            raise InputError(
+                f"({level_name}, {mq.query}) has per-geounit variances (a spine release whose "
+                "single children were bypassed); censusdp's GLS needs one variance per "
+                "(geolevel, query) and cannot infer from this release yet"
+            )
         v = float(mq.variance)
         if not np.isfinite(v) or v <= 0:
             raise InputError(
@@ -309,6 +315,61 @@ def level_design(
             "GLS needs a full-rank query set at each measured level (e.g. the detailed query)"
         )
     return LevelDesign(level, tuple(names), tuple(positions), tuple(variances), info, op_inv(info))
+
+
+def _single_child_totals(
+    hierarchy: Hierarchy, totals: dict[int, np.ndarray]
+) -> dict[int, np.ndarray]:
+    """``totals`` with every exact total also given to the parent of a single child.
+
+    A unit with one child holds the same people, so it has the child's exact total
+    (``nan`` where a level's total is unknown). This keeps an invariant exact when the
+    child was not measured (a bypassed spine geounit), whose estimate is its parent's.
+    """
+    out = {lv: np.asarray(t, dtype=np.float64) for lv, t in totals.items()}
+    for level in range(hierarchy.n_levels - 1, 0, -1):
+        if level not in out:
+            continue
+        ptr = hierarchy.child_ptr[level - 1]
+        single = np.flatnonzero(np.diff(ptr) == 1)
+        child = out[level][ptr[single]]
+        single, child = single[np.isfinite(child)], child[np.isfinite(child)]
+        if single.size == 0:
+            continue
+        parent = out.get(level - 1)
+        if parent is None:
+            parent = np.full(hierarchy.n_units(level - 1), np.nan)
+        else:
+            parent = parent.copy()
+        parent[single] = np.where(np.isfinite(parent[single]), parent[single], child)
+        out[level - 1] = parent
+    return out
+
+
+def _variance_classes(
+    measured: list[MeasuredQuery], level_name: str
+) -> tuple[list[tuple[float, ...]], np.ndarray]:
+    """The distinct per-unit variance vectors (one per query) of a run of units, and each
+    unit's class (``-1``: not measured; a spine release's bypassed single child).
+
+    Raises:
+        InputError: for a unit measured for some queries of its level and not others.
+    """
+    n = measured[0].values.shape[0]
+    per = np.stack([m.unit_variances() for m in measured], axis=1).reshape(n, len(measured))
+    fin = np.isfinite(per)
+    some = fin.any(axis=1)
+    if (some & ~fin.all(axis=1)).any():
+        u = int(np.flatnonzero(some & ~fin.all(axis=1))[0])
+        raise InputError(
+            f"{level_name} unit {u} is measured for some queries of its level and not others"
+        )
+    cls = np.full(n, -1, dtype=np.int64)
+    if not some.any():
+        return [], cls
+    keys, inv = np.unique(per[some], axis=0, return_inverse=True)
+    cls[some] = inv.reshape(-1)
+    return [tuple(float(v) for v in k) for k in keys], cls
 
 
 # -- exact constraints ------------------------------------------------------------------------
@@ -415,6 +476,26 @@ class UpTask:
     pattern_ops: tuple[np.ndarray, np.ndarray] | None
     totals: np.ndarray | None
     parent_bounds: np.ndarray | None
+    unit_designs: tuple[LevelDesign, ...] = ()
+    unit_class: np.ndarray | None = None
+    child_informed: np.ndarray | None = None
+
+
+def _unit_classes(task: UpTask) -> tuple[tuple[LevelDesign, ...], np.ndarray]:
+    """The designs of a task's units and each unit's design (``-1``: not measured).
+
+    Without ``unit_class`` every unit has ``design`` (one variance per query of the
+    level); a spine release's bypass gives units their own variances (classes)."""
+    if task.unit_class is not None:
+        return task.unit_designs, task.unit_class
+    if task.design is None:
+        return (), np.full(task.n, -1, dtype=np.int64)
+    return (task.design,), np.zeros(task.n, dtype=np.int64)
+
+
+def _information(task: UpTask, design: LevelDesign, sel: np.ndarray) -> np.ndarray:
+    """``h = sum_q A_q' y_q / v_q`` of the units ``sel`` of a task, with ``design``."""
+    return design.information_vector(tuple(v[sel] for v in task.values), task.layout.shape)
 
 
 @dataclass(frozen=True, eq=False)
@@ -432,6 +513,8 @@ class UpResult:
     cov_index: np.ndarray
     parent_sum: np.ndarray | None
     parent_cov: np.ndarray | None
+    informed: np.ndarray | None = None
+    parent_informed: np.ndarray | None = None
 
 
 def _sum_by_parent(
@@ -452,39 +535,80 @@ def _sum_by_parent(
 
 
 def run_up(task: UpTask) -> UpResult:
-    """One upward step (module docstring); pure and picklable."""
+    """One upward step (module docstring); pure and picklable.
+
+    A unit that was not measured (a bypassed spine geounit: its single parent took its
+    budget) has no information of its own: above the bottom its estimate is its
+    children's sum; at the bottom it is ``informed = False`` and its parent uses its own
+    measurements alone (the downward step then gives it the parent's estimate).
+    """
     lay = task.layout
+    designs, cls = _unit_classes(task)
+    informed = cls >= 0
     if task.child_sum is None:  # bottom level: own measurements and zero patterns
-        if task.design is None or task.pattern is None or task.pattern_ops is None:
+        if task.pattern is None or task.pattern_ops is None:
             raise InternalError("a bottom-level GLS task needs measurements and zero patterns")
-        h = task.design.information_vector(task.values, lay.shape)
         rm_table, table = task.pattern_ops  # R_k M: own estimate conditioned on the zeros
-        index = task.pattern
-        mean = np.empty_like(h)
-        for k in np.unique(index):
-            sel = index == k
-            mean[sel] = apply(lay, rm_table[k], h[sel])
+        n_pat = rm_table.shape[0] // max(len(designs), 1)
+        # one table entry per (design, zero pattern); unmeasured units: a zero entry
+        index = np.where(informed, np.maximum(cls, 0) * n_pat + task.pattern, table.shape[0])
+        table = np.concatenate([table, np.zeros((1, *table.shape[1:]))])
+        mean = np.zeros((task.n, *lay.shape))
+        for g in range(len(designs)):
+            sel = cls == g
+            if not sel.any():
+                continue
+            h = _information(task, designs[g], sel)
+            idx = index[sel]
+            part = np.empty_like(h)
+            for k in np.unique(idx):
+                at = idx == k
+                part[at] = apply(lay, rm_table[k], h[at])
+            mean[sel] = part
     else:
         s, big_s = task.child_sum, task.child_cov
-        own = None
-        if task.design is not None:
-            h = task.design.information_vector(task.values, lay.shape)
-            own = apply(lay, task.design.cov, h)
-        if own is None:
-            mean, table = s.copy(), big_s.copy()
-        else:
-            m = task.design.cov  # type: ignore[union-attr]
-            gain = np.swapaxes(np.linalg.solve(big_s + m, big_s), -1, -2)  # S (S + M)^-1
-            table = gain @ m
-            table = 0.5 * (table + np.swapaxes(table, -1, -2))
-            mean = s + apply(lay, gain, own - s)
+        kids = np.ones(task.n, dtype=bool) if task.child_informed is None else task.child_informed
+        mean, table = s.copy(), big_s.copy()
+        for g in range(len(designs)):
+            sel = cls == g
+            if not sel.any():
+                continue
+            m = designs[g].cov
+            own = apply(lay, m, _information(task, designs[g], sel))
+            both = kids[sel]
+            at = np.flatnonzero(sel)[both]
+            if at.size:
+                gain = np.swapaxes(
+                    np.linalg.solve(big_s[at] + m, big_s[at]), -1, -2
+                )  # S (S + M)^-1
+                tab = gain @ m
+                table[at] = 0.5 * (tab + np.swapaxes(tab, -1, -2))
+                mean[at] = s[at] + apply(lay, gain, own[both] - s[at])
+            alone = np.flatnonzero(sel)[~both]
+            if alone.size:  # the children carry no information (a bypassed single child)
+                table[alone] = m
+                mean[alone] = own[~both]
+        informed = informed | kids
         index = np.arange(task.n)
     if task.totals is not None:
-        table = condition_total(lay, mean, table, index, task.totals)
-    ps = pc = None
+        known = informed & np.isfinite(task.totals)
+        if known.all():
+            table = condition_total(lay, mean, table, index, task.totals)
+        elif known.any():
+            sub = mean[known]
+            table = condition_total(lay, sub, table, index[known], task.totals[known])
+            mean[known] = sub
+    ps = pc = pi = None
     if task.parent_bounds is not None:
         ps, pc = _sum_by_parent(mean, table, index, task.parent_bounds)
-    return UpResult(task.level, task.start, mean, table, index, ps, pc)
+        pi = np.logical_and.reduceat(informed, task.parent_bounds[:-1])
+        sizes = np.diff(task.parent_bounds)
+        if (~pi & (sizes > 1)).any():
+            raise InputError(
+                "a geounit that was not measured has siblings; only a single child may be "
+                "bypassed (its parent takes its budget)"
+            )
+    return UpResult(task.level, task.start, mean, table, index, ps, pc, informed, pi)
 
 
 @dataclass(frozen=True, eq=False)
@@ -512,6 +636,7 @@ class DownTask:
     parent_bounds: np.ndarray | None
     lines: LineSet
     keep: bool
+    up_informed: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -530,9 +655,10 @@ class DownResult:
 def run_down(task: DownTask) -> DownResult:
     """One downward step (module docstring); pure and picklable."""
     lay = task.layout
+    informed = task.up_informed
     if task.up is not None:
         up = run_up(task.up)
-        mean, table, index = up.mean, up.cov, up.cov_index
+        mean, table, index, informed = up.mean, up.cov, up.cov_index, up.informed
     else:
         mean, table, index = task.up_mean, task.up_cov, task.up_index
     if mean is None or table is None or index is None:
@@ -551,6 +677,13 @@ def run_down(task: DownTask) -> DownResult:
         resid = task.parent_mean - task.parent_child_sum  # type: ignore[operator]
         shift = apply(lay, gain, resid[p_of])
         final = mean + shift[findex]
+        if informed is not None and not informed.all():
+            # a bypassed single child holds its parent's people: the parent's estimate
+            bad = np.flatnonzero(~informed)
+            final[bad] = task.parent_mean[parent[bad]]  # type: ignore[index]
+            findex = findex.copy()
+            findex[bad] = ftable.shape[0] + np.arange(bad.size)
+            ftable = np.concatenate([ftable, task.parent_cov[parent[bad]]])  # type: ignore[index]
     est = final.reshape(task.n, -1) @ task.lines.matrix
     var_pairs, exact_pairs = _line_variances(task.lines, ftable)
     sd = np.sqrt(var_pairs[findex])
@@ -608,18 +741,48 @@ def tree_gls(
         :class:`LevelEstimates` in level order (top first), chunks in unit order.
     """
     cons = constraints or Constraints()
-    totals = cons.totals or {}
     bottom = hierarchy.n_levels - 1
+    totals = _single_child_totals(hierarchy, cons.totals or {})
     names = hierarchy.geolevels.names
-    designs: dict[int, LevelDesign | None] = {}
 
     def say(msg: str) -> None:
         say_line(progress, msg)
 
-    def design_of(level: int, measured: list[MeasuredQuery]) -> LevelDesign | None:
-        if level not in designs:
-            designs[level] = level_design(layout, level, names[level], measured)
-        return designs[level]
+    by_class: dict[tuple[int, tuple[float, ...]], LevelDesign | None] = {}
+    ops_cache: dict[tuple[float, ...], tuple[np.ndarray, np.ndarray]] = {}
+
+    def design_of(
+        level: int, measured: list[MeasuredQuery]
+    ) -> tuple[LevelDesign | None, tuple[LevelDesign, ...], np.ndarray | None, list]:
+        """The level's design, or per-unit designs (classes of equal variances)."""
+        if not measured:
+            return None, (), None, []
+        keys, cls = _variance_classes(measured, names[level])
+        ds = []
+        for key in keys:
+            if (level, key) not in by_class:
+                uniform = [replace(m, variance=v) for m, v in zip(measured, key, strict=True)]
+                by_class[(level, key)] = level_design(layout, level, names[level], uniform)
+            ds.append(by_class[(level, key)])
+        if len(ds) == 1 and (cls == 0).all():
+            return ds[0], (), None, keys
+        return (ds[0] if ds else None), tuple(ds), cls, keys
+
+    def pattern_ops_of(keys: list, ds: list) -> tuple[np.ndarray, np.ndarray]:
+        for key, des in zip(keys, ds, strict=True):
+            if key not in ops_cache:
+                ops = [condition_zero(layout, des.cov, pz) for pz in patterns]
+                ops_cache[key] = (
+                    np.stack([o[0] @ des.cov for o in ops]),
+                    np.stack([o[1] for o in ops]),
+                )
+        if not keys:
+            empty = np.zeros((0, layout.n_blocks, layout.d, layout.d))
+            return empty, empty
+        return (
+            np.concatenate([ops_cache[k][0] for k in keys]),
+            np.concatenate([ops_cache[k][1] for k in keys]),
+        )
 
     # zero patterns of the bottom units
     nb = hierarchy.n_units(bottom)
@@ -650,31 +813,28 @@ def tree_gls(
         cut = np.flatnonzero(np.diff(par)) + 1
         return np.concatenate([[0], cut, [stop - start]]).astype(np.int64)
 
-    pattern_ops: tuple[np.ndarray, np.ndarray] | None = None
-
     # per level above the bottom: upward results and children sums
     up_mean: dict[int, np.ndarray] = {}
     up_cov: dict[int, np.ndarray] = {}
+    up_informed: dict[int, np.ndarray] = {}
     child_sum: dict[int, np.ndarray] = {}
     child_cov: dict[int, np.ndarray] = {}
+    child_informed: dict[int, np.ndarray] = {}
 
     def up_task(level: int, start: int, stop: int) -> UpTask:
-        nonlocal pattern_ops
         measured = measurements.read(level, start, stop)
-        design = design_of(level, measured)
+        design, unit_designs, unit_class, keys = design_of(level, measured)
         vals = tuple(m.values for m in measured) if design is not None else ()
         tot = totals.get(level)
         kids: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
         pattern = None
+        ops = None
         if level == bottom:
-            if design is None:
+            if not measured:
                 raise InputError(f"nothing is measured at the bottom level {names[level]}")
-            if pattern_ops is None:
-                ops = [condition_zero(layout, design.cov, pz) for pz in patterns]
-                pattern_ops = (
-                    np.stack([o[0] @ design.cov for o in ops]),
-                    np.stack([o[1] for o in ops]),
-                )
+            ops = pattern_ops_of(keys, [by_class[(level, k)] for k in keys])
+            if design is None:  # every unit of the run is a bypassed single child
+                unit_class = np.full(stop - start, -1, dtype=np.int64)
             pattern = pattern_of[start:stop]
         else:
             kids = (child_sum[level][start:stop], child_cov[level][start:stop])
@@ -688,9 +848,12 @@ def tree_gls(
             kids[0],
             kids[1],
             pattern,
-            pattern_ops if level == bottom else None,
+            ops,
             None if tot is None else np.asarray(tot[start:stop], dtype=np.float64),
             bounds_of(level, start, stop),
+            unit_designs,
+            unit_class,
+            None if level == bottom else child_informed[level][start:stop],
         )
 
     # -- upward ---------------------------------------------------------------------------
@@ -700,8 +863,10 @@ def tree_gls(
             n_par = hierarchy.n_units(level - 1)
             child_sum[level - 1] = np.zeros((n_par, *layout.shape))
             child_cov[level - 1] = np.zeros((n_par, layout.n_blocks, layout.d, layout.d))
+            child_informed[level - 1] = np.ones(n_par, dtype=bool)
         keep_mean: list[np.ndarray] = []
         keep_cov: list[np.ndarray] = []
+        keep_informed: list[np.ndarray] = []
         tasks = (up_task(level, a, b) for a, b in spans)
         runner = executor if level == bottom else None
         for res in _map(runner, run_up, tasks):
@@ -710,12 +875,15 @@ def tree_gls(
                 k = res.parent_sum.shape[0]  # type: ignore[union-attr]
                 child_sum[level - 1][p0 : p0 + k] += res.parent_sum
                 child_cov[level - 1][p0 : p0 + k] += res.parent_cov
+                child_informed[level - 1][p0 : p0 + k] &= res.parent_informed  # type: ignore[arg-type]
             if level != bottom:
                 keep_mean.append(res.mean)
                 keep_cov.append(res.cov[res.cov_index])
+                keep_informed.append(res.informed)  # type: ignore[arg-type]
         if level != bottom:
             up_mean[level] = np.concatenate(keep_mean)
             up_cov[level] = np.concatenate(keep_cov)
+            up_informed[level] = np.concatenate(keep_informed)
         say(f"GLS upward   {names[level]:<10} {hierarchy.n_units(level):>8,} units")
 
     # -- downward -------------------------------------------------------------------------
@@ -760,6 +928,7 @@ def tree_gls(
                 bounds_of(level, start, stop),
                 lines,
                 keep,
+                None if level == bottom else up_informed[level][start:stop],
             )
 
         keep_mean = []
@@ -775,6 +944,16 @@ def tree_gls(
             fin_mean[level] = np.concatenate(keep_mean)
             fin_cov[level] = np.concatenate(keep_cov)
         if level > 0:  # the parents' arrays are no longer needed
-            for store in (up_mean, up_cov, fin_mean, fin_cov, child_sum, child_cov, pinv):
+            for store in (
+                up_mean,
+                up_cov,
+                up_informed,
+                fin_mean,
+                fin_cov,
+                child_sum,
+                child_cov,
+                child_informed,
+                pinv,
+            ):
                 store.pop(level - 1, None)
         say(f"GLS downward {names[level]:<10} {hierarchy.n_units(level):>8,} units")

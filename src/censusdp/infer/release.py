@@ -144,10 +144,23 @@ def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...])
 
 
 def _designs(reader: NMFReader, layout: Layout, hierarchy: Hierarchy) -> dict[int, LevelDesign]:
-    """The measurement design of every measured level (from one unit's read)."""
+    """The measurement design of every measured level (from one unit's read).
+
+    The unit read is one measured at the level's most common variance: its geolevel's
+    own share (a spine release's bypass gives some units more, and none to the
+    bypassed single children)."""
     out = {}
     for level, name in enumerate(hierarchy.geolevels.names):
-        des = level_design(layout, level, name, reader.read(level, 0, 1))
+        queries = reader.queries_at(level)
+        unit = 0
+        if queries and hierarchy.n_units(level):
+            var = reader.unit_variances(level, queries[0])
+            finite = var[np.isfinite(var)]
+            if finite.size == 0:
+                continue
+            values, counts = np.unique(finite, return_counts=True)
+            unit = int(np.flatnonzero(var == values[np.argmax(counts)])[0])
+        des = level_design(layout, level, name, reader.read(level, unit, unit + 1))
         if des is not None:
             out[level] = des
     return out
@@ -235,6 +248,8 @@ class ReleaseGLS:
         noise_variances: per level, the NMF variance of every measured query.
         chunks: the final estimates, level by level (top first), chunk by chunk; each
             :class:`~censusdp.infer.gls.LevelEstimates` has one column per line.
+        tabulation: for a spine release, which estimated geounits are tabulation
+            geounits (:func:`tabulation_match`); ``None`` for a tabulation release.
     """
 
     hierarchy: Hierarchy
@@ -246,6 +261,40 @@ class ReleaseGLS:
     occupancy: str
     noise_variances: dict[str, dict[str, float]]
     chunks: Iterator[LevelEstimates]
+    tabulation: dict[str, Any] | None = None
+
+
+TABULATION_NOTE = (
+    "estimates are of the spine's geounits (spine.parquet maps blocks to them); a "
+    "tabulation geounit that is not one spine geounit (e.g. a block group, or a county "
+    "split into AIAN and non-AIAN parts) is not estimated: its sd would need the GLS "
+    "covariance between spine geounits, which the two-pass tree algorithm does not form"
+)
+
+
+def tabulation_match(geo: ReleaseGeography) -> dict[str, Any] | None:
+    """Per tabulation level, how many of its geounits are exactly one spine geounit of
+    the same name (the same blocks), whose estimate is then the tabulation geounit's."""
+    if geo.spine is None:
+        return None
+    tab, h = geo.tabulation, geo.estimation
+    out: dict[str, Any] = {"note": TABULATION_NOTE, "levels": {}}
+    for ti, lv in enumerate(tab.geolevels.levels):
+        if lv.name not in h.geolevels.names or ti == 0:
+            continue
+        si = h.geolevels.index(lv.name)
+        # per block (spine order): its spine unit and its tabulation unit
+        spine_unit = h.ancestor_index(si)
+        tab_unit = geo.to_estimation(tab.ancestor_index(ti))
+        pairs = np.unique(np.stack([spine_unit, tab_unit]), axis=1)
+        spine_parts = np.bincount(pairs[0], minlength=h.n_units(si))
+        tab_parts = np.bincount(pairs[1], minlength=tab.n_units(ti))
+        same = (spine_parts[pairs[0]] == 1) & (tab_parts[pairs[1]] == 1)
+        out["levels"][lv.name] = {
+            "tabulation_geounits": int(tab.n_units(ti)),
+            "estimated_as_one_spine_geounit": int(same.sum()),
+        }
+    return out
 
 
 def release_gls(
@@ -359,6 +408,7 @@ def release_gls(
         occupancy,
         {names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()},
         merged(),
+        tabulation_match(geo),
     )
 
 
@@ -411,6 +461,8 @@ def infer_release(
             timings=timings,
         )
         hierarchy = gls.hierarchy
+        if gls.tabulation is not None:
+            say(progress, f"note: {gls.tabulation['note']}")
         names = hierarchy.geolevels.names
         nlines = len(gls.lines)
         stats = _LevelStats()
@@ -470,6 +522,7 @@ def infer_release(
             lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
         },
         "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
+        **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
         "constraints": {
             "total_population_exact_at": names[gls.total_level],
             "housing_units_exact_at": names[bottom],

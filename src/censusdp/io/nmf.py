@@ -66,10 +66,33 @@ def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa.Ta
                 mq.rows.astype(np.int32)[flat % r] if mq.rows.size else [], pa.int32()
             ),
             "value": pa.array(mq.values.reshape(-1)[a:b]),
-            "variance": pa.array(np.full(n, mq.variance, dtype=np.float64)),
+            "variance": pa.array(_row_variances(mq, unit)),
             "mechanism": dictionary_strings(np.zeros(n, np.int32), np.array([mq.mechanism])),
         }
     )
+
+
+def _row_variances(mq: MeasuredQuery, unit: np.ndarray) -> np.ndarray:
+    """The ``variance`` column of rows of units ``unit``: each unit's own variance."""
+    if mq.uniform:
+        return np.full(unit.size, float(mq.variance), dtype=np.float64)
+    return mq.unit_variances()[unit]
+
+
+def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
+    """``[start, stop)`` runs of consecutive measured units with one variance each.
+
+    Units that were not measured (variance ``inf``: bypassed) get no rows; a row group
+    never mixes variances, so the reader finds each unit's variance in the footer.
+    """
+    n = mq.values.shape[0]
+    if mq.uniform:
+        return [(0, n)] if n else []
+    var = mq.unit_variances()
+    cut = np.flatnonzero(var[1:] != var[:-1]) + 1
+    starts = np.r_[0, cut]
+    stops = np.r_[cut, n]
+    return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True) if np.isfinite(var[a])]
 
 
 def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int]]:
@@ -116,14 +139,15 @@ class NMFWriter(StreamingWriter):
         Written in row groups of whole geounits of at most ``row_group_rows`` rows each
         (:func:`row_group_bounds`), built one row group at a time.
         """
-        n_units = mq.values.shape[0]
-        for a, b in row_group_bounds(n_units, mq.rows.size, self.row_group_rows):
-            table = _nmf_table(mq, geocodes, a, b)
-            if self._writer is None:
-                self._schema = table.schema
-                self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
-            self._writer.write_table(table.cast(self._schema), row_group_size=max(b - a, 1))
-            self.rows += table.num_rows
+        r = mq.rows.size
+        for u0, u1 in _measured_runs(mq):
+            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows):
+                table = _nmf_table(mq, geocodes, u0 * r + a, u0 * r + b)
+                if self._writer is None:
+                    self._schema = table.schema
+                    self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
+                self._writer.write_table(table.cast(self._schema), row_group_size=max(b - a, 1))
+                self.rows += table.num_rows
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
         """Append every query of a chunk."""
@@ -194,6 +218,7 @@ class NMFReader:
         self._groups: dict[tuple[int, str], list[tuple[int, int, int, int]]] = {}
         self._spans: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
         self._info: dict[tuple[int, str], tuple[np.ndarray, float, str]] = {}
+        self._unit_var: dict[tuple[int, str], np.ndarray] = {}
         self._order: dict[int, list[str]] = {}
         if not self._index():
             self._fallback = read_nmf(self.path, schema, hierarchy)
@@ -239,22 +264,29 @@ class NMFReader:
                 mech = str(stats["mechanism"][0]) if "mechanism" in stats else "unknown"
                 self._info[key] = (rows, float(stats["variance"][0]), mech)
                 self._order.setdefault(level, []).append(q.name)
-            elif self._info[key][1] != float(stats["variance"][0]):
-                return False
-            self._groups.setdefault(key, []).append((u0, u1, rg, meta.num_rows))
+            var = float(stats["variance"][0])
+            self._groups.setdefault(key, []).append((u0, u1, rg, meta.num_rows, var))
         for key, groups in self._groups.items():
             self._spans[key] = self._cover(key, sorted(groups))
         return True
 
     def _cover(
-        self, key: tuple[int, str], groups: list[tuple[int, int, int, int]]
+        self, key: tuple[int, str], groups: list[tuple[int, int, int, int, float]]
     ) -> list[tuple[int, int, int]]:
-        """Row offsets of the row groups of ``key``; checks they tile every unit once."""
+        """Row offsets of the row groups of ``key``; checks they tile every measured unit
+        once, and records each unit's variance (``inf`` for a unit with no rows: not
+        measured, a bypassed spine geounit; :meth:`read` gives it zeros). Only a single
+        child may have no rows."""
         level, qname = key
         r = self._info[key][0].size
         where = f"{self.path}: ({self.geolevels[level].name}, {qname})"
+        n_units = self.hierarchy.n_units(level)
+        unit_var = np.full(n_units, np.inf)
+        single = self._single_children(level)
         spans, off = [], 0
-        for u0, u1, rg, n in groups:
+        for u0, u1, rg, n, var in groups:
+            if off % max(r, 1) == 0 and u0 * r > off and single[off // r : u0].all():
+                off = u0 * r  # units before u0 have no rows: bypassed single children
             first, last = off // r, (off + n - 1) // r
             if first != u0 or last != u1 - 1:
                 lo, hi = (off // r, u0 - 1) if u0 > first else (u0, u1 - 1)
@@ -262,15 +294,45 @@ class NMFReader:
                     f"{where} does not cover units {lo}..{hi} exactly once "
                     f"(row group {rg} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
                 )
+            if (
+                np.isfinite(unit_var[u0:u1]).any()
+                and (unit_var[u0:u1][np.isfinite(unit_var[u0:u1])] != var).any()
+            ):
+                raise InputError(f"{where} unit {u0} has rows with different variances")
+            unit_var[u0:u1] = var
             spans.append((off, rg, n))
             off += n
-        n_units = self.hierarchy.n_units(level)
+        if off % max(r, 1) == 0 and off < n_units * r and single[off // r :].all():
+            off = n_units * r  # the last units are bypassed single children
         if off != n_units * r:
             raise InputError(
                 f"{where} covers {off // r if r else 0} of {n_units} units "
                 f"({off} of {n_units * r} values)"
             )
+        self._unit_var[key] = unit_var
         return spans
+
+    def _single_children(self, level: int) -> np.ndarray:
+        """Units of ``level`` that are their parent's only child: the only units a spine
+        release may leave without rows (bypassed; ``censusdp validate`` checks which)."""
+        if level == 0:
+            return np.zeros(self.hierarchy.n_units(0), dtype=bool)
+        ptr = self.hierarchy.child_ptr[level - 1]
+        return (np.diff(ptr) == 1)[self.hierarchy.parent[level]]
+
+    def unit_variances(self, level: int, query: str) -> np.ndarray:
+        """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``
+        (``inf``: not measured, a bypassed spine geounit), from the file's footer."""
+        if self._fallback is not None:
+            name = self.geolevels[level].name
+            for m in self._fallback.at_level(name):
+                if m.query == query:
+                    return m.unit_variances()
+            raise InputError(f"{self.path}: no query {query!r} at {name}")
+        key = (level, make_query(self.schema, query).name)
+        if key not in self._unit_var:
+            raise InputError(f"{self.path}: no query {query!r} at {self.geolevels[level].name}")
+        return self._unit_var[key].copy()
 
     def queries_at(self, level: int) -> list[str]:
         """Names of the queries measured at ``level``, in the file's (plan) order."""
@@ -319,17 +381,43 @@ class NMFReader:
             r = rows.size
             a, b = start * r, stop * r
             i = max(0, bisect.bisect_right(spans, (a, np.inf, 0)) - 1)
-            parts = []
+            parts, parts_at = [], []
             while i < len(spans) and spans[i][0] < b:
                 off, rg, n = spans[i]
                 if off + n > a:
                     vals = self._read_group(level, qname, off, rg, n)
                     parts.append(vals[max(a, off) - off : min(b, off + n) - off])
+                    parts_at.append((max(a, off), parts[-1]))
                 i += 1
-            flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            unit_var = self._unit_var[(level, qname)][start:stop]
+            if np.isfinite(unit_var).all():
+                flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            else:
+                flat = self._with_unmeasured(level, qname, a, b, parts_at)
             values = flat.reshape(max(stop - start, 0), r)
-            out.append(MeasuredQuery(name, qname, rows, values, variance, mech))
+            out.append(
+                MeasuredQuery(name, qname, rows, values, _variance(unit_var, variance), mech)
+            )
         return out
+
+    def _with_unmeasured(
+        self, level: int, qname: str, a: int, b: int, parts: list[tuple[int, np.ndarray]]
+    ) -> np.ndarray:
+        """Flat values ``a:b`` of a query with unmeasured units: zeros where no row is."""
+        dtype = parts[0][1].dtype if parts else np.int64
+        flat = np.zeros(b - a, dtype=dtype)
+        for at, vals in parts:
+            flat[at - a : at - a + vals.size] = vals
+        return flat
+
+
+def _variance(unit_var: np.ndarray, first: float) -> float | np.ndarray:
+    """One float when every unit has the same finite variance, else the per-unit array."""
+    if unit_var.size and np.isfinite(unit_var).all() and (unit_var == unit_var[0]).all():
+        return float(unit_var[0])
+    if unit_var.size == 0:
+        return float(first)
+    return unit_var
 
 
 def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> MeasurementSet:
@@ -367,19 +455,25 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
         variance = table.column("variance").take(pa.array(sel)).to_numpy()
         rows = np.unique(cells)
         n_units = hierarchy.n_units(li)
-        if rows.size * n_units != sel.size:
+        per_unit = np.bincount(unit, minlength=n_units)
+        lone = np.zeros(n_units, dtype=bool)
+        if li > 0:  # only a single child may be left unmeasured (bypassed)
+            lone = (np.diff(hierarchy.child_ptr[li - 1]) == 1)[hierarchy.parent[li]]
+        if ((per_unit != 0) & (per_unit != rows.size)).any() or ((per_unit == 0) & ~lone).any():
             raise InputError(
                 f"{path}: ({level}, {qname}) has {sel.size} values, expected "
-                f"{n_units} units x {rows.size} cells"
+                f"{rows.size} cells at each of its measured units"
             )
         mat = np.zeros((n_units, rows.size), dtype=values.dtype)
         mat[unit, np.searchsorted(rows, cells)] = values
+        unit_var = np.full(n_units, np.inf)
+        unit_var[unit] = variance
         mech = "unknown"
         if "mechanism" in table.column_names:
             mech = str(table.column("mechanism")[int(sel[0])].as_py())
         q = make_query(schema, qname)
         out.queries[(level, q.name)] = MeasuredQuery(
-            level, q.name, rows, mat, float(variance[0]), mech
+            level, q.name, rows, mat, _variance(unit_var, float(variance[0])), mech
         )
     return out
 

@@ -49,6 +49,7 @@ __all__ = [
     "ReleaseBudget",
     "SPINES",
     "resolve_release_budget",
+    "scaled_mechanism",
     "units_preset_for",
 ]
 
@@ -115,6 +116,29 @@ class PlannedMeasurement(NamedTuple):
     def variance(self) -> float:
         """Variance of the noise added to each cell."""
         return self.mechanism.variance
+
+
+def scaled_mechanism(
+    mechanism: DiscreteGaussian | Geometric, factor: Fraction
+) -> DiscreteGaussian | Geometric:
+    """The mechanism of a planned measurement with its amount multiplied by ``factor``.
+
+    A geounit with a per-geounit share (a spine release's bypass: ``factor`` is the
+    unit's share over its geolevel's share) spends ``factor`` times the planned amount:
+    the discrete Gaussian's ``sigma^2`` and the geometric's scale are divided by it
+    (production's ``getAdjustedInverseScalePerQuery`` with the node's own budget).
+
+    Raises:
+        BudgetError: for a factor that is not positive.
+    """
+    factor = Fraction(factor)
+    if factor <= 0:
+        raise BudgetError(f"a measured geounit needs a positive budget factor, got {factor}")
+    if factor == 1:
+        return mechanism
+    if isinstance(mechanism, Geometric):
+        return Geometric(mechanism.scale / factor)
+    return DiscreteGaussian(mechanism.sigma_squared / factor)
 
 
 @functools.lru_cache(maxsize=512)

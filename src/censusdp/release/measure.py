@@ -28,6 +28,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,7 +39,9 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
 from censusdp.data.queries import Query, make_query
 from censusdp.data.schema import Schema
+from censusdp.data.spine import UnitShares
 from censusdp.errors import InternalError
+from censusdp.privacy.budget import scaled_mechanism
 
 __all__ = [
     "DEFAULT_CHUNK_VALUES",
@@ -46,6 +50,7 @@ __all__ = [
     "measure",
     "measure_tasks",
     "run_measure_task",
+    "unit_variances",
 ]
 
 DEFAULT_CHUNK_VALUES = 1 << 22
@@ -69,6 +74,10 @@ class MeasureTask:
         schema: the schema of the histogram.
         queries: ``(query name, mechanism)`` pairs in plan order.
         source: the parent :class:`~censusdp.privacy.randomness.RandomSource`.
+        unit_scale: ``None`` (every unit at its geolevel's share), or per-geounit
+            budgets ``(numerators, level numerator)``: unit ``u`` spends
+            ``numerators[u] / level numerator`` times each query's planned amount, and
+            is not measured when its numerator is 0 (a bypassed spine geounit).
     """
 
     geolevel: str
@@ -78,6 +87,7 @@ class MeasureTask:
     schema: Schema
     queries: tuple[tuple[str, Any], ...]
     source: Any
+    unit_scale: tuple[np.ndarray, int] | None = None
 
 
 _QUERY_CACHE: dict[tuple[str, int, str], tuple[Query, np.ndarray]] = {}
@@ -111,14 +121,20 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
     for qname, mech in task.queries:
         query, rows = _query_and_rows(task.schema, qname)
         exact = np.asarray(query.answer_many(hist).todense())[:, rows].astype(np.int64)
-        values = _release_units(exact, task.geocodes, task.geolevel, query.name, mech, task.source)
+        if task.unit_scale is None:
+            values = _release_units(
+                exact, task.geocodes, task.geolevel, query.name, mech, task.source
+            )
+            variance: float | np.ndarray = float(mech.variance)
+        else:
+            values, variance = _release_scaled(exact, task, query.name, mech)
         out.append(
             MeasuredQuery(
                 geolevel=task.geolevel,
                 query=query.name,
                 rows=rows,
                 values=values,
-                variance=float(mech.variance),
+                variance=variance,
                 mechanism=type(mech).__name__,
             )
         )
@@ -131,6 +147,44 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
         tuple(out),
         time.process_time() - c0,
     )
+
+
+@lru_cache(maxsize=256)
+def _unit_mechanism(mech: Any, numerator: int, level: int) -> Any:
+    return scaled_mechanism(mech, Fraction(numerator, level))
+
+
+def unit_variances(mech: Any, numerators: np.ndarray, level: int) -> np.ndarray:
+    """``(units,)`` noise variance of each unit measured with ``mech`` scaled by its budget
+    ``numerators[u] / level``; ``inf`` for a unit that is not measured (numerator 0)."""
+    out = np.full(numerators.size, np.inf)
+    for d in np.unique(numerators):
+        if d > 0:
+            out[numerators == d] = float(_unit_mechanism(mech, int(d), int(level)).variance)
+    return out
+
+
+def _release_scaled(
+    exact: np.ndarray, task: MeasureTask, query: str, mech: Any
+) -> tuple[np.ndarray, float | np.ndarray]:
+    """Answers of every unit with its own budget (``task.unit_scale``); 0 and variance
+    ``inf`` for a unit that is not measured. One float variance when all units share one."""
+    assert task.unit_scale is not None
+    num, level = task.unit_scale
+    values = np.zeros(exact.shape, dtype=np.int64)
+    variance = np.full(num.size, np.inf)
+    for d in np.unique(num):
+        if d <= 0:
+            continue
+        sel = np.flatnonzero(num == d)
+        m = _unit_mechanism(mech, int(d), int(level))
+        values[sel] = _release_units(
+            exact[sel], task.geocodes[sel], task.geolevel, query, m, task.source
+        )
+        variance[sel] = float(m.variance)
+    if variance.size and np.isfinite(variance).all() and (variance == variance[0]).all():
+        return values, float(variance[0])
+    return values, variance
 
 
 def family_chunks(
@@ -167,6 +221,7 @@ def measure_tasks(
     source: object,
     *,
     target: int = DEFAULT_CHUNK_VALUES,
+    unit_shares: UnitShares | None = None,
 ) -> Iterator[MeasureTask]:
     """The measurement tasks of a plan: per level (top first), chunks of whole families.
 
@@ -177,6 +232,9 @@ def measure_tasks(
         plan: ``(geolevel, query name, mechanism)`` triples.
         source: the parent random source (each unit's noise comes from its own child).
         target: about how many noisy values one task produces.
+        unit_shares: per-geounit budgets (:func:`censusdp.data.spine.bypass_shares`):
+            each unit spends its own share instead of its geolevel's; ``None``: every
+            unit its geolevel's share.
     """
     by_level: dict[str, list[tuple[str, Any]]] = {}
     for geolevel, qname, mech in plan:
@@ -188,6 +246,9 @@ def measure_tasks(
         width = sum(_query_and_rows(schema, q)[1].size for q, _ in queries)
         hist = sp.csr_matrix(level_histograms[li])
         codes = hierarchy.geocodes[li]
+        scale = None
+        if unit_shares is not None:
+            scale = (unit_shares.numerators[li], unit_shares.level_numerators[li])
         for start, stop in family_chunks(hierarchy, li, width, target):
             yield MeasureTask(
                 lv.name,
@@ -197,6 +258,7 @@ def measure_tasks(
                 schema,
                 tuple(queries),
                 source,
+                None if scale is None else (scale[0][start:stop], scale[1]),
             )
 
 
@@ -208,6 +270,7 @@ def measure(
     source: object,
     *,
     progress: Callable[[str], None] | None = None,
+    unit_shares: UnitShares | None = None,
 ) -> MeasurementSet:
     """Measure every planned (geolevel, query) at every geounit.
 
@@ -220,13 +283,17 @@ def measure(
             ``release(values, source)``, ``variance`` and a class name.
         source: a :class:`censusdp.privacy.randomness.RandomSource`.
         progress: optional callback receiving one line per geolevel.
+        unit_shares: per-geounit budgets (see :func:`measure_tasks`).
 
     Returns:
         The noisy measurements. Nothing here keeps a reference to the histograms.
     """
     out = MeasurementSet(schema, hierarchy.geolevels, hierarchy.geocodes)
     chunks = []
-    for task in measure_tasks(level_histograms, hierarchy, schema, plan, source):
+    tasks = measure_tasks(
+        level_histograms, hierarchy, schema, plan, source, unit_shares=unit_shares
+    )
+    for task in tasks:
         chunks.append(run_measure_task(task))
         if progress is not None:
             progress(f"measured {task.geolevel:<10} units {task.start}..{chunks[-1].stop}")

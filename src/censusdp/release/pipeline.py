@@ -44,6 +44,7 @@ from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.spine import UnitShares
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
@@ -121,8 +122,11 @@ def _measure_to_file(
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
+    unit_shares: UnitShares | None = None,
 ) -> tuple[int, dict[str, int]]:
     """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
+
+    ``unit_shares``: per-geounit budgets of a spine release (bypass), else ``None``.
 
     The only function that sees confidential histograms (it is given them, it does not
     read the input). Returns the number of noisy values written, in total and by level;
@@ -136,7 +140,7 @@ def _measure_to_file(
     total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
     bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
     with NMFWriter(path) as writer, bar:
-        tasks = measure_tasks(levels, hierarchy, schema, plan, source)
+        tasks = measure_tasks(levels, hierarchy, schema, plan, source, unit_shares=unit_shares)
         for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
             t, c = time.perf_counter(), time.process_time()
             writer.write_chunk(chunk)
@@ -268,8 +272,12 @@ def _measure_runs(
     progress: Progress,
     timings: dict[str, float],
     checkpoint: Checkpoint | None = None,
+    geo: ReleaseGeography | None = None,
 ) -> dict[str, Any]:
     """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    With a spine ``geo``, each geounit spends its own share of each run's budget
+    (:meth:`ReleaseGeography.unit_shares`: single children bypassed).
 
     A run whose NMF ``checkpoint`` holds from before an interruption is not measured
     again (no new noise is drawn for it); each newly finished NMF is recorded there.
@@ -299,6 +307,7 @@ def _measure_runs(
             executor,
             progress,
             timings,
+            None if geo is None else geo.unit_shares(b),
         )
         record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
@@ -428,6 +437,7 @@ def run_release(
             progress,
             timings,
             checkpoint=ckpt,
+            geo=geo,
         )
         manifest = _estimate_and_write(
             staging.path,
@@ -725,12 +735,16 @@ def estimate_tables(
     estimator: str | None = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
     executor: Any = None,
+    geo: ReleaseGeography | None = None,
 ) -> dict[str, list[np.ndarray]]:
     """The published tables a release would hold, estimated from these measurements.
 
     The same estimation as :func:`run_release` and :func:`reestimate` (person run, then
     the housing-unit run held to it), without writing anything: for re-running the
     post-processing on simulated measurements (``censusdp evaluate`` without truth).
+    ``inv`` and ``hierarchy`` are the tabulation's; with a spine ``geo`` the
+    measurements are of the spine's geounits and are estimated there (as the release
+    was), then tabulated by geocode.
 
     Returns:
         Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
@@ -740,11 +754,12 @@ def estimate_tables(
         raise ConfigError(f"postprocess must be 'topdown' or 'bottomup', got {postprocess!r}")
     _check_units(units_mode)
     manifest: dict[str, Any] = {}
+    geo = ReleaseGeography(hierarchy) if geo is None else geo
     est = _estimate_measurements(
         persons,
         units,
-        inv,
-        hierarchy,
+        geo.invariants(inv),
+        geo.estimation,
         postprocess=postprocess,
         units_mode=units_mode,
         method=method,
@@ -754,7 +769,10 @@ def estimate_tables(
         timings={},
         manifest=manifest,
         max_children=max_children,
+        person_bounds=None if geo.spine is None else geo.person_bounds(inv),
     )
+    if geo.spine is not None:
+        est = _on_tabulation(est, geo, inv, persons.schema, manifest)
     pl94_hist, units_hist = _release_histograms(est, inv, persons.schema, manifest)
     return table_arrays(pl94_hist, units_hist, hierarchy)
 

@@ -1,12 +1,13 @@
 """The geography a release measures and estimates on: the tabulation hierarchy or the spine.
 
-``censusdp run --spine optimized`` (the default of the production presets ``pl94-2020*``,
-which say ``spine = "optimized"``, as production's ``prod_default.ini`` says
-``spine = opt_spine``) measures and estimates on the production spine of
-:mod:`censusdp.data.spine`: each state split into its AIAN and non-AIAN parts, block
-groups re-drawn around places / MCDs, AIAN areas and GQ-type combinations. The MDF and
-the tables stay on the tabulation geography: blocks are the same, only their order and
-the geounits above them differ.
+``censusdp run --spine optimized`` (the default of the ``pl94-2020`` preset, which says
+``spine = "optimized"``, as production's ``prod_default.ini`` says ``spine = opt_spine``)
+measures and estimates on the production spine of :mod:`censusdp.data.spine`: each
+state split into its AIAN and non-AIAN parts, block groups re-drawn around places /
+MCDs, AIAN areas and GQ-type combinations, and every geounit measured with its own
+share of the budget (:meth:`ReleaseGeography.unit_shares`: a single child is bypassed,
+its parent takes its share). The MDF and the tables stay on the tabulation geography:
+blocks are the same, only their order and the geounits above them differ.
 
 A :class:`ReleaseGeography` carries both hierarchies and moves block rows between them
 (the spine orders blocks by their spine code, the tabulation by geocode). It gives the
@@ -38,7 +39,14 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants, level_bounds
-from censusdp.data.spine import BlockAttributes, Spine, SpineRules, build_spine, bypass_shares
+from censusdp.data.spine import (
+    BlockAttributes,
+    Spine,
+    SpineRules,
+    UnitShares,
+    build_spine,
+    bypass_shares,
+)
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.spine import SPINE_FILE, read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
@@ -109,11 +117,15 @@ class ReleaseGeography:
         tabulation: the geocode hierarchy (MDF, tables, invariants files).
         spine: the spine, or ``None`` to estimate on the tabulation hierarchy.
         note: a one-line note on how the spine was chosen (for the log and manifest).
+        bypass: a spine geounit spends its own share (:func:`~censusdp.data.spine.bypass_shares`:
+            a single child is not measured, its parent gets its share); ``False`` only
+            for releases made before bypass (every unit at its geolevel's share).
     """
 
     tabulation: Hierarchy
     spine: Spine | None = None
     note: str | None = None
+    bypass: bool = True
 
     @property
     def kind(self) -> str:
@@ -201,6 +213,39 @@ class ReleaseGeography:
         block = sp.csr_matrix(self.to_tabulation(sp.csr_matrix(hists[-1])), dtype=np.int64)
         return [sp.csr_matrix(a, dtype=np.int64) for a in self.tabulation.aggregate(block)]
 
+    def unit_shares(self, budget: Budget) -> UnitShares | None:
+        """The per-geounit shares of ``budget`` on the spine; ``None`` without bypass.
+
+        ``None`` for the tabulation hierarchy, a release made before bypass, or when no
+        spine geounit has a single child (every unit at its geolevel's share).
+
+        Raises:
+            ConfigError: when the budget's geolevels are not the spine's, or a single
+                child's share would move to a parent geolevel the budget measures no
+                query at (it would be lost).
+        """
+        if self.spine is None or not self.bypass:
+            return None
+        h = self.estimation
+        names = list(h.geolevels.names)
+        if list(budget.geolevel_names) != names:
+            raise ConfigError(
+                f"budget {budget.name!r} has geolevels {list(budget.geolevel_names)}; "
+                f"the spine's are {names}"
+            )
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names])
+        if not shares.bypassed:
+            return None
+        for li, name in enumerate(names):
+            moved = shares.numerators[li] != shares.level_numerators[li]
+            if moved.any() and not budget.query_shares.get(name):
+                raise ConfigError(
+                    f"budget {budget.name!r} measures no query at {name}, so the budget of "
+                    f"its {int(moved.sum())} single-child geounits' children cannot move "
+                    "there (bypass); give the level queries or use --spine tabulation"
+                )
+        return shares
+
     def write(self, out_dir: Path) -> None:
         """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
         if self.spine is not None:
@@ -231,17 +276,27 @@ class ReleaseGeography:
         )
         if budget is not None and list(budget.geolevel_names) == list(h.geolevels.names):
             shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
-            would = {
+            unmeasured = {
                 lv.name: int((~shares.measured(i)).sum())
                 for i, lv in enumerate(h.geolevels.levels)
                 if budget.geolevel_shares[lv.name] > 0 and (~shares.measured(i)).any()
             }
+            raised = {
+                lv.name: int((shares.numerators[i] > shares.level_numerators[i]).sum())
+                for i, lv in enumerate(h.geolevels.levels)
+                if (shares.numerators[i] > shares.level_numerators[i]).any()
+            }
             out["bypass"] = {
-                "applied": False,
-                "single_children": would,
-                "detail": "every spine geounit is measured at its geolevel's share (the same "
-                "privacy loss along every block's path); production moves a single child's "
-                "share to its parent and does not measure the child",
+                "applied": bool(self.bypass),
+                "single_children": unmeasured,
+                "parents_with_moved_share": raised,
+                "detail": (
+                    "a geounit with a single child takes that child's share of the budget "
+                    "and the child is not measured (no NMF rows); along every block's path "
+                    "the shares sum to the geolevel shares (same privacy loss)"
+                    if self.bypass
+                    else "made before bypass: every spine geounit measured at its geolevel's share"
+                ),
             }
         return out
 
@@ -358,4 +413,8 @@ def geography_of_run(
     if not np.array_equal(geocodes, tabulation.blocks):
         raise InputError(f"{where}: its blocks are not the release's blocks (invariants.parquet)")
     rules = _rules_from_record(rec.get("rules", {}))
-    return ReleaseGeography(tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"))
+    bypass = rec.get("bypass")
+    applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
+    return ReleaseGeography(
+        tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"), applied
+    )

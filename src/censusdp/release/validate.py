@@ -36,6 +36,7 @@ from censusdp.data.invariants import Invariants, compute_invariants, level_bound
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.spine import UnitShares
 from censusdp.errors import CensusDPError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import mdf_unit_counts, read_mdf_histograms
@@ -47,6 +48,7 @@ from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.consistency import household_persons as _household_persons
 from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
+from censusdp.release.measure import unit_variances
 from censusdp.release.spine import geography_of_run
 from censusdp.release.topdown.driver import Bounds
 from censusdp.tables import TABLE_NAMES, LazyTables, tables_to_arrays, tabulate_histograms
@@ -263,7 +265,9 @@ def validate_run(
             blocks_table, pq.read_table(run / "invariant_totals.parquet"), hierarchy
         )
         # the geounits measured: the spine's (spine.parquet) or the tabulation's
-        measured = geography_of_run(run, manifest, hierarchy).estimation
+        geo = geography_of_run(run, manifest, hierarchy)
+        measured = geo.estimation
+        shares = {k: None if b is None else geo.unit_shares(b) for k, b in budgets.items()}
     except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
         rep.add("geography", False, f"cannot rebuild the geography: {exc}")
         bar.close()
@@ -271,7 +275,10 @@ def validate_run(
     for run_name, budget in budgets.items():
         if budget is not None and (run / _NMF_FILES[run_name]).exists():
             say(progress, f"validate: {_NMF_FILES[run_name]}")
-            rep.add(f"nmf_{run_name}", *_check_nmf(run / _NMF_FILES[run_name], budget, measured))
+            rep.add(
+                f"nmf_{run_name}",
+                *_check_nmf(run / _NMF_FILES[run_name], budget, measured, shares[run_name]),
+            )
         elif budget is not None and (mdf or run_name == "persons"):
             # a release reduced to its person measurements still serves re-estimation
             rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
@@ -349,12 +356,16 @@ def _cell_mix(cells: np.ndarray) -> np.ndarray:
     return (cells.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97)) % np.uint64(1 << 31)
 
 
-def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, str]:
+def _check_nmf(
+    path: Path, budget: Budget, hierarchy: Hierarchy, unit_shares: UnitShares | None = None
+) -> tuple[bool, str]:
     """The NMF measures the budget's plan, completely, with the stated noise.
 
     Streamed a row group at a time (whatever the row groups hold): per (geolevel,
     query) and geounit it counts the rows and sums a fingerprint of their cells, and
-    compares both with the query's measured cells at the end.
+    compares both with the query's measured cells at the end. With per-geounit budgets
+    (``unit_shares``, a spine release's bypass) every row's variance must be its unit's
+    own (its share of the budget, exactly as recorded) and a bypassed unit has no rows.
     """
     try:
         pf = pq.ParquetFile(path)
@@ -367,6 +378,18 @@ def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, 
     levels = {name: i for i, name in enumerate(hierarchy.geolevels.names)}
     plan = {(m.geolevel, m.query): m for m in budget.measurements()}
     want = {k: measured_rows(schema, make_query(schema, k[1])) for k in plan}
+    unit_var = {
+        k: (
+            np.full(hierarchy.n_units(levels[k[0]]), float(m.variance))
+            if unit_shares is None
+            else unit_variances(
+                m.mechanism,
+                unit_shares.numerators[levels[k[0]]],
+                unit_shares.level_numerators[levels[k[0]]],
+            )
+        )
+        for k, m in plan.items()
+    }
     rows = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.int64) for k in plan}
     mix = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.uint64) for k in plan}
     for rg in range(pf.metadata.num_row_groups):
@@ -374,20 +397,32 @@ def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, 
             t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
         except (OSError, pa.ArrowException) as exc:
             return False, f"{path.name} row group {rg}: unreadable ({exc})"
-        problem = _check_nmf_rows(t, plan, rows, mix, hierarchy, levels)
+        problem = _check_nmf_rows(t, unit_var, rows, mix, hierarchy, levels)
         if problem:
             return False, f"{path.name}: {problem}"
     for key, count in rows.items():
         full = _cell_mix(want[key]).sum(dtype=np.uint64)
-        bad = (count != want[key].size) | (mix[key] != full)
+        measured = np.isfinite(unit_var[key])
+        bad = np.where(measured, (count != want[key].size) | (mix[key] != full), count != 0)
         if bad.any():
             u = int(np.flatnonzero(bad)[0])
             code = hierarchy.geocodes[levels[key[0]]][u] or "(the whole)"
+            if not measured[u]:
+                return False, (
+                    f"({key[0]}, {key[1]}) at geounit {code} has {int(count[u])} rows; it is "
+                    "a bypassed single child (budget share 0) and must have none"
+                )
             return False, (
                 f"({key[0]}, {key[1]}) at geounit {code} has {int(count[u])} rows; every "
                 f"geounit must have each of the query's {want[key].size} measured cells once"
             )
-    return True, f"{len(plan)} level-queries, every geounit once, variances as recorded"
+    if unit_shares is None:
+        return True, f"{len(plan)} level-queries, every geounit once, variances as recorded"
+    skipped = sum(int((~np.isfinite(v)).sum()) for v in unit_var.values())
+    return True, (
+        f"{len(plan)} level-queries, every measured geounit once with its own share's "
+        f"variance; {skipped:,} bypassed (geounit, query) pairs without rows"
+    )
 
 
 def _encoded(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -484,11 +519,6 @@ def _check_pair(
     """The rows ``sel`` of one (geolevel, query): count them per geounit."""
     if key not in plan:
         return f"({key[0]}, {key[1]}) is not a measurement of the recorded budget"
-    want_var = plan[key].variance
-    var = var_all[sel]
-    off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
-    if off.any():
-        return f"({key[0]}, {key[1]}) has variance {var[off][0]}; its mechanism's is {want_var}"
     values = values_all[sel]
     if values.dtype.kind == "f" and not np.all(np.isfinite(values) & (values == np.round(values))):
         return f"({key[0]}, {key[1]}) has a value that is not a finite integer"
@@ -501,6 +531,18 @@ def _check_pair(
     if wrong.any():
         return f"geocode {code_names[row_codes[np.argmax(wrong)]]} is not a {key[0]} of the release"
     units = unit_of[row_codes]
+    want_var = plan[key][units]
+    var = var_all[sel]
+    off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
+    if off.any():
+        i = int(np.argmax(off))
+        code = codes[units[i]] or "(the whole)"
+        if not np.isfinite(want_var[i]):
+            return f"({key[0]}, {key[1]}) has rows at {code}, a bypassed geounit (share 0)"
+        return (
+            f"({key[0]}, {key[1]}) at {code} has variance {var[i]}; its share's mechanism's "
+            f"is {want_var[i]}"
+        )
     if units.size:
         # counted over the row group's own range of units; the fingerprints are < 2^31,
         # so their float64 sums per unit are exact (fewer than 2^22 rows a unit)

@@ -23,22 +23,22 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import housing_unit_histogram, person_histogram
 from censusdp.data.invariants import compute_invariants
 from censusdp.data.schema import get_schema
+from censusdp.data.spine import bypass_shares
 from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.privacy.budget import Budget, load_preset
+from censusdp.privacy.budget import Budget, load_preset, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
 from censusdp.release.pipeline import reestimate, run_release
-from censusdp.release.spine import geography_for_input
+from censusdp.release.spine import geography_for_input, geography_of_run
 from censusdp.release.topdown.driver import estimate
 from censusdp.release.validate import validate_run
 from profiles import examples
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
-# the presets stay on the tabulation hierarchy until the spine's bypass is applied; a
-# budget file opts in with spine = "optimized"
+# the pl94-2020 preset says spine = "optimized" (with single-child bypass)
 BUDGET = Budget.from_dict({**load_preset("pl94-2020").to_dict(), "spine": "optimized"})
 
 
@@ -81,7 +81,25 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
     assert ((np.char.str_len(units["aian_area"]) > 0) == (spine_codes.astype("U1") == "1")).all()
     block_hist = geo.to_estimation(person_histogram(persons, tab, PL94))
     plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
-    ms = measure(h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed))
+    shares = bypass_shares(h, [BUDGET.geolevel_shares[n] for n in h.geolevels.names])
+    unit_shares = geo.unit_shares(BUDGET)
+    assert (unit_shares is None) == (not shares.bypassed)
+    ms = measure(
+        h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed), unit_shares=unit_shares
+    )
+    # each unit's variance is that of its own share (bypassed units: not measured)
+    by_key = {(m.geolevel, m.query): m for m in BUDGET.measurements()}
+    for mq in ms:
+        li = h.geolevels.index(mq.geolevel)
+        planned = by_key[(mq.geolevel, mq.query)]
+        for u, v in enumerate(mq.unit_variances()):
+            share = shares.share(li, u)
+            if share == 0:
+                assert v == np.inf and not mq.values[u].any()
+            else:
+                level = BUDGET.geolevel_shares[mq.geolevel]
+                m = scaled_mechanism(planned.mechanism, share / level)
+                assert v == m.variance
     est = estimate(ms, h, geo.person_bounds(inv), group_variable="hhgq")
     hists = [x.toarray() for x in est.histograms]
     # non-negative integers
@@ -154,14 +172,35 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     manifest = json.loads((spine_run / "manifest.json").read_text())
     assert manifest["spine"]["kind"] == "optimized"
     assert manifest["spine"]["rules"]["fanout_cutoff"] == 12
+    # bypass moves shares, not budget: the release's privacy loss is the budget's
+    from censusdp.privacy.budget import release_privacy
+
+    whole = release_privacy(BUDGET, load_preset("pl94-2020-units"))
+    assert manifest["rho_exact"] == whole["rho_exact"]
+    assert manifest["epsilon"] == whole["epsilon"] and manifest["delta"] == whole["delta"]
     assert manifest["validation"]["ok"] and manifest["spine_validation"]["ok"]
     spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
     cef = read_cef(spine_input)
     assert spine["geocode"] == sorted(set(cef.units["geocode"].tolist()))
-    for run in ("noisy_measurements.parquet", "noisy_measurements_units.parquet"):
+    geo = geography_of_run(spine_run, manifest, Hierarchy.from_blocks(cef.units["geocode"]))
+    h = geo.estimation
+    assert manifest["spine"]["bypass"]["applied"] is True
+    for run, budget in (
+        ("noisy_measurements.parquet", BUDGET),
+        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units")),
+    ):
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
         assert _nmf_codes(spine_run / run, "US") == {""}
-        for name, _ in manifest["spine"]["geolevels"][1:]:
-            assert _nmf_codes(spine_run / run, name) == set(spine[name]), (run, name)
+        for li, (name, _) in enumerate(manifest["spine"]["geolevels"]):
+            if li == 0:
+                continue
+            # every geounit the spine file names, except the bypassed single children
+            measured = set(h.geocodes[li][shares.measured(li)].tolist())
+            assert _nmf_codes(spine_run / run, name) == measured, (run, name)
+            assert measured <= set(spine[name])
+            n_bypassed = manifest["spine"]["bypass"]["single_children"].get(name, 0)
+            if run == "noisy_measurements.parquet":
+                assert len(set(spine[name])) - len(measured) == n_bypassed
     # the NMF's state parts are AIAN flag + state FIPS; blocks end with their geocode
     assert all(len(c) == 3 and c[1:] == "50" for c in spine["State"])
     assert all(c.endswith(g) for c, g in zip(spine["Block"], spine["geocode"], strict=True))
@@ -179,12 +218,36 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
     assert (again / "spine.parquet").is_file()
     assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
+    # per-geounit variances (bypass): the GLS reads each unit's own variance
     assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
-    est = pq.read_table(tmp_path / "inf" / "estimates.parquet", columns=["geolevel", "geocode"])
+    est = pq.read_table(tmp_path / "inf" / "estimates.parquet")
     spine = pq.read_table(spine_run / "spine.parquet").to_pydict()
     lv = np.asarray(est.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
     codes = np.asarray(est.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
     assert set(codes[lv == "BlockGroup"]) == set(spine["BlockGroup"])
+    # every geounit is estimated, the bypassed ones too, with the invariant total exact
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    for name, count in manifest["spine"]["geounits"].items():
+        assert len(set(codes[lv == name])) == count, name
+    # which tabulation geounits are exactly one spine geounit (their estimate is theirs)
+    tab = json.loads((tmp_path / "inf" / "manifest.json").read_text())["tabulation_geounits"]
+    assert "covariance" in tab["note"]
+    for name, width in (("County", 5), ("Tract", 11), ("BlockGroup", 12)):
+        spine_of_tab: dict = {}
+        tab_of_spine: dict = {}
+        for g, code in zip(spine["geocode"], spine[name], strict=True):
+            spine_of_tab.setdefault(g[:width], set()).add(code)
+            tab_of_spine.setdefault(code, set()).add(g[:width])
+        same = sum(
+            1
+            for t, codes_ in spine_of_tab.items()
+            if len(codes_) == 1 and tab_of_spine[next(iter(codes_))] == {t}
+        )
+        rec = tab["levels"][name]
+        assert rec == {
+            "tabulation_geounits": len(spine_of_tab),
+            "estimated_as_one_spine_geounit": same,
+        }, name
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
@@ -290,7 +353,11 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
     # the truth was found for every spine geounit: the realised noise has a ratio of
     # empirical to stated variance (a truth lookup on the wrong geounits has none or a
     # huge one), at the spine's block groups too
+    spine = json.loads((spine_run / "manifest.json").read_text())["spine"]
     for level in ("State", "County", "BlockGroup", "Block"):
+        if level not in nmf:  # every geounit of the level is a bypassed single child
+            assert spine["bypass"]["single_children"][level] == spine["geounits"][level]
+            continue
         stats = nmf[level]
         assert all(q["empirical"]["n"] == q["n"] for q in stats.values()), level
     widest = max(nmf["BlockGroup"].values(), key=lambda q: q["n"])
@@ -300,7 +367,7 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
 def test_budget_files_name_the_spine_and_reject_an_unknown_one():
     from censusdp.privacy.budget import Budget, BudgetConfigError, budget_from_mapping
 
-    assert load_preset("pl94-2020").spine is None
+    assert load_preset("pl94-2020").spine == "optimized"
     assert load_preset("pl94-2020-pr-units").spine is None
     assert load_preset("dhc-lite-demo").spine is None
     d = BUDGET.to_dict()
@@ -320,3 +387,113 @@ def test_budget_files_name_the_spine_and_reject_an_unknown_one():
         budget_from_mapping(doc, "b.toml")
     doc["spine"] = "tabulation"
     assert budget_from_mapping(doc, "b.toml").spine == "tabulation"
+
+
+def _rewrite_nmf(src, dst, change):
+    """Copy the release ``src`` to ``dst`` with its person NMF's rows changed by ``change``
+    (a function of the whole table)."""
+    import shutil
+
+    import pyarrow as pa
+
+    shutil.copytree(src, dst)
+    path = dst / "noisy_measurements.parquet"
+    t = pq.read_table(path)
+    pq.write_table(change(t, pa), path)
+    return dst
+
+
+def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_path):
+    """A row whose variance is not its unit's share's (e.g. the geolevel's where the unit
+    took a single child's share) fails; so do rows at a bypassed unit."""
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    report = validate_run(spine_run)
+    assert "bypassed" in report.checks["nmf_persons"]["detail"]
+    geo = geography_of_run(spine_run, manifest, Hierarchy.from_blocks(read_cef_units(spine_run)))
+    h = geo.estimation
+    shares = geo.unit_shares(BUDGET)
+    # a unit that took its single child's share: its variance is below its level's
+    li = next(
+        i for i in range(h.n_levels) if (shares.numerators[i] > shares.level_numerators[i]).any()
+    )
+    u = int(np.flatnonzero(shares.numerators[li] > shares.level_numerators[li])[0])
+    level, code = h.geolevels[li].name, str(h.geocodes[li][u])
+    level_var = {m.query: m.variance for m in BUDGET.measurements() if m.geolevel == level}
+
+    def wrong_variance(t, pa):
+        lv = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        gc = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        qu = np.asarray(t.column("query").to_numpy(zero_copy_only=False)).astype(str)
+        var = t.column("variance").to_numpy().copy()
+        at = np.flatnonzero((lv == level) & (gc == code))
+        want = np.asarray([level_var[q] for q in qu[at]])
+        assert at.size and (var[at] < want).all()  # more budget, less noise
+        var[at[0]] = level_var[qu[at[0]]]  # the geolevel's variance, not the unit's share's
+        return t.set_column(t.schema.get_field_index("variance"), "variance", pa.array(var))
+
+    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "var", wrong_variance))
+    detail = bad.checks["nmf_persons"]["detail"]
+    assert not bad.checks["nmf_persons"]["ok"] and "variance" in detail and code in detail
+
+    # rows at a bypassed unit (a copy of its parent's rows under its code)
+    bl = next(i for i in range(1, h.n_levels) if not shares.measured(i).all())
+    b = int(np.flatnonzero(~shares.measured(bl))[0])
+    b_code = str(h.geocodes[bl][b])
+    p_code = str(h.geocodes[bl - 1][h.parent[bl][b]])
+
+    def extra_rows(t, pa):
+        lv = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        gc = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
+        first = np.flatnonzero(lv != h.geolevels[bl - 1].name)[:1]
+        sel = np.flatnonzero((lv == h.geolevels[bl - 1].name) & (gc == p_code))
+        if sel.size == 0:
+            sel = first
+        add = t.take(pa.array(sel)).to_pydict()
+        add["geolevel"] = [h.geolevels[bl].name] * len(sel)
+        add["geocode"] = [b_code] * len(sel)
+        plain = t.cast(
+            pa.schema(
+                [
+                    pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f
+                    for f in t.schema
+                ]
+            )
+        )
+        return pa.concat_tables([plain, pa.table(add, schema=plain.schema)])
+
+    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "rows", extra_rows))
+    detail = bad.checks["nmf_persons"]["detail"]
+    assert not bad.checks["nmf_persons"]["ok"] and "bypassed" in detail and b_code in detail
+
+
+def read_cef_units(run):
+    t = pq.read_table(run / "invariants.parquet", columns=["geocode"])
+    return np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+
+
+def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(spine_run, monkeypatch):
+    """``evaluate`` without truth simulates releases as this one was made: measured on
+    the spine's geounits with each geounit's own share (bypassed ones not at all)."""
+    import censusdp.evaluate.errorbars as eb
+
+    seen = []
+    real = eb.measure
+
+    def spy(levels, hierarchy, schema, plan, source, **kw):
+        ms = real(levels, hierarchy, schema, plan, source, **kw)
+        seen.append((hierarchy, kw.get("unit_shares"), ms))
+        return ms
+
+    monkeypatch.setattr(eb, "measure", spy)
+    out = eb.simulate_release_errors(spine_run, simulations=1, seed=2)
+    assert out["by_level"]["total_population"]["County"]["mae"] >= 0
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    assert len(seen) == 2  # persons and units
+    for (h, shares, ms), budget in zip(seen, (BUDGET, load_preset("pl94-2020-units")), strict=True):
+        assert list(h.geolevels.names) == [n for n, _ in manifest["spine"]["geolevels"]]
+        want = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+        for li in range(h.n_levels):
+            np.testing.assert_array_equal(shares.numerators[li], want.numerators[li])
+        for mq in ms:
+            li = h.geolevels.index(mq.geolevel)
+            assert np.array_equal(mq.measured_units(), want.measured(li))

@@ -253,3 +253,52 @@ def test_noise_scaled_tolerance_bounds_the_objective_gap() -> None:
     assert st1 == st2 == "converged" and it2 <= it1
     assert sub.objective(loose) >= sub.objective(tight) - 1e-6 * sub.objective(tight)
     assert sub.objective(loose) - sub.objective(tight) <= 1e-3 * sub.objective(tight)
+
+
+@SETTINGS
+@given(shapes, st.integers(0, 2**32 - 1))
+def test_children_with_their_own_weights_match_clarabel(d: dict, wseed: int) -> None:
+    """Per-child weights (a spine release's per-geounit budgets): the active set and
+    Clarabel reach the same weighted objective, which the unweighted solution does not
+    beat."""
+    sub = _build(d)
+    if sub.parent is not None and sub.k == 1:
+        return
+    rng = np.random.default_rng(wseed)
+    unit = rng.choice([1.0, 1.5, 4.0], size=(sub.n_queries, sub.k))
+    weighted = replace(sub, unit_weights=unit)
+    got = solve_l2(weighted, method="activeset")
+    ref = solve_l2(weighted, method="clarabel")
+    if got.method != "activeset" or ref.method != "clarabel":
+        return  # a failure falls back (checked by the tests above); nothing to compare
+    assert got.max_violation <= 1e-8 * max(1.0, sub.scale())
+    assert (got.x >= 0).all()
+    assert abs(got.objective - ref.objective) <= _tolerance(sub, ref.objective)
+    assert got.objective == pytest.approx(weighted.objective(got.x))
+    plain = solve_l2(sub, method="clarabel")
+    if plain.method == "clarabel":
+        assert weighted.objective(plain.x) >= ref.objective - _tolerance(sub, ref.objective)
+
+
+def test_per_child_weights_change_the_solution_and_skip_the_admm() -> None:
+    """One child measured four times as precisely: its answers pull harder, and the auto
+    chain never asks the ADMM (one factorisation for all children)."""
+    from _topdown_gen import small_subproblem
+
+    sub = small_subproblem(
+        np.array([10]),
+        np.array([0]),
+        np.zeros((2, 1)),
+        np.full((2, 1), np.inf),
+        np.zeros(2),
+        np.full(2, np.inf),
+        k=2,
+        noisy=np.array([[8.0], [8.0]]),
+    )
+    even = solve_l2(sub)
+    np.testing.assert_allclose(even.x[:, 0], [5.0, 5.0], atol=1e-6)
+    heavy = replace(sub, unit_weights=np.array([[4.0, 1.0]]))
+    got = solve_l2(heavy)
+    # minimise 4 (a - 8)^2 + (b - 8)^2 with a + b = 10: a = 8 - 6/5, b = 8 - 24/5
+    np.testing.assert_allclose(got.x[:, 0], [6.8, 3.2], atol=1e-6)
+    assert all(m != "admm" for m, _ in got.attempts)

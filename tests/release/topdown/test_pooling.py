@@ -92,7 +92,7 @@ def test_pooled_root_is_the_generalised_least_squares_estimate(fanouts, variance
         if v is not None
     }
     ms, _ = _measure(h, plan, np.random.default_rng(seed))
-    out = {m.query: m for m in pooled_root(ms, h)}
+    out = {m.query: m for m in pooled_root(ms, h, variance_floor=0.0)}
     assert set(out) == {"votingage", "hhgq"}
     for name, mq in out.items():
         est, var = _brute_force(ms, h, name)
@@ -129,7 +129,7 @@ def test_cell_level_queries_are_pooled_only_down_the_one_unit_chain(monkeypatch)
     h = _tree((1, 2, 2))
     plan = {lv: {"votingage": 10.0, "hhgq": 10.0} for lv in ("US", "State", "County", "Block")}
     ms, _ = _measure(h, plan, np.random.default_rng(1))
-    out = {m.query: m for m in pooled_root(ms, h)}
+    out = {m.query: m for m in pooled_root(ms, h, variance_floor=0.0)}
     # hhgq (8 rows): the US and the lone State only -> variance 5; votingage: every level
     assert np.isclose(out["hhgq"].variance, 5.0)
     us, st_ = ms.queries[("US", "hhgq")], ms.queries[("State", "hhgq")]

@@ -162,21 +162,28 @@ class _System:
         child, cell = np.divmod(fidx, c)
         blocks_r, y_parts, d_parts = [], [], []
         n_ans = 0
-        self.diag = delta
+        # children with their own weights (a spine release's per-geounit budgets): the
+        # diagonal is one value per free cell, Woodbury on a diagonal matrix
+        cw = comp.cw
+        self.diag = delta if cw is None else np.full(n, float(delta))
         self.lin = np.zeros(n)
         for q in range(len(comp.sizes)):
             w = float(comp.w[q])
             if w <= 0 or comp.sizes[q] == 0:
                 continue
+            wc = w if cw is None else w * cw[q][child]
             if q in cell_qs:
-                self.diag += 2.0 * w
-                self.lin += 2.0 * w * comp.y[q][child, comp.rows[q][cell]]
+                self.diag += 2.0 * wc
+                self.lin += 2.0 * wc * comp.y[q][child, comp.rows[q][cell]]
                 continue
             key = child * comp.sizes[q] + comp.rows[q][cell]
             present, local = np.unique(key, return_inverse=True)
             blocks_r.append(n_ans + local)
             y_parts.append(comp.y[q].ravel()[present])
-            d_parts.append(np.full(present.size, 1.0 / (2.0 * w)))
+            if cw is None:
+                d_parts.append(np.full(present.size, 1.0 / (2.0 * w)))
+            else:
+                d_parts.append(1.0 / (2.0 * w * cw[q][present // comp.sizes[q]]))
             n_ans += present.size
         self.n, self.n_ans = n, n_ans
         self.n_eq = len(eq_rows)
@@ -195,9 +202,12 @@ class _System:
         self.g = sp.csr_matrix((np.ones(br.size), (br, bc)), shape=(m, n))
         self.d = np.array([v for _, _, v in eq_rows], dtype=np.float64)
         self.y = np.concatenate(y_parts) if y_parts else np.zeros(0)
-        self.delta, self.eps = delta, eps / self.diag
+        self.delta, self.eps = delta, eps / float(np.max(self.diag, initial=0.0) or 1.0)
         e = np.concatenate([*d_parts, np.full(self.n_eq, self.eps)]) if m else np.zeros(0)
-        s_mat = (self.g @ self.g.T) / self.diag + sp.diags(e)
+        if np.ndim(self.diag):
+            s_mat = self.g @ sp.diags(1.0 / self.diag) @ self.g.T + sp.diags(e)
+        else:
+            s_mat = (self.g @ self.g.T) / self.diag + sp.diags(e)
         self.dense = m <= DENSE_MAX or s_mat.nnz > 0.2 * m * m
         if self.dense:
             self.factor = cho_factor(s_mat.toarray(), lower=True, check_finite=False)
@@ -213,7 +223,7 @@ class _System:
     def solve(self, x_prev: np.ndarray, nu_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r1 = self.delta * x_prev + self.lin
         r2 = np.concatenate([self.y, self.d - self.eps * nu_prev])
-        rhs = self.g @ r1 / self.diag - r2
+        rhs = (self.g @ (r1 / self.diag) if np.ndim(self.diag) else self.g @ r1 / self.diag) - r2
         z = (
             cho_solve(self.factor, rhs, check_finite=False)
             if self.dense
@@ -246,6 +256,8 @@ def solve_active_set(
     and the cycle guard together; each block is commented in the order of the module
     docstring.
     """
+    if comp.cw is not None and not (comp.cw > 0).all():
+        return None, "a child without measurements (weight 0)", 0
     k, c = sub.k, sub.c
     if c == 0:
         return np.zeros((k, c)), "converged", 0
@@ -263,7 +275,8 @@ def solve_active_set(
             for q in range(len(comp.sizes))
         ]
     )
-    h = 2.0 * float(sum(comp.w[q] for q in qs))  # the Hessian's diagonal (every cell)
+    # the Hessian's diagonal (every cell; its largest with per-child weights)
+    h = 2.0 * float(sum(float(np.max(comp.child_w(q))) for q in qs))
     lam_tol = tol * h
     delta = 1e-5 * h
     eps = 1e-6  # relative to 1 / Delta, the scale of C C' / Delta in the reduced system
@@ -336,7 +349,7 @@ def solve_active_set(
         # -- multipliers of every held cell -------------------------------------------
         grad = np.zeros((k, c))
         for q in qs:
-            res = 2.0 * float(comp.w[q]) * (_answers(x, comp.rows[q], comp.sizes[q]) - comp.y[q])
+            res = 2.0 * comp.child_w(q) * (_answers(x, comp.rows[q], comp.sizes[q]) - comp.y[q])
             grad += res[:, comp.rows[q]]
         lam = grad
         n_col = c if p is not None else 0

@@ -241,6 +241,9 @@ def solve_admm(
         abs_tol: if given, the residual tolerance in persons (e.g. a fraction of the
             noise standard deviation), replacing ``tol``.
     """
+    if comp.cw is not None:
+        # one factorisation serves every child only when they share one Hessian
+        return None, "children with their own weights (per-geounit budgets)", 0
     k, c, n_groups = sub.k, sub.c, sub.G
     if c == 0:
         return np.zeros((k, 0)), "converged", 0

@@ -52,6 +52,8 @@ def solve_clarabel(
     eye_k = sp.identity(k, format="csr")
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
+    if comp.cw is not None and comp.cw.size:
+        wmax = float((comp.w[:, None] * comp.cw).max(initial=0.0))
     wscale = wmax if wmax > 0 else 1.0
 
     def on_free(mat: sp.spmatrix) -> sp.csr_matrix:
@@ -76,7 +78,7 @@ def solve_clarabel(
         d_part = sp.hstack([-big_b, sp.csr_matrix((n, n_z))], format="csr")
         eq_rows.append(z_sel + d_part)
         eq_rhs.append((x0 @ b_q.T).ravel() - comp.y[q].ravel())
-        z_blocks_p.append(np.full(n, 2.0 * float(comp.w[q]) / wscale))
+        z_blocks_p.append(np.broadcast_to(2.0 * comp.child_w(q) / wscale, (k, m)).ravel().copy())
         z_off += n
     n_var = n_d + n_z
 

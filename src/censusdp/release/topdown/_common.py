@@ -24,7 +24,9 @@ class Compressed:
         sizes: per query, ``m_q``.
         y: per query, ``(k, m_q)`` noisy answers on the present rows.
         w: ``(n_queries,)`` weights.
-        const: ``sum_q w_q sum_i sum_{absent r} y_q[i, r]^2``.
+        const: ``sum_q sum_i w_qi sum_{absent r} y_q[i, r]^2``.
+        cw: ``(n_queries, k)`` per-child multipliers of ``w`` (the subproblem's
+            ``unit_weights``), or ``None`` when every child has its query's weight.
     """
 
     rows: list[np.ndarray]
@@ -32,6 +34,13 @@ class Compressed:
     y: list[np.ndarray]
     w: np.ndarray
     const: float
+    cw: np.ndarray | None = None
+
+    def child_w(self, q: int) -> np.ndarray | float:
+        """Weight of each child's answers to query ``q``: ``(k, 1)`` or a float."""
+        if self.cw is None:
+            return float(self.w[q])
+        return float(self.w[q]) * self.cw[q][:, None]
 
     def matrix(self, q: int, c: int) -> sp.csr_matrix:
         """The ``(m_q, c)`` 0/1 operator of query ``q`` on kept cells."""
@@ -50,8 +59,9 @@ def compress(sub: Subproblem) -> Compressed:
         ys.append(np.ascontiguousarray(y[:, present]))
         absent = np.ones(sub.query_sizes[q], dtype=bool)
         absent[present] = False
-        const += float(sub.weights[q]) * float(np.sum(y[:, absent] ** 2))
-    return Compressed(rows, sizes, ys, sub.weights.copy(), const)
+        const += float(np.sum(sub.child_weights(q) * np.sum(y[:, absent] ** 2, axis=1)))
+    cw = None if sub.unit_weights is None else sub.unit_weights.copy()
+    return Compressed(rows, sizes, ys, sub.weights.copy(), const, cw)
 
 
 def fixed_zeros(sub: Subproblem) -> np.ndarray:
@@ -66,14 +76,16 @@ def child_total_estimates(sub: Subproblem) -> np.ndarray:
     ``w_q`` per answer, that sum has variance ``r_q / w_q``.
     """
     num = np.zeros(sub.k)
-    den = 0.0
+    den = np.zeros(sub.k)
     for q in range(sub.n_queries):
-        prec = float(sub.weights[q]) / max(1, sub.query_sizes[q])
+        prec = sub.child_weights(q) / max(1, sub.query_sizes[q])
         num += prec * sub.noisy[q].sum(axis=1)
         den += prec
-    if den <= 0:
+    if (den <= 0).all():
         return np.ones(sub.k)
-    return num / den
+    # a child with no measurement (weight 0 everywhere) gets the others' mean total
+    mean = float(num.sum() / den.sum())
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), mean)
 
 
 def start_point(sub: Subproblem) -> np.ndarray:

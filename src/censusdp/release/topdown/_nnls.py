@@ -64,7 +64,7 @@ def nnls_point(sub: Subproblem, comp: Compressed, iterations: int = ITERATIONS) 
     counts = [np.bincount(comp.rows[q], minlength=comp.sizes[q]) for q in queries]
     lip = np.zeros(c)
     for q, n in zip(queries, counts, strict=True):
-        lip += 2.0 * float(comp.w[q]) * n[comp.rows[q]]
+        lip += 2.0 * float(np.max(comp.child_w(q))) * n[comp.rows[q]]
     step = 1.0 / max(float(lip.max(initial=0.0)), 1e-12)
 
     # flat (child, row) index of every (child, cell): one bincount per query and step
@@ -78,7 +78,7 @@ def nnls_point(sub: Subproblem, comp: Compressed, iterations: int = ITERATIONS) 
         for q in queries:
             rows, m = comp.rows[q], comp.sizes[q]
             ans = np.bincount(flat[q], weights=xr, minlength=k * m).reshape(k, m)
-            g += 2.0 * float(comp.w[q]) * (ans - comp.y[q])[:, rows]
+            g += 2.0 * comp.child_w(q) * (ans - comp.y[q])[:, rows]
         return g
 
     x = project(np.zeros((k, c)))

@@ -239,16 +239,15 @@ def _make_subproblem(
     child_labels: tuple[str, ...] = (),
 ) -> Subproblem:
     """The subproblem of ``children`` (units of the level), whose rows in ``mqs`` are ``local``."""
-    rows, sizes, noisy, weights = [], [], [], []
+    rows, sizes, noisy = [], [], []
     for mq in mqs:
         q = cache.get(mq.query)
         rows.append(q.row_of_cell[kept])
         sizes.append(q.n_rows)
         noisy.append(mq.dense(local, q.n_rows))
-        weights.append(1.0 / (mq.variance + _VARIANCE_FLOOR))
-    w = np.asarray(weights, dtype=np.float64)
-    noise = float(np.sqrt(min(m.variance for m in mqs) + _VARIANCE_FLOOR)) if mqs else None
-    if w.size:
+    w, unit, least = _weights(mqs, local)
+    noise = float(np.sqrt(least + _VARIANCE_FLOOR)) if mqs else None
+    if w.size and w.max() > 0:
         # Only relative weights matter; scaling them to max 1 keeps solver tolerances
         # meaningful when the budget is huge (variances near 0).
         w = w / w.max()
@@ -266,7 +265,32 @@ def _make_subproblem(
         label=label,
         child_labels=child_labels,
         noise_scale=noise,
+        unit_weights=unit,
     )
+
+
+def _weights(mqs: list[MeasuredQuery], local: slice) -> tuple[np.ndarray, np.ndarray | None, float]:
+    """Per query the weight ``1 / (variance + floor)``, per child its multiplier, and the
+    smallest variance.
+
+    Children measured with their own budgets (a spine release's bypass) have their own
+    variances: query ``q``'s weight is then its most precise child's and
+    ``unit[q, i] <= 1`` child ``i``'s fraction of it (0 for a child not measured).
+    ``unit`` is ``None`` when every child has its query's variance.
+    """
+    if all(mq.uniform for mq in mqs):
+        var = np.asarray([float(mq.variance) for mq in mqs], dtype=np.float64)
+        least = float(var.min()) if var.size else 0.0
+        return 1.0 / (var + _VARIANCE_FLOOR), None, least
+    per = np.asarray([mq.unit_variances()[local] for mq in mqs], dtype=np.float64)
+    finite = np.isfinite(per)
+    child_w = np.where(finite, 1.0 / (np.where(finite, per, 0.0) + _VARIANCE_FLOOR), 0.0)
+    w = child_w.max(axis=1)
+    unit = child_w / np.where(w > 0, w, 1.0)[:, None]
+    least = float(per[finite].min()) if finite.any() else 0.0
+    if (unit == 1.0).all():
+        return w, None, least
+    return w, unit, least
 
 
 def _family_runs(

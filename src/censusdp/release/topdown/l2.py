@@ -7,7 +7,7 @@ set of noisy histograms and the output detailed histogram ... while matching inv
 meeting other constraints ... the detailed histogram from the parent level"). For one
 :class:`~censusdp.release.topdown.problem.Subproblem` we solve
 
-    minimise   sum_q w_q sum_i || A_q X[i] - y_q[i] ||^2,     w_q = 1 / Var(y_q)
+    minimise   sum_q sum_i w_qi || A_q X[i] - y_q[i] ||^2,     w_qi = 1 / Var(y_q[i])
     subject to X >= 0, sum_i X[i, :] = p, L <= group sums <= U, T_lo <= totals <= T_hi.
 
 Three backends:
@@ -29,7 +29,12 @@ second otherwise; of the other two, Clarabel goes first for a single large child
 root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
 cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise. When all
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
-step is logged. A single child under a parent takes the parent's counts. Every answer is
+step is logged. A single child under a parent takes the parent's counts (a bypassed
+spine geounit, not measured, is always such a child). Children measured with their own
+budgets (``Subproblem.unit_weights``, a spine release's bypass) are solved by the active
+set and Clarabel (then the fallback): the ADMM's single factorisation needs one Hessian
+shared by all children.
+Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
 ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
 columns rescaled to the parent exactly, and ``max_violation`` is reported.
@@ -102,6 +107,14 @@ def _finish(sub: Subproblem, x: np.ndarray | None, tol: float) -> tuple[np.ndarr
 
 def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     """The backends to try, best first (``auto``), before the NNLS-and-flow fallback."""
+    if sub.unit_weights is not None:
+        # children with their own weights (a spine release's per-geounit budgets): the
+        # ADMM's one factorisation assumes one Hessian for every child; the active set
+        # and Clarabel weigh each child
+        if method in ("activeset", "clarabel"):
+            return (method,)
+        sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
+        return ("activeset", "clarabel") if sparse and sub.c > 2 else ("clarabel", "activeset")
     if method != "auto":
         return (method,)
     from censusdp.release.topdown._admm import DENSE_MAX

@@ -127,9 +127,13 @@ class MaxentResult:
 
 
 def _variances(sub: Subproblem) -> np.ndarray:
-    """Each query's noise variance in persons^2 (the driver scales weights to max 1)."""
+    """``(n_queries, k)`` noise variance of each child's answers to each query in
+    persons^2 (the driver scales weights to max 1; children measured with their own
+    budgets have their own variances; ``inf`` where a child was not measured)."""
     unit = sub.noise_scale**2 if sub.noise_scale is not None else 1.0
-    w = sub.weights
+    w = np.asarray([sub.child_weights(q) for q in range(sub.n_queries)]).reshape(
+        sub.n_queries, sub.k
+    )
     return np.where(w > 0, unit / np.where(w > 0, w, 1.0), np.inf)
 
 
@@ -163,19 +167,23 @@ def merge_repeats(sub: Subproblem, coarse: Coarsenings | None = None):
         coarse = tuple(coarse[g[0]] if g[0] < len(coarse) else () for g in groups)
     if all(len(g) == 1 for g in groups) and len(groups) == sub.n_queries:
         return sub if coarse is None else (sub, coarse)
-    rows, sizes, noisy, weights = [], [], [], []
+    rows, sizes, noisy, weights, unit = [], [], [], [], []
     for g in groups:
         w = float(sum(sub.weights[q] for q in g))
+        wi = sum(sub.child_weights(q) for q in g)  # (k,) per child
         rows.append(sub.query_rows[g[0]])
         sizes.append(sub.query_sizes[g[0]])
-        noisy.append(sum(sub.weights[q] * sub.noisy[q] for q in g) / w)
+        safe = np.where(wi > 0, wi, 1.0)
+        noisy.append(sum(sub.child_weights(q)[:, None] * sub.noisy[q] for q in g) / safe[:, None])
         weights.append(w)
+        unit.append(wi / w)
     merged = replace(
         sub,
         query_rows=tuple(rows),
         query_sizes=tuple(sizes),
         noisy=tuple(noisy),
         weights=np.asarray(weights, dtype=np.float64),
+        unit_weights=None if sub.unit_weights is None else np.asarray(unit),
     )
     return merged if coarse is None else (merged, coarse)
 
@@ -208,7 +216,8 @@ class Term:
         name: ``"q<query>"`` or ``"q<query>/<coarsening>"``.
         rows: ``(c,)`` row of every kept cell (``0..m-1``).
         y: ``(k, m)`` noisy answers (a bin's: the sum of its measured rows).
-        w: ``(m,)`` weight of each row (a bin of ``n`` measured rows: ``w_q / n``).
+        w: ``(1, m)`` weight of each row (a bin of ``n`` measured rows: ``w_q / n``), or
+            ``(k, m)`` when the children were measured with their own budgets.
     """
 
     query: int
@@ -219,7 +228,7 @@ class Term:
 
     @property
     def m(self) -> int:
-        return int(self.w.size)
+        return int(self.w.shape[-1])
 
 
 Coarsenings = tuple[tuple[tuple[str, np.ndarray], ...], ...]
@@ -229,7 +238,7 @@ query)``; the driver builds them from the schema (:data:`ORDINAL_WIDTHS`)."""
 
 def _full_term(comp: Compressed, q: int) -> Term:
     m = comp.sizes[q]
-    return Term(q, f"q{q}", comp.rows[q], comp.y[q], np.full(m, float(comp.w[q])))
+    return Term(q, f"q{q}", comp.rows[q], comp.y[q], np.ones((1, m)) * comp.child_w(q))
 
 
 def _coarse_term(
@@ -242,7 +251,7 @@ def _coarse_term(
     n = np.bincount(local, minlength=nb).astype(np.float64)
     y = np.zeros((sub.k, nb))
     np.add.at(y.T, local, comp.y[q].T)
-    return Term(q, f"q{q}/{name}", local[comp.rows[q]], y, float(comp.w[q]) / n)
+    return Term(q, f"q{q}/{name}", local[comp.rows[q]], y, comp.child_w(q) / n[None, :])
 
 
 @dataclass(frozen=True)
@@ -301,9 +310,11 @@ def select_model(
             risk["maxent"] += sub.k
             risk["ls"] += sub.k
             continue
-        k, v = sub.k, var[q]
+        # per child: 1 / variance (0 for a child not measured), k the measured children
+        inv = np.where(np.isfinite(var[q]), 1.0 / var[q], 0.0)[:, None]
+        k = int(np.count_nonzero(inv))
         resid = comp.y[q] - _answers(x0, comp.rows[q], m)
-        stat = float(np.sum(resid**2)) / v
+        stat = float(np.sum(inv * resid**2))
         # (name, bins b, estimated risk, term factory)
         best = ("out", 1, stat - k * (m - 1) + k, None)
         candidates = [("full", m, float(k * m), lambda q=q: _full_term(comp, q))]
@@ -316,9 +327,8 @@ def select_model(
             n = np.bincount(local, minlength=b).astype(np.float64)
             sums = np.zeros((k, b))
             np.add.at(sums.T, local, resid.T)
-            within = float(np.sum(resid**2) - np.sum(sums**2 / n[None, :]))
-            r = within / v - k * (m - b) + k * b
-            chi = float(np.sum(sums**2 / n[None, :])) / v
+            chi = float(np.sum(inv * sums**2 / n[None, :]))
+            r = stat - chi - k * (m - b) + k * b
             dof = k * (b - 1)
             if chi - dof > SIGNIFICANCE_Z * np.sqrt(2.0 * dof):
                 candidates.append(
@@ -394,7 +404,7 @@ def maxent_point(
     root = sub.parent is None
     axis = 1 if root else 0
     mass = x.sum(axis=1) if root else sub.parent.astype(np.float64)
-    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m) * t.w)) for t in terms)
+    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m)[None, :] * t.w)) for t in terms)
     expand = None
     if root and _ATOMS:
         # Cells in the same row of every term, the same group and the same support
@@ -420,8 +430,8 @@ def maxent_point(
         total, g = 0.0, np.zeros_like(z)
         for t in terms:
             r = _answers(z, t.rows, t.m) - t.y
-            total += 0.5 * float(np.sum(t.w[None, :] * r**2))
-            g += (t.w[None, :] * r)[:, t.rows]
+            total += 0.5 * float(np.sum(t.w * r**2))
+            g += (t.w * r)[:, t.rows]
         return total, g
 
     def gap(z: np.ndarray, g: np.ndarray) -> float:

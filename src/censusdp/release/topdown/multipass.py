@@ -141,6 +141,9 @@ def _restrict(sub: Subproblem, queries: tuple[int, ...]) -> Subproblem:
         query_sizes=tuple(sub.query_sizes[q] for q in queries),
         noisy=tuple(sub.noisy[q] for q in queries),
         weights=w,
+        unit_weights=None
+        if sub.unit_weights is None
+        else sub.unit_weights[list(queries)].reshape(len(queries), sub.k),
     )
 
 

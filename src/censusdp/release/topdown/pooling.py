@@ -55,18 +55,22 @@ class _Pool:
         self.value = np.zeros((n_units, rows.size))
         self.var = np.full(n_units, np.inf)
 
-    def combine(self, start: int, y: np.ndarray, v: float) -> None:
-        """Pool the units ``start:start+len(y)``'s own answers ``y`` (variance ``v``)."""
+    def combine(self, start: int, y: np.ndarray, v: float | np.ndarray) -> None:
+        """Pool the units ``start:start+len(y)``'s own answers ``y`` (variance ``v``: one
+        for all, or one per unit with ``inf`` for a unit not measured)."""
         stop = start + y.shape[0]
         old_v = self.var[start:stop]
+        v = np.broadcast_to(np.asarray(v, dtype=np.float64), old_v.shape)
         with np.errstate(divide="ignore"):
             w_old = 1.0 / old_v  # 0 where nothing is pooled yet (variance inf)
-        w_new = 1.0 / v
-        tot = w_old + w_new
-        self.value[start:stop] = (self.value[start:stop] * w_old[:, None] + y * w_new) / tot[
-            :, None
-        ]
-        self.var[start:stop] = 1.0 / tot
+            w_new = 1.0 / v  # 0 for a unit not measured
+            tot = w_old + w_new
+            mine = np.where(w_new[:, None] > 0, y * w_new[:, None], 0.0)  # NaN-safe
+            pooled = (self.value[start:stop] * w_old[:, None] + mine) / np.where(tot > 0, tot, 1.0)[
+                :, None
+            ]
+            self.var[start:stop] = 1.0 / tot
+        self.value[start:stop] = np.where((tot > 0)[:, None], pooled, self.value[start:stop])
 
 
 def _one_unit_levels(hierarchy: Hierarchy) -> int:
@@ -129,7 +133,7 @@ def pooled_root(
                     y = np.zeros((c1 - c0, p.rows.size))
                     pos = np.searchsorted(p.rows, mq.rows)
                     y[:, pos] = mq.values
-                    p.combine(c0, y, float(mq.variance) + variance_floor)
+                    p.combine(c0, y, mq.unit_variances() + variance_floor)
         if level == 0:
             pools = here
             break

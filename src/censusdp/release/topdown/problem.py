@@ -85,6 +85,11 @@ class Subproblem:
         noise_scale: optional standard deviation (persons) of the subproblem's most
             precise measurement; solvers stop when their residuals are a small fraction
             of it (``None``: tolerances relative to the weights only).
+        unit_weights: optional ``(n_queries, k)`` float64 >= 0 multipliers of
+            ``weights`` per child: child ``i``'s answers to query ``q`` have weight
+            ``weights[q] * unit_weights[q, i]`` (children measured with their own
+            budgets, a spine release's bypass; 0 for a child that was not measured).
+            ``None``: every child has the query's weight.
     """
 
     parent: np.ndarray | None
@@ -100,6 +105,7 @@ class Subproblem:
     label: str = ""
     child_labels: tuple[str, ...] = ()
     noise_scale: float | None = None
+    unit_weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -169,6 +175,17 @@ class Subproblem:
         if (w < 0).any() or not np.isfinite(w).all():
             raise SubproblemError(f"weights must be finite and >= 0, got {w}")
         set_(self, "weights", w)
+        if self.unit_weights is not None:
+            uw = _as_float("unit_weights", self.unit_weights, (nq, k))
+            if (uw < 0).any() or not np.isfinite(uw).all():
+                raise SubproblemError("unit_weights must be finite and >= 0")
+            set_(self, "unit_weights", uw)
+
+    def child_weights(self, q: int) -> np.ndarray:
+        """``(k,)`` weight of each child's answers to query ``q``."""
+        if self.unit_weights is None:
+            return np.full(self.k, float(self.weights[q]))
+        return float(self.weights[q]) * self.unit_weights[q]
 
     # -- sizes ---------------------------------------------------------------------------
 
@@ -231,10 +248,11 @@ class Subproblem:
         )
 
     def objective(self, x: np.ndarray) -> float:
-        """The weighted least-squares objective ``sum_q w_q sum_i ||A_q X[i] - y_q[i]||^2``."""
+        """The weighted least-squares objective ``sum_q sum_i w_qi ||A_q X[i] - y_q[i]||^2``
+        (``w_qi = weights[q] * unit_weights[q, i]``)."""
         total = 0.0
-        for w, a, y in zip(self.weights, self.answers(x), self.noisy, strict=True):
-            total += float(w) * float(np.sum((a - y) ** 2))
+        for q, (a, y) in enumerate(zip(self.answers(x), self.noisy, strict=True)):
+            total += float(np.sum(self.child_weights(q) * np.sum((a - y) ** 2, axis=1)))
         return total
 
     def violations(self, x: np.ndarray) -> dict[str, float]:

@@ -102,6 +102,16 @@ def coarse_subproblem(sub: Subproblem, starts: np.ndarray) -> Subproblem:
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     )
     scale = None if sub.noise_scale is None else sub.noise_scale * float(np.sqrt(sizes.mean()))
+    unit = None
+    if sub.unit_weights is not None:
+        # a chunk's summed answer has variance sum_i v_q / u_qi; relative to the
+        # uniform case (size v_q) its multiplier is size / sum_i (1 / u_qi)
+        inv = np.where(
+            sub.unit_weights > 0,
+            1.0 / np.where(sub.unit_weights > 0, sub.unit_weights, 1.0),
+            np.inf,
+        )
+        unit = sizes[None, :] / np.add.reduceat(inv, starts, axis=1)
     return Subproblem(
         parent=sub.parent,
         query_rows=sub.query_rows,
@@ -116,6 +126,7 @@ def coarse_subproblem(sub: Subproblem, starts: np.ndarray) -> Subproblem:
         label=f"{sub.label} ({starts.size} chunks of children)",
         child_labels=labels,
         noise_scale=scale,
+        unit_weights=unit,
     )
 
 
@@ -152,6 +163,7 @@ def chunk_subproblems(sub: Subproblem, starts: np.ndarray, counts: np.ndarray) -
                     label=f"{sub.label} children {a}..{b - 1}",
                     child_labels=sub.child_labels[a:b],
                     noise_scale=sub.noise_scale,
+                    unit_weights=None if sub.unit_weights is None else sub.unit_weights[:, a:b],
                 ),
             )
         )
