@@ -53,6 +53,40 @@ class MeasuredQuery:
         out[:, self.rows] = vals
         return out
 
+    def _positions(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For sorted answer rows ``wanted``: which were measured, and their columns."""
+        wanted = np.asarray(wanted, dtype=np.int64)
+        if self.rows.size == 0:
+            return np.zeros(wanted.size, dtype=bool), np.zeros(0, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.rows, wanted), self.rows.size - 1)
+        hit = self.rows[pos] == wanted
+        return hit, pos[hit]
+
+    def columns(self, units: slice | np.ndarray, wanted: np.ndarray) -> np.ndarray:
+        """Noisy answers of ``units`` on the answer rows ``wanted`` (sorted), as a
+        ``(n, len(wanted))`` float array; unmeasured rows 0.
+
+        What :meth:`dense` gives restricted to ``wanted``, without building the dense
+        ``(n, n_rows)`` array (233,856 columns per unit for ``detailed`` of ``dhc-lite``).
+        """
+        vals = self.values[units]
+        hit, cols = self._positions(wanted)
+        out = np.zeros((vals.shape[0], hit.size), dtype=np.float64)
+        out[:, hit] = vals[:, cols]
+        return out
+
+    def restricted(self, wanted: np.ndarray) -> MeasuredQuery:
+        """The same query keeping only the measured rows among ``wanted`` (sorted)."""
+        hit, cols = self._positions(wanted)
+        return MeasuredQuery(
+            self.geolevel,
+            self.query,
+            np.asarray(wanted, dtype=np.int64)[hit],
+            np.ascontiguousarray(self.values[:, cols]),
+            self.variance,
+            self.mechanism,
+        )
+
     def sliced(self, start: int, stop: int) -> MeasuredQuery:
         """The same query restricted to units ``start:stop`` of its level."""
         return MeasuredQuery(
