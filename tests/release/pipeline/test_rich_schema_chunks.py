@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.measurements import MeasuredQuery, MeasurementSet
+from censusdp.data.measurements import MeasuredQuery
 from censusdp.data.schema import get_schema
 from censusdp.io.cef import read_cef
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
