@@ -19,6 +19,9 @@ Memory is bounded by a chunk, not by a level: the tasks of a level are built laz
 runs of whole families (:func:`censusdp.release.measure.family_chunks`), each read from the
 measurements (an in-memory set or the NMF reader) only when the executor asks for the
 next task, and each result is folded into the level's sparse histogram as it arrives.
+A family larger than a chunk (a block group of hundreds of ``ddp-2010`` blocks) is read in
+pieces, and every task keeps only the answer rows that hold a cell its parent has
+(:class:`_Run`, :func:`_make_subproblem`), so memory is bounded by a chunk even then.
 """
 
 from __future__ import annotations
