@@ -14,8 +14,11 @@ units with the same seed draws the same noise, whatever the chunking, order, pro
 or machine.
 
 Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
-into :class:`MeasureTask` chunks of whole families (the children of consecutive
-parents), each carrying only its own units' exact histogram rows; :func:`run_measure_task`
+into :class:`MeasureTask` chunks of about :data:`DEFAULT_CHUNK_VALUES` noisy values: whole
+families (the children of consecutive parents) where they fit, and a family too large for
+one chunk cut at unit boundaries (a 540-block family of ``ddp-2010``, 229,320 values per
+block, would otherwise be 124 million values in one task). Each task carries only its own
+units' exact histogram rows; :func:`run_measure_task`
 (a pure, picklable function an executor can run anywhere, including on Spark) returns a
 :class:`MeasuredChunk`, which the pipeline appends to the NMF and drops. Estimation then
 reads the measurements it needs chunk by chunk through the :class:`Measurements`
@@ -188,19 +191,31 @@ def _release_scaled(
 
 
 def family_chunks(
-    hierarchy: Hierarchy, level: int, values_per_unit: int, target: int = DEFAULT_CHUNK_VALUES
+    hierarchy: Hierarchy,
+    level: int,
+    values_per_unit: int,
+    target: int = DEFAULT_CHUNK_VALUES,
+    *,
+    split_families: bool = False,
 ) -> list[tuple[int, int]]:
     """Cut the units of ``level`` into ``[start, stop)`` runs of whole families.
 
     A family is the children of one parent; each run holds consecutive families with
     about ``target`` values in total (a single family larger than that is one run), so
     a chunk read by estimation always holds complete parent-with-children problems.
+
+    With ``split_families`` (measurement), a family with more than ``target`` values is
+    cut at unit boundaries into runs of at most ``max(1, target // values_per_unit)``
+    units instead, so no run holds more than ``target`` values unless one unit alone
+    does; the runs after a cut family's last piece are whole families again.
     """
     n = hierarchy.n_units(level)
-    if level == 0:
-        return [(0, n)] if n else []
-    ptr = hierarchy.child_ptr[level - 1]
     per = max(1, target // max(values_per_unit, 1))
+    if level == 0:
+        if not split_families:
+            return [(0, n)] if n else []
+        return [(a, min(a + per, n)) for a in range(0, n, per)]
+    ptr = hierarchy.child_ptr[level - 1]
     out: list[tuple[int, int]] = []
     start = 0
     while start < n:
@@ -208,6 +223,8 @@ def family_chunks(
         p = int(np.searchsorted(ptr, start, side="right"))
         limit = int(np.searchsorted(ptr, start + per, side="right")) - 1
         stop = int(ptr[max(limit, p)])
+        if split_families and stop - start > per:
+            stop = start + per  # the family at ``start`` alone is too large: cut it
         out.append((start, stop))
         start = stop
     return out
@@ -223,7 +240,9 @@ def measure_tasks(
     target: int = DEFAULT_CHUNK_VALUES,
     unit_shares: UnitShares | None = None,
 ) -> Iterator[MeasureTask]:
-    """The measurement tasks of a plan: per level (top first), chunks of whole families.
+    """The measurement tasks of a plan: per level (top first), chunks of whole families,
+    a family of more than ``target`` values cut at unit boundaries
+    (:func:`family_chunks` with ``split_families``).
 
     Args:
         level_histograms: per level, the exact ``(units x cells)`` histograms.
@@ -249,7 +268,7 @@ def measure_tasks(
         scale = None
         if unit_shares is not None:
             scale = (unit_shares.numerators[li], unit_shares.level_numerators[li])
-        for start, stop in family_chunks(hierarchy, li, width, target):
+        for start, stop in family_chunks(hierarchy, li, width, target, split_families=True):
             yield MeasureTask(
                 lv.name,
                 start,

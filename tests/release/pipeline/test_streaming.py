@@ -142,7 +142,10 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     base = measured[0]
     budget = load_preset("pl94-2020")
     run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    from censusdp.release.topdown import driver
+
     monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
+    monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
     pf = pq.ParquetFile(tmp_path / "b" / "noisy_measurements.parquet")

@@ -370,7 +370,10 @@ def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> No
     np.testing.assert_allclose(sub.weights, w / w.max(), rtol=1e-15)
     assert sub.weights.max() == 1.0
     np.testing.assert_array_equal(sub.noisy[1][:, 0], [2, 3, 4])
-    np.testing.assert_array_equal(sub.noisy[0][:, kept], vals[2:5])
+    # only the answer rows holding a kept cell: here the three kept detailed cells
+    assert sub.query_sizes == (3, 1)
+    np.testing.assert_array_equal(sub.query_rows[0], [0, 1, 2])
+    np.testing.assert_array_equal(sub.noisy[0], vals[2:5])
 
 
 def test_variance_floor_keeps_near_exact_measurements_comparable() -> None:

@@ -19,6 +19,9 @@ Memory is bounded by a chunk, not by a level: the tasks of a level are built laz
 runs of whole families (:func:`censusdp.release.measure.family_chunks`), each read from the
 measurements (an in-memory set or the NMF reader) only when the executor asks for the
 next task, and each result is folded into the level's sparse histogram as it arrives.
+A family larger than a chunk (a block group of hundreds of ``ddp-2010`` blocks) is read in
+pieces, and every task keeps only the answer rows that hold a cell its parent has
+(:class:`_Run`, :func:`_make_subproblem`), so memory is bounded by a chunk even then.
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.measurements import MeasuredQuery, Measurements
+from censusdp.data.measurements import MeasuredQuery, Measurements, concat_units
 from censusdp.data.queries import Query, make_query
 from censusdp.errors import CensusDPError, ConfigError, InternalError
 from censusdp.progress import logger, task
-from censusdp.release.measure import family_chunks
+from censusdp.release.measure import DEFAULT_CHUNK_VALUES, family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
 from censusdp.release.topdown.maxent import ESTIMATORS, coarsenings_for, solve_maxent
@@ -208,14 +211,18 @@ class _QueryCache:
             self._q[name] = make_query(self.ms.schema, name)
         return self._q[name]
 
-    def coarse(self, mqs: list[MeasuredQuery], estimator: str) -> tuple:
-        """The candidate coarsenings of ``mqs``'s queries (none for least squares)."""
+    def coarse(self, mqs: list[MeasuredQuery], estimator: str, kept: np.ndarray) -> tuple:
+        """The candidate coarsenings of ``mqs``'s queries (none for least squares), on
+        the answer rows a subproblem of the cells ``kept`` keeps (:func:`_present_rows`)."""
         if estimator == "ls":
             return ()
         names = tuple(m.query for m in mqs)
         if names not in self._coarse:
             self._coarse[names] = coarsenings_for(self.ms.schema, names)
-        return self._coarse[names]
+        return tuple(
+            tuple((name, bins[_present_rows(self.get(q), kept)[0]]) for name, bins in cands)
+            for q, cands in zip(names, self._coarse[names], strict=True)
+        )
 
 
 def _group_of_cells(ms: Measurements, group_variable: str | None) -> tuple[np.ndarray, int]:
@@ -238,13 +245,22 @@ def _make_subproblem(
     label: str,
     child_labels: tuple[str, ...] = (),
 ) -> Subproblem:
-    """The subproblem of ``children`` (units of the level), whose rows in ``mqs`` are ``local``."""
+    """The subproblem of ``children`` (units of the level), whose rows in ``mqs`` are ``local``.
+
+    Each query keeps only its answer rows that hold a kept cell (:func:`_present_rows`):
+    a row with none has answer 0 for every candidate, its squared residual is a constant
+    of the objective, and its true answer is 0 in every child (the parent is 0 there), so
+    its noisy answer is pure noise for the start point's child totals too. Below the root
+    this is what keeps a family of many children of a rich schema small: a block group
+    of ``dhc-lite`` has a few hundred positive cells of 233,856, and the dense answers of
+    540 children would be 1 GB.
+    """
     rows, sizes, noisy = [], [], []
     for mq in mqs:
-        q = cache.get(mq.query)
-        rows.append(q.row_of_cell[kept])
-        sizes.append(q.n_rows)
-        noisy.append(mq.dense(local, q.n_rows))
+        present, local_rows = _present_rows(cache.get(mq.query), kept)
+        rows.append(local_rows)
+        sizes.append(int(present.size))
+        noisy.append(mq.columns(local, present))
     w, unit, least = _weights(mqs, local)
     noise = float(np.sqrt(least + _VARIANCE_FLOOR)) if mqs else None
     if w.size and w.max() > 0:
@@ -293,14 +309,58 @@ def _weights(mqs: list[MeasuredQuery], local: slice) -> tuple[np.ndarray, np.nda
     return w, unit, least
 
 
+def _present_rows(q: Query, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The answer rows of ``q`` holding a kept cell (sorted), and each kept cell's index
+    among them."""
+    present, local = np.unique(q.row_of_cell[kept], return_inverse=True)
+    return present, local.astype(np.int64)
+
+
 def _family_runs(
-    ms: Measurements, hierarchy: Hierarchy, child_level: int
-) -> Iterator[tuple[int, int, list[MeasuredQuery]]]:
+    ms: Measurements,
+    hierarchy: Hierarchy,
+    child_level: int,
+    target: int = DEFAULT_CHUNK_VALUES,
+) -> Iterator[tuple[int, int, _Run]]:
     """``(first parent, parent stop, measurements of their children)`` per chunk of families."""
     width = sum(m.rows.size for m in ms.read(child_level, 0, 0))
     parent = hierarchy.parent[child_level]
-    for c0, c1 in family_chunks(hierarchy, child_level, width):
-        yield int(parent[c0]), int(parent[c1 - 1]) + 1, ms.read(child_level, c0, c1)
+    for c0, c1 in family_chunks(hierarchy, child_level, width, target):
+        yield int(parent[c0]), int(parent[c1 - 1]) + 1, _Run(ms, child_level, c0, c1, width, target)
+
+
+class _Run:
+    """The measurements of the children in one run of whole families (units ``c0:c1``).
+
+    A run of at most ``target`` values is read at once. A larger run (one family of
+    many children of a rich schema: 540 blocks x 229,320 measured cells is 124 million
+    values) is never read whole: :meth:`family` reads its children ``target`` values at
+    a time and keeps of each piece only the answer rows the family's problem uses.
+    """
+
+    def __init__(
+        self, ms: Measurements, level: int, c0: int, c1: int, width: int, target: int
+    ) -> None:
+        self.ms, self.level, self.c0, self.c1 = ms, level, c0, c1
+        self.per = max(1, target // max(width, 1))
+        self.mqs = ms.read(level, c0, c1) if c1 - c0 <= self.per else None
+
+    def family(
+        self, children: slice, kept: np.ndarray, cache: _QueryCache
+    ) -> tuple[list[MeasuredQuery], slice]:
+        """The measurements of ``children`` and their rows in them (``local``)."""
+        if self.mqs is not None:
+            return self.mqs, slice(children.start - self.c0, children.stop - self.c0)
+        parts: list[list[MeasuredQuery]] = []
+        for a in range(children.start, children.stop, self.per):
+            piece = self.ms.read(self.level, a, min(a + self.per, children.stop))
+            parts.append(
+                [mq.restricted(_present_rows(cache.get(mq.query), kept)[0]) for mq in piece]
+            )
+        if not parts:
+            return [], slice(0, 0)
+        mqs = [concat_units([p[i] for p in parts]) for i in range(len(parts[0]))]
+        return mqs, slice(0, children.stop - children.start)
 
 
 def _tasks_for_level(
@@ -326,9 +386,7 @@ def _tasks_for_level(
     """
     codes = hierarchy.geocodes[parent_level]
     indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
-    for p0, p1, mqs in _family_runs(ms, hierarchy, parent_level + 1):
-        c0 = hierarchy.children(parent_level, p0).start
-        coarse = cache.coarse(mqs, estimator)
+    for p0, p1, run in _family_runs(ms, hierarchy, parent_level + 1):
         for i in range(p0, p1):
             lo, hi = indptr[i], indptr[i + 1]
             nz = data[lo:hi] > 0
@@ -337,10 +395,11 @@ def _tasks_for_level(
             kept = kept[order]
             parent_counts = data[lo:hi][nz][order].astype(np.int64)
             children = hierarchy.children(parent_level, i)
+            mqs, local = run.family(children, kept, cache)
             sub = _make_subproblem(
                 mqs,
                 cache,
-                slice(children.start - c0, children.stop - c0),
+                local,
                 children,
                 kept,
                 parent_counts,
@@ -353,6 +412,7 @@ def _tasks_for_level(
                 ),
             )
             l2p, rounding = plan.bind(kept)
+            coarse = cache.coarse(mqs, estimator, kept)
             task = Task(
                 parent_level,
                 str(codes[i]),
@@ -421,14 +481,14 @@ def _bottomup_tasks(
     """Blocks estimated without a parent constraint, batched by their parent unit."""
     bl = hierarchy.n_levels - 1
     codes = hierarchy.geocodes[bl - 1]
-    for p0, p1, mqs in _family_runs(ms, hierarchy, bl):
-        c0 = hierarchy.children(bl - 1, p0).start
+    for p0, p1, run in _family_runs(ms, hierarchy, bl):
         for i in range(p0, p1):
             children = hierarchy.children(bl - 1, i)
+            mqs, local = run.family(children, live, cache)
             sub = _make_subproblem(
                 mqs,
                 cache,
-                slice(children.start - c0, children.stop - c0),
+                local,
                 children,
                 live,
                 None,
@@ -444,7 +504,7 @@ def _bottomup_tasks(
                 sub,
                 method,
                 estimator=estimator,
-                coarse=cache.coarse(mqs, estimator),
+                coarse=cache.coarse(mqs, estimator, live),
             )
 
 
@@ -782,7 +842,7 @@ def estimate(
                 method,
                 *plans[0].bind(live),
                 estimator=estimator,
-                coarse=cache.coarse(root_mqs, estimator),
+                coarse=cache.coarse(root_mqs, estimator, live),
             )
         ],
     )

@@ -1,0 +1,258 @@
+"""Rich schemas at state scale: measuring below a family, estimating a wide family in pieces.
+
+A ``ddp-2010`` block has 229,320 measured detailed cells, so one block group of 540 blocks
+is 124 million noisy values. Measurement cuts such a family at unit boundaries (noise is
+keyed per geounit, so the cut cannot change a value: the NMF is the same whatever the
+chunk size), and estimation reads it in pieces, keeping only the answer rows the
+family's problem uses (the release is the same whatever the piece size).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import person_histogram
+from censusdp.data.measurements import MeasuredQuery
+from censusdp.data.schema import get_schema
+from censusdp.io.cef import read_cef
+from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
+from censusdp.privacy.budget import load_preset
+from censusdp.privacy.randomness import RandomSource
+from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
+from censusdp.release.topdown import driver
+from synth import block_codes, make_cef, write_cef
+
+PL94 = get_schema("pl94")
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A state whose block groups have up to 9 blocks (families wider than the tiny targets)."""
+    base = tmp_path_factory.mktemp("wide")
+    persons, units = make_cef(np.random.default_rng(5), block_codes(2, 1, 2, 9), gq_rate=0.3)
+    write_cef(base / "cef", persons, units)
+    cef = read_cef(base / "cef")
+    h = Hierarchy.from_blocks(cef.units["geocode"])
+    levels = h.aggregate(person_histogram(cef.persons, h, PL94))
+    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
+    return base, h, levels, plan
+
+
+def _width(plan, level_name):
+    from censusdp.release.measure import _query_and_rows
+
+    return sum(_query_and_rows(PL94, q)[1].size for lv, q, _ in plan if lv == level_name)
+
+
+def test_split_families_cut_a_wide_family_at_unit_boundaries(wide):
+    _, h, _, plan = wide
+    bl = h.n_levels - 1
+    width = _width(plan, h.geolevels[bl].name)
+    ptr = h.child_ptr[bl - 1]
+    widest = int(np.diff(ptr).max())
+    assert widest >= 5
+    for per in (1, 2, 4, widest, widest + 1, 30):
+        target = per * width
+        cut = family_chunks(h, bl, width, target, split_families=True)
+        whole = family_chunks(h, bl, width, target)
+        for chunks in (cut, whole):
+            assert chunks[0][0] == 0 and chunks[-1][1] == h.n_units(bl)
+            assert [a for a, _ in chunks[1:]] == [b for _, b in chunks[:-1]]
+        # measurement: never more than ``per`` units; estimation: whole families
+        assert max(b - a for a, b in cut) <= per
+        assert {a for a, _ in whole} <= set(ptr.tolist())
+        if per < widest:
+            assert max(b - a for a, b in whole) >= widest > max(b - a for a, b in cut)
+        else:  # every family fits: the two agree
+            assert cut == whole
+    root = family_chunks(h, 0, width, 1, split_families=True)
+    assert root == [(0, 1)]
+
+
+def _nmf(path, h, levels, plan, target):
+    with NMFWriter(path) as w:
+        for task in measure_tasks(levels, h, PL94, plan, RandomSource.seeded(11), target=target):
+            w.write_chunk(run_measure_task(task))
+    return pq.ParquetFile(path).metadata.num_row_groups
+
+
+def _sorted(table):
+    for c in ("geolevel", "geocode", "query"):
+        i = table.column_names.index(c)
+        table = table.set_column(i, c, table.column(c).cast("string"))
+    return table.sort_by([(c, "ascending") for c in ("geolevel", "query", "geocode", "cell")])
+
+
+def test_same_seed_gives_the_same_nmf_whatever_the_chunk_size(wide, tmp_path):
+    _, h, levels, plan = wide
+    width = _width(plan, h.geolevels[-1].name)
+    groups = {t: _nmf(tmp_path / f"{t}.parquet", h, levels, plan, t) for t in (10**9, 3 * width, 1)}
+    assert groups[1] > groups[3 * width] > groups[10**9]
+    ref = read_nmf(tmp_path / f"{10**9}.parquet", PL94, h)
+    cols = ["geolevel", "geocode", "query", "cell", "value", "variance"]
+    ref_table = _sorted(pq.read_table(tmp_path / f"{10**9}.parquet", columns=cols))
+    for t in (3 * width, 1):
+        other = read_nmf(tmp_path / f"{t}.parquet", PL94, h)
+        assert list(other.queries) == list(ref.queries)
+        for key, mq in ref.queries.items():
+            assert np.array_equal(mq.values, other.queries[key].values), (t, key)
+        # row for row (the chunks order the queries of a level differently: sort)
+        table = _sorted(pq.read_table(tmp_path / f"{t}.parquet", columns=cols))
+        assert table.num_rows == ref_table.num_rows
+        for c in cols:
+            a, b = ref_table.column(c).to_numpy(), table.column(c).to_numpy()
+            assert np.array_equal(a, b), (t, c)
+    # and a different seed does change it (the comparison can fail)
+    with NMFWriter(tmp_path / "other.parquet") as w:
+        for task in measure_tasks(levels, h, PL94, plan, RandomSource.seeded(12), target=10**9):
+            w.write_chunk(run_measure_task(task))
+    other = read_nmf(tmp_path / "other.parquet", PL94, h)
+    key = next(iter(ref.queries))
+    assert not np.array_equal(ref.queries[key].values, other.queries[key].values)
+
+
+@settings(max_examples=60)
+@given(
+    n_rows=st.integers(1, 40),
+    data=st.data(),
+)
+def test_columns_and_restricted_are_the_dense_answers_on_the_wanted_rows(n_rows, data):
+    measured = np.asarray(
+        sorted(data.draw(st.sets(st.integers(0, n_rows - 1), max_size=n_rows))), dtype=np.int64
+    )
+    units = data.draw(st.integers(0, 6))
+    values = np.asarray(
+        data.draw(
+            st.lists(
+                st.integers(-50, 50),
+                min_size=units * measured.size,
+                max_size=units * measured.size,
+            )
+        ),
+        dtype=np.int64,
+    ).reshape(units, measured.size)
+    mq = MeasuredQuery("Block", "q", measured, values, 2.0, "dg")
+    wanted = np.asarray(
+        sorted(data.draw(st.sets(st.integers(0, n_rows - 1), max_size=n_rows))), dtype=np.int64
+    )
+    a = data.draw(st.integers(0, units))
+    b = data.draw(st.integers(a, units))
+    dense = mq.dense(slice(a, b), n_rows)
+    np.testing.assert_array_equal(mq.columns(slice(a, b), wanted), dense[:, wanted])
+    r = mq.restricted(wanted)
+    assert set(r.rows.tolist()) == set(wanted.tolist()) & set(measured.tolist())
+    np.testing.assert_array_equal(r.columns(slice(a, b), wanted), dense[:, wanted])
+    assert r.variance == mq.variance and r.query == mq.query
+
+
+def _tasks(ms, h, level, hist, target, monkeypatch):
+    monkeypatch.setattr(driver._family_runs, "__defaults__", (target,))
+    cell_groups, n_groups = driver._group_of_cells(ms, "hhgq")
+    n = h.n_units(level + 1)
+    bounds = driver.Bounds(
+        np.zeros((n, n_groups)), np.full((n, n_groups), np.inf), np.zeros(n), np.full(n, np.inf)
+    )
+    return list(
+        driver._tasks_for_level(
+            ms,
+            driver._QueryCache(ms),
+            h,
+            level,
+            hist,
+            cell_groups,
+            bounds,
+            "auto",
+            driver._LevelPlan(),
+            max_children=None,
+        )
+    )
+
+
+def test_a_wide_family_read_in_pieces_gives_the_same_subproblems(wide, tmp_path, monkeypatch):
+    _, h, levels, plan = wide
+    _nmf(tmp_path / "nmf.parquet", h, levels, plan, 1)
+    reader = NMFReader(tmp_path / "nmf.parquet", PL94, h)
+    level = h.n_levels - 2  # block groups with their blocks
+    hist = levels[level].tocsr()
+    whole = _tasks(reader, h, level, hist, 10**9, monkeypatch)
+    calls = []
+    real_read = reader.read
+    monkeypatch.setattr(reader, "read", lambda lv, a, b: calls.append(b - a) or real_read(lv, a, b))
+    pieces = _tasks(reader, h, level, hist, 1, monkeypatch)
+    assert max(calls) == 1  # one block at a time, never a whole family
+    assert len(whole) == len(pieces) == h.n_units(level)
+    for x, y in zip(whole, pieces, strict=True):
+        assert np.array_equal(x.kept, y.kept)
+        assert x.sub.query_sizes == y.sub.query_sizes
+        for a, b in zip(x.sub.noisy, y.sub.noisy, strict=True):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(x.sub.query_rows, y.sub.query_rows, strict=True):
+            np.testing.assert_array_equal(a, b)
+        # only the rows holding a kept cell: far fewer than the detailed query's rows
+        assert max(x.sub.query_sizes) <= x.kept.size < PL94.size
+    # the kept rows are the noisy answers of the right children (from the file)
+    t = whole[1]
+    mq = [m for m in reader.read(level + 1, 0, h.n_units(level + 1)) if m.query == "detailed"][0]
+    qi = [i for i, s in enumerate(t.sub.query_sizes) if s == t.kept.size][-1]
+    k = t.sub.k
+    np.testing.assert_array_equal(
+        t.sub.noisy[qi], mq.columns(slice(t.child_start, t.child_start + k), t.kept)
+    )
+
+
+def test_a_release_estimated_in_pieces_is_byte_identical(wide, tmp_path, monkeypatch):
+    from censusdp.release.pipeline import reestimate, run_release
+
+    base = wide[0]
+    budget = load_preset("pl94-2020")
+    run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    monkeypatch.setattr(driver._family_runs, "__defaults__", (1,))
+    reestimate(tmp_path / "a", tmp_path / "b", budget=budget)
+    for name in ("mdf_persons.parquet", "tables/P1.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+@pytest.mark.slow
+def test_ddp_2010_end_to_end_on_a_small_generated_state(tmp_path):
+    """``ddp-2010`` (233,856 cells) on 40 blocks of generated Vermont, validated."""
+    import pyarrow as pa
+
+    from censusdp.cli import main
+    from censusdp.generate import generate_state
+
+    gen = tmp_path / "vt"
+    generate_state("VT", 4, gen, scale=0.02)
+    units = pq.read_table(gen / "units.parquet")
+    persons = pq.read_table(gen / "persons.parquet")
+    blocks = np.unique(np.asarray(units.column("geocode").to_pylist()))
+    # two block groups' worth of blocks: each a family of many children
+    bgs = np.unique([b[:12] for b in blocks])[:2]
+    keep = set(b for b in blocks if b[:12] in set(bgs.tolist()))
+    keep = set(sorted(keep)[:40])
+    small = tmp_path / "small"
+    small.mkdir()
+    mask_u = pa.array([g in keep for g in units.column("geocode").to_pylist()])
+    mask_p = pa.array([g in keep for g in persons.column("geocode").to_pylist()])
+    pq.write_table(units.filter(mask_u), small / "units.parquet")
+    pq.write_table(persons.filter(mask_p), small / "persons.parquet")
+    out = tmp_path / "run"
+    rc = main(
+        ["run", "-q", "--input", str(small), "--out", str(out), "--preset", "ddp-2010"]
+        + ["--units-preset", "none", "--seed", "1"]
+    )
+    assert rc == 0
+    assert main(["validate", "-q", str(out), "--truth", str(small)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    by_level = manifest["noisy_values_by_level"]["persons"]
+    # every block measured once, each with the same queries as the one US unit
+    # (229,320 detailed cells and the marginals)
+    assert by_level["US"] > 229_320
+    assert by_level["Block"] == len(keep) * by_level["US"]
+    assert manifest["validation"]["ok"] is True
