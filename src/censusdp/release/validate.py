@@ -36,10 +36,10 @@ from censusdp.data.invariants import Invariants, compute_invariants, level_bound
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import CensusDPError, ValidationError
+from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import mdf_unit_counts, read_mdf_histograms
-from censusdp.io.nmf import NMF_COLUMNS
+from censusdp.io.nmf import NMF_COLUMNS, nmf_files, read_part_index
 from censusdp.io.output import is_censusdp_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.privacy.budget import Budget
@@ -315,7 +315,8 @@ def _check_checksums(
         rep.add("checksums", False, "the manifest records no file checksums")
         return
     if only is not None:
-        recorded = {k: v for k, v in recorded.items() if k in only}
+        # a partitioned NMF's files are NAME/part-*.parquet and NAME/_parts.json
+        recorded = {k: v for k, v in recorded.items() if k.split("/")[0] in only}
         bad = [
             f"{rel} changed (SHA-256 differs from the manifest)"
             if (run / rel).is_file()
@@ -349,34 +350,47 @@ def _cell_mix(cells: np.ndarray) -> np.ndarray:
     return (cells.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97)) % np.uint64(1 << 31)
 
 
+def _shown(path: Path, file: Path) -> str:
+    """``noisy_measurements.parquet`` or ``noisy_measurements.parquet/part-00003.parquet``."""
+    return path.name if file == path else f"{path.name}/{file.name}"
+
+
 def _check_nmf(path: Path, budget: Budget, hierarchy: Hierarchy) -> tuple[bool, str]:
     """The NMF measures the budget's plan, completely, with the stated noise.
 
-    Streamed a row group at a time (whatever the row groups hold): per (geolevel,
+    Streamed a row group at a time, part by part for a partitioned NMF (whose index must
+    list exactly its parts), whatever the row groups hold: per (geolevel,
     query) and geounit it counts the rows and sums a fingerprint of their cells, and
     compares both with the query's measured cells at the end.
     """
     try:
-        pf = pq.ParquetFile(path)
+        files = nmf_files(path)
+        if path.is_dir():
+            read_part_index(path)
+        pfs = [(f, pq.ParquetFile(f)) for f in files]
+    except InputError as exc:
+        return False, str(exc)
     except (OSError, pa.ArrowException) as exc:
         return False, f"{path.name}: not readable Parquet ({exc})"
-    missing = [c for c in NMF_COLUMNS[:6] if c not in pf.schema_arrow.names]
-    if missing:
-        return False, f"{path.name}: missing columns {missing}"
+    for f, pf in pfs:
+        missing = [c for c in NMF_COLUMNS[:6] if c not in pf.schema_arrow.names]
+        if missing:
+            return False, f"{_shown(path, f)}: missing columns {missing}"
     schema = get_schema(budget.schema)
     levels = {name: i for i, name in enumerate(hierarchy.geolevels.names)}
     plan = {(m.geolevel, m.query): m for m in budget.measurements()}
     want = {k: measured_rows(schema, make_query(schema, k[1])) for k in plan}
     rows = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.int64) for k in plan}
     mix = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.uint64) for k in plan}
-    for rg in range(pf.metadata.num_row_groups):
-        try:
-            t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
-        except (OSError, pa.ArrowException) as exc:
-            return False, f"{path.name} row group {rg}: unreadable ({exc})"
-        problem = _check_nmf_rows(t, plan, rows, mix, hierarchy, levels)
-        if problem:
-            return False, f"{path.name}: {problem}"
+    for f, pf in pfs:
+        for rg in range(pf.metadata.num_row_groups):
+            try:
+                t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
+            except (OSError, pa.ArrowException) as exc:
+                return False, f"{_shown(path, f)} row group {rg}: unreadable ({exc})"
+            problem = _check_nmf_rows(t, plan, rows, mix, hierarchy, levels)
+            if problem:
+                return False, f"{_shown(path, f)}: {problem}"
     for key, count in rows.items():
         full = _cell_mix(want[key]).sum(dtype=np.uint64)
         bad = (count != want[key].size) | (mix[key] != full)

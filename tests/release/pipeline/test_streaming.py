@@ -145,10 +145,12 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
-    pf = pq.ParquetFile(tmp_path / "b" / "noisy_measurements.parquet")
-    assert (
-        pf.metadata.num_row_groups
-        > pq.ParquetFile(tmp_path / "a" / "noisy_measurements.parquet").metadata.num_row_groups
+    def parts(run: str) -> list:
+        return sorted((tmp_path / run / "noisy_measurements.parquet").glob("part-*.parquet"))
+
+    assert len(parts("b")) > len(parts("a"))
+    assert sum(pq.read_metadata(p).num_rows for p in parts("b")) == sum(
+        pq.read_metadata(p).num_rows for p in parts("a")
     )
     for name in ("mdf_persons.parquet", "mdf_persons.txt", "tables/P2.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -169,8 +171,15 @@ def test_pool_release_is_byte_identical_and_manifest_records_memory(measured, tm
     assert [lv["tasks"] for lv in a["estimation"]["persons"]] == [
         lv["tasks"] for lv in b["estimation"]["persons"]
     ]
-    for name in ("noisy_measurements.parquet", "mdf_persons.parquet", "tables/P1.parquet"):
+    for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    # the pool's tasks wrote the NMF's parts themselves: the same parts, the same bytes
+    nmf_a, nmf_b = (tmp_path / r / "noisy_measurements.parquet" for r in ("a", "b"))
+    names = sorted(p.name for p in nmf_a.iterdir())
+    assert len(names) > 2 and "_parts.json" in names
+    assert names == sorted(p.name for p in nmf_b.iterdir())
+    for name in names:
+        assert (nmf_a / name).read_bytes() == (nmf_b / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(
