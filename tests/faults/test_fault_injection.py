@@ -249,10 +249,13 @@ def _drop_facility(t: pa.Table) -> pa.Table:
     return pa.concat_tables([t.slice(0, i), t.slice(i + 1)])
 
 
+NMF_PART = "noisy_measurements.parquet/part-00001.parquet"
+"""A part file of the persons NMF (a run writes the NMF as a directory of parts)."""
+
 TAMPER = {
-    "nmf variance set to 0": ("noisy_measurements.parquet", lambda t: _set(t, "variance", 3, 0.0)),
-    "nmf value changed": ("noisy_measurements.parquet", lambda t: _set(t, "value", 3, 999)),
-    "nmf row dropped": ("noisy_measurements.parquet", lambda t: t.slice(1)),
+    "nmf variance set to 0": (NMF_PART, lambda t: _set(t, "variance", 3, 0.0)),
+    "nmf value changed": (NMF_PART, lambda t: _set(t, "value", 3, 999)),
+    "nmf row dropped": (NMF_PART, lambda t: t.slice(1)),
     "mdf row dropped": ("mdf_persons.parquet", lambda t: t.slice(1)),
     "mdf facility dropped": ("mdf_units.parquet", lambda t: _drop_facility(t)),
     "mdf person recoded": ("mdf_persons.parquet", lambda t: _set(t, "VOTING_AGE", 0, "3")),
@@ -287,11 +290,26 @@ def test_validate_rejects_tampering(
     assert "INVALID" in proc.stdout and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("rehash", [False, True])
+def test_validate_rejects_a_missing_nmf_part(good_release: Path, tmp_path: Path, rehash) -> None:
+    """A part file removed from the NMF directory (even with the checksums rewritten to
+    match) leaves geounits unmeasured and the part index wrong: the release is invalid."""
+    d = _copy(good_release, tmp_path, "p")
+    (d / NMF_PART).unlink()
+    if rehash:
+        m = json.loads((d / "manifest.json").read_text())
+        m["files"] = file_checksums(d)
+        (d / "manifest.json").write_text(json.dumps(m))
+    proc = cli("validate", d, "--quiet")
+    assert proc.returncode == 1, proc.stdout
+    assert "INVALID" in proc.stdout and "part-00001.parquet" in proc.stdout
+
+
 def test_evaluate_and_reestimate_refuse_a_tampered_release(
     good_release: Path, cef: Path, tmp_path: Path
 ) -> None:
     d = _copy(good_release, tmp_path, "bad")
-    _rewrite(d / "noisy_measurements.parquet", lambda t: _set(t, "variance", 0, 0.0))
+    _rewrite(d / NMF_PART, lambda t: _set(t, "variance", 0, 0.0))
     one_line_error(
         cli("evaluate", "--truth", cef, "--release", d, "--json", tmp_path / "e.json", "--quiet"),
         1,
@@ -307,7 +325,7 @@ def test_evaluate_and_reestimate_refuse_a_tampered_release(
 
 def test_truncated_nmf_given_to_from_measurements(good_release: Path, tmp_path: Path) -> None:
     d = _copy(good_release, tmp_path, "trunc")
-    nmf = d / "noisy_measurements.parquet"
+    nmf = d / NMF_PART
     nmf.write_bytes(nmf.read_bytes()[: nmf.stat().st_size // 2])
     proc = cli("run", "--from-measurements", d, "--out", tmp_path / "x", "--quiet")
     one_line_error(proc, 1, "does not validate")

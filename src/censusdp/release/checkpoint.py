@@ -330,6 +330,9 @@ class Checkpoint:
             os.fsync(f.fileno())
         self._parts.setdefault(run, {})[rec["path"]] = rec
         if not (self.root / RESUMABLE_MARKER).is_file():
+            if not (self.root / JOURNAL).is_file():  # the fingerprint a resume checks
+                write_json(self.journal, self.root / JOURNAL)
+                fsync_file(self.root / JOURNAL)
             self.staging.mark_resumable()
         self.seconds += time.perf_counter() - t
 
