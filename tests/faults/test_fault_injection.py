@@ -201,8 +201,18 @@ def test_sigterm_cleans_up(cef: Path, tmp_path: Path) -> None:
     argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "4", "--quiet"]
     p = _start_and_kill(argv, tmp_path, signal.SIGTERM)
     assert p.returncode == 130, p.stderr_text
-    assert "terminated; unfinished output removed" in p.stderr_text
-    assert not out.exists() and debris(tmp_path) == []
+    assert len(p.stderr_text.strip().splitlines()) == 1 and "Traceback" not in p.stderr_text
+    assert not out.exists() and not (tmp_path / ".terminated.lock").exists()
+    kept = debris(tmp_path)
+    if kept:  # it had recorded finished steps (part files): kept for --resume, nothing else
+        assert "terminated; its finished steps are kept" in p.stderr_text
+        assert "--resume" in p.stderr_text and len(kept) == 1
+        assert (tmp_path / kept[0] / ".resumable").is_file()
+        proc = cli(*argv[3:], "--overwrite")  # discards them
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert "terminated; unfinished output removed" in p.stderr_text
+    assert debris(tmp_path) == []
 
 
 def test_full_disk_is_one_line_and_leaves_nothing(

@@ -205,7 +205,8 @@ def _run_directory(
     resume: bool = False,
 ) -> Iterator[tuple[Staging, Any]]:
     """The staging directory of a run and its executor; the staging is removed on failure
-    (the body commits it on success; a refused resume keeps the interrupted run's work)
+    (the body commits it on success; a refused resume or an interrupt keeps the
+    checkpointed work)
     and the executor is always closed. The output may not overlap ``source`` (the input
     directory or the measured run)."""
     staging = Staging(Path(out_dir), overwrite, inputs=[source], resume=resume)
@@ -214,7 +215,14 @@ def _run_directory(
         ex = make_executor(workers, kind=executor, spark_master=spark_master)
         yield staging, ex
     except BaseException as exc:
-        staging.abort(keep_resumable=isinstance(exc, ResumeError))
+        # an interrupt (SIGINT, or SIGTERM as the CLI raises it) keeps the finished,
+        # checkpointed steps for --resume, as a refused resume does
+        staging.abort(keep_resumable=isinstance(exc, ResumeError | KeyboardInterrupt))
+        if isinstance(exc, KeyboardInterrupt) and staging.path.is_dir():
+            exc.args = (
+                f"its finished steps are kept in {staging.path.name}; rerun the same "
+                "command with --resume to continue",
+            )
         raise
     finally:
         close = getattr(ex, "close", None)
