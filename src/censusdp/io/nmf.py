@@ -330,7 +330,9 @@ class NMFReader:
     def _where(self, loc: tuple[int, int]) -> str:
         """``row group N`` (one file) or ``part-00003.parquet row group N``."""
         fi, rg = loc
-        return f"row group {rg}" if len(self._files) == 1 else f"{self._files[fi].name} row group {rg}"
+        return (
+            f"row group {rg}" if len(self._files) == 1 else f"{self._files[fi].name} row group {rg}"
+        )
 
     def _index(self) -> bool:
         levels = {name: i for i, name in enumerate(self.geolevels.names)}
@@ -486,7 +488,9 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
         if missing:
             raise InputError(f"{f}: missing columns {missing}")
         tables.append(t)
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    table = (
+        tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    )
     out = MeasurementSet(schema, hierarchy.geolevels, hierarchy.geocodes)
     gl = table.column("geolevel").to_numpy(zero_copy_only=False).astype(str)
     qu = table.column("query").to_numpy(zero_copy_only=False).astype(str)

@@ -46,7 +46,6 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -15,6 +15,8 @@ on a cluster, a file system the driver and executors share (see docs/scaling.md)
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +38,13 @@ def run_part_task(part: PartTask) -> dict[str, Any]:
     """Run one :class:`PartTask`; return the part's record plus the task's costs.
 
     The record is :func:`censusdp.io.nmf.write_nmf_part`'s (file, level, unit range,
-    rows, SHA-256, write seconds) with ``n_values`` and ``cpu_seconds`` (measuring)
-    added: a few hundred bytes, whatever the size of the part.
+    rows, SHA-256, write seconds) with ``n_values`` and ``cpu_seconds`` (measuring) and
+    ``writer`` (host/PID of the process that wrote it) added: a few hundred bytes,
+    whatever the size of the part.
     """
     chunk = run_measure_task(part.task)
     rec = write_nmf_part(chunk, part.path)
     rec["n_values"] = chunk.n_values
     rec["cpu_seconds"] = chunk.cpu_seconds
+    rec["writer"] = f"{socket.gethostname()}/{os.getpid()}"
     return rec

@@ -28,7 +28,9 @@ bounds (about 1 GB for California's 710k blocks).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -347,6 +349,7 @@ def _measure_runs(
             if checkpoint is not None
             else None,
         )
+        record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
         index = write_part_index(out / _NMF_FILES[run], parts)
         record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
@@ -492,7 +495,13 @@ def run_release(
             checkpoint=ckpt,
             max_children=max_children,
         )
+        writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
+        # who wrote the NMF's parts this time: the tasks' processes, not the driver
+        manifest["executor"]["nmf_part_writers"] = len(writers)
+        manifest["executor"]["nmf_parts_by_driver"] = (
+            f"{socket.gethostname()}/{os.getpid()}" in writers
+        )
         if ckpt.summary() is not None:
             manifest["resumed"] = ckpt.summary()
         timings["checkpoint"] = ckpt.seconds

@@ -145,6 +145,7 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
+
     def parts(run: str) -> list:
         return sorted((tmp_path / run / "noisy_measurements.parquet").glob("part-*.parquet"))
 
@@ -173,6 +174,8 @@ def test_pool_release_is_byte_identical_and_manifest_records_memory(measured, tm
     ]
     for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert a["executor"]["nmf_parts_by_driver"] and a["executor"]["nmf_part_writers"] == 1
+    assert not b["executor"]["nmf_parts_by_driver"] and b["executor"]["nmf_part_writers"] >= 1
     # the pool's tasks wrote the NMF's parts themselves: the same parts, the same bytes
     nmf_a, nmf_b = (tmp_path / r / "noisy_measurements.parquet" for r in ("a", "b"))
     names = sorted(p.name for p in nmf_a.iterdir())
