@@ -233,13 +233,14 @@ def _run_directory(
 
 
 def _self_check(
-    postprocess: str, timings: dict[str, float], progress: Progress = None
+    postprocess: str, timings: dict[str, float], progress: Progress = None, executor: Any = None
 ) -> Callable[[Path], None]:
-    """A run validates its own files (as ``censusdp validate`` would) before it commits."""
+    """A run validates its own files (as ``censusdp validate`` would) before it commits;
+    the NMF's parts are checked by tasks on ``executor``."""
 
     def check(staged: Path) -> None:
         t, c = time.perf_counter(), time.process_time()
-        report = validate_run(staged, progress=progress)
+        report = validate_run(staged, progress=progress, executor=executor)
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
         if not report.ok:
@@ -516,7 +517,11 @@ def run_release(
             }
         )
         commit_run(
-            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+            manifest,
+            staging,
+            timings,
+            t_start,
+            check=_self_check(postprocess, timings, progress, ex),
         )
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
@@ -639,7 +644,11 @@ def reestimate(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
         commit_run(
-            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+            manifest,
+            staging,
+            timings,
+            t_start,
+            check=_self_check(postprocess, timings, progress, ex),
         )
     return manifest
 
