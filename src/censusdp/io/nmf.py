@@ -560,6 +560,20 @@ def _open_levels(
     return p, pf, _level_row_groups(pf)
 
 
+def _parts_by_level(p: Path) -> dict[str, list[Path]] | None:
+    """A part directory's files by geolevel, from its index (``None``: no usable index)."""
+    if not p.is_dir() or not (p / PART_INDEX).is_file():
+        return None
+    try:
+        index = read_part_index(p)
+    except InputError:
+        return None
+    out: dict[str, list[Path]] = {}
+    for rec in index["parts"]:
+        out.setdefault(str(rec["geolevel"]), []).append(p / str(rec["file"]))
+    return out
+
+
 def nmf_geolevels(path: str | Path) -> list[str]:
     """The geolevels present in a noisy measurement file (or partitioned directory).
 
@@ -575,6 +589,9 @@ def nmf_geolevels(path: str | Path) -> list[str]:
     p, _, groups = _open_levels(path)
     if groups is not None:
         return list(groups)
+    by_level = _parts_by_level(p)
+    if by_level is not None:
+        return list(by_level)
     table = pq.read_table(p, columns=["geolevel"])
     return [str(v) for v in pc.unique(table.column("geolevel").cast(pa.string())).to_pylist()]
 
@@ -584,8 +601,9 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
 
     The file is written one row group per (geolevel, chunk, query) with min/max
     statistics, so the row groups of a level are found from the file footer and only
-    they are read. A file whose row groups mix levels, or a partitioned directory, is
-    read with a ``geolevel`` filter instead. Strings come back dictionary-encoded, as
+    they are read; in a directory of parts, only the level's parts (found from its
+    ``_parts.json``). A file whose row groups mix levels, or a directory without an
+    index, is read with a ``geolevel`` filter instead. Strings come back dictionary-encoded, as
     stored. With pandas::
 
         from censusdp.io.nmf import decode_cells, read_geolevel
@@ -605,6 +623,11 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
         if geolevel not in groups:
             raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(groups)}")
         return pf.read_row_groups(groups[geolevel], columns=columns)
+    by_level = _parts_by_level(p)
+    if by_level is not None:  # a part directory: only the level's parts are opened
+        if geolevel not in by_level:
+            raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(by_level)}")
+        return pa.concat_tables([pq.read_table(f, columns=columns) for f in by_level[geolevel]])
     table = pq.read_table(p, columns=columns, filters=[("geolevel", "=", geolevel)])
     if table.num_rows == 0:
         raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}")
