@@ -16,8 +16,10 @@ place only when the whole release has been written and validated, so a failed ru
 leaves nothing half-written.
 
 Memory is bounded by a chunk of families, not by the input: measurement runs as
-executor tasks (:func:`censusdp.release.measure.measure_tasks`) whose results are appended to
-the NMF as they arrive; estimation reads the NMF back chunk by chunk
+executor tasks (:func:`censusdp.release.measure.measure_tasks`), each writing its own
+part file of the NMF (:mod:`censusdp.release.parts`; the driver receives only each
+part's checksum and counts, and records it in the checkpoint as it arrives);
+estimation reads the NMF back chunk by chunk
 (:class:`censusdp.io.nmf.NMFReader`), so the same code serves ``--from-measurements``
 and a fresh run, and no level's measurements are ever all in memory; the MDF is written
 block chunk by block chunk and validated by re-reading it in batches. What stays in
