@@ -55,7 +55,10 @@ SUMMARY_TIMINGS = {
     "l2_seconds",
     "rounding_seconds",
     "max_task_seconds",
+    "max_task_cpu_seconds",
     "median_task_seconds",
+    "critical_path_seconds",
+    "critical_path_cpu_seconds",
 }
 
 
