@@ -217,6 +217,7 @@ def validate_run(
     mdf: bool = True,
     progress: Progress = None,
     executor: Any = None,
+    workers: int = 1,
 ) -> ValidationReport:
     """Check a release from its own files: whole, consistent and untampered.
 
@@ -235,7 +236,8 @@ def validate_run(
 
     ``mdf=False`` skips the MDF and table checks (what re-estimation needs of a run).
     ``executor``: check the part files of a partitioned NMF as tasks on it (a run's
-    self-check uses the run's executor); the outcome is the same.
+    self-check uses the run's executor); without one, ``workers > 1`` checks them on a
+    pool of that many processes. The outcome is the same.
 
     Returns:
         The report (``ok`` only if every check passed); it never raises for a bad
@@ -244,6 +246,13 @@ def validate_run(
     Raises:
         InputError: if ``run_dir`` has no readable manifest.
     """
+    if executor is None and workers > 1:
+        from censusdp.execution import make_executor
+
+        with make_executor(workers, kind="pool") as pool:
+            return validate_run(
+                run_dir, truth_dir, mdf=mdf, progress=progress, executor=pool, workers=1
+            )
     run = Path(run_dir)
     rep = ValidationReport()
     manifest = read_manifest(run)

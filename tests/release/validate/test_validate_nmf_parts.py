@@ -47,6 +47,8 @@ def test_intact_parts_pass_both_ways(measured: Path) -> None:
     assert len(parts) >= 6  # one per level at least
     serial, tasks = _verdicts(measured)
     assert serial["ok"] and tasks["ok"] and serial["detail"] == tasks["detail"]
+    pool = validate_run(measured, mdf=False, workers=2)  # `censusdp validate --workers 2`
+    assert pool.checks["nmf_persons"] == serial and pool.ok
 
 
 def _drop_row(p: Path) -> None:
