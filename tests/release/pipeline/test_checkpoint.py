@@ -190,6 +190,32 @@ def test_a_run_interrupted_between_parts_reuses_every_recorded_part(
     assert manifest["resumed"]["parts_reused"] == {"persons": recorded}
 
 
+def test_a_tampered_recorded_part_is_refused(state: Path, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    real = Checkpoint.finish_part
+    calls: list[str] = []
+
+    def finish_part(self, run, rec):
+        real(self, run, rec)
+        calls.append(rec["path"])
+        if len(calls) == 2:
+            raise _Killed(rec["path"])
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "finish_part", finish_part)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            _run(state / "cef", out, seed=7)
+    (partial,) = tmp_path.glob(".run.partial-*")
+    part = partial / calls[1]
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with pytest.raises(ResumeError, match=r"part-00001.parquet \(a recorded measurement part\)"):
+        _run(state / "cef", out, seed=7, resume=True)
+    assert list(tmp_path.glob(".run.partial-*"))  # the work is kept, not swept
+
+
 def test_secure_resume_draws_no_new_noise_for_written_measurements(
     state: Path, tmp_path: Path, monkeypatch
 ) -> None:
