@@ -47,8 +47,18 @@ def test_intact_parts_pass_both_ways(measured: Path) -> None:
     assert len(parts) >= 6  # one per level at least
     serial, tasks = _verdicts(measured)
     assert serial["ok"] and tasks["ok"] and serial["detail"] == tasks["detail"]
-    pool = validate_run(measured, mdf=False, workers=2)  # `censusdp validate --workers 2`
+
+
+@pytest.mark.slow  # starts a process pool
+def test_workers_check_parts_on_a_pool(measured: Path, tmp_path: Path) -> None:
+    """``censusdp validate --workers 2``: the same verdicts, intact and damaged."""
+    serial, _ = _verdicts(measured)
+    pool = validate_run(measured, mdf=False, workers=2)
     assert pool.checks["nmf_persons"] == serial and pool.ok
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    DAMAGE["row dropped"](run)
+    assert not validate_run(run, mdf=False, workers=2).checks["nmf_persons"]["ok"]
 
 
 def _drop_row(p: Path) -> None:
