@@ -275,14 +275,23 @@ def project(
             return tt.get(f"{key}_cpu", tt.get(key, 0.0))
 
         out = {
-            "read": cpu("read") + tt.get("aggregate", 0.0),
+            # reading builds the block histograms (CPU); "aggregate" is a wall-clock
+            # mark that includes the read: only what follows it (the geography) is added
+            "read": cpu("read") + max(tt.get("aggregate", 0.0) - tt.get("read", 0.0), 0.0),
+            # the driver's share of the NMF: appending every chunk (before part files),
+            # only recording each part's checksum once the tasks write the parts
             "nmf": cpu("write_measurements"),
             "mdf": cpu("write_release") + cpu("validate"),
+            "self_check": cpu("validate_files"),
             "rest": 0.0,
         }
-        # the rest of an in-process run's CPU (the self-check re-reading the files,
-        # start-up): what the process used beyond the tasks and the phases above
-        tasks = sum(lv["cpu_s"] for lv in run["levels"]) + tt.get("measure_task_cpu", 0.0)
+        # the rest of an in-process run's CPU (start-up, checksums, invariants): what
+        # the process used beyond the tasks and the phases above
+        tasks = (
+            sum(lv["cpu_s"] for lv in run["levels"])
+            + tt.get("measure_task_cpu", 0.0)
+            + tt.get("write_parts_task_cpu", 0.0)
+        )
         if run.get("executor") in ("in-process", "inprocess") and run.get("cpu_s"):
             out["rest"] = max(run["cpu_s"] - tasks - sum(out.values()), 0.0)
         return out
@@ -290,7 +299,8 @@ def project(
     # Each serial phase is scaled by its marginal cost between the reference and the
     # next smaller run when there is one (a fixed start-up cost is not multiplied by the
     # size of the US), else by its average cost.
-    by = {"read": "persons", "nmf": "blocks", "mdf": "persons", "rest": "blocks"}
+    by = {"read": "persons", "nmf": "blocks", "mdf": "persons", "self_check": "blocks"}
+    by["rest"] = "blocks"
     us_size = {"persons": US_PERSONS, "blocks": US_UNITS["Block"]}
     ref = phases(reference)
     smaller = [r for r in runs if r["blocks"] < reference["blocks"] and r.get("cpu_s")]
@@ -303,9 +313,11 @@ def project(
             if grow > 0:
                 rate = max((ref[key] - phases(small)[key]) / grow, 0.0)
         serial[key] = ref[key] + rate * (us_size[size] - reference[size])
-    measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale  # parallel
+    # parallel: measuring, and (part files) writing the NMF in the tasks
+    measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale
+    part_write_cpu = t.get("write_parts_task_cpu", 0.0) * values_scale
     driver_in, nmf_write = serial["read"], serial["nmf"]
-    driver_out, self_check = serial["mdf"], serial["rest"]
+    driver_out, self_check = serial["mdf"], serial["self_check"] + serial["rest"]
     driver_serial = driver_in + nmf_write + driver_out + self_check
     limit = reference.get("max_children")
     measured: dict[str, float] = {}
@@ -348,38 +360,52 @@ def project(
             "critical_paths_measured_on": [f"{r['blocks']} blocks" for r in runs],
             "note": "per-child CPU of each level from the reference run, the US root task as "
             "measured; a level takes max(level CPU / N, its critical path); the housing-unit "
-            "run adds its measured share; measurement task CPU (parallel), the driver's NMF "
-            "write and the self-check (serial) scale with noisy values; the driver's read, "
-            "MDF write and validation (serial) scale with persons.",
+            "run adds its measured share; measurement and part-writing task CPU (parallel), "
+            "the driver's NMF recording and the self-check (serial) scale with noisy values; "
+            "the driver's read, MDF write and validation (serial) scale with persons.",
         },
         "level_cpu_s": {k: round(v, 1) for k, v in level_cpu.items()},
         "critical_path_cpu_s": {k: round(v, 2) for k, v in critical.items()},
         "critical_path_h": round(sum(critical.values()) * (1 + unit_share) / 3600, 3),
         "measurement_cpu_s": round(measure_cpu, 1),
+        "nmf_part_write_cpu_s": round(part_write_cpu, 1),
+        "nmf_written_by": "tasks (part files)" if part_write_cpu > 0 else "driver",
         "driver_serial_s": {
             "read_and_aggregate": round(driver_in, 1),
             "nmf_write": round(nmf_write, 1),
             "mdf_write_and_validate": round(driver_out, 1),
-            "self_check_and_other": round(self_check, 1),
+            "self_check": round(serial["self_check"], 1),
+            "other": round(serial["rest"], 1),
         },
         "by_cores": {},
     }
-    total_cpu = sum(level_cpu.values()) * (1 + unit_share) + measure_cpu
+    tasks_cpu = measure_cpu + part_write_cpu
+    total_cpu = sum(level_cpu.values()) * (1 + unit_share) + tasks_cpu
     out["total_core_hours"] = round((total_cpu + driver_serial) / 3600, 1)
     for n in cores:
         est = sum(max(level_cpu[k] / n, critical[k]) for k in level_cpu) * (1 + unit_share)
-        total = est + measure_cpu / n + driver_serial
+        total = est + tasks_cpu / n + driver_serial
+        longest = max(level_cpu, key=lambda k: max(level_cpu[k] / n, critical[k]))
         out["by_cores"][str(n)] = {
             "hours": round(total / 3600, 2),
             "minutes": round(total / 60, 1),
             "estimation_h": round(est / 3600, 3),
-            "measurement_h": round(measure_cpu / n / 3600, 3),
+            "measurement_h": round(tasks_cpu / n / 3600, 3),
             "driver_serial_h": round(driver_serial / 3600, 3),
+            # the chain the run waits for: the driver's serial phases, then each level
+            # bounded by max(its CPU / N, its critical path), measurement in parallel
+            "critical_path": {
+                "driver_serial_s": round(driver_serial, 1),
+                "estimation_s": round(est, 1),
+                "measurement_and_nmf_parts_s": round(tasks_cpu / n, 1),
+                "slowest_level": longest,
+                "levels_bound_by_their_critical_path": [
+                    k for k in level_cpu if critical[k] >= level_cpu[k] / n
+                ],
+            },
             # not implemented: the driver's reading, NMF/MDF writing and checks done by
             # the tasks in parallel (what the projection would be then)
-            "minutes_if_driver_io_in_tasks": round(
-                (est + (measure_cpu + driver_serial) / n) / 60, 1
-            ),
+            "minutes_if_driver_io_in_tasks": round((est + (tasks_cpu + driver_serial) / n) / 60, 1),
         }
     return out
 
@@ -397,7 +423,7 @@ def plot(result: dict, path: Path) -> None:
     bottom = np.zeros(len(cores))
     for key, label in (
         ("driver_serial_h", "driver (serial)"),
-        ("measurement_h", "measurement tasks"),
+        ("measurement_h", "measurement + NMF part tasks"),
         ("estimation_h", "estimation"),
     ):
         vals = np.array([proj["by_cores"][c][key] for c in cores])
@@ -483,6 +509,7 @@ def main() -> None:
         pool = run_config(state, float(scale), work, executor="pool", extra=["--workers", "2"])
         peers["pool2"] = summarize(pool)["wall_s"]
         same["pool2"] = pool["_bench"]["mdf_sha"] == base["_bench"]["mdf_sha"]
+        memory = {"inprocess": base["_bench"]["memory"], "pool2": pool["_bench"]["memory"]}
         try:
             import pyspark  # noqa: F401
 
@@ -491,6 +518,7 @@ def main() -> None:
             )
             peers["spark_local2"] = summarize(sp)["wall_s"]
             same["spark_local2"] = sp["_bench"]["mdf_sha"] == base["_bench"]["mdf_sha"]
+            memory["spark_local2"] = sp["_bench"]["memory"]
         except ImportError:
             _say("pyspark not installed: no Spark peer")
         result["peers"] = {
@@ -500,6 +528,9 @@ def main() -> None:
                 k: round(v / peers["inprocess"], 3) for k, v in peers.items() if k != "inprocess"
             },
             "mdf_byte_identical": same,
+            # peak RSS sampled from /proc: the driver, the largest worker (memory per
+            # executor: a pool worker; Spark's JVM and Python workers are children too)
+            "memory_mb": memory,
         }
     if args.plot:
         plot(result, Path(args.plot))

@@ -203,7 +203,8 @@ def test_dhc_lite_gls_refused_in_one_line(predicted, tmp_path: Path) -> None:
     run.mkdir()
     for name in ("manifest.json", "noisy_measurements.parquet", "invariants.parquet",
                  "invariant_totals.parquet"):  # fmt: skip
-        shutil.copy(predicted["run"] / name, run / name)
+        src = predicted["run"] / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, run / name)
     m = json.loads((run / "manifest.json").read_text())
     m["schema"] = "dhc-lite"
     (run / "manifest.json").write_text(json.dumps(m))

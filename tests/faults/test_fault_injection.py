@@ -201,8 +201,18 @@ def test_sigterm_cleans_up(cef: Path, tmp_path: Path) -> None:
     argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "4", "--quiet"]
     p = _start_and_kill(argv, tmp_path, signal.SIGTERM)
     assert p.returncode == 130, p.stderr_text
-    assert "terminated; unfinished output removed" in p.stderr_text
-    assert not out.exists() and debris(tmp_path) == []
+    assert len(p.stderr_text.strip().splitlines()) == 1 and "Traceback" not in p.stderr_text
+    assert not out.exists() and not (tmp_path / ".terminated.lock").exists()
+    kept = debris(tmp_path)
+    if kept:  # it had recorded finished steps (part files): kept for --resume, nothing else
+        assert "terminated; its finished steps are kept" in p.stderr_text
+        assert "--resume" in p.stderr_text and len(kept) == 1
+        assert (tmp_path / kept[0] / ".resumable").is_file()
+        proc = cli(*argv[3:], "--overwrite")  # discards them
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert "terminated; unfinished output removed" in p.stderr_text
+    assert debris(tmp_path) == []
 
 
 def test_full_disk_is_one_line_and_leaves_nothing(
@@ -233,6 +243,7 @@ def _copy(release: Path, tmp_path: Path, name: str) -> Path:
 
 def _rewrite(path: Path, change) -> None:
     t = pq.read_table(path)
+    assert t.num_rows > 3, f"{path} has too few rows to tamper with"
     pq.write_table(change(t), path)
 
 
@@ -249,10 +260,15 @@ def _drop_facility(t: pa.Table) -> pa.Table:
     return pa.concat_tables([t.slice(0, i), t.slice(i + 1)])
 
 
+NMF_PART = "noisy_measurements.parquet/part-00003.parquet"
+"""A part file of the persons NMF (a run writes the NMF as a directory of parts): the
+first of the Tract level (on DC's default spine the State and its one County are
+bypassed single children, so their parts have no rows)."""
+
 TAMPER = {
-    "nmf variance set to 0": ("noisy_measurements.parquet", lambda t: _set(t, "variance", 3, 0.0)),
-    "nmf value changed": ("noisy_measurements.parquet", lambda t: _set(t, "value", 3, 999)),
-    "nmf row dropped": ("noisy_measurements.parquet", lambda t: t.slice(1)),
+    "nmf variance set to 0": (NMF_PART, lambda t: _set(t, "variance", 3, 0.0)),
+    "nmf value changed": (NMF_PART, lambda t: _set(t, "value", 3, 999)),
+    "nmf row dropped": (NMF_PART, lambda t: t.slice(1)),
     "mdf row dropped": ("mdf_persons.parquet", lambda t: t.slice(1)),
     "mdf facility dropped": ("mdf_units.parquet", lambda t: _drop_facility(t)),
     "mdf person recoded": ("mdf_persons.parquet", lambda t: _set(t, "VOTING_AGE", 0, "3")),
@@ -301,11 +317,26 @@ def test_validate_rejects_tampering(
     assert "INVALID" in proc.stdout and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("rehash", [False, True])
+def test_validate_rejects_a_missing_nmf_part(good_release: Path, tmp_path: Path, rehash) -> None:
+    """A part file removed from the NMF directory (even with the checksums rewritten to
+    match) leaves geounits unmeasured and the part index wrong: the release is invalid."""
+    d = _copy(good_release, tmp_path, "p")
+    (d / NMF_PART).unlink()
+    if rehash:
+        m = json.loads((d / "manifest.json").read_text())
+        m["files"] = file_checksums(d)
+        (d / "manifest.json").write_text(json.dumps(m))
+    proc = cli("validate", d, "--quiet")
+    assert proc.returncode == 1, proc.stdout
+    assert "INVALID" in proc.stdout and Path(NMF_PART).name in proc.stdout
+
+
 def test_evaluate_and_reestimate_refuse_a_tampered_release(
     good_release: Path, cef: Path, tmp_path: Path
 ) -> None:
     d = _copy(good_release, tmp_path, "bad")
-    _rewrite(d / "noisy_measurements.parquet", lambda t: _set(t, "variance", 0, 0.0))
+    _rewrite(d / NMF_PART, lambda t: _set(t, "variance", 0, 0.0))
     one_line_error(
         cli("evaluate", "--truth", cef, "--release", d, "--json", tmp_path / "e.json", "--quiet"),
         1,
@@ -321,7 +352,7 @@ def test_evaluate_and_reestimate_refuse_a_tampered_release(
 
 def test_truncated_nmf_given_to_from_measurements(good_release: Path, tmp_path: Path) -> None:
     d = _copy(good_release, tmp_path, "trunc")
-    nmf = d / "noisy_measurements.parquet"
+    nmf = d / NMF_PART
     nmf.write_bytes(nmf.read_bytes()[: nmf.stat().st_size // 2])
     proc = cli("run", "--from-measurements", d, "--out", tmp_path / "x", "--quiet")
     one_line_error(proc, 1, "does not validate")

@@ -78,7 +78,9 @@ def test_a_killed_run_resumes_to_the_same_release(tmp_path: Path) -> None:
     argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "5", "--quiet"]
     partial = _kill_after(argv, runs, "release", "estimate/persons/3")
     assert not out.exists()
-    written = {n: (partial / n).stat() for n in NMF}
+    # every part file of both NMFs (directories of parts)
+    written = {str(p.relative_to(partial)): p.stat() for n in NMF for p in (partial / n).rglob("*")}
+    assert len(written) > 4
 
     plain = _cli(*argv[3:])
     assert plain.returncode == 2 and "--resume" in plain.stderr, plain.stderr
@@ -102,3 +104,69 @@ def test_a_killed_run_resumes_to_the_same_release(tmp_path: Path) -> None:
     assert "estimate/persons/3" in manifest["resumed"]["reused"]
     assert sorted(p.name for p in runs.iterdir()) == ["release"]  # no debris, no lock
     assert _cli("validate", out, "--quiet").returncode == 0
+
+
+def _parts_recorded(staging: Path) -> list[str]:
+    log = staging / "checkpoint" / "parts.jsonl"
+    try:
+        lines = log.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line)["path"])
+        except (ValueError, KeyError):
+            continue  # being appended at this moment
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_between_parts_resumes_to_the_same_bytes(tmp_path: Path, workers: int) -> None:
+    """SIGTERM once a few NMF part files are recorded: exit 130 with one line naming
+    --resume, the finished parts kept; the resume (on the other executor) measures only
+    the missing parts and writes the bytes of an uninterrupted run."""
+    gen = _cli(
+        "generate", "--state", "DC", "--seed", "4", "--scale", "0.05", "--out", tmp_path / "cef"
+    )
+    assert gen.returncode == 0, gen.stderr
+    cef, runs = tmp_path / "cef", tmp_path / "runs"
+    runs.mkdir()
+    ref = _cli("run", "--input", cef, "--out", tmp_path / "reference", "--seed", "6", "--quiet")
+    assert ref.returncode == 0, ref.stderr
+    out = runs / "release"
+    argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "6", "--quiet"]
+    p = subprocess.Popen(
+        [*argv, "--workers", str(workers)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline, recorded = time.time() + 300, []
+    while time.time() < deadline and p.poll() is None:
+        stagings = list(runs.glob(".release.partial-*"))
+        recorded = _parts_recorded(stagings[0]) if stagings else []
+        if len(recorded) >= 3:
+            os.kill(p.pid, signal.SIGTERM)
+            break
+        time.sleep(0.005)
+    err = p.communicate(timeout=120)[1]
+    assert len(recorded) >= 3, f"the run ended ({p.returncode}) before recording 3 parts"
+    assert p.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and "--resume" in err, err
+    (partial,) = runs.glob(".release.partial-*")
+    kept = _parts_recorded(partial)
+    assert kept[: len(recorded)] == recorded
+    stats = {rel: (partial / rel).stat() for rel in kept}
+
+    other = "2" if workers == 1 else "1"
+    resumed = _cli(*argv[3:], "--resume", "--workers", other)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _files(out) == _files(tmp_path / "reference")
+    for rel, before in stats.items():
+        after = (out / rel).stat()
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), rel
+    manifest = json.loads((out / "manifest.json").read_text())
+    reused = manifest["resumed"]["parts_reused"]
+    assert sum(reused.values()) == len(kept)
+    assert sorted(p.name for p in runs.iterdir()) == ["release"]

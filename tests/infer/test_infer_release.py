@@ -265,7 +265,8 @@ def test_release_variants(release, tmp_path: Path, capsys) -> None:
         "invariants.parquet",
         "invariant_totals.parquet",
     ):
-        shutil.copy(release["run"] / name, run / name)
+        src = release["run"] / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, run / name)
     m = infer_release(run, tmp_path / "nu")
     assert m["lines"][-1] == "H1_001N" and "not measured" in m["housing_units"]
     cols = _read(tmp_path / "nu")

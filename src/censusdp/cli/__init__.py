@@ -4,7 +4,8 @@ The CLI only parses arguments, calls one library function per command, and maps
 errors to exit codes. Every failure is one line on stderr, never a traceback (``--debug``
 shows it): exit 2 for a usage or configuration mistake, 1 for data that fails a check or
 an operating-system error (a full disk, a missing permission), 130 when interrupted
-(SIGINT or SIGTERM, after the staging directory of an unfinished output is removed).
+(SIGINT or SIGTERM, after the staging directory of an unfinished output is removed; a
+``run`` keeps its checkpointed steps for ``--resume`` instead, and says so).
 Each sub-command lives in its own module ``censusdp.cli.<name>`` exposing
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable taking
 the parsed namespace and returning an exit code.
@@ -121,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt as exc:
         what = "terminated" if isinstance(exc, _Terminated) else "interrupted"
-        print(f"censusdp {name}: {what}; unfinished output removed", file=sys.stderr)
+        # a run keeps its checkpointed steps and says so; other outputs are removed
+        detail = str(exc.args[0]) if exc.args else "unfinished output removed"
+        print(f"censusdp {name}: {what}; {detail}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader of our output went away (``censusdp budget | head``): not an error

@@ -9,6 +9,7 @@ from censusdp.cli._common import (
     add_command,
     add_json_output,
     add_release,
+    add_workers,
     finish,
 )
 from censusdp.progress import printer as progress_printer
@@ -26,20 +27,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Check RUN from its own files: every file's SHA-256 against the manifest; the "
             "noisy measurements against the recorded budget (every geounit once, every cell, "
             "the stated variance); every invariant and constraint in the MDF; the tables "
-            "against the MDF. With --input, also that RUN was made from that input. Exit 0 "
+            "against the MDF. With --input, also that RUN was made from that input; "
+            "--workers K checks the NMF's part files on K processes. Exit 0 "
             "only when everything holds; otherwise one line per failed check and exit 1."
         ),
     )
     add_release(p)
     add_cef_input(p, required=False, help="the CEF the release came from")
     add_json_output(p)
+    add_workers(p)
     p.set_defaults(func=_validate)
 
 
 def _validate(args: argparse.Namespace) -> int:
     from censusdp.release.validate import validate_run
 
-    report = validate_run(args.release, args.input, progress=progress_printer(args.quiet))
+    report = validate_run(
+        args.release, args.input, progress=progress_printer(args.quiet), workers=args.workers
+    )
     if report.ok:
         text = f"{args.release}: valid ({len(report.checks)} checks passed)"
     else:

@@ -21,10 +21,11 @@ into the level histogram and reads the next chunk of measurements. Because resul
 order and noise is keyed per geounit, a Spark run is byte-identical to an in-process run
 with the same seed (tested in ``tests/execution/spark``).
 
-The driver still reads the input, writes the NMF and the MDF (Parquet) and holds one
-level's sparse histogram; the executors need only the tasks. On a cluster, ship the
-package to the executors (a wheel or a packed virtual environment; see
-``docs/scaling.md``).
+The executors write the NMF's part files themselves (:mod:`censusdp.release.parts`) and
+check them in the run's self-check; the driver still reads the input, writes the MDF
+(Parquet) and holds one level's sparse histogram. On a cluster, ship the package to the
+executors (a wheel or a packed virtual environment; see ``docs/scaling.md``), and put
+the run's output directory on a file system they all mount.
 
 Logs: when this executor starts Spark's JVM itself, the JVM's output (Spark's log4j
 lines, its start-up notices, the Python workers' stderr) is read line by line into the

@@ -118,7 +118,7 @@ def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
         "invariants.parquet",
         "invariant_totals.parquet",
     ):
-        if not (run_dir / name).is_file():
+        if not (run_dir / name).exists():  # the NMF may be a directory of part files
             raise InputError(f"{run_dir / name}: missing file (infer needs a release directory)")
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -345,7 +345,7 @@ def release_gls(
     ]
     units_path = run_dir / "noisy_measurements_units.parquet"
     unit_direct: dict[int, np.ndarray] = {}
-    if units_path.is_file():
+    if units_path.exists():
         ureader = NMFReader(units_path, get_schema("units"), hierarchy)
         ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
         ulines = _unit_lines(ulayout)

@@ -7,6 +7,7 @@ under the final name.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 __all__ = [
     "StreamingWriter",
     "atomic_path",
+    "fsync_file",
+    "sha256_of",
     "strict_json",
     "write_json",
     "write_parquet",
@@ -50,6 +53,24 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+def sha256_of(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes, hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush a closed file's data to the disk (before it is recorded as finished)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_parquet(table: pa.Table, path: str | os.PathLike[str], **kwargs: Any) -> None:

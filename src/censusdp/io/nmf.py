@@ -9,13 +9,26 @@ writers cap a row group at 2^26 rows and would otherwise cut a geounit in two), 
 :class:`NMFReader` can hand the estimator the measurements of any run of units by
 reading only the row groups that hold them (found from the row-group statistics).
 The reader accepts any split into row groups, even one that cuts a geounit.
+
+A run writes the NMF as *part files*: ``noisy_measurements.parquet/`` is a directory
+of ``part-00000.parquet``, ``part-00001.parquet``, ... (one per measurement task, each
+written by the task itself with :func:`write_nmf_part`, so the driver never handles
+the values) and a small index ``_parts.json`` (:func:`write_part_index`: every part's
+level, unit range, rows and SHA-256). Every part has the layout of a single-file NMF,
+and the parts together are one Parquet dataset (``pyarrow.dataset``, Spark and DuckDB
+read the directory as one table; files starting with ``_`` or ``.`` are not data).
+Every reader here takes either form (:func:`nmf_files`), so single-file releases
+written before stay readable.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import json
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,20 +39,26 @@ from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, Measurement
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
-from censusdp.io.atomic import StreamingWriter, atomic_path
+from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of, write_json
 from censusdp.io.columns import dictionary_strings
 
 __all__ = [
     "NMF_COLUMNS",
+    "PART_INDEX",
     "ROW_GROUP_ROWS",
     "NMFReader",
     "NMFWriter",
     "decode_cells",
+    "nmf_files",
     "nmf_geolevels",
+    "part_name",
+    "read_part_index",
     "read_geolevel",
     "read_nmf",
     "row_group_bounds",
     "write_nmf",
+    "write_nmf_part",
+    "write_part_index",
 ]
 
 NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
@@ -47,6 +66,110 @@ NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mec
 
 ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
+
+PART_INDEX = "_parts.json"
+"""The index of a partitioned NMF directory (not data: its name starts with ``_``)."""
+
+_PART_FORMAT = 1
+
+
+def part_name(index: int) -> str:
+    """File name of the ``index``-th part (the measurement task's place in the plan)."""
+    if index < 0:
+        raise ValueError(f"part index must be >= 0, got {index}")
+    return f"part-{index:05d}.parquet"
+
+
+def nmf_files(path: str | Path) -> list[Path]:
+    """The Parquet files of a noisy measurement file: itself, or a directory's parts.
+
+    A directory's data files are its ``*.parquet`` files not starting with ``_`` or
+    ``.`` (the dataset convention), in name order.
+
+    Raises:
+        InputError: for a missing path or a directory without parts.
+    """
+    p = Path(path)
+    if p.is_file():
+        return [p]
+    if not p.is_dir():
+        raise InputError(f"{p}: missing file")
+    files = sorted(
+        f for f in p.glob("*.parquet") if f.is_file() and not f.name.startswith(("_", "."))
+    )
+    if not files:
+        raise InputError(f"{p}: a directory without noisy measurement parts (part-*.parquet)")
+    return files
+
+
+def write_nmf_part(chunk: MeasuredChunk, path: str | Path) -> dict[str, Any]:
+    """Write one measurement task's chunk as a part file; return its small record.
+
+    Run by the task itself (on whichever executor): the part appears under its name
+    only when complete, is flushed to disk, and the record (``file``, ``geolevel``,
+    ``start``, ``stop``, ``rows``, ``sha256``, ``write_seconds``, ``write_cpu_seconds``)
+    is all that goes back to the driver.
+    """
+    t, c = time.perf_counter(), time.process_time()
+    path = Path(path)
+    with NMFWriter(path) as w:
+        w.write_chunk(chunk)
+    fsync_file(path)
+    return {
+        "file": path.name,
+        "geolevel": chunk.geolevel,
+        "start": int(chunk.start),
+        "stop": int(chunk.stop),
+        "rows": int(w.rows),
+        "sha256": sha256_of(path),
+        "write_seconds": time.perf_counter() - t,
+        "write_cpu_seconds": time.process_time() - c,
+    }
+
+
+_PART_FIELDS = ("file", "geolevel", "start", "stop", "rows", "sha256")
+
+
+def write_part_index(directory: str | Path, parts: list[dict[str, Any]]) -> Path:
+    """Write ``directory/_parts.json``: every part's record, in file order; return its path."""
+    directory = Path(directory)
+    ordered = sorted(({k: p[k] for k in _PART_FIELDS} for p in parts), key=lambda p: p["file"])
+    names = [p["file"] for p in ordered]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{directory}: a part is listed twice in its index")
+    path = directory / PART_INDEX
+    write_json(
+        {
+            "format": _PART_FORMAT,
+            "created_by": "censusdp",
+            "rows": int(sum(p["rows"] for p in ordered)),
+            "parts": ordered,
+        },
+        path,
+    )
+    return path
+
+
+def read_part_index(directory: str | Path) -> dict[str, Any]:
+    """The index of a partitioned NMF directory.
+
+    Raises:
+        InputError: when it is missing, not JSON, or does not list the directory's parts.
+    """
+    directory = Path(directory)
+    path = directory / PART_INDEX
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: not a readable part index ({exc})") from None
+    if not isinstance(index, dict) or index.get("format") != _PART_FORMAT:
+        raise InputError(f"{path}: not a censusdp part index (format {_PART_FORMAT})")
+    listed = sorted(str(p.get("file")) for p in index.get("parts", []))
+    present = [f.name for f in nmf_files(directory)]
+    if listed != present:
+        extra = sorted(set(present) - set(listed)) or sorted(set(listed) - set(present))
+        raise InputError(f"{path}: lists other parts than the directory holds ({extra[:3]})")
+    return index
 
 
 def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa.Table:
@@ -201,32 +324,54 @@ class NMFReader:
 
     def __init__(self, path: str | Path, schema: Schema, hierarchy: Hierarchy) -> None:
         self.path = Path(path)
-        if not self.path.exists():
-            raise InputError(f"{self.path}: missing file")
+        self._files = nmf_files(self.path)
         self.schema = schema
         self.hierarchy = hierarchy
         self.geolevels = hierarchy.geolevels
         self.geocodes = hierarchy.geocodes
-        self._pf = pq.ParquetFile(self.path)
-        names = self._pf.schema_arrow.names
-        missing = [c for c in NMF_COLUMNS[:6] if c not in names]
-        if missing:
-            raise InputError(f"{self.path}: missing columns {missing}")
-        self._has_mech = "mechanism" in names
+        # footers only: a partitioned NMF of thousands of parts keeps no file open
+        self._meta = [pq.read_metadata(f) for f in self._files]
+        self._open: tuple[int, pq.ParquetFile] | None = None
+        has_mech = True
+        for f, md in zip(self._files, self._meta, strict=True):
+            names = md.schema.to_arrow_schema().names
+            missing = [c for c in NMF_COLUMNS[:6] if c not in names]
+            if missing:
+                raise InputError(f"{f}: missing columns {missing}")
+            has_mech = has_mech and "mechanism" in names
+        self._has_mech = has_mech
         self._fallback: MeasurementSet | None = None
-        # (level, query) -> [(u0, u1, row group, rows)] sorted, then -> [(first row, rg, rows)]
-        self._groups: dict[tuple[int, str], list[tuple[int, int, int, int]]] = {}
-        self._spans: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        # (level, query) -> [(u0, u1, (file, row group), rows)] sorted,
+        # then -> [(first row, (file, row group), rows)]
+        Loc = tuple[int, int]
+        self._groups: dict[tuple[int, str], list[tuple[int, int, Loc, int, float]]] = {}
+        self._spans: dict[tuple[int, str], list[tuple[int, Loc, int]]] = {}
         self._info: dict[tuple[int, str], tuple[np.ndarray, float, str]] = {}
         self._unit_var: dict[tuple[int, str], np.ndarray] = {}
         self._order: dict[int, list[str]] = {}
         if not self._index():
             self._fallback = read_nmf(self.path, schema, hierarchy)
 
+    def _where(self, loc: tuple[int, int]) -> str:
+        """``row group N`` (one file) or ``part-00003.parquet row group N``."""
+        fi, rg = loc
+        return (
+            f"row group {rg}" if len(self._files) == 1 else f"{self._files[fi].name} row group {rg}"
+        )
+
     def _index(self) -> bool:
-        md = self._pf.metadata
-        col = {self._pf.schema_arrow.names[i]: i for i in range(len(self._pf.schema_arrow.names))}
         levels = {name: i for i, name in enumerate(self.geolevels.names)}
+        for fi, md in enumerate(self._meta):
+            names = md.schema.to_arrow_schema().names
+            col = {names[i]: i for i in range(len(names))}
+            if not self._index_file(fi, md, col, levels):
+                return False
+        for key, groups in self._groups.items():
+            self._spans[key] = self._cover(key, sorted(groups))
+        return True
+
+    def _index_file(self, fi: int, md: Any, col: dict[str, int], levels: dict[str, int]) -> bool:
+        """Index the row groups of file ``fi`` from their statistics (``False``: mixed)."""
         for rg in range(md.num_row_groups):
             meta = md.row_group(rg)
             if meta.num_rows == 0:
@@ -265,14 +410,12 @@ class NMFReader:
                 self._info[key] = (rows, float(stats["variance"][0]), mech)
                 self._order.setdefault(level, []).append(q.name)
             var = float(stats["variance"][0])
-            self._groups.setdefault(key, []).append((u0, u1, rg, meta.num_rows, var))
-        for key, groups in self._groups.items():
-            self._spans[key] = self._cover(key, sorted(groups))
+            self._groups.setdefault(key, []).append((u0, u1, (fi, rg), meta.num_rows, var))
         return True
 
     def _cover(
-        self, key: tuple[int, str], groups: list[tuple[int, int, int, int, float]]
-    ) -> list[tuple[int, int, int]]:
+        self, key: tuple[int, str], groups: list[tuple[int, int, tuple[int, int], int, float]]
+    ) -> list[tuple[int, tuple[int, int], int]]:
         """Row offsets of the row groups of ``key``; checks they tile every measured unit
         once, and records each unit's variance (``inf`` for a unit with no rows: not
         measured, a bypassed spine geounit; :meth:`read` gives it zeros). Only a single
@@ -292,7 +435,7 @@ class NMFReader:
                 lo, hi = (off // r, u0 - 1) if u0 > first else (u0, u1 - 1)
                 raise InputError(
                     f"{where} does not cover units {lo}..{hi} exactly once "
-                    f"(row group {rg} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
+                    f"({self._where(rg)} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
                 )
             if (
                 np.isfinite(unit_var[u0:u1]).any()
@@ -340,33 +483,31 @@ class NMFReader:
             return [m.query for m in self._fallback.at_level(self.geolevels[level].name)]
         return list(self._order.get(level, []))
 
-    def _read_group(self, level: int, qname: str, off: int, rg: int, n: int) -> np.ndarray:
-        """Values of row group ``rg``: flat rows ``off:off+n`` of the query's answers."""
+    def _read_group(
+        self, level: int, qname: str, off: int, loc: tuple[int, int], n: int
+    ) -> np.ndarray:
+        """Values of row group ``loc`` (file, group): flat rows ``off:off+n`` of the answers."""
         rows = self._info[(level, qname)][0]
         r = rows.size
-        t = self._pf.read_row_group(rg, columns=["geocode", "cell", "value"])
+        fi, rg = loc
+        if self._open is None or self._open[0] != fi:
+            self._open = (fi, pq.ParquetFile(self._files[fi]))
+        t = self._open[1].read_row_group(rg, columns=["geocode", "cell", "value"])
         name = self.geolevels[level].name
+        where = f"{self.path}: {self._where(loc)} ({name}, {qname})"
         if t.num_rows != n:
-            raise InputError(
-                f"{self.path}: row group {rg} ({name}, {qname}) has {t.num_rows} values, "
-                f"its footer says {n}"
-            )
+            raise InputError(f"{where} has {t.num_rows} values, its footer says {n}")
         flat = np.arange(off, off + n, dtype=np.int64)
         cells = t.column("cell").to_numpy()
         if not np.array_equal(cells, rows[flat % r]):
-            raise InputError(
-                f"{self.path}: row group {rg} ({name}, {qname}) cells are not the measured "
-                "cells of the query in order"
-            )
+            raise InputError(f"{where} cells are not the measured cells of the query in order")
         # the first row of the group and of every unit starting in it name their unit
         at = np.flatnonzero((flat % r == 0) | (flat == off))
         gc = t.column("geocode").combine_chunks()
         firsts = gc.take(pa.array(at))
         got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
         if not np.array_equal(got, self.geocodes[level][flat[at] // r]):
-            raise InputError(
-                f"{self.path}: row group {rg} ({name}, {qname}) geocodes are not in geography order"
-            )
+            raise InputError(f"{where} geocodes are not in geography order")
         return t.column("value").to_numpy()
 
     def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
@@ -380,7 +521,7 @@ class NMFReader:
             rows, variance, mech = self._info[(level, qname)]
             r = rows.size
             a, b = start * r, stop * r
-            i = max(0, bisect.bisect_right(spans, (a, np.inf, 0)) - 1)
+            i = max(0, bisect.bisect_right(spans, (a, (np.inf, 0), 0)) - 1)
             parts, parts_at = [], []
             while i < len(spans) and spans[i][0] < b:
                 off, rg, n = spans[i]
@@ -428,13 +569,16 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
             or a (geolevel, query) does not cover every unit of its level.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: missing file")
-    pf = pq.ParquetFile(path)
-    missing = [c for c in NMF_COLUMNS[:6] if c not in pf.schema_arrow.names]
-    if missing:
-        raise InputError(f"{path}: missing columns {missing}")
-    table = pq.read_table(path)
+    tables = []
+    for f in nmf_files(path):
+        t = pq.read_table(f)
+        missing = [c for c in NMF_COLUMNS[:6] if c not in t.column_names]
+        if missing:
+            raise InputError(f"{f}: missing columns {missing}")
+        tables.append(t)
+    table = (
+        tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    )
     out = MeasurementSet(schema, hierarchy.geolevels, hierarchy.geocodes)
     gl = table.column("geolevel").to_numpy(zero_copy_only=False).astype(str)
     qu = table.column("query").to_numpy(zero_copy_only=False).astype(str)
@@ -510,6 +654,20 @@ def _open_levels(
     return p, pf, _level_row_groups(pf)
 
 
+def _parts_by_level(p: Path) -> dict[str, list[Path]] | None:
+    """A part directory's files by geolevel, from its index (``None``: no usable index)."""
+    if not p.is_dir() or not (p / PART_INDEX).is_file():
+        return None
+    try:
+        index = read_part_index(p)
+    except InputError:
+        return None
+    out: dict[str, list[Path]] = {}
+    for rec in index["parts"]:
+        out.setdefault(str(rec["geolevel"]), []).append(p / str(rec["file"]))
+    return out
+
+
 def nmf_geolevels(path: str | Path) -> list[str]:
     """The geolevels present in a noisy measurement file (or partitioned directory).
 
@@ -525,6 +683,9 @@ def nmf_geolevels(path: str | Path) -> list[str]:
     p, _, groups = _open_levels(path)
     if groups is not None:
         return list(groups)
+    by_level = _parts_by_level(p)
+    if by_level is not None:
+        return list(by_level)
     table = pq.read_table(p, columns=["geolevel"])
     return [str(v) for v in pc.unique(table.column("geolevel").cast(pa.string())).to_pylist()]
 
@@ -534,8 +695,9 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
 
     The file is written one row group per (geolevel, chunk, query) with min/max
     statistics, so the row groups of a level are found from the file footer and only
-    they are read. A file whose row groups mix levels, or a partitioned directory, is
-    read with a ``geolevel`` filter instead. Strings come back dictionary-encoded, as
+    they are read; in a directory of parts, only the level's parts (found from its
+    ``_parts.json``). A file whose row groups mix levels, or a directory without an
+    index, is read with a ``geolevel`` filter instead. Strings come back dictionary-encoded, as
     stored. With pandas::
 
         from censusdp.io.nmf import decode_cells, read_geolevel
@@ -555,6 +717,11 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
         if geolevel not in groups:
             raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(groups)}")
         return pf.read_row_groups(groups[geolevel], columns=columns)
+    by_level = _parts_by_level(p)
+    if by_level is not None:  # a part directory: only the level's parts are opened
+        if geolevel not in by_level:
+            raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(by_level)}")
+        return pa.concat_tables([pq.read_table(f, columns=columns) for f in by_level[geolevel]])
     table = pq.read_table(p, columns=columns, filters=[("geolevel", "=", geolevel)])
     if table.num_rows == 0:
         raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}")

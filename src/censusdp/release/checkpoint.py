@@ -3,9 +3,12 @@
 A run's staging directory (:class:`censusdp.io.output.Staging`) keeps, as the run goes,
 every finished step as a checksummed artefact recorded in ``checkpoint/journal.json``:
 
-1. ``measure/persons``, ``measure/units``: the finished noisy measurement files
-   themselves (``noisy_measurements.parquet``, ``noisy_measurements_units.parquet``),
-   closed and flushed to disk before they are recorded;
+1. ``measure/persons``, ``measure/units``: the finished noisy measurement directories
+   (``noisy_measurements.parquet/``, ``noisy_measurements_units.parquet/``), recorded by
+   their part index ``_parts.json``; before that, every part file a measurement task
+   finished is recorded as it arrives, one line each in ``checkpoint/parts.jsonl``
+   (appended and flushed: no journal rewrite per part), with the SHA-256 the task
+   computed after flushing it;
 2. ``estimate/persons/L``, ``estimate/units/L``: the integer histogram of each estimated
    geolevel ``L`` (``checkpoint/estimate-persons-L.npz``) with its level summary and
    failsafe records.
@@ -17,9 +20,11 @@ it is rewritten), checks that the input files' SHA-256, both budgets, the random
 version are those the interrupted run recorded (:func:`run_fingerprint`), checks every
 recorded artefact against its checksum, and continues after the last finished step:
 
-* a finished measurement file is used as it is: no query it holds is ever measured again,
-  so no new noise is drawn for it, also in a secure-randomness run (whose key is not kept
-  anywhere: it is not needed for what is already written);
+* a finished measurement directory, and every recorded part of an unfinished one, is
+  used as it is: no geounit a recorded part holds is ever measured again, so no new
+  noise is drawn for it, also in a secure-randomness run (whose key is not kept
+  anywhere: it is not needed for what is already written; the parts still missing are
+  measured with a new key, their units' earlier noise having never been recorded);
 * estimated levels are loaded, and estimation continues with the next level;
 * everything after estimation (invariants, MDF, tables, validation) is recomputed: it is
   deterministic and takes a small part of a run.
@@ -28,8 +33,9 @@ A seeded run resumed this way writes the same bytes as an uninterrupted one. The
 ``checkpoint/`` directory and the marker are removed before the run is committed, so a
 finished run directory holds only the release files.
 
-Noise drawn for a step that had not finished (a measurement file that was still being
-written) was never recorded nor released; the resumed run measures that step afresh.
+Noise drawn for a step that had not finished (a part file that was still being written,
+or written but not yet recorded) was never recorded nor released; the resumed run
+measures that part afresh.
 """
 
 from __future__ import annotations
@@ -40,24 +46,30 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from censusdp.errors import ResumeError
-from censusdp.io.atomic import atomic_path, strict_json, write_json
+from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
 from censusdp.io.output import RESUMABLE_MARKER, Staging
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
-from censusdp.release.manifest import sha256_of
 from censusdp.version import __version__
 
-__all__ = ["CHECKPOINT_DIR", "JOURNAL", "Checkpoint", "LevelCheckpoint", "run_fingerprint"]
+__all__ = [
+    "CHECKPOINT_DIR",
+    "JOURNAL",
+    "PARTS_LOG",
+    "Checkpoint",
+    "LevelCheckpoint",
+    "run_fingerprint",
+]
 
 CHECKPOINT_DIR = "checkpoint"
 JOURNAL = f"{CHECKPOINT_DIR}/journal.json"
+PARTS_LOG = f"{CHECKPOINT_DIR}/parts.jsonl"
 _FORMAT = 1
 
 
@@ -109,14 +121,6 @@ _WHAT = {
     "estimator": "--estimator",
     "max_children": "--max-children",
 }
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LevelCheckpoint:
@@ -184,6 +188,9 @@ class Checkpoint:
         self.reused: list[str] = []
         self.seconds = 0.0
         """Time spent checksumming, flushing and writing checkpoints (for the timings)."""
+        self._parts: dict[str, dict[str, dict[str, Any]]] = {}
+        """Per run, the recorded part files (``{file: record}``, ``file`` relative to the run)."""
+        self.parts_reused: dict[str, int] = {}
 
     @classmethod
     def open(cls, staging: Staging, fingerprint: dict[str, Any], progress: Progress) -> Checkpoint:
@@ -216,6 +223,7 @@ class Checkpoint:
                     "--overwrite to discard it"
                 )
         ck = cls(staging, journal, progress)
+        ck._load_parts(where)
         for name, rec in journal.get("stages", {}).items():
             file = staging.path / rec["file"]
             if not file.is_file() or sha256_of(file) != rec["sha256"]:
@@ -228,10 +236,32 @@ class Checkpoint:
         say(progress, f"resuming the interrupted run {where}: finished {finished}")
         return ck
 
+    def _load_parts(self, where: str | None) -> None:
+        """Read the part log of an interrupted run, checking every part's checksum (a
+        line cut short by the interruption is the part it was recording: not recorded)."""
+        path = self.root / PARTS_LOG
+        if not path.is_file():
+            return
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            file = self.root / rec["path"]
+            if not file.is_file() or sha256_of(file) != rec["sha256"]:
+                raise ResumeError(
+                    f"--resume: {where}/{rec['path']} (a recorded measurement part) is missing "
+                    "or fails its checksum; the interrupted run cannot be continued "
+                    "(--overwrite discards it)"
+                )
+            self._parts.setdefault(rec["run"], {})[rec["path"]] = rec
+
     def _drop_unrecorded(self) -> None:
         """Remove what the interrupted run had not finished (a half-written measurement
         file, temporary files): only recorded steps are continued from."""
-        keep = {JOURNAL, RESUMABLE_MARKER} | {r["file"] for r in self.journal["stages"].values()}
+        keep = {JOURNAL, RESUMABLE_MARKER, PARTS_LOG}
+        keep |= {r["file"] for r in self.journal["stages"].values()}
+        keep |= {f for parts in self._parts.values() for f in parts}
         for p in sorted(self.root.rglob("*"), reverse=True):
             rel = str(p.relative_to(self.root))
             if p.is_dir():
@@ -258,10 +288,10 @@ class Checkpoint:
         """Record a finished step whose file is ``rec["file"]`` (relative to the run)."""
         t = time.perf_counter()
         file = self.root / rec["file"]
-        _fsync(file)
+        fsync_file(file)
         self.journal["stages"][name] = {**rec, "sha256": sha256_of(file)}
         write_json(self.journal, self.root / JOURNAL)
-        _fsync(self.root / JOURNAL)
+        fsync_file(self.root / JOURNAL)
         self.staging.mark_resumable()
         self.seconds += time.perf_counter() - t
 
@@ -274,8 +304,36 @@ class Checkpoint:
         return rec
 
     def finish_measurement(self, run: str, file: str, rows: int, by_level: dict) -> None:
-        """Record ``run``'s closed measurement file ``file``."""
+        """Record ``run``'s finished measurements, ``file`` being its part index."""
         self.record(f"measure/{run}", {"file": file, "rows": rows, "by_level": by_level})
+
+    def parts(self, run: str) -> dict[str, dict[str, Any]]:
+        """``run``'s recorded part files, ``{path relative to the run: record}``; counted as
+        reused (the caller measures none of them again)."""
+        done = dict(self._parts.get(run, {}))
+        if done:
+            self.parts_reused[run] = len(done)
+            say(self.progress, f"reusing {len(done):,} measured parts ({run}): not measured again")
+        return done
+
+    def finish_part(self, run: str, rec: dict[str, Any]) -> None:
+        """Record one part file a task finished (``rec["path"]`` relative to the run,
+        ``rec["sha256"]`` computed by the task after flushing it): one appended line."""
+        t = time.perf_counter()
+        line = json.dumps(strict_json({"run": run, **rec}), allow_nan=False)
+        path = self.root / PARTS_LOG
+        path.parent.mkdir(exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self._parts.setdefault(run, {})[rec["path"]] = rec
+        if not (self.root / RESUMABLE_MARKER).is_file():
+            if not (self.root / JOURNAL).is_file():  # the fingerprint a resume checks
+                write_json(self.journal, self.root / JOURNAL)
+                fsync_file(self.root / JOURNAL)
+            self.staging.mark_resumable()
+        self.seconds += time.perf_counter() - t
 
     def levels(self, run: str) -> LevelCheckpoint:
         """The estimated-level checkpoints of ``run`` for the TopDown driver."""
@@ -285,7 +343,10 @@ class Checkpoint:
         """For the manifest: what a resumed run reused (``None`` for a fresh run)."""
         if not self.staging.resumed:
             return None
-        return {"from": self.staging.resumed_from, "reused": list(self.reused)}
+        out: dict[str, Any] = {"from": self.staging.resumed_from, "reused": list(self.reused)}
+        if self.parts_reused:
+            out["parts_reused"] = dict(self.parts_reused)
+        return out
 
     def discard(self) -> None:
         """Remove the checkpoints before the run is committed as a finished output."""

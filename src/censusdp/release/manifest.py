@@ -10,7 +10,6 @@ solver statuses and failsafe uses, the validator's result and the list of output
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import platform
 import resource
@@ -23,7 +22,7 @@ from typing import Any
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError
-from censusdp.io.atomic import write_json
+from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import MANIFEST_MARKER, Staging
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.version import __version__
@@ -93,15 +92,6 @@ def new_manifest(
     }
     manifest.update(release_privacy(budget, units_budget))
     return manifest
-
-
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file's bytes, hex."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def file_checksums(run_dir: Path) -> dict[str, str]:

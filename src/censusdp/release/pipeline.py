@@ -16,8 +16,10 @@ place only when the whole release has been written and validated, so a failed ru
 leaves nothing half-written.
 
 Memory is bounded by a chunk of families, not by the input: measurement runs as
-executor tasks (:func:`censusdp.release.measure.measure_tasks`) whose results are appended to
-the NMF as they arrive; estimation reads the NMF back chunk by chunk
+executor tasks (:func:`censusdp.release.measure.measure_tasks`), each writing its own
+part file of the NMF (:mod:`censusdp.release.parts`; the driver receives only each
+part's checksum and counts, and records it in the checkpoint as it arrives);
+estimation reads the NMF back chunk by chunk
 (:class:`censusdp.io.nmf.NMFReader`), so the same code serves ``--from-measurements``
 and a fresh run, and no level's measurements are ever all in memory; the MDF is written
 block chunk by block chunk and validated by re-reading it in batches. What stays in
@@ -28,10 +30,12 @@ bounds (about 1 GB for California's 710k blocks).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +54,7 @@ from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
-from censusdp.io.nmf import NMFReader, NMFWriter
+from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
 from censusdp.io.tables import read_table_arrays, write_tables
 from censusdp.privacy.budget import Budget
@@ -70,7 +74,8 @@ from censusdp.release.manifest import (
     recorded_budgets,
     sha256_of,
 )
-from censusdp.release.measure import measure_tasks, run_measure_task
+from censusdp.release.measure import measure_tasks
+from censusdp.release.parts import PartTask, run_part_task
 from censusdp.release.spine import (
     SPINE_CHOICES,
     ReleaseGeography,
@@ -112,55 +117,93 @@ def _person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
     return [Bounds(*b) for b in level_bounds(inv, hierarchy)]
 
 
-def _measure_to_file(
+def _measure_to_parts(
     block_hist: sp.csr_matrix,
     hierarchy: Hierarchy,
     schema: Schema,
     plan: list[tuple[str, str, Any]],
-    source: RandomSource,
-    path: Path,
+    source: Callable[[], RandomSource],
+    directory: Path,
     executor: Any,
     progress: Progress,
     timings: dict[str, float],
     unit_shares: UnitShares | None = None,
-) -> tuple[int, dict[str, int]]:
-    """Measure level by level, chunk by chunk, appending every chunk to the NMF at ``path``.
+    *,
+    done: dict[str, dict[str, Any]] | None = None,
+    record: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+    """Measure level by level, chunk by chunk; each task writes its own part of the NMF
+    directory ``directory`` (:mod:`censusdp.release.parts`).
 
     ``unit_shares``: per-geounit budgets of a spine release (bypass), else ``None``.
 
     The only function that sees confidential histograms (it is given them, it does not
-    read the input). Returns the number of noisy values written, in total and by level;
-    adds the tasks' CPU seconds (``measure_task_cpu``) and the driver's NMF writing
-    seconds (``write_measurements``) to ``timings``.
+    read the input). The driver receives each part's record (rows, checksum, costs),
+    hands it to ``record`` (the checkpoint's part log) and keeps it for the index.
+    Parts in ``done`` (``{path relative to the run: record}``, from an interrupted run)
+    are neither measured nor written again; ``source`` is called only if a part is
+    missing (a resumed secure run whose parts are all written makes no key).
+    Returns the rows written in total and by level (``done`` included) and every part's
+    record; adds the tasks' measuring and writing CPU seconds (``measure_task_cpu``,
+    ``write_parts_task_cpu``) and the driver's recording seconds
+    (``write_measurements``) to ``timings``.
     """
+    done = dict(done or {})
     levels = hierarchy.aggregate(block_hist)
-    seen: dict[str, int] = {}
+    directory.mkdir(exist_ok=True)
+    prefix = directory.name
     planned = {geolevel for geolevel, _, _ in plan}
     names = [lv.name for lv in hierarchy.geolevels.levels]
     total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
+    parts = list(done.values())
+    seen: dict[str, int] = {}
+    for rec in parts:
+        seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
     bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
-    with NMFWriter(path) as writer, bar:
-        tasks = measure_tasks(levels, hierarchy, schema, plan, source, unit_shares=unit_shares)
-        for chunk in executor.map(run_measure_task, tasks, ahead=0):  # 32 MB results
-            t, c = time.perf_counter(), time.process_time()
-            writer.write_chunk(chunk)
+    bar.advance(sum(int(r["stop"]) - int(r["start"]) for r in parts))
+
+    def jobs() -> Iterator[PartTask]:
+        made: RandomSource | None = None
+        tasks = measure_tasks(
+            levels, hierarchy, schema, plan, _LazySource(), unit_shares=unit_shares
+        )
+        for i, mt in enumerate(tasks):
+            name = part_name(i)
+            if f"{prefix}/{name}" in done:
+                continue
+            made = made if made is not None else source()
+            yield PartTask(replace(mt, source=made), str(directory / name))
+
+    with bar:
+        for rec in executor.map(run_part_task, jobs()):
+            t = time.perf_counter()
+            rec["path"] = f"{prefix}/{rec['file']}"
+            if record is not None:
+                record(rec)
+            parts.append(rec)
             timings["write_measurements"] = (
                 timings.get("write_measurements", 0.0) + time.perf_counter() - t
             )
-            timings["write_measurements_cpu"] = (
-                timings.get("write_measurements_cpu", 0.0) + time.process_time() - c
+            timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + rec["cpu_seconds"]
+            timings["write_parts_task_cpu"] = (
+                timings.get("write_parts_task_cpu", 0.0) + rec["write_cpu_seconds"]
             )
-            timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + chunk.cpu_seconds
-            seen[chunk.geolevel] = seen.get(chunk.geolevel, 0) + chunk.n_values
-            bar.advance(chunk.stop - chunk.start)
-            if progress is not None and chunk.stop == hierarchy.n_units(
-                hierarchy.geolevels.index(chunk.geolevel)
-            ):
+            seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
+            bar.advance(int(rec["stop"]) - int(rec["start"]))
+            level = hierarchy.geolevels.index(rec["geolevel"])
+            if progress is not None and rec["stop"] == hierarchy.n_units(level):
                 progress(
-                    f"measured {chunk.geolevel:<10} {chunk.stop:>8,} units, "
-                    f"{seen[chunk.geolevel]:>13,} noisy values ({schema.name})"
+                    f"measured {rec['geolevel']:<10} {rec['stop']:>8,} units, "
+                    f"{seen[rec['geolevel']]:>13,} noisy values ({schema.name})"
                 )
-    return writer.rows, seen
+    rows = sum(int(r["rows"]) for r in parts)
+    by_level = {name: seen[name] for name in names if name in seen}
+    return rows, by_level, parts
+
+
+class _LazySource:
+    """A placeholder source while the plan's tasks are cut (the real one is made only
+    for a task that is measured)."""
 
 
 @contextlib.contextmanager
@@ -174,7 +217,8 @@ def _run_directory(
     resume: bool = False,
 ) -> Iterator[tuple[Staging, Any]]:
     """The staging directory of a run and its executor; the staging is removed on failure
-    (the body commits it on success; a refused resume keeps the interrupted run's work)
+    (the body commits it on success; a refused resume or an interrupt keeps the
+    checkpointed work)
     and the executor is always closed. The output may not overlap ``source`` (the input
     directory or the measured run)."""
     staging = Staging(Path(out_dir), overwrite, inputs=[source], resume=resume)
@@ -183,7 +227,14 @@ def _run_directory(
         ex = make_executor(workers, kind=executor, spark_master=spark_master)
         yield staging, ex
     except BaseException as exc:
-        staging.abort(keep_resumable=isinstance(exc, ResumeError))
+        # an interrupt (SIGINT, or SIGTERM as the CLI raises it) keeps the finished,
+        # checkpointed steps for --resume, as a refused resume does
+        staging.abort(keep_resumable=isinstance(exc, ResumeError | KeyboardInterrupt))
+        if isinstance(exc, KeyboardInterrupt) and staging.path.is_dir():
+            exc.args = (
+                f"its finished steps are kept in {staging.path.name}; rerun the same "
+                "command with --resume to continue",
+            )
         raise
     finally:
         close = getattr(ex, "close", None)
@@ -192,13 +243,14 @@ def _run_directory(
 
 
 def _self_check(
-    postprocess: str, timings: dict[str, float], progress: Progress = None
+    postprocess: str, timings: dict[str, float], progress: Progress = None, executor: Any = None
 ) -> Callable[[Path], None]:
-    """A run validates its own files (as ``censusdp validate`` would) before it commits."""
+    """A run validates its own files (as ``censusdp validate`` would) before it commits;
+    the NMF's parts are checked by tasks on ``executor``."""
 
     def check(staged: Path) -> None:
         t, c = time.perf_counter(), time.process_time()
-        report = validate_run(staged, progress=progress)
+        report = validate_run(staged, progress=progress, executor=executor)
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
         if not report.ok:
@@ -297,22 +349,28 @@ def _measure_runs(
             record[_NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
             record["noisy_values_by_level"][run] = done["by_level"]
             continue
-        n_rows, by_level = _measure_to_file(
+        n_rows, by_level, parts = _measure_to_parts(
             hists.pop(run),
             hierarchy,
             schema,
             _plan(b),
-            source().child(run),
+            lambda run=run: source().child(run),
             out / _NMF_FILES[run],
             executor,
             progress,
             timings,
             None if geo is None else geo.unit_shares(b),
+            done=checkpoint.parts(run) if checkpoint is not None else None,
+            record=(lambda rec, run=run: checkpoint.finish_part(run, rec))
+            if checkpoint is not None
+            else None,
         )
+        record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
+        index = write_part_index(out / _NMF_FILES[run], parts)
         record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
         if checkpoint is not None:
-            checkpoint.finish_measurement(run, _NMF_FILES[run], n_rows, by_level)
+            checkpoint.finish_measurement(run, str(index.relative_to(out)), n_rows, by_level)
     timings["measure"] = time.perf_counter() - t
     return record
 
@@ -457,7 +515,13 @@ def run_release(
             checkpoint=ckpt,
             max_children=max_children,
         )
+        writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
+        # who wrote the NMF's parts this time: the tasks' processes, not the driver
+        manifest["executor"]["nmf_part_writers"] = len(writers)
+        manifest["executor"]["nmf_parts_by_driver"] = (
+            f"{socket.gethostname()}/{os.getpid()}" in writers
+        )
         if ckpt.summary() is not None:
             manifest["resumed"] = ckpt.summary()
         timings["checkpoint"] = ckpt.seconds
@@ -472,7 +536,11 @@ def run_release(
             }
         )
         commit_run(
-            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+            manifest,
+            staging,
+            timings,
+            t_start,
+            check=_self_check(postprocess, timings, progress, ex),
         )
     say(progress, f"wrote release to {out_dir} in {timings['total']:.1f}s")
     return manifest
@@ -507,8 +575,13 @@ def _copy_measurements(
     rows = {}
     for run in ("persons", "units") if with_units else ("persons",):
         name = _NMF_FILES[run]
-        shutil.copyfile(run_dir / name, staging.path / name)
-        rows[name.removesuffix(".parquet")] = pq.ParquetFile(staging.path / name).metadata.num_rows
+        if (run_dir / name).is_dir():  # part files (and their index), copied unchanged
+            shutil.copytree(run_dir / name, staging.path / name)
+        else:
+            shutil.copyfile(run_dir / name, staging.path / name)
+        rows[name.removesuffix(".parquet")] = sum(
+            pq.read_metadata(f).num_rows for f in nmf_files(staging.path / name)
+        )
     return hierarchy, inv, rows
 
 
@@ -590,7 +663,11 @@ def reestimate(
             {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
         )
         commit_run(
-            manifest, staging, timings, t_start, check=_self_check(postprocess, timings, progress)
+            manifest,
+            staging,
+            timings,
+            t_start,
+            check=_self_check(postprocess, timings, progress, ex),
         )
     return manifest
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,10 +39,10 @@ from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
-from censusdp.errors import CensusDPError, ValidationError
+from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import mdf_unit_counts, read_mdf_histograms
-from censusdp.io.nmf import NMF_COLUMNS
+from censusdp.io.nmf import NMF_COLUMNS, nmf_files, read_part_index
 from censusdp.io.output import is_censusdp_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.privacy.budget import Budget
@@ -216,6 +218,8 @@ def validate_run(
     *,
     mdf: bool = True,
     progress: Progress = None,
+    executor: Any = None,
+    workers: int = 1,
 ) -> ValidationReport:
     """Check a release from its own files: whole, consistent and untampered.
 
@@ -233,6 +237,9 @@ def validate_run(
       the confidential file and its files are the ones the manifest hashed.
 
     ``mdf=False`` skips the MDF and table checks (what re-estimation needs of a run).
+    ``executor``: check the part files of a partitioned NMF as tasks on it (a run's
+    self-check uses the run's executor); without one, ``workers > 1`` checks them on a
+    pool of that many processes. The outcome is the same.
 
     Returns:
         The report (``ok`` only if every check passed); it never raises for a bad
@@ -241,6 +248,13 @@ def validate_run(
     Raises:
         InputError: if ``run_dir`` has no readable manifest.
     """
+    if executor is None and workers > 1:
+        from censusdp.execution import make_executor
+
+        with make_executor(workers, kind="pool") as pool:
+            return validate_run(
+                run_dir, truth_dir, mdf=mdf, progress=progress, executor=pool, workers=1
+            )
     run = Path(run_dir)
     rep = ValidationReport()
     manifest = read_manifest(run)
@@ -277,7 +291,9 @@ def validate_run(
             say(progress, f"validate: {_NMF_FILES[run_name]}")
             rep.add(
                 f"nmf_{run_name}",
-                *_check_nmf(run / _NMF_FILES[run_name], budget, measured, shares[run_name]),
+                *_check_nmf(
+                    run / _NMF_FILES[run_name], budget, measured, shares[run_name], executor
+                ),
             )
         elif budget is not None and (mdf or run_name == "persons"):
             # a release reduced to its person measurements still serves re-estimation
@@ -322,7 +338,8 @@ def _check_checksums(
         rep.add("checksums", False, "the manifest records no file checksums")
         return
     if only is not None:
-        recorded = {k: v for k, v in recorded.items() if k in only}
+        # a partitioned NMF's files are NAME/part-*.parquet and NAME/_parts.json
+        recorded = {k: v for k, v in recorded.items() if k.split("/")[0] in only}
         bad = [
             f"{rel} changed (SHA-256 differs from the manifest)"
             if (run / rel).is_file()
@@ -331,7 +348,7 @@ def _check_checksums(
             if (run / rel).is_file()
             and sha256_of(run / rel) != digest
             or not (run / rel).is_file()
-            and rel != _NMF_FILES["units"]
+            and rel.split("/")[0] != _NMF_FILES["units"]
         ]
         rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} measurement files intact")
         return
@@ -356,24 +373,42 @@ def _cell_mix(cells: np.ndarray) -> np.ndarray:
     return (cells.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97)) % np.uint64(1 << 31)
 
 
+def _shown(path: Path, file: Path) -> str:
+    """``noisy_measurements.parquet`` or ``noisy_measurements.parquet/part-00003.parquet``."""
+    return path.name if file == path else f"{path.name}/{file.name}"
+
+
 def _check_nmf(
-    path: Path, budget: Budget, hierarchy: Hierarchy, unit_shares: UnitShares | None = None
+    path: Path,
+    budget: Budget,
+    hierarchy: Hierarchy,
+    unit_shares: UnitShares | None = None,
+    executor: Any = None,
 ) -> tuple[bool, str]:
     """The NMF measures the budget's plan, completely, with the stated noise.
 
-    Streamed a row group at a time (whatever the row groups hold): per (geolevel,
+    Streamed a row group at a time, part by part for a partitioned NMF (whose index must
+    list exactly its parts), whatever the row groups hold: per (geolevel,
     query) and geounit it counts the rows and sums a fingerprint of their cells, and
     compares both with the query's measured cells at the end. With per-geounit budgets
     (``unit_shares``, a spine release's bypass) every row's variance must be its unit's
     own (its share of the budget, exactly as recorded) and a bypassed unit has no rows.
+    With an ``executor``, the parts of a partitioned NMF are counted by its tasks
+    (:func:`_count_part`), each returning its unit range's counts, and only those are
+    added up here.
     """
     try:
-        pf = pq.ParquetFile(path)
+        files = nmf_files(path)
+        index = read_part_index(path) if path.is_dir() else None
+        metas = [pq.read_metadata(f) for f in files]
+    except InputError as exc:
+        return False, str(exc)
     except (OSError, pa.ArrowException) as exc:
         return False, f"{path.name}: not readable Parquet ({exc})"
-    missing = [c for c in NMF_COLUMNS[:6] if c not in pf.schema_arrow.names]
-    if missing:
-        return False, f"{path.name}: missing columns {missing}"
+    for f, md in zip(files, metas, strict=True):
+        missing = [c for c in NMF_COLUMNS[:6] if c not in md.schema.to_arrow_schema().names]
+        if missing:
+            return False, f"{_shown(path, f)}: missing columns {missing}"
     schema = get_schema(budget.schema)
     levels = {name: i for i, name in enumerate(hierarchy.geolevels.names)}
     plan = {(m.geolevel, m.query): m for m in budget.measurements()}
@@ -392,14 +427,16 @@ def _check_nmf(
     }
     rows = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.int64) for k in plan}
     mix = {k: np.zeros(hierarchy.n_units(levels[k[0]]), dtype=np.uint64) for k in plan}
-    for rg in range(pf.metadata.num_row_groups):
-        try:
-            t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
-        except (OSError, pa.ArrowException) as exc:
-            return False, f"{path.name} row group {rg}: unreadable ({exc})"
-        problem = _check_nmf_rows(t, unit_var, rows, mix, hierarchy, levels)
+    if index is not None:
+        problem = _check_index(path, index, metas, hierarchy, levels)
         if problem:
-            return False, f"{path.name}: {problem}"
+            return False, problem
+    if executor is not None and index is not None:
+        problem = _count_parts(executor, path, index, unit_var, hierarchy, levels, rows, mix)
+    else:
+        problem = _count_files(path, files, unit_var, rows, mix, hierarchy, levels)
+    if problem:
+        return False, problem
     for key, count in rows.items():
         full = _cell_mix(want[key]).sum(dtype=np.uint64)
         measured = np.isfinite(unit_var[key])
@@ -423,6 +460,139 @@ def _check_nmf(
         f"{len(plan)} level-queries, every measured geounit once with its own share's "
         f"variance; {skipped:,} bypassed (geounit, query) pairs without rows"
     )
+
+
+def _stat_range(md: Any, column: str) -> tuple[str, str] | None:
+    """The min and max of a string column over a file's row groups (footer only)."""
+    i = md.schema.to_arrow_schema().names.index(column)
+    lo = hi = None
+    for rg in range(md.num_row_groups):
+        if md.row_group(rg).num_rows == 0:
+            continue
+        st = md.row_group(rg).column(i).statistics
+        if st is None or not st.has_min_max:
+            return None
+        lo = str(st.min) if lo is None else min(lo, str(st.min))
+        hi = str(st.max) if hi is None else max(hi, str(st.max))
+    return None if lo is None else (lo, hi)
+
+
+def _check_index(
+    path: Path, index: dict, metas: list, hierarchy: Hierarchy, levels: dict
+) -> str | None:
+    """The part index (``_parts.json``) agrees with each part's footer: its rows, its one
+    geolevel and its geocodes (within the unit range ``start:stop``)."""
+    for rec, md in zip(index["parts"], metas, strict=True):
+        where = f"{path.name}/{rec['file']}"
+        if int(rec["rows"]) != md.num_rows:
+            return f"{where} has {md.num_rows} rows; its index entry says {rec['rows']}"
+        level = str(rec["geolevel"])
+        li = levels.get(level)
+        a, b = int(rec["start"]), int(rec["stop"])
+        if li is None or not 0 <= a < b <= hierarchy.n_units(li):
+            return f"{where}: index entry {level} units {a}..{b - 1} is not in the release"
+        if md.num_rows == 0:
+            continue
+        lv, codes = _stat_range(md, "geolevel"), _stat_range(md, "geocode")
+        want = (str(hierarchy.geocodes[li][a]), str(hierarchy.geocodes[li][b - 1]))
+        # within the range, not equal to it: bypassed units at either end have no rows
+        # (which units must have rows is checked when the rows are counted)
+        outside = codes is not None and (codes[0] < want[0] or codes[1] > want[1])
+        if lv is not None and lv != (level, level) or outside:
+            return (
+                f"{where} holds {lv} geocodes {codes}; its index entry says {level} "
+                f"units {a}..{b - 1} ({want[0]}..{want[1]})"
+            )
+    return None
+
+
+def _count_files(
+    path: Path, files: list[Path], plan: dict, rows: dict, mix: dict, hierarchy: Any, levels: dict
+) -> str | None:
+    """Count every row group of ``files`` into ``rows`` and ``mix``; a problem or ``None``."""
+    for f in files:
+        try:
+            pf = pq.ParquetFile(f)
+        except (OSError, pa.ArrowException) as exc:
+            return f"{_shown(path, f)}: not readable Parquet ({exc})"
+        for rg in range(pf.metadata.num_row_groups):
+            try:
+                t = pf.read_row_group(rg, columns=list(NMF_COLUMNS[:6]))
+            except (OSError, pa.ArrowException) as exc:
+                return f"{_shown(path, f)} row group {rg}: unreadable ({exc})"
+            problem = _check_nmf_rows(t, plan, rows, mix, hierarchy, levels)
+            if problem:
+                return f"{_shown(path, f)}: {problem}"
+    return None
+
+
+@dataclass(frozen=True, eq=False)
+class _PartCount:
+    """Count one NMF part (``file``) said to hold units ``start:start + len(codes)`` of
+    ``level`` (index ``li``) against the level's planned queries ``plan`` (each one's
+    variance at each of those units; ``inf`` where a bypassed unit must have no rows)."""
+
+    file: str
+    shown: str
+    level: str
+    li: int
+    start: int
+    codes: np.ndarray
+    plan: dict
+
+
+def _count_part(job: _PartCount) -> tuple[str | None, dict]:
+    """A task: the part's per-unit row counts and cell fingerprints, or its problem."""
+    view = SimpleNamespace(geocodes={job.li: job.codes})  # all _check_pair looks up
+    n = job.codes.size
+    rows = {k: np.zeros(n, dtype=np.int64) for k in job.plan}
+    mix = {k: np.zeros(n, dtype=np.uint64) for k in job.plan}
+    problem = _count_files(
+        Path(job.shown).parent, [Path(job.file)], job.plan, rows, mix, view, {job.level: job.li}
+    )
+    if problem:
+        return f"{problem} (a part of {job.level} units {job.start}..{job.start + n - 1})", {}
+    return None, {k: (rows[k], mix[k]) for k in job.plan}
+
+
+def _count_parts(
+    executor: Any,
+    path: Path,
+    index: dict,
+    plan: dict,
+    hierarchy: Hierarchy,
+    levels: dict,
+    rows: dict,
+    mix: dict,
+) -> str | None:
+    """Count a partitioned NMF's parts on ``executor``; add their counts up here."""
+    jobs = []
+    for rec in index["parts"]:
+        level = str(rec["geolevel"])
+        if level not in levels:
+            return f"{path.name}/{rec['file']}: geolevel {level!r} is not a level of the release"
+        li, a, b = levels[level], int(rec["start"]), int(rec["stop"])
+        if not 0 <= a < b <= hierarchy.n_units(li):
+            return f"{path.name}/{rec['file']}: units {a}..{b - 1} are not units of {level}"
+        jobs.append(
+            _PartCount(
+                str(path / rec["file"]),
+                f"{path.name}/{rec['file']}",
+                level,
+                li,
+                a,
+                hierarchy.geocodes[li][a:b],
+                {k: v[a:b] for k, v in plan.items() if k[0] == level},
+            )
+        )
+    for job, (problem, counts) in zip(jobs, executor.map(_count_part, jobs), strict=True):
+        if problem:
+            return problem
+        span = slice(job.start, job.start + job.codes.size)
+        for key, (r, m) in counts.items():
+            rows[key][span] += r
+            mix[key][span] += m
+    return None
 
 
 def _encoded(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -55,7 +55,10 @@ SUMMARY_TIMINGS = {
     "l2_seconds",
     "rounding_seconds",
     "max_task_seconds",
+    "max_task_cpu_seconds",
     "median_task_seconds",
+    "critical_path_seconds",
+    "critical_path_cpu_seconds",
 }
 
 
@@ -211,6 +214,9 @@ def test_standalone_cluster_release_is_byte_identical(cluster, small_state: Path
     assert spark["executor"]["name"] == "spark" and spark["executor"]["master"] == url
     assert local["executor"]["name"] == "in-process"
     assert spark["validation"]["ok"]
+    # the NMF's part files were written by the executors' tasks, not by the driver
+    assert not spark["executor"]["nmf_parts_by_driver"] and local["executor"]["nmf_parts_by_driver"]
+    assert len(list((out / "noisy_measurements.parquet").glob("part-*.parquet"))) > 1
     # both executors (one per worker) ran tasks of the release
     for w in work:
         logs = list(w.glob("app-*/*/stderr"))

@@ -65,6 +65,16 @@ def _files(run: Path) -> dict[str, str]:
     }
 
 
+def _tree(run: Path, name: str, what=lambda p: hashlib.sha256(p.read_bytes()).hexdigest()):
+    """``what`` of every file of the NMF ``name`` (a directory of parts), by relative path."""
+    return {str(p.relative_to(run)): what(p) for p in sorted((run / name).rglob("*"))}
+
+
+def _stat(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
 def _interrupt_after(monkeypatch, stage: str) -> None:
     """Make the next run die right after it records ``stage``, leaving its directory."""
     real = Checkpoint.record
@@ -90,13 +100,13 @@ def _interrupted(monkeypatch, cef: Path, out: Path, stage: str, **kw) -> Path:
 
 def _count_measurements(monkeypatch) -> list[str]:
     measured: list[str] = []
-    real = pipeline._measure_to_file
+    real = pipeline._measure_to_parts
 
     def spy(*args, **kwargs):
         measured.append(Path(args[5]).name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_measure_to_file", spy)
+    monkeypatch.setattr(pipeline, "_measure_to_parts", spy)
     return measured
 
 
@@ -118,7 +128,7 @@ def test_resumed_release_is_byte_identical_and_measures_nothing_twice(
     done = list(journal["stages"])
     assert done[-1] == stage
     kept = {
-        name: (partial / name).stat()
+        name: _tree(partial, name, _stat)
         for run, name in zip(("persons", "units"), NMF, strict=True)
         if f"measure/{run}" in done
     }
@@ -129,8 +139,7 @@ def test_resumed_release_is_byte_identical_and_measures_nothing_twice(
     # the recorded measurement files were neither measured again nor rewritten
     assert sorted(measured) == sorted(set(NMF) - set(kept))
     for name, before in kept.items():
-        after = (out / name).stat()
-        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), name
+        assert _tree(out, name, _stat) == before, name
     assert not (out / "checkpoint").exists() and not (out / RESUMABLE_MARKER).exists()
     assert "checkpoint/journal.json" not in manifest["files"]
     assert list(tmp_path.iterdir()) == [out]
@@ -138,24 +147,92 @@ def test_resumed_release_is_byte_identical_and_measures_nothing_twice(
     assert manifest["files"] == reference["files"]
 
 
+@pytest.mark.parametrize("recorded", [1, 4])
+def test_a_run_interrupted_between_parts_reuses_every_recorded_part(
+    state: Path, tmp_path: Path, monkeypatch, recorded: int
+) -> None:
+    """Killed after ``recorded`` part files of the person NMF were recorded (the task of
+    the next one may have written it unrecorded): the resume measures only the parts not
+    recorded, leaves the recorded ones untouched, and gives the reference's bytes."""
+    out = tmp_path / "run"
+    real = Checkpoint.finish_part
+    calls: list[str] = []
+
+    def finish_part(self, run, rec):
+        real(self, run, rec)
+        calls.append(rec["path"])
+        if len(calls) == recorded:
+            raise _Killed(rec["path"])
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "finish_part", finish_part)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            _run(state / "cef", out, seed=7)
+    (partial,) = tmp_path.glob(".run.partial-*")
+    assert (partial / RESUMABLE_MARKER).is_file()
+    before = {c: _stat(partial / c) for c in calls}
+    ran: list[str] = []
+    real_task = pipeline.run_part_task
+
+    def spy(part):
+        ran.append(Path(part.path).name)
+        return real_task(part)
+
+    monkeypatch.setattr(pipeline, "run_part_task", spy)
+    manifest = _run(state / "cef", out, seed=7, resume=True)
+    assert _files(out) == _files(state / "reference")
+    assert {c: _stat(out / c) for c in calls} == before
+    persons = sorted(p.name for p in (out / NMF[0]).glob("part-*.parquet"))
+    assert len(persons) > recorded
+    assert not {Path(c).name for c in calls} & set(ran[: len(persons) - recorded])
+    assert len(ran) == len(persons) - recorded + len(list((out / NMF[1]).glob("part-*")))
+    assert manifest["resumed"]["parts_reused"] == {"persons": recorded}
+
+
+def test_a_tampered_recorded_part_is_refused(state: Path, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    real = Checkpoint.finish_part
+    calls: list[str] = []
+
+    def finish_part(self, run, rec):
+        real(self, run, rec)
+        calls.append(rec["path"])
+        if len(calls) == 2:
+            raise _Killed(rec["path"])
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "finish_part", finish_part)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            _run(state / "cef", out, seed=7)
+    (partial,) = tmp_path.glob(".run.partial-*")
+    part = partial / calls[1]
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with pytest.raises(ResumeError, match=r"part-00001.parquet \(a recorded measurement part\)"):
+        _run(state / "cef", out, seed=7, resume=True)
+    assert list(tmp_path.glob(".run.partial-*"))  # the work is kept, not swept
+
+
 def test_secure_resume_draws_no_new_noise_for_written_measurements(
     state: Path, tmp_path: Path, monkeypatch
 ) -> None:
     out = tmp_path / "secure"
     partial = _interrupted(monkeypatch, state / "cef", out, "estimate/persons/1", seed=None)
-    before = {n: hashlib.sha256((partial / n).read_bytes()).hexdigest() for n in NMF}
+    before = {n: _tree(partial, n) for n in NMF}
 
     def no_noise(*args, **kwargs):
         raise AssertionError("a resumed run drew noise")
 
     monkeypatch.setattr(RandomSource, "secure", no_noise)
-    monkeypatch.setattr(pipeline, "_measure_to_file", no_noise)
+    monkeypatch.setattr(pipeline, "_measure_to_parts", no_noise)
     manifest = _run(state / "cef", out, seed=None, resume=True)
     assert manifest["validation"]["ok"] and manifest["randomness"]["mode"] == "secure"
-    assert {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in NMF} == before
+    assert {n: _tree(out, n) for n in NMF} == before
     # the secure noise differs from the seeded reference: the key was not re-derived
-    ref = (state / "reference" / NMF[0]).read_bytes()
-    assert (out / NMF[0]).read_bytes() != ref
+    assert _tree(out, NMF[0]) != _tree(state / "reference", NMF[0])
 
 
 CHANGES = [
@@ -175,7 +252,7 @@ def test_a_different_resume_is_refused_and_the_work_kept(
 ) -> None:
     out = tmp_path / "run"
     partial = _interrupted(monkeypatch, state / "cef", out, "estimate/persons/3", seed=7)
-    nmf = hashlib.sha256((partial / NMF[0]).read_bytes()).hexdigest()
+    nmf = _tree(partial, NMF[0])
     for change, words in CHANGES:
         kw = {"seed": 7, **change}
         cef = state / kw.pop("cef", "cef")
@@ -184,7 +261,7 @@ def test_a_different_resume_is_refused_and_the_work_kept(
         assert words in str(err.value) and "\n" not in str(err.value), (change, err.value)
         (kept,) = tmp_path.glob(".run.partial-*")
         assert (kept / RESUMABLE_MARKER).is_file()
-        assert hashlib.sha256((kept / NMF[0]).read_bytes()).hexdigest() == nmf
+        assert _tree(kept, NMF[0]) == nmf
         assert not (tmp_path / ".run.lock").exists()
     # the matching command still resumes it (the executor may differ)
     _run(state / "cef", out, seed=7, resume=True, executor="pool", workers=2)

@@ -5,6 +5,8 @@ every level, the best unbiased answer there is)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -26,10 +28,10 @@ def _sex_age(sex: np.ndarray, age: np.ndarray) -> np.ndarray:
     return np.bincount(cell, minlength=232).astype(np.float64)
 
 
-def _pooled_sd(nmf: pq.ParquetFile) -> float:
+def _pooled_sd(nmf: Path) -> float:
     """The standard deviation of the State's sex x age answers pooled from every level:
     the level sums are independent unbiased measurements, ``n_units x variance`` each."""
-    t = nmf.read(columns=["geolevel", "geocode", "query", "variance"]).to_pydict()
+    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "variance"]).to_pydict()
     per: dict[str, tuple[set, float]] = {}
     for lv, geo, q, v in zip(t["geolevel"], t["geocode"], t["query"], t["variance"], strict=True):
         if q == "sex*age":
@@ -55,7 +57,7 @@ def test_default_release_at_epsilon_half_beats_the_noise_floor(small_state, tmp_
     n = truth.sum()
     assert released.sum() == n  # the state population is invariant
     tvd = 0.5 * np.abs(released / n - truth / n).sum()
-    sd = _pooled_sd(pq.ParquetFile(tmp_path / "run" / "noisy_measurements.parquet"))
+    sd = _pooled_sd(tmp_path / "run" / "noisy_measurements.parquet")
     # the expected TVD of the pooled raw marginal: half its noise's expected L1 norm over n
     floor = 0.5 * truth.size * np.sqrt(2.0 / np.pi) * sd / n
     assert 0.35 < floor < 0.6  # the regime of the test: single ages below the noise

@@ -398,7 +398,8 @@ def _rewrite_nmf(src, dst, change):
 
     shutil.copytree(src, dst)
     path = dst / "noisy_measurements.parquet"
-    t = pq.read_table(path)
+    t = pq.read_table(path)  # a directory of parts: written back as one file
+    shutil.rmtree(path)
     pq.write_table(change(t, pa), path)
     return dst
 

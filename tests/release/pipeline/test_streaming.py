@@ -148,10 +148,13 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
-    pf = pq.ParquetFile(tmp_path / "b" / "noisy_measurements.parquet")
-    assert (
-        pf.metadata.num_row_groups
-        > pq.ParquetFile(tmp_path / "a" / "noisy_measurements.parquet").metadata.num_row_groups
+
+    def parts(run: str) -> list:
+        return sorted((tmp_path / run / "noisy_measurements.parquet").glob("part-*.parquet"))
+
+    assert len(parts("b")) > len(parts("a"))
+    assert sum(pq.read_metadata(p).num_rows for p in parts("b")) == sum(
+        pq.read_metadata(p).num_rows for p in parts("a")
     )
     for name in ("mdf_persons.parquet", "mdf_persons.txt", "tables/P2.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -172,8 +175,17 @@ def test_pool_release_is_byte_identical_and_manifest_records_memory(measured, tm
     assert [lv["tasks"] for lv in a["estimation"]["persons"]] == [
         lv["tasks"] for lv in b["estimation"]["persons"]
     ]
-    for name in ("noisy_measurements.parquet", "mdf_persons.parquet", "tables/P1.parquet"):
+    for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert a["executor"]["nmf_parts_by_driver"] and a["executor"]["nmf_part_writers"] == 1
+    assert not b["executor"]["nmf_parts_by_driver"] and b["executor"]["nmf_part_writers"] >= 1
+    # the pool's tasks wrote the NMF's parts themselves: the same parts, the same bytes
+    nmf_a, nmf_b = (tmp_path / r / "noisy_measurements.parquet" for r in ("a", "b"))
+    names = sorted(p.name for p in nmf_a.iterdir())
+    assert len(names) > 2 and "_parts.json" in names
+    assert names == sorted(p.name for p in nmf_b.iterdir())
+    for name in names:
+        assert (nmf_a / name).read_bytes() == (nmf_b / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(
@@ -274,3 +286,51 @@ def test_pool_keeps_working_past_a_straggler(ahead):
         assert before_head <= 1  # the window (2) holds the head and one more task
     else:
         assert before_head >= 5
+
+
+@pytest.mark.parametrize("target", [64, 700, 1 << 22])
+def test_nmf_parts_read_like_the_in_memory_set(measured, tmp_path, target):
+    """Parts written one per task (any chunking), read back through the directory: every
+    unit range of every level as the in-memory set has it; the index lists the parts;
+    one level reads only its own parts; a missing or extra part is named."""
+    from censusdp.io.nmf import (
+        nmf_files,
+        nmf_geolevels,
+        part_name,
+        read_geolevel,
+        read_part_index,
+        write_nmf_part,
+        write_part_index,
+    )
+
+    _, h, levels, plan = measured
+    source = RandomSource.seeded(3)
+    ms = measure(levels, h, PL94, plan, source)
+    d = tmp_path / "nmf"
+    d.mkdir()
+    tasks = list(measure_tasks(levels, h, PL94, plan, source, target=target))
+    recs = [write_nmf_part(run_measure_task(t), d / part_name(i)) for i, t in enumerate(tasks)]
+    write_part_index(d, recs)
+    assert [f.name for f in nmf_files(d)] == [part_name(i) for i in range(len(tasks))]
+    index = read_part_index(d)
+    assert index["rows"] == sum(m.values.size for m in ms)
+    assert [(p["geolevel"], p["start"], p["stop"]) for p in index["parts"]] == [
+        (t.geolevel, t.start, t.start + t.geocodes.size) for t in tasks
+    ]
+    reader = NMFReader(d, PL94, h)
+    rng = np.random.default_rng(target)
+    for level in range(h.n_levels):
+        n = h.n_units(level)
+        for a, b in [(0, n), *(sorted(rng.integers(0, n + 1, 2)) for _ in range(3))]:
+            got, want = reader.read(level, int(a), int(b)), ms.read(level, int(a), int(b))
+            assert [m.query for m in got] == [m.query for m in want]
+            for g, w in zip(got, want, strict=True):
+                assert np.array_equal(g.values, w.values) and g.variance == w.variance
+    assert nmf_geolevels(d) == [lv.name for lv in h.geolevels.levels]
+    county = read_geolevel(d, "County", columns=["geocode", "value"])
+    assert county.num_rows == sum(m.values.size for m in ms.at_level("County"))
+    (d / part_name(0)).rename(d / "part-99999.parquet")
+    with pytest.raises(InputError, match=r"_parts.json: lists other parts.*part-"):
+        read_part_index(d)
+    with pytest.raises(InputError, match="without noisy measurement parts"):
+        nmf_files(tmp_path)

@@ -1,0 +1,102 @@
+"""The NMF check of ``validate_run`` on part files, serially and as executor tasks.
+
+A run's self-check counts the parts of a partitioned NMF on the run's executor
+(``release.validate._count_parts``); ``censusdp validate`` reads them one after another.
+Both must reach the same verdict on an intact NMF and on every kind of damage.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from censusdp.execution import InProcessExecutor
+from censusdp.privacy.budget import load_preset
+from censusdp.release.pipeline import run_release
+from censusdp.release.validate import validate_run
+from synth import block_codes, make_cef, write_cef
+
+NMF = "noisy_measurements.parquet"
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("nmfparts")
+    persons, units = make_cef(np.random.default_rng(3), block_codes(2, 2, 2, 3), gq_rate=0.3)
+    write_cef(base / "cef", persons, units)
+    run_release(
+        base / "cef", base / "run", budget=load_preset("pl94-2020"), seed=2, postprocess="none"
+    )
+    return base / "run"
+
+
+def _verdicts(run: Path) -> tuple[dict, dict]:
+    serial = validate_run(run, mdf=False).checks["nmf_persons"]
+    tasks = validate_run(run, mdf=False, executor=InProcessExecutor()).checks["nmf_persons"]
+    return serial, tasks
+
+
+def test_intact_parts_pass_both_ways(measured: Path) -> None:
+    parts = sorted((measured / NMF).glob("part-*.parquet"))
+    assert len(parts) >= 6  # one per level at least
+    serial, tasks = _verdicts(measured)
+    assert serial["ok"] and tasks["ok"] and serial["detail"] == tasks["detail"]
+
+
+@pytest.mark.slow  # starts a process pool
+def test_workers_check_parts_on_a_pool(measured: Path, tmp_path: Path) -> None:
+    """``censusdp validate --workers 2``: the same verdicts, intact and damaged."""
+    serial, _ = _verdicts(measured)
+    pool = validate_run(measured, mdf=False, workers=2)
+    assert pool.checks["nmf_persons"] == serial and pool.ok
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    DAMAGE["row dropped"](run)
+    assert not validate_run(run, mdf=False, workers=2).checks["nmf_persons"]["ok"]
+
+
+def _drop_row(p: Path) -> None:
+    t = pq.read_table(p)
+    pq.write_table(t.slice(1), p)
+
+
+def _move_geocode(p: Path) -> None:
+    t = pq.read_table(p)
+    codes = t.column("geocode").cast(pa.string()).to_pylist()
+    codes[-1] = codes[0]
+    t = t.set_column(t.column_names.index("geocode"), "geocode", pa.array(codes))
+    pq.write_table(t, p)
+
+
+def _lie_in_index(run: Path) -> None:
+    path = run / NMF / "_parts.json"
+    index = json.loads(path.read_text())
+    index["parts"][-1]["start"] += 1
+    path.write_text(json.dumps(index))
+
+
+DAMAGE = {
+    "row dropped": lambda run: _drop_row(run / NMF / "part-00003.parquet"),
+    "geocode moved": lambda run: _move_geocode(run / NMF / "part-00004.parquet"),
+    "part removed": lambda run: (run / NMF / "part-00002.parquet").unlink(),
+    "unlisted part": lambda run: shutil.copy(
+        run / NMF / "part-00001.parquet", run / NMF / "part-99999.parquet"
+    ),
+    "index lies": _lie_in_index,
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    DAMAGE[case](run)
+    serial, tasks = _verdicts(run)
+    assert not serial["ok"] and not tasks["ok"], (serial, tasks)
+    assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
