@@ -19,7 +19,7 @@ True
 True
 >>> censusdp.validate(work / "run").ok
 True
->>> rel.nmf("County").column_names[:6]
+>>> rel.nmf("Tract").column_names[:6]      # DC's one county: bypassed, not measured
 ['geolevel', 'geocode', 'query', 'cell', 'value', 'variance']
 
 Seeded runs (``seed=7``) are reproducible and NOT secure; leave ``seed`` out for a

@@ -74,10 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="geography measured and estimated on: 'optimized' (the 2020 production spine: "
         "AIAN / non-AIAN state parts, optimized block groups, from the input's aian_area / "
-        "place block attributes) or 'tabulation' (state > county > tract > block group > "
-        "block); default: the budget's ('optimized' when its file says so and the input "
-        "has the block attributes), else 'tabulation'. MDF and tables are always tabulated "
-        "by geocode",
+        "place block attributes; a geounit with a single child takes its budget share and "
+        "the child is not measured) or 'tabulation' (state > county > tract > block group "
+        "> block); default: the budget's ('optimized' for pl94-2020 when the input has the "
+        "block attributes), else 'tabulation'. MDF and tables are always tabulated by "
+        "geocode",
     )
     add_executor(p)
     p.add_argument(

@@ -248,18 +248,22 @@ class LevelDesign:
         return h
 
 
-_GRAMS: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+_GRAMS: dict[tuple[int, str], tuple[Layout, np.ndarray, np.ndarray]] = {}
 
 
 def _gram(layout: Layout, query: str) -> tuple[np.ndarray, np.ndarray]:
+    """``query_gram`` cached per layout object. The entry keeps its layout: a layout
+    freed and another allocated at the same ``id`` must not get the first one's Gram
+    (it did, between test modules: "lacks answer rows of live cells")."""
     key = (id(layout), query)
     hit = _GRAMS.get(key)
-    if hit is None:
-        hit = query_gram(layout, query)
+    if hit is None or hit[0] is not layout:
+        gram, rows = query_gram(layout, query)
         if len(_GRAMS) > 256:
             _GRAMS.clear()
+        hit = (layout, gram, rows)
         _GRAMS[key] = hit
-    return hit
+    return hit[1], hit[2]
 
 
 def level_design(

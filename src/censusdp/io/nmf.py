@@ -690,6 +690,11 @@ def nmf_geolevels(path: str | Path) -> list[str]:
     return [str(v) for v in pc.unique(table.column("geolevel").cast(pa.string())).to_pylist()]
 
 
+_BYPASSED = (
+    " (on a spine release a geolevel whose every geounit is a single child, bypassed, has no rows)"
+)
+
+
 def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None = None) -> pa.Table:
     """The noisy measurements of one geolevel, reading only the row groups that hold it.
 
@@ -715,7 +720,9 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
     p, pf, groups = _open_levels(path)
     if pf is not None and groups is not None:
         if geolevel not in groups:
-            raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(groups)}")
+            raise InputError(
+                f"{p}: no geolevel {geolevel!r}; its geolevels are {list(groups)}{_BYPASSED}"
+            )
         return pf.read_row_groups(groups[geolevel], columns=columns)
     by_level = _parts_by_level(p)
     if by_level is not None:  # a part directory: only the level's parts are opened
@@ -724,7 +731,9 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
         return pa.concat_tables([pq.read_table(f, columns=columns) for f in by_level[geolevel]])
     table = pq.read_table(p, columns=columns, filters=[("geolevel", "=", geolevel)])
     if table.num_rows == 0:
-        raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}")
+        raise InputError(
+            f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}{_BYPASSED}"
+        )
     return table
 
 
