@@ -123,3 +123,22 @@ def test_a_forced_root_failure_still_gives_a_spread_answer(seed, monkeypatch):
     # near the noise floor (the expected TVD of the raw noisy marginal: half its noise's
     # expected L1 norm over n, 0.21), where a collapse gives 0.8 and more
     assert tvd(x) < 1.25 * 0.5 * m * np.sqrt(2 / np.pi) * 40.0 / 3000
+
+
+def test_a_large_root_leaves_the_admm_out_of_the_chain(monkeypatch):
+    """The ADMM's factorisation at a dhc-lite root (229,320 cells) did not finish 20
+    iterations in 10 minutes; a root above ADMM_MAX_ROOT_CELLS goes from Clarabel to
+    the NNLS point and flow. Smaller roots (pl94: 1,890 cells) keep it."""
+    from censusdp.release.topdown import l2
+
+    sub, *_ = _state_root(1)
+    comp = compress(sub)
+    assert l2._order(sub, comp, "auto") == ("activeset", "clarabel", "admm")
+    monkeypatch.setattr(l2, "ADMM_MAX_ROOT_CELLS", sub.c - 1)
+    assert l2._order(sub, comp, "auto") == ("activeset", "clarabel")
+    assert l2._order(sub, comp, "admm") == ("admm",)  # asked for by name: still run
+    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "never called"))
+    res = solve_l2(sub)
+    assert [m for m, _ in res.attempts] == ["activeset", "clarabel", "nnls-flow"]

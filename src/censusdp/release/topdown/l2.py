@@ -27,7 +27,8 @@ Three backends:
 optimum is sparse (no parent, or a parent holding at most ``k c / 4`` persons) and
 second otherwise; of the other two, Clarabel goes first for a single large child (the
 root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
-cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise. When all
+cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise; a single
+child of more than ``ADMM_MAX_ROOT_CELLS`` cells (a dhc-lite root) gets no ADMM. When all
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts (a bypassed
 spine geounit, not measured, is always such a child). Children measured with their own
@@ -62,6 +63,9 @@ __all__ = ["METHODS", "L2Result", "solve_l2"]
 METHODS = ("auto", "activeset", "admm", "clarabel")
 FEW_CELLS = 64
 """``auto`` solves subproblems with at most this many kept cells with Clarabel first."""
+ADMM_MAX_ROOT_CELLS = 50_000
+"""``auto`` leaves the ADMM out of the chain of a single child with more kept cells (a
+dhc-lite root: the active set and Clarabel, then the NNLS point and flow)."""
 NOISE_TOL = 1e-3
 """ADMM residual tolerance as a fraction of the subproblem's noise standard deviation."""
 
@@ -141,9 +145,14 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # cells (housing units: every child's total exact, where it cycled). It then comes
     # second.
     sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
+    if sub.k == 1 and sub.c > ADMM_MAX_ROOT_CELLS:
+        # A root this large (dhc-lite: 229,320 cells) makes the ADMM's sparse KKT
+        # factorisation the size of the schema twice over: 20 iterations did not finish
+        # in 10 minutes, where the NNLS point and flow after it take 11 s. Skip it.
+        base = tuple(b for b in base if b != "admm")
     if sparse and sub.c > 2:
         return ("activeset", *base)
-    return (base[0], "activeset", base[1])
+    return (base[0], "activeset", *base[1:])
 
 
 def _result(
