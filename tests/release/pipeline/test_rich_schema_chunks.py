@@ -36,7 +36,7 @@ PL94 = get_schema("pl94")
 def wide(tmp_path_factory):
     """A state whose block groups have up to 9 blocks (families wider than the tiny targets)."""
     base = tmp_path_factory.mktemp("wide")
-    persons, units = make_cef(np.random.default_rng(5), block_codes(2, 1, 2, 9), gq_rate=0.3)
+    persons, units = make_cef(np.random.default_rng(5), block_codes(1, 1, 2, 9), gq_rate=0.3)
     write_cef(base / "cef", persons, units)
     cef = read_cef(base / "cef")
     h = Hierarchy.from_blocks(cef.units["geocode"])
