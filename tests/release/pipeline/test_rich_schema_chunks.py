@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.measurements import MeasuredQuery
+from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.io.cef import read_cef
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
@@ -36,7 +36,7 @@ PL94 = get_schema("pl94")
 def wide(tmp_path_factory):
     """A state whose block groups have up to 9 blocks (families wider than the tiny targets)."""
     base = tmp_path_factory.mktemp("wide")
-    persons, units = make_cef(np.random.default_rng(5), block_codes(2, 1, 2, 9), gq_rate=0.3)
+    persons, units = make_cef(np.random.default_rng(5), block_codes(1, 1, 2, 9), gq_rate=0.3)
     write_cef(base / "cef", persons, units)
     cef = read_cef(base / "cef")
     h = Hierarchy.from_blocks(cef.units["geocode"])
@@ -256,3 +256,60 @@ def test_ddp_2010_end_to_end_on_a_small_generated_state(tmp_path):
     assert by_level["US"] > 229_320
     assert by_level["Block"] == len(keep) * by_level["US"]
     assert manifest["validation"]["ok"] is True
+
+
+_QUERIES = ("detailed", "total", "hhgq", "votingage*hispanic*cenrace", "cenrace")
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(data):
+    """The driver's problem (rows holding a kept cell) and the full one (every row of
+    every query) differ by a constant: same minimisers, same least-squares solution."""
+    from censusdp.data.queries import make_query
+    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.problem import Subproblem
+
+    live = np.flatnonzero(~PL94.structural_zero_mask)
+    kept = np.asarray(
+        sorted(data.draw(st.sets(st.sampled_from(live.tolist()), min_size=1, max_size=12))),
+        dtype=np.int64,
+    )
+    k = data.draw(st.integers(1, 4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache._q = {q: make_query(PL94, q) for q in _QUERIES}
+    mqs = []
+    for i, name in enumerate(_QUERIES):
+        rows = measured_rows(PL94, cache._q[name])
+        values = rng.integers(-3, 6, (k, rows.size))
+        mqs.append(MeasuredQuery("Block", name, rows, values, 1.0 + i, "dg"))
+    parent = rng.integers(1, 6, kept.size)
+    cell_groups, n_groups = PL94.cell_levels("hhgq"), PL94.variable("hhgq").size
+    bounds = driver.Bounds(
+        np.zeros((k, n_groups)), np.full((k, n_groups), np.inf), np.zeros(k), np.full(k, np.inf)
+    )
+    sub = driver._make_subproblem(
+        mqs, cache, slice(0, k), slice(0, k), kept, parent, cell_groups, bounds, "x"
+    )
+    full = Subproblem(
+        parent=parent,
+        query_rows=tuple(cache._q[m.query].row_of_cell[kept] for m in mqs),
+        query_sizes=tuple(cache._q[m.query].n_rows for m in mqs),
+        noisy=tuple(m.dense(slice(0, k), cache._q[m.query].n_rows) for m in mqs),
+        weights=sub.weights,
+        groups=sub.groups,
+        group_lower=sub.group_lower,
+        group_upper=sub.group_upper,
+        total_lower=sub.total_lower,
+        total_upper=sub.total_upper,
+    )
+    assert all(s <= kept.size for s in sub.query_sizes)
+    diffs = []
+    for _ in range(3):
+        x = rng.random((k, kept.size)) * 5
+        diffs.append(full.objective(x) - sub.objective(x))
+    assert diffs[0] >= -1e-9
+    np.testing.assert_allclose(diffs, diffs[0], rtol=1e-9, atol=1e-7)
+    a, b = solve_l2(sub), solve_l2(full)
+    assert abs(a.objective + diffs[0] - b.objective) <= 1e-3 * max(1.0, b.objective)
