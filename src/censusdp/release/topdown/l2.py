@@ -54,7 +54,7 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__ = ["METHODS", "L2Result", "solve_l2"]
 
-METHODS = ("auto", "activeset", "admm", "clarabel")
+METHODS = ("auto", "activeset", "interior", "admm", "clarabel")
 FEW_CELLS = 64
 """``auto`` solves subproblems with at most this many kept cells with Clarabel first."""
 NOISE_TOL = 1e-3
@@ -130,7 +130,13 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
     if sparse and sub.c > 2:
         return ("activeset", *base)
-    return (base[0], "activeset", base[1])
+    # Dense families: the active set jumps between vertices of the singular optimum's
+    # face and often gives up there (the 14 counties of full generated Vermont: no
+    # convergence in 30 updates); the marginal-space interior point (``_interior``)
+    # solves them at about Clarabel's cost, so it is Clarabel's first fallback.
+    order = (base[0], "activeset", base[1])
+    i = order.index("clarabel") + 1
+    return (*order[:i], "interior", *order[i:])
 
 
 def _result(
@@ -215,6 +221,13 @@ def solve_l2(
 
             scale = sub.noise_scale if sub.noise_scale is not None else 1.0
             x, status, iters = solve_active_set(
+                sub, comp, tol=noise_tol * scale, feas_tol=0.5 * abs_tol, **kw
+            )
+        elif backend == "interior":
+            from censusdp.release.topdown._interior import solve_interior
+
+            scale = sub.noise_scale if sub.noise_scale is not None else 1.0
+            x, status, iters = solve_interior(
                 sub, comp, tol=noise_tol * scale, feas_tol=0.5 * abs_tol, **kw
             )
         elif backend == "admm":
