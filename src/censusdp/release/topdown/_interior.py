@@ -437,6 +437,11 @@ def _solve(
         zu = zu + a * dzu
         mu_eq = mu_eq + a * dmu
         nu = nu + a * dnu
+        if sub.parent is not None:
+            # rounding error in the directions drifts the column sums late in the
+            # method; rescaling each column to its parent count keeps them exact
+            col = np.bincount(cell, weights=x, minlength=c)
+            x *= (sub.parent / np.where(col > 0, col, 1.0))[cell]
         if not (np.isfinite(x).all() and np.isfinite(z).all() and np.isfinite(s).all()):
             return _give_up("non-finite step", it)
     return _give_up("max_iter", max_iter)
