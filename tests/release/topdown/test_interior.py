@@ -13,7 +13,7 @@ from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from censusdp.release.topdown import Subproblem, _clarabel, solve_l2
+from censusdp.release.topdown import Subproblem, _active_set, _clarabel, solve_l2
 from censusdp.release.topdown import _interior as interior
 from censusdp.release.topdown._common import compress
 from censusdp.release.topdown.l2 import _order
@@ -188,29 +188,31 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=4, n_people=3000
     )
     order = _order(sub, compress(sub), "auto")
-    assert 4 * sub.parent.sum() > sub.k * sub.c  # dense: Clarabel, then the interior point
-    assert order[:2] == ("clarabel", "interior")
-    ok = solve_l2(sub)
+    # dense but at most 4 persons per variable: the active set, Clarabel, the interior point
+    assert 4 * sub.parent.sum() > sub.k * sub.c
+    assert order == ("activeset", "clarabel", "interior", "admm")
+    ok = solve_l2(sub, method="clarabel")
     assert ok.method == "clarabel"
 
     def fail(status):
         return lambda *args, **kwargs: (None, status, 7)
 
+    monkeypatch.setattr(_active_set, "solve_active_set", fail("max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", fail("PrimalInfeasible"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
-    assert res.attempts[1][0] == "interior" and res.attempts[1][1].startswith("converged")
-    assert len(res.attempts) == 2
+    assert res.attempts[:2] == (("activeset", "max_iter"), ("clarabel", "PrimalInfeasible"))
+    assert res.attempts[2][0] == "interior" and res.attempts[2][1].startswith("converged")
+    assert len(res.attempts) == 3
     assert "clarabel failed (PrimalInfeasible); trying interior" in caplog.text
     assert abs(res.objective - ok.objective) <= 1e-6 * ok.objective
     assert res.max_violation <= 1e-8 * sub.scale()
     monkeypatch.setattr(interior, "solve_interior", fail("max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[:2] == (("clarabel", "PrimalInfeasible"), ("interior", "max_iter"))
-    assert res.method == order[2] and res.status == "optimal"
-    assert f"interior failed (max_iter); trying {order[2]}" in caplog.text
+    assert res.attempts[2] == ("interior", "max_iter")
+    assert res.method == "admm" and res.status == "optimal"
+    assert "interior failed (max_iter); trying admm" in caplog.text
 
 
 def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
