@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_executor(p)
     p.add_argument(
         "--method",
-        choices=("auto", "activeset", "admm", "clarabel"),
+        choices=("auto", "activeset", "interior", "admm", "clarabel"),
         default="auto",
         help="least-squares solver of the estimation",
     )

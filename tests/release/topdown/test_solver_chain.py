@@ -16,6 +16,7 @@ from censusdp.release.topdown import (
     _active_set,
     _admm,
     _clarabel,
+    _interior,
     check_integer_solution,
     round_to_integers,
     solve_l2,
@@ -54,11 +55,11 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     # a dense optimum (the parent holds more persons than k c / 4): the active set second
     dense, _ = census_subproblem(rng, n_children=12, n_people=2500)
     assert dense.c > 64 and 4 * dense.parent.sum() > dense.k * dense.c
-    assert _order(dense, compress(dense), "auto") == ("admm", "activeset", "clarabel")
+    assert _order(dense, compress(dense), "auto") == ("admm", "activeset", "clarabel", "interior")
     # few kept cells and dense: Clarabel first, the active set second
     small, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert small.c <= 64
-    assert _order(small, compress(small), "auto") == ("clarabel", "activeset", "admm")
+    assert _order(small, compress(small), "auto") == ("clarabel", "interior", "activeset", "admm")
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
@@ -92,12 +93,17 @@ def test_admm_failure_falls_back_to_clarabel_and_is_logged(
 def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(3)
     sub, _ = census_subproblem(rng, n_children=4, n_people=80)
-    assert sub.c <= 64  # Clarabel first, then the active set, then the ADMM
+    assert sub.c <= 64  # Clarabel, the interior point, the active set, then the ADMM
     monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(_interior, "solve_interior", _fail("solve_interior", "stalled"))
     res = solve_l2(sub)
     assert res.status == "optimal" and res.method == "admm"
-    assert res.attempts[:2] == (("clarabel", "PrimalInfeasible"), ("activeset", "max_iter"))
+    assert res.attempts[:3] == (
+        ("clarabel", "PrimalInfeasible"),
+        ("interior", "stalled"),
+        ("activeset", "max_iter"),
+    )
     assert sub.max_violation(res.x) <= 1e-8 * sub.scale()
 
 

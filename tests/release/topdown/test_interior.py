@@ -1,0 +1,224 @@
+"""The marginal-space interior-point backend against Clarabel on many random dense
+families: same objective within the noise-scaled tolerance, every constraint exact, and
+a forced failure falls through the chain."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from censusdp.release.topdown import Subproblem, _active_set, _clarabel, solve_l2
+from censusdp.release.topdown import _interior as interior
+from censusdp.release.topdown._common import compress
+from censusdp.release.topdown.l2 import _order
+from profiles import examples
+
+SETTINGS = settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+shapes = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 2**32 - 1),
+        "k": st.integers(2, 7),
+        "c": st.integers(1, 24),
+        "n_groups": st.integers(1, 4),
+        "n_queries": st.integers(1, 4),
+        "root": st.booleans(),
+        "tight": st.booleans(),
+        # dense families: most cells positive (and one sparse size for contrast)
+        "mean": st.sampled_from([3.0, 40.0, 400.0]),
+        "noise": st.sampled_from([0.5, 3.0, 20.0]),
+        # drop the detailed query: a singular Hessian, a face of optima
+        "singular": st.booleans(),
+    }
+)
+
+
+def _build(d: dict) -> Subproblem:
+    rng = np.random.default_rng(d["seed"])
+    sub, _ = random_subproblem(
+        rng,
+        k=d["k"],
+        c=d["c"],
+        n_groups=d["n_groups"],
+        n_queries=d["n_queries"] + int(d["singular"]),
+        root=d["root"],
+        tight=d["tight"],
+        mean=d["mean"],
+        noise=d["noise"],
+    )
+    if d["singular"]:
+        sub = replace(
+            sub,
+            query_rows=sub.query_rows[1:],
+            query_sizes=sub.query_sizes[1:],
+            noisy=sub.noisy[1:],
+            weights=sub.weights[1:],
+        )
+    return sub
+
+
+def _tolerance(sub: Subproblem, objective: float) -> float:
+    # the method stops when no cell would move by more than 1e-3 persons (the default
+    # noise tolerance without a noise scale): within a few 1e-6 per cell of the optimum
+    return 1e-6 * max(1.0, objective) + 1e-5 * sub.k * sub.c * float(sub.weights.sum())
+
+
+def _reference(sub: Subproblem):
+    ref = solve_l2(sub, method="clarabel")
+    if ref.method != "clarabel":  # Clarabel gave up (rarely): the ADMM then
+        ref = solve_l2(sub, method="admm")
+        assert ref.method == "admm", ref.attempts
+    return ref
+
+
+@SETTINGS
+@given(shapes)
+def test_interior_matches_clarabel_with_every_constraint_exact(d: dict) -> None:
+    sub = _build(d)
+    got = solve_l2(sub, method="interior")
+    if sub.parent is not None and sub.k == 1:
+        return  # takes the parent, no solve
+    # the method may give up (the chain then runs the next backend; see the rate test
+    # below), but whatever it returns must be right
+    assert got.method in ("interior", "nnls-flow"), got.attempts
+    if got.method == "nnls-flow":
+        assert got.attempts[0][0] == "interior"
+        assert not got.attempts[0][1].startswith("converged")
+        return
+    ref = _reference(sub)
+    assert got.max_violation <= 1e-8 * max(1.0, sub.scale())
+    assert (got.x >= 0).all()
+    if sub.parent is not None:
+        np.testing.assert_allclose(got.x.sum(axis=0), sub.parent, rtol=0, atol=1e-9 * sub.scale())
+    gs = sub.group_sums(got.x)
+    tol = 1e-8 * max(1.0, sub.scale())
+    assert (gs >= sub.group_lower - tol).all() and (gs <= sub.group_upper + tol).all()
+    ts = got.x.sum(axis=1)
+    assert (ts >= sub.total_lower - tol).all() and (ts <= sub.total_upper + tol).all()
+    assert abs(got.objective - ref.objective) <= _tolerance(sub, ref.objective)
+
+
+def test_the_interior_point_converges_on_most_random_subproblems() -> None:
+    """Rounding error can stall the last steps on tiny subproblems with tight bounds;
+    the chain then runs the next backend. Most converge."""
+    rng = np.random.default_rng(21)
+    outcomes = []
+    for _ in range(40):
+        d = {
+            "seed": int(rng.integers(2**32)),
+            "k": int(rng.integers(2, 8)),
+            "c": int(rng.integers(1, 31)),
+            "n_groups": int(rng.integers(1, 5)),
+            "n_queries": int(rng.integers(1, 5)),
+            "root": bool(rng.integers(2)),
+            "tight": bool(rng.integers(2)),
+            "mean": float(rng.choice([3.0, 40.0, 400.0])),
+            "noise": float(rng.choice([0.5, 3.0, 20.0])),
+            "singular": bool(rng.integers(2)),
+        }
+        sub = _build(d)
+        _, status, _ = interior.solve_interior(sub, compress(sub), tol=1e-3)
+        outcomes.append(status.startswith("converged"))
+    assert np.mean(outcomes) >= 0.8
+
+
+@pytest.mark.slow
+def test_interior_solves_dense_dhc_lite_families_like_clarabel() -> None:
+    """Dense dhc-lite families (no detailed query: a singular Hessian, most cells
+    positive at the optimum): what the method returns has Clarabel's objective; the
+    last steps may stall in rounding error (then the chain moves on), but not often."""
+    solved = 0
+    for seed in (31, 32, 33):
+        sub, _ = census_subproblem(
+            np.random.default_rng(seed),
+            schema_name="dhc-lite",
+            queries=DHC_LITE_QUERIES,
+            n_children=5,
+            n_people=3000,
+        )
+        assert 4 * sub.parent.sum() > sub.k * sub.c  # dense
+        got = solve_l2(sub, method="interior")
+        ref = solve_l2(sub, method="clarabel")
+        assert ref.method == "clarabel"
+        if got.method != "interior":
+            continue
+        solved += 1
+        assert abs(got.objective - ref.objective) <= 1e-6 * ref.objective
+        assert got.max_violation <= 1e-8 * sub.scale()
+    assert solved >= 2
+
+
+@pytest.mark.slow
+def test_the_newton_systems_are_sized_by_answers_and_constraints_not_cells(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(32)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=8, n_people=2000
+    )
+    sizes: list[int] = []
+    orig = interior._factor
+
+    def spy(s_mat):
+        sizes.append(s_mat.shape[0])
+        return orig(s_mat)
+
+    monkeypatch.setattr(interior, "_factor", spy)
+    got = solve_l2(sub, method="interior")
+    assert got.method == "interior"
+    answers = sub.k * sum(sub.query_sizes)
+    # at most one row per answer, per column sum and per group or total bound row
+    assert sizes and max(sizes) <= answers + sub.c + sub.k * (sub.G + 1)
+    assert max(sizes) < sub.k * sub.c
+
+
+def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(33)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=4, n_people=3000
+    )
+    order = _order(sub, compress(sub), "auto")
+    # dense but at most 4 persons per variable: the active set, Clarabel, the interior point
+    assert 4 * sub.parent.sum() > sub.k * sub.c
+    assert order == ("activeset", "clarabel", "interior", "admm")
+    ok = solve_l2(sub, method="clarabel")
+    assert ok.method == "clarabel"
+
+    def fail(status):
+        return lambda *args, **kwargs: (None, status, 7)
+
+    monkeypatch.setattr(_active_set, "solve_active_set", fail("max_iter"))
+    monkeypatch.setattr(_clarabel, "solve_clarabel", fail("PrimalInfeasible"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(sub)
+    assert res.attempts[:2] == (("activeset", "max_iter"), ("clarabel", "PrimalInfeasible"))
+    assert res.attempts[2][0] == "interior" and res.attempts[2][1].startswith("converged")
+    assert len(res.attempts) == 3
+    assert "clarabel failed (PrimalInfeasible); trying interior" in caplog.text
+    assert abs(res.objective - ok.objective) <= 1e-6 * ok.objective
+    assert res.max_violation <= 1e-8 * sub.scale()
+    monkeypatch.setattr(interior, "solve_interior", fail("max_iter"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(sub)
+    assert res.attempts[2] == ("interior", "max_iter")
+    assert res.method == "admm" and res.status == "optimal"
+    assert "interior failed (max_iter); trying admm" in caplog.text
+
+
+def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
+    rng = np.random.default_rng(34)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=4, n_people=3000
+    )
+    x, status, steps = interior.solve_interior(sub, compress(sub), tol=1e-3, max_iter=2)
+    assert x is None and status == "max_iter" and steps == 2
