@@ -322,9 +322,9 @@ class _CountingExecutor:
         self.levels: list[int] = []
 
     def map(self, fn, tasks, *, ahead=None):
-        for t in tasks:
-            self.levels.append(t.level)
-            yield fn(t)
+        for batch in tasks:  # TopDown sends its tasks in batches
+            self.levels.extend(t.level for t in batch)
+            yield fn(batch)
 
 
 @settings(max_examples=6)
