@@ -334,3 +334,59 @@ def l1_rounding_optimum(sub: Subproblem, x: np.ndarray, *, box: bool = False) ->
     )
     assert res.status == 0
     return float(res.fun)
+
+
+def solver_shapes(*, k_min: int, c_max: int, means: list[float]):
+    """A hypothesis strategy of subproblem shapes for solver tests (see :func:`of_shape`).
+
+    ``singular`` drops the detailed query: a singular Hessian, a face of optima.
+    """
+    from hypothesis import strategies as st
+
+    return st.fixed_dictionaries(
+        {
+            "seed": st.integers(0, 2**32 - 1),
+            "k": st.integers(k_min, 7),
+            "c": st.integers(1, c_max),
+            "n_groups": st.integers(1, 4),
+            "n_queries": st.integers(1, 4),
+            "root": st.booleans(),
+            "tight": st.booleans(),
+            "mean": st.sampled_from(means),
+            "noise": st.sampled_from([0.5, 3.0, 20.0]),
+            "singular": st.booleans(),
+        }
+    )
+
+
+def of_shape(d: dict) -> Subproblem:
+    """The random subproblem of a shape drawn from :func:`solver_shapes`."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(d["seed"])
+    sub, _ = random_subproblem(
+        rng,
+        k=d["k"],
+        c=d["c"],
+        n_groups=d["n_groups"],
+        n_queries=d["n_queries"] + int(d["singular"]),
+        root=d["root"],
+        tight=d["tight"],
+        mean=d["mean"],
+        noise=d["noise"],
+    )
+    if d["singular"]:
+        sub = replace(
+            sub,
+            query_rows=sub.query_rows[1:],
+            query_sizes=sub.query_sizes[1:],
+            noisy=sub.noisy[1:],
+            weights=sub.weights[1:],
+        )
+    return sub
+
+
+def solver_tolerance(sub: Subproblem, objective: float) -> float:
+    """Objective tolerance of a solver that stops when no cell would move by more than
+    1e-3 persons: within a few 1e-6 of the optimum per cell (and rounding noise)."""
+    return 1e-6 * max(1.0, objective) + 1e-5 * sub.k * sub.c * float(sub.weights.sum())

@@ -5,13 +5,17 @@ a forced failure falls through the chain."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import numpy as np
 import pytest
-from _topdown_gen import DHC_LITE_QUERIES, census_subproblem, random_subproblem
+from _topdown_gen import (
+    DHC_LITE_QUERIES,
+    census_subproblem,
+    of_shape,
+    solver_shapes,
+    solver_tolerance,
+)
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from censusdp.release.topdown import Subproblem, _active_set, _clarabel, solve_l2
 from censusdp.release.topdown import _interior as interior
@@ -23,52 +27,9 @@ SETTINGS = settings(
     max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
-shapes = st.fixed_dictionaries(
-    {
-        "seed": st.integers(0, 2**32 - 1),
-        "k": st.integers(2, 7),
-        "c": st.integers(1, 24),
-        "n_groups": st.integers(1, 4),
-        "n_queries": st.integers(1, 4),
-        "root": st.booleans(),
-        "tight": st.booleans(),
-        # dense families: most cells positive (and one sparse size for contrast)
-        "mean": st.sampled_from([3.0, 40.0, 400.0]),
-        "noise": st.sampled_from([0.5, 3.0, 20.0]),
-        # drop the detailed query: a singular Hessian, a face of optima
-        "singular": st.booleans(),
-    }
-)
-
-
-def _build(d: dict) -> Subproblem:
-    rng = np.random.default_rng(d["seed"])
-    sub, _ = random_subproblem(
-        rng,
-        k=d["k"],
-        c=d["c"],
-        n_groups=d["n_groups"],
-        n_queries=d["n_queries"] + int(d["singular"]),
-        root=d["root"],
-        tight=d["tight"],
-        mean=d["mean"],
-        noise=d["noise"],
-    )
-    if d["singular"]:
-        sub = replace(
-            sub,
-            query_rows=sub.query_rows[1:],
-            query_sizes=sub.query_sizes[1:],
-            noisy=sub.noisy[1:],
-            weights=sub.weights[1:],
-        )
-    return sub
-
-
-def _tolerance(sub: Subproblem, objective: float) -> float:
-    # the method stops when no cell would move by more than 1e-3 persons (the default
-    # noise tolerance without a noise scale): within a few 1e-6 per cell of the optimum
-    return 1e-6 * max(1.0, objective) + 1e-5 * sub.k * sub.c * float(sub.weights.sum())
+shapes = solver_shapes(k_min=2, c_max=24, means=[3.0, 40.0, 400.0])
+_build = of_shape
+_tolerance = solver_tolerance
 
 
 def _reference(sub: Subproblem):
