@@ -65,6 +65,13 @@ def _demo(args: argparse.Namespace) -> int:
     print(
         "  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, JASON JSR-19-2F sec. 6.1; 1 is perfect)"
     )
+    spine = m.get("spine")
+    if isinstance(spine, dict) and spine.get("kind") == "optimized":
+        print(
+            "  (released on the production spine: its optimized block groups are measured, the "
+            "published\n   block groups are sums of blocks, hence their larger error; "
+            "docs/spine.md)"
+        )
     if s.report is not None:
         print(f"\n  report: {s.report}")
     return 0 if m["validation"]["ok"] else 1
