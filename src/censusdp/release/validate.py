@@ -632,41 +632,22 @@ def _check_nmf_rows(
     cells_all = t.column("cell").to_numpy(zero_copy_only=False)
     values_all = t.column("value").to_numpy(zero_copy_only=False)
     var_all = t.column("variance").to_numpy(zero_copy_only=False)
-    if level_names.size == 1 and query_names.size == 1:  # what NMFWriter writes
+
+    def check(key: tuple[str, str], sel: np.ndarray | slice) -> str | None:
         return _check_pair(
-            (str(level_names[0]), str(query_names[0])),
-            slice(None),
-            plan,
-            rows,
-            mix,
-            hierarchy,
-            levels,
-            code_names,
-            code_i,
-            cells_all,
-            values_all,
-            var_all,
-        )
+            key, sel, plan, rows, mix, hierarchy, levels, code_names, code_i,
+            cells_all, values_all, var_all,
+        )  # fmt: skip
+
+    if level_names.size == 1 and query_names.size == 1:  # what NMFWriter writes
+        return check((str(level_names[0]), str(query_names[0])), slice(None))
     pair = level_i * max(query_names.size, 1) + query_i
     pairs, inverse = np.unique(pair, return_inverse=True)
     # the same order as sorting (level, query) strings: level names and query names
     # are each sorted, so their pair ids sort like the pairs
     for j, pid in enumerate(pairs):
         key = (str(level_names[pid // query_names.size]), str(query_names[pid % query_names.size]))
-        problem = _check_pair(
-            key,
-            np.flatnonzero(inverse == j),
-            plan,
-            rows,
-            mix,
-            hierarchy,
-            levels,
-            code_names,
-            code_i,
-            cells_all,
-            values_all,
-            var_all,
-        )
+        problem = check(key, np.flatnonzero(inverse == j))
         if problem:
             return problem
     return None
