@@ -103,3 +103,32 @@ def test_attack_dn_json_path_keeps_stdout_readable(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("Dinur-Nissim reconstruction") and "{" not in out
     assert json.loads(target.read_text())["n"] == 20
+
+
+def _choices(command: str, option: str) -> tuple[str, ...]:
+    return tuple(COMMANDS[command]._option_string_actions[option].choices)
+
+
+def test_the_cli_offers_exactly_the_library_choices() -> None:
+    """The CLI lists its choices literally (importing the solvers would slow every
+    command's start-up); they must not drift from the names the library accepts."""
+    from censusdp.attacks.dhc.runs import LINK_METHODS
+    from censusdp.design.small_n import LOSSES
+    from censusdp.design.strategy import STRATEGIES
+    from censusdp.evaluate.sweep import EPSILON_MEANINGS
+    from censusdp.execution import EXECUTOR_CHOICES
+    from censusdp.privacy.budget import SPINES
+    from censusdp.release.pipeline import POSTPROCESS_CHOICES, UNITS_CHOICES
+    from censusdp.release.topdown.l2 import METHODS
+    from censusdp.release.topdown.maxent import ESTIMATORS
+
+    assert _choices("run", "--method") == METHODS
+    assert _choices("run", "--estimator") == ESTIMATORS
+    assert _choices("run", "--postprocess") == POSTPROCESS_CHOICES
+    assert _choices("run", "--units") == UNITS_CHOICES
+    assert _choices("sweep", "--epsilon-meaning") == EPSILON_MEANINGS
+    assert _choices("design strategy", "--strategy") == STRATEGIES
+    assert _choices("design small-n", "--loss") == LOSSES
+    assert _choices("attack reid", "--methods") == LINK_METHODS
+    assert _choices("run", "--spine") == SPINES
+    assert _choices("run", "--executor") == _choices("infer", "--executor") == EXECUTOR_CHOICES
