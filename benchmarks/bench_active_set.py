@@ -25,46 +25,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-
-def _cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+from _harness import add_input_arguments, generate, run_command, timed, workdir  # noqa: E402
 
 
-def _run(cmd: list[str]) -> tuple[float, float]:
-    c0 = _cpu_children()
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t, _cpu_children() - c0
-
-
-def _release(exe: str, cef: Path, out: Path, preset: str, method: str, args) -> dict:
-    wall, cpu = _run(
-        [
-            exe,
-            "run",
-            "--input",
-            str(cef),
-            "--out",
-            str(out),
-            "--preset",
-            preset,
-            "--seed",
-            str(args.seed),
-            "--workers",
-            str(args.workers),
-            "--method",
-            method,
-            "--overwrite",
-            "--quiet",
-        ]
+def _release(cef: Path, out: Path, preset: str, method: str, args) -> dict:
+    wall, cpu = timed(
+        run_command(cef, out, args, "--preset", preset, "--method", method, "--overwrite")
     )
     m = json.loads((out / "manifest.json").read_text())
     return {
@@ -136,23 +105,13 @@ def _kernels(run_dir: Path, work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--state", default="VT")
-    ap.add_argument("--scale", type=float, default=0.05)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    add_input_arguments(ap, scale=0.05)
     ap.add_argument("--skip-previous", action="store_true", help="no --method clarabel run")
     ap.add_argument("--skip-kernels", action="store_true", help="no per-subproblem comparison")
     args = ap.parse_args()
-    exe = str(Path(sys.executable).with_name("censusdp"))
-    base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-bench-as-"))
+    base = workdir(args, "censusdp-bench-as-")
     cef = base / "cef"
-    subprocess.run(
-        [exe, "generate", "--state", args.state, "--seed", str(args.seed), "--out", str(cef)]
-        + ["--scale", str(args.scale), "--overwrite", "--quiet"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    generate(args, cef)
     result: dict = {
         "state": args.state,
         "scale": args.scale,
@@ -160,12 +119,12 @@ def main() -> None:
         "load_average_at_start": os.getloadavg()[0],
     }
     runs = {
-        "pl94-2020 auto": _release(exe, cef, base / "pl94", "pl94-2020", "auto", args),
-        "dhc-lite-demo auto": _release(exe, cef, base / "dhc", "dhc-lite-demo", "auto", args),
+        "pl94-2020 auto": _release(cef, base / "pl94", "pl94-2020", "auto", args),
+        "dhc-lite-demo auto": _release(cef, base / "dhc", "dhc-lite-demo", "auto", args),
     }
     if not args.skip_previous:
         runs["dhc-lite-demo clarabel (previous chain)"] = _release(
-            exe, cef, base / "dhc-prev", "dhc-lite-demo", "clarabel", args
+            cef, base / "dhc-prev", "dhc-lite-demo", "clarabel", args
         )
     result["runs"] = runs
     pl, dhc = runs["pl94-2020 auto"], runs["dhc-lite-demo auto"]

@@ -14,67 +14,23 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-
-def _run(cmd: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+from _harness import add_input_arguments, generate, run_command, timed, workdir
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--state", default="VT")
-    ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=2)
+    add_input_arguments(ap)
     ap.add_argument("--methods", default="auto,clarabel")
-    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
     args = ap.parse_args()
-    exe = str(Path(sys.executable).with_name("censusdp"))
-    base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-bench-"))
+    base = workdir(args, "censusdp-bench-")
     cef = base / "cef"
     result: dict = {"state": args.state, "scale": args.scale, "workers": args.workers}
-    result["generate_seconds"] = _run(
-        [
-            exe,
-            "generate",
-            "--state",
-            args.state,
-            "--seed",
-            str(args.seed),
-            "--out",
-            str(cef),
-            "--scale",
-            str(args.scale),
-        ]
-    )
+    result["generate_seconds"] = generate(args, cef)
     runs = {}
     for method in args.methods.split(","):
         out = base / f"run-{method}"
-        wall = _run(
-            [
-                exe,
-                "run",
-                "--input",
-                str(cef),
-                "--out",
-                str(out),
-                "--seed",
-                str(args.seed),
-                "--workers",
-                str(args.workers),
-                "--method",
-                method,
-                "--overwrite",
-                "--quiet",
-            ]
-        )
+        wall, _ = timed(run_command(cef, out, args, "--method", method, "--overwrite"))
         m = json.loads((out / "manifest.json").read_text())
         runs[method] = {
             "wall_seconds": round(wall, 2),

@@ -20,10 +20,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _harness import add_input_arguments, generate, run_command, timed, workdir
 
 
 def _files(run: Path) -> dict[str, str]:
@@ -32,12 +32,6 @@ def _files(run: Path) -> dict[str, str]:
         for p in sorted(run.rglob("*"))
         if p.is_file() and p.name != "manifest.json"
     }
-
-
-def _timed(cmd: list[str]) -> float:
-    t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
 
 
 def _kill_after(cmd: list[str], parent: Path, name: str, stage: str) -> float:
@@ -58,33 +52,19 @@ def _kill_after(cmd: list[str], parent: Path, name: str, stage: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--state", default="VT")
-    ap.add_argument("--scale", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=1)
+    add_input_arguments(ap, scale=0.3, workers=1)
     ap.add_argument("--kill-after", default="estimate/persons/4")
-    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
     args = ap.parse_args()
-    exe = str(Path(sys.executable).with_name("censusdp"))
-    base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-bench-resume-"))
+    base = workdir(args, "censusdp-bench-resume-")
     cef = base / "cef"
-    gen = [exe, "generate", "--state", args.state, "--seed", str(args.seed)]
-    subprocess.run(
-        [*gen, "--scale", str(args.scale), "--out", str(cef), "--quiet"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    generate(args, cef)
 
     def run(out: Path) -> list[str]:
-        return [exe, "run", "--input", str(cef), "--out", str(out), "--seed", str(args.seed)] + [
-            "--workers",
-            str(args.workers),
-            "--quiet",
-        ]
+        return run_command(cef, out, args)
 
-    full = _timed(run(base / "uninterrupted"))
+    full = timed(run(base / "uninterrupted"))[0]
     killed_at = _kill_after(run(base / "resumed"), base, "resumed", args.kill_after)
-    resumed = _timed([*run(base / "resumed"), "--resume"])
+    resumed = timed([*run(base / "resumed"), "--resume"])[0]
     m_full = json.loads((base / "uninterrupted" / "manifest.json").read_text())
     m_res = json.loads((base / "resumed" / "manifest.json").read_text())
     result = {

@@ -1,0 +1,69 @@
+"""What the end-to-end benchmark scripts share: the installed ``censusdp`` command, a
+working directory, a generated input, and timing a command (wall and CPU seconds).
+
+Scripts import it as a sibling module (``python benchmarks/bench_x.py`` puts this
+directory first on ``sys.path``). CPU seconds are the children's user + system time,
+which does not depend on the machine's load the way wall time does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def censusdp() -> str:
+    """The ``censusdp`` script installed next to the running interpreter."""
+    return str(Path(sys.executable).with_name("censusdp"))
+
+
+def add_input_arguments(
+    ap: argparse.ArgumentParser,
+    *,
+    state: str = "VT",
+    scale: float = 1.0,
+    seed: int = 1,
+    workers: int = 2,
+) -> None:
+    """``--state --scale --seed --workers --dir``: the input a benchmark generates."""
+    ap.add_argument("--state", default=state)
+    ap.add_argument("--scale", type=float, default=scale)
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--workers", type=int, default=workers)
+    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+
+
+def workdir(args: argparse.Namespace, prefix: str) -> Path:
+    """``--dir`` if given, else a fresh temporary directory (kept, for inspection)."""
+    return Path(args.dir or tempfile.mkdtemp(prefix=prefix))
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of every finished child process so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Run ``cmd`` quietly (raising if it fails); its wall and CPU seconds."""
+    c0, t0 = children_cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0, children_cpu() - c0
+
+
+def generate(args: argparse.Namespace, out: Path) -> float:
+    """``censusdp generate`` of ``args.state`` at ``args.scale`` into ``out``: wall seconds."""
+    cmd = [censusdp(), "generate", "--state", args.state, "--seed", str(args.seed)]
+    cmd += ["--scale", str(args.scale), "--out", str(out), "--overwrite", "--quiet"]
+    return timed(cmd)[0]
+
+
+def run_command(cef: Path, out: Path, args: argparse.Namespace, *options: str) -> list[str]:
+    """``censusdp run`` of ``cef`` into ``out`` with the benchmark's seed and workers."""
+    cmd = [censusdp(), "run", "--input", str(cef), "--out", str(out), "--seed", str(args.seed)]
+    return [*cmd, "--workers", str(args.workers), *options, "--quiet"]
