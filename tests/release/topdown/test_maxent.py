@@ -305,3 +305,58 @@ def test_the_root_descent_on_atoms_is_the_descent_on_cells(seed, monkeypatch):
     slow = maxent_point(sub, queries=(1, 2), max_iter=25, gap_tol=0.0)
     assert fast.iterations == slow.iterations > 1
     assert np.allclose(fast.x, slow.x, rtol=1e-9, atol=1e-9 * max(1.0, slow.x.max()))
+
+
+def _entropy(x: np.ndarray) -> float:
+    p = x[x > 0] / x.sum()
+    return float(-np.sum(p * np.log(p)))
+
+
+@SETTINGS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    c=st.integers(4, 40),
+    n_queries=st.integers(2, 4),
+    noise=st.sampled_from([0.3, 1.0, 10.0]),
+)
+def test_newton_on_the_dual_finds_mirror_descents_point_at_the_root(seed, c, n_queries, noise):
+    """A single geounit: Newton's method on the dual and mirror descent reach the same
+    maximum-entropy fit (both stay in the family ``X0 exp(-A' theta)``)."""
+    from censusdp.release.topdown import maxent
+
+    rng = np.random.default_rng(seed)
+    sub, _ = random_subproblem(rng, k=1, c=c, n_queries=n_queries, root=True, noise=noise)
+    sub, _ = make_feasible(sub)
+    qs = tuple(range(1, sub.n_queries))  # query 0 (detailed) would fix every cell
+    newton = maxent_point(sub, queries=qs, gap_tol=1e-3)
+    maxent._NEWTON = False
+    try:
+        descent = maxent_point(sub, queries=qs, gap_tol=1e-3, max_iter=200_000)
+    finally:
+        maxent._NEWTON = True
+    assert newton.status == "converged" and newton.gap <= 1e-3
+    assert descent.status == "converged"
+    mass = max(float(descent.x.sum()), 1.0)
+    assert abs(newton.x.sum() - descent.x.sum()) <= 1e-9 * mass
+    assert (newton.x >= 0).all() and (newton.x[fixed_zeros(sub)] == 0).all()
+    # the same fit and the same point on the optimal face (to the stopping tolerances)
+    assert (
+        _loss(sub, newton.x, qs) <= _loss(sub, descent.x, qs) + 2e-3 * (sub.noise_scale or 1) ** 2
+    )
+    assert np.abs(newton.x - descent.x).sum() <= 0.02 * mass
+    assert _entropy(newton.x) >= _entropy(descent.x) - 1e-3
+
+
+def test_a_model_too_large_for_newton_falls_back_to_mirror_descent(monkeypatch):
+    from censusdp.release.topdown import _maxent_newton, maxent
+
+    sub, _ = random_subproblem(np.random.default_rng(5), k=1, c=30, n_queries=3, root=True)
+    sub, _ = make_feasible(sub)
+    fast = maxent_point(sub, queries=(1, 2), gap_tol=1e-2)
+    monkeypatch.setattr(_maxent_newton, "MAX_DUAL_ROWS", 0)
+    slow = maxent_point(sub, queries=(1, 2), gap_tol=1e-2, max_iter=100_000)
+    monkeypatch.setattr(maxent, "_NEWTON", False)
+    plain = maxent_point(sub, queries=(1, 2), gap_tol=1e-2, max_iter=100_000)
+    assert slow.iterations == plain.iterations > fast.iterations
+    assert np.array_equal(slow.x, plain.x)
+    assert np.abs(fast.x - slow.x).sum() <= 0.02 * slow.x.sum()

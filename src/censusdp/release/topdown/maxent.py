@@ -63,6 +63,7 @@ from censusdp.release.topdown._common import (
     fixed_zeros,
     start_point,
 )
+from censusdp.release.topdown._maxent_newton import root_newton
 from censusdp.release.topdown.l2 import L2Result
 from censusdp.release.topdown.problem import Subproblem
 
@@ -102,6 +103,9 @@ sex x age TVD by less than 1e-4 and took 4x as long)."""
 MAX_ITER = 3000
 _ATOMS = True
 """Run the root's descent on atoms (see :func:`maxent_point`); off only in tests."""
+_NEWTON = True
+"""Solve a single geounit by Newton's method on the dual first (:mod:`._maxent_newton`);
+off only in tests and benchmarks (mirror descent alone)."""
 
 
 @dataclass(frozen=True)
@@ -439,6 +443,26 @@ def maxent_point(
         lo = np.min(gm, axis=axis)
         lo = np.where(np.isfinite(lo), lo, 0.0)
         return float(np.sum(z * g) - np.sum(mass * lo))
+
+    if root and k == 1 and _NEWTON and max_iter > 0:
+        # one geounit: the same point by Newton's method on the dual (_maxent_newton)
+        on = support[0]
+        z, steps = root_newton(
+            [t.rows[on] for t in terms],
+            [t.y[0] for t in terms],
+            [t.w[0] for t in terms],
+            x[0, on],
+            float(mass[0]),
+            chi,
+            gap_tol,
+        )
+        if z is not None:
+            x = np.zeros_like(x)
+            x[0, on] = z
+            gp = gap(x, loss_grad(x)[1])
+            return MaxentResult(
+                expand(x) if expand is not None else x, qs, steps, gp * chi, "converged", names
+            )
 
     with np.errstate(divide="ignore"):
         logx = np.where(support, np.log(np.where(support, x, 1.0)), -np.inf)
