@@ -241,9 +241,10 @@ def solve_admm(
         abs_tol: if given, the residual tolerance in persons (e.g. a fraction of the
             noise standard deviation), replacing ``tol``.
     """
-    if comp.cw is not None:
-        # one factorisation serves every child only when they share one Hessian
-        return None, "children with their own weights (per-geounit budgets)", 0
+    scale = child_scale(comp)
+    if scale is None:
+        # one factorisation serves every child only when their Hessians are multiples
+        return None, "children with their own weights per query (per-geounit budgets)", 0
     k, c, n_groups = sub.k, sub.c, sub.G
     if c == 0:
         return np.zeros((k, 0)), "converged", 0
@@ -295,6 +296,10 @@ def solve_admm(
         return _Factor(c, _SIGMA + rho, rows, sizes, vals)
 
     fac = factor(rho)
+    # how the column-sum correction is shared: 1/k each, or inversely to the children's
+    # weights (child i's Hessian u_i K: see child_scale)
+    share = np.full((k, 1), 1.0 / k) if not np.any(scale != 1.0) else (1.0 / scale)[:, None]
+    share = share / share.sum()
     x = np.zeros((k, c))
     zc, zg, zt = a_times(x)
     zc = np.clip(zc, lo_c, hi_c)
@@ -313,7 +318,7 @@ def solve_admm(
         if root:
             xt = sol
         else:
-            xt = sol + (p - sol.sum(axis=0))[None, :] / k
+            xt = sol + share * (p - sol.sum(axis=0))[None, :]
         ac, ag, at = a_times(xt)
         x = _ALPHA * xt + (1 - _ALPHA) * x
         vc = _ALPHA * ac + (1 - _ALPHA) * zc
@@ -332,7 +337,7 @@ def solve_admm(
         r_prim = max(np.abs(ac - zc).max(), np.abs(ag - zg).max(initial=0.0), np.abs(at - zt).max())
         # dual residual: gradient of the Lagrangian, minus the best column-sum multiplier
         hx = hess(x)
-        g = 2.0 * (hx - b) + yc + yg[:, groups] + yt[:, None]
+        g = (2.0 * (hx - b) + yc + yg[:, groups] + yt[:, None]) * scale[:, None]
         if not root:
             g = g - g.mean(axis=0)[None, :]
         r_dual = np.abs(g).max()
@@ -350,6 +355,31 @@ def solve_admm(
                     rho = new_rho
                     fac = factor(rho)
     return None, status, it
+
+
+def child_scale(comp: Compressed) -> np.ndarray | None:
+    """``(k,)`` multipliers ``u_i`` with child ``i``'s weights ``u_i w_q`` for every query,
+    or ``None`` when some child's multipliers differ between queries (or one is 0).
+
+    A spine release's per-geounit budgets give this form: a geounit that took its only
+    child's share has every query's variance divided by the same factor. The ADMM then
+    runs child ``i`` with the penalties ``u_i rho`` (a diagonal penalty is still ADMM),
+    so its linear system is ``u_i K`` and one factorisation still serves every child:
+    with the duals scaled by ``1 / u_i`` the only change to the iteration is that the
+    column-sum correction ``p - sum_m K^-1 r_m`` is shared in proportion to ``1 / u_i``
+    instead of equally.
+    """
+    k = comp.y[0].shape[0] if comp.y else 0
+    if comp.cw is None:
+        return np.ones(k)
+    live = comp.w > 0
+    if not live.any():
+        return np.ones(k)
+    cw = comp.cw[live]
+    u = cw[0]
+    if np.any(u <= 0) or not np.allclose(cw, u[None, :], rtol=1e-12, atol=0.0):
+        return None
+    return u.astype(np.float64)
 
 
 def _hessian(comp: Compressed, w: np.ndarray, c: int):

@@ -111,17 +111,18 @@ def _finish(sub: Subproblem, x: np.ndarray | None, tol: float) -> tuple[np.ndarr
 
 def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     """The backends to try, best first (``auto``), before the NNLS-and-flow fallback."""
-    if sub.unit_weights is not None:
-        # children with their own weights (a spine release's per-geounit budgets): the
-        # ADMM's one factorisation assumes one Hessian for every child; the active set
-        # and Clarabel weigh each child
+    from censusdp.release.topdown._admm import DENSE_MAX, child_scale
+
+    if sub.unit_weights is not None and child_scale(comp) is None:
+        # children whose weights differ from query to query: the ADMM's one factorisation
+        # needs every child's Hessian to be a multiple of one; the active set and
+        # Clarabel weigh each child (a spine release's per-geounit budgets are multiples)
         if method in ("activeset", "clarabel"):
             return (method,)
         sparse = sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c
         return ("activeset", "clarabel") if sparse and sub.c > 2 else ("clarabel", "activeset")
     if method != "auto":
         return (method,)
-    from censusdp.release.topdown._admm import DENSE_MAX
 
     # One large child (the root): nothing to share across children, and the
     # interior-point method is faster there.
