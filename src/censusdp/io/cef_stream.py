@@ -202,12 +202,13 @@ def _footers(files: list[Path], problems: list[str]) -> tuple[list[_Group], pa.S
 
 
 def _ranges(persons: list[_Group], part_rows: int) -> list[str]:
-    """Cut points of the geocode ranges: the first geocode of a row group of persons
-    where the persons since the last cut reach ``part_rows``."""
+    """Cut points of the geocode ranges: the first geocode of each row group of persons
+    that would take the persons since the last cut past ``part_rows`` (so a part holds
+    at most ``part_rows`` persons, or one row group)."""
     cuts: list[str] = []
     acc = 0
     for g in sorted((g for g in persons if g.rows), key=lambda g: g.lo or ""):
-        if acc >= part_rows and g.lo is not None and (not cuts or g.lo > cuts[-1]):
+        if acc and acc + g.rows > part_rows and g.lo is not None and (not cuts or g.lo > cuts[-1]):
             cuts.append(g.lo)
             acc = 0
         acc += g.rows
