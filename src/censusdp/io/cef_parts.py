@@ -216,10 +216,13 @@ def _batches(
 ) -> Iterator[tuple[pa.RecordBatch, int, np.ndarray]]:
     """The part's rows of input ``which``, batch by batch: ``(rows, file, file rows)``."""
     files = part.files[which]
+    opened: dict[int, pq.ParquetFile] = {}
     for ref in part.groups[which]:
         at = ref.offset
         try:
-            pf = pq.ParquetFile(files[ref.file])
+            if ref.file not in opened:
+                opened[ref.file] = pq.ParquetFile(files[ref.file])
+            pf = opened[ref.file]
             batches = list(
                 pf.iter_batches(batch_size=part.batch_rows, row_groups=[ref.group], columns=columns)
             )
