@@ -184,7 +184,9 @@ def _move_person(p, u):
 def _person_to_other_county(p, u):
     """A person's geocode moved to county 1: the part of county 1 reads them, their unit
     stays in county 3's part (which must not call that unit empty)."""
-    r = _in(p, "50003")[0]
+    rows = _in(p, "50003")
+    alone = np.bincount(p["unit_id"][rows]) == 1  # the unit's only resident
+    r = next(i for i in rows if alone[p["unit_id"][i]])
     p["geocode"][r] = u["geocode"][_unit_in(u, "50001")]
 
 
@@ -199,7 +201,9 @@ def _nulls_and_ranges(p, u):
 # each breaks one rule in a later county (another part than the first)
 LATER = {
     "age range": lambda p, u: p["age"].__setitem__(_in(p, "50003")[3], 116),
-    "many ages": lambda p, u: [p["age"].__setitem__(i, 999) for i in _in(p, "50002")[:30]],
+    "many ages in two parts": lambda p, u: [
+        p["age"].__setitem__(i, 999) for i in _in(p, "50003")[:15] + _in(p, "50001")[-15:]
+    ],
     "short geocode": lambda p, u: p["geocode"].__setitem__(_in(p, "50003")[0], "5000300"),
     "duplicate person across counties": lambda p, u: p["person_id"].__setitem__(
         _in(p, "50003")[2], p["person_id"][_in(p, "50001")[5]]
