@@ -133,6 +133,12 @@ def child(mode: str, directory: str, old_ref: str, workers: int) -> None:
         "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "n_persons": cef.n_persons,
         "n_blocks": int(cef.hierarchy.blocks.size),
+        "histogram_nnz": int(cef.persons.nnz),
+        "histogram_mb": round(
+            sum(a.nbytes for a in (cef.persons.data, cef.persons.indices, cef.persons.indptr))
+            / 2**20,
+            1,
+        ),
         "digest": _digest(cef),
         **extra,
     }
