@@ -20,6 +20,7 @@ from censusdp.data.histograms import housing_unit_histogram, person_histogram
 from censusdp.data.invariants import compute_invariants
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io import cef_stream
 from censusdp.io.cef import read_cef
 from censusdp.io.cef_parts import CEFPart, IdBucket
 from censusdp.io.cef_stream import read_cef_blocks
@@ -127,10 +128,8 @@ def test_parts_give_the_whole_file_aggregates(tmp_path_factory, seed, part_rows,
     assert np.array_equal(got.invariants.housing_units, inv.housing_units)
     assert np.array_equal(got.invariants.gq_facilities, inv.gq_facilities)
     assert got.n_persons == n and got.n_units == units["unit_id"].size
-    # no part holds more than part_rows persons or one row group
-    biggest = max(part_rows, group_rows or max(int(t[0].num_rows) for t in
-                                               _county_tables(persons, units)))  # fmt: skip
-    assert max(c[0] for c in got.part_costs) <= biggest
+    # every person is read (and counted) by exactly one part
+    assert sum(c[0] for c in got.part_costs) == n
 
 
 def test_a_directory_of_parts_reads_as_one_file(tmp_path):
@@ -138,8 +137,11 @@ def test_a_directory_of_parts_reads_as_one_file(tmp_path):
     _write_by_county(tmp_path / "one", persons, units)
     _write_by_county(tmp_path / "parts", persons, units, parts_dir=True)
     a = read_cef_blocks(tmp_path / "one", DEFAULT_GEOLEVELS, PL94, part_rows=1)
-    b = read_cef_blocks(tmp_path / "parts", DEFAULT_GEOLEVELS, PL94, part_rows=1)
+    ex = Recording()
+    b = read_cef_blocks(tmp_path / "parts", DEFAULT_GEOLEVELS, PL94, part_rows=1, executor=ex)
     assert b.parts == 3 and a.parts == 3
+    # a task carries the files it reads (and the first, for the schema), not all of them
+    assert [[i for i, _ in t.files[0]] for t in ex.tasks] == [[0], [0, 1], [0, 2]]
     assert np.array_equal(a.hierarchy.blocks, b.hierarchy.blocks)
     assert (a.persons != b.persons).nnz == 0 and (a.housing_units != b.housing_units).nnz == 0
     assert np.array_equal(a.invariants.population, b.invariants.population)
@@ -246,3 +248,37 @@ def test_a_problem_in_a_later_county_gets_the_whole_file_message(tmp_path, name)
                     "person in a vacant unit", "nulls and ranges",
                     "person in another county than their unit"):  # fmt: skip
         assert max(rows) >= first_county_rows  # the named row is past the first part
+
+
+def test_parts_with_other_columns_are_named(tmp_path):
+    persons, units = _cef(7, counties=2)
+    _write_by_county(tmp_path, persons, units, parts_dir=True)
+    second = tmp_path / "persons.parquet" / "part-00001.parquet"
+    t = pq.read_table(second)
+    pq.write_table(t.drop_columns(["age"]), second)
+    with pytest.raises(InputError, match=r"part-00001\.parquet: columns or types differ from"):
+        read_cef_blocks(tmp_path, DEFAULT_GEOLEVELS, PL94)
+
+
+def test_a_file_out_of_geocode_order_is_read_in_few_large_parts(tmp_path):
+    persons, units = _cef(9, counties=3)
+    order = np.random.default_rng(0).permutation(persons["person_id"].size)
+    _write_by_county(tmp_path / "sorted", persons, units, group_rows=20)
+    shuffled = {k: v[order] for k, v in persons.items()}
+    (tmp_path / "shuffled").mkdir()
+    pq.write_table(pq.read_table(tmp_path / "sorted" / "units.parquet"),
+                   tmp_path / "shuffled" / "units.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table({k: pa.array(list(v)) if k == "geocode" else v for k, v in shuffled.items()}),
+        tmp_path / "shuffled" / "persons.parquet",
+        row_group_size=20,
+    )
+    a = read_cef_blocks(tmp_path / "sorted", DEFAULT_GEOLEVELS, PL94, part_rows=1)
+    b = read_cef_blocks(tmp_path / "shuffled", DEFAULT_GEOLEVELS, PL94, part_rows=1)
+    # shuffled, every row group of persons spans the state and is read by every part:
+    # the parts are made larger until the input is read at most MAX_READS times over
+    assert a.parts >= 3 * b.parts
+    n = persons["person_id"].size + units["unit_id"].size
+    assert sum(c[0] for c in b.part_costs) == persons["person_id"].size
+    assert b.parts * persons["person_id"].size <= cef_stream.MAX_READS * n
+    assert (a.persons != b.persons).nnz == 0

@@ -94,8 +94,9 @@ class CEFPart:
     """One task of the input read.
 
     Attributes:
-        files: the persons files and the units files (paths; one each, or the part
-            files of a directory).
+        files: per input, ``(index, path)`` of the files the part reads (the first
+            file of the input always, for its schema): the index is the file's place
+            in the input (one file, or the part files of a directory in name order).
         labels: how messages name the two inputs (``DIR/persons.parquet``, ...).
         groups: per input, the row groups to read.
         lo, hi: the geocode range ``lo <= geocode < hi`` (``None``: unbounded);
@@ -107,7 +108,7 @@ class CEFPart:
         index: the part's place in the plan.
     """
 
-    files: tuple[tuple[str, ...], tuple[str, ...]]
+    files: tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
     labels: tuple[str, str]
     groups: tuple[tuple[GroupRef, ...], tuple[GroupRef, ...]]
     lo: str | None
@@ -215,7 +216,7 @@ def _batches(
     part: CEFPart, which: int, columns: list[str] | None
 ) -> Iterator[tuple[pa.RecordBatch, int, np.ndarray]]:
     """The part's rows of input ``which``, batch by batch: ``(rows, file, file rows)``."""
-    files = part.files[which]
+    files = dict(part.files[which])
     opened: dict[int, pq.ParquetFile] = {}
     for ref in part.groups[which]:
         at = ref.offset
@@ -292,7 +293,7 @@ def _concat(chunks: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 
 def _schema_of(part: CEFPart, which: int) -> pa.Schema:
-    return pq.read_schema(part.files[which][0])
+    return pq.read_schema(part.files[which][0][1])
 
 
 def _fast_units(part: CEFPart) -> dict[str, Any]:

@@ -21,8 +21,9 @@ driver:
 
 ``persons.parquet`` and ``units.parquet`` may each be a file or a directory of part
 files (``persons.parquet/part-*.parquet``, as a Spark job writes them; hidden files and
-names starting with ``_`` are skipped). Files whose row groups are not in geocode order
-are read as one part (correct, but memory then grows with the input).
+names starting with ``_`` are skipped). Where row groups are not in geocode order, or
+are much larger than a part, the parts are made larger until the input is read at most
+:data:`MAX_READS` times over (down to one part, whose memory grows with the input).
 
 The checks are the rules of :mod:`censusdp.io.cef`; a problem is named by file,
 column, row (of the file) and value exactly as :func:`~censusdp.io.cef.read_cef` names
@@ -80,6 +81,10 @@ DEFAULT_BATCH_ROWS = 1 << 20
 DEFAULT_PART_ROWS = 1 << 19
 """Persons per part, about: consecutive row groups are joined up to this many (a row
 group larger than this is a part of its own)."""
+
+MAX_READS = 3
+"""The parts together read at most this many times the input's rows (else they are made
+larger, up to one part for the whole input)."""
 
 ID_BUCKET_ROWS = 1 << 22
 """Ids per bucket of the second pass of the id check (32 MB of ids a task)."""
@@ -235,23 +240,33 @@ def _plan(
     part_rows: int,
     batch_rows: int,
 ) -> list[CEFPart]:
-    """The parts: geocode ranges cut at row groups of persons (one part reading
-    everything when the files are not in geocode order)."""
-    names = (tuple(str(p) for p in files[PERSONS]), tuple(str(p) for p in files[UNITS]))
+    """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
+    persons, or larger where smaller ones would read the row groups too many times
+    (:data:`MAX_READS`); one part reading everything when the files have no geocode
+    statistics or are not in geocode order."""
 
     def make(lo: str | None, hi: str | None, index: int) -> tuple[CEFPart, int]:
         picked = [[g for g in gs if _meets(g, lo, hi, index == 0)] for gs in groups]
         refs = (tuple(g.ref for g in picked[PERSONS]), tuple(g.ref for g in picked[UNITS]))
+        # only the files the part reads travel with it (a directory may hold thousands)
+        names = tuple(
+            tuple((f, str(files[w][f])) for f in sorted({0} | {r.file for r in refs[w]}))
+            for w in (PERSONS, UNITS)
+        )
         part = CEFPart(names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index)
         return part, sum(g.rows for gs in picked for g in gs)
 
     total = sum(g.rows for gs in groups for g in gs)
-    if ordered:
-        bounds = [None, *_ranges(groups[PERSONS], part_rows), None]
+    size = part_rows
+    while ordered and size < total:
+        bounds = [None, *_ranges(groups[PERSONS], size), None]
         made = [make(bounds[i], bounds[i + 1], i) for i in range(len(bounds) - 1)]
-        # row groups that are not in geocode order would be read by many parts
-        if sum(r for _, r in made) <= 2 * total + 1:
+        # a row group that meets several ranges is read by each of their parts: where
+        # that would read the input more than MAX_READS times over (row groups larger
+        # than the parts, or not in geocode order), make the parts larger
+        if sum(r for _, r in made) <= MAX_READS * total:
             return [p for p, _ in made]
+        size *= 2
     return [make(None, None, 0)[0]]
 
 
