@@ -145,6 +145,9 @@ def test_a_directory_of_parts_reads_as_one_file(tmp_path):
     assert np.array_equal(a.hierarchy.blocks, b.hierarchy.blocks)
     assert (a.persons != b.persons).nnz == 0 and (a.housing_units != b.housing_units).nnz == 0
     assert np.array_equal(a.invariants.population, b.invariants.population)
+    # the whole-file reader (evaluate, risk, protect) reads the directory too
+    whole = read_cef(tmp_path / "parts")
+    assert list(whole.persons["person_id"]) == list(persons["person_id"])
 
 
 def test_an_error_in_a_part_file_names_that_file_and_its_row(tmp_path):
