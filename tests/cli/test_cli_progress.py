@@ -50,7 +50,7 @@ def test_run_reports_every_step(cef: Path, tmp_path: Path, capsys) -> None:
     _expect(
         err,
         [
-            (f"reading the CEF in {cef}", "steps"),
+            (f"reading the CEF in {cef}", "parts"),
             ("measuring (pl94)", "geounits"),
             ("measuring (units)", "geounits"),
             ("estimating County", "tasks"),

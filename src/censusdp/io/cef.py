@@ -35,10 +35,15 @@ from censusdp.progress import Progress, Task, task
 
 __all__ = [
     "CEF",
+    "MAX_PER_RULE",
+    "OCCUPIED_RULE",
     "OPTIONAL_UNIT_COLUMNS",
     "PERSON_COLUMNS",
     "UNIT_COLUMNS",
+    "check_columns",
+    "person_unit_rules",
     "read_cef",
+    "same_within_block",
     "unit_rows_of",
     "validate_cef",
 ]
@@ -68,7 +73,11 @@ OPTIONAL_UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
 """Block attributes that shape the production spine (:mod:`censusdp.data.spine`):
 column -> ("code", (digits, digits)); ``""`` means the block is in no such entity."""
 
-_MAX_PER_RULE = 20
+MAX_PER_RULE = 20
+"""Rows named per (file, column, rule); the rest are counted in one "more rows" line."""
+
+OCCUPIED_RULE = "unit is marked occupied but no person lives in it (value shown is its unit_id)"
+"""The last rule of :func:`person_unit_rules`, which the part reader completes across parts."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,25 +111,29 @@ class _Problems:
 
     def rows(self, file: str, column: str, mask: np.ndarray, values: np.ndarray, rule: str) -> None:
         idx = np.flatnonzero(mask)
-        for r in idx[:_MAX_PER_RULE]:
+        for r in idx[:MAX_PER_RULE]:
             v = values[r]
             v = v.item() if isinstance(v, np.generic) else v
             self.lines.append(f"{file}, column {column!r}, row {int(r)}: value {v!r} {rule}")
-        if idx.size > _MAX_PER_RULE:
+        if idx.size > MAX_PER_RULE:
             self.lines.append(
-                f"{file}, column {column!r}: {idx.size - _MAX_PER_RULE} more rows {rule}"
+                f"{file}, column {column!r}: {idx.size - MAX_PER_RULE} more rows {rule}"
             )
 
     def add(self, line: str) -> None:
         self.lines.append(line)
 
 
-def _columns_from_table(
+def check_columns(
     table: pa.Table,
     spec: Mapping[str, tuple[str, tuple[int, int] | None]],
     file: str,
     problems: _Problems,
 ) -> dict[str, np.ndarray]:
+    """The per-column rules (presence, type, nulls, ranges, digits) of ``table``, each
+    problem given to ``problems`` (``rows(file, column, mask, values, rule)`` and
+    ``add(line)``: :class:`_Problems`, or the part reader's collector); returns the
+    columns that passed, as NumPy arrays."""
     out: dict[str, np.ndarray] = {}
     for name, (kind, rng) in spec.items():
         if name not in table.column_names:
@@ -239,17 +252,17 @@ def validate_cef(
         return problems.lines  # unit lookups below need unique ids
 
     unit_row = unit_rows_of(uid, persons["unit_id"])
-    for file, column, mask, values, rule in _person_unit_rules(
+    for file, column, mask, values, rule in person_unit_rules(
         persons, units, unit_row, persons_file, units_file
     ):
         problems.rows(file, column, mask, values, rule)
     for name in OPTIONAL_UNIT_COLUMNS:
         if name in units:
-            _same_within_block(units["geocode"], units[name], name, units_file, problems)
+            same_within_block(units["geocode"], units[name], name, units_file, problems)
     return problems.lines
 
 
-def _person_unit_rules(
+def person_unit_rules(
     persons: Mapping[str, np.ndarray],
     units: Mapping[str, np.ndarray],
     unit_row: np.ndarray,
@@ -282,12 +295,11 @@ def _person_unit_rules(
          "differs from the gqtype of the person's facility"),
         (pf, "unit_id", in_vacant, persons["unit_id"],
          f"is a unit marked vacant (occupied = false) in {units_file}"),
-        (units_file, "occupied", occupied & (residents == 0), uid,
-         "unit is marked occupied but no person lives in it (value shown is its unit_id)"),
+        (units_file, "occupied", occupied & (residents == 0), uid, OCCUPIED_RULE),
     ]  # fmt: skip
 
 
-def _same_within_block(
+def same_within_block(
     geocode: np.ndarray, values: np.ndarray, name: str, file: str, problems: _Problems
 ) -> None:
     """A block attribute must be the same on every unit of the block."""
@@ -331,13 +343,13 @@ def _read_cef(directory: Path, tables: dict[str, pa.Table], problems: _Problems,
         bar.advance()
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
-    persons = _columns_from_table(
+    persons = check_columns(
         tables["persons.parquet"], PERSON_COLUMNS, str(directory / "persons.parquet"), problems
     )
     optional = {
         k: v for k, v in OPTIONAL_UNIT_COLUMNS.items() if k in tables["units.parquet"].column_names
     }
-    units = _columns_from_table(
+    units = check_columns(
         tables["units.parquet"],
         {**UNIT_COLUMNS, **optional},
         str(directory / "units.parquet"),

@@ -1,59 +1,95 @@
-"""Read the confidential input (CEF) as a stream of row groups, straight into block histograms.
+"""Read the confidential input (CEF) in parts, as executor tasks, straight into block histograms.
 
 :func:`censusdp.io.cef.read_cef` holds every column of both files in memory, geocodes as
-16-character strings (and as Python objects while it validates them): 15 GB for
-California's 37M persons. A release needs none of that once the input is aggregated, so
-:func:`read_cef_blocks` never holds more than one row group of persons (the generator
-writes one per county; any row-group layout works):
+16-character strings: 15 GB for California's 37M persons. A release needs none of that
+once the input is aggregated, so :func:`read_cef_blocks` never brings a record to the
+driver:
 
-1. ``units.parquet`` is read batch by batch into compact arrays (unit id, block as an
-   int64 geocode, type, occupancy; 18 bytes a unit), from which the blocks, the
-   hierarchy and the invariants come.
-2. ``persons.parquet`` is read batch by batch: each batch is checked with Arrow compute
-   kernels (types, nulls, ranges, 16-digit geocodes), joined to its units (exists, same
-   block, group-quarters type, not vacant) and reduced to ``(block, cell)`` keys; only
-   the keys and the person ids (for the uniqueness check) are kept, 16 bytes a person.
+1. From the files' footers alone (row counts, geocode statistics of each row group) it
+   cuts the geocode space into ranges of about ``part_rows`` persons, at row-group
+   boundaries (the generator writes one row group per county, or per million persons
+   of a large county): each range is a :class:`~censusdp.io.cef_parts.CEFPart`.
+2. The executor runs :func:`~censusdp.io.cef_parts.read_cef_part` on every part: in
+   this process one after another, on a pool, or on Spark's executors, each reading
+   only its row groups of ``persons.parquet`` and ``units.parquet``. Memory is bounded
+   by the largest part (a county, or a million persons of a large one), not the state.
+3. The driver stacks the parts' block histograms (their ranges are in geocode order, so
+   the blocks are already sorted) and checks what no part can check alone: person and
+   unit ids unique across parts (the parts' id ranges, when they do not overlap;
+   otherwise a second pass of hash buckets of ids, :func:`~censusdp.io.cef_parts.ids_bucket`),
+   persons whose unit is in another part, occupied units whose residents are elsewhere.
 
-The checks are the rules of :mod:`censusdp.io.cef`, done in bulk. Problems are not
-described here: on the first one found the input is read again with
-:func:`~censusdp.io.cef.read_cef`, which names every problem by file, column, row and
-value as before (and, should it find nothing after all, the aggregation is done from its
-columns), so the messages are the same whichever reader runs.
+``persons.parquet`` and ``units.parquet`` may each be a file or a directory of part
+files (``persons.parquet/part-*.parquet``, as a Spark job writes them; hidden files and
+names starting with ``_`` are skipped). Where row groups are not in geocode order, or
+are much larger than a part, the parts are made larger until the input is read at most
+:data:`MAX_READS` times over (down to one part, whose memory grows with the input).
+
+The checks are the rules of :mod:`censusdp.io.cef`; a problem is named by file,
+column, row (of the file) and value exactly as :func:`~censusdp.io.cef.read_cef` names
+it, whichever part finds it, without any part reading more than its own rows.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels, Hierarchy
-from censusdp.data.histograms import (
-    housing_unit_histogram,
-    housing_unit_histogram_at,
-    person_cells,
-    person_histogram,
-)
-from censusdp.data.invariants import Invariants, compute_invariants, invariants_from_rows
+from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema
-from censusdp.errors import InternalError
-from censusdp.io.cef import OPTIONAL_UNIT_COLUMNS, PERSON_COLUMNS, UNIT_COLUMNS, read_cef
-from censusdp.progress import Progress, Task, task
+from censusdp.errors import InputError, InternalError
+from censusdp.io.cef import (
+    MAX_PER_RULE,
+    OCCUPIED_RULE,
+    OPTIONAL_UNIT_COLUMNS,
+    person_unit_rules,
+    unit_rows_of,
+)
+from censusdp.io.cef_parts import (
+    PERSONS,
+    UNITS,
+    CEFPart,
+    Found,
+    GroupRef,
+    IdBucket,
+    ids_bucket,
+    read_cef_part,
+    rule_rank,
+)
+from censusdp.progress import Progress, task
 
-__all__ = ["DEFAULT_BATCH_ROWS", "CEFBlocks", "read_cef_blocks"]
-
-# pyarrow imports pandas lazily the first time an array is turned into a NumPy array,
-# and a SIGTERM arriving during that import is lost there (the CLI's handler, which
-# removes unfinished output, never sees it); do that import now, before any output exists
-pa.array([0]).to_numpy()
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "DEFAULT_PART_ROWS",
+    "CEFBlocks",
+    "input_files",
+    "read_cef_blocks",
+]
 
 DEFAULT_BATCH_ROWS = 1 << 20
 """Rows per batch read from the input files (about 70 MB of person columns)."""
+
+DEFAULT_PART_ROWS = 1 << 19
+"""Persons per part, about: consecutive row groups are joined up to this many (a row
+group larger than this is a part of its own)."""
+
+MAX_READS = 3
+"""The parts together read at most this many times the input's rows (else they are made
+larger, up to one part for the whole input)."""
+
+ID_BUCKET_ROWS = 1 << 22
+"""Ids per bucket of the second pass of the id check (32 MB of ids a task)."""
+
+_NAMES = ("persons.parquet", "units.parquet")
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,8 +106,10 @@ class CEFBlocks:
         n_units: unit records read.
         block_attributes: per block (the hierarchy's order), the optional unit columns
             present (``aian_area``, ``place``; ``""`` for none).
-        streamed: ``False`` when the whole-file reader was used (a problem was found, or
-            the files are not laid out for streaming).
+        streamed: always ``True``: no whole file was ever held (kept for callers).
+        parts: the part tasks the input was read in.
+        readers: the processes (host/PID) that read them.
+        part_costs: per part, ``(persons, seconds, cpu_seconds)``.
     """
 
     hierarchy: Hierarchy
@@ -82,192 +120,158 @@ class CEFBlocks:
     n_units: int
     block_attributes: dict[str, np.ndarray] = field(default_factory=dict)
     streamed: bool = True
+    parts: int = 1
+    readers: frozenset[str] = frozenset()
+    part_costs: tuple[tuple[int, float, float], ...] = ()
 
 
-class _Fallback(Exception):
-    """The streaming checks found something: let the whole-file reader describe it."""
-
-
-_GEOCODE_PATTERN = f"^[0-9]{{{BLOCK_GEOCODE_LENGTH}}}$"
-
-
-def _is_string(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))
-    )
-
-
-def _check_types(pf: pq.ParquetFile, spec: dict[str, tuple[str, tuple[int, int] | None]]) -> None:
-    schema = pf.schema_arrow
-    for name, (kind, _) in spec.items():
-        if name not in schema.names:
-            raise _Fallback
-        t = schema.field(name).type
-        ok = {
-            "int": pa.types.is_integer(t),
-            "bool": pa.types.is_boolean(t),
-            "geocode": _is_string(t),
-            "code": _is_string(t),
-        }[kind]
-        if not ok:
-            raise _Fallback
-
-
-def _plain(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
-    return arr
-
-
-def _ints(batch: pa.RecordBatch, name: str, rng: tuple[int, int] | None) -> np.ndarray:
-    col = batch.column(name)
-    if col.null_count:
-        raise _Fallback
-    values = np.asarray(col).astype(np.int64, copy=False)
-    if rng is not None and values.size and (values.min() < rng[0] or values.max() > rng[1]):
-        raise _Fallback
-    return values
-
-
-def _geocodes(batch: pa.RecordBatch, name: str = "geocode") -> np.ndarray:
-    """16-digit geocodes as int64 (their order is the strings' order)."""
-    col = _plain(batch.column(name))
-    if len(col) == 0:
-        return np.zeros(0, dtype=np.int64)
-    if col.null_count or not pc.all(pc.match_substring_regex(col, _GEOCODE_PATTERN)).as_py():
-        raise _Fallback
-    return np.asarray(pc.cast(col, pa.int64()))
-
-
-def _codes(batch: pa.RecordBatch, name: str, digits: int) -> np.ndarray:
-    """An optional code column (``digits`` digits or ``""``) as int64, ``-1`` for none."""
-    col = _plain(batch.column(name))
-    pattern = f"^([0-9]{{{digits}}})?$"
-    if col.null_count or (len(col) and not pc.all(pc.match_substring_regex(col, pattern)).as_py()):
-        raise _Fallback
-    empty = pc.equal(col, "")
-    filled = pc.if_else(empty, "-1", col)
-    return np.asarray(pc.cast(filled, pa.int64()))
-
-
-def _duplicated(values: np.ndarray) -> bool:
-    s = np.sort(values)
-    return bool(s.size > 1 and (s[1:] == s[:-1]).any())
+def input_files(directory: str | Path) -> tuple[list[list[Path]], list[str]]:
+    """The persons files and the units files of a CEF directory (each a file, or the
+    part files of a directory), and the problems found (a missing file, an empty
+    directory), as :func:`~censusdp.io.cef.read_cef` words them."""
+    directory = Path(directory)
+    found: list[list[Path]] = []
+    problems = []
+    for name in _NAMES:
+        path = directory / name
+        if path.is_dir():
+            files = sorted(
+                p for p in path.glob("*.parquet")
+                if p.is_file() and not p.name.startswith((".", "_"))
+            )  # fmt: skip
+            if not files:
+                problems.append(f"{path}: no part files (*.parquet) in the directory")
+        elif path.exists():
+            files = [path]
+        else:
+            files = []
+            problems.append(f"{path}: missing file")
+        found.append(files)
+    return found, problems
 
 
 @dataclass
-class _Units:
-    ids_sorted: np.ndarray
-    order: np.ndarray
-    block: np.ndarray  # per unit, row of its block in ``blocks``
-    gqtype: np.ndarray
-    occupied: np.ndarray
-    blocks: np.ndarray  # sorted unique int64 block geocodes
-    attributes: dict[str, np.ndarray]  # per block, int64 codes (-1 none)
+class _Group:
+    ref: GroupRef
+    rows: int
+    lo: str | None  # geocode statistics; None when absent
+    hi: str | None
+    nulls: bool
 
 
-def _read_units(path: Path, batch_rows: int) -> _Units:
-    pf = pq.ParquetFile(path)
-    optional = {k: v for k, v in OPTIONAL_UNIT_COLUMNS.items() if k in pf.schema_arrow.names}
-    spec = {**UNIT_COLUMNS, **optional}
-    _check_types(pf, spec)
-    n = pf.metadata.num_rows
-    ids = np.empty(n, dtype=np.int64)
-    geo = np.empty(n, dtype=np.int64)
-    gqtype = np.empty(n, dtype=np.int8)
-    occupied = np.empty(n, dtype=bool)
-    attrs = {k: np.empty(n, dtype=np.int64) for k in optional}
-    at = 0
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=list(spec)):
-        m = batch.num_rows
-        ids[at : at + m] = _ints(batch, "unit_id", None)
-        geo[at : at + m] = _geocodes(batch)
-        gqtype[at : at + m] = _ints(batch, "gqtype", UNIT_COLUMNS["gqtype"][1])
-        occ = batch.column("occupied")
-        if occ.null_count:
-            raise _Fallback
-        occupied[at : at + m] = np.asarray(pc.cast(occ, pa.int8())) != 0
-        for k, (_, width) in optional.items():
-            attrs[k][at : at + m] = _codes(batch, k, width[0] if width else 0)
-        at += m
-    if at != n or _duplicated(ids):
-        raise _Fallback
-    blocks, block = np.unique(geo, return_inverse=True)
-    del geo
-    block = block.astype(np.int64)
-    per_block = {k: np.zeros(0, dtype=np.int64) for k in attrs}
-    if optional and block.size:
-        order = np.argsort(block, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(block[order]) != 0])
-        for k, v in attrs.items():
-            sv = v[order]
-            lo, hi = np.minimum.reduceat(sv, starts), np.maximum.reduceat(sv, starts)
-            if (lo != hi).any():
-                raise _Fallback  # a block attribute differs between units of one block
-            per_block[k] = lo
-    order = np.argsort(ids, kind="stable")
-    return _Units(ids[order], order, block, gqtype, occupied, blocks, per_block)
-
-
-def _read_persons(
-    path: Path, units: _Units, schema: Schema, n_blocks: int, batch_rows: int
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(block * cells + cell)`` key per person, persons per block, and the person count."""
-    pf = pq.ParquetFile(path)
-    _check_types(pf, PERSON_COLUMNS)
-    n = pf.metadata.num_rows
-    keys = np.empty(n, dtype=np.int64)
-    person_ids = np.empty(n, dtype=np.int64)
-    has_resident = np.zeros(units.ids_sorted.size, dtype=bool)
-    at = 0
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=list(PERSON_COLUMNS)):
-        m = batch.num_rows
-        cols = {
-            name: _ints(batch, name, rng)
-            for name, (kind, rng) in PERSON_COLUMNS.items()
-            if kind == "int"
-        }
-        geo = _geocodes(batch)
-        person_ids[at : at + m] = cols["person_id"]
-        if units.ids_sorted.size == 0:
-            if m:
-                raise _Fallback
+def _footers(files: list[Path], problems: list[str]) -> tuple[list[_Group], pa.Schema | None, bool]:
+    """Row groups of ``files`` with their geocode statistics, the common schema, and
+    whether the geocode column is a string column with statistics in every group."""
+    groups: list[_Group] = []
+    first: pa.Schema | None = None
+    ordered = True
+    for f, path in enumerate(files):
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(f"{path}: not a readable Parquet file ({exc})")
             continue
-        pos = np.minimum(
-            np.searchsorted(units.ids_sorted, cols["unit_id"]), units.ids_sorted.size - 1
+        schema = pf.schema_arrow
+        if first is None:
+            first = schema
+        elif not schema.equals(first):
+            problems.append(f"{path}: columns or types differ from {files[0]}")
+            continue
+        md = pf.metadata
+        names = [md.schema.column(j).path for j in range(md.num_columns)]
+        gi = names.index("geocode") if "geocode" in names else -1
+        t = schema.field("geocode").type if "geocode" in schema.names else None
+        if t is not None and pa.types.is_dictionary(t):
+            t = t.value_type
+        if gi < 0 or not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            ordered = False
+        at = 0
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            lo = hi = None
+            nulls = True
+            if gi >= 0:
+                st = rg.column(gi).statistics
+                if st is not None and st.has_min_max:
+                    lo, hi = st.min, st.max
+                    if isinstance(lo, bytes) or isinstance(hi, bytes):
+                        lo, hi = None, None
+                nulls = st is None or not st.has_null_count or st.null_count > 0
+            if rg.num_rows and lo is None:
+                ordered = False
+            groups.append(
+                _Group(GroupRef(f, g, at), rg.num_rows, lo, hi, rg.num_rows > 0 and nulls)
+            )
+            at += rg.num_rows
+    return groups, first, ordered
+
+
+def _ranges(persons: list[_Group], part_rows: int) -> list[str]:
+    """Cut points of the geocode ranges: the first geocode of each row group of persons
+    that would take the persons since the last cut past ``part_rows`` (so a part holds
+    at most ``part_rows`` persons, or one row group)."""
+    cuts: list[str] = []
+    acc = 0
+    for g in sorted((g for g in persons if g.rows), key=lambda g: g.lo or ""):
+        if acc and acc + g.rows > part_rows and g.lo is not None and (not cuts or g.lo > cuts[-1]):
+            cuts.append(g.lo)
+            acc = 0
+        acc += g.rows
+    return cuts
+
+
+def _meets(g: _Group, lo: str | None, hi: str | None, first: bool) -> bool:
+    if not g.rows:
+        return False
+    if first and g.nulls:
+        return True
+    if g.lo is None or g.hi is None:
+        return True
+    return (lo is None or g.hi >= lo) and (hi is None or g.lo < hi)
+
+
+def _plan(
+    files: list[list[Path]],
+    labels: tuple[str, str],
+    groups: list[list[_Group]],
+    ordered: bool,
+    schema: str,
+    optional: tuple[str, ...],
+    part_rows: int,
+    batch_rows: int,
+) -> list[CEFPart]:
+    """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
+    persons, or larger where smaller ones would read the row groups too many times
+    (:data:`MAX_READS`); one part reading everything when the files have no geocode
+    statistics or are not in geocode order."""
+
+    def make(lo: str | None, hi: str | None, index: int) -> tuple[CEFPart, int]:
+        picked = [[g for g in gs if _meets(g, lo, hi, index == 0)] for gs in groups]
+        refs = (tuple(g.ref for g in picked[PERSONS]), tuple(g.ref for g in picked[UNITS]))
+        # only the files the part reads travel with it (a directory may hold thousands)
+        names = tuple(
+            tuple((f, str(files[w][f])) for f in sorted({0} | {r.file for r in refs[w]}))
+            for w in (PERSONS, UNITS)
         )
-        if (units.ids_sorted[pos] != cols["unit_id"]).any():
-            raise _Fallback  # a person's unit does not exist
-        unit = units.order[pos]
-        block = units.block[unit]
-        if (units.blocks[block] != geo).any():
-            raise _Fallback  # a person in another block than their unit
-        # hhgq 0 needs a housing unit, g > 0 a facility of type g: hhgq == gqtype
-        if (cols["hhgq"] != units.gqtype[unit]).any() or not units.occupied[unit].all():
-            raise _Fallback
-        has_resident[unit] = True
-        keys[at : at + m] = block * schema.size + person_cells(cols, schema, m)
-        at += m
-    if at != n or _duplicated(person_ids):
-        raise _Fallback
-    del person_ids
-    if (units.occupied & ~has_resident).any():
-        raise _Fallback  # an occupied unit without a person
-    population = np.bincount(keys // schema.size, minlength=n_blocks).astype(np.int64)
-    return keys, population, n
+        part = CEFPart(names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index)
+        return part, sum(g.rows for gs in picked for g in gs)
+
+    total = sum(g.rows for gs in groups for g in gs)
+    size = part_rows
+    while ordered and size < total:
+        bounds = [None, *_ranges(groups[PERSONS], size), None]
+        made = [make(bounds[i], bounds[i + 1], i) for i in range(len(bounds) - 1)]
+        # a row group that meets several ranges is read by each of their parts: where
+        # that would read the input more than MAX_READS times over (row groups larger
+        # than the parts, or not in geocode order), make the parts larger
+        if sum(r for _, r in made) <= MAX_READS * total:
+            return [p for p, _ in made]
+        size *= 2
+    return [make(None, None, 0)[0]]
 
 
-def _histogram(keys: np.ndarray, n_blocks: int, n_cells: int) -> sp.csr_matrix:
-    uniq, counts = np.unique(keys, return_counts=True)
-    rows, cols = np.divmod(uniq, n_cells)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_blocks))])
-    return sp.csr_matrix(
-        (counts.astype(np.int64), cols.astype(np.int32), indptr.astype(np.int64)),
-        shape=(n_blocks, n_cells),
-    )
+def _run(executor: Any, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Iterator[Any]:
+    return executor.map(fn, tasks) if executor is not None else map(fn, tasks)
 
 
 def read_cef_blocks(
@@ -276,18 +280,24 @@ def read_cef_blocks(
     schema: Schema,
     *,
     with_units: bool = True,
+    executor: Any = None,
+    part_rows: int = DEFAULT_PART_ROWS,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     progress: Progress = None,
 ) -> CEFBlocks:
-    """Read, validate and aggregate a CEF directory without holding its records.
+    """Read, validate and aggregate a CEF directory in parts, on ``executor``.
 
     Args:
-        directory: holds ``persons.parquet`` and ``units.parquet``.
+        directory: holds ``persons.parquet`` and ``units.parquet`` (files, or
+            directories of part files).
         geolevels: the levels of the hierarchy to build.
         schema: the schema of the person histogram.
         with_units: also build the housing-unit histogram (the unit run's input).
+        executor: runs the part tasks (:mod:`censusdp.execution`); ``None``: in this
+            process.
+        part_rows: persons per part, about (parts are cut at row groups).
         batch_rows: rows per batch read.
-        progress: reports the four steps (units, persons, histograms, invariants).
+        progress: reports the parts read.
 
     Everything is in geocode order (the hierarchy's blocks are the sorted 16-digit block
     geocodes); a spine (:mod:`censusdp.data.spine`) is built from ``hierarchy.blocks``
@@ -297,11 +307,248 @@ def read_cef_blocks(
         InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`.
     """
     directory = Path(directory)
-    with task(progress, f"reading the CEF in {directory}", 4, unit="steps", summary=False) as bar:
-        try:
-            return _stream(directory, geolevels, schema, with_units, batch_rows, bar)
-        except (_Fallback, OSError, pa.ArrowException):
-            return _whole(directory, geolevels, schema, with_units)
+    if part_rows < 1 or batch_rows < 1:
+        raise InternalError(f"part_rows and batch_rows must be >= 1, got {part_rows}, {batch_rows}")
+    files, problems = input_files(directory)
+    labels = (str(directory / _NAMES[0]), str(directory / _NAMES[1]))
+    groups, schemas, ordered = [], [], True
+    for which in (PERSONS, UNITS):
+        g, sch, o = _footers(files[which], problems)
+        groups.append(g)
+        schemas.append(sch)
+        ordered = ordered and o
+    if problems:
+        raise InputError(f"invalid input in {directory}", problems)
+    optional = tuple(k for k in OPTIONAL_UNIT_COLUMNS if k in schemas[UNITS].names)
+    parts = _plan(files, labels, groups, ordered, schema.name, optional, part_rows, batch_rows)
+    results = []
+    with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
+        for rec in _run(executor, read_cef_part, parts):
+            results.append(rec)
+            bar.advance()
+    if not all(r["ok"] for r in results):
+        _refuse(directory, files, labels, results, executor, batch_rows)
+    for which, key in ((PERSONS, "person_ids"), (UNITS, "unit_ids")):
+        spans = sorted(r[key] for r in results if r[key] is not None)
+        if any(b[0] <= a[1] for a, b in zip(spans, spans[1:], strict=False)):
+            dups = _duplicate_ids(files, labels, which, executor, batch_rows)
+            if dups.count:
+                _refuse(directory, files, labels, results, executor, batch_rows)
+    return _assemble(results, geolevels, with_units, len(parts))
+
+
+def _assemble(
+    results: list[dict[str, Any]], geolevels: GeoLevels, with_units: bool, n_parts: int
+) -> CEFBlocks:
+    """The parts' blocks and histograms, stacked in geocode order."""
+    codes = np.concatenate([r["blocks"] for r in results])
+    if codes.size > 1 and not (np.diff(codes) > 0).all():
+        raise InternalError("the parts' blocks are not in increasing geocode order")
+    blocks = _digits(codes, BLOCK_GEOCODE_LENGTH)
+    hierarchy = Hierarchy.from_blocks(blocks, geolevels)
+    if not np.array_equal(hierarchy.blocks, blocks):
+        raise InternalError("the hierarchy's blocks are not the input's sorted blocks")
+    persons = _stack(results)
+    population = np.asarray(persons.sum(axis=1), dtype=np.int64).ravel()
+    vacant = np.concatenate([r["hu_vacant"] for r in results])
+    occupied = np.concatenate([r["hu_occupied"] for r in results])
+    gq = np.concatenate([r["gq_facilities"] for r in results])
+    inv = Invariants(hierarchy.blocks, population, vacant + occupied, gq, 1)
+    hu = sp.csr_matrix(np.column_stack([vacant, occupied])) if with_units else None
+    attributes = {
+        k: _attribute_strings(np.concatenate([r["attributes"][k] for r in results]), k)
+        for k in results[0]["attributes"]
+    }
+    return CEFBlocks(
+        hierarchy,
+        inv,
+        persons,
+        hu,
+        sum(r["n_persons"] for r in results),
+        sum(r["n_units"] for r in results),
+        attributes,
+        parts=n_parts,
+        readers=frozenset(r["reader"] for r in results),
+        part_costs=tuple((r["n_persons"], r["seconds"], r["cpu_seconds"]) for r in results),
+    )
+
+
+def _stack(results: list[dict[str, Any]]) -> sp.csr_matrix:
+    """The parts' person histograms one under the other, each part's freed as it is
+    copied (the driver holds the histogram once, not twice as ``sp.vstack`` would)."""
+    nnz = sum(r["persons"].nnz for r in results)
+    rows = sum(r["persons"].shape[0] for r in results)
+    cells = results[0]["persons"].shape[1]
+    data = np.empty(nnz, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int32)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    at = row = 0
+    for r in results:
+        m = r.pop("persons")
+        n, k = m.nnz, m.shape[0]
+        data[at : at + n] = m.data
+        indices[at : at + n] = m.indices
+        indptr[row + 1 : row + k + 1] = m.indptr[1:] + at
+        at, row = at + n, row + k
+        del m
+    return sp.csr_matrix((data, indices, indptr), shape=(rows, cells))
+
+
+def _duplicate_ids(
+    files: list[list[Path]], labels: tuple[str, str], which: int, executor: Any, batch_rows: int
+) -> Found:
+    """The second pass of the id check over every file of input ``which``."""
+    paths = tuple(str(p) for p in files[which])
+    total = sum(pq.read_metadata(p).num_rows for p in paths)
+    n = max(1, math.ceil(total / ID_BUCKET_ROWS))
+    column = ("person_id", "unit_id")[which]
+    tasks = [IdBucket(paths, labels[which], column, b, n, batch_rows, which) for b in range(n)]
+    return _merge(list(_run(executor, ids_bucket, tasks)))[0] if n else Found(())
+
+
+def _merge(found: list[Found]) -> list[Found]:
+    """One :class:`Found` per kind of problem, in :func:`~censusdp.io.cef.read_cef`'s
+    order: the rows of all parts in file order, the first ones kept, all counted."""
+    by_key: dict[tuple[Any, ...], Found] = {}
+    for f in found:
+        if f.line is None and f.count == 0:
+            continue
+        m = by_key.setdefault(f.key, Found(f.key, line=f.line))
+        m.rows.extend(f.rows)
+        m.count += f.count
+    # a column with nulls is reported by its nulls alone, as the whole-file reader does
+    nulls = {(k[1], k[2]) for k in by_key if k[0][0] == 0 and k[3] == "is null"}
+    out = []
+    for key in sorted(by_key, key=lambda k: (k[0], str(k[1:]))):
+        if key[0][0] == 0 and (key[1], key[2]) in nulls and key[3] != "is null":
+            continue
+        m = by_key[key]
+        m.rows = sorted(m.rows, key=lambda r: (r[0], r[1]))[:MAX_PER_RULE]
+        out.append(m)
+    return out or [Found(())]
+
+
+def _lines(found: list[Found], files: list[list[Path]], labels: tuple[str, str]) -> list[str]:
+    lines = []
+    for f in found:
+        if f.line is not None:
+            lines.append(f.line)
+            continue
+        if not f.count:
+            continue
+        _, label, column, rule = f.key
+        paths = files[labels.index(label)]
+        for fi, row, v in f.rows:
+            lines.append(f"{paths[fi]}, column {column!r}, row {row}: value {v!r} {rule}")
+        if f.count > MAX_PER_RULE:
+            lines.append(f"{label}, column {column!r}: {f.count - MAX_PER_RULE} more rows {rule}")
+    return lines
+
+
+def _refuse(
+    directory: Path,
+    files: list[list[Path]],
+    labels: tuple[str, str],
+    results: list[dict[str, Any]],
+    executor: Any,
+    batch_rows: int,
+) -> None:
+    """Raise the :class:`InputError` naming every problem, in the whole-file reader's
+    words and order (the stage that found problems first: unreadable files, then the
+    per-column rules, then the rules across records)."""
+    for stage in (-1, 0):
+        found = [f for r in results if r.get("stage") == stage for f in r["found"]]
+        if found:
+            lines = _lines(_merge(found), files, labels)
+            raise InputError(f"invalid input in {directory}", lines)
+    dups = [_duplicate_ids(files, labels, w, executor, batch_rows) for w in (PERSONS, UNITS)]
+    if dups[UNITS].count:
+        raise InputError(f"invalid input in {directory}", _lines(_merge(dups), files, labels))
+    found = [f for r in results for f in r.get("found", [])] + dups
+    found += _across_parts(files, labels, results, batch_rows)
+    lines = _lines(_merge(found), files, labels)
+    if not lines:
+        raise InternalError("a part of the input failed its checks, but no problem was found")
+    raise InputError(f"invalid input in {directory}", lines)
+
+
+def _across_parts(
+    files: list[list[Path]],
+    labels: tuple[str, str],
+    results: list[dict[str, Any]],
+    batch_rows: int,
+) -> list[Found]:
+    """The person-unit rules for persons whose unit is in no part of theirs (looked up in
+    every units file), and occupied units whose residents all live in other parts."""
+    foreign = [r["foreign"] for r in results if r.get("foreign") is not None]
+    lonely = [r["lonely"] for r in results if r.get("lonely") is not None]
+    cat = {
+        k: np.concatenate([f[k] for f in foreign]) if foreign else np.zeros(0)
+        for k in ("file", "row", "person_id", "unit_id", "geocode", "hhgq")
+    }
+    wanted = np.unique(cat["unit_id"]).astype(np.int64)
+    units = _lookup_units(files[UNITS], wanted, batch_rows)
+    out: list[Found] = []
+    if cat["unit_id"].size:
+        persons = {k: cat[k] for k in ("person_id", "unit_id", "geocode", "hhgq")}
+        unit_row = unit_rows_of(units["unit_id"], persons["unit_id"].astype(np.int64))
+        rules = person_unit_rules(persons, units, unit_row, labels[PERSONS], labels[UNITS])
+        where = (cat["file"].astype(np.int32), cat["row"].astype(np.int64))
+        for i, (_, column, mask, values, rule) in enumerate(rules[:-1]):
+            idx = np.flatnonzero(mask)
+            if idx.size:
+                out.append(_rows_found(rule_rank(1, 1, i), labels[PERSONS], column, rule, idx,
+                                       where, values))  # fmt: skip
+    referenced = units["unit_id"]  # units that exist and have a resident in another part
+    for lon in lonely:
+        idx = np.flatnonzero(~np.isin(lon["unit_id"], referenced))
+        if idx.size:
+            where = (lon["file"], lon["row"])
+            out.append(_rows_found(rule_rank(1, 1, 6), labels[UNITS], "occupied", OCCUPIED_RULE,
+                                   idx, where, lon["unit_id"]))  # fmt: skip
+    return out
+
+
+def _rows_found(
+    rank: tuple[int, int, int],
+    label: str,
+    column: str,
+    rule: str,
+    idx: np.ndarray,
+    where: tuple[np.ndarray, np.ndarray],
+    values: np.ndarray,
+) -> Found:
+    keep = idx[np.lexsort((where[1][idx], where[0][idx]))][:MAX_PER_RULE]
+    rows = [
+        (int(where[0][i]), int(where[1][i]), values[i].item() if isinstance(values[i], np.generic)
+         else values[i])
+        for i in keep
+    ]  # fmt: skip
+    return Found((rank, label, column, rule), rows, int(idx.size))
+
+
+def _lookup_units(paths: list[Path], wanted: np.ndarray, batch_rows: int) -> dict[str, np.ndarray]:
+    """The units with the ``wanted`` ids (sorted, unique), read batch by batch."""
+    cols: dict[str, list[np.ndarray]] = {"unit_id": [], "geocode": [], "gqtype": [], "occupied": []}
+    if wanted.size:
+        for path in paths:
+            for batch in pq.ParquetFile(path).iter_batches(
+                batch_size=batch_rows, columns=list(cols)
+            ):
+                uid = np.asarray(batch.column("unit_id")).astype(np.int64, copy=False)
+                hit = np.flatnonzero(np.isin(uid, wanted))
+                if hit.size:
+                    t = batch.take(pa.array(hit))
+                    cols["unit_id"].append(uid[hit])
+                    cols["geocode"].append(
+                        np.asarray(t.column("geocode").to_pylist(), dtype=object).astype("U16")
+                    )
+                    cols["gqtype"].append(np.asarray(t.column("gqtype")).astype(np.int64))
+                    cols["occupied"].append(
+                        np.asarray(t.column("occupied").to_pylist(), dtype=bool)
+                    )
+    dtypes = {"unit_id": np.int64, "geocode": "U16", "gqtype": np.int64, "occupied": bool}
+    return {k: np.concatenate(v) if v else np.zeros(0, dtype=dtypes[k]) for k, v in cols.items()}
 
 
 def _digits(codes: np.ndarray, width: int) -> np.ndarray:
@@ -314,60 +561,3 @@ def _digits(codes: np.ndarray, width: int) -> np.ndarray:
 def _attribute_strings(codes: np.ndarray, name: str) -> np.ndarray:
     width = OPTIONAL_UNIT_COLUMNS[name][1][0]
     return np.where(codes < 0, "", _digits(np.maximum(codes, 0), width)).astype(f"U{width}")
-
-
-def _stream(
-    directory: Path,
-    geolevels: GeoLevels,
-    schema: Schema,
-    with_units: bool,
-    batch_rows: int,
-    bar: Task,
-) -> CEFBlocks:
-    for name in ("persons.parquet", "units.parquet"):
-        if not (directory / name).is_file():
-            raise _Fallback
-    units = _read_units(directory / "units.parquet", batch_rows)
-    bar.advance()
-    blocks = _digits(units.blocks, BLOCK_GEOCODE_LENGTH)
-    nb = blocks.size
-    keys, population, n_persons = _read_persons(
-        directory / "persons.parquet", units, schema, nb, batch_rows
-    )
-    bar.advance()
-    hierarchy = Hierarchy.from_blocks(blocks, geolevels)
-    if not np.array_equal(hierarchy.blocks, blocks):
-        raise InternalError("the hierarchy's blocks are not the input's sorted blocks")
-    person_hist = _histogram(keys, nb, schema.size)
-    del keys
-    bar.advance()
-    inv = invariants_from_rows(hierarchy, population, units.block, units.gqtype, units.occupied)
-    hu = (
-        housing_unit_histogram_at(units.block, units.gqtype, units.occupied, nb)
-        if with_units
-        else None
-    )
-    attributes = {k: _attribute_strings(v, k) for k, v in units.attributes.items()}
-    bar.advance()
-    return CEFBlocks(hierarchy, inv, person_hist, hu, n_persons, int(units.block.size), attributes)
-
-
-def _whole(directory: Path, geolevels: GeoLevels, schema: Schema, with_units: bool) -> CEFBlocks:
-    """The whole-file path: :func:`read_cef` (which raises on any problem), then aggregate."""
-    cef = read_cef(directory)
-    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], geolevels)
-    order = np.argsort(cef.units["geocode"], kind="stable")
-    first = np.searchsorted(cef.units["geocode"][order], hierarchy.blocks)
-    attributes = {
-        k: np.asarray(cef.units[k])[order][first] for k in OPTIONAL_UNIT_COLUMNS if k in cef.units
-    }
-    return CEFBlocks(
-        hierarchy,
-        compute_invariants(cef.persons, cef.units, hierarchy),
-        person_histogram(cef.persons, hierarchy, schema),
-        housing_unit_histogram(cef.units, hierarchy) if with_units else None,
-        cef.n_persons,
-        cef.n_units,
-        attributes,
-        streamed=False,
-    )

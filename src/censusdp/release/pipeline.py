@@ -52,7 +52,7 @@ from censusdp.data.spine import UnitShares
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
-from censusdp.io.cef_stream import read_cef_blocks
+from censusdp.io.cef_stream import input_files, read_cef_blocks
 from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
@@ -269,10 +269,16 @@ def _read_and_aggregate(
     progress: Progress,
     timings: dict[str, float],
     spine: tuple[str, bool] = ("tabulation", False),
+    executor: Any = None,
+    record: dict[str, Any] | None = None,
 ) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
     """Read and validate the CEF; return the geography, the invariants, the block
     histograms each run measures (``persons``, ``units``; blocks in the order of the
     geography's estimation hierarchy) and the number of persons.
+
+    The input is read in parts by ``executor``'s tasks (:mod:`censusdp.io.cef_stream`),
+    each part's records in its own process, only block histograms coming back;
+    ``record`` (the manifest's) receives the parts and the processes that read them.
 
     ``spine`` is the spine requested and whether the user asked for it explicitly
     (:func:`censusdp.release.spine.geography_for_input`). The microdata are dropped when
@@ -280,17 +286,22 @@ def _read_and_aggregate(
     invariants, exist.
     """
     t, c = time.perf_counter(), time.process_time()
-    # streamed batch by batch into block histograms (io/cef_stream.py): the records
-    # themselves are never all in memory
+    # read in parts (geocode ranges) by the executor's tasks, into block histograms
+    # (io/cef_stream.py): the records never come to the driver
     cef = read_cef_blocks(
         input_dir,
         _geolevels(budget),
         get_schema(budget.schema),
         with_units=with_units,
+        executor=executor,
         progress=progress,
     )
     timings["read"] = time.perf_counter() - t
     timings["read_cpu"] = time.process_time() - c
+    if record is not None:
+        record["input_parts"] = cef.parts
+        record["input_part_readers"] = len(cef.readers)
+        record["input_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in cef.readers
     say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
     hists = {"persons": cef.persons}
     if with_units:
@@ -467,6 +478,7 @@ def run_release(
         out_dir, overwrite, executor, workers, spark_master, input_dir, resume=resume
     ) as (staging, ex):
         ckpt = Checkpoint.open(staging, fingerprint, progress)
+        read_record: dict[str, Any] = {}
         geo, inv, hists, n_persons = _read_and_aggregate(
             input_dir,
             budget,
@@ -474,6 +486,8 @@ def run_release(
             progress=progress,
             timings=timings,
             spine=spine_choice,
+            executor=ex,
+            record=read_record,
         )
         made: list[RandomSource] = []
 
@@ -519,6 +533,7 @@ def run_release(
         manifest.update(nmf_rows)
         # who wrote the NMF's parts this time: the tasks' processes, not the driver
         manifest["executor"]["nmf_part_writers"] = len(writers)
+        manifest["executor"].update(read_record)
         manifest["executor"]["nmf_parts_by_driver"] = (
             f"{socket.gethostname()}/{os.getpid()}" in writers
         )
@@ -555,9 +570,12 @@ _NO_NOISE = {
 
 
 def _input_checksums(input_dir: str | Path) -> dict[str, str]:
-    """SHA-256 of the input files (a missing one is left to :func:`read_cef` to name)."""
-    files = (Path(input_dir) / n for n in ("persons.parquet", "units.parquet"))
-    return {p.name: sha256_of(p) for p in files if p.is_file()}
+    """SHA-256 of the input files, by path in ``input_dir`` (``persons.parquet``, or
+    ``persons.parquet/part-00000.parquet``, ... for a directory of parts); a missing one
+    is left to :func:`~censusdp.io.cef_stream.read_cef_blocks` to name."""
+    base = Path(input_dir)
+    files, _ = input_files(base)
+    return {p.relative_to(base).as_posix(): sha256_of(p) for fs in files for p in fs}
 
 
 def _copy_measurements(

@@ -217,6 +217,10 @@ def test_standalone_cluster_release_is_byte_identical(cluster, small_state: Path
     # the NMF's part files were written by the executors' tasks, not by the driver
     assert not spark["executor"]["nmf_parts_by_driver"] and local["executor"]["nmf_parts_by_driver"]
     assert len(list((out / "noisy_measurements.parquet").glob("part-*.parquet"))) > 1
+    # and the CEF was read by the executors' tasks (io/cef_parts.py), not by the driver
+    assert spark["executor"]["input_parts"] == local["executor"]["input_parts"] >= 1
+    assert not spark["executor"]["input_parts_by_driver"]
+    assert local["executor"]["input_parts_by_driver"]
     # both executors (one per worker) ran tasks of the release
     for w in work:
         logs = list(w.glob("app-*/*/stderr"))

@@ -179,6 +179,9 @@ def test_pool_release_is_byte_identical_and_manifest_records_memory(measured, tm
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     assert a["executor"]["nmf_parts_by_driver"] and a["executor"]["nmf_part_writers"] == 1
     assert not b["executor"]["nmf_parts_by_driver"] and b["executor"]["nmf_part_writers"] >= 1
+    # the pool's tasks read the input too (io/cef_parts.py), in the same parts
+    assert a["executor"]["input_parts_by_driver"] and not b["executor"]["input_parts_by_driver"]
+    assert a["executor"]["input_parts"] == b["executor"]["input_parts"] >= 1
     # the pool's tasks wrote the NMF's parts themselves: the same parts, the same bytes
     nmf_a, nmf_b = (tmp_path / r / "noisy_measurements.parquet" for r in ("a", "b"))
     names = sorted(p.name for p in nmf_a.iterdir())
