@@ -106,3 +106,22 @@ def write_record_release(directory, persons, units, hierarchy, schema="pl94") ->
     if units is not None:
         inv = compute_invariants(persons, units, hierarchy)
         pq.write_table(inv.to_table(), d / "invariants.parquet")
+
+
+def pl94_state(directory: Path, seed: int, codes: list[str], gq_rate: float):
+    """A CEF written to ``directory / "cef"`` and what measuring it needs: ``(hierarchy,
+    pl94 person histograms of every level, the pl94-2020 plan of (geolevel, query,
+    mechanism))``."""
+    from censusdp.data.geography import Hierarchy
+    from censusdp.data.histograms import person_histogram
+    from censusdp.data.schema import get_schema
+    from censusdp.io.cef import read_cef
+    from censusdp.privacy.budget import load_preset
+
+    persons, units = make_cef(np.random.default_rng(seed), codes, gq_rate=gq_rate)
+    write_cef(directory / "cef", persons, units)
+    cef = read_cef(directory / "cef")
+    h = Hierarchy.from_blocks(cef.units["geocode"])
+    levels = h.aggregate(person_histogram(cef.persons, h, get_schema("pl94")))
+    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
+    return h, levels, plan

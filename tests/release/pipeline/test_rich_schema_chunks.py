@@ -17,17 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.data.geography import Hierarchy
-from censusdp.data.histograms import person_histogram
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
-from censusdp.io.cef import read_cef
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
 from censusdp.release.topdown import driver
-from synth import block_codes, make_cef, write_cef
+from synth import block_codes, pl94_state
 
 PL94 = get_schema("pl94")
 
@@ -36,13 +33,7 @@ PL94 = get_schema("pl94")
 def wide(tmp_path_factory):
     """A state whose block groups have up to 9 blocks (families wider than the tiny targets)."""
     base = tmp_path_factory.mktemp("wide")
-    persons, units = make_cef(np.random.default_rng(5), block_codes(1, 1, 2, 9), gq_rate=0.3)
-    write_cef(base / "cef", persons, units)
-    cef = read_cef(base / "cef")
-    h = Hierarchy.from_blocks(cef.units["geocode"])
-    levels = h.aggregate(person_histogram(cef.persons, h, PL94))
-    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
-    return base, h, levels, plan
+    return base, *pl94_state(base, 5, block_codes(1, 1, 2, 9), gq_rate=0.3)
 
 
 def _width(plan, level_name):

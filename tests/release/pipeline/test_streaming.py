@@ -22,14 +22,13 @@ from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
-from censusdp.io.cef import read_cef
 from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import family_chunks, measure, measure_tasks, run_measure_task
 from censusdp.release.pipeline import reestimate, run_release
-from synth import block_codes, make_cef, write_cef
+from synth import block_codes, make_cef, pl94_state, write_cef
 
 PL94 = get_schema("pl94")
 
@@ -37,13 +36,7 @@ PL94 = get_schema("pl94")
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     base = tmp_path_factory.mktemp("stream")
-    persons, units = make_cef(np.random.default_rng(21), block_codes(2, 3, 2, 4), gq_rate=0.3)
-    write_cef(base / "cef", persons, units)
-    cef = read_cef(base / "cef")
-    h = Hierarchy.from_blocks(cef.units["geocode"])
-    levels = h.aggregate(person_histogram(cef.persons, h, PL94))
-    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
-    return base, h, levels, plan
+    return base, *pl94_state(base, 21, block_codes(2, 3, 2, 4), gq_rate=0.3)
 
 
 def test_family_chunks_cover_each_level_with_whole_families(measured):

@@ -16,12 +16,9 @@ import pytest
 import scipy.sparse as sp
 from _topdown_gen import l1_rounding_optimum, random_subproblem, small_subproblem
 
-from censusdp.data.geography import Hierarchy
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import CensusDPError, InfeasibleError, InternalError
-from censusdp.io.cef import read_cef
-from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import MeasuredQuery, measure
 from censusdp.release.topdown import (
@@ -33,8 +30,7 @@ from censusdp.release.topdown import (
     solve_l2,
 )
 from censusdp.release.topdown.driver import Bounds, Task, estimate, run_task
-from censusdp.tables import person_histogram
-from synth import block_codes, make_cef, write_cef
+from synth import block_codes, pl94_state
 
 PL94 = get_schema("pl94")
 
@@ -395,12 +391,7 @@ def test_variance_floor_keeps_near_exact_measurements_comparable() -> None:
 @pytest.fixture(scope="module")
 def small_release(tmp_path_factory):
     base = tmp_path_factory.mktemp("guards")
-    persons, units = make_cef(np.random.default_rng(3), block_codes(1, 1, 2, 2), gq_rate=0.5)
-    write_cef(base / "cef", persons, units)
-    cef = read_cef(base / "cef")
-    h = Hierarchy.from_blocks(cef.units["geocode"])
-    levels = h.aggregate(person_histogram(cef.persons, h, PL94))
-    plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
+    h, levels, plan = pl94_state(base, 3, block_codes(1, 1, 2, 2), gq_rate=0.5)
     ms = measure(levels, h, PL94, plan, RandomSource.seeded(4))
     return h, levels, ms
 
