@@ -106,3 +106,13 @@ def write_record_release(directory, persons, units, hierarchy, schema="pl94") ->
     if units is not None:
         inv = compute_invariants(persons, units, hierarchy)
         pq.write_table(inv.to_table(), d / "invariants.parquet")
+
+
+def tree_bytes(path: Path) -> dict[str, bytes]:
+    """The bytes of a file (key ``""``) or of every file under a directory (a partitioned
+    file: its parts and index), by relative path: two outputs are byte-identical when
+    these are equal."""
+    p = Path(path)
+    if p.is_file():
+        return {"": p.read_bytes()}
+    return {str(f.relative_to(p)): f.read_bytes() for f in sorted(p.rglob("*")) if f.is_file()}

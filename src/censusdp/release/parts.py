@@ -17,13 +17,33 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.schema import get_schema
+from censusdp.errors import InputError
+from censusdp.io.mdf import MDF_FILES, MDF_PART_FIELDS, mdf_part_counts, write_mdf_part
 from censusdp.io.nmf import write_nmf_part
+from censusdp.io.parts import part_name, write_part_index
 from censusdp.release.measure import MeasureTask, run_measure_task
 
-__all__ = ["PartTask", "run_part_task"]
+__all__ = [
+    "MDF_PART_BLOCKS",
+    "MDF_PART_PERSONS",
+    "MDFPartTask",
+    "PartTask",
+    "mdf_part_ranges",
+    "mdf_part_tasks",
+    "run_mdf_part_task",
+    "run_part_task",
+    "write_mdf_index",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,3 +68,199 @@ def run_part_task(part: PartTask) -> dict[str, Any]:
     rec["cpu_seconds"] = chunk.cpu_seconds
     rec["writer"] = f"{socket.gethostname()}/{os.getpid()}"
     return rec
+
+
+# -- the MDF, written and checked by tasks ------------------------------------------------
+
+MDF_PART_PERSONS = 1 << 21
+"""Most persons in one MDF part (a block with more is a part alone)."""
+
+MDF_PART_BLOCKS = 1 << 14
+"""Most blocks in one MDF part (so the units of a sparsely populated area are split too)."""
+
+
+@dataclass(frozen=True, eq=False)
+class MDFPartTask:
+    """Write (and check) part ``index`` of the MDF: the persons and units of the blocks
+    ``start:stop`` of the release (``blocks``: their geocodes, sorted).
+
+    ``persons`` is their released ``(blocks x cells)`` histogram in ``schema``;
+    ``housing_units``, ``occupied`` and ``gq_facilities`` their unit counts;
+    ``first_person`` the ``EPNUM`` of the part's first person; ``run`` the directory
+    the part files go to (absolute; reachable from where the task runs)."""
+
+    index: int
+    start: int
+    stop: int
+    blocks: np.ndarray
+    persons: sp.csr_matrix
+    schema: str
+    housing_units: np.ndarray
+    occupied: np.ndarray
+    gq_facilities: np.ndarray
+    first_person: int
+    run: str
+    text: bool = True
+
+
+def mdf_part_ranges(
+    persons_per_block: np.ndarray,
+    *,
+    max_persons: int | None = None,
+    max_blocks: int | None = None,
+) -> list[tuple[int, int]]:
+    """Consecutive block ranges ``(start, stop)`` covering every block, each with at most
+    ``max_persons`` persons (unless one block alone has more) and ``max_blocks`` blocks.
+
+    They depend on the released counts only, never on the executor, so the parts (and
+    their bytes) are the same on every executor and worker count.
+    """
+    max_persons = MDF_PART_PERSONS if max_persons is None else max_persons
+    max_blocks = MDF_PART_BLOCKS if max_blocks is None else max_blocks
+    per = np.asarray(persons_per_block, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(per)])
+    out, b0, nb = [], 0, per.size
+    while b0 < nb:
+        b1 = int(np.searchsorted(cum, cum[b0] + max_persons, side="right")) - 1
+        b1 = min(max(b1, b0 + 1), b0 + max_blocks, nb)
+        out.append((b0, b1))
+        b0 = b1
+    return out or [(0, 0)]
+
+
+def mdf_part_tasks(
+    block_hist: sp.csr_matrix,
+    blocks: np.ndarray,
+    schema: str,
+    housing_units: np.ndarray,
+    occupied: np.ndarray,
+    gq_facilities: np.ndarray,
+    run: str | Path,
+    *,
+    text: bool = True,
+    max_persons: int | None = None,
+    max_blocks: int | None = None,
+) -> Iterator[MDFPartTask]:
+    """The MDF's part tasks, in part order (each slices only its own blocks' rows)."""
+    h = sp.csr_matrix(block_hist, dtype=np.int64)
+    per_block = np.asarray(h.sum(axis=1)).ravel().astype(np.int64)
+    first = np.concatenate([[0], np.cumsum(per_block)])
+    ranges = mdf_part_ranges(per_block, max_persons=max_persons, max_blocks=max_blocks)
+    for i, (a, b) in enumerate(ranges):
+        yield MDFPartTask(
+            i,
+            a,
+            b,
+            np.asarray(blocks[a:b]),
+            sp.csr_matrix(h[a:b]),
+            schema,
+            np.asarray(housing_units[a:b]),
+            np.asarray(occupied[a:b]),
+            np.asarray(gq_facilities[a:b]),
+            int(first[a]),
+            str(run),
+            text,
+        )
+
+
+def _mdf_paths(run: Path, index: int, text: bool) -> dict[str, tuple[Path, Path | None]]:
+    out = {}
+    for kind, (pq_name, txt_name) in MDF_FILES.items():
+        out[kind] = (
+            run / pq_name / part_name(index, ".parquet"),
+            run / txt_name / part_name(index, ".txt") if text else None,
+        )
+    return out
+
+
+def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
+    """Write one MDF part, read it back and check it against the histogram it was written
+    from; return its records, its check and its costs (a few hundred bytes).
+
+    The check is the release's ``mdf_matches_histogram`` for these blocks, done where
+    the part was written so that the driver never reads the MDF: the persons read back
+    (decoded from the Parquet part) must give exactly ``persons`` block by block, the
+    units exactly the vacant, occupied and facility counts, and each text part must
+    hold one line per record (plus the header in the first part).
+    """
+    t, c = time.perf_counter(), time.process_time()
+    run = Path(job.run)
+    paths = _mdf_paths(run, job.index, job.text)
+    for pq_path, txt_path in paths.values():
+        pq_path.parent.mkdir(exist_ok=True)
+        if txt_path is not None:
+            txt_path.parent.mkdir(exist_ok=True)
+    schema = get_schema(job.schema)
+    records = write_mdf_part(
+        job.persons,
+        job.blocks,
+        schema,
+        job.housing_units,
+        job.occupied,
+        job.gq_facilities,
+        paths,
+        first_person=job.first_person,
+        header=job.index == 0,
+    )
+    write_cpu = time.process_time() - c
+    c2 = time.process_time()
+    problem = None
+    try:
+        hist, _, counts = mdf_part_counts(
+            paths["persons"][0], paths["units"][0], job.blocks, schema
+        )
+    except InputError as exc:
+        problem, hist, counts = str(exc), None, None
+    if hist is not None:
+        diff = sp.csr_matrix(hist - job.persons)
+        diff.eliminate_zeros()
+        hu = np.asarray(job.housing_units, dtype=np.int64)
+        occ = np.asarray(job.occupied, dtype=np.int64)
+        want = np.stack([hu - occ, occ, np.asarray(job.gq_facilities).sum(axis=1)], axis=1)
+        bad_units = np.flatnonzero((counts != want).any(axis=1))
+        if diff.nnz:
+            b = int(diff.nonzero()[0][0])
+            problem = (
+                f"{diff.nnz} block cells of part {job.index} differ from the estimate "
+                f"(first at block {job.blocks[b]})"
+            )
+        elif bad_units.size:
+            problem = (
+                f"{bad_units.size} blocks of part {job.index} have other unit records than "
+                f"the release's counts (first {job.blocks[bad_units[0]]})"
+            )
+    for kind, recs in records.items():
+        if problem is None and len(recs) > 1:
+            lines = _count_lines(Path(paths[kind][1]))  # type: ignore[arg-type]
+            want_lines = int(recs[1]["rows"]) + (job.index == 0)
+            if lines != want_lines:
+                problem = f"{kind} text part {job.index} has {lines} lines, not {want_lines}"
+        for rec in recs:
+            rec["start"], rec["stop"] = job.start, job.stop
+    return {
+        "index": job.index,
+        "records": records,
+        "problem": problem,
+        "persons": int(records["persons"][0]["rows"]),
+        "units": int(records["units"][0]["rows"]),
+        "write_cpu_seconds": write_cpu,
+        "check_cpu_seconds": time.process_time() - c2,
+        "seconds": time.perf_counter() - t,
+        "writer": f"{socket.gethostname()}/{os.getpid()}",
+    }
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += chunk.count(b"\n")
+    return n
+
+
+def write_mdf_index(run: str | Path, parts: list[dict[str, Any]], text: bool = True) -> None:
+    """Write the ``_parts.json`` of each MDF directory from the tasks' results."""
+    run = Path(run)
+    for kind, names in MDF_FILES.items():
+        for j, name in enumerate(names if text else names[:1]):
+            write_part_index(run / name, [p["records"][kind][j] for p in parts], MDF_PART_FIELDS)

@@ -53,7 +53,6 @@ from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import read_cef_blocks
-from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
 from censusdp.io.tables import read_table_arrays, write_tables
@@ -75,7 +74,13 @@ from censusdp.release.manifest import (
     sha256_of,
 )
 from censusdp.release.measure import measure_tasks
-from censusdp.release.parts import PartTask, run_part_task
+from censusdp.release.parts import (
+    PartTask,
+    mdf_part_tasks,
+    run_mdf_part_task,
+    run_part_task,
+    write_mdf_index,
+)
 from censusdp.release.spine import (
     SPINE_CHOICES,
     ReleaseGeography,
@@ -869,36 +874,57 @@ def _write_outputs(
     hierarchy: Hierarchy,
     schema: Schema,
     *,
+    executor: Any,
     progress: Progress,
     timings: dict[str, float],
     manifest: dict[str, Any],
-) -> None:
-    """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
+) -> list[dict[str, Any]]:
+    """Write the MDF (persons and units) as part files by tasks on ``executor``, and the
+    tables; return the MDF tasks' results (records, checks, costs).
+
+    Each task (:func:`censusdp.release.parts.run_mdf_part_task`) gets one run of blocks'
+    released histogram rows and unit counts, writes that part of the four MDF files,
+    reads it back and checks it; only its records come back here, and the driver writes
+    each directory's ``_parts.json``.
+    """
     t, c = time.perf_counter(), time.process_time()
     block_hist = est.persons.histograms[-1]
-    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
-    with MDFPersonWriter(
-        hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", schema
-    ) as w:
-        for cols in iter_mdf_blocks(block_hist, schema):
-            w.write(cols)
-            bar.advance(len(cols["block"]))
-    bar.close()
-    manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
-    manifest["units_released"] = write_mdf_units(
-        hierarchy,
+    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
+    parts: list[dict[str, Any]] = []
+    jobs = mdf_part_tasks(
+        block_hist,
+        hierarchy.blocks,
+        schema.name,
         inv.housing_units,
         occupied,
         inv.gq_facilities,
-        out / "mdf_units.parquet",
-        out / "mdf_units.txt",
+        out.resolve(),
     )
+    with bar:
+        for res in executor.map(run_mdf_part_task, jobs):
+            parts.append(res)
+            bar.advance(res["persons"])
+    write_mdf_index(out, parts)
+    task_cpu = sum(p["write_cpu_seconds"] for p in parts)
+    check_cpu = sum(p["check_cpu_seconds"] for p in parts)
+    timings["write_mdf_task_cpu"] = timings.get("write_mdf_task_cpu", 0.0) + task_cpu
+    timings["check_mdf_task_cpu"] = timings.get("check_mdf_task_cpu", 0.0) + check_cpu
+    manifest["persons_released"] = sum(p["persons"] for p in parts)
+    manifest["units_released"] = sum(p["units"] for p in parts)
+    writers = {p["writer"] for p in parts}
+    manifest["executor"]["mdf_parts"] = len(parts)
+    manifest["executor"]["mdf_part_writers"] = len(writers)
+    manifest["executor"]["mdf_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in writers
     pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
     write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
     timings["write_release"] = time.perf_counter() - t
     timings["write_release_cpu"] = time.process_time() - c
-    say(progress, f"wrote {w.persons:,} MDF persons and the tables")
+    say(
+        progress,
+        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
+    )
+    return parts
 
 
 def _validate_outputs(
@@ -907,18 +933,25 @@ def _validate_outputs(
     inv: Invariants,
     hierarchy: Hierarchy,
     schema: Schema,
+    parts: list[dict[str, Any]],
     *,
     timings: dict[str, float],
     manifest: dict[str, Any],
 ) -> None:
-    """Re-read what was written and check it against the estimate, independently."""
+    """Check the estimate, and what was written against it, independently.
+
+    The MDF is not read here: each part was read back and checked against the estimate
+    by the task that wrote it (``parts``, :func:`censusdp.release.parts.run_mdf_part_task`),
+    so ``mdf_matches_histogram`` is their verdict, and the tables, read back, must be
+    the tabulation of the estimate the MDF was shown to equal.
+    """
     t, c = time.perf_counter(), time.process_time()
-    mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
+    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
     # one table at a time: all of a state's per-block tables at once are hundreds of MB
     written = LazyTables(lambda n: read_table_arrays(out / "tables", hierarchy, (n,))[n])
     from_mdf = LazyTables(
         lambda n: tables_to_arrays(
-            tabulate_histograms(mdf_pl94, mdf_units, hierarchy, (n,)), hierarchy
+            tabulate_histograms(pl94_hist, units_hist, hierarchy, (n,)), hierarchy
         )[n]
     )
     report = validate_release(
@@ -929,10 +962,16 @@ def _validate_outputs(
         unit_hists=est.units.histograms if est.units is not None else None,
         housing_units=inv.housing_units if est.units is not None else None,
         household_persons=est.household,
-        mdf_block_hist=mdf_hist,
         tables=written,
         tables_from_mdf=from_mdf,
         failsafe_uses=len(est.persons.failsafe),
+    )
+    problems = [p["problem"] for p in parts if p["problem"]]
+    report.add(
+        "mdf_matches_histogram",
+        not problems,
+        "; ".join(problems[:3])
+        or f"{len(parts)} parts read back by their tasks equal the estimate",
     )
     timings["validate"] = time.perf_counter() - t
     timings["validate_cpu"] = time.process_time() - c
@@ -1047,8 +1086,10 @@ def _estimate_and_write(
         )
         if geo.spine is not None:
             est = _on_tabulation(est, geo, inv, schema, manifest)
-        _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)
-        _validate_outputs(out, est, inv, hierarchy, schema, **steps)
+        parts = _write_outputs(
+            out, est, inv, hierarchy, schema, executor=executor, progress=progress, **steps
+        )
+        _validate_outputs(out, est, inv, hierarchy, schema, parts, **steps)
     if checkpoint is not None:
         checkpoint.discard()
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
