@@ -59,6 +59,7 @@ __all__ = [
     "SCHEMA_BUILD_ID",
     "UNIT_COLUMNS",
     "MDFPersonWriter",
+    "count_lines",
     "iter_mdf_blocks",
     "iter_mdf_persons",
     "mdf_files",
@@ -486,6 +487,15 @@ def read_mdf_text(path: str | Path) -> bytes:
     """An MDF2020 text file's bytes: the file, or its parts concatenated in order (the
     header is the first line of the first part, so this is the single file)."""
     return b"".join(f.read_bytes() for f in mdf_files(path))
+
+
+def count_lines(path: str | Path) -> int:
+    """The number of lines of a text file (read in 16 MB blocks)."""
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += chunk.count(b"\n")
+    return n
 
 
 def _part_record(path: Path, rows: int) -> dict[str, object]:

@@ -26,7 +26,14 @@ from typing import Any
 from censusdp.errors import InputError
 from censusdp.io.atomic import write_json
 
-__all__ = ["PART_INDEX", "part_files", "part_name", "read_part_index", "write_part_index"]
+__all__ = [
+    "PART_INDEX",
+    "indexed_checksums",
+    "part_files",
+    "part_name",
+    "read_part_index",
+    "write_part_index",
+]
 
 PART_INDEX = "_parts.json"
 """The index of a partitioned file's directory (not data: its name starts with ``_``)."""
@@ -110,3 +117,19 @@ def read_part_index(directory: str | Path, suffix: str = ".parquet") -> dict[str
         extra = sorted(set(present) - set(listed)) or sorted(set(listed) - set(present))
         raise InputError(f"{path}: lists other parts than the directory holds ({extra[:3]})")
     return index
+
+
+def indexed_checksums(run_dir: str | Path) -> dict[str, str]:
+    """The SHA-256 of every part listed in the indexes of ``run_dir``'s partitioned
+    directories, by path relative to ``run_dir`` (what their tasks computed)."""
+    run_dir = Path(run_dir)
+    out: dict[str, str] = {}
+    for index in sorted(run_dir.glob(f"*/{PART_INDEX}")):
+        try:
+            parts = json.loads(index.read_text(encoding="utf-8")).get("parts", [])
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            continue  # not an index: its files are hashed like any other
+        for p in parts if isinstance(parts, list) else []:
+            if isinstance(p, dict) and isinstance(p.get("sha256"), str):
+                out[f"{index.parent.name}/{p.get('file')}"] = p["sha256"]
+    return out

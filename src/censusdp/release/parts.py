@@ -28,7 +28,13 @@ import scipy.sparse as sp
 
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
-from censusdp.io.mdf import MDF_FILES, MDF_PART_FIELDS, mdf_part_counts, write_mdf_part
+from censusdp.io.mdf import (
+    MDF_FILES,
+    MDF_PART_FIELDS,
+    count_lines,
+    mdf_part_counts,
+    write_mdf_part,
+)
 from censusdp.io.nmf import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.release.measure import MeasureTask, run_measure_task
@@ -231,7 +237,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
             )
     for kind, recs in records.items():
         if problem is None and len(recs) > 1:
-            lines = _count_lines(Path(paths[kind][1]))  # type: ignore[arg-type]
+            lines = count_lines(Path(paths[kind][1]))  # type: ignore[arg-type]
             want_lines = int(recs[1]["rows"]) + (job.index == 0)
             if lines != want_lines:
                 problem = f"{kind} text part {job.index} has {lines} lines, not {want_lines}"
@@ -248,14 +254,6 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         "seconds": time.perf_counter() - t,
         "writer": f"{socket.gethostname()}/{os.getpid()}",
     }
-
-
-def _count_lines(path: Path) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 24):
-            n += chunk.count(b"\n")
-    return n
 
 
 def write_mdf_index(run: str | Path, parts: list[dict[str, Any]], text: bool = True) -> None:

@@ -258,6 +258,7 @@ def _self_check(
         report = validate_run(staged, progress=progress, executor=executor)
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
+        timings["validate_files_task_cpu"] = report.task_cpu_seconds
         if not report.ok:
             raise InternalError(
                 "the written release fails validation: " + "; ".join(report.failures())
