@@ -645,7 +645,10 @@ def _count_parts(
                 {k: v[a:b] for k, v in plan.items() if k[0] == level},
             )
         )
-    for job, (problem, counts, digest) in zip(jobs, executor.map(_count_part, jobs), strict=True):
+    for job, (problem, counts, digest, cpu) in zip(
+        jobs, executor.map(_count_part, jobs), strict=True
+    ):
+        _add_cost(hashed, cpu)
         if hashed is not None:
             hashed[job.shown] = digest
         if problem:
