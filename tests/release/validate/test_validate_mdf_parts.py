@@ -168,15 +168,17 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("forged", [False, True])
-@pytest.mark.parametrize("case", sorted(DAMAGE))
+CASES = [(c, False) for c in sorted(DAMAGE)] + [
+    (c, True) for c in sorted(DAMAGE) if c != "bad checksum"  # forged: a different file
+]
+
+
+@pytest.mark.parametrize(("case", "forged"), CASES)
 def test_each_damage_is_caught(runs, tmp_path: Path, case: str, forged: bool) -> None:
     run = tmp_path / "run"
     shutil.copytree(runs[0], run)
     DAMAGE[case](run, runs[1])
     if forged:
-        if case == "bad checksum":
-            pytest.skip("a forged checksum of a changed text byte: see the next test")
         _forge(run)
     report = validate_run(run, executor=InProcessExecutor())
     assert not report.ok, case
