@@ -147,9 +147,13 @@ def run_config(
 
 
 def _digest(path: Path) -> str:
+    """A file's SHA-256, or a partitioned file's (its parts and index, in name order)."""
     import hashlib
 
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def summarize(m: dict) -> dict:

@@ -216,6 +216,10 @@ def test_standalone_cluster_release_is_byte_identical(cluster, small_state: Path
     assert spark["validation"]["ok"]
     # the NMF's part files were written by the executors' tasks, not by the driver
     assert not spark["executor"]["nmf_parts_by_driver"] and local["executor"]["nmf_parts_by_driver"]
+    # and so were the MDF's (persons, units, Parquet and MDF2020 text), byte for byte
+    assert not spark["executor"]["mdf_parts_by_driver"] and local["executor"]["mdf_parts_by_driver"]
+    for name in ("mdf_persons.parquet", "mdf_units.parquet", "mdf_persons.txt", "mdf_units.txt"):
+        assert (out / name / "_parts.json").is_file(), name
     assert len(list((out / "noisy_measurements.parquet").glob("part-*.parquet"))) > 1
     # both executors (one per worker) ran tasks of the release
     for w in work:
