@@ -139,7 +139,7 @@ def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
     manifest = _since(t)
     t = _clock()
     hashed: dict = {}
-    hist, _, counts = _mdf_from_parts(out, h, schema, ex, hashed)
+    hist, _, counts, _ = _mdf_from_parts(out, h, schema, ex, hashed)
     self_check = _since(t)
     diff = sp.csr_matrix(hist - blocks.persons)
     diff.eliminate_zeros()

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.mdf import (
@@ -37,17 +38,21 @@ from censusdp.io.mdf import (
 )
 from censusdp.io.nmf import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
+from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
+from censusdp.tables import TABLE_NAMES, level_identifiers, tabulate_rows
 
 __all__ = [
     "MDF_PART_BLOCKS",
     "MDF_PART_PERSONS",
     "MDFPartTask",
     "PartTask",
+    "TablesTask",
     "mdf_part_ranges",
     "mdf_part_tasks",
     "run_mdf_part_task",
     "run_part_task",
+    "run_tables_task",
     "write_mdf_index",
 ]
 
@@ -107,6 +112,8 @@ class MDFPartTask:
     first_person: int
     run: str
     text: bool = True
+    tables: bool = True
+    geolevel: tuple[str, int] = ("Block", 16)
 
 
 def mdf_part_ranges(
@@ -144,6 +151,8 @@ def mdf_part_tasks(
     run: str | Path,
     *,
     text: bool = True,
+    tables: bool = True,
+    geolevel: tuple[str, int] = ("Block", 16),
     max_persons: int | None = None,
     max_blocks: int | None = None,
 ) -> Iterator[MDFPartTask]:
@@ -166,6 +175,8 @@ def mdf_part_tasks(
             int(first[a]),
             str(run),
             text,
+            tables,
+            geolevel,
         )
 
 
@@ -180,14 +191,16 @@ def _mdf_paths(run: Path, index: int, text: bool) -> dict[str, tuple[Path, Path 
 
 
 def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
-    """Write one MDF part, read it back and check it against the histogram it was written
-    from; return its records, its check and its costs (a few hundred bytes).
+    """Write one MDF part (and, with ``job.tables``, the tables' rows of its blocks), read
+    it back and check it against the histogram it was written from; return its records,
+    its checks and its costs (a few hundred bytes).
 
-    The check is the release's ``mdf_matches_histogram`` for these blocks, done where
-    the part was written so that the driver never reads the MDF: the persons read back
-    (decoded from the Parquet part) must give exactly ``persons`` block by block, the
-    units exactly the vacant, occupied and facility counts, and each text part must
-    hold one line per record (plus the header in the first part).
+    The checks are the release's ``mdf_matches_histogram`` and ``tables_match_mdf`` for
+    these blocks, done where the part was written so that the driver never reads the
+    MDF: the persons read back (decoded from the Parquet part) must give exactly
+    ``persons`` block by block, the units exactly the vacant, occupied and facility
+    counts, each text part one line per record (plus the header in the first part), and
+    each table's block rows the tabulation of the MDF part read back.
     """
     t, c = time.perf_counter(), time.process_time()
     run = Path(job.run)
@@ -208,50 +221,113 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         first_person=job.first_person,
         header=job.index == 0,
     )
-    write_cpu = time.process_time() - c
-    c2 = time.process_time()
-    problem = None
-    try:
-        hist, _, counts = mdf_part_counts(
-            paths["persons"][0], paths["units"][0], job.blocks, schema
-        )
-    except InputError as exc:
-        problem, hist, counts = str(exc), None, None
-    if hist is not None:
-        diff = sp.csr_matrix(hist - job.persons)
-        diff.eliminate_zeros()
-        hu = np.asarray(job.housing_units, dtype=np.int64)
-        occ = np.asarray(job.occupied, dtype=np.int64)
-        want = np.stack([hu - occ, occ, np.asarray(job.gq_facilities).sum(axis=1)], axis=1)
-        bad_units = np.flatnonzero((counts != want).any(axis=1))
-        if diff.nnz:
-            b = int(diff.nonzero()[0][0])
-            problem = (
-                f"{diff.nnz} block cells of part {job.index} differ from the estimate "
-                f"(first at block {job.blocks[b]})"
-            )
-        elif bad_units.size:
-            problem = (
-                f"{bad_units.size} blocks of part {job.index} have other unit records than "
-                f"the release's counts (first {job.blocks[bad_units[0]]})"
-            )
-    for kind, recs in records.items():
-        if problem is None and len(recs) > 1:
-            lines = count_lines(Path(paths[kind][1]))  # type: ignore[arg-type]
-            want_lines = int(recs[1]["rows"]) + (job.index == 0)
-            if lines != want_lines:
-                problem = f"{kind} text part {job.index} has {lines} lines, not {want_lines}"
+    for recs in records.values():
         for rec in recs:
             rec["start"], rec["stop"] = job.start, job.stop
+    units = unit_histogram_from_counts(job.housing_units, job.occupied, job.gq_facilities)
+    tables = {}
+    if job.tables:
+        pl94 = job.persons if schema.name == "pl94" else job.persons @ pl94_map(schema)
+        ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
+        tables = write_table_part(tabulate_rows(pl94, units, ids), run / "tables", job.index + 1)
+        for rec in tables.values():
+            rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
+    write_cpu = time.process_time() - c
+    c2 = time.process_time()
+    problem, table_problem = _check_mdf_part(job, paths, records, schema)
     return {
         "index": job.index,
         "records": records,
+        "tables": tables,
         "problem": problem,
+        "table_problem": table_problem,
         "persons": int(records["persons"][0]["rows"]),
         "units": int(records["units"][0]["rows"]),
         "write_cpu_seconds": write_cpu,
         "check_cpu_seconds": time.process_time() - c2,
         "seconds": time.perf_counter() - t,
+        "writer": f"{socket.gethostname()}/{os.getpid()}",
+    }
+
+
+def _check_mdf_part(
+    job: MDFPartTask, paths: dict, records: dict, schema: Any
+) -> tuple[str | None, str | None]:
+    """The written part read back: (its MDF problem, its tables' problem), ``None`` if
+    none."""
+    try:
+        hist, pl94, counts = mdf_part_counts(
+            paths["persons"][0], paths["units"][0], job.blocks, schema
+        )
+    except InputError as exc:
+        return str(exc), None
+    diff = sp.csr_matrix(hist - job.persons)
+    diff.eliminate_zeros()
+    hu = np.asarray(job.housing_units, dtype=np.int64)
+    occ = np.asarray(job.occupied, dtype=np.int64)
+    want = np.stack([hu - occ, occ, np.asarray(job.gq_facilities).sum(axis=1)], axis=1)
+    bad_units = np.flatnonzero((counts != want).any(axis=1))
+    if diff.nnz:
+        b = int(diff.nonzero()[0][0])
+        return (
+            f"{diff.nnz} block cells of part {job.index} differ from the estimate "
+            f"(first at block {job.blocks[b]})"
+        ), None
+    if bad_units.size:
+        return (
+            f"{bad_units.size} blocks of part {job.index} have other unit records than "
+            f"the release's counts (first {job.blocks[bad_units[0]]})"
+        ), None
+    for kind, recs in records.items():
+        if len(recs) > 1:
+            lines = count_lines(Path(paths[kind][1]))
+            want_lines = int(recs[1]["rows"]) + (job.index == 0)
+            if lines != want_lines:
+                return f"{kind} text part {job.index} has {lines} lines, not {want_lines}", None
+    if not job.tables:
+        return None, None
+    units = unit_histogram_from_counts(counts[:, 0] + counts[:, 1], counts[:, 1], job.gq_facilities)
+    tables = Path(job.run) / "tables"
+    for name in TABLE_NAMES:
+        path = tables / f"{name}.parquet" / part_name(job.index + 1)
+        bad = table_part_mismatch(path, name, job.blocks, pl94, units)
+        if bad:
+            return None, bad
+    return None, None
+
+
+@dataclass(frozen=True, eq=False)
+class TablesTask:
+    """Write part 0 of each table: the geounits of ``levels`` (name, geocode length,
+    geocodes), with their ``pl94`` and unit histograms (rows in the same order)."""
+
+    levels: list[tuple[str, int, np.ndarray]]
+    persons: sp.csr_matrix
+    units: sp.csr_matrix
+    run: str
+
+
+def run_tables_task(job: TablesTask) -> dict[str, Any]:
+    """Write the tables' part 0 (every level above the block), read it back and check it
+    against the tabulation of the histograms it was given; return its records."""
+    c = time.process_time()
+    ids = level_identifiers(job.levels)
+    out = Path(job.run) / "tables"
+    records = write_table_part(tabulate_rows(job.persons, job.units, ids), out, 0)
+    n = sum(codes.size for *_, codes in job.levels)
+    for rec in records.values():
+        rec.update(geolevel=",".join(name for name, *_ in job.levels), start=0, stop=n)
+    codes = np.concatenate([c.astype(str) for *_, c in job.levels]) if job.levels else np.zeros(0)
+    problem = None
+    for name in TABLE_NAMES:
+        bad = table_part_mismatch(
+            out / f"{name}.parquet" / part_name(0), name, codes, job.persons, job.units
+        )
+        problem = problem or bad
+    return {
+        "tables": records,
+        "table_problem": problem,
+        "cpu_seconds": time.process_time() - c,
         "writer": f"{socket.gethostname()}/{os.getpid()}",
     }
 

@@ -55,7 +55,7 @@ from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
-from censusdp.io.tables import read_table_arrays, write_tables
+from censusdp.io.tables import write_table_index
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say, task
@@ -76,9 +76,11 @@ from censusdp.release.manifest import (
 from censusdp.release.measure import measure_tasks
 from censusdp.release.parts import (
     PartTask,
+    TablesTask,
     mdf_part_tasks,
     run_mdf_part_task,
     run_part_task,
+    run_tables_task,
     write_mdf_index,
 )
 from censusdp.release.spine import (
@@ -92,7 +94,7 @@ from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.topdown.maxent import default_estimator
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
-from censusdp.tables import LazyTables, table_arrays, tables_to_arrays, tabulate_histograms
+from censusdp.tables import table_arrays
 
 __all__ = [
     "EXECUTOR_CHOICES",
@@ -891,7 +893,19 @@ def _write_outputs(
     t, c = time.perf_counter(), time.process_time()
     block_hist = est.persons.histograms[-1]
     occupied = _occupied(est, inv, manifest)
+    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
+    # part 0 of the tables: every level above the block, one small task
+    pl94_levels, unit_levels = hierarchy.aggregate(pl94_hist), hierarchy.aggregate(units_hist)
+    upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
+    tables_job = TablesTask(
+        [(lv.name, lv.length, codes) for lv, codes in upper],
+        sp.vstack(pl94_levels[:-1], format="csr"),
+        sp.vstack(unit_levels[:-1], format="csr"),
+        str(out.resolve()),
+    )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
+    (top,) = list(executor.map(run_tables_task, [tables_job]))
+    block = hierarchy.geolevels.levels[-1]
     parts: list[dict[str, Any]] = []
     jobs = mdf_part_tasks(
         block_hist,
@@ -901,29 +915,31 @@ def _write_outputs(
         occupied,
         inv.gq_facilities,
         out.resolve(),
+        geolevel=(block.name, block.length),
     )
     with bar:
         for res in executor.map(run_mdf_part_task, jobs):
             parts.append(res)
             bar.advance(res["persons"])
     write_mdf_index(out, parts)
-    task_cpu = sum(p["write_cpu_seconds"] for p in parts)
-    check_cpu = sum(p["check_cpu_seconds"] for p in parts)
+    write_table_index(out / "tables", [top["tables"]] + [p["tables"] for p in parts])
+    parts.append({k: top[k] for k in ("table_problem", "writer")} | {"tables_part": True})
+    task_cpu = sum(p.get("write_cpu_seconds", 0.0) for p in parts) + top["cpu_seconds"]
+    check_cpu = sum(p.get("check_cpu_seconds", 0.0) for p in parts)
     timings["write_mdf_task_cpu"] = timings.get("write_mdf_task_cpu", 0.0) + task_cpu
     timings["check_mdf_task_cpu"] = timings.get("check_mdf_task_cpu", 0.0) + check_cpu
-    manifest["persons_released"] = sum(p["persons"] for p in parts)
-    manifest["units_released"] = sum(p["units"] for p in parts)
+    mdf = [p for p in parts if "tables_part" not in p]
+    manifest["persons_released"] = sum(p["persons"] for p in mdf)
+    manifest["units_released"] = sum(p["units"] for p in mdf)
     writers = {p["writer"] for p in parts}
-    manifest["executor"]["mdf_parts"] = len(parts)
+    manifest["executor"]["mdf_parts"] = len(mdf)
     manifest["executor"]["mdf_part_writers"] = len(writers)
     manifest["executor"]["mdf_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in writers
-    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
-    write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
     timings["write_release"] = time.perf_counter() - t
     timings["write_release_cpu"] = time.process_time() - c
     say(
         progress,
-        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
+        f"wrote {manifest['persons_released']:,} MDF persons in {len(mdf)} parts and the tables",
     )
     return parts
 
@@ -941,20 +957,15 @@ def _validate_outputs(
 ) -> None:
     """Check the estimate, and what was written against it, independently.
 
-    The MDF is not read here: each part was read back and checked against the estimate
-    by the task that wrote it (``parts``, :func:`censusdp.release.parts.run_mdf_part_task`),
-    so ``mdf_matches_histogram`` is their verdict, and the tables, read back, must be
-    the tabulation of the estimate the MDF was shown to equal.
+    Neither the MDF nor the tables are read here: each part was read back and checked
+    by the task that wrote it (``parts``, :func:`censusdp.release.parts.run_mdf_part_task`
+    and :func:`~censusdp.release.parts.run_tables_task`), so ``mdf_matches_histogram``
+    (each MDF part equals the estimate) and ``tables_match_mdf`` (each table part is the
+    tabulation of its MDF part read back; part 0, of the levels above the block, that of
+    their estimate, which ``hierarchy_consistent`` shows to be the blocks' sums) are
+    their verdicts.
     """
     t, c = time.perf_counter(), time.process_time()
-    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
-    # one table at a time: all of a state's per-block tables at once are hundreds of MB
-    written = LazyTables(lambda n: read_table_arrays(out / "tables", hierarchy, (n,))[n])
-    from_mdf = LazyTables(
-        lambda n: tables_to_arrays(
-            tabulate_histograms(pl94_hist, units_hist, hierarchy, (n,)), hierarchy
-        )[n]
-    )
     report = validate_release(
         est.persons.histograms,
         hierarchy,
@@ -963,16 +974,21 @@ def _validate_outputs(
         unit_hists=est.units.histograms if est.units is not None else None,
         housing_units=inv.housing_units if est.units is not None else None,
         household_persons=est.household,
-        tables=written,
-        tables_from_mdf=from_mdf,
         failsafe_uses=len(est.persons.failsafe),
     )
-    problems = [p["problem"] for p in parts if p["problem"]]
+    bad_tables = [p["table_problem"] for p in parts if p.get("table_problem")]
+    report.add(
+        "tables_match_mdf",
+        not bad_tables,
+        "; ".join(bad_tables[:3])
+        or "every table part read back by its task equals the tabulation of its MDF part",
+    )
+    problems = [p["problem"] for p in parts if p.get("problem")]
+    n_mdf = sum("tables_part" not in p for p in parts)
     report.add(
         "mdf_matches_histogram",
         not problems,
-        "; ".join(problems[:3])
-        or f"{len(parts)} parts read back by their tasks equal the estimate",
+        "; ".join(problems[:3]) or f"{n_mdf} parts read back by their tasks equal the estimate",
     )
     timings["validate"] = time.perf_counter() - t
     timings["validate_cpu"] = time.process_time() - c

@@ -52,8 +52,8 @@ from censusdp.io.mdf import (
 )
 from censusdp.io.nmf import NMF_COLUMNS, nmf_files
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.parts import read_part_index
-from censusdp.io.tables import read_table_arrays
+from censusdp.io.parts import part_name, read_part_index
+from censusdp.io.tables import read_table_arrays, table_part_mismatch
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
@@ -833,9 +833,12 @@ def _check_mdf(
     """
     schema = get_schema(budget.schema)
     partitioned = (run / "mdf_persons.parquet").is_dir()
+    table_problems: list[str] | None = None
     try:
         if partitioned:
-            hist, pl94, counts = _mdf_from_parts(run, hierarchy, schema, executor, hashed)
+            hist, pl94, counts, table_problems = _mdf_from_parts(
+                run, hierarchy, schema, executor, hashed, inv
+            )
         else:
             counts = mdf_unit_counts(run / "mdf_units.parquet", hierarchy)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
@@ -859,9 +862,20 @@ def _check_mdf(
             )
         else:
             hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
-        for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
-            read_table_arrays(run / "tables", hierarchy, (name,))
-        written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
+        if (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir():
+            if table_problems is None:  # tables in parts, the MDF not: not a release's
+                raise InputError("the tables are part files but the MDF is not")
+            table_problems += _check_table_tops(run, hierarchy, pl94, units)
+            written = from_mdf = None
+        else:
+            for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
+                read_table_arrays(run / "tables", hierarchy, (name,))
+            written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
+            from_mdf = LazyTables(
+                lambda n: tables_to_arrays(
+                    tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
+                )[n]
+            )
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
@@ -881,14 +895,36 @@ def _check_mdf(
         unit_hists=occupancy,
         housing_units=inv.housing_units,
         tables=written,
-        tables_from_mdf=LazyTables(
-            lambda n: tables_to_arrays(
-                tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
-            )[n]
-        ),
+        tables_from_mdf=from_mdf,
         household_persons=_household_persons(hist, schema) if consistent else None,
     )
     rep.checks.update(sub.checks)
+    if written is None:  # part files: the block parts checked by the tasks, part 0 here
+        bad = table_problems or []
+        rep.add(
+            "tables_match_mdf",
+            not bad,
+            "; ".join(bad[:3])
+            or "every table part equals the tabulation of the MDF (block parts by tasks)",
+        )
+
+
+def _check_table_tops(
+    run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix
+) -> list[str]:
+    """Part 0 of each partitioned table: the levels above the block, tabulated from the
+    MDF's block histograms aggregated (a few hundred thousand geounits for the US)."""
+    p_levels, u_levels = hierarchy.aggregate(pl94), hierarchy.aggregate(units)
+    codes = np.concatenate([c.astype(str) for c in hierarchy.geocodes[:-1]])
+    p_top = sp.vstack(p_levels[:-1], format="csr")
+    u_top = sp.vstack(u_levels[:-1], format="csr")
+    out = []
+    for name in TABLE_NAMES:
+        path = run / "tables" / f"{name}.parquet" / part_name(0)
+        bad = table_part_mismatch(path, name, codes, p_top, u_top)
+        if bad:
+            out.append(bad)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -904,13 +940,32 @@ class _MDFPartCount:
     schema: str
     rows: tuple[int, int]
     header: bool
+    tables: str | None = None
+    gq_facilities: np.ndarray | None = None
 
 
 def _count_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str], float]:
-    """A task: one MDF part's ``(persons hist, pl94 hist, unit counts)`` (or its problem),
-    the SHA-256 of each of its files, by path in the run, and its CPU seconds."""
+    """A task: one MDF part's ``(persons hist, pl94 hist, unit counts, tables' problem)``
+    (or its problem), the SHA-256 of each of its files, by path in the run, and its CPU
+    seconds. With ``tables`` (the tables' block part file name) each table's rows of
+    these blocks must be the tabulation of the part read back (facilities typed by
+    ``gq_facilities``, the invariants')."""
     c = time.process_time()
     problem, counts, digests = _read_mdf_part(job)
+    if problem is None and job.tables is not None:
+        run = Path(job.run)
+        units = unit_histogram_from_counts(
+            counts[2][:, 0] + counts[2][:, 1], counts[2][:, 1], job.gq_facilities
+        )
+        bad = None
+        for name in TABLE_NAMES:
+            rel = f"tables/{name}.parquet/{job.tables}"
+            if (run / rel).is_file():
+                digests[rel] = sha256_of(run / rel)
+            bad = bad or table_part_mismatch(run / rel, name, job.blocks, counts[1], units)
+        counts = (*counts, bad)
+    elif problem is None:
+        counts = (*counts, None)
     return problem, counts, digests, time.process_time() - c
 
 
@@ -938,16 +993,25 @@ def _read_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str]]
 
 
 def _mdf_from_parts(
-    run: Path, hierarchy: Hierarchy, schema: Schema, executor: Any, hashed: dict | None
-) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
-    """A partitioned MDF's block histograms and unit counts, its parts read by tasks.
+    run: Path,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    executor: Any,
+    hashed: dict | None,
+    inv: Invariants | None = None,
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, list[str]]:
+    """A partitioned MDF's block histograms and unit counts, its parts read by tasks, and
+    the problems of the tables' block parts (checked by the same tasks when the tables
+    are partitioned and ``inv`` is given).
 
     The four directories' indexes must list the same parts, whose block ranges cover
-    the release's blocks in order, once each.
+    the release's blocks in order, once each; each table's index the same parts after
+    its part 0 (the levels above the block).
 
     Raises:
         InputError: naming the first problem (an index, a part, a record).
     """
+    tables = inv is not None and (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
     indexes = {}
     for pq_name, txt_name in MDF_FILES.values():
         indexes[pq_name] = read_part_index(run / pq_name, ".parquet")
@@ -961,6 +1025,15 @@ def _mdf_from_parts(
         got = [(int(p["start"]), int(p["stop"])) for p in index["parts"]]
         if len(got) != len(ranges) or got != ranges:
             raise InputError(f"{name}/_parts.json lists other block ranges than mdf_persons'")
+    for name in TABLE_NAMES if tables else ():
+        rel = f"tables/{name}.parquet"
+        got = [
+            (p["file"], int(p["start"]), int(p["stop"]))
+            for p in read_part_index(run / rel)["parts"]
+        ]
+        want = [(part_name(i + 1), a, b) for i, (a, b) in enumerate(ranges)]
+        if got[1:] != want or not got or got[0][0] != part_name(0):
+            raise InputError(f"{rel}/_parts.json lists other parts than the MDF's blocks")
     cover = [0] + [b for _, b in ranges]
     if [a for a, _ in ranges] != cover[:-1] or cover[-1] != nb:
         raise InputError(
@@ -975,6 +1048,8 @@ def _mdf_from_parts(
             schema.name,
             (int(p["rows"]), int(units["parts"][i]["rows"])),
             i == 0,
+            part_name(i + 1) if tables else None,
+            inv.gq_facilities[a:b] if tables else None,
         )
         for i, (p, (a, b)) in enumerate(zip(persons["parts"], ranges, strict=True))
     ]
@@ -982,7 +1057,7 @@ def _mdf_from_parts(
         from censusdp.execution import make_executor
 
         executor = make_executor(1, kind="inprocess")
-    hists, pl94s, counts = [], [], []
+    hists, pl94s, counts, table_problems = [], [], [], []
     for problem, got, digests, cpu in executor.map(_count_mdf_part, jobs):
         _add_cost(hashed, cpu)
         if hashed is not None:
@@ -992,6 +1067,8 @@ def _mdf_from_parts(
         hists.append(got[0])
         pl94s.append(got[1])
         counts.append(got[2])
+        if got[3]:
+            table_problems.append(got[3])
     for name, index in indexes.items():  # the parts are the ones their index lists
         for p in index["parts"]:
             rel = f"{name}/{p['file']}"
@@ -1000,11 +1077,12 @@ def _mdf_from_parts(
     pl94 = get_schema("pl94")
     if not jobs:
         empty = np.zeros((0, 3), dtype=np.int64)
-        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty
+        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, []
     return (
         sp.csr_matrix(sp.vstack(hists, format="csr"), dtype=np.int64),
         sp.csr_matrix(sp.vstack(pl94s, format="csr"), dtype=np.int64),
         np.concatenate(counts),
+        table_problems,
     )
 
 

@@ -61,6 +61,17 @@ def test_parts_cover_the_blocks_and_read_as_one_file(runs) -> None:
     manifest = json.loads((run / "manifest.json").read_text())
     nb = pq.read_metadata(run / "invariants.parquet").num_rows
     n_parts = -(-nb // BLOCKS_PER_PART)
+    index = json.loads((run / "tables" / "P3.parquet" / "_parts.json").read_text())
+    assert [p["file"] for p in index["parts"]] == [
+        f"part-{i:05d}.parquet" for i in range(n_parts + 1)
+    ]
+    assert index["parts"][0]["geolevel"] == "US,State,County,Tract,BlockGroup"
+    assert {p["geolevel"] for p in index["parts"][1:]} == {"Block"}
+    table = pq.read_table(run / "tables" / "P3.parquet")  # the parts: one table, in order
+    assert table.column("geolevel").to_pylist()[0] == "US" and table.num_rows == index["rows"]
+    assert table.column("geocode").to_pylist()[-nb:] == sorted(
+        table.column("geocode").to_pylist()[-nb:]
+    )
     for d in DIRS:
         index = json.loads((run / d / "_parts.json").read_text())
         assert [p["file"][:10] for p in index["parts"]] == [f"part-{i:05d}" for i in range(n_parts)]
@@ -160,8 +171,21 @@ def _foreign_part(run: Path, other: Path) -> None:
         (run / d / "_parts.json").write_text(json.dumps(mine))
 
 
+def _table_cell(part: str):
+    def change(run: Path, other: Path) -> None:
+        p = run / "tables" / "P1.parquet" / part
+        t = pq.read_table(p)
+        v = t.column("P1_001N").to_numpy().copy()
+        v[-1] += 1
+        pq.write_table(t.set_column(t.column_names.index("P1_001N"), "P1_001N", pa.array(v)), p)
+
+    return change
+
+
 DAMAGE = {
     "changed person": _change_person,
+    "table block part changed": _table_cell("part-00002.parquet"),
+    "table part 0 changed": _table_cell("part-00000.parquet"),
     "dropped part": _drop_part,
     "bad checksum": _flip_byte,
     "part from another run": _foreign_part,
@@ -169,7 +193,9 @@ DAMAGE = {
 
 
 CASES = [(c, False) for c in sorted(DAMAGE)] + [
-    (c, True) for c in sorted(DAMAGE) if c != "bad checksum"  # forged: a different file
+    (c, True)
+    for c in sorted(DAMAGE)
+    if c != "bad checksum"  # forged: a different file
 ]
 
 
@@ -188,6 +214,8 @@ def test_each_damage_is_caught(runs, tmp_path: Path, case: str, forged: bool) ->
     else:
         # the content checks alone: the MDF no longer is the release the tables describe
         assert failed & {"tables_match_mdf", "mdf_readable", "constraints_and_invariants"}, failed
+        if case.startswith("table"):
+            assert failed == {"tables_match_mdf"}, failed
     assert validate_run(run).checks == report.checks  # the same verdict without an executor
 
 
