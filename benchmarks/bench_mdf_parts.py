@@ -1,19 +1,23 @@
-"""MDF part files written and checked by tasks, against the previous method: the driver
-writing the MDF as single files and reading it back twice.
+"""MDF and table part files written and checked by tasks, against the previous method: the
+driver writing the MDF and the tables as single files and reading them back twice.
 
 Reads a generated state (``censusdp generate``, cached in ``--work``) into its block
 histograms and releases them as they are (the MDF writer does not care whether counts
 are estimated: the cost is per person and per unit). Then, on the same histograms:
 
 * ``single_file`` (the previous method, all on the driver): ``MDFPersonWriter`` block
-  chunk by block chunk and ``write_mdf_units`` (Parquet and MDF2020 text), the run's
-  check (``read_mdf_histograms`` compared with the released histogram), the manifest's
-  SHA-256 of the four files, and the self-check's second reading (``mdf_unit_counts``,
-  ``read_mdf_histograms``) with its SHA-256 of the files again;
-* ``parts`` on a process pool of ``--workers`` and in-process: the MDF tasks
-  (``run_mdf_part_task``: write the part, flush, hash, read it back and check it), the
-  driver writing the four indexes, and the self-check's part reading as tasks
-  (``release.validate._mdf_from_parts``); the driver's CPU is the driver process's own.
+  chunk by block chunk and ``write_mdf_units`` (Parquet and MDF2020 text) and
+  ``write_tables``, the run's check (``read_mdf_histograms`` compared with the released
+  histogram, the tables read back against the tabulation of the MDF, one at a time),
+  the manifest's SHA-256 of the files, and the self-check's second reading
+  (``mdf_unit_counts``, ``read_mdf_histograms``, the tables again) with its SHA-256 of
+  the files again;
+* ``parts`` on a process pool of ``--workers`` and in-process: the tables' part 0 task
+  and the MDF tasks (``run_mdf_part_task``: write the MDF part and its tables' block
+  rows, flush, hash, read them back and check them), the driver writing the indexes,
+  and the self-check's part reading as tasks (``release.validate._mdf_from_parts``)
+  with part 0 of the tables checked on the driver; the driver's CPU is the driver
+  process's own.
 
 The parts' bytes are compared between the executors, and the text parts concatenated
 with the single text file. CPU seconds are the process's (``time.process_time``) and do
@@ -39,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels
+from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
 from censusdp.io.atomic import write_parquet
@@ -52,12 +57,18 @@ from censusdp.io.mdf import (
     read_mdf_text,
     write_mdf_units,
 )
-from censusdp.io.tables import write_tables
+from censusdp.io.tables import read_table_arrays, write_table_index, write_tables
 from censusdp.privacy.budget import load_preset
 from censusdp.release.manifest import file_checksums
-from censusdp.release.parts import mdf_part_tasks, run_mdf_part_task, write_mdf_index
-from censusdp.release.validate import _mdf_from_parts
-from censusdp.tables import tabulate_histograms
+from censusdp.release.parts import (
+    TablesTask,
+    mdf_part_tasks,
+    run_mdf_part_task,
+    run_tables_task,
+    write_mdf_index,
+)
+from censusdp.release.validate import _check_table_tops, _mdf_from_parts
+from censusdp.tables import TABLE_NAMES, tables_to_arrays, tabulate_histograms
 
 
 def _say(msg: str) -> None:
@@ -100,19 +111,22 @@ def _single_file(out: Path, blocks, occupied, schema) -> dict:
         out / "mdf_units.parquet",
         out / "mdf_units.txt",
     )
+    units = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+    write_tables(tabulate_histograms(blocks.persons, units, h), out / "tables")
     steps["write"] = _since(t)
     t = _clock()
-    hist, _, _ = read_mdf_histograms(out, h, schema)  # the run's check (_validate_outputs)
+    hist, pl94, mdf_units = read_mdf_histograms(out, h, schema)  # the run's check
     diff = sp.csr_matrix(hist - blocks.persons)
     diff.eliminate_zeros()
-    assert diff.nnz == 0
+    assert diff.nnz == 0 and _tables_equal(out, h, pl94, mdf_units)
     steps["run_check_read_back"] = _since(t)
     t = _clock()
     file_checksums(out)  # the manifest's checksums (the invariants' too: a few ms)
     steps["manifest_sha256"] = _since(t)
     t = _clock()
     mdf_unit_counts(out / "mdf_units.parquet", h)  # the self-check's second reading
-    read_mdf_histograms(out, h, schema)
+    _, pl94, mdf_units = read_mdf_histograms(out, h, schema)
+    assert _tables_equal(out, h, pl94, mdf_units)
     file_checksums(out)
     steps["self_check_read_and_sha256"] = _since(t)
     total = {
@@ -122,29 +136,61 @@ def _single_file(out: Path, blocks, occupied, schema) -> dict:
     return {"driver": total, "steps": steps, "persons": w.persons}
 
 
+def _tables_equal(out: Path, h, pl94, units) -> bool:
+    """The written tables equal the tabulation of the MDF read back, one at a time (the
+    previous run check and self-check)."""
+    for name in TABLE_NAMES:
+        written = read_table_arrays(out / "tables", h, (name,))[name]
+        mine = tables_to_arrays(tabulate_histograms(pl94, units, h, (name,)), h)[name]
+        if not all(np.array_equal(a, b) for a, b in zip(written, mine, strict=True)):
+            return False
+    return True
+
+
 def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
-    """Part files on ``ex``: the driver's own CPU and the tasks' CPU."""
+    """Part files on ``ex``: the driver's own CPU and the tasks' CPU (MDF and tables)."""
     h, inv = blocks.hierarchy, blocks.invariants
     out.mkdir(parents=True, exist_ok=True)
+    write_parquet(inv.to_table(), out / "invariants.parquet")
     t = _clock()
+    units = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+    p_levels, u_levels = h.aggregate(blocks.persons), h.aggregate(units)
+    top_job = TablesTask(
+        [
+            (lv.name, lv.length, c)
+            for lv, c in zip(h.geolevels.levels[:-1], h.geocodes[:-1], strict=True)
+        ],
+        sp.vstack(p_levels[:-1], format="csr"),
+        sp.vstack(u_levels[:-1], format="csr"),
+        str(out),
+    )
+    (top,) = list(ex.map(run_tables_task, [top_job]))
     jobs = mdf_part_tasks(
         blocks.persons, h.blocks, schema.name, inv.housing_units, occupied, inv.gq_facilities, out
     )
     got = list(ex.map(run_mdf_part_task, jobs))
     write_mdf_index(out, got)
+    write_table_index(out / "tables", [top["tables"]] + [g["tables"] for g in got])
     write_step = _since(t)
-    assert not [g["problem"] for g in got if g["problem"]]
+    assert not [g["problem"] or g["table_problem"] for g in got if g["problem"]]
+    assert not top["table_problem"] and not any(g["table_problem"] for g in got)
     t = _clock()
     file_checksums(out)  # indexes and nothing else: the parts' digests are the tasks'
     manifest = _since(t)
     t = _clock()
     hashed: dict = {}
-    hist, _, counts, _ = _mdf_from_parts(out, h, schema, ex, hashed)
+    hist, pl94, counts, bad = _mdf_from_parts(out, h, schema, ex, hashed, inv)
+    mdf_units = unit_histogram_from_counts(
+        counts[:, 0] + counts[:, 1], counts[:, 1], inv.gq_facilities
+    )
+    bad += _check_table_tops(out, h, pl94, mdf_units)
     self_check = _since(t)
+    assert not bad, bad
     diff = sp.csr_matrix(hist - blocks.persons)
     diff.eliminate_zeros()
     assert diff.nnz == 0 and counts[:, 2].sum() == inv.gq_facilities.sum()
     task_cpu = sum(g["write_cpu_seconds"] + g["check_cpu_seconds"] for g in got)
+    task_cpu += top["cpu_seconds"]
     return {
         "driver_write_and_run_check": write_step,
         "driver_manifest_sha256": {"cpu_s": manifest["cpu_s"], "wall_s": manifest["wall_s"]},
@@ -209,13 +255,11 @@ def main() -> None:
         read_mdf_text(work / "inprocess" / txt) == (work / "single" / txt).read_bytes()
         for _, txt in MDF_FILES.values()
     )
-    t = _clock()  # the tables, for scale: still written by the driver (per geounit)
-    units = blocks.invariants.housing_units
-    from censusdp.data.histograms import unit_histogram_from_counts
-
-    uh = unit_histogram_from_counts(units, occupied, blocks.invariants.gq_facilities)
-    write_tables(tabulate_histograms(blocks.persons, uh, blocks.hierarchy), work / "tables")
-    tables = _since(t)
+    tables_same = all(
+        _tree_sha(work / "inprocess" / "tables" / f"{n}.parquet")
+        == _tree_sha(work / f"pool{args.workers}" / "tables" / f"{n}.parquet")
+        for n in TABLE_NAMES
+    )
     result = {
         "benchmark": "mdf_parts",
         "config": f"{args.state}:{args.scale}",
@@ -236,7 +280,7 @@ def main() -> None:
         },
         "parts_byte_identical_across_executors": same,
         "text_parts_concatenated_equal_single_file": text_same,
-        "tables_on_driver": tables,
+        "table_parts_byte_identical_across_executors": tables_same,
     }
     print(json.dumps(result, indent=2))
 
