@@ -20,18 +20,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import scipy.sparse as sp
 
 import censusdp.release.parts as release_parts
+from censusdp.data.schema import get_schema
 from censusdp.errors import InternalError
 from censusdp.execution import InProcessExecutor
-from censusdp.io.mdf import read_mdf_persons, read_mdf_text, read_mdf_units
+from censusdp.io.mdf import mdf_part_counts, read_mdf_persons, read_mdf_text, read_mdf_units
 from censusdp.privacy.budget import load_preset
-from censusdp.release.parts import mdf_part_ranges
+from censusdp.release.parts import MDFPartTask, mdf_part_ranges, run_mdf_part_task
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import validate_run
 from synth import block_codes, make_cef, tree_bytes, write_cef
 
 DIRS = ("mdf_persons.parquet", "mdf_units.parquet", "mdf_persons.txt", "mdf_units.txt")
+TABLES = ("P1", "P2", "P3", "P4", "P5", "H1")
 BLOCKS_PER_PART = 5
 
 
@@ -50,10 +53,11 @@ def _release(base: Path, name: str, seed: int) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> tuple[Path, Path]:
+    """A release, and a scratch directory."""
     base = tmp_path_factory.mktemp("mdfparts")
     persons, units = make_cef(np.random.default_rng(5), block_codes(2, 2, 2, 3), gq_rate=0.3)
     write_cef(base / "cef", persons, units)
-    return _release(base, "a", seed=1), _release(base, "b", seed=2)
+    return _release(base, "a", seed=1), base
 
 
 def test_parts_cover_the_blocks_and_read_as_one_file(runs) -> None:
@@ -160,14 +164,45 @@ def _flip_byte(run: Path, other: Path) -> None:
     p.write_bytes(bytes(data))
 
 
-def _foreign_part(run: Path, other: Path) -> None:
-    """Part 1 of every MDF directory from a run with another seed (index entries too)."""
-    for d in DIRS:
-        f = next((other / d).glob("part-00001.*"))
+def _foreign_part(run: Path, tmp: Path) -> None:
+    """Part 1 of every MDF directory (and its tables' rows) as another run writes it: an
+    estimate that differs in one person's race, written by the same task, its index
+    entries taken along."""
+    index = json.loads((run / "mdf_persons.parquet" / "_parts.json").read_text())
+    first = index["parts"][0]["rows"]
+    a, b = index["parts"][1]["start"], index["parts"][1]["stop"]
+    inv = pq.read_table(run / "invariants.parquet")
+    blocks = np.asarray(inv.column("geocode").to_pylist())[a:b]
+    gq = np.stack(
+        [np.zeros(b - a, np.int64)]
+        + [inv.column(f"gq_facilities_{g}").to_numpy()[a:b] for g in range(1, 8)],
+        axis=1,
+    )
+    hist, _, counts = mdf_part_counts(
+        run / "mdf_persons.parquet" / "part-00001.parquet",
+        run / "mdf_units.parquet" / "part-00001.parquet",
+        blocks,
+        get_schema("pl94"),
+    )
+    dense = hist.toarray()
+    row, cell = np.argwhere(dense > 0)[0]
+    dense[row, cell] -= 1
+    dense[row, (cell + 63) % dense.shape[1]] += 1  # another race, the same block
+    other = tmp / "other"
+    other.mkdir()
+    res = run_mdf_part_task(
+        MDFPartTask(
+            1, a, b, blocks, sp.csr_matrix(dense), "pl94", counts[:, 0] + counts[:, 1],
+            counts[:, 1], gq, first, str(other),
+        )
+    )  # fmt: skip
+    assert res["problem"] is None
+    for d in (*DIRS, *(f"tables/{t}.parquet" for t in TABLES)):
+        f = next((other / d).glob("part-*"))
         shutil.copyfile(f, run / d / f.name)
         mine = json.loads((run / d / "_parts.json").read_text())
-        theirs = json.loads((other / d / "_parts.json").read_text())
-        mine["parts"][1] = theirs["parts"][1]
+        entry = next(p for p in mine["parts"] if p["file"] == f.name)
+        entry["sha256"] = hashlib.sha256(f.read_bytes()).hexdigest()
         (run / d / "_parts.json").write_text(json.dumps(mine))
 
 
@@ -203,7 +238,7 @@ CASES = [(c, False) for c in sorted(DAMAGE)] + [
 def test_each_damage_is_caught(runs, tmp_path: Path, case: str, forged: bool) -> None:
     run = tmp_path / "run"
     shutil.copytree(runs[0], run)
-    DAMAGE[case](run, runs[1])
+    DAMAGE[case](run, tmp_path)
     if forged:
         _forge(run)
     report = validate_run(run, executor=InProcessExecutor())
@@ -233,6 +268,7 @@ def test_a_text_part_that_disagrees_with_its_index_is_caught(runs, tmp_path: Pat
     assert "mdf_units.txt/part-00002.txt" in report.checks["mdf_readable"]["detail"]
 
 
+@pytest.mark.slow  # a release of its own
 def test_the_writing_task_catches_a_part_that_is_not_the_estimate(runs, tmp_path) -> None:
     """The run's own check is in the task: a part written wrong stops the release."""
     real = release_parts.write_mdf_part
@@ -273,3 +309,33 @@ def test_pool_writes_the_same_parts(runs, tmp_path: Path) -> None:
     assert m["executor"]["mdf_parts_by_driver"] is False
     for d in (*DIRS, "tables"):
         assert tree_bytes(tmp_path / "pool" / d) == tree_bytes(runs[0] / d), d
+
+
+def test_a_single_file_release_still_reads_and_validates(runs, tmp_path: Path) -> None:
+    """Releases made before part files have one file each: the same records, read and
+    validated by the same readers (the parts concatenated are that file)."""
+    run = tmp_path / "single"
+    shutil.copytree(runs[0], run)
+    for name in (*DIRS, *(f"tables/{t}.parquet" for t in TABLES)):
+        d = run / name
+        if name.endswith(".txt"):
+            data = read_mdf_text(d)
+            shutil.rmtree(d)
+            d.write_bytes(data)
+        else:
+            table = pq.read_table(d)
+            shutil.rmtree(d)
+            pq.write_table(table, d)
+    _forge(run)
+    report = validate_run(run)
+    assert report.ok, report.failures()
+    assert report.task_cpu_seconds == 0  # no MDF part was read by a task
+    for read in (read_mdf_persons, read_mdf_units):
+        a = read(runs[0] / f"mdf_{read.__name__.split('_')[-1]}.parquet")
+        b = read(run / f"mdf_{read.__name__.split('_')[-1]}.parquet")
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    # and damage is still caught there
+    p = run / "mdf_persons.parquet"
+    pq.write_table(pq.read_table(p).slice(1), p)
+    _forge(run)
+    assert not validate_run(run).checks["tables_match_mdf"]["ok"]
