@@ -286,7 +286,14 @@ TAMPER = {
     "mdf row dropped": (MDF_PART, lambda t: t.slice(1)),
     "mdf facility dropped": ("mdf_units.parquet/part-00000.parquet", _drop_facility),
     "mdf person recoded": (MDF_PART, lambda t: _set(t, "VOTING_AGE", 0, "3")),
-    "table cell changed": ("tables/P1.parquet", lambda t: _set(t, "P1_001N", 0, 1)),
+    "table cell changed": (
+        "tables/P1.parquet/part-00001.parquet",
+        lambda t: _set(t, "P1_001N", 0, 1),
+    ),
+    "table total changed": (
+        "tables/P1.parquet/part-00000.parquet",
+        lambda t: _set(t, "P1_001N", 0, 1),
+    ),
 }
 
 
