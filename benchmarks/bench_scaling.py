@@ -443,9 +443,24 @@ def plot(result: dict, path: Path) -> None:
     cores = list(proj["by_cores"])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     bottom = np.zeros(len(cores))
+    parts = proj.get("driver_serial_s", {})
+    serial = [
+        ("read_and_aggregate", "driver: reading the input"),
+        ("other", "driver: the rest (estimation's driver side, start-up)"),
+        ("mdf_write_and_validate", "driver: NMF, MDF, tables, self-check"),
+    ]
+    for key, label in serial if parts else (("driver_serial_h", "driver (serial)"),):
+        if parts:
+            hours = parts[key] / 3600
+            if key == "mdf_write_and_validate":  # with the NMF's and the self-check's
+                hours += (parts["nmf_write"] + parts["self_check"]) / 3600
+            vals = np.full(len(cores), hours)
+        else:
+            vals = np.array([proj["by_cores"][c][key] for c in cores])
+        a.bar(cores, vals, bottom=bottom, label=label)
+        bottom += vals
     for key, label in (
-        ("driver_serial_h", "driver (serial)"),
-        ("measurement_h", "measurement + NMF part tasks"),
+        ("measurement_h", "measurement, NMF and MDF part tasks"),
         ("estimation_h", "estimation"),
     ):
         vals = np.array([proj["by_cores"][c][key] for c in cores])
@@ -455,7 +470,8 @@ def plot(result: dict, path: Path) -> None:
     a.set_xlabel("cores")
     a.set_ylabel("hours")
     a.set_title("projected US run")
-    a.legend(fontsize=8)
+    a.set_ylim(0, max(bottom.max(), 0.5) * 1.6)
+    a.legend(fontsize=7, loc="upper right")
     levels = list(proj["level_cpu_s"])
     x = np.arange(len(levels))
     b.bar(x - 0.2, [proj["level_cpu_s"][k] / 3600 for k in levels], 0.4, label="level CPU (h)")
