@@ -309,6 +309,9 @@ def test_pool_writes_the_same_parts(runs, tmp_path: Path) -> None:
     assert m["executor"]["mdf_parts_by_driver"] is False
     for d in (*DIRS, "tables"):
         assert tree_bytes(tmp_path / "pool" / d) == tree_bytes(runs[0] / d), d
+    # censusdp validate --workers 2: the parts read on a pool, the same verdicts
+    pooled = validate_run(runs[0], workers=2)
+    assert pooled.checks == validate_run(runs[0]).checks and pooled.task_cpu_seconds > 0
 
 
 def test_a_single_file_release_still_reads_and_validates(runs, tmp_path: Path) -> None:
