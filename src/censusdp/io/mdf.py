@@ -16,6 +16,13 @@ with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` 
 
 Every code column is a string (production's Spark schema; dictionary-encoded in Parquet),
 ``EPNUM`` a 64-bit integer.
+
+A run writes each of the four files as a directory of part files, one per run of blocks
+(:func:`write_mdf_part`, called by the executor tasks of
+:mod:`censusdp.release.parts`; layout: :mod:`censusdp.io.parts`): ``EPNUM`` continues
+across the parts and only the first text part has the header, so the parts in name
+order are the single file. Every reader here takes either a directory of parts or a
+single file (releases made before part files, and ``censusdp protect``'s).
 The units file carries no facility type (production's H1 layout has none); the reader
 types the facilities of each block from the published ``invariants.parquet``. The
 readers (:func:`read_mdf_persons`, :func:`iter_mdf_persons`, :func:`read_mdf_units`)
@@ -394,14 +401,14 @@ def write_mdf_units(
         The number of records.
     """
     table = _unit_table(hierarchy.blocks, housing_units, occupied, gq_facilities)
-    _write_unit_files(table, path, text_path, header=True)
+    _write_records(table, path, text_path, header=True)
     return table.num_rows
 
 
-def _write_unit_files(
+def _write_records(
     table: pa.Table, path: str | Path, text_path: str | Path | None, header: bool
 ) -> None:
-    """Write unit records to a Parquet file (and the text file), atomically."""
+    """Write records to a Parquet file (and the text file), atomically, in one go."""
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(path))
         with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
@@ -537,18 +544,7 @@ def write_mdf_part(
     out: dict[str, list[dict[str, object]]] = {}
     for kind, table in (("persons", persons), ("units", units)):
         pq_path, txt_path = paths[kind]
-        if kind == "persons":
-            with contextlib.ExitStack() as stack:
-                tmp = stack.enter_context(atomic_path(pq_path))
-                with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
-                    if table.num_rows:
-                        writer.write_table(table, row_group_size=1 << 20)
-                if txt_path is not None:
-                    txt = stack.enter_context(atomic_path(txt_path))
-                    with open(txt, "wb") as f:
-                        _write_text_chunk(table, f, header=header)
-        else:
-            _write_unit_files(table, pq_path, txt_path, header=header)
+        _write_records(table, pq_path, txt_path, header=header)
         out[kind] = [_part_record(Path(pq_path), table.num_rows)]
         if txt_path is not None:
             out[kind].append(_part_record(Path(txt_path), table.num_rows))

@@ -1,4 +1,8 @@
-"""Measurement tasks that write their own part of the noisy measurement file.
+"""Tasks that write and check their own part files: the NMF's, the MDF's and the tables'.
+
+(The MDF's and the tables' tasks are at the end: :class:`MDFPartTask`, one run of blocks'
+persons, units and table rows, and :class:`TablesTask`, the tables' rows of every level
+above the block; the driver sends each its histogram rows and writes the indexes.)
 
 A :class:`PartTask` is a :class:`~censusdp.release.measure.MeasureTask` with the path
 of the part file it writes (``RUN/noisy_measurements.parquet/part-00012.parquet``, the

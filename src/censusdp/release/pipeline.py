@@ -881,9 +881,10 @@ def _write_outputs(
     progress: Progress,
     timings: dict[str, float],
     manifest: dict[str, Any],
-) -> list[dict[str, Any]]:
-    """Write the MDF (persons and units) as part files by tasks on ``executor``, and the
-    tables; return the MDF tasks' results (records, checks, costs).
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Write the MDF (persons and units) and the tables as part files by tasks on
+    ``executor``; return the MDF tasks' results (records, checks, costs) and the tables'
+    part-0 task's.
 
     Each task (:func:`censusdp.release.parts.run_mdf_part_task`) gets one run of blocks'
     released histogram rows and unit counts, writes that part of the four MDF files,
@@ -899,8 +900,8 @@ def _write_outputs(
     upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],
-        sp.vstack(pl94_levels[:-1], format="csr"),
-        sp.vstack(unit_levels[:-1], format="csr"),
+        _stacked(pl94_levels[:-1], pl94_hist.shape[1]),
+        _stacked(unit_levels[:-1], units_hist.shape[1]),
         str(out.resolve()),
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
@@ -923,25 +924,30 @@ def _write_outputs(
             bar.advance(res["persons"])
     write_mdf_index(out, parts)
     write_table_index(out / "tables", [top["tables"]] + [p["tables"] for p in parts])
-    parts.append({k: top[k] for k in ("table_problem", "writer")} | {"tables_part": True})
-    task_cpu = sum(p.get("write_cpu_seconds", 0.0) for p in parts) + top["cpu_seconds"]
-    check_cpu = sum(p.get("check_cpu_seconds", 0.0) for p in parts)
+    task_cpu = sum(p["write_cpu_seconds"] for p in parts) + top["cpu_seconds"]
+    check_cpu = sum(p["check_cpu_seconds"] for p in parts)
     timings["write_mdf_task_cpu"] = timings.get("write_mdf_task_cpu", 0.0) + task_cpu
     timings["check_mdf_task_cpu"] = timings.get("check_mdf_task_cpu", 0.0) + check_cpu
-    mdf = [p for p in parts if "tables_part" not in p]
-    manifest["persons_released"] = sum(p["persons"] for p in mdf)
-    manifest["units_released"] = sum(p["units"] for p in mdf)
-    writers = {p["writer"] for p in parts}
-    manifest["executor"]["mdf_parts"] = len(mdf)
+    manifest["persons_released"] = sum(p["persons"] for p in parts)
+    manifest["units_released"] = sum(p["units"] for p in parts)
+    writers = {p["writer"] for p in [*parts, top]}
+    manifest["executor"]["mdf_parts"] = len(parts)
     manifest["executor"]["mdf_part_writers"] = len(writers)
     manifest["executor"]["mdf_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in writers
     timings["write_release"] = time.perf_counter() - t
     timings["write_release_cpu"] = time.process_time() - c
     say(
         progress,
-        f"wrote {manifest['persons_released']:,} MDF persons in {len(mdf)} parts and the tables",
+        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
     )
-    return parts
+    return parts, top
+
+
+def _stacked(levels: list[sp.csr_matrix], n_cells: int) -> sp.csr_matrix:
+    """Levels' histograms stacked (top first); none: an empty matrix."""
+    if not levels:
+        return sp.csr_matrix((0, n_cells), dtype=np.int64)
+    return sp.csr_matrix(sp.vstack(levels, format="csr"), dtype=np.int64)
 
 
 def _validate_outputs(
@@ -950,7 +956,7 @@ def _validate_outputs(
     inv: Invariants,
     hierarchy: Hierarchy,
     schema: Schema,
-    parts: list[dict[str, Any]],
+    written: tuple[list[dict[str, Any]], dict[str, Any]],
     *,
     timings: dict[str, float],
     manifest: dict[str, Any],
@@ -976,19 +982,20 @@ def _validate_outputs(
         household_persons=est.household,
         failsafe_uses=len(est.persons.failsafe),
     )
-    bad_tables = [p["table_problem"] for p in parts if p.get("table_problem")]
+    parts, top = written
+    bad_tables = [p["table_problem"] for p in [top, *parts] if p["table_problem"]]
     report.add(
         "tables_match_mdf",
         not bad_tables,
         "; ".join(bad_tables[:3])
         or "every table part read back by its task equals the tabulation of its MDF part",
     )
-    problems = [p["problem"] for p in parts if p.get("problem")]
-    n_mdf = sum("tables_part" not in p for p in parts)
+    problems = [p["problem"] for p in parts if p["problem"]]
     report.add(
         "mdf_matches_histogram",
         not problems,
-        "; ".join(problems[:3]) or f"{n_mdf} parts read back by their tasks equal the estimate",
+        "; ".join(problems[:3])
+        or f"{len(parts)} parts read back by their tasks equal the estimate",
     )
     timings["validate"] = time.perf_counter() - t
     timings["validate_cpu"] = time.process_time() - c
@@ -1103,10 +1110,10 @@ def _estimate_and_write(
         )
         if geo.spine is not None:
             est = _on_tabulation(est, geo, inv, schema, manifest)
-        parts = _write_outputs(
+        written = _write_outputs(
             out, est, inv, hierarchy, schema, executor=executor, progress=progress, **steps
         )
-        _validate_outputs(out, est, inv, hierarchy, schema, parts, **steps)
+        _validate_outputs(out, est, inv, hierarchy, schema, written, **steps)
     if checkpoint is not None:
         checkpoint.discard()
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
