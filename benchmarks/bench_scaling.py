@@ -147,9 +147,13 @@ def run_config(
 
 
 def _digest(path: Path) -> str:
+    """A file's SHA-256, or a partitioned file's (its parts and index, in name order)."""
     import hashlib
 
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def summarize(m: dict) -> dict:
@@ -281,8 +285,15 @@ def project(
             # the driver's share of the NMF: appending every chunk (before part files),
             # only recording each part's checksum once the tasks write the parts
             "nmf": cpu("write_measurements"),
-            "mdf": cpu("write_release") + cpu("validate"),
-            "self_check": cpu("validate_files"),
+            # MDF part files: what the tasks did (writing, reading back) is not the driver's
+            "mdf": max(
+                cpu("write_release")
+                + cpu("validate")
+                - tt.get("write_mdf_task_cpu", 0.0)
+                - tt.get("check_mdf_task_cpu", 0.0),
+                0.0,
+            ),
+            "self_check": max(cpu("validate_files") - tt.get("validate_files_task_cpu", 0.0), 0.0),
             "rest": 0.0,
         }
         # the rest of an in-process run's CPU (start-up, checksums, invariants): what
@@ -291,6 +302,9 @@ def project(
             sum(lv["cpu_s"] for lv in run["levels"])
             + tt.get("measure_task_cpu", 0.0)
             + tt.get("write_parts_task_cpu", 0.0)
+            + tt.get("write_mdf_task_cpu", 0.0)
+            + tt.get("check_mdf_task_cpu", 0.0)
+            + tt.get("validate_files_task_cpu", 0.0)
         )
         if run.get("executor") in ("in-process", "inprocess") and run.get("cpu_s"):
             out["rest"] = max(run["cpu_s"] - tasks - sum(out.values()), 0.0)
@@ -316,6 +330,12 @@ def project(
     # parallel: measuring, and (part files) writing the NMF in the tasks
     measure_cpu = t.get("measure_task_cpu", 0.0) * values_scale
     part_write_cpu = t.get("write_parts_task_cpu", 0.0) * values_scale
+    # MDF part tasks (writing, reading back) by persons; the self-check's part-reading
+    # tasks (NMF and MDF parts) by noisy values
+    persons_scale = US_PERSONS / max(reference["persons"], 1)
+    mdf_task_cpu = (
+        t.get("write_mdf_task_cpu", 0.0) + t.get("check_mdf_task_cpu", 0.0)
+    ) * persons_scale + t.get("validate_files_task_cpu", 0.0) * values_scale
     driver_in, nmf_write = serial["read"], serial["nmf"]
     driver_out, self_check = serial["mdf"], serial["self_check"] + serial["rest"]
     driver_serial = driver_in + nmf_write + driver_out + self_check
@@ -370,6 +390,8 @@ def project(
         "measurement_cpu_s": round(measure_cpu, 1),
         "nmf_part_write_cpu_s": round(part_write_cpu, 1),
         "nmf_written_by": "tasks (part files)" if part_write_cpu > 0 else "driver",
+        "mdf_part_tasks_cpu_s": round(mdf_task_cpu, 1),
+        "mdf_written_by": "tasks (part files)" if mdf_task_cpu > 0 else "driver",
         "driver_serial_s": {
             "read_and_aggregate": round(driver_in, 1),
             "nmf_write": round(nmf_write, 1),
@@ -379,7 +401,7 @@ def project(
         },
         "by_cores": {},
     }
-    tasks_cpu = measure_cpu + part_write_cpu
+    tasks_cpu = measure_cpu + part_write_cpu + mdf_task_cpu
     total_cpu = sum(level_cpu.values()) * (1 + unit_share) + tasks_cpu
     out["total_core_hours"] = round((total_cpu + driver_serial) / 3600, 1)
     for n in cores:
@@ -397,7 +419,7 @@ def project(
             "critical_path": {
                 "driver_serial_s": round(driver_serial, 1),
                 "estimation_s": round(est, 1),
-                "measurement_and_nmf_parts_s": round(tasks_cpu / n, 1),
+                "measurement_nmf_and_mdf_parts_s": round(tasks_cpu / n, 1),
                 "slowest_level": longest,
                 "levels_bound_by_their_critical_path": [
                     k for k in level_cpu if critical[k] >= level_cpu[k] / n
@@ -421,9 +443,24 @@ def plot(result: dict, path: Path) -> None:
     cores = list(proj["by_cores"])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     bottom = np.zeros(len(cores))
+    parts = proj.get("driver_serial_s", {})
+    serial = [
+        ("read_and_aggregate", "driver: reading the input"),
+        ("other", "driver: the rest (estimation's driver side, start-up)"),
+        ("mdf_write_and_validate", "driver: NMF, MDF, tables, self-check"),
+    ]
+    for key, label in serial if parts else (("driver_serial_h", "driver (serial)"),):
+        if parts:
+            hours = parts[key] / 3600
+            if key == "mdf_write_and_validate":  # with the NMF's and the self-check's
+                hours += (parts["nmf_write"] + parts["self_check"]) / 3600
+            vals = np.full(len(cores), hours)
+        else:
+            vals = np.array([proj["by_cores"][c][key] for c in cores])
+        a.bar(cores, vals, bottom=bottom, label=label)
+        bottom += vals
     for key, label in (
-        ("driver_serial_h", "driver (serial)"),
-        ("measurement_h", "measurement + NMF part tasks"),
+        ("measurement_h", "measurement, NMF and MDF part tasks"),
         ("estimation_h", "estimation"),
     ):
         vals = np.array([proj["by_cores"][c][key] for c in cores])
@@ -433,7 +470,8 @@ def plot(result: dict, path: Path) -> None:
     a.set_xlabel("cores")
     a.set_ylabel("hours")
     a.set_title("projected US run")
-    a.legend(fontsize=8)
+    a.set_ylim(0, max(bottom.max(), 0.5) * 1.6)
+    a.legend(fontsize=7, loc="upper right")
     levels = list(proj["level_cpu_s"])
     x = np.arange(len(levels))
     b.bar(x - 0.2, [proj["level_cpu_s"][k] / 3600 for k in levels], 0.4, label="level CPU (h)")

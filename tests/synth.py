@@ -125,3 +125,13 @@ def pl94_state(directory: Path, seed: int, codes: list[str], gq_rate: float):
     levels = h.aggregate(person_histogram(cef.persons, h, get_schema("pl94")))
     plan = [(m.geolevel, m.query, m.mechanism) for m in load_preset("pl94-2020").measurements()]
     return h, levels, plan
+
+
+def tree_bytes(path: Path) -> dict[str, bytes]:
+    """The bytes of a file (key ``""``) or of every file under a directory (a partitioned
+    file: its parts and index), by relative path: two outputs are byte-identical when
+    these are equal."""
+    p = Path(path)
+    if p.is_file():
+        return {"": p.read_bytes()}
+    return {str(f.relative_to(p)): f.read_bytes() for f in sorted(p.rglob("*")) if f.is_file()}

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.cef import read_cef
 from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.io.tables import read_table
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
@@ -54,7 +54,7 @@ def accuracy_by_level(truth_dir: Path, run_dir: Path, geolevels: GeoLevels) -> l
     )
     truth = tables_to_arrays(tabulate(cef.persons, cef.units, hierarchy), hierarchy)
     released = tables_to_arrays(
-        {n: pq.read_table(run_dir / "tables" / f"{n}.parquet") for n in ("P1", "P2")}, hierarchy
+        {n: read_table(run_dir / "tables", n) for n in ("P1", "P2")}, hierarchy
     )
     out = []
     for li, lv in enumerate(geolevels.levels):

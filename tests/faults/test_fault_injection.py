@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.cli import main
-from censusdp.release.manifest import file_checksums
 
 CLI = [sys.executable, "-m", "censusdp"]
 
@@ -241,6 +240,18 @@ def _copy(release: Path, tmp_path: Path, name: str) -> Path:
     return d
 
 
+def _forged_checksums(run: Path) -> dict[str, str]:
+    """What a forger writes into the manifest: every file's real SHA-256, after the
+    part indexes' own digests are made to agree with the parts too."""
+    for index in run.glob("*/_parts.json"):
+        data = json.loads(index.read_text())
+        for p in data["parts"]:
+            if (index.parent / p["file"]).is_file():
+                p["sha256"] = hashlib.sha256((index.parent / p["file"]).read_bytes()).hexdigest()
+        index.write_text(json.dumps(data))
+    return {k: v for k, v in digest(run).items() if k != "manifest.json"}
+
+
 def _rewrite(path: Path, change) -> None:
     t = pq.read_table(path)
     assert t.num_rows > 3, f"{path} has too few rows to tamper with"
@@ -265,14 +276,24 @@ NMF_PART = "noisy_measurements.parquet/part-00003.parquet"
 first of the Tract level (on DC's default spine the State and its one County are
 bypassed single children, so their parts have no rows)."""
 
+MDF_PART = "mdf_persons.parquet/part-00000.parquet"
+"""A part file of the persons MDF (a run writes the MDF as directories of parts)."""
+
 TAMPER = {
     "nmf variance set to 0": (NMF_PART, lambda t: _set(t, "variance", 3, 0.0)),
     "nmf value changed": (NMF_PART, lambda t: _set(t, "value", 3, 999)),
     "nmf row dropped": (NMF_PART, lambda t: t.slice(1)),
-    "mdf row dropped": ("mdf_persons.parquet", lambda t: t.slice(1)),
-    "mdf facility dropped": ("mdf_units.parquet", lambda t: _drop_facility(t)),
-    "mdf person recoded": ("mdf_persons.parquet", lambda t: _set(t, "VOTING_AGE", 0, "3")),
-    "table cell changed": ("tables/P1.parquet", lambda t: _set(t, "P1_001N", 0, 1)),
+    "mdf row dropped": (MDF_PART, lambda t: t.slice(1)),
+    "mdf facility dropped": ("mdf_units.parquet/part-00000.parquet", _drop_facility),
+    "mdf person recoded": (MDF_PART, lambda t: _set(t, "VOTING_AGE", 0, "3")),
+    "table cell changed": (
+        "tables/P1.parquet/part-00001.parquet",
+        lambda t: _set(t, "P1_001N", 0, 1),
+    ),
+    "table total changed": (
+        "tables/P1.parquet/part-00000.parquet",
+        lambda t: _set(t, "P1_001N", 0, 1),
+    ),
 }
 
 
@@ -304,9 +325,9 @@ def test_validate_rejects_tampering(
     name, change = TAMPER[case]
     d = _copy(good_release, tmp_path, "t")
     _rewrite(d / name, change)
-    if rehash:  # a forger who also rewrites the checksums
+    if rehash:  # a forger who also rewrites the checksums (index entries included)
         m = json.loads((d / "manifest.json").read_text())
-        m["files"] = file_checksums(d)
+        m["files"] = _forged_checksums(d)
         (d / "manifest.json").write_text(json.dumps(m))
     proc = cli("validate", d, "--quiet")
     if rehash and case == "nmf value changed":
@@ -325,7 +346,7 @@ def test_validate_rejects_a_missing_nmf_part(good_release: Path, tmp_path: Path,
     (d / NMF_PART).unlink()
     if rehash:
         m = json.loads((d / "manifest.json").read_text())
-        m["files"] = file_checksums(d)
+        m["files"] = _forged_checksums(d)
         (d / "manifest.json").write_text(json.dumps(m))
     proc = cli("validate", d, "--quiet")
     assert proc.returncode == 1, proc.stdout

@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "query of the budget's strategy, estimate consistent integer histograms "
             "top-down, and write RUN/noisy_measurements.parquet, RUN/mdf_persons.parquet, "
             "RUN/mdf_units.parquet, RUN/mdf_persons.txt, RUN/mdf_units.txt, RUN/tables/ and "
-            "RUN/manifest.json."
+            "RUN/manifest.json (the NMF, the MDF and the tables as directories of part "
+            "files written by the tasks)."
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "noisy measurements against the recorded budget (every geounit once, every cell, "
             "the stated variance); every invariant and constraint in the MDF; the tables "
             "against the MDF. With --input, also that RUN was made from that input; "
-            "--workers K checks the NMF's part files on K processes. Exit 0 "
+            "--workers K reads the part files of the NMF and the MDF on K processes. Exit 0 "
             "only when everything holds; otherwise one line per failed check and exit 1."
         ),
     )

@@ -228,7 +228,7 @@ def simulate_release_errors(
     hierarchy, inv = read_invariants(run, GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
     for name in ("mdf_persons.parquet", "mdf_units.parquet"):
-        if not (run / name).is_file():
+        if not (run / name).exists():  # a file, or a directory of parts
             raise InputError(f"{run / name}: missing file (the release's counts are simulated)")
     person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
     truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)

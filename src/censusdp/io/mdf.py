@@ -16,6 +16,13 @@ with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` 
 
 Every code column is a string (production's Spark schema; dictionary-encoded in Parquet),
 ``EPNUM`` a 64-bit integer.
+
+A run writes each of the four files as a directory of part files, one per run of blocks
+(:func:`write_mdf_part`, called by the executor tasks of
+:mod:`censusdp.release.parts`; layout: :mod:`censusdp.io.parts`): ``EPNUM`` continues
+across the parts and only the first text part has the header, so the parts in name
+order are the single file. Every reader here takes either a directory of parts or a
+single file (releases made before part files, and ``censusdp protect``'s).
 The units file carries no facility type (production's H1 layout has none); the reader
 types the facilities of each block from the published ``invariants.parquet``. The
 readers (:func:`read_mdf_persons`, :func:`iter_mdf_persons`, :func:`read_mdf_units`)
@@ -40,29 +47,38 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import (
     N_GQTYPES,
     UNIT_CELLS,
+    person_cells,
     person_histogram,
     pl94_view,
     unit_histogram,
 )
 from censusdp.data.schema import MAX_AGE, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
-from censusdp.io.atomic import StreamingWriter, atomic_path
+from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
+from censusdp.io.parts import part_files
 
 __all__ = [
     "DHCP_PERSON_COLUMNS",
     "GEO_COLUMNS",
+    "MDF_FILES",
+    "MDF_PART_FIELDS",
     "PL94_PERSON_COLUMNS",
     "SCHEMA_BUILD_ID",
     "UNIT_COLUMNS",
     "MDFPersonWriter",
+    "count_lines",
     "iter_mdf_blocks",
     "iter_mdf_persons",
+    "mdf_files",
+    "mdf_part_counts",
     "mdf_person_columns",
     "mdf_unit_counts",
     "person_layout",
     "read_mdf_histograms",
     "read_mdf_persons",
+    "read_mdf_text",
     "read_mdf_units",
+    "write_mdf_part",
     "write_mdf_persons",
     "write_mdf_records",
     "write_mdf_units",
@@ -201,14 +217,18 @@ def _constant(value: str, n: int) -> pa.Array:
     return _coded(np.zeros(n, dtype=np.int32), (value,))
 
 
-def _geo_dictionaries(hierarchy: Hierarchy) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
-    """Per geography column: each block's index into the column's distinct codes, and them.
+def _geo_dictionaries(
+    blocks: Hierarchy | np.ndarray,
+) -> dict[str, tuple[np.ndarray, tuple[str, ...]]]:
+    """Per geography column: each block's index into the column's distinct codes, and them
+    (``blocks``: a hierarchy's blocks, or the block geocodes of one part).
 
     Codes are ``X``-padded as production's ``format_geocode`` does for a short geocode.
     """
+    codes = blocks.blocks if isinstance(blocks, Hierarchy) else np.asarray(blocks)
     out = {}
     for k, (a, z) in _GEO_PARTS.items():
-        parts = np.asarray([b[a:z].ljust(z - a, "X") for b in hierarchy.blocks], dtype=object)
+        parts = np.asarray([b[a:z].ljust(z - a, "X") for b in codes], dtype=object)
         values, index = np.unique(parts.astype(str), return_inverse=True)
         out[k] = (index.ravel().astype(np.int32), tuple(str(v) for v in values))
     return out
@@ -380,17 +400,15 @@ def write_mdf_units(
     Returns:
         The number of records.
     """
-    hu = np.asarray(housing_units, dtype=np.int64)
-    occ = np.asarray(occupied, dtype=np.int64)
-    gq = np.asarray(gq_facilities, dtype=np.int64).sum(axis=1)
-    if (occ > hu).any() or (occ < 0).any():
-        b = int(np.flatnonzero((occ > hu) | (occ < 0))[0])
-        raise InputError(f"block {hierarchy.blocks[b]}: {occ[b]} occupied of {hu[b]} housing units")
-    per_block = np.stack([hu - occ, occ, gq], axis=1)  # vacant, occupied, facilities
-    status_of = np.array([2, 1, 0], dtype=np.int64)
-    block = np.repeat(np.repeat(np.arange(hu.size), 3), per_block.ravel())
-    status = np.repeat(np.tile(status_of, hu.size), per_block.ravel())
-    table = _unit_record_table(block, status, _geo_dictionaries(hierarchy))
+    table = _unit_table(hierarchy.blocks, housing_units, occupied, gq_facilities)
+    _write_records(table, path, text_path, header=True)
+    return table.num_rows
+
+
+def _write_records(
+    table: pa.Table, path: str | Path, text_path: str | Path | None, header: bool
+) -> None:
+    """Write records to a Parquet file (and the text file), atomically, in one go."""
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(path))
         with pq.ParquetWriter(tmp, table.schema, compression="zstd") as writer:
@@ -399,8 +417,24 @@ def write_mdf_units(
         if text_path is not None:
             txt = stack.enter_context(atomic_path(text_path))
             with open(txt, "wb") as f:
-                _write_text_chunk(table, f, header=True)
-    return table.num_rows
+                _write_text_chunk(table, f, header=header)
+
+
+def _unit_table(
+    blocks: np.ndarray, housing_units: np.ndarray, occupied: np.ndarray, gq_facilities: np.ndarray
+) -> pa.Table:
+    """The unit records of ``blocks`` (geocodes): per block vacant, occupied, facilities."""
+    hu = np.asarray(housing_units, dtype=np.int64)
+    occ = np.asarray(occupied, dtype=np.int64)
+    gq = np.asarray(gq_facilities, dtype=np.int64).sum(axis=1)
+    if (occ > hu).any() or (occ < 0).any():
+        b = int(np.flatnonzero((occ > hu) | (occ < 0))[0])
+        raise InputError(f"block {blocks[b]}: {occ[b]} occupied of {hu[b]} housing units")
+    per_block = np.stack([hu - occ, occ, gq], axis=1)  # vacant, occupied, facilities
+    status_of = np.array([2, 1, 0], dtype=np.int64)
+    block = np.repeat(np.repeat(np.arange(hu.size), 3), per_block.ravel())
+    status = np.repeat(np.tile(status_of, hu.size), per_block.ravel())
+    return _unit_record_table(block, status, _geo_dictionaries(blocks))
 
 
 def write_mdf_records(
@@ -434,6 +468,141 @@ def write_mdf_records(
             out / "mdf_units.txt",
         )
     return w.persons
+
+
+# -- part files -------------------------------------------------------------------------
+
+MDF_FILES = {
+    "persons": ("mdf_persons.parquet", "mdf_persons.txt"),
+    "units": ("mdf_units.parquet", "mdf_units.txt"),
+}
+"""The MDF's files (Parquet, MDF2020 text) by record type, relative to a run directory;
+each is a single file (releases before part files) or a directory of parts."""
+
+MDF_PART_FIELDS = ("file", "start", "stop", "rows", "sha256")
+"""A part's record in ``_parts.json``: its file, its blocks ``start:stop`` (indices in
+the release's blocks, geocode order), its records and its SHA-256."""
+
+
+def mdf_files(path: str | Path) -> list[Path]:
+    """The data files of an MDF file (Parquet or text by its suffix): itself, or the parts
+    of its directory in order (:func:`censusdp.io.parts.part_files`)."""
+    return part_files(path, Path(path).suffix, "MDF part")
+
+
+def read_mdf_text(path: str | Path) -> bytes:
+    """An MDF2020 text file's bytes: the file, or its parts concatenated in order (the
+    header is the first line of the first part, so this is the single file)."""
+    return b"".join(f.read_bytes() for f in mdf_files(path))
+
+
+def count_lines(path: str | Path) -> int:
+    """The number of lines of a text file (read in 16 MB blocks)."""
+    n = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            n += chunk.count(b"\n")
+    return n
+
+
+def _part_record(path: Path, rows: int) -> dict[str, object]:
+    fsync_file(path)
+    return {"file": path.name, "rows": int(rows), "sha256": sha256_of(path)}
+
+
+def write_mdf_part(
+    block_hist: sp.csr_matrix,
+    blocks: np.ndarray,
+    schema: Schema | str,
+    housing_units: np.ndarray,
+    occupied: np.ndarray,
+    gq_facilities: np.ndarray,
+    paths: Mapping[str, tuple[Path, Path | None]],
+    *,
+    first_person: int,
+    header: bool,
+) -> dict[str, list[dict[str, object]]]:
+    """Write the persons and units of a run of blocks as one part of each MDF file.
+
+    Run by an executor task: ``block_hist`` is the released ``(blocks x cells)``
+    histogram of these ``blocks`` (geocodes, in release order), the unit arrays theirs;
+    ``paths`` maps ``persons`` and ``units`` to the part's Parquet and text paths;
+    ``first_person`` is the ``EPNUM`` of the part's first person (the persons of the
+    parts before it). The first part (``header``) carries the text files' header line, so the text parts concatenated in order are the single
+    MDF2020 file, byte for byte. Every file appears under its name only when complete and
+    is flushed to disk.
+
+    Returns:
+        ``{"persons": [parquet record, text record], "units": [...]}``, each record the
+        file's name, records and SHA-256 (the text record absent without a text path).
+    """
+    sch = get_schema(schema) if isinstance(schema, str) else schema
+    geo = _geo_dictionaries(blocks)
+    cols = mdf_person_columns(block_hist, None, sch)  # type: ignore[arg-type]
+    persons = _person_record_table(cols, geo, first_person, person_layout(sch))
+    units = _unit_table(blocks, housing_units, occupied, gq_facilities)
+    out: dict[str, list[dict[str, object]]] = {}
+    for kind, table in (("persons", persons), ("units", units)):
+        pq_path, txt_path = paths[kind]
+        _write_records(table, pq_path, txt_path, header=header)
+        out[kind] = [_part_record(Path(pq_path), table.num_rows)]
+        if txt_path is not None:
+            out[kind].append(_part_record(Path(txt_path), table.num_rows))
+    return out
+
+
+def mdf_part_counts(
+    persons_path: str | Path, units_path: str | Path, blocks: np.ndarray, schema: Schema
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Read one MDF part back: its ``(blocks x cells)`` person histogram in ``schema``,
+    its ``pl94`` one (from the decoded ``pl94`` columns, as :func:`read_mdf_histograms`
+    does) and its ``(blocks x 3)`` vacant units, occupied units and facilities.
+
+    ``blocks`` are the part's blocks (geocodes, sorted): a record in any other block is
+    an error. Used by the task that wrote the part (to check it) and by the self-check.
+
+    Raises:
+        InputError: for an unreadable part, an unknown code, or a record outside
+            ``blocks`` (naming the file, row and value).
+    """
+    blocks = np.asarray(blocks)
+    nb = blocks.size
+    pl94 = get_schema("pl94")
+    hist = sp.csr_matrix((nb, schema.size), dtype=np.int64)
+    pl94_hist = sp.csr_matrix((nb, pl94.size), dtype=np.int64)
+    for cols in iter_mdf_persons(persons_path):
+        rows = _local_blocks(cols["geocode"], blocks, persons_path, "persons")
+        n = rows.size
+        ones = np.ones(n, dtype=np.int64)
+        cells = person_cells(cols, schema, n)
+        hist = hist + sp.csr_matrix((ones, (rows, cells)), shape=(nb, schema.size))
+        p_cells = cells if schema.name == "pl94" else person_cells(pl94_view(cols), pl94, n)
+        pl94_hist = pl94_hist + sp.csr_matrix((ones, (rows, p_cells)), shape=(nb, pl94.size))
+    table = _read_parts(units_path)
+    _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", units_path, 0)
+    rows = _local_blocks(_geocodes(table, units_path), blocks, units_path, "units")
+    status = _decode(table, "HH_STATUS", ("0", "1", "2"), units_path)
+    counts = np.zeros((nb, 3), dtype=np.int64)
+    np.add.at(counts, (rows, np.array([2, 1, 0])[status]), 1)
+    return sp.csr_matrix(hist), sp.csr_matrix(pl94_hist), counts
+
+
+def _local_blocks(geocode: np.ndarray, blocks: np.ndarray, path: object, what: str) -> np.ndarray:
+    """Each record's index in ``blocks``; a record in another block is an error."""
+    if not geocode.size:
+        return np.zeros(0, dtype=np.int64)
+    if not blocks.size:
+        raise InputError(f"{path}: row 0 is in block {geocode[0]}, a part of no blocks")
+    codes = geocode.astype(blocks.dtype)
+    idx = np.minimum(np.searchsorted(blocks, codes), blocks.size - 1)
+    bad = blocks[idx] != codes
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: {what} row {row} is in block {geocode[row]}, not one of the part's "
+            f"blocks {blocks[0]}..{blocks[-1]}"
+        )
+    return idx.astype(np.int64)
 
 
 # -- decoding ---------------------------------------------------------------------------
@@ -564,19 +733,45 @@ def iter_mdf_persons(
         InputError: naming file, column, row and value of the first code that is not
             one of the layout's.
     """
-    pf = _open_parquet(path)
-    first = 0
-    for batch in pf.iter_batches(batch_size=batch_size):
-        table = pa.Table.from_batches([batch])
-        yield _decode_persons(table, path, first)
-        first += table.num_rows
+    for f in mdf_files(path):
+        shown = _shown(path, f)
+        first = 0
+        for batch in _open_parquet(f).iter_batches(batch_size=batch_size):
+            table = pa.Table.from_batches([batch])
+            yield _decode_persons(table, shown, first)
+            first += table.num_rows
+
+
+def _shown(path: str | Path, file: Path) -> str:
+    """How a message names a file: the path itself, or ``DIR/part-00003.parquet``."""
+    return str(path) if Path(path) == file else f"{path}/{file.name}"
+
+
+def _read_parts(path: str | Path) -> pa.Table:
+    """Every record of a Parquet MDF file, its parts in order (one chunk or more each).
+
+    A bad part is named in the message; rows in later messages count from the first
+    part's first row.
+    """
+    tables = []
+    for f in mdf_files(path):
+        try:
+            tables.append(_open_parquet(f).read())
+        except pa.ArrowException as exc:
+            raise InputError(f"{_shown(path, f)}: not a readable Parquet file ({exc})") from None
+    if len(tables) == 1:
+        return tables[0]
+    try:
+        return pa.concat_tables(tables)
+    except pa.ArrowException as exc:
+        raise InputError(f"{path}: its parts have different columns ({exc})") from None
 
 
 def read_mdf_persons(path: str | Path) -> dict[str, np.ndarray]:
     """Every person of an ``mdf_persons.parquet``, decoded (columns of :func:`iter_mdf_persons`)."""
     parts = list(iter_mdf_persons(path))
     if not parts:
-        pf = _open_parquet(path)
+        pf = _open_parquet(mdf_files(path)[0])
         return _decode_persons(pf.schema_arrow.empty_table(), path)
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
@@ -609,8 +804,7 @@ def read_mdf_units(
         InputError: for an unknown code, a facility that is not ``HH_STATUS`` 0, or a
             block whose facility records differ in number from the published counts.
     """
-    pf = _open_parquet(path)
-    table = pf.read()
+    table = _read_parts(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     is_gq = _decode(table, "RTYPE", ("2", "4"), path) == 1
@@ -625,7 +819,7 @@ def read_mdf_units(
     gqtype = np.zeros(geocode.size, dtype=np.int64)
     gq_rows = np.flatnonzero(is_gq)
     if invariants is None:
-        invariants = Path(path).parent / "invariants.parquet"
+        invariants = Path(path).parent / "invariants.parquet"  # beside the file or directory
     if not isinstance(invariants, pa.Table):
         if not Path(invariants).exists():
             if gq_rows.size:
@@ -670,7 +864,7 @@ def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
     Raises:
         InputError: for an unknown code or a record in a block not in ``hierarchy``.
     """
-    table = _open_parquet(path).read()
+    table = _read_parts(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     rows = hierarchy.block_index(geocode)

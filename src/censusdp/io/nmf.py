@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,10 @@ from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, Measurement
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
-from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of, write_json
+from censusdp.io import parts as _parts
+from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
 from censusdp.io.columns import dictionary_strings
+from censusdp.io.parts import PART_INDEX
 
 __all__ = [
     "NMF_COLUMNS",
@@ -67,39 +68,20 @@ NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mec
 ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
 
-PART_INDEX = "_parts.json"
-"""The index of a partitioned NMF directory (not data: its name starts with ``_``)."""
-
-_PART_FORMAT = 1
-
 
 def part_name(index: int) -> str:
     """File name of the ``index``-th part (the measurement task's place in the plan)."""
-    if index < 0:
-        raise ValueError(f"part index must be >= 0, got {index}")
-    return f"part-{index:05d}.parquet"
+    return _parts.part_name(index, ".parquet")
 
 
 def nmf_files(path: str | Path) -> list[Path]:
-    """The Parquet files of a noisy measurement file: itself, or a directory's parts.
-
-    A directory's data files are its ``*.parquet`` files not starting with ``_`` or
-    ``.`` (the dataset convention), in name order.
+    """The Parquet files of a noisy measurement file: itself, or a directory's parts
+    (:func:`censusdp.io.parts.part_files`).
 
     Raises:
         InputError: for a missing path or a directory without parts.
     """
-    p = Path(path)
-    if p.is_file():
-        return [p]
-    if not p.is_dir():
-        raise InputError(f"{p}: missing file")
-    files = sorted(
-        f for f in p.glob("*.parquet") if f.is_file() and not f.name.startswith(("_", "."))
-    )
-    if not files:
-        raise InputError(f"{p}: a directory without noisy measurement parts (part-*.parquet)")
-    return files
+    return _parts.part_files(path, ".parquet", "noisy measurement part")
 
 
 def write_nmf_part(chunk: MeasuredChunk, path: str | Path) -> dict[str, Any]:
@@ -132,44 +114,16 @@ _PART_FIELDS = ("file", "geolevel", "start", "stop", "rows", "sha256")
 
 def write_part_index(directory: str | Path, parts: list[dict[str, Any]]) -> Path:
     """Write ``directory/_parts.json``: every part's record, in file order; return its path."""
-    directory = Path(directory)
-    ordered = sorted(({k: p[k] for k in _PART_FIELDS} for p in parts), key=lambda p: p["file"])
-    names = [p["file"] for p in ordered]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{directory}: a part is listed twice in its index")
-    path = directory / PART_INDEX
-    write_json(
-        {
-            "format": _PART_FORMAT,
-            "created_by": "censusdp",
-            "rows": int(sum(p["rows"] for p in ordered)),
-            "parts": ordered,
-        },
-        path,
-    )
-    return path
+    return _parts.write_part_index(directory, parts, _PART_FIELDS)
 
 
 def read_part_index(directory: str | Path) -> dict[str, Any]:
-    """The index of a partitioned NMF directory.
+    """The index of a partitioned NMF directory (:func:`censusdp.io.parts.read_part_index`).
 
     Raises:
         InputError: when it is missing, not JSON, or does not list the directory's parts.
     """
-    directory = Path(directory)
-    path = directory / PART_INDEX
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a readable part index ({exc})") from None
-    if not isinstance(index, dict) or index.get("format") != _PART_FORMAT:
-        raise InputError(f"{path}: not a censusdp part index (format {_PART_FORMAT})")
-    listed = sorted(str(p.get("file")) for p in index.get("parts", []))
-    present = [f.name for f in nmf_files(directory)]
-    if listed != present:
-        extra = sorted(set(present) - set(listed)) or sorted(set(listed) - set(present))
-        raise InputError(f"{path}: lists other parts than the directory holds ({extra[:3]})")
-    return index
+    return _parts.read_part_index(directory, ".parquet")
 
 
 def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa.Table:

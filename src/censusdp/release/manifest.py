@@ -15,7 +15,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import MANIFEST_MARKER, Staging
+from censusdp.io.parts import indexed_checksums
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.version import __version__
 
@@ -94,13 +95,18 @@ def new_manifest(
     return manifest
 
 
-def file_checksums(run_dir: Path) -> dict[str, str]:
-    """SHA-256 of every file of a run directory but its manifest, by relative path."""
-    return {
-        str(p.relative_to(run_dir)): sha256_of(p)
-        for p in sorted(run_dir.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
-    }
+def file_checksums(run_dir: Path, known: Mapping[str, str] | None = None) -> dict[str, str]:
+    """SHA-256 of every file of a run directory but its manifest, by relative path.
+
+    ``known``: digests already computed by the tasks that wrote the files (part files),
+    by relative path; those files are not read again here."""
+    known = known or {}
+    out = {}
+    for p in sorted(run_dir.rglob("*")):
+        if p.is_file() and p.name != "manifest.json":
+            rel = str(p.relative_to(run_dir))
+            out[rel] = known[rel] if rel in known else sha256_of(p)
+    return out
 
 
 def commit_run(
@@ -113,14 +119,22 @@ def commit_run(
 ) -> None:
     """Record checksums, total time and peak memory, write the manifest, run ``check``
     on the finished staging directory (it raises to stop the commit), and move the run
-    into place."""
-    manifest["files"] = file_checksums(staging.path)
+    into place.
+
+    Part files are not read again for the checksums: their digests are those their
+    tasks computed when they wrote them, recorded in each directory's index
+    (:func:`censusdp.io.parts.indexed_checksums`); ``check`` re-reads them (as tasks)."""
+    manifest["files"] = file_checksums(staging.path, indexed_checksums(staging.path))
     timings["total"] = time.perf_counter() - t_start
     manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
     manifest["peak_memory_mb"] = peak_rss_mb()
     write_json(manifest, staging.path / "manifest.json")
     if check is not None:
         check(staging.path)
+        # the self-check's own timings (manifest.json is not among the checksummed files)
+        if any(k not in manifest["timings"] for k in timings):
+            manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+            write_json(manifest, staging.path / "manifest.json")
     staging.commit()
 
 

@@ -1,4 +1,8 @@
-"""Measurement tasks that write their own part of the noisy measurement file.
+"""Tasks that write and check their own part files: the NMF's, the MDF's and the tables'.
+
+(The MDF's and the tables' tasks are at the end: :class:`MDFPartTask`, one run of blocks'
+persons, units and table rows, and :class:`TablesTask`, the tables' rows of every level
+above the block; the driver sends each its histogram rows and writes the indexes.)
 
 A :class:`PartTask` is a :class:`~censusdp.release.measure.MeasureTask` with the path
 of the part file it writes (``RUN/noisy_measurements.parquet/part-00012.parquet``, the
@@ -17,13 +21,44 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from censusdp.io.nmf import write_nmf_part
-from censusdp.release.measure import MeasureTask, run_measure_task
+import numpy as np
+import scipy.sparse as sp
 
-__all__ = ["PartTask", "run_part_task"]
+from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
+from censusdp.data.schema import get_schema
+from censusdp.errors import InputError
+from censusdp.io.mdf import (
+    MDF_FILES,
+    MDF_PART_FIELDS,
+    count_lines,
+    mdf_part_counts,
+    write_mdf_part,
+)
+from censusdp.io.nmf import write_nmf_part
+from censusdp.io.parts import part_name, write_part_index
+from censusdp.io.tables import table_part_mismatch, write_table_part
+from censusdp.release.measure import MeasureTask, run_measure_task
+from censusdp.tables import TABLE_NAMES, level_identifiers, tabulate_rows
+
+__all__ = [
+    "MDF_PART_BLOCKS",
+    "MDF_PART_PERSONS",
+    "MDFPartTask",
+    "PartTask",
+    "TablesTask",
+    "mdf_part_ranges",
+    "mdf_part_tasks",
+    "run_mdf_part_task",
+    "run_part_task",
+    "run_tables_task",
+    "write_mdf_index",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,3 +83,262 @@ def run_part_task(part: PartTask) -> dict[str, Any]:
     rec["cpu_seconds"] = chunk.cpu_seconds
     rec["writer"] = f"{socket.gethostname()}/{os.getpid()}"
     return rec
+
+
+# -- the MDF, written and checked by tasks ------------------------------------------------
+
+MDF_PART_PERSONS = 1 << 21
+"""Most persons in one MDF part (a block with more is a part alone)."""
+
+MDF_PART_BLOCKS = 1 << 14
+"""Most blocks in one MDF part (so the units of a sparsely populated area are split too)."""
+
+
+@dataclass(frozen=True, eq=False)
+class MDFPartTask:
+    """Write (and check) part ``index`` of the MDF: the persons and units of the blocks
+    ``start:stop`` of the release (``blocks``: their geocodes, sorted).
+
+    ``persons`` is their released ``(blocks x cells)`` histogram in ``schema``;
+    ``housing_units``, ``occupied`` and ``gq_facilities`` their unit counts;
+    ``first_person`` the ``EPNUM`` of the part's first person; ``run`` the directory
+    the part files go to (absolute; reachable from where the task runs)."""
+
+    index: int
+    start: int
+    stop: int
+    blocks: np.ndarray
+    persons: sp.csr_matrix
+    schema: str
+    housing_units: np.ndarray
+    occupied: np.ndarray
+    gq_facilities: np.ndarray
+    first_person: int
+    run: str
+    text: bool = True
+    tables: bool = True
+    geolevel: tuple[str, int] = ("Block", 16)
+
+
+def mdf_part_ranges(
+    persons_per_block: np.ndarray,
+    *,
+    max_persons: int | None = None,
+    max_blocks: int | None = None,
+) -> list[tuple[int, int]]:
+    """Consecutive block ranges ``(start, stop)`` covering every block, each with at most
+    ``max_persons`` persons (unless one block alone has more) and ``max_blocks`` blocks.
+
+    They depend on the released counts only, never on the executor, so the parts (and
+    their bytes) are the same on every executor and worker count.
+    """
+    max_persons = MDF_PART_PERSONS if max_persons is None else max_persons
+    max_blocks = MDF_PART_BLOCKS if max_blocks is None else max_blocks
+    per = np.asarray(persons_per_block, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(per)])
+    out, b0, nb = [], 0, per.size
+    while b0 < nb:
+        b1 = int(np.searchsorted(cum, cum[b0] + max_persons, side="right")) - 1
+        b1 = min(max(b1, b0 + 1), b0 + max_blocks, nb)
+        out.append((b0, b1))
+        b0 = b1
+    return out or [(0, 0)]
+
+
+def mdf_part_tasks(
+    block_hist: sp.csr_matrix,
+    blocks: np.ndarray,
+    schema: str,
+    housing_units: np.ndarray,
+    occupied: np.ndarray,
+    gq_facilities: np.ndarray,
+    run: str | Path,
+    *,
+    text: bool = True,
+    tables: bool = True,
+    geolevel: tuple[str, int] = ("Block", 16),
+    max_persons: int | None = None,
+    max_blocks: int | None = None,
+) -> Iterator[MDFPartTask]:
+    """The MDF's part tasks, in part order (each slices only its own blocks' rows)."""
+    h = sp.csr_matrix(block_hist, dtype=np.int64)
+    per_block = np.asarray(h.sum(axis=1)).ravel().astype(np.int64)
+    first = np.concatenate([[0], np.cumsum(per_block)])
+    ranges = mdf_part_ranges(per_block, max_persons=max_persons, max_blocks=max_blocks)
+    for i, (a, b) in enumerate(ranges):
+        yield MDFPartTask(
+            i,
+            a,
+            b,
+            np.asarray(blocks[a:b]),
+            sp.csr_matrix(h[a:b]),
+            schema,
+            np.asarray(housing_units[a:b]),
+            np.asarray(occupied[a:b]),
+            np.asarray(gq_facilities[a:b]),
+            int(first[a]),
+            str(run),
+            text,
+            tables,
+            geolevel,
+        )
+
+
+def _mdf_paths(run: Path, index: int, text: bool) -> dict[str, tuple[Path, Path | None]]:
+    out = {}
+    for kind, (pq_name, txt_name) in MDF_FILES.items():
+        out[kind] = (
+            run / pq_name / part_name(index, ".parquet"),
+            run / txt_name / part_name(index, ".txt") if text else None,
+        )
+    return out
+
+
+def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
+    """Write one MDF part (and, with ``job.tables``, the tables' rows of its blocks), read
+    it back and check it against the histogram it was written from; return its records,
+    its checks and its costs (a few hundred bytes).
+
+    The checks are the release's ``mdf_matches_histogram`` and ``tables_match_mdf`` for
+    these blocks, done where the part was written so that the driver never reads the
+    MDF: the persons read back (decoded from the Parquet part) must give exactly
+    ``persons`` block by block, the units exactly the vacant, occupied and facility
+    counts, each text part one line per record (plus the header in the first part), and
+    each table's block rows the tabulation of the MDF part read back.
+    """
+    t, c = time.perf_counter(), time.process_time()
+    run = Path(job.run)
+    paths = _mdf_paths(run, job.index, job.text)
+    for pq_path, txt_path in paths.values():
+        pq_path.parent.mkdir(exist_ok=True)
+        if txt_path is not None:
+            txt_path.parent.mkdir(exist_ok=True)
+    schema = get_schema(job.schema)
+    records = write_mdf_part(
+        job.persons,
+        job.blocks,
+        schema,
+        job.housing_units,
+        job.occupied,
+        job.gq_facilities,
+        paths,
+        first_person=job.first_person,
+        header=job.index == 0,
+    )
+    for recs in records.values():
+        for rec in recs:
+            rec["start"], rec["stop"] = job.start, job.stop
+    units = unit_histogram_from_counts(job.housing_units, job.occupied, job.gq_facilities)
+    tables = {}
+    if job.tables:
+        pl94 = job.persons if schema.name == "pl94" else job.persons @ pl94_map(schema)
+        ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
+        tables = write_table_part(tabulate_rows(pl94, units, ids), run / "tables", job.index + 1)
+        for rec in tables.values():
+            rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
+    write_cpu = time.process_time() - c
+    c2 = time.process_time()
+    problem, table_problem = _check_mdf_part(job, paths, records, schema)
+    return {
+        "index": job.index,
+        "records": records,
+        "tables": tables,
+        "problem": problem,
+        "table_problem": table_problem,
+        "persons": int(records["persons"][0]["rows"]),
+        "units": int(records["units"][0]["rows"]),
+        "write_cpu_seconds": write_cpu,
+        "check_cpu_seconds": time.process_time() - c2,
+        "seconds": time.perf_counter() - t,
+        "writer": f"{socket.gethostname()}/{os.getpid()}",
+    }
+
+
+def _check_mdf_part(
+    job: MDFPartTask, paths: dict, records: dict, schema: Any
+) -> tuple[str | None, str | None]:
+    """The written part read back: (its MDF problem, its tables' problem), ``None`` if
+    none."""
+    try:
+        hist, pl94, counts = mdf_part_counts(
+            paths["persons"][0], paths["units"][0], job.blocks, schema
+        )
+    except InputError as exc:
+        return str(exc), None
+    diff = sp.csr_matrix(hist - job.persons)
+    diff.eliminate_zeros()
+    hu = np.asarray(job.housing_units, dtype=np.int64)
+    occ = np.asarray(job.occupied, dtype=np.int64)
+    want = np.stack([hu - occ, occ, np.asarray(job.gq_facilities).sum(axis=1)], axis=1)
+    bad_units = np.flatnonzero((counts != want).any(axis=1))
+    if diff.nnz:
+        b = int(diff.nonzero()[0][0])
+        return (
+            f"{diff.nnz} block cells of part {job.index} differ from the estimate "
+            f"(first at block {job.blocks[b]})"
+        ), None
+    if bad_units.size:
+        return (
+            f"{bad_units.size} blocks of part {job.index} have other unit records than "
+            f"the release's counts (first {job.blocks[bad_units[0]]})"
+        ), None
+    for kind, recs in records.items():
+        if len(recs) > 1:
+            lines = count_lines(Path(paths[kind][1]))
+            want_lines = int(recs[1]["rows"]) + (job.index == 0)
+            if lines != want_lines:
+                return f"{kind} text part {job.index} has {lines} lines, not {want_lines}", None
+    if not job.tables:
+        return None, None
+    units = unit_histogram_from_counts(counts[:, 0] + counts[:, 1], counts[:, 1], job.gq_facilities)
+    tables = Path(job.run) / "tables"
+    for name in TABLE_NAMES:
+        path = tables / f"{name}.parquet" / part_name(job.index + 1)
+        bad = table_part_mismatch(path, name, job.blocks, pl94, units)
+        if bad:
+            return None, bad
+    return None, None
+
+
+@dataclass(frozen=True, eq=False)
+class TablesTask:
+    """Write part 0 of each table: the geounits of ``levels`` (name, geocode length,
+    geocodes), with their ``pl94`` and unit histograms (rows in the same order)."""
+
+    levels: list[tuple[str, int, np.ndarray]]
+    persons: sp.csr_matrix
+    units: sp.csr_matrix
+    run: str
+
+
+def run_tables_task(job: TablesTask) -> dict[str, Any]:
+    """Write the tables' part 0 (every level above the block), read it back and check it
+    against the tabulation of the histograms it was given; return its records."""
+    c = time.process_time()
+    ids = level_identifiers(job.levels)
+    out = Path(job.run) / "tables"
+    records = write_table_part(tabulate_rows(job.persons, job.units, ids), out, 0)
+    n = sum(codes.size for *_, codes in job.levels)
+    for rec in records.values():
+        rec.update(geolevel=",".join(name for name, *_ in job.levels), start=0, stop=n)
+    codes = np.concatenate([c.astype(str) for *_, c in job.levels]) if job.levels else np.zeros(0)
+    problem = None
+    for name in TABLE_NAMES:
+        bad = table_part_mismatch(
+            out / f"{name}.parquet" / part_name(0), name, codes, job.persons, job.units
+        )
+        problem = problem or bad
+    return {
+        "tables": records,
+        "table_problem": problem,
+        "cpu_seconds": time.process_time() - c,
+        "writer": f"{socket.gethostname()}/{os.getpid()}",
+    }
+
+
+def write_mdf_index(run: str | Path, parts: list[dict[str, Any]], text: bool = True) -> None:
+    """Write the ``_parts.json`` of each MDF directory from the tasks' results."""
+    run = Path(run)
+    for kind, names in MDF_FILES.items():
+        for j, name in enumerate(names if text else names[:1]):
+            write_part_index(run / name, [p["records"][kind][j] for p in parts], MDF_PART_FIELDS)

@@ -53,10 +53,9 @@ from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import input_files, read_cef_blocks
-from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, read_mdf_histograms, write_mdf_units
 from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
-from censusdp.io.tables import read_table_arrays, write_tables
+from censusdp.io.tables import write_table_index
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say, task
@@ -75,7 +74,15 @@ from censusdp.release.manifest import (
     sha256_of,
 )
 from censusdp.release.measure import measure_tasks
-from censusdp.release.parts import PartTask, run_part_task
+from censusdp.release.parts import (
+    PartTask,
+    TablesTask,
+    mdf_part_tasks,
+    run_mdf_part_task,
+    run_part_task,
+    run_tables_task,
+    write_mdf_index,
+)
 from censusdp.release.spine import (
     SPINE_CHOICES,
     ReleaseGeography,
@@ -87,7 +94,7 @@ from censusdp.release.topdown.driver import Bounds, Estimate, estimate
 from censusdp.release.topdown.maxent import default_estimator
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
-from censusdp.tables import LazyTables, table_arrays, tables_to_arrays, tabulate_histograms
+from censusdp.tables import table_arrays
 
 __all__ = [
     "EXECUTOR_CHOICES",
@@ -253,6 +260,7 @@ def _self_check(
         report = validate_run(staged, progress=progress, executor=executor)
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
+        timings["validate_files_task_cpu"] = report.task_cpu_seconds
         if not report.ok:
             raise InternalError(
                 "the written release fails validation: " + "; ".join(report.failures())
@@ -887,36 +895,77 @@ def _write_outputs(
     hierarchy: Hierarchy,
     schema: Schema,
     *,
+    executor: Any,
     progress: Progress,
     timings: dict[str, float],
     manifest: dict[str, Any],
-) -> None:
-    """Write the MDF (persons and units) and the tables, block chunk by block chunk."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Write the MDF (persons and units) and the tables as part files by tasks on
+    ``executor``; return the MDF tasks' results (records, checks, costs) and the tables'
+    part-0 task's.
+
+    Each task (:func:`censusdp.release.parts.run_mdf_part_task`) gets one run of blocks'
+    released histogram rows and unit counts, writes that part of the four MDF files,
+    reads it back and checks it; only its records come back here, and the driver writes
+    each directory's ``_parts.json``.
+    """
     t, c = time.perf_counter(), time.process_time()
     block_hist = est.persons.histograms[-1]
-    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
-    with MDFPersonWriter(
-        hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", schema
-    ) as w:
-        for cols in iter_mdf_blocks(block_hist, schema):
-            w.write(cols)
-            bar.advance(len(cols["block"]))
-    bar.close()
-    manifest["persons_released"] = w.persons
     occupied = _occupied(est, inv, manifest)
-    manifest["units_released"] = write_mdf_units(
-        hierarchy,
+    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
+    # part 0 of the tables: every level above the block, one small task
+    pl94_levels, unit_levels = hierarchy.aggregate(pl94_hist), hierarchy.aggregate(units_hist)
+    upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
+    tables_job = TablesTask(
+        [(lv.name, lv.length, codes) for lv, codes in upper],
+        _stacked(pl94_levels[:-1], pl94_hist.shape[1]),
+        _stacked(unit_levels[:-1], units_hist.shape[1]),
+        str(out.resolve()),
+    )
+    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
+    (top,) = list(executor.map(run_tables_task, [tables_job]))
+    block = hierarchy.geolevels.levels[-1]
+    parts: list[dict[str, Any]] = []
+    jobs = mdf_part_tasks(
+        block_hist,
+        hierarchy.blocks,
+        schema.name,
         inv.housing_units,
         occupied,
         inv.gq_facilities,
-        out / "mdf_units.parquet",
-        out / "mdf_units.txt",
+        out.resolve(),
+        geolevel=(block.name, block.length),
     )
-    pl94_hist, units_hist = _release_histograms(est, inv, schema, manifest)
-    write_tables(tabulate_histograms(pl94_hist, units_hist, hierarchy), out / "tables")
+    with bar:
+        for res in executor.map(run_mdf_part_task, jobs):
+            parts.append(res)
+            bar.advance(res["persons"])
+    write_mdf_index(out, parts)
+    write_table_index(out / "tables", [top["tables"]] + [p["tables"] for p in parts])
+    task_cpu = sum(p["write_cpu_seconds"] for p in parts) + top["cpu_seconds"]
+    check_cpu = sum(p["check_cpu_seconds"] for p in parts)
+    timings["write_mdf_task_cpu"] = timings.get("write_mdf_task_cpu", 0.0) + task_cpu
+    timings["check_mdf_task_cpu"] = timings.get("check_mdf_task_cpu", 0.0) + check_cpu
+    manifest["persons_released"] = sum(p["persons"] for p in parts)
+    manifest["units_released"] = sum(p["units"] for p in parts)
+    writers = {p["writer"] for p in [*parts, top]}
+    manifest["executor"]["mdf_parts"] = len(parts)
+    manifest["executor"]["mdf_part_writers"] = len(writers)
+    manifest["executor"]["mdf_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in writers
     timings["write_release"] = time.perf_counter() - t
     timings["write_release_cpu"] = time.process_time() - c
-    say(progress, f"wrote {w.persons:,} MDF persons and the tables")
+    say(
+        progress,
+        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
+    )
+    return parts, top
+
+
+def _stacked(levels: list[sp.csr_matrix], n_cells: int) -> sp.csr_matrix:
+    """Levels' histograms stacked (top first); none: an empty matrix."""
+    if not levels:
+        return sp.csr_matrix((0, n_cells), dtype=np.int64)
+    return sp.csr_matrix(sp.vstack(levels, format="csr"), dtype=np.int64)
 
 
 def _validate_outputs(
@@ -925,20 +974,22 @@ def _validate_outputs(
     inv: Invariants,
     hierarchy: Hierarchy,
     schema: Schema,
+    written: tuple[list[dict[str, Any]], dict[str, Any]],
     *,
     timings: dict[str, float],
     manifest: dict[str, Any],
 ) -> None:
-    """Re-read what was written and check it against the estimate, independently."""
+    """Check the estimate, and what was written against it, independently.
+
+    Neither the MDF nor the tables are read here: each part was read back and checked
+    by the task that wrote it (``parts``, :func:`censusdp.release.parts.run_mdf_part_task`
+    and :func:`~censusdp.release.parts.run_tables_task`), so ``mdf_matches_histogram``
+    (each MDF part equals the estimate) and ``tables_match_mdf`` (each table part is the
+    tabulation of its MDF part read back; part 0, of the levels above the block, that of
+    their estimate, which ``hierarchy_consistent`` shows to be the blocks' sums) are
+    their verdicts.
+    """
     t, c = time.perf_counter(), time.process_time()
-    mdf_hist, mdf_pl94, mdf_units = read_mdf_histograms(out, hierarchy, schema)
-    # one table at a time: all of a state's per-block tables at once are hundreds of MB
-    written = LazyTables(lambda n: read_table_arrays(out / "tables", hierarchy, (n,))[n])
-    from_mdf = LazyTables(
-        lambda n: tables_to_arrays(
-            tabulate_histograms(mdf_pl94, mdf_units, hierarchy, (n,)), hierarchy
-        )[n]
-    )
     report = validate_release(
         est.persons.histograms,
         hierarchy,
@@ -947,10 +998,22 @@ def _validate_outputs(
         unit_hists=est.units.histograms if est.units is not None else None,
         housing_units=inv.housing_units if est.units is not None else None,
         household_persons=est.household,
-        mdf_block_hist=mdf_hist,
-        tables=written,
-        tables_from_mdf=from_mdf,
         failsafe_uses=len(est.persons.failsafe),
+    )
+    parts, top = written
+    bad_tables = [p["table_problem"] for p in [top, *parts] if p["table_problem"]]
+    report.add(
+        "tables_match_mdf",
+        not bad_tables,
+        "; ".join(bad_tables[:3])
+        or "every table part read back by its task equals the tabulation of its MDF part",
+    )
+    problems = [p["problem"] for p in parts if p["problem"]]
+    report.add(
+        "mdf_matches_histogram",
+        not problems,
+        "; ".join(problems[:3])
+        or f"{len(parts)} parts read back by their tasks equal the estimate",
     )
     timings["validate"] = time.perf_counter() - t
     timings["validate_cpu"] = time.process_time() - c
@@ -1065,8 +1128,10 @@ def _estimate_and_write(
         )
         if geo.spine is not None:
             est = _on_tabulation(est, geo, inv, schema, manifest)
-        _write_outputs(out, est, inv, hierarchy, schema, progress=progress, **steps)
-        _validate_outputs(out, est, inv, hierarchy, schema, **steps)
+        written = _write_outputs(
+            out, est, inv, hierarchy, schema, executor=executor, progress=progress, **steps
+        )
+        _validate_outputs(out, est, inv, hierarchy, schema, written, **steps)
     if checkpoint is not None:
         checkpoint.discard()
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [

@@ -21,6 +21,7 @@ Checks (each recorded with its outcome in the manifest):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
@@ -41,10 +43,17 @@ from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import mdf_unit_counts, read_mdf_histograms
-from censusdp.io.nmf import NMF_COLUMNS, nmf_files, read_part_index
+from censusdp.io.mdf import (
+    MDF_FILES,
+    count_lines,
+    mdf_part_counts,
+    mdf_unit_counts,
+    read_mdf_histograms,
+)
+from censusdp.io.nmf import NMF_COLUMNS, nmf_files
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.tables import read_table_arrays
+from censusdp.io.parts import part_name, read_part_index
+from censusdp.io.tables import read_table_arrays, table_part_mismatch
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
@@ -70,6 +79,8 @@ class ValidationReport:
     """Outcome of every check; ``ok`` only if all passed."""
 
     checks: dict[str, dict] = field(default_factory=dict)
+    task_cpu_seconds: float = 0.0
+    """CPU seconds of the tasks that read part files (not part of the verdict)."""
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
         """Record one check."""
@@ -265,8 +276,9 @@ def validate_run(
     )
     # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
     bar = task(progress, "validating the release", 4 + (truth_dir is not None), unit="steps")
-    _check_checksums(run, manifest, rep, only=None if mdf else _MEASUREMENT_FILES)
-    bar.advance()
+    # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
+    hashed = _Hashed()
+    only = None if mdf else _MEASUREMENT_FILES
     try:
         budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
         geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
@@ -283,6 +295,7 @@ def validate_run(
         measured = geo.estimation
         shares = {k: None if b is None else geo.unit_shares(b) for k, b in budgets.items()}
     except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
+        _check_checksums(run, manifest, rep, only=only)
         rep.add("geography", False, f"cannot rebuild the geography: {exc}")
         bar.close()
         return rep
@@ -292,7 +305,12 @@ def validate_run(
             rep.add(
                 f"nmf_{run_name}",
                 *_check_nmf(
-                    run / _NMF_FILES[run_name], budget, measured, shares[run_name], executor
+                    run / _NMF_FILES[run_name],
+                    budget,
+                    measured,
+                    shares[run_name],
+                    executor,
+                    hashed,
                 ),
             )
         elif budget is not None and (mdf or run_name == "persons"):
@@ -311,7 +329,12 @@ def validate_run(
             rep,
             exact_totals=exact_totals,
             consistent=consistent,
+            executor=executor,
+            hashed=hashed,
         )
+    bar.advance()
+    _check_checksums(run, manifest, rep, only=only, hashed=hashed)
+    rep.task_cpu_seconds = hashed.task_cpu_seconds
     bar.advance()
     if truth_dir is not None:
         rep.add("made_from_truth", *_check_truth(run, manifest, inv, hierarchy, Path(truth_dir)))
@@ -331,8 +354,19 @@ _MEASUREMENT_FILES = (
 
 
 def _check_checksums(
-    run: Path, manifest: dict, rep: ValidationReport, only: tuple[str, ...] | None = None
+    run: Path,
+    manifest: dict,
+    rep: ValidationReport,
+    only: tuple[str, ...] | None = None,
+    hashed: Mapping[str, str] | None = None,
 ) -> None:
+    """Every file's SHA-256 is the manifest's and no file is missing or extra; a file in
+    ``hashed`` (a part hashed by the task that read it) is not read again here."""
+    hashed = hashed or {}
+
+    def _digest(path: Path, rel: str) -> str:
+        return hashed[rel] if rel in hashed else sha256_of(path)
+
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         rep.add("checksums", False, "the manifest records no file checksums")
@@ -346,7 +380,7 @@ def _check_checksums(
             else f"{rel} is missing"
             for rel, digest in recorded.items()
             if (run / rel).is_file()
-            and sha256_of(run / rel) != digest
+            and _digest(run / rel, rel) != digest
             or not (run / rel).is_file()
             and rel.split("/")[0] != _NMF_FILES["units"]
         ]
@@ -357,7 +391,7 @@ def _check_checksums(
         path = run / rel
         if not path.is_file():
             bad.append(f"{rel} is missing")
-        elif sha256_of(path) != digest:
+        elif _digest(path, rel) != digest:
             bad.append(f"{rel} changed (SHA-256 differs from the manifest)")
     extra = sorted(
         str(p.relative_to(run))
@@ -366,6 +400,18 @@ def _check_checksums(
     )
     bad += [f"{e} is not part of the release" for e in extra]
     rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} files intact")
+
+
+class _Hashed(dict):
+    """The SHA-256 of part files hashed by the tasks that read them, by path in the run,
+    and (``task_cpu_seconds``) those tasks' CPU seconds."""
+
+    task_cpu_seconds: float = 0.0
+
+
+def _add_cost(hashed: dict | None, cpu: float) -> None:
+    if isinstance(hashed, _Hashed):
+        hashed.task_cpu_seconds += cpu
 
 
 def _cell_mix(cells: np.ndarray) -> np.ndarray:
@@ -384,6 +430,7 @@ def _check_nmf(
     hierarchy: Hierarchy,
     unit_shares: UnitShares | None = None,
     executor: Any = None,
+    hashed: dict[str, str] | None = None,
 ) -> tuple[bool, str]:
     """The NMF measures the budget's plan, completely, with the stated noise.
 
@@ -395,7 +442,8 @@ def _check_nmf(
     own (its share of the budget, exactly as recorded) and a bypassed unit has no rows.
     With an ``executor``, the parts of a partitioned NMF are counted by its tasks
     (:func:`_count_part`), each returning its unit range's counts, and only those are
-    added up here.
+    added up here, and each task's SHA-256 of its part goes to ``hashed`` (by the
+    part's path in the run) for the checksum check.
     """
     try:
         files = nmf_files(path)
@@ -432,7 +480,9 @@ def _check_nmf(
         if problem:
             return False, problem
     if executor is not None and index is not None:
-        problem = _count_parts(executor, path, index, unit_var, hierarchy, levels, rows, mix)
+        problem = _count_parts(
+            executor, path, index, unit_var, hierarchy, levels, rows, mix, hashed
+        )
     else:
         problem = _count_files(path, files, unit_var, rows, mix, hierarchy, levels)
     if problem:
@@ -541,8 +591,10 @@ class _PartCount:
     plan: dict
 
 
-def _count_part(job: _PartCount) -> tuple[str | None, dict]:
-    """A task: the part's per-unit row counts and cell fingerprints, or its problem."""
+def _count_part(job: _PartCount) -> tuple[str | None, dict, str, float]:
+    """A task: the part's per-unit row counts and cell fingerprints, or its problem, and
+    the part's SHA-256 (with the task's CPU seconds under the key ``cpu``)."""
+    c = time.process_time()
     view = SimpleNamespace(geocodes={job.li: job.codes})  # all _check_pair looks up
     n = job.codes.size
     rows = {k: np.zeros(n, dtype=np.int64) for k in job.plan}
@@ -550,9 +602,15 @@ def _count_part(job: _PartCount) -> tuple[str | None, dict]:
     problem = _count_files(
         Path(job.shown).parent, [Path(job.file)], job.plan, rows, mix, view, {job.level: job.li}
     )
+    digest = sha256_of(job.file)
     if problem:
-        return f"{problem} (a part of {job.level} units {job.start}..{job.start + n - 1})", {}
-    return None, {k: (rows[k], mix[k]) for k in job.plan}
+        return (
+            f"{problem} (a part of {job.level} units {job.start}..{job.start + n - 1})",
+            {},
+            digest,
+            time.process_time() - c,
+        )
+    return None, {k: (rows[k], mix[k]) for k in job.plan}, digest, time.process_time() - c
 
 
 def _count_parts(
@@ -564,8 +622,10 @@ def _count_parts(
     levels: dict,
     rows: dict,
     mix: dict,
+    hashed: dict[str, str] | None = None,
 ) -> str | None:
-    """Count a partitioned NMF's parts on ``executor``; add their counts up here."""
+    """Count a partitioned NMF's parts on ``executor``; add their counts up here (and
+    their SHA-256 to ``hashed``)."""
     jobs = []
     for rec in index["parts"]:
         level = str(rec["geolevel"])
@@ -585,7 +645,12 @@ def _count_parts(
                 {k: v[a:b] for k, v in plan.items() if k[0] == level},
             )
         )
-    for job, (problem, counts) in zip(jobs, executor.map(_count_part, jobs), strict=True):
+    for job, (problem, counts, digest, cpu) in zip(
+        jobs, executor.map(_count_part, jobs), strict=True
+    ):
+        _add_cost(hashed, cpu)
+        if hashed is not None:
+            hashed[job.shown] = digest
         if problem:
             return problem
         span = slice(job.start, job.start + job.codes.size)
@@ -753,17 +818,31 @@ def _check_mdf(
     *,
     exact_totals: bool,
     consistent: bool = False,
+    executor: Any = None,
+    hashed: dict[str, str] | None = None,
 ) -> None:
     """The MDF obeys every invariant and constraint, and the tables are its tabulation.
 
     A bottom-up release estimates blocks alone and says so in its manifest: its state
     totals are sums of noisy blocks, so only they are not held exact.
+
+    An MDF of part files is read by tasks on ``executor`` (in this process without
+    one), one part each (:func:`_count_mdf_part`): each returns its blocks' histograms
+    and unit counts and its files' SHA-256 (into ``hashed``), and only those sparse
+    per-block counts are put together here.
     """
     schema = get_schema(budget.schema)
+    partitioned = (run / "mdf_persons.parquet").is_dir()
+    table_problems: list[str] | None = None
     try:
-        counts = mdf_unit_counts(run / "mdf_units.parquet", hierarchy)
+        if partitioned:
+            hist, pl94, counts, table_problems = _mdf_from_parts(
+                run, hierarchy, schema, executor, hashed, inv
+            )
+        else:
+            counts = mdf_unit_counts(run / "mdf_units.parquet", hierarchy)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
-        rep.add("mdf_readable", False, f"cannot read the units MDF: {exc}")
+        rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
         return
     facilities = inv.gq_facilities.sum(axis=1)
     wrong = np.flatnonzero(counts[:, 2] != facilities)
@@ -776,10 +855,27 @@ def _check_mdf(
         f"facility records, {facilities[wrong[0]]} published",
     )
     try:
-        hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
-        for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
-            read_table_arrays(run / "tables", hierarchy, (name,))
-        written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
+        if partitioned:
+            # the facilities' types are the invariants' (their number was checked above)
+            units = unit_histogram_from_counts(
+                counts[:, 0] + counts[:, 1], counts[:, 1], inv.gq_facilities
+            )
+        else:
+            hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
+        if (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir():
+            if table_problems is None:  # tables in parts, the MDF not: not a release's
+                raise InputError("the tables are part files but the MDF is not")
+            table_problems += _check_table_tops(run, hierarchy, pl94, units)
+            written = from_mdf = None
+        else:
+            for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
+                read_table_arrays(run / "tables", hierarchy, (name,))
+            written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
+            from_mdf = LazyTables(
+                lambda n: tables_to_arrays(
+                    tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
+                )[n]
+            )
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
@@ -799,14 +895,195 @@ def _check_mdf(
         unit_hists=occupancy,
         housing_units=inv.housing_units,
         tables=written,
-        tables_from_mdf=LazyTables(
-            lambda n: tables_to_arrays(
-                tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
-            )[n]
-        ),
+        tables_from_mdf=from_mdf,
         household_persons=_household_persons(hist, schema) if consistent else None,
     )
     rep.checks.update(sub.checks)
+    if written is None:  # part files: the block parts checked by the tasks, part 0 here
+        bad = table_problems or []
+        rep.add(
+            "tables_match_mdf",
+            not bad,
+            "; ".join(bad[:3])
+            or "every table part equals the tabulation of the MDF (block parts by tasks)",
+        )
+
+
+def _check_table_tops(
+    run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix
+) -> list[str]:
+    """Part 0 of each partitioned table: the levels above the block, tabulated from the
+    MDF's block histograms aggregated (a few hundred thousand geounits for the US)."""
+    p_levels, u_levels = hierarchy.aggregate(pl94), hierarchy.aggregate(units)
+    codes = np.concatenate([c.astype(str) for c in hierarchy.geocodes[:-1]])
+    p_top = sp.vstack(p_levels[:-1], format="csr")
+    u_top = sp.vstack(u_levels[:-1], format="csr")
+    out = []
+    for name in TABLE_NAMES:
+        path = run / "tables" / f"{name}.parquet" / part_name(0)
+        bad = table_part_mismatch(path, name, codes, p_top, u_top)
+        if bad:
+            out.append(bad)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class _MDFPartCount:
+    """Read back part ``file`` (its name in each MDF directory) of a partitioned MDF:
+    the blocks ``blocks`` (geocodes, sorted); ``text``: the text parts to hash and
+    count; ``header``: whether the first text line is the header."""
+
+    run: str
+    file: str
+    text_file: str | None
+    blocks: np.ndarray
+    schema: str
+    rows: tuple[int, int]
+    header: bool
+    tables: str | None = None
+    gq_facilities: np.ndarray | None = None
+
+
+def _count_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str], float]:
+    """A task: one MDF part's ``(persons hist, pl94 hist, unit counts, tables' problem)``
+    (or its problem), the SHA-256 of each of its files, by path in the run, and its CPU
+    seconds. With ``tables`` (the tables' block part file name) each table's rows of
+    these blocks must be the tabulation of the part read back (facilities typed by
+    ``gq_facilities``, the invariants')."""
+    c = time.process_time()
+    problem, counts, digests = _read_mdf_part(job)
+    if problem is None and job.tables is not None:
+        run = Path(job.run)
+        units = unit_histogram_from_counts(
+            counts[2][:, 0] + counts[2][:, 1], counts[2][:, 1], job.gq_facilities
+        )
+        bad = None
+        for name in TABLE_NAMES:
+            rel = f"tables/{name}.parquet/{job.tables}"
+            if (run / rel).is_file():
+                digests[rel] = sha256_of(run / rel)
+            bad = bad or table_part_mismatch(run / rel, name, job.blocks, counts[1], units)
+        counts = (*counts, bad)
+    elif problem is None:
+        counts = (*counts, None)
+    return problem, counts, digests, time.process_time() - c
+
+
+def _read_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str]]:
+    run = Path(job.run)
+    names = [(pq_name, txt_name) for pq_name, txt_name in MDF_FILES.values()]
+    files = [f"{pq_name}/{job.file}" for pq_name, _ in names]
+    if job.text_file is not None:
+        files += [f"{txt_name}/{job.text_file}" for _, txt_name in names]
+    digests = {rel: sha256_of(run / rel) for rel in files if (run / rel).is_file()}
+    try:
+        for rel, want in zip(files[:2], job.rows, strict=True):
+            got = pq.read_metadata(run / rel).num_rows
+            if got != want:
+                return f"{rel} has {got} records; its index entry says {want}", None, digests
+        if job.text_file is not None:
+            for rel, want in zip(files[2:], job.rows, strict=True):
+                lines = count_lines(run / rel) - job.header
+                if lines != want:
+                    return f"{rel} has {lines} records; its index entry says {want}", None, digests
+        counts = mdf_part_counts(run / files[0], run / files[1], job.blocks, get_schema(job.schema))
+    except (CensusDPError, OSError, pa.ArrowException) as exc:
+        return str(exc), None, digests
+    return None, counts, digests
+
+
+def _mdf_from_parts(
+    run: Path,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    executor: Any,
+    hashed: dict | None,
+    inv: Invariants | None = None,
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, list[str]]:
+    """A partitioned MDF's block histograms and unit counts, its parts read by tasks, and
+    the problems of the tables' block parts (checked by the same tasks when the tables
+    are partitioned and ``inv`` is given).
+
+    The four directories' indexes must list the same parts, whose block ranges cover
+    the release's blocks in order, once each; each table's index the same parts after
+    its part 0 (the levels above the block).
+
+    Raises:
+        InputError: naming the first problem (an index, a part, a record).
+    """
+    tables = inv is not None and (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
+    indexes = {}
+    for pq_name, txt_name in MDF_FILES.values():
+        indexes[pq_name] = read_part_index(run / pq_name, ".parquet")
+        if (run / txt_name).is_dir():
+            indexes[txt_name] = read_part_index(run / txt_name, ".txt")
+    persons, units = (indexes[n] for n, _ in MDF_FILES.values())
+    text = [indexes.get(t) for _, t in MDF_FILES.values()]
+    ranges = [(int(p["start"]), int(p["stop"])) for p in persons["parts"]]
+    nb = hierarchy.blocks.size
+    for name, index in indexes.items():
+        got = [(int(p["start"]), int(p["stop"])) for p in index["parts"]]
+        if len(got) != len(ranges) or got != ranges:
+            raise InputError(f"{name}/_parts.json lists other block ranges than mdf_persons'")
+    for name in TABLE_NAMES if tables else ():
+        rel = f"tables/{name}.parquet"
+        got = [
+            (p["file"], int(p["start"]), int(p["stop"]))
+            for p in read_part_index(run / rel)["parts"]
+        ]
+        want = [(part_name(i + 1), a, b) for i, (a, b) in enumerate(ranges)]
+        if got[1:] != want or not got or got[0][0] != part_name(0):
+            raise InputError(f"{rel}/_parts.json lists other parts than the MDF's blocks")
+    cover = [0] + [b for _, b in ranges]
+    if [a for a, _ in ranges] != cover[:-1] or cover[-1] != nb:
+        raise InputError(
+            f"mdf_persons.parquet/_parts.json: its parts do not cover the {nb} blocks in order"
+        )
+    jobs = [
+        _MDFPartCount(
+            str(run),
+            str(p["file"]),
+            None if text[0] is None else str(text[0]["parts"][i]["file"]),
+            hierarchy.blocks[a:b],
+            schema.name,
+            (int(p["rows"]), int(units["parts"][i]["rows"])),
+            i == 0,
+            part_name(i + 1) if tables else None,
+            inv.gq_facilities[a:b] if tables else None,
+        )
+        for i, (p, (a, b)) in enumerate(zip(persons["parts"], ranges, strict=True))
+    ]
+    if executor is None:
+        from censusdp.execution import make_executor
+
+        executor = make_executor(1, kind="inprocess")
+    hists, pl94s, counts, table_problems = [], [], [], []
+    for problem, got, digests, cpu in executor.map(_count_mdf_part, jobs):
+        _add_cost(hashed, cpu)
+        if hashed is not None:
+            hashed.update(digests)
+        if problem:
+            raise InputError(problem)
+        hists.append(got[0])
+        pl94s.append(got[1])
+        counts.append(got[2])
+        if got[3]:
+            table_problems.append(got[3])
+    for name, index in indexes.items():  # the parts are the ones their index lists
+        for p in index["parts"]:
+            rel = f"{name}/{p['file']}"
+            if hashed is not None and rel in hashed and hashed[rel] != p.get("sha256"):
+                raise InputError(f"{rel}: its SHA-256 differs from its entry in _parts.json")
+    pl94 = get_schema("pl94")
+    if not jobs:
+        empty = np.zeros((0, 3), dtype=np.int64)
+        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, []
+    return (
+        sp.csr_matrix(sp.vstack(hists, format="csr"), dtype=np.int64),
+        sp.csr_matrix(sp.vstack(pl94s, format="csr"), dtype=np.int64),
+        np.concatenate(counts),
+        table_problems,
+    )
 
 
 def _check_truth(

@@ -53,6 +53,7 @@ __all__ = [
     "TableDefinition",
     "codebook",
     "identifier_columns",
+    "level_identifiers",
     "table_arrays",
     "table_definition",
     "table_lines",
@@ -60,6 +61,7 @@ __all__ = [
     "tables_to_arrays",
     "tabulate",
     "tabulate_histograms",
+    "tabulate_rows",
 ]
 
 TABLE_NAMES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5", "H1")
@@ -334,13 +336,55 @@ def tabulate_histograms(
         "persons": sp.vstack(person_levels, format="csr"),
         "units": sp.vstack(unit_levels, format="csr"),
     }
-    ids = identifier_columns(hierarchy)
+    return tabulate_rows(stacked["persons"], stacked["units"], identifier_columns(hierarchy), names)
+
+
+def tabulate_rows(
+    person_rows: sp.spmatrix,
+    unit_rows: sp.spmatrix,
+    ids: Mapping[str, pa.Array],
+    names: tuple[str, ...] = TABLE_NAMES,
+) -> dict[str, pa.Table]:
+    """Tables of some geounits: ``person_rows`` (``pl94`` cells) and ``unit_rows`` (unit
+    cells) are their histograms, one row each, and ``ids`` their identifier columns
+    (:func:`identifier_columns`, :func:`level_identifiers`), in the same order.
+
+    What :func:`tabulate_histograms` returns for all geounits, for any subset (a part
+    file of the tables holds a run of one level's geounits).
+    """
     out: dict[str, pa.Table] = {}
+    rows = {"persons": sp.csr_matrix(person_rows), "units": sp.csr_matrix(unit_rows)}
     for name in names:
         d = table_definition(name)
-        values = (stacked[d.source] @ d.matrix).toarray().astype(np.int64, copy=False)
+        values = (rows[d.source] @ d.matrix).toarray().astype(np.int64, copy=False)
         columns = list(ids.values()) + [pa.array(values[:, j]) for j in range(d.n_lines)]
         out[name] = pa.Table.from_arrays(columns, names=[*ids, *d.variables])
+    return out
+
+
+def level_identifiers(levels: list[tuple[str, int, np.ndarray]]) -> dict[str, pa.Array]:
+    """:func:`identifier_columns` of some geounits: per level (name, geocode length,
+    its geocodes), in that order."""
+    out = {
+        "geolevel": pa.array(
+            np.repeat(
+                np.asarray([n for n, _, _ in levels], dtype=object), [c.size for *_, c in levels]
+            ),
+            pa.string(),
+        ),
+        "geocode": pa.array(
+            np.concatenate([c.astype(object) for *_, c in levels])
+            if levels
+            else np.zeros(0, dtype=object),
+            pa.string(),
+        ),
+    }
+    per_level = [geo_identifiers(codes, length, name) for name, length, codes in levels]
+    for col in IDENTIFIER_COLUMNS:
+        out[col] = pa.array(
+            np.concatenate([p[col] for p in per_level]) if per_level else np.zeros(0, object),
+            pa.string(),
+        )
     return out
 
 
@@ -350,21 +394,12 @@ def identifier_columns(hierarchy: Hierarchy) -> dict[str, pa.Array]:
     Rows are in table order: top level first, geocodes sorted within a level (see
     :mod:`censusdp.tables.geoids` for the identifiers).
     """
-    names = hierarchy.geolevels.names
-    counts = [hierarchy.n_units(i) for i in range(len(names))]
-    out = {
-        "geolevel": pa.array(np.repeat(np.asarray(names, dtype=object), counts), pa.string()),
-        "geocode": pa.array(
-            np.concatenate([c.astype(object) for c in hierarchy.geocodes]), pa.string()
-        ),
-    }
-    per_level = [
-        geo_identifiers(codes, lv.length, lv.name)
-        for codes, lv in zip(hierarchy.geocodes, hierarchy.geolevels.levels, strict=True)
-    ]
-    for col in IDENTIFIER_COLUMNS:
-        out[col] = pa.array(np.concatenate([p[col] for p in per_level]), pa.string())
-    return out
+    return level_identifiers(
+        [
+            (lv.name, lv.length, codes)
+            for codes, lv in zip(hierarchy.geocodes, hierarchy.geolevels.levels, strict=True)
+        ]
+    )
 
 
 def tabulate(

@@ -187,7 +187,9 @@ def _manifest_differences(a: dict, b: dict) -> set[str]:
 
 def _same_release(reference: Path, other: Path) -> tuple[dict, dict]:
     want, got = _checksums(reference), _checksums(other)
-    assert "mdf_persons.parquet" in want and "tables/P1.parquet" in want
+    # part files (MDF, MDF2020 text, tables) are compared one by one, with their indexes
+    assert "mdf_persons.parquet/part-00000.parquet" in want and "mdf_units.txt/_parts.json" in want
+    assert "tables/P1.parquet/part-00001.parquet" in want
     assert got == want
     ma = json.loads((reference / "manifest.json").read_text())
     mb = json.loads((other / "manifest.json").read_text())
@@ -216,6 +218,10 @@ def test_standalone_cluster_release_is_byte_identical(cluster, small_state: Path
     assert spark["validation"]["ok"]
     # the NMF's part files were written by the executors' tasks, not by the driver
     assert not spark["executor"]["nmf_parts_by_driver"] and local["executor"]["nmf_parts_by_driver"]
+    # and so were the MDF's (persons, units, Parquet and MDF2020 text), byte for byte
+    assert not spark["executor"]["mdf_parts_by_driver"] and local["executor"]["mdf_parts_by_driver"]
+    for name in ("mdf_persons.parquet", "mdf_units.parquet", "mdf_persons.txt", "mdf_units.txt"):
+        assert (out / name / "_parts.json").is_file(), name
     assert len(list((out / "noisy_measurements.parquet").glob("part-*.parquet"))) > 1
     # and the CEF was read by the executors' tasks (io/cef_parts.py), not by the driver
     assert spark["executor"]["input_parts"] == local["executor"]["input_parts"] >= 1

@@ -29,7 +29,7 @@ from censusdp.privacy.budget import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.pipeline import reestimate, run_release  # noqa: E402
-from synth import block_codes, make_cef, write_cef  # noqa: E402
+from synth import block_codes, make_cef, tree_bytes, write_cef  # noqa: E402
 
 pytestmark = [
     pytest.mark.spark,
@@ -74,9 +74,10 @@ def state(tmp_path_factory):
 def _same_bytes(a, b):
     for name in RELEASE_FILES:
         pa_, pb = a / name, b / name
-        if pa_.is_dir():  # an NMF written as part files by the tasks
+        if pa_.is_dir():  # an NMF or MDF file written as part files by the tasks
             names = sorted(p.name for p in pa_.iterdir())
-            assert len(names) > 2 and names == sorted(p.name for p in pb.iterdir()), name
+            assert "_parts.json" in names and len(names) >= 2, name
+            assert names == sorted(p.name for p in pb.iterdir()), name
             for part in names:
                 assert (pa_ / part).read_bytes() == (pb / part).read_bytes(), f"{name}/{part}"
         else:
@@ -108,8 +109,9 @@ def test_spark_release_is_byte_identical_to_in_process(state, spark):
     assert on_spark["executor"]["master"] == "local[2]"
     assert local["executor"]["name"] == "in-process"
     assert on_spark["validation"]["ok"]
-    # Spark's Python workers wrote the NMF's parts, not the driver
+    # Spark's Python workers wrote the NMF's and the MDF's parts, not the driver
     assert not on_spark["executor"]["nmf_parts_by_driver"]
+    assert not on_spark["executor"]["mdf_parts_by_driver"]
     _same_bytes(state / "local", state / "spark")
 
 
@@ -121,8 +123,13 @@ def test_spark_reestimate_matches_in_process(state, spark):
         "units_budget": load_preset("pl94-2020-units"),
     }
     reestimate(state / "local", state / "again_spark", executor="spark", **common)
-    for name in ("mdf_persons.parquet", "mdf_units.parquet", "tables/P2.parquet"):
-        assert (state / "local" / name).read_bytes() == (state / "again_spark" / name).read_bytes()
+    for name in (
+        "mdf_persons.parquet",
+        "mdf_units.parquet",
+        "mdf_persons.txt",
+        "tables/P2.parquet",
+    ):
+        assert tree_bytes(state / "local" / name) == tree_bytes(state / "again_spark" / name)
 
 
 def test_secure_mode_noise_comes_from_each_units_own_stream(state, spark):

@@ -338,7 +338,7 @@ def _attack_plan(
     for i, (name, kind, e) in enumerate(plan):
         say(progress, f"attack sweep: release {i + 1}/{len(plan)}, {name}")
         rel_dir = setup.out / "releases" / name
-        reuse = setup.reuse_releases and (rel_dir / "mdf_persons.parquet").is_file()
+        reuse = setup.reuse_releases and (rel_dir / "mdf_persons.parquet").exists()
         t = time.perf_counter()
         rho = epsilon = None
         if kind in ("unprotected", "swap"):
