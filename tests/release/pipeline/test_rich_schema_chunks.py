@@ -24,7 +24,7 @@ from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
 from censusdp.release.topdown import driver
-from synth import block_codes, make_cef, pl94_state, tree_bytes, write_cef
+from synth import block_codes, pl94_state, tree_bytes
 
 PL94 = get_schema("pl94")
 
