@@ -13,6 +13,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -67,3 +68,53 @@ def run_command(cef: Path, out: Path, args: argparse.Namespace, *options: str) -
     """``censusdp run`` of ``cef`` into ``out`` with the benchmark's seed and workers."""
     cmd = [censusdp(), "run", "--input", str(cef), "--out", str(out), "--seed", str(args.seed)]
     return [*cmd, "--workers", str(args.workers), *options, "--quiet"]
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of process ``pid`` (Linux ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(v) for v in f.read().split()]
+    except OSError:
+        return []
+
+
+def sampled(cmd: list[str]) -> tuple[float, float, dict[str, float], str]:
+    """Run ``cmd`` (raising with its stderr if it fails) and sample its memory twice a
+    second: ``(wall s, CPU s of its process tree, {"driver_mb", "worker_mb", "tree_mb"}
+    peak RSS of the process, of its largest child (a pool worker) and of the whole
+    tree, its standard output)``."""
+    before = children_cpu()
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mem = {"driver_mb": 0.0, "worker_mb": 0.0, "tree_mb": 0.0}
+
+    def sample() -> None:
+        while proc.poll() is None:
+            main = rss_mb(proc.pid)
+            workers = [rss_mb(c) for c in children(proc.pid)]
+            mem["driver_mb"] = max(mem["driver_mb"], main)
+            mem["worker_mb"] = max([mem["worker_mb"], *workers])
+            mem["tree_mb"] = max(mem["tree_mb"], main + sum(workers))
+            time.sleep(0.5)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    th.join(1.0)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
+    return wall, children_cpu() - before, {k: round(v, 1) for k, v in mem.items()}, out

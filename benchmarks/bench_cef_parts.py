@@ -32,12 +32,11 @@ import resource
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scaling import _children, _rss_mb  # noqa: E402  (/proc readers, shared)
+from _harness import sampled  # noqa: E402
 from censusdp.data.geography import DEFAULT_GEOLEVELS  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 
@@ -49,27 +48,8 @@ OLD_REF = "f35e883"
 def _run(cmd: list[str]) -> tuple[float, float, dict, dict]:
     """Run a child; return (wall s, CPU s of its process tree, peak RSS MB of the tree
     sampled twice a second, the child's JSON line)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = {"tree_peak_rss_mb": 0.0}
-
-    def sample() -> None:
-        while proc.poll() is None:
-            tree = _rss_mb(proc.pid) + sum(_rss_mb(c) for c in _children(proc.pid))
-            peak["tree_peak_rss_mb"] = max(peak["tree_peak_rss_mb"], round(tree, 1))
-            time.sleep(0.5)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, err = proc.communicate()
-    th.join(1.0)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, peak, json.loads(out.strip().splitlines()[-1])
+    wall, cpu, mem, out = sampled(cmd)
+    return wall, cpu, {"tree_peak_rss_mb": mem["tree_mb"]}, json.loads(out.strip().splitlines()[-1])
 
 
 def _old_reader(ref: str):

@@ -34,14 +34,14 @@ import argparse
 import json
 import os
 import platform
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import sampled  # noqa: E402
 
 US_UNITS = {
     "US": 1,
@@ -64,53 +64,11 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return 0.0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(v) for v in f.read().split()]
-    except OSError:
-        return []
-
-
 def _run(cmd: list[str]) -> tuple[float, float, dict]:
     """Run a command; return (wall s, its CPU s, memory: peak RSS MB of the process, of
     its largest child (a pool worker) and of the tree, sampled twice a second)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    mem = {"driver_mb": 0.0, "worker_mb": 0.0, "tree_mb": 0.0}
-    import threading
-
-    def sample() -> None:
-        while proc.poll() is None:
-            main = _rss_mb(proc.pid)
-            workers = [_rss_mb(c) for c in _children(proc.pid)]
-            mem["driver_mb"] = max(mem["driver_mb"], main)
-            mem["worker_mb"] = max([mem["worker_mb"], *workers])
-            mem["tree_mb"] = max(mem["tree_mb"], main + sum(workers))
-            time.sleep(0.5)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    _, err = proc.communicate()
-    th.join(1.0)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, {k: round(v, 1) for k, v in mem.items()}
+    wall, cpu, mem, _ = sampled(cmd)
+    return wall, cpu, mem
 
 
 def _censusdp() -> list[str]:
