@@ -408,67 +408,88 @@ def maxent_point(
     root = sub.parent is None
     axis = 1 if root else 0
     mass = x.sum(axis=1) if root else sub.parent.astype(np.float64)
-    rowmax = max(float(np.max(np.bincount(t.rows, minlength=t.m)[None, :] * t.w)) for t in terms)
+    # the first step's size, from the cells' terms (the same on atoms)
+    eta = 1.0 / max(_row_max(terms) * float(mass.max(initial=1.0)), 1e-12)
     expand = None
     if root and _ATOMS:
-        # Cells in the same row of every term, the same group and the same support
-        # ("atoms") get the same gradient, and X0 is uniform on them: the iterates stay
-        # uniform on each atom, so the descent runs on atom totals (12,000 atoms for the
-        # 229,320 cells of a dhc-lite root fitted in age groups) and is spread at the end.
-        keys = np.stack([t.rows for t in terms] + [sub.groups] + list(free), axis=1)
-        _, first, atom = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        atom = atom.ravel()
-        n_atoms = first.size
-        size = np.bincount(atom, minlength=n_atoms).astype(np.float64)
-        xa = np.stack([np.bincount(atom, weights=row, minlength=n_atoms) for row in x])
-        terms = tuple(replace(t, rows=t.rows[first]) for t in terms)
-
-        def expand(z: np.ndarray) -> np.ndarray:
-            return np.where(free, (z / size[None, :])[:, atom], 0.0)
-
-        x = xa
-    support = x > 0
+        x, terms, expand = _on_atoms(terms, sub.groups, free, x)
     chi = 1.0 / (sub.noise_scale**2 if sub.noise_scale is not None else 1.0)
-
-    def loss_grad(z: np.ndarray) -> tuple[float, np.ndarray]:
-        total, g = 0.0, np.zeros_like(z)
-        for t in terms:
-            r = _answers(z, t.rows, t.m) - t.y
-            total += 0.5 * float(np.sum(t.w * r**2))
-            g += (t.w * r)[:, t.rows]
-        return total, g
-
-    def gap(z: np.ndarray, g: np.ndarray) -> float:
-        gm = np.where(support, g, np.inf)
-        lo = np.min(gm, axis=axis)
-        lo = np.where(np.isfinite(lo), lo, 0.0)
-        return float(np.sum(z * g) - np.sum(mass * lo))
-
+    status = "max_iter"
     if root and k == 1 and _NEWTON and max_iter > 0:
         # one geounit: the same point by Newton's method on the dual (_maxent_newton)
-        on = support[0]
-        z, steps = root_newton(
-            [t.rows[on] for t in terms],
-            [t.y[0] for t in terms],
-            [t.w[0] for t in terms],
-            x[0, on],
-            float(mass[0]),
-            chi,
-            gap_tol,
-        )
+        on = x[0] > 0
+        rows, y, w = [t.rows[on] for t in terms], [t.y[0] for t in terms], [t.w[0] for t in terms]
+        z, it = root_newton(rows, y, w, x[0, on], float(mass[0]), chi, gap_tol)
         if z is not None:
+            support = x > 0
             x = np.zeros_like(x)
             x[0, on] = z
-            gp = gap(x, loss_grad(x)[1])
-            return MaxentResult(
-                expand(x) if expand is not None else x, qs, steps, gp * chi, "converged", names
-            )
+            gp = _fw_gap(terms, x, support, mass, axis)
+            status = "converged"
+    if status != "converged":
+        x, it, gp = _mirror_descent(terms, x, mass, axis, eta, chi, max_iter, gap_tol)
+        status = "converged" if gp * chi <= gap_tol else "max_iter"
+    if expand is not None:
+        x = expand(x)
+    return MaxentResult(x, qs, it, gp * chi, status, names)
 
+
+def _on_atoms(terms: tuple[Term, ...], groups: np.ndarray, free: np.ndarray, x: np.ndarray):
+    """``(atom totals, terms on atoms, expand)``: the root's cells grouped into atoms.
+
+    Cells in the same row of every term, the same group and the same support ("atoms")
+    get the same gradient, and X0 is uniform on them: the iterates stay uniform on each
+    atom, so the fit runs on atom totals (12,000 atoms for the 229,320 cells of a
+    dhc-lite root fitted in age groups) and ``expand`` spreads them at the end.
+    """
+    keys = np.stack([t.rows for t in terms] + [groups] + list(free), axis=1)
+    _, first, atom = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    atom = atom.ravel()
+    n_atoms = first.size
+    size = np.bincount(atom, minlength=n_atoms).astype(np.float64)
+    xa = np.stack([np.bincount(atom, weights=row, minlength=n_atoms) for row in x])
+
+    def expand(z: np.ndarray) -> np.ndarray:
+        return np.where(free, (z / size[None, :])[:, atom], 0.0)
+
+    return xa, tuple(replace(t, rows=t.rows[first]) for t in terms), expand
+
+
+def _loss_grad(terms: tuple[Term, ...], z: np.ndarray) -> tuple[float, np.ndarray]:
+    """The weighted least-squares loss of the terms at ``z`` and its gradient."""
+    total, g = 0.0, np.zeros_like(z)
+    for t in terms:
+        r = _answers(z, t.rows, t.m) - t.y
+        total += 0.5 * float(np.sum(t.w * r**2))
+        g += (t.w * r)[:, t.rows]
+    return total, g
+
+
+def _fw_gap(terms, z, support, mass, axis, g=None) -> float:
+    """The Frank-Wolfe gap of the loss at ``z`` over the support (loss units)."""
+    g = _loss_grad(terms, z)[1] if g is None else g
+    lo = np.min(np.where(support, g, np.inf), axis=axis)
+    lo = np.where(np.isfinite(lo), lo, 0.0)
+    return float(np.sum(z * g) - np.sum(mass * lo))
+
+
+def _row_max(terms: tuple[Term, ...]) -> float:
+    """The largest weighted row count of the terms (a bound on the loss's curvature)."""
+    return max(float(np.max(np.bincount(t.rows, minlength=t.m)[None, :] * t.w)) for t in terms)
+
+
+def _mirror_descent(terms, x, mass, axis, eta, chi, max_iter, gap_tol):
+    """Entropic mirror descent from ``x``, first step ``eta``: ``(x, steps, gap)``.
+
+    Each step multiplies ``x`` by ``exp(-eta G)`` and renormalises each child's total
+    (``axis`` 1, the root) or each cell's column to the parent (``axis`` 0); a step that
+    raises the loss is halved, an accepted one lengthened by a quarter.
+    """
+    support = x > 0
     with np.errstate(divide="ignore"):
         logx = np.where(support, np.log(np.where(support, x, 1.0)), -np.inf)
-    loss, g = loss_grad(x)
-    eta = 1.0 / max(rowmax * float(mass.max(initial=1.0)), 1e-12)
-    status, it, gp = "max_iter", 0, gap(x, g)
+    loss, g = _loss_grad(terms, x)
+    it, gp = 0, _fw_gap(terms, x, support, mass, axis, g)
     while gp * chi > gap_tol and it < max_iter:
         it += 1
         while True:
@@ -477,18 +498,14 @@ def maxent_point(
             with np.errstate(divide="ignore"):
                 cand = cand + np.expand_dims(np.log(mass), axis)
             xn = np.where(support, np.exp(cand), 0.0)
-            ln, gn = loss_grad(xn)
+            ln, gn = _loss_grad(terms, xn)
             if ln <= loss or eta < 1e-300:
                 break
             eta *= 0.5
         logx, x, loss, g = cand, xn, ln, gn
         eta *= 1.25
-        gp = gap(x, g)
-    if gp * chi <= gap_tol:
-        status = "converged"
-    if expand is not None:
-        x = expand(x)
-    return MaxentResult(x, qs, it, gp * chi, status, names)
+        gp = _fw_gap(terms, x, support, mass, axis, g)
+    return x, it, gp
 
 
 @dataclass(frozen=True)
