@@ -1,4 +1,5 @@
-"""Shared test set-up: ``tests/`` on the import path, and headless Chromium for browser tests."""
+"""Shared test set-up: one BLAS thread per process, ``tests/`` on the import path, and
+headless Chromium for browser tests."""
 
 import os
 import shutil
@@ -6,8 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from hypothesis import settings
+from censusdp.execution.base import prefer_single_thread_blas
+
+# before NumPy loads: two xdist workers each running a multi-threaded BLAS on a 2-core
+# machine made the interior-point tests 10x slower (272 s instead of 27 s)
+prefer_single_thread_blas()
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 

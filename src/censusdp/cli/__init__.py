@@ -30,6 +30,7 @@ from censusdp.cli._common import (
     verbosity,
 )
 from censusdp.errors import CensusDPError
+from censusdp.execution.base import prefer_single_thread_blas
 from censusdp.progress import configure
 from censusdp.version import __version__
 
@@ -89,8 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``censusdp`` command; returns the exit code."""
     # One BLAS thread per process: the engine parallelises over tasks (--workers), and
     # multithreaded BLAS on small solves oversubscribes the cores (10x slower measured).
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
+    prefer_single_thread_blas()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

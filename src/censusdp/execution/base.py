@@ -6,7 +6,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
-__all__ = ["EXECUTOR_CHOICES", "SINGLE_THREAD_ENV", "Executor", "single_thread_env"]
+__all__ = [
+    "EXECUTOR_CHOICES",
+    "SINGLE_THREAD_ENV",
+    "Executor",
+    "prefer_single_thread_blas",
+    "single_thread_env",
+]
 
 
 EXECUTOR_CHOICES = ("auto", "inprocess", "pool", "spark")
@@ -19,6 +25,14 @@ SINGLE_THREAD_ENV = {
 """Worker environment: one BLAS thread per worker. Several workers each running a
 multi-threaded BLAS oversubscribe the cores (docs/estimation.md measured a 98-cell
 ``cho_solve`` at 38 ms instead of 0.1 ms on a busy 2-core machine)."""
+
+
+def prefer_single_thread_blas() -> None:
+    """Put :data:`SINGLE_THREAD_ENV` into this process's environment where the user set
+    nothing; effective only before NumPy loads its BLAS (the CLI's and the test suite's
+    first step: the engine parallelises over tasks, not inside small solves)."""
+    for k, v in SINGLE_THREAD_ENV.items():
+        os.environ.setdefault(k, v)
 
 
 def single_thread_env() -> dict[str, str]:
