@@ -66,6 +66,9 @@ FEW_CELLS = 64
 ADMM_MAX_ROOT_CELLS = 50_000
 """``auto`` leaves the ADMM out of the chain of a single child with more kept cells (a
 dhc-lite root: the active set and Clarabel, then the NNLS point and flow)."""
+INTERIOR_MIN_VARIABLES = 15_000
+"""``auto`` tries the interior point before Clarabel on dense families with a singular
+Hessian and more variables (children x kept cells) than this."""
 NOISE_TOL = 1e-3
 """ADMM residual tolerance as a fraction of the subproblem's noise standard deviation."""
 
@@ -152,19 +155,25 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
         base = tuple(b for b in base if b != "admm")
     if sparse and sub.c > 2:
         return ("activeset", *base)
-    # With a singular Hessian (dhc-lite below the State) Clarabel's systems fill in:
-    # on full generated Vermont's largest Tract family (34 tracts, 2,495 cells, 1.8
-    # persons per variable) Clarabel took 411 CPU seconds and the active set 85, with
-    # the same objective. Up to 4 persons per variable the active set goes first; the
-    # County family (11 per variable) is where it cycles.
-    first = not strict and sub.c > 2 and int(sub.parent.sum()) <= 4 * sub.k * sub.c
-    order = ("activeset", *base) if first else (base[0], "activeset", *base[1:])
-    # Dense families: the active set jumps between vertices of the singular optimum's
-    # face and may give up there (the 14 counties of full generated Vermont: no
-    # convergence in 30 updates); the marginal-space interior point (``_interior``)
-    # solves them at about Clarabel's cost, so it is Clarabel's first fallback.
-    i = order.index("clarabel") + 1
-    return (*order[:i], "interior", *order[i:])
+    if strict or sub.parent is None:
+        # Dense families with a query that sees every cell alone (the Hessian is
+        # definite): the first of Clarabel and the ADMM, the active set, the other;
+        # the marginal-space interior point is Clarabel's first fallback.
+        order = (base[0], "activeset", *base[1:])
+        i = order.index("clarabel") + 1
+        return (*order[:i], "interior", *order[i:])
+    # Dense families with a singular Hessian (dhc-lite below the State: no query sees
+    # every cell alone; most cells positive, the optimum a large face). The active set
+    # jumps between vertices of that face: on full generated Vermont's County family (14
+    # counties on 4,049 cells) it did not settle in 30 updates, and on four of its 14
+    # Tract families it gave up after up to 85 CPU seconds; Clarabel's systems fill in
+    # (122 s on the County family, 411 s on the largest Tract family). The
+    # marginal-space interior point (``_interior``), whose Newton systems are factored
+    # child by child with dense BLAS, goes first on families of more than
+    # ``INTERIOR_MIN_VARIABLES`` variables; below that Clarabel is as fast.
+    if sub.k * sub.c > INTERIOR_MIN_VARIABLES:
+        return ("interior", "clarabel", "activeset", *base[1:])
+    return ("clarabel", "interior", "activeset", *base[1:])
 
 
 def _result(
