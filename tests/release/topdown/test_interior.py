@@ -17,9 +17,8 @@ from _topdown_gen import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from censusdp.release.topdown import Subproblem, _active_set, _clarabel, solve_l2
+from censusdp.release.topdown import Subproblem, _active_set, _clarabel, l2, solve_l2
 from censusdp.release.topdown import _interior as interior
-from censusdp.release.topdown import l2
 from censusdp.release.topdown._common import compress
 from censusdp.release.topdown.l2 import _order
 from profiles import examples
@@ -134,6 +133,16 @@ def test_the_newton_systems_are_sized_by_answers_and_constraints_not_cells(
         return orig(s_mat)
 
     monkeypatch.setattr(interior, "_factor", spy)
+    orig_blocks = interior._Blocks.__init__
+
+    def spy_blocks(self, gk, *args):
+        sizes.append(gk.shape[0])  # the rows of S, factored child by child
+        orig_blocks(self, gk, *args)
+        # no dense block larger than one child's rows, the coupling one per column sum
+        assert max(f[0].shape[0] for _, f, _ in self.blocks) < sub.k * sub.c / 2
+        assert self.cpl.size <= sub.c  # a column open to one child only is its own row
+
+    monkeypatch.setattr(interior._Blocks, "__init__", spy_blocks)
     got = solve_l2(sub, method="interior")
     assert got.method == "interior"
     answers = sub.k * sum(sub.query_sizes)

@@ -67,6 +67,7 @@ LOOSE = 5.0
 """An iterate whose duality gap is below ``LOOSE * tol`` persons per cell at the Hessian's
 scale is kept, and returned if later steps stall in rounding error."""
 BLOCKED = True
+RESYNC = True
 """Factor the Newton systems of families child by child (:class:`_Blocks`)."""
 EQ_REG = 1e-9
 """Regularisation of the equality rows, relative to their diagonal in the Schur complement."""
@@ -532,6 +533,12 @@ def _solve(
             # method; rescaling each column to its parent count keeps them exact
             col = np.bincount(cell, weights=x, minlength=c)
             x *= (sub.parent / np.where(col > 0, col, 1.0))[cell]
+        if n_bd and RESYNC:
+            # likewise the bound rows' slacks: where ``R x`` is strictly inside its
+            # bounds, the slack takes its value (the row's residual becomes 0)
+            rx = r_mat @ x
+            inside = (~has_lo | (rx > lo)) & (~has_hi | (rx < hi))
+            s = np.where(inside, rx, s)
         if not (np.isfinite(x).all() and np.isfinite(z).all() and np.isfinite(s).all()):
             return _give_up("non-finite step", it)
     return _give_up("max_iter", max_iter)
