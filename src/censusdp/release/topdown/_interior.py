@@ -23,7 +23,10 @@ Newton step solves the quasi-definite system::
 
 by the symmetric positive definite Schur complement ``S = E + G D^-1 G'`` (one row per
 answer and constraint, never one per cell: 12,700 rows for the County family above,
-against 56,686 cells), then ``dx = D^-1 (r1 - G' w)``. Cells whose ``1 / D`` has fallen
+against 56,686 cells), then ``dx = D^-1 (r1 - G' w)``. In a family every row but the
+column sums touches one child, so ``S`` is factored child by child with dense BLAS
+(:class:`_Blocks`): one Cholesky per child's block, then one of the dense ``c x c``
+Schur complement on the column sums. Cells whose ``1 / D`` has fallen
 below ``DROP`` of the largest (cells going to 0) leave ``S``; their step still uses
 ``G'``. Mehrotra's predictor-corrector (Mehrotra 1992, "On the implementation of a
 primal-dual interior point method", SIAM J. Optim. 2(4)) reuses one factorisation for

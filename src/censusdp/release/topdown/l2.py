@@ -28,7 +28,10 @@ optimum is sparse (no parent, or a parent holding at most ``k c / 4`` persons) a
 second otherwise; of the other two, Clarabel goes first for a single large child (the
 root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
 cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise; a single
-child of more than ``ADMM_MAX_ROOT_CELLS`` cells (a dhc-lite root) gets no ADMM. When all
+child of more than ``ADMM_MAX_ROOT_CELLS`` cells (a dhc-lite root) gets no ADMM. A dense
+family with a singular Hessian (dhc-lite below the State) of more than
+``INTERIOR_MIN_VARIABLES`` variables goes to the marginal-space interior point
+(:mod:`censusdp.release.topdown._interior`) first, then Clarabel and the active set. When all
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts (a bypassed
 spine geounit, not measured, is always such a child). Children measured with their own
