@@ -182,7 +182,7 @@ class _Blocks:
     so a family of ``k`` children on ``c`` cells with ``m`` answers each costs
     ``k (m^2 c + m c^2 / 2) + c^3 / 3`` flops (BLAS-3) per factorisation, where a general
     sparse factorisation of ``S`` fills in towards the same dense blocks one pivot at a
-    time (the 14 counties of full generated Vermont: 2-3x faster).
+    time (the 14 counties of full generated Vermont: 4.4 CPU seconds a step against 5.6).
     """
 
     def __init__(self, gk: sp.csr_matrix, dinv: np.ndarray, e: np.ndarray, owner, rows_of):
