@@ -269,6 +269,13 @@ def test_the_blocked_factorisation_is_used_and_converges_on_dense_dhc_families(
     ref = solve_l2(sub, method="clarabel")
     assert abs(got.objective - ref.objective) <= 1e-6 * ref.objective
     assert got.max_violation <= 1e-8 * sub.scale()
+    # a coupling block too large to hold densely: the sparse factorisation, same answer
+    built.clear()
+    monkeypatch.setattr(interior, "BLOCK_MAX_COUPLING", 10)
+    sparse_path = solve_l2(sub, method="interior")
+    assert sparse_path.method == "interior" and not built and sparse_calls
+    assert abs(sparse_path.objective - got.objective) <= 1e-6 * ref.objective
+    monkeypatch.setattr(interior, "BLOCK_MAX_COUPLING", 12_000)
     rng = np.random.default_rng(37)
     converged = 0
     for _ in range(12):

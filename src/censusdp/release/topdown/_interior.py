@@ -70,8 +70,13 @@ LOOSE = 5.0
 """An iterate whose duality gap is below ``LOOSE * tol`` persons per cell at the Hessian's
 scale is kept, and returned if later steps stall in rounding error."""
 BLOCKED = True
-RESYNC = True
 """Factor the Newton systems of families child by child (:class:`_Blocks`)."""
+BLOCK_MAX_COUPLING = 12_000
+"""Above this many coupling rows (column sums) the dense ``T`` of :class:`_Blocks` would
+take more than 1.2 GB; such families keep the sparse factorisation."""
+RESYNC = True
+"""After each step, bound-row slacks take the value of ``R x`` where it is strictly
+inside the bounds (rounding error in the directions otherwise accumulates there)."""
 EQ_REG = 1e-9
 """Regularisation of the equality rows, relative to their diagonal in the Schur complement."""
 """Iterative-refinement solves per Newton direction (one factorisation)."""
@@ -358,6 +363,9 @@ def _solve(
     blocked = sub.k > 1 and g_mat.shape[0] > DENSE_MAX and BLOCKED
     if blocked:
         owner = _owners(g_mat, child)
+        # the coupling block is dense: at most BLOCK_MAX_COUPLING rows (1.2 GB)
+        blocked = int((owner < 0).sum()) <= BLOCK_MAX_COUPLING
+    if blocked:
         order = np.argsort(owner, kind="stable")
         bounds_ = np.searchsorted(owner[order], np.arange(-1, k + 1))
         rows_of = [order[bounds_[i + 1] : bounds_[i + 2]] for i in range(k)]
