@@ -135,9 +135,9 @@ def test_the_newton_systems_are_sized_by_answers_and_constraints_not_cells(
     monkeypatch.setattr(interior, "_factor", spy)
     orig_blocks = interior._Blocks.__init__
 
-    def spy_blocks(self, gk, *args):
+    def spy_blocks(self, gk, *args, **kwargs):
         sizes.append(gk.shape[0])  # the rows of S, factored child by child
-        orig_blocks(self, gk, *args)
+        orig_blocks(self, gk, *args, **kwargs)
         # no dense block larger than one child's rows, the coupling one per column sum
         assert max(f[0].shape[0] for _, f, _ in self.blocks) < sub.k * sub.c / 2
         assert self.cpl.size <= sub.c  # a column open to one child only is its own row
@@ -248,9 +248,9 @@ def test_the_blocked_factorisation_is_used_and_converges_on_dense_dhc_families(
     built = []
     orig = interior._Blocks.__init__
 
-    def spy(self, gk, *args):
-        built.append(gk.shape)
-        orig(self, gk, *args)
+    def spy(self, gk, *args, **kwargs):
+        built.append(kwargs.get("single", False))
+        orig(self, gk, *args, **kwargs)
 
     monkeypatch.setattr(interior._Blocks, "__init__", spy)
     sparse_calls = []
@@ -266,9 +266,14 @@ def test_the_blocked_factorisation_is_used_and_converges_on_dense_dhc_families(
     )
     got = solve_l2(sub, method="interior")
     assert got.method == "interior" and built and not sparse_calls
+    # early steps in single precision, the last ones in double
+    assert built[0] and not built[-1]
     ref = solve_l2(sub, method="clarabel")
     assert abs(got.objective - ref.objective) <= 1e-6 * ref.objective
     assert got.max_violation <= 1e-8 * sub.scale()
+    monkeypatch.setattr(interior, "SINGLE_GAP", np.inf)
+    double = solve_l2(sub, method="interior")
+    assert abs(double.objective - got.objective) <= 1e-6 * ref.objective
     # a coupling block too large to hold densely: the sparse factorisation, same answer
     built.clear()
     monkeypatch.setattr(interior, "BLOCK_MAX_COUPLING", 10)

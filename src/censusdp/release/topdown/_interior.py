@@ -45,7 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
-from scipy.linalg.blas import dsyrk
+from scipy.linalg.blas import dsyrk, ssyrk
 
 from censusdp.release.topdown._common import Compressed, fixed_zeros, start_point
 from censusdp.release.topdown.problem import Subproblem
@@ -74,6 +74,10 @@ BLOCKED = True
 BLOCK_MAX_COUPLING = 12_000
 """Above this many coupling rows (column sums) the dense ``T`` of :class:`_Blocks` would
 take more than 1.2 GB; such families keep the sparse factorisation."""
+SINGLE_GAP = 1e3
+"""While the duality gap is above this many times the accepted one, :class:`_Blocks`
+builds and factors its dense ``T`` in single precision (the refinement against the exact
+system recovers the accuracy an early Newton step needs)."""
 RESYNC = True
 """After each step, bound-row slacks take the value of ``R x`` where it is strictly
 inside the bounds (rounding error in the directions otherwise accumulates there)."""
@@ -190,13 +194,18 @@ class _Blocks:
     time (the 14 counties of full generated Vermont: 4.4 CPU seconds a step against 5.6).
     """
 
-    def __init__(self, gk: sp.csr_matrix, dinv: np.ndarray, e: np.ndarray, owner, rows_of):
+    def __init__(
+        self, gk: sp.csr_matrix, dinv: np.ndarray, e: np.ndarray, owner, rows_of, single=False
+    ):
         self.cpl = np.flatnonzero(owner < 0)
         dmat = sp.diags(dinv)
         gc = gk[self.cpl]
         gcd = sp.csr_matrix(dmat @ gc.T)
-        q = np.asfortranarray((gc @ gcd).toarray())  # dsyrk updates it in place
+        q = (gc @ gcd).toarray()
         q[np.diag_indices_from(q)] += e[self.cpl]
+        # syrk updates it in place; in single precision (early steps) at twice the speed
+        q = np.asfortranarray(q, dtype=np.float32 if single else np.float64)
+        syrk = ssyrk if single else dsyrk
         self.blocks = []
         for rows in rows_of:
             gi = gk[rows]
@@ -206,9 +215,12 @@ class _Blocks:
             fac = cho_factor(p_i, lower=True, check_finite=False)
             if self.cpl.size:
                 w = solve_triangular(fac[0], f_i.toarray(), lower=True, check_finite=False)
-                q = dsyrk(-1.0, w.T, beta=1.0, c=q, trans=0, lower=1, overwrite_c=1)
+                q = syrk(-1.0, w.T.astype(q.dtype), beta=1.0, c=q, trans=0, lower=1, overwrite_c=1)
             self.blocks.append((rows, fac, f_i))
-        self.t = cho_factor(q, lower=True, check_finite=False) if self.cpl.size else None
+        self.t = None
+        if self.cpl.size:
+            low, lower = cho_factor(q, lower=True, check_finite=False)
+            self.t = (np.asarray(low, dtype=np.float64), lower)
 
     def solve(self, v: np.ndarray) -> np.ndarray:
         out = np.empty_like(v)
@@ -470,7 +482,8 @@ def _solve(
         gk = g_mat[:, keep] if not keep.all() else g_mat
         if blocked:
             try:
-                solve = _Blocks(gk, dinv[keep], e, owner, rows_of).solve
+                single = gap > SINGLE_GAP * (scale_f + GAP_CELL * lam_tol * tol * n)
+                solve = _Blocks(gk, dinv[keep], e, owner, rows_of, single=single).solve
             except (RuntimeError, LinAlgError, ValueError):
                 blocked = False  # rounding made a block indefinite: the sparse path
         if not blocked:
