@@ -5,14 +5,22 @@ in the same run; optionally the whole release against pl94-2020 on the same inpu
 1. Capture: generate the state (``--state``, ``--scale``), run ``dhc-lite-demo`` in
    process until the Tract level is estimated, keeping the County family and the
    ``--tracts`` largest Tract families (their subproblems after ``make_feasible``).
-2. Kernels: each captured family is solved by ``activeset``, ``clarabel`` (the auto
-   chain's first step for dense families) and ``interior``; CPU and wall seconds, the
-   status and the objective of each, in the same process, one after another.
+   ``--save DIR`` pickles the captured families (after ``make_feasible``); ``--load DIR``
+   reads them back instead of capturing (``--only`` keeps the families whose name
+   contains one of the given strings, e.g. ``--only County 50007``).
+2. Kernels: each family is solved by every ``--methods`` entry (default: ``auto``, the
+   chain as it stands, ``clarabel``, the previous chain's first step for dense
+   families, ``activeset``, its first step for thin ones, and ``interior``);
+   ``interior-sparse`` is the interior point with its previous sparse (SuperLU)
+   factorisation. CPU and wall seconds, the attempts and the objective of each, in the
+   same process, one after another, and each objective minus Clarabel's.
 3. ``--runs``: ``censusdp run`` of ``dhc-lite-demo`` and ``pl94-2020`` (``--workers``),
    wall and CPU seconds (children's user + system) and their ratio.
 
     .venv/bin/python benchmarks/bench_dense_families.py --state VT --scale 1 --tracts 2
     .venv/bin/python benchmarks/bench_dense_families.py --state VT --scale 1 --runs
+    .venv/bin/python benchmarks/bench_dense_families.py --state VT --tracts 14 --save fam
+    .venv/bin/python benchmarks/bench_dense_families.py --load fam --only County 50007
 
 Prints one JSON document. The machine may be shared: CPU seconds are steadier than wall
 seconds under load, and both are reported with the load average.
@@ -26,6 +34,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import pickle  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -33,7 +42,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-METHODS = ("activeset", "clarabel", "interior")
+METHODS = ("auto", "clarabel", "activeset", "interior")
 
 
 class _Stop(Exception):
@@ -87,28 +96,56 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     return county + tracts[:n_tracts]
 
 
-def _kernels(families: list) -> list[dict]:
+def _solve(sub, method: str):
+    from censusdp.release.topdown import _interior
     from censusdp.release.topdown.l2 import solve_l2
 
+    if method != "interior-sparse":
+        return solve_l2(sub, method=method)
+    _interior.BLOCKED = False
+    try:
+        return solve_l2(sub, method="interior")
+    finally:
+        _interior.BLOCKED = True
+
+
+def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:
     rows = []
     for name, sub in families:
         row: dict = {"family": name, "children": sub.k, "kept_cells": sub.c}
-        for method in METHODS:
+        for method in methods:
             c0, t0 = time.process_time(), time.perf_counter()
-            res = solve_l2(sub, method=method)
+            res = _solve(sub, method)
             row[method] = {
                 "cpu_seconds": round(time.process_time() - c0, 2),
                 "wall_seconds": round(time.perf_counter() - t0, 2),
                 "attempts": [list(a) for a in res.attempts],
+                "iterations": res.iterations,
                 "objective": round(res.objective, 4),
                 "positive_cells": round(float((res.x > 1e-6).mean()), 3),
             }
             print(json.dumps({name: {method: row[method]}}), file=sys.stderr, flush=True)
-        ref = row["clarabel"]["objective"]
-        for method in METHODS:
-            row[method]["objective_minus_clarabel"] = round(row[method]["objective"] - ref, 4)
+        if "clarabel" in methods:
+            ref = row["clarabel"]["objective"]
+            for method in methods:
+                row[method]["objective_minus_clarabel"] = round(row[method]["objective"] - ref, 4)
         rows.append(row)
     return rows
+
+
+def _save(families: list, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, sub in families:
+        (folder / (name.replace(" ", "_") + ".pkl")).write_bytes(pickle.dumps(sub))
+
+
+def _load(folder: Path, only: list[str]) -> list:
+    families = []
+    for path in sorted(folder.glob("*.pkl")):
+        name = path.stem.replace("_", " ")
+        if not only or any(o in name for o in only):
+            families.append((name, pickle.loads(path.read_bytes())))
+    return families
 
 
 def _cpu_children() -> float:
@@ -145,7 +182,23 @@ def main() -> None:
     ap.add_argument("--runs", action="store_true", help="also time the whole releases")
     ap.add_argument("--skip-kernels", action="store_true")
     ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    ap.add_argument("--save", default=None, help="pickle the captured families here")
+    ap.add_argument("--load", default=None, help="solve the families pickled here")
+    ap.add_argument("--only", nargs="*", default=[], help="families whose name has one")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS))
     args = ap.parse_args()
+    if args.load:
+        fams = _load(Path(args.load), args.only)
+        print(
+            json.dumps(
+                {
+                    "families": _kernels(fams, tuple(args.methods)),
+                    "load_average": os.getloadavg()[0],
+                },
+                indent=2,
+            )
+        )
+        return
     exe = str(Path(sys.executable).with_name("censusdp"))
     base = Path(args.dir or tempfile.mkdtemp(prefix="censusdp-bench-dense-"))
     cef = base / "cef"
@@ -163,7 +216,9 @@ def main() -> None:
     }
     if not args.skip_kernels:
         families = _capture(cef, base / "capture", args.seed, args.tracts)
-        result["families"] = _kernels(families)
+        if args.save:
+            _save(families, Path(args.save))
+        result["families"] = _kernels(families, tuple(args.methods))
     if args.runs:
         dhc = _release(exe, cef, base / "dhc", "dhc-lite-demo", args)
         pl = _release(exe, cef, base / "pl94", "pl94-2020", args)

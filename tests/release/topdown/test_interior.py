@@ -17,7 +17,7 @@ from _topdown_gen import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from censusdp.release.topdown import Subproblem, _active_set, _clarabel, solve_l2
+from censusdp.release.topdown import Subproblem, _active_set, _clarabel, l2, solve_l2
 from censusdp.release.topdown import _interior as interior
 from censusdp.release.topdown._common import compress
 from censusdp.release.topdown.l2 import _order
@@ -133,6 +133,16 @@ def test_the_newton_systems_are_sized_by_answers_and_constraints_not_cells(
         return orig(s_mat)
 
     monkeypatch.setattr(interior, "_factor", spy)
+    orig_blocks = interior._Blocks.__init__
+
+    def spy_blocks(self, gk, *args, **kwargs):
+        sizes.append(gk.shape[0])  # the rows of S, factored child by child
+        orig_blocks(self, gk, *args, **kwargs)
+        # no dense block larger than one child's rows, the coupling one per column sum
+        assert max(f[0].shape[0] for _, f, _ in self.blocks) < sub.k * sub.c / 2
+        assert self.cpl.size <= sub.c  # a column open to one child only is its own row
+
+    monkeypatch.setattr(interior._Blocks, "__init__", spy_blocks)
     got = solve_l2(sub, method="interior")
     assert got.method == "interior"
     answers = sub.k * sum(sub.query_sizes)
@@ -146,34 +156,150 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
 ) -> None:
     rng = np.random.default_rng(33)
     sub, _ = census_subproblem(
-        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=4, n_people=3000
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=1500
     )
     order = _order(sub, compress(sub), "auto")
-    # dense but at most 4 persons per variable: the active set, Clarabel, the interior point
+    # dense with a singular Hessian, few variables: Clarabel, the interior point, the
+    # active set, the ADMM
     assert 4 * sub.parent.sum() > sub.k * sub.c
-    assert order == ("activeset", "clarabel", "interior", "admm")
+    assert sub.k * sub.c <= l2.INTERIOR_MIN_VARIABLES
+    assert order == ("clarabel", "interior", "activeset", "admm")
     ok = solve_l2(sub, method="clarabel")
     assert ok.method == "clarabel"
 
     def fail(status):
         return lambda *args, **kwargs: (None, status, 7)
 
-    monkeypatch.setattr(_active_set, "solve_active_set", fail("max_iter"))
     monkeypatch.setattr(_clarabel, "solve_clarabel", fail("PrimalInfeasible"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[:2] == (("activeset", "max_iter"), ("clarabel", "PrimalInfeasible"))
-    assert res.attempts[2][0] == "interior" and res.attempts[2][1].startswith("converged")
-    assert len(res.attempts) == 3
+    assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
+    assert res.attempts[1][0] == "interior" and res.attempts[1][1].startswith("converged")
+    assert len(res.attempts) == 2
     assert "clarabel failed (PrimalInfeasible); trying interior" in caplog.text
     assert abs(res.objective - ok.objective) <= 1e-6 * ok.objective
     assert res.max_violation <= 1e-8 * sub.scale()
     monkeypatch.setattr(interior, "solve_interior", fail("max_iter"))
+    monkeypatch.setattr(_active_set, "solve_active_set", fail("max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[2] == ("interior", "max_iter")
+    assert res.attempts[1:3] == (("interior", "max_iter"), ("activeset", "max_iter"))
     assert res.method == "admm" and res.status == "optimal"
-    assert "interior failed (max_iter); trying admm" in caplog.text
+    assert "interior failed (max_iter); trying activeset" in caplog.text
+
+
+def test_large_singular_families_go_to_the_interior_point_first_and_fall_through(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(35)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=1000
+    )
+    monkeypatch.setattr(l2, "INTERIOR_MIN_VARIABLES", sub.k * sub.c - 1)
+    assert _order(sub, compress(sub), "auto") == ("interior", "clarabel", "activeset", "admm")
+    res = solve_l2(sub)
+    assert res.attempts[0][0] == "interior" and res.method == "interior"
+    monkeypatch.setattr(interior, "solve_interior", lambda *a, **k: (None, "stalled", 3))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        fell = solve_l2(sub)
+    assert fell.attempts[0] == ("interior", "stalled") and fell.method == "clarabel"
+    assert "interior failed (stalled); trying clarabel" in caplog.text
+    assert abs(res.objective - fell.objective) <= _tolerance(sub, fell.objective)
+
+
+def _blocked_everywhere():
+    """Every family takes the blocked factorisation (``_Blocks``), however small."""
+    return _Patch(interior, "DENSE_MAX", 0)
+
+
+class _Patch:
+    def __init__(self, obj, name, value) -> None:
+        self.obj, self.name, self.value = obj, name, value
+
+    def __enter__(self) -> None:
+        self.old = getattr(self.obj, self.name)
+        setattr(self.obj, self.name, self.value)
+
+    def __exit__(self, *exc) -> None:
+        setattr(self.obj, self.name, self.old)
+
+
+@SETTINGS
+@given(shapes)
+def test_the_blocked_factorisation_gives_the_sparse_one_s_answer(d: dict) -> None:
+    """Families factored child by child with dense blocks: what converges has
+    Clarabel's objective within the noise-scaled tolerance, every constraint exact."""
+    sub = _build(d)
+    if sub.parent is None or sub.k == 1:
+        return
+    with _blocked_everywhere():
+        got = solve_l2(sub, method="interior")
+    if got.method != "interior":
+        return  # gave up: the chain moves on (the rate test below)
+    ref = _reference(sub)
+    assert abs(got.objective - ref.objective) <= _tolerance(sub, ref.objective)
+    assert (got.x >= 0).all()
+    assert got.max_violation <= 1e-8 * max(1.0, sub.scale())
+
+
+def test_the_blocked_factorisation_is_used_and_converges_on_dense_dhc_families(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built = []
+    orig = interior._Blocks.__init__
+
+    def spy(self, gk, *args, **kwargs):
+        built.append(kwargs.get("single", False))
+        orig(self, gk, *args, **kwargs)
+
+    monkeypatch.setattr(interior._Blocks, "__init__", spy)
+    sparse_calls = []
+    orig_factor = interior._factor
+    monkeypatch.setattr(interior, "_factor", lambda s: sparse_calls.append(1) or orig_factor(s))
+    monkeypatch.setattr(interior, "DENSE_MAX", 0)
+    sub, _ = census_subproblem(
+        np.random.default_rng(36),
+        schema_name="dhc-lite",
+        queries=DHC_LITE_QUERIES,
+        n_children=3,
+        n_people=1000,
+    )
+    got = solve_l2(sub, method="interior")
+    assert got.method == "interior" and built and not sparse_calls
+    # early steps in single precision, the last ones in double
+    assert built[0] and not built[-1]
+    ref = solve_l2(sub, method="clarabel")
+    assert abs(got.objective - ref.objective) <= 1e-6 * ref.objective
+    assert got.max_violation <= 1e-8 * sub.scale()
+    monkeypatch.setattr(interior, "SINGLE_GAP", np.inf)
+    double = solve_l2(sub, method="interior")
+    assert abs(double.objective - got.objective) <= 1e-6 * ref.objective
+    # a coupling block too large to hold densely: the sparse factorisation, same answer
+    built.clear()
+    monkeypatch.setattr(interior, "BLOCK_MAX_COUPLING", 10)
+    sparse_path = solve_l2(sub, method="interior")
+    assert sparse_path.method == "interior" and not built and sparse_calls
+    assert abs(sparse_path.objective - got.objective) <= 1e-6 * ref.objective
+    monkeypatch.setattr(interior, "BLOCK_MAX_COUPLING", 12_000)
+    rng = np.random.default_rng(37)
+    converged = 0
+    for _ in range(12):
+        d = {
+            "seed": int(rng.integers(2**32)),
+            "k": int(rng.integers(2, 8)),
+            "c": int(rng.integers(2, 31)),
+            "n_groups": int(rng.integers(1, 5)),
+            "n_queries": int(rng.integers(1, 5)),
+            "root": False,
+            "tight": bool(rng.integers(2)),
+            "mean": float(rng.choice([3.0, 40.0, 400.0])),
+            "noise": float(rng.choice([0.5, 3.0, 20.0])),
+            "singular": bool(rng.integers(2)),
+        }
+        s = _build(d)
+        _, status, _ = interior.solve_interior(s, compress(s), tol=1e-3)
+        converged += status.startswith("converged")
+    assert converged >= 10
 
 
 def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:

@@ -28,7 +28,10 @@ optimum is sparse (no parent, or a parent holding at most ``k c / 4`` persons) a
 second otherwise; of the other two, Clarabel goes first for a single large child (the
 root), for at most ``FEW_CELLS`` kept cells and when no measured query sees every kept
 cell alone (a singular Hessian, where the ADMM crawls), ADMM first otherwise; a single
-child of more than ``ADMM_MAX_ROOT_CELLS`` cells (a dhc-lite root) gets no ADMM. When all
+child of more than ``ADMM_MAX_ROOT_CELLS`` cells (a dhc-lite root) gets no ADMM. A dense
+family with a singular Hessian (dhc-lite below the State) of more than
+``INTERIOR_MIN_VARIABLES`` variables goes to the marginal-space interior point
+(:mod:`censusdp.release.topdown._interior`) first, then Clarabel and the active set. When all
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts (a bypassed
 spine geounit, not measured, is always such a child). Children measured with their own
@@ -66,6 +69,9 @@ FEW_CELLS = 64
 ADMM_MAX_ROOT_CELLS = 50_000
 """``auto`` leaves the ADMM out of the chain of a single child with more kept cells (a
 dhc-lite root: the active set and Clarabel, then the NNLS point and flow)."""
+INTERIOR_MIN_VARIABLES = 15_000
+"""``auto`` tries the interior point before Clarabel on dense families with a singular
+Hessian and more variables (children x kept cells) than this."""
 NOISE_TOL = 1e-3
 """ADMM residual tolerance as a fraction of the subproblem's noise standard deviation."""
 
@@ -153,19 +159,25 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
         base = tuple(b for b in base if b != "admm")
     if sparse and sub.c > 2:
         return ("activeset", *base)
-    # With a singular Hessian (dhc-lite below the State) Clarabel's systems fill in:
-    # on full generated Vermont's largest Tract family (34 tracts, 2,495 cells, 1.8
-    # persons per variable) Clarabel took 411 CPU seconds and the active set 85, with
-    # the same objective. Up to 4 persons per variable the active set goes first; the
-    # County family (11 per variable) is where it cycles.
-    first = not strict and sub.c > 2 and int(sub.parent.sum()) <= 4 * sub.k * sub.c
-    order = ("activeset", *base) if first else (base[0], "activeset", *base[1:])
-    # Dense families: the active set jumps between vertices of the singular optimum's
-    # face and may give up there (the 14 counties of full generated Vermont: no
-    # convergence in 30 updates); the marginal-space interior point (``_interior``)
-    # solves them at about Clarabel's cost, so it is Clarabel's first fallback.
-    i = order.index("clarabel") + 1
-    return (*order[:i], "interior", *order[i:])
+    if strict or sub.parent is None:
+        # Dense families with a query that sees every cell alone (the Hessian is
+        # definite): the first of Clarabel and the ADMM, the active set, the other;
+        # the marginal-space interior point is Clarabel's first fallback.
+        order = (base[0], "activeset", *base[1:])
+        i = order.index("clarabel") + 1
+        return (*order[:i], "interior", *order[i:])
+    # Dense families with a singular Hessian (dhc-lite below the State: no query sees
+    # every cell alone; most cells positive, the optimum a large face). The active set
+    # jumps between vertices of that face: on full generated Vermont's County family (14
+    # counties on 4,049 cells) it did not settle in 30 updates, and on four of its 14
+    # Tract families it gave up after up to 85 CPU seconds; Clarabel's systems fill in
+    # (122 s on the County family, 411 s on the largest Tract family). The
+    # marginal-space interior point (``_interior``), whose Newton systems are factored
+    # child by child with dense BLAS, goes first on families of more than
+    # ``INTERIOR_MIN_VARIABLES`` variables; below that Clarabel is as fast.
+    if sub.k * sub.c > INTERIOR_MIN_VARIABLES:
+        return ("interior", "clarabel", "activeset", *base[1:])
+    return ("clarabel", "interior", "activeset", *base[1:])
 
 
 def _result(
