@@ -35,10 +35,10 @@ family with a singular Hessian (dhc-lite below the State) of more than
 fail, the fallback is the integer flow closest to a non-negative least-squares point (:mod:`censusdp.release.topdown._nnls`), never the rounded raw noise; every failed
 step is logged. A single child under a parent takes the parent's counts (a bypassed
 spine geounit, not measured, is always such a child). Children measured with their own
-budgets (``Subproblem.unit_weights``, a spine release's bypass) are solved by the active
-set and Clarabel (then the fallback): the ADMM's single factorisation needs one Hessian
-shared by all children.
-Every answer is
+budgets (``Subproblem.unit_weights``, a spine release's bypass) keep the ADMM when each
+child's weights are one multiple of the query weights (what per-geounit budgets give:
+:func:`censusdp.release.topdown._admm.child_scale`); otherwise the active set and
+Clarabel (then the fallback) weigh them. Every answer is
 validated: non-negativity, column sums, group and total bounds must hold to
 ``feas_tol * max(1, largest parent count)`` persons, tiny negatives are clipped and
 columns rescaled to the parent exactly, and ``max_violation`` is reported.
