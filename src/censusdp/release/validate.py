@@ -631,7 +631,7 @@ def _encoded(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
         if not pa.types.is_dictionary(ch.type):
             ch = pc.dictionary_encode(ch)
         dicts.append(np.asarray(ch.dictionary.cast(pa.string()).to_pylist(), dtype=str))
-        idxs.append(np.asarray(ch.indices).astype(np.int64))
+        idxs.append(np.asarray(ch.indices))  # int32 as stored: no copy per row
     if not dicts:
         return np.zeros(0, dtype="U1"), np.zeros(0, dtype=np.int64)
     if len(dicts) == 1 and (dicts[0].size < 2 or (dicts[0][1:] > dicts[0][:-1]).all()):
