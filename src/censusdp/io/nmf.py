@@ -28,6 +28,7 @@ import contextlib
 import json
 import time
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "PART_INDEX",
     "ROW_GROUP_ROWS",
     "NMFReader",
+    "NMFSlice",
     "NMFWriter",
     "decode_cells",
     "nmf_files",
@@ -508,26 +510,46 @@ class NMFReader:
     ) -> np.ndarray:
         """Values of row group ``loc`` (file, group): flat rows ``off:off+n`` of the answers."""
         rows = self._info[(level, qname)][0]
-        r = rows.size
         fi, rg = loc
         if self._open is None or self._open[0] != fi:
             self._open = (fi, pq.ParquetFile(self._files[fi]))
-        t = self._open[1].read_row_group(rg, columns=["geocode", "cell", "value"])
         name = self.geolevels[level].name
         where = f"{self.path}: {self._where(loc)} ({name}, {qname})"
-        if t.num_rows != n:
-            raise InputError(f"{where} has {t.num_rows} values, its footer says {n}")
-        cells = t.column("cell").to_numpy()
-        if not _cells_in_order(cells, rows, off):
-            raise InputError(f"{where} cells are not the measured cells of the query in order")
-        # the first row of the group and of every unit starting in it name their unit
-        at = np.unique(np.r_[0, np.arange((-off) % r, n, r)]) if n else np.zeros(0, np.int64)
-        gc = t.column("geocode").combine_chunks()
-        firsts = gc.take(pa.array(at))
-        got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-        if not np.array_equal(got, self.geocodes[level][(off + at) // r]):
-            raise InputError(f"{where} geocodes are not in geography order")
-        return t.column("value").to_numpy()
+        return _read_values(self._open[1], rg, rows, off, n, self.geocodes[level], 0, where)
+
+    def detach(self, level: int, start: int, stop: int) -> NMFSlice:
+        """Units ``start:stop`` of ``level`` as an :class:`NMFSlice`: the row groups that
+        hold them, read where the slice is sent (a TopDown task reads its own family)."""
+        if self._fallback is not None:
+            raise InputError(f"{self.path}: row groups mix levels or queries; read it whole")
+        queries = []
+        lo, hi = start, stop
+        for qname in self._order.get(level, []):
+            spans = self._spans[(level, qname)]
+            rows, variance, mech = self._info[(level, qname)]
+            r = max(rows.size, 1)
+            a, b = start * r, stop * r
+            i = max(0, bisect.bisect_right(spans, (a, (np.inf, 0), 0)) - 1)
+            mine = []
+            while i < len(spans) and spans[i][0] < b:
+                off, (fi, rg), n = spans[i]
+                if off + n > a:
+                    mine.append((off, str(self._files[fi]), rg, n))
+                    lo, hi = min(lo, off // r), max(hi, (off + n - 1) // r + 1)
+                i += 1
+            unit_var = self._unit_var[(level, qname)][start:stop].copy()
+            queries.append((qname, mech, variance, unit_var, tuple(mine)))
+        return NMFSlice(
+            str(self.path),
+            self.schema,
+            self.geolevels,
+            level,
+            start,
+            stop,
+            lo,
+            self.geocodes[level][lo:hi].copy(),
+            tuple(queries),
+        )
 
     def read(
         self, level: int, start: int, stop: int, queries: Collection[str] | None = None
@@ -574,6 +596,103 @@ class NMFReader:
         for at, vals in parts:
             flat[at - a : at - a + vals.size] = vals
         return flat
+
+
+def _read_values(
+    pf: pq.ParquetFile,
+    rg: int,
+    rows: np.ndarray,
+    off: int,
+    n: int,
+    codes: np.ndarray,
+    first: int,
+    where: str,
+) -> np.ndarray:
+    """Values of row group ``rg``: flat rows ``off:off+n`` of a query's (units x ``rows``)
+    answers, checked (row count, cells in order, the geocode of every unit starting in
+    it: ``codes[unit - first]``)."""
+    r = rows.size
+    t = pf.read_row_group(rg, columns=["geocode", "cell", "value"])
+    if t.num_rows != n:
+        raise InputError(f"{where} has {t.num_rows} values, its footer says {n}")
+    cells = t.column("cell").to_numpy()
+    if not _cells_in_order(cells, rows, off):
+        raise InputError(f"{where} cells are not the measured cells of the query in order")
+    # the first row of the group and of every unit starting in it name their unit
+    at = np.unique(np.r_[0, np.arange((-off) % r, n, r)]) if n else np.zeros(0, np.int64)
+    gc = t.column("geocode").combine_chunks()
+    firsts = gc.take(pa.array(at))
+    got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+    if not np.array_equal(got, codes[(off + at) // r - first]):
+        raise InputError(f"{where} geocodes are not in geography order")
+    return t.column("value").to_numpy()
+
+
+_ROWS: dict[tuple[str, int, str], np.ndarray] = {}
+
+
+def _measured(schema: Schema, query: str) -> np.ndarray:
+    """The measured rows of ``query`` (cached per process: a slice carries names only)."""
+    key = (schema.name, schema.size, query)
+    if key not in _ROWS:
+        _ROWS[key] = measured_rows(schema, make_query(schema, query))
+    return _ROWS[key]
+
+
+@dataclass(frozen=True, eq=False)
+class NMFSlice:
+    """Units ``start:stop`` of one level of an NMF, readable wherever its files are.
+
+    What :meth:`NMFReader.detach` hands a TopDown task so that the task reads its own
+    family in the worker that solves it, instead of the driver reading every family
+    one after another (the ``ddp-2010`` block level of full Delaware is 5.5 billion
+    values). It holds the row-group locations (file, group, first flat row, rows) per
+    query, the units' variances and the geocodes the checks need; no values, no footer
+    index. :meth:`read` is :meth:`NMFReader.read` on units of the slice, with the same
+    checks.
+    """
+
+    path: str
+    schema: Schema
+    geolevels: Any
+    level: int
+    start: int
+    stop: int
+    first: int
+    codes: np.ndarray
+    queries: tuple
+
+    def read(
+        self, level: int, start: int, stop: int, queries: Collection[str] | None = None
+    ) -> list[MeasuredQuery]:
+        """Measured queries of the slice's level with the values of units ``start:stop``."""
+        if level != self.level or not self.start <= start <= stop <= self.stop:
+            raise InputError(
+                f"{self.path}: units {start}..{stop} of level {level} are outside the slice "
+                f"({self.start}..{self.stop} of level {self.level})"
+            )
+        name = self.geolevels[level].name
+        out = []
+        files: dict[str, pq.ParquetFile] = {}
+        for qname, mech, variance, unit_var, spans in self.queries:
+            if queries is not None and qname not in queries:
+                continue
+            rows = _measured(self.schema, qname)
+            r = rows.size
+            a, b = start * r, stop * r
+            flat = np.zeros(b - a, dtype=np.int64)
+            for off, file, rg, n in spans:
+                if off + n <= a or off >= b:
+                    continue
+                pf = files.get(file) or files.setdefault(file, pq.ParquetFile(file))
+                where = f"{file} row group {rg} ({name}, {qname})"
+                vals = _read_values(pf, rg, rows, off, n, self.codes, self.first, where)
+                lo, hi = max(a, off), min(b, off + n)
+                flat[lo - a : hi - a] = vals[lo - off : hi - off]
+            uv = unit_var[start - self.start : stop - self.start]
+            values = flat.reshape(max(stop - start, 0), r)
+            out.append(MeasuredQuery(name, qname, rows, values, _variance(uv, variance), mech))
+        return out
 
 
 def _cells_in_order(cells: np.ndarray, rows: np.ndarray, off: int) -> bool:
