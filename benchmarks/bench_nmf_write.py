@@ -17,6 +17,8 @@ between runs) and as values per CPU second:
   settles unread (``_footer_constants``);
 * ``pool``: the root's pooling reading the level (``pooled_root``), ``before`` every
   query (the 229,320-cell ``detailed`` too), ``now`` only the pooled ones, as values read;
+* ``driver``: the driver's CPU for the family's task, ``before`` reading the family,
+  ``now`` handing out an NMF slice (``NMFReader.detach``) that the worker reads;
 * ``solve``: the family's TopDown task (failsafe, least squares, rounding).
 
 Prints JSON. About a minute on an idle machine for the default family.
@@ -32,6 +34,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import pickle  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -238,6 +241,20 @@ def main(argv: list[str] | None = None) -> int:
                 reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
                 max_children=None,
             )  # fmt: skip
+        # the driver's share of a family's task: reading it (before) or handing out an
+        # NMF slice that the worker reads (now: ``read_in_tasks``)
+        out["driver"] = {"before_reads_the_family": out["solve"]["build_task"]}
+        with _cpu(out["driver"], "now_hands_out_a_slice"):
+            (lazy,) = driver._tasks_for_level(
+                reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
+                max_children=None, detach=True,
+            )  # fmt: skip
+        with _cpu(out["driver"], "worker_builds_it"):
+            built = pickle.loads(pickle.dumps(lazy)).subproblem()
+        out["driver"]["task_pickle_bytes"] = len(pickle.dumps(lazy))
+        out["driver"]["same_subproblem"] = all(
+            np.array_equal(a, b) for a, b in zip(built.noisy, task.sub.noisy, strict=True)
+        )
         with _cpu(out["solve"], "run_task"):
             r = driver.run_task(task)
         out["solve"]["kept_cells"] = int(task.kept.size)
