@@ -371,6 +371,7 @@ class NMFReader:
         self._info: dict[tuple[int, str], tuple[np.ndarray, float, str]] = {}
         self._unit_var: dict[tuple[int, str], np.ndarray] = {}
         self._order: dict[int, list[str]] = {}
+        self._queries: dict[str, Any] = {}
         if not self._index():
             self._fallback = read_nmf(self.path, schema, hierarchy)
 
@@ -424,7 +425,10 @@ class NMFReader:
                     f"{self.path}: geocodes {lo!r}..{hi!r} at {stats['geolevel'][0]} do not "
                     "match the release geography"
                 )
-            q = make_query(self.schema, str(stats["query"][0]))
+            qname = str(stats["query"][0])
+            q = self._queries.get(qname)
+            if q is None:  # one per query: a ddp-2010 NMF has thousands of row groups
+                q = self._queries[qname] = make_query(self.schema, qname)
             key = (level, q.name)
             if key not in self._info:
                 rows = measured_rows(self.schema, q)
