@@ -32,11 +32,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from censusdp.io.mdf import iter_mdf_persons, read_mdf_units
+
 LEVELS = (("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 
 
 def _persons(path: Path) -> dict[str, np.ndarray]:
-    """Geocodes and (when the schema has it: not ``pl94``) single-year ages."""
+    """Geocodes and (when the schema has it: not ``pl94``) single-year ages of the
+    confidential persons (``censusdp generate``'s ``persons.parquet``)."""
     has_age = "age" in pq.ParquetFile(path).schema_arrow.names
     t = pq.read_table(path, columns=["geocode", "age"] if has_age else ["geocode"])
     geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
@@ -46,7 +49,31 @@ def _persons(path: Path) -> dict[str, np.ndarray]:
     return out
 
 
+def _released_persons(path: Path) -> dict[str, np.ndarray]:
+    """The same columns of a release's ``mdf_persons.parquet`` (the MDF2020 layout:
+    ``TABBLKST``.. ``TABBLK``, ``QAGE``, ...), decoded by ``censusdp.io.mdf`` a batch at
+    a time."""
+    geo, age = [], []
+    for batch in iter_mdf_persons(path):
+        geo.append(batch["geocode"].astype("U16"))
+        if "age" in batch:
+            age.append(np.asarray(batch["age"], dtype=np.int64))
+    out = {"geocode": np.concatenate(geo) if geo else np.zeros(0, "U16")}
+    if age:
+        out["age"] = np.concatenate(age)
+    return out
+
+
 def _units(path: Path) -> dict[str, np.ndarray]:
+    """Housing units and their occupancy: the truth's ``units.parquet``, or a release's
+    ``mdf_units.parquet`` (decoded by ``censusdp.io.mdf.read_mdf_units``)."""
+    if path.name == "mdf_units.parquet":
+        u = read_mdf_units(path)
+        return {
+            "geocode": np.asarray(u["geocode"]).astype("U16"),
+            "hu": np.asarray(u["gqtype"]) == 0,
+            "occupied": np.asarray(u["occupied"]).astype(bool),
+        }
     t = pq.read_table(path, columns=["geocode", "gqtype", "occupied"])
     geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
     return {
@@ -135,7 +162,9 @@ def age_findings(truth: dict, rel: dict, blocks: np.ndarray) -> dict:
         np.add.at(t, (ti, bins_t), 1)
         np.add.at(r, (ri, bins_r), 1)
         tp, rp = t.sum(axis=1), r.sum(axis=1)
-        tv = 0.5 * np.abs(t / tp[:, None] - r / np.maximum(rp, 1)[:, None]).sum(axis=1)
+        tv = 0.5 * np.abs(t / np.maximum(tp, 1)[:, None] - r / np.maximum(rp, 1)[:, None]).sum(
+            axis=1
+        )
         tv[rp == 0] = 1.0
         row = {"mean_age_tvd": round(float(tv[tp > 0].mean()), 4)}
         kids_t = np.bincount(ti, weights=truth["age"] < 18, minlength=units.size)
@@ -216,11 +245,12 @@ def main() -> None:
         label, _, run = spec.partition("=")
         run_dir = Path(run)
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        rel = _persons(run_dir / "mdf_persons.parquet")
+        rel = _released_persons(run_dir / "mdf_persons.parquet")
         r = {
-            "preset": manifest.get("budget", {}).get("name")
-            if isinstance(manifest.get("budget"), dict)
+            "preset": manifest["persons"].get("name")
+            if isinstance(manifest.get("persons"), dict)
             else None,
+            "persons_released": manifest.get("persons_released"),
             "epsilon": manifest.get("epsilon"),
             "population_bias": population_bias(truth, rel, blocks),
         }

@@ -11,7 +11,7 @@ and the file reader :class:`censusdp.io.nmf.NMFReader` both implement.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -136,8 +136,11 @@ class Measurements(Protocol):
     schema: Schema
     geolevels: GeoLevels
 
-    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
-        """Measured queries of ``level`` (plan order), values of units ``start:stop``."""
+    def read(
+        self, level: int, start: int, stop: int, queries: Collection[str] | None = None
+    ) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` (plan order), values of units ``start:stop``;
+        only those named in ``queries`` when given (the others are not read at all)."""
         ...
 
 
@@ -169,10 +172,17 @@ class MeasurementSet:
         """Total number of noisy answers."""
         return int(sum(m.values.size for m in self.queries.values()))
 
-    def read(self, level: int, start: int, stop: int) -> list[MeasuredQuery]:
-        """Measured queries of ``level`` restricted to units ``start:stop``."""
+    def read(
+        self, level: int, start: int, stop: int, queries: Collection[str] | None = None
+    ) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` restricted to units ``start:stop`` (only those
+        named in ``queries`` when given)."""
         name = self.geolevels[level].name
-        return [m.sliced(start, stop) for m in self.at_level(name)]
+        return [
+            m.sliced(start, stop)
+            for m in self.at_level(name)
+            if queries is None or m.query in queries
+        ]
 
     def add_chunks(self, chunks: Iterable[MeasuredChunk]) -> MeasurementSet:
         """Fill ``queries`` from chunks that cover every unit of their level in order."""

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
+from censusdp.errors import InputError
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
@@ -304,3 +305,68 @@ def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(d
     np.testing.assert_allclose(diffs, diffs[0], rtol=1e-9, atol=1e-7)
     a, b = solve_l2(sub), solve_l2(full)
     assert abs(a.objective + diffs[0] - b.objective) <= 1e-3 * max(1.0, b.objective)
+
+
+class _Pickling:
+    """An executor that sends every task through pickle, as a process pool does, and
+    counts the tasks that travel without their subproblem (read where they run)."""
+
+    name = "pickling"
+
+    def __init__(self) -> None:
+        self.detached = self.tasks = self.largest = 0
+
+    def map(self, fn, items):
+        import pickle
+
+        for item in items:
+            blob = pickle.dumps(item)
+            batch = pickle.loads(blob)
+            if isinstance(batch, tuple) and batch and isinstance(batch[0], driver.Task):
+                self.tasks += len(batch)
+                self.detached += sum(t.sub is None for t in batch)
+                self.largest = max(self.largest, len(blob))
+            yield fn(batch)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def test_tasks_that_read_their_own_family_give_the_same_release(wide, tmp_path, monkeypatch):
+    """Off the driver's process, a family that is not split is read by its own task
+    from an NMF slice (``NMFReader.detach``): the release is byte-identical, and a
+    task carries row-group locations, not the family's noisy values."""
+    from censusdp.release import pipeline
+
+    base = wide[0]
+    budget = load_preset("pl94-2020")
+    pipeline.run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    ex = _Pickling()
+    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: ex)
+    pipeline.reestimate(tmp_path / "a", tmp_path / "b", budget=budget)
+    assert ex.detached > 0 and ex.detached < ex.tasks  # the root's task is built here
+    for name in ("mdf_persons.parquet", "tables/P1.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_an_nmf_slice_reads_like_the_reader_and_only_inside_itself(wide, tmp_path):
+    _, h, levels, plan = wide
+    _nmf(tmp_path / "nmf.parquet", h, levels, plan, 3)
+    reader = NMFReader(tmp_path / "nmf.parquet", PL94, h)
+    bl = h.n_levels - 1
+    n = h.n_units(bl)
+    piece = reader.detach(bl, 5, n - 4)
+    for a, b in ((5, n - 4), (6, 9), (7, 7)):
+        got, want = piece.read(bl, a, b), reader.read(bl, a, b)
+        assert [m.query for m in got] == [m.query for m in want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g.values, w.values)
+            assert g.variance == w.variance
+    with pytest.raises(InputError, match="outside the slice"):
+        piece.read(bl, 4, 9)

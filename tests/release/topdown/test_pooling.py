@@ -136,3 +136,36 @@ def test_cell_level_queries_are_pooled_only_down_the_one_unit_chain(monkeypatch)
     us, st_ = ms.queries[("US", "hhgq")], ms.queries[("State", "hhgq")]
     assert np.allclose(out["hhgq"].values[0], (us.values[0] + st_.values[0]) / 2)
     assert out["votingage"].variance < 5.0
+
+
+class _CountingReads:
+    """A measurement set that records the values of every query it hands out."""
+
+    def __init__(self, ms: MeasurementSet) -> None:
+        self.ms, self.schema, self.geolevels = ms, ms.schema, ms.geolevels
+        self.values: dict[tuple[int, str], int] = {}
+
+    def read(self, level, start, stop, queries=None):
+        out = self.ms.read(level, start, stop, queries)
+        for m in (m for m in out if m.values.size):  # (reads of 0 units name the queries)
+            key = (level, m.query)
+            self.values[key] = self.values.get(key, 0) + m.values.size
+        return out
+
+
+def test_wide_queries_are_not_read_below_the_one_unit_chain(monkeypatch):
+    """Pooling reads only the queries it pools at a level: a ddp-2010 block's 229,320
+    detailed values, read for every block of a state at once, were the full-state run's
+    memory peak (a chunk of 9,500 blocks is 2.2 billion values)."""
+    monkeypatch.setattr(pooling, "POOL_MAX_ROWS", 3)
+    h = _tree((1, 2, 2))
+    plan = {lv: {"votingage": 10.0, "hhgq": 10.0} for lv in ("US", "State", "County", "Block")}
+    ms, _ = _measure(h, plan, np.random.default_rng(2))
+    reads = _CountingReads(ms)
+    pooled = {m.query: m for m in pooled_root(reads, h, variance_floor=0.0)}
+    direct = {m.query: m for m in pooled_root(ms, h, variance_floor=0.0)}
+    for name, m in direct.items():
+        assert np.array_equal(pooled[name].values, m.values) and pooled[name].variance == m.variance
+    hhgq = make_query(PL94, "hhgq").name
+    assert {lv for lv, q in reads.values if q == hhgq} == {0, 1}  # the US and the State
+    assert reads.values[(3, make_query(PL94, "votingage").name)] == 4 * 2  # every block

@@ -81,7 +81,34 @@ def _lie_in_index(run: Path) -> None:
     path.write_text(json.dumps(index))
 
 
+def _set_column(p: Path, name: str, values: pa.Array) -> None:
+    t = pq.read_table(p)
+    pq.write_table(t.set_column(t.column_names.index(name), name, values), p)
+
+
+def _scale_variance(p: Path) -> None:
+    """Every row of the part claims another variance (one value: the footer path)."""
+    var = pq.read_table(p, columns=["variance"]).column("variance").to_numpy()
+    _set_column(p, "variance", pa.array(var * 1.5))
+
+
+def _null_value(p: Path) -> None:
+    """One value missing (an integer column with a null: the footer must not vouch)."""
+    vals = pq.read_table(p, columns=["value"]).column("value").to_pylist()
+    vals[len(vals) // 2] = None
+    _set_column(p, "value", pa.array(vals, pa.int64()))
+
+
+def _fractional_value(p: Path) -> None:
+    vals = pq.read_table(p, columns=["value"]).column("value").to_numpy().astype(np.float64)
+    vals[0] += 0.5
+    _set_column(p, "value", pa.array(vals))
+
+
 DAMAGE = {
+    "variance of a part changed": lambda run: _scale_variance(run / NMF / "part-00005.parquet"),
+    "null value": lambda run: _null_value(run / NMF / "part-00005.parquet"),
+    "fractional value": lambda run: _fractional_value(run / NMF / "part-00004.parquet"),
     "row dropped": lambda run: _drop_row(run / NMF / "part-00003.parquet"),
     "geocode moved": lambda run: _move_geocode(run / NMF / "part-00004.parquet"),
     "part removed": lambda run: (run / NMF / "part-00002.parquet").unlink(),
@@ -100,3 +127,7 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     serial, tasks = _verdicts(run)
     assert not serial["ok"] and not tasks["ok"], (serial, tasks)
     assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
+    assert tasks["detail"].startswith(serial["detail"])
+    want = {"variance of a part changed": "variance", "fractional value": "finite integer"}
+    if case in want:
+        assert want[case] in serial["detail"], serial["detail"]

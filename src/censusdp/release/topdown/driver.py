@@ -108,6 +108,69 @@ class Task:
     rounding: RoundingPasses | None = None
     estimator: str = "ls"
     coarse: tuple = ()
+    source: _Family | None = None
+
+    def subproblem(self) -> Subproblem:
+        """The task's subproblem: ``sub``, or built from ``source`` where the task runs."""
+        if self.sub is not None:
+            return self.sub
+        if self.source is None:
+            raise InternalError(f"task {self.parent_geocode!r} has no subproblem")
+        return self.source.build()
+
+
+@dataclass(frozen=True, eq=False)
+class _Family:
+    """A family that its task reads itself (:class:`Task` ``source``): the children's
+    measurements as a slice of the NMF (``NMFReader.detach``: row-group locations, no
+    values) and everything else :func:`_make_subproblem` needs, cut to the family.
+
+    The driver then builds a ``ddp-2010`` block family's task without reading its
+    millions of noisy values: the workers read in parallel, each the family it solves.
+    """
+
+    ms: Any
+    level: int
+    start: int
+    k: int
+    kept: np.ndarray
+    parent_counts: np.ndarray
+    groups: np.ndarray
+    bounds: Bounds
+    label: str
+    child_labels: tuple[str, ...]
+
+    def build(self) -> Subproblem:
+        cache = _worker_cache(self.ms)
+        children = slice(self.start, self.start + self.k)
+        width = sum(m.rows.size for m in self.ms.read(self.level, self.start, self.start))
+        run = _Run(self.ms, self.level, self.start, children.stop, width, DEFAULT_CHUNK_VALUES)
+        mqs, local = run.family(children, self.kept, cache)
+        cell_groups = np.zeros(self.ms.schema.size, dtype=np.int64)
+        cell_groups[self.kept] = self.groups
+        return _make_subproblem(
+            mqs,
+            cache,
+            local,
+            slice(0, self.k),
+            self.kept,
+            self.parent_counts,
+            cell_groups,
+            self.bounds,
+            label=self.label,
+            child_labels=self.child_labels,
+        )
+
+
+_WORKER_CACHES: dict[tuple[str, int], _QueryCache] = {}
+
+
+def _worker_cache(ms: Any) -> _QueryCache:
+    """One query cache per schema per process (a ``detailed`` query is costly to build)."""
+    key = (ms.schema.name, ms.schema.size)
+    if key not in _WORKER_CACHES:
+        _WORKER_CACHES[key] = _QueryCache(ms)
+    return _WORKER_CACHES[key]
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,13 +231,20 @@ def run_tasks(batch: tuple[Task, ...]) -> list[TaskResult]:
     return [run_task(t) for t in batch]
 
 
+def _task_size(t: Task) -> int:
+    """Unknowns of a task (children x kept cells, at least one cell): the batching measure."""
+    if t.sub is not None:
+        return t.sub.k * max(t.sub.c, 1)
+    return t.source.k * max(int(t.kept.size), 1)  # type: ignore[union-attr]
+
+
 def _batched(tasks: Iterable[Task]) -> Iterator[tuple[Task, ...]]:
     """Consecutive tasks grouped into batches of at most :data:`BATCH_VARIABLES`
     unknowns and :data:`BATCH_MAX_TASKS` tasks (a larger task alone), in order."""
     batch: list[Task] = []
     size = 0
     for t in tasks:
-        n = t.sub.k * max(t.sub.c, 1)
+        n = _task_size(t)
         if batch and (size + n > BATCH_VARIABLES or len(batch) >= BATCH_MAX_TASKS):
             yield tuple(batch)
             batch, size = [], 0
@@ -188,7 +258,7 @@ def run_task(task: Task) -> TaskResult:
     """Solve one task: failsafe, least squares, rounding, exact check."""
     t0 = time.perf_counter()
     c0 = time.process_time()
-    sub, report = make_feasible(task.sub)
+    sub, report = make_feasible(task.subproblem())
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
     l2 = (
@@ -351,12 +421,16 @@ def _family_runs(
     hierarchy: Hierarchy,
     child_level: int,
     target: int = DEFAULT_CHUNK_VALUES,
+    *,
+    lazy: bool = False,
 ) -> Iterator[tuple[int, int, _Run]]:
-    """``(first parent, parent stop, measurements of their children)`` per chunk of families."""
+    """``(first parent, parent stop, measurements of their children)`` per chunk of families
+    (``lazy``: a run reads nothing until a family of it is asked for)."""
     width = sum(m.rows.size for m in ms.read(child_level, 0, 0))
     parent = hierarchy.parent[child_level]
     for c0, c1 in family_chunks(hierarchy, child_level, width, target):
-        yield int(parent[c0]), int(parent[c1 - 1]) + 1, _Run(ms, child_level, c0, c1, width, target)
+        run = _Run(ms, child_level, c0, c1, width, target, lazy=lazy)
+        yield int(parent[c0]), int(parent[c1 - 1]) + 1, run
 
 
 class _Run:
@@ -369,16 +443,26 @@ class _Run:
     """
 
     def __init__(
-        self, ms: Measurements, level: int, c0: int, c1: int, width: int, target: int
+        self,
+        ms: Measurements,
+        level: int,
+        c0: int,
+        c1: int,
+        width: int,
+        target: int,
+        lazy: bool = False,
     ) -> None:
         self.ms, self.level, self.c0, self.c1 = ms, level, c0, c1
         self.per = max(1, target // max(width, 1))
-        self.mqs = ms.read(level, c0, c1) if c1 - c0 <= self.per else None
+        self.whole = c1 - c0 <= self.per
+        self.mqs = ms.read(level, c0, c1) if self.whole and not lazy else None
 
     def family(
         self, children: slice, kept: np.ndarray, cache: _QueryCache
     ) -> tuple[list[MeasuredQuery], slice]:
         """The measurements of ``children`` and their rows in them (``local``)."""
+        if self.mqs is None and self.whole:
+            self.mqs = self.ms.read(self.level, self.c0, self.c1)
         if self.mqs is not None:
             return self.mqs, slice(children.start - self.c0, children.stop - self.c0)
         parts: list[list[MeasuredQuery]] = []
@@ -406,6 +490,7 @@ def _tasks_for_level(
     estimator: str = "ls",
     max_children: int | None = None,
     splits: list[tuple[TaskResult, int]] | None = None,
+    detach: bool = False,
 ) -> Iterator[Task]:
     """Lazily build the tasks of one level (children of every unit of ``parent_level``).
 
@@ -413,10 +498,16 @@ def _tasks_for_level(
     (:mod:`censusdp.release.topdown.split`): its coarse solve runs here, as the family's
     tasks are asked for, and its chunks are yielded as tasks; the coarse results go to
     ``splits`` with the number of chunks.
+
+    ``detach`` (measurements with a ``detach(level, start, stop)`` method: the NMF
+    reader): a family that is not split is read by its own task where it runs
+    (:class:`_Family`), not here; the tasks and their results are the same.
     """
     codes = hierarchy.geocodes[parent_level]
     indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
-    for p0, p1, run in _family_runs(ms, hierarchy, parent_level + 1):
+    detach = detach and hasattr(ms, "detach")
+    heads = ms.read(parent_level + 1, 0, 0) if detach else []
+    for p0, p1, run in _family_runs(ms, hierarchy, parent_level + 1, lazy=detach):
         for i in range(p0, p1):
             lo, hi = indptr[i], indptr[i + 1]
             nz = data[lo:hi] > 0
@@ -425,6 +516,42 @@ def _tasks_for_level(
             kept = kept[order]
             parent_counts = data[lo:hi][nz][order].astype(np.int64)
             children = hierarchy.children(parent_level, i)
+            k = children.stop - children.start
+            if detach and (max_children is None or k <= max_children):
+                l2p, rounding = plan.bind(kept)
+                yield Task(
+                    parent_level,
+                    str(codes[i]),
+                    children.start,
+                    kept,
+                    None,  # type: ignore[arg-type]
+                    method,
+                    l2p,
+                    rounding,
+                    estimator,
+                    cache.coarse(heads, estimator, kept),
+                    source=_Family(
+                        ms.detach(parent_level + 1, children.start, children.stop),  # type: ignore[attr-defined]
+                        parent_level + 1,
+                        children.start,
+                        k,
+                        kept,
+                        parent_counts,
+                        cell_groups[kept],
+                        Bounds(
+                            bounds.group_lower[children],
+                            bounds.group_upper[children],
+                            bounds.total_lower[children],
+                            bounds.total_upper[children],
+                        ),
+                        f"{hierarchy.geolevels[parent_level].name} {codes[i] or 'US'}",
+                        tuple(
+                            f"{hierarchy.geolevels[parent_level + 1].name} {code}"
+                            for code in hierarchy.geocodes[parent_level + 1][children]
+                        ),
+                    ),
+                )
+                continue
             mqs, local = run.family(children, kept, cache)
             sub = _make_subproblem(
                 mqs,
@@ -726,6 +853,7 @@ def estimate(
     checkpoint: Any = None,
     max_children: int | None = DEFAULT_MAX_CHILDREN,
     pool_root: bool = True,
+    read_in_tasks: bool | None = None,
 ) -> Estimate:
     """Estimate integer detailed histograms for every level from noisy measurements.
 
@@ -760,6 +888,10 @@ def estimate(
             estimated again; the next level's tasks are built from its histogram.
         max_children: families with more children are solved in chunks
             (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
+        read_in_tasks: whether the tasks of a family that is not split read its
+            measurements themselves (``ms.detach``, the NMF reader's slices) where they
+            run; default: when ``ms`` can and ``executor`` is not in-process. Same
+            results either way.
         pool_root: estimate the root from every level's measurements of its marginals
             (:func:`~censusdp.release.topdown.pooling.pooled_root`; default), or, as
             production does, from the root's own measurements only.
@@ -779,6 +911,12 @@ def estimate(
         from censusdp.execution.local import InProcessExecutor
 
         executor = InProcessExecutor()
+    if read_in_tasks is None:
+        # tasks on other processes read their own families (the NMF reader's slices):
+        # the driver then only hands out row-group locations; in process it reads them
+        from censusdp.execution.local import InProcessExecutor
+
+        read_in_tasks = hasattr(ms, "detach") and not isinstance(executor, InProcessExecutor)
     schema = ms.schema
     cache = _QueryCache(ms)
     cell_groups, n_groups = _group_of_cells(ms, group_variable)
@@ -893,6 +1031,7 @@ def estimate(
             estimator,
             max_children,
             splits,
+            detach=read_in_tasks,
         )
         hists[level + 1] = run_level(level + 1, tasks, splits)
     return Estimate(hists, summaries, failsafe)

@@ -127,7 +127,9 @@ def pooled_root(
         step = max(1, _CHUNK_VALUES // max(width, 1))
         for c0 in range(0, n, step):
             c1 = min(n, c0 + step)
-            for mq in ms.read(level, c0, c1):
+            # only the queries pooled at this level: below the top, the wide ``detailed``
+            # query's values (229,320 a ddp-2010 block) are never read here
+            for mq in ms.read(level, c0, c1, queries=here):
                 if mq.query in here:
                     p = here[mq.query]
                     y = np.zeros((c1 - c0, p.rows.size))
