@@ -118,3 +118,21 @@ def sampled(cmd: list[str]) -> tuple[float, float, dict[str, float], str]:
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     return wall, children_cpu() - before, {k: round(v, 1) for k, v in mem.items()}, out
+
+
+def say(msg: str) -> None:
+    """A progress line on standard error (standard output is the JSON)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def clock() -> tuple[float, float]:
+    """Now, as (wall, this process's CPU) seconds, for :func:`since`."""
+    return time.perf_counter(), time.process_time()
+
+
+def since(t: tuple[float, float]) -> dict[str, float]:
+    """Wall and CPU seconds since ``t`` (from :func:`clock`)."""
+    return {
+        "wall_s": round(time.perf_counter() - t[0], 3),
+        "cpu_s": round(time.process_time() - t[1], 3),
+    }

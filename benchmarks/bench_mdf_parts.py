@@ -36,12 +36,12 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from _harness import clock, say, since  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.schema import get_schema
@@ -71,21 +71,6 @@ from censusdp.release.validate import _check_table_tops, _mdf_from_parts
 from censusdp.tables import TABLE_NAMES, tables_to_arrays, tabulate_histograms
 
 
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _clock() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
-
-
-def _since(t: tuple[float, float]) -> dict[str, float]:
-    return {
-        "wall_s": round(time.perf_counter() - t[0], 3),
-        "cpu_s": round(time.process_time() - t[1], 3),
-    }
-
-
 def _tree_sha(path: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
@@ -99,7 +84,7 @@ def _single_file(out: Path, blocks, occupied, schema) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     write_parquet(inv.to_table(), out / "invariants.parquet")  # facility types (not timed)
     steps = {}
-    t = _clock()
+    t = clock()
     with MDFPersonWriter(h, out / "mdf_persons.parquet", out / "mdf_persons.txt", schema) as w:
         for cols in iter_mdf_blocks(blocks.persons, schema):
             w.write(cols)
@@ -113,22 +98,22 @@ def _single_file(out: Path, blocks, occupied, schema) -> dict:
     )
     units = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
     write_tables(tabulate_histograms(blocks.persons, units, h), out / "tables")
-    steps["write"] = _since(t)
-    t = _clock()
+    steps["write"] = since(t)
+    t = clock()
     hist, pl94, mdf_units = read_mdf_histograms(out, h, schema)  # the run's check
     diff = sp.csr_matrix(hist - blocks.persons)
     diff.eliminate_zeros()
     assert diff.nnz == 0 and _tables_equal(out, h, pl94, mdf_units)
-    steps["run_check_read_back"] = _since(t)
-    t = _clock()
+    steps["run_check_read_back"] = since(t)
+    t = clock()
     file_checksums(out)  # the manifest's checksums (the invariants' too: a few ms)
-    steps["manifest_sha256"] = _since(t)
-    t = _clock()
+    steps["manifest_sha256"] = since(t)
+    t = clock()
     mdf_unit_counts(out / "mdf_units.parquet", h)  # the self-check's second reading
     _, pl94, mdf_units = read_mdf_histograms(out, h, schema)
     assert _tables_equal(out, h, pl94, mdf_units)
     file_checksums(out)
-    steps["self_check_read_and_sha256"] = _since(t)
+    steps["self_check_read_and_sha256"] = since(t)
     total = {
         "cpu_s": round(sum(s["cpu_s"] for s in steps.values()), 3),
         "wall_s": round(sum(s["wall_s"] for s in steps.values()), 3),
@@ -152,7 +137,7 @@ def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
     h, inv = blocks.hierarchy, blocks.invariants
     out.mkdir(parents=True, exist_ok=True)
     write_parquet(inv.to_table(), out / "invariants.parquet")
-    t = _clock()
+    t = clock()
     units = unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
     p_levels, u_levels = h.aggregate(blocks.persons), h.aggregate(units)
     top_job = TablesTask(
@@ -171,20 +156,20 @@ def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
     got = list(ex.map(run_mdf_part_task, jobs))
     write_mdf_index(out, got)
     write_table_index(out / "tables", [top["tables"]] + [g["tables"] for g in got])
-    write_step = _since(t)
+    write_step = since(t)
     assert not [g["problem"] or g["table_problem"] for g in got if g["problem"]]
     assert not top["table_problem"] and not any(g["table_problem"] for g in got)
-    t = _clock()
+    t = clock()
     file_checksums(out)  # indexes and nothing else: the parts' digests are the tasks'
-    manifest = _since(t)
-    t = _clock()
+    manifest = since(t)
+    t = clock()
     hashed: dict = {}
     hist, pl94, counts, bad = _mdf_from_parts(out, h, schema, ex, hashed, inv)
     mdf_units = unit_histogram_from_counts(
         counts[:, 0] + counts[:, 1], counts[:, 1], inv.gq_facilities
     )
     bad += _check_table_tops(out, h, pl94, mdf_units)
-    self_check = _since(t)
+    self_check = since(t)
     assert not bad, bad
     diff = sp.csr_matrix(hist - blocks.persons)
     diff.eliminate_zeros()
@@ -215,7 +200,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     cef = Path(args.input) if args.input else work / f"{args.state}_{args.scale:g}"
     if not (cef / "persons.parquet").exists():
-        _say(f"generate {args.state} at {args.scale}")
+        say(f"generate {args.state} at {args.scale}")
         subprocess.run(
             [sys.executable, "-m", "censusdp", "generate", "--state", args.state]
             + ["--scale", str(args.scale), "--seed", "1", "--out", str(cef), "--quiet"],
@@ -226,9 +211,9 @@ def main() -> None:
     blocks = read_cef_blocks(cef, GeoLevels.from_pairs(list(budget.geolevels)), schema)
     occupied = np.asarray(blocks.housing_units[:, 1].todense()).ravel().astype(np.int64)
     n_persons = int(blocks.persons.sum())
-    _say(f"{n_persons:,} persons, {blocks.hierarchy.blocks.size:,} blocks")
+    say(f"{n_persons:,} persons, {blocks.hierarchy.blocks.size:,} blocks")
 
-    _say("previous method: single files written and read back twice on the driver")
+    say("previous method: single files written and read back twice on the driver")
     single = _single_file(work / "single", blocks, occupied, schema)
 
     runs = {}
@@ -236,7 +221,7 @@ def main() -> None:
         ("inprocess", InProcessExecutor()),
         (f"pool{args.workers}", ProcessPoolExecutor(args.workers)),
     ):
-        _say(f"part files on {name}")
+        say(f"part files on {name}")
         runs[name] = _parts(work / name, blocks, occupied, schema, ex)
         close = getattr(ex, "close", None)
         if close is not None:

@@ -30,9 +30,9 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _harness import clock, say, since  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
@@ -42,21 +42,6 @@ from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.parts import PartTask, run_part_task
-
-
-def _say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _clock() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
-
-
-def _since(t: tuple[float, float]) -> dict[str, float]:
-    return {
-        "wall_s": round(time.perf_counter() - t[0], 3),
-        "cpu_s": round(time.process_time() - t[1], 3),
-    }
 
 
 def _sha(path: Path) -> str:
@@ -75,7 +60,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     cef = work / f"{args.state}_{args.scale:g}"
     if not (cef / "persons.parquet").exists():
-        _say(f"generate {args.state} at {args.scale}")
+        say(f"generate {args.state} at {args.scale}")
         subprocess.run(
             [sys.executable, "-m", "censusdp", "generate", "--state", args.state]
             + ["--scale", str(args.scale), "--seed", "1", "--out", str(cef), "--quiet"],
@@ -89,36 +74,36 @@ def main() -> None:
     plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
     source = RandomSource.seeded(args.seed).child("persons")
     tasks = list(measure_tasks(levels, h, schema, plan, source))
-    _say(f"measure {len(tasks)} tasks")
-    t = _clock()
+    say(f"measure {len(tasks)} tasks")
+    t = clock()
     chunks = [run_measure_task(task) for task in tasks]
-    measure = _since(t)
+    measure = since(t)
     values = sum(c.n_values for c in chunks)
 
-    _say("previous method: the driver appends every chunk to one file")
+    say("previous method: the driver appends every chunk to one file")
     single = work / "single" / "noisy_measurements.parquet"
     single.parent.mkdir(exist_ok=True)
-    t = _clock()
+    t = clock()
     with NMFWriter(single) as w:
         for c in chunks:
             w.write_chunk(c)
-    single_file = {**_since(t), "bytes": single.stat().st_size}
+    single_file = {**since(t), "bytes": single.stat().st_size}
 
-    _say("parts: each chunk written as a task writes it; the driver records each")
+    say("parts: each chunk written as a task writes it; the driver records each")
     d = work / "parts" / "noisy_measurements.parquet"
     d.mkdir(parents=True, exist_ok=True)
     log = work / "parts" / "parts.jsonl"
-    t = _clock()
+    t = clock()
     recs = [write_nmf_part(c, d / part_name(i)) for i, c in enumerate(chunks)]
-    task_side = _since(t)
-    t = _clock()
+    task_side = since(t)
+    t = clock()
     with open(log, "w", encoding="utf-8") as f:
         for rec in recs:  # what the driver does per part (Checkpoint.finish_part)
             f.write(json.dumps(rec) + "\n")
             f.flush()
             os.fsync(f.fileno())
     write_part_index(d, recs)
-    driver_side = _since(t)
+    driver_side = since(t)
     parts = {
         "tasks_write_parts": task_side,
         "driver_records_parts": driver_side,
@@ -126,7 +111,7 @@ def main() -> None:
         "bytes": sum((d / r["file"]).stat().st_size for r in recs),
     }
 
-    _say(f"whole tasks (measure + write the part): in-process vs a pool of {args.workers}")
+    say(f"whole tasks (measure + write the part): in-process vs a pool of {args.workers}")
     jobs = {}
     for name, ex in (
         ("inprocess", InProcessExecutor()),
@@ -134,13 +119,13 @@ def main() -> None:
     ):
         out = work / name / "noisy_measurements.parquet"
         out.mkdir(parents=True, exist_ok=True)
-        t = _clock()
+        t = clock()
         got = list(
             ex.map(
                 run_part_task, (PartTask(x, str(out / part_name(i))) for i, x in enumerate(tasks))
             )
         )
-        jobs[name] = {**_since(t), "writers": len({r["writer"] for r in got}), "dir": out}
+        jobs[name] = {**since(t), "writers": len({r["writer"] for r in got}), "dir": out}
         close = getattr(ex, "close", None)
         if close is not None:
             close()
@@ -148,15 +133,15 @@ def main() -> None:
     same = all(_sha(a / part_name(i)) == _sha(b / part_name(i)) for i in range(len(tasks)))
     same = same and all(_sha(a / part_name(i)) == _sha(d / part_name(i)) for i in range(len(tasks)))
 
-    _say("read back every level through NMFReader, from both layouts")
+    say("read back every level through NMFReader, from both layouts")
     reads = {}
     for name, path in (("single_file", single), ("parts", d)):
-        t = _clock()
+        t = clock()
         reader = NMFReader(path, schema, h)
         n = 0
         for li in range(h.n_levels):
             n += sum(m.values.size for m in reader.read(li, 0, h.n_units(li)))
-        reads[name] = {**_since(t), "values": n}
+        reads[name] = {**since(t), "values": n}
 
     result = {
         "benchmark": "nmf_parts",
