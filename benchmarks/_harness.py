@@ -136,3 +136,15 @@ def since(t: tuple[float, float]) -> dict[str, float]:
         "wall_s": round(time.perf_counter() - t[0], 3),
         "cpu_s": round(time.process_time() - t[1], 3),
     }
+
+
+def cached_input(work: Path, state: str, scale: float, seed: int = 1) -> Path:
+    """``work/<state>_<scale>``: a generated input, generated only when missing."""
+    cef = work / f"{state}_{scale:g}"
+    if not (cef / "persons.parquet").exists():
+        say(f"generate {state} at {scale}")
+        cmd = [sys.executable, "-m", "censusdp", "generate", "--state", state, "--quiet"]
+        subprocess.run(
+            [*cmd, "--scale", str(scale), "--seed", str(seed), "--out", str(cef)], check=True
+        )
+    return cef

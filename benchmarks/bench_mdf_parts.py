@@ -33,15 +33,13 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from _harness import clock, say, since  # noqa: E402
+from _harness import cached_input, clock, say, since  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.schema import get_schema
@@ -198,14 +196,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="censusdp_mdfparts_"))
     work.mkdir(parents=True, exist_ok=True)
-    cef = Path(args.input) if args.input else work / f"{args.state}_{args.scale:g}"
-    if not (cef / "persons.parquet").exists():
-        say(f"generate {args.state} at {args.scale}")
-        subprocess.run(
-            [sys.executable, "-m", "censusdp", "generate", "--state", args.state]
-            + ["--scale", str(args.scale), "--seed", "1", "--out", str(cef), "--quiet"],
-            check=True,
-        )
+    cef = Path(args.input) if args.input else cached_input(work, args.state, args.scale)
     budget = load_preset("pl94-2020")
     schema = get_schema(budget.schema)
     blocks = read_cef_blocks(cef, GeoLevels.from_pairs(list(budget.geolevels)), schema)

@@ -27,12 +27,10 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from _harness import clock, say, since  # noqa: E402
+from _harness import cached_input, clock, say, since  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
@@ -58,14 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="censusdp_nmfparts_"))
     work.mkdir(parents=True, exist_ok=True)
-    cef = work / f"{args.state}_{args.scale:g}"
-    if not (cef / "persons.parquet").exists():
-        say(f"generate {args.state} at {args.scale}")
-        subprocess.run(
-            [sys.executable, "-m", "censusdp", "generate", "--state", args.state]
-            + ["--scale", str(args.scale), "--seed", "1", "--out", str(cef), "--quiet"],
-            check=True,
-        )
+    cef = cached_input(work, args.state, args.scale)
     budget = load_preset("pl94-2020")
     schema = get_schema(budget.schema)
     blocks = read_cef_blocks(cef, GeoLevels.from_pairs(list(budget.geolevels)), schema)
