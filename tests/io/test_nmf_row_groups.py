@@ -8,6 +8,7 @@ one written by another tool that cuts a geounit in two.
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -221,3 +222,74 @@ def test_a_family_over_two_to_the_26_rows_round_trips(tmp_path):
     assert np.array_equal(got.values.ravel(), np.arange(n * rows.size))
     (mid,) = reader.read(h.n_levels - 1, 150, 153)
     assert np.array_equal(mid.values.ravel(), np.arange(150 * rows.size, 153 * rows.size))
+
+
+def test_families_read_one_after_another_read_each_row_group_once(base, tmp_path, monkeypatch):
+    """Tasks read their own families from NMF slices; consecutive families share row
+    groups, which the process reads once (full Wyoming's block level read each row group
+    about 50 times), and every family still gets its own values."""
+    from censusdp.io import nmf
+
+    _, h, measured = base
+    path = tmp_path / "nmf.parquet"
+    _write(path, measured, row_group_rows=40)
+    monkeypatch.setattr(nmf, "_CACHE", nmf._GroupCache(1 << 20, 2))
+    reads = []
+    real = nmf._read_group
+    monkeypatch.setattr(nmf, "_read_group", lambda pf, rg, *a: reads.append(rg) or real(pf, rg, *a))
+    reader = NMFReader(path, PL94, h)
+    bl = h.n_levels - 1
+    want = [mq for mq, _ in measured if mq.geolevel == "Block"]
+    for u in range(h.n_units(bl)):
+        piece = reader.detach(bl, u, u + 1)
+        assert piece.read(bl, u, u) and all(m.values.size == 0 for m in piece.read(bl, u, u))
+        for g, w in zip(piece.read(bl, u, u + 1), want, strict=True):
+            assert np.array_equal(g.values, w.values[u : u + 1]), (u, w.query)
+    groups = {rg for rg in range(pq.ParquetFile(path).metadata.num_row_groups)}
+    assert sorted(reads) == sorted(set(reads)) and set(reads) < groups  # once each, Block only
+    assert nmf._CACHE.hits > len(reads)
+
+
+def test_a_cached_row_group_is_checked_and_a_rewritten_file_read_again(base, tmp_path):
+    _, h, measured = base
+    path = tmp_path / "nmf.parquet"
+    _write(path, measured)
+    bl = h.n_levels - 1
+    first = NMFReader(path, PL94, h).read(bl, 2, 5)
+    # a slice whose geocodes disagree with the file: a hit is checked as a read is
+    piece = NMFReader(path, PL94, h).detach(bl, 2, 5)
+    shifted = np.roll(piece.codes, 1)
+    with pytest.raises(InputError, match="geocodes are not in geography order"):
+        dataclasses.replace(piece, codes=shifted).read(bl, 2, 5)
+    # the file replaced by one of other values (as a rerun with --overwrite would)
+    changed = [(mq.restricted(np.arange(mq.rows.size)), c) for mq, c in measured]
+    changed = [
+        (MeasuredQuery(mq.geolevel, mq.query, mq.rows, mq.values + 1, 3.0, mq.mechanism), c)
+        for mq, c in changed
+    ]
+    _write(path, changed)
+    again = NMFReader(path, PL94, h).read(bl, 2, 5)
+    for a, b in zip(first, again, strict=True):
+        assert np.array_equal(b.values, a.values + 1)
+
+
+@settings(max_examples=30)
+@given(
+    sizes=st.lists(st.integers(0, 300), max_size=30),
+    budget=st.integers(1, 1000),
+)
+def test_the_row_group_cache_stays_within_its_budget(sizes, budget):
+    from censusdp.io.nmf import _GroupCache
+
+    cache = _GroupCache(budget, 2)
+    kept: list[int] = []
+    for i, n in enumerate(sizes):
+        entry = (np.zeros(n, np.int8), np.zeros(0, np.int64), np.zeros(0, "<U1"))
+        cache.put(("f", i), entry)
+        assert cache._bytes <= budget
+        assert cache._bytes == sum(sum(a.nbytes for a in e) for e in cache._groups.values())
+        if n <= budget:
+            kept.append(i)
+    # what is kept is the most recent entries that fit
+    held = [k[1] for k in cache._groups]
+    assert held == kept[len(kept) - len(held) :]

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
 import time
+from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,7 +309,6 @@ class NMFReader:
         self.geocodes = hierarchy.geocodes
         # footers only: a partitioned NMF of thousands of parts keeps no file open
         self._meta = [pq.read_metadata(f) for f in self._files]
-        self._open: tuple[int, pq.ParquetFile] | None = None
         has_mech = True
         for f, md in zip(self._files, self._meta, strict=True):
             names = md.schema.to_arrow_schema().names
@@ -469,11 +470,9 @@ class NMFReader:
         """Values of row group ``loc`` (file, group): flat rows ``off:off+n`` of the answers."""
         rows = self._info[(level, qname)][0]
         fi, rg = loc
-        if self._open is None or self._open[0] != fi:
-            self._open = (fi, pq.ParquetFile(self._files[fi]))
         name = self.geolevels[level].name
         where = f"{self.path}: {self._where(loc)} ({name}, {qname})"
-        return _read_values(self._open[1], rg, rows, off, n, self.geocodes[level], 0, where)
+        return _read_values(self._files[fi], rg, rows, off, n, self.geocodes[level], 0, where)
 
     def detach(self, level: int, start: int, stop: int) -> NMFSlice:
         """Units ``start:stop`` of ``level`` as an :class:`NMFSlice`: the row groups that
@@ -527,7 +526,7 @@ class NMFReader:
             a, b = start * r, stop * r
             i = max(0, bisect.bisect_right(spans, (a, (np.inf, 0), 0)) - 1)
             parts, parts_at = [], []
-            while i < len(spans) and spans[i][0] < b:
+            while a < b and i < len(spans) and spans[i][0] < b:
                 off, rg, n = spans[i]
                 if off + n > a:
                     vals = self._read_group(level, qname, off, rg, n)
@@ -556,8 +555,85 @@ class NMFReader:
         return flat
 
 
+GROUP_CACHE_BYTES = 128 << 20
+"""Most bytes of row-group values one process keeps (:class:`_GroupCache`)."""
+
+GROUP_CACHE_FILES = 8
+"""Most Parquet files one process keeps open (footers parsed) for reading values."""
+
+
+class _GroupCache:
+    """The checked values of the row groups this process read last, and its open files.
+
+    A TopDown task reads its own family (:class:`NMFSlice`), and the families of a level
+    are small next to a row group (a ``pl94`` block-group family of 30 blocks is 60,000
+    of a row group's up to 4 million values), so without a cache every family re-read
+    and re-checked the whole row groups it touches: on full Wyoming the block level read
+    each row group about 50 times. Consecutive tasks of a level run in the same worker
+    often enough (batches, pool order) that keeping the last row groups' values (at
+    most :data:`GROUP_CACHE_BYTES`) turns that into about one read per worker.
+
+    An entry is keyed by the file's identity on disk (path, inode, size, modification
+    time: a file rewritten in place is a new entry), the row group and the layout the
+    check assumed (first flat row, rows, the query's measured rows). What the geocode
+    check needs is kept with the values, so a hit is checked against the caller's
+    geocodes as a read is.
+    """
+
+    def __init__(self, max_bytes: int, max_files: int) -> None:
+        self.max_bytes, self.max_files = max_bytes, max_files
+        self._groups: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = (
+            OrderedDict()
+        )
+        self._files: OrderedDict[tuple, pq.ParquetFile] = OrderedDict()
+        self._bytes = 0
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def identity(path: str | Path) -> tuple:
+        st = os.stat(path)
+        return (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def file(self, ident: tuple) -> pq.ParquetFile:
+        pf = self._files.get(ident)
+        if pf is None:
+            pf = self._files[ident] = pq.ParquetFile(ident[0])
+            while len(self._files) > self.max_files:
+                self._files.popitem(last=False)
+        else:
+            self._files.move_to_end(ident)
+        return pf
+
+    def get(self, key: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        hit = self._groups.get(key)
+        if hit is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._groups.move_to_end(key)
+        return hit
+
+    def put(self, key: tuple, entry: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        size = sum(a.nbytes for a in entry)
+        if size > self.max_bytes:
+            return
+        self._groups[key] = entry
+        self._bytes += size
+        while self._bytes > self.max_bytes:
+            _, old = self._groups.popitem(last=False)
+            self._bytes -= sum(a.nbytes for a in old)
+
+    def clear(self) -> None:
+        self._groups.clear()
+        self._files.clear()
+        self._bytes = 0
+
+
+_CACHE = _GroupCache(GROUP_CACHE_BYTES, GROUP_CACHE_FILES)
+
+
 def _read_values(
-    pf: pq.ParquetFile,
+    path: str | Path,
     rg: int,
     rows: np.ndarray,
     off: int,
@@ -566,9 +642,28 @@ def _read_values(
     first: int,
     where: str,
 ) -> np.ndarray:
-    """Values of row group ``rg``: flat rows ``off:off+n`` of a query's (units x ``rows``)
-    answers, checked (row count, cells in order, the geocode of every unit starting in
-    it: ``codes[unit - first]``)."""
+    """Values of row group ``rg`` of the file at ``path``: flat rows ``off:off+n`` of a
+    query's (units x ``rows``) answers, checked (row count, cells in order, the geocode
+    of every unit starting in it: ``codes[unit - first]``); through the process's
+    :class:`_GroupCache`. The values are shared with the cache: do not write to them."""
+    r = rows.size
+    ident = _CACHE.identity(path)
+    key = (*ident, rg, off, n, r, int(rows[0]) if r else -1, int(rows.sum()))
+    entry = _CACHE.get(key)
+    if entry is None:
+        entry = _read_group(_CACHE.file(ident), rg, rows, off, n, where)
+        _CACHE.put(key, entry)
+    values, at, got = entry
+    if not np.array_equal(got, codes[(off + at) // r - first]):
+        raise InputError(f"{where} geocodes are not in geography order")
+    return values
+
+
+def _read_group(
+    pf: pq.ParquetFile, rg: int, rows: np.ndarray, off: int, n: int, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row group ``rg`` read and its cells checked: its values, the offsets of the rows
+    that name a unit (the group's first and every unit starting in it) and their geocodes."""
     r = rows.size
     t = pf.read_row_group(rg, columns=["geocode", "cell", "value"])
     if t.num_rows != n:
@@ -576,14 +671,13 @@ def _read_values(
     cells = t.column("cell").to_numpy()
     if not _cells_in_order(cells, rows, off):
         raise InputError(f"{where} cells are not the measured cells of the query in order")
-    # the first row of the group and of every unit starting in it name their unit
     at = np.unique(np.r_[0, np.arange((-off) % r, n, r)]) if n else np.zeros(0, np.int64)
     gc = t.column("geocode").combine_chunks()
     firsts = gc.take(pa.array(at))
     got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-    if not np.array_equal(got, codes[(off + at) // r - first]):
-        raise InputError(f"{where} geocodes are not in geography order")
-    return t.column("value").to_numpy()
+    values = t.column("value").to_numpy()
+    values.flags.writeable = False
+    return values, at, got
 
 
 _ROWS: dict[tuple[str, int, str], np.ndarray] = {}
@@ -631,7 +725,6 @@ class NMFSlice:
             )
         name = self.geolevels[level].name
         out = []
-        files: dict[str, pq.ParquetFile] = {}
         for qname, mech, variance, unit_var, spans in self.queries:
             if queries is not None and qname not in queries:
                 continue
@@ -640,11 +733,10 @@ class NMFSlice:
             a, b = start * r, stop * r
             flat = np.zeros(b - a, dtype=np.int64)
             for off, file, rg, n in spans:
-                if off + n <= a or off >= b:
+                if off + n <= a or off >= b or a >= b:
                     continue
-                pf = files.get(file) or files.setdefault(file, pq.ParquetFile(file))
                 where = f"{file} row group {rg} ({name}, {qname})"
-                vals = _read_values(pf, rg, rows, off, n, self.codes, self.first, where)
+                vals = _read_values(file, rg, rows, off, n, self.codes, self.first, where)
                 lo, hi = max(a, off), min(b, off + n)
                 flat[lo - a : hi - a] = vals[lo - off : hi - off]
             uv = unit_var[start - self.start : stop - self.start]
