@@ -582,9 +582,7 @@ class _GroupCache:
 
     def __init__(self, max_bytes: int, max_files: int) -> None:
         self.max_bytes, self.max_files = max_bytes, max_files
-        self._groups: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = (
-            OrderedDict()
-        )
+        self._groups: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._files: OrderedDict[tuple, pq.ParquetFile] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
