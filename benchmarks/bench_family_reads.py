@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from _harness import cached_input, censusdp, workdir  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema

@@ -9,6 +9,7 @@ one written by another tool that cuts a geounit in two.
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
