@@ -28,6 +28,59 @@ __all__: list[str] = []
 _VERBOSE = False
 
 
+class _Rows:
+    """The rows of a conic program built as coordinate triplets, block after block.
+
+    Every constraint here is a 0/+-1 pattern over the free cells (plus the identity on
+    the residuals), so its rows are found by index arithmetic over the free cells
+    instead of sparse Kronecker products and slices: on the small families that make up
+    most of a state's tasks (a block group of 33 blocks on 10 kept cells) the sparse
+    assembly took three times as long as Clarabel's solve.
+    """
+
+    def __init__(self) -> None:
+        self.r: list[np.ndarray] = []
+        self.c: list[np.ndarray] = []
+        self.v: list[np.ndarray] = []
+        self.rhs: list[np.ndarray] = []
+        self.n = 0
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, b: np.ndarray) -> None:
+        """Rows ``0..b.size-1`` of a block (``rows`` local to it) after the ones so far."""
+        self.r.append(rows + self.n)
+        self.c.append(cols)
+        self.v.append(vals)
+        self.rhs.append(b)
+        self.n += b.size
+
+    def add_sums(
+        self, key: np.ndarray, sel: np.ndarray, sign: float, b: np.ndarray, eq: bool, small: float
+    ) -> None:
+        """Rows ``sign * sum of the free cells with key == s`` for each ``s`` in ``sel``,
+        right-hand sides ``b``; a row without a free cell that holds trivially (``|b| <=
+        small`` for an equality, ``b >= 0`` for an inequality) is dropped."""
+        where = np.full(int(max(key.max(initial=-1), sel.max(initial=-1))) + 1, -1, np.int64)
+        where[sel] = np.arange(sel.size)
+        local = where[key] if key.size else key
+        hit = np.flatnonzero(local >= 0)
+        local = local[hit]
+        empty = np.bincount(local, minlength=sel.size) == 0
+        trivial = empty & ((np.abs(b) <= small) if eq else (b >= 0))
+        keep = np.flatnonzero(~trivial)
+        if keep.size < sel.size:
+            renum = np.full(sel.size, -1, np.int64)
+            renum[keep] = np.arange(keep.size)
+            local = renum[local]
+            ok = local >= 0
+            local, hit = local[ok], hit[ok]
+        self.add(local, hit, np.full(local.size, sign), b[keep])
+
+
+def _sums(x0: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
+    """``sum of x0 over the cells with key == s`` for ``s < n`` (``key`` per cell, flat)."""
+    return np.bincount(key, weights=x0.ravel(), minlength=n)
+
+
 def solve_clarabel(
     sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
 ) -> tuple[np.ndarray | None, str, int]:
@@ -49,86 +102,70 @@ def solve_clarabel(
     n_d = fidx.size
     if n_d == 0:  # every cell is forced to 0: nothing to solve (validation judges x0)
         return x0, "Solved", 0
-    eye_k = sp.identity(k, format="csr")
+    fi, fj = np.divmod(fidx, c)  # child and cell of each free variable
+    every_i = np.repeat(np.arange(k), c)
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
     if comp.cw is not None and comp.cw.size:
         wmax = float((comp.w[:, None] * comp.cw).max(initial=0.0))
     wscale = wmax if wmax > 0 else 1.0
+    small = 1e-9 * max(1.0, sub.scale())
 
-    def on_free(mat: sp.spmatrix) -> sp.csr_matrix:
-        """``mat`` acting on all ``k c`` entries, restricted to the free ones."""
-        return sp.csr_matrix(sp.csc_matrix(mat)[:, fidx])
-
+    eq, ineq = _Rows(), _Rows()
     z_blocks_p = []
-    eq_rows: list[sp.spmatrix] = []
-    eq_rhs: list[np.ndarray] = []
     n_z = sum(k * m for m in comp.sizes)
     z_off = n_d
     for q in range(sub.n_queries):
         m = comp.sizes[q]
         if m == 0:
             continue
-        b_q = comp.matrix(q, c)
-        big_b = on_free(sp.kron(eye_k, b_q, format="csr"))  # (k m, free)
         n = k * m
-        z_sel = sp.csr_matrix(
-            (np.ones(n), (np.arange(n), z_off + np.arange(n))), shape=(n, n_d + n_z)
-        )
-        d_part = sp.hstack([-big_b, sp.csr_matrix((n, n_z))], format="csr")
-        eq_rows.append(z_sel + d_part)
-        eq_rhs.append((x0 @ b_q.T).ravel() - comp.y[q].ravel())
+        # z_qi - B_q d_i = B_q x0_i - y_qi: the residuals' identity, then -B_q on free cells
+        rhs = _sums(x0, every_i * m + np.tile(comp.rows[q], k), n) - comp.y[q].ravel()
+        rows = np.concatenate([np.arange(n), fi * m + comp.rows[q][fj]])
+        cols = np.concatenate([z_off + np.arange(n), np.arange(n_d)])
+        vals = np.concatenate([np.ones(n), -np.ones(n_d)])
+        eq.add(rows, cols, vals, rhs)
         z_blocks_p.append(np.broadcast_to(2.0 * comp.child_w(q) / wscale, (k, m)).ravel().copy())
         z_off += n
     n_var = n_d + n_z
 
-    def d_rows(mat: sp.spmatrix) -> sp.csr_matrix:
-        return sp.hstack([mat, sp.csr_matrix((mat.shape[0], n_z))], format="csr")
-
-    ineq_rows: list[sp.spmatrix] = [d_rows(-sp.identity(n_d, format="csr"))]
-    ineq_rhs: list[np.ndarray] = [x0.ravel()[fidx]]
-
-    def add(rows: list, rhs: list, mat: sp.spmatrix, b: np.ndarray, eq: bool) -> None:
-        """Add ``mat d (= or <=) b``, dropping rows without a free entry that hold trivially."""
-        mat = sp.csr_matrix(mat)
-        empty = np.diff(mat.indptr) == 0
-        trivial = empty & ((np.abs(b) <= 1e-9 * max(1.0, sub.scale())) if eq else (b >= 0))
-        keep = np.flatnonzero(~trivial)
-        if keep.size:
-            rows.append(d_rows(mat[keep]))
-            rhs.append(b[keep])
-
+    ineq.add(np.arange(n_d), np.arange(n_d), -np.ones(n_d), x0.ravel()[fidx])
     if sub.parent is not None and c:
-        colsum = on_free(sp.kron(np.ones((1, k)), sp.identity(c), format="csr"))
-        add(eq_rows, eq_rhs, colsum, sub.parent.astype(np.float64) - x0.sum(axis=0), True)
-    member = sp.csr_matrix((np.ones(c), (sub.groups, np.arange(c))), shape=(n_groups, c))
-    gmat = on_free(sp.kron(eye_k, member, format="csr"))  # (k G, free)
-    tmat = on_free(sp.kron(eye_k, np.ones((1, c)), format="csr"))  # (k, free)
-    g0 = (x0 @ member.T).ravel()
+        b = sub.parent.astype(np.float64) - x0.sum(axis=0)
+        eq.add_sums(fj, np.arange(c), 1.0, b, True, small)
+    gkey = fi * n_groups + sub.groups[fj]  # the (child, group) row of each free cell
+    g0 = _sums(x0, every_i * n_groups + np.tile(sub.groups, k), k * n_groups)
     t0 = x0.sum(axis=1)
     exact = np.isfinite(sub.total_upper) & (sub.total_upper == sub.total_lower)
     if exact.any():
         sel = np.flatnonzero(exact)
-        add(eq_rows, eq_rhs, tmat[sel], sub.total_lower[sel] - t0[sel], True)
+        eq.add_sums(fi, sel, 1.0, sub.total_lower[sel] - t0[sel], True, small)
     gl = sub.group_lower.ravel()
     gu = sub.group_upper.ravel()
     sel = np.flatnonzero(np.isfinite(gu))
     if sel.size:
-        add(ineq_rows, ineq_rhs, gmat[sel], gu[sel] - g0[sel], False)
+        ineq.add_sums(gkey, sel, 1.0, gu[sel] - g0[sel], False, small)
     sel = np.flatnonzero(gl > 0)
     if sel.size:
-        add(ineq_rows, ineq_rhs, -gmat[sel], g0[sel] - gl[sel], False)
+        ineq.add_sums(gkey, sel, -1.0, g0[sel] - gl[sel], False, small)
     sel = np.flatnonzero(np.isfinite(sub.total_upper) & ~exact)
     if sel.size:
-        add(ineq_rows, ineq_rhs, tmat[sel], sub.total_upper[sel] - t0[sel], False)
+        ineq.add_sums(fi, sel, 1.0, sub.total_upper[sel] - t0[sel], False, small)
     sel = np.flatnonzero((sub.total_lower > 0) & ~exact)
     if sel.size:
-        add(ineq_rows, ineq_rhs, -tmat[sel], t0[sel] - sub.total_lower[sel], False)
+        ineq.add_sums(fi, sel, -1.0, t0[sel] - sub.total_lower[sel], False, small)
 
-    n_eq = sum(r.shape[0] for r in eq_rows)
-    n_ineq = sum(r.shape[0] for r in ineq_rows)
-    a_mat = sp.vstack(eq_rows + ineq_rows, format="csc")
-    b_vec = np.concatenate(eq_rhs + ineq_rhs)
+    n_eq, n_ineq = eq.n, ineq.n
+    a_mat = sp.csc_matrix(
+        (
+            np.concatenate(eq.v + ineq.v),
+            (np.concatenate([*eq.r, *(r + n_eq for r in ineq.r)]), np.concatenate(eq.c + ineq.c)),
+        ),
+        shape=(n_eq + n_ineq, n_var),
+    )
+    a_mat.sum_duplicates()
+    b_vec = np.concatenate(eq.rhs + ineq.rhs)
     p_diag = np.concatenate([np.zeros(n_d), *z_blocks_p]) if z_blocks_p else np.zeros(n_var)
     p_mat = sp.diags(p_diag, format="csc")
     q_vec = np.zeros(n_var)

@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 
 from censusdp.errors import CensusDPError
 
@@ -51,8 +50,11 @@ def _row_sums(x: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
     k, c = x.shape
     if c == 0 or size == 0:
         return np.zeros((k, size), dtype=x.dtype if x.dtype.kind in "iu" else np.float64)
-    m = sp.csr_matrix((np.ones(c, dtype=x.dtype), (rows, np.arange(c))), shape=(size, c))
-    return np.asarray((m @ x.T).T)
+    # one bincount over (child, row) keys: for each output the cells are added in the
+    # order of j, as a sparse product would, and without building a matrix per call
+    key = (np.arange(k, dtype=np.int64)[:, None] * size + rows[None, :]).ravel()
+    out = np.bincount(key, weights=x.ravel(), minlength=k * size).reshape(k, size)
+    return np.rint(out).astype(x.dtype) if x.dtype.kind in "iu" else out
 
 
 @dataclass(frozen=True, eq=False)
