@@ -3,6 +3,7 @@ one-child families and tolerances tied to the noise."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -60,6 +61,17 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     small, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert small.c <= 64
     assert _order(small, compress(small), "auto") == ("clarabel", "interior", "activeset", "admm")
+    # few kept cells and sparse (most block groups' blocks): Clarabel first too, the
+    # active set's answer-side system being larger than the family there
+    few, _ = census_subproblem(rng, n_children=40, n_people=60)
+    assert few.c <= 64 and 4 * few.parent.sum() <= few.k * few.c
+    assert _order(few, compress(few), "auto")[0] == "clarabel"
+    spine = dataclasses.replace(few, unit_weights=rng.uniform(1, 2, (few.n_queries, few.k)))
+    assert _order(spine, compress(spine), "auto") == ("clarabel", "activeset")
+    wide = dataclasses.replace(
+        block_group, unit_weights=rng.uniform(1, 2, (block_group.n_queries, block_group.k))
+    )
+    assert _order(wide, compress(wide), "auto") == ("activeset", "clarabel")
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
