@@ -148,3 +148,15 @@ def cached_input(work: Path, state: str, scale: float, seed: int = 1) -> Path:
             [*cmd, "--scale", str(scale), "--seed", str(seed), "--out", str(cef)], check=True
         )
     return cef
+
+
+def cached_release(work: Path, state: str, scale: float, seed: int = 1) -> Path:
+    """``work/run_<state>_<scale>``: a pl94-2020 release of :func:`cached_input` on two
+    workers, made only when missing."""
+    run = work / f"run_{state}_{scale:g}"
+    if not (run / "manifest.json").exists():
+        cef = cached_input(work, state, scale, seed)
+        say(f"release {state} at {scale}")
+        cmd = [sys.executable, "-m", "censusdp", "run", "--input", str(cef), "--out", str(run)]
+        subprocess.run([*cmd, "--seed", str(seed), "--workers", "2", "--quiet"], check=True)
+    return run

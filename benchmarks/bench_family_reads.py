@@ -25,13 +25,12 @@ import argparse
 import hashlib
 import json
 import platform
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _harness import cached_input, censusdp, workdir  # noqa: E402
+from _harness import cached_release, workdir  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.io import nmf
@@ -42,13 +41,7 @@ from censusdp.release.spine import geography_of_run
 def _release(args: argparse.Namespace) -> Path:
     if args.run:
         return Path(args.run)
-    work = workdir(args, "censusdp_familyreads_")
-    run = work / f"run_{args.state}_{args.scale}"
-    if not (run / "manifest.json").exists():
-        cef = cached_input(work, args.state, args.scale)
-        cmd = [censusdp(), "run", "--input", str(cef), "--out", str(run), "--seed", "1"]
-        subprocess.run([*cmd, "--quiet", "--workers", "2"], check=True)
-    return run
+    return cached_release(workdir(args, "censusdp_familyreads_"), args.state, args.scale)
 
 
 def _read_all(reader: nmf.NMFReader, level: int, families: list[tuple[int, int]], probe: bool):

@@ -1,0 +1,131 @@
+"""The least squares of a release's block families (a block group's blocks), by backend
+and by Clarabel program, in the same run.
+
+Re-estimates a pl94-2020 release in this process and keeps every ``--every``-th family
+of the block level as the task sees it (after the failsafe), at most ``--families``;
+then solves each with
+
+* ``clarabel_residual``: Clarabel on the program with one residual variable per child
+  and answer (what every family got before; ``DIRECT_MAX_CELLS = 0``);
+* ``clarabel``: Clarabel as it runs now (families of at most ``DIRECT_MAX_CELLS`` kept
+  cells without residual variables);
+* ``activeset``: the active set alone (which ``auto`` put first on sparse families of
+  any size before);
+* ``auto``: the chain as it runs now.
+
+Per way: CPU milliseconds per family (``time.process_time``: this process only) and the
+largest objective difference from ``clarabel_residual`` relative to the objective.
+Reads a release directory (``--run``) or makes one (``--state``, ``--scale``). Prints
+one JSON object.
+
+    .venv/bin/python benchmarks/bench_block_families.py --state WY --scale 0.25
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _harness import cached_release, workdir  # noqa: E402
+from censusdp.release.pipeline import reestimate
+from censusdp.release.topdown import _clarabel, driver
+from censusdp.release.topdown.failsafe import make_feasible
+from censusdp.release.topdown.l2 import solve_l2
+
+
+class _Enough(Exception):
+    """Raised by the capturing task runner once it holds enough families."""
+
+
+def _capture(run: Path, every: int, most: int) -> list:
+    """Block families of ``run`` as its tasks solve them (every ``every``-th)."""
+    kept, seen = [], [0]
+    real = driver.run_task
+    bottom = len(json.loads((run / "manifest.json").read_text())["geolevels"]) - 2
+
+    def capture(task):
+        if kept and task.level < bottom:  # the housing units' levels: persons are done
+            raise _Enough
+        if task.level == bottom and task.l2_passes is None:
+            seen[0] += 1
+            if seen[0] % every == 0:
+                kept.append(make_feasible(task.subproblem())[0])
+                if len(kept) >= most:
+                    raise _Enough
+        return real(task)
+
+    driver.run_task = capture
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            reestimate(run, Path(out) / "re", workers=1)
+    except _Enough:
+        pass
+    finally:
+        driver.run_task = real
+    return [s for s in kept if not (s.parent is not None and s.k == 1)]
+
+
+def _solve_all(subs: list, method: str, direct_max: int) -> tuple[float, list[float]]:
+    saved = _clarabel.DIRECT_MAX_CELLS
+    _clarabel.DIRECT_MAX_CELLS = direct_max
+    try:
+        c0 = time.process_time()
+        objectives = [solve_l2(s, method=method).objective for s in subs]
+        return time.process_time() - c0, objectives
+    finally:
+        _clarabel.DIRECT_MAX_CELLS = saved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", default=None, help="a release directory (default: make one)")
+    ap.add_argument("--state", default="WY")
+    ap.add_argument("--scale", type=float, default=0.25)
+    ap.add_argument("--every", type=int, default=5)
+    ap.add_argument("--families", type=int, default=200)
+    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    args = ap.parse_args()
+    run = (
+        Path(args.run)
+        if args.run
+        else cached_release(workdir(args, "censusdp_blockfam_"), args.state, args.scale)
+    )
+    subs = _capture(run, args.every, args.families)
+    out: dict = {
+        "benchmark": "block_families",
+        "run": str(run),
+        "families": len(subs),
+        "median_children": float(np.median([s.k for s in subs])),
+        "median_kept_cells": float(np.median([s.c for s in subs])),
+        "direct_max_cells": _clarabel.DIRECT_MAX_CELLS,
+        "python": platform.python_version(),
+    }
+    ways = (
+        ("clarabel_residual", "clarabel", 0),
+        ("clarabel", "clarabel", _clarabel.DIRECT_MAX_CELLS),
+        ("activeset", "activeset", _clarabel.DIRECT_MAX_CELLS),
+        ("auto", "auto", _clarabel.DIRECT_MAX_CELLS),
+    )
+    ref = None
+    for name, method, direct_max in ways:
+        cpu, obj = _solve_all(subs, method, direct_max)
+        obj = np.asarray(obj)
+        ref = obj if ref is None else ref
+        gap = np.abs(obj - ref) / np.maximum(1.0, np.abs(ref))
+        out[name] = {
+            "cpu_ms_per_family": round(1000 * cpu / max(len(subs), 1), 2),
+            "max_relative_objective_gap": float(gap.max(initial=0.0)),
+        }
+    base = out["clarabel_residual"]["cpu_ms_per_family"]
+    out["speedup_auto_vs_residual"] = round(base / max(out["auto"]["cpu_ms_per_family"], 1e-9), 2)
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
