@@ -15,6 +15,8 @@ from typing import Any
 from censusdp.errors import ConfigError
 from censusdp.execution.base import single_thread_env
 
+from threadpoolctl import threadpool_limits
+
 __all__ = ["InProcessExecutor", "ProcessPoolExecutor"]
 
 
@@ -36,6 +38,15 @@ def _die_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent died before the request took effect
         os._exit(1)
+
+
+def _with_threads(fn: Callable[[Any], Any], threads: int, task: Any) -> Any:
+    """Pool worker: run ``fn(task)`` with ``threads`` BLAS threads (the workers start with
+    one, :func:`~censusdp.execution.base.single_thread_env`), then back to one. It sets
+    the BLAS libraries loaded when the task starts: those of ``fn``'s module, imported
+    when ``fn`` was unpickled."""
+    with threadpool_limits(limits=threads, user_api="blas"):
+        return fn(task)
 
 
 class InProcessExecutor:
@@ -66,6 +77,11 @@ class ProcessPoolExecutor:
     workers stay busy past a straggler (a block group with hundreds of blocks), and
     neither the pending tasks nor the results of a level with hundreds of thousands of
     tasks ever pile up in memory: at most ``window + ahead`` tasks are in flight.
+
+    A task submitted when no task is left behind it and fewer tasks than workers are in
+    flight gets the idle workers' cores as BLAS threads (``workers // in flight``): a
+    level of one task (a state's County family) then factors on every core instead of
+    one, while the workers of a busy level keep one thread each.
     """
 
     name = "process-pool"
@@ -105,14 +121,21 @@ class ProcessPoolExecutor:
         order: collections.deque[cf.Future] = collections.deque()
         running: set[cf.Future] = set()
         exhausted = False
+        nxt = next(it, _END)  # one task ahead: is the one submitted the last?
         while True:
             running = {f for f in running if not f.done()}
             while not exhausted and len(running) < self.window and len(order) < limit:
-                nxt = next(it, _END)
                 if nxt is _END:
                     exhausted = True
                     break
-                fut = self._pool.submit(fn, nxt)
+                cur, nxt = nxt, next(it, _END)
+                threads = 1
+                if nxt is _END and len(running) < self.workers:
+                    threads = self.workers // (len(running) + 1)
+                if threads > 1:
+                    fut = self._pool.submit(_with_threads, fn, threads, cur)
+                else:
+                    fut = self._pool.submit(fn, cur)
                 order.append(fut)
                 running.add(fut)
             if not order:
