@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from threadpoolctl import threadpool_limits
+
 from censusdp.errors import ConfigError
 from censusdp.execution.base import single_thread_env
-
-from threadpoolctl import threadpool_limits
 
 __all__ = ["InProcessExecutor", "ProcessPoolExecutor"]
 
