@@ -582,9 +582,7 @@ def _solve(
         if blocked:
             try:
                 single = gap > SINGLE_GAP * (scale_f + GAP_CELL * lam_tol * tol * n)
-                solve = _Blocks(
-                    gk, dinv[keep], e, owner, rows_of, single=single, e_off=e_off
-                ).solve
+                solve = _Blocks(gk, dinv[keep], e, owner, rows_of, single=single, e_off=e_off).solve
             except (RuntimeError, LinAlgError, ValueError):
                 blocked = False  # rounding made a block indefinite: the sparse path
         if not blocked:
