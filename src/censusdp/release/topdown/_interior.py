@@ -285,10 +285,18 @@ class _Blocks:
         dmat = sp.diags(dinv)
         gc = gk[self.cpl]
         gcd = sp.csr_matrix(dmat @ gc.T)
-        q = (gc @ gcd).toarray()
-        q[np.diag_indices_from(q)] += e[self.cpl]
-        # syrk updates it in place; in single precision (early steps) at twice the speed
-        q = np.asfortranarray(q, dtype=np.float32 if single else np.float64)
+        # syrk updates it in place; in single precision (early steps) at twice the speed.
+        # Built in Fortran order (no copy for BLAS); the column sums are disjoint, so
+        # ``Q`` is diagonal and never goes through a sparse-to-dense conversion
+        dt = np.float32 if single else np.float64
+        q_s = (gc @ gcd).tocoo()
+        if (q_s.row == q_s.col).all():
+            q = np.zeros((self.cpl.size,) * 2, dtype=dt, order="F")
+            q[np.diag_indices_from(q)] = q_s.diagonal() + e[self.cpl]
+        else:
+            q = q_s.toarray()
+            q[np.diag_indices_from(q)] += e[self.cpl]
+            q = np.asfortranarray(q, dtype=dt)
         syrk = ssyrk if single else dsyrk
         self.blocks = []
         for rows in rows_of:
@@ -300,12 +308,22 @@ class _Blocks:
             f_i = sp.csr_matrix(gi @ gcd)
             fac = cho_factor(p_i, lower=True, check_finite=False)
             if self.cpl.size:
-                w = solve_triangular(fac[0], f_i.toarray(), lower=True, check_finite=False)
-                q = syrk(-1.0, w.T.astype(q.dtype), beta=1.0, c=q, trans=0, lower=1, overwrite_c=1)
+                # W = L^-1 F in double (a single-precision solve stalled the method on
+                # small dense families), Fortran order; then T -= W'W in T's precision
+                w = solve_triangular(
+                    fac[0],
+                    f_i.toarray(order="F"),
+                    lower=True,
+                    check_finite=False,
+                    overwrite_b=True,
+                )
+                if single:
+                    w = w.astype(dt, order="F")
+                q = syrk(-1.0, w, beta=1.0, c=q, trans=1, lower=1, overwrite_c=1)
             self.blocks.append((rows, fac, f_i))
         self.t = None
         if self.cpl.size:
-            low, lower = cho_factor(q, lower=True, check_finite=False)
+            low, lower = cho_factor(q, lower=True, check_finite=False, overwrite_a=True)
             self.t = (np.asarray(low, dtype=np.float64), lower)
 
     def solve(self, v: np.ndarray) -> np.ndarray:
