@@ -12,7 +12,9 @@ in the same run; optionally the whole release against pl94-2020 on the same inpu
    chain as it stands, ``clarabel``, the previous chain's first step for dense
    families, ``activeset``, its first step for thin ones, and ``interior``);
    ``interior-sparse`` is the interior point with its previous sparse (SuperLU)
-   factorisation. CPU and wall seconds, the attempts and the objective of each, in the
+   factorisation, ``interior-unfolded`` without folding nested queries (``_fold``); a
+   method ending in ``-2threads`` runs with two BLAS threads (as the pool runs a lone
+   task: the County level). CPU and wall seconds, the attempts and the objective of each, in the
    same process, one after another, and each objective minus Clarabel's.
 3. ``--runs``: ``censusdp run`` of ``dhc-lite-demo`` and ``pl94-2020`` (``--workers``),
    wall and CPU seconds (children's user + system) and their ratio.
@@ -96,17 +98,33 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     return county + tracts[:n_tracts]
 
 
+VARIANTS = {
+    # the interior point with one of its parts as it was before (same run, same process)
+    "interior-sparse": {"BLOCKED": False},  # the sparse (SuperLU) factorisation
+    "interior-unfolded": {"FOLD": False},  # nested queries keep their own rows
+}
+"""Interior-point variants: module settings of ``_interior`` changed for the one solve."""
+
+
 def _solve(sub, method: str):
+    from threadpoolctl import threadpool_limits
+
     from censusdp.release.topdown import _interior
     from censusdp.release.topdown.l2 import solve_l2
 
-    if method != "interior-sparse":
+    if method.endswith("-2threads"):  # BLAS on two threads, as a lone task in the pool
+        with threadpool_limits(limits=2, user_api="blas"):
+            return _solve(sub, method.removesuffix("-2threads"))
+    if method not in VARIANTS:
         return solve_l2(sub, method=method)
-    _interior.BLOCKED = False
+    old = {k: getattr(_interior, k) for k in VARIANTS[method]}
+    for k, v in VARIANTS[method].items():
+        setattr(_interior, k, v)
     try:
         return solve_l2(sub, method="interior")
     finally:
-        _interior.BLOCKED = True
+        for k, v in old.items():
+            setattr(_interior, k, v)
 
 
 def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:

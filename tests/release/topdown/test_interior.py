@@ -309,3 +309,52 @@ def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
     )
     x, status, steps = interior.solve_interior(sub, compress(sub), tol=1e-3, max_iter=2)
     assert x is None and status == "max_iter" and steps == 2
+
+
+def _hessians(sub: Subproblem) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The answer rows' Hessian ``B' (2W) B`` unfolded and folded (``_fold``), and the
+    numbers of rows of each."""
+    import scipy.sparse as sp
+
+    from censusdp.release.topdown._common import fixed_zeros
+
+    comp = compress(sub)
+    fidx = np.flatnonzero(~fixed_zeros(sub).ravel())
+    cell_qs = {q for q in range(len(comp.sizes)) if comp.sizes[q] == sub.c and comp.w[q] > 0}
+    b, _, e = interior._rows(sub, comp, fidx, cell_qs)
+    g, e_fold = interior._fold(sub, comp, fidx, cell_qs)
+    unfolded = (b.T @ sp.diags(1.0 / e) @ b).toarray()
+    folded = (g.T @ sp.csr_matrix(np.linalg.inv(e_fold.toarray())) @ g).toarray()
+    return unfolded, folded, b.shape[0], g.shape[0]
+
+
+@SETTINGS
+@given(shapes)
+def test_folding_nested_queries_keeps_the_hessian_exactly(d: dict) -> None:
+    sub = _build(d)
+    unfolded, folded, _, _ = _hessians(sub)
+    np.testing.assert_allclose(folded, unfolded, rtol=0, atol=1e-9 * max(1.0, unfolded.max()))
+
+
+def test_dhc_lite_families_fold_total_and_hispanic_cenrace_with_the_same_answer() -> None:
+    rng = np.random.default_rng(36)
+    sub, _ = census_subproblem(
+        rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=400
+    )
+    unfolded, folded, n_rows, n_folded = _hessians(sub)
+    np.testing.assert_allclose(folded, unfolded, rtol=0, atol=1e-12 * unfolded.max())
+    comp = compress(sub)
+    # votingage*hispanic*cenrace keeps its rows; hispanic*cenrace and total leave
+    hc, total = DHC_LITE_QUERIES.index("hispanic*cenrace"), DHC_LITE_QUERIES.index("total")
+    folded_away = sum(
+        np.unique(np.arange(sub.k)[:, None] * comp.sizes[q] + comp.rows[q][None, :]).size
+        for q in (hc, total)
+    )
+    assert n_folded == n_rows - folded_away
+    with _blocked_everywhere():
+        got = solve_l2(sub, method="interior")
+        with _Patch(interior, "FOLD", False):
+            plain = solve_l2(sub, method="interior")
+    assert got.method == plain.method == "interior"
+    assert abs(got.objective - plain.objective) <= _tolerance(sub, plain.objective)
+    assert got.max_violation <= 1e-8 * max(1.0, sub.scale())
