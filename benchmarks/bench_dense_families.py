@@ -13,8 +13,8 @@ in the same run; optionally the whole release against pl94-2020 on the same inpu
    families, ``activeset``, its first step for thin ones, and ``interior``);
    ``interior-sparse`` is the interior point with its previous sparse (SuperLU)
    factorisation, ``interior-unfolded`` without folding nested queries (``_fold``); a
-   method ending in ``-2threads`` runs with two BLAS threads (as the pool runs a lone
-   task: the County level). CPU and wall seconds, the attempts and the objective of each, in the
+   method ending in ``-2threads`` runs with two BLAS threads (the release keeps one a
+   task: the answer depends on the thread count; docs/estimation.md). CPU and wall seconds, the attempts and the objective of each, in the
    same process, one after another, and each objective minus Clarabel's.
 3. ``--runs``: ``censusdp run`` of ``dhc-lite-demo`` and ``pl94-2020`` (``--workers``),
    wall and CPU seconds (children's user + system) and their ratio.
@@ -112,7 +112,7 @@ def _solve(sub, method: str):
     from censusdp.release.topdown import _interior
     from censusdp.release.topdown.l2 import solve_l2
 
-    if method.endswith("-2threads"):  # BLAS on two threads, as a lone task in the pool
+    if method.endswith("-2threads"):  # BLAS on two threads (releases keep one)
         with threadpool_limits(limits=2, user_api="blas"):
             return _solve(sub, method.removesuffix("-2threads"))
     if method not in VARIANTS:

@@ -12,8 +12,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from threadpoolctl import threadpool_limits
-
 from censusdp.errors import ConfigError
 from censusdp.execution.base import single_thread_env
 
@@ -38,23 +36,6 @@ def _die_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent died before the request took effect
         os._exit(1)
-
-
-def _with_threads(fn: Callable[[Any], Any], threads: int, task: Any) -> Any:
-    """Pool worker: run ``fn(task)`` with ``threads`` BLAS threads (the workers start with
-    one, :func:`~censusdp.execution.base.single_thread_env`), then back to one. It sets
-    the BLAS libraries loaded when the task starts: those of ``fn``'s module, imported
-    when ``fn`` was unpickled."""
-    with threadpool_limits(limits=threads, user_api="blas"):
-        return fn(task)
-
-
-def _idle_cores() -> float:
-    """Cores this machine leaves idle: its count minus the 1-minute load average."""
-    try:
-        return float(os.cpu_count() or 1) - os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average on this platform
-        return 0.0
 
 
 class InProcessExecutor:
@@ -85,15 +66,6 @@ class ProcessPoolExecutor:
     workers stay busy past a straggler (a block group with hundreds of blocks), and
     neither the pending tasks nor the results of a level with hundreds of thousands of
     tasks ever pile up in memory: at most ``window + ahead`` tasks are in flight.
-
-    A task submitted when no task is left behind it and fewer tasks than workers are in
-    flight gets the idle workers' cores as BLAS threads (``workers // in flight``), as
-    far as the machine has them idle (its load average): a level of one task (a state's
-    County family) then factors on every core instead of one, while the workers of a
-    busy level keep one thread each. On a machine already busy with other work the
-    extra threads only spin (OpenBLAS's threads wait busily between calls): measured on
-    the County family of full generated Vermont at load average 8-9 on 2 cores, two
-    threads took twice the CPU for no less wall time, so none are given there.
     """
 
     name = "process-pool"
@@ -133,22 +105,14 @@ class ProcessPoolExecutor:
         order: collections.deque[cf.Future] = collections.deque()
         running: set[cf.Future] = set()
         exhausted = False
-        nxt = next(it, _END)  # one task ahead: is the one submitted the last?
         while True:
             running = {f for f in running if not f.done()}
             while not exhausted and len(running) < self.window and len(order) < limit:
+                nxt = next(it, _END)
                 if nxt is _END:
                     exhausted = True
                     break
-                cur, nxt = nxt, next(it, _END)
-                threads = 1
-                if nxt is _END and len(running) < self.workers:
-                    spare = self.workers // (len(running) + 1) - 1
-                    threads = 1 + max(0, min(spare, int(_idle_cores() + 0.5)))
-                if threads > 1:
-                    fut = self._pool.submit(_with_threads, fn, threads, cur)
-                else:
-                    fut = self._pool.submit(fn, cur)
+                fut = self._pool.submit(fn, nxt)
                 order.append(fut)
                 running.add(fut)
             if not order:
