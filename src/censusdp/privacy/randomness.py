@@ -38,8 +38,9 @@ the next ``8 n`` bytes of that keystream as little-endian 64-bit words.
   Why it is sound. ``(p, l, d)`` determines ``g`` and back, so distinct units of one
   ``key`` either have different window keys or the same key and different
   ``(hi, lo)``: no two units, and no two positions of one unit, share an AES input
-  under one key. Window keys are HMAC-SHA256 (a PRF) outputs of distinct messages, so
-  they are independent pseudorandom keys; under one such key AES-256 evaluated on
+  under one key. Window keys are HMAC-SHA256 (a PRF) outputs of distinct messages
+  (their domain string differs from that of ``child`` keys, so they never coincide
+  with one), so they are independent pseudorandom keys; under one such key AES-256 evaluated on
   distinct inputs is a pseudorandom permutation, which an adversary making ``q``
   queries cannot tell from a random function with advantage above ``q**2 / 2**129``
   (the PRP/PRF switching lemma; the same argument that makes a CTR keystream of ``q``
@@ -56,8 +57,8 @@ the next ``8 n`` bytes of that keystream as little-endian 64-bit words.
 * The TopDown engine keys noise per (geolevel, query, geounit) through
   ``unit_streams``, so the noise of a measurement does not depend on execution order,
   chunking, process or machine. (Before version ``units/v1`` of this construction the
-  engine used ``child(geolevel, query, geocode)`` per unit: the same guarantees, about
-  three times the CPU; seeded noise changed with the switch.)
+  engine used ``child(geolevel, query, geocode)`` per unit: the same guarantees, several
+  times the CPU (benchmarks/bench_measure.py); seeded noise changed with the switch.)
 
 Why AES-256-CTR: it is a standard, analysed PRF-based stream (NIST SP 800-38A;
 a CTR keystream is indistinguishable from uniform if AES is a PRP), it runs at GB/s

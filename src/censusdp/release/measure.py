@@ -8,10 +8,10 @@ query). The result, a :class:`MeasurementSet`, is what the noisy measurement fil
 receives a :class:`MeasurementSet` and the public :class:`Invariants`, never the
 input microdata, so a release can be re-estimated from its NMF alone.
 
-Noise is keyed per (geolevel, query, geounit): the stream for a geounit is
-``source.child(geolevel, query, geocode)``, so any executor that measures the same
-units with the same seed draws the same noise, whatever the chunking, order, process
-or machine.
+Noise is keyed per (geolevel, query, geounit): the stream for a geounit is its window
+of ``source.unit_streams(geolevel, query, codes=geocodes)`` (keyed by its own geocode),
+so any executor that measures the same units with the same seed draws the same noise,
+whatever the chunking, order, process or machine.
 
 Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
 into :class:`MeasureTask` chunks of about :data:`DEFAULT_CHUNK_VALUES` noisy values: whole
@@ -138,10 +138,10 @@ def _exact_answers(hist: sp.csr_matrix, schema: Schema, name: str) -> np.ndarray
 def run_measure_task(task: MeasureTask) -> MeasuredChunk:
     """Answer and noise every query of a :class:`MeasureTask`.
 
-    For unit ``u`` and query ``q`` the released answers are
-    ``mech.release(q(x_u), source.child(geolevel, q, geocode_u))``: exact answers plus
-    noise from the unit's own CSPRNG child stream (Kazan & Reiter (2022) sec. 2.1 for the discrete
-    Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
+    For unit ``u`` and query ``q`` the released answers are ``q(x_u)`` plus noise drawn
+    from the unit's own CSPRNG stream, its window of ``source.unit_streams(geolevel, q,
+    codes=geocodes)`` (``mech.release_units``; Kazan & Reiter (2022) sec. 2.1 for the
+    discrete Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
     """
     c0 = time.process_time()
     hist = task.histogram
