@@ -11,7 +11,9 @@ measuring loop as it was before the unit streams: dense answers of every query r
 row copies per budget share, and ``AliasTable.sample_streams`` over one
 ``RandomSource.child(geolevel, query, geocode)`` per unit. Both draw exact noise from
 the same tables; their noise differs (another stream construction), their shapes and
-variances do not (checked). CPU seconds are this process's (``time.process_time``) and
+variances do not (checked). Then each task's chunk is written as its NMF part with
+the previous write options (every column zstd) and the current ones, alternately on
+the same chunk (``write_parts``). CPU seconds are this process's (``time.process_time``) and
 do not depend much on other load; wall seconds do. Prints one JSON object.
 
     .venv/bin/python benchmarks/bench_measure.py --input /tmp/scaleio/WY_1
@@ -38,6 +40,7 @@ from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, measured_ro
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.io.cef_stream import read_cef_blocks
+from censusdp.io.nmf import WRITE_OPTIONS, part_name, write_nmf_part
 from censusdp.privacy.budget import load_preset, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task
@@ -106,6 +109,33 @@ def _run(tasks: list[MeasureTask], fn) -> dict[str, Any]:
     return {"cpu_s": cpu, "wall_s": wall, "values": values, "_shapes": shapes}
 
 
+PREVIOUS_WRITE_OPTIONS = {**WRITE_OPTIONS, "compression": "zstd"}
+
+
+def _write_parts(tasks: list[MeasureTask], work: Path) -> dict[str, Any]:
+    """Each task's chunk written as its NMF part with the previous options (every column
+    zstd) and the current ones (the one-value columns uncompressed), alternately on the
+    same chunk: the writing CPU (``write_cpu_seconds``) and bytes of each."""
+    out = {"previous_all_zstd": [0.0, 0], "now": [0.0, 0]}
+    for i, task in enumerate(tasks):
+        chunk = run_measure_task(task)
+        for name, options in (("previous_all_zstd", PREVIOUS_WRITE_OPTIONS), ("now", None)):
+            path = work / f"{name}-{part_name(i)}"
+            saved = dict(WRITE_OPTIONS)
+            if options is not None:
+                WRITE_OPTIONS.clear()
+                WRITE_OPTIONS.update(options)
+            try:
+                rec = write_nmf_part(chunk, path)
+            finally:
+                WRITE_OPTIONS.clear()
+                WRITE_OPTIONS.update(saved)
+            out[name][0] += rec["write_cpu_seconds"]
+            out[name][1] += path.stat().st_size
+            path.unlink()
+    return {k: {"cpu_s": round(c, 3), "bytes": b} for k, (c, b) in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--input", default=None, help="a CEF directory (default: generate one)")
@@ -114,6 +144,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--work", default=None, help="work directory (default: a temp dir)")
+    ap.add_argument("--no-write", action="store_true", help="skip timing the NMF part writes")
     args = ap.parse_args()
     if args.input:
         cef = Path(args.input)
@@ -144,6 +175,12 @@ def main() -> None:
         for name, fn in (("previous", previous_measure_task), ("unit_streams", run_measure_task)):
             runs[name].append(_run(tasks, fn))
             say(f"{name} #{r + 1}: {runs[name][-1]['cpu_s']:.2f} CPU s")
+    written = None
+    if not args.no_write:
+        say("writing each chunk's NMF part: previous options and current")
+        work = Path(tempfile.mkdtemp(prefix="censusdp_measure_parts_"))
+        written = _write_parts(tasks, work)
+        work.rmdir()
     best = {k: min(v, key=lambda x: x["cpu_s"]) for k, v in runs.items()}
     same_layout = best["previous"].pop("_shapes") == best["unit_streams"].pop("_shapes")
     values = best["unit_streams"]["values"]
@@ -167,6 +204,7 @@ def main() -> None:
         },
         "cpu_speedup": round(best["previous"]["cpu_s"] / best["unit_streams"]["cpu_s"], 2),
         "same_shapes_and_variances": same_layout,
+        "write_parts": written,
     }
     print(json.dumps(result, indent=2))
 

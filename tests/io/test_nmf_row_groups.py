@@ -147,6 +147,25 @@ def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_fac
         assert np.array_equal(reader.unit_variances(block, mq.query), unit_var)
 
 
+def test_only_the_one_value_columns_are_left_uncompressed(base):
+    """geolevel, query, variance and mechanism hold one value per row group (no use for
+    zstd's frame per page); the others stay zstd."""
+    d, _, _ = base
+    md = pq.ParquetFile(d / "default.parquet").metadata
+    names = md.schema.to_arrow_schema().names
+    for i in range(md.num_row_groups):
+        codecs = {n: md.row_group(i).column(j).compression for j, n in enumerate(names)}
+        assert codecs == {
+            "geolevel": "UNCOMPRESSED",
+            "geocode": "ZSTD",
+            "query": "UNCOMPRESSED",
+            "cell": "ZSTD",
+            "value": "ZSTD",
+            "variance": "UNCOMPRESSED",
+            "mechanism": "UNCOMPRESSED",
+        }
+
+
 def test_the_reader_builds_each_query_once_whatever_the_row_groups(base, tmp_path, monkeypatch):
     """Opening an NMF builds each query's operator once, not once per row group: a
     ddp-2010 ``detailed`` query takes about 40 ms to build, and full Delaware's NMF has

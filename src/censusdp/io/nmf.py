@@ -71,8 +71,10 @@ NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mec
 ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
 
+_ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
+
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": "zstd",
+    "compression": {c: "none" if c in _ONE_VALUE_COLUMNS else "zstd" for c in NMF_COLUMNS},
     "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
 }
@@ -81,7 +83,16 @@ query's measured rows in order), so delta encoding stores it in a few bits a row
 a dictionary of a ``ddp-2010`` query's 229,320 cells overflows and falls back to plain
 int32: on a Delaware ``ddp-2010`` part this made the file 2.9x smaller (14.2 to 4.9
 MB) and its writing 1.6x faster (``benchmarks/bench_nmf_write.py``). Every Parquet
-reader (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding."""
+reader (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding.
+
+The columns with one value per row group (``geolevel``, ``query``, ``variance``,
+``mechanism``: a one-entry dictionary and one run of its index) are not compressed:
+zstd adds a frame and a compression context per page for nothing, which costs when
+row groups are small (a spine's block groups change budget share every few units,
+and each change starts a row group): a Wyoming block-group part with California's mix
+of shares writes about 15% faster and 4% smaller, a block part the same
+(``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
+Parquet, so every reader reads it."""
 
 
 def part_name(index: int) -> str:
