@@ -248,6 +248,18 @@ def test_a_units_words_do_not_depend_on_the_other_units(codes, start, count, dat
         np.testing.assert_array_equal(fast, mixed.words(np.arange(len(digits)), 0, 3))
 
 
+def test_secure_unit_streams_are_keyed_by_the_secret_key() -> None:
+    a, b = RandomSource.secure(), RandomSource.secure()
+    codes = ["0560019627000156", "0560019627000157"]
+    wa = a.unit_streams("Block", "q", codes=codes).words([0, 1], 0, 4)
+    np.testing.assert_array_equal(wa, a.unit_streams("Block", "q", codes=codes).words([0, 1], 0, 4))
+    assert not (b.unit_streams("Block", "q", codes=codes).words([0, 1], 0, 4) == wa).any()
+    moved = pickle.loads(pickle.dumps(a))  # what a worker receives
+    np.testing.assert_array_equal(
+        moved.unit_streams("Block", "q", codes=codes).words([0, 1], 0, 4), wa
+    )
+
+
 def test_unit_stream_words_are_uniform_bits() -> None:
     codes = [f"{i:016d}" for i in range(2000)]
     words = RandomSource.seeded(2025).unit_streams("Block", "detailed", codes=codes)
