@@ -113,6 +113,61 @@ def test_any_cap_reads_back_the_same_values(base, tmp_path_factory, cap, data):
         assert np.array_equal(g.values, mq.values[start:stop])
 
 
+@settings(max_examples=15)
+@given(
+    shares=st.lists(st.sampled_from([2.0, 3.0, 7.5]), min_size=11, max_size=11),
+    cap=st.integers(1, 200),
+)
+def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_factory, shares, cap):
+    """Per-geounit variances (a spine's bypass shares): every row group holds one variance,
+    the rows of whole units, and the reader gives back each unit's values and variance."""
+    _, h, measured = base
+    block = h.n_levels - 1
+    unit_var = np.array(shares)
+    queries = []
+    for mq, codes in measured:
+        if mq.geolevel == "Block":
+            queries.append((
+                MeasuredQuery("Block", mq.query, mq.rows, mq.values, unit_var, mq.mechanism),
+                codes,
+            ))  # fmt: skip
+    path = tmp_path_factory.mktemp("shares") / "nmf.parquet"
+    _write(path, queries, row_group_rows=cap)
+    md = pq.ParquetFile(path).metadata
+    names = md.schema.to_arrow_schema().names
+    v = names.index("variance")
+    runs = int((unit_var[1:] != unit_var[:-1]).sum()) + 1
+    assert md.num_row_groups >= runs * len(queries)
+    for i in range(md.num_row_groups):
+        st_ = md.row_group(i).column(v).statistics
+        assert st_.min == st_.max
+    reader = NMFReader(path, PL94, h)
+    got = {m.query: m for m in reader.read(block, 0, h.n_units(block))}
+    for mq, _ in queries:
+        assert np.array_equal(got[mq.query].values, mq.values)
+        assert np.array_equal(np.broadcast_to(got[mq.query].variance, (11,)), unit_var)
+        assert np.array_equal(reader.unit_variances(block, mq.query), unit_var)
+
+
+def test_only_the_one_value_columns_are_left_uncompressed(base):
+    """geolevel, query, variance and mechanism hold one value per row group (no use for
+    zstd's frame per page); the others stay zstd."""
+    d, _, _ = base
+    md = pq.ParquetFile(d / "default.parquet").metadata
+    names = md.schema.to_arrow_schema().names
+    for i in range(md.num_row_groups):
+        codecs = {n: md.row_group(i).column(j).compression for j, n in enumerate(names)}
+        assert codecs == {
+            "geolevel": "UNCOMPRESSED",
+            "geocode": "ZSTD",
+            "query": "UNCOMPRESSED",
+            "cell": "ZSTD",
+            "value": "ZSTD",
+            "variance": "UNCOMPRESSED",
+            "mechanism": "UNCOMPRESSED",
+        }
+
+
 def test_the_reader_builds_each_query_once_whatever_the_row_groups(base, tmp_path, monkeypatch):
     """Opening an NMF builds each query's operator once, not once per row group: a
     ddp-2010 ``detailed`` query takes about 40 ms to build, and full Delaware's NMF has

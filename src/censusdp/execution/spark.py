@@ -6,8 +6,8 @@ The work units are the same picklable tasks the other executors run:
 
 * measurement: one :class:`~censusdp.release.measure.MeasureTask` per chunk of whole families
   (the exact histogram rows of those units, the mechanisms and the parent random
-  source); each unit's noise comes from its own child stream
-  ``source.child(geolevel, query, geocode)``, a CSPRNG stream in secure mode
+  source); each unit's noise comes from its own stream, its window of
+  ``source.unit_streams(geolevel, query, codes=geocodes)``, a CSPRNG stream in secure mode
   (:mod:`censusdp.privacy.randomness`), so where and in which order a task runs does not matter;
 * estimation: one :class:`~censusdp.release.topdown.driver.Task` per parent with its children
   (the tasks of a level are grouped by parent geocode, top level first; level ``l + 1``

@@ -73,8 +73,10 @@ NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mec
 ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
 
+_ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
+
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": "zstd",
+    "compression": {c: "none" if c in _ONE_VALUE_COLUMNS else "zstd" for c in NMF_COLUMNS},
     "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
 }
@@ -83,7 +85,16 @@ query's measured rows in order), so delta encoding stores it in a few bits a row
 a dictionary of a ``ddp-2010`` query's 229,320 cells overflows and falls back to plain
 int32: on a Delaware ``ddp-2010`` part this made the file 2.9x smaller (14.2 to 4.9
 MB) and its writing 1.6x faster (``benchmarks/bench_nmf_write.py``). Every Parquet
-reader (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding."""
+reader (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding.
+
+The columns with one value per row group (``geolevel``, ``query``, ``variance``,
+``mechanism``: a one-entry dictionary and one run of its index) are not compressed:
+zstd adds a frame and a compression context per page for nothing, which costs when
+row groups are small (a spine's block groups change budget share every few units,
+and each change starts a row group): a Wyoming block-group part with California's mix
+of shares writes about 15% faster and 4% smaller, a block part the same
+(``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
+Parquet, so every reader reads it."""
 
 
 def part_name(index: int) -> str:
@@ -143,34 +154,71 @@ def read_part_index(directory: str | Path) -> dict[str, Any]:
     return _parts.read_part_index(directory, ".parquet")
 
 
-def _nmf_table(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa.Table:
-    """Rows ``a:b`` of the query's answers flattened (unit-major, then measured cell).
+class _QueryColumns:
+    """The columns of one query's answers, built once; :meth:`table` slices out the rows
+    of one row group (unit-major, then measured cell).
 
-    Built without a per-row division: the cells are the measured rows tiled over the
-    units the range touches, and each unit's index is repeated over its cells.
+    Slicing Arrow arrays copies nothing, so a row group costs a few array views instead
+    of rebuilding its columns: a spine's block groups change budget share every few
+    units, each change starts a row group, and a California block-group part has about
+    5,000 of them (the file's bytes are the same either way).
     """
-    r = max(mq.rows.size, 1)
-    n = b - a
-    first = a // r
-    last = (b - 1) // r + 1 if n else first
-    skip = a - first * r
-    unit = np.repeat(np.arange(last - first, dtype=np.int32), r)[skip : skip + n]
-    cells = (
-        np.tile(mq.rows.astype(np.int32), last - first)[skip : skip + n]
-        if mq.rows.size
-        else np.zeros(0, np.int32)
-    )
-    return pa.table(
-        {
-            "geolevel": dictionary_strings(np.zeros(n, np.int32), np.array([mq.geolevel])),
-            "geocode": dictionary_strings(unit, geocodes[first:last]),
-            "query": dictionary_strings(np.zeros(n, np.int32), np.array([mq.query])),
-            "cell": pa.array(cells, pa.int32()),
-            "value": pa.array(mq.values.reshape(-1)[a:b]),
-            "variance": pa.array(_row_variances(mq, unit, first)),
-            "mechanism": dictionary_strings(np.zeros(n, np.int32), np.array([mq.mechanism])),
+
+    def __init__(self, mq: MeasuredQuery, geocodes: np.ndarray, longest: int) -> None:
+        self.mq = mq
+        self.r = max(mq.rows.size, 1)
+        units = mq.values.shape[0]
+        self.unit = np.repeat(np.arange(units, dtype=np.int32), self.r)
+        tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
+        self.cells = pa.array(tiled, pa.int32())
+        self.values = pa.array(mq.values.reshape(-1))
+        self.codes = pa.array(np.asarray(geocodes)[:units], pa.string())
+        zeros = np.zeros(longest, np.int32)
+        self.constants = {
+            name: dictionary_strings(zeros, np.array([text]))
+            for name, text in (
+                ("geolevel", mq.geolevel),
+                ("query", mq.query),
+                ("mechanism", mq.mechanism),
+            )
         }
-    )
+        self.longest = longest
+        self._variances: dict[float, pa.Array] = {}
+
+    def _variance(self, unit: np.ndarray, first: int, n: int) -> pa.Array:
+        """The ``variance`` column: a slice of one constant column when the rows' units
+        share one variance (always, as the writer cuts row groups), else built."""
+        unit_var = None if self.mq.uniform else self.mq.unit_variances()
+        v = float(self.mq.variance) if unit_var is None else float(unit_var[first])
+        if n and (unit_var is None or (unit_var[first : first + int(unit[-1]) + 1] == v).all()):
+            col = self._variances.get(v)
+            if col is None:
+                col = self._variances[v] = pa.array(np.full(self.longest, v, dtype=np.float64))
+            return col.slice(0, n)
+        return pa.array(_row_variances(self.mq, unit, first))
+
+    def table(self, a: int, b: int) -> pa.Table:
+        """Rows ``a:b`` of the query's answers flattened."""
+        n = b - a
+        if n > self.longest:
+            raise ValueError(f"row group of {n} rows, longer than {self.longest}")
+        first = a // self.r
+        last = (b - 1) // self.r + 1 if n else first
+        unit = self.unit[a:b] - np.int32(first)
+        const = self.constants
+        return pa.table(
+            {
+                "geolevel": const["geolevel"].slice(0, n),
+                "geocode": pa.DictionaryArray.from_arrays(
+                    pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
+                ),
+                "query": const["query"].slice(0, n),
+                "cell": self.cells.slice(a, n),
+                "value": self.values.slice(a, n),
+                "variance": self._variance(unit, first, n),
+                "mechanism": const["mechanism"].slice(0, n),
+            }
+        )
 
 
 def _row_variances(mq: MeasuredQuery, unit: np.ndarray, first: int = 0) -> np.ndarray:
@@ -241,14 +289,23 @@ class NMFWriter(StreamingWriter):
         (:func:`row_group_bounds`), built one row group at a time.
         """
         r = mq.rows.size
-        for u0, u1 in _measured_runs(mq):
-            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows):
-                table = _nmf_table(mq, geocodes, u0 * r + a, u0 * r + b)
-                if self._writer is None:
-                    self._schema = table.schema
-                    self._writer = pq.ParquetWriter(self._tmp, self._schema, **WRITE_OPTIONS)
-                self._writer.write_table(table.cast(self._schema), row_group_size=max(b - a, 1))
-                self.rows += table.num_rows
+        groups = [
+            (u0 * r + a, u0 * r + b)
+            for u0, u1 in _measured_runs(mq)
+            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows)
+        ]
+        if not groups:
+            return
+        columns = _QueryColumns(mq, geocodes, max(b - a for a, b in groups))
+        for a, b in groups:
+            table = columns.table(a, b)
+            if self._writer is None:
+                self._schema = table.schema
+                self._writer = pq.ParquetWriter(self._tmp, self._schema, **WRITE_OPTIONS)
+            if not table.schema.equals(self._schema):
+                table = table.cast(self._schema)
+            self._writer.write_table(table, row_group_size=max(b - a, 1))
+            self.rows += table.num_rows
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
         """Append every query of a chunk."""

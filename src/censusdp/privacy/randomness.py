@@ -23,8 +23,42 @@ the next ``8 n`` bytes of that keystream as little-endian 64-bit words.
   writes each component with a type tag and a length prefix (so ``("ab", "c")`` and
   ``("a", "bc")`` differ). HMAC-SHA256 is a PRF, so children of a secret key are
   independent pseudorandom keys, and children of a seeded key are reproducible.
-  The TopDown engine keys noise by ``child(geolevel, geocode, query)``, so the noise
-  of a measurement does not depend on execution order, process or machine.
+* ``source.unit_streams(*key, codes=codes)`` gives many geounits a stream each at
+  once (the measurements of a level: ``key = (geolevel, query)``, ``codes`` the units'
+  geocodes), without a key or a cipher per unit. A code ``g`` is cut into a prefix
+  ``p`` and its longest suffix ``d`` of at most 28 ASCII digits (``g = p + d``, ``l``
+  the length of ``d``); the *window key* is
+  ``K = HMAC-SHA256(parent_key, b"censusdp/units/v1" + encode(key + (p, l)))``, and the
+  unit's stream is ``AES-256_K(B_0) || AES-256_K(B_1) || ...`` with the 128-bit block
+  ``B_j = hi || lo || j``: ``hi`` and ``lo`` the first and last 14 digits of ``d``
+  left-padded with zeros to 28 (each a 48-bit big-endian integer) and ``j`` the block's
+  number (32-bit big-endian, so a window holds ``2**33`` words). Words are read from
+  the stream as from a CTR keystream (little-endian 64-bit, two per block).
+
+  Why it is sound. ``(p, l, d)`` determines ``g`` and back, so distinct units of one
+  ``key`` either have different window keys or the same key and different
+  ``(hi, lo)``: no two units, and no two positions of one unit, share an AES input
+  under one key. Window keys are HMAC-SHA256 (a PRF) outputs of distinct messages
+  (their domain string differs from that of ``child`` keys, so they never coincide
+  with one), so they are independent pseudorandom keys; under one such key AES-256 evaluated on
+  distinct inputs is a pseudorandom permutation, which an adversary making ``q``
+  queries cannot tell from a random function with advantage above ``q**2 / 2**129``
+  (the PRP/PRF switching lemma; the same argument that makes a CTR keystream of ``q``
+  blocks pseudorandom, here with the counter blocks of many units under one key).
+  A California block level draws about ``2**30`` blocks under one window key,
+  advantage below ``2**-68``. Each unit's words therefore look independent and uniform,
+  exactly as the per-unit CTR streams of ``child`` do, and a unit's window is a pure
+  function of (master key, key, its own code): it does not depend on which other
+  units are in the call, their order, the process or the machine. This is "AES as a
+  PRF on a structured counter" (counter mode with the nonce in the block), with one
+  HMAC and one AES key schedule per (geolevel, query, code prefix) instead of one per
+  unit; :class:`UnitStreams` evaluates the windows of many units in one AES-ECB call
+  (ECB here is only the batch interface to the block function).
+* The TopDown engine keys noise per (geolevel, query, geounit) through
+  ``unit_streams``, so the noise of a measurement does not depend on execution order,
+  chunking, process or machine. (Before version ``units/v1`` of this construction the
+  engine used ``child(geolevel, query, geocode)`` per unit: the same guarantees, several
+  times the CPU (benchmarks/bench_measure.py); seeded noise changed with the switch.)
 
 Why AES-256-CTR: it is a standard, analysed PRF-based stream (NIST SP 800-38A;
 a CTR keystream is indistinguishable from uniform if AES is a PRP), it runs at GB/s
@@ -51,12 +85,24 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from censusdp.errors import ConfigError
 
-__all__ = ["RandomSource", "experiment_generator"]
+__all__ = ["GENERATOR", "RandomSource", "UnitStreams", "experiment_generator"]
 
 _SEED_DOMAIN = b"censusdp/seeded/v1\x00"
 _CHILD_DOMAIN = b"censusdp/child/v1"
 _BLOCK = 16  # AES block size in bytes
 _MAX_SEED_BITS = 4096
+_UNITS_DOMAIN = b"censusdp/units/v1"
+_SUFFIX_DIGITS = 28  # digits of a unit code carried in its AES blocks (2 x 14)
+_HALF_DIGITS = 14
+_WINDOW_BLOCKS = 1 << 32  # blocks in one unit's window (32-bit block numbers)
+_POW10 = 10 ** np.arange(_HALF_DIGITS - 1, -1, -1, dtype=np.int64)
+
+GENERATOR = (
+    "AES-256-CTR keystream; child keys by HMAC-SHA256; per-geounit measurement "
+    "streams units/v1 (AES-256 on (code digits, block) windows under HMAC-SHA256 "
+    "keys per geolevel, query and code prefix)"
+)
+"""What manifests record as the generator (and what a resumed run must match)."""
 
 
 def experiment_generator(seed: int | np.random.SeedSequence | None) -> np.random.Generator:
@@ -169,6 +215,21 @@ class RandomSource:
         child._cipher = None
         return child
 
+    def unit_streams(self, *key: str | int, codes: Any) -> UnitStreams:
+        """One stream per geounit of ``codes`` under ``key`` (see the module docstring).
+
+        The stream of ``codes[u]`` depends only on this source's key, ``key`` and that
+        code: not on the other codes, their order or how many there are.
+
+        Args:
+            *key: one or more str/int components, e.g. ``("Block", "detailed")``.
+            codes: the units' codes (geocodes; a sequence or array of str).
+        """
+        if not key:
+            raise ConfigError("RandomSource.unit_streams needs at least one key component")
+        _encode_key(key)  # checks the components' types
+        return UnitStreams(self._key, key, codes)
+
     # -- output ------------------------------------------------------------------------
 
     def _encryptor(self) -> Any:
@@ -248,7 +309,7 @@ class RandomSource:
         return {
             "mode": self.mode,
             "seed": self.seed,
-            "generator": "AES-256-CTR keystream; child keys by HMAC-SHA256",
+            "generator": GENERATOR,
         }
 
     def __getstate__(self) -> dict[str, Any]:
@@ -272,3 +333,134 @@ class RandomSource:
         seed = "" if self.seed is None else f", seed={self.seed}"
         path = f", path={self.path!r}" if self.path else ""
         return f"RandomSource(mode={self.mode!r}{seed}{path})"
+
+
+def _split_code(code: str) -> tuple[str, int, int, int]:
+    """``(prefix, digits, hi, lo)`` of one code: its longest ASCII-digit suffix of at
+    most 28 characters, as two 14-digit halves (left-padded with zeros)."""
+    n = 0
+    while n < min(len(code), _SUFFIX_DIGITS) and "0" <= code[len(code) - 1 - n] <= "9":
+        n += 1
+    suffix = code[len(code) - n :].rjust(_SUFFIX_DIGITS, "0")
+    return code[: len(code) - n], n, int(suffix[:_HALF_DIGITS]), int(suffix[_HALF_DIGITS:])
+
+
+def _parse_codes(codes: Any) -> tuple[list[tuple[str, int]], np.ndarray, np.ndarray]:
+    """The window groups ``(prefix, digits)``, each code's group and its 12 id bytes.
+
+    Codes of one length made of ASCII digits only (every geocode and spine code) are
+    parsed as arrays; anything else code by code (:func:`_split_code`), with the same
+    result for the same code.
+    """
+    arr = np.asarray(codes)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    if arr.dtype.kind != "U":
+        if arr.size and not all(isinstance(c, str) for c in arr.tolist()):
+            bad = next(c for c in arr.tolist() if not isinstance(c, str))
+            raise ConfigError(f"unit codes must be strings, got {type(bad).__name__} {bad!r}")
+        arr = arr.astype(str) if arr.size else np.zeros(0, dtype="U1")
+    n = arr.size
+    width = arr.dtype.itemsize // 4
+    ids = np.zeros((n, 16), dtype=np.uint8)
+    if n and width:
+        points = np.ascontiguousarray(arr).view(np.uint32).reshape(n, width)
+        if ((points >= 48) & (points <= 57)).all():  # one length, digits only
+            digits = min(width, _SUFFIX_DIGITS)
+            if width > digits:
+                prefixes, group = np.unique(arr.astype(f"U{width - digits}"), return_inverse=True)
+                groups = [(str(p), digits) for p in prefixes]
+            else:
+                group = np.zeros(n, dtype=np.intp)
+                groups = [("", digits)]
+            full = np.zeros((n, _SUFFIX_DIGITS), dtype=np.int64)
+            full[:, _SUFFIX_DIGITS - digits :] = points[:, width - digits :] - 48
+            _put_halves(ids, full[:, :_HALF_DIGITS] @ _POW10, full[:, _HALF_DIGITS:] @ _POW10)
+            return groups, np.asarray(group, dtype=np.intp).reshape(n), ids
+    parsed = [_split_code(str(c)) for c in arr.tolist()]
+    index: dict[tuple[str, int], int] = {}
+    group = np.array([index.setdefault((p, d), len(index)) for p, d, _, _ in parsed], dtype=np.intp)
+    hi = np.array([h for _, _, h, _ in parsed], dtype=np.int64)
+    lo = np.array([low for _, _, _, low in parsed], dtype=np.int64)
+    _put_halves(ids, hi, lo)
+    return list(index), group, ids
+
+
+def _put_halves(ids: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> None:
+    """Bytes 0-5 and 6-11 of each block: ``hi`` and ``lo`` as 48-bit big-endian."""
+    n = ids.shape[0]
+    ids[:, 0:6] = hi.astype(">u8").view(np.uint8).reshape(n, 8)[:, 2:]
+    ids[:, 6:12] = lo.astype(">u8").view(np.uint8).reshape(n, 8)[:, 2:]
+
+
+class UnitStreams:
+    """The streams of many geounits under one key (:meth:`RandomSource.unit_streams`).
+
+    Unit ``u``'s stream is addressable: :meth:`words` returns any window of it, for
+    many units at once, by one AES-ECB call per window key (the module docstring has
+    the construction and why it is sound). Nothing is drawn ahead: reading words
+    ``a..b`` of a unit never changes words ``c..d``.
+    """
+
+    __slots__ = ("_ciphers", "_group", "_groups", "_ids", "_key", "_parent", "n_units")
+
+    def __init__(self, parent_key: bytes, key: tuple[str | int, ...], codes: Any) -> None:
+        self._parent = parent_key
+        self._key = tuple(key)
+        self._groups, self._group, ids = _parse_codes(codes)
+        self._ids = ids.view("<u8")  # (units, 2): the blocks with block number 0
+        self.n_units = int(self._group.size)
+        self._ciphers: dict[int, Any] = {}
+
+    def _cipher(self, group: int) -> Any:
+        enc = self._ciphers.get(group)
+        if enc is None:
+            message = _UNITS_DOMAIN + _encode_key(self._key + self._groups[group])
+            window_key = hmac.digest(self._parent, message, "sha256")
+            # ECB is the batch interface to the block function: every input block is
+            # distinct (unit digits, block number), see the module docstring
+            enc = Cipher(algorithms.AES(window_key), modes.ECB()).encryptor()
+            self._ciphers[group] = enc
+        return enc
+
+    def words(self, rows: Any, start: int, count: int) -> np.ndarray:
+        """Words ``start .. start + count - 1`` of the streams of units ``rows``.
+
+        Args:
+            rows: indices into the codes the streams were made for.
+            start: first word (``>= 0``).
+            count: how many words per unit (``>= 0``).
+
+        Returns:
+            A ``(len(rows), count)`` ``uint64`` array.
+        """
+        rows = np.asarray(rows, dtype=np.intp).reshape(-1)
+        start, count = int(start), int(count)
+        if start < 0 or count < 0 or start + count > 2 * _WINDOW_BLOCKS:
+            raise ConfigError(
+                f"unit stream words {start}..{start + count} are outside 0..{2 * _WINDOW_BLOCKS}"
+            )
+        out = np.empty((rows.size, count), dtype=np.uint64)
+        if not rows.size or not count:
+            return out
+        first, stop = start // 2, (start + count + 1) // 2
+        n_blocks = stop - first
+        numbers = np.zeros((n_blocks, 16), dtype=np.uint8)
+        numbers[:, 12:] = np.arange(first, stop, dtype=">u4").view(np.uint8).reshape(-1, 4)
+        tail = numbers.view("<u8")[:, 1]  # the block numbers in the second word
+        skip = start - 2 * first
+        groups = self._group[rows]
+        lone = groups[0] if (groups == groups[0]).all() else None
+        for g in [int(lone)] if lone is not None else np.unique(groups).tolist():
+            sel = slice(None) if lone is not None else np.flatnonzero(groups == g)
+            ids = self._ids[rows[sel]]
+            blocks = np.empty((ids.shape[0], n_blocks, 2), dtype="<u8")
+            blocks[:, :, 0] = ids[:, 0:1]
+            np.bitwise_or(ids[:, 1:2], tail[None, :], out=blocks[:, :, 1])
+            data = blocks.reshape(-1).view(np.uint8)
+            raw = np.empty(data.size + _BLOCK, dtype=np.uint8)  # update_into wants slack
+            if self._cipher(g).update_into(data, raw) != data.size:  # pragma: no cover
+                raise RuntimeError("AES-ECB returned a short output")
+            words = raw[: data.size].view("<u8").reshape(ids.shape[0], 2 * n_blocks)
+            out[sel] = words[:, skip : skip + count]
+        return out

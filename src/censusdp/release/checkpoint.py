@@ -55,6 +55,7 @@ from censusdp.errors import ResumeError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
 from censusdp.io.output import RESUMABLE_MARKER, Staging
 from censusdp.privacy.budget import Budget
+from censusdp.privacy.randomness import GENERATOR
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
@@ -96,6 +97,7 @@ def run_fingerprint(
             "budget": budget.to_dict(),
             "units_budget": None if units_budget is None else units_budget.to_dict(),
             "randomness": "secure" if seed is None else "seeded",
+            "generator": GENERATOR,
             "seed_sha256": seed_hash,
             "postprocess": postprocess,
             "units": units,
@@ -113,6 +115,7 @@ _WHAT = {
     "budget": "person budget",
     "units_budget": "housing-unit budget",
     "randomness": "randomness (seeded or secure)",
+    "generator": "noise generator (an older version's streams)",
     "seed_sha256": "seed",
     "postprocess": "--postprocess",
     "units": "--units",

@@ -8,10 +8,10 @@ query). The result, a :class:`MeasurementSet`, is what the noisy measurement fil
 receives a :class:`MeasurementSet` and the public :class:`Invariants`, never the
 input microdata, so a release can be re-estimated from its NMF alone.
 
-Noise is keyed per (geolevel, query, geounit): the stream for a geounit is
-``source.child(geolevel, query, geocode)``, so any executor that measures the same
-units with the same seed draws the same noise, whatever the chunking, order, process
-or machine.
+Noise is keyed per (geolevel, query, geounit): the stream for a geounit is its window
+of ``source.unit_streams(geolevel, query, codes=geocodes)`` (keyed by its own geocode),
+so any executor that measures the same units with the same seed draws the same noise,
+whatever the chunking, order, process or machine.
 
 Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
 into :class:`MeasureTask` chunks of about :data:`DEFAULT_CHUNK_VALUES` noisy values: whole
@@ -106,13 +106,42 @@ def _query_and_rows(schema: Schema, name: str) -> tuple[Query, np.ndarray]:
     return hit
 
 
+_COLUMN_CACHE: dict[tuple[str, int, str], np.ndarray] = {}
+
+
+def _column_of_cell(schema: Schema, name: str) -> np.ndarray:
+    """Per cell, the column of its measured row in the answers (``-1``: not measured)."""
+    key = (schema.name, schema.size, name)
+    hit = _COLUMN_CACHE.get(key)
+    if hit is None:
+        query, rows = _query_and_rows(schema, name)
+        column = np.full(query.n_rows, -1, dtype=np.int64)
+        column[rows] = np.arange(rows.size)
+        hit = _COLUMN_CACHE[key] = column[query.row_of_cell]
+    return hit
+
+
+def _exact_answers(hist: sp.csr_matrix, schema: Schema, name: str) -> np.ndarray:
+    """``(units, measured rows)`` exact answers (int64) of query ``name``: each cell's
+    count added to its row (a query's rows partition the cells), in one pass over the
+    histogram's non-zeros."""
+    n_rows = _query_and_rows(schema, name)[1].size
+    units = hist.shape[0]
+    column = _column_of_cell(schema, name)[hist.indices]
+    unit = np.repeat(np.arange(units, dtype=np.int64), np.diff(hist.indptr))
+    keep = column >= 0
+    out = np.zeros(units * n_rows, dtype=np.int64)
+    np.add.at(out, unit[keep] * n_rows + column[keep], hist.data[keep].astype(np.int64))
+    return out.reshape(units, n_rows)
+
+
 def run_measure_task(task: MeasureTask) -> MeasuredChunk:
     """Answer and noise every query of a :class:`MeasureTask`.
 
-    For unit ``u`` and query ``q`` the released answers are
-    ``mech.release(q(x_u), source.child(geolevel, q, geocode_u))``: exact answers plus
-    noise from the unit's own CSPRNG child stream (Kazan & Reiter (2022) sec. 2.1 for the discrete
-    Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
+    For unit ``u`` and query ``q`` the released answers are ``q(x_u)`` plus noise drawn
+    from the unit's own CSPRNG stream, its window of ``source.unit_streams(geolevel, q,
+    codes=geocodes)`` (``mech.release_units``; Kazan & Reiter (2022) sec. 2.1 for the
+    discrete Gaussian; :mod:`censusdp.privacy.randomness` for the stream construction).
     """
     c0 = time.process_time()
     hist = task.histogram
@@ -123,7 +152,7 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
     out = []
     for qname, mech in task.queries:
         query, rows = _query_and_rows(task.schema, qname)
-        exact = np.asarray(query.answer_many(hist).todense())[:, rows].astype(np.int64)
+        exact = _exact_answers(hist, task.schema, qname)
         if task.unit_scale is None:
             values = _release_units(
                 exact, task.geocodes, task.geolevel, query.name, mech, task.source
@@ -176,11 +205,26 @@ def _release_scaled(
     num, level = task.unit_scale
     values = np.zeros(exact.shape, dtype=np.int64)
     variance = np.full(num.size, np.inf)
-    for d in np.unique(num):
+    shares = np.unique(num)
+    if (
+        num.size
+        and shares[-1] > 0
+        and shares.size - (shares[0] <= 0) == 1
+        and 4 * (num <= 0).sum() <= num.size
+    ):
+        # one budget for every measured unit (the usual case): no row copies; the few
+        # bypassed units get noise from their own streams too, dropped here (a unit's
+        # noise never depends on the other units, so this changes nobody's)
+        m = _unit_mechanism(mech, int(shares[-1]), int(level))
+        values = _release_units(exact, task.geocodes, task.geolevel, query, m, task.source)
+        values[num <= 0] = 0
+        variance[num > 0] = float(m.variance)
+        shares = shares[:0]
+    for d in shares:
         if d <= 0:
             continue
-        sel = np.flatnonzero(num == d)
         m = _unit_mechanism(mech, int(d), int(level))
+        sel = np.flatnonzero(num == d)
         values[sel] = _release_units(
             exact[sel], task.geocodes[sel], task.geolevel, query, m, task.source
         )
@@ -328,6 +372,7 @@ def _release_units(
     mech: object,
     source: object,
 ) -> np.ndarray:
-    """Add noise to each unit's answers from that unit's own keyed stream."""
-    keys = [(geolevel, query, str(g)) for g in geocodes]
-    return np.asarray(mech.release_units(exact, source, keys), dtype=np.int64)  # type: ignore[attr-defined]
+    """Add noise to each unit's answers from that unit's own stream
+    (``source.unit_streams(geolevel, query, codes=geocodes)``)."""
+    out = mech.release_units(exact, source, (geolevel, query), geocodes)  # type: ignore[attr-defined]
+    return np.asarray(out, dtype=np.int64)

@@ -75,6 +75,30 @@ def test_geometric_fits_true_scale_and_rejects_30_percent_off(scale: Fraction) -
         assert g_test_pvalue(x, Geometric(wrong).pmf) < ALPHA
 
 
+@pytest.mark.parametrize(
+    "mech", [DiscreteGaussian(Fraction(7, 3)), Geometric(Fraction(25))], ids=lambda m: m.name
+)
+@pytest.mark.parametrize("cells", [1, 250])
+def test_per_unit_streams_fit_the_exact_pmf(mech, cells: int) -> None:
+    """The measurement path (many geounits, each its own AES window): the same
+    protocol, on N draws spread over units, pooled; and no dependence between the
+    first draws of neighbouring units."""
+    units = N // cells
+    codes = [f"0560019627{u:06d}" for u in range(units)]
+    noise = mech.release_units(
+        np.zeros((units, cells), dtype=np.int64), RandomSource.seeded(3), ("Block", "q"), codes
+    )
+    x = noise.reshape(-1)
+    assert g_test_pvalue(x, mech.pmf) > ALPHA
+    scale = mech.scale if isinstance(mech, Geometric) else mech.sigma_squared
+    for off in (Fraction(13, 10), Fraction(10, 13)):
+        assert g_test_pvalue(x, type(mech)(scale * off).pmf) < ALPHA
+    c = np.clip(noise[:, 0], -3, 3) + 3
+    table = np.zeros((7, 7))
+    np.add.at(table, (c[:-1], c[1:]), 1)
+    assert stats.chi2_contingency(table).pvalue > ALPHA
+
+
 def test_wrong_sampler_fails_the_protocol() -> None:
     """Rounded continuous Gaussian at sigma^2 = 1 is not the discrete Gaussian (power check)."""
     rng = np.random.default_rng(5)

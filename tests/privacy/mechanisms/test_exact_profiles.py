@@ -508,6 +508,67 @@ def test_thresholds_compare_exactly_across_streams() -> None:
     assert [s.read for s in streams] == [6, 6, 6]
 
 
+class _UnitWords:
+    """Fake per-unit streams: scripted words per unit, and a log of what was read."""
+
+    def __init__(self, per_unit) -> None:
+        self.per_unit = [[int(w) for w in words] for words in per_unit]
+        self.reads: list[tuple[int, int, int]] = []
+
+    def words(self, rows, start: int, count: int) -> np.ndarray:
+        out = []
+        for r in np.asarray(rows).tolist():
+            got = self.per_unit[r][start : start + count]
+            assert len(got) == count, "read past the scripted words"
+            self.reads.append((r, start, count))
+            out.append(got)
+        return np.array(out, dtype=np.uint64).reshape(len(out), count)
+
+
+def test_sample_units_breaks_ties_from_words_after_the_units_draws() -> None:
+    table = DiscreteGaussian(Fraction(3))._profile.table
+    main, ties, want = _scripted_case(table)
+    below = main[0]  # no tie
+    streams = _UnitWords(
+        [main + ties, [below] * 4, main[::-1] + ties, [below, main[1], below, below, ties[0]]]
+    )
+    out = table.sample_units(4, streams, 4)
+    assert out.dtype == np.int64
+    assert out.tolist() == [
+        want,
+        [want[0]] * 4,
+        [want[3], want[1], want[2], want[0]],
+        [want[0], want[1], want[0], want[0]],
+    ]
+    # the tie words of a unit are read at positions 4, 5, ... (after its 4 draws)
+    assert sorted(r for r in streams.reads if r[1] >= 4) == [(0, 4, 2), (2, 4, 2), (3, 4, 1)]
+
+
+def test_sample_units_across_column_chunks_keeps_the_tie_order() -> None:
+    """A unit with more than CHUNK draws: the tie words still follow its n draws, in
+    the order of the tied draws, across the column chunks."""
+    table = DiscreteGaussian(Fraction(3))._profile.table
+    main, ties, want = _scripted_case(table)
+    n = CHUNK + 4
+    words = [main[1]] + [main[0]] * (CHUNK - 1) + main  # a tie in each chunk (3 in all)
+    tie_words = [ties[0], ties[1], ties[0]]  # primary, then alias, then primary
+    streams = _UnitWords([words + tie_words])
+    out = table.sample_units(n, streams, 1)[0]
+    assert out[0] == want[0]  # the first chunk's tie read word n: r_lo < t_lo, primary
+    assert (out[1:CHUNK] == want[0]).all()
+    assert out[CHUNK:].tolist() == [want[0], want[2], want[1], want[3]]
+    assert [r for r in streams.reads if r[1] >= n] == [(0, n, 1), (0, n + 1, 2)]
+
+
+def test_sample_units_sizes() -> None:
+    table = DiscreteGaussian(Fraction(2))._profile.table
+    streams = RandomSource.seeded(3).unit_streams("B", "q", codes=["1", "2"])
+    assert table.sample_units(0, streams, 2).shape == (2, 0)
+    assert table.sample_units(5, streams, 0).shape == (0, 5)
+    with pytest.raises(BudgetError, match="^number of samples must be >= 0, got -1$"):
+        table.sample_units(-1, streams, 2)
+
+
 def test_noise_for_a_fixed_seed_is_pinned() -> None:
     """The table layout and the stream format are part of reproducibility: a seeded run
     must give the same noise in every version (values recorded from this version)."""

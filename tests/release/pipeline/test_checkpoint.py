@@ -25,7 +25,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
 from censusdp.io.output import RESUMABLE_MARKER, Staging
 from censusdp.privacy.budget import load_preset
-from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.randomness import GENERATOR, RandomSource
 from censusdp.release import pipeline
 from censusdp.release.checkpoint import JOURNAL, Checkpoint
 from censusdp.release.measure import measure
@@ -266,6 +266,21 @@ def test_a_different_resume_is_refused_and_the_work_kept(
     # the matching command still resumes it (the executor may differ)
     _run(state / "cef", out, seed=7, resume=True, executor="pool", workers=2)
     assert _files(out) == _files(state / "reference")
+
+
+def test_a_run_measured_with_other_noise_streams_is_not_resumed(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Measurements written by a version with another stream construction (the same seed
+    would give other noise now) are not mixed with new ones: the resume is refused."""
+    out = tmp_path / "run"
+    partial = _interrupted(monkeypatch, state / "cef", out, "measure/persons", seed=7)
+    journal = json.loads((partial / JOURNAL).read_text())
+    assert journal["fingerprint"]["generator"] == GENERATOR
+    journal["fingerprint"]["generator"] = "AES-256-CTR keystream; child keys by HMAC-SHA256"
+    (partial / JOURNAL).write_text(json.dumps(journal))
+    with pytest.raises(ResumeError, match="differs from this command in its noise generator"):
+        _run(state / "cef", out, seed=7, resume=True)
 
 
 def test_a_tampered_checkpoint_is_refused(state: Path, tmp_path: Path, monkeypatch) -> None:

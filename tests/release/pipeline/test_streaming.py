@@ -26,7 +26,13 @@ from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import family_chunks, measure, measure_tasks, run_measure_task
+from censusdp.release.measure import (
+    MeasureTask,
+    family_chunks,
+    measure,
+    measure_tasks,
+    run_measure_task,
+)
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, pl94_state, tree_bytes, write_cef
 
@@ -72,6 +78,42 @@ def test_noise_does_not_depend_on_chunking(measured):
     for x, y in zip(c, map(run_measure_task, small[:6]), strict=True):
         for qx, qy in zip(x.queries, y.queries, strict=True):
             assert np.array_equal(qx.values, qy.values)
+
+
+def test_a_units_noise_does_not_depend_on_the_budget_shares_of_the_others(measured):
+    """Per-geounit budgets (spine bypass): a unit measured at the same share gets the same
+    noise whether few, many or no other units of its task are bypassed or at other shares
+    (one release for all shares, or one per share); bypassed units are 0 at variance inf."""
+    _, h, levels, plan = measured
+    li = h.n_levels - 1
+    name = h.geolevels.levels[li].name
+    codes = h.geocodes[li]
+    n = codes.size
+    queries = tuple((q, m) for g, q, m in plan if g == name)
+    src = RandomSource.seeded(7)
+
+    def run(num):
+        task = MeasureTask(name, 0, codes, sp.csr_matrix(levels[li]), PL94, queries, src, (num, 4))
+        return run_measure_task(task).queries
+
+    full = np.full(n, 4)
+    few = full.copy()
+    few[0] = 0  # one bypassed unit
+    many = full.copy()
+    many[: n // 2] = 0  # half of them bypassed
+    mixed = full.copy()
+    mixed[1] = 2  # another share
+    base = run(full)
+    for num in (few, many, mixed):
+        for want, got in zip(base, run(num), strict=True):
+            same = num == 4
+            np.testing.assert_array_equal(got.values[same], want.values[same])
+            variance = np.broadcast_to(got.variance, (n,))
+            assert (variance[same] == want.variance).all()
+            assert (got.values[num == 0] == 0).all() and np.isinf(variance[num == 0]).all()
+            if num is mixed:
+                assert variance[1] > want.variance
+    assert n >= 8 and isinstance(base[0].variance, float)
 
 
 def test_nmf_reader_reads_any_unit_range_like_the_in_memory_set(measured, tmp_path):

@@ -41,16 +41,17 @@ def _release_units(
     table: AliasTable,
     values: np.ndarray,
     source: RandomSource,
-    keys: Sequence[tuple[str | int, ...]],
+    key: tuple[str | int, ...],
+    codes: Sequence[str] | np.ndarray,
 ) -> np.ndarray:
     arr = integer_values(values)
-    if arr.ndim != 2 or arr.shape[0] != len(keys):
+    streams = source.unit_streams(*key, codes=codes)
+    if arr.ndim != 2 or arr.shape[0] != streams.n_units:
         raise CensusDPError(
-            f"release_units needs a (units x cells) array with one key per unit; got shape "
-            f"{arr.shape} and {len(keys)} keys"
+            f"release_units needs a (units x cells) array with one code per unit; got shape "
+            f"{arr.shape} and {streams.n_units} codes"
         )
-    streams = [source.child(*k) for k in keys]
-    return arr + table.sample_streams(arr.shape[1], streams)
+    return arr + table.sample_units(arr.shape[1], streams, arr.shape[0])
 
 
 # -- discrete Gaussian ------------------------------------------------------------------
@@ -181,20 +182,25 @@ class _TableMechanism:
         self,
         values: np.ndarray,
         source: RandomSource,
-        keys: Sequence[tuple[str | int, ...]],
+        key: tuple[str | int, ...],
+        codes: Sequence[str] | np.ndarray,
     ) -> np.ndarray:
-        """Release many units at once, each with noise from its own keyed stream.
+        """Release many units at once, each with noise from its own stream.
 
-        Row ``u`` of the result equals ``self.release(values[u], source.child(*keys[u]))``
-        byte for byte; the table lookups are vectorized over all rows (3-4x faster
-        than a Python loop over units for short rows).
+        Unit ``u``'s noise comes from its stream of ``source.unit_streams(*key,
+        codes=codes)`` (AES windows keyed by its code, see
+        :mod:`censusdp.privacy.randomness`), so row ``u`` depends on ``values[u]``,
+        ``source``, ``key`` and ``codes[u]`` only: releasing any subset of the units, in
+        any order or chunking, gives the same rows. No per-unit key, cipher or Python
+        object is made; the table lookups are vectorized over all rows.
 
         Args:
             values: ``(units, cells)`` integer counts.
-            source: the parent stream.
-            keys: one child key tuple per unit, e.g. ``(geolevel, query, geocode)``.
+            source: the parent stream (its position is not used or advanced).
+            key: the streams' key, e.g. ``(geolevel, query)``.
+            codes: one code per unit (its geocode).
         """
-        return _release_units(self._profile.table, values, source, keys)
+        return _release_units(self._profile.table, values, source, key, codes)
 
 
 @dataclass(frozen=True)

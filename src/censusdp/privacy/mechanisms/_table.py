@@ -25,7 +25,10 @@ Sampling reads one 64-bit word ``A`` per sample: its top ``b`` bits are the colu
 they tie with the high part of ``t_j`` (probability ``< 2**-(64-b)``, about one in
 ``10**13`` samples) are 64 further bits read to decide ``r < t_j`` exactly. So the
 sampled distribution ``q`` is *exactly* ``q_k = w_k / 2**128`` for the stream bits
-being uniform.
+being uniform. :meth:`AliasTable.sample_units` (many geounits, each with its own
+addressable stream) draws the same way: every draw reads its own word of its unit's
+stream, and a tie reads a word past the unit's ``n`` draws that no other draw reads, so
+the draws are independent with the same law ``q``.
 
 **Bound.** ``TV(q, p) <= TV(q, p_T) + TV(p_T, p)`` where ``p_T`` is ``p`` truncated
 and renormalized. ``TV(p_T, p) = tau``; ``TV(q, p_T) <= K / 2 * 2**-128 + eps_num``
@@ -52,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, Protocol
 
 import mpmath
 import numpy as np
@@ -59,7 +63,14 @@ import numpy as np
 from censusdp.errors import BudgetError, InternalError
 from censusdp.privacy.randomness import RandomSource
 
-__all__ = ["CHUNK", "AliasTable", "build_symmetric_table", "fixed_point", "mpf_to_fraction"]
+__all__ = [
+    "CHUNK",
+    "AliasTable",
+    "UnitWords",
+    "build_symmetric_table",
+    "fixed_point",
+    "mpf_to_fraction",
+]
 
 PRECISION = 320  # fixed-point bits of the unnormalized weights
 TOTAL_BITS = 128  # sum of quantized weights is exactly 2**TOTAL_BITS
@@ -67,6 +78,12 @@ TAIL_BITS = 130  # truncation tail mass at most 2**-TAIL_BITS
 MAX_COLUMN_BITS = 20  # tables with more than 2**20 outcomes are refused
 TV_LIMIT = Fraction(1, 2**100)
 CHUNK = 1 << 16  # words per chunk: part of the stream format (tie words follow each chunk)
+
+
+class UnitWords(Protocol):
+    """Addressable per-unit streams (:class:`~censusdp.privacy.randomness.UnitStreams`)."""
+
+    def words(self, rows: Any, start: int, count: int) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,11 +149,63 @@ class AliasTable:
             out[start:stop] = values[col]
         return out
 
+    def sample_units(self, n: int, streams: UnitWords, units: int) -> np.ndarray:
+        """``n`` draws for each of ``units`` units, each from its own addressable stream.
+
+        Row ``u`` reads words ``0 .. n-1`` of unit ``u``'s stream (``streams.words``),
+        one per draw, and, for the rare draws whose low bits tie with the threshold, the
+        words ``n, n+1, ...`` in the order of those draws: so row ``u`` is a function of
+        unit ``u``'s stream and ``n`` only, whichever units are sampled with it. Each
+        draw uses the same exact comparison as :meth:`sample` (probabilities exactly
+        ``weights / 2**128`` for uniform words). Units are taken in batches of about
+        :data:`CHUNK` words, a unit with more than :data:`CHUNK` draws in column chunks.
+
+        Args:
+            n: draws per unit.
+            streams: has ``words(rows, start, count)``, a ``(len(rows), count)`` uint64
+                array of words ``start..`` of those units' streams
+                (:class:`~censusdp.privacy.randomness.UnitStreams`).
+            units: the number of units (rows ``0 .. units-1`` of ``streams``).
+        """
+        n, units = int(n), int(units)
+        if n < 0:
+            raise BudgetError(f"number of samples must be >= 0, got {n}")
+        out = np.empty((units, n), dtype=np.int64)
+        if not n or not units:
+            return out
+        shift = np.uint64(64 - self.column_bits)
+        mask = np.uint64((1 << (64 - self.column_bits)) - 1)
+        per_batch = max(1, CHUNK // n)
+        step = min(n, CHUNK)
+        for first in range(0, units, per_batch):
+            rows = np.arange(first, min(units, first + per_batch))
+            used = np.zeros(rows.size, dtype=np.int64)  # tie words read per row
+            for c0 in range(0, n, step):
+                c1 = min(n, c0 + step)
+                words = streams.words(rows, c0, c1 - c0)
+                col = (words >> shift).astype(np.intp)
+                words &= mask  # the high part r_hi of each uniform
+                t_hi = self.threshold_hi[col]
+                primary = words < t_hi
+                tied = words == t_hi
+                tie_rows, tie_cols = np.nonzero(tied) if tied.any() else (tied[:0, 0], None)
+                for i in np.unique(tie_rows).tolist():  # row-major: in stream order
+                    at = tie_cols[tie_rows == i]
+                    r_lo = streams.words(rows[i : i + 1], n + int(used[i]), at.size)[0]
+                    primary[i, at] = r_lo < self.threshold_lo[col[i, at]]
+                    used[i] += at.size
+                col <<= 1
+                col |= primary
+                out[first : first + rows.size, c0:c1] = self.values[col]
+        return out
+
     def sample_streams(self, n: int, streams: list[RandomSource]) -> np.ndarray:
         """``n`` draws from each stream: row ``i`` equals ``self.sample(n, streams[i])``.
 
         Byte-identical to sampling each stream separately, but the table lookups are
-        vectorized over all streams at once (one pass instead of one per stream).
+        vectorized over all streams at once (one pass instead of one per stream). The
+        measurements used it with one ``RandomSource.child`` per unit before
+        :meth:`sample_units` (``benchmarks/bench_measure.py`` still times that way).
         """
         n = int(n)
         if n < 0:
