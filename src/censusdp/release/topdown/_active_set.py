@@ -49,7 +49,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-from censusdp.release.topdown._common import Compressed, fixed_zeros
+from censusdp.release.topdown._common import Compressed, fixed_zeros, measured_queries
 from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
@@ -259,13 +259,9 @@ def solve_active_set(
     if comp.cw is not None and not (comp.cw > 0).all():
         return None, "a child without measurements (weight 0)", 0
     k, c = sub.k, sub.c
-    if c == 0:
-        return np.zeros((k, c)), "converged", 0
-    if feas_tol is None:
-        feas_tol = 5e-9 * max(1.0, sub.scale())
-    qs = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
-    if not qs:
-        return None, "no measurements", 0
+    early, feas_tol, qs = measured_queries(sub, comp, feas_tol)
+    if early is not None:
+        return early
     free_ok = ~fixed_zeros(sub)
     wmax = float(max(comp.w[q] for q in qs))
     s0 = sub.noise_scale if sub.noise_scale is not None else 1.0 / np.sqrt(wmax)

@@ -140,3 +140,23 @@ def clean(sub: Subproblem, x: np.ndarray, tol: float) -> np.ndarray:
 def feasibility_tolerance(sub: Subproblem, rel: float) -> float:
     """Absolute tolerance (persons) for constraint violations: ``rel * max(1, scale)``."""
     return rel * max(1.0, sub.scale())
+
+
+def measured_queries(
+    sub: Subproblem, comp: Compressed, feas_tol: float | None
+) -> tuple[tuple[np.ndarray | None, str, int] | None, float, list[int]]:
+    """What the marginal-space solvers (active set, interior point) start with.
+
+    Returns ``(early, feas_tol, qs)``: ``early`` is the answer when there is nothing to
+    solve (no kept cell: converged; no measured query: give up) and ``None`` otherwise;
+    ``feas_tol`` defaults to ``5e-9 * scale`` persons (half of what ``solve_l2``
+    accepts); ``qs`` are the queries with a positive weight and a present answer row.
+    """
+    if feas_tol is None:
+        feas_tol = 5e-9 * max(1.0, sub.scale())
+    if sub.c == 0:
+        return (np.zeros((sub.k, 0)), "converged", 0), feas_tol, []
+    qs = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
+    if not qs:
+        return (None, "no measurements", 0), feas_tol, qs
+    return None, feas_tol, qs

@@ -47,7 +47,12 @@ import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
 from scipy.linalg.blas import dsyrk, ssyrk
 
-from censusdp.release.topdown._common import Compressed, fixed_zeros, start_point
+from censusdp.release.topdown._common import (
+    Compressed,
+    fixed_zeros,
+    measured_queries,
+    start_point,
+)
 from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
@@ -448,13 +453,9 @@ def _solve(
     a dozen arrays around. Each block follows the module docstring in order.
     """
     k, c = sub.k, sub.c
-    if c == 0:
-        return np.zeros((k, c)), "converged", 0
-    if feas_tol is None:
-        feas_tol = 5e-9 * max(1.0, sub.scale())
-    qs = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
-    if not qs:
-        return None, "no measurements", 0
+    early, feas_tol, qs = measured_queries(sub, comp, feas_tol)
+    if early is not None:
+        return early
     free_ok = ~fixed_zeros(sub)
     fidx = np.flatnonzero(free_ok.ravel())
     n = fidx.size
