@@ -9,7 +9,7 @@ them (``solve_l2_passes``).
    (renamed into place for the run, so copy it first: ``cp -al``) whose journal has
    the levels to capture removed, in process, and keep the widest County family (a
    state's counties) and the widest Tract families' coarse problems (``--tracts``) after
-   ``make_feasible``, with their passes. The run stops at the first Block Group task.
+   ``make_feasible``, with their passes; the run stops there.
 2. Kernels (``--load FOLDER``): each family's pass 0 by ``--methods``.
 
     python benchmarks/bench_total_pass.py --input CA_1 --staging .run.partial-1 --save fam
@@ -35,43 +35,38 @@ from pathlib import Path  # noqa: E402
 METHODS = ("auto", "cells", "clarabel", "interior", "activeset")
 
 
-class _Stop(Exception):
-    """Raised inside the pipeline once the families have been captured."""
+class _Stop(BaseException):
+    """Raised inside the pipeline once the families have been captured (not an
+    ``Exception``: the command line must not turn it into an error message)."""
 
 
 def _capture(cef: Path, staging: Path, n_tracts: int, seed: int) -> list:
     import censusdp.release.topdown.driver as drv
-    from censusdp.privacy.budget import resolve_budget
-    from censusdp.release.pipeline import run_release
+    from censusdp.cli import main
     from censusdp.release.topdown.failsafe import make_feasible
 
     families: list[tuple[str, object, object]] = []
     orig = drv.run_task
 
     def patched(task):
-        if task.level >= 3:
-            raise _Stop
+        if task.level >= 2 and not task.chunks:
+            raise _Stop  # the coarse tasks come first, the widest first
         sub = task.subproblem()
         if task.level == 1 and sub.k > 1:
             name = f"County family of {task.parent_geocode}"
             families.append((name, make_feasible(sub)[0], task.l2_passes))
-        if task.level == 2 and task.chunks:
+        if task.level == 2:
             name = f"Tract coarse family of {task.parent_geocode}"
             families.append((name, make_feasible(sub)[0], task.l2_passes))
+            if sum(f[0].startswith("Tract") for f in families) >= n_tracts:
+                raise _Stop
         return orig(task)
 
     out = staging.parent / staging.name.split(".partial-")[0].lstrip(".")
     drv.run_task = patched
-    try:
-        run_release(
-            cef,
-            out,
-            budget=resolve_budget(preset="pl94-2020"),
-            seed=seed,
-            workers=1,
-            executor="inprocess",
-            resume=True,
-        )
+    try:  # the interrupted command, resumed in process
+        main(["run", "--input", str(cef), "--out", str(out), "--seed", str(seed), "--resume",
+              "--executor", "inprocess", "--quiet"])  # fmt: skip
     except _Stop:
         pass
     finally:
@@ -104,7 +99,7 @@ def _timed(fn, *args) -> tuple[object, dict]:
     }
 
 
-def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:
+def _kernels(families: list, methods: tuple[str, ...], passes_too: bool = True) -> list[dict]:
     from censusdp.release.topdown import _groups
     from censusdp.release.topdown.multipass import _restrict, solve_l2_passes
 
@@ -128,7 +123,7 @@ def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:
             r["totals_max_abs_diff_vs_auto"] = round(float(abs(r.pop("_totals") - ref).max()), 6)
         # both passes, as the family's task runs them, before (cells) and now
         real = _groups.group_reduction
-        for label in ("cells", "auto"):
+        for label in ("cells", "auto") if passes_too else ():
             if label == "cells":
                 _groups.group_reduction = lambda s: None
             try:
@@ -150,9 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", type=Path, help="pickle the captured families here")
     ap.add_argument("--load", type=Path, help="read families saved by --save")
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument(
+        "--pass0-only", action="store_true", help="skip both passes (the second is long)"
+    )
+    ap.add_argument("--only", nargs="+", help="keep the families whose name has one of these")
     args = ap.parse_args(argv)
     if args.load:
         families = [pickle.loads(p.read_bytes()) for p in sorted(args.load.glob("*.pkl"))]
+        if args.only:
+            families = [f for f in families if any(o in f[0] for o in args.only)]
     else:
         if not (args.input and args.staging):
             ap.error("give --load, or --input and --staging to capture")
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                 (args.save / (f[0].replace(" ", "_") + ".pkl")).write_bytes(pickle.dumps(f))
     out = {
         "load_average": os.getloadavg(),
-        "families": _kernels(families, tuple(args.methods)),
+        "families": _kernels(families, tuple(args.methods), not args.pass0_only),
     }
     print(json.dumps(out, indent=2))
     return 0
