@@ -95,3 +95,19 @@ def test_a_failed_group_solve_falls_back_to_the_cells(monkeypatch):
     assert res.status == "optimal" and res.method != "groups" and len(res.attempts) >= 2
     scale = max(1.0, abs(ok.objective))
     assert abs(res.objective - ok.objective) <= 1e-5 * scale
+
+
+def test_large_counts_reach_the_optimum_of_the_cells():
+    # a County-like family: large counts, noise of a few persons on the totals (where
+    # Clarabel on the group sums once stopped at 8x the optimal objective)
+    rng = np.random.default_rng(11)
+    sub, truth = random_subproblem(rng, k=30, c=60, n_groups=8, n_queries=2, mean=20_000.0)
+    t = truth.sum(axis=1, keepdims=True).astype(float)
+    sub = replace(
+        _group_level(sub, rng, False), noisy=(t + rng.normal(0, 2.0, t.shape),), noise_scale=2.0
+    )
+    sub, _ = make_feasible(sub)
+    got = solve_l2(sub)
+    assert [m for m, _ in got.attempts] == ["groups"]
+    ref = min(solve_l2(sub, method=m).objective for m in ("activeset", "clarabel"))
+    assert got.objective <= ref * (1 + 1e-4) + 1e-9

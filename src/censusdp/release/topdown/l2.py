@@ -260,7 +260,14 @@ def solve_l2(
         reduction = group_reduction(sub)
         if reduction is not None:
             reduced, cell_group = reduction
-            r = solve_l2(reduced, method="auto", tol=tol, feas_tol=feas_tol, noise_tol=noise_tol)
+            # the same tolerance in persons as the cells' (the group sums are larger)
+            red_tol = 0.5 * abs_tol / max(1.0, reduced.scale())
+            kw = {"tol": tol, "feas_tol": red_tol, "noise_tol": noise_tol}
+            # the active set first: on California's County family (58 x 8, a parent of
+            # 37M persons) Clarabel reported "Solved" 8x above the optimum's objective
+            r = solve_l2(reduced, method="activeset", **kw)
+            if r.status != "optimal":
+                r = solve_l2(reduced, method="auto", **kw)
             x, viol = (None, float("inf"))
             if r.status == "optimal":
                 x, viol = _finish(sub, spread(sub, cell_group, r.x), abs_tol)
