@@ -3,7 +3,7 @@
 Production's pl94 passes fit the ``total`` query alone first (``isoTot``, see
 :mod:`censusdp.release.topdown.passes`) at the State, County, Tract and Block Group. That
 pass's objective depends on each child's total only, so the optimum is a face of
-dimension about ``k x c`` (58 counties x 1,900 cells on California's County family):
+dimension about ``k x c`` (58 counties x 1,019 kept cells on California's County family):
 the marginal-space interior point stalled on it and Clarabel's systems filled in.
 
 When every query of a subproblem answers a function of the group sums (each group's kept
@@ -13,8 +13,9 @@ read only ``G``, and the column sums ``sum_i X[i, j] = p_j`` hold for some ``X >
 with these group sums if and only if ``sum_i G[i, g] = P_g`` (the parent's group sum)
 and ``G >= 0``. Any such ``G`` is spread over the group's cells in proportion to the
 parent, ``X[i, j] = G[i, g] p_j / P_g``, which meets every column sum and keeps every
-group sum. So the ``k x G`` problem (58 x 8) is solved instead, by the same chain, and its
-optimum is an optimum of the whole problem (the same objective value; among the optimal
+group sum. So the ``k x G`` problem (58 x 8) is solved instead (by the active set, then the
+chain: Clarabel stopped at 8x the optimal objective on that County family's group sums,
+with a parent of 37M persons), and its optimum is an optimum of the whole problem (the same objective value; among the optimal
 ``X``, the proportional one).
 """
 
