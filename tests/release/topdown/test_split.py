@@ -326,7 +326,8 @@ def test_coarse_solves_are_executor_tasks_with_the_old_results(run, monkeypatch)
     )
     for f in tract["split_families"]:  # each chunk's time is in the critical path
         assert f["longest_chunk_seconds"] > 0
-        assert tract["critical_path_seconds"] >= f["coarse_seconds"] + f["longest_chunk_seconds"]
+        path = f["coarse_seconds"] + f["longest_chunk_seconds"]
+        assert tract["critical_path_seconds"] >= path - 1e-3  # both rounded to 1e-4 s
     split = tract["split_families"]
     counties = hierarchy.n_units(hierarchy.geolevels.names.index("County"))
     assert tract["tasks"] == counties - len(split) + sum(f["chunks"] for f in split)
