@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 
@@ -228,3 +229,105 @@ def test_level_summary_counts_coarse_solves_in_the_critical_path():
             "longest_chunk_cpu_seconds": 2.5,
         }
     ]
+
+
+class _Mixed:
+    """An in-process executor of two habits, by the level of the tasks it is given.
+
+    Even parent levels (the counties' tracts): it takes every task before it returns any
+    result (a slow cluster), so every coarse result comes back after the last task was
+    handed out. Odd ones (the states' counties): one task at a time, so each coarse
+    result is back before the next task is asked for."""
+
+    name = "mixed"
+
+    def map(self, fn, tasks, *, ahead=None):
+        it = iter(tasks)
+        first = next(it, None)
+        if first is None:
+            return iter(())
+        rest = itertools.chain([first], it)
+        if first[0].level % 2 == 0:
+            with _in_executor():
+                out = [fn(t) for t in list(rest)]
+            return iter(out)
+        return self._stepwise(fn, rest)
+
+    @staticmethod
+    def _stepwise(fn, tasks):
+        for t in tasks:
+            with _in_executor():
+                r = fn(t)
+            yield r
+
+
+_INSIDE = [False]
+
+
+class _in_executor:
+    def __enter__(self):
+        _INSIDE[0] = True
+
+    def __exit__(self, *exc):
+        _INSIDE[0] = False
+
+
+def _old_split_level(ms, hierarchy, bounds, level, parent_hist, max_children):
+    """The level as the driver estimated it before the coarse solves became tasks: each
+    split family's coarse problem solved in place, its chunks after it."""
+    from censusdp.release.topdown import driver
+
+    cache = driver._QueryCache(ms)
+    cell_groups, _ = driver._group_of_cells(ms, "hhgq")
+    plan = driver._level_plans(ms, hierarchy, "hhgq", "production")[level + 1]
+    whole = driver._tasks_for_level(
+        ms, cache, hierarchy, level, parent_hist, cell_groups, bounds[level + 1],
+        "auto", plan, max_children=None,
+    )  # fmt: skip
+    acc = driver._LevelResults("old", hierarchy.n_units(level + 1), PL94.size)
+    for t in whole:
+        if not splittable(t.sub, max_children):
+            acc.add(driver.run_task(t))
+            continue
+        starts = chunk_starts(t.sub.k, max_children)
+        coarse = driver.run_task(replace(t, sub=coarse_subproblem(t.sub, starts)))
+        for ch in chunk_subproblems(t.sub, starts, coarse.counts):
+            kept = t.kept[ch.kept]
+            l2p, rounding = plan.bind(kept)
+            chunk = replace(
+                t, child_start=t.child_start + ch.offset, kept=kept, sub=ch.sub,
+                l2_passes=l2p, rounding=rounding,
+            )  # fmt: skip
+            acc.add(driver.run_task(chunk))
+    return acc.histogram()
+
+
+def test_coarse_solves_are_executor_tasks_with_the_old_results(run, monkeypatch):
+    from censusdp.release.topdown import driver
+
+    hierarchy, bounds, ms = run
+    real = driver.run_task
+
+    def only_in_executor(task):
+        assert _INSIDE[0], f"the driver solved {task.parent_geocode!r} itself"
+        return real(task)
+
+    monkeypatch.setattr(driver, "run_task", only_in_executor)
+    est = estimate(ms, hierarchy, bounds, max_children=2, executor=_Mixed())
+    monkeypatch.setattr(driver, "run_task", real)
+    # the same histograms, level by level, as solving each coarse problem on the driver
+    for level in range(hierarchy.n_levels - 1):
+        old = _old_split_level(ms, hierarchy, bounds, level, est.histograms[level], 2)
+        assert (old != est.histograms[level + 1]).nnz == 0, hierarchy.geolevels[level + 1].name
+    by_level = {s["geolevel"]: s for s in est.levels}
+    tract = by_level["Tract"]
+    assert [f["parent"] for f in tract["split_families"]] == sorted(
+        f["parent"] for f in tract["split_families"]
+    )
+    for f in tract["split_families"]:  # each chunk's time is in the critical path
+        assert f["longest_chunk_seconds"] > 0
+        path = f["coarse_seconds"] + f["longest_chunk_seconds"]
+        assert tract["critical_path_seconds"] >= path - 1e-3  # both rounded to 1e-4 s
+    split = tract["split_families"]
+    counties = hierarchy.n_units(hierarchy.geolevels.names.index("County"))
+    assert tract["tasks"] == counties - len(split) + sum(f["chunks"] for f in split)

@@ -27,6 +27,7 @@ pieces, and every task keeps only the answer rows that hold a cell its parent ha
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,7 @@ from censusdp.release.topdown.split import (
     chunk_subproblems,
     coarse_subproblem,
     splittable,
+    splittable_family,
 )
 
 __all__ = [
@@ -109,6 +111,8 @@ class Task:
     estimator: str = "ls"
     coarse: tuple = ()
     source: _Family | None = None
+    chunks: int = 0
+    """A split family's coarse solve: the number of chunks of children (0: any other task)."""
 
     def subproblem(self) -> Subproblem:
         """The task's subproblem: ``sub``, or built from ``source`` where the task runs."""
@@ -191,6 +195,8 @@ class TaskResult:
     failsafe: dict | None = None
     cpu_seconds: float = 0.0
     attempts: tuple[tuple[str, str], ...] = ()
+    chunks: int = 0
+    """The task's ``chunks``: a split family's coarse result when positive."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,6 +302,7 @@ def run_task(task: Task) -> TaskResult:
         failsafe=fs,
         cpu_seconds=time.process_time() - c0,
         attempts=tuple(l2.attempts),
+        chunks=task.chunks,
     )
 
 
@@ -489,140 +496,266 @@ def _tasks_for_level(
     plan: _LevelPlan,
     estimator: str = "ls",
     max_children: int | None = None,
-    splits: list[tuple[TaskResult, int]] | None = None,
     detach: bool = False,
-) -> Iterator[Task]:
-    """Lazily build the tasks of one level (children of every unit of ``parent_level``).
-
-    A family with more than ``max_children`` children is split
-    (:mod:`censusdp.release.topdown.split`): its coarse solve runs here, as the family's
-    tasks are asked for, and its chunks are yielded as tasks; the coarse results go to
-    ``splits`` with the number of chunks.
+) -> _LevelTasks:
+    """The tasks of one level (children of every unit of ``parent_level``), built lazily
+    (:class:`_LevelTasks`).
 
     ``detach`` (measurements with a ``detach(level, start, stop)`` method: the NMF
     reader): a family that is not split is read by its own task where it runs
     (:class:`_Family`), not here; the tasks and their results are the same.
     """
-    codes = hierarchy.geocodes[parent_level]
-    indptr, indices, data = parent_hist.indptr, parent_hist.indices, parent_hist.data
-    detach = detach and hasattr(ms, "detach")
-    heads = ms.read(parent_level + 1, 0, 0) if detach else []
-    for p0, p1, run in _family_runs(ms, hierarchy, parent_level + 1, lazy=detach):
-        for i in range(p0, p1):
-            lo, hi = indptr[i], indptr[i + 1]
-            nz = data[lo:hi] > 0
-            kept = indices[lo:hi][nz].astype(np.int64)
-            order = np.argsort(kept)
-            kept = kept[order]
-            parent_counts = data[lo:hi][nz][order].astype(np.int64)
-            children = hierarchy.children(parent_level, i)
-            k = children.stop - children.start
-            if detach and (max_children is None or k <= max_children):
-                l2p, rounding = plan.bind(kept)
+    return _LevelTasks(
+        ms,
+        cache,
+        hierarchy,
+        parent_level,
+        parent_hist,
+        cell_groups,
+        bounds,
+        method,
+        plan,
+        estimator,
+        max_children,
+        detach and hasattr(ms, "detach"),
+    )
+
+
+class _LevelTasks:
+    """The tasks of one level, built lazily as the executor asks for them.
+
+    A family with more than ``max_children`` children and free totals is split
+    (:mod:`censusdp.release.topdown.split`). Its coarse solve is a task like any other
+    (``Task.chunks`` > 0): the coarse tasks of the whole level are handed out first, the
+    widest family first, so the workers start on them at once, and the driver solves
+    nothing. The consumer hands each coarse result back (:meth:`accept`); the next time
+    a task is asked for, that family is read again and its chunk tasks go out ahead of
+    the level's remaining families (a chunk is on the level's critical path). Chunks
+    whose coarse result comes back after the last task has been handed out are in
+    :meth:`rest`, a second pass of the executor over what is left.
+
+    The tasks, and so the results, are those of solving each coarse problem on the driver
+    and handing out its chunks in place: only their order changes, and the level's
+    histogram does not depend on the order. Memory: the driver keeps the coarse
+    problems in flight and one family at a time, never every split family at once.
+    """
+
+    def __init__(
+        self,
+        ms: Measurements,
+        cache: _QueryCache,
+        hierarchy: Hierarchy,
+        parent_level: int,
+        parent_hist: sp.csr_matrix,
+        cell_groups: np.ndarray,
+        bounds: Bounds,
+        method: str,
+        plan: _LevelPlan,
+        estimator: str,
+        max_children: int | None,
+        detach: bool,
+    ) -> None:
+        self.ms, self.cache, self.hierarchy = ms, cache, hierarchy
+        self.parent_level = parent_level
+        self.parent_hist = parent_hist
+        self.cell_groups, self.bounds = cell_groups, bounds
+        self.method, self.plan, self.estimator = method, plan, estimator
+        self.max_children, self.detach = max_children, detach
+        self.splits: list[tuple[TaskResult, int]] = []
+        """Every coarse result accepted, with its number of chunks (family order)."""
+        self._split: dict[int, int] = {}  # first child of a split family -> its parent unit
+        self._ready: deque[TaskResult] = deque()
+
+    # -- the consumer's side ------------------------------------------------------------
+
+    def accept(self, r: TaskResult) -> None:
+        """Take a split family's coarse result; its chunk tasks go out next."""
+        if r.chunks <= 0 or r.child_start not in self._split:
+            raise InternalError(f"task {r.parent_geocode!r} is not the coarse solve of a split")
+        self.splits.append((r, r.chunks))
+        self.splits.sort(key=lambda s: s[0].child_start)
+        self._ready.append(r)
+
+    def rest(self) -> Iterator[Task]:
+        """The chunk tasks of coarse results accepted after the last task was handed out."""
+        yield from self._ready_chunks()
+
+    # -- the executor's side ------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Task]:
+        yield from self._coarse_tasks()
+        for t in self._family_tasks():
+            yield from self._ready_chunks()
+            yield t
+        yield from self._ready_chunks()
+
+    def _parent(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The kept cells of parent unit ``i`` (sorted) and its counts there."""
+        h = self.parent_hist
+        lo, hi = h.indptr[i], h.indptr[i + 1]
+        nz = h.data[lo:hi] > 0
+        kept = h.indices[lo:hi][nz].astype(np.int64)
+        order = np.argsort(kept)
+        return kept[order], h.data[lo:hi][nz][order].astype(np.int64)
+
+    def _label(self, i: int) -> str:
+        code = self.hierarchy.geocodes[self.parent_level][i]
+        return f"{self.hierarchy.geolevels[self.parent_level].name} {code or 'US'}"
+
+    def _child_labels(self, children: slice) -> tuple[str, ...]:
+        level = self.parent_level + 1
+        name = self.hierarchy.geolevels[level].name
+        return tuple(f"{name} {code}" for code in self.hierarchy.geocodes[level][children])
+
+    def _task(self, i: int, run: _Run) -> Task:
+        """Family ``i``'s whole task, its measurements read from ``run`` here."""
+        kept, parent_counts = self._parent(i)
+        children = self.hierarchy.children(self.parent_level, i)
+        mqs, local = run.family(children, kept, self.cache)
+        sub = _make_subproblem(
+            mqs,
+            self.cache,
+            local,
+            children,
+            kept,
+            parent_counts,
+            self.cell_groups,
+            self.bounds,
+            label=self._label(i),
+            child_labels=self._child_labels(children),
+        )
+        l2p, rounding = self.plan.bind(kept)
+        return Task(
+            self.parent_level,
+            str(self.hierarchy.geocodes[self.parent_level][i]),
+            children.start,
+            kept,
+            sub,
+            self.method,
+            l2p,
+            rounding,
+            self.estimator,
+            self.cache.coarse(mqs, self.estimator, kept),
+        )
+
+    def _alone(self, i: int) -> Task:
+        """Family ``i``'s whole task, read on its own (a split family)."""
+        children = self.hierarchy.children(self.parent_level, i)
+        level = self.parent_level + 1
+        width = sum(m.rows.size for m in self.ms.read(level, 0, 0))
+        run = _Run(self.ms, level, children.start, children.stop, width, DEFAULT_CHUNK_VALUES)
+        return self._task(i, run)
+
+    def _splits(self, i: int, k: int) -> bool:
+        """Whether family ``i`` (``k`` children) is split (``splittable`` without reading it)."""
+        if self.max_children is None or k <= self.max_children:
+            return False
+        children = self.hierarchy.children(self.parent_level, i)
+        h = self.parent_hist
+        lo, hi = h.indptr[i], h.indptr[i + 1]
+        return splittable_family(
+            k,
+            int((h.data[lo:hi] > 0).sum()),
+            self.bounds.total_lower[children],
+            self.bounds.total_upper[children],
+            self.max_children,
+        )
+
+    def _coarse_tasks(self) -> Iterator[Task]:
+        """The coarse task of every split family of the level, the widest first."""
+        if self.max_children is None:
+            return
+        kids = np.diff(self.hierarchy.child_ptr[self.parent_level])
+        wide = [int(i) for i in np.flatnonzero(kids > self.max_children)]
+        wide = [i for i in wide if self._splits(i, int(kids[i]))]
+        for i in sorted(wide, key=lambda i: -int(kids[i]) * int(self.parent_hist[i].nnz)):
+            whole = self._alone(i)
+            starts = chunk_starts(whole.sub.k, self.max_children)
+            self._split[whole.child_start] = i
+            yield Task(
+                whole.level,
+                whole.parent_geocode,
+                whole.child_start,
+                whole.kept,
+                coarse_subproblem(whole.sub, starts),
+                whole.method,
+                *self.plan.bind(whole.kept),
+                estimator=whole.estimator,
+                coarse=whole.coarse,
+                chunks=int(starts.size),
+            )
+
+    def _ready_chunks(self) -> Iterator[Task]:
+        """The chunk tasks of every coarse result accepted so far."""
+        while self._ready:
+            r = self._ready.popleft()
+            whole = self._alone(self._split[r.child_start])
+            starts = chunk_starts(whole.sub.k, self.max_children)  # type: ignore[arg-type]
+            if starts.size != r.chunks:
+                raise InternalError(f"family {r.parent_geocode!r}: {r.chunks} coarse chunks")
+            for ch in chunk_subproblems(whole.sub, starts, r.counts):
+                kept = whole.kept[ch.kept]
                 yield Task(
-                    parent_level,
+                    whole.level,
+                    whole.parent_geocode,
+                    whole.child_start + ch.offset,
+                    kept,
+                    ch.sub,
+                    whole.method,
+                    *self.plan.bind(kept),
+                    estimator=whole.estimator,
+                    coarse=whole.coarse,
+                )
+
+    def _family_tasks(self) -> Iterator[Task]:
+        """The task of every family that is not split, in order."""
+        pl = self.parent_level
+        codes = self.hierarchy.geocodes[pl]
+        heads = self.ms.read(pl + 1, 0, 0) if self.detach else []
+        for p0, p1, run in _family_runs(self.ms, self.hierarchy, pl + 1, lazy=True):
+            for i in range(p0, p1):
+                children = self.hierarchy.children(pl, i)
+                if children.start in self._split:
+                    continue  # its chunks go out as its coarse result arrives
+                k = children.stop - children.start
+                if not self.detach or (self.max_children is not None and k > self.max_children):
+                    t = self._task(i, run)
+                    if splittable(t.sub, self.max_children):
+                        raise InternalError(f"family {t.parent_geocode!r} was not split")
+                    yield t
+                    continue
+                kept, parent_counts = self._parent(i)
+                l2p, rounding = self.plan.bind(kept)
+                b = self.bounds
+                yield Task(
+                    pl,
                     str(codes[i]),
                     children.start,
                     kept,
                     None,  # type: ignore[arg-type]
-                    method,
+                    self.method,
                     l2p,
                     rounding,
-                    estimator,
-                    cache.coarse(heads, estimator, kept),
+                    self.estimator,
+                    self.cache.coarse(heads, self.estimator, kept),
                     source=_Family(
-                        ms.detach(parent_level + 1, children.start, children.stop),  # type: ignore[attr-defined]
-                        parent_level + 1,
+                        self.ms.detach(pl + 1, children.start, children.stop),  # type: ignore[attr-defined]
+                        pl + 1,
                         children.start,
                         k,
                         kept,
                         parent_counts,
-                        cell_groups[kept],
+                        self.cell_groups[kept],
                         Bounds(
-                            bounds.group_lower[children],
-                            bounds.group_upper[children],
-                            bounds.total_lower[children],
-                            bounds.total_upper[children],
+                            b.group_lower[children],
+                            b.group_upper[children],
+                            b.total_lower[children],
+                            b.total_upper[children],
                         ),
-                        f"{hierarchy.geolevels[parent_level].name} {codes[i] or 'US'}",
-                        tuple(
-                            f"{hierarchy.geolevels[parent_level + 1].name} {code}"
-                            for code in hierarchy.geocodes[parent_level + 1][children]
-                        ),
+                        self._label(i),
+                        self._child_labels(children),
                     ),
                 )
-                continue
-            mqs, local = run.family(children, kept, cache)
-            sub = _make_subproblem(
-                mqs,
-                cache,
-                local,
-                children,
-                kept,
-                parent_counts,
-                cell_groups,
-                bounds,
-                label=f"{hierarchy.geolevels[parent_level].name} {codes[i] or 'US'}",
-                child_labels=tuple(
-                    f"{hierarchy.geolevels[parent_level + 1].name} {code}"
-                    for code in hierarchy.geocodes[parent_level + 1][children]
-                ),
-            )
-            l2p, rounding = plan.bind(kept)
-            coarse = cache.coarse(mqs, estimator, kept)
-            task = Task(
-                parent_level,
-                str(codes[i]),
-                children.start,
-                kept,
-                sub,
-                method,
-                l2p,
-                rounding,
-                estimator,
-                coarse,
-            )
-            if splittable(sub, max_children):
-                yield from _split_family(task, plan, max_children, splits)
-            else:
-                yield task
-
-
-def _split_family(
-    task: Task,
-    plan: _LevelPlan,
-    max_children: int,
-    splits: list[tuple[TaskResult, int]] | None,
-) -> Iterator[Task]:
-    """Solve a wide family's coarse problem now; yield one task per chunk of children."""
-    starts = chunk_starts(task.sub.k, max_children)
-    coarse = Task(
-        task.level,
-        task.parent_geocode,
-        task.child_start,
-        task.kept,
-        coarse_subproblem(task.sub, starts),
-        task.method,
-        *plan.bind(task.kept),
-        estimator=task.estimator,
-        coarse=task.coarse,
-    )
-    r = run_task(coarse)
-    if splits is not None:
-        splits.append((r, int(starts.size)))
-    for ch in chunk_subproblems(task.sub, starts, r.counts):
-        kept = task.kept[ch.kept]
-        yield Task(
-            task.level,
-            task.parent_geocode,
-            task.child_start + ch.offset,
-            kept,
-            ch.sub,
-            task.method,
-            *plan.bind(kept),
-            estimator=task.estimator,
-            coarse=task.coarse,
-        )
 
 
 def _bottomup_tasks(
@@ -934,9 +1067,7 @@ def estimate(
     if max_children is not None and max_children < 1:
         raise ConfigError(f"max_children must be at least 1, got {max_children}")
 
-    def run_level(
-        level: int, tasks: Iterable[Task], splits: list[tuple[TaskResult, int]] = ()
-    ) -> sp.csr_matrix:
+    def run_level(level: int, tasks: Iterable[Task]) -> sp.csr_matrix:
         done = checkpoint.load(level) if checkpoint is not None else None
         if done is not None:
             hist, summary, fs = done
@@ -950,13 +1081,23 @@ def estimate(
         acc = _LevelResults(name, hierarchy.n_units(level), schema.size)
         # one task per parent (split families add chunk tasks): done / total, with an ETA
         n_tasks = hierarchy.n_units(level - 1) if level > 0 else 1
+        split = tasks if isinstance(tasks, _LevelTasks) else None
         with task(progress, f"estimating {name}", n_tasks, summary=False) as bar:
-            # small tasks travel in batches; results come back in task order either way
-            for rs in executor.map(run_tasks, _batched(tasks)):  # type: ignore[attr-defined]
-                for r in rs:
-                    acc.add(r)
-                    bar.advance()
-        acc.add_splits(list(splits))
+            # small tasks travel in batches; results come back in task order either way.
+            # A split family's coarse result goes back to the level's tasks, whose next
+            # ones are its chunks; chunks of coarse results that came back after the last
+            # task was handed out take a second pass.
+            waves = [tasks] if split is None else [split, split.rest()]
+            for wave in waves:
+                for rs in executor.map(run_tasks, _batched(wave)):  # type: ignore[attr-defined]
+                    for r in rs:
+                        if r.chunks:
+                            split.accept(r)  # type: ignore[union-attr]
+                            continue
+                        acc.add(r)
+                        bar.advance()
+        if split is not None:
+            acc.add_splits(split.splits)
         hist = acc.histogram()
         summaries.append(acc.summary(time.perf_counter() - t0))
         failsafe.extend(acc.failsafe)
@@ -1017,7 +1158,6 @@ def estimate(
         ],
     )
     for level in range(n_levels - 1):
-        splits: list[tuple[TaskResult, int]] = []
         tasks = _tasks_for_level(
             ms,
             cache,
@@ -1030,8 +1170,7 @@ def estimate(
             plans[level + 1],
             estimator,
             max_children,
-            splits,
             detach=read_in_tasks,
         )
-        hists[level + 1] = run_level(level + 1, tasks, splits)
+        hists[level + 1] = run_level(level + 1, tasks)
     return Estimate(hists, summaries, failsafe)

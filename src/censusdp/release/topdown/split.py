@@ -40,6 +40,8 @@ __all__ = [
     "chunk_starts",
     "chunk_subproblems",
     "coarse_subproblem",
+    "splittable",
+    "splittable_family",
 ]
 
 DEFAULT_MAX_CHILDREN = 100
@@ -70,13 +72,26 @@ class Chunk:
 
 def splittable(sub: Subproblem, max_children: int | None) -> bool:
     """Whether to split: more than ``max_children`` children, a parent, every total free."""
+    return sub.parent is not None and splittable_family(
+        sub.k, sub.c, sub.total_lower, sub.total_upper, max_children
+    )
+
+
+def splittable_family(
+    k: int,
+    c: int,
+    total_lower: np.ndarray,
+    total_upper: np.ndarray,
+    max_children: int | None,
+) -> bool:
+    """:func:`splittable` for a family under a parent, from its size, its number of kept
+    cells and its children's total bounds alone (no measurement read)."""
     return (
         max_children is not None
-        and sub.k > max_children
-        and sub.parent is not None
-        and sub.c > 0
-        and not sub.total_lower.any()
-        and bool(np.isinf(sub.total_upper).all())
+        and k > max_children
+        and c > 0
+        and not np.asarray(total_lower).any()
+        and bool(np.isinf(total_upper).all())
     )
 
 
