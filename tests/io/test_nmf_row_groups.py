@@ -318,10 +318,9 @@ def test_a_cached_row_group_is_checked_and_a_rewritten_file_read_again(base, tmp
     with pytest.raises(InputError, match="geocodes are not in geography order"):
         dataclasses.replace(piece, codes=shifted).read(bl, 2, 5)
     # the file replaced by one of other values (as a rerun with --overwrite would)
-    changed = [(mq.restricted(np.arange(mq.rows.size)), c) for mq, c in measured]
     changed = [
         (MeasuredQuery(mq.geolevel, mq.query, mq.rows, mq.values + 1, 3.0, mq.mechanism), c)
-        for mq, c in changed
+        for mq, c in measured
     ]
     _write(path, changed)
     again = NMFReader(path, PL94, h).read(bl, 2, 5)
