@@ -162,20 +162,30 @@ def _line_variances(lines: LineSet, ops: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.where(exact, 0.0, np.maximum(var, 0.0)), exact
 
 
+INTERVAL_ROUNDOFF = 1e-9
+"""Relative slack of :func:`census_intervals` for floating-point round-off (persons for
+estimates below 1): far below any sd the noise gives, far above the solves' errors."""
+
+
 def census_intervals(
     estimate: np.ndarray, sd: np.ndarray, z: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Integer confidence limits ``max(ceil(est - z sd), 0)`` and ``max(floor(est + z sd), 0)``.
+    """Integer confidence limits ``max(ceil(est - z sd - t), 0)`` and
+    ``max(floor(est + z sd + t), 0)``, ``t = INTERVAL_ROUNDOFF * max(1, |est|)``.
 
     For an integer truth ``k``, ``est - z sd <= k <= est + z sd`` holds exactly when
     ``ceil(est - z sd) <= k <= floor(est + z sd)``, and a count is never negative, so
     the integer interval covers the truth exactly when the real one does: its coverage
-    is the nominal ``P(|N(0,1)| <= z)`` of the GLS estimate.
+    is the nominal ``P(|N(0,1)| <= z)`` of the GLS estimate. ``t`` only absorbs
+    floating-point round-off: a line that is zero by structure comes out of the
+    solves as, say, ``1.05e-13`` with sd ``2.1e-14``, whose real interval holds no
+    integer (``[1, 0]`` without ``t``, ``[0, 0]`` with it).
     """
     est = np.asarray(estimate, dtype=np.float64)
     half = z * np.asarray(sd, dtype=np.float64)
-    low = np.maximum(np.ceil(est - half), 0.0).astype(np.int64)
-    high = np.maximum(np.floor(est + half), 0.0).astype(np.int64)
+    slack = INTERVAL_ROUNDOFF * np.maximum(1.0, np.abs(est))
+    low = np.maximum(np.ceil(est - half - slack), 0.0).astype(np.int64)
+    high = np.maximum(np.floor(est + half + slack), 0.0).astype(np.int64)
     return low, high
 
 

@@ -529,7 +529,10 @@ def infer_release(
             "zeros_from_block_invariants": bool(zero_constraints),
         },
         "housing_units": gls.occupancy,
-        "interval_rule": "low = max(ceil(estimate - z sd), 0), high = max(floor(estimate + z sd), 0)",
+        "interval_rule": (
+            "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
+            "t = 1e-9 max(1, |estimate|) (round-off)"
+        ),
         "z": {"ci90": Z90, "ci95": Z95},
         "columns": list(ESTIMATE_COLUMNS),
         "lines": list(gls.lines),
