@@ -135,3 +135,20 @@ def tree_bytes(path: Path) -> dict[str, bytes]:
     if p.is_file():
         return {"": p.read_bytes()}
     return {str(f.relative_to(p)): f.read_bytes() for f in sorted(p.rglob("*")) if f.is_file()}
+
+
+def cef_aggregates(cef):
+    """What reading a CEF must give, computed from the records: its hierarchy, the
+    invariants, the pl94 person histogram and the housing-unit histogram."""
+    from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
+    from censusdp.data.histograms import housing_unit_histogram, person_histogram
+    from censusdp.data.invariants import compute_invariants
+    from censusdp.data.schema import get_schema
+
+    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], DEFAULT_GEOLEVELS)
+    return (
+        hierarchy,
+        compute_invariants(cef.persons, cef.units, hierarchy),
+        person_histogram(cef.persons, hierarchy, get_schema("pl94")),
+        housing_unit_histogram(cef.units, hierarchy),
+    )

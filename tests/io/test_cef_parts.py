@@ -15,16 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
-from censusdp.data.histograms import housing_unit_histogram, person_histogram
-from censusdp.data.invariants import compute_invariants
+from censusdp.data.geography import DEFAULT_GEOLEVELS
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io import cef_stream
 from censusdp.io.cef import read_cef
 from censusdp.io.cef_parts import CEFPart, IdBucket
 from censusdp.io.cef_stream import read_cef_blocks
-from synth import block_codes, make_cef
+from synth import block_codes, cef_aggregates, make_cef
 
 PL94 = get_schema("pl94")
 
@@ -85,17 +83,6 @@ def _cef(seed, counties=3, gq_rate=0.4):
     return persons, units
 
 
-def _expected(d):
-    cef = read_cef(d)
-    hierarchy = Hierarchy.from_blocks(cef.units["geocode"], DEFAULT_GEOLEVELS)
-    return (
-        hierarchy,
-        compute_invariants(cef.persons, cef.units, hierarchy),
-        person_histogram(cef.persons, hierarchy, PL94),
-        housing_unit_histogram(cef.units, hierarchy),
-    )
-
-
 @settings(max_examples=6, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
@@ -116,7 +103,7 @@ def test_parts_give_the_whole_file_aggregates(tmp_path_factory, seed, part_rows,
     _write_by_county(d, persons, units, group_rows=group_rows)
     ex = Recording()
     got = read_cef_blocks(d, DEFAULT_GEOLEVELS, PL94, executor=ex, part_rows=part_rows)
-    hierarchy, inv, hist, hu = _expected(d)
+    hierarchy, inv, hist, hu = cef_aggregates(read_cef(d))
     parts = [t for t in ex.tasks if isinstance(t, CEFPart)]
     assert len(parts) == got.parts >= 2  # four counties, small parts
     # ids in geocode order (or reversed) leave the parts' id ranges apart: no second pass
