@@ -39,6 +39,7 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
@@ -106,13 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_ddp_memory_") as tmp:
         tmp_path = Path(tmp)
-        input_dir = args.input
-        if input_dir is None:
-            from censusdp.generate import generate_state
-
-            input_dir = tmp_path / "vt"
-            _say("generating VT x0.02 (seed 4)")
-            generate_state("VT", 4, input_dir, scale=0.02)
+        input_dir = args.input or cached_input(tmp_path, "VT", 0.02, seed=4)
         family_dir = tmp_path / "family"
         k = _cut_to_family(input_dir, family_dir, args.max_blocks)
         budget = load_preset("ddp-2010")

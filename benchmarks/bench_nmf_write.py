@@ -47,6 +47,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.measurements import MeasuredQuery  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
@@ -145,13 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_nmf_write_") as tmp:
         tmp_path = Path(tmp)
-        input_dir = args.input
-        if input_dir is None:
-            from censusdp.generate import generate_state
-
-            input_dir = tmp_path / "de"
-            _say("generating DE x0.02 (seed 1)")
-            generate_state("DE", 1, input_dir, scale=0.02)
+        input_dir = args.input or cached_input(tmp_path, "DE", 0.02, seed=1)
         k = _family(input_dir, tmp_path / "family", args.blocks)
         budget = load_preset("ddp-2010")
         schema = get_schema(budget.schema)
