@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             np.full(n, np.inf),
         )
         with _Peak() as now:
-            (task,) = driver._tasks_for_level(
+            (task,) = driver._LevelTasks(
                 reader,
                 cache,
                 h,

@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         out["solve"] = {}
         with _cpu(out["solve"], "build_task", n):
-            (task,) = driver._tasks_for_level(
+            (task,) = driver._LevelTasks(
                 reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
                 max_children=None,
             )  # fmt: skip
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         # NMF slice that the worker reads (now: ``read_in_tasks``)
         out["driver"] = {"before_reads_the_family": out["solve"]["build_task"]}
         with _cpu(out["driver"], "now_hands_out_a_slice"):
-            (lazy,) = driver._tasks_for_level(
+            (lazy,) = driver._LevelTasks(
                 reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
                 max_children=None, detach=True,
             )  # fmt: skip

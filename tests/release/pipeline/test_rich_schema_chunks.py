@@ -152,7 +152,7 @@ def _tasks(ms, h, level, hist, target, monkeypatch):
         np.zeros((n, n_groups)), np.full((n, n_groups), np.inf), np.zeros(n), np.full(n, np.inf)
     )
     return list(
-        driver._tasks_for_level(
+        driver._LevelTasks(
             ms,
             driver._QueryCache(ms),
             h,

@@ -280,7 +280,7 @@ def _old_split_level(ms, hierarchy, bounds, level, parent_hist, max_children):
     cache = driver._QueryCache(ms)
     cell_groups, _ = driver._group_of_cells(ms, "hhgq")
     plan = driver._level_plans(ms, hierarchy, "hhgq", "production")[level + 1]
-    whole = driver._tasks_for_level(
+    whole = driver._LevelTasks(
         ms, cache, hierarchy, level, parent_hist, cell_groups, bounds[level + 1],
         "auto", plan, max_children=None,
     )  # fmt: skip

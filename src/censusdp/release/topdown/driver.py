@@ -484,43 +484,6 @@ class _Run:
         return mqs, slice(0, children.stop - children.start)
 
 
-def _tasks_for_level(
-    ms: Measurements,
-    cache: _QueryCache,
-    hierarchy: Hierarchy,
-    parent_level: int,
-    parent_hist: sp.csr_matrix,
-    cell_groups: np.ndarray,
-    bounds: Bounds,
-    method: str,
-    plan: _LevelPlan,
-    estimator: str = "ls",
-    max_children: int | None = None,
-    detach: bool = False,
-) -> _LevelTasks:
-    """The tasks of one level (children of every unit of ``parent_level``), built lazily
-    (:class:`_LevelTasks`).
-
-    ``detach`` (measurements with a ``detach(level, start, stop)`` method: the NMF
-    reader): a family that is not split is read by its own task where it runs
-    (:class:`_Family`), not here; the tasks and their results are the same.
-    """
-    return _LevelTasks(
-        ms,
-        cache,
-        hierarchy,
-        parent_level,
-        parent_hist,
-        cell_groups,
-        bounds,
-        method,
-        plan,
-        estimator,
-        max_children,
-        detach and hasattr(ms, "detach"),
-    )
-
-
 class _LevelTasks:
     """The tasks of one level, built lazily as the executor asks for them.
 
@@ -538,6 +501,10 @@ class _LevelTasks:
     and handing out its chunks in place: only their order changes, and the level's
     histogram does not depend on the order. Memory: the driver keeps the coarse
     problems in flight and one family at a time, never every split family at once.
+
+    ``detach`` (measurements with a ``detach(level, start, stop)`` method: the NMF
+    reader): a family that is not split is read by its own task where it runs
+    (:class:`_Family`), not here; the tasks and their results are the same.
     """
 
     def __init__(
@@ -551,16 +518,16 @@ class _LevelTasks:
         bounds: Bounds,
         method: str,
         plan: _LevelPlan,
-        estimator: str,
-        max_children: int | None,
-        detach: bool,
+        estimator: str = "ls",
+        max_children: int | None = None,
+        detach: bool = False,
     ) -> None:
         self.ms, self.cache, self.hierarchy = ms, cache, hierarchy
         self.parent_level = parent_level
         self.parent_hist = parent_hist
         self.cell_groups, self.bounds = cell_groups, bounds
         self.method, self.plan, self.estimator = method, plan, estimator
-        self.max_children, self.detach = max_children, detach
+        self.max_children, self.detach = max_children, detach and hasattr(ms, "detach")
         self.splits: list[tuple[TaskResult, int]] = []
         """Every coarse result accepted, with its number of chunks (family order)."""
         self._split: dict[int, int] = {}  # first child of a split family -> its parent unit
@@ -1158,7 +1125,7 @@ def estimate(
         ],
     )
     for level in range(n_levels - 1):
-        tasks = _tasks_for_level(
+        tasks = _LevelTasks(
             ms,
             cache,
             hierarchy,
