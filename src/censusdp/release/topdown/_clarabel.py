@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.release.topdown._common import Compressed, fixed_zeros, start_point
-from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.problem import Subproblem, _row_sums
 
 __all__: list[str] = []
 
@@ -88,11 +88,6 @@ class _Rows:
         self.add(local, hit, np.full(local.size, sign), b[keep])
 
 
-def _sums(x0: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
-    """``sum of x0 over the cells with key == s`` for ``s < n`` (``key`` per cell, flat)."""
-    return np.bincount(key, weights=x0.ravel(), minlength=n)
-
-
 def _residual_rows(
     eq: _Rows,
     comp: Compressed,
@@ -105,7 +100,6 @@ def _residual_rows(
     """The residual equalities ``z_qi - B_q d_i = B_q x0_i - y_qi`` into ``eq``; the
     diagonal of the Hessian over ``(d, z)`` (zero on ``d``)."""
     n_d = fi.size
-    every_i = np.repeat(np.arange(k), x0.shape[1])
     diag = [np.zeros(n_d)]
     z_off = n_d
     for q, m in enumerate(comp.sizes):
@@ -113,7 +107,7 @@ def _residual_rows(
             continue
         n = k * m
         # the residuals' identity, then -B_q on the free cells
-        rhs = _sums(x0, every_i * m + np.tile(comp.rows[q], k), n) - comp.y[q].ravel()
+        rhs = _row_sums(x0, comp.rows[q], m).ravel() - comp.y[q].ravel()
         rows = np.concatenate([np.arange(n), fi * m + comp.rows[q][fj]])
         cols = np.concatenate([z_off + np.arange(n), np.arange(n_d)])
         vals = np.concatenate([np.ones(n), -np.ones(n_d)])
@@ -124,11 +118,12 @@ def _residual_rows(
 
 
 def _dense_objective(
-    comp: Compressed, k: int, c: int, free: np.ndarray, x0: np.ndarray, wscale: float
+    comp: Compressed, free: np.ndarray, fidx: np.ndarray, x0: np.ndarray, wscale: float
 ) -> tuple[sp.csc_matrix, np.ndarray]:
-    """``P = 2 H`` (upper triangle, free cells) and ``2 g`` for ``d' H d + 2 g'd``:
-    ``H_i = sum_q w_qi B_q'B_q`` per child, ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``."""
-    every_i = np.repeat(np.arange(k), c)
+    """``P = 2 H`` (upper triangle, free cells ``fidx`` of the mask ``free``) and ``2 g``
+    for ``d' H d + 2 g'd``: ``H_i = sum_q w_qi B_q'B_q`` per child,
+    ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``."""
+    k, c = x0.shape
     h = np.zeros((k, c, c))
     g = np.zeros((k, c))
     for q, m in enumerate(comp.sizes):
@@ -137,10 +132,9 @@ def _dense_objective(
         w = np.broadcast_to(np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
         r = comp.rows[q]
         h += w[:, :, None] * (r[:, None] == r[None, :])[None, :, :]
-        answers = _sums(x0, every_i * m + np.tile(r, k), k * m).reshape(k, m)
+        answers = _row_sums(x0, r, m)
         g += w * (answers - comp.y[q])[:, r]
     pos = np.full(k * c, -1, dtype=np.int64)
-    fidx = np.flatnonzero(free.ravel())
     pos[fidx] = np.arange(fidx.size)
     upper = np.triu(np.ones((c, c), dtype=bool))[None] & free[:, :, None] & free[:, None, :]
     i, j, jj = np.nonzero(upper & (h != 0))
@@ -172,7 +166,6 @@ def solve_clarabel(
     if n_d == 0:  # every cell is forced to 0: nothing to solve (validation judges x0)
         return x0, "Solved", 0
     fi, fj = np.divmod(fidx, c)  # child and cell of each free variable
-    every_i = np.repeat(np.arange(k), c)
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
     if comp.cw is not None and comp.cw.size:
@@ -183,7 +176,7 @@ def solve_clarabel(
     eq, ineq = _Rows(), _Rows()
     if c <= DIRECT_MAX_CELLS:
         n_var = n_d
-        p_mat, grad = _dense_objective(comp, k, c, free, x0, wscale)
+        p_mat, grad = _dense_objective(comp, free, fidx, x0, wscale)
     else:
         p_diag = _residual_rows(eq, comp, k, fi, fj, x0, wscale)
         n_var = p_diag.size
@@ -194,7 +187,7 @@ def solve_clarabel(
         b = sub.parent.astype(np.float64) - x0.sum(axis=0)
         eq.add_sums(fj, np.arange(c), 1.0, b, True, small)
     gkey = fi * n_groups + sub.groups[fj]  # the (child, group) row of each free cell
-    g0 = _sums(x0, every_i * n_groups + np.tile(sub.groups, k), k * n_groups)
+    g0 = _row_sums(x0, sub.groups, n_groups).ravel()
     t0 = x0.sum(axis=1)
     exact = np.isfinite(sub.total_upper) & (sub.total_upper == sub.total_lower)
     if exact.any():
