@@ -521,16 +521,6 @@ class NMFReader:
             return [m.query for m in self._fallback.at_level(self.geolevels[level].name)]
         return list(self._order.get(level, []))
 
-    def _read_group(
-        self, level: int, qname: str, off: int, loc: tuple[int, int], n: int
-    ) -> np.ndarray:
-        """Values of row group ``loc`` (file, group): flat rows ``off:off+n`` of the answers."""
-        rows = self._info[(level, qname)][0]
-        fi, rg = loc
-        name = self.geolevels[level].name
-        where = f"{self.path}: {self._where(loc)} ({name}, {qname})"
-        return _read_values(self._files[fi], rg, rows, off, n, self.geocodes[level], 0, where)
-
     def detach(self, level: int, start: int, stop: int) -> NMFSlice:
         """Units ``start:stop`` of ``level`` as an :class:`NMFSlice`: the row groups that
         hold them, read where the slice is sent (a TopDown task reads its own family)."""
@@ -569,47 +559,11 @@ class NMFReader:
         self, level: int, start: int, stop: int, queries: Collection[str] | None = None
     ) -> list[MeasuredQuery]:
         """Measured queries of ``level`` (file order) with the values of units ``start:stop``;
-        only those named in ``queries`` when given (the others' row groups are not read)."""
+        only those named in ``queries`` when given (the others' row groups are not read).
+        The units' :meth:`detach` slice, read here."""
         if self._fallback is not None:
             return self._fallback.read(level, start, stop, queries)
-        out = []
-        name = self.geolevels[level].name
-        for qname in self._order.get(level, []):
-            if queries is not None and qname not in queries:
-                continue
-            spans = self._spans[(level, qname)]
-            rows, variance, mech = self._info[(level, qname)]
-            r = rows.size
-            a, b = start * r, stop * r
-            i = max(0, bisect.bisect_right(spans, (a, (np.inf, 0), 0)) - 1)
-            parts, parts_at = [], []
-            while a < b and i < len(spans) and spans[i][0] < b:
-                off, rg, n = spans[i]
-                if off + n > a:
-                    vals = self._read_group(level, qname, off, rg, n)
-                    parts.append(vals[max(a, off) - off : min(b, off + n) - off])
-                    parts_at.append((max(a, off), parts[-1]))
-                i += 1
-            unit_var = self._unit_var[(level, qname)][start:stop]
-            if np.isfinite(unit_var).all():
-                flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-            else:
-                flat = self._with_unmeasured(level, qname, a, b, parts_at)
-            values = flat.reshape(max(stop - start, 0), r)
-            out.append(
-                MeasuredQuery(name, qname, rows, values, _variance(unit_var, variance), mech)
-            )
-        return out
-
-    def _with_unmeasured(
-        self, level: int, qname: str, a: int, b: int, parts: list[tuple[int, np.ndarray]]
-    ) -> np.ndarray:
-        """Flat values ``a:b`` of a query with unmeasured units: zeros where no row is."""
-        dtype = parts[0][1].dtype if parts else np.int64
-        flat = np.zeros(b - a, dtype=dtype)
-        for at, vals in parts:
-            flat[at - a : at - a + vals.size] = vals
-        return flat
+        return self.detach(level, start, stop).read(level, start, stop, queries)
 
 
 GROUP_CACHE_BYTES = 64 << 20
@@ -758,8 +712,8 @@ class NMFSlice:
     one after another (the ``ddp-2010`` block level of full Delaware is 5.5 billion
     values). It holds the row-group locations (file, group, first flat row, rows) per
     query, the units' variances and the geocodes the checks need; no values, no footer
-    index. :meth:`read` is :meth:`NMFReader.read` on units of the slice, with the same
-    checks.
+    index. :meth:`NMFReader.read` itself reads through a slice of the units asked for,
+    so the driver and the tasks read with the same code and the same checks.
     """
 
     path: str
@@ -793,7 +747,8 @@ class NMFSlice:
             for off, file, rg, n in spans:
                 if off + n <= a or off >= b or a >= b:
                     continue
-                where = f"{file} row group {rg} ({name}, {qname})"
+                part = "" if file == self.path else f"{Path(file).name} "
+                where = f"{self.path}: {part}row group {rg} ({name}, {qname})"
                 vals = _read_values(file, rg, rows, off, n, self.codes, self.first, where)
                 lo, hi = max(a, off), min(b, off + n)
                 flat[lo - a : hi - a] = vals[lo - off : hi - off]
