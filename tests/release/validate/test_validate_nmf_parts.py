@@ -105,7 +105,24 @@ def _fractional_value(p: Path) -> None:
     _set_column(p, "value", pa.array(vals))
 
 
+def _rename_query(p: Path) -> None:
+    """Every row of the part claims another query (one value: the footer path)."""
+    t = pq.read_table(p, columns=["query"])
+    _set_column(p, "query", pa.array(["not_" + str(t.column("query")[0])] * t.num_rows))
+
+
+def _other_level(p: Path) -> None:
+    """The last row of the part (in its own row group) claims the part's other level."""
+    t = pq.read_table(p)
+    levels = t.column("geolevel").cast(pa.string()).to_pylist()
+    levels[-1] = "Block" if levels[-1] != "Block" else "Tract"
+    t = t.set_column(t.column_names.index("geolevel"), "geolevel", pa.array(levels))
+    pq.write_table(t, p, row_group_size=max(1, t.num_rows - 1))
+
+
 DAMAGE = {
+    "query renamed": lambda run: _rename_query(run / NMF / "part-00004.parquet"),
+    "last row at another level": lambda run: _other_level(run / NMF / "part-00003.parquet"),
     "variance of a part changed": lambda run: _scale_variance(run / NMF / "part-00005.parquet"),
     "null value": lambda run: _null_value(run / NMF / "part-00005.parquet"),
     "fractional value": lambda run: _fractional_value(run / NMF / "part-00004.parquet"),
@@ -131,3 +148,29 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     want = {"variance of a part changed": "variance", "fractional value": "finite integer"}
     if case in want:
         assert want[case] in serial["detail"], serial["detail"]
+
+
+@pytest.mark.parametrize("batch", [1, 7, 1 << 22])
+def test_row_groups_read_in_batches(
+    measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch: int
+) -> None:
+    """Row groups read a few at a time or all at once: one verdict, and damage in the
+    last of many row groups is found whatever the batch."""
+    from censusdp.release import validate
+
+    monkeypatch.setattr(validate, "READ_BATCH_ROWS", batch)
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    part = max((run / NMF).glob("part-*.parquet"), key=lambda p: pq.read_metadata(p).num_rows)
+    t = pq.read_table(part)
+    pq.write_table(t, part, row_group_size=max(1, t.num_rows // 9))
+    assert pq.read_metadata(part).num_row_groups >= 9
+    (run / NMF / "_parts.json").write_text((measured / NMF / "_parts.json").read_text())
+    serial, tasks = _verdicts(run)
+    assert serial["ok"] and tasks["ok"], (serial, tasks)
+    cells = t.column("cell").to_numpy().copy()
+    cells[-1] = cells[-1] + 1
+    t = t.set_column(t.column_names.index("cell"), "cell", pa.array(cells))
+    pq.write_table(t, part, row_group_size=max(1, t.num_rows // 9))
+    serial, tasks = _verdicts(run)
+    assert not serial["ok"] and not tasks["ok"], (serial, tasks)
