@@ -1,6 +1,8 @@
-"""Clarabel's two programs for the same least squares: without residual variables (the
-dense per-child Hessian, families of at most ``DIRECT_MAX_CELLS`` kept cells) and with
-them (larger families) reach the same optimum under the same constraints."""
+"""Clarabel's programs for the same least squares reach the same optimum under the same
+constraints: without residual variables (the dense per-child Hessian, families of at
+most ``DIRECT_MAX_CELLS`` kept cells), with a residual for every answer row, and with
+residuals for the answers of more than ``DIRECT_MAX_ANSWER`` kept cells only (larger
+families); factored by QDLDL or by faer."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ from censusdp.release.topdown._common import compress
 shapes = solver_shapes(k_min=1, c_max=_clarabel.DIRECT_MAX_CELLS, means=[3.0, 40.0, 400.0])
 
 
-def _solve(sub, direct_max: int) -> np.ndarray:
+def _solve(sub, direct_max: int, answer_max: int = 3, faer_min: int = 10**9) -> np.ndarray:
     with pytest.MonkeyPatch.context() as m:
         m.setattr(_clarabel, "DIRECT_MAX_CELLS", direct_max)
+        m.setattr(_clarabel, "DIRECT_MAX_ANSWER", answer_max)
+        m.setattr(_clarabel, "FAER_MIN_NNZ", faer_min)
         x, status, _ = _clarabel.solve_clarabel(sub, compress(sub))
     assert status in ("Solved", "AlmostSolved"), status
     return x
@@ -33,12 +37,18 @@ def test_both_programs_reach_the_same_optimum(d: dict) -> None:
     if d["seed"] % 2:  # per-child weights (a spine release's per-geounit budgets)
         sub = dataclasses.replace(sub, unit_weights=rng.uniform(0.2, 5.0, (sub.n_queries, sub.k)))
     direct = _solve(sub, sub.c)
-    residual = _solve(sub, sub.c - 1)
+    others = {
+        "residual": _solve(sub, sub.c - 1, answer_max=0),
+        "mixed": _solve(sub, sub.c - 1, answer_max=1 + d["seed"] % 3),
+        "faer": _solve(sub, sub.c - 1, faer_min=0),
+    }
     tol = 1e-6 * max(1.0, sub.scale())
-    for x in (direct, residual):
-        assert sub.max_violation(x) <= tol
-    a, b = sub.objective(direct), sub.objective(residual)
-    assert abs(a - b) <= solver_tolerance(sub, min(a, b)), (a, b)
-    # the optimum is unique where the Hessian is definite (a query sees every cell alone)
-    if not d["singular"]:
-        np.testing.assert_allclose(direct, residual, atol=1e-3 * max(1.0, sub.scale()))
+    a = sub.objective(direct)
+    assert sub.max_violation(direct) <= tol
+    for name, x in others.items():
+        assert sub.max_violation(x) <= tol, name
+        b = sub.objective(x)
+        assert abs(a - b) <= solver_tolerance(sub, min(a, b)), (name, a, b)
+        # the optimum is unique where the Hessian is definite (a query sees every cell alone)
+        if not d["singular"]:
+            np.testing.assert_allclose(direct, x, atol=1e-3 * max(1.0, sub.scale()), err_msg=name)

@@ -2,26 +2,36 @@
 
 Formulation (docs/estimation.md): variables are the
 deviation ``d = x - x0`` from a proportional allocation ``x0`` with exact column sums (so
-large counts do not meet the solver's absolute tolerances). Families of more than
-:data:`DIRECT_MAX_CELLS` kept cells get one auxiliary residual ``z_qi = B_q x_i - y_qi``
-per child and query on the present answer rows (so the Hessian is diagonal instead of
-the dense ``A'WA`` that the total query would create):
+large counts do not meet the solver's absolute tolerances). In families of more than
+:data:`DIRECT_MAX_CELLS` kept cells, every answer row of more than
+:data:`DIRECT_MAX_ANSWER` kept cells gets one auxiliary residual
+``z_qia = (B_q x_i)_a - y_qia`` per child (so the total query adds one variable a
+child instead of a dense ``c x c`` block to the Hessian); the smaller answers (a
+detailed query's single cells above all) stay in the objective as they are:
 
-    minimise   sum_{q,i} w_q ||z_qi||^2
-    subject to z_qi - B_q d_i = B_q x0_i - y_qi          (zero cone)
+    minimise   sum_{q,i} w_qi (||z_qi||^2 + ||S_q d_i + S_q x0_i - y_qi||^2)
+    subject to z_qi - L_q d_i = L_q x0_i - y_qi          (zero cone)
                sum_i d_ij = p_j - sum_i x0_ij             (zero cone, not at the root)
                T_lo_i - 1'x0_i = 1'd_i                    (zero cone, exact totals)
                -d <= x0,  +-(group / total sums of d) <= bound - sums of x0   (nonneg cone)
 
-Families of at most :data:`DIRECT_MAX_CELLS` kept cells (most block groups' blocks)
-keep only ``d``, with the dense ``c x c`` Hessian ``H_i = sum_q w_qi B_q'B_q`` of each
-child and the gradient at ``x0``: ``minimise sum_i d_i'H_i d_i + 2 g_i'd_i`` under the
-same constraints. There the residuals outnumber the cells five to six times, and the
+with ``L_q`` the large answer rows of ``B_q`` and ``S_q`` the small ones. Families of at
+most :data:`DIRECT_MAX_CELLS` kept cells (most block groups' blocks) keep only ``d``:
+every answer is small there, each child's Hessian ``H_i = sum_q w_qi B_q'B_q`` a dense
+``c x c`` block. There the residuals outnumber the cells five to six times, and the
 smaller program solved 1.7-2.6x faster with the same objective (relative differences
-below 5e-8 on 245 block families of full generated Wyoming); with more cells its
-iterations grew dearer than the residual form's (3x at 25-32 cells, 20x at 33-48).
+below 5e-8 on 245 block families of full generated Wyoming); with more cells the dense
+blocks made QDLDL's factorisations 3-20x dearer than the residual form's (25-48
+cells). Keeping answers of at most three cells out of the residuals made California's
+block families of more than 24 cells 1.6x faster than residuals for every answer
+(``benchmarks/bench_block_families.py``).
 
-Solved with ``direct_solve_method='qdldl'`` (3-4x faster than the default here).
+Factored by QDLDL (3-4x faster than the default on small families), or by faer's
+supernodal Cholesky when ``P`` and ``A`` hold more than :data:`FAER_MIN_NNZ` non-zeros:
+on California's County family (58 counties on 1,011 cells) 68.5 -> 16.8 s, on Los
+Angeles County's tracts 99.9 -> 7.6 s, the same iterations and objectives to 1e-9; on
+block families of 10,000-20,000 non-zeros the two are even. Both run on one thread: a
+factorisation's result must not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -38,6 +48,12 @@ _VERBOSE = False
 
 DIRECT_MAX_CELLS = 24
 """Families of at most this many kept cells are solved without residual variables."""
+
+DIRECT_MAX_ANSWER = 3
+"""In larger families, answers of at most this many kept cells get no residual variable."""
+
+FAER_MIN_NNZ = 20_000
+"""Programs with more non-zeros in ``P`` and ``A`` are factored by faer, smaller by QDLDL."""
 
 
 class _Rows:
@@ -88,6 +104,11 @@ class _Rows:
         self.add(local, hit, np.full(local.size, sign), b[keep])
 
 
+def _small_answers(comp: Compressed, q: int, most: int) -> np.ndarray:
+    """Mask of query ``q``'s answer rows with at most ``most`` kept cells."""
+    return np.bincount(comp.rows[q], minlength=comp.sizes[q]) <= most
+
+
 def _residual_rows(
     eq: _Rows,
     comp: Compressed,
@@ -96,51 +117,81 @@ def _residual_rows(
     fj: np.ndarray,
     x0: np.ndarray,
     wscale: float,
+    most: int,
 ) -> np.ndarray:
-    """The residual equalities ``z_qi - B_q d_i = B_q x0_i - y_qi`` into ``eq``; the
-    diagonal of the Hessian over ``(d, z)`` (zero on ``d``)."""
-    n_d = fi.size
-    diag = [np.zeros(n_d)]
-    z_off = n_d
+    """The residual equalities ``z_qi - B_q d_i = B_q x0_i - y_qi`` of the answers with
+    more than ``most`` kept cells into ``eq``; the weight ``2 w_qi`` of each residual."""
+    diag = []
+    z_off = fi.size
     for q, m in enumerate(comp.sizes):
-        if m == 0:
+        large = ~_small_answers(comp, q, most)
+        n_large = int(large.sum())
+        if n_large == 0:
             continue
-        n = k * m
-        # the residuals' identity, then -B_q on the free cells
-        rhs = _row_sums(x0, comp.rows[q], m).ravel() - comp.y[q].ravel()
-        rows = np.concatenate([np.arange(n), fi * m + comp.rows[q][fj]])
-        cols = np.concatenate([z_off + np.arange(n), np.arange(n_d)])
-        vals = np.concatenate([np.ones(n), -np.ones(n_d)])
+        renum = np.cumsum(large) - 1  # the residual of each large answer, per child
+        rhs = (_row_sums(x0, comp.rows[q], m) - comp.y[q])[:, large].ravel()
+        n = k * n_large
+        a = comp.rows[q][fj]
+        hit = large[a]  # free cells in a large answer
+        rows = np.concatenate([np.arange(n), fi[hit] * n_large + renum[a[hit]]])
+        cols = np.concatenate([z_off + np.arange(n), np.flatnonzero(hit)])
+        vals = np.concatenate([np.ones(n), -np.ones(int(hit.sum()))])
         eq.add(rows, cols, vals, rhs)
-        diag.append(np.broadcast_to(2.0 * comp.child_w(q) / wscale, (k, m)).ravel().copy())
+        w = np.broadcast_to(2.0 * np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
+        diag.append(np.broadcast_to(w, (k, n_large)).ravel())
         z_off += n
-    return np.concatenate(diag)
+    return np.concatenate(diag) if diag else np.zeros(0)
 
 
-def _dense_objective(
-    comp: Compressed, free: np.ndarray, fidx: np.ndarray, x0: np.ndarray, wscale: float
+def _direct_objective(
+    comp: Compressed, free: np.ndarray, fidx: np.ndarray, x0: np.ndarray, wscale: float, most: int
 ) -> tuple[sp.csc_matrix, np.ndarray]:
     """``P = 2 H`` (upper triangle, free cells ``fidx`` of the mask ``free``) and ``2 g``
-    for ``d' H d + 2 g'd``: ``H_i = sum_q w_qi B_q'B_q`` per child,
-    ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``."""
+    for ``d' H d + 2 g'd``, the answers with at most ``most`` kept cells:
+    ``H_i = sum_q w_qi B_q'B_q`` per child, ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``
+    over those answers' rows ``B_q``. Built from the pairs of cells that share a small
+    answer, so a query whose answers are single cells adds only a diagonal."""
     k, c = x0.shape
-    h = np.zeros((k, c, c))
-    g = np.zeros((k, c))
-    for q, m in enumerate(comp.sizes):
-        if m == 0:
-            continue
-        w = np.broadcast_to(np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
-        r = comp.rows[q]
-        h += w[:, :, None] * (r[:, None] == r[None, :])[None, :, :]
-        answers = _row_sums(x0, r, m)
-        g += w * (answers - comp.y[q])[:, r]
     pos = np.full(k * c, -1, dtype=np.int64)
     pos[fidx] = np.arange(fidx.size)
-    upper = np.triu(np.ones((c, c), dtype=bool))[None] & free[:, :, None] & free[:, None, :]
-    i, j, jj = np.nonzero(upper & (h != 0))
+    g = np.zeros((k, c))
+    pi, pj, pv = [], [], []
+    for q, m in enumerate(comp.sizes):
+        small = _small_answers(comp, q, most)
+        if m == 0 or not small.any():
+            continue
+        r = comp.rows[q]
+        w = np.broadcast_to(np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
+        cells = np.flatnonzero(small[r])
+        answers = _row_sums(x0, r, m)
+        g[:, cells] += w * (answers - comp.y[q])[:, r[cells]]
+        # the pairs j <= j' of cells in one small answer
+        order = cells[np.argsort(r[cells], kind="stable")]
+        run = r[order]
+        starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+        lens = np.diff(np.r_[starts, order.size])
+        a_idx, b_idx = [], []
+        for size in np.unique(lens):
+            first = starts[lens == size]
+            u, v = np.triu_indices(int(size))
+            a_idx.append(order[(first[:, None] + u[None, :]).ravel()])
+            b_idx.append(order[(first[:, None] + v[None, :]).ravel()])
+        ja, jb = np.concatenate(a_idx), np.concatenate(b_idx)
+        lo, hi = np.minimum(ja, jb), np.maximum(ja, jb)
+        ri = pos[(np.arange(k)[:, None] * c + lo[None, :]).ravel()]
+        ci = pos[(np.arange(k)[:, None] * c + hi[None, :]).ravel()]
+        val = np.broadcast_to(2.0 * w, (k, lo.size)).ravel()
+        ok = (ri >= 0) & (ci >= 0)
+        pi.append(ri[ok])
+        pj.append(ci[ok])
+        pv.append(val[ok])
+    n = fidx.size
+    if not pi:
+        return sp.csc_matrix((n, n)), 2.0 * g.ravel()[fidx]
     p_mat = sp.csc_matrix(
-        (2.0 * h[i, j, jj], (pos[i * c + j], pos[i * c + jj])), shape=(fidx.size, fidx.size)
+        (np.concatenate(pv), (np.concatenate(pi), np.concatenate(pj))), shape=(n, n)
     )
+    p_mat.sum_duplicates()
     return p_mat, 2.0 * g.ravel()[fidx]
 
 
@@ -174,13 +225,12 @@ def solve_clarabel(
     small = 1e-9 * max(1.0, sub.scale())
 
     eq, ineq = _Rows(), _Rows()
-    if c <= DIRECT_MAX_CELLS:
-        n_var = n_d
-        p_mat, grad = _dense_objective(comp, free, fidx, x0, wscale)
-    else:
-        p_diag = _residual_rows(eq, comp, k, fi, fj, x0, wscale)
-        n_var = p_diag.size
-        p_mat, grad = sp.diags(p_diag, format="csc"), np.zeros(n_var)
+    most = c if c <= DIRECT_MAX_CELLS else DIRECT_MAX_ANSWER
+    p_d, g_d = _direct_objective(comp, free, fidx, x0, wscale, most)
+    p_z = _residual_rows(eq, comp, k, fi, fj, x0, wscale, most)
+    n_var = n_d + p_z.size
+    p_mat = sp.block_diag((p_d, sp.diags(p_z)), format="csc")
+    grad = np.concatenate([g_d, np.zeros(p_z.size)])
 
     ineq.add(np.arange(n_d), np.arange(n_d), -np.ones(n_d), x0.ravel()[fidx])
     if sub.parent is not None and c:
@@ -226,7 +276,7 @@ def solve_clarabel(
 
     settings = clarabel.DefaultSettings()
     settings.verbose = _VERBOSE
-    settings.direct_solve_method = "qdldl"
+    settings.direct_solve_method = "faer" if p_mat.nnz + a_mat.nnz > FAER_MIN_NNZ else "qdldl"
     settings.max_iter = max_iter
     settings.tol_gap_abs = tol
     settings.tol_gap_rel = tol
