@@ -6,17 +6,24 @@ of the block level as the task sees it (after the failsafe), at most ``--familie
 then solves each with
 
 * ``clarabel_residual``: Clarabel on the program with one residual variable per child
-  and answer (what every family got before; ``DIRECT_MAX_CELLS = 0``);
+  and answer, factored by QDLDL (what every family got two versions ago;
+  ``DIRECT_MAX_CELLS = DIRECT_MAX_ANSWER = 0``);
+* ``clarabel_previous``: families of at most ``DIRECT_MAX_CELLS`` kept cells without
+  residual variables, larger ones with a residual for every answer, QDLDL (the
+  previous version; ``DIRECT_MAX_ANSWER = 0``);
+* ``clarabel_qdldl``: as now but always QDLDL (``FAER_MIN_NNZ`` unbounded);
 * ``clarabel``: Clarabel as it runs now (families of at most ``DIRECT_MAX_CELLS`` kept
-  cells without residual variables);
+  cells without residual variables, larger ones with residuals for the answers of more
+  than ``DIRECT_MAX_ANSWER`` kept cells; faer above ``FAER_MIN_NNZ`` non-zeros);
 * ``activeset``: the active set alone (which ``auto`` put first on sparse families of
   any size before);
 * ``auto``: the chain as it runs now.
 
 Per way: CPU milliseconds per family (``time.process_time``: this process only) and the
 largest objective difference from ``clarabel_residual`` relative to the objective.
-Reads a release directory (``--run``) or makes one (``--state``, ``--scale``). Prints
-one JSON object.
+Reads a release directory (``--run``) or makes one (``--state``, ``--scale``);
+``--min-cells N`` keeps the families of more than ``N`` kept cells only. Prints one JSON
+object.
 
     .venv/bin/python benchmarks/bench_block_families.py --state WY --scale 0.25
 """
@@ -43,7 +50,7 @@ class _Enough(Exception):
     """Raised by the capturing task runner once it holds enough families."""
 
 
-def _capture(run: Path, every: int, most: int) -> list:
+def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
     """Block families of ``run`` as its tasks solve them (every ``every``-th)."""
     kept, seen = [], [0]
     real = driver.run_task
@@ -52,7 +59,7 @@ def _capture(run: Path, every: int, most: int) -> list:
     def capture(task):
         if kept and task.level < bottom:  # the housing units' levels: persons are done
             raise _Enough
-        if task.level == bottom and task.l2_passes is None:
+        if task.level == bottom and task.l2_passes is None and task.subproblem().c > min_cells:
             seen[0] += 1
             if seen[0] % every == 0:
                 kept.append(make_feasible(task.subproblem())[0])
@@ -71,15 +78,17 @@ def _capture(run: Path, every: int, most: int) -> list:
     return [s for s in kept if not (s.parent is not None and s.k == 1)]
 
 
-def _solve_all(subs: list, method: str, direct_max: int) -> tuple[float, list[float]]:
-    saved = _clarabel.DIRECT_MAX_CELLS
-    _clarabel.DIRECT_MAX_CELLS = direct_max
+def _solve_all(subs: list, method: str, settings: dict) -> tuple[float, list[float]]:
+    saved = {name: getattr(_clarabel, name) for name in settings}
+    for name, value in settings.items():
+        setattr(_clarabel, name, value)
     try:
         c0 = time.process_time()
         objectives = [solve_l2(s, method=method).objective for s in subs]
         return time.process_time() - c0, objectives
     finally:
-        _clarabel.DIRECT_MAX_CELLS = saved
+        for name, value in saved.items():
+            setattr(_clarabel, name, value)
 
 
 def main() -> None:
@@ -89,6 +98,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=0.25)
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--families", type=int, default=200)
+    ap.add_argument("--min-cells", type=int, default=0, help="keep families of more kept cells")
     ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
     args = ap.parse_args()
     run = (
@@ -96,25 +106,31 @@ def main() -> None:
         if args.run
         else cached_release(workdir(args, "censusdp_blockfam_"), args.state, args.scale)
     )
-    subs = _capture(run, args.every, args.families)
+    subs = _capture(run, args.every, args.families, args.min_cells)
     out: dict = {
         "benchmark": "block_families",
         "run": str(run),
         "families": len(subs),
         "median_children": float(np.median([s.k for s in subs])),
         "median_kept_cells": float(np.median([s.c for s in subs])),
+        "min_cells": args.min_cells,
         "direct_max_cells": _clarabel.DIRECT_MAX_CELLS,
+        "direct_max_answer": _clarabel.DIRECT_MAX_ANSWER,
+        "faer_min_nnz": _clarabel.FAER_MIN_NNZ,
         "python": platform.python_version(),
     }
+    qdldl = {"FAER_MIN_NNZ": 1 << 62}
     ways = (
-        ("clarabel_residual", "clarabel", 0),
-        ("clarabel", "clarabel", _clarabel.DIRECT_MAX_CELLS),
-        ("activeset", "activeset", _clarabel.DIRECT_MAX_CELLS),
-        ("auto", "auto", _clarabel.DIRECT_MAX_CELLS),
+        ("clarabel_residual", "clarabel", {"DIRECT_MAX_CELLS": 0, "DIRECT_MAX_ANSWER": 0, **qdldl}),
+        ("clarabel_previous", "clarabel", {"DIRECT_MAX_ANSWER": 0, **qdldl}),
+        ("clarabel_qdldl", "clarabel", qdldl),
+        ("clarabel", "clarabel", {}),
+        ("activeset", "activeset", {}),
+        ("auto", "auto", {}),
     )
     ref = None
-    for name, method, direct_max in ways:
-        cpu, obj = _solve_all(subs, method, direct_max)
+    for name, method, settings in ways:
+        cpu, obj = _solve_all(subs, method, settings)
         obj = np.asarray(obj)
         ref = obj if ref is None else ref
         gap = np.abs(obj - ref) / np.maximum(1.0, np.abs(ref))
@@ -124,6 +140,10 @@ def main() -> None:
         }
     base = out["clarabel_residual"]["cpu_ms_per_family"]
     out["speedup_auto_vs_residual"] = round(base / max(out["auto"]["cpu_ms_per_family"], 1e-9), 2)
+    prev = out["clarabel_previous"]["cpu_ms_per_family"]
+    out["speedup_clarabel_vs_previous"] = round(
+        prev / max(out["clarabel"]["cpu_ms_per_family"], 1e-9), 2
+    )
     print(json.dumps(out, indent=2))
 
 
