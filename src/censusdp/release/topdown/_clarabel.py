@@ -4,7 +4,8 @@ Formulation (docs/estimation.md): variables are the
 deviation ``d = x - x0`` from a proportional allocation ``x0`` with exact column sums (so
 large counts do not meet the solver's absolute tolerances). In families of more than
 :data:`DIRECT_MAX_CELLS` kept cells, every answer row of more than
-:data:`DIRECT_MAX_ANSWER` kept cells gets one auxiliary residual
+:data:`DIRECT_MAX_ANSWER` kept cells (of any size where no query sees every kept cell
+alone) gets one auxiliary residual
 ``z_qia = (B_q x_i)_a - y_qia`` per child (so the total query adds one variable a
 child instead of a dense ``c x c`` block to the Hessian); the smaller answers (a
 detailed query's single cells above all) stay in the objective as they are:
@@ -24,13 +25,19 @@ below 5e-8 on 245 block families of full generated Wyoming); with more cells the
 blocks made QDLDL's factorisations 3-20x dearer than the residual form's (25-48
 cells). Keeping answers of at most three cells out of the residuals made California's
 block families of more than 24 cells 1.6x faster than residuals for every answer
-(``benchmarks/bench_block_families.py``).
+(``benchmarks/bench_block_families.py``); in singular families (dhc-lite below the
+State, no query sees every cell alone) it made Clarabel take 1.7x the iterations (a
+Vermont tract family: 19 -> 33) at a higher cost each, so there every answer keeps its
+residual.
 
 Factored by QDLDL (3-4x faster than the default on small families), or by faer's
 supernodal Cholesky when ``P`` and ``A`` hold more than :data:`FAER_MIN_NNZ` non-zeros:
 on California's County family (58 counties on 1,011 cells) 68.5 -> 16.8 s, on Los
 Angeles County's tracts 99.9 -> 7.6 s, the same iterations and objectives to 1e-9; on
-block families of 10,000-20,000 non-zeros the two are even. Both run on one thread: a
+block families of 10,000-20,000 non-zeros the two are even. With faer, Clarabel solved
+full Vermont's dense dhc-lite County and Tract families 1.5-6x faster than the
+marginal-space interior point (``_interior``; 73 -> 18 s on the County family). Both
+run on one thread: a
 factorisation's result must not depend on the machine's load.
 """
 
@@ -50,7 +57,8 @@ DIRECT_MAX_CELLS = 24
 """Families of at most this many kept cells are solved without residual variables."""
 
 DIRECT_MAX_ANSWER = 3
-"""In larger families, answers of at most this many kept cells get no residual variable."""
+"""In larger families with a query that sees every kept cell alone, answers of at most
+this many kept cells get no residual variable."""
 
 FAER_MIN_NNZ = 20_000
 """Programs with more non-zeros in ``P`` and ``A`` are factored by faer, smaller by QDLDL."""
@@ -225,7 +233,11 @@ def solve_clarabel(
     small = 1e-9 * max(1.0, sub.scale())
 
     eq, ineq = _Rows(), _Rows()
-    most = c if c <= DIRECT_MAX_CELLS else DIRECT_MAX_ANSWER
+    # small answers stay in the objective where a query sees every kept cell alone
+    # (the Hessian is definite); in a singular family (dhc-lite below the State) they
+    # made Clarabel take 1.7x the iterations, each dearer
+    strict = any(m == c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
+    most = c if c <= DIRECT_MAX_CELLS else DIRECT_MAX_ANSWER if strict else 0
     p_d, g_d = _direct_objective(comp, free, fidx, x0, wscale, most)
     p_z = _residual_rows(eq, comp, k, fi, fj, x0, wscale, most)
     n_var = n_d + p_z.size

@@ -69,9 +69,10 @@ FEW_CELLS = 64
 ADMM_MAX_ROOT_CELLS = 50_000
 """``auto`` leaves the ADMM out of the chain of a single child with more kept cells (a
 dhc-lite root: the active set and Clarabel, then the NNLS point and flow)."""
-INTERIOR_MIN_VARIABLES = 15_000
+INTERIOR_MIN_VARIABLES = 500_000
 """``auto`` tries the interior point before Clarabel on dense families with a singular
-Hessian and more variables (children x kept cells) than this."""
+Hessian and more variables (children x kept cells) than this (above the largest family
+measured, 150,000 variables, where Clarabel was faster)."""
 NOISE_TOL = 1e-3
 """ADMM residual tolerance as a fraction of the subproblem's noise standard deviation."""
 
@@ -175,11 +176,14 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # every cell alone; most cells positive, the optimum a large face). The active set
     # jumps between vertices of that face: on full generated Vermont's County family (14
     # counties on 4,049 cells) it did not settle in 30 updates, and on four of its 14
-    # Tract families it gave up after up to 85 CPU seconds; Clarabel's systems fill in
-    # (122 s on the County family, 411 s on the largest Tract family). The
-    # marginal-space interior point (``_interior``), whose Newton systems are factored
-    # child by child with dense BLAS, goes first on families of more than
-    # ``INTERIOR_MIN_VARIABLES`` variables; below that Clarabel is as fast.
+    # Tract families it gave up after up to 85 CPU seconds. Clarabel, whose large
+    # programs faer factors, goes first: on full Vermont's County family (14 counties on
+    # 4,961 cells) 17.6 CPU s against 73.2 for the marginal-space interior point
+    # (``_interior``), on its four slowest Tract families 1.5-6x faster (the largest, 34
+    # tracts on 4,407 cells: 58 against 89 s, the same memory). With QDLDL it had been
+    # the slower (122 and 411 s). The interior point, whose Newton systems are factored
+    # child by child with dense BLAS, still goes first on families of more than
+    # ``INTERIOR_MIN_VARIABLES`` variables, beyond what was measured.
     if sub.k * sub.c > INTERIOR_MIN_VARIABLES:
         return ("interior", "clarabel", "activeset", *base[1:])
     return ("clarabel", "interior", "activeset", *base[1:])
