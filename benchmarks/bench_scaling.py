@@ -121,7 +121,12 @@ def summarize(m: dict) -> dict:
     for run in ("persons", "units"):
         for lv in m.get("estimation", {}).get(run, []):
             tasks = max(lv["tasks"], 1)
-            cpu = lv.get("task_cpu_seconds", lv["task_seconds"])
+            # the tasks' CPU, plus what the driver did of their work (an in-process run
+            # reads each family and builds its subproblem before the task; on other
+            # executors the tasks read their own): parallel work, not the driver's
+            cpu = lv.get("task_cpu_seconds", lv["task_seconds"]) + lv.get(
+                "driver_build_cpu_seconds", 0.0
+            )
             children = lv.get("children") or m["geounits"][lv["geolevel"]]
             levels.append(
                 {

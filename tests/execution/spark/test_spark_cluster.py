@@ -59,6 +59,7 @@ SUMMARY_TIMINGS = {
     "median_task_seconds",
     "critical_path_seconds",
     "critical_path_cpu_seconds",
+    "driver_build_cpu_seconds",
 }
 
 

@@ -136,3 +136,17 @@ def test_released_totals_follow_the_noisy_totals_with_passes(run) -> None:
 def test_an_unknown_passes_mode_is_refused(run) -> None:
     with pytest.raises(ConfigError, match="passes must be one of"):
         _reestimate(run, "double")
+
+
+def test_the_driver_records_the_task_work_it_does_itself(run) -> None:
+    """In process the driver reads each family and builds its subproblem before the
+    task; ``driver_build_cpu_seconds`` says how long (task work a benchmark must not
+    count as the driver's). Tasks that read their own families leave it at 0, with the
+    same histograms."""
+    hierarchy, bounds, ms, est = _reestimate(run, "production")
+    tasks = estimate(ms, hierarchy, bounds, read_in_tasks=True)
+    for a, b in zip(est.histograms, tasks.histograms, strict=True):
+        assert (a != b).nnz == 0
+    built = [s["driver_build_cpu_seconds"] for s in est.levels]
+    assert built[-1] > 0 and all(b >= 0 for b in built)
+    assert all(s["driver_build_cpu_seconds"] == 0 for s in tasks.levels)

@@ -528,6 +528,9 @@ class _LevelTasks:
         self.cell_groups, self.bounds = cell_groups, bounds
         self.method, self.plan, self.estimator = method, plan, estimator
         self.max_children, self.detach = max_children, detach and hasattr(ms, "detach")
+        # CPU seconds this process spent reading families and building their tasks:
+        # task work done on the driver (in process, or a family read whole)
+        self.build_cpu = 0.0
         self.splits: list[tuple[TaskResult, int]] = []
         """Every coarse result accepted, with its number of chunks (family order)."""
         self._split: dict[int, int] = {}  # first child of a split family -> its parent unit
@@ -575,7 +578,15 @@ class _LevelTasks:
         return tuple(f"{name} {code}" for code in self.hierarchy.geocodes[level][children])
 
     def _task(self, i: int, run: _Run) -> Task:
-        """Family ``i``'s whole task, its measurements read from ``run`` here."""
+        """Family ``i``'s whole task, its measurements read from ``run`` here (its CPU
+        time added to :attr:`build_cpu`)."""
+        c0 = time.process_time()
+        try:
+            return self._whole_task(i, run)
+        finally:
+            self.build_cpu += time.process_time() - c0
+
+    def _whole_task(self, i: int, run: _Run) -> Task:
         kept, parent_counts = self._parent(i)
         children = self.hierarchy.children(self.parent_level, i)
         mqs, local = run.family(children, kept, self.cache)
@@ -1067,6 +1078,10 @@ def estimate(
             acc.add_splits(split.splits)
         hist = acc.histogram()
         summaries.append(acc.summary(time.perf_counter() - t0))
+        # what the driver did of the tasks' work (reading families, building their
+        # subproblems: in process, or families read whole); tasks do it on other executors
+        built = tasks.build_cpu if isinstance(tasks, _LevelTasks) else 0.0
+        summaries[-1]["driver_build_cpu_seconds"] = round(built, 4)
         failsafe.extend(acc.failsafe)
         if checkpoint is not None:
             checkpoint.save(level, hist, summaries[-1], acc.failsafe)
