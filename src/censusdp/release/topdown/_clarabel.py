@@ -37,8 +37,7 @@ Angeles County's tracts 99.9 -> 7.6 s, the same iterations and objectives to 1e-
 block families of 10,000-20,000 non-zeros the two are even. With faer, Clarabel solved
 full Vermont's dense dhc-lite County and Tract families 1.5-6x faster than the
 marginal-space interior point (``_interior``; 73 -> 18 s on the County family). Both
-run on one thread: a
-factorisation's result must not depend on the machine's load.
+run on one thread: a factorisation's result must not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -157,50 +156,66 @@ def _direct_objective(
     """``P = 2 H`` (upper triangle, free cells ``fidx`` of the mask ``free``) and ``2 g``
     for ``d' H d + 2 g'd``, the answers with at most ``most`` kept cells:
     ``H_i = sum_q w_qi B_q'B_q`` per child, ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``
-    over those answers' rows ``B_q``. Built from the pairs of cells that share a small
-    answer, so a query whose answers are single cells adds only a diagonal."""
+    over those answers' rows ``B_q``.
+
+    When every answer counts (``most >= c``: families of a few cells) ``H`` is summed as
+    dense ``c x c`` blocks; otherwise it is built from the pairs of cells that share a
+    small answer (:func:`_pairs`), so a query whose answers are single cells adds only
+    a diagonal and no ``c x c`` array is made."""
     k, c = x0.shape
-    pos = np.full(k * c, -1, dtype=np.int64)
-    pos[fidx] = np.arange(fidx.size)
+    dense = most >= c
     g = np.zeros((k, c))
-    pi, pj, pv = [], [], []
+    h = np.zeros((k, c, c)) if dense else None
+    lo, hi, weight = [], [], []
     for q, m in enumerate(comp.sizes):
-        small = _small_answers(comp, q, most)
+        small = np.ones(m, dtype=bool) if dense else _small_answers(comp, q, most)
         if m == 0 or not small.any():
             continue
         r = comp.rows[q]
         w = np.broadcast_to(np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
-        cells = np.flatnonzero(small[r])
-        answers = _row_sums(x0, r, m)
-        g[:, cells] += w * (answers - comp.y[q])[:, r[cells]]
-        # the pairs j <= j' of cells in one small answer
-        order = cells[np.argsort(r[cells], kind="stable")]
-        run = r[order]
-        starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
-        lens = np.diff(np.r_[starts, order.size])
-        a_idx, b_idx = [], []
-        for size in np.unique(lens):
-            first = starts[lens == size]
-            u, v = np.triu_indices(int(size))
-            a_idx.append(order[(first[:, None] + u[None, :]).ravel()])
-            b_idx.append(order[(first[:, None] + v[None, :]).ravel()])
-        ja, jb = np.concatenate(a_idx), np.concatenate(b_idx)
-        lo, hi = np.minimum(ja, jb), np.maximum(ja, jb)
-        ri = pos[(np.arange(k)[:, None] * c + lo[None, :]).ravel()]
-        ci = pos[(np.arange(k)[:, None] * c + hi[None, :]).ravel()]
-        val = np.broadcast_to(2.0 * w, (k, lo.size)).ravel()
+        cells = np.arange(c) if dense else np.flatnonzero(small[r])
+        g[:, cells] += w * (_row_sums(x0, r, m) - comp.y[q])[:, r[cells]]
+        if h is not None:
+            h += w[:, :, None] * (r[:, None] == r[None, :])[None, :, :]
+            continue
+        ja, jb = _pairs(cells, r[cells])
+        lo.append(np.minimum(ja, jb))
+        hi.append(np.maximum(ja, jb))
+        weight.append(np.broadcast_to(w, (k, ja.size)))
+    pos = np.full(k * c, -1, dtype=np.int64)
+    pos[fidx] = np.arange(fidx.size)
+    if h is not None:
+        upper = np.triu(np.ones((c, c), dtype=bool))[None] & free[:, :, None] & free[:, None, :]
+        i, j, jj = np.nonzero(upper & (h != 0))
+        ri, ci, val = pos[i * c + j], pos[i * c + jj], h[i, j, jj]
+    elif lo:
+        base = np.arange(k)[:, None] * c
+        ri = pos[base + np.concatenate(lo)[None, :]].ravel()
+        ci = pos[base + np.concatenate(hi)[None, :]].ravel()
+        val = np.concatenate(weight, axis=1).ravel()
         ok = (ri >= 0) & (ci >= 0)
-        pi.append(ri[ok])
-        pj.append(ci[ok])
-        pv.append(val[ok])
+        ri, ci, val = ri[ok], ci[ok], val[ok]
+    else:
+        ri = ci = np.zeros(0, dtype=np.int64)
+        val = np.zeros(0)
     n = fidx.size
-    if not pi:
-        return sp.csc_matrix((n, n)), 2.0 * g.ravel()[fidx]
-    p_mat = sp.csc_matrix(
-        (np.concatenate(pv), (np.concatenate(pi), np.concatenate(pj))), shape=(n, n)
-    )
+    p_mat = sp.csc_matrix((2.0 * val, (ri, ci)), shape=(n, n))
     p_mat.sum_duplicates()
     return p_mat, 2.0 * g.ravel()[fidx]
+
+
+def _pairs(cells: np.ndarray, answer: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair ``(j, j')`` of ``cells`` with the same ``answer``, each unordered pair
+    once and every cell with itself."""
+    order = np.argsort(answer, kind="stable")
+    run = answer[order]
+    n = order.size
+    starts = np.flatnonzero(np.r_[True, run[1:] != run[:-1]])
+    ends = np.repeat(np.r_[starts[1:], n], np.diff(np.r_[starts, n]))
+    count = ends - np.arange(n)  # each position pairs with itself and the rest of its run
+    first = np.repeat(np.arange(n), count)
+    second = first + np.arange(first.size) - np.repeat(np.cumsum(count) - count, count)
+    return cells[order[first]], cells[order[second]]
 
 
 def solve_clarabel(
@@ -239,9 +254,9 @@ def solve_clarabel(
     strict = any(m == c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
     most = c if c <= DIRECT_MAX_CELLS else DIRECT_MAX_ANSWER if strict else 0
     p_d, g_d = _direct_objective(comp, free, fidx, x0, wscale, most)
-    p_z = _residual_rows(eq, comp, k, fi, fj, x0, wscale, most)
+    p_z = _residual_rows(eq, comp, k, fi, fj, x0, wscale, most) if most < c else np.zeros(0)
     n_var = n_d + p_z.size
-    p_mat = sp.block_diag((p_d, sp.diags(p_z)), format="csc")
+    p_mat = sp.block_diag((p_d, sp.diags(p_z)), format="csc") if p_z.size else p_d
     grad = np.concatenate([g_d, np.zeros(p_z.size)])
 
     ineq.add(np.arange(n_d), np.arange(n_d), -np.ones(n_d), x0.ravel()[fidx])
