@@ -50,7 +50,7 @@ import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from censusdp.release.topdown._common import Compressed, fixed_zeros, measured_queries
-from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.problem import Subproblem, _row_sums
 
 __all__: list[str] = []
 
@@ -68,13 +68,6 @@ GROW = 200
 """Besides doubling, how many held cells one update may free."""
 SCREEN = 1.0
 """A cell starts free when all its answers are above this many noise standard deviations."""
-
-
-def _answers(x: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
-    k = x.shape[0]
-    out = np.zeros((k, m))
-    np.add.at(out.T, rows, x.T)
-    return out
 
 
 class _Bounds:
@@ -345,7 +338,7 @@ def solve_active_set(
         # -- multipliers of every held cell -------------------------------------------
         grad = np.zeros((k, c))
         for q in qs:
-            res = 2.0 * comp.child_w(q) * (_answers(x, comp.rows[q], comp.sizes[q]) - comp.y[q])
+            res = 2.0 * comp.child_w(q) * (_row_sums(x, comp.rows[q], comp.sizes[q]) - comp.y[q])
             grad += res[:, comp.rows[q]]
         lam = grad
         n_col = c if p is not None else 0

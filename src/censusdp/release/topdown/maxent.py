@@ -65,7 +65,7 @@ from censusdp.release.topdown._common import (
 )
 from censusdp.release.topdown._maxent_newton import root_newton
 from censusdp.release.topdown.l2 import L2Result
-from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.problem import Subproblem, _row_sums
 
 __all__ = [
     "DEFAULT_ESTIMATORS",
@@ -139,13 +139,6 @@ def _variances(sub: Subproblem) -> np.ndarray:
         sub.n_queries, sub.k
     )
     return np.where(w > 0, unit / np.where(w > 0, w, 1.0), np.inf)
-
-
-def _answers(x: np.ndarray, rows: np.ndarray, m: int) -> np.ndarray:
-    """``(k, m)`` answers of ``x`` for a query with cell rows ``rows``: one bincount."""
-    k = x.shape[0]
-    flat = (rows[None, :] + m * np.arange(k)[:, None]).ravel()
-    return np.bincount(flat, weights=x.ravel(), minlength=k * m).reshape(k, m)
 
 
 def _repeat_groups(sub: Subproblem) -> list[list[int]]:
@@ -317,7 +310,7 @@ def select_model(
         # per child: 1 / variance (0 for a child not measured), k the measured children
         inv = np.where(np.isfinite(var[q]), 1.0 / var[q], 0.0)[:, None]
         k = int(np.count_nonzero(inv))
-        resid = comp.y[q] - _answers(x0, comp.rows[q], m)
+        resid = comp.y[q] - _row_sums(x0, comp.rows[q], m)
         stat = float(np.sum(inv * resid**2))
         # (name, bins b, estimated risk, term factory)
         best = ("out", 1, stat - k * (m - 1) + k, None)
@@ -459,7 +452,7 @@ def _loss_grad(terms: tuple[Term, ...], z: np.ndarray) -> tuple[float, np.ndarra
     """The weighted least-squares loss of the terms at ``z`` and its gradient."""
     total, g = 0.0, np.zeros_like(z)
     for t in terms:
-        r = _answers(z, t.rows, t.m) - t.y
+        r = _row_sums(z, t.rows, t.m) - t.y
         total += 0.5 * float(np.sum(t.w * r**2))
         g += (t.w * r)[:, t.rows]
     return total, g
