@@ -111,32 +111,28 @@ class _Rows:
         self.add(local, hit, np.full(local.size, sign), b[keep])
 
 
-def _small_answers(comp: Compressed, q: int, most: int) -> np.ndarray:
-    """Mask of query ``q``'s answer rows with at most ``most`` kept cells."""
-    return np.bincount(comp.rows[q], minlength=comp.sizes[q]) <= most
-
-
 def _residual_rows(
     eq: _Rows,
     comp: Compressed,
     k: int,
     fi: np.ndarray,
     fj: np.ndarray,
-    x0: np.ndarray,
+    resid0: list[np.ndarray],
     wscale: float,
-    most: int,
+    small: list[np.ndarray],
 ) -> np.ndarray:
-    """The residual equalities ``z_qi - B_q d_i = B_q x0_i - y_qi`` of the answers with
-    more than ``most`` kept cells into ``eq``; the weight ``2 w_qi`` of each residual."""
+    """The residual equalities ``z_qi - B_q d_i = B_q x0_i - y_qi`` (``resid0``: the
+    right-hand sides of every answer) of the answers not in ``small`` into ``eq``; the
+    weight ``2 w_qi`` of each residual."""
     diag = []
     z_off = fi.size
-    for q, m in enumerate(comp.sizes):
-        large = ~_small_answers(comp, q, most)
+    for q in range(len(comp.sizes)):
+        large = ~small[q]
         n_large = int(large.sum())
         if n_large == 0:
             continue
         renum = np.cumsum(large) - 1  # the residual of each large answer, per child
-        rhs = (_row_sums(x0, comp.rows[q], m) - comp.y[q])[:, large].ravel()
+        rhs = resid0[q][:, large].ravel()
         n = k * n_large
         a = comp.rows[q][fj]
         hit = large[a]  # free cells in a large answer
@@ -151,30 +147,34 @@ def _residual_rows(
 
 
 def _direct_objective(
-    comp: Compressed, free: np.ndarray, fidx: np.ndarray, x0: np.ndarray, wscale: float, most: int
+    comp: Compressed,
+    free: np.ndarray,
+    fidx: np.ndarray,
+    resid0: list[np.ndarray],
+    wscale: float,
+    small: list[np.ndarray],
+    dense: bool,
 ) -> tuple[sp.csc_matrix, np.ndarray]:
     """``P = 2 H`` (upper triangle, free cells ``fidx`` of the mask ``free``) and ``2 g``
-    for ``d' H d + 2 g'd``, the answers with at most ``most`` kept cells:
-    ``H_i = sum_q w_qi B_q'B_q`` per child, ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)``
-    over those answers' rows ``B_q``.
+    for ``d' H d + 2 g'd``, the answers in ``small``: ``H_i = sum_q w_qi B_q'B_q`` per
+    child, ``g_i = sum_q w_qi B_q'(B_q x0_i - y_qi)`` over those answers' rows ``B_q``
+    (``resid0``: ``B_q x0_i - y_qi`` of every answer).
 
-    When every answer counts (``most >= c``: families of a few cells) ``H`` is summed as
-    dense ``c x c`` blocks; otherwise it is built from the pairs of cells that share a
-    small answer (:func:`_pairs`), so a query whose answers are single cells adds only
-    a diagonal and no ``c x c`` array is made."""
-    k, c = x0.shape
-    dense = most >= c
+    ``dense`` (every answer small: families of a few cells): ``H`` is summed as dense
+    ``c x c`` blocks; otherwise it is built from the pairs of cells that share a small
+    answer (:func:`_pairs`), so a query whose answers are single cells adds only a
+    diagonal and no ``c x c`` array is made."""
+    k, c = free.shape
     g = np.zeros((k, c))
     h = np.zeros((k, c, c)) if dense else None
     lo, hi, weight = [], [], []
     for q, m in enumerate(comp.sizes):
-        small = np.ones(m, dtype=bool) if dense else _small_answers(comp, q, most)
-        if m == 0 or not small.any():
+        if m == 0 or not small[q].any():
             continue
         r = comp.rows[q]
         w = np.broadcast_to(np.asarray(comp.child_w(q), dtype=np.float64) / wscale, (k, 1))
-        cells = np.arange(c) if dense else np.flatnonzero(small[r])
-        g[:, cells] += w * (_row_sums(x0, r, m) - comp.y[q])[:, r[cells]]
+        cells = np.arange(c) if dense else np.flatnonzero(small[q][r])
+        g[:, cells] += w * resid0[q][:, r[cells]]
         if h is not None:
             h += w[:, :, None] * (r[:, None] == r[None, :])[None, :, :]
             continue
@@ -251,10 +251,14 @@ def solve_clarabel(
     # small answers stay in the objective where a query sees every kept cell alone
     # (the Hessian is definite); in a singular family (dhc-lite below the State) they
     # made Clarabel take 1.7x the iterations, each dearer
-    strict = any(m == c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
-    most = c if c <= DIRECT_MAX_CELLS else DIRECT_MAX_ANSWER if strict else 0
-    p_d, g_d = _direct_objective(comp, free, fidx, x0, wscale, most)
-    p_z = _residual_rows(eq, comp, k, fi, fj, x0, wscale, most) if most < c else np.zeros(0)
+    dense = c <= DIRECT_MAX_CELLS
+    most = c if dense else DIRECT_MAX_ANSWER if comp.sees_every_cell() else 0
+    few = [np.bincount(r, minlength=m) <= most for r, m in zip(comp.rows, comp.sizes, strict=True)]
+    resid0 = [
+        _row_sums(x0, r, m) - y for r, m, y in zip(comp.rows, comp.sizes, comp.y, strict=True)
+    ]
+    p_d, g_d = _direct_objective(comp, free, fidx, resid0, wscale, few, dense)
+    p_z = np.zeros(0) if dense else _residual_rows(eq, comp, k, fi, fj, resid0, wscale, few)
     n_var = n_d + p_z.size
     p_mat = sp.block_diag((p_d, sp.diags(p_z)), format="csc") if p_z.size else p_d
     grad = np.concatenate([g_d, np.zeros(p_z.size)])

@@ -42,6 +42,13 @@ class Compressed:
             return float(self.w[q])
         return float(self.w[q]) * self.cw[q][:, None]
 
+    def sees_every_cell(self) -> bool:
+        """Whether a weighted query has every kept cell as its own answer (a detailed
+        query): the least-squares Hessian is then definite."""
+        return any(
+            m == r.size for m, r, w in zip(self.sizes, self.rows, self.w, strict=True) if w > 0
+        )
+
     def matrix(self, q: int, c: int) -> sp.csr_matrix:
         """The ``(m_q, c)`` 0/1 operator of query ``q`` on kept cells."""
         return sp.csr_matrix((np.ones(c), (self.rows[q], np.arange(c))), shape=(self.sizes[q], c))

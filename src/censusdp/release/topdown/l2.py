@@ -144,7 +144,7 @@ def _order(sub: Subproblem, comp, method: str) -> tuple[str, ...]:
     # Without a query that sees every kept cell alone (dhc-lite below the State), the
     # Hessian is singular, the ADMM crawls (3,000-12,700 iterations per dhc-lite block
     # family) and the interior-point method was 5-18x faster with the same objective.
-    strict = any(m == sub.c for m, w in zip(comp.sizes, comp.w, strict=True) if w > 0)
+    strict = comp.sees_every_cell()
     base = ("clarabel", "admm") if big_root or few_cells or not strict else ("admm", "clarabel")
     # The active-set method (``_active_set``) goes first when the optimum is sparse: its
     # systems are sized by the positive cells, and it measured 5-30x faster than
