@@ -160,3 +160,22 @@ def cached_release(work: Path, state: str, scale: float, seed: int = 1) -> Path:
         cmd = [sys.executable, "-m", "censusdp", "run", "--input", str(cef), "--out", str(run)]
         subprocess.run([*cmd, "--seed", str(seed), "--workers", "2", "--quiet"], check=True)
     return run
+
+
+def add_release_arguments(
+    ap: argparse.ArgumentParser, *, state: str = "WY", scale: float = 0.25
+) -> None:
+    """``--run --state --scale --dir``: a release a benchmark reads, or makes
+    (:func:`release_of`)."""
+    ap.add_argument("--run", default=None, help="a release directory (default: make one)")
+    ap.add_argument("--state", default=state)
+    ap.add_argument("--scale", type=float, default=scale)
+    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+
+
+def release_of(args: argparse.Namespace, prefix: str) -> Path:
+    """``--run``, or the :func:`cached_release` of ``--state`` at ``--scale`` in
+    :func:`workdir`."""
+    if args.run:
+        return Path(args.run)
+    return cached_release(workdir(args, prefix), args.state, args.scale)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _harness import cached_release, workdir  # noqa: E402
+from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.release.pipeline import reestimate
 from censusdp.release.topdown import _clarabel, driver
 from censusdp.release.topdown.failsafe import make_feasible
@@ -93,19 +93,12 @@ def _solve_all(subs: list, method: str, settings: dict) -> tuple[float, list[flo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", default=None, help="a release directory (default: make one)")
-    ap.add_argument("--state", default="WY")
-    ap.add_argument("--scale", type=float, default=0.25)
+    add_release_arguments(ap)
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--families", type=int, default=200)
     ap.add_argument("--min-cells", type=int, default=0, help="keep families of more kept cells")
-    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
     args = ap.parse_args()
-    run = (
-        Path(args.run)
-        if args.run
-        else cached_release(workdir(args, "censusdp_blockfam_"), args.state, args.scale)
-    )
+    run = release_of(args, "censusdp_blockfam_")
     subs = _capture(run, args.every, args.families, args.min_cells)
     out: dict = {
         "benchmark": "block_families",

@@ -26,22 +26,15 @@ import hashlib
 import json
 import platform
 import time
-from pathlib import Path
 
 import numpy as np
 
-from _harness import cached_release, workdir  # noqa: E402
+from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.io import nmf
 from censusdp.io.invariants import read_invariants
 from censusdp.release.spine import geography_of_run
-
-
-def _release(args: argparse.Namespace) -> Path:
-    if args.run:
-        return Path(args.run)
-    return cached_release(workdir(args, "censusdp_familyreads_"), args.state, args.scale)
 
 
 def _read_all(reader: nmf.NMFReader, level: int, families: list[tuple[int, int]], probe: bool):
@@ -59,12 +52,9 @@ def _read_all(reader: nmf.NMFReader, level: int, families: list[tuple[int, int]]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", default=None, help="a release directory (default: make one)")
-    ap.add_argument("--state", default="WY")
-    ap.add_argument("--scale", type=float, default=0.25)
-    ap.add_argument("--dir", default=None, help="working directory (default: a temp dir)")
+    add_release_arguments(ap)
     args = ap.parse_args()
-    run = _release(args)
+    run = release_of(args, "censusdp_familyreads_")
     manifest = json.loads((run / "manifest.json").read_text())
     hierarchy, _ = read_invariants(run, GeoLevels.from_pairs(manifest["geolevels"]))
     est = geography_of_run(run, manifest, hierarchy).estimation
