@@ -75,6 +75,28 @@ def test_ddp_2010_reproduces_van_riper_noise_scales() -> None:
     assert b.notes  # documents the unrepresentable parts
 
 
+def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
+    """The DDP's households: epsilon 2.0, geometric, the persons' geolevel shares (20% nation
+    and state, 12% each below), on the units schema's occupied / vacant query."""
+    from censusdp.privacy.budget import resolve_release_budget, units_preset_for
+
+    b = load_preset("ddp-2010-units")
+    assert b.schema == "units" and b.mechanism == "geometric" and b.sensitivity == 2
+    eps = {m.geolevel: m.epsilon for m in b.measurements()}
+    assert {m.query for m in b.measurements()} == {"detailed"}
+    assert eps == {
+        "US": Fraction(2) * Fraction(20, 100),
+        "State": Fraction(2) * Fraction(20, 100),
+        **{g: Fraction(2) * Fraction(12, 100) for g in ("County", "Tract", "BlockGroup", "Block")},
+    }
+    assert b.epsilon() == pytest.approx(1.76)  # 2.0 less the tract group's 12%
+    # the person preset picks it up as its unit run, and pure DP composes by adding epsilon
+    assert units_preset_for("ddp-2010") == "ddp-2010-units"
+    release = resolve_release_budget(preset="ddp-2010")
+    assert release.units is not None and release.units.name == "ddp-2010-units"
+    assert release.to_dict()["epsilon"] == pytest.approx(2.992 + 1.76)
+
+
 def test_budget_report_json_and_text() -> None:
     rep = budget_report(preset="pl94-2020")
     d = json.loads(json.dumps(rep.to_dict()))
