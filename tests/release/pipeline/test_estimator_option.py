@@ -57,3 +57,25 @@ def test_cli_rejects_an_unknown_estimator_in_one_line(cef, tmp_path):
     assert "--estimator" in r.stderr and "invalid choice: 'pgm'" in r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("estimator", ["maxent", "auto"])
+def test_every_estimator_rounds_in_passes(cef, tmp_path, monkeypatch, estimator):
+    """The rounding passes (the totals first) are not a least-squares matter: a
+    maximum-entropy point rounded cell by cell gives its largest children what the small
+    ones lose (tests/release/topdown/test_published_rounding.py)."""
+    from censusdp.release.topdown import driver
+
+    seen = []
+    real = driver.run_task
+
+    def spy(task):
+        seen.append((task.level, task.rounding is not None))
+        return real(task)
+
+    monkeypatch.setattr(driver, "run_task", spy)
+    budget = load_preset("pl94-2020").scaled(rho="1/400")
+    m = run_release(cef / "cef", tmp_path / "run", budget=budget, seed=2, estimator=estimator)
+    assert m["validation"]["ok"] is True
+    below_root = [rounded for level, rounded in seen if level > 0]
+    assert below_root and all(below_root)

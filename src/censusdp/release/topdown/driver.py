@@ -986,8 +986,10 @@ def estimate(
             estimate of :mod:`~censusdp.release.topdown.maxent` in every subproblem;
             ``"auto"``: per subproblem, least squares when every measured query is worth
             fitting at full resolution, else maximum entropy (decided from the public
-            noise law, no extra solve). With ``maxent`` or ``auto`` least squares runs
-            in one pass.
+            noise law, no extra solve). The rounding passes apply to every estimator:
+            rounding a maximum-entropy point cell by cell moves the children's totals
+            (each fractional cell goes to the child with the largest share of it, the
+            largest child, so large units gained what small ones lost).
         executor: an object with ``map(fn, iterable) -> iterator`` preserving order
             (see :mod:`censusdp.execution.local`); in-process by default.
         progress: optional callback for one line per geolevel.
@@ -1016,8 +1018,6 @@ def estimate(
         raise ConfigError(f"passes must be one of {PASS_MODES}, got {passes!r}")
     if estimator not in ESTIMATORS:
         raise ConfigError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
-    if estimator != "ls":
-        passes = "single"
     if executor is None:
         from censusdp.execution.local import InProcessExecutor
 

@@ -215,6 +215,9 @@ class Term:
         y: ``(k, m)`` noisy answers (a bin's: the sum of its measured rows).
         w: ``(1, m)`` weight of each row (a bin of ``n`` measured rows: ``w_q / n``), or
             ``(k, m)`` when the children were measured with their own budgets.
+        left_out: for the children's totals (:func:`_pooled_total`), the queries left
+            out of the model whose sums are pooled into it (then ``query`` is the totals
+            query, or the first of them when there is none).
     """
 
     query: int
@@ -222,6 +225,7 @@ class Term:
     rows: np.ndarray
     y: np.ndarray
     w: np.ndarray
+    left_out: tuple[int, ...] = ()
 
     @property
     def m(self) -> int:
@@ -270,7 +274,13 @@ class Selection:
 
     @property
     def queries(self) -> tuple[int, ...]:
-        return tuple(dict.fromkeys(t.query for t in self.terms))
+        return _fitted_queries(self.terms)
+
+
+def _fitted_queries(terms: tuple[Term, ...]) -> tuple[int, ...]:
+    """The measured queries in a model (a query left out but pooled into the totals is
+    not: the model fits its sum only)."""
+    return tuple(dict.fromkeys(t.query for t in terms if t.query not in t.left_out))
 
 
 def select_model(
@@ -284,7 +294,8 @@ def select_model(
     the truth (an unbiased risk estimate, Stein (1981)): with residuals
     ``r = y - A X0`` and ``S`` their sum of squares left after subtracting each bin's
     mean, the estimated squared bias is ``S - k (m - b) v`` and the noise passed into
-    the fit ``k b v``. Left out is ``b = 1`` (the total is fitted by the totals query);
+    the fit ``k b v``. Left out is ``b = 1``: the query's sum over its present rows, a
+    noisy measurement of each child's total, is still fitted (:func:`_pooled_total`);
     every row is ``b = m``, ``S = 0``. The candidate of least risk is kept; a fitted one
     must also be significant (its bins' chi-square statistic above its ``k (b - 1)``
     degrees of freedom by :data:`SIGNIFICANCE_Z` standard deviations). Between left out
@@ -296,6 +307,7 @@ def select_model(
     x0 = _initial(sub, ~fixed_zeros(sub))
     var = _variances(sub)
     terms: list[Term] = []
+    totals: list[int] = []  # queries fitted by their sum: the totals query, the left out
     risk = {"maxent": 0.0, "ls": 0.0}
     full = True
     for q in range(len(comp.sizes)):
@@ -303,7 +315,7 @@ def select_model(
         if comp.w[q] <= 0 or m == 0:
             continue
         if m == 1:  # the children's totals: always in the model (no test has dof here)
-            terms.append(_full_term(comp, q))
+            totals.append(q)
             risk["maxent"] += sub.k
             risk["ls"] += sub.k
             continue
@@ -344,10 +356,37 @@ def select_model(
                 best = cand
         if best[3] is not None:
             terms.append(best[3]())
+        else:
+            totals.append(q)
         full = full and best[0] == "full"
         risk["maxent"] += best[2]
         risk["ls"] += float(k * m)
+    if totals:
+        terms.insert(0, _pooled_total(comp, totals, sub.c))
     return Selection(tuple(terms), risk, full)
+
+
+def _pooled_total(comp: Compressed, queries: list[int], c: int) -> Term:
+    """One term fitting each child's total to the inverse-variance mean of the sums of
+    ``queries``' present rows (each a noisy measurement of the total; a sum of ``n`` rows
+    of weight ``w`` has weight ``w / n``). Fitting the sums one by one is the same loss
+    up to a constant. Without it a schema with no totals query (``ddp-2010`` below the
+    state) would leave the children's totals to drift wherever the fitted marginals
+    pull them: the left-out queries are the only measurements of the totals there.
+    """
+    queries = sorted(queries, key=lambda q: comp.sizes[q] > 1)  # the totals query first
+    left_out = tuple(q for q in queries if comp.sizes[q] > 1)
+    if not left_out:
+        return _full_term(comp, queries[0])
+    k = comp.y[queries[0]].shape[0]
+    num, den = np.zeros((k, 1)), np.zeros((k, 1))
+    for q in queries:
+        w = np.broadcast_to(comp.child_w(q), (k, 1)) / comp.sizes[q]
+        num += w * comp.y[q].sum(axis=1, keepdims=True)
+        den += w
+    y = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    name = "total(" + "+".join(f"q{q}" for q in queries) + ")"
+    return Term(queries[0], name, np.zeros(c, dtype=np.int64), y, den, left_out)
 
 
 def model_queries(
@@ -395,7 +434,7 @@ def maxent_point(
         terms = tuple(_full_term(comp, q) for q in queries)
     terms = tuple(t for t in terms if comp.w[t.query] > 0 and t.m > 0)
     names = tuple(t.name for t in terms)
-    qs = tuple(dict.fromkeys(t.query for t in terms))
+    qs = _fitted_queries(terms)
     if c == 0 or not terms or (sub.parent is not None and k == 1):
         return MaxentResult(x, qs, 0, 0.0, "converged", names)
     root = sub.parent is None
