@@ -32,11 +32,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from censusdp.io.mdf import iter_mdf_persons
+
 LEVELS = (("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 CLI = [sys.executable, "-m", "censusdp"]
-
-
-MDF_GEO = ("TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE", "TABBLK")
 
 
 def _column(t, name: str) -> np.ndarray:
@@ -44,19 +43,17 @@ def _column(t, name: str) -> np.ndarray:
 
 
 def _sex_age(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Block geocodes and sex x age cells of a CEF ``persons.parquet`` or a released MDF."""
-    names = pq.read_schema(path).names
-    if "geocode" in names:
+    """Block geocodes and sex x age cells of a CEF ``persons.parquet`` or a released MDF
+    (part files or one file, decoded by ``censusdp.io.mdf``; sex 1/2 in both)."""
+    if path.is_file() and "geocode" in pq.read_schema(path).names:
         t = pq.read_table(path, columns=["geocode", "sex", "age"])
-        geo = _column(t, "geocode")
+        geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
         sex, age = t.column("sex").to_numpy(), t.column("age").to_numpy()
-    else:  # the MDF: geography in five columns, QSEX 1/2, QAGE 0..115 as text
-        t = pq.read_table(path, columns=[*MDF_GEO, "QSEX", "QAGE"])
-        parts = [_column(t, c) for c in MDF_GEO]
-        geo = np.char.add(
-            np.char.add(np.char.add(np.char.add(*parts[:2]), parts[2]), parts[3]), parts[4]
-        )
-        sex, age = _column(t, "QSEX").astype(np.int64), _column(t, "QAGE").astype(np.int64)
+    else:
+        batches = list(iter_mdf_persons(path))
+        geo = np.concatenate([b["geocode"] for b in batches]) if batches else np.zeros(0, "U16")
+        sex = np.concatenate([b["sex"] for b in batches]) if batches else np.zeros(0, int)
+        age = np.concatenate([b["age"] for b in batches]) if batches else np.zeros(0, int)
     cell = (np.asarray(sex, dtype=np.int64) - 1) * 116 + np.asarray(age, dtype=np.int64)
     return geo.astype("U16"), cell.astype(np.int64)
 

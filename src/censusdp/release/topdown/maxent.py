@@ -19,8 +19,9 @@ differential privacy", ICML 2019; written here from the method, for our subprobl
    its answers under each candidate resolution: left out, every row fitted, or -- for a
    query over an ordered attribute (:data:`ORDINAL_WIDTHS`: ``age``) -- its rows merged
    into bins of consecutive levels (``sex`` x ten-year age groups). The resolution of
-   least estimated error is kept, if significant. Between "left out" and "every row"
-   this is the rule: fitting a marginal passes about ``dof`` units of noise into the
+   least estimated error is kept, if significant; a query left out still measures each
+   child's total, so its sum joins the one-row query's in the totals term. Between
+   "left out" and "every row" this is the rule: fitting a marginal passes about ``dof`` units of noise into the
    estimate and leaving it out costs about ``stat - dof`` units of signal. The
    ``detailed`` query at low epsilon stays out; the ``sex*age`` marginal of a state of
    10,000 persons at total epsilon 0.5 (noise 50 per cell after pooling, signal about
