@@ -9,7 +9,7 @@ evaluation (``censusdp.evaluate``) with its self-contained HTML report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import numpy as np
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.cef import read_cef
-from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.io.output import staged_output
 from censusdp.io.tables import read_table
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
@@ -95,11 +95,23 @@ def run_demo(
     ``out_dir`` gets ``cef/``, ``run/``, ``evaluation.json``, ``report.html`` and a
     ``manifest.json``; an existing demo directory is replaced only with ``overwrite``.
     """
+    with staged_output(out_dir, overwrite, command="demo") as staging:
+        summary = _demo_into(staging.path, state, scale, seed, workers, progress)
+    final = staging.out_dir
+    return replace(summary, out_dir=final, report=final / "report.html")
+
+
+def _demo_into(
+    out_dir: Path,
+    state: str,
+    scale: float,
+    seed: int,
+    workers: int,
+    progress: Callable[[str], None] | None,
+) -> DemoSummary:
     from censusdp.generate import generate_state
 
-    out_dir = prepare_output_dir(out_dir, overwrite)
     cef_dir, run_dir = out_dir / "cef", out_dir / "run"
-    write_output_manifest(out_dir, "demo", ["cef", "run", "evaluation.json", "report.html"])
     gen = generate_state(state, seed, cef_dir, scale=scale, progress=progress, overwrite=True)
     budget = load_preset("pl94-2020")
     manifest = run_release(

@@ -5,7 +5,8 @@ caller can catch everything the library rejects with one clause. The CLI prints 
 line for each and exits with :attr:`CensusDPError.exit_code`: 2 for a usage or
 configuration mistake (:class:`ConfigError`, :class:`BudgetError`,
 :class:`SchemaError`), 1 for data that fails a check (:class:`InputError`,
-:class:`GeographyError`, :class:`InfeasibleError`, :class:`ValidationError`).
+:class:`GeographyError`, :class:`InfeasibleError`, :class:`ValidationError`) or an
+output the operating system will not let censusdp write (:class:`OutputError`).
 :class:`InternalError` means a bug in censusdp, never bad input.
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "InfeasibleError",
     "InputError",
     "InternalError",
+    "OutputError",
     "ResumeError",
     "SchemaError",
     "ValidationError",
@@ -71,6 +73,13 @@ class BudgetError(CensusDPError):
 
 class ConfigError(CensusDPError):
     """A configuration file or preset is malformed."""
+
+
+class OutputError(CensusDPError):
+    """An output cannot be written for a reason of the system (a read-only directory, a
+    missing permission, a full disk): exit 1, as for any operating-system error."""
+
+    exit_code = 1
 
 
 class ResumeError(ConfigError):

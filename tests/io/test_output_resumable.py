@@ -3,7 +3,11 @@ only by --overwrite (censusdp.io.output.Staging)."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,9 +17,29 @@ from censusdp.errors import ConfigError
 from censusdp.io.output import RESUMABLE_MARKER, Staging
 
 
-def _interrupted(parent: Path, name: str, pid: int, *, resumable: bool, age: float = 0) -> Path:
-    """A staging directory as a killed writer leaves it."""
+def _exited_process() -> int:
+    """The PID of a process that has exited (as a killed writer's has)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _interrupted(parent: Path, name: str, *, resumable: bool, age: float = 0) -> Path:
+    """A staging directory as a killed writer leaves it: the directory, and beside it
+    the owner record that names the output and the (now dead) process."""
+    pid = _exited_process()
     d = parent / f".{name}.partial-{pid}"
+    (parent / f".{name}.owner-{pid}").write_text(
+        json.dumps(
+            {
+                "created_by": "censusdp",
+                "out": str((parent / name).resolve()),
+                "pid": pid,
+                "start": None,
+                "host": socket.gethostname(),
+            }
+        )
+    )
     d.mkdir()
     (d / "noisy_measurements.parquet").write_bytes(b"measured once " + str(pid).encode())
     if resumable:
@@ -27,15 +51,16 @@ def _interrupted(parent: Path, name: str, pid: int, *, resumable: bool, age: flo
 
 
 def test_plain_debris_is_swept_but_resumable_work_refuses(tmp_path: Path) -> None:
-    dead = _interrupted(tmp_path, "run", 11, resumable=False)
-    kept = _interrupted(tmp_path, "run", 12, resumable=True)
+    dead = _interrupted(tmp_path, "run", resumable=False)
+    kept = _interrupted(tmp_path, "run", resumable=True)
     with pytest.raises(ConfigError) as err:
         Staging(tmp_path / "run", overwrite=False)
     msg = str(err.value)
     assert "--resume" in msg and "--overwrite" in msg and kept.name in msg
     assert "\n" not in msg
     assert not dead.exists()  # unmarked debris of a dead writer is still swept
-    assert (kept / "noisy_measurements.parquet").read_bytes() == b"measured once 12"
+    pid = kept.name.rsplit("-", 1)[1]
+    assert (kept / "noisy_measurements.parquet").read_bytes() == f"measured once {pid}".encode()
     assert not (tmp_path / ".run.lock").exists()  # the refusal released the lock
     # and a second refusal finds it again
     with pytest.raises(ConfigError):
@@ -44,15 +69,15 @@ def test_plain_debris_is_swept_but_resumable_work_refuses(tmp_path: Path) -> Non
 
 
 def test_resume_adopts_the_newest_without_rewriting_it(tmp_path: Path) -> None:
-    older = _interrupted(tmp_path, "run", 21, resumable=True, age=100)
-    newer = _interrupted(tmp_path, "run", 22, resumable=True, age=1)
+    older = _interrupted(tmp_path, "run", resumable=True, age=100)
+    newer = _interrupted(tmp_path, "run", resumable=True, age=1)
     stat = (newer / "noisy_measurements.parquet").stat()
     st = Staging(tmp_path / "run", overwrite=False, resume=True)
     try:
         assert st.resumed and st.resumed_from == newer.name
         assert st.path.name == f".run.partial-{os.getpid()}"
         moved = st.path / "noisy_measurements.parquet"
-        assert moved.read_bytes() == b"measured once 22"
+        assert moved.read_bytes() == f"measured once {newer.name.rsplit('-', 1)[1]}".encode()
         again = moved.stat()
         assert (again.st_ino, again.st_mtime_ns) == (stat.st_ino, stat.st_mtime_ns)
         assert not older.exists() and not newer.exists()
@@ -62,7 +87,7 @@ def test_resume_adopts_the_newest_without_rewriting_it(tmp_path: Path) -> None:
 
 
 def test_resume_with_nothing_to_resume_starts_afresh(tmp_path: Path) -> None:
-    dead = _interrupted(tmp_path, "run", 31, resumable=False)
+    dead = _interrupted(tmp_path, "run", resumable=False)
     st = Staging(tmp_path / "run", overwrite=False, resume=True)
     assert not st.resumed and st.resumed_from is None
     assert st.path.is_dir() and not any(st.path.iterdir())
@@ -72,7 +97,7 @@ def test_resume_with_nothing_to_resume_starts_afresh(tmp_path: Path) -> None:
 
 
 def test_overwrite_discards_resumable_work(tmp_path: Path) -> None:
-    kept = _interrupted(tmp_path, "run", 41, resumable=True)
+    kept = _interrupted(tmp_path, "run", resumable=True)
     st = Staging(tmp_path / "run", overwrite=True)
     assert not st.resumed and not kept.exists()
     st.abort()

@@ -36,7 +36,7 @@ def page(browser, tmp_path_factory):
     generate_state("DC", 2, truth, scale=0.01)
     out = tmp_path_factory.mktemp("results")
     build_results(truth, out, attack=True)
-    target = out / "explore.html"
+    target = tmp_path_factory.mktemp("page") / "explore.html"  # never inside RESULTS
     write_explorer(out, target)
     return out, target
 

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from censusdp.cli._common import (
     Parser,
-    check_json_target,
     finalize,
+    guard_outputs,
     resolve_release,
     verbosity,
 )
@@ -112,9 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with configure(verbosity(args)):
-            check_json_target(args)
             resolve_release(args)
-            return int(args.func(args) or 0)
+            with guard_outputs(args):
+                return int(args.func(args) or 0)
     except CensusDPError as exc:
         if args.debug:
             traceback.print_exc()

@@ -15,6 +15,7 @@ every run whether its noise is secure or seeded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -38,7 +39,9 @@ __all__ = [
     "add_seed",
     "add_workers",
     "announce_randomness",
-    "check_json_target",
+    "guard_outputs",
+    "input_option",
+    "output_option",
     "comma_list",
     "emit_json",
     "finalize",
@@ -102,8 +105,9 @@ def finalize(parser: argparse.ArgumentParser) -> None:
     """Give every command below ``parser`` the shared habits.
 
     Each command (a parser without sub-commands) gets ``--quiet`` and ``-v/--verbose``
-    (unless it has them), and ``--overwrite`` if it writes ``--json PATH`` (see
-    :func:`check_json_target`); every parser's help shows the defaults.
+    (unless it has them), ``--overwrite`` if it writes an output path, and its own
+    parser as ``args.command_parser`` (so that :func:`guard_outputs` finds its input
+    and output options); every parser's help shows the defaults.
     """
     for sub in _subcommands(parser):
         sub.formatter_class = _HelpFormatter
@@ -112,23 +116,80 @@ def finalize(parser: argparse.ArgumentParser) -> None:
             continue
         add_quiet(sub)
         have = sub._option_string_actions  # noqa: SLF001 - the documented way to probe
-        if "--json" in have and "--overwrite" not in have:
+        writes = [a for a in sub._actions if getattr(a, ROLE, None) in _OUTPUT_ROLES]  # noqa: SLF001
+        if writes and "--overwrite" not in have:
+            names = "/".join(a.option_strings[0] for a in writes)
             sub.add_argument(
-                "--overwrite", action="store_true", help="replace an existing --json PATH"
+                "--overwrite", action="store_true", help=f"replace an existing {names}"
             )
+        sub.set_defaults(command_parser=sub)
 
 
-def check_json_target(args: argparse.Namespace) -> None:
-    """Refuse a ``--json PATH`` that exists (without ``--overwrite``) before any work.
+ROLE = "censusdp_role"
+"""The attribute of an argparse action that says it names a path the command reads
+(``"input"``) or writes (``"output-dir"``, ``"output-file"``): :func:`guard_outputs`
+protects every input and checks every output before the command runs, and a test
+walks every parser so that no path option goes without a role."""
 
-    The output guard of :func:`censusdp.io.output.check_output_file`: no command
-    overwrites a file it was not asked to replace.
+_OUTPUT_ROLES = ("output-dir", "output-file")
+
+
+def input_option(action: argparse.Action) -> argparse.Action:
+    """Mark ``action`` as naming an input path (never written by the command)."""
+    setattr(action, ROLE, "input")
+    return action
+
+
+def output_option(action: argparse.Action, kind: str = "file") -> argparse.Action:
+    """Mark ``action`` as naming an output (``kind``: ``"dir"`` or ``"file"``)."""
+    if kind not in ("dir", "file"):
+        raise ValueError(f"output kind must be 'dir' or 'file', got {kind!r}")
+    setattr(action, ROLE, f"output-{kind}")
+    return action
+
+
+def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
+    """Check every output path of the command against all its inputs and ``--overwrite``
+    before any work, and return the context (:func:`censusdp.io.output.guarded_command`)
+    in which the command runs: whatever it writes there is checked against the same
+    inputs again when it is written.
+
+    Raises:
+        ConfigError: for the first output path that may not be written.
     """
-    path = getattr(args, "json", None)
-    if isinstance(path, str) and path != "-":
-        from censusdp.io.output import check_output_file
+    from censusdp.io.output import check_output_dir, check_output_file, guarded_command
 
-        check_output_file(path, bool(getattr(args, "overwrite", False)), option="--json")
+    parser = getattr(args, "command_parser", None)
+    actions = list(parser._actions) if parser is not None else []  # noqa: SLF001
+    inputs: list[str] = []
+    outputs: list[tuple[str, str, str]] = []
+    for action in actions:
+        role = getattr(action, ROLE, None)
+        value = getattr(args, action.dest, None)
+        if role is None or value is None:
+            continue
+        values = value if isinstance(value, list) else [value]
+        shown = action.option_strings[0] if action.option_strings else action.metavar
+        for v in values:
+            if role == "input":
+                inputs.append(v)
+            elif v != "-":
+                outputs.append((role, str(shown), v))
+    overwrite = bool(getattr(args, "overwrite", False))
+    context = guarded_command(inputs, overwrite=overwrite)
+    with guarded_command(inputs, overwrite=overwrite):
+        for role, shown, value in outputs:
+            if role == "output-dir":
+                check_output_dir(value, overwrite or _keeps_output(args), option=shown)
+            else:
+                check_output_file(value, overwrite, option=shown)
+    return context
+
+
+def _keeps_output(args: argparse.Namespace) -> bool:
+    """A command that continues its existing output (``attack sweep --reuse-releases``)
+    replaces it as ``--overwrite`` would (and by the same rules)."""
+    return bool(getattr(args, "reuse_releases", False))
 
 
 def comma_list(
@@ -172,8 +233,8 @@ def positive_int(option: str) -> Callable[[str], int]:
 def add_output(
     parser: argparse.ArgumentParser, *, metavar: str = "DIR", help: str = "output directory"
 ) -> None:
-    """``--out`` (required) and ``--overwrite``."""
-    parser.add_argument("--out", required=True, metavar=metavar, help=help)
+    """``--out`` (required, an output directory) and ``--overwrite``."""
+    output_option(parser.add_argument("--out", required=True, metavar=metavar, help=help), "dir")
     parser.add_argument(
         "--overwrite", action="store_true", help=f"replace an existing {metavar} made by censusdp"
     )
@@ -244,14 +305,16 @@ def add_cef_input(
 
     ``--truth`` is accepted as an older spelling of the same option.
     """
-    parser.add_argument(
-        "--input",
-        "--truth",
-        dest="input",
-        required=required,
-        default=None,
-        metavar="DIR",
-        help=help,
+    input_option(
+        parser.add_argument(
+            "--input",
+            "--truth",
+            dest="input",
+            required=required,
+            default=None,
+            metavar="DIR",
+            help=help,
+        )
     )
 
 
@@ -263,13 +326,15 @@ def add_release(
     Every command that reads a release accepts both spellings (scripts written for either
     keep working); :func:`resolve_release` puts the one given in ``args.release``.
     """
-    parser.add_argument("release", nargs="?", default=None, metavar="RUN", help=help)
-    parser.add_argument(
-        "--release",
-        dest="release_option",
-        default=None,
-        metavar="RUN",
-        help="the same as the positional RUN (either spelling)",
+    input_option(parser.add_argument("release", nargs="?", default=None, metavar="RUN", help=help))
+    input_option(
+        parser.add_argument(
+            "--release",
+            dest="release_option",
+            default=None,
+            metavar="RUN",
+            help="the same as the positional RUN (either spelling)",
+        )
     )
 
 
@@ -331,14 +396,16 @@ def add_seed(parser: argparse.ArgumentParser, *, default: int | None = 0, help: 
 
 def add_json_output(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
     """``--json PATH``: write the machine-readable result to PATH (``-``: standard output)."""
-    parser.add_argument(
-        "--json",
-        required=required,
-        nargs=None if required else "?",
-        const=None if required else "-",
-        default=None,
-        metavar="PATH",
-        help="write the result as JSON to PATH ('-' or no PATH: standard output)",
+    output_option(
+        parser.add_argument(
+            "--json",
+            required=required,
+            nargs=None if required else "?",
+            const=None if required else "-",
+            default=None,
+            metavar="PATH",
+            help="write the result as JSON to PATH ('-' or no PATH: standard output)",
+        )
     )
 
 
@@ -368,9 +435,9 @@ def emit_json(obj: Any, path: str | None) -> bool:
     if path == "-":
         sys.stdout.write(text)
         return True
-    from censusdp.io.atomic import write_text
+    from censusdp.io.output import write_output_text
 
-    write_text(text, Path(path))
+    write_output_text(text, Path(path), option="--json")
     return False
 
 
@@ -385,7 +452,9 @@ def add_budget_arguments(
     src.add_argument(
         "--preset", default=None, help=f"built-in budget preset (default: {default_preset})"
     )
-    src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
+    input_option(
+        src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
+    )
     amount = parser.add_mutually_exclusive_group()
     if "rho" in amounts:
         amount.add_argument(

@@ -21,6 +21,7 @@ from censusdp.cli._common import (
     announce_randomness,
     emit_json,
     finish,
+    output_option,
     positive_int,
 )
 from censusdp.progress import printer as progress_printer
@@ -102,6 +103,7 @@ def _dn_figures(args: argparse.Namespace) -> int:
 
     out = reproduce_figures(
         args.out,
+        overwrite=args.overwrite,
         figures=args.figures,
         quick=args.quick,
         seed=args.seed,
@@ -188,7 +190,11 @@ def _add_dn(sub: argparse._SubParsersAction) -> None:
     )
     add_workers(dn)
     add_json_output(dn)
-    dn.add_argument("--plot", default=None, metavar="OUT.png", help="write the recovery plot here")
+    output_option(
+        dn.add_argument(
+            "--plot", default=None, metavar="OUT.png", help="write the recovery plot here"
+        )
+    )
     dn.set_defaults(func=_dn)
 
 
@@ -200,7 +206,9 @@ def _add_dn_figures(sub: argparse._SubParsersAction) -> None:
         help="rerun JASON's Dinur-Nissim figures 4-1..4-4, 5-6, 5-7 (PNG + JSON + timings)",
         description="Reproduce JASON (JSR-19-2F) figs. 4-1, 4-2/4-3, 4-4, 5-6 and 5-7 into a directory.",
     )
-    figs.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    output_option(
+        figs.add_argument("--out", required=True, metavar="DIR", help="output directory"), "dir"
+    )
     figs.add_argument(
         "--figures",
         nargs="+",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from censusdp.cli._common import (
     add_cef_input,
@@ -23,9 +22,7 @@ __all__ = ["register"]
 
 def _run(args: argparse.Namespace) -> int:
     from censusdp.attacks.dhc.sweep import attack_sweep
-    from censusdp.io.output import check_output_dir
 
-    check_output_dir(Path(args.out), args.overwrite or args.reuse_releases, inputs=[args.input])
     announce_randomness(args.seed, what="attack sweep", release=False)
     r = attack_sweep(
         args.input,
@@ -41,6 +38,7 @@ def _run(args: argparse.Namespace) -> int:
         keep_releases=not args.drop_releases,
         reuse_releases=args.reuse_releases,
         progress=progress_printer(args.quiet),
+        overwrite=args.overwrite,
     )
     cols = (
         "name",

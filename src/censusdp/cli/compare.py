@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_cef_input, add_command, add_json_output, comma_list, emit_json
+from censusdp.cli._common import (
+    add_cef_input,
+    add_command,
+    add_json_output,
+    comma_list,
+    emit_json,
+    input_option,
+    output_option,
+)
 from censusdp.progress import printer as progress_printer
 
 
@@ -21,10 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "two published counts with CSV download."
         ),
     )
-    p.add_argument("run_a", metavar="RUN_A", help="first release run directory")
-    p.add_argument("run_b", metavar="RUN_B", help="second release run directory")
+    input_option(p.add_argument("run_a", metavar="RUN_A", help="first release run directory"))
+    input_option(p.add_argument("run_b", metavar="RUN_B", help="second release run directory"))
     add_cef_input(p, help="the CEF both releases were made from")
-    p.add_argument("--out", required=True, metavar="COMPARE.html", help="the HTML page to write")
+    output_option(
+        p.add_argument(
+            "--out", required=True, metavar="COMPARE.html", help="the HTML page to write"
+        )
+    )
     add_json_output(p)
     p.add_argument(
         "--names",
@@ -44,13 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _compare(args: argparse.Namespace) -> int:
     from censusdp.evaluate.compare import compare_releases
-    from censusdp.io.output import check_output_file
 
-    inputs = [args.input, args.run_a, args.run_b]
-    check_output_file(args.out, args.overwrite, inputs, option="--out")
     to_file = args.json not in (None, "-")
-    if to_file:
-        check_output_file(args.json, args.overwrite, inputs, option="--json")
     out = compare_releases(
         args.run_a,
         args.run_b,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_seed, add_workers, announce_randomness
+from censusdp.cli._common import (
+    add_command,
+    add_seed,
+    add_workers,
+    announce_randomness,
+    output_option,
+)
 from censusdp.progress import printer as progress_printer
 
 
@@ -15,7 +21,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "demo",
         help="generate a small state, release it with the 2020 budget, report accuracy",
     )
-    p.add_argument("--out", default="censusdp-demo", metavar="DIR", help="output directory")
+    output_option(
+        p.add_argument("--out", default="censusdp-demo", metavar="DIR", help="output directory"),
+        "dir",
+    )
     p.add_argument("--state", default="VT", help="state (postal code or FIPS), default VT")
     p.add_argument(
         "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"

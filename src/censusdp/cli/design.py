@@ -15,6 +15,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     emit_json,
+    output_option,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -23,10 +24,7 @@ __all__ = ["register"]
 
 def _emit(data: dict, json_target: str | None, overwrite: bool, text: str) -> None:
     """Print JSON (``--json`` alone), write it (``--json FILE``), or print ``text``."""
-    from censusdp.io.output import check_output_file
-
     if json_target not in (None, "-"):
-        check_output_file(json_target, overwrite, option="--json")
         text += f"\nwrote {json_target}"
     if json_target != "-":
         print(text)
@@ -255,11 +253,14 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         help="also estimate both errors by Monte Carlo (discrete Gaussian noise, dense GLS)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the simulation")
-    p.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="write allocation.json, NAME.toml and the heat table PNG here",
+    output_option(
+        p.add_argument(
+            "--out",
+            default=None,
+            metavar="DIR",
+            help="write allocation.json, NAME.toml and the heat table PNG here",
+        ),
+        "dir",
     )
     _add_output(p)
     p.set_defaults(func=_allocation)

@@ -16,6 +16,7 @@ from censusdp.cli._common import (
     comma_list,
     emit_json,
     finish,
+    output_option,
     positive_int,
 )
 from censusdp.errors import ConfigError
@@ -47,7 +48,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_release(p, help="the release directory to evaluate")
     add_json_output(p, required=True)
-    p.add_argument("--html", default=None, metavar="REPORT.html", help="also write an HTML report")
+    output_option(
+        p.add_argument(
+            "--html", default=None, metavar="REPORT.html", help="also write an HTML report"
+        )
+    )
     p.add_argument(
         "--trials",
         type=positive_int("--trials"),
@@ -95,12 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from censusdp.evaluate import DEFAULT_DISTRICT_TARGETS, evaluate
-    from censusdp.io.output import check_output_file
 
-    inputs = [args.release] if args.input is None else [args.input, args.release]
-    for option, path in (("--json", args.json), ("--html", args.html)):
-        if path not in (None, "-"):
-            check_output_file(path, args.overwrite, inputs, option=option)
     if args.trials:
         announce_randomness(args.trial_seed, what="evaluation reruns", release=False)
     emit = progress_printer(args.quiet)

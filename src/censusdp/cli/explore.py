@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from censusdp.cli._common import input_option, output_option
+
 __all__ = ["register"]
 
 
@@ -20,8 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("results", metavar="RESULTS", help="output directory of 'tradeoff census'")
-    p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
+    input_option(
+        p.add_argument("results", metavar="RESULTS", help="output directory of 'tradeoff census'")
+    )
+    output_option(
+        p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.set_defaults(func=_explore)
 

@@ -19,7 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from censusdp.cli._common import add_executor, add_json_output, add_release, emit_json
+from censusdp.cli._common import (
+    add_executor,
+    add_json_output,
+    add_release,
+    emit_json,
+    output_option,
+)
 from censusdp.progress import printer as progress_printer
 
 _RELEASE_DEFAULTS = {
@@ -82,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _add_release_options(parser: argparse.ArgumentParser) -> None:
     """Options of ``infer RUN --out DIR`` (GLS from a release)."""
     g = parser.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
-    g.add_argument("--out", metavar="DIR", help="output directory (required)")
+    output_option(g.add_argument("--out", metavar="DIR", help="output directory (required)"), "dir")
     add_executor(g, what="block-level tasks")
     g.add_argument(
         "--no-zero-constraints",

@@ -12,6 +12,7 @@ import sys
 
 from censusdp.cli._common import (
     add_budget_arguments,
+    add_cef_input,
     add_command,
     add_json_output,
     add_output,
@@ -19,6 +20,7 @@ from censusdp.cli._common import (
     add_workers,
     announce_randomness,
     finish,
+    output_option,
     resolve_budget,
 )
 from censusdp.progress import printer as progress_printer
@@ -88,7 +90,7 @@ def _summary(args: argparse.Namespace, manifest: dict) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, metavar="DIR", help="CEF directory")
+    add_cef_input(p, help="CEF directory")
     add_output(p, metavar="RUN", help="release run directory to write")
     p.add_argument("--rate", type=float, default=0.05, help="share of households swapped")
     add_seed(p, default=0, help="seed of the swap")
@@ -137,8 +139,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=15,
         help="blocks with at most this many persons are at risk",
     )
-    swap.add_argument(
-        "--cef-out", default=None, metavar="DIR", help="also write the swapped file as a CEF here"
+    output_option(
+        swap.add_argument(
+            "--cef-out",
+            default=None,
+            metavar="DIR",
+            help="also write the swapped file as a CEF here",
+        ),
+        "dir",
     )
     swap.set_defaults(func=_swap)
 

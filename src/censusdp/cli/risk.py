@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from censusdp.cli._common import (
     add_budget_arguments,
+    add_cef_input,
     add_command,
     add_output,
     add_seed,
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "plots in the style of the paper's Figs. 1-3 and 6, and OUT/manifest.json."
         ),
     )
-    p.add_argument("--input", required=True, metavar="DIR", help="persons.parquet + units.parquet")
+    add_cef_input(p, help="persons.parquet + units.parquet")
     add_output(p, metavar="OUT")
     add_budget_arguments(p, default_preset="pl94-2020", amounts=("rho",))
     p.add_argument(
@@ -68,10 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _risk(args: argparse.Namespace) -> int:
-    from censusdp.io.output import check_output_dir
     from censusdp.risk.report import run_risk
 
-    check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
     announce_randomness(args.seed, what="simulated release", release=False)
     run = run_risk(
         args.input,
@@ -86,6 +84,7 @@ def _risk(args: argparse.Namespace) -> int:
         seed=args.seed,
         progress=progress_printer(args.quiet),
         noise_law=args.noise_law,
+        overwrite=args.overwrite,
     )
     print(run.format())
     return 0

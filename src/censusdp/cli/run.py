@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     announce_randomness,
+    input_option,
     positive_int,
 )
 from censusdp.errors import ConfigError
@@ -34,12 +35,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--input", metavar="DIR", help="directory with persons/units.parquet")
-    src.add_argument(
-        "--from-measurements",
-        metavar="RUN",
-        help="re-estimate from RUN's noisy measurements and invariants (no confidential data); "
-        "the budget is the one RUN's measurements spent",
+    input_option(
+        src.add_argument("--input", metavar="DIR", help="directory with persons/units.parquet")
+    )
+    input_option(
+        src.add_argument(
+            "--from-measurements",
+            metavar="RUN",
+            help="re-estimate from RUN's noisy measurements and invariants (no confidential "
+            "data); the budget is the one RUN's measurements spent",
+        )
     )
     add_output(p, metavar="RUN", help="run directory to create")
     add_budget_arguments(p, default_preset="pl94-2020")

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_command,
     add_output,
     add_seed,
     add_workers,
     announce_randomness,
     comma_list,
+    input_option,
     positive_int,
 )
 from censusdp.progress import printer as progress_printer
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "OUT/sweep.csv, OUT/sweep.png and OUT/manifest.json."
         ),
     )
-    p.add_argument("--input", required=True, metavar="DIR", help="CEF directory")
+    add_cef_input(p, help="CEF directory")
     p.add_argument(
         "--epsilons",
         type=comma_list(option="--epsilons"),
@@ -42,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument(
         "--preset", default="pl94-2020", help="budget preset whose shares are rescaled"
     )
-    src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
+    input_option(
+        src.add_argument("--config", default=None, metavar="FILE.toml", help="budget config file")
+    )
     p.add_argument(
         "--epsilon-meaning",
         choices=("rho", "cks"),
@@ -63,9 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     from censusdp.evaluate import sweep
-    from censusdp.io.output import check_output_dir
 
-    check_output_dir(Path(args.out), args.overwrite, inputs=[args.input])
     announce_randomness(args.seed, what="sweep releases", release=False)
     emit = progress_printer(args.quiet)
     result = sweep(
@@ -80,6 +81,7 @@ def _sweep(args: argparse.Namespace) -> int:
         postprocess=args.postprocess,
         epsilon_meaning=args.epsilon_meaning,
         progress=emit,
+        overwrite=args.overwrite,
     )
     levels = result["geolevels"][1:]
     print(f"TVD of total population ({result['epsilon_meaning']})")

@@ -14,11 +14,14 @@ import argparse
 import math
 
 from censusdp.cli._common import (
+    add_cef_input,
     add_json_output,
     add_workers,
     announce_randomness,
     comma_list,
     emit_json,
+    input_option,
+    output_option,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -122,14 +125,18 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         help="G: areas funded (default: geounits of --geolevel, or 1 for rr)",
     )
     _add_population(ch, "rr: ")
-    ch.add_argument("--results", default=None, metavar="RESULTS", help="census: results dir")
+    input_option(
+        ch.add_argument("--results", default=None, metavar="RESULTS", help="census: results dir")
+    )
     ch.add_argument("--scenario", default="standard", choices=("standard", "no_block"))
     ch.add_argument("--geolevel", default="County", help="census: geolevel of the accuracy")
     ch.add_argument("--measure", default="total_population", help="census: accuracy measure")
     ch.add_argument(
         "--range", type=_range, default=(0.01, 100.0), metavar="LO,HI", help="epsilons searched"
     )
-    ch.add_argument("--plot", default=None, metavar="FILE.png", help="write the figure here")
+    output_option(
+        ch.add_argument("--plot", default=None, metavar="FILE.png", help="write the figure here")
+    )
     ch.add_argument("--overwrite", action="store_true", help="replace an existing --plot")
     add_json_output(ch)
     ch.set_defaults(func=_choose)
@@ -149,8 +156,11 @@ def _add_census(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         ),
         formatter_class=fmt,
     )
-    ce.add_argument("--input", required=True, metavar="DIR", help="CEF directory")
-    ce.add_argument("--out", required=True, metavar="RESULTS", help="results directory")
+    add_cef_input(ce, help="CEF directory")
+    output_option(
+        ce.add_argument("--out", required=True, metavar="RESULTS", help="results directory"),
+        "dir",
+    )
     ce.add_argument(
         "--epsilons",
         type=comma_list(option="--epsilons"),

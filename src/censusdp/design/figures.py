@@ -28,7 +28,7 @@ from censusdp.design.small_n import (
 )
 from censusdp.design.strategy import StrategyRequest, evaluate_strategy, strategy_sweep
 from censusdp.io.atomic import atomic_path, write_json
-from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import load_preset
 from censusdp.progress import Progress
 from censusdp.version import __version__
@@ -251,7 +251,19 @@ def make_figures(
     Returns:
         Everything written to ``design_figures.json``.
     """
-    out = prepare_output_dir(out_dir, overwrite)
+    with staged_output(out_dir, overwrite, command="design figures") as staging:
+        return _figures_into(staging.path, seed, ns, small_ns, small_epsilons, restarts, progress)
+
+
+def _figures_into(
+    out: Path,
+    seed: int,
+    ns: tuple[int, ...],
+    small_ns: tuple[int, ...],
+    small_epsilons: tuple[str, ...],
+    restarts: int,
+    progress: Progress,
+) -> dict[str, Any]:
     start = time.perf_counter()
     sweep = strategy_sweep(
         ("all-range", "prefix"), ns, seed=seed, restarts=restarts, progress=progress
@@ -295,5 +307,4 @@ def make_figures(
     numbers["seconds"] = round(time.perf_counter() - start, 2)
     numbers["package_version"] = __version__
     write_json(numbers, out / "design_figures.json")
-    write_output_manifest(out, "design figures", ["design_figures.json", *FIGURE_FILES.values()])
     return numbers

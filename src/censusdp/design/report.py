@@ -12,7 +12,7 @@ from typing import Any
 
 from censusdp.design._errors import DesignError
 from censusdp.io.atomic import write_json, write_text
-from censusdp.io.output import prepare_output_dir, write_output_manifest
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import Budget
 
 __all__ = ["load_targets", "resolve_targets", "write_allocation"]
@@ -56,15 +56,23 @@ def write_allocation(
     report: Any, out_dir: str | os.PathLike[str], *, overwrite: bool = False
 ) -> dict[str, Path]:
     """Write ``allocation.json``, the preset ``<name>.toml`` and the heat table PNG."""
-    from censusdp.design.allocation import budget_to_toml
-    from censusdp.design.figures import plot_allocation_heat
+    with staged_output(out_dir, overwrite, command="design allocation") as staging:
+        _write_allocation_into(report, _allocation_files(report, staging.path))
+    return _allocation_files(report, staging.out_dir)
 
-    out = prepare_output_dir(out_dir, overwrite)
-    paths = {
+
+def _allocation_files(report: Any, out: Path) -> dict[str, Path]:
+    return {
         "json": out / "allocation.json",
         "preset": out / f"{report.budget.name}.toml",
         "heat": out / "design_allocation_heat.png",
     }
+
+
+def _write_allocation_into(report: Any, paths: dict[str, Path]) -> None:
+    from censusdp.design.allocation import budget_to_toml
+    from censusdp.design.figures import plot_allocation_heat
+
     write_json(report.to_dict(), paths["json"])
     header = [
         f"{report.budget.description}.",
@@ -74,8 +82,6 @@ def write_allocation(
     ]
     write_text(budget_to_toml(report.budget, header), paths["preset"])
     plot_allocation_heat(report, paths["heat"])
-    write_output_manifest(out, "design allocation", [p.name for p in paths.values()])
-    return paths
 
 
 def resolve_targets(spec: str, budget: Budget) -> tuple[Any, ...]:

@@ -22,8 +22,8 @@ from censusdp.evaluate._html import esc, img, page, table
 from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
 from censusdp.evaluate.report import _scatter_figure
 from censusdp.evaluate.summary import budget_words, place_rows
-from censusdp.io.atomic import write_json, write_text
 from censusdp.io.cef import read_cef
+from censusdp.io.output import write_output_json, write_output_text
 from censusdp.progress import say
 from censusdp.tables import TABLE_NAMES
 
@@ -141,10 +141,10 @@ def compare_releases(
     }
     out = json_ready(out)
     if json_path is not None:
-        write_json(out, json_path)
+        write_output_json(out, json_path, option="--json")
         say(progress, f"wrote {json_path}")
     if html_path is not None:
-        write_text(render_comparison(out, results, details), html_path)
+        write_output_text(render_comparison(out, results, details), html_path, option="--out")
         say(progress, f"wrote {html_path}")
     return out
 

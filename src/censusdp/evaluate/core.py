@@ -56,9 +56,9 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.io.atomic import write_json
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons, read_mdf_units
+from censusdp.io.output import write_output_json
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
@@ -661,7 +661,7 @@ def evaluate(
     }
     result = json_ready(result)
     if json_path is not None:
-        write_json(result, json_path)
+        write_output_json(result, json_path, option="--json")
         say(progress, f"wrote {json_path}")
     if html_path is not None:
         from censusdp.evaluate.report import write_report

@@ -17,7 +17,7 @@ from typing import Any
 from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, fmt, page, table
 from censusdp.evaluate.summary import budget_words
-from censusdp.io.atomic import write_text
+from censusdp.io.output import write_output_text
 
 __all__ = [
     "expected_sentences",
@@ -244,4 +244,4 @@ def write_expected_report(
     result: Mapping[str, Any], path: str | Path, manifest: Mapping[str, Any] | None = None
 ) -> None:
     """Render :func:`render_expected_report` and write it atomically to ``path``."""
-    write_text(render_expected_report(result, manifest), path)
+    write_output_text(render_expected_report(result, manifest), path, option="--html")

@@ -37,7 +37,7 @@ from censusdp.evaluate._html import img, page
 from censusdp.evaluate._html import table as _table
 from censusdp.evaluate.errorbars_report import predicted_section
 from censusdp.evaluate.summary import budget_words, place_rows
-from censusdp.io.atomic import write_text
+from censusdp.io.output import write_output_text
 
 __all__ = ["figure_png", "render_report", "sweep_figure", "write_report"]
 
@@ -708,4 +708,4 @@ def write_report(
     detail: Mapping[str, Any] | None = None,
 ) -> None:
     """Render :func:`render_report` and write it atomically to ``path``."""
-    write_text(render_report(result, scatter, detail=detail), path)
+    write_output_text(render_report(result, scatter, detail=detail), path, option="--html")

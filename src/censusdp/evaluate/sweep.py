@@ -47,6 +47,7 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
 from censusdp.version import __version__
@@ -107,6 +108,7 @@ def sweep(
     postprocess: str = "topdown",
     epsilon_meaning: str = "cks",
     progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run the release for each epsilon (``trials`` times) and record TVD by geolevel.
 
@@ -142,49 +144,49 @@ def sweep(
     base = budget if budget is not None else resolve_budget(preset=preset, config=config)
     budgets = [budget_for_epsilon(base, e, epsilon_meaning) for e in eps_list]
     t0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with staged_output(out_dir, overwrite, [input_dir, config], command="sweep") as staging:
+        out = staging.path
 
-    geolevels = GeoLevels.from_pairs(list(base.geolevels))
-    truth = _SweepTruth.read(input_dir, geolevels)
-    seeds = np.random.SeedSequence(seed).generate_state(len(eps_list) * trials, dtype=np.uint32)
-    seeds = seeds.reshape(len(eps_list), trials)
+        geolevels = GeoLevels.from_pairs(list(base.geolevels))
+        truth = _SweepTruth.read(input_dir, geolevels)
+        seeds = np.random.SeedSequence(seed).generate_state(len(eps_list) * trials, dtype=np.uint32)
+        seeds = seeds.reshape(len(eps_list), trials)
 
-    points, csv_rows = _sweep_points(
-        input_dir, out, eps_list, budgets, seeds, postprocess, workers, truth, progress
-    )
+        points, csv_rows = _sweep_points(
+            input_dir, out, eps_list, budgets, seeds, postprocess, workers, truth, progress
+        )
 
-    meaning = (
-        "rho = epsilon^2/2"
-        if base.privacy_measure == "zCDP" and epsilon_meaning == "rho"
-        else ("(epsilon, delta)-DP via CKS" if base.privacy_measure == "zCDP" else "pure DP")
-    )
-    result: dict[str, Any] = json_ready(
-        {
+        meaning = (
+            "rho = epsilon^2/2"
+            if base.privacy_measure == "zCDP" and epsilon_meaning == "rho"
+            else ("(epsilon, delta)-DP via CKS" if base.privacy_measure == "zCDP" else "pure DP")
+        )
+        result: dict[str, Any] = json_ready(
+            {
+                "preset": base.name,
+                "schema": base.schema,
+                "mechanism": base.mechanism,
+                "epsilon_meaning": meaning,
+                "trials": trials,
+                "seed": seed,
+                "postprocess": postprocess,
+                "geolevels": list(geolevels.names),
+                "measures": list(SWEEP_MEASURES),
+                "points": points,
+            }
+        )
+        config_record = {
+            "input": str(Path(input_dir).resolve()),
+            "epsilons": eps_list,
             "preset": base.name,
-            "schema": base.schema,
-            "mechanism": base.mechanism,
-            "epsilon_meaning": meaning,
             "trials": trials,
-            "seed": seed,
             "postprocess": postprocess,
-            "geolevels": list(geolevels.names),
-            "measures": list(SWEEP_MEASURES),
-            "points": points,
+            "workers": workers,
+            "epsilon_meaning": epsilon_meaning,
         }
-    )
-    config_record = {
-        "input": str(Path(input_dir).resolve()),
-        "epsilons": eps_list,
-        "preset": base.name,
-        "trials": trials,
-        "postprocess": postprocess,
-        "workers": workers,
-        "epsilon_meaning": epsilon_meaning,
-    }
-    _write_sweep(out, result, csv_rows, config_record, t0)
-    say(progress, f"wrote {out / 'sweep.json'}, sweep.csv and sweep.png")
-    return result
+        _write_sweep(out, result, csv_rows, config_record, t0)
+        say(progress, f"wrote {staging.out_dir / 'sweep.json'}, sweep.csv and sweep.png")
+        return result
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from censusdp.io.atomic import atomic_path  # noqa: E402
+from censusdp.io.output import output_file  # noqa: E402
 
 __all__ = ["PosteriorCurve", "plot_posteriors", "plot_tract_example"]
 
@@ -43,10 +43,12 @@ class PosteriorCurve:
         return cls(label, grid, stats.beta(a, b).pdf(grid), (lo, hi), style)
 
 
-def _save(fig: plt.Figure, path: Path) -> None:
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
+def _save(fig: plt.Figure, path: Path, overwrite: bool | None = None) -> None:
+    try:
+        with output_file(path, overwrite=overwrite, suffix=".png", option="--plot") as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(fig)
 
 
 def _draw_posteriors(ax: plt.Axes, curves: Sequence[PosteriorCurve], truth: float | None) -> None:
@@ -67,6 +69,7 @@ def plot_posteriors(
     *,
     title: str = "",
     truth: float | None = None,
+    overwrite: bool | None = None,
 ) -> None:
     """Posterior densities of ``theta`` with their 95% intervals shaded."""
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -74,7 +77,7 @@ def plot_posteriors(
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    _save(fig, Path(path))
+    _save(fig, Path(path), overwrite)
 
 
 def plot_tract_example(

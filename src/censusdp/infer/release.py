@@ -55,7 +55,7 @@ from censusdp.infer.gls import (
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.invariants import read_invariants
 from censusdp.io.nmf import NMFReader
-from censusdp.io.output import check_output_dir
+from censusdp.io.output import staged_output
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import peak_rss_mb
 from censusdp.release.spine import ReleaseGeography, geography_of_run
@@ -429,8 +429,8 @@ def infer_release(
     Args:
         run_dir: a release directory written by ``censusdp run``.
         out_dir: the directory to write ``estimates.parquet`` and ``manifest.json`` to.
-        overwrite: replace those two files in a non-empty ``out_dir`` (nothing else
-            in it is touched).
+        overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
+            nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
         workers, executor, spark_master: where the bottom level's family tasks run
             (:func:`censusdp.execution.local.make_executor`); the output does not depend on it.
         zero_constraints: enter the zeros implied by the block invariants.
@@ -446,104 +446,106 @@ def infer_release(
     """
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    check_output_dir(out_dir, overwrite, inputs=[run_dir])
-    require_valid(run_dir, what="infer", mdf=False, progress=progress)
-    timings: dict[str, float] = {}
-    ex = make_executor(workers, kind=executor, spark_master=spark_master)
-    describe = getattr(ex, "describe", None)
-    ex_record = describe() if describe is not None else {"name": getattr(ex, "name", "")}
-    try:
-        gls = release_gls(
-            run_dir,
-            zero_constraints=zero_constraints,
-            executor=ex,
-            progress=progress,
-            timings=timings,
-        )
-        hierarchy = gls.hierarchy
-        if gls.tabulation is not None:
-            say(progress, f"note: {gls.tabulation['note']}")
-        names = hierarchy.geolevels.names
-        nlines = len(gls.lines)
-        stats = _LevelStats()
-        rows = 0
-        t = time.perf_counter()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with atomic_path(out_dir / "estimates.parquet") as tmp:
-            writer: pq.ParquetWriter | None = None
-            n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
-            bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
-            try:
-                for res in gls.chunks:
-                    bar.advance(res.stop - res.start)
-                    dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
-                    stats.add(names[res.level], gls.lines, res.sd, dsd)
-                    table = _chunk_table(
-                        names[res.level],
-                        hierarchy.geocodes[res.level][res.start : res.stop],
-                        gls.lines,
-                        res.estimate,
-                        res.sd,
-                    )
-                    if writer is None:
-                        writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-                    writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                    rows += table.num_rows
-                bar.close()
-            finally:
-                if writer is not None:
-                    writer.close()
-        timings["persons"] = time.perf_counter() - t
-    finally:
-        close = getattr(ex, "close", None)
-        if close is not None:
-            close()
-    say(progress, f"wrote {rows:,} estimates to {out_dir / 'estimates.parquet'}")
+    with staged_output(out_dir, overwrite, [run_dir], command="infer") as staging:
+        out_dir = staging.path
+        require_valid(run_dir, what="infer", mdf=False, progress=progress)
+        timings: dict[str, float] = {}
+        ex = make_executor(workers, kind=executor, spark_master=spark_master)
+        describe = getattr(ex, "describe", None)
+        ex_record = describe() if describe is not None else {"name": getattr(ex, "name", "")}
+        try:
+            gls = release_gls(
+                run_dir,
+                zero_constraints=zero_constraints,
+                executor=ex,
+                progress=progress,
+                timings=timings,
+            )
+            hierarchy = gls.hierarchy
+            if gls.tabulation is not None:
+                say(progress, f"note: {gls.tabulation['note']}")
+            names = hierarchy.geolevels.names
+            nlines = len(gls.lines)
+            stats = _LevelStats()
+            rows = 0
+            t = time.perf_counter()
+            with atomic_path(out_dir / "estimates.parquet") as tmp:
+                writer: pq.ParquetWriter | None = None
+                n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
+                bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
+                try:
+                    for res in gls.chunks:
+                        bar.advance(res.stop - res.start)
+                        dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
+                        stats.add(names[res.level], gls.lines, res.sd, dsd)
+                        table = _chunk_table(
+                            names[res.level],
+                            hierarchy.geocodes[res.level][res.start : res.stop],
+                            gls.lines,
+                            res.estimate,
+                            res.sd,
+                        )
+                        if writer is None:
+                            writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                        rows += table.num_rows
+                    bar.close()
+                finally:
+                    if writer is not None:
+                        writer.close()
+            timings["persons"] = time.perf_counter() - t
+        finally:
+            close = getattr(ex, "close", None)
+            if close is not None:
+                close()
+        say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
 
-    timings["total"] = time.perf_counter() - t0
-    direct_named = {
-        names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
-    }
-    manifest_in = gls.manifest
-    bottom = hierarchy.n_levels - 1
-    manifest: dict[str, Any] = {
-        "package_version": __version__,
-        "command": command,
-        "release": str(run_dir.resolve()),
-        "release_rho": manifest_in.get("rho"),
-        "release_epsilon": manifest_in.get("epsilon"),
-        "release_mechanism": manifest_in.get("mechanism"),
-        "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
-        "seed": None,
-        "randomness": "none (deterministic computation)",
-        "schema": gls.schema_name,
-        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-        "geounits": {
-            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
-        },
-        "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
-        **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
-        "constraints": {
-            "total_population_exact_at": names[gls.total_level],
-            "housing_units_exact_at": names[bottom],
-            "zeros_from_block_invariants": bool(zero_constraints),
-        },
-        "housing_units": gls.occupancy,
-        "interval_rule": (
-            "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
-            "t = 1e-9 max(1, |estimate|) (round-off)"
-        ),
-        "z": {"ci90": Z90, "ci95": Z95},
-        "columns": list(ESTIMATE_COLUMNS),
-        "lines": list(gls.lines),
-        "rows": rows,
-        "levels": stats.to_dict(direct_named),
-        "noise_variances": gls.noise_variances,
-        "executor": ex_record,
-        "platform": platform.platform(),
-        "timings": {k: round(v, 4) for k, v in timings.items()},
-        "peak_memory_mb": peak_rss_mb(),
-        "outputs": ["estimates.parquet", "manifest.json"],
-    }
-    write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / "manifest.json")
-    return manifest
+        timings["total"] = time.perf_counter() - t0
+        direct_named = {
+            names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
+        }
+        manifest_in = gls.manifest
+        bottom = hierarchy.n_levels - 1
+        manifest: dict[str, Any] = {
+            "package_version": __version__,
+            "command": command,
+            "release": str(run_dir.resolve()),
+            "release_rho": manifest_in.get("rho"),
+            "release_epsilon": manifest_in.get("epsilon"),
+            "release_mechanism": manifest_in.get("mechanism"),
+            "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
+            "seed": None,
+            "randomness": "none (deterministic computation)",
+            "schema": gls.schema_name,
+            "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+            "geounits": {
+                lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
+            },
+            "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
+            **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
+            "constraints": {
+                "total_population_exact_at": names[gls.total_level],
+                "housing_units_exact_at": names[bottom],
+                "zeros_from_block_invariants": bool(zero_constraints),
+            },
+            "housing_units": gls.occupancy,
+            "interval_rule": (
+                "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
+                "t = 1e-9 max(1, |estimate|) (round-off)"
+            ),
+            "z": {"ci90": Z90, "ci95": Z95},
+            "columns": list(ESTIMATE_COLUMNS),
+            "lines": list(gls.lines),
+            "rows": rows,
+            "levels": stats.to_dict(direct_named),
+            "noise_variances": gls.noise_variances,
+            "executor": ex_record,
+            "platform": platform.platform(),
+            "timings": {k: round(v, 4) for k, v in timings.items()},
+            "peak_memory_mb": peak_rss_mb(),
+            "outputs": ["estimates.parquet", "manifest.json"],
+        }
+        write_text(
+            json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / "manifest.json"
+        )
+        return manifest

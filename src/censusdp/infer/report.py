@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.errors import ConfigError
 from censusdp.infer._noise import NoiseLaw
 from censusdp.infer.posterior import (
     BetaPrior,
@@ -18,6 +17,7 @@ from censusdp.infer.posterior import (
     gibbs_draws,
     infer_proportion,
 )
+from censusdp.io.output import check_output_file
 
 __all__ = ["posterior_curves", "posterior_report"]
 
@@ -75,8 +75,8 @@ def posterior_report(
     """
     prior = prior or BetaPrior()
     counts = list(counts)
-    if plot is not None and Path(plot).exists() and not overwrite:
-        raise ConfigError(f"--plot {plot} exists; choose another file or pass --overwrite")
+    if plot is not None:
+        check_output_file(plot, overwrite, option="--plot")
     result = infer_proportion(counts, law, prior, method=method, draws=draws, seed=seed)
     if plot is not None:
         from censusdp.infer._plots import plot_posteriors
@@ -84,6 +84,6 @@ def posterior_report(
         curves = posterior_curves(counts, law, prior, result)
         n = sum(int(c.n) for c in counts)
         title = f"theta from noisy count(s) of {n:,} people, {law.law} noise (variance {law.variance:.3g})"
-        plot_posteriors(plot, curves, title=title, truth=truth)
+        plot_posteriors(plot, curves, title=title, truth=truth, overwrite=overwrite)
         result["plot"] = str(plot)
     return result

@@ -36,9 +36,14 @@ __all__ = [
 def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched. A
+    path inside an input of the running command is refused
+    (:func:`censusdp.io.output.refuse_input_write`).
     """
+    from censusdp.io.output import refuse_input_write
+
     final = Path(path)
+    refuse_input_write(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
     os.close(fd)

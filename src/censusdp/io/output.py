@@ -1,50 +1,79 @@
-"""Output directories that cannot lose data: the guard every writing command goes through.
+"""The output guard: every path any censusdp command writes goes through this module.
 
-A command that writes a directory (``run``, ``generate``, ``protect``, ``attack``,
-``risk``, ``sweep``) goes through :class:`Staging`, which
+No command may delete, overwrite or write inside what it did not create. The guard
+knows every input of the running command (:func:`guarded_command`, entered by the CLI
+with every input option it parsed, and by the Python API with its arguments) and:
 
-* refuses an output that is, contains, or lies inside one of the command's inputs;
-* refuses a non-empty output unless ``overwrite`` is set, and even then replaces only a
-  directory censusdp made (its ``manifest.json`` says so): never a directory of the
-  user's;
-* takes an exclusive lock per output (``.NAME.lock`` beside it, :func:`fcntl.flock`),
-  so a second writer fails at once with the holder's PID instead of interleaving;
-* builds the result in a staging directory ``.NAME.partial-PID`` beside the output and
-  renames it into place only when complete (:meth:`Staging.commit`), removing it on any
-  error or interrupt (:meth:`Staging.abort`; the CLI turns SIGTERM into an exception so
-  this runs); staging directories left by a killed run (SIGKILL) are swept by the next
-  writer of the same output, which holds the lock and so knows they are dead;
-* never sweeps *resumable* work: a staging directory marked with :data:`RESUMABLE_MARKER`
-  (a long run that finished some checkpointed steps, :mod:`censusdp.release.checkpoint`)
-  is adopted by a writer started with ``resume=True`` (renamed to its own staging name,
-  so nothing in it is rewritten), discarded only by ``overwrite``, and otherwise makes the
-  writer refuse with one line saying how to continue or discard it.
+* refuses an output path that is empty, the file-system root, the home or current
+  directory or one of their ancestors; that is, contains, or lies inside one of the
+  command's inputs (symbolic links inside an input are followed, so a file linked from
+  an input into an old output protects that output);
+* refuses an existing output unless ``overwrite`` is set, and even then replaces only
+  a **censusdp output holding nothing but what its manifest lists**
+  (:func:`foreign_entries`): a file the user added to a release, or a directory whose
+  manifest is not censusdp's, makes ``--overwrite`` refuse, naming the first foreign
+  entry. An output *file* (``--json``, ``--html``, ``--plot``) is never a special file
+  and never replaced without ``overwrite``;
+* builds a directory in a staging directory ``.NAME.partial-PID`` beside it
+  (:class:`Staging`), under an exclusive lock ``.NAME.lock`` (opened without following
+  links, never a file of the user's), with an owner record ``.NAME.owner-PID`` that
+  names the output, the process and its start time;
+* commits atomically: a new output appears with one ``renameat2(RENAME_NOREPLACE)``
+  (an output that appeared meanwhile is never replaced), an ``--overwrite`` is one
+  ``renameat2(RENAME_EXCHANGE)`` after which the old directory is checked once more
+  before it is removed (anything else at the path is swapped back). Where the kernel
+  or file system lacks ``renameat2``, a journal ``.NAME.commit-PID`` records the two
+  renames so that the next writer completes an interrupted commit;
+* sweeps only staging it can prove is censusdp's and dead: a name of exactly the
+  staging form, an owner record naming this output, and a process that no longer
+  runs (the lock is held meanwhile, so no live writer of the same output exists).
+  Resumable work (:data:`RESUMABLE_MARKER`, :mod:`censusdp.release.checkpoint`) is
+  adopted by ``resume``, discarded only by ``overwrite``, and otherwise refused with a
+  line saying how to continue.
 
-Output files (``--json PATH``, ``--html PATH``) go through :func:`check_output_file`:
-never an input, never an existing file without ``overwrite``.
+Files are written by :func:`output_file` (a temporary file beside the destination,
+linked into place only if nothing appeared there meanwhile, replaced only with
+``overwrite``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import ctypes
+import errno
 import fcntl
 import json
 import os
+import re
 import shutil
-from collections.abc import Iterable
+import socket
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from censusdp.errors import ConfigError
+from censusdp.errors import ConfigError, OutputError
 
 __all__ = [
     "MANIFEST_MARKER",
     "RESUMABLE_MARKER",
+    "SIGNATURE_FILE",
     "Staging",
     "check_output_dir",
     "check_output_file",
+    "foreign_entries",
+    "guarded_command",
     "is_censusdp_output",
-    "prepare_output_dir",
+    "output_file",
+    "protected_inputs",
+    "refuse_input_write",
+    "staged_output",
+    "write_output_json",
     "write_output_manifest",
+    "write_output_text",
 ]
 
 MANIFEST_MARKER = "censusdp"
@@ -54,235 +83,639 @@ RESUMABLE_MARKER = ".resumable"
 """A file in a staging directory that says it holds finished, checkpointed work which an
 interrupted run's ``--resume`` may continue (:meth:`Staging.mark_resumable`)."""
 
+SIGNATURE_FILE = "signature.json"
+"""A release's detached-in-place signature (``censusdp sign``): the one file of a
+censusdp output that its manifest cannot list (it signs the manifest)."""
 
-def _resolved(path: str | os.PathLike[str]) -> Path:
-    return Path(path).expanduser().resolve()
+_INPUT_WALK_LIMIT = 200_000
+"""Entries of an input directory searched for symbolic links (a CEF of part files has
+hundreds); a larger tree is protected by its own path only."""
 
 
-def _overlap(out: Path, inputs: Iterable[str | os.PathLike[str]]) -> Path | None:
+# -- the running command's inputs -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Command:
+    inputs: tuple[Path, ...]
+    overwrite: bool
+
+
+_COMMAND: contextvars.ContextVar[_Command | None] = contextvars.ContextVar(
+    "censusdp_command", default=None
+)
+
+
+def _expand(raw: str | os.PathLike[str]) -> list[Path]:
+    """An input's resolved path and, for a directory, the targets of the links in it."""
+    path = Path(raw).expanduser()
+    found = [path.resolve()]
+    if path.is_symlink():
+        found.append(path.absolute())
+    if not path.is_dir():
+        return found
+    seen = 0
+    for root, dirs, files in os.walk(path, followlinks=False):
+        for name in (*dirs, *files):
+            seen += 1
+            entry = Path(root, name)
+            if entry.is_symlink():
+                with contextlib.suppress(OSError, RuntimeError):
+                    found.append(entry.resolve())
+        if seen > _INPUT_WALK_LIMIT:
+            break
+    return found
+
+
+def _resolve_inputs(inputs: Iterable[str | os.PathLike[str] | None]) -> tuple[Path, ...]:
+    out: list[Path] = []
     for raw in inputs:
-        if raw is None:
+        if raw is None or (isinstance(raw, str) and raw in ("", "-")):
             continue
-        inp = _resolved(raw)
+        out.extend(_expand(raw))
+    return tuple(dict.fromkeys(out))
+
+
+@contextlib.contextmanager
+def guarded_command(
+    inputs: Iterable[str | os.PathLike[str] | None], *, overwrite: bool = False
+) -> Iterator[None]:
+    """Declare the running command's inputs (and whether it may ``overwrite``): every
+    output the guard checks inside this block may not touch any of them."""
+    outer = _COMMAND.get()
+    resolved = _resolve_inputs(inputs)
+    if outer is not None:
+        resolved = tuple(dict.fromkeys((*outer.inputs, *resolved)))
+        overwrite = overwrite and outer.overwrite
+    token = _COMMAND.set(_Command(resolved, overwrite))
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def protected_inputs(extra: Iterable[str | os.PathLike[str] | None] = ()) -> tuple[Path, ...]:
+    """The running command's inputs (:func:`guarded_command`) and ``extra``, resolved."""
+    cmd = _COMMAND.get()
+    own = _resolve_inputs(extra)
+    return tuple(dict.fromkeys((*(cmd.inputs if cmd else ()), *own)))
+
+
+def refuse_input_write(path: str | os.PathLike[str]) -> None:
+    """Refuse to write ``path`` when it is, or lies inside, an input of the running
+    command (the last line of defence of every file censusdp writes).
+
+    Raises:
+        ConfigError: naming the path and the input.
+    """
+    cmd = _COMMAND.get()
+    if cmd is None or not cmd.inputs:
+        return
+    out = Path(path).resolve()
+    for inp in cmd.inputs:
+        if out == inp or out.is_relative_to(inp):
+            raise ConfigError(f"{path} lies inside the input {inp}; censusdp never writes there")
+
+
+def _ambient_overwrite(overwrite: bool | None) -> bool:
+    if overwrite is not None:
+        return overwrite
+    cmd = _COMMAND.get()
+    return bool(cmd and cmd.overwrite)
+
+
+# -- what a path may be ----------------------------------------------------------------
+
+
+def _resolved(path: str | os.PathLike[str], option: str) -> Path:
+    text = os.fspath(path)
+    if not str(text).strip():
+        raise ConfigError(f"{option} is empty; give the path to write")
+    return Path(text).expanduser().resolve()
+
+
+def _refuse_root_like(out: Path, shown: object, option: str) -> None:
+    """A path whose replacement would take the user's working tree with it."""
+    cwd, home = Path.cwd().resolve(), Path.home().resolve()
+    for what, place in (("the current directory", cwd), ("the home directory", home)):
+        if out == place or place.is_relative_to(out):
+            raise ConfigError(
+                f"{option} {shown} is {what}"
+                + ("" if out == place else " or one of its parents")
+                + "; write the output into a directory of its own"
+            )
+    if out == Path(out.anchor):
+        raise ConfigError(f"{option} {shown} is the file-system root; choose another path")
+
+
+def _overlap(out: Path, inputs: Iterable[Path]) -> Path | None:
+    for inp in inputs:
         if out == inp or inp.is_relative_to(out) or out.is_relative_to(inp):
             return inp
     return None
 
 
-def is_censusdp_output(directory: Path) -> bool:
-    """True when ``directory/manifest.json`` says censusdp wrote the directory."""
+def _read_manifest(directory: Path) -> dict[str, Any] | None:
     path = directory / "manifest.json"
     try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(manifest, dict) and (
-        manifest.get("created_by") == MANIFEST_MARKER or "package_version" in manifest
-    )
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
 
 
-def write_output_manifest(out_dir: Path, command: str, files: Iterable[str]) -> None:
-    """Mark a directory a command wrote as censusdp's (``manifest.json``), so that
-    ``--overwrite`` may replace it later."""
-    from censusdp.io.atomic import write_json
-    from censusdp.version import __version__
+def is_censusdp_output(directory: str | os.PathLike[str]) -> bool:
+    """True when ``directory/manifest.json`` is a censusdp manifest (``created_by``)."""
+    manifest = _read_manifest(Path(directory))
+    return manifest is not None and manifest.get("created_by") == MANIFEST_MARKER
 
-    write_json(
-        {
-            "created_by": MANIFEST_MARKER,
-            "command": command,
-            "package_version": __version__,
-            "files": sorted(files),
-        },
-        out_dir / "manifest.json",
-    )
+
+def _listed(manifest: dict[str, Any]) -> set[str]:
+    files = manifest.get("files")
+    if isinstance(files, dict):
+        return {str(k) for k in files}
+    if isinstance(files, list):
+        return {str(k) for k in files}
+    return set()
+
+
+def foreign_entries(directory: str | os.PathLike[str], *, limit: int = 5) -> list[str] | None:
+    """The entries of a censusdp output that its manifest does not account for.
+
+    Returns ``None`` when ``directory`` is not a censusdp output at all, else up to
+    ``limit`` paths (relative, ``/``-separated) that ``--overwrite`` would lose: every
+    entry but ``manifest.json``, :data:`SIGNATURE_FILE`, the files the manifest lists
+    (``files``: a list, or a mapping to checksums) and the directories holding them. A
+    listed entry that is a directory must itself be a censusdp output with nothing
+    foreign (a demo's release inside the demo directory).
+    """
+    root = Path(directory)
+    manifest = _read_manifest(root)
+    if manifest is None or manifest.get("created_by") != MANIFEST_MARKER:
+        return None
+    listed = _listed(manifest)
+    parents = {p for rel in listed for p in _ancestors(rel)}
+    foreign: list[str] = []
+
+    def walk(path: Path, rel: str) -> None:
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if len(foreign) >= limit:
+                return
+            sub = f"{rel}{entry.name}"
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if rel == "" and entry.name in ("manifest.json", SIGNATURE_FILE) and not is_dir:
+                continue
+            if sub in listed:
+                if is_dir:
+                    inner = foreign_entries(entry.path, limit=limit - len(foreign))
+                    if inner is None:
+                        foreign.append(sub + "/")
+                    else:
+                        foreign.extend(f"{sub}/{x}" for x in inner)
+                continue
+            if is_dir and sub in parents:
+                walk(Path(entry.path), sub + "/")
+                continue
+            foreign.append(sub + ("/" if is_dir else ""))
+
+    walk(root, "")
+    return foreign[:limit]
+
+
+def _ancestors(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _replaceable(out: Path, shown: object, option: str) -> None:
+    """Refuse unless the existing non-empty directory ``out`` is a censusdp output with
+    nothing in it that its manifest does not list."""
+    foreign = foreign_entries(out)
+    if foreign is None:
+        raise ConfigError(
+            f"{option} {shown} is not a censusdp output (no censusdp manifest.json); "
+            "--overwrite replaces only directories censusdp made"
+        )
+    if foreign:
+        raise ConfigError(
+            f"{option} {shown} holds {foreign[0]}, which its manifest does not list; "
+            "--overwrite replaces only what censusdp wrote (move it away first)"
+        )
+
+
+def _is_empty_dir(path: Path) -> bool:
+    with os.scandir(path) as it:
+        return next(it, None) is None
 
 
 def check_output_dir(
     out_dir: str | os.PathLike[str],
     overwrite: bool,
-    inputs: Iterable[str | os.PathLike[str]] = (),
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    *,
+    option: str = "--out",
 ) -> Path:
-    """Check that ``out_dir`` may be written; return it resolved.
+    """Check that the directory ``out_dir`` may be written; return it resolved.
 
     Raises:
-        ConfigError: when ``out_dir`` is a file, overlaps an input, or is a non-empty
-            directory that ``overwrite`` does not allow replacing (not set, or the
-            directory is not a censusdp output).
+        ConfigError: when ``out_dir`` is empty or root-like, a file, overlaps an input
+            (this call's or the running command's), or is a non-empty directory that
+            ``overwrite`` does not allow replacing (not set, not a censusdp output, or
+            holding an entry its manifest does not list).
     """
-    out = _resolved(out_dir)
-    clash = _overlap(out, inputs)
+    out = _resolved(out_dir, option)
+    _refuse_root_like(out, out_dir, option)
+    clash = _overlap(out, protected_inputs(inputs))
     if clash is not None:
-        raise ConfigError(f"--out {out_dir} overlaps the input {clash}; write the output elsewhere")
+        raise ConfigError(
+            f"{option} {out_dir} overlaps the input {clash}; write the output elsewhere"
+        )
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out_dir} is a file, not a directory")
-    if out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"{option} {out_dir} is a file, not a directory")
+    if out.is_dir() and not _is_empty_dir(out):
         if not overwrite:
             raise ConfigError(
-                f"--out {out_dir} exists and is not empty; choose another --out or pass --overwrite"
+                f"{option} {out_dir} exists and is not empty; choose another {option} or "
+                "pass --overwrite"
             )
-        if not is_censusdp_output(out):
-            raise ConfigError(
-                f"--out {out_dir} is not a censusdp output (no censusdp manifest.json); "
-                "--overwrite replaces only directories censusdp made"
-            )
+        _replaceable(out, out_dir, option)
     return out
 
 
 def check_output_file(
     path: str | os.PathLike[str],
-    overwrite: bool,
-    inputs: Iterable[str | os.PathLike[str]] = (),
+    overwrite: bool | None = None,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
     *,
     option: str = "output",
 ) -> Path:
-    """Check that the file ``path`` may be written (never an input or a file inside one;
-    not an existing file without ``overwrite``); return it resolved.
+    """Check that the file ``path`` may be written; return it resolved.
+
+    Never an input, a file inside an input directory or a directory holding an input;
+    never a directory or a special file (a FIFO, a device); not an existing file
+    without ``overwrite`` (``None``: the running command's ``--overwrite``).
 
     Raises:
         ConfigError: naming ``option`` and the path.
     """
-    out = _resolved(path)
-    clash = _overlap(out, inputs)
-    # a new file beside the inputs harms nothing; replacing one of them, or an input itself,
-    # would lose data
-    if clash is not None and (out == clash or out.exists() or clash.is_relative_to(out)):
+    out = _resolved(path, option)
+    clash = _overlap(out, protected_inputs(inputs))
+    if clash is not None:
         raise ConfigError(f"{option} {path} overlaps the input {clash}; write it elsewhere")
-    if out.is_dir():
-        raise ConfigError(f"{option} {path} is a directory, not a file")
-    if out.exists() and not overwrite:
-        raise ConfigError(f"{option} {path} exists; choose another path or pass --overwrite")
+    try:
+        st = os.stat(out)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: cannot check the path ({exc.strerror})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"{option} {path} is a directory, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{option} {path} is not a regular file; choose another path")
+        if not _ambient_overwrite(overwrite):
+            raise ConfigError(f"{option} {path} exists; choose another path or pass --overwrite")
     if not out.parent.is_dir():
         raise ConfigError(f"{option} {path}: directory {out.parent} does not exist")
     return out
 
 
-def prepare_output_dir(
-    out_dir: str | os.PathLike[str],
-    overwrite: bool,
-    inputs: Iterable[str | os.PathLike[str]] = (),
-) -> Path:
-    """Check ``out_dir`` (see :func:`check_output_dir`) and create it; return it.
+# -- atomic renames --------------------------------------------------------------------
 
-    For commands that write a directory in place; a command that can be interrupted
-    half-way should use :class:`Staging` instead.
-    """
-    out = check_output_dir(out_dir, overwrite, inputs)
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _libc_renameat2() -> Any:
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"--out {out_dir}: cannot create the directory ({exc.strerror})"
-        ) from None
-    return out
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_renameat2 = _libc_renameat2()
+
+
+class _Unsupported(Exception):
+    """``renameat2`` with this flag is not available here."""
+
+
+def _rename2(src: Path, dst: Path, flag: int) -> None:
+    """``renameat2(src, dst, flag)``; raises :class:`_Unsupported` where it cannot run
+    and :class:`OSError` for its own failures (``EEXIST``: ``dst`` appeared)."""
+    if _renameat2 is None:
+        raise _Unsupported()
+    if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flag) == 0:
+        return
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        raise _Unsupported()
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+# -- processes -------------------------------------------------------------------------
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of a process (clock ticks since boot, from /proc), or ``None``."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()[19]
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    """Whether the process ``pid`` that started at ``start`` still runs. This process
+    itself counts as gone: it calls this holding the output's lock, so no staging of
+    its own for that output is in use."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = _start_time(pid)
+    return start is None or now is None or now == start
+
+
+# -- the staging of a directory --------------------------------------------------------
 
 
 class Staging:
-    """An output directory built beside its destination, locked, and renamed into place.
+    """An output directory built beside its destination, locked, and committed atomically.
+
+    Use it as a context manager (commit on success, abort on an exception) or call
+    :meth:`commit` / :meth:`abort` yourself.
 
     Args:
         out_dir: the destination.
-        overwrite: allow replacing an existing censusdp output (and discard the
-            resumable work of an interrupted run of it, unless ``resume``).
-        inputs: the command's inputs; the output may not overlap any of them.
+        overwrite: allow replacing an existing censusdp output that holds only what its
+            manifest lists (and discard the resumable work of an interrupted run of it,
+            unless ``resume``).
+        inputs: the command's inputs (besides those of :func:`guarded_command`); the
+            output may not overlap any of them.
         resume: adopt the resumable work of an interrupted run of ``out_dir`` as this
             staging directory (:attr:`resumed` says whether there was any).
+        carry: names of entries of the existing output to start from (hard links, so
+            the old output is never written): a cache a command reuses with
+            ``overwrite``.
+        option: the option that named ``out_dir``, for messages.
 
     Raises:
-        ConfigError: for any refusal of :func:`check_output_dir`, an unwritable parent,
-            an output that another process is writing (naming its PID), or resumable
-            work of an interrupted run when neither ``resume`` nor ``overwrite`` is set.
+        ConfigError: for any refusal of :func:`check_output_dir`, an output that another
+            process is writing (naming its PID), a lock path that is not censusdp's, or
+            resumable work of an interrupted run when neither ``resume`` nor
+            ``overwrite`` is set.
+        OutputError: when the parent directory cannot be created or written.
     """
 
     def __init__(
         self,
         out_dir: str | os.PathLike[str],
         overwrite: bool,
-        inputs: Iterable[str | os.PathLike[str]] = (),
+        inputs: Iterable[str | os.PathLike[str] | None] = (),
         *,
         resume: bool = False,
+        carry: Iterable[str] = (),
+        option: str = "--out",
     ) -> None:
         self._lock_fd = -1
-        self.out_dir = check_output_dir(out_dir, overwrite, inputs)
+        self._option = option
+        self._shown = out_dir
+        self._inputs = protected_inputs(inputs)
+        self.out_dir = check_output_dir(out_dir, overwrite, self._inputs, option=option)
         self.overwrite = overwrite
         self.resumed = False
         self.resumed_from: str | None = None
-        parent = self.out_dir.parent
+        parent, name = self.out_dir.parent, self.out_dir.name
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"--out {out_dir}: cannot create {parent} ({exc.strerror})") from None
-        self._lock_path = parent / f".{self.out_dir.name}.lock"
-        self._lock_fd = self._lock(self._lock_path, out_dir)
-        resumable = self._sweep_debris(keep_resumable=resume or not overwrite)
-        if resumable and not resume:
-            self._unlock()
-            raise ConfigError(
-                f"--out {out_dir}: an interrupted run left resumable work in {resumable[0]}; "
-                "rerun the same command with --resume to continue it, or with --overwrite "
-                "to discard it"
-            )
-        # checked again under the lock: another writer may have finished meanwhile
-        check_output_dir(self.out_dir, overwrite, inputs)
-        self.path = parent / f".{self.out_dir.name}.partial-{os.getpid()}"
+            raise OutputError(
+                f"{option} {out_dir}: cannot create {parent} ({exc.strerror})"
+            ) from None
+        self._lock_path = parent / f".{name}.lock"
+        self._lock_fd = self._lock()
         try:
+            self._recover_commits()
+            resumable = self._sweep(keep_resumable=resume or not overwrite)
+            if resumable and not resume:
+                raise ConfigError(
+                    f"{option} {out_dir}: an interrupted run left resumable work in "
+                    f"{resumable[0].name}; rerun the same command with --resume to continue "
+                    "it, or with --overwrite to discard it"
+                )
+            # checked again under the lock: another writer may have finished meanwhile
+            check_output_dir(self.out_dir, overwrite, self._inputs, option=option)
+            self.path = parent / f".{name}.partial-{os.getpid()}"
+            self._owner = parent / f".{name}.owner-{os.getpid()}"
             if resumable:
                 # the newest interrupted run is continued; older ones are superseded
                 for older in resumable[1:]:
-                    shutil.rmtree(older, ignore_errors=True)
+                    self._remove_staging(older)
+                self._remove_owner_of(resumable[0])
+                self._write_owner()
                 os.replace(resumable[0], self.path)
                 self.resumed, self.resumed_from = True, resumable[0].name
             else:
+                self._write_owner()
                 self.path.mkdir()
+                self._carry(carry)
         except OSError as exc:
             self._unlock()
-            raise ConfigError(
-                f"--out {out_dir}: cannot write in {parent} ({exc.strerror})"
+            raise OutputError(
+                f"{option} {out_dir}: cannot write in {parent} ({exc.strerror})"
             ) from None
+        except BaseException:
+            self._unlock()
+            raise
 
-    @staticmethod
-    def _lock(lock_path: Path, shown: object) -> int:
-        """Lock ``lock_path`` exclusively; the file is removed again on release, so a
-        locker checks that the file it locked is still the one at the path."""
+    # the lock
+
+    def _lock(self) -> int:
+        """Lock ``.NAME.lock`` exclusively, without following a link and without ever
+        truncating a file that is not a censusdp lock; the file is removed again on
+        release, so a locker checks that the file it locked is still the one at the path."""
+        path, shown = self._lock_path, self._shown
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         while True:
             try:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(path, flags, 0o644)
             except OSError as exc:
-                raise ConfigError(
-                    f"--out {shown}: cannot write in {lock_path.parent} ({exc.strerror})"
+                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                    raise ConfigError(
+                        f"{self._option} {shown}: {path} is not a censusdp lock file "
+                        "(a link or a special file); remove it or choose another output"
+                    ) from None
+                raise OutputError(
+                    f"{self._option} {shown}: cannot write in {path.parent} ({exc.strerror})"
                 ) from None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size > 32:
+                os.close(fd)
+                raise ConfigError(
+                    f"{self._option} {shown}: {path} is not a censusdp lock file; remove "
+                    "it or choose another output"
+                )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
                 raise ConfigError(
-                    f"--out {shown} is being written by another censusdp process "
-                    f"(PID {holder}); wait for it or choose another --out"
+                    f"{self._option} {shown} is being written by another censusdp process "
+                    f"(PID {holder}); wait for it or choose another {self._option}"
                 ) from None
             try:
-                same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+                now = os.lstat(path)
+                same = (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
             except FileNotFoundError:
                 same = False
-            if same:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-                return fd
-            os.close(fd)  # the previous holder removed it as we locked: try again
+            if not same:
+                os.close(fd)  # the previous holder removed it as we locked: try again
+                continue
+            content = os.pread(fd, 33, 0).strip()
+            if content and not content.isdigit():
+                os.close(fd)
+                raise ConfigError(
+                    f"{self._option} {shown}: {path} is not a censusdp lock file; remove "
+                    "it or choose another output"
+                )
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
 
-    def _sweep_debris(self, *, keep_resumable: bool) -> list[Path]:
-        """Remove staging directories of earlier, dead writers of this output, except
-        (with ``keep_resumable``) those marked resumable, which are returned, newest first."""
+    def _unlock(self) -> None:
+        if self._lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                st, now = os.fstat(self._lock_fd), os.lstat(self._lock_path)
+                if (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino):
+                    os.unlink(self._lock_path)
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # ownership, debris and interrupted commits
+
+    def _write_owner(self) -> None:
+        record = {
+            "created_by": MANIFEST_MARKER,
+            "out": str(self.out_dir),
+            "pid": os.getpid(),
+            "start": _start_time(os.getpid()),
+            "host": socket.gethostname(),
+        }
+        fd = os.open(self._owner, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+
+    def _owner_of(self, staging: Path) -> dict[str, Any] | None:
+        """The owner record of a staging directory of this output, if it proves one."""
+        pid = staging.name.rsplit("-", 1)[-1]
+        record_path = staging.parent / f".{self.out_dir.name}.owner-{pid}"
+        try:
+            if not stat.S_ISREG(os.lstat(record_path).st_mode):
+                return None
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        ok = (
+            isinstance(record, dict)
+            and record.get("created_by") == MANIFEST_MARKER
+            and record.get("out") == str(self.out_dir)
+            and str(record.get("pid")) == pid
+            and record.get("host") == socket.gethostname()
+        )
+        return record if ok else None
+
+    def _remove_owner_of(self, staging: Path) -> None:
+        pid = staging.name.rsplit("-", 1)[-1]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging.parent / f".{self.out_dir.name}.owner-{pid}")
+
+    def _remove_staging(self, staging: Path) -> None:
+        shutil.rmtree(staging, ignore_errors=True)
+        self._remove_owner_of(staging)
+
+    def _sweep(self, *, keep_resumable: bool) -> list[Path]:
+        """Remove the staging directories of earlier, dead writers of this output, except
+        (with ``keep_resumable``) those marked resumable, which are returned, newest
+        first. Only a directory of exactly the staging name whose owner record names
+        this output and a process that no longer runs is touched."""
         parent, name = self.out_dir.parent, self.out_dir.name
+        pattern = re.compile(rf"\.{re.escape(name)}\.(partial|owner)-(\d+)")
         kept: list[tuple[float, Path]] = []
-        for prefix in (f".{name}.partial-", f".{name}.old-"):
-            for stale in parent.glob(prefix + "*"):
-                marker = stale / RESUMABLE_MARKER
-                if keep_resumable and prefix.endswith("partial-") and marker.is_file():
-                    kept.append((marker.stat().st_mtime, stale))
-                    continue
-                shutil.rmtree(stale, ignore_errors=True)
+        for entry in os.scandir(parent):
+            m = pattern.fullmatch(entry.name)
+            if m is None:
+                continue
+            if m.group(1) == "owner":
+                # a record whose directory is gone (killed before or after it existed)
+                staging = parent / f".{name}.partial-{m.group(2)}"
+                record = self._owner_of(staging)
+                if record is not None and not staging.exists():
+                    if not _alive(int(record["pid"]), record.get("start")):
+                        self._remove_owner_of(staging)
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            staging = Path(entry.path)
+            record = self._owner_of(staging)
+            if record is None or _alive(int(record["pid"]), record.get("start")):
+                continue
+            marker = staging / RESUMABLE_MARKER
+            if keep_resumable and marker.is_file():
+                kept.append((marker.stat().st_mtime, staging))
+                continue
+            self._remove_staging(staging)
         return [p for _, p in sorted(kept, reverse=True)]
+
+    def _journal_path(self, pid: int) -> Path:
+        return self.out_dir.parent / f".{self.out_dir.name}.commit-{pid}"
+
+    def _recover_commits(self) -> None:
+        """Finish the commit of a writer killed between the two renames of the fallback
+        (no ``renameat2``): its journal names the finished output and the old one."""
+        parent, name = self.out_dir.parent, self.out_dir.name
+        pattern = re.compile(rf"\.{re.escape(name)}\.commit-(\d+)")
+        for entry in os.scandir(parent):
+            if pattern.fullmatch(entry.name) is None or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                journal = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(journal, dict) or journal.get("out") != str(self.out_dir):
+                continue
+            if _alive(int(journal.get("pid", -1)), journal.get("start")):
+                continue
+            new, old = Path(journal["new"]), Path(journal["old"])
+            if not self.out_dir.exists() and new.is_dir():
+                os.rename(new, self.out_dir)
+            if old.is_dir() and old.parent == parent and old.name.startswith(f".{name}.old-"):
+                shutil.rmtree(old, ignore_errors=True)
+            os.unlink(entry.path)
+
+    def _carry(self, names: Iterable[str]) -> None:
+        names = list(names)
+        if not names or not self.out_dir.is_dir() or foreign_entries(self.out_dir) is None:
+            return
+        for name in names:
+            src = self.out_dir / name
+            if src.is_dir() and not src.is_symlink():
+                shutil.copytree(src, self.path / name, copy_function=os.link, symlinks=True)
+
+    # resumable work
 
     def mark_resumable(self) -> None:
         """Say that this staging directory holds finished work an interrupted run may
@@ -294,35 +727,254 @@ class Staging:
         with contextlib.suppress(FileNotFoundError):
             (self.path / RESUMABLE_MARKER).unlink()
 
-    def _unlock(self) -> None:
-        if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.unlink(self._lock_path)
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                os.close(self._lock_fd)
-            self._lock_fd = -1
+    # the commit
 
     def commit(self) -> None:
-        """Move the finished staging directory onto the destination and release the lock."""
+        """Move the finished staging directory onto the destination and release the lock.
+
+        Raises:
+            ConfigError: when something appeared at the destination during the run
+                that may not be replaced (the finished output is then removed).
+        """
         try:
-            if self.out_dir.exists():
-                old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}"
-                os.replace(self.out_dir, old)
-                os.replace(self.path, self.out_dir)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(self.path, self.out_dir)
-        finally:
-            self._unlock()
+            self._commit()
+        except BaseException:
+            self.abort(keep_resumable=True)
+            raise
+        self._remove_owner_of(self.path)
+        self._unlock()
+
+    def _commit(self) -> None:
+        out, shown, option = self.out_dir, self._shown, self._option
+        try:
+            _rename2(self.path, out, _RENAME_NOREPLACE)
+            return
+        except _Unsupported:
+            if not out.exists() and not out.is_symlink():
+                os.rename(self.path, out)  # the lock keeps other censusdp writers out
+                return
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        # something is at the destination: replace it only if the rules allow it now
+        if out.is_symlink() or not out.is_dir():
+            raise ConfigError(
+                f"{option} {shown} appeared during the run and is not a directory; "
+                "nothing was replaced"
+            )
+        if not _is_empty_dir(out):
+            if not self.overwrite:
+                raise ConfigError(
+                    f"{option} {shown} appeared during the run; nothing was replaced "
+                    "(rerun with another --out, or with --overwrite)"
+                )
+            _replaceable(out, shown, option)
+        try:
+            _rename2(self.path, out, _RENAME_EXCHANGE)
+        except _Unsupported:
+            self._commit_by_journal()
+            return
+        # the old directory is now at self.path: check once more what was replaced
+        old = self.path
+        if not _is_empty_dir(old) and (not self.overwrite or foreign_entries(old) != []):
+            _rename2(old, out, _RENAME_EXCHANGE)  # swap back: leave theirs in place
+            raise ConfigError(f"{option} {shown} changed during the run; nothing was replaced")
+        shutil.rmtree(old)
+
+    def _commit_by_journal(self) -> None:
+        """Two renames where ``renameat2`` is missing, recorded so that the next writer
+        completes them if this process dies in between."""
+        old = self.out_dir.parent / f".{self.out_dir.name}.old-{os.getpid()}"
+        journal = self._journal_path(os.getpid())
+        record = {
+            "out": str(self.out_dir),
+            "new": str(self.path),
+            "old": str(old),
+            "pid": os.getpid(),
+            "start": _start_time(os.getpid()),
+        }
+        journal.write_text(json.dumps(record), encoding="utf-8")
+        os.rename(self.out_dir, old)
+        os.rename(self.path, self.out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+        journal.unlink()
 
     def abort(self, *, keep_resumable: bool = False) -> None:
         """Remove the staging directory and release the lock; with ``keep_resumable``, a
-        directory marked resumable is left for a later ``resume``."""
-        if not (keep_resumable and (self.path / RESUMABLE_MARKER).is_file()):
-            shutil.rmtree(self.path, ignore_errors=True)
+        directory marked resumable is left (with its owner record) for a later
+        ``resume``."""
+        path = getattr(self, "path", None)
+        if path is not None and not (keep_resumable and (path / RESUMABLE_MARKER).is_file()):
+            shutil.rmtree(path, ignore_errors=True)
+            self._remove_owner_of(path)
         self._unlock()
+
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort(keep_resumable=issubclass(exc_type, KeyboardInterrupt))
 
     def __del__(self) -> None:  # a Staging dropped without commit or abort
         if getattr(self, "_lock_fd", -1) >= 0:
             self._unlock()
+
+
+def write_output_manifest(
+    out_dir: Path, command: str, files: Iterable[str] | None = None, **extra: Any
+) -> None:
+    """Mark a directory a command wrote as censusdp's: ``manifest.json`` with
+    ``created_by``, the command and every file it holds (``files``; default: every
+    file found under ``out_dir`` but the manifest), so that ``--overwrite`` may replace
+    it later and nothing else."""
+    from censusdp.io.atomic import write_json
+    from censusdp.version import __version__
+
+    if files is None:
+        files = _all_files(out_dir)
+    write_json(
+        {
+            "created_by": MANIFEST_MARKER,
+            "command": command,
+            "package_version": __version__,
+            **extra,
+            "files": sorted(files),
+        },
+        out_dir / "manifest.json",
+    )
+
+
+def _all_files(root: Path) -> list[str]:
+    return sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if (p.is_file() or p.is_symlink()) and p.relative_to(root).as_posix() != "manifest.json"
+    )
+
+
+def _seal(out: Path, command: str) -> None:
+    """Make sure the finished directory's manifest marks it as censusdp's and lists
+    every file in it (a command's own manifest keys are kept)."""
+    from censusdp.io.atomic import write_json
+    from censusdp.version import __version__
+
+    manifest = _read_manifest(out)
+    if manifest is None:
+        write_output_manifest(out, command)
+        return
+    manifest.setdefault("command", command)
+    manifest.setdefault("package_version", __version__)
+    manifest["created_by"] = MANIFEST_MARKER
+    if not isinstance(manifest.get("files"), dict):
+        manifest["files"] = _all_files(out)
+    write_json(manifest, out / "manifest.json")
+
+
+@contextlib.contextmanager
+def staged_output(
+    out_dir: str | os.PathLike[str],
+    overwrite: bool,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    *,
+    command: str,
+    resume: bool = False,
+    carry: Iterable[str] = (),
+    resumable: bool = False,
+    option: str = "--out",
+) -> Iterator[Staging]:
+    """A :class:`Staging` for a command that writes a directory: the body writes into
+    ``staging.path``; on success the manifest is sealed (``created_by``, every file
+    listed) and the directory committed; on an error or interrupt it is removed.
+
+    ``resumable``: the command keeps a cache of finished work in its output; the
+    staging directory is marked resumable from the start, kept on any error or
+    interrupt, and adopted by the next writer with ``resume``."""
+    staging = Staging(out_dir, overwrite, inputs, resume=resume, carry=carry, option=option)
+    if resumable:
+        staging.mark_resumable()
+    try:
+        yield staging
+        staging.unmark_resumable()
+        _seal(staging.path, command)
+    except BaseException as exc:
+        staging.abort(keep_resumable=resumable or isinstance(exc, KeyboardInterrupt))
+        raise
+    staging.commit()
+
+
+@contextlib.contextmanager
+def output_file(
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool | None = None,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    option: str = "output",
+    suffix: str = "",
+) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; put it in place when the body succeeds.
+
+    The path is checked first (:func:`check_output_file`) and again at the end; without
+    ``overwrite`` (``None``: the running command's) the file is linked into place so
+    that a file that appeared meanwhile is never replaced. On an error the temporary
+    file is removed and ``path`` is untouched.
+
+    Raises:
+        ConfigError: for a refused path, or one that appeared while writing.
+    """
+    final = check_output_file(path, overwrite, inputs, option=option)
+    replace = _ambient_overwrite(overwrite)
+    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        check_output_file(path, replace, inputs, option=option)
+        if replace:
+            os.replace(tmp_path, final)
+        else:
+            try:
+                os.link(tmp_path, final)
+            except FileExistsError:
+                raise ConfigError(
+                    f"{option} {path} appeared while it was written; nothing was replaced"
+                ) from None
+            except OSError:  # no hard links here
+                os.replace(tmp_path, final)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+
+
+def write_output_text(
+    text: str,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool | None = None,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    option: str = "output",
+) -> Path:
+    """Write ``text`` (UTF-8) to the output file ``path`` through :func:`output_file`."""
+    with output_file(path, overwrite=overwrite, inputs=inputs, option=option) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_output_json(
+    obj: Any,
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool | None = None,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    option: str = "--json",
+) -> Path:
+    """Write ``obj`` as strict, pretty-printed JSON to the output file ``path``."""
+    from censusdp.io.atomic import strict_json
+
+    text = json.dumps(strict_json(obj), indent=2, allow_nan=False, default=str) + "\n"
+    return write_output_text(text, path, overwrite=overwrite, inputs=inputs, option=option)

@@ -33,7 +33,7 @@ from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import write_mdf_records
-from censusdp.io.output import prepare_output_dir
+from censusdp.io.output import staged_output
 from censusdp.io.tables import write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
@@ -133,62 +133,66 @@ def protect_swap(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite, inputs=[input_dir])
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    cef = read_cef(input_dir, progress=progress)
-    timings["read"] = time.perf_counter() - t
-    t = time.perf_counter()
-    res = swap_households(
-        cef.persons, rate=rate, seed=seed, risk_weight=risk_weight, small_block=small_block
-    )
-    persons = res.persons
-    persons["age"] = top_code_ages(persons["age"], topcode)
-    timings["swap"] = time.perf_counter() - t
-    say(
-        progress,
-        f"swap: {res.swapped:,} of {res.households:,} households swapped "
-        f"({res.pairs:,} pairs, {res.swapped_at_risk:,} at risk), "
-        f"{res.persons_moved:,} persons moved",
-    )
-    t = time.perf_counter()
-    units = {k: np.asarray(v) for k, v in cef.units.items()}
-    units["geocode"] = np.asarray(units["geocode"]).astype("U16")
-    hierarchy = _write_swapped_release(persons, units, out)
-    if cef_out is not None:
-        _write_cef(persons, units, Path(cef_out))
-    timings["write"] = time.perf_counter() - t
-    timings["total"] = time.perf_counter() - t_all
-    manifest = {
-        "release": "swap",
-        "schema": "dhc-lite",
-        "mechanism": "swap",
-        "postprocess": "none",
-        "rho": None,
-        "epsilon": None,
-        "delta": None,
-        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-        "seed": seed,
-        "swap": {
-            "rate": rate,
-            "risk_weight": risk_weight,
-            "small_block": small_block,
-            "matching": "same household size and number of adults; other block of the "
-            "same county, else of the same state",
-            **res.summary(),
-        },
-        "topcode_age": topcode,
-        "persons_released": int(persons["age"].size),
-        "units_released": int(units["gqtype"].size),
-        "input": str(Path(input_dir).resolve()),
-        "cef_out": str(Path(cef_out).resolve()) if cef_out is not None else None,
-        "package_version": __version__,
-        "outputs": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-        + ["manifest.json"],
-        "timings": {k: round(v, 4) for k, v in timings.items()},
-    }
-    write_json(manifest, out / "manifest.json")
-    return manifest
+    with staged_output(out, overwrite, [input_dir, cef_out], command="protect swap") as staging:
+        out = staging.path
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        cef = read_cef(input_dir, progress=progress)
+        timings["read"] = time.perf_counter() - t
+        t = time.perf_counter()
+        res = swap_households(
+            cef.persons, rate=rate, seed=seed, risk_weight=risk_weight, small_block=small_block
+        )
+        persons = res.persons
+        persons["age"] = top_code_ages(persons["age"], topcode)
+        timings["swap"] = time.perf_counter() - t
+        say(
+            progress,
+            f"swap: {res.swapped:,} of {res.households:,} households swapped "
+            f"({res.pairs:,} pairs, {res.swapped_at_risk:,} at risk), "
+            f"{res.persons_moved:,} persons moved",
+        )
+        t = time.perf_counter()
+        units = {k: np.asarray(v) for k, v in cef.units.items()}
+        units["geocode"] = np.asarray(units["geocode"]).astype("U16")
+        hierarchy = _write_swapped_release(persons, units, out)
+        if cef_out is not None:
+            with staged_output(
+                cef_out, overwrite, [input_dir, out_dir], command="protect swap", option="--cef-out"
+            ) as cef_staging:
+                _write_cef(persons, units, cef_staging.path)
+        timings["write"] = time.perf_counter() - t
+        timings["total"] = time.perf_counter() - t_all
+        manifest = {
+            "release": "swap",
+            "schema": "dhc-lite",
+            "mechanism": "swap",
+            "postprocess": "none",
+            "rho": None,
+            "epsilon": None,
+            "delta": None,
+            "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+            "seed": seed,
+            "swap": {
+                "rate": rate,
+                "risk_weight": risk_weight,
+                "small_block": small_block,
+                "matching": "same household size and number of adults; other block of the "
+                "same county, else of the same state",
+                **res.summary(),
+            },
+            "topcode_age": topcode,
+            "persons_released": int(persons["age"].size),
+            "units_released": int(units["gqtype"].size),
+            "input": str(Path(input_dir).resolve()),
+            "cef_out": str(Path(cef_out).resolve()) if cef_out is not None else None,
+            "package_version": __version__,
+            "outputs": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+            + ["manifest.json"],
+            "timings": {k: round(v, 4) for k, v in timings.items()},
+        }
+        write_json(manifest, out / "manifest.json")
+        return manifest
 
 
 def swap_then_dp(

@@ -25,6 +25,7 @@ import pyarrow as pa
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import Budget, resolve_budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
@@ -130,6 +131,7 @@ def run_risk(
     sweep_people: int = 200,
     progress: Callable[[str], None] | None = None,
     noise_law: str = "release",
+    overwrite: bool = False,
 ) -> RiskRun:
     """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
 
@@ -152,69 +154,72 @@ def run_risk(
         noise_law: ``"release"`` (default: the noise the release adds, which under
             bounded neighbours is ``sigma^2 = 1/rho_q``) or ``"paper"`` (Kazan & Reiter's
             ``sigma^2 = 1/(2 rho)``, to reproduce their tables).
+        overwrite: replace an earlier output of censusdp at ``out_dir`` (see
+            :class:`censusdp.io.output.Staging`).
     """
     t0 = time.perf_counter()
-    out = Path(out_dir)
-    budget = _load_budget(preset, config)
-    if rho is not None:
-        budget = budget.scaled(rho=rho)
-    rule = DecisionRule(draws, ties_to_target=draws is not None)
-    say(progress, f"reading {input_dir}")
-    cef = read_cef(input_dir, progress=progress)
-    t_read = time.perf_counter() - t0
-    res = release_risk(
-        cef.persons,
-        budget,
-        block_geocodes=cef.units["geocode"],
-        priors=priors,
-        primary_prior=primary_prior,
-        rule=rule,
-        seed=seed,
-        tol=1e-10,
-        progress=progress,
-        noise_law=noise_law,
-    )
-    summary = {
-        "noise_law": noise_law,
-        "budget": getattr(budget, "name", "?"),
-        "global_rho": float(Fraction(budget.rho)),
-        "epsilon": budget.epsilon(),
-        "delta": float(budget.delta),
-        "decision_rule": rule.describe(),
-        **res.summary(),
-        "two_level_table": res.two_level_table,
-    }
-    t1 = time.perf_counter()
-    if sweep:
-        say(progress, f"sweep over global rho {list(sweep)}")
-        kept = _sweep_sample(res.persons, seed, sweep_people)
-        summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
-        rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
-        summary["sweep"] = sweep_risk(
-            budget, sweep, pairs=kept, tol=1e-8, noise_law=noise_law, **rule_kw
+    with staged_output(out_dir, overwrite, [input_dir, config], command="risk") as staging:
+        out = staging.path
+        budget = _load_budget(preset, config)
+        if rho is not None:
+            budget = budget.scaled(rho=rho)
+        rule = DecisionRule(draws, ties_to_target=draws is not None)
+        say(progress, f"reading {input_dir}")
+        cef = read_cef(input_dir, progress=progress)
+        t_read = time.perf_counter() - t0
+        res = release_risk(
+            cef.persons,
+            budget,
+            block_geocodes=cef.units["geocode"],
+            priors=priors,
+            primary_prior=primary_prior,
+            rule=rule,
+            seed=seed,
+            tol=1e-10,
+            progress=progress,
+            noise_law=noise_law,
         )
-    t_sweep = time.perf_counter() - t1
+        summary = {
+            "noise_law": noise_law,
+            "budget": getattr(budget, "name", "?"),
+            "global_rho": float(Fraction(budget.rho)),
+            "epsilon": budget.epsilon(),
+            "delta": float(budget.delta),
+            "decision_rule": rule.describe(),
+            **res.summary(),
+            "two_level_table": res.two_level_table,
+        }
+        t1 = time.perf_counter()
+        if sweep:
+            say(progress, f"sweep over global rho {list(sweep)}")
+            kept = _sweep_sample(res.persons, seed, sweep_people)
+            summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
+            rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
+            summary["sweep"] = sweep_risk(
+                budget, sweep, pairs=kept, tol=1e-8, noise_law=noise_law, **rule_kw
+            )
+        t_sweep = time.perf_counter() - t1
 
-    t2 = time.perf_counter()
-    say(progress, "plots")
-    _plot_one_level(out, res)
-    summary["fig6"] = _plot_two_level(out, res, rule, fig6_xi2)
-    t_plots = time.perf_counter() - t2
+        t2 = time.perf_counter()
+        say(progress, "plots")
+        _plot_one_level(out, res)
+        summary["fig6"] = _plot_two_level(out, res, rule, fig6_xi2)
+        t_plots = time.perf_counter() - t2
 
-    cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
-    write_parquet(pa.table(cols), out / "risk_persons.parquet")
-    write_json(summary, out / "risk.json")
-    seconds = {
-        "read": t_read,
-        **{f"risk_{k}": v for k, v in res.seconds.items()},
-        "sweep": t_sweep,
-        "plots": t_plots,
-        "total": time.perf_counter() - t0,
-    }
-    manifest = _risk_manifest(input_dir, budget, res, rule, sweep, seed)
-    write_json({**manifest, "timings": seconds}, out / "manifest.json")
-    _ = detailed_rhos  # re-exported helper used by callers of this module
-    return RiskRun(out_dir=out, summary=summary, seconds=seconds)
+        cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
+        write_parquet(pa.table(cols), out / "risk_persons.parquet")
+        write_json(summary, out / "risk.json")
+        seconds = {
+            "read": t_read,
+            **{f"risk_{k}": v for k, v in res.seconds.items()},
+            "sweep": t_sweep,
+            "plots": t_plots,
+            "total": time.perf_counter() - t0,
+        }
+        manifest = _risk_manifest(input_dir, budget, res, rule, sweep, seed)
+        write_json({**manifest, "timings": seconds}, out / "manifest.json")
+        _ = detailed_rhos  # re-exported helper used by callers of this module
+        return RiskRun(out_dir=staging.out_dir, summary=summary, seconds=seconds)
 
 
 def _risk_manifest(

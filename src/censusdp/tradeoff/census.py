@@ -68,7 +68,7 @@ import pyarrow.parquet as pq
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
-from censusdp.io.output import prepare_output_dir
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
@@ -312,11 +312,6 @@ def _check_seeds(seeds: Sequence[int]) -> list[int]:
     return s
 
 
-def _outputs_present(out: Path) -> list[str]:
-    names = ("results.json", "runs.parquet", "frontier.png", "manifest.json")
-    return [n for n in names if (out / n).exists()]
-
-
 def census_tradeoff(
     input_dir: str | Path,
     out_dir: str | Path,
@@ -375,59 +370,71 @@ def census_tradeoff(
         raise ConfigError(f"workers must be >= 1, got {workers}")
     base, attack_base = _check_presets(preset, attack_preset)
     inp = Path(input_dir)
-    out = Path(out_dir)
-    # an interrupted sweep (only cache/ written) resumes by itself
-    resumable = (out / "cache").is_dir() and not _outputs_present(out)
-    prepare_output_dir(out, overwrite or resumable, inputs=[inp])
-    runner = release_runner or _default_runner
-    runner_name = "run_release" if release_runner is None else getattr(runner, "__name__", "custom")
+    # an interrupted sweep (its staging directory holds cache/) resumes by itself; an
+    # --overwrite starts from the finished runs of the output it replaces
+    with staged_output(
+        out_dir,
+        overwrite,
+        [inp],
+        command="tradeoff census",
+        resume=True,
+        carry=("cache",),
+        resumable=True,
+    ) as staging:
+        out = staging.path
+        runner = release_runner or _default_runner
+        runner_name = (
+            "run_release" if release_runner is None else getattr(runner, "__name__", "custom")
+        )
 
-    work = out / ".work"
-    scenes = _scenarios(scen, inp, work, base, attack_base, progress)
-    config = {
-        "input_fingerprint": _fingerprint(inp),
-        "preset": preset,
-        "attack_preset": attack_preset,
-        "two_level_risk": bool(two_level_risk),
-        "runner": runner_name,
-        "package_version": __version__,
-    }
-    grid = _RunGrid(
-        out=out,
-        work=work,
-        config=config,
-        keep_runs=keep_runs,
-        workers=workers,
-        runner=runner,
-        two_level_risk=two_level_risk,
-    )
-    runs: list[dict[str, Any]] = []
-    keys = [(s, e, seed) for s in scen for e in eps_list for seed in seed_list]
-    with task(progress, "tradeoff census", len(keys), unit="runs", summary=False) as bar:
-        for done, (s, e, seed) in enumerate(keys, start=1):
-            run, cached = grid.run(scenes[s], s, e, seed)
-            runs.append(run)
-            say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
-            bar.advance()
-    references = _references({s: scenes[s] for s in scen}, work, seed_list[0], workers, progress)
+        work = out / ".work"
+        scenes = _scenarios(scen, inp, work, base, attack_base, progress)
+        config = {
+            "input_fingerprint": _fingerprint(inp),
+            "preset": preset,
+            "attack_preset": attack_preset,
+            "two_level_risk": bool(two_level_risk),
+            "runner": runner_name,
+            "package_version": __version__,
+        }
+        grid = _RunGrid(
+            out=out,
+            work=work,
+            config=config,
+            keep_runs=keep_runs,
+            workers=workers,
+            runner=runner,
+            two_level_risk=two_level_risk,
+        )
+        runs: list[dict[str, Any]] = []
+        keys = [(s, e, seed) for s in scen for e in eps_list for seed in seed_list]
+        with task(progress, "tradeoff census", len(keys), unit="runs", summary=False) as bar:
+            for done, (s, e, seed) in enumerate(keys, start=1):
+                run, cached = grid.run(scenes[s], s, e, seed)
+                runs.append(run)
+                say(progress, f"[{done}/{len(keys)}] {_run_line(run, scenes[s], cached)}")
+                bar.advance()
+        references = _references(
+            {s: scenes[s] for s in scen}, work, seed_list[0], workers, progress
+        )
 
-    settings = {
-        "input": str(inp.resolve()),
-        "epsilons": eps_list,
-        "seeds": seed_list,
-        "preset": preset,
-        "attack_preset": attack_preset,
-        "scenarios": scen,
-        "two_level_risk": bool(two_level_risk),
-        "workers": workers,
-        "keep_runs": keep_runs,
-    }
-    result = _result_document(settings, config, scenes, runs, references, base.delta)
-    result["seconds"] = round(time.perf_counter() - t0, 2)
-    _write_results(result, runs, settings, out)
-    shutil.rmtree(work, ignore_errors=True)
-    say(progress, f"wrote {out / 'results.json'}, runs.parquet and frontier.png")
-    return result
+        settings = {
+            "input": str(inp.resolve()),
+            "epsilons": eps_list,
+            "seeds": seed_list,
+            "preset": preset,
+            "attack_preset": attack_preset,
+            "scenarios": scen,
+            "two_level_risk": bool(two_level_risk),
+            "workers": workers,
+            "keep_runs": keep_runs,
+        }
+        result = _result_document(settings, config, scenes, runs, references, base.delta)
+        result["seconds"] = round(time.perf_counter() - t0, 2)
+        _write_results(result, runs, settings, out)
+        shutil.rmtree(work, ignore_errors=True)
+        say(progress, f"wrote {staging.out_dir / 'results.json'}, runs.parquet and frontier.png")
+        return result
 
 
 def _check_presets(preset: str, attack_preset: str | None) -> tuple[Budget, Budget | None]:

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError
-from censusdp.io.atomic import write_text
-from censusdp.io.output import check_output_file
+from censusdp.io.output import check_output_file, write_output_text
 
 __all__ = ["DEFAULT_FUNDS_PER_PERSON", "DEFAULT_PRIVACY_PRICE", "render_explorer", "write_explorer"]
 
@@ -140,7 +139,7 @@ def write_explorer(
         raise ConfigError(f"{path} is a directory; --out must be a file path")
     results = read_results(results_dir)
     page = render_explorer(results)
-    write_text(page, path)
+    write_output_text(page, path, overwrite=overwrite, inputs=[results_dir], option="--out")
     opt = _python_optimum(results, _default_level(results))
     return {
         "out": str(path),

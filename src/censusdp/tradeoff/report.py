@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError, InputError
-from censusdp.io.atomic import atomic_path
-from censusdp.io.output import check_output_file
+from censusdp.io.output import check_output_file, output_file
 from censusdp.tradeoff.randomized_response import RandomizedResponseFrontier
 from censusdp.tradeoff.social_choice import (
     LinearPreferences,
@@ -154,7 +153,7 @@ def choose_epsilon(
         from censusdp.tradeoff._plots import social_choice_figure
 
         png = social_choice_figure(f, prefs, opt)
-        with atomic_path(plot, suffix=".png") as tmp:
+        with output_file(plot, overwrite=overwrite, suffix=".png", option="--plot") as tmp:
             tmp.write_bytes(png)
         out["plot"] = str(plot)
     return out

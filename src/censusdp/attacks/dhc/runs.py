@@ -37,7 +37,7 @@ from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.output import prepare_output_dir
+from censusdp.io.output import staged_output
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
@@ -111,62 +111,65 @@ def run_reconstruct(
     """
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite, inputs=[release_dir, truth_dir])
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    persons, source = read_persons(release_dir)
-    tables = dhc_tables(persons, age_detail=age_detail)
-    del persons  # the attack sees the published tables only
-    timings["tabulate"] = time.perf_counter() - t
-    say(
-        progress,
-        f"reconstruct: {tables.blocks.size:,} populated blocks, {tables.n_published():,} "
-        f"non-zero published cells ({source})",
-    )
-    rec = reconstruct_blocks(
-        tables, workers=workers, time_limit=time_limit, refine=refine, progress=progress
-    )
-    timings["solve"] = rec.seconds
-    timings["solve_cpu"] = rec.extra.get("cpu_seconds", float("nan"))
-    cols = rec.columns()
-    t = time.perf_counter()
-    table = pa.table(
-        {
-            "rec_id": pa.array(np.arange(rec.n_records, dtype=np.int64)),
-            "geocode": pa.array(cols["geocode"].astype(object), pa.string()),
-            "sex": pa.array(cols["sex"].astype(np.int64)),
-            "age": pa.array(cols["age"].astype(np.int64)),
-            "hispanic": pa.array(cols["hispanic"].astype(np.int64)),
-            "cenrace": pa.array(cols["cenrace"].astype(np.int64)),
-        }
-    )
-    write_parquet(table, out / "reconstructed.parquet")
-    timings["write"] = time.perf_counter() - t
-    summary: dict[str, Any] = {
-        "release": str(Path(release_dir).resolve()),
-        "source": source,
-        "age_detail": age_detail,
-        "refine_tract": refine,
-        "blocks": int(tables.blocks.size),
-        "published_cells": tables.n_published(),
-        "records": rec.n_records,
-        "status": rec.status.to_dict(),
-        "solver": "HiGHS MILP via scipy.optimize.milp",
-        "workers": workers,
-    }
-    if truth_dir is not None:
+    with staged_output(
+        out, overwrite, [release_dir, truth_dir], command="attack reconstruct"
+    ) as staging:
+        out = staging.path
+        timings: dict[str, float] = {}
         t = time.perf_counter()
-        truth = read_truth(truth_dir)
-        m = match_counts(cols["geocode"], rec.keys, truth["geocode"], _keys(truth))
-        summary["truth"] = str(Path(truth_dir).resolve())
-        summary["match"] = m.to_dict()
-        timings["match"] = time.perf_counter() - t
+        persons, source = read_persons(release_dir)
+        tables = dhc_tables(persons, age_detail=age_detail)
+        del persons  # the attack sees the published tables only
+        timings["tabulate"] = time.perf_counter() - t
         say(
             progress,
-            f"reconstruct: {m.exact_rate:.1%} of records match a person exactly, "
-            f"{m.fuzzy_rate:.1%} with age +-1",
+            f"reconstruct: {tables.blocks.size:,} populated blocks, {tables.n_published():,} "
+            f"non-zero published cells ({source})",
         )
-    return _finish(summary, timings, t_all, out, "attack reconstruct")
+        rec = reconstruct_blocks(
+            tables, workers=workers, time_limit=time_limit, refine=refine, progress=progress
+        )
+        timings["solve"] = rec.seconds
+        timings["solve_cpu"] = rec.extra.get("cpu_seconds", float("nan"))
+        cols = rec.columns()
+        t = time.perf_counter()
+        table = pa.table(
+            {
+                "rec_id": pa.array(np.arange(rec.n_records, dtype=np.int64)),
+                "geocode": pa.array(cols["geocode"].astype(object), pa.string()),
+                "sex": pa.array(cols["sex"].astype(np.int64)),
+                "age": pa.array(cols["age"].astype(np.int64)),
+                "hispanic": pa.array(cols["hispanic"].astype(np.int64)),
+                "cenrace": pa.array(cols["cenrace"].astype(np.int64)),
+            }
+        )
+        write_parquet(table, out / "reconstructed.parquet")
+        timings["write"] = time.perf_counter() - t
+        summary: dict[str, Any] = {
+            "release": str(Path(release_dir).resolve()),
+            "source": source,
+            "age_detail": age_detail,
+            "refine_tract": refine,
+            "blocks": int(tables.blocks.size),
+            "published_cells": tables.n_published(),
+            "records": rec.n_records,
+            "status": rec.status.to_dict(),
+            "solver": "HiGHS MILP via scipy.optimize.milp",
+            "workers": workers,
+        }
+        if truth_dir is not None:
+            t = time.perf_counter()
+            truth = read_truth(truth_dir)
+            m = match_counts(cols["geocode"], rec.keys, truth["geocode"], _keys(truth))
+            summary["truth"] = str(Path(truth_dir).resolve())
+            summary["match"] = m.to_dict()
+            timings["match"] = time.perf_counter() - t
+            say(
+                progress,
+                f"reconstruct: {m.exact_rate:.1%} of records match a person exactly, "
+                f"{m.fuzzy_rate:.1%} with age +-1",
+            )
+        return _finish(summary, timings, t_all, out, "attack reconstruct")
 
 
 def _link_table(rec_ids: np.ndarray, person_id: np.ndarray, links: Any, flags: dict) -> pa.Table:
@@ -231,58 +234,61 @@ def run_reid(
         raise ConfigError(f"link methods must be among {LINK_METHODS}, got {list(methods)}")
     t_all = time.perf_counter()
     out = Path(out_dir)
-    prepare_output_dir(out, overwrite, inputs=[reconstructed_dir, truth_dir])
-    path = Path(reconstructed_dir) / "reconstructed.parquet"
-    if not path.exists():
-        raise InputError(f"{path}: missing file (run 'censusdp attack reconstruct' first)")
-    rec = read_columns(path)
-    truth = read_truth(truth_dir)
-    spec = spec or CommercialSpec()
-    comm = commercial_file(truth, spec, seed=seed)
-    write_parquet(
-        pa.table(
-            {
-                "person_id": pa.array(comm["person_id"].astype(np.int64)),
-                "geocode": pa.array(comm["geocode"].astype(object), pa.string()),
-                "sex": pa.array(comm["sex"].astype(np.int64)),
-                "age": pa.array(comm["age"].astype(np.int64)),
-            }
-        ),
-        out / "commercial.parquet",
-    )
-    base = baseline_guess(truth, comm)
-    summary: dict[str, Any] = {
-        "reconstructed": str(Path(reconstructed_dir).resolve()),
-        "truth": str(Path(truth_dir).resolve()),
-        "seed": seed,
-        "commercial_spec": dict(spec.__dict__),
-        "methods": {},
-    }
-    timings: dict[str, float] = {}
-    for method in methods:
-        t = time.perf_counter()
-        if method == "exact":
-            links = link_exact(rec, comm, seed=seed + 1)
-        else:
-            links = link_fellegi_sunter(rec, comm, seed=seed + 1)
-        rates = reid_rates(rec, truth, comm, links, baseline=base)
-        if links.model:
-            rates["model"] = links.model
-        flags = _link_flags(rec, truth, comm, links)
+    with staged_output(
+        out, overwrite, [reconstructed_dir, truth_dir], command="attack reid"
+    ) as staging:
+        out = staging.path
+        path = Path(reconstructed_dir) / "reconstructed.parquet"
+        if not path.exists():
+            raise InputError(f"{path}: missing file (run 'censusdp attack reconstruct' first)")
+        rec = read_columns(path)
+        truth = read_truth(truth_dir)
+        spec = spec or CommercialSpec()
+        comm = commercial_file(truth, spec, seed=seed)
         write_parquet(
-            _link_table(rec["rec_id"], comm["person_id"], links, flags),
-            out / f"links_{method.replace('-', '_')}.parquet",
+            pa.table(
+                {
+                    "person_id": pa.array(comm["person_id"].astype(np.int64)),
+                    "geocode": pa.array(comm["geocode"].astype(object), pa.string()),
+                    "sex": pa.array(comm["sex"].astype(np.int64)),
+                    "age": pa.array(comm["age"].astype(np.int64)),
+                }
+            ),
+            out / "commercial.parquet",
         )
-        timings[method] = time.perf_counter() - t
-        summary["methods"][method] = rates
-        say(
-            progress,
-            f"reid {method}: {rates['putative_rate']:.1%} of records linked, "
-            f"{rates['confirmed_rate']:.1%} of links confirmed = "
-            f"{rates['confirmed_share']:.1%} of the population "
-            f"(marginals baseline {rates['baseline_confirmed_share']:.1%})",
-        )
-    return _finish(summary, timings, t_all, out, "attack reid")
+        base = baseline_guess(truth, comm)
+        summary: dict[str, Any] = {
+            "reconstructed": str(Path(reconstructed_dir).resolve()),
+            "truth": str(Path(truth_dir).resolve()),
+            "seed": seed,
+            "commercial_spec": dict(spec.__dict__),
+            "methods": {},
+        }
+        timings: dict[str, float] = {}
+        for method in methods:
+            t = time.perf_counter()
+            if method == "exact":
+                links = link_exact(rec, comm, seed=seed + 1)
+            else:
+                links = link_fellegi_sunter(rec, comm, seed=seed + 1)
+            rates = reid_rates(rec, truth, comm, links, baseline=base)
+            if links.model:
+                rates["model"] = links.model
+            flags = _link_flags(rec, truth, comm, links)
+            write_parquet(
+                _link_table(rec["rec_id"], comm["person_id"], links, flags),
+                out / f"links_{method.replace('-', '_')}.parquet",
+            )
+            timings[method] = time.perf_counter() - t
+            summary["methods"][method] = rates
+            say(
+                progress,
+                f"reid {method}: {rates['putative_rate']:.1%} of records linked, "
+                f"{rates['confirmed_rate']:.1%} of links confirmed = "
+                f"{rates['confirmed_share']:.1%} of the population "
+                f"(marginals baseline {rates['baseline_confirmed_share']:.1%})",
+            )
+        return _finish(summary, timings, t_all, out, "attack reid")
 
 
 def _finish(

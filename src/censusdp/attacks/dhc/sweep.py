@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
+from censusdp.io.output import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say
@@ -195,6 +196,7 @@ def attack_sweep(
     keep_releases: bool = True,
     reuse_releases: bool = False,
     progress: Progress = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Attack unprotected, swapped, DP and swapped+DP releases of one file; table and plot.
 
@@ -217,59 +219,67 @@ def attack_sweep(
             earlier sweep with the same arguments) instead of making them again; the
             DP runs dominate the sweep's time.
         progress: progress callback.
+        overwrite: replace an earlier output of censusdp at ``out_dir`` (as
+            ``reuse_releases`` does, starting from its releases).
 
     Returns:
         The result written to ``sweep.json``.
     """
     eps = [float(e) for e in epsilons]
     base = _checked_base(eps, swap_rate, preset)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    seeds = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint32).tolist()
-    setup = _SweepSetup(
-        truth_dir=Path(truth_dir),
-        out=out,
-        base=base,
-        dp=dp_runner or _default_dp,
-        s_swap=seeds[0],
-        s_dp=seeds[1],
-        s_comm=seeds[2],
-        swap_rate=swap_rate,
-        workers=workers,
-        age_detail=age_detail,
-        keep_releases=keep_releases,
-        reuse_releases=reuse_releases,
-        progress=progress,
-    )
-    plan = _sweep_plan(eps, production, swap_dp_epsilons, swap_dp_production)
-    rows, details = _attack_plan(setup, plan)
-    row, details["marginals"] = _marginals_baseline(setup, s_marg=seeds[3])
-    rows.append(row)
-    ex = details["marginals"]["reid"]["methods"]["exact"]
-    modal = {
-        "confirmed_share": ex["baseline_confirmed_share"],
-        "confirmed_share_all_attributes": ex["baseline_confirmed_share_all_attributes"],
-        "uniques_confirmed_share": ex["baseline_uniques_confirmed_share"],
-        "nonmodal_confirmed_share": ex["baseline_nonmodal_confirmed_share"],
-    }
-    result = {
-        "truth": str(setup.truth_dir.resolve()),
-        "population": ex["population"],
-        "unique_share": ex["unique_share"],
-        "nonmodal_share": ex["nonmodal_share"],
-        "preset": preset,
-        "swap_rate": swap_rate,
-        "seed": seed,
-        "epsilon_meaning": "(epsilon, delta)-DP at the preset's delta via Budget.scaled(epsilon=...)",
-        "rows": rows,
-        "modal_guess_baseline": modal,
-        "details": details,
-        "package_version": __version__,
-        "seconds": round(time.perf_counter() - t0, 2),
-    }
-    _write_sweep(out, result, modal, eps, production, swap_dp_epsilons, workers)
-    return result
+    with staged_output(
+        out_dir,
+        overwrite or reuse_releases,
+        [truth_dir],
+        command="attack sweep",
+        carry=("releases",) if reuse_releases else (),
+    ) as staging:
+        out = staging.path
+        t0 = time.perf_counter()
+        seeds = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint32).tolist()
+        setup = _SweepSetup(
+            truth_dir=Path(truth_dir),
+            out=out,
+            base=base,
+            dp=dp_runner or _default_dp,
+            s_swap=seeds[0],
+            s_dp=seeds[1],
+            s_comm=seeds[2],
+            swap_rate=swap_rate,
+            workers=workers,
+            age_detail=age_detail,
+            keep_releases=keep_releases,
+            reuse_releases=reuse_releases,
+            progress=progress,
+        )
+        plan = _sweep_plan(eps, production, swap_dp_epsilons, swap_dp_production)
+        rows, details = _attack_plan(setup, plan)
+        row, details["marginals"] = _marginals_baseline(setup, s_marg=seeds[3])
+        rows.append(row)
+        ex = details["marginals"]["reid"]["methods"]["exact"]
+        modal = {
+            "confirmed_share": ex["baseline_confirmed_share"],
+            "confirmed_share_all_attributes": ex["baseline_confirmed_share_all_attributes"],
+            "uniques_confirmed_share": ex["baseline_uniques_confirmed_share"],
+            "nonmodal_confirmed_share": ex["baseline_nonmodal_confirmed_share"],
+        }
+        result = {
+            "truth": str(setup.truth_dir.resolve()),
+            "population": ex["population"],
+            "unique_share": ex["unique_share"],
+            "nonmodal_share": ex["nonmodal_share"],
+            "preset": preset,
+            "swap_rate": swap_rate,
+            "seed": seed,
+            "epsilon_meaning": "(epsilon, delta)-DP at the preset's delta via Budget.scaled(epsilon=...)",
+            "rows": rows,
+            "modal_guess_baseline": modal,
+            "details": details,
+            "package_version": __version__,
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
+        _write_sweep(out, result, modal, eps, production, swap_dp_epsilons, workers)
+        return result
 
 
 @dataclass(frozen=True)

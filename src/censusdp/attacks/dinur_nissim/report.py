@@ -35,7 +35,8 @@ from censusdp.attacks.dinur_nissim.experiment import (
     sum_query_accuracy,
 )
 from censusdp.errors import CensusDPError
-from censusdp.io.atomic import atomic_path, write_json
+from censusdp.io.atomic import write_json
+from censusdp.io.output import output_file, staged_output, write_output_json
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
@@ -74,15 +75,21 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | Path) -> None:
+def _save(fig: Any, path: str | Path, option: str = "output") -> None:
     plt = _pyplot()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
+    try:
+        with output_file(path, suffix=".png", option=option) as tmp:
+            fig.savefig(tmp, format="png", dpi=90)
+    finally:
+        plt.close(fig)
 
 
 def plot_recovery_curves(
-    curves: Sequence[RecoveryCurve], path: str | Path, title: str | None = None
+    curves: Sequence[RecoveryCurve],
+    path: str | Path,
+    title: str | None = None,
+    *,
+    option: str = "output",
 ) -> None:
     """Fraction recovered vs queries: mean and 10/50/90% deciles (JASON (JSR-19-2F) figs. 4-1, 4-4)."""
     plt = _pyplot()
@@ -107,7 +114,7 @@ def plot_recovery_curves(
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
+    _save(fig, path, option)
 
 
 def plot_thresholds(thr: RecoveryThresholds, path: str | Path) -> None:
@@ -298,15 +305,16 @@ def run_dn_report(
     }
     out["manifest"] = _manifest(config, seed, out["timings"])
     if json_path is not None:
-        write_json(out, json_path)
+        write_output_json(out, json_path, option="--json")
     if plot_path is not None:
-        plot_recovery_curves([curve], plot_path)
+        plot_recovery_curves([curve], plot_path, option="--plot")
     return out
 
 
 def reproduce_figures(
     out_dir: str | Path,
     *,
+    overwrite: bool = False,
     figures: Sequence[str] = FIGURES,
     quick: bool = False,
     seed: int = 2020,
@@ -322,12 +330,26 @@ def reproduce_figures(
     m up to 20n; fig. 5-6 the Listing-4 grid, 1000 trials; fig. 5-7 n = 4000, multiples
     1, 5, 10, 20, the twelve Listing-5 epsilons, 6 trials (JASON: 10). Larger runs: call
     the library functions or ``censusdp attack dn`` directly. ``quick=True`` shrinks every size for a smoke run.
-    Writes ``timings.json`` (seconds per figure) and a manifest.
+    Writes ``timings.json`` (seconds per figure) and a manifest; ``out_dir`` is made
+    whole or not at all (:func:`censusdp.io.output.staged_output`), and replaced only
+    with ``overwrite`` when it is an earlier output of censusdp.
     """
-    out = Path(out_dir)
     unknown = [f for f in figures if f not in FIGURES]
     if unknown:
         raise CensusDPError(f"figures must be among {FIGURES}; got {unknown}")
+    with staged_output(out_dir, overwrite, command="attack dn-figures") as staging:
+        return _reproduce_into(staging.path, figures, quick, seed, workers, prefix, progress)
+
+
+def _reproduce_into(
+    out: Path,
+    figures: Sequence[str],
+    quick: bool,
+    seed: int,
+    workers: int,
+    prefix: str,
+    progress: Progress,
+) -> dict[str, Any]:
     timings: dict[str, float] = {}
     summary: dict[str, Any] = {}
     runners = {"4-1": _fig_4_1, "4-2": _fig_4_2, "4-4": _fig_4_4, "5-6": _fig_5_6, "5-7": _fig_5_7}
