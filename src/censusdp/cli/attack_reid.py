@@ -12,6 +12,7 @@ from censusdp.cli._common import (
     add_seed,
     announce_randomness,
     finish,
+    input_option,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -75,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "truth: the 2010 rates (JASON JSR-19-2F sec. 4.1) and a public-marginals baseline."
         ),
     )
-    p.add_argument("--reconstructed", required=True, metavar="REC")
+    input_option(p.add_argument("--reconstructed", required=True, metavar="REC"))
     add_cef_input(p)
     add_output(p, metavar="OUT", help="directory for the links and rates")
     p.add_argument(

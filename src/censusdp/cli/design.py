@@ -15,6 +15,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     emit_json,
+    input_option,
     output_option,
 )
 from censusdp.progress import printer as progress_printer
@@ -228,12 +229,14 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         formatter_class=fmt,
     )
     add_budget_arguments(p, default_preset="pl94-2020")
-    p.add_argument(
-        "--targets",
-        default="own",
-        metavar="own|revealed|FILE.toml",
-        help="target workload: the budget's measured queries with weight 1 (own), weighted "
-        "by the square of their share of rho (revealed), or [[tables]] from a TOML file",
+    input_option(
+        p.add_argument(
+            "--targets",
+            default="own",
+            metavar="own|revealed|FILE.toml",
+            help="target workload: the budget's measured queries with weight 1 (own), weighted "
+            "by the square of their share of rho (revealed), or [[tables]] from a TOML file",
+        )
     )
     p.add_argument(
         "--neighbours",

@@ -133,10 +133,13 @@ def _add_posterior_options(parser: argparse.ArgumentParser) -> None:
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
     q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
     add_json_output(q)
-    q.add_argument(
-        "--plot",
-        metavar="FILE.png",
-        help="also draw the posterior and the naive one (refused if FILE exists, unless --overwrite)",
+    output_option(
+        q.add_argument(
+            "--plot",
+            metavar="FILE.png",
+            help="also draw the posterior and the naive one (refused if FILE exists, unless "
+            "--overwrite)",
+        )
     )
 
 
