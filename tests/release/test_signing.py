@@ -254,6 +254,29 @@ def test_no_or_a_broken_signature_fails(made: Path, signed: Path, content) -> No
     assert not ok and "signature.json" in detail, detail
 
 
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"signature": "not base64!"}, "not base64"),
+        ({"signature": base64.b64encode(b"short").decode()}, "does not verify"),
+        ({"statement": "\udc80", "statement_sha256": "0"}, "signature.json was changed"),
+        ({"statement": "[1]"}, "signature.json was changed"),
+        ({"statement_sha256": None}, "has no statement_sha256"),
+        ({"algorithm": "RSA"}, "not Ed25519"),
+    ],
+    ids=["not-base64", "short", "surrogate", "not-object", "no-digest", "algorithm"],
+)
+def test_malformed_fields_of_the_signature_file_fail(
+    made: Path, signed: Path, change: dict, words: str
+) -> None:
+    path = signed / "signature.json"
+    record = json.loads(path.read_text())
+    record.update(change)
+    path.write_text(json.dumps(record))
+    ok, detail = signing.verify_release(signed, made / "a.key.pub")
+    assert not ok and words in detail, detail
+
+
 def test_a_fifo_in_the_release_fails_without_being_read(made: Path, signed: Path) -> None:
     os.mkfifo(signed / "tables" / "P9.parquet")
     ok, detail = signing.verify_release(signed, made / "a.key.pub")
@@ -265,7 +288,22 @@ def test_a_fifo_in_the_release_fails_without_being_read(made: Path, signed: Path
 
 def test_signing_refuses_a_release_that_does_not_validate(made: Path, run: Path) -> None:
     (run / "tables" / "codebook.csv").write_text("changed\n")
-    with pytest.raises(ValidationError, match="codebook.csv changed"):
+    with pytest.raises(ValidationError, match="does not validate.*codebook.csv changed"):
+        signing.sign_release(run, made / "a.key")
+    assert not (run / "signature.json").exists()
+
+
+def test_signing_refuses_a_release_whose_checksums_hold_but_checks_fail(
+    made: Path, run: Path
+) -> None:
+    """A part of the NMF removed, and its checksum with it: every file is the manifest's,
+    but the NMF no longer measures what the budget says (the whole validator runs)."""
+    gone = "noisy_measurements.parquet/part-00005.parquet"
+    (run / gone).unlink()
+    files = read_manifest(run)["files"]
+    del files[gone]
+    _rewrite_manifest(run, files=files)
+    with pytest.raises(ValidationError, match="does not validate, so sign refuses it: nmf"):
         signing.sign_release(run, made / "a.key")
     assert not (run / "signature.json").exists()
 
@@ -415,6 +453,15 @@ def test_der_and_openssh_keys_are_read(made: Path, run: Path, tmp_path: Path) ->
     )
     signing.sign_release(run, der)
     assert signing.verify_release(run, ssh_pub)[0]
+    ssh = _write(
+        tmp_path / "k.ssh",
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ),
+    )
+    assert signing.fingerprint(signing.load_private_key(ssh)) == signing.fingerprint(key)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl")

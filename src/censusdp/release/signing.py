@@ -188,6 +188,11 @@ def _try_private(data: bytes, passphrase: bytes | None) -> tuple[Any, str | None
     except TypeError as exc:  # a passphrase missing, or given to a plain key
         return None, "not-encrypted" if "not encrypted" in str(exc) else "encrypted"
     except UnsupportedAlgorithm as exc:
+        if "bcrypt" in str(exc):
+            return None, (
+                "is an encrypted OpenSSH key, which needs the bcrypt module (pip install "
+                "bcrypt); or use a key made by censusdp sign --new-key K --passphrase-env VAR"
+            )
         return None, f"cannot be read here ({exc})"
     except ValueError as exc:
         low = str(exc).lower()
@@ -350,21 +355,23 @@ def generate_key(
     os.umask(umask)
     try:
         _create_exclusive(private, pem, 0o600)
-    except FileExistsError:
-        raise ConfigError(
-            f"{option} {private_path}: {private} exists; a key file is never overwritten"
-        ) from None
+    except OSError as exc:
+        raise _not_created(option, private_path, private, exc) from None
     try:
         _create_exclusive(public, pub, 0o644 & ~umask)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             private.unlink()  # ours: created exclusively just now
-        if isinstance(exc, FileExistsError):
-            raise ConfigError(
-                f"{option} {private_path}: {public} exists; a key file is never overwritten"
-            ) from None
+        if isinstance(exc, OSError):
+            raise _not_created(option, private_path, public, exc) from None
         raise
     return public, fingerprint(key)
+
+
+def _not_created(option: str, given: Any, path: Path, exc: OSError) -> ConfigError:
+    if isinstance(exc, FileExistsError):
+        return ConfigError(f"{option} {given}: {path} exists; a key file is never overwritten")
+    return ConfigError(f"{option} {given}: cannot create {path} ({exc.strerror or exc})")
 
 
 # -- the statement ---------------------------------------------------------------------
@@ -390,7 +397,11 @@ def release_files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
     """
     run = Path(run_dir)
     out: dict[str, str] = {}
-    for root, dirs, files in os.walk(run, followlinks=False):
+
+    def unreadable(exc: OSError) -> None:
+        raise InputError(f"{run}: cannot read {exc.filename} ({exc.strerror or exc})")
+
+    for root, dirs, files in os.walk(run, onerror=unreadable, followlinks=False):
         base = Path(root)
         for name in sorted(dirs):
             if (base / name).is_symlink():
@@ -407,7 +418,10 @@ def release_files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
                 raise InputError(f"{run}: {rel} is a dangling symlink") from None
             if not stat.S_ISREG(st.st_mode):
                 raise InputError(f"{run}: {rel} is not a regular file")
-            out[rel] = sha256_of(path)
+            try:
+                out[rel] = sha256_of(path)
+            except OSError as exc:
+                raise InputError(f"{run}: cannot read {rel} ({exc.strerror or exc})") from None
     return dict(sorted(out.items()))
 
 
@@ -611,23 +625,23 @@ def verify_release(
     try:
         key.verify(signature, message)
     except InvalidSignature:
-        return False, _why_not(record, statement, message)
+        return False, _why_not(record, statement)
     if (
-        record["statement"].encode("utf-8") != message
+        record["statement"] != message.decode("ascii")
         or record["statement_sha256"] != hashlib.sha256(message).hexdigest()
     ):
         return False, f"{SIGNATURE_FILE} was changed: its statement is not the one signed"
     budget = statement["budget"]
-    eps = budget.get("epsilon")
+    eps, delta = budget.get("epsilon"), budget.get("delta")
     what = f"{len(statement['files'])} files and manifest.json"
-    if isinstance(eps, int | float):
-        what += f" (epsilon {eps:g}, delta {budget.get('delta', 0):g})"
+    if isinstance(eps, int | float) and isinstance(delta, int | float):
+        what += f" (epsilon {eps:g}, delta {delta:g})"
     return True, (
         f"signed with key {_short(given)} at {record.get('signed_at', '?')}: {what} as signed"
     )
 
 
-def _why_not(record: Mapping[str, Any], now: Mapping[str, Any], message: bytes) -> str:
+def _why_not(record: Mapping[str, Any], now: Mapping[str, Any]) -> str:
     """Why a signature fails: what differs from the statement recorded at signing (a
     forged or altered signature.json when nothing does)."""
     try:
@@ -636,9 +650,8 @@ def _why_not(record: Mapping[str, Any], now: Mapping[str, Any], message: bytes) 
             raise ValueError
     except ValueError:
         signed = None
-    if signed is not None and hashlib.sha256(
-        record["statement"].encode("utf-8")
-    ).hexdigest() == record.get("statement_sha256"):
+    text = record["statement"].encode("utf-8", "surrogatepass")
+    if signed is not None and hashlib.sha256(text).hexdigest() == record.get("statement_sha256"):
         files = signed.get("files")
         if isinstance(files, dict):
             changed = _first_difference(files, now["files"])
