@@ -28,7 +28,10 @@ __all__ = [
     "reidentify",
     "run_release",
     "assess_risk",
+    "make_signing_key",
+    "sign_release",
     "validate",
+    "verify_release",
 ]
 
 

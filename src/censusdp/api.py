@@ -111,9 +111,9 @@ class Release:
             return pq.read_table(self.path / name)
         return read_geolevel(self.path / name, geolevel)
 
-    def validate(self, truth: PathLike | None = None) -> Any:
-        """:func:`validate` this release."""
-        return validate(self.path, truth)
+    def validate(self, truth: PathLike | None = None, *, public_key: PathLike | None = None) -> Any:
+        """:func:`validate` this release (and its signature, with ``public_key``)."""
+        return validate(self.path, truth, public_key=public_key)
 
 
 def generate_state(
@@ -212,15 +212,75 @@ def reestimate(
     return Release.open(out)
 
 
-def validate(run: PathLike, truth: PathLike | None = None) -> Any:
-    """Check a release from its own files (``censusdp validate``).
+def validate(
+    run: PathLike, truth: PathLike | None = None, *, public_key: PathLike | None = None
+) -> Any:
+    """Check a release from its own files (``censusdp validate``); with ``public_key``
+    (an Ed25519 public key file), also its signature (the ``signature`` check, see
+    :func:`verify_release`).
 
     Returns:
         A report with ``.ok`` and ``.failures()``.
     """
     from censusdp.release.validate import validate_run
 
-    return validate_run(run, truth)
+    if public_key is not None:  # a bad key file is refused before the long checks
+        from censusdp.release.signing import load_public_key, verify_release
+
+        key = load_public_key(public_key, option="public_key")
+    report = validate_run(run, truth)
+    if public_key is not None:
+        report.add("signature", *verify_release(run, key))
+    return report
+
+
+def make_signing_key(path: PathLike, *, passphrase: bytes | None = None) -> Path:
+    """A new Ed25519 key pair (``censusdp sign --new-key``): the private key ``path``
+    (mode 0600, encrypted with ``passphrase`` if given) and the public key ``path.pub``;
+    neither is ever overwritten.
+
+    Returns:
+        The public key's path.
+    """
+    from censusdp.release.signing import generate_key
+
+    return generate_key(path, passphrase=passphrase, option="path")[0]
+
+
+def sign_release(
+    run: PathLike,
+    key: PathLike,
+    *,
+    passphrase: bytes | None = None,
+    overwrite: bool = False,
+    progress: Progress = None,
+) -> Path:
+    """Sign a release that validates with the Ed25519 private key file ``key``
+    (``censusdp sign RUN --key K``): writes and returns ``RUN/signature.json``.
+
+    The signature covers every file's SHA-256, the manifest (so the file list), the
+    budget, the randomness and the input's hashes; it proves who published the bytes,
+    not that the noise was drawn correctly (docs/file-formats.md).
+    """
+    from censusdp.release.signing import sign_release as _sign
+
+    return _sign(
+        run, key, passphrase=passphrase, overwrite=overwrite, progress=progress, option="key"
+    )
+
+
+def verify_release(run: PathLike, public_key: PathLike) -> tuple[bool, str]:
+    """Check ``RUN/signature.json`` with the Ed25519 public key file ``public_key``,
+    every file hashed again (``censusdp validate RUN --public-key P`` without the other
+    checks).
+
+    Returns:
+        ``(ok, detail)``: who signed, or what changed since signing (a file, the
+        manifest, the signature), or that another key signed it.
+    """
+    from censusdp.release.signing import verify_release as _verify
+
+    return _verify(run, public_key, option="public_key")
 
 
 def evaluate_release(truth: PathLike, run: PathLike, **options: Any) -> dict[str, Any]:

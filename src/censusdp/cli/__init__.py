@@ -50,6 +50,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "protect",
     "risk",
     "run",
+    "sign",
     "sweep",
     "tradeoff",
     "validate",

@@ -27,7 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Check RUN from its own files: every file's SHA-256 against the manifest; the "
             "noisy measurements against the recorded budget (every geounit once, every cell, "
             "the stated variance); every invariant and constraint in the MDF; the tables "
-            "against the MDF. With --input, also that RUN was made from that input; "
+            "against the MDF. With --input, also that RUN was made from that input; with "
+            "--public-key P, that RUN/signature.json is a signature by P's key of RUN's "
+            "files as they are (censusdp sign); "
             "--workers K reads the part files of the NMF and the MDF on K processes. Exit 0 "
             "only when everything holds; otherwise one line per failed check and exit 1."
         ),
@@ -36,17 +38,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_cef_input(p, required=False, help="the CEF the release came from")
     add_json_output(p)
     add_workers(p)
+    p.add_argument(
+        "--public-key",
+        metavar="P",
+        default=None,
+        help="also check RUN's signature (RUN/signature.json) with this Ed25519 public key",
+    )
     p.set_defaults(func=_validate)
 
 
 def _validate(args: argparse.Namespace) -> int:
     from censusdp.release.validate import validate_run
 
+    signed = args.public_key is not None
+    if signed:  # a bad key file is refused before the long checks
+        from censusdp.release.signing import load_public_key
+
+        load_public_key(args.public_key)
     report = validate_run(
         args.release, args.input, progress=progress_printer(args.quiet), workers=args.workers
     )
+    if signed:
+        from censusdp.release.signing import verify_release
+
+        report.add("signature", *verify_release(args.release, args.public_key))
     if report.ok:
         text = f"{args.release}: valid ({len(report.checks)} checks passed)"
+        if signed:
+            text += f"; {report.checks['signature']['detail']}"
     else:
         text = "\n".join(f"{args.release}: INVALID: {line}" for line in report.failures())
     finish(args, text, report.to_dict())

@@ -352,6 +352,10 @@ _MEASUREMENT_FILES = (
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
 
+_SIGNATURE_FILE = "signature.json"
+"""A signed release's signature (:mod:`censusdp.release.signing`): the one file outside
+the manifest's list, since it signs the manifest; ``validate --public-key`` checks it."""
+
 
 def _check_checksums(
     run: Path,
@@ -396,7 +400,10 @@ def _check_checksums(
     extra = sorted(
         str(p.relative_to(run))
         for p in run.rglob("*")
-        if p.is_file() and p.name != "manifest.json" and str(p.relative_to(run)) not in recorded
+        if p.is_file()
+        and p.name != "manifest.json"
+        and str(p.relative_to(run)) not in recorded
+        and str(p.relative_to(run)) != _SIGNATURE_FILE
     )
     bad += [f"{e} is not part of the release" for e in extra]
     rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} files intact")
