@@ -324,14 +324,15 @@ def test_a_killed_infer_leaves_nothing_that_blocks_the_next(rel: Path, tmp_path:
 
 
 @pytest.mark.parametrize("out", ["", ".", "..", "/"])
-def test_root_like_outputs_are_refused(out: str, cef: Path, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "keep.txt").write_text("mine")
-    proc = cli("run", "--input", cef, "--out", out, "--overwrite", "-q", cwd=work)
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert (work / "keep.txt").read_text() == "mine"
+def test_root_like_outputs_are_refused(out: str, cef: Path, rel: Path, tmp_path: Path) -> None:
+    """``--out ""`` (an unset variable) or ``.`` from inside an earlier release would
+    replace the working directory itself."""
+    work = _copy_release(rel, tmp_path)  # the user works inside a release of theirs
+    before = digest(work)
+    proc = cli("run", "--input", cef, "--out", out, "--seed", "1", "--overwrite", "-q", cwd=work)
+    refused(proc, "--out")
+    assert "current directory" in proc.stderr or "empty" in proc.stderr or "root" in proc.stderr
+    assert digest(work) == before
 
 
 def test_home_is_refused(cef: Path, tmp_path: Path) -> None:

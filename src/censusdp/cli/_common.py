@@ -42,6 +42,7 @@ __all__ = [
     "guard_outputs",
     "input_option",
     "output_option",
+    "target_option",
     "comma_list",
     "emit_json",
     "finalize",
@@ -127,11 +128,12 @@ def finalize(parser: argparse.ArgumentParser) -> None:
 
 ROLE = "censusdp_role"
 """The attribute of an argparse action that says it names a path the command reads
-(``"input"``) or writes (``"output-dir"``, ``"output-file"``): :func:`guard_outputs`
-protects every input and checks every output before the command runs, and a test
-walks every parser so that no path option goes without a role."""
+(``"input"``), writes (``"output-dir"``, ``"output-file"``) or amends in place
+(``"target"``: the release ``censusdp sign`` adds its signature to):
+:func:`guard_outputs` protects every input and checks every output before the command
+runs, and a test walks every parser so that no path option goes without a role."""
 
-_OUTPUT_ROLES = ("output-dir", "output-file")
+_OUTPUT_ROLES = ("output-dir", "output-file", "output-new")
 
 
 def input_option(action: argparse.Action) -> argparse.Action:
@@ -140,10 +142,19 @@ def input_option(action: argparse.Action) -> argparse.Action:
     return action
 
 
+def target_option(action: argparse.Action) -> argparse.Action:
+    """Mark ``action`` as naming the directory the command exists to amend (``sign``):
+    not protected as an input, and no other output may lie in it."""
+    setattr(action, ROLE, "target")
+    return action
+
+
 def output_option(action: argparse.Action, kind: str = "file") -> argparse.Action:
-    """Mark ``action`` as naming an output (``kind``: ``"dir"`` or ``"file"``)."""
-    if kind not in ("dir", "file"):
-        raise ValueError(f"output kind must be 'dir' or 'file', got {kind!r}")
+    """Mark ``action`` as naming an output (``kind``: ``"dir"``, ``"file"``, or ``"new"``:
+    files the command creates exclusively and never replaces, whatever ``--overwrite``
+    says, such as a key)."""
+    if kind not in ("dir", "file", "new"):
+        raise ValueError(f"output kind must be 'dir', 'file' or 'new', got {kind!r}")
     setattr(action, ROLE, f"output-{kind}")
     return action
 
@@ -162,6 +173,7 @@ def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager
     parser = getattr(args, "command_parser", None)
     actions = list(parser._actions) if parser is not None else []  # noqa: SLF001
     inputs: list[str] = []
+    targets: list[str] = []
     outputs: list[tuple[str, str, str]] = []
     for action in actions:
         role = getattr(action, ROLE, None)
@@ -173,16 +185,18 @@ def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager
         for v in values:
             if role == "input":
                 inputs.append(v)
+            elif role == "target":
+                targets.append(v)
             elif v != "-":
                 outputs.append((role, str(shown), v))
     overwrite = bool(getattr(args, "overwrite", False))
     context = guarded_command(inputs, overwrite=overwrite)
-    with guarded_command(inputs, overwrite=overwrite):
+    with guarded_command([*inputs, *targets], overwrite=overwrite):
         for role, shown, value in outputs:
             if role == "output-dir":
                 check_output_dir(value, overwrite or _keeps_output(args), option=shown)
-            else:
-                check_output_file(value, overwrite, option=shown)
+            else:  # a "new" file: the command refuses an existing one itself, saying why
+                check_output_file(value, overwrite or role == "output-new", option=shown)
     return context
 
 

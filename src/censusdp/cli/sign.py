@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command
+from censusdp.cli._common import add_command, input_option, output_option, target_option
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -29,20 +29,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "securely."
         ),
     )
-    p.add_argument("release", nargs="?", default=None, metavar="RUN", help="the release to sign")
-    p.add_argument(
-        "--release",
-        dest="release_alias",
-        default=None,
-        metavar="RUN",
-        help="the same as the positional RUN (either spelling)",
+    # RUN is the one directory a command amends in place (RUN/signature.json)
+    target_option(
+        p.add_argument(
+            "release", nargs="?", default=None, metavar="RUN", help="the release to sign"
+        )
     )
-    p.add_argument("--key", metavar="K", default=None, help="the Ed25519 private key file")
-    p.add_argument(
-        "--new-key",
-        metavar="K",
-        default=None,
-        help="make a new key pair instead: the private key K and the public key K.pub",
+    target_option(
+        p.add_argument(
+            "--release",
+            dest="release_alias",
+            default=None,
+            metavar="RUN",
+            help="the same as the positional RUN (either spelling)",
+        )
+    )
+    input_option(
+        p.add_argument("--key", metavar="KEY", default=None, help="the Ed25519 private key file")
+    )
+    output_option(
+        p.add_argument(
+            "--new-key",
+            metavar="KEY",
+            default=None,
+            help="make a new key pair instead: the private key KEY and the public key KEY.pub",
+        ),
+        "new",
     )
     p.add_argument(
         "--passphrase-env",
