@@ -325,9 +325,16 @@ def check_output_dir(
             ``overwrite`` does not allow replacing (not set, not a censusdp output, or
             holding an entry its manifest does not list).
     """
+    return _check_dir(out_dir, overwrite, protected_inputs(inputs), option)
+
+
+def _check_dir(
+    out_dir: str | os.PathLike[str], overwrite: bool, protected: tuple[Path, ...], option: str
+) -> Path:
+    """:func:`check_output_dir` against inputs already resolved."""
     out = _resolved(out_dir, option)
     _refuse_root_like(out, out_dir, option)
-    clash = _overlap(out, protected_inputs(inputs))
+    clash = _overlap(out, protected)
     if clash is not None:
         raise ConfigError(
             f"{option} {out_dir} overlaps the input {clash}; write the output elsewhere"
@@ -492,7 +499,7 @@ class Staging:
         self._option = option
         self._shown = out_dir
         self._inputs = protected_inputs(inputs)
-        self.out_dir = check_output_dir(out_dir, overwrite, self._inputs, option=option)
+        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option)
         self.overwrite = overwrite
         self.resumed = False
         self.resumed_from: str | None = None
@@ -515,7 +522,7 @@ class Staging:
                     "it, or with --overwrite to discard it"
                 )
             # checked again under the lock: another writer may have finished meanwhile
-            check_output_dir(self.out_dir, overwrite, self._inputs, option=option)
+            _check_dir(self.out_dir, overwrite, self._inputs, option)
             self.path = parent / f".{name}.partial-{os.getpid()}"
             self._owner = parent / f".{name}.owner-{os.getpid()}"
             if resumable:

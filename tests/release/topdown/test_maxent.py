@@ -351,8 +351,11 @@ def test_a_model_too_large_for_newton_falls_back_to_mirror_descent(monkeypatch):
     slow = maxent_point(sub, queries=(1, 2), gap_tol=1e-2, max_iter=100_000)
     monkeypatch.setattr(maxent, "_NEWTON", False)
     plain = maxent_point(sub, queries=(1, 2), gap_tol=1e-2, max_iter=100_000)
-    assert slow.iterations == plain.iterations > fast.iterations
+    # the fallback is plain mirror descent, step for step; the default path is not (how
+    # many descent steps follow Newton's point depends on the machine's float summation)
+    assert slow.iterations == plain.iterations
     assert np.array_equal(slow.x, plain.x)
+    assert fast.iterations != plain.iterations or not np.array_equal(fast.x, plain.x)
     assert np.abs(fast.x - slow.x).sum() <= 0.02 * slow.x.sum()
 
 
