@@ -29,6 +29,7 @@ and that its tables carry the geography's identifiers and their codebook
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -63,7 +64,7 @@ from censusdp.io.mdf import (
 )
 from censusdp.io.nmf import NMF_COLUMNS, NMF_FILES, nmf_files
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.parts import part_name, read_part_index, regular_file
+from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.progress import Progress, say, task
@@ -308,8 +309,7 @@ def validate_run(
         "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
     )
     rep.add("privacy_loss", *_check_privacy_loss(manifest))
-    problem = randomness_problem(manifest)
-    rep.add("randomness", problem is None, problem or _randomness_detail(manifest))
+    rep.add("randomness", *_check_randomness(manifest))
     # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
     bar = task(progress, "validating the release", 4 + (truth_dir is not None), unit="steps")
     # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
@@ -456,21 +456,57 @@ def _differs(where: str, got: Any, want: Any) -> str | None:
     return None if ok else f"{where}: the manifest says {got!r}, the budgets give {want!r}"
 
 
-def _randomness_detail(manifest: Mapping[str, Any]) -> str:
+def _check_randomness(manifest: Mapping[str, Any]) -> tuple[bool, str]:
+    """The randomness record is consistent (:func:`~censusdp.release.manifest.randomness_problem`)
+    and, for a re-estimate whose measured run is still where it records it, with
+    that run: when its noisy measurement files are the very files this release copied
+    (the same SHA-256), its own randomness record must be the one this release
+    inherited."""
+    problem = randomness_problem(manifest)
+    if problem:
+        return False, problem
     record = manifest["randomness"]
     what = "seeded (not secure)" if record["mode"] == "seeded" else "secure"
     parent = record.get("measured_by")
-    return f"{what}, as the measurements it re-estimated ({parent['run']})" if parent else what
+    if parent is None:
+        return True, what
+    try:
+        theirs = read_manifest(parent["run"])
+    except (InputError, OSError):
+        return True, (
+            f"{what}, as recorded of the measurements it re-estimated ({parent['run']}, "
+            "not there to compare)"
+        )
+    ours_files, their_files = manifest.get("files") or {}, theirs.get("files") or {}
+    nmf = {  # the measurements themselves (their parts' index is how they are listed)
+        k: v
+        for k, v in ours_files.items()
+        if k.split("/")[0] in NMF_FILES.values() and not k.endswith(f"/{PART_INDEX}")
+    }
+    if not nmf or any(their_files.get(k) != v for k, v in nmf.items()):
+        return True, (
+            f"{what}, as recorded of the measurements it re-estimated ({parent['run']} now "
+            "holds other measurements)"
+        )
+    if theirs.get("randomness") != parent["randomness"]:
+        mode = (theirs.get("randomness") or {}).get("mode")
+        return False, (
+            f"randomness: records the measurements of {parent['run']} as "
+            f"{parent['randomness']['mode']}; that run, whose measurements these are, "
+            f"records {mode!r}"
+        )
+    return True, f"{what}, as the measurements it re-estimated ({parent['run']})"
 
 
 class _Entries:
     """What a run directory holds, against what its manifest lists (``files``).
 
     ``problems``: every entry that is not a listed file, a directory holding one, or
-    one of :data:`~censusdp.release.manifest.UNLISTED_FILES` at the top (and every
-    listed path that is not a plain relative path inside the run); ``unsafe``: the
-    listed paths (or their directories) that are there but not regular files or
-    directories, which nothing may read."""
+    one of :data:`~censusdp.release.manifest.UNLISTED_FILES` at the top, every entry of
+    a directory of parts that is neither its ``_parts.json`` nor a part it lists (even
+    if the manifest lists it), and every listed path that is not a plain relative path
+    inside the run; ``unsafe``: the listed paths (or their directories) that are there
+    but not regular files or directories, which nothing may read."""
 
     def __init__(self, run: Path, manifest: Mapping[str, Any]) -> None:
         recorded = manifest.get("files")
@@ -483,8 +519,14 @@ class _Entries:
             for k in self.bad_names
         ]
         self.unsafe: list[str] = []
-        for rel, kind in run_entries(run):
+        entries = list(run_entries(run))
+        extra = _not_indexed(run, listed, entries)
+        for rel, kind in entries:
             if kind == "file" and rel in listed or kind == "directory" and rel in dirs:
+                if rel in extra:
+                    self.problems.append(
+                        f"{_shown_name(rel)} is not one of the parts its {PART_INDEX} lists"
+                    )
                 continue
             if kind == "file":
                 self.problems.append(f"{_shown_name(rel)} is not part of the release")
@@ -494,6 +536,23 @@ class _Entries:
                 self.problems.append(f"{_shown_name(rel)} is a {kind}, not a file of the release")
                 if rel in listed or rel in dirs:
                     self.unsafe.append(rel)
+
+
+def _not_indexed(run: Path, listed: set[str], entries: list[tuple[str, str]]) -> set[str]:
+    """The entries of directories of parts (a listed ``_parts.json`` in them) that are
+    neither that index nor a part it lists."""
+    out: set[str] = set()
+    for index in sorted(k for k in listed if k.endswith(f"/{PART_INDEX}")):
+        directory = index[: -len(PART_INDEX) - 1]
+        try:
+            parts = json.loads((run / index).read_text(encoding="utf-8"))["parts"]
+            allowed = {index} | {f"{directory}/{p['file']}" for p in parts}
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue  # not an index: the checks of the files it indexes say so
+        out |= {
+            rel for rel, _ in entries if rel.rpartition("/")[0] == directory and rel not in allowed
+        }
+    return out
 
 
 def _inside(rel: object) -> bool:
