@@ -77,6 +77,7 @@ __all__ = [
     "person_layout",
     "read_mdf_histograms",
     "read_mdf_persons",
+    "read_mdf_records",
     "read_mdf_text",
     "read_mdf_units",
     "record_layouts",
@@ -386,7 +387,12 @@ def _write_text_chunk(table: pa.Table, sink, header: bool) -> None:
 
 
 def text_mismatch(
-    parquet: str | Path, text: str | Path, layout: tuple[str, ...], *, header: bool
+    parquet: str | Path,
+    text: str | Path,
+    layout: tuple[str, ...],
+    *,
+    header: bool,
+    records: pa.Table | None = None,
 ) -> tuple[str | None, str]:
     """Whether an MDF2020 text file (or part) is its Parquet file's records, byte for byte.
 
@@ -394,7 +400,8 @@ def text_mismatch(
     ``header`` the header line of ``layout`` first, then one line per record in the
     same order with the same codes, nothing after. The Parquet file's columns must be
     ``layout`` in order. The text file is read once, hashed as it is compared; the
-    records are encoded a row group at a time.
+    records are encoded a row group at a time (``records``: the Parquet file's records
+    already read, :func:`read_mdf_records`, not read again).
 
     Returns:
         ``(problem, sha256)``: the first difference (file, line and both lines) or
@@ -411,8 +418,12 @@ def text_mismatch(
             return got
 
         try:
-            pf = _open_parquet(parquet)
-            names = tuple(pf.schema_arrow.names)
+            if records is None:
+                pf = _open_parquet(parquet)
+                names = tuple(pf.schema_arrow.names)
+                groups = (pf.read_row_group(i) for i in range(pf.metadata.num_row_groups))
+            else:
+                names, groups = tuple(records.column_names), iter([records])
             if names != tuple(layout):
                 problem = f"{parquet}: its columns {list(names)} are not the MDF2020 layout"
             line = 1
@@ -421,8 +432,8 @@ def text_mismatch(
                 problem = _text_difference(read(len(want)), want, text, line, parquet, None)
                 line += 1
             row = 0
-            for rg in range(0 if problem else pf.metadata.num_row_groups):
-                for batch in pf.read_row_group(rg).to_batches(max_chunksize=TEXT_BATCH_ROWS):
+            for group in () if problem else groups:
+                for batch in group.to_batches(max_chunksize=TEXT_BATCH_ROWS):
                     data, ends = _text_lines(batch)
                     got = read(data.size)
                     g = np.frombuffer(got, np.uint8)
@@ -727,7 +738,12 @@ def write_mdf_part(
 
 
 def mdf_part_counts(
-    persons_path: str | Path, units_path: str | Path, blocks: np.ndarray, schema: Schema
+    persons_path: str | Path,
+    units_path: str | Path,
+    blocks: np.ndarray,
+    schema: Schema,
+    *,
+    records: tuple[pa.Table, pa.Table] | None = None,
 ) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
     """Read one MDF part back: its ``(blocks x cells)`` person histogram in ``schema``,
     its ``pl94`` one (from the decoded ``pl94`` columns, as :func:`read_mdf_histograms`
@@ -735,6 +751,8 @@ def mdf_part_counts(
 
     ``blocks`` are the part's blocks (geocodes, sorted): a record in any other block is
     an error. Used by the task that wrote the part (to check it) and by the self-check.
+    ``records``: the persons' and the units' records already read
+    (:func:`read_mdf_records` of the two paths), not read again.
 
     Raises:
         InputError: for an unreadable part, an unknown code, or a record outside
@@ -745,7 +763,12 @@ def mdf_part_counts(
     pl94 = get_schema("pl94")
     hist = sp.csr_matrix((nb, schema.size), dtype=np.int64)
     pl94_hist = sp.csr_matrix((nb, pl94.size), dtype=np.int64)
-    for cols in iter_mdf_persons(persons_path):
+    persons = (
+        iter_mdf_persons(persons_path)
+        if records is None
+        else [_decode_persons(records[0], persons_path)]
+    )
+    for cols in persons:
         rows = _local_blocks(cols["geocode"], blocks, persons_path, "persons")
         n = rows.size
         ones = np.ones(n, dtype=np.int64)
@@ -753,7 +776,7 @@ def mdf_part_counts(
         hist = hist + sp.csr_matrix((ones, (rows, cells)), shape=(nb, schema.size))
         p_cells = cells if schema.name == "pl94" else person_cells(pl94_view(cols), pl94, n)
         pl94_hist = pl94_hist + sp.csr_matrix((ones, (rows, p_cells)), shape=(nb, pl94.size))
-    table = _read_parts(units_path)
+    table = read_mdf_records(units_path) if records is None else records[1]
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", units_path, 0)
     rows = _local_blocks(_geocodes(table, units_path), blocks, units_path, "units")
     status = _decode(table, "HH_STATUS", ("0", "1", "2"), units_path)
@@ -922,11 +945,16 @@ def _shown(path: str | Path, file: Path) -> str:
     return str(path) if Path(path) == file else f"{path}/{file.name}"
 
 
-def _read_parts(path: str | Path) -> pa.Table:
-    """Every record of a Parquet MDF file, its parts in order (one chunk or more each).
+def read_mdf_records(path: str | Path) -> pa.Table:
+    """Every record of a Parquet MDF file, its parts in order (one chunk or more each),
+    as stored (production's codes, not decoded).
 
     A bad part is named in the message; rows in later messages count from the first
     part's first row.
+
+    Raises:
+        InputError: for a missing or unreadable file or part, or parts whose columns
+            differ.
     """
     tables = []
     for f in mdf_files(path):
@@ -979,7 +1007,7 @@ def read_mdf_units(
         InputError: for an unknown code, a facility that is not ``HH_STATUS`` 0, or a
             block whose facility records differ in number from the published counts.
     """
-    table = _read_parts(path)
+    table = read_mdf_records(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     is_gq = _decode(table, "RTYPE", ("2", "4"), path) == 1
@@ -1039,7 +1067,7 @@ def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
     Raises:
         InputError: for an unknown code or a record in a block not in ``hierarchy``.
     """
-    table = _read_parts(path)
+    table = read_mdf_records(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     rows = hierarchy.block_index(geocode)

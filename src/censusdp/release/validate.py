@@ -59,6 +59,7 @@ from censusdp.io.mdf import (
     mdf_part_counts,
     mdf_unit_counts,
     read_mdf_histograms,
+    read_mdf_records,
     record_layouts,
     text_mismatch,
 )
@@ -1354,18 +1355,24 @@ def _read_mdf_part(
     digests = {rel: sha256_of(run / rel) for rel in parquet.values() if regular_file(run / rel)}
     text_problem = None
     try:
-        for rel, want in zip(parquet.values(), job.rows, strict=True):
-            got = pq.read_metadata(run / rel).num_rows
+        records = {kind: read_mdf_records(run / rel) for kind, rel in parquet.items()}
+        for (kind, rel), want in zip(parquet.items(), job.rows, strict=True):
+            got = records[kind].num_rows
             if got != want:
                 return f"{rel} has {got} records; its index entry says {want}", None, digests, None
         for kind, (_, txt_name) in MDF_FILES.items() if job.text_file is not None else ():
             rel = f"{txt_name}/{job.text_file}"
             bad, digests[rel] = text_mismatch(
-                run / parquet[kind], run / rel, layouts[kind], header=job.header
-            )
+                run / parquet[kind], run / rel, layouts[kind], header=job.header,
+                records=records[kind],
+            )  # fmt: skip
             text_problem = text_problem or bad
         counts = mdf_part_counts(
-            run / parquet["persons"], run / parquet["units"], job.blocks, get_schema(job.schema)
+            run / parquet["persons"],
+            run / parquet["units"],
+            job.blocks,
+            get_schema(job.schema),
+            records=(records["persons"], records["units"]),
         )
     except (CensusDPError, OSError, pa.ArrowException) as exc:
         return str(exc), None, digests, None
