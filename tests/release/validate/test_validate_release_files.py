@@ -427,3 +427,46 @@ def test_an_index_names_only_its_own_regular_part_files(tmp_path: Path) -> None:
     index()
     with pytest.raises(InputError, match="lists none"):
         part_files(d)
+
+
+def test_single_file_mdf_and_tables_are_checked_alike(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Releases made before part files hold one file each: their text MDF and tables are
+    checked as the parts are (text against Parquet, identifiers against the geography)."""
+    from censusdp.io.mdf import read_mdf_text
+    from censusdp.io.parts import read_parts
+
+    d = _copy(runs["seeded"], tmp_path)
+    for name in ("mdf_persons", "mdf_units"):
+        records, text = read_parts(d / f"{name}.parquet"), read_mdf_text(d / f"{name}.txt")
+        shutil.rmtree(d / f"{name}.parquet")
+        shutil.rmtree(d / f"{name}.txt")
+        pq.write_table(records, d / f"{name}.parquet")
+        (d / f"{name}.txt").write_bytes(text)
+    for name in ("P1", "P2", "P3", "P4", "P5", "H1"):
+        table = read_parts(d / "tables" / f"{name}.parquet")
+        shutil.rmtree(d / "tables" / f"{name}.parquet")
+        pq.write_table(table, d / "tables" / f"{name}.parquet")
+    m = json.loads((d / "manifest.json").read_text())
+    m["files"] = {
+        str(p.relative_to(d)): sha256_of(p)
+        for p in sorted(d.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+    (d / "manifest.json").write_text(json.dumps(m))
+    report = validate_run(d)
+    assert report.ok, report.failures()
+    _lines(d / "mdf_units.txt", lambda ls: ls.__setitem__(3, b"hello world"))
+    t = pq.read_table(d / "tables" / "P2.parquet")
+    names = t.column("NAME").to_pylist()
+    names[2] = "Elsewhere County, Wyoming"
+    pq.write_table(
+        t.set_column(t.column_names.index("NAME"), "NAME", pa.array(names)),
+        d / "tables" / "P2.parquet",
+    )
+    report = validate_run(d)
+    text, tables = report.checks["mdf_text_matches_parquet"], report.checks["tables_match_mdf"]
+    assert not text["ok"] and "mdf_units.txt: line 4 reads 'hello world'" in text["detail"]
+    assert not tables["ok"] and "P2.parquet: row 2" in tables["detail"]
+    assert "has NAME 'Elsewhere County, Wyoming'" in tables["detail"]
