@@ -203,6 +203,24 @@ ENTRIES: dict[str, tuple[Callable[[Path], None], bool, str]] = {
         False,
         "mdf_units.parquet/part-00000.parquet is a special file",
     ),
+    "a directory of parts replaced by a link to a copy": (
+        lambda d: (
+            shutil.move(d / "tables/P1.parquet", d.parent / "P1.parquet"),
+            os.symlink(d.parent / "P1.parquet", d / "tables/P1.parquet"),
+        ),
+        False,
+        "tables/P1.parquet is a symbolic link, not a directory of the release",
+    ),
+    "a directory holding a FIFO in place of a listed file": (
+        lambda d: (
+            shutil.move(d / "invariants.parquet", d.parent / "invariants.parquet"),
+            (d / "invariants.parquet").mkdir(),
+            shutil.copy(d.parent / "invariants.parquet", d / "invariants.parquet/a.parquet"),
+            _fifo(d / "invariants.parquet/b.parquet"),
+        ),
+        False,
+        "invariants.parquet is a directory, not a regular file of the release",
+    ),
     "a listed part replaced by a link to a copy": (
         lambda d: (
             shutil.move(d / MDF_PART, d.parent / "elsewhere.parquet"),

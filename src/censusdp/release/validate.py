@@ -506,8 +506,9 @@ class _Entries:
     one of :data:`~censusdp.release.manifest.UNLISTED_FILES` at the top, every entry of
     a directory of parts that is neither its ``_parts.json`` nor a part it lists (even
     if the manifest lists it), and every listed path that is not a plain relative path
-    inside the run; ``unsafe``: the listed paths (or their directories) that are there
-    but not regular files or directories, which nothing may read."""
+    inside the run; ``unsafe``: the listed files that are there but not regular files
+    (a link, a FIFO, a directory) and the directories of listed files that are not
+    directories, which nothing may read."""
 
     def __init__(self, run: Path, manifest: Mapping[str, Any]) -> None:
         recorded = manifest.get("files")
@@ -523,20 +524,24 @@ class _Entries:
         entries = list(run_entries(run))
         extra = _not_indexed(run, listed, entries)
         for rel, kind in entries:
-            if kind == "file" and rel in listed or kind == "directory" and rel in dirs:
+            shown = _shown_name(rel)
+            if rel in listed and kind != "file" or rel in dirs and kind != "directory":
+                # where the release has a file (or a directory of them), something else:
+                # reading it could follow a link elsewhere, block (a FIFO), or read a
+                # directory's files as the file's records
+                self.problems.append(
+                    f"{shown} is a {kind}, not {'a directory' if rel in dirs else 'a regular file'} of the release"
+                )
+                self.unsafe.append(rel)
+            elif kind == "file" and rel in listed or kind == "directory" and rel in dirs:
                 if rel in extra:
-                    self.problems.append(
-                        f"{_shown_name(rel)} is not one of the parts its {PART_INDEX} lists"
-                    )
-                continue
-            if kind == "file":
-                self.problems.append(f"{_shown_name(rel)} is not part of the release")
+                    self.problems.append(f"{shown} is not one of the parts its {PART_INDEX} lists")
+            elif kind == "file":
+                self.problems.append(f"{shown} is not part of the release")
             elif kind == "directory":
-                self.problems.append(f"{_shown_name(rel)}/ is a directory the release has not")
+                self.problems.append(f"{shown}/ is a directory the release has not")
             else:
-                self.problems.append(f"{_shown_name(rel)} is a {kind}, not a file of the release")
-                if rel in listed or rel in dirs:
-                    self.unsafe.append(rel)
+                self.problems.append(f"{shown} is a {kind}, not a file of the release")
 
 
 def _not_indexed(run: Path, listed: set[str], entries: list[tuple[str, str]]) -> set[str]:
