@@ -453,7 +453,9 @@ def text_mismatch(
                     break
             if problem is None and read(1):
                 problem = f"{text}: line {line} follows the last of the {row} records of {parquet}"
-        except (InputError, OSError, pa.ArrowException) as exc:
+        except InputError as exc:  # an unreadable part (named), or a null code
+            problem = problem or (str(exc) if str(parquet) in str(exc) else f"{parquet}: {exc}")
+        except (OSError, pa.ArrowException) as exc:
             problem = problem or f"{parquet}: not readable Parquet ({exc})"
         while block := f.read(1 << 20):
             h.update(block)

@@ -94,7 +94,7 @@ def codebook_mismatch(directory: str | os.PathLike[str]) -> str | None:
     a regular file holding exactly what :func:`write_codebook` writes."""
     path = Path(directory) / CODEBOOK_FILE
     if not regular_file(path):
-        return f"{path}: missing (every release's tables carry their codebook)"
+        return f"{path}: missing, or not a regular file (every release's tables carry it)"
     want = codebook_bytes()
     with open(path, "rb") as f:
         got = f.read(len(want) + 1)
