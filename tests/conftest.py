@@ -64,7 +64,8 @@ def chromium(request) -> str:
 
 @pytest.fixture(autouse=True)
 def _cold_profile_caches_under_mutation_testing():
-    """Under mutmut (``MUTANT_UNDER_TEST`` set), start every test with empty noise caches.
+    """Under mutmut (``MUTANT_UNDER_TEST`` set), start every test with empty noise and
+    accounting caches.
 
     mutmut runs each mutant in a process forked after a full test run, so tables cached
     there would hide mutants of the code that builds them. Ordinary runs keep the caches.
@@ -72,10 +73,12 @@ def _cold_profile_caches_under_mutation_testing():
     if "MUTANT_UNDER_TEST" in os.environ:
         import gc
 
+        from censusdp.privacy import accounting
         from censusdp.privacy.mechanisms import _discrete
 
         _discrete._gauss_profile.cache_clear()
         _discrete._geometric_profile.cache_clear()
+        accounting._epsilon_from_rho.cache_clear()
         for obj in gc.get_objects():
             if isinstance(obj, _discrete._TableMechanism):
                 obj.__dict__.pop("_cached_profile", None)

@@ -70,22 +70,26 @@ class Release:
         return cls(Path(path), read_manifest(path))
 
     def mdf_persons(self) -> pa.Table:
-        """The released persons (``mdf_persons.parquet``, production's MDF2020 layout).
+        """The released persons (``mdf_persons.parquet``, production's MDF2020 layout):
+        the parts its ``_parts.json`` lists, in order (never another file there).
 
         ``censusdp.io.mdf.read_mdf_persons`` decodes them to censusdp's columns.
         """
-        import pyarrow.parquet as pq
+        from censusdp.io.mdf import MDF_FILES
+        from censusdp.io.parts import read_parts
 
-        return pq.read_table(self.path / "mdf_persons.parquet")
+        return read_parts(self.path / MDF_FILES["persons"][0], what="MDF part")
 
     def mdf_units(self) -> pa.Table:
-        """The released units (``mdf_units.parquet``, production's ``MUD`` layout).
+        """The released units (``mdf_units.parquet``, production's ``MUD`` layout): the
+        parts its ``_parts.json`` lists, in order.
 
         ``censusdp.io.mdf.read_mdf_units`` decodes them (facility types from the invariants).
         """
-        import pyarrow.parquet as pq
+        from censusdp.io.mdf import MDF_FILES
+        from censusdp.io.parts import read_parts
 
-        return pq.read_table(self.path / "mdf_units.parquet")
+        return read_parts(self.path / MDF_FILES["units"][0], what="MDF part")
 
     def table(self, name: str, sumlev: str | None = None) -> pa.Table:
         """One published table (``P1`` ... ``P5``, ``H1``) with GEOID, SUMLEV and NAME,
@@ -101,15 +105,15 @@ class Release:
         return read_tables(self.path / "tables")
 
     def nmf(self, geolevel: str | None = None, *, units: bool = False) -> pa.Table:
-        """The noisy measurements (of one geolevel, reading only its row groups)."""
-        import pyarrow.parquet as pq
+        """The noisy measurements (of one geolevel, reading only its row groups): the
+        parts its ``_parts.json`` lists."""
+        from censusdp.io.nmf import NMF_FILES, read_geolevel
+        from censusdp.io.parts import read_parts
 
-        from censusdp.io.nmf import read_geolevel
-
-        name = "noisy_measurements_units.parquet" if units else "noisy_measurements.parquet"
+        path = self.path / NMF_FILES["units" if units else "persons"]
         if geolevel is None:
-            return pq.read_table(self.path / name)
-        return read_geolevel(self.path / name, geolevel)
+            return read_parts(path, what="noisy measurement part")
+        return read_geolevel(path, geolevel)
 
     def validate(self, truth: PathLike | None = None, *, public_key: PathLike | None = None) -> Any:
         """:func:`validate` this release (and its signature, with ``public_key``)."""

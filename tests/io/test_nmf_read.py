@@ -13,6 +13,7 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.io.nmf import NMFWriter, decode_cells, nmf_geolevels, read_geolevel
+from censusdp.io.parts import write_part_index
 
 SCHEMA = get_schema("pl94")
 LEVELS = {"State": ["50"], "County": ["50001", "50003", "50005"], "Tract": ["50001960100"]}
@@ -82,6 +83,18 @@ def test_mixed_row_groups_and_directories_are_filtered(nmf, tmp_path):
     half = plain.num_rows // 2
     pq.write_table(plain.slice(0, half), d / "part-0.parquet")
     pq.write_table(plain.slice(half), d / "part-1.parquet")
+    # a directory is read through its index only, never by listing it
+    with pytest.raises(InputError, match="no _parts.json"):
+        nmf_geolevels(d)
+    with pytest.raises(InputError, match="no _parts.json"):
+        read_geolevel(d, "Tract")
+    # an index that does not give the parts' levels: its parts are filtered
+    recs = [
+        {"file": f.name, "rows": pq.read_metadata(f).num_rows, "sha256": "-"}
+        for f in sorted(d.glob("part-*.parquet"))
+    ]
+    write_part_index(d, recs, ("file", "rows", "sha256"))
+    pq.write_table(plain, d / "part-2.parquet")  # not listed: never read
     assert sorted(nmf_geolevels(d)) == ["County", "State", "Tract"]
     assert read_geolevel(d, "Tract").num_rows == read_geolevel(path, "Tract").num_rows
     with pytest.raises(InputError, match="no geolevel 'Block'"):

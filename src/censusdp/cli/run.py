@@ -126,6 +126,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run)
 
 
+def _randomness_words(manifest: dict) -> str:
+    """How the summary line states the release's randomness (a re-estimate's is that of
+    the measurements it re-estimated, and says so)."""
+    record = manifest.get("randomness")
+    record = record if isinstance(record, dict) else {}
+    seeded = record.get("mode") == "seeded" or manifest.get("seed") is not None
+    words = "SEEDED (not secure)" if seeded else "secure randomness"
+    parent = record.get("measured_by")
+    if isinstance(parent, dict) and parent.get("run"):
+        words += f" (of the measurements of {parent['run']})"
+    return words
+
+
 def _max_children(text: str) -> int | str | None:
     if text.strip().lower() in ("none", "auto"):
         return None if text.strip().lower() == "none" else "auto"
@@ -173,6 +186,12 @@ def _run(args: argparse.Namespace) -> int:
                 "measurements (drop --spine)"
             )
         manifest = reestimate(args.from_measurements, args.out, **common)
+        # the noise is the measurements': as seeded or as secure as they were
+        announce_randomness(
+            manifest["seed"],
+            what=f"noise (the measurements of {args.from_measurements})",
+            option="seed",
+        )
     else:
         announce_randomness(args.seed)
         manifest = run_release(
@@ -183,7 +202,7 @@ def _run(args: argparse.Namespace) -> int:
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
         f"total rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} "
         f"(delta={manifest['delta']:.3g}, {manifest['persons']['neighbours']} neighbours), "
-        f"{'SEEDED (not secure)' if manifest.get('seed') is not None else 'secure randomness'}, "
+        f"{_randomness_words(manifest)}, "
         f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
         f"{manifest['timings']['total']:.1f}s"
     )

@@ -24,10 +24,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "validate",
         help="check a release: checksums, NMF, invariants, constraints, tables (exit 0 if valid)",
         description=(
-            "Check RUN from its own files: every file's SHA-256 against the manifest; the "
-            "noisy measurements against the recorded budget (every geounit once, every cell, "
-            "the stated variance); every invariant and constraint in the MDF; the tables "
-            "against the MDF. With --input, also that RUN was made from that input; with "
+            "Check RUN from its own files: every file's SHA-256 against the manifest, and "
+            "nothing else in the directory (no extra file, link, FIFO or empty directory); "
+            "the stated rho, epsilon and delta against the recorded budgets; the seeded or "
+            "secure record against the release's history; the noisy measurements against "
+            "the recorded budget (every geounit once, every cell, the stated variance); "
+            "every invariant and constraint in the MDF; the text MDF against the Parquet "
+            "MDF; the tables against the MDF, with the geography's GEOID, SUMLEV and NAME, "
+            "and their codebook. With --input, also that RUN was made from that input; with "
             "--public-key P, that RUN/signature.json is a signature by P's key of RUN's "
             "files as they are (censusdp sign); "
             "--workers K reads the part files of the NMF and the MDF on K processes. Exit 0 "

@@ -58,6 +58,7 @@ from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons, read_mdf_units
+from censusdp.io.nmf import NMF_FILES, nmf_files
 from censusdp.io.output import write_output_json
 from censusdp.io.tables import read_tables
 from censusdp.privacy.budget import Budget
@@ -143,10 +144,7 @@ def read_release(release_dir: str | Path) -> ReleaseFiles:
         except json.JSONDecodeError as exc:
             raise InputError(f"{d / 'manifest.json'}: not valid JSON ({exc})") from None
     nmf = {}
-    for key, name in (
-        ("persons", "noisy_measurements.parquet"),
-        ("units", "noisy_measurements_units.parquet"),
-    ):
+    for key, name in NMF_FILES.items():
         if (d / name).exists():
             nmf[key] = d / name
     return ReleaseFiles(persons, units, tables, manifest, nmf, d)
@@ -488,7 +486,8 @@ def _nmf_for(
             return None
         return sp.csr_matrix(levels[h.geolevels.index(level)] @ qm.T.astype(np.int64))
 
-    dataset = pads.dataset(str(path), format="parquet")
+    # the parts the index lists (a dataset of the directory would read any file in it)
+    dataset = pads.dataset([str(f) for f in nmf_files(path)], format="parquet")
     cols = [
         c
         for c in ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")

@@ -56,8 +56,9 @@ from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.invariants import read_invariants
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import staged_output
+from censusdp.privacy.budget import release_privacy
 from censusdp.progress import Progress, say, task
-from censusdp.release.manifest import peak_rss_mb
+from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -505,14 +506,18 @@ def infer_release(
             names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
         }
         manifest_in = gls.manifest
+        # the privacy loss its budgets compose to (what validation held the manifest to),
+        # recomputed, never the manifest's own words
+        spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
         bottom = hierarchy.n_levels - 1
         manifest: dict[str, Any] = {
             "package_version": __version__,
             "command": command,
             "release": str(run_dir.resolve()),
-            "release_rho": manifest_in.get("rho"),
-            "release_epsilon": manifest_in.get("epsilon"),
-            "release_mechanism": manifest_in.get("mechanism"),
+            "release_rho": spent["rho"],
+            "release_epsilon": spent["epsilon"],
+            "release_delta": spent["delta"],
+            "release_mechanism": spent["mechanism"],
             "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
             "seed": None,
             "randomness": "none (deterministic computation)",

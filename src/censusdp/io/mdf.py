@@ -33,13 +33,13 @@ checking each one and naming file, column, row and value of the first bad one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
@@ -64,6 +64,7 @@ __all__ = [
     "MDF_PART_FIELDS",
     "PL94_PERSON_COLUMNS",
     "SCHEMA_BUILD_ID",
+    "TEXT_BATCH_ROWS",
     "UNIT_COLUMNS",
     "MDFPersonWriter",
     "count_lines",
@@ -76,8 +77,11 @@ __all__ = [
     "person_layout",
     "read_mdf_histograms",
     "read_mdf_persons",
+    "read_mdf_records",
     "read_mdf_text",
     "read_mdf_units",
+    "record_layouts",
+    "text_mismatch",
     "write_mdf_part",
     "write_mdf_persons",
     "write_mdf_records",
@@ -158,6 +162,12 @@ def person_layout(schema: Schema) -> tuple[str, ...]:
     if {"sex", "age"} <= names and names <= {"hhgq", "sex", "age", "hispanic", "cenrace"}:
         return DHCP_PERSON_COLUMNS
     raise SchemaError(f"schema {schema.name!r} has no MDF2020 person layout (attributes {names})")
+
+
+def record_layouts(schema: Schema) -> dict[str, tuple[str, ...]]:
+    """The columns of each MDF file of a release in ``schema``, by record type (the keys
+    of :data:`MDF_FILES`)."""
+    return {"persons": person_layout(schema), "units": UNIT_COLUMNS}
 
 
 def mdf_person_columns(
@@ -287,18 +297,196 @@ def _unit_record_table(
     return pa.table({c: data[c] for c in UNIT_COLUMNS})
 
 
+TEXT_BATCH_ROWS = 1 << 20
+"""Records encoded as MDF2020 text at a time (by the writers and by :func:`text_mismatch`)."""
+
+
+def _text_header(columns: list[str] | tuple[str, ...]) -> bytes:
+    """The header line of an MDF2020 text file: the column names, unquoted."""
+    return ("|".join(columns) + "\n").encode("ascii")
+
+
+def _text_lines(records: pa.RecordBatch) -> tuple[pa.Buffer, np.ndarray]:
+    """The MDF2020 text of records, one line each, its values joined by ``|`` unquoted
+    (production's ``saveHeader`` layout without the header): its bytes with ``|`` where
+    each line's newline goes, and the positions of those line ends.
+
+    Built from the runs of consecutive records with the same codes: each run of
+    consecutive dictionary-encoded columns (the geography: one value per block; the
+    person's codes: one per histogram cell) is joined once per run of records that
+    share them, then the pieces of each line once: on a Vermont part of 117,346 persons
+    about 2.5x faster than Arrow's CSV writer, which writes the same bytes.
+
+    Raises:
+        InputError: for a null value (a record the text cannot hold).
+    """
+    n = records.num_rows
+    if not n:
+        return pa.py_buffer(b""), np.zeros(0, dtype=np.int64)
+    if any(c.null_count for c in records.columns):
+        raise InputError("a record has an empty value")
+    groups: list[list[pa.Array] | pa.Array] = []
+    for c in records.columns:
+        if not pa.types.is_dictionary(c.type):
+            groups.append(c)
+        elif groups and isinstance(groups[-1], list):
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    pieces = []
+    for k, g in enumerate(groups):
+        end = "|" if k + 1 == len(groups) else ""  # where the newline goes
+        if isinstance(g, list):
+            pieces.append(_runs(g, n, end))
+        else:
+            piece = _strings(g)
+            pieces.append(pc.binary_join_element_wise(piece, end, "") if end else piece)
+    lines = pc.binary_join_element_wise(*pieces, "|") if len(pieces) > 1 else pieces[0]
+    offsets = np.frombuffer(lines.buffers()[1], np.int32)[lines.offset : lines.offset + n + 1]
+    data = lines.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return data, offsets[1:].astype(np.int64) - int(offsets[0]) - 1
+
+
+def _runs(columns: list[pa.Array], n: int, end: str = "") -> pa.Array:
+    """Per record, its values of dictionary ``columns`` joined by ``|`` (and ``end``
+    appended), joined once per run of consecutive records with the same values."""
+    change = np.zeros(n - 1, dtype=bool)
+    for c in columns:
+        idx = np.asarray(c.indices)
+        change |= idx[1:] != idx[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+    first = pa.array(starts)
+    joined = pc.binary_join_element_wise(
+        *[_strings(pc.take(c.dictionary, pc.take(c.indices, first))) for c in columns], "|"
+    )
+    if end:
+        joined = pc.binary_join_element_wise(joined, end, "")
+    run = np.repeat(np.arange(starts.size, dtype=np.int32), np.diff(np.append(starts, n)))
+    return pc.take(joined, pa.array(run))
+
+
+def _strings(values: pa.Array) -> pa.Array:
+    """``values`` as strings (the codes are already; ``EPNUM`` is written in decimal)."""
+    return values if values.type == _STRING else values.cast(_STRING)
+
+
+def _text_bytes(records: pa.RecordBatch) -> np.ndarray:
+    """The MDF2020 text of records (:func:`_text_lines` with its newlines)."""
+    data, ends = _text_lines(records)
+    text = np.frombuffer(data, np.uint8).copy()
+    text[ends] = 10
+    return text
+
+
 def _write_text_chunk(table: pa.Table, sink, header: bool) -> None:
     """Append records (and first the header, unquoted, as production's ``saveHeader``)."""
     if header:
-        sink.write(("|".join(table.column_names) + "\n").encode("ascii"))
-    if table.num_rows:
-        pacsv.write_csv(
-            table,
-            sink,
-            write_options=pacsv.WriteOptions(
-                delimiter="|", quoting_style="none", include_header=False
-            ),
-        )
+        sink.write(_text_header(table.column_names))
+    for batch in table.to_batches(max_chunksize=TEXT_BATCH_ROWS):
+        sink.write(_text_bytes(batch).data)
+
+
+def text_mismatch(
+    parquet: str | Path,
+    text: str | Path,
+    layout: tuple[str, ...],
+    *,
+    header: bool,
+    records: pa.Table | None = None,
+) -> tuple[str | None, str]:
+    """Whether an MDF2020 text file (or part) is its Parquet file's records, byte for byte.
+
+    The text must be exactly what the writers write from the Parquet records: with
+    ``header`` the header line of ``layout`` first, then one line per record in the
+    same order with the same codes, nothing after. The Parquet file's columns must be
+    ``layout`` in order. The text file is read once, hashed as it is compared; the
+    records are encoded a row group at a time (``records``: the Parquet file's records
+    already read, :func:`read_mdf_records`, not read again).
+
+    Returns:
+        ``(problem, sha256)``: the first difference (file, line and both lines) or
+        ``None``, and the text file's SHA-256.
+    """
+    h = hashlib.sha256()
+    problem: str | None = None
+    with open(text, "rb") as f:
+
+        def read(size: int) -> bytearray:
+            got = bytearray(size)
+            del got[f.readinto(got) :]  # in place: no copy of what was read
+            h.update(got)
+            return got
+
+        try:
+            if records is None:
+                pf = _open_parquet(parquet)
+                names = tuple(pf.schema_arrow.names)
+                groups = (pf.read_row_group(i) for i in range(pf.metadata.num_row_groups))
+            else:
+                names, groups = tuple(records.column_names), iter([records])
+            if names != tuple(layout):
+                problem = f"{parquet}: its columns {list(names)} are not the MDF2020 layout"
+            line = 1
+            if problem is None and header:
+                want = _text_header(layout)
+                problem = _text_difference(read(len(want)), want, text, line, parquet, None)
+                line += 1
+            row = 0
+            for group in () if problem else groups:
+                for batch in group.to_batches(max_chunksize=TEXT_BATCH_ROWS):
+                    data, ends = _text_lines(batch)
+                    got = read(data.size)
+                    g = np.frombuffer(got, np.uint8)
+                    if g.size != data.size or not (g[ends] == 10).all():
+                        same = False
+                    else:  # compared in place: the newlines as the separators they replace
+                        g[ends] = 124
+                        same = data.equals(pa.py_buffer(got))
+                        g[ends] = 10
+                    if not same:
+                        want = _text_bytes(batch).tobytes()
+                        problem = _text_difference(bytes(got), want, text, line, parquet, row)
+                        break
+                    line += batch.num_rows
+                    row += batch.num_rows
+                if problem:
+                    break
+            if problem is None and read(1):
+                problem = f"{text}: line {line} follows the last of the {row} records of {parquet}"
+        except InputError as exc:  # an unreadable part (named), or a null code
+            problem = problem or (str(exc) if str(parquet) in str(exc) else f"{parquet}: {exc}")
+        except (OSError, pa.ArrowException) as exc:
+            problem = problem or f"{parquet}: not readable Parquet ({exc})"
+        while block := f.read(1 << 20):
+            h.update(block)
+    return problem, h.hexdigest()
+
+
+def _text_difference(
+    got: bytes, want: bytes, text: object, line: int, parquet: object, row: int | None
+) -> str | None:
+    """Where ``got`` (the text from its line ``line`` on) differs from ``want`` (the text
+    of ``parquet``'s records from record ``row`` on; ``None``: the header), naming the
+    line and showing both; ``None`` if they are equal."""
+    if got == want:
+        return None
+    a, b = np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8)
+    n = min(a.size, b.size)
+    differ = a[:n] != b[:n]
+    at = int(np.argmax(differ)) if differ.any() else n
+    before = np.flatnonzero(b[:at] == 10)  # lines of ``want`` whole before the difference
+    start = int(before[-1]) + 1 if before.size else 0
+    if at >= a.size:
+        return f"{text}: ends at line {line + before.size}; {parquet} has more records"
+
+    def shown(data: bytes) -> str:
+        return repr(data[start:].split(b"\n", 1)[0][:120].decode("utf-8", "replace"))
+
+    what = "the header" if row is None else f"record {row + before.size}"
+    return (
+        f"{text}: line {line + before.size} reads {shown(got)}; {what} of {parquet} "
+        f"is {shown(want)}"
+    )
 
 
 class MDFPersonWriter(StreamingWriter):
@@ -552,7 +740,12 @@ def write_mdf_part(
 
 
 def mdf_part_counts(
-    persons_path: str | Path, units_path: str | Path, blocks: np.ndarray, schema: Schema
+    persons_path: str | Path,
+    units_path: str | Path,
+    blocks: np.ndarray,
+    schema: Schema,
+    *,
+    records: tuple[pa.Table, pa.Table] | None = None,
 ) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
     """Read one MDF part back: its ``(blocks x cells)`` person histogram in ``schema``,
     its ``pl94`` one (from the decoded ``pl94`` columns, as :func:`read_mdf_histograms`
@@ -560,6 +753,8 @@ def mdf_part_counts(
 
     ``blocks`` are the part's blocks (geocodes, sorted): a record in any other block is
     an error. Used by the task that wrote the part (to check it) and by the self-check.
+    ``records``: the persons' and the units' records already read
+    (:func:`read_mdf_records` of the two paths), not read again.
 
     Raises:
         InputError: for an unreadable part, an unknown code, or a record outside
@@ -570,7 +765,12 @@ def mdf_part_counts(
     pl94 = get_schema("pl94")
     hist = sp.csr_matrix((nb, schema.size), dtype=np.int64)
     pl94_hist = sp.csr_matrix((nb, pl94.size), dtype=np.int64)
-    for cols in iter_mdf_persons(persons_path):
+    persons = (
+        iter_mdf_persons(persons_path)
+        if records is None
+        else [_decode_persons(records[0], persons_path)]
+    )
+    for cols in persons:
         rows = _local_blocks(cols["geocode"], blocks, persons_path, "persons")
         n = rows.size
         ones = np.ones(n, dtype=np.int64)
@@ -578,7 +778,7 @@ def mdf_part_counts(
         hist = hist + sp.csr_matrix((ones, (rows, cells)), shape=(nb, schema.size))
         p_cells = cells if schema.name == "pl94" else person_cells(pl94_view(cols), pl94, n)
         pl94_hist = pl94_hist + sp.csr_matrix((ones, (rows, p_cells)), shape=(nb, pl94.size))
-    table = _read_parts(units_path)
+    table = read_mdf_records(units_path) if records is None else records[1]
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", units_path, 0)
     rows = _local_blocks(_geocodes(table, units_path), blocks, units_path, "units")
     status = _decode(table, "HH_STATUS", ("0", "1", "2"), units_path)
@@ -747,11 +947,16 @@ def _shown(path: str | Path, file: Path) -> str:
     return str(path) if Path(path) == file else f"{path}/{file.name}"
 
 
-def _read_parts(path: str | Path) -> pa.Table:
-    """Every record of a Parquet MDF file, its parts in order (one chunk or more each).
+def read_mdf_records(path: str | Path) -> pa.Table:
+    """Every record of a Parquet MDF file, its parts in order (one chunk or more each),
+    as stored (production's codes, not decoded).
 
     A bad part is named in the message; rows in later messages count from the first
     part's first row.
+
+    Raises:
+        InputError: for a missing or unreadable file or part, or parts whose columns
+            differ.
     """
     tables = []
     for f in mdf_files(path):
@@ -804,7 +1009,7 @@ def read_mdf_units(
         InputError: for an unknown code, a facility that is not ``HH_STATUS`` 0, or a
             block whose facility records differ in number from the published counts.
     """
-    table = _read_parts(path)
+    table = read_mdf_records(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     is_gq = _decode(table, "RTYPE", ("2", "4"), path) == 1
@@ -864,7 +1069,7 @@ def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
     Raises:
         InputError: for an unknown code or a record in a block not in ``hierarchy``.
     """
-    table = _read_parts(path)
+    table = read_mdf_records(path)
     _check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = _geocodes(table, path)
     rows = hierarchy.block_index(geocode)

@@ -49,6 +49,7 @@ from censusdp.io.parts import PART_INDEX
 
 __all__ = [
     "NMF_COLUMNS",
+    "NMF_FILES",
     "PART_INDEX",
     "ROW_GROUP_ROWS",
     "NMFReader",
@@ -68,6 +69,10 @@ __all__ = [
 ]
 
 NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
+
+NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
+"""The noisy measurement file of each run of a release (the person run and the
+housing-unit run), by its name in the run directory."""
 
 
 ROW_GROUP_ROWS = 1 << 22
@@ -103,11 +108,12 @@ def part_name(index: int) -> str:
 
 
 def nmf_files(path: str | Path) -> list[Path]:
-    """The Parquet files of a noisy measurement file: itself, or a directory's parts
-    (:func:`censusdp.io.parts.part_files`).
+    """The Parquet files of a noisy measurement file: itself, or the parts a directory's
+    index lists (:func:`censusdp.io.parts.part_files`).
 
     Raises:
-        InputError: for a missing path or a directory without parts.
+        InputError: for a missing path, a directory without an index or parts, or a
+            listed part that is missing.
     """
     return _parts.part_files(path, ".parquet", "noisy measurement part")
 
@@ -888,6 +894,8 @@ def _parts_by_level(p: Path) -> dict[str, list[Path]] | None:
         return None
     out: dict[str, list[Path]] = {}
     for rec in index["parts"]:
+        if "geolevel" not in rec:  # an index that does not say: the parts are filtered
+            return None
         out.setdefault(str(rec["geolevel"]), []).append(p / str(rec["file"]))
     return out
 
@@ -910,7 +918,7 @@ def nmf_geolevels(path: str | Path) -> list[str]:
     by_level = _parts_by_level(p)
     if by_level is not None:
         return list(by_level)
-    table = pq.read_table(p, columns=["geolevel"])
+    table = _parts.read_parts(p, what="noisy measurement part", columns=["geolevel"])
     return [str(v) for v in pc.unique(table.column("geolevel").cast(pa.string())).to_pylist()]
 
 
@@ -925,9 +933,10 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
     The file is written one row group per (geolevel, chunk, query) with min/max
     statistics, so the row groups of a level are found from the file footer and only
     they are read; in a directory of parts, only the level's parts (found from its
-    ``_parts.json``). A file whose row groups mix levels, or a directory without an
-    index, is read with a ``geolevel`` filter instead. Strings come back dictionary-encoded, as
-    stored. With pandas::
+    ``_parts.json``; never a file it does not list). A file whose row groups mix
+    levels, or a directory whose index does not give each part's level, is read with a
+    ``geolevel`` filter instead; a directory without an index is not read at all.
+    Strings come back dictionary-encoded, as stored. With pandas::
 
         from censusdp.io.nmf import decode_cells, read_geolevel
         counties = decode_cells(read_geolevel("RUN/noisy_measurements.parquet", "County"))
@@ -953,7 +962,9 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
         if geolevel not in by_level:
             raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(by_level)}")
         return pa.concat_tables([pq.read_table(f, columns=columns) for f in by_level[geolevel]])
-    table = pq.read_table(p, columns=columns, filters=[("geolevel", "=", geolevel)])
+    table = _parts.read_parts(
+        p, what="noisy measurement part", columns=columns, filters=[("geolevel", "=", geolevel)]
+    )
     if table.num_rows == 0:
         raise InputError(
             f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}{_BYPASSED}"

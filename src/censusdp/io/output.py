@@ -58,6 +58,7 @@ from typing import Any
 from censusdp.errors import ConfigError, OutputError
 
 __all__ = [
+    "MANIFEST_FILE",
     "MANIFEST_MARKER",
     "RESUMABLE_MARKER",
     "SIGNATURE_FILE",
@@ -75,6 +76,9 @@ __all__ = [
     "write_output_manifest",
     "write_output_text",
 ]
+
+MANIFEST_FILE = "manifest.json"
+"""Every output directory's manifest, at its top."""
 
 MANIFEST_MARKER = "censusdp"
 """Every manifest censusdp writes has ``"created_by": "censusdp"``."""
@@ -216,7 +220,7 @@ def _overlap(out: Path, inputs: Iterable[Path]) -> Path | None:
 
 
 def _read_manifest(directory: Path) -> dict[str, Any] | None:
-    path = directory / "manifest.json"
+    path = directory / MANIFEST_FILE
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
@@ -265,7 +269,7 @@ def foreign_entries(directory: str | os.PathLike[str], *, limit: int = 5) -> lis
                 return
             sub = f"{rel}{entry.name}"
             is_dir = entry.is_dir(follow_symlinks=False)
-            if rel == "" and entry.name in ("manifest.json", SIGNATURE_FILE) and not is_dir:
+            if rel == "" and entry.name in (MANIFEST_FILE, SIGNATURE_FILE) and not is_dir:
                 continue
             if sub in listed:
                 if is_dir:
@@ -850,7 +854,7 @@ def write_output_manifest(
             **extra,
             "files": sorted(files),
         },
-        out_dir / "manifest.json",
+        out_dir / MANIFEST_FILE,
     )
 
 
@@ -858,7 +862,7 @@ def _all_files(root: Path) -> list[str]:
     return sorted(
         p.relative_to(root).as_posix()
         for p in root.rglob("*")
-        if (p.is_file() or p.is_symlink()) and p.relative_to(root).as_posix() != "manifest.json"
+        if (p.is_file() or p.is_symlink()) and p.relative_to(root).as_posix() != MANIFEST_FILE
     )
 
 
@@ -877,7 +881,7 @@ def _seal(out: Path, command: str) -> None:
     manifest["created_by"] = MANIFEST_MARKER
     if not isinstance(manifest.get("files"), dict):
         manifest["files"] = _all_files(out)
-    write_json(manifest, out / "manifest.json")
+    write_json(manifest, out / MANIFEST_FILE)
 
 
 @contextlib.contextmanager

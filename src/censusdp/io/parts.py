@@ -10,18 +10,30 @@ seed gives the same parts, byte for byte, wherever the tasks ran. Files starting
 ``_`` or ``.`` are not data (the Parquet dataset convention: Spark, ``pyarrow.dataset``
 and DuckDB read a Parquet directory as one table).
 
+The index is what a directory holds: censusdp's readers read the parts it lists, in
+its order, and nothing else, never what a listing of the directory finds, so a file
+put into the directory afterwards (a copy of a part, a Parquet file named
+``manifest.json`` or ``.hidden``) is never read as records (``censusdp validate``
+refuses a release that holds one).
+
 This module is the one place for that layout: names (:func:`part_name`), the data
-files of a path in either layout (:func:`part_files`), and the index
-(:func:`write_part_index`, :func:`read_part_index`). The NMF (:mod:`censusdp.io.nmf`)
-and the MDF (:mod:`censusdp.io.mdf`) use it.
+files of a path in either layout (:func:`part_files`, :func:`read_parts`), and the
+index (:func:`write_part_index`, :func:`read_part_index`). The NMF
+(:mod:`censusdp.io.nmf`), the MDF (:mod:`censusdp.io.mdf`) and the tables
+(:mod:`censusdp.io.tables`) use it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from censusdp.errors import InputError
 from censusdp.io.atomic import write_json
@@ -32,6 +44,8 @@ __all__ = [
     "part_files",
     "part_name",
     "read_part_index",
+    "read_parts",
+    "regular_file",
     "write_part_index",
 ]
 
@@ -48,27 +62,63 @@ def part_name(index: int, suffix: str = ".parquet") -> str:
     return f"part-{index:05d}{suffix}"
 
 
-def part_files(path: str | Path, suffix: str = ".parquet", what: str = "part") -> list[Path]:
-    """The data files of ``path``: itself (a single file), or a directory's parts.
+def regular_file(path: str | Path) -> bool:
+    """True when ``path`` is a regular file itself: not a symbolic link (to anything),
+    a directory, a FIFO or a device (whose reading could block forever or read another
+    file than the one named)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
-    A directory's data files are its ``*<suffix>`` files not starting with ``_`` or
-    ``.``, in name order (the order of the records they hold).
+
+def part_files(path: str | Path, suffix: str = ".parquet", what: str = "part") -> list[Path]:
+    """The data files of ``path``: itself (a single file), or the parts a directory's
+    index lists, in its order (the order of the records they hold).
+
+    A directory is never listed: a file its ``_parts.json`` does not name is not read,
+    whatever its name.
 
     Raises:
-        InputError: for a missing path or a directory without parts (``what`` names
-            the parts in the message).
+        InputError: for a missing path, a directory without an index or whose index
+            lists no parts (``what`` names the parts in the message), or a listed part
+            that is missing or not a regular file.
     """
     p = Path(path)
     if p.is_file():
         return [p]
     if not p.is_dir():
         raise InputError(f"{p}: missing file")
-    files = sorted(
-        f for f in p.glob(f"*{suffix}") if f.is_file() and not f.name.startswith(("_", "."))
-    )
+    if not (p / PART_INDEX).exists():
+        raise InputError(f"{p}: a directory without {what}s (no {PART_INDEX} listing them)")
+    files = [p / str(rec["file"]) for rec in read_part_index(p, suffix)["parts"]]
     if not files:
-        raise InputError(f"{p}: a directory without {what}s (part-*{suffix})")
+        raise InputError(f"{p}: a directory without {what}s ({PART_INDEX} lists none)")
     return files
+
+
+def read_parts(
+    path: str | Path,
+    *,
+    what: str = "part",
+    columns: list[str] | None = None,
+    filters: Any = None,
+) -> pa.Table:
+    """A Parquet file, or the parts of a directory that its index lists, as one table
+    (``columns`` and ``filters`` as :func:`pyarrow.parquet.read_table` takes them).
+
+    ``pyarrow.parquet.read_table`` given the directory itself would read every file it
+    finds there (:func:`part_files`).
+
+    Raises:
+        InputError: as :func:`part_files`, or naming the path when a file is not
+            readable Parquet.
+    """
+    files = part_files(path, ".parquet", what)
+    try:
+        return pq.read_table([str(f) for f in files], columns=columns, filters=filters)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not readable Parquet ({exc})") from None
 
 
 def write_part_index(
@@ -97,11 +147,17 @@ def write_part_index(
 def read_part_index(directory: str | Path, suffix: str = ".parquet") -> dict[str, Any]:
     """The index of a partitioned directory.
 
+    Every part it lists must be a plain file name ending in ``suffix`` (no path, not
+    starting with ``_`` or ``.``), listed once, and present as a regular file.
+
     Raises:
-        InputError: when it is missing, not JSON, or does not list the directory's parts.
+        InputError: when it is missing, not JSON, or lists a part that is not one of
+            the directory's part files.
     """
     directory = Path(directory)
     path = directory / PART_INDEX
+    if path.exists() and not regular_file(path):
+        raise InputError(f"{path}: not a regular file")
     try:
         index = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -111,11 +167,25 @@ def read_part_index(directory: str | Path, suffix: str = ".parquet") -> dict[str
     parts = index.get("parts")
     if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
         raise InputError(f"{path}: its 'parts' is not a list of part records")
-    listed = sorted(str(p.get("file")) for p in parts)
-    present = [f.name for f in part_files(directory, suffix)]
-    if listed != present:
-        extra = sorted(set(present) - set(listed)) or sorted(set(listed) - set(present))
-        raise InputError(f"{path}: lists other parts than the directory holds ({extra[:3]})")
+    listed = [p.get("file") for p in parts]
+    bad = [
+        f
+        for f in listed
+        if not isinstance(f, str)
+        or f != Path(f).name
+        or f.startswith(("_", "."))
+        or not f.endswith(suffix)
+    ]
+    if bad:
+        raise InputError(f"{path}: lists {bad[0]!r}, not a part file name (part-*{suffix})")
+    if len(set(listed)) != len(listed):
+        raise InputError(f"{path}: lists a part twice")
+    absent = [f for f in listed if not regular_file(directory / f)]
+    if absent:
+        raise InputError(
+            f"{path}: lists other parts than the directory holds ({absent[:3]} missing or "
+            "not regular files)"
+        )
     return index
 
 

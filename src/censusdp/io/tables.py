@@ -17,6 +17,7 @@ one level is a filter on ``SUMLEV`` (or ``geolevel``).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,15 +31,22 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, write_parquet
-from censusdp.io.parts import part_files, part_name, write_part_index
-from censusdp.tables import TABLE_NAMES, codebook, table_definition, tables_to_arrays
+from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
+from censusdp.tables import (
+    IDENTIFIER_COLUMNS,
+    TABLE_NAMES,
+    codebook,
+    table_definition,
+    tables_to_arrays,
+)
 
 __all__ = [
     "CODEBOOK_FILE",
     "TABLE_PART_FIELDS",
+    "codebook_bytes",
+    "codebook_mismatch",
     "read_codebook",
     "read_table",
-    "read_table_part_values",
     "table_part_mismatch",
     "read_tables",
     "write_codebook",
@@ -67,10 +75,34 @@ def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[st
     write_codebook(d)
 
 
+def codebook_bytes() -> bytes:
+    """The bytes of ``codebook.csv`` (:func:`censusdp.tables.codebook` as CSV): what
+    :func:`write_codebook` writes and :func:`codebook_mismatch` expects."""
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(codebook(), sink)
+    return sink.getvalue().to_pybytes()
+
+
 def write_codebook(directory: str | os.PathLike[str]) -> None:
     """Write ``directory/codebook.csv`` atomically."""
     with atomic_path(Path(directory) / CODEBOOK_FILE) as tmp:
-        pacsv.write_csv(codebook(), tmp)
+        Path(tmp).write_bytes(codebook_bytes())
+
+
+def codebook_mismatch(directory: str | os.PathLike[str]) -> str | None:
+    """What is wrong with a tables directory's ``codebook.csv``, or ``None``: it must be
+    a regular file holding exactly what :func:`write_codebook` writes."""
+    path = Path(directory) / CODEBOOK_FILE
+    if not regular_file(path):
+        return f"{path}: missing, or not a regular file (every release's tables carry it)"
+    want = codebook_bytes()
+    with open(path, "rb") as f:
+        got = f.read(len(want) + 1)
+    if got == want:
+        return None
+    pairs = itertools.zip_longest(got.split(b"\n"), want.split(b"\n"))
+    line = next(i for i, (a, b) in enumerate(pairs) if a != b)
+    return f"{path}: line {line + 1} differs from the codebook of the tables' columns"
 
 
 def write_table_part(
@@ -103,30 +135,9 @@ def write_table_index(
     write_codebook(d)
 
 
-def read_table_part_values(
-    path: str | os.PathLike[str], name: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """One table file's ``geocode`` column and its ``(rows x lines)`` counts, in file order.
-
-    Raises:
-        InputError: for an unreadable file or a missing column.
-    """
-    try:
-        table = pq.read_table(path, columns=["geocode", *table_definition(name).variables])
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: not a readable table part ({exc})") from None
-    codes = np.asarray(table.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
-    values = (
-        np.column_stack(
-            [
-                np.asarray(c.to_numpy(zero_copy_only=False), dtype=np.int64)
-                for c in table.columns[1:]
-            ]
-        )
-        if table.num_columns > 1
-        else np.zeros((table.num_rows, 0), dtype=np.int64)
-    )
-    return codes, values
+_ID_COLUMNS = ("geolevel", "geocode", *IDENTIFIER_COLUMNS)
+"""The columns before a table's lines: what :func:`censusdp.tables.level_identifiers`
+gives of its geounits."""
 
 
 def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
@@ -141,7 +152,7 @@ def read_tables(directory: str | os.PathLike[str]) -> dict[str, pa.Table]:
         raise InputError(
             f"tables directory {str(d)!r} lacks {', '.join(f'{m}.parquet' for m in missing)}"
         )
-    return {n: pq.read_table(d / f"{n}.parquet") for n in TABLE_NAMES}
+    return {n: read_parts(d / f"{n}.parquet", what="table part") for n in TABLE_NAMES}
 
 
 def read_table_arrays(
@@ -160,7 +171,7 @@ def read_table_arrays(
             raise InputError(f"tables directory {str(d)!r} lacks {n}.parquet")
         names = pq.read_schema(part_files(path, ".parquet", "table part")[0]).names
         wanted = ["geolevel", "geocode", *table_definition(n).variables]
-        table = pq.read_table(path, columns=[c for c in wanted if c in names])
+        table = read_parts(path, what="table part", columns=[c for c in wanted if c in names])
         out[n] = tables_to_arrays({n: table}, hierarchy)[n]
     return out
 
@@ -180,7 +191,7 @@ def read_table(
     if not path.exists():  # a file, or a directory of parts
         raise InputError(f"{path}: missing file")
     filters = [("SUMLEV", "=", sumlev)] if sumlev is not None else None
-    return pq.read_table(path, filters=filters)
+    return read_parts(path, what="table part", filters=filters)
 
 
 def read_codebook(directory: str | os.PathLike[str]) -> pa.Table:
@@ -200,23 +211,66 @@ def read_codebook(directory: str | os.PathLike[str]) -> pa.Table:
 def table_part_mismatch(
     path: str | os.PathLike[str],
     name: str,
-    geocodes: np.ndarray,
+    ids: Mapping[str, pa.Array],
     person_rows: sp.spmatrix,
     unit_rows: sp.spmatrix,
 ) -> str | None:
-    """What is wrong with a table's part file, or ``None``: it must hold exactly the
-    geounits ``geocodes``, in order, with the counts tabulated from ``person_rows``
-    (``pl94`` cells) and ``unit_rows`` (unit cells), one row per geounit."""
-    try:
-        codes, values = read_table_part_values(path, name)
-    except InputError as exc:
-        return str(exc)
-    if codes.size != geocodes.size or not np.array_equal(codes, np.asarray(geocodes).astype(str)):
-        return f"{path}: holds {codes.size} other geounits than the {geocodes.size} of its part"
+    """What is wrong with a table's file (or part file), or ``None``.
+
+    It must have exactly the table's columns in order (``geolevel``, ``geocode``,
+    ``GEOID``, ``SUMLEV``, ``NAME``, then its lines) and one row per geounit of ``ids``
+    (:func:`censusdp.tables.level_identifiers` of the geounits it holds, in order), whose
+    identifiers are exactly those (GEOID, SUMLEV and NAME as the geography gives them,
+    :mod:`censusdp.tables.geoids`) and whose counts are the tabulation of
+    ``person_rows`` (``pl94`` cells) and ``unit_rows`` (unit cells).
+    """
     d = table_definition(name)
+    try:
+        pf = pq.ParquetFile(path)
+        table = pf.read()
+    except (OSError, pa.ArrowException) as exc:
+        return f"{path}: not a readable table part ({exc})"
+    want_columns = [*_ID_COLUMNS, *d.variables]
+    if table.column_names != want_columns:
+        extra = [c for c in table.column_names if c not in want_columns]
+        missing = [c for c in want_columns if c not in table.column_names]
+        what = f"lacks {missing[:3]}" if missing else f"has {extra[:3]}" if extra else "order"
+        return f"{path}: its columns are not table {name}'s ({what})"
+    n = len(ids["geocode"])
+    if table.num_rows != n:
+        return f"{path}: holds {table.num_rows} rows, not the {n} geounits of its part"
+    for col in _ID_COLUMNS:
+        bad = _first_difference(table.column(col), ids[col])
+        if bad is not None:
+            row, got, want = bad
+            code = ids["geocode"][row].as_py()
+            return f"{path}: row {row} (geocode {code}) has {col} {got!r}; its geography gives {want!r}"
+    values = (
+        np.column_stack(
+            [np.asarray(table.column(v).to_numpy(zero_copy_only=False)) for v in d.variables]
+        )
+        if d.variables
+        else np.zeros((n, 0))
+    )
     rows = person_rows if d.source == "persons" else unit_rows
     want = np.asarray((sp.csr_matrix(rows) @ d.matrix).toarray(), dtype=np.int64)
-    bad = np.flatnonzero((values != want).any(axis=1)) if values.shape == want.shape else [0]
-    if len(bad):
-        return f"{path}: {len(bad)} rows differ from the tabulation, first {codes[bad[0]]}"
+    bad_rows = np.flatnonzero((values != want).any(axis=1)) if values.shape == want.shape else [0]
+    if len(bad_rows):
+        code = ids["geocode"][int(bad_rows[0])].as_py()
+        return f"{path}: {len(bad_rows)} rows differ from the tabulation, first {code}"
     return None
+
+
+def _first_difference(got: pa.ChunkedArray, want: pa.Array) -> tuple[int, object, object] | None:
+    """``(row, value, wanted value)`` of the first row where a string column differs
+    (nulls compared as values), or ``None`` when it equals ``want``."""
+    try:
+        got_s = got.cast(pa.string())
+    except pa.ArrowException:
+        return 0, got[0].as_py() if len(got) else None, want[0].as_py() if len(want) else None
+    want_s = want.cast(pa.string())
+    if got_s.equals(pa.chunked_array([want_s], pa.string())):
+        return None
+    a, b = got_s.to_pylist(), want_s.to_pylist()
+    row = next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    return row, a[row], b[row]

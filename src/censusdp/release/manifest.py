@@ -5,17 +5,25 @@ presence marks a complete run. It records the budget in rho and (epsilon, delta)
 (:func:`censusdp.privacy.budget.release_privacy`), the mechanism, the seed or the secure
 randomness, package and library versions, the executor, per-step timings, peak memory,
 solver statuses and failsafe uses, the validator's result and the list of outputs.
+
+``files`` lists every file of the run but the two at its top that cannot be: the
+manifest itself and its signature (:data:`UNLISTED_FILES`); a run holds nothing else
+(:func:`run_entries` lists what it holds). ``randomness`` records where the noise came
+from (:func:`randomness_problem`): ``mode`` (``seeded`` or ``secure``), ``seed`` and
+``generator``, and for a re-estimate ``measured_by``, the run whose measurements it
+re-estimated and that run's own record (:func:`inherited_randomness`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import platform
 import resource
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,21 +31,33 @@ from typing import Any
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.atomic import sha256_of, write_json
-from censusdp.io.output import MANIFEST_MARKER, Staging
+from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
 from censusdp.io.parts import indexed_checksums
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.version import __version__
 
 __all__ = [
+    "MANIFEST_FILE",
+    "SIGNATURE_FILE",
+    "UNLISTED_FILES",
     "commit_run",
     "file_checksums",
+    "inherited_randomness",
     "new_manifest",
     "peak_rss_mb",
+    "randomness_problem",
     "read_manifest",
     "recorded_budgets",
+    "run_entries",
     "sha256_of",
     "versions",
 ]
+
+UNLISTED_FILES = (MANIFEST_FILE, SIGNATURE_FILE)
+"""The files at the top of a run that its manifest's ``files`` does not list (and hash)."""
+
+RANDOMNESS_MODES = ("seeded", "secure")
+"""``randomness.mode`` of a release: reproducible from a seed (not secure), or secure."""
 
 _LIBRARIES = ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath")
 
@@ -95,18 +115,43 @@ def new_manifest(
     return manifest
 
 
+def run_entries(run_dir: str | Path) -> Iterator[tuple[str, str]]:
+    """Every entry below ``run_dir``, in path order, without following symbolic links:
+    ``(path relative to run_dir with "/", kind)``, kind ``"file"`` (a regular file),
+    ``"directory"``, ``"symbolic link"`` or ``"special file"`` (a FIFO, socket or
+    device). A symbolic link to a directory is not entered."""
+    stack = [("", Path(run_dir))]
+    found: list[tuple[str, str]] = []
+    while stack:
+        prefix, directory = stack.pop()
+        with os.scandir(directory) as it:
+            for e in it:
+                rel = prefix + e.name
+                if e.is_symlink():
+                    kind = "symbolic link"
+                elif e.is_dir(follow_symlinks=False):
+                    kind = "directory"
+                    stack.append((rel + "/", Path(e.path)))
+                elif e.is_file(follow_symlinks=False):
+                    kind = "file"
+                else:
+                    kind = "special file"
+                found.append((rel, kind))
+    yield from sorted(found)
+
+
 def file_checksums(run_dir: Path, known: Mapping[str, str] | None = None) -> dict[str, str]:
-    """SHA-256 of every file of a run directory but its manifest, by relative path.
+    """SHA-256 of every file of a run directory but its :data:`UNLISTED_FILES`, by
+    relative path.
 
     ``known``: digests already computed by the tasks that wrote the files (part files),
     by relative path; those files are not read again here."""
     known = known or {}
-    out = {}
-    for p in sorted(run_dir.rglob("*")):
-        if p.is_file() and p.name != "manifest.json":
-            rel = str(p.relative_to(run_dir))
-            out[rel] = known[rel] if rel in known else sha256_of(p)
-    return out
+    return {
+        rel: known[rel] if rel in known else sha256_of(run_dir / rel)
+        for rel, kind in run_entries(run_dir)
+        if kind == "file" and rel not in UNLISTED_FILES
+    }
 
 
 def commit_run(
@@ -128,13 +173,13 @@ def commit_run(
     timings["total"] = time.perf_counter() - t_start
     manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
     manifest["peak_memory_mb"] = peak_rss_mb()
-    write_json(manifest, staging.path / "manifest.json")
+    write_json(manifest, staging.path / MANIFEST_FILE)
     if check is not None:
         check(staging.path)
         # the self-check's own timings (manifest.json is not among the checksummed files)
         if any(k not in manifest["timings"] for k in timings):
             manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
-            write_json(manifest, staging.path / "manifest.json")
+            write_json(manifest, staging.path / MANIFEST_FILE)
     staging.commit()
 
 
@@ -144,7 +189,7 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     Raises:
         InputError: naming the file when it is missing or not valid JSON.
     """
-    path = Path(run_dir) / "manifest.json"
+    path = Path(run_dir) / MANIFEST_FILE
     if not path.is_file():
         raise InputError(f"{path}: missing file (not a censusdp run directory?)")
 
@@ -174,3 +219,98 @@ def recorded_budgets(manifest: dict[str, Any], where: str) -> tuple[Budget, Budg
     except CensusDPError as exc:
         raise InputError(f"{where}: {exc}") from None
     return persons, units
+
+
+def inherited_randomness(parent: Mapping[str, Any], parent_dir: str | Path) -> dict[str, Any]:
+    """The ``randomness`` of a re-estimate of ``parent_dir`` (whose manifest is
+    ``parent``): its noise is the parent's measurements', so it is the parent's mode,
+    seed and generator, with ``measured_by`` naming the parent and holding its record.
+
+    Raises:
+        InputError: when the parent's own record is not valid (:func:`randomness_problem`).
+    """
+    problem = randomness_problem(parent)
+    if problem:
+        raise InputError(f"{Path(parent_dir) / MANIFEST_FILE}: {problem}")
+    record = parent["randomness"]
+    return {
+        "mode": record["mode"],
+        "seed": record["seed"],
+        "generator": record["generator"],
+        "measured_by": {"run": str(Path(parent_dir).resolve()), "randomness": record},
+    }
+
+
+def randomness_problem(manifest: Mapping[str, Any]) -> str | None:
+    """What is wrong with a release manifest's record of its randomness, or ``None``.
+
+    ``randomness`` must be an object with ``mode`` ``"seeded"`` (an integer ``seed``,
+    the manifest's ``seed``) or ``"secure"`` (``seed`` null, the manifest's too) and a
+    ``generator``. A run measured from an input (``input_sha256``) records no parent;
+    a re-estimate records ``measured_by``: the run whose measurements it re-estimated
+    (``run``) and that run's own record (``randomness``), which must be valid in turn
+    and have the same mode, seed and generator: a re-estimate of seeded measurements is
+    seeded, however it was run.
+    """
+    record = manifest.get("randomness")
+    where = "randomness"
+    fresh = "input_sha256" in manifest
+    problem = _record_problem(record)
+    if problem is None and not _same(manifest.get("seed", _MISSING), record["seed"]):
+        problem = f"seed {record['seed']!r}, but the manifest's seed is {manifest.get('seed')!r}"
+    if problem is None and fresh == ("measured_by" in record):
+        problem = (
+            "a run measured from its input (input_sha256) cannot record measured_by"
+            if fresh
+            else "records neither an input it measured (input_sha256) nor the run whose "
+            "measurements it re-estimated (measured_by)"
+        )
+    for _ in range(_MAX_GENERATIONS):
+        if problem:
+            return f"{where}: {problem}"
+        parent = record.get("measured_by")
+        if parent is None:
+            return None
+        if not isinstance(parent, Mapping) or not isinstance(parent.get("run"), str):
+            return f"{where}.measured_by: not a record of the run measured (run, randomness)"
+        up = parent.get("randomness")
+        problem = _record_problem(up)
+        if problem:
+            return f"{where}.measured_by.randomness: {problem}"
+        for key in ("mode", "seed", "generator"):
+            if not _same(record[key], up[key]):
+                return (
+                    f"{where}: {key} is {record[key]!r}, but the measurements it re-estimated "
+                    f"({parent['run']}) were made with {key} {up[key]!r}"
+                )
+        record, where = up, f"{where}.measured_by.randomness"
+    return f"{where}: measured_by nested more than {_MAX_GENERATIONS} deep"
+
+
+_MAX_GENERATIONS = 64
+"""Re-estimates of re-estimates a manifest's ``measured_by`` may chain."""
+
+_MISSING = object()
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal and of one JSON type (``7`` is not ``7.0`` nor ``True``)."""
+    return type(a) is type(b) and a == b
+
+
+def _record_problem(record: object) -> str | None:
+    """One ``randomness`` record's own consistency (its mode, seed and generator)."""
+    if not isinstance(record, Mapping):
+        return f"{record!r} is not a record of the mode, seed and generator"
+    mode, seed = record.get("mode"), record.get("seed")
+    if "seed" not in record:
+        return "records no seed (null when secure)"
+    if mode not in RANDOMNESS_MODES:
+        return f"mode {mode!r} is not one of {list(RANDOMNESS_MODES)}"
+    if not isinstance(record.get("generator"), str):
+        return "names no generator"
+    if mode == "seeded" and type(seed) is not int:
+        return f"mode 'seeded' with seed {seed!r} (not an integer)"
+    if mode == "secure" and seed is not None:
+        return f"mode 'secure' with seed {seed!r} (a secure run has none)"
+    return None

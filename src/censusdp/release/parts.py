@@ -230,6 +230,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
             rec["start"], rec["stop"] = job.start, job.stop
     units = unit_histogram_from_counts(job.housing_units, job.occupied, job.gq_facilities)
     tables = {}
+    ids = None
     if job.tables:
         pl94 = job.persons if schema.name == "pl94" else job.persons @ pl94_map(schema)
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
@@ -238,7 +239,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
             rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
     write_cpu = time.process_time() - c
     c2 = time.process_time()
-    problem, table_problem = _check_mdf_part(job, paths, records, schema)
+    problem, table_problem = _check_mdf_part(job, paths, records, schema, ids)
     return {
         "index": job.index,
         "records": records,
@@ -255,10 +256,10 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
 
 
 def _check_mdf_part(
-    job: MDFPartTask, paths: dict, records: dict, schema: Any
+    job: MDFPartTask, paths: dict, records: dict, schema: Any, ids: dict | None = None
 ) -> tuple[str | None, str | None]:
     """The written part read back: (its MDF problem, its tables' problem), ``None`` if
-    none."""
+    none; ``ids``: the identifiers of its blocks the tables' rows were written with."""
     try:
         hist, pl94, counts = mdf_part_counts(
             paths["persons"][0], paths["units"][0], job.blocks, schema
@@ -288,13 +289,13 @@ def _check_mdf_part(
             want_lines = int(recs[1]["rows"]) + (job.index == 0)
             if lines != want_lines:
                 return f"{kind} text part {job.index} has {lines} lines, not {want_lines}", None
-    if not job.tables:
+    if not job.tables or ids is None:
         return None, None
     units = unit_histogram_from_counts(counts[:, 0] + counts[:, 1], counts[:, 1], job.gq_facilities)
     tables = Path(job.run) / "tables"
     for name in TABLE_NAMES:
         path = tables / f"{name}.parquet" / part_name(job.index + 1)
-        bad = table_part_mismatch(path, name, job.blocks, pl94, units)
+        bad = table_part_mismatch(path, name, ids, pl94, units)
         if bad:
             return None, bad
     return None, None
@@ -321,11 +322,10 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     n = sum(codes.size for *_, codes in job.levels)
     for rec in records.values():
         rec.update(geolevel=",".join(name for name, *_ in job.levels), start=0, stop=n)
-    codes = np.concatenate([c.astype(str) for *_, c in job.levels]) if job.levels else np.zeros(0)
     problem = None
     for name in TABLE_NAMES:
         bad = table_part_mismatch(
-            out / f"{name}.parquet" / part_name(0), name, codes, job.persons, job.units
+            out / f"{name}.parquet" / part_name(0), name, ids, job.persons, job.units
         )
         problem = problem or bad
     return {

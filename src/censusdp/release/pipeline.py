@@ -53,7 +53,7 @@ from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import input_files, read_cef_blocks
-from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
+from censusdp.io.nmf import NMF_FILES, NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
 from censusdp.io.tables import write_table_index
 from censusdp.privacy.budget import Budget
@@ -67,7 +67,9 @@ from censusdp.release.consistency import (
     independent_unit_bounds,
 )
 from censusdp.release.manifest import (
+    MANIFEST_FILE,
     commit_run,
+    inherited_randomness,
     new_manifest,
     read_manifest,
     recorded_budgets,
@@ -329,9 +331,6 @@ def _read_and_aggregate(
     return geo, inv, hists, cef.n_persons
 
 
-_NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
-
-
 def _measure_runs(
     hists: dict[str, sp.csr_matrix],
     hierarchy: Hierarchy,
@@ -365,7 +364,7 @@ def _measure_runs(
         done = checkpoint.measured(run) if checkpoint is not None else None
         if done is not None:
             hists.pop(run)
-            record[_NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
+            record[NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
             record["noisy_values_by_level"][run] = done["by_level"]
             continue
         n_rows, by_level, parts = _measure_to_parts(
@@ -374,7 +373,7 @@ def _measure_runs(
             schema,
             _plan(b),
             lambda run=run: source().child(run),
-            out / _NMF_FILES[run],
+            out / NMF_FILES[run],
             executor,
             progress,
             timings,
@@ -385,8 +384,8 @@ def _measure_runs(
             else None,
         )
         record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
-        index = write_part_index(out / _NMF_FILES[run], parts)
-        record[_NMF_FILES[run].removesuffix(".parquet")] = n_rows
+        index = write_part_index(out / NMF_FILES[run], parts)
+        record[NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level
         if checkpoint is not None:
             checkpoint.finish_measurement(run, str(index.relative_to(out)), n_rows, by_level)
@@ -600,7 +599,7 @@ def _copy_measurements(
     )
     rows = {}
     for run in ("persons", "units") if with_units else ("persons",):
-        name = _NMF_FILES[run]
+        name = NMF_FILES[run]
         if (run_dir / name).is_dir():  # part files (and their index), copied unchanged
             shutil.copytree(run_dir / name, staging.path / name)
         else:
@@ -633,7 +632,9 @@ def reestimate(
 
     The budget, geography and noise are those the measurements were made with: they
     are read from ``run_dir/manifest.json``, and the manifest of the new run states
-    that same privacy loss (re-estimation is post-processing and spends nothing). A
+    that same privacy loss (re-estimation is post-processing and spends nothing) and
+    the same randomness: the measurements' seed, or secure, with ``measured_by``
+    naming ``run_dir`` (:func:`censusdp.release.manifest.inherited_randomness`). A
     ``budget`` or ``units_budget`` given here must match what was spent.
 
     The NMF is read chunk by chunk (never whole) and copied unchanged into ``out_dir``.
@@ -646,11 +647,11 @@ def reestimate(
     _check_units(units)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    for name in ("noisy_measurements.parquet", "invariants.parquet", "invariant_totals.parquet"):
+    for name in (NMF_FILES["persons"], "invariants.parquet", "invariant_totals.parquet"):
         if not (run_dir / name).exists():
             raise InputError(f"{run_dir / name}: missing file (needed by --from-measurements)")
-    spent, spent_units = recorded_budgets(read_manifest(run_dir), str(run_dir / "manifest.json"))
     geo_source = read_manifest(run_dir)
+    spent, spent_units = recorded_budgets(geo_source, str(run_dir / MANIFEST_FILE))
     for given, have, what in ((budget, spent, "person"), (units_budget, spent_units, "unit")):
         if given is not None and (have is None or not given.same_allocation(have)):
             raise ConfigError(
@@ -658,7 +659,7 @@ def reestimate(
                 "uses the budget of its measurements (drop --preset/--config/--rho/--epsilon)"
             )
     require_valid(run_dir, what="re-estimation", mdf=False, progress=progress)
-    has_units = spent_units is not None and (run_dir / _NMF_FILES["units"]).exists()
+    has_units = spent_units is not None and (run_dir / NMF_FILES["units"]).exists()
     with _run_directory(out_dir, overwrite, executor, workers, spark_master, run_dir) as (
         staging,
         ex,
@@ -685,9 +686,9 @@ def reestimate(
             max_children=max_children,
         )
         manifest.update(rows)
-        manifest.update(
-            {"seed": None, "randomness": f"none (re-estimated from {run_dir})", "command": command}
-        )
+        # the noise is the measurements': seeded or secure as they were, whatever this run
+        randomness = inherited_randomness(geo_source, run_dir)
+        manifest.update({"seed": randomness["seed"], "randomness": randomness, "command": command})
         commit_run(
             manifest,
             staging,
@@ -725,9 +726,9 @@ def _estimate(
 ) -> _Estimated:
     """Estimate persons (and units) from the NMF in ``nmf_dir`` and the invariants only:
     :func:`_estimate_measurements` (which takes ``options``) on the run's NMF readers."""
-    ms = NMFReader(nmf_dir / "noisy_measurements.parquet", schema, hierarchy)
+    ms = NMFReader(nmf_dir / NMF_FILES["persons"], schema, hierarchy)
     ums = (
-        NMFReader(nmf_dir / "noisy_measurements_units.parquet", get_schema("units"), hierarchy)
+        NMFReader(nmf_dir / NMF_FILES["units"], get_schema("units"), hierarchy)
         if with_units
         else None
     )

@@ -54,7 +54,7 @@ from censusdp.errors import ConfigError, InputError, ValidationError
 from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import is_censusdp_output
 from censusdp.progress import Progress, say
-from censusdp.release.manifest import read_manifest
+from censusdp.release.manifest import SIGNATURE_FILE, UNLISTED_FILES, read_manifest
 from censusdp.version import __version__
 
 __all__ = [
@@ -74,9 +74,6 @@ __all__ = [
     "signed_statement",
     "verify_release",
 ]
-
-SIGNATURE_FILE = "signature.json"
-"""The one file of a signed release outside its manifest's list (it signs the manifest)."""
 
 SIGNATURE_FORMAT = "censusdp-release-signature/1"
 """The ``format`` of ``signature.json``."""
@@ -98,8 +95,6 @@ BUDGET_KEYS = (
     "units",
 )
 """The manifest fields that state a release's privacy loss (copied into the statement)."""
-
-_UNLISTED = ("manifest.json", SIGNATURE_FILE)
 
 
 # -- keys ------------------------------------------------------------------------------
@@ -410,7 +405,7 @@ def release_files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
         for name in files:
             path = base / name
             rel = path.relative_to(run).as_posix()
-            if rel in _UNLISTED:
+            if rel in UNLISTED_FILES:
                 continue
             try:
                 st = path.stat()  # through a symlink: what a reader of the file reads

@@ -17,10 +17,21 @@ Checks (each recorded with its outcome in the manifest):
   there are household persons, and household persons only where housing units exist;
 * ``mdf_matches_histogram`` and ``tables_match_mdf``: the MDF and the tables were
   produced from the estimated block histograms.
+
+A release on disk (:func:`validate_run`) is also checked for what only its files can
+show: that it holds exactly the files its manifest lists (``checksums``), that the
+privacy loss it states is the one its recorded budgets compose to
+(``privacy_loss``), that its randomness record is consistent with its history
+(``randomness``), that its text MDF is its Parquet MDF (``mdf_text_matches_parquet``),
+and that its tables carry the geography's identifiers and their codebook
+(``tables_match_mdf``, ``codebook``).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,24 +56,34 @@ from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import (
     MDF_FILES,
-    count_lines,
     mdf_part_counts,
     mdf_unit_counts,
     read_mdf_histograms,
+    read_mdf_records,
+    record_layouts,
+    text_mismatch,
 )
-from censusdp.io.nmf import NMF_COLUMNS, nmf_files
+from censusdp.io.nmf import NMF_COLUMNS, NMF_FILES, nmf_files
 from censusdp.io.output import is_censusdp_output
-from censusdp.io.parts import part_name, read_part_index
-from censusdp.io.tables import read_table_arrays, table_part_mismatch
-from censusdp.privacy.budget import Budget
+from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
+from censusdp.io.tables import codebook_mismatch, table_part_mismatch
+from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.consistency import household_persons as _household_persons
-from censusdp.release.manifest import read_manifest, recorded_budgets, sha256_of
+from censusdp.release.manifest import (
+    MANIFEST_FILE,
+    UNLISTED_FILES,
+    randomness_problem,
+    read_manifest,
+    recorded_budgets,
+    run_entries,
+    sha256_of,
+)
 from censusdp.release.measure import unit_variances
 from censusdp.release.spine import geography_of_run
 from censusdp.release.topdown.driver import Bounds
-from censusdp.tables import TABLE_NAMES, LazyTables, tables_to_arrays, tabulate_histograms
+from censusdp.tables import TABLE_NAMES, identifier_columns, level_identifiers
 
 __all__ = [
     "ValidationReport",
@@ -220,8 +241,6 @@ def validate_release(
 
 # -- a release on disk, checked from its own files ------------------------------------
 
-_NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
-
 
 def validate_run(
     run_dir: str | Path,
@@ -236,14 +255,30 @@ def validate_run(
 
     * ``manifest``: ``manifest.json`` is strict JSON written by censusdp and records the
       budget of every run;
-    * ``checksums``: every file's SHA-256 equals the manifest's, and no file is missing;
+    * ``privacy_loss``: the manifest's headline ``rho``, ``epsilon``, ``delta`` (and
+      the rest of :func:`~censusdp.privacy.budget.release_privacy`: mechanism, each
+      run's budget record) are what the recorded budgets of the person and unit runs
+      compose to, the budgets whose variances the NMF checks hold the NMF to;
+    * ``randomness``: the seeded or secure record agrees with the manifest's seed and,
+      for a re-estimate, with the record of the run it re-estimated
+      (:func:`~censusdp.release.manifest.randomness_problem`);
+    * ``checksums``: every file's SHA-256 equals the manifest's, no file is missing,
+      and the directory holds nothing else: every entry is a listed file, a directory
+      holding one, or ``manifest.json`` / ``signature.json`` at the top; an extra file
+      (hidden or not, at any depth), a symbolic link, a FIFO or an empty directory
+      fails, naming the first few (a listed file that is not a regular file stops
+      the validation there, before anything is read);
     * ``nmf_persons`` / ``nmf_units``: the noisy measurement file has the NMF columns,
       measures exactly the (geolevel, query) pairs of the recorded budget, each at every
       geounit of its level exactly once with every measured cell, with finite integer
       values and the variance of the recorded mechanism;
     * the checks of :func:`validate_release` on the MDF read back from disk (counts,
       hierarchy, every invariant and constraint, structural zeros, housing units), plus
-      ``gq_facilities_exact`` and ``tables_match_mdf``;
+      ``gq_facilities_exact``, ``mdf_text_matches_parquet`` (each text MDF file or part
+      is its Parquet records, header and line by line, byte for byte),
+      ``tables_match_mdf`` (each table's columns, its rows' GEOID, SUMLEV and NAME as
+      the geography gives them, its counts the MDF's tabulation) and ``codebook``
+      (``tables/codebook.csv`` is the one censusdp writes);
     * with ``truth_dir``: ``made_from_truth``, the release's invariants are those of
       the confidential file and its files are the ones the manifest hashed.
 
@@ -274,11 +309,18 @@ def validate_run(
         is_censusdp_output(run),
         "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
     )
+    rep.add("privacy_loss", *_check_privacy_loss(manifest))
+    rep.add("randomness", *_check_randomness(manifest))
     # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
     bar = task(progress, "validating the release", 4 + (truth_dir is not None), unit="steps")
     # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
     hashed = _Hashed()
     only = None if mdf else _MEASUREMENT_FILES
+    entries = _Entries(run, manifest)
+    if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
+        _check_checksums(run, manifest, rep, entries, only=only)
+        bar.close()
+        return rep
     try:
         budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
         geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
@@ -295,17 +337,17 @@ def validate_run(
         measured = geo.estimation
         shares = {k: None if b is None else geo.unit_shares(b) for k, b in budgets.items()}
     except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
-        _check_checksums(run, manifest, rep, only=only)
+        _check_checksums(run, manifest, rep, entries, only=only)
         rep.add("geography", False, f"cannot rebuild the geography: {exc}")
         bar.close()
         return rep
     for run_name, budget in budgets.items():
-        if budget is not None and (run / _NMF_FILES[run_name]).exists():
-            say(progress, f"validate: {_NMF_FILES[run_name]}")
+        if budget is not None and (run / NMF_FILES[run_name]).exists():
+            say(progress, f"validate: {NMF_FILES[run_name]}")
             rep.add(
                 f"nmf_{run_name}",
                 *_check_nmf(
-                    run / _NMF_FILES[run_name],
+                    run / NMF_FILES[run_name],
                     budget,
                     measured,
                     shares[run_name],
@@ -315,7 +357,7 @@ def validate_run(
             )
         elif budget is not None and (mdf or run_name == "persons"):
             # a release reduced to its person measurements still serves re-estimation
-            rep.add(f"nmf_{run_name}", False, f"{_NMF_FILES[run_name]} is missing")
+            rep.add(f"nmf_{run_name}", False, f"{NMF_FILES[run_name]} is missing")
         bar.advance()
     if mdf and (run / "mdf_persons.parquet").exists():
         say(progress, "validate: MDF, invariants, constraints and tables")
@@ -333,7 +375,7 @@ def validate_run(
             hashed=hashed,
         )
     bar.advance()
-    _check_checksums(run, manifest, rep, only=only, hashed=hashed)
+    _check_checksums(run, manifest, rep, entries, only=only, hashed=hashed)
     rep.task_cpu_seconds = hashed.task_cpu_seconds
     bar.advance()
     if truth_dir is not None:
@@ -352,61 +394,223 @@ _MEASUREMENT_FILES = (
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
 
-_SIGNATURE_FILE = "signature.json"
-"""A signed release's signature (:mod:`censusdp.release.signing`): the one file outside
-the manifest's list, since it signs the manifest; ``validate --public-key`` checks it."""
+
+def _check_privacy_loss(manifest: Mapping[str, Any]) -> tuple[bool, str]:
+    """The manifest's statement of the privacy loss is what its recorded budgets compose
+    to (:func:`~censusdp.privacy.budget.release_privacy`, recomputed here): the
+    headline ``rho``, ``epsilon`` and ``delta``, the mechanism, and each run's record."""
+    try:
+        persons, units = recorded_budgets(dict(manifest), MANIFEST_FILE)
+        want = release_privacy(persons, units)
+    except CensusDPError as exc:
+        return False, f"cannot recompute the privacy loss: {exc}"
+    for key, value in want.items():
+        problem = _differs(key, manifest.get(key, _MISSING), value)
+        if problem:
+            return False, f"{problem}, recomputed from the recorded budgets"
+    runs = "persons + units" if units is not None else "persons"
+    return True, (
+        f"rho {want['rho']:.6g}, epsilon {want['epsilon']:.6g}, delta {want['delta']:.3g}: "
+        f"the composition of the recorded budgets ({runs})"
+    )
+
+
+_MISSING = object()
+
+
+def _differs(where: str, got: Any, want: Any) -> str | None:
+    """Where a manifest's value ``got`` differs from the recomputed ``want`` (the first
+    key path), or ``None``: objects key by key, lists item by item, floats to 1e-9
+    relative (the same computation; a library may round its last digit otherwise),
+    everything else exactly and of the same JSON type."""
+    if got is _MISSING:
+        return f"{where}: missing, should be {want!r}"
+    if isinstance(want, Mapping):
+        if not isinstance(got, Mapping):
+            return f"{where}: {got!r} is not a record"
+        extra = sorted(set(got) - set(want), key=str)
+        if extra:
+            return f"{where}.{extra[0]}: not part of the recorded budget's statement"
+        return next(
+            (
+                p
+                for k, v in want.items()
+                if (p := _differs(f"{where}.{k}", got.get(k, _MISSING), v))
+            ),
+            None,
+        )
+    if isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            return f"{where}: {got!r}, should be {len(want)} items"
+        return next(
+            (
+                p
+                for i, (g, w) in enumerate(zip(got, want, strict=True))
+                if (p := _differs(f"{where}[{i}]", g, w))
+            ),
+            None,
+        )
+    if isinstance(want, float):
+        ok = type(got) in (int, float) and math.isclose(got, want, rel_tol=1e-9, abs_tol=0.0)
+    else:
+        ok = type(got) is type(want) and got == want
+    return None if ok else f"{where}: the manifest says {got!r}, the budgets give {want!r}"
+
+
+def _check_randomness(manifest: Mapping[str, Any]) -> tuple[bool, str]:
+    """The randomness record is consistent (:func:`~censusdp.release.manifest.randomness_problem`)
+    and, for a re-estimate whose measured run is still where it records it, with
+    that run: when its noisy measurement files are the very files this release copied
+    (the same SHA-256), its own randomness record must be the one this release
+    inherited."""
+    problem = randomness_problem(manifest)
+    if problem:
+        return False, problem
+    record = manifest["randomness"]
+    what = "seeded (not secure)" if record["mode"] == "seeded" else "secure"
+    parent = record.get("measured_by")
+    if parent is None:
+        return True, what
+    try:
+        theirs = read_manifest(parent["run"])
+    except (InputError, OSError):
+        return True, (
+            f"{what}, as recorded of the measurements it re-estimated ({parent['run']}, "
+            "not there to compare)"
+        )
+    ours_files, their_files = manifest.get("files") or {}, theirs.get("files") or {}
+    nmf = {  # the measurements themselves (their parts' index is how they are listed)
+        k: v
+        for k, v in ours_files.items()
+        if k.split("/")[0] in NMF_FILES.values() and not k.endswith(f"/{PART_INDEX}")
+    }
+    if not nmf or any(their_files.get(k) != v for k, v in nmf.items()):
+        return True, (
+            f"{what}, as recorded of the measurements it re-estimated ({parent['run']} now "
+            "holds other measurements)"
+        )
+    if theirs.get("randomness") != parent["randomness"]:
+        mode = (theirs.get("randomness") or {}).get("mode")
+        return False, (
+            f"randomness: records the measurements of {parent['run']} as "
+            f"{parent['randomness']['mode']}; that run, whose measurements these are, "
+            f"records {mode!r}"
+        )
+    return True, f"{what}, as the measurements it re-estimated ({parent['run']})"
+
+
+class _Entries:
+    """What a run directory holds, against what its manifest lists (``files``).
+
+    ``problems``: every entry that is not a listed file, a directory holding one, or
+    one of :data:`~censusdp.release.manifest.UNLISTED_FILES` at the top, every entry of
+    a directory of parts that is neither its ``_parts.json`` nor a part it lists (even
+    if the manifest lists it), and every listed path that is not a plain relative path
+    inside the run; ``unsafe``: the listed files that are there but not regular files
+    (a link, a FIFO, a directory) and the directories of listed files that are not
+    directories, which nothing may read."""
+
+    def __init__(self, run: Path, manifest: Mapping[str, Any]) -> None:
+        recorded = manifest.get("files")
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        self.bad_names = sorted(str(k) for k in recorded if not _inside(k))
+        listed = {k for k in recorded if _inside(k)} | set(UNLISTED_FILES)
+        dirs = {"/".join(k.split("/")[:i]) for k in listed for i in range(1, k.count("/") + 1)}
+        self.problems: list[str] = [
+            f"the manifest lists {_shown_name(k)}, not a path inside the release"
+            for k in self.bad_names
+        ]
+        self.unsafe: list[str] = []
+        entries = list(run_entries(run))
+        extra = _not_indexed(run, listed, entries)
+        for rel, kind in entries:
+            shown = _shown_name(rel)
+            if rel in listed and kind != "file" or rel in dirs and kind != "directory":
+                # where the release has a file (or a directory of them), something else:
+                # reading it could follow a link elsewhere, block (a FIFO), or read a
+                # directory's files as the file's records
+                self.problems.append(
+                    f"{shown} is a {kind}, not {'a directory' if rel in dirs else 'a regular file'} of the release"
+                )
+                self.unsafe.append(rel)
+            elif kind == "file" and rel in listed or kind == "directory" and rel in dirs:
+                if rel in extra:
+                    self.problems.append(f"{shown} is not one of the parts its {PART_INDEX} lists")
+            elif kind == "file":
+                self.problems.append(f"{shown} is not part of the release")
+            elif kind == "directory":
+                self.problems.append(f"{shown}/ is a directory the release has not")
+            else:
+                self.problems.append(f"{shown} is a {kind}, not a file of the release")
+
+
+def _not_indexed(run: Path, listed: set[str], entries: list[tuple[str, str]]) -> set[str]:
+    """The entries of directories of parts (a listed ``_parts.json`` in them) that are
+    neither that index nor a part it lists."""
+    out: set[str] = set()
+    for index in sorted(k for k in listed if k.endswith(f"/{PART_INDEX}")):
+        directory = index[: -len(PART_INDEX) - 1]
+        try:
+            parts = json.loads((run / index).read_text(encoding="utf-8"))["parts"]
+            allowed = {index} | {f"{directory}/{p['file']}" for p in parts}
+        except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+            continue  # not an index: the checks of the files it indexes say so
+        out |= {
+            rel for rel, _ in entries if rel.rpartition("/")[0] == directory and rel not in allowed
+        }
+    return out
+
+
+def _inside(rel: object) -> bool:
+    """A plain relative path inside a run: ``a/b``, never absolute, ``..``, ``.`` or empty."""
+    if not isinstance(rel, str) or not rel or "\0" in rel:
+        return False
+    parts = rel.split("/")
+    return all(p not in ("", ".", "..") for p in parts)
+
+
+def _shown_name(rel: str) -> str:
+    """A path as a message can print it (bytes that are not UTF-8 escaped)."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _check_checksums(
     run: Path,
     manifest: dict,
     rep: ValidationReport,
+    entries: _Entries,
     only: tuple[str, ...] | None = None,
     hashed: Mapping[str, str] | None = None,
 ) -> None:
-    """Every file's SHA-256 is the manifest's and no file is missing or extra; a file in
-    ``hashed`` (a part hashed by the task that read it) is not read again here."""
+    """Every file's SHA-256 is the manifest's, no file is missing, and nothing else is
+    there (``entries``); a file in ``hashed`` (a part hashed by the task that read it)
+    is not read again here. With ``only`` (the measurement files), only those must be
+    there (and are hashed): a release reduced to them still serves re-estimation."""
     hashed = hashed or {}
-
-    def _digest(path: Path, rel: str) -> str:
-        return hashed[rel] if rel in hashed else sha256_of(path)
-
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         rep.add("checksums", False, "the manifest records no file checksums")
         return
+    recorded = {k: v for k, v in recorded.items() if k not in entries.bad_names}
     if only is not None:
         # a partitioned NMF's files are NAME/part-*.parquet and NAME/_parts.json
         recorded = {k: v for k, v in recorded.items() if k.split("/")[0] in only}
-        bad = [
-            f"{rel} changed (SHA-256 differs from the manifest)"
-            if (run / rel).is_file()
-            else f"{rel} is missing"
-            for rel, digest in recorded.items()
-            if (run / rel).is_file()
-            and _digest(run / rel, rel) != digest
-            or not (run / rel).is_file()
-            and rel.split("/")[0] != _NMF_FILES["units"]
-        ]
-        rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} measurement files intact")
-        return
     bad = []
     for rel, digest in recorded.items():
-        path = run / rel
-        if not path.is_file():
-            bad.append(f"{rel} is missing")
-        elif _digest(path, rel) != digest:
+        if os.path.lexists(run / rel) and not regular_file(run / rel):
+            continue  # a link, a FIFO, a directory: among the entries' problems
+        if not regular_file(run / rel):
+            if only is None or rel.split("/")[0] != NMF_FILES["units"]:
+                bad.append(f"{rel} is missing")
+        elif (
+            not entries.unsafe
+            and (hashed[rel] if rel in hashed else sha256_of(run / rel)) != digest
+        ):  # nothing is read from a run holding a link or a FIFO it lists
             bad.append(f"{rel} changed (SHA-256 differs from the manifest)")
-    extra = sorted(
-        str(p.relative_to(run))
-        for p in run.rglob("*")
-        if p.is_file()
-        and p.name != "manifest.json"
-        and str(p.relative_to(run)) not in recorded
-        and str(p.relative_to(run)) != _SIGNATURE_FILE
-    )
-    bad += [f"{e} is not part of the release" for e in extra]
-    rep.add("checksums", not bad, "; ".join(bad) or f"{len(recorded)} files intact")
+    bad += entries.problems
+    shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+    what = "measurement files" if only is not None else "files"
+    rep.add("checksums", not bad, shown or f"{len(recorded)} {what} intact, nothing else")
 
 
 class _Hashed(dict):
@@ -945,26 +1149,29 @@ def _check_mdf(
     executor: Any = None,
     hashed: dict[str, str] | None = None,
 ) -> None:
-    """The MDF obeys every invariant and constraint, and the tables are its tabulation.
+    """The MDF obeys every invariant and constraint, its text files are its Parquet
+    files, and the tables are its tabulation with the geography's identifiers.
 
     A bottom-up release estimates blocks alone and says so in its manifest: its state
     totals are sums of noisy blocks, so only they are not held exact.
 
     An MDF of part files is read by tasks on ``executor`` (in this process without
     one), one part each (:func:`_count_mdf_part`): each returns its blocks' histograms
-    and unit counts and its files' SHA-256 (into ``hashed``), and only those sparse
-    per-block counts are put together here.
+    and unit counts, its text parts' and table parts' problems, and its files'
+    SHA-256 (into ``hashed``), and only those sparse per-block counts are put together
+    here.
     """
     schema = get_schema(budget.schema)
-    partitioned = (run / "mdf_persons.parquet").is_dir()
+    partitioned = (run / MDF_FILES["persons"][0]).is_dir()
     table_problems: list[str] | None = None
     try:
         if partitioned:
-            hist, pl94, counts, table_problems = _mdf_from_parts(
+            hist, pl94, counts, table_problems, text_problems = _mdf_from_parts(
                 run, hierarchy, schema, executor, hashed, inv
             )
         else:
-            counts = mdf_unit_counts(run / "mdf_units.parquet", hierarchy)
+            counts = mdf_unit_counts(run / MDF_FILES["units"][0], hierarchy)
+            text_problems = _check_text_files(run, schema, hashed)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
         return
@@ -990,16 +1197,8 @@ def _check_mdf(
             if table_problems is None:  # tables in parts, the MDF not: not a release's
                 raise InputError("the tables are part files but the MDF is not")
             table_problems += _check_table_tops(run, hierarchy, pl94, units)
-            written = from_mdf = None
         else:
-            for name in TABLE_NAMES:  # every table readable (each dropped: read again below)
-                read_table_arrays(run / "tables", hierarchy, (name,))
-            written = LazyTables(lambda n: read_table_arrays(run / "tables", hierarchy, (n,))[n])
-            from_mdf = LazyTables(
-                lambda n: tables_to_arrays(
-                    tabulate_histograms(pl94, units, hierarchy, (n,)), hierarchy
-                )[n]
-            )
+            table_problems = _check_table_files(run, hierarchy, pl94, units)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
@@ -1018,34 +1217,84 @@ def _check_mdf(
         bounds,
         unit_hists=occupancy,
         housing_units=inv.housing_units,
-        tables=written,
-        tables_from_mdf=from_mdf,
         household_persons=_household_persons(hist, schema) if consistent else None,
     )
     rep.checks.update(sub.checks)
-    if written is None:  # part files: the block parts checked by the tasks, part 0 here
-        bad = table_problems or []
-        rep.add(
-            "tables_match_mdf",
-            not bad,
-            "; ".join(bad[:3])
-            or "every table part equals the tabulation of the MDF (block parts by tasks)",
+    rep.add(
+        "mdf_text_matches_parquet",
+        not text_problems,
+        "; ".join(text_problems[:3])
+        or "every text MDF file is its Parquet records, header and line by line",
+    )
+    rep.add(
+        "tables_match_mdf",
+        not table_problems,
+        "; ".join(table_problems[:3])
+        or "every table equals the tabulation of the MDF, with the geography's GEOID, "
+        "SUMLEV and NAME",
+    )
+    problem = codebook_mismatch(run / "tables")
+    rep.add("codebook", problem is None, problem or "tables/codebook.csv is censusdp's")
+
+
+def _check_text_files(run: Path, schema: Schema, hashed: dict[str, str] | None) -> list[str]:
+    """An MDF of single files: each text file present is its Parquet file's records
+    (:func:`~censusdp.io.mdf.text_mismatch`); its SHA-256 goes to ``hashed``."""
+    problems = []
+    layouts = record_layouts(schema)
+    for kind, (pq_name, txt_name) in MDF_FILES.items():
+        if not regular_file(run / txt_name):
+            continue  # a release without its text MDF: checksums says whether it should
+        problem, digest = text_mismatch(run / pq_name, run / txt_name, layouts[kind], header=True)
+        if hashed is not None:
+            hashed[txt_name] = digest
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _check_table_files(
+    run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix
+) -> list[str]:
+    """Tables written as single files (not part files): each holds every geounit of every
+    level in table order, with the geography's identifiers and the MDF's tabulation."""
+    ids = identifier_columns(hierarchy)
+    p_rows = sp.vstack(hierarchy.aggregate(pl94), format="csr")
+    u_rows = sp.vstack(hierarchy.aggregate(units), format="csr")
+    out = []
+    for name in TABLE_NAMES:
+        path = run / "tables" / f"{name}.parquet"
+        bad = (
+            table_part_mismatch(path, name, ids, p_rows, u_rows)
+            if regular_file(path)
+            else f"{path}: missing file"
         )
+        if bad:
+            out.append(bad)
+    return out
 
 
 def _check_table_tops(
     run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix
 ) -> list[str]:
     """Part 0 of each partitioned table: the levels above the block, tabulated from the
-    MDF's block histograms aggregated (a few hundred thousand geounits for the US)."""
+    MDF's block histograms aggregated (a few hundred thousand geounits for the US), with
+    their identifiers."""
     p_levels, u_levels = hierarchy.aggregate(pl94), hierarchy.aggregate(units)
-    codes = np.concatenate([c.astype(str) for c in hierarchy.geocodes[:-1]])
+    ids = level_identifiers(
+        [
+            (lv.name, lv.length, codes)
+            for lv, codes in zip(
+                hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True
+            )
+        ]
+    )
     p_top = sp.vstack(p_levels[:-1], format="csr")
     u_top = sp.vstack(u_levels[:-1], format="csr")
     out = []
     for name in TABLE_NAMES:
         path = run / "tables" / f"{name}.parquet" / part_name(0)
-        bad = table_part_mismatch(path, name, codes, p_top, u_top)
+        bad = table_part_mismatch(path, name, ids, p_top, u_top)
         if bad:
             out.append(bad)
     return out
@@ -1054,8 +1303,9 @@ def _check_table_tops(
 @dataclass(frozen=True, eq=False)
 class _MDFPartCount:
     """Read back part ``file`` (its name in each MDF directory) of a partitioned MDF:
-    the blocks ``blocks`` (geocodes, sorted); ``text``: the text parts to hash and
-    count; ``header``: whether the first text line is the header."""
+    the blocks ``blocks`` (geocodes, sorted) of the level ``geolevel`` (name, geocode
+    length); ``text``: the text parts to compare with the Parquet parts; ``header``:
+    whether the first text line is the header."""
 
     run: str
     file: str
@@ -1066,54 +1316,72 @@ class _MDFPartCount:
     header: bool
     tables: str | None = None
     gq_facilities: np.ndarray | None = None
+    geolevel: tuple[str, int] = ("Block", 16)
 
 
-def _count_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str], float]:
-    """A task: one MDF part's ``(persons hist, pl94 hist, unit counts, tables' problem)``
-    (or its problem), the SHA-256 of each of its files, by path in the run, and its CPU
-    seconds. With ``tables`` (the tables' block part file name) each table's rows of
-    these blocks must be the tabulation of the part read back (facilities typed by
-    ``gq_facilities``, the invariants')."""
+def _count_mdf_part(
+    job: _MDFPartCount,
+) -> tuple[str | None, Any, dict[str, str], float]:
+    """A task: one MDF part's ``(persons hist, pl94 hist, unit counts, tables' problem,
+    text parts' problem)`` (or its problem), the SHA-256 of each of its files, by path
+    in the run, and its CPU seconds. With ``tables`` (the tables' block part file name)
+    each table's rows of these blocks must be the tabulation of the part read back
+    (facilities typed by ``gq_facilities``, the invariants'), with the blocks'
+    identifiers."""
     c = time.process_time()
-    problem, counts, digests = _read_mdf_part(job)
+    problem, counts, digests, text_problem = _read_mdf_part(job)
     if problem is None and job.tables is not None:
         run = Path(job.run)
         units = unit_histogram_from_counts(
             counts[2][:, 0] + counts[2][:, 1], counts[2][:, 1], job.gq_facilities
         )
+        ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
         bad = None
         for name in TABLE_NAMES:
             rel = f"tables/{name}.parquet/{job.tables}"
-            if (run / rel).is_file():
+            if regular_file(run / rel):
                 digests[rel] = sha256_of(run / rel)
-            bad = bad or table_part_mismatch(run / rel, name, job.blocks, counts[1], units)
-        counts = (*counts, bad)
+            bad = bad or table_part_mismatch(run / rel, name, ids, counts[1], units)
+        counts = (*counts, bad, text_problem)
     elif problem is None:
-        counts = (*counts, None)
+        counts = (*counts, None, text_problem)
     return problem, counts, digests, time.process_time() - c
 
 
-def _read_mdf_part(job: _MDFPartCount) -> tuple[str | None, Any, dict[str, str]]:
+def _read_mdf_part(
+    job: _MDFPartCount,
+) -> tuple[str | None, Any, dict[str, str], str | None]:
+    """``(problem, counts, digests, text problem)`` of one MDF part: its Parquet parts'
+    records (as many as their index entries say) counted per block, and each text part
+    compared with its Parquet part (and hashed as it is read)."""
     run = Path(job.run)
-    names = [(pq_name, txt_name) for pq_name, txt_name in MDF_FILES.values()]
-    files = [f"{pq_name}/{job.file}" for pq_name, _ in names]
-    if job.text_file is not None:
-        files += [f"{txt_name}/{job.text_file}" for _, txt_name in names]
-    digests = {rel: sha256_of(run / rel) for rel in files if (run / rel).is_file()}
+    layouts = record_layouts(get_schema(job.schema))
+    parquet = {kind: f"{pq_name}/{job.file}" for kind, (pq_name, _) in MDF_FILES.items()}
+    digests = {rel: sha256_of(run / rel) for rel in parquet.values() if regular_file(run / rel)}
+    text_problem = None
     try:
-        for rel, want in zip(files[:2], job.rows, strict=True):
-            got = pq.read_metadata(run / rel).num_rows
+        records = {kind: read_mdf_records(run / rel) for kind, rel in parquet.items()}
+        for (kind, rel), want in zip(parquet.items(), job.rows, strict=True):
+            got = records[kind].num_rows
             if got != want:
-                return f"{rel} has {got} records; its index entry says {want}", None, digests
-        if job.text_file is not None:
-            for rel, want in zip(files[2:], job.rows, strict=True):
-                lines = count_lines(run / rel) - job.header
-                if lines != want:
-                    return f"{rel} has {lines} records; its index entry says {want}", None, digests
-        counts = mdf_part_counts(run / files[0], run / files[1], job.blocks, get_schema(job.schema))
+                return f"{rel} has {got} records; its index entry says {want}", None, digests, None
+        for kind, (_, txt_name) in MDF_FILES.items() if job.text_file is not None else ():
+            rel = f"{txt_name}/{job.text_file}"
+            bad, digests[rel] = text_mismatch(
+                run / parquet[kind], run / rel, layouts[kind], header=job.header,
+                records=records[kind],
+            )  # fmt: skip
+            text_problem = text_problem or bad
+        counts = mdf_part_counts(
+            run / parquet["persons"],
+            run / parquet["units"],
+            job.blocks,
+            get_schema(job.schema),
+            records=(records["persons"], records["units"]),
+        )
     except (CensusDPError, OSError, pa.ArrowException) as exc:
-        return str(exc), None, digests
-    return None, counts, digests
+        return str(exc), None, digests, None
+    return None, counts, digests, text_problem
 
 
 def _mdf_from_parts(
@@ -1123,14 +1391,15 @@ def _mdf_from_parts(
     executor: Any,
     hashed: dict | None,
     inv: Invariants | None = None,
-) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, list[str]]:
-    """A partitioned MDF's block histograms and unit counts, its parts read by tasks, and
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, list[str], list[str]]:
+    """A partitioned MDF's block histograms and unit counts, its parts read by tasks,
     the problems of the tables' block parts (checked by the same tasks when the tables
-    are partitioned and ``inv`` is given).
+    are partitioned and ``inv`` is given) and those of its text parts.
 
     The four directories' indexes must list the same parts, whose block ranges cover
-    the release's blocks in order, once each; each table's index the same parts after
-    its part 0 (the levels above the block).
+    the release's blocks in order, once each, each text part as many records as its
+    Parquet part; each table's index the same parts after its part 0 (the levels above
+    the block).
 
     Raises:
         InputError: naming the first problem (an index, a part, a record).
@@ -1149,6 +1418,12 @@ def _mdf_from_parts(
         got = [(int(p["start"]), int(p["stop"])) for p in index["parts"]]
         if len(got) != len(ranges) or got != ranges:
             raise InputError(f"{name}/_parts.json lists other block ranges than mdf_persons'")
+    if (text[0] is None) != (text[1] is None):
+        raise InputError("one of the MDF's text directories is missing")
+    for (pq_name, txt_name), index in zip(MDF_FILES.values(), text, strict=True):
+        want = [int(p["rows"]) for p in indexes[pq_name]["parts"]]
+        if index is not None and [int(p["rows"]) for p in index["parts"]] != want:
+            raise InputError(f"{txt_name}/_parts.json lists other records than {pq_name}'s")
     for name in TABLE_NAMES if tables else ():
         rel = f"tables/{name}.parquet"
         got = [
@@ -1163,6 +1438,7 @@ def _mdf_from_parts(
         raise InputError(
             f"mdf_persons.parquet/_parts.json: its parts do not cover the {nb} blocks in order"
         )
+    block = hierarchy.geolevels.levels[-1]
     jobs = [
         _MDFPartCount(
             str(run),
@@ -1174,14 +1450,19 @@ def _mdf_from_parts(
             i == 0,
             part_name(i + 1) if tables else None,
             inv.gq_facilities[a:b] if tables else None,
+            (block.name, block.length),
         )
         for i, (p, (a, b)) in enumerate(zip(persons["parts"], ranges, strict=True))
     ]
+    if text[1] is not None and [p["file"] for p in text[0]["parts"]] != [
+        p["file"] for p in text[1]["parts"]
+    ]:
+        raise InputError("mdf_units.txt/_parts.json lists other files than mdf_persons.txt's")
     if executor is None:
         from censusdp.execution import make_executor
 
         executor = make_executor(1, kind="inprocess")
-    hists, pl94s, counts, table_problems = [], [], [], []
+    hists, pl94s, counts, table_problems, text_problems = [], [], [], [], []
     for problem, got, digests, cpu in executor.map(_count_mdf_part, jobs):
         _add_cost(hashed, cpu)
         if hashed is not None:
@@ -1193,6 +1474,8 @@ def _mdf_from_parts(
         counts.append(got[2])
         if got[3]:
             table_problems.append(got[3])
+        if got[4]:
+            text_problems.append(got[4])
     for name, index in indexes.items():  # the parts are the ones their index lists
         for p in index["parts"]:
             rel = f"{name}/{p['file']}"
@@ -1201,12 +1484,13 @@ def _mdf_from_parts(
     pl94 = get_schema("pl94")
     if not jobs:
         empty = np.zeros((0, 3), dtype=np.int64)
-        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, []
+        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, [], []
     return (
         sp.csr_matrix(sp.vstack(hists, format="csr"), dtype=np.int64),
         sp.csr_matrix(sp.vstack(pl94s, format="csr"), dtype=np.int64),
         np.concatenate(counts),
         table_problems,
+        text_problems,
     )
 
 

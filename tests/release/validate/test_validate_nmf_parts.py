@@ -129,9 +129,6 @@ DAMAGE = {
     "row dropped": lambda run: _drop_row(run / NMF / "part-00003.parquet"),
     "geocode moved": lambda run: _move_geocode(run / NMF / "part-00004.parquet"),
     "part removed": lambda run: (run / NMF / "part-00002.parquet").unlink(),
-    "unlisted part": lambda run: shutil.copy(
-        run / NMF / "part-00001.parquet", run / NMF / "part-99999.parquet"
-    ),
     "index lies": _lie_in_index,
 }
 
@@ -148,6 +145,28 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     want = {"variance of a part changed": "variance", "fractional value": "finite integer"}
     if case in want:
         assert want[case] in serial["detail"], serial["detail"]
+
+
+@pytest.mark.parametrize("name", ["part-99999.parquet", ".part-00001.parquet", "manifest.json"])
+def test_an_unlisted_part_is_never_read_and_not_part_of_the_release(
+    measured: Path, tmp_path: Path, name: str
+) -> None:
+    """A copy of a part under a name the index does not list: the NMF's readers read
+    only what the index lists (so the NMF check sees the intact NMF), and the release
+    fails because its directory holds a file its manifest does not list."""
+    from censusdp.io.nmf import nmf_files
+
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    shutil.copy(run / NMF / "part-00001.parquet", run / NMF / name)
+    assert [f.name for f in nmf_files(run / NMF)] == [f.name for f in nmf_files(measured / NMF)]
+    for report in (
+        validate_run(run, mdf=False),
+        validate_run(run, mdf=False, executor=InProcessExecutor()),
+    ):
+        assert report.checks["nmf_persons"]["ok"], report.checks["nmf_persons"]
+        assert not report.checks["checksums"]["ok"]
+        assert f"{NMF}/{name} is not part of the release" in report.checks["checksums"]["detail"]
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1 << 22])
