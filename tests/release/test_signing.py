@@ -288,7 +288,7 @@ def test_a_fifo_in_the_release_fails_without_being_read(made: Path, signed: Path
 
 def test_signing_refuses_a_release_that_does_not_validate(made: Path, run: Path) -> None:
     (run / "tables" / "codebook.csv").write_text("changed\n")
-    with pytest.raises(ValidationError, match="does not validate.*codebook.csv changed"):
+    with pytest.raises(ValidationError, match="does not validate.*codebook"):
         signing.sign_release(run, made / "a.key")
     assert not (run / "signature.json").exists()
 

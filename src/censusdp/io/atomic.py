@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from censusdp.io._inputs import refuse_input_write
+
 __all__ = [
     "StreamingWriter",
     "atomic_path",
@@ -38,10 +40,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
 
     On an exception the temporary file is removed and ``path`` is left untouched. A
     path inside an input of the running command is refused
-    (:func:`censusdp.io.output.refuse_input_write`).
+    (:func:`censusdp.io._inputs.refuse_input_write`).
     """
-    from censusdp.io.output import refuse_input_write
-
     final = Path(path)
     refuse_input_write(final)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,6 @@ linked into place only if nothing appeared there meanwhile, replaced only with
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import ctypes
 import errno
 import fcntl
@@ -51,11 +50,17 @@ import socket
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError, OutputError
+from censusdp.io._inputs import (
+    ambient_overwrite,
+    guarded_command,
+    overlap,
+    protected_inputs,
+    refuse_input_write,
+)
 
 __all__ = [
     "MANIFEST_FILE",
@@ -91,103 +96,6 @@ SIGNATURE_FILE = "signature.json"
 """A release's detached-in-place signature (``censusdp sign``): the one file of a
 censusdp output that its manifest cannot list (it signs the manifest)."""
 
-_INPUT_WALK_LIMIT = 200_000
-"""Entries of an input directory searched for symbolic links (a CEF of part files has
-hundreds); a larger tree is protected by its own path only."""
-
-
-# -- the running command's inputs -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Command:
-    inputs: tuple[Path, ...]
-    overwrite: bool
-
-
-_COMMAND: contextvars.ContextVar[_Command | None] = contextvars.ContextVar(
-    "censusdp_command", default=None
-)
-
-
-def _expand(raw: str | os.PathLike[str]) -> list[Path]:
-    """An input's resolved path and, for a directory, the targets of the links in it."""
-    path = Path(raw).expanduser()
-    found = [path.resolve()]
-    if path.is_symlink():
-        found.append(path.absolute())
-    if not path.is_dir():
-        return found
-    seen = 0
-    for root, dirs, files in os.walk(path, followlinks=False):
-        for name in (*dirs, *files):
-            seen += 1
-            entry = Path(root, name)
-            if entry.is_symlink():
-                with contextlib.suppress(OSError, RuntimeError):
-                    found.append(entry.resolve())
-        if seen > _INPUT_WALK_LIMIT:
-            break
-    return found
-
-
-def _resolve_inputs(inputs: Iterable[str | os.PathLike[str] | None]) -> tuple[Path, ...]:
-    out: list[Path] = []
-    for raw in inputs:
-        if raw is None or (isinstance(raw, str) and raw in ("", "-")):
-            continue
-        out.extend(_expand(raw))
-    return tuple(dict.fromkeys(out))
-
-
-@contextlib.contextmanager
-def guarded_command(
-    inputs: Iterable[str | os.PathLike[str] | None], *, overwrite: bool = False
-) -> Iterator[None]:
-    """Declare the running command's inputs (and whether it may ``overwrite``): every
-    output the guard checks inside this block may not touch any of them."""
-    outer = _COMMAND.get()
-    resolved = _resolve_inputs(inputs)
-    if outer is not None:
-        resolved = tuple(dict.fromkeys((*outer.inputs, *resolved)))
-        overwrite = overwrite and outer.overwrite
-    token = _COMMAND.set(_Command(resolved, overwrite))
-    try:
-        yield
-    finally:
-        _COMMAND.reset(token)
-
-
-def protected_inputs(extra: Iterable[str | os.PathLike[str] | None] = ()) -> tuple[Path, ...]:
-    """The running command's inputs (:func:`guarded_command`) and ``extra``, resolved."""
-    cmd = _COMMAND.get()
-    own = _resolve_inputs(extra)
-    return tuple(dict.fromkeys((*(cmd.inputs if cmd else ()), *own)))
-
-
-def refuse_input_write(path: str | os.PathLike[str]) -> None:
-    """Refuse to write ``path`` when it is, or lies inside, an input of the running
-    command (the last line of defence of every file censusdp writes).
-
-    Raises:
-        ConfigError: naming the path and the input.
-    """
-    cmd = _COMMAND.get()
-    if cmd is None or not cmd.inputs:
-        return
-    out = Path(path).resolve()
-    for inp in cmd.inputs:
-        if out == inp or out.is_relative_to(inp):
-            raise ConfigError(f"{path} lies inside the input {inp}; censusdp never writes there")
-
-
-def _ambient_overwrite(overwrite: bool | None) -> bool:
-    if overwrite is not None:
-        return overwrite
-    cmd = _COMMAND.get()
-    return bool(cmd and cmd.overwrite)
-
-
 # -- what a path may be ----------------------------------------------------------------
 
 
@@ -210,13 +118,6 @@ def _refuse_root_like(out: Path, shown: object, option: str) -> None:
             )
     if out == Path(out.anchor):
         raise ConfigError(f"{option} {shown} is the file-system root; choose another path")
-
-
-def _overlap(out: Path, inputs: Iterable[Path]) -> Path | None:
-    for inp in inputs:
-        if out == inp or inp.is_relative_to(out) or out.is_relative_to(inp):
-            return inp
-    return None
 
 
 def _read_manifest(directory: Path) -> dict[str, Any] | None:
@@ -338,7 +239,7 @@ def _check_dir(
     """:func:`check_output_dir` against inputs already resolved."""
     out = _resolved(out_dir, option)
     _refuse_root_like(out, out_dir, option)
-    clash = _overlap(out, protected)
+    clash = overlap(out, protected)
     if clash is not None:
         raise ConfigError(
             f"{option} {out_dir} overlaps the input {clash}; write the output elsewhere"
@@ -372,7 +273,7 @@ def check_output_file(
         ConfigError: naming ``option`` and the path.
     """
     out = _resolved(path, option)
-    clash = _overlap(out, protected_inputs(inputs))
+    clash = overlap(out, protected_inputs(inputs))
     if clash is not None:
         raise ConfigError(f"{option} {path} overlaps the input {clash}; write it elsewhere")
     try:
@@ -386,7 +287,7 @@ def check_output_file(
             raise ConfigError(f"{option} {path} is a directory, not a file")
         if not stat.S_ISREG(st.st_mode):
             raise ConfigError(f"{option} {path} is not a regular file; choose another path")
-        if not _ambient_overwrite(overwrite):
+        if not ambient_overwrite(overwrite):
             raise ConfigError(f"{option} {path} exists; choose another path or pass --overwrite")
     if not out.parent.is_dir():
         raise ConfigError(f"{option} {path}: directory {out.parent} does not exist")
@@ -936,7 +837,7 @@ def output_file(
         ConfigError: for a refused path, or one that appeared while writing.
     """
     final = check_output_file(path, overwrite, inputs, option=option)
-    replace = _ambient_overwrite(overwrite)
+    replace = ambient_overwrite(overwrite)
     fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
     os.close(fd)
     umask = os.umask(0)

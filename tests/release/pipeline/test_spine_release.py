@@ -389,18 +389,28 @@ def test_budget_files_name_the_spine_and_reject_an_unknown_one():
     assert budget_from_mapping(doc, "b.toml").spine == "tabulation"
 
 
-def _rewrite_nmf(src, dst, change):
-    """Copy the release ``src`` to ``dst`` with its person NMF's rows changed by ``change``
-    (a function of the whole table)."""
+def _rewrite_nmf(src, dst, change, level, unit):
+    """Copy the release ``src`` to ``dst`` with the rows of the person NMF's part that
+    covers geounit ``unit`` (its index) of ``level`` changed by ``change`` (a function of
+    the part's whole table) and the index's row counts made to agree; the other parts
+    and the manifest are left as they are."""
     import shutil
 
     import pyarrow as pa
 
     shutil.copytree(src, dst)
-    path = dst / "noisy_measurements.parquet"
-    t = pq.read_table(path)  # a directory of parts: written back as one file
-    shutil.rmtree(path)
-    pq.write_table(change(t, pa), path)
+    nmf = dst / "noisy_measurements.parquet"
+    index = json.loads((nmf / "_parts.json").read_text())
+    changed = 0
+    for entry in index["parts"]:
+        if entry["geolevel"] == level and entry["start"] <= unit < entry["stop"]:
+            t = change(pq.read_table(nmf / entry["file"]), pa)
+            pq.write_table(t, nmf / entry["file"])
+            index["rows"] += t.num_rows - entry["rows"]
+            entry["rows"] = t.num_rows  # so that only the rows themselves are wrong
+            changed += 1
+    (nmf / "_parts.json").write_text(json.dumps(index))
+    assert changed == 1
     return dst
 
 
@@ -432,7 +442,7 @@ def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_pat
         var[at[0]] = level_var[qu[at[0]]]  # the geolevel's variance, not the unit's share's
         return t.set_column(t.schema.get_field_index("variance"), "variance", pa.array(var))
 
-    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "var", wrong_variance))
+    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "var", wrong_variance, level, u))
     detail = bad.checks["nmf_persons"]["detail"]
     assert not bad.checks["nmf_persons"]["ok"] and "variance" in detail and code in detail
 
@@ -443,26 +453,29 @@ def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_pat
     p_code = str(h.geocodes[bl - 1][h.parent[bl][b]])
 
     def extra_rows(t, pa):
-        lv = np.asarray(t.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
-        gc = np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
-        first = np.flatnonzero(lv != h.geolevels[bl - 1].name)[:1]
+        # the part of the bypassed unit may hold no rows: copy the parent's from the NMF
+        full = pq.read_table(spine_run / "noisy_measurements.parquet")
+        lv = np.asarray(full.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
+        gc = np.asarray(full.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
         sel = np.flatnonzero((lv == h.geolevels[bl - 1].name) & (gc == p_code))
         if sel.size == 0:
-            sel = first
-        add = t.take(pa.array(sel)).to_pydict()
+            sel = np.flatnonzero(lv != h.geolevels[bl - 1].name)[:1]
+        add = full.take(pa.array(sel)).to_pydict()
         add["geolevel"] = [h.geolevels[bl].name] * len(sel)
         add["geocode"] = [b_code] * len(sel)
         plain = t.cast(
             pa.schema(
                 [
                     pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f
-                    for f in t.schema
+                    for f in full.schema  # an empty part's columns are typed as strings
                 ]
             )
         )
         return pa.concat_tables([plain, pa.table(add, schema=plain.schema)])
 
-    bad = validate_run(_rewrite_nmf(spine_run, tmp_path / "rows", extra_rows))
+    bad = validate_run(
+        _rewrite_nmf(spine_run, tmp_path / "rows", extra_rows, h.geolevels[bl].name, b)
+    )
     detail = bad.checks["nmf_persons"]["detail"]
     assert not bad.checks["nmf_persons"]["ok"] and "bypassed" in detail and b_code in detail
 
