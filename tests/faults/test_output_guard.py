@@ -348,3 +348,8 @@ def test_home_is_refused(cef: Path, tmp_path: Path) -> None:
     )
     refused(proc, "home directory")
     assert (home / "keep.txt").read_text() == "mine"
+
+
+def test_resume_of_a_finished_release_says_so(cef: Path, rel: Path) -> None:
+    proc = cli("run", "--input", cef, "--out", rel, "--seed", "7", "--resume", "-q")
+    refused(proc, "is a finished output; there is nothing to resume")

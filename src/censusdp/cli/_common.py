@@ -194,7 +194,12 @@ def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager
     with guarded_command([*inputs, *targets], overwrite=overwrite):
         for role, shown, value in outputs:
             if role == "output-dir":
-                check_output_dir(value, overwrite or _keeps_output(args), option=shown)
+                check_output_dir(
+                    value,
+                    overwrite or _keeps_output(args),
+                    option=shown,
+                    resume=bool(getattr(args, "resume", False)),
+                )
             else:  # a "new" file: the command refuses an existing one itself, saying why
                 check_output_file(value, overwrite or role == "output-new", option=shown)
     return context

@@ -221,8 +221,11 @@ def check_output_dir(
     inputs: Iterable[str | os.PathLike[str] | None] = (),
     *,
     option: str = "--out",
+    resume: bool = False,
 ) -> Path:
-    """Check that the directory ``out_dir`` may be written; return it resolved.
+    """Check that the directory ``out_dir`` may be written; return it resolved
+    (``resume``: the command continues interrupted work, and says so of a finished
+    output).
 
     Raises:
         ConfigError: when ``out_dir`` is empty or root-like, a file, overlaps an input
@@ -230,11 +233,15 @@ def check_output_dir(
             ``overwrite`` does not allow replacing (not set, not a censusdp output, or
             holding an entry its manifest does not list).
     """
-    return _check_dir(out_dir, overwrite, protected_inputs(inputs), option)
+    return _check_dir(out_dir, overwrite, protected_inputs(inputs), option, resume)
 
 
 def _check_dir(
-    out_dir: str | os.PathLike[str], overwrite: bool, protected: tuple[Path, ...], option: str
+    out_dir: str | os.PathLike[str],
+    overwrite: bool,
+    protected: tuple[Path, ...],
+    option: str,
+    resume: bool = False,
 ) -> Path:
     """:func:`check_output_dir` against inputs already resolved."""
     out = _resolved(out_dir, option)
@@ -248,6 +255,11 @@ def _check_dir(
         raise ConfigError(f"{option} {out_dir} is a file, not a directory")
     if out.is_dir() and not _is_empty_dir(out):
         if not overwrite:
+            if resume and is_censusdp_output(out):
+                raise ConfigError(
+                    f"{option} {out_dir} is a finished output; there is nothing to resume "
+                    "(--overwrite would replace it)"
+                )
             raise ConfigError(
                 f"{option} {out_dir} exists and is not empty; choose another {option} or "
                 "pass --overwrite"
@@ -404,7 +416,7 @@ class Staging:
         self._option = option
         self._shown = out_dir
         self._inputs = protected_inputs(inputs)
-        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option)
+        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option, resume)
         self.overwrite = overwrite
         self.resumed = False
         self.resumed_from: str | None = None
@@ -427,7 +439,7 @@ class Staging:
                     "it, or with --overwrite to discard it"
                 )
             # checked again under the lock: another writer may have finished meanwhile
-            _check_dir(self.out_dir, overwrite, self._inputs, option)
+            _check_dir(self.out_dir, overwrite, self._inputs, option, resume)
             self.path = parent / f".{name}.partial-{os.getpid()}"
             self._owner = parent / f".{name}.owner-{os.getpid()}"
             if resumable:
