@@ -4,10 +4,14 @@ Validation runs once, at the boundary, and reports *every* problem it finds, eac
 naming the file, column, row (0-based) and value, before anything is computed or
 written. The rules (docs/file-formats.md):
 
-* both files exist and have every column, with integer (or string / boolean) types
-  and no nulls;
+* both exist, each a file or a directory of part files
+  (:func:`censusdp.io.cef_files.input_files`: the one rule of every reader), the parts
+  of a directory with the same columns and types;
+* both have every column, with integer (or string / boolean) types
+  (:func:`type_problem`) and no nulls;
 * codes are in range (``hhgq`` 0..7, ``sex`` 1..2, ``age`` 0..115, ``hispanic`` 0..1,
-  ``cenrace`` 1..63, ``gqtype`` 0..7) and geocodes are 16 digits;
+  ``cenrace`` 1..63, ``gqtype`` 0..7; ids within int64), compared exactly whatever the
+  integer type (:func:`outside`), and geocodes are 16 ASCII digits;
 * ``person_id`` and ``unit_id`` are unique;
 * every person's unit exists and is in the person's block;
 * a person in group quarters (``hhgq`` = g > 0) lives in a facility of type g, and a
