@@ -107,6 +107,16 @@ def test_not_a_regular_file_is_refused_without_opening_it(cef, tmp_path):
         open_input("/dev/zero")
 
 
+@pytest.mark.parametrize("content", [b"", b"not parquet" * 100])
+def test_a_file_that_is_not_parquet_is_named_alike(cef, tmp_path, content):
+    d = _as_parts(cef, tmp_path / "parts")
+    part = d / "units.parquet" / "part-00001.parquet"
+    part.write_bytes(content)
+    whole, parts = _both(d)
+    assert whole == parts and len(whole) == 1, (whole, parts)
+    assert whole[0].startswith(f"{part}: not a readable Parquet file ("), whole
+
+
 def test_both_readers_read_the_same_rows_from_parts(cef, tmp_path):
     d = _as_parts(cef, tmp_path / "parts")
     whole, one = read_cef(d), read_cef(cef)

@@ -396,10 +396,11 @@ def _read_input(
     """One input's files as one table (``None`` after a problem) and each file's first
     row in it; each file's SHA-256 into ``sha256``."""
     tables: list[pa.Table] = []
+    first = files[0]
     for path in files:
         try:
             data, sha256[path.relative_to(directory).as_posix()] = read_input(path)
-            table = pq.read_table(pa.py_buffer(data))
+            table = pq.ParquetFile(pa.BufferReader(data)).read()
         except InputError as exc:
             problems.append(str(exc))
             continue
@@ -408,10 +409,12 @@ def _read_input(
             continue
         del data
         if tables:
-            differs = schema_difference(path, table.schema, files[0], tables[0].schema)
+            differs = schema_difference(path, table.schema, first, tables[0].schema)
             if differs is not None:
                 problems.append(differs)
                 continue
+        else:
+            first = path
         tables.append(table)
     starts = np.cumsum([0] + [t.num_rows for t in tables[:-1]]).astype(np.int64)
     if len(tables) != len(files):

@@ -146,6 +146,7 @@ def _footers(
     whether the geocode column is a string column with statistics in every group."""
     groups: list[_Group] = []
     first: pa.Schema | None = None
+    first_path = files[0] if files else None
     ordered = True
     for f, path in enumerate(files):
         try:
@@ -158,9 +159,9 @@ def _footers(
             problems.append(f"{path}: not a readable Parquet file ({exc})")
             continue
         if first is None:
-            first = schema
+            first, first_path = schema, path
         else:
-            differs = schema_difference(path, schema, files[0], first)
+            differs = schema_difference(path, schema, first_path, first)
             if differs is not None:
                 problems.append(differs)
                 continue
