@@ -8,6 +8,7 @@ same things in the same words, and the SHA-256 they report is of the bytes they 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -21,7 +22,7 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, validate_geocodes
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.cef import read_cef
-from censusdp.io.cef_files import InputChanged, hash_input, input_files, open_input
+from censusdp.io.cef_files import InputChanged, Stamp, hash_input, input_files, open_input
 from censusdp.io.cef_stream import read_cef_blocks
 from synth import block_codes, make_cef, write_cef
 
@@ -218,3 +219,16 @@ def test_a_file_changed_after_hashing_is_refused(cef, tmp_path, how):
     with pytest.raises(InputError, match=r"persons\.parquet: changed while the input was read"):
         read_cef_blocks(source, DEFAULT_GEOLEVELS, PL94)
     assert issubclass(InputChanged, InputError)
+
+
+def test_a_stamp_taken_on_another_host_compares_size_and_modification_time(cef):
+    """A Spark executor on another host sees a shared file system's own inode numbers
+    and change times: there, size and modification time identify the file."""
+    st = os.stat(cef / "persons.parquet")
+    here = Stamp.of(st)
+    assert here.matches(st)
+    assert not dataclasses.replace(here, inode=here.inode + 1).matches(st)
+    there = dataclasses.replace(here, host=here.host + ".elsewhere", inode=1, ctime_ns=0)
+    assert there.matches(st)
+    assert not dataclasses.replace(there, mtime_ns=here.mtime_ns + 1).matches(st)
+    assert not dataclasses.replace(there, size=here.size + 1).matches(st)

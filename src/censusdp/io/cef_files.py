@@ -26,7 +26,7 @@ The part reader hashes every file first (:func:`hash_input`, whose digests enter
 run's fingerprint before the run starts) and then reads row groups in tasks; each task
 opens the file again and checks it is the file hashed: same inode, size, modification
 and change times (:class:`Stamp`, on the descriptor, when opened and after reading; the
-change time cannot be set back by a user). A file replaced or rewritten between the two
+change time cannot be set back by a user; on another host, size and modification time). A file replaced or rewritten between the two
 is refused (:class:`InputChanged`), never read under the other file's hash. The
 whole-file reader reads each file's bytes once, hashes them and parses that buffer
 (:func:`read_input`).
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,17 +77,30 @@ class InputChanged(InputError):
 
 @dataclass(frozen=True)
 class Stamp:
-    """What identifies a file's bytes: inode, size, modification and change time (ns)."""
+    """What identifies a file's bytes: inode, size, modification and change time (ns),
+    and the host that took it.
+
+    On another host (a Spark executor reading a shared file system, whose inode numbers
+    and change times may be its own), size and modification time are compared.
+    """
 
     inode: int
     size: int
     mtime_ns: int
     ctime_ns: int
+    host: str = ""
 
     @classmethod
     def of(cls, st: os.stat_result) -> Stamp:
-        """The stamp of a ``stat`` result."""
-        return cls(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        """The stamp of a ``stat`` result, taken on this host."""
+        return cls(st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, socket.gethostname())
+
+    def matches(self, st: os.stat_result) -> bool:
+        """Whether ``st`` (a file's status now, on this host) is the stamped file's."""
+        now = Stamp.of(st)
+        if now.host != self.host:
+            return (now.size, now.mtime_ns) == (self.size, self.mtime_ns)
+        return now == self
 
 
 def _part_files(path: Path, problems: list[str]) -> list[Path]:
@@ -176,7 +190,7 @@ def open_input(path: str | Path, stamp: Stamp | None = None) -> BinaryIO:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"{path}: not a regular file (a FIFO, socket, device or directory)")
-        if stamp is not None and Stamp.of(st) != stamp:
+        if stamp is not None and not stamp.matches(st):
             raise _changed(path)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
@@ -194,7 +208,7 @@ def _changed(path: str | Path) -> InputChanged:
 
 def check_unchanged(f: BinaryIO, path: str | Path, stamp: Stamp) -> None:
     """Raise :class:`InputChanged` unless the open file ``f`` still has ``stamp``."""
-    if Stamp.of(os.fstat(f.fileno())) != stamp:
+    if not stamp.matches(os.fstat(f.fileno())):
         raise _changed(path)
 
 
