@@ -21,7 +21,7 @@ import pytest
 from censusdp.data.geography import DEFAULT_GEOLEVELS, validate_geocodes
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
-from censusdp.io.cef import read_cef
+from censusdp.io.cef import read_cef, read_cef_tables
 from censusdp.io.cef_files import InputChanged, Stamp, hash_input, input_files, open_input
 from censusdp.io.cef_stream import read_cef_blocks
 from synth import block_codes, make_cef, write_cef
@@ -232,3 +232,14 @@ def test_a_stamp_taken_on_another_host_compares_size_and_modification_time(cef):
     assert there.matches(st)
     assert not dataclasses.replace(there, mtime_ns=here.mtime_ns + 1).matches(st)
     assert not dataclasses.replace(there, size=here.size + 1).matches(st)
+
+
+def test_the_tables_of_a_cef_are_read_by_the_same_rule(cef, tmp_path):
+    """``read_cef_tables`` (a tool rewriting a CEF, e.g. ``tradeoff census``'s coarsened
+    copy) reads the files ``read_cef`` reads, and refuses what it refuses."""
+    d = _as_parts(cef, tmp_path / "parts")
+    tables = read_cef_tables(d)
+    assert tables["persons.parquet"].equals(pq.read_table(cef / "persons.parquet"))
+    (d / "persons.parquet" / "extra").mkdir()
+    with pytest.raises(InputError, match="a subdirectory in a directory of parts"):
+        read_cef_tables(d)

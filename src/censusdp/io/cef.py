@@ -49,6 +49,7 @@ __all__ = [
     "outside",
     "person_unit_rules",
     "read_cef",
+    "read_cef_tables",
     "same_within_block",
     "schema_difference",
     "type_problem",
@@ -424,13 +425,26 @@ def _read_input(
     return pa.concat_tables(tables), starts
 
 
-def _read_cef(directory: Path, bar: Task) -> CEF:
-    """The body of :func:`read_cef`, advancing ``bar`` after each step."""
+def read_cef_tables(directory: str | Path) -> dict[str, pa.Table]:
+    """``persons.parquet`` and ``units.parquet`` of ``directory`` as Arrow tables, every
+    column, read as :func:`read_cef` reads them (the same files, the same rows) but not
+    validated: for a tool that rewrites a CEF :func:`read_cef` has validated.
+
+    Raises:
+        InputError: naming a file the rule refuses, or that is not readable Parquet.
+    """
+    return _read_files(Path(directory), None)[0]
+
+
+def _read_files(
+    directory: Path, bar: Task | None
+) -> tuple[dict[str, pa.Table], dict[str, tuple[list[Path], np.ndarray]], dict[str, str]]:
+    """Both inputs as tables (by file name), the part files and first rows of each input
+    read from a directory of parts (by label), and each file's SHA-256."""
     files, lines = input_files(directory)
     sha256: dict[str, str] = {}
     tables: dict[str, pa.Table] = {}
     parts: dict[str, tuple[list[Path], np.ndarray]] = {}
-    labels = {name: str(directory / name) for name in INPUT_NAMES}
     for name, fs in zip(INPUT_NAMES, files, strict=True):
         if not fs:
             continue
@@ -438,10 +452,18 @@ def _read_cef(directory: Path, bar: Task) -> CEF:
         if table is not None:
             tables[name] = table
             if len(fs) > 1 or fs[0] != directory / name:
-                parts[labels[name]] = (fs, starts)
-        bar.advance()
+                parts[str(directory / name)] = (fs, starts)
+        if bar is not None:
+            bar.advance()
     if lines:
         raise InputError(f"invalid input in {directory}", lines)
+    return tables, parts, sha256
+
+
+def _read_cef(directory: Path, bar: Task) -> CEF:
+    """The body of :func:`read_cef`, advancing ``bar`` after each step."""
+    tables, parts, sha256 = _read_files(directory, bar)
+    labels = {name: str(directory / name) for name in INPUT_NAMES}
     problems = _Problems(parts)
     persons = check_columns(
         tables["persons.parquet"], PERSON_COLUMNS, labels["persons.parquet"], problems
