@@ -55,10 +55,26 @@ __all__ = [
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (``--help`` shows the usage)."""
+    """An argument parser whose errors are one line (``--help`` shows the usage), and
+    which refuses an argument that is not UTF-8 (a path of other bytes: Python passes
+    them on as lone surrogates, which no file name censusdp writes or reads can hold)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """:meth:`argparse.ArgumentParser.parse_known_args`, every value UTF-8."""
+        ns, rest = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            value = getattr(ns, action.dest, None)
+            for v in value if isinstance(value, list) else [value]:
+                if isinstance(v, str) and not v.isascii():
+                    try:
+                        v.encode("utf-8")
+                    except UnicodeEncodeError:
+                        name = "/".join(action.option_strings) or action.metavar or action.dest
+                        self.error(f"argument {name}: {v!r} is not valid UTF-8")
+        return ns, rest
 
 
 class _HelpFormatter(argparse.HelpFormatter):

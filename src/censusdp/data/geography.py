@@ -116,7 +116,10 @@ def validate_geocodes(geocodes: np.ndarray, length: int = BLOCK_GEOCODE_LENGTH) 
     codes = np.asarray(geocodes, dtype=object)
     s = codes.astype("U")
     ok = np.char.str_len(s) == length
-    ok &= np.char.isdigit(s)
+    if length and ok.any():
+        # '0'..'9' only: str.isdigit also takes other scripts' digits ('\u0663')
+        points = s[ok].astype(f"U{length}").view(np.uint32).reshape(-1, length)
+        ok[ok] = ((points >= ord("0")) & (points <= ord("9"))).all(axis=1)
     return ok
 
 

@@ -33,6 +33,10 @@ def load_targets(path: str | os.PathLike[str]) -> tuple[Any, ...]:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DesignError(f"{p}: cannot read target workload: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DesignError(
+            f"{p}: not a TOML target workload: not UTF-8 text (byte {exc.start})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise DesignError(f"{p}: invalid TOML: {exc}") from None
     tables = data.get("tables")

@@ -61,6 +61,14 @@ __all__ = ["SparkExecutor", "spark_available", "spark_log_level"]
 _LOG4J = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
 _TROUBLE = re.compile(r"(Error|Exception)\b|\berror:|^Traceback ")
 
+_MASTER = re.compile(
+    r"(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?"
+    r"|local-cluster\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]"
+    r"|yarn|(spark|mesos|k8s)://[^\s]+)"
+)
+"""The master URLs Spark accepts (its "Master URLs" documentation), checked before a JVM
+is started for one."""
+
 
 def spark_log_level(line: str) -> int:
     """The :mod:`logging` level of one line of Spark's JVM output.
@@ -136,6 +144,11 @@ class SparkExecutor:
         ahead: int = 256,
         conf: dict[str, str] | None = None,
     ) -> None:
+        if master is not None and not _MASTER.fullmatch(master):
+            raise ConfigError(
+                f"--spark-master must be a Spark master URL (local, local[N], local[*], "
+                f"spark://HOST:PORT, yarn, k8s://URL, ...), got {master!r}"
+            )
         try:
             from pyspark import SparkConf, SparkContext
         except ImportError as exc:
@@ -184,7 +197,13 @@ class SparkExecutor:
             for k, v in {**defaults, **(conf or {})}.items():
                 sconf.set(k, v)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            self.sc = _start_context(sconf)
+            try:
+                self.sc = _start_context(sconf)
+            except Exception as exc:  # the JVM's refusal (a py4j or PySpark error)
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ConfigError(
+                    f"Spark did not start with --spark-master {master!r}: {first}"
+                ) from None
             verbose = logging.getLogger("censusdp.spark").isEnabledFor(logging.DEBUG)
             self.sc.setLogLevel("WARN" if verbose else "ERROR")
         else:

@@ -4,10 +4,14 @@ Validation runs once, at the boundary, and reports *every* problem it finds, eac
 naming the file, column, row (0-based) and value, before anything is computed or
 written. The rules (docs/file-formats.md):
 
-* both files exist and have every column, with integer (or string / boolean) types
-  and no nulls;
+* both exist, each a file or a directory of part files
+  (:func:`censusdp.io.cef_files.input_files`: the one rule of every reader), the parts
+  of a directory with the same columns and types;
+* both have every column, with integer (or string / boolean) types
+  (:func:`type_problem`) and no nulls;
 * codes are in range (``hhgq`` 0..7, ``sex`` 1..2, ``age`` 0..115, ``hispanic`` 0..1,
-  ``cenrace`` 1..63, ``gqtype`` 0..7) and geocodes are 16 digits;
+  ``cenrace`` 1..63, ``gqtype`` 0..7; ids within int64), compared exactly whatever the
+  integer type (:func:`outside`), and geocodes are 16 ASCII digits;
 * ``person_id`` and ``unit_id`` are unique;
 * every person's unit exists and is in the person's block;
 * a person in group quarters (``hhgq`` = g > 0) lives in a facility of type g, and a
@@ -22,7 +26,7 @@ written. The rules (docs/file-formats.md):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +35,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import validate_geocodes
 from censusdp.errors import InputError
+from censusdp.io.cef_files import INPUT_NAMES, input_files, read_input
 from censusdp.progress import Progress, Task, task
 
 __all__ = [
@@ -41,9 +46,13 @@ __all__ = [
     "PERSON_COLUMNS",
     "UNIT_COLUMNS",
     "check_columns",
+    "outside",
     "person_unit_rules",
     "read_cef",
+    "read_cef_tables",
     "same_within_block",
+    "schema_difference",
+    "type_problem",
     "unit_rows_of",
     "validate_cef",
 ]
@@ -88,11 +97,15 @@ class CEF:
         persons: person columns (``geocode`` as a ``U16`` array, the rest int64).
         units: unit columns (``occupied`` as bool).
         source: the directory it was read from (``None`` if built in memory).
+        input_sha256: the SHA-256 of the bytes read from each file, by path relative to
+            ``source`` (``persons.parquet``, or ``persons.parquet/part-00000.parquet``,
+            ...), as a release's manifest records its input.
     """
 
     persons: Mapping[str, np.ndarray]
     units: Mapping[str, np.ndarray]
     source: Path | None = None
+    input_sha256: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def n_persons(self) -> int:
@@ -106,15 +119,27 @@ class CEF:
 
 
 class _Problems:
-    def __init__(self) -> None:
+    """Problem lines; a row of a table read from several part files is named by its part
+    and its row there (``parts``: label -> the part files and the first row of each)."""
+
+    def __init__(self, parts: Mapping[str, tuple[list[Path], np.ndarray]] | None = None) -> None:
         self.lines: list[str] = []
+        self.parts = dict(parts or {})
+
+    def _where(self, file: str, r: int) -> tuple[str, int]:
+        if file not in self.parts:
+            return file, r
+        paths, starts = self.parts[file]
+        i = int(np.searchsorted(starts, r, side="right")) - 1
+        return str(paths[i]), r - int(starts[i])
 
     def rows(self, file: str, column: str, mask: np.ndarray, values: np.ndarray, rule: str) -> None:
         idx = np.flatnonzero(mask)
         for r in idx[:MAX_PER_RULE]:
             v = values[r]
             v = v.item() if isinstance(v, np.generic) else v
-            self.lines.append(f"{file}, column {column!r}, row {int(r)}: value {v!r} {rule}")
+            name, row = self._where(file, int(r))
+            self.lines.append(f"{name}, column {column!r}, row {row}: value {v!r} {rule}")
         if idx.size > MAX_PER_RULE:
             self.lines.append(
                 f"{file}, column {column!r}: {idx.size - MAX_PER_RULE} more rows {rule}"
@@ -122,6 +147,55 @@ class _Problems:
 
     def add(self, line: str) -> None:
         self.lines.append(line)
+
+
+def type_problem(kind: str, t: pa.DataType) -> str | None:
+    """Why a column of Arrow type ``t`` cannot hold values of ``kind`` (``None``: it can).
+
+    The one type rule of both readers: ``int`` an integer type, ``bool`` boolean,
+    ``geocode`` and ``code`` a string type (plain or dictionary-encoded).
+    """
+    if kind == "int":
+        return None if pa.types.is_integer(t) else f"type {t} is not an integer type"
+    if kind == "bool":
+        return None if pa.types.is_boolean(t) else f"type {t} is not boolean"
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    ok = pa.types.is_string(t) or pa.types.is_large_string(t)
+    return None if ok else f"type {t} is not a string type"
+
+
+def outside(values: np.ndarray, rng: tuple[int, int] | None) -> tuple[np.ndarray, str]:
+    """The rows of an integer column (any width and sign, compared exactly, so a uint64
+    above 2^63 is never read as a negative number) outside ``rng``, or outside int64
+    when there is no range, and the rule they break."""
+    if rng is not None:
+        return (values < rng[0]) | (values > rng[1]), f"is outside {rng[0]}..{rng[1]}"
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    return (values < lo) | (values > hi), f"is outside the 64-bit integer range {lo}..{hi}"
+
+
+def schema_difference(
+    path: str | Path, schema: pa.Schema, first: str | Path, first_schema: pa.Schema
+) -> str | None:
+    """The problem of a part file whose columns or types differ from the first part's
+    (``None``: the same), naming the first column that differs."""
+    if schema.equals(first_schema):
+        return None
+    why = ""
+    for f0 in first_schema:
+        if f0.name not in schema.names:
+            why = f" (column {f0.name!r} is missing)"
+            break
+        t = schema.field(f0.name).type
+        if t != f0.type:
+            why = f" (column {f0.name!r} is {t}, not {f0.type})"
+            break
+    else:
+        extra = [n for n in schema.names if n not in first_schema.names]
+        if extra:
+            why = f" (column {extra[0]!r} is not in the first part)"
+    return f"{path}: columns or types differ from {first}{why}"
 
 
 def check_columns(
@@ -144,34 +218,21 @@ def check_columns(
             arr = col.is_null().to_numpy(zero_copy_only=False)
             problems.rows(file, name, arr, np.full(arr.size, None, dtype=object), "is null")
             continue
-        t = col.type
+        wrong = type_problem(kind, col.type)
+        if wrong is not None:
+            problems.add(f"{file}, column {name!r}: {wrong}")
+            continue
         if kind == "int":
-            if not pa.types.is_integer(t):
-                problems.add(f"{file}, column {name!r}: type {t} is not an integer type")
-                continue
-            values = col.to_numpy().astype(np.int64, copy=False)
-            if rng is not None:
-                bad = (values < rng[0]) | (values > rng[1])
-                if bad.any():
-                    problems.rows(file, name, bad, values, f"is outside {rng[0]}..{rng[1]}")
-            out[name] = values
+            raw = col.to_numpy()
+            bad, rule = outside(raw, rng)
+            if bad.any():
+                problems.rows(file, name, bad, raw, rule)
+            out[name] = raw.astype(np.int64, copy=False)
         elif kind == "bool":
-            if not pa.types.is_boolean(t):
-                problems.add(f"{file}, column {name!r}: type {t} is not boolean")
-                continue
             out[name] = col.to_numpy(zero_copy_only=False).astype(bool)
         elif kind == "code":
-            values = _code_column(col, name, rng, file, problems)
-            if values is not None:
-                out[name] = values
+            out[name] = _code_column(col, name, rng, file, problems)
         else:  # geocode
-            if not (
-                pa.types.is_string(t)
-                or pa.types.is_large_string(t)
-                or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))
-            ):
-                problems.add(f"{file}, column {name!r}: type {t} is not a string type")
-                continue
             values = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
             ok = validate_geocodes(values)
             if not ok.all():
@@ -186,16 +247,8 @@ def _code_column(
     width: tuple[int, int] | None,
     file: str,
     problems: _Problems,
-) -> np.ndarray | None:
-    """An optional code column: strings of ``width`` digits, or ``""`` for none."""
-    t = col.type
-    if not (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or (pa.types.is_dictionary(t) and pa.types.is_string(t.value_type))
-    ):
-        problems.add(f"{file}, column {name!r}: type {t} is not a string type")
-        return None
+) -> np.ndarray:
+    """An optional code column (of a string type): ``width`` digits, or ``""`` for none."""
     digits = width[0] if width else 0
     raw = np.asarray(col.to_numpy(zero_copy_only=False), dtype=object)
     given = raw != ""
@@ -235,13 +288,17 @@ def validate_cef(
     *,
     persons_file: str = "persons.parquet",
     units_file: str = "units.parquet",
+    parts: Mapping[str, tuple[list[Path], np.ndarray]] | None = None,
 ) -> list[str]:
     """Cross-file rules on columns that already passed the per-column checks.
+
+    ``parts`` names a row by its part file (:class:`_Problems`) when an input was read
+    from a directory of parts.
 
     Returns:
         One line per problem (empty if the input is valid).
     """
-    problems = _Problems()
+    problems = _Problems(parts)
     pid, uid = persons["person_id"], units["unit_id"]
     dup = _duplicates(pid)
     if dup.any():
@@ -316,6 +373,13 @@ def same_within_block(
 def read_cef(directory: str | Path, *, progress: Progress = None) -> CEF:
     """Read and validate ``persons.parquet`` and ``units.parquet`` from ``directory``.
 
+    Each is a file or a directory of part files, listed by
+    :func:`censusdp.io.cef_files.input_files` (the rule every reader of the input
+    follows); each file's bytes are read once, hashed (:attr:`CEF.input_sha256`) and
+    parsed. The parts of a directory must have the same columns and types; their rows
+    are read in name order, and a problem is named by the part file and its row there,
+    as the part reader of ``censusdp run`` names it.
+
     ``progress`` (``None``: silent) sees the four steps: each file read, the columns
     converted, the records validated.
 
@@ -323,50 +387,107 @@ def read_cef(directory: str | Path, *, progress: Progress = None) -> CEF:
         InputError: listing every problem found, each naming file, column, row, value.
     """
     directory = Path(directory)
-    problems = _Problems()
-    tables: dict[str, pa.Table] = {}
     with task(progress, f"reading the CEF in {directory}", 4, unit="steps", summary=False) as bar:
-        return _read_cef(directory, tables, problems, bar)
+        return _read_cef(directory, bar)
 
 
-def _read_cef(directory: Path, tables: dict[str, pa.Table], problems: _Problems, bar: Task) -> CEF:
-    """The body of :func:`read_cef`, advancing ``bar`` after each step."""
-    for name in ("persons.parquet", "units.parquet"):
-        path = directory / name
-        if not path.exists():
-            problems.add(f"{path}: missing file")
-            continue
+def _read_input(
+    files: list[Path], directory: Path, sha256: dict[str, str], problems: list[str]
+) -> tuple[pa.Table | None, np.ndarray]:
+    """One input's files as one table (``None`` after a problem) and each file's first
+    row in it; each file's SHA-256 into ``sha256``."""
+    tables: list[pa.Table] = []
+    first = files[0]
+    for path in files:
         try:
-            tables[name] = pq.read_table(path)
+            data, sha256[path.relative_to(directory).as_posix()] = read_input(path)
+            table = pq.ParquetFile(pa.BufferReader(data)).read()
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
         except (OSError, pa.ArrowException) as exc:
-            problems.add(f"{path}: not a readable Parquet file ({exc})")
-        bar.advance()
-    if problems.lines:
-        raise InputError(f"invalid input in {directory}", problems.lines)
+            problems.append(f"{path}: not a readable Parquet file ({exc})")
+            continue
+        del data
+        if tables:
+            differs = schema_difference(path, table.schema, first, tables[0].schema)
+            if differs is not None:
+                problems.append(differs)
+                continue
+        else:
+            first = path
+        tables.append(table)
+    starts = np.cumsum([0] + [t.num_rows for t in tables[:-1]]).astype(np.int64)
+    if len(tables) != len(files):
+        return None, starts
+    if len(tables) == 1:
+        return tables[0], starts
+    return pa.concat_tables(tables), starts
+
+
+def read_cef_tables(directory: str | Path) -> dict[str, pa.Table]:
+    """``persons.parquet`` and ``units.parquet`` of ``directory`` as Arrow tables, every
+    column, read as :func:`read_cef` reads them (the same files, the same rows) but not
+    validated: for a tool that rewrites a CEF :func:`read_cef` has validated.
+
+    Raises:
+        InputError: naming a file the rule refuses, or that is not readable Parquet.
+    """
+    return _read_files(Path(directory), None)[0]
+
+
+def _read_files(
+    directory: Path, bar: Task | None
+) -> tuple[dict[str, pa.Table], dict[str, tuple[list[Path], np.ndarray]], dict[str, str]]:
+    """Both inputs as tables (by file name), the part files and first rows of each input
+    read from a directory of parts (by label), and each file's SHA-256."""
+    files, lines = input_files(directory)
+    sha256: dict[str, str] = {}
+    tables: dict[str, pa.Table] = {}
+    parts: dict[str, tuple[list[Path], np.ndarray]] = {}
+    for name, fs in zip(INPUT_NAMES, files, strict=True):
+        if not fs:
+            continue
+        table, starts = _read_input(fs, directory, sha256, lines)
+        if table is not None:
+            tables[name] = table
+            if len(fs) > 1 or fs[0] != directory / name:
+                parts[str(directory / name)] = (fs, starts)
+        if bar is not None:
+            bar.advance()
+    if lines:
+        raise InputError(f"invalid input in {directory}", lines)
+    return tables, parts, sha256
+
+
+def _read_cef(directory: Path, bar: Task) -> CEF:
+    """The body of :func:`read_cef`, advancing ``bar`` after each step."""
+    tables, parts, sha256 = _read_files(directory, bar)
+    labels = {name: str(directory / name) for name in INPUT_NAMES}
+    problems = _Problems(parts)
     persons = check_columns(
-        tables["persons.parquet"], PERSON_COLUMNS, str(directory / "persons.parquet"), problems
+        tables["persons.parquet"], PERSON_COLUMNS, labels["persons.parquet"], problems
     )
     optional = {
         k: v for k, v in OPTIONAL_UNIT_COLUMNS.items() if k in tables["units.parquet"].column_names
     }
     units = check_columns(
-        tables["units.parquet"],
-        {**UNIT_COLUMNS, **optional},
-        str(directory / "units.parquet"),
-        problems,
+        tables["units.parquet"], {**UNIT_COLUMNS, **optional}, labels["units.parquet"], problems
     )
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
+    del tables
     bar.advance()
     problems.lines.extend(
         validate_cef(
             persons,
             units,
-            persons_file=str(directory / "persons.parquet"),
-            units_file=str(directory / "units.parquet"),
+            persons_file=labels["persons.parquet"],
+            units_file=labels["units.parquet"],
+            parts=parts,
         )
     )
     if problems.lines:
         raise InputError(f"invalid input in {directory}", problems.lines)
     bar.advance()
-    return CEF(persons=persons, units=units, source=directory)
+    return CEF(persons=persons, units=units, source=directory, input_sha256=sha256)

@@ -21,6 +21,7 @@ another part, in another block), and occupied units without a resident in the pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -38,16 +39,20 @@ from censusdp.data.geography import BLOCK_GEOCODE_LENGTH
 from censusdp.data.histograms import person_cells
 from censusdp.data.invariants import N_HHGQ
 from censusdp.data.schema import get_schema
+from censusdp.errors import InputError
 from censusdp.io.cef import (
     MAX_PER_RULE,
     OPTIONAL_UNIT_COLUMNS,
     PERSON_COLUMNS,
     UNIT_COLUMNS,
     check_columns,
+    outside,
     person_unit_rules,
     same_within_block,
+    type_problem,
     unit_rows_of,
 )
+from censusdp.io.cef_files import Stamp, parquet_input
 
 __all__ = [
     "CEFPart",
@@ -106,6 +111,8 @@ class CEFPart:
         optional: the optional unit columns present.
         batch_rows: rows per batch read.
         index: the part's place in the plan.
+        stamps: per input, the :class:`~censusdp.io.cef_files.Stamp` of each of
+            ``files`` when it was hashed: every read checks it is still that file.
     """
 
     files: tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
@@ -118,6 +125,14 @@ class CEFPart:
     optional: tuple[str, ...]
     batch_rows: int
     index: int = 0
+    stamps: tuple[tuple[Stamp, ...], tuple[Stamp, ...]] = ((), ())
+
+    def stamp(self, which: int, file: int) -> Stamp | None:
+        """The stamp of file ``file`` (its index in the input) of input ``which``."""
+        for (f, _), st in zip(self.files[which], self.stamps[which], strict=False):
+            if f == file:
+                return st
+        return None
 
 
 class _Fallback(Exception):
@@ -125,10 +140,16 @@ class _Fallback(Exception):
 
 
 class _Unreadable(Exception):
-    """A file of the part could not be read (a damaged page, a vanished part file)."""
+    """A file of the part could not be read (a damaged page, a vanished part file, a
+    file replaced since it was hashed)."""
 
     def __init__(self, path: str, exc: Exception) -> None:
-        super().__init__(f"{path}: not a readable Parquet file ({exc})")
+        line = (
+            str(exc)
+            if isinstance(exc, InputError)
+            else f"{path}: not a readable Parquet file ({exc})"
+        )
+        super().__init__(line)
 
 
 @dataclass
@@ -215,43 +236,40 @@ def _in_range(part: CEFPart, batch: pa.RecordBatch) -> np.ndarray | None:
 def _batches(
     part: CEFPart, which: int, columns: list[str] | None
 ) -> Iterator[tuple[pa.RecordBatch, int, np.ndarray]]:
-    """The part's rows of input ``which``, batch by batch: ``(rows, file, file rows)``."""
+    """The part's rows of input ``which``, batch by batch: ``(rows, file, file rows)``;
+    each file opened once, and checked to be the file hashed when opened and when read."""
     files = dict(part.files[which])
-    opened: dict[int, pq.ParquetFile] = {}
-    for ref in part.groups[which]:
-        at = ref.offset
+    with contextlib.ExitStack() as stack:
+        opened: dict[int, pq.ParquetFile] = {}
+        for ref in part.groups[which]:
+            at = ref.offset
+            try:
+                if ref.file not in opened:
+                    stamp = part.stamp(which, ref.file)
+                    opened[ref.file] = stack.enter_context(parquet_input(files[ref.file], stamp))
+                batches = list(
+                    opened[ref.file].iter_batches(
+                        batch_size=part.batch_rows, row_groups=[ref.group], columns=columns
+                    )
+                )
+            except (OSError, pa.ArrowException, InputError) as exc:
+                raise _Unreadable(files[ref.file], exc) from None
+            for batch in batches:
+                mask = _in_range(part, batch)
+                rows = np.arange(at, at + batch.num_rows, dtype=np.int64)
+                at += batch.num_rows
+                if mask is not None:
+                    batch, rows = batch.filter(pa.array(mask)), rows[mask]
+                yield batch, ref.file, rows
         try:
-            if ref.file not in opened:
-                opened[ref.file] = pq.ParquetFile(files[ref.file])
-            pf = opened[ref.file]
-            batches = list(
-                pf.iter_batches(batch_size=part.batch_rows, row_groups=[ref.group], columns=columns)
-            )
-        except (OSError, pa.ArrowException) as exc:
-            raise _Unreadable(files[ref.file], exc) from None
-        for batch in batches:
-            mask = _in_range(part, batch)
-            rows = np.arange(at, at + batch.num_rows, dtype=np.int64)
-            at += batch.num_rows
-            if mask is not None:
-                batch, rows = batch.filter(pa.array(mask)), rows[mask]
-            yield batch, ref.file, rows
+            stack.close()  # the files read are checked again: still the files hashed
+        except InputError as exc:
+            raise _Unreadable("", exc) from None
 
 
 def _check_types(schema: pa.Schema, spec: dict) -> None:
     for name, (kind, _) in spec.items():
-        if name not in schema.names:
-            raise _Fallback
-        t = schema.field(name).type
-        if pa.types.is_dictionary(t):
-            t = t.value_type
-        ok = {
-            "int": pa.types.is_integer(t),
-            "bool": pa.types.is_boolean(t),
-            "geocode": pa.types.is_string(t) or pa.types.is_large_string(t),
-            "code": pa.types.is_string(t) or pa.types.is_large_string(t),
-        }[kind]
-        if not ok:
+        if name not in schema.names or type_problem(kind, schema.field(name).type) is not None:
             raise _Fallback
 
 
@@ -259,10 +277,10 @@ def _ints(batch: pa.RecordBatch, name: str, rng: tuple[int, int] | None) -> np.n
     col = batch.column(name)
     if col.null_count:
         raise _Fallback
-    values = np.asarray(col).astype(np.int64, copy=False)
-    if rng is not None and values.size and (values.min() < rng[0] or values.max() > rng[1]):
+    values = np.asarray(col)
+    if values.size and outside(values, rng)[0].any():
         raise _Fallback
-    return values
+    return values.astype(np.int64, copy=False)
 
 
 _GEOCODE_PATTERN = f"^[0-9]{{{BLOCK_GEOCODE_LENGTH}}}$"
@@ -293,7 +311,12 @@ def _concat(chunks: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 
 def _schema_of(part: CEFPart, which: int) -> pa.Schema:
-    return pq.read_schema(part.files[which][0][1])
+    index, path = part.files[which][0]
+    try:
+        with parquet_input(path, part.stamp(which, index)) as pf:
+            return pf.schema_arrow
+    except (OSError, pa.ArrowException, InputError) as exc:
+        raise _Unreadable(path, exc) from None
 
 
 def _fast_units(part: CEFPart) -> dict[str, Any]:
@@ -503,6 +526,7 @@ class IdBucket:
     buckets: int
     batch_rows: int
     which: int
+    stamps: tuple[Stamp, ...] = ()
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -510,21 +534,26 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 def ids_bucket(task: IdBucket) -> Found:
     """Duplicate ids of one hash bucket, as :func:`~censusdp.io.cef.validate_cef`
-    reports them: every occurrence after the first (in file order), first rows kept."""
+    reports them: every occurrence after the first (in file order), first rows kept; a
+    file that is not the file hashed is a ``line``."""
     fidx, rows, ids = [], [], []
     for f, path in enumerate(task.files):
         at = 0
-        for batch in pq.ParquetFile(path).iter_batches(
-            batch_size=task.batch_rows, columns=[task.column]
-        ):
-            v = np.asarray(batch.column(0)).astype(np.int64, copy=False)
-            with np.errstate(over="ignore"):  # multiplicative hashing wraps by design
-                h = ((v.astype(np.uint64) * _GOLDEN) >> np.uint64(32)) % np.uint64(task.buckets)
-            keep = np.flatnonzero(h == task.bucket)
-            fidx.append(np.full(keep.size, f, dtype=np.int32))
-            rows.append(keep + at)
-            ids.append(v[keep])
-            at += batch.num_rows
+        stamp = task.stamps[f] if task.stamps else None
+        try:
+            with parquet_input(path, stamp) as pf:
+                for batch in pf.iter_batches(batch_size=task.batch_rows, columns=[task.column]):
+                    v = np.asarray(batch.column(0)).astype(np.int64, copy=False)
+                    with np.errstate(over="ignore"):  # multiplicative hashing wraps by design
+                        h = (v.astype(np.uint64) * _GOLDEN) >> np.uint64(32)
+                        h %= np.uint64(task.buckets)
+                    keep = np.flatnonzero(h == task.bucket)
+                    fidx.append(np.full(keep.size, f, dtype=np.int32))
+                    rows.append(keep + at)
+                    ids.append(v[keep])
+                    at += batch.num_rows
+        except InputError as exc:
+            return Found((rule_rank(-1, 0, 0), str(exc)), line=str(exc))
     v = _concat(ids, np.int64)
     f, r = _concat(fidx, np.int32), _concat(rows, np.int64)
     order = np.argsort(v, kind="stable")  # within equal ids: file order

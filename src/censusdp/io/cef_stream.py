@@ -20,8 +20,11 @@ driver:
    persons whose unit is in another part, occupied units whose residents are elsewhere.
 
 ``persons.parquet`` and ``units.parquet`` may each be a file or a directory of part
-files (``persons.parquet/part-*.parquet``, as a Spark job writes them; hidden files and
-names starting with ``_`` are skipped). Where row groups are not in geocode order, or
+files (``persons.parquet/part-*.parquet``, as a Spark job writes them), listed by
+:func:`censusdp.io.cef_files.input_files`, the rule of every reader of the input. Every
+file is hashed first (:func:`censusdp.io.cef_files.hash_input`: the release records
+those digests), and every read of it, in the driver or a task, checks it is still the
+file hashed. Where row groups are not in geocode order, or
 are much larger than a part, the parts are made larger until the input is read at most
 :data:`MAX_READS` times over (down to one part, whose memory grows with the input).
 
@@ -32,6 +35,7 @@ it, whichever part finds it, without any part reading more than its own rows.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -40,7 +44,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels, Hierarchy
@@ -52,8 +55,10 @@ from censusdp.io.cef import (
     OCCUPIED_RULE,
     OPTIONAL_UNIT_COLUMNS,
     person_unit_rules,
+    schema_difference,
     unit_rows_of,
 )
+from censusdp.io.cef_files import INPUT_NAMES, CEFInput, Stamp, hash_input, parquet_input
 from censusdp.io.cef_parts import (
     PERSONS,
     UNITS,
@@ -71,7 +76,6 @@ __all__ = [
     "DEFAULT_BATCH_ROWS",
     "DEFAULT_PART_ROWS",
     "CEFBlocks",
-    "input_files",
     "read_cef_blocks",
 ]
 
@@ -88,8 +92,6 @@ larger, up to one part for the whole input)."""
 
 ID_BUCKET_ROWS = 1 << 22
 """Ids per bucket of the second pass of the id check (32 MB of ids a task)."""
-
-_NAMES = ("persons.parquet", "units.parquet")
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +112,8 @@ class CEFBlocks:
         parts: the part tasks the input was read in.
         readers: the processes (host/PID) that read them.
         part_costs: per part, ``(persons, seconds, cpu_seconds)``.
+        input_sha256: the SHA-256 of each input file read, by path relative to the
+            CEF directory (:attr:`censusdp.io.cef_files.CEFInput.sha256`).
     """
 
     hierarchy: Hierarchy
@@ -123,31 +127,7 @@ class CEFBlocks:
     parts: int = 1
     readers: frozenset[str] = frozenset()
     part_costs: tuple[tuple[int, float, float], ...] = ()
-
-
-def input_files(directory: str | Path) -> tuple[list[list[Path]], list[str]]:
-    """The persons files and the units files of a CEF directory (each a file, or the
-    part files of a directory), and the problems found (a missing file, an empty
-    directory), as :func:`~censusdp.io.cef.read_cef` words them."""
-    directory = Path(directory)
-    found: list[list[Path]] = []
-    problems = []
-    for name in _NAMES:
-        path = directory / name
-        if path.is_dir():
-            files = sorted(
-                p for p in path.glob("*.parquet")
-                if p.is_file() and not p.name.startswith((".", "_"))
-            )  # fmt: skip
-            if not files:
-                problems.append(f"{path}: no part files (*.parquet) in the directory")
-        elif path.exists():
-            files = [path]
-        else:
-            files = []
-            problems.append(f"{path}: missing file")
-        found.append(files)
-    return found, problems
+    input_sha256: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,25 +139,32 @@ class _Group:
     nulls: bool
 
 
-def _footers(files: list[Path], problems: list[str]) -> tuple[list[_Group], pa.Schema | None, bool]:
+def _footers(
+    files: list[Path], stamps: dict[str, Stamp], problems: list[str]
+) -> tuple[list[_Group], pa.Schema | None, bool]:
     """Row groups of ``files`` with their geocode statistics, the common schema, and
     whether the geocode column is a string column with statistics in every group."""
     groups: list[_Group] = []
     first: pa.Schema | None = None
+    first_path = files[0] if files else None
     ordered = True
     for f, path in enumerate(files):
         try:
-            pf = pq.ParquetFile(path)
+            with parquet_input(path, stamps[str(path)]) as pf:
+                schema, md = pf.schema_arrow, pf.metadata
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
         except (OSError, pa.ArrowException) as exc:
             problems.append(f"{path}: not a readable Parquet file ({exc})")
             continue
-        schema = pf.schema_arrow
         if first is None:
-            first = schema
-        elif not schema.equals(first):
-            problems.append(f"{path}: columns or types differ from {files[0]}")
-            continue
-        md = pf.metadata
+            first, first_path = schema, path
+        else:
+            differs = schema_difference(path, schema, first_path, first)
+            if differs is not None:
+                problems.append(differs)
+                continue
         names = [md.schema.column(j).path for j in range(md.num_columns)]
         gi = names.index("geocode") if "geocode" in names else -1
         t = schema.field("geocode").type if "geocode" in schema.names else None
@@ -232,6 +219,7 @@ def _meets(g: _Group, lo: str | None, hi: str | None, first: bool) -> bool:
 
 def _plan(
     files: list[list[Path]],
+    stamps: dict[str, Stamp],
     labels: tuple[str, str],
     groups: list[list[_Group]],
     ordered: bool,
@@ -253,7 +241,10 @@ def _plan(
             tuple((f, str(files[w][f])) for f in sorted({0} | {r.file for r in refs[w]}))
             for w in (PERSONS, UNITS)
         )
-        part = CEFPart(names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index)
+        marks = tuple(tuple(stamps[p] for _, p in names[w]) for w in (PERSONS, UNITS))
+        part = CEFPart(
+            names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index, marks
+        )
         return part, sum(g.rows for gs in picked for g in gs)
 
     total = sum(g.rows for gs in groups for g in gs)
@@ -275,7 +266,7 @@ def _run(executor: Any, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> Itera
 
 
 def read_cef_blocks(
-    directory: str | Path,
+    directory: str | Path | CEFInput,
     geolevels: GeoLevels,
     schema: Schema,
     *,
@@ -289,7 +280,9 @@ def read_cef_blocks(
 
     Args:
         directory: holds ``persons.parquet`` and ``units.parquet`` (files, or
-            directories of part files).
+            directories of part files); or those files already hashed
+            (:func:`censusdp.io.cef_files.hash_input`), each read then checked to be
+            the file hashed.
         geolevels: the levels of the hierarchy to build.
         schema: the schema of the person histogram.
         with_units: also build the housing-unit histogram (the unit run's input).
@@ -306,35 +299,39 @@ def read_cef_blocks(
     Raises:
         InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`.
     """
-    directory = Path(directory)
     if part_rows < 1 or batch_rows < 1:
         raise InternalError(f"part_rows and batch_rows must be >= 1, got {part_rows}, {batch_rows}")
-    files, problems = input_files(directory)
-    labels = (str(directory / _NAMES[0]), str(directory / _NAMES[1]))
-    groups, schemas, ordered = [], [], True
+    source = directory if isinstance(directory, CEFInput) else hash_input(directory)
+    directory = source.directory
+    files = [list(source.files[PERSONS]), list(source.files[UNITS])]
+    labels = (str(directory / INPUT_NAMES[0]), str(directory / INPUT_NAMES[1]))
+    groups, schemas, ordered, problems = [], [], True, []
     for which in (PERSONS, UNITS):
-        g, sch, o = _footers(files[which], problems)
+        g, sch, o = _footers(files[which], source.stamps, problems)
         groups.append(g)
         schemas.append(sch)
         ordered = ordered and o
     if problems:
         raise InputError(f"invalid input in {directory}", problems)
     optional = tuple(k for k in OPTIONAL_UNIT_COLUMNS if k in schemas[UNITS].names)
-    parts = _plan(files, labels, groups, ordered, schema.name, optional, part_rows, batch_rows)
+    parts = _plan(
+        files, source.stamps, labels, groups, ordered, schema.name, optional, part_rows, batch_rows
+    )
     results = []
     with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
         for rec in _run(executor, read_cef_part, parts):
             results.append(rec)
             bar.advance()
     if not all(r["ok"] for r in results):
-        _refuse(directory, files, labels, results, executor, batch_rows)
+        _refuse(source, labels, results, executor, batch_rows)
     for which, key in ((PERSONS, "person_ids"), (UNITS, "unit_ids")):
         spans = sorted(r[key] for r in results if r[key] is not None)
         if any(b[0] <= a[1] for a, b in zip(spans, spans[1:], strict=False)):
-            dups = _duplicate_ids(files, labels, which, executor, batch_rows)
+            dups = _duplicate_ids(source, labels, which, executor, batch_rows)
             if dups.count:
-                _refuse(directory, files, labels, results, executor, batch_rows)
-    return _assemble(results, geolevels, with_units, len(parts))
+                _refuse(source, labels, results, executor, batch_rows)
+    blocks = _assemble(results, geolevels, with_units, len(parts))
+    return dataclasses.replace(blocks, input_sha256=dict(source.sha256))
 
 
 def _assemble(
@@ -395,15 +392,25 @@ def _stack(results: list[dict[str, Any]]) -> sp.csr_matrix:
 
 
 def _duplicate_ids(
-    files: list[list[Path]], labels: tuple[str, str], which: int, executor: Any, batch_rows: int
+    source: CEFInput, labels: tuple[str, str], which: int, executor: Any, batch_rows: int
 ) -> Found:
     """The second pass of the id check over every file of input ``which``."""
-    paths = tuple(str(p) for p in files[which])
-    total = sum(pq.read_metadata(p).num_rows for p in paths)
+    paths = tuple(str(p) for p in source.files[which])
+    stamps = tuple(source.stamps[p] for p in paths)
+    total = 0
+    for p, st in zip(paths, stamps, strict=True):
+        with parquet_input(p, st) as pf:
+            total += pf.metadata.num_rows
     n = max(1, math.ceil(total / ID_BUCKET_ROWS))
     column = ("person_id", "unit_id")[which]
-    tasks = [IdBucket(paths, labels[which], column, b, n, batch_rows, which) for b in range(n)]
-    return _merge(list(_run(executor, ids_bucket, tasks)))[0] if n else Found(())
+    tasks = [
+        IdBucket(paths, labels[which], column, b, n, batch_rows, which, stamps) for b in range(n)
+    ]
+    found = list(_run(executor, ids_bucket, tasks))
+    lines = [f.line for f in found if f.line is not None]
+    if lines:  # a file that changed since it was hashed
+        raise InputError(f"invalid input in {source.directory}", lines[:1])
+    return _merge(found)[0] if n else Found(())
 
 
 def _merge(found: list[Found]) -> list[Found]:
@@ -446,8 +453,7 @@ def _lines(found: list[Found], files: list[list[Path]], labels: tuple[str, str])
 
 
 def _refuse(
-    directory: Path,
-    files: list[list[Path]],
+    source: CEFInput,
     labels: tuple[str, str],
     results: list[dict[str, Any]],
     executor: Any,
@@ -456,16 +462,18 @@ def _refuse(
     """Raise the :class:`InputError` naming every problem, in the whole-file reader's
     words and order (the stage that found problems first: unreadable files, then the
     per-column rules, then the rules across records)."""
+    directory = source.directory
+    files = [list(fs) for fs in source.files]
     for stage in (-1, 0):
         found = [f for r in results if r.get("stage") == stage for f in r["found"]]
         if found:
             lines = _lines(_merge(found), files, labels)
             raise InputError(f"invalid input in {directory}", lines)
-    dups = [_duplicate_ids(files, labels, w, executor, batch_rows) for w in (PERSONS, UNITS)]
+    dups = [_duplicate_ids(source, labels, w, executor, batch_rows) for w in (PERSONS, UNITS)]
     if dups[UNITS].count:
         raise InputError(f"invalid input in {directory}", _lines(_merge(dups), files, labels))
     found = [f for r in results for f in r.get("found", [])] + dups
-    found += _across_parts(files, labels, results, batch_rows)
+    found += _across_parts(source, labels, results, batch_rows)
     lines = _lines(_merge(found), files, labels)
     if not lines:
         raise InternalError("a part of the input failed its checks, but no problem was found")
@@ -473,7 +481,7 @@ def _refuse(
 
 
 def _across_parts(
-    files: list[list[Path]],
+    source: CEFInput,
     labels: tuple[str, str],
     results: list[dict[str, Any]],
     batch_rows: int,
@@ -487,7 +495,7 @@ def _across_parts(
         for k in ("file", "row", "person_id", "unit_id", "geocode", "hhgq")
     }
     wanted = np.unique(cat["unit_id"]).astype(np.int64)
-    units = _lookup_units(files[UNITS], wanted, batch_rows)
+    units = _lookup_units(source, wanted, batch_rows)
     out: list[Found] = []
     if cat["unit_id"].size:
         persons = {k: cat[k] for k in ("person_id", "unit_id", "geocode", "hhgq")}
@@ -527,14 +535,12 @@ def _rows_found(
     return Found((rank, label, column, rule), rows, int(idx.size))
 
 
-def _lookup_units(paths: list[Path], wanted: np.ndarray, batch_rows: int) -> dict[str, np.ndarray]:
+def _lookup_units(source: CEFInput, wanted: np.ndarray, batch_rows: int) -> dict[str, np.ndarray]:
     """The units with the ``wanted`` ids (sorted, unique), read batch by batch."""
     cols: dict[str, list[np.ndarray]] = {"unit_id": [], "geocode": [], "gqtype": [], "occupied": []}
-    if wanted.size:
-        for path in paths:
-            for batch in pq.ParquetFile(path).iter_batches(
-                batch_size=batch_rows, columns=list(cols)
-            ):
+    for path in source.files[UNITS] if wanted.size else ():
+        with parquet_input(path, source.stamps[str(path)]) as pf:
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=list(cols)):
                 uid = np.asarray(batch.column("unit_id")).astype(np.int64, copy=False)
                 hit = np.flatnonzero(np.isin(uid, wanted))
                 if hit.size:

@@ -43,6 +43,7 @@ from censusdp.errors import BudgetError
 from censusdp.privacy.parameters import as_fraction, positive_fraction
 
 __all__ = [
+    "MAX_EPSILON",
     "compose",
     "delta_for_epsilon",
     "epsilon_from_rho",
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 _PREC = 200
+
+MAX_EPSILON = 10**9
+"""The largest epsilon :func:`rho_from_epsilon` converts (in about 3 s; the bisection
+grows with log(epsilon), and such an epsilon protects nobody)."""
 
 
 def _check_delta(delta: object) -> Fraction:
@@ -186,9 +191,16 @@ def rho_from_epsilon(epsilon: object, delta: object, *, max_denominator: int = 1
     while the next one still meets the target, and down while it does not.
     """
     e = positive_fraction(epsilon, "epsilon")
+    if e > MAX_EPSILON:
+        raise BudgetError(
+            f"epsilon {float(e):g} is above {MAX_EPSILON:g}, where zCDP's conversion is not "
+            "computed (such an epsilon protects nobody): give rho instead"
+        )
     d = _check_delta(delta)
     lo, hi = Fraction(0), e * e  # epsilon_from_rho(e^2) > e for any delta < 1
-    for _ in range(200):
+    # halvings until the bracket is 1/(4 max_denominator) wide (the step loops below
+    # rely on it: a wider bracket leaves them stepping 1/max_denominator at a time)
+    for _ in range(max(200, math.ceil(math.log2(hi * 4 * max_denominator)) + 2)):
         mid = (lo + hi) / 2
         if epsilon_from_rho(mid, d) <= e:
             lo = mid

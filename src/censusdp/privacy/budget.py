@@ -702,10 +702,16 @@ def load_config(path: str | Path) -> Budget:
             the message names the file, the key and the value.
     """
     p = Path(path)
+    if p.exists() and not p.is_file():  # a directory, a FIFO, /dev/zero: never read
+        raise BudgetConfigError(f"{p}: cannot read budget config: not a regular file")
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise BudgetConfigError(f"{p}: cannot read budget config: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise BudgetConfigError(
+            f"{p}: not a TOML budget config: not UTF-8 text (byte {exc.start})"
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -8,6 +8,7 @@ float is needed, and every bad value is refused with a message naming the parame
 from __future__ import annotations
 
 import numbers
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -25,28 +26,49 @@ def as_fraction(value: object, name: str) -> Fraction:
     ``1/10``, the number the user typed), never through its binary expansion.
 
     Raises:
-        BudgetError: naming ``name`` if the value is not a finite number.
+        BudgetError: naming ``name`` if the value is not a finite number, or one a
+            float cannot hold (beyond ``1.8e308``, or nonzero below ``2.2e-308``).
     """
     if isinstance(value, bool):
         raise BudgetError(f"{name} must be a number, got bool {value!r}")
     if isinstance(value, (float, np.floating)) and not np.isfinite(value):
         raise BudgetError(f"{name} must be finite, got {value!r}")
+    if isinstance(value, Fraction):
+        return value
     try:
-        if isinstance(value, Fraction):
-            return value
         if isinstance(value, numbers.Integral):
-            return Fraction(int(value))
-        if isinstance(value, numbers.Rational):
-            return Fraction(int(value.numerator), int(value.denominator))
-        if isinstance(value, (float, np.floating)):
-            return Fraction(repr(float(value)))
-        if isinstance(value, str):
-            return Fraction(value.strip().replace("_", ""))
+            x = Fraction(int(value))
+        elif isinstance(value, numbers.Rational):
+            x = Fraction(int(value.numerator), int(value.denominator))
+        elif isinstance(value, (float, np.floating)):
+            x = Fraction(repr(float(value)))
+        elif isinstance(value, str):
+            x = Fraction(value.strip().replace("_", ""))
+        else:
+            raise BudgetError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     except (ValueError, ZeroDivisionError):
         raise BudgetError(
             f"{name} must be a number or a fraction like '1/3', got {value!r}"
         ) from None
-    raise BudgetError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    return _in_float_range(x, name, value)
+
+
+_FLOAT_MAX = Fraction(sys.float_info.max)
+_FLOAT_TINY = Fraction(sys.float_info.min)
+
+
+def _in_float_range(x: Fraction, name: str, value: object) -> Fraction:
+    """``x``, unless a float cannot hold it (``"1e309"``, ``"1e-400"``): the noise and
+    the reports are computed in floats."""
+    if abs(x) > _FLOAT_MAX:
+        raise BudgetError(
+            f"{name} must be finite (at most {sys.float_info.max:.4g}), got {value!r}"
+        )
+    if x and abs(x) < _FLOAT_TINY:
+        raise BudgetError(
+            f"{name} is too close to 0 (below {sys.float_info.min:.4g}), got {value!r}"
+        )
+    return x
 
 
 def positive_fraction(value: object, name: str) -> Fraction:

@@ -52,7 +52,8 @@ from censusdp.data.spine import UnitShares
 from censusdp.errors import ConfigError, InputError, InternalError, ResumeError
 from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
-from censusdp.io.cef_stream import input_files, read_cef_blocks
+from censusdp.io.cef_files import CEFInput, hash_input
+from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.nmf import NMF_FILES, NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
 from censusdp.io.tables import write_table_index
@@ -73,7 +74,6 @@ from censusdp.release.manifest import (
     new_manifest,
     read_manifest,
     recorded_budgets,
-    sha256_of,
 )
 from censusdp.release.measure import measure_tasks
 from censusdp.release.parts import (
@@ -272,7 +272,7 @@ def _self_check(
 
 
 def _read_and_aggregate(
-    input_dir: str | Path,
+    cef_input: CEFInput,
     budget: Budget,
     *,
     with_units: bool,
@@ -282,7 +282,8 @@ def _read_and_aggregate(
     executor: Any = None,
     record: dict[str, Any] | None = None,
 ) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
-    """Read and validate the CEF; return the geography, the invariants, the block
+    """Read and validate the CEF (its files as hashed: each read checks it is still the
+    file hashed); return the geography, the invariants, the block
     histograms each run measures (``persons``, ``units``; blocks in the order of the
     geography's estimation hierarchy) and the number of persons.
 
@@ -299,7 +300,7 @@ def _read_and_aggregate(
     # read in parts (geocode ranges) by the executor's tasks, into block histograms
     # (io/cef_stream.py): the records never come to the driver
     cef = read_cef_blocks(
-        input_dir,
+        cef_input,
         _geolevels(budget),
         get_schema(budget.schema),
         with_units=with_units,
@@ -312,7 +313,10 @@ def _read_and_aggregate(
         record["input_parts"] = cef.parts
         record["input_part_readers"] = len(cef.readers)
         record["input_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in cef.readers
-    say(progress, f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {input_dir}")
+    say(
+        progress,
+        f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {cef_input.directory}",
+    )
     hists = {"persons": cef.persons}
     if with_units:
         hists["units"] = cef.housing_units
@@ -468,7 +472,9 @@ def run_release(
     spine_choice = (requested_spine(spine, budget), spine is not None)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    input_sha256 = _input_checksums(input_dir)
+    # every input file hashed, and stamped: the reader checks it reads those very bytes
+    cef_input = hash_input(input_dir)
+    input_sha256 = cef_input.sha256
     fingerprint = run_fingerprint(
         input_sha256=input_sha256,
         budget=budget,
@@ -487,7 +493,7 @@ def run_release(
         ckpt = Checkpoint.open(staging, fingerprint, progress)
         read_record: dict[str, Any] = {}
         geo, inv, hists, n_persons = _read_and_aggregate(
-            input_dir,
+            cef_input,
             budget,
             with_units=units_budget is not None,
             progress=progress,
@@ -574,15 +580,6 @@ _NO_NOISE = {
     "generator": "none used by this run: every noisy measurement was written before the "
     "interruption it resumed from",
 }
-
-
-def _input_checksums(input_dir: str | Path) -> dict[str, str]:
-    """SHA-256 of the input files, by path in ``input_dir`` (``persons.parquet``, or
-    ``persons.parquet/part-00000.parquet``, ... for a directory of parts); a missing one
-    is left to :func:`~censusdp.io.cef_stream.read_cef_blocks` to name."""
-    base = Path(input_dir)
-    files, _ = input_files(base)
-    return {p.relative_to(base).as_posix(): sha256_of(p) for fs in files for p in fs}
 
 
 def _copy_measurements(

@@ -1502,9 +1502,17 @@ def _check_truth(
         cef = read_cef(truth)
     except CensusDPError as exc:
         return False, f"cannot read the truth: {exc}"
-    hashes = manifest.get("input_sha256") or {}
-    for name, digest in hashes.items():
-        if (truth / name).is_file() and sha256_of(truth / name) != digest:
+    # the bytes read are the bytes the release was made from: every file, none more (a
+    # re-estimate records no input: its invariants alone are compared)
+    made_from = manifest.get("input_sha256", cef.input_sha256)
+    if not isinstance(made_from, dict):
+        made_from = {}
+    for name in sorted(set(made_from) | set(cef.input_sha256)):
+        if name not in cef.input_sha256:
+            return False, f"{truth / name}: the release was made from it, but the truth has none"
+        if name not in made_from:
+            return False, f"{truth / name} is not among the files the release was made from"
+        if cef.input_sha256[name] != made_from[name]:
             return False, f"{truth / name} is not the file the release was made from"
     try:
         h = Hierarchy.from_blocks(cef.units["geocode"], hierarchy.geolevels)

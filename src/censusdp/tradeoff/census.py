@@ -64,7 +64,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
@@ -175,9 +174,12 @@ def coarsen_to_block_groups(
     Returns:
         ``{"persons", "units", "block_groups"}`` counts.
     """
+    from censusdp.io.cef import read_cef_tables
+
     src, dst = Path(input_dir), Path(out_dir)
     dst.mkdir(parents=True, exist_ok=True)
-    tables = {n: pq.read_table(src / f"{n}.parquet") for n in ("persons", "units")}
+    # the files read_cef reads (a directory of parts by its rule), every column kept
+    tables = {n.removesuffix(".parquet"): t for n, t in read_cef_tables(src).items()}
     codes = np.concatenate(
         [
             np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")

@@ -341,6 +341,13 @@ def test_compose_is_exact_and_accepts_zero() -> None:
         (lambda: accounting.compose([1, "x"]), r"amounts\[1\] must be a number"),
         (lambda: accounting.compose([1, "-1/2"]), r"amounts\[1\] is -1/2; privacy losses"),
         (lambda: accounting.rho_from_pure_epsilon("x"), "epsilon must be a number"),
+        # a value a float cannot hold (the CLI's --rho 1e309 was an OverflowError)
+        (lambda: accounting.implied_epsilon("1e309"), r"rho must be finite \(at most"),
+        (lambda: accounting.implied_epsilon(10**400), r"rho must be finite \(at most"),
+        (lambda: accounting.implied_epsilon("1e-400"), "rho is too close to 0"),
+        (lambda: accounting.rho_from_epsilon("-1e309", "1e-10"), "epsilon must be finite"),
+        # the bisection's bracket grows with epsilon: above MAX_EPSILON it was endless
+        (lambda: accounting.rho_from_epsilon("1e30", "1e-10"), r"epsilon 1e\+30 is above 1e\+09"),
     ],
 )
 def test_errors_name_the_parameter(call, message: str) -> None:
