@@ -15,40 +15,15 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from faults_cli import CLI, cli, digest, one_line_error
 
 from censusdp.cli import main
-
-CLI = [sys.executable, "-m", "censusdp"]
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def digest(directory: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
-
-
-def one_line_error(proc: subprocess.CompletedProcess, code: int, *words: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stderr)
-    err = proc.stderr.strip()
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert len(err.splitlines()) == 1, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 def debris(parent: Path) -> list[str]:

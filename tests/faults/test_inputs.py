@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_fault_injection import CLI, cli, digest, one_line_error
+from faults_cli import CLI, cli, digest, one_line_error
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +293,7 @@ def test_a_file_that_is_not_a_regular_file_is_refused_not_waited_on(
         ("protect", "swap", "--input", d, "--out", tmp_path / "ps", "--rate", "0.1", "--quiet"),
         ("validate", cef.parent / "rel", "--input", d, "--quiet"),
     ):
-        proc = cli(*args, timeout=60)  # the old readers blocked on the FIFO forever
+        proc = cli(*args, timeout=180)  # the old readers blocked on the FIFO forever
         if args[0] == "validate":
             assert proc.returncode == 1 and str(bad) in proc.stdout, proc.stdout + proc.stderr
             continue

@@ -7,7 +7,6 @@ state, with every input hashed before and after.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -17,40 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-CLI = [sys.executable, "-m", "censusdp"]
-
-
-def cli(
-    *args: object, timeout: float = 300, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=cwd,
-    )
-
-
-def digest(path: Path) -> dict[str, str]:
-    """Every file under ``path`` (or ``path`` itself) by relative name and SHA-256."""
-    if path.is_file():
-        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    }
+from faults_cli import CLI, cli, digest, one_line_error
 
 
 def refused(proc: subprocess.CompletedProcess, *words: str, code: int = 2) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stderr)
-    err = proc.stderr.strip()
-    assert "Traceback" not in proc.stderr and len(err.splitlines()) == 1, err
-    for w in words:
-        assert w in err, (w, err)
+    one_line_error(proc, code, *words)
 
 
 @pytest.fixture(scope="module")

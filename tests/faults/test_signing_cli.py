@@ -8,48 +8,14 @@ is byte-identical afterwards; an existing key file is never overwritten.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-CLI = [sys.executable, "-m", "censusdp"]
-
-
-def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def digest(path: Path) -> dict[str, str]:
-    if path.is_file():
-        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()}
-    return {
-        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(path.rglob("*"))
-        if p.is_file()
-    }
-
-
-def one_line_error(proc: subprocess.CompletedProcess, code: int, *words: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stderr)
-    err = proc.stderr.strip()
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert len(err.splitlines()) == 1, err
-    for w in words:
-        assert w in err, (w, err)
+from faults_cli import cli, digest, one_line_error
 
 
 @pytest.fixture(scope="module")

@@ -20,35 +20,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-CLI = [sys.executable, "-m", "censusdp"]
-
-
-def cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def digest(directory: Path) -> dict[str, str]:
-    """Every entry below ``directory``: a file's SHA-256, a link's target, a FIFO."""
-    out = {}
-    for p in sorted(directory.rglob("*")):
-        rel = str(p.relative_to(directory))
-        if p.is_symlink():
-            out[rel] = f"-> {os.readlink(p)}"
-        elif p.is_file():
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-        elif not p.is_dir():
-            out[rel] = "special"
-    return out
+from faults_cli import cli, digest
 
 
 def unchanged(directory: Path, run: Callable[[], subprocess.CompletedProcess]):

@@ -416,7 +416,7 @@ class Staging:
         self._option = option
         self._shown = out_dir
         self._inputs = protected_inputs(inputs)
-        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option, resume)
+        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option)
         self.overwrite = overwrite
         self.resumed = False
         self.resumed_from: str | None = None
@@ -439,7 +439,7 @@ class Staging:
                     "it, or with --overwrite to discard it"
                 )
             # checked again under the lock: another writer may have finished meanwhile
-            _check_dir(self.out_dir, overwrite, self._inputs, option, resume)
+            _check_dir(self.out_dir, overwrite, self._inputs, option)
             self.path = parent / f".{name}.partial-{os.getpid()}"
             self._owner = parent / f".{name}.owner-{os.getpid()}"
             if resumable:

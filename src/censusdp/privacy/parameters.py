@@ -35,6 +35,8 @@ def as_fraction(value: object, name: str) -> Fraction:
         raise BudgetError(f"{name} must be finite, got {value!r}")
     if isinstance(value, Fraction):
         return value
+    if not isinstance(value, numbers.Rational | float | np.floating | str):
+        raise BudgetError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     try:
         if isinstance(value, numbers.Integral):
             x = Fraction(int(value))
@@ -42,10 +44,8 @@ def as_fraction(value: object, name: str) -> Fraction:
             x = Fraction(int(value.numerator), int(value.denominator))
         elif isinstance(value, (float, np.floating)):
             x = Fraction(repr(float(value)))
-        elif isinstance(value, str):
-            x = Fraction(value.strip().replace("_", ""))
         else:
-            raise BudgetError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+            x = Fraction(value.strip().replace("_", ""))
     except (ValueError, ZeroDivisionError):
         raise BudgetError(
             f"{name} must be a number or a fraction like '1/3', got {value!r}"
