@@ -135,6 +135,7 @@ def _demo_into(
         json_path=out_dir / "evaluation.json",
         html_path=report,
         progress=progress,
+        shown_as=("cef/", "run/"),  # beside the report (the staging path is temporary)
     )
     return DemoSummary(
         out_dir=out_dir,

@@ -567,6 +567,7 @@ def evaluate(
     progress: Callable[[str], None] | None = None,
     allow_invalid: bool = False,
     simulations: int | None = None,
+    shown_as: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate the release in ``release_dir`` against the CEF in ``truth_dir``.
 
@@ -591,6 +592,9 @@ def evaluate(
         simulations: if given, also the errors predicted from the release alone with
             this many simulations (:func:`censusdp.evaluate.errorbars.expected_errors`,
             under ``expected``; ``seed`` seeds them), next to the measured ones.
+        shown_as: how the result names the truth and the release (default: their
+            absolute paths); a caller that evaluates inside a staging directory names
+            them as they will be found.
 
     Returns:
         The JSON-ready result (see :data:`DEFINITIONS`).
@@ -649,8 +653,8 @@ def evaluate(
     if validation is not None:
         result["validation"] = validation
     result["evaluation"] = {
-        "truth": str(Path(truth_dir).resolve()),
-        "release": str(Path(release_dir).resolve()),
+        "truth": shown_as[0] if shown_as else str(Path(truth_dir).resolve()),
+        "release": shown_as[1] if shown_as else str(Path(release_dir).resolve()),
         "package_version": __version__,
         "seed": seed,
         "trial_seed": trial_seed if trials else None,
