@@ -107,3 +107,37 @@ def test_guard_checks_every_output_against_every_input(tmp_path) -> None:
     (tmp_path / "p.png").write_text("mine")
     with pytest.raises(ConfigError, match="--plot .* exists"):
         guard_outputs(args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explore", "{d}", "--out", "{d}/explore.html"],
+        ["validate", "{d}", "--json", "{d}/report.json"],
+        ["evaluate", "--release", "{d}", "--json", "-", "--html", "{d}/report.html"],
+        ["compare", "{d}", "{d}", "--input", "{d}", "--out", "{d}/c.html"],
+        [
+            "tradeoff",
+            "choose",
+            "--frontier",
+            "census",
+            "--privacy-cost",
+            "1",
+            "--accuracy-value",
+            "1",
+            "--results",
+            "{d}",
+            "--plot",
+            "{d}/f.png",
+        ],
+    ],
+)
+def test_no_command_writes_a_new_file_inside_its_input(tmp_path, argv) -> None:
+    """A new file inside an input directory changes the input (a release with a file its
+    manifest does not list no longer validates)."""
+    d = tmp_path / "input"
+    d.mkdir()
+    args = build_parser().parse_args([a.format(d=d) for a in argv])
+    with pytest.raises(ConfigError, match="overlaps the input"):
+        guard_outputs(args)
+    assert list(d.iterdir()) == []
