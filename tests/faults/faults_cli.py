@@ -52,3 +52,16 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int, *words: str) ->
     assert len(err.splitlines()) == 1, err
     for w in words:
         assert w in err, (w, err)
+
+
+def generated_release(base: Path, cef: str = "cef", release: str = "rel") -> Path:
+    """``base/cef``: the small state every fault case starts from (2% of Wyoming's
+    tracts, seed 3, the issue's reproduction), and ``base/release``: its seeded release
+    (seed 7). Returns ``base``."""
+    proc = cli(
+        "generate", "--state", "WY", "--seed", "3", "--scale", "0.02", "--out", base / cef, "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("run", "--input", base / cef, "--out", base / release, "--seed", "7", "-q")
+    assert proc.returncode == 0, proc.stderr
+    return base

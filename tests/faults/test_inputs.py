@@ -19,21 +19,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from faults_cli import CLI, cli, digest, one_line_error
+from faults_cli import CLI, cli, digest, generated_release, one_line_error
 
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """A generated state and its release (made from single files)."""
-    base = tmp_path_factory.mktemp("inputs")
-    proc = cli(
-        "generate", "--state", "WY", "--seed", "3", "--scale", "0.02", "--out", base / "cef",
-        "--quiet",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    proc = cli("run", "--input", base / "cef", "--out", base / "rel", "--seed", "7", "--quiet")
-    assert proc.returncode == 0, proc.stderr
-    return base
+    return generated_release(tmp_path_factory.mktemp("inputs"))
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faults_cli import CLI, cli, digest, one_line_error
+from faults_cli import CLI, cli, digest, generated_release, one_line_error
 
 
 def refused(proc: subprocess.CompletedProcess, *words: str, code: int = 2) -> None:
@@ -25,14 +25,7 @@ def refused(proc: subprocess.CompletedProcess, *words: str, code: int = 2) -> No
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("guard")
-    proc = cli(
-        "generate", "--state", "WY", "--seed", "3", "--scale", "0.02", "--out", d / "wy", "-q"
-    )
-    assert proc.returncode == 0, proc.stderr
-    proc = cli("run", "--input", d / "wy", "--out", d / "rel", "--seed", "7", "-q")
-    assert proc.returncode == 0, proc.stderr
-    return d
+    return generated_release(tmp_path_factory.mktemp("guard"), cef="wy")
 
 
 @pytest.fixture()
