@@ -25,3 +25,21 @@ def test_demo_is_one_output_that_names_only_its_final_places(tmp_path: Path) -> 
         run_demo(out, state="DC", scale=0.01, seed=3)
     run_demo(out, state="DC", scale=0.01, seed=4, overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+def test_the_set_up_command_can_be_run_again(tmp_path: Path) -> None:
+    """``censusdp demo`` replaces its own earlier output (built-in data only) without
+    ``--overwrite``, and still never a directory holding anything else."""
+    import subprocess
+    import sys
+
+    def demo() -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "censusdp", "demo", "--state", "DC", "--scale", "0.01", "-q"]
+        return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
+
+    assert demo().returncode == 0
+    assert demo().returncode == 0, "a second set-up run must not fail"
+    (tmp_path / "censusdp-demo" / "NOTES.txt").write_text("mine")
+    proc = demo()
+    assert proc.returncode == 2 and "NOTES.txt" in proc.stderr
+    assert (tmp_path / "censusdp-demo" / "NOTES.txt").read_text() == "mine"

@@ -141,3 +141,12 @@ def test_no_command_writes_a_new_file_inside_its_input(tmp_path, argv) -> None:
     with pytest.raises(ConfigError, match="overlaps the input"):
         guard_outputs(args)
     assert list(d.iterdir()) == []
+
+
+def test_debug_is_taken_after_the_command_too(capsys) -> None:
+    from censusdp.cli import main
+
+    assert main(["budget", "--preset", "nope", "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+    assert main(["budget", "--preset", "nope"]) == 2
+    assert "Traceback" not in capsys.readouterr().err

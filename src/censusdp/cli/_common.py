@@ -121,8 +121,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParse
 def finalize(parser: argparse.ArgumentParser) -> None:
     """Give every command below ``parser`` the shared habits.
 
-    Each command (a parser without sub-commands) gets ``--quiet`` and ``-v/--verbose``
-    (unless it has them), ``--overwrite`` if it writes an output path, and its own
+    Each command (a parser without sub-commands) gets ``--quiet``, ``-v/--verbose`` and
+    ``--debug`` (unless it has them), ``--overwrite`` if it writes an output path, and its own
     parser as ``args.command_parser`` (so that :func:`guard_outputs` finds its input
     and output options); every parser's help shows the defaults.
     """
@@ -133,6 +133,13 @@ def finalize(parser: argparse.ArgumentParser) -> None:
             continue
         add_quiet(sub)
         have = sub._option_string_actions  # noqa: SLF001 - the documented way to probe
+        if "--debug" not in have:  # also after the command's name, not only before it
+            sub.add_argument(
+                "--debug",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="show the traceback of an error (for bug reports)",
+            )
         writes = [a for a in sub._actions if getattr(a, ROLE, None) in _OUTPUT_ROLES]  # noqa: SLF001
         if writes and "--overwrite" not in have:
             names = "/".join(a.option_strings[0] for a in writes)
@@ -212,7 +219,7 @@ def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager
             if role == "output-dir":
                 check_output_dir(
                     value,
-                    overwrite or _keeps_output(args),
+                    overwrite or _keeps_output(args, value),
                     option=shown,
                     resume=bool(getattr(args, "resume", False)),
                 )
@@ -221,10 +228,17 @@ def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager
     return context
 
 
-def _keeps_output(args: argparse.Namespace) -> bool:
-    """A command that continues its existing output (``attack sweep --reuse-releases``)
-    replaces it as ``--overwrite`` would (and by the same rules)."""
-    return bool(getattr(args, "reuse_releases", False))
+def _keeps_output(args: argparse.Namespace, value: str) -> bool:
+    """Whether the command replaces the output ``value`` as ``--overwrite`` would (and by
+    the same rules) without being told: it continues its existing output
+    (``attack sweep --reuse-releases``), or the output is an earlier one of a command
+    that makes it from built-in data alone (``demo``: ``args.replaces_own``)."""
+    from censusdp.io.output import is_output_of
+
+    own = getattr(args, "replaces_own", None)
+    return bool(getattr(args, "reuse_releases", False)) or (
+        own is not None and is_output_of(value, own)
+    )
 
 
 def comma_list(

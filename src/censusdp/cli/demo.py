@@ -30,13 +30,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"
     )
     add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
-    p.add_argument("--overwrite", action="store_true", help="replace an earlier demo directory")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a censusdp output at DIR (an earlier demo's is replaced anyway: it "
+        "holds built-in data only, and nothing the demo did not write)",
+    )
     add_workers(p)
-    p.set_defaults(func=_demo)
+    p.set_defaults(func=_demo, replaces_own="demo")
 
 
 def _demo(args: argparse.Namespace) -> int:
     from censusdp.demo import run_demo
+    from censusdp.io.output import is_output_of
 
     announce_randomness(None, what="release noise")
     s = run_demo(
@@ -46,7 +52,7 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         workers=args.workers,
         progress=progress_printer(args.quiet),
-        overwrite=args.overwrite,
+        overwrite=args.overwrite or is_output_of(args.out, "demo"),
     )
     m = s.manifest
     print(f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}")

@@ -73,6 +73,7 @@ __all__ = [
     "foreign_entries",
     "guarded_command",
     "is_censusdp_output",
+    "is_output_of",
     "output_file",
     "protected_inputs",
     "refuse_input_write",
@@ -135,6 +136,16 @@ def is_censusdp_output(directory: str | os.PathLike[str]) -> bool:
     """True when ``directory/manifest.json`` is a censusdp manifest (``created_by``)."""
     manifest = _read_manifest(Path(directory))
     return manifest is not None and manifest.get("created_by") == MANIFEST_MARKER
+
+
+def is_output_of(directory: str | os.PathLike[str], command: str) -> bool:
+    """True when ``directory`` is a censusdp output that ``command`` wrote."""
+    manifest = _read_manifest(Path(directory))
+    return (
+        manifest is not None
+        and manifest.get("created_by") == MANIFEST_MARKER
+        and manifest.get("command") == command
+    )
 
 
 def _listed(manifest: dict[str, Any]) -> set[str]:
