@@ -27,7 +27,7 @@ def test_demo_is_one_output_that_names_only_its_final_places(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
-@pytest.mark.slow  # three demo runs in subprocesses (15 s); the replacing is also tested above
+@pytest.mark.slow  # three demo runs in subprocesses (15 s); tests/cli/test_output_roles.py has the rule
 def test_the_set_up_command_can_be_run_again(tmp_path: Path) -> None:
     """``censusdp demo`` replaces its own earlier output (built-in data only) without
     ``--overwrite``, and still never a directory holding anything else."""

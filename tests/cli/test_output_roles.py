@@ -150,3 +150,23 @@ def test_debug_is_taken_after_the_command_too(capsys) -> None:
     assert "Traceback" in capsys.readouterr().err
     assert main(["budget", "--preset", "nope"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_demo_replaces_its_own_earlier_output_only(tmp_path) -> None:
+    """The set-up command can be run again: an earlier demo's directory (built-in data,
+    nothing else in it) is replaced without --overwrite; anything else is not."""
+    import json
+
+    d = tmp_path / "censusdp-demo"
+    d.mkdir()
+    (d / "report.html").write_text("<html>")
+    manifest = {"created_by": "censusdp", "command": "demo", "files": ["report.html"]}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    guard_outputs(build_parser().parse_args(["demo", "--out", str(d)]))  # no refusal
+    (d / "NOTES.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="NOTES.txt"):
+        guard_outputs(build_parser().parse_args(["demo", "--out", str(d)]))
+    (d / "NOTES.txt").unlink()
+    (d / "manifest.json").write_text(json.dumps({**manifest, "command": "risk"}))
+    with pytest.raises(ConfigError, match="exists and is not empty"):
+        guard_outputs(build_parser().parse_args(["demo", "--out", str(d)]))
