@@ -65,55 +65,47 @@ class Release:
     @classmethod
     def open(cls, path: PathLike) -> Release:
         """Open a run directory (raises ``InputError`` if it has no manifest)."""
-        from censusdp.release.manifest import read_manifest
+        from censusdp.io.rundir import RunDir
 
-        return cls(Path(path), read_manifest(path))
+        run = RunDir(path)
+        return cls(run.path, run.manifest())
+
+    @property
+    def files(self) -> Any:
+        """The release directory's files by role (a :class:`censusdp.io.rundir.RunDir`)."""
+        from censusdp.io.rundir import RunDir
+
+        return RunDir(self.path)
 
     def mdf_persons(self) -> pa.Table:
-        """The released persons (``mdf_persons.parquet``, production's MDF2020 layout):
-        the parts its ``_parts.json`` lists, in order (never another file there).
+        """The released persons (production's MDF2020 layout): the parts its
+        ``_parts.json`` lists, in order (never another file there).
 
         ``censusdp.io.mdf.read_mdf_persons`` decodes them to censusdp's columns.
         """
-        from censusdp.io.mdf import MDF_FILES
-        from censusdp.io.parts import read_parts
-
-        return read_parts(self.path / MDF_FILES["persons"][0], what="MDF part")
+        return self.files.mdf_table("persons")
 
     def mdf_units(self) -> pa.Table:
-        """The released units (``mdf_units.parquet``, production's ``MUD`` layout): the
-        parts its ``_parts.json`` lists, in order.
+        """The released units (production's ``MUD`` layout): the parts its
+        ``_parts.json`` lists, in order.
 
         ``censusdp.io.mdf.read_mdf_units`` decodes them (facility types from the invariants).
         """
-        from censusdp.io.mdf import MDF_FILES
-        from censusdp.io.parts import read_parts
-
-        return read_parts(self.path / MDF_FILES["units"][0], what="MDF part")
+        return self.files.mdf_table("units")
 
     def table(self, name: str, sumlev: str | None = None) -> pa.Table:
         """One published table (``P1`` ... ``P5``, ``H1``) with GEOID, SUMLEV and NAME,
         optionally one summary level (``"040"`` state, ``"050"`` county, ...)."""
-        from censusdp.io.tables import read_table
-
-        return read_table(self.path / "tables", name, sumlev=sumlev)
+        return self.files.table(name, sumlev)
 
     def tables(self) -> dict[str, pa.Table]:
         """Every published table, by name."""
-        from censusdp.io.tables import read_tables
-
-        return read_tables(self.path / "tables")
+        return self.files.tables()
 
     def nmf(self, geolevel: str | None = None, *, units: bool = False) -> pa.Table:
         """The noisy measurements (of one geolevel, reading only its row groups): the
         parts its ``_parts.json`` lists."""
-        from censusdp.io.nmf import NMF_FILES, read_geolevel
-        from censusdp.io.parts import read_parts
-
-        path = self.path / NMF_FILES["units" if units else "persons"]
-        if geolevel is None:
-            return read_parts(path, what="noisy measurement part")
-        return read_geolevel(path, geolevel)
+        return self.files.nmf_table("units" if units else "persons", geolevel)
 
     def validate(self, truth: PathLike | None = None, *, public_key: PathLike | None = None) -> Any:
         """:func:`validate` this release (and its signature, with ``public_key``)."""

@@ -19,7 +19,7 @@ from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.cef import read_cef
 from censusdp.io.output import staged_output
-from censusdp.io.tables import read_table
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
@@ -53,9 +53,7 @@ def accuracy_by_level(truth_dir: Path, run_dir: Path, geolevels: GeoLevels) -> l
         np.concatenate([cef.units["geocode"], cef.persons["geocode"]]), geolevels
     )
     truth = tables_to_arrays(tabulate(cef.persons, cef.units, hierarchy), hierarchy)
-    released = tables_to_arrays(
-        {n: read_table(run_dir / "tables", n) for n in ("P1", "P2")}, hierarchy
-    )
+    released = tables_to_arrays({n: RunDir(run_dir).table(n) for n in ("P1", "P2")}, hierarchy)
     out = []
     for li, lv in enumerate(geolevels.levels):
         t_tot = truth["P1"][li][:, 0].astype(float)

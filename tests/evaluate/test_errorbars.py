@@ -33,8 +33,7 @@ from censusdp.evaluate.errorbars_report import predicted_section, render_expecte
 from censusdp.infer.gls import Z90
 from censusdp.infer.release import release_gls
 from censusdp.io.cef import read_cef
-from censusdp.io.invariants import read_invariants
-from censusdp.release.manifest import read_manifest
+from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.tables import table_arrays
 from synth import block_codes, make_cef, write_cef
 
@@ -150,7 +149,7 @@ def test_raw_measurement_errors_from_the_nmf(predicted) -> None:
     t = pq.read_table(
         run / "noisy_measurements.parquet", columns=["geolevel", "geocode", "query", "variance"]
     )
-    h, _ = read_invariants(run, GeoLevels.from_pairs(read_manifest(run)["geolevels"]))
+    h, _ = RunDir(run).invariants(GeoLevels.from_pairs(read_manifest(run)["geolevels"]))
     for li, lv in enumerate(h.geolevels.names):
         first = h.geocodes[li][0]
         sub = t.filter(pc.and_(pc.equal(t["geolevel"], lv), pc.equal(t["geocode"], first)))

@@ -21,8 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import censusdp
 from censusdp.errors import ConfigError, InputError, ValidationError
+from censusdp.io.rundir import read_manifest
 from censusdp.release import signing
-from censusdp.release.manifest import read_manifest
 from censusdp.release.validate import validate_run
 
 

@@ -25,7 +25,6 @@ write it and a self-contained HTML report (:mod:`censusdp.evaluate.report`).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -57,10 +56,11 @@ from censusdp.evaluate.metrics import (
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
 from censusdp.io.cef import read_cef
+from censusdp.io.layout import RUNS
 from censusdp.io.mdf import read_mdf_persons, read_mdf_units
-from censusdp.io.nmf import NMF_FILES, nmf_files
+from censusdp.io.nmf import nmf_files
 from censusdp.io.output import write_output_json
-from censusdp.io.tables import read_tables
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
 from censusdp.release.spine import geography_of_run
@@ -131,22 +131,18 @@ def read_release(release_dir: str | Path) -> ReleaseFiles:
     d = Path(release_dir)
     if not d.is_dir():
         raise InputError(f"release directory {str(d)!r} does not exist")
-    missing = [n for n in ("mdf_persons.parquet", "mdf_units.parquet") if not (d / n).exists()]
+    files = RunDir(d)
+    mdf = [files.mdf_file("persons"), files.mdf_file("units")]
+    missing = [p.name for p in mdf if not p.exists()]
     if missing:
         raise InputError(f"release directory {str(d)!r} lacks {', '.join(missing)}")
-    persons = read_mdf_persons(d / "mdf_persons.parquet")
-    units = read_mdf_units(d / "mdf_units.parquet")
-    tables = read_tables(d / "tables") if (d / "tables").is_dir() else None
+    persons = read_mdf_persons(mdf[0])
+    units = read_mdf_units(mdf[1])
+    tables = files.tables() if files.tables_dir.is_dir() else None
     manifest: dict[str, Any] = {}
-    if (d / "manifest.json").exists():
-        try:
-            manifest = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{d / 'manifest.json'}: not valid JSON ({exc})") from None
-    nmf = {}
-    for key, name in NMF_FILES.items():
-        if (d / name).exists():
-            nmf[key] = d / name
+    if files.manifest_file.exists():
+        manifest = files.manifest()
+    nmf = {run: files.nmf_file(run) for run in RUNS if files.has_nmf(run)}
     return ReleaseFiles(persons, units, tables, manifest, nmf, d)
 
 
@@ -511,7 +507,7 @@ def _trial_compare(
     names = h.geolevels.names
 
     def compare(run: Path, acc: ErrorAccumulator) -> None:
-        rel = tables_to_arrays(read_tables(run / "tables"), h)
+        rel = tables_to_arrays(RunDir(run).tables(), h)
         for li, lname in enumerate(names):
             p = Pairs.dense(truth_t["P1"][li][:, 0], rel["P1"][li][:, 0])
             acc.add("total_population", lname, p)

@@ -53,11 +53,12 @@ from censusdp.execution import make_executor
 from censusdp.infer.gls import Z90, Z95
 from censusdp.infer.release import release_gls
 from censusdp.io.atomic import strict_json
-from censusdp.io.invariants import read_invariants
 from censusdp.io.mdf import read_mdf_histograms
+from censusdp.io.output import MANIFEST_FILE
+from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import say
-from censusdp.release.manifest import read_manifest, recorded_budgets
+from censusdp.release.manifest import recorded_budgets
 from censusdp.release.measure import measure
 from censusdp.release.pipeline import estimate_tables
 from censusdp.release.spine import geography_of_run
@@ -217,7 +218,7 @@ def simulate_release_errors(
         raise InputError(f"--simulations must be at least 1, got {simulations}")
     run = Path(run_dir)
     manifest = read_manifest(run)
-    budget, units_budget = recorded_budgets(manifest, str(run / "manifest.json"))
+    budget, units_budget = recorded_budgets(manifest, str(run / MANIFEST_FILE))
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
@@ -225,11 +226,15 @@ def simulate_release_errors(
             "simulate (only noisy measurements)"
         )
     units_mode = str(manifest.get("units_estimation") or "consistent")
-    hierarchy, inv = read_invariants(run, GeoLevels.from_pairs(list(budget.geolevels)))
+    files = RunDir(run)
+    hierarchy, inv = files.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
-    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
-        if not (run / name).exists():  # a file, or a directory of parts
-            raise InputError(f"{run / name}: missing file (the release's counts are simulated)")
+    # a file, or a directory of parts
+    files.require(
+        files.mdf_file("persons"),
+        files.mdf_file("units"),
+        needed_by="the simulation of the release's counts",
+    )
     person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
     truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)
     # a spine release measured and estimated on its spine, each geounit with its own
@@ -425,7 +430,7 @@ def expected_errors(
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
-    hierarchy: Hierarchy = read_invariants(run, geolevels)[0]
+    hierarchy: Hierarchy = RunDir(run).invariants(geolevels)[0]
     names = hierarchy.geolevels.names
     say(progress, f"expected errors of {run}: {simulations} simulated releases")
     released = simulate_release_errors(

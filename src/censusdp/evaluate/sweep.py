@@ -47,7 +47,8 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
 from censusdp.version import __version__
@@ -286,7 +287,7 @@ def _trial_tvd(
         postprocess=postprocess,
         workers=workers,
     )
-    mdf = read_mdf_persons(run / "mdf_persons.parquet")
+    mdf = read_mdf_persons(RunDir(run).mdf_file("persons"))
     mcols = {c: mdf[c] for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}
     tv = _tvd_by_level(truth.levels, person_histogram(mcols, truth.h), truth.h, truth.q)
     shutil.rmtree(run, ignore_errors=True)
@@ -360,5 +361,5 @@ def _write_sweep(
             "timings": {"total": round(time.perf_counter() - t0, 3)},
             "outputs": ["sweep.json", "sweep.csv", "sweep.png"],
         },
-        out / "manifest.json",
+        out / MANIFEST_FILE,
     )

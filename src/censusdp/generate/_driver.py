@@ -22,7 +22,7 @@ from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.columns import dictionary_strings
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
@@ -360,7 +360,7 @@ def generate_state(
     with staged_output(out_dir, overwrite, command="generate") as staging:
         summary = _generate_into(staging.path, info, seed, scale, progress, t_start, cpu_start)
         summary = replace(summary, out_dir=staging.out_dir)
-        _write_manifest(summary, staging.path / "manifest.json")
+        _write_manifest(summary, staging.path / MANIFEST_FILE)
     return summary
 
 

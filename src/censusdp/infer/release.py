@@ -53,9 +53,9 @@ from censusdp.infer.gls import (
     tree_gls,
 )
 from censusdp.io.atomic import atomic_path, write_text
-from censusdp.io.invariants import read_invariants
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import staged_output
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
@@ -127,7 +127,7 @@ def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
         raise InputError(f"{run_dir / 'manifest.json'}: not valid JSON ({exc})") from None
     if "geolevels" not in manifest:
         raise InputError(f"{run_dir / 'manifest.json'}: no 'geolevels'")
-    hierarchy, inv = read_invariants(run_dir, GeoLevels.from_pairs(manifest["geolevels"]))
+    hierarchy, inv = RunDir(run_dir).invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     # a spine release measured the spine's geounits (spine.parquet): infer estimates them
     geo = geography_of_run(run_dir, manifest, hierarchy)
     return manifest, geo, geo.invariants(inv)

@@ -55,12 +55,12 @@ from censusdp.data.histograms import (
 from censusdp.data.schema import MAX_AGE, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
+from censusdp.io.layout import INVARIANTS_FILE, MDF_FILES
 from censusdp.io.parts import part_files
 
 __all__ = [
     "DHCP_PERSON_COLUMNS",
     "GEO_COLUMNS",
-    "MDF_FILES",
     "MDF_PART_FIELDS",
     "PL94_PERSON_COLUMNS",
     "SCHEMA_BUILD_ID",
@@ -642,7 +642,7 @@ def write_mdf_records(
     out = Path(out_dir)
     sch = get_schema(schema) if isinstance(schema, str) else schema
     hist = person_histogram(persons, hierarchy, sch)
-    with MDFPersonWriter(hierarchy, out / "mdf_persons.parquet", out / "mdf_persons.txt", sch) as w:
+    with MDFPersonWriter(hierarchy, *(out / name for name in MDF_FILES["persons"]), sch) as w:
         for cols in iter_mdf_blocks(hist, sch):
             w.write(cols)
     if units is not None:
@@ -652,20 +652,12 @@ def write_mdf_records(
             uh[:, 0] + uh[:, 1],
             uh[:, 1],
             np.concatenate([np.zeros((uh.shape[0], 1), np.int64), uh[:, 3::2]], axis=1),
-            out / "mdf_units.parquet",
-            out / "mdf_units.txt",
+            *(out / name for name in MDF_FILES["units"]),
         )
     return w.persons
 
 
 # -- part files -------------------------------------------------------------------------
-
-MDF_FILES = {
-    "persons": ("mdf_persons.parquet", "mdf_persons.txt"),
-    "units": ("mdf_units.parquet", "mdf_units.txt"),
-}
-"""The MDF's files (Parquet, MDF2020 text) by record type, relative to a run directory;
-each is a single file (releases before part files) or a directory of parts."""
 
 MDF_PART_FIELDS = ("file", "start", "stop", "rows", "sha256")
 """A part's record in ``_parts.json``: its file, its blocks ``start:stop`` (indices in
@@ -1024,7 +1016,7 @@ def read_mdf_units(
     gqtype = np.zeros(geocode.size, dtype=np.int64)
     gq_rows = np.flatnonzero(is_gq)
     if invariants is None:
-        invariants = Path(path).parent / "invariants.parquet"  # beside the file or directory
+        invariants = Path(path).parent / INVARIANTS_FILE  # beside the file or directory
     if not isinstance(invariants, pa.Table):
         if not Path(invariants).exists():
             if gq_rows.size:
@@ -1097,11 +1089,11 @@ def read_mdf_histograms(
     hist = sp.csr_matrix((hierarchy.blocks.size, schema.size), dtype=np.int64)
     pl94 = sp.csr_matrix((hierarchy.blocks.size, get_schema("pl94").size), dtype=np.int64)
     same = schema.name == "pl94"
-    for cols in iter_mdf_persons(run_dir / "mdf_persons.parquet"):
+    for cols in iter_mdf_persons(run_dir / MDF_FILES["persons"][0]):
         h = person_histogram(cols, hierarchy, schema)
         hist = hist + h
         pl94 = pl94 + (h if same else person_histogram(pl94_view(cols), hierarchy, "pl94"))
-    units = unit_histogram(read_mdf_units(run_dir / "mdf_units.parquet"), hierarchy)
+    units = unit_histogram(read_mdf_units(run_dir / MDF_FILES["units"][0]), hierarchy)
     if units.shape[1] != UNIT_CELLS:  # pragma: no cover - unit_histogram's contract
         raise InputError(f"{run_dir}: unit histogram has {units.shape[1]} cells")
     return sp.csr_matrix(hist), sp.csr_matrix(pl94), sp.csr_matrix(units)

@@ -49,7 +49,6 @@ from censusdp.io.parts import PART_INDEX
 
 __all__ = [
     "NMF_COLUMNS",
-    "NMF_FILES",
     "PART_INDEX",
     "ROW_GROUP_ROWS",
     "NMFReader",
@@ -70,7 +69,6 @@ __all__ = [
 
 NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
 
-NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
 """The noisy measurement file of each run of a release (the person run and the
 housing-unit run), by its name in the run directory."""
 

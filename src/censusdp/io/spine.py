@@ -28,9 +28,7 @@ from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels
 from censusdp.errors import InputError
 from censusdp.io.atomic import write_parquet
 
-__all__ = ["SPINE_FILE", "read_spine", "write_spine"]
-
-SPINE_FILE = "spine.parquet"
+__all__ = ["read_spine", "write_spine"]
 
 
 def write_spine(columns: dict[str, np.ndarray], path: str | Path) -> None:

@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, write_parquet
+from censusdp.io.layout import CODEBOOK_FILE
 from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
 from censusdp.tables import (
     IDENTIFIER_COLUMNS,
@@ -41,7 +42,6 @@ from censusdp.tables import (
 )
 
 __all__ = [
-    "CODEBOOK_FILE",
     "TABLE_PART_FIELDS",
     "codebook_bytes",
     "codebook_mismatch",
@@ -59,9 +59,6 @@ TABLE_PART_FIELDS = ("file", "geolevel", "start", "stop", "rows", "sha256")
 """A table part's record in ``_parts.json``: its geolevel(s) (``US,State,...`` for the
 part of every level above the block), its units ``start:stop`` (blocks for a block
 part), rows and SHA-256."""
-
-CODEBOOK_FILE = "codebook.csv"
-"""File name of the codebook in a tables directory."""
 
 
 def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[str]) -> None:

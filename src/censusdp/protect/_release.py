@@ -32,8 +32,9 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
 from censusdp.io.mdf import write_mdf_records
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.io.tables import write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say
@@ -95,9 +96,9 @@ def _write_swapped_release(
     unit_cols = {k: units[k] for k in ("geocode", "gqtype", "occupied")}
     write_mdf_records(out, cols, unit_cols, hierarchy, "dhc-lite")
     write_parquet(
-        compute_invariants(cols, unit_cols, hierarchy).to_table(), out / "invariants.parquet"
+        compute_invariants(cols, unit_cols, hierarchy).to_table(), out / INVARIANTS_FILE
     )
-    write_tables(tabulate(cols, unit_cols, hierarchy), out / "tables")
+    write_tables(tabulate(cols, unit_cols, hierarchy), out / TABLES_DIR)
     return hierarchy
 
 
@@ -188,10 +189,10 @@ def protect_swap(
             "cef_out": str(Path(cef_out).resolve()) if cef_out is not None else None,
             "package_version": __version__,
             "outputs": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-            + ["manifest.json"],
+            + [MANIFEST_FILE],
             "timings": {k: round(v, 4) for k, v in timings.items()},
         }
-        write_json(manifest, out / "manifest.json")
+        write_json(manifest, out / MANIFEST_FILE)
         return manifest
 
 
@@ -259,5 +260,5 @@ def swap_then_dp(
     manifest["swap"] = swap_manifest["swap"]
     manifest["topcode_age"] = topcode
     manifest["input"] = str(Path(input_dir).resolve())
-    write_json(manifest, out / "manifest.json")
+    write_json(manifest, out / MANIFEST_FILE)
     return manifest

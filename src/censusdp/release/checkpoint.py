@@ -53,6 +53,7 @@ import scipy.sparse as sp
 
 from censusdp.errors import ResumeError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
+from censusdp.io.layout import CHECKPOINT_DIR
 from censusdp.io.output import RESUMABLE_MARKER, Staging
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import GENERATOR
@@ -60,7 +61,6 @@ from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
 __all__ = [
-    "CHECKPOINT_DIR",
     "JOURNAL",
     "PARTS_LOG",
     "Checkpoint",
@@ -68,7 +68,6 @@ __all__ = [
     "run_fingerprint",
 ]
 
-CHECKPOINT_DIR = "checkpoint"
 JOURNAL = f"{CHECKPOINT_DIR}/journal.json"
 PARTS_LOG = f"{CHECKPOINT_DIR}/parts.jsonl"
 _FORMAT = 1

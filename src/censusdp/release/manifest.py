@@ -17,7 +17,6 @@ re-estimated and that run's own record (:func:`inherited_randomness`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import platform
 import resource
@@ -46,7 +45,6 @@ __all__ = [
     "new_manifest",
     "peak_rss_mb",
     "randomness_problem",
-    "read_manifest",
     "recorded_budgets",
     "run_entries",
     "sha256_of",
@@ -181,28 +179,6 @@ def commit_run(
             manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
             write_json(manifest, staging.path / MANIFEST_FILE)
     staging.commit()
-
-
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    """The manifest of a run directory.
-
-    Raises:
-        InputError: naming the file when it is missing or not valid JSON.
-    """
-    path = Path(run_dir) / MANIFEST_FILE
-    if not path.is_file():
-        raise InputError(f"{path}: missing file (not a censusdp run directory?)")
-
-    def refuse(token: str) -> None:
-        raise ValueError(f"{token} is not JSON")
-
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise InputError(f"{path}: not a manifest (a JSON object)")
-    return manifest
 
 
 def recorded_budgets(manifest: dict[str, Any], where: str) -> tuple[Budget, Budget | None]:

@@ -33,8 +33,8 @@ import scipy.sparse as sp
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io.layout import MDF_FILES, TABLES_DIR
 from censusdp.io.mdf import (
-    MDF_FILES,
     MDF_PART_FIELDS,
     count_lines,
     mdf_part_counts,
@@ -234,7 +234,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
     if job.tables:
         pl94 = job.persons if schema.name == "pl94" else job.persons @ pl94_map(schema)
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
-        tables = write_table_part(tabulate_rows(pl94, units, ids), run / "tables", job.index + 1)
+        tables = write_table_part(tabulate_rows(pl94, units, ids), run / TABLES_DIR, job.index + 1)
         for rec in tables.values():
             rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
     write_cpu = time.process_time() - c
@@ -292,7 +292,7 @@ def _check_mdf_part(
     if not job.tables or ids is None:
         return None, None
     units = unit_histogram_from_counts(counts[:, 0] + counts[:, 1], counts[:, 1], job.gq_facilities)
-    tables = Path(job.run) / "tables"
+    tables = Path(job.run) / TABLES_DIR
     for name in TABLE_NAMES:
         path = tables / f"{name}.parquet" / part_name(job.index + 1)
         bad = table_part_mismatch(path, name, ids, pl94, units)
@@ -317,7 +317,7 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     against the tabulation of the histograms it was given; return its records."""
     c = time.process_time()
     ids = level_identifiers(job.levels)
-    out = Path(job.run) / "tables"
+    out = Path(job.run) / TABLES_DIR
     records = write_table_part(tabulate_rows(job.persons, job.units, ids), out, 0)
     n = sum(codes.size for *_, codes in job.levels)
     for rec in records.values():

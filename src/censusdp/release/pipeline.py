@@ -54,8 +54,10 @@ from censusdp.execution import EXECUTOR_CHOICES, make_executor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_files import CEFInput, hash_input
 from censusdp.io.cef_stream import read_cef_blocks
-from censusdp.io.nmf import NMF_FILES, NMFReader, nmf_files, part_name, write_part_index
+from censusdp.io.layout import NMF_FILES
+from censusdp.io.nmf import NMFReader, nmf_files, part_name, write_part_index
 from censusdp.io.output import Staging
+from censusdp.io.rundir import read_manifest
 from censusdp.io.tables import write_table_index
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
@@ -72,7 +74,6 @@ from censusdp.release.manifest import (
     commit_run,
     inherited_randomness,
     new_manifest,
-    read_manifest,
     recorded_budgets,
 )
 from censusdp.release.measure import measure_tasks
@@ -1133,6 +1134,6 @@ def _estimate_and_write(
     if checkpoint is not None:
         checkpoint.discard()
     manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
-        "manifest.json"
+        MANIFEST_FILE
     ]
     return manifest

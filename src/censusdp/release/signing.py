@@ -52,9 +52,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from censusdp.errors import ConfigError, InputError, ValidationError
 from censusdp.io.atomic import sha256_of, write_json
-from censusdp.io.output import is_censusdp_output
+from censusdp.io.output import MANIFEST_FILE, is_censusdp_output
+from censusdp.io.rundir import read_manifest
 from censusdp.progress import Progress, say
-from censusdp.release.manifest import SIGNATURE_FILE, UNLISTED_FILES, read_manifest
+from censusdp.release.manifest import SIGNATURE_FILE, UNLISTED_FILES
 from censusdp.version import __version__
 
 __all__ = [
@@ -421,7 +422,7 @@ def release_files(run_dir: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def _statement(run: Path, manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    manifest_path = run / "manifest.json"
+    manifest_path = run / MANIFEST_FILE
     if manifest is None:
         manifest = read_manifest(run)
     return {
@@ -521,7 +522,7 @@ def sign_release(
     say(progress, f"sign: hashing every file of {run}")
     statement = _statement(run, manifest)
     changed = _first_difference(recorded, statement["files"])
-    if changed or statement["manifest_sha256"] != sha256_of(run / "manifest.json"):
+    if changed or statement["manifest_sha256"] != sha256_of(run / MANIFEST_FILE):
         raise ValidationError(
             f"{run} changed while it was being signed: "
             f"{changed[0] if changed else 'manifest.json changed'}; nothing was signed"

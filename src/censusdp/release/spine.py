@@ -48,7 +48,8 @@ from censusdp.data.spine import (
     bypass_shares,
 )
 from censusdp.errors import ConfigError, InputError
-from censusdp.io.spine import SPINE_FILE, read_spine, write_spine
+from censusdp.io.layout import SPINE_FILE
+from censusdp.io.spine import read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
 from censusdp.release.topdown.driver import Bounds

@@ -54,8 +54,8 @@ from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
+from censusdp.io.layout import MDF_FILES, NMF_FILES
 from censusdp.io.mdf import (
-    MDF_FILES,
     mdf_part_counts,
     mdf_unit_counts,
     read_mdf_histograms,
@@ -63,9 +63,10 @@ from censusdp.io.mdf import (
     record_layouts,
     text_mismatch,
 )
-from censusdp.io.nmf import NMF_COLUMNS, NMF_FILES, nmf_files
+from censusdp.io.nmf import NMF_COLUMNS, nmf_files
 from censusdp.io.output import is_censusdp_output
 from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
+from censusdp.io.rundir import read_manifest
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.privacy.budget import Budget, release_privacy
 from censusdp.progress import Progress, say, task
@@ -75,7 +76,6 @@ from censusdp.release.manifest import (
     MANIFEST_FILE,
     UNLISTED_FILES,
     randomness_problem,
-    read_manifest,
     recorded_budgets,
     run_entries,
     sha256_of,

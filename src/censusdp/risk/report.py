@@ -25,7 +25,7 @@ import pyarrow as pa
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.privacy.budget import Budget, resolve_budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
@@ -217,7 +217,7 @@ def run_risk(
             "total": time.perf_counter() - t0,
         }
         manifest = _risk_manifest(input_dir, budget, res, rule, sweep, seed)
-        write_json({**manifest, "timings": seconds}, out / "manifest.json")
+        write_json({**manifest, "timings": seconds}, out / MANIFEST_FILE)
         _ = detailed_rhos  # re-exported helper used by callers of this module
         return RiskRun(out_dir=staging.out_dir, summary=summary, seconds=seconds)
 

@@ -67,7 +67,7 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
@@ -693,7 +693,7 @@ def _write_results(
                 "outputs": ["results.json", "runs.parquet", "frontier.png", "cache/"],
             }
         ),
-        out / "manifest.json",
+        out / MANIFEST_FILE,
     )
 
 

@@ -37,7 +37,8 @@ from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.rundir import RunDir
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
@@ -57,8 +58,9 @@ def read_persons(directory: str | Path) -> tuple[dict[str, np.ndarray], str]:
         InputError: if neither file exists.
     """
     d = Path(directory)
-    if (d / "mdf_persons.parquet").exists():
-        return read_mdf_persons(d / "mdf_persons.parquet"), "release"
+    mdf = RunDir(d).mdf_file("persons")
+    if mdf.exists():
+        return read_mdf_persons(mdf), "release"
     if (d / "persons.parquet").exists():
         return read_columns(d / "persons.parquet"), "unprotected"
     raise InputError(
@@ -299,5 +301,5 @@ def _finish(
     summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
     summary["package_version"] = __version__
     write_json(summary, out / "summary.json")
-    write_json({"command": command, **summary}, out / "manifest.json")
+    write_json({"command": command, **summary}, out / MANIFEST_FILE)
     return summary

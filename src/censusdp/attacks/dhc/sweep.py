@@ -49,7 +49,8 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say
@@ -348,7 +349,7 @@ def _attack_plan(
     for i, (name, kind, e) in enumerate(plan):
         say(progress, f"attack sweep: release {i + 1}/{len(plan)}, {name}")
         rel_dir = setup.out / "releases" / name
-        reuse = setup.reuse_releases and (rel_dir / "mdf_persons.parquet").exists()
+        reuse = setup.reuse_releases and RunDir(rel_dir).mdf_file("persons").exists()
         t = time.perf_counter()
         rho = epsilon = None
         if kind in ("unprotected", "swap"):
@@ -504,7 +505,7 @@ def _write_sweep(
         "seconds": result["seconds"],
         "outputs": ["sweep.json", "sweep.csv", "sweep.png", "attacks/", "releases/"],
     }
-    write_json(_json_ready(manifest), out / "manifest.json")
+    write_json(_json_ready(manifest), out / MANIFEST_FILE)
 
 
 def _release_seconds(rel_dir: Path) -> float:
@@ -512,7 +513,7 @@ def _release_seconds(rel_dir: Path) -> float:
     import json
 
     try:
-        man = json.loads((rel_dir / "manifest.json").read_text())
+        man = json.loads((rel_dir / MANIFEST_FILE).read_text())
         return float(man["timings"]["total"])
     except (OSError, ValueError, KeyError, TypeError):
         return math.nan

@@ -1,0 +1,81 @@
+"""The release directory's layout: the name of every file a release holds, spelled once.
+
+A release (``censusdp run``) is a directory (docs/file-formats.md)::
+
+    manifest.json                     what the release is, how it was made, its cost
+    signature.json                    optional: ``censusdp sign``
+    invariants.parquet                the published exact counts, one row per block
+    invariant_totals.parquet          the state total population
+    spine.parquet                     optional: the spine it was measured on
+    noisy_measurements.parquet/       the person run's NMF (part files + _parts.json)
+    noisy_measurements_units.parquet/ the unit run's NMF
+    mdf_persons.parquet/  mdf_persons.txt/   the released persons (Parquet, MDF2020 text)
+    mdf_units.parquet/    mdf_units.txt/     the released units
+    tables/P1.parquet/ ... H1.parquet/, tables/codebook.csv
+
+Every module that reads or writes one of these files takes its name from here (or
+through :class:`censusdp.io.rundir.RunDir`); a test checks that no other module of
+``src/`` spells one.
+"""
+
+from __future__ import annotations
+
+from censusdp.io.output import MANIFEST_FILE, SIGNATURE_FILE
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "CODEBOOK_FILE",
+    "INVARIANTS_FILE",
+    "INVARIANT_TOTALS_FILE",
+    "MANIFEST_FILE",
+    "MDF_FILES",
+    "NMF_FILES",
+    "RELEASE_FILE_NAMES",
+    "RUNS",
+    "SIGNATURE_FILE",
+    "SPINE_FILE",
+    "TABLES_DIR",
+]
+
+RUNS = ("persons", "units")
+"""The two runs of a release, as in 2020 production: persons and housing units."""
+
+NMF_FILES = {"persons": "noisy_measurements.parquet", "units": "noisy_measurements_units.parquet"}
+"""The noisy measurement files (NMF) by run."""
+
+MDF_FILES = {
+    "persons": ("mdf_persons.parquet", "mdf_persons.txt"),
+    "units": ("mdf_units.parquet", "mdf_units.txt"),
+}
+"""The MDF's files (Parquet, MDF2020 text) by run; each is a single file (releases
+before part files) or a directory of parts."""
+
+INVARIANTS_FILE = "invariants.parquet"
+"""One row per block: geocode, housing units, group-quarters facilities by type."""
+
+INVARIANT_TOTALS_FILE = "invariant_totals.parquet"
+"""The state total population (and the totals of a spine's state parts)."""
+
+SPINE_FILE = "spine.parquet"
+"""The spine a release was measured on: each block's code at every spine level."""
+
+TABLES_DIR = "tables"
+"""The published tables: ``tables/<name>.parquet`` and the codebook."""
+
+CODEBOOK_FILE = "codebook.csv"
+"""The codebook, in the tables directory."""
+
+CHECKPOINT_DIR = "checkpoint"
+"""An unfinished run's checkpoint (removed when the run commits)."""
+
+RELEASE_FILE_NAMES = (
+    MANIFEST_FILE,
+    SIGNATURE_FILE,
+    INVARIANTS_FILE,
+    INVARIANT_TOTALS_FILE,
+    SPINE_FILE,
+    TABLES_DIR,
+    *NMF_FILES.values(),
+    *(name for pair in MDF_FILES.values() for name in pair),
+)
+"""Every name at the top of a finished release."""

@@ -1,0 +1,154 @@
+"""A release directory, opened: its files by role, its manifest, invariants, NMF, MDF
+and tables.
+
+Every reader of a release (``censusdp.api.Release``, ``validate``, ``run
+--from-measurements``, ``infer``, ``evaluate``, the attacks) opens it through
+:class:`RunDir`; the names of its files are those of :mod:`censusdp.io.layout`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.invariants import Invariants
+from censusdp.data.schema import Schema
+from censusdp.errors import InputError
+from censusdp.io import layout
+from censusdp.io.nmf import NMFReader, read_geolevel
+from censusdp.io.parts import read_parts
+from censusdp.io.tables import read_table, read_tables
+
+__all__ = ["RunDir", "read_manifest"]
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a run directory (any censusdp output's ``manifest.json``).
+
+    Raises:
+        InputError: naming the file when it is missing or not a JSON object.
+    """
+    path = Path(run_dir) / layout.MANIFEST_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: missing file (not a censusdp run directory?)")
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is not JSON")
+
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: not a manifest (a JSON object)")
+    return manifest
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A release directory: where each of its files is, and readers for them.
+
+    Opening reads nothing; each reader reads its file when called and names the file
+    in its :class:`~censusdp.errors.InputError` when it is missing or malformed.
+    """
+
+    path: Path
+
+    def __init__(self, path: str | Path) -> None:
+        object.__setattr__(self, "path", Path(path))
+
+    # -- where each file is -------------------------------------------------------------
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.path / layout.MANIFEST_FILE
+
+    @property
+    def signature_file(self) -> Path:
+        return self.path / layout.SIGNATURE_FILE
+
+    @property
+    def invariants_file(self) -> Path:
+        return self.path / layout.INVARIANTS_FILE
+
+    @property
+    def invariant_totals_file(self) -> Path:
+        return self.path / layout.INVARIANT_TOTALS_FILE
+
+    @property
+    def spine_file(self) -> Path:
+        return self.path / layout.SPINE_FILE
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.path / layout.TABLES_DIR
+
+    def nmf_file(self, run: str = "persons") -> Path:
+        """The NMF of ``run`` (``persons`` or ``units``): a directory of parts."""
+        return self.path / layout.NMF_FILES[run]
+
+    def mdf_file(self, run: str = "persons", *, text: bool = False) -> Path:
+        """The MDF of ``run``: Parquet, or MDF2020 text with ``text``."""
+        return self.path / layout.MDF_FILES[run][1 if text else 0]
+
+    def has_nmf(self, run: str = "persons") -> bool:
+        return self.nmf_file(run).exists()
+
+    def require(self, *files: Path, needed_by: str) -> None:
+        """Raise :class:`InputError` naming the first of ``files`` that is missing."""
+        for f in files:
+            if not f.exists():
+                raise InputError(f"{f}: missing file (needed by {needed_by})")
+
+    # -- readers ------------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any]:
+        """The parsed ``manifest.json`` (:func:`read_manifest`)."""
+        return read_manifest(self.path)
+
+    def invariants(self, geolevels: GeoLevels) -> tuple[Hierarchy, Invariants]:
+        """The hierarchy of the release's blocks (on ``geolevels``) and its published
+        invariants; the blocks of ``invariants.parquet`` are every block of the release.
+
+        Raises:
+            InputError: naming the file that is missing.
+        """
+        for f in (self.invariants_file, self.invariant_totals_file):
+            if not f.is_file():
+                raise InputError(f"{f}: missing file (not a release directory?)")
+        blocks = pq.read_table(self.invariants_file)
+        codes = np.asarray(blocks.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+        hierarchy = Hierarchy.from_blocks(codes, geolevels)
+        totals = pq.read_table(self.invariant_totals_file)
+        return hierarchy, Invariants.from_tables(blocks, totals, hierarchy)
+
+    def nmf_reader(self, run: str, schema: Schema, hierarchy: Hierarchy) -> NMFReader:
+        """The NMF of ``run`` read chunk by chunk, as the estimator reads it."""
+        return NMFReader(self.nmf_file(run), schema, hierarchy)
+
+    def nmf_table(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:
+        """The noisy measurements of ``run`` (of one geolevel: only its row groups), the
+        parts its ``_parts.json`` lists."""
+        if geolevel is None:
+            return read_parts(self.nmf_file(run), what="noisy measurement part")
+        return read_geolevel(self.nmf_file(run), geolevel)
+
+    def mdf_table(self, run: str = "persons") -> pa.Table:
+        """The released records of ``run`` in production's layout (MDF2020 persons,
+        ``MUD`` units): the parts ``_parts.json`` lists, in order."""
+        return read_parts(self.mdf_file(run), what="MDF part")
+
+    def table(self, name: str, sumlev: str | None = None) -> pa.Table:
+        """One published table with GEOID, SUMLEV and NAME (optionally one summary level)."""
+        return read_table(self.tables_dir, name, sumlev=sumlev)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """Every published table, by name."""
+        return read_tables(self.tables_dir)
