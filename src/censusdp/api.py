@@ -176,24 +176,23 @@ def run_release(
             a preset name, or ``None`` for the 2020 production budget.
         seed: ``None`` for secure randomness (a release); an integer for a reproducible,
             non-secure run.
-        options: further options of :func:`censusdp.release.pipeline.run_release`, e.g.
-            ``spine="optimized"`` (the 2020 production spine; docs/spine.md) or
-            ``spine="tabulation"``.
+        options: the other fields of :class:`censusdp.release.options.ReleaseOptions`
+            by name (``units`` for ``unit_consistency``), e.g. ``spine="optimized"``
+            (the 2020 production spine; docs/spine.md) or ``spine="tabulation"``,
+            ``estimator="ls"``, ``postprocess="bottomup"``, ``max_children=None``; an
+            unknown name is a ``ConfigError``.
     """
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release as _run
 
     whole = load_budget(budget) if budget is None or isinstance(budget, str) else budget
     _run(
         input_dir,
         out,
-        budget=whole.persons,
-        units_budget=whole.units,
-        seed=seed,
-        workers=workers,
-        executor=executor,
+        whole,
+        ReleaseOptions.from_mapping({"seed": seed, **options}),
+        Execution(executor=executor, workers=workers, progress=progress),
         overwrite=overwrite,
-        progress=progress,
-        **options,
     )
     return Release.open(out)
 
@@ -202,9 +201,10 @@ def reestimate(
     run: PathLike, out: PathLike, *, overwrite: bool = False, progress: Progress = None
 ) -> Release:
     """Re-estimate a release from its noisy measurements alone (``run --from-measurements``)."""
+    from censusdp.release.options import Execution
     from censusdp.release.pipeline import reestimate as _reestimate
 
-    _reestimate(run, out, overwrite=overwrite, progress=progress)
+    _reestimate(run, out, execution=Execution(progress=progress), overwrite=overwrite)
     return Release.open(out)
 
 

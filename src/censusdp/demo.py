@@ -20,7 +20,8 @@ from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.cef import read_cef
 from censusdp.io.output import staged_output
 from censusdp.io.rundir import RunDir
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
 
@@ -115,12 +116,10 @@ def _demo_into(
     manifest = run_release(
         cef_dir,
         run_dir,
-        budget=budget,
-        units_budget=load_preset("pl94-2020-units"),
-        seed=None,
-        workers=workers,
+        ReleaseBudget(budget, load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=None),
+        Execution(workers=workers, progress=progress),
         overwrite=True,
-        progress=progress,
     )
     geolevels = GeoLevels.from_pairs(list(budget.geolevels))
     accuracy = accuracy_by_level(cef_dir, run_dir, geolevels)

@@ -118,7 +118,8 @@ def test_the_cli_offers_exactly_the_library_choices() -> None:
     from censusdp.evaluate.sweep import EPSILON_MEANINGS
     from censusdp.execution import EXECUTOR_CHOICES
     from censusdp.privacy.budget import SPINES
-    from censusdp.release.pipeline import POSTPROCESS_CHOICES, UNITS_CHOICES
+    from censusdp.release.options import POSTPROCESS_CHOICES
+    from censusdp.release.options import UNIT_CONSISTENCY_CHOICES as UNITS_CHOICES
     from censusdp.release.topdown.l2 import METHODS
     from censusdp.release.topdown.maxent import ESTIMATORS
 

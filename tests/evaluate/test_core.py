@@ -322,7 +322,8 @@ def test_release_without_tables_uses_mdf(truth_release, tmp_path):
 
 def test_cli_evaluate_of_a_release_without_persons(tmp_path, capsys):
     """No persons: TVD is undefined (n/a in the summary, null in JSON), errors are 0."""
-    from censusdp.privacy.budget import load_preset
+    from censusdp.privacy.budget import ReleaseBudget, load_preset
+    from censusdp.release.options import ReleaseOptions
     from censusdp.release.pipeline import run_release
     from synth import block_codes, make_cef, write_cef
 
@@ -330,7 +331,12 @@ def test_cli_evaluate_of_a_release_without_persons(tmp_path, capsys):
     persons = {k: v[:0] for k, v in persons.items()}
     units["occupied"][:] = False
     write_cef(tmp_path / "cef", persons, units)
-    run_release(tmp_path / "cef", tmp_path / "run", budget=load_preset("pl94-2020"), seed=1)
+    run_release(
+        tmp_path / "cef",
+        tmp_path / "run",
+        ReleaseBudget(load_preset("pl94-2020")),
+        ReleaseOptions(seed=1),
+    )
     argv = ["evaluate", "--truth", str(tmp_path / "cef"), "--release", str(tmp_path / "run")]
     assert main([*argv, "--json", str(tmp_path / "e.json"), "--quiet"]) == 0
     rows = capsys.readouterr().out.splitlines()

@@ -298,8 +298,9 @@ def test_a_file_of_the_input_replaced_after_hashing_is_refused(
     """``run`` hashes its input, then reads it in tasks: a file replaced in between is
     refused, never read under the other file's hash (the swap made at that seam)."""
     from censusdp.errors import InputError
-    from censusdp.privacy.budget import load_preset
+    from censusdp.privacy.budget import ReleaseBudget, load_preset
     from censusdp.release import pipeline
+    from censusdp.release.options import ReleaseOptions
 
     d = tmp_path / "in"
     shutil.copytree(cef, d)
@@ -315,7 +316,9 @@ def test_a_file_of_the_input_replaced_after_hashing_is_refused(
 
     monkeypatch.setattr(pipeline, "hash_input", hash_then_swap)
     with pytest.raises(InputError, match=r"persons\.parquet: changed while the input was read"):
-        pipeline.run_release(d, tmp_path / "r", budget=load_preset("pl94-2020"), seed=1)
+        pipeline.run_release(
+            d, tmp_path / "r", ReleaseBudget(load_preset("pl94-2020")), ReleaseOptions(seed=1)
+        )
     assert not (tmp_path / "r").exists()
 
 

@@ -19,7 +19,7 @@ from censusdp.cli import main
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.errors import ValidationError
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
@@ -29,6 +29,7 @@ from censusdp.release.consistency import (
     independent_unit_bounds,
 )
 from censusdp.release.measure import measure
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown.driver import estimate
 from censusdp.release.validate import validate_run
@@ -146,9 +147,8 @@ def test_a_default_release_is_consistent_and_says_so(cef_dir, tmp_path):
     manifest = run_release(
         cef_dir,
         tmp_path / "run",
-        budget=load_preset("pl94-2020"),
-        units_budget=load_preset("pl94-2020-units"),
-        seed=4,
+        ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=4),
     )
     assert manifest["units_estimation"] == "consistent"
     assert manifest["validation"]["checks"]["persons_units_consistent"]["ok"]
@@ -196,7 +196,12 @@ def test_units_choice_is_checked(cef_dir, tmp_path, capsys):
     from censusdp.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"--units must be one of"):
-        run_release(cef_dir, tmp_path / "r", budget=load_preset("pl94-2020"), units="joint")
+        run_release(
+            cef_dir,
+            tmp_path / "r",
+            ReleaseBudget(load_preset("pl94-2020")),
+            ReleaseOptions(unit_consistency="joint"),
+        )
 
 
 def test_household_persons_reads_the_household_cells():

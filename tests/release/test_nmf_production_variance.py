@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from synth import block_codes, make_cef, write_cef
 
@@ -61,10 +62,8 @@ def measured(tmp_path_factory):
     run_release(
         d / "cef",
         d / "run",
-        budget=load_preset("pl94-2020"),
-        units_budget=load_preset("pl94-2020-units"),
-        seed=2,
-        postprocess="none",
+        ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=2, postprocess="none"),
     )
     return d / "run"
 

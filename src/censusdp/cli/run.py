@@ -147,12 +147,13 @@ def _max_children(text: str) -> int | str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from censusdp.privacy.budget import resolve_release_budget
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import reestimate, run_release
 
-    budget = units = None
+    budget = None
     chose_budget = any(getattr(args, k) is not None for k in ("preset", "config", "rho", "epsilon"))
     if not args.from_measurements or chose_budget or args.units_preset != "auto":
-        whole = resolve_release_budget(
+        budget = resolve_release_budget(
             preset=args.preset,
             config=args.config,
             rho=args.rho,
@@ -160,23 +161,20 @@ def _run(args: argparse.Namespace) -> int:
             units=args.units_preset,
             default_preset=args.default_preset,
         )
-        budget, units = whole.persons, whole.units
-    common = dict(
-        budget=budget,
-        units_budget=units,
+    chosen = dict(
         postprocess=args.postprocess,
-        units=args.units,
-        workers=args.workers,
+        unit_consistency=args.units,
         method=args.method,
         estimator=args.estimator,
-        executor=args.executor,
-        spark_master=args.spark_master,
-        overwrite=args.overwrite,
-        progress=progress_printer(args.quiet),
-        command=sys.argv,
     )
     if args.max_children != "auto":
-        common["max_children"] = args.max_children
+        chosen["max_children"] = args.max_children
+    execution = Execution(
+        executor=args.executor,
+        workers=args.workers,
+        spark_master=args.spark_master,
+        progress=progress_printer(args.quiet),
+    )
     if args.from_measurements:
         if args.resume:
             raise ConfigError("--resume continues a run from --input, not --from-measurements")
@@ -185,7 +183,15 @@ def _run(args: argparse.Namespace) -> int:
                 "--spine applies to a fresh run; a re-estimate uses the spine of its "
                 "measurements (drop --spine)"
             )
-        manifest = reestimate(args.from_measurements, args.out, **common)
+        manifest = reestimate(
+            args.from_measurements,
+            args.out,
+            ReleaseOptions(**chosen),
+            execution,
+            budget=budget,
+            overwrite=args.overwrite,
+            command=sys.argv,
+        )
         # the noise is the measurements': as seeded or as secure as they were
         announce_randomness(
             manifest["seed"],
@@ -195,7 +201,14 @@ def _run(args: argparse.Namespace) -> int:
     else:
         announce_randomness(args.seed)
         manifest = run_release(
-            args.input, args.out, seed=args.seed, resume=args.resume, spine=args.spine, **common
+            args.input,
+            args.out,
+            budget,
+            ReleaseOptions(seed=args.seed, spine=args.spine, **chosen),
+            execution,
+            overwrite=args.overwrite,
+            resume=args.resume,
+            command=sys.argv,
         )
     v = manifest.get("validation", {})
     print(

@@ -58,9 +58,10 @@ from censusdp.io.output import MANIFEST_FILE
 from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import say
+from censusdp.release.estimation import estimate_tables
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.measure import measure
-from censusdp.release.pipeline import estimate_tables
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES, table_arrays
@@ -222,10 +223,16 @@ def simulate_release_errors(
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
-            f"{run / 'manifest.json'}: postprocess {postprocess!r} published no estimate to "
+            f"{run / MANIFEST_FILE}: postprocess {postprocess!r} published no estimate to "
             "simulate (only noisy measurements)"
         )
-    units_mode = str(manifest.get("units_estimation") or "consistent")
+    # the release's own estimation choices (older manifests: the defaults then)
+    options = ReleaseOptions(
+        postprocess=postprocess,
+        unit_consistency=str(manifest.get("units_estimation") or "consistent"),
+        estimator=str(manifest.get("estimator") or "ls"),
+        max_children=manifest.get("max_children"),
+    )
     files = RunDir(run)
     hierarchy, inv = files.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
@@ -276,19 +283,7 @@ def simulate_release_errors(
                     source.child("units"),
                     unit_shares=ushares,
                 )
-            tables = estimate_tables(
-                ms,
-                ums,
-                inv,
-                hierarchy,
-                postprocess=postprocess,
-                units_mode=units_mode,
-                # the release's own estimation choices (older manifests: the defaults then)
-                estimator=str(manifest.get("estimator") or "ls"),
-                max_children=manifest.get("max_children"),
-                executor=ex,
-                geo=geo,
-            )
+            tables = estimate_tables(ms, ums, inv, geo, options, ex)
             pool.add(truth_tables, tables)
             say(progress, f"simulated release {k + 1}/{simulations} (seed {s})")
     finally:

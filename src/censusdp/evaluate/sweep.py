@@ -275,17 +275,17 @@ def _trial_tvd(
     truth: _SweepTruth,
 ) -> dict[str, dict[str, float]]:
     """Run one release into a scratch directory, score its MDF by TVD, remove the run."""
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
     run = run_prefix.parent / f"{run_prefix.name}_trial{k:03d}"
     run_release(
         input_dir,
         run,
-        budget=b,
-        units_budget=None,
-        seed=seed,
-        postprocess=postprocess,
-        workers=workers,
+        ReleaseBudget(b),
+        ReleaseOptions(seed=seed, postprocess=postprocess),
+        Execution(workers=workers),
     )
     mdf = read_mdf_persons(RunDir(run).mdf_file("persons"))
     mcols = {c: mdf[c] for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}

@@ -182,7 +182,10 @@ def run_trials(
     Returns:
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
     """
-    from censusdp.release.pipeline import run_release  # the engine, imported only when rerun
+    # the engine, imported only when rerun
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import Execution, ReleaseOptions
+    from censusdp.release.pipeline import run_release
 
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(trials, dtype=np.uint32)]
     acc = ErrorAccumulator()
@@ -195,11 +198,9 @@ def run_trials(
             run_release(
                 input_dir,
                 run,
-                budget=budget,
-                units_budget=units_budget,
-                seed=s,
-                postprocess=postprocess,
-                workers=workers,
+                ReleaseBudget(budget, units_budget),
+                ReleaseOptions(seed=s, postprocess=postprocess),
+                Execution(workers=workers),
             )
             compare(run, acc)
             shutil.rmtree(run, ignore_errors=True)

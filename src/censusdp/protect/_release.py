@@ -95,9 +95,7 @@ def _write_swapped_release(
     cols = {k: persons[k] for k in ("geocode", "hhgq", "sex", "age", "hispanic", "cenrace")}
     unit_cols = {k: units[k] for k in ("geocode", "gqtype", "occupied")}
     write_mdf_records(out, cols, unit_cols, hierarchy, "dhc-lite")
-    write_parquet(
-        compute_invariants(cols, unit_cols, hierarchy).to_table(), out / INVARIANTS_FILE
-    )
+    write_parquet(compute_invariants(cols, unit_cols, hierarchy).to_table(), out / INVARIANTS_FILE)
     write_tables(tabulate(cols, unit_cols, hierarchy), out / TABLES_DIR)
     return hierarchy
 
@@ -230,6 +228,8 @@ def swap_then_dp(
     Returns:
         The run manifest (with a ``swap`` entry).
     """
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
     out = Path(out_dir)
@@ -248,12 +248,10 @@ def swap_then_dp(
         manifest = run_release(
             tmp / "cef",
             out,
-            budget=budget,
-            units_budget=units_budget,
-            seed=dp_seed,
-            workers=workers,
+            ReleaseBudget(budget, units_budget),
+            ReleaseOptions(seed=dp_seed),
+            Execution(workers=workers, progress=progress),
             overwrite=overwrite,
-            progress=progress,
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -216,10 +216,16 @@ def _run_seed(seed: int, scenario: str, epsilon: float, product: str) -> int:
 def _default_runner(
     input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int
 ) -> Any:
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
     return run_release(
-        input_dir, out_dir, budget=budget, units_budget=None, seed=seed, workers=workers
+        input_dir,
+        out_dir,
+        ReleaseBudget(budget),
+        ReleaseOptions(seed=seed),
+        Execution(workers=workers),
     )
 
 

@@ -25,9 +25,10 @@ from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.execution import InProcessExecutor, make_executor  # noqa: E402
 from censusdp.execution.spark import SparkExecutor  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.privacy.budget import ReleaseBudget, load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
+from censusdp.release.options import Execution, ReleaseOptions  # noqa: E402
 from censusdp.release.pipeline import reestimate, run_release  # noqa: E402
 from synth import block_codes, make_cef, tree_bytes, write_cef  # noqa: E402
 
@@ -84,13 +85,13 @@ def _same_bytes(a, b):
             assert pa_.read_bytes() == pb.read_bytes(), name
 
 
-def _release(state, out, **kw):
+def _budget():
+    return ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+
+
+def _release(state, out, *, seed, executor):
     return run_release(
-        state / "cef",
-        out,
-        budget=load_preset("pl94-2020"),
-        units_budget=load_preset("pl94-2020-units"),
-        **kw,
+        state / "cef", out, _budget(), ReleaseOptions(seed=seed), Execution(executor)
     )
 
 
@@ -118,11 +119,9 @@ def test_spark_release_is_byte_identical_to_in_process(state, spark):
 def test_spark_reestimate_matches_in_process(state, spark):
     if not (state / "local").exists():
         _release(state, state / "local", seed=3, executor="inprocess")
-    common = {
-        "budget": load_preset("pl94-2020"),
-        "units_budget": load_preset("pl94-2020-units"),
-    }
-    reestimate(state / "local", state / "again_spark", executor="spark", **common)
+    reestimate(
+        state / "local", state / "again_spark", execution=Execution("spark"), budget=_budget()
+    )
     for name in (
         "mdf_persons.parquet",
         "mdf_units.parquet",

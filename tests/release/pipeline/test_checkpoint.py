@@ -24,11 +24,12 @@ from censusdp.data.invariants import compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
 from censusdp.io.output import RESUMABLE_MARKER, Staging
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
 from censusdp.privacy.randomness import GENERATOR, RandomSource
-from censusdp.release import pipeline
+from censusdp.release import measure_runs, pipeline
 from censusdp.release.checkpoint import JOURNAL, Checkpoint
 from censusdp.release.measure import measure
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.topdown.driver import Bounds, estimate
 from synth import block_codes, make_cef, write_cef
 
@@ -51,10 +52,27 @@ def state(tmp_path_factory) -> Path:
     return base
 
 
-def _run(cef: Path, out: Path, **kw):
-    kw.setdefault("budget", PERSONS)
-    kw.setdefault("units_budget", UNITS)
-    return pipeline.run_release(cef, out, **kw)
+def _run(
+    cef: Path,
+    out: Path,
+    *,
+    budget=PERSONS,
+    units_budget=UNITS,
+    resume=False,
+    overwrite=False,
+    executor="auto",
+    workers=1,
+    **options,
+):
+    return pipeline.run_release(
+        cef,
+        out,
+        ReleaseBudget(budget, units_budget),
+        ReleaseOptions.from_mapping(options),
+        Execution(executor, workers),
+        resume=resume,
+        overwrite=overwrite,
+    )
 
 
 def _files(run: Path) -> dict[str, str]:
@@ -100,13 +118,13 @@ def _interrupted(monkeypatch, cef: Path, out: Path, stage: str, **kw) -> Path:
 
 def _count_measurements(monkeypatch) -> list[str]:
     measured: list[str] = []
-    real = pipeline._measure_to_parts
+    real = measure_runs._measure_to_parts
 
-    def spy(*args, **kwargs):
-        measured.append(Path(args[5]).name)
-        return real(*args, **kwargs)
+    def spy(job, *args, **kwargs):
+        measured.append(job.directory.name)
+        return real(job, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_measure_to_parts", spy)
+    monkeypatch.setattr(measure_runs, "_measure_to_parts", spy)
     return measured
 
 
@@ -227,7 +245,7 @@ def test_secure_resume_draws_no_new_noise_for_written_measurements(
         raise AssertionError("a resumed run drew noise")
 
     monkeypatch.setattr(RandomSource, "secure", no_noise)
-    monkeypatch.setattr(pipeline, "_measure_to_parts", no_noise)
+    monkeypatch.setattr(measure_runs, "_measure_to_parts", no_noise)
     manifest = _run(state / "cef", out, seed=None, resume=True)
     assert manifest["validation"]["ok"] and manifest["randomness"]["mode"] == "secure"
     assert {n: _tree(out, n) for n in NMF} == before

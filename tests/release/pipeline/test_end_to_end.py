@@ -21,7 +21,8 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_text
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from profiles import examples
 from synth import block_codes, make_cef, tree_bytes, write_cef
@@ -149,10 +150,8 @@ def _release_and_check(tmp_path_factory, seed, fan, gq_rate, postprocess, rho):
     run_release(
         base / "cef",
         base / "run",
-        budget=load_preset("pl94-2020").scaled(rho=rho),
-        units_budget=load_preset("pl94-2020-units"),
-        seed=seed,
-        postprocess=postprocess,
+        ReleaseBudget(load_preset("pl94-2020").scaled(rho=rho), load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=seed, postprocess=postprocess),
     )
     return _check_release(base / "cef", base / "run", postprocess)
 
@@ -177,10 +176,8 @@ def test_units_without_persons_release_and_reestimate(tmp_path, postprocess):
     manifest = run_release(
         tmp_path / "cef",
         tmp_path / "run",
-        budget=budget,
-        units_budget=units_budget,
-        seed=3,
-        postprocess=postprocess,
+        ReleaseBudget(budget, units_budget),
+        ReleaseOptions(seed=3, postprocess=postprocess),
     )
     _check_release(tmp_path / "cef", tmp_path / "run", postprocess)
     text = read_mdf_text(tmp_path / "run" / "mdf_persons.txt").decode().splitlines()
@@ -193,9 +190,8 @@ def test_units_without_persons_release_and_reestimate(tmp_path, postprocess):
     reestimate(
         tmp_path / "run",
         tmp_path / "again",
-        budget=budget,
-        units_budget=units_budget,
-        postprocess=postprocess,
+        ReleaseOptions(postprocess=postprocess),
+        budget=ReleaseBudget(budget, units_budget),
     )
     for name in ("mdf_persons.parquet", "mdf_persons.txt", "mdf_units.parquet", "mdf_units.txt"):
         assert tree_bytes(tmp_path / "run" / name) == tree_bytes(tmp_path / "again" / name)
@@ -214,9 +210,11 @@ def test_huge_rho_reproduces_the_truth(small_state):
     run_release(
         small_state / "cef",
         run,
-        budget=load_preset("pl94-2020").scaled(rho=10**9),
-        units_budget=load_preset("pl94-2020-units").scaled(rho=10**9),
-        seed=1,
+        ReleaseBudget(
+            load_preset("pl94-2020").scaled(rho=10**9),
+            load_preset("pl94-2020-units").scaled(rho=10**9),
+        ),
+        ReleaseOptions(seed=1),
     )
     cef = read_cef(small_state / "cef")
     mdf, units = _released(run)
@@ -238,14 +236,20 @@ def test_huge_rho_reproduces_the_truth(small_state):
 
 def test_seeded_runs_repeat_and_secure_runs_differ(small_state):
     budget = load_preset("pl94-2020")
-    a = run_release(small_state / "cef", small_state / "a", budget=budget, seed=9)
-    run_release(small_state / "cef", small_state / "b", budget=budget, seed=9)
+    a = run_release(
+        small_state / "cef", small_state / "a", ReleaseBudget(budget), ReleaseOptions(seed=9)
+    )
+    run_release(
+        small_state / "cef", small_state / "b", ReleaseBudget(budget), ReleaseOptions(seed=9)
+    )
     assert a["seed"] == 9 and a["randomness"]["mode"] == "seeded"
     for name in ("noisy_measurements.parquet", "mdf_persons.parquet"):
         assert pq.read_table(small_state / "a" / name).equals(
             pq.read_table(small_state / "b" / name)
         )
-    s = run_release(small_state / "cef", small_state / "s", budget=budget, seed=None)
+    s = run_release(
+        small_state / "cef", small_state / "s", ReleaseBudget(budget), ReleaseOptions(seed=None)
+    )
     assert s["seed"] is None and s["randomness"]["mode"] == "secure"
     va = pq.read_table(small_state / "a" / "noisy_measurements.parquet").column("value")
     vs = pq.read_table(small_state / "s" / "noisy_measurements.parquet").column("value")
@@ -257,15 +261,13 @@ def test_reestimate_from_measurements_alone(small_state):
     run_release(
         small_state / "cef",
         small_state / "orig",
-        budget=budget,
-        seed=4,
-        units_budget=load_preset("pl94-2020-units"),
+        ReleaseBudget(budget, load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=4),
     )
     reestimate(
         small_state / "orig",
         small_state / "again",
-        budget=budget,
-        units_budget=load_preset("pl94-2020-units"),
+        budget=ReleaseBudget(budget, load_preset("pl94-2020-units")),
     )
     for name in ("mdf_persons.parquet", "mdf_units.parquet"):
         assert pq.read_table(small_state / "orig" / name).equals(
@@ -280,12 +282,19 @@ def test_reestimate_from_measurements_alone(small_state):
     )
     # a different budget is refused: the noise was drawn for the budget that was spent
     with pytest.raises(ConfigError, match="differs from the one"):
-        reestimate(small_state / "orig", small_state / "again3", budget=budget.scaled(rho=1))
+        reestimate(
+            small_state / "orig", small_state / "again3", budget=ReleaseBudget(budget.scaled(rho=1))
+        )
     assert not (small_state / "again3").exists()
 
 
 def test_cli_from_measurements_refuses_a_conflicting_budget(small_state, capsys):
-    run_release(small_state / "cef", small_state / "o", budget=load_preset("pl94-2020"), seed=4)
+    run_release(
+        small_state / "cef",
+        small_state / "o",
+        ReleaseBudget(load_preset("pl94-2020")),
+        ReleaseOptions(seed=4),
+    )
     argv = ["run", "--from-measurements", str(small_state / "o"), "--out", str(small_state / "p")]
     assert main(argv + ["--rho", "1", "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -301,9 +310,8 @@ def test_postprocess_none_writes_measurements_only(small_state):
     m = run_release(
         small_state / "cef",
         small_state / "nm",
-        budget=load_preset("pl94-2020"),
-        seed=2,
-        postprocess="none",
+        ReleaseBudget(load_preset("pl94-2020")),
+        ReleaseOptions(seed=2, postprocess="none"),
     )
     assert (small_state / "nm" / "noisy_measurements.parquet").exists()
     assert not (small_state / "nm" / "mdf_persons.parquet").exists()
@@ -315,7 +323,12 @@ def test_failed_run_leaves_nothing(tmp_path, small_state):
     persons["age"][0] = 999
     write_cef(tmp_path / "bad", persons, units)
     with pytest.raises(Exception, match="outside 0..115"):
-        run_release(tmp_path / "bad", tmp_path / "out", budget=load_preset("pl94-2020"), seed=1)
+        run_release(
+            tmp_path / "bad",
+            tmp_path / "out",
+            ReleaseBudget(load_preset("pl94-2020")),
+            ReleaseOptions(seed=1),
+        )
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
@@ -337,9 +350,8 @@ def test_nmf_noise_is_unbiased_with_stated_variance(small_state):
         m = run_release(
             small_state / "cef",
             small_state / f"nb{seed}",
-            budget=budget,
-            seed=100 + seed,
-            postprocess="none",
+            ReleaseBudget(budget),
+            ReleaseOptions(seed=100 + seed, postprocess="none"),
         )
         t = pq.read_table(small_state / f"nb{seed}" / "noisy_measurements.parquet").to_pydict()
         sel = (np.asarray(t["geolevel"]) == "Block") & (np.asarray(t["query"]) == "detailed")

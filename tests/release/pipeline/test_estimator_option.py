@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, write_cef
 
@@ -24,13 +25,15 @@ def cef(tmp_path_factory):
 
 def test_maxent_release_is_valid_and_recorded(cef):
     budget = load_preset("pl94-2020").scaled(rho="1/400")  # a small budget
-    m = run_release(cef / "cef", cef / "me", budget=budget, seed=2, estimator="maxent")
+    m = run_release(
+        cef / "cef", cef / "me", ReleaseBudget(budget), ReleaseOptions(seed=2, estimator="maxent")
+    )
     assert m["estimator"] == "maxent"
     assert m["validation"]["ok"] is True
     methods = {k for lv in m["estimation"]["persons"] for k in lv["methods"]}
     assert "maxent" in methods and not methods & {"clarabel", "admm"}
     # re-estimating the same measurements by least squares is another, valid release
-    ls = reestimate(cef / "me", cef / "ls", estimator="ls")
+    ls = reestimate(cef / "me", cef / "ls", ReleaseOptions(estimator="ls"))
     assert ls["estimator"] == "ls" and ls["persons_released"] == m["persons_released"]
     methods = {k for lv in ls["estimation"]["persons"] for k in lv["methods"]}
     assert "maxent" not in methods
@@ -75,7 +78,12 @@ def test_every_estimator_rounds_in_passes(cef, tmp_path, monkeypatch, estimator)
 
     monkeypatch.setattr(driver, "run_task", spy)
     budget = load_preset("pl94-2020").scaled(rho="1/400")
-    m = run_release(cef / "cef", tmp_path / "run", budget=budget, seed=2, estimator=estimator)
+    m = run_release(
+        cef / "cef",
+        tmp_path / "run",
+        ReleaseBudget(budget),
+        ReleaseOptions(seed=2, estimator=estimator),
+    )
     assert m["validation"]["ok"] is True
     below_root = [rounded for level, rounded in seen if level > 0]
     assert below_root and all(below_root)

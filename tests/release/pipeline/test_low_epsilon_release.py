@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.generate import generate_state
-from censusdp.privacy.budget import resolve_budget
+from censusdp.privacy.budget import ReleaseBudget, resolve_budget
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 
 
@@ -45,7 +46,7 @@ def _pooled_sd(nmf: Path) -> float:
 )
 def test_default_release_at_epsilon_half_beats_the_noise_floor(small_state, tmp_path, seed):
     budget = resolve_budget(preset="dhc-lite-demo", epsilon="0.5")
-    m = run_release(small_state, tmp_path / "run", budget=budget, seed=seed)
+    m = run_release(small_state, tmp_path / "run", ReleaseBudget(budget), ReleaseOptions(seed=seed))
     assert m["estimator"] == "auto" and m["validation"]["ok"]
     persons = pq.read_table(small_state / "persons.parquet", columns=["sex", "age"])
     truth = _sex_age(persons.column("sex").to_numpy(), persons.column("age").to_numpy())

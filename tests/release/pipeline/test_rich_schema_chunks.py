@@ -200,13 +200,15 @@ def test_a_wide_family_read_in_pieces_gives_the_same_subproblems(wide, tmp_path,
 
 
 def test_a_release_estimated_in_pieces_is_byte_identical(wide, tmp_path, monkeypatch):
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import ReleaseOptions
     from censusdp.release.pipeline import reestimate, run_release
 
     base = wide[0]
     budget = load_preset("pl94-2020")
-    run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    run_release(base / "cef", tmp_path / "a", ReleaseBudget(budget), ReleaseOptions(seed=5))
     monkeypatch.setattr(driver._family_runs, "__defaults__", (1,))
-    reestimate(tmp_path / "a", tmp_path / "b", budget=budget)
+    reestimate(tmp_path / "a", tmp_path / "b", budget=ReleaseBudget(budget))
     for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert tree_bytes(tmp_path / "a" / name) == tree_bytes(tmp_path / "b" / name)
 
@@ -342,14 +344,18 @@ def test_tasks_that_read_their_own_family_give_the_same_release(wide, tmp_path, 
     """Off the driver's process, a family that is not split is read by its own task
     from an NMF slice (``NMFReader.detach``): the release is byte-identical, and a
     task carries row-group locations, not the family's noisy values."""
+    from censusdp.privacy.budget import ReleaseBudget
     from censusdp.release import pipeline
+    from censusdp.release.options import ReleaseOptions
 
     base = wide[0]
     budget = load_preset("pl94-2020")
-    pipeline.run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    pipeline.run_release(
+        base / "cef", tmp_path / "a", ReleaseBudget(budget), ReleaseOptions(seed=5)
+    )
     ex = _Pickling()
     monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: ex)
-    pipeline.reestimate(tmp_path / "a", tmp_path / "b", budget=budget)
+    pipeline.reestimate(tmp_path / "a", tmp_path / "b", budget=ReleaseBudget(budget))
     assert ex.detached > 0 and ex.detached < ex.tasks  # the root's task is built here
     for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert tree_bytes(tmp_path / "a" / name) == tree_bytes(tmp_path / "b" / name)

@@ -27,9 +27,10 @@ from censusdp.data.spine import bypass_shares
 from censusdp.errors import ConfigError
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.privacy.budget import Budget, load_preset, scaled_mechanism
+from censusdp.privacy.budget import Budget, ReleaseBudget, load_preset, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from censusdp.release.spine import geography_for_input, geography_of_run
 from censusdp.release.topdown.driver import estimate
@@ -158,7 +159,10 @@ def spine_input(tmp_path_factory):
 def spine_run(spine_input, tmp_path_factory):
     out = tmp_path_factory.mktemp("spine_run") / "run"
     run_release(
-        spine_input, out, budget=BUDGET, units_budget=load_preset("pl94-2020-units"), seed=4
+        spine_input,
+        out,
+        ReleaseBudget(BUDGET, load_preset("pl94-2020-units")),
+        ReleaseOptions(seed=4),
     )
     return out
 
@@ -269,7 +273,9 @@ def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
     rng = np.random.default_rng(2)
     persons, units = make_cef(rng, block_codes(1, 2, 2, 3), gq_rate=0.2)
     cef = write_cef(tmp_path / "cef", persons, units)
-    m = run_release(cef, tmp_path / "run", budget=BUDGET, seed=1, postprocess="none")
+    m = run_release(
+        cef, tmp_path / "run", ReleaseBudget(BUDGET), ReleaseOptions(seed=1, postprocess="none")
+    )
     assert m["spine"]["kind"] == "tabulation"
     assert "no block attributes" in m["spine"]["note"]
     assert not (tmp_path / "run" / "spine.parquet").exists()
@@ -277,17 +283,22 @@ def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
 
 def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
     m = run_release(
-        spine_input, tmp_path / "tab", budget=BUDGET, seed=1, postprocess="none", spine="tabulation"
+        spine_input,
+        tmp_path / "tab",
+        ReleaseBudget(BUDGET),
+        ReleaseOptions(seed=1, postprocess="none", spine="tabulation"),
     )
     assert m["spine"] == {"kind": "tabulation"}
     assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "State") == {"50"}
     with pytest.raises(ConfigError, match="--spine must be one of"):
-        run_release(spine_input, tmp_path / "x", budget=BUDGET, spine="opt")
+        run_release(spine_input, tmp_path / "x", ReleaseBudget(BUDGET), ReleaseOptions(spine="opt"))
     # a budget without the spine's levels
     no_bg = load_preset("ddp-2010")
     if list(no_bg.geolevel_names) != ["US", "State", "County", "Tract", "BlockGroup", "Block"]:
         with pytest.raises(ConfigError, match="geolevels"):
-            run_release(spine_input, tmp_path / "y", budget=no_bg, spine="optimized")
+            run_release(
+                spine_input, tmp_path / "y", ReleaseBudget(no_bg), ReleaseOptions(spine="optimized")
+            )
     rc = main(
         [
             "run",

@@ -24,7 +24,7 @@ from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
 from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import (
     MeasureTask,
@@ -33,6 +33,7 @@ from censusdp.release.measure import (
     measure_tasks,
     run_measure_task,
 )
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, pl94_state, tree_bytes, write_cef
 
@@ -183,13 +184,13 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
 
     base = measured[0]
     budget = load_preset("pl94-2020")
-    run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
+    run_release(base / "cef", tmp_path / "a", ReleaseBudget(budget), ReleaseOptions(seed=5))
     from censusdp.release.topdown import driver
 
     monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
     monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
-    run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
+    run_release(base / "cef", tmp_path / "b", ReleaseBudget(budget), ReleaseOptions(seed=5))
 
     def parts(run: str) -> list:
         return sorted((tmp_path / run / "noisy_measurements.parquet").glob("part-*.parquet"))
@@ -201,7 +202,7 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     for name in ("mdf_persons.parquet", "mdf_persons.txt", "tables/P2.parquet"):
         assert tree_bytes(tmp_path / "a" / name) == tree_bytes(tmp_path / "b" / name)
     # re-estimating from the many-row-group NMF gives the same release again
-    reestimate(tmp_path / "b", tmp_path / "c", budget=budget)
+    reestimate(tmp_path / "b", tmp_path / "c", budget=ReleaseBudget(budget))
     assert tree_bytes(tmp_path / "a" / "mdf_persons.parquet") == tree_bytes(
         tmp_path / "c" / "mdf_persons.parquet"
     )
@@ -210,8 +211,20 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
 def test_pool_release_is_byte_identical_and_manifest_records_memory(measured, tmp_path):
     base = measured[0]
     budget = load_preset("pl94-2020")
-    a = run_release(base / "cef", tmp_path / "a", budget=budget, seed=8, executor="inprocess")
-    b = run_release(base / "cef", tmp_path / "b", budget=budget, seed=8, workers=2)
+    a = run_release(
+        base / "cef",
+        tmp_path / "a",
+        ReleaseBudget(budget),
+        ReleaseOptions(seed=8),
+        Execution(executor="inprocess"),
+    )
+    b = run_release(
+        base / "cef",
+        tmp_path / "b",
+        ReleaseBudget(budget),
+        ReleaseOptions(seed=8),
+        Execution(workers=2),
+    )
     assert a["executor"]["name"] == "in-process" and b["executor"]["name"] == "process-pool"
     assert a["peak_memory_mb"] > 0
     assert [lv["tasks"] for lv in a["estimation"]["persons"]] == [
@@ -297,8 +310,8 @@ def test_dhc_lite_release_tables_match_its_mdf(tmp_path):
     m = run_release(
         tmp_path / "cef",
         tmp_path / "run",
-        budget=load_preset("dhc-lite-demo").scaled(rho=10**6),
-        seed=1,
+        ReleaseBudget(load_preset("dhc-lite-demo").scaled(rho=10**6)),
+        ReleaseOptions(seed=1),
     )
     checks = m["validation"]["checks"]
     assert checks["tables_match_mdf"]["ok"] and checks["mdf_matches_histogram"]["ok"]

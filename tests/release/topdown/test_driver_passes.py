@@ -22,7 +22,8 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.mdf import read_mdf_persons
 from censusdp.io.nmf import NMFReader
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown.driver import Bounds, estimate
 from synth import block_codes, make_cef, write_cef
@@ -38,7 +39,7 @@ def run(tmp_path_factory):
     )
     write_cef(base / "cef", persons, units)
     budget = load_preset("pl94-2020").scaled(rho="1/4")
-    run_release(base / "cef", base / "run", budget=budget, seed=3)
+    run_release(base / "cef", base / "run", ReleaseBudget(budget), ReleaseOptions(seed=3))
     return base / "run"
 
 

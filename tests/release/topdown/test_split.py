@@ -19,7 +19,8 @@ from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.nmf import NMFReader
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown import make_feasible, round_to_integers, solve_l2
 from censusdp.release.topdown.driver import Bounds, estimate
@@ -93,7 +94,7 @@ def run(tmp_path_factory):
     )
     write_cef(base / "cef", persons, units)
     budget = load_preset("pl94-2020").scaled(rho="1/2")
-    run_release(base / "cef", base / "run", budget=budget, seed=4)
+    run_release(base / "cef", base / "run", ReleaseBudget(budget), ReleaseOptions(seed=4))
     manifest = json.loads((base / "run" / "manifest.json").read_text())
     levels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
     blocks = pq.read_table(base / "run" / "invariants.parquet")
@@ -160,9 +161,13 @@ def test_split_release_is_byte_identical_on_the_pool_and_recorded(tmp_path):
     persons, units = make_cef(np.random.default_rng(9), block_codes(3, 3, 1, 3), mean_hh=3.0)
     write_cef(tmp_path / "cef", persons, units)
     budget = load_preset("pl94-2020").scaled(rho="1/4")
-    common = dict(budget=budget, seed=5, max_children=2)
-    a = run_release(tmp_path / "cef", tmp_path / "a", executor="inprocess", **common)
-    b = run_release(tmp_path / "cef", tmp_path / "b", executor="pool", workers=2, **common)
+    options = ReleaseOptions(seed=5, max_children=2)
+    a = run_release(
+        tmp_path / "cef", tmp_path / "a", ReleaseBudget(budget), options, Execution("inprocess")
+    )
+    b = run_release(
+        tmp_path / "cef", tmp_path / "b", ReleaseBudget(budget), options, Execution("pool", 2)
+    )
     for name in ("mdf_persons.parquet", "noisy_measurements.parquet"):
         assert tree_bytes(tmp_path / "a" / name) == tree_bytes(tmp_path / "b" / name)
     assert a["max_children"] == b["max_children"] == 2

@@ -27,7 +27,8 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import InternalError
 from censusdp.execution import InProcessExecutor
 from censusdp.io.mdf import mdf_part_counts, read_mdf_persons, read_mdf_text, read_mdf_units
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.parts import MDFPartTask, mdf_part_ranges, run_mdf_part_task
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import validate_run
@@ -44,9 +45,8 @@ def _release(base: Path, name: str, seed: int) -> Path:
         run_release(
             base / "cef",
             base / name,
-            budget=load_preset("pl94-2020"),
-            units_budget=load_preset("pl94-2020-units"),
-            seed=seed,
+            ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units")),
+            ReleaseOptions(seed=seed),
         )
     return base / name
 
@@ -287,9 +287,8 @@ def test_the_writing_task_catches_a_part_that_is_not_the_estimate(runs, tmp_path
             run_release(
                 runs[0].parent / "cef",
                 tmp_path / "bad",
-                budget=load_preset("pl94-2020"),
-                units_budget=load_preset("pl94-2020-units"),
-                seed=1,
+                ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units")),
+                ReleaseOptions(seed=1),
             )
     assert not (tmp_path / "bad").exists()
 
@@ -301,10 +300,9 @@ def test_pool_writes_the_same_parts(runs, tmp_path: Path) -> None:
         m = run_release(
             runs[0].parent / "cef",
             tmp_path / "pool",
-            budget=load_preset("pl94-2020"),
-            units_budget=load_preset("pl94-2020-units"),
-            seed=1,
-            workers=2,
+            ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units")),
+            ReleaseOptions(seed=1),
+            Execution(workers=2),
         )
     assert m["executor"]["mdf_parts_by_driver"] is False
     for d in (*DIRS, "tables"):

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.execution import InProcessExecutor
-from censusdp.privacy.budget import load_preset
+from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import validate_run
 from synth import block_codes, make_cef, write_cef
@@ -31,7 +32,10 @@ def measured(tmp_path_factory) -> Path:
     persons, units = make_cef(np.random.default_rng(3), block_codes(2, 2, 2, 3), gq_rate=0.3)
     write_cef(base / "cef", persons, units)
     run_release(
-        base / "cef", base / "run", budget=load_preset("pl94-2020"), seed=2, postprocess="none"
+        base / "cef",
+        base / "run",
+        ReleaseBudget(load_preset("pl94-2020")),
+        ReleaseOptions(seed=2, postprocess="none"),
     )
     return base / "run"
 

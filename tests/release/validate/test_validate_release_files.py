@@ -35,13 +35,14 @@ from censusdp.io.mdf import (
 from censusdp.io.nmf import nmf_files
 from censusdp.io.parts import part_files, read_parts
 from censusdp.io.tables import codebook_mismatch, read_tables, table_part_mismatch
-from censusdp.privacy.budget import load_preset, release_privacy
+from censusdp.privacy.budget import ReleaseBudget, load_preset, release_privacy
 from censusdp.release.manifest import (
     file_checksums,
     inherited_randomness,
     randomness_problem,
     run_entries,
 )
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from censusdp.release.validate import _check_privacy_loss, validate_run
 from censusdp.tables import level_identifiers
@@ -57,9 +58,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("releasefiles")
     persons, units = make_cef(np.random.default_rng(11), block_codes(2, 2, 2, 3), gq_rate=0.3)
     write_cef(base / "cef", persons, units)
-    budgets = dict(budget=load_preset("pl94-2020"), units_budget=load_preset("pl94-2020-units"))
-    run_release(base / "cef", base / "seeded", seed=5, **budgets)
-    run_release(base / "cef", base / "secure", seed=None, **budgets)
+    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    run_release(base / "cef", base / "seeded", budget, ReleaseOptions(seed=5))
+    run_release(base / "cef", base / "secure", budget, ReleaseOptions(seed=None))
     reestimate(base / "seeded", base / "seeded_again")
     reestimate(base / "secure", base / "secure_again")
     return {p.name: p for p in base.iterdir() if p.name != "cef"}

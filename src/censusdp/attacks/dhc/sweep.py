@@ -107,16 +107,17 @@ def _write_rec(cols: dict[str, np.ndarray], d: Path) -> None:
 def _default_dp(
     input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int, progress: Progress
 ) -> dict:
+    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
     return run_release(
         input_dir,
         out_dir,
-        budget=budget,
-        seed=seed,
-        workers=workers,
+        ReleaseBudget(budget),
+        ReleaseOptions(seed=seed),
+        Execution(workers=workers, progress=progress),
         overwrite=True,
-        progress=progress,
     )
 
 

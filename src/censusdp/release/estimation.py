@@ -1,0 +1,284 @@
+"""Estimating a release's runs from noisy measurements and public invariants alone.
+
+The person run is estimated first (:func:`censusdp.release.topdown.driver.estimate`,
+TopDown or bottom-up), then the housing-unit run, held to the released persons per block
+when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`). The
+same code serves a fresh run, a re-estimate (``run --from-measurements``) and the
+simulated re-releases of ``evaluate`` (:func:`estimate_tables`, nothing written).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
+from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.measurements import Measurements
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import ConfigError, InternalError
+from censusdp.execution.base import Executor
+from censusdp.io.rundir import RunDir
+from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.consistency import (
+    UNIT_GROUP_VARIABLE,
+    consistent_unit_bounds,
+    household_persons,
+    independent_unit_bounds,
+)
+from censusdp.release.options import ReleaseOptions, Runtime
+from censusdp.release.spine import ReleaseGeography
+from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.validate import validate_release
+from censusdp.tables import table_arrays
+
+__all__ = [
+    "EstimationInputs",
+    "ReleaseEstimate",
+    "estimate_from_nmf",
+    "estimate_runs",
+    "estimate_tables",
+    "occupied_units",
+    "on_tabulation",
+    "person_bounds",
+    "released_histograms",
+]
+
+
+def person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
+    """The person run's bounds at every level, from the invariants."""
+    return [Bounds(*b) for b in level_bounds(inv, hierarchy)]
+
+
+@dataclass(frozen=True, eq=False)
+class EstimationInputs:
+    """What estimation sees: each run's measurements and the public invariants, on the
+    hierarchy they were measured on (the spine's, blocks in spine order, for a spine
+    release); ``bounds`` replaces the person bounds the invariants give (a spine's
+    state parts)."""
+
+    persons: Measurements
+    units: Measurements | None
+    invariants: Invariants
+    hierarchy: Hierarchy
+    bounds: list[Bounds] | None = None
+
+
+@dataclass
+class ReleaseEstimate:
+    """The estimate of both runs, the person bounds it was held to, and (for a
+    consistent unit run) the household persons per block it was held to."""
+
+    persons: Estimate
+    units: Estimate | None
+    bounds: list[Bounds]
+    household: np.ndarray | None = None
+
+
+def estimate_from_nmf(
+    run: RunDir,
+    geo: ReleaseGeography,
+    inv: Invariants,
+    options: ReleaseOptions,
+    rt: Runtime,
+    *,
+    with_units: bool,
+    manifest: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+) -> ReleaseEstimate:
+    """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
+    whole) on ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
+    hierarchy = geo.estimation
+    schema = get_schema(manifest["schema"])
+    inputs = EstimationInputs(
+        run.nmf_reader("persons", schema, hierarchy),
+        run.nmf_reader("units", get_schema("units"), hierarchy) if with_units else None,
+        geo.invariants(inv),
+        hierarchy,
+        None if geo.spine is None else geo.person_bounds(inv),
+    )
+    return estimate_runs(inputs, options, rt, manifest, checkpoint)
+
+
+def estimate_runs(
+    inputs: EstimationInputs,
+    options: ReleaseOptions,
+    rt: Runtime,
+    manifest: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+) -> ReleaseEstimate:
+    """Estimate persons (and units, when measured) from measurements and invariants
+    (continuing after the levels ``checkpoint`` holds, recording each finished level);
+    records the estimation's statuses, estimator and failsafe uses in ``manifest``."""
+
+    def levels(run: str) -> Any:
+        return checkpoint.levels(run) if checkpoint is not None else None
+
+    t = time.perf_counter()
+    ms, hierarchy, inv = inputs.persons, inputs.hierarchy, inputs.invariants
+    schema = ms.schema
+    bounds = person_bounds(inv, hierarchy) if inputs.bounds is None else inputs.bounds
+    if options.postprocess == "bottomup":
+        # Bottom-up estimates blocks alone: totals above the block level are sums of
+        # noisy blocks and cannot be held to the state invariant.
+        bounds = [
+            Bounds(
+                b.group_lower,
+                b.group_upper,
+                np.zeros_like(b.total_lower),
+                np.full_like(b.total_upper, np.inf),
+            )
+            for b in bounds
+        ]
+        manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
+    common = dict(
+        postprocess=options.postprocess,
+        method=options.method,
+        executor=rt.executor,
+        progress=rt.progress,
+        max_children=options.max_children,
+    )
+    estimator = options.estimator_for(schema.name)
+    persons = estimate(
+        ms,
+        hierarchy,
+        bounds,
+        group_variable="hhgq",
+        checkpoint=levels("persons"),
+        estimator=estimator,
+        **common,
+    )
+    rt.timings["estimate_persons"] = time.perf_counter() - t
+    manifest["estimation"] = {"persons": persons.levels}
+    manifest["estimator"] = estimator
+    manifest["failsafe"] = {"persons": persons.failsafe}
+    units, household = None, None
+    if inputs.units is not None:
+        t = time.perf_counter()
+        ubounds, group = independent_unit_bounds(inv.housing_units, hierarchy), None
+        if options.unit_consistency == "consistent":
+            household = household_persons(persons.histograms[-1], schema)
+            ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
+            group = UNIT_GROUP_VARIABLE
+        units = estimate(
+            inputs.units,
+            hierarchy,
+            ubounds,
+            group_variable=group,
+            checkpoint=levels("units"),
+            estimator=options.estimator_for(inputs.units.schema.name),
+            **common,
+        )
+        rt.timings["estimate_units"] = time.perf_counter() - t
+        manifest["estimation"]["units"] = units.levels
+        manifest["failsafe"]["units"] = units.failsafe
+        manifest["units_estimation"] = options.unit_consistency
+    return ReleaseEstimate(persons, units, bounds, household)
+
+
+def occupied_units(est: ReleaseEstimate, inv: Invariants, manifest: dict[str, Any]) -> np.ndarray:
+    """Released occupied housing units per block (zero when the unit run was skipped)."""
+    if est.units is not None:
+        return np.asarray(est.units.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
+    manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
+    return np.zeros(inv.blocks.size, dtype=np.int64)
+
+
+def released_histograms(
+    est: ReleaseEstimate, inv: Invariants, schema: Schema, manifest: dict[str, Any]
+) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """The released block histograms the tables are tabulated from: ``pl94`` and units."""
+    block_hist = est.persons.histograms[-1]
+    pl94_hist = (
+        block_hist if schema.name == "pl94" else sp.csr_matrix(block_hist @ pl94_map(schema))
+    )
+    occupied = occupied_units(est, inv, manifest)
+    return pl94_hist, unit_histogram_from_counts(inv.housing_units, occupied, inv.gq_facilities)
+
+
+def estimate_tables(
+    persons: Measurements,
+    units: Measurements | None,
+    inv: Invariants,
+    geo: ReleaseGeography,
+    options: ReleaseOptions,
+    executor: Executor | None = None,
+) -> dict[str, list[np.ndarray]]:
+    """The published tables a release would hold, estimated from these measurements.
+
+    The same estimation as a release (person run, then the housing-unit run held to it),
+    without writing anything: for re-running the post-processing on simulated
+    measurements (``censusdp evaluate`` without truth). ``inv`` are the tabulation's
+    invariants and ``geo.tabulation`` its hierarchy; with a spine, the measurements are
+    of the spine's geounits and are estimated there (as the release was), then
+    tabulated by geocode.
+
+    Returns:
+        Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
+        (:func:`censusdp.tables.table_arrays` layout).
+    """
+    if options.postprocess not in ("topdown", "bottomup"):
+        raise ConfigError(
+            f"postprocess must be 'topdown' or 'bottomup', got {options.postprocess!r}"
+        )
+    manifest: dict[str, Any] = {}
+    inputs = EstimationInputs(
+        persons,
+        units,
+        geo.invariants(inv),
+        geo.estimation,
+        None if geo.spine is None else geo.person_bounds(inv),
+    )
+    est = estimate_runs(inputs, options, Runtime(executor), manifest)
+    if geo.spine is not None:
+        est = on_tabulation(est, geo, inv, persons.schema, manifest)
+    pl94_hist, units_hist = released_histograms(est, inv, persons.schema, manifest)
+    return table_arrays(pl94_hist, units_hist, geo.tabulation)
+
+
+def on_tabulation(
+    est: ReleaseEstimate,
+    geo: ReleaseGeography,
+    inv: Invariants,
+    schema: Schema,
+    manifest: dict[str, Any],
+) -> ReleaseEstimate:
+    """A spine estimate checked on the spine, then seen on the tabulation geography.
+
+    The spine's own checks (every spine geounit the sum of its blocks, every bound on
+    the spine) go to the manifest as ``spine_validation``; the MDF, the tables and the
+    release's validation then use the same blocks in geocode order, aggregated by
+    tabulation geocode.
+    """
+    report = validate_release(
+        est.persons.histograms,
+        geo.estimation,
+        schema,
+        est.bounds,
+        unit_hists=est.units.histograms if est.units is not None else None,
+        housing_units=geo.invariants(inv).housing_units if est.units is not None else None,
+        household_persons=est.household,
+        failsafe_uses=len(est.persons.failsafe),
+    )
+    manifest["spine_validation"] = report.to_dict()
+    if not report.ok and not est.persons.failsafe:
+        raise InternalError("the spine estimate fails validation: " + "; ".join(report.failures()))
+
+    def view(e: Estimate | None) -> Estimate | None:
+        if e is None:
+            return None
+        return Estimate(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
+
+    persons = view(est.persons)
+    assert persons is not None
+    return ReleaseEstimate(
+        persons,
+        view(est.units),
+        person_bounds(inv, geo.tabulation),
+        None if est.household is None else geo.to_tabulation(est.household),
+    )

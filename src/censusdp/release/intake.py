@@ -1,0 +1,91 @@
+"""Reading a release's input: the confidential CEF turned into block histograms on the
+geography the release is measured on (the tabulation hierarchy or the spine).
+
+The input is read in parts by executor tasks (:mod:`censusdp.io.cef_stream`); only block
+histograms come back to the driver, and the microdata are gone when
+:func:`read_and_aggregate` returns.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import scipy.sparse as sp
+
+from censusdp.data.geography import GeoLevels
+from censusdp.data.invariants import Invariants
+from censusdp.data.schema import get_schema
+from censusdp.io.cef_files import CEFInput
+from censusdp.io.cef_stream import read_cef_blocks
+from censusdp.privacy.budget import Budget
+from censusdp.progress import say
+from censusdp.release.options import Runtime
+from censusdp.release.spine import ReleaseGeography, geography_for_input
+
+__all__ = ["read_and_aggregate"]
+
+
+def read_and_aggregate(
+    cef_input: CEFInput,
+    budget: Budget,
+    rt: Runtime,
+    *,
+    with_units: bool,
+    spine: tuple[str, bool] = ("tabulation", False),
+    record: dict[str, Any] | None = None,
+) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
+    """Read and validate the CEF (its files as hashed: each read checks it is still the
+    file hashed); return the geography, the invariants, the block
+    histograms each run measures (``persons``, ``units``; blocks in the order of the
+    geography's estimation hierarchy) and the number of persons.
+
+    The input is read in parts by ``executor``'s tasks (:mod:`censusdp.io.cef_stream`),
+    each part's records in its own process, only block histograms coming back;
+    ``record`` (the manifest's) receives the parts and the processes that read them.
+
+    ``spine`` is the spine requested and whether the user asked for it explicitly
+    (:func:`censusdp.release.spine.geography_for_input`). The microdata are dropped when
+    this returns: from here on only block histograms, then noisy measurements and
+    invariants, exist.
+    """
+    progress, timings = rt.progress, rt.timings
+    t, c = time.perf_counter(), time.process_time()
+    # read in parts (geocode ranges) by the executor's tasks, into block histograms
+    # (io/cef_stream.py): the records never come to the driver
+    cef = read_cef_blocks(
+        cef_input,
+        GeoLevels.from_pairs(list(budget.geolevels)),
+        get_schema(budget.schema),
+        with_units=with_units,
+        executor=rt.executor,
+        progress=progress,
+    )
+    timings["read"] = time.perf_counter() - t
+    timings["read_cpu"] = time.process_time() - c
+    if record is not None:
+        record["input_parts"] = cef.parts
+        record["input_part_readers"] = len(cef.readers)
+        record["input_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in cef.readers
+    say(
+        progress,
+        f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {cef_input.directory}",
+    )
+    hists = {"persons": cef.persons}
+    if with_units:
+        hists["units"] = cef.housing_units
+    hierarchy, inv = cef.hierarchy, cef.invariants
+    timings["aggregate"] = time.perf_counter() - t
+    say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
+    t = time.perf_counter()
+    # one row per block: the geography needs the blocks' attributes, not the units'
+    per_block = {"geocode": hierarchy.blocks, **cef.block_attributes}
+    geo = geography_for_input(
+        spine[0], budget, hierarchy, per_block, inv, explicit=spine[1], progress=progress
+    )
+    hists = {k: geo.to_estimation(v) for k, v in hists.items()}
+    if geo.spine is not None:
+        timings["spine"] = time.perf_counter() - t
+    return geo, inv, hists, cef.n_persons

@@ -1,0 +1,193 @@
+"""Measuring a release's runs: each run's block histograms answered with noise, level by
+level, chunk by chunk, by executor tasks that each write their own part of the NMF.
+
+The only step after reading that sees confidential histograms (it is given them; it
+does not read the input). What comes back to the driver is each part's record (rows,
+checksum, costs), which the checkpoint logs as it arrives so that an interrupted run
+resumes without drawing noise again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.schema import Schema, get_schema
+from censusdp.data.spine import UnitShares
+from censusdp.io.layout import NMF_FILES
+from censusdp.io.nmf import part_name, write_part_index
+from censusdp.privacy.budget import Budget, ReleaseBudget
+from censusdp.privacy.randomness import RandomSource
+from censusdp.progress import task
+from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.measure import measure_tasks
+from censusdp.release.options import Runtime
+from censusdp.release.parts import PartTask, run_part_task
+from censusdp.release.spine import ReleaseGeography
+
+__all__ = ["measure_runs"]
+
+
+def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
+    return [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
+
+
+@dataclass(frozen=True, eq=False)
+class _RunToMeasure:
+    """One run's measuring job: its exact block histogram (on the estimation
+    hierarchy), schema and plan, the per-geounit budgets of a spine release (bypass;
+    ``None`` otherwise) and its NMF directory."""
+
+    histogram: sp.csr_matrix
+    schema: Schema
+    plan: list[tuple[str, str, Any]]
+    unit_shares: UnitShares | None
+    directory: Path
+
+
+def _measure_to_parts(
+    job: _RunToMeasure,
+    hierarchy: Hierarchy,
+    source: Callable[[], RandomSource],
+    rt: Runtime,
+    *,
+    done: dict[str, dict[str, Any]] | None = None,
+    record: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+    """Measure level by level, chunk by chunk; each task writes its own part of the NMF
+    directory ``job.directory`` (:mod:`censusdp.release.parts`).
+
+    The only function that sees confidential histograms (it is given them, it does not
+    read the input). The driver receives each part's record (rows, checksum, costs),
+    hands it to ``record`` (the checkpoint's part log) and keeps it for the index.
+    Parts in ``done`` (``{path relative to the run: record}``, from an interrupted run)
+    are neither measured nor written again; ``source`` is called only if a part is
+    missing (a resumed secure run whose parts are all written makes no key).
+    Returns the rows written in total and by level (``done`` included) and every part's
+    record; adds the tasks' measuring and writing CPU seconds (``measure_task_cpu``,
+    ``write_parts_task_cpu``) and the driver's recording seconds
+    (``write_measurements``) to ``timings``.
+    """
+    done = dict(done or {})
+    schema, directory, progress, timings = job.schema, job.directory, rt.progress, rt.timings
+    levels = hierarchy.aggregate(job.histogram)
+    directory.mkdir(exist_ok=True)
+    prefix = directory.name
+    planned = {geolevel for geolevel, _, _ in job.plan}
+    names = [lv.name for lv in hierarchy.geolevels.levels]
+    total = sum(hierarchy.n_units(i) for i, name in enumerate(names) if name in planned)
+    parts = list(done.values())
+    seen: dict[str, int] = {}
+    for rec in parts:
+        seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
+    bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
+    bar.advance(sum(int(r["stop"]) - int(r["start"]) for r in parts))
+
+    def jobs() -> Iterator[PartTask]:
+        made: RandomSource | None = None
+        tasks = measure_tasks(
+            levels, hierarchy, schema, job.plan, _LazySource(), unit_shares=job.unit_shares
+        )
+        for i, mt in enumerate(tasks):
+            name = part_name(i)
+            if f"{prefix}/{name}" in done:
+                continue
+            made = made if made is not None else source()
+            yield PartTask(replace(mt, source=made), str(directory / name))
+
+    with bar:
+        for rec in rt.executor.map(run_part_task, jobs()):
+            t = time.perf_counter()
+            rec["path"] = f"{prefix}/{rec['file']}"
+            if record is not None:
+                record(rec)
+            parts.append(rec)
+            timings["write_measurements"] = (
+                timings.get("write_measurements", 0.0) + time.perf_counter() - t
+            )
+            timings["measure_task_cpu"] = timings.get("measure_task_cpu", 0.0) + rec["cpu_seconds"]
+            timings["write_parts_task_cpu"] = (
+                timings.get("write_parts_task_cpu", 0.0) + rec["write_cpu_seconds"]
+            )
+            seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
+            bar.advance(int(rec["stop"]) - int(rec["start"]))
+            level = hierarchy.geolevels.index(rec["geolevel"])
+            if progress is not None and rec["stop"] == hierarchy.n_units(level):
+                progress(
+                    f"measured {rec['geolevel']:<10} {rec['stop']:>8,} units, "
+                    f"{seen[rec['geolevel']]:>13,} noisy values ({schema.name})"
+                )
+    rows = sum(int(r["rows"]) for r in parts)
+    by_level = {name: seen[name] for name in names if name in seen}
+    return rows, by_level, parts
+
+
+class _LazySource:
+    """A placeholder source while the plan's tasks are cut (the real one is made only
+    for a task that is measured)."""
+
+
+def measure_runs(
+    hists: dict[str, sp.csr_matrix],
+    geo: ReleaseGeography,
+    budget: ReleaseBudget,
+    source: Callable[[], RandomSource],
+    out: Path,
+    rt: Runtime,
+    checkpoint: Checkpoint | None = None,
+) -> dict[str, Any]:
+    """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    ``hists`` are on ``geo``'s estimation hierarchy; with a spine, each geounit spends
+    its own share of each run's budget (:meth:`ReleaseGeography.unit_shares`: single
+    children bypassed).
+
+    A run whose NMF ``checkpoint`` holds from before an interruption is not measured
+    again (no new noise is drawn for it); each newly finished NMF is recorded there.
+    ``source`` is called only when a run is measured: a resumed secure run whose
+    measurements are all written makes no key at all.
+    Returns the manifest's record of the rows written.
+    """
+    t = time.perf_counter()
+    runs = {"persons": (budget.persons, get_schema(budget.persons.schema))}
+    if budget.units is not None:
+        runs["units"] = (budget.units, get_schema("units"))
+    record: dict[str, Any] = {"noisy_values_by_level": {}}
+    for run, (b, schema) in runs.items():
+        done = checkpoint.measured(run) if checkpoint is not None else None
+        if done is not None:
+            hists.pop(run)
+            record[NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
+            record["noisy_values_by_level"][run] = done["by_level"]
+            continue
+        job = _RunToMeasure(
+            hists.pop(run),
+            schema,
+            _plan(b),
+            geo.unit_shares(b),
+            out / NMF_FILES[run],
+        )
+        n_rows, by_level, parts = _measure_to_parts(
+            job,
+            geo.estimation,
+            lambda run=run: source().child(run),
+            rt,
+            done=checkpoint.parts(run) if checkpoint is not None else None,
+            record=(lambda rec, run=run: checkpoint.finish_part(run, rec))
+            if checkpoint is not None
+            else None,
+        )
+        record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
+        index = write_part_index(out / NMF_FILES[run], parts)
+        record[NMF_FILES[run].removesuffix(".parquet")] = n_rows
+        record["noisy_values_by_level"][run] = by_level
+        if checkpoint is not None:
+            checkpoint.finish_measurement(run, str(index.relative_to(out)), n_rows, by_level)
+    rt.timings["measure"] = time.perf_counter() - t
+    return record

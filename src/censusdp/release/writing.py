@@ -1,0 +1,233 @@
+"""Writing a release: everything after measurement. The invariants and the spine, the
+estimate of both runs, the MDF and the tables (part files written and checked by
+executor tasks), and the release's own check of what it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Invariants
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import InternalError
+from censusdp.io.atomic import write_parquet
+from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, MANIFEST_FILE, TABLES_DIR
+from censusdp.io.rundir import RunDir
+from censusdp.io.tables import write_table_index
+from censusdp.privacy.budget import ReleaseBudget
+from censusdp.progress import say, task
+from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.estimation import (
+    ReleaseEstimate,
+    estimate_from_nmf,
+    occupied_units,
+    on_tabulation,
+    released_histograms,
+)
+from censusdp.release.manifest import new_manifest
+from censusdp.release.options import ReleaseOptions, Runtime
+from censusdp.release.parts import (
+    TablesTask,
+    mdf_part_tasks,
+    run_mdf_part_task,
+    run_tables_task,
+    write_mdf_index,
+)
+from censusdp.release.spine import ReleaseGeography
+from censusdp.release.validate import validate_release
+
+__all__ = ["write_release"]
+
+
+def write_release(
+    out: Path,
+    inv: Invariants,
+    geo: ReleaseGeography,
+    budget: ReleaseBudget,
+    options: ReleaseOptions,
+    rt: Runtime,
+    checkpoint: Checkpoint | None = None,
+) -> dict[str, Any]:
+    """Everything after measurement: invariants, estimate, write, validate (the NMF is
+    in ``out``; estimated levels are checkpointed in ``checkpoint``, which is removed
+    once all is written). Returns the manifest, all but its closing entries.
+
+    ``inv`` are the tabulation's invariants; ``geo`` the geography the NMF was measured
+    on (its ``tabulation`` hierarchy is what the files publish)."""
+    hierarchy = geo.tabulation
+    schema = get_schema(budget.persons.schema)
+    manifest = new_manifest(
+        schema=schema.name,
+        postprocess=options.postprocess,
+        hierarchy=hierarchy,
+        executor=rt.executor,
+        workers=rt.workers,
+        budget=budget.persons,
+        units_budget=budget.units,
+    )
+    t = time.perf_counter()
+    write_parquet(inv.to_table(), out / INVARIANTS_FILE)
+    write_parquet(inv.state_table(hierarchy), out / INVARIANT_TOTALS_FILE)
+    geo.write(out)
+    manifest["spine"] = geo.record(budget.persons)
+    rt.timings["write_invariants"] = time.perf_counter() - t
+    manifest["max_children"] = options.max_children
+    if options.postprocess != "none":
+        est = estimate_from_nmf(
+            RunDir(out),
+            geo,
+            inv,
+            options,
+            rt,
+            with_units=budget.units is not None,
+            manifest=manifest,
+            checkpoint=checkpoint,
+        )
+        if geo.spine is not None:
+            est = on_tabulation(est, geo, inv, schema, manifest)
+        written = _write_outputs(out, est, inv, hierarchy, schema, rt, manifest)
+        _validate_outputs(est, inv, hierarchy, schema, written, rt, manifest)
+    if checkpoint is not None:
+        checkpoint.discard()
+    manifest["outputs"] = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) + [
+        MANIFEST_FILE
+    ]
+    return manifest
+
+
+def _write_outputs(
+    out: Path,
+    est: ReleaseEstimate,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    rt: Runtime,
+    manifest: dict[str, Any],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Write the MDF (persons and units) and the tables as part files by tasks on
+    ``executor``; return the MDF tasks' results (records, checks, costs) and the tables'
+    part-0 task's.
+
+    Each task (:func:`censusdp.release.parts.run_mdf_part_task`) gets one run of blocks'
+    released histogram rows and unit counts, writes that part of the four MDF files,
+    reads it back and checks it; only its records come back here, and the driver writes
+    each directory's ``_parts.json``.
+    """
+    executor, progress, timings = rt.executor, rt.progress, rt.timings
+    t, c = time.perf_counter(), time.process_time()
+    block_hist = est.persons.histograms[-1]
+    occupied = occupied_units(est, inv, manifest)
+    pl94_hist, units_hist = released_histograms(est, inv, schema, manifest)
+    # part 0 of the tables: every level above the block, one small task
+    pl94_levels, unit_levels = hierarchy.aggregate(pl94_hist), hierarchy.aggregate(units_hist)
+    upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
+    tables_job = TablesTask(
+        [(lv.name, lv.length, codes) for lv, codes in upper],
+        _stacked(pl94_levels[:-1], pl94_hist.shape[1]),
+        _stacked(unit_levels[:-1], units_hist.shape[1]),
+        str(out.resolve()),
+    )
+    bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
+    (top,) = list(executor.map(run_tables_task, [tables_job]))
+    block = hierarchy.geolevels.levels[-1]
+    parts: list[dict[str, Any]] = []
+    jobs = mdf_part_tasks(
+        block_hist,
+        hierarchy.blocks,
+        schema.name,
+        inv.housing_units,
+        occupied,
+        inv.gq_facilities,
+        out.resolve(),
+        geolevel=(block.name, block.length),
+    )
+    with bar:
+        for res in executor.map(run_mdf_part_task, jobs):
+            parts.append(res)
+            bar.advance(res["persons"])
+    write_mdf_index(out, parts)
+    write_table_index(out / TABLES_DIR, [top["tables"]] + [p["tables"] for p in parts])
+    task_cpu = sum(p["write_cpu_seconds"] for p in parts) + top["cpu_seconds"]
+    check_cpu = sum(p["check_cpu_seconds"] for p in parts)
+    timings["write_mdf_task_cpu"] = timings.get("write_mdf_task_cpu", 0.0) + task_cpu
+    timings["check_mdf_task_cpu"] = timings.get("check_mdf_task_cpu", 0.0) + check_cpu
+    manifest["persons_released"] = sum(p["persons"] for p in parts)
+    manifest["units_released"] = sum(p["units"] for p in parts)
+    writers = {p["writer"] for p in [*parts, top]}
+    manifest["executor"]["mdf_parts"] = len(parts)
+    manifest["executor"]["mdf_part_writers"] = len(writers)
+    manifest["executor"]["mdf_parts_by_driver"] = f"{socket.gethostname()}/{os.getpid()}" in writers
+    timings["write_release"] = time.perf_counter() - t
+    timings["write_release_cpu"] = time.process_time() - c
+    say(
+        progress,
+        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
+    )
+    return parts, top
+
+
+def _stacked(levels: list[sp.csr_matrix], n_cells: int) -> sp.csr_matrix:
+    """Levels' histograms stacked (top first); none: an empty matrix."""
+    if not levels:
+        return sp.csr_matrix((0, n_cells), dtype=np.int64)
+    return sp.csr_matrix(sp.vstack(levels, format="csr"), dtype=np.int64)
+
+
+def _validate_outputs(
+    est: ReleaseEstimate,
+    inv: Invariants,
+    hierarchy: Hierarchy,
+    schema: Schema,
+    written: tuple[list[dict[str, Any]], dict[str, Any]],
+    rt: Runtime,
+    manifest: dict[str, Any],
+) -> None:
+    """Check the estimate, and what was written against it, independently.
+
+    Neither the MDF nor the tables are read here: each part was read back and checked
+    by the task that wrote it (``parts``, :func:`censusdp.release.parts.run_mdf_part_task`
+    and :func:`~censusdp.release.parts.run_tables_task`), so ``mdf_matches_histogram``
+    (each MDF part equals the estimate) and ``tables_match_mdf`` (each table part is the
+    tabulation of its MDF part read back; part 0, of the levels above the block, that of
+    their estimate, which ``hierarchy_consistent`` shows to be the blocks' sums) are
+    their verdicts.
+    """
+    t, c = time.perf_counter(), time.process_time()
+    report = validate_release(
+        est.persons.histograms,
+        hierarchy,
+        schema,
+        est.bounds,
+        unit_hists=est.units.histograms if est.units is not None else None,
+        housing_units=inv.housing_units if est.units is not None else None,
+        household_persons=est.household,
+        failsafe_uses=len(est.persons.failsafe),
+    )
+    parts, top = written
+    bad_tables = [p["table_problem"] for p in [top, *parts] if p["table_problem"]]
+    report.add(
+        "tables_match_mdf",
+        not bad_tables,
+        "; ".join(bad_tables[:3])
+        or "every table part read back by its task equals the tabulation of its MDF part",
+    )
+    problems = [p["problem"] for p in parts if p["problem"]]
+    report.add(
+        "mdf_matches_histogram",
+        not problems,
+        "; ".join(problems[:3])
+        or f"{len(parts)} parts read back by their tasks equal the estimate",
+    )
+    rt.timings["validate"] = time.perf_counter() - t
+    rt.timings["validate_cpu"] = time.process_time() - c
+    manifest["validation"] = report.to_dict()
+    if not report.ok and not est.persons.failsafe:
+        raise InternalError("release failed validation: " + "; ".join(report.failures()))
