@@ -17,10 +17,10 @@ import numpy as np
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.output import staged_output
 from censusdp.io.tables import read_table
-from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
 

@@ -19,7 +19,7 @@ from censusdp.cli import main
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.errors import ValidationError
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,

@@ -134,7 +134,7 @@ def sweep(
         ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
     from censusdp.evaluate.core import json_ready
-    from censusdp.privacy.budget import resolve_budget
+    from censusdp.io.budget_files import resolve_budget
 
     eps_list = [float(e) for e in epsilons]
     if not eps_list:

@@ -442,7 +442,7 @@ def census_tradeoff(
 def _check_presets(preset: str, attack_preset: str | None) -> tuple[Budget, Budget | None]:
     """The accuracy/risk preset (zCDP, measures ``detailed``) and the attack preset."""
     from censusdp.data.schema import get_schema
-    from censusdp.privacy.budget import load_preset
+    from censusdp.io.budget_files import load_preset
     from censusdp.risk.release import detailed_rhos
 
     base = load_preset(preset)

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, write_cef
 

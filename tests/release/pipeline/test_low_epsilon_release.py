@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.generate import generate_state
-from censusdp.privacy.budget import resolve_budget
+from censusdp.io.budget_files import resolve_budget
 from censusdp.release.pipeline import run_release
 
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io.budget_files import load_preset
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
-from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
 from censusdp.release.topdown import driver

@@ -22,9 +22,9 @@ from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
+from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
-from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import (
     MeasureTask,

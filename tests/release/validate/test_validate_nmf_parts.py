@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.execution import InProcessExecutor
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import validate_run
 from synth import block_codes, make_cef, write_cef

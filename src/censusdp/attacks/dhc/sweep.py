@@ -303,7 +303,7 @@ class _SweepSetup:
 
 def _checked_base(eps: list[float], swap_rate: float, preset: str) -> Budget:
     """Validate the sweep's epsilons and swap rate; the preset's budget (with sex and age)."""
-    from censusdp.privacy.budget import resolve_budget
+    from censusdp.io.budget_files import resolve_budget
 
     if any(not (e > 0 and math.isfinite(e)) for e in eps):
         raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
