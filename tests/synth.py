@@ -115,8 +115,8 @@ def pl94_state(directory: Path, seed: int, codes: list[str], gq_rate: float):
     from censusdp.data.geography import Hierarchy
     from censusdp.data.histograms import person_histogram
     from censusdp.data.schema import get_schema
+    from censusdp.io.budget_files import load_preset
     from censusdp.io.cef import read_cef
-    from censusdp.privacy.budget import load_preset
 
     persons, units = make_cef(np.random.default_rng(seed), codes, gq_rate=gq_rate)
     write_cef(directory / "cef", persons, units)

@@ -144,9 +144,9 @@ def load_budget(
     the housing-unit run; ``rho``/``epsilon`` are the total of both.
 
     Returns:
-        A :class:`censusdp.privacy.budget.ReleaseBudget`.
+        A :class:`censusdp.privacy.release_budget.ReleaseBudget`.
     """
-    from censusdp.privacy.budget import resolve_release_budget
+    from censusdp.io.budget_files import resolve_release_budget
 
     return resolve_release_budget(
         preset=None if config is not None else preset,
@@ -172,7 +172,7 @@ def run_release(
     """Measure, estimate and write a release (``censusdp run``); returns it opened.
 
     Args:
-        budget: a :class:`~censusdp.privacy.budget.ReleaseBudget` (see :func:`load_budget`),
+        budget: a :class:`~censusdp.privacy.release_budget.ReleaseBudget` (see :func:`load_budget`),
             a preset name, or ``None`` for the 2020 production budget.
         seed: ``None`` for secure randomness (a release); an integer for a reproducible,
             non-secure run.

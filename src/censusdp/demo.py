@@ -17,10 +17,11 @@ import numpy as np
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.output import staged_output
 from censusdp.io.rundir import RunDir
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate

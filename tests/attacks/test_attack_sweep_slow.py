@@ -43,7 +43,7 @@ def test_swap_then_dp_release_is_attackable(tmp_path):
     import json
 
     from censusdp.attacks.dhc.runs import run_reconstruct
-    from censusdp.privacy.budget import load_preset
+    from censusdp.io.budget_files import load_preset
     from censusdp.protect import swap_then_dp
 
     truth = tmp_path / "truth"

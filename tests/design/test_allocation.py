@@ -24,7 +24,8 @@ from censusdp.design.allocation import (
     simulate_errors,
 )
 from censusdp.design.report import load_targets
-from censusdp.privacy.budget import budget_from_mapping, load_config, load_preset
+from censusdp.io.budget_files import load_config, load_preset
+from censusdp.privacy.budget_config import budget_from_mapping
 
 PL94 = get_schema("pl94")
 MEASURED = [

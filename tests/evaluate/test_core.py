@@ -322,7 +322,8 @@ def test_release_without_tables_uses_mdf(truth_release, tmp_path):
 
 def test_cli_evaluate_of_a_release_without_persons(tmp_path, capsys):
     """No persons: TVD is undefined (n/a in the summary, null in JSON), errors are 0."""
-    from censusdp.privacy.budget import ReleaseBudget, load_preset
+    from censusdp.io.budget_files import load_preset
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import ReleaseOptions
     from censusdp.release.pipeline import run_release
     from synth import block_codes, make_cef, write_cef

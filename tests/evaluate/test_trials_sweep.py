@@ -20,9 +20,9 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate import evaluate, sweep
 from censusdp.evaluate.sweep import budget_for_epsilon
 from censusdp.evaluate.trials import budget_from_manifest
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.tables import write_tables
-from censusdp.privacy.budget import load_preset
 from censusdp.tables import tabulate
 from synth import write_record_release
 

@@ -298,7 +298,8 @@ def test_a_file_of_the_input_replaced_after_hashing_is_refused(
     """``run`` hashes its input, then reads it in tasks: a file replaced in between is
     refused, never read under the other file's hash (the swap made at that seam)."""
     from censusdp.errors import InputError
-    from censusdp.privacy.budget import ReleaseBudget, load_preset
+    from censusdp.io.budget_files import load_preset
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release import pipeline
     from censusdp.release.options import ReleaseOptions
 

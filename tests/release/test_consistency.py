@@ -19,8 +19,9 @@ from censusdp.cli import main
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import get_schema
 from censusdp.errors import ValidationError
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistency_violations,

@@ -19,7 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.io.budget_files import load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from synth import block_codes, make_cef, write_cef

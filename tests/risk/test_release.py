@@ -12,7 +12,7 @@ import pytest
 
 from censusdp.cli import main
 from censusdp.errors import ConfigError
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.risk import HierarchicalModel, one_level_risk, two_level_risk
 from censusdp.risk._noise import NoiseModel
 from censusdp.risk.release import detailed_rhos, release_risk

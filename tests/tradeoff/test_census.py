@@ -14,8 +14,8 @@ from _fake_engine import FakeEngine
 from censusdp.cli import main
 from censusdp.errors import ConfigError, InputError
 from censusdp.generate import generate_state
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
-from censusdp.privacy.budget import load_preset
 from censusdp.risk import NoiseModel, one_level_risk
 from censusdp.tradeoff.census import (
     census_tradeoff,

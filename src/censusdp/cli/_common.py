@@ -5,7 +5,9 @@ and takes its common options from here: ``--out`` with ``--overwrite``, ``--quie
 ``-v/--verbose``, ``--workers``, ``--seed``, ``--json PATH``, the CEF directory
 (``--input``), and the budget (``--preset | --config``, ``--rho | --epsilon``), which
 :func:`resolve_budget` turns into a :class:`~censusdp.privacy.budget.Budget` through the
-library's one budget resolver. :func:`finalize` walks the finished parser so that every
+library's one budget loader, :mod:`censusdp.io.budget_files` (``run`` and ``budget`` call
+its :func:`~censusdp.io.budget_files.resolve_release_budget` for a whole release).
+:func:`finalize` walks the finished parser so that every
 command, including those whose parsers are made by hand, shows its defaults and takes
 ``--quiet`` and ``-v``; :func:`verbosity` turns those into the level
 :func:`censusdp.progress.configure` prints at, and :func:`announce_randomness` states on
@@ -522,8 +524,8 @@ def add_budget_arguments(
 
 
 def resolve_budget(args: argparse.Namespace) -> Budget:
-    """The budget the arguments select (see :func:`censusdp.privacy.budget.resolve_budget`)."""
-    from censusdp.privacy.budget import resolve_budget as resolve
+    """The budget the arguments select (see :func:`censusdp.io.budget_files.resolve_budget`)."""
+    from censusdp.io.budget_files import resolve_budget as resolve
 
     return resolve(
         preset=args.preset,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from censusdp.cli._common import add_budget_arguments, add_command, add_json_output, finish
-from censusdp.privacy.budget import budget_report
+from censusdp.io.budget_files import resolve_release_budget
+from censusdp.privacy.budget_report import budget_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,12 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = budget_report(
-        preset=args.preset,
-        config=args.config,
-        rho=args.rho,
-        epsilon=args.epsilon,
-        delta=args.delta,
+    release = resolve_release_budget(
+        preset=args.preset, config=args.config, rho=args.rho, epsilon=args.epsilon
     )
+    report = budget_report(release, delta=args.delta)
     finish(args, report.to_text(), report.to_dict())
     return 0

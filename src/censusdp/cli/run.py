@@ -146,7 +146,7 @@ def _max_children(text: str) -> int | str | None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.privacy.budget import resolve_release_budget
+    from censusdp.io.budget_files import resolve_release_budget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import reestimate, run_release
 

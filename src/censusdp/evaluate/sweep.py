@@ -135,7 +135,7 @@ def sweep(
         ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
     from censusdp.evaluate.core import json_ready
-    from censusdp.privacy.budget import resolve_budget
+    from censusdp.io.budget_files import resolve_budget
 
     eps_list = [float(e) for e in epsilons]
     if not eps_list:
@@ -275,7 +275,7 @@ def _trial_tvd(
     truth: _SweepTruth,
 ) -> dict[str, dict[str, float]]:
     """Run one release into a scratch directory, score its MDF by TVD, remove the run."""
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 

@@ -128,7 +128,7 @@ class ErrorAccumulator:
 
 def budget_from_manifest(entry: dict[str, Any]) -> Any:
     """Rebuild a :class:`censusdp.privacy.budget.Budget` from its manifest description (``to_dict``)."""
-    from censusdp.privacy.budget import budget_from_mapping
+    from censusdp.privacy.budget_config import budget_from_mapping
 
     mapping: dict[str, Any] = {
         "name": entry.get("name") or "from-manifest",
@@ -183,7 +183,7 @@ def run_trials(
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
     """
     # the engine, imported only when rerun
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 

@@ -56,7 +56,7 @@ from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import staged_output
 from censusdp.io.rundir import RunDir
-from censusdp.privacy.budget import release_privacy
+from censusdp.privacy.release_budget import release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
 from censusdp.release.spine import ReleaseGeography, geography_of_run

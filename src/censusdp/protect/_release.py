@@ -228,7 +228,7 @@ def swap_then_dp(
     Returns:
         The run manifest (with a ``swap`` entry).
     """
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 

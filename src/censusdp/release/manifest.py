@@ -2,7 +2,7 @@
 
 Every run writes ``manifest.json`` (strict JSON) last, after every other file; its
 presence marks a complete run. It records the budget in rho and (epsilon, delta)
-(:func:`censusdp.privacy.budget.release_privacy`), the mechanism, the seed or the secure
+(:func:`censusdp.privacy.release_budget.release_privacy`), the mechanism, the seed or the secure
 randomness, package and library versions, the executor, per-step timings, peak memory,
 solver statuses and failsafe uses, the validator's result and the list of outputs.
 
@@ -32,7 +32,8 @@ from censusdp.errors import CensusDPError, InputError
 from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
 from censusdp.io.parts import indexed_checksums
-from censusdp.privacy.budget import Budget, release_privacy
+from censusdp.privacy.budget import Budget
+from censusdp.privacy.release_budget import release_privacy
 from censusdp.version import __version__
 
 __all__ = [

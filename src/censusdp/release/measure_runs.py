@@ -22,8 +22,9 @@ from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.io.layout import NMF_FILES
 from censusdp.io.nmf import part_name, write_part_index
-from censusdp.privacy.budget import Budget, ReleaseBudget
+from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import task
 from censusdp.release.checkpoint import Checkpoint
 from censusdp.release.measure import measure_tasks

@@ -48,8 +48,8 @@ from censusdp.io.cef_files import hash_input
 from censusdp.io.nmf import nmf_files
 from censusdp.io.output import Staging
 from censusdp.io.rundir import RunDir
-from censusdp.privacy.budget import ReleaseBudget
 from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say
 from censusdp.release.checkpoint import Checkpoint, run_fingerprint
 from censusdp.release.intake import read_and_aggregate

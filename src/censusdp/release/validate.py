@@ -68,7 +68,8 @@ from censusdp.io.output import is_censusdp_output
 from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
 from censusdp.io.rundir import read_manifest
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
-from censusdp.privacy.budget import Budget, release_privacy
+from censusdp.privacy.budget import Budget
+from censusdp.privacy.release_budget import release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.consistency import household_persons as _household_persons

@@ -22,7 +22,7 @@ from censusdp.io.atomic import write_parquet
 from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, MANIFEST_FILE, TABLES_DIR
 from censusdp.io.rundir import RunDir
 from censusdp.io.tables import write_table_index
-from censusdp.privacy.budget import ReleaseBudget
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
 from censusdp.release.checkpoint import Checkpoint
 from censusdp.release.estimation import (

@@ -24,9 +24,10 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
+from censusdp.io.budget_files import resolve_budget
 from censusdp.io.cef import read_cef
 from censusdp.io.output import MANIFEST_FILE, staged_output
-from censusdp.privacy.budget import Budget, resolve_budget
+from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
 from censusdp.risk import _plots

@@ -216,7 +216,7 @@ def _run_seed(seed: int, scenario: str, epsilon: float, product: str) -> int:
 def _default_runner(
     input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int
 ) -> Any:
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
@@ -448,7 +448,7 @@ def census_tradeoff(
 def _check_presets(preset: str, attack_preset: str | None) -> tuple[Budget, Budget | None]:
     """The accuracy/risk preset (zCDP, measures ``detailed``) and the attack preset."""
     from censusdp.data.schema import get_schema
-    from censusdp.privacy.budget import load_preset
+    from censusdp.io.budget_files import load_preset
     from censusdp.risk.release import detailed_rhos
 
     base = load_preset(preset)

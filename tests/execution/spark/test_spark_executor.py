@@ -24,9 +24,10 @@ from censusdp.data.histograms import person_histogram  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.execution import InProcessExecutor, make_executor  # noqa: E402
 from censusdp.execution.spark import SparkExecutor  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
-from censusdp.privacy.budget import ReleaseBudget, load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
+from censusdp.privacy.release_budget import ReleaseBudget  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.options import Execution, ReleaseOptions  # noqa: E402
 from censusdp.release.pipeline import reestimate, run_release  # noqa: E402

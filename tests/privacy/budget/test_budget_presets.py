@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 
 import pytest
 
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
-from censusdp.privacy.budget import DEFAULT_GEOLEVELS, budget_report, load_preset, preset_names
+from censusdp.io.budget_files import (
+    load_preset,
+    preset_names,
+    resolve_release_budget,
+    units_preset_for,
+)
+from censusdp.privacy.budget import DEFAULT_GEOLEVELS
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 
 RHO_2020 = Fraction(542, 339) ** 2
@@ -78,8 +83,6 @@ def test_ddp_2010_reproduces_van_riper_noise_scales() -> None:
 def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
     """The DDP's households: epsilon 2.0, geometric, the persons' geolevel shares (20% nation
     and state, 12% each below), on the units schema's occupied / vacant query."""
-    from censusdp.privacy.budget import resolve_release_budget, units_preset_for
-
     b = load_preset("ddp-2010-units")
     assert b.schema == "units" and b.mechanism == "geometric" and b.sensitivity == 2
     eps = {m.geolevel: m.epsilon for m in b.measurements()}
@@ -95,41 +98,3 @@ def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
     release = resolve_release_budget(preset="ddp-2010")
     assert release.units is not None and release.units.name == "ddp-2010-units"
     assert release.to_dict()["epsilon"] == pytest.approx(2.992 + 1.76)
-
-
-def test_budget_report_json_and_text() -> None:
-    rep = budget_report(preset="pl94-2020")
-    d = json.loads(json.dumps(rep.to_dict()))
-    assert round(d["totals"]["epsilon_at_delta"], 2) == 17.14
-    assert round(d["totals"]["implied_epsilon"], 2) == 2.26
-    assert d["totals"]["sampling_delta"] < 1e-20
-    assert len(d["measurements"]) == 65
-    row = next(
-        r for r in d["measurements"] if r["geolevel"] == "Block" and r["query"] == "detailed"
-    )
-    assert row["share"] == "3945/4097" and row["cells"] == 2016
-    # bounded neighbours, as production: variance 1 / rho_q (not 1 / (2 rho_q))
-    assert row["variance"] == pytest.approx(1 / row["rho_float"], rel=1e-6)
-    assert {g["geolevel"] for g in d["geolevels"]} == {g for g, _ in DEFAULT_GEOLEVELS}
-    assert sum(Fraction(g["rho"]) for g in d["geolevels"]) == RHO_2020
-    attrs = {a["attribute"]: a for a in d["attributes"]}
-    assert set(attrs) == {"hhgq", "votingage", "hispanic", "cenrace"}
-    text = rep.to_text()
-    assert "17.14" in text and "3945/4097" in text and "per attribute" in text
-
-
-def test_report_rescaled_by_epsilon_and_rho() -> None:
-    # --epsilon is the total of the whole release: persons and housing units together
-    rep = budget_report(preset="pl94-2020", epsilon=10)
-    release = rep.to_dict()["release"]
-    assert 9.999 < release["epsilon"] <= 10
-    assert rep.totals["epsilon_at_delta"] < release["epsilon"]
-    assert release["rho"] == pytest.approx(release["persons_rho"] + release["units_rho"])
-    # the split between the runs is the presets' one
-    assert release["units_rho"] / release["persons_rho"] == pytest.approx(
-        float(Fraction(11417641, 152349649) / Fraction(293764, 114921))
-    )
-    alone = budget_report(preset="pl94-2020", epsilon=10, units=None)
-    assert 9.999 < alone.totals["epsilon_at_delta"] <= 10 and alone.to_dict()["release"] is None
-    pure = budget_report(preset="ddp-2010", rho="1/2")
-    assert Fraction(pure.totals["total"]) == 1  # epsilon = sqrt(2 rho)

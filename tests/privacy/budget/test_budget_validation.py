@@ -1,17 +1,15 @@
-"""Budgets are validated once, with messages naming the parameter, rule and value."""
+"""A Budget is validated once, with messages naming the parameter, rule and value."""
 
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.cli import main
-from censusdp.errors import BudgetError, ConfigError, SchemaError
-from censusdp.privacy.budget import Budget, BudgetConfigError, load_config, load_preset
+from censusdp.errors import BudgetError, SchemaError
+from censusdp.privacy.budget import Budget
 from profiles import examples
 
 LEVELS = (("US", 0), ("State", 2), ("County", 5))
@@ -173,87 +171,6 @@ def test_scaled_requires_exactly_one_amount() -> None:
         make().scaled()
     with pytest.raises(BudgetError, match="exactly one of rho or epsilon"):
         make().scaled(rho=1, epsilon=1)
-
-
-GOOD_TOML = """
-name = "tiny"
-schema = "pl94"
-mechanism = "discrete_gaussian"
-rho = "1/2"
-delta = "1e-10"
-
-[[geolevels]]
-name = "US"
-share = "1/2"
-[geolevels.queries]
-detailed = "1"
-
-[[geolevels]]
-name = "State"
-share = "{state_share}"
-[geolevels.queries]
-total = "1/2"
-cenrace = "1/2"
-"""
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    p = tmp_path / "budget.toml"
-    p.write_text(text, encoding="utf-8")
-    return p
-
-
-def test_load_config_round_trip(tmp_path: Path) -> None:
-    b = load_config(write(tmp_path, GOOD_TOML.format(state_share="1/2")))
-    assert b.name == "tiny" and b.geolevels == (("US", 0), ("State", 2))
-    assert b.measurements()[0].rho == Fraction(1, 4)
-
-
-@pytest.mark.parametrize(
-    ("text", "match"),
-    [
-        (GOOD_TOML.format(state_share="abc"), r"key 'geolevels\[1\].share' = 'abc'"),
-        (GOOD_TOML.format(state_share="1/3"), "shares sum to 5/6"),
-        ("rhoo = 1\n" + GOOD_TOML.format(state_share="1/2"), "key 'rhoo' = 1: unknown key"),
-        (
-            GOOD_TOML.format(state_share="1/2").replace('rho = "1/2"', 'rho = "-1"'),
-            "key 'rho' = '-1': must be positive",
-        ),
-        (
-            GOOD_TOML.format(state_share="1/2").replace('"discrete_gaussian"', '"geometric"'),
-            "needs a global 'epsilon'",
-        ),
-        (GOOD_TOML.format(state_share="1/2").replace("cenrace =", "citizen ="), "query 'citizen'"),
-        ("schema = [", "invalid TOML"),
-    ],
-)
-def test_bad_config_files_name_file_key_and_value(tmp_path: Path, text: str, match: str) -> None:
-    path = write(tmp_path, text)
-    with pytest.raises(BudgetConfigError, match=match) as info:
-        load_config(path)
-    assert str(path) in str(info.value)
-    assert isinstance(info.value, ConfigError) and isinstance(info.value, BudgetError)
-
-
-def test_missing_config_and_unknown_preset(tmp_path: Path) -> None:
-    with pytest.raises(BudgetConfigError, match="cannot read budget config"):
-        load_config(tmp_path / "missing.toml")
-    with pytest.raises(BudgetConfigError, match="unknown budget preset 'nope'; presets are"):
-        load_preset("nope")
-
-
-def test_cli_budget(capsys, tmp_path: Path) -> None:
-    assert main(["budget", "--preset", "pl94-2020", "--json"]) == 0
-    out = capsys.readouterr().out
-    assert '"epsilon_at_delta": 17.14' in out
-    assert main(["budget", "--preset", "ddp-2010"]) == 0
-    assert "geometric" in capsys.readouterr().out
-    bad = write(tmp_path, GOOD_TOML.format(state_share="1/3"))
-    assert main(["budget", "--config", str(bad)]) == 2
-    err = capsys.readouterr().err
-    assert str(bad) in err and "shares sum to 5/6" in err
-    assert main(["budget", "--rho", "-1"]) == 2
-    assert "rho is -1" in capsys.readouterr().err
 
 
 @settings(max_examples=examples(25), deadline=None)

@@ -7,8 +7,9 @@ from fractions import Fraction
 import mpmath
 import pytest
 
+from censusdp.io.budget_files import load_preset
 from censusdp.privacy import accounting
-from censusdp.privacy.budget import load_preset, release_privacy
+from censusdp.privacy.release_budget import release_privacy
 
 
 def test_zcdp_runs_add_and_epsilon_is_cks_of_the_sum() -> None:

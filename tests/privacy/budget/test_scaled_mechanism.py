@@ -7,7 +7,8 @@ from fractions import Fraction
 import pytest
 
 from censusdp.errors import BudgetError
-from censusdp.privacy.budget import load_preset, scaled_mechanism
+from censusdp.io.budget_files import load_preset
+from censusdp.privacy.budget import scaled_mechanism
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 
 

@@ -23,9 +23,10 @@ from censusdp.data.histograms import person_histogram
 from censusdp.data.invariants import compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
+from censusdp.io.budget_files import load_preset
 from censusdp.io.output import RESUMABLE_MARKER, Staging
-from censusdp.privacy.budget import ReleaseBudget, load_preset
 from censusdp.privacy.randomness import GENERATOR, RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release import measure_runs, pipeline
 from censusdp.release.checkpoint import JOURNAL, Checkpoint
 from censusdp.release.measure import measure

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.io.budget_files import load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from synth import block_codes, make_cef, write_cef

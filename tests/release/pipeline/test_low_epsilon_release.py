@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.generate import generate_state
-from censusdp.privacy.budget import ReleaseBudget, resolve_budget
+from censusdp.io.budget_files import resolve_budget
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io.budget_files import load_preset
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
-from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
 from censusdp.release.topdown import driver
@@ -200,7 +200,7 @@ def test_a_wide_family_read_in_pieces_gives_the_same_subproblems(wide, tmp_path,
 
 
 def test_a_release_estimated_in_pieces_is_byte_identical(wide, tmp_path, monkeypatch):
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import ReleaseOptions
     from censusdp.release.pipeline import reestimate, run_release
 
@@ -344,7 +344,7 @@ def test_tasks_that_read_their_own_family_give_the_same_release(wide, tmp_path, 
     """Off the driver's process, a family that is not split is read by its own task
     from an NMF slice (``NMFReader.detach``): the release is byte-identical, and a
     task carries row-group locations, not the family's noisy values."""
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release import pipeline
     from censusdp.release.options import ReleaseOptions
 

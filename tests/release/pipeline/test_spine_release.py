@@ -25,10 +25,12 @@ from censusdp.data.invariants import compute_invariants
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import bypass_shares
 from censusdp.errors import ConfigError
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import read_mdf_persons
-from censusdp.privacy.budget import Budget, ReleaseBudget, load_preset, scaled_mechanism
+from censusdp.privacy.budget import Budget, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -177,7 +179,7 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     assert manifest["spine"]["kind"] == "optimized"
     assert manifest["spine"]["rules"]["fanout_cutoff"] == 12
     # bypass moves shares, not budget: the release's privacy loss is the budget's
-    from censusdp.privacy.budget import release_privacy
+    from censusdp.privacy.release_budget import release_privacy
 
     whole = release_privacy(BUDGET, load_preset("pl94-2020-units"))
     assert manifest["rho_exact"] == whole["rho_exact"]
@@ -376,7 +378,8 @@ def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, 
 
 
 def test_budget_files_name_the_spine_and_reject_an_unknown_one():
-    from censusdp.privacy.budget import Budget, BudgetConfigError, budget_from_mapping
+    from censusdp.privacy.budget import Budget, BudgetConfigError
+    from censusdp.privacy.budget_config import budget_from_mapping
 
     assert load_preset("pl94-2020").spine == "optimized"
     assert load_preset("pl94-2020-pr-units").spine is None

@@ -22,10 +22,11 @@ from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
+from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
-from censusdp.privacy.budget import ReleaseBudget, load_preset
 from censusdp.privacy.randomness import RandomSource
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.measure import (
     MeasureTask,
     family_chunks,

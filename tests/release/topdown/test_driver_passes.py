@@ -20,9 +20,10 @@ from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
+from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf import read_mdf_persons
 from censusdp.io.nmf import NMFReader
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown.driver import Bounds, estimate

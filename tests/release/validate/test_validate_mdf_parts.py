@@ -26,8 +26,9 @@ import censusdp.release.parts as release_parts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InternalError
 from censusdp.execution import InProcessExecutor
+from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf import mdf_part_counts, read_mdf_persons, read_mdf_text, read_mdf_units
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.parts import MDFPartTask, mdf_part_ranges, run_mdf_part_task
 from censusdp.release.pipeline import run_release

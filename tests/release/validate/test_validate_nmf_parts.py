@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.execution import InProcessExecutor
-from censusdp.privacy.budget import ReleaseBudget, load_preset
+from censusdp.io.budget_files import load_preset
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import validate_run

@@ -25,6 +25,7 @@ from censusdp.api import Release
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.atomic import sha256_of
+from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf import (
     UNIT_COLUMNS,
     _write_text_chunk,
@@ -35,7 +36,7 @@ from censusdp.io.mdf import (
 from censusdp.io.nmf import nmf_files
 from censusdp.io.parts import part_files, read_parts
 from censusdp.io.tables import codebook_mismatch, read_tables, table_part_mismatch
-from censusdp.privacy.budget import ReleaseBudget, load_preset, release_privacy
+from censusdp.privacy.release_budget import ReleaseBudget, release_privacy
 from censusdp.release.manifest import (
     file_checksums,
     inherited_randomness,

@@ -107,7 +107,7 @@ def _write_rec(cols: dict[str, np.ndarray], d: Path) -> None:
 def _default_dp(
     input_dir: Path, out_dir: Path, *, budget: Budget, seed: int, workers: int, progress: Progress
 ) -> dict:
-    from censusdp.privacy.budget import ReleaseBudget
+    from censusdp.privacy.release_budget import ReleaseBudget
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
@@ -305,7 +305,7 @@ class _SweepSetup:
 
 def _checked_base(eps: list[float], swap_rate: float, preset: str) -> Budget:
     """Validate the sweep's epsilons and swap rate; the preset's budget (with sex and age)."""
-    from censusdp.privacy.budget import resolve_budget
+    from censusdp.io.budget_files import resolve_budget
 
     if any(not (e > 0 and math.isfinite(e)) for e in eps):
         raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
