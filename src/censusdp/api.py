@@ -56,11 +56,13 @@ class Release:
     Attributes:
         path: the run directory.
         manifest: its ``manifest.json`` (budget in rho and (epsilon, delta), seed or
-            secure randomness, versions, timings, validation).
+            secure randomness, versions, timings, validation), typed
+            (:class:`censusdp.io.release_manifest.ReleaseManifest`: ``manifest.seed`` or
+            ``manifest["seed"]``; ``manifest.to_dict()`` for JSON).
     """
 
     path: Path
-    manifest: dict[str, Any] = field(repr=False)
+    manifest: Any = field(repr=False)
 
     @classmethod
     def open(cls, path: PathLike) -> Release:

@@ -60,6 +60,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="reproducible, NON-SECURE noise from this seed (default: secure OS randomness)",
     )
+    _add_estimation_options(p)
+    add_executor(p)
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run of --out (killed, crashed, lost its machine) "
+        "from its finished steps: noisy measurements already written are reused, never "
+        "drawn again, and estimated geolevels are kept; refused unless the input, budget, "
+        "seed and options are those of the interrupted run (with none to continue, the "
+        "run starts afresh)",
+    )
+    p.set_defaults(func=_run)
+
+
+def _add_estimation_options(p: argparse.ArgumentParser) -> None:
+    """The options of :class:`censusdp.release.options.ReleaseOptions` beside the seed."""
+    from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
+
     p.add_argument(
         "--postprocess",
         choices=("topdown", "bottomup", "none"),
@@ -86,21 +104,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "block attributes), else 'tabulation'. MDF and tables are always tabulated by "
         "geocode",
     )
-    add_executor(p)
     p.add_argument(
         "--method",
         choices=("auto", "activeset", "interior", "admm", "clarabel"),
         default="auto",
         help="least-squares solver of the estimation",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run of --out (killed, crashed, lost its machine) "
-        "from its finished steps: noisy measurements already written are reused, never "
-        "drawn again, and estimated geolevels are kept; refused unless the input, budget, "
-        "seed and options are those of the interrupted run (with none to continue, the "
-        "run starts afresh)",
     )
     p.add_argument(
         "--estimator",
@@ -120,10 +128,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="estimate a family with more than N children (a county's tracts, a block "
         "group's blocks) as a coarse problem over chunks of at most N children, then one "
-        "task per chunk, so no single task bounds the run ('none' never splits; default: "
-        "DEFAULT_MAX_CHILDREN of censusdp.release.topdown.split, recorded in the manifest)",
+        f"task per chunk, so no single task bounds the run ('none' never splits; default: "
+        f"{DEFAULT_MAX_CHILDREN}, recorded in the manifest)",
     )
-    p.set_defaults(func=_run)
 
 
 def _randomness_words(manifest: dict) -> str:

@@ -57,7 +57,7 @@ def check_release(
         truth_tables, released_tables, mdf_tables: per table, per level, ``(units x
             lines)`` arrays (``mdf_tables`` is the tabulation of the MDF, or ``None``).
         truth_units, mdf_units: ``(blocks x 16)`` unit histograms (cell
-            ``2 * gqtype + occupied``), see :func:`censusdp.tables.unit_histogram`.
+            ``2 * gqtype + occupied``), see :func:`censusdp.data.histograms.unit_histogram`.
         mdf_persons: ``(blocks x 2016)`` ``pl94`` histogram of the MDF persons.
 
     Returns:

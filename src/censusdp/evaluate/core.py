@@ -141,7 +141,7 @@ def read_release(release_dir: str | Path) -> ReleaseFiles:
     tables = files.tables() if files.tables_dir.is_dir() else None
     manifest: dict[str, Any] = {}
     if files.manifest_file.exists():
-        manifest = files.manifest()
+        manifest = files.manifest().to_dict()
     nmf = {run: files.nmf_file(run) for run in RUNS if files.has_nmf(run)}
     return ReleaseFiles(persons, units, tables, manifest, nmf, d)
 

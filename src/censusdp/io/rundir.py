@@ -24,6 +24,7 @@ from censusdp.errors import InputError
 from censusdp.io import layout
 from censusdp.io.nmf import NMFReader, read_geolevel
 from censusdp.io.parts import read_parts
+from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.tables import read_table, read_tables
 
 __all__ = ["RunDir", "read_manifest"]
@@ -109,9 +110,14 @@ class RunDir:
 
     # -- readers ------------------------------------------------------------------------
 
-    def manifest(self) -> dict[str, Any]:
-        """The parsed ``manifest.json`` (:func:`read_manifest`)."""
-        return read_manifest(self.path)
+    def manifest(self) -> ReleaseManifest:
+        """The release's ``manifest.json``, typed.
+
+        Raises:
+            InputError: naming the file when it is missing, not JSON, or holds an entry
+                no release records.
+        """
+        return ReleaseManifest.from_dict(read_manifest(self.path), str(self.manifest_file))
 
     def invariants(self, geolevels: GeoLevels) -> tuple[Hierarchy, Invariants]:
         """The hierarchy of the release's blocks (on ``geolevels``) and its published

@@ -55,9 +55,10 @@ from censusdp.errors import ResumeError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
 from censusdp.io.layout import CHECKPOINT_DIR
 from censusdp.io.output import RESUMABLE_MARKER, Staging
-from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import GENERATOR
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import Progress, say
+from censusdp.release.options import ReleaseOptions
 from censusdp.version import __version__
 
 __all__ = [
@@ -74,36 +75,31 @@ _FORMAT = 1
 
 
 def run_fingerprint(
-    *,
     input_sha256: Mapping[str, str],
-    budget: Budget,
-    units_budget: Budget | None,
-    seed: int | None,
-    postprocess: str,
-    units: str,
-    method: str,
-    spine: str = "tabulation",
-    estimator: str = "ls",
-    max_children: int | None = None,
+    budget: ReleaseBudget,
+    options: ReleaseOptions,
+    spine: str,
 ) -> dict[str, Any]:
     """What a resumed run must share with the interrupted one: everything the release
-    depends on (not the executor, workers or Spark master, which do not change it)."""
+    depends on (the options as chosen, the spine as resolved; not the executor, workers
+    or Spark master, which do not change it)."""
+    seed = options.seed
     seed_hash = None if seed is None else hashlib.sha256(str(int(seed)).encode()).hexdigest()
     return strict_json(
         {
             "package_version": __version__,
             "input_sha256": dict(input_sha256),
-            "budget": budget.to_dict(),
-            "units_budget": None if units_budget is None else units_budget.to_dict(),
+            "budget": budget.persons.to_dict(),
+            "units_budget": None if budget.units is None else budget.units.to_dict(),
             "randomness": "secure" if seed is None else "seeded",
             "generator": GENERATOR,
             "seed_sha256": seed_hash,
-            "postprocess": postprocess,
-            "units": units,
-            "method": method,
-            "spine": spine,
-            "estimator": estimator,
-            "max_children": max_children,
+            "postprocess": options.postprocess,
+            "units": options.unit_consistency,
+            "method": options.method,
+            "spine": str(spine),
+            "estimator": options.estimator,
+            "max_children": options.max_children,
         }
     )
 

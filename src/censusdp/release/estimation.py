@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,11 +20,9 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.invariants import Invariants, level_bounds
 from censusdp.data.measurements import Measurements
-from censusdp.data.schema import Schema, get_schema
+from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
 from censusdp.execution.base import Executor
-from censusdp.io.rundir import RunDir
-from censusdp.release.checkpoint import Checkpoint
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
@@ -40,7 +38,6 @@ from censusdp.tables import table_arrays
 __all__ = [
     "EstimationInputs",
     "ReleaseEstimate",
-    "estimate_from_nmf",
     "estimate_runs",
     "estimate_tables",
     "occupied_units",
@@ -48,6 +45,15 @@ __all__ = [
     "person_bounds",
     "released_histograms",
 ]
+
+
+class EstimatedLevels(Protocol):
+    """Where a run's estimated levels are kept as they finish (a run's checkpoint,
+    :class:`censusdp.release.checkpoint.Checkpoint`), so an interrupted run resumes
+    after them."""
+
+    def levels(self, run: str) -> Any:
+        """The store of ``run``'s levels the TopDown driver reads and records."""
 
 
 def person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
@@ -80,37 +86,12 @@ class ReleaseEstimate:
     household: np.ndarray | None = None
 
 
-def estimate_from_nmf(
-    run: RunDir,
-    geo: ReleaseGeography,
-    inv: Invariants,
-    options: ReleaseOptions,
-    rt: Runtime,
-    *,
-    with_units: bool,
-    manifest: dict[str, Any],
-    checkpoint: Checkpoint | None = None,
-) -> ReleaseEstimate:
-    """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
-    whole) on ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
-    hierarchy = geo.estimation
-    schema = get_schema(manifest["schema"])
-    inputs = EstimationInputs(
-        run.nmf_reader("persons", schema, hierarchy),
-        run.nmf_reader("units", get_schema("units"), hierarchy) if with_units else None,
-        geo.invariants(inv),
-        hierarchy,
-        None if geo.spine is None else geo.person_bounds(inv),
-    )
-    return estimate_runs(inputs, options, rt, manifest, checkpoint)
-
-
 def estimate_runs(
     inputs: EstimationInputs,
     options: ReleaseOptions,
     rt: Runtime,
     manifest: dict[str, Any],
-    checkpoint: Checkpoint | None = None,
+    checkpoint: EstimatedLevels | None = None,
 ) -> ReleaseEstimate:
     """Estimate persons (and units, when measured) from measurements and invariants
     (continuing after the levels ``checkpoint`` holds, recording each finished level);

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.data.geography import Hierarchy
-from censusdp.errors import CensusDPError, InputError
+from censusdp.errors import CensusDPError, InputError, InternalError
 from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
 from censusdp.io.parts import indexed_checksums
+from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.version import __version__
@@ -169,6 +170,10 @@ def commit_run(
     tasks computed when they wrote them, recorded in each directory's index
     (:func:`censusdp.io.parts.indexed_checksums`); ``check`` re-reads them (as tasks)."""
     manifest["files"] = file_checksums(staging.path, indexed_checksums(staging.path))
+    try:  # only the entries a release records (a misspelt key is a bug here)
+        ReleaseManifest.from_dict(manifest)
+    except InputError as exc:
+        raise InternalError(str(exc)) from None
     timings["total"] = time.perf_counter() - t_start
     manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
     manifest["peak_memory_mb"] = peak_rss_mb()

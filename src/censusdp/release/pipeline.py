@@ -169,7 +169,7 @@ def run_release(
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
-    fingerprint = _fingerprint(cef_input.sha256, budget, options, spine_choice[0])
+    fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])
     with _session(out_dir, input_dir, execution, overwrite=overwrite, resume=resume) as run:
         rt = run.rt
         ckpt = Checkpoint.open(run.staging, fingerprint, rt.progress)
@@ -220,25 +220,6 @@ def run_release(
         run.commit(manifest)
     say(execution.progress, f"wrote release to {out_dir} in {rt.timings['total']:.1f}s")
     return manifest
-
-
-def _fingerprint(
-    input_sha256: dict[str, str], budget: ReleaseBudget, options: ReleaseOptions, spine: str
-) -> dict[str, Any]:
-    """What a resumed run must share with the interrupted one (the options as chosen,
-    the spine as resolved)."""
-    return run_fingerprint(
-        input_sha256=input_sha256,
-        budget=budget.persons,
-        units_budget=budget.units,
-        seed=options.seed,
-        postprocess=options.postprocess,
-        units=options.unit_consistency,
-        method=options.method,
-        spine=str(spine),
-        estimator=options.estimator,
-        max_children=options.max_children,
-    )
 
 
 _NO_NOISE = {

@@ -26,8 +26,9 @@ from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
 from censusdp.release.checkpoint import Checkpoint
 from censusdp.release.estimation import (
+    EstimationInputs,
     ReleaseEstimate,
-    estimate_from_nmf,
+    estimate_runs,
     occupied_units,
     on_tabulation,
     released_histograms,
@@ -81,7 +82,7 @@ def write_release(
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children
     if options.postprocess != "none":
-        est = estimate_from_nmf(
+        est = _estimate_from_nmf(
             RunDir(out),
             geo,
             inv,
@@ -101,6 +102,31 @@ def write_release(
         MANIFEST_FILE
     ]
     return manifest
+
+
+def _estimate_from_nmf(
+    run: RunDir,
+    geo: ReleaseGeography,
+    inv: Invariants,
+    options: ReleaseOptions,
+    rt: Runtime,
+    *,
+    with_units: bool,
+    manifest: dict[str, Any],
+    checkpoint: Checkpoint | None = None,
+) -> ReleaseEstimate:
+    """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
+    whole) on ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
+    hierarchy = geo.estimation
+    schema = get_schema(manifest["schema"])
+    inputs = EstimationInputs(
+        run.nmf_reader("persons", schema, hierarchy),
+        run.nmf_reader("units", get_schema("units"), hierarchy) if with_units else None,
+        geo.invariants(inv),
+        hierarchy,
+        None if geo.spine is None else geo.person_bounds(inv),
+    )
+    return estimate_runs(inputs, options, rt, manifest, checkpoint)
 
 
 def _write_outputs(
