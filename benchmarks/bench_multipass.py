@@ -96,11 +96,11 @@ def _noisy_totals(nmf: Path, hierarchy) -> dict[int, np.ndarray]:
 def _reestimate(run: Path, passes: str, workers: int):
     """Estimate persons from the run's NMF and published invariants, with ``passes``."""
     from censusdp.data.geography import GeoLevels, Hierarchy
-    from censusdp.data.invariants import Invariants, level_bounds
+    from censusdp.data.invariants import Bounds, Invariants, level_bounds
     from censusdp.data.schema import get_schema
     from censusdp.execution import make_executor
     from censusdp.io.nmf import NMFReader
-    from censusdp.release.topdown.driver import Bounds, estimate
+    from censusdp.release.topdown.driver import estimate
 
     manifest = json.loads((run / "manifest.json").read_text())
     levels = GeoLevels.from_pairs([(name, length) for name, length in manifest["geolevels"]])

@@ -2,7 +2,7 @@
 
 :func:`run_release` is what ``censusdp run`` calls. Data flows one way (docs/ARCHITECTURE.md):
 the confidential input is read and validated, aggregated and measured; from then on
-only the :class:`~censusdp.release.measure.MeasurementSet` and the public
+only the :class:`~censusdp.data.measurements.MeasurementSet` and the public
 :class:`~censusdp.data.invariants.Invariants` are passed on, so :func:`reestimate` can rebuild
 a release from a run directory's noisy measurement file alone.
 
@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
@@ -92,7 +92,7 @@ from censusdp.release.spine import (
     geography_of_run,
     requested_spine,
 )
-from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.topdown.driver import Estimate, estimate
 from censusdp.release.topdown.maxent import default_estimator
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run

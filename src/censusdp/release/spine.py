@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.spine import (
     BlockAttributes,
     Spine,
@@ -51,7 +51,6 @@ from censusdp.errors import ConfigError, InputError
 from censusdp.io.spine import SPINE_FILE, read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
-from censusdp.release.topdown.driver import Bounds
 
 __all__ = [
     "SPINE_CHOICES",

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.invariants import compute_invariants, level_bounds
+from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
 from censusdp.io.output import RESUMABLE_MARKER, Staging
@@ -29,7 +29,7 @@ from censusdp.privacy.randomness import GENERATOR, RandomSource
 from censusdp.release import pipeline
 from censusdp.release.checkpoint import JOURNAL, Checkpoint
 from censusdp.release.measure import measure
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import estimate
 from synth import block_codes, make_cef, write_cef
 
 PERSONS, UNITS = load_preset("pl94-2020"), load_preset("pl94-2020-units")

@@ -17,13 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from censusdp.data.geography import family_chunks
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
+from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown import driver
 from synth import block_codes, pl94_state, tree_bytes
 

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
+from censusdp.data.geography import Hierarchy, family_chunks
 from censusdp.data.histograms import person_histogram
 from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
@@ -28,7 +28,6 @@ from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import (
     MeasureTask,
-    family_chunks,
     measure,
     measure_tasks,
     run_measure_task,
@@ -186,7 +185,7 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
     from censusdp.release.topdown import driver
 
-    monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
+    monkeypatch.setattr(family_chunks, "__defaults__", (64,))
     monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)

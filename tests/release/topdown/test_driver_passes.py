@@ -17,14 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.mdf import read_mdf_persons
 from censusdp.io.nmf import NMFReader
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import estimate
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")

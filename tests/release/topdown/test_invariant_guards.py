@@ -16,11 +16,14 @@ import pytest
 import scipy.sparse as sp
 from _topdown_gen import l1_rounding_optimum, random_subproblem, small_subproblem
 
+from censusdp.data.geography import family_chunks
+from censusdp.data.invariants import Bounds
+from censusdp.data.measurements import MeasuredQuery
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import CensusDPError, InfeasibleError, InternalError
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import MeasuredQuery, measure
+from censusdp.release.measure import measure
 from censusdp.release.topdown import (
     _flow,
     check_integer_solution,
@@ -29,7 +32,7 @@ from censusdp.release.topdown import (
     rounding,
     solve_l2,
 )
-from censusdp.release.topdown.driver import Bounds, Task, estimate, run_task
+from censusdp.release.topdown.driver import Task, estimate, run_task
 from synth import block_codes, pl94_state
 
 PL94 = get_schema("pl94")
@@ -472,8 +475,8 @@ def test_estimate_by_single_families_is_identical(small_release, monkeypatch) ->
     h, levels, ms = small_release
     bounds = _exact_bounds(levels)
     whole = {pp: estimate(ms, h, bounds, method="clarabel", postprocess=pp) for pp in POSTPROCESS}
-    monkeypatch.setattr(driver.family_chunks, "__defaults__", (1,))
-    assert len(driver.family_chunks(h, h.n_levels - 1, 10)) == h.n_units(h.n_levels - 2)
+    monkeypatch.setattr(family_chunks, "__defaults__", (1,))
+    assert len(family_chunks(h, h.n_levels - 1, 10)) == h.n_units(h.n_levels - 2)
     for pp in POSTPROCESS:
         chunked = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
         for a, b in zip(whole[pp].histograms, chunked.histograms, strict=True):

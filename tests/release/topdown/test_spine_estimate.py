@@ -11,14 +11,14 @@ import numpy as np
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.invariants import compute_invariants, level_bounds
+from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import BlockAttributes, SpineRules, build_spine
 from censusdp.io.nmf import NMFReader, write_nmf
 from censusdp.privacy.budget import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import estimate
 from synth import block_codes, make_cef
 
 PL94 = get_schema("pl94")

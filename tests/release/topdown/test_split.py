@@ -15,14 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.nmf import NMFReader
 from censusdp.privacy.budget import load_preset
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown import make_feasible, round_to_integers, solve_l2
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import estimate
 from censusdp.release.topdown.split import (
     chunk_starts,
     chunk_subproblems,

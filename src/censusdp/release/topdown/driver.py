@@ -1,7 +1,7 @@
 """The TopDown driver: estimate the root, then each parent with its children, level by level.
 
 Input is only what is public after measurement (JASON (JSR-19-2F) sec. 5.7; Van Riper et al. (2020) sec. 2.2):
-the :class:`~censusdp.release.measure.MeasurementSet` and, per level, the bounds implied by the
+the :class:`~censusdp.data.measurements.MeasurementSet` and, per level, the bounds implied by the
 invariants and constraints. Each parent-with-children solve is an independent, picklable
 :class:`Task` (a :class:`~censusdp.release.topdown.problem.Subproblem` plus bookkeeping), so an
 executor may run the tasks of one level in any order, in any process.
@@ -16,7 +16,7 @@ parent constraint) and aggregates up: consistent, but with the noise of every bl
 summed at the higher levels.
 
 Memory is bounded by a chunk, not by a level: the tasks of a level are built lazily from
-runs of whole families (:func:`censusdp.release.measure.family_chunks`), each read from the
+runs of whole families (:func:`censusdp.data.geography.family_chunks`), each read from the
 measurements (an in-memory set or the NMF reader) only when the executor asks for the
 next task, and each result is folded into the level's sparse histogram as it arrives.
 A family larger than a chunk (a block group of hundreds of ``ddp-2010`` blocks) is read in
@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
+from censusdp.data.geography import DEFAULT_CHUNK_VALUES, Hierarchy, family_chunks
+from censusdp.data.invariants import Bounds
 from censusdp.data.measurements import MeasuredQuery, Measurements, concat_units
 from censusdp.data.queries import Query, make_query
 from censusdp.errors import CensusDPError, ConfigError, InternalError
 from censusdp.progress import logger, task
-from censusdp.release.measure import DEFAULT_CHUNK_VALUES, family_chunks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.l2 import solve_l2
 from censusdp.release.topdown.maxent import ESTIMATORS, coarsenings_for, solve_maxent
@@ -67,7 +67,6 @@ from censusdp.release.topdown.split import (
 )
 
 __all__ = [
-    "Bounds",
     "Estimate",
     "Task",
     "TaskResult",
@@ -84,16 +83,6 @@ Irrelevant for real budgets (variances of order 1 and more), it keeps the weight
 near-exact measurements (huge budgets: a discrete Gaussian with ``sigma^2 = 0.01`` has
 variance about ``1e-21``) finite and comparable, instead of letting one query's
 astronomically small variance swamp every other measurement."""
-
-
-@dataclass(frozen=True, eq=False)
-class Bounds:
-    """Per-level constraint bounds: ``group_lower/upper`` ``(units, G)``, ``total_*`` ``(units,)``."""
-
-    group_lower: np.ndarray
-    group_upper: np.ndarray
-    total_lower: np.ndarray
-    total_upper: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -974,7 +963,7 @@ def estimate(
 
     Args:
         ms: the noisy measurements (the only data-dependent input): a
-            :class:`~censusdp.release.measure.MeasurementSet` or any object with its ``read``
+            :class:`~censusdp.data.measurements.MeasurementSet` or any object with its ``read``
             method, such as the chunked NMF reader.
         hierarchy: the geounits the measurements refer to.
         bounds: per level, the constraint bounds (from the public invariants).
