@@ -58,7 +58,7 @@ def _kernels(run_dir: Path, work: Path) -> dict:
     """Re-estimate ``run_dir`` in process, solving each subproblem with both chains."""
     import censusdp.release.topdown.driver as drv
     from censusdp.release.pipeline import reestimate
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     per_level: dict[str, dict] = {}
     orig = drv.run_task

@@ -41,9 +41,10 @@ import numpy as np
 
 from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.release.pipeline import reestimate
-from censusdp.release.topdown import _clarabel, driver
+from censusdp.release.topdown import driver
 from censusdp.release.topdown.failsafe import make_feasible
-from censusdp.release.topdown.l2 import solve_l2
+from censusdp.release.topdown.solvers import clarabel_qp
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 
 class _Enough(Exception):
@@ -79,16 +80,16 @@ def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
 
 
 def _solve_all(subs: list, method: str, settings: dict) -> tuple[float, list[float]]:
-    saved = {name: getattr(_clarabel, name) for name in settings}
+    saved = {name: getattr(clarabel_qp, name) for name in settings}
     for name, value in settings.items():
-        setattr(_clarabel, name, value)
+        setattr(clarabel_qp, name, value)
     try:
         c0 = time.process_time()
         objectives = [solve_l2(s, method=method).objective for s in subs]
         return time.process_time() - c0, objectives
     finally:
         for name, value in saved.items():
-            setattr(_clarabel, name, value)
+            setattr(clarabel_qp, name, value)
 
 
 def main() -> None:
@@ -107,9 +108,9 @@ def main() -> None:
         "median_children": float(np.median([s.k for s in subs])),
         "median_kept_cells": float(np.median([s.c for s in subs])),
         "min_cells": args.min_cells,
-        "direct_max_cells": _clarabel.DIRECT_MAX_CELLS,
-        "direct_max_answer": _clarabel.DIRECT_MAX_ANSWER,
-        "faer_min_nnz": _clarabel.FAER_MIN_NNZ,
+        "direct_max_cells": clarabel_qp.DIRECT_MAX_CELLS,
+        "direct_max_answer": clarabel_qp.DIRECT_MAX_ANSWER,
+        "faer_min_nnz": clarabel_qp.FAER_MIN_NNZ,
         "python": platform.python_version(),
     }
     qdldl = {"FAER_MIN_NNZ": 1 << 62}

@@ -57,7 +57,7 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     from censusdp.privacy.budget import resolve_budget
     from censusdp.release.pipeline import run_release
     from censusdp.release.topdown.failsafe import make_feasible
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     families: list[tuple[str, object]] = []
     orig = drv.run_task
@@ -103,28 +103,28 @@ VARIANTS = {
     "interior-sparse": {"BLOCKED": False},  # the sparse (SuperLU) factorisation
     "interior-unfolded": {"FOLD": False},  # nested queries keep their own rows
 }
-"""Interior-point variants: module settings of ``_interior`` changed for the one solve."""
+"""Interior-point variants: module settings of ``interior`` changed for the one solve."""
 
 
 def _solve(sub, method: str):
     from threadpoolctl import threadpool_limits
 
-    from censusdp.release.topdown import _interior
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers import interior
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     if method.endswith("-2threads"):  # BLAS on two threads (releases keep one)
         with threadpool_limits(limits=2, user_api="blas"):
             return _solve(sub, method.removesuffix("-2threads"))
     if method not in VARIANTS:
         return solve_l2(sub, method=method)
-    old = {k: getattr(_interior, k) for k in VARIANTS[method]}
+    old = {k: getattr(interior, k) for k in VARIANTS[method]}
     for k, v in VARIANTS[method].items():
-        setattr(_interior, k, v)
+        setattr(interior, k, v)
     try:
         return solve_l2(sub, method="interior")
     finally:
         for k, v in old.items():
-            setattr(_interior, k, v)
+            setattr(interior, k, v)
 
 
 def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:

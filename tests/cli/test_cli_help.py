@@ -119,8 +119,8 @@ def test_the_cli_offers_exactly_the_library_choices() -> None:
     from censusdp.execution import EXECUTOR_CHOICES
     from censusdp.privacy.budget import SPINES
     from censusdp.release.pipeline import POSTPROCESS_CHOICES, UNITS_CHOICES
-    from censusdp.release.topdown.l2 import METHODS
     from censusdp.release.topdown.maxent import ESTIMATORS
+    from censusdp.release.topdown.solvers.least_squares import METHODS
 
     assert _choices("run", "--method") == METHODS
     assert _choices("run", "--estimator") == ESTIMATORS

@@ -260,8 +260,8 @@ def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(d
     """The driver's problem (rows holding a kept cell) and the full one (every row of
     every query) differ by a constant: same minimisers, same least-squares solution."""
     from censusdp.data.queries import make_query
-    from censusdp.release.topdown.l2 import solve_l2
     from censusdp.release.topdown.problem import Subproblem
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     live = np.flatnonzero(~PL94.structural_zero_mask)
     kept = np.asarray(

@@ -19,15 +19,16 @@ from censusdp.release.topdown.failsafe import (
     check_feasible,
     make_feasible,
 )
-from censusdp.release.topdown.l2 import L2Result, solve_l2
 from censusdp.release.topdown.multipass import round_in_passes, solve_l2_passes
 from censusdp.release.topdown.passes import PASS_MODES, PRODUCTION_PASSES, PassPlan, plans_for
 from censusdp.release.topdown.problem import Subproblem, SubproblemError
 from censusdp.release.topdown.rounding import check_integer_solution, round_to_integers
+from censusdp.release.topdown.solvers.base import RealSolution
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 __all__ = [
     "FailsafeReport",
-    "L2Result",
+    "RealSolution",
     "PASS_MODES",
     "PRODUCTION_PASSES",
     "PassPlan",

@@ -42,7 +42,6 @@ from censusdp.data.queries import Query, make_query
 from censusdp.errors import CensusDPError, ConfigError, InternalError
 from censusdp.progress import logger, task
 from censusdp.release.topdown.failsafe import make_feasible
-from censusdp.release.topdown.l2 import solve_l2
 from censusdp.release.topdown.maxent import ESTIMATORS, coarsenings_for, solve_maxent
 from censusdp.release.topdown.multipass import (
     L2Passes,
@@ -57,6 +56,7 @@ from censusdp.release.topdown.passes import PASS_MODES, plans_for
 from censusdp.release.topdown.pooling import pooled_root
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 from censusdp.release.topdown.split import (
     DEFAULT_MAX_CHILDREN,
     chunk_starts,
