@@ -41,7 +41,7 @@ import numpy as np
 
 from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.release.pipeline import reestimate
-from censusdp.release.topdown import driver
+from censusdp.release.topdown import tasks as topdown_tasks
 from censusdp.release.topdown.failsafe import make_feasible
 from censusdp.release.topdown.solvers import clarabel_qp
 from censusdp.release.topdown.solvers.least_squares import solve_l2
@@ -54,7 +54,7 @@ class _Enough(Exception):
 def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
     """Block families of ``run`` as its tasks solve them (every ``every``-th)."""
     kept, seen = [], [0]
-    real = driver.run_task
+    real = topdown_tasks.run_task
     bottom = len(json.loads((run / "manifest.json").read_text())["geolevels"]) - 2
 
     def capture(task):
@@ -68,14 +68,14 @@ def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
                     raise _Enough
         return real(task)
 
-    driver.run_task = capture
+    topdown_tasks.run_task = capture
     try:
         with tempfile.TemporaryDirectory() as out:
             reestimate(run, Path(out) / "re", workers=1)
     except _Enough:
         pass
     finally:
-        driver.run_task = real
+        topdown_tasks.run_task = real
     return [s for s in kept if not (s.parent is not None and s.k == 1)]
 
 

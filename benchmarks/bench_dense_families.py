@@ -53,14 +53,14 @@ class _Stop(Exception):
 
 def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     """The County family and the largest Tract families of a dhc-lite-demo run."""
-    import censusdp.release.topdown.driver as drv
+    import censusdp.release.topdown.tasks as topdown_tasks
     from censusdp.privacy.budget import resolve_budget
     from censusdp.release.pipeline import run_release
     from censusdp.release.topdown.failsafe import make_feasible
     from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     families: list[tuple[str, object]] = []
-    orig = drv.run_task
+    orig = topdown_tasks.run_task
 
     def patched(task):
         sub = task.sub
@@ -72,10 +72,10 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
             # continue the run cheaply: the captured family is solved in the kernels
             res = solve_l2(sub, method="interior")
             if res.method == "interior":
-                return orig(drv.Task(**{**task.__dict__, "method": "interior"}))
+                return orig(topdown_tasks.Task(**{**task.__dict__, "method": "interior"}))
         return orig(task)
 
-    drv.run_task = patched
+    topdown_tasks.run_task = patched
     try:
         run_release(
             cef,
@@ -89,7 +89,7 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     except _Stop:
         pass
     finally:
-        drv.run_task = orig
+        topdown_tasks.run_task = orig
     county = [f for f in families if f[0].startswith("County")]
     tracts = sorted(
         (f for f in families if f[0].startswith("Tract")),

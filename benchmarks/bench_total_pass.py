@@ -41,12 +41,12 @@ class _Stop(BaseException):
 
 
 def _capture(cef: Path, staging: Path, n_tracts: int, seed: int) -> list:
-    import censusdp.release.topdown.driver as drv
+    import censusdp.release.topdown.tasks as topdown_tasks
     from censusdp.cli import main
     from censusdp.release.topdown.failsafe import make_feasible
 
     families: list[tuple[str, object, object]] = []
-    orig = drv.run_task
+    orig = topdown_tasks.run_task
 
     def patched(task):
         if task.level >= 2 and not task.chunks:
@@ -63,14 +63,14 @@ def _capture(cef: Path, staging: Path, n_tracts: int, seed: int) -> list:
         return orig(task)
 
     out = staging.parent / staging.name.split(".partial-")[0].lstrip(".")
-    drv.run_task = patched
+    topdown_tasks.run_task = patched
     try:  # the interrupted command, resumed in process
         main(["run", "--input", str(cef), "--out", str(out), "--seed", str(seed), "--resume",
               "--executor", "inprocess", "--quiet"])  # fmt: skip
     except _Stop:
         pass
     finally:
-        drv.run_task = orig
+        topdown_tasks.run_task = orig
     county = [f for f in families if f[0].startswith("County")]
     tracts = sorted((f for f in families if f[0].startswith("Tract")), key=lambda f: -f[1].k)
     return sorted(county, key=lambda f: -f[1].k)[:1] + tracts[:n_tracts]

@@ -120,7 +120,7 @@ def test_the_cli_offers_exactly_the_library_choices() -> None:
     from censusdp.privacy.budget import SPINES
     from censusdp.release.pipeline import POSTPROCESS_CHOICES, UNITS_CHOICES
     from censusdp.release.topdown.maxent import ESTIMATORS
-    from censusdp.release.topdown.solvers.least_squares import METHODS
+    from censusdp.release.topdown.solvers.chain import METHODS
 
     assert _choices("run", "--method") == METHODS
     assert _choices("run", "--estimator") == ESTIMATORS

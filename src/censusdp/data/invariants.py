@@ -173,6 +173,15 @@ class Bounds:
     total_lower: np.ndarray
     total_upper: np.ndarray
 
+    def units(self, units: slice) -> Bounds:
+        """The bounds of the geounits ``units`` of the level (views, not copies)."""
+        return Bounds(
+            self.group_lower[units],
+            self.group_upper[units],
+            self.total_lower[units],
+            self.total_upper[units],
+        )
+
 
 def level_bounds(
     inv: Invariants, hierarchy: Hierarchy

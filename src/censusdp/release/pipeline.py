@@ -92,7 +92,7 @@ from censusdp.release.spine import (
     geography_of_run,
     requested_spine,
 )
-from censusdp.release.topdown.driver import Estimate, estimate
+from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
 from censusdp.release.topdown.maxent import default_estimator
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 from censusdp.release.validate import require_valid, validate_release, validate_run
@@ -706,8 +706,8 @@ class _Estimated:
     """The estimate of both runs, the person bounds it was held to, and (for a
     consistent unit run) the household persons per block it was held to."""
 
-    persons: Estimate
-    units: Estimate | None
+    persons: TopDownResult
+    units: TopDownResult | None
     bounds: list[Bounds]
     household: np.ndarray | None = None
 
@@ -776,21 +776,17 @@ def _estimate_measurements(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    common = dict(
+    common = dict(executor=executor, progress=progress)
+    options = TopDownOptions(
         postprocess=postprocess,
         method=method,
-        estimator=estimator,
-        executor=executor,
-        progress=progress,
+        estimator=default_estimator(schema.name) if estimator is None else estimator,
         max_children=max_children,
     )
-    common["estimator"] = default_estimator(schema.name) if estimator is None else estimator
-    persons = estimate(
-        ms, hierarchy, bounds, group_variable="hhgq", checkpoint=levels("persons"), **common
-    )
+    persons = run_topdown(ms, hierarchy, bounds, options, checkpoint=levels("persons"), **common)
     timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
-    manifest["estimator"] = common["estimator"]
+    manifest["estimator"] = options.estimator
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
     if ums is not None:
@@ -801,9 +797,14 @@ def _estimate_measurements(
             ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
             group = UNIT_GROUP_VARIABLE
         if estimator is None:
-            common["estimator"] = default_estimator(ums.schema.name)
-        units = estimate(
-            ums, hierarchy, ubounds, group_variable=group, checkpoint=levels("units"), **common
+            options = replace(options, estimator=default_estimator(ums.schema.name))
+        units = run_topdown(
+            ums,
+            hierarchy,
+            ubounds,
+            replace(options, group_variable=group),
+            checkpoint=levels("units"),
+            **common,
         )
         timings["estimate_units"] = time.perf_counter() - t
         manifest["estimation"]["units"] = units.levels
@@ -1048,10 +1049,10 @@ def _on_tabulation(
     if not report.ok and not est.persons.failsafe:
         raise InternalError("the spine estimate fails validation: " + "; ".join(report.failures()))
 
-    def view(e: Estimate | None) -> Estimate | None:
+    def view(e: TopDownResult | None) -> TopDownResult | None:
         if e is None:
             return None
-        return Estimate(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
+        return TopDownResult(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
 
     persons = view(est.persons)
     assert persons is not None

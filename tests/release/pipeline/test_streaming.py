@@ -33,6 +33,7 @@ from censusdp.release.measure import (
     run_measure_task,
 )
 from censusdp.release.pipeline import reestimate, run_release
+from censusdp.release.topdown.subproblems import family_runs
 from synth import block_codes, make_cef, pl94_state, tree_bytes, write_cef
 
 PL94 = get_schema("pl94")
@@ -183,10 +184,9 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     base = measured[0]
     budget = load_preset("pl94-2020")
     run_release(base / "cef", tmp_path / "a", budget=budget, seed=5)
-    from censusdp.release.topdown import driver
 
     monkeypatch.setattr(family_chunks, "__defaults__", (64,))
-    monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
+    monkeypatch.setattr(family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", budget=budget, seed=5)
 

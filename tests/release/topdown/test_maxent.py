@@ -218,10 +218,15 @@ def test_auto_keeps_least_squares_without_simulating_when_every_query_is_informa
 
 def test_unknown_estimator_is_a_config_error():
     from censusdp.data.geography import Hierarchy
-    from censusdp.release.topdown.driver import estimate
+    from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 
     with pytest.raises(ConfigError, match="estimator must be one of"):
-        estimate(None, Hierarchy.from_blocks(np.array(["5000100000001000"])), [], estimator="x")
+        run_topdown(
+            None,
+            Hierarchy.from_blocks(np.array(["5000100000001000"])),
+            [],
+            TopDownOptions(estimator="x"),
+        )
 
 
 def _age_case(seed: int, sd: float = 60.0):

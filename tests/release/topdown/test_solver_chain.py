@@ -19,8 +19,8 @@ from censusdp.release.topdown import (
     solve_l2,
 )
 from censusdp.release.topdown.solvers import active_set, admm, clarabel_qp, interior
-from censusdp.release.topdown.solvers.base import Attempt, compress
-from censusdp.release.topdown.solvers.chain import backend_order
+from censusdp.release.topdown.solvers.base import Attempt, Tolerances, compress
+from censusdp.release.topdown.solvers.chain import AUTO_CHAIN, BACKENDS, METHODS, backend_order
 from censusdp.release.topdown.solvers.common import start_point
 from censusdp.release.topdown.solvers.nnls import nnls_point
 
@@ -207,3 +207,18 @@ def test_noise_scaled_tolerance_stops_the_admm_early_without_moving_the_counts(
     a = round_to_integers(block_group, fixed.x)
     b = round_to_integers(block_group, scaled.x)
     assert np.abs(a - b).sum() <= 2
+
+
+def test_the_chain_table_names_registered_backends(block_group: Subproblem) -> None:
+    """Every backend of the ``auto`` table is registered under its own name, and each
+    one's ``solve`` gives an ``Attempt`` whose point the chain accepts on a small family."""
+    assert {b for row in AUTO_CHAIN for b in row.backends} <= set(BACKENDS)
+    assert set(BACKENDS) | {"auto"} == set(METHODS)
+    comp = compress(block_group)
+    tols = Tolerances(optimality=1e-3, relative=1e-7, feasibility=1e-8 * block_group.scale())
+    for name, backend in BACKENDS.items():
+        assert backend.name == name
+        attempt = backend.solve(block_group, comp, tols, None)
+        assert isinstance(attempt, Attempt) and attempt.iterations >= 0, name
+        if attempt.x is not None:
+            assert attempt.x.shape == (block_group.k, block_group.c), name
