@@ -183,7 +183,12 @@ def _unit_mechanism(mech: Any, numerator: int, level: int) -> Any:
 
 def unit_variances(mech: Any, numerators: np.ndarray, level: int) -> np.ndarray:
     """``(units,)`` noise variance of each unit measured with ``mech`` scaled by its budget
-    ``numerators[u] / level``; ``inf`` for a unit that is not measured (numerator 0)."""
+    ``numerators[u] / level``; ``inf`` for a unit that is not measured (numerator 0).
+
+    The measuring step's own rule for a unit's mechanism (the ``_unit_mechanism`` that
+    :func:`run_measure_task` draws with), so that :mod:`censusdp.release.validate` checks
+    a noisy measurement file's variances against what measuring gives, not against a
+    second copy of the rule."""
     out = np.full(numerators.size, np.inf)
     for d in np.unique(numerators):
         if d > 0:
