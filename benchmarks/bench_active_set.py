@@ -56,12 +56,12 @@ def _release(cef: Path, out: Path, preset: str, method: str, args) -> dict:
 
 def _kernels(run_dir: Path, work: Path) -> dict:
     """Re-estimate ``run_dir`` in process, solving each subproblem with both chains."""
-    import censusdp.release.topdown.driver as drv
+    import censusdp.release.topdown.tasks as topdown_tasks
     from censusdp.release.pipeline import reestimate
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     per_level: dict[str, dict] = {}
-    orig = drv.run_task
+    orig = topdown_tasks.run_task
 
     def patched(task):
         sub = task.sub
@@ -91,11 +91,11 @@ def _kernels(run_dir: Path, work: Path) -> dict:
             row["new_methods"][new.method] = row["new_methods"].get(new.method, 0) + 1
         return orig(task)
 
-    drv.run_task = patched
+    topdown_tasks.run_task = patched
     try:
         reestimate(run_dir, work, overwrite=True, workers=1, executor="inprocess")
     finally:
-        drv.run_task = orig
+        topdown_tasks.run_task = orig
     for row in per_level.values():
         row["speedup"] = round(row["previous_seconds"] / max(row["new_seconds"], 1e-9), 1)
         row["new_seconds"] = round(row["new_seconds"], 3)

@@ -41,9 +41,10 @@ import numpy as np
 
 from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.release.pipeline import reestimate
-from censusdp.release.topdown import _clarabel, driver
+from censusdp.release.topdown import tasks as topdown_tasks
 from censusdp.release.topdown.failsafe import make_feasible
-from censusdp.release.topdown.l2 import solve_l2
+from censusdp.release.topdown.solvers import clarabel_qp
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 
 class _Enough(Exception):
@@ -53,7 +54,7 @@ class _Enough(Exception):
 def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
     """Block families of ``run`` as its tasks solve them (every ``every``-th)."""
     kept, seen = [], [0]
-    real = driver.run_task
+    real = topdown_tasks.run_task
     bottom = len(json.loads((run / "manifest.json").read_text())["geolevels"]) - 2
 
     def capture(task):
@@ -67,28 +68,28 @@ def _capture(run: Path, every: int, most: int, min_cells: int = 0) -> list:
                     raise _Enough
         return real(task)
 
-    driver.run_task = capture
+    topdown_tasks.run_task = capture
     try:
         with tempfile.TemporaryDirectory() as out:
             reestimate(run, Path(out) / "re", workers=1)
     except _Enough:
         pass
     finally:
-        driver.run_task = real
+        topdown_tasks.run_task = real
     return [s for s in kept if not (s.parent is not None and s.k == 1)]
 
 
 def _solve_all(subs: list, method: str, settings: dict) -> tuple[float, list[float]]:
-    saved = {name: getattr(_clarabel, name) for name in settings}
+    saved = {name: getattr(clarabel_qp, name) for name in settings}
     for name, value in settings.items():
-        setattr(_clarabel, name, value)
+        setattr(clarabel_qp, name, value)
     try:
         c0 = time.process_time()
         objectives = [solve_l2(s, method=method).objective for s in subs]
         return time.process_time() - c0, objectives
     finally:
         for name, value in saved.items():
-            setattr(_clarabel, name, value)
+            setattr(clarabel_qp, name, value)
 
 
 def main() -> None:
@@ -107,9 +108,9 @@ def main() -> None:
         "median_children": float(np.median([s.k for s in subs])),
         "median_kept_cells": float(np.median([s.c for s in subs])),
         "min_cells": args.min_cells,
-        "direct_max_cells": _clarabel.DIRECT_MAX_CELLS,
-        "direct_max_answer": _clarabel.DIRECT_MAX_ANSWER,
-        "faer_min_nnz": _clarabel.FAER_MIN_NNZ,
+        "direct_max_cells": clarabel_qp.DIRECT_MAX_CELLS,
+        "direct_max_answer": clarabel_qp.DIRECT_MAX_ANSWER,
+        "faer_min_nnz": clarabel_qp.FAER_MIN_NNZ,
         "python": platform.python_version(),
     }
     qdldl = {"FAER_MIN_NNZ": 1 << 62}

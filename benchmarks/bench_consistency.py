@@ -55,7 +55,7 @@ from censusdp.release.consistency import (  # noqa: E402
 )
 from censusdp.release.measure import measure  # noqa: E402
 from censusdp.release.pipeline import run_release  # noqa: E402
-from censusdp.release.topdown.driver import estimate  # noqa: E402
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             mae["noisy"][i, li] = np.abs(noisy - true_levels[li]).mean()
         for mode, (bounds, group) in modes.items():
             t = time.perf_counter()
-            est = estimate(ms, h, bounds, group_variable=group)
+            est = run_topdown(ms, h, bounds, TopDownOptions(group_variable=group))
             seconds[mode] += time.perf_counter() - t
             failsafe[mode] += len(est.failsafe)
             occ = _occupied(est.histograms)

@@ -11,7 +11,7 @@ state and measures, in one process, the peak of the memory traced by ``tracemall
   at unit boundaries, about ``DEFAULT_CHUNK_VALUES`` values each);
 * building the family's estimation problem from that NMF: ``before``, the whole family
   read and every query made dense over its rows (``MeasuredQuery.dense``, what
-  ``_make_subproblem`` did); ``now``, the driver's tasks (the family read in pieces,
+  ``make_subproblem`` did); ``now``, the driver's tasks (the family read in pieces,
   only the answer rows holding a cell the parent has: ``release.topdown.driver``);
 
 and the seconds of each. It then solves the family's task (failsafe, least squares,
@@ -41,13 +41,16 @@ import numpy as np  # noqa: E402
 
 from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
+from censusdp.data.invariants import Bounds  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.nmf import NMFReader, NMFWriter  # noqa: E402
 from censusdp.privacy.budget import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task  # noqa: E402
-from censusdp.release.topdown import driver  # noqa: E402
+from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402
+from censusdp.release.topdown.subproblems import QueryCache, group_of_cells  # noqa: E402
+from censusdp.release.topdown.tasks import run_task  # noqa: E402
 
 MB = 1 << 20
 
@@ -170,34 +173,24 @@ def main(argv: list[str] | None = None) -> int:
         reader = NMFReader(nmf, schema, h)
         parent = levels[bl - 1].tocsr()
         kept = parent.indices[parent.data > 0]
-        cache = driver._QueryCache(reader)
+        cache = QueryCache(reader)
         with _Peak() as before:
             mqs = reader.read(bl, 0, k)
             dense = [mq.dense(slice(0, k), cache.get(mq.query).n_rows) for mq in mqs]
             dense_mb = sum(d.nbytes for d in dense) / MB
             del mqs, dense
         _say(f"family read whole and made dense: {before.peak_mb:,.0f} MB")
-        cell_groups, n_groups = driver._group_of_cells(reader, "hhgq")
+        cell_groups, n_groups = group_of_cells(reader, "hhgq")
         n = h.n_units(bl)
-        bounds = driver.Bounds(
+        bounds = Bounds(
             np.zeros((n, n_groups)),
             np.full((n, n_groups), np.inf),
             np.zeros(n),
             np.full(n, np.inf),
         )
+        ctx = TaskContext(reader, cache, h, cell_groups, "auto", max_children=None)
         with _Peak() as now:
-            (task,) = driver._LevelTasks(
-                reader,
-                cache,
-                h,
-                bl - 1,
-                parent,
-                cell_groups,
-                bounds,
-                "auto",
-                driver._LevelPlan(),
-                max_children=None,
-            )
+            (task,) = LevelTasks(ctx, bl - 1, parent, bounds, LevelPlan())
         _say(f"family read in pieces, present rows only: {now.peak_mb:,.0f} MB")
         out["estimate_problem"] = {
             "kept_cells": int(kept.size),
@@ -210,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if not args.no_solve:
             with _Peak() as solve:
-                r = driver.run_task(task)
+                r = run_task(task)
             _say(f"solved the family: {solve.cpu:.1f} CPU s, {solve.peak_mb:,.0f} MB")
             out["solve"] = {**solve.row(), "method": r.method, "status": r.status}
         tracemalloc.stop()

@@ -53,14 +53,14 @@ class _Stop(Exception):
 
 def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     """The County family and the largest Tract families of a dhc-lite-demo run."""
-    import censusdp.release.topdown.driver as drv
+    import censusdp.release.topdown.tasks as topdown_tasks
     from censusdp.privacy.budget import resolve_budget
     from censusdp.release.pipeline import run_release
     from censusdp.release.topdown.failsafe import make_feasible
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     families: list[tuple[str, object]] = []
-    orig = drv.run_task
+    orig = topdown_tasks.run_task
 
     def patched(task):
         sub = task.sub
@@ -72,10 +72,10 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
             # continue the run cheaply: the captured family is solved in the kernels
             res = solve_l2(sub, method="interior")
             if res.method == "interior":
-                return orig(drv.Task(**{**task.__dict__, "method": "interior"}))
+                return orig(topdown_tasks.Task(**{**task.__dict__, "method": "interior"}))
         return orig(task)
 
-    drv.run_task = patched
+    topdown_tasks.run_task = patched
     try:
         run_release(
             cef,
@@ -89,7 +89,7 @@ def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     except _Stop:
         pass
     finally:
-        drv.run_task = orig
+        topdown_tasks.run_task = orig
     county = [f for f in families if f[0].startswith("County")]
     tracts = sorted(
         (f for f in families if f[0].startswith("Tract")),
@@ -103,28 +103,28 @@ VARIANTS = {
     "interior-sparse": {"BLOCKED": False},  # the sparse (SuperLU) factorisation
     "interior-unfolded": {"FOLD": False},  # nested queries keep their own rows
 }
-"""Interior-point variants: module settings of ``_interior`` changed for the one solve."""
+"""Interior-point variants: module settings of ``interior`` changed for the one solve."""
 
 
 def _solve(sub, method: str):
     from threadpoolctl import threadpool_limits
 
-    from censusdp.release.topdown import _interior
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers import interior
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     if method.endswith("-2threads"):  # BLAS on two threads (releases keep one)
         with threadpool_limits(limits=2, user_api="blas"):
             return _solve(sub, method.removesuffix("-2threads"))
     if method not in VARIANTS:
         return solve_l2(sub, method=method)
-    old = {k: getattr(_interior, k) for k in VARIANTS[method]}
+    old = {k: getattr(interior, k) for k in VARIANTS[method]}
     for k, v in VARIANTS[method].items():
-        setattr(_interior, k, v)
+        setattr(interior, k, v)
     try:
         return solve_l2(sub, method="interior")
     finally:
         for k, v in old.items():
-            setattr(_interior, k, v)
+            setattr(interior, k, v)
 
 
 def _kernels(families: list, methods: tuple[str, ...]) -> list[dict]:

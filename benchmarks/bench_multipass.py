@@ -3,7 +3,7 @@
 For each seed: generate the state (``censusdp generate``), run the ``pl94-2020`` release
 (``censusdp run --seed N --workers W``, production passes by default), then estimate the
 same noisy measurement file again with ``passes="single"`` (censusdp's one-pass TopDown)
-and with ``passes="production"`` through :func:`censusdp.release.topdown.driver.estimate`.
+and with ``passes="production"`` through :func:`censusdp.release.topdown.driver.run_topdown`.
 It prints one JSON document: per seed and geolevel, the mean absolute error of the total
 population of every geounit for
 
@@ -96,11 +96,11 @@ def _noisy_totals(nmf: Path, hierarchy) -> dict[int, np.ndarray]:
 def _reestimate(run: Path, passes: str, workers: int):
     """Estimate persons from the run's NMF and published invariants, with ``passes``."""
     from censusdp.data.geography import GeoLevels, Hierarchy
-    from censusdp.data.invariants import Invariants, level_bounds
+    from censusdp.data.invariants import Bounds, Invariants, level_bounds
     from censusdp.data.schema import get_schema
     from censusdp.execution import make_executor
     from censusdp.io.nmf import NMFReader
-    from censusdp.release.topdown.driver import Bounds, estimate
+    from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 
     manifest = json.loads((run / "manifest.json").read_text())
     levels = GeoLevels.from_pairs([(name, length) for name, length in manifest["geolevels"]])
@@ -114,7 +114,9 @@ def _reestimate(run: Path, passes: str, workers: int):
     ex = make_executor(workers)
     try:
         t = time.perf_counter()
-        est = estimate(ms, hierarchy, bounds, group_variable="hhgq", passes=passes, executor=ex)
+        est = run_topdown(
+            ms, hierarchy, bounds, TopDownOptions(group_variable="hhgq", passes=passes), executor=ex
+        )
         seconds = time.perf_counter() - t
     finally:
         close = getattr(ex, "close", None)

@@ -40,6 +40,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 from unittest import mock  # noqa: E402
 
@@ -49,6 +50,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
+from censusdp.data.invariants import Bounds  # noqa: E402
 from censusdp.data.measurements import MeasuredQuery  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io import nmf as nmf_mod  # noqa: E402
@@ -59,8 +61,10 @@ from censusdp.privacy.budget import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release import validate  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
-from censusdp.release.topdown import driver  # noqa: E402
+from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402
 from censusdp.release.topdown.pooling import pooled_root  # noqa: E402
+from censusdp.release.topdown.subproblems import QueryCache, group_of_cells  # noqa: E402
+from censusdp.release.topdown.tasks import run_task  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -225,25 +229,19 @@ def main(argv: list[str] | None = None) -> int:
                 pooled_root(reader, h)
             out["pool"]["before"]["values_read"] = counted["values"]
         parent = levels[bl - 1].tocsr()
-        cache = driver._QueryCache(reader)
-        cell_groups, n_groups = driver._group_of_cells(reader, "hhgq")
-        bounds = driver.Bounds(
+        cell_groups, n_groups = group_of_cells(reader, "hhgq")
+        bounds = Bounds(
             np.zeros((k, n_groups)), np.full((k, n_groups), np.inf), np.zeros(k), np.full(k, np.inf)
         )
+        ctx = TaskContext(reader, QueryCache(reader), h, cell_groups, "auto", max_children=None)
         out["solve"] = {}
         with _cpu(out["solve"], "build_task", n):
-            (task,) = driver._LevelTasks(
-                reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
-                max_children=None,
-            )  # fmt: skip
+            (task,) = LevelTasks(ctx, bl - 1, parent, bounds, LevelPlan())
         # the driver's share of a family's task: reading it (before) or handing out an
         # NMF slice that the worker reads (now: ``read_in_tasks``)
         out["driver"] = {"before_reads_the_family": out["solve"]["build_task"]}
         with _cpu(out["driver"], "now_hands_out_a_slice"):
-            (lazy,) = driver._LevelTasks(
-                reader, cache, h, bl - 1, parent, cell_groups, bounds, "auto", driver._LevelPlan(),
-                max_children=None, detach=True,
-            )  # fmt: skip
+            (lazy,) = LevelTasks(replace(ctx, detach=True), bl - 1, parent, bounds, LevelPlan())
         with _cpu(out["driver"], "worker_builds_it"):
             built = pickle.loads(pickle.dumps(lazy)).subproblem()
         out["driver"]["task_pickle_bytes"] = len(pickle.dumps(lazy))
@@ -251,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             np.array_equal(a, b) for a, b in zip(built.noisy, task.sub.noisy, strict=True)
         )
         with _cpu(out["solve"], "run_task"):
-            r = driver.run_task(task)
+            r = run_task(task)
         out["solve"]["kept_cells"] = int(task.kept.size)
         out["solve"]["method"] = r.method
         out["solve"]["attempts"] = [list(a) for a in r.attempts]

@@ -6,7 +6,7 @@ linearly in its number of children. This benchmark builds synthetic county famil
 ``k`` tracts (about 4,300 people a tract, as in Los Angeles; the pl94 tract-level
 queries with rho 0.43), and solves each
 
-* whole: one task (failsafe, least squares, rounding: :func:`censusdp.release.topdown.driver.run_task`);
+* whole: one task (failsafe, least squares, rounding: :func:`censusdp.release.topdown.tasks.run_task`);
 * split (:mod:`censusdp.release.topdown.split`): the coarse problem over chunks of at most
   ``--max-children`` tracts, then one task per chunk.
 

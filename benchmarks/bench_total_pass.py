@@ -41,12 +41,12 @@ class _Stop(BaseException):
 
 
 def _capture(cef: Path, staging: Path, n_tracts: int, seed: int) -> list:
-    import censusdp.release.topdown.driver as drv
+    import censusdp.release.topdown.tasks as topdown_tasks
     from censusdp.cli import main
     from censusdp.release.topdown.failsafe import make_feasible
 
     families: list[tuple[str, object, object]] = []
-    orig = drv.run_task
+    orig = topdown_tasks.run_task
 
     def patched(task):
         if task.level >= 2 and not task.chunks:
@@ -63,31 +63,31 @@ def _capture(cef: Path, staging: Path, n_tracts: int, seed: int) -> list:
         return orig(task)
 
     out = staging.parent / staging.name.split(".partial-")[0].lstrip(".")
-    drv.run_task = patched
+    topdown_tasks.run_task = patched
     try:  # the interrupted command, resumed in process
         main(["run", "--input", str(cef), "--out", str(out), "--seed", str(seed), "--resume",
               "--executor", "inprocess", "--quiet"])  # fmt: skip
     except _Stop:
         pass
     finally:
-        drv.run_task = orig
+        topdown_tasks.run_task = orig
     county = [f for f in families if f[0].startswith("County")]
     tracts = sorted((f for f in families if f[0].startswith("Tract")), key=lambda f: -f[1].k)
     return sorted(county, key=lambda f: -f[1].k)[:1] + tracts[:n_tracts]
 
 
 def _solve(sub, method: str):
-    from censusdp.release.topdown import _groups
-    from censusdp.release.topdown.l2 import solve_l2
+    from censusdp.release.topdown.solvers import groups
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     if method != "cells":
         return solve_l2(sub, method=method)
-    real = _groups.group_reduction
-    _groups.group_reduction = lambda s: None  # the chain before: on the cells
+    real = groups.group_reduction
+    groups.group_reduction = lambda s: None  # the chain before: on the cells
     try:
         return solve_l2(sub)
     finally:
-        _groups.group_reduction = real
+        groups.group_reduction = real
 
 
 def _timed(fn, *args) -> tuple[object, dict]:
@@ -100,8 +100,8 @@ def _timed(fn, *args) -> tuple[object, dict]:
 
 
 def _kernels(families: list, methods: tuple[str, ...], passes_too: bool = True) -> list[dict]:
-    from censusdp.release.topdown import _groups
     from censusdp.release.topdown.multipass import _restrict, solve_l2_passes
+    from censusdp.release.topdown.solvers import groups
 
     rows = []
     for name, sub, passes in families:
@@ -122,14 +122,14 @@ def _kernels(families: list, methods: tuple[str, ...], passes_too: bool = True) 
         for r in row["pass0"].values():
             r["totals_max_abs_diff_vs_auto"] = round(float(abs(r.pop("_totals") - ref).max()), 6)
         # both passes, as the family's task runs them, before (cells) and now
-        real = _groups.group_reduction
+        real = groups.group_reduction
         for label in ("cells", "auto") if passes_too else ():
             if label == "cells":
-                _groups.group_reduction = lambda s: None
+                groups.group_reduction = lambda s: None
             try:
                 res, t = _timed(solve_l2_passes, sub, passes)
             finally:
-                _groups.group_reduction = real
+                groups.group_reduction = real
             row[f"both_passes_{label}"] = {**t, "method": res.method}
             print(json.dumps({name: {f"both_passes_{label}": t}}), file=sys.stderr, flush=True)
         rows.append(row)

@@ -120,8 +120,8 @@ def test_the_cli_offers_exactly_the_library_choices() -> None:
     from censusdp.privacy.budget import SPINES
     from censusdp.release.options import POSTPROCESS_CHOICES
     from censusdp.release.options import UNIT_CONSISTENCY_CHOICES as UNITS_CHOICES
-    from censusdp.release.topdown.l2 import METHODS
     from censusdp.release.topdown.maxent import ESTIMATORS
+    from censusdp.release.topdown.solvers.chain import METHODS
 
     assert _choices("run", "--method") == METHODS
     assert _choices("run", "--estimator") == ESTIMATORS

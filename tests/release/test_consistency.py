@@ -32,7 +32,7 @@ from censusdp.release.consistency import (
 from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
-from censusdp.release.topdown.driver import estimate
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 from censusdp.release.validate import validate_run
 from synth import block_codes, make_cef, write_cef
 
@@ -49,9 +49,11 @@ def _unit_release(h, hu, occupied, household, rho, seed, *, consistent=True):
     ms = measure(h.aggregate(block), h, UNITS, plan, RandomSource.seeded(seed))
     if consistent:
         bounds = consistent_unit_bounds(household, hu, h)
-        est = estimate(ms, h, bounds, group_variable=UNIT_GROUP_VARIABLE)
+        est = run_topdown(ms, h, bounds, TopDownOptions(group_variable=UNIT_GROUP_VARIABLE))
     else:  # production: housing units exact, occupancy free
-        est = estimate(ms, h, independent_unit_bounds(hu, h), group_variable=None)
+        est = run_topdown(
+            ms, h, independent_unit_bounds(hu, h), TopDownOptions(group_variable=None)
+        )
     return est
 
 

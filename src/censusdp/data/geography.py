@@ -29,10 +29,12 @@ from censusdp.errors import GeographyError
 
 __all__ = [
     "BLOCK_GEOCODE_LENGTH",
+    "DEFAULT_CHUNK_VALUES",
     "DEFAULT_GEOLEVELS",
     "GeoLevel",
     "GeoLevels",
     "Hierarchy",
+    "family_chunks",
     "validate_geocodes",
 ]
 
@@ -250,3 +252,48 @@ class Hierarchy:
             cur = sp.csr_matrix(m @ cur) if sp.issparse(cur) else np.asarray(m @ cur)
             out[li - 1] = cur
         return out
+
+
+DEFAULT_CHUNK_VALUES = 1 << 22
+"""Target number of noisy values per chunk (about 32 MB of int64): bounds the memory of
+one measurement task and of one estimation read."""
+
+
+def family_chunks(
+    hierarchy: Hierarchy,
+    level: int,
+    values_per_unit: int,
+    target: int = DEFAULT_CHUNK_VALUES,
+    *,
+    split_families: bool = False,
+) -> list[tuple[int, int]]:
+    """Cut the units of ``level`` into ``[start, stop)`` runs of whole families.
+
+    A family is the children of one parent; each run holds consecutive families with
+    about ``target`` values in total (a single family larger than that is one run), so
+    a chunk read by estimation always holds complete parent-with-children problems.
+
+    With ``split_families`` (measurement), a family with more than ``target`` values is
+    cut at unit boundaries into runs of at most ``max(1, target // values_per_unit)``
+    units instead, so no run holds more than ``target`` values unless one unit alone
+    does; the runs after a cut family's last piece are whole families again.
+    """
+    n = hierarchy.n_units(level)
+    per = max(1, target // max(values_per_unit, 1))
+    if level == 0:
+        if not split_families:
+            return [(0, n)] if n else []
+        return [(a, min(a + per, n)) for a in range(0, n, per)]
+    ptr = hierarchy.child_ptr[level - 1]
+    out: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        # the furthest family boundary within ``per`` units (at least one family)
+        p = int(np.searchsorted(ptr, start, side="right"))
+        limit = int(np.searchsorted(ptr, start + per, side="right")) - 1
+        stop = int(ptr[max(limit, p)])
+        if split_families and stop - start > per:
+            stop = start + per  # the family at ``start`` alone is too large: cut it
+        out.append((start, stop))
+        start = stop
+    return out

@@ -26,7 +26,14 @@ import pyarrow as pa
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError
 
-__all__ = ["N_HHGQ", "Invariants", "compute_invariants", "invariants_from_rows", "level_bounds"]
+__all__ = [
+    "N_HHGQ",
+    "Bounds",
+    "Invariants",
+    "compute_invariants",
+    "invariants_from_rows",
+    "level_bounds",
+]
 
 N_HHGQ = 8
 
@@ -148,6 +155,32 @@ def invariants_from_rows(
     np.add.at(gq, (unit_rows[occ_gq], gqtype[occ_gq]), 1)
     pop = np.asarray(population, dtype=np.int64)
     return Invariants(hierarchy.blocks, pop, hu, gq, total_level)
+
+
+@dataclass(frozen=True, eq=False)
+class Bounds:
+    """The constraint bounds of one level's geounits, implied by the invariants.
+
+    ``group_lower`` / ``group_upper``: ``(units, G)`` bounds on each group's population
+    (``G`` the levels of the group attribute: the eight HHGQ groups of persons, or one);
+    ``total_lower`` / ``total_upper``: ``(units,)`` bounds on each unit's total (equal
+    where the total is invariant, ``0`` and ``inf`` where it is free). Estimation holds
+    every geounit's answer within them (:mod:`censusdp.release.topdown`).
+    """
+
+    group_lower: np.ndarray
+    group_upper: np.ndarray
+    total_lower: np.ndarray
+    total_upper: np.ndarray
+
+    def units(self, units: slice) -> Bounds:
+        """The bounds of the geounits ``units`` of the level (views, not copies)."""
+        return Bounds(
+            self.group_lower[units],
+            self.group_upper[units],
+            self.total_lower[units],
+            self.total_upper[units],
+        )
 
 
 def level_bounds(

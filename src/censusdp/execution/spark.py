@@ -9,7 +9,7 @@ The work units are the same picklable tasks the other executors run:
   source); each unit's noise comes from its own stream, its window of
   ``source.unit_streams(geolevel, query, codes=geocodes)``, a CSPRNG stream in secure mode
   (:mod:`censusdp.privacy.randomness`), so where and in which order a task runs does not matter;
-* estimation: one :class:`~censusdp.release.topdown.driver.Task` per parent with its children
+* estimation: one :class:`~censusdp.release.topdown.tasks.Task` per parent with its children
   (the tasks of a level are grouped by parent geocode, top level first; level ``l + 1``
   starts when level ``l`` is complete, because its parents' counts come from it).
 

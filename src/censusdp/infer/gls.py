@@ -48,13 +48,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from censusdp.data.geography import Hierarchy
+from censusdp.data.geography import Hierarchy, family_chunks
 from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.errors import InputError, InternalError, SchemaError
 from censusdp.infer._algebra import Layout, apply, op_inv, op_pinv, quad_forms, query_gram
 from censusdp.progress import Progress
 from censusdp.progress import say as say_line
-from censusdp.release.measure import family_chunks
 
 __all__ = [
     "Constraints",

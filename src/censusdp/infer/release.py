@@ -433,7 +433,7 @@ def infer_release(
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
             nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
         workers, executor, spark_master: where the bottom level's family tasks run
-            (:func:`censusdp.execution.local.make_executor`); the output does not depend on it.
+            (:func:`censusdp.execution.make_executor`); the output does not depend on it.
         zero_constraints: enter the zeros implied by the block invariants.
         progress: receives log lines.
         command: recorded in the manifest.

@@ -268,7 +268,7 @@ def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int
 
 
 class NMFWriter(StreamingWriter):
-    """Append :class:`~censusdp.release.measure.MeasuredChunk` s to a noisy measurement file.
+    """Append :class:`~censusdp.data.measurements.MeasuredChunk` s to a noisy measurement file.
 
     The file appears under its final name only when :meth:`close` succeeds (it is
     written to a temporary file next to it); use it as a context manager so that an
@@ -344,7 +344,7 @@ def write_nmf(ms: MeasurementSet, path: str | Path) -> int:
 
 
 class NMFReader:
-    """Chunked reads of a noisy measurement file: the :class:`~censusdp.release.measure.Measurements`
+    """Chunked reads of a noisy measurement file: the :class:`~censusdp.data.measurements.Measurements`
     protocol for the estimator.
 
     The row-group statistics of the file say which (geolevel, query) and which geocode

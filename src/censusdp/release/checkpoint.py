@@ -124,7 +124,7 @@ _WHAT = {
 class LevelCheckpoint:
     """The estimated levels of one run (``persons`` or ``units``), for the TopDown driver.
 
-    :func:`censusdp.release.topdown.driver.estimate` calls :meth:`load` before a level
+    :func:`censusdp.release.topdown.driver.run_topdown` calls :meth:`load` before a level
     (``None``: estimate it) and :meth:`save` after it.
     """
 

@@ -36,9 +36,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Bounds
 from censusdp.data.schema import Schema
 from censusdp.errors import ValidationError
-from censusdp.release.topdown.driver import Bounds
 
 __all__ = [
     "UNIT_GROUP_VARIABLE",
@@ -82,7 +82,7 @@ def consistent_unit_bounds(
         hierarchy: the geounits of the unit run.
 
     Returns:
-        Per level (top first), :class:`~censusdp.release.topdown.driver.Bounds` with two
+        Per level (top first), :class:`~censusdp.data.invariants.Bounds` with two
         groups, the levels of ``occupancy`` (vacant, occupied): occupied in
         ``[sum [p_b > 0], sum min(p_b, H_b)]`` over the unit's blocks, vacant unbounded
         above, and the total exactly the housing units.

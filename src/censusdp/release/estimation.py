@@ -1,6 +1,6 @@
 """Estimating a release's runs from noisy measurements and public invariants alone.
 
-The person run is estimated first (:func:`censusdp.release.topdown.driver.estimate`,
+The person run is estimated first (:func:`censusdp.release.topdown.driver.run_topdown`,
 TopDown or bottom-up), then the housing-unit run, held to the released persons per block
 when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`). The
 same code serves a fresh run, a re-estimate (``run --from-measurements``) and the
@@ -10,7 +10,7 @@ simulated re-releases of ``evaluate`` (:func:`estimate_tables`, nothing written)
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
@@ -31,7 +31,7 @@ from censusdp.release.consistency import (
 )
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.spine import ReleaseGeography
-from censusdp.release.topdown.driver import Bounds, Estimate, estimate
+from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
 from censusdp.release.validate import validate_release
 from censusdp.tables import table_arrays
 
@@ -80,8 +80,8 @@ class ReleaseEstimate:
     """The estimate of both runs, the person bounds it was held to, and (for a
     consistent unit run) the household persons per block it was held to."""
 
-    persons: Estimate
-    units: Estimate | None
+    persons: TopDownResult
+    units: TopDownResult | None
     bounds: list[Bounds]
     household: np.ndarray | None = None
 
@@ -117,26 +117,18 @@ def estimate_runs(
             for b in bounds
         ]
         manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
-    common = dict(
+    run = {"executor": rt.executor, "progress": rt.progress}
+    topdown = TopDownOptions(
+        group_variable="hhgq",
         postprocess=options.postprocess,
         method=options.method,
-        executor=rt.executor,
-        progress=rt.progress,
+        estimator=options.estimator_for(schema.name),
         max_children=options.max_children,
     )
-    estimator = options.estimator_for(schema.name)
-    persons = estimate(
-        ms,
-        hierarchy,
-        bounds,
-        group_variable="hhgq",
-        checkpoint=levels("persons"),
-        estimator=estimator,
-        **common,
-    )
+    persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)
     rt.timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
-    manifest["estimator"] = estimator
+    manifest["estimator"] = topdown.estimator
     manifest["failsafe"] = {"persons": persons.failsafe}
     units, household = None, None
     if inputs.units is not None:
@@ -146,14 +138,11 @@ def estimate_runs(
             household = household_persons(persons.histograms[-1], schema)
             ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
             group = UNIT_GROUP_VARIABLE
-        units = estimate(
-            inputs.units,
-            hierarchy,
-            ubounds,
-            group_variable=group,
-            checkpoint=levels("units"),
-            estimator=options.estimator_for(inputs.units.schema.name),
-            **common,
+        unit_topdown = replace(
+            topdown, group_variable=group, estimator=options.estimator_for(inputs.units.schema.name)
+        )
+        units = run_topdown(
+            inputs.units, hierarchy, ubounds, unit_topdown, checkpoint=levels("units"), **run
         )
         rt.timings["estimate_units"] = time.perf_counter() - t
         manifest["estimation"]["units"] = units.levels
@@ -250,10 +239,10 @@ def on_tabulation(
     if not report.ok and not est.persons.failsafe:
         raise InternalError("the spine estimate fails validation: " + "; ".join(report.failures()))
 
-    def view(e: Estimate | None) -> Estimate | None:
+    def view(e: TopDownResult | None) -> TopDownResult | None:
         if e is None:
             return None
-        return Estimate(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
+        return TopDownResult(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
 
     persons = view(est.persons)
     assert persons is not None

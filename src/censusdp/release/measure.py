@@ -14,8 +14,9 @@ so any executor that measures the same units with the same seed draws the same n
 whatever the chunking, order, process or machine.
 
 Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
-into :class:`MeasureTask` chunks of about :data:`DEFAULT_CHUNK_VALUES` noisy values: whole
-families (the children of consecutive parents) where they fit, and a family too large for
+into :class:`MeasureTask` chunks of about
+:data:`~censusdp.data.geography.DEFAULT_CHUNK_VALUES` noisy values
+(:func:`~censusdp.data.geography.family_chunks`): whole families (the children of consecutive parents) where they fit, and a family too large for
 one chunk cut at unit boundaries (a 540-block family of ``ddp-2010``, 229,320 values per
 block, would otherwise be 124 million values in one task). Each task carries only its own
 units' exact histogram rows; :func:`run_measure_task`
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
+from censusdp.data.geography import DEFAULT_CHUNK_VALUES, Hierarchy, family_chunks
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
 from censusdp.data.queries import Query, make_query
 from censusdp.data.schema import Schema
@@ -47,18 +48,12 @@ from censusdp.errors import InternalError
 from censusdp.privacy.budget import scaled_mechanism
 
 __all__ = [
-    "DEFAULT_CHUNK_VALUES",
     "MeasureTask",
-    "family_chunks",
     "measure",
     "measure_tasks",
     "run_measure_task",
     "unit_variances",
 ]
-
-DEFAULT_CHUNK_VALUES = 1 << 22
-"""Target number of noisy values per chunk (about 32 MB of int64): bounds the memory of
-one measurement task and of one estimation read."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,7 +183,12 @@ def _unit_mechanism(mech: Any, numerator: int, level: int) -> Any:
 
 def unit_variances(mech: Any, numerators: np.ndarray, level: int) -> np.ndarray:
     """``(units,)`` noise variance of each unit measured with ``mech`` scaled by its budget
-    ``numerators[u] / level``; ``inf`` for a unit that is not measured (numerator 0)."""
+    ``numerators[u] / level``; ``inf`` for a unit that is not measured (numerator 0).
+
+    The measuring step's own rule for a unit's mechanism (the ``_unit_mechanism`` that
+    :func:`run_measure_task` draws with), so that :mod:`censusdp.release.validate` checks
+    a noisy measurement file's variances against what measuring gives, not against a
+    second copy of the rule."""
     out = np.full(numerators.size, np.inf)
     for d in np.unique(numerators):
         if d > 0:
@@ -232,46 +232,6 @@ def _release_scaled(
     if variance.size and np.isfinite(variance).all() and (variance == variance[0]).all():
         return values, float(variance[0])
     return values, variance
-
-
-def family_chunks(
-    hierarchy: Hierarchy,
-    level: int,
-    values_per_unit: int,
-    target: int = DEFAULT_CHUNK_VALUES,
-    *,
-    split_families: bool = False,
-) -> list[tuple[int, int]]:
-    """Cut the units of ``level`` into ``[start, stop)`` runs of whole families.
-
-    A family is the children of one parent; each run holds consecutive families with
-    about ``target`` values in total (a single family larger than that is one run), so
-    a chunk read by estimation always holds complete parent-with-children problems.
-
-    With ``split_families`` (measurement), a family with more than ``target`` values is
-    cut at unit boundaries into runs of at most ``max(1, target // values_per_unit)``
-    units instead, so no run holds more than ``target`` values unless one unit alone
-    does; the runs after a cut family's last piece are whole families again.
-    """
-    n = hierarchy.n_units(level)
-    per = max(1, target // max(values_per_unit, 1))
-    if level == 0:
-        if not split_families:
-            return [(0, n)] if n else []
-        return [(a, min(a + per, n)) for a in range(0, n, per)]
-    ptr = hierarchy.child_ptr[level - 1]
-    out: list[tuple[int, int]] = []
-    start = 0
-    while start < n:
-        # the furthest family boundary within ``per`` units (at least one family)
-        p = int(np.searchsorted(ptr, start, side="right"))
-        limit = int(np.searchsorted(ptr, start + per, side="right")) - 1
-        stop = int(ptr[max(limit, p)])
-        if split_families and stop - start > per:
-            stop = start + per  # the family at ``start`` alone is too large: cut it
-        out.append((start, stop))
-        start = stop
-    return out
 
 
 def measure_tasks(

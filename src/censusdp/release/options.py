@@ -18,8 +18,8 @@ from censusdp.errors import ConfigError
 from censusdp.execution.base import Executor
 from censusdp.progress import Progress
 from censusdp.release.spine import SPINE_CHOICES
-from censusdp.release.topdown.l2 import METHODS
 from censusdp.release.topdown.maxent import ESTIMATORS, default_estimator
+from censusdp.release.topdown.solvers.chain import METHODS
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 
 __all__ = [

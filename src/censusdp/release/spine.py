@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.spine import (
     BlockAttributes,
     Spine,
@@ -52,7 +52,6 @@ from censusdp.io.layout import SPINE_FILE
 from censusdp.io.spine import read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
-from censusdp.release.topdown.driver import Bounds
 
 __all__ = [
     "SPINE_CHOICES",

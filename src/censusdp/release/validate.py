@@ -47,7 +47,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.histograms import unit_histogram_from_counts
-from censusdp.data.invariants import Invariants, compute_invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, compute_invariants, level_bounds
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema, get_schema
@@ -83,7 +83,6 @@ from censusdp.release.manifest import (
 )
 from censusdp.release.measure import unit_variances
 from censusdp.release.spine import geography_of_run
-from censusdp.release.topdown.driver import Bounds
 from censusdp.tables import TABLE_NAMES, identifier_columns, level_identifiers
 
 __all__ = [
@@ -177,7 +176,7 @@ def validate_release(
 
     Args:
         hists: per level, the released (units x cells) histograms.
-        bounds: per level, the :class:`~censusdp.release.topdown.driver.Bounds` in force. Where
+        bounds: per level, the :class:`~censusdp.data.invariants.Bounds` in force. Where
             the failsafe relaxed a bound, its use is reported and the check is made
             against the original bounds with the failsafe count in the detail.
         unit_hists: per level, the released (units x 2) occupancy histograms.

@@ -21,7 +21,7 @@ separate tools use:
   ``R`` and the probability of a correct 0-1 decision about the target's detailed cell,
   at priors 1/2, 1/5, 1/10, 1/50, from the zCDP ``rho`` of the detailed query at the
   finest level of the accuracy preset. With ``two_level_risk=True`` also the
-  hierarchical (block + block group) figures of :func:`censusdp.risk.release_risk`
+  hierarchical (block + block group) figures of :func:`censusdp.risk.release.release_risk`
   for every person unique in their block (exact sums; slow below epsilon 4).
 
 **One budget vocabulary.** ``epsilon`` is the (epsilon, delta)-DP guarantee, at the

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.invariants import compute_invariants, level_bounds
+from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
 from censusdp.io.budget_files import load_preset
@@ -31,7 +31,7 @@ from censusdp.release import measure_runs, pipeline
 from censusdp.release.checkpoint import JOURNAL, Checkpoint
 from censusdp.release.measure import measure
 from censusdp.release.options import Execution, ReleaseOptions
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import run_topdown
 from synth import block_codes, make_cef, write_cef
 
 PERSONS, UNITS = load_preset("pl94-2020"), load_preset("pl94-2020-units")
@@ -378,14 +378,14 @@ def test_estimation_resumed_from_any_level_is_the_same(seed: int, fanout, last: 
     inv = compute_invariants(persons, units, h)
     bounds = [Bounds(*b) for b in level_bounds(inv, h)]
     full = _Store()
-    ref = estimate(ms, h, bounds, checkpoint=full)
+    ref = run_topdown(ms, h, bounds, checkpoint=full)
     assert sorted(full.levels) == list(range(h.n_levels))
     for i, hist in enumerate(ref.histograms):
         assert (full.levels[i][0] != hist).nnz == 0
     k = last
     store = _Store({i: full.levels[i] for i in range(k + 1)})
     ex = _CountingExecutor()
-    got = estimate(ms, h, bounds, checkpoint=store, executor=ex)
+    got = run_topdown(ms, h, bounds, checkpoint=store, executor=ex)
     assert store.loaded == list(range(k + 1))
     # no task of a loaded level ran (tasks of level l carry l - 1; the root -1)
     assert min(ex.levels, default=h.n_levels) >= k

@@ -17,14 +17,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from censusdp.data.geography import family_chunks
+from censusdp.data.invariants import Bounds
 from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import family_chunks, measure_tasks, run_measure_task
-from censusdp.release.topdown import driver
+from censusdp.release.measure import measure_tasks, run_measure_task
+from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext
+from censusdp.release.topdown.subproblems import (
+    Family,
+    QueryCache,
+    family_runs,
+    group_of_cells,
+    make_subproblem,
+)
+from censusdp.release.topdown.tasks import Task
 from synth import block_codes, pl94_state, tree_bytes
 
 PL94 = get_schema("pl94")
@@ -145,26 +155,14 @@ def test_columns_and_restricted_are_the_dense_answers_on_the_wanted_rows(n_rows,
 
 
 def _tasks(ms, h, level, hist, target, monkeypatch):
-    monkeypatch.setattr(driver._family_runs, "__defaults__", (target,))
-    cell_groups, n_groups = driver._group_of_cells(ms, "hhgq")
+    monkeypatch.setattr(family_runs, "__defaults__", (target,))
+    cell_groups, n_groups = group_of_cells(ms, "hhgq")
     n = h.n_units(level + 1)
-    bounds = driver.Bounds(
+    bounds = Bounds(
         np.zeros((n, n_groups)), np.full((n, n_groups), np.inf), np.zeros(n), np.full(n, np.inf)
     )
-    return list(
-        driver._LevelTasks(
-            ms,
-            driver._QueryCache(ms),
-            h,
-            level,
-            hist,
-            cell_groups,
-            bounds,
-            "auto",
-            driver._LevelPlan(),
-            max_children=None,
-        )
-    )
+    ctx = TaskContext(ms, QueryCache(ms), h, cell_groups, "auto", max_children=None)
+    return list(LevelTasks(ctx, level, hist, bounds, LevelPlan()))
 
 
 def test_a_wide_family_read_in_pieces_gives_the_same_subproblems(wide, tmp_path, monkeypatch):
@@ -207,7 +205,7 @@ def test_a_release_estimated_in_pieces_is_byte_identical(wide, tmp_path, monkeyp
     base = wide[0]
     budget = load_preset("pl94-2020")
     run_release(base / "cef", tmp_path / "a", ReleaseBudget(budget), ReleaseOptions(seed=5))
-    monkeypatch.setattr(driver._family_runs, "__defaults__", (1,))
+    monkeypatch.setattr(family_runs, "__defaults__", (1,))
     reestimate(tmp_path / "a", tmp_path / "b", budget=ReleaseBudget(budget))
     for name in ("mdf_persons.parquet", "tables/P1.parquet"):
         assert tree_bytes(tmp_path / "a" / name) == tree_bytes(tmp_path / "b" / name)
@@ -261,8 +259,8 @@ def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(d
     """The driver's problem (rows holding a kept cell) and the full one (every row of
     every query) differ by a constant: same minimisers, same least-squares solution."""
     from censusdp.data.queries import make_query
-    from censusdp.release.topdown.l2 import solve_l2
     from censusdp.release.topdown.problem import Subproblem
+    from censusdp.release.topdown.solvers.least_squares import solve_l2
 
     live = np.flatnonzero(~PL94.structural_zero_mask)
     kept = np.asarray(
@@ -271,7 +269,7 @@ def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(d
     )
     k = data.draw(st.integers(1, 4))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache = QueryCache.__new__(QueryCache)
     cache._q = {q: make_query(PL94, q) for q in _QUERIES}
     mqs = []
     for i, name in enumerate(_QUERIES):
@@ -280,11 +278,11 @@ def test_keeping_the_rows_with_a_kept_cell_changes_the_objective_by_a_constant(d
         mqs.append(MeasuredQuery("Block", name, rows, values, 1.0 + i, "dg"))
     parent = rng.integers(1, 6, kept.size)
     cell_groups, n_groups = PL94.cell_levels("hhgq"), PL94.variable("hhgq").size
-    bounds = driver.Bounds(
+    bounds = Bounds(
         np.zeros((k, n_groups)), np.full((k, n_groups), np.inf), np.zeros(k), np.full(k, np.inf)
     )
-    sub = driver._make_subproblem(
-        mqs, cache, slice(0, k), slice(0, k), kept, parent, cell_groups, bounds, "x"
+    sub = make_subproblem(
+        mqs, cache, slice(0, k), Family(0, k, kept, parent, cell_groups[kept], bounds, "x")
     )
     full = Subproblem(
         parent=parent,
@@ -324,7 +322,7 @@ class _Pickling:
         for item in items:
             blob = pickle.dumps(item)
             batch = pickle.loads(blob)
-            if isinstance(batch, tuple) and batch and isinstance(batch[0], driver.Task):
+            if isinstance(batch, tuple) and batch and isinstance(batch[0], Task):
                 self.tasks += len(batch)
                 self.detached += sum(t.sub is None for t in batch)
                 self.largest = max(self.largest, len(blob))

@@ -35,7 +35,7 @@ from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 from censusdp.release.spine import geography_for_input, geography_of_run
-from censusdp.release.topdown.driver import estimate
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 from censusdp.release.validate import validate_run
 from profiles import examples
 from synth import block_codes, make_cef, write_cef
@@ -103,7 +103,7 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
                 level = BUDGET.geolevel_shares[mq.geolevel]
                 m = scaled_mechanism(planned.mechanism, share / level)
                 assert v == m.variance
-    est = estimate(ms, h, geo.person_bounds(inv), group_variable="hhgq")
+    est = run_topdown(ms, h, geo.person_bounds(inv), TopDownOptions(group_variable="hhgq"))
     hists = [x.toarray() for x in est.histograms]
     # non-negative integers
     assert all(x.dtype.kind == "i" and (x >= 0).all() for x in hists)

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
+from censusdp.data.geography import Hierarchy, family_chunks
 from censusdp.data.histograms import person_histogram
 from censusdp.data.measurements import MeasurementSet
 from censusdp.data.schema import get_schema
@@ -29,13 +29,13 @@ from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.measure import (
     MeasureTask,
-    family_chunks,
     measure,
     measure_tasks,
     run_measure_task,
 )
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
+from censusdp.release.topdown.subproblems import family_runs
 from synth import block_codes, make_cef, pl94_state, tree_bytes, write_cef
 
 PL94 = get_schema("pl94")
@@ -186,10 +186,9 @@ def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     base = measured[0]
     budget = load_preset("pl94-2020")
     run_release(base / "cef", tmp_path / "a", ReleaseBudget(budget), ReleaseOptions(seed=5))
-    from censusdp.release.topdown import driver
 
-    monkeypatch.setattr(measure_mod.family_chunks, "__defaults__", (64,))
-    monkeypatch.setattr(driver._family_runs, "__defaults__", (64,))
+    monkeypatch.setattr(family_chunks, "__defaults__", (64,))
+    monkeypatch.setattr(family_runs, "__defaults__", (64,))
     monkeypatch.setattr(measure_mod.measure_tasks, "__kwdefaults__", {"target": 64})
     run_release(base / "cef", tmp_path / "b", ReleaseBudget(budget), ReleaseOptions(seed=5))
 

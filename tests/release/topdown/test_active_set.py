@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 
-from censusdp.release.topdown import _active_set, solve_l2
-from censusdp.release.topdown._common import compress
+from censusdp.release.topdown import solve_l2
+from censusdp.release.topdown.solvers import active_set
+from censusdp.release.topdown.solvers.base import Attempt, compress
 from profiles import examples
 
 SETTINGS = settings(
@@ -81,7 +82,7 @@ def test_the_active_set_converges_on_most_random_subproblems() -> None:
             "singular": bool(rng.integers(2)),
         }
         sub = _build(d)
-        _, status, _ = _active_set.solve_active_set(sub, compress(sub), tol=1e-3)
+        status = active_set.solve_active_set(sub, compress(sub), tol=1e-3).status
         outcomes.append(status == "converged")
     assert np.mean(outcomes) >= 0.9
 
@@ -150,13 +151,13 @@ def test_census_shaped_families_are_solved_on_the_support(
         total_invariant=root,
     )
     sizes: list[tuple[int, int]] = []
-    orig = _active_set._System.__init__
+    orig = active_set._System.__init__
 
     def spy(self, *args, **kwargs):
         orig(self, *args, **kwargs)
         sizes.append((self.n, self.g.shape[0]))
 
-    monkeypatch.setattr(_active_set._System, "__init__", spy)
+    monkeypatch.setattr(active_set._System, "__init__", spy)
     got = solve_l2(sub, method="activeset")
     assert got.method == "activeset"
     ref = solve_l2(sub, method="clarabel")
@@ -182,9 +183,9 @@ def test_active_set_failure_on_a_dhc_family_falls_back_to_clarabel(
     )
 
     def fail(*args, **kwargs):
-        return None, "max_iter", 60
+        return Attempt(None, "max_iter", 60)
 
-    monkeypatch.setattr(_active_set, "solve_active_set", fail)
+    monkeypatch.setattr(active_set, "solve_active_set", fail)
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.method == "clarabel" and res.status == "optimal"
@@ -199,9 +200,11 @@ def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=20, n_people=500
     )
-    x, status, iters = _active_set.solve_active_set(sub, compress(sub), max_iter=1)
+    attempt = active_set.solve_active_set(sub, compress(sub), max_iter=1)
+    x, status, iters = attempt.x, attempt.status, attempt.iterations
     assert x is None and status == "max_iter" and iters == 1
-    x, status, _ = _active_set.solve_active_set(sub, compress(sub))
+    attempt = active_set.solve_active_set(sub, compress(sub))
+    x, status = attempt.x, attempt.status
     assert status == "converged" and x is not None
 
 
@@ -213,8 +216,10 @@ def test_noise_scaled_tolerance_bounds_the_objective_gap() -> None:
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=30, n_people=800
     )
     comp = compress(sub)
-    tight, st1, it1 = _active_set.solve_active_set(sub, comp, tol=1e-4)
-    loose, st2, it2 = _active_set.solve_active_set(sub, comp, tol=0.5)
+    attempt = active_set.solve_active_set(sub, comp, tol=1e-4)
+    tight, st1, it1 = attempt.x, attempt.status, attempt.iterations
+    attempt = active_set.solve_active_set(sub, comp, tol=0.5)
+    loose, st2, it2 = attempt.x, attempt.status, attempt.iterations
     assert st1 == st2 == "converged" and it2 <= it1
     assert sub.objective(loose) >= sub.objective(tight) - 1e-6 * sub.objective(tight)
     assert sub.objective(loose) - sub.objective(tight) <= 1e-3 * sub.objective(tight)

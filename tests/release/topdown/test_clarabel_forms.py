@@ -13,18 +13,19 @@ import pytest
 from _topdown_gen import of_shape, solver_shapes, solver_tolerance
 from hypothesis import given, settings
 
-from censusdp.release.topdown import _clarabel
-from censusdp.release.topdown._common import compress
+from censusdp.release.topdown.solvers import clarabel_qp
+from censusdp.release.topdown.solvers.base import compress
 
-shapes = solver_shapes(k_min=1, c_max=_clarabel.DIRECT_MAX_CELLS, means=[3.0, 40.0, 400.0])
+shapes = solver_shapes(k_min=1, c_max=clarabel_qp.DIRECT_MAX_CELLS, means=[3.0, 40.0, 400.0])
 
 
 def _solve(sub, direct_max: int, answer_max: int = 3, faer_min: int = 10**9) -> np.ndarray:
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(_clarabel, "DIRECT_MAX_CELLS", direct_max)
-        m.setattr(_clarabel, "DIRECT_MAX_ANSWER", answer_max)
-        m.setattr(_clarabel, "FAER_MIN_NNZ", faer_min)
-        x, status, _ = _clarabel.solve_clarabel(sub, compress(sub))
+        m.setattr(clarabel_qp, "DIRECT_MAX_CELLS", direct_max)
+        m.setattr(clarabel_qp, "DIRECT_MAX_ANSWER", answer_max)
+        m.setattr(clarabel_qp, "FAER_MIN_NNZ", faer_min)
+        attempt = clarabel_qp.solve_clarabel(sub, compress(sub))
+        x, status = attempt.x, attempt.status
     assert status in ("Solved", "AlmostSolved"), status
     return x
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
@@ -26,7 +26,7 @@ from censusdp.io.nmf import NMFReader
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 from synth import block_codes, make_cef, write_cef
 
 PL94 = get_schema("pl94")
@@ -55,7 +55,7 @@ def _reestimate(run_dir, passes):
     )
     bounds = [Bounds(*b) for b in level_bounds(inv, hierarchy)]
     ms = NMFReader(run_dir / "noisy_measurements.parquet", PL94, hierarchy)
-    return hierarchy, bounds, ms, estimate(ms, hierarchy, bounds, passes=passes)
+    return hierarchy, bounds, ms, run_topdown(ms, hierarchy, bounds, TopDownOptions(passes=passes))
 
 
 def _noisy_totals(ms, hierarchy, level):
@@ -146,7 +146,7 @@ def test_the_driver_records_the_task_work_it_does_itself(run) -> None:
     count as the driver's). Tasks that read their own families leave it at 0, with the
     same histograms."""
     hierarchy, bounds, ms, est = _reestimate(run, "production")
-    tasks = estimate(ms, hierarchy, bounds, read_in_tasks=True)
+    tasks = run_topdown(ms, hierarchy, bounds, TopDownOptions(read_in_tasks=True))
     for a, b in zip(est.histograms, tasks.histograms, strict=True):
         assert (a != b).nnz == 0
     built = [s["driver_build_cpu_seconds"] for s in est.levels]

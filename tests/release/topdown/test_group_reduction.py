@@ -9,7 +9,8 @@ from _topdown_gen import random_subproblem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from censusdp.release.topdown import _groups, make_feasible, solve_l2
+from censusdp.release.topdown import make_feasible, solve_l2
+from censusdp.release.topdown.solvers import groups
 
 
 def _group_level(sub, rng, with_group_query):
@@ -68,15 +69,15 @@ def test_group_sums_give_an_optimum_of_the_whole_problem(seed, k, c, n_groups, w
 def test_a_query_inside_a_group_is_not_reduced():
     rng = np.random.default_rng(3)
     sub, _ = random_subproblem(rng, k=4, c=12, n_groups=2, n_queries=2)  # detailed + total
-    assert _groups.group_reduction(sub) is None
+    assert groups.group_reduction(sub) is None
     total_only = _group_level(sub, rng, False)
-    reduced, cell_group = _groups.group_reduction(total_only)
+    reduced, cell_group = groups.group_reduction(total_only)
     assert reduced.c == np.unique(sub.groups).size and reduced.k == sub.k
     np.testing.assert_array_equal(
         reduced.parent, np.bincount(cell_group, weights=sub.parent).astype(np.int64)
     )
-    assert _groups.group_reduction(replace(total_only, parent=None)) is None
-    assert _groups.group_reduction(reduced) is None  # one cell a group: nothing to gain
+    assert groups.group_reduction(replace(total_only, parent=None)) is None
+    assert groups.group_reduction(reduced) is None  # one cell a group: nothing to gain
 
 
 def test_a_failed_group_solve_falls_back_to_the_cells(monkeypatch):
@@ -89,7 +90,7 @@ def test_a_failed_group_solve_falls_back_to_the_cells(monkeypatch):
     def broken(s, cell_group, g):  # a spread that gives no usable point
         return np.full((s.k, s.c), np.nan)
 
-    monkeypatch.setattr(_groups, "spread", broken)
+    monkeypatch.setattr(groups, "spread", broken)
     res = solve_l2(sub)
     assert res.attempts[0][0] == "groups" and "violation" in res.attempts[0][1]
     assert res.status == "optimal" and res.method != "groups" and len(res.attempts) >= 2

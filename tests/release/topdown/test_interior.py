@@ -17,10 +17,10 @@ from _topdown_gen import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from censusdp.release.topdown import Subproblem, _active_set, _clarabel, l2, solve_l2
-from censusdp.release.topdown import _interior as interior
-from censusdp.release.topdown._common import compress
-from censusdp.release.topdown.l2 import _order
+from censusdp.release.topdown import Subproblem, solve_l2
+from censusdp.release.topdown.solvers import active_set, chain, clarabel_qp, interior
+from censusdp.release.topdown.solvers.base import Attempt, compress
+from censusdp.release.topdown.solvers.chain import backend_order
 from profiles import examples
 
 SETTINGS = settings(
@@ -86,7 +86,7 @@ def test_the_interior_point_converges_on_most_random_subproblems() -> None:
             "singular": bool(rng.integers(2)),
         }
         sub = _build(d)
-        _, status, _ = interior.solve_interior(sub, compress(sub), tol=1e-3)
+        status = interior.solve_interior(sub, compress(sub), tol=1e-3).status
         outcomes.append(status.startswith("converged"))
     assert np.mean(outcomes) >= 0.8
 
@@ -158,19 +158,19 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=1500
     )
-    order = _order(sub, compress(sub), "auto")
+    order = backend_order(sub, compress(sub), "auto")
     # dense with a singular Hessian, few variables: Clarabel, the interior point, the
     # active set, the ADMM
     assert 4 * sub.parent.sum() > sub.k * sub.c
-    assert sub.k * sub.c <= l2.INTERIOR_MIN_VARIABLES
+    assert sub.k * sub.c <= chain.INTERIOR_MIN_VARIABLES
     assert order == ("clarabel", "interior", "activeset", "admm")
     ok = solve_l2(sub, method="clarabel")
     assert ok.method == "clarabel"
 
     def fail(status):
-        return lambda *args, **kwargs: (None, status, 7)
+        return lambda *args, **kwargs: Attempt(None, status, 7)
 
-    monkeypatch.setattr(_clarabel, "solve_clarabel", fail("PrimalInfeasible"))
+    monkeypatch.setattr(clarabel_qp, "solve_clarabel", fail("PrimalInfeasible"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
@@ -180,7 +180,7 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
     assert abs(res.objective - ok.objective) <= 1e-6 * ok.objective
     assert res.max_violation <= 1e-8 * sub.scale()
     monkeypatch.setattr(interior, "solve_interior", fail("max_iter"))
-    monkeypatch.setattr(_active_set, "solve_active_set", fail("max_iter"))
+    monkeypatch.setattr(active_set, "solve_active_set", fail("max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.attempts[1:3] == (("interior", "max_iter"), ("activeset", "max_iter"))
@@ -195,11 +195,16 @@ def test_large_singular_families_go_to_the_interior_point_first_and_fall_through
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=1000
     )
-    monkeypatch.setattr(l2, "INTERIOR_MIN_VARIABLES", sub.k * sub.c - 1)
-    assert _order(sub, compress(sub), "auto") == ("interior", "clarabel", "activeset", "admm")
+    monkeypatch.setattr(chain, "INTERIOR_MIN_VARIABLES", sub.k * sub.c - 1)
+    assert backend_order(sub, compress(sub), "auto") == (
+        "interior",
+        "clarabel",
+        "activeset",
+        "admm",
+    )
     res = solve_l2(sub)
     assert res.attempts[0][0] == "interior" and res.method == "interior"
-    monkeypatch.setattr(interior, "solve_interior", lambda *a, **k: (None, "stalled", 3))
+    monkeypatch.setattr(interior, "solve_interior", lambda *a, **k: Attempt(None, "stalled", 3))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         fell = solve_l2(sub)
     assert fell.attempts[0] == ("interior", "stalled") and fell.method == "clarabel"
@@ -297,7 +302,7 @@ def test_the_blocked_factorisation_is_used_and_converges_on_dense_dhc_families(
             "singular": bool(rng.integers(2)),
         }
         s = _build(d)
-        _, status, _ = interior.solve_interior(s, compress(s), tol=1e-3)
+        status = interior.solve_interior(s, compress(s), tol=1e-3).status
         converged += status.startswith("converged")
     assert converged >= 10
 
@@ -307,7 +312,8 @@ def test_an_iteration_cap_reports_failure_instead_of_a_wrong_answer() -> None:
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=4, n_people=3000
     )
-    x, status, steps = interior.solve_interior(sub, compress(sub), tol=1e-3, max_iter=2)
+    attempt = interior.solve_interior(sub, compress(sub), tol=1e-3, max_iter=2)
+    x, status, steps = attempt.x, attempt.status, attempt.iterations
     assert x is None and status == "max_iter" and steps == 2
 
 
@@ -316,7 +322,7 @@ def _hessians(sub: Subproblem) -> tuple[np.ndarray, np.ndarray, int, int]:
     numbers of rows of each."""
     import scipy.sparse as sp
 
-    from censusdp.release.topdown._common import fixed_zeros
+    from censusdp.release.topdown.solvers.common import fixed_zeros
 
     comp = compress(sub)
     fidx = np.flatnonzero(~fixed_zeros(sub).ravel())

@@ -16,20 +16,25 @@ import pytest
 import scipy.sparse as sp
 from _topdown_gen import l1_rounding_optimum, random_subproblem, small_subproblem
 
+from censusdp.data.geography import family_chunks
+from censusdp.data.invariants import Bounds
+from censusdp.data.measurements import MeasuredQuery
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import CensusDPError, InfeasibleError, InternalError
 from censusdp.privacy.randomness import RandomSource
-from censusdp.release.measure import MeasuredQuery, measure
+from censusdp.release.measure import measure
 from censusdp.release.topdown import (
     _flow,
     check_integer_solution,
-    driver,
     round_to_integers,
     rounding,
     solve_l2,
 )
-from censusdp.release.topdown.driver import Bounds, Task, estimate, run_task
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
+from censusdp.release.topdown.level_results import LevelResults
+from censusdp.release.topdown.subproblems import Family, QueryCache, family_runs, make_subproblem
+from censusdp.release.topdown.tasks import Task, TaskResult, check_counts, run_task
 from synth import block_codes, pl94_state
 
 PL94 = get_schema("pl94")
@@ -50,7 +55,7 @@ GOOD = np.array([[1, 1, 3], [2, 1, 1]])  # group sums (2, 3), (3, 1); totals 5, 
 def test_a_valid_solution_passes_every_check() -> None:
     sub = small_subproblem(**GUARDED)
     assert check_integer_solution(sub, GOOD) == []
-    driver._check_counts(sub, GOOD, "here")  # no exception
+    check_counts(sub, GOOD, "here")  # no exception
     # exactly at every bound still passes
     tight = small_subproblem(
         parent=[3, 2, 4],
@@ -61,7 +66,7 @@ def test_a_valid_solution_passes_every_check() -> None:
         tu=[5, 4],
     )
     assert check_integer_solution(tight, GOOD) == []
-    driver._check_counts(tight, GOOD, "here")
+    check_counts(tight, GOOD, "here")
 
 
 @pytest.mark.parametrize(
@@ -109,10 +114,10 @@ def test_violations_are_reported(x, problems, message) -> None:
     sub = small_subproblem(**GUARDED)
     assert check_integer_solution(sub, x) == problems
     if message is None:
-        driver._check_counts(sub, x, "here")
+        check_counts(sub, x, "here")
     else:
         with pytest.raises(InternalError, match=message):
-            driver._check_counts(sub, x, "here")
+            check_counts(sub, x, "here")
 
 
 def test_total_below_its_lower_bound() -> None:
@@ -122,7 +127,7 @@ def test_total_below_its_lower_bound() -> None:
     assert check_integer_solution(sub, np.array([[2], [1]])) == []
     assert check_integer_solution(sub, np.array([[1], [2]])) == ["total bounds violated"]
     with pytest.raises(InternalError, match="here: total bounds violated after rounding"):
-        driver._check_counts(sub, np.array([[1], [2]]), "here")
+        check_counts(sub, np.array([[1], [2]]), "here")
 
 
 def test_several_violations_are_all_listed() -> None:
@@ -144,7 +149,7 @@ def test_root_has_no_parent_check() -> None:
     sub = small_subproblem(None, [0, 0, 1], [[0, 0]], [[np.inf, np.inf]], [7], [7], k=1)
     assert check_integer_solution(sub, np.array([[3, 0, 4]])) == []
     assert check_integer_solution(sub, np.array([[3, 0, 5]])) == ["total bounds violated"]
-    driver._check_counts(sub, np.array([[3, 0, 4]]), "root")
+    check_counts(sub, np.array([[3, 0, 4]]), "root")
 
 
 def test_fractional_bounds_are_met_as_integers() -> None:
@@ -341,7 +346,7 @@ def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> No
         MeasuredQuery("Block", "detailed", kept, vals, 4.0, "dg"),
         MeasuredQuery("Block", "total", np.array([0]), np.arange(units).reshape(-1, 1), 0.5, "dg"),
     ]
-    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache = QueryCache.__new__(QueryCache)
     cache._q = {"detailed": q_detail, "total": q_total}
     n = 10
     bounds = Bounds(
@@ -351,9 +356,10 @@ def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> No
         np.arange(n, dtype=float) + 50,
     )
     cell_groups = PL94.cell_levels("hhgq")
-    sub = driver._make_subproblem(
-        mqs, cache, slice(2, 5), slice(6, 9), kept, np.array([3, 1, 2]), cell_groups, bounds, "x"
+    family = Family(
+        6, 3, kept, np.array([3, 1, 2]), cell_groups[kept], bounds.units(slice(6, 9)), "x"
     )
+    sub = make_subproblem(mqs, cache, slice(2, 5), family)
     assert sub.k == 3 and sub.c == 3 and sub.label == "x"
     np.testing.assert_array_equal(sub.group_lower, bounds.group_lower[6:9])
     np.testing.assert_array_equal(sub.group_upper, bounds.group_upper[6:9])
@@ -375,16 +381,16 @@ def test_subproblem_takes_the_childrens_rows_bounds_and_relative_weights() -> No
 def test_variance_floor_keeps_near_exact_measurements_comparable() -> None:
     """Variances of 1e-21 and 1e-20 weigh alike (both below the 1e-6 floor)."""
     q = make_query(PL94, "total")
-    cache = driver._QueryCache.__new__(driver._QueryCache)
+    cache = QueryCache.__new__(QueryCache)
     cache._q = {"total": q}
     mqs = [
         MeasuredQuery("Block", "total", np.array([0]), np.zeros((1, 1), np.int64), v, "dg")
         for v in (1e-21, 1e-20, 1e-6)
     ]
     b = Bounds(np.zeros((1, 8)), np.full((1, 8), np.inf), np.zeros(1), np.full(1, np.inf))
-    sub = driver._make_subproblem(
-        mqs, cache, slice(0, 1), slice(0, 1), np.array([0]), None, PL94.cell_levels("hhgq"), b, "r"
-    )
+    kept = np.array([0])
+    family = Family(0, 1, kept, None, PL94.cell_levels("hhgq")[kept], b, "r")
+    sub = make_subproblem(mqs, cache, slice(0, 1), family)
     np.testing.assert_allclose(sub.weights, [1.0, 1.0, 0.5], rtol=1e-9)
 
 
@@ -416,7 +422,7 @@ def test_estimate_meets_invariants_pinned_at_every_level(small_release) -> None:
     h, levels, ms = small_release
     bounds = _exact_bounds(levels)
     lines: list[str] = []
-    est = estimate(ms, h, bounds, method="clarabel", progress=lines.append)
+    est = run_topdown(ms, h, bounds, TopDownOptions(method="clarabel"), progress=lines.append)
     assert est.failsafe == []
     # one task per parent unit (one for the root), one child per unit of the level below
     names = [lv.name for lv in h.geolevels]
@@ -447,7 +453,7 @@ def test_estimate_meets_invariants_pinned_at_every_level(small_release) -> None:
         agg = h.aggregate(est.histograms[-1])[li]
         assert (sp.csr_matrix(agg) != est.histograms[li]).nnz == 0
     # bottom-up honours the block bounds too
-    bu = estimate(ms, h, bounds, postprocess="bottomup", method="clarabel")
+    bu = run_topdown(ms, h, bounds, TopDownOptions(postprocess="bottomup", method="clarabel"))
     bg = np.zeros((h.n_units(h.n_levels - 1), 8))
     np.add.at(bg.T, cell_groups, bu.histograms[-1].toarray().T)
     np.testing.assert_array_equal(bg, bounds[-1].group_lower)
@@ -457,13 +463,13 @@ def test_estimate_rejects_bad_arguments(small_release) -> None:
     h, levels, ms = small_release
     bounds = _exact_bounds(levels)
     with pytest.raises(CensusDPError, match="postprocess must be 'topdown' or 'bottomup', got 'x'"):
-        estimate(ms, h, bounds, postprocess="x")
+        run_topdown(ms, h, bounds, TopDownOptions(postprocess="x"))
     wrong = [
         Bounds(b.group_lower[:, :3], b.group_upper[:, :3], b.total_lower, b.total_upper)
         for b in bounds
     ]
     with pytest.raises(InternalError, match="bounds have 3 groups, hhgq has 8"):
-        estimate(ms, h, wrong)
+        run_topdown(ms, h, wrong)
 
 
 def test_estimate_by_single_families_is_identical(small_release, monkeypatch) -> None:
@@ -471,11 +477,15 @@ def test_estimate_by_single_families_is_identical(small_release, monkeypatch) ->
     and bottom-up (task boundaries, child offsets and parents survive the chunking)."""
     h, levels, ms = small_release
     bounds = _exact_bounds(levels)
-    whole = {pp: estimate(ms, h, bounds, method="clarabel", postprocess=pp) for pp in POSTPROCESS}
-    monkeypatch.setattr(driver.family_chunks, "__defaults__", (1,))
-    assert len(driver.family_chunks(h, h.n_levels - 1, 10)) == h.n_units(h.n_levels - 2)
+    whole = {
+        pp: run_topdown(ms, h, bounds, TopDownOptions(method="clarabel", postprocess=pp))
+        for pp in POSTPROCESS
+    }
+    monkeypatch.setattr(family_chunks, "__defaults__", (1,))
+    monkeypatch.setattr(family_runs, "__defaults__", (1,))  # the driver's reads
+    assert len(family_chunks(h, h.n_levels - 1, 10)) == h.n_units(h.n_levels - 2)
     for pp in POSTPROCESS:
-        chunked = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
+        chunked = run_topdown(ms, h, bounds, TopDownOptions(method="clarabel", postprocess=pp))
         for a, b in zip(whole[pp].histograms, chunked.histograms, strict=True):
             assert (a != b).nnz == 0
 
@@ -491,7 +501,7 @@ def test_estimate_with_one_group(small_release) -> None:
         ts = np.asarray(lv.sum(axis=1), dtype=float).ravel()
         n = ts.size
         bounds.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), ts, ts.copy()))
-    est = estimate(ms, h, bounds, group_variable=None, method="clarabel")
+    est = run_topdown(ms, h, bounds, TopDownOptions(group_variable=None, method="clarabel"))
     assert est.failsafe == []
     for hist, b in zip(est.histograms, bounds, strict=True):
         np.testing.assert_array_equal(np.asarray(hist.sum(axis=1)).ravel(), b.total_lower)
@@ -510,7 +520,7 @@ def test_failsafe_records_name_the_parent(small_release) -> None:
     level_name = h.geolevels[h.n_levels - 2].name
     labels = {"topdown": f"{level_name} {parent}", "bottomup": f"bottom-up blocks of {parent}"}
     for pp in POSTPROCESS:
-        est = estimate(ms, h, bounds, method="clarabel", postprocess=pp)
+        est = run_topdown(ms, h, bounds, TopDownOptions(method="clarabel", postprocess=pp))
         assert [f["parent_geocode"] for f in est.failsafe] == [str(parent)]
         assert [f["label"] for f in est.failsafe] == [labels[pp]]
         assert est.levels[-1]["failsafe_uses"] == 1
@@ -521,15 +531,15 @@ def test_task_result_bookkeeping() -> None:
     sub = small_subproblem(**GUARDED)
     res = run_task(Task(3, "500010000011", 5, np.array([2, 7, 9]), sub, method="clarabel"))
     assert res.status == "optimal" and res.method == "clarabel"
-    assert 0 < res.l2_seconds and 0 < res.rounding_seconds
-    assert res.l2_seconds + res.rounding_seconds <= res.seconds < 60
+    assert 0 < res.solve_seconds and 0 < res.rounding_seconds
+    assert res.solve_seconds + res.rounding_seconds <= res.seconds < 60
     assert 0 < res.cpu_seconds < 60
     assert 0 <= res.max_violation < 1e-6
     assert res.kept.tolist() == [2, 7, 9] and res.child_start == 5 and res.level == 3
 
 
 def _result(child_start, kept, counts, seconds, status="optimal", method="admm", fs=None):
-    return driver.TaskResult(
+    return TaskResult(
         level=4,
         parent_geocode="p",
         child_start=child_start,
@@ -538,7 +548,7 @@ def _result(child_start, kept, counts, seconds, status="optimal", method="admm",
         status=status,
         method=method,
         seconds=seconds,
-        l2_seconds=seconds / 4,
+        solve_seconds=seconds / 4,
         rounding_seconds=seconds / 8,
         max_violation=seconds / 1000,
         failsafe=fs,
@@ -547,7 +557,7 @@ def _result(child_start, kept, counts, seconds, status="optimal", method="admm",
 
 
 def test_level_results_fold_counts_and_timings() -> None:
-    acc = driver._LevelResults("Block", 5, 10)
+    acc = LevelResults("Block", 5, 10)
     acc.add(_result(0, [1, 4], [[2, 0], [0, 3]], 1.0))
     acc.add(
         _result(2, [4, 8, 9], [[1, 0, 5], [0, 0, 0], [7, 1, 0]], 3.0, "x", "clarabel", {"a": 1})
@@ -582,7 +592,7 @@ def test_level_results_fold_counts_and_timings() -> None:
         "split_families": [],
     }
     assert acc.failsafe == [{"a": 1}]
-    empty = driver._LevelResults("US", 1, 4)
+    empty = LevelResults("US", 1, 4)
     none = empty.histogram()
     assert none.shape == (1, 4) and none.nnz == 0
     assert none.dtype == np.int64  # the validator requires integer histograms

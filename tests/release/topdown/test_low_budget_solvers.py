@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from censusdp.release.topdown import Subproblem, _active_set, _admm, _clarabel
-from censusdp.release.topdown._common import compress
-from censusdp.release.topdown.l2 import solve_l2
+from censusdp.release.topdown import Subproblem
+from censusdp.release.topdown.solvers import active_set, admm, chain, clarabel_qp
+from censusdp.release.topdown.solvers.base import Attempt, compress
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 
 def _coarse_family(seed: int) -> Subproblem:
@@ -53,7 +54,8 @@ def test_clarabel_solves_low_budget_problems_with_large_noisy_answers(seed):
     (its infeasibility test has absolute tolerances and |y| ~ 1e4); with the constraints
     scaled by their largest right-hand side it solves them, to the active set's optimum."""
     sub = _coarse_family(seed)
-    x, status, _ = _clarabel.solve_clarabel(sub, compress(sub))
+    attempt = clarabel_qp.solve_clarabel(sub, compress(sub))
+    x, status = attempt.x, attempt.status
     assert status == "Solved" and x is not None
     ref = solve_l2(sub, method="activeset")
     res = solve_l2(sub, method="clarabel")
@@ -63,7 +65,7 @@ def test_clarabel_solves_low_budget_problems_with_large_noisy_answers(seed):
 
 def _fail(name: str, status: str):
     def failed(*args, **kwargs):
-        return None, status, 0
+        return Attempt(None, status, 0)
 
     failed.__name__ = name
     return failed
@@ -107,9 +109,9 @@ def test_a_forced_root_failure_still_gives_a_spread_answer(seed, monkeypatch):
         return 0.5 * np.abs(a / a.sum() - marginal / marginal.sum()).sum()
 
     solved = solve_l2(sub)
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
-    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
-    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     res = solve_l2(sub)
     assert res.status == "feasible_fallback" and res.method == "nnls-flow"
     x = res.x
@@ -129,16 +131,15 @@ def test_a_large_root_leaves_the_admm_out_of_the_chain(monkeypatch):
     """The ADMM's factorisation at a dhc-lite root (229,320 cells) did not finish 20
     iterations in 10 minutes; a root above ADMM_MAX_ROOT_CELLS goes from Clarabel to
     the NNLS point and flow. Smaller roots (pl94: 1,890 cells) keep it."""
-    from censusdp.release.topdown import l2
 
     sub, *_ = _state_root(1)
     comp = compress(sub)
-    assert l2._order(sub, comp, "auto") == ("activeset", "clarabel", "admm")
-    monkeypatch.setattr(l2, "ADMM_MAX_ROOT_CELLS", sub.c - 1)
-    assert l2._order(sub, comp, "auto") == ("activeset", "clarabel")
-    assert l2._order(sub, comp, "admm") == ("admm",)  # asked for by name: still run
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
-    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
-    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "never called"))
+    assert chain.backend_order(sub, comp, "auto") == ("activeset", "clarabel", "admm")
+    monkeypatch.setattr(chain, "ADMM_MAX_ROOT_CELLS", sub.c - 1)
+    assert chain.backend_order(sub, comp, "auto") == ("activeset", "clarabel")
+    assert chain.backend_order(sub, comp, "admm") == ("admm",)  # asked for by name: still run
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "never called"))
     res = solve_l2(sub)
     assert [m for m, _ in res.attempts] == ["activeset", "clarabel", "nnls-flow"]

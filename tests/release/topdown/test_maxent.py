@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 
 from censusdp.errors import ConfigError
 from censusdp.release.topdown import Subproblem
-from censusdp.release.topdown._common import fixed_zeros
 from censusdp.release.topdown.failsafe import make_feasible
-from censusdp.release.topdown.l2 import solve_l2
 from censusdp.release.topdown.maxent import (
     choose_estimator,
     coarsenings_for,
@@ -24,6 +22,8 @@ from censusdp.release.topdown.maxent import (
     solve_maxent,
 )
 from censusdp.release.topdown.rounding import round_to_integers
+from censusdp.release.topdown.solvers.common import fixed_zeros
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 from profiles import examples
 
 SETTINGS = settings(
@@ -218,10 +218,15 @@ def test_auto_keeps_least_squares_without_simulating_when_every_query_is_informa
 
 def test_unknown_estimator_is_a_config_error():
     from censusdp.data.geography import Hierarchy
-    from censusdp.release.topdown.driver import estimate
+    from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 
     with pytest.raises(ConfigError, match="estimator must be one of"):
-        estimate(None, Hierarchy.from_blocks(np.array(["5000100000001000"])), [], estimator="x")
+        run_topdown(
+            None,
+            Hierarchy.from_blocks(np.array(["5000100000001000"])),
+            [],
+            TopDownOptions(estimator="x"),
+        )
 
 
 def _age_case(seed: int, sd: float = 60.0):
@@ -398,7 +403,7 @@ def test_left_out_queries_still_measure_the_childrens_totals():
     risk rule): one term, the inverse-variance mean of every left-out query's sum over
     its present rows. Measured on seeds 1-8: the children's totals' RMSE 0.64-0.93 of
     the model without it."""
-    from censusdp.release.topdown._common import compress
+    from censusdp.release.topdown.solvers.base import compress
 
     ratios = []
     for seed in (1, 2, 3, 4):

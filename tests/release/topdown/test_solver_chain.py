@@ -14,22 +14,20 @@ from scipy.optimize import lsq_linear
 
 from censusdp.release.topdown import (
     Subproblem,
-    _active_set,
-    _admm,
-    _clarabel,
-    _interior,
     check_integer_solution,
     round_to_integers,
     solve_l2,
 )
-from censusdp.release.topdown._common import compress, start_point
-from censusdp.release.topdown._nnls import nnls_point
-from censusdp.release.topdown.l2 import _order
+from censusdp.release.topdown.solvers import active_set, admm, clarabel_qp, interior
+from censusdp.release.topdown.solvers.base import Attempt, Tolerances, compress
+from censusdp.release.topdown.solvers.chain import AUTO_CHAIN, BACKENDS, METHODS, backend_order
+from censusdp.release.topdown.solvers.common import start_point
+from censusdp.release.topdown.solvers.nnls import nnls_point
 
 
 def _fail(name: str, status: str):
     def solver(*args, **kwargs):
-        return None, status, 7
+        return Attempt(None, status, 7)
 
     solver.__name__ = name
     return solver
@@ -44,34 +42,48 @@ def block_group() -> Subproblem:
 
 
 def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> None:
-    assert _order(block_group, compress(block_group), "auto") == ("activeset", "admm", "clarabel")
+    assert backend_order(block_group, compress(block_group), "auto") == (
+        "activeset",
+        "admm",
+        "clarabel",
+    )
     # dhc-lite below the State: no query sees every cell alone, the Hessian is singular
     rng = np.random.default_rng(2)
     sub, _ = census_subproblem(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=6, n_people=400
     )
     assert sub.c > 64
-    assert _order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
-    assert _order(block_group, compress(block_group), "admm") == ("admm",)
+    assert backend_order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
+    assert backend_order(block_group, compress(block_group), "admm") == ("admm",)
     # a dense optimum (the parent holds more persons than k c / 4): the active set second
     dense, _ = census_subproblem(rng, n_children=12, n_people=2500)
     assert dense.c > 64 and 4 * dense.parent.sum() > dense.k * dense.c
-    assert _order(dense, compress(dense), "auto") == ("admm", "activeset", "clarabel", "interior")
+    assert backend_order(dense, compress(dense), "auto") == (
+        "admm",
+        "activeset",
+        "clarabel",
+        "interior",
+    )
     # few kept cells and dense: Clarabel first, the active set second
     small, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert small.c <= 64
-    assert _order(small, compress(small), "auto") == ("clarabel", "interior", "activeset", "admm")
+    assert backend_order(small, compress(small), "auto") == (
+        "clarabel",
+        "interior",
+        "activeset",
+        "admm",
+    )
     # few kept cells and sparse (most block groups' blocks): Clarabel first too, the
     # active set's answer-side system being larger than the family there
     few, _ = census_subproblem(rng, n_children=40, n_people=60)
     assert few.c <= 64 and 4 * few.parent.sum() <= few.k * few.c
-    assert _order(few, compress(few), "auto")[0] == "clarabel"
+    assert backend_order(few, compress(few), "auto")[0] == "clarabel"
     spine = dataclasses.replace(few, unit_weights=rng.uniform(1, 2, (few.n_queries, few.k)))
-    assert _order(spine, compress(spine), "auto") == ("clarabel", "activeset")
+    assert backend_order(spine, compress(spine), "auto") == ("clarabel", "activeset")
     wide = dataclasses.replace(
         block_group, unit_weights=rng.uniform(1, 2, (block_group.n_queries, block_group.k))
     )
-    assert _order(wide, compress(wide), "auto") == ("activeset", "clarabel")
+    assert backend_order(wide, compress(wide), "auto") == ("activeset", "clarabel")
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
@@ -79,7 +91,7 @@ def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
 ) -> None:
     ok = solve_l2(block_group)
     assert ok.method == "activeset" and ok.attempts == (("activeset", "converged"),)
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(block_group)
     assert res.status == "optimal" and res.method == "admm"
@@ -92,8 +104,8 @@ def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
 def test_admm_failure_falls_back_to_clarabel_and_is_logged(
     block_group: Subproblem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
-    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(block_group)
     assert res.status == "optimal" and res.method == "clarabel"
@@ -106,9 +118,9 @@ def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) ->
     rng = np.random.default_rng(3)
     sub, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert sub.c <= 64  # Clarabel, the interior point, the active set, then the ADMM
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
-    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
-    monkeypatch.setattr(_interior, "solve_interior", _fail("solve_interior", "stalled"))
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(interior, "solve_interior", _fail("solve_interior", "stalled"))
     res = solve_l2(sub)
     assert res.status == "optimal" and res.method == "admm"
     assert res.attempts[:3] == (
@@ -129,9 +141,9 @@ def test_when_every_solver_fails_the_flow_starts_from_least_squares_not_noise(
         rng, n_children=1, n_people=300, rho=0.002, root=True, total_invariant=True
     )
     best = solve_l2(sub).objective  # before the solvers are broken
-    monkeypatch.setattr(_active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
-    monkeypatch.setattr(_clarabel, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
-    monkeypatch.setattr(_admm, "solve_admm", _fail("solve_admm", "max_iter"))
+    monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
+    monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.status == "feasible_fallback" and res.method == "nnls-flow"
@@ -195,3 +207,18 @@ def test_noise_scaled_tolerance_stops_the_admm_early_without_moving_the_counts(
     a = round_to_integers(block_group, fixed.x)
     b = round_to_integers(block_group, scaled.x)
     assert np.abs(a - b).sum() <= 2
+
+
+def test_the_chain_table_names_registered_backends(block_group: Subproblem) -> None:
+    """Every backend of the ``auto`` table is registered under its own name, and each
+    one's ``solve`` gives an ``Attempt`` whose point the chain accepts on a small family."""
+    assert {b for row in AUTO_CHAIN for b in row.backends} <= set(BACKENDS)
+    assert set(BACKENDS) | {"auto"} == set(METHODS)
+    comp = compress(block_group)
+    tols = Tolerances(optimality=1e-3, relative=1e-7, feasibility=1e-8 * block_group.scale())
+    for name, backend in BACKENDS.items():
+        assert backend.name == name
+        attempt = backend.solve(block_group, comp, tols, None)
+        assert isinstance(attempt, Attempt) and attempt.iterations >= 0, name
+        if attempt.x is not None:
+            assert attempt.x.shape == (block_group.k, block_group.c), name

@@ -11,14 +11,14 @@ import numpy as np
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
-from censusdp.data.invariants import compute_invariants, level_bounds
+from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import BlockAttributes, SpineRules, build_spine
 from censusdp.io.budget_files import load_preset
 from censusdp.io.nmf import NMFReader, write_nmf
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 from synth import block_codes, make_cef
 
 PL94 = get_schema("pl94")
@@ -49,7 +49,7 @@ def test_topdown_on_the_spine_keeps_every_invariant_and_maps_back_to_blocks(tmp_
     write_nmf(ms, tmp_path / "nmf.parquet")
     reader = NMFReader(tmp_path / "nmf.parquet", PL94, h)
     bounds = [Bounds(*b) for b in level_bounds(inv, h)]
-    est = estimate(reader, h, bounds, group_variable="hhgq")
+    est = run_topdown(reader, h, bounds, TopDownOptions(group_variable="hhgq"))
     block = est.histograms[-1].toarray()
     # back to geocode order: same persons, state total exact, GQ and household bounds
     in_geocode_order = block[np.argsort(spine.order)]

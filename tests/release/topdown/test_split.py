@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
@@ -24,13 +24,17 @@ from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.topdown import make_feasible, round_to_integers, solve_l2
-from censusdp.release.topdown.driver import Bounds, estimate
+from censusdp.release.topdown.driver import TopDownOptions, run_topdown
+from censusdp.release.topdown.level_results import LevelResults
+from censusdp.release.topdown.levels import LevelTasks, TaskContext, level_plans
 from censusdp.release.topdown.split import (
     chunk_starts,
     chunk_subproblems,
     coarse_subproblem,
     splittable,
 )
+from censusdp.release.topdown.subproblems import QueryCache, group_of_cells
+from censusdp.release.topdown.tasks import TaskResult, run_task
 from synth import block_codes, make_cef, tree_bytes, write_cef
 
 PL94 = get_schema("pl94")
@@ -118,7 +122,7 @@ def _hhgq_member():
 
 def test_split_estimate_keeps_every_constraint_and_records_the_critical_path(run):
     hierarchy, bounds, ms = run
-    est = estimate(ms, hierarchy, bounds, max_children=2)
+    est = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=2))
     agg = hierarchy.aggregate(est.histograms[-1])
     for li, (hist, b) in enumerate(zip(est.histograms, bounds, strict=True)):
         assert (hist.data >= 0).all()
@@ -148,13 +152,13 @@ def test_split_estimate_keeps_every_constraint_and_records_the_critical_path(run
 
 def test_a_limit_above_every_family_changes_nothing(run):
     hierarchy, bounds, ms = run
-    plain = estimate(ms, hierarchy, bounds, max_children=None)
-    wide = estimate(ms, hierarchy, bounds, max_children=6)
+    plain = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=None))
+    wide = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=6))
     for a, b in zip(plain.histograms, wide.histograms, strict=True):
         assert (a != b).nnz == 0
     assert all(s["split_families"] == [] for s in wide.levels)
     with pytest.raises(ConfigError, match="max_children"):
-        estimate(ms, hierarchy, bounds, max_children=0)
+        run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=0))
 
 
 @pytest.mark.slow
@@ -194,8 +198,6 @@ def test_cli_max_children_option(tmp_path, capsys):
 
 
 def _result(parent, child_start, seconds):
-    from censusdp.release.topdown.driver import TaskResult
-
     return TaskResult(
         level=2,
         parent_geocode=parent,
@@ -205,7 +207,7 @@ def _result(parent, child_start, seconds):
         status="optimal",
         method="admm",
         seconds=seconds,
-        l2_seconds=0.0,
+        solve_seconds=0.0,
         rounding_seconds=0.0,
         max_violation=0.0,
         cpu_seconds=seconds / 2,
@@ -213,9 +215,7 @@ def _result(parent, child_start, seconds):
 
 
 def test_level_summary_counts_coarse_solves_in_the_critical_path():
-    from censusdp.release.topdown.driver import _LevelResults
-
-    acc = _LevelResults("Tract", 10, 1)
+    acc = LevelResults("Tract", 10, 1)
     for start, secs in ((0, 2.0), (3, 5.0)):  # the chunks of family "a"
         acc.add(_result("a", start, secs))
     acc.add(_result("b", 6, 6.0))  # an unsplit family, the longest single task
@@ -281,22 +281,18 @@ class _in_executor:
 def _old_split_level(ms, hierarchy, bounds, level, parent_hist, max_children):
     """The level as the driver estimated it before the coarse solves became tasks: each
     split family's coarse problem solved in place, its chunks after it."""
-    from censusdp.release.topdown import driver
 
-    cache = driver._QueryCache(ms)
-    cell_groups, _ = driver._group_of_cells(ms, "hhgq")
-    plan = driver._level_plans(ms, hierarchy, "hhgq", "production")[level + 1]
-    whole = driver._LevelTasks(
-        ms, cache, hierarchy, level, parent_hist, cell_groups, bounds[level + 1],
-        "auto", plan, max_children=None,
-    )  # fmt: skip
-    acc = driver._LevelResults("old", hierarchy.n_units(level + 1), PL94.size)
+    cell_groups, _ = group_of_cells(ms, "hhgq")
+    plan = level_plans(ms, hierarchy, "hhgq", "production")[level + 1]
+    ctx = TaskContext(ms, QueryCache(ms), hierarchy, cell_groups, "auto", max_children=None)
+    whole = LevelTasks(ctx, level, parent_hist, bounds[level + 1], plan)
+    acc = LevelResults("old", hierarchy.n_units(level + 1), PL94.size)
     for t in whole:
         if not splittable(t.sub, max_children):
-            acc.add(driver.run_task(t))
+            acc.add(run_task(t))
             continue
         starts = chunk_starts(t.sub.k, max_children)
-        coarse = driver.run_task(replace(t, sub=coarse_subproblem(t.sub, starts)))
+        coarse = run_task(replace(t, sub=coarse_subproblem(t.sub, starts)))
         for ch in chunk_subproblems(t.sub, starts, coarse.counts):
             kept = t.kept[ch.kept]
             l2p, rounding = plan.bind(kept)
@@ -304,23 +300,23 @@ def _old_split_level(ms, hierarchy, bounds, level, parent_hist, max_children):
                 t, child_start=t.child_start + ch.offset, kept=kept, sub=ch.sub,
                 l2_passes=l2p, rounding=rounding,
             )  # fmt: skip
-            acc.add(driver.run_task(chunk))
+            acc.add(run_task(chunk))
     return acc.histogram()
 
 
 def test_coarse_solves_are_executor_tasks_with_the_old_results(run, monkeypatch):
-    from censusdp.release.topdown import driver
+    from censusdp.release.topdown import tasks as topdown_tasks
 
     hierarchy, bounds, ms = run
-    real = driver.run_task
+    real = run_task
 
     def only_in_executor(task):
         assert _INSIDE[0], f"the driver solved {task.parent_geocode!r} itself"
         return real(task)
 
-    monkeypatch.setattr(driver, "run_task", only_in_executor)
-    est = estimate(ms, hierarchy, bounds, max_children=2, executor=_Mixed())
-    monkeypatch.setattr(driver, "run_task", real)
+    monkeypatch.setattr(topdown_tasks, "run_task", only_in_executor)
+    est = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=2), executor=_Mixed())
+    monkeypatch.setattr(topdown_tasks, "run_task", real)
     # the same histograms, level by level, as solving each coarse problem on the driver
     for level in range(hierarchy.n_levels - 1):
         old = _old_split_level(ms, hierarchy, bounds, level, est.histograms[level], 2)

@@ -27,14 +27,14 @@ from censusdp.errors import InfeasibleError
 from censusdp.release.topdown import (
     Subproblem,
     SubproblemError,
-    _admm,
     check_feasible,
     check_integer_solution,
     make_feasible,
     round_to_integers,
     solve_l2,
 )
-from censusdp.release.topdown._common import compress
+from censusdp.release.topdown.solvers import admm
+from censusdp.release.topdown.solvers.base import compress
 from profiles import examples
 
 SETTINGS = settings(
@@ -406,16 +406,16 @@ def test_dhc_lite_sparse_factorisation_matches_dense(monkeypatch: pytest.MonkeyP
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=6, n_people=150
     )
     dense = solve_l2(sub, method="admm")
-    monkeypatch.setattr(_admm, "DENSE_MAX", 8)
+    monkeypatch.setattr(admm, "DENSE_MAX", 8)
     sparse = solve_l2(sub, method="admm")
     assert abs(dense.objective - sparse.objective) <= 1e-6 * dense.objective
     comp = compress(sub)
     rows = [*comp.rows]
     vals = [1.0] * len(rows)
     r = rng.normal(size=(sub.c, 3))
-    f_sparse = _admm._Factor(sub.c, 0.5, rows, comp.sizes, vals)
-    monkeypatch.setattr(_admm, "DENSE_MAX", 10**6)
-    f_dense = _admm._Factor(sub.c, 0.5, rows, comp.sizes, vals)
+    f_sparse = admm._Factor(sub.c, 0.5, rows, comp.sizes, vals)
+    monkeypatch.setattr(admm, "DENSE_MAX", 10**6)
+    f_dense = admm._Factor(sub.c, 0.5, rows, comp.sizes, vals)
     np.testing.assert_allclose(f_sparse.solve(r), f_dense.solve(r), rtol=1e-9, atol=1e-9)
 
 
@@ -428,12 +428,12 @@ def test_admm_projections_satisfy_the_variational_inequality(seed: int) -> None:
     """P is the Euclidean projection onto C iff <v - P(v), q - P(v)> <= 0 for all q in C."""
     rng = np.random.default_rng(seed)
     sub, _ = random_subproblem(rng, k=4, c=10, n_groups=3)
-    free = ~_admm.fixed_zeros(sub)
-    lam = _admm._LaminarProjector(sub, free)
+    free = ~admm.fixed_zeros(sub)
+    lam = admm._LaminarProjector(sub, free)
     p = sub.parent.astype(float)
 
     def simplex(v):
-        return _admm._project_simplex_columns(v, p, free)
+        return admm._project_simplex_columns(v, p, free)
 
     for proj in (lam, simplex):
         v = rng.normal(0, 10, size=(sub.k, sub.c))

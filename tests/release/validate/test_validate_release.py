@@ -12,8 +12,8 @@ import pytest
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Bounds
 from censusdp.data.schema import get_schema
-from censusdp.release.topdown.driver import Bounds
 from censusdp.release.validate import (
     ValidationReport,
     check_bounds,

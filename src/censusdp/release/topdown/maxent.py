@@ -57,16 +57,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from censusdp.errors import InternalError
-from censusdp.release.topdown._common import (
-    Compressed,
-    child_total_estimates,
-    compress,
-    fixed_zeros,
-    start_point,
-)
 from censusdp.release.topdown._maxent_newton import root_newton
-from censusdp.release.topdown.l2 import L2Result
 from censusdp.release.topdown.problem import Subproblem, _row_sums
+from censusdp.release.topdown.solvers.base import Compressed, RealSolution, compress
+from censusdp.release.topdown.solvers.common import child_total_estimates, fixed_zeros, start_point
 
 __all__ = [
     "DEFAULT_ESTIMATORS",
@@ -601,10 +595,10 @@ def check_estimator(name: str) -> str:
 
 def solve_maxent(
     sub: Subproblem, estimator: str, *, method: str = "auto", coarse: Coarsenings = ()
-) -> L2Result | None:
+) -> RealSolution | None:
     """The real-valued estimate of ``sub`` for ``estimator`` ``"maxent"`` or ``"auto"``.
 
-    Returns an :class:`~censusdp.release.topdown.l2.L2Result` with ``method =
+    Returns an :class:`~censusdp.release.topdown.solvers.base.RealSolution` with ``method =
     "maxent"`` (``status`` ``"optimal"`` when converged, else ``"max_iter"``), or
     ``None`` when ``auto`` chose least squares (the caller runs its chain). ``coarse``:
     the queries' candidate coarsenings (:data:`Coarsenings`). ``method`` is unused (the
@@ -628,7 +622,7 @@ def solve_maxent(
             res = maxent_point(merged, comp, terms=choice.selection.terms)
         else:
             res = maxent_point(merged, comp, coarse=mc)
-    return L2Result(
+    return RealSolution(
         x=res.x,
         status="optimal" if res.status != "max_iter" else "max_iter",
         method="maxent" if res.status != "exact" else "parent",

@@ -4,7 +4,7 @@
 the production code; this module runs the passes on one
 :class:`~censusdp.release.topdown.problem.Subproblem`:
 
-* :func:`solve_l2_passes`: pass ``p`` is :func:`~censusdp.release.topdown.l2.solve_l2` on
+* :func:`solve_l2_passes`: pass ``p`` is :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2` on
   the subproblem restricted to pass ``p``'s queries, with every answer held by an
   earlier pass ``r`` kept within ``tol_r = v_r + opt_tol_slack`` of pass ``r``'s answer,
   where ``v_r`` is the validated constraint violation of pass ``r``'s solution (the
@@ -14,7 +14,7 @@ the production code; this module runs the passes on one
   the group attribute (group bounds), which is what production's orderings hold.
 
 * :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
-  :mod:`censusdp.release.topdown._chain`, minimising the L1 distance of pass ``p``'s query
+  :mod:`censusdp.release.topdown._pass_network`, minimising the L1 distance of pass ``p``'s query
   answers from the rounded least-squares answers (and the cell-wise cost when
   ``detailed`` is in the pass), with every earlier pass's integer answers held exactly.
   Like the single-pass rounding it first confines ``X`` to ``floor(x) + {0, 1}``
@@ -36,11 +36,12 @@ import numpy as np
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
-from censusdp.release.topdown import _chain, _flow
-from censusdp.release.topdown.l2 import L2Result, solve_l2
+from censusdp.release.topdown import _flow, _pass_network
 from censusdp.release.topdown.passes import PassPlan
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import COST_SCALE, _snap, accept, no_integer_solution
+from censusdp.release.topdown.solvers.base import RealSolution
+from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 __all__ = [
     "L2Passes",
@@ -172,13 +173,13 @@ def solve_l2_passes(
     method: str = "auto",
     tol: float = 1e-7,
     feas_tol: float = 1e-8,
-) -> L2Result:
+) -> RealSolution:
     """Least squares in passes (see the module docstring; production's ``DataIndQueriesL2NPass``).
 
     Args:
         sub: the (feasible) subproblem with every measured query.
         passes: the passes bound to ``sub``'s queries (:func:`bind_l2`).
-        method, tol, feas_tol: as for :func:`~censusdp.release.topdown.l2.solve_l2`, for
+        method, tol, feas_tol: as for :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`, for
             every pass.
 
     Returns:
@@ -188,7 +189,7 @@ def solve_l2_passes(
     """
     t0 = time.perf_counter()
     current = sub
-    results: list[L2Result] = []
+    results: list[RealSolution] = []
     for p, queries in enumerate(passes.queries):
         res = solve_l2(_restrict(current, queries), method=method, tol=tol, feas_tol=feas_tol)
         results.append(res)
@@ -197,7 +198,7 @@ def solve_l2_passes(
             current = _hold(current, res.x, passes.hold_total[p], passes.hold_groups[p], held_tol)
     x = results[-1].x
     bad = [r.status for r in results if r.status != "optimal"]
-    return L2Result(
+    return RealSolution(
         x=x,
         status=bad[0] if bad else "optimal",
         method="+".join(r.method for r in results),
@@ -295,7 +296,7 @@ def round_in_passes(
     if not np.isfinite(x).all():
         raise InternalError("rounding input contains NaN or infinity")
     xs = _snap(x)
-    chain = _chain.build_chain(sub, passes.rows, passes.names)
+    chain = _pass_network.build_chain(sub, passes.rows, passes.names)
     layer_of = {q: lev for lev in chain.levels for q in lev.members}
     nq = len(passes.names)
     for box in (True, False):
@@ -304,8 +305,8 @@ def round_in_passes(
         for p, qs in enumerate(passes.passes):
             weight = np.zeros(nq, dtype=np.int64)
             weight[list(qs)] += 1
-            costs = _chain.PassCosts(passes.cellwise[p], weight, held)
-            built = _chain.network(sub, chain, costs, xs, box=box, scale=COST_SCALE)
+            costs = _pass_network.PassCosts(passes.cellwise[p], weight, held)
+            built = _pass_network.network(sub, chain, costs, xs, box=box, scale=COST_SCALE)
             if built is None:
                 result = None
                 break
@@ -322,7 +323,7 @@ def round_in_passes(
                 if lev is None:  # a cell query: the cells themselves
                     held[q] = result.copy()
                 else:
-                    held[q] = _chain._row_sum(result, lev.labels, lev.n_rows)
+                    held[q] = _pass_network._row_sum(result, lev.labels, lev.n_rows)
         if result is not None:
             return accept(sub, result)
     raise no_integer_solution(sub)

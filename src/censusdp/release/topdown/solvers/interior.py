@@ -4,7 +4,7 @@ Below the State a dhc-lite query never sees every cell alone, so the least-squar
 Hessian ``2 B'WB`` is singular and the optimum is a large face, not a point. Where most
 cells are positive (a state's counties: 14 children on 4,049 kept cells of generated
 Vermont, 79% of them positive in Clarabel's answer) the active-set method
-(:mod:`censusdp.release.topdown._active_set`) jumps between vertices of that face: each
+(:mod:`censusdp.release.topdown.solvers.active_set`) jumps between vertices of that face: each
 free set of about 12,000 cells is as large as its active equalities, so thousands of
 cells change sign every update and the method does not settle in 30 updates. An
 interior-point method walks through the face instead; this one solves every Newton
@@ -47,15 +47,11 @@ import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
 from scipy.linalg.blas import dsyrk, ssyrk
 
-from censusdp.release.topdown._common import (
-    Compressed,
-    fixed_zeros,
-    measured_queries,
-    start_point,
-)
 from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
+from censusdp.release.topdown.solvers.common import fixed_zeros, measured_queries, start_point
 
-__all__: list[str] = []
+__all__ = ["InteriorBackend", "solve_interior"]
 
 MAX_ITER = 80
 """Newton steps before the method gives up (the chain then runs the next backend)."""
@@ -419,7 +415,7 @@ def solve_interior(
     tol: float = 1e-3,
     feas_tol: float | None = None,
     max_iter: int = MAX_ITER,
-) -> tuple[np.ndarray | None, str, int]:
+) -> Attempt:
     """Solve by the marginal-space interior-point method; ``(x or None, status, steps)``.
 
     Near a bound the barrier terms overflow in the last steps; every step is checked
@@ -437,7 +433,7 @@ def _solve(
     tol: float,
     feas_tol: float | None,
     max_iter: int,
-) -> tuple[np.ndarray | None, str, int]:
+) -> Attempt:
     """The interior-point iteration behind :func:`solve_interior`.
 
     Args:
@@ -460,7 +456,7 @@ def _solve(
     fidx = np.flatnonzero(free_ok.ravel())
     n = fidx.size
     if n == 0:
-        return np.zeros((k, c)), "converged", 0
+        return Attempt(np.zeros((k, c)), "converged", 0)
     child, cell = np.divmod(fidx, c)
     cell_qs = {q for q in qs if comp.sizes[q] == c}
     h_diag = 2.0 * float(sum(comp.w[q] for q in cell_qs))
@@ -544,10 +540,10 @@ def _solve(
         out[fidx] = xv
         return out.reshape(k, c)
 
-    def _give_up(status: str, it: int) -> tuple[np.ndarray | None, str, int]:
+    def _give_up(status: str, it: int) -> Attempt:
         if best is not None:
-            return _scatter(best), f"converged ({status} at the noise tolerance)", it
-        return None, status, it
+            return Attempt(_scatter(best), f"converged ({status} at the noise tolerance)", it)
+        return Attempt(None, status, it)
 
     for it in range(1, max_iter + 1):
         # -- residuals ------------------------------------------------------------------
@@ -572,7 +568,7 @@ def _solve(
         # error takes over: on full generated Vermont's Tract families they stalled there)
         gap_ok = gap <= scale_f + GAP_CELL * lam_tol * tol * n
         if prim <= 0.1 * feas_tol and dual <= lam_tol and gap_ok:
-            return _scatter(x), "converged", it
+            return Attempt(_scatter(x), "converged", it)
         # within ``LOOSE * tol`` persons per cell of the optimum: kept in case the last
         # steps stall in rounding error (the caller rescales columns and validates)
         if (
@@ -687,3 +683,18 @@ def _solve(
         if not (np.isfinite(x).all() and np.isfinite(z).all() and np.isfinite(s).all()):
             return _give_up("non-finite step", it)
     return _give_up("max_iter", max_iter)
+
+
+class InteriorBackend:
+    """The marginal-space interior point (:func:`solve_interior`) as a backend: it stops at
+    ``tols.optimality`` persons and aims at half of ``tols.feasibility``."""
+
+    name = "interior"
+
+    def solve(
+        self, sub: Subproblem, comp: Compressed, tols: Tolerances, max_iter: int | None
+    ) -> Attempt:
+        cap: dict = {} if max_iter is None else {"max_iter": max_iter}
+        return solve_interior(
+            sub, comp, tol=tols.optimality, feas_tol=0.5 * tols.feasibility, **cap
+        )

@@ -35,10 +35,11 @@ import scipy.linalg as la
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from censusdp.release.topdown._common import Compressed, clean, fixed_zeros, start_point
 from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
+from censusdp.release.topdown.solvers.common import clean, fixed_zeros, start_point
 
-__all__: list[str] = []
+__all__ = ["AdmmBackend", "child_scale", "solve_admm"]
 
 DENSE_MAX = 1024
 """Largest number of kept cells for which the linear system is factored as a dense matrix."""
@@ -224,7 +225,7 @@ def solve_admm(
     max_iter: int = 20000,
     check_every: int = 10,
     abs_tol: float | None = None,
-) -> tuple[np.ndarray | None, str, int]:
+) -> Attempt:
     """Run ADMM; returns ``(x or None, status, iterations)``.
 
     Long because the iteration is one loop whose state (primal, dual and auxiliary
@@ -244,13 +245,13 @@ def solve_admm(
     scale = child_scale(comp)
     if scale is None:
         # one factorisation serves every child only when their Hessians are multiples
-        return None, "children with their own weights per query (per-geounit budgets)", 0
+        return Attempt(None, "children with their own weights per query (per-geounit budgets)", 0)
     k, c, n_groups = sub.k, sub.c, sub.G
     if c == 0:
-        return np.zeros((k, 0)), "converged", 0
+        return Attempt(np.zeros((k, 0)), "converged", 0)
     wsum = float(comp.w.sum())
     if wsum <= 0:
-        return None, "no_weight", 0
+        return Attempt(None, "no_weight", 0)
     # Residuals are measured in units of the most precise measurement's noise (persons):
     # relative-to-count tolerances would be far too loose at the root (counts ~ 1e8).
     sigma_ref = max(1.0, 1.0 / np.sqrt(float(comp.w.max())))
@@ -344,7 +345,7 @@ def solve_admm(
         if r_prim <= eps_p and r_dual <= 2.0 * eps_p:
             xc = _repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
             if sub.max_violation(xc) <= feas_tol:
-                return xc, "converged", it
+                return Attempt(xc, "converged", it)
             eps_p *= 0.1  # not repairable yet: ask for a more accurate point
         if it % (5 * check_every) == 0:
             pn = r_prim / max(np.abs(x).max(), np.abs(zc).max(), 1e-12)
@@ -354,7 +355,7 @@ def solve_admm(
                 if new_rho > 5 * rho or new_rho < rho / 5:
                     rho = new_rho
                     fac = factor(rho)
-    return None, status, it
+    return Attempt(None, status, it)
 
 
 def child_scale(comp: Compressed) -> np.ndarray | None:
@@ -402,3 +403,19 @@ def _hessian(comp: Compressed, w: np.ndarray, c: int):
     bt = sp.csr_matrix(b.T)
     wv = np.concatenate(weights)
     return lambda x: np.asarray(bt @ (wv[:, None] * (b @ x.T))).T
+
+
+class AdmmBackend:
+    """The ADMM (:func:`solve_admm`) as a backend: its residuals stop at ``tols.optimality``
+    persons when the subproblem has a noise scale, else at ``tols.relative``; it aims at
+    ``tols.feasibility``."""
+
+    name = "admm"
+
+    def solve(
+        self, sub: Subproblem, comp: Compressed, tols: Tolerances, max_iter: int | None
+    ) -> Attempt:
+        cap: dict = {} if max_iter is None else {"max_iter": max_iter}
+        if sub.noise_scale is not None:
+            cap["abs_tol"] = tols.optimality
+        return solve_admm(sub, comp, tol=tols.relative, feas_tol=tols.feasibility, **cap)

@@ -45,10 +45,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.release.topdown._common import Compressed, fixed_zeros, start_point
 from censusdp.release.topdown.problem import Subproblem, _row_sums
+from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
+from censusdp.release.topdown.solvers.common import fixed_zeros, start_point
 
-__all__: list[str] = []
+__all__ = ["ClarabelBackend", "solve_clarabel"]
 
 _VERBOSE = False
 
@@ -220,7 +221,7 @@ def _pairs(cells: np.ndarray, answer: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def solve_clarabel(
     sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
-) -> tuple[np.ndarray | None, str, int]:
+) -> Attempt:
     """Solve with Clarabel; returns ``(x or None, status, iterations)``.
 
     Long because it assembles one conic program (objective, the equality and cone
@@ -238,7 +239,7 @@ def solve_clarabel(
     x0 = np.where(free, start_point(sub), 0.0)
     n_d = fidx.size
     if n_d == 0:  # every cell is forced to 0: nothing to solve (validation judges x0)
-        return x0, "Solved", 0
+        return Attempt(x0, "Solved", 0)
     fi, fj = np.divmod(fidx, c)  # child and cell of each free variable
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
@@ -324,7 +325,20 @@ def solve_clarabel(
     sol = solver.solve()
     status = str(sol.status)
     if sol.status not in (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved):
-        return None, status, int(sol.iterations)
+        return Attempt(None, status, int(sol.iterations))
     x = x0.ravel().copy()
     x[fidx] += rhs_scale * np.asarray(sol.x[:n_d])
-    return x.reshape(k, c), status, int(sol.iterations)
+    return Attempt(x.reshape(k, c), status, int(sol.iterations))
+
+
+class ClarabelBackend:
+    """Clarabel's interior-point method (:func:`solve_clarabel`) as a backend, the generic
+    one: its gap and feasibility tolerances are ``min(tols.relative, 1e-9)``."""
+
+    name = "clarabel"
+
+    def solve(
+        self, sub: Subproblem, comp: Compressed, tols: Tolerances, max_iter: int | None
+    ) -> Attempt:
+        cap: dict = {} if max_iter is None else {"max_iter": max_iter}
+        return solve_clarabel(sub, comp, tol=min(tols.relative, 1e-9), **cap)

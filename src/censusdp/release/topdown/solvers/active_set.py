@@ -49,10 +49,11 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-from censusdp.release.topdown._common import Compressed, fixed_zeros, measured_queries
 from censusdp.release.topdown.problem import Subproblem, _row_sums
+from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
+from censusdp.release.topdown.solvers.common import fixed_zeros, measured_queries
 
-__all__: list[str] = []
+__all__ = ["ActiveSetBackend", "solve_active_set"]
 
 MAX_ITER = 30
 """Active-set updates before the method gives up (the chain then runs the next backend)."""
@@ -233,7 +234,7 @@ def solve_active_set(
     tol: float = 1e-3,
     feas_tol: float | None = None,
     max_iter: int = MAX_ITER,
-) -> tuple[np.ndarray | None, str, int]:
+) -> Attempt:
     """Solve by the primal-dual active-set method; returns ``(x or None, status, updates)``.
 
     Args:
@@ -241,7 +242,7 @@ def solve_active_set(
         tol: persons: a held cell whose multiplier would move it by less than this is
             optimal (the driver passes a thousandth of the noise standard deviation).
         feas_tol: persons: how far a bound or column sum may be missed (default
-            ``5e-9 * scale``, half of what :func:`~censusdp.release.topdown.l2.solve_l2`
+            ``5e-9 * scale``, half of what :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`
             accepts).
         max_iter: active-set updates before giving up.
 
@@ -250,7 +251,7 @@ def solve_active_set(
     docstring.
     """
     if comp.cw is not None and not (comp.cw > 0).all():
-        return None, "a child without measurements (weight 0)", 0
+        return Attempt(None, "a child without measurements (weight 0)", 0)
     k, c = sub.k, sub.c
     early, feas_tol, qs = measured_queries(sub, comp, feas_tol)
     if early is not None:
@@ -319,11 +320,11 @@ def solve_active_set(
             mem = pos[bounds.members(sub, r)]
             eq_rows.append((len(eq_rows), mem[mem >= 0], target))
         if any(len(cols) == 0 and v != 0 for _, cols, v in eq_rows):
-            return None, "no free cell for an active equality", it
+            return Attempt(None, "no free cell for an active equality", it)
         try:
             system = _System(sub, comp, fidx, eq_rows, delta, eps, cell_qs)
         except (RuntimeError, LinAlgError) as exc:  # singular factor
-            return None, f"singular system ({exc})", it
+            return Attempt(None, f"singular system ({exc})", it)
         xf = x.ravel()[fidx]
         nu = np.zeros(len(eq_rows))
         for n_solve in range(REFINE_MAX):
@@ -331,7 +332,7 @@ def solve_active_set(
             if n_solve + 1 >= REFINE and system.residual(xf) <= 0.1 * feas_tol:
                 break
         if not np.isfinite(xf).all():
-            return None, "non-finite solve", it
+            return Attempt(None, "non-finite solve", it)
         x = np.zeros(k * c)
         x[fidx] = xf
         x = x.reshape(k, c)
@@ -373,9 +374,9 @@ def solve_active_set(
             col = float(np.abs(x.sum(axis=0) - p).max()) if p is not None else 0.0
             if miss > feas_tol or col > tol:
                 miss = max(miss, col)
-                return None, f"inconsistent active bounds (residual {miss:.3g})", it
+                return Attempt(None, f"inconsistent active bounds (residual {miss:.3g})", it)
             x[~free] = 0.0
-            return np.maximum(x, 0.0), "converged", it
+            return Attempt(np.maximum(x, 0.0), "converged", it)
         # -- update -------------------------------------------------------------------
         # Damping: when the number of violated conditions has not fallen for STALL
         # updates, or an active set comes back, at most ``limit`` cells change each way
@@ -411,4 +412,19 @@ def solve_active_set(
         if key in seen:
             limit, stall = max(1, min(limit, n_viol) // 2), 0
         seen.add(key)
-    return None, "max_iter", max_iter
+    return Attempt(None, "max_iter", max_iter)
+
+
+class ActiveSetBackend:
+    """The primal-dual active-set method (:func:`solve_active_set`) as a backend: it stops at
+    ``tols.optimality`` persons and aims at half of ``tols.feasibility``."""
+
+    name = "activeset"
+
+    def solve(
+        self, sub: Subproblem, comp: Compressed, tols: Tolerances, max_iter: int | None
+    ) -> Attempt:
+        cap: dict = {} if max_iter is None else {"max_iter": max_iter}
+        return solve_active_set(
+            sub, comp, tol=tols.optimality, feas_tol=0.5 * tols.feasibility, **cap
+        )

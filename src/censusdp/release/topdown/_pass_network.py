@@ -158,6 +158,11 @@ def network(
 ) -> tuple[_flow.Network, slice, np.ndarray, np.ndarray] | None:
     """The min-cost flow network of one rounding pass.
 
+    Long because the network is one numbering of nodes and arcs (the cell arcs, then each
+    layer's arcs with their middle nodes, then the supplies) whose offsets every block
+    reads; split into functions, each would take and return the node numbering and the
+    five arc lists.
+
     Returns:
         ``(network, cell arc slice, cell arc variable indices, base)`` where
         ``X = base + flows on the cell arcs`` (scattered to the variable indices), or

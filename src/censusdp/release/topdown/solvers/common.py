@@ -2,73 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-import scipy.sparse as sp
 
 from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.solvers.base import Attempt, Compressed
 
 __all__: list[str] = []
-
-
-@dataclass
-class Compressed:
-    """The queries restricted to the answer rows that contain at least one kept cell.
-
-    A row with no kept cell has answer 0 whatever ``X`` is; its squared residual is a
-    constant of the objective (``const``).
-
-    Attributes:
-        rows: per query, ``(c,)`` local row index of each cell in ``0..m_q-1``.
-        sizes: per query, ``m_q``.
-        y: per query, ``(k, m_q)`` noisy answers on the present rows.
-        w: ``(n_queries,)`` weights.
-        const: ``sum_q sum_i w_qi sum_{absent r} y_q[i, r]^2``.
-        cw: ``(n_queries, k)`` per-child multipliers of ``w`` (the subproblem's
-            ``unit_weights``), or ``None`` when every child has its query's weight.
-    """
-
-    rows: list[np.ndarray]
-    sizes: list[int]
-    y: list[np.ndarray]
-    w: np.ndarray
-    const: float
-    cw: np.ndarray | None = None
-
-    def child_w(self, q: int) -> np.ndarray | float:
-        """Weight of each child's answers to query ``q``: ``(k, 1)`` or a float."""
-        if self.cw is None:
-            return float(self.w[q])
-        return float(self.w[q]) * self.cw[q][:, None]
-
-    def sees_every_cell(self) -> bool:
-        """Whether a weighted query has every kept cell as its own answer (a detailed
-        query): the least-squares Hessian is then definite."""
-        return any(
-            m == r.size for m, r, w in zip(self.sizes, self.rows, self.w, strict=True) if w > 0
-        )
-
-    def matrix(self, q: int, c: int) -> sp.csr_matrix:
-        """The ``(m_q, c)`` 0/1 operator of query ``q`` on kept cells."""
-        return sp.csr_matrix((np.ones(c), (self.rows[q], np.arange(c))), shape=(self.sizes[q], c))
-
-
-def compress(sub: Subproblem) -> Compressed:
-    """Drop the answer rows with no kept cell (see :class:`Compressed`)."""
-    rows, sizes, ys = [], [], []
-    const = 0.0
-    for q in range(sub.n_queries):
-        present, local = np.unique(sub.query_rows[q], return_inverse=True)
-        rows.append(local.astype(np.int64))
-        sizes.append(int(present.size))
-        y = sub.noisy[q]
-        ys.append(np.ascontiguousarray(y[:, present]))
-        absent = np.ones(sub.query_sizes[q], dtype=bool)
-        absent[present] = False
-        const += float(np.sum(sub.child_weights(q) * np.sum(y[:, absent] ** 2, axis=1)))
-    cw = None if sub.unit_weights is None else sub.unit_weights.copy()
-    return Compressed(rows, sizes, ys, sub.weights.copy(), const, cw)
 
 
 def fixed_zeros(sub: Subproblem) -> np.ndarray:
@@ -151,7 +90,7 @@ def feasibility_tolerance(sub: Subproblem, rel: float) -> float:
 
 def measured_queries(
     sub: Subproblem, comp: Compressed, feas_tol: float | None
-) -> tuple[tuple[np.ndarray | None, str, int] | None, float, list[int]]:
+) -> tuple[Attempt | None, float, list[int]]:
     """What the marginal-space solvers (active set, interior point) start with.
 
     Returns ``(early, feas_tol, qs)``: ``early`` is the answer when there is nothing to
@@ -162,8 +101,8 @@ def measured_queries(
     if feas_tol is None:
         feas_tol = 5e-9 * max(1.0, sub.scale())
     if sub.c == 0:
-        return (np.zeros((sub.k, 0)), "converged", 0), feas_tol, []
+        return Attempt(np.zeros((sub.k, 0)), "converged", 0), feas_tol, []
     qs = [q for q in range(len(comp.sizes)) if comp.w[q] > 0 and comp.sizes[q] > 0]
     if not qs:
-        return (None, "no measurements", 0), feas_tol, qs
+        return Attempt(None, "no measurements", 0), feas_tol, qs
     return None, feas_tol, qs

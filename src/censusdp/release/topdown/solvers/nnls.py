@@ -1,6 +1,6 @@
 """The last resort of the least-squares chain: a feasible non-negative least-squares point.
 
-When every solver of :func:`~censusdp.release.topdown.l2.solve_l2` fails, the answer must
+When every solver of :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2` fails, the answer must
 still come from the measurements, not from raw noise: rounding the clipped noisy
 detailed query puts persons wherever the noise was positive (at epsilon 0.5 on a
 233,856-cell schema its clipped sum is a thousand times the population, and the
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from censusdp.release.topdown._admm import _project_simplex_columns
-from censusdp.release.topdown._common import Compressed, fixed_zeros
 from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.solvers.admm import _project_simplex_columns
+from censusdp.release.topdown.solvers.base import Compressed
+from censusdp.release.topdown.solvers.common import fixed_zeros
 
 __all__: list[str] = []
 

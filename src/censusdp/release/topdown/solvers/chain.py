@@ -1,0 +1,177 @@
+"""Which least-squares backends ``auto`` tries on a subproblem, and in what order.
+
+The policy is a table (:data:`AUTO_CHAIN`): each row is a condition on the subproblem's
+shape (:class:`Shape`) and the backends to try, best first; the first row whose condition
+holds gives the chain. After it, a single child of more than :data:`ADMM_MAX_ROOT_CELLS`
+kept cells never gets the ADMM. When every backend of the chain fails, the chain runner
+(:func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`) takes the integer
+flow closest to a non-negative least-squares point. The measurements behind each row are
+in docs/estimation.md ("The solver chain").
+
+=====================================================================  ============================================
+condition (first that holds)                                           backends, best first
+=====================================================================  ============================================
+children weighted differently per query, sparse optimum, > 64 cells   activeset, clarabel
+children weighted differently per query                               clarabel, activeset
+sparse optimum, > 64 cells, definite Hessian, not one large child     activeset, admm, clarabel
+sparse optimum, > 64 cells                                            activeset, clarabel, admm
+definite Hessian, > 64 cells, not one large child                     admm, activeset, clarabel, interior
+definite Hessian, or the root                                         clarabel, interior, activeset, admm
+singular Hessian below the root, > 500,000 variables                  interior, clarabel, activeset, admm
+singular Hessian below the root                                       clarabel, interior, activeset, admm
+=====================================================================  ============================================
+
+A method asked for by name runs alone, except on children weighted differently per
+query (which the ADMM and the interior point cannot weigh): there only ``activeset`` or
+``clarabel`` run alone, any other name gets the first two rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from censusdp.release.topdown.problem import Subproblem
+from censusdp.release.topdown.solvers.active_set import ActiveSetBackend
+from censusdp.release.topdown.solvers.admm import DENSE_MAX, AdmmBackend, child_scale
+from censusdp.release.topdown.solvers.base import Backend, Compressed
+from censusdp.release.topdown.solvers.clarabel_qp import ClarabelBackend
+from censusdp.release.topdown.solvers.interior import InteriorBackend
+
+__all__ = [
+    "ADMM_MAX_ROOT_CELLS",
+    "AUTO_CHAIN",
+    "BACKENDS",
+    "FEW_CELLS",
+    "INTERIOR_MIN_VARIABLES",
+    "METHODS",
+    "Row",
+    "Shape",
+    "backend_order",
+]
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b for b in (ActiveSetBackend(), InteriorBackend(), AdmmBackend(), ClarabelBackend())
+}
+"""Every least-squares backend by name."""
+METHODS = ("auto", "activeset", "interior", "admm", "clarabel")
+"""What ``--method`` accepts: ``auto`` (the chain of :data:`AUTO_CHAIN`) or one backend."""
+
+FEW_CELLS = 64
+"""Families of at most this many kept cells count as small (``> 64 cells`` in the table)."""
+ADMM_MAX_ROOT_CELLS = 50_000
+"""A single child with more kept cells never gets the ADMM (a dhc-lite root)."""
+INTERIOR_MIN_VARIABLES = 500_000
+"""Dense families with a singular Hessian and more variables (children x kept cells)
+than this try the interior point before Clarabel."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the chain policy reads of a subproblem.
+
+    Attributes:
+        per_child_weights: the children are weighted differently from query to query
+            (a spine release's per-geounit budgets that are not one multiple of the query
+            weights), which only the active set and Clarabel can weigh.
+        sparse: the optimum is sparse: no parent, or a parent holding at most a quarter
+            of children x kept cells persons.
+        many_cells: more than :data:`FEW_CELLS` kept cells.
+        definite: a weighted query sees every kept cell alone (a ``detailed`` query): the
+            Hessian is definite.
+        one_large_child: a single child with more kept cells than the ADMM factors
+            densely (``admm.DENSE_MAX``): the root, nothing to share across children.
+        root: no parent.
+        variables: children x kept cells.
+        huge_single_child: a single child of more than :data:`ADMM_MAX_ROOT_CELLS` cells.
+    """
+
+    per_child_weights: bool
+    sparse: bool
+    many_cells: bool
+    definite: bool
+    one_large_child: bool
+    root: bool
+    variables: int
+    huge_single_child: bool
+
+    @classmethod
+    def of(cls, sub: Subproblem, comp: Compressed) -> Shape:
+        """The shape of ``sub`` (its queries compressed to ``comp``)."""
+        return cls(
+            per_child_weights=sub.unit_weights is not None and child_scale(comp) is None,
+            sparse=sub.parent is None or 4 * int(sub.parent.sum()) <= sub.k * sub.c,
+            many_cells=sub.c > FEW_CELLS,
+            definite=comp.sees_every_cell(),
+            one_large_child=sub.k == 1 and sub.c > DENSE_MAX,
+            root=sub.parent is None,
+            variables=sub.k * sub.c,
+            huge_single_child=sub.k == 1 and sub.c > ADMM_MAX_ROOT_CELLS,
+        )
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the chain table: when it applies, and the backends it tries."""
+
+    when: str
+    applies: Callable[[Shape], bool]
+    backends: tuple[str, ...]
+
+
+AUTO_CHAIN: tuple[Row, ...] = (
+    Row(
+        "children weighted differently per query, sparse optimum, > 64 cells",
+        lambda s: s.per_child_weights and s.sparse and s.many_cells,
+        ("activeset", "clarabel"),
+    ),
+    Row(
+        "children weighted differently per query",
+        lambda s: s.per_child_weights,
+        ("clarabel", "activeset"),
+    ),
+    Row(
+        "sparse optimum, > 64 cells, definite Hessian, not one large child",
+        lambda s: s.sparse and s.many_cells and s.definite and not s.one_large_child,
+        ("activeset", "admm", "clarabel"),
+    ),
+    Row(
+        "sparse optimum, > 64 cells",
+        lambda s: s.sparse and s.many_cells,
+        ("activeset", "clarabel", "admm"),
+    ),
+    Row(
+        "definite Hessian, > 64 cells, not one large child",
+        lambda s: s.definite and s.many_cells and not s.one_large_child,
+        ("admm", "activeset", "clarabel", "interior"),
+    ),
+    Row(
+        "definite Hessian, or the root",
+        lambda s: s.definite or s.root,
+        ("clarabel", "interior", "activeset", "admm"),
+    ),
+    Row(
+        "singular Hessian below the root, > 500,000 variables",
+        lambda s: s.variables > INTERIOR_MIN_VARIABLES,
+        ("interior", "clarabel", "activeset", "admm"),
+    ),
+    Row(
+        "singular Hessian below the root",
+        lambda s: True,
+        ("clarabel", "interior", "activeset", "admm"),
+    ),
+)
+"""The ``auto`` policy, first matching row wins (see the module docstring)."""
+
+
+def backend_order(sub: Subproblem, comp: Compressed, method: str) -> tuple[str, ...]:
+    """The backends to try on ``sub``, best first, before the NNLS-and-flow fallback."""
+    shape = Shape.of(sub, comp)
+    if method != "auto" and not (
+        shape.per_child_weights and method not in ("activeset", "clarabel")
+    ):
+        return (method,)
+    row = next(r for r in AUTO_CHAIN if r.applies(shape))
+    if shape.huge_single_child:
+        return tuple(b for b in row.backends if b != "admm")
+    return row.backends
