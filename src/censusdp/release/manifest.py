@@ -29,6 +29,7 @@ from typing import Any
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError, InternalError
+from censusdp.execution.base import Executor
 from censusdp.io.atomic import sha256_of, write_json
 from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
 from censusdp.io.parts import indexed_checksums
@@ -78,7 +79,7 @@ def peak_rss_mb() -> float:
     return round(max(own, kids) / 1024.0, 1)
 
 
-def _executor_record(executor: Any, workers: int) -> dict:
+def _executor_record(executor: Executor, workers: int) -> dict:
     describe = getattr(executor, "describe", None)
     if describe is not None:
         return describe()
@@ -90,7 +91,7 @@ def new_manifest(
     schema: str,
     postprocess: str,
     hierarchy: Hierarchy,
-    executor: Any,
+    executor: Executor,
     workers: int,
     budget: Budget,
     units_budget: Budget | None,
