@@ -3,7 +3,8 @@
 :func:`run_dn_report` runs one recovery curve and writes its JSON (with a manifest:
 config, seed, package version, timings) and plot; :func:`reproduce_figures` reruns
 JASON's figures 4-1 to 4-4, 5-6 and 5-7 and writes PNGs, JSON tables and timings.
-All files are written atomically.
+Each takes its options (:class:`DnOptions`, :class:`FiguresOptions`: what the command
+runs, checked once) and how to run it. All files are written atomically.
 """
 
 from __future__ import annotations
