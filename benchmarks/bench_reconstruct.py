@@ -25,7 +25,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from censusdp import __version__
-from censusdp.attacks.dhc.reconstruct import _block_model, _tasks, match_counts, reconstruct_blocks
+from censusdp.attacks.dhc.reconstruct import _block_model, _tasks, reconstruct_blocks
+from censusdp.attacks.dhc.scoring import match_counts
 from censusdp.attacks.dhc.tables import dhc_tables, keys_of
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef

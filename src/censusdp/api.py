@@ -313,10 +313,15 @@ def posterior(counts: Any, law: Any, prior: Any = None, **options: Any) -> dict[
 
 def reconstruct(run: PathLike, out: PathLike, **options: Any) -> dict[str, Any]:
     """Reconstruct person records from a release's block tables (``censusdp attack
-    reconstruct``)."""
-    from censusdp.attacks.dhc.runs import run_reconstruct
+    reconstruct``): ``options`` are the fields of
+    :class:`censusdp.attacks.dhc.runs.ReconstructOptions` (``age_detail``,
+    ``time_limit``, ``refine``) and ``truth_dir``, ``workers``, ``overwrite``,
+    ``progress``."""
+    from censusdp.attacks.dhc.runs import ReconstructOptions, run_reconstruct
 
-    return run_reconstruct(run, out, **options)
+    how = ("truth_dir", "workers", "overwrite", "progress")
+    attack = ReconstructOptions(**{k: v for k, v in options.items() if k not in how})
+    return run_reconstruct(run, out, attack, **{k: v for k, v in options.items() if k in how})
 
 
 def reidentify(reconstructed: PathLike, truth: PathLike, out: PathLike, **options: Any) -> Any:

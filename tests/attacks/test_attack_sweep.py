@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.attacks.dhc.sweep import attack_sweep, marginals_reconstruction
+from censusdp.attacks.dhc.sweep import SweepOptions, attack_sweep, marginals_reconstruction
 from censusdp.cli import main
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import ConfigError
@@ -61,15 +61,10 @@ def _independent_exact_rate(rec_path, truth_rows):
 
 def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     out = tmp_path / "sweep"
-    r = attack_sweep(
-        truth_dir,
-        out,
-        epsilons=[0.5, 64],
-        swap_dp_epsilons=[4],
-        swap_dp_production=False,
-        dp_runner=fake_dp,
-        seed=3,
+    options = SweepOptions(
+        epsilons=[0.5, 64], swap_dp_epsilons=[4], swap_dp_production=False, seed=3
     )
+    r = attack_sweep(truth_dir, out, options, dp_runner=fake_dp)
     names = [row["name"] for row in r["rows"]]
     assert names == [
         "unprotected",
@@ -122,9 +117,11 @@ def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
 
 def test_sweep_rejects_bad_arguments(truth_dir, tmp_path):
     with pytest.raises(ConfigError, match="epsilons must be positive"):
-        attack_sweep(truth_dir, tmp_path, epsilons=[0.0], dp_runner=fake_dp)
+        SweepOptions(epsilons=[0.0])
+    with pytest.raises(ConfigError, match="swap rate must be in"):
+        SweepOptions(swap_rate=1.5)
     with pytest.raises(ConfigError, match="without sex and age"):
-        attack_sweep(truth_dir, tmp_path, preset="pl94-2020", dp_runner=fake_dp)
+        attack_sweep(truth_dir, tmp_path, SweepOptions(preset="pl94-2020"), dp_runner=fake_dp)
 
 
 def test_marginals_reconstruction_keeps_block_sizes(truth_dir):

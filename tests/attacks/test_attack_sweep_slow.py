@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from censusdp.attacks.dhc.sweep import attack_sweep
+from censusdp.attacks.dhc.sweep import SweepOptions, attack_sweep
 from censusdp.generate import generate_state
 
 pytestmark = pytest.mark.slow
@@ -17,15 +17,10 @@ pytestmark = pytest.mark.slow
 def test_real_engine_sweep_trend(tmp_path):
     truth = tmp_path / "truth"
     generate_state("DC", 2, truth, scale=0.01)
-    r = attack_sweep(
-        truth,
-        tmp_path / "sweep",
-        epsilons=[1.0],
-        production=True,
-        swap_dp_epsilons=[],
-        swap_dp_production=False,
-        seed=1,
+    options = SweepOptions(
+        epsilons=[1.0], production=True, swap_dp_epsilons=[], swap_dp_production=False, seed=1
     )
+    r = attack_sweep(truth, tmp_path / "sweep", options)
     rows = {row["name"]: row for row in r["rows"]}
     unprotected, prod, low = rows["unprotected"], rows["dp_production"], rows["dp_eps1"]
     base = rows["marginals"]

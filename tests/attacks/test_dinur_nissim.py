@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 from censusdp.attacks import (
+    LaplaceGridOptions,
     NoiseSpec,
+    RecoveryCurveOptions,
+    RecoveryThresholdsOptions,
     adaptive_pairs_attack,
     expected_sum_accuracy,
     information_predictions,
@@ -33,7 +36,7 @@ from censusdp.errors import CensusDPError
 def noiseless_200() -> object:
     n = 200
     counts = [20, 60, 100, 140, 200]
-    return recovery_curve(n, counts, trials=8, seed=41)
+    return recovery_curve(RecoveryCurveOptions(n, counts, trials=8, seed=41))
 
 
 def test_fig_4_1_noiseless_table(noiseless_200) -> None:
@@ -55,23 +58,28 @@ def test_recovery_curve_is_seeded_and_prefix_consistent(noiseless_200) -> None:
     # Same queries whether m = 140 is computed alone or in a grid. (Below the ~n/2
     # threshold the minimiser is not unique and the warm-started solver may pick
     # another one, so compare where the solution is unique.)
-    again = recovery_curve(200, [140], trials=8, seed=41)
+    again = recovery_curve(RecoveryCurveOptions(200, [140], trials=8, seed=41))
     np.testing.assert_array_equal(again.fractions[:, 0], noiseless_200.fractions[:, 3])
     np.testing.assert_allclose(again.residual_norms[:, 0], 0.0, atol=1e-6)
-    low = recovery_curve(200, [20], trials=8, seed=41)
-    other = recovery_curve(200, [20], trials=8, seed=42)
+    low = recovery_curve(RecoveryCurveOptions(200, [20], trials=8, seed=41))
+    other = recovery_curve(RecoveryCurveOptions(200, [20], trials=8, seed=42))
     assert not np.array_equal(other.fractions[:, 0], low.fractions[:, 0])
 
 
 def test_workers_do_not_change_results() -> None:
-    one = recovery_curve(30, [10, 40], trials=3, seed=5, noise=NoiseSpec.laplace(1.0))
-    two = recovery_curve(30, [10, 40], trials=3, seed=5, noise=NoiseSpec.laplace(1.0), workers=2)
+    one = recovery_curve(
+        RecoveryCurveOptions(30, [10, 40], trials=3, seed=5, noise=NoiseSpec.laplace(1.0))
+    )
+    two = recovery_curve(
+        RecoveryCurveOptions(30, [10, 40], trials=3, seed=5, noise=NoiseSpec.laplace(1.0)),
+        workers=2,
+    )
     np.testing.assert_array_equal(one.fractions, two.fractions)
 
 
 def test_fresh_queries_mode_runs_and_differs_from_nested() -> None:
-    fresh = recovery_curve(200, [40, 80], trials=4, seed=3, nested=False)
-    nested = recovery_curve(200, [40, 80], trials=4, seed=3)
+    fresh = recovery_curve(RecoveryCurveOptions(200, [40, 80], trials=4, seed=3, nested=False))
+    nested = recovery_curve(RecoveryCurveOptions(200, [40, 80], trials=4, seed=3))
     assert fresh.fractions.shape == nested.fractions.shape == (4, 2)
     assert fresh.mean[1] > fresh.mean[0]
     # the first pass uses the same stream; later passes draw new matrices
@@ -84,7 +92,7 @@ def test_fresh_queries_mode_runs_and_differs_from_nested() -> None:
 
 def test_fig_4_2_slope_near_one_half() -> None:
     """JASON (JSR-19-2F) figs. 4-2/4-3: queries for 100% recovery ~ n/2 (slope near 1/2)."""
-    thr = recovery_thresholds([40, 60, 80, 100], trials=3, seed=17)
+    thr = recovery_thresholds(RecoveryThresholdsOptions([40, 60, 80, 100], trials=3, seed=17))
     assert 0.40 <= thr.slope_mean <= 0.62
     ratio = thr.thresholds.mean(axis=1) / thr.ns
     assert np.all((ratio > 0.38) & (ratio < 0.75))
@@ -100,7 +108,11 @@ def test_fig_4_4_gaussian_noise_recovery_rises_to_one() -> None:
     n = 40
     var = jason_gaussian_variance(n)
     assert var == pytest.approx(math.sqrt(40) * math.log(40) / 2)
-    c = recovery_curve(n, [20, 40, 200, 800], trials=12, seed=44, noise=NoiseSpec.gaussian(var))
+    c = recovery_curve(
+        RecoveryCurveOptions(
+            n, [20, 40, 200, 800], trials=12, seed=44, noise=NoiseSpec.gaussian(var)
+        )
+    )
     assert c.mean[0] < 0.85
     assert c.mean[-1] >= 0.97
     assert np.all(np.diff(c.mean) > 0)
@@ -113,7 +125,7 @@ def test_fig_4_4_gaussian_noise_recovery_rises_to_one() -> None:
 
 @pytest.fixture(scope="module")
 def small_grid() -> object:
-    return laplace_grid(150, [0.05, 0.2, 1.0], [1, 5, 10], trials=3, seed=57)
+    return laplace_grid(LaplaceGridOptions(150, [0.05, 0.2, 1.0], [1, 5, 10], trials=3, seed=57))
 
 
 def test_fig_5_7_recovery_increases_with_multiple_and_epsilon(small_grid) -> None:
@@ -137,7 +149,9 @@ def test_fig_5_7_matches_least_squares_gaussian_prediction(small_grid) -> None:
 
 
 def test_geometric_mechanism_grid_runs() -> None:
-    g = laplace_grid(80, [0.1, 1.0], [2], trials=2, seed=1, mechanism="geometric")
+    g = laplace_grid(
+        LaplaceGridOptions(80, [0.1, 1.0], [2], trials=2, seed=1, mechanism="geometric")
+    )
     assert g.mean[1, 0] > g.mean[0, 0]
 
 
@@ -209,13 +223,13 @@ def test_adaptive_pairs_attack_appendix_a1() -> None:
 
 def test_pairs_family_recovers_three_quarters_at_n_over_2() -> None:
     """App. A.1: n/2 disjoint pairs fix the half of bits in 0/2 pairs; the rest are 1/2 -> 3/4."""
-    c = recovery_curve(400, [200], trials=6, seed=12, family="pairs")
+    c = recovery_curve(RecoveryCurveOptions(400, [200], trials=6, seed=12, family="pairs"))
     assert c.mean[0] == pytest.approx(0.75, abs=0.03)
 
 
 @pytest.mark.parametrize(("family", "n", "m"), [("msequence", 127, 127), ("hadamard", 128, 127)])
 def test_structured_families_recover(family: str, n: int, m: int) -> None:
-    c = recovery_curve(n, [m // 8, m], trials=3, seed=9, family=family)
+    c = recovery_curve(RecoveryCurveOptions(n, [m // 8, m], trials=3, seed=9, family=family))
     assert c.mean[-1] == 1.0
     assert c.mean[0] < 0.9
 
@@ -223,12 +237,14 @@ def test_structured_families_recover(family: str, n: int, m: int) -> None:
 def test_user_matrix_family_and_limits() -> None:
     rng = np.random.default_rng(2)
     w = rng.integers(0, 2, (30, 20))
-    c = recovery_curve(20, [10, 30], trials=2, seed=1, family="matrix", matrix=w)
+    c = recovery_curve(
+        RecoveryCurveOptions(20, [10, 30], trials=2, seed=1, family="matrix", matrix=w)
+    )
     assert c.fractions.shape == (2, 2)
     with pytest.raises(CensusDPError, match="at most 30 queries"):
-        recovery_curve(20, [31], trials=1, family="matrix", matrix=w)
+        recovery_curve(RecoveryCurveOptions(20, [31], trials=1, family="matrix", matrix=w))
     with pytest.raises(CensusDPError, match="n = 2\\^k - 1"):
-        recovery_curve(100, [10], trials=1, family="msequence")
+        recovery_curve(RecoveryCurveOptions(100, [10], trials=1, family="msequence"))
 
 
 # --- solvers ------------------------------------------------------------------------------
@@ -289,12 +305,16 @@ def test_noise_spec_rejects(kwargs: dict, match: str) -> None:
         ((50, [10]), {"trials": 0}, "trials must be >= 1"),
         ((50, [10]), {"solver": "cvx"}, "solver must be one of"),
         ((50, [10]), {"family": "sparse"}, "query family must be one of"),
-        ((50, [10]), {"workers": 0}, "workers must be >= 1"),
     ],
 )
-def test_recovery_curve_rejects(args: tuple, kwargs: dict, match: str) -> None:
+def test_recovery_curve_options_reject(args: tuple, kwargs: dict, match: str) -> None:
     with pytest.raises(CensusDPError, match=match):
-        recovery_curve(*args, **kwargs)
+        RecoveryCurveOptions(*args, **kwargs)
+
+
+def test_recovery_curve_rejects_workers() -> None:
+    with pytest.raises(CensusDPError, match="workers must be >= 1"):
+        recovery_curve(RecoveryCurveOptions(50, [10]), workers=0)
 
 
 def test_noise_variances() -> None:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.attacks.dinur_nissim._bounded_ls import (
+    FistaSettings,
     gram_fista,
     lsq_linear_solve,
     round_bits,
@@ -32,7 +33,7 @@ def test_interior_solution_equals_normal_equations() -> None:
     a = rng.normal(size=(40, 10))
     x_true = rng.uniform(0.2, 0.8, 10)
     g, c = a.T @ a, a.T @ (a @ x_true)
-    res = gram_fista(g, c, tol=1e-10)
+    res = gram_fista(g, c, settings=FistaSettings(tol=1e-10))
     np.testing.assert_allclose(res.x[:, 0], x_true, atol=1e-7)
     assert res.converged.all()
 
@@ -93,9 +94,13 @@ def test_rounding_rule() -> None:
         (np.eye(3)[:2], np.zeros(3), {}, "gram must be a square matrix"),
         (np.eye(3), np.zeros(4), {}, "rhs must have 3 rows"),
         (np.eye(3), np.zeros(3), {"lower": 1.0, "upper": 0.0}, "upper must exceed lower"),
-        (np.eye(3), np.zeros(3), {"tol": 0.0}, "tol must be positive"),
     ],
 )
 def test_gram_fista_rejects(g: np.ndarray, c: np.ndarray, kwargs: dict, match: str) -> None:
     with pytest.raises(CensusDPError, match=match):
         gram_fista(g, c, **kwargs)
+
+
+def test_fista_settings_reject_a_tolerance_of_zero() -> None:
+    with pytest.raises(CensusDPError, match="tol must be positive"):
+        FistaSettings(tol=0.0)

@@ -9,11 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
-from censusdp.attacks.dhc.reconstruct import (
-    _age_window_matching,
-    match_counts,
-    reconstruct_blocks,
-)
+from censusdp.attacks.dhc.reconstruct import reconstruct_blocks
+from censusdp.attacks.dhc.scoring import _age_window_matching, match_counts
 from censusdp.attacks.dhc.tables import (
     AGE_BANDS,
     BLOCK_TABLES,
@@ -249,3 +246,12 @@ def test_tract_refinement_keeps_block_tables(vt):
     _same_tables(dhc_tables(rec.columns()), tables)
     again = dhc_tables(rec.columns())
     assert (again.tract["PCT12A-O"] != tables.tract["PCT12A-O"]).nnz == 0
+
+
+def test_reconstruct_options_reject_bad_values():
+    from censusdp.attacks.dhc.runs import ReconstructOptions
+
+    with pytest.raises(ConfigError, match="time_limit must be a positive number"):
+        ReconstructOptions(time_limit=0)
+    with pytest.raises(ConfigError, match="age_detail must be one of"):
+        ReconstructOptions(age_detail="bands")

@@ -10,30 +10,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from censusdp.attacks.dinur_nissim.experiment import (
+from censusdp.attacks.dinur_nissim.curves import (
     LaplaceGrid,
-    NoiseSpec,
-    Reconstruction,
+    LaplaceGridOptions,
     RecoveryCurve,
-    RecoveryThresholds,
-    SumAccuracy,
-    adaptive_pairs_attack,
-    expected_sum_accuracy,
-    information_predictions,
-    jason_gaussian_variance,
+    RecoveryCurveOptions,
     laplace_grid,
-    reconstruct,
     recovery_curve,
-    recovery_thresholds,
+)
+from censusdp.attacks.dinur_nissim.noise import NoiseSpec, jason_gaussian_variance
+from censusdp.attacks.dinur_nissim.predictions import information_predictions
+from censusdp.attacks.dinur_nissim.reconstruction import (
+    Reconstruction,
+    adaptive_pairs_attack,
+    reconstruct,
+)
+from censusdp.attacks.dinur_nissim.sum_accuracy import (
+    SumAccuracy,
+    expected_sum_accuracy,
     sum_query_accuracy,
+)
+from censusdp.attacks.dinur_nissim.thresholds import (
+    RecoveryThresholds,
+    RecoveryThresholdsOptions,
+    recovery_thresholds,
 )
 
 __all__ = [
+    "DnOptions",
+    "FiguresOptions",
     "LaplaceGrid",
+    "LaplaceGridOptions",
     "NoiseSpec",
     "Reconstruction",
     "RecoveryCurve",
+    "RecoveryCurveOptions",
     "RecoveryThresholds",
+    "RecoveryThresholdsOptions",
     "SumAccuracy",
     "adaptive_pairs_attack",
     "expected_sum_accuracy",
@@ -48,10 +61,12 @@ __all__ = [
     "sum_query_accuracy",
 ]
 
+_REPORT_NAMES = ("DnOptions", "FiguresOptions", "reproduce_figures", "run_dn_report")
+
 
 def __getattr__(name: str) -> Any:
     # The report functions import matplotlib and file I/O; load them on first use.
-    if name in ("run_dn_report", "reproduce_figures"):
+    if name in _REPORT_NAMES:
         from censusdp.attacks.dinur_nissim import report as _dn_report
 
         return getattr(_dn_report, name)

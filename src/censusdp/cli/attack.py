@@ -58,10 +58,10 @@ def _multiples(text: str) -> list[float]:
 
 
 def _dn(args: argparse.Namespace) -> int:
-    from censusdp.attacks import run_dn_report
+    from censusdp.attacks import DnOptions, run_dn_report
 
     announce_randomness(args.seed, what="attack trials", release=False)
-    out = run_dn_report(
+    options = DnOptions(
         n=args.n,
         multiples=args.multiples,
         noise=args.noise,
@@ -72,6 +72,9 @@ def _dn(args: argparse.Namespace) -> int:
         family=args.family,
         solver=args.solver,
         nested=not args.fresh_queries,
+    )
+    out = run_dn_report(
+        options,
         workers=args.workers,
         json_path=None if args.json in (None, "-") else args.json,
         plot_path=args.plot,
@@ -99,15 +102,14 @@ def _dn(args: argparse.Namespace) -> int:
 
 
 def _dn_figures(args: argparse.Namespace) -> int:
-    from censusdp.attacks import reproduce_figures
+    from censusdp.attacks import FiguresOptions, reproduce_figures
 
+    options = FiguresOptions(figures=args.figures, quick=args.quick, seed=args.seed)
     out = reproduce_figures(
         args.out,
-        overwrite=args.overwrite,
-        figures=args.figures,
-        quick=args.quick,
-        seed=args.seed,
+        options,
         workers=args.workers,
+        overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
     emit_json(out, "-")

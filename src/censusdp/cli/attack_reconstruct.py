@@ -19,16 +19,17 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.attacks.dhc.runs import run_reconstruct
+    from censusdp.attacks.dhc.runs import ReconstructOptions, run_reconstruct
 
+    options = ReconstructOptions(
+        age_detail=args.age_detail, time_limit=args.time_limit, refine=args.refine_tract
+    )
     s = run_reconstruct(
         args.release,
         args.out,
+        options,
         truth_dir=args.input,
-        age_detail=args.age_detail,
         workers=args.workers,
-        time_limit=args.time_limit,
-        refine=args.refine_tract,
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )

@@ -21,12 +21,10 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from censusdp.attacks.dhc.sweep import attack_sweep
+    from censusdp.attacks.dhc.sweep import SweepOptions, attack_sweep
 
     announce_randomness(args.seed, what="attack sweep", release=False)
-    r = attack_sweep(
-        args.input,
-        args.out,
+    options = SweepOptions(
         epsilons=args.epsilons,
         production=not args.no_production,
         swap_rate=args.swap_rate,
@@ -34,11 +32,16 @@ def _run(args: argparse.Namespace) -> int:
         swap_dp_production=not args.no_production,
         preset=args.preset,
         seed=args.seed,
-        workers=args.workers,
         keep_releases=not args.drop_releases,
         reuse_releases=args.reuse_releases,
-        progress=progress_printer(args.quiet),
+    )
+    r = attack_sweep(
+        args.input,
+        args.out,
+        options,
+        workers=args.workers,
         overwrite=args.overwrite,
+        progress=progress_printer(args.quiet),
     )
     cols = (
         "name",

@@ -40,9 +40,9 @@ distribution; ties that remain are broken by HiGHS (deterministic for a given
 problem; variables are ordered by sex, age, Hispanic origin, race). Census used Gurobi
 and broke ties by Gurobi's choice (JASON (JSR-19-2F) sec. 4.1).
 
-:func:`match_counts` scores a reconstruction against the truth with a one-to-one
-matching (no record is counted twice): exactly on (block, sex, age, race, Hispanic)
-and with age within one year.
+With ``refine=True`` the records of each tract are then re-paired to meet the tract
+tables (:mod:`censusdp.attacks.dhc._refine`). :mod:`censusdp.attacks.dhc.scoring`
+scores a reconstruction against the truth.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from censusdp.attacks.dhc._refine import refine_tract
 from censusdp.attacks.dhc.tables import (
     AGE_BANDS,
     BLOCK_ITERATIONS,
@@ -68,16 +69,14 @@ from censusdp.attacks.dhc.tables import (
     DhcTables,
     band_of_age,
     eth_of_iteration,
-    key_histogram,
 )
-from censusdp.errors import ConfigError, InputError
+from censusdp.errors import ConfigError
 from censusdp.progress import Progress, Task
 
 __all__ = [
     "BlockStatus",
-    "MatchCounts",
     "Reconstruction",
-    "match_counts",
+    "check_time_limit",
     "reconstruct_blocks",
 ]
 
@@ -377,202 +376,6 @@ def _solve_block(
     return keys[sel], x[sel].astype(np.int64), "slack", deviation(x), n_var
 
 
-_R7 = np.minimum(np.arange(N_ETH) % 63, 6)  # race class: 6 single races, two or more
-_CLASS = (np.arange(N_ETH) // 63) * 7 + _R7  # 14 classes: Hispanic origin x race class
-
-
-def _tract_classes(prior: np.ndarray) -> np.ndarray:
-    """Tract counts by (class, sex, age) for the 14 classes, from PCT12A-O.
-
-    Not Hispanic: I (White alone), J-N (the other races alone), O (two or more races).
-    Hispanic: iteration A-G minus its not-Hispanic part I-O.
-    """
-    nh = np.concatenate([prior[8:9], prior[9:14], prior[14:15]])  # (7, 2, ages)
-    return np.concatenate([nh, prior[0:7] - nh])
-
-
-def _refine_tract(
-    block: np.ndarray, keys: np.ndarray, prior: np.ndarray, age_detail: str, time_limit: float
-) -> tuple[np.ndarray, int, int]:
-    """Re-pair ages and race-ethnicities within (block, sex, age band) to fit the tract tables.
-
-    Exchanging the ages of two records of one block with the same sex and P12 age band
-    leaves every block table unchanged (bands do not straddle 18), so the tract tables
-    PCT12A-O can pick the pairing. Per (sex, band) of the tract, an integer program
-    chooses ``y[b, a, c]`` (records of block ``b``, age ``a``, class ``c`` = Hispanic
-    origin x race class) with the block's ages (where single years are published) and
-    classes fixed, and the tract counts ``T[c, s, a]`` met exactly, staying as close to
-    the per-block solution as possible (maximum overlap). Then the block's
-    race-ethnicities of each class are dealt to those ages. Groups whose tract equations
-    cannot be met (inconsistent tables) keep the per-block solution.
-
-    Returns:
-        The new keys (same order as ``block``), groups re-solved, groups infeasible.
-    """
-    tc = _tract_classes(prior)
-    sa, eth = np.divmod(keys, N_ETH)
-    sex, age = np.divmod(sa, N_AGES)
-    cls = _CLASS[eth]
-    band = _BAND[age]
-    out = keys.copy()
-    solved = failed = 0
-    group = sex * N_BANDS + band
-    for g in np.unique(group):
-        idx = np.flatnonzero(group == g)
-        s_, bd = divmod(int(g), N_BANDS)
-        lo, hi = AGE_BANDS[bd]
-        t_ac = tc[:, s_, lo : hi + 1].T  # (ages in band, 14)
-        b_i, a_i, c_i = block[idx], age[idx], cls[idx]
-        have = np.zeros_like(t_ac)
-        np.add.at(have, (a_i - lo, c_i), 1)
-        single_age = age_detail == "single" or hi < P14_AGES
-        if np.array_equal(have, t_ac):
-            continue  # already consistent with the tract
-        if np.unique(c_i).size == 1 and single_age:
-            continue
-        y, (vb, va, vc) = _solve_band(b_i, a_i, c_i, t_ac, lo, single_age, time_limit)
-        if y is None:
-            failed += 1
-            continue
-        solved += 1
-        # deal each block's race-ethnicities of class c to the chosen ages
-        for key_bc in np.unique(b_i * 14 + c_i).tolist():
-            b, c = divmod(key_bc, 14)
-            rec = idx[(b_i == b) & (c_i == c)]
-            sel = (vb == b) & (vc == c) & (y > 0)
-            new_ages = np.repeat(va[sel], y[sel])
-            if new_ages.size != rec.size:  # pragma: no cover - guaranteed by the rows
-                continue
-            free_ages, moved = _moves(rec, age[rec], new_ages, lo, hi)
-            out[moved] = (sex[moved] * N_AGES + free_ages) * N_ETH + eth[moved]
-    return out, solved, failed
-
-
-def _solve_band(
-    b_i: np.ndarray,
-    a_i: np.ndarray,
-    c_i: np.ndarray,
-    t_ac: np.ndarray,
-    lo: int,
-    single_age: bool,
-    time_limit: float,
-) -> tuple[np.ndarray | None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """The integer program of :func:`_refine_tract` for one (sex, age band) of a tract.
-
-    Args:
-        b_i, a_i, c_i: block, age and class of each record of the group.
-        t_ac: tract counts ``T[c, a]`` as an ``(ages in band, 14)`` array.
-        lo: the band's lowest age.
-        single_age: whether the block's single ages are published (and so fixed).
-        time_limit: HiGHS seconds.
-
-    Returns:
-        ``y`` (``None`` when there are no variables or no solution) and the variables'
-        ``(block, age, class)``.
-    """
-    ages_t = np.arange(lo, lo + t_ac.shape[0])
-    # current counts by (block, age, class)
-    cur_key, cur_cnt = np.unique((b_i * N_AGES + a_i) * 14 + c_i, return_counts=True)
-    # classes of each block in this group, and its ages (if published)
-    bc, bc_cnt = np.unique(b_i * 14 + c_i, return_counts=True)
-    ba, ba_cnt = np.unique(b_i * N_AGES + a_i, return_counts=True)
-    # variables: (b, a, c) with class c present in block b and T[c, a] > 0 (and, for
-    # published single ages, age a present in block b)
-    var_b, var_a, var_c = [], [], []
-    for key_bc in bc.tolist():
-        b, c = divmod(key_bc, 14)
-        ok_a = ages_t[t_ac[:, c] > 0]
-        if single_age:
-            present = ba[(ba // N_AGES) == b] % N_AGES
-            ok_a = np.intersect1d(ok_a, present)
-        var_b.extend([b] * ok_a.size)
-        var_a.extend(ok_a.tolist())
-        var_c.extend([c] * ok_a.size)
-    vb, va, vc = np.asarray(var_b), np.asarray(var_a), np.asarray(var_c)
-    nv = vb.size
-    if nv == 0:
-        return None, (vb, va, vc)
-    a_mat, b_vec = _band_constraints(vb, va, vc, bc, bc_cnt, ba, ba_cnt, t_ac, lo, single_age)
-    pos = np.searchsorted(cur_key, (vb * N_AGES + va) * 14 + vc)
-    pos = np.minimum(pos, cur_key.size - 1)
-    overlap = np.where(cur_key[pos] == (vb * N_AGES + va) * 14 + vc, cur_cnt[pos], 0)
-    res = milp(
-        -overlap.astype(np.float64),
-        integrality=np.ones(nv),
-        bounds=Bounds(np.zeros(nv), np.full(nv, float(b_i.size))),
-        constraints=LinearConstraint(a_mat, b_vec, b_vec),
-        options={"time_limit": time_limit},
-    )
-    if res.x is None:
-        return None, (vb, va, vc)
-    return np.rint(res.x).astype(np.int64), (vb, va, vc)
-
-
-def _band_constraints(
-    vb: np.ndarray,
-    va: np.ndarray,
-    vc: np.ndarray,
-    bc: np.ndarray,
-    bc_cnt: np.ndarray,
-    ba: np.ndarray,
-    ba_cnt: np.ndarray,
-    t_ac: np.ndarray,
-    lo: int,
-    single_age: bool,
-) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Equality rows ``A y = b`` of :func:`_solve_band`: block classes, block ages, tract.
-
-    Per (block, class) the records of the block; per (block, age), when single ages
-    are published, the block's count; per (age, class) the tract count ``T[c, a]``.
-    """
-    nv = vb.size
-    rows_i, rows_j, rhs = [], [], []
-    r = 0
-    # per (b, c): sum_a y = m[b, c]
-    pos = np.searchsorted(bc, vb * 14 + vc)
-    rows_i.append(r + pos)
-    rows_j.append(np.arange(nv))
-    rhs.append(bc_cnt)
-    r += bc.size
-    if single_age:
-        pos = np.searchsorted(ba, vb * N_AGES + va)
-        rows_i.append(r + pos)
-        rows_j.append(np.arange(nv))
-        rhs.append(ba_cnt)
-        r += ba.size
-    # per (a, c): sum_b y = T[c, a]
-    ac = (va - lo) * 14 + vc
-    rows_i.append(r + ac)
-    rows_j.append(np.arange(nv))
-    rhs.append(t_ac.ravel())
-    r += t_ac.size
-    a_mat = sp.csr_matrix(
-        (np.ones(nv * len(rows_i)), (np.concatenate(rows_i), np.concatenate(rows_j))),
-        shape=(r, nv),
-    )
-    b_vec = np.concatenate(rhs).astype(np.float64)
-    return a_mat, b_vec
-
-
-def _moves(
-    rec: np.ndarray, old_ages: np.ndarray, new_ages: np.ndarray, lo: int, hi: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Which records of ``rec`` change age to reach ``new_ages``, and their new ages.
-
-    Records whose age is still needed keep it (youngest first, ties in record order);
-    the others take the remaining ages in increasing order.
-    """
-    need = np.bincount(new_ages - lo, minlength=hi - lo + 1)
-    keep = np.zeros(rec.size, bool)
-    for k_ in np.argsort(old_ages, kind="stable"):
-        o = old_ages[k_] - lo
-        if need[o] > 0:
-            need[o] -= 1
-            keep[k_] = True
-    free_ages = np.repeat(np.arange(lo, hi + 1), need)
-    return free_ages, rec[~keep]
-
-
 def _solve_tract(
     task: _TractTask,
 ) -> tuple[list[tuple[np.ndarray, np.ndarray, str, int, int]], tuple[int, int]]:
@@ -585,7 +388,7 @@ def _solve_tract(
         [np.full(int(r[1].sum()), j, dtype=np.int64) for j, r in enumerate(results)]
     )
     keys = np.concatenate([np.repeat(r[0], r[1]) for r in results])
-    new, solved, failed = _refine_tract(block, keys, task.prior, task.age_detail, task.time_limit)
+    new, solved, failed = refine_tract(block, keys, task.prior, task.age_detail, task.time_limit)
     if solved == 0:
         return results, (0, failed)
     out = []
@@ -593,6 +396,16 @@ def _solve_tract(
         k, c = np.unique(new[block == j], return_counts=True)
         out.append((k, c, how, d, nv))
     return out, (solved, failed)
+
+
+def check_time_limit(time_limit: float) -> None:
+    """Check HiGHS's time limit per block (seconds).
+
+    Raises:
+        ConfigError: unless it is a positive finite number.
+    """
+    if not (time_limit > 0 and math.isfinite(time_limit)):
+        raise ConfigError(f"time_limit must be a positive number of seconds, got {time_limit}")
 
 
 def reconstruct_blocks(
@@ -613,7 +426,7 @@ def reconstruct_blocks(
         workers: worker processes (1 = in-process); tracts are the parallel tasks.
         time_limit: seconds HiGHS may spend on one block.
         refine: re-pair ages and race-ethnicities within (block, sex, age band) to
-            meet the tract tables PCT12A-O (:func:`_refine_tract`). Off by default: on
+            meet the tract tables PCT12A-O (:func:`censusdp.attacks.dhc._refine.refine_tract`). Off by default: on
             generated states it changed exact matches by -0.2 to +0.7 points and about
             doubled the time, because the block tables do not fix the Hispanic-by-race
             class of each age band, so many groups cannot meet the tract equations
@@ -625,8 +438,7 @@ def reconstruct_blocks(
     """
     from censusdp.execution import make_executor
 
-    if not (time_limit > 0 and math.isfinite(time_limit)):
-        raise ConfigError(f"time_limit must be a positive number of seconds, got {time_limit}")
+    check_time_limit(time_limit)
     t0 = time.perf_counter()
     cpu0 = _cpu_seconds()
     n_tracts = int(tables.tracts.size)
@@ -679,126 +491,3 @@ def _cpu_seconds() -> float:
         ru = resource.getrusage(who)
         total += ru.ru_utime + ru.ru_stime
     return total
-
-
-# -- scoring ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MatchCounts:
-    """One-to-one matches between reconstructed and true records.
-
-    Attributes:
-        reconstructed: number of reconstructed records.
-        population: number of true records.
-        exact: matches on block, sex, age, race and Hispanic origin.
-        fuzzy_age: matches on block, sex, race and Hispanic origin with age within
-            one year (includes the exact ones); a maximum one-to-one matching.
-    """
-
-    reconstructed: int
-    population: int
-    exact: int
-    fuzzy_age: int
-
-    @property
-    def exact_rate(self) -> float:
-        """Exact matches per reconstructed record (2010: 46%, JASON (JSR-19-2F) sec. 4.1)."""
-        return self.exact / self.reconstructed if self.reconstructed else math.nan
-
-    @property
-    def fuzzy_rate(self) -> float:
-        """Matches with age +-1 per reconstructed record (2010: 71%)."""
-        return self.fuzzy_age / self.reconstructed if self.reconstructed else math.nan
-
-    def to_dict(self) -> dict[str, float | int]:
-        """Counts and rates (also per true person)."""
-        pop = self.population
-        return {
-            "reconstructed": self.reconstructed,
-            "population": pop,
-            "exact": self.exact,
-            "fuzzy_age": self.fuzzy_age,
-            "exact_rate": self.exact_rate,
-            "fuzzy_rate": self.fuzzy_rate,
-            "exact_share_of_population": self.exact / pop if pop else math.nan,
-            "fuzzy_share_of_population": self.fuzzy_age / pop if pop else math.nan,
-        }
-
-
-def _age_window_matching(r: np.ndarray, t: np.ndarray, width: int = 1) -> np.ndarray:
-    """Maximum one-to-one matching with ``|age_r - age_t| <= width``, per row.
-
-    ``r`` and ``t`` are (groups x ages) counts. Scanning ages upward and matching the
-    oldest unmatched records first is optimal for window constraints on a line (an
-    unmatched record of age ``a`` can only match ages ``<= a + width`` later, so
-    serving it first never loses a match). Returns matches per group.
-    """
-    if width != 1:
-        raise ConfigError(f"age window must be 1, got {width}")
-    n = r.shape[0]
-    carry_r = np.zeros(n, dtype=np.int64)
-    carry_t = np.zeros(n, dtype=np.int64)
-    total = np.zeros(n, dtype=np.int64)
-    for a in range(r.shape[1]):
-        ra = r[:, a].astype(np.int64)
-        ta = t[:, a].astype(np.int64)
-        m1 = np.minimum(carry_r, ta)
-        ta = ta - m1
-        m2 = np.minimum(carry_t, ra)
-        ra = ra - m2
-        m3 = np.minimum(ra, ta)
-        total += m1 + m2 + m3
-        carry_r, carry_t = ra - m3, ta - m3
-    return total
-
-
-def match_counts(
-    rec_block_codes: np.ndarray,
-    rec_keys: np.ndarray,
-    true_block_codes: np.ndarray,
-    true_keys: np.ndarray,
-) -> MatchCounts:
-    """Score reconstructed records against the truth by one-to-one matching.
-
-    Exact: for each (block, key) the matches are ``min(reconstructed, true)``, which
-    is a maximum one-to-one matching. Age +-1: within each (block, sex, race,
-    Hispanic origin) a maximum one-to-one matching of ages within one year
-    (:func:`_age_window_matching`). JASON (JSR-19-2F) sec. 4.1 reports 46% and 71%.
-
-    Args:
-        rec_block_codes, true_block_codes: block geocodes of each record.
-        rec_keys, true_keys: person keys (:func:`censusdp.attacks.dhc.tables.keys_of`).
-    """
-    rb = np.asarray(rec_block_codes).astype("U16")
-    tb = np.asarray(true_block_codes).astype("U16")
-    if rb.size != np.asarray(rec_keys).size or tb.size != np.asarray(true_keys).size:
-        raise InputError("block codes and keys must have the same length")
-    blocks, inv = np.unique(np.concatenate([rb, tb]), return_inverse=True)
-    ri, ti = inv[: rb.size], inv[rb.size :]
-    R = key_histogram(ri, rec_keys, blocks.size)
-    T = key_histogram(ti, true_keys, blocks.size)
-    exact = int(R.minimum(T).sum())
-
-    # fuzzy: groups (block, sex, eth) x age
-    def group_age(bi: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        sa, eth = np.divmod(np.asarray(keys, dtype=np.int64), N_ETH)
-        sex, age = np.divmod(sa, N_AGES)
-        return (bi * 2 + sex) * N_ETH + eth, age
-
-    rg, ra = group_age(ri, rec_keys)
-    tg, ta = group_age(ti, true_keys)
-    groups, ginv = np.unique(np.concatenate([rg, tg]), return_inverse=True)
-    fuzzy = 0
-    chunk = 200_000
-    gr, gt = ginv[: rg.size], ginv[rg.size :]
-    for lo in range(0, groups.size, chunk):
-        hi = min(groups.size, lo + chunk)
-        selr = (gr >= lo) & (gr < hi)
-        selt = (gt >= lo) & (gt < hi)
-        rm = np.zeros((hi - lo, N_AGES), dtype=np.int32)
-        tm = np.zeros((hi - lo, N_AGES), dtype=np.int32)
-        np.add.at(rm, (gr[selr] - lo, ra[selr]), 1)
-        np.add.at(tm, (gt[selt] - lo, ta[selt]), 1)
-        fuzzy += int(_age_window_matching(rm, tm).sum())
-    return MatchCounts(int(rb.size), int(tb.size), exact, fuzzy)

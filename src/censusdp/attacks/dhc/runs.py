@@ -17,13 +17,14 @@ baseline) from disk, call the algorithms of :mod:`censusdp.attacks.dhc.reconstru
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from censusdp.attacks.dhc.reconstruct import match_counts, reconstruct_blocks
+from censusdp.attacks.dhc.reconstruct import check_time_limit, reconstruct_blocks
 from censusdp.attacks.dhc.reid import (
     CommercialSpec,
     baseline_guess,
@@ -32,7 +33,8 @@ from censusdp.attacks.dhc.reid import (
     link_fellegi_sunter,
     reid_rates,
 )
-from censusdp.attacks.dhc.tables import dhc_tables, keys_of
+from censusdp.attacks.dhc.scoring import match_counts
+from censusdp.attacks.dhc.tables import AGE_DETAILS, dhc_tables, keys_of
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
@@ -42,7 +44,14 @@ from censusdp.io.rundir import RunDir
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
-__all__ = ["LINK_METHODS", "read_persons", "read_truth", "run_reconstruct", "run_reid"]
+__all__ = [
+    "LINK_METHODS",
+    "ReconstructOptions",
+    "read_persons",
+    "read_truth",
+    "run_reconstruct",
+    "run_reid",
+]
 
 LINK_METHODS = ("exact", "fellegi-sunter")
 
@@ -80,15 +89,38 @@ def _keys(cols: dict[str, np.ndarray]) -> np.ndarray:
     return keys_of(cols["sex"], cols["age"], cols["hispanic"], cols["cenrace"])
 
 
+@dataclass(frozen=True)
+class ReconstructOptions:
+    """What one reconstruction attack is (``censusdp attack reconstruct``), checked once.
+
+    Attributes:
+        age_detail: ``"single"`` or ``"sf1"``: the block tables the attacker reads (see
+            :mod:`censusdp.attacks.dhc.tables`).
+        time_limit: HiGHS time limit per block (seconds).
+        refine: re-pair within blocks to meet the tract tables (see
+            :func:`censusdp.attacks.dhc.reconstruct.reconstruct_blocks`).
+
+    Raises:
+        ConfigError: on construction, one line naming the value.
+    """
+
+    age_detail: str = "single"
+    time_limit: float = 30.0
+    refine: bool = False
+
+    def __post_init__(self) -> None:
+        if self.age_detail not in AGE_DETAILS:
+            raise ConfigError(f"age_detail must be one of {AGE_DETAILS}, got {self.age_detail!r}")
+        check_time_limit(self.time_limit)
+
+
 def run_reconstruct(
     release_dir: str | Path,
     out_dir: str | Path,
+    options: ReconstructOptions | None = None,
     *,
     truth_dir: str | Path | None = None,
-    age_detail: str = "single",
     workers: int = 1,
-    time_limit: float = 30.0,
-    refine: bool = False,
     overwrite: bool = False,
     progress: Progress = None,
 ) -> dict[str, Any]:
@@ -99,18 +131,18 @@ def run_reconstruct(
             ``sex`` and ``age``: a ``dhc-lite`` DP run or a swapped release), or a
             CEF directory (the unprotected tables).
         out_dir: where to write ``reconstructed.parquet`` and ``summary.json``.
+        options: the attack's tables and solver settings (default
+            ``ReconstructOptions()``).
         truth_dir: optional CEF directory to score against (exact and age +-1).
-        age_detail: ``"single"`` or ``"sf1"`` (see :mod:`censusdp.attacks.dhc.tables`).
         workers: worker processes for the block solves.
-        time_limit: HiGHS time limit per block (seconds).
-        refine: re-pair within blocks to meet the tract tables (see
-            :func:`censusdp.attacks.dhc.reconstruct.reconstruct_blocks`).
         overwrite: replace a non-empty ``out_dir``.
         progress: progress callback.
 
     Returns:
         The summary written to ``summary.json``.
     """
+    options = options or ReconstructOptions()
+    age_detail = options.age_detail
     t_all = time.perf_counter()
     out = Path(out_dir)
     with staged_output(
@@ -129,7 +161,11 @@ def run_reconstruct(
             f"non-zero published cells ({source})",
         )
         rec = reconstruct_blocks(
-            tables, workers=workers, time_limit=time_limit, refine=refine, progress=progress
+            tables,
+            workers=workers,
+            time_limit=options.time_limit,
+            refine=options.refine,
+            progress=progress,
         )
         timings["solve"] = rec.seconds
         timings["solve_cpu"] = rec.extra.get("cpu_seconds", float("nan"))
@@ -151,7 +187,7 @@ def run_reconstruct(
             "release": str(Path(release_dir).resolve()),
             "source": source,
             "age_detail": age_detail,
-            "refine_tract": refine,
+            "refine_tract": options.refine,
             "blocks": int(tables.blocks.size),
             "published_cells": tables.n_published(),
             "records": rec.n_records,

@@ -56,7 +56,7 @@ from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
-__all__ = ["DEFAULT_EPSILONS", "attack_sweep", "marginals_reconstruction"]
+__all__ = ["DEFAULT_EPSILONS", "SweepOptions", "attack_sweep", "marginals_reconstruction"]
 
 DEFAULT_EPSILONS: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 """The sweep's epsilon grid (JASON (JSR-19-2F) sec. 8.4.1 asks for risk as a function of epsilon)."""
@@ -181,64 +181,90 @@ CSV_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class SweepOptions:
+    """What one attack sweep is (``censusdp attack sweep``), checked once.
+
+    Attributes:
+        epsilons: DP epsilons ((epsilon, delta)-DP at the preset's delta); kept as a
+            tuple of floats.
+        production: also attack the preset's own budget (2020 production rho).
+        swap_rate: household swap rate of the swapped releases.
+        swap_dp_epsilons: epsilons of DP on top of swapping.
+        swap_dp_production: also DP at the production budget on top of swapping.
+        preset: budget preset with sex and age (``dhc-lite-demo``; checked when the
+            sweep loads it).
+        seed: master seed (swap, DP noise, commercial file, tie-breaking).
+        age_detail: block table detail for the reconstruction.
+        keep_releases: keep the release directories (``releases/``).
+        reuse_releases: attack the releases already in ``out_dir/releases`` (from an
+            earlier sweep with the same options) instead of making them again; the
+            DP runs dominate the sweep's time.
+
+    Raises:
+        ConfigError: on construction, one line naming the value.
+    """
+
+    epsilons: Sequence[float] = DEFAULT_EPSILONS
+    production: bool = True
+    swap_rate: float = 0.05
+    swap_dp_epsilons: Sequence[float] = (1.0, 4.0)
+    swap_dp_production: bool = True
+    preset: str = "dhc-lite-demo"
+    seed: int = 0
+    age_detail: str = "single"
+    keep_releases: bool = True
+    reuse_releases: bool = False
+
+    def __post_init__(self) -> None:
+        eps = [float(e) for e in self.epsilons]
+        if any(not (e > 0 and math.isfinite(e)) for e in eps):
+            raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
+        if not 0 <= self.swap_rate <= 1:
+            raise ConfigError(f"swap rate must be in [0, 1], got {self.swap_rate}")
+        object.__setattr__(self, "epsilons", tuple(eps))
+        object.__setattr__(self, "swap_dp_epsilons", tuple(self.swap_dp_epsilons))
+
+
 def attack_sweep(
     truth_dir: str | Path,
     out_dir: str | Path,
+    options: SweepOptions | None = None,
     *,
-    epsilons: Sequence[float] = DEFAULT_EPSILONS,
-    production: bool = True,
-    swap_rate: float = 0.05,
-    swap_dp_epsilons: Sequence[float] = (1.0, 4.0),
-    swap_dp_production: bool = True,
-    preset: str = "dhc-lite-demo",
-    seed: int = 0,
     workers: int = 1,
-    age_detail: str = "single",
     dp_runner: DpRunner | None = None,
-    keep_releases: bool = True,
-    reuse_releases: bool = False,
-    progress: Progress = None,
     overwrite: bool = False,
+    progress: Progress = None,
 ) -> dict[str, Any]:
     """Attack unprotected, swapped, DP and swapped+DP releases of one file; table and plot.
 
     Args:
         truth_dir: the CEF directory.
         out_dir: output directory (layout in the module docstring).
-        epsilons: DP epsilons ((epsilon, delta)-DP at the preset's delta).
-        production: also attack the preset's own budget (2020 production rho).
-        swap_rate: household swap rate of the swapped releases.
-        swap_dp_epsilons: epsilons of DP on top of swapping.
-        swap_dp_production: also DP at the production budget on top of swapping.
-        preset: budget preset with sex and age (``dhc-lite-demo``).
-        seed: master seed (swap, DP noise, commercial file, tie-breaking).
+        options: the sweep's releases, seed and attack settings (default
+            ``SweepOptions()``).
         workers: worker processes for TopDown and the block solves.
-        age_detail: block table detail for the reconstruction.
         dp_runner: the DP release function (default
             :func:`censusdp.release.pipeline.run_release`); tests pass a stand-in.
-        keep_releases: keep the release directories (``releases/``).
-        reuse_releases: attack the releases already in ``out_dir/releases`` (from an
-            earlier sweep with the same arguments) instead of making them again; the
-            DP runs dominate the sweep's time.
-        progress: progress callback.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (as
-            ``reuse_releases`` does, starting from its releases).
+            ``options.reuse_releases`` does, starting from its releases).
+        progress: progress callback.
 
     Returns:
         The result written to ``sweep.json``.
     """
-    eps = [float(e) for e in epsilons]
-    base = _checked_base(eps, swap_rate, preset)
+    o = options or SweepOptions()
+    base = _checked_base(o.preset)
     with staged_output(
         out_dir,
-        overwrite or reuse_releases,
+        overwrite or o.reuse_releases,
         [truth_dir],
         command="attack sweep",
-        carry=("releases",) if reuse_releases else (),
+        carry=("releases",) if o.reuse_releases else (),
     ) as staging:
         out = staging.path
         t0 = time.perf_counter()
-        seeds = np.random.SeedSequence(seed).generate_state(8, dtype=np.uint32).tolist()
+        seeds = np.random.SeedSequence(o.seed).generate_state(8, dtype=np.uint32).tolist()
         setup = _SweepSetup(
             truth_dir=Path(truth_dir),
             out=out,
@@ -247,14 +273,14 @@ def attack_sweep(
             s_swap=seeds[0],
             s_dp=seeds[1],
             s_comm=seeds[2],
-            swap_rate=swap_rate,
+            swap_rate=o.swap_rate,
             workers=workers,
-            age_detail=age_detail,
-            keep_releases=keep_releases,
-            reuse_releases=reuse_releases,
+            age_detail=o.age_detail,
+            keep_releases=o.keep_releases,
+            reuse_releases=o.reuse_releases,
             progress=progress,
         )
-        plan = _sweep_plan(eps, production, swap_dp_epsilons, swap_dp_production)
+        plan = _sweep_plan(o)
         rows, details = _attack_plan(setup, plan)
         row, details["marginals"] = _marginals_baseline(setup, s_marg=seeds[3])
         rows.append(row)
@@ -270,9 +296,9 @@ def attack_sweep(
             "population": ex["population"],
             "unique_share": ex["unique_share"],
             "nonmodal_share": ex["nonmodal_share"],
-            "preset": preset,
-            "swap_rate": swap_rate,
-            "seed": seed,
+            "preset": o.preset,
+            "swap_rate": o.swap_rate,
+            "seed": o.seed,
             "epsilon_meaning": "(epsilon, delta)-DP at the preset's delta via Budget.scaled(epsilon=...)",
             "rows": rows,
             "modal_guess_baseline": modal,
@@ -280,7 +306,7 @@ def attack_sweep(
             "package_version": __version__,
             "seconds": round(time.perf_counter() - t0, 2),
         }
-        _write_sweep(out, result, modal, eps, production, swap_dp_epsilons, workers)
+        _write_sweep(out, result, modal, o, workers)
         return result
 
 
@@ -303,14 +329,10 @@ class _SweepSetup:
     progress: Progress
 
 
-def _checked_base(eps: list[float], swap_rate: float, preset: str) -> Budget:
-    """Validate the sweep's epsilons and swap rate; the preset's budget (with sex and age)."""
+def _checked_base(preset: str) -> Budget:
+    """The preset's budget, checked to have sex and age."""
     from censusdp.io.budget_files import resolve_budget
 
-    if any(not (e > 0 and math.isfinite(e)) for e in eps):
-        raise ConfigError(f"sweep epsilons must be positive and finite, got {eps}")
-    if not 0 <= swap_rate <= 1:
-        raise ConfigError(f"swap rate must be in [0, 1], got {swap_rate}")
     base = resolve_budget(preset=preset)
     if "sex" not in _schema_attributes(base.schema) or "age" not in _schema_attributes(base.schema):
         raise ConfigError(
@@ -320,22 +342,17 @@ def _checked_base(eps: list[float], swap_rate: float, preset: str) -> Budget:
     return base
 
 
-def _sweep_plan(
-    eps: list[float],
-    production: bool,
-    swap_dp_epsilons: Sequence[float],
-    swap_dp_production: bool,
-) -> list[tuple[str, str, float | None]]:
+def _sweep_plan(o: SweepOptions) -> list[tuple[str, str, float | None]]:
     """The releases to attack, in order, as ``(name, kind, epsilon or None)``."""
     plan: list[tuple[str, str, float | None]] = [("unprotected", "unprotected", None)]
     plan.append(("swap", "swap", None))
-    for e in eps:
+    for e in o.epsilons:
         plan.append((f"dp_eps{e:g}", "dp", e))
-    if production:
+    if o.production:
         plan.append(("dp_production", "dp", None))
-    for e in swap_dp_epsilons:
+    for e in o.swap_dp_epsilons:
         plan.append((f"swap_dp_eps{float(e):g}", "swap+dp", float(e)))
-    if swap_dp_production:
+    if o.swap_dp_production:
         plan.append(("swap_dp_production", "swap+dp", None))
     return plan
 
@@ -425,15 +442,15 @@ def _attack_release(
     setup: _SweepSetup, source: Path, name: str, seconds: dict[str, float]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Reconstruct and re-identify one release; timings go into ``seconds``."""
-    from censusdp.attacks.dhc.runs import run_reconstruct, run_reid
+    from censusdp.attacks.dhc.runs import ReconstructOptions, run_reconstruct, run_reid
 
     attack_dir = setup.out / "attacks" / name
     t = time.perf_counter()
     rec = run_reconstruct(
         source,
         attack_dir / "rec",
+        ReconstructOptions(age_detail=setup.age_detail),
         truth_dir=setup.truth_dir,
-        age_detail=setup.age_detail,
         workers=setup.workers,
         overwrite=True,
     )
@@ -450,8 +467,8 @@ def _marginals_baseline(
     setup: _SweepSetup, *, s_marg: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The public-marginals baseline, through the same matching and linkage: row and details."""
-    from censusdp.attacks.dhc.reconstruct import match_counts
     from censusdp.attacks.dhc.runs import read_truth, run_reid
+    from censusdp.attacks.dhc.scoring import match_counts
     from censusdp.attacks.dhc.tables import keys_of
 
     base = setup.out / "attacks" / "marginals"
@@ -474,13 +491,7 @@ def _marginals_baseline(
 
 
 def _write_sweep(
-    out: Path,
-    result: dict[str, Any],
-    modal: dict[str, float],
-    eps: list[float],
-    production: bool,
-    swap_dp_epsilons: Sequence[float],
-    workers: int,
+    out: Path, result: dict[str, Any], modal: dict[str, float], o: SweepOptions, workers: int
 ) -> None:
     """Write ``sweep.json``, ``sweep.csv``, ``sweep.png`` and ``manifest.json``."""
     rows = result["rows"]
@@ -495,10 +506,10 @@ def _write_sweep(
     manifest = {
         "command": "attack sweep",
         "truth": result["truth"],
-        "epsilons": eps,
-        "production": production,
+        "epsilons": list(o.epsilons),
+        "production": o.production,
         "swap_rate": result["swap_rate"],
-        "swap_dp_epsilons": list(swap_dp_epsilons),
+        "swap_dp_epsilons": list(o.swap_dp_epsilons),
         "preset": result["preset"],
         "seed": result["seed"],
         "workers": workers,

@@ -37,6 +37,7 @@ from censusdp.errors import CensusDPError, InternalError
 
 __all__ = [
     "BoxLSResult",
+    "FistaSettings",
     "gram_fista",
     "lp_solve",
     "lsq_linear_solve",
@@ -59,6 +60,29 @@ class BoxLSResult:
     iterations: int
     converged: np.ndarray
     criterion: np.ndarray
+
+
+@dataclass(frozen=True)
+class FistaSettings:
+    """How :func:`gram_fista` iterates and when it stops.
+
+    Attributes:
+        tol: stopping tolerance: ``max_i |P(g)_i| / G_ii <= tol`` (see :func:`gram_fista`).
+        max_iter: iteration limit; columns not converged by then are reported.
+        seed: seed of the random start of the second-eigenvalue estimate.
+        vertex_check_every: every this many iterations, test whether the iterate
+            rounded to the nearest bounds already meets the stopping rule (an exact
+            minimiser at a vertex, typical of noiseless recovery) and stop there.
+    """
+
+    tol: float = 1e-7
+    max_iter: int = 20_000
+    seed: int = 0
+    vertex_check_every: int = 10
+
+    def __post_init__(self) -> None:
+        if not self.tol > 0:
+            raise CensusDPError(f"tol must be positive; got {self.tol}")
 
 
 def round_bits(x: np.ndarray) -> np.ndarray:
@@ -153,11 +177,8 @@ def gram_fista(
     *,
     lower: float = 0.0,
     upper: float = 1.0,
-    tol: float = 1e-7,
-    max_iter: int = 20_000,
     x0: np.ndarray | None = None,
-    seed: int = 0,
-    vertex_check_every: int = 10,
+    settings: FistaSettings | None = None,
 ) -> BoxLSResult:
     """Solve ``min_x 1/2 x'G x - c'x`` subject to ``lower <= x <= upper``, column-wise.
 
@@ -170,7 +191,7 @@ def gram_fista(
     the projection of the gradient onto the tangent cone of the box (``g_i`` for free
     coordinates, ``min(g_i, 0)`` at the lower bound, ``max(g_i, 0)`` at the upper).
     The same test applied to the iterate rounded to the nearest bounds certifies a
-    vertex minimiser early (see ``vertex_check_every``).
+    vertex minimiser early (see :attr:`FistaSettings.vertex_check_every`).
 
     Long because the iteration is one numerical kernel: the step, the per-column
     backtracking, the vertex certificate and the restart all update the same iterate,
@@ -183,13 +204,9 @@ def gram_fista(
         rhs: ``c``, shape ``(n,)`` or ``(n, K)`` for ``K`` problems sharing ``G``.
         lower: lower bound of every coordinate.
         upper: upper bound of every coordinate.
-        tol: stopping tolerance (see above).
-        max_iter: iteration limit; columns not converged by then are reported.
         x0: starting point, default the box centre.
-        seed: seed of the random start of the second-eigenvalue estimate.
-        vertex_check_every: every this many iterations, test whether the iterate
-            rounded to the nearest bounds already meets the stopping rule (an exact
-            minimiser at a vertex, typical of noiseless recovery) and stop there.
+        settings: the tolerance, iteration limit, seed and vertex test
+            (:class:`FistaSettings`; default ``FistaSettings()``).
 
     Returns:
         a :class:`BoxLSResult` with ``x`` of shape ``(n, K)``.
@@ -205,8 +222,8 @@ def gram_fista(
         raise CensusDPError(f"rhs must have {n} rows to match gram; got shape {C.shape}")
     if not upper > lower:
         raise CensusDPError(f"upper must exceed lower; got lower={lower}, upper={upper}")
-    if not tol > 0:
-        raise CensusDPError(f"tol must be positive; got {tol}")
+    settings = settings or FistaSettings()
+    tol, max_iter = settings.tol, settings.max_iter
     k = C.shape[1]
     lo, hi = float(lower), float(upper)
     if x0 is None:
@@ -216,7 +233,7 @@ def gram_fista(
             np.broadcast_to(np.asarray(x0, dtype=np.float64).reshape(n, -1), (n, k)), lo, hi
         ).copy()
     diag = np.maximum(np.diag(G).copy(), np.finfo(float).tiny)[:, None]
-    u, lam1, lam2 = _spectral_metric(G, np.random.default_rng(seed))
+    u, lam1, lam2 = _spectral_metric(G, np.random.default_rng(settings.seed))
     if lam1 <= 0.0:
         # G == 0: nothing is measured; every point is optimal.
         return BoxLSResult(X, 0, np.ones(k, dtype=bool), np.zeros(k))
@@ -266,7 +283,7 @@ def gram_fista(
                 raise InternalError("backtracking exceeded the spectral bound of the Gram matrix")
         g = GXn - C
         crit = np.max(np.abs(_projected_gradient(Xn, g, lo, hi)) / diag, axis=0)
-        if it % vertex_check_every == 0:
+        if it % settings.vertex_check_every == 0:
             # Vertex certificate: if the point rounded to the nearest bounds satisfies
             # the same KKT test, it is an exact minimiser (e.g. noiseless recovery,
             # where the optimum is the secret itself); take it.

@@ -30,6 +30,7 @@ import numpy as np
 
 from censusdp.attacks.dinur_nissim._bounded_ls import (
     BoxLSResult,
+    FistaSettings,
     gram_fista,
     lp_solve,
     lsq_linear_solve,
@@ -143,7 +144,7 @@ def _solve(
     x0: np.ndarray | None,
 ) -> BoxLSResult:
     if task.solver == "fista":
-        return gram_fista(G, qtb, tol=task.tol, x0=x0)
+        return gram_fista(G, qtb, x0=x0, settings=FistaSettings(tol=task.tol))
     Q = np.concatenate(rows)
     B = np.concatenate(answers)
     if task.solver == "lsq_linear":

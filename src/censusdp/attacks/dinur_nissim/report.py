@@ -3,7 +3,8 @@
 :func:`run_dn_report` runs one recovery curve and writes its JSON (with a manifest:
 config, seed, package version, timings) and plot; :func:`reproduce_figures` reruns
 JASON's figures 4-1 to 4-4, 5-6 and 5-7 and writes PNGs, JSON tables and timings.
-All files are written atomically.
+Each takes its options (:class:`DnOptions`, :class:`FiguresOptions`: what the command
+runs, checked once) and how to run it. All files are written atomically.
 """
 
 from __future__ import annotations
@@ -12,27 +13,33 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from censusdp.attacks.dinur_nissim.experiment import (
-    JASON_FIG56_EPSILONS,
-    JASON_FIG56_SIZES,
+from censusdp.attacks.dinur_nissim.curves import (
     JASON_FIG57_EPSILONS,
     JASON_FIG57_MULTIPLES,
     LaplaceGrid,
-    NoiseSpec,
+    LaplaceGridOptions,
     RecoveryCurve,
-    RecoveryThresholds,
-    SumAccuracy,
-    jason_gaussian_variance,
+    RecoveryCurveOptions,
     laplace_grid,
     recovery_curve,
-    recovery_thresholds,
+)
+from censusdp.attacks.dinur_nissim.noise import NoiseSpec, jason_gaussian_variance
+from censusdp.attacks.dinur_nissim.sum_accuracy import (
+    JASON_FIG56_EPSILONS,
+    JASON_FIG56_SIZES,
+    SumAccuracy,
     sum_query_accuracy,
+)
+from censusdp.attacks.dinur_nissim.thresholds import (
+    RecoveryThresholds,
+    RecoveryThresholdsOptions,
+    recovery_thresholds,
 )
 from censusdp.errors import CensusDPError
 from censusdp.io.atomic import write_json
@@ -42,6 +49,8 @@ from censusdp.version import __version__
 
 __all__ = [
     "FIGURES",
+    "DnOptions",
+    "FiguresOptions",
     "plot_laplace_grid",
     "plot_recovery_curves",
     "plot_sum_accuracy",
@@ -243,18 +252,59 @@ def _parse_noise(
     raise CensusDPError(f"--noise must be none, gaussian, laplace or geometric; got {noise!r}")
 
 
+@dataclass(frozen=True)
+class DnOptions:
+    """What one ``censusdp attack dn`` experiment is, in the command's terms, checked once.
+
+    Attributes:
+        n: number of bits.
+        multiples: query counts as multiples of ``n`` (rounded, de-duplicated, >= 1);
+            kept as a tuple of floats.
+        noise: ``none``, ``gaussian``, ``laplace`` or ``geometric``.
+        epsilon: for laplace / geometric noise.
+        variance: Gaussian variance, or ``"jason"`` (default, ``sqrt(n) ln(n)/2``) or
+            ``"jason-matlab"`` (``(sqrt(n) ln(n)/2)^2``).
+        trials, seed, family, solver, nested: see
+            :class:`censusdp.attacks.dinur_nissim.curves.RecoveryCurveOptions`.
+        curve: the recovery-curve experiment these make (derived, not an argument).
+
+    Raises:
+        CensusDPError: on construction, one line naming the flag or value.
+    """
+
+    n: int
+    multiples: Sequence[float]
+    noise: str = "none"
+    epsilon: float | None = None
+    variance: float | str | None = None
+    trials: int = 100
+    seed: int = 0
+    family: str = "random"
+    solver: str = "fista"
+    nested: bool = True
+    curve: RecoveryCurveOptions = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        multiples = tuple(float(x) for x in self.multiples)
+        object.__setattr__(self, "multiples", multiples)
+        spec = _parse_noise(self.noise, self.n, self.epsilon, self.variance)
+        counts = sorted({max(1, int(round(x * self.n))) for x in multiples})
+        curve = RecoveryCurveOptions(
+            self.n,
+            counts,
+            trials=self.trials,
+            seed=self.seed,
+            noise=spec,
+            family=self.family,
+            solver=self.solver,
+            nested=self.nested,
+        )
+        object.__setattr__(self, "curve", curve)
+
+
 def run_dn_report(
+    options: DnOptions,
     *,
-    n: int,
-    multiples: Sequence[float],
-    noise: str = "none",
-    epsilon: float | None = None,
-    variance: float | str | None = None,
-    trials: int = 100,
-    seed: int = 0,
-    family: str = "random",
-    solver: str = "fista",
-    nested: bool = True,
     workers: int = 1,
     json_path: str | Path | None = None,
     plot_path: str | Path | None = None,
@@ -263,14 +313,8 @@ def run_dn_report(
     """Run one recovery curve (``censusdp attack dn``) and write its JSON and plot.
 
     Args:
-        n: number of bits.
-        multiples: query counts as multiples of ``n`` (rounded, de-duplicated, >= 1).
-        noise: ``none``, ``gaussian``, ``laplace`` or ``geometric``.
-        epsilon: for laplace / geometric noise.
-        variance: Gaussian variance, or ``"jason"`` (default, ``sqrt(n) ln(n)/2``) or
-            ``"jason-matlab"`` (``(sqrt(n) ln(n)/2)^2``).
-        trials, seed, family, solver, nested, workers: see
-            :func:`censusdp.attacks.dinur_nissim.experiment.recovery_curve`.
+        options: the experiment (:class:`DnOptions`).
+        workers: processes (the results do not depend on it).
         json_path: where to write the summary (with manifest), if given.
         plot_path: where to write the PNG, if given.
         progress: ``None`` (silent) or a callable taking lines: trials done / total.
@@ -278,32 +322,19 @@ def run_dn_report(
     Returns:
         the summary dict (also written to ``json_path``).
     """
-    spec = _parse_noise(noise, n, epsilon, variance)
-    counts = sorted({max(1, int(round(float(x) * n))) for x in multiples})
-    curve = recovery_curve(
-        n,
-        counts,
-        trials=trials,
-        seed=seed,
-        noise=spec,
-        family=family,
-        solver=solver,
-        nested=nested,
-        workers=workers,
-        progress=progress,
-    )
+    curve = recovery_curve(options.curve, workers=workers, progress=progress)
     out = curve.to_dict()
     config = {
-        "n": n,
-        "multiples": [float(x) for x in multiples],
-        "noise": spec.to_dict(),
-        "trials": trials,
-        "family": family,
-        "solver": solver,
-        "nested": nested,
+        "n": options.n,
+        "multiples": list(options.multiples),
+        "noise": options.curve.noise.to_dict(),
+        "trials": options.trials,
+        "family": options.family,
+        "solver": options.solver,
+        "nested": options.nested,
         "workers": workers,
     }
-    out["manifest"] = _manifest(config, seed, out["timings"])
+    out["manifest"] = _manifest(config, options.seed, out["timings"])
     if json_path is not None:
         write_output_json(out, json_path, option="--json")
     if plot_path is not None:
@@ -311,15 +342,38 @@ def run_dn_report(
     return out
 
 
+@dataclass(frozen=True)
+class FiguresOptions:
+    """Which of JASON's figures :func:`reproduce_figures` reruns, at what size and seed.
+
+    Attributes:
+        figures: among :data:`FIGURES` (kept as a tuple).
+        quick: shrink every size for a smoke run.
+        seed: master seed (figure 4-4's sizes add ``n`` to it).
+        prefix: file names start with it.
+
+    Raises:
+        CensusDPError: on construction, naming unknown figures.
+    """
+
+    figures: Sequence[str] = FIGURES
+    quick: bool = False
+    seed: int = 2020
+    prefix: str = "dn_"
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.figures if f not in FIGURES]
+        if unknown:
+            raise CensusDPError(f"figures must be among {FIGURES}; got {unknown}")
+        object.__setattr__(self, "figures", tuple(self.figures))
+
+
 def reproduce_figures(
     out_dir: str | Path,
+    options: FiguresOptions | None = None,
     *,
-    overwrite: bool = False,
-    figures: Sequence[str] = FIGURES,
-    quick: bool = False,
-    seed: int = 2020,
     workers: int = 2,
-    prefix: str = "dn_",
+    overwrite: bool = False,
     progress: Progress = None,
 ) -> dict[str, Any]:
     """Rerun JASON's Dinur-Nissim figures and write ``<prefix>fig_<id>.png`` / ``.json``.
@@ -333,39 +387,39 @@ def reproduce_figures(
     Writes ``timings.json`` (seconds per figure) and a manifest; ``out_dir`` is made
     whole or not at all (:func:`censusdp.io.output.staged_output`), and replaced only
     with ``overwrite`` when it is an earlier output of censusdp.
+
+    Args:
+        out_dir: the output directory.
+        options: the figures, sizes, seed and file prefix (default ``FiguresOptions()``).
+        workers: processes (the results do not depend on it).
+        overwrite: replace an earlier output of censusdp at ``out_dir``.
+        progress: ``None`` (silent) or a callable taking lines.
     """
-    unknown = [f for f in figures if f not in FIGURES]
-    if unknown:
-        raise CensusDPError(f"figures must be among {FIGURES}; got {unknown}")
+    options = options or FiguresOptions()
     with staged_output(out_dir, overwrite, command="attack dn-figures") as staging:
-        return _reproduce_into(staging.path, figures, quick, seed, workers, prefix, progress)
+        run = _FigureRun(staging.path, options, workers, progress)
+        return _reproduce_into(run)
 
 
-def _reproduce_into(
-    out: Path,
-    figures: Sequence[str],
-    quick: bool,
-    seed: int,
-    workers: int,
-    prefix: str,
-    progress: Progress,
-) -> dict[str, Any]:
+def _reproduce_into(run: _FigureRun) -> dict[str, Any]:
     timings: dict[str, float] = {}
     summary: dict[str, Any] = {}
     runners = {"4-1": _fig_4_1, "4-2": _fig_4_2, "4-4": _fig_4_4, "5-6": _fig_5_6, "5-7": _fig_5_7}
+    figures = run.options.figures
     for fig in FIGURES:
         if fig in figures:
-            run = _FigureRun(out, prefix, quick, seed, workers, progress)
             timings[fig], summary[fig] = runners[fig](run)
     result = {"timings_seconds": timings, "summary": summary}
     write_json(
         {
             **result,
             "manifest": _manifest(
-                {"figures": list(figures), "quick": quick, "workers": workers}, seed, timings
+                {"figures": list(figures), "quick": run.quick, "workers": run.workers},
+                run.seed,
+                timings,
             ),
         },
-        out / f"{prefix}timings.json",
+        run.path("timings.json"),
     )
     return result
 
@@ -375,18 +429,26 @@ class _FigureRun:
     """The settings every figure of :func:`reproduce_figures` shares."""
 
     out: Path
-    prefix: str
-    quick: bool
-    seed: int
+    options: FiguresOptions
     workers: int
     progress: Progress
 
+    @property
+    def quick(self) -> bool:
+        """Small sizes."""
+        return self.options.quick
+
+    @property
+    def seed(self) -> int:
+        """The master seed."""
+        return self.options.seed
+
     def path(self, name: str) -> Path:
         """``out/<prefix><name>``."""
-        return self.out / f"{self.prefix}{name}"
+        return self.out / f"{self.options.prefix}{name}"
 
-    def options(self, label: str, seed_offset: int = 0) -> dict[str, Any]:
-        """``seed``, ``workers`` and ``progress`` for an experiment function.
+    def execution(self, label: str) -> dict[str, Any]:
+        """``workers`` and ``progress`` for an experiment function.
 
         Its progress lines (trials done / total, ETA) start with ``label``.
         """
@@ -394,11 +456,7 @@ class _FigureRun:
         def cb(line: str) -> None:
             say(self.progress, f"{label}: {line}")
 
-        return {
-            "seed": self.seed + seed_offset,
-            "workers": self.workers,
-            "progress": None if self.progress is None else cb,
-        }
+        return {"workers": self.workers, "progress": None if self.progress is None else cb}
 
     def write(self, record: dict[str, Any], name: str, seconds: float) -> None:
         """Add ``seconds_to_reproduce`` to ``record`` and write it as ``<prefix><name>``."""
@@ -411,7 +469,9 @@ def _fig_4_1(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
     n, trials = (200, 10) if run.quick else (1000, 20)
     counts = [int(round(f * n)) for f in np.arange(0.04, 1.0 + 1e-9, 0.04)]
-    curve = recovery_curve(n, counts, trials=trials, **run.options("fig 4-1"))
+    curve = recovery_curve(
+        RecoveryCurveOptions(n, counts, trials=trials, seed=run.seed), **run.execution("fig 4-1")
+    )
     plot_recovery_curves(
         [curve],
         run.path("fig_4-1.png"),
@@ -427,7 +487,10 @@ def _fig_4_2(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     """Figs. 4-2 and 4-3: queries needed for full recovery vs n."""
     t0 = time.perf_counter()
     ns = [50, 100, 150, 200] if run.quick else [100, 200, 300, 400, 500, 600, 800, 1000]
-    thr = recovery_thresholds(ns, trials=5 if run.quick else 6, **run.options("fig 4-2"))
+    thr = recovery_thresholds(
+        RecoveryThresholdsOptions(ns, trials=5 if run.quick else 6, seed=run.seed),
+        **run.execution("fig 4-2"),
+    )
     plot_thresholds(thr, run.path("fig_4-2_4-3.png"))
     seconds = time.perf_counter() - t0
     d = thr.to_dict()
@@ -453,9 +516,8 @@ def _fig_4_4(run: _FigureRun) -> tuple[float, dict[str, Any]]:
             }
         )
         spec = NoiseSpec.gaussian(jason_gaussian_variance(n))
-        curves.append(
-            recovery_curve(n, counts, trials=trials, noise=spec, **run.options(f"fig 4-4 n={n}", n))
-        )
+        experiment = RecoveryCurveOptions(n, counts, trials=trials, seed=run.seed + n, noise=spec)
+        curves.append(recovery_curve(experiment, **run.execution(f"fig 4-4 n={n}")))
     plot_recovery_curves(
         curves,
         run.path("fig_4-4.png"),
@@ -488,9 +550,10 @@ def _fig_5_7(run: _FigureRun) -> tuple[float, dict[str, Any]]:
     """Fig. 5-7: recovery from Laplace-noised queries over epsilon and query multiple."""
     t0 = time.perf_counter()
     n, trials = (400, 3) if run.quick else (4000, 6)
-    grid = laplace_grid(
-        n, JASON_FIG57_EPSILONS, JASON_FIG57_MULTIPLES, trials=trials, **run.options("fig 5-7")
+    experiment = LaplaceGridOptions(
+        n, JASON_FIG57_EPSILONS, JASON_FIG57_MULTIPLES, trials=trials, seed=run.seed
     )
+    grid = laplace_grid(experiment, **run.execution("fig 5-7"))
     plot_laplace_grid(grid, run.path("fig_5-7.png"))
     seconds = time.perf_counter() - t0
     d = grid.to_dict()
