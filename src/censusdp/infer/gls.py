@@ -44,7 +44,7 @@ so an executor can run them like TopDown's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -63,6 +63,7 @@ __all__ = [
     "LineSet",
     "Z90",
     "Z95",
+    "TreeFactors",
     "census_intervals",
     "condition_total",
     "condition_zero",
@@ -722,6 +723,42 @@ class LevelEstimates:
     sd: np.ndarray
 
 
+@dataclass(eq=False)
+class TreeFactors:
+    """What the GLS covariance of a sum of bottom units needs (:mod:`censusdp.infer.tree_cov`).
+
+    Filled by :func:`tree_gls` (``factors=``): per level below the root, every unit's
+    upward covariance ``P_c`` (a table of operators and each unit's entry) and whether it
+    carries information (a bypassed single child does not: it is its parent); per level
+    above the bottom, the pseudo-inverse of its children's summed covariance ``S_u^+``;
+    and the root's final covariance.
+    """
+
+    tables: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    index: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    informed: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    child_pinv: dict[int, np.ndarray] = field(default_factory=dict)
+    root_cov: np.ndarray | None = None
+
+    def add_up(
+        self, level: int, table: np.ndarray, index: np.ndarray, informed: np.ndarray | None
+    ) -> None:
+        """Record one upward task's covariances (units in order)."""
+        offset = sum(t.shape[0] for t in self.tables.get(level, []))
+        self.tables.setdefault(level, []).append(table)
+        self.index.setdefault(level, []).append(np.asarray(index, dtype=np.int64) + offset)
+        inf = np.ones(index.size, dtype=bool) if informed is None else np.asarray(informed, bool)
+        self.informed.setdefault(level, []).append(inf)
+
+    def level(self, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(table, index, informed)`` of a level below the root (units in order)."""
+        return (
+            np.concatenate(self.tables[level]),
+            np.concatenate(self.index[level]),
+            np.concatenate(self.informed[level]),
+        )
+
+
 def _map(executor: object | None, fn: Callable, tasks: Iterator) -> Iterator:
     if executor is None:
         return map(fn, tasks)
@@ -738,6 +775,7 @@ def tree_gls(
     executor: object | None = None,
     progress: Progress = None,
     chunk_values: int = 1 << 22,
+    factors: TreeFactors | None = None,
 ) -> Iterator[LevelEstimates]:
     """Two-pass tree GLS; yields the final estimates level by level (top first), chunk by chunk.
 
@@ -750,6 +788,8 @@ def tree_gls(
         executor: runs the bottom level's tasks (``None``: in this process).
         progress: receives one line per level and pass.
         chunk_values: about how many noisy values one bottom task reads.
+        factors: if given, filled with what the covariance of any sum of bottom units
+            needs (:class:`TreeFactors`; complete once the iterator is exhausted).
 
     Yields:
         :class:`LevelEstimates` in level order (top first), chunks in unit order.
@@ -884,6 +924,8 @@ def tree_gls(
         tasks = (up_task(level, a, b) for a, b in spans)
         runner = executor if level == bottom else None
         for res in _map(runner, run_up, tasks):
+            if factors is not None and level > 0:
+                factors.add_up(level, res.cov, res.cov_index, res.informed)
             if level > 0:
                 p0 = int(hierarchy.parent[level][res.start])
                 k = res.parent_sum.shape[0]  # type: ignore[union-attr]
@@ -907,6 +949,8 @@ def tree_gls(
     for level in range(0, bottom + 1):
         if level > 0:
             pinv[level - 1] = op_pinv(child_cov[level - 1])
+            if factors is not None:
+                factors.child_pinv[level - 1] = pinv[level - 1]
         spans = chunks(level)
         keep = level != bottom
 
@@ -957,6 +1001,8 @@ def tree_gls(
         if keep:
             fin_mean[level] = np.concatenate(keep_mean)
             fin_cov[level] = np.concatenate(keep_cov)
+            if factors is not None and level == 0:
+                factors.root_cov = fin_cov[0]
         if level > 0:  # the parents' arrays are no longer needed
             for store in (
                 up_mean,
