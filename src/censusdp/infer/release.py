@@ -25,18 +25,20 @@ import json
 import platform
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import N_HHGQ, Invariants
 from censusdp.data.schema import get_schema
-from censusdp.errors import InputError, SchemaError
+from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
 from censusdp.infer.gls import (
@@ -46,6 +48,7 @@ from censusdp.infer.gls import (
     LevelDesign,
     LevelEstimates,
     LineSet,
+    TreeFactors,
     census_intervals,
     direct_sd,
     level_design,
@@ -61,10 +64,32 @@ from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import PERSON_TABLES, table_definition
+from censusdp.infer.published import (
+    MarginAccumulator,
+    TargetGeography,
+    district_geography,
+    long_table,
+    tabulation_geographies,
+)
+from censusdp.io.tables import read_table_arrays
+from censusdp.tables import PERSON_TABLES, TABLE_NAMES, table_definition
+from censusdp.tables.geoids import geo_identifiers, geoids
 from censusdp.version import __version__
 
-__all__ = ["ESTIMATE_COLUMNS", "ReleaseGLS", "infer_release", "release_gls"]
+__all__ = [
+    "ESTIMATE_COLUMNS",
+    "MARGIN_FORMATS",
+    "ReleaseGLS",
+    "infer_release",
+    "read_plan",
+    "release_gls",
+]
+
+MARGIN_FORMATS = ("parquet", "csv")
+"""Formats of the long-form outputs (``margins``, ``districts``)."""
+
+PLAN_BLOCK_COLUMNS = ("GEOID", "GEOID20", "GEOID10", "BLOCKID", "BLOCK", "geocode")
+"""Column names a plan's block identifiers may have (case-insensitive); else column 1."""
 
 ESTIMATE_COLUMNS = (
     "geolevel",
@@ -251,6 +276,12 @@ class ReleaseGLS:
             :class:`~censusdp.infer.gls.LevelEstimates` has one column per line.
         tabulation: for a spine release, which estimated geounits are tabulation
             geounits (:func:`tabulation_match`); ``None`` for a tabulation release.
+        geography: the release's geography (tabulation and spine).
+        line_sets: the person lines (``total``, P1-P5) and the H1 lines of the unit
+            GLS (``None`` when the units were not measured: H1_001N is invariant).
+        factors: the person and unit trees' :class:`~censusdp.infer.gls.TreeFactors`
+            (the person tree's complete once ``chunks`` is exhausted), for the variance
+            of any set of blocks (:mod:`censusdp.infer.tree_cov`).
     """
 
     hierarchy: Hierarchy
@@ -263,6 +294,9 @@ class ReleaseGLS:
     noise_variances: dict[str, dict[str, float]]
     chunks: Iterator[LevelEstimates]
     tabulation: dict[str, Any] | None = None
+    geography: ReleaseGeography | None = None
+    line_sets: tuple[LineSet, LineSet | None] | None = None
+    factors: tuple[TreeFactors, TreeFactors | None] | None = None
 
 
 TABULATION_NOTE = (
@@ -353,7 +387,8 @@ def release_gls(
         zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
         ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
         parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons):
+        ufactors: TreeFactors | None = TreeFactors()
+        for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons, factors=ufactors):
             parts.setdefault(res.level, []).append((res.estimate, res.sd))
         for level, chunks in parts.items():
             unit_rows[level] = (
@@ -365,6 +400,7 @@ def release_gls(
         unit_names = ulines.names
         occupancy = "GLS from noisy_measurements_units.parquet"
     else:
+        ufactors, ulines = None, None
         unit_names = ("H1_001N",)
         for level in range(hierarchy.n_levels):
             unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
@@ -385,9 +421,18 @@ def release_gls(
                 ]
             )
 
+    pfactors = TreeFactors()
+
     def merged() -> Iterator[LevelEstimates]:
         for res in tree_gls(
-            persons, hierarchy, layout, lines, pcons, executor=executor, progress=progress
+            persons,
+            hierarchy,
+            layout,
+            lines,
+            pcons,
+            executor=executor,
+            progress=progress,
+            factors=pfactors,
         ):
             ue, us = unit_rows[res.level]
             yield LevelEstimates(
@@ -410,7 +455,231 @@ def release_gls(
         {names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()},
         merged(),
         tabulation_match(geo),
+        geo,
+        (lines, ulines),
+        (pfactors, ufactors),
     )
+
+
+def _plan_rows(path: Path, option: str) -> tuple[list[str], list[list[str]], int, str]:
+    """A plan's header, rows (strings) and the number of the first data row in the file
+    (CSV lines, Parquet rows from 1), and what a row is called."""
+    if path.suffix.lower() == ".parquet" or path.is_dir():
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{option} {path}: not a readable Parquet file ({exc})") from None
+        cols = [table.column(c).cast(pa.string()).to_pylist() for c in table.column_names]
+        return list(table.column_names), [list(r) for r in zip(*cols, strict=True)], 1, "row"
+    import csv
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{option} {path}: cannot be read as a UTF-8 text file ({exc})") from None
+    lines = text.splitlines()
+    delim = "|" if lines and "|" in lines[0] else ("\t" if lines and "\t" in lines[0] else ",")
+    rows = [r for r in csv.reader(lines, delimiter=delim)]
+    if not rows:
+        raise InputError(f"{option} {path}: empty file")
+    first = rows[0][0].strip() if rows[0] else ""
+    if first.isdigit():  # no header (a Census block-assignment file: GEOID|DISTRICT)
+        return ["GEOID", "DISTRICT"], rows, 1, "line"
+    return [c.strip() for c in rows[0]], rows[1:], 2, "line"
+
+
+def read_plan(path: str | Path, tabulation: Hierarchy, *, option: str = "--geography") -> np.ndarray:
+    """The district of every block of a plan (block-assignment file), blocks in geocode order.
+
+    A plan is CSV (comma, pipe or tab delimited, with or without a header) or Parquet:
+    one row per block, the block's 15-character GEOID (or censusdp's 16-character
+    geocode) in a column named as one of :data:`PLAN_BLOCK_COLUMNS` (else the first),
+    its district in the next column (else the second).
+
+    Raises:
+        InputError: one line naming the file, row, column and value: an unknown block,
+            a block listed twice, an empty district, a block of the release in no
+            district.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{option} {path}: no such file")
+    header, rows, first, unit = _plan_rows(path, option)
+    lower = [h.lower() for h in header]
+    gcol = next((lower.index(c.lower()) for c in PLAN_BLOCK_COLUMNS if c.lower() in lower), 0)
+    dcol = 1 if gcol == 0 else 0
+    if len(header) < 2:
+        raise InputError(f"{option} {path}: needs two columns (block GEOID, district)")
+    codes = tabulation.geocodes[-1]
+    by_id = {g: i for i, g in enumerate(geoids(codes, 16).tolist()) if g is not None}
+    by_code = {c: i for i, c in enumerate(codes.tolist())}
+    out = np.full(codes.size, None, dtype=object)
+    seen = np.zeros(codes.size, dtype=np.int64)
+    for r, row in enumerate(rows):
+        where = f"{option} {path}, {unit} {first + r}"
+        if len(row) <= max(gcol, dcol):
+            raise InputError(f"{where}: {len(row)} field(s), expected at least {max(gcol, dcol) + 1}")
+        block, district = (row[gcol] or "").strip(), (row[dcol] or "").strip()
+        b = by_id.get(block, by_code.get(block))
+        if b is None:
+            raise InputError(
+                f"{where}, column {header[gcol]!r}: value {block!r} is not a block GEOID of "
+                "the release"
+            )
+        if not district:
+            raise InputError(f"{where}, column {header[dcol]!r}: empty district for block {block}")
+        if seen[b]:
+            raise InputError(
+                f"{where}, column {header[gcol]!r}: block {block} is assigned again (district "
+                f"{district!r}; first at {unit} {seen[b]} to district {out[b]!r})"
+            )
+        seen[b], out[b] = first + r, district
+    missing = np.flatnonzero(seen == 0)
+    if missing.size:
+        ids = geo_identifiers(codes[missing[:1]], 16)["GEOID"]
+        raise InputError(
+            f"{option} {path}: {missing.size:,} block(s) of the release are in no district, "
+            f"e.g. GEOID {ids[0] or codes[missing[0]]} (a plan assigns every block)"
+        )
+    return out.astype(str)
+
+
+def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray]:
+    """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1)."""
+    arrs = read_table_arrays(run_dir / "tables", tab)
+    return [
+        np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
+    ]
+
+
+class _LongWriter:
+    """``NAME.parquet`` and/or ``NAME.csv`` written table by table (atomic files entered
+    on ``stack``: removed unless the stack closes without an error)."""
+
+    def __init__(self, stack: ExitStack, out_dir: Path, name: str, formats: tuple[str, ...]):
+        self.paths = [out_dir / f"{name}.{f}" for f in formats]
+        self.formats = formats
+        self.rows = 0
+        self._tmp = [stack.enter_context(atomic_path(p)) for p in self.paths]
+        self._writers: list[Any] = []
+        stack.callback(self._close)
+
+    def write(self, table: pa.Table, csv: bool = True) -> None:
+        """Append ``table`` (to the CSV file too unless ``csv`` is false)."""
+        if not self._writers:
+            for fmt, tmp in zip(self.formats, self._tmp, strict=True):
+                if fmt == "parquet":
+                    self._writers.append(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
+                else:
+                    self._writers.append(pcsv.CSVWriter(str(tmp), table.schema))
+        for fmt, w in zip(self.formats, self._writers, strict=True):
+            if csv or fmt != "csv":
+                w.write_table(table)
+        self.rows += table.num_rows
+
+    def _close(self) -> None:
+        for w in self._writers:
+            w.close()
+
+
+def _write_margins(
+    out_dir: Path,
+    gls: ReleaseGLS,
+    acc: MarginAccumulator,
+    published: list[np.ndarray],
+    formats: tuple[str, ...],
+) -> dict[str, Any]:
+    """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
+    hierarchy, geo = gls.hierarchy, gls.geography
+    assert gls.line_sets is not None and gls.factors is not None and geo is not None
+    n_person = len(gls.line_sets[0])
+    parts = [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
+    ]
+    variances = acc.variances(hierarchy, parts)
+    tab = geo.tabulation
+    counts: dict[str, int] = {}
+    with ExitStack() as stack:
+        margins = _LongWriter(stack, out_dir, "margins", formats)
+        districts = None
+        if any(g.tabulation_level is None for g in acc.geographies):
+            districts = _LongWriter(stack, out_dir, "districts", formats)
+        for g, est, var in zip(acc.geographies, acc.sums, variances, strict=True):
+            if districts is not None and g.tabulation_level is None:  # published block sums
+                pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
+                np.add.at(pub, geo.to_tabulation(g.target), published[-1])
+                districts.write(long_table(g, gls.lines, est, var, pub))
+            else:
+                margins.write(long_table(g, gls.lines, est, var, published[g.tabulation_level]))
+            counts[g.geolevel] = g.n
+        # blocks: the tree's own estimates (each spine block is a tabulation block)
+        bl = tab.n_levels - 1
+        ids = geo_identifiers(tab.geocodes[bl], tab.geolevels.levels[bl].length, "Block")
+        est = geo.to_tabulation(acc.block_estimate)
+        var = geo.to_tabulation(acc.block_sd) ** 2
+        step = 2048
+        for a in range(0, tab.n_units(bl), step):
+            sl = slice(a, min(a + step, tab.n_units(bl)))
+            g = TargetGeography("Block", np.zeros(0), {k: v[sl] for k, v in ids.items()}, bl)
+            table = long_table(g, gls.lines, est[sl], var[sl], published[bl][sl])
+            margins.write(table, csv=False)  # blocks: Parquet only (a state's CSV is GBs)
+        counts["Block"] = tab.n_units(bl)
+    return {
+        "files": [p.name for p in margins.paths + (districts.paths if districts else [])],
+        "rows": margins.rows,
+        "district_rows": districts.rows if districts else 0,
+        "geounits": counts,
+    }
+
+
+def _stream_estimates(
+    out_dir: Path, gls: ReleaseGLS, acc: MarginAccumulator | None, progress: Progress
+) -> tuple[int, _LevelStats]:
+    """Write ``estimates.parquet`` (the estimated geounits) as the GLS streams; feed the
+    bottom level's chunks to ``acc``."""
+    hierarchy = gls.hierarchy
+    names = hierarchy.geolevels.names
+    nlines = len(gls.lines)
+    bottom = hierarchy.n_levels - 1
+    stats = _LevelStats()
+    rows = 0
+    with atomic_path(out_dir / "estimates.parquet") as tmp:
+        writer: pq.ParquetWriter | None = None
+        n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
+        bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
+        try:
+            for res in gls.chunks:
+                bar.advance(res.stop - res.start)
+                dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
+                stats.add(names[res.level], gls.lines, res.sd, dsd)
+                if acc is not None and res.level == bottom:
+                    acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
+                table = _chunk_table(
+                    names[res.level],
+                    hierarchy.geocodes[res.level][res.start : res.stop],
+                    gls.lines,
+                    res.estimate,
+                    res.sd,
+                )
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                rows += table.num_rows
+            bar.close()
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows, stats
+
+
+MARGINS_NOTE = (
+    "margins.* holds every published geounit (US, State, County, Tract, BlockGroup, Block "
+    "of the tabulation hierarchy, keyed by GEOID/SUMLEV/NAME exactly as tables/) and every "
+    "published variable: value (the published count), gls_estimate with gls_sd, "
+    "gls_moe90/95 (z sd) and integer intervals; sums of blocks across spine geounits take "
+    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov)"
+)
 
 
 def infer_release(
@@ -424,12 +693,17 @@ def infer_release(
     zero_constraints: bool = True,
     progress: Progress = None,
     command: list[str] | None = None,
+    geography: str | Path | None = None,
+    formats: tuple[str, ...] = MARGIN_FORMATS,
 ) -> dict[str, Any]:
     """GLS estimates, standard deviations and intervals of every published cell.
 
     Args:
         run_dir: a release directory written by ``censusdp run``.
-        out_dir: the directory to write ``estimates.parquet`` and ``manifest.json`` to.
+        out_dir: the directory to write ``estimates.parquet`` (the estimated geounits),
+            ``margins.parquet``/``.csv`` (every published geounit and variable, long form,
+            keyed as ``tables/``), ``districts.*`` (with ``geography``) and
+            ``manifest.json`` to.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
             nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
         workers, executor, spark_master: where the bottom level's family tasks run
@@ -437,17 +711,24 @@ def infer_release(
         zero_constraints: enter the zeros implied by the block invariants.
         progress: receives log lines.
         command: recorded in the manifest.
+        geography: a plan (block-assignment file, :func:`read_plan`): its districts'
+            published sums, GLS estimates and margins go to ``districts.*``.
+        formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
 
     Returns:
         The manifest written to ``out_dir/manifest.json``.
 
     Raises:
-        InputError: for a missing or malformed release file.
+        InputError: for a missing or malformed release file or plan.
         ConfigError: for an existing non-empty ``out_dir`` without ``overwrite``.
     """
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    with staged_output(out_dir, overwrite, [run_dir], command="infer") as staging:
+    bad = [f for f in formats if f not in MARGIN_FORMATS]
+    if bad or not formats:
+        raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
+    inputs = [run_dir] + ([Path(geography)] if geography is not None else [])
+    with staged_output(out_dir, overwrite, inputs, command="infer") as staging:
         out_dir = staging.path
         require_valid(run_dir, what="infer", mdf=False, progress=progress)
         timings: dict[str, float] = {}
@@ -462,95 +743,98 @@ def infer_release(
                 progress=progress,
                 timings=timings,
             )
-            hierarchy = gls.hierarchy
-            if gls.tabulation is not None:
-                say(progress, f"note: {gls.tabulation['note']}")
-            names = hierarchy.geolevels.names
-            nlines = len(gls.lines)
-            stats = _LevelStats()
-            rows = 0
+            geo = gls.geography
+            assert geo is not None
+            targets = tabulation_geographies(geo)
+            if geography is not None:
+                plan = read_plan(geography, geo.tabulation)
+                targets.append(district_geography(plan, geo))
+                say(progress, f"plan {geography}: {targets[-1].n:,} districts")
+            published = _published_levels(run_dir, geo.tabulation)
+            acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines))
             t = time.perf_counter()
-            with atomic_path(out_dir / "estimates.parquet") as tmp:
-                writer: pq.ParquetWriter | None = None
-                n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
-                bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
-                try:
-                    for res in gls.chunks:
-                        bar.advance(res.stop - res.start)
-                        dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
-                        stats.add(names[res.level], gls.lines, res.sd, dsd)
-                        table = _chunk_table(
-                            names[res.level],
-                            hierarchy.geocodes[res.level][res.start : res.stop],
-                            gls.lines,
-                            res.estimate,
-                            res.sd,
-                        )
-                        if writer is None:
-                            writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                        rows += table.num_rows
-                    bar.close()
-                finally:
-                    if writer is not None:
-                        writer.close()
+            rows, stats = _stream_estimates(out_dir, gls, acc, progress)
             timings["persons"] = time.perf_counter() - t
         finally:
             close = getattr(ex, "close", None)
             if close is not None:
                 close()
         say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
-
+        t = time.perf_counter()
+        margins = _write_margins(out_dir, gls, acc, published, tuple(formats))
+        timings["margins"] = time.perf_counter() - t
+        say(progress, f"wrote {margins['rows']:,} margins of published geounits ({', '.join(margins['files'])})")
         timings["total"] = time.perf_counter() - t0
-        direct_named = {
-            names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
-        }
-        manifest_in = gls.manifest
-        # the privacy loss its budgets compose to (what validation held the manifest to),
-        # recomputed, never the manifest's own words
-        spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
-        bottom = hierarchy.n_levels - 1
-        manifest: dict[str, Any] = {
-            "package_version": __version__,
-            "command": command,
-            "release": str(run_dir.resolve()),
-            "release_rho": spent["rho"],
-            "release_epsilon": spent["epsilon"],
-            "release_delta": spent["delta"],
-            "release_mechanism": spent["mechanism"],
-            "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
-            "seed": None,
-            "randomness": "none (deterministic computation)",
-            "schema": gls.schema_name,
-            "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-            "geounits": {
-                lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
-            },
-            "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
-            **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
-            "constraints": {
-                "total_population_exact_at": names[gls.total_level],
-                "housing_units_exact_at": names[bottom],
-                "zeros_from_block_invariants": bool(zero_constraints),
-            },
-            "housing_units": gls.occupancy,
-            "interval_rule": (
-                "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
-                "t = 1e-9 max(1, |estimate|) (round-off)"
-            ),
-            "z": {"ci90": Z90, "ci95": Z95},
-            "columns": list(ESTIMATE_COLUMNS),
-            "lines": list(gls.lines),
-            "rows": rows,
-            "levels": stats.to_dict(direct_named),
-            "noise_variances": gls.noise_variances,
-            "executor": ex_record,
-            "platform": platform.platform(),
-            "timings": {k: round(v, 4) for k, v in timings.items()},
-            "peak_memory_mb": peak_rss_mb(),
-            "outputs": ["estimates.parquet", "manifest.json"],
-        }
+        manifest = _output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
+        manifest["margins"] = {"note": MARGINS_NOTE, **margins}
+        if geography is not None:
+            manifest["plan"] = str(Path(geography).resolve())
+        manifest.update(
+            {
+                "executor": ex_record,
+                "platform": platform.platform(),
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "peak_memory_mb": peak_rss_mb(),
+                "outputs": ["estimates.parquet", *margins["files"], "manifest.json"],
+            }
+        )
         write_text(
             json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / "manifest.json"
         )
         return manifest
+
+
+def _output_manifest(
+    gls: ReleaseGLS,
+    run_dir: Path,
+    command: list[str] | None,
+    zero_constraints: bool,
+    rows: int,
+    stats: _LevelStats,
+) -> dict[str, Any]:
+    """What ``infer``'s manifest says about the release, the method and the estimates."""
+    hierarchy = gls.hierarchy
+    names = hierarchy.geolevels.names
+    direct_named = {
+        names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
+    }
+    manifest_in = gls.manifest
+    # the privacy loss its budgets compose to (what validation held the manifest to),
+    # recomputed, never the manifest's own words
+    spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
+    bottom = hierarchy.n_levels - 1
+    return {
+        "package_version": __version__,
+        "command": command,
+        "release": str(run_dir.resolve()),
+        "release_rho": spent["rho"],
+        "release_epsilon": spent["epsilon"],
+        "release_delta": spent["delta"],
+        "release_mechanism": spent["mechanism"],
+        "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
+        "seed": None,
+        "randomness": "none (deterministic computation)",
+        "schema": gls.schema_name,
+        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
+        "geounits": {
+            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
+        },
+        "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
+        **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
+        "constraints": {
+            "total_population_exact_at": names[gls.total_level],
+            "housing_units_exact_at": names[bottom],
+            "zeros_from_block_invariants": bool(zero_constraints),
+        },
+        "housing_units": gls.occupancy,
+        "interval_rule": (
+            "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
+            "t = 1e-9 max(1, |estimate|) (round-off)"
+        ),
+        "z": {"ci90": Z90, "ci95": Z95},
+        "columns": list(ESTIMATE_COLUMNS),
+        "lines": list(gls.lines),
+        "rows": rows,
+        "levels": stats.to_dict(direct_named),
+        "noise_variances": gls.noise_variances,
+    }
