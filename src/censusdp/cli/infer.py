@@ -24,6 +24,7 @@ from censusdp.cli._common import (
     add_json_output,
     add_release,
     emit_json,
+    input_option,
     output_option,
 )
 from censusdp.progress import printer as progress_printer
@@ -34,6 +35,8 @@ _RELEASE_DEFAULTS = {
     "executor": "auto",
     "spark_master": None,
     "no_zero_constraints": False,
+    "geography": None,
+    "format": "parquet,csv",
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -71,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "measurements, invariants and manifest only: a bottom-up pass pools children into "
             "parents, a top-down pass passes each parent's refined estimate back. Writes "
             "DIR/estimates.parquet (geolevel, geocode, query, estimate, sd, ci90_low, "
-            "ci90_high, ci95_low, ci95_high) and DIR/manifest.json. "
+            "ci90_high, ci95_low, ci95_high) for the geounits measured, DIR/margins.parquet and "
+            "margins.csv (long form: GEOID, SUMLEV, NAME, geolevel, table, variable, value, "
+            "moe90, moe95, gls_estimate, gls_sd, gls_moe90, gls_moe95, intervals) for every "
+            "published geounit, joining tables/ by GEOID, and with --geography PLAN "
+            "DIR/districts.* for the plan's districts; DIR/manifest.json. "
             "censusdp infer posterior: the posterior of theta, the proportion of the n people "
             "of a subgroup, from a noisy count X = k + Z with the exact likelihood of the "
             "release mechanism summed over the unknown true count k = 0..n (Gong 2022), a "
@@ -90,6 +97,21 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
     output_option(g.add_argument("--out", metavar="DIR", help="output directory (required)"), "dir")
     add_executor(g, what="block-level tasks")
+    input_option(
+        g.add_argument(
+            "--geography",
+            metavar="PLAN",
+            help="a plan: CSV (comma, pipe or tab; header optional) or Parquet mapping every "
+            "block's GEOID to a district id (a block-assignment file); writes DIR/districts.* "
+            "(published totals, GLS estimate, sd, 90%%/95%% margins and intervals per district)",
+        )
+    )
+    g.add_argument(
+        "--format",
+        default="parquet,csv",
+        help="formats of the long-form outputs margins.* and districts.* (comma-separated: "
+        "parquet, csv; blocks go to Parquet only)",
+    )
     g.add_argument(
         "--no-zero-constraints",
         action="store_true",
@@ -240,9 +262,15 @@ def _release(args: argparse.Namespace) -> int:
         zero_constraints=not args.no_zero_constraints,
         progress=progress_printer(args.quiet),
         command=sys.argv,
+        geography=args.geography,
+        formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
     )
+    mg = m["margins"]
     print(
         f"wrote {m['rows']:,} GLS estimates for {sum(m['geounits'].values()):,} geounits to "
-        f"{args.out}/estimates.parquet in {m['timings']['total']:.1f}s"
+        f"{args.out}/estimates.parquet and {mg['rows']:,} margins of published counts for "
+        f"{sum(mg['geounits'].values()):,} published geounits"
+        + (f" (districts: {mg['geounits'].get('District', 0):,})" if args.geography else "")
+        + f" ({', '.join(mg['files'])}) in {m['timings']['total']:.1f}s"
     )
     return 0

@@ -220,9 +220,10 @@ def long_table(
     tables = np.asarray([v.split("_", 1)[0] for v in variables], dtype=object)
 
     def ident(name: str) -> pa.Array:
-        return pa.DictionaryArray.from_arrays(
-            pa.array(unit), pa.array(geography.ids[name], pa.string())
-        )
+        values = pa.array(geography.ids[name], pa.string())
+        if values.null_count:  # a dictionary may not hold a null (Parquet, CSV writers)
+            return values.take(pa.array(unit))
+        return pa.DictionaryArray.from_arrays(pa.array(unit), values)
 
     def opt(values: np.ndarray, typ: pa.DataType) -> pa.Array:
         return pa.array(values, typ, mask=~valid)
