@@ -544,8 +544,11 @@ def read_plan(path: str | Path, tabulation: Hierarchy, *, option: str = "--geogr
     return out.astype(str)
 
 
-def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray]:
-    """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1)."""
+def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
+    """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1); ``None``
+    for a release directory without its tables (the GLS needs only the NMF)."""
+    if not (run_dir / "tables").is_dir():
+        return [None] * tab.n_levels
     arrs = read_table_arrays(run_dir / "tables", tab)
     return [
         np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
@@ -586,7 +589,7 @@ def _write_margins(
     out_dir: Path,
     gls: ReleaseGLS,
     acc: MarginAccumulator,
-    published: list[np.ndarray],
+    published: list[np.ndarray | None],
     formats: tuple[str, ...],
 ) -> dict[str, Any]:
     """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
@@ -607,8 +610,10 @@ def _write_margins(
             districts = _LongWriter(stack, out_dir, "districts", formats)
         for g, est, var in zip(acc.geographies, acc.sums, variances, strict=True):
             if districts is not None and g.tabulation_level is None:  # published block sums
-                pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
-                np.add.at(pub, geo.to_tabulation(g.target), published[-1])
+                pub = None
+                if published[-1] is not None:
+                    pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
+                    np.add.at(pub, geo.to_tabulation(g.target), published[-1])
                 districts.write(long_table(g, gls.lines, est, var, pub))
             else:
                 margins.write(long_table(g, gls.lines, est, var, published[g.tabulation_level]))
@@ -622,7 +627,8 @@ def _write_margins(
         for a in range(0, tab.n_units(bl), step):
             sl = slice(a, min(a + step, tab.n_units(bl)))
             g = TargetGeography("Block", np.zeros(0), {k: v[sl] for k, v in ids.items()}, bl)
-            table = long_table(g, gls.lines, est[sl], var[sl], published[bl][sl])
+            pub = published[bl]
+            table = long_table(g, gls.lines, est[sl], var[sl], None if pub is None else pub[sl])
             margins.write(table, csv=False)  # blocks: Parquet only (a state's CSV is GBs)
         counts["Block"] = tab.n_units(bl)
     return {
