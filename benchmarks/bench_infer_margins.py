@@ -79,9 +79,7 @@ def _plan(truth: pd.DataFrame, districts: int, seed: int, path: Path) -> np.ndar
     rng = np.random.default_rng(seed)
     d = random_districts(pop, max(1, int(pop.sum() // districts)), rng)
     labels = np.where(d >= 0, d.astype(str), "rest")
-    pd.DataFrame({"GEOID20": blocks.GEOID.to_numpy(), "DISTRICT": labels}).to_csv(
-        path, index=False
-    )
+    pd.DataFrame({"GEOID20": blocks.GEOID.to_numpy(), "DISTRICT": labels}).to_csv(path, index=False)
     return labels
 
 
@@ -129,23 +127,63 @@ def main() -> None:
     timings = []
     for seed in [int(s) for s in args.seeds.split(",")]:
         cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
-        _cli("generate", "--state", args.state, "--seed", str(seed), "--scale", str(args.scale),
-             "--out", str(cef), "--overwrite")
-        t_run = _cli("run", "--input", str(cef), "--out", str(run), "--seed", str(seed),
-                     "--workers", str(args.workers), "--overwrite")
+        _cli(
+            "generate",
+            "--state",
+            args.state,
+            "--seed",
+            str(seed),
+            "--scale",
+            str(args.scale),
+            "--out",
+            str(cef),
+            "--overwrite",
+        )
+        t_run = _cli(
+            "run",
+            "--input",
+            str(cef),
+            "--out",
+            str(run),
+            "--seed",
+            str(seed),
+            "--workers",
+            str(args.workers),
+            "--overwrite",
+        )
         truth = _truth(cef, run)
         _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
         extra = ["--simulations", str(args.simulations)] if args.simulations else []
-        t_inf = _cli("infer", str(run), "--out", str(out), "--geography",
-                     str(base / f"plan{seed}.csv"), "--workers", str(args.workers),
-                     "--format", "parquet", "--overwrite", *extra)
+        t_inf = _cli(
+            "infer",
+            str(run),
+            "--out",
+            str(out),
+            "--geography",
+            str(base / f"plan{seed}.csv"),
+            "--workers",
+            str(args.workers),
+            "--format",
+            "parquet",
+            "--overwrite",
+            *extra,
+        )
         man = json.loads((out / "manifest.json").read_text())
-        timings.append({"seed": seed, "run_s": round(t_run, 2), "infer_s": round(t_inf, 2),
-                        "infer_timings": man["timings"]})
+        timings.append(
+            {
+                "seed": seed,
+                "run_s": round(t_run, 2),
+                "infer_s": round(t_inf, 2),
+                "infer_timings": man["timings"],
+            }
+        )
         m = pq.read_table(out / "margins.parquet", filters=[("variable", "in", list(LINES))])
         m = m.to_pandas()
-        m = m.merge(truth.melt(id_vars=["GEOID", "SUMLEV"], value_name="truth"),
-                    on=["GEOID", "SUMLEV", "variable"], how="left")
+        m = m.merge(
+            truth.melt(id_vars=["GEOID", "SUMLEV"], value_name="truth"),
+            on=["GEOID", "SUMLEV", "variable"],
+            how="left",
+        )
         assert m.truth.notna().all(), "a published geounit without a true row"
         d = pq.read_table(out / "districts.parquet", filters=[("variable", "in", list(LINES))])
         d = d.to_pandas()
@@ -158,18 +196,23 @@ def main() -> None:
         frame["seed"] = seed
         rows.append(frame)
         print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
-    print(json.dumps({
-        "state": args.state,
-        "scale": args.scale,
-        "seeds": args.seeds,
-        "districts": args.districts,
-        "simulations": args.simulations,
-        "spine": "optimized (pl94-2020 default)",
-        "coverage": _pooled(rows),
-        "per_seed": {str(f.seed.iloc[0]): _coverage(f) for f in rows},
-        "timings": timings,
-        "dir": str(base),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "state": args.state,
+                "scale": args.scale,
+                "seeds": args.seeds,
+                "districts": args.districts,
+                "simulations": args.simulations,
+                "spine": "optimized (pl94-2020 default)",
+                "coverage": _pooled(rows),
+                "per_seed": {str(f.seed.iloc[0]): _coverage(f) for f in rows},
+                "timings": timings,
+                "dir": str(base),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,9 @@ def _truth(spine_release) -> pd.DataFrame:
     cef = read_cef(spine_release["cef"])
     t = tabulate(cef.persons, cef.units, h)
     frames = [
-        t[name].drop_columns(["geolevel", "geocode", "NAME"]).to_pandas()
+        t[name]
+        .drop_columns(["geolevel", "geocode", "NAME"])
+        .to_pandas()
         .melt(id_vars=["GEOID", "SUMLEV"], value_name="truth")
         for name in t
     ]
@@ -179,7 +181,7 @@ def test_plan_mistakes_are_one_line(spine_release, tmp_path, capsys, edit, words
 def test_plan_as_parquet_and_pipe_delimited_file(spine_release, tmp_path) -> None:
     """A Parquet plan and a header-less pipe-delimited block-assignment file give the
     same districts as the CSV."""
-    from censusdp.infer.release import read_plan
+    from censusdp.infer.plan import read_plan
     from censusdp.io.invariants import read_invariants
 
     plan = pd.read_csv(spine_release["plan"], dtype=str)

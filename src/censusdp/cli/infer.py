@@ -37,6 +37,7 @@ _RELEASE_DEFAULTS = {
     "no_zero_constraints": False,
     "geography": None,
     "format": "parquet,csv",
+    "simulations": 0,
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -51,7 +52,6 @@ _POSTERIOR_DEFAULTS = {
     "prior_b": 1.0,
     "method": "exact",
     "draws": 20_000,
-    "seed": 0,
     "json": None,
     "plot": None,
 }
@@ -113,6 +113,15 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "parquet, csv; blocks go to Parquet only)",
     )
     g.add_argument(
+        "--simulations",
+        type=int,
+        default=0,
+        metavar="K",
+        help="margins of the published counts (moe90, moe95) by K Approximate Monte Carlo "
+        "re-releases of the release's microdata with its own plan, spine and estimator "
+        "(each costs about one TopDown run; 0: none, the columns are null)",
+    )
+    g.add_argument(
         "--no-zero-constraints",
         action="store_true",
         help="do not enter the zeros implied by the block invariants (no household "
@@ -153,7 +162,12 @@ def _add_posterior_options(parser: argparse.ArgumentParser) -> None:
         help="exact Beta mixture, ABC with the mechanism as kernel, or Gibbs MCMC",
     )
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
-    q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
+    q.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the samplers (abc, mcmc); with RUN, of the --simulations",
+    )
     add_json_output(q)
     output_option(
         q.add_argument(
@@ -264,6 +278,8 @@ def _release(args: argparse.Namespace) -> int:
         command=sys.argv,
         geography=args.geography,
         formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+        simulations=args.simulations,
+        seed=args.seed,
     )
     mg = m["margins"]
     print(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +24,6 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.infer.gls import Z90, Z95, LineSet, TreeFactors, census_intervals
 from censusdp.infer.tree_cov import partition_variances
-from typing import TYPE_CHECKING
 from censusdp.tables import TABLE_NAMES, table_definition
 from censusdp.tables.geoids import geo_identifiers
 
@@ -98,14 +98,14 @@ def tabulation_geographies(geo: ReleaseGeography) -> list[TargetGeography]:
     for ti, lv in enumerate(tab.geolevels.levels[:-1]):
         target = np.asarray(geo.to_estimation(tab.ancestor_index(ti)), dtype=np.int64)
         out.append(
-            TargetGeography(lv.name, target, geo_identifiers(tab.geocodes[ti], lv.length, lv.name), ti)
+            TargetGeography(
+                lv.name, target, geo_identifiers(tab.geocodes[ti], lv.length, lv.name), ti
+            )
         )
     return out
 
 
-def district_geography(
-    district_of_block: np.ndarray, geo: ReleaseGeography
-) -> TargetGeography:
+def district_geography(district_of_block: np.ndarray, geo: ReleaseGeography) -> TargetGeography:
     """The districts of a plan: ``district_of_block`` is each tabulation block's district
     id (a string; blocks in geocode order, every block assigned)."""
     ids, index = np.unique(np.asarray(district_of_block).astype(str), return_inverse=True)
@@ -148,9 +148,7 @@ class MarginAccumulator:
         for g, acc in zip(self.geographies, self.sums, strict=True):
             t = g.target[start:stop]
             keep = np.flatnonzero(t >= 0)
-            op = sp.csr_matrix(
-                (np.ones(keep.size), (t[keep], keep)), shape=(g.n, stop - start)
-            )
+            op = sp.csr_matrix((np.ones(keep.size), (t[keep], keep)), shape=(g.n, stop - start))
             acc += op @ estimate
         if self.block_estimate is not None and self.block_sd is not None:
             self.block_estimate[start:stop] = estimate

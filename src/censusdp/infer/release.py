@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import N_HHGQ, Invariants
@@ -41,6 +42,8 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
+from censusdp.infer._estimates import LevelStats, chunk_table
+from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
 from censusdp.infer.gls import (
     Z90,
     Z95,
@@ -49,21 +52,12 @@ from censusdp.infer.gls import (
     LevelEstimates,
     LineSet,
     TreeFactors,
-    census_intervals,
     direct_sd,
     level_design,
     make_lines,
     tree_gls,
 )
-from censusdp.io.atomic import atomic_path, write_text
-from censusdp.io.invariants import read_invariants
-from censusdp.io.nmf import NMFReader
-from censusdp.io.output import staged_output
-from censusdp.privacy.budget import release_privacy
-from censusdp.progress import Progress, say, task
-from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
-from censusdp.release.spine import ReleaseGeography, geography_of_run
-from censusdp.release.validate import require_valid
+from censusdp.infer.plan import read_plan
 from censusdp.infer.published import (
     MarginAccumulator,
     TargetGeography,
@@ -71,9 +65,19 @@ from censusdp.infer.published import (
     long_table,
     tabulation_geographies,
 )
+from censusdp.io.atomic import atomic_path, write_text
+from censusdp.io.invariants import read_invariants
+from censusdp.io.mdf import read_mdf_histograms
+from censusdp.io.nmf import NMFReader
+from censusdp.io.output import staged_output
 from censusdp.io.tables import read_table_arrays
-from censusdp.tables import PERSON_TABLES, TABLE_NAMES, table_definition
-from censusdp.tables.geoids import geo_identifiers, geoids
+from censusdp.privacy.budget import release_privacy
+from censusdp.progress import Progress, say, task
+from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
+from censusdp.release.spine import ReleaseGeography, geography_of_run
+from censusdp.release.validate import require_valid
+from censusdp.tables import PERSON_TABLES, TABLE_NAMES, table_arrays, table_definition
+from censusdp.tables.geoids import geo_identifiers
 from censusdp.version import __version__
 
 __all__ = [
@@ -81,15 +85,12 @@ __all__ = [
     "MARGIN_FORMATS",
     "ReleaseGLS",
     "infer_release",
-    "read_plan",
     "release_gls",
 ]
 
 MARGIN_FORMATS = ("parquet", "csv")
 """Formats of the long-form outputs (``margins``, ``districts``)."""
 
-PLAN_BLOCK_COLUMNS = ("GEOID", "GEOID20", "GEOID10", "BLOCKID", "BLOCK", "geocode")
-"""Column names a plan's block identifiers may have (case-insensitive); else column 1."""
 
 ESTIMATE_COLUMNS = (
     "geolevel",
@@ -190,71 +191,6 @@ def _designs(reader: NMFReader, layout: Layout, hierarchy: Hierarchy) -> dict[in
         if des is not None:
             out[level] = des
     return out
-
-
-def _chunk_table(
-    level: str, codes: np.ndarray, names: tuple[str, ...], est: np.ndarray, sd: np.ndarray
-) -> pa.Table:
-    n, k = est.shape
-    e, s = est.reshape(-1), sd.reshape(-1)
-    lo90, hi90 = census_intervals(e, s, Z90)
-    lo95, hi95 = census_intervals(e, s, Z95)
-    return pa.table(
-        {
-            "geolevel": pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n * k, np.int32)), pa.array([level], pa.string())
-            ),
-            "geocode": pa.DictionaryArray.from_arrays(
-                pa.array(np.repeat(np.arange(n, dtype=np.int32), k)),
-                pa.array(codes.astype(object), pa.string()),
-            ),
-            "query": pa.DictionaryArray.from_arrays(
-                pa.array(np.tile(np.arange(k, dtype=np.int32), n)),
-                pa.array(list(names), pa.string()),
-            ),
-            "estimate": pa.array(e, pa.float64()),
-            "sd": pa.array(s, pa.float64()),
-            "ci90_low": pa.array(lo90, pa.int64()),
-            "ci90_high": pa.array(hi90, pa.int64()),
-            "ci95_low": pa.array(lo95, pa.int64()),
-            "ci95_high": pa.array(hi95, pa.int64()),
-        }
-    )
-
-
-class _LevelStats:
-    """Per geolevel: rows, mean sd of ``total``, and the largest GLS sd / direct sd."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, int] = {}
-        self.total_sd: dict[str, list[float]] = {}
-        self.ratio: dict[str, float] = {}
-        self.exact: dict[str, int] = {}
-
-    def add(self, level: str, names: tuple[str, ...], sd: np.ndarray, direct: np.ndarray) -> None:
-        self.rows[level] = self.rows.get(level, 0) + sd.size
-        self.exact[level] = self.exact.get(level, 0) + int((sd == 0).sum())
-        if "total" in names:
-            acc = self.total_sd.setdefault(level, [0.0, 0.0])
-            acc[0] += float(sd[:, names.index("total")].sum())
-            acc[1] += sd.shape[0]
-        finite = np.isfinite(direct) & (direct > 0)
-        if finite.any():
-            r = float((sd[:, finite] / direct[finite]).max(initial=0.0))
-            self.ratio[level] = max(self.ratio.get(level, 0.0), r)
-
-    def to_dict(self, direct: dict[str, dict[str, float]]) -> dict[str, Any]:
-        out = {}
-        for level, rows in self.rows.items():
-            tot = self.total_sd.get(level)
-            out[level] = {
-                "rows": rows,
-                "rows_known_exactly": self.exact.get(level, 0),
-                "mean_sd_total": tot[0] / tot[1] if tot and tot[1] else None,
-                "direct_sd_total": direct.get(level, {}).get("total"),
-                "max_sd_over_direct_sd": self.ratio.get(level),
-            }
-        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -461,89 +397,6 @@ def release_gls(
     )
 
 
-def _plan_rows(path: Path, option: str) -> tuple[list[str], list[list[str]], int, str]:
-    """A plan's header, rows (strings) and the number of the first data row in the file
-    (CSV lines, Parquet rows from 1), and what a row is called."""
-    if path.suffix.lower() == ".parquet" or path.is_dir():
-        try:
-            table = pq.read_table(path)
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{option} {path}: not a readable Parquet file ({exc})") from None
-        cols = [table.column(c).cast(pa.string()).to_pylist() for c in table.column_names]
-        return list(table.column_names), [list(r) for r in zip(*cols, strict=True)], 1, "row"
-    import csv
-
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{option} {path}: cannot be read as a UTF-8 text file ({exc})") from None
-    lines = text.splitlines()
-    delim = "|" if lines and "|" in lines[0] else ("\t" if lines and "\t" in lines[0] else ",")
-    rows = [r for r in csv.reader(lines, delimiter=delim)]
-    if not rows:
-        raise InputError(f"{option} {path}: empty file")
-    first = rows[0][0].strip() if rows[0] else ""
-    if first.isdigit():  # no header (a Census block-assignment file: GEOID|DISTRICT)
-        return ["GEOID", "DISTRICT"], rows, 1, "line"
-    return [c.strip() for c in rows[0]], rows[1:], 2, "line"
-
-
-def read_plan(path: str | Path, tabulation: Hierarchy, *, option: str = "--geography") -> np.ndarray:
-    """The district of every block of a plan (block-assignment file), blocks in geocode order.
-
-    A plan is CSV (comma, pipe or tab delimited, with or without a header) or Parquet:
-    one row per block, the block's 15-character GEOID (or censusdp's 16-character
-    geocode) in a column named as one of :data:`PLAN_BLOCK_COLUMNS` (else the first),
-    its district in the next column (else the second).
-
-    Raises:
-        InputError: one line naming the file, row, column and value: an unknown block,
-            a block listed twice, an empty district, a block of the release in no
-            district.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{option} {path}: no such file")
-    header, rows, first, unit = _plan_rows(path, option)
-    lower = [h.lower() for h in header]
-    gcol = next((lower.index(c.lower()) for c in PLAN_BLOCK_COLUMNS if c.lower() in lower), 0)
-    dcol = 1 if gcol == 0 else 0
-    if len(header) < 2:
-        raise InputError(f"{option} {path}: needs two columns (block GEOID, district)")
-    codes = tabulation.geocodes[-1]
-    by_id = {g: i for i, g in enumerate(geoids(codes, 16).tolist()) if g is not None}
-    by_code = {c: i for i, c in enumerate(codes.tolist())}
-    out = np.full(codes.size, None, dtype=object)
-    seen = np.zeros(codes.size, dtype=np.int64)
-    for r, row in enumerate(rows):
-        where = f"{option} {path}, {unit} {first + r}"
-        if len(row) <= max(gcol, dcol):
-            raise InputError(f"{where}: {len(row)} field(s), expected at least {max(gcol, dcol) + 1}")
-        block, district = (row[gcol] or "").strip(), (row[dcol] or "").strip()
-        b = by_id.get(block, by_code.get(block))
-        if b is None:
-            raise InputError(
-                f"{where}, column {header[gcol]!r}: value {block!r} is not a block GEOID of "
-                "the release"
-            )
-        if not district:
-            raise InputError(f"{where}, column {header[dcol]!r}: empty district for block {block}")
-        if seen[b]:
-            raise InputError(
-                f"{where}, column {header[gcol]!r}: block {block} is assigned again (district "
-                f"{district!r}; first at {unit} {seen[b]} to district {out[b]!r})"
-            )
-        seen[b], out[b] = first + r, district
-    missing = np.flatnonzero(seen == 0)
-    if missing.size:
-        ids = geo_identifiers(codes[missing[:1]], 16)["GEOID"]
-        raise InputError(
-            f"{option} {path}: {missing.size:,} block(s) of the release are in no district, "
-            f"e.g. GEOID {ids[0] or codes[missing[0]]} (a plan assigns every block)"
-        )
-    return out.astype(str)
-
-
 def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
     """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1); ``None``
     for a release directory without its tables (the GLS needs only the NMF)."""
@@ -553,6 +406,47 @@ def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
     return [
         np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
     ]
+
+
+def _amc_plan(run_dir: Path, manifest: dict[str, Any], geo: ReleaseGeography) -> AMCPlan:
+    """What re-releasing ``run_dir`` needs: its MDF (the plausible truth), budgets, shares
+    and estimation options (:mod:`censusdp.infer.amc`)."""
+    budget, units_budget = recorded_budgets(manifest, str(run_dir / MANIFEST_FILE))
+    postprocess = str(manifest.get("postprocess") or "topdown")
+    if postprocess not in ("topdown", "bottomup"):
+        raise InputError(
+            f"{run_dir / MANIFEST_FILE}: postprocess {postprocess!r} published no counts to "
+            "simulate (--simulations needs a release with tables)"
+        )
+    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
+        if not (run_dir / name).exists():
+            raise InputError(f"{run_dir / name}: missing file (--simulations re-releases the MDF)")
+    tab, inv = read_invariants(run_dir, GeoLevels.from_pairs(list(budget.geolevels)))
+    schema = get_schema(budget.schema)
+    person, pl94, units = read_mdf_histograms(run_dir, tab, schema)
+    mh = geo.estimation
+    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
+    unit_levels = None
+    if units_budget is not None:
+        unit_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(units[:, :2])))
+    plans = (
+        [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
+        None
+        if units_budget is None
+        else [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()],
+    )
+    shares = (
+        geo.unit_shares(budget),
+        None if units_budget is None else geo.unit_shares(units_budget),
+    )
+    options = {
+        "postprocess": postprocess,
+        "units_mode": str(manifest.get("units_estimation") or "consistent"),
+        "estimator": str(manifest.get("estimator") or "ls"),
+        "max_children": manifest.get("max_children"),
+    }
+    truth = table_arrays(pl94, units, tab)
+    return AMCPlan(schema, person_levels, unit_levels, inv, geo, plans, shares, options, truth)
 
 
 class _LongWriter:
@@ -591,6 +485,7 @@ def _write_margins(
     acc: MarginAccumulator,
     published: list[np.ndarray | None],
     formats: tuple[str, ...],
+    amc: AMCResult | None = None,
 ) -> dict[str, Any]:
     """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
     hierarchy, geo = gls.hierarchy, gls.geography
@@ -608,15 +503,20 @@ def _write_margins(
         districts = None
         if any(g.tabulation_level is None for g in acc.geographies):
             districts = _LongWriter(stack, out_dir, "districts", formats)
+        n_district = 0
         for g, est, var in zip(acc.geographies, acc.sums, variances, strict=True):
             if districts is not None and g.tabulation_level is None:  # published block sums
+                mse = None if amc is None else amc.districts[n_district]
+                n_district += 1
                 pub = None
                 if published[-1] is not None:
                     pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
                     np.add.at(pub, geo.to_tabulation(g.target), published[-1])
-                districts.write(long_table(g, gls.lines, est, var, pub))
+                districts.write(long_table(g, gls.lines, est, var, pub, mse))
             else:
-                margins.write(long_table(g, gls.lines, est, var, published[g.tabulation_level]))
+                lv = g.tabulation_level
+                mse = None if amc is None else amc.levels[lv]
+                margins.write(long_table(g, gls.lines, est, var, published[lv], mse))
             counts[g.geolevel] = g.n
         # blocks: the tree's own estimates (each spine block is a tabulation block)
         bl = tab.n_levels - 1
@@ -628,7 +528,10 @@ def _write_margins(
             sl = slice(a, min(a + step, tab.n_units(bl)))
             g = TargetGeography("Block", np.zeros(0), {k: v[sl] for k, v in ids.items()}, bl)
             pub = published[bl]
-            table = long_table(g, gls.lines, est[sl], var[sl], None if pub is None else pub[sl])
+            mse = None if amc is None else amc.levels[bl][sl]
+            table = long_table(
+                g, gls.lines, est[sl], var[sl], None if pub is None else pub[sl], mse
+            )
             margins.write(table, csv=False)  # blocks: Parquet only (a state's CSV is GBs)
         counts["Block"] = tab.n_units(bl)
     return {
@@ -641,14 +544,14 @@ def _write_margins(
 
 def _stream_estimates(
     out_dir: Path, gls: ReleaseGLS, acc: MarginAccumulator | None, progress: Progress
-) -> tuple[int, _LevelStats]:
+) -> tuple[int, LevelStats]:
     """Write ``estimates.parquet`` (the estimated geounits) as the GLS streams; feed the
     bottom level's chunks to ``acc``."""
     hierarchy = gls.hierarchy
     names = hierarchy.geolevels.names
     nlines = len(gls.lines)
     bottom = hierarchy.n_levels - 1
-    stats = _LevelStats()
+    stats = LevelStats()
     rows = 0
     with atomic_path(out_dir / "estimates.parquet") as tmp:
         writer: pq.ParquetWriter | None = None
@@ -661,7 +564,7 @@ def _stream_estimates(
                 stats.add(names[res.level], gls.lines, res.sd, dsd)
                 if acc is not None and res.level == bottom:
                     acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
-                table = _chunk_table(
+                table = chunk_table(
                     names[res.level],
                     hierarchy.geocodes[res.level][res.start : res.stop],
                     gls.lines,
@@ -701,6 +604,8 @@ def infer_release(
     command: list[str] | None = None,
     geography: str | Path | None = None,
     formats: tuple[str, ...] = MARGIN_FORMATS,
+    simulations: int = 0,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """GLS estimates, standard deviations and intervals of every published cell.
 
@@ -720,6 +625,9 @@ def infer_release(
         geography: a plan (block-assignment file, :func:`read_plan`): its districts'
             published sums, GLS estimates and margins go to ``districts.*``.
         formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
+        simulations: ``K`` AMC re-releases for the margins of the published counts
+            (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
+        seed: the AMC's master seed (recorded).
 
     Returns:
         The manifest written to ``out_dir/manifest.json``.
@@ -733,6 +641,8 @@ def infer_release(
     bad = [f for f in formats if f not in MARGIN_FORMATS]
     if bad or not formats:
         raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
+    if simulations < 0:
+        raise ConfigError(f"--simulations must be 0 or more, got {simulations}")
     inputs = [run_dir] + ([Path(geography)] if geography is not None else [])
     with staged_output(out_dir, overwrite, inputs, command="infer") as staging:
         out_dir = staging.path
@@ -761,18 +671,33 @@ def infer_release(
             t = time.perf_counter()
             rows, stats = _stream_estimates(out_dir, gls, acc, progress)
             timings["persons"] = time.perf_counter() - t
+            amc = None
+            if simulations > 0:
+                t = time.perf_counter()
+                amc = simulate_margins(
+                    _amc_plan(run_dir, gls.manifest, geo),
+                    [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
+                    simulations=simulations,
+                    seed=seed,
+                    executor=ex,
+                    progress=progress,
+                )
+                timings["amc"] = time.perf_counter() - t
         finally:
             close = getattr(ex, "close", None)
             if close is not None:
                 close()
         say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
         t = time.perf_counter()
-        margins = _write_margins(out_dir, gls, acc, published, tuple(formats))
+        margins = _write_margins(out_dir, gls, acc, published, tuple(formats), amc)
         timings["margins"] = time.perf_counter() - t
-        say(progress, f"wrote {margins['rows']:,} margins of published geounits ({', '.join(margins['files'])})")
+        say(
+            progress,
+            f"wrote {margins['rows']:,} margins of published geounits ({', '.join(margins['files'])})",
+        )
         timings["total"] = time.perf_counter() - t0
         manifest = _output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
-        manifest["margins"] = {"note": MARGINS_NOTE, **margins}
+        manifest["margins"] = {"note": MARGINS_NOTE, **margins, "amc": _amc_record(amc, seed)}
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(
@@ -790,13 +715,32 @@ def infer_release(
         return manifest
 
 
+def _amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
+    """The manifest's account of the published counts' margins (moe90, moe95)."""
+    if amc is None:
+        return {
+            "simulations": 0,
+            "note": "moe90/moe95 of the published values are null: run with --simulations K "
+            "(K AMC re-releases) to compute them; gls_* columns are exact",
+        }
+    return {
+        "simulations": len(amc.seeds),
+        "seed": seed,
+        "seeds": amc.seeds,
+        "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
+        "own plan, mechanism, shares, spine and estimator; moe = z * root mean square of a "
+        "cell's K errors (re-released - MDF)",
+        "randomness": "seeded (numpy SeedSequence of the seed)",
+    }
+
+
 def _output_manifest(
     gls: ReleaseGLS,
     run_dir: Path,
     command: list[str] | None,
     zero_constraints: bool,
     rows: int,
-    stats: _LevelStats,
+    stats: LevelStats,
 ) -> dict[str, Any]:
     """What ``infer``'s manifest says about the release, the method and the estimates."""
     hierarchy = gls.hierarchy
