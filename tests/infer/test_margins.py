@@ -42,7 +42,7 @@ def spine_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     district = np.minimum(np.arange(ids.size) * 6 // ids.size, 5) + 1
     pd.DataFrame({"GEOID20": ids, "DISTRICT": district}).to_csv(plan, index=False)
     args = ["infer", str(run), "--out", str(out), "--geography", str(plan), "--quiet"]
-    assert main(args) == 0
+    assert main([*args, "--simulations", "2", "--seed", "4"]) == 0
     return {"cef": cef, "run": run, "out": out, "plan": plan, "dir": d}
 
 
@@ -198,3 +198,29 @@ def test_plan_as_parquet_and_pipe_delimited_file(spine_release, tmp_path) -> Non
     np.testing.assert_array_equal(read_plan(tmp_path / "baf.txt", h), ref)
     order = dict(zip(geoids(h.geocodes[-1], 16).tolist(), ref.tolist(), strict=True))
     assert all(order[g] == d for g, d in zip(plan.GEOID20, plan.DISTRICT, strict=True))
+
+
+def test_amc_margins_of_the_published_counts(spine_release) -> None:
+    """The AMC margins (K = 2 re-releases of the MDF): 0 where the invariants fix the
+    count, moe95 / moe90 = 1.96 / 1.645, recorded K and seeds; and they predict the
+    published block and district counts' actual error against the truth within a factor
+    1.6 (root mean square over every published variable), where the GLS sd of the same
+    cells is several times larger (the published counts are the better numbers there)."""
+    out = spine_release["out"]
+    man = json.loads((out / "manifest.json").read_text())
+    amc = man["margins"]["amc"]
+    assert amc["simulations"] == 2 and amc["seed"] == 4 and len(amc["seeds"]) == 2
+    m = pq.read_table(out / "margins.parquet").to_pandas()
+    assert m.moe90.notna().all()
+    fixed = m[(m.variable == "H1_001N") | ((m.variable == "P1_001N") & (m.SUMLEV == "040"))]
+    assert (fixed.moe90 == 0).all()
+    pos = m[m.moe90 > 0]
+    np.testing.assert_allclose(pos.moe95 / pos.moe90, 1.959963984540054 / 1.6448536269514722)
+    truth = _truth(spine_release)
+    m = m.merge(truth, on=["GEOID", "SUMLEV", "variable"])
+    blocks = m[(m.geolevel == "Block") & m.table.isin(["P1", "P3"])]
+    predicted = np.sqrt(((blocks.moe90 / 1.6448536269514722) ** 2).mean())
+    actual = np.sqrt(((blocks.value - blocks.truth) ** 2).mean())
+    assert 1 / 1.6 < predicted / actual < 1.6, (predicted, actual)
+    gls = np.sqrt((blocks.gls_sd**2).mean())
+    assert gls > 3 * actual
