@@ -308,6 +308,32 @@ def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
     return pq.read_table(Path(out) / "estimates.parquet")
 
 
+def infer_margins(
+    run: PathLike, out: PathLike, *, geography: PathLike | None = None, **options: Any
+) -> dict[str, pa.Table]:
+    """Estimates and margins of every published count, keyed as the release's tables
+    (``censusdp infer RUN --out DIR [--geography PLAN] [--simulations K]``).
+
+    Args:
+        run: the release directory.
+        out: the output directory (``margins.parquet``, ``districts.parquet``, ...).
+        geography: a plan (block GEOID -> district, CSV or Parquet) for ``districts``.
+        options: :func:`censusdp.infer.release.infer_release`'s (``simulations=K`` for
+            the published counts' AMC margins, ``seed``, ``workers``, ``formats`` ...).
+
+    Returns:
+        ``{"margins": table}`` (one row per published geounit and variable: ``GEOID``,
+        ``SUMLEV``, ``NAME``, ``geolevel``, ``table``, ``variable``, ``value``, ``moe90``,
+        ``moe95``, ``gls_estimate``, ``gls_sd``, ...; ``.to_pandas()`` for a data frame),
+        and ``"districts"`` with a plan.
+    """
+    from censusdp.infer.release import infer_release as _infer
+    from censusdp.infer.release import read_margins
+
+    _infer(run, out, geography=geography, **options)
+    return read_margins(out)
+
+
 def posterior(counts: Any, law: Any, prior: Any = None, **options: Any) -> dict[str, Any]:
     """Mechanism-aware posterior of a proportion (``censusdp infer posterior``): see
     :func:`censusdp.infer.infer_proportion` (``counts`` are

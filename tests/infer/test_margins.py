@@ -224,3 +224,21 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
     assert 1 / 1.6 < predicted / actual < 1.6, (predicted, actual)
     gls = np.sqrt((blocks.gls_sd**2).mean())
     assert gls > 3 * actual
+
+
+def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
+    """``censusdp.infer_margins`` returns the same tables the command writes (pyarrow;
+    ``.to_pandas()``); a CSV-only output reads back with GEOIDs as strings."""
+    import censusdp
+
+    got = censusdp.infer_margins(
+        spine_release["run"], tmp_path / "o", geography=spine_release["plan"], formats=("csv",)
+    )
+    assert set(got) == {"margins", "districts"}
+    ref = pq.read_table(spine_release["out"] / "districts.parquet").to_pandas()
+    d = got["districts"].to_pandas()
+    assert list(d.columns) == list(LONG_COLUMNS) and len(d) == len(ref)
+    np.testing.assert_allclose(d.gls_sd, ref.gls_sd, rtol=1e-9)
+    assert (d.value.to_numpy() == ref.value.to_numpy()).all() and d.moe90.isna().all()
+    m = got["margins"].to_pandas()
+    assert m.GEOID.str.len().isin([2, 5, 11, 12]).all() and "750" not in set(m.SUMLEV)

@@ -85,6 +85,7 @@ __all__ = [
     "MARGIN_FORMATS",
     "ReleaseGLS",
     "infer_release",
+    "read_margins",
     "release_gls",
 ]
 
@@ -732,6 +733,22 @@ def _amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
         "cell's K errors (re-released - MDF)",
         "randomness": "seeded (numpy SeedSequence of the seed)",
     }
+
+
+def read_margins(out_dir: str | Path) -> dict[str, pa.Table]:
+    """The long forms an ``infer`` output holds: ``{"margins": ..., "districts": ...}``
+    (``districts`` only when a plan was given)."""
+    out = {}
+    for name in ("margins", "districts"):
+        path = Path(out_dir) / f"{name}.parquet"
+        if path.exists():
+            out[name] = pq.read_table(path)
+        elif (Path(out_dir) / f"{name}.csv").exists():
+            convert = pcsv.ConvertOptions(
+                column_types={"GEOID": pa.string(), "SUMLEV": pa.string()}
+            )
+            out[name] = pcsv.read_csv(Path(out_dir) / f"{name}.csv", convert_options=convert)
+    return out
 
 
 def _output_manifest(
