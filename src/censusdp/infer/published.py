@@ -35,6 +35,7 @@ __all__ = [
     "MarginAccumulator",
     "TargetGeography",
     "district_geography",
+    "exact_zero",
     "long_table",
     "published_variables",
     "tabulation_geographies",
@@ -171,7 +172,7 @@ class MarginAccumulator:
         return out
 
 
-def _exact_zero(var: np.ndarray, estimate: np.ndarray) -> np.ndarray:
+def exact_zero(var: np.ndarray, estimate: np.ndarray) -> np.ndarray:
     """Variances that are rounding (below ``1e-9`` of a person squared per unit of scale)."""
     return np.where(var <= 1e-9 * np.maximum(1.0, np.abs(estimate)), 0.0, var)
 
@@ -205,7 +206,7 @@ def long_table(
     est = np.full((n, k), np.nan)
     var = np.full((n, k), np.nan)
     est[:, have] = estimate[:, pick[have]]
-    var[:, have] = _exact_zero(variance[:, pick[have]], estimate[:, pick[have]])
+    var[:, have] = exact_zero(variance[:, pick[have]], estimate[:, pick[have]])
     rounded = have[None, :] & (var == 0)
     est = np.where(rounded, np.rint(est), est)
     sd = np.sqrt(var)

@@ -62,6 +62,7 @@ from censusdp.infer.published import (
     MarginAccumulator,
     TargetGeography,
     district_geography,
+    exact_zero,
     long_table,
     tabulation_geographies,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "infer_release",
     "read_margins",
     "release_gls",
+    "tabulation_sds",
 ]
 
 MARGIN_FORMATS = ("parquet", "csv")
@@ -407,6 +409,43 @@ def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
     return [
         np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
     ]
+
+
+def tabulation_sds(
+    run_dir: str | Path,
+    *,
+    executor: object | None = None,
+    progress: Progress = None,
+) -> tuple[ReleaseGLS, dict[str, np.ndarray]]:
+    """The GLS sd of every line at every published geounit (the tabulation hierarchy,
+    whatever spine the release used: the numbers of ``margins.parquet``), without
+    writing anything; for ``censusdp evaluate --release``.
+
+    Returns:
+        The release's GLS (its ``direct`` sds, ``lines``) and, per tabulation level,
+        ``(units, lines)`` standard deviations.
+    """
+    gls = release_gls(run_dir, executor=executor, progress=progress)
+    geo = gls.geography
+    assert geo is not None and gls.line_sets is not None and gls.factors is not None
+    targets = tabulation_geographies(geo)
+    acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines))
+    bottom = gls.hierarchy.n_levels - 1
+    for res in gls.chunks:
+        if res.level == bottom:
+            acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
+    n_person = len(gls.line_sets[0])
+    parts = [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
+    ]
+    out = {
+        g.geolevel: np.sqrt(exact_zero(v, s))
+        for g, v, s in zip(targets, acc.variances(gls.hierarchy, parts), acc.sums, strict=True)
+    }
+    tab = geo.tabulation
+    out[tab.geolevels.names[-1]] = geo.to_tabulation(acc.block_sd)
+    return gls, out
 
 
 def _amc_plan(run_dir: Path, manifest: dict[str, Any], geo: ReleaseGeography) -> AMCPlan:
