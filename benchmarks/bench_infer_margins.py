@@ -112,6 +112,54 @@ def _pooled(per_seed: list[pd.DataFrame]) -> dict:
     return _coverage(pd.concat(per_seed, ignore_index=True))
 
 
+def speed(run: Path, plan: Path, workers: int) -> dict:
+    """The cost of a plan once the release's GLS has run (in this process): reading the
+    plan, accumulating its districts' block estimates, their variances from the tree
+    factors, and their long form; and of every tabulation geography's variances."""
+    from censusdp.execution import make_executor
+    from censusdp.infer.plan import read_plan
+    from censusdp.infer.published import (
+        MarginAccumulator,
+        district_geography,
+        long_table,
+        tabulation_geographies,
+    )
+    from censusdp.infer.release import release_gls
+
+    ex = make_executor(workers)
+    t = time.perf_counter()
+    c0 = time.process_time()
+    gls = release_gls(run, executor=ex)
+    chunks = [c for c in gls.chunks if c.level == gls.hierarchy.n_levels - 1]
+    out = {"gls_s": time.perf_counter() - t, "gls_cpu_s": time.process_time() - c0}
+    geo = gls.geography
+    n_person = len(gls.line_sets[0])
+    parts = [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
+    ]
+
+    def timed_geographies(make) -> tuple[float, list]:
+        t = time.perf_counter()
+        targets = make()
+        acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines), False)
+        for c in chunks:
+            acc.add_blocks(c.start, c.stop, c.estimate, c.sd)
+        var = acc.variances(gls.hierarchy, parts)
+        tables = [
+            long_table(g, gls.lines, e, v) for g, e, v in zip(targets, acc.sums, var, strict=True)
+        ]
+        return time.perf_counter() - t, tables
+
+    out["plan_s"], tables = timed_geographies(
+        lambda: [district_geography(read_plan(plan, geo.tabulation), geo)]
+    )
+    out["district_rows"] = tables[0].num_rows
+    out["tabulation_levels_s"], _ = timed_geographies(lambda: tabulation_geographies(geo))
+    getattr(ex, "close", lambda: None)()
+    return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in out.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--state", default="VT")
@@ -121,7 +169,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--simulations", type=int, default=0)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--speed-run", default=None, help="only time a plan on this release")
+    ap.add_argument("--plan", default=None, help="the plan of --speed-run")
     args = ap.parse_args()
+    if args.speed_run:
+        print(json.dumps(speed(Path(args.speed_run), Path(args.plan), args.workers), indent=2))
+        return
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-infer-margins-"))
     rows: list[pd.DataFrame] = []
     timings = []
