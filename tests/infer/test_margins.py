@@ -224,6 +224,8 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
     assert 1 / 1.6 < predicted / actual < 1.6, (predicted, actual)
     gls = np.sqrt((blocks.gls_sd**2).mean())
     assert gls > 3 * actual
+    assert (blocks[blocks.gls_sd > 0].preferred == "value").mean() > 0.9
+    assert set(m.preferred.dropna()) <= {"value", "gls"} and m.preferred.notna().all()
 
 
 def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
@@ -240,5 +242,6 @@ def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     assert list(d.columns) == list(LONG_COLUMNS) and len(d) == len(ref)
     np.testing.assert_allclose(d.gls_sd, ref.gls_sd, rtol=1e-9)
     assert (d.value.to_numpy() == ref.value.to_numpy()).all() and d.moe90.isna().all()
+    assert d.preferred.isna().all()
     m = got["margins"].to_pandas()
     assert m.GEOID.str.len().isin([2, 5, 11, 12]).all() and "750" not in set(m.SUMLEV)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LONG_COLUMNS",
+    "PREFERRED_NOTE",
     "MarginAccumulator",
     "TargetGeography",
     "district_geography",
@@ -59,8 +60,19 @@ LONG_COLUMNS: tuple[str, ...] = (
     "gls_ci90_high",
     "gls_ci95_low",
     "gls_ci95_high",
+    "preferred",
 )
 """Columns of the long form (``margins`` and ``districts`` outputs)."""
+
+PREFERRED_NOTE = (
+    "preferred: 'value' where the published count's AMC margin (moe90) is at most the GLS "
+    "estimate's (gls_moe90), else 'gls'; null without --simulations. The published counts "
+    "are usually far more accurate for blocks, block groups and districts built from them "
+    "(TopDown's non-negativity and exact block invariants), the unbiased GLS with its "
+    "exact interval for counties, tracts and small subgroups whose published counts are "
+    "biased by non-negativity"
+)
+"""What ``preferred`` means (the manifest and docs/inference.md say it too)."""
 
 
 def published_variables() -> tuple[str, ...]:
@@ -233,9 +245,14 @@ def long_table(
         value = pa.array(np.asarray(published, dtype=np.int64).reshape(-1), pa.int64())
     if released_mse is None:
         moe90 = moe95 = pa.nulls(n * k, pa.float64())
+        preferred = pa.nulls(n * k, pa.string())
     else:
         rmse = np.sqrt(np.maximum(np.asarray(released_mse, dtype=np.float64), 0.0)).reshape(-1)
         moe90, moe95 = pa.array(Z90 * rmse), pa.array(Z95 * rmse)
+        gls_better = valid & (Z90 * np.nan_to_num(s) < Z90 * rmse)
+        preferred = pa.DictionaryArray.from_arrays(
+            pa.array(gls_better.astype(np.int32)), pa.array(["value", "gls"])
+        )
     columns = {
         "GEOID": ident("GEOID"),
         "SUMLEV": ident("SUMLEV"),
@@ -261,5 +278,6 @@ def long_table(
         "gls_ci90_high": opt(hi90, pa.int64()),
         "gls_ci95_low": opt(lo95, pa.int64()),
         "gls_ci95_high": opt(hi95, pa.int64()),
+        "preferred": preferred,
     }
     return pa.table(columns)

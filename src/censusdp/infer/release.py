@@ -59,6 +59,7 @@ from censusdp.infer.gls import (
 )
 from censusdp.infer.plan import read_plan
 from censusdp.infer.published import (
+    PREFERRED_NOTE,
     MarginAccumulator,
     TargetGeography,
     district_geography,
@@ -239,10 +240,11 @@ class ReleaseGLS:
 
 
 TABULATION_NOTE = (
-    "estimates are of the spine's geounits (spine.parquet maps blocks to them); a "
-    "tabulation geounit that is not one spine geounit (e.g. a block group, or a county "
-    "split into AIAN and non-AIAN parts) is not estimated: its sd would need the GLS "
-    "covariance between spine geounits, which the two-pass tree algorithm does not form"
+    "estimates.parquet is of the spine's geounits (spine.parquet maps blocks to them); "
+    "every tabulation geounit is in margins.parquet, keyed as tables/: one that is not "
+    "one spine geounit (e.g. a block group, or a county split into AIAN and non-AIAN "
+    "parts) is the sum of its blocks, its sd from the GLS covariance between spine "
+    "geounits (censusdp.infer.tree_cov)"
 )
 
 
@@ -771,6 +773,7 @@ def _amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
         "own plan, mechanism, shares, spine and estimator; moe = z * root mean square of a "
         "cell's K errors (re-released - MDF)",
         "randomness": "seeded (numpy SeedSequence of the seed)",
+        "preferred": PREFERRED_NOTE,
     }
 
 
