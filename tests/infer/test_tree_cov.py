@@ -43,9 +43,10 @@ def _setup(fanouts, seed, *, constrained=True, bypass=False, unmeasured=None):
     return ms, h, lay, lines, cons, rng
 
 
-def _tree_sets(ms, h, lay, lines, cons, target, n_targets):
+def _tree_sets(ms, h, lay, lines, cons, target, n_targets, chunk_values=1 << 22):
     factors = TreeFactors()
-    est, sd = _collect(tree_gls(ms, h, lay, lines, cons, factors=factors), h, len(lines))
+    run = tree_gls(ms, h, lay, lines, cons, factors=factors, chunk_values=chunk_values)
+    est, sd = _collect(run, h, len(lines))
     var = partition_variances(factors, h, lines, target, n_targets)
     return est, sd, var
 
@@ -58,18 +59,20 @@ def _tree_sets(ms, h, lay, lines, cons, target, n_targets):
         ((2, 2, 3), 3, {"unmeasured": "County"}),
         ((1, 3, 2), 4, {"bypass": True, "constrained": False}),
         ((2, 1, 3), 5, {"bypass": True, "constrained": False}),
+        ((2, 2, 3), 6, {"chunk_values": 1}),  # the bottom level in many tasks
     ],
 )
 def test_random_partition_equals_dense(fanouts, seed, kw) -> None:
     """A random partition of the blocks (sets across units of every level): every line's
     variance equals the dense solve's, to 1e-8."""
+    chunk_values = kw.pop("chunk_values", 1 << 22)
     ms, h, lay, lines, cons, rng = _setup(fanouts, seed, **kw)
     nb = h.blocks.size
     n_targets = 4
     target = rng.integers(-1, n_targets, nb)  # -1: a block in no set
     sets = np.zeros((n_targets, nb))
     sets[target[target >= 0], np.flatnonzero(target >= 0)] = 1.0
-    _, _, var = _tree_sets(ms, h, lay, lines, cons, target, n_targets)
+    _, _, var = _tree_sets(ms, h, lay, lines, cons, target, n_targets, chunk_values)
     ref_est, ref_sd = dense_gls(ms, h, lay, lines, cons, sets=sets)[0]
     np.testing.assert_allclose(var, ref_sd**2, atol=1e-8, rtol=1e-8)
     # the recursion is not the sum of the blocks' own variances (they are correlated)
