@@ -230,7 +230,8 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
 
 def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     """``censusdp.infer_margins`` returns the same tables the command writes (pyarrow;
-    ``.to_pandas()``); a CSV-only output reads back with GEOIDs as strings."""
+    ``.to_pandas()``); a CSV-only output holds every row (blocks included) and reads
+    back with GEOIDs as strings."""
     import censusdp
 
     got = censusdp.infer_margins(
@@ -243,5 +244,7 @@ def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     np.testing.assert_allclose(d.gls_sd, ref.gls_sd, rtol=1e-9)
     assert (d.value.to_numpy() == ref.value.to_numpy()).all() and d.moe90.isna().all()
     assert d.preferred.isna().all()
-    m = got["margins"].to_pandas()
-    assert m.GEOID.str.len().isin([2, 5, 11, 12]).all() and "750" not in set(m.SUMLEV)
+    m = got["margins"].to_pandas()  # CSV only: the blocks too, GEOIDs as strings
+    assert set(m.GEOID.str.len()) == {2, 5, 11, 12, 15} and "750" in set(m.SUMLEV)
+    ref = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
+    assert len(m) == len(ref) and (m.GEOID.to_numpy() == ref.GEOID.to_numpy()).all()

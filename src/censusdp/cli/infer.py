@@ -110,7 +110,8 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         "--format",
         default="parquet,csv",
         help="formats of the long-form outputs margins.* and districts.* (comma-separated: "
-        "parquet, csv; blocks go to Parquet only)",
+        "parquet, csv; the blocks go to the CSV only when no Parquet is written: a state's "
+        "block rows are gigabytes of text)",
     )
     g.add_argument(
         "--simulations",

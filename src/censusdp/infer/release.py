@@ -574,7 +574,7 @@ def _write_margins(
             table = long_table(
                 g, gls.lines, est[sl], var[sl], None if pub is None else pub[sl], mse
             )
-            margins.write(table, csv=False)  # blocks: Parquet only (a state's CSV is GBs)
+            margins.write(table, csv="parquet" not in formats)  # blocks: CSV only if alone
         counts["Block"] = tab.n_units(bl)
     return {
         "files": [p.name for p in margins.paths + (districts.paths if districts else [])],
