@@ -160,6 +160,78 @@ def speed(run: Path, plan: Path, workers: int) -> dict:
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in out.items()}
 
 
+def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataFrame, dict]:
+    """Generate, release and infer one seed; its rows with the truth, and its timings."""
+    cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
+    _cli(
+        "generate",
+        "--state",
+        args.state,
+        "--seed",
+        str(seed),
+        "--scale",
+        str(args.scale),
+        "--out",
+        str(cef),
+        "--overwrite",
+    )
+    t_run = _cli(
+        "run",
+        "--input",
+        str(cef),
+        "--out",
+        str(run),
+        "--seed",
+        str(seed),
+        "--workers",
+        str(args.workers),
+        "--overwrite",
+    )
+    truth = _truth(cef, run)
+    _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
+    extra = ["--simulations", str(args.simulations)] if args.simulations else []
+    t_inf = _cli(
+        "infer",
+        str(run),
+        "--out",
+        str(out),
+        "--geography",
+        str(base / f"plan{seed}.csv"),
+        "--workers",
+        str(args.workers),
+        "--format",
+        "parquet",
+        "--overwrite",
+        *extra,
+    )
+    man = json.loads((out / "manifest.json").read_text())
+    timing = {
+        "seed": seed,
+        "run_s": round(t_run, 2),
+        "infer_s": round(t_inf, 2),
+        "infer_timings": man["timings"],
+    }
+    m = pq.read_table(out / "margins.parquet", filters=[("variable", "in", list(LINES))])
+    m = m.to_pandas()
+    m = m.merge(
+        truth.melt(id_vars=["GEOID", "SUMLEV"], value_name="truth"),
+        on=["GEOID", "SUMLEV", "variable"],
+        how="left",
+    )
+    assert m.truth.notna().all(), "a published geounit without a true row"
+    d = pq.read_table(out / "districts.parquet", filters=[("variable", "in", list(LINES))])
+    d = d.to_pandas()
+    plan = pd.read_csv(base / f"plan{seed}.csv", dtype=str)
+    blk = truth[truth.SUMLEV == "750"].merge(plan, left_on="GEOID", right_on="GEOID20")
+    dt = blk.groupby("DISTRICT")[list(LINES)].sum().reset_index()
+    dt = dt.melt(id_vars=["DISTRICT"], value_name="truth").rename(columns={"DISTRICT": "GEOID"})
+    d = d.merge(dt, on=["GEOID", "variable"], how="left")
+    frame = pd.concat([m, d], ignore_index=True)
+    frame["seed"] = seed
+    print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
+    return frame, timing
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--state", default="VT")
@@ -179,76 +251,9 @@ def main() -> None:
     rows: list[pd.DataFrame] = []
     timings = []
     for seed in [int(s) for s in args.seeds.split(",")]:
-        cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
-        _cli(
-            "generate",
-            "--state",
-            args.state,
-            "--seed",
-            str(seed),
-            "--scale",
-            str(args.scale),
-            "--out",
-            str(cef),
-            "--overwrite",
-        )
-        t_run = _cli(
-            "run",
-            "--input",
-            str(cef),
-            "--out",
-            str(run),
-            "--seed",
-            str(seed),
-            "--workers",
-            str(args.workers),
-            "--overwrite",
-        )
-        truth = _truth(cef, run)
-        _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
-        extra = ["--simulations", str(args.simulations)] if args.simulations else []
-        t_inf = _cli(
-            "infer",
-            str(run),
-            "--out",
-            str(out),
-            "--geography",
-            str(base / f"plan{seed}.csv"),
-            "--workers",
-            str(args.workers),
-            "--format",
-            "parquet",
-            "--overwrite",
-            *extra,
-        )
-        man = json.loads((out / "manifest.json").read_text())
-        timings.append(
-            {
-                "seed": seed,
-                "run_s": round(t_run, 2),
-                "infer_s": round(t_inf, 2),
-                "infer_timings": man["timings"],
-            }
-        )
-        m = pq.read_table(out / "margins.parquet", filters=[("variable", "in", list(LINES))])
-        m = m.to_pandas()
-        m = m.merge(
-            truth.melt(id_vars=["GEOID", "SUMLEV"], value_name="truth"),
-            on=["GEOID", "SUMLEV", "variable"],
-            how="left",
-        )
-        assert m.truth.notna().all(), "a published geounit without a true row"
-        d = pq.read_table(out / "districts.parquet", filters=[("variable", "in", list(LINES))])
-        d = d.to_pandas()
-        plan = pd.read_csv(base / f"plan{seed}.csv", dtype=str)
-        blk = truth[truth.SUMLEV == "750"].merge(plan, left_on="GEOID", right_on="GEOID20")
-        dt = blk.groupby("DISTRICT")[list(LINES)].sum().reset_index()
-        dt = dt.melt(id_vars=["DISTRICT"], value_name="truth").rename(columns={"DISTRICT": "GEOID"})
-        d = d.merge(dt, on=["GEOID", "variable"], how="left")
-        frame = pd.concat([m, d], ignore_index=True)
-        frame["seed"] = seed
+        frame, t = _one_seed(args, base, seed)
         rows.append(frame)
-        print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
+        timings.append(t)
     print(
         json.dumps(
             {

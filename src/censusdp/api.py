@@ -318,8 +318,9 @@ def infer_margins(
         run: the release directory.
         out: the output directory (``margins.parquet``, ``districts.parquet``, ...).
         geography: a plan (block GEOID -> district, CSV or Parquet) for ``districts``.
-        options: :func:`censusdp.infer.release.infer_release`'s (``simulations=K`` for
-            the published counts' AMC margins, ``seed``, ``workers``, ``formats`` ...).
+        options: ``simulations=K`` (the published counts' AMC margins), ``seed``,
+            ``formats`` (:class:`censusdp.infer.release.MarginOptions`), and
+            :func:`censusdp.infer.release.infer_release`'s (``workers``, ...).
 
     Returns:
         ``{"margins": table}`` (one row per published geounit and variable: ``GEOID``,
@@ -327,10 +328,12 @@ def infer_margins(
         ``moe95``, ``gls_estimate``, ``gls_sd``, ...; ``.to_pandas()`` for a data frame),
         and ``"districts"`` with a plan.
     """
+    from censusdp.infer.release import MarginOptions, read_margins
     from censusdp.infer.release import infer_release as _infer
-    from censusdp.infer.release import read_margins
 
-    _infer(run, out, geography=geography, **options)
+    keys = ("formats", "simulations", "seed")
+    margins = MarginOptions(geography, **{k: options.pop(k) for k in keys if k in options})
+    _infer(run, out, margins=margins, **options)
     return read_margins(out)
 
 

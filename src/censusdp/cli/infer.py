@@ -265,7 +265,7 @@ def _posterior(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from censusdp.infer.release import infer_release
+    from censusdp.infer.release import MarginOptions, infer_release
 
     m = infer_release(
         args.release,
@@ -277,10 +277,12 @@ def _release(args: argparse.Namespace) -> int:
         zero_constraints=not args.no_zero_constraints,
         progress=progress_printer(args.quiet),
         command=sys.argv,
-        geography=args.geography,
-        formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
-        simulations=args.simulations,
-        seed=args.seed,
+        margins=MarginOptions(
+            geography=args.geography,
+            formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+            simulations=args.simulations,
+            seed=args.seed,
+        ),
     )
     mg = m["margins"]
     print(

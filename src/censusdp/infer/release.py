@@ -85,6 +85,7 @@ from censusdp.version import __version__
 __all__ = [
     "ESTIMATE_COLUMNS",
     "MARGIN_FORMATS",
+    "MarginOptions",
     "ReleaseGLS",
     "infer_release",
     "read_margins",
@@ -273,6 +274,52 @@ def tabulation_match(geo: ReleaseGeography) -> dict[str, Any] | None:
     return out
 
 
+def _unit_gls(
+    run_dir: Path, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
+) -> tuple[
+    dict[int, tuple[np.ndarray, np.ndarray]],
+    dict[int, np.ndarray],
+    tuple[str, ...],
+    str,
+    LineSet | None,
+    TreeFactors | None,
+]:
+    """The housing-unit GLS (H1), in memory: per level its rows (estimates, sds), direct
+    sds, line names, a sentence on how H1 was estimated, its lines and tree factors
+    (``None`` without a unit NMF: only H1_001N, the invariant)."""
+    bottom = hierarchy.n_levels - 1
+    unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    hu_levels = [
+        np.asarray(a, dtype=np.float64).ravel()
+        for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
+    ]
+    units_path = run_dir / "noisy_measurements_units.parquet"
+    unit_direct: dict[int, np.ndarray] = {}
+    if not units_path.exists():
+        for level in range(hierarchy.n_levels):
+            unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
+        occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
+        return unit_rows, unit_direct, ("H1_001N",), occupancy, None, None
+    ureader = NMFReader(units_path, get_schema("units"), hierarchy)
+    ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
+    ulines = _unit_lines(ulayout)
+    zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
+    ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    ufactors = TreeFactors()
+    for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons, factors=ufactors):
+        parts.setdefault(res.level, []).append((res.estimate, res.sd))
+    for level, chunks in parts.items():
+        unit_rows[level] = (
+            np.concatenate([c[0] for c in chunks]),
+            np.concatenate([c[1] for c in chunks]),
+        )
+    for level, des in _designs(ureader, ulayout, hierarchy).items():
+        unit_direct[level] = direct_sd(ulayout, des, ulines)
+    occupancy = "GLS from noisy_measurements_units.parquet"
+    return unit_rows, unit_direct, ulines.names, occupancy, ulines, ufactors
+
+
 def release_gls(
     run_dir: str | Path,
     *,
@@ -306,7 +353,6 @@ def release_gls(
     persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = _person_lines(layout)
-    bottom = hierarchy.n_levels - 1
     totals_persons = geo.exact_totals(inv)
     pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
@@ -314,38 +360,8 @@ def release_gls(
 
     # -- housing units (small: kept in memory, merged into the person rows) ----------------
     t = time.perf_counter()
-    unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    hu_levels = [
-        np.asarray(a, dtype=np.float64).ravel()
-        for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
-    ]
-    units_path = run_dir / "noisy_measurements_units.parquet"
-    unit_direct: dict[int, np.ndarray] = {}
-    if units_path.exists():
-        ureader = NMFReader(units_path, get_schema("units"), hierarchy)
-        ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
-        ulines = _unit_lines(ulayout)
-        zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
-        ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
-        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        ufactors: TreeFactors | None = TreeFactors()
-        for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons, factors=ufactors):
-            parts.setdefault(res.level, []).append((res.estimate, res.sd))
-        for level, chunks in parts.items():
-            unit_rows[level] = (
-                np.concatenate([c[0] for c in chunks]),
-                np.concatenate([c[1] for c in chunks]),
-            )
-        for level, des in _designs(ureader, ulayout, hierarchy).items():
-            unit_direct[level] = direct_sd(ulayout, des, ulines)
-        unit_names = ulines.names
-        occupancy = "GLS from noisy_measurements_units.parquet"
-    else:
-        ufactors, ulines = None, None
-        unit_names = ("H1_001N",)
-        for level in range(hierarchy.n_levels):
-            unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
-        occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
+    units = _unit_gls(run_dir, hierarchy, inv, zero_constraints)
+    unit_rows, unit_direct, unit_names, occupancy, ulines, ufactors = units
     timings["units"] = time.perf_counter() - t
     say(progress, f"housing units: {occupancy}")
 
@@ -584,6 +600,26 @@ def _write_margins(
     }
 
 
+@dataclass(frozen=True)
+class MarginOptions:
+    """The long forms of :func:`infer_release`.
+
+    Attributes:
+        geography: a plan (block-assignment file, :func:`~censusdp.infer.plan.read_plan`):
+            its districts' published sums, GLS estimates and margins go to
+            ``districts.*``; ``None``: no districts.
+        formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
+        simulations: ``K`` AMC re-releases for the margins of the published counts
+            (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
+        seed: the AMC's master seed (recorded).
+    """
+
+    geography: str | Path | None = None
+    formats: tuple[str, ...] = MARGIN_FORMATS
+    simulations: int = 0
+    seed: int = 0
+
+
 def _stream_estimates(
     out_dir: Path, gls: ReleaseGLS, acc: MarginAccumulator | None, progress: Progress
 ) -> tuple[int, LevelStats]:
@@ -644,10 +680,7 @@ def infer_release(
     zero_constraints: bool = True,
     progress: Progress = None,
     command: list[str] | None = None,
-    geography: str | Path | None = None,
-    formats: tuple[str, ...] = MARGIN_FORMATS,
-    simulations: int = 0,
-    seed: int = 0,
+    margins: MarginOptions | None = None,
 ) -> dict[str, Any]:
     """GLS estimates, standard deviations and intervals of every published cell.
 
@@ -664,12 +697,8 @@ def infer_release(
         zero_constraints: enter the zeros implied by the block invariants.
         progress: receives log lines.
         command: recorded in the manifest.
-        geography: a plan (block-assignment file, :func:`read_plan`): its districts'
-            published sums, GLS estimates and margins go to ``districts.*``.
-        formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
-        simulations: ``K`` AMC re-releases for the margins of the published counts
-            (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
-        seed: the AMC's master seed (recorded).
+        margins: the plan, formats and AMC simulations of the long forms
+            (:class:`MarginOptions`; default: no plan, Parquet and CSV, no simulation).
 
     Returns:
         The manifest written to ``out_dir/manifest.json``.
@@ -680,6 +709,13 @@ def infer_release(
     """
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
+    opts = margins or MarginOptions()
+    geography, formats, simulations, seed = (
+        opts.geography,
+        tuple(opts.formats),
+        opts.simulations,
+        opts.seed,
+    )
     bad = [f for f in formats if f not in MARGIN_FORMATS]
     if bad or not formats:
         raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
@@ -731,15 +767,15 @@ def infer_release(
                 close()
         say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
         t = time.perf_counter()
-        margins = _write_margins(out_dir, gls, acc, published, tuple(formats), amc)
+        written = _write_margins(out_dir, gls, acc, published, formats, amc)
         timings["margins"] = time.perf_counter() - t
         say(
             progress,
-            f"wrote {margins['rows']:,} margins of published geounits ({', '.join(margins['files'])})",
+            f"wrote {written['rows']:,} margins of published geounits ({', '.join(written['files'])})",
         )
         timings["total"] = time.perf_counter() - t0
         manifest = _output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
-        manifest["margins"] = {"note": MARGINS_NOTE, **margins, "amc": _amc_record(amc, seed)}
+        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": _amc_record(amc, seed)}
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(
@@ -748,7 +784,7 @@ def infer_release(
                 "platform": platform.platform(),
                 "timings": {k: round(v, 4) for k, v in timings.items()},
                 "peak_memory_mb": peak_rss_mb(),
-                "outputs": ["estimates.parquet", *margins["files"], "manifest.json"],
+                "outputs": ["estimates.parquet", *written["files"], "manifest.json"],
             }
         )
         write_text(
