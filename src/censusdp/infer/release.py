@@ -37,16 +37,24 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import N_HHGQ, Invariants
+from censusdp.data.invariants import Invariants
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
 from censusdp.infer._estimates import LevelStats, chunk_table
+from censusdp.infer._records import (
+    ESTIMATE_COLUMNS,
+    MARGINS_NOTE,
+    amc_record,
+    output_manifest,
+    person_lines,
+    tabulation_match,
+    unit_lines,
+    zero_persons,
+)
 from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
 from censusdp.infer.gls import (
-    Z90,
-    Z95,
     Constraints,
     LevelDesign,
     LevelEstimates,
@@ -54,12 +62,10 @@ from censusdp.infer.gls import (
     TreeFactors,
     direct_sd,
     level_design,
-    make_lines,
     tree_gls,
 )
 from censusdp.infer.plan import read_plan
 from censusdp.infer.published import (
-    PREFERRED_NOTE,
     MarginAccumulator,
     TargetGeography,
     district_geography,
@@ -73,14 +79,12 @@ from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import staged_output
 from censusdp.io.tables import read_table_arrays
-from censusdp.privacy.budget import release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import PERSON_TABLES, TABLE_NAMES, table_arrays, table_definition
+from censusdp.tables import TABLE_NAMES, table_arrays
 from censusdp.tables.geoids import geo_identifiers
-from censusdp.version import __version__
 
 __all__ = [
     "ESTIMATE_COLUMNS",
@@ -95,51 +99,6 @@ __all__ = [
 
 MARGIN_FORMATS = ("parquet", "csv")
 """Formats of the long-form outputs (``margins``, ``districts``)."""
-
-
-ESTIMATE_COLUMNS = (
-    "geolevel",
-    "geocode",
-    "query",
-    "estimate",
-    "sd",
-    "ci90_low",
-    "ci90_high",
-    "ci95_low",
-    "ci95_high",
-)
-
-
-def _person_lines(layout: Layout) -> LineSet:
-    """``total`` and every line of P1-P5 (the ``pl94`` schema's cells)."""
-    if layout.schema.name != "pl94":
-        raise SchemaError(
-            f"infer tabulates P1-P5 from the pl94 schema; this release measured "
-            f"{layout.schema.name!r}"
-        )
-    names = ["total"]
-    mats = [np.ones((layout.schema.size, 1))]
-    for t in PERSON_TABLES:
-        d = table_definition(t)
-        names.extend(d.variables)
-        mats.append(d.matrix.toarray())
-    return make_lines(layout, names, np.concatenate(mats, axis=1))
-
-
-def _unit_lines(layout: Layout) -> LineSet:
-    """H1 on the ``units`` schema (cell 0 vacant, 1 occupied housing units)."""
-    d = table_definition("H1")
-    hu = d.matrix.toarray()[[0, 1]]  # unit-histogram cells 2*0+0 (vacant), 2*0+1 (occupied)
-    return make_lines(layout, list(d.variables), hu)
-
-
-def _zero_persons(layout: Layout, inv: Invariants) -> np.ndarray:
-    """``(blocks, d)``: general combinations whose HHGQ group cannot occur in each block."""
-    has = np.zeros((inv.blocks.size, N_HHGQ), dtype=bool)
-    has[:, 0] = inv.housing_units > 0
-    has[:, 1:] = inv.gq_facilities[:, 1:] > 0
-    group = layout.general_of("hhgq")
-    return ~has[:, group]
 
 
 def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
@@ -240,40 +199,6 @@ class ReleaseGLS:
     factors: tuple[TreeFactors, TreeFactors | None] | None = None
 
 
-TABULATION_NOTE = (
-    "estimates.parquet is of the spine's geounits (spine.parquet maps blocks to them); "
-    "every tabulation geounit is in margins.parquet, keyed as tables/: one that is not "
-    "one spine geounit (e.g. a block group, or a county split into AIAN and non-AIAN "
-    "parts) is the sum of its blocks, its sd from the GLS covariance between spine "
-    "geounits (censusdp.infer.tree_cov)"
-)
-
-
-def tabulation_match(geo: ReleaseGeography) -> dict[str, Any] | None:
-    """Per tabulation level, how many of its geounits are exactly one spine geounit of
-    the same name (the same blocks), whose estimate is then the tabulation geounit's."""
-    if geo.spine is None:
-        return None
-    tab, h = geo.tabulation, geo.estimation
-    out: dict[str, Any] = {"note": TABULATION_NOTE, "levels": {}}
-    for ti, lv in enumerate(tab.geolevels.levels):
-        if lv.name not in h.geolevels.names or ti == 0:
-            continue
-        si = h.geolevels.index(lv.name)
-        # per block (spine order): its spine unit and its tabulation unit
-        spine_unit = h.ancestor_index(si)
-        tab_unit = geo.to_estimation(tab.ancestor_index(ti))
-        pairs = np.unique(np.stack([spine_unit, tab_unit]), axis=1)
-        spine_parts = np.bincount(pairs[0], minlength=h.n_units(si))
-        tab_parts = np.bincount(pairs[1], minlength=tab.n_units(ti))
-        same = (spine_parts[pairs[0]] == 1) & (tab_parts[pairs[1]] == 1)
-        out["levels"][lv.name] = {
-            "tabulation_geounits": int(tab.n_units(ti)),
-            "estimated_as_one_spine_geounit": int(same.sum()),
-        }
-    return out
-
-
 def _unit_gls(
     run_dir: Path, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
 ) -> tuple[
@@ -302,7 +227,7 @@ def _unit_gls(
         return unit_rows, unit_direct, ("H1_001N",), occupancy, None, None
     ureader = NMFReader(units_path, get_schema("units"), hierarchy)
     ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
-    ulines = _unit_lines(ulayout)
+    ulines = unit_lines(ulayout)
     zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
     ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
     parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
@@ -352,9 +277,9 @@ def release_gls(
         )
     persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
-    lines = _person_lines(layout)
+    lines = person_lines(layout)
     totals_persons = geo.exact_totals(inv)
-    pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
+    pcons = Constraints(zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
     say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
 
@@ -660,15 +585,6 @@ def _stream_estimates(
     return rows, stats
 
 
-MARGINS_NOTE = (
-    "margins.* holds every published geounit (US, State, County, Tract, BlockGroup, Block "
-    "of the tabulation hierarchy, keyed by GEOID/SUMLEV/NAME exactly as tables/) and every "
-    "published variable: value (the published count), gls_estimate with gls_sd, "
-    "gls_moe90/95 (z sd) and integer intervals; sums of blocks across spine geounits take "
-    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov)"
-)
-
-
 def infer_release(
     run_dir: str | Path,
     out_dir: str | Path,
@@ -774,8 +690,8 @@ def infer_release(
             f"wrote {written['rows']:,} margins of published geounits ({', '.join(written['files'])})",
         )
         timings["total"] = time.perf_counter() - t0
-        manifest = _output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
-        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": _amc_record(amc, seed)}
+        manifest = output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
+        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": amc_record(amc, seed)}
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(
@@ -793,26 +709,6 @@ def infer_release(
         return manifest
 
 
-def _amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
-    """The manifest's account of the published counts' margins (moe90, moe95)."""
-    if amc is None:
-        return {
-            "simulations": 0,
-            "note": "moe90/moe95 of the published values are null: run with --simulations K "
-            "(K AMC re-releases) to compute them; gls_* columns are exact",
-        }
-    return {
-        "simulations": len(amc.seeds),
-        "seed": seed,
-        "seeds": amc.seeds,
-        "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
-        "own plan, mechanism, shares, spine and estimator; moe = z * root mean square of a "
-        "cell's K errors (re-released - MDF)",
-        "randomness": "seeded (numpy SeedSequence of the seed)",
-        "preferred": PREFERRED_NOTE,
-    }
-
-
 def read_margins(out_dir: str | Path) -> dict[str, pa.Table]:
     """The long forms an ``infer`` output holds: ``{"margins": ..., "districts": ...}``
     (``districts`` only when a plan was given)."""
@@ -827,59 +723,3 @@ def read_margins(out_dir: str | Path) -> dict[str, pa.Table]:
             )
             out[name] = pcsv.read_csv(Path(out_dir) / f"{name}.csv", convert_options=convert)
     return out
-
-
-def _output_manifest(
-    gls: ReleaseGLS,
-    run_dir: Path,
-    command: list[str] | None,
-    zero_constraints: bool,
-    rows: int,
-    stats: LevelStats,
-) -> dict[str, Any]:
-    """What ``infer``'s manifest says about the release, the method and the estimates."""
-    hierarchy = gls.hierarchy
-    names = hierarchy.geolevels.names
-    direct_named = {
-        names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
-    }
-    manifest_in = gls.manifest
-    # the privacy loss its budgets compose to (what validation held the manifest to),
-    # recomputed, never the manifest's own words
-    spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
-    bottom = hierarchy.n_levels - 1
-    return {
-        "package_version": __version__,
-        "command": command,
-        "release": str(run_dir.resolve()),
-        "release_rho": spent["rho"],
-        "release_epsilon": spent["epsilon"],
-        "release_delta": spent["delta"],
-        "release_mechanism": spent["mechanism"],
-        "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
-        "seed": None,
-        "randomness": "none (deterministic computation)",
-        "schema": gls.schema_name,
-        "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-        "geounits": {
-            lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
-        },
-        "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
-        **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
-        "constraints": {
-            "total_population_exact_at": names[gls.total_level],
-            "housing_units_exact_at": names[bottom],
-            "zeros_from_block_invariants": bool(zero_constraints),
-        },
-        "housing_units": gls.occupancy,
-        "interval_rule": (
-            "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
-            "t = 1e-9 max(1, |estimate|) (round-off)"
-        ),
-        "z": {"ci90": Z90, "ci95": Z95},
-        "columns": list(ESTIMATE_COLUMNS),
-        "lines": list(gls.lines),
-        "rows": rows,
-        "levels": stats.to_dict(direct_named),
-        "noise_variances": gls.noise_variances,
-    }
