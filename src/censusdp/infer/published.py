@@ -67,10 +67,11 @@ LONG_COLUMNS: tuple[str, ...] = (
 PREFERRED_NOTE = (
     "preferred: 'value' where the published count's AMC margin (moe90) is at most the GLS "
     "estimate's (gls_moe90), else 'gls'; null without --simulations. The published counts "
-    "are usually far more accurate for blocks, block groups and districts built from them "
-    "(TopDown's non-negativity and exact block invariants), the unbiased GLS with its "
-    "exact interval for counties, tracts and small subgroups whose published counts are "
-    "biased by non-negativity"
+    "are usually the more accurate (blocks, block groups, districts built from them: "
+    "several times; most lines of tracts and counties), thanks to TopDown's "
+    "non-negativity and exact block invariants; the GLS is unbiased with an exact "
+    "interval, as good for the totals of geounits the spine measures, and the number for "
+    "small subgroups whose published counts non-negativity biases (docs/inference.md)"
 )
 """What ``preferred`` means (the manifest and docs/inference.md say it too)."""
 
