@@ -248,3 +248,20 @@ def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     assert set(m.GEOID.str.len()) == {2, 5, 11, 12, 15} and "750" in set(m.SUMLEV)
     ref = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
     assert len(m) == len(ref) and (m.GEOID.to_numpy() == ref.GEOID.to_numpy()).all()
+
+
+def test_evaluate_release_reports_the_margins_sds(spine_release) -> None:
+    """``censusdp evaluate --release`` (no truth) gives the GLS errors of the same
+    published geounits as ``margins.parquet`` (the tabulation block groups, not the
+    spine's), so a reader sees one GLS margin per count."""
+    from censusdp.evaluate.errorbars import gls_expected_errors
+
+    res = gls_expected_errors(spine_release["run"])["gls"]["by_level"]["total_population"]
+    m = pq.read_table(
+        spine_release["out"] / "margins.parquet", filters=[("variable", "=", "P1_001N")]
+    ).to_pandas()
+    for level in ("County", "Tract", "BlockGroup", "Block"):
+        sd = m[m.geolevel == level].gls_sd
+        assert res[level]["counts"] == len(sd)
+        assert res[level]["mean_sd"] == pytest.approx(sd.mean(), rel=1e-9)
+        assert res[level]["rmse"] == pytest.approx(float(np.sqrt((sd**2).mean())), rel=1e-9)
