@@ -16,8 +16,8 @@ from test_gls import _bypassed, _cell_lines, _collect, _plan
 
 from censusdp.infer._algebra import make_layout
 from censusdp.infer._dense import dense_gls
-from censusdp.infer.gls import Constraints, TreeFactors, tree_gls
-from censusdp.infer.tree_cov import partition_variances
+from censusdp.infer.gls import Constraints, tree_gls
+from censusdp.infer.tree_cov import TreeFactors, partition_variances
 
 LEVELS = ("US", "State", "County", "Block")
 

@@ -44,7 +44,8 @@ so an executor can run them like TopDown's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,6 @@ __all__ = [
     "LineSet",
     "Z90",
     "Z95",
-    "TreeFactors",
     "census_intervals",
     "condition_total",
     "condition_zero",
@@ -723,42 +723,6 @@ class LevelEstimates:
     sd: np.ndarray
 
 
-@dataclass(eq=False)
-class TreeFactors:
-    """What the GLS covariance of a sum of bottom units needs (:mod:`censusdp.infer.tree_cov`).
-
-    Filled by :func:`tree_gls` (``factors=``): per level below the root, every unit's
-    upward covariance ``P_c`` (a table of operators and each unit's entry) and whether it
-    carries information (a bypassed single child does not: it is its parent); per level
-    above the bottom, the pseudo-inverse of its children's summed covariance ``S_u^+``;
-    and the root's final covariance.
-    """
-
-    tables: dict[int, list[np.ndarray]] = field(default_factory=dict)
-    index: dict[int, list[np.ndarray]] = field(default_factory=dict)
-    informed: dict[int, list[np.ndarray]] = field(default_factory=dict)
-    child_pinv: dict[int, np.ndarray] = field(default_factory=dict)
-    root_cov: np.ndarray | None = None
-
-    def add_up(
-        self, level: int, table: np.ndarray, index: np.ndarray, informed: np.ndarray | None
-    ) -> None:
-        """Record one upward task's covariances (units in order)."""
-        offset = sum(t.shape[0] for t in self.tables.get(level, []))
-        self.tables.setdefault(level, []).append(table)
-        self.index.setdefault(level, []).append(np.asarray(index, dtype=np.int64) + offset)
-        inf = np.ones(index.size, dtype=bool) if informed is None else np.asarray(informed, bool)
-        self.informed.setdefault(level, []).append(inf)
-
-    def level(self, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(table, index, informed)`` of a level below the root (units in order)."""
-        return (
-            np.concatenate(self.tables[level]),
-            np.concatenate(self.index[level]),
-            np.concatenate(self.informed[level]),
-        )
-
-
 def _map(executor: object | None, fn: Callable, tasks: Iterator) -> Iterator:
     if executor is None:
         return map(fn, tasks)
@@ -775,7 +739,7 @@ def tree_gls(
     executor: object | None = None,
     progress: Progress = None,
     chunk_values: int = 1 << 22,
-    factors: TreeFactors | None = None,
+    factors: Any = None,
 ) -> Iterator[LevelEstimates]:
     """Two-pass tree GLS; yields the final estimates level by level (top first), chunk by chunk.
 
@@ -788,8 +752,9 @@ def tree_gls(
         executor: runs the bottom level's tasks (``None``: in this process).
         progress: receives one line per level and pass.
         chunk_values: about how many noisy values one bottom task reads.
-        factors: if given, filled with what the covariance of any sum of bottom units
-            needs (:class:`TreeFactors`; complete once the iterator is exhausted).
+        factors: if given, a :class:`censusdp.infer.tree_cov.TreeFactors`, filled with
+            what the covariance of any sum of bottom units needs (complete once the
+            iterator is exhausted).
 
     Yields:
         :class:`LevelEstimates` in level order (top first), chunks in unit order.

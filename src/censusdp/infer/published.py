@@ -22,8 +22,8 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.infer.gls import Z90, Z95, LineSet, TreeFactors, census_intervals
-from censusdp.infer.tree_cov import partition_variances
+from censusdp.infer.gls import Z90, Z95, LineSet, census_intervals
+from censusdp.infer.tree_cov import TreeFactors, partition_variances
 from censusdp.tables import TABLE_NAMES, table_definition
 from censusdp.tables.geoids import geo_identifiers
 

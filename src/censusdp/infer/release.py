@@ -59,7 +59,6 @@ from censusdp.infer.gls import (
     LevelDesign,
     LevelEstimates,
     LineSet,
-    TreeFactors,
     direct_sd,
     level_design,
     tree_gls,
@@ -73,6 +72,7 @@ from censusdp.infer.published import (
     long_table,
     tabulation_geographies,
 )
+from censusdp.infer.tree_cov import TreeFactors
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.invariants import read_invariants
 from censusdp.io.mdf import read_mdf_histograms
@@ -179,7 +179,7 @@ class ReleaseGLS:
         geography: the release's geography (tabulation and spine).
         line_sets: the person lines (``total``, P1-P5) and the H1 lines of the unit
             GLS (``None`` when the units were not measured: H1_001N is invariant).
-        factors: the person and unit trees' :class:`~censusdp.infer.gls.TreeFactors`
+        factors: the person and unit trees' :class:`~censusdp.infer.tree_cov.TreeFactors`
             (the person tree's complete once ``chunks`` is exhausted), for the variance
             of any set of blocks (:mod:`censusdp.infer.tree_cov`).
     """

@@ -38,14 +38,52 @@ pair: the blocks once, then the units above them, for every target geography at 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InternalError
-from censusdp.infer.gls import LineSet, TreeFactors
+from censusdp.infer.gls import LineSet
 
-__all__ = ["partition_variances"]
+__all__ = ["TreeFactors", "partition_variances"]
+
+
+@dataclass(eq=False)
+class TreeFactors:
+    """What the GLS covariance of a sum of bottom units needs (:func:`partition_variances`).
+
+    Filled by :func:`censusdp.infer.gls.tree_gls` (``factors=``): per level below the root, every unit's
+    upward covariance ``P_c`` (a table of operators and each unit's entry) and whether it
+    carries information (a bypassed single child does not: it is its parent); per level
+    above the bottom, the pseudo-inverse of its children's summed covariance ``S_u^+``;
+    and the root's final covariance.
+    """
+
+    tables: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    index: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    informed: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    child_pinv: dict[int, np.ndarray] = field(default_factory=dict)
+    root_cov: np.ndarray | None = None
+
+    def add_up(
+        self, level: int, table: np.ndarray, index: np.ndarray, informed: np.ndarray | None
+    ) -> None:
+        """Record one upward task's covariances (units in order)."""
+        offset = sum(t.shape[0] for t in self.tables.get(level, []))
+        self.tables.setdefault(level, []).append(table)
+        self.index.setdefault(level, []).append(np.asarray(index, dtype=np.int64) + offset)
+        inf = np.ones(index.size, dtype=bool) if informed is None else np.asarray(informed, bool)
+        self.informed.setdefault(level, []).append(inf)
+
+    def level(self, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(table, index, informed)`` of a level below the root (units in order)."""
+        return (
+            np.concatenate(self.tables[level]),
+            np.concatenate(self.index[level]),
+            np.concatenate(self.informed[level]),
+        )
 
 
 def _scatter(keys: np.ndarray, n_keys: int, weights: np.ndarray | None = None) -> sp.csr_matrix:
