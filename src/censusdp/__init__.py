@@ -20,6 +20,7 @@ __all__ = [
     "__version__",
     "evaluate_release",
     "generate_state",
+    "infer_margins",
     "infer_release",
     "load_budget",
     "posterior",

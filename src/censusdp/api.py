@@ -302,6 +302,35 @@ def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
     return pq.read_table(Path(out) / "estimates.parquet")
 
 
+def infer_margins(
+    run: PathLike, out: PathLike, *, geography: PathLike | None = None, **options: Any
+) -> dict[str, pa.Table]:
+    """Estimates and margins of every published count, keyed as the release's tables
+    (``censusdp infer RUN --out DIR [--geography PLAN] [--simulations K]``).
+
+    Args:
+        run: the release directory.
+        out: the output directory (``margins.parquet``, ``districts.parquet``, ...).
+        geography: a plan (block GEOID -> district, CSV or Parquet) for ``districts``.
+        options: ``simulations=K`` (the published counts' AMC margins), ``seed``,
+            ``formats`` (:class:`censusdp.infer.release.MarginOptions`), and
+            :func:`censusdp.infer.release.infer_release`'s (``workers``, ...).
+
+    Returns:
+        ``{"margins": table}`` (one row per published geounit and variable: ``GEOID``,
+        ``SUMLEV``, ``NAME``, ``geolevel``, ``table``, ``variable``, ``value``, ``moe90``,
+        ``moe95``, ``gls_estimate``, ``gls_sd``, ...; ``.to_pandas()`` for a data frame),
+        and ``"districts"`` with a plan.
+    """
+    from censusdp.infer.release import MarginOptions, read_margins
+    from censusdp.infer.release import infer_release as _infer
+
+    keys = ("formats", "simulations", "seed")
+    margins = MarginOptions(geography, **{k: options.pop(k) for k in keys if k in options})
+    _infer(run, out, margins=margins, **options)
+    return read_margins(out)
+
+
 def posterior(counts: Any, law: Any, prior: Any = None, **options: Any) -> dict[str, Any]:
     """Mechanism-aware posterior of a proportion (``censusdp infer posterior``): see
     :func:`censusdp.infer.infer_proportion` (``counts`` are

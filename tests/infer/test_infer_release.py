@@ -234,7 +234,12 @@ def test_output_directory_rules(release, tmp_path: Path, capsys) -> None:
     ours = tmp_path / "ours"
     assert main(["infer", str(release["run"]), "--out", str(ours), "--quiet"]) == 0
     assert main(["infer", str(release["run"]), "--out", str(ours), "--overwrite", "--quiet"]) == 0
-    assert sorted(p.name for p in ours.iterdir()) == ["estimates.parquet", "manifest.json"]
+    assert sorted(p.name for p in ours.iterdir()) == [
+        "estimates.parquet",
+        "manifest.json",
+        "margins.csv",
+        "margins.parquet",
+    ]
 
 
 def test_pool_executor_and_without_zero_constraints(release, tmp_path: Path) -> None:

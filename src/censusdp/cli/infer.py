@@ -24,6 +24,7 @@ from censusdp.cli._common import (
     add_json_output,
     add_release,
     emit_json,
+    input_option,
     output_option,
 )
 from censusdp.progress import printer as progress_printer
@@ -34,6 +35,9 @@ _RELEASE_DEFAULTS = {
     "executor": "auto",
     "spark_master": None,
     "no_zero_constraints": False,
+    "geography": None,
+    "format": "parquet,csv",
+    "simulations": 0,
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -48,7 +52,6 @@ _POSTERIOR_DEFAULTS = {
     "prior_b": 1.0,
     "method": "exact",
     "draws": 20_000,
-    "seed": 0,
     "json": None,
     "plot": None,
 }
@@ -71,7 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "measurements, invariants and manifest only: a bottom-up pass pools children into "
             "parents, a top-down pass passes each parent's refined estimate back. Writes "
             "DIR/estimates.parquet (geolevel, geocode, query, estimate, sd, ci90_low, "
-            "ci90_high, ci95_low, ci95_high) and DIR/manifest.json. "
+            "ci90_high, ci95_low, ci95_high) for the geounits measured, DIR/margins.parquet and "
+            "margins.csv (long form: GEOID, SUMLEV, NAME, geolevel, table, variable, value, "
+            "moe90, moe95, gls_estimate, gls_sd, gls_moe90, gls_moe95, intervals) for every "
+            "published geounit, joining tables/ by GEOID, and with --geography PLAN "
+            "DIR/districts.* for the plan's districts; DIR/manifest.json. "
             "censusdp infer posterior: the posterior of theta, the proportion of the n people "
             "of a subgroup, from a noisy count X = k + Z with the exact likelihood of the "
             "release mechanism summed over the unknown true count k = 0..n (Gong 2022), a "
@@ -90,6 +97,31 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("GLS from a release (censusdp infer RUN --out DIR)")
     output_option(g.add_argument("--out", metavar="DIR", help="output directory (required)"), "dir")
     add_executor(g, what="block-level tasks")
+    input_option(
+        g.add_argument(
+            "--geography",
+            metavar="PLAN",
+            help="a plan: CSV (comma, pipe or tab; header optional) or Parquet mapping every "
+            "block's GEOID to a district id (a block-assignment file); writes DIR/districts.* "
+            "(published totals, GLS estimate, sd, 90%%/95%% margins and intervals per district)",
+        )
+    )
+    g.add_argument(
+        "--format",
+        default="parquet,csv",
+        help="formats of the long-form outputs margins.* and districts.* (comma-separated: "
+        "parquet, csv; the blocks go to the CSV only when no Parquet is written: a state's "
+        "block rows are gigabytes of text)",
+    )
+    g.add_argument(
+        "--simulations",
+        type=int,
+        default=0,
+        metavar="K",
+        help="margins of the published counts (moe90, moe95) by K Approximate Monte Carlo "
+        "re-releases of the release's microdata with its own plan, spine and estimator "
+        "(each costs about one TopDown run; 0: none, the columns are null)",
+    )
     g.add_argument(
         "--no-zero-constraints",
         action="store_true",
@@ -131,7 +163,12 @@ def _add_posterior_options(parser: argparse.ArgumentParser) -> None:
         help="exact Beta mixture, ABC with the mechanism as kernel, or Gibbs MCMC",
     )
     q.add_argument("--draws", type=int, default=20_000, help="posterior draws (abc, mcmc)")
-    q.add_argument("--seed", type=int, default=0, help="seed of the samplers (abc, mcmc)")
+    q.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the samplers (abc, mcmc); with RUN, of the --simulations",
+    )
     add_json_output(q)
     output_option(
         q.add_argument(
@@ -228,7 +265,7 @@ def _posterior(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from censusdp.infer.release import infer_release
+    from censusdp.infer.release import MarginOptions, infer_release
 
     m = infer_release(
         args.release,
@@ -240,9 +277,19 @@ def _release(args: argparse.Namespace) -> int:
         zero_constraints=not args.no_zero_constraints,
         progress=progress_printer(args.quiet),
         command=sys.argv,
+        margins=MarginOptions(
+            geography=args.geography,
+            formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
+            simulations=args.simulations,
+            seed=args.seed,
+        ),
     )
+    mg = m["margins"]
     print(
         f"wrote {m['rows']:,} GLS estimates for {sum(m['geounits'].values()):,} geounits to "
-        f"{args.out}/estimates.parquet in {m['timings']['total']:.1f}s"
+        f"{args.out}/estimates.parquet and {mg['rows']:,} margins of published counts for "
+        f"{sum(mg['geounits'].values()):,} published geounits"
+        + (f" (districts: {mg['geounits'].get('District', 0):,})" if args.geography else "")
+        + f" ({', '.join(mg['files'])}) in {m['timings']['total']:.1f}s"
     )
     return 0

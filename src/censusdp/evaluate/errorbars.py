@@ -51,7 +51,7 @@ from censusdp.evaluate.summary import typical_errors
 from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
 from censusdp.infer.gls import Z90, Z95
-from censusdp.infer.release import release_gls
+from censusdp.infer.release import tabulation_sds
 from censusdp.io.atomic import strict_json
 from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.output import MANIFEST_FILE
@@ -332,7 +332,9 @@ def gls_expected_errors(
     ex = make_executor(workers, kind=executor)
     try:
         try:
-            gls = release_gls(run_dir, executor=ex, progress=progress)
+            # on the published geounits (the tabulation hierarchy, whatever the spine):
+            # the sds of censusdp infer's margins.parquet, one number per published count
+            gls, sds = tabulation_sds(run_dir, executor=ex, progress=progress)
         except SchemaError as exc:
             return {"available": False, "reason": str(exc)}
         names = gls.hierarchy.geolevels.names
@@ -341,10 +343,9 @@ def gls_expected_errors(
             groups.setdefault(_table_of_line(line), []).append(i)  # type: ignore[arg-type]
         idx = {m: np.asarray(v) for m, v in groups.items()}
         acc: dict[tuple[str, str], list[float]] = {}
-        for res in gls.chunks:
-            lname = names[res.level]
+        for lname, level_sd in sds.items():
             for m, cols in idx.items():
-                sd = res.sd[:, cols]
+                sd = level_sd[:, cols]
                 slot = acc.setdefault((m, lname), [0.0, 0.0, 0.0])
                 slot[0] += float((sd * sd).sum())
                 slot[1] += float(sd.sum())
@@ -382,8 +383,10 @@ def gls_expected_errors(
         "available": True,
         "gls": {
             "method": (
-                "closed form: exact GLS standard deviations (censusdp infer); MAE = "
-                "sqrt(2/pi) sd (normal error), interval half-width z sd"
+                "closed form: exact GLS standard deviations of every published geounit "
+                "(censusdp infer's margins.parquet: the tabulation hierarchy, sums of blocks "
+                "across spine geounits included); MAE = sqrt(2/pi) sd (normal error), "
+                "interval half-width z sd"
             ),
             "by_level": out_gls,
         },

@@ -32,11 +32,16 @@ def dense_gls(
     layout: Layout,
     lines: LineSet,
     constraints: Constraints | None = None,
+    sets: np.ndarray | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Estimates and standard deviations of every line at every unit, by one dense solve.
 
+    ``sets``, a ``(sets, bottom units)`` 0/1 matrix, asks for the lines summed over each
+    set of bottom units instead of the levels.
+
     Returns:
-        Per level (top first), ``(estimates (units, lines), sd (units, lines))``.
+        Per level (top first), ``(estimates (units, lines), sd (units, lines))``; with
+        ``sets``, one entry for the sets.
     """
     cons = constraints or Constraints()
     bottom = hierarchy.n_levels - 1
@@ -76,6 +81,11 @@ def dense_gls(
         for u in range(hierarchy.n_units(level)):
             crow.append(np.kron(member[level][u], np.ones(size)))
             cval.append(float(tot[u]))
+    return _solve(h, g, crow, cval, member, lines, sets)
+
+
+def _solve(h, g, crow, cval, member, lines, sets):  # noqa: ANN001, ANN202
+    """The KKT solve and the lines of every level (or of ``sets``)."""
     hinv = np.linalg.inv(h)
     x = hinv @ g
     cov = hinv
@@ -85,11 +95,13 @@ def dense_gls(
         k = hinv @ c.T @ np.linalg.pinv(chc, rcond=1e-12, hermitian=True)
         x = x + k @ (np.array(cval) - c @ x)
         cov = hinv - k @ c @ hinv
+    if sets is not None:
+        member = [np.asarray(sets, dtype=np.float64)]
     out = []
-    for level in range(hierarchy.n_levels):
+    for level in range(len(member)):
         funcs = np.kron(member[level], lines.matrix.T)  # (units x lines, n)
-        est = (funcs @ x).reshape(hierarchy.n_units(level), len(lines))
+        est = (funcs @ x).reshape(member[level].shape[0], len(lines))
         var = np.sum((funcs @ cov) * funcs, axis=1)
-        sd = np.sqrt(np.maximum(var, 0.0)).reshape(hierarchy.n_units(level), len(lines))
+        sd = np.sqrt(np.maximum(var, 0.0)).reshape(member[level].shape[0], len(lines))
         out.append((est, sd))
     return out

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -737,6 +738,7 @@ def tree_gls(
     executor: object | None = None,
     progress: Progress = None,
     chunk_values: int = 1 << 22,
+    factors: Any = None,
 ) -> Iterator[LevelEstimates]:
     """Two-pass tree GLS; yields the final estimates level by level (top first), chunk by chunk.
 
@@ -749,6 +751,9 @@ def tree_gls(
         executor: runs the bottom level's tasks (``None``: in this process).
         progress: receives one line per level and pass.
         chunk_values: about how many noisy values one bottom task reads.
+        factors: if given, a :class:`censusdp.infer.tree_cov.TreeFactors`, filled with
+            what the covariance of any sum of bottom units needs (complete once the
+            iterator is exhausted).
 
     Yields:
         :class:`LevelEstimates` in level order (top first), chunks in unit order.
@@ -883,6 +888,8 @@ def tree_gls(
         tasks = (up_task(level, a, b) for a, b in spans)
         runner = executor if level == bottom else None
         for res in _map(runner, run_up, tasks):
+            if factors is not None and level > 0:
+                factors.add_up(level, res.cov, res.cov_index, res.informed)
             if level > 0:
                 p0 = int(hierarchy.parent[level][res.start])
                 k = res.parent_sum.shape[0]  # type: ignore[union-attr]
@@ -906,6 +913,8 @@ def tree_gls(
     for level in range(0, bottom + 1):
         if level > 0:
             pinv[level - 1] = op_pinv(child_cov[level - 1])
+            if factors is not None:
+                factors.child_pinv[level - 1] = pinv[level - 1]
         spans = chunks(level)
         keep = level != bottom
 
@@ -956,6 +965,8 @@ def tree_gls(
         if keep:
             fin_mean[level] = np.concatenate(keep_mean)
             fin_cov[level] = np.concatenate(keep_cov)
+            if factors is not None and level == 0:
+                factors.root_cov = fin_cov[0]
         if level > 0:  # the parents' arrays are no longer needed
             for store in (
                 up_mean,

@@ -25,90 +25,80 @@ import json
 import platform
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import N_HHGQ, Invariants
+from censusdp.data.invariants import Invariants
 from censusdp.data.schema import get_schema
-from censusdp.errors import InputError, SchemaError
+from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
+from censusdp.infer._estimates import LevelStats, chunk_table
+from censusdp.infer._records import (
+    ESTIMATE_COLUMNS,
+    MARGINS_NOTE,
+    amc_record,
+    output_manifest,
+    person_lines,
+    tabulation_match,
+    unit_lines,
+    zero_persons,
+)
+from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
 from censusdp.infer.gls import (
-    Z90,
-    Z95,
     Constraints,
     LevelDesign,
     LevelEstimates,
     LineSet,
-    census_intervals,
     direct_sd,
     level_design,
-    make_lines,
     tree_gls,
 )
+from censusdp.infer.plan import read_plan
+from censusdp.infer.published import (
+    MarginAccumulator,
+    TargetGeography,
+    district_geography,
+    exact_zero,
+    long_table,
+    tabulation_geographies,
+)
+from censusdp.infer.tree_cov import TreeFactors
 from censusdp.io.atomic import atomic_path, write_text
+from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.nmf import NMFReader
 from censusdp.io.output import staged_output
 from censusdp.io.rundir import RunDir
-from censusdp.privacy.release_budget import release_privacy
+from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import PERSON_TABLES, table_definition
-from censusdp.version import __version__
+from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.tables.geoids import geo_identifiers
 
-__all__ = ["ESTIMATE_COLUMNS", "ReleaseGLS", "infer_release", "release_gls"]
+__all__ = [
+    "ESTIMATE_COLUMNS",
+    "MARGIN_FORMATS",
+    "MarginOptions",
+    "ReleaseGLS",
+    "infer_release",
+    "read_margins",
+    "release_gls",
+    "tabulation_sds",
+]
 
-ESTIMATE_COLUMNS = (
-    "geolevel",
-    "geocode",
-    "query",
-    "estimate",
-    "sd",
-    "ci90_low",
-    "ci90_high",
-    "ci95_low",
-    "ci95_high",
-)
-
-
-def _person_lines(layout: Layout) -> LineSet:
-    """``total`` and every line of P1-P5 (the ``pl94`` schema's cells)."""
-    if layout.schema.name != "pl94":
-        raise SchemaError(
-            f"infer tabulates P1-P5 from the pl94 schema; this release measured "
-            f"{layout.schema.name!r}"
-        )
-    names = ["total"]
-    mats = [np.ones((layout.schema.size, 1))]
-    for t in PERSON_TABLES:
-        d = table_definition(t)
-        names.extend(d.variables)
-        mats.append(d.matrix.toarray())
-    return make_lines(layout, names, np.concatenate(mats, axis=1))
-
-
-def _unit_lines(layout: Layout) -> LineSet:
-    """H1 on the ``units`` schema (cell 0 vacant, 1 occupied housing units)."""
-    d = table_definition("H1")
-    hu = d.matrix.toarray()[[0, 1]]  # unit-histogram cells 2*0+0 (vacant), 2*0+1 (occupied)
-    return make_lines(layout, list(d.variables), hu)
-
-
-def _zero_persons(layout: Layout, inv: Invariants) -> np.ndarray:
-    """``(blocks, d)``: general combinations whose HHGQ group cannot occur in each block."""
-    has = np.zeros((inv.blocks.size, N_HHGQ), dtype=bool)
-    has[:, 0] = inv.housing_units > 0
-    has[:, 1:] = inv.gq_facilities[:, 1:] > 0
-    group = layout.general_of("hhgq")
-    return ~has[:, group]
+MARGIN_FORMATS = ("parquet", "csv")
+"""Formats of the long-form outputs (``margins``, ``districts``)."""
 
 
 def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
@@ -167,71 +157,6 @@ def _designs(reader: NMFReader, layout: Layout, hierarchy: Hierarchy) -> dict[in
     return out
 
 
-def _chunk_table(
-    level: str, codes: np.ndarray, names: tuple[str, ...], est: np.ndarray, sd: np.ndarray
-) -> pa.Table:
-    n, k = est.shape
-    e, s = est.reshape(-1), sd.reshape(-1)
-    lo90, hi90 = census_intervals(e, s, Z90)
-    lo95, hi95 = census_intervals(e, s, Z95)
-    return pa.table(
-        {
-            "geolevel": pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n * k, np.int32)), pa.array([level], pa.string())
-            ),
-            "geocode": pa.DictionaryArray.from_arrays(
-                pa.array(np.repeat(np.arange(n, dtype=np.int32), k)),
-                pa.array(codes.astype(object), pa.string()),
-            ),
-            "query": pa.DictionaryArray.from_arrays(
-                pa.array(np.tile(np.arange(k, dtype=np.int32), n)),
-                pa.array(list(names), pa.string()),
-            ),
-            "estimate": pa.array(e, pa.float64()),
-            "sd": pa.array(s, pa.float64()),
-            "ci90_low": pa.array(lo90, pa.int64()),
-            "ci90_high": pa.array(hi90, pa.int64()),
-            "ci95_low": pa.array(lo95, pa.int64()),
-            "ci95_high": pa.array(hi95, pa.int64()),
-        }
-    )
-
-
-class _LevelStats:
-    """Per geolevel: rows, mean sd of ``total``, and the largest GLS sd / direct sd."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, int] = {}
-        self.total_sd: dict[str, list[float]] = {}
-        self.ratio: dict[str, float] = {}
-        self.exact: dict[str, int] = {}
-
-    def add(self, level: str, names: tuple[str, ...], sd: np.ndarray, direct: np.ndarray) -> None:
-        self.rows[level] = self.rows.get(level, 0) + sd.size
-        self.exact[level] = self.exact.get(level, 0) + int((sd == 0).sum())
-        if "total" in names:
-            acc = self.total_sd.setdefault(level, [0.0, 0.0])
-            acc[0] += float(sd[:, names.index("total")].sum())
-            acc[1] += sd.shape[0]
-        finite = np.isfinite(direct) & (direct > 0)
-        if finite.any():
-            r = float((sd[:, finite] / direct[finite]).max(initial=0.0))
-            self.ratio[level] = max(self.ratio.get(level, 0.0), r)
-
-    def to_dict(self, direct: dict[str, dict[str, float]]) -> dict[str, Any]:
-        out = {}
-        for level, rows in self.rows.items():
-            tot = self.total_sd.get(level)
-            out[level] = {
-                "rows": rows,
-                "rows_known_exactly": self.exact.get(level, 0),
-                "mean_sd_total": tot[0] / tot[1] if tot and tot[1] else None,
-                "direct_sd_total": direct.get(level, {}).get("total"),
-                "max_sd_over_direct_sd": self.ratio.get(level),
-            }
-        return out
-
-
 @dataclass(frozen=True, eq=False)
 class ReleaseGLS:
     """The GLS of a whole release, ready to stream (:func:`release_gls`).
@@ -251,6 +176,12 @@ class ReleaseGLS:
             :class:`~censusdp.infer.gls.LevelEstimates` has one column per line.
         tabulation: for a spine release, which estimated geounits are tabulation
             geounits (:func:`tabulation_match`); ``None`` for a tabulation release.
+        geography: the release's geography (tabulation and spine).
+        line_sets: the person lines (``total``, P1-P5) and the H1 lines of the unit
+            GLS (``None`` when the units were not measured: H1_001N is invariant).
+        factors: the person and unit trees' :class:`~censusdp.infer.tree_cov.TreeFactors`
+            (the person tree's complete once ``chunks`` is exhausted), for the variance
+            of any set of blocks (:mod:`censusdp.infer.tree_cov`).
     """
 
     hierarchy: Hierarchy
@@ -263,39 +194,55 @@ class ReleaseGLS:
     noise_variances: dict[str, dict[str, float]]
     chunks: Iterator[LevelEstimates]
     tabulation: dict[str, Any] | None = None
+    geography: ReleaseGeography | None = None
+    line_sets: tuple[LineSet, LineSet | None] | None = None
+    factors: tuple[TreeFactors, TreeFactors | None] | None = None
 
 
-TABULATION_NOTE = (
-    "estimates are of the spine's geounits (spine.parquet maps blocks to them); a "
-    "tabulation geounit that is not one spine geounit (e.g. a block group, or a county "
-    "split into AIAN and non-AIAN parts) is not estimated: its sd would need the GLS "
-    "covariance between spine geounits, which the two-pass tree algorithm does not form"
-)
-
-
-def tabulation_match(geo: ReleaseGeography) -> dict[str, Any] | None:
-    """Per tabulation level, how many of its geounits are exactly one spine geounit of
-    the same name (the same blocks), whose estimate is then the tabulation geounit's."""
-    if geo.spine is None:
-        return None
-    tab, h = geo.tabulation, geo.estimation
-    out: dict[str, Any] = {"note": TABULATION_NOTE, "levels": {}}
-    for ti, lv in enumerate(tab.geolevels.levels):
-        if lv.name not in h.geolevels.names or ti == 0:
-            continue
-        si = h.geolevels.index(lv.name)
-        # per block (spine order): its spine unit and its tabulation unit
-        spine_unit = h.ancestor_index(si)
-        tab_unit = geo.to_estimation(tab.ancestor_index(ti))
-        pairs = np.unique(np.stack([spine_unit, tab_unit]), axis=1)
-        spine_parts = np.bincount(pairs[0], minlength=h.n_units(si))
-        tab_parts = np.bincount(pairs[1], minlength=tab.n_units(ti))
-        same = (spine_parts[pairs[0]] == 1) & (tab_parts[pairs[1]] == 1)
-        out["levels"][lv.name] = {
-            "tabulation_geounits": int(tab.n_units(ti)),
-            "estimated_as_one_spine_geounit": int(same.sum()),
-        }
-    return out
+def _unit_gls(
+    run_dir: Path, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
+) -> tuple[
+    dict[int, tuple[np.ndarray, np.ndarray]],
+    dict[int, np.ndarray],
+    tuple[str, ...],
+    str,
+    LineSet | None,
+    TreeFactors | None,
+]:
+    """The housing-unit GLS (H1), in memory: per level its rows (estimates, sds), direct
+    sds, line names, a sentence on how H1 was estimated, its lines and tree factors
+    (``None`` without a unit NMF: only H1_001N, the invariant)."""
+    bottom = hierarchy.n_levels - 1
+    unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    hu_levels = [
+        np.asarray(a, dtype=np.float64).ravel()
+        for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
+    ]
+    units_path = run_dir / "noisy_measurements_units.parquet"
+    unit_direct: dict[int, np.ndarray] = {}
+    if not units_path.exists():
+        for level in range(hierarchy.n_levels):
+            unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
+        occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
+        return unit_rows, unit_direct, ("H1_001N",), occupancy, None, None
+    ureader = NMFReader(units_path, get_schema("units"), hierarchy)
+    ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
+    ulines = unit_lines(ulayout)
+    zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
+    ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    ufactors = TreeFactors()
+    for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons, factors=ufactors):
+        parts.setdefault(res.level, []).append((res.estimate, res.sd))
+    for level, chunks in parts.items():
+        unit_rows[level] = (
+            np.concatenate([c[0] for c in chunks]),
+            np.concatenate([c[1] for c in chunks]),
+        )
+    for level, des in _designs(ureader, ulayout, hierarchy).items():
+        unit_direct[level] = direct_sd(ulayout, des, ulines)
+    occupancy = "GLS from noisy_measurements_units.parquet"
+    return unit_rows, unit_direct, ulines.names, occupancy, ulines, ufactors
 
 
 def release_gls(
@@ -330,45 +277,16 @@ def release_gls(
         )
     persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
-    lines = _person_lines(layout)
-    bottom = hierarchy.n_levels - 1
+    lines = person_lines(layout)
     totals_persons = geo.exact_totals(inv)
-    pcons = Constraints(_zero_persons(layout, inv) if zero_constraints else None, totals_persons)
+    pcons = Constraints(zero_persons(layout, inv) if zero_constraints else None, totals_persons)
     timings["read"] = time.perf_counter() - t
     say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
 
     # -- housing units (small: kept in memory, merged into the person rows) ----------------
     t = time.perf_counter()
-    unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    hu_levels = [
-        np.asarray(a, dtype=np.float64).ravel()
-        for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
-    ]
-    units_path = run_dir / "noisy_measurements_units.parquet"
-    unit_direct: dict[int, np.ndarray] = {}
-    if units_path.exists():
-        ureader = NMFReader(units_path, get_schema("units"), hierarchy)
-        ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
-        ulines = _unit_lines(ulayout)
-        zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
-        ucons = Constraints(zero_hu if zero_constraints else None, {bottom: hu_levels[bottom]})
-        parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for res in tree_gls(ureader, hierarchy, ulayout, ulines, ucons):
-            parts.setdefault(res.level, []).append((res.estimate, res.sd))
-        for level, chunks in parts.items():
-            unit_rows[level] = (
-                np.concatenate([c[0] for c in chunks]),
-                np.concatenate([c[1] for c in chunks]),
-            )
-        for level, des in _designs(ureader, ulayout, hierarchy).items():
-            unit_direct[level] = direct_sd(ulayout, des, ulines)
-        unit_names = ulines.names
-        occupancy = "GLS from noisy_measurements_units.parquet"
-    else:
-        unit_names = ("H1_001N",)
-        for level in range(hierarchy.n_levels):
-            unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
-        occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
+    units = _unit_gls(run_dir, hierarchy, inv, zero_constraints)
+    unit_rows, unit_direct, unit_names, occupancy, ulines, ufactors = units
     timings["units"] = time.perf_counter() - t
     say(progress, f"housing units: {occupancy}")
 
@@ -385,9 +303,18 @@ def release_gls(
                 ]
             )
 
+    pfactors = TreeFactors()
+
     def merged() -> Iterator[LevelEstimates]:
         for res in tree_gls(
-            persons, hierarchy, layout, lines, pcons, executor=executor, progress=progress
+            persons,
+            hierarchy,
+            layout,
+            lines,
+            pcons,
+            executor=executor,
+            progress=progress,
+            factors=pfactors,
         ):
             ue, us = unit_rows[res.level]
             yield LevelEstimates(
@@ -410,7 +337,252 @@ def release_gls(
         {names[lv]: dict(zip(d.queries, d.variances, strict=True)) for lv, d in designs.items()},
         merged(),
         tabulation_match(geo),
+        geo,
+        (lines, ulines),
+        (pfactors, ufactors),
     )
+
+
+def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
+    """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1); ``None``
+    for a release directory without its tables (the GLS needs only the NMF)."""
+    if not (run_dir / "tables").is_dir():
+        return [None] * tab.n_levels
+    arrs = read_table_arrays(run_dir / "tables", tab)
+    return [
+        np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
+    ]
+
+
+def tabulation_sds(
+    run_dir: str | Path,
+    *,
+    executor: object | None = None,
+    progress: Progress = None,
+) -> tuple[ReleaseGLS, dict[str, np.ndarray]]:
+    """The GLS sd of every line at every published geounit (the tabulation hierarchy,
+    whatever spine the release used: the numbers of ``margins.parquet``), without
+    writing anything; for ``censusdp evaluate --release``.
+
+    Returns:
+        The release's GLS (its ``direct`` sds, ``lines``) and, per tabulation level,
+        ``(units, lines)`` standard deviations.
+    """
+    gls = release_gls(run_dir, executor=executor, progress=progress)
+    geo = gls.geography
+    assert geo is not None and gls.line_sets is not None and gls.factors is not None
+    targets = tabulation_geographies(geo)
+    acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines))
+    bottom = gls.hierarchy.n_levels - 1
+    for res in gls.chunks:
+        if res.level == bottom:
+            acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
+    n_person = len(gls.line_sets[0])
+    parts = [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
+    ]
+    out = {
+        g.geolevel: np.sqrt(exact_zero(v, s))
+        for g, v, s in zip(targets, acc.variances(gls.hierarchy, parts), acc.sums, strict=True)
+    }
+    tab = geo.tabulation
+    out[tab.geolevels.names[-1]] = geo.to_tabulation(acc.block_sd)
+    return gls, out
+
+
+def _amc_plan(run_dir: Path, manifest: dict[str, Any], geo: ReleaseGeography) -> AMCPlan:
+    """What re-releasing ``run_dir`` needs: its MDF (the plausible truth), budgets, shares
+    and estimation options (:mod:`censusdp.infer.amc`)."""
+    budget, units_budget = recorded_budgets(manifest, str(run_dir / MANIFEST_FILE))
+    postprocess = str(manifest.get("postprocess") or "topdown")
+    if postprocess not in ("topdown", "bottomup"):
+        raise InputError(
+            f"{run_dir / MANIFEST_FILE}: postprocess {postprocess!r} published no counts to "
+            "simulate (--simulations needs a release with tables)"
+        )
+    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
+        if not (run_dir / name).exists():
+            raise InputError(f"{run_dir / name}: missing file (--simulations re-releases the MDF)")
+    tab, inv = RunDir(run_dir).invariants(GeoLevels.from_pairs(list(budget.geolevels)))
+    schema = get_schema(budget.schema)
+    person, pl94, units = read_mdf_histograms(run_dir, tab, schema)
+    mh = geo.estimation
+    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
+    unit_levels = None
+    if units_budget is not None:
+        unit_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(units[:, :2])))
+    plans = (
+        [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
+        None
+        if units_budget is None
+        else [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()],
+    )
+    shares = (
+        geo.unit_shares(budget),
+        None if units_budget is None else geo.unit_shares(units_budget),
+    )
+    options = {
+        "postprocess": postprocess,
+        "units_mode": str(manifest.get("units_estimation") or "consistent"),
+        "estimator": str(manifest.get("estimator") or "ls"),
+        "max_children": manifest.get("max_children"),
+    }
+    truth = table_arrays(pl94, units, tab)
+    return AMCPlan(schema, person_levels, unit_levels, inv, geo, plans, shares, options, truth)
+
+
+class _LongWriter:
+    """``NAME.parquet`` and/or ``NAME.csv`` written table by table (atomic files entered
+    on ``stack``: removed unless the stack closes without an error)."""
+
+    def __init__(self, stack: ExitStack, out_dir: Path, name: str, formats: tuple[str, ...]):
+        self.paths = [out_dir / f"{name}.{f}" for f in formats]
+        self.formats = formats
+        self.rows = 0
+        self._tmp = [stack.enter_context(atomic_path(p)) for p in self.paths]
+        self._writers: list[Any] = []
+        stack.callback(self._close)
+
+    def write(self, table: pa.Table, csv: bool = True) -> None:
+        """Append ``table`` (to the CSV file too unless ``csv`` is false)."""
+        if not self._writers:
+            for fmt, tmp in zip(self.formats, self._tmp, strict=True):
+                if fmt == "parquet":
+                    self._writers.append(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
+                else:
+                    self._writers.append(pcsv.CSVWriter(str(tmp), table.schema))
+        for fmt, w in zip(self.formats, self._writers, strict=True):
+            if csv or fmt != "csv":
+                w.write_table(table)
+        self.rows += table.num_rows
+
+    def _close(self) -> None:
+        for w in self._writers:
+            w.close()
+
+
+def _write_margins(
+    out_dir: Path,
+    gls: ReleaseGLS,
+    acc: MarginAccumulator,
+    published: list[np.ndarray | None],
+    formats: tuple[str, ...],
+    amc: AMCResult | None = None,
+) -> dict[str, Any]:
+    """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
+    hierarchy, geo = gls.hierarchy, gls.geography
+    assert gls.line_sets is not None and gls.factors is not None and geo is not None
+    n_person = len(gls.line_sets[0])
+    parts = [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
+    ]
+    variances = acc.variances(hierarchy, parts)
+    tab = geo.tabulation
+    counts: dict[str, int] = {}
+    with ExitStack() as stack:
+        margins = _LongWriter(stack, out_dir, "margins", formats)
+        districts = None
+        if any(g.tabulation_level is None for g in acc.geographies):
+            districts = _LongWriter(stack, out_dir, "districts", formats)
+        n_district = 0
+        for g, est, var in zip(acc.geographies, acc.sums, variances, strict=True):
+            if districts is not None and g.tabulation_level is None:  # published block sums
+                mse = None if amc is None else amc.districts[n_district]
+                n_district += 1
+                pub = None
+                if published[-1] is not None:
+                    pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
+                    np.add.at(pub, geo.to_tabulation(g.target), published[-1])
+                districts.write(long_table(g, gls.lines, est, var, pub, mse))
+            else:
+                lv = g.tabulation_level
+                mse = None if amc is None else amc.levels[lv]
+                margins.write(long_table(g, gls.lines, est, var, published[lv], mse))
+            counts[g.geolevel] = g.n
+        # blocks: the tree's own estimates (each spine block is a tabulation block)
+        bl = tab.n_levels - 1
+        ids = geo_identifiers(tab.geocodes[bl], tab.geolevels.levels[bl].length, "Block")
+        est = geo.to_tabulation(acc.block_estimate)
+        var = geo.to_tabulation(acc.block_sd) ** 2
+        step = 2048
+        for a in range(0, tab.n_units(bl), step):
+            sl = slice(a, min(a + step, tab.n_units(bl)))
+            g = TargetGeography("Block", np.zeros(0), {k: v[sl] for k, v in ids.items()}, bl)
+            pub = published[bl]
+            mse = None if amc is None else amc.levels[bl][sl]
+            table = long_table(
+                g, gls.lines, est[sl], var[sl], None if pub is None else pub[sl], mse
+            )
+            margins.write(table, csv="parquet" not in formats)  # blocks: CSV only if alone
+        counts["Block"] = tab.n_units(bl)
+    return {
+        "files": [p.name for p in margins.paths + (districts.paths if districts else [])],
+        "rows": margins.rows,
+        "district_rows": districts.rows if districts else 0,
+        "geounits": counts,
+    }
+
+
+@dataclass(frozen=True)
+class MarginOptions:
+    """The long forms of :func:`infer_release`.
+
+    Attributes:
+        geography: a plan (block-assignment file, :func:`~censusdp.infer.plan.read_plan`):
+            its districts' published sums, GLS estimates and margins go to
+            ``districts.*``; ``None``: no districts.
+        formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
+        simulations: ``K`` AMC re-releases for the margins of the published counts
+            (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
+        seed: the AMC's master seed (recorded).
+    """
+
+    geography: str | Path | None = None
+    formats: tuple[str, ...] = MARGIN_FORMATS
+    simulations: int = 0
+    seed: int = 0
+
+
+def _stream_estimates(
+    out_dir: Path, gls: ReleaseGLS, acc: MarginAccumulator | None, progress: Progress
+) -> tuple[int, LevelStats]:
+    """Write ``estimates.parquet`` (the estimated geounits) as the GLS streams; feed the
+    bottom level's chunks to ``acc``."""
+    hierarchy = gls.hierarchy
+    names = hierarchy.geolevels.names
+    nlines = len(gls.lines)
+    bottom = hierarchy.n_levels - 1
+    stats = LevelStats()
+    rows = 0
+    with atomic_path(out_dir / "estimates.parquet") as tmp:
+        writer: pq.ParquetWriter | None = None
+        n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
+        bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
+        try:
+            for res in gls.chunks:
+                bar.advance(res.stop - res.start)
+                dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
+                stats.add(names[res.level], gls.lines, res.sd, dsd)
+                if acc is not None and res.level == bottom:
+                    acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
+                table = chunk_table(
+                    names[res.level],
+                    hierarchy.geocodes[res.level][res.start : res.stop],
+                    gls.lines,
+                    res.estimate,
+                    res.sd,
+                )
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                rows += table.num_rows
+            bar.close()
+        finally:
+            if writer is not None:
+                writer.close()
+    return rows, stats
 
 
 def infer_release(
@@ -424,12 +596,16 @@ def infer_release(
     zero_constraints: bool = True,
     progress: Progress = None,
     command: list[str] | None = None,
+    margins: MarginOptions | None = None,
 ) -> dict[str, Any]:
     """GLS estimates, standard deviations and intervals of every published cell.
 
     Args:
         run_dir: a release directory written by ``censusdp run``.
-        out_dir: the directory to write ``estimates.parquet`` and ``manifest.json`` to.
+        out_dir: the directory to write ``estimates.parquet`` (the estimated geounits),
+            ``margins.parquet``/``.csv`` (every published geounit and variable, long form,
+            keyed as ``tables/``), ``districts.*`` (with ``geography``) and
+            ``manifest.json`` to.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
             nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
         workers, executor, spark_master: where the bottom level's family tasks run
@@ -437,17 +613,32 @@ def infer_release(
         zero_constraints: enter the zeros implied by the block invariants.
         progress: receives log lines.
         command: recorded in the manifest.
+        margins: the plan, formats and AMC simulations of the long forms
+            (:class:`MarginOptions`; default: no plan, Parquet and CSV, no simulation).
 
     Returns:
         The manifest written to ``out_dir/manifest.json``.
 
     Raises:
-        InputError: for a missing or malformed release file.
+        InputError: for a missing or malformed release file or plan.
         ConfigError: for an existing non-empty ``out_dir`` without ``overwrite``.
     """
     t0 = time.perf_counter()
     run_dir, out_dir = Path(run_dir), Path(out_dir)
-    with staged_output(out_dir, overwrite, [run_dir], command="infer") as staging:
+    opts = margins or MarginOptions()
+    geography, formats, simulations, seed = (
+        opts.geography,
+        tuple(opts.formats),
+        opts.simulations,
+        opts.seed,
+    )
+    bad = [f for f in formats if f not in MARGIN_FORMATS]
+    if bad or not formats:
+        raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
+    if simulations < 0:
+        raise ConfigError(f"--simulations must be 0 or more, got {simulations}")
+    inputs = [run_dir] + ([Path(geography)] if geography is not None else [])
+    with staged_output(out_dir, overwrite, inputs, command="infer") as staging:
         out_dir = staging.path
         require_valid(run_dir, what="infer", mdf=False, progress=progress)
         timings: dict[str, float] = {}
@@ -462,95 +653,73 @@ def infer_release(
                 progress=progress,
                 timings=timings,
             )
-            hierarchy = gls.hierarchy
-            if gls.tabulation is not None:
-                say(progress, f"note: {gls.tabulation['note']}")
-            names = hierarchy.geolevels.names
-            nlines = len(gls.lines)
-            stats = _LevelStats()
-            rows = 0
+            geo = gls.geography
+            assert geo is not None
+            targets = tabulation_geographies(geo)
+            if geography is not None:
+                plan = read_plan(geography, geo.tabulation)
+                targets.append(district_geography(plan, geo))
+                say(progress, f"plan {geography}: {targets[-1].n:,} districts")
+            published = _published_levels(run_dir, geo.tabulation)
+            acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines))
             t = time.perf_counter()
-            with atomic_path(out_dir / "estimates.parquet") as tmp:
-                writer: pq.ParquetWriter | None = None
-                n_units = sum(hierarchy.n_units(i) for i in range(hierarchy.n_levels))
-                bar = task(progress, "GLS estimates", n_units, unit="geounits", summary=False)
-                try:
-                    for res in gls.chunks:
-                        bar.advance(res.stop - res.start)
-                        dsd = gls.direct.get(res.level, np.full(nlines, np.inf))
-                        stats.add(names[res.level], gls.lines, res.sd, dsd)
-                        table = _chunk_table(
-                            names[res.level],
-                            hierarchy.geocodes[res.level][res.start : res.stop],
-                            gls.lines,
-                            res.estimate,
-                            res.sd,
-                        )
-                        if writer is None:
-                            writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-                        writer.write_table(table, row_group_size=max(table.num_rows, 1))
-                        rows += table.num_rows
-                    bar.close()
-                finally:
-                    if writer is not None:
-                        writer.close()
+            rows, stats = _stream_estimates(out_dir, gls, acc, progress)
             timings["persons"] = time.perf_counter() - t
+            amc = None
+            if simulations > 0:
+                t = time.perf_counter()
+                amc = simulate_margins(
+                    _amc_plan(run_dir, gls.manifest, geo),
+                    [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
+                    simulations=simulations,
+                    seed=seed,
+                    executor=ex,
+                    progress=progress,
+                )
+                timings["amc"] = time.perf_counter() - t
         finally:
             close = getattr(ex, "close", None)
             if close is not None:
                 close()
         say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
-
+        t = time.perf_counter()
+        written = _write_margins(out_dir, gls, acc, published, formats, amc)
+        timings["margins"] = time.perf_counter() - t
+        say(
+            progress,
+            f"wrote {written['rows']:,} margins of published geounits ({', '.join(written['files'])})",
+        )
         timings["total"] = time.perf_counter() - t0
-        direct_named = {
-            names[lv]: {"total": float(v[0])} for lv, v in gls.direct.items() if np.isfinite(v[0])
-        }
-        manifest_in = gls.manifest
-        # the privacy loss its budgets compose to (what validation held the manifest to),
-        # recomputed, never the manifest's own words
-        spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
-        bottom = hierarchy.n_levels - 1
-        manifest: dict[str, Any] = {
-            "package_version": __version__,
-            "command": command,
-            "release": str(run_dir.resolve()),
-            "release_rho": spent["rho"],
-            "release_epsilon": spent["epsilon"],
-            "release_delta": spent["delta"],
-            "release_mechanism": spent["mechanism"],
-            "method": "two-pass tree GLS (BLUE) from the noisy measurements; variances read from the NMF",
-            "seed": None,
-            "randomness": "none (deterministic computation)",
-            "schema": gls.schema_name,
-            "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-            "geounits": {
-                lv.name: hierarchy.n_units(i) for i, lv in enumerate(hierarchy.geolevels.levels)
-            },
-            "spine": (manifest_in.get("spine") or {}).get("kind", "tabulation"),
-            **({"tabulation_geounits": gls.tabulation} if gls.tabulation is not None else {}),
-            "constraints": {
-                "total_population_exact_at": names[gls.total_level],
-                "housing_units_exact_at": names[bottom],
-                "zeros_from_block_invariants": bool(zero_constraints),
-            },
-            "housing_units": gls.occupancy,
-            "interval_rule": (
-                "low = max(ceil(estimate - z sd - t), 0), high = max(floor(estimate + z sd + t), 0), "
-                "t = 1e-9 max(1, |estimate|) (round-off)"
-            ),
-            "z": {"ci90": Z90, "ci95": Z95},
-            "columns": list(ESTIMATE_COLUMNS),
-            "lines": list(gls.lines),
-            "rows": rows,
-            "levels": stats.to_dict(direct_named),
-            "noise_variances": gls.noise_variances,
-            "executor": ex_record,
-            "platform": platform.platform(),
-            "timings": {k: round(v, 4) for k, v in timings.items()},
-            "peak_memory_mb": peak_rss_mb(),
-            "outputs": ["estimates.parquet", "manifest.json"],
-        }
+        manifest = output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
+        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": amc_record(amc, seed)}
+        if geography is not None:
+            manifest["plan"] = str(Path(geography).resolve())
+        manifest.update(
+            {
+                "executor": ex_record,
+                "platform": platform.platform(),
+                "timings": {k: round(v, 4) for k, v in timings.items()},
+                "peak_memory_mb": peak_rss_mb(),
+                "outputs": ["estimates.parquet", *written["files"], "manifest.json"],
+            }
+        )
         write_text(
             json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / "manifest.json"
         )
         return manifest
+
+
+def read_margins(out_dir: str | Path) -> dict[str, pa.Table]:
+    """The long forms an ``infer`` output holds: ``{"margins": ..., "districts": ...}``
+    (``districts`` only when a plan was given)."""
+    out = {}
+    for name in ("margins", "districts"):
+        path = Path(out_dir) / f"{name}.parquet"
+        if path.exists():
+            out[name] = pq.read_table(path)
+        elif (Path(out_dir) / f"{name}.csv").exists():
+            convert = pcsv.ConvertOptions(
+                column_types={"GEOID": pa.string(), "SUMLEV": pa.string()}
+            )
+            out[name] = pcsv.read_csv(Path(out_dir) / f"{name}.csv", convert_options=convert)
+    return out
