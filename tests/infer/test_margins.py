@@ -181,9 +181,8 @@ def test_plan_mistakes_are_one_line(spine_release, tmp_path, capsys, edit, words
 def test_plan_as_parquet_and_pipe_delimited_file(spine_release, tmp_path) -> None:
     """A Parquet plan and a header-less pipe-delimited block-assignment file give the
     same districts as the CSV."""
-    from censusdp.io.rundir import RunDir
-
     from censusdp.infer.plan import read_plan
+    from censusdp.io.rundir import RunDir
 
     plan = pd.read_csv(spine_release["plan"], dtype=str)
     plan.to_parquet(tmp_path / "plan.parquet")
