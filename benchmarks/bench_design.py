@@ -50,7 +50,7 @@ from censusdp.design import (  # noqa: E402
     simulate_errors,
 )
 from censusdp.design._matrices import hierarchical_matrix  # noqa: E402
-from censusdp.design.allocation import LevelErrorModel  # noqa: E402
+from censusdp.design.level_model import LevelErrorModel  # noqa: E402
 from censusdp.design.small_n import SmallNRequest, optimal_mechanism, small_n_report  # noqa: E402
 from censusdp.privacy.budget import load_preset  # noqa: E402
 

@@ -15,14 +15,13 @@ from censusdp.data.schema import get_schema
 from censusdp.design import DesignError
 from censusdp.design.allocation import (
     AllocationRequest,
-    LevelErrorModel,
     TargetTable,
     budget_to_toml,
     optimize_allocation,
-    rationalize,
     revealed_target_workload,
     simulate_errors,
 )
+from censusdp.design.level_model import LevelErrorModel, rationalize
 from censusdp.design.report import load_targets
 from censusdp.io.budget_files import load_config, load_preset
 from censusdp.privacy.budget_config import budget_from_mapping
