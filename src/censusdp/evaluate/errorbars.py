@@ -21,7 +21,7 @@ definitions of ``censusdp evaluate``):
   itself (an integer, non-negative histogram that satisfies every invariant): it is
   measured again with the release's own plan and mechanism (``K`` independent seeded
   draws), the measurements are post-processed again exactly as the release was
-  (:func:`censusdp.release.pipeline.estimate_tables`), and the re-estimated tables are
+  (:func:`censusdp.release.estimation.estimate_tables`), and the re-estimated tables are
   compared with the plausible truth. Reported: mean over the ``K`` simulations of the
   MAE (and each simulation's), RMSE and bias, their Monte Carlo standard errors (sd over simulations /
   sqrt(K)), the sd of one release's MAE (how much a single release's realised MAE
