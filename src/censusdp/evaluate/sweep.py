@@ -62,16 +62,20 @@ EPSILON_MEANINGS = ("rho", "cks")
 SWEEP_MEASURES = ("total_population", "hispanic*cenrace")
 
 
+def _check_epsilon(epsilon: float, meaning: str) -> None:
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ConfigError(f"sweep epsilon must be positive and finite, got {epsilon}")
+    if meaning not in EPSILON_MEANINGS:
+        raise ConfigError(f"epsilon meaning must be one of {EPSILON_MEANINGS}, got {meaning!r}")
+
+
 def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "cks") -> Budget:
     """The budget ``base`` rescaled to a sweep value ``epsilon`` (see module docstring).
 
     Raises:
         ConfigError: for a non-positive epsilon or an unknown ``meaning``.
     """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ConfigError(f"sweep epsilon must be positive and finite, got {epsilon}")
-    if meaning not in EPSILON_MEANINGS:
-        raise ConfigError(f"epsilon meaning must be one of {EPSILON_MEANINGS}, got {meaning!r}")
+    _check_epsilon(epsilon, meaning)
     if base.privacy_measure != "zCDP":
         return base.scaled(epsilon=str(epsilon))
     if meaning == "rho":
@@ -112,7 +116,8 @@ class SweepOptions:
         epsilon_meaning: ``"cks"`` (default) or ``"rho"`` (:data:`EPSILON_MEANINGS`).
 
     Raises:
-        ConfigError: on construction, for an empty epsilon list or ``trials < 1``.
+        ConfigError: on construction, for an empty epsilon list, an epsilon that is not
+            positive and finite, an unknown ``epsilon_meaning`` or ``trials < 1``.
     """
 
     epsilons: Sequence[float]
@@ -130,6 +135,8 @@ class SweepOptions:
             raise ConfigError("--epsilons needs at least one value")
         if self.trials < 1:
             raise ConfigError(f"--trials must be >= 1, got {self.trials}")
+        for e in eps:
+            _check_epsilon(e, self.epsilon_meaning)
         object.__setattr__(self, "epsilons", eps)
 
 

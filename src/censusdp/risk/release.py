@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_PRIORS",
     "Intruder",
     "ReleaseRisk",
+    "check_noise_law",
     "detailed_rhos",
     "release_risk",
     "sweep_risk",
@@ -88,6 +89,12 @@ class Intruder:
         )
 
 
+def check_noise_law(noise_law: str) -> None:
+    """Raise ``ConfigError`` unless ``noise_law`` is ``"release"`` or ``"paper"``."""
+    if noise_law not in ("release", "paper"):
+        raise ConfigError(f"noise_law must be 'release' or 'paper', got {noise_law!r}")
+
+
 def detailed_rhos(
     budget: object, query: str = "detailed", *, noise_law: str = "release"
 ) -> tuple[str, str, Fraction, Fraction]:
@@ -110,8 +117,7 @@ def detailed_rhos(
     Raises:
         ConfigError: if the budget is not zCDP or does not measure ``query`` at both levels.
     """
-    if noise_law not in ("release", "paper"):
-        raise ConfigError(f"noise_law must be 'release' or 'paper', got {noise_law!r}")
+    check_noise_law(noise_law)
     if getattr(budget, "privacy_measure", None) != "zCDP":
         raise ConfigError(
             f"risk needs a zCDP (discrete Gaussian) budget; "

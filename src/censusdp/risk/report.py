@@ -38,6 +38,7 @@ from censusdp.risk.release import (
     DEFAULT_PRIORS,
     Intruder,
     ReleaseRisk,
+    check_noise_law,
     release_risk,
     sweep_risk,
 )
@@ -133,7 +134,8 @@ class RiskOptions:
 
     Raises:
         ConfigError: on construction, unless exactly one of ``preset`` and ``config``
-            is given; CensusDPError for a prior outside ``(0, 1)`` or ``draws < 1``.
+            is given, or for an unknown ``noise_law``; CensusDPError for a prior outside
+            ``(0, 1)`` or ``draws < 1``.
     """
 
     preset: str | None = "pl94-2020"
@@ -151,6 +153,7 @@ class RiskOptions:
     def __post_init__(self) -> None:
         if (self.preset is None) == (self.config is None):
             raise ConfigError("give exactly one of preset or config")
+        check_noise_law(self.noise_law)
         intruder = self.intruder  # checks the priors and the draws now, not mid-run
         object.__setattr__(self, "priors", intruder.priors)
         object.__setattr__(self, "primary_prior", intruder.primary_prior)

@@ -57,6 +57,7 @@ METRICS: dict[str, str] = {
 
 
 def accuracy_metrics(cef: Any, release_dir: Path) -> dict[str, float]:
+    """``accuracy.*`` of the release in ``release_dir`` against ``cef`` (as ``censusdp evaluate``)."""
     from censusdp.evaluate import evaluate_data, read_release
 
     result, _ = evaluate_data(
@@ -71,6 +72,9 @@ def accuracy_metrics(cef: Any, release_dir: Path) -> dict[str, float]:
 
 
 def risk_metrics(budget: Budget, cef: Any, seed: int, two_level: bool) -> dict[str, float]:
+    """``risk.*`` of ``budget`` at :data:`PRIORS` (as ``censusdp risk``); with ``two_level``
+    also the hierarchical figures over the people of ``cef`` unique in their block
+    (:func:`censusdp.risk.release.release_risk`, its simulated release seeded by ``seed``)."""
     from censusdp.risk import NoiseModel, one_level_risk
     from censusdp.risk.release import detailed_rhos, release_risk
 
@@ -98,6 +102,8 @@ def risk_metrics(budget: Budget, cef: Any, seed: int, two_level: bool) -> dict[s
 def attack_metrics(
     release_dir: Path, truth_dir: Path, work: Path, *, seed: int, workers: int
 ) -> dict[str, float]:
+    """``reid.*``: the reconstruction of ``release_dir`` linked and confirmed against
+    ``truth_dir`` (as ``censusdp attack reconstruct`` and ``attack reid``), in ``work``."""
     from censusdp.attacks.dhc.runs import run_reconstruct, run_reid
 
     rec = run_reconstruct(
