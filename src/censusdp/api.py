@@ -281,11 +281,35 @@ def verify_release(run: PathLike, public_key: PathLike) -> tuple[bool, str]:
     return _verify(run, public_key, option="public_key")
 
 
-def evaluate_release(truth: PathLike, run: PathLike, **options: Any) -> dict[str, Any]:
-    """Accuracy of a release against the truth (``censusdp evaluate``)."""
-    from censusdp.evaluate import evaluate as _evaluate
+def evaluate_release(
+    truth: PathLike,
+    run: PathLike,
+    *,
+    workers: int = 1,
+    progress: Progress = None,
+    json_path: PathLike | None = None,
+    html_path: PathLike | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Accuracy of a release against the truth (``censusdp evaluate``).
 
-    return _evaluate(truth, run, **options)
+    Args:
+        options: the fields of :class:`censusdp.evaluate.EvaluateOptions` by name,
+            e.g. ``trials=5``, ``district_draws=1``, ``allow_invalid=True``; an unknown
+            name is a ``ConfigError``.
+    """
+    from censusdp.evaluate import EvaluateOptions
+    from censusdp.evaluate import evaluate as _evaluate
+    from censusdp.release.options import Execution
+
+    return _evaluate(
+        truth,
+        run,
+        _options(EvaluateOptions, options, "evaluation"),
+        execution=Execution(workers=workers, progress=progress),
+        json_path=json_path,
+        html_path=html_path,
+    )
 
 
 def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
@@ -360,8 +384,38 @@ def reidentify(reconstructed: PathLike, truth: PathLike, out: PathLike, **option
     return run_reid(reconstructed, truth, out, **options)
 
 
-def assess_risk(input_dir: PathLike, out: PathLike, **options: Any) -> Any:
-    """Bayesian disclosure risk of a release configuration (``censusdp risk``)."""
-    from censusdp.risk.report import run_risk
+def assess_risk(
+    input_dir: PathLike,
+    out: PathLike,
+    *,
+    progress: Progress = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> Any:
+    """Bayesian disclosure risk of a release configuration (``censusdp risk``).
 
-    return run_risk(input_dir, out, **options)
+    Args:
+        options: the fields of :class:`censusdp.risk.report.RiskOptions` by name, e.g.
+            ``rho=1``, ``sweep=[0.5, 2]``, ``draws=100``; an unknown name is a
+            ``ConfigError``.
+    """
+    from censusdp.risk.report import RiskOptions, run_risk
+
+    return run_risk(
+        input_dir,
+        out,
+        _options(RiskOptions, options, "risk"),
+        progress=progress,
+        overwrite=overwrite,
+    )
+
+
+def _options(cls: Any, given: dict[str, Any], what: str) -> Any:
+    """``cls(**given)``, naming an option that ``cls`` lacks in one ``ConfigError`` line."""
+    from censusdp.errors import ConfigError
+
+    fields = sorted(cls.__dataclass_fields__)
+    unknown = sorted(k for k in given if k not in fields)
+    if unknown:
+        raise ConfigError(f"unknown {what} option {unknown[0]!r}; the options are {fields}")
+    return cls(**given)

@@ -132,7 +132,7 @@ def _demo_into(
         run_dir,
         json_path=out_dir / "evaluation.json",
         html_path=report,
-        progress=progress,
+        execution=Execution(progress=progress),
         shown_as=("cef/", "run/"),  # beside the report (the staging path is temporary)
     )
     return DemoSummary(

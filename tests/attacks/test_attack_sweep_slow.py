@@ -39,7 +39,9 @@ def test_swap_then_dp_release_is_attackable(tmp_path):
 
     from censusdp.attacks.dhc.runs import run_reconstruct
     from censusdp.io.budget_files import load_preset
-    from censusdp.protect import swap_then_dp
+    from censusdp.privacy.release_budget import ReleaseBudget
+    from censusdp.protect import SwapOptions, swap_then_dp
+    from censusdp.release.options import ReleaseOptions
 
     truth = tmp_path / "truth"
     generate_state("DC", 3, truth, scale=0.01)
@@ -47,10 +49,9 @@ def test_swap_then_dp_release_is_attackable(tmp_path):
     m = swap_then_dp(
         truth,
         run,
-        rate=0.05,
-        seed=1,
-        budget=load_preset("dhc-lite-demo").scaled(epsilon="64"),
-        dp_seed=2,
+        SwapOptions(rate=0.05, seed=1),
+        ReleaseBudget(load_preset("dhc-lite-demo").scaled(epsilon="64")),
+        ReleaseOptions(seed=2),
     )
     assert m["swap"]["swapped"] > 0 and m["mechanism"] == "discrete_gaussian"
     assert json.loads((run / "manifest.json").read_text())["swap"]["rate"] == 0.05

@@ -18,7 +18,8 @@ import pytest
 
 from censusdp.cli import main
 from censusdp.errors import InputError
-from censusdp.evaluate import evaluate
+from censusdp.evaluate import EvaluateOptions, evaluate
+from censusdp.release.options import Execution
 
 LEVELS = (("US", 0), ("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 
@@ -32,9 +33,8 @@ def evaluated(truth_release, tmp_path_factory):
         release_dir,
         json_path=out / "eval.json",
         html_path=out / "report.html",
-        district_targets=(100, 400),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        options=EvaluateOptions(district_targets=(100, 400), allow_invalid=True),
+        execution=Execution(progress=lambda _m: None),
     )
     return result, out
 
@@ -185,9 +185,8 @@ def test_invariants_violated_are_reported(broken_release, tmp_path):
     result = evaluate(
         truth_dir,
         release_dir,
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        EvaluateOptions(district_targets=(100,), allow_invalid=True),
+        execution=Execution(progress=lambda _m: None),
     )
     inv = result["invariants"]
     assert not result["invariants_ok"]
@@ -300,7 +299,7 @@ def test_missing_release_files(truth_release, tmp_path):
     truth_dir, _, _, _ = truth_release
     (tmp_path / "run").mkdir()
     with pytest.raises(InputError, match="lacks mdf_persons.parquet"):
-        evaluate(truth_dir, tmp_path / "run", progress=lambda _m: None, allow_invalid=True)
+        evaluate(truth_dir, tmp_path / "run", EvaluateOptions(allow_invalid=True))
 
 
 def test_release_without_tables_uses_mdf(truth_release, tmp_path):
@@ -311,9 +310,7 @@ def test_release_without_tables_uses_mdf(truth_release, tmp_path):
     result = evaluate(
         truth_dir,
         tmp_path / "run",
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        EvaluateOptions(district_targets=(100,), allow_invalid=True),
     )
     assert "tabulated from the MDF" in result["tables_source"]
     assert "tables_match_mdf" not in result["invariants"]

@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from censusdp.evaluate import evaluate
+from censusdp.evaluate import EvaluateOptions, evaluate
 from censusdp.evaluate.compare import compare_releases
 
 
@@ -49,7 +49,8 @@ def _open(browser: str, url: str, shot=None) -> tuple[dict[str, str], str, str]:
 def report(chromium, truth_release, tmp_path_factory):
     truth_dir, release_dir, _, _ = truth_release
     path = tmp_path_factory.mktemp("report") / "report.html"
-    evaluate(truth_dir, release_dir, html_path=path, district_targets=(100,), allow_invalid=True)
+    options = EvaluateOptions(district_targets=(100,), allow_invalid=True)
+    evaluate(truth_dir, release_dir, options, html_path=path)
     return path
 
 

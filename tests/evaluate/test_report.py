@@ -12,15 +12,13 @@ from censusdp.evaluate.report import sweep_figure
 
 
 def test_report_sections_and_labels(truth_release):
-    from censusdp.evaluate import evaluate
+    from censusdp.evaluate import EvaluateOptions, evaluate
 
     truth_dir, release_dir, _, _ = truth_release
     result = evaluate(
         truth_dir,
         release_dir,
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        EvaluateOptions(district_targets=(100,), allow_invalid=True),
     )
     scatter = {
         "County": (np.array([10, 20]), np.array([11, 19])),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from censusdp.evaluate import evaluate
+from censusdp.evaluate import EvaluateOptions, evaluate
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "render_report.sh"
 
@@ -23,10 +23,8 @@ def test_report_renders_with_plots_in_chromium(truth_release, tmp_path, chromium
     evaluate(
         truth_dir,
         release_dir,
+        EvaluateOptions(district_targets=(100,), allow_invalid=True),
         html_path=html,
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
     )
     shot = tmp_path / "report.png"
     proc = subprocess.run(

@@ -17,17 +17,20 @@ import pytest
 from censusdp.cli import main
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import ConfigError
-from censusdp.evaluate import evaluate, sweep
+from censusdp.evaluate import EvaluateOptions, SweepOptions, evaluate, sweep
 from censusdp.evaluate.sweep import budget_for_epsilon
 from censusdp.evaluate.trials import budget_from_manifest
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.tables import write_tables
+from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.tables import tabulate
 from synth import write_record_release
 
 
-def fake_run_release(input_dir, out_dir, *, budget, units_budget=None, seed=None, **_kw):
+def fake_run_release(input_dir, out_dir, release_budget, options, execution=None, **_kw):
+    budget, seed = release_budget.persons, options.seed
     cef = read_cef(input_dir)
     rng = np.random.default_rng(seed)
     p = cef.persons
@@ -92,15 +95,13 @@ def test_budget_from_manifest_roundtrip():
 def test_trials_error_bars(fake_engine, truth_release, tmp_path):
     truth_dir, _, truth, _ = truth_release
     release = tmp_path / "release"
-    fake_run_release(truth_dir, release, budget=load_preset("pl94-2020").scaled(rho=1), seed=99)
+    budget = ReleaseBudget(load_preset("pl94-2020").scaled(rho=1))
+    fake_run_release(truth_dir, release, budget, ReleaseOptions(seed=99))
     result = evaluate(
         truth_dir,
         release,
-        trials=3,
-        trial_seed=7,
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        EvaluateOptions(trials=3, trial_seed=7, district_targets=(100,), allow_invalid=True),
+        execution=Execution(progress=lambda _m: None),
     )
     tr = result["trials"]
     assert tr["trials"] == 3 and len(set(tr["seeds"])) == 3
@@ -117,11 +118,8 @@ def test_trials_error_bars(fake_engine, truth_release, tmp_path):
     again = evaluate(
         truth_dir,
         release,
-        trials=3,
-        trial_seed=7,
-        district_targets=(100,),
-        progress=lambda _m: None,
-        allow_invalid=True,
+        EvaluateOptions(trials=3, trial_seed=7, district_targets=(100,), allow_invalid=True),
+        execution=Execution(progress=lambda _m: None),
     )
     assert again["trials"] == tr
 
@@ -130,12 +128,9 @@ def test_sweep_outputs_and_monotone_tvd(fake_engine, truth_release, tmp_path):
     truth_dir, _, _, _ = truth_release
     result = sweep(
         truth_dir,
-        [0.25, 1, 8],
+        SweepOptions(epsilons=[0.25, 1, 8], trials=2, seed=3, epsilon_meaning="rho"),
         out_dir=tmp_path / "sw",
-        trials=2,
-        seed=3,
-        progress=lambda _m: None,
-        epsilon_meaning="rho",
+        execution=Execution(progress=lambda _m: None),
     )
     assert result["epsilon_meaning"] == "rho = epsilon^2/2"
     assert [p["rho"] for p in result["points"]] == pytest.approx([0.03125, 0.5, 32.0])
@@ -188,7 +183,10 @@ def test_sweep_with_engine(truth_release, tmp_path):
     """
     truth_dir, _, _, _ = truth_release
     result = sweep(
-        truth_dir, [0.25, 2, 8], out_dir=tmp_path / "sw", seed=1, progress=lambda _m: None
+        truth_dir,
+        SweepOptions(epsilons=[0.25, 2, 8], seed=1),
+        out_dir=tmp_path / "sw",
+        execution=Execution(progress=lambda _m: None),
     )
     for measure in ("total_population", "hispanic*cenrace"):
         means = [p["tvd"][measure]["Block"]["mean"] for p in result["points"]]

@@ -16,7 +16,7 @@ from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf import DHCP_PERSON_COLUMNS
 from censusdp.io.tables import read_tables
-from censusdp.protect import protect_swap
+from censusdp.protect import SwapOptions, protect_swap
 from censusdp.tables import tables_to_arrays, tabulate
 
 
@@ -29,7 +29,9 @@ def truth(tmp_path_factory):
 
 def test_swap_release_layout_and_tables(truth, tmp_path):
     run = tmp_path / "run"
-    m = protect_swap(truth, run, rate=0.1, seed=5, topcode=90, cef_out=tmp_path / "cef")
+    m = protect_swap(
+        truth, run, SwapOptions(rate=0.1, seed=5, topcode=90), cef_out=tmp_path / "cef"
+    )
     for f in ("mdf_persons.parquet", "mdf_units.parquet", "manifest.json", "mdf_units.txt"):
         assert (run / f).is_file()
     mdf = pq.read_table(run / "mdf_persons.parquet")
@@ -63,7 +65,7 @@ def test_swap_release_refuses_non_empty_output(truth, tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "x").write_text("x")
     with pytest.raises(ConfigError, match="exists and is not empty"):
-        protect_swap(truth, tmp_path / "run", rate=0.1, seed=1)
+        protect_swap(truth, tmp_path / "run", SwapOptions(rate=0.1, seed=1))
 
 
 def test_cli_protect_swap(truth, tmp_path, capsys):

@@ -60,15 +60,9 @@ class FakeEngine:
 
 def build_results(truth, out, *, attack: bool = True):
     """A two-scenario ``tradeoff census`` result on the stand-in engine (epsilons 0.5, 2, 8)."""
-    from censusdp.tradeoff.census import census_tradeoff
+    from censusdp.tradeoff.census import CensusTradeoffOptions, census_tradeoff
 
-    return census_tradeoff(
-        truth,
-        out,
-        epsilons=[0.5, 2, 8],
-        seeds=[1],
-        attack_preset="dhc-lite-demo" if attack else None,
-        release_runner=FakeEngine(),
-        overwrite=True,
-        progress=None,
+    options = CensusTradeoffOptions(
+        epsilons=[0.5, 2, 8], seeds=[1], attack_preset="dhc-lite-demo" if attack else None
     )
+    return census_tradeoff(truth, out, options, release_runner=FakeEngine(), overwrite=True)

@@ -16,14 +16,12 @@ from censusdp.errors import ConfigError, InputError
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
+from censusdp.release.options import Execution
 from censusdp.risk import NoiseModel, one_level_risk
-from censusdp.tradeoff.census import (
-    census_tradeoff,
-    coarsen_to_block_groups,
-    frontier_from_results,
-    no_block_budget,
-)
-from censusdp.tradeoff.report import choose_epsilon
+from censusdp.tradeoff.census import CensusTradeoffOptions, census_tradeoff
+from censusdp.tradeoff.census_results import frontier_from_results
+from censusdp.tradeoff.census_scenarios import coarsen_to_block_groups, no_block_budget
+from censusdp.tradeoff.report import ChooseOptions, choose_epsilon
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +63,9 @@ def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     r = census_tradeoff(
         truth_dir,
         out,
-        epsilons=[16, 0.5],
-        seeds=[3, 4],
+        CensusTradeoffOptions(epsilons=[16, 0.5], seeds=[3, 4]),
+        execution=Execution(progress=lambda _m: None),
         release_runner=engine,
-        progress=lambda _m: None,
     )
     assert r["epsilons"] == [0.5, 16.0] and r["seeds"] == [3, 4]
     # 2 scenarios x 2 epsilons x 2 seeds x (accuracy + attack release)
@@ -145,7 +142,13 @@ def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     with pytest.raises(ConfigError, match="no geolevel"):
         frontier_from_results(r, scenario="no_block", geolevel="Block")
     opt = choose_epsilon(
-        "census", privacy_cost=100.0, funds_per_person=50.0, results=out, geolevel="Block"
+        ChooseOptions(
+            frontier="census",
+            privacy_cost=100.0,
+            funds_per_person=50.0,
+            results=out,
+            geolevel="Block",
+        )
     )
     assert opt["preferences"]["areas"] == g and opt["optimum"]["interior"]
     assert opt["optimum"]["mrt"] == pytest.approx(opt["optimum"]["mrs"], rel=1e-8)
@@ -154,12 +157,16 @@ def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
 def test_cache_resumes_and_outputs_are_protected(truth_dir, tmp_path):
     engine = FakeEngine()
     out = tmp_path / "res"
-    kw = {"seeds": [1], "attack_preset": None, "scenarios": ["standard"], "release_runner": engine}
-    census_tradeoff(truth_dir, out, epsilons=[1, 4], progress=None, **kw)
+    kw = {"seeds": [1], "attack_preset": None, "scenarios": ["standard"]}
+
+    def options(*epsilons):
+        return CensusTradeoffOptions(epsilons=epsilons, **kw)
+
+    census_tradeoff(truth_dir, out, options(1, 4), release_runner=engine)
     assert len(engine.calls) == 2
     with pytest.raises(ConfigError, match="exists and is not empty"):
-        census_tradeoff(truth_dir, out, epsilons=[1, 4, 8], **kw)
-    r = census_tradeoff(truth_dir, out, epsilons=[1, 4, 8], overwrite=True, **kw)
+        census_tradeoff(truth_dir, out, options(1, 4, 8), release_runner=engine)
+    r = census_tradeoff(truth_dir, out, options(1, 4, 8), overwrite=True, release_runner=engine)
     assert len(engine.calls) == 3  # only epsilon 8 was run again
     assert [p["epsilon"] for p in r["points"]] == [1, 4, 8]
     assert all("reid.confirmed_share" not in p["metrics"] for p in r["points"])
@@ -168,7 +175,7 @@ def test_cache_resumes_and_outputs_are_protected(truth_dir, tmp_path):
     other.mkdir()
     (other / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not empty"):
-        census_tradeoff(truth_dir, other, epsilons=[1], **kw)
+        census_tradeoff(truth_dir, other, options(1), release_runner=engine)
     assert (other / "notes.txt").read_text() == "mine"
 
 
@@ -186,9 +193,17 @@ def test_cache_resumes_and_outputs_are_protected(truth_dir, tmp_path):
     ],
 )
 def test_invalid_arguments(truth_dir, tmp_path, kwargs, match):
-    args = {"epsilons": [1], "seeds": [1], "release_runner": FakeEngine(), **kwargs}
+    workers = kwargs.get("workers", 1)
+    given = {k: v for k, v in kwargs.items() if k != "workers"}
     with pytest.raises(ConfigError, match=match):
-        census_tradeoff(truth_dir, tmp_path / "x", **args)
+        options = CensusTradeoffOptions(**{"epsilons": [1], "seeds": [1], **given})
+        census_tradeoff(
+            truth_dir,
+            tmp_path / "x",
+            options,
+            execution=Execution(workers=workers),
+            release_runner=FakeEngine(),
+        )
 
 
 def test_real_engine_accuracy_and_risk_match_evaluate_and_risk(truth_dir, tmp_path, capsys):
@@ -248,9 +263,15 @@ def test_real_engine_accuracy_and_risk_match_evaluate_and_risk(truth_dir, tmp_pa
 def test_choose_rejects_foreign_results(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"command": "sweep"}))
     with pytest.raises(InputError, match="not a 'censusdp tradeoff census' result"):
-        choose_epsilon("census", privacy_cost=1, accuracy_value=1, results=tmp_path)
+        choose_epsilon(
+            ChooseOptions(frontier="census", privacy_cost=1, accuracy_value=1, results=tmp_path)
+        )
     with pytest.raises(InputError, match="missing"):
-        choose_epsilon("census", privacy_cost=1, accuracy_value=1, results=tmp_path / "no")
+        choose_epsilon(
+            ChooseOptions(
+                frontier="census", privacy_cost=1, accuracy_value=1, results=tmp_path / "no"
+            )
+        )
 
 
 @pytest.mark.slow
@@ -261,7 +282,7 @@ def test_real_engine_full_sweep_is_monotone_and_matches_the_attack_tools(truth_d
     release (JASON sec. 4.1 attack; sec. 8 no-block scenario)."""
     out = tmp_path / "res"
     r = census_tradeoff(
-        truth_dir, out, epsilons=[1, 16], seeds=[1, 2], keep_runs=True, progress=None
+        truth_dir, out, CensusTradeoffOptions(epsilons=[1, 16], seeds=[1, 2]), keep_runs=True
     )
     pts = {(p["scenario"], p["epsilon"]): p["metrics"] for p in r["points"]}
     for s, lv in (("standard", "Block"), ("no_block", "BlockGroup")):

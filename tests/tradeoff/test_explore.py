@@ -13,7 +13,7 @@ from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.generate import generate_state
 from censusdp.tradeoff import MisallocationPreferences, optimal_epsilon
-from censusdp.tradeoff.census import frontier_from_results
+from censusdp.tradeoff.census_results import frontier_from_results
 from censusdp.tradeoff.explore import (
     DEFAULT_FUNDS_PER_PERSON,
     DEFAULT_PRIVACY_PRICE,

@@ -20,7 +20,7 @@ from _fake_engine import build_results
 
 from censusdp.generate import generate_state
 from censusdp.tradeoff import MisallocationPreferences, optimal_epsilon
-from censusdp.tradeoff.census import frontier_from_results
+from censusdp.tradeoff.census_results import frontier_from_results
 from censusdp.tradeoff.explore import DEFAULT_FUNDS_PER_PERSON, write_explorer
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from censusdp.errors import ConfigError
 from censusdp.tradeoff import (
+    ChooseOptions,
     LinearPreferences,
     MatrixMechanismFrontier,
     MeasuredFrontier,
@@ -165,13 +166,13 @@ def test_invalid_preferences(make, match):
 def test_choose_epsilon_writes_the_figure_and_refuses_to_overwrite(tmp_path):
     png = tmp_path / "choice.png"
     out = choose_epsilon(
-        "rr", privacy_cost=1.0, accuracy_value=10.0, pi=Fraction(1, 3), n=1, plot=png
+        ChooseOptions(privacy_cost=1.0, accuracy_value=10.0, pi=Fraction(1, 3), n=1), plot=png
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert out["optimum"]["interior"] and out["frontier"]["pi"] == pytest.approx(1 / 3)
     with pytest.raises(ConfigError, match="exists"):
-        choose_epsilon("rr", privacy_cost=1.0, accuracy_value=10.0, plot=png)
+        choose_epsilon(ChooseOptions(privacy_cost=1.0, accuracy_value=10.0), plot=png)
     with pytest.raises(ConfigError, match="exactly one"):
-        choose_epsilon("rr", privacy_cost=1.0)
+        ChooseOptions(privacy_cost=1.0)
     with pytest.raises(ConfigError, match="needs --results"):
-        choose_epsilon("census", privacy_cost=1.0, accuracy_value=1.0)
+        ChooseOptions(frontier="census", privacy_cost=1.0, accuracy_value=1.0)

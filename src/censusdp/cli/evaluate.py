@@ -99,27 +99,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from censusdp.evaluate import DEFAULT_DISTRICT_TARGETS, evaluate
+    from censusdp.evaluate import DEFAULT_DISTRICT_TARGETS, EvaluateOptions, evaluate
+    from censusdp.release.options import Execution
 
     if args.trials:
         announce_randomness(args.trial_seed, what="evaluation reruns", release=False)
     emit = progress_printer(args.quiet)
     if args.input is None:
         return _expected(args, emit)
-    result = evaluate(
-        args.input,
-        args.release,
+    options = EvaluateOptions(
         trials=args.trials,
         trial_seed=args.trial_seed,
-        workers=args.workers,
         district_targets=tuple(args.district_targets or DEFAULT_DISTRICT_TARGETS),
         district_draws=args.district_draws,
         seed=args.seed,
+        simulations=args.simulations,
+        allow_invalid=args.allow_invalid,
+    )
+    result = evaluate(
+        args.input,
+        args.release,
+        options,
+        execution=Execution(workers=args.workers, progress=emit),
         json_path=None if args.json == "-" else args.json,
         html_path=args.html,
-        allow_invalid=args.allow_invalid,
-        progress=emit,
-        simulations=args.simulations,
     )
     if args.json == "-":
         emit_json(result, "-")

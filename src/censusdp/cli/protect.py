@@ -40,17 +40,20 @@ def _topcode(text: str) -> int | None:
 
 
 def _swap(args: argparse.Namespace) -> int:
-    from censusdp.protect import protect_swap
+    from censusdp.protect import SwapOptions, protect_swap
 
     announce_randomness(args.seed, what="swap")
-    m = protect_swap(
-        args.input,
-        args.out,
+    swap = SwapOptions(
         rate=args.rate,
         seed=args.seed,
         topcode=args.topcode,
         risk_weight=args.risk_weight,
         small_block=args.small_block,
+    )
+    m = protect_swap(
+        args.input,
+        args.out,
+        swap,
         cef_out=args.cef_out,
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
@@ -60,21 +63,21 @@ def _swap(args: argparse.Namespace) -> int:
 
 
 def _swap_dp(args: argparse.Namespace) -> int:
-    from censusdp.protect import swap_then_dp
+    from censusdp.privacy.release_budget import ReleaseBudget
+    from censusdp.protect import SwapOptions, swap_then_dp
+    from censusdp.release.options import Execution, ReleaseOptions
 
     announce_randomness(args.seed, what="swap")
     announce_randomness(args.dp_seed, what="DP noise", option="--dp-seed")
+    swap = SwapOptions(rate=args.rate, seed=args.seed, topcode=args.topcode)
     m = swap_then_dp(
         args.input,
         args.out,
-        rate=args.rate,
-        seed=args.seed,
-        budget=resolve_budget(args),
-        dp_seed=args.dp_seed,
-        topcode=args.topcode,
-        workers=args.workers,
+        swap,
+        ReleaseBudget(resolve_budget(args)),
+        ReleaseOptions(seed=args.dp_seed),
+        execution=Execution(workers=args.workers, progress=progress_printer(args.quiet)),
         overwrite=args.overwrite,
-        progress=progress_printer(args.quiet),
     )
     _summary(args, m)
     return 0

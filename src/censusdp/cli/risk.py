@@ -68,12 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _risk(args: argparse.Namespace) -> int:
-    from censusdp.risk.report import run_risk
+    from censusdp.risk.report import RiskOptions, run_risk
 
     announce_randomness(args.seed, what="simulated release", release=False)
-    run = run_risk(
-        args.input,
-        args.out,
+    options = RiskOptions(
         preset=None if args.config else (args.preset or args.default_preset),
         config=args.config,
         rho=args.rho,
@@ -82,8 +80,13 @@ def _risk(args: argparse.Namespace) -> int:
         primary_prior=args.prior,
         draws=args.draws,
         seed=args.seed,
-        progress=progress_printer(args.quiet),
         noise_law=args.noise_law,
+    )
+    run = run_risk(
+        args.input,
+        args.out,
+        options,
+        progress=progress_printer(args.quiet),
         overwrite=args.overwrite,
     )
     print(run.format())

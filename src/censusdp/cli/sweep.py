@@ -65,22 +65,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from censusdp.evaluate import sweep
+    from censusdp.evaluate import SweepOptions, sweep
+    from censusdp.release.options import Execution
 
     announce_randomness(args.seed, what="sweep releases", release=False)
     emit = progress_printer(args.quiet)
-    result = sweep(
-        args.input,
-        args.epsilons,
-        out_dir=args.out,
+    options = SweepOptions(
+        epsilons=args.epsilons,
         preset=args.preset,
         config=args.config,
         trials=args.trials,
         seed=args.seed,
-        workers=args.workers,
         postprocess=args.postprocess,
         epsilon_meaning=args.epsilon_meaning,
-        progress=emit,
+    )
+    result = sweep(
+        args.input,
+        options,
+        out_dir=args.out,
+        execution=Execution(workers=args.workers, progress=emit),
         overwrite=args.overwrite,
     )
     levels = result["geolevels"][1:]

@@ -221,10 +221,10 @@ def _rr(args: argparse.Namespace) -> int:
 
 
 def _choose(args: argparse.Namespace) -> int:
-    from censusdp.tradeoff import choose_epsilon
+    from censusdp.tradeoff import ChooseOptions, choose_epsilon
 
-    out = choose_epsilon(
-        args.frontier,
+    options = ChooseOptions(
+        frontier=args.frontier,
         privacy_cost=args.privacy_cost,
         accuracy_value=args.accuracy_value,
         funds_per_person=args.funds_per_person,
@@ -237,9 +237,8 @@ def _choose(args: argparse.Namespace) -> int:
         geolevel=args.geolevel,
         measure=args.measure,
         search_range=args.range,
-        plot=args.plot,
-        overwrite=args.overwrite,
     )
+    out = choose_epsilon(options, plot=args.plot, overwrite=args.overwrite)
     if emit_json(out, args.json):
         return 0
     o = out["optimum"]
@@ -257,25 +256,28 @@ def _choose(args: argparse.Namespace) -> int:
 
 
 def _census(args: argparse.Namespace) -> int:
-    from censusdp.tradeoff.census import census_tradeoff
+    from censusdp.release.options import Execution
+    from censusdp.tradeoff.census import CensusTradeoffOptions, census_tradeoff
 
     emit = progress_printer(args.quiet)
     seeds = ",".join(str(s) for s in args.seeds)
     announce_randomness(seeds, what="tradeoff releases", release=False, option="--seeds")
     attack = None if args.attack_preset.lower() == "none" else args.attack_preset
-    result = census_tradeoff(
-        args.input,
-        args.out,
+    options = CensusTradeoffOptions(
         epsilons=args.epsilons,
         seeds=args.seeds,
         preset=args.preset,
         attack_preset=attack,
         scenarios=[s.strip() for s in args.scenarios.split(",") if s.strip()],
         two_level_risk=args.two_level_risk,
-        workers=args.workers,
+    )
+    result = census_tradeoff(
+        args.input,
+        args.out,
+        options,
+        execution=Execution(workers=args.workers, progress=emit),
         keep_runs=args.keep_runs,
         overwrite=args.overwrite,
-        progress=emit,
     )
     print(f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}")
     for p in result["points"]:

@@ -17,6 +17,7 @@
 from censusdp.evaluate.core import (
     DEFAULT_DISTRICT_TARGETS,
     DEFINITIONS,
+    EvaluateOptions,
     ReleaseFiles,
     evaluate,
     evaluate_data,
@@ -25,12 +26,14 @@ from censusdp.evaluate.core import (
 )
 from censusdp.evaluate.errorbars import expected_errors
 from censusdp.evaluate.report import render_report, write_report
-from censusdp.evaluate.sweep import sweep
+from censusdp.evaluate.sweep import SweepOptions, sweep
 
 __all__ = [
     "DEFAULT_DISTRICT_TARGETS",
     "DEFINITIONS",
+    "EvaluateOptions",
     "ReleaseFiles",
+    "SweepOptions",
     "evaluate",
     "evaluate_data",
     "expected_errors",

@@ -41,7 +41,7 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
-from censusdp.errors import InputError, SchemaError
+from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.evaluate.checks import check_release
 from censusdp.evaluate.districts import district_metrics
 from censusdp.evaluate.metrics import (
@@ -62,7 +62,9 @@ from censusdp.io.nmf import nmf_files
 from censusdp.io.output import write_output_json
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
+from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
 from censusdp.tables import TABLE_NAMES, table_arrays, table_definition, tables_to_arrays
@@ -72,6 +74,7 @@ __all__ = [
     "DEFAULT_DISTRICT_TARGETS",
     "check_dp_release",
     "DEFINITIONS",
+    "EvaluateOptions",
     "ReleaseFiles",
     "evaluate",
     "evaluate_data",
@@ -545,49 +548,78 @@ def check_dp_release(
     return None
 
 
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """What an evaluation computes beside the measured errors, checked once.
+
+    Attributes:
+        trials: if given, rerun the release mechanism this many times on the truth for
+            empirical error bars (:mod:`censusdp.evaluate.trials`).
+        trial_seed: master seed of the trials.
+        budget, units_budget: the budgets of the trials (default: rebuilt from the
+            release manifest).
+        district_targets, district_draws, seed: the random districts
+            (:mod:`censusdp.evaluate.districts`).
+        top_k: how many largest errors to list per measure and level.
+        simulations: if given, also the errors predicted from the release alone with
+            this many simulations (:func:`censusdp.evaluate.errorbars.expected_errors`,
+            under ``expected``; ``seed`` seeds them), next to the measured ones.
+        allow_invalid: evaluate a DP release that fails ``censusdp validate`` (broken or
+            hand-made releases): the result records the failed checks under
+            ``validation``.
+
+    Raises:
+        ConfigError: on construction, naming the option and the value.
+    """
+
+    trials: int | None = None
+    trial_seed: int = 0
+    budget: Budget | None = None
+    units_budget: Budget | None = None
+    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS
+    district_draws: int = 5
+    seed: int = 0
+    top_k: int = 10
+    simulations: int | None = None
+    allow_invalid: bool = False
+
+    def __post_init__(self) -> None:
+        for option, value in (
+            ("--trials", self.trials),
+            ("--simulations", self.simulations),
+            ("--district-draws", self.district_draws),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ConfigError(f"{option} must be at least 1, got {value}")
+        object.__setattr__(self, "district_targets", tuple(self.district_targets))
+
+
 def evaluate(
     truth_dir: str | Path,
     release_dir: str | Path,
+    options: EvaluateOptions | None = None,
     *,
-    trials: int | None = None,
-    trial_seed: int = 0,
-    budget: Budget | None = None,
-    units_budget: Budget | None = None,
-    workers: int = 1,
-    district_targets: tuple[int, ...] = DEFAULT_DISTRICT_TARGETS,
-    district_draws: int = 5,
-    seed: int = 0,
-    top_k: int = 10,
+    execution: Execution | None = None,
     json_path: str | Path | None = None,
     html_path: str | Path | None = None,
-    progress: Callable[[str], None] | None = None,
-    allow_invalid: bool = False,
-    simulations: int | None = None,
     shown_as: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate the release in ``release_dir`` against the CEF in ``truth_dir``.
 
     A DP release is first checked as ``censusdp validate`` would
     (:func:`censusdp.release.validate.validate_run`); one that fails is refused, unless
-    ``allow_invalid`` (for studying broken or hand-made releases: the result then
-    records the failed checks under ``validation``).
+    ``options.allow_invalid`` (the result then records the failed checks under
+    ``validation``).
 
     Args:
         truth_dir: directory with ``persons.parquet`` and ``units.parquet``.
         release_dir: a run directory (``mdf_*.parquet``, ``tables/``, NMF, manifest).
-        trials: if given, rerun the release mechanism this many times on
-            ``truth_dir`` for empirical error bars.
-        trial_seed: master seed of the trials.
-        budget, units_budget: the budgets for the trials (default: rebuilt from the
-            release manifest).
-        workers: workers per trial run.
-        district_targets, district_draws, seed: the random districts.
-        top_k: how many largest errors to list per measure and level.
+        options: what to compute (default :class:`EvaluateOptions`).
+        execution: where the reruns and simulations run (its executor and workers) and
+            where progress lines go (default: in process, silent).
         json_path, html_path: where to write the result and the report (optional).
-        progress: callback for progress lines (``None``: silent).
-        simulations: if given, also the errors predicted from the release alone with
-            this many simulations (:func:`censusdp.evaluate.errorbars.expected_errors`,
-            under ``expected``; ``seed`` seeds them), next to the measured ones.
         shown_as: how the result names the truth and the release (default: their
             absolute paths); a caller that evaluates inside a staging directory names
             them as they will be found.
@@ -595,56 +627,45 @@ def evaluate(
     Returns:
         The JSON-ready result (see :data:`DEFINITIONS`).
     """
+    options = options or EvaluateOptions()
+    execution = execution or Execution()
+    progress = execution.progress
 
     t0 = time.perf_counter()
     cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
-    validation = check_dp_release(release, allow_invalid, "evaluate", progress)
+    validation = check_dp_release(release, options.allow_invalid, "evaluate", progress)
     say(progress, f"read truth ({cef.n_persons:,} persons) and release {release_dir}")
     result, plot_data = evaluate_data(
         cef.persons,
         cef.units,
         release,
-        district_targets=district_targets,
-        district_draws=district_draws,
-        seed=seed,
-        top_k=top_k,
+        district_targets=options.district_targets,
+        district_draws=options.district_draws,
+        seed=options.seed,
+        top_k=options.top_k,
         progress=progress,
     )
-    if trials:
-        if budget is None:
-            if "persons" not in release.manifest or not isinstance(
-                release.manifest["persons"], dict
-            ):
-                raise InputError(
-                    f"--trials needs the release budget: {release_dir}/manifest.json has no "
-                    "'persons' budget entry; pass a budget explicitly"
-                )
-            budget = budget_from_manifest(release.manifest["persons"])
-            u = release.manifest.get("units")
-            if (
-                units_budget is None
-                and isinstance(u, dict)
-                and "geolevels" in u
-                and "mechanism" in u
-            ):
-                units_budget = budget_from_manifest(u)
+    if options.trials:
         result["trials"] = run_trials(
             truth_dir,
-            budget=budget,
-            units_budget=units_budget,
-            trials=int(trials),
-            seed=trial_seed,
+            _trial_budget(options, release.manifest, release_dir),
+            trials=options.trials,
+            seed=options.trial_seed,
             compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
-            workers=workers,
-            progress=progress,
+            execution=execution,
         )
-    if simulations:
+    if options.simulations:
         from censusdp.evaluate.errorbars import expected_errors
 
         result["expected"] = expected_errors(
-            release_dir, simulations=simulations, seed=seed, workers=workers, progress=progress
+            release_dir,
+            simulations=options.simulations,
+            seed=options.seed,
+            workers=execution.workers,
+            executor=execution.executor,
+            progress=progress,
         )
     if validation is not None:
         result["validation"] = validation
@@ -652,10 +673,10 @@ def evaluate(
         "truth": shown_as[0] if shown_as else str(Path(truth_dir).resolve()),
         "release": shown_as[1] if shown_as else str(Path(release_dir).resolve()),
         "package_version": __version__,
-        "seed": seed,
-        "trial_seed": trial_seed if trials else None,
-        "district_targets": list(district_targets),
-        "district_draws": district_draws,
+        "seed": options.seed,
+        "trial_seed": options.trial_seed if options.trials else None,
+        "district_targets": list(options.district_targets),
+        "district_draws": options.district_draws,
         "seconds": round(time.perf_counter() - t0, 3),
     }
     result = json_ready(result)
@@ -668,3 +689,25 @@ def evaluate(
         write_report(result, html_path, scatter=plot_data["scatter"], detail=plot_data)
         say(progress, f"wrote {html_path}")
     return result
+
+
+def _trial_budget(
+    options: EvaluateOptions, manifest: dict[str, Any], release_dir: str | Path
+) -> ReleaseBudget:
+    """The budgets of the trials: the options' person budget, else the release manifest's.
+
+    Raises:
+        InputError: if neither the options nor the manifest give a person budget.
+    """
+    budget, units_budget = options.budget, options.units_budget
+    if budget is None:
+        if "persons" not in manifest or not isinstance(manifest["persons"], dict):
+            raise InputError(
+                f"--trials needs the release budget: {release_dir}/manifest.json has no "
+                "'persons' budget entry; pass a budget explicitly"
+            )
+        budget = budget_from_manifest(manifest["persons"])
+        u = manifest.get("units")
+        if units_budget is None and isinstance(u, dict) and "geolevels" in u and "mechanism" in u:
+            units_budget = budget_from_manifest(u)
+    return ReleaseBudget(budget, units_budget)

@@ -31,8 +31,8 @@ import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +50,23 @@ from censusdp.io.mdf import read_mdf_persons
 from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
-from censusdp.progress import say, task
+from censusdp.progress import Progress, say, task
+from censusdp.release.options import Execution
 from censusdp.version import __version__
 
-__all__ = ["EPSILON_MEANINGS", "budget_for_epsilon", "sweep"]
+__all__ = ["EPSILON_MEANINGS", "SweepOptions", "budget_for_epsilon", "sweep"]
 
 EPSILON_MEANINGS = ("rho", "cks")
 """``rho``: rho = epsilon^2 / 2 (default); ``cks``: (epsilon, delta)-DP via CKS 2020."""
 
 SWEEP_MEASURES = ("total_population", "hispanic*cenrace")
+
+
+def _check_epsilon(epsilon: float, meaning: str) -> None:
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ConfigError(f"sweep epsilon must be positive and finite, got {epsilon}")
+    if meaning not in EPSILON_MEANINGS:
+        raise ConfigError(f"epsilon meaning must be one of {EPSILON_MEANINGS}, got {meaning!r}")
 
 
 def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "cks") -> Budget:
@@ -67,10 +75,7 @@ def budget_for_epsilon(base: Budget, epsilon: float, meaning: str = "cks") -> Bu
     Raises:
         ConfigError: for a non-positive epsilon or an unknown ``meaning``.
     """
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ConfigError(f"sweep epsilon must be positive and finite, got {epsilon}")
-    if meaning not in EPSILON_MEANINGS:
-        raise ConfigError(f"epsilon meaning must be one of {EPSILON_MEANINGS}, got {meaning!r}")
+    _check_epsilon(epsilon, meaning)
     if base.privacy_measure != "zCDP":
         return base.scaled(epsilon=str(epsilon))
     if meaning == "rho":
@@ -95,54 +100,78 @@ def _tvd_by_level(
     return out
 
 
-def sweep(
-    input_dir: str | Path,
-    epsilons: Sequence[float],
-    *,
-    out_dir: str | Path,
-    preset: str = "pl94-2020",
-    config: str | Path | None = None,
-    budget: Budget | None = None,
-    trials: int = 1,
-    seed: int = 0,
-    workers: int = 1,
-    postprocess: str = "topdown",
-    epsilon_meaning: str = "cks",
-    progress: Callable[[str], None] | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """Run the release for each epsilon (``trials`` times) and record TVD by geolevel.
+@dataclass(frozen=True)
+class SweepOptions:
+    """What a sweep runs, checked once.
 
-    Args:
-        input_dir: CEF directory (``persons.parquet``, ``units.parquet``).
-        epsilons: the sweep values (see module docstring for their meaning).
-        out_dir: where ``sweep.json``, ``sweep.csv``, ``sweep.png`` and
-            ``manifest.json`` go.
+    Attributes:
+        epsilons: the sweep values (see the module docstring for their meaning).
         preset: budget preset whose shares are rescaled.
         config: a budget TOML file to rescale instead of the preset.
         budget: a :class:`censusdp.privacy.budget.Budget` to rescale (overrides both).
         trials: reruns per epsilon (independent seeds); the TVD mean, min and max
             are reported.
         seed: master seed; run seeds are drawn from ``SeedSequence(seed)``.
-        workers, postprocess: passed to :func:`censusdp.release.pipeline.run_release`.
-        epsilon_meaning: ``"rho"`` (default) or ``"cks"``.
-        progress: callback for progress lines (``None``: silent).
+        postprocess: passed to :func:`censusdp.release.pipeline.run_release`.
+        epsilon_meaning: ``"cks"`` (default) or ``"rho"`` (:data:`EPSILON_MEANINGS`).
+
+    Raises:
+        ConfigError: on construction, for an empty epsilon list, an epsilon that is not
+            positive and finite, an unknown ``epsilon_meaning`` or ``trials < 1``.
+    """
+
+    epsilons: Sequence[float]
+    preset: str = "pl94-2020"
+    config: str | Path | None = None
+    budget: Budget | None = None
+    trials: int = 1
+    seed: int = 0
+    postprocess: str = "topdown"
+    epsilon_meaning: str = "cks"
+
+    def __post_init__(self) -> None:
+        eps = tuple(float(e) for e in self.epsilons)
+        if not eps:
+            raise ConfigError("--epsilons needs at least one value")
+        if self.trials < 1:
+            raise ConfigError(f"--trials must be >= 1, got {self.trials}")
+        for e in eps:
+            _check_epsilon(e, self.epsilon_meaning)
+        object.__setattr__(self, "epsilons", eps)
+
+
+def sweep(
+    input_dir: str | Path,
+    options: SweepOptions,
+    *,
+    out_dir: str | Path,
+    execution: Execution | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Run the release for each epsilon (``options.trials`` times) and record TVD by geolevel.
+
+    Args:
+        input_dir: CEF directory (``persons.parquet``, ``units.parquet``).
+        options: the epsilons, the budget they rescale, the trials and their seed.
+        out_dir: where ``sweep.json``, ``sweep.csv``, ``sweep.png`` and
+            ``manifest.json`` go.
+        execution: where each release's tasks run (its workers) and where progress
+            lines go (default: in process, silent).
+        overwrite: replace an earlier output of this command at ``out_dir``.
 
     Returns:
         The sweep result (also written to ``out_dir/sweep.json``).
-
-    Raises:
-        ConfigError: for an empty or invalid epsilon list, or ``trials < 1``.
     """
     from censusdp.evaluate.core import json_ready
     from censusdp.io.budget_files import resolve_budget
 
-    eps_list = [float(e) for e in epsilons]
-    if not eps_list:
-        raise ConfigError("--epsilons needs at least one value")
-    if trials < 1:
-        raise ConfigError(f"--trials must be >= 1, got {trials}")
-    base = budget if budget is not None else resolve_budget(preset=preset, config=config)
+    execution = execution or Execution()
+    progress = execution.progress
+    eps_list = list(options.epsilons)
+    trials, seed, postprocess = options.trials, options.seed, options.postprocess
+    epsilon_meaning, config = options.epsilon_meaning, options.config
+    budget = options.budget
+    base = budget if budget is not None else resolve_budget(preset=options.preset, config=config)
     budgets = [budget_for_epsilon(base, e, epsilon_meaning) for e in eps_list]
     t0 = time.perf_counter()
     with staged_output(out_dir, overwrite, [input_dir, config], command="sweep") as staging:
@@ -153,9 +182,8 @@ def sweep(
         seeds = np.random.SeedSequence(seed).generate_state(len(eps_list) * trials, dtype=np.uint32)
         seeds = seeds.reshape(len(eps_list), trials)
 
-        points, csv_rows = _sweep_points(
-            input_dir, out, eps_list, budgets, seeds, postprocess, workers, truth, progress
-        )
+        runner = _TrialRunner(input_dir, truth, postprocess, replace(execution, progress=None))
+        points, csv_rows = _sweep_points(out, eps_list, budgets, seeds, runner, progress)
 
         meaning = (
             "rho = epsilon^2/2"
@@ -182,7 +210,7 @@ def sweep(
             "preset": base.name,
             "trials": trials,
             "postprocess": postprocess,
-            "workers": workers,
+            "workers": execution.workers,
             "epsilon_meaning": epsilon_meaning,
         }
         _write_sweep(out, result, csv_rows, config_record, t0)
@@ -217,23 +245,52 @@ class _SweepTruth:
         return cls(h, q, h.aggregate(person_histogram(cols, h)))
 
 
+@dataclass(frozen=True)
+class _TrialRunner:
+    """How each trial of a sweep is run and scored: its input, truth, post-processing
+    and where the release's tasks run (silent)."""
+
+    input_dir: str | Path
+    truth: _SweepTruth
+    postprocess: str
+    execution: Execution
+
+    def tvd(self, run_prefix: Path, k: int, b: Budget, seed: int) -> dict[str, dict[str, float]]:
+        """Run one release into a scratch directory, score its MDF by TVD, remove the run."""
+        from censusdp.privacy.release_budget import ReleaseBudget
+        from censusdp.release.options import ReleaseOptions
+        from censusdp.release.pipeline import run_release
+
+        truth = self.truth
+        run = run_prefix.parent / f"{run_prefix.name}_trial{k:03d}"
+        run_release(
+            self.input_dir,
+            run,
+            ReleaseBudget(b),
+            ReleaseOptions(seed=seed, postprocess=self.postprocess),
+            self.execution,
+        )
+        mdf = read_mdf_persons(RunDir(run).mdf_file("persons"))
+        mcols = {c: mdf[c] for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}
+        tv = _tvd_by_level(truth.levels, person_histogram(mcols, truth.h), truth.h, truth.q)
+        shutil.rmtree(run, ignore_errors=True)
+        return tv
+
+
 def _sweep_points(
-    input_dir: str | Path,
     out: Path,
     eps_list: list[float],
     budgets: list[Budget],
     seeds: np.ndarray,
-    postprocess: str,
-    workers: int,
-    truth: _SweepTruth,
-    progress: Callable[[str], None] | None,
+    runner: _TrialRunner,
+    progress: Progress,
 ) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """Run every trial of every epsilon in a scratch directory under ``out``.
 
     Returns:
         The sweep's points and the rows of ``sweep.csv``.
     """
-    level_names = truth.h.geolevels.names
+    level_names = runner.truth.h.geolevels.names
     points = []
     csv_rows: list[list[Any]] = []
     with (
@@ -245,9 +302,7 @@ def _sweep_points(
             run_prefix = Path(tmp) / f"eps{i:02d}"
             per_trial = []
             for k, s in enumerate(seeds[i]):
-                per_trial.append(
-                    _trial_tvd(input_dir, run_prefix, k, b, int(s), postprocess, workers, truth)
-                )
+                per_trial.append(runner.tvd(run_prefix, k, b, int(s)))
                 bar.advance()
             for k, tv in enumerate(per_trial):
                 for m in SWEEP_MEASURES:
@@ -262,36 +317,6 @@ def _sweep_points(
                 + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in level_names[1:]),
             )
     return points, csv_rows
-
-
-def _trial_tvd(
-    input_dir: str | Path,
-    run_prefix: Path,
-    k: int,
-    b: Budget,
-    seed: int,
-    postprocess: str,
-    workers: int,
-    truth: _SweepTruth,
-) -> dict[str, dict[str, float]]:
-    """Run one release into a scratch directory, score its MDF by TVD, remove the run."""
-    from censusdp.privacy.release_budget import ReleaseBudget
-    from censusdp.release.options import Execution, ReleaseOptions
-    from censusdp.release.pipeline import run_release
-
-    run = run_prefix.parent / f"{run_prefix.name}_trial{k:03d}"
-    run_release(
-        input_dir,
-        run,
-        ReleaseBudget(b),
-        ReleaseOptions(seed=seed, postprocess=postprocess),
-        Execution(workers=workers),
-    )
-    mdf = read_mdf_persons(RunDir(run).mdf_file("persons"))
-    mcols = {c: mdf[c] for c in ("geocode", "hhgq", "votingage", "hispanic", "cenrace")}
-    tv = _tvd_by_level(truth.levels, person_histogram(mcols, truth.h), truth.h, truth.q)
-    shutil.rmtree(run, ignore_errors=True)
-    return tv
 
 
 def _summarise_trials(

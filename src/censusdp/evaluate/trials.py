@@ -21,14 +21,16 @@ import math
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from censusdp.evaluate.metrics import COUNT_BINS, Pairs, bin_index, tvd
-from censusdp.privacy.budget import Budget
-from censusdp.progress import Progress, say, task
+from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.progress import say, task
+from censusdp.release.options import Execution
 
 __all__ = [
     "ErrorAccumulator",
@@ -156,37 +158,39 @@ def budget_from_manifest(entry: dict[str, Any]) -> Any:
 
 def run_trials(
     input_dir: str | Path,
+    budget: ReleaseBudget,
     *,
-    budget: Budget,
-    units_budget: Budget | None,
     trials: int,
     seed: int,
     compare: Callable[[Path, ErrorAccumulator], None],
     postprocess: str = "topdown",
-    workers: int = 1,
-    progress: Progress = None,
+    execution: Execution | None = None,
 ) -> dict[str, Any]:
     """Rerun the release ``trials`` times with independent seeds and pool the errors.
 
     Args:
         input_dir: the CEF directory (truth known).
-        budget, units_budget: the budgets of the release being evaluated.
+        budget: the budgets of the release being evaluated (person and unit runs).
         trials: number of reruns ``K``.
         seed: master seed; trial ``k`` uses the ``k``-th integer drawn from
             ``SeedSequence(seed)``.
         compare: called with each trial's run directory and the accumulator; it adds
             that trial's errors.
-        postprocess, workers: passed to :func:`censusdp.release.pipeline.run_release`.
-        progress: ``None`` (silent) or a callable taking lines: trials done / total.
+        postprocess: passed to :func:`censusdp.release.pipeline.run_release`.
+        execution: where each rerun's tasks run (passed to
+            :func:`~censusdp.release.pipeline.run_release`, silent) and where the lines
+            of trials done go (default: in process, silent).
 
     Returns:
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
     """
     # the engine, imported only when rerun
-    from censusdp.privacy.release_budget import ReleaseBudget
-    from censusdp.release.options import Execution, ReleaseOptions
+    from censusdp.release.options import ReleaseOptions
     from censusdp.release.pipeline import run_release
 
+    execution = execution or Execution()
+    progress = execution.progress
+    quiet = replace(execution, progress=None)
     seeds = [int(s) for s in np.random.SeedSequence(seed).generate_state(trials, dtype=np.uint32)]
     acc = ErrorAccumulator()
     with (
@@ -198,9 +202,9 @@ def run_trials(
             run_release(
                 input_dir,
                 run,
-                ReleaseBudget(budget, units_budget),
+                budget,
                 ReleaseOptions(seed=s, postprocess=postprocess),
-                Execution(workers=workers),
+                quiet,
             )
             compare(run, acc)
             shutil.rmtree(run, ignore_errors=True)

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from censusdp.protect.swap import SwapResult, household_table, swap_households, top_code_ages
+from censusdp.protect.swap import (
+    SwapOptions,
+    SwapResult,
+    household_table,
+    swap_households,
+    top_code_ages,
+)
 
 __all__ = [
+    "SwapOptions",
     "SwapResult",
     "household_table",
     "protect_swap",

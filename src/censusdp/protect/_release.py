@@ -36,9 +36,10 @@ from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
 from censusdp.io.mdf import write_mdf_records
 from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.io.tables import write_tables
-from censusdp.privacy.budget import Budget
+from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import Progress, say
-from censusdp.protect.swap import swap_households, top_code_ages
+from censusdp.protect.swap import SwapOptions, swap_households, top_code_ages
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.tables import tabulate
 from censusdp.version import __version__
 
@@ -103,12 +104,8 @@ def _write_swapped_release(
 def protect_swap(
     input_dir: str | Path,
     out_dir: str | Path,
+    swap: SwapOptions,
     *,
-    rate: float,
-    seed: int,
-    topcode: int | None = 90,
-    risk_weight: float = 10.0,
-    small_block: int = 15,
     cef_out: str | Path | None = None,
     overwrite: bool = False,
     progress: Progress = None,
@@ -118,11 +115,7 @@ def protect_swap(
     Args:
         input_dir: CEF directory (``persons.parquet``, ``units.parquet``).
         out_dir: the run directory to write (layout in the module docstring).
-        rate: target share of households swapped, in ``[0, 1]``.
-        seed: seed of the swap.
-        topcode: ages above this are set to it (``None``: no top-coding).
-        risk_weight: selection weight of at-risk households.
-        small_block: blocks with at most this many persons are at risk.
+        swap: the rate, seed, top-code and risk selection of the swap.
         cef_out: also write the swapped file as a CEF here (for DP on top of it).
         overwrite: replace a non-empty ``out_dir``.
         progress: progress callback.
@@ -140,10 +133,14 @@ def protect_swap(
         timings["read"] = time.perf_counter() - t
         t = time.perf_counter()
         res = swap_households(
-            cef.persons, rate=rate, seed=seed, risk_weight=risk_weight, small_block=small_block
+            cef.persons,
+            rate=swap.rate,
+            seed=swap.seed,
+            risk_weight=swap.risk_weight,
+            small_block=swap.small_block,
         )
         persons = res.persons
-        persons["age"] = top_code_ages(persons["age"], topcode)
+        persons["age"] = top_code_ages(persons["age"], swap.topcode)
         timings["swap"] = time.perf_counter() - t
         say(
             progress,
@@ -171,16 +168,16 @@ def protect_swap(
             "epsilon": None,
             "delta": None,
             "geolevels": [[lv.name, lv.length] for lv in hierarchy.geolevels.levels],
-            "seed": seed,
+            "seed": swap.seed,
             "swap": {
-                "rate": rate,
-                "risk_weight": risk_weight,
-                "small_block": small_block,
+                "rate": swap.rate,
+                "risk_weight": swap.risk_weight,
+                "small_block": swap.small_block,
                 "matching": "same household size and number of adults; other block of the "
                 "same county, else of the same state",
                 **res.summary(),
             },
-            "topcode_age": topcode,
+            "topcode_age": swap.topcode,
             "persons_released": int(persons["age"].size),
             "units_released": int(units["gqtype"].size),
             "input": str(Path(input_dir).resolve()),
@@ -197,16 +194,12 @@ def protect_swap(
 def swap_then_dp(
     input_dir: str | Path,
     out_dir: str | Path,
+    swap: SwapOptions,
+    budget: ReleaseBudget,
+    release: ReleaseOptions | None = None,
     *,
-    rate: float,
-    seed: int,
-    budget: Budget,
-    units_budget: Budget | None = None,
-    dp_seed: int | None = None,
-    topcode: int | None = 90,
-    workers: int = 1,
+    execution: Execution | None = None,
     overwrite: bool = False,
-    progress: Progress = None,
 ) -> dict[str, Any]:
     """Swap (and top-code), then run the DP release on the swapped file (JASON (JSR-19-2F) sec. 8.4.3).
 
@@ -216,47 +209,36 @@ def swap_then_dp(
     Args:
         input_dir: CEF directory.
         out_dir: the DP run directory.
-        rate, seed, topcode: as in :func:`protect_swap`.
-        budget: the person-run budget (must have a schema with sex and age for the
-            reconstruction attack to read, e.g. ``dhc-lite-demo``).
-        units_budget: optional housing-unit budget.
-        dp_seed: seed of the DP noise (``None``: secure randomness).
-        workers: TopDown worker processes.
+        swap: as in :func:`protect_swap`.
+        budget: the release's budget (its person run must have a schema with sex and
+            age for the reconstruction attack to read, e.g. ``dhc-lite-demo``; the
+            unit run is optional).
+        release: the DP release's options, e.g. its seed (default
+            :class:`~censusdp.release.options.ReleaseOptions`: secure randomness).
+        execution: where the release's tasks run and where progress goes (default: in
+            process, silent).
         overwrite: replace a non-empty ``out_dir``.
-        progress: progress callback.
 
     Returns:
         The run manifest (with a ``swap`` entry).
     """
-    from censusdp.privacy.release_budget import ReleaseBudget
-    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release
 
+    execution = execution or Execution()
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.swap-", dir=out.parent))
     try:
         swap_manifest = protect_swap(
-            input_dir,
-            tmp / "release",
-            rate=rate,
-            seed=seed,
-            topcode=topcode,
-            cef_out=tmp / "cef",
-            progress=progress,
+            input_dir, tmp / "release", swap, cef_out=tmp / "cef", progress=execution.progress
         )
         manifest = run_release(
-            tmp / "cef",
-            out,
-            ReleaseBudget(budget, units_budget),
-            ReleaseOptions(seed=dp_seed),
-            Execution(workers=workers, progress=progress),
-            overwrite=overwrite,
+            tmp / "cef", out, budget, release or ReleaseOptions(), execution, overwrite=overwrite
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     manifest["swap"] = swap_manifest["swap"]
-    manifest["topcode_age"] = topcode
+    manifest["topcode_age"] = swap.topcode
     manifest["input"] = str(Path(input_dir).resolve())
     write_json(manifest, out / MANIFEST_FILE)
     return manifest

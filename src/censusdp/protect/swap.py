@@ -42,7 +42,7 @@ import numpy as np
 from censusdp.errors import ConfigError, InputError
 from censusdp.privacy.randomness import experiment_generator
 
-__all__ = ["SwapResult", "household_table", "swap_households", "top_code_ages"]
+__all__ = ["SwapOptions", "SwapResult", "household_table", "swap_households", "top_code_ages"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,12 +179,7 @@ def swap_households(
     Raises:
         ConfigError: for a rate outside ``[0, 1]`` or a risk weight below 1.
     """
-    if not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"swap rate must be in [0, 1], got {rate}")
-    if not risk_weight >= 1.0:
-        raise ConfigError(f"risk_weight must be >= 1, got {risk_weight}")
-    if small_block < 0:
-        raise ConfigError(f"small_block must be >= 0, got {small_block}")
+    _check_swap(rate, risk_weight, small_block)
     _need(persons, ("person_id", "unit_id", "geocode", "hhgq", "age", "hispanic", "cenrace"))
     rng = experiment_generator(seed)
     out = {k: np.array(v, copy=True) for k, v in persons.items()}
@@ -325,6 +320,46 @@ def top_code_ages(age: np.ndarray, topcode: int | None) -> np.ndarray:
     a = np.asarray(age, dtype=np.int64)
     if topcode is None:
         return a.copy()
+    _check_topcode(topcode)
+    return np.minimum(a, int(topcode))
+
+
+@dataclass(frozen=True)
+class SwapOptions:
+    """What a swapped release is made with (``censusdp protect swap``), checked once.
+
+    Attributes:
+        rate: target share of households swapped, in ``[0, 1]``.
+        seed: seed of the swap (:func:`swap_households`).
+        topcode: ages above this are set to it (``None``: no top-coding).
+        risk_weight: selection weight of at-risk households (``>= 1``).
+        small_block: blocks with at most this many persons are at risk.
+
+    Raises:
+        ConfigError: on construction, naming the parameter and its value.
+    """
+
+    rate: float
+    seed: int
+    topcode: int | None = 90
+    risk_weight: float = 10.0
+    small_block: int = 15
+
+    def __post_init__(self) -> None:
+        _check_swap(self.rate, self.risk_weight, self.small_block)
+        if self.topcode is not None:
+            _check_topcode(self.topcode)
+
+
+def _check_swap(rate: float, risk_weight: float, small_block: int) -> None:
+    if not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"swap rate must be in [0, 1], got {rate}")
+    if not risk_weight >= 1.0:
+        raise ConfigError(f"risk_weight must be >= 1, got {risk_weight}")
+    if small_block < 0:
+        raise ConfigError(f"small_block must be >= 0, got {small_block}")
+
+
+def _check_topcode(topcode: int) -> None:
     if not 1 <= int(topcode) <= 115:
         raise ConfigError(f"age top-code must be in 1..115 (or none), got {topcode}")
-    return np.minimum(a, int(topcode))

@@ -46,12 +46,53 @@ from censusdp.risk.hierarchical import (
 )
 from censusdp.risk.one_level import OneLevelRisk, one_level_risk, posterior
 
-__all__ = ["DEFAULT_PRIORS", "ReleaseRisk", "detailed_rhos", "release_risk", "sweep_risk"]
+__all__ = [
+    "DEFAULT_PRIORS",
+    "Intruder",
+    "ReleaseRisk",
+    "check_noise_law",
+    "detailed_rhos",
+    "release_risk",
+    "sweep_risk",
+]
 
 DEFAULT_PRIORS: tuple[float, ...] = (0.5, 0.2, 0.1, 0.02)
 """The four intruders of Kazan & Reiter (2022) sec. 4.2 (p = 1/2, 1/5, 1/10, 1/50)."""
 
 _QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
+
+
+@dataclass(frozen=True)
+class Intruder:
+    """Who attacks: the priors reported, the prior of the two-level and per-person
+    results, and how the intruder decides (Kazan & Reiter (2022) sec. 4.2).
+
+    Attributes:
+        priors: one-level priors to report (each strictly between 0 and 1).
+        primary_prior: the prior for the two-level and per-person results.
+        rule: two-level decision rule (default exact posterior, strict ``> 1/2``).
+
+    Raises:
+        CensusDPError: on construction, for a prior outside ``(0, 1)``.
+    """
+
+    priors: Sequence[float] = DEFAULT_PRIORS
+    primary_prior: float = 0.5
+    rule: DecisionRule = field(default_factory=DecisionRule)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "primary_prior", check_probability(self.primary_prior, "primary_prior")
+        )
+        object.__setattr__(
+            self, "priors", tuple(check_probability(p, "priors") for p in self.priors)
+        )
+
+
+def check_noise_law(noise_law: str) -> None:
+    """Raise ``ConfigError`` unless ``noise_law`` is ``"release"`` or ``"paper"``."""
+    if noise_law not in ("release", "paper"):
+        raise ConfigError(f"noise_law must be 'release' or 'paper', got {noise_law!r}")
 
 
 def detailed_rhos(
@@ -76,8 +117,7 @@ def detailed_rhos(
     Raises:
         ConfigError: if the budget is not zCDP or does not measure ``query`` at both levels.
     """
-    if noise_law not in ("release", "paper"):
-        raise ConfigError(f"noise_law must be 'release' or 'paper', got {noise_law!r}")
+    check_noise_law(noise_law)
     if getattr(budget, "privacy_measure", None) != "zCDP":
         raise ConfigError(
             f"risk needs a zCDP (discrete Gaussian) budget; "
@@ -191,9 +231,7 @@ def release_risk(
     budget: object,
     *,
     block_geocodes: np.ndarray | None = None,
-    priors: Sequence[float] = DEFAULT_PRIORS,
-    primary_prior: float = 0.5,
-    rule: DecisionRule | None = None,
+    intruder: Intruder | None = None,
     seed: int | None = 0,
     tol: float = 1e-12,
     progress: Callable[[str], None] | None = None,
@@ -207,9 +245,8 @@ def release_risk(
         budget: a zCDP :class:`censusdp.privacy.budget.Budget`; see :func:`detailed_rhos`.
         block_geocodes: every block of the geography (e.g. the unit geocodes too), to
             count ``d``; defaults to the blocks with people.
-        priors: one-level priors to report.
-        primary_prior: the prior for the two-level and per-person results.
-        rule: two-level decision rule (default exact posterior, strict ``> 1/2``).
+        intruder: the priors and the decision rule (default :class:`Intruder`); the
+            primary prior is reported among the one-level priors too.
         seed: seed of the simulated release used for realised posteriors.
         tol: probability mass left out of each exact sum.
         progress: called with a line per step.
@@ -227,11 +264,10 @@ def release_risk(
     """
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
-    p0 = check_probability(primary_prior, "primary_prior")
-    priors = tuple(check_probability(p, "priors") for p in priors)
+    intruder = intruder or Intruder()
+    p0, priors, rule = intruder.primary_prior, tuple(intruder.priors), intruder.rule
     if p0 not in priors:
         priors = (p0, *priors)
-    rule = rule or DecisionRule()
     _low, _parent, rho1, rho2 = detailed_rhos(budget, noise_law=noise_law)
     bc = _BlockCounts.of(persons, block_geocodes)
     timings["tabulate"] = time.perf_counter() - t0
@@ -451,17 +487,7 @@ def _realised(
     and the realised posterior and ``R'(x*)`` without and with the block group.
     """
     rng = experiment_generator(seed)
-    x1_star, x2_star, y1_star = _simulate_release(
-        rng,
-        rho1,
-        rho2,
-        bc.blk_id[u_idx],
-        bc.bg_id[u_idx],
-        bc.cells[u_idx],
-        others,
-        bc.bg_blocks,
-        bc.size,
-    )
+    x1_star, x2_star, y1_star = _simulate_release(rng, rho1, rho2, bc, u_idx, others)
     real1 = posterior(x1_star, prior=p0, noise=NoiseModel.discrete_gaussian(rho1), known=0)
     du = bc.d[u_idx]
     lo2 = np.empty(u_idx.size)
@@ -485,14 +511,11 @@ def _simulate_release(
     rng: np.random.Generator,
     rho1: Fraction,
     rho2: Fraction,
-    block: np.ndarray,
-    bg: np.ndarray,
-    cell: np.ndarray,
+    bc: _BlockCounts,
+    u_idx: np.ndarray,
     others: np.ndarray,
-    blocks_per_bg: np.ndarray,
-    size: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Noisy counts for each unique person's cell: block, block group, other blocks.
+    """Noisy counts for each unique person ``u_idx``'s cell: block, block group, other blocks.
 
     One noise value per (block, cell) and per (block group, cell), shared by every
     person who sees it: ``x1* = 1 + eta_b``, ``x2* = xi2 + eta_g`` and
@@ -500,6 +523,8 @@ def _simulate_release(
     without a unique person contribute their noise through the exact pmf of a sum of
     discrete Gaussians (the same distribution as drawing each).
     """
+    block, bg, cell = bc.blk_id[u_idx], bc.bg_id[u_idx], bc.cells[u_idx]
+    blocks_per_bg, size = bc.bg_blocks, bc.size
     K1 = math.ceil(math.sqrt(92.0 / float(rho1))) + 1
     k1 = np.arange(-K1, K1 + 1)
     lp1 = DiscreteGaussian.from_rho(rho1).log_pmf(k1)
@@ -536,9 +561,7 @@ def sweep_risk(
     rhos: Sequence[float | Fraction | str],
     *,
     pairs: Sequence[tuple[int, int, int]] = (),
-    priors: Sequence[float] = DEFAULT_PRIORS,
-    primary_prior: float = 0.5,
-    rule: DecisionRule | None = None,
+    intruder: Intruder | None = None,
     tol: float = 1e-12,
     noise_law: str = "release",
 ) -> list[dict[str, object]]:
@@ -551,12 +574,12 @@ def sweep_risk(
             of unique people with their counts); the two-level correct-decision
             probability is averaged with these weights, and its standard error is
             reported as if the weights counted randomly sampled people.
-        priors: one-level priors.
-        primary_prior: prior of the two-level results.
-        rule: two-level decision rule.
+        intruder: the one-level priors, the prior of the two-level results and the
+            two-level decision rule (default :class:`Intruder`).
         tol: mass left out of each exact sum.
     """
-    rule = rule or DecisionRule()
+    intruder = intruder or Intruder()
+    priors, primary_prior, rule = intruder.priors, intruder.primary_prior, intruder.rule
     out = []
     for rho in rhos:
         b = budget.scaled(rho=rho)  # type: ignore[attr-defined]

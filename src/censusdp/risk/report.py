@@ -36,14 +36,15 @@ from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_leve
 from censusdp.risk.one_level import one_level_risk, posterior
 from censusdp.risk.release import (
     DEFAULT_PRIORS,
+    Intruder,
     ReleaseRisk,
-    detailed_rhos,
+    check_noise_law,
     release_risk,
     sweep_risk,
 )
 from censusdp.version import __version__
 
-__all__ = ["RiskRun", "run_risk"]
+__all__ = ["RiskOptions", "RiskRun", "run_risk"]
 
 
 @dataclass(frozen=True)
@@ -110,35 +111,11 @@ class RiskRun:
         return "\n".join(lines)
 
 
-def _load_budget(preset: str | None, config: str | Path | None) -> Budget:
-    if (preset is None) == (config is None):
-        raise ConfigError("give exactly one of preset or config")
-    return resolve_budget(preset=preset, config=config)
+@dataclass(frozen=True)
+class RiskOptions:
+    """What ``censusdp risk`` computes, checked once.
 
-
-def run_risk(
-    input_dir: str | Path,
-    out_dir: str | Path,
-    *,
-    preset: str | None = "pl94-2020",
-    config: str | Path | None = None,
-    rho: float | Fraction | str | None = None,
-    sweep: Sequence[float | Fraction | str] = (),
-    priors: Sequence[float] = DEFAULT_PRIORS,
-    primary_prior: float = 0.5,
-    draws: int | None = None,
-    seed: int = 0,
-    fig6_xi2: Sequence[int] = (1, 10, 100),
-    sweep_people: int = 200,
-    progress: Callable[[str], None] | None = None,
-    noise_law: str = "release",
-    overwrite: bool = False,
-) -> RiskRun:
-    """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
-
-    Args:
-        input_dir: directory with ``persons.parquet`` and ``units.parquet``.
-        out_dir: output directory.
+    Attributes:
         preset: budget preset name (``pl94-2020``), or ``None`` with ``config``.
         config: a budget TOML file instead of a preset.
         rho: rescale the budget to this global rho (shares kept).
@@ -151,20 +128,72 @@ def run_risk(
         fig6_xi2: block-group counts drawn in the Fig. 6 plot.
         sweep_people: the sweep's two-level average is over a seeded random sample of
             this many people unique in their block (its standard error is reported).
-        progress: called with a line per step.
         noise_law: ``"release"`` (default: the noise the release adds, which under
             bounded neighbours is ``sigma^2 = 1/rho_q``) or ``"paper"`` (Kazan & Reiter's
             ``sigma^2 = 1/(2 rho)``, to reproduce their tables).
+
+    Raises:
+        ConfigError: on construction, unless exactly one of ``preset`` and ``config``
+            is given, or for an unknown ``noise_law``; CensusDPError for a prior outside
+            ``(0, 1)`` or ``draws < 1``.
+    """
+
+    preset: str | None = "pl94-2020"
+    config: str | Path | None = None
+    rho: float | Fraction | str | None = None
+    sweep: Sequence[float | Fraction | str] = ()
+    priors: Sequence[float] = DEFAULT_PRIORS
+    primary_prior: float = 0.5
+    draws: int | None = None
+    seed: int = 0
+    fig6_xi2: Sequence[int] = (1, 10, 100)
+    sweep_people: int = 200
+    noise_law: str = "release"
+
+    def __post_init__(self) -> None:
+        if (self.preset is None) == (self.config is None):
+            raise ConfigError("give exactly one of preset or config")
+        check_noise_law(self.noise_law)
+        intruder = self.intruder  # checks the priors and the draws now, not mid-run
+        object.__setattr__(self, "priors", intruder.priors)
+        object.__setattr__(self, "primary_prior", intruder.primary_prior)
+
+    @property
+    def intruder(self) -> Intruder:
+        """The intruder of the two-level results: the priors and the decision rule."""
+        rule = DecisionRule(self.draws, ties_to_target=self.draws is not None)
+        return Intruder(self.priors, self.primary_prior, rule)
+
+
+def run_risk(
+    input_dir: str | Path,
+    out_dir: str | Path,
+    options: RiskOptions | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    overwrite: bool = False,
+) -> RiskRun:
+    """Disclosure risk of a release configuration on a synthetic census, written to ``out_dir``.
+
+    Args:
+        input_dir: directory with ``persons.parquet`` and ``units.parquet``.
+        out_dir: output directory.
+        options: the budget, the priors, the sweep and the seed (default
+            :class:`RiskOptions`).
+        progress: called with a line per step.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (see
             :class:`censusdp.io.output.Staging`).
     """
+    options = options or RiskOptions()
+    config, sweep, seed, noise_law = options.config, options.sweep, options.seed, options.noise_law
     t0 = time.perf_counter()
     with staged_output(out_dir, overwrite, [input_dir, config], command="risk") as staging:
         out = staging.path
-        budget = _load_budget(preset, config)
-        if rho is not None:
-            budget = budget.scaled(rho=rho)
-        rule = DecisionRule(draws, ties_to_target=draws is not None)
+        budget = resolve_budget(preset=options.preset, config=config)
+        if options.rho is not None:
+            budget = budget.scaled(rho=options.rho)
+        intruder = options.intruder
+        rule = intruder.rule
         say(progress, f"reading {input_dir}")
         cef = read_cef(input_dir, progress=progress)
         t_read = time.perf_counter() - t0
@@ -172,9 +201,7 @@ def run_risk(
             cef.persons,
             budget,
             block_geocodes=cef.units["geocode"],
-            priors=priors,
-            primary_prior=primary_prior,
-            rule=rule,
+            intruder=intruder,
             seed=seed,
             tol=1e-10,
             progress=progress,
@@ -193,18 +220,17 @@ def run_risk(
         t1 = time.perf_counter()
         if sweep:
             say(progress, f"sweep over global rho {list(sweep)}")
-            kept = _sweep_sample(res.persons, seed, sweep_people)
+            kept = _sweep_sample(res.persons, seed, options.sweep_people)
             summary["sweep_sampled_people"] = int(sum(c for *_, c in kept))
-            rule_kw = {"priors": priors, "primary_prior": primary_prior, "rule": rule}
             summary["sweep"] = sweep_risk(
-                budget, sweep, pairs=kept, tol=1e-8, noise_law=noise_law, **rule_kw
+                budget, sweep, pairs=kept, intruder=intruder, tol=1e-8, noise_law=noise_law
             )
         t_sweep = time.perf_counter() - t1
 
         t2 = time.perf_counter()
         say(progress, "plots")
         _plot_one_level(out, res)
-        summary["fig6"] = _plot_two_level(out, res, rule, fig6_xi2)
+        summary["fig6"] = _plot_two_level(out, res, rule, options.fig6_xi2)
         t_plots = time.perf_counter() - t2
 
         cols = {k: pa.array(np.asarray(v)) for k, v in res.persons.items()}
@@ -219,7 +245,6 @@ def run_risk(
         }
         manifest = _risk_manifest(input_dir, budget, res, rule, sweep, seed)
         write_json({**manifest, "timings": seconds}, out / MANIFEST_FILE)
-        _ = detailed_rhos  # re-exported helper used by callers of this module
         return RiskRun(out_dir=staging.out_dir, summary=summary, seconds=seconds)
 
 

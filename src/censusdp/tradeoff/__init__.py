@@ -9,7 +9,10 @@
 * :mod:`~censusdp.tradeoff.social_choice`: the welfare-maximising epsilon, where the
   marginal rate of transformation equals the marginal rate of substitution.
 * :mod:`~censusdp.tradeoff.census`: accuracy, re-identification and Bayesian risk of
-  real releases over a grid of budgets (``censusdp tradeoff census``), and
+  real releases over a grid of budgets (``censusdp tradeoff census``; its scenarios in
+  :mod:`~censusdp.tradeoff.census_scenarios`, its metrics in
+  :mod:`~censusdp.tradeoff.census_metrics`, its results in
+  :mod:`~censusdp.tradeoff.census_results`), and
   :mod:`~censusdp.tradeoff.explore`, the interactive page built from them
   (``censusdp explore``). Both are imported lazily (they read and write files).
 """
@@ -49,6 +52,7 @@ from censusdp.tradeoff.social_choice import (
 )
 
 __all__ = [
+    "ChooseOptions",
     "DataUtility",
     "Frontier",
     "LinearPreferences",
@@ -78,8 +82,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # file-writing entry points load matplotlib and the engine: import on first use
-    if name == "choose_epsilon":
-        from censusdp.tradeoff.report import choose_epsilon
+    if name in ("ChooseOptions", "choose_epsilon"):
+        from censusdp.tradeoff import report
 
-        return choose_epsilon
+        return getattr(report, name)
     raise AttributeError(f"module 'censusdp.tradeoff' has no attribute {name!r}")

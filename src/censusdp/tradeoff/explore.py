@@ -16,7 +16,7 @@ selected epsilon and the optimum:
    slope (MRT) equals the price ratio (MRS).
 
 The optimum uses :class:`~censusdp.tradeoff.social_choice.MisallocationPreferences` on
-the power-law fit of :func:`~censusdp.tradeoff.census.frontier_from_results`; for
+the power-law fit of :func:`~censusdp.tradeoff.census_results.frontier_from_results`; for
 ``I = -k eps^-alpha`` and ``SW = -r sqrt(2 G k / pi) eps^(-alpha/2) - C eps`` it is
 ``eps* = (r sqrt(2 G k / pi) alpha / (2 C))^(1 / (alpha/2 + 1))``, which the page
 computes in the browser; the Python value at the default prices is written into the
@@ -53,7 +53,7 @@ def _default_level(results: dict[str, Any]) -> str | None:
 
 
 def _python_optimum(results: dict[str, Any], level: str | None) -> dict[str, Any] | None:
-    from censusdp.tradeoff.census import frontier_from_results
+    from censusdp.tradeoff.census_results import frontier_from_results
     from censusdp.tradeoff.social_choice import MisallocationPreferences, optimal_epsilon
 
     if level is None:

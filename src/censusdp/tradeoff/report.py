@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from censusdp.tradeoff.social_choice import (
     optimal_epsilon,
 )
 
-__all__ = ["FRONTIERS", "choose_epsilon", "read_results"]
+__all__ = ["FRONTIERS", "ChooseOptions", "choose_epsilon", "read_results"]
 
 FRONTIERS = ("rr", "census")
 
@@ -45,27 +46,11 @@ def read_results(results_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-def choose_epsilon(
-    frontier: str = "rr",
-    *,
-    privacy_cost: float,
-    accuracy_value: float | None = None,
-    funds_per_person: float | None = None,
-    areas: int | None = None,
-    pi: Fraction | float | str = Fraction(1, 2),
-    n: int = 1,
-    mu: Fraction | float | str = Fraction(1, 2),
-    results: str | Path | None = None,
-    scenario: str = "standard",
-    geolevel: str = "County",
-    measure: str = "total_population",
-    search_range: Sequence[float] = (0.01, 100.0),
-    plot: str | Path | None = None,
-    overwrite: bool = False,
-) -> dict[str, Any]:
-    """The welfare-maximising epsilon on a frontier (MRT = MRS), optionally drawn.
+@dataclass(frozen=True)
+class ChooseOptions:
+    """The frontier and the preferences of ``censusdp tradeoff choose``, checked once.
 
-    Args:
+    Attributes:
         frontier: ``"rr"`` (randomized response, Abowd & Schmutte App. B) or
             ``"census"`` (the measured frontier of a ``tradeoff census`` run).
         privacy_cost: ``C``, welfare lost per unit of epsilon.
@@ -79,6 +64,50 @@ def choose_epsilon(
         results: the ``tradeoff census`` output directory (census frontier).
         scenario, geolevel, measure: which measured accuracy forms the frontier.
         search_range: epsilons searched.
+
+    Raises:
+        ConfigError: on construction, for an unknown frontier, not exactly one of the
+            two preferences, or ``results`` given with the wrong frontier or missing.
+    """
+
+    privacy_cost: float
+    frontier: str = "rr"
+    accuracy_value: float | None = None
+    funds_per_person: float | None = None
+    areas: int | None = None
+    pi: Fraction | float | str = Fraction(1, 2)
+    n: int = 1
+    mu: Fraction | float | str = Fraction(1, 2)
+    results: str | Path | None = None
+    scenario: str = "standard"
+    geolevel: str = "County"
+    measure: str = "total_population"
+    search_range: Sequence[float] = (0.01, 100.0)
+
+    def __post_init__(self) -> None:
+        if self.frontier not in FRONTIERS:
+            raise ConfigError(f"frontier must be one of {FRONTIERS}, got {self.frontier!r}")
+        if (self.accuracy_value is None) == (self.funds_per_person is None):
+            raise ConfigError(
+                "give exactly one of --accuracy-value (linear welfare) and --funds-per-person "
+                "(misallocation of funds)"
+            )
+        if self.frontier == "rr" and self.results is not None:
+            raise ConfigError("--results is for --frontier census")
+        if self.frontier == "census" and self.results is None:
+            raise ConfigError("--frontier census needs --results RESULTS")
+
+
+def choose_epsilon(
+    options: ChooseOptions,
+    *,
+    plot: str | Path | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """The welfare-maximising epsilon on a frontier (MRT = MRS), optionally drawn.
+
+    Args:
+        options: the frontier and the preferences.
         plot: PNG path for the frontier and marginal-rate figure.
         overwrite: replace an existing ``plot``.
 
@@ -86,28 +115,21 @@ def choose_epsilon(
         JSON-ready: the frontier, the preferences and the optimum.
 
     Raises:
-        ConfigError: for inconsistent arguments or an existing plot without ``overwrite``.
+        ConfigError: for an existing plot without ``overwrite``.
     """
-    if frontier not in FRONTIERS:
-        raise ConfigError(f"frontier must be one of {FRONTIERS}, got {frontier!r}")
-    if (accuracy_value is None) == (funds_per_person is None):
-        raise ConfigError(
-            "give exactly one of --accuracy-value (linear welfare) and --funds-per-person "
-            "(misallocation of funds)"
-        )
     if plot is not None:
         check_output_file(plot, overwrite, option="--plot")
+    o = options
+    accuracy_value, funds_per_person, areas = o.accuracy_value, o.funds_per_person, o.areas
+    results, scenario, geolevel, measure = o.results, o.scenario, o.geolevel, o.measure
     info: dict[str, Any]
-    if frontier == "rr":
-        if results is not None:
-            raise ConfigError("--results is for --frontier census")
-        f: Any = RandomizedResponseFrontier(pi=pi, n=n, mu=mu)
+    if o.frontier == "rr":
+        f: Any = RandomizedResponseFrontier(pi=o.pi, n=o.n, mu=o.mu)
         n_areas = 1
         info = {"kind": "rr", "pi": float(f.pi), "n": f.n, "mu": float(f.mu), "label": f.label}
     else:
-        if results is None:
-            raise ConfigError("--frontier census needs --results RESULTS")
-        from censusdp.tradeoff.census import frontier_from_results
+        assert results is not None  # checked by ChooseOptions
+        from censusdp.tradeoff.census_results import frontier_from_results
 
         f, n_areas = frontier_from_results(
             read_results(results), scenario=scenario, geolevel=geolevel, measure=measure
@@ -127,7 +149,7 @@ def choose_epsilon(
         }
     prefs: Any
     if accuracy_value is not None:
-        prefs = LinearPreferences(privacy_cost=privacy_cost, accuracy_value=accuracy_value)
+        prefs = LinearPreferences(privacy_cost=o.privacy_cost, accuracy_value=accuracy_value)
         pinfo: dict[str, Any] = {
             "kind": "linear",
             "privacy_cost": prefs.privacy_cost,
@@ -137,7 +159,7 @@ def choose_epsilon(
     else:
         g = n_areas if areas is None else areas
         prefs = MisallocationPreferences(
-            privacy_cost=privacy_cost, funds_per_person=float(funds_per_person), areas=g
+            privacy_cost=o.privacy_cost, funds_per_person=float(funds_per_person), areas=g
         )
         pinfo = {
             "kind": "misallocation",
@@ -145,7 +167,7 @@ def choose_epsilon(
             "funds_per_person": prefs.funds_per_person,
             "areas": prefs.areas,
         }
-    opt = optimal_epsilon(f, prefs, search_range=search_range)
+    opt = optimal_epsilon(f, prefs, search_range=o.search_range)
     out: dict[str, Any] = {"frontier": info, "preferences": pinfo, "optimum": opt.as_dict()}
     if pinfo["kind"] == "misallocation":
         out["optimum"]["expected_misallocation"] = prefs.expected_misallocation(opt.quality)

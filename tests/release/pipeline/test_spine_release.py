@@ -359,9 +359,9 @@ def test_units_histogram_moves_with_the_blocks():
 
 
 def test_evaluate_checks_a_spine_release_noise_on_its_spine_geounits(spine_run, spine_input):
-    from censusdp.evaluate import evaluate
+    from censusdp.evaluate import EvaluateOptions, evaluate
 
-    result = evaluate(spine_input, spine_run, district_draws=1)
+    result = evaluate(spine_input, spine_run, EvaluateOptions(district_draws=1))
     nmf = result["noisy_measurements"]["persons"]["by_level"]
     # the truth was found for every spine geounit: the realised noise has a ratio of
     # empirical to stated variance (a truth lookup on the wrong geounits has none or a

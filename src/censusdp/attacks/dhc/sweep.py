@@ -398,7 +398,7 @@ def _attack_plan(
 
 def _unprotected_or_swap(setup: _SweepSetup, kind: str, rel_dir: Path, reuse: bool) -> Path:
     """The directory to attack for the unprotected file or the swapped release (made here)."""
-    from censusdp.protect import protect_swap
+    from censusdp.protect import SwapOptions, protect_swap
 
     if kind == "unprotected":
         return setup.truth_dir
@@ -407,8 +407,7 @@ def _unprotected_or_swap(setup: _SweepSetup, kind: str, rel_dir: Path, reuse: bo
         protect_swap(
             setup.truth_dir,
             rel_dir,
-            rate=setup.swap_rate,
-            seed=setup.s_swap,
+            SwapOptions(rate=setup.swap_rate, seed=setup.s_swap),
             cef_out=swap_cef,
             overwrite=True,
         )
