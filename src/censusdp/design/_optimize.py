@@ -19,10 +19,10 @@ privacy", PVLDB 11(10):
   with ``d s_j / d Theta_ij = 1`` (L1) or ``Theta_ij / s_j`` (L2): ``O(n^2 p)`` per
   evaluation. Minimised with L-BFGS-B (bounds ``Theta >= 0``) from several random
   starts drawn from the caller's seeded generator.
-* Full-rank strategies for zCDP: ``A = B diag(1 / ||b_j||_2)`` with ``B`` n x n, started
-  at the eigen-design ``Sigma^{1/2} V^T`` of ``W^T W`` (Li & Miklau 2013); the L2
-  error is convex in ``A^T A`` (Yuan et al. 2016), so a local search from there finds
-  the optimum that HDMM reaches with its convex solver for L2.
+* The L2 optimum for zCDP: under L2 sensitivity the error is convex in ``A^T A`` (Yuan
+  et al. 2016); :mod:`censusdp.design._l2dual` solves its Lagrange dual (one variable per
+  cell, one eigendecomposition per evaluation) and returns the strategy with a
+  certificate (a lower bound within ``1e-9`` of its error for one attribute).
 * Kronecker strategies for unions of Kronecker products (sec. 6.2, OPT_x): ``A = A_1
   (x) ... (x) A_d`` with each ``A_i`` p-identity; the error ``sum_t w_t^2 prod_i e_ti``
   is linear in each attribute's ``tr(G_ti (A_i^T A_i)^{-1})``, so block coordinate
@@ -40,10 +40,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from scipy.optimize import minimize
 
-from censusdp.design._accuracy import marginal_eigen
+from censusdp.design._accuracy import gram_pinv, marginal_eigen
+from censusdp.design._l2dual import eigen_strategy, l2_optimum
 from censusdp.design._matrices import KronStrategy, MarginalsStrategy, Workload
 from censusdp.errors import InternalError
 from censusdp.progress import Progress
@@ -51,8 +51,6 @@ from censusdp.progress import Progress
 __all__ = [
     "OptimizerResult",
     "default_p",
-    "eigen_design",
-    "fullrank_objective",
     "optimize_kron",
     "optimize_marginals",
     "pidentity_matrix",
@@ -67,10 +65,12 @@ class OptimizerResult:
     Attributes:
         strategy: the strategy (columns normalised to sensitivity 1).
         objective: its ``sens(A)^2 ||W A^+||_F^2`` as the optimiser computed it.
-        method: ``"kron-pidentity"`` or ``"marginals"``.
+        method: ``"kron-pidentity"``, ``"kron-l2"`` or ``"marginals"``.
         restarts: number of starts run.
         evaluations: objective evaluations over all starts.
         restart_objectives: the final objective of every start.
+        lower_bound: a proved lower bound on the objective of every strategy (the L2
+            dual value, one-attribute workloads under zCDP), else ``None``.
     """
 
     strategy: KronStrategy | MarginalsStrategy
@@ -79,6 +79,7 @@ class OptimizerResult:
     restarts: int
     evaluations: int
     restart_objectives: tuple[float, ...]
+    lower_bound: float | None = None
 
 
 def default_p(n: int, norm: int) -> int:
@@ -155,43 +156,6 @@ def _minimise_pidentity(
     return theta, pidentity_objective(theta.ravel(), gram, p, norm)[0], int(res.nfev)
 
 
-def fullrank_objective(x: np.ndarray, gram: np.ndarray) -> tuple[float, np.ndarray]:
-    """``f(B) = ||W A^+||_F^2`` for ``A = B diag(1 / ||b_j||_2)`` (n x n) and its gradient.
-
-    With ``s_j = ||b_j||``, ``G' = diag(s) G diag(s)`` and ``X = B^T B``: ``f =
-    tr(G' X^{-1})`` and ``grad f = -2 B X^{-1} G' X^{-1} + 2 B diag(v / s)``, ``v_j =
-    (G' X^{-1})_jj / s_j``. Every positive definite ``A^T A`` with unit diagonal (every
-    L2-sensitivity-1 strategy Gram) is reachable, and the error is convex in ``A^T A``
-    (Yuan et al. 2016, "Convex optimization for linear query processing under
-    approximate differential privacy"), so this parametrisation has no spurious local
-    minima to fear. L2 only.
-    """
-    n = gram.shape[0]
-    b = x.reshape(n, n)
-    s = np.sqrt(np.square(b).sum(axis=0))
-    gp = gram * np.outer(s, s)
-    xtx = b.T @ b
-    try:
-        factor = scipy.linalg.cho_factor(xtx, lower=True, check_finite=False)
-        xinv = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
-    except np.linalg.LinAlgError:
-        xinv = np.linalg.pinv(xtx, hermitian=True)
-    g_xinv = gp @ xinv
-    f = float(np.trace(g_xinv))
-    grad = -2.0 * b @ (xinv @ g_xinv) + 2.0 * b * (np.diag(g_xinv) / np.square(s))[None, :]
-    return f, grad.ravel()
-
-
-def eigen_design(gram: np.ndarray) -> np.ndarray:
-    """``Sigma^{1/2} V^T`` for ``W^T W = V Sigma^2 V^T``: the strategy whose error meets
-    the SVD bound when its columns have equal norms (Li & Miklau 2013, sec. 4); a
-    small ridge (``1e-3`` of the mean eigenvalue) keeps it full rank."""
-    vals, vecs = np.linalg.eigh(gram)
-    vals = np.clip(vals, 0.0, None)
-    vals = vals + 1e-3 * max(float(vals.mean()), 1e-300)
-    return np.sqrt(np.sqrt(vals))[:, None] * vecs.T
-
-
 class _PIdentity:
     """Block parametrisation ``[I; Theta] D`` (rows of Theta ``p``)."""
 
@@ -215,36 +179,31 @@ class _PIdentity:
         return theta, nfev
 
 
-class _FullRank:
-    """Block parametrisation ``B diag(1 / ||b_j||)`` (L2 only), started at the eigen-design."""
+class _L2Dual:
+    """Block ``(A, u)``: the L2-optimal strategy of the block's Gram found by the dual
+    search of :mod:`censusdp.design._l2dual`, with its log multipliers ``u`` kept as the
+    warm start of the next solve (L2 only)."""
 
-    def start(self, n: int, gram: np.ndarray, rng: np.random.Generator, first: bool) -> np.ndarray:
-        return eigen_design(gram)
+    def __init__(self, gap: float) -> None:
+        self.gap = gap
+        self.lower_bound = math.nan
 
-    def matrix(self, b: np.ndarray) -> np.ndarray:
-        return b / np.sqrt(np.square(b).sum(axis=0))[None, :]
+    def start(self, n: int, gram: np.ndarray, rng: np.random.Generator, first: bool) -> tuple:
+        return (eigen_strategy(gram), None)
 
-    def solve(self, gram: np.ndarray, b: np.ndarray, maxiter: int) -> tuple[np.ndarray, int]:
-        n = gram.shape[0]
-        if maxiter <= 0:  # keep the start (the eigen-design)
-            return b, 0
-        scale = max(float(np.trace(gram)), 1e-300)
+    def matrix(self, block: tuple) -> np.ndarray:
+        return block[0]
 
-        def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
-            f, g = fullrank_objective(x, gram)
-            return f / scale, g / scale
-
-        res = minimize(fun, b.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": maxiter})
-        out = res.x.reshape(n, n)
-        if fun(out.ravel())[0] > fun(b.ravel())[0]:
-            out = b
-        return out, int(res.nfev)
+    def solve(self, gram: np.ndarray, block: tuple, maxiter: int) -> tuple[tuple, int]:
+        opt = l2_optimum(gram, block[1], gap=self.gap, maxiter=maxiter)
+        self.lower_bound = opt.lower_bound
+        return (opt.strategy, opt.log_multipliers), opt.evaluations
 
 
 def _block_descent(
     workload: Workload,
-    param: _PIdentity | _FullRank,
-    blocks: list[np.ndarray],
+    param: _PIdentity | _L2Dual,
+    blocks: list,
     maxiter: int,
     rounds: int,
 ) -> tuple[float, list[np.ndarray], int]:
@@ -255,7 +214,7 @@ def _block_descent(
 
     def traces(i: int, block: np.ndarray) -> np.ndarray:
         a = param.matrix(block)
-        inv = np.linalg.pinv(a.T @ a, hermitian=True)
+        inv = gram_pinv(a.T @ a)[0]
         return np.array([float(np.sum(f[i].gram * inv)) for _, f in workload.terms])
 
     e = np.column_stack([traces(i, blk) for i, blk in enumerate(blocks)])
@@ -293,6 +252,7 @@ def optimize_kron(
     maxiter: int = 1000,
     rounds: int = 10,
     parametrization: str = "pidentity",
+    gap: float = 1e-9,
     progress: Progress = None,
 ) -> OptimizerResult:
     """OPT_x: a Kronecker product of one optimised strategy per attribute.
@@ -300,26 +260,28 @@ def optimize_kron(
     ``parametrization="pidentity"``: each factor is p-identity. The first start is the
     identity strategy (``Theta_i = 0``), so the result is never worse than identity;
     each of the ``restarts`` others draws every ``Theta_i`` uniformly from ``[0, 1)``.
-    ``parametrization="full"`` (L2 only): each factor is a full n x n matrix, started
-    once at the eigen-design of its attribute's Gram (:func:`eigen_design`).
+    ``parametrization="l2"`` (L2 only): each factor is the L2-optimal strategy for its
+    weighted Gram (:func:`~censusdp.design._l2dual.l2_optimum`, the dual search closed to
+    ``gap``), one start from the eigen-design; for one attribute this is the L2 optimum
+    and ``lower_bound`` certifies it.
 
-    A start runs block coordinate descent (each block an L-BFGS-B solve warm-started at
-    the current factor) for at most ``rounds`` sweeps, stopping when a sweep improves
-    the error by less than ``1e-7`` relative. One sweep is exact for one attribute.
+    A start runs block coordinate descent (each block a solve warm-started at the
+    current factor) for at most ``rounds`` sweeps, stopping when a sweep improves the
+    error by less than ``1e-7`` relative. One sweep is exact for one attribute.
     """
-    param: _PIdentity | _FullRank
+    param: _PIdentity | _L2Dual
     if parametrization == "pidentity":
         param = _PIdentity(p, norm)
         starts = restarts + 1
-    elif parametrization == "full":
+    elif parametrization == "l2":
         if norm != 2:
-            raise ValueError("the full-rank parametrisation is for L2 (zCDP) only")
-        param = _FullRank()
+            raise ValueError("the l2 parametrisation is for L2 (zCDP) only")
+        param = _L2Dual(gap)
         starts = 1
     else:
         raise ValueError(f"unknown parametrization {parametrization!r}")
     grams = _attribute_grams(workload)
-    best: tuple[float, list[np.ndarray]] | None = None
+    best: tuple[float, list] | None = None
     finals = []
     evaluations = 0
     for start in range(starts):
@@ -336,14 +298,21 @@ def optimize_kron(
                 f"||W A+||_F^2 = {value:.6g}"
             )
         if best is None or value < best[0]:
-            best = (value, [b.copy() for b in blocks])
+            best = (value, [b.copy() if isinstance(b, np.ndarray) else b for b in blocks])
     if best is None:
         raise InternalError("optimize_kron ran no start")
     strategy = KronStrategy(
         tuple(param.matrix(b) for b in best[1]), name=f"optimized ({parametrization})"
     )
+    bound = param.lower_bound if isinstance(param, _L2Dual) and len(workload.domain) == 1 else None
     return OptimizerResult(
-        strategy, best[0], f"kron-{parametrization}", starts, evaluations, tuple(finals)
+        strategy,
+        best[0],
+        f"kron-{parametrization}",
+        starts,
+        evaluations,
+        tuple(finals),
+        bound,
     )
 
 
