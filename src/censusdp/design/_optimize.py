@@ -273,6 +273,12 @@ def _attribute_grams(workload: Workload) -> list[np.ndarray]:
     return out
 
 
+ROUNDS = 10
+"""Most block-coordinate sweeps of one Kronecker start."""
+
+L2_GAP = 1e-9
+"""Relative duality gap at which the L2 dual search stops (its certificate)."""
+
 _RUNS: tuple[tuple[str, str, bool], ...] = (
     ("loose", "drawn", False),
     ("polish", "loose", True),
@@ -292,9 +298,7 @@ def optimize_kron(
     restarts: int = 4,
     p: int | None = None,
     maxiter: int = 1000,
-    rounds: int = 10,
     parametrization: str = "pidentity",
-    gap: float = 1e-9,
     progress: Progress = None,
 ) -> OptimizerResult:
     """OPT_x: a Kronecker product of one optimised strategy per attribute.
@@ -305,11 +309,11 @@ def optimize_kron(
     and, under L1, is solved three ways from that draw (:data:`_RUNS`), keeping the best.
     ``parametrization="l2"`` (L2 only): each factor is the L2-optimal strategy for its
     weighted Gram (:func:`~censusdp.design._l2dual.l2_optimum`, the dual search closed to
-    ``gap``), one start from the eigen-design; for one attribute this is the L2 optimum
+    :data:`L2_GAP`), one start from the eigen-design; for one attribute this is the L2 optimum
     and ``lower_bound`` certifies it.
 
     A start runs block coordinate descent (each block a solve warm-started at the
-    current factor) for at most ``rounds`` sweeps, stopping when a sweep improves the
+    current factor) for at most :data:`ROUNDS` sweeps, stopping when a sweep improves the
     error by less than ``1e-7`` relative. One sweep is exact for one attribute.
     """
     param: _PIdentity | _L2Dual
@@ -319,7 +323,7 @@ def optimize_kron(
     elif parametrization == "l2":
         if norm != 2:
             raise ValueError("the l2 parametrisation is for L2 (zCDP) only")
-        param = _L2Dual(gap)
+        param = _L2Dual(L2_GAP)
         starts = 1
     else:
         raise ValueError(f"unknown parametrization {parametrization!r}")
@@ -341,7 +345,7 @@ def optimize_kron(
             if isinstance(param, _PIdentity):
                 param.tight = tight
             blocks = [b.copy() if isinstance(b, np.ndarray) else b for b in ends.get(origin, drawn)]
-            value, blocks, nfev = _block_descent(workload, param, blocks, maxiter, rounds)
+            value, blocks, nfev = _block_descent(workload, param, blocks, maxiter, ROUNDS)
             ends[label] = blocks
             evaluations += nfev
             finals.append(value)
