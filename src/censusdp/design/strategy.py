@@ -311,7 +311,8 @@ class StrategyReport:
         total_squared_error: ``sens(A)^2 ||W A^+||_F^2`` (unit-variance noise).
         rootmse: ``sqrt(total_squared_error / m)``.
         svd_bound: ``sum_i lambda_i(W) / sqrt(n m)``.
-        optimizer: how an optimised strategy was found (``None`` otherwise).
+        optimizer: how an optimised strategy was found (``None`` otherwise), with
+            ``lower_bound_rootmse``, the L2 dual certificate, where there is one.
         seconds: wall time.
     """
 
@@ -398,6 +399,11 @@ class StrategyReport:
                 f"  optimiser {o['method']}: {o['restarts']} starts from seed {d['seed']}, "
                 f"{o['evaluations']} evaluations"
             )
+            if o.get("lower_bound_rootmse"):
+                lines.append(
+                    f"  L2 lower bound {o['lower_bound_rootmse']:.8g} (dual certificate: no "
+                    "strategy has a smaller rootmse under zCDP)"
+                )
         return "\n".join(lines)
 
 
