@@ -14,12 +14,22 @@ import math
 import numpy as np
 import pytest
 from scipy.optimize import minimize
-from test_strategy import ref_all_range, ref_prefix, ref_rootmse
+from test_strategy import explicit_marginals, ref_all_range, ref_prefix, ref_rootmse
 
-from censusdp.design import StrategyRequest, evaluate_strategy
+from censusdp.design import DesignError, StrategyRequest, evaluate_strategy, make_workload
+from censusdp.design._accuracy import squared_error
 from censusdp.design._l2dual import dual_value, eigen_strategy, l2_optimum
-from censusdp.design._matrices import all_range_factor, prefix_factor, total_factor
-from censusdp.design._optimize import pidentity_matrix, pidentity_objective
+from censusdp.design._matrices import (
+    EigenStrategy,
+    all_range_factor,
+    prefix_factor,
+    total_factor,
+)
+from censusdp.design._optimize import (
+    marginals_l2_optimum,
+    pidentity_matrix,
+    pidentity_objective,
+)
 
 
 def _central_gradient(fun, x: np.ndarray, h: float) -> np.ndarray:
@@ -178,3 +188,47 @@ def test_zcdp_optimum_at_1024(workload: str, n: int, hdmm: float) -> None:
     # HDMM's figure is rounded to 7 digits; the certified optimum is within 1e-9 of it
     assert r.rootmse < hdmm + 5e-7
     assert r.rootmse <= r.optimizer["lower_bound_rootmse"] * (1 + 1e-9)
+
+
+def _explicit_eigen_strategy(domain: tuple[int, ...], mu: np.ndarray) -> np.ndarray:
+    """The rows ``sqrt(mu_S) (x)_i Q_i`` built densely from their definition."""
+    blocks = []
+    for key, m in enumerate(mu):
+        if m == 0:
+            continue
+        p = np.ones((1, 1))
+        for i, n in enumerate(domain):
+            q = np.full((n, n), 1.0 / n) if key >> i & 1 else np.eye(n) - 1.0 / n
+            p = np.kron(p, q)
+        blocks.append(math.sqrt(m) * p)
+    return np.vstack(blocks)
+
+
+def test_marginals_l2_optimum_matches_dense_matrices_and_the_svd_bound() -> None:
+    domain = (2, 3, 4)
+    workload = make_workload("marginals:2x3x4:1,2", None)
+    w = explicit_marginals(domain, list(workload.marginal_keys), [1.0] * 6)
+    r = evaluate_strategy(StrategyRequest("marginals:2x3x4:1,2", None, "optimized"))
+    assert r.optimizer["method"] == "marginals-eigen"
+    s = marginals_l2_optimum(workload).strategy
+    a = _explicit_eigen_strategy(domain, s.mu)
+    assert a.shape[0] == s.rows
+    # error, both sensitivities and the bound, each computed a second way
+    assert r.rootmse == pytest.approx(ref_rootmse(w, a, 2), rel=1e-9)
+    assert s.column_norm(1) == pytest.approx(np.abs(a).sum(axis=0).max(), rel=1e-12)
+    assert s.column_norm(2) == pytest.approx(np.sqrt(np.square(a).sum(axis=0).max()), rel=1e-12)
+    svd = np.linalg.svd(w, compute_uv=False).sum() / math.sqrt(w.shape[0] * w.shape[1])
+    assert r.rootmse == pytest.approx(svd, rel=1e-9)
+    assert r.optimizer["lower_bound_rootmse"] == pytest.approx(svd, rel=1e-9)
+    # and the dual over all 24 cells (no symmetry assumed) certifies it is the optimum
+    dense = l2_optimum(w.T @ w)
+    assert math.sqrt(dense.error / w.shape[0]) >= r.rootmse * (1 - 1e-9)
+    assert math.sqrt(dense.lower_bound / w.shape[0]) == pytest.approx(r.rootmse, rel=1e-8)
+
+
+def test_eigen_strategy_refuses_what_it_cannot_answer() -> None:
+    workload = make_workload("marginals:2x3:all", None)
+    with pytest.raises(DesignError, match="does not support"):
+        squared_error(workload, EigenStrategy((2, 3), np.array([0.0, 1.0, 1.0, 1.0])))
+    with pytest.raises(DesignError, match="answers marginals"):
+        squared_error(make_workload("prefix", 6), EigenStrategy((6,), np.ones(2)))

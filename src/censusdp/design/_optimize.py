@@ -46,13 +46,14 @@ from scipy.optimize import minimize
 
 from censusdp.design._accuracy import gram_pinv, marginal_eigen
 from censusdp.design._l2dual import eigen_strategy, l2_optimum
-from censusdp.design._matrices import KronStrategy, MarginalsStrategy, Workload
+from censusdp.design._matrices import EigenStrategy, KronStrategy, MarginalsStrategy, Workload
 from censusdp.errors import InternalError
 from censusdp.progress import Progress
 
 __all__ = [
     "OptimizerResult",
     "default_p",
+    "marginals_l2_optimum",
     "optimize_kron",
     "optimize_marginals",
     "pidentity_matrix",
@@ -67,7 +68,8 @@ class OptimizerResult:
     Attributes:
         strategy: the strategy (columns normalised to sensitivity 1).
         objective: its ``sens(A)^2 ||W A^+||_F^2`` as the optimiser computed it.
-        method: ``"kron-pidentity"``, ``"kron-l2"`` or ``"marginals"``.
+        method: ``"kron-pidentity"``, ``"kron-l2"``, ``"marginals"`` or
+            ``"marginals-eigen"``.
         restarts: number of starts run.
         evaluations: objective evaluations over all starts.
         restart_objectives: the final objective of every start.
@@ -75,7 +77,7 @@ class OptimizerResult:
             dual value, one-term workloads under zCDP), else ``None``.
     """
 
-    strategy: KronStrategy | MarginalsStrategy
+    strategy: KronStrategy | MarginalsStrategy | EigenStrategy
     objective: float
     method: str
     restarts: int
@@ -461,3 +463,31 @@ def optimize_marginals(
         raise InternalError("optimize_marginals found no finite start")
     strategy = MarginalsStrategy(workload.domain, best[1], name="optimized (marginals)")
     return OptimizerResult(strategy, best[0], "marginals", starts, evaluations, tuple(finals))
+
+
+def _marginal_workload_eigenvalues(workload: Workload) -> tuple[np.ndarray, np.ndarray]:
+    """``lambda_W(S)`` (eigenvalues of ``W^T W``) and ``dim(S)`` per eigenspace."""
+    if not workload.is_marginals or workload.marginal_keys is None:
+        raise ValueError("needs a marginals workload")
+    table, dims = marginal_eigen(workload.domain)
+    w2 = np.zeros(table.shape[0])
+    for (w, _), key in zip(workload.terms, workload.marginal_keys, strict=True):
+        w2[key] += w**2
+    return w2 @ table, dims
+
+
+def marginals_l2_optimum(workload: Workload) -> OptimizerResult:
+    """The L2 optimum of a marginals workload, exactly.
+
+    Permuting the values of any attribute leaves a marginals workload unchanged and moves
+    every cell to every other, so the concave dual of :mod:`censusdp.design._l2dual` has
+    a maximiser with equal multipliers: the SVD bound is the optimal L2 error, reached by
+    ``A^T A = (W^T W)^{1/2}``, i.e. ``mu_S = sqrt(lambda_W(S))`` on every eigenspace
+    (:class:`~censusdp.design._matrices.EigenStrategy`). Its error is ``(sum_S dim(S)
+    sqrt(lambda_W(S)))^2 / n``, the bound itself, which is also the certificate.
+    """
+    lam_w, dims = _marginal_workload_eigenvalues(workload)
+    mu = np.where(dims > 0, np.sqrt(np.clip(lam_w, 0.0, None)), 0.0)
+    value = float(np.sum(dims * mu)) ** 2 / workload.n
+    strategy = EigenStrategy(workload.domain, mu, name="optimized (marginal eigenspaces)")
+    return OptimizerResult(strategy, value, "marginals-eigen", 1, 0, (value,), value)

@@ -46,6 +46,7 @@ from censusdp.design._accuracy import (
 )
 from censusdp.design._errors import DesignError
 from censusdp.design._matrices import (
+    EigenStrategy,
     Factor,
     KronStrategy,
     MarginalsStrategy,
@@ -59,7 +60,12 @@ from censusdp.design._matrices import (
     prefix_factor,
     total_factor,
 )
-from censusdp.design._optimize import default_p, optimize_kron, optimize_marginals
+from censusdp.design._optimize import (
+    default_p,
+    marginals_l2_optimum,
+    optimize_kron,
+    optimize_marginals,
+)
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress
 from censusdp.version import __version__
@@ -122,6 +128,9 @@ _FORMULATIONS = {
     "kron-l2": "Kronecker product of L2-optimal strategies, one per attribute: the Lagrange "
     "dual of min tr(G X^-1) s.t. diag(X) <= 1 maximised over log multipliers by L-BFGS, "
     "the strategy (Y G Y)^(1/4) Y^-1 read off the multipliers (zCDP only)",
+    "marginals-eigen": "the L2 optimum of a marginals workload: Gram sum_S "
+    "sqrt(lambda_W(S)) P_S over the common eigenspaces of marginal Gram matrices, the rows "
+    "of sqrt(mu_S) P_S measured (zCDP only; equal to the SVD bound)",
     "marginals": "non-negative weights on all 2^d marginals (HDMM OPT_M)",
 }
 
@@ -421,7 +430,7 @@ def _standard_strategy(name: str, domain: tuple[int, ...], branching: int) -> Kr
 
 def _optimized(
     workload: Workload, request: StrategyRequest, progress: Progress
-) -> tuple[KronStrategy | MarginalsStrategy, dict[str, Any]]:
+) -> tuple[KronStrategy | MarginalsStrategy | EigenStrategy, dict[str, Any]]:
     rng = experiment_generator(request.seed)
     candidates = []
     if request.norm == 2:
@@ -444,6 +453,8 @@ def _optimized(
                 progress=progress,
             )
         )
+    if workload.is_marginals and request.norm == 2:
+        candidates.append(marginals_l2_optimum(workload))
     if workload.is_marginals:
         candidates.append(
             optimize_marginals(
