@@ -19,17 +19,21 @@ privacy", PVLDB 11(10):
   with ``d s_j / d Theta_ij = 1`` (L1) or ``Theta_ij / s_j`` (L2). ``G'`` is never
   formed: one ``n x 2p`` product ``G [(s Theta)^T, (s K^{-1} Theta)^T]`` gives ``G'
   Theta^T`` and ``K^{-1} Theta G'``, and ``K^{-1} Theta G' M^{-1} = K^{-1} Theta G' -
-  (K^{-1} Theta G' Theta^T) K^{-1} Theta``: ``4 n^2 p`` flops per evaluation. Minimised with L-BFGS-B (bounds ``Theta >= 0``) from several random
-  starts drawn from the caller's seeded generator.
+  (K^{-1} Theta G' Theta^T) K^{-1} Theta``: ``4 n^2 p`` flops per evaluation.
+  Minimised with L-BFGS-B (bounds ``Theta >= 0``) from several random starts drawn
+  from the caller's seeded generator.
 * The L2 optimum for zCDP: under L2 sensitivity the error is convex in ``A^T A`` (Yuan
   et al. 2016); :mod:`censusdp.design._l2dual` solves its Lagrange dual (one variable per
   cell, one eigendecomposition per evaluation) and returns the strategy with a
-  certificate (a lower bound within ``1e-9`` of its error for one attribute).
+  certificate (a lower bound within ``1e-9`` of its error for one-term workloads).
 * Kronecker strategies for unions of Kronecker products (sec. 6.2, OPT_x): ``A = A_1
-  (x) ... (x) A_d`` with each ``A_i`` p-identity; the error ``sum_t w_t^2 prod_i e_ti``
+  (x) ... (x) A_d`` with each ``A_i`` p-identity (or L2-optimal); the error ``sum_t w_t^2 prod_i e_ti``
   is linear in each attribute's ``tr(G_ti (A_i^T A_i)^{-1})``, so block coordinate
-  descent solves, for one attribute at a time, a p-identity problem on the weighted
-  Gram ``sum_t c_t G_ti``, ``c_t = w_t^2 prod_{l != i} e_tl``.
+  descent solves, for one attribute at a time, a p-identity (or L2) problem on the
+  weighted Gram ``sum_t c_t G_ti``, ``c_t = w_t^2 prod_{l != i} e_tl``.
+* The L2 optimum of a marginals workload (:func:`marginals_l2_optimum`): every cell is
+  alike, so the SVD bound is optimal, reached by the eigenspace strategy
+  ``sum_S sqrt(lambda_W(S)) P_S`` (:class:`~censusdp.design._matrices.EigenStrategy`).
 * Marginals strategies (sec. 6.3, OPT_M): weights ``theta_K`` on all ``2^d``
   marginals; in the common eigenbasis of marginal Gram matrices the error is
   ``sum_S dim(S) lambda_W(S) / sum_K theta_K^2 c_K(S)`` times ``(sum theta)^2`` (L1) or
