@@ -133,6 +133,15 @@ def test_l2_optimum_of_a_singular_gram() -> None:
     assert opt.lower_bound == pytest.approx(9.0, rel=1e-9) and opt.lower_bound <= 9.0 * (1 + 1e-12)
 
 
+def test_l2_optimum_leaves_a_cell_in_no_query_unmeasured() -> None:
+    w = np.hstack([ref_prefix(5), np.zeros((5, 1))])
+    g = w.T @ w
+    opt = l2_optimum(g)
+    assert np.all(np.isfinite(opt.strategy)) and not opt.strategy[:, -1].any()
+    assert opt.error == pytest.approx(_explicit_error(g, opt.strategy), rel=1e-8)
+    assert opt.error == pytest.approx(l2_optimum(g[:5, :5]).error, rel=1e-8)
+
+
 def test_l2_optimum_warm_start_is_in_the_units_of_g() -> None:
     g = all_range_factor(32).gram
     cold = l2_optimum(g)

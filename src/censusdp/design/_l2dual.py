@@ -104,7 +104,8 @@ def _primal(gram: np.ndarray, parts: tuple) -> tuple[float, np.ndarray]:
     q = y * np.sqrt(x_diag)
     gz = (q[:, None] * gram * q[None, :]) @ vk
     error = float(np.sum(np.sum(vk * gz, axis=0) / np.sqrt(sk)))
-    a = (np.sqrt(np.sqrt(sk))[:, None] * vk.T) / (y * np.sqrt(x_diag))[None, :]
+    # a cell in no query has X_jj = 0: its column is left at zero (nothing to measure)
+    a = (np.sqrt(np.sqrt(sk))[:, None] * vk.T) / np.where(q > 0, q, np.inf)[None, :]
     return error, a
 
 
