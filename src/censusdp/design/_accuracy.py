@@ -47,6 +47,7 @@ import scipy.linalg
 from censusdp.design._errors import DesignError
 from censusdp.design._matrices import (
     MAX_DENSE_N,
+    EigenStrategy,
     Factor,
     KronStrategy,
     MarginalsStrategy,
@@ -88,7 +89,7 @@ def gram_pinv(gram: np.ndarray) -> tuple[np.ndarray, bool]:
     return inv, bool(keep.all())
 
 
-def sensitivity(strategy: KronStrategy | MarginalsStrategy, norm: int) -> float:
+def sensitivity(strategy: KronStrategy | MarginalsStrategy | EigenStrategy, norm: int) -> float:
     """Largest column L1 (``norm=1``) or L2 (``norm=2``) norm of the strategy."""
     return strategy.column_norm(norm)
 
@@ -143,12 +144,29 @@ def _factor_trace(factor: Factor, pinv: np.ndarray, proj: np.ndarray | None, wha
     return float(np.sum(g * pinv))
 
 
-def squared_error(workload: Workload, strategy: KronStrategy | MarginalsStrategy) -> float:
+def _eigen_error(workload: Workload, strategy: EigenStrategy) -> float:
+    if not workload.is_marginals or tuple(strategy.domain) != workload.domain:
+        raise DesignError(
+            f"an eigenspace strategy answers marginals of its own domain {strategy.domain}; "
+            f"{workload.name!r} is not one"
+        )
+    lam_w, dims = _marginal_workload_eigs(workload)
+    need = (dims > 0) & (lam_w > 0)
+    if np.any(strategy.mu[need] <= _SUPPORT_TOL * max(float(strategy.mu.max()), 1e-300)):
+        raise DesignError(f"strategy {strategy.name} does not support the workload")
+    return float(np.sum(dims[need] * lam_w[need] / strategy.mu[need]))
+
+
+def squared_error(
+    workload: Workload, strategy: KronStrategy | MarginalsStrategy | EigenStrategy
+) -> float:
     """``||W A^+||_F^2``: total squared error with unit-variance noise, before sensitivity.
 
     Raises:
         DesignError: when the strategy does not support the workload.
     """
+    if isinstance(strategy, EigenStrategy):
+        return _eigen_error(workload, strategy)
     if isinstance(strategy, MarginalsStrategy):
         if not workload.is_marginals:
             raise DesignError(

@@ -26,6 +26,7 @@ from censusdp.design._errors import DesignError
 
 __all__ = [
     "MAX_DENSE_N",
+    "EigenStrategy",
     "Factor",
     "KronStrategy",
     "MarginalsStrategy",
@@ -359,6 +360,48 @@ class MarginalsStrategy:
         L1 norm is ``sum_K theta_K`` and its L2 norm ``sqrt(sum_K theta_K^2)``."""
         t = np.abs(self.theta)
         return float(t.sum()) if p == 1 else float(np.sqrt(np.square(t).sum()))
+
+
+@dataclass(frozen=True, eq=False)
+class EigenStrategy:
+    """A strategy with Gram ``sum_S mu_S P_S`` over the common eigenspaces of marginal
+    Gram matrices (see :func:`censusdp.design._accuracy.marginal_eigen`).
+
+    ``P_S = (x)_i Q_i`` projects onto eigenspace ``S``: ``Q_i = J / n_i`` (the constant
+    vector) for attributes in ``S``, ``I - J / n_i`` (its complement) for the others. The
+    strategy measures the rows of ``sqrt(mu_S) P_S`` for every ``S`` with ``mu_S > 0``:
+    contrasts, not counts, which reach the L2 optimum of a marginals workload where no
+    set of weighted marginals does.
+
+    Attributes:
+        domain: attribute sizes.
+        mu: ``2^d`` non-negative eigenvalues, indexed by eigenspace bit mask.
+        name: a label for reports.
+    """
+
+    domain: tuple[int, ...]
+    mu: np.ndarray
+    name: str = "eigen"
+
+    @property
+    def rows(self) -> int:
+        """Number of strategy queries (``n`` rows of every measured projector)."""
+        return math.prod(self.domain) * int(np.count_nonzero(self.mu))
+
+    def column_norm(self, p: int) -> float:
+        """Largest column Lp norm. Every column of ``P_S`` has squared L2 norm ``dim(S) /
+        n`` and L1 norm ``prod_{i not in S} 2 (n_i - 1) / n_i`` (a column of ``I - J / n``
+        has ``1 - 1/n`` once and ``-1/n`` ``n - 1`` times), the same for every column."""
+        out = 0.0
+        for key, mu in enumerate(self.mu):
+            if mu == 0:
+                continue
+            free = [n for i, n in enumerate(self.domain) if not key >> i & 1]
+            if p == 1:
+                out += math.sqrt(mu) * math.prod(2.0 * (n - 1) / n for n in free)
+            else:
+                out += mu * math.prod(n - 1 for n in free) / math.prod(self.domain)
+        return out if p == 1 else math.sqrt(out)
 
 
 def marginal_keys_with_ways(d: int, ways: list[int] | None) -> list[int]:

@@ -46,6 +46,7 @@ from censusdp.design._accuracy import (
 )
 from censusdp.design._errors import DesignError
 from censusdp.design._matrices import (
+    EigenStrategy,
     Factor,
     KronStrategy,
     MarginalsStrategy,
@@ -59,7 +60,12 @@ from censusdp.design._matrices import (
     prefix_factor,
     total_factor,
 )
-from censusdp.design._optimize import default_p, optimize_kron, optimize_marginals
+from censusdp.design._optimize import (
+    default_p,
+    marginals_l2_optimum,
+    optimize_kron,
+    optimize_marginals,
+)
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress
 from censusdp.version import __version__
@@ -116,17 +122,15 @@ _FACTORS: dict[str, Callable[[int], Factor]] = {
 }
 
 
-FULL_RANK_MAX_N = 512
-"""Largest attribute whose full-rank zCDP candidate is refined by L-BFGS-B (``n^2``
-variables, ``O(n^3)`` per evaluation); beyond it the eigen-design itself is the
-candidate."""
-
 _FORMULATIONS = {
     "kron-pidentity": "Kronecker product of p-identity strategies [I; Theta] D (HDMM OPT_0 / "
     "OPT_x), L-BFGS-B from the identity and random starts",
-    "kron-full": "Kronecker product of full-rank strategies B diag(1/||b_j||_2), started at "
-    "the eigen-design Sigma^(1/2) V^T of W^T W and refined by L-BFGS-B up to 512 cells per "
-    "attribute (zCDP only)",
+    "kron-l2": "Kronecker product of L2-optimal strategies, one per attribute: the Lagrange "
+    "dual of min tr(G X^-1) s.t. diag(X) <= 1 maximised over log multipliers by L-BFGS, "
+    "the strategy (Y G Y)^(1/4) Y^-1 read off the multipliers (zCDP only)",
+    "marginals-eigen": "the L2 optimum of a marginals workload: Gram sum_S "
+    "sqrt(lambda_W(S)) P_S over the common eigenspaces of marginal Gram matrices, the rows "
+    "of sqrt(mu_S) P_S measured (zCDP only; equal to the SVD bound)",
     "marginals": "non-negative weights on all 2^d marginals (HDMM OPT_M)",
 }
 
@@ -316,7 +320,8 @@ class StrategyReport:
         total_squared_error: ``sens(A)^2 ||W A^+||_F^2`` (unit-variance noise).
         rootmse: ``sqrt(total_squared_error / m)``.
         svd_bound: ``sum_i lambda_i(W) / sqrt(n m)``.
-        optimizer: how an optimised strategy was found (``None`` otherwise).
+        optimizer: how an optimised strategy was found (``None`` otherwise), with
+            ``lower_bound_rootmse``, the L2 dual certificate, where there is one.
         seconds: wall time.
     """
 
@@ -403,6 +408,11 @@ class StrategyReport:
                 f"  optimiser {o['method']}: {o['restarts']} starts from seed {d['seed']}, "
                 f"{o['evaluations']} evaluations"
             )
+            if o.get("lower_bound_rootmse"):
+                lines.append(
+                    f"  L2 lower bound {o['lower_bound_rootmse']:.8g} (dual certificate: no "
+                    "strategy has a smaller rootmse under zCDP)"
+                )
         return "\n".join(lines)
 
 
@@ -420,30 +430,31 @@ def _standard_strategy(name: str, domain: tuple[int, ...], branching: int) -> Kr
 
 def _optimized(
     workload: Workload, request: StrategyRequest, progress: Progress
-) -> tuple[KronStrategy | MarginalsStrategy, dict[str, Any]]:
+) -> tuple[KronStrategy | MarginalsStrategy | EigenStrategy, dict[str, Any]]:
     rng = experiment_generator(request.seed)
     candidates = []
-    kron = optimize_kron(
-        workload,
-        request.norm,
-        rng,
-        restarts=request.restarts,
-        p=request.p,
-        maxiter=request.maxiter,
-        progress=progress,
-    )
-    candidates.append(kron)
     if request.norm == 2:
         candidates.append(
             optimize_kron(
+                workload, 2, rng, maxiter=request.maxiter, parametrization="l2", progress=progress
+            )
+        )
+    # one attribute under zCDP: the L2 candidate is the optimum (its dual bound is within
+    # 1e-9), so p-identity could not win and is not run
+    if request.norm == 1 or len(workload.domain) > 1:
+        candidates.append(
+            optimize_kron(
                 workload,
-                2,
+                request.norm,
                 rng,
-                maxiter=request.maxiter if max(workload.domain) <= FULL_RANK_MAX_N else 0,
-                parametrization="full",
+                restarts=request.restarts,
+                p=request.p,
+                maxiter=request.maxiter,
                 progress=progress,
             )
         )
+    if workload.is_marginals and request.norm == 2:
+        candidates.append(marginals_l2_optimum(workload))
     if workload.is_marginals:
         candidates.append(
             optimize_marginals(
@@ -472,6 +483,10 @@ def _optimized(
         else None,
         "formulation": _FORMULATIONS[best.method],
         "maxiter": request.maxiter,
+        "lower_bound_rootmse": next(
+            (math.sqrt(c.lower_bound / workload.m) for c in candidates if c.lower_bound),
+            None,
+        ),
         "candidates": {
             c.method: {
                 "rootmse": math.sqrt(err / workload.m),
