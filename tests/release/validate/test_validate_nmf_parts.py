@@ -1,7 +1,7 @@
 """The NMF check of ``validate_run`` on part files, serially and as executor tasks.
 
 A run's self-check counts the parts of a partitioned NMF on the run's executor
-(``release.validate._count_parts``); ``censusdp validate`` reads them one after another.
+(``release.validate._nmf._count_parts``); ``censusdp validate`` reads them one after another.
 Both must reach the same verdict on an intact NMF and on every kind of damage.
 """
 
@@ -175,9 +175,9 @@ def test_row_groups_read_in_batches(
 ) -> None:
     """Row groups read a few at a time or all at once: one verdict, and damage in the
     last of many row groups is found whatever the batch."""
-    from censusdp.release import validate
+    from censusdp.release.validate import _nmf_rows
 
-    monkeypatch.setattr(validate, "READ_BATCH_ROWS", batch)
+    monkeypatch.setattr(_nmf_rows, "READ_BATCH_ROWS", batch)
     run = tmp_path / "run"
     shutil.copytree(measured, run)
     part = max((run / NMF).glob("part-*.parquet"), key=lambda p: pq.read_metadata(p).num_rows)
