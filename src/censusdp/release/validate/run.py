@@ -90,40 +90,54 @@ def validate_run(
     )
     rep.add("privacy_loss", *check_privacy_loss(manifest))
     rep.add("randomness", *check_randomness(manifest))
-    # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
-    bar = task(progress, "validating the release", 4 + (truth_dir is not None), unit="steps")
-    # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
-    hashed = Hashed()
-    only = None if mdf else _MEASUREMENT_FILES
-    entries = Entries(run, manifest)
-    if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
-        check_checksums(run, manifest, rep, entries, only=only)
-        bar.close()
-        return rep
-    try:
-        release = rebuild(run, manifest)
-    except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
-        check_checksums(run, manifest, rep, entries, only=only)
-        rep.add("geography", False, f"cannot rebuild the geography: {exc}")
-        bar.close()
-        return rep
-    for run_name in release.budgets:
-        _check_nmf_of(
-            release, run_name, rep, mdf=mdf, progress=progress, executor=executor, hashed=hashed
-        )
-        bar.advance()
-    if mdf and (run / "mdf_persons.parquet").exists():
-        say(progress, "validate: MDF, invariants, constraints and tables")
-        check_mdf(release, rep, executor, hashed)
-    bar.advance()
-    check_checksums(run, manifest, rep, entries, only=only, hashed=hashed)
-    rep.task_cpu_seconds = hashed.task_cpu_seconds
-    bar.advance()
-    if truth_dir is not None:
-        rep.add("made_from_truth", *check_truth(release, Path(truth_dir)))
-        bar.advance()
-    bar.close()
+    truth = None if truth_dir is None else Path(truth_dir)
+    _check_files(run, manifest, rep, truth, mdf=mdf, progress=progress, executor=executor)
     return rep
+
+
+def _check_files(
+    run: Path,
+    manifest: dict[str, Any],
+    rep: ValidationReport,
+    truth: Path | None,
+    *,
+    mdf: bool,
+    progress: Progress,
+    executor: Any,
+) -> None:
+    """The checks of :func:`validate_run` that read the release's files, into ``rep``:
+    nothing is read from a release listing a file that is not a regular file, nor
+    checked against a geography that cannot be rebuilt (only ``checksums`` then)."""
+    # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
+    with task(progress, "validating the release", 4 + (truth is not None), unit="steps") as bar:
+        # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
+        hashed = Hashed()
+        only = None if mdf else _MEASUREMENT_FILES
+        entries = Entries(run, manifest)
+        if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
+            check_checksums(run, manifest, rep, entries, only=only)
+            return
+        try:
+            release = rebuild(run, manifest)
+        except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
+            check_checksums(run, manifest, rep, entries, only=only)
+            rep.add("geography", False, f"cannot rebuild the geography: {exc}")
+            return
+        for run_name in release.budgets:
+            _check_nmf_of(
+                release, run_name, rep, mdf=mdf, progress=progress, executor=executor, hashed=hashed
+            )
+            bar.advance()
+        if mdf and (run / "mdf_persons.parquet").exists():
+            say(progress, "validate: MDF, invariants, constraints and tables")
+            check_mdf(release, rep, executor, hashed)
+        bar.advance()
+        check_checksums(run, manifest, rep, entries, only=only, hashed=hashed)
+        rep.task_cpu_seconds = hashed.task_cpu_seconds
+        bar.advance()
+        if truth is not None:
+            rep.add("made_from_truth", *check_truth(release, truth))
+            bar.advance()
 
 
 def _check_nmf_of(
