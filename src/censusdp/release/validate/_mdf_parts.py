@@ -2,7 +2,7 @@
 
 :func:`mdf_from_parts` checks that the MDF's directories (and the tables', when they
 are part files too) index the same parts, whose block ranges cover the release's
-blocks in order, then has each part read by a task (:func:`count_mdf_part`): its
+blocks in order, then has each part read by a task (:func:`_count_mdf_part`): its
 records counted per block, its text parts compared with its Parquet parts, its
 tables' block parts with its tabulation.
 """

@@ -51,8 +51,9 @@ def validate_run(
       measures exactly the (geolevel, query) pairs of the recorded budget, each at every
       geounit of its level exactly once with every measured cell, with finite integer
       values and the variance of the recorded mechanism;
-    * the checks of :func:`validate_release` on the MDF read back from disk (counts,
-      hierarchy, every invariant and constraint, structural zeros, housing units), plus
+    * the checks of :func:`~censusdp.release.validate.estimate.validate_release` on the
+      MDF read back from disk (counts, hierarchy, every invariant and constraint,
+      structural zeros, housing units), plus
       ``gq_facilities_exact``, ``mdf_text_matches_parquet`` (each text MDF file or part
       is its Parquet records, header and line by line, byte for byte),
       ``tables_match_mdf`` (each table's columns, its rows' GEOID, SUMLEV and NAME as
