@@ -45,7 +45,7 @@ from censusdp.data.invariants import Bounds  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.nmf import NMFReader, NMFWriter  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402

@@ -54,7 +54,7 @@ class _Stop(Exception):
 def _capture(cef: Path, work: Path, seed: int, n_tracts: int) -> list:
     """The County family and the largest Tract families of a dhc-lite-demo run."""
     import censusdp.release.topdown.tasks as topdown_tasks
-    from censusdp.privacy.budget import resolve_budget
+    from censusdp.io.budget_files import resolve_budget
     from censusdp.release.pipeline import run_release
     from censusdp.release.topdown.failsafe import make_feasible
     from censusdp.release.topdown.solvers.least_squares import solve_l2

@@ -61,7 +61,7 @@ from censusdp.design import (  # noqa: E402
 from censusdp.design._matrices import hierarchical_matrix  # noqa: E402
 from censusdp.design.level_model import LevelErrorModel  # noqa: E402
 from censusdp.design.small_n import SmallNRequest, optimal_mechanism, small_n_report  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 
 
 def _say(msg: str) -> None:

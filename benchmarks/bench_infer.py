@@ -46,7 +46,7 @@ from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.infer._algebra import make_layout  # noqa: E402
 from censusdp.infer._dense import dense_gls  # noqa: E402
 from censusdp.infer.gls import Constraints, make_lines, tree_gls  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 
 
 def _say(msg: str) -> None:

@@ -15,7 +15,7 @@ are estimated: the cost is per person and per unit). Then, on the same histogram
 * ``parts`` on a process pool of ``--workers`` and in-process: the tables' part 0 task
   and the MDF tasks (``run_mdf_part_task``: write the MDF part and its tables' block
   rows, flush, hash, read them back and check them), the driver writing the indexes,
-  and the self-check's part reading as tasks (``release.validate._mdf_from_parts``)
+  and the self-check's part reading as tasks (``release.validate._mdf_parts.mdf_from_parts``)
   with part 0 of the tables checked on the driver; the driver's CPU is the driver
   process's own.
 
@@ -56,7 +56,7 @@ from censusdp.io.mdf import (
     write_mdf_units,
 )
 from censusdp.io.tables import read_table_arrays, write_table_index, write_tables
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.release.manifest import file_checksums
 from censusdp.release.parts import (
     TablesTask,
@@ -65,7 +65,9 @@ from censusdp.release.parts import (
     run_tables_task,
     write_mdf_index,
 )
-from censusdp.release.validate import _check_table_tops, _mdf_from_parts
+from censusdp.release.validate._entries import Hashed
+from censusdp.release.validate._mdf import _check_tables
+from censusdp.release.validate._mdf_parts import mdf_from_parts
 from censusdp.tables import TABLE_NAMES, tables_to_arrays, tabulate_histograms
 
 
@@ -161,12 +163,12 @@ def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
     file_checksums(out)  # indexes and nothing else: the parts' digests are the tasks'
     manifest = since(t)
     t = clock()
-    hashed: dict = {}
-    hist, pl94, counts, bad = _mdf_from_parts(out, h, schema, ex, hashed, inv)
+    hashed = Hashed()
+    hist, pl94, counts, bad, _ = mdf_from_parts(out, h, inv, schema, ex, hashed)
     mdf_units = unit_histogram_from_counts(
         counts[:, 0] + counts[:, 1], counts[:, 1], inv.gq_facilities
     )
-    bad += _check_table_tops(out, h, pl94, mdf_units)
+    bad += _check_tables(out, h, pl94, mdf_units, in_parts=True)
     self_check = since(t)
     assert not bad, bad
     diff = sp.csr_matrix(hist - blocks.persons)

@@ -36,7 +36,7 @@ from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.nmf import NMFReader, NMFWriter, part_name, write_nmf_part, write_part_index
-from censusdp.privacy.budget import load_preset
+from censusdp.io.budget_files import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.parts import PartTask, run_part_task

@@ -12,7 +12,7 @@ between runs) and as values per CPU second:
   table built with a per-row division and modulo) and ``now``
   (:data:`censusdp.io.nmf.WRITE_OPTIONS`, ``cell`` delta-encoded), with the bytes of each;
 * ``read``: the estimator reading the family back (``NMFReader.read``) from each;
-* ``check``: the self-check's count of the parts (``release.validate._count_files``),
+* ``check``: the self-check's count of the parts (``release.validate._nmf_rows.count_files``),
   ``before`` reading every checked column, ``now`` leaving the columns the footer
   settles unread (``_footer_constants``);
 * ``pool``: the root's pooling reading the level (``pooled_root``), ``before`` every
@@ -57,14 +57,14 @@ from censusdp.io import nmf as nmf_mod  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.columns import dictionary_strings  # noqa: E402
 from censusdp.io.nmf import NMFReader, write_nmf_part, write_part_index  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
-from censusdp.release import validate  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402
 from censusdp.release.topdown.pooling import pooled_root  # noqa: E402
 from censusdp.release.topdown.subproblems import QueryCache, group_of_cells  # noqa: E402
 from censusdp.release.topdown.tasks import run_task  # noqa: E402
+from censusdp.release.validate import _nmf_rows  # noqa: E402
 
 
 def _say(msg: str) -> None:
@@ -137,7 +137,8 @@ def _check(directory: Path, budget, h) -> None:
     rows = {k: np.zeros(h.n_units(bl), np.int64) for k in unit_var}
     mix = {k: np.zeros(h.n_units(bl), np.uint64) for k in unit_var}
     files = sorted(directory.glob("part-*.parquet"))
-    problem = validate._count_files(directory, files, unit_var, rows, mix, h, {level: bl})
+    tally = _nmf_rows.Tally(unit_var, rows, mix, h.geocodes, {level: bl})
+    problem = _nmf_rows.count_files(directory, files, tally)
     if problem:
         raise SystemExit(f"self-check failed: {problem}")
 
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             with _cpu(out["read"], label, n):
                 mqs = reader.read(bl, 0, k)
             del mqs
-        with mock.patch.object(validate, "_footer_constants", lambda *a: {}):
+        with mock.patch.object(_nmf_rows, "_footer_constants", lambda *a: {}):
             with _cpu(out["check"], "before_all_columns", n):
                 _check(dirs["now"], budget, h)
         with _cpu(out["check"], "now", n):

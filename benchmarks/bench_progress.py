@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.progress import configure, task  # noqa: E402
 from censusdp.release.pipeline import run_release  # noqa: E402
 from synth import block_codes, make_cef, write_cef  # noqa: E402

@@ -41,7 +41,7 @@ from censusdp.data.spine import BlockAttributes, SpineRules, build_spine, bypass
 from censusdp.generate import generate_state  # noqa: E402
 from censusdp.io.atomic import write_json  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
-from censusdp.privacy.budget import load_preset  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 
 
 def _say(msg: str) -> None:

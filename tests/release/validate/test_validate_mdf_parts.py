@@ -3,7 +3,7 @@
 A run writes ``mdf_persons.parquet/``, ``mdf_units.parquet/`` and their MDF2020 text
 directories as parts, one per run of blocks (``release.parts.run_mdf_part_task``), and
 each task reads its part back against the estimate; ``validate_run`` reads the parts as
-tasks (``release.validate._count_mdf_part``) and puts their per-block counts together.
+tasks (``release.validate._mdf_parts._count_mdf_part``) and puts their per-block counts together.
 Every kind of damage must still be caught: a changed person, a dropped part, a bad
 checksum, a part from another run, each with and without a forger who rewrites the
 checksums (the manifest's and the part indexes').

@@ -1,7 +1,7 @@
 """The NMF check of ``validate_run`` on part files, serially and as executor tasks.
 
 A run's self-check counts the parts of a partitioned NMF on the run's executor
-(``release.validate._count_parts``); ``censusdp validate`` reads them one after another.
+(``release.validate._nmf._count_parts``); ``censusdp validate`` reads them one after another.
 Both must reach the same verdict on an intact NMF and on every kind of damage.
 """
 
@@ -104,6 +104,13 @@ def _null_value(p: Path) -> None:
     _set_column(p, "value", pa.array(vals, pa.int64()))
 
 
+def _null_geocode(p: Path) -> None:
+    """One geocode missing (a string column with a null: read one string per row)."""
+    codes = pq.read_table(p, columns=["geocode"]).column("geocode").cast(pa.string()).to_pylist()
+    codes[len(codes) // 2] = None
+    _set_column(p, "geocode", pa.array(codes, pa.string()))
+
+
 def _fractional_value(p: Path) -> None:
     vals = pq.read_table(p, columns=["value"]).column("value").to_numpy().astype(np.float64)
     vals[0] += 0.5
@@ -130,6 +137,7 @@ DAMAGE = {
     "last row at another level": lambda run: _other_level(run / NMF / "part-00003.parquet"),
     "variance of a part changed": lambda run: _scale_variance(run / NMF / "part-00005.parquet"),
     "null value": lambda run: _null_value(run / NMF / "part-00005.parquet"),
+    "null geocode": lambda run: _null_geocode(run / NMF / "part-00005.parquet"),
     "fractional value": lambda run: _fractional_value(run / NMF / "part-00004.parquet"),
     "row dropped": lambda run: _drop_row(run / NMF / "part-00003.parquet"),
     "geocode moved": lambda run: _move_geocode(run / NMF / "part-00004.parquet"),
@@ -147,7 +155,11 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     assert not serial["ok"] and not tasks["ok"], (serial, tasks)
     assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
     assert tasks["detail"].startswith(serial["detail"])
-    want = {"variance of a part changed": "variance", "fractional value": "finite integer"}
+    want = {
+        "variance of a part changed": "variance",
+        "fractional value": "finite integer",
+        "null geocode": "geocode None is not a",
+    }
     if case in want:
         assert want[case] in serial["detail"], serial["detail"]
 
@@ -180,9 +192,9 @@ def test_row_groups_read_in_batches(
 ) -> None:
     """Row groups read a few at a time or all at once: one verdict, and damage in the
     last of many row groups is found whatever the batch."""
-    from censusdp.release import validate
+    from censusdp.release.validate import _nmf_rows
 
-    monkeypatch.setattr(validate, "READ_BATCH_ROWS", batch)
+    monkeypatch.setattr(_nmf_rows, "READ_BATCH_ROWS", batch)
     run = tmp_path / "run"
     shutil.copytree(measured, run)
     part = max((run / NMF).glob("part-*.parquet"), key=lambda p: pq.read_metadata(p).num_rows)

@@ -45,7 +45,8 @@ from censusdp.release.manifest import (
 )
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
-from censusdp.release.validate import _check_privacy_loss, validate_run
+from censusdp.release.validate import validate_run
+from censusdp.release.validate._manifest import check_privacy_loss as _check_privacy_loss
 from censusdp.tables import level_identifiers
 from synth import block_codes, make_cef, write_cef
 

@@ -1,0 +1,199 @@
+"""The MDF and tables of a release on disk: read back, checked as an estimate, and
+compared with their text files, their tables and the codebook.
+
+An MDF of single files is read here; one of part files by tasks
+(:mod:`~censusdp.release.validate._mdf_parts`), whose per-block counts are put
+together here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import unit_histogram_from_counts
+from censusdp.data.invariants import Bounds, level_bounds
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import CensusDPError, InputError
+from censusdp.io.layout import MDF_FILES
+from censusdp.io.mdf import (
+    mdf_unit_counts,
+    read_mdf_histograms,
+    record_layouts,
+    text_mismatch,
+)
+from censusdp.io.parts import part_name, regular_file
+from censusdp.io.tables import codebook_mismatch, table_part_mismatch
+from censusdp.release.consistency import household_persons
+from censusdp.release.validate._entries import Hashed
+from censusdp.release.validate._mdf_parts import mdf_from_parts
+from censusdp.release.validate._release import Release
+from censusdp.release.validate.estimate import validate_release
+from censusdp.release.validate.report import ValidationReport
+from censusdp.tables import TABLE_NAMES, level_identifiers
+
+
+def check_mdf(
+    release: Release, rep: ValidationReport, executor: Any = None, hashed: Hashed | None = None
+) -> None:
+    """The MDF obeys every invariant and constraint, its text files are its Parquet
+    files, and the tables are its tabulation with the geography's identifiers.
+
+    A bottom-up release estimates blocks alone and says so in its manifest: its state
+    totals are sums of noisy blocks, so only they are not held exact.
+
+    An MDF of part files is read by tasks on ``executor`` (in this process without
+    one), one part each (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`):
+    each returns its blocks' histograms and unit counts, its text parts' and table
+    parts' problems, and its files' SHA-256 (into ``hashed``), and only those sparse
+    per-block counts are put together here.
+    """
+    run, hierarchy, inv = release.run, release.hierarchy, release.inv
+    schema = get_schema(release.budgets["persons"].schema)
+    partitioned = (run / MDF_FILES["persons"][0]).is_dir()
+    table_problems: list[str] | None = None
+    try:
+        if partitioned:
+            hist, pl94, counts, table_problems, text_problems = mdf_from_parts(
+                run, hierarchy, inv, schema, executor, hashed
+            )
+        else:
+            counts = mdf_unit_counts(run / MDF_FILES["units"][0], hierarchy)
+            text_problems = _check_text_files(run, schema, hashed)
+    except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
+        rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
+        return
+    facilities = inv.gq_facilities.sum(axis=1)
+    wrong = np.flatnonzero(counts[:, 2] != facilities)
+    rep.add(
+        "gq_facilities_exact",
+        wrong.size == 0,
+        "occupied facility records per block equal the invariants"
+        if wrong.size == 0
+        else f"{wrong.size} blocks, e.g. {hierarchy.blocks[wrong[0]]}: {counts[wrong[0], 2]} "
+        f"facility records, {facilities[wrong[0]]} published",
+    )
+    try:
+        if partitioned:
+            # the facilities' types are the invariants' (their number was checked above)
+            units = unit_histogram_from_counts(
+                counts[:, 0] + counts[:, 1], counts[:, 1], inv.gq_facilities
+            )
+        else:
+            hist, pl94, units = read_mdf_histograms(run, hierarchy, schema)
+        tables_in_parts = (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
+        if tables_in_parts and table_problems is None:
+            # tables in parts, the MDF not: not a release's
+            raise InputError("the tables are part files but the MDF is not")
+        table_problems = (table_problems or []) + _check_tables(
+            run, hierarchy, pl94, units, in_parts=tables_in_parts
+        )
+    except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
+        rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
+        return
+    _check_as_estimate(release, rep, hist, units, schema)
+    rep.add(
+        "mdf_text_matches_parquet",
+        not text_problems,
+        "; ".join(text_problems[:3])
+        or "every text MDF file is its Parquet records, header and line by line",
+    )
+    rep.add(
+        "tables_match_mdf",
+        not table_problems,
+        "; ".join(table_problems[:3])
+        or "every table equals the tabulation of the MDF, with the geography's GEOID, "
+        "SUMLEV and NAME",
+    )
+    problem = codebook_mismatch(run / "tables")
+    rep.add("codebook", problem is None, problem or "tables/codebook.csv is censusdp's")
+
+
+def _check_as_estimate(
+    release: Release,
+    rep: ValidationReport,
+    hist: sp.csr_matrix,
+    units: sp.csr_matrix,
+    schema: Schema,
+) -> None:
+    """The checks of :func:`~censusdp.release.validate.estimate.validate_release` on the
+    MDF's block histograms read back (``hist`` of persons, ``units`` of housing units),
+    against the bounds of the published invariants (the state totals not held exact for
+    a bottom-up release, the household persons held to the units for a release whose
+    unit run was)."""
+    hierarchy, inv, manifest = release.hierarchy, release.inv, release.manifest
+    bounds = [Bounds(*b) for b in level_bounds(inv, hierarchy)]
+    if manifest.get("postprocess") == "bottomup":
+        bounds = [
+            Bounds(b.group_lower, b.group_upper, 0 * b.total_lower, b.total_upper + np.inf)
+            for b in bounds
+        ]
+    occupancy = [sp.csr_matrix(h[:, :2]) for h in hierarchy.aggregate(units)]
+    consistent = manifest.get("units_estimation") == "consistent"
+    sub = validate_release(
+        hierarchy.aggregate(hist),
+        hierarchy,
+        schema,
+        bounds,
+        unit_hists=occupancy,
+        housing_units=inv.housing_units,
+        household_persons=household_persons(hist, schema) if consistent else None,
+    )
+    rep.checks.update(sub.checks)
+
+
+def _check_text_files(run: Path, schema: Schema, hashed: Hashed | None) -> list[str]:
+    """An MDF of single files: each text file present is its Parquet file's records
+    (:func:`~censusdp.io.mdf.text_mismatch`); its SHA-256 goes to ``hashed``."""
+    problems = []
+    layouts = record_layouts(schema)
+    for kind, (pq_name, txt_name) in MDF_FILES.items():
+        if not regular_file(run / txt_name):
+            continue  # a release without its text MDF: checksums says whether it should
+        problem, digest = text_mismatch(run / pq_name, run / txt_name, layouts[kind], header=True)
+        if hashed is not None:
+            hashed.record({txt_name: digest})
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _check_tables(
+    run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix, *, in_parts: bool
+) -> list[str]:
+    """The tables' geounits that the MDF's tasks do not check, each with the geography's
+    identifiers and the tabulation of the MDF's block histograms aggregated.
+
+    Tables written as single files: each holds every geounit of every level in table
+    order. Tables written as part files (``in_parts``): part 0 of each holds the levels
+    above the block (a few hundred thousand geounits for the US); the tasks that read
+    the MDF's parts check the blocks' parts
+    (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`)."""
+    n = hierarchy.n_levels - 1 if in_parts else hierarchy.n_levels
+    ids = level_identifiers(
+        [
+            (lv.name, lv.length, codes)
+            for lv, codes in zip(
+                hierarchy.geolevels.levels[:n], hierarchy.geocodes[:n], strict=True
+            )
+        ]
+    )
+    p_rows = sp.vstack(hierarchy.aggregate(pl94)[:n], format="csr")
+    u_rows = sp.vstack(hierarchy.aggregate(units)[:n], format="csr")
+    out = []
+    for name in TABLE_NAMES:
+        path = run / "tables" / f"{name}.parquet"
+        if in_parts:
+            path = path / part_name(0)
+        elif not regular_file(path):
+            out.append(f"{path}: missing file")
+            continue
+        bad = table_part_mismatch(path, name, ids, p_rows, u_rows)
+        if bad:
+            out.append(bad)
+    return out

@@ -1,0 +1,135 @@
+"""The checks of an estimated release in memory: counts, hierarchy, bounds, units.
+
+:func:`validate_release` runs them on a run's estimate (before anything is written)
+and, from :func:`~censusdp.release.validate.run.validate_run`, on the MDF read back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.schema import Schema
+from censusdp.release.consistency import consistency_violations
+from censusdp.release.validate.report import ValidationReport
+
+
+def check_hierarchy(hists: list[sp.csr_matrix], hierarchy: Hierarchy) -> tuple[bool, str]:
+    """Every level equals the aggregate of the blocks."""
+    agg = hierarchy.aggregate(sp.csr_matrix(hists[-1]))
+    for li in range(hierarchy.n_levels):
+        diff = sp.csr_matrix(agg[li] - hists[li])
+        diff.eliminate_zeros()
+        if diff.nnz:
+            return False, (
+                f"{diff.nnz} cells at {hierarchy.geolevels[li].name} differ from the sum "
+                "of their children"
+            )
+    return True, f"{hierarchy.n_levels} levels consistent"
+
+
+def check_bounds(
+    hists: list[sp.csr_matrix],
+    cell_groups: np.ndarray,
+    n_groups: int,
+    bounds: list,
+) -> tuple[bool, str]:
+    """Group and total bounds hold exactly at every level."""
+    for li, (h, b) in enumerate(zip(hists, bounds, strict=True)):
+        onehot = sp.csr_matrix(
+            (np.ones(cell_groups.size), (np.arange(cell_groups.size), cell_groups)),
+            shape=(cell_groups.size, n_groups),
+        )
+        gs = np.asarray((sp.csr_matrix(h) @ onehot).todense())
+        ts = gs.sum(axis=1)
+        bad_g = (gs < b.group_lower) | (gs > b.group_upper)
+        bad_t = (ts < b.total_lower) | (ts > b.total_upper)
+        if bad_g.any() or bad_t.any():
+            u = int(np.flatnonzero(bad_g.any(axis=1) | bad_t)[0])
+            return False, f"level {li} unit {u}: group sums {gs[u].tolist()} violate bounds"
+    return True, "all group and total bounds exact"
+
+
+def validate_release(
+    hists: list[sp.csr_matrix],
+    hierarchy: Hierarchy,
+    schema: Schema,
+    bounds: list,
+    *,
+    group_variable: str = "hhgq",
+    unit_hists: list[sp.csr_matrix] | None = None,
+    housing_units: np.ndarray | None = None,
+    mdf_block_hist: sp.csr_matrix | None = None,
+    tables: Mapping[str, list[np.ndarray]] | None = None,
+    tables_from_mdf: Mapping[str, list[np.ndarray]] | None = None,
+    failsafe_uses: int = 0,
+    household_persons: np.ndarray | None = None,
+) -> ValidationReport:
+    """Run every check on an estimated release.
+
+    Args:
+        hists: per level, the released (units x cells) histograms.
+        bounds: per level, the :class:`~censusdp.release.topdown.driver.Bounds` in force. Where
+            the failsafe relaxed a bound, its use is reported and the check is made
+            against the original bounds with the failsafe count in the detail.
+        unit_hists: per level, the released (units x 2) occupancy histograms.
+        housing_units: ``(blocks,)`` invariant housing-unit counts.
+        mdf_block_hist: the block histogram re-tabulated from the written MDF.
+        tables, tables_from_mdf: per table, per level, dense (units x lines) arrays as
+            written and as recomputed from the MDF.
+        household_persons: ``(blocks,)`` released household persons, for a release
+            whose unit run was held to them (checks ``persons_units_consistent``).
+    """
+    rep = ValidationReport()
+    ok = all(
+        np.issubdtype(h.dtype, np.integer) and (h.data.size == 0 or h.data.min() >= 0)
+        for h in hists
+    )
+    rep.add("nonnegative_integers", ok, "all counts are non-negative integers" if ok else "")
+    rep.add("hierarchy_consistent", *check_hierarchy(hists, hierarchy))
+    cell_groups = schema.cell_levels(group_variable)
+    n_groups = schema.variable(group_variable).size
+    ok, detail = check_bounds(hists, cell_groups, n_groups, bounds)
+    if not ok and failsafe_uses:
+        detail += f" (the failsafe relaxed bounds in {failsafe_uses} tasks; see manifest)"
+    rep.add("constraints_and_invariants", ok, detail)
+    zeros = schema.structural_zero_mask
+    nz = int(sp.csr_matrix(hists[-1])[:, np.flatnonzero(zeros)].sum()) if zeros.any() else 0
+    rep.add("structural_zeros", nz == 0, f"{nz} persons in structural-zero cells")
+    if unit_hists is not None and housing_units is not None:
+        ok_u, detail_u = check_hierarchy(unit_hists, hierarchy)
+        hu_rel = np.asarray(unit_hists[-1].sum(axis=1)).ravel()
+        exact = np.array_equal(hu_rel, housing_units)
+        rep.add(
+            "units_consistent",
+            ok_u and exact,
+            detail_u + ("; housing units exact" if exact else "; housing units differ"),
+        )
+        if household_persons is not None:
+            occupied = np.asarray(sp.csr_matrix(unit_hists[-1])[:, 1].todense()).ravel()
+            broken = consistency_violations(household_persons, occupied, housing_units)
+            n_bad = sum(broken.values())
+            rep.add(
+                "persons_units_consistent",
+                n_bad == 0,
+                "every block consistent"
+                if n_bad == 0
+                else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
+            )
+    if mdf_block_hist is not None:
+        diff = sp.csr_matrix(mdf_block_hist - hists[-1])
+        diff.eliminate_zeros()
+        rep.add("mdf_matches_histogram", diff.nnz == 0, f"{diff.nnz} differing block cells")
+    if tables is not None and tables_from_mdf is not None:
+        bad = [
+            f"{name} level {li}"
+            for name, levels in tables.items()
+            for li, arr in enumerate(levels)
+            if not np.array_equal(arr, tables_from_mdf[name][li])
+        ]
+        shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+        rep.add("tables_match_mdf", not bad, shown or "all tables recomputed exactly")
+    return rep

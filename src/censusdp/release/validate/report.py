@@ -1,0 +1,31 @@
+"""The outcome of a validation: each check's verdict and detail, by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ValidationReport:
+    """Outcome of every check; ``ok`` only if all passed."""
+
+    checks: dict[str, dict] = field(default_factory=dict)
+    task_cpu_seconds: float = 0.0
+    """CPU seconds of the tasks that read part files (not part of the verdict)."""
+
+    def add(self, name: str, ok: bool, detail: str = "") -> None:
+        """Record one check."""
+        self.checks[name] = {"ok": bool(ok), "detail": detail}
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return all(c["ok"] for c in self.checks.values())
+
+    def failures(self) -> list[str]:
+        """Names and details of failed checks."""
+        return [f"{k}: {v['detail']}" for k, v in self.checks.items() if not v["ok"]]
+
+    def to_dict(self) -> dict:
+        """For the manifest."""
+        return {"ok": self.ok, "checks": self.checks}

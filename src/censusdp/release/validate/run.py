@@ -1,0 +1,196 @@
+"""A release on disk checked from its own files: :func:`validate_run`, :func:`require_valid`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from censusdp.errors import CensusDPError, ValidationError
+from censusdp.io.layout import NMF_FILES
+from censusdp.io.output import is_censusdp_output
+from censusdp.io.rundir import read_manifest
+from censusdp.progress import Progress, say, task
+from censusdp.release.validate._entries import Entries, Hashed, check_checksums
+from censusdp.release.validate._manifest import check_privacy_loss, check_randomness
+from censusdp.release.validate._mdf import check_mdf
+from censusdp.release.validate._nmf import check_nmf
+from censusdp.release.validate._release import Release, rebuild
+from censusdp.release.validate._truth import check_truth
+from censusdp.release.validate.report import ValidationReport
+
+
+def validate_run(
+    run_dir: str | Path,
+    truth_dir: str | Path | None = None,
+    *,
+    mdf: bool = True,
+    progress: Progress = None,
+    executor: Any = None,
+    workers: int = 1,
+) -> ValidationReport:
+    """Check a release from its own files: whole, consistent and untampered.
+
+    * ``manifest``: ``manifest.json`` is strict JSON written by censusdp and records the
+      budget of every run;
+    * ``privacy_loss``: the manifest's headline ``rho``, ``epsilon``, ``delta`` (and
+      the rest of :func:`~censusdp.privacy.budget.release_privacy`: mechanism, each
+      run's budget record) are what the recorded budgets of the person and unit runs
+      compose to, the budgets whose variances the NMF checks hold the NMF to;
+    * ``randomness``: the seeded or secure record agrees with the manifest's seed and,
+      for a re-estimate, with the record of the run it re-estimated
+      (:func:`~censusdp.release.manifest.randomness_problem`);
+    * ``checksums``: every file's SHA-256 equals the manifest's, no file is missing,
+      and the directory holds nothing else: every entry is a listed file, a directory
+      holding one, or ``manifest.json`` / ``signature.json`` at the top; an extra file
+      (hidden or not, at any depth), a symbolic link, a FIFO or an empty directory
+      fails, naming the first few (a listed file that is not a regular file stops
+      the validation there, before anything is read);
+    * ``nmf_persons`` / ``nmf_units``: the noisy measurement file has the NMF columns,
+      measures exactly the (geolevel, query) pairs of the recorded budget, each at every
+      geounit of its level exactly once with every measured cell, with finite integer
+      values and the variance of the recorded mechanism;
+    * the checks of :func:`~censusdp.release.validate.estimate.validate_release` on the
+      MDF read back from disk (counts, hierarchy, every invariant and constraint,
+      structural zeros, housing units), plus
+      ``gq_facilities_exact``, ``mdf_text_matches_parquet`` (each text MDF file or part
+      is its Parquet records, header and line by line, byte for byte),
+      ``tables_match_mdf`` (each table's columns, its rows' GEOID, SUMLEV and NAME as
+      the geography gives them, its counts the MDF's tabulation) and ``codebook``
+      (``tables/codebook.csv`` is the one censusdp writes);
+    * with ``truth_dir``: ``made_from_truth``, the release's invariants are those of
+      the confidential file and its files are the ones the manifest hashed.
+
+    ``mdf=False`` skips the MDF and table checks (what re-estimation needs of a run).
+    ``executor``: check the part files of a partitioned NMF as tasks on it (a run's
+    self-check uses the run's executor); without one, ``workers > 1`` checks them on a
+    pool of that many processes. The outcome is the same.
+
+    Returns:
+        The report (``ok`` only if every check passed); it never raises for a bad
+        release, only for a directory that is not a release at all.
+
+    Raises:
+        InputError: if ``run_dir`` has no readable manifest.
+    """
+    if executor is None and workers > 1:
+        from censusdp.execution import make_executor
+
+        with make_executor(workers, kind="pool") as pool:
+            return validate_run(
+                run_dir, truth_dir, mdf=mdf, progress=progress, executor=pool, workers=1
+            )
+    run = Path(run_dir)
+    rep = ValidationReport()
+    manifest = read_manifest(run)
+    rep.add(
+        "manifest",
+        is_censusdp_output(run),
+        "manifest.json written by censusdp" if is_censusdp_output(run) else "not censusdp's",
+    )
+    rep.add("privacy_loss", *check_privacy_loss(manifest))
+    rep.add("randomness", *check_randomness(manifest))
+    truth = None if truth_dir is None else Path(truth_dir)
+    _check_files(run, manifest, rep, truth, mdf=mdf, progress=progress, executor=executor)
+    return rep
+
+
+def _check_files(
+    run: Path,
+    manifest: dict[str, Any],
+    rep: ValidationReport,
+    truth: Path | None,
+    *,
+    mdf: bool,
+    progress: Progress,
+    executor: Any,
+) -> None:
+    """The checks of :func:`validate_run` that read the release's files, into ``rep``:
+    nothing is read from a release listing a file that is not a regular file, nor
+    checked against a geography that cannot be rebuilt (only ``checksums`` then)."""
+    # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
+    with task(progress, "validating the release", 4 + (truth is not None), unit="steps") as bar:
+        # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
+        hashed = Hashed()
+        only = None if mdf else _MEASUREMENT_FILES
+        entries = Entries(run, manifest)
+        if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
+            check_checksums(run, manifest, rep, entries, only=only)
+            return
+        try:
+            release = rebuild(run, manifest)
+        except (CensusDPError, OSError, KeyError, TypeError, pa.ArrowException) as exc:
+            check_checksums(run, manifest, rep, entries, only=only)
+            rep.add("geography", False, f"cannot rebuild the geography: {exc}")
+            return
+        for run_name in release.budgets:
+            _check_nmf_of(
+                release, run_name, rep, mdf=mdf, progress=progress, executor=executor, hashed=hashed
+            )
+            bar.advance()
+        if mdf and (run / "mdf_persons.parquet").exists():
+            say(progress, "validate: MDF, invariants, constraints and tables")
+            check_mdf(release, rep, executor, hashed)
+        bar.advance()
+        check_checksums(run, manifest, rep, entries, only=only, hashed=hashed)
+        rep.task_cpu_seconds = hashed.task_cpu_seconds
+        bar.advance()
+        if truth is not None:
+            rep.add("made_from_truth", *check_truth(release, truth))
+            bar.advance()
+
+
+def _check_nmf_of(
+    release: Release,
+    run_name: str,
+    rep: ValidationReport,
+    *,
+    mdf: bool,
+    progress: Progress,
+    executor: Any,
+    hashed: Hashed,
+) -> None:
+    """``nmf_persons`` or ``nmf_units``: the noisy measurements of the run ``run_name``,
+    where its budget is recorded (:func:`~censusdp.release.validate._nmf.check_nmf`);
+    without the MDF (``mdf=False``), only the person measurements must be there."""
+    budget, path = release.budgets[run_name], release.run / NMF_FILES[run_name]
+    if budget is not None and path.exists():
+        say(progress, f"validate: {NMF_FILES[run_name]}")
+        rep.add(
+            f"nmf_{run_name}",
+            *check_nmf(path, budget, release.measured, release.shares[run_name], executor, hashed),
+        )
+    elif budget is not None and (mdf or run_name == "persons"):
+        # a release reduced to its person measurements still serves re-estimation
+        rep.add(f"nmf_{run_name}", False, f"{NMF_FILES[run_name]} is missing")
+
+
+_MEASUREMENT_FILES = (
+    "noisy_measurements.parquet",
+    "noisy_measurements_units.parquet",
+    "invariants.parquet",
+    "invariant_totals.parquet",
+    "spine.parquet",
+)
+"""What re-estimation and inference read: a release reduced to these still validates."""
+
+
+def require_valid(
+    run_dir: str | Path, *, what: str, mdf: bool = True, progress: Progress = None
+) -> None:
+    """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates.
+
+    Args:
+        what: the use refused, for the message (e.g. ``"re-estimation"``).
+        progress: ``None`` (silent) or a callable taking lines: the steps checked.
+    """
+    report = validate_run(run_dir, mdf=mdf, progress=progress)
+    if not report.ok:
+        failures = report.failures()
+        more = (
+            f" (and {len(failures) - 1} more; see censusdp validate)" if len(failures) > 1 else ""
+        )
+        raise ValidationError(
+            f"{run_dir} does not validate, so {what} refuses it: {failures[0]}{more}"
+        )
