@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount, infer_proportion
-from censusdp.infer._plots import PosteriorCurve, plot_tract_example
+from censusdp.infer._plots import PosteriorCurve, TractPanel, plot_tract_example
 from censusdp.infer.posterior import exact_posterior
 from censusdp.io.cef import read_cef
 from censusdp.tables import tables_to_arrays, tabulate
@@ -153,8 +153,7 @@ def main() -> None:
             post_gls["ci95"],
         ),
     ]
-    plot_tract_example(
-        args.figure,
+    panel = TractPanel(
         [
             f"{r['geolevel']}\n{r['geocode'][-7:] if r['geolevel'] != 'Tract' else r['geocode']}"
             for r in rows
@@ -164,8 +163,12 @@ def main() -> None:
         np.array([r["gls_estimate"] for r in rows]),
         (np.array([r["ci90"][0] for r in rows]), np.array([r["ci90"][1] for r in rows])),
         (np.array([r["ci95"][0] for r in rows]), np.array([r["ci95"][1] for r in rows])),
-        curves,
         what=f"{args.line} (count)",
+    )
+    plot_tract_example(
+        args.figure,
+        panel,
+        curves,
         theta_truth=theta_truth,
         title=f"Tract {tract}: {args.line} released, GLS with intervals, and the posterior of its proportion",
     )

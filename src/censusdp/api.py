@@ -315,14 +315,24 @@ def evaluate_release(
 def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:
     """GLS estimates with confidence intervals from the NMF alone (``censusdp infer``).
 
+    Args:
+        run: the release directory.
+        out: the output directory.
+        options: by name: where the tasks run and where progress goes (``workers``,
+            ``executor``, ``spark_master``, ``progress``:
+            :class:`censusdp.release.options.Execution`); ``overwrite`` (replace an
+            earlier output of ``censusdp infer``) and ``command`` (recorded); and what
+            the output depends on (``zero_constraints``, and the long forms'
+            ``geography``, ``formats``, ``simulations``, ``seed``:
+            :class:`censusdp.infer.options.InferOptions`). An unknown name is a
+            ``ConfigError``.
+
     Returns:
         ``out/estimates.parquet`` as a table.
     """
     import pyarrow.parquet as pq
 
-    from censusdp.infer.release import infer_release as _infer
-
-    _infer(run, out, **options)
+    _infer_run(run, out, options)
     return pq.read_table(Path(out) / "estimates.parquet")
 
 
@@ -337,8 +347,8 @@ def infer_margins(
         out: the output directory (``margins.parquet``, ``districts.parquet``, ...).
         geography: a plan (block GEOID -> district, CSV or Parquet) for ``districts``.
         options: ``simulations=K`` (the published counts' AMC margins), ``seed``,
-            ``formats`` (:class:`censusdp.infer.release.MarginOptions`), and
-            :func:`censusdp.infer.release.infer_release`'s (``workers``, ...).
+            ``formats`` (:class:`censusdp.infer.options.MarginOptions`), and
+            :func:`infer_release`'s (``workers``, ``zero_constraints``, ...).
 
     Returns:
         ``{"margins": table}`` (one row per published geounit and variable: ``GEOID``,
@@ -346,13 +356,28 @@ def infer_margins(
         ``moe95``, ``gls_estimate``, ``gls_sd``, ...; ``.to_pandas()`` for a data frame),
         and ``"districts"`` with a plan.
     """
-    from censusdp.infer.release import MarginOptions, read_margins
-    from censusdp.infer.release import infer_release as _infer
+    from censusdp.infer.release import read_margins
 
-    keys = ("formats", "simulations", "seed")
-    margins = MarginOptions(geography, **{k: options.pop(k) for k in keys if k in options})
-    _infer(run, out, margins=margins, **options)
+    _infer_run(run, out, {**options, "geography": geography})
     return read_margins(out)
+
+
+_EXECUTION_OPTIONS = ("executor", "workers", "spark_master", "progress")
+
+
+def _infer_run(run: PathLike, out: PathLike, options: dict[str, Any]) -> None:
+    """``censusdp infer RUN --out DIR`` with its options by name (:func:`infer_release`)."""
+    from censusdp.infer.options import InferOptions
+    from censusdp.infer.release import infer_release as _infer
+    from censusdp.release.options import Execution
+
+    rest = dict(options)
+    execution = Execution(**{k: rest.pop(k) for k in _EXECUTION_OPTIONS if k in rest})
+    overwrite = rest.pop("overwrite", False)
+    command = rest.pop("command", None)
+    _infer(
+        run, out, InferOptions.from_mapping(rest), execution, overwrite=overwrite, command=command
+    )
 
 
 def posterior(counts: Any, law: Any, prior: Any = None, **options: Any) -> dict[str, Any]:

@@ -15,9 +15,11 @@ from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.infer.gls import Z90, Z95
+from censusdp.infer.options import InferOptions
 from censusdp.infer.release import ESTIMATE_COLUMNS, infer_release
 from censusdp.io.cef import read_cef
 from censusdp.release.measure import measured_rows
+from censusdp.release.options import Execution
 from censusdp.tables import TABLE_NAMES, table_definition, tables_to_arrays, tabulate
 
 
@@ -248,14 +250,14 @@ def test_pool_executor_and_without_zero_constraints(release, tmp_path: Path) -> 
     (Floats may differ in the last bits when this process's BLAS runs several threads
     and the workers' one; the CLI runs single-threaded BLAS everywhere.)
     """
-    infer_release(release["run"], tmp_path / "pool", workers=2)
+    infer_release(release["run"], tmp_path / "pool", execution=Execution(workers=2))
     a, b = _read(release["out"]), _read(tmp_path / "pool")
     for c in ESTIMATE_COLUMNS:
         if a[c].dtype.kind == "f":
             np.testing.assert_allclose(a[c], b[c], rtol=0, atol=1e-9)
         else:
             np.testing.assert_array_equal(a[c], b[c])
-    infer_release(release["run"], tmp_path / "nz", zero_constraints=False)
+    infer_release(release["run"], tmp_path / "nz", InferOptions(zero_constraints=False))
     c = _read(tmp_path / "nz")
     base = _read(release["out"])
     assert (c["sd"] >= base["sd"] - 1e-9).all()

@@ -18,6 +18,7 @@ if shutil.which("java") is None:  # pragma: no cover - depends on the machine
 
 from censusdp.cli import main  # noqa: E402
 from censusdp.infer.release import ESTIMATE_COLUMNS, infer_release  # noqa: E402
+from censusdp.release.options import Execution  # noqa: E402
 from synth import block_codes, make_cef, write_cef  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # Spark start-up: about 25 s
@@ -29,7 +30,9 @@ def test_spark_matches_in_process(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert main(["run", "--input", str(cef), "--out", str(run), "--seed", "3", "--quiet"]) == 0
     infer_release(run, tmp_path / "local")
-    m = infer_release(run, tmp_path / "spark", executor="spark", spark_master="local[2]")
+    m = infer_release(
+        run, tmp_path / "spark", execution=Execution(executor="spark", spark_master="local[2]")
+    )
     assert m["executor"]["name"] == "spark"
     a = pq.read_table(tmp_path / "local" / "estimates.parquet")
     b = pq.read_table(tmp_path / "spark" / "estimates.parquet")

@@ -16,7 +16,7 @@ from test_gls import _bypassed, _cell_lines, _collect, _plan
 
 from censusdp.infer._algebra import make_layout
 from censusdp.infer._dense import dense_gls
-from censusdp.infer.gls import Constraints, tree_gls
+from censusdp.infer.gls import Constraints, TreeRun, tree_gls
 from censusdp.infer.tree_cov import TreeFactors, partition_variances
 
 LEVELS = ("US", "State", "County", "Block")
@@ -45,7 +45,7 @@ def _setup(fanouts, seed, *, constrained=True, bypass=False, unmeasured=None):
 
 def _tree_sets(ms, h, lay, lines, cons, target, n_targets, chunk_values=1 << 22):
     factors = TreeFactors()
-    run = tree_gls(ms, h, lay, lines, cons, factors=factors, chunk_values=chunk_values)
+    run = tree_gls(ms, h, lay, lines, cons, run=TreeRun(chunk_values=chunk_values), factors=factors)
     est, sd = _collect(run, h, len(lines))
     var = partition_variances(factors, h, lines, target, n_targets)
     return est, sd, var

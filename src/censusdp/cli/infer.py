@@ -225,7 +225,7 @@ def _numbers(text: str, what: str, integer: bool) -> list:
 def _posterior(args: argparse.Namespace) -> int:
     from censusdp.errors import CensusDPError
     from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount
-    from censusdp.infer.report import posterior_report
+    from censusdp.infer.report import PosteriorFigure, posterior_report
 
     ns = _numbers(args.n, "--n", integer=True)
     xs = _numbers(args.noisy, "--noisy", integer=False)
@@ -241,8 +241,7 @@ def _posterior(args: argparse.Namespace) -> int:
         method=args.method,
         draws=args.draws,
         seed=args.seed,
-        plot=args.plot,
-        overwrite=args.overwrite,
+        figure=None if args.plot is None else PosteriorFigure(args.plot, args.overwrite),
     )
     if emit_json(out, args.json):
         return 0
@@ -265,24 +264,27 @@ def _posterior(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from censusdp.infer.release import MarginOptions, infer_release
+    from censusdp.infer.options import InferOptions, MarginOptions
+    from censusdp.infer.release import infer_release
+    from censusdp.release.options import Execution
 
-    m = infer_release(
-        args.release,
-        args.out,
-        overwrite=args.overwrite,
-        workers=args.workers,
-        executor=args.executor,
-        spark_master=args.spark_master,
+    options = InferOptions(
         zero_constraints=not args.no_zero_constraints,
-        progress=progress_printer(args.quiet),
-        command=sys.argv,
         margins=MarginOptions(
             geography=args.geography,
             formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
             simulations=args.simulations,
             seed=args.seed,
         ),
+    )
+    execution = Execution(
+        executor=args.executor,
+        workers=args.workers,
+        spark_master=args.spark_master,
+        progress=progress_printer(args.quiet),
+    )
+    m = infer_release(
+        args.release, args.out, options, execution, overwrite=args.overwrite, command=sys.argv
     )
     mg = m["margins"]
     print(

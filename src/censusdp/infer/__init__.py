@@ -3,7 +3,8 @@
 * :mod:`censusdp.infer.gls`: best linear unbiased (GLS) estimates and exact standard
   deviations of every cell at every geolevel by the two-pass tree algorithm, with the
   invariants entered exactly; :func:`censusdp.infer.release.infer_release` runs it on a
-  release directory (``censusdp infer RUN --out DIR``).
+  release directory (``censusdp infer RUN --out DIR``, its options
+  :class:`censusdp.infer.options.InferOptions`).
 * :mod:`censusdp.infer.posterior`: mechanism-aware Bayesian posterior of a proportion
   from one or a few noisy counts (Gong 2022): exact Beta mixture, ABC and Gibbs samplers
   (``censusdp infer posterior``).
@@ -17,6 +18,7 @@ from censusdp.infer.gls import (
     Constraints,
     LevelEstimates,
     LineSet,
+    TreeRun,
     census_intervals,
     make_lines,
     tree_gls,
@@ -44,6 +46,7 @@ __all__ = [
     "LineSet",
     "NoiseLaw",
     "NoisyCount",
+    "TreeRun",
     "abc_draws",
     "census_intervals",
     "exact_posterior",

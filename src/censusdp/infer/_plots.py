@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -12,9 +13,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from censusdp.io.output import output_file  # noqa: E402
+from censusdp.io.output import check_output_file, output_file  # noqa: E402
 
-__all__ = ["PosteriorCurve", "plot_posteriors", "plot_tract_example"]
+__all__ = [
+    "PosteriorCurve",
+    "TractPanel",
+    "check_plot_file",
+    "plot_posteriors",
+    "plot_tract_example",
+]
 
 
 class PosteriorCurve:
@@ -41,6 +48,16 @@ class PosteriorCurve:
         """A ``Beta(a, b)`` curve (the naive analysis)."""
         lo, hi = stats.beta(a, b).ppf([0.025, 0.975])
         return cls(label, grid, stats.beta(a, b).pdf(grid), (lo, hi), style)
+
+
+def check_plot_file(path: str | Path, overwrite: bool) -> None:
+    """Refuse to draw over an existing ``path`` unless ``overwrite`` (``--plot``), before
+    any work is done.
+
+    Raises:
+        ConfigError: naming ``--plot`` and the file.
+    """
+    check_output_file(path, overwrite, option="--plot")
 
 
 def _save(fig: plt.Figure, path: Path, overwrite: bool | None = None) -> None:
@@ -80,31 +97,47 @@ def plot_posteriors(
     _save(fig, Path(path), overwrite)
 
 
+@dataclass(frozen=True, eq=False)
+class TractPanel:
+    """The left panel of :func:`plot_tract_example`: a few geounits' truth, released
+    (TopDown) counts and GLS estimates with their integer 90% and 95% intervals.
+
+    Attributes:
+        labels: one tick label per geounit.
+        truth, released, estimate: per geounit.
+        ci90, ci95: ``(low, high)`` arrays per interval.
+        what: the y axis label (the line counted).
+    """
+
+    labels: Sequence[str]
+    truth: np.ndarray
+    released: np.ndarray
+    estimate: np.ndarray
+    ci90: tuple[np.ndarray, np.ndarray]
+    ci95: tuple[np.ndarray, np.ndarray]
+    what: str
+
+
 def plot_tract_example(
     path: str | Path,
-    labels: Sequence[str],
-    truth: np.ndarray,
-    released: np.ndarray,
-    estimate: np.ndarray,
-    ci90: tuple[np.ndarray, np.ndarray],
-    ci95: tuple[np.ndarray, np.ndarray],
+    panel: TractPanel,
     curves: Sequence[PosteriorCurve],
     *,
-    what: str,
     theta_truth: float | None,
     title: str,
 ) -> None:
     """Left: released (TopDown) and GLS estimates with 90%/95% intervals and the truth for
-    a few geounits; right: posteriors of a proportion."""
+    a few geounits (``panel``); right: posteriors of a proportion."""
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.2, 1]})
-    x = np.arange(len(labels))
+    x = np.arange(len(panel.labels))
+    ci90, ci95 = panel.ci90, panel.ci95
     ax[0].vlines(x, ci95[0], ci95[1], color="tab:blue", lw=2, alpha=0.35, label="GLS 95% interval")
     ax[0].vlines(x, ci90[0], ci90[1], color="tab:blue", lw=5, alpha=0.6, label="GLS 90% interval")
-    ax[0].plot(x, estimate, "o", color="tab:blue", label="GLS estimate")
-    ax[0].plot(x + 0.15, released, "s", color="tab:orange", label="released (TopDown)")
-    ax[0].plot(x - 0.15, truth, "k_", ms=14, mew=2, label="truth")
-    ax[0].set_xticks(x, labels, rotation=20, fontsize=8)
-    ax[0].set(ylabel=what)
+    ax[0].plot(x, panel.estimate, "o", color="tab:blue", label="GLS estimate")
+    ax[0].plot(x + 0.15, panel.released, "s", color="tab:orange", label="released (TopDown)")
+    ax[0].plot(x - 0.15, panel.truth, "k_", ms=14, mew=2, label="truth")
+    ax[0].set_xticks(x, panel.labels, rotation=20, fontsize=8)
+    ax[0].set(ylabel=panel.what)
     ax[0].legend(fontsize=8)
     _draw_posteriors(ax[1], curves, theta_truth)
     fig.suptitle(title, fontsize=10)

@@ -17,7 +17,7 @@ from censusdp.infer.amc import AMCResult
 from censusdp.infer.gls import Z90, Z95, LineSet, make_lines
 from censusdp.infer.published import PREFERRED_NOTE
 from censusdp.privacy.release_budget import release_privacy
-from censusdp.release.manifest import MANIFEST_FILE, recorded_budgets
+from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import ReleaseGeography
 from censusdp.tables import PERSON_TABLES, table_definition
 from censusdp.version import __version__
@@ -145,13 +145,15 @@ def amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
 def output_manifest(
     gls: Any,
     run_dir: Path,
+    manifest_file: Path,
     command: list[str] | None,
     zero_constraints: bool,
     rows: int,
     stats: LevelStats,
 ) -> dict[str, Any]:
-    """What ``infer``'s manifest says about the release, the method and the estimates
-    (``gls`` a :class:`censusdp.infer.release.ReleaseGLS`)."""
+    """What ``infer``'s manifest says about the release (at ``run_dir``, its manifest
+    ``manifest_file``), the method and the estimates (``gls`` a
+    :class:`censusdp.infer.release.ReleaseGLS`)."""
     hierarchy = gls.hierarchy
     names = hierarchy.geolevels.names
     direct_named = {
@@ -160,7 +162,7 @@ def output_manifest(
     manifest_in = gls.manifest
     # the privacy loss its budgets compose to (what validation held the manifest to),
     # recomputed, never the manifest's own words
-    spent = release_privacy(*recorded_budgets(manifest_in, str(run_dir / MANIFEST_FILE)))
+    spent = release_privacy(*recorded_budgets(manifest_in, str(manifest_file)))
     bottom = hierarchy.n_levels - 1
     return {
         "package_version": __version__,

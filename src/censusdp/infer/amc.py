@@ -8,7 +8,7 @@ published microdata as if it were the truth): the release's microdata (its MDF, 
 plausible truth that satisfies every invariant) is measured again ``K`` times with the
 release's own plan, mechanism and per-geounit shares on its own spine, each set of
 measurements is post-processed exactly as the release was
-(:func:`censusdp.release.pipeline.estimate_tables`), and every published cell's
+(:func:`censusdp.release.estimation.estimate_tables`), and every published cell's
 error ``re-released - MDF`` is recorded. A cell's margin is ACS-style:
 ``moe90 = 1.645 rmse``, ``moe95 = 1.960 rmse``, with ``rmse`` the root mean square of
 its ``K`` errors (the bias included: TopDown's non-negativity biases small counts).
@@ -34,8 +34,9 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
+from censusdp.release.estimation import estimate_tables
 from censusdp.release.measure import measure
-from censusdp.release.pipeline import estimate_tables
+from censusdp.release.options import ReleaseOptions
 from censusdp.release.spine import ReleaseGeography
 from censusdp.tables import TABLE_NAMES
 
@@ -56,8 +57,8 @@ class AMCPlan:
         plans: the person and unit measurement plans ``(geolevel, query, mechanism)``.
         shares: the person and unit per-geounit shares (spine bypass) or ``None``.
         options: the release's estimation options for
-            :func:`~censusdp.release.pipeline.estimate_tables` (``postprocess``,
-            ``units_mode``, ``estimator``, ``max_children``).
+            :func:`~censusdp.release.estimation.estimate_tables` (its ``postprocess``,
+            unit consistency, ``estimator`` and ``max_children``).
         truth: the plausible truth's tables (:func:`censusdp.tables.table_arrays` layout).
     """
 
@@ -68,7 +69,7 @@ class AMCPlan:
     geo: ReleaseGeography
     plans: tuple[list[tuple[str, str, object]], list[tuple[str, str, object]] | None]
     shares: tuple[Any, Any]
-    options: dict[str, Any]
+    options: ReleaseOptions
     truth: dict[str, list[np.ndarray]]
 
 
@@ -121,9 +122,7 @@ def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> dict[str, li
             source.child("units"),
             unit_shares=amc.shares[1],
         )
-    return estimate_tables(
-        ms, ums, amc.inv, amc.geo.tabulation, executor=executor, geo=amc.geo, **amc.options
-    )
+    return estimate_tables(ms, ums, amc.inv, amc.geo, amc.options, executor)  # type: ignore[arg-type]
 
 
 def simulate_margins(

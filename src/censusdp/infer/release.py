@@ -1,10 +1,12 @@
 """``censusdp infer RUN --out DIR``: GLS estimates of every published cell from a release.
 
-Reads only what a release publishes: ``RUN/manifest.json`` (geolevels, schema),
-``RUN/noisy_measurements.parquet`` (and ``noisy_measurements_units.parquet`` when the
-housing-unit run was measured), ``RUN/invariants.parquet`` and
-``RUN/invariant_totals.parquet``. The noise variance of every measurement is read from
-the NMF's ``variance`` column, never recomputed from the budget.
+Reads only what a release publishes, opened through :class:`censusdp.io.rundir.RunDir`:
+its manifest (geolevels, schema), the person NMF (and the unit NMF when the housing-unit
+run was measured), the invariants and the invariant totals; with ``--simulations``, the
+MDF; with a plan, the published tables. The noise variance of every measurement is read
+from the NMF's ``variance`` column, never recomputed from the budget. This is the one
+module of :mod:`censusdp.infer` that reads a release or writes an output (and the
+figures of :mod:`censusdp.infer._plots`); the estimation modules see arrays only.
 
 Writes ``DIR/estimates.parquet``, one row per geolevel x geounit x line:
 ``geolevel``, ``geocode``, ``query`` (``total``, ``P1_001N`` ... ``P5_010N``,
@@ -14,7 +16,7 @@ the integer 90% and 95% intervals ``ci90_low`` ... ``ci95_high``
 
 Exact facts entered: the state total population (and so the US total), the housing
 units of every block (H1_001N exact at every level), and, unless
-``zero_constraints=False``, the zeros the block invariants imply (no household
+``InferOptions(zero_constraints=False)``, the zeros the block invariants imply (no household
 population without housing units; no population of a group-quarters type without a
 facility of that type; no housing units of either occupancy where there are none).
 """
@@ -39,7 +41,7 @@ import scipy.sparse as sp
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import get_schema
-from censusdp.errors import ConfigError, InputError, SchemaError
+from censusdp.errors import InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
 from censusdp.infer._estimates import LevelStats, chunk_table
@@ -59,10 +61,12 @@ from censusdp.infer.gls import (
     LevelDesign,
     LevelEstimates,
     LineSet,
+    TreeRun,
     direct_sd,
     level_design,
     tree_gls,
 )
+from censusdp.infer.options import MARGIN_FORMATS, InferOptions, MarginOptions
 from censusdp.infer.plan import read_plan
 from censusdp.infer.published import (
     MarginAccumulator,
@@ -76,11 +80,13 @@ from censusdp.infer.tree_cov import TreeFactors
 from censusdp.io.atomic import atomic_path, write_text
 from censusdp.io.mdf import read_mdf_histograms
 from censusdp.io.nmf import NMFReader
-from censusdp.io.output import staged_output
+from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.rundir import RunDir
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
-from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
+from censusdp.release.manifest import peak_rss_mb, recorded_budgets
+from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES, table_arrays
@@ -89,6 +95,7 @@ from censusdp.tables.geoids import geo_identifiers
 __all__ = [
     "ESTIMATE_COLUMNS",
     "MARGIN_FORMATS",
+    "InferOptions",
     "MarginOptions",
     "ReleaseGLS",
     "infer_release",
@@ -97,29 +104,23 @@ __all__ = [
     "tabulation_sds",
 ]
 
-MARGIN_FORMATS = ("parquet", "csv")
-"""Formats of the long-form outputs (``margins``, ``districts``)."""
 
-
-def _read_release(run_dir: Path) -> tuple[dict, ReleaseGeography, Invariants]:
+def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invariants]:
     """The manifest, the geography measured on, and the invariants in its block order."""
-    for name in (
-        "manifest.json",
-        "noisy_measurements.parquet",
-        "invariants.parquet",
-        "invariant_totals.parquet",
+    for f in (
+        run.manifest_file,
+        run.nmf_file("persons"),
+        run.invariants_file,
+        run.invariant_totals_file,
     ):
-        if not (run_dir / name).exists():  # the NMF may be a directory of part files
-            raise InputError(f"{run_dir / name}: missing file (infer needs a release directory)")
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{run_dir / 'manifest.json'}: not valid JSON ({exc})") from None
+        if not f.exists():  # the NMF may be a directory of part files
+            raise InputError(f"{f}: missing file (infer needs a release directory)")
+    manifest = run.manifest()
     if "geolevels" not in manifest:
-        raise InputError(f"{run_dir / 'manifest.json'}: no 'geolevels'")
-    hierarchy, inv = RunDir(run_dir).invariants(GeoLevels.from_pairs(manifest["geolevels"]))
+        raise InputError(f"{run.manifest_file}: no 'geolevels'")
+    hierarchy, inv = run.invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     # a spine release measured the spine's geounits (spine.parquet): infer estimates them
-    geo = geography_of_run(run_dir, manifest, hierarchy)
+    geo = geography_of_run(run.path, manifest, hierarchy)
     return manifest, geo, geo.invariants(inv)
 
 
@@ -163,7 +164,7 @@ class ReleaseGLS:
 
     Attributes:
         hierarchy: the release's geounits.
-        manifest: the release manifest.
+        manifest: the release manifest (typed; also a read-only mapping).
         schema_name: the person schema (``pl94``).
         total_level: the level whose total population is invariant (the state).
         lines: every line reported: ``total``, P1-P5, then H1.
@@ -185,7 +186,7 @@ class ReleaseGLS:
     """
 
     hierarchy: Hierarchy
-    manifest: dict[str, Any]
+    manifest: ReleaseManifest
     schema_name: str
     total_level: int
     lines: tuple[str, ...]
@@ -200,7 +201,7 @@ class ReleaseGLS:
 
 
 def _unit_gls(
-    run_dir: Path, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
+    run: RunDir, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
 ) -> tuple[
     dict[int, tuple[np.ndarray, np.ndarray]],
     dict[int, np.ndarray],
@@ -218,14 +219,13 @@ def _unit_gls(
         np.asarray(a, dtype=np.float64).ravel()
         for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
     ]
-    units_path = run_dir / "noisy_measurements_units.parquet"
     unit_direct: dict[int, np.ndarray] = {}
-    if not units_path.exists():
+    if not run.has_nmf("units"):
         for level in range(hierarchy.n_levels):
             unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
         occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
         return unit_rows, unit_direct, ("H1_001N",), occupancy, None, None
-    ureader = NMFReader(units_path, get_schema("units"), hierarchy)
+    ureader = run.nmf_reader("units", get_schema("units"), hierarchy)
     ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
     ulines = unit_lines(ulayout)
     zero_hu = np.repeat((inv.housing_units == 0)[:, None], ulayout.d, axis=1)
@@ -241,7 +241,7 @@ def _unit_gls(
         )
     for level, des in _designs(ureader, ulayout, hierarchy).items():
         unit_direct[level] = direct_sd(ulayout, des, ulines)
-    occupancy = "GLS from noisy_measurements_units.parquet"
+    occupancy = f"GLS from {run.nmf_file('units').name}"
     return unit_rows, unit_direct, ulines.names, occupancy, ulines, ufactors
 
 
@@ -264,9 +264,10 @@ def release_gls(
             makes the block algebra too large; docs/inference.md, Limits).
     """
     timings = timings if timings is not None else {}
-    run_dir = Path(run_dir)
+    run = RunDir(run_dir)
+    run_dir = run.path
     t = time.perf_counter()
-    manifest_in, geo, inv = _read_release(run_dir)
+    manifest_in, geo, inv = _read_release(run)
     hierarchy = geo.estimation
     schema = get_schema(str(manifest_in.get("schema", "pl94")))
     if schema.name != "pl94":
@@ -275,7 +276,7 @@ def release_gls(
             f"on {schema.name!r} (its AGE attribute needs another factor in the block algebra; "
             "see docs/inference.md, Limits)"
         )
-    persons = NMFReader(run_dir / "noisy_measurements.parquet", schema, hierarchy)
+    persons = run.nmf_reader("persons", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = person_lines(layout)
     totals_persons = geo.exact_totals(inv)
@@ -285,7 +286,7 @@ def release_gls(
 
     # -- housing units (small: kept in memory, merged into the person rows) ----------------
     t = time.perf_counter()
-    units = _unit_gls(run_dir, hierarchy, inv, zero_constraints)
+    units = _unit_gls(run, hierarchy, inv, zero_constraints)
     unit_rows, unit_direct, unit_names, occupancy, ulines, ufactors = units
     timings["units"] = time.perf_counter() - t
     say(progress, f"housing units: {occupancy}")
@@ -312,8 +313,7 @@ def release_gls(
             layout,
             lines,
             pcons,
-            executor=executor,
-            progress=progress,
+            run=TreeRun(executor=executor, progress=progress),
             factors=pfactors,
         ):
             ue, us = unit_rows[res.level]
@@ -343,12 +343,12 @@ def release_gls(
     )
 
 
-def _published_levels(run_dir: Path, tab: Hierarchy) -> list[np.ndarray | None]:
+def _published_levels(run: RunDir, tab: Hierarchy) -> list[np.ndarray | None]:
     """Per tabulation level, ``(units, variables)`` published values (P1-P5, H1); ``None``
     for a release directory without its tables (the GLS needs only the NMF)."""
-    if not (run_dir / "tables").is_dir():
+    if not run.tables_dir.is_dir():
         return [None] * tab.n_levels
-    arrs = read_table_arrays(run_dir / "tables", tab)
+    arrs = read_table_arrays(run.tables_dir, tab)
     return [
         np.concatenate([arrs[t][lv] for t in TABLE_NAMES], axis=1) for lv in range(tab.n_levels)
     ]
@@ -391,22 +391,22 @@ def tabulation_sds(
     return gls, out
 
 
-def _amc_plan(run_dir: Path, manifest: dict[str, Any], geo: ReleaseGeography) -> AMCPlan:
-    """What re-releasing ``run_dir`` needs: its MDF (the plausible truth), budgets, shares
+def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> AMCPlan:
+    """What re-releasing ``run`` needs: its MDF (the plausible truth), budgets, shares
     and estimation options (:mod:`censusdp.infer.amc`)."""
-    budget, units_budget = recorded_budgets(manifest, str(run_dir / MANIFEST_FILE))
+    budget, units_budget = recorded_budgets(manifest, str(run.manifest_file))  # type: ignore[arg-type]
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
-            f"{run_dir / MANIFEST_FILE}: postprocess {postprocess!r} published no counts to "
+            f"{run.manifest_file}: postprocess {postprocess!r} published no counts to "
             "simulate (--simulations needs a release with tables)"
         )
-    for name in ("mdf_persons.parquet", "mdf_units.parquet"):
-        if not (run_dir / name).exists():
-            raise InputError(f"{run_dir / name}: missing file (--simulations re-releases the MDF)")
-    tab, inv = RunDir(run_dir).invariants(GeoLevels.from_pairs(list(budget.geolevels)))
+    for f in (run.mdf_file("persons"), run.mdf_file("units")):
+        if not f.exists():
+            raise InputError(f"{f}: missing file (--simulations re-releases the MDF)")
+    tab, inv = run.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
-    person, pl94, units = read_mdf_histograms(run_dir, tab, schema)
+    person, pl94, units = read_mdf_histograms(run.path, tab, schema)
     mh = geo.estimation
     person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
     unit_levels = None
@@ -422,12 +422,12 @@ def _amc_plan(run_dir: Path, manifest: dict[str, Any], geo: ReleaseGeography) ->
         geo.unit_shares(budget),
         None if units_budget is None else geo.unit_shares(units_budget),
     )
-    options = {
-        "postprocess": postprocess,
-        "units_mode": str(manifest.get("units_estimation") or "consistent"),
-        "estimator": str(manifest.get("estimator") or "ls"),
-        "max_children": manifest.get("max_children"),
-    }
+    options = ReleaseOptions(
+        postprocess=postprocess,
+        unit_consistency=str(manifest.get("units_estimation") or "consistent"),
+        estimator=str(manifest.get("estimator") or "ls"),
+        max_children=manifest.get("max_children"),
+    )
     truth = table_arrays(pl94, units, tab)
     return AMCPlan(schema, person_levels, unit_levels, inv, geo, plans, shares, options, truth)
 
@@ -525,26 +525,6 @@ def _write_margins(
     }
 
 
-@dataclass(frozen=True)
-class MarginOptions:
-    """The long forms of :func:`infer_release`.
-
-    Attributes:
-        geography: a plan (block-assignment file, :func:`~censusdp.infer.plan.read_plan`):
-            its districts' published sums, GLS estimates and margins go to
-            ``districts.*``; ``None``: no districts.
-        formats: the long forms' formats (a subset of :data:`MARGIN_FORMATS`).
-        simulations: ``K`` AMC re-releases for the margins of the published counts
-            (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
-        seed: the AMC's master seed (recorded).
-    """
-
-    geography: str | Path | None = None
-    formats: tuple[str, ...] = MARGIN_FORMATS
-    simulations: int = 0
-    seed: int = 0
-
-
 def _stream_estimates(
     out_dir: Path, gls: ReleaseGLS, acc: MarginAccumulator | None, progress: Progress
 ) -> tuple[int, LevelStats]:
@@ -588,15 +568,11 @@ def _stream_estimates(
 def infer_release(
     run_dir: str | Path,
     out_dir: str | Path,
+    options: InferOptions | None = None,
+    execution: Execution | None = None,
     *,
     overwrite: bool = False,
-    workers: int = 1,
-    executor: str = "auto",
-    spark_master: str | None = None,
-    zero_constraints: bool = True,
-    progress: Progress = None,
     command: list[str] | None = None,
-    margins: MarginOptions | None = None,
 ) -> dict[str, Any]:
     """GLS estimates, standard deviations and intervals of every published cell.
 
@@ -604,17 +580,17 @@ def infer_release(
         run_dir: a release directory written by ``censusdp run``.
         out_dir: the directory to write ``estimates.parquet`` (the estimated geounits),
             ``margins.parquet``/``.csv`` (every published geounit and variable, long form,
-            keyed as ``tables/``), ``districts.*`` (with ``geography``) and
-            ``manifest.json`` to.
+            keyed as ``tables/``), ``districts.*`` (with a plan) and ``manifest.json`` to.
+        options: the exact facts entered and the long forms' plan, formats and AMC
+            simulations (:class:`~censusdp.infer.options.InferOptions`; default: the
+            zeros entered, no plan, Parquet and CSV, no simulation).
+        execution: where the bottom level's family tasks (and the AMC's) run
+            (``executor``, ``workers``, ``spark_master``:
+            :func:`censusdp.execution.make_executor`) and where progress lines go; the
+            output does not depend on it.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
             nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
-        workers, executor, spark_master: where the bottom level's family tasks run
-            (:func:`censusdp.execution.make_executor`); the output does not depend on it.
-        zero_constraints: enter the zeros implied by the block invariants.
-        progress: receives log lines.
         command: recorded in the manifest.
-        margins: the plan, formats and AMC simulations of the long forms
-            (:class:`MarginOptions`; default: no plan, Parquet and CSV, no simulation).
 
     Returns:
         The manifest written to ``out_dir/manifest.json``.
@@ -624,25 +600,21 @@ def infer_release(
         ConfigError: for an existing non-empty ``out_dir`` without ``overwrite``.
     """
     t0 = time.perf_counter()
-    run_dir, out_dir = Path(run_dir), Path(out_dir)
-    opts = margins or MarginOptions()
-    geography, formats, simulations, seed = (
-        opts.geography,
-        tuple(opts.formats),
-        opts.simulations,
-        opts.seed,
-    )
-    bad = [f for f in formats if f not in MARGIN_FORMATS]
-    if bad or not formats:
-        raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
-    if simulations < 0:
-        raise ConfigError(f"--simulations must be 0 or more, got {simulations}")
+    run, out_dir = RunDir(run_dir), Path(out_dir)
+    run_dir = run.path
+    options = options or InferOptions()
+    execution = execution or Execution()
+    zero_constraints, progress = options.zero_constraints, execution.progress
+    geography, formats = options.margins.geography, options.margins.formats
+    simulations, seed = options.margins.simulations, options.margins.seed
     inputs = [run_dir] + ([Path(geography)] if geography is not None else [])
     with staged_output(out_dir, overwrite, inputs, command="infer") as staging:
         out_dir = staging.path
         require_valid(run_dir, what="infer", mdf=False, progress=progress)
         timings: dict[str, float] = {}
-        ex = make_executor(workers, kind=executor, spark_master=spark_master)
+        ex = make_executor(
+            execution.workers, kind=execution.executor, spark_master=execution.spark_master
+        )
         describe = getattr(ex, "describe", None)
         ex_record = describe() if describe is not None else {"name": getattr(ex, "name", "")}
         try:
@@ -660,7 +632,7 @@ def infer_release(
                 plan = read_plan(geography, geo.tabulation)
                 targets.append(district_geography(plan, geo))
                 say(progress, f"plan {geography}: {targets[-1].n:,} districts")
-            published = _published_levels(run_dir, geo.tabulation)
+            published = _published_levels(run, geo.tabulation)
             acc = MarginAccumulator(targets, gls.hierarchy.blocks.size, len(gls.lines))
             t = time.perf_counter()
             rows, stats = _stream_estimates(out_dir, gls, acc, progress)
@@ -669,7 +641,7 @@ def infer_release(
             if simulations > 0:
                 t = time.perf_counter()
                 amc = simulate_margins(
-                    _amc_plan(run_dir, gls.manifest, geo),
+                    _amc_plan(run, gls.manifest, geo),
                     [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
                     simulations=simulations,
                     seed=seed,
@@ -690,7 +662,9 @@ def infer_release(
             f"wrote {written['rows']:,} margins of published geounits ({', '.join(written['files'])})",
         )
         timings["total"] = time.perf_counter() - t0
-        manifest = output_manifest(gls, run_dir, command, zero_constraints, rows, stats)
+        manifest = output_manifest(
+            gls, run_dir, run.manifest_file, command, zero_constraints, rows, stats
+        )
         manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": amc_record(amc, seed)}
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
@@ -700,12 +674,10 @@ def infer_release(
                 "platform": platform.platform(),
                 "timings": {k: round(v, 4) for k, v in timings.items()},
                 "peak_memory_mb": peak_rss_mb(),
-                "outputs": ["estimates.parquet", *written["files"], "manifest.json"],
+                "outputs": ["estimates.parquet", *written["files"], MANIFEST_FILE],
             }
         )
-        write_text(
-            json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / "manifest.json"
-        )
+        write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n", out_dir / MANIFEST_FILE)
         return manifest
 
 

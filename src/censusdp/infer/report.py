@@ -1,8 +1,11 @@
-"""Posterior summaries with an optional figure (the file-writing side of :mod:`posterior`)."""
+"""Posterior summaries with an optional figure (the figure side of
+:mod:`censusdp.infer.posterior`; the file itself is checked and written by
+:mod:`censusdp.infer._plots`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,23 @@ from censusdp.infer.posterior import (
     gibbs_draws,
     infer_proportion,
 )
-from censusdp.io.output import check_output_file
 
-__all__ = ["posterior_curves", "posterior_report"]
+__all__ = ["PosteriorFigure", "posterior_curves", "posterior_report"]
+
+
+@dataclass(frozen=True)
+class PosteriorFigure:
+    """The figure :func:`posterior_report` draws beside its numbers.
+
+    Attributes:
+        path: the PNG file (``--plot``).
+        overwrite: replace an existing ``path`` (refused otherwise).
+        truth: the true proportion, drawn as a vertical line (``None``: not drawn).
+    """
+
+    path: str | Path
+    overwrite: bool = False
+    truth: float | None = None
 
 
 def posterior_curves(
@@ -64,26 +81,28 @@ def posterior_report(
     method: str = "exact",
     draws: int = 20_000,
     seed: int | None = 0,
-    plot: str | Path | None = None,
-    overwrite: bool = False,
-    truth: float | None = None,
+    figure: PosteriorFigure | None = None,
 ) -> dict[str, Any]:
-    """:func:`~censusdp.infer.posterior.infer_proportion`, and the figure at ``plot``.
+    """:func:`~censusdp.infer.posterior.infer_proportion`, and the figure (``figure``).
 
     Raises:
-        ConfigError: if ``plot`` exists and ``overwrite`` is false.
+        ConfigError: if the figure's file exists and its ``overwrite`` is false.
     """
     prior = prior or BetaPrior()
     counts = list(counts)
-    if plot is not None:
-        check_output_file(plot, overwrite, option="--plot")
+    if figure is not None:
+        from censusdp.infer._plots import check_plot_file
+
+        check_plot_file(figure.path, figure.overwrite)
     result = infer_proportion(counts, law, prior, method=method, draws=draws, seed=seed)
-    if plot is not None:
+    if figure is not None:
         from censusdp.infer._plots import plot_posteriors
 
         curves = posterior_curves(counts, law, prior, result)
         n = sum(int(c.n) for c in counts)
         title = f"theta from noisy count(s) of {n:,} people, {law.law} noise (variance {law.variance:.3g})"
-        plot_posteriors(plot, curves, title=title, truth=truth, overwrite=overwrite)
-        result["plot"] = str(plot)
+        plot_posteriors(
+            figure.path, curves, title=title, truth=figure.truth, overwrite=figure.overwrite
+        )
+        result["plot"] = str(figure.path)
     return result

@@ -45,7 +45,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import InternalError
-from censusdp.infer.gls import LineSet
+from censusdp.infer._lines import LineSet
 
 __all__ = ["TreeFactors", "partition_variances"]
 
