@@ -32,7 +32,7 @@ from censusdp.release.consistency import (
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.spine import ReleaseGeography
 from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
-from censusdp.release.validate import validate_release
+from censusdp.release.validate import UnitRun, validate_release
 from censusdp.tables import table_arrays
 
 __all__ = [
@@ -230,9 +230,9 @@ def on_tabulation(
         geo.estimation,
         schema,
         est.bounds,
-        unit_hists=est.units.histograms if est.units is not None else None,
-        housing_units=geo.invariants(inv).housing_units if est.units is not None else None,
-        household_persons=est.household,
+        units=None
+        if est.units is None
+        else UnitRun(est.units.histograms, geo.invariants(inv).housing_units, est.household),
         failsafe_uses=len(est.persons.failsafe),
     )
     manifest["spine_validation"] = report.to_dict()

@@ -43,7 +43,7 @@ from censusdp.release.parts import (
     write_mdf_index,
 )
 from censusdp.release.spine import ReleaseGeography
-from censusdp.release.validate import validate_release
+from censusdp.release.validate import UnitRun, validate_release
 
 __all__ = ["write_release"]
 
@@ -232,9 +232,9 @@ def _validate_outputs(
         hierarchy,
         schema,
         est.bounds,
-        unit_hists=est.units.histograms if est.units is not None else None,
-        housing_units=inv.housing_units if est.units is not None else None,
-        household_persons=est.household,
+        units=None
+        if est.units is None
+        else UnitRun(est.units.histograms, inv.housing_units, est.household),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written

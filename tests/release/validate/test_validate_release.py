@@ -15,7 +15,9 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Bounds
 from censusdp.data.schema import get_schema
 from censusdp.release.validate import (
+    UnitRun,
     ValidationReport,
+    Written,
     check_bounds,
     check_hierarchy,
     validate_release,
@@ -84,6 +86,16 @@ def _validate(release, **change):
         tables_from_mdf={k: [a.copy() for a in v] for k, v in tables.items()},
     )
     args.update(change)
+    unit = {
+        k: args.pop(k) for k in ("unit_hists", "housing_units", "household_persons") if k in args
+    }
+    if unit.get("unit_hists") is not None and unit.get("housing_units") is not None:
+        args["units"] = UnitRun(
+            unit["unit_hists"], unit["housing_units"], unit.get("household_persons")
+        )
+    args["written"] = Written(
+        *(args.pop(k, None) for k in ("mdf_block_hist", "tables", "tables_from_mdf"))
+    )
     return validate_release(**args)
 
 

@@ -36,11 +36,19 @@ row-counting kernel), ``_mdf`` and ``_mdf_parts`` (the MDF, its text files and t
 and its part files read as tasks), ``_truth`` (the truth check).
 """
 
-from censusdp.release.validate.estimate import check_bounds, check_hierarchy, validate_release
+from censusdp.release.validate.estimate import (
+    UnitRun,
+    Written,
+    check_bounds,
+    check_hierarchy,
+    validate_release,
+)
 from censusdp.release.validate.report import ValidationReport
 from censusdp.release.validate.run import require_valid, validate_run
 
 __all__ = [
+    "UnitRun",
+    "Written",
     "ValidationReport",
     "check_bounds",
     "check_hierarchy",

@@ -33,7 +33,7 @@ from censusdp.release.consistency import household_persons
 from censusdp.release.validate._entries import Hashed
 from censusdp.release.validate._mdf_parts import mdf_from_parts
 from censusdp.release.validate._release import Release
-from censusdp.release.validate.estimate import validate_release
+from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
 from censusdp.tables import TABLE_NAMES, level_identifiers
 
@@ -140,9 +140,11 @@ def _check_as_estimate(
         hierarchy,
         schema,
         bounds,
-        unit_hists=occupancy,
-        housing_units=inv.housing_units,
-        household_persons=household_persons(hist, schema) if consistent else None,
+        units=UnitRun(
+            occupancy,
+            inv.housing_units,
+            household_persons(hist, schema) if consistent else None,
+        ),
     )
     rep.checks.update(sub.checks)
 

@@ -7,6 +7,7 @@ and, from :func:`~censusdp.release.validate.run.validate_run`, on the MDF read b
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,6 +54,37 @@ def check_bounds(
     return True, "all group and total bounds exact"
 
 
+@dataclass(frozen=True, eq=False)
+class UnitRun:
+    """The housing-unit run of an estimated release, for its checks.
+
+    Attributes:
+        hists: per level, the released (units x 2) occupancy histograms.
+        housing_units: ``(blocks,)`` invariant housing-unit counts.
+        household_persons: ``(blocks,)`` released household persons, for a release
+            whose unit run was held to them (checks ``persons_units_consistent``).
+    """
+
+    hists: list[sp.csr_matrix]
+    housing_units: np.ndarray
+    household_persons: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Written:
+    """What was written, recomputed, to check against the estimate.
+
+    Attributes:
+        mdf_block_hist: the block histogram re-tabulated from the written MDF.
+        tables, tables_from_mdf: per table, per level, dense (units x lines) arrays as
+            written and as recomputed from the MDF (checked when both are given).
+    """
+
+    mdf_block_hist: sp.csr_matrix | None = None
+    tables: Mapping[str, list[np.ndarray]] | None = None
+    tables_from_mdf: Mapping[str, list[np.ndarray]] | None = None
+
+
 def validate_release(
     hists: list[sp.csr_matrix],
     hierarchy: Hierarchy,
@@ -60,29 +92,30 @@ def validate_release(
     bounds: list,
     *,
     group_variable: str = "hhgq",
-    unit_hists: list[sp.csr_matrix] | None = None,
-    housing_units: np.ndarray | None = None,
-    mdf_block_hist: sp.csr_matrix | None = None,
-    tables: Mapping[str, list[np.ndarray]] | None = None,
-    tables_from_mdf: Mapping[str, list[np.ndarray]] | None = None,
+    units: UnitRun | None = None,
+    written: Written | None = None,
     failsafe_uses: int = 0,
-    household_persons: np.ndarray | None = None,
 ) -> ValidationReport:
     """Run every check on an estimated release.
 
     Args:
         hists: per level, the released (units x cells) histograms.
-        bounds: per level, the :class:`~censusdp.release.topdown.driver.Bounds` in force. Where
+        bounds: per level, the :class:`~censusdp.data.invariants.Bounds` in force. Where
             the failsafe relaxed a bound, its use is reported and the check is made
             against the original bounds with the failsafe count in the detail.
-        unit_hists: per level, the released (units x 2) occupancy histograms.
-        housing_units: ``(blocks,)`` invariant housing-unit counts.
-        mdf_block_hist: the block histogram re-tabulated from the written MDF.
-        tables, tables_from_mdf: per table, per level, dense (units x lines) arrays as
-            written and as recomputed from the MDF.
-        household_persons: ``(blocks,)`` released household persons, for a release
-            whose unit run was held to them (checks ``persons_units_consistent``).
+        units: the housing-unit run (``units_consistent``, ``persons_units_consistent``).
+        written: what was written, recomputed (``mdf_matches_histogram``,
+            ``tables_match_mdf``).
     """
+    written = written or Written()
+    unit_hists = units.hists if units is not None else None
+    housing_units = units.housing_units if units is not None else None
+    household_persons = units.household_persons if units is not None else None
+    mdf_block_hist, tables, tables_from_mdf = (
+        written.mdf_block_hist,
+        written.tables,
+        written.tables_from_mdf,
+    )
     rep = ValidationReport()
     ok = all(
         np.issubdtype(h.dtype, np.integer) and (h.data.size == 0 or h.data.min() >= 0)
