@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
-from censusdp.io.mdf import read_mdf_persons, read_mdf_units
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf import decode_cells, nmf_geolevels, read_geolevel
 from censusdp.tables import identifier_columns, tabulate_histograms
 

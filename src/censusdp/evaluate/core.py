@@ -57,7 +57,7 @@ from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import RUNS
-from censusdp.io.mdf import read_mdf_persons, read_mdf_units
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf import nmf_files
 from censusdp.io.output import write_output_json
 from censusdp.io.rundir import RunDir

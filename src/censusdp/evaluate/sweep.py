@@ -46,7 +46,7 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import read_mdf_persons
+from censusdp.io.mdf_read import read_mdf_persons
 from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget

@@ -55,14 +55,10 @@ from censusdp.data.spine import UnitShares
 from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import MDF_FILES, NMF_FILES
-from censusdp.io.mdf import (
-    mdf_part_counts,
-    mdf_unit_counts,
-    read_mdf_histograms,
-    read_mdf_records,
-    record_layouts,
-    text_mismatch,
-)
+from censusdp.io.mdf_parts import mdf_part_counts
+from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms, read_mdf_records
+from censusdp.io.mdf_records import record_layouts
+from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.nmf import NMF_COLUMNS, nmf_files
 from censusdp.io.output import is_censusdp_output
 from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
@@ -1240,7 +1236,7 @@ def _check_mdf(
 
 def _check_text_files(run: Path, schema: Schema, hashed: dict[str, str] | None) -> list[str]:
     """An MDF of single files: each text file present is its Parquet file's records
-    (:func:`~censusdp.io.mdf.text_mismatch`); its SHA-256 goes to ``hashed``."""
+    (:func:`~censusdp.io.mdf_text.text_mismatch`); its SHA-256 goes to ``hashed``."""
     problems = []
     layouts = record_layouts(schema)
     for kind, (pq_name, txt_name) in MDF_FILES.items():

@@ -23,7 +23,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
 from censusdp.io.budget_files import load_preset
-from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
+from censusdp.io.mdf_records import iter_mdf_blocks, mdf_person_columns
 from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget

@@ -36,7 +36,7 @@ from censusdp.attacks.dhc.tables import dhc_tables, keys_of
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
-from censusdp.io.mdf import read_mdf_persons
+from censusdp.io.mdf_read import read_mdf_persons
 from censusdp.io.output import MANIFEST_FILE, staged_output
 from censusdp.io.rundir import RunDir
 from censusdp.progress import Progress, say
