@@ -43,7 +43,8 @@ from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
-from censusdp.io.nmf import NMFReader, NMFWriter  # noqa: E402
+from censusdp.io.nmf_read import NMFReader
+from censusdp.io.nmf_write import NMFWriter
 from censusdp.privacy.budget import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task  # noqa: E402

@@ -129,7 +129,7 @@ def _noise_floor(truth: tuple, run: Path) -> dict:
     if blocks.size:
         from censusdp.data.geography import Hierarchy
         from censusdp.data.schema import get_schema
-        from censusdp.io.nmf import read_nmf
+        from censusdp.io.nmf_read import read_nmf
         from censusdp.release.topdown.pooling import pooled_root
 
         h = Hierarchy.from_blocks(blocks)

@@ -99,7 +99,7 @@ def _reestimate(run: Path, passes: str, workers: int):
     from censusdp.data.invariants import Invariants, level_bounds
     from censusdp.data.schema import get_schema
     from censusdp.execution import make_executor
-    from censusdp.io.nmf import NMFReader
+    from censusdp.io.nmf_read import NMFReader
     from censusdp.release.topdown.driver import Bounds, estimate
 
     manifest = json.loads((run / "manifest.json").read_text())

@@ -47,8 +47,9 @@ from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf_read import read_mdf_persons
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say, task
 from censusdp.version import __version__

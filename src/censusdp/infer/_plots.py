@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from censusdp.io.output import output_file  # noqa: E402
+from censusdp.io.output_files import output_file
 
 __all__ = ["PosteriorCurve", "plot_posteriors", "plot_tract_example"]
 

@@ -53,9 +53,9 @@ from censusdp.infer.gls import (
     tree_gls,
 )
 from censusdp.io.atomic import atomic_path, write_text
-from censusdp.io.nmf import NMFReader
-from censusdp.io.output import staged_output
+from censusdp.io.nmf_read import NMFReader
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import MANIFEST_FILE, peak_rss_mb, recorded_budgets
@@ -431,7 +431,7 @@ def infer_release(
         run_dir: a release directory written by ``censusdp run``.
         out_dir: the directory to write ``estimates.parquet`` and ``manifest.json`` to.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
-            nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
+            nothing but what its manifest lists; see :class:`censusdp.io.staging.Staging`).
         workers, executor, spark_master: where the bottom level's family tasks run
             (:func:`censusdp.execution.local.make_executor`); the output does not depend on it.
         zero_constraints: enter the zeros implied by the block invariants.

@@ -17,7 +17,7 @@ from censusdp.infer.posterior import (
     gibbs_draws,
     infer_proportion,
 )
-from censusdp.io.output import check_output_file
+from censusdp.io.output_rules import check_output_file
 
 __all__ = ["posterior_curves", "posterior_report"]
 

@@ -34,7 +34,8 @@ from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
 from censusdp.io.mdf_write import write_mdf_records
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.io.tables import write_tables
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say

@@ -30,8 +30,9 @@ from typing import Any
 from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.atomic import sha256_of, write_json
-from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
+from censusdp.io.output_rules import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE
 from censusdp.io.parts import indexed_checksums
+from censusdp.io.staging import Staging
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.version import __version__

@@ -7,7 +7,7 @@ above the block; the driver sends each its histogram rows and writes the indexes
 A :class:`PartTask` is a :class:`~censusdp.release.measure.MeasureTask` with the path
 of the part file it writes (``RUN/noisy_measurements.parquet/part-00012.parquet``, the
 task's place in the plan). :func:`run_part_task` measures, writes the part
-(:func:`censusdp.io.nmf.write_nmf_part`: atomically, flushed, checksummed) and returns
+(:func:`censusdp.io.nmf_write.write_nmf_part`: atomically, flushed, checksummed) and returns
 only its small record, so the driver never receives, holds or writes the noisy values:
 whichever executor runs the tasks (in-process, a pool, Spark), the NMF is written in
 parallel, and the same seed gives the same bytes in every part (noise is keyed per
@@ -37,7 +37,7 @@ from censusdp.errors import InputError
 from censusdp.io.layout import MDF_FILES, TABLES_DIR
 from censusdp.io.mdf_parts import MDF_PART_FIELDS, BlockCounts, mdf_part_counts, write_mdf_part
 from censusdp.io.mdf_text import count_lines
-from censusdp.io.nmf import write_nmf_part
+from censusdp.io.nmf_write import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
@@ -69,7 +69,7 @@ class PartTask:
 def run_part_task(part: PartTask) -> dict[str, Any]:
     """Run one :class:`PartTask`; return the part's record plus the task's costs.
 
-    The record is :func:`censusdp.io.nmf.write_nmf_part`'s (file, level, unit range,
+    The record is :func:`censusdp.io.nmf_write.write_nmf_part`'s (file, level, unit range,
     rows, SHA-256, write seconds) with ``n_values`` and ``cpu_seconds`` (measuring) and
     ``writer`` (host/PID of the process that wrote it) added: a few hundred bytes,
     whatever the size of the part.

@@ -59,8 +59,8 @@ from censusdp.io.mdf_parts import mdf_part_counts
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms, read_mdf_records
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
-from censusdp.io.nmf import NMF_COLUMNS, nmf_files
-from censusdp.io.output import is_censusdp_output
+from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files
+from censusdp.io.output_rules import is_censusdp_output
 from censusdp.io.parts import PART_INDEX, part_name, read_part_index, regular_file
 from censusdp.io.rundir import read_manifest
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch

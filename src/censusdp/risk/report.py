@@ -26,7 +26,8 @@ from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.budget_files import resolve_budget
 from censusdp.io.cef import read_cef
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
@@ -156,7 +157,7 @@ def run_risk(
             bounded neighbours is ``sigma^2 = 1/rho_q``) or ``"paper"`` (Kazan & Reiter's
             ``sigma^2 = 1/(2 rho)``, to reproduce their tables).
         overwrite: replace an earlier output of censusdp at ``out_dir`` (see
-            :class:`censusdp.io.output.Staging`).
+            :class:`censusdp.io.staging.Staging`).
     """
     t0 = time.perf_counter()
     with staged_output(out_dir, overwrite, [input_dir, config], command="risk") as staging:

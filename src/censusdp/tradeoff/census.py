@@ -67,7 +67,8 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.version import __version__

@@ -29,7 +29,7 @@ from censusdp.io.budget_files import load_preset
 from censusdp.io.mdf_read import read_mdf_persons
 from censusdp.io.mdf_records import UNIT_COLUMNS, person_layout
 from censusdp.io.mdf_text import text_mismatch, write_text_chunk
-from censusdp.io.nmf import nmf_files
+from censusdp.io.nmf_files import nmf_files
 from censusdp.io.parts import part_files, read_parts
 from censusdp.io.tables import codebook_mismatch, read_tables, table_part_mismatch
 from censusdp.privacy.release_budget import ReleaseBudget, release_privacy
