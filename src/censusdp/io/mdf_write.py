@@ -111,7 +111,8 @@ def write_mdf_persons(
     text_path: str | Path | None = None,
     schema: Schema | str = "pl94",
 ) -> int:
-    """Write persons (columns of :func:`mdf_person_columns`) at once; returns their number."""
+    """Write persons (columns of :func:`~censusdp.io.mdf_records.mdf_person_columns`) at
+    once; returns their number."""
     with MDFPersonWriter(hierarchy, path, text_path, schema) as w:
         w.write(cols)
     return w.persons
