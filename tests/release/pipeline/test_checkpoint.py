@@ -192,13 +192,13 @@ def test_a_run_interrupted_between_parts_reuses_every_recorded_part(
     assert (partial / RESUMABLE_MARKER).is_file()
     before = {c: _stat(partial / c) for c in calls}
     ran: list[str] = []
-    real_task = pipeline.run_part_task
+    real_task = measure_runs.run_part_task
 
     def spy(part):
         ran.append(Path(part.path).name)
         return real_task(part)
 
-    monkeypatch.setattr(pipeline, "run_part_task", spy)
+    monkeypatch.setattr(measure_runs, "run_part_task", spy)
     manifest = _run(state / "cef", out, seed=7, resume=True)
     assert _files(out) == _files(state / "reference")
     assert {c: _stat(out / c) for c in calls} == before
