@@ -404,7 +404,7 @@ def bench_topdown(state: str, scale: float, seeds: list[int], workdir: Path) -> 
             t = time.perf_counter()
             run_release(cef, out, budget=budget, units_budget=None, seed=seed, workers=1)
             secs.append(time.perf_counter() - t)
-            from censusdp.io.mdf import read_mdf_persons
+            from censusdp.io.mdf_read import read_mdf_persons
 
             mdf = read_mdf_persons(out / "mdf_persons.parquet")
             cells = _cells(mdf, schema)

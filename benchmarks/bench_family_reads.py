@@ -9,7 +9,7 @@ share row groups. Three ways over the same release, every family in geography or
   start)``, which read the row groups under ``start``) reproduced by reading the first
   child, as before;
 * ``no_cache``: the zero-width probe reads nothing, still no cache;
-* ``cache``: the process's cache (:data:`censusdp.io.nmf.GROUP_CACHE_BYTES`).
+* ``cache``: the process's cache (:data:`censusdp.io.nmf_cache.GROUP_CACHE_BYTES`).
 
 The values each way returns are compared. Reads a release directory (``--run``) or makes
 one: generates ``--state`` at ``--scale`` and releases it (pl94-2020, seed 1). CPU
@@ -32,12 +32,12 @@ import numpy as np
 from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
-from censusdp.io import nmf
+from censusdp.io import nmf_cache, nmf_read
 from censusdp.io.invariants import read_invariants
 from censusdp.release.spine import geography_of_run
 
 
-def _read_all(reader: nmf.NMFReader, level: int, families: list[tuple[int, int]], probe: bool):
+def _read_all(reader: nmf_read.NMFReader, level: int, families: list[tuple[int, int]], probe: bool):
     """Every family read from its own slice, as tasks do; a digest of the values."""
     h = hashlib.sha256()
     c0, t0 = time.process_time(), time.perf_counter()
@@ -59,7 +59,7 @@ def main() -> None:
     hierarchy, _ = read_invariants(run, GeoLevels.from_pairs(manifest["geolevels"]))
     est = geography_of_run(run, manifest, hierarchy).estimation
     schema = get_schema(str(manifest.get("schema", "pl94")))
-    reader = nmf.NMFReader(run / "noisy_measurements.parquet", schema, est)
+    reader = nmf_read.NMFReader(run / "noisy_measurements.parquet", schema, est)
     level = est.n_levels - 1
     families = [
         (s.start, s.stop)
@@ -72,17 +72,21 @@ def main() -> None:
         "level": est.geolevels[level].name,
         "families": len(families),
         "units": est.n_units(level),
-        "cache_bytes": nmf.GROUP_CACHE_BYTES,
+        "cache_bytes": nmf_cache.GROUP_CACHE_BYTES,
         "python": platform.python_version(),
     }
     digests = {}
     ways = (
-        ("previous", nmf._GroupCache(0, 0), True),
-        ("no_cache", nmf._GroupCache(0, 0), False),
-        ("cache", nmf._GroupCache(nmf.GROUP_CACHE_BYTES, nmf.GROUP_CACHE_FILES), False),
+        ("previous", nmf_cache._GroupCache(0, 0), True),
+        ("no_cache", nmf_cache._GroupCache(0, 0), False),
+        (
+            "cache",
+            nmf_cache._GroupCache(nmf_cache.GROUP_CACHE_BYTES, nmf_cache.GROUP_CACHE_FILES),
+            False,
+        ),
     )
     for name, cache, probe in ways:
-        nmf._CACHE = cache
+        nmf_cache._CACHE = cache
         cpu, wall, digests[name] = _read_all(reader, level, families, probe)
         out[name] = {
             "cpu_seconds": round(cpu, 3),

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from censusdp.io.mdf import iter_mdf_persons
+from censusdp.io.mdf_read import iter_mdf_persons
 
 LEVELS = (("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 CLI = [sys.executable, "-m", "censusdp"]
@@ -44,7 +44,7 @@ def _column(t, name: str) -> np.ndarray:
 
 def _sex_age(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Block geocodes and sex x age cells of a CEF ``persons.parquet`` or a released MDF
-    (part files or one file, decoded by ``censusdp.io.mdf``; sex 1/2 in both)."""
+    (part files or one file, decoded by ``censusdp.io.mdf_read``; sex 1/2 in both)."""
     if path.is_file() and "geocode" in pq.read_schema(path).names:
         t = pq.read_table(path, columns=["geocode", "sex", "age"])
         geo = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))
@@ -129,7 +129,7 @@ def _noise_floor(truth: tuple, run: Path) -> dict:
     if blocks.size:
         from censusdp.data.geography import Hierarchy
         from censusdp.data.schema import get_schema
-        from censusdp.io.nmf import read_nmf
+        from censusdp.io.nmf_read import read_nmf
         from censusdp.release.topdown.pooling import pooled_root
 
         h = Hierarchy.from_blocks(blocks)

@@ -2,8 +2,8 @@
 
 On a generated state's persons (their ``pl94`` block histogram, as a release writes it):
 
-* ``write_production``: :class:`censusdp.io.mdf.MDFPersonWriter` (Parquet + text, string
-  codes, ``EPNUM``), and ``read_production``: :func:`censusdp.io.mdf.iter_mdf_persons`
+* ``write_production``: :class:`censusdp.io.mdf_write.MDFPersonWriter` (Parquet + text, string
+  codes, ``EPNUM``), and ``read_production``: :func:`censusdp.io.mdf_read.iter_mdf_persons`
   decoded back to a block histogram;
 * ``write_integer`` / ``read_integer``: what censusdp wrote before (Parquet with ``geocode``
   and one int64 column per attribute, plus the former 11-column text file), done here
@@ -55,7 +55,9 @@ def main() -> None:
     from censusdp.generate import generate_state
     from censusdp.io.cef import read_cef
     from censusdp.io.columns import dictionary_strings
-    from censusdp.io.mdf import MDFPersonWriter, iter_mdf_blocks, iter_mdf_persons
+    from censusdp.io.mdf_read import iter_mdf_persons
+    from censusdp.io.mdf_records import iter_mdf_blocks
+    from censusdp.io.mdf_write import MDFPersonWriter
 
     schema = get_schema("pl94")
     with tempfile.TemporaryDirectory(prefix="censusdp-bench-mdf-") as tmp:

@@ -46,15 +46,12 @@ from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
 from censusdp.io.atomic import write_parquet
 from censusdp.io.cef_stream import read_cef_blocks
-from censusdp.io.mdf import (
-    MDF_FILES,
-    MDFPersonWriter,
-    iter_mdf_blocks,
-    mdf_unit_counts,
-    read_mdf_histograms,
-    read_mdf_text,
-    write_mdf_units,
-)
+from censusdp.io.layout import MDF_FILES
+from censusdp.io.mdf_parts import BlockCounts
+from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
+from censusdp.io.mdf_records import iter_mdf_blocks
+from censusdp.io.mdf_text import read_mdf_text
+from censusdp.io.mdf_write import MDFPersonWriter, write_mdf_units
 from censusdp.io.tables import read_table_arrays, write_table_index, write_tables
 from censusdp.io.budget_files import load_preset
 from censusdp.release.manifest import file_checksums
@@ -150,9 +147,10 @@ def _parts(out: Path, blocks, occupied, schema, ex) -> dict:
         str(out),
     )
     (top,) = list(ex.map(run_tables_task, [top_job]))
-    jobs = mdf_part_tasks(
-        blocks.persons, h.blocks, schema.name, inv.housing_units, occupied, inv.gq_facilities, out
+    released = BlockCounts(
+        h.blocks, blocks.persons, schema.name, inv.housing_units, occupied, inv.gq_facilities
     )
+    jobs = mdf_part_tasks(released, out)
     got = list(ex.map(run_mdf_part_task, jobs))
     write_mdf_index(out, got)
     write_table_index(out / "tables", [top["tables"]] + [g["tables"] for g in got])

@@ -99,7 +99,7 @@ def _reestimate(run: Path, passes: str, workers: int):
     from censusdp.data.invariants import Bounds, Invariants, level_bounds
     from censusdp.data.schema import get_schema
     from censusdp.execution import make_executor
-    from censusdp.io.nmf import NMFReader
+    from censusdp.io.nmf_read import NMFReader
     from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 
     manifest = json.loads((run / "manifest.json").read_text())
@@ -196,7 +196,7 @@ def bench_spines(
             wall = _release_run(exe, cef, run, seed, workers, spine)
             cpu = CPU_SECONDS[-1]
         manifest = json.loads((run / "manifest.json").read_text())
-        from censusdp.io.mdf import read_mdf_persons
+        from censusdp.io.mdf_read import read_mdf_persons
 
         rel_blocks = read_mdf_persons(run / "mdf_persons.parquet")["geocode"].astype("U16")
         rel_pop = np.bincount(np.searchsorted(tab.blocks, rel_blocks), minlength=tab.blocks.size)
@@ -266,7 +266,7 @@ def bench_seed(
     out["estimate_time_ratio_production_over_single"] = round(
         out["estimate_seconds_production"] / out["estimate_seconds_single"], 3
     )
-    from censusdp.io.mdf import read_mdf_persons
+    from censusdp.io.mdf_read import read_mdf_persons
 
     rel_blocks = read_mdf_persons(run / "mdf_persons.parquet")["geocode"]
     rel_pop = np.bincount(

@@ -10,7 +10,7 @@ between runs) and as values per CPU second:
 * ``write``: writing those chunks as NMF part files, ``before`` (every column
   zstd with dictionaries, the ``cell`` column falling back to plain int32, and the
   table built with a per-row division and modulo) and ``now``
-  (:data:`censusdp.io.nmf.WRITE_OPTIONS`, ``cell`` delta-encoded), with the bytes of each;
+  (:data:`censusdp.io.nmf_write.WRITE_OPTIONS`, ``cell`` delta-encoded), with the bytes of each;
 * ``read``: the estimator reading the family back (``NMFReader.read``) from each;
 * ``check``: the self-check's count of the parts (``release.validate._nmf_rows.count_files``),
   ``before`` reading every checked column, ``now`` leaving the columns the footer
@@ -56,7 +56,9 @@ from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io import nmf as nmf_mod  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.columns import dictionary_strings  # noqa: E402
-from censusdp.io.nmf import NMFReader, write_nmf_part, write_part_index  # noqa: E402
+from censusdp.io.nmf_files import write_part_index  # noqa: E402
+from censusdp.io.nmf_read import NMFReader  # noqa: E402
+from censusdp.io.nmf_write import write_nmf_part  # noqa: E402
 from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402

@@ -2,11 +2,11 @@
 
 Sections (each against a baseline in the same run):
 
-* ``nmf``: :func:`censusdp.io.nmf.read_geolevel` (row groups found from the footer
+* ``nmf``: :func:`censusdp.io.nmf_levels.read_geolevel` (row groups found from the footer
   statistics) against what a pandas user does without it,
   ``pd.read_parquet(path)`` then a filter on ``geolevel``: seconds and Arrow memory
   for each geolevel, and the speed ratio. Decoding the attribute columns
-  (:func:`censusdp.io.nmf.decode_cells`) is timed on the same rows.
+  (:func:`censusdp.io.nmf_levels.decode_cells`) is timed on the same rows.
 * ``identifiers``: GEOID, SUMLEV and NAME of every geounit
   (:func:`censusdp.tables.identifier_columns`) against the whole tabulation they are
   part of (:func:`censusdp.tables.tabulate_histograms` of the release's MDF): their
@@ -31,8 +31,8 @@ import pyarrow as pa
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
-from censusdp.io.mdf import read_mdf_persons, read_mdf_units
-from censusdp.io.nmf import decode_cells, nmf_geolevels, read_geolevel
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
+from censusdp.io.nmf_levels import decode_cells, nmf_geolevels, read_geolevel
 from censusdp.tables import identifier_columns, tabulate_histograms
 
 

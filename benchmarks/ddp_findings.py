@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from censusdp.io.mdf import iter_mdf_persons, read_mdf_units
+from censusdp.io.mdf_read import iter_mdf_persons, read_mdf_units
 
 LEVELS = (("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 
@@ -51,7 +51,7 @@ def _persons(path: Path) -> dict[str, np.ndarray]:
 
 def _released_persons(path: Path) -> dict[str, np.ndarray]:
     """The same columns of a release's ``mdf_persons.parquet`` (the MDF2020 layout:
-    ``TABBLKST``.. ``TABBLK``, ``QAGE``, ...), decoded by ``censusdp.io.mdf`` a batch at
+    ``TABBLKST``.. ``TABBLK``, ``QAGE``, ...), decoded by ``censusdp.io.mdf_read`` a batch at
     a time."""
     geo, age = [], []
     for batch in iter_mdf_persons(path):
@@ -66,7 +66,7 @@ def _released_persons(path: Path) -> dict[str, np.ndarray]:
 
 def _units(path: Path) -> dict[str, np.ndarray]:
     """Housing units and their occupancy: the truth's ``units.parquet``, or a release's
-    ``mdf_units.parquet`` (decoded by ``censusdp.io.mdf.read_mdf_units``)."""
+    ``mdf_units.parquet`` (decoded by ``censusdp.io.mdf_read.read_mdf_units``)."""
     if path.name == "mdf_units.parquet":
         u = read_mdf_units(path)
         return {

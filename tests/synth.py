@@ -98,7 +98,7 @@ def write_record_release(directory, persons, units, hierarchy, schema="pl94") ->
     ``gqtype`` and ``occupied`` (or ``None``: no units files).
     """
     from censusdp.data.invariants import compute_invariants
-    from censusdp.io.mdf import write_mdf_records
+    from censusdp.io.mdf_write import write_mdf_records
 
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)

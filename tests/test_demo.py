@@ -9,7 +9,7 @@ import pytest
 
 from censusdp.demo import run_demo
 from censusdp.errors import ConfigError
-from censusdp.io.output import foreign_entries
+from censusdp.io.output_rules import foreign_entries
 
 
 def test_demo_is_one_output_that_names_only_its_final_places(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ class Release:
         """The released persons (production's MDF2020 layout): the parts its
         ``_parts.json`` lists, in order (never another file there).
 
-        ``censusdp.io.mdf.read_mdf_persons`` decodes them to censusdp's columns.
+        ``censusdp.io.mdf_read.read_mdf_persons`` decodes them to censusdp's columns.
         """
         return self.files.mdf_table("persons")
 
@@ -91,7 +91,7 @@ class Release:
         """The released units (production's ``MUD`` layout): the parts its
         ``_parts.json`` lists, in order.
 
-        ``censusdp.io.mdf.read_mdf_units`` decodes them (facility types from the invariants).
+        ``censusdp.io.mdf_read.read_mdf_units`` decodes them (facility types from the invariants).
         """
         return self.files.mdf_table("units")
 

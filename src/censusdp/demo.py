@@ -19,8 +19,8 @@ from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
-from censusdp.io.output import staged_output
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release

@@ -1,7 +1,7 @@
 """Nothing lost, second pass: every output path of every command goes through one guard.
 
 Each case is a way a command used to destroy or replace what it did not create
-(`censusdp.io.output`): run as a user would, in a subprocess, on a small generated
+(`censusdp.io.output_rules`, `censusdp.io.staging`): run as a user would, in a subprocess, on a small generated
 state, with every input hashed before and after.
 """
 
@@ -235,7 +235,7 @@ def _hold_lock(out: Path) -> subprocess.Popen:
     """A process that holds the output guard's lock on ``out`` until killed."""
     code = (
         "import sys, time\n"
-        "from censusdp.io.output import Staging\n"
+        "from censusdp.io.staging import Staging\n"
         f"s = Staging({str(out)!r}, False)\n"
         "print('locked', flush=True)\n"
         "time.sleep(600)\n"

@@ -21,14 +21,9 @@ from censusdp.data.histograms import person_histogram, unit_histogram, unit_hist
 from censusdp.data.invariants import N_HHGQ, Invariants
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
-from censusdp.io.mdf import (
-    iter_mdf_blocks,
-    read_mdf_persons,
-    read_mdf_units,
-    write_mdf_persons,
-    write_mdf_records,
-    write_mdf_units,
-)
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
+from censusdp.io.mdf_records import iter_mdf_blocks
+from censusdp.io.mdf_write import write_mdf_persons, write_mdf_records, write_mdf_units
 from synth import block_codes
 
 PRODUCTION_PL94_PERSONS = (
@@ -70,7 +65,7 @@ def _random_hist(rng: np.random.Generator, schema, n_blocks: int, persons: int) 
 
 
 def _write(tmp_path, hist, schema, per_chunk=1 << 22):
-    from censusdp.io.mdf import MDFPersonWriter
+    from censusdp.io.mdf_write import MDFPersonWriter
 
     with MDFPersonWriter(H, tmp_path / "p.parquet", tmp_path / "p.txt", schema) as w:
         for cols in iter_mdf_blocks(hist, schema, persons_per_chunk=per_chunk):

@@ -12,7 +12,8 @@ from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
-from censusdp.io.nmf import NMFWriter, decode_cells, nmf_geolevels, read_geolevel
+from censusdp.io.nmf_levels import decode_cells, nmf_geolevels, read_geolevel
+from censusdp.io.nmf_write import NMFWriter
 from censusdp.io.parts import write_part_index
 
 SCHEMA = get_schema("pl94")

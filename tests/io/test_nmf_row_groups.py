@@ -21,7 +21,8 @@ from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
-from censusdp.io.nmf import NMFReader, NMFWriter, row_group_bounds
+from censusdp.io.nmf_read import NMFReader
+from censusdp.io.nmf_write import NMFWriter, row_group_bounds
 from synth import block_codes
 
 PL94 = get_schema("pl94")
@@ -172,15 +173,15 @@ def test_the_reader_builds_each_query_once_whatever_the_row_groups(base, tmp_pat
     """Opening an NMF builds each query's operator once, not once per row group: a
     ddp-2010 ``detailed`` query takes about 40 ms to build, and full Delaware's NMF has
     6,616 row groups (4.4 CPU minutes before the driver could estimate anything)."""
-    from censusdp.io import nmf
+    from censusdp.io import nmf_read
 
     _, h, measured = base
     path = tmp_path / "small_groups.parquet"
     _write(path, measured, row_group_rows=5)
     assert pq.ParquetFile(path).metadata.num_row_groups > 3 * len(QUERIES)
     built = []
-    real = nmf.make_query
-    monkeypatch.setattr(nmf, "make_query", lambda s, q: built.append(q) or real(s, q))
+    real = nmf_read.make_query
+    monkeypatch.setattr(nmf_read, "make_query", lambda s, q: built.append(q) or real(s, q))
     reader = NMFReader(path, PL94, h)
     assert sorted(built) == sorted({make_query(PL94, q).name for q in QUERIES})
     bl = h.n_levels - 1
@@ -284,15 +285,17 @@ def test_families_read_one_after_another_read_each_row_group_once(base, tmp_path
     """Tasks read their own families from NMF slices; consecutive families share row
     groups, which the process reads once (full Wyoming's block level read each row group
     about 50 times), and every family still gets its own values."""
-    from censusdp.io import nmf
+    from censusdp.io import nmf_cache
 
     _, h, measured = base
     path = tmp_path / "nmf.parquet"
     _write(path, measured, row_group_rows=40)
-    monkeypatch.setattr(nmf, "_CACHE", nmf._GroupCache(1 << 20, 2))
+    monkeypatch.setattr(nmf_cache, "_CACHE", nmf_cache._GroupCache(1 << 20, 2))
     reads = []
-    real = nmf._read_group
-    monkeypatch.setattr(nmf, "_read_group", lambda pf, rg, *a: reads.append(rg) or real(pf, rg, *a))
+    real = nmf_cache._read_group
+    monkeypatch.setattr(
+        nmf_cache, "_read_group", lambda pf, rg, *a: reads.append(rg) or real(pf, rg, *a)
+    )
     reader = NMFReader(path, PL94, h)
     bl = h.n_levels - 1
     want = [mq for mq, _ in measured if mq.geolevel == "Block"]
@@ -303,7 +306,7 @@ def test_families_read_one_after_another_read_each_row_group_once(base, tmp_path
             assert np.array_equal(g.values, w.values[u : u + 1]), (u, w.query)
     groups = {rg for rg in range(pq.ParquetFile(path).metadata.num_row_groups)}
     assert sorted(reads) == sorted(set(reads)) and set(reads) < groups  # once each, Block only
-    assert nmf._CACHE.hits > len(reads)
+    assert nmf_cache._CACHE.hits > len(reads)
 
 
 def test_a_cached_row_group_is_checked_and_a_rewritten_file_read_again(base, tmp_path):
@@ -334,7 +337,7 @@ def test_a_cached_row_group_is_checked_and_a_rewritten_file_read_again(base, tmp
     budget=st.integers(1, 1000),
 )
 def test_the_row_group_cache_stays_within_its_budget(sizes, budget):
-    from censusdp.io.nmf import _GroupCache
+    from censusdp.io.nmf_cache import _GroupCache
 
     cache = _GroupCache(budget, 2)
     kept: list[int] = []

@@ -1,4 +1,4 @@
-"""The output guard's commit and sweep (censusdp.io.output.Staging): atomic, and never
+"""The output guard's commit and sweep (censusdp.io.staging.Staging): atomic, and never
 at the expense of what another process or the user put beside the output."""
 
 from __future__ import annotations
@@ -12,16 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import censusdp.io.output as output
+import censusdp.io.staging as staging
 from censusdp.errors import ConfigError
-from censusdp.io.output import (
-    Staging,
-    foreign_entries,
-    guarded_command,
-    output_file,
-    staged_output,
-    write_output_manifest,
-)
+from censusdp.io.command_inputs import guarded_command
+from censusdp.io.output_files import output_file
+from censusdp.io.output_rules import foreign_entries, write_output_manifest
+from censusdp.io.staging import Staging, staged_output
 
 
 def _finished(staging: Staging, text: str) -> None:
@@ -87,7 +83,7 @@ def test_journal_fallback_is_completed_by_the_next_writer(
     leaves a journal from which the next writer finishes the commit."""
     with staged_output(tmp_path / "out", False, command="test") as st:
         (st.path / "result.txt").write_text("old")
-    monkeypatch.setattr(output, "_renameat2", None)
+    monkeypatch.setattr(staging, "_renameat2", None)
     st = Staging(tmp_path / "out", overwrite=True)
     _finished(st, "new")
     real = os.rename
@@ -99,10 +95,10 @@ def test_journal_fallback_is_completed_by_the_next_writer(
         if len(calls) == 1:
             raise KeyboardInterrupt("killed between the renames")
 
-    monkeypatch.setattr(output.os, "rename", dies_after_first)
+    monkeypatch.setattr(staging.os, "rename", dies_after_first)
     with pytest.raises(KeyboardInterrupt):
         st._commit()  # noqa: SLF001 - a process killed inside its commit
-    monkeypatch.setattr(output.os, "rename", real)
+    monkeypatch.setattr(staging.os, "rename", real)
     assert not (tmp_path / "out").exists()  # neither output in place: the journal says why
     journal = next(tmp_path.glob(".out.commit-*"))
     record = json.loads(journal.read_text())

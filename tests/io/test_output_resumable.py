@@ -1,5 +1,5 @@
 """The output guard keeps resumable work: never swept, adopted by a resume, discarded
-only by --overwrite (censusdp.io.output.Staging)."""
+only by --overwrite (censusdp.io.staging.Staging)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from censusdp.errors import ConfigError
-from censusdp.io.output import RESUMABLE_MARKER, Staging
+from censusdp.io.staging import RESUMABLE_MARKER, Staging
 
 
 def _exited_process() -> int:

@@ -10,13 +10,8 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import get_schema
-from censusdp.io.mdf import (
-    PL94_PERSON_COLUMNS,
-    MDFPersonWriter,
-    iter_mdf_blocks,
-    mdf_person_columns,
-    write_mdf_persons,
-)
+from censusdp.io.mdf_records import PL94_PERSON_COLUMNS, iter_mdf_blocks, mdf_person_columns
+from censusdp.io.mdf_write import MDFPersonWriter, write_mdf_persons
 from synth import block_codes
 
 PL94 = get_schema("pl94")

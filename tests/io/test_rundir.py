@@ -98,7 +98,7 @@ def test_an_older_manifest_reads_with_its_missing_entries_none():
 
 
 def test_a_writer_cannot_record_an_unknown_entry(tmp_path):
-    from censusdp.io.output import Staging
+    from censusdp.io.staging import Staging
     from censusdp.release.manifest import commit_run
 
     staging = Staging(tmp_path / "out", overwrite=False, inputs=[])

@@ -14,7 +14,7 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import DHCP_PERSON_COLUMNS
+from censusdp.io.mdf_records import DHCP_PERSON_COLUMNS
 from censusdp.io.tables import read_tables
 from censusdp.protect import SwapOptions, protect_swap
 from censusdp.tables import tables_to_arrays, tabulate

@@ -186,14 +186,15 @@ def output_option(action: argparse.Action, kind: str = "file") -> argparse.Actio
 
 def guard_outputs(args: argparse.Namespace) -> contextlib.AbstractContextManager[None]:
     """Check every output path of the command against all its inputs and ``--overwrite``
-    before any work, and return the context (:func:`censusdp.io.output.guarded_command`)
+    before any work, and return the context (:func:`censusdp.io.command_inputs.guarded_command`)
     in which the command runs: whatever it writes there is checked against the same
     inputs again when it is written.
 
     Raises:
         ConfigError: for the first output path that may not be written.
     """
-    from censusdp.io.output import check_output_dir, check_output_file, guarded_command
+    from censusdp.io.command_inputs import guarded_command
+    from censusdp.io.output_rules import check_output_dir, check_output_file
 
     parser = getattr(args, "command_parser", None)
     actions = list(parser._actions) if parser is not None else []  # noqa: SLF001
@@ -235,7 +236,7 @@ def _keeps_output(args: argparse.Namespace, value: str) -> bool:
     the same rules) without being told: it continues its existing output
     (``attack sweep --reuse-releases``), or the output is an earlier one of a command
     that makes it from built-in data alone (``demo``: ``args.replaces_own``)."""
-    from censusdp.io.output import is_output_of
+    from censusdp.io.output_rules import is_output_of
 
     own = getattr(args, "replaces_own", None)
     return bool(getattr(args, "reuse_releases", False)) or (
@@ -486,7 +487,7 @@ def emit_json(obj: Any, path: str | None) -> bool:
     if path == "-":
         sys.stdout.write(text)
         return True
-    from censusdp.io.output import write_output_text
+    from censusdp.io.output_files import write_output_text
 
     write_output_text(text, Path(path), option="--json")
     return False

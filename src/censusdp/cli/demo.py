@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from censusdp.demo import run_demo
-    from censusdp.io.output import is_output_of
+    from censusdp.io.output_rules import is_output_of
 
     announce_randomness(None, what="release noise")
     s = run_demo(

@@ -3,10 +3,10 @@
 A :class:`MeasuredQuery` holds the noisy answers of one query at every geounit of one
 geolevel, with the variance of their noise. It is the only thing estimation
 (:mod:`censusdp.release.topdown`, :mod:`censusdp.infer`) learns about the confidential
-data, and what the noisy measurement file stores (:mod:`censusdp.io.nmf`). Measuring
+data, and what the noisy measurement file stores (:mod:`censusdp.io.nmf_write`). Measuring
 produces these records (:mod:`censusdp.release.measure`); estimators consume them
 through the :class:`Measurements` protocol, which the in-memory :class:`MeasurementSet`
-and the file reader :class:`censusdp.io.nmf.NMFReader` both implement.
+and the file reader :class:`censusdp.io.nmf_read.NMFReader` both implement.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Measurements(Protocol):
     """What estimation reads: the noisy measurements of units ``start:stop`` of a level.
 
     Implemented by :class:`MeasurementSet` (in memory) and by
-    :class:`censusdp.io.nmf.NMFReader` (chunked reads of a noisy measurement file),
+    :class:`censusdp.io.nmf_read.NMFReader` (chunked reads of a noisy measurement file),
     so the estimator never needs every measurement in memory at once.
     """
 

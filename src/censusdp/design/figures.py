@@ -29,7 +29,7 @@ from censusdp.design.small_n import (
 from censusdp.design.strategy import StrategyRequest, evaluate_strategy, strategy_sweep
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.budget_files import load_preset
-from censusdp.io.output import staged_output
+from censusdp.io.staging import staged_output
 from censusdp.progress import Progress
 from censusdp.version import __version__
 

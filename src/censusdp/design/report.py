@@ -12,7 +12,7 @@ from typing import Any
 
 from censusdp.design._errors import DesignError
 from censusdp.io.atomic import write_json, write_text
-from censusdp.io.output import staged_output
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 
 __all__ = ["load_targets", "resolve_targets", "write_allocation"]

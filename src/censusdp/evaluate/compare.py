@@ -23,7 +23,7 @@ from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, 
 from censusdp.evaluate.report import _scatter_figure
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.cef import read_cef
-from censusdp.io.output import write_output_json, write_output_text
+from censusdp.io.output_files import write_output_json, write_output_text
 from censusdp.progress import say
 from censusdp.tables import TABLE_NAMES
 

@@ -57,9 +57,9 @@ from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import RUNS
-from censusdp.io.mdf import read_mdf_persons, read_mdf_units
-from censusdp.io.nmf import nmf_files
-from censusdp.io.output import write_output_json
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
+from censusdp.io.nmf_files import nmf_files
+from censusdp.io.output_files import write_output_json
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget

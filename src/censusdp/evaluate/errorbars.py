@@ -53,8 +53,8 @@ from censusdp.execution import make_executor
 from censusdp.infer.gls import Z90, Z95
 from censusdp.infer.release import tabulation_sds
 from censusdp.io.atomic import strict_json
-from censusdp.io.mdf import read_mdf_histograms
-from censusdp.io.output import MANIFEST_FILE
+from censusdp.io.mdf_read import read_mdf_histograms
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import say

@@ -17,7 +17,7 @@ from typing import Any
 from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, fmt, page, table
 from censusdp.evaluate.summary import budget_words
-from censusdp.io.output import write_output_text
+from censusdp.io.output_files import write_output_text
 
 __all__ = [
     "expected_sentences",

@@ -37,7 +37,7 @@ from censusdp.evaluate._html import img, page
 from censusdp.evaluate._html import table as _table
 from censusdp.evaluate.errorbars_report import predicted_section
 from censusdp.evaluate.summary import budget_words, place_rows
-from censusdp.io.output import write_output_text
+from censusdp.io.output_files import write_output_text
 
 __all__ = ["figure_png", "render_report", "sweep_figure", "write_report"]
 

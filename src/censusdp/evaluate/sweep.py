@@ -46,9 +46,10 @@ from censusdp.errors import ConfigError
 from censusdp.evaluate.metrics import Pairs, tvd
 from censusdp.io.atomic import atomic_path, write_json, write_text
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.release.options import Execution

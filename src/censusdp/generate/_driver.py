@@ -22,7 +22,8 @@ from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.columns import dictionary_strings
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say, task
 from censusdp.version import __version__
@@ -349,7 +350,7 @@ def generate_state(
 
     Raises:
         ConfigError: for an unknown state, a negative seed or a scale outside (0, 1],
-            or an ``out_dir`` that may not be written (see :class:`censusdp.io.output.Staging`).
+            or an ``out_dir`` that may not be written (see :class:`censusdp.io.staging.Staging`).
     """
     t_start = time.perf_counter()
     cpu_start = time.process_time()

@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from censusdp.io.output import check_output_file, output_file  # noqa: E402
+from censusdp.io.output_files import output_file  # noqa: E402
+from censusdp.io.output_rules import check_output_file  # noqa: E402
 
 __all__ = [
     "PosteriorCurve",

@@ -78,11 +78,12 @@ from censusdp.infer.published import (
 )
 from censusdp.infer.tree_cov import TreeFactors
 from censusdp.io.atomic import atomic_path, write_text
-from censusdp.io.mdf import read_mdf_histograms
-from censusdp.io.nmf import NMFReader
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.mdf_read import read_mdf_histograms
+from censusdp.io.nmf_read import NMFReader
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
 from censusdp.release.manifest import peak_rss_mb, recorded_budgets
@@ -589,7 +590,7 @@ def infer_release(
             :func:`censusdp.execution.make_executor`) and where progress lines go; the
             output does not depend on it.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (one that holds
-            nothing but what its manifest lists; see :class:`censusdp.io.output.Staging`).
+            nothing but what its manifest lists; see :class:`censusdp.io.staging.Staging`).
         command: recorded in the manifest.
 
     Returns:

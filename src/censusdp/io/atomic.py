@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from censusdp.io._inputs import refuse_input_write
+from censusdp.io.command_inputs import refuse_input_write
 
 __all__ = [
     "StreamingWriter",
@@ -40,7 +40,7 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = "") -> Iterator[Path
 
     On an exception the temporary file is removed and ``path`` is left untouched. A
     path inside an input of the running command is refused
-    (:func:`censusdp.io._inputs.refuse_input_write`).
+    (:func:`censusdp.io.command_inputs.refuse_input_write`).
     """
     final = Path(path)
     refuse_input_write(final)

@@ -139,6 +139,20 @@ class _Group:
     nulls: bool
 
 
+@dataclass(frozen=True, eq=False)
+class _Footers:
+    """What the footers of both inputs say, read before any part is planned: the files
+    of persons and units (``files``, their ``stamps`` and ``labels``), their row groups
+    with geocode statistics (``groups``) and whether every group has them in geocode
+    order (``ordered``); indexed by ``PERSONS`` and ``UNITS``."""
+
+    files: list[list[Path]]
+    stamps: dict[str, Stamp]
+    labels: tuple[str, str]
+    groups: list[list[_Group]]
+    ordered: bool
+
+
 def _footers(
     files: list[Path], stamps: dict[str, Stamp], problems: list[str]
 ) -> tuple[list[_Group], pa.Schema | None, bool]:
@@ -218,20 +232,14 @@ def _meets(g: _Group, lo: str | None, hi: str | None, first: bool) -> bool:
 
 
 def _plan(
-    files: list[list[Path]],
-    stamps: dict[str, Stamp],
-    labels: tuple[str, str],
-    groups: list[list[_Group]],
-    ordered: bool,
-    schema: str,
-    optional: tuple[str, ...],
-    part_rows: int,
-    batch_rows: int,
+    footers: _Footers, schema: str, optional: tuple[str, ...], part_rows: int, batch_rows: int
 ) -> list[CEFPart]:
     """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
     persons, or larger where smaller ones would read the row groups too many times
     (:data:`MAX_READS`); one part reading everything when the files have no geocode
     statistics or are not in geocode order."""
+    files, stamps, labels, groups = footers.files, footers.stamps, footers.labels, footers.groups
+    ordered = footers.ordered
 
     def make(lo: str | None, hi: str | None, index: int) -> tuple[CEFPart, int]:
         picked = [[g for g in gs if _meets(g, lo, hi, index == 0)] for gs in groups]
@@ -314,9 +322,8 @@ def read_cef_blocks(
     if problems:
         raise InputError(f"invalid input in {directory}", problems)
     optional = tuple(k for k in OPTIONAL_UNIT_COLUMNS if k in schemas[UNITS].names)
-    parts = _plan(
-        files, source.stamps, labels, groups, ordered, schema.name, optional, part_rows, batch_rows
-    )
+    footers = _Footers(files, source.stamps, labels, groups, ordered)
+    parts = _plan(footers, schema.name, optional, part_rows, batch_rows)
     results = []
     with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
         for rec in _run(executor, read_cef_part, parts):

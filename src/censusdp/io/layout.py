@@ -20,7 +20,7 @@ through :class:`censusdp.io.rundir.RunDir`); a test checks that no other module 
 
 from __future__ import annotations
 
-from censusdp.io.output import MANIFEST_FILE, SIGNATURE_FILE
+from censusdp.io.output_rules import MANIFEST_FILE, SIGNATURE_FILE
 
 __all__ = [
     "CHECKPOINT_DIR",

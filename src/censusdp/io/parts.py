@@ -19,7 +19,7 @@ refuses a release that holds one).
 This module is the one place for that layout: names (:func:`part_name`), the data
 files of a path in either layout (:func:`part_files`, :func:`read_parts`), and the
 index (:func:`write_part_index`, :func:`read_part_index`). The NMF
-(:mod:`censusdp.io.nmf`), the MDF (:mod:`censusdp.io.mdf`) and the tables
+(:mod:`censusdp.io.nmf_files`), the MDF (:mod:`censusdp.io.mdf_parts`) and the tables
 (:mod:`censusdp.io.tables`) use it.
 """
 

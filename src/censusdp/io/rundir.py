@@ -22,7 +22,8 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io import layout
-from censusdp.io.nmf import NMFReader, read_geolevel
+from censusdp.io.nmf_levels import read_geolevel
+from censusdp.io.nmf_read import NMFReader
 from censusdp.io.parts import read_parts
 from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.tables import read_table, read_tables

@@ -5,7 +5,7 @@
 reads like a ``censusdp run`` output:
 
 * ``mdf_persons.parquet`` and ``.txt``: the swapped, top-coded persons in the full
-  MDF2020 person layout (``QSEX``, ``QAGE``, ...; :mod:`censusdp.io.mdf`);
+  MDF2020 person layout (``QSEX``, ``QAGE``, ...; :mod:`censusdp.io.mdf_records`);
 * ``mdf_units.parquet`` and ``.txt``: the units (they do not move), and
   ``invariants.parquet`` with the facilities by type;
 * ``tables/P1..P5,H1.parquet`` tabulated from them by :mod:`censusdp.tables`;
@@ -33,8 +33,9 @@ from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
-from censusdp.io.mdf import write_mdf_records
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.mdf_write import write_mdf_records
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.io.tables import write_tables
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import Progress, say

@@ -1,6 +1,6 @@
 """Checkpoints of a long run, and resuming an interrupted one without measuring again.
 
-A run's staging directory (:class:`censusdp.io.output.Staging`) keeps, as the run goes,
+A run's staging directory (:class:`censusdp.io.staging.Staging`) keeps, as the run goes,
 every finished step as a checksummed artefact recorded in ``checkpoint/journal.json``:
 
 1. ``measure/persons``, ``measure/units``: the finished noisy measurement directories
@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from censusdp.errors import ResumeError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
 from censusdp.io.layout import CHECKPOINT_DIR
-from censusdp.io.output import RESUMABLE_MARKER, Staging
+from censusdp.io.staging import RESUMABLE_MARKER, Staging
 from censusdp.privacy.randomness import GENERATOR
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import Progress, say

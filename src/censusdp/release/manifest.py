@@ -31,9 +31,10 @@ from censusdp.data.geography import Hierarchy
 from censusdp.errors import CensusDPError, InputError, InternalError
 from censusdp.execution.base import Executor
 from censusdp.io.atomic import sha256_of, write_json
-from censusdp.io.output import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE, Staging
+from censusdp.io.output_rules import MANIFEST_FILE, MANIFEST_MARKER, SIGNATURE_FILE
 from censusdp.io.parts import indexed_checksums
 from censusdp.io.release_manifest import ReleaseManifest
+from censusdp.io.staging import Staging
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.version import __version__

@@ -24,7 +24,7 @@ units' exact histogram rows; :func:`run_measure_task`
 :class:`MeasuredChunk`, which the pipeline appends to the NMF and drops. Estimation then
 reads the measurements it needs chunk by chunk through the :class:`Measurements`
 protocol, which both the in-memory :class:`MeasurementSet` and the NMF reader
-(:class:`censusdp.io.nmf.NMFReader`) implement.
+(:class:`censusdp.io.nmf_read.NMFReader`) implement.
 """
 
 from __future__ import annotations

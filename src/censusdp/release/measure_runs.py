@@ -21,7 +21,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.io.layout import NMF_FILES
-from censusdp.io.nmf import part_name, write_part_index
+from censusdp.io.nmf_files import part_name, write_part_index
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget

@@ -7,7 +7,7 @@ above the block; the driver sends each its histogram rows and writes the indexes
 A :class:`PartTask` is a :class:`~censusdp.release.measure.MeasureTask` with the path
 of the part file it writes (``RUN/noisy_measurements.parquet/part-00012.parquet``, the
 task's place in the plan). :func:`run_part_task` measures, writes the part
-(:func:`censusdp.io.nmf.write_nmf_part`: atomically, flushed, checksummed) and returns
+(:func:`censusdp.io.nmf_write.write_nmf_part`: atomically, flushed, checksummed) and returns
 only its small record, so the driver never receives, holds or writes the noisy values:
 whichever executor runs the tasks (in-process, a pool, Spark), the NMF is written in
 parallel, and the same seed gives the same bytes in every part (noise is keyed per
@@ -19,6 +19,7 @@ on a cluster, a file system the driver and executors share (see docs/scaling.md)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -34,13 +35,9 @@ from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.layout import MDF_FILES, TABLES_DIR
-from censusdp.io.mdf import (
-    MDF_PART_FIELDS,
-    count_lines,
-    mdf_part_counts,
-    write_mdf_part,
-)
-from censusdp.io.nmf import write_nmf_part
+from censusdp.io.mdf_parts import MDF_PART_FIELDS, BlockCounts, mdf_part_counts, write_mdf_part
+from censusdp.io.mdf_text import count_lines
+from censusdp.io.nmf_write import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
@@ -72,7 +69,7 @@ class PartTask:
 def run_part_task(part: PartTask) -> dict[str, Any]:
     """Run one :class:`PartTask`; return the part's record plus the task's costs.
 
-    The record is :func:`censusdp.io.nmf.write_nmf_part`'s (file, level, unit range,
+    The record is :func:`censusdp.io.nmf_write.write_nmf_part`'s (file, level, unit range,
     rows, SHA-256, write seconds) with ``n_values`` and ``cpu_seconds`` (measuring) and
     ``writer`` (host/PID of the process that wrote it) added: a few hundred bytes,
     whatever the size of the part.
@@ -97,22 +94,17 @@ MDF_PART_BLOCKS = 1 << 14
 @dataclass(frozen=True, eq=False)
 class MDFPartTask:
     """Write (and check) part ``index`` of the MDF: the persons and units of the blocks
-    ``start:stop`` of the release (``blocks``: their geocodes, sorted).
+    ``start:stop`` of the release.
 
-    ``persons`` is their released ``(blocks x cells)`` histogram in ``schema``;
-    ``housing_units``, ``occupied`` and ``gq_facilities`` their unit counts;
-    ``first_person`` the ``EPNUM`` of the part's first person; ``run`` the directory
-    the part files go to (absolute; reachable from where the task runs)."""
+    ``counts`` are their released counts (their geocodes, sorted, their ``(blocks x
+    cells)`` histogram and their unit counts); ``first_person`` the ``EPNUM`` of the
+    part's first person; ``run`` the directory the part files go to (absolute;
+    reachable from where the task runs)."""
 
     index: int
     start: int
     stop: int
-    blocks: np.ndarray
-    persons: sp.csr_matrix
-    schema: str
-    housing_units: np.ndarray
-    occupied: np.ndarray
-    gq_facilities: np.ndarray
+    counts: BlockCounts
     first_person: int
     run: str
     text: bool = True
@@ -146,12 +138,7 @@ def mdf_part_ranges(
 
 
 def mdf_part_tasks(
-    block_hist: sp.csr_matrix,
-    blocks: np.ndarray,
-    schema: str,
-    housing_units: np.ndarray,
-    occupied: np.ndarray,
-    gq_facilities: np.ndarray,
+    counts: BlockCounts,
     run: str | Path,
     *,
     text: bool = True,
@@ -161,26 +148,13 @@ def mdf_part_tasks(
     max_blocks: int | None = None,
 ) -> Iterator[MDFPartTask]:
     """The MDF's part tasks, in part order (each slices only its own blocks' rows)."""
-    h = sp.csr_matrix(block_hist, dtype=np.int64)
-    per_block = np.asarray(h.sum(axis=1)).ravel().astype(np.int64)
+    counts = dataclasses.replace(counts, persons=sp.csr_matrix(counts.persons, dtype=np.int64))
+    per_block = np.asarray(counts.persons.sum(axis=1)).ravel().astype(np.int64)
     first = np.concatenate([[0], np.cumsum(per_block)])
     ranges = mdf_part_ranges(per_block, max_persons=max_persons, max_blocks=max_blocks)
     for i, (a, b) in enumerate(ranges):
         yield MDFPartTask(
-            i,
-            a,
-            b,
-            np.asarray(blocks[a:b]),
-            sp.csr_matrix(h[a:b]),
-            schema,
-            np.asarray(housing_units[a:b]),
-            np.asarray(occupied[a:b]),
-            np.asarray(gq_facilities[a:b]),
-            int(first[a]),
-            str(run),
-            text,
-            tables,
-            geolevel,
+            i, a, b, counts.rows(a, b), int(first[a]), str(run), text, tables, geolevel
         )
 
 
@@ -202,7 +176,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
     The checks are the release's ``mdf_matches_histogram`` and ``tables_match_mdf`` for
     these blocks, done where the part was written so that the driver never reads the
     MDF: the persons read back (decoded from the Parquet part) must give exactly
-    ``persons`` block by block, the units exactly the vacant, occupied and facility
+    ``counts.persons`` block by block, the units exactly the vacant, occupied and facility
     counts, each text part one line per record (plus the header in the first part), and
     each table's block rows the tabulation of the MDF part read back.
     """
@@ -213,27 +187,22 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         pq_path.parent.mkdir(exist_ok=True)
         if txt_path is not None:
             txt_path.parent.mkdir(exist_ok=True)
-    schema = get_schema(job.schema)
+    released = job.counts
+    schema = get_schema(released.schema)
     records = write_mdf_part(
-        job.persons,
-        job.blocks,
-        schema,
-        job.housing_units,
-        job.occupied,
-        job.gq_facilities,
-        paths,
-        first_person=job.first_person,
-        header=job.index == 0,
+        job.counts, paths, first_person=job.first_person, header=job.index == 0
     )
     for recs in records.values():
         for rec in recs:
             rec["start"], rec["stop"] = job.start, job.stop
-    units = unit_histogram_from_counts(job.housing_units, job.occupied, job.gq_facilities)
+    units = unit_histogram_from_counts(
+        released.housing_units, released.occupied, released.gq_facilities
+    )
     tables = {}
     ids = None
     if job.tables:
-        pl94 = job.persons if schema.name == "pl94" else job.persons @ pl94_map(schema)
-        ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
+        pl94 = released.persons if schema.name == "pl94" else released.persons @ pl94_map(schema)
+        ids = level_identifiers([(job.geolevel[0], job.geolevel[1], released.blocks)])
         tables = write_table_part(tabulate_rows(pl94, units, ids), run / TABLES_DIR, job.index + 1)
         for rec in tables.values():
             rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
@@ -260,28 +229,29 @@ def _check_mdf_part(
 ) -> tuple[str | None, str | None]:
     """The written part read back: (its MDF problem, its tables' problem), ``None`` if
     none; ``ids``: the identifiers of its blocks the tables' rows were written with."""
+    released = job.counts
     try:
         hist, pl94, counts = mdf_part_counts(
-            paths["persons"][0], paths["units"][0], job.blocks, schema
+            paths["persons"][0], paths["units"][0], released.blocks, schema
         )
     except InputError as exc:
         return str(exc), None
-    diff = sp.csr_matrix(hist - job.persons)
+    diff = sp.csr_matrix(hist - released.persons)
     diff.eliminate_zeros()
-    hu = np.asarray(job.housing_units, dtype=np.int64)
-    occ = np.asarray(job.occupied, dtype=np.int64)
-    want = np.stack([hu - occ, occ, np.asarray(job.gq_facilities).sum(axis=1)], axis=1)
+    hu = np.asarray(released.housing_units, dtype=np.int64)
+    occ = np.asarray(released.occupied, dtype=np.int64)
+    want = np.stack([hu - occ, occ, np.asarray(released.gq_facilities).sum(axis=1)], axis=1)
     bad_units = np.flatnonzero((counts != want).any(axis=1))
     if diff.nnz:
         b = int(diff.nonzero()[0][0])
         return (
             f"{diff.nnz} block cells of part {job.index} differ from the estimate "
-            f"(first at block {job.blocks[b]})"
+            f"(first at block {released.blocks[b]})"
         ), None
     if bad_units.size:
         return (
             f"{bad_units.size} blocks of part {job.index} have other unit records than "
-            f"the release's counts (first {job.blocks[bad_units[0]]})"
+            f"the release's counts (first {released.blocks[bad_units[0]]})"
         ), None
     for kind, recs in records.items():
         if len(recs) > 1:
@@ -291,7 +261,9 @@ def _check_mdf_part(
                 return f"{kind} text part {job.index} has {lines} lines, not {want_lines}", None
     if not job.tables or ids is None:
         return None, None
-    units = unit_histogram_from_counts(counts[:, 0] + counts[:, 1], counts[:, 1], job.gq_facilities)
+    units = unit_histogram_from_counts(
+        counts[:, 0] + counts[:, 1], counts[:, 1], released.gq_facilities
+    )
     tables = Path(job.run) / TABLES_DIR
     for name in TABLE_NAMES:
         path = tables / f"{name}.parquet" / part_name(job.index + 1)

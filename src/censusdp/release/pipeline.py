@@ -20,7 +20,7 @@ leaves nothing half-written.
 Memory is bounded by a chunk of families, not by the input: measurement runs as
 executor tasks, each writing its own part file of the NMF (the driver receives only
 each part's checksum and counts, and records it in the checkpoint as it arrives);
-estimation reads the NMF back chunk by chunk (:class:`censusdp.io.nmf.NMFReader`), so
+estimation reads the NMF back chunk by chunk (:class:`censusdp.io.nmf_read.NMFReader`), so
 no level's measurements are ever all in memory; the MDF is written block chunk by block
 chunk and validated by re-reading it in batches. What stays in memory is sparse: the
 block histograms of the input and of the estimate and the per-level bounds (about 1 GB
@@ -45,9 +45,9 @@ from censusdp.data.geography import GeoLevels
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input
-from censusdp.io.nmf import nmf_files
-from censusdp.io.output import Staging
+from censusdp.io.nmf_files import nmf_files
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import Staging
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say

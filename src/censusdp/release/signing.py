@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from censusdp.errors import ConfigError, InputError, ValidationError
 from censusdp.io.atomic import sha256_of, write_json
-from censusdp.io.output import MANIFEST_FILE, is_censusdp_output
+from censusdp.io.output_rules import MANIFEST_FILE, is_censusdp_output
 from censusdp.io.rundir import read_manifest
 from censusdp.progress import Progress, say
 from censusdp.release.manifest import SIGNATURE_FILE, UNLISTED_FILES

@@ -20,6 +20,7 @@ from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import InternalError
 from censusdp.io.atomic import write_parquet
 from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, MANIFEST_FILE, TABLES_DIR
+from censusdp.io.mdf_parts import BlockCounts
 from censusdp.io.rundir import RunDir
 from censusdp.io.tables import write_table_index
 from censusdp.privacy.release_budget import ReleaseBudget
@@ -165,16 +166,10 @@ def _write_outputs(
     (top,) = list(executor.map(run_tables_task, [tables_job]))
     block = hierarchy.geolevels.levels[-1]
     parts: list[dict[str, Any]] = []
-    jobs = mdf_part_tasks(
-        block_hist,
-        hierarchy.blocks,
-        schema.name,
-        inv.housing_units,
-        occupied,
-        inv.gq_facilities,
-        out.resolve(),
-        geolevel=(block.name, block.length),
+    released = BlockCounts(
+        hierarchy.blocks, block_hist, schema.name, inv.housing_units, occupied, inv.gq_facilities
     )
+    jobs = mdf_part_tasks(released, out.resolve(), geolevel=(block.name, block.length))
     with bar:
         for res in executor.map(run_mdf_part_task, jobs):
             parts.append(res)

@@ -26,7 +26,8 @@ from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.budget_files import resolve_budget
 from censusdp.io.cef import read_cef
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
@@ -182,7 +183,7 @@ def run_risk(
             :class:`RiskOptions`).
         progress: called with a line per step.
         overwrite: replace an earlier output of censusdp at ``out_dir`` (see
-            :class:`censusdp.io.output.Staging`).
+            :class:`censusdp.io.staging.Staging`).
     """
     options = options or RiskOptions()
     config, sweep, seed, noise_law = options.config, options.sweep, options.seed, options.noise_law

@@ -69,7 +69,7 @@ import numpy as np
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import write_json
-from censusdp.io.output import staged_output
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.progress import Progress, say, task
 from censusdp.release.options import Execution

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet
-from censusdp.io.output import MANIFEST_FILE
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.tradeoff.census_metrics import METRICS, PRIORS
 from censusdp.tradeoff.census_scenarios import Scenario
 from censusdp.version import __version__

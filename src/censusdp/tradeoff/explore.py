@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError
-from censusdp.io.output import check_output_file, write_output_text
+from censusdp.io.output_files import write_output_text
+from censusdp.io.output_rules import check_output_file
 
 __all__ = ["DEFAULT_FUNDS_PER_PERSON", "DEFAULT_PRIVACY_PRICE", "render_explorer", "write_explorer"]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError, InputError
-from censusdp.io.output import check_output_file, output_file
+from censusdp.io.output_files import output_file
+from censusdp.io.output_rules import check_output_file
 from censusdp.tradeoff.randomized_response import RandomizedResponseFrontier
 from censusdp.tradeoff.social_choice import (
     LinearPreferences,

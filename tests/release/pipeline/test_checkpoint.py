@@ -24,7 +24,7 @@ from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
 from censusdp.io.budget_files import load_preset
-from censusdp.io.output import RESUMABLE_MARKER, Staging
+from censusdp.io.staging import RESUMABLE_MARKER, Staging
 from censusdp.privacy.randomness import GENERATOR, RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release import measure_runs, pipeline

@@ -21,7 +21,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import read_mdf_text
+from censusdp.io.mdf_text import read_mdf_text
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release

@@ -23,7 +23,8 @@ from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.budget_files import load_preset
-from censusdp.io.nmf import NMFReader, NMFWriter, read_nmf
+from censusdp.io.nmf_read import NMFReader, read_nmf
+from censusdp.io.nmf_write import NMFWriter
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext

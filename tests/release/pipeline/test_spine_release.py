@@ -27,7 +27,7 @@ from censusdp.data.spine import bypass_shares
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
-from censusdp.io.mdf import read_mdf_persons
+from censusdp.io.mdf_read import read_mdf_persons
 from censusdp.privacy.budget import Budget, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget

@@ -23,8 +23,9 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor, make_executor
 from censusdp.io.budget_files import load_preset
-from censusdp.io.mdf import iter_mdf_blocks, mdf_person_columns
-from censusdp.io.nmf import NMFReader, NMFWriter, write_nmf
+from censusdp.io.mdf_records import iter_mdf_blocks, mdf_person_columns
+from censusdp.io.nmf_read import NMFReader
+from censusdp.io.nmf_write import NMFWriter, write_nmf
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.measure import (
@@ -351,15 +352,9 @@ def test_nmf_parts_read_like_the_in_memory_set(measured, tmp_path, target):
     """Parts written one per task (any chunking), read back through the directory: every
     unit range of every level as the in-memory set has it; the index lists the parts;
     one level reads only its own parts; a missing or extra part is named."""
-    from censusdp.io.nmf import (
-        nmf_files,
-        nmf_geolevels,
-        part_name,
-        read_geolevel,
-        read_part_index,
-        write_nmf_part,
-        write_part_index,
-    )
+    from censusdp.io.nmf_files import nmf_files, part_name, read_part_index, write_part_index
+    from censusdp.io.nmf_levels import nmf_geolevels, read_geolevel
+    from censusdp.io.nmf_write import write_nmf_part
 
     _, h, levels, plan = measured
     source = RandomSource.seeded(3)

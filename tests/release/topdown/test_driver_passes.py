@@ -21,8 +21,8 @@ from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
-from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.nmf import NMFReader
+from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.nmf_read import NMFReader
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release

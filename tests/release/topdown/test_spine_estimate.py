@@ -15,7 +15,8 @@ from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import BlockAttributes, SpineRules, build_spine
 from censusdp.io.budget_files import load_preset
-from censusdp.io.nmf import NMFReader, write_nmf
+from censusdp.io.nmf_read import NMFReader
+from censusdp.io.nmf_write import write_nmf
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure
 from censusdp.release.topdown.driver import TopDownOptions, run_topdown

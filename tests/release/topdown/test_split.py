@@ -19,7 +19,7 @@ from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
-from censusdp.io.nmf import NMFReader
+from censusdp.io.nmf_read import NMFReader
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release

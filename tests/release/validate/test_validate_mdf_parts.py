@@ -27,7 +27,9 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import InternalError
 from censusdp.execution import InProcessExecutor
 from censusdp.io.budget_files import load_preset
-from censusdp.io.mdf import mdf_part_counts, read_mdf_persons, read_mdf_text, read_mdf_units
+from censusdp.io.mdf_parts import BlockCounts, mdf_part_counts
+from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
+from censusdp.io.mdf_text import read_mdf_text
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.parts import MDFPartTask, mdf_part_ranges, run_mdf_part_task
@@ -193,8 +195,11 @@ def _foreign_part(run: Path, tmp: Path) -> None:
     other.mkdir()
     res = run_mdf_part_task(
         MDFPartTask(
-            1, a, b, blocks, sp.csr_matrix(dense), "pl94", counts[:, 0] + counts[:, 1],
-            counts[:, 1], gq, first, str(other),
+            1, a, b,
+            BlockCounts(
+                blocks, sp.csr_matrix(dense), "pl94", counts[:, 0] + counts[:, 1], counts[:, 1], gq
+            ),
+            first, str(other),
         )
     )  # fmt: skip
     assert res["problem"] is None
@@ -276,7 +281,7 @@ def test_the_writing_task_catches_a_part_that_is_not_the_estimate(runs, tmp_path
 
     def lossy(*args, **kwargs):
         out = real(*args, **kwargs)
-        path = args[6]["persons"][0]
+        path = args[1]["persons"][0]
         t = pq.read_table(path)
         if t.num_rows:
             pq.write_table(t.slice(1), path)

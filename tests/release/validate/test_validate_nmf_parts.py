@@ -171,7 +171,7 @@ def test_an_unlisted_part_is_never_read_and_not_part_of_the_release(
     """A copy of a part under a name the index does not list: the NMF's readers read
     only what the index lists (so the NMF check sees the intact NMF), and the release
     fails because its directory holds a file its manifest does not list."""
-    from censusdp.io.nmf import nmf_files
+    from censusdp.io.nmf_files import nmf_files
 
     run = tmp_path / "run"
     shutil.copytree(measured, run)

@@ -26,14 +26,10 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.atomic import sha256_of
 from censusdp.io.budget_files import load_preset
-from censusdp.io.mdf import (
-    UNIT_COLUMNS,
-    _write_text_chunk,
-    person_layout,
-    read_mdf_persons,
-    text_mismatch,
-)
-from censusdp.io.nmf import nmf_files
+from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.mdf_records import UNIT_COLUMNS, person_layout
+from censusdp.io.mdf_text import text_mismatch, write_text_chunk
+from censusdp.io.nmf_files import nmf_files
 from censusdp.io.parts import part_files, read_parts
 from censusdp.io.tables import codebook_mismatch, read_tables, table_part_mismatch
 from censusdp.privacy.release_budget import ReleaseBudget, release_privacy
@@ -107,7 +103,7 @@ def test_the_text_writer_writes_what_arrows_csv_writer_writes(n: int) -> None:
     writer of the releases before it wrote: unquoted, ``|``, one line a record."""
     for table in (_records(np.random.default_rng(n), n), pa.table({"N": pa.array(range(n))})):
         got = io.BytesIO()
-        _write_text_chunk(table, got, header=True)
+        write_text_chunk(table, got, header=True)
         want = pa.BufferOutputStream()
         want.write(("|".join(table.column_names) + "\n").encode())
         pacsv.write_csv(
@@ -437,7 +433,7 @@ def test_single_file_mdf_and_tables_are_checked_alike(
 ) -> None:
     """Releases made before part files hold one file each: their text MDF and tables are
     checked as the parts are (text against Parquet, identifiers against the geography)."""
-    from censusdp.io.mdf import read_mdf_text
+    from censusdp.io.mdf_text import read_mdf_text
     from censusdp.io.parts import read_parts
 
     d = _copy(runs["seeded"], tmp_path)

@@ -38,9 +38,10 @@ from censusdp.attacks.dhc.tables import AGE_DETAILS, dhc_tables, keys_of
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.columns import read_columns
-from censusdp.io.mdf import read_mdf_persons
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 

@@ -49,8 +49,9 @@ import pyarrow as pa
 
 from censusdp.errors import ConfigError
 from censusdp.io.atomic import atomic_path, write_json, write_parquet, write_text
-from censusdp.io.output import MANIFEST_FILE, staged_output
+from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir
+from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress, say

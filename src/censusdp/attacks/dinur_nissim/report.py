@@ -43,7 +43,8 @@ from censusdp.attacks.dinur_nissim.thresholds import (
 )
 from censusdp.errors import CensusDPError
 from censusdp.io.atomic import write_json
-from censusdp.io.output import output_file, staged_output, write_output_json
+from censusdp.io.output_files import output_file, write_output_json
+from censusdp.io.staging import staged_output
 from censusdp.progress import Progress, say
 from censusdp.version import __version__
 
@@ -385,7 +386,7 @@ def reproduce_figures(
     1, 5, 10, 20, the twelve Listing-5 epsilons, 6 trials (JASON: 10). Larger runs: call
     the library functions or ``censusdp attack dn`` directly. ``quick=True`` shrinks every size for a smoke run.
     Writes ``timings.json`` (seconds per figure) and a manifest; ``out_dir`` is made
-    whole or not at all (:func:`censusdp.io.output.staged_output`), and replaced only
+    whole or not at all (:func:`censusdp.io.staging.staged_output`), and replaced only
     with ``overwrite`` when it is an earlier output of censusdp.
 
     Args:

@@ -21,12 +21,9 @@ from censusdp.data.invariants import Bounds, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES
-from censusdp.io.mdf import (
-    mdf_unit_counts,
-    read_mdf_histograms,
-    record_layouts,
-    text_mismatch,
-)
+from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
+from censusdp.io.mdf_records import record_layouts
+from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.parts import part_name, regular_file
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
@@ -151,7 +148,7 @@ def _check_as_estimate(
 
 def _check_text_files(run: Path, schema: Schema, hashed: Hashed | None) -> list[str]:
     """An MDF of single files: each text file present is its Parquet file's records
-    (:func:`~censusdp.io.mdf.text_mismatch`); its SHA-256 goes to ``hashed``."""
+    (:func:`~censusdp.io.mdf_text.text_mismatch`); its SHA-256 goes to ``hashed``."""
     problems = []
     layouts = record_layouts(schema)
     for kind, (pq_name, txt_name) in MDF_FILES.items():

@@ -24,12 +24,10 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES
-from censusdp.io.mdf import (
-    mdf_part_counts,
-    read_mdf_records,
-    record_layouts,
-    text_mismatch,
-)
+from censusdp.io.mdf_parts import mdf_part_counts
+from censusdp.io.mdf_read import read_mdf_records
+from censusdp.io.mdf_records import record_layouts
+from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.parts import part_name, read_part_index, regular_file
 from censusdp.io.tables import table_part_mismatch
 from censusdp.release.manifest import sha256_of

@@ -23,7 +23,7 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import InputError
-from censusdp.io.nmf import NMF_COLUMNS, nmf_files
+from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files
 from censusdp.io.parts import read_part_index
 from censusdp.privacy.budget import Budget
 from censusdp.release.manifest import sha256_of

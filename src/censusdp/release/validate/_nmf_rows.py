@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from censusdp.io.nmf import NMF_COLUMNS
+from censusdp.io.nmf_files import NMF_COLUMNS
 
 READ_BATCH_ROWS = 1 << 22
 """Most rows :func:`count_files` reads in one call."""

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from censusdp.errors import CensusDPError, ValidationError
 from censusdp.io.layout import NMF_FILES
-from censusdp.io.output import is_censusdp_output
+from censusdp.io.output_rules import is_censusdp_output
 from censusdp.io.rundir import read_manifest
 from censusdp.progress import Progress, say, task
 from censusdp.release.validate._entries import Entries, Hashed, check_checksums

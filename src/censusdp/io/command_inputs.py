@@ -1,7 +1,7 @@
 """The running command's inputs: what no output of it may touch.
 
 :func:`guarded_command` declares them (the CLI enters it with every input option it
-parsed, the Python API with its arguments); :mod:`censusdp.io.output` checks every
+parsed, the Python API with its arguments); :mod:`censusdp.io.output_rules` checks every
 output path against them, and :mod:`censusdp.io.atomic` refuses any file written inside
 one (:func:`refuse_input_write`), the last line of defence.
 """

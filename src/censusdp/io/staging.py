@@ -1,39 +1,25 @@
-"""The output guard: every path any censusdp command writes goes through this module.
+"""The staging of an output directory: built beside its destination, locked, committed atomically.
 
-No command may delete, overwrite or write inside what it did not create. The guard
-knows every input of the running command (:func:`guarded_command`, entered by the CLI
-with every input option it parsed, and by the Python API with its arguments) and:
+Every directory a censusdp command writes goes through :class:`Staging` (most often
+through :func:`staged_output`), after the checks of :mod:`censusdp.io.output_rules`:
 
-* refuses an output path that is empty, the file-system root, the home or current
-  directory or one of their ancestors; that is, contains, or lies inside one of the
-  command's inputs (symbolic links inside an input are followed, so a file linked from
-  an input into an old output protects that output);
-* refuses an existing output unless ``overwrite`` is set, and even then replaces only
-  a **censusdp output holding nothing but what its manifest lists**
-  (:func:`foreign_entries`): a file the user added to a release, or a directory whose
-  manifest is not censusdp's, makes ``--overwrite`` refuse, naming the first foreign
-  entry. An output *file* (``--json``, ``--html``, ``--plot``) is never a special file
-  and never replaced without ``overwrite``;
-* builds a directory in a staging directory ``.NAME.partial-PID`` beside it
-  (:class:`Staging`), under an exclusive lock ``.NAME.lock`` (opened without following
-  links, never a file of the user's), with an owner record ``.NAME.owner-PID`` that
-  names the output, the process and its start time;
-* commits atomically: a new output appears with one ``renameat2(RENAME_NOREPLACE)``
-  (an output that appeared meanwhile is never replaced), an ``--overwrite`` is one
-  ``renameat2(RENAME_EXCHANGE)`` after which the old directory is checked once more
-  before it is removed (anything else at the path is swapped back). Where the kernel
-  or file system lacks ``renameat2``, a journal ``.NAME.commit-PID`` records the two
-  renames so that the next writer completes an interrupted commit;
-* sweeps only staging it can prove is censusdp's and dead: a name of exactly the
+* it is built in a staging directory ``.NAME.partial-PID`` beside the destination,
+  under an exclusive lock ``.NAME.lock`` (opened without following links, never a file
+  of the user's), with an owner record ``.NAME.owner-PID`` that names the output, the
+  process and its start time;
+* it is committed atomically: a new output appears with one
+  ``renameat2(RENAME_NOREPLACE)`` (an output that appeared meanwhile is never
+  replaced), an ``--overwrite`` is one ``renameat2(RENAME_EXCHANGE)`` after which the
+  old directory is checked once more before it is removed (anything else at the path
+  is swapped back). Where the kernel or file system lacks ``renameat2``, a journal
+  ``.NAME.commit-PID`` records the two renames so that the next writer completes an
+  interrupted commit;
+* only staging it can prove is censusdp's and dead is swept: a name of exactly the
   staging form, an owner record naming this output, and a process that no longer
   runs (the lock is held meanwhile, so no live writer of the same output exists).
   Resumable work (:data:`RESUMABLE_MARKER`, :mod:`censusdp.release.checkpoint`) is
   adopted by ``resume``, discarded only by ``overwrite``, and otherwise refused with a
   line saying how to continue.
-
-Files are written by :func:`output_file` (a temporary file beside the destination,
-linked into place only if nothing appeared there meanwhile, replaced only with
-``overwrite``).
 """
 
 from __future__ import annotations
@@ -48,274 +34,30 @@ import re
 import shutil
 import socket
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError, OutputError
-from censusdp.io._inputs import (
-    ambient_overwrite,
-    guarded_command,
-    overlap,
-    protected_inputs,
-    refuse_input_write,
+from censusdp.io.command_inputs import protected_inputs
+from censusdp.io.output_rules import (
+    MANIFEST_MARKER,
+    check_dir_against,
+    check_replaceable,
+    foreign_entries,
+    is_empty_dir,
+    seal_output,
 )
 
 __all__ = [
-    "MANIFEST_FILE",
-    "MANIFEST_MARKER",
     "RESUMABLE_MARKER",
-    "SIGNATURE_FILE",
     "Staging",
-    "check_output_dir",
-    "check_output_file",
-    "foreign_entries",
-    "guarded_command",
-    "is_censusdp_output",
-    "is_output_of",
-    "output_file",
-    "protected_inputs",
-    "refuse_input_write",
     "staged_output",
-    "write_output_json",
-    "write_output_manifest",
-    "write_output_text",
 ]
-
-MANIFEST_FILE = "manifest.json"
-"""Every output directory's manifest, at its top."""
-
-MANIFEST_MARKER = "censusdp"
-"""Every manifest censusdp writes has ``"created_by": "censusdp"``."""
 
 RESUMABLE_MARKER = ".resumable"
 """A file in a staging directory that says it holds finished, checkpointed work which an
 interrupted run's ``--resume`` may continue (:meth:`Staging.mark_resumable`)."""
-
-SIGNATURE_FILE = "signature.json"
-"""A release's detached-in-place signature (``censusdp sign``): the one file of a
-censusdp output that its manifest cannot list (it signs the manifest)."""
-
-# -- what a path may be ----------------------------------------------------------------
-
-
-def _resolved(path: str | os.PathLike[str], option: str) -> Path:
-    text = os.fspath(path)
-    if not str(text).strip():
-        raise ConfigError(f"{option} is empty; give the path to write")
-    return Path(text).expanduser().resolve()
-
-
-def _refuse_root_like(out: Path, shown: object, option: str) -> None:
-    """A path whose replacement would take the user's working tree with it."""
-    cwd, home = Path.cwd().resolve(), Path.home().resolve()
-    for what, place in (("the current directory", cwd), ("the home directory", home)):
-        if out == place or place.is_relative_to(out):
-            raise ConfigError(
-                f"{option} {shown} is {what}"
-                + ("" if out == place else " or one of its parents")
-                + "; write the output into a directory of its own"
-            )
-    if out == Path(out.anchor):
-        raise ConfigError(f"{option} {shown} is the file-system root; choose another path")
-
-
-def _read_manifest(directory: Path) -> dict[str, Any] | None:
-    path = directory / MANIFEST_FILE
-    try:
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def is_censusdp_output(directory: str | os.PathLike[str]) -> bool:
-    """True when ``directory/manifest.json`` is a censusdp manifest (``created_by``)."""
-    manifest = _read_manifest(Path(directory))
-    return manifest is not None and manifest.get("created_by") == MANIFEST_MARKER
-
-
-def is_output_of(directory: str | os.PathLike[str], command: str) -> bool:
-    """True when ``directory`` is a censusdp output that ``command`` wrote."""
-    manifest = _read_manifest(Path(directory))
-    return (
-        manifest is not None
-        and manifest.get("created_by") == MANIFEST_MARKER
-        and manifest.get("command") == command
-    )
-
-
-def _listed(manifest: dict[str, Any]) -> set[str]:
-    files = manifest.get("files")
-    if isinstance(files, dict):
-        return {str(k) for k in files}
-    if isinstance(files, list):
-        return {str(k) for k in files}
-    return set()
-
-
-def foreign_entries(directory: str | os.PathLike[str], *, limit: int = 5) -> list[str] | None:
-    """The entries of a censusdp output that its manifest does not account for.
-
-    Returns ``None`` when ``directory`` is not a censusdp output at all, else up to
-    ``limit`` paths (relative, ``/``-separated) that ``--overwrite`` would lose: every
-    entry but ``manifest.json``, :data:`SIGNATURE_FILE`, the files the manifest lists
-    (``files``: a list, or a mapping to checksums) and the directories holding them. A
-    listed entry that is a directory must itself be a censusdp output with nothing
-    foreign (a demo's release inside the demo directory).
-    """
-    root = Path(directory)
-    manifest = _read_manifest(root)
-    if manifest is None or manifest.get("created_by") != MANIFEST_MARKER:
-        return None
-    listed = _listed(manifest)
-    parents = {p for rel in listed for p in _ancestors(rel)}
-    foreign: list[str] = []
-
-    def walk(path: Path, rel: str) -> None:
-        for entry in sorted(os.scandir(path), key=lambda e: e.name):
-            if len(foreign) >= limit:
-                return
-            sub = f"{rel}{entry.name}"
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if rel == "" and entry.name in (MANIFEST_FILE, SIGNATURE_FILE) and not is_dir:
-                continue
-            if sub in listed:
-                if is_dir:
-                    inner = foreign_entries(entry.path, limit=limit - len(foreign))
-                    if inner is None:
-                        foreign.append(sub + "/")
-                    else:
-                        foreign.extend(f"{sub}/{x}" for x in inner)
-                continue
-            if is_dir and sub in parents:
-                walk(Path(entry.path), sub + "/")
-                continue
-            foreign.append(sub + ("/" if is_dir else ""))
-
-    walk(root, "")
-    return foreign[:limit]
-
-
-def _ancestors(rel: str) -> list[str]:
-    parts = rel.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _replaceable(out: Path, shown: object, option: str) -> None:
-    """Refuse unless the existing non-empty directory ``out`` is a censusdp output with
-    nothing in it that its manifest does not list."""
-    foreign = foreign_entries(out)
-    if foreign is None:
-        raise ConfigError(
-            f"{option} {shown} is not a censusdp output (no censusdp manifest.json); "
-            "--overwrite replaces only directories censusdp made"
-        )
-    if foreign:
-        raise ConfigError(
-            f"{option} {shown} holds {foreign[0]}, which its manifest does not list; "
-            "--overwrite replaces only what censusdp wrote (move it away first)"
-        )
-
-
-def _is_empty_dir(path: Path) -> bool:
-    with os.scandir(path) as it:
-        return next(it, None) is None
-
-
-def check_output_dir(
-    out_dir: str | os.PathLike[str],
-    overwrite: bool,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    *,
-    option: str = "--out",
-    resume: bool = False,
-) -> Path:
-    """Check that the directory ``out_dir`` may be written; return it resolved
-    (``resume``: the command continues interrupted work, and says so of a finished
-    output).
-
-    Raises:
-        ConfigError: when ``out_dir`` is empty or root-like, a file, overlaps an input
-            (this call's or the running command's), or is a non-empty directory that
-            ``overwrite`` does not allow replacing (not set, not a censusdp output, or
-            holding an entry its manifest does not list).
-    """
-    return _check_dir(out_dir, overwrite, protected_inputs(inputs), option, resume)
-
-
-def _check_dir(
-    out_dir: str | os.PathLike[str],
-    overwrite: bool,
-    protected: tuple[Path, ...],
-    option: str,
-    resume: bool = False,
-) -> Path:
-    """:func:`check_output_dir` against inputs already resolved."""
-    out = _resolved(out_dir, option)
-    _refuse_root_like(out, out_dir, option)
-    clash = overlap(out, protected)
-    if clash is not None:
-        raise ConfigError(
-            f"{option} {out_dir} overlaps the input {clash}; write the output elsewhere"
-        )
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{option} {out_dir} is a file, not a directory")
-    if out.is_dir() and not _is_empty_dir(out):
-        if not overwrite:
-            if resume and is_censusdp_output(out):
-                raise ConfigError(
-                    f"{option} {out_dir} is a finished output; there is nothing to resume "
-                    "(--overwrite would replace it)"
-                )
-            raise ConfigError(
-                f"{option} {out_dir} exists and is not empty; choose another {option} or "
-                "pass --overwrite"
-            )
-        _replaceable(out, out_dir, option)
-    return out
-
-
-def check_output_file(
-    path: str | os.PathLike[str],
-    overwrite: bool | None = None,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    *,
-    option: str = "output",
-) -> Path:
-    """Check that the file ``path`` may be written; return it resolved.
-
-    Never an input, a file inside an input directory or a directory holding an input;
-    never a directory or a special file (a FIFO, a device); not an existing file
-    without ``overwrite`` (``None``: the running command's ``--overwrite``).
-
-    Raises:
-        ConfigError: naming ``option`` and the path.
-    """
-    out = _resolved(path, option)
-    clash = overlap(out, protected_inputs(inputs))
-    if clash is not None:
-        raise ConfigError(f"{option} {path} overlaps the input {clash}; write it elsewhere")
-    try:
-        st = os.stat(out)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise OutputError(f"{option} {path}: cannot check the path ({exc.strerror})") from None
-    if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"{option} {path} is a directory, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"{option} {path} is not a regular file; choose another path")
-        if not ambient_overwrite(overwrite):
-            raise ConfigError(f"{option} {path} exists; choose another path or pass --overwrite")
-    if not out.parent.is_dir():
-        raise ConfigError(f"{option} {path}: directory {out.parent} does not exist")
-    return out
-
 
 # -- atomic renames --------------------------------------------------------------------
 
@@ -396,7 +138,8 @@ class Staging:
         overwrite: allow replacing an existing censusdp output that holds only what its
             manifest lists (and discard the resumable work of an interrupted run of it,
             unless ``resume``).
-        inputs: the command's inputs (besides those of :func:`guarded_command`); the
+        inputs: the command's inputs (besides those of
+            :func:`~censusdp.io.command_inputs.guarded_command`); the
             output may not overlap any of them.
         resume: adopt the resumable work of an interrupted run of ``out_dir`` as this
             staging directory (:attr:`resumed` says whether there was any).
@@ -406,7 +149,8 @@ class Staging:
         option: the option that named ``out_dir``, for messages.
 
     Raises:
-        ConfigError: for any refusal of :func:`check_output_dir`, an output that another
+        ConfigError: for any refusal of
+            :func:`~censusdp.io.output_rules.check_output_dir`, an output that another
             process is writing (naming its PID), a lock path that is not censusdp's, or
             resumable work of an interrupted run when neither ``resume`` nor
             ``overwrite`` is set.
@@ -427,7 +171,7 @@ class Staging:
         self._option = option
         self._shown = out_dir
         self._inputs = protected_inputs(inputs)
-        self.out_dir = _check_dir(out_dir, overwrite, self._inputs, option)
+        self.out_dir = check_dir_against(out_dir, overwrite, self._inputs, option)
         self.overwrite = overwrite
         self.resumed = False
         self.resumed_from: str | None = None
@@ -450,7 +194,7 @@ class Staging:
                     "it, or with --overwrite to discard it"
                 )
             # checked again under the lock: another writer may have finished meanwhile
-            _check_dir(self.out_dir, overwrite, self._inputs, option)
+            check_dir_against(self.out_dir, overwrite, self._inputs, option)
             self.path = parent / f".{name}.partial-{os.getpid()}"
             self._owner = parent / f".{name}.owner-{os.getpid()}"
             if resumable:
@@ -697,13 +441,13 @@ class Staging:
                 f"{option} {shown} appeared during the run and is not a directory; "
                 "nothing was replaced"
             )
-        if not _is_empty_dir(out):
+        if not is_empty_dir(out):
             if not self.overwrite:
                 raise ConfigError(
                     f"{option} {shown} appeared during the run; nothing was replaced "
                     "(rerun with another --out, or with --overwrite)"
                 )
-            _replaceable(out, shown, option)
+            check_replaceable(out, shown, option)
         try:
             _rename2(self.path, out, _RENAME_EXCHANGE)
         except _Unsupported:
@@ -711,7 +455,7 @@ class Staging:
             return
         # the old directory is now at self.path: check once more what was replaced
         old = self.path
-        if not _is_empty_dir(old) and (not self.overwrite or foreign_entries(old) != []):
+        if not is_empty_dir(old) and (not self.overwrite or foreign_entries(old) != []):
             _rename2(old, out, _RENAME_EXCHANGE)  # swap back: leave theirs in place
             raise ConfigError(f"{option} {shown} changed during the run; nothing was replaced")
         shutil.rmtree(old)
@@ -758,56 +502,6 @@ class Staging:
             self._unlock()
 
 
-def write_output_manifest(
-    out_dir: Path, command: str, files: Iterable[str] | None = None, **extra: Any
-) -> None:
-    """Mark a directory a command wrote as censusdp's: ``manifest.json`` with
-    ``created_by``, the command and every file it holds (``files``; default: every
-    file found under ``out_dir`` but the manifest), so that ``--overwrite`` may replace
-    it later and nothing else."""
-    from censusdp.io.atomic import write_json
-    from censusdp.version import __version__
-
-    if files is None:
-        files = _all_files(out_dir)
-    write_json(
-        {
-            "created_by": MANIFEST_MARKER,
-            "command": command,
-            "package_version": __version__,
-            **extra,
-            "files": sorted(files),
-        },
-        out_dir / MANIFEST_FILE,
-    )
-
-
-def _all_files(root: Path) -> list[str]:
-    return sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if (p.is_file() or p.is_symlink()) and p.relative_to(root).as_posix() != MANIFEST_FILE
-    )
-
-
-def _seal(out: Path, command: str) -> None:
-    """Make sure the finished directory's manifest marks it as censusdp's and lists
-    every file in it (a command's own manifest keys are kept)."""
-    from censusdp.io.atomic import write_json
-    from censusdp.version import __version__
-
-    manifest = _read_manifest(out)
-    if manifest is None:
-        write_output_manifest(out, command)
-        return
-    manifest.setdefault("command", command)
-    manifest.setdefault("package_version", __version__)
-    manifest["created_by"] = MANIFEST_MARKER
-    if not isinstance(manifest.get("files"), dict):
-        manifest["files"] = _all_files(out)
-    write_json(manifest, out / MANIFEST_FILE)
-
-
 @contextlib.contextmanager
 def staged_output(
     out_dir: str | os.PathLike[str],
@@ -833,83 +527,8 @@ def staged_output(
     try:
         yield staging
         staging.unmark_resumable()
-        _seal(staging.path, command)
+        seal_output(staging.path, command)
     except BaseException as exc:
         staging.abort(keep_resumable=resumable or isinstance(exc, KeyboardInterrupt))
         raise
     staging.commit()
-
-
-@contextlib.contextmanager
-def output_file(
-    path: str | os.PathLike[str],
-    *,
-    overwrite: bool | None = None,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    option: str = "output",
-    suffix: str = "",
-) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; put it in place when the body succeeds.
-
-    The path is checked first (:func:`check_output_file`) and again at the end; without
-    ``overwrite`` (``None``: the running command's) the file is linked into place so
-    that a file that appeared meanwhile is never replaced. On an error the temporary
-    file is removed and ``path`` is untouched.
-
-    Raises:
-        ConfigError: for a refused path, or one that appeared while writing.
-    """
-    final = check_output_file(path, overwrite, inputs, option=option)
-    replace = ambient_overwrite(overwrite)
-    fd, tmp = tempfile.mkstemp(prefix=f".{final.name}.", suffix=suffix + ".tmp", dir=final.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        check_output_file(path, replace, inputs, option=option)
-        if replace:
-            os.replace(tmp_path, final)
-        else:
-            try:
-                os.link(tmp_path, final)
-            except FileExistsError:
-                raise ConfigError(
-                    f"{option} {path} appeared while it was written; nothing was replaced"
-                ) from None
-            except OSError:  # no hard links here
-                os.replace(tmp_path, final)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
-
-
-def write_output_text(
-    text: str,
-    path: str | os.PathLike[str],
-    *,
-    overwrite: bool | None = None,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    option: str = "output",
-) -> Path:
-    """Write ``text`` (UTF-8) to the output file ``path`` through :func:`output_file`."""
-    with output_file(path, overwrite=overwrite, inputs=inputs, option=option) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
-def write_output_json(
-    obj: Any,
-    path: str | os.PathLike[str],
-    *,
-    overwrite: bool | None = None,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    option: str = "--json",
-) -> Path:
-    """Write ``obj`` as strict, pretty-printed JSON to the output file ``path``."""
-    from censusdp.io.atomic import strict_json
-
-    text = json.dumps(strict_json(obj), indent=2, allow_nan=False, default=str) + "\n"
-    return write_output_text(text, path, overwrite=overwrite, inputs=inputs, option=option)

@@ -1,0 +1,189 @@
+"""The MDF's part files: one part of each MDF file per run of blocks, written by its task.
+
+A run writes each of the four MDF files (:data:`censusdp.io.layout.MDF_FILES`) as a
+directory of part files, one per run of blocks (:func:`write_mdf_part`, called by the
+executor tasks of :mod:`censusdp.release.parts`; layout: :mod:`censusdp.io.parts`):
+``EPNUM`` continues across the parts and only the first text part has the header, so
+the parts in name order are the single file. :func:`mdf_part_counts` reads one part
+back, for the task that wrote it and for the self-check of ``censusdp validate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import scipy.sparse as sp
+
+from censusdp.data.histograms import person_cells, pl94_view
+from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import InputError
+from censusdp.io.atomic import fsync_file, sha256_of
+from censusdp.io.mdf_read import (
+    check_constant,
+    decode_codes,
+    decode_geocodes,
+    decode_persons,
+    iter_mdf_persons,
+    read_mdf_records,
+)
+from censusdp.io.mdf_records import (
+    geo_dictionaries,
+    mdf_person_columns,
+    person_layout,
+    person_records,
+    unit_records,
+)
+from censusdp.io.mdf_write import write_records
+
+__all__ = [
+    "MDF_PART_FIELDS",
+    "BlockCounts",
+    "mdf_part_counts",
+    "write_mdf_part",
+]
+
+MDF_PART_FIELDS = ("file", "start", "stop", "rows", "sha256")
+"""A part's record in ``_parts.json``: its file, its blocks ``start:stop`` (indices in
+the release's blocks, geocode order), its records and its SHA-256."""
+
+
+@dataclass(frozen=True, eq=False)
+class BlockCounts:
+    """The released counts of a run of blocks: what one MDF part is written from.
+
+    ``blocks`` are their geocodes (in release order), ``persons`` their released
+    ``(blocks x cells)`` person histogram in the schema named ``schema``;
+    ``housing_units`` (``(blocks,)``, invariant),
+    ``occupied`` (``(blocks,)``, released, at most the housing units) and
+    ``gq_facilities`` (``(blocks, 8)``, invariant occupied facilities by type) their
+    units. Every array has one row per block, in the same order.
+    """
+
+    blocks: np.ndarray
+    persons: sp.csr_matrix
+    schema: str
+    housing_units: np.ndarray
+    occupied: np.ndarray
+    gq_facilities: np.ndarray
+
+    def rows(self, start: int, stop: int) -> BlockCounts:
+        """Blocks ``start:stop`` of these (each array sliced, the histogram as CSR)."""
+        return BlockCounts(
+            np.asarray(self.blocks[start:stop]),
+            sp.csr_matrix(self.persons[start:stop]),
+            self.schema,
+            np.asarray(self.housing_units[start:stop]),
+            np.asarray(self.occupied[start:stop]),
+            np.asarray(self.gq_facilities[start:stop]),
+        )
+
+
+def _part_record(path: Path, rows: int) -> dict[str, object]:
+    fsync_file(path)
+    return {"file": path.name, "rows": int(rows), "sha256": sha256_of(path)}
+
+
+def write_mdf_part(
+    counts: BlockCounts,
+    paths: Mapping[str, tuple[Path, Path | None]],
+    *,
+    first_person: int,
+    header: bool,
+) -> dict[str, list[dict[str, object]]]:
+    """Write the persons and units of a run of blocks as one part of each MDF file.
+
+    Run by an executor task: ``counts`` are the released counts of these blocks;
+    ``paths`` maps ``persons`` and ``units`` to the part's Parquet and text paths;
+    ``first_person`` is the ``EPNUM`` of the part's first person (the persons of the
+    parts before it). The first part (``header``) carries the text files' header line,
+    so the text parts concatenated in order are the single MDF2020 file, byte for byte.
+    Every file appears under its name only when complete and is flushed to disk.
+
+    Returns:
+        ``{"persons": [parquet record, text record], "units": [...]}``, each record the
+        file's name, records and SHA-256 (the text record absent without a text path).
+    """
+    sch = get_schema(counts.schema)
+    geo = geo_dictionaries(counts.blocks)
+    cols = mdf_person_columns(counts.persons, None, sch)  # type: ignore[arg-type]
+    persons = person_records(cols, geo, first_person, person_layout(sch))
+    units = unit_records(counts.blocks, counts.housing_units, counts.occupied, counts.gq_facilities)
+    out: dict[str, list[dict[str, object]]] = {}
+    for kind, table in (("persons", persons), ("units", units)):
+        pq_path, txt_path = paths[kind]
+        write_records(table, pq_path, txt_path, header=header)
+        out[kind] = [_part_record(Path(pq_path), table.num_rows)]
+        if txt_path is not None:
+            out[kind].append(_part_record(Path(txt_path), table.num_rows))
+    return out
+
+
+def mdf_part_counts(
+    persons_path: str | Path,
+    units_path: str | Path,
+    blocks: np.ndarray,
+    schema: Schema,
+    *,
+    records: tuple[pa.Table, pa.Table] | None = None,
+) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """Read one MDF part back: its ``(blocks x cells)`` person histogram in ``schema``,
+    its ``pl94`` one (from the decoded ``pl94`` columns, as
+    :func:`~censusdp.io.mdf_read.read_mdf_histograms` does) and its ``(blocks x 3)``
+    vacant units, occupied units and facilities.
+
+    ``blocks`` are the part's blocks (geocodes, sorted): a record in any other block is
+    an error. Used by the task that wrote the part (to check it) and by the self-check.
+    ``records``: the persons' and the units' records already read
+    (:func:`~censusdp.io.mdf_read.read_mdf_records` of the two paths), not read again.
+
+    Raises:
+        InputError: for an unreadable part, an unknown code, or a record outside
+            ``blocks`` (naming the file, row and value).
+    """
+    blocks = np.asarray(blocks)
+    nb = blocks.size
+    pl94 = get_schema("pl94")
+    hist = sp.csr_matrix((nb, schema.size), dtype=np.int64)
+    pl94_hist = sp.csr_matrix((nb, pl94.size), dtype=np.int64)
+    persons = (
+        iter_mdf_persons(persons_path)
+        if records is None
+        else [decode_persons(records[0], persons_path)]
+    )
+    for cols in persons:
+        rows = _local_blocks(cols["geocode"], blocks, persons_path, "persons")
+        n = rows.size
+        ones = np.ones(n, dtype=np.int64)
+        cells = person_cells(cols, schema, n)
+        hist = hist + sp.csr_matrix((ones, (rows, cells)), shape=(nb, schema.size))
+        p_cells = cells if schema.name == "pl94" else person_cells(pl94_view(cols), pl94, n)
+        pl94_hist = pl94_hist + sp.csr_matrix((ones, (rows, p_cells)), shape=(nb, pl94.size))
+    table = read_mdf_records(units_path) if records is None else records[1]
+    check_constant(table, "SCHEMA_TYPE_CODE", "MUD", units_path, 0)
+    rows = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")
+    status = decode_codes(table, "HH_STATUS", ("0", "1", "2"), units_path)
+    counts = np.zeros((nb, 3), dtype=np.int64)
+    np.add.at(counts, (rows, np.array([2, 1, 0])[status]), 1)
+    return sp.csr_matrix(hist), sp.csr_matrix(pl94_hist), counts
+
+
+def _local_blocks(geocode: np.ndarray, blocks: np.ndarray, path: object, what: str) -> np.ndarray:
+    """Each record's index in ``blocks``; a record in another block is an error."""
+    if not geocode.size:
+        return np.zeros(0, dtype=np.int64)
+    if not blocks.size:
+        raise InputError(f"{path}: row 0 is in block {geocode[0]}, a part of no blocks")
+    codes = geocode.astype(blocks.dtype)
+    idx = np.minimum(np.searchsorted(blocks, codes), blocks.size - 1)
+    bad = blocks[idx] != codes
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: {what} row {row} is in block {geocode[row]}, not one of the part's "
+            f"blocks {blocks[0]}..{blocks[-1]}"
+        )
+    return idx.astype(np.int64)

@@ -1,0 +1,400 @@
+"""Reading the noisy measurement file (NMF) for the estimator, a run of units at a time.
+
+:class:`NMFReader` is the :class:`~censusdp.data.measurements.Measurements` protocol
+over a file or a directory of parts: the row-group statistics say where each
+(geolevel, query) and each run of units is, so a read opens only the row groups that
+hold the units asked for (through the process's cache, :mod:`censusdp.io.nmf_cache`),
+and :meth:`NMFReader.detach` hands a TopDown task an :class:`NMFSlice` it reads
+where it runs. The reader accepts any split into row groups, even one that cuts a
+geounit. :func:`read_nmf` reads a whole file into a
+:class:`~censusdp.data.measurements.MeasurementSet`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.measurements import MeasuredQuery, MeasurementSet, measured_rows
+from censusdp.data.queries import make_query
+from censusdp.data.schema import Schema
+from censusdp.errors import InputError
+from censusdp.io.nmf_cache import read_values
+from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files
+
+__all__ = [
+    "NMFReader",
+    "NMFSlice",
+    "read_nmf",
+]
+
+
+class NMFReader:
+    """Chunked reads of a noisy measurement file: the
+    :class:`~censusdp.data.measurements.Measurements` protocol for the estimator.
+
+    The row-group statistics of the file say which (geolevel, query) and which geocode
+    range each row group holds; the row counts in the footer, taken in geocode then
+    file order, say which rows of the (units x measured cells) answers each holds, so
+    any split is accepted, even one cutting a geounit. :meth:`read` reads only the row
+    groups overlapping the requested units and checks each one (geocodes, cells and
+    counts) before using it.
+    A file whose row groups mix levels or queries (written by another tool) is read
+    into memory whole instead.
+
+    Raises:
+        InputError: on a missing file or column, geocodes that are not units of the
+            hierarchy, or a (geolevel, query) that does not cover every unit once.
+    """
+
+    def __init__(self, path: str | Path, schema: Schema, hierarchy: Hierarchy) -> None:
+        self.path = Path(path)
+        self._files = nmf_files(self.path)
+        self.schema = schema
+        self.hierarchy = hierarchy
+        self.geolevels = hierarchy.geolevels
+        self.geocodes = hierarchy.geocodes
+        # footers only: a partitioned NMF of thousands of parts keeps no file open
+        self._meta = [pq.read_metadata(f) for f in self._files]
+        has_mech = True
+        for f, md in zip(self._files, self._meta, strict=True):
+            names = md.schema.to_arrow_schema().names
+            missing = [c for c in NMF_COLUMNS[:6] if c not in names]
+            if missing:
+                raise InputError(f"{f}: missing columns {missing}")
+            has_mech = has_mech and "mechanism" in names
+        self._has_mech = has_mech
+        self._fallback: MeasurementSet | None = None
+        # (level, query) -> [(u0, u1, (file, row group), rows)] sorted,
+        # then -> [(first row, (file, row group), rows)]
+        Loc = tuple[int, int]
+        self._groups: dict[tuple[int, str], list[tuple[int, int, Loc, int, float]]] = {}
+        self._spans: dict[tuple[int, str], list[tuple[int, Loc, int]]] = {}
+        self._info: dict[tuple[int, str], tuple[np.ndarray, float, str]] = {}
+        self._unit_var: dict[tuple[int, str], np.ndarray] = {}
+        self._order: dict[int, list[str]] = {}
+        self._queries: dict[str, Any] = {}
+        if not self._index():
+            self._fallback = read_nmf(self.path, schema, hierarchy)
+
+    def _where(self, loc: tuple[int, int]) -> str:
+        """``row group N`` (one file) or ``part-00003.parquet row group N``."""
+        fi, rg = loc
+        return (
+            f"row group {rg}" if len(self._files) == 1 else f"{self._files[fi].name} row group {rg}"
+        )
+
+    def _index(self) -> bool:
+        levels = {name: i for i, name in enumerate(self.geolevels.names)}
+        for fi, md in enumerate(self._meta):
+            names = md.schema.to_arrow_schema().names
+            col = {names[i]: i for i in range(len(names))}
+            if not self._index_file(fi, md, col, levels):
+                return False
+        for key, groups in self._groups.items():
+            self._spans[key] = self._cover(key, sorted(groups))
+        return True
+
+    def _index_file(self, fi: int, md: Any, col: dict[str, int], levels: dict[str, int]) -> bool:
+        """Index the row groups of file ``fi`` from their statistics (``False``: mixed)."""
+        for rg in range(md.num_row_groups):
+            meta = md.row_group(rg)
+            if meta.num_rows == 0:
+                continue
+            stats = {}
+            for c in ("geolevel", "query", "geocode", "variance", "mechanism"):
+                if c not in col:
+                    continue
+                st = meta.column(col[c]).statistics
+                if st is None or not st.has_min_max:
+                    return False
+                stats[c] = (st.min, st.max)
+            for c in ("geolevel", "query", "variance", "mechanism"):
+                if c in stats and stats[c][0] != stats[c][1]:
+                    return False
+            level = levels.get(str(stats["geolevel"][0]))
+            if level is None:
+                raise InputError(
+                    f"{self.path}: geolevel {stats['geolevel'][0]!r} is not a level of the "
+                    f"release geography {list(self.geolevels.names)}"
+                )
+            codes = self.geocodes[level]
+            lo, hi = str(stats["geocode"][0]), str(stats["geocode"][1])
+            u0 = int(np.searchsorted(codes, lo))
+            u1 = int(np.searchsorted(codes, hi)) + 1
+            if u0 >= codes.size or codes[u0] != lo or u1 > codes.size or codes[u1 - 1] != hi:
+                raise InputError(
+                    f"{self.path}: geocodes {lo!r}..{hi!r} at {stats['geolevel'][0]} do not "
+                    "match the release geography"
+                )
+            qname = str(stats["query"][0])
+            q = self._queries.get(qname)
+            if q is None:  # one per query: a ddp-2010 NMF has thousands of row groups
+                q = self._queries[qname] = make_query(self.schema, qname)
+            key = (level, q.name)
+            if key not in self._info:
+                rows = measured_rows(self.schema, q)
+                mech = str(stats["mechanism"][0]) if "mechanism" in stats else "unknown"
+                self._info[key] = (rows, float(stats["variance"][0]), mech)
+                self._order.setdefault(level, []).append(q.name)
+            var = float(stats["variance"][0])
+            self._groups.setdefault(key, []).append((u0, u1, (fi, rg), meta.num_rows, var))
+        return True
+
+    def _cover(
+        self, key: tuple[int, str], groups: list[tuple[int, int, tuple[int, int], int, float]]
+    ) -> list[tuple[int, tuple[int, int], int]]:
+        """Row offsets of the row groups of ``key``; checks they tile every measured unit
+        once, and records each unit's variance (``inf`` for a unit with no rows: not
+        measured, a bypassed spine geounit; :meth:`read` gives it zeros). Only a single
+        child may have no rows."""
+        level, qname = key
+        r = self._info[key][0].size
+        where = f"{self.path}: ({self.geolevels[level].name}, {qname})"
+        n_units = self.hierarchy.n_units(level)
+        unit_var = np.full(n_units, np.inf)
+        single = self._single_children(level)
+        spans, off = [], 0
+        for u0, u1, rg, n, var in groups:
+            if off % max(r, 1) == 0 and u0 * r > off and single[off // r : u0].all():
+                off = u0 * r  # units before u0 have no rows: bypassed single children
+            first, last = off // r, (off + n - 1) // r
+            if first != u0 or last != u1 - 1:
+                lo, hi = (off // r, u0 - 1) if u0 > first else (u0, u1 - 1)
+                raise InputError(
+                    f"{where} does not cover units {lo}..{hi} exactly once "
+                    f"({self._where(rg)} holds units {u0}..{u1 - 1} at row {off} of {r} per unit)"
+                )
+            if (
+                np.isfinite(unit_var[u0:u1]).any()
+                and (unit_var[u0:u1][np.isfinite(unit_var[u0:u1])] != var).any()
+            ):
+                raise InputError(f"{where} unit {u0} has rows with different variances")
+            unit_var[u0:u1] = var
+            spans.append((off, rg, n))
+            off += n
+        if off % max(r, 1) == 0 and off < n_units * r and single[off // r :].all():
+            off = n_units * r  # the last units are bypassed single children
+        if off != n_units * r:
+            raise InputError(
+                f"{where} covers {off // r if r else 0} of {n_units} units "
+                f"({off} of {n_units * r} values)"
+            )
+        self._unit_var[key] = unit_var
+        return spans
+
+    def _single_children(self, level: int) -> np.ndarray:
+        """Units of ``level`` that are their parent's only child: the only units a spine
+        release may leave without rows (bypassed; ``censusdp validate`` checks which)."""
+        if level == 0:
+            return np.zeros(self.hierarchy.n_units(0), dtype=bool)
+        ptr = self.hierarchy.child_ptr[level - 1]
+        return (np.diff(ptr) == 1)[self.hierarchy.parent[level]]
+
+    def unit_variances(self, level: int, query: str) -> np.ndarray:
+        """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``
+        (``inf``: not measured, a bypassed spine geounit), from the file's footer."""
+        if self._fallback is not None:
+            name = self.geolevels[level].name
+            for m in self._fallback.at_level(name):
+                if m.query == query:
+                    return m.unit_variances()
+            raise InputError(f"{self.path}: no query {query!r} at {name}")
+        key = (level, make_query(self.schema, query).name)
+        if key not in self._unit_var:
+            raise InputError(f"{self.path}: no query {query!r} at {self.geolevels[level].name}")
+        return self._unit_var[key].copy()
+
+    def queries_at(self, level: int) -> list[str]:
+        """Names of the queries measured at ``level``, in the file's (plan) order."""
+        if self._fallback is not None:
+            return [m.query for m in self._fallback.at_level(self.geolevels[level].name)]
+        return list(self._order.get(level, []))
+
+    def detach(self, level: int, start: int, stop: int) -> NMFSlice:
+        """Units ``start:stop`` of ``level`` as an :class:`NMFSlice`: the row groups that
+        hold them, read where the slice is sent (a TopDown task reads its own family)."""
+        if self._fallback is not None:
+            raise InputError(f"{self.path}: row groups mix levels or queries; read it whole")
+        queries = []
+        lo, hi = start, stop
+        for qname in self._order.get(level, []):
+            spans = self._spans[(level, qname)]
+            rows, variance, mech = self._info[(level, qname)]
+            r = max(rows.size, 1)
+            a, b = start * r, stop * r
+            i = max(0, bisect.bisect_right(spans, (a, (np.inf, 0), 0)) - 1)
+            mine = []
+            while i < len(spans) and spans[i][0] < b:
+                off, (fi, rg), n = spans[i]
+                if off + n > a:
+                    mine.append((off, str(self._files[fi]), rg, n))
+                    lo, hi = min(lo, off // r), max(hi, (off + n - 1) // r + 1)
+                i += 1
+            unit_var = self._unit_var[(level, qname)][start:stop].copy()
+            queries.append((qname, mech, variance, unit_var, tuple(mine)))
+        return NMFSlice(
+            str(self.path),
+            self.schema,
+            self.geolevels,
+            level,
+            start,
+            stop,
+            lo,
+            self.geocodes[level][lo:hi].copy(),
+            tuple(queries),
+        )
+
+    def read(
+        self, level: int, start: int, stop: int, queries: Collection[str] | None = None
+    ) -> list[MeasuredQuery]:
+        """Measured queries of ``level`` (file order) with the values of units ``start:stop``;
+        only those named in ``queries`` when given (the others' row groups are not read).
+        The units' :meth:`detach` slice, read here."""
+        if self._fallback is not None:
+            return self._fallback.read(level, start, stop, queries)
+        return self.detach(level, start, stop).read(level, start, stop, queries)
+
+
+_ROWS: dict[tuple[str, int, str], np.ndarray] = {}
+
+
+def _measured(schema: Schema, query: str) -> np.ndarray:
+    """The measured rows of ``query`` (cached per process: a slice carries names only)."""
+    key = (schema.name, schema.size, query)
+    if key not in _ROWS:
+        _ROWS[key] = measured_rows(schema, make_query(schema, query))
+    return _ROWS[key]
+
+
+@dataclass(frozen=True, eq=False)
+class NMFSlice:
+    """Units ``start:stop`` of one level of an NMF, readable wherever its files are.
+
+    What :meth:`NMFReader.detach` hands a TopDown task so that the task reads its own
+    family in the worker that solves it, instead of the driver reading every family
+    one after another (the ``ddp-2010`` block level of full Delaware is 5.5 billion
+    values). It holds the row-group locations (file, group, first flat row, rows) per
+    query, the units' variances and the geocodes the checks need; no values, no footer
+    index. :meth:`NMFReader.read` itself reads through a slice of the units asked for,
+    so the driver and the tasks read with the same code and the same checks.
+    """
+
+    path: str
+    schema: Schema
+    geolevels: Any
+    level: int
+    start: int
+    stop: int
+    first: int
+    codes: np.ndarray
+    queries: tuple
+
+    def read(
+        self, level: int, start: int, stop: int, queries: Collection[str] | None = None
+    ) -> list[MeasuredQuery]:
+        """Measured queries of the slice's level with the values of units ``start:stop``."""
+        if level != self.level or not self.start <= start <= stop <= self.stop:
+            raise InputError(
+                f"{self.path}: units {start}..{stop} of level {level} are outside the slice "
+                f"({self.start}..{self.stop} of level {self.level})"
+            )
+        name = self.geolevels[level].name
+        out = []
+        for qname, mech, variance, unit_var, spans in self.queries:
+            if queries is not None and qname not in queries:
+                continue
+            rows = _measured(self.schema, qname)
+            r = rows.size
+            a, b = start * r, stop * r
+            flat = np.zeros(b - a, dtype=np.int64)
+            for off, file, rg, n in spans:
+                if off + n <= a or off >= b or a >= b:
+                    continue
+                part = "" if file == self.path else f"{Path(file).name} "
+                where = f"{self.path}: {part}row group {rg} ({name}, {qname})"
+                vals = read_values(file, rg, rows, off, n, self.codes, self.first, where)
+                lo, hi = max(a, off), min(b, off + n)
+                flat[lo - a : hi - a] = vals[lo - off : hi - off]
+            uv = unit_var[start - self.start : stop - self.start]
+            values = flat.reshape(max(stop - start, 0), r)
+            out.append(MeasuredQuery(name, qname, rows, values, _variance(uv, variance), mech))
+        return out
+
+
+def _variance(unit_var: np.ndarray, first: float) -> float | np.ndarray:
+    """One float when every unit has the same finite variance, else the per-unit array."""
+    if unit_var.size and np.isfinite(unit_var).all() and (unit_var == unit_var[0]).all():
+        return float(unit_var[0])
+    if unit_var.size == 0:
+        return float(first)
+    return unit_var
+
+
+def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> MeasurementSet:
+    """Read a noisy measurement file back into a :class:`~censusdp.data.measurements.MeasurementSet`.
+
+    Raises:
+        InputError: if a column is missing, a geocode is not a unit of the hierarchy,
+            or a (geolevel, query) does not cover every unit of its level.
+    """
+    path = Path(path)
+    tables = []
+    for f in nmf_files(path):
+        t = pq.read_table(f)
+        missing = [c for c in NMF_COLUMNS[:6] if c not in t.column_names]
+        if missing:
+            raise InputError(f"{f}: missing columns {missing}")
+        tables.append(t)
+    table = (
+        tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    )
+    out = MeasurementSet(schema, hierarchy.geolevels, hierarchy.geocodes)
+    gl = table.column("geolevel").to_numpy(zero_copy_only=False).astype(str)
+    qu = table.column("query").to_numpy(zero_copy_only=False).astype(str)
+    keys = np.char.add(np.char.add(gl, "\x1f"), qu)
+    ukeys, first = np.unique(keys, return_index=True)
+    for key in ukeys[np.argsort(first)]:
+        level, qname = str(key).split("\x1f")
+        li = hierarchy.geolevels.index(level)
+        sel = np.flatnonzero(keys == key)
+        codes = table.column("geocode").take(pa.array(sel)).to_numpy(zero_copy_only=False)
+        codes = np.asarray(codes).astype(str)
+        unit = np.searchsorted(hierarchy.geocodes[li], codes)
+        unit = np.minimum(unit, hierarchy.n_units(li) - 1)
+        if not np.array_equal(hierarchy.geocodes[li][unit], codes):
+            raise InputError(f"{path}: geocodes at {level} do not match the release geography")
+        cells = table.column("cell").take(pa.array(sel)).to_numpy().astype(np.int64)
+        values = table.column("value").take(pa.array(sel)).to_numpy()
+        variance = table.column("variance").take(pa.array(sel)).to_numpy()
+        rows = np.unique(cells)
+        n_units = hierarchy.n_units(li)
+        per_unit = np.bincount(unit, minlength=n_units)
+        lone = np.zeros(n_units, dtype=bool)
+        if li > 0:  # only a single child may be left unmeasured (bypassed)
+            lone = (np.diff(hierarchy.child_ptr[li - 1]) == 1)[hierarchy.parent[li]]
+        if ((per_unit != 0) & (per_unit != rows.size)).any() or ((per_unit == 0) & ~lone).any():
+            raise InputError(
+                f"{path}: ({level}, {qname}) has {sel.size} values, expected "
+                f"{rows.size} cells at each of its measured units"
+            )
+        mat = np.zeros((n_units, rows.size), dtype=values.dtype)
+        mat[unit, np.searchsorted(rows, cells)] = values
+        unit_var = np.full(n_units, np.inf)
+        unit_var[unit] = variance
+        mech = "unknown"
+        if "mechanism" in table.column_names:
+            mech = str(table.column("mechanism")[int(sel[0])].as_py())
+        q = make_query(schema, qname)
+        out.queries[(level, q.name)] = MeasuredQuery(
+            level, q.name, rows, mat, _variance(unit_var, float(variance[0])), mech
+        )
+    return out
