@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from censusdp.errors import InputError
+from censusdp.io.output_rules import MANIFEST_FILE
 
 __all__ = ["ReleaseManifest"]
 
@@ -98,7 +99,7 @@ class ReleaseManifest(Mapping[str, Any]):
         return tuple(f.name for f in fields(cls) if f.name != "present")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "manifest.json") -> ReleaseManifest:
+    def from_dict(cls, data: Mapping[str, Any], where: str = MANIFEST_FILE) -> ReleaseManifest:
         """The manifest ``data`` (a parsed ``manifest.json``).
 
         Raises:

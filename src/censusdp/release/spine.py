@@ -48,7 +48,7 @@ from censusdp.data.spine import (
     bypass_shares,
 )
 from censusdp.errors import ConfigError, InputError
-from censusdp.io.layout import SPINE_FILE
+from censusdp.io.layout import MANIFEST_FILE, SPINE_FILE
 from censusdp.io.spine import read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
@@ -408,7 +408,7 @@ def geography_of_run(
     try:
         geolevels = GeoLevels.from_pairs([tuple(g) for g in rec["geolevels"]])
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{Path(run_dir) / 'manifest.json'}: spine.geolevels: {exc}") from None
+        raise InputError(f"{Path(run_dir) / MANIFEST_FILE}: spine.geolevels: {exc}") from None
     geocodes, codes = read_spine(where, geolevels)
     if not np.array_equal(geocodes, tabulation.blocks):
         raise InputError(f"{where}: its blocks are not the release's blocks (invariants.parquet)")

@@ -20,7 +20,7 @@ from censusdp.release.manifest import (
 
 def check_privacy_loss(manifest: Mapping[str, Any]) -> tuple[bool, str]:
     """The manifest's statement of the privacy loss is what its recorded budgets compose
-    to (:func:`~censusdp.privacy.budget.release_privacy`, recomputed here): the
+    to (:func:`~censusdp.privacy.release_budget.release_privacy`, recomputed here): the
     headline ``rho``, ``epsilon`` and ``delta``, the mechanism, and each run's record."""
     try:
         persons, units = recorded_budgets(dict(manifest), MANIFEST_FILE)

@@ -6,12 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.parquet as pq
-
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.spine import UnitShares
+from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import geography_of_run
@@ -46,14 +44,7 @@ def rebuild(run: Path, manifest: dict[str, Any]) -> Release:
     """
     budgets = dict(zip(("persons", "units"), recorded_budgets(manifest, str(run)), strict=True))
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest["geolevels"]])
-    blocks_table = pq.read_table(run / "invariants.parquet")
-    hierarchy = Hierarchy.from_blocks(
-        np.asarray(blocks_table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16"),
-        geolevels,
-    )
-    inv = Invariants.from_tables(
-        blocks_table, pq.read_table(run / "invariant_totals.parquet"), hierarchy
-    )
+    hierarchy, inv = RunDir(run).invariants(geolevels)
     # the geounits measured: the spine's (spine.parquet) or the tabulation's
     geo = geography_of_run(run, manifest, hierarchy)
     shares = {k: None if b is None else geo.unit_shares(b) for k, b in budgets.items()}

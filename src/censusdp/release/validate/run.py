@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 
 from censusdp.errors import CensusDPError, ValidationError
-from censusdp.io.layout import NMF_FILES
+from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES, SPINE_FILE
 from censusdp.io.output_rules import is_censusdp_output
-from censusdp.io.rundir import read_manifest
+from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.progress import Progress, say, task
 from censusdp.release.validate._entries import Entries, Hashed, check_checksums
 from censusdp.release.validate._manifest import check_privacy_loss, check_randomness
@@ -35,7 +35,7 @@ def validate_run(
     * ``manifest``: ``manifest.json`` is strict JSON written by censusdp and records the
       budget of every run;
     * ``privacy_loss``: the manifest's headline ``rho``, ``epsilon``, ``delta`` (and
-      the rest of :func:`~censusdp.privacy.budget.release_privacy`: mechanism, each
+      the rest of :func:`~censusdp.privacy.release_budget.release_privacy`: mechanism, each
       run's budget record) are what the recorded budgets of the person and unit runs
       compose to, the budgets whose variances the NMF checks hold the NMF to;
     * ``randomness``: the seeded or secure record agrees with the manifest's seed and,
@@ -129,7 +129,7 @@ def _check_files(
                 release, run_name, rep, mdf=mdf, progress=progress, executor=executor, hashed=hashed
             )
             bar.advance()
-        if mdf and (run / "mdf_persons.parquet").exists():
+        if mdf and RunDir(run).mdf_file("persons").exists():
             say(progress, "validate: MDF, invariants, constraints and tables")
             check_mdf(release, rep, executor, hashed)
         bar.advance()
@@ -167,11 +167,10 @@ def _check_nmf_of(
 
 
 _MEASUREMENT_FILES = (
-    "noisy_measurements.parquet",
-    "noisy_measurements_units.parquet",
-    "invariants.parquet",
-    "invariant_totals.parquet",
-    "spine.parquet",
+    *NMF_FILES.values(),
+    INVARIANTS_FILE,
+    INVARIANT_TOTALS_FILE,
+    SPINE_FILE,
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
 
