@@ -38,8 +38,8 @@ class ReleaseManifest(Mapping[str, Any]):
     ``units_released``, ``outputs``, ``files``. How it ran: ``versions``, ``platform``,
     ``argv``, ``command``, ``executor``, ``estimation``, ``failsafe``, ``resumed``,
     ``timings``, ``peak_memory_mb``. Its own checks: ``validation``,
-    ``spine_validation``. A swapped release (``censusdp protect``): ``swap``,
-    ``topcode_age``.
+    ``spine_validation``. A swapped release (``censusdp protect``): ``release``
+    (``"swap"``), ``swap``, ``topcode_age``, ``cef_out``.
     """
 
     created_by: str | None = None
@@ -88,8 +88,10 @@ class ReleaseManifest(Mapping[str, Any]):
     resumed: dict[str, Any] | None = None
     timings: dict[str, float] | None = None
     peak_memory_mb: float | None = None
+    release: str | None = None
     swap: dict[str, Any] | None = None
     topcode_age: int | None = None
+    cef_out: str | None = None
     present: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The entries the manifest holds, in its order (an entry may hold ``null``)."""
 
