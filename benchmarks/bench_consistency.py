@@ -42,9 +42,9 @@ from censusdp.data.histograms import housing_unit_histogram  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.generate import generate_state  # noqa: E402
 from censusdp.io.atomic import write_json  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
 from censusdp.io.mdf_read import read_mdf_histograms  # noqa: E402
-from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.consistency import (  # noqa: E402
     UNIT_GROUP_VARIABLE,

@@ -43,10 +43,10 @@ from _harness import cached_input  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.invariants import Bounds  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.nmf_read import NMFReader  # noqa: E402
 from censusdp.io.nmf_write import NMFWriter  # noqa: E402
-from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402

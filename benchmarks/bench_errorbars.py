@@ -48,8 +48,8 @@ from censusdp.evaluate.errorbars import MEASURES, expected_errors  # noqa: E402
 from censusdp.evaluate.errorbars_report import expected_sentences  # noqa: E402
 from censusdp.infer.release import release_gls  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
-from censusdp.io.invariants import read_invariants  # noqa: E402
-from censusdp.release.manifest import read_manifest  # noqa: E402
+from censusdp.io.rundir import RunDir  # noqa: E402
+from censusdp.io.rundir import read_manifest  # noqa: E402
 from censusdp.tables import table_arrays  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def _say(msg: str) -> None:
 def gls_actual(cef_dir: Path, run: Path) -> dict[str, dict[str, float]]:
     """RMSE of the GLS estimates against the truth, per measure and level."""
     manifest = read_manifest(run)
-    h, _ = read_invariants(run, GeoLevels.from_pairs(manifest["geolevels"]))
+    h, _ = RunDir(run).invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     cef = read_cef(cef_dir)
     truth = table_arrays(
         person_histogram(pl94_view(cef.persons), h), unit_histogram(cef.units, h), h

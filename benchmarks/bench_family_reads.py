@@ -33,7 +33,7 @@ from _harness import add_release_arguments, release_of  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.io import nmf_cache, nmf_read
-from censusdp.io.invariants import read_invariants
+from censusdp.io.rundir import RunDir
 from censusdp.release.spine import geography_of_run
 
 
@@ -56,7 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     run = release_of(args, "censusdp_familyreads_")
     manifest = json.loads((run / "manifest.json").read_text())
-    hierarchy, _ = read_invariants(run, GeoLevels.from_pairs(manifest["geolevels"]))
+    hierarchy, _ = RunDir(run).invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     est = geography_of_run(run, manifest, hierarchy).estimation
     schema = get_schema(str(manifest.get("schema", "pl94")))
     reader = nmf_read.NMFReader(run / "noisy_measurements.parquet", schema, est)

@@ -45,6 +45,7 @@ from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
 from censusdp.io.atomic import write_parquet
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.layout import MDF_FILES
 from censusdp.io.mdf_parts import BlockCounts
@@ -53,7 +54,6 @@ from censusdp.io.mdf_records import iter_mdf_blocks
 from censusdp.io.mdf_text import read_mdf_text
 from censusdp.io.mdf_write import MDFPersonWriter, write_mdf_units
 from censusdp.io.tables import read_table_arrays, write_table_index, write_tables
-from censusdp.io.budget_files import load_preset
 from censusdp.release.manifest import file_checksums
 from censusdp.release.parts import (
     TablesTask,

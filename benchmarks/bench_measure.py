@@ -39,10 +39,10 @@ from censusdp.data.geography import GeoLevels
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.nmf_files import part_name
 from censusdp.io.nmf_write import WRITE_OPTIONS, write_nmf_part
-from censusdp.io.budget_files import load_preset
 from censusdp.privacy.budget import scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import MeasureTask, measure_tasks, run_measure_task

@@ -34,11 +34,11 @@ from _harness import cached_input, clock, say, since  # noqa: E402
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import get_schema
 from censusdp.execution import InProcessExecutor, ProcessPoolExecutor
+from censusdp.io.budget_files import load_preset
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.io.nmf_files import part_name, write_part_index
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.nmf_write import NMFWriter, write_nmf_part
-from censusdp.io.budget_files import load_preset
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.measure import measure_tasks, run_measure_task
 from censusdp.release.parts import PartTask, run_part_task

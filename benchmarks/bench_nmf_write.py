@@ -53,13 +53,13 @@ from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.invariants import Bounds  # noqa: E402
 from censusdp.data.measurements import MeasuredQuery  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
-from censusdp.io import nmf as nmf_mod  # noqa: E402
+from censusdp.io import nmf_write as nmf_mod  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
 from censusdp.io.columns import dictionary_strings  # noqa: E402
 from censusdp.io.nmf_files import write_part_index  # noqa: E402
 from censusdp.io.nmf_read import NMFReader  # noqa: E402
 from censusdp.io.nmf_write import write_nmf_part  # noqa: E402
-from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext  # noqa: E402

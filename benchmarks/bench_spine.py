@@ -40,8 +40,8 @@ from censusdp.data.invariants import compute_invariants  # noqa: E402
 from censusdp.data.spine import BlockAttributes, SpineRules, build_spine, bypass_shares  # noqa: E402
 from censusdp.generate import generate_state  # noqa: E402
 from censusdp.io.atomic import write_json  # noqa: E402
-from censusdp.io.cef import read_cef  # noqa: E402
 from censusdp.io.budget_files import load_preset  # noqa: E402
+from censusdp.io.cef import read_cef  # noqa: E402
 
 
 def _say(msg: str) -> None:

@@ -178,7 +178,12 @@ def test_overwrite_replaces_rather_than_merges(rel: Path, tmp_path: Path) -> Non
     proc = cli("infer", rel, "--out", out, "--overwrite", "-q")
     assert proc.returncode == 0, proc.stderr
     assert not (out / "stale.parquet").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["estimates.parquet", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "estimates.parquet",
+        "manifest.json",
+        "margins.csv",
+        "margins.parquet",
+    ]
 
 
 # -- 6, 7: lock files and plots ---------------------------------------------------------

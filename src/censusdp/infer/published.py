@@ -233,8 +233,8 @@ def long_table(
 
     def ident(name: str) -> pa.Array:
         values = pa.array(geography.ids[name], pa.string())
-        if values.null_count:  # a dictionary may not hold a null (Parquet, CSV writers)
-            return values.take(pa.array(unit))
+        if values.null_count:  # a dictionary may not hold a null value: nulls as indices
+            return values.take(pa.array(unit)).dictionary_encode()
         return pa.DictionaryArray.from_arrays(pa.array(unit), values)
 
     def opt(values: np.ndarray, typ: pa.DataType) -> pa.Array:
