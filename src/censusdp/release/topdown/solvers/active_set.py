@@ -424,7 +424,4 @@ class ActiveSetBackend:
     def solve(
         self, sub: Subproblem, comp: Compressed, tols: Tolerances, max_iter: int | None
     ) -> Attempt:
-        cap: dict = {} if max_iter is None else {"max_iter": max_iter}
-        return solve_active_set(
-            sub, comp, tol=tols.optimality, feas_tol=0.5 * tols.feasibility, **cap
-        )
+        return solve_active_set(sub, comp, **tols.marginal_space(max_iter))

@@ -130,6 +130,13 @@ class Tolerances:
     relative: float
     feasibility: float
 
+    def marginal_space(self, max_iter: int | None) -> dict[str, float | int]:
+        """The stopping keywords of the marginal-space backends (active set, interior
+        point): stop at ``optimality`` persons, aim at half of ``feasibility``, and the
+        iteration cap if one is given."""
+        cap: dict[str, float | int] = {} if max_iter is None else {"max_iter": max_iter}
+        return {"tol": self.optimality, "feas_tol": 0.5 * self.feasibility, **cap}
+
 
 class Backend(Protocol):
     """A least-squares backend: a name and one ``solve``."""
