@@ -138,7 +138,9 @@ class AllocationRequest:
             geolevels and measured queries are kept.
         targets: the target workload (default: the budget's own measured queries,
             weight 1 each).
-        neighbours: ``"bounded"`` (``sigma^2 = 1 / rho_q``) or ``"unbounded"``.
+        neighbours: ``"bounded"`` (``sigma^2 = 1 / rho_q``) or ``"unbounded"``
+            (``sigma^2 = 1 / (2 rho_q)``); ``None`` (default) takes the budget's own
+            ``neighbours``, so the errors match the preset that is written.
         denominator: shares are written as ``k / denominator``.
         tol: optimality gap at which the multiplicative algorithm stops.
         max_iter: iterations (SLSQP plus multiplicative polishing) per geolevel.
@@ -148,7 +150,7 @@ class AllocationRequest:
 
     budget: Budget
     targets: tuple[TargetTable, ...] | None = None
-    neighbours: str = "bounded"
+    neighbours: str | None = None
     denominator: int = 10_000
     tol: float = 1e-7
     max_iter: int = 2_000
@@ -161,6 +163,8 @@ class AllocationRequest:
                 f"budget {self.budget.name!r} is pure DP; the allocation optimiser needs a "
                 "zCDP (discrete Gaussian) budget"
             )
+        if self.neighbours is None:
+            object.__setattr__(self, "neighbours", self.budget.neighbours)
         if self.neighbours not in NEIGHBOURS:
             raise DesignError(
                 f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
@@ -326,7 +330,7 @@ def optimize_allocation(
         raise DesignError("simulate_trials is 1; a standard error needs at least 2 trials")
     budget = request.budget
     targets = request.targets or ()
-    kappa = NEIGHBOURS[request.neighbours]
+    kappa = NEIGHBOURS[str(request.neighbours)]
     schema = get_schema(budget.schema)
     all_queries = [q for lv in budget.geolevel_names for q in budget.query_shares[lv]]
     model = LevelErrorModel(schema, all_queries + [t.query for t in targets])
@@ -361,7 +365,7 @@ def optimize_allocation(
             label: simulate_errors(
                 b,
                 targets,
-                neighbours=request.neighbours,
+                neighbours=str(request.neighbours),
                 trials=simulate_trials,
                 seed=seed,
                 progress=progress,
@@ -439,7 +443,7 @@ def _optimized_budget(
         geolevels=budget.geolevels,
         geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
         query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
-        neighbours=budget.neighbours,
+        neighbours=str(request.neighbours),
         name=request.name or f"{budget.name}-optimized",
         description=f"allocation optimised for a target workload of {n_targets} tables "
         f"(from {budget.name}, same global rho)",
