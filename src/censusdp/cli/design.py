@@ -51,6 +51,9 @@ def _strategy(args: argparse.Namespace) -> int:
             restarts=args.restarts,
             p=args.p,
             maxiter=args.maxiter,
+            rho=args.rho,
+            epsilon=args.epsilon,
+            delta=args.delta,
         ),
         progress=progress_printer(args.quiet or args.json == "-"),
     )
@@ -137,11 +140,13 @@ def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormat
     """The ``strategy`` sub-command."""
     p = sub.add_parser(
         "strategy",
-        help="rootmse of a strategy on a workload, and the SVD lower bound",
+        help="error of a strategy on a workload (for a stated rho or epsilon), and the SVD "
+        "lower bound",
         description=(
             "Expected error of the matrix mechanism: rootmse = sqrt(sens(A)^2 ||W A^+||_F^2 / m) "
             "with unit-variance noise (sens = largest column L2 norm for zcdp, L1 for pure), "
-            "and the SVD bound sqrt((sum of singular values of W)^2 / (n m))."
+            "and the SVD bound sqrt((sum of singular values of W)^2 / (n m)); with --rho or "
+            "--epsilon both also as the root mean squared error per query at that budget."
         ),
         formatter_class=fmt,
     )
@@ -169,6 +174,22 @@ def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormat
         help="rows of Theta per attribute (default n/4 zcdp, n/16 pure)",
     )
     p.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iterations per solve")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--rho",
+        default=None,
+        help="zCDP budget (--privacy zcdp): also report the errors with Gaussian noise of "
+        "variance 1/(2 rho) (default: unit-variance noise only)",
+    )
+    budget.add_argument(
+        "--epsilon",
+        default=None,
+        help="pure-DP budget (--privacy pure: Laplace noise of variance 2/epsilon^2), or "
+        "under zcdp an (epsilon, --delta) target turned into the largest rho meeting it",
+    )
+    p.add_argument(
+        "--delta", default="1e-10", help="delta of an --epsilon target under --privacy zcdp"
+    )
     _add_output(p)
     p.set_defaults(func=_strategy)
 
