@@ -227,7 +227,14 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 4 and out["epsilon"] == "1/2"
     mechs = out["mechanisms"]
-    assert set(mechs) >= {"uniform", "geometric_clamped", "fair", "lp", "lp_honest_symmetric", "lp_all"}
+    assert set(mechs) >= {
+        "uniform",
+        "geometric_clamped",
+        "fair",
+        "lp",
+        "lp_honest_symmetric",
+        "lp_all",
+    }
     for m in mechs.values():
         dist = np.array(m["distribution"])
         assert dist.shape == (5, 5)

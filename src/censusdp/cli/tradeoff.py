@@ -102,14 +102,23 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         "choose",
         help="the welfare-maximising epsilon (MRT = MRS), with the curve and optimum drawn",
         description=(
-            "Social welfare SW = D(I) - C eps on a frontier I(eps): linear D = B I "
+            "Social welfare SW = D(I) - C eps on a frontier I(eps) (randomized response, a "
+            "census sweep, or the matrix mechanism's I = -(2/eps^2) Delta_A^2 ||Q A+||_F^2): "
+            "linear D = B I "
             "(--accuracy-value B; Abowd & Schmutte eq. E-28) or the expected misallocation "
             "of funds distributed by population counts (--funds-per-person r). Prints the "
             "optimum where the frontier's slope (MRT) equals C / D'(I) (MRS)."
         ),
         formatter_class=fmt,
     )
-    ch.add_argument("--frontier", choices=("rr", "census"), default="rr", help="frontier")
+    ch.add_argument(
+        "--frontier",
+        choices=("rr", "census", "matrix"),
+        default="rr",
+        help="randomized response (App. B), a measured census sweep, or the matrix "
+        "mechanism (App. E; the Title I example of --areas school districts unless "
+        "--matrices)",
+    )
     ch.add_argument(
         "--privacy-cost", type=float, required=True, help="C: welfare lost per unit of epsilon"
     )
@@ -122,7 +131,24 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         "--areas",
         type=int,
         default=None,
-        help="G: areas funded (default: geounits of --geolevel, or 1 for rr)",
+        help="G: areas funded (default: geounits of --geolevel, 1 for rr, the workload's "
+        "rows for matrix; the Title I example's school districts, 10 if not given)",
+    )
+    ch.add_argument(
+        "--strategy",
+        choices=("identity", "hierarchical"),
+        default=None,
+        help="matrix: the Title I example measures each district (identity, the default) "
+        "or each district and their total (hierarchical)",
+    )
+    input_option(
+        ch.add_argument(
+            "--matrices",
+            default=None,
+            metavar="FILE.json",
+            help='matrix: {"workload": Q, "strategy": A} (lists of rows) instead of the '
+            "Title I example",
+        )
     )
     _add_population(ch, "rr: ")
     input_option(
@@ -237,6 +263,8 @@ def _choose(args: argparse.Namespace) -> int:
         geolevel=args.geolevel,
         measure=args.measure,
         search_range=args.range,
+        strategy=args.strategy,
+        matrices=args.matrices,
     )
     out = choose_epsilon(options, plot=args.plot, overwrite=args.overwrite)
     if emit_json(out, args.json):
@@ -244,6 +272,14 @@ def _choose(args: argparse.Namespace) -> int:
     o = out["optimum"]
     where = "MRT = MRS" if o["interior"] else "at the end of the search range (no crossing)"
     print(f"frontier: {out['frontier']['label']}")
+    fr = out["frontier"]
+    if fr["kind"] == "matrix":
+        what = f"Title I example, {fr['strategy']} strategy" if fr["example"] else fr["matrices"]
+        print(
+            f"  {what}: {fr['workload_shape'][0]} workload queries, {fr['strategy_shape'][0]} "
+            f"measured, L1 sensitivity {fr['sensitivity_l1']:g}, "
+            f"Delta_A^2 ||Q A+||_F^2 = {fr['scale']:.6g}"
+        )
     print(f"preferences: {out['preferences']}")
     print(f"optimal epsilon {o['epsilon']:.6g} ({where})")
     print(f"  accuracy I there {o['I']:.6g}; MRT {o['mrt']:.6g}, MRS {o['mrs']:.6g}")
