@@ -69,20 +69,47 @@ def _small_n(args: argparse.Namespace) -> int:
     return 0
 
 
-def _allocation(args: argparse.Namespace) -> int:
+def _allocation_request(args: argparse.Namespace) -> object:
+    """The request: a budget and its targets, or a workload file of the user's own."""
     from censusdp.cli._common import resolve_budget
-    from censusdp.design.allocation import AllocationRequest, optimize_allocation
-    from censusdp.design.report import resolve_targets, write_allocation
+    from censusdp.design import DesignError
+    from censusdp.design.allocation import AllocationRequest
+    from censusdp.design.report import load_workload, resolve_targets
 
-    budget = resolve_budget(args)
-    report = optimize_allocation(
-        AllocationRequest(
+    if args.workload is None:
+        budget = resolve_budget(args)
+        targets = resolve_targets(args.targets, budget)
+        return AllocationRequest(
             budget,
-            targets=resolve_targets(args.targets, budget),
+            targets=targets,
             neighbours=args.neighbours,
             denominator=args.denominator,
             name=args.name or "",
-        ),
+        )
+    used = [f for f, v in (("--preset", args.preset), ("--config", args.config)) if v]
+    used += ["--epsilon"] if args.epsilon is not None else []
+    used += ["--targets"] if args.targets != "own" else []
+    if used:
+        raise DesignError(
+            f"{used[0]} does not go with --workload (the file gives the schema, targets and "
+            "rho; --rho overrides its rho)"
+        )
+    workload = load_workload(args.workload, rho=args.rho)
+    return AllocationRequest(
+        workload.plan,
+        targets=workload.targets,
+        neighbours=args.neighbours,
+        denominator=args.denominator,
+        name=args.name or "",
+    )
+
+
+def _allocation(args: argparse.Namespace) -> int:
+    from censusdp.design.allocation import optimize_allocation
+    from censusdp.design.report import write_allocation
+
+    report = optimize_allocation(
+        _allocation_request(args),  # type: ignore[arg-type]
         progress=progress_printer(args.quiet or args.json == "-"),
         simulate_trials=args.simulate,
         seed=args.seed,
@@ -251,6 +278,17 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         formatter_class=fmt,
     )
     add_budget_arguments(p, default_preset="pl94-2020")
+    input_option(
+        p.add_argument(
+            "--workload",
+            default=None,
+            metavar="FILE.toml|FILE.json",
+            help="a histogram and target workload of your own instead of a budget: "
+            "[[attributes]] (name, size), [[queries]] (attributes, weight, geolevel), "
+            "optional geolevels, measure, rho, neighbours (see docs/design.md); starts from "
+            "equal shares",
+        )
+    )
     input_option(
         p.add_argument(
             "--targets",
