@@ -8,6 +8,7 @@ the SVD bound), ``small-n`` (mechanisms for one count in ``{0..n}``), ``allocati
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from censusdp.cli._common import (
     add_budget_arguments,
@@ -19,6 +20,9 @@ from censusdp.cli._common import (
     output_option,
 )
 from censusdp.progress import printer as progress_printer
+
+if TYPE_CHECKING:
+    from censusdp.design.allocation import AllocationRequest
 
 __all__ = ["register"]
 
@@ -69,7 +73,7 @@ def _small_n(args: argparse.Namespace) -> int:
     return 0
 
 
-def _allocation_request(args: argparse.Namespace) -> object:
+def _allocation_request(args: argparse.Namespace) -> AllocationRequest:
     """The request: a budget and its targets, or a workload file of the user's own."""
     from censusdp.cli._common import resolve_budget
     from censusdp.design import DesignError
@@ -109,7 +113,7 @@ def _allocation(args: argparse.Namespace) -> int:
     from censusdp.design.report import write_allocation
 
     report = optimize_allocation(
-        _allocation_request(args),  # type: ignore[arg-type]
+        _allocation_request(args),
         progress=progress_printer(args.quiet or args.json == "-"),
         simulate_trials=args.simulate,
         seed=args.seed,
@@ -285,8 +289,7 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
             metavar="FILE.toml|FILE.json",
             help="a histogram and target workload of your own instead of a budget: "
             "[[attributes]] (name, size), [[queries]] (attributes, weight, geolevel), "
-            "optional geolevels, measure, rho, neighbours (see docs/design.md); starts from "
-            "equal shares",
+            "optional geolevels, measure, rho, neighbours; starts from equal shares",
         )
     )
     input_option(
