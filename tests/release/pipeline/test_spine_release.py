@@ -292,6 +292,39 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     assert set(mdf["geocode"].tolist()) <= set(spine["geocode"])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 32 item 3: the unit run is measured on the persons spine; production's "
+    "unit run has its own (ignore_gqs_in_block_groups = True, its certificate)",
+)
+def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
+    """Production's US and PR unit certificates set ``ignore_gqs_in_block_groups = True``
+    (the persons' set False): the unit run's block groups ignore the GQ types of a block.
+    The units NMF's block groups must be those of that spine."""
+    from dataclasses import replace
+
+    from censusdp.data.invariants import compute_invariants
+    from censusdp.data.spine import build_spine
+    from censusdp.release.spine import block_attributes
+
+    cef = read_cef(spine_input)
+    tab = Hierarchy.from_blocks(cef.units["geocode"])
+    inv = compute_invariants(cef.persons, cef.units, tab)
+    attrs, _ = block_attributes(cef.units, tab, inv)
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    persons_rules = geography_of_run(spine_run, manifest, tab).spine.rules
+    assert persons_rules.gq_entities  # the persons' spine: GQ combinations are entities
+    unit_spine = build_spine(tab.blocks, attrs, replace(persons_rules, gq_entities=False))
+    h = unit_spine.hierarchy
+    units_budget = load_preset("pl94-2020-units")
+    shares = bypass_shares(h, [units_budget.geolevel_shares[n] for n in h.geolevels.names])
+    li = h.geolevels.index("BlockGroup")
+    want = set(h.geocodes[li][shares.measured(li)].tolist())
+    person_bgs = set(geography_of_run(spine_run, manifest, tab).estimation.geocodes[li].tolist())
+    assert want != person_bgs  # the input's GQ facilities make the two spines differ
+    assert _nmf_codes(spine_run / "noisy_measurements_units.parquet", "BlockGroup") == want
+
+
 def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, capsys):
     assert validate_run(spine_run).ok
     assert main(["validate", str(spine_run)]) == 0
