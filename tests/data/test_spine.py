@@ -383,6 +383,11 @@ def test_invalid_rules_are_named(kwargs, match):
             BlockAttributes(aian_area=np.asarray(["12"])),
             "aian_area of block 0 is '12'; it must be 4 digits",
         ),
+        (
+            ["5000100010010001"],
+            BlockAttributes(aian_area=np.asarray(["4995"])),
+            "aian_area of block 0 is '4995'; AIANNHCE codes 4990-4999 are in no category",
+        ),
         (["5000100010010001"], BlockAttributes(place=np.asarray(["1", "2"])), r"shape \(2,\)"),
         (["5000100010010001"], BlockAttributes(gq_types=np.zeros((1, 3))), "gq_types has shape"),
     ],

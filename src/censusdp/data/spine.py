@@ -145,6 +145,9 @@ recognized and joint use), 5000-5999 (Hawaiian home lands, OTSAs, joint-use OTSA
 AIAN_AREA_WIDTH = 4
 """Digits of an AIAN area code (AIANNHCE)."""
 
+_UNUSED_AIANNHCE = (4990, 4999)
+"""Codes outside every category, which production's ``geocode_mapping`` refuses."""
+
 N_GQ_TYPES = 7
 """Major group-quarters types (1..7); the combination present in a block is an OSE."""
 
@@ -380,6 +383,13 @@ def _aian_codes(values: np.ndarray | None, n: int, rules: SpineRules) -> np.ndar
         )
     num = np.zeros(n, dtype=np.int64)
     num[given] = codes[given].astype(np.int64)
+    unused = given & (num >= _UNUSED_AIANNHCE[0]) & (num <= _UNUSED_AIANNHCE[1])
+    if unused.any():
+        i = int(np.flatnonzero(unused)[0])
+        raise GeographyError(
+            f"block attribute aian_area of block {i} is {str(codes[i])!r}; AIANNHCE codes "
+            f"{_UNUSED_AIANNHCE[0]}-{_UNUSED_AIANNHCE[1]} are in no category (9999 or empty: in no area)"
+        )
     inside = np.zeros(n, dtype=bool)
     for lo, hi in rules.aian_ranges:
         inside |= given & (num >= lo) & (num <= hi)
