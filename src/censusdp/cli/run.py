@@ -71,7 +71,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seed and options are those of the interrupted run (with none to continue, the "
         "run starts afresh)",
     )
-    p.set_defaults(func=_run)
+    p.set_defaults(func=_run, before_outputs=_finished_release)
+
+
+def _finished_release(args: argparse.Namespace) -> int | None:
+    """``--resume`` of a release that is already finished: nothing to do, exit 0 (and
+    never a hint at ``--overwrite``, which would replace the release); ``None``
+    otherwise, so the run goes on."""
+    from censusdp.io.output_rules import is_censusdp_output
+    from censusdp.io.rundir import not_a_release
+
+    if not args.resume or args.overwrite or args.from_measurements:
+        return None
+    if not is_censusdp_output(args.out) or not_a_release(args.out) is not None:
+        return None
+    print(
+        f"{args.out} is a finished release (complete and validated); there is nothing "
+        f"to resume ('censusdp validate {args.out}' checks it again)"
+    )
+    return 0
 
 
 def _add_estimation_options(p: argparse.ArgumentParser) -> None:

@@ -28,7 +28,7 @@ from censusdp.io.parts import read_parts
 from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.tables import read_table, read_tables
 
-__all__ = ["RunDir", "read_manifest"]
+__all__ = ["RunDir", "not_a_release", "read_manifest"]
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
@@ -51,6 +51,33 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise InputError(f"{path}: not a manifest (a JSON object)")
     return manifest
+
+
+def not_a_release(run_dir: str | Path) -> str | None:
+    """Why ``run_dir`` is not a release directory, in words; ``None`` when it is one.
+
+    A release's manifest says ``"kind": "release"`` (older releases: a person budget; a
+    swapped one: ``"release": "swap"``); the other outputs of censusdp name their command
+    or their own kind (a synthetic CEF's is ``"censusdp synthetic CEF"``).
+
+    Raises:
+        InputError: as :func:`read_manifest`, when there is no readable manifest.
+    """
+    manifest = read_manifest(run_dir)
+    kind = manifest.get("kind")
+    command = manifest.get("command")
+    if kind == "release" or manifest.get("release") == "swap":
+        return None
+    if isinstance(kind, str):
+        what = f"a {kind}" if " " in kind else f"a {kind!r} output"
+    elif isinstance(command, str):
+        what = f"the output of 'censusdp {command}'"
+    elif isinstance(manifest.get("persons"), dict):
+        return None  # an older release, before manifests said their kind
+    else:
+        what = "not a release's (it records no budget)"
+        return f"{run_dir} is not a release: its manifest.json is {what}"
+    return f"{run_dir} is not a release but {what}"
 
 
 @dataclass(frozen=True)
