@@ -7,11 +7,14 @@ import sys
 
 from censusdp.cli._common import (
     add_budget_arguments,
+    add_cef_input,
     add_command,
     add_executor,
+    add_json_output,
     add_output,
     add_seed,
     announce_randomness,
+    finish,
     input_option,
     positive_int,
 )
@@ -35,9 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)
-    input_option(
-        src.add_argument("--input", metavar="DIR", help="directory with persons/units.parquet")
-    )
+    add_cef_input(src, required=False, help="the CEF directory (persons.parquet, units.parquet)")
     input_option(
         src.add_argument(
             "--from-measurements",
@@ -71,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seed and options are those of the interrupted run (with none to continue, the "
         "run starts afresh)",
     )
+    add_json_output(p)
     p.set_defaults(func=_run, before_outputs=_finished_release)
 
 
@@ -236,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
             command=sys.argv,
         )
     v = manifest.get("validation", {})
-    print(
+    text = (
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
         f"total rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} "
         f"(delta={manifest['delta']:.3g}, {manifest['persons']['neighbours']} neighbours), "
@@ -244,4 +246,5 @@ def _run(args: argparse.Namespace) -> int:
         f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
         f"{manifest['timings']['total']:.1f}s"
     )
+    finish(args, text, dict(manifest))
     return 0 if v.get("ok", True) else 1

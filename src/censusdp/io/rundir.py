@@ -56,9 +56,10 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
 def not_a_release(run_dir: str | Path) -> str | None:
     """Why ``run_dir`` is not a release directory, in words; ``None`` when it is one.
 
-    A release's manifest says ``"kind": "release"`` (older releases: a person budget; a
-    swapped one: ``"release": "swap"``); the other outputs of censusdp name their command
-    or their own kind (a synthetic CEF's is ``"censusdp synthetic CEF"``).
+    A release's manifest says ``"kind": "release"`` (a swapped one: ``"release":
+    "swap"``); the other outputs of censusdp name their command or their own kind (a
+    synthetic CEF's is ``"censusdp synthetic CEF"``). A manifest that says neither (an
+    older or hand-made release) counts as a release: validating it says what it lacks.
 
     Raises:
         InputError: as :func:`read_manifest`, when there is no readable manifest.
@@ -70,13 +71,10 @@ def not_a_release(run_dir: str | Path) -> str | None:
         return None
     if isinstance(kind, str):
         what = f"a {kind}" if " " in kind else f"a {kind!r} output"
-    elif isinstance(command, str):
+    elif isinstance(command, str) and command != "run":
         what = f"the output of 'censusdp {command}'"
-    elif isinstance(manifest.get("persons"), dict):
-        return None  # an older release, before manifests said their kind
-    else:
-        what = "not a release's (it records no budget)"
-        return f"{run_dir} is not a release: its manifest.json is {what}"
+    else:  # an older or hand-made release: its own checks say what it lacks
+        return None
     return f"{run_dir} is not a release but {what}"
 
 
