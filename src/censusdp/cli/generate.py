@@ -54,5 +54,11 @@ def _generate(args: argparse.Namespace) -> int:
         "scale": summary.scale,
         **summary.counts(),
     }
-    finish(args, summary.format(), record)
+    text = summary.format()
+    if summary.scale < 1:
+        text += (
+            f"\nnote: a random {summary.scale:.0%} of {summary.name}'s tracts, not the whole "
+            "state: the other tracts, and any county left with none, are in no output"
+        )
+    finish(args, text, record)
     return 0

@@ -246,5 +246,17 @@ def _run(args: argparse.Namespace) -> int:
         f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
         f"{manifest['timings']['total']:.1f}s"
     )
+    scale = manifest.get("input_scale")
+    if scale is not None:
+        text += "\n" + _sample_note(scale)
     finish(args, text, dict(manifest))
     return 0 if v.get("ok", True) else 1
+
+
+def _sample_note(scale: float) -> str:
+    """What a release of a sampled synthetic input covers, in words."""
+    return (
+        f"note: the input keeps a random {scale:.0%} of its state's tracts ('censusdp "
+        "generate --scale'); the other tracts, and any county left with none, are in no "
+        "table of this release"
+    )
