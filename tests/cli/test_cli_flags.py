@@ -185,7 +185,7 @@ def test_risk_takes_epsilon_as_the_budget_s_total(monkeypatch, tmp_path) -> None
     seen = {}
 
     def fake_run_risk(input_dir, out_dir, options, **kwargs):
-        seen["rho"] = options.rho
+        seen["rho"], seen["sweep"] = options.rho, list(options.sweep)
         return report.RiskRun(out_dir=tmp_path, summary={}, seconds={})
 
     monkeypatch.setattr(report, "run_risk", fake_run_risk)
@@ -198,6 +198,9 @@ def test_risk_takes_epsilon_as_the_budget_s_total(monkeypatch, tmp_path) -> None
     assert seen["rho"] == want
     full = resolve_budget(preset="pl94-2020", config=None).rho
     assert 0 < want < full  # 4 is below the preset's own epsilon (17.14)
+    seen.clear()
+    assert main([*argv[:-2], "--sweep-epsilon", "4", "-q", "--overwrite"]) == 0
+    assert seen["rho"] is None and seen["sweep"] == [want]
     with pytest.raises(SystemExit) as refused:  # one amount only
         main([*argv, "--rho", "1", "-q"])
     assert refused.value.code == 2

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
             "shares; random off-spine districts; invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns. Without "
-            "--truth: the expected errors of the released counts (simulated from the public "
+            "--input: the expected errors of the released counts (simulated from the public "
             "noise law) and of the GLS estimates and raw measurements (closed form), from "
             "the release alone."
         ),
@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="K",
         help="simulated releases behind the errors expected from RUN alone (default without "
-        "--truth: 10; with --truth: none unless given, then shown next to the measured ones)",
+        "--input: 10; with --input: none unless given, then shown next to the measured ones)",
     )
     add_workers(p)
     p.add_argument(
@@ -145,7 +145,7 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
     from censusdp.evaluate.errorbars import DEFAULT_SIMULATIONS, expected_errors
 
     if args.trials:
-        raise ConfigError("--trials reruns the mechanism on the truth: it needs --truth DIR")
+        raise ConfigError("--trials reruns the mechanism on the truth: it needs --input DIR")
     result = expected_errors(
         args.release,
         simulations=args.simulations or DEFAULT_SIMULATIONS,

@@ -37,12 +37,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_cef_input(p, help="persons.parquet + units.parquet")
     add_output(p, metavar="OUT")
     add_budget_arguments(p, default_preset="pl94-2020")
-    p.add_argument(
+    sweep = p.add_mutually_exclusive_group()
+    sweep.add_argument(
         "--sweep-rho",
         type=comma_list(str, option="--sweep-rho"),
         default=[],
         metavar="R1,R2,...",
         help="global rho values to sweep",
+    )
+    sweep.add_argument(
+        "--sweep-epsilon",
+        type=comma_list(str, option="--sweep-epsilon"),
+        default=[],
+        metavar="E1,E2,...",
+        help="global epsilons to sweep (each the budget's largest rho whose epsilon at its "
+        "delta is at most it)",
     )
     p.add_argument(
         "--priors",
@@ -78,11 +87,14 @@ def _risk(args: argparse.Namespace) -> int:
     rho = args.rho
     if args.epsilon is not None:  # the largest rho of the budget whose epsilon is at most it
         rho = resolve_budget(args).rho
+    sweep = list(args.sweep_rho)
+    for epsilon in args.sweep_epsilon:
+        sweep.append(resolve_budget(argparse.Namespace(**{**vars(args), "epsilon": epsilon})).rho)
     options = RiskOptions(
         preset=None if args.config else (args.preset or args.default_preset),
         config=args.config,
         rho=rho,
-        sweep=args.sweep_rho,
+        sweep=sweep,
         priors=[float(x) for x in args.priors],
         primary_prior=args.prior,
         draws=args.draws,
