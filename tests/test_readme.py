@@ -82,7 +82,8 @@ def test_every_command_of_the_worked_example_works(tmp_path: Path) -> None:
     proc = subprocess.run(
         ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    failed = [line for line in proc.stderr.splitlines() if "README command failed" in line]
+    assert proc.returncode == 0, (failed, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "nothing to resume" in proc.stdout  # the --resume line on a finished release
     assert (tmp_path / "vt-run" / "signature.json").is_file()
     assert (tmp_path / "report.html").is_file() and (tmp_path / "vt-again").is_dir()
