@@ -191,7 +191,7 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     rc = main(["evaluate", "--release", str(predicted["run"]), "--json", str(out) + "2",
                "--trials", "2", "--quiet"])  # fmt: skip
     err = capsys.readouterr().err
-    assert rc == 2 and "--truth" in err and err.count("\n") == 1
+    assert rc == 2 and "needs --input DIR" in err and err.count("\n") == 1
 
 
 def test_dhc_lite_gls_refused_in_one_line(predicted, tmp_path: Path) -> None:

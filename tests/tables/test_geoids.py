@@ -207,3 +207,12 @@ def test_read_one_summary_level(tmp_path):
     assert counties["GEOID"] == ["50001", "50027"]
     assert counties["H1_001N"] == [4, 2]
     assert read_table(tmp_path, "H1").num_rows == 1 + 1 + 2 + 4 + 5 + 6
+
+
+def test_the_geoid_label_names_no_vintage_the_input_may_not_have() -> None:
+    """The synthetic inputs are on 2010 tracts: the codebook may not call their GEOIDs
+    GEOID20."""
+    from censusdp.tables.geoids import IDENTIFIER_LABELS
+
+    label = IDENTIFIER_LABELS["GEOID"]
+    assert "GEOID20" not in label and "2010" in label

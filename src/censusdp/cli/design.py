@@ -16,6 +16,7 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     emit_json,
+    finish,
     input_option,
     output_option,
 )
@@ -138,10 +139,11 @@ def _figures(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
-    print(
+    text = (
         f"wrote {', '.join(FIGURE_FILES.values())} and design_figures.json to {args.out} "
         f"({numbers['seconds']} s, seed {numbers['seed']})"
     )
+    finish(args, text, numbers)
     return 0
 
 
@@ -264,6 +266,7 @@ def _add_figures(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatt
     add_seed(p, default=0, help="seed of the optimiser's random starts")
     p.add_argument("--max-n", type=int, default=256, help="largest n of the error-vs-n sweep")
     p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
+    add_json_output(p)
     p.set_defaults(func=_figures)
 
 

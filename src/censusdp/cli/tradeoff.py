@@ -20,6 +20,7 @@ from censusdp.cli._common import (
     announce_randomness,
     comma_list,
     emit_json,
+    finish,
     input_option,
     output_option,
 )
@@ -154,7 +155,13 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
     input_option(
         ch.add_argument("--results", default=None, metavar="RESULTS", help="census: results dir")
     )
-    ch.add_argument("--scenario", default="standard", choices=("standard", "no_block"))
+    ch.add_argument(
+        "--scenario",
+        default="standard",
+        choices=("standard", "no_block"),
+        help="census: the allocation of the frontier, 'standard' or 'no_block' (no "
+        "block-level release, its budget given to the levels above)",
+    )
     ch.add_argument("--geolevel", default="County", help="census: geolevel of the accuracy")
     ch.add_argument("--measure", default="total_population", help="census: accuracy measure")
     ch.add_argument(
@@ -214,6 +221,7 @@ def _add_census(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
     add_workers(ce)
     ce.add_argument("--keep-runs", action="store_true", help="keep release dirs in RESULTS/runs")
     ce.add_argument("--overwrite", action="store_true", help="replace earlier outputs")
+    add_json_output(ce)
     ce.set_defaults(func=_census)
 
 
@@ -315,17 +323,18 @@ def _census(args: argparse.Namespace) -> int:
         keep_runs=args.keep_runs,
         overwrite=args.overwrite,
     )
-    print(f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}")
+    lines = [f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}"]
     for p in result["points"]:
         m = p["metrics"]
 
         def get(key: str, m: dict = m) -> float:
             return m[key]["mean"] if key in m else math.nan
 
-        print(
+        lines.append(
             f"{p['scenario']:<10}{p['epsilon']:>9g}"
             f"{get('accuracy.total_population.BlockGroup.mae'):>10.3f}"
             f"{get('reid.confirmed_share'):>9.3f}{get('risk.p0.5.correct_decision'):>12.4f}"
         )
-    print(f"wrote {args.out}/results.json, runs.parquet, frontier.png")
+    lines.append(f"wrote {args.out}/results.json, runs.parquet, frontier.png")
+    finish(args, "\n".join(lines), result)
     return 0

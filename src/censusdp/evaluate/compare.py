@@ -144,7 +144,7 @@ def compare_releases(
         write_output_json(out, json_path, option="--json")
         say(progress, f"wrote {json_path}")
     if html_path is not None:
-        write_output_text(render_comparison(out, results, details), html_path, option="--out")
+        write_output_text(render_comparison(out, results, details), html_path, option="--html")
         say(progress, f"wrote {html_path}")
     return out
 

@@ -33,7 +33,8 @@ class ReleaseManifest(Mapping[str, Any]):
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
     ``rho_exact``, ``epsilon``, ``delta``, ``delta_target``, ``sampling_delta``. Where its
     noise came from: ``seed``, ``randomness``. What it read and wrote: ``input``,
-    ``input_sha256``, ``input_persons``, ``noisy_measurements``,
+    ``input_sha256``, ``input_persons``, ``input_scale`` (a synthetic input's fraction of
+    its state's tracts, when below 1), ``noisy_measurements``,
     ``noisy_measurements_units``, ``noisy_values_by_level``, ``persons_released``,
     ``units_released``, ``outputs``, ``files``. How it ran: ``versions``, ``platform``,
     ``argv``, ``command``, ``executor``, ``estimation``, ``failsafe``, ``resumed``,
@@ -83,6 +84,7 @@ class ReleaseManifest(Mapping[str, Any]):
     input: str | None = None
     input_sha256: dict[str, str] | None = None
     input_persons: int | None = None
+    input_scale: float | None = None
     command: list[str] | None = None
     files: dict[str, str] | None = None
     resumed: dict[str, Any] | None = None

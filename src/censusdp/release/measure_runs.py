@@ -87,7 +87,10 @@ def _measure_to_parts(
     seen: dict[str, int] = {}
     for rec in parts:
         seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
-    bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
+    label = "housing units" if schema.name == "units" else "persons"
+    bar = task(
+        progress, f"measuring {label} ({schema.name})", total, unit="geounits", summary=False
+    )
     bar.advance(sum(int(r["stop"]) - int(r["start"]) for r in parts))
 
     def jobs() -> Iterator[PartTask]:
@@ -120,13 +123,21 @@ def _measure_to_parts(
             bar.advance(int(rec["stop"]) - int(rec["start"]))
             level = hierarchy.geolevels.index(rec["geolevel"])
             if progress is not None and rec["stop"] == hierarchy.n_units(level):
-                progress(
-                    f"measured {rec['geolevel']:<10} {rec['stop']:>8,} units, "
-                    f"{seen[rec['geolevel']]:>13,} noisy values ({schema.name})"
-                )
+                progress(_measured_line(label, rec["geolevel"], rec["stop"], seen[rec["geolevel"]]))
     rows = sum(int(r["rows"]) for r in parts)
     by_level = {name: seen[name] for name in names if name in seen}
     return rows, by_level, parts
+
+
+def _measured_line(label: str, geolevel: str, geounits: int, values: int) -> str:
+    """One measured level in words (a level with no noisy value says why)."""
+    where = f"{label + ':':<15}{geolevel:<10} {geounits:>8,} geounit{'s' if geounits != 1 else ''}"
+    if values:
+        return f"measured {where}, {values:>13,} noisy values"
+    return (
+        f"measured {where}, no noisy values (each is the only child of its parent, which "
+        "is measured with its budget instead)"
+    )
 
 
 class _LazySource:

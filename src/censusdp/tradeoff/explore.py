@@ -135,12 +135,12 @@ def write_explorer(
     from censusdp.tradeoff.report import read_results
 
     path = Path(out)
-    check_output_file(path, overwrite, [results_dir], option="--out")
+    check_output_file(path, overwrite, [results_dir], option="--html")
     if path.exists() and path.is_dir():
-        raise ConfigError(f"{path} is a directory; --out must be a file path")
+        raise ConfigError(f"{path} is a directory; --html must be a file path")
     results = read_results(results_dir)
     page = render_explorer(results)
-    write_output_text(page, path, overwrite=overwrite, inputs=[results_dir], option="--out")
+    write_output_text(page, path, overwrite=overwrite, inputs=[results_dir], option="--html")
     opt = _python_optimum(results, _default_level(results))
     return {
         "out": str(path),

@@ -290,8 +290,9 @@ class _Levels:
             self.checkpoint.save(level, hist, summary, acc.failsafe)
         if self.progress is not None:
             self.progress(
-                f"estimated {summary['geolevel']:<10} {summary['tasks']:>6} tasks in "
-                f"{summary['wall_seconds']:.2f}s (failsafe {summary['failsafe_uses']})"
+                f"estimated {summary['geolevel']:<10} {summary['tasks']:>6} "
+                f"task{'s' if summary['tasks'] != 1 else ''} in "
+                f"{summary['wall_seconds']:.2f}s (failsafe used {summary['failsafe_uses']} times)"
             )
         return hist
 
