@@ -218,7 +218,8 @@ def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormat
         "--epsilon",
         default=None,
         help="pure-DP budget (--privacy pure: Laplace noise of variance 2/epsilon^2), or "
-        "under zcdp an (epsilon, --delta) target turned into the largest rho meeting it",
+        "under zcdp an (epsilon, --delta) target turned into the largest rho meeting it "
+        "(default: unit-variance noise only)",
     )
     p.add_argument(
         "--delta", default="1e-10", help="delta of an --epsilon target under --privacy zcdp"
