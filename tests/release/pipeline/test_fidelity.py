@@ -75,12 +75,32 @@ def test_a_production_release_is_recorded_and_estimated_as_production(cef, monke
     assert m["max_children"] is None and m["failsafe"] == {"persons": [], "units": []}
     assert [(o.production, o.pool_root, o.max_children) for o in seen] == [(True, False, None)] * 2
     assert ReleaseManifest.from_dict(m).fidelity == m["fidelity"]
+    # item 9: production measures detailed over all 2,016 cells (126 structural zeros)
+    assert _detailed_rows_per_unit(cef / "prod") == 2016
     # the same measurements re-estimated with censusdp's improvements state them
     seen.clear()
     r = reestimate(cef / "prod", cef / "default", ReleaseOptions())
     assert r["fidelity"]["mode"] == "default" and r["units_estimation"] == "consistent"
     assert r["fidelity"]["differences"]["root_pooling"].startswith("on")
     assert [(o.production, o.pool_root) for o in seen] == [(False, True)] * 2
+    assert r["validation"]["ok"] is True and _detailed_rows_per_unit(cef / "default") == 2016
+    d = run_release(cef / "cef", cef / "dflt", budget_small(), ReleaseOptions(seed=4))
+    assert d["fidelity"]["mode"] == "default" and _detailed_rows_per_unit(cef / "dflt") == 1890
+
+
+def budget_small() -> ReleaseBudget:
+    return ReleaseBudget(load_preset("pl94-2020").scaled(rho="1/20"))
+
+
+def _detailed_rows_per_unit(run) -> int:
+    """Rows of ``detailed`` per geounit in a release's NMF (every unit has the same)."""
+    from censusdp.api import Release
+
+    t = Release.open(run).nmf("Block").to_pydict()
+    rows = [g for g, q in zip(t["geocode"], t["query"], strict=True) if q == "detailed"]
+    counts = {g: rows.count(g) for g in set(rows)}
+    assert len(set(counts.values())) == 1
+    return next(iter(counts.values()))
 
 
 def test_cli_refuses_a_contradiction_in_one_line(cef, tmp_path):
