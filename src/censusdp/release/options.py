@@ -63,7 +63,8 @@ class ReleaseOptions:
         max_children: families with more children are estimated in chunks
             (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
         fidelity: one of :data:`FIDELITY_CHOICES` (``--fidelity``). ``production``
-            sets ``unit_consistency="independent"`` and ``max_children=None`` on
+            sets ``estimator="ls"`` (another is refused),
+            ``unit_consistency="independent"`` and ``max_children=None`` on
             construction, and turns off root pooling, the failsafe and censusdp's
             rounder (:attr:`production_mode` and the properties below are the one
             place that decides what the fidelity changes).
@@ -84,6 +85,12 @@ class ReleaseOptions:
     def __post_init__(self) -> None:
         _choose("--fidelity", self.fidelity, FIDELITY_CHOICES)
         if self.production_mode:
+            if self.estimator not in (None, "ls"):
+                raise ConfigError(
+                    f"--estimator {self.estimator} contradicts --fidelity production "
+                    "(production estimates by least squares)"
+                )
+            object.__setattr__(self, "estimator", "ls")
             object.__setattr__(self, "unit_consistency", "independent")
             object.__setattr__(self, "max_children", None)
         _choose("--postprocess", self.postprocess, POSTPROCESS_CHOICES)
@@ -166,6 +173,7 @@ class ReleaseOptions:
         manifest's ``fidelity.differences``; the run's summary states them)."""
         prod = self.production_mode
         return {
+            "estimator": "ls (production)" if prod else self.estimator or "the schema's",
             "root_pooling": "off (production)" if prod else "on: the root from every level",
             "units": self.unit_consistency
             + (" (production)" if prod else ": occupied units held to household persons"),

@@ -31,6 +31,7 @@ def test_production_fidelity_turns_every_difference_off() -> None:
     assert d.pool_root and d.failsafe and d.rounder == "censusdp" and not d.production_mode
     p = ReleaseOptions(fidelity="production")
     assert p.production_mode and p.unit_consistency == "independent" and p.max_children is None
+    assert p.estimator_for("dhc-lite") == "ls" and d.estimator_for("dhc-lite") == "auto"
     assert not p.pool_root and not p.failsafe and p.rounder == "production"
     assert p.nmf_structural_zeros is True and d.nmf_structural_zeros is False
     assert set(p.differences()) == set(d.differences())
@@ -44,6 +45,7 @@ def test_production_fidelity_turns_every_difference_off() -> None:
         ({"fidelity": "prod"}, "--fidelity must be one of"),
         ({"fidelity": "production", "units": "consistent"}, "--units consistent contradicts"),
         ({"fidelity": "production", "max_children": 50}, "--max-children 50 contradicts"),
+        ({"fidelity": "production", "estimator": "maxent"}, "--estimator maxent contradicts"),
     ],
 )
 def test_contradictory_options_are_refused(options: dict, match: str) -> None:
