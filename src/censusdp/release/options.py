@@ -175,8 +175,9 @@ class ReleaseOptions:
         return {
             "estimator": "ls (production)" if prod else self.estimator or "the schema's",
             "root_pooling": "off (production)" if prod else "on: the root from every level",
-            "units": self.unit_consistency
-            + (" (production)" if prod else ": occupied units held to household persons"),
+            "units": "independent of persons (production)"
+            if self.unit_consistency == "independent"
+            else "consistent: occupied units held to household persons",
             "failsafe": "none: an infeasible subproblem raises (production)"
             if prod
             else "relaxes group and total bounds, never the parent or an invariant",
