@@ -325,7 +325,9 @@ class NMFSlice:
                 lo, hi = max(a, off), min(b, off + n)
                 flat[lo - a : hi - a] = vals[lo - off : hi - off]
             uv = unit_var[start - self.start : stop - self.start]
-            live, values = _live_rows(self.schema, qname, rows, flat.reshape(max(stop - start, 0), r))
+            live, values = _live_rows(
+                self.schema, qname, rows, flat.reshape(max(stop - start, 0), r)
+            )
             out.append(MeasuredQuery(name, qname, live, values, _variance(uv, variance), mech))
         return out
 

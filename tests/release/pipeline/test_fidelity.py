@@ -70,8 +70,12 @@ def test_a_production_release_is_recorded_and_estimated_as_production(cef, monke
         return real(ms, hierarchy, bounds, options, **kw)
 
     monkeypatch.setattr("censusdp.release.estimation.run_topdown", spy)
-    budget = ReleaseBudget(load_preset("pl94-2020").scaled(rho="1/20"), load_preset("pl94-2020-units"))
-    m = run_release(cef / "cef", cef / "prod", budget, ReleaseOptions(seed=4, fidelity="production"))
+    budget = ReleaseBudget(
+        load_preset("pl94-2020").scaled(rho="1/20"), load_preset("pl94-2020-units")
+    )
+    m = run_release(
+        cef / "cef", cef / "prod", budget, ReleaseOptions(seed=4, fidelity="production")
+    )
     assert m["validation"]["ok"] is True
     assert m["fidelity"]["mode"] == "production" and m["units_estimation"] == "independent"
     assert m["max_children"] is None and m["failsafe"] == {"persons": [], "units": []}

@@ -66,7 +66,11 @@ def _production_pass(
     column = sp.kron(np.ones((1, k)), sp.identity(c), format="csr")
     fixed(column, sub.parent - column @ base_ones, sub.parent - column @ base_ones)
     member = sp.kron(sp.identity(k), _indicator(sub.groups, c, sub.G), format="csr")
-    fixed(member, sub.group_lower.ravel() - member @ base_ones, sub.group_upper.ravel() - member @ base_ones)
+    fixed(
+        member,
+        sub.group_lower.ravel() - member @ base_ones,
+        sub.group_upper.ravel() - member @ base_ones,
+    )
     total = sp.kron(sp.identity(k), np.ones((1, c)), format="csr")
     fixed(total, sub.total_lower - total @ base_ones, sub.total_upper - total @ base_ones)
     for rq, a in held:
@@ -74,7 +78,9 @@ def _production_pass(
         fixed(mat, a.ravel() - mat @ base_ones, a.ravel() - mat @ base_ones)
     res = milp(
         np.concatenate([np.zeros(n), np.ones(n_e)]),
-        constraints=LinearConstraint(sp.vstack(rows).tocsr(), np.concatenate(lo), np.concatenate(hi)),
+        constraints=LinearConstraint(
+            sp.vstack(rows).tocsr(), np.concatenate(lo), np.concatenate(hi)
+        ),
         integrality=np.concatenate([np.ones(n), np.zeros(n_e)]),
         bounds=LPBounds(np.zeros(n + n_e), np.concatenate([np.ones(n), np.full(n_e, np.inf)])),
     )
@@ -112,7 +118,9 @@ def _gap(sub: Subproblem, x: np.ndarray, rp: RoundingPasses, out: np.ndarray) ->
 
 def _family(seed: int) -> tuple[Subproblem, np.ndarray, RoundingPasses]:
     rng = np.random.default_rng(seed)
-    sub, _ = census_subproblem(rng, n_children=int(rng.integers(2, 6)), n_people=int(rng.integers(20, 120)), rho=0.02)
+    sub, _ = census_subproblem(
+        rng, n_children=int(rng.integers(2, 6)), n_people=int(rng.integers(20, 120)), rho=0.02
+    )
     kept = sub.query_rows[PL94_QUERIES.index("detailed")]
     rp = bind_rounding(PRODUCTION_PASSES["pl94"]["tract"], PL94).on(kept)
     return sub, solve_l2(sub).x, rp
@@ -159,7 +167,9 @@ def _infeasible_box() -> tuple[Subproblem, np.ndarray]:
 
 def test_production_rounder_raises_where_the_box_is_infeasible() -> None:
     sub, x = _infeasible_box()
-    rp = RoundingPasses(("total", "detailed"), (np.zeros(2, int), np.arange(2)), ((0,), (1,)), (False, True))
+    rp = RoundingPasses(
+        ("total", "detailed"), (np.zeros(2, int), np.arange(2)), ((0,), (1,)), (False, True)
+    )
     assert check_integer_solution(sub, round_in_passes(sub, x, rp)) == []  # censusdp falls back
     assert check_integer_solution(sub, round_to_integers(sub, x)) == []
     with pytest.raises(InfeasibleError, match="rounding pass 0 .*no fallback"):
