@@ -105,12 +105,23 @@ def _add_estimation_options(p: argparse.ArgumentParser) -> None:
         help="estimation: TopDown, blocks alone (bottom-up), or measurements only",
     )
     p.add_argument(
+        "--fidelity",
+        choices=("default", "production"),
+        default="default",
+        help="'production': every deliberate difference from the 2020 production system "
+        "off at once (no root pooling, units independent of persons, no failsafe: an "
+        "infeasible subproblem is an error, production's rounder, no family splitting, "
+        "structural zeros in the NMF; docs/production-fidelity.md); 'default' keeps "
+        "censusdp's improvements, each stated in the manifest's 'fidelity' entry",
+    )
+    p.add_argument(
         "--units",
         choices=("consistent", "independent"),
-        default="consistent",
+        default=None,
         help="housing-unit run: 'consistent' holds each block's occupied units between one "
         "(where household persons were released) and its household persons; "
-        "'independent' estimates units alone, as 2020 production did",
+        "'independent' estimates units alone, as 2020 production did (default: "
+        "consistent; independent with --fidelity production)",
     )
     p.add_argument(
         "--spine",
@@ -174,7 +185,7 @@ def _max_children(text: str) -> int | str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from censusdp.io.budget_files import resolve_release_budget
-    from censusdp.release.options import Execution, ReleaseOptions
+    from censusdp.release.options import Execution, ReleaseOptions, refuse_with_production
     from censusdp.release.pipeline import reestimate, run_release
 
     budget = None
@@ -190,12 +201,19 @@ def _run(args: argparse.Namespace) -> int:
         )
     chosen = dict(
         postprocess=args.postprocess,
-        unit_consistency=args.units,
         method=args.method,
         estimator=args.estimator,
+        fidelity=args.fidelity,
     )
+    if args.units is not None:
+        chosen["unit_consistency"] = args.units
     if args.max_children != "auto":
         chosen["max_children"] = args.max_children
+    if args.fidelity == "production":
+        refuse_with_production(
+            units=args.units,
+            max_children=None if args.max_children in ("auto", None) else args.max_children,
+        )
     execution = Execution(
         executor=args.executor,
         workers=args.workers,
@@ -249,6 +267,11 @@ def _run(args: argparse.Namespace) -> int:
     scale = manifest.get("input_scale")
     if scale is not None:
         text += "\n" + _sample_note(scale)
+    fidelity = manifest.get("fidelity")
+    if isinstance(fidelity, dict):
+        text += f"\nfidelity {fidelity['mode']}: " + "; ".join(
+            f"{k.replace('_', ' ')} {w}" for k, w in fidelity["differences"].items()
+        )
     finish(args, text, dict(manifest))
     return 0 if v.get("ok", True) else 1
 

@@ -232,6 +232,7 @@ def simulate_release_errors(
         unit_consistency=str(manifest.get("units_estimation") or "consistent"),
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
+        fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
     files = RunDir(run)
     hierarchy, inv = files.invariants(GeoLevels.from_pairs(list(budget.geolevels)))

@@ -28,8 +28,9 @@ class ReleaseManifest(Mapping[str, Any]):
 
     What the release is: ``created_by``, ``kind``, ``package_version``, ``schema``,
     ``postprocess``, ``geolevels`` (``[name, geocode length]`` pairs), ``geounits``,
-    ``spine``, ``max_children``, ``estimator``, ``units_estimation``, ``occupancy``,
-    ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
+    ``spine``, ``max_children``, ``fidelity`` (``mode`` and each deliberate difference
+    from production with what the release does), ``estimator``, ``units_estimation``,
+    ``occupancy``, ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
     ``rho_exact``, ``epsilon``, ``delta``, ``delta_target``, ``sampling_delta``. Where its
     noise came from: ``seed``, ``randomness``. What it read and wrote: ``input``,
@@ -65,6 +66,7 @@ class ReleaseManifest(Mapping[str, Any]):
     sampling_delta: float | None = None
     spine: dict[str, Any] | None = None
     max_children: int | None = None
+    fidelity: dict[str, Any] | None = None
     estimation: dict[str, Any] | None = None
     estimator: str | None = None
     failsafe: dict[str, Any] | None = None

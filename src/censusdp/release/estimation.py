@@ -125,6 +125,8 @@ def estimate_runs(
         method=options.method,
         estimator=options.estimator_for(schema.name),
         max_children=options.max_children,
+        pool_root=options.pool_root,
+        production=options.production_mode,
     )
     say(rt.progress, "estimating the persons (top-down, level by level):")
     persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)

@@ -43,13 +43,15 @@ def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
 class _RunToMeasure:
     """One run's measuring job: its exact block histogram (on the estimation
     hierarchy), schema and plan, the per-geounit budgets of a spine release (bypass;
-    ``None`` otherwise) and its NMF directory."""
+    ``None`` otherwise), its NMF directory, and whether structural-zero rows are
+    measured (fidelity ``production``)."""
 
     histogram: sp.csr_matrix
     schema: Schema
     plan: list[tuple[str, str, Any]]
     unit_shares: UnitShares | None
     directory: Path
+    structural_zeros: bool = False
 
 
 def _measure_to_parts(
@@ -96,7 +98,13 @@ def _measure_to_parts(
     def jobs() -> Iterator[PartTask]:
         made: RandomSource | None = None
         tasks = measure_tasks(
-            levels, hierarchy, schema, job.plan, _LazySource(), unit_shares=job.unit_shares
+            levels,
+            hierarchy,
+            schema,
+            job.plan,
+            _LazySource(),
+            unit_shares=job.unit_shares,
+            structural_zeros=job.structural_zeros,
         )
         for i, mt in enumerate(tasks):
             name = part_name(i)
@@ -153,8 +161,13 @@ def measure_runs(
     out: Path,
     rt: Runtime,
     checkpoint: Checkpoint | None = None,
+    *,
+    structural_zeros: bool = False,
 ) -> dict[str, Any]:
     """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    ``structural_zeros``: measure the rows of structural-zero cells too, as production
+    (:attr:`censusdp.release.options.ReleaseOptions.nmf_structural_zeros`).
 
     ``hists`` are on ``geo``'s estimation hierarchy; with a spine, each geounit spends
     its own share of each run's budget (:meth:`ReleaseGeography.unit_shares`: single
@@ -184,6 +197,7 @@ def measure_runs(
             _plan(b),
             geo.unit_shares(b),
             out / NMF_FILES[run],
+            structural_zeros,
         )
         n_rows, by_level, parts = _measure_to_parts(
             job,

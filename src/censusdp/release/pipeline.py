@@ -192,7 +192,16 @@ def run_release(
                 )
             return made[0]
 
-        nmf_rows = measure_runs(hists, geo, budget, source, run.staging.path, rt, ckpt)
+        nmf_rows = measure_runs(
+            hists,
+            geo,
+            budget,
+            source,
+            run.staging.path,
+            rt,
+            ckpt,
+            structural_zeros=options.nmf_structural_zeros,
+        )
         manifest = write_release(run.staging.path, inv, geo, budget, options, rt, ckpt)
         writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
