@@ -84,11 +84,23 @@ class BudgetReport:
         """A human-readable allocation table."""
         b, t = self.budget, self.totals
         pure = b.privacy_measure == "pure"
-        lines = [
-            f"budget {b.name}: {b.description}".rstrip(": "),
+        lines = [f"budget {b.name}: {b.description}".rstrip(": ")]
+        whole = self._release_summary()
+        if whole is not None:
+            lines += [
+                f"privacy-loss budget of the whole release: epsilon {whole['epsilon']:.6g} at "
+                f"delta {whole['delta']:.3g} (rho {whole['rho']:.6g}), the epsilon its manifest records:",
+                f"  people (tables P1-P5) and housing units (H1, {whole['units_budget']}) are two "
+                "separate runs and their losses add up (zCDP: rho "
+                f"{whole['persons_rho']:.6g} + {whole['units_rho']:.6g}); the epsilons below are of the "
+                "people's run alone, so they are smaller",
+                "",
+                "people's run:",
+            ]
+        lines.append(
             f"schema {b.schema}, mechanism {b.mechanism} ({b.privacy_measure}), "
-            f"{b.neighbours} neighbours (sensitivity {b.sensitivity}), {len(self.rows)} measurements",
-        ]
+            f"{b.neighbours} neighbours (sensitivity {b.sensitivity}), {len(self.rows)} measurements"
+        )
         if pure:
             lines.append(f"global epsilon = {t['total']} = {t['epsilon']:.6g} (pure DP)")
             lines.append(
@@ -138,8 +150,8 @@ class BudgetReport:
             lines.append(
                 f"{a['attribute']:<28} {a['rho_float']:>10.4g} {a['epsilon_at_delta']:>9.4g}"
             )
-        r = self._release_summary()
-        if r is not None:
+        if whole is not None:
+            r = whole
             lines += [
                 "",
                 f"the whole release (persons + housing units, {r['units_budget']}): "
