@@ -69,6 +69,10 @@ def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
     out, target = page
     results = json.loads((out / "results.json").read_text())
 
+    # the page names the input, never where it lies on this machine
+    text = target.read_text("utf-8")
+    assert str(out.parent) not in text and str(target.parent) not in text
+    assert "/tmp/" not in text and "docs/" not in text
     body = _body(browser, target.as_uri())
     assert "data-error" not in body, body.get("data-error")
     assert body["data-ready"] == "1"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from censusdp.errors import ConfigError
@@ -107,6 +107,8 @@ def render_explorer(results: dict[str, Any]) -> str:
         },
         "python_optimum": py_opt,
     }
+    if payload["results"]["input"]:  # the input's name, never where it is on this machine
+        payload["results"]["input"] = PurePath(str(payload["results"]["input"])).name
     data = json.dumps(payload, allow_nan=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # never close the script element early
     title = "Choosing epsilon: accuracy, re-identification and disclosure risk"
