@@ -227,7 +227,7 @@ def test_outputs_are_strict_json_and_report_has_plots(evaluated):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
         assert width > 200 and height > 200
-    for words in ("closed-form", "empirical", "realised", "100% occupancy", "Off-spine districts"):
+    for words in ("closed-form", "empirical", "realised", "100% occupancy", "not census areas"):
         assert words in html
     assert "<img" in html and 'src="http' not in html
 
