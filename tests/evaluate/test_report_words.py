@@ -48,6 +48,8 @@ def test_report_names_directories_not_where_they_are(page, truth_release):
     assert f"<code>{release_dir.name}</code>" in text
     assert "docs/" not in text and "Off-spine" not in text and "off-spine" not in text
     assert "school or voting districts" in text
+    # the production figure beside this release's epsilon is the composed one, as here
+    assert "17.44 for the whole release" in text
 
 
 def _table_after(text: str, heading: str) -> list[list[str]]:
