@@ -147,20 +147,29 @@ def _geounit_rows(dom: str) -> list[list[str]]:
     return out
 
 
-@pytest.mark.browser
-def test_pages_show_no_local_path_and_places_by_name_and_geoid(
-    chromium, report, comparison, truth_release, broken_release
-):
-    truth_dir, run_a, _, _ = truth_release
-    _, run_b, _, _ = broken_release
+@pytest.fixture(scope="module")
+def doms(chromium, report, comparison) -> dict[str, str]:
+    """The rendered DOM of the report, of one county's drill-down and of the comparison."""
     pages = {
         "report": report.as_uri(),
         "county": report.as_uri() + "#place=50003",
         "compare": comparison.as_uri(),
     }
+    out = {}
     for label, url in pages.items():
         _, dom, console = _open(chromium, url)
         assert console == "", label
+        out[label] = dom
+    return out
+
+
+@pytest.mark.browser
+def test_pages_show_no_local_path_and_places_by_name_and_geoid(
+    doms, report, comparison, truth_release, broken_release
+):
+    truth_dir, run_a, _, _ = truth_release
+    _, run_b, _, _ = broken_release
+    for label, dom in doms.items():
         text = _visible(dom)
         for p in (truth_dir, run_a, run_b, report.parent, comparison.parent):
             assert str(p.resolve()) not in text, (label, p)
@@ -175,11 +184,9 @@ def test_pages_show_no_local_path_and_places_by_name_and_geoid(
 
 
 @pytest.mark.browser
-def test_map_colour_scale_is_fixed_by_a_stated_rule(chromium, report, comparison):
+def test_map_colour_scale_is_fixed_by_a_stated_rule(doms):
     legends = []
-    for url in (report.as_uri(), comparison.as_uri()):
-        _, dom, console = _open(chromium, url)
-        assert console == ""
+    for dom in (doms["report"], doms["compare"]):
         for svg in re.findall(r'<svg class="map".*?</svg>', dom, flags=re.S):
             assert 'data-scale="fixed"' in svg and 'data-classes="0.5,1,2,5"' in svg
             assert "not scaled to the largest difference" in html.unescape(svg)
