@@ -89,7 +89,9 @@ def test_error_pool_arithmetic() -> None:
     assert tp["bias"] == pytest.approx(np.mean([1.0, 0.0, 1.0]))
     assert pool.summary()["P2"]["Block"]["mae"] == 0.0
     by_size = pool.by_size()["Block"]
-    assert sum(r["n"] for r in by_size) == 6  # 2 blocks x 3 simulations
+    # n counts places (2 blocks), not errors pooled over the 3 simulations
+    assert sum(r["n"] for r in by_size) == 2
+    assert sum(r["n_pooled"] for r in by_size) == 6
 
 
 def test_predicted_errors_agree_with_the_truth(predicted) -> None:
@@ -168,6 +170,9 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     assert "census tracts are typically off by about" in html
     assert f"<b>{tract['mae']:,.1f}</b>" in html
     assert "No confidential data was used" in html
+    # the release by its directory name, never where it lies on this machine
+    assert f"<code>{predicted['run'].name}</code>" in html
+    assert str(predicted["run"].resolve()) not in html and "docs/" not in html
     assert "Expected errors by geolevel and table" in render_expected_report(predicted["result"])
     out = predicted["dir"] / "cli.json"
     rc = main(

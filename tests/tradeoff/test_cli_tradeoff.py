@@ -43,6 +43,27 @@ def test_rr_readable_summary(capsys):
     assert "randomized response at epsilon = 1" in out
     assert "eq. B-9" in out and "-0.92067359" in out and "1.9922948" in out
     assert "{" not in out
+    # the probability of answering the true question is q, never zCDP's name rho
+    assert "rho" not in out and "q(eps): P[sensitive question asked]" in out
+    assert "0.46211716" in out  # q(1) = tanh(1/2), eq. B-10 with mu = 1/2
+    d = _json(capsys, ["tradeoff", "rr", "--epsilon", "1", "--json"])
+    assert d["rho"] == pytest.approx(math.tanh(0.5), rel=1e-12)  # the JSON keeps the appendix's key
+    assert (
+        main(
+            [
+                "tradeoff",
+                "choose",
+                "--frontier",
+                "rr",
+                "--privacy-cost",
+                "1",
+                "--accuracy-value",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert "rho" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

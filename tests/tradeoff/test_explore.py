@@ -76,10 +76,18 @@ def test_embedded_optimum_is_the_python_optimum(results_dir):
 
 def test_script_cannot_be_closed_by_the_data(results_dir):
     results = json.loads((results_dir / "results.json").read_text())
-    results["input"] = "/tmp/</script><script>alert(1)</script>"
+    results["epsilon_meaning"] = "/tmp/</script><script>alert(1)</script>"
     page = render_explorer(results)
     assert page.count("</script>") == 2  # the data block and the code block only
-    assert _embedded(page)["results"]["input"] == results["input"]
+    assert _embedded(page)["results"]["epsilon_meaning"] == results["epsilon_meaning"]
+
+
+def test_page_names_the_input_directory_only(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    results["input"] = "/home/someone/census/vt-input"
+    page = render_explorer(results)
+    assert _embedded(page)["results"]["input"] == "vt-input"
+    assert "/home/someone" not in page
 
 
 def test_cli_writes_and_refuses_to_overwrite(results_dir, tmp_path, capsys):

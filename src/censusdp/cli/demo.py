@@ -83,23 +83,24 @@ def _demo(args: argparse.Namespace) -> int:
         "\n  accuracy of the published tables (truth known because the data are synthetic)"
     )
     lines.append(
-        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}{'TVD':>8}"
+        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}"
+        f"{'accuracy':>10}"
     )
     for a in s.accuracy:
         lines.append(
             f"  {a['geolevel']:<11}{a['units']:>8,}{a['mean_population']:>11.1f}"
             f"{a['total_mae']:>11.2f}{a['race_hispanic_cell_mae']:>10.3f}"
-            f"{a['race_hispanic_tvd']:>8.3f}"
+            f"{a['race_hispanic_tvd']:>10.3f}"
         )
     lines.append(
-        "  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, JASON JSR-19-2F sec. 6.1; 1 is perfect)"
+        "  (accuracy = 1 - TVD of the Hispanic x race cells, TVD = L1/(2 POP) of JASON JSR-19-2F\n"
+        "   sec. 6.1: 1 means every count exact, 0.98 means 2% of people in a wrong cell or place)"
     )
     spine = m.get("spine")
     if isinstance(spine, dict) and spine.get("kind") == "optimized":
         lines.append(
             "  (released on the production spine: its optimized block groups are measured, the "
-            "published\n   block groups are sums of blocks, hence their larger error; "
-            "docs/spine.md)"
+            "published\n   block groups are sums of blocks, hence their larger error)"
         )
     if s.report is not None:
         lines.append(f"\n  report: {s.report}")

@@ -156,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "The mechanism design lab: error of matrix-mechanism strategies (strategy), "
             "mechanisms for one small count (small-n), budget allocation (allocation) and "
-            "the figures of docs/design.md (figures)."
+            "the figures of the design lab's documentation (figures)."
         ),
         formatter_class=fmt,
     )
@@ -259,7 +259,8 @@ def _add_figures(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatt
     p = sub.add_parser(
         "figures",
         help="the design lab's figures (error vs n, strategy comparison, small n)",
-        description="Run the sweeps behind docs/design.md and write its PNG figures and "
+        description="Run the sweeps behind the design lab's documented figures and write the PNG "
+        "figures and "
         "design_figures.json (every plotted number and the seed) into OUT.",
         formatter_class=fmt,
     )

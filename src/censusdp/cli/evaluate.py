@@ -126,13 +126,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(
-        f"{'geolevel':<11}{'units':>8}{'TVD total':>11}{'MAE total':>11}{'bias':>9}{'TVD race x hisp':>17}"
+        "accuracy = 1 - TVD (1: every count exact; 0.98: 2% of people in a wrong cell); "
+        "MAE: mean |published - true| population of a place"
+    )
+    print(
+        f"{'geolevel':<11}{'places':>8}{'population MAE':>16}{'population accuracy':>21}"
+        f"{'race x Hispanic accuracy':>26}"
     )
     for lv in result["geolevels"]:
         r = tp[lv]
         print(
-            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['tvd'], 11, 4)}{_fmt(r['mae'], 11, 3)}"
-            f"{_fmt(r['bias'], 9, 3)}{_fmt(rh[lv]['tvd'], 17, 4)}"
+            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['mae'], 16, 3)}{_fmt(r['tvd'], 21, 4)}"
+            f"{_fmt(rh[lv]['tvd'], 26, 4)}"
         )
     bad = [k for k, v in result["invariants"].items() if not v["ok"]]
     print("invariants: " + ("all hold" if not bad else "VIOLATED: " + ", ".join(bad)))

@@ -25,11 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "sweep",
-        help="rerun the release over a range of epsilons; TVD by geolevel as table and plot",
+        help="rerun the release over a range of epsilons; accuracy (1 - TVD) by geolevel",
         description=(
             "For each epsilon, rescale the budget (zCDP presets: rho = epsilon^2/2 by "
-            "default), run the release, and record TVD = 1 - L1/(2 POP) by geolevel for "
-            "total population and race x Hispanic origin. Writes OUT/sweep.json, "
+            "default), run the release, and record accuracy = 1 - TVD, TVD = L1/(2 POP) (1: "
+            "every count exact; 0.98: 2% of people in a wrong cell or place; the JSON and CSV "
+            "call it tvd) by geolevel for total population and race x Hispanic origin. Writes OUT/sweep.json, "
             "OUT/sweep.csv, OUT/sweep.png and OUT/manifest.json."
         ),
     )
@@ -97,7 +98,7 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     levels = result["geolevels"][1:]
     lines = [
-        f"TVD of total population ({result['epsilon_meaning']})",
+        f"accuracy = 1 - TVD of total population, 1 = exact ({result['epsilon_meaning']})",
         f"{'epsilon':>8}{'rho':>10}" + "".join(f"{lv:>12}" for lv in levels),
     ]
     for pt in result["points"]:

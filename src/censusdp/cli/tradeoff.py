@@ -84,9 +84,12 @@ def _add_rr(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) 
         "rr",
         help="randomized-response frontier: I, dI/deps, d2I/deps2 at one epsilon",
         description=(
-            "Abowd & Schmutte (2019), Online Appendix B: data quality I = Var[pi_hat(1)] - "
-            "Var[pi_hat(rho(eps))] (eqs. B-8, B-9, B-10), its slope dI/deps (B-11, B-12) and "
-            "curvature. --json prints N times the three quantities (I_times_N, "
+            "Abowd & Schmutte (2019), Online Appendix B: each respondent answers the "
+            "sensitive question with probability q and an innocuous one otherwise; data "
+            "quality I = Var[pi_hat(1)] - Var[pi_hat(q(eps))] (eqs. B-8, B-9, B-10), its "
+            "slope dI/deps (B-11, B-12) and curvature. (The appendix writes q as rho; it is "
+            "a probability, not the rho of zero-concentrated DP, and --json keeps the "
+            "appendix's key.) --json prints N times the three quantities (I_times_N, "
             "dI_deps_times_N, d2I_deps2_times_N) and the values for population N."
         ),
         formatter_class=fmt,
@@ -237,16 +240,16 @@ def _rr(args: argparse.Namespace) -> int:
         f"(pi = {point.pi:g}, mu = {point.mu:g}, N = {point.n})"
     )
     rows = (
-        ("truth probability rho(eps)", point.rho, "eq. B-10"),
-        ("rho'(eps)", point.drho_deps, "eq. B-12"),
+        ("q(eps): P[sensitive question asked]", point.rho, "eq. B-10"),
+        ("dq/deps", point.drho_deps, "eq. B-12"),
         ("Var[pi_hat(1)]  (no protection)", point.variance_no_privacy, "pi(1-pi)/N"),
-        ("Var[pi_hat(rho)]", point.variance, "eq. B-8"),
+        ("Var[pi_hat(q)]", point.variance, "eq. B-8"),
         ("data quality I", point.quality, "eq. B-9"),
         ("slope dI/deps (MRT)", point.slope, "eqs. B-11, B-12"),
         ("curvature d2I/deps2", point.curvature, "< 0: diminishing returns"),
     )
     for label, value, ref in rows:
-        print(f"  {label:<34}{value:>16.8g}   {ref}")
+        print(f"  {label:<37}{value:>16.8g}   {ref}")
     print(
         f"  per respondent: N*I = {d['I_times_N']:.8g}, N*dI/deps = {d['dI_deps_times_N']:.8g}, "
         f"N*d2I/deps2 = {d['d2I_deps2_times_N']:.8g}"

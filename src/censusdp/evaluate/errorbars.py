@@ -173,11 +173,18 @@ class ErrorPool:
         return out
 
     def by_size(self) -> dict[str, list[dict[str, Any]]]:
-        """Typical error of total population by the plausible truth's size, per level."""
-        return {
-            lname: typical_errors(np.concatenate(tp), np.concatenate(rp))
-            for lname, (tp, rp) in self._pairs.items()
-        }
+        """Typical error of total population by the plausible truth's size, per level.
+
+        The quantiles pool every simulation; ``n`` is the number of places of the class
+        (the plausible truth is the same in every simulation), and ``n_pooled`` the
+        number of errors pooled (``n`` times the simulations).
+        """
+        out = {}
+        for lname, (tp, rp) in self._pairs.items():
+            recs = typical_errors(np.concatenate(tp), np.concatenate(rp))
+            k = max(len(tp), 1)
+            out[lname] = [{**r, "n": round(r["n"] / k), "n_pooled": r["n"]} for r in recs]
+        return out
 
 
 def _seeds(seed: int, simulations: int) -> list[int]:
