@@ -111,7 +111,7 @@ def _add_estimation_options(p: argparse.ArgumentParser) -> None:
         help="'production': every deliberate difference from the 2020 production system "
         "off at once (no root pooling, units independent of persons, no failsafe: an "
         "infeasible subproblem is an error, production's rounder, no family splitting, "
-        "structural zeros in the NMF; docs/production-fidelity.md); 'default' keeps "
+        "structural zeros in the NMF); 'default' keeps "
         "censusdp's improvements, each stated in the manifest's 'fidelity' entry",
     )
     p.add_argument(
