@@ -112,6 +112,10 @@ class SpineRules:
             (``target_orig_block_groups``, production default ``False``).
         gq_entities: the combination of GQ types in a block is an OSE for block
             groups (production's ``ignore_gqs_in_block_groups = False``).
+        nation: the spine's root is the nation (``US``) above the state parts;
+            ``False`` roots it at the State, as production's Puerto Rico run
+            (``person_PR.ini``: geolevels State..Block, no US level), which needs every
+            block in one state part.
     """
 
     fanout_cutoff: int = 12
@@ -123,6 +127,7 @@ class SpineRules:
     target_aian_areas: bool = True
     target_original_block_groups: bool = False
     gq_entities: bool = True
+    nation: bool = True
 
     def __post_init__(self) -> None:
         for name in ("fanout_cutoff", "entity_threshold"):
@@ -136,6 +141,7 @@ class SpineRules:
             "target_aian_areas",
             "target_original_block_groups",
             "gq_entities",
+            "nation",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise GeographyError(
@@ -158,7 +164,8 @@ class SpineRules:
     def level_names(self) -> tuple[str, ...]:
         """The spine's geolevels, top first."""
         middle = ("TractGroup",) if self.tract_groups else ()
-        return ("US", "State", "County", *middle, "Tract", "BlockGroup", "Block")
+        top = ("US",) if self.nation else ()
+        return (*top, "State", "County", *middle, "Tract", "BlockGroup", "Block")
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,14 +276,15 @@ class Spine:
         return self.codes.astype(f"U{length}")
 
     def block_columns(self) -> dict[str, np.ndarray]:
-        """``geocode`` and one column per level below the root: the block's unit code there.
+        """``geocode`` and one column per level below the nation: the block's unit code there.
 
         The table a release publishes so that anyone can recompute its noisy-measurement
         geounits from block geocodes.
         """
         out = {"geocode": self.blocks}
-        for li in range(1, len(self.geolevels)):
-            out[self.geolevels[li].name] = self.unit_codes(li)
+        for li, lv in enumerate(self.geolevels.levels):
+            if lv.length > 0:  # the nation's code is empty; a State root's is written
+                out[lv.name] = self.unit_codes(li)
         return out
 
     def state_groups(self) -> np.ndarray:
@@ -285,7 +293,7 @@ class Spine:
         The AIAN and non-AIAN parts of a state share an index: the state's invariant
         total population holds on the union of the units of one group.
         """
-        parts = self.hierarchy.geocodes[1]
+        parts = self.hierarchy.geocodes[self.geolevels.index("State")]
         return _dense_rank(np.asarray([code[1:3] for code in parts.tolist()], dtype="U2"))
 
 
@@ -606,7 +614,7 @@ def build_spine(
     for p in pieces[1:]:
         codes = np.char.add(codes, p)
 
-    lengths = [0, _STATE_PART, _COUNTY_PART]
+    lengths = [0, _STATE_PART, _COUNTY_PART] if rules.nation else [_STATE_PART, _COUNTY_PART]
     if rules.tract_groups:
         lengths.append(lengths[-1] + tg_width)
     lengths.append(lengths[-1] + _TRACT)

@@ -180,7 +180,8 @@ class ReleaseGeography:
         if self.spine is not None:
             groups = self.spine.state_groups()
             if (np.bincount(groups) == 1).all():
-                out[1] = np.asarray(pops[1], dtype=np.float64).ravel()
+                state = h.geolevels.index("State")
+                out[state] = np.asarray(pops[state], dtype=np.float64).ravel()
         return out
 
     def person_bounds(self, inv: Invariants) -> list[Bounds]:
@@ -321,10 +322,20 @@ def _check_levels(budget: Budget, rules: SpineRules) -> None:
 
 
 def _check_states(spine: Spine) -> None:
+    if not spine.rules.nation:
+        parts = np.unique(spine.unit_codes("State"))
+        if parts.size > 1:
+            raise ConfigError(
+                f"--spine optimized: a budget rooted at the State (no US level) needs the "
+                f"input in one state part; its blocks are in {parts.size} "
+                f"({', '.join(str(p) for p in parts[:3])}): AIAN and non-AIAN parts or "
+                "several states need a budget with a US level"
+            )
     groups = spine.state_groups()
     counts = np.bincount(groups)
     if counts.size > 1 and (counts > 1).any():
-        code = str(spine.hierarchy.geocodes[1][int(np.flatnonzero(counts[groups] > 1)[0])])
+        state = spine.geolevels.index("State")
+        code = str(spine.hierarchy.geocodes[state][int(np.flatnonzero(counts[groups] > 1)[0])])
         raise ConfigError(
             f"--spine optimized: state {code[1:]} has AIAN and non-AIAN parts in an input "
             f"of {counts.size} states; its total would have to be held on the union of its "
@@ -352,7 +363,8 @@ def geography_for_input(
         hierarchy: the tabulation hierarchy of the input's blocks.
         units: the validated unit columns (``aian_area`` / ``place`` when present).
         inv: the invariants (GQ facility types shape block groups).
-        rules: the spine rules (production's by default).
+        rules: the spine rules (production's by default, rooted at the State when the
+            budget has no ``US`` level, as ``pl94-2020-pr``).
         explicit: the user asked for the spine (``--spine``), so it is built even when
             the input has no block attributes; otherwise such an input falls back to the
             tabulation hierarchy with a note.
@@ -363,7 +375,8 @@ def geography_for_input(
     """
     if requested == "tabulation":
         return ReleaseGeography(hierarchy)
-    rules = SpineRules() if rules is None else rules
+    if rules is None:  # production's; rooted at the State when the budget has no US level
+        rules = SpineRules(nation="US" in budget.geolevel_names)
     _check_levels(budget, rules)
     if hierarchy.blocks.size == 0:
         note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
