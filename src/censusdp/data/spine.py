@@ -648,7 +648,9 @@ def _assign_tract_groups(
     return out
 
 
-def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> UnitShares:
+def bypass_shares(
+    hierarchy: Hierarchy, level_shares: Sequence[Fraction], *, top: int = 0
+) -> UnitShares:
     """Per-geounit budget shares after bypassing every geounit that has a single child.
 
     Bottom-up (the paper's Algorithm 3 with zCDP primitives; production's
@@ -662,6 +664,11 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
     Args:
         hierarchy: the spine (or any hierarchy).
         level_shares: ``beta``, one non-negative share per level, top first.
+        top: the first level measured here. The units of the levels above it get no
+            share and take none from a child: their budget is spent outside the input
+            (the nation of production's national run, when the input is some of its
+            states; production bypasses above the county only among the nation's
+            units, ``bypass_above_county``, and the US has 51 children there).
 
     Raises:
         GeographyError: when the number of shares is not the number of levels or a share
@@ -670,6 +677,10 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
     if len(level_shares) != hierarchy.n_levels:
         raise GeographyError(
             f"bypass needs one share per geolevel ({hierarchy.n_levels}), got {len(level_shares)}"
+        )
+    if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top < hierarchy.n_levels:
+        raise GeographyError(
+            f"bypass top is {top!r}; it must be a level index in [0, {hierarchy.n_levels})"
         )
     shares = [Fraction(s) for s in level_shares]
     for name, s in zip(hierarchy.geolevels.names, shares, strict=True):
@@ -680,7 +691,9 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
         np.full(hierarchy.n_units(li), s.numerator * (den // s.denominator), dtype=np.int64)
         for li, s in enumerate(shares)
     ]
-    for li in range(hierarchy.n_levels - 2, -1, -1):
+    for li in range(top):
+        num[li][:] = 0
+    for li in range(hierarchy.n_levels - 2, top - 1, -1):
         ptr = hierarchy.child_ptr[li]
         single = np.flatnonzero(np.diff(ptr) == 1)
         child = ptr[single]

@@ -54,6 +54,7 @@ from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
 
 __all__ = [
+    "NATION_STATES",
     "SPINE_CHOICES",
     "ReleaseGeography",
     "block_attributes",
@@ -61,6 +62,10 @@ __all__ = [
     "geography_of_run",
     "requested_spine",
 ]
+
+NATION_STATES = 51
+"""The states of production's national run (the 50 states and DC; Puerto Rico is its own
+run): an input with fewer is some of the nation."""
 
 SPINE_CHOICES = SPINES
 """``tabulation``: state > county > tract > block group > block by geocode;
@@ -120,12 +125,20 @@ class ReleaseGeography:
         bypass: a spine geounit spends its own share (:func:`~censusdp.data.spine.bypass_shares`:
             a single child is not measured, its parent gets its share); ``False`` only
             for releases made before bypass (every unit at its geolevel's share).
+        nation_outside: the input is some states of the nation, not all of it: the
+            ``US`` level's share is spent on the nation as in production's national run
+            (accounted, not simulated), so the US geounit is not measured, and every
+            State part keeps its State share and query shares (it is never bypassed
+            into the US). ``False`` for releases made before this (a one-state input's
+            State then gave its share to an artificial US root, measured with the US
+            query shares).
     """
 
     tabulation: Hierarchy
     spine: Spine | None = None
     note: str | None = None
     bypass: bool = True
+    nation_outside: bool = False
 
     @property
     def kind(self) -> str:
@@ -234,7 +247,7 @@ class ReleaseGeography:
                 f"budget {budget.name!r} has geolevels {list(budget.geolevel_names)}; "
                 f"the spine's are {names}"
             )
-        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names])
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names], top=self._top)
         if not shares.bypassed:
             return None
         for li, name in enumerate(names):
@@ -246,6 +259,11 @@ class ReleaseGeography:
                     "there (bypass); give the level queries or use --spine tabulation"
                 )
         return shares
+
+    @property
+    def _top(self) -> int:
+        """The first level measured: 1 when the US is the nation outside the input."""
+        return 1 if self.nation_outside else 0
 
     def write(self, out_dir: Path) -> None:
         """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
@@ -276,11 +294,15 @@ class ReleaseGeography:
             }
         )
         if budget is not None and list(budget.geolevel_names) == list(h.geolevels.names):
-            shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+            shares = bypass_shares(
+                h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=self._top
+            )
             unmeasured = {
                 lv.name: int((~shares.measured(i)).sum())
                 for i, lv in enumerate(h.geolevels.levels)
-                if budget.geolevel_shares[lv.name] > 0 and (~shares.measured(i)).any()
+                if i >= self._top
+                and budget.geolevel_shares[lv.name] > 0
+                and (~shares.measured(i)).any()
             }
             raised = {
                 lv.name: int((shares.numerators[i] > shares.level_numerators[i]).sum())
@@ -299,7 +321,27 @@ class ReleaseGeography:
                     else "made before bypass: every spine geounit measured at its geolevel's share"
                 ),
             }
+        if self.nation_outside:
+            out["nation"] = self._nation_record(budget)
         return out
+
+    def _nation_record(self, budget: Budget | None) -> dict[str, Any]:
+        top = self.estimation.geolevels[0].name
+        rec: dict[str, Any] = {
+            "measured": False,
+            "level": top,
+            "detail": (
+                f"the input is {int(self.spine.state_groups().max()) + 1 if self.spine else 0} "
+                f"state(s), not the nation: the {top} level's share of each run is spent on "
+                "the nation as in production's national run (accounted in the privacy loss, "
+                "not simulated on these states), so the US geounit has no NMF rows; every "
+                "State part is measured with the State share and query shares, and the "
+                "root is estimated from the measurements of the levels below it"
+            ),
+        }
+        if budget is not None and top in budget.geolevel_shares:
+            rec["share"] = str(budget.geolevel_shares[top])
+        return rec
 
 
 def _rules_from_record(d: Mapping[str, Any]) -> SpineRules:
@@ -396,13 +438,16 @@ def geography_for_input(
         say(progress, f"note: {note}")
     spine = build_spine(hierarchy.blocks, attrs, rules)
     _check_states(spine)
+    # production's national run has the 50 states and DC under the US; an input of fewer
+    # is some of them, and the US level's budget is the nation's (not these states')
+    outside = rules.nation and int(spine.state_groups().max()) + 1 < NATION_STATES
     h = spine.hierarchy
     say(
         progress,
         "built the optimized spine: "
         + ", ".join(f"{h.n_units(i):,} {lv.name}" for i, lv in enumerate(h.geolevels.levels)),
     )
-    return ReleaseGeography(hierarchy, spine, note)
+    return ReleaseGeography(hierarchy, spine, note, nation_outside=outside)
 
 
 def geography_of_run(
@@ -428,6 +473,8 @@ def geography_of_run(
     rules = _rules_from_record(rec.get("rules", {}))
     bypass = rec.get("bypass")
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
+    nation = rec.get("nation")
+    outside = isinstance(nation, Mapping) and nation.get("measured") is False
     return ReleaseGeography(
-        tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"), applied
+        tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"), applied, outside
     )

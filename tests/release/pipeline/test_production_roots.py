@@ -1,4 +1,4 @@
-"""Puerto Rico released with its own presets, as production's Puerto Rico run.
+"""Puerto Rico with its own presets, and one state as production's national run sees it.
 
 Production ran Puerto Rico apart from the nation (the run certificates
 ``docs/certificates/DAS-PL94171-PRODUCTION-RUN1A-202106241420-PR-{Persons,Units}`` of
@@ -37,7 +37,9 @@ from censusdp.release.topdown.passes import plans_for
 
 LEVELS = ("State", "County", "Tract", "BlockGroup", "Block")
 PERSON_RHO = 1 / Fraction(339, 542) ** 2
-PERSON_SHARES = dict(zip(LEVELS, (Fraction(n, 4099) for n in (689, 695, 772, 1778, 165))))
+PERSON_SHARES = dict(
+    zip(LEVELS, (Fraction(n, 4099) for n in (689, 695, 772, 1778, 165)), strict=True)
+)
 UNIT_RHO = 1 / Fraction(12343, 3379) ** 2
 UNIT_SHARES = dict(
     zip(
@@ -49,6 +51,7 @@ UNIT_SHARES = dict(
             Fraction(281911, 657435),
             Fraction(99, 820),
         ),
+        strict=True,
     )
 )
 
@@ -71,12 +74,22 @@ def _discrete_gaussian_variance(sigma2: float) -> float:
     return float(np.sum(k * k * w) / np.sum(w))
 
 
-def _bypassed_shares(spine_file, levels: dict[str, Fraction]) -> dict[tuple[str, str], Fraction]:
-    """Production's per-geounit shares: bottom-up, a unit with one child takes its share."""
+def _bypassed_shares(
+    spine_file, levels: dict[str, Fraction], top: int = 0
+) -> dict[tuple[str, str], Fraction]:
+    """Production's per-geounit shares: bottom-up, a unit with one child takes its share;
+    the levels above ``top`` are the nation's (spent outside the input, never measured)."""
+    names = list(levels)
     cols = pq.read_table(spine_file).to_pydict()
-    units = {lv: sorted(set(cols[lv])) for lv in LEVELS}
-    share = {(lv, u): levels[lv] for lv in LEVELS for u in units[lv]}
-    for above, below in zip(LEVELS[-2::-1], LEVELS[:0:-1], strict=True):
+    cols |= {lv: [""] * len(cols["geocode"]) for lv in names[:top]}
+    units = {lv: sorted(set(cols[lv])) for lv in names}
+    share = {
+        (lv, u): levels[lv] if i >= top else Fraction(0)
+        for i, lv in enumerate(names)
+        for u in units[lv]
+    }
+    for i in range(len(names) - 2, top - 1, -1):
+        above, below = names[i], names[i + 1]
         children: dict[str, set[str]] = {}
         for a, b in zip(cols[above], cols[below], strict=True):
             children.setdefault(a, set()).add(b)
@@ -97,11 +110,11 @@ def pr_release(tmp_path_factory):
     return d
 
 
-def _check_variances(nmf, spine_file, rho, level_shares, preset) -> int:
-    shares = _bypassed_shares(spine_file, level_shares)
+def _check_variances(nmf, spine_file, rho, level_shares, preset, top=0) -> int:
+    shares = _bypassed_shares(spine_file, level_shares, top)
     queries = _query_shares(preset)
     t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "variance"])
-    strings = [(f.name, pa.string() if f.name != "variance" else f.type) for f in t.schema]
+    strings = [(f.name, pa.string() if f.name != "variance" else pa.float64()) for f in t.schema]
     t = t.cast(pa.schema(strings))
     groups = t.group_by(["geolevel", "geocode", "query"]).aggregate(
         [("variance", "min"), ("variance", "max")]
@@ -195,3 +208,94 @@ def test_a_state_root_holds_one_state_and_its_total_is_the_invariant():
     assert h.geocodes[0].tolist() == ["72"] and h.n_units(1) == 2
     with pytest.raises(GeographyError, match="must hold one geounit"):
         Hierarchy.from_blocks(np.array(["7200100000010001", "5000100000010001"]), levels)
+
+
+# production's national run: person_US.ini geolevel_budget_prop (US..Block), and the unit
+# run's shares printed in its certificate
+NATION = ("US", *LEVELS)
+US_PERSON_SHARES = dict(
+    zip(NATION, (Fraction(n, 4099) for n in (104, 1440, 447, 687, 1256, 165)), strict=True)
+)
+US_UNIT_SHARES = dict(
+    zip(
+        NATION,
+        (Fraction(1, 205), Fraction(1, 205), Fraction(7, 82), Fraction(364, 1025))
+        + (Fraction(1759, 4100), Fraction(99, 820)),
+        strict=True,
+    )
+)
+
+
+@pytest.fixture(scope="module")
+def one_state(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vt")
+    generate_state("VT", 4, d / "cef", scale=0.05)
+    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    run_release(d / "cef", d / "nmf", budget, ReleaseOptions(seed=3, postprocess="none"))
+    return d
+
+
+def test_one_state_measures_its_state_with_the_state_allocation(one_state):
+    """The State node of a one-state input: production's State share (1440/4099) and
+    State query shares (persons ``detailed`` rho 0.0504, not 0.755 at an artificial US
+    root), the US level's share spent on the nation, stated in the manifest."""
+    run = one_state / "nmf"
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["spine"]["nation"]["measured"] is False
+    assert m["spine"]["nation"]["share"] == "104/4099"
+    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
+    rows = t.cast(
+        pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
+    )
+    d = rows.to_pydict()
+    assert "US" not in set(d["geolevel"])
+    state = {
+        q: v
+        for lv, q, v in zip(d["geolevel"], d["query"], d["variance"], strict=True)
+        if lv == "State"
+    }
+    detailed_rho = (
+        PERSON_RHO * US_PERSON_SHARES["State"] * _query_shares("pl94-2020")[("State", "detailed")]
+    )
+    assert float(detailed_rho) == pytest.approx(0.0504, abs=5e-5)
+    assert state["detailed"] == pytest.approx(
+        _discrete_gaussian_variance(float(1 / detailed_rho)), rel=1e-7
+    )
+    assert "total" in state  # the State query shares, which the US level's lack
+    counties = set(pq.read_table(run / "spine.parquet").column("County").to_pylist())
+    assert len(counties) > 1  # so the State keeps its own share (no bypass from below)
+
+
+@pytest.mark.slow
+def test_one_state_nmf_variances_are_production_national_runs(one_state):
+    run = one_state / "nmf"
+    spine_file = run / "spine.parquet"
+    n = _check_variances(
+        run / "noisy_measurements.parquet",
+        spine_file,
+        PERSON_RHO,
+        US_PERSON_SHARES,
+        "pl94-2020",
+        top=1,
+    )
+    u = _check_variances(
+        run / "noisy_measurements_units.parquet",
+        spine_file,
+        1 / Fraction(12343, 3379) ** 2,
+        US_UNIT_SHARES,
+        "pl94-2020-units",
+        top=1,
+    )
+    assert n > 1000 and u > 100
+
+
+@pytest.mark.slow
+def test_one_state_releases_with_the_us_unmeasured(one_state):
+    out = one_state / "release"
+    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    manifest = run_release(one_state / "cef", out, budget, ReleaseOptions(seed=5))
+    assert manifest["validation"]["ok"] is True
+    persons = pq.read_table(one_state / "cef" / "persons.parquet", columns=["geocode"])
+    assert (
+        pq.read_table(out / "mdf_persons.parquet", columns=["EPNUM"]).num_rows == persons.num_rows
+    )
