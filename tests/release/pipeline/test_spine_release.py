@@ -131,6 +131,29 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
     assert spine_codes.size == units["geocode"].size
 
 
+def test_an_unmeasured_us_root_is_estimated_from_the_levels_below_with_or_without_pooling():
+    """The US of a one-state input is the nation's (not measured): production's root
+    (``pool_root=False``, its own measurements) has none, so it is estimated from the
+    measurements below, the same as the pooled root; not from nothing."""
+    rng = np.random.default_rng(5)
+    persons, units = make_cef(rng, block_codes(1, 2, 2, 3), gq_rate=0.3)
+    units = _attributes(rng, units, 0.3, 3)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    h = geo.estimation
+    plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
+    hist = h.aggregate(geo.to_estimation(person_histogram(persons, tab, PL94)))
+    ms = measure(hist, h, PL94, plan, RandomSource.seeded(5), unit_shares=geo.unit_shares(BUDGET))
+    assert not any(mq.measured_units().any() for mq in ms if mq.geolevel == "US")
+    bounds = geo.person_bounds(inv)
+    pooled = run_topdown(ms, h, bounds, TopDownOptions(group_variable="hhgq"))
+    own = run_topdown(ms, h, bounds, TopDownOptions(group_variable="hhgq", pool_root=False))
+    for a, b in zip(pooled.histograms, own.histograms, strict=True):
+        assert (a != b).nnz == 0
+    assert pooled.histograms[0].sum() == persons["geocode"].size
+
+
 def test_person_bounds_fix_a_single_part_state_and_free_two_parts():
     rng = np.random.default_rng(3)
     persons, units = make_cef(rng, block_codes(2, 2, 1, 4), gq_rate=0.2)

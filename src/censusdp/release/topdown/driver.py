@@ -215,7 +215,7 @@ def _root_task(
     the root has none, from the levels below it.
     """
     ms, hierarchy = ctx.ms, ctx.hierarchy
-    root_mqs = [] if o.pool_root else ms.read(0, 0, 1)
+    root_mqs = [] if o.pool_root else [m for m in ms.read(0, 0, 1) if m.measured_units().all()]
     if not root_mqs:
         # pooled; or, without its own measurements (the US of an input of some states,
         # whose budget was spent on the nation), from the levels below: the State of a
