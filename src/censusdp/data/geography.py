@@ -54,9 +54,13 @@ class GeoLevels:
     """The geolevels from top to bottom.
 
     Raises:
-        GeographyError: unless names are unique, lengths strictly increase, the top
-            level has length 0 and the bottom level has the block length 16 (or more,
-            for a spine whose block codes are a unit path followed by the geocode).
+        GeographyError: unless names are unique, lengths strictly increase and the
+            bottom level has the block length 16 (or more, for a spine whose block codes
+            are a unit path followed by the geocode).
+
+    The top level is the root: length 0 (the nation), or longer when the run is rooted
+    at one geounit, as production's Puerto Rico run is rooted at its State (length 2;
+    :meth:`Hierarchy.from_blocks` then requires every block to share that prefix).
     """
 
     levels: tuple[GeoLevel, ...]
@@ -67,9 +71,9 @@ class GeoLevels:
         names = [lv.name for lv in self.levels]
         if len(set(names)) != len(names):
             raise GeographyError(f"geolevel names must be unique, got {names}")
-        if self.levels[0].length != 0:
+        if self.levels[0].length < 0:
             raise GeographyError(
-                f"the top geolevel {self.levels[0].name!r} must have code length 0, "
+                f"the top geolevel {self.levels[0].name!r} must have code length >= 0, "
                 f"got {self.levels[0].length}"
             )
         if self.levels[-1].length < BLOCK_GEOCODE_LENGTH:
@@ -99,6 +103,12 @@ class GeoLevels:
 
     def __getitem__(self, i: int) -> GeoLevel:
         return self.levels[i]
+
+    @property
+    def state_level(self) -> int:
+        """The level whose total population is invariant: ``State`` (the top level of a
+        run rooted at a state), else the level below the root."""
+        return self.names.index("State") if "State" in self.names else min(1, len(self) - 1)
 
     def index(self, name: str) -> int:
         """Position of the level called ``name``."""
@@ -172,6 +182,13 @@ class Hierarchy:
                     codes.append(np.array([""], dtype="U1"))
                 else:
                     codes.append(np.unique(prefixes))
+        if codes[0].size > 1:
+            top = geolevels.levels[0]
+            raise GeographyError(
+                f"the top geolevel {top.name!r} (code length {top.length}) is the root and "
+                f"must hold one geounit; the blocks are in {codes[0].size} "
+                f"({', '.join(repr(str(c)) for c in codes[0][:3])}, ...): one per run"
+            )
         for li in range(len(geolevels.levels)):
             if li == 0:
                 parents.append(np.full(codes[0].size, -1, dtype=np.int64))

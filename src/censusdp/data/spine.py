@@ -178,6 +178,10 @@ class SpineRules:
             (``target_orig_block_groups``, production default ``False``).
         gq_entities: the combination of GQ types in a block is an OSE for block
             groups (production's ``ignore_gqs_in_block_groups = False``).
+        nation: the spine's root is the nation (``US``) above the state parts;
+            ``False`` roots it at the State, as production's Puerto Rico run
+            (``person_PR.ini``: geolevels State..Block, no US level), which needs every
+            block in one state part.
     """
 
     fanout_cutoff: int = 12
@@ -189,6 +193,7 @@ class SpineRules:
     target_aian_areas: bool = True
     target_original_block_groups: bool = False
     gq_entities: bool = True
+    nation: bool = True
 
     def __post_init__(self) -> None:
         for name in ("fanout_cutoff", "entity_threshold"):
@@ -202,6 +207,7 @@ class SpineRules:
             "target_aian_areas",
             "target_original_block_groups",
             "gq_entities",
+            "nation",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise GeographyError(
@@ -224,7 +230,8 @@ class SpineRules:
     def level_names(self) -> tuple[str, ...]:
         """The spine's geolevels, top first."""
         middle = ("TractGroup",) if self.tract_groups else ()
-        return ("US", "State", "County", *middle, "Tract", "BlockGroup", "Block")
+        top = ("US",) if self.nation else ()
+        return (*top, "State", "County", *middle, "Tract", "BlockGroup", "Block")
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,14 +342,15 @@ class Spine:
         return self.codes.astype(f"U{length}")
 
     def block_columns(self) -> dict[str, np.ndarray]:
-        """``geocode`` and one column per level below the root: the block's unit code there.
+        """``geocode`` and one column per level below the nation: the block's unit code there.
 
         The table a release publishes so that anyone can recompute its noisy-measurement
         geounits from block geocodes.
         """
         out = {"geocode": self.blocks}
-        for li in range(1, len(self.geolevels)):
-            out[self.geolevels[li].name] = self.unit_codes(li)
+        for li, lv in enumerate(self.geolevels.levels):
+            if lv.length > 0:  # the nation's code is empty; a State root's is written
+                out[lv.name] = self.unit_codes(li)
         return out
 
     def state_groups(self) -> np.ndarray:
@@ -351,7 +359,7 @@ class Spine:
         The AIAN and non-AIAN parts of a state share an index: the state's invariant
         total population holds on the union of the units of one group.
         """
-        parts = self.hierarchy.geocodes[1]
+        parts = self.hierarchy.geocodes[self.geolevels.index("State")]
         return _dense_rank(np.asarray([code[1:3] for code in parts.tolist()], dtype="U2"))
 
 
@@ -679,7 +687,7 @@ def build_spine(
     for p in pieces[1:]:
         codes = np.char.add(codes, p)
 
-    lengths = [0, _STATE_PART, _COUNTY_PART]
+    lengths = [0, _STATE_PART, _COUNTY_PART] if rules.nation else [_STATE_PART, _COUNTY_PART]
     if rules.tract_groups:
         lengths.append(lengths[-1] + tg_width)
     lengths.append(lengths[-1] + _TRACT)
@@ -713,7 +721,9 @@ def _assign_tract_groups(
     return out
 
 
-def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> UnitShares:
+def bypass_shares(
+    hierarchy: Hierarchy, level_shares: Sequence[Fraction], *, top: int = 0
+) -> UnitShares:
     """Per-geounit budget shares after bypassing every geounit that has a single child.
 
     Bottom-up (the paper's Algorithm 3 with zCDP primitives; production's
@@ -727,6 +737,11 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
     Args:
         hierarchy: the spine (or any hierarchy).
         level_shares: ``beta``, one non-negative share per level, top first.
+        top: the first level measured here. The units of the levels above it get no
+            share and take none from a child: their budget is spent outside the input
+            (the nation of production's national run, when the input is some of its
+            states; production bypasses above the county only among the nation's
+            units, ``bypass_above_county``, and the US has 51 children there).
 
     Raises:
         GeographyError: when the number of shares is not the number of levels or a share
@@ -735,6 +750,10 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
     if len(level_shares) != hierarchy.n_levels:
         raise GeographyError(
             f"bypass needs one share per geolevel ({hierarchy.n_levels}), got {len(level_shares)}"
+        )
+    if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top < hierarchy.n_levels:
+        raise GeographyError(
+            f"bypass top is {top!r}; it must be a level index in [0, {hierarchy.n_levels})"
         )
     shares = [Fraction(s) for s in level_shares]
     for name, s in zip(hierarchy.geolevels.names, shares, strict=True):
@@ -745,7 +764,9 @@ def bypass_shares(hierarchy: Hierarchy, level_shares: Sequence[Fraction]) -> Uni
         np.full(hierarchy.n_units(li), s.numerator * (den // s.denominator), dtype=np.int64)
         for li, s in enumerate(shares)
     ]
-    for li in range(hierarchy.n_levels - 2, -1, -1):
+    for li in range(top):
+        num[li][:] = 0
+    for li in range(hierarchy.n_levels - 2, top - 1, -1):
         ptr = hierarchy.child_ptr[li]
         single = np.flatnonzero(np.diff(ptr) == 1)
         child = ptr[single]

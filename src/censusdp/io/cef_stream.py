@@ -357,7 +357,7 @@ def _assemble(
     vacant = np.concatenate([r["hu_vacant"] for r in results])
     occupied = np.concatenate([r["hu_occupied"] for r in results])
     gq = np.concatenate([r["gq_facilities"] for r in results])
-    inv = Invariants(hierarchy.blocks, population, vacant + occupied, gq, 1)
+    inv = Invariants(hierarchy.blocks, population, vacant + occupied, gq, geolevels.state_level)
     hu = sp.csr_matrix(np.column_stack([vacant, occupied])) if with_units else None
     attributes = {
         k: _attribute_strings(np.concatenate([r["attributes"][k] for r in results]), k)

@@ -7,13 +7,14 @@ recompute the noisy measurement file's geounits from block geocodes:
 
 * ``geocode``: the block's 16-digit tabulation geocode (the MDF's and the tables'),
   sorted;
-* one column per spine level below the root, named after the level (``State``,
+* one column per spine level with a non-empty code, named after the level (``State``,
   ``County``, ``Tract``, ``BlockGroup``, ``Block``): the code of the block's geounit at
   that level, as it appears in the NMF's ``geocode`` column for that level. Each code is
   a prefix of the block's ``Block`` code, of the level's length (the manifest's
   ``spine.geolevels``), and the ``Block`` code ends with the block's geocode.
 
-The root level (``US``) has the empty code and no column.
+The nation (``US``) has the empty code and no column; a spine rooted at a State
+(Puerto Rico's, ``pl94-2020-pr``) has a ``State`` column with its one code.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def read_spine(path: str | Path, geolevels: GeoLevels) -> tuple[np.ndarray, np.n
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
-    names = [lv.name for lv in geolevels.levels[1:]]
+    names = [lv.name for lv in geolevels.levels if lv.length > 0]
     missing = [c for c in ("geocode", *names) if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing columns {missing}")
@@ -93,7 +94,7 @@ def read_spine(path: str | Path, geolevels: GeoLevels) -> tuple[np.ndarray, np.n
         )
     if geocodes.size > 1 and not (geocodes[1:] > geocodes[:-1]).all():
         raise InputError(f"{path}: column 'geocode' is not sorted and unique")
-    for lv in geolevels.levels[1:-1]:
+    for lv in (lv for lv in geolevels.levels[:-1] if lv.length > 0):
         col = strings(lv.name, lv.length + 1)
         off = col != codes.astype(f"U{lv.length}")
         if off.any():

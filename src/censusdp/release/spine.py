@@ -66,6 +66,7 @@ from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
 
 __all__ = [
+    "NATION_STATES",
     "SPINE_CHOICES",
     "ReleaseGeography",
     "block_attributes",
@@ -73,6 +74,10 @@ __all__ = [
     "geography_of_run",
     "requested_spine",
 ]
+
+NATION_STATES = 51
+"""The states of production's national run (the 50 states and DC; Puerto Rico is its own
+run): an input with fewer is some of the nation."""
 
 SPINE_CHOICES = SPINES
 """``tabulation``: state > county > tract > block group > block by geocode;
@@ -136,6 +141,13 @@ class ReleaseGeography:
             (hierarchy order), which bounds its groups (:meth:`person_bounds`);
             ``None`` for a release that did not record it (its parts' groups are
             bounded by the facilities alone).
+        nation_outside: the input is some states of the nation, not all of it: the
+            ``US`` level's share is spent on the nation as in production's national run
+            (accounted, not simulated), so the US geounit is not measured, and every
+            State part keeps its State share and query shares (it is never bypassed
+            into the US). ``False`` for releases made before this (a one-state input's
+            State then gave its share to an artificial US root, measured with the US
+            query shares).
     """
 
     tabulation: Hierarchy
@@ -143,6 +155,7 @@ class ReleaseGeography:
     note: str | None = None
     bypass: bool = True
     part_population: np.ndarray | None = None
+    nation_outside: bool = False
 
     @property
     def kind(self) -> str:
@@ -197,7 +210,8 @@ class ReleaseGeography:
         if self.spine is not None:
             groups = self.spine.state_groups()
             if (np.bincount(groups) == 1).all():
-                out[1] = np.asarray(pops[1], dtype=np.float64).ravel()
+                state = h.geolevels.index("State")
+                out[state] = np.asarray(pops[state], dtype=np.float64).ravel()
         return out
 
     def person_bounds(self, inv: Invariants) -> list[Bounds]:
@@ -263,7 +277,7 @@ class ReleaseGeography:
                 f"budget {budget.name!r} has geolevels {list(budget.geolevel_names)}; "
                 f"the spine's are {names}"
             )
-        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names])
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names], top=self._top)
         if not shares.bypassed:
             return None
         for li, name in enumerate(names):
@@ -275,6 +289,11 @@ class ReleaseGeography:
                     "there (bypass); give the level queries or use --spine tabulation"
                 )
         return shares
+
+    @property
+    def _top(self) -> int:
+        """The first level measured: 1 when the US is the nation outside the input."""
+        return 1 if self.nation_outside else 0
 
     def write(self, out_dir: Path) -> None:
         """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
@@ -317,11 +336,15 @@ class ReleaseGeography:
                 "total exactly"
             )
         if budget is not None and list(budget.geolevel_names) == list(h.geolevels.names):
-            shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+            shares = bypass_shares(
+                h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=self._top
+            )
             unmeasured = {
                 lv.name: int((~shares.measured(i)).sum())
                 for i, lv in enumerate(h.geolevels.levels)
-                if budget.geolevel_shares[lv.name] > 0 and (~shares.measured(i)).any()
+                if i >= self._top
+                and budget.geolevel_shares[lv.name] > 0
+                and (~shares.measured(i)).any()
             }
             raised = {
                 lv.name: int((shares.numerators[i] > shares.level_numerators[i]).sum())
@@ -340,7 +363,27 @@ class ReleaseGeography:
                     else "made before bypass: every spine geounit measured at its geolevel's share"
                 ),
             }
+        if self.nation_outside:
+            out["nation"] = self._nation_record(budget)
         return out
+
+    def _nation_record(self, budget: Budget | None) -> dict[str, Any]:
+        top = self.estimation.geolevels[0].name
+        rec: dict[str, Any] = {
+            "measured": False,
+            "level": top,
+            "detail": (
+                f"the input is {int(self.spine.state_groups().max()) + 1 if self.spine else 0} "
+                f"state(s), not the nation: the {top} level's share of each run is spent on "
+                "the nation as in production's national run (accounted in the privacy loss, "
+                "not simulated on these states), so the US geounit has no NMF rows; every "
+                "State part is measured with the State share and query shares, and the "
+                "root is estimated from the measurements of the levels below it"
+            ),
+        }
+        if budget is not None and top in budget.geolevel_shares:
+            rec["share"] = str(budget.geolevel_shares[top])
+        return rec
 
 
 def _rules_from_record(d: Mapping[str, Any]) -> SpineRules:
@@ -363,10 +406,20 @@ def _check_levels(budget: Budget, rules: SpineRules) -> None:
 
 
 def _check_states(spine: Spine) -> None:
+    if not spine.rules.nation:
+        parts = np.unique(spine.unit_codes("State"))
+        if parts.size > 1:
+            raise ConfigError(
+                f"--spine optimized: a budget rooted at the State (no US level) needs the "
+                f"input in one state part; its blocks are in {parts.size} "
+                f"({', '.join(str(p) for p in parts[:3])}): AIAN and non-AIAN parts or "
+                "several states need a budget with a US level"
+            )
     groups = spine.state_groups()
     counts = np.bincount(groups)
     if counts.size > 1 and (counts > 1).any():
-        code = str(spine.hierarchy.geocodes[1][int(np.flatnonzero(counts[groups] > 1)[0])])
+        state = spine.geolevels.index("State")
+        code = str(spine.hierarchy.geocodes[state][int(np.flatnonzero(counts[groups] > 1)[0])])
         raise ConfigError(
             f"--spine optimized: state {code[1:]} has AIAN and non-AIAN parts in an input "
             f"of {counts.size} states; its total would have to be held on the union of its "
@@ -394,7 +447,8 @@ def geography_for_input(
         hierarchy: the tabulation hierarchy of the input's blocks.
         units: the validated unit columns (``aian_area`` / ``place`` when present).
         inv: the invariants (GQ facility types shape block groups).
-        rules: the spine rules (production's by default).
+        rules: the spine rules (production's by default, rooted at the State when the
+            budget has no ``US`` level, as ``pl94-2020-pr``).
         explicit: the user asked for the spine (``--spine``), so it is built even when
             the input has no block attributes; otherwise such an input falls back to the
             tabulation hierarchy with a note.
@@ -405,7 +459,8 @@ def geography_for_input(
     """
     if requested == "tabulation":
         return ReleaseGeography(hierarchy)
-    rules = SpineRules() if rules is None else rules
+    if rules is None:  # production's; rooted at the State when the budget has no US level
+        rules = SpineRules(nation="US" in budget.geolevel_names)
     _check_levels(budget, rules)
     if hierarchy.blocks.size == 0:
         note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
@@ -425,15 +480,23 @@ def geography_for_input(
         say(progress, f"note: {note}")
     spine = build_spine(hierarchy.blocks, attrs, rules)
     _check_states(spine)
+    # production's national run has the 50 states and DC under the US; an input of fewer
+    # is some of them, and the US level's budget is the nation's (not these states')
+    outside = rules.nation and int(spine.state_groups().max()) + 1 < NATION_STATES
     h = spine.hierarchy
     say(
         progress,
         "built the optimized spine: "
         + ", ".join(f"{h.n_units(i):,} {lv.name}" for i, lv in enumerate(h.geolevels.levels)),
     )
-    parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[1]
+    state = h.geolevels.index("State")
+    parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[state]
     return ReleaseGeography(
-        hierarchy, spine, note, part_population=np.asarray(parts, dtype=np.int64).ravel()
+        hierarchy,
+        spine,
+        note,
+        part_population=np.asarray(parts, dtype=np.int64).ravel(),
+        nation_outside=outside,
     )
 
 
@@ -462,7 +525,9 @@ def geography_of_run(
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
     spine = Spine(geolevels, geocodes, codes, rules)
     parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
-    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts)
+    nation = rec.get("nation")
+    outside = isinstance(nation, Mapping) and nation.get("measured") is False
+    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside)
 
 
 def _part_population(recorded: Any, spine: Spine, run_dir: Path) -> np.ndarray | None:
@@ -474,7 +539,8 @@ def _part_population(recorded: Any, spine: Spine, run_dir: Path) -> np.ndarray |
     if recorded is None:
         return None
     where = f"{run_dir / MANIFEST_FILE}: spine.state_part_population"
-    parts = spine.hierarchy.geocodes[1].tolist()
+    h = spine.hierarchy
+    parts = h.geocodes[h.geolevels.index("State")].tolist()
     if not isinstance(recorded, Mapping) or sorted(map(str, recorded)) != sorted(parts):
         raise InputError(f"{where} must give one total per state part {parts}")
     values = [recorded[p] for p in parts]

@@ -84,9 +84,11 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
     assert ((np.char.str_len(units["aian_area"]) > 0) == (spine_codes.astype("U1") == "1")).all()
     block_hist = geo.to_estimation(person_histogram(persons, tab, PL94))
     plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
-    shares = bypass_shares(h, [BUDGET.geolevel_shares[n] for n in h.geolevels.names])
+    # one state, not the nation: the US level's share is the nation's (not measured here)
+    assert geo.nation_outside
+    shares = bypass_shares(h, [BUDGET.geolevel_shares[n] for n in h.geolevels.names], top=1)
     unit_shares = geo.unit_shares(BUDGET)
-    assert (unit_shares is None) == (not shares.bypassed)
+    assert unit_shares is not None and not shares.measured(0).any()
     ms = measure(
         h.aggregate(block_hist), h, PL94, plan, RandomSource.seeded(seed), unit_shares=unit_shares
     )
@@ -127,6 +129,29 @@ def test_spine_estimate_sums_blocks_and_holds_the_state_total_on_the_union(
         width = h.geolevels[li].length
         assert np.array_equal(h.geocodes[li][anc], h.blocks.astype(f"U{width}"))
     assert spine_codes.size == units["geocode"].size
+
+
+def test_an_unmeasured_us_root_is_estimated_from_the_levels_below_with_or_without_pooling():
+    """The US of a one-state input is the nation's (not measured): production's root
+    (``pool_root=False``, its own measurements) has none, so it is estimated from the
+    measurements below, the same as the pooled root; not from nothing."""
+    rng = np.random.default_rng(5)
+    persons, units = make_cef(rng, block_codes(1, 2, 2, 3), gq_rate=0.3)
+    units = _attributes(rng, units, 0.3, 3)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    h = geo.estimation
+    plan = [(m.geolevel, m.query, m.mechanism) for m in BUDGET.measurements()]
+    hist = h.aggregate(geo.to_estimation(person_histogram(persons, tab, PL94)))
+    ms = measure(hist, h, PL94, plan, RandomSource.seeded(5), unit_shares=geo.unit_shares(BUDGET))
+    assert not any(mq.measured_units().any() for mq in ms if mq.geolevel == "US")
+    bounds = geo.person_bounds(inv)
+    pooled = run_topdown(ms, h, bounds, TopDownOptions(group_variable="hhgq"))
+    own = run_topdown(ms, h, bounds, TopDownOptions(group_variable="hhgq", pool_root=False))
+    for a, b in zip(pooled.histograms, own.histograms, strict=True):
+        assert (a != b).nnz == 0
+    assert pooled.histograms[0].sum() == persons["geocode"].size
 
 
 def test_person_bounds_fix_a_single_part_state_and_free_two_parts():
@@ -271,8 +296,8 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
         ("noisy_measurements.parquet", BUDGET),
         ("noisy_measurements_units.parquet", load_preset("pl94-2020-units")),
     ):
-        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
-        assert _nmf_codes(spine_run / run, "US") == {""}
+        shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=1)
+        assert _nmf_codes(spine_run / run, "US") == set()  # the nation's share, not measured
         for li, (name, _) in enumerate(manifest["spine"]["geolevels"]):
             if li == 0:
                 continue
@@ -628,7 +653,7 @@ def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(spine
     assert len(seen) == 2  # persons and units
     for (h, shares, ms), budget in zip(seen, (BUDGET, load_preset("pl94-2020-units")), strict=True):
         assert list(h.geolevels.names) == [n for n, _ in manifest["spine"]["geolevels"]]
-        want = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
+        want = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=1)
         for li in range(h.n_levels):
             np.testing.assert_array_equal(shares.numerators[li], want.numerators[li])
         for mq in ms:

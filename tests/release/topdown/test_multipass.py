@@ -91,7 +91,8 @@ def test_plans_for_other_schemas_modes_and_level_names() -> None:
     assert plans_for("units", LEVELS) == [None] * 6
     assert plans_for("pl94", LEVELS, "single") == [None] * 6
     # production's spelling of the block-group level is accepted
-    assert plans_for("pl94", ["Block_Group"])[0] is PRODUCTION_PASSES["pl94"]["blockgroup"]
+    plan = plans_for("pl94", ["US", "Block_Group"])[1]
+    assert plan is PRODUCTION_PASSES["pl94"]["blockgroup"]
     with pytest.raises(ConfigError, match="passes must be one of"):
         plans_for("pl94", LEVELS, "two")
 

@@ -219,14 +219,16 @@ def _root_task(
     """The root's task (one unit, no parent constraint), and every level's passes.
 
     The root's marginals come from every level's measurements (pooling; a deliberate
-    difference from production, which uses the root's own only), or its own.
+    difference from production, which uses the root's own only), or its own, or, when
+    the root has none, from the levels below it.
     """
     ms, hierarchy = ctx.ms, ctx.hierarchy
-    root_mqs = (
-        pooled_root(ms, hierarchy, variance_floor=VARIANCE_FLOOR)
-        if o.pool_root
-        else ms.read(0, 0, 1)
-    )
+    root_mqs = [] if o.pool_root else [m for m in ms.read(0, 0, 1) if m.measured_units().all()]
+    if not root_mqs:
+        # pooled; or, without its own measurements (the US of an input of some states,
+        # whose budget was spent on the nation), from the levels below: the State of a
+        # one-state input measures the same persons, the parts of a state their union
+        root_mqs = pooled_root(ms, hierarchy, variance_floor=VARIANCE_FLOOR)
     family = Family(
         start=0,
         k=1,

@@ -191,6 +191,7 @@ _PUBLISHED = PassPlan(
 
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     "pl94": {
+        "root": _US,
         "us": _US,
         "state": _ISOLATED_TOTAL,
         "county": _ISOLATED_TOTAL,
@@ -203,6 +204,11 @@ PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
 """Production's query orderings: schema name -> normalised geolevel name (lower case,
 no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
 is the plan of every other geolevel (production's ``default_ordering``, used at Block).
+``"root"`` is the plan of a run's top geolevel whatever its name: production's two pl94
+runs solve their root in one pass without ``total`` (the US of the national run,
+``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3``; the State of Puerto Rico's,
+``Strategy1b_CTY_TR_BG_isoTot_Ordering_PR_dsepJune3``, whose ``st_ordering`` is the US
+ordering: "PR has no AIAN areas ... State now has no 'total' query").
 ``dhc-lite`` is not a production configuration: it is production's rounding idea on the
 tables a dhc-lite release publishes (see ``_PUBLISHED``)."""
 
@@ -219,7 +225,8 @@ def plans_for(
     Args:
         schema_name: the person schema (``"pl94"``); schemas without production
             orderings get ``None`` everywhere.
-        geolevel_names: the run's geolevels, top first.
+        geolevel_names: the run's geolevels, top first (the first is the root, which
+            takes the table's ``"root"`` plan when it has one).
         passes: ``"production"`` or ``"single"`` (see :data:`PASS_MODES`).
 
     Raises:
@@ -230,4 +237,7 @@ def plans_for(
     table = PRODUCTION_PASSES.get(schema_name) if passes == "production" else None
     if table is None:
         return [None] * len(geolevel_names)
-    return [table.get(_level_key(n), table.get("*")) for n in geolevel_names]
+    plans = [table.get(_level_key(n), table.get("*")) for n in geolevel_names]
+    if plans and "root" in table:
+        plans[0] = table["root"]
+    return plans
