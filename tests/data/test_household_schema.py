@@ -84,6 +84,16 @@ def test_derived_households_never_fall_in_a_structural_zero(wy: Path) -> None:
         hierarchy.block_index(cef.units["geocode"][occupied]), minlength=hierarchy.blocks.size
     )
     assert np.array_equal(np.asarray(hist.sum(axis=1)).ravel(), want)
+    # per geounit: the histogram taken up the hierarchy, the nation's is every household's
+    levels = hierarchy.aggregate(hist)
+    nation = np.asarray(levels[0].todense()).ravel()
+    assert np.array_equal(nation, np.bincount(cells, minlength=s.size))
+    county = hierarchy.geolevels.index("County")
+    counties, per_county = np.unique(
+        np.asarray(cef.units["geocode"][hh.unit], dtype="U5"), return_counts=True
+    )
+    assert np.array_equal(np.asarray(levels[county].sum(axis=1)).ravel(), per_county)
+    assert hierarchy.geocodes[county].tolist() == counties.tolist()
     # re-derived from shuffled persons: the same households
     order = np.random.default_rng(0).permutation(cef.n_persons)
     unit_row = np.searchsorted(cef.units["unit_id"], cef.persons["unit_id"][order])

@@ -13,7 +13,7 @@ households; with ``rel``, every household's attributes are derived from its pers
 * ``units.parquet`` may carry household columns (``hhsex``, ``hhage``, ... with the
   levels of :data:`censusdp.data.households.HOUSEHOLD_ATTRIBUTES`); they are never
   trusted: on every occupied housing unit each must equal what the unit's persons give
-  (on other units they are not read).
+  (on other units they need only be valid levels).
 """
 
 from __future__ import annotations
