@@ -87,13 +87,14 @@ def _unit_row(p: dict, u: dict) -> np.ndarray:
 def test_column_contract(vt: tuple) -> None:
     _, p, u = vt
     assert p["_schema"].names == [
-        "person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace"
+        "person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace", "rel",
+        "citizen",
     ]  # fmt: skip
     assert u["_schema"].names == [
         "unit_id", "geocode", "gqtype", "occupied", "aian_area", "place"
     ]  # fmt: skip
     assert u["_schema"].field("place").type == pa.string()
-    for name in ("person_id", "unit_id", "hhgq", "sex", "age", "hispanic", "cenrace"):
+    for name in ("person_id", "unit_id", "hhgq", "sex", "age", "hispanic", "cenrace", "rel"):
         assert p["_schema"].field(name).type == pa.int64()
     assert p["_schema"].field("geocode").type == pa.string()
     assert u["_schema"].field("occupied").type == pa.bool_()
@@ -102,6 +103,8 @@ def test_column_contract(vt: tuple) -> None:
     assert p["age"].min() >= 0 and p["age"].max() <= 115
     assert set(np.unique(p["hispanic"])) == {0, 1}
     assert p["cenrace"].min() >= 1 and p["cenrace"].max() <= 63
+    assert p["rel"].min() >= 0 and p["rel"].max() <= 16
+    assert set(np.unique(p["citizen"])) == {0, 1}
     for g in (p["geocode"], u["geocode"]):
         digits = np.frombuffer(g.tobytes(), dtype=np.uint8).reshape(-1, 16)
         assert ((digits >= 48) & (digits <= 57)).all()

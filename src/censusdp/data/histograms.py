@@ -3,7 +3,7 @@
 What is measured and what is published are both linear functions of histograms. This
 module owns the step from records to histograms, for every caller: the confidential
 input before measurement (:func:`person_histogram`, :func:`unit_histogram`,
-:func:`housing_unit_histogram`), the released MDF when it is tabulated and validated,
+:func:`housing_unit_histogram`, :func:`household_histogram`), the released MDF when it is tabulated and validated,
 and the released units rebuilt from the invariants
 (:func:`unit_histogram_from_counts`). A histogram is a sparse ``(blocks x cells)``
 int64 matrix; :meth:`censusdp.data.geography.Hierarchy.aggregate` takes it up the
@@ -20,12 +20,14 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.households import Households
 from censusdp.data.schema import HHGQ_LEVELS, Schema, get_schema
 from censusdp.errors import GeographyError, InputError
 
 __all__ = [
     "N_GQTYPES",
     "UNIT_CELLS",
+    "household_histogram",
     "housing_unit_histogram",
     "housing_unit_histogram_at",
     "person_cells",
@@ -127,6 +129,31 @@ def person_histogram(
     sch = get_schema(schema) if isinstance(schema, str) else schema
     rows = _block_rows(persons, hierarchy, "persons")
     cells = _person_cells(persons, sch)
+    return sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, cells)),
+        shape=(hierarchy.blocks.size, sch.size),
+    )
+
+
+def household_histogram(
+    households: Households, unit_geocodes: np.ndarray, hierarchy: Hierarchy
+) -> sp.csr_matrix:
+    """The sparse ``(blocks x 387,072)`` int64 histogram of households over the
+    ``household2010`` schema: each household counted once, in its unit's block, in the
+    cell of its derived attributes (:func:`censusdp.data.households.derive_households`).
+
+    Args:
+        households: the households of an input.
+        unit_geocodes: the block geocode of every unit (``households.unit`` indexes it).
+        hierarchy: the geography; its blocks are the rows.
+
+    Raises:
+        GeographyError: for a household's geocode that is not a block of ``hierarchy``.
+    """
+    sch = get_schema("household2010")
+    rows = _block_rows({"geocode": np.asarray(unit_geocodes)[households.unit]}, hierarchy,
+                       "households")  # fmt: skip
+    cells = sch.cells_of(households.attributes)
     return sp.csr_matrix(
         (np.ones(rows.size, dtype=np.int64), (rows, cells)),
         shape=(hierarchy.blocks.size, sch.size),

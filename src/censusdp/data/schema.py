@@ -16,6 +16,8 @@ Built-in schemas:
 * ``dhc-lite``: HHGQ (8) x SEX (2) x AGE (116) x HISPANIC (2) x CENRACE (63)
   = 233,856 cells.
 * ``units``: housing units by OCCUPANCY (vacant, occupied), for the housing-unit run.
+* ``household2010``: the 2010 DDP's households: HHSEX (2) x HHAGE (9) x HHHISP (2) x
+  HHRACE (7) x HHSIZE (8) x HHTYPE (24) x HHELDERLY (4) x HHMULTI (2) = 387,072 cells.
 
 CENRACE's 63 categories are the non-empty subsets of the six OMB race groups, in the
 Census order: the 6 single races, then the 15 two-race combinations, the 20 three-race,
@@ -32,12 +34,14 @@ from functools import cached_property
 
 import numpy as np
 
+from censusdp.data.households import HOUSEHOLD_ATTRIBUTES
 from censusdp.errors import SchemaError
 
 __all__ = [
     "CENRACE_LEVELS",
     "CENRACE_RACES",
     "HHGQ_LEVELS",
+    "HOUSEHOLD2010",
     "OMB_RACES",
     "Attribute",
     "Recode",
@@ -414,7 +418,42 @@ OCCUPANCY = Attribute(
 UNITS = Schema(name="units", attributes=(OCCUPANCY,))
 """Housing units by occupancy: the schema of the separate housing-unit run (table H1)."""
 
-_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS)}
+
+def _household_zeros() -> tuple[StructuralZero, ...]:
+    """The cells no household can be in, as the DDP's household constraints rule them out
+    (its ``no_vacant``, ``living_alone``, ``size2``, ``size2plus_notalone``,
+    ``not_multigen`` and ``hh_elderly``), each following from
+    :mod:`censusdp.data.households`' derivation."""
+    size2_types = (3, 7, 12, 17, 19, 20, 22, 23)  # the types two persons can make
+    not_alone = tuple(t for t in range(24) if t != 18)
+    return (
+        StructuralZero("no_vacant", (("hhsize", (0,)),)),
+        StructuralZero("living_alone_type", (("hhsize", (1,)), ("hhtype", not_alone))),
+        StructuralZero("living_alone_multi", (("hhsize", (1,)), ("hhmulti", (1,)))),
+        StructuralZero(
+            "size2_type", (("hhsize", (2,)), ("hhtype", tuple(set(range(24)) - set(size2_types))))
+        ),
+        StructuralZero("size2_multi", (("hhsize", (2,)), ("hhmulti", (1,)))),
+        StructuralZero("size2plus_alone", (("hhsize", tuple(range(2, 8))), ("hhtype", (18,)))),
+        StructuralZero("not_multigen", (("hhmulti", (1,)), ("hhtype", (12, 17, 18, 23)))),
+        StructuralZero("elderly_75plus", (("hhage", (7, 8)), ("hhelderly", (0, 1, 2)))),
+        StructuralZero("elderly_65to74", (("hhage", (6,)), ("hhelderly", (0, 1)))),
+        StructuralZero("elderly_60to64", (("hhage", (5,)), ("hhelderly", (0,)))),
+    )
+
+
+HOUSEHOLD2010 = Schema(
+    name="household2010",
+    attributes=tuple(_identity(name, levels) for name, levels in HOUSEHOLD_ATTRIBUTES.items()),
+    structural_zeros=_household_zeros(),
+)
+"""The 2010 DDP's household schema (``Schema_Household2010``): HHSEX (2) x HHAGE (9) x
+HHHISP (2) x HHRACE (7) x HHSIZE (8) x HHTYPE (24) x HHELDERLY (4) x HHMULTI (2) =
+387,072 cells, one household each (docs/households.md; the levels are
+:data:`censusdp.data.households.HOUSEHOLD_ATTRIBUTES`). A household's attributes are
+derived from its persons (:func:`censusdp.data.households.derive_households`)."""
+
+_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS, HOUSEHOLD2010)}
 
 
 def schema_names() -> tuple[str, ...]:

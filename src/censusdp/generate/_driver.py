@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
 from censusdp.generate._areas import AianPlan, block_entities, plan_aian_areas
+from censusdp.generate._relationships import citizenship, relationships
 from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
@@ -46,6 +47,8 @@ PERSONS_SCHEMA = pa.schema(
         ("age", pa.int64()),
         ("hispanic", pa.int64()),
         ("cenrace", pa.int64()),
+        ("rel", pa.int64()),
+        ("citizen", pa.int64()),
     ]
 )
 UNITS_SCHEMA = pa.schema(
@@ -63,6 +66,7 @@ _STREAM_PLAN = 0
 _STREAM_SCALE = 1
 _STREAM_CHUNK = 2
 _STREAM_AREAS = 3
+_STREAM_HOUSEHOLDS = 4
 
 
 @dataclass(frozen=True)
@@ -263,8 +267,16 @@ def _strings(codes: np.ndarray, rows: np.ndarray) -> pa.Array:
 
 
 def _tables(
-    chunk: Chunk, person0: int, unit0: int, aian: np.ndarray, place: np.ndarray
+    chunk: Chunk,
+    person0: int,
+    unit0: int,
+    block_attrs: tuple[np.ndarray, np.ndarray],
+    person_attrs: tuple[np.ndarray, np.ndarray],
 ) -> tuple[pa.Table, pa.Table]:
+    """The chunk's persons and units as tables; ``block_attrs`` each block's AIAN area
+    and place codes, ``person_attrs`` each person's ``rel`` and ``citizen``."""
+    aian, place = block_attrs
+    rel, citizen = person_attrs
     unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
     units = pa.Table.from_arrays(
         [
@@ -287,6 +299,8 @@ def _tables(
             _int64_array(chunk.person_age),
             _int64_array(chunk.person_hispanic),
             _int64_array(chunk.person_cenrace),
+            _int64_array(rel),
+            _int64_array(citizen),
         ],
         schema=PERSONS_SCHEMA,
     )
@@ -418,9 +432,10 @@ def _write_chunks(
 ) -> tuple[_Tally, float, float]:
     """Synthesize each county part and append it to the two Parquet files.
 
-    Each part draws from its own stream ``(seed, fips, chunk, county, part)``, and its
-    places / MCDs from ``(seed, fips, areas, county, part)``, so adding them changed no
-    person or unit.
+    Each part draws from its own stream ``(seed, fips, chunk, county, part)``, its
+    places / MCDs from ``(seed, fips, areas, county, part)`` and its relationships and
+    citizenship from ``(seed, fips, households, county, part)``, so adding them changed
+    no other column of a person or unit.
 
     Returns:
         The totals, and the seconds spent synthesizing and writing.
@@ -455,9 +470,21 @@ def _write_chunks(
                 ),
             )
             tally.places = next_code - 1
+            household_rng = experiment_generator(
+                _seed_sequence(seed, info.fips, _STREAM_HOUSEHOLDS, int(county[2:]), part)
+            )
+            rel = relationships(
+                chunk.person_unit, chunk.person_hhgq, chunk.person_role, chunk.person_age,
+                chunk.person_sex, household_rng,
+            )  # fmt: skip
+            citizen = citizenship(
+                chunk.person_age, chunk.person_hispanic, chunk.person_cenrace, household_rng
+            )
             t1 = time.perf_counter()
             tally.add_entities(aian, place, block_pop)
-            persons, units = _tables(chunk, tally.persons, tally.units, aian, place)
+            persons, units = _tables(
+                chunk, tally.persons, tally.units, (aian, place), (rel, citizen)
+            )
             pw.write_table(persons)
             uw.write_table(units)
             t2 = time.perf_counter()

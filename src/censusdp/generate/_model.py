@@ -111,9 +111,12 @@ MEAN_HOUSEHOLD_SIZE = float(np.dot(np.arange(1, 13), HOUSEHOLD_SIZE_PROBS))
 # member in position 1 (usually a spouse or partner) and for later positions, by
 # household size. Chosen so that 24.5% of the household population is under 18, as
 # in 2010 (74.2M of 300.8M).
-MINOR_PROB_POS1 = 0.2
-MINOR_SHARE_BY_SIZE = {2: 0.15, 3: 0.40}  # others: 0.50
-PARTNER_PROB = 0.72  # an adult in position 1 is the householder's spouse/partner
+MINOR_PROB_POS1 = 0.1
+MINOR_SHARE_BY_SIZE = {2: 0.07, 3: 0.485}  # others: 0.50
+# An adult in position 1 is the householder's spouse or partner with this probability:
+# with the minors above, 55% of households have a couple, as in 2010 (48.4% married-couple
+# and 6.6% unmarried-partner households, 2010 Census Brief C2010BR-14, Tables 1 and 2).
+PARTNER_PROB = 0.83
 SAME_SEX_PARTNER_PROB = 0.01
 
 # -- group quarters ---------------------------------------------------------------------

@@ -33,7 +33,19 @@ from censusdp.generate import _model as m
 from censusdp.generate._states import StateInfo
 from censusdp.generate._tracts import TractPlan, TractTable
 
-__all__ = ["Chunk", "synthesize"]
+__all__ = [
+    "ROLE_HOUSEHOLDER",
+    "ROLE_MINOR",
+    "ROLE_OTHER_ADULT",
+    "ROLE_PARTNER",
+    "Chunk",
+    "synthesize",
+]
+
+ROLE_HOUSEHOLDER, ROLE_PARTNER, ROLE_MINOR, ROLE_OTHER_ADULT = 0, 1, 2, 3
+"""The role a household member is drawn in (``_household_people``): the householder, a
+spouse or partner, a minor, another adult; the relationship is drawn from it
+(:mod:`censusdp.generate._relationships`)."""
 
 _N_GQ = 7
 _GROUP_WEIGHT_BLOCK = 0.3
@@ -57,6 +69,7 @@ class Chunk:
     person_age: np.ndarray
     person_hispanic: np.ndarray
     person_cenrace: np.ndarray
+    person_role: np.ndarray  # ROLE_*: the role the member was drawn in; -1 in GQ
     block_groups: int
     households: int
 
@@ -200,8 +213,8 @@ _MINOR_PROB = _minor_prob_table()
 
 def _household_people(
     hh_size: np.ndarray, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(household index, position, age, sex) of every household member.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(household index, position, age, sex, role) of every household member.
 
     Position 0 is the householder (an adult at least 16 years older than the oldest
     child); position 1 is a spouse or partner, a child or another adult; later
@@ -233,7 +246,9 @@ def _household_people(
     same = rng.random(head_of_partner.size, dtype=np.float32) < m.SAME_SEX_PARTNER_PROB
     male[partner] = male[head_of_partner] == same
     sex = 2 - male.astype(np.int64)
-    return hh, pos, age, sex
+    role = np.select([head, partner, minor], [ROLE_HOUSEHOLDER, ROLE_PARTNER, ROLE_MINOR],
+                     ROLE_OTHER_ADULT)  # fmt: skip
+    return hh, pos, age, sex, role
 
 
 def _block_geocodes(
@@ -300,7 +315,7 @@ def synthesize(
         raise InternalError(
             f"synthesized {int(occupants.sum())} persons for a population of {pop.sum()}"
         )
-    p_unit, p_hhgq, p_sex, p_age = _persons(h_size, f_size, f_type, u_order, occupants, rng)
+    p_unit, p_hhgq, p_sex, p_age, p_role = _persons(h_size, f_size, f_type, u_order, occupants, rng)
 
     # 6. race/ethnicity
     unit_block_sorted = u_block[u_order]
@@ -318,6 +333,7 @@ def synthesize(
         person_age=p_age,
         person_hispanic=hispanic,
         person_cenrace=cenrace,
+        person_role=p_role,
         block_groups=int(plan.block_groups.sum()),
         households=nh,
     )
@@ -452,18 +468,19 @@ def _persons(
     u_order: np.ndarray,
     occupants: np.ndarray,
     rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Persons in unit order (household members, then GQ residents).
 
     Returns:
-        Each person's unit (index into ``u_order``), HHGQ code, sex and age.
+        Each person's unit (index into ``u_order``), HHGQ code, sex, age and role
+        (``ROLE_*``; -1 in group quarters).
     """
     nh, nf = h_size.size, f_size.size
     nv = u_order.size - nh - nf
     u_pos = np.empty(u_order.size, dtype=np.int64)
     u_pos[u_order] = np.arange(u_order.size)
     out_start = _starts(occupants)
-    p_hh, p_pos, hh_age, hh_sex = _household_people(h_size, rng)
+    p_hh, p_pos, hh_age, hh_sex, hh_role = _household_people(h_size, rng)
     p_fac = np.repeat(np.arange(nf), f_size)
     f_pos = np.arange(p_fac.size) - _starts(f_size)[p_fac]
     gq_type = f_type[p_fac]
@@ -483,7 +500,9 @@ def _persons(
     p_sex = np.empty(n_persons, dtype=np.int64)
     p_sex[hh_out] = hh_sex
     p_sex[gq_out] = 2 - gq_male.astype(np.int64)
-    return p_unit, p_hhgq, p_sex, p_age
+    p_role = np.full(n_persons, -1, dtype=np.int64)
+    p_role[hh_out] = hh_role
+    return p_unit, p_hhgq, p_sex, p_age, p_role
 
 
 def _race_ethnicity(

@@ -20,7 +20,11 @@ written. The rules (docs/file-formats.md):
 * the optional block attributes of ``units.parquet`` (``aian_area``: 4-digit AIAN area
   code, ``place``: 5-digit place or minor-civil-division code; ``""`` for none) are
   strings of that form, the same for every unit of a block. A missing column means no
-  AIAN areas (or no places) at all.
+  AIAN areas (or no places) at all;
+* the optional household columns (``rel``, ``citizen`` of ``persons.parquet``; the
+  household attributes of ``units.parquet``) follow the rules of
+  :mod:`censusdp.io.cef_households`: one householder per household, and a household
+  column never disagrees with what the unit's persons give.
 """
 
 from __future__ import annotations
@@ -34,8 +38,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import validate_geocodes
+from censusdp.data.households import Households
 from censusdp.errors import InputError
 from censusdp.io.cef_files import INPUT_NAMES, input_files, read_input
+from censusdp.io.cef_households import (
+    HOUSEHOLD_UNIT_COLUMNS,
+    OPTIONAL_PERSON_COLUMNS,
+    household_column_rules,
+    household_input_rules,
+    households_of,
+)
 from censusdp.progress import Progress, Task, task
 
 __all__ = [
@@ -50,6 +62,7 @@ __all__ = [
     "person_unit_rules",
     "read_cef",
     "read_cef_tables",
+    "read_households",
     "same_within_block",
     "schema_difference",
     "type_problem",
@@ -311,8 +324,14 @@ def validate_cef(
     unit_row = unit_rows_of(uid, persons["unit_id"])
     for file, column, mask, values, rule in person_unit_rules(
         persons, units, unit_row, persons_file, units_file
-    ):
+    ) + household_input_rules(persons, units, unit_row, persons_file, units_file):
         problems.rows(file, column, mask, values, rule)
+    if "rel" in persons and not problems.lines:
+        households = households_of(persons, units, unit_row)
+        for file, column, mask, values, rule in household_column_rules(
+            households, units, units_file
+        ):
+            problems.rows(file, column, mask, values, rule)
     for name in OPTIONAL_UNIT_COLUMNS:
         if name in units:
             same_within_block(units["geocode"], units[name], name, units_file, problems)
@@ -465,11 +484,17 @@ def _read_cef(directory: Path, bar: Task) -> CEF:
     tables, parts, sha256 = _read_files(directory, bar)
     labels = {name: str(directory / name) for name in INPUT_NAMES}
     problems = _Problems(parts)
+    present = tables["persons.parquet"].column_names
+    optional = {k: v for k, v in OPTIONAL_PERSON_COLUMNS.items() if k in present}
     persons = check_columns(
-        tables["persons.parquet"], PERSON_COLUMNS, labels["persons.parquet"], problems
+        tables["persons.parquet"],
+        {**PERSON_COLUMNS, **optional},
+        labels["persons.parquet"],
+        problems,
     )
+    present = tables["units.parquet"].column_names
     optional = {
-        k: v for k, v in OPTIONAL_UNIT_COLUMNS.items() if k in tables["units.parquet"].column_names
+        k: v for k, v in {**OPTIONAL_UNIT_COLUMNS, **HOUSEHOLD_UNIT_COLUMNS}.items() if k in present
     }
     units = check_columns(
         tables["units.parquet"], {**UNIT_COLUMNS, **optional}, labels["units.parquet"], problems
@@ -491,3 +516,21 @@ def _read_cef(directory: Path, bar: Task) -> CEF:
         raise InputError(f"invalid input in {directory}", problems.lines)
     bar.advance()
     return CEF(persons=persons, units=units, source=directory, input_sha256=sha256)
+
+
+def read_households(cef: CEF) -> Households:
+    """The households of a validated input, each derived from its persons
+    (:mod:`censusdp.io.cef_households`; :func:`read_cef` has checked their rules).
+
+    Raises:
+        InputError: one line naming ``persons.parquet`` when it has no ``rel`` column
+            (an input without relationships serves every run but a household one).
+    """
+    if "rel" not in cef.persons:
+        where = cef.source / "persons.parquet" if cef.source is not None else "persons"
+        raise InputError(
+            f"{where}: missing column 'rel' (each person's relationship to the "
+            "householder), which households need"
+        )
+    unit_row = unit_rows_of(cef.units["unit_id"], cef.persons["unit_id"])
+    return households_of(cef.persons, cef.units, unit_row)

@@ -42,6 +42,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels
+from censusdp.data.schema import HOUSEHOLD2010
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
@@ -166,6 +167,12 @@ def run_release(
     """
     options = options or ReleaseOptions()
     execution = execution or Execution()
+    for run in budget.runs:
+        if run.schema == HOUSEHOLD2010.name:
+            raise ConfigError(
+                f"budget {run.name!r} is for households (schema {run.schema!r}); censusdp run "
+                "does not release households yet (docs/households.md)"
+            )
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)

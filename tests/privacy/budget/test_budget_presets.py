@@ -98,3 +98,36 @@ def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
     release = resolve_release_budget(preset="ddp-2010")
     assert release.units is not None and release.units.name == "ddp-2010-units"
     assert release.to_dict()["epsilon"] == pytest.approx(2.992 + 1.76)
+
+
+def test_ddp_2010_households_reproduces_van_riper_noise_scales() -> None:
+    """Van Riper et al. (2020) Appendix A Table 2, the household queries: Scale_nation (nation
+    and state) and Scale_county (every level below), exactly; the queries and shares of the
+    DDP's DHCH_DemonstrationProduct.ini on its Household2010 schema."""
+    b = load_preset("ddp-2010-households")
+    assert b.schema == "household2010" and b.mechanism == "geometric" and b.sensitivity == 2
+    assert get_schema(b.schema).size == 2 * 9 * 2 * 7 * 8 * 24 * 4 * 2
+    scales = {(m.geolevel, m.query): m.mechanism.scale for m in b.measurements()}
+    table2 = {
+        "detailed": (Fraction(25), Fraction(125, 3)),  # 25.0 / 41.67
+        "hhhisp*hhrace*hhsize*hhtype": (Fraction(20), Fraction(100, 3)),  # 20.0 / 33.33
+        "hhsex*hhhisp*hhrace*hhtype": (Fraction(20), Fraction(100, 3)),
+        "hhhisp*hhrace*hhmulti": (Fraction(50), Fraction(250, 3)),  # 50.0 / 83.33
+        "hhsex*hhtype*hhelderly": (Fraction(50), Fraction(250, 3)),
+        "hhsex*hhage*hhtype": (Fraction(50), Fraction(250, 3)),
+    }
+    assert set(scales) == {(g, q) for g, _ in b.geolevels for q in table2}
+    for q, (nation, county) in table2.items():
+        for g in ("US", "State"):
+            assert scales[(g, q)] == nation
+        for g in ("County", "Tract", "BlockGroup", "Block"):
+            assert scales[(g, q)] == county
+        assert round(float(county), 2) == {25: 41.67, 20: 33.33, 50: 83.33}[int(nation)]
+    # the cells of each query (Table 2's Hist_size where the DDP's code agrees with it)
+    rows = {q: make_query(get_schema(b.schema), q).n_rows for q in table2}
+    assert rows["hhhisp*hhrace*hhsize*hhtype"] == 2688
+    assert rows["hhsex*hhhisp*hhrace*hhtype"] == 672
+    assert rows["hhhisp*hhrace*hhmulti"] == 28
+    assert rows["hhsex*hhage*hhtype"] == 432
+    assert b.epsilon() == pytest.approx(1.76)  # 2.0 less the tract group's 12%
+    assert units_preset_for("ddp-2010-households") is None
