@@ -26,6 +26,7 @@ from censusdp.io.nmf_levels import read_geolevel
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.parts import read_parts
 from censusdp.io.release_manifest import ReleaseManifest
+from censusdp.io.spine import spine_geoids
 from censusdp.io.tables import read_table, read_tables
 
 __all__ = ["RunDir", "read_manifest"]
@@ -146,6 +147,29 @@ class RunDir:
         if geolevel is None:
             return read_parts(self.nmf_file(run), what="noisy measurement part")
         return read_geolevel(self.nmf_file(run), geolevel)
+
+    def nmf_with_geoids(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:
+        """:meth:`nmf_table` with a ``GEOID`` column after ``geocode``: each geounit's
+        Census GEOID as the tables write it (``50001`` for the county whose NMF code is
+        ``050001`` on the production spine), null where the geounit is not a tabulation
+        geounit (:func:`censusdp.io.spine.spine_geoids`)."""
+        table = self.nmf_table(run, geolevel)
+        spine = self.spine_file if self.spine_file.is_file() else None
+        levels = table.column("geolevel")
+        if pa.types.is_dictionary(levels.type):
+            levels = levels.cast(levels.type.value_type)
+        level_of = np.asarray(levels.to_numpy(zero_copy_only=False)).astype(str)
+        codes = table.column("geocode")
+        if pa.types.is_dictionary(codes.type):
+            codes = codes.cast(codes.type.value_type)
+        code_of = np.asarray(codes.to_numpy(zero_copy_only=False)).astype(str)
+        out = np.full(table.num_rows, None, dtype=object)
+        for name in np.unique(level_of).tolist():
+            rows = np.flatnonzero(level_of == name)
+            uniq, inverse = np.unique(code_of[rows], return_inverse=True)
+            out[rows] = spine_geoids(spine, name, uniq)[inverse.reshape(-1)]
+        where = table.column_names.index("geocode") + 1
+        return table.add_column(where, "GEOID", pa.array(out.tolist(), pa.string()))
 
     def mdf_table(self, run: str = "persons") -> pa.Table:
         """The released records of ``run`` in production's layout (MDF2020 persons,

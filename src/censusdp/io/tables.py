@@ -40,6 +40,7 @@ from censusdp.tables import (
     table_definition,
     tables_to_arrays,
 )
+from censusdp.tables.geoids import summary_level
 
 __all__ = [
     "TABLE_PART_FIELDS",
@@ -174,20 +175,23 @@ def read_table_arrays(
 
 
 def read_table(
-    directory: str | os.PathLike[str], name: str, *, sumlev: str | None = None
+    directory: str | os.PathLike[str], name: str, *, sumlev: str | int | None = None
 ) -> pa.Table:
-    """Read one published table, optionally one summary level only (``sumlev="050"``).
+    """Read one published table, optionally one summary level only: its code with or
+    without leading zeros or its name, in any case (``"050"``, ``"50"``, ``"county"``;
+    :func:`censusdp.tables.geoids.summary_level`).
 
     Raises:
-        SchemaError: for an unknown table name.
+        SchemaError: for an unknown table name or summary level (listing the valid ones).
         InputError: if the file is missing.
     """
-    if name not in TABLE_NAMES:
+    if str(name).upper() not in TABLE_NAMES:
         raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
-    path = Path(directory) / f"{name}.parquet"
+    code = summary_level(sumlev) if sumlev is not None else None
+    path = Path(directory) / f"{str(name).upper()}.parquet"
     if not path.exists():  # a file, or a directory of parts
         raise InputError(f"{path}: missing file")
-    filters = [("SUMLEV", "=", sumlev)] if sumlev is not None else None
+    filters = [("SUMLEV", "=", code)] if code is not None else None
     return read_parts(path, what="table part", filters=filters)
 
 
