@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
@@ -155,21 +156,25 @@ class RunDir:
         geounit (:func:`censusdp.io.spine.spine_geoids`)."""
         table = self.nmf_table(run, geolevel)
         spine = self.spine_file if self.spine_file.is_file() else None
-        levels = table.column("geolevel")
-        if pa.types.is_dictionary(levels.type):
-            levels = levels.cast(levels.type.value_type)
-        level_of = np.asarray(levels.to_numpy(zero_copy_only=False)).astype(str)
-        codes = table.column("geocode")
-        if pa.types.is_dictionary(codes.type):
-            codes = codes.cast(codes.type.value_type)
-        code_of = np.asarray(codes.to_numpy(zero_copy_only=False)).astype(str)
-        out = np.full(table.num_rows, None, dtype=object)
-        for name in np.unique(level_of).tolist():
-            rows = np.flatnonzero(level_of == name)
-            uniq, inverse = np.unique(code_of[rows], return_inverse=True)
-            out[rows] = spine_geoids(spine, name, uniq)[inverse.reshape(-1)]
+        pairs = pa.table(
+            {
+                "geolevel": _plain(table.column("geolevel")),
+                "geocode": _plain(table.column("geocode")),
+            }
+        )
+        # the distinct (geolevel, geocode) pairs, and each row's pair
+        keys = pc.binary_join_element_wise(pairs["geolevel"], pairs["geocode"], "|")
+        encoded = pc.dictionary_encode(keys).combine_chunks()
+        uniq = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        levels = np.asarray([k.split("|", 1)[0] for k in uniq], dtype=object)
+        codes = np.asarray([k.split("|", 1)[1] for k in uniq], dtype=object)
+        ids = np.full(uniq.size, None, dtype=object)
+        for name in sorted(set(levels.tolist())):
+            at = np.flatnonzero(levels == name)
+            ids[at] = spine_geoids(spine, name, codes[at].astype(str))
+        geoid = pa.array(ids.tolist(), pa.string()).take(encoded.indices)
         where = table.column_names.index("geocode") + 1
-        return table.add_column(where, "GEOID", pa.array(out.tolist(), pa.string()))
+        return table.add_column(where, "GEOID", geoid)
 
     def mdf_table(self, run: str = "persons") -> pa.Table:
         """The released records of ``run`` in production's layout (MDF2020 persons,
@@ -183,3 +188,10 @@ class RunDir:
     def tables(self) -> dict[str, pa.Table]:
         """Every published table, by name."""
         return read_tables(self.tables_dir)
+
+
+def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string column, dictionary-decoded if it was encoded."""
+    if pa.types.is_dictionary(column.type):
+        return column.cast(column.type.value_type)
+    return column
