@@ -89,3 +89,22 @@ def test_evaluate_release_takes_the_release_first_and_typed_options(made, monkey
     assert calls[-1] == (made["cef"], made["run"], EvaluateOptions())
     with pytest.raises(ConfigError, match="not both"), pytest.warns(DeprecationWarning):
         censusdp.evaluate_release(made["cef"], made["run"], EvaluateOptions(), top_k=2)
+
+
+def test_every_table_is_also_csv_wide_and_long(made) -> None:
+    import pandas as pd
+
+    rel = censusdp.Release.open(made["run"])
+    text = {"GEOID": str, "SUMLEV": str}
+    wide = pd.read_csv(rel.csv("P1"), skiprows=[1], dtype=text)
+    parquet = rel.table("P1").to_pandas()
+    assert wide["GEOID"].tolist() == parquet["GEOID"].tolist()
+    assert (wide["P1_001N"] == parquet["P1_001N"]).all()
+    long = pd.read_csv(rel.csv("h1", "long"), dtype=text)
+    counties = rel.table("H1", "county").to_pandas()
+    got = long[(long.SUMLEV == "050") & (long.variable == "H1_001N")]
+    assert got["GEOID"].tolist() == counties["GEOID"].tolist()
+    assert got["value"].tolist() == counties["H1_001N"].tolist()
+    assert set(long["label"]) == {"Total:", "Total:!!Occupied", "Total:!!Vacant"}
+    with pytest.raises(SchemaError, match="unknown table 'P9'"):
+        rel.csv("P9")

@@ -108,6 +108,22 @@ class Release:
         """
         return self.files.table(name, sumlev)
 
+    def csv(self, name: str, form: str = "wide") -> Path:
+        """The path of a published table's CSV beside its Parquet: ``"wide"`` (one row
+        per geounit; line 1 the column names, line 2 their labels) or ``"long"`` (one
+        row per geounit above the block and variable: GEOID, SUMLEV, NAME, variable,
+        label, value); :mod:`censusdp.io.table_csv`. Read GEOID and SUMLEV as text::
+
+            pd.read_csv(rel.csv("P1"), skiprows=[1], dtype={"GEOID": str, "SUMLEV": str})
+        """
+        from censusdp.errors import SchemaError
+        from censusdp.io.layout import table_csv_file
+        from censusdp.tables import TABLE_NAMES
+
+        if str(name).upper() not in TABLE_NAMES:
+            raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+        return self.files.tables_dir / table_csv_file(str(name).upper(), form)
+
     def tables(self) -> dict[str, pa.Table]:
         """Every published table, by name."""
         return self.files.tables()
