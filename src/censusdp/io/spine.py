@@ -145,8 +145,9 @@ def spine_geoids(path: str | Path | None, geolevel: str, codes: np.ndarray) -> n
     one_tab = set(u_vals[u_counts == 1].tolist())
     one_unit = set(t_vals[t_counts == 1].tolist())
     same = {u: t for u, t in pairs.T.tolist() if u in one_tab and t in one_unit}
-    hits = np.asarray([same.get(c) for c in codes.tolist()], dtype=object)
-    found = np.flatnonzero(hits != None)  # noqa: E711 (elementwise)
+    hits = [same.get(c) for c in codes.tolist()]
+    found = np.flatnonzero([h is not None for h in hits])
     if found.size:
-        out[found] = geoids(hits[found].astype(f"U{length}"), length)
+        tab_codes = np.asarray([hits[i] for i in found], dtype=f"U{length}")
+        out[found] = geoids(tab_codes, length)
     return out
