@@ -209,8 +209,10 @@ def run_release(
         options: the other fields of :class:`censusdp.release.options.ReleaseOptions`
             by name (``units`` for ``unit_consistency``), e.g. ``spine="optimized"``
             (the 2020 production spine; docs/spine.md) or ``spine="tabulation"``,
-            ``estimator="ls"``, ``postprocess="bottomup"``, ``max_children=None``; an
-            unknown name is a ``ConfigError``.
+            ``estimator="ls"``, ``postprocess="bottomup"``, ``max_children=None``,
+            ``fidelity="production"`` (every deliberate difference from the 2020
+            production system off; docs/production-fidelity.md); an unknown name is a
+            ``ConfigError``.
     """
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release as _run
@@ -228,13 +230,31 @@ def run_release(
 
 
 def reestimate(
-    run: PathLike, out: PathLike, *, overwrite: bool = False, progress: Progress = None
+    run: PathLike,
+    out: PathLike,
+    *,
+    overwrite: bool = False,
+    progress: Progress = None,
+    **options: Any,
 ) -> Release:
-    """Re-estimate a release from its noisy measurements alone (``run --from-measurements``)."""
-    from censusdp.release.options import Execution
+    """Re-estimate a release from its noisy measurements alone (``run --from-measurements``).
+
+    Args:
+        options: estimation fields of :class:`censusdp.release.options.ReleaseOptions`
+            by name, e.g. ``fidelity="production"`` (what production would have
+            published from these measurements); not ``seed`` or ``spine`` (the
+            measurements').
+    """
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import reestimate as _reestimate
 
-    _reestimate(run, out, execution=Execution(progress=progress), overwrite=overwrite)
+    _reestimate(
+        run,
+        out,
+        ReleaseOptions.from_mapping(options),
+        execution=Execution(progress=progress),
+        overwrite=overwrite,
+    )
     return Release.open(out)
 
 

@@ -51,8 +51,8 @@ def test_run_reports_every_step(cef: Path, tmp_path: Path, capsys) -> None:
         err,
         [
             (f"reading the CEF in {cef}", "parts"),
-            ("measuring (pl94)", "geounits"),
-            ("measuring (units)", "geounits"),
+            ("measuring persons (pl94)", "geounits"),
+            ("measuring housing units (units)", "geounits"),
             ("estimating County", "tasks"),
             ("estimating Block", "tasks"),
             ("writing the MDF", "persons"),

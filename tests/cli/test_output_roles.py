@@ -112,10 +112,10 @@ def test_guard_checks_every_output_against_every_input(tmp_path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["explore", "{d}", "--out", "{d}/explore.html"],
+        ["explore", "{d}", "--html", "{d}/explore.html"],
         ["validate", "{d}", "--json", "{d}/report.json"],
-        ["evaluate", "--release", "{d}", "--json", "-", "--html", "{d}/report.html"],
-        ["compare", "{d}", "{d}", "--input", "{d}", "--out", "{d}/c.html"],
+        ["evaluate", "{d}", "--json", "-", "--html", "{d}/report.html"],
+        ["compare", "{d}", "{d}", "--input", "{d}", "--html", "{d}/c.html"],
         [
             "tradeoff",
             "choose",

@@ -19,8 +19,12 @@ from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.spine import (
+    AIANNHCE_CATEGORIES,
+    PRODUCTION_AIAN_AREAS,
     BlockAttributes,
     SpineRules,
+    aian_category,
+    aian_ranges_of,
     build_spine,
     bypass_shares,
 )
@@ -46,7 +50,9 @@ def geographies(draw):
     n = blocks.size
     aian = np.where(
         rng.random(n) < draw(st.sampled_from([0.0, 0.2, 0.6])),
-        rng.choice(["0012", "0450", "5001"], size=n),  # 5001: not a legal federal area
+        # 5001 (Hawaiian home land) and 5600 (OTSA) are AIAN areas of production's spine,
+        # 8100 (tribal designated) and 9600 (state designated) are not
+        rng.choice(["0012", "0450", "5001", "5600", "8100", "9600"], size=n),
         "",
     )
     place = np.where(rng.random(n) < 0.6, rng.choice(["00100", "00250", "47000"], size=n), "")
@@ -64,8 +70,13 @@ def geographies(draw):
     return blocks, BlockAttributes(aian, place, gq), rules
 
 
+# production's aian_areas (prod_default.ini) with their rows of etc/AIANNHCE_ranges.csv
+_PRODUCTION_AIAN = [(1, 4799), (4800, 4989), (5000, 5499), (6000, 7999), (9000, 9499),
+                    (5500, 5899), (5900, 5999)]  # fmt: skip
+
+
 def _aian_of(code: str) -> bool:
-    return code != "" and 1 <= int(code) <= 4799
+    return code != "" and any(lo <= int(code) <= hi for lo, hi in _PRODUCTION_AIAN)
 
 
 def _ose_key(i: int, blocks, attrs: BlockAttributes, rules: SpineRules) -> tuple:
@@ -258,9 +269,54 @@ def test_aian_parts_of_a_state_form_one_union_group():
     parts = spine.hierarchy.geocodes[1]
     assert list(parts) == ["004", "104", "135"]
     assert list(spine.state_groups()) == [0, 0, 1]
-    # outside the legal federal range (Hawaiian home land 5001) a block is not AIAN
-    spine = build_spine(blocks, BlockAttributes(aian_area=np.where(aian == "", "", "5001")))
+    # a tribal designated statistical area (8001) is not one of production's AIAN areas
+    spine = build_spine(blocks, BlockAttributes(aian_area=np.where(aian == "", "", "8001")))
     assert list(spine.hierarchy.geocodes[1]) == ["004", "035"]
+
+
+@pytest.mark.parametrize(
+    ("code", "aian"),
+    [
+        ("0001", True),  # legal federally recognized American Indian area
+        ("4799", True),
+        ("4800", True),  # American Indian joint-use area
+        ("4989", True),
+        ("5000", True),  # Hawaiian home land
+        ("5500", True),  # Oklahoma tribal statistical area
+        ("5899", True),
+        ("5900", True),  # joint-use OTSA
+        ("6000", True),  # Alaska Native village statistical area
+        ("7999", True),
+        ("8000", False),  # tribal designated statistical area
+        ("8999", False),
+        ("9000", True),  # state recognized legal American Indian area
+        ("9499", True),
+        ("9500", False),  # state designated tribal statistical area
+        ("9998", False),
+        ("9999", False),  # in no area
+    ],
+)
+def test_the_aian_part_holds_production_seven_categories(code, aian):
+    """prod_default.ini ``aian_areas`` (seven categories) with the ranges of
+    ``etc/AIANNHCE_ranges.csv``: an Oklahoma tribal statistical area block is in the AIAN
+    part, a state designated tribal statistical area block is not."""
+    blocks = np.asarray(["40001000100" + "10001", "40001000100" + "10002"])
+    spine = build_spine(blocks, BlockAttributes(aian_area=np.asarray([code, ""])))
+    want = ["040", "140"] if aian else ["040"]
+    assert list(spine.hierarchy.geocodes[1]) == want
+    assert (aian_category(code) in PRODUCTION_AIAN_AREAS) is aian
+    assert _aian_of(code) is aian
+
+
+def test_aiannhce_categories_are_production_ranges():
+    assert list(AIANNHCE_CATEGORIES.values()) == [
+        (1, 4799), (4800, 4989), (5000, 5499), (5500, 5899), (5900, 5999), (6000, 7999),
+        (8000, 8999), (9000, 9499), (9500, 9998),
+    ]  # fmt: skip
+    assert SpineRules().aian_ranges == tuple(sorted(_PRODUCTION_AIAN))
+    assert aian_ranges_of(["Hawaiian_Home_Land"]) == ((5000, 5499),)
+    with pytest.raises(GeographyError, match="'Tribal_Areas' is not one of"):
+        aian_ranges_of(["Tribal_Areas"])
 
 
 def test_the_spine_hierarchy_aggregates_like_a_groupby_of_unit_codes():
@@ -326,6 +382,11 @@ def test_invalid_rules_are_named(kwargs, match):
             ["5000100010010001"],
             BlockAttributes(aian_area=np.asarray(["12"])),
             "aian_area of block 0 is '12'; it must be 4 digits",
+        ),
+        (
+            ["5000100010010001"],
+            BlockAttributes(aian_area=np.asarray(["4995"])),
+            "aian_area of block 0 is '4995'; AIANNHCE codes 4990-4999 are in no category",
         ),
         (["5000100010010001"], BlockAttributes(place=np.asarray(["1", "2"])), r"shape \(2,\)"),
         (["5000100010010001"], BlockAttributes(gq_types=np.zeros((1, 3))), "gq_types has shape"),

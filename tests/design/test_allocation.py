@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,3 +269,41 @@ def test_simulate_trials_validated() -> None:
     for bad in (1, -2, True):
         with pytest.raises(DesignError, match="simulate_trials is"):
             optimize_allocation(req, simulate_trials=bad)
+
+
+def _unbounded_config(tmp_path) -> str:
+    """pl94-2020 as a user's budget file stating ``neighbours = "unbounded"``."""
+    import censusdp.privacy
+
+    text = (Path(censusdp.privacy.__file__).parent / "presets" / "pl94-2020.toml").read_text()
+    assert 'neighbours = "bounded"' in text
+    path = tmp_path / "unbounded.toml"
+    path.write_text(text.replace('neighbours = "bounded"', 'neighbours = "unbounded"'))
+    return str(path)
+
+
+def test_allocation_honours_the_budget_files_neighbours(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget stating unbounded neighbours has noise variance 1/(2 rho_q): every error is
+    half the bounded one, and the preset written says unbounded beside those numbers."""
+    config = _unbounded_config(tmp_path)
+    out = tmp_path / "alloc"
+    argv = ["design", "allocation", "--config", config, "--json", "--quiet"]
+    assert main([*argv, "--out", str(out), "--name", "mine"]) == 0
+    unbounded = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--neighbours", "bounded"]) == 0
+    bounded = json.loads(capsys.readouterr().out)
+    assert unbounded["neighbours"] == "unbounded"
+    assert unbounded["noise_variance"] == "1/(2 rho_q)"
+    for key in ("original_error", "optimized_error"):
+        assert unbounded[key] == pytest.approx(bounded[key] / 2, rel=1e-9)
+    assert load_config(out / "mine.toml").neighbours == "unbounded"
+
+
+def test_request_neighbours_default_to_the_budgets() -> None:
+    budget = load_preset("pl94-2020")
+    assert AllocationRequest(budget).neighbours == "bounded"
+    unbounded = dataclasses.replace(budget, neighbours="unbounded")
+    assert AllocationRequest(unbounded).neighbours == "unbounded"
+    assert AllocationRequest(unbounded, neighbours="bounded").neighbours == "bounded"

@@ -34,7 +34,11 @@ def test_make_figures_small(tmp_path) -> None:
                 and (x["workload"], x["n"], x["privacy"]) == (r["workload"], r["n"], r["privacy"])
             )
             assert r["rootmse"] <= ident * (1 + 1e-9)
-    assert {r["mechanism"] for r in stored["small_n_sweep"]} >= {"geometric", "fair", "lp_all"}
+    assert {r["mechanism"] for r in stored["small_n_sweep"]} >= {
+        "geometric_clamped",
+        "fair",
+        "lp_all",
+    }
     # a second run into the same directory is refused, unless it may overwrite its own
     with pytest.raises(ConfigError, match="not empty"):
         make_figures(out, ns=(8,), small_ns=(1,), restarts=1)

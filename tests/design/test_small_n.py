@@ -18,7 +18,7 @@ from censusdp.design.small_n import (
     actual_epsilon,
     fair_mechanism,
     geometric_clamped,
-    geometric_truncated,
+    geometric_conditioned,
     mechanism_properties,
     optimal_mechanism,
     small_n_report,
@@ -82,11 +82,11 @@ def test_fair_mechanism(n: int) -> None:
             assert p[0, 0] == pytest.approx(y, rel=1e-12)
 
 
-def test_truncated_geometric_spends_more_than_epsilon() -> None:
+def test_conditioned_geometric_spends_more_than_epsilon() -> None:
     for n in (2, 5, 10):
-        eps = actual_epsilon(geometric_truncated(n, 1))
+        eps = actual_epsilon(geometric_conditioned(n, 1))
         assert 1.0 < eps <= 2.0 + 1e-12
-    assert actual_epsilon(geometric_truncated(1, 1)) == pytest.approx(1.0)
+    assert actual_epsilon(geometric_conditioned(1, 1)) == pytest.approx(1.0)
 
 
 def expected_correct(p: np.ndarray) -> float:
@@ -196,7 +196,7 @@ def test_constraints_cost_accuracy_in_order() -> None:
     report = small_n_report(SmallNRequest(10, "1/2"))
     rates = {m.name: m.wrong_answer_rate for m in report.mechanisms}
     assert rates["lp"] <= rates["lp_honest_symmetric"] + 1e-12 <= rates["lp_all"] + 2e-12
-    assert rates["lp"] == pytest.approx(rates["geometric"], abs=1e-9)
+    assert rates["lp"] == pytest.approx(rates["geometric_clamped"], abs=1e-9)
     assert rates["lp_all"] > rates["lp"] + 1e-3  # monotonicity costs at alpha > 1/2
     assert max(rates.values()) == rates["uniform"] == pytest.approx(10 / 11)
 
@@ -227,11 +227,35 @@ def test_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = json.loads(capsys.readouterr().out)
     assert out["n"] == 4 and out["epsilon"] == "1/2"
     mechs = out["mechanisms"]
-    assert set(mechs) >= {"uniform", "geometric", "fair", "lp", "lp_honest_symmetric", "lp_all"}
+    assert set(mechs) >= {
+        "uniform",
+        "geometric_clamped",
+        "fair",
+        "lp",
+        "lp_honest_symmetric",
+        "lp_all",
+    }
     for m in mechs.values():
         dist = np.array(m["distribution"])
         assert dist.shape == (5, 5)
         np.testing.assert_allclose(dist.sum(axis=1), 1.0)
         assert m["wrong_answer_rate"] == pytest.approx(1 - np.trace(dist) / 5)
-    assert mechs["geometric_truncated"]["actual_epsilon"] > 0.5
+    assert mechs["geometric_conditioned"]["actual_epsilon"] > 0.5
     assert mechs["lp"]["lp"]["solver"].startswith("HiGHS")
+
+
+def test_mechanism_names_say_which_geometric_is_dp(capsys: pytest.CaptureFixture[str]) -> None:
+    """JASON sec. 5.2.3's reader: the clamped geometric mechanism is epsilon-DP
+    (post-processing), the conditioned one (noise redrawn until in range) is not; the
+    names and the JSON's ``epsilon_dp`` say so, and no plain ``geometric_truncated``."""
+    assert main(["design", "small-n", "--n", "4", "--epsilon", "1", "--json"]) == 0
+    mechs = json.loads(capsys.readouterr().out)["mechanisms"]
+    assert "geometric_truncated" not in mechs and "geometric" not in mechs
+    clamped, conditioned = mechs["geometric_clamped"], mechs["geometric_conditioned"]
+    assert clamped["epsilon_dp"] and clamped["actual_epsilon"] == pytest.approx(1.0)
+    assert not conditioned["epsilon_dp"] and conditioned["actual_epsilon"] > 1.0
+    assert "not epsilon-DP" in conditioned["description"]
+    assert all(mechs[k]["epsilon_dp"] for k in ("uniform", "fair", "lp", "lp_all"))
+    assert main(["design", "small-n", "--n", "4", "--epsilon", "1"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
+    assert rows["geometric_clamped"][5] == "yes" and rows["geometric_conditioned"][5] == "no"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -431,3 +432,49 @@ def test_optimised_strategy_beats_standard_on_all_range_256(privacy: str) -> Non
     assert opt.rootmse < (0.85 if privacy == "zcdp" else 0.75) * standard
     if privacy == "zcdp":
         assert opt.rootmse < 1.02 * opt.svd_bound
+
+
+def test_cli_reports_the_error_at_a_stated_rho_or_epsilon(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With --rho the errors are those of Gaussian noise of variance 1/(2 rho) on the
+    sensitivity-1 strategy (Bun & Steinke 2016), with --epsilon (pure) Laplace noise of
+    variance 2/epsilon^2, not unit-variance ones."""
+    base = ["design", "strategy", "--workload", "prefix", "--n", "16"]
+    base += ["--strategy", "hierarchical", "--json"]
+    assert main(base) == 0
+    unit = json.loads(capsys.readouterr().out)
+    assert "rmse" not in unit
+    assert main([*base, "--rho", "1/8"]) == 0
+    zcdp = json.loads(capsys.readouterr().out)
+    assert zcdp["noise"]["mechanism"] == "gaussian" and zcdp["noise"]["rho"] == "1/8"
+    assert zcdp["rmse"] == pytest.approx(unit["rootmse"] * 2.0, rel=1e-12)  # sd = sqrt(4)
+    assert zcdp["svd_bound_rmse"] == pytest.approx(unit["svd_bound"] * 2.0, rel=1e-12)
+    assert main([*base, "--privacy", "pure", "--epsilon", "1/2"]) == 0
+    pure = json.loads(capsys.readouterr().out)
+    assert pure["noise"]["variance"] == pytest.approx(8.0)
+    assert pure["rmse"] == pytest.approx(pure["rootmse"] * math.sqrt(8.0), rel=1e-12)
+    assert main([*base, "--epsilon", "1"]) == 0  # zCDP: (1, 1e-10) -> rho
+    conv = json.loads(capsys.readouterr().out)
+    rho = float(Fraction(conv["noise"]["rho"]))
+    assert 0.0132 < rho < 0.0133
+    assert conv["rmse"] == pytest.approx(unit["rootmse"] / math.sqrt(2 * rho), rel=1e-12)
+    assert main([*base[:-1], "--rho", "1/8"]) == 0
+    assert "root mean squared error 3.87" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--privacy", "pure", "--rho", "1"], "rho is 1; privacy 'pure' takes epsilon"),
+        (["--epsilon", "-1"], "epsilon is -1; it must be positive"),
+        (["--rho", "abc"], "rho"),
+    ],
+)
+def test_cli_budget_errors_are_one_line(
+    extra: list[str], match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["design", "strategy", "--workload", "prefix", "--n", "8", "--strategy", "identity"]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0]

@@ -25,7 +25,7 @@ def test_cli_writes_page_and_json(truth_release, broken_release, tmp_path, capsy
     truth_dir, run_a, truth, rel_a = truth_release
     _, run_b, _, rel_b = broken_release
     page, js = tmp_path / "c.html", tmp_path / "c.json"
-    argv = ["compare", str(run_a), str(run_b), "--truth", str(truth_dir), "--out", str(page)]
+    argv = ["compare", str(run_a), str(run_b), "--truth", str(truth_dir), "--html", str(page)]
     argv += ["--json", str(js), "--allow-invalid", "--quiet", "--names", "A,B"]
     assert main(argv) == 0
     out = json.loads(js.read_text())
@@ -53,7 +53,7 @@ def test_cli_writes_page_and_json(truth_release, broken_release, tmp_path, capsy
     assert "exists" in capsys.readouterr().err
     assert main(argv + ["--overwrite"]) == 0
     bad = ["compare", str(run_a), str(run_b), "--truth", str(truth_dir)]
-    assert main(bad + ["--out", str(run_a / "manifest.json"), "--overwrite"]) == 2
+    assert main(bad + ["--html", str(run_a / "manifest.json"), "--overwrite"]) == 2
 
 
 def test_refuses_one_release_twice_and_bad_names(truth_release):
@@ -69,7 +69,7 @@ def test_dp_release_must_validate(truth_release, broken_release, tmp_path, capsy
     _, run_b, _, _ = broken_release
     # the fixture releases claim a DP mechanism but have no checksums: refused
     argv = ["compare", str(run_a), str(run_b), "--truth", str(truth_dir)]
-    assert main(argv + ["--out", str(tmp_path / "x.html"), "--quiet"]) == 1
+    assert main(argv + ["--html", str(tmp_path / "x.html"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "validat" in err[0]
     assert not (tmp_path / "x.html").exists()

@@ -227,7 +227,7 @@ def test_outputs_are_strict_json_and_report_has_plots(evaluated):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
         assert width > 200 and height > 200
-    for words in ("closed-form", "empirical", "realised", "100% occupancy", "Off-spine districts"):
+    for words in ("closed-form", "empirical", "realised", "100% occupancy", "not census areas"):
         assert words in html
     assert "<img" in html and 'src="http' not in html
 
@@ -277,6 +277,14 @@ def test_cli_evaluate(truth_release, tmp_path, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "Block" in text and "invariants: all hold" in text
+    # accuracy = 1 - TVD said in words; no bias column (0 by construction for population)
+    assert "accuracy = 1 - TVD (1: every count exact" in text
+    header = next(line for line in text.splitlines() if line.startswith("geolevel"))
+    assert header.split() == [
+        "geolevel", "places", "population", "MAE", "population", "accuracy", "race", "x",
+        "Hispanic", "accuracy",
+    ]  # fmt: skip
+    assert "TVD total" not in text and "bias" not in text
     assert json.loads((tmp_path / "e.json").read_text())["geolevels"][-1] == "Block"
     code = main(
         [
@@ -339,6 +347,6 @@ def test_cli_evaluate_of_a_release_without_persons(tmp_path, capsys):
     assert main([*argv, "--json", str(tmp_path / "e.json"), "--quiet"]) == 0
     rows = capsys.readouterr().out.splitlines()
     block = next(r.split() for r in rows if r.startswith("Block "))
-    assert block == ["Block", "2", "n/a", "0.000", "0.000", "n/a"]
+    assert block == ["Block", "2", "0.000", "n/a", "n/a"]  # MAE, accuracy, race x Hispanic
     tp = json.loads((tmp_path / "e.json").read_text())["metrics"]["total_population"]
     assert tp["Block"]["tvd"] is None and tp["Block"]["mae"] == 0.0

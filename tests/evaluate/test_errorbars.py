@@ -89,7 +89,9 @@ def test_error_pool_arithmetic() -> None:
     assert tp["bias"] == pytest.approx(np.mean([1.0, 0.0, 1.0]))
     assert pool.summary()["P2"]["Block"]["mae"] == 0.0
     by_size = pool.by_size()["Block"]
-    assert sum(r["n"] for r in by_size) == 6  # 2 blocks x 3 simulations
+    # n counts places (2 blocks), not errors pooled over the 3 simulations
+    assert sum(r["n"] for r in by_size) == 2
+    assert sum(r["n_pooled"] for r in by_size) == 6
 
 
 def test_predicted_errors_agree_with_the_truth(predicted) -> None:
@@ -177,6 +179,9 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     table = table_csvs(page)["expected_total_population"]
     assert table[0][2:4] == ["released: MAE", "released: MAE MC se"]
     assert all(float(row[2]) >= 0 for row in table[1:] if row[2])
+    # the release by its directory name, never where it lies on this machine
+    assert f"<code>{predicted['run'].name}</code>" in html
+    assert str(predicted["run"].resolve()) not in html and "docs/" not in html
     out = predicted["dir"] / "cli.json"
     rc = main(
         ["evaluate", "--release", str(predicted["run"]), "--json", str(out), "--simulations", "1",
@@ -199,7 +204,7 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     rc = main(["evaluate", "--release", str(predicted["run"]), "--json", str(out) + "2",
                "--trials", "2", "--quiet"])  # fmt: skip
     err = capsys.readouterr().err
-    assert rc == 2 and "--truth" in err and err.count("\n") == 1
+    assert rc == 2 and "needs --input DIR" in err and err.count("\n") == 1
 
 
 def test_dhc_lite_gls_refused_in_one_line(predicted, tmp_path: Path) -> None:

@@ -102,6 +102,11 @@ def test_largest_errors_order_and_labels():
         ("b", "Y", 6),
         ("c", "X", 1),
     ]
+    # each row also names its place as the Census does
+    out = largest_errors(t, r, np.array(["50001", "50003", "50005"]), k=1)
+    assert (out[0]["GEOID"], out[0]["NAME"]) == ("50001", "Addison County, Vermont")
+    block = largest_errors(np.array([3]), np.array([5]), np.array(["5000100010011001"]), k=1)
+    assert block[0]["GEOID"] == "500010001001001" and block[0]["NAME"].startswith("Block 1001, ")
 
 
 def test_pathology_shares():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -10,7 +11,15 @@ import numpy as np
 import pytest
 
 from censusdp.evaluate import evaluate_data, read_release, render_report
-from censusdp.evaluate.maps import county_map_svg, decode_counties, diverging_color
+from censusdp.evaluate._html import fmt
+from censusdp.evaluate._sections import difference_words, fmt_pct
+from censusdp.evaluate.maps import (
+    class_color,
+    class_rule,
+    county_map_svg,
+    decode_counties,
+    diverging_color,
+)
 from censusdp.evaluate.summary import budget_words, place_rows, typical_errors
 from censusdp.io.cef import read_cef
 
@@ -80,15 +89,57 @@ def test_choropleth_colours_and_tooltips():
     assert diverging_color(1.0, 1.0) == "#b2182b" and diverging_color(-1.0, 1.0) == "#2166ac"
     assert diverging_color(math.nan, 1.0) == "#dddddd"
     svg = county_map_svg(
-        {"50001": 2.0, "50003": -2.0},
-        {"50001": "Addison County: +2%", "50003": "Bennington County: -2%"},
+        {"50001": 6.0, "50003": -6.0},
+        {"50001": "Addison County: +6%", "50003": "Bennington County: -6%"},
         title="t",
     )
     assert svg is not None and svg.count('class="county"') == 14
-    assert re.search(r'data-fips="50001"[^>]*fill="#b2182b"><title>Addison County: \+2%', svg)
+    # 5% or more: the darkest class of the fixed scale
+    assert re.search(r'data-fips="50001"[^>]*fill="#b2182b"><title>Addison County: \+6%', svg)
     assert re.search(r'data-fips="50003"[^>]*fill="#2166ac"', svg)
     assert svg.count('fill="#dddddd"') >= 12  # the other counties: no data
     assert county_map_svg({"72001": 1.0}, {}, title="PR") is None  # not in the boundary file
+
+
+def _fill(svg: str, fips: str) -> str:
+    return re.search(rf'data-fips="{fips}"[^>]*fill="(#[0-9a-f]{{6}})"', svg).group(1)
+
+
+def test_map_colours_are_fixed_classes_not_the_datas_maximum():
+    # a tiny error alone on the map was saturated when the scale ran to the largest error
+    small = county_map_svg({"50001": 0.01, "50003": -0.01}, {}, title="small")
+    large = county_map_svg({"50001": 0.01, "50003": 30.0}, {}, title="large")
+    assert _fill(small, "50001") == _fill(large, "50001") == class_color(0.01)
+    assert _fill(small, "50001") not in ("#b2182b", "#f7f7f7")  # palest red, not dark
+    assert _fill(large, "50003") == "#b2182b"
+    # the legend is the same whatever the data, and states its rule
+    legend = re.compile(r'<rect class="legend-class"[^>]*>')
+    assert legend.findall(small) == legend.findall(large) and len(legend.findall(small)) == 11
+    for svg in (small, large):
+        assert 'data-scale="fixed"' in svg and 'data-classes="0.5,1,2,5"' in svg
+        assert class_rule() in html.unescape(svg)
+    # one class per band, darker with the size of the error
+    shades = [class_color(v) for v in (0.0, 0.2, 0.7, 1.5, 3.0, 8.0)]
+    assert len(set(shades)) == 6 and class_color(-0.2) != class_color(0.2)
+    assert class_color(0.49) == class_color(0.2) and class_color(0.5) == class_color(0.7)
+
+
+def test_tiny_differences_in_people_not_zero_percent():
+    assert difference_words(2, 40_000) == "+2 people (under 0.1%)"
+    assert difference_words(-1, 40_000) == "-1 person (under 0.1%)"
+    assert difference_words(-41, 3_000) == "-41 people (-1.4%)"
+    assert difference_words(0, 500) == "exact" and difference_words(3, 0) == "+3 people"
+    assert fmt_pct(0.004) == "under 0.1%" and fmt_pct(-0.004) == "under 0.1%"
+    assert fmt_pct(0.0) == "0%" and fmt_pct(1.26) == "+1.3%"
+
+
+def test_numbers_never_in_exponent_form():
+    assert fmt(5.19e-05) == "&lt;0.001" and fmt(-5.19e-05) == "-&lt;0.001"
+    assert fmt(0.8) == "0.800" and fmt(0.98765) == "0.988" and fmt(0.0) == "0"
+    assert fmt(123456.7) == "123,456.70" and fmt(12.345) == "12.35"
+    assert fmt(float("nan")) == "&ndash;" and fmt(3) == "3"
+    for v in (1e-9, 2.5e-4, 7e5, 3.2e7):
+        assert "e" not in fmt(v).replace("&lt;", "")
 
 
 @pytest.fixture(scope="module")

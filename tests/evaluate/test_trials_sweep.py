@@ -166,7 +166,7 @@ def test_cli_sweep(fake_engine, truth_release, tmp_path, capsys):
         ]
     )
     assert code == 0
-    assert "TVD of total population" in capsys.readouterr().out
+    assert "accuracy = 1 - TVD of total population, 1 = exact" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(
             ["sweep", "--input", str(truth_dir), "--epsilons", "1,-2", "--out", str(tmp_path / "x")]

@@ -318,6 +318,16 @@ def test_home_is_refused(cef: Path, tmp_path: Path) -> None:
     assert (home / "keep.txt").read_text() == "mine"
 
 
-def test_resume_of_a_finished_release_says_so(cef: Path, rel: Path) -> None:
-    proc = cli("run", "--input", cef, "--out", rel, "--seed", "7", "--resume", "-q")
-    refused(proc, "is a finished output; there is nothing to resume")
+def test_resume_of_a_finished_release_says_so(cef: Path, rel: Path, tmp_path: Path) -> None:
+    """Nothing to resume is not a mistake: exit 0, the release untouched (the fixture
+    checks), and no hint at --overwrite, which would replace it."""
+    proc = cli("run", "--input", cef, "--out", rel, "--seed", "7", "--resume")
+    assert proc.returncode == 0, proc.stderr
+    assert "is a finished release" in proc.stdout and "nothing to resume" in proc.stdout
+    assert "--overwrite" not in proc.stdout + proc.stderr
+    other = tmp_path / "other"  # a finished output that is not a release: refused
+    other.mkdir()
+    (other / "manifest.json").write_text('{"created_by": "censusdp", "command": "infer"}')
+    proc = cli("run", "--input", cef, "--out", other, "--seed", "7", "--resume", "-q")
+    refused(proc, "is a finished output, not an interrupted one; there is nothing to resume")
+    assert "--overwrite" not in proc.stderr

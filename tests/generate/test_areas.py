@@ -12,7 +12,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from censusdp.data.spine import BlockAttributes, build_spine
+from censusdp.data.spine import (
+    PRODUCTION_AIAN_AREAS,
+    BlockAttributes,
+    aian_category,
+    build_spine,
+)
 from censusdp.generate import _model as m
 from censusdp.generate import generate_state, resolve_state
 from censusdp.generate._areas import block_entities, plan_aian_areas
@@ -52,6 +57,9 @@ def test_aian_areas_are_runs_of_tracts_around_aian_majority_tracts():
         assert np.array_equal(idx, np.arange(idx[0], idx[-1] + 1))
         assert core[idx].any()
     assert 1 <= int(codes.astype(int).max()) <= 4799  # Legal Federally Recognized range
+    assert {aian_category(str(c)) for c in codes} == {
+        "Legal_Federally_Recognized_American_Indian_Area"
+    }
 
 
 def test_block_entities_keep_aian_blocks_contiguous_and_cover_strong_mcd_states():
@@ -127,3 +135,48 @@ def test_entities_are_a_deterministic_function_of_the_seed(tmp_path, sd):
     assert again.counts() == summary.counts()
     t = pq.read_table(tmp_path / "again" / "units.parquet", columns=["place"])
     assert np.array_equal(np.asarray(t.column("place").to_pylist()), cef.units["place"])
+
+
+# -- the seven AIANNHCE categories of production's spine ------------------------------
+
+
+def test_states_with_other_kinds_of_area_get_their_categories():
+    """Where real 2010 geography has them: Oklahoma tribal statistical areas and joint-use
+    OTSAs, Alaska Native village statistical areas, Hawaiian home lands, New Mexico joint
+    use, New York state reservations, North Carolina state designated tribal statistical
+    areas; together every one of production's seven ``aian_areas`` categories."""
+    seen: dict[str, set[str]] = {}
+    for state in ("OK", "AK", "HI", "NM", "NY", "NC", "SD"):
+        plan = plan_aian_areas(load_tracts(resolve_state(state)))
+        codes = np.unique(plan.code[plan.code != ""])
+        assert codes.size == plan.n_areas
+        seen[state] = {aian_category(str(c)) for c in codes}
+        assert None not in seen[state]
+    assert {
+        "Oklahoma_Tribal_Statistical_Area",
+        "Joint_Use_Oklahoma_Tribal_Statistical_Area",
+    } <= seen["OK"]
+    assert "Alaska_Native_Village_Statistical_Area" in seen["AK"]
+    assert seen["HI"] == {"Hawaiian_Home_Land"}
+    assert "State_Designated_Tribal_Statistical_Area" in seen["NC"]
+    assert seen["SD"] == {"Legal_Federally_Recognized_American_Indian_Area"}
+    assert set(PRODUCTION_AIAN_AREAS) <= set().union(*seen.values())
+
+
+@pytest.mark.parametrize(("state", "scale"), [("OK", 0.04), ("AK", 0.2)])
+def test_generated_state_aian_parts_follow_production_categories(tmp_path, state, scale):
+    """On a generated Oklahoma and Alaska, a block is in its state's AIAN part exactly
+    when its AIANNHCE category is one of production's seven; OTSA and ANVSA blocks are."""
+    generate_state(state, 1, tmp_path, scale=scale)
+    geo, aian, place = _blocks(read_cef(tmp_path))
+    category = np.asarray([aian_category(str(c)) or "" for c in aian])
+    expected = np.isin(category, PRODUCTION_AIAN_AREAS)
+    main = {
+        "OK": "Oklahoma_Tribal_Statistical_Area",
+        "AK": "Alaska_Native_Village_Statistical_Area",
+    }
+    assert (category == main[state]).sum() > 10
+    spine = build_spine(geo, BlockAttributes(aian_area=aian, place=place))
+    part = np.asarray([c[0] for c in spine.unit_codes("State")])
+    assert np.array_equal(part == "1", expected)
+    assert sorted(spine.hierarchy.geocodes[1]) == ["0" + geo[0][:2], "1" + geo[0][:2]]

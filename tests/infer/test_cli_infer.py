@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -104,6 +105,8 @@ def test_posterior_summary_and_errors(capsys) -> None:
     )
     text = capsys.readouterr().out
     assert "posterior mean" in text and "naive" in text and "clipped" in text
+    # the noise variance at rho 0.1 (1/rho = 10), in plain notation
+    assert "variance 10.00," in text and not re.search(r"\de[+-]\d", text)
     assert (
         main(
             [

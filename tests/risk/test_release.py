@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -113,7 +114,9 @@ def test_cli_risk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["risk", "--input", str(data), "--out", str(out), "--sweep-rho", "2.56", "--quiet"])
     assert code == 0
     text = capsys.readouterr().out
-    assert "unique in their block" in text and "sweep rho 2.56" in text
+    assert "unique in their block" in text
+    assert re.search(r"at epsilon 17\.\d \(zCDP rho 2\.56\)", text)
+    assert not re.search(r"rho_1|xi2|x1\*|\bR'|\b\d{16}\b", text)  # plain words, places by GEOID
     summary = json.loads((out / "risk.json").read_text())
     assert summary["budget"] == "pl94-2020"
     # the release's noise law (bounded neighbours: sigma^2 = 1/rho_q) protects more than

@@ -242,3 +242,12 @@ def test_summary_level_takes_codes_and_names(given, code) -> None:
 def test_summary_level_refuses_others_listing_the_levels(given) -> None:
     with pytest.raises(SchemaError, match=r"unknown summary level .*010 \(nation\).*750 \(block\)"):
         summary_level(given)
+
+
+def test_the_geoid_label_names_no_vintage_the_input_may_not_have() -> None:
+    """The synthetic inputs are on 2010 tracts: the codebook may not call their GEOIDs
+    GEOID20."""
+    from censusdp.tables.geoids import IDENTIFIER_LABELS
+
+    label = IDENTIFIER_LABELS["GEOID"]
+    assert "GEOID20" not in label and "2010" in label

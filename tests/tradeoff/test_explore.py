@@ -76,23 +76,31 @@ def test_embedded_optimum_is_the_python_optimum(results_dir):
 
 def test_script_cannot_be_closed_by_the_data(results_dir):
     results = json.loads((results_dir / "results.json").read_text())
-    results["input"] = "/tmp/</script><script>alert(1)</script>"
+    results["epsilon_meaning"] = "/tmp/</script><script>alert(1)</script>"
     page = render_explorer(results)
     assert page.count("</script>") == 2  # the data block and the code block only
-    assert _embedded(page)["results"]["input"] == results["input"]
+    assert _embedded(page)["results"]["epsilon_meaning"] == results["epsilon_meaning"]
+
+
+def test_page_names_the_input_directory_only(results_dir):
+    results = json.loads((results_dir / "results.json").read_text())
+    results["input"] = "/home/someone/census/vt-input"
+    page = render_explorer(results)
+    assert _embedded(page)["results"]["input"] == "vt-input"
+    assert "/home/someone" not in page
 
 
 def test_cli_writes_and_refuses_to_overwrite(results_dir, tmp_path, capsys):
     out = tmp_path / "explore.html"
-    assert main(["explore", str(results_dir), "--out", str(out)]) == 0
+    assert main(["explore", str(results_dir), "--html", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "wrote" in printed and "optimum at the default prices" in printed
     assert out.read_text().startswith("<!DOCTYPE html>")
-    assert main(["explore", str(results_dir), "--out", str(out)]) == 2
+    assert main(["explore", str(results_dir), "--html", str(out)]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "Traceback" not in err
     assert (
-        main(["explore", str(tmp_path / "none"), "--out", str(tmp_path / "x.html")]) == 1
+        main(["explore", str(tmp_path / "none"), "--html", str(tmp_path / "x.html")]) == 1
     )  # a missing input is a data error
     assert "missing" in capsys.readouterr().err
 

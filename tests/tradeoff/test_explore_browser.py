@@ -69,6 +69,10 @@ def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
     out, target = page
     results = json.loads((out / "results.json").read_text())
 
+    # the page names the input, never where it lies on this machine
+    text = target.read_text("utf-8")
+    assert str(out.parent) not in text and str(target.parent) not in text
+    assert "/tmp/" not in text and "docs/" not in text
     body = _body(browser, target.as_uri())
     assert "data-error" not in body, body.get("data-error")
     assert body["data-ready"] == "1"
@@ -79,6 +83,9 @@ def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
         float(body["data-python-optimum"]), rel=1e-9
     )
     assert body["data-frontier-points"] == "3"
+    # readable: no tick, axis or line label on another (the welfare axis's "-1.00e+5"
+    # ticks ran into its title, the optimum's label into the legend)
+    assert body["data-label-overlaps"] == "0"
 
     # linked state from the URL: another budget, allocation, geography and price
     url = target.as_uri() + "#eps=8&scenario=no_block&level=BlockGroup&price=0.5&funds=40"
@@ -86,6 +93,7 @@ def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
     assert body["data-ready"] == "1"
     assert body["data-selected-epsilon"] == "8"
     assert body["data-scenario"] == "no_block" and body["data-level"] == "BlockGroup"
+    assert body["data-label-overlaps"] == "0"
     f, g = frontier_from_results(results, scenario="no_block", geolevel="BlockGroup")
     prefs = MisallocationPreferences(
         privacy_cost=0.5 * results["population"], funds_per_person=40.0, areas=g
@@ -122,3 +130,20 @@ def test_explorer_renders_and_links_its_plots(browser, page, tmp_path):
         )
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
+
+
+@pytest.mark.browser
+def test_explorer_numbers_have_no_exponents(browser, page):
+    _, target = page
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+             f"--user-data-dir={profile}", "--dump-dom", target.as_uri()],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    labels = re.findall(r'<text[^>]*class="tick-label"[^>]*>([^<]*)</text>', proc.stdout)
+    assert len(labels) >= 20
+    assert not [t for t in labels if re.search(r"\de[+-]?\d", t)], labels
+    assert any(t.endswith("k") for t in labels)  # the welfare axis in thousands of dollars
+    note = re.search(r'id="note"[^>]*>([^<]*)<', proc.stdout).group(1)
+    assert "k = " in note and not re.search(r"\de[+-]\d", note)  # k = 96,300, not 9.63e+04

@@ -114,6 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with configure(verbosity(args)):
             resolve_release(args)
+            # a command may find there is nothing to do before its outputs are checked
+            # (``run --resume`` of a finished release)
+            early = getattr(args, "before_outputs", None)
+            if early is not None and (code := early(args)) is not None:
+                return int(code)
             with guard_outputs(args):
                 return int(args.func(args) or 0)
     except CensusDPError as exc:

@@ -36,6 +36,7 @@ __all__ = [
     "add_command",
     "add_json_output",
     "add_output",
+    "add_page_output",
     "add_quiet",
     "add_release",
     "add_seed",
@@ -292,6 +293,19 @@ def add_output(
     )
 
 
+def add_page_output(
+    parser: argparse.ArgumentParser,
+    *,
+    metavar: str = "REPORT.html",
+    help: str = "also write an HTML report",
+    required: bool = True,
+) -> None:
+    """``--html FILE.html``: one page written (``--out`` is always a directory)."""
+    output_option(
+        parser.add_argument("--html", required=required, default=None, metavar=metavar, help=help)
+    )
+
+
 def add_quiet(parser: argparse.ArgumentParser) -> None:
     """``-q/--quiet`` (warnings only) and ``-v/--verbose`` (debug lines); idempotent."""
     have = parser._option_string_actions  # noqa: SLF001 - the documented way to probe
@@ -373,10 +387,11 @@ def add_cef_input(
 def add_release(
     parser: argparse.ArgumentParser, *, help: str = "the release directory (made by 'censusdp run')"
 ) -> None:
-    """The release a command reads: ``RUN`` as a positional argument or ``--release RUN``.
+    """The release a command reads: ``RUN``, the first positional argument.
 
-    Every command that reads a release accepts both spellings (scripts written for either
-    keep working); :func:`resolve_release` puts the one given in ``args.release``.
+    ``--release RUN``, an older spelling, is still accepted (not shown in ``--help``), so
+    scripts written for it keep working; :func:`resolve_release` puts the one given in
+    ``args.release``.
     """
     input_option(parser.add_argument("release", nargs="?", default=None, metavar="RUN", help=help))
     input_option(
@@ -385,7 +400,7 @@ def add_release(
             dest="release_option",
             default=None,
             metavar="RUN",
-            help="the same as the positional RUN (either spelling)",
+            help=argparse.SUPPRESS,  # an older spelling of RUN, kept for scripts
         )
     )
 
@@ -512,14 +527,15 @@ def add_budget_arguments(
         amount.add_argument(
             "--rho",
             default=None,
-            help="total rho (zCDP) of everything released, e.g. 2.63 or (542/339)**2 as 293764/114921",
+            help="total rho (zCDP) of everything released, e.g. 2.63 or (542/339)**2 as "
+            "293764/114921 (default: the budget's own)",
         )
     if "epsilon" in amounts:
         amount.add_argument(
             "--epsilon",
             default=None,
             help="total epsilon of everything released, at the budget's delta (zCDP: the "
-            "largest rho whose epsilon is at most this)",
+            "largest rho whose epsilon is at most this; default: the budget's own)",
         )
     parser.set_defaults(default_preset=default_preset)
 

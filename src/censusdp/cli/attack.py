@@ -19,7 +19,6 @@ from censusdp.cli._common import (
     add_seed,
     add_workers,
     announce_randomness,
-    emit_json,
     finish,
     output_option,
     positive_int,
@@ -112,7 +111,8 @@ def _dn_figures(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
-    emit_json(out, "-")
+    done = ", ".join(f"{fig} ({s:.1f} s)" for fig, s in out["timings_seconds"].items())
+    finish(args, f"wrote JASON figures {done} to {args.out}", out)
     return 0
 
 
@@ -163,7 +163,12 @@ def _add_dn(sub: argparse._SubParsersAction) -> None:
         metavar="A:B:STEP|X,Y,...",
         help="numbers of queries as multiples of n (default 0.1:1.0:0.05)",
     )
-    dn.add_argument("--noise", choices=("none", "gaussian", "laplace", "geometric"), default="none")
+    dn.add_argument(
+        "--noise",
+        choices=("none", "gaussian", "laplace", "geometric"),
+        default="none",
+        help="noise added to each query answer before the reconstruction",
+    )
     dn.add_argument(
         "--epsilon", type=float, default=None, help="epsilon of laplace/geometric noise"
     )
@@ -184,7 +189,13 @@ def _add_dn(sub: argparse._SubParsersAction) -> None:
         default="random",
         help="query family (msequence needs n = 2^k - 1, hadamard a power of two)",
     )
-    dn.add_argument("--solver", choices=("fista", "lsq_linear", "lp"), default="fista")
+    dn.add_argument(
+        "--solver",
+        choices=("fista", "lsq_linear", "lp"),
+        default="fista",
+        help="reconstruction: bounded least squares by FISTA on the Gram matrix (fast), "
+        "by scipy's lsq_linear (MATLAB lsqlin's peer), or Dinur and Nissim's linear program",
+    )
     dn.add_argument(
         "--fresh-queries",
         action="store_true",
@@ -216,8 +227,10 @@ def _add_dn_figures(sub: argparse._SubParsersAction) -> None:
         nargs="+",
         choices=("4-1", "4-2", "4-4", "5-6", "5-7"),
         default=["4-1", "4-2", "4-4", "5-6", "5-7"],
+        help="the JASON (JSR-19-2F) figures to reproduce",
     )
     figs.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     add_seed(figs, default=2020, help="master seed of the trials")
     add_workers(figs, default=2)
+    add_json_output(figs)
     figs.set_defaults(func=_dn_figures)

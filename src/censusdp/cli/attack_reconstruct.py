@@ -59,7 +59,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_release(p, help="the release directory (or a CEF directory: unprotected tables)")
     add_output(p, metavar="REC", help="directory for the reconstructed records")
     add_cef_input(p, required=False, help="the CEF to score the reconstruction against")
-    p.add_argument("--age-detail", choices=("single", "sf1"), default="single")
+    p.add_argument(
+        "--age-detail",
+        choices=("single", "sf1"),
+        default="single",
+        help="the block sex-by-age table P12 by single year of age, or in the age bands of "
+        "the 2010 SF1 (then P14 gives the single years under 20)",
+    )
     add_workers(p)
     p.add_argument("--time-limit", type=float, default=30.0, help="HiGHS seconds per block")
     p.add_argument(

@@ -76,7 +76,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "truth: the 2010 rates (JASON JSR-19-2F sec. 4.1) and a public-marginals baseline."
         ),
     )
-    input_option(p.add_argument("--reconstructed", required=True, metavar="REC"))
+    input_option(
+        p.add_argument(
+            "--reconstructed",
+            required=True,
+            metavar="REC",
+            help="the reconstructed records ('censusdp attack reconstruct --out REC')",
+        )
+    )
     add_cef_input(p)
     add_output(p, metavar="OUT", help="directory for the links and rates")
     p.add_argument(
@@ -84,11 +91,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         choices=("exact", "fellegi-sunter"),
         default=["exact", "fellegi-sunter"],
+        help="record linkage: one-to-one on block, sex and age (then age +-1), as in 2010, "
+        "and/or Fellegi-Sunter probabilistic matching",
     )
     add_seed(p, default=0, help="seed of the synthetic commercial file")
-    p.add_argument("--coverage-adult", type=float, default=0.85)
-    p.add_argument("--coverage-minor", type=float, default=0.40)
+    p.add_argument(
+        "--coverage-adult",
+        type=float,
+        default=0.85,
+        help="share of persons 18 or over listed in the synthetic commercial file",
+    )
+    p.add_argument(
+        "--coverage-minor",
+        type=float,
+        default=0.40,
+        help="share of persons under 18 listed in it (marketing files list few children)",
+    )
     p.add_argument("--age-error", type=float, default=0.15, help="share with age off by one")
-    p.add_argument("--wrong-block", type=float, default=0.10)
+    p.add_argument(
+        "--wrong-block",
+        type=float,
+        default=0.10,
+        help="share listed at another block of the same tract (moves, geocoding errors)",
+    )
     add_json_output(p)
     p.set_defaults(func=_run)

@@ -24,7 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     add_budget_arguments(p, default_preset="pl94-2020")
-    p.add_argument("--delta", default=None, help="report epsilons at this delta")
+    p.add_argument(
+        "--delta",
+        default=None,
+        help="report epsilons at this delta (default: the budget's own delta, 1e-10 for "
+        "the pl94-2020 presets)",
+    )
     add_json_output(p)
     p.set_defaults(func=_run)
 

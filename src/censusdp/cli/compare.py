@@ -8,10 +8,10 @@ from censusdp.cli._common import (
     add_cef_input,
     add_command,
     add_json_output,
+    add_page_output,
     comma_list,
     emit_json,
     input_option,
-    output_option,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -32,11 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     input_option(p.add_argument("run_a", metavar="RUN_A", help="first release run directory"))
     input_option(p.add_argument("run_b", metavar="RUN_B", help="second release run directory"))
     add_cef_input(p, help="the CEF both releases were made from")
-    output_option(
-        p.add_argument(
-            "--out", required=True, metavar="COMPARE.html", help="the HTML page to write"
-        )
-    )
+    add_page_output(p, metavar="COMPARE.html", help="the HTML page to write")
     add_json_output(p)
     p.add_argument(
         "--names",
@@ -45,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="A,B",
         help="labels of the two releases (default: A and B with their directory names)",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace existing --out/--json files")
+    p.add_argument("--overwrite", action="store_true", help="replace existing --html/--json files")
     p.add_argument(
         "--allow-invalid",
         action="store_true",
@@ -63,7 +59,7 @@ def _compare(args: argparse.Namespace) -> int:
         args.run_b,
         args.input,
         names=args.names,
-        html_path=args.out,
+        html_path=args.html,
         json_path=args.json if to_file else None,
         allow_invalid=args.allow_invalid,
         progress=progress_printer(args.quiet),
@@ -80,5 +76,5 @@ def _compare(args: argparse.Namespace) -> int:
             f"{rec['geolevel']:<11}{rec['units']:>8,}  {rec['mae'][0]:>{w}.3f}  "
             f"{rec['mae'][1]:>{w}.3f}{'' if ratio is None else f'{ratio:.3f}':>8}"
         )
-    print(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
+    print(f"wrote {args.html}" + (f" and {args.json}" if args.json else ""))
     return 0

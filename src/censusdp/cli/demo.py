@@ -6,9 +6,11 @@ import argparse
 
 from censusdp.cli._common import (
     add_command,
+    add_json_output,
     add_seed,
     add_workers,
     announce_randomness,
+    finish,
     output_option,
 )
 from censusdp.progress import printer as progress_printer
@@ -27,7 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--state", default="VT", help="state (postal code or FIPS), default VT")
     p.add_argument(
-        "--scale", type=float, default=0.05, help="fraction of the state's tracts (default 0.05)"
+        "--scale",
+        type=float,
+        default=0.05,
+        help="keep a random fraction of the state's tracts (the rest, and counties left "
+        "with none, are absent)",
     )
     add_seed(p, default=2020, help="seed of the synthetic state (the release itself is secure)")
     p.add_argument(
@@ -37,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "holds built-in data only, and nothing the demo did not write)",
     )
     add_workers(p)
+    add_json_output(p)
     p.set_defaults(func=_demo, replaces_own="demo")
 
 
@@ -55,38 +62,65 @@ def _demo(args: argparse.Namespace) -> int:
         overwrite=args.overwrite or is_output_of(args.out, "demo"),
     )
     m = s.manifest
-    print(f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}")
-    print(f"  input   {s.out_dir / 'cef'}: {s.persons:,} persons, {s.units:,} units")
-    print("  geounits " + ", ".join(f"{k} {v:,}" for k, v in s.blocks_by_level.items()))
+    lines = [f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}"]
+    if args.scale < 1:
+        lines.append(
+            f"  (a random {args.scale:.0%} of the state's tracts, not all of it: the other "
+            "tracts, and any county left with none, are in no output)"
+        )
+    lines.append(f"  input   {s.out_dir / 'cef'}: {s.persons:,} persons, {s.units:,} units")
+    lines.append("  geounits " + ", ".join(f"{k} {v:,}" for k, v in s.blocks_by_level.items()))
     if s.gq_by_type:
-        print(
+        lines.append(
             "  group quarters persons " + ", ".join(f"{k}: {v:,}" for k, v in s.gq_by_type.items())
         )
-    print(
+    lines.append(
         f"  release {s.out_dir / 'run'}: rho {m['rho']:.4f} (persons + units), "
         f"epsilon {m['epsilon']:.2f} at delta {m['delta']:g}; validation "
         f"{'passed' if m['validation']['ok'] else 'FAILED'}; {m['timings']['total']:.1f}s"
     )
-    print("\n  accuracy of the published tables (truth known because the data are synthetic)")
-    print(
-        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}{'TVD':>8}"
+    lines.append(
+        "\n  accuracy of the published tables (truth known because the data are synthetic)"
+    )
+    lines.append(
+        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}"
+        f"{'accuracy':>10}"
     )
     for a in s.accuracy:
-        print(
+        lines.append(
             f"  {a['geolevel']:<11}{a['units']:>8,}{a['mean_population']:>11.1f}"
             f"{a['total_mae']:>11.2f}{a['race_hispanic_cell_mae']:>10.3f}"
-            f"{a['race_hispanic_tvd']:>8.3f}"
+            f"{a['race_hispanic_tvd']:>10.3f}"
         )
-    print(
-        "  (TVD = 1 - L1/(2 POP) over Hispanic x race cells, JASON JSR-19-2F sec. 6.1; 1 is perfect)"
+    lines.append(
+        "  (accuracy = 1 - TVD of the Hispanic x race cells, TVD = L1/(2 POP) of JASON JSR-19-2F\n"
+        "   sec. 6.1: 1 means every count exact, 0.98 means 2% of people in a wrong cell or place)"
     )
     spine = m.get("spine")
     if isinstance(spine, dict) and spine.get("kind") == "optimized":
-        print(
+        lines.append(
             "  (released on the production spine: its optimized block groups are measured, the "
-            "published\n   block groups are sums of blocks, hence their larger error; "
-            "docs/spine.md)"
+            "published\n   block groups are sums of blocks, hence their larger error)"
         )
     if s.report is not None:
-        print(f"\n  report: {s.report}")
+        lines.append(f"\n  report: {s.report}")
+    record = {
+        "out": str(s.out_dir),
+        "state": args.state,
+        "scale": args.scale,
+        "seed": args.seed,
+        "persons": s.persons,
+        "units": s.units,
+        "geounits": s.blocks_by_level,
+        "release": {
+            "dir": str(s.out_dir / "run"),
+            "rho": m["rho"],
+            "epsilon": m["epsilon"],
+            "delta": m["delta"],
+            "valid": bool(m["validation"]["ok"]),
+        },
+        "accuracy": s.accuracy,
+        "report": None if s.report is None else str(s.report),
+    }
+    finish(args, "\n".join(lines), record)
     return 0 if m["validation"]["ok"] else 1

@@ -8,6 +8,7 @@ the SVD bound), ``small-n`` (mechanisms for one count in ``{0..n}``), ``allocati
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from censusdp.cli._common import (
     add_budget_arguments,
@@ -15,10 +16,14 @@ from censusdp.cli._common import (
     add_output,
     add_seed,
     emit_json,
+    finish,
     input_option,
     output_option,
 )
 from censusdp.progress import printer as progress_printer
+
+if TYPE_CHECKING:
+    from censusdp.design.allocation import AllocationRequest
 
 __all__ = ["register"]
 
@@ -51,6 +56,9 @@ def _strategy(args: argparse.Namespace) -> int:
             restarts=args.restarts,
             p=args.p,
             maxiter=args.maxiter,
+            rho=args.rho,
+            epsilon=args.epsilon,
+            delta=args.delta,
         ),
         progress=progress_printer(args.quiet or args.json == "-"),
     )
@@ -66,20 +74,47 @@ def _small_n(args: argparse.Namespace) -> int:
     return 0
 
 
-def _allocation(args: argparse.Namespace) -> int:
+def _allocation_request(args: argparse.Namespace) -> AllocationRequest:
+    """The request: a budget and its targets, or a workload file of the user's own."""
     from censusdp.cli._common import resolve_budget
-    from censusdp.design.allocation import AllocationRequest, optimize_allocation
-    from censusdp.design.report import resolve_targets, write_allocation
+    from censusdp.design import DesignError
+    from censusdp.design.allocation import AllocationRequest
+    from censusdp.design.report import load_workload, resolve_targets
 
-    budget = resolve_budget(args)
-    report = optimize_allocation(
-        AllocationRequest(
+    if args.workload is None:
+        budget = resolve_budget(args)
+        targets = resolve_targets(args.targets, budget)
+        return AllocationRequest(
             budget,
-            targets=resolve_targets(args.targets, budget),
+            targets=targets,
             neighbours=args.neighbours,
             denominator=args.denominator,
             name=args.name or "",
-        ),
+        )
+    used = [f for f, v in (("--preset", args.preset), ("--config", args.config)) if v]
+    used += ["--epsilon"] if args.epsilon is not None else []
+    used += ["--targets"] if args.targets != "own" else []
+    if used:
+        raise DesignError(
+            f"{used[0]} does not go with --workload (the file gives the schema, targets and "
+            "rho; --rho overrides its rho)"
+        )
+    workload = load_workload(args.workload, rho=args.rho)
+    return AllocationRequest(
+        workload.plan,
+        targets=workload.targets,
+        neighbours=args.neighbours,
+        denominator=args.denominator,
+        name=args.name or "",
+    )
+
+
+def _allocation(args: argparse.Namespace) -> int:
+    from censusdp.design.allocation import optimize_allocation
+    from censusdp.design.report import write_allocation
+
+    report = optimize_allocation(
+        _allocation_request(args),
         progress=progress_printer(args.quiet or args.json == "-"),
         simulate_trials=args.simulate,
         seed=args.seed,
@@ -104,10 +139,11 @@ def _figures(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=progress_printer(args.quiet),
     )
-    print(
+    text = (
         f"wrote {', '.join(FIGURE_FILES.values())} and design_figures.json to {args.out} "
         f"({numbers['seconds']} s, seed {numbers['seed']})"
     )
+    finish(args, text, numbers)
     return 0
 
 
@@ -120,7 +156,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "The mechanism design lab: error of matrix-mechanism strategies (strategy), "
             "mechanisms for one small count (small-n), budget allocation (allocation) and "
-            "the figures of docs/design.md (figures)."
+            "the figures of the design lab's documentation (figures)."
         ),
         formatter_class=fmt,
     )
@@ -137,11 +173,13 @@ def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormat
     """The ``strategy`` sub-command."""
     p = sub.add_parser(
         "strategy",
-        help="rootmse of a strategy on a workload, and the SVD lower bound",
+        help="error of a strategy on a workload (for a stated rho or epsilon), and the SVD "
+        "lower bound",
         description=(
             "Expected error of the matrix mechanism: rootmse = sqrt(sens(A)^2 ||W A^+||_F^2 / m) "
             "with unit-variance noise (sens = largest column L2 norm for zcdp, L1 for pure), "
-            "and the SVD bound sqrt((sum of singular values of W)^2 / (n m))."
+            "and the SVD bound sqrt((sum of singular values of W)^2 / (n m)); with --rho or "
+            "--epsilon both also as the root mean squared error per query at that budget."
         ),
         formatter_class=fmt,
     )
@@ -169,6 +207,23 @@ def _add_strategy(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormat
         help="rows of Theta per attribute (default n/4 zcdp, n/16 pure)",
     )
     p.add_argument("--maxiter", type=int, default=1000, help="L-BFGS-B iterations per solve")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--rho",
+        default=None,
+        help="zCDP budget (--privacy zcdp): also report the errors with Gaussian noise of "
+        "variance 1/(2 rho) (default: unit-variance noise only)",
+    )
+    budget.add_argument(
+        "--epsilon",
+        default=None,
+        help="pure-DP budget (--privacy pure: Laplace noise of variance 2/epsilon^2), or "
+        "under zcdp an (epsilon, --delta) target turned into the largest rho meeting it "
+        "(default: unit-variance noise only)",
+    )
+    p.add_argument(
+        "--delta", default="1e-10", help="delta of an --epsilon target under --privacy zcdp"
+    )
     _add_output(p)
     p.set_defaults(func=_strategy)
 
@@ -204,7 +259,8 @@ def _add_figures(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatt
     p = sub.add_parser(
         "figures",
         help="the design lab's figures (error vs n, strategy comparison, small n)",
-        description="Run the sweeps behind docs/design.md and write its PNG figures and "
+        description="Run the sweeps behind the design lab's documented figures and write the PNG "
+        "figures and "
         "design_figures.json (every plotted number and the seed) into OUT.",
         formatter_class=fmt,
     )
@@ -212,6 +268,7 @@ def _add_figures(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatt
     add_seed(p, default=0, help="seed of the optimiser's random starts")
     p.add_argument("--max-n", type=int, default=256, help="largest n of the error-vs-n sweep")
     p.add_argument("--restarts", type=int, default=4, help="random starts of the optimiser")
+    add_json_output(p)
     p.set_defaults(func=_figures)
 
 
@@ -223,12 +280,23 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         description=(
             "Choose geolevel and query shares that minimise the weighted mean squared error "
             "per cell of a target workload of tables, each answered by least squares from "
-            "its geounit's noisy measurements (sigma^2 = 1/rho_q for bounded neighbours); "
+            "its geounit's noisy measurements (sigma^2 = 1/rho_q for bounded neighbours, "
+            "1/(2 rho_q) for unbounded, as the budget states unless --neighbours is given); "
             "compare with the budget's own allocation and write a preset TOML."
         ),
         formatter_class=fmt,
     )
     add_budget_arguments(p, default_preset="pl94-2020")
+    input_option(
+        p.add_argument(
+            "--workload",
+            default=None,
+            metavar="FILE.toml|FILE.json",
+            help="a histogram and target workload of your own instead of a budget: "
+            "[[attributes]] (name, size), [[queries]] (attributes, weight, geolevel), "
+            "optional geolevels, measure, rho, neighbours; starts from equal shares",
+        )
+    )
     input_option(
         p.add_argument(
             "--targets",
@@ -241,8 +309,9 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
     p.add_argument(
         "--neighbours",
         choices=["bounded", "unbounded"],
-        default="bounded",
-        help="noise variance 1/rho_q (bounded) or 1/(2 rho_q) (unbounded)",
+        default=None,
+        help="noise variance 1/rho_q (bounded) or 1/(2 rho_q) (unbounded); default: the "
+        "budget file's own neighbours",
     )
     p.add_argument("--denominator", type=int, default=10_000, help="shares are k/denominator")
     p.add_argument(

@@ -9,6 +9,7 @@ from censusdp.cli._common import (
     add_cef_input,
     add_command,
     add_json_output,
+    add_page_output,
     add_release,
     add_seed,
     add_workers,
@@ -16,7 +17,6 @@ from censusdp.cli._common import (
     comma_list,
     emit_json,
     finish,
-    output_option,
     positive_int,
 )
 from censusdp.errors import ConfigError
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
             "shares; random off-spine districts; invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns. Without "
-            "--truth: the expected errors of the released counts (simulated from the public "
+            "--input: the expected errors of the released counts (simulated from the public "
             "noise law) and of the GLS estimates and raw measurements (closed form), from "
             "the release alone."
         ),
@@ -47,12 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "expected errors from RUN alone",
     )
     add_release(p, help="the release directory to evaluate")
-    add_json_output(p, required=True)
-    output_option(
-        p.add_argument(
-            "--html", default=None, metavar="REPORT.html", help="also write an HTML report"
-        )
-    )
+    add_json_output(p)
+    add_page_output(p, required=False)
     p.add_argument(
         "--trials",
         type=positive_int("--trials"),
@@ -69,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="K",
         help="simulated releases behind the errors expected from RUN alone (default without "
-        "--truth: 10; with --truth: none unless given, then shown next to the measured ones)",
+        "--input: 10; with --input: none unless given, then shown next to the measured ones)",
     )
     add_workers(p)
     p.add_argument(
@@ -130,26 +126,31 @@ def _evaluate(args: argparse.Namespace) -> int:
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(
-        f"{'geolevel':<11}{'units':>8}{'TVD total':>11}{'MAE total':>11}{'bias':>9}{'TVD race x hisp':>17}"
+        "accuracy = 1 - TVD (1: every count exact; 0.98: 2% of people in a wrong cell); "
+        "MAE: mean |published - true| population of a place"
+    )
+    print(
+        f"{'geolevel':<11}{'places':>8}{'population MAE':>16}{'population accuracy':>21}"
+        f"{'race x Hispanic accuracy':>26}"
     )
     for lv in result["geolevels"]:
         r = tp[lv]
         print(
-            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['tvd'], 11, 4)}{_fmt(r['mae'], 11, 3)}"
-            f"{_fmt(r['bias'], 9, 3)}{_fmt(rh[lv]['tvd'], 17, 4)}"
+            f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['mae'], 16, 3)}{_fmt(r['tvd'], 21, 4)}"
+            f"{_fmt(rh[lv]['tvd'], 26, 4)}"
         )
     bad = [k for k, v in result["invariants"].items() if not v["ok"]]
     print("invariants: " + ("all hold" if not bad else "VIOLATED: " + ", ".join(bad)))
-    print(f"wrote {args.json}" + (f" and {args.html}" if args.html else ""))
+    _say_written(args)
     return 0
 
 
 def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> int:
-    """``evaluate --release RUN`` without ``--truth``: expected errors from RUN alone."""
+    """``evaluate RUN`` without ``--input``: expected errors from RUN alone."""
     from censusdp.evaluate.errorbars import DEFAULT_SIMULATIONS, expected_errors
 
     if args.trials:
-        raise ConfigError("--trials reruns the mechanism on the truth: it needs --truth DIR")
+        raise ConfigError("--trials reruns the mechanism on the truth: it needs --input DIR")
     result = expected_errors(
         args.release,
         simulations=args.simulations or DEFAULT_SIMULATIONS,
@@ -175,9 +176,18 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
         )
     if result.get("gls", {}).get("available") is False:
         lines.append(f"GLS: not available ({result['gls']['reason']})")
-    lines.append(f"wrote {args.json}" + (f" and {args.html}" if args.html else ""))
+    written = [p for p in (args.json, args.html) if p not in (None, "-")]
+    if written:
+        lines.append("wrote " + " and ".join(written))
     finish(args, "\n".join(lines), result)
     return 0
+
+
+def _say_written(args: argparse.Namespace) -> None:
+    """The files written (``--json`` and ``--html``, each optional)."""
+    written = [p for p in (args.json, args.html) if p not in (None, "-")]
+    if written:
+        print("wrote " + " and ".join(written))
 
 
 def _fmt(value: float | None, width: int, digits: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import input_option, output_option
+from censusdp.cli._common import add_json_output, add_page_output, finish, input_option
 
 __all__ = ["register"]
 
@@ -25,22 +25,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     input_option(
         p.add_argument("results", metavar="RESULTS", help="output directory of 'tradeoff census'")
     )
-    output_option(
-        p.add_argument("--out", required=True, metavar="FILE.html", help="the page to write")
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_page_output(p, metavar="FILE.html", help="the page to write")
+    add_json_output(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --html/--json")
     p.set_defaults(func=_explore)
 
 
 def _explore(args: argparse.Namespace) -> int:
     from censusdp.tradeoff.explore import write_explorer
 
-    info = write_explorer(args.results, args.out, overwrite=args.overwrite)
+    info = write_explorer(args.results, args.html, overwrite=args.overwrite)
     opt = info["python_optimum"]
-    print(f"wrote {info['out']} ({info['bytes']:,} bytes, {info['points']} measured points)")
+    lines = [f"wrote {info['out']} ({info['bytes']:,} bytes, {info['points']} measured points)"]
     if opt is not None:
-        print(
+        lines.append(
             f"optimum at the default prices ({opt['level']}): epsilon {opt['epsilon']:.4g}"
             + ("" if opt["interior"] else " (at the edge of the range)")
         )
+    finish(args, "\n".join(lines), info)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, add_output
+from censusdp.cli._common import add_command, add_json_output, add_output, finish
 from censusdp.progress import printer as progress_printer
 
 
@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="F",
         help="keep a random fraction F of the tracts (0 < F <= 1; default 1)",
     )
+    add_json_output(p)
     p.set_defaults(func=_generate)
 
 
@@ -44,5 +45,20 @@ def _generate(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
         overwrite=args.overwrite,
     )
-    print(summary.format())
+    record = {
+        "out": str(args.out),
+        "state": summary.state,
+        "fips": summary.fips,
+        "name": summary.name,
+        "seed": summary.seed,
+        "scale": summary.scale,
+        **summary.counts(),
+    }
+    text = summary.format()
+    if summary.scale < 1:
+        text += (
+            f"\nnote: a random {summary.scale:.0%} of {summary.name}'s tracts, not the whole "
+            "state: the other tracts, and any county left with none, are in no output"
+        )
+    finish(args, text, record)
     return 0

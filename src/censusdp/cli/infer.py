@@ -249,7 +249,7 @@ def _posterior(args: argparse.Namespace) -> int:
     nv = out["naive"]
     print(
         f"theta = proportion of the {sum(ns):,} people ({args.method}, {law.law}, "
-        f"variance {law.variance:.4g}, prior Beta({args.prior_a:g}, {args.prior_b:g}))\n"
+        f"variance {law.variance:,.2f}, prior Beta({args.prior_a:g}, {args.prior_b:g}))\n"
         f"  posterior mean {out['mean']:.4f}, 95% interval [{lo:.4f}, {hi:.4f}]\n"
         f"  naive (noise ignored) mean {nv['mean']:.4f}, 95% interval "
         f"[{nv['ci95'][0]:.4f}, {nv['ci95'][1]:.4f}]"

@@ -8,11 +8,14 @@ from censusdp.cli._common import (
     add_budget_arguments,
     add_cef_input,
     add_command,
+    add_json_output,
     add_output,
     add_seed,
     announce_randomness,
     comma_list,
+    finish,
     positive_int,
+    resolve_budget,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -33,13 +36,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_cef_input(p, help="persons.parquet + units.parquet")
     add_output(p, metavar="OUT")
-    add_budget_arguments(p, default_preset="pl94-2020", amounts=("rho",))
-    p.add_argument(
+    add_budget_arguments(p, default_preset="pl94-2020")
+    sweep = p.add_mutually_exclusive_group()
+    sweep.add_argument(
         "--sweep-rho",
         type=comma_list(str, option="--sweep-rho"),
         default=[],
         metavar="R1,R2,...",
         help="global rho values to sweep",
+    )
+    sweep.add_argument(
+        "--sweep-epsilon",
+        type=comma_list(str, option="--sweep-epsilon"),
+        default=[],
+        metavar="E1,E2,...",
+        help="global epsilons to sweep (each the budget's largest rho whose epsilon at its "
+        "delta is at most it)",
     )
     p.add_argument(
         "--priors",
@@ -64,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sigma^2 = 1/rho_q); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to reproduce "
         "their tables",
     )
+    add_json_output(p)
     p.set_defaults(func=_risk)
 
 
@@ -71,11 +84,17 @@ def _risk(args: argparse.Namespace) -> int:
     from censusdp.risk.report import RiskOptions, run_risk
 
     announce_randomness(args.seed, what="simulated release", release=False)
+    rho = args.rho
+    if args.epsilon is not None:  # the largest rho of the budget whose epsilon is at most it
+        rho = resolve_budget(args).rho
+    sweep = list(args.sweep_rho)
+    for epsilon in args.sweep_epsilon:
+        sweep.append(resolve_budget(argparse.Namespace(**{**vars(args), "epsilon": epsilon})).rho)
     options = RiskOptions(
         preset=None if args.config else (args.preset or args.default_preset),
         config=args.config,
-        rho=args.rho,
-        sweep=args.sweep_rho,
+        rho=rho,
+        sweep=sweep,
         priors=[float(x) for x in args.priors],
         primary_prior=args.prior,
         draws=args.draws,
@@ -89,5 +108,6 @@ def _risk(args: argparse.Namespace) -> int:
         progress=progress_printer(args.quiet),
         overwrite=args.overwrite,
     )
-    print(run.format())
+    summary = {"out": str(run.out_dir), "summary": run.summary, "seconds": run.seconds}
+    finish(args, run.format(), summary)
     return 0

@@ -7,11 +7,14 @@ import sys
 
 from censusdp.cli._common import (
     add_budget_arguments,
+    add_cef_input,
     add_command,
     add_executor,
+    add_json_output,
     add_output,
     add_seed,
     announce_randomness,
+    finish,
     input_option,
     positive_int,
 )
@@ -35,9 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     src = p.add_mutually_exclusive_group(required=True)
-    input_option(
-        src.add_argument("--input", metavar="DIR", help="directory with persons/units.parquet")
-    )
+    add_cef_input(src, required=False, help="the CEF directory (persons.parquet, units.parquet)")
     input_option(
         src.add_argument(
             "--from-measurements",
@@ -71,7 +72,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seed and options are those of the interrupted run (with none to continue, the "
         "run starts afresh)",
     )
-    p.set_defaults(func=_run)
+    add_json_output(p)
+    p.set_defaults(func=_run, before_outputs=_finished_release)
+
+
+def _finished_release(args: argparse.Namespace) -> int | None:
+    """``--resume`` of a release that is already finished: nothing to do, exit 0 (and
+    never a hint at ``--overwrite``, which would replace the release); ``None``
+    otherwise, so the run goes on."""
+    from censusdp.io.output_rules import is_censusdp_output
+    from censusdp.io.rundir import not_a_release
+
+    if not args.resume or args.overwrite or args.from_measurements:
+        return None
+    if not is_censusdp_output(args.out) or not_a_release(args.out) is not None:
+        return None
+    print(
+        f"{args.out} is a finished release (complete and validated); there is nothing "
+        f"to resume ('censusdp validate {args.out}' checks it again)"
+    )
+    return 0
 
 
 def _add_estimation_options(p: argparse.ArgumentParser) -> None:
@@ -85,12 +105,23 @@ def _add_estimation_options(p: argparse.ArgumentParser) -> None:
         help="estimation: TopDown, blocks alone (bottom-up), or measurements only",
     )
     p.add_argument(
+        "--fidelity",
+        choices=("default", "production"),
+        default="default",
+        help="'production': every deliberate difference from the 2020 production system "
+        "off at once (no root pooling, units independent of persons, no failsafe: an "
+        "infeasible subproblem is an error, production's rounder, no family splitting, "
+        "structural zeros in the NMF); 'default' keeps "
+        "censusdp's improvements, each stated in the manifest's 'fidelity' entry",
+    )
+    p.add_argument(
         "--units",
         choices=("consistent", "independent"),
-        default="consistent",
+        default=None,
         help="housing-unit run: 'consistent' holds each block's occupied units between one "
         "(where household persons were released) and its household persons; "
-        "'independent' estimates units alone, as 2020 production did",
+        "'independent' estimates units alone, as 2020 production did (default: "
+        "consistent; independent with --fidelity production)",
     )
     p.add_argument(
         "--spine",
@@ -154,7 +185,7 @@ def _max_children(text: str) -> int | str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from censusdp.io.budget_files import resolve_release_budget
-    from censusdp.release.options import Execution, ReleaseOptions
+    from censusdp.release.options import Execution, ReleaseOptions, refuse_with_production
     from censusdp.release.pipeline import reestimate, run_release
 
     budget = None
@@ -170,12 +201,19 @@ def _run(args: argparse.Namespace) -> int:
         )
     chosen = dict(
         postprocess=args.postprocess,
-        unit_consistency=args.units,
         method=args.method,
         estimator=args.estimator,
+        fidelity=args.fidelity,
     )
+    if args.units is not None:
+        chosen["unit_consistency"] = args.units
     if args.max_children != "auto":
         chosen["max_children"] = args.max_children
+    if args.fidelity == "production":
+        refuse_with_production(
+            units=args.units,
+            max_children=None if args.max_children in ("auto", None) else args.max_children,
+        )
     execution = Execution(
         executor=args.executor,
         workers=args.workers,
@@ -218,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
             command=sys.argv,
         )
     v = manifest.get("validation", {})
-    print(
+    text = (
         f"release written to {args.out}: {manifest.get('persons_released', 0):,} persons, "
         f"total rho={manifest['rho']:.4f}, epsilon={manifest['epsilon']:.3f} "
         f"(delta={manifest['delta']:.3g}, {manifest['persons']['neighbours']} neighbours), "
@@ -226,4 +264,22 @@ def _run(args: argparse.Namespace) -> int:
         f"validation {'passed' if v.get('ok', True) else 'FAILED'}, "
         f"{manifest['timings']['total']:.1f}s"
     )
+    scale = manifest.get("input_scale")
+    if scale is not None:
+        text += "\n" + _sample_note(scale)
+    fidelity = manifest.get("fidelity")
+    if isinstance(fidelity, dict):
+        text += f"\nfidelity {fidelity['mode']}: " + "; ".join(
+            f"{k.replace('_', ' ')} {w}" for k, w in fidelity["differences"].items()
+        )
+    finish(args, text, dict(manifest))
     return 0 if v.get("ok", True) else 1
+
+
+def _sample_note(scale: float) -> str:
+    """What a release of a sampled synthetic input covers, in words."""
+    return (
+        f"note: the input keeps a random {scale:.0%} of its state's tracts ('censusdp "
+        "generate --scale'); the other tracts, and any county left with none, are in no "
+        "table of this release"
+    )

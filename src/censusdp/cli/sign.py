@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from censusdp.cli._common import add_command, input_option, output_option, target_option
+from censusdp.cli._common import (
+    add_command,
+    add_json_output,
+    finish,
+    input_option,
+    output_option,
+    target_option,
+)
 from censusdp.progress import printer as progress_printer
 
 __all__ = ["register"]
@@ -22,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "statement of the release: every file's SHA-256 (so the file list), the "
             "SHA-256 of manifest.json, the budget, the randomness (seeded or secure) and "
             "the input's hashes. Anyone with the public key checks it with censusdp "
-            "validate RUN --public-key K.pub (or openssl; docs/file-formats.md). "
+            "validate RUN --public-key K.pub (or with openssl: the statement is described with "
+            "the release's file formats). "
             "censusdp sign --new-key K: make a key pair, the private key K (mode 0600) and "
             "the public key K.pub; an existing file is never overwritten. A signature "
             "proves who published the bytes, not that the noise was drawn correctly or "
@@ -41,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             dest="release_alias",
             default=None,
             metavar="RUN",
-            help="the same as the positional RUN (either spelling)",
+            help=argparse.SUPPRESS,  # an older spelling of RUN, kept for scripts
         )
     )
     input_option(
@@ -68,6 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="replace an existing RUN/signature.json (a key file is never replaced)",
     )
+    add_json_output(p)
     p.set_defaults(func=_sign)
 
 
@@ -97,10 +106,12 @@ def _sign(args: argparse.Namespace) -> int:
             )
         public, fp = signing.generate_key(args.new_key, passphrase=passphrase)
         encrypted = "encrypted with the passphrase, " if passphrase else "unencrypted, "
-        print(
+        text = (
             f"wrote the private key {args.new_key} ({encrypted}mode 0600: keep it secret) "
             f"and the public key {public} (publish it); fingerprint SHA256:{fp}"
         )
+        record = {"private_key": str(args.new_key), "public_key": str(public)}
+        finish(args, text, {**record, "fingerprint": f"SHA256:{fp}"})
         return 0
     if run is None:
         raise CensusDPError("the release directory is missing: give RUN --key K (or --new-key K)")
@@ -110,5 +121,10 @@ def _sign(args: argparse.Namespace) -> int:
     path = signing.sign_release(
         run, key, overwrite=args.overwrite, progress=progress_printer(args.quiet)
     )
-    print(f"{run}: signed with key SHA256:{signing.fingerprint(key)}; wrote {path}")
+    fp = f"SHA256:{signing.fingerprint(key)}"
+    finish(
+        args,
+        f"{run}: signed with key {fp}; wrote {path}",
+        {"release": str(run), "signature": str(path), "fingerprint": fp},
+    )
     return 0

@@ -7,11 +7,13 @@ import argparse
 from censusdp.cli._common import (
     add_cef_input,
     add_command,
+    add_json_output,
     add_output,
     add_seed,
     add_workers,
     announce_randomness,
     comma_list,
+    finish,
     input_option,
     positive_int,
 )
@@ -23,11 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "sweep",
-        help="rerun the release over a range of epsilons; TVD by geolevel as table and plot",
+        help="rerun the release over a range of epsilons; accuracy (1 - TVD) by geolevel",
         description=(
             "For each epsilon, rescale the budget (zCDP presets: rho = epsilon^2/2 by "
-            "default), run the release, and record TVD = 1 - L1/(2 POP) by geolevel for "
-            "total population and race x Hispanic origin. Writes OUT/sweep.json, "
+            "default), run the release, and record accuracy = 1 - TVD, TVD = L1/(2 POP) (1: "
+            "every count exact; 0.98: 2% of people in a wrong cell or place; the JSON and CSV "
+            "call it tvd) by geolevel for total population and race x Hispanic origin. Writes OUT/sweep.json, "
             "OUT/sweep.csv, OUT/sweep.png and OUT/manifest.json."
         ),
     )
@@ -59,8 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_seed(p, default=0, help="master seed (runs are reproducible)")
     add_workers(p)
-    p.add_argument("--postprocess", choices=("topdown", "bottomup"), default="topdown")
+    p.add_argument(
+        "--postprocess",
+        choices=("topdown", "bottomup"),
+        default="topdown",
+        help="estimation of each release: TopDown (as 'censusdp run') or the blocks alone "
+        "(bottom-up)",
+    )
     add_output(p)
+    add_json_output(p)
     p.set_defaults(func=_sweep)
 
 
@@ -87,13 +97,16 @@ def _sweep(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     levels = result["geolevels"][1:]
-    print(f"TVD of total population ({result['epsilon_meaning']})")
-    print(f"{'epsilon':>8}{'rho':>10}" + "".join(f"{lv:>12}" for lv in levels))
+    lines = [
+        f"accuracy = 1 - TVD of total population, 1 = exact ({result['epsilon_meaning']})",
+        f"{'epsilon':>8}{'rho':>10}" + "".join(f"{lv:>12}" for lv in levels),
+    ]
     for pt in result["points"]:
         tv = pt["tvd"]["total_population"]
-        print(
+        lines.append(
             f"{pt['epsilon']:>8g}{pt['rho']:>10.4g}"
             + "".join(f"{tv[lv]['mean']:>12.4f}" for lv in levels)
         )
-    print(f"wrote {args.out}/sweep.json, sweep.csv, sweep.png")
+    lines.append(f"wrote {args.out}/sweep.json, sweep.csv, sweep.png")
+    finish(args, "\n".join(lines), result)
     return 0

@@ -20,6 +20,7 @@ from censusdp.cli._common import (
     announce_randomness,
     comma_list,
     emit_json,
+    finish,
     input_option,
     output_option,
 )
@@ -83,9 +84,12 @@ def _add_rr(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatter]) 
         "rr",
         help="randomized-response frontier: I, dI/deps, d2I/deps2 at one epsilon",
         description=(
-            "Abowd & Schmutte (2019), Online Appendix B: data quality I = Var[pi_hat(1)] - "
-            "Var[pi_hat(rho(eps))] (eqs. B-8, B-9, B-10), its slope dI/deps (B-11, B-12) and "
-            "curvature. --json prints N times the three quantities (I_times_N, "
+            "Abowd & Schmutte (2019), Online Appendix B: each respondent answers the "
+            "sensitive question with probability q and an innocuous one otherwise; data "
+            "quality I = Var[pi_hat(1)] - Var[pi_hat(q(eps))] (eqs. B-8, B-9, B-10), its "
+            "slope dI/deps (B-11, B-12) and curvature. (The appendix writes q as rho; it is "
+            "a probability, not the rho of zero-concentrated DP, and --json keeps the "
+            "appendix's key.) --json prints N times the three quantities (I_times_N, "
             "dI_deps_times_N, d2I_deps2_times_N) and the values for population N."
         ),
         formatter_class=fmt,
@@ -102,14 +106,23 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         "choose",
         help="the welfare-maximising epsilon (MRT = MRS), with the curve and optimum drawn",
         description=(
-            "Social welfare SW = D(I) - C eps on a frontier I(eps): linear D = B I "
+            "Social welfare SW = D(I) - C eps on a frontier I(eps) (randomized response, a "
+            "census sweep, or the matrix mechanism's I = -(2/eps^2) Delta_A^2 ||Q A+||_F^2): "
+            "linear D = B I "
             "(--accuracy-value B; Abowd & Schmutte eq. E-28) or the expected misallocation "
             "of funds distributed by population counts (--funds-per-person r). Prints the "
             "optimum where the frontier's slope (MRT) equals C / D'(I) (MRS)."
         ),
         formatter_class=fmt,
     )
-    ch.add_argument("--frontier", choices=("rr", "census"), default="rr", help="frontier")
+    ch.add_argument(
+        "--frontier",
+        choices=("rr", "census", "matrix"),
+        default="rr",
+        help="randomized response (App. B), a measured census sweep, or the matrix "
+        "mechanism (App. E; the Title I example of --areas school districts unless "
+        "--matrices)",
+    )
     ch.add_argument(
         "--privacy-cost", type=float, required=True, help="C: welfare lost per unit of epsilon"
     )
@@ -122,13 +135,36 @@ def _add_choose(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         "--areas",
         type=int,
         default=None,
-        help="G: areas funded (default: geounits of --geolevel, or 1 for rr)",
+        help="G: areas funded (default: geounits of --geolevel, 1 for rr, the workload's "
+        "rows for matrix; the Title I example's school districts, 10 if not given)",
+    )
+    ch.add_argument(
+        "--strategy",
+        choices=("identity", "hierarchical"),
+        default=None,
+        help="matrix: the Title I example measures each district (identity, the default) "
+        "or each district and their total (hierarchical)",
+    )
+    input_option(
+        ch.add_argument(
+            "--matrices",
+            default=None,
+            metavar="FILE.json",
+            help='matrix: {"workload": Q, "strategy": A} (lists of rows) instead of the '
+            "Title I example",
+        )
     )
     _add_population(ch, "rr: ")
     input_option(
         ch.add_argument("--results", default=None, metavar="RESULTS", help="census: results dir")
     )
-    ch.add_argument("--scenario", default="standard", choices=("standard", "no_block"))
+    ch.add_argument(
+        "--scenario",
+        default="standard",
+        choices=("standard", "no_block"),
+        help="census: the allocation of the frontier, 'standard' or 'no_block' (no "
+        "block-level release, its budget given to the levels above)",
+    )
     ch.add_argument("--geolevel", default="County", help="census: geolevel of the accuracy")
     ch.add_argument("--measure", default="total_population", help="census: accuracy measure")
     ch.add_argument(
@@ -188,6 +224,7 @@ def _add_census(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
     add_workers(ce)
     ce.add_argument("--keep-runs", action="store_true", help="keep release dirs in RESULTS/runs")
     ce.add_argument("--overwrite", action="store_true", help="replace earlier outputs")
+    add_json_output(ce)
     ce.set_defaults(func=_census)
 
 
@@ -203,16 +240,16 @@ def _rr(args: argparse.Namespace) -> int:
         f"(pi = {point.pi:g}, mu = {point.mu:g}, N = {point.n})"
     )
     rows = (
-        ("truth probability rho(eps)", point.rho, "eq. B-10"),
-        ("rho'(eps)", point.drho_deps, "eq. B-12"),
+        ("q(eps): P[sensitive question asked]", point.rho, "eq. B-10"),
+        ("dq/deps", point.drho_deps, "eq. B-12"),
         ("Var[pi_hat(1)]  (no protection)", point.variance_no_privacy, "pi(1-pi)/N"),
-        ("Var[pi_hat(rho)]", point.variance, "eq. B-8"),
+        ("Var[pi_hat(q)]", point.variance, "eq. B-8"),
         ("data quality I", point.quality, "eq. B-9"),
         ("slope dI/deps (MRT)", point.slope, "eqs. B-11, B-12"),
         ("curvature d2I/deps2", point.curvature, "< 0: diminishing returns"),
     )
     for label, value, ref in rows:
-        print(f"  {label:<34}{value:>16.8g}   {ref}")
+        print(f"  {label:<37}{value:>16.8g}   {ref}")
     print(
         f"  per respondent: N*I = {d['I_times_N']:.8g}, N*dI/deps = {d['dI_deps_times_N']:.8g}, "
         f"N*d2I/deps2 = {d['d2I_deps2_times_N']:.8g}"
@@ -237,6 +274,8 @@ def _choose(args: argparse.Namespace) -> int:
         geolevel=args.geolevel,
         measure=args.measure,
         search_range=args.range,
+        strategy=args.strategy,
+        matrices=args.matrices,
     )
     out = choose_epsilon(options, plot=args.plot, overwrite=args.overwrite)
     if emit_json(out, args.json):
@@ -244,6 +283,14 @@ def _choose(args: argparse.Namespace) -> int:
     o = out["optimum"]
     where = "MRT = MRS" if o["interior"] else "at the end of the search range (no crossing)"
     print(f"frontier: {out['frontier']['label']}")
+    fr = out["frontier"]
+    if fr["kind"] == "matrix":
+        what = f"Title I example, {fr['strategy']} strategy" if fr["example"] else fr["matrices"]
+        print(
+            f"  {what}: {fr['workload_shape'][0]} workload queries, {fr['strategy_shape'][0]} "
+            f"measured, L1 sensitivity {fr['sensitivity_l1']:g}, "
+            f"Delta_A^2 ||Q A+||_F^2 = {fr['scale']:.6g}"
+        )
     print(f"preferences: {out['preferences']}")
     print(f"optimal epsilon {o['epsilon']:.6g} ({where})")
     print(f"  accuracy I there {o['I']:.6g}; MRT {o['mrt']:.6g}, MRS {o['mrs']:.6g}")
@@ -279,17 +326,18 @@ def _census(args: argparse.Namespace) -> int:
         keep_runs=args.keep_runs,
         overwrite=args.overwrite,
     )
-    print(f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}")
+    lines = [f"{'scenario':<10}{'epsilon':>9}{'MAE BG':>10}{'re-id':>9}{'P[correct]':>12}"]
     for p in result["points"]:
         m = p["metrics"]
 
         def get(key: str, m: dict = m) -> float:
             return m[key]["mean"] if key in m else math.nan
 
-        print(
+        lines.append(
             f"{p['scenario']:<10}{p['epsilon']:>9g}"
             f"{get('accuracy.total_population.BlockGroup.mae'):>10.3f}"
             f"{get('reid.confirmed_share'):>9.3f}{get('risk.p0.5.correct_decision'):>12.4f}"
         )
-    print(f"wrote {args.out}/results.json, runs.parquet, frontier.png")
+    lines.append(f"wrote {args.out}/results.json, runs.parquet, frontier.png")
+    finish(args, "\n".join(lines), result)
     return 0

@@ -11,6 +11,7 @@ from censusdp.cli._common import (
     add_release,
     add_workers,
     finish,
+    input_option,
 )
 from censusdp.progress import printer as progress_printer
 
@@ -42,11 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_cef_input(p, required=False, help="the CEF the release came from")
     add_json_output(p)
     add_workers(p)
-    p.add_argument(
-        "--public-key",
-        metavar="P",
-        default=None,
-        help="also check RUN's signature (RUN/signature.json) with this Ed25519 public key",
+    input_option(
+        p.add_argument(
+            "--public-key",
+            metavar="KEY.pub",
+            default=None,
+            help="also check RUN's signature (RUN/signature.json) with this Ed25519 public key",
+        )
     )
     p.set_defaults(func=_validate)
 

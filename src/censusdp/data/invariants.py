@@ -14,6 +14,9 @@ below the unit):
   facility (upper bound 0, otherwise unbounded);
 * households (``g`` = 0): no household population where there are no housing units;
 * total population exact at the state level and above.
+
+Where a geounit's total population is known, production bounds each group by it as well
+(:func:`hhgq_bounds_from_total`): the spine's AIAN and non-AIAN parts of a state.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ __all__ = [
     "Bounds",
     "Invariants",
     "compute_invariants",
+    "hhgq_bounds_from_total",
     "invariants_from_rows",
     "level_bounds",
 ]
@@ -212,3 +216,43 @@ def level_bounds(
             tl, tu = np.zeros(n), np.full(n, np.inf)
         out.append((lower, upper, tl, tu))
     return out
+
+
+def hhgq_bounds_from_total(
+    units_of_type: np.ndarray, total: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on each HHGQ group of geounits whose total population ``T`` is known.
+
+    Production's ``hhgq_total_lb`` / ``hhgq_total_ub`` with the ``tot`` invariant
+    (``programs/constraints/querybase_constraints.py``,
+    ``calculateRightHandSideHhgqTotal``; the PL94_2020 schema's ``hhgq_lb = [0, 1, ..., 1]``,
+    a housing unit may be vacant). With ``n_g`` the units of type ``g`` (housing units
+    for ``g = 0``, occupied facilities of GQ type ``g`` otherwise), ``l_g = n_g`` for
+    ``g >= 1`` and ``l_0 = 0``:
+
+    * lower: ``l_g`` when the geounit has units of another type, else ``T`` (everyone is
+      in the only type there is);
+    * upper: ``T - sum_{h != g} l_h`` when ``n_g > 0`` (everyone but one person per
+      facility of the other types), else 0.
+
+    A geounit whose units are all of one type (no facility, only housing units) thus gets
+    its total exactly. Production also caps each group at ``99999 n_g``; censusdp does
+    not (no real geounit reaches it).
+
+    Args:
+        units_of_type: ``(units, 8)`` housing units (column 0) and occupied GQ
+            facilities by type (columns 1-7).
+        total: ``(units,)`` each geounit's total population.
+
+    Returns:
+        ``(lower, upper)``, both ``(units, 8)`` floats.
+    """
+    n = np.asarray(units_of_type, dtype=np.float64)
+    tot = np.broadcast_to(np.asarray(total, dtype=np.float64).reshape(-1, 1), n.shape)
+    least = n.copy()
+    least[:, 0] = 0.0
+    others = n.sum(axis=1, keepdims=True) - n
+    in_others = least.sum(axis=1, keepdims=True) - least
+    lower = np.where(others > 0, least, tot)
+    upper = np.where(n > 0, tot - in_others, 0.0)
+    return lower, upper

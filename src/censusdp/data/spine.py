@@ -9,9 +9,11 @@ implemented in the Census Bureau's public DAS_2020_Redistricting_Production_Code
 
 1. **AIAN split.** Every geounit from the state down is intersected with the union of
    the state's American Indian / Alaska Native areas or with its complement: each state
-   has an AIAN part and a non-AIAN part (``aian_areas =
-   Legal_Federally_Recognized_American_Indian_Area``: AIANNHCE codes 0001-4799). The
-   state total stays invariant on the union of the two parts, not on each part.
+   has an AIAN part and a non-AIAN part. The AIAN areas are those of production's
+   ``aian_areas``: seven of the nine AIANNHCE categories of its
+   ``source/etc/AIANNHCE_ranges.csv`` (:data:`PRODUCTION_AIAN_AREAS`; tribal designated
+   and state designated tribal statistical areas are not AIAN areas). The state total
+   stays invariant on the union of the two parts, not on each part.
 2. **Optimized block groups.** Within each tract (part), blocks are grouped by the
    intersection of their off-spine entities (OSEs: place or minor civil division, the
    AIAN area, and the combination of group-quarters types present in the block), and
@@ -64,23 +66,87 @@ from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels, Hierarchy, 
 from censusdp.errors import GeographyError
 
 __all__ = [
+    "AIANNHCE_CATEGORIES",
     "AIAN_AREA_WIDTH",
     "LEGAL_FEDERALLY_RECOGNIZED",
     "N_GQ_TYPES",
+    "PRODUCTION_AIAN_AREAS",
+    "PRODUCTION_AIAN_RANGES",
     "BlockAttributes",
     "Spine",
     "SpineRules",
     "UnitShares",
+    "aian_category",
+    "aian_ranges_of",
     "build_spine",
     "bypass_shares",
 ]
 
-LEGAL_FEDERALLY_RECOGNIZED = (1, 4799)
-"""AIANNHCE codes of Legal Federally Recognized American Indian Areas (production's
-``source/etc/AIANNHCE_ranges.csv``); the 2020 redistricting run's AIAN areas."""
+AIANNHCE_CATEGORIES: dict[str, tuple[int, int]] = {
+    "Legal_Federally_Recognized_American_Indian_Area": (1, 4799),
+    "American_Indian_Joint_Use_Area": (4800, 4989),
+    "Hawaiian_Home_Land": (5000, 5499),
+    "Oklahoma_Tribal_Statistical_Area": (5500, 5899),
+    "Joint_Use_Oklahoma_Tribal_Statistical_Area": (5900, 5999),
+    "Alaska_Native_Village_Statistical_Area": (6000, 7999),
+    "Tribal_Designated_Statistical_Area": (8000, 8999),
+    "State_Recognized_Legal_American_Indian_Area": (9000, 9499),
+    "State_Designated_Tribal_Statistical_Area": (9500, 9998),
+}
+"""The nine AIANNHCE categories and their inclusive code ranges (production's
+``source/etc/AIANNHCE_ranges.csv``); ``9999`` (or no code) is a block in none of them."""
+
+PRODUCTION_AIAN_AREAS = (
+    "Legal_Federally_Recognized_American_Indian_Area",
+    "American_Indian_Joint_Use_Area",
+    "Hawaiian_Home_Land",
+    "Alaska_Native_Village_Statistical_Area",
+    "State_Recognized_Legal_American_Indian_Area",
+    "Oklahoma_Tribal_Statistical_Area",
+    "Joint_Use_Oklahoma_Tribal_Statistical_Area",
+)
+"""The categories that are AIAN areas in the 2020 runs (``aian_areas`` of
+``configs/production/prod_default.ini``, printed in the four run certificates)."""
+
+LEGAL_FEDERALLY_RECOGNIZED = AIANNHCE_CATEGORIES["Legal_Federally_Recognized_American_Indian_Area"]
+"""AIANNHCE codes of Legal Federally Recognized American Indian Areas (0001-4799)."""
+
+
+def aian_ranges_of(categories: Sequence[str]) -> tuple[tuple[int, int], ...]:
+    """The AIANNHCE ranges of category names (:data:`AIANNHCE_CATEGORIES`), sorted.
+
+    Raises:
+        GeographyError: for a name that is not an AIANNHCE category.
+    """
+    for name in categories:
+        if name not in AIANNHCE_CATEGORIES:
+            raise GeographyError(
+                f"AIAN area category {name!r} is not one of {list(AIANNHCE_CATEGORIES)}"
+            )
+    return tuple(sorted(AIANNHCE_CATEGORIES[name] for name in categories))
+
+
+def aian_category(code: str) -> str | None:
+    """The AIANNHCE category of a 4-digit code, ``None`` for ``9999``, ``""`` or 4990-4999."""
+    if len(code) != AIAN_AREA_WIDTH or not code.isdigit():
+        return None
+    value = int(code)
+    for name, (lo, hi) in AIANNHCE_CATEGORIES.items():
+        if lo <= value <= hi:
+            return name
+    return None
+
+
+PRODUCTION_AIAN_RANGES = aian_ranges_of(PRODUCTION_AIAN_AREAS)
+"""The AIANNHCE ranges of :data:`PRODUCTION_AIAN_AREAS`: 0001-4989 (legal federally
+recognized and joint use), 5000-5999 (Hawaiian home lands, OTSAs, joint-use OTSAs),
+6000-7999 (ANVSAs) and 9000-9499 (state recognized), as seven ranges."""
 
 AIAN_AREA_WIDTH = 4
 """Digits of an AIAN area code (AIANNHCE)."""
+
+_UNUSED_AIANNHCE = (4990, 4999)
+"""Codes outside every category, which production's ``geocode_mapping`` refuses."""
 
 N_GQ_TYPES = 7
 """Major group-quarters types (1..7); the combination present in a block is an OSE."""
@@ -102,7 +168,7 @@ class SpineRules:
         aian_split: split every state into its AIAN and non-AIAN parts (production's
             AIAN spine, always on with ``spine = opt_spine``).
         aian_ranges: inclusive AIANNHCE ranges that count as AIAN areas; production's
-            redistricting run used Legal Federally Recognized American Indian Areas.
+            seven categories (:data:`PRODUCTION_AIAN_RANGES`) by default.
         optimize_block_groups: form block groups from OSE intersections (``False``:
             the tabulation block groups, intersected with the AIAN parts).
         tract_groups: insert a TractGroup level (production's 2020 redistricting
@@ -117,7 +183,7 @@ class SpineRules:
     fanout_cutoff: int = 12
     entity_threshold: int = 9
     aian_split: bool = True
-    aian_ranges: tuple[tuple[int, int], ...] = (LEGAL_FEDERALLY_RECOGNIZED,)
+    aian_ranges: tuple[tuple[int, int], ...] = PRODUCTION_AIAN_RANGES
     optimize_block_groups: bool = True
     tract_groups: bool = False
     target_aian_areas: bool = True
@@ -317,6 +383,13 @@ def _aian_codes(values: np.ndarray | None, n: int, rules: SpineRules) -> np.ndar
         )
     num = np.zeros(n, dtype=np.int64)
     num[given] = codes[given].astype(np.int64)
+    unused = given & (num >= _UNUSED_AIANNHCE[0]) & (num <= _UNUSED_AIANNHCE[1])
+    if unused.any():
+        i = int(np.flatnonzero(unused)[0])
+        raise GeographyError(
+            f"block attribute aian_area of block {i} is {str(codes[i])!r}; AIANNHCE codes "
+            f"{_UNUSED_AIANNHCE[0]}-{_UNUSED_AIANNHCE[1]} are in no category (9999 or empty: in no area)"
+        )
     inside = np.zeros(n, dtype=bool)
     for lo, hi in rules.aian_ranges:
         inside |= given & (num >= lo) & (num <= hi)

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from censusdp.data.queries import make_query
-from censusdp.data.schema import get_schema
+from censusdp.data.schema import Schema, get_schema
 from censusdp.design._errors import DesignError
 from censusdp.design.level_model import LevelErrorModel, rationalize, solve_level
 from censusdp.privacy.budget import Budget
@@ -66,10 +66,12 @@ __all__ = [
     "NEIGHBOURS",
     "AllocationReport",
     "AllocationRequest",
+    "SharePlan",
     "TargetTable",
     "budget_to_toml",
     "optimize_allocation",
     "own_target_workload",
+    "plan_schema",
     "revealed_target_workload",
     "simulate_errors",
 ]
@@ -99,6 +101,90 @@ class TargetTable:
                 f"weight of table {self.query!r} at {self.geolevel!r} is {w!r}; it must be a "
                 "positive number"
             )
+
+
+@dataclass(frozen=True)
+class SharePlan:
+    """Budget shares over a schema of the user's own (a workload file), not a preset.
+
+    It has the parts of a :class:`~censusdp.privacy.budget.Budget` the allocation reads
+    (a ``Budget`` needs a built-in schema that a release can run on). Shares are exact
+    and validated like a budget's: positive, each set summing to 1.
+
+    Attributes:
+        name: the workload's name.
+        schema_def: the schema (attributes and sizes).
+        total: the global rho.
+        geolevel_shares: share of ``total`` per geolevel, in order.
+        query_shares: per geolevel, the share of each measured query.
+        neighbours: ``"bounded"`` or ``"unbounded"``.
+        description: one line.
+    """
+
+    name: str
+    schema_def: Schema
+    total: Fraction
+    geolevel_shares: dict[str, Fraction]
+    query_shares: dict[str, dict[str, Fraction]]
+    neighbours: str = "bounded"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.total <= 0:
+            raise DesignError(f"rho is {self.total}; it must be positive")
+        if self.neighbours not in NEIGHBOURS:
+            raise DesignError(
+                f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
+            )
+        sets = [("geolevel shares", self.geolevel_shares)] + [
+            (f"query shares at {lv!r}", self.query_shares.get(lv, {}))
+            for lv in self.geolevel_shares
+        ]
+        for what, shares in sets:
+            if not shares or any(v <= 0 for v in shares.values()) or sum(shares.values()) != 1:
+                raise DesignError(f"{what} must be positive and sum to 1; got {shares}")
+
+    @property
+    def schema(self) -> str:
+        """The schema's name."""
+        return self.schema_def.name
+
+    @property
+    def privacy_measure(self) -> str:
+        """Always ``"zCDP"`` (discrete Gaussian noise)."""
+        return "zCDP"
+
+    @property
+    def geolevel_names(self) -> tuple[str, ...]:
+        """Geolevels, in order."""
+        return tuple(self.geolevel_shares)
+
+    @classmethod
+    def uniform(
+        cls,
+        name: str,
+        schema: Schema,
+        total: Fraction,
+        candidates: dict[str, tuple[str, ...]],
+        neighbours: str = "bounded",
+    ) -> SharePlan:
+        """Equal shares: every geolevel ``1/L``, every candidate query ``1/Q`` of its level."""
+        return cls(
+            name=name,
+            schema_def=schema,
+            total=total,
+            geolevel_shares={lv: Fraction(1, len(candidates)) for lv in candidates},
+            query_shares={
+                lv: {q: Fraction(1, len(qs)) for q in qs} for lv, qs in candidates.items()
+            },
+            neighbours=neighbours,
+            description="equal shares of every geolevel and query",
+        )
+
+
+def plan_schema(budget: Budget | SharePlan) -> Schema:
+    """The schema of a budget (built-in, by name) or of a share plan (its own)."""
+    return budget.schema_def if isinstance(budget, SharePlan) else get_schema(budget.schema)
 
 
 def own_target_workload(budget: Budget) -> tuple[TargetTable, ...]:
@@ -138,7 +224,9 @@ class AllocationRequest:
             geolevels and measured queries are kept.
         targets: the target workload (default: the budget's own measured queries,
             weight 1 each).
-        neighbours: ``"bounded"`` (``sigma^2 = 1 / rho_q``) or ``"unbounded"``.
+        neighbours: ``"bounded"`` (``sigma^2 = 1 / rho_q``) or ``"unbounded"``
+            (``sigma^2 = 1 / (2 rho_q)``); ``None`` (default) takes the budget's own
+            ``neighbours``, so the errors match the preset that is written.
         denominator: shares are written as ``k / denominator``.
         tol: optimality gap at which the multiplicative algorithm stops.
         max_iter: iterations (SLSQP plus multiplicative polishing) per geolevel.
@@ -146,9 +234,9 @@ class AllocationRequest:
         name: name of the emitted preset.
     """
 
-    budget: Budget
+    budget: Budget | SharePlan
     targets: tuple[TargetTable, ...] | None = None
-    neighbours: str = "bounded"
+    neighbours: str | None = None
     denominator: int = 10_000
     tol: float = 1e-7
     max_iter: int = 2_000
@@ -161,6 +249,8 @@ class AllocationRequest:
                 f"budget {self.budget.name!r} is pure DP; the allocation optimiser needs a "
                 "zCDP (discrete Gaussian) budget"
             )
+        if self.neighbours is None:
+            object.__setattr__(self, "neighbours", self.budget.neighbours)
         if self.neighbours not in NEIGHBOURS:
             raise DesignError(
                 f"neighbours is {self.neighbours!r}; it must be one of {list(NEIGHBOURS)}"
@@ -176,7 +266,7 @@ class AllocationRequest:
         if not targets:
             raise DesignError("the target workload is empty")
         levels = set(self.budget.geolevel_names)
-        schema = get_schema(self.budget.schema)
+        schema = plan_schema(self.budget)
         for t in targets:
             if t.geolevel not in levels:
                 raise DesignError(
@@ -214,7 +304,7 @@ class AllocationReport:
     """
 
     request: AllocationRequest
-    budget: Budget
+    budget: Budget | SharePlan
     levels: tuple[dict[str, Any], ...]
     tables: tuple[dict[str, Any], ...]
     original_error: float
@@ -225,9 +315,12 @@ class AllocationReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready report."""
         r = self.request
+        own = isinstance(r.budget, SharePlan)
         return {
             "budget": r.budget.name,
             "schema": r.budget.schema,
+            **({"attributes": _attribute_sizes(r.budget)} if own else {}),
+            "start": "equal shares (a workload file)" if own else "the budget's own shares",
             "rho": str(r.budget.total),
             "neighbours": r.neighbours,
             "noise_variance": "1/rho_q" if r.neighbours == "bounded" else "1/(2 rho_q)",
@@ -246,9 +339,12 @@ class AllocationReport:
 
     def format(self) -> str:
         """A human-readable summary."""
+        own = isinstance(self.request.budget, SharePlan)
+        what = "workload" if own else "budget"
         lines = [
-            f"allocation for budget {self.request.budget.name} ({self.request.neighbours} "
-            f"neighbours), {len(self.tables)} target tables",
+            f"allocation for {what} {self.request.budget.name} ({self.request.neighbours} "
+            f"neighbours), {len(self.tables)} target tables"
+            + (", starting from equal shares" if own else ""),
             f"  weighted MSE per cell: original {self.original_error:.6g}, optimised "
             f"{self.optimized_error:.6g} ({100 * (1 - self.optimized_error / self.original_error):.1f}% "
             "lower)",
@@ -271,6 +367,10 @@ class AllocationReport:
         return "\n".join(lines)
 
 
+def _attribute_sizes(plan: SharePlan) -> dict[str, int]:
+    return {a.name: a.size for a in plan.schema_def.attributes}
+
+
 def _level_terms(
     model: LevelErrorModel, targets: Sequence[TargetTable], level: str
 ) -> list[tuple[str, float]]:
@@ -279,7 +379,7 @@ def _level_terms(
 
 def _allocation_error(
     model: LevelErrorModel,
-    budget: Budget,
+    budget: Budget | SharePlan,
     targets: Sequence[TargetTable],
     kappa: int,
 ) -> tuple[float, dict[str, float], dict[tuple[str, str], float]]:
@@ -326,8 +426,8 @@ def optimize_allocation(
         raise DesignError("simulate_trials is 1; a standard error needs at least 2 trials")
     budget = request.budget
     targets = request.targets or ()
-    kappa = NEIGHBOURS[request.neighbours]
-    schema = get_schema(budget.schema)
+    kappa = NEIGHBOURS[str(request.neighbours)]
+    schema = plan_schema(budget)
     all_queries = [q for lv in budget.geolevel_names for q in budget.query_shares[lv]]
     model = LevelErrorModel(schema, all_queries + [t.query for t in targets])
     rho = float(budget.total)
@@ -361,7 +461,7 @@ def optimize_allocation(
             label: simulate_errors(
                 b,
                 targets,
-                neighbours=request.neighbours,
+                neighbours=str(request.neighbours),
                 trials=simulate_trials,
                 seed=seed,
                 progress=progress,
@@ -382,7 +482,7 @@ def optimize_allocation(
 
 def _optimize_level(
     model: LevelErrorModel,
-    budget: Budget,
+    budget: Budget | SharePlan,
     targets: Sequence[TargetTable],
     level: str,
     request: AllocationRequest,
@@ -421,8 +521,11 @@ def _optimize_level(
 
 
 def _optimized_budget(
-    budget: Budget, level_opt: dict[str, dict[str, Any]], request: AllocationRequest, n_targets: int
-) -> Budget:
+    budget: Budget | SharePlan,
+    level_opt: dict[str, dict[str, Any]],
+    request: AllocationRequest,
+    n_targets: int,
+) -> Budget | SharePlan:
     """``budget`` with the optimised query shares and geolevel shares ``∝ sqrt(error)``."""
     sqrt_exact = np.array([math.sqrt(level_opt[lv]["exact"]) for lv in budget.geolevel_names])
     gshares = rationalize(sqrt_exact, request.denominator)
@@ -430,6 +533,16 @@ def _optimized_budget(
         raise DesignError(
             f"a geolevel's optimal share rounds to 0 at denominator {request.denominator}; "
             "raise the denominator"
+        )
+    if isinstance(budget, SharePlan):
+        return SharePlan(
+            name=request.name or f"{budget.name}-optimized",
+            schema_def=budget.schema_def,
+            total=budget.total,
+            geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
+            query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
+            neighbours=str(request.neighbours),
+            description=f"allocation optimised for a target workload of {n_targets} tables",
         )
     return Budget(
         schema=budget.schema,
@@ -439,7 +552,7 @@ def _optimized_budget(
         geolevels=budget.geolevels,
         geolevel_shares=dict(zip(budget.geolevel_names, gshares, strict=True)),
         query_shares={lv: level_opt[lv]["shares"] for lv in budget.geolevel_names},
-        neighbours=budget.neighbours,
+        neighbours=str(request.neighbours),
         name=request.name or f"{budget.name}-optimized",
         description=f"allocation optimised for a target workload of {n_targets} tables "
         f"(from {budget.name}, same global rho)",
@@ -454,8 +567,8 @@ def _optimized_budget(
 
 def _level_row(
     level: str,
-    budget: Budget,
-    new_budget: Budget,
+    budget: Budget | SharePlan,
+    new_budget: Budget | SharePlan,
     orig_level: dict[str, float],
     new_level: dict[str, float],
     opt: dict[str, Any],
@@ -527,7 +640,7 @@ def _delta_text(delta: Fraction) -> str:
 
 
 def simulate_errors(
-    budget: Budget,
+    budget: Budget | SharePlan,
     targets: Sequence[TargetTable],
     *,
     neighbours: str = "bounded",
@@ -550,7 +663,7 @@ def simulate_errors(
     Raises:
         DesignError: if the schema has more than 5,000 cells.
     """
-    schema = get_schema(budget.schema)
+    schema = plan_schema(budget)
     if schema.size > 5000:
         raise DesignError(
             f"simulation forms the {schema.size} x {schema.size} precision matrix; schemas "
@@ -571,12 +684,16 @@ def simulate_errors(
         prec = np.zeros((schema.size, schema.size))
         for m, v in zip(mats, variances, strict=True):
             prec += (m.T @ m).toarray() / v
-        chol = np.linalg.cholesky(prec)
         rhs = np.zeros((schema.size, trials))
         for (qname, mech), m, v in zip(mechs, mats, variances, strict=True):
             noise = mech.sample(m.shape[0] * trials, source.child(level, qname)).astype(float)
             rhs += m.T @ (noise.reshape(m.shape[0], trials) / v)
-        err = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
+        try:
+            chol = np.linalg.cholesky(prec)
+            err = np.linalg.solve(chol.T, np.linalg.solve(chol, rhs))
+        except np.linalg.LinAlgError:  # some cells never measured alone (a workload file):
+            # any generalised inverse gives the same error on the estimable targets
+            err = np.linalg.pinv(prec, hermitian=True) @ rhs
         level_err = np.zeros(trials)
         for t in targets:
             if t.geolevel != level:

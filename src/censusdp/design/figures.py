@@ -283,7 +283,7 @@ def _figures_into(
     eps0 = str(Fraction(small_epsilons[0]))
     n_show = 10
     matrices = {
-        "geometric": geometric_clamped(n_show, eps0),
+        "geometric_clamped": geometric_clamped(n_show, eps0),
         "fair": fair_mechanism(n_show, eps0),
         "lp_all": optimal_mechanism(
             n_show, eps0, ("weak_honesty", "symmetry", "column_honesty", "column_monotonicity")

@@ -15,7 +15,7 @@ from censusdp.io.atomic import write_json, write_text
 from censusdp.io.staging import staged_output
 from censusdp.privacy.budget import Budget
 
-__all__ = ["load_targets", "resolve_targets", "write_allocation"]
+__all__ = ["load_targets", "load_workload", "resolve_targets", "write_allocation"]
 
 
 def load_targets(path: str | os.PathLike[str]) -> tuple[Any, ...]:
@@ -56,6 +56,35 @@ def load_targets(path: str | os.PathLike[str]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def load_workload(
+    path: str | os.PathLike[str], *, rho: object = None, neighbours: str | None = None
+) -> Any:
+    """Read a workload file (``.json``, else TOML) into a
+    :class:`~censusdp.design.workload.CustomWorkload`; ``rho`` and ``neighbours``, when
+    given, override the file's.
+
+    Raises:
+        DesignError: one line naming the file, the field and the value.
+    """
+    import json
+    import tomllib
+
+    from censusdp.design.workload import workload_from_mapping
+
+    p = Path(path)
+    kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except OSError as exc:
+        raise DesignError(f"{p}: cannot read workload: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DesignError(f"{p}: not a workload: not UTF-8 text (byte {exc.start})") from None
+    except ValueError as exc:  # TOMLDecodeError and JSONDecodeError
+        raise DesignError(f"{p}: invalid {kind}: {exc}") from None
+    return workload_from_mapping(data, str(p), rho=rho, neighbours=neighbours)
+
+
 def write_allocation(
     report: Any, out_dir: str | os.PathLike[str], *, overwrite: bool = False
 ) -> dict[str, Path]:
@@ -66,11 +95,13 @@ def write_allocation(
 
 
 def _allocation_files(report: Any, out: Path) -> dict[str, Path]:
-    return {
-        "json": out / "allocation.json",
-        "preset": out / f"{report.budget.name}.toml",
-        "heat": out / "design_allocation_heat.png",
-    }
+    """The files written; a preset only for a budget (a workload file's own schema
+    cannot be released by ``censusdp run``)."""
+    files = {"json": out / "allocation.json"}
+    if isinstance(report.budget, Budget):
+        files["preset"] = out / f"{report.budget.name}.toml"
+    files["heat"] = out / "design_allocation_heat.png"
+    return files
 
 
 def _write_allocation_into(report: Any, paths: dict[str, Path]) -> None:
@@ -78,6 +109,9 @@ def _write_allocation_into(report: Any, paths: dict[str, Path]) -> None:
     from censusdp.design.figures import plot_allocation_heat
 
     write_json(report.to_dict(), paths["json"])
+    plot_allocation_heat(report, paths["heat"])
+    if "preset" not in paths:
+        return
     header = [
         f"{report.budget.description}.",
         f"Written by censusdp design allocation (censusdp {report.to_dict()['package_version']}).",
@@ -85,7 +119,6 @@ def _write_allocation_into(report: Any, paths: dict[str, Path]) -> None:
         f"{report.request.budget.name}, {report.optimized_error:.6g} with this allocation.",
     ]
     write_text(budget_to_toml(report.budget, header), paths["preset"])
-    plot_allocation_heat(report, paths["heat"])
 
 
 def resolve_targets(spec: str, budget: Budget) -> tuple[Any, ...]:

@@ -19,13 +19,23 @@ report, desirable properties are linear constraints too; the report names:
 * ``column_monotonicity``: in every column, probabilities do not increase with
   ``|i - j|`` on either side of the truth.
 
-``fairness`` (the same ``P[j, j]`` for every ``j``) is also available. Mechanisms here:
-``uniform``; ``geometric`` (the range-restricted geometric mechanism of the report,
-``min(n, max(0, a + delta))`` with two-sided geometric ``delta``, ``Pr(delta = k) =
-(1 - alpha) / (1 + alpha) alpha^|k|``); ``geometric_truncated`` (the same noise
-conditioned on landing in ``{0..n}``, which is only ``2 epsilon``-DP in general: its
-actual epsilon is reported); ``fair`` (the explicitly fair mechanism of Cormode et al.
-as the report prints it); and LP-optimal mechanisms solved with HiGHS.
+``fairness`` (the same ``P[j, j]`` for every ``j``) is also available. Mechanisms here,
+named by how the geometric noise is kept in range (the report's "truncated" is ambiguous
+between the two):
+
+* ``uniform``;
+* ``geometric_clamped``, the range-restricted geometric mechanism of the report,
+  ``min(n, max(0, a + delta))`` with two-sided geometric ``delta``, ``Pr(delta = k) =
+  (1 - alpha) / (1 + alpha) alpha^|k|``: clamping is post-processing, so it is
+  epsilon-DP;
+* ``geometric_conditioned``, the same noise conditioned on landing in ``{0..n}``
+  (redrawn until it does): **not** epsilon-DP in general, up to ``2 epsilon``, its
+  actual epsilon is reported;
+* ``fair`` (the explicitly fair mechanism of Cormode et al. as the report prints it);
+* LP-optimal mechanisms solved with HiGHS.
+
+Every mechanism's JSON entry says whether it is epsilon-DP (``epsilon_dp``, its measured
+epsilon within the request's).
 
 Losses (with a uniform prior on the true count unless a prior is given): ``wrong``,
 the wrong-answer rate ``1 - sum_j pi_j P[j, j]``; ``abs``, the expected absolute error
@@ -59,7 +69,7 @@ __all__ = [
     "actual_epsilon",
     "fair_mechanism",
     "geometric_clamped",
-    "geometric_truncated",
+    "geometric_conditioned",
     "mechanism_properties",
     "optimal_mechanism",
     "small_n_report",
@@ -137,12 +147,13 @@ def geometric_clamped(n: int, epsilon: Fraction | str | float) -> np.ndarray:
     return p
 
 
-def geometric_truncated(n: int, epsilon: Fraction | str | float) -> np.ndarray:
+def geometric_conditioned(n: int, epsilon: Fraction | str | float) -> np.ndarray:
     """Geometric noise conditioned on the output being in ``{0..n}``:
     ``P[i, j] = alpha^|i - j| / sum_k alpha^|k - j|``.
 
-    The normalisers differ between neighbouring columns, so this is not epsilon-DP in
-    general (up to ``2 epsilon``): :func:`actual_epsilon` measures it.
+    This is the noise redrawn until the output lands in range. The normalisers differ
+    between neighbouring columns, so this is not epsilon-DP in general (up to ``2
+    epsilon``): :func:`actual_epsilon` measures it. Contrast :func:`geometric_clamped`.
     """
     n = _check_n(n)
     a = _alpha(_check_epsilon(epsilon))
@@ -451,6 +462,13 @@ class SmallNRequest:
             raise DesignError(f"loss is {self.loss!r}; it must be one of {list(LOSSES)}")
 
 
+def _with_guarantee(entry: dict[str, Any], epsilon: Fraction) -> dict[str, Any]:
+    """``entry`` with ``epsilon_dp``: its measured epsilon is within ``epsilon``."""
+    eps = entry["actual_epsilon"]
+    ok = eps is not None and eps <= float(epsilon) * (1 + 1e-9) + 1e-12
+    return {**entry, "epsilon_dp": ok}
+
+
 @dataclass(frozen=True)
 class SmallNReport:
     """Every mechanism for one ``(n, epsilon)``."""
@@ -478,7 +496,7 @@ class SmallNReport:
             "loss": r.loss,
             "geometric_weak_honesty_threshold": 2 * _alpha(eps) / (1 - _alpha(eps)),
             "distribution_layout": "distribution[j][i] = Pr(output i | true count j)",
-            "mechanisms": {m.name: m.to_dict() for m in self.mechanisms},
+            "mechanisms": {m.name: _with_guarantee(m.to_dict(), eps) for m in self.mechanisms},
             "package_version": __version__,
         }
 
@@ -488,36 +506,39 @@ class SmallNReport:
         lines = [
             f"count in 0..{r.n}, epsilon = {r.epsilon} (alpha = {_alpha(Fraction(r.epsilon)):.4f}), "
             "uniform prior",
-            f"{'mechanism':<22} {'wrong rate':>10} {'worst':>7} {'E|err|':>7} {'eps':>7}  properties",
+            f"{'mechanism':<22} {'wrong rate':>10} {'worst':>7} {'E|err|':>7} {'eps':>7} "
+            f"{'DP':>3}  properties",
         ]
         for m in self.mechanisms:
-            d = m.to_dict()
+            d = _with_guarantee(m.to_dict(), Fraction(r.epsilon))
             props = ",".join(k for k, v in d["properties"].items() if v) or "-"
             eps = "inf" if d["actual_epsilon"] is None else f"{d['actual_epsilon']:.4f}"
             lines.append(
                 f"{m.name:<22} {d['wrong_answer_rate']:>10.4f} "
                 f"{d['worst_case_wrong_answer_rate']:>7.4f} {d['expected_abs_error']:>7.4f} "
-                f"{eps:>7}  {props}"
+                f"{eps:>7} {'yes' if d['epsilon_dp'] else 'no':>3}  {props}"
             )
         return "\n".join(lines)
 
 
 def small_n_report(request: SmallNRequest) -> SmallNReport:
-    """Uniform, geometric (clamped and truncated), fair and LP-optimal mechanisms."""
+    """Uniform, geometric (clamped and conditioned), fair and LP-optimal mechanisms."""
     n, eps = request.n, Fraction(request.epsilon)
     prior = _prior(n, None)
     mechs = [
         MechanismSummary("uniform", "every output equally likely", uniform_mechanism(n), prior),
         MechanismSummary(
-            "geometric",
-            "range-restricted geometric: min(n, max(0, a + geometric noise))",
+            "geometric_clamped",
+            "range-restricted geometric: min(n, max(0, a + geometric noise)), epsilon-DP "
+            "(clamping is post-processing)",
             geometric_clamped(n, eps),
             prior,
         ),
         MechanismSummary(
-            "geometric_truncated",
-            "geometric noise conditioned on landing in 0..n (not epsilon-DP in general)",
-            geometric_truncated(n, eps),
+            "geometric_conditioned",
+            "geometric noise conditioned on landing in 0..n (redrawn until it does): not "
+            "epsilon-DP in general, up to 2 epsilon",
+            geometric_conditioned(n, eps),
             prior,
         ),
         MechanismSummary(

@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,8 @@ from censusdp.design._optimize import (
     optimize_kron,
     optimize_marginals,
 )
+from censusdp.privacy.accounting import rho_from_epsilon
+from censusdp.privacy.parameters import positive_fraction
 from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import Progress
 from censusdp.version import __version__
@@ -267,6 +270,13 @@ class StrategyRequest:
         p: rows of ``Theta`` per attribute for p-identity (default
             :func:`~censusdp.design._optimize.default_p`).
         maxiter: L-BFGS-B iterations per solve.
+        rho: zCDP budget of the whole strategy (``privacy="zcdp"``): the errors are also
+            reported for Gaussian noise of variance ``1 / (2 rho)`` on the
+            sensitivity-1 strategy.
+        epsilon: pure-DP budget (``privacy="pure"``: Laplace noise of variance ``2 /
+            epsilon^2``), or, under ``"zcdp"``, an ``(epsilon, delta)`` target turned
+            into the largest ``rho`` meeting it (:func:`~censusdp.privacy.accounting.rho_from_epsilon`).
+        delta: the ``delta`` of an ``epsilon`` target under zCDP.
     """
 
     workload: str
@@ -278,6 +288,9 @@ class StrategyRequest:
     restarts: int = 4
     p: int | None = None
     maxiter: int = 1000
+    rho: Fraction | str | float | None = None
+    epsilon: Fraction | str | float | None = None
+    delta: Fraction | str | float = "1e-10"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -298,11 +311,64 @@ class StrategyRequest:
             isinstance(self.p, bool) or not isinstance(self.p, int) or self.p < 1
         ):
             raise DesignError(f"p is {self.p!r}; it must be a positive integer")
+        _check_budget(self)
 
     @property
     def norm(self) -> int:
         """1 (L1) or 2 (L2)."""
         return PRIVACY_NORMS[self.privacy]
+
+    def noise(self) -> dict[str, Any] | None:
+        """The noise on the sensitivity-1 strategy for the stated budget (``None``: none).
+
+        ``rho``-zCDP: the Gaussian mechanism, ``sigma^2 = 1 / (2 rho)`` (Bun & Steinke
+        2016, Prop. 1.6); ``epsilon``-DP: the Laplace mechanism, variance ``2 / epsilon^2``.
+        Sensitivities are column norms: one person added or removed (unbounded
+        neighbours).
+        """
+        if self.rho is None and self.epsilon is None:
+            return None
+        out: dict[str, Any] = {"neighbours": "unbounded (one person added or removed)"}
+        if self.privacy == "zcdp":
+            rho = self.rho if self.rho is not None else self._rho_from_epsilon()
+            variance = 1.0 / (2.0 * float(rho))
+            out.update(mechanism="gaussian", rho=str(rho), variance_formula="1/(2 rho)")
+            if self.epsilon is not None:
+                out.update(epsilon=str(self.epsilon), delta=str(self.delta))
+        else:
+            variance = 2.0 / float(self.epsilon) ** 2  # type: ignore[arg-type]
+            out.update(mechanism="laplace", epsilon=str(self.epsilon))
+            out["variance_formula"] = "2/epsilon^2"
+        out.update(variance=variance, sd=math.sqrt(variance))
+        return out
+
+    def _rho_from_epsilon(self) -> Fraction:
+        try:
+            return rho_from_epsilon(self.epsilon, self.delta)
+        except ValueError as exc:
+            raise DesignError(str(exc)) from None
+
+
+def _check_budget(request: StrategyRequest) -> None:
+    """Exact ``rho`` / ``epsilon`` / ``delta``; at most one budget, and one the model takes."""
+    for name in ("rho", "epsilon", "delta"):
+        value = getattr(request, name)
+        if value is None:
+            continue
+        try:
+            object.__setattr__(request, name, positive_fraction(value, name))
+        except DesignError:
+            raise
+        except ValueError as exc:
+            raise DesignError(str(exc)) from None
+    if request.rho is not None and request.epsilon is not None:
+        raise DesignError("give rho or epsilon, not both")
+    if request.rho is not None and request.privacy == "pure":
+        raise DesignError(
+            f"rho is {request.rho}; privacy 'pure' takes epsilon (rho is a zCDP budget)"
+        )
+    if request.privacy == "zcdp" and request.epsilon is not None:
+        request._rho_from_epsilon()  # refuse an unconvertible epsilon or delta now
 
 
 @dataclass(frozen=True)
@@ -373,8 +439,24 @@ class StrategyReport:
             },
             "seed": r.seed,
             "optimizer": self.optimizer,
+            **self._at_budget(),
             "seconds": round(self.seconds, 4),
             "package_version": __version__,
+        }
+
+    def _at_budget(self) -> dict[str, Any]:
+        """The errors for the request's ``rho`` or ``epsilon`` (empty without one)."""
+        noise = self.request.noise()
+        if noise is None:
+            return {}
+        sd = noise["sd"]
+        lower = (self.optimizer or {}).get("lower_bound_rootmse")
+        return {
+            "noise": noise,
+            "rmse": self.rootmse * sd,
+            "svd_bound_rmse": self.svd_bound * sd,
+            "lower_bound_rmse": lower * sd if lower else None,
+            "total_squared_error_at_budget": self.total_squared_error * noise["variance"],
         }
 
     def row(self) -> dict[str, Any]:
@@ -402,6 +484,19 @@ class StrategyReport:
             f"  rootmse   {self.rootmse:.6g}  (unit-variance noise, sensitivity 1)",
             f"  svd_bound {self.svd_bound:.6g}  (ratio {self.rootmse / self.svd_bound:.4f})",
         ]
+        if "noise" in d:
+            n = d["noise"]
+            rho = float(Fraction(n["rho"])) if "rho" in n else 0.0
+            budget = f"rho = {rho:.6g}" if n["mechanism"] == "gaussian" else ""
+            if "epsilon" in n:
+                budget = f"epsilon = {n['epsilon']}" + (
+                    f", delta = {float(Fraction(n['delta'])):g} ({budget})" if budget else ""
+                )
+            lines.append(
+                f"  at {budget}: {n['mechanism']} noise sd {n['sd']:.6g} per unit "
+                f"sensitivity; root mean squared error {d['rmse']:.6g} per workload query "
+                f"(lower bound {d['svd_bound_rmse']:.6g})"
+            )
         if self.optimizer:
             o = self.optimizer
             lines.append(

@@ -21,6 +21,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 CSS = """
@@ -66,6 +67,8 @@ function buttons(){var ts=document.querySelectorAll('table.csv'),n=0;
  B.setAttribute('data-csv-buttons',String(n));}
 window.censusdpCsv=tableCsv;
 function fmt(x){return x===null||x===undefined?'':Number(x).toLocaleString('en-US');}
+function pcText(d,pc){if(pc===''){return '';}if(d===0){return '0%';}
+ if(Math.abs(Number(pc))<0.1){return (d>0?'+':'-')+'&lt;0.1%';}return (d>0?'+':'')+pc+'%';}
 function esc(s){return String(s).replace(/[&<>"]/g,function(c){return {'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
 function drill(){var el=document.getElementById('places-data');if(!el){return;}
  var D=JSON.parse(el.textContent),P=D.places,by={},kids={},runs=D.runs;
@@ -84,7 +87,7 @@ function drill(){var el=document.getElementById('places-data');if(!el){return;}
   for(var i=0;i<rows.length;i++){var q=rows[i],t=q.t[ki],name=kids[q.c]?'<a href="#place='+q.c+'">'+esc(q.n.split(', ')[0])+'</a>':esc(q.n.split(', ')[0]);
    h+='<tr><td class="name" data-v="'+esc(q.n)+'">'+name+'</td><td data-v="'+esc(q.g||'')+'">'+esc(q.g||'')+'</td><td data-v="'+t+'">'+fmt(t)+'</td>';
    for(var r=0;r<runs.length;r++){var v=q.r[r][ki],d=v-t,pc=t>0?(100*d/t).toFixed(1):'';
-    h+='<td data-v="'+v+'">'+fmt(v)+'</td><td data-v="'+d+'">'+(d>0?'+':'')+fmt(d)+'</td><td data-v="'+pc+'">'+(pc===''?'':(d>0?'+':'')+pc+'%')+'</td>';}
+    h+='<td data-v="'+v+'">'+fmt(v)+'</td><td data-v="'+d+'">'+(d>0?'+':'')+fmt(d)+'</td><td data-v="'+pc+'">'+pcText(d,pc)+'</td>';}
    h+='</tr>';}
   h+='</tbody></table>';host.innerHTML=h;buttons();
   if(/csv=1/.test(location.hash)){B.setAttribute('data-csv',tableCsv(host.querySelector('table')));}
@@ -101,6 +104,13 @@ window.addEventListener('load',images);
 """
 
 
+def dir_name(path: Any) -> str:
+    """The last part of a path: a page names a directory, never where it is on this machine."""
+    if path is None or str(path) == "":
+        return ""
+    return PurePath(str(path)).name or str(path)
+
+
 def esc(x: Any) -> str:
     """HTML-escaped ``str(x)``."""
     return html.escape(str(x))
@@ -115,11 +125,7 @@ def fmt(x: Any, digits: int = 4) -> str:
     if isinstance(x, int):
         return f"{x:,}"
     if isinstance(x, float):
-        if not math.isfinite(x):
-            return "&ndash;"
-        if x != 0 and (abs(x) >= 1e5 or abs(x) < 1e-3):
-            return f"{x:.3g}"
-        return f"{x:.{digits}g}" if abs(x) < 1 else f"{x:,.{max(digits - 2, 1)}f}"
+        return plain_number(x, digits)
     return esc(x)
 
 
@@ -176,6 +182,27 @@ def _th(h: Any) -> str:
     if isinstance(h, Split):
         return f"<th{h.attribute()}>{esc(h.html)}</th>"
     return f"<th>{esc(h)}</th>"
+
+
+def plain_number(x: float, digits: int = 4) -> str:
+    """A float in positional notation, never in exponent form (``5.19e-05``).
+
+    At least 1 the number has ``digits - 2`` decimals (at least one) and thousands
+    separators (``1,234.57``); below 1 it has ``digits - 1`` decimals (``0.800``,
+    ``0.052``); a nonzero number that rounds to zero there is written ``<0.001`` or
+    ``-<0.001`` (so a table never shows ``5.19e-05`` beside ``0.8``). Not finite: a dash.
+    """
+    if not math.isfinite(x):
+        return "&ndash;"
+    if abs(x) >= 1:
+        return f"{x:,.{max(digits - 2, 1)}f}"
+    places = max(digits - 1, 1)
+    text = f"{abs(x):.{places}f}"
+    if float(text) == 0:
+        if x == 0:
+            return "0"
+        return ("-" if x < 0 else "") + "&lt;" + "0." + "0" * (places - 1) + "1"
+    return ("-" if x < 0 else "") + text
 
 
 def table(

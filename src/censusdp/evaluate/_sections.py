@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from censusdp.evaluate._html import Split, esc, json_script, table
-from censusdp.evaluate.maps import county_map_svg
+from censusdp.evaluate.maps import class_rule, county_map_svg
 from censusdp.evaluate.summary import KEY_COUNTS, typical_errors
 
 LEVEL_WORDS: dict[str, tuple[str, str]] = {
@@ -189,25 +189,42 @@ def county_values(
         pct = 100.0 * (p - t) / t if t > 0 else math.nan
         values[r["geocode"]] = pct
         labels[r["geocode"]] = (
-            f"{r['NAME']}: published {p:,}, true {t:,}, difference {p - t:+,}"
-            + (f" ({pct:+.2f}%)" if math.isfinite(pct) else "")
+            f"{r['NAME']}: published {p:,}, true {t:,}, {difference_words(p - t, t)}"
         )
     return values, labels
 
 
-def map_block(
-    rows: Sequence[Mapping[str, Any]], title: str, vmax: float | None = None
-) -> list[str]:
-    """The county map of percent error of the population (empty if no county maps)."""
+def difference_words(diff: int, true: int) -> str:
+    """A difference in people and, where it means something, in percent of the truth.
+
+    ``"exact"`` for none; ``"+2 people (under 0.1%)"`` when the percentage would round
+    to zero (never ``+0.0%``); ``"-41 people (-1.3%)"`` otherwise; people only when the
+    true count is 0.
+    """
+    if diff == 0:
+        return "exact"
+    people = f"{diff:+,} {'person' if abs(diff) == 1 else 'people'}"
+    if true <= 0:
+        return people
+    return f"{people} ({fmt_pct(100.0 * diff / true)})"
+
+
+def map_block(rows: Sequence[Mapping[str, Any]], title: str) -> list[str]:
+    """The county map of percent error of the population (empty if no county maps).
+
+    Colours are fixed classes of percent error (:data:`censusdp.evaluate.maps.PERCENT_CLASSES`),
+    the same on every map, never stretched to the largest error of the data.
+    """
     values, labels = county_values(rows)
     if not values:
         return []
-    svg = county_map_svg(values, labels, title=title, vmax=vmax)
+    svg = county_map_svg(values, labels, title=title)
     if svg is None:
         return []
     return [
         f"<figure>{svg}<figcaption>{esc(title)}. Red: published above the truth; blue: "
-        "below. Hover a county for its numbers; click it to list its tracts. Boundaries: "
+        f"below. {esc(class_rule())} Hover a county for its numbers; click it to list its "
+        "tracts. Boundaries: "
         "U.S. Census Bureau cartographic boundary files via the us-atlas package (ISC "
         "licence).</figcaption></figure>"
     ]
@@ -260,5 +277,12 @@ def drill_block(payload: Mapping[str, Any]) -> list[str]:
 
 
 def fmt_pct(x: float | None) -> str:
-    """``"+1.2%"`` or a dash."""
-    return "&ndash;" if x is None or not math.isfinite(x) else f"{x:+.2f}%"
+    """``"+1.2%"``, ``"under 0.1%"`` for a nonzero percentage that rounds to zero,
+    ``"0%"``, or a dash."""
+    if x is None or not math.isfinite(x):
+        return "&ndash;"
+    if x == 0:
+        return "0%"
+    if abs(x) < 0.05:
+        return "under 0.1%"
+    return f"{x:+.1f}%"

@@ -5,8 +5,9 @@ does (a DP release must first pass ``censusdp validate``). The page puts the two
 plain-language summaries next to each other, then a table of which release is closer
 to the truth at each geolevel (mean absolute error of the population, its ratio, and
 the total variation distance of every table; JASON, *Formal Privacy Methods for the
-2020 Census*, 2020, sec. 6.1), the two county maps on one colour scale, a drill-down
-listing both published counts of every place, and both error-vs-size scatters.
+2020 Census*, 2020, sec. 6.1, shown as accuracy = 1 - TVD), the two county maps on
+one fixed colour scale, a drill-down
+listing both published counts of every place, and both error-vs-size scatters on shared axes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any
 from censusdp.errors import InputError
 from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, img, page, table
+from censusdp.evaluate._scatter import _scatter_figure, scatter_limits
 from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
-from censusdp.evaluate.report import _scatter_figure
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.cef import read_cef
 from censusdp.io.output_files import write_output_json, write_output_text
@@ -144,7 +145,7 @@ def compare_releases(
         write_output_json(out, json_path, option="--json")
         say(progress, f"wrote {json_path}")
     if html_path is not None:
-        write_output_text(render_comparison(out, results, details), html_path, option="--out")
+        write_output_text(render_comparison(out, results, details), html_path, option="--html")
         say(progress, f"wrote {html_path}")
     return out
 
@@ -197,24 +198,22 @@ def render_comparison(
             )
     head = ["geolevel", "places", f"MAE {labels[0]}", f"MAE {labels[1]}", "MAE ratio B/A"]
     for t in ("P1", "P2", "H1"):
-        head += [f"TVD {t} {labels[0]}", f"TVD {t} {labels[1]}"]
+        head += [f"accuracy {t} {labels[0]}", f"accuracy {t} {labels[1]}"]
     parts.append("<p>" + " ".join(esc(s) for s in sentences) + "</p>")
     parts.append(
         table(
             head,
             rows,
-            "Mean absolute error of the population and TVD (1 = exact) by geolevel",
+            "Mean absolute error of the population, and accuracy = 1 - TVD of each table "
+            "(1 = every person counted in the right cell; 0.98 = 2% of people misplaced)",
             name="compare_accuracy",
         )
     )
     parts.append("</section>")
     rows_per_run = _aligned_rows(details)
-    vals = [sec.county_values(rows)[0] for rows in rows_per_run]
-    finite = [abs(v) for vs in vals for v in vs.values() if math.isfinite(v)]
-    vmax = max(finite, default=1.0) or 1.0
     maps = []
     for label, rows in zip(labels, rows_per_run, strict=True):
-        mp = sec.map_block(rows, f"{label}: published minus true population, percent", vmax=vmax)
+        mp = sec.map_block(rows, f"{label}: published minus true population, percent")
         if mp:
             maps += ["<div>", *mp, "</div>"]
     if maps:
@@ -224,11 +223,19 @@ def render_comparison(
             "</div></section>",
         ]
     parts += sec.drill_block(sec.places_payload(labels, rows_per_run))
-    parts.append('<section id="scatter"><h2>Error against size</h2><div class="cols">')
-    for label, detail in zip(labels, details, strict=True):
-        for lv in ("County", "Block"):
+    parts.append(
+        '<section id="scatter"><h2>Error against size</h2><p>Both releases are drawn on '
+        'the same axes, so their errors can be compared by eye.</p><div class="cols">'
+    )
+    for lv in ("County", "Block"):
+        pairs = [d["scatter"][lv] for d in details if lv in d["scatter"]]
+        if not pairs:
+            continue
+        limits = scatter_limits(pairs)
+        for label, detail in zip(labels, details, strict=True):
             if lv in detail["scatter"]:
                 t, r = detail["scatter"][lv]
-                parts.append(img(_scatter_figure(t, r, lv), f"{label}: {lv} error against size"))
+                png = _scatter_figure(t, r, lv, limits=limits)
+                parts.append(img(png, f"{label}: {lv} error against size"))
     parts.append("</div></section>")
     return page("Two census releases, side by side", "\n".join(parts))

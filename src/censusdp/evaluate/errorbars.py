@@ -173,11 +173,18 @@ class ErrorPool:
         return out
 
     def by_size(self) -> dict[str, list[dict[str, Any]]]:
-        """Typical error of total population by the plausible truth's size, per level."""
-        return {
-            lname: typical_errors(np.concatenate(tp), np.concatenate(rp))
-            for lname, (tp, rp) in self._pairs.items()
-        }
+        """Typical error of total population by the plausible truth's size, per level.
+
+        The quantiles pool every simulation; ``n`` is the number of places of the class
+        (the plausible truth is the same in every simulation), and ``n_pooled`` the
+        number of errors pooled (``n`` times the simulations).
+        """
+        out = {}
+        for lname, (tp, rp) in self._pairs.items():
+            recs = typical_errors(np.concatenate(tp), np.concatenate(rp))
+            k = max(len(tp), 1)
+            out[lname] = [{**r, "n": round(r["n"] / k), "n_pooled": r["n"]} for r in recs]
+        return out
 
 
 def _seeds(seed: int, simulations: int) -> list[int]:
@@ -232,6 +239,7 @@ def simulate_release_errors(
         unit_consistency=str(manifest.get("units_estimation") or "consistent"),
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
+        fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
     files = RunDir(run)
     hierarchy, inv = files.invariants(GeoLevels.from_pairs(list(budget.geolevels)))

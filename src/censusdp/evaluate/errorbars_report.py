@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.evaluate import _sections as sec
-from censusdp.evaluate._html import Split, esc, fmt, num, page, table
+from censusdp.evaluate._html import Split, dir_name, esc, fmt, num, page, table
 from censusdp.evaluate.summary import budget_words
 from censusdp.io.output_files import write_output_text
 
@@ -162,7 +162,7 @@ def predicted_section(result: Mapping[str, Any]) -> list[str]:
     return [
         '<section id="predicted"><h2>Predicted from the release alone, against measured</h2>',
         '<p class="note">What <code>censusdp evaluate --release RUN</code> without the truth '
-        f"predicts ({k} simulated releases around the release itself; docs/evaluation.md), "
+        f"predicts ({k} simulated releases around the release itself, re-estimated), "
         "next to the MAE measured here against the truth. One release's MAE scatters "
         "around its expectation by about the sd shown.</p>",
         table(
@@ -200,7 +200,7 @@ def render_expected_report(
     parts = [f"<h1>{esc(title)}</h1>"]
     if result.get("release"):
         parts.append(
-            f'<p class="sub">Release <code>{esc(result["release"])}</code>. No confidential '
+            f'<p class="sub">Release <code>{esc(dir_name(result["release"]))}</code>. No confidential '
             "data was used: every number below is derived from the published noisy "
             "measurements and the public noise law.</p>"
         )

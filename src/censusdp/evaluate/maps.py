@@ -7,14 +7,13 @@ file is TopoJSON: shared borders are stored once as *arcs* of delta-encoded inte
 points, and each county is a list of rings of arc indices (``~i`` for arc ``i``
 reversed). :func:`decode_counties` undoes the quantization (``x = sum(dx) * sx + tx``)
 and stitches each ring; :func:`county_map_svg` draws the counties of the states in a
-release, coloured by a value per county. Nothing is fetched from the network.
+release, coloured by fixed classes of a value per county (:data:`PERCENT_CLASSES`). Nothing is fetched from the network.
 
 County codes renamed since the file was made are matched through :data:`RENAMED`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
@@ -25,10 +24,27 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RENAMED", "county_map_svg", "decode_counties", "diverging_color"]
+__all__ = [
+    "PERCENT_CLASSES",
+    "RENAMED",
+    "class_color",
+    "class_rule",
+    "county_map_svg",
+    "decode_counties",
+    "diverging_color",
+]
 
 RENAMED: dict[str, str] = {"46113": "46102", "02270": "02158"}
 """2010 county codes and the code of the same county in the boundary file."""
+
+PERCENT_CLASSES: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0)
+"""Edges of the map's colour classes, in percent of the true count, on each side of 0.
+
+The classes are exact (0), under 0.5%, 0.5-1%, 1-2%, 2-5% and 5% or more, above (red)
+and below (blue) the truth. They are fixed: a county's colour depends on its own error
+only, never on the largest error of the release, so a 2-person error in a county of
+thousands is a pale tint on every map and two maps can be compared by eye.
+"""
 
 
 @cache
@@ -88,6 +104,65 @@ def diverging_color(v: float, vmax: float) -> str:
     return "#{:02x}{:02x}{:02x}".format(*rgb)
 
 
+def class_color(v: float, edges: tuple[float, ...] = PERCENT_CLASSES) -> str:
+    """Hex colour of ``v`` by its class of :data:`PERCENT_CLASSES` (or ``edges``).
+
+    0 is white-grey; a nonzero ``|v|`` below ``edges[0]`` is the palest tint of red
+    (positive) or blue (negative); each further class is a step darker, and
+    ``|v| >= edges[-1]`` is the darkest.
+    """
+    if not math.isfinite(v):
+        return "#dddddd"
+    if v == 0:
+        return diverging_color(0.0, 1.0)
+    k = int(np.searchsorted(np.asarray(edges), abs(v), side="right")) + 1
+    return diverging_color(math.copysign(k / (len(edges) + 1), v), 1.0)
+
+
+def class_rule(edges: tuple[float, ...] = PERCENT_CLASSES, unit: str = "%") -> str:
+    """The colour rule in words, for the legend and the caption."""
+    bounds = [f"{e:g}" for e in edges]
+    spans = [f"under {bounds[0]}{unit}"]
+    spans += [f"{a}-{b}{unit}" for a, b in zip(bounds, bounds[1:], strict=False)]
+    spans.append(f"{bounds[-1]}{unit} or more")
+    return (
+        "Colours are fixed classes of the difference, the same on every map (not "
+        "scaled to the largest difference): exact, " + ", ".join(spans) + "."
+    )
+
+
+def _legend(width: int, ly: int, edges: tuple[float, ...], unit: str) -> str:
+    """Swatches of the fixed classes, below and above the truth, with their edges."""
+    k = len(edges) + 1
+    vals = [-(e + 1e-9) for e in reversed(edges)] + [-edges[0] / 2, 0.0, edges[0] / 2]
+    vals += [e + 1e-9 for e in edges]
+    sw = min(22, (width - 120) // len(vals))
+    parts = []
+    for i, v in enumerate(vals):
+        parts.append(
+            f'<rect class="legend-class" x="{10 + i * sw}" y="{ly}" width="{sw}" height="10" '
+            f'fill="{class_color(v, edges)}" stroke="#999"/>'
+        )
+    ticks = [f"-{e:g}" for e in reversed(edges)] + [f"+{e:g}" for e in edges]
+    pos = list(range(1, k)) + list(range(k + 2, 2 * k + 1))
+    for i, t in zip(pos, ticks, strict=True):
+        parts.append(
+            f'<text x="{10 + i * sw}" y="{ly + 22}" font-size="9" text-anchor="middle">{t}</text>'
+        )
+    parts.append(
+        f'<text x="{10 + (k + 0.5) * sw}" y="{ly + 22}" font-size="9" text-anchor="middle">0</text>'
+    )
+    right = 10 + len(vals) * sw
+    parts.append(
+        f'<text x="{right + 4}" y="{ly + 9}" font-size="10">{unit} of the true count</text>'
+    )
+    parts.append(
+        f'<rect x="{right + 4}" y="{ly + 14}" width="10" height="10" fill="#dddddd" stroke="#999"/>'
+        f'<text x="{right + 18}" y="{ly + 23}" font-size="10">no data</text>'
+    )
+    return "".join(parts)
+
+
 def _path(rings: list[np.ndarray], x0: float, y0: float, k: float) -> str:
     parts = []
     for r in rings:
@@ -104,7 +179,7 @@ def county_map_svg(
     unit: str = "%",
     width: int = 560,
     max_height: int = 480,
-    vmax: float | None = None,
+    edges: tuple[float, ...] = PERCENT_CLASSES,
 ) -> str | None:
     """An SVG choropleth of the counties of every state that has a value.
 
@@ -112,10 +187,11 @@ def county_map_svg(
         values: value per 5-digit county FIPS (e.g. percent error of the population).
         labels: tooltip text per county FIPS (shown on hover, in a ``<title>``).
         title: the map's accessible title (``<title>`` of the SVG).
-        unit: unit appended to the legend's tick labels.
+        unit: unit of the values, in the legend.
         width, max_height: the largest size in pixels; the shape of the states is kept.
-        vmax: the colour scale runs from ``-vmax`` to ``+vmax`` (default: the largest
-            absolute value).
+        edges: the fixed class edges of the colours (:func:`class_color`); the legend
+            shows them and the ``<svg>`` carries them (``data-classes``) with
+            ``data-scale="fixed"``: the colours never depend on the data's range.
 
     Returns:
         The ``<svg>`` element, or ``None`` when no county of ``values`` is in the
@@ -130,9 +206,7 @@ def county_map_svg(
     x1, y1 = allpts.max(axis=0)
     k = min((width - 20) / max(x1 - x0, 1e-9), (max_height - 20) / max(y1 - y0, 1e-9))
     height = int((y1 - y0) * k) + 20
-    width = max(int((x1 - x0) * k) + 20, 300)
-    finite = [abs(v) for v in values.values() if math.isfinite(v)]
-    vmax = vmax if vmax is not None else max(finite, default=1.0) or 1.0
+    width = max(int((x1 - x0) * k) + 20, 360)
     paths = []
     for fips in sorted(counties):
         orig = mapped.get(fips)
@@ -141,26 +215,14 @@ def county_map_svg(
         tip = tip or f"county {fips}: not in this release"
         paths.append(
             f'<path class="county" data-fips="{orig or fips}" d="{_path(counties[fips], x0 - 10 / k, y0 - 10 / k, k)}" '
-            f'fill="{diverging_color(v, vmax)}"><title>{html.escape(tip)}</title></path>'
+            f'fill="{class_color(v, edges)}"><title>{html.escape(tip)}</title></path>'
         )
-    legend_w = min(200, width - 110)
-    gid = "lg" + hashlib.sha1(title.encode()).hexdigest()[:8]
-    stops = "".join(
-        f'<stop offset="{i / 10:.1f}" stop-color="{diverging_color((i - 5) / 5 * vmax, vmax)}"/>'
-        for i in range(11)
-    )
-    ly = height + 8
-    legend = (
-        f'<defs><linearGradient id="{gid}">{stops}</linearGradient></defs>'
-        f'<rect x="10" y="{ly}" width="{legend_w}" height="10" fill="url(#{gid})" stroke="#999"/>'
-        f'<text x="10" y="{ly + 24}" font-size="11">-{vmax:.3g}{unit}</text>'
-        f'<text x="{10 + legend_w / 2}" y="{ly + 24}" font-size="11" text-anchor="middle">0</text>'
-        f'<text x="{10 + legend_w}" y="{ly + 24}" font-size="11" text-anchor="end">+{vmax:.3g}{unit}</text>'
-        f'<rect x="{legend_w + 30}" y="{ly}" width="10" height="10" fill="#dddddd" stroke="#999"/>'
-        f'<text x="{legend_w + 44}" y="{ly + 9}" font-size="11">no data</text>'
-    )
+    legend = _legend(width, height + 8, edges, unit)
+    rule = html.escape(class_rule(edges, unit))
+    classes = ",".join(f"{e:g}" for e in edges)
     return (
         f'<svg class="map" role="img" xmlns="http://www.w3.org/2000/svg" width="{width}" '
-        f'height="{height + 36}" viewBox="0 0 {width} {height + 36}"><title>{html.escape(title)}</title>'
+        f'height="{height + 36}" viewBox="0 0 {width} {height + 36}" data-scale="fixed" '
+        f'data-classes="{classes}"><title>{html.escape(title)}</title><desc>{rule}</desc>'
         f'<g stroke="#666" stroke-width="0.5">{"".join(paths)}</g>{legend}</svg>'
     )

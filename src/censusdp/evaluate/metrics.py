@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.errors import InternalError
+from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
     "COUNT_BINS",
@@ -197,6 +198,8 @@ def largest_errors(
     """The ``k`` largest absolute errors of a dense ``(units x columns)`` comparison.
 
     Ties are broken by geounit order then column order, so the list is deterministic.
+    Each row names its geounit by ``geocode`` and by the Census ``GEOID`` and ``NAME``
+    (:func:`censusdp.tables.geoids.geo_identifiers`; ``GEOID`` null where undefined).
     """
     t = np.asarray(truth, dtype=np.int64)
     r = np.asarray(released, dtype=np.int64)
@@ -216,6 +219,10 @@ def largest_errors(
             row["variable"] = columns[col]
         row.update(true=int(t.ravel()[flat]), released=int(r.ravel()[flat]), error=int(err[flat]))
         out.append(row)
+    codes = np.asarray([row["geocode"] for row in out])
+    ids = geo_identifiers(codes, len(out[0]["geocode"]))
+    for i, row in enumerate(out):
+        row["GEOID"], row["NAME"] = ids["GEOID"][i], ids["NAME"][i]
     return out
 
 

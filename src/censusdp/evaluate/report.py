@@ -22,24 +22,38 @@ global state or display is touched. The file needs no network and no other file.
 from __future__ import annotations
 
 import html
-import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from censusdp.evaluate import _sections as sec
-from censusdp.evaluate._html import Split, img, page
+from censusdp.evaluate._html import Split, dir_name, img, page
 from censusdp.evaluate._html import fmt as _fmt
 from censusdp.evaluate._html import table as _table
+from censusdp.evaluate._scatter import _scatter_figure, figure_png, scatter_limits
 from censusdp.evaluate.errorbars_report import predicted_section
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.output_files import write_output_text
+from censusdp.tables.geoids import geo_identifiers
 
-__all__ = ["figure_png", "render_report", "sweep_figure", "write_report"]
+__all__ = ["figure_png", "render_report", "scatter_limits", "sweep_figure", "write_report"]
+
+ACCURACY_LABEL = "accuracy = 1 - TVD = 1 - L1 / (2 POP)"
+"""Axis label of the evaluation's ``tvd`` metric: the JSON key keeps JASON's name, but the
+number is one minus the total variation distance (1 = exact), and pages say so."""
+
+ACCURACY_LEGEND = (
+    "Accuracy = 1 - TVD, where TVD = L1 / (2 POP) is the total variation distance of "
+    "JASON, Formal Privacy Methods for the 2020 Census (2020), sec. 6.1: L1 adds up "
+    "|published - true| over every count of a table at every place of the level, and "
+    "POP is the true number of people (or housing units) those counts add up to. "
+    "1 means every count is exact; 0.98 means 2% of the people are counted in a wrong "
+    'cell or place. The JSON output names it "tvd".'
+)
+"""The sentence that explains the accuracy numbers wherever a page shows them."""
 
 _MEASURE_LABELS = {
     "total_population": "Total population",
@@ -52,14 +66,6 @@ _MEASURE_LABELS = {
     "P5": "P5 group quarters",
     "H1": "H1 occupancy",
 }
-
-
-def figure_png(fig: Figure) -> bytes:
-    """PNG bytes of a matplotlib figure (Agg canvas, no pyplot)."""
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return buf.getvalue()
 
 
 # -- figures --------------------------------------------------------------------------
@@ -77,64 +83,10 @@ def _tvd_figure(result: Mapping[str, Any]) -> bytes:
         y = [np.nan if v is None else v for v in y]
         ax.plot(x, y, marker="o", label=_MEASURE_LABELS.get(m, m))
     ax.set_xticks(x, levels)
-    ax.set_ylabel("TVD = 1 - L1 / (2 POP)")
-    ax.set_title("Accuracy by geolevel (1 = exact)")
+    ax.set_ylabel(ACCURACY_LABEL)
+    ax.set_title("Accuracy by geolevel (1 = exact; 0.98 = 2% of people misplaced)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower left")
-    return figure_png(fig)
-
-
-def _scatter_figure(
-    truth: np.ndarray, released: np.ndarray, level: str, names: Sequence[str] | None = None
-) -> bytes:
-    """Published minus true population against the true population, every place shown.
-
-    The x axis is logarithmic (places with no one at the left edge, marked 0) and the y
-    axis symmetric-logarithmic, so small and large places and small and large errors
-    are all visible; with many places, points are translucent and jittered by a fixed
-    amount (seeded) so that ties of integer counts do not stack into one dot. With few
-    places each point is labelled with its name.
-    """
-    t = np.asarray(truth, dtype=float)
-    e = np.asarray(released, dtype=float) - t
-    n = t.size
-    x = np.where(t > 0, t, 0.5)
-    y = e
-    many = n > 200
-    if many:
-        rng = np.random.default_rng(0)
-        x = x * np.exp(rng.uniform(-0.12, 0.12, n))
-        y = e + rng.uniform(-0.3, 0.3, n)
-    fig = Figure(figsize=(6.2, 4.4))
-    ax = fig.add_subplot()
-    ax.scatter(
-        x,
-        y,
-        s=6 if many else 30,
-        alpha=max(0.08, min(0.6, 400 / n)) if many else 0.85,
-        color="tab:blue",
-        edgecolors="none" if many else "white",
-        linewidths=0.5,
-        rasterized=many,
-    )
-    ax.axhline(0, color="tab:red", lw=1, label="published = true")
-    ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=1)
-    top = max(float(np.abs(y).max(initial=1)), 1.0)
-    ticks = [0.0] + [s * 10.0**k for k in range(int(np.log10(top)) + 2) for s in (1, -1)]
-    ax.set_yticks(sorted(ticks), [f"{t:+,.0f}" if t else "0" for t in sorted(ticks)])
-    ax.set_xlim(0.35, max(float(x.max(initial=1)) * 1.6, 2))
-    if names is not None and n <= 25:
-        for xi, yi, nm in zip(x, y, names, strict=True):
-            ax.annotate(nm, (xi, yi), fontsize=7, xytext=(4, 3), textcoords="offset points")
-    ax.set_xlabel(f"true population of the {sec.plural(level)} (log scale; 0 at the left edge)")
-    ax.set_ylabel("published - true (symmetric log scale)")
-    shown = f"all {n:,} shown" + (", jittered, translucent" if many else "")
-    ax.set_title(
-        f"{sec.plural(level).capitalize()}: error of the population ({shown})", fontsize=10
-    )
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
     return figure_png(fig)
 
 
@@ -246,7 +198,7 @@ def _trials_figure(trials: Mapping[str, Any], bins: Sequence[str]) -> bytes:
 
 
 def sweep_figure(sweep: Mapping[str, Any]) -> bytes:
-    """TVD vs epsilon by geolevel for total population and race x Hispanic.
+    """Accuracy (1 - TVD) vs epsilon by geolevel for total population and race x Hispanic.
 
     The shape of JASON, *Formal Privacy Methods for the 2020 Census* (2020), Figs. 6-1, 6-2.
     """
@@ -275,7 +227,7 @@ def sweep_figure(sweep: Mapping[str, Any]) -> bytes:
         ax.set_xlabel(f"epsilon ({sweep.get('epsilon_meaning', '')})")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("TVD = 1 - L1 / (2 POP)")
+    axes[0].set_ylabel(ACCURACY_LABEL)
     axes[1].legend(fontsize=8, loc="lower right")
     return figure_png(fig)
 
@@ -297,8 +249,8 @@ def _release_section(result: Mapping[str, Any]) -> list[str]:
         _table(
             ["item", "value"],
             [
-                ["truth", ev.get("truth")],
-                ["release", ev.get("release")],
+                ["truth (directory)", dir_name(ev.get("truth"))],
+                ["release (directory)", dir_name(ev.get("release"))],
                 ["post-processing", man.get("postprocess")],
                 ["mechanism", man.get("mechanism")],
                 ["rho (zCDP)", man.get("rho")],
@@ -317,32 +269,43 @@ def _release_section(result: Mapping[str, Any]) -> list[str]:
         f"{_kind('closed')} the standard deviation of each noisy measurement stated in the "
         f"noisy measurement file (known to any user, before post-processing); "
         f"{_kind('empirical')} error bars from K reruns of the whole mechanism on data whose "
-        "truth is known (include post-processing bias). TVD = 1 - L1/(2 POP), the total "
-        "variation distance of JASON, <em>Formal Privacy Methods for the 2020 Census</em> "
-        "(2020), sec. 6.1; 1 means exact.</p>"
+        f"truth is known (include post-processing bias). {html.escape(ACCURACY_LEGEND)}</p>"
     )
     return parts
 
 
 def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
-    """TVD figure and tables of realised error by measure and geolevel."""
+    """Accuracy (1 - TVD) figure and tables of realised error by measure and geolevel."""
     levels = result["geolevels"]
     parts = [f"<h2>Accuracy by geolevel {_kind('realised')}</h2>"]
-    parts.append(img(_tvd_figure(result), "TVD by geolevel"))
+    parts.append(f'<p class="note">{html.escape(ACCURACY_LEGEND)}</p>')
+    parts.append(img(_tvd_figure(result), "Accuracy (1 - TVD) by geolevel"))
     rows = []
     for m, per in result["metrics"].items():
         rows.append([_MEASURE_LABELS.get(m, m)] + [per[lv]["tvd"] for lv in levels])
-    parts.append(_table(["TVD"] + list(levels), rows, "TVD by measure and geolevel"))
+    parts.append(
+        _table(
+            ["accuracy (1 - TVD)"] + list(levels),
+            rows,
+            "Accuracy = 1 - TVD by measure and geolevel",
+        )
+    )
     rows = []
     for lv in levels:
         r = result["metrics"]["total_population"][lv]
-        rows.append([lv, r["n"], r["mae"], r["rmse"], r["bias"], r["max_abs_error"], r["tvd"]])
+        rows.append([lv, r["n"], r["mae"], r["rmse"], r["max_abs_error"], r["tvd"]])
     parts.append(
         _table(
-            ["geolevel", "units", "MAE", "RMSE", "bias", "max |error|", "TVD"],
+            ["geolevel", "places", "MAE", "RMSE", "max |error|", "accuracy (1 - TVD)"],
             rows,
             "Total population",
         )
+    )
+    parts.append(
+        '<p class="note">No bias column for total population: the state populations are '
+        "published exact and every level adds up to them, so the errors of the places of "
+        "a level always sum to 0 and their mean is 0 by construction. The bias by size "
+        "above is not: small places can be pushed up and large ones down.</p>"
     )
     rows = []
     for m in ("P1", "P2", "P3", "P4", "P5", "H1", "detailed", "hispanic*cenrace"):
@@ -357,6 +320,12 @@ def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
             rows,
             "Every count of each table / histogram",
         )
+    )
+    parts.append(
+        '<p class="note">The bias of H1 and of the histograms is 0 by construction: their '
+        "counts split an exact total (housing units; the state's people) at every level. "
+        "P1-P4 list totals and subtotals beside their parts, so their mean error need not "
+        "be 0.</p>"
     )
     return parts
 
@@ -490,14 +459,21 @@ def _pathology_section(result: Mapping[str, Any]) -> list[str]:
 
 
 def _districts_section(result: Mapping[str, Any]) -> list[str]:
-    """Realised error of random off-spine districts, one row per target population."""
+    """Realised error of random districts of whole blocks (not census areas), one row per
+    target population."""
     d = result.get("districts") or {}
     if not d:
         return []
-    parts = [f"<h2>Off-spine districts {_kind('realised')}</h2>"]
+    parts = [
+        f"<h2>Districts that are not census areas (e.g. school or voting districts) "
+        f"{_kind('realised')}</h2>"
+    ]
     parts.append(
-        "<p>Random contiguous districts of whole blocks (geocode order as the contiguity "
-        "proxy; see docs/evaluation.md), pooled over several random maps.</p>"
+        "<p>Users add blocks up to areas the Census Bureau does not publish, such as "
+        "school, voting or city-council districts. These are random districts of "
+        "neighbouring whole blocks (blocks next to each other in code order), of about "
+        "the target population, pooled over several random maps; the table shows how far "
+        "off their population is when added up from published blocks.</p>"
     )
     rows = []
     for target, rec in d.items():
@@ -527,7 +503,7 @@ def _districts_section(result: Mapping[str, Any]) -> list[str]:
                 "RMSE",
                 "bias",
                 "mean |%error|",
-                "TVD of P2",
+                "accuracy (1 - TVD) of P2",
             ],
             rows,
             "Total population of districts",
@@ -560,7 +536,7 @@ def _trials_section(result: Mapping[str, Any]) -> list[str]:
                         f"{_MEASURE_LABELS.get(m, m)}",
                         lv,
                         b,
-                        e["n"],
+                        e["n"] // max(int(tr["trials"]), 1),
                         f"[{e['interval90'][0]}, {e['interval90'][1]}]",
                         e["abs_q90"],
                         e["mean"],
@@ -573,14 +549,15 @@ def _trials_section(result: Mapping[str, Any]) -> list[str]:
                 "measure",
                 "geolevel",
                 "true count",
-                "counts pooled",
+                "counts (per rerun)",
                 "90% interval of error",
                 "90% of |error| <=",
                 "mean error",
                 "sd",
             ],
             rows,
-            "Error of a published count by its size: read the interval as its error bar",
+            f"Error of a published count by its size, over {tr['trials']} reruns (each "
+            "count once per rerun): read the interval as its error bar",
         )
     )
     return parts
@@ -637,15 +614,34 @@ def _checks_section(result: Mapping[str, Any]) -> list[str]:
     parts.append("<h2>Largest errors (total population)</h2>")
     rows = []
     for lv in result["geolevels"]:
-        for e in result["largest_errors"]["total_population"][lv][:5]:
-            rows.append([lv, e["geocode"] or "(US)", e["true"], e["released"], e["error"]])
-    parts.append(_table(["geolevel", "geocode", "true", "released", "error"], rows))
+        found = result["largest_errors"]["total_population"][lv][:5]
+        codes = [str(e["geocode"] or "") for e in found]
+        ids = _identifiers(codes, lv)
+        for i, e in enumerate(found):
+            geoid = ids["GEOID"][i]
+            rows.append(
+                [
+                    lv,
+                    ids["NAME"][i],
+                    "none (block number not in its block group)" if geoid is None else geoid,
+                ]
+                + [e["true"], e["released"], e["error"]]
+            )
+    parts.append(_table(["geolevel", "NAME", "GEOID", "true", "published", "difference"], rows))
 
     parts.append("<h2>Definitions</h2><ul>")
     for k, v in result.get("definitions", {}).items():
         parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>")
     parts.append("</ul>")
     return parts
+
+
+def _identifiers(codes: Sequence[str], level: str) -> dict[str, list[Any]]:
+    """NAME and GEOID of geocodes of one level (the Census identifiers, not our codes)."""
+    if not codes:
+        return {"NAME": [], "GEOID": []}
+    ids = geo_identifiers(np.asarray(codes), len(codes[0]), level)
+    return {"NAME": list(ids["NAME"]), "GEOID": list(ids["GEOID"])}
 
 
 def _readable_parts(
@@ -693,8 +689,8 @@ def render_report(
     ev = result.get("evaluation") or {}
     if ev.get("release"):
         head.append(
-            f'<p class="sub">Release <code>{html.escape(str(ev["release"]))}</code> compared '
-            f"with the confidential data it was made from.</p>"
+            f'<p class="sub">Release <code>{html.escape(dir_name(ev["release"]))}</code> '
+            f"compared with the confidential data it was made from.</p>"
         )
     readable, names = _readable_parts(result, scatter, detail)
     parts = (

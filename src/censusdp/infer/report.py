@@ -100,7 +100,7 @@ def posterior_report(
 
         curves = posterior_curves(counts, law, prior, result)
         n = sum(int(c.n) for c in counts)
-        title = f"theta from noisy count(s) of {n:,} people, {law.law} noise (variance {law.variance:.3g})"
+        title = f"theta from noisy count(s) of {n:,} people, {law.law} noise (variance {law.variance:,.2f})"
         plot_posteriors(
             figure.path, curves, title=title, truth=figure.truth, overwrite=figure.overwrite
         )

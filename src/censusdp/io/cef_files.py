@@ -60,6 +60,7 @@ __all__ = [
     "open_input",
     "parquet_input",
     "read_input",
+    "sampled_fraction",
 ]
 
 INPUT_NAMES = ("persons.parquet", "units.parquet")
@@ -288,3 +289,24 @@ def _hash_file(path: Path) -> tuple[str, Stamp]:
             h.update(block)
         check_unchanged(f, path, before)
     return h.hexdigest(), before
+
+
+def sampled_fraction(cef_dir: str | os.PathLike[str]) -> float | None:
+    """The fraction of its state's tracts a synthetic CEF keeps (``censusdp generate
+    --scale F``, F < 1, a random sample of tracts), from its ``manifest.json``; ``None``
+    for a whole state or an input censusdp did not generate (nothing else is read)."""
+    import json
+
+    from censusdp.io.output_rules import MANIFEST_FILE
+
+    try:
+        with open(Path(cef_dir) / MANIFEST_FILE, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("kind") != "censusdp synthetic CEF":
+        return None
+    scale = manifest.get("scale")
+    if isinstance(scale, int | float) and not isinstance(scale, bool) and 0 < scale < 1:
+        return float(scale)
+    return None

@@ -13,6 +13,12 @@ part has the layout of a single-file NMF, and the parts together are one Parquet
 dataset (``pyarrow.dataset``, Spark and DuckDB read the directory as one table; files
 starting with ``_`` or ``.`` are not data). Every reader takes either form
 (:func:`nmf_files`), so single-file releases written before stay readable.
+
+A query's rows made only of structural-zero cells (``detailed`` of ``pl94``: the 126
+cells of minors in nursing facilities) are not measured by default; a release of
+fidelity ``production`` measures them, as production did, and marks each file so in its
+Parquet key-value metadata (:data:`STRUCTURAL_ZEROS_KEY`). Readers hand estimation the
+live rows either way (:func:`structural_zeros_measured`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from censusdp.io import parts as _parts
 
 __all__ = [
     "NMF_COLUMNS",
+    "STRUCTURAL_ZEROS_KEY",
+    "STRUCTURAL_ZEROS_MEASURED",
+    "structural_zeros_measured",
     "nmf_files",
     "part_name",
     "read_part_index",
@@ -31,6 +40,17 @@ __all__ = [
 ]
 
 NMF_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
+
+STRUCTURAL_ZEROS_KEY = b"censusdp.structural_zeros"
+"""Parquet key-value metadata of an NMF file whose queries include structural-zero rows."""
+STRUCTURAL_ZEROS_MEASURED = b"measured"
+
+
+def structural_zeros_measured(metadata: Any) -> bool:
+    """Whether a file's Parquet metadata (``pq.read_metadata(f)``) says its queries hold
+    their structural-zero rows."""
+    kv = getattr(metadata, "metadata", None) or {}
+    return kv.get(STRUCTURAL_ZEROS_KEY) == STRUCTURAL_ZEROS_MEASURED
 
 
 def part_name(index: int) -> str:

@@ -28,7 +28,7 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io.nmf_cache import read_values
-from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files
+from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files, structural_zeros_measured
 
 __all__ = [
     "NMFReader",
@@ -141,7 +141,8 @@ class NMFReader:
                 q = self._queries[qname] = make_query(self.schema, qname)
             key = (level, q.name)
             if key not in self._info:
-                rows = measured_rows(self.schema, q)
+                zeros = structural_zeros_measured(md)
+                rows = measured_rows(self.schema, q, structural_zeros=zeros)
                 mech = str(stats["mechanism"][0]) if "mechanism" in stats else "unknown"
                 self._info[key] = (rows, float(stats["variance"][0]), mech)
                 self._order.setdefault(level, []).append(q.name)
@@ -240,7 +241,7 @@ class NMFReader:
                     lo, hi = min(lo, off // r), max(hi, (off + n - 1) // r + 1)
                 i += 1
             unit_var = self._unit_var[(level, qname)][start:stop].copy()
-            queries.append((qname, mech, variance, unit_var, tuple(mine)))
+            queries.append((qname, mech, variance, unit_var, tuple(mine), rows))
         return NMFSlice(
             str(self.path),
             self.schema,
@@ -309,10 +310,9 @@ class NMFSlice:
             )
         name = self.geolevels[level].name
         out = []
-        for qname, mech, variance, unit_var, spans in self.queries:
+        for qname, mech, variance, unit_var, spans, rows in self.queries:
             if queries is not None and qname not in queries:
                 continue
-            rows = _measured(self.schema, qname)
             r = rows.size
             a, b = start * r, stop * r
             flat = np.zeros(b - a, dtype=np.int64)
@@ -325,9 +325,24 @@ class NMFSlice:
                 lo, hi = max(a, off), min(b, off + n)
                 flat[lo - a : hi - a] = vals[lo - off : hi - off]
             uv = unit_var[start - self.start : stop - self.start]
-            values = flat.reshape(max(stop - start, 0), r)
-            out.append(MeasuredQuery(name, qname, rows, values, _variance(uv, variance), mech))
+            live, values = _live_rows(
+                self.schema, qname, rows, flat.reshape(max(stop - start, 0), r)
+            )
+            out.append(MeasuredQuery(name, qname, live, values, _variance(uv, variance), mech))
         return out
+
+
+def _live_rows(
+    schema: Schema, query: str, rows: np.ndarray, values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` and their ``(units, rows)`` values without the rows made only of
+    structural-zero cells (an NMF of fidelity ``production`` holds them; their answers
+    are noise about a known zero, so estimation sees the live rows either way)."""
+    live = _measured(schema, query)
+    if rows.size == live.size:
+        return rows, values
+    keep = np.isin(rows, live)
+    return rows[keep], values[:, keep]
 
 
 def _variance(unit_var: np.ndarray, first: float) -> float | np.ndarray:
@@ -394,6 +409,7 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
         if "mechanism" in table.column_names:
             mech = str(table.column("mechanism")[int(sel[0])].as_py())
         q = make_query(schema, qname)
+        rows, mat = _live_rows(schema, q.name, rows, mat)
         out.queries[(level, q.name)] = MeasuredQuery(
             level, q.name, rows, mat, _variance(unit_var, float(variance[0])), mech
         )

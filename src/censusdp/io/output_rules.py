@@ -232,8 +232,8 @@ def check_dir_against(
         if not overwrite:
             if resume and is_censusdp_output(out):
                 raise ConfigError(
-                    f"{option} {out_dir} is a finished output; there is nothing to resume "
-                    "(--overwrite would replace it)"
+                    f"{option} {out_dir} is a finished output, not an interrupted one; "
+                    "there is nothing to resume"
                 )
             raise ConfigError(
                 f"{option} {out_dir} exists and is not empty; choose another {option} or "

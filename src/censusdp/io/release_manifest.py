@@ -28,12 +28,14 @@ class ReleaseManifest(Mapping[str, Any]):
 
     What the release is: ``created_by``, ``kind``, ``package_version``, ``schema``,
     ``postprocess``, ``geolevels`` (``[name, geocode length]`` pairs), ``geounits``,
-    ``spine``, ``max_children``, ``estimator``, ``units_estimation``, ``occupancy``,
-    ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
+    ``spine``, ``max_children``, ``fidelity`` (``mode`` and each deliberate difference
+    from production with what the release does), ``estimator``, ``units_estimation``,
+    ``occupancy``, ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
     ``rho_exact``, ``epsilon``, ``delta``, ``delta_target``, ``sampling_delta``. Where its
     noise came from: ``seed``, ``randomness``. What it read and wrote: ``input``,
-    ``input_sha256``, ``input_persons``, ``noisy_measurements``,
+    ``input_sha256``, ``input_persons``, ``input_scale`` (a synthetic input's fraction of
+    its state's tracts, when below 1), ``noisy_measurements``,
     ``noisy_measurements_units``, ``noisy_values_by_level``, ``persons_released``,
     ``units_released``, ``outputs``, ``files``. How it ran: ``versions``, ``platform``,
     ``argv``, ``command``, ``executor``, ``estimation``, ``failsafe``, ``resumed``,
@@ -64,6 +66,7 @@ class ReleaseManifest(Mapping[str, Any]):
     sampling_delta: float | None = None
     spine: dict[str, Any] | None = None
     max_children: int | None = None
+    fidelity: dict[str, Any] | None = None
     estimation: dict[str, Any] | None = None
     estimator: str | None = None
     failsafe: dict[str, Any] | None = None
@@ -83,6 +86,7 @@ class ReleaseManifest(Mapping[str, Any]):
     input: str | None = None
     input_sha256: dict[str, str] | None = None
     input_persons: int | None = None
+    input_scale: float | None = None
     command: list[str] | None = None
     files: dict[str, str] | None = None
     resumed: dict[str, Any] | None = None

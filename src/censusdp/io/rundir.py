@@ -30,7 +30,7 @@ from censusdp.io.release_manifest import ReleaseManifest
 from censusdp.io.spine import spine_geoids
 from censusdp.io.tables import read_table, read_tables
 
-__all__ = ["RunDir", "read_manifest"]
+__all__ = ["RunDir", "not_a_release", "read_manifest"]
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:
@@ -53,6 +53,31 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise InputError(f"{path}: not a manifest (a JSON object)")
     return manifest
+
+
+def not_a_release(run_dir: str | Path) -> str | None:
+    """Why ``run_dir`` is not a release directory, in words; ``None`` when it is one.
+
+    A release's manifest says ``"kind": "release"`` (a swapped one: ``"release":
+    "swap"``); the other outputs of censusdp name their command or their own kind (a
+    synthetic CEF's is ``"censusdp synthetic CEF"``). A manifest that says neither (an
+    older or hand-made release) counts as a release: validating it says what it lacks.
+
+    Raises:
+        InputError: as :func:`read_manifest`, when there is no readable manifest.
+    """
+    manifest = read_manifest(run_dir)
+    kind = manifest.get("kind")
+    command = manifest.get("command")
+    if kind == "release" or manifest.get("release") == "swap":
+        return None
+    if isinstance(kind, str):
+        what = f"a {kind}" if " " in kind else f"a {kind!r} output"
+    elif isinstance(command, str) and command != "run":
+        what = f"the output of 'censusdp {command}'"
+    else:  # an older or hand-made release: its own checks say what it lacks
+        return None
+    return f"{run_dir} is not a release but {what}"
 
 
 @dataclass(frozen=True)

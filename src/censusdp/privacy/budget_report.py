@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -84,11 +85,23 @@ class BudgetReport:
         """A human-readable allocation table."""
         b, t = self.budget, self.totals
         pure = b.privacy_measure == "pure"
-        lines = [
-            f"budget {b.name}: {b.description}".rstrip(": "),
+        lines = [f"budget {b.name}: {b.description}".rstrip(": ")]
+        whole = self._release_summary()
+        if whole is not None:
+            lines += [
+                f"privacy-loss budget of the whole release: epsilon {whole['epsilon']:.6g} at "
+                f"delta {whole['delta']:.3g} (rho {whole['rho']:.6g}), the epsilon its manifest records:",
+                f"  people (tables P1-P5) and housing units (H1, {whole['units_budget']}) are two "
+                "separate runs and their losses add up (zCDP: rho "
+                f"{whole['persons_rho']:.6g} + {whole['units_rho']:.6g}); the epsilons below are of the "
+                "people's run alone, so they are smaller",
+                "",
+                "people's run:",
+            ]
+        lines.append(
             f"schema {b.schema}, mechanism {b.mechanism} ({b.privacy_measure}), "
-            f"{b.neighbours} neighbours (sensitivity {b.sensitivity}), {len(self.rows)} measurements",
-        ]
+            f"{b.neighbours} neighbours (sensitivity {b.sensitivity}), {len(self.rows)} measurements"
+        )
         if pure:
             lines.append(f"global epsilon = {t['total']} = {t['epsilon']:.6g} (pure DP)")
             lines.append(
@@ -138,8 +151,8 @@ class BudgetReport:
             lines.append(
                 f"{a['attribute']:<28} {a['rho_float']:>10.4g} {a['epsilon_at_delta']:>9.4g}"
             )
-        r = self._release_summary()
-        if r is not None:
+        if whole is not None:
+            r = whole
             lines += [
                 "",
                 f"the whole release (persons + housing units, {r['units_budget']}): "
@@ -149,7 +162,7 @@ class BudgetReport:
                 "  --rho / --epsilon of 'censusdp run' set this total; the split is kept",
             ]
         if b.notes:
-            lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
+            lines += ["", "notes:"] + [f"  - {_plain_note(n)}" for n in b.notes]
         return "\n".join(lines)
 
     def _release_summary(self) -> dict[str, Any] | None:
@@ -165,6 +178,13 @@ class BudgetReport:
             "units_rho": float(self.release.units.rho),
             "units_budget": self.release.units.name,
         }
+
+
+def _plain_note(note: str) -> str:
+    """A preset's note without its pointers into the project's ``docs/`` folder, which
+    an installed package does not have (``--json`` keeps the note as written)."""
+    text = re.sub(r"[;,]?\s*docs/[\w./-]+\.md", "", note)
+    return re.sub(r"\s*\(\s*\)", "", text)
 
 
 def _loss_entry(

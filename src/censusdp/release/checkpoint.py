@@ -100,6 +100,7 @@ def run_fingerprint(
             "spine": str(spine),
             "estimator": options.estimator,
             "max_children": options.max_children,
+            "fidelity": options.fidelity,
         }
     )
 
@@ -118,6 +119,7 @@ _WHAT = {
     "spine": "--spine",
     "estimator": "--estimator",
     "max_children": "--max-children",
+    "fidelity": "--fidelity",
 }
 
 

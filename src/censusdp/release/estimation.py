@@ -23,6 +23,7 @@ from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
 from censusdp.execution.base import Executor
+from censusdp.progress import say
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
@@ -124,7 +125,10 @@ def estimate_runs(
         method=options.method,
         estimator=options.estimator_for(schema.name),
         max_children=options.max_children,
+        pool_root=options.pool_root,
+        production=options.production_mode,
     )
+    say(rt.progress, "estimating the persons (top-down, level by level):")
     persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)
     rt.timings["estimate_persons"] = time.perf_counter() - t
     manifest["estimation"] = {"persons": persons.levels}
@@ -141,6 +145,7 @@ def estimate_runs(
         unit_topdown = replace(
             topdown, group_variable=group, estimator=options.estimator_for(inputs.units.schema.name)
         )
+        say(rt.progress, "estimating the housing units (their own run, top-down):")
         units = run_topdown(
             inputs.units, hierarchy, ubounds, unit_topdown, checkpoint=levels("units"), **run
         )

@@ -76,6 +76,8 @@ class MeasureTask:
             budgets ``(numerators, level numerator)``: unit ``u`` spends
             ``numerators[u] / level numerator`` times each query's planned amount, and
             is not measured when its numerator is 0 (a bypassed spine geounit).
+        structural_zeros: also measure the rows made only of structural-zero cells, as
+            production does (fidelity ``production``); their answers are pure noise.
     """
 
     geolevel: str
@@ -86,43 +88,46 @@ class MeasureTask:
     queries: tuple[tuple[str, Any], ...]
     source: Any
     unit_scale: tuple[np.ndarray, int] | None = None
+    structural_zeros: bool = False
 
 
-_QUERY_CACHE: dict[tuple[str, int, str], tuple[Query, np.ndarray]] = {}
+_QUERY_CACHE: dict[tuple[str, int, str, bool], tuple[Query, np.ndarray]] = {}
 
 
-def _query_and_rows(schema: Schema, name: str) -> tuple[Query, np.ndarray]:
-    key = (schema.name, schema.size, name)
+def _query_and_rows(schema: Schema, name: str, zeros: bool = False) -> tuple[Query, np.ndarray]:
+    key = (schema.name, schema.size, name, zeros)
     hit = _QUERY_CACHE.get(key)
     if hit is None:
         q = make_query(schema, name)
-        hit = (q, measured_rows(schema, q))
+        hit = (q, measured_rows(schema, q, structural_zeros=zeros))
         _QUERY_CACHE[key] = hit
     return hit
 
 
-_COLUMN_CACHE: dict[tuple[str, int, str], np.ndarray] = {}
+_COLUMN_CACHE: dict[tuple[str, int, str, bool], np.ndarray] = {}
 
 
-def _column_of_cell(schema: Schema, name: str) -> np.ndarray:
+def _column_of_cell(schema: Schema, name: str, zeros: bool = False) -> np.ndarray:
     """Per cell, the column of its measured row in the answers (``-1``: not measured)."""
-    key = (schema.name, schema.size, name)
+    key = (schema.name, schema.size, name, zeros)
     hit = _COLUMN_CACHE.get(key)
     if hit is None:
-        query, rows = _query_and_rows(schema, name)
+        query, rows = _query_and_rows(schema, name, zeros)
         column = np.full(query.n_rows, -1, dtype=np.int64)
         column[rows] = np.arange(rows.size)
         hit = _COLUMN_CACHE[key] = column[query.row_of_cell]
     return hit
 
 
-def _exact_answers(hist: sp.csr_matrix, schema: Schema, name: str) -> np.ndarray:
+def _exact_answers(
+    hist: sp.csr_matrix, schema: Schema, name: str, zeros: bool = False
+) -> np.ndarray:
     """``(units, measured rows)`` exact answers (int64) of query ``name``: each cell's
     count added to its row (a query's rows partition the cells), in one pass over the
     histogram's non-zeros."""
-    n_rows = _query_and_rows(schema, name)[1].size
+    n_rows = _query_and_rows(schema, name, zeros)[1].size
     units = hist.shape[0]
-    column = _column_of_cell(schema, name)[hist.indices]
+    column = _column_of_cell(schema, name, zeros)[hist.indices]
     unit = np.repeat(np.arange(units, dtype=np.int64), np.diff(hist.indptr))
     keep = column >= 0
     out = np.zeros(units * n_rows, dtype=np.int64)
@@ -146,8 +151,8 @@ def run_measure_task(task: MeasureTask) -> MeasuredChunk:
         )
     out = []
     for qname, mech in task.queries:
-        query, rows = _query_and_rows(task.schema, qname)
-        exact = _exact_answers(hist, task.schema, qname)
+        query, rows = _query_and_rows(task.schema, qname, task.structural_zeros)
+        exact = _exact_answers(hist, task.schema, qname, task.structural_zeros)
         if task.unit_scale is None:
             values = _release_units(
                 exact, task.geocodes, task.geolevel, query.name, mech, task.source
@@ -243,6 +248,7 @@ def measure_tasks(
     *,
     target: int = DEFAULT_CHUNK_VALUES,
     unit_shares: UnitShares | None = None,
+    structural_zeros: bool = False,
 ) -> Iterator[MeasureTask]:
     """The measurement tasks of a plan: per level (top first), chunks of whole families,
     a family of more than ``target`` values cut at unit boundaries
@@ -258,6 +264,7 @@ def measure_tasks(
         unit_shares: per-geounit budgets (:func:`censusdp.data.spine.bypass_shares`):
             each unit spends its own share instead of its geolevel's; ``None``: every
             unit its geolevel's share.
+        structural_zeros: measure structural-zero rows too (:class:`MeasureTask`).
     """
     by_level: dict[str, list[tuple[str, Any]]] = {}
     for geolevel, qname, mech in plan:
@@ -266,7 +273,7 @@ def measure_tasks(
         queries = by_level.get(lv.name)
         if not queries:
             continue
-        width = sum(_query_and_rows(schema, q)[1].size for q, _ in queries)
+        width = sum(_query_and_rows(schema, q, structural_zeros)[1].size for q, _ in queries)
         hist = sp.csr_matrix(level_histograms[li])
         codes = hierarchy.geocodes[li]
         scale = None
@@ -282,6 +289,7 @@ def measure_tasks(
                 tuple(queries),
                 source,
                 None if scale is None else (scale[0][start:stop], scale[1]),
+                structural_zeros,
             )
 
 

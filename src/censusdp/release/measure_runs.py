@@ -43,13 +43,15 @@ def _plan(budget: Budget) -> list[tuple[str, str, Any]]:
 class _RunToMeasure:
     """One run's measuring job: its exact block histogram (on the estimation
     hierarchy), schema and plan, the per-geounit budgets of a spine release (bypass;
-    ``None`` otherwise) and its NMF directory."""
+    ``None`` otherwise), its NMF directory, and whether structural-zero rows are
+    measured (fidelity ``production``)."""
 
     histogram: sp.csr_matrix
     schema: Schema
     plan: list[tuple[str, str, Any]]
     unit_shares: UnitShares | None
     directory: Path
+    structural_zeros: bool = False
 
 
 def _measure_to_parts(
@@ -87,13 +89,22 @@ def _measure_to_parts(
     seen: dict[str, int] = {}
     for rec in parts:
         seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
-    bar = task(progress, f"measuring ({schema.name})", total, unit="geounits", summary=False)
+    label = "housing units" if schema.name == "units" else "persons"
+    bar = task(
+        progress, f"measuring {label} ({schema.name})", total, unit="geounits", summary=False
+    )
     bar.advance(sum(int(r["stop"]) - int(r["start"]) for r in parts))
 
     def jobs() -> Iterator[PartTask]:
         made: RandomSource | None = None
         tasks = measure_tasks(
-            levels, hierarchy, schema, job.plan, _LazySource(), unit_shares=job.unit_shares
+            levels,
+            hierarchy,
+            schema,
+            job.plan,
+            _LazySource(),
+            unit_shares=job.unit_shares,
+            structural_zeros=job.structural_zeros,
         )
         for i, mt in enumerate(tasks):
             name = part_name(i)
@@ -120,13 +131,21 @@ def _measure_to_parts(
             bar.advance(int(rec["stop"]) - int(rec["start"]))
             level = hierarchy.geolevels.index(rec["geolevel"])
             if progress is not None and rec["stop"] == hierarchy.n_units(level):
-                progress(
-                    f"measured {rec['geolevel']:<10} {rec['stop']:>8,} units, "
-                    f"{seen[rec['geolevel']]:>13,} noisy values ({schema.name})"
-                )
+                progress(_measured_line(label, rec["geolevel"], rec["stop"], seen[rec["geolevel"]]))
     rows = sum(int(r["rows"]) for r in parts)
     by_level = {name: seen[name] for name in names if name in seen}
     return rows, by_level, parts
+
+
+def _measured_line(label: str, geolevel: str, geounits: int, values: int) -> str:
+    """One measured level in words (a level with no noisy value says why)."""
+    where = f"{label + ':':<15}{geolevel:<10} {geounits:>8,} geounit{'s' if geounits != 1 else ''}"
+    if values:
+        return f"measured {where}, {values:>13,} noisy values"
+    return (
+        f"measured {where}, no noisy values (each is the only child of its parent, which "
+        "is measured with its budget instead)"
+    )
 
 
 class _LazySource:
@@ -142,8 +161,13 @@ def measure_runs(
     out: Path,
     rt: Runtime,
     checkpoint: Checkpoint | None = None,
+    *,
+    structural_zeros: bool = False,
 ) -> dict[str, Any]:
     """Measure each run into its NMF in ``out``, dropping each histogram once measured.
+
+    ``structural_zeros``: measure the rows of structural-zero cells too, as production
+    (:attr:`censusdp.release.options.ReleaseOptions.nmf_structural_zeros`).
 
     ``hists`` are on ``geo``'s estimation hierarchy; with a spine, each geounit spends
     its own share of each run's budget (:meth:`ReleaseGeography.unit_shares`: single
@@ -173,6 +197,7 @@ def measure_runs(
             _plan(b),
             geo.unit_shares(b),
             out / NMF_FILES[run],
+            structural_zeros,
         )
         n_rows, by_level, parts = _measure_to_parts(
             job,

@@ -2,7 +2,8 @@
 
 :class:`ReleaseOptions` holds every choice the released files depend on (the seed, the
 post-processing, the estimator and its least-squares method, the unit run's
-consistency with the persons, the spine, the splitting of wide families); the run's
+consistency with the persons, the spine, the splitting of wide families, and the
+fidelity: censusdp's improvements on the 2020 production system, or none); the run's
 fingerprint (:func:`censusdp.release.checkpoint.run_fingerprint`, what ``--resume``
 compares) derives from it. :class:`Execution` holds what the files do not depend on:
 where the tasks run and where progress goes.
@@ -23,11 +24,13 @@ from censusdp.release.topdown.solvers.chain import METHODS
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 
 __all__ = [
+    "FIDELITY_CHOICES",
     "POSTPROCESS_CHOICES",
     "UNIT_CONSISTENCY_CHOICES",
     "Execution",
     "ReleaseOptions",
     "Runtime",
+    "refuse_with_production",
 ]
 
 POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
@@ -36,6 +39,12 @@ POSTPROCESS_CHOICES = ("topdown", "bottomup", "none")
 UNIT_CONSISTENCY_CHOICES = ("consistent", "independent")
 """``consistent``: the unit run is held to the released persons per block
 (:mod:`censusdp.release.consistency`); ``independent``: as 2020 production."""
+
+
+FIDELITY_CHOICES = ("default", "production")
+"""``default``: censusdp's improvements on the 2020 production system, each stated in
+the run's output and manifest (:meth:`ReleaseOptions.differences`); ``production``:
+every deliberate difference off at once (docs/production-fidelity.md)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,12 @@ class ReleaseOptions:
         spine: ``optimized``, ``tabulation``, or ``None`` for the budget's choice.
         max_children: families with more children are estimated in chunks
             (:mod:`censusdp.release.topdown.split`); ``None`` never splits.
+        fidelity: one of :data:`FIDELITY_CHOICES` (``--fidelity``). ``production``
+            sets ``estimator="ls"`` (another is refused),
+            ``unit_consistency="independent"`` and ``max_children=None`` on
+            construction, and turns off root pooling, the failsafe and censusdp's
+            rounder (:attr:`production_mode` and the properties below are the one
+            place that decides what the fidelity changes).
 
     Raises:
         ConfigError: on construction, naming the option and the value.
@@ -65,8 +80,19 @@ class ReleaseOptions:
     estimator: str | None = None
     spine: str | None = None
     max_children: int | None = DEFAULT_MAX_CHILDREN
+    fidelity: str = "default"
 
     def __post_init__(self) -> None:
+        _choose("--fidelity", self.fidelity, FIDELITY_CHOICES)
+        if self.production_mode:
+            if self.estimator not in (None, "ls"):
+                raise ConfigError(
+                    f"--estimator {self.estimator} contradicts --fidelity production "
+                    "(production estimates by least squares)"
+                )
+            object.__setattr__(self, "estimator", "ls")
+            object.__setattr__(self, "unit_consistency", "independent")
+            object.__setattr__(self, "max_children", None)
         _choose("--postprocess", self.postprocess, POSTPROCESS_CHOICES)
         _choose("--units", self.unit_consistency, UNIT_CONSISTENCY_CHOICES)
         _choose("--method", self.method, METHODS)
@@ -103,7 +129,72 @@ class ReleaseOptions:
                 f"unknown release option {unknown[0]!r}; the options are "
                 f"{sorted(fields - {'unit_consistency'} | {'units'})}"
             )
+        if given.get("fidelity") == "production":
+            refuse_with_production(
+                units=given.get("unit_consistency"), max_children=given.get("max_children")
+            )
         return cls(**given)
+
+    # -- what the fidelity decides (the one place; docs/production-fidelity.md) ----------
+
+    @property
+    def production_mode(self) -> bool:
+        """Whether every deliberate difference from the 2020 production system is off."""
+        return self.fidelity == "production"
+
+    @property
+    def pool_root(self) -> bool:
+        """Estimate the root from every level's measurements (off: the root's own, as
+        production; :func:`censusdp.release.topdown.pooling.pooled_root`)."""
+        return not self.production_mode
+
+    @property
+    def failsafe(self) -> bool:
+        """Relax an infeasible subproblem's least binding constraints (off: raise, as
+        production 2020, which had no failsafe)."""
+        return not self.production_mode
+
+    @property
+    def rounder(self) -> str:
+        """``censusdp`` (a cell-wise cost in the ``detailed`` pass, fractional cells in
+        the box, an unbounded fallback) or ``production`` (production's multipass
+        rounder exactly: :func:`censusdp.release.topdown.multipass.round_in_passes`)."""
+        return "production" if self.production_mode else "censusdp"
+
+    @property
+    def nmf_structural_zeros(self) -> bool:
+        """Whether the NMF measures the structural-zero rows of a query (production
+        measures ``detailed`` over all 2,016 ``pl94`` cells, censusdp the 1,890 live
+        ones: a structural zero's noisy answer says nothing about the data)."""
+        return self.production_mode
+
+    def differences(self) -> dict[str, str]:
+        """Each deliberate difference from production and what this release does (the
+        manifest's ``fidelity.differences``; the run's summary states them)."""
+        prod = self.production_mode
+        return {
+            "estimator": "ls (production)" if prod else self.estimator or "the schema's",
+            "root_pooling": "off (production)" if prod else "on: the root from every level",
+            "units": "independent of persons (production)"
+            if self.unit_consistency == "independent"
+            else "consistent: occupied units held to household persons",
+            "failsafe": "none: an infeasible subproblem raises (production)"
+            if prod
+            else "relaxes group and total bounds, never the parent or an invariant",
+            "rounder": "production's multipass rounder"
+            if prod
+            else "censusdp's: cell-wise cost in the detailed pass, fallback outside the box",
+            "family_splitting": "never (production)"
+            if self.max_children is None
+            else f"families of more than {self.max_children} children in chunks",
+            "nmf_structural_zeros": "measured (production)"
+            if self.nmf_structural_zeros
+            else "not measured (no information)",
+        }
+
+    def fidelity_record(self) -> dict[str, Any]:
+        """The manifest's ``fidelity`` entry: the mode and :meth:`differences`."""
+        return {"mode": self.fidelity, "differences": self.differences()}
 
     def estimator_for(self, schema_name: str) -> str:
         """The estimator of a run of ``schema_name``: the one chosen, else the schema's."""
@@ -137,6 +228,25 @@ class Runtime:
     workers: int = 1
     progress: Progress = None
     timings: dict[str, float] = field(default_factory=dict)
+
+
+def refuse_with_production(*, units: str | None, max_children: int | None) -> None:
+    """Refuse explicit choices that fidelity ``production`` overrides (``--units
+    consistent``, ``--max-children N``), naming the option.
+
+    Raises:
+        ConfigError: for the first such choice.
+    """
+    if units not in (None, "independent"):
+        raise ConfigError(
+            f"--units {units} contradicts --fidelity production (production estimates "
+            "housing units independently of persons)"
+        )
+    if max_children is not None:
+        raise ConfigError(
+            f"--max-children {max_children} contradicts --fidelity production (production "
+            "solves every family whole)"
+        )
 
 
 def _choose(option: str, value: object, choices: tuple[str, ...]) -> None:

@@ -75,7 +75,7 @@ def run_part_task(part: PartTask) -> dict[str, Any]:
     whatever the size of the part.
     """
     chunk = run_measure_task(part.task)
-    rec = write_nmf_part(chunk, part.path)
+    rec = write_nmf_part(chunk, part.path, structural_zeros=part.task.structural_zeros)
     rec["n_values"] = chunk.n_values
     rec["cpu_seconds"] = chunk.cpu_seconds
     rec["writer"] = f"{socket.gethostname()}/{os.getpid()}"

@@ -44,7 +44,7 @@ import pyarrow.parquet as pq
 from censusdp.data.geography import GeoLevels
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
-from censusdp.io.cef_files import hash_input
+from censusdp.io.cef_files import hash_input, sampled_fraction
 from censusdp.io.nmf_files import nmf_files
 from censusdp.io.rundir import RunDir
 from censusdp.io.staging import Staging
@@ -192,7 +192,16 @@ def run_release(
                 )
             return made[0]
 
-        nmf_rows = measure_runs(hists, geo, budget, source, run.staging.path, rt, ckpt)
+        nmf_rows = measure_runs(
+            hists,
+            geo,
+            budget,
+            source,
+            run.staging.path,
+            rt,
+            ckpt,
+            structural_zeros=options.nmf_structural_zeros,
+        )
         manifest = write_release(run.staging.path, inv, geo, budget, options, rt, ckpt)
         writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
@@ -217,6 +226,9 @@ def run_release(
                 "command": command,
             }
         )
+        scale = sampled_fraction(input_dir)
+        if scale is not None:  # a random sample of a state's tracts: the release says so
+            manifest["input_scale"] = scale
         run.commit(manifest)
     say(execution.progress, f"wrote release to {out_dir} in {rt.timings['total']:.1f}s")
     return manifest

@@ -20,7 +20,13 @@ estimator the invariants and bounds on the spine:
   constraint (production adds the same constraint, ``addGroupedChildTotalConstraint``,
   to its US-children solve). An input with several states of which one has two parts
   would need that grouped constraint inside one solve; it is refused with a one-line
-  error (``--spine tabulation`` or one state per run).
+  error (``--spine tabulation`` or one state per run);
+* every state part's group-quarters bounds come from the part's own true total, as
+  production's State-level ``hhgq_total_lb`` / ``hhgq_total_ub`` with the part's ``tot``
+  invariant (:func:`censusdp.data.invariants.hhgq_bounds_from_total`): a part whose
+  units are all of one type (housing units and no facility) gets its total exactly.
+  The parts' totals are recorded in the manifest (``spine.state_part_population``), so
+  a re-estimate holds the same bounds.
 
 Nothing here reads the input; :func:`geography_for_input` is given the validated unit
 columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
@@ -38,7 +44,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Bounds, Invariants, level_bounds
+from censusdp.data.invariants import (
+    N_HHGQ,
+    Bounds,
+    Invariants,
+    hhgq_bounds_from_total,
+    level_bounds,
+)
 from censusdp.data.spine import (
     BlockAttributes,
     Spine,
@@ -120,12 +132,17 @@ class ReleaseGeography:
         bypass: a spine geounit spends its own share (:func:`~censusdp.data.spine.bypass_shares`:
             a single child is not measured, its parent gets its share); ``False`` only
             for releases made before bypass (every unit at its geolevel's share).
+        part_population: the true total population of each State geounit of the spine
+            (hierarchy order), which bounds its groups (:meth:`person_bounds`);
+            ``None`` for a release that did not record it (its parts' groups are
+            bounded by the facilities alone).
     """
 
     tabulation: Hierarchy
     spine: Spine | None = None
     note: str | None = None
     bypass: bool = True
+    part_population: np.ndarray | None = None
 
     @property
     def kind(self) -> str:
@@ -188,13 +205,18 @@ class ReleaseGeography:
 
         ``inv`` is in tabulation order (as read or computed). On the spine: the root
         total is exact, and a state part's total is exact when it is its state's only
-        part (its total is then the state's invariant); two parts are free, their sum
-        held by the root's (one state per input; see the module docstring).
+        part (its total is then the state's invariant); two parts' sum is held by the
+        root's (one state per input; see the module docstring). With
+        :attr:`part_population`, each part's groups are bounded by its own total as
+        production bounds them (:func:`~censusdp.data.invariants.hhgq_bounds_from_total`,
+        the stricter of those and the facilities' bounds), and its total by the sums of
+        its group bounds.
         """
         if self.spine is None:
             return [Bounds(*b) for b in level_bounds(inv, self.tabulation)]
         h = self.estimation
-        out = [Bounds(*b) for b in level_bounds(self.invariants(inv), h)]
+        spine_inv = self.invariants(inv)
+        out = [Bounds(*b) for b in level_bounds(spine_inv, h)]
         state = h.geolevels.index("State")
         groups = self.spine.state_groups()
         single = np.bincount(groups)[groups] == 1
@@ -203,7 +225,15 @@ class ReleaseGeography:
         lo, hi = b.total_lower.copy(), b.total_upper.copy()
         lo[single] = pops.ravel()[single]
         hi[single] = pops.ravel()[single]
-        out[state] = Bounds(b.group_lower, b.group_upper, lo, hi)
+        g_lo, g_hi = b.group_lower, b.group_upper
+        if self.part_population is not None and g_lo.shape[1] == N_HHGQ:
+            units = spine_inv.gq_facilities.astype(np.int64)
+            units[:, 0] = spine_inv.housing_units
+            by_part = np.asarray(h.aggregate(units)[state])
+            p_lo, p_hi = hhgq_bounds_from_total(by_part, self.part_population)
+            g_lo, g_hi = np.maximum(g_lo, p_lo), np.minimum(g_hi, p_hi)
+            lo, hi = np.maximum(lo, g_lo.sum(axis=1)), np.minimum(hi, g_hi.sum(axis=1))
+        out[state] = Bounds(g_lo, g_hi, lo, hi)
         return out
 
     def tabulation_histograms(self, hists: list[sp.csr_matrix]) -> list[sp.csr_matrix]:
@@ -274,6 +304,18 @@ class ReleaseGeography:
                 "part; a two-part state's total holds on the union of its parts",
             }
         )
+        if self.part_population is not None:
+            codes = h.geocodes[h.geolevels.index("State")].tolist()
+            out["state_part_population"] = {
+                str(c): int(v) for c, v in zip(codes, self.part_population.tolist(), strict=True)
+            }
+            out["state_part_bounds"] = (
+                "each state part's group-quarters bounds from its own total "
+                "(production's hhgq_total_lb / hhgq_total_ub with the part's tot): at least "
+                "one person per facility of each type, at most the total less one person per "
+                "facility of the other types; a part with units of one type only holds its "
+                "total exactly"
+            )
         if budget is not None and list(budget.geolevel_names) == list(h.geolevels.names):
             shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names])
             unmeasured = {
@@ -389,7 +431,10 @@ def geography_for_input(
         "built the optimized spine: "
         + ", ".join(f"{h.n_units(i):,} {lv.name}" for i, lv in enumerate(h.geolevels.levels)),
     )
-    return ReleaseGeography(hierarchy, spine, note)
+    parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[1]
+    return ReleaseGeography(
+        hierarchy, spine, note, part_population=np.asarray(parts, dtype=np.int64).ravel()
+    )
 
 
 def geography_of_run(
@@ -415,6 +460,25 @@ def geography_of_run(
     rules = _rules_from_record(rec.get("rules", {}))
     bypass = rec.get("bypass")
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
-    return ReleaseGeography(
-        tabulation, Spine(geolevels, geocodes, codes, rules), rec.get("note"), applied
-    )
+    spine = Spine(geolevels, geocodes, codes, rules)
+    parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
+    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts)
+
+
+def _part_population(recorded: Any, spine: Spine, run_dir: Path) -> np.ndarray | None:
+    """The recorded state parts' totals in hierarchy order (``None`` when not recorded).
+
+    Raises:
+        InputError: naming the manifest entry when it is not one count per state part.
+    """
+    if recorded is None:
+        return None
+    where = f"{run_dir / MANIFEST_FILE}: spine.state_part_population"
+    parts = spine.hierarchy.geocodes[1].tolist()
+    if not isinstance(recorded, Mapping) or sorted(map(str, recorded)) != sorted(parts):
+        raise InputError(f"{where} must give one total per state part {parts}")
+    values = [recorded[p] for p in parts]
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad:
+        raise InputError(f"{where} has {bad[0]!r}; totals are integers >= 0")
+    return np.asarray(values, dtype=np.int64)

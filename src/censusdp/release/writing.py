@@ -82,6 +82,7 @@ def write_release(
     manifest["spine"] = geo.record(budget.persons)
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children
+    manifest["fidelity"] = options.fidelity_record()
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),

@@ -33,6 +33,7 @@ from censusdp.privacy.randomness import experiment_generator
 from censusdp.progress import say
 from censusdp.risk import _plots
 from censusdp.risk._noise import NoiseModel
+from censusdp.risk._words import risk_words
 from censusdp.risk.hierarchical import DecisionRule, HierarchicalModel, two_level_risk
 from censusdp.risk.one_level import one_level_risk, posterior
 from censusdp.risk.release import (
@@ -57,59 +58,9 @@ class RiskRun:
     seconds: dict[str, float]
 
     def format(self) -> str:
-        """A short human-readable summary."""
-        s = self.summary
-        c = s["counts"]  # type: ignore[index]
-        lines = [
-            f"risk of {s['budget']} (global rho {s['global_rho']:.4g}): "
-            f"rho_1 (block, detailed) = {s['rho1_block_detailed']:.4g}, "
-            f"rho_2 (block group) = {s['rho2_block_group_detailed']:.4g}",
-            f"{c['persons']} persons, {c['unique_in_block']} unique in their block on the "
-            f"detailed cell ({100 * c['unique_in_block'] / max(c['persons'], 1):.1f}%), "
-            f"{c['blocks']} blocks in {c['block_groups']} block groups",
-            "one level (same for every unique person):",
-            "  prior   marginal posterior   R        P[correct decision]",
-        ]
-        for r in s["one_level"]:  # type: ignore[union-attr]
-            lines.append(
-                f"  {r['prior']:<7g} {r['marginal_posterior']:<20.4f} {r['marginal_risk']:<8.4f}"
-                f" {r['correct_decision_probability']:.4g}"
-            )
-        dist = s.get("distribution_over_unique_people")
-        if dist:
-            p = s["primary_prior"]
-            for key, label in (
-                ("two_level_correct", f"two-level P[correct] (p = {p:g})"),
-                ("realised_risk_two_level", "realised R'(x*) two-level, one simulated release"),
-            ):
-                d = dist[key]  # type: ignore[index]
-                lines.append(
-                    f"{label}: min {d['q00']:.4f}  median {d['q50']:.4f}  "
-                    f"p99 {d['q99']:.4f}  max {d['q100']:.4f}  mean {d['mean']:.4f}"
-                )
-            lines.append("worst realised cases (highest two-level R'):")
-            for w in s["worst_realised"][:5]:  # type: ignore[index]
-                lines.append(
-                    f"  person {w['person_id']} block {w['geocode']} cell {w['cell']}: "
-                    f"x1*={w['x1_star']} x2*={w['x2_star']} y1*={w['y1_star']} xi2={w['xi2']} "
-                    f"d={w['d']}: posterior {w['realised_posterior_two_level']:.3f}, "
-                    f"R' {w['realised_risk_two_level']:.3f}"
-                )
-        for row in s.get("sweep", []):  # type: ignore[union-attr]
-            one = next(r for r in row["one_level"] if r["prior"] == s["primary_prior"])
-            extra = (
-                f", two-level mean P[correct] {row['two_level_mean_correct']:.4f}"
-                f" (+- {row['two_level_mean_correct_se']:.4f}, {s['sweep_sampled_people']} people)"
-                if "two_level_mean_correct" in row
-                else ""
-            )
-            lines.append(
-                f"sweep rho {row['global_rho']:<6g} (eps {row['epsilon']:.3g}): rho_1 "
-                f"{row['rho1']:.4g}, R {one['marginal_risk']:.4f}, "
-                f"P[correct] {one['correct_decision_probability']:.4f}{extra}"
-            )
-        lines.append(f"wrote {self.out_dir} in {self.seconds['total']:.1f} s")
-        return "\n".join(lines)
+        """A short summary in plain words (:func:`censusdp.risk._words.risk_words`); the
+        paper's notation stays in ``risk.json``."""
+        return risk_words(self.summary, self.out_dir.name, self.seconds["total"])
 
 
 @dataclass(frozen=True)

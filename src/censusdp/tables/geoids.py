@@ -4,7 +4,9 @@ A censusdp geocode is a prefix of the 16-character block geocode: state (2) + co
 (3) + tract (6) + block group (1) + block (4). The Census Bureau's identifiers differ
 in one place only:
 
-* **GEOID** (the ``GEOID20`` of TIGER/Line files and the Census API) of a state,
+* **GEOID** (as TIGER/Line files and the Census API write it: ``GEOID20`` on 2020
+  geography, ``GEOID10`` on 2010's, such as the tracts of ``censusdp generate``; the
+  vintage is the input's) of a state,
   county, tract or block group is the geocode itself (2, 5, 11, 12 characters). A
   block's GEOID is 15 characters, state + county + tract + the 4-digit block number,
   because the block group is the first digit of the block number and is not repeated:
@@ -82,7 +84,8 @@ IDENTIFIER_COLUMNS: tuple[str, ...] = ("GEOID", "SUMLEV", "NAME")
 IDENTIFIER_LABELS: dict[str, str] = {
     "geolevel": "censusdp geolevel name (US, State, County, Tract, BlockGroup, Block)",
     "geocode": "censusdp geocode: prefix of state(2)+county(3)+tract(6)+block group(1)+block(4)",
-    "GEOID": "Census GEOID20 (state 2, county 5, tract 11, block group 12, block 15 characters; "
+    "GEOID": "Census GEOID, in the vintage of the input's geography (2010 tracts for "
+    "censusdp generate) (state 2, county 5, tract 11, block group 12, block 15 characters; "
     "nation 'US')",
     "SUMLEV": "Census summary level (010 nation, 040 state, 050 county, 140 tract, "
     "150 block group, 750 block)",

@@ -47,7 +47,8 @@ def result_document(
             "seeds": settings["seeds"],
             "epsilon_meaning": (
                 f"(epsilon, delta)-DP of everything published, delta = {float(delta):g} "
-                "(CKS 2020 Cor. 13 via Budget.scaled)"
+                "(Canonne, Kamath & Steinke 2020, Cor. 13; each preset rescaled to it, its "
+                "split kept)"
             ),
             "delta": float(delta),
             "presets": {

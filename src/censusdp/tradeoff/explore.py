@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from censusdp.errors import ConfigError
@@ -107,6 +107,8 @@ def render_explorer(results: dict[str, Any]) -> str:
         },
         "python_optimum": py_opt,
     }
+    if payload["results"]["input"]:  # the input's name, never where it is on this machine
+        payload["results"]["input"] = PurePath(str(payload["results"]["input"])).name
     data = json.dumps(payload, allow_nan=False, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # never close the script element early
     title = "Choosing epsilon: accuracy, re-identification and disclosure risk"
@@ -135,12 +137,12 @@ def write_explorer(
     from censusdp.tradeoff.report import read_results
 
     path = Path(out)
-    check_output_file(path, overwrite, [results_dir], option="--out")
+    check_output_file(path, overwrite, [results_dir], option="--html")
     if path.exists() and path.is_dir():
-        raise ConfigError(f"{path} is a directory; --out must be a file path")
+        raise ConfigError(f"{path} is a directory; --html must be a file path")
     results = read_results(results_dir)
     page = render_explorer(results)
-    write_output_text(page, path, overwrite=overwrite, inputs=[results_dir], option="--out")
+    write_output_text(page, path, overwrite=overwrite, inputs=[results_dir], option="--html")
     opt = _python_optimum(results, _default_level(results))
     return {
         "out": str(path),
@@ -234,8 +236,11 @@ var NAMES = {standard: "all geolevels", no_block: "no block level"};
 
 function fmt(x, d){ if (x === null || x === undefined || !isFinite(x)) return "n/a";
   var a = Math.abs(x); d = d || 3;
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
+  if (a !== 0 && a < 1e-3) return (x < 0 ? "-" : "") + "<0.001";
+  if (a >= 1e5) return Math.round(x).toLocaleString("en-US");
   return Number(x.toPrecision(d)).toString(); }
+function tick(v){ var a = Math.abs(v), t = function(x){ return Number(x.toPrecision(3)).toString(); };
+  if (a >= 1e6) return t(v / 1e6) + "M"; if (a >= 1e4) return t(v / 1e3) + "k"; return fmt(v); }
 function pct(x){ return (x === null || x === undefined || !isFinite(x)) ? "n/a" : (100*x).toFixed(1) + "%"; }
 function point(s, e){ for (var k = 0; k < R.points.length; k++){ var p = R.points[k];
   if (p.scenario === s && p.epsilon === e) return p; } return null; }
@@ -285,17 +290,28 @@ function Plot(id, opts){
   var ax = el("g", {"class": "axis"}, svg);
   el("line", {x1: m.l, y1: H - m.b, x2: W - m.r, y2: H - m.b}, ax);
   el("line", {x1: m.l, y1: m.t, x2: m.l, y2: H - m.b}, ax);
-  var xt = xlog ? opts.xticks : niceTicks(x0, x1, 6);
-  xt.forEach(function(v){ var X = fx(v); el("line", {x1: X, y1: H - m.b, x2: X, y2: H - m.b + 4}, ax);
-    txt(ax, X, H - m.b + 16, opts.xfmt ? opts.xfmt(v) : fmt(v), {"text-anchor": "middle"}); });
+  var xt = xlog ? opts.xticks : niceTicks(x0, x1, 6), right = -Infinity;
+  // a tick label that would touch the previous one is left out (its tick mark stays)
+  xt.forEach(function(v){ var X = fx(v), s = opts.xfmt ? opts.xfmt(v) : tick(v), w = 7 * s.length;
+    el("line", {x1: X, y1: H - m.b, x2: X, y2: H - m.b + 4}, ax);
+    if (X - w / 2 < right + 6) return; right = X + w / 2;
+    txt(ax, X, H - m.b + 16, s, {"text-anchor": "middle", "class": "tick-label"}); });
   niceTicks(y0, y1, 5).forEach(function(v){ var Y = fy(v);
     el("line", {x1: m.l - 4, y1: Y, x2: m.l, y2: Y}, ax);
     el("line", {x1: m.l, y1: Y, x2: W - m.r, y2: Y, "class": "gridline"}, ax);
-    txt(ax, m.l - 6, Y + 4, opts.yfmt ? opts.yfmt(v) : fmt(v), {"text-anchor": "end"}); });
+    txt(ax, m.l - 6, Y + 4, opts.yfmt ? opts.yfmt(v) : tick(v), {"text-anchor": "end", "class": "tick-label"}); });
   txt(ax, (m.l + W - m.r) / 2, H - 8, opts.xlabel, {"text-anchor": "middle"});
   txt(ax, 14, (m.t + H - m.b) / 2, opts.ylabel, {"text-anchor": "middle",
     transform: "rotate(-90 14 " + ((m.t + H - m.b) / 2) + ")"});
-  var legendY = opts.legendBottom ? H - m.b - 34 : m.t + 6;
+  var legendY = opts.legendBottom ? H - m.b - 34 : m.t + 6, noted = [];
+  // a line's label is left out where it would sit on another line's label
+  // (tried at each height of ys in turn; legend entries count as taken places)
+  function free(x, y, w){ for (var k = 0; k < noted.length; k++) { var o = noted[k];
+      if (Math.abs(o[1] - y) < 12 && x < o[0] + o[2] + 4 && o[0] < x + w + 4) return false; }
+    return true; }
+  function note(x, ys, s, attrs){ var w = 6 * s.length;
+    for (var k = 0; k < ys.length; k++) { if (free(x, ys[k], w)) {
+      noted.push([x, ys[k], w]); txt(svg, x, ys[k], s, Object.assign({"class": "line-label"}, attrs)); return; } } }
   return {
     svg: svg, fx: fx, fy: fy,
     line: function(pts, attrs, label){ pts = pts.filter(function(p){ return p[1] !== null && isFinite(p[1]); });
@@ -308,13 +324,17 @@ function Plot(id, opts){
     legend: function(label, attrs){ var g = el("g", {"class": "legend"}, svg);
       el("line", {x1: W - m.r - 190, y1: legendY, x2: W - m.r - 170, y2: legendY, stroke: attrs.stroke,
         "stroke-width": 2, "stroke-dasharray": attrs["stroke-dasharray"] || ""}, g);
-      txt(g, W - m.r - 165, legendY + 4, label); legendY += 14; },
+      txt(g, W - m.r - 165, legendY + 4, label); noted.push([W - m.r - 192, legendY + 4, 192]);
+      legendY += 14; },
     vline: function(x, color, label, cls){ if (!(x >= x0 && x <= x1)) return; var X = fx(x);
       el("line", {x1: X, y1: m.t, x2: X, y2: H - m.b, stroke: color, "stroke-dasharray": "4 3",
-        "class": cls || ""}, svg); if (label) txt(svg, X + 3, m.t + 10, label, {fill: color, "font-size": 11}); },
+        "class": cls || ""}, svg); if (!label) return;
+      var left = X > W - m.r - 6.5 * label.length;  // near the right edge: the label goes left
+      note(left ? X - 3 - 6 * label.length : X + 3, [m.t + 10, H - m.b - 8, (m.t + H - m.b) / 2], label,
+        {fill: color, "font-size": 11}); },
     hline: function(y, color, label){ if (!(y >= y0 && y <= y1)) return; var Y = fy(y);
       el("line", {x1: m.l, y1: Y, x2: W - m.r, y2: Y, stroke: color, "stroke-dasharray": "2 3"}, svg);
-      if (label) txt(svg, m.l + 4, Y - 3, label, {fill: color, "font-size": 10}); },
+      if (label) note(m.l + 4, [Y - 3], label, {fill: color, "font-size": 10}); },
     dot: function(x, y, color, r, cls){ if (y === null || !isFinite(y)) return;
       el("circle", {cx: fx(x), cy: fy(y), r: r || 6, fill: "none", stroke: color, "stroke-width": 2.5,
         "class": cls || "selected"}, svg); }
@@ -388,7 +408,7 @@ function drawWelfare(opt){
   var ws = xs.map(function(x){ return welfare(s, x); });
   P = Plot("plot-welfare", {xlog: true, x: [lo, hi], xticks: xticks(), y: range(ws, false),
     xlabel: "total epsilon", ylabel: "welfare ($): -misallocation - privacy cost", legendBottom: true,
-    yfmt: function(v){ return fmt(v, 2); }});
+    yfmt: tick});
   P.line(xs.map(function(x, j){ return [x, ws[j]]; }), {stroke: "#2ca02c", markers: "none"}, "social welfare (fitted frontier)");
   if (opt) { P.vline(opt.eps, "#2ca02c", "optimum \u03b5* = " + fmt(opt.eps), "optimum-line");
     P.dot(opt.eps, opt.welfare, "#2ca02c", 6, "optimum-dot"); }
@@ -444,9 +464,20 @@ function render(){
   b.setAttribute("data-optimum", opt ? String(opt.eps) : "");
   b.setAttribute("data-frontier-points", String(npts));
   b.setAttribute("data-readout", text);
+  b.setAttribute("data-label-overlaps", String(labelOverlaps()));
   b.setAttribute("data-plots", String(document.querySelectorAll("svg path.series").length > 0 ?
     Array.prototype.filter.call(document.querySelectorAll("svg"), function(sv){ return sv.querySelector("path.series"); }).length : 0));
 }
+
+// pairs of tick, axis and line labels of one plot that overlap on screen (0 when readable)
+function labelOverlaps(){ var n = 0;
+  Array.prototype.forEach.call(document.querySelectorAll("svg"), function(sv){
+    var boxes = Array.prototype.map.call(sv.querySelectorAll("g.axis text, text.line-label"),
+      function(t){ return t.getBoundingClientRect(); }).filter(function(r){ return r.width > 0; });
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+      var a = boxes[i], c = boxes[j];
+      if (a.left < c.right - 0.5 && c.left < a.right - 0.5 && a.top < c.bottom - 0.5 && c.top < a.bottom - 0.5) n++; } });
+  return n; }
 
 function init(){
   var eps = document.getElementById("eps"); eps.max = String(EPS.length - 1);

@@ -373,7 +373,7 @@ class RandomizedResponseFrontier:
     pi: Fraction = Fraction(1, 2)
     n: int = 1
     mu: Fraction = Fraction(1, 2)
-    label: str = "randomized response: I = Var[pi_hat(1)] - Var[pi_hat(rho(eps))]"
+    label: str = "randomized response: I = Var[pi_hat(1)] - Var[pi_hat(q(eps))]"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pi", _probability(self.pi, "pi", open_interval=False))

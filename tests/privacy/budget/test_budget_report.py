@@ -62,3 +62,22 @@ def test_report_at_another_delta() -> None:
     assert looser.budget == whole.persons and looser.release == whole
     with pytest.raises(BudgetError, match="delta is 1; it must satisfy 0 < delta < 1"):
         budget_report(whole, delta=1)
+
+
+def test_headline_epsilon_is_the_whole_release() -> None:
+    # the first epsilon a reader sees is the release's (17.4351, as its manifest records),
+    # not the people's run alone (17.1436), and the two are told apart
+    whole = resolve_release_budget(preset="pl94-2020")
+    lines = budget_report(whole).to_text().splitlines()
+    first = next(line for line in lines if "epsilon" in line)
+    assert first.startswith("privacy-loss budget of the whole release: epsilon 17.4351 ")
+    assert f"{whole.to_dict()['epsilon']:.6g}" == "17.4351"
+    persons = next(i for i, line in enumerate(lines) if "17.1436" in line)
+    assert lines.index("people's run:") < persons
+    assert "people's run alone" in "\n".join(lines[: lines.index("people's run:")])
+    # the preset's note loses its pointers into docs/ in print, keeps them in JSON
+    assert "docs/" not in "\n".join(lines) and "(--spine tabulation asks for it)." in lines[-2]
+    assert "docs/spine.md" in " ".join(budget_report(whole).to_dict()["notes"])
+    # a budget without a unit run has no release headline
+    alone = budget_report(resolve_release_budget(preset="pl94-2020", units=None)).to_text()
+    assert "whole release" not in alone and "people's run:" not in alone

@@ -440,7 +440,7 @@ def test_estimate_meets_invariants_pinned_at_every_level(small_release) -> None:
     assert len(lines) == h.n_levels
     for line, name, n in zip(lines, names, tasks, strict=True):
         assert re.fullmatch(
-            rf"estimated {name:<10} {n:>6} tasks in \d+\.\d\ds \(failsafe 0\)", line
+            rf"estimated {name:<10} {n:>6} tasks? in \d+\.\d\ds \(failsafe used 0 times\)", line
         ), line
     cell_groups = PL94.cell_levels("hhgq")
     for li, (hist, b) in enumerate(zip(est.histograms, bounds, strict=True)):

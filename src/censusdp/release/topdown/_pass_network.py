@@ -132,11 +132,15 @@ class PassCosts:
         weight: per query, its multiplicity in this pass's objective (0 if absent).
         held: per query, the integer answers ``(k, rows)`` fixed by an earlier pass, or
             ``None``; for a cell query the ``(k, c)`` cells.
+        every_cell: in the box, every kept cell may move up by one (production's binary
+            variable on every cell where the parent is positive), not only the
+            fractional cells.
     """
 
     cellwise: bool
     weight: np.ndarray
     held: list[np.ndarray | None]
+    every_cell: bool = False
 
 
 def _row_sum(x: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
@@ -219,7 +223,8 @@ def network(
     phir = phi.ravel()
     if box:
         # X = floor(x) + b, b in {0, 1} on fractional cells
-        sel = phir > 0 if held_cells is None else np.ones(k * c, dtype=bool)
+        every = held_cells is not None or costs.every_cell
+        sel = np.ones(k * c, dtype=bool) if every else phir > 0
         pen = np.where(target_cell.ravel() > 0, -1.0, 1.0)  # |b - round(frac)| slope
         unit = np.rint((cw * (1.0 - 2.0 * phir) + w_cell * pen) * scale).astype(np.int64)
         if held_cells is not None:

@@ -88,6 +88,12 @@ class TopDownOptions:
         pool_root: estimate the root from every level's measurements of its marginals
             (:func:`~censusdp.release.topdown.pooling.pooled_root`; default), or, as
             production does, from the root's own measurements only.
+        production: estimate as the 2020 production run did in every task: no
+            failsafe (an infeasible subproblem raises
+            :class:`~censusdp.errors.InfeasibleError`) and production's rounder (no
+            cell-wise term, every cell in the box, no fallback;
+            :func:`~censusdp.release.topdown.multipass.round_in_passes`). Fidelity
+            ``production`` also sets ``pool_root=False`` and ``max_children=None``.
         read_in_tasks: whether the tasks of a family that is not split read its
             measurements themselves (``ms.detach``, the NMF reader's slices) where they
             run; default: when ``ms`` can and the executor is not in-process. Same
@@ -101,6 +107,7 @@ class TopDownOptions:
     estimator: str = "ls"
     max_children: int | None = DEFAULT_MAX_CHILDREN
     pool_root: bool = True
+    production: bool = False
     read_in_tasks: bool | None = None
 
 
@@ -189,6 +196,7 @@ def run_topdown(
         estimator=o.estimator,
         max_children=o.max_children,
         detach=read_in_tasks,
+        production=o.production,
     )
     live = np.flatnonzero(~ms.schema.structural_zero_mask).astype(np.int64)
     levels = _Levels(hierarchy, ms.schema.size, executor, progress, checkpoint)
@@ -241,6 +249,7 @@ def _root_task(
         *plans[0].bind(live),
         estimator=o.estimator,
         coarse=ctx.cache.coarse(root_mqs, o.estimator, live),
+        production=o.production,
     )
     return root, plans
 
@@ -290,8 +299,9 @@ class _Levels:
             self.checkpoint.save(level, hist, summary, acc.failsafe)
         if self.progress is not None:
             self.progress(
-                f"estimated {summary['geolevel']:<10} {summary['tasks']:>6} tasks in "
-                f"{summary['wall_seconds']:.2f}s (failsafe {summary['failsafe_uses']})"
+                f"estimated {summary['geolevel']:<10} {summary['tasks']:>6} "
+                f"task{'s' if summary['tasks'] != 1 else ''} in "
+                f"{summary['wall_seconds']:.2f}s (failsafe used {summary['failsafe_uses']} times)"
             )
         return hist
 

@@ -64,6 +64,7 @@ class TaskContext:
         max_children: families with more children are split; ``None`` never splits.
         detach: a family that is not split is read by its own task where it runs
             (measurements with a ``detach(level, start, stop)`` method: the NMF reader).
+        production: every task estimates as production (:class:`Task` ``production``).
     """
 
     ms: Measurements
@@ -74,6 +75,7 @@ class TaskContext:
     estimator: str = "ls"
     max_children: int | None = None
     detach: bool = False
+    production: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -242,6 +244,7 @@ class LevelTasks:
             rounding,
             self.ctx.estimator,
             self.ctx.cache.coarse(mqs, self.ctx.estimator, kept),
+            production=self.ctx.production,
         )
 
     def _alone(self, i: int) -> Task:
@@ -289,6 +292,7 @@ class LevelTasks:
                 estimator=whole.estimator,
                 coarse=whole.coarse,
                 chunks=int(starts.size),
+                production=whole.production,
             )
 
     def _ready_chunks(self) -> Iterator[Task]:
@@ -311,6 +315,7 @@ class LevelTasks:
                     *self.plan.bind(kept),
                     estimator=whole.estimator,
                     coarse=whole.coarse,
+                    production=whole.production,
                 )
 
     def _family_tasks(self) -> Iterator[Task]:
@@ -348,6 +353,7 @@ class LevelTasks:
                         pl + 1,
                         self._family(i, kept, parent_counts),
                     ),
+                    production=self.ctx.production,
                 )
 
 
@@ -378,4 +384,5 @@ def bottomup_tasks(ctx: TaskContext, live: np.ndarray, bounds: Bounds) -> Iterat
                 ctx.method,
                 estimator=ctx.estimator,
                 coarse=cache.coarse(mqs, ctx.estimator, live),
+                production=ctx.production,
             )

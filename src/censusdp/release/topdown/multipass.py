@@ -35,7 +35,7 @@ import numpy as np
 
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
-from censusdp.errors import ConfigError, InternalError
+from censusdp.errors import ConfigError, InfeasibleError, InternalError
 from censusdp.release.topdown import _flow, _pass_network
 from censusdp.release.topdown.passes import PassPlan
 from censusdp.release.topdown.problem import Subproblem
@@ -268,7 +268,12 @@ def bind_rounding(plan: PassPlan, schema: Schema) -> RoundingTemplate:
 
 
 def round_in_passes(
-    sub: Subproblem, x: np.ndarray, passes: RoundingPasses, *, method: str = "ortools"
+    sub: Subproblem,
+    x: np.ndarray,
+    passes: RoundingPasses,
+    *,
+    method: str = "ortools",
+    production: bool = False,
 ) -> np.ndarray:
     """Integer rounding in passes (production's ``MultipassRounder``, as min-cost flows).
 
@@ -277,18 +282,29 @@ def round_in_passes(
     ``sum |X - x|`` when ``detailed`` is in the pass, subject to every constraint of
     ``sub`` and to the integer answers of every earlier pass.
 
+    ``production=True`` is production's rounder exactly
+    (``programs/optimization/multipass_rounder.py``, ``simple_rounder.py``): no
+    cell-wise term (``buildL1PenaltyObjFxn`` tests ``rev_dpq_order[DETAILED] ==
+    pass_num``, a set against a number, which is never true), a binary variable on
+    every kept cell (``findDesiredIndices``: every cell where the parent is positive, so
+    an integer cell may move up by one), and no way out of the box: a pass with no
+    feasible point raises, as production's failed pass does. Ties of a pass's objective
+    are broken by the cell-wise cost at a weight too small to change its optimum.
+
     Args:
         sub: the subproblem (after the failsafe).
         x: ``(k, c)`` least-squares solution.
         passes: the rounding passes on ``sub``'s kept cells.
         method: min-cost flow solver, ``"ortools"`` or ``"linprog"``.
+        production: production's rounder (above) instead of censusdp's.
 
     Returns:
         ``(k, c)`` int64, every constraint of ``sub`` exact.
 
     Raises:
         ConfigError: when the rounding queries are not nested.
-        InfeasibleError: when no integer point satisfies ``sub``.
+        InfeasibleError: when no integer point satisfies ``sub`` (``production``: when
+            a pass has no feasible point in the box).
     """
     x = np.asarray(x, dtype=np.float64)
     if x.shape != (sub.k, sub.c):
@@ -299,22 +315,27 @@ def round_in_passes(
     chain = _pass_network.build_chain(sub, passes.rows, passes.names)
     layer_of = {q: lev for lev in chain.levels for q in lev.members}
     nq = len(passes.names)
-    for box in (True, False):
+    for box in (True,) if production else (True, False):
         held: list[np.ndarray | None] = [None] * nq
         result = None
         for p, qs in enumerate(passes.passes):
             weight = np.zeros(nq, dtype=np.int64)
             weight[list(qs)] += 1
-            costs = _pass_network.PassCosts(passes.cellwise[p], weight, held)
+            cellwise = passes.cellwise[p] and not production
+            costs = _pass_network.PassCosts(cellwise, weight, held, every_cell=production)
             built = _pass_network.network(sub, chain, costs, xs, box=box, scale=COST_SCALE)
-            if built is None:
-                result = None
-                break
-            net, arcs, idx, base = built
-            flow = _flow.solve(net, method)
+            flow = None if built is None else _flow.solve(built[0], method)
+            if flow is None and production:
+                raise InfeasibleError(
+                    f"subproblem {sub.label!r}: rounding pass {p} "
+                    f"({', '.join(passes.names[q] for q in qs)}) has no feasible point with "
+                    "each cell at floor(x) or floor(x) + 1; production's rounder stops "
+                    "here (fidelity 'production' has no fallback)"
+                )
             if flow is None:
                 result = None
                 break
+            net, arcs, idx, base = built
             out = base.ravel().copy()
             np.add.at(out, idx, flow[arcs])
             result = out.reshape(sub.k, sub.c)

@@ -47,9 +47,10 @@ def _snap(x: np.ndarray) -> np.ndarray:
 
 
 def _network(
-    sub: Subproblem, x: np.ndarray, *, box: bool
+    sub: Subproblem, x: np.ndarray, *, box: bool, every_cell: bool = False
 ) -> tuple[_flow.Network, list[tuple[slice, np.ndarray, int]], np.ndarray]:
-    """Build the rounding network.
+    """Build the rounding network (``every_cell``: in the box, integer cells may move up
+    by one too, as production's binary variables).
 
     Returns:
         the network, a list of (arc slice, variable indices, sign) whose flows add up to
@@ -81,7 +82,7 @@ def _network(
     parts: list[tuple[slice, np.ndarray, int]] = []
     idx = np.arange(k * c, dtype=np.int64)
     if box:
-        frac = phi.ravel() > 0
+        frac = np.ones(k * c, dtype=bool) if every_cell else phi.ravel() > 0
         s = net.add(tails[frac], heads[frac], 0, 1, costs_first[frac])
         parts.append((s, idx[frac], 1))
     else:
@@ -103,14 +104,22 @@ def _network(
     return net, parts, base
 
 
-def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools") -> np.ndarray:
+def round_to_integers(
+    sub: Subproblem, x: np.ndarray, *, method: str = "ortools", production: bool = False
+) -> np.ndarray:
     """The integer solution closest to ``x`` in L1 that keeps every constraint exact.
+
+    ``production=True`` is production's one-pass rounder (``GeoRound`` of
+    ``programs/optimization/simple_rounder.py``): the same objective, a binary variable
+    on every kept cell (an integer cell may move up by one), and no unbounded fallback:
+    when the box ``floor(x) + {0, 1}`` holds no feasible point it raises.
 
     Args:
         sub: the subproblem (after :func:`~censusdp.release.topdown.failsafe.make_feasible`).
         x: ``(k, c)`` least-squares solution (e.g. ``solve_l2(sub).x``).
         method: ``"ortools"`` (min-cost flow, default) or ``"linprog"`` (SciPy HiGHS
             dual simplex on the same network LP; a cross-check).
+        production: production's rounder (above).
 
     Returns:
         ``(k, c)`` int64 ``X``: non-negative, columns summing exactly to ``sub.parent``,
@@ -128,8 +137,8 @@ def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools"
     if method not in ("ortools", "linprog"):
         raise InternalError(f"unknown rounding method {method!r}")
     xs = _snap(x)
-    for box in (True, False):
-        net, parts, base = _network(sub, xs, box=box)
+    for box in (True,) if production else (True, False):
+        net, parts, base = _network(sub, xs, box=box, every_cell=production)
         if box and (net.supply[: sub.c if sub.parent is not None else 0] < 0).any():
             continue
         flow = _flow.solve(net, method)
@@ -139,6 +148,12 @@ def round_to_integers(sub: Subproblem, x: np.ndarray, *, method: str = "ortools"
         for s, idx, sign in parts:
             out[idx] += sign * flow[s]  # indices are distinct within a part
         return accept(sub, out.reshape(sub.k, sub.c))
+    if production:
+        raise InfeasibleError(
+            f"subproblem {sub.label!r}: no integer point with each cell at floor(x) or "
+            "floor(x) + 1 satisfies the constraints; production's rounder stops here "
+            "(fidelity 'production' has no fallback)"
+        )
     raise no_integer_solution(sub)
 
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from censusdp.data.geography import DEFAULT_CHUNK_VALUES
 from censusdp.data.measurements import Measurements
-from censusdp.errors import InternalError
-from censusdp.release.topdown.failsafe import make_feasible
+from censusdp.errors import InfeasibleError, InternalError
+from censusdp.release.topdown.failsafe import FailsafeReport, check_feasible, make_feasible
 from censusdp.release.topdown.maxent import solve_maxent
 from censusdp.release.topdown.multipass import (
     L2Passes,
@@ -63,6 +63,10 @@ class Task:
     source: DetachedFamily | None = None
     chunks: int = 0
     """A split family's coarse solve: the number of chunks of children (0: any other task)."""
+    production: bool = False
+    """Production's estimation (fidelity ``production``): no failsafe (an infeasible
+    subproblem raises) and production's rounder
+    (:func:`~censusdp.release.topdown.multipass.round_in_passes`)."""
 
     def subproblem(self) -> Subproblem:
         """The task's subproblem: ``sub``, or built from ``source`` where the task runs."""
@@ -172,11 +176,30 @@ def batched(tasks: Iterable[Task]) -> Iterator[tuple[Task, ...]]:
         yield tuple(batch)
 
 
+def _feasible(task: Task) -> tuple[Subproblem, FailsafeReport | None]:
+    """The task's subproblem made feasible by the failsafe; in production fidelity the
+    subproblem itself, or an error: the 2020 production run had no failsafe
+    (``programs/optimization/sequential_optimizers.py``,
+    ``L2PlusRounderWithBackup_interleaved``, sets ``failsafe_invoked = False`` and raises
+    when the least-squares solve is infeasible)."""
+    sub = task.subproblem()
+    if not task.production:
+        return make_feasible(sub)
+    if not check_feasible(sub):
+        raise InfeasibleError(
+            f"subproblem {sub.label!r}: the parent's counts and the children's constraints "
+            "(group-quarters bounds, totals) have no common solution; fidelity "
+            "'production' has no failsafe (the 2020 production run stopped here); the "
+            "default fidelity relaxes the least binding constraints and records it"
+        )
+    return sub, None
+
+
 def run_task(task: Task) -> TaskResult:
     """Solve one task: failsafe, least squares, rounding, exact check."""
     t0 = time.perf_counter()
     c0 = time.process_time()
-    sub, report = make_feasible(task.subproblem())
+    sub, report = _feasible(task)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
     solution = (
@@ -194,9 +217,11 @@ def run_task(task: Task) -> TaskResult:
         # totals to keep: held to the published marginals first, its thin spread over
         # the detailed cells broke ties inside each row by cell order (the state's sex x
         # age TVD of Vermont x0.02 at epsilon 0.5, seed 1: 0.196 so, 0.189 cell by cell)
-        counts = np.asarray(round_to_integers(sub, solution.x), dtype=np.int64)
+        counts = round_to_integers(sub, solution.x, production=task.production)
+        counts = np.asarray(counts, dtype=np.int64)
     else:
-        counts = np.asarray(round_in_passes(sub, solution.x, task.rounding), dtype=np.int64)
+        counts = round_in_passes(sub, solution.x, task.rounding, production=task.production)
+        counts = np.asarray(counts, dtype=np.int64)
     t3 = time.perf_counter()
     check_counts(sub, counts, f"task {task.parent_geocode or 'root'}")
     fs = None

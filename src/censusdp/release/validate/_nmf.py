@@ -23,7 +23,7 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import InputError
-from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files
+from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files, structural_zeros_measured
 from censusdp.io.parts import read_part_index
 from censusdp.privacy.budget import Budget
 from censusdp.release.manifest import sha256_of
@@ -68,7 +68,11 @@ def check_nmf(
     schema = get_schema(budget.schema)
     levels = {name: i for i, name in enumerate(hierarchy.geolevels.names)}
     plan = {(m.geolevel, m.query): m for m in budget.measurements()}
-    want = {k: measured_rows(schema, make_query(schema, k[1])) for k in plan}
+    # a release of fidelity production measures structural-zero rows too (marked per file)
+    zeros = any(structural_zeros_measured(md) for md in metas)
+    want = {
+        k: measured_rows(schema, make_query(schema, k[1]), structural_zeros=zeros) for k in plan
+    }
     unit_var = {
         k: (
             np.full(hierarchy.n_units(levels[k[0]]), float(m.variance))

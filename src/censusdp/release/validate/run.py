@@ -7,10 +7,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from censusdp.errors import CensusDPError, ValidationError
+from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES, SPINE_FILE
 from censusdp.io.output_rules import is_censusdp_output
-from censusdp.io.rundir import RunDir, read_manifest
+from censusdp.io.rundir import RunDir, not_a_release, read_manifest
 from censusdp.progress import Progress, say, task
 from censusdp.release.validate._entries import Entries, Hashed, check_checksums
 from censusdp.release.validate._manifest import check_privacy_loss, check_randomness
@@ -72,7 +72,8 @@ def validate_run(
         release, only for a directory that is not a release at all.
 
     Raises:
-        InputError: if ``run_dir`` has no readable manifest.
+        InputError: if ``run_dir`` has no readable manifest, or its manifest is not a
+            release's (a CEF's, another command's output).
     """
     if executor is None and workers > 1:
         from censusdp.execution import make_executor
@@ -84,6 +85,9 @@ def validate_run(
     run = Path(run_dir)
     rep = ValidationReport()
     manifest = read_manifest(run)
+    problem = not_a_release(run)
+    if problem is not None:
+        raise InputError(f"{problem}; validate checks a directory made by 'censusdp run'")
     rep.add(
         "manifest",
         is_censusdp_output(run),

@@ -1,0 +1,65 @@
+"""What a person reads: --scale stated where it matters, run's lines in plain words,
+a directory that is not a release named as what it is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from censusdp.io.cef_files import sampled_fraction
+from censusdp.io.rundir import not_a_release
+from censusdp.release.measure_runs import _measured_line
+
+
+def _manifest(where: Path, record: dict) -> Path:
+    where.mkdir(exist_ok=True)
+    (where / "manifest.json").write_text(json.dumps(record))
+    return where
+
+
+@pytest.mark.parametrize(
+    ("record", "fraction"),
+    [
+        ({"kind": "censusdp synthetic CEF", "scale": 0.05}, 0.05),
+        ({"kind": "censusdp synthetic CEF", "scale": 1.0}, None),  # the whole state
+        ({"kind": "censusdp synthetic CEF", "scale": True}, None),
+        ({"kind": "release", "scale": 0.05}, None),  # not a generated input
+        ({"scale": 0.5}, None),
+    ],
+)
+def test_a_sampled_input_is_known_by_its_manifest(tmp_path, record, fraction) -> None:
+    assert sampled_fraction(_manifest(tmp_path / "cef", record)) == fraction
+
+
+def test_an_input_without_a_manifest_is_not_sampled(tmp_path) -> None:
+    assert sampled_fraction(tmp_path) is None
+    (tmp_path / "manifest.json").write_text("{not json")
+    assert sampled_fraction(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        ({"created_by": "censusdp", "kind": "release"}, None),
+        ({"created_by": "censusdp", "release": "swap", "command": "protect swap"}, None),
+        ({"created_by": "censusdp", "command": ["censusdp", "run"]}, None),  # argv: a run
+        ({"persons": {}}, None),  # hand-made: its own checks say what it lacks
+        ({"kind": "censusdp synthetic CEF"}, "is not a release but a censusdp synthetic CEF"),
+        ({"created_by": "censusdp", "command": "demo"}, "the output of 'censusdp demo'"),
+    ],
+)
+def test_not_a_release_names_what_the_directory_is(tmp_path, record, words) -> None:
+    got = not_a_release(_manifest(tmp_path / "d", record))
+    assert got is None if words is None else words in got
+
+
+def test_measured_lines_in_plain_words() -> None:
+    line = _measured_line("persons", "County", 6, 14_862)
+    assert line.startswith("measured persons:") and "6 geounits" in line
+    assert "14,862 noisy values" in line and " units," not in line
+    assert "1 geounit," in _measured_line("housing units", "US", 1, 2)
+    none = _measured_line("persons", "State", 1, 0)
+    assert "no noisy values (each is the only child of its parent" in none
+    assert " 0 noisy values" not in none
