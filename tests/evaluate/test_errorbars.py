@@ -234,5 +234,8 @@ def test_predicted_next_to_measured_section(predicted) -> None:
     p = res["released"]["by_level"]["P1"]["Block"]["mae"]
     a = actual["metrics"]["P1"]["Block"]["mae"]
     # shown rounded; downloaded whole (data-csv)
-    assert f'<td>P1</td><td>Block</td><td data-csv="[{a!r}]">{fmt(a, 3)}</td>' in html
-    assert f'<td data-csv="[{a / p!r}]">{fmt(a / p, 3)}</td></tr>' in html
+    assert (
+        f'<td>P1</td><td>Block</td><td data-csv="[{float(f"{a:.10g}")!r}]">{fmt(a, 3)}</td>' in html
+    )
+    ratio = float(f"{a / p:.10g}")
+    assert f'<td data-csv="[{ratio!r}]">{fmt(a / p, 3)}</td></tr>' in html

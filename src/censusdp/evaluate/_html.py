@@ -148,9 +148,10 @@ class Split:
 
 
 def _plain(v: Any) -> Any:
-    """A value as JSON for the CSV: finite numbers as numbers, nothing as ``None``."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
+    """A value as JSON for the CSV: finite numbers as numbers (floats to 10 significant
+    digits), nothing as ``None``."""
+    if isinstance(v, float):
+        return float(f"{v:.10g}") if math.isfinite(v) else None
     if v is None or isinstance(v, bool | int | float | str):
         return v
     return str(v)
@@ -162,11 +163,14 @@ def num(x: Any, digits: int = 4) -> Split:
 
 
 def _data_v(c: Any) -> str:
-    """The ``data-v`` attribute of a number cell: its value, without separators."""
+    """The ``data-v`` attribute of a number cell: its value, without separators (a float
+    to 10 significant digits)."""
     if c is None or (isinstance(c, float) and not math.isfinite(c)):
         return ' data-v=""'
-    if isinstance(c, int | float) and not isinstance(c, bool):
-        return f' data-v="{c!r}"'
+    if isinstance(c, float):
+        return f' data-v="{c:.10g}"'
+    if isinstance(c, int) and not isinstance(c, bool):
+        return f' data-v="{c}"'
     return ""
 
 
