@@ -16,6 +16,7 @@ from typing import Any
 from censusdp.version import __version__
 
 __all__ = [
+    "Evaluation",
     "Release",
     "__version__",
     "evaluate_release",

@@ -14,13 +14,15 @@ True
 >>> rel.manifest["seed"], rel.manifest["persons"]["neighbours"]
 (7, 'bounded')
 >>> p1 = rel.table("P1")                                     # one row per geounit
->>> state = rel.table("P1", sumlev="040")                    # the state's row
+>>> state = rel.table("P1", "state")                         # or "040", "40"
 >>> int(state["P1_001N"][0]) == cef.persons                  # the invariant, exact
 True
+>>> rel.table("P1", "county")["GEOID"].to_pylist()           # DC is one county
+['11001']
 >>> censusdp.validate(work / "run").ok
 True
 >>> rel.nmf("Tract").column_names[:6]      # DC's one county: bypassed, not measured
-['geolevel', 'geocode', 'query', 'cell', 'value', 'variance']
+['geolevel', 'geocode', 'GEOID', 'query', 'cell', 'value']
 
 Seeded runs (``seed=7``) are reproducible and NOT secure; leave ``seed`` out for a
 release (secure randomness, and the manifest says so).
@@ -95,10 +97,32 @@ class Release:
         """
         return self.files.mdf_table("units")
 
-    def table(self, name: str, sumlev: str | None = None) -> pa.Table:
+    def table(self, name: str, sumlev: str | int | None = None) -> pa.Table:
         """One published table (``P1`` ... ``P5``, ``H1``) with GEOID, SUMLEV and NAME,
-        optionally one summary level (``"040"`` state, ``"050"`` county, ...)."""
+        optionally one summary level: its code with or without leading zeros or its
+        name, in any case (``"050"``, ``"50"``, ``"county"``; ``"040"``/``"state"``,
+        ``"140"``/``"tract"``, ``"150"``/``"block group"``, ``"750"``/``"block"``).
+
+        Raises:
+            SchemaError: for an unknown table or summary level, listing the valid ones.
+        """
         return self.files.table(name, sumlev)
+
+    def csv(self, name: str, form: str = "wide") -> Path:
+        """The path of a published table's CSV beside its Parquet: ``"wide"`` (one row
+        per geounit; line 1 the column names, line 2 their labels) or ``"long"`` (one
+        row per geounit above the block and variable: GEOID, SUMLEV, NAME, variable,
+        label, value); :mod:`censusdp.io.table_csv`. Read GEOID and SUMLEV as text::
+
+            pd.read_csv(rel.csv("P1"), skiprows=[1], dtype={"GEOID": str, "SUMLEV": str})
+        """
+        from censusdp.errors import SchemaError
+        from censusdp.io.layout import table_csv_file
+        from censusdp.tables import TABLE_NAMES
+
+        if str(name).upper() not in TABLE_NAMES:
+            raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+        return self.files.tables_dir / table_csv_file(str(name).upper(), form)
 
     def tables(self) -> dict[str, pa.Table]:
         """Every published table, by name."""
@@ -106,8 +130,12 @@ class Release:
 
     def nmf(self, geolevel: str | None = None, *, units: bool = False) -> pa.Table:
         """The noisy measurements (of one geolevel, reading only its row groups): the
-        parts its ``_parts.json`` lists."""
-        return self.files.nmf_table("units" if units else "persons", geolevel)
+        parts its ``_parts.json`` lists, with ``GEOID`` beside the NMF's own ``geocode``:
+        the Census GEOID the tables give the same geounit (``50001``; the production
+        spine's code is ``050001``), null for a geounit that is not a tabulation one
+        (an AIAN part, an optimized block group;
+        :func:`censusdp.io.spine.spine_geoids`)."""
+        return self.files.nmf_with_geoids("units" if units else "persons", geolevel)
 
     def validate(self, truth: PathLike | None = None, *, public_key: PathLike | None = None) -> Any:
         """:func:`validate` this release (and its signature, with ``public_key``)."""
@@ -301,35 +329,122 @@ def verify_release(run: PathLike, public_key: PathLike) -> tuple[bool, str]:
     return _verify(run, public_key, option="public_key")
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What :func:`evaluate_release` measured (``censusdp evaluate``'s JSON, typed).
+
+    Attributes:
+        metrics: the errors by measure and geolevel (``metrics["total_population"]
+            ["County"]["mae"]`` ...; their definitions in ``definitions``).
+        invariants_ok: whether every invariant holds exactly in the release.
+        largest_errors: the largest errors by measure and geolevel, with each geounit.
+        districts: the errors of random districts by target population.
+        definitions: what each reported quantity means, in words.
+        trials: the empirical errors of reruns (``trials``), or ``None``.
+        expected: the errors predicted from the release alone (``simulations``), or ``None``.
+        validation: the failed checks of an invalid release (``allow_invalid``), or ``None``.
+        result: the whole JSON-ready result, as ``censusdp evaluate --json`` writes it.
+    """
+
+    metrics: dict[str, Any] = field(repr=False)
+    invariants_ok: bool
+    largest_errors: dict[str, Any] = field(repr=False)
+    districts: Any = field(repr=False)
+    definitions: dict[str, str] = field(repr=False)
+    trials: Any = field(default=None, repr=False)
+    expected: Any = field(default=None, repr=False)
+    validation: Any = field(default=None, repr=False)
+    result: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any]) -> Evaluation:
+        """The typed view of :func:`censusdp.evaluate.evaluate`'s result."""
+        return cls(
+            metrics=result["metrics"],
+            invariants_ok=bool(result["invariants_ok"]),
+            largest_errors=result["largest_errors"],
+            districts=result["districts"],
+            definitions=result["definitions"],
+            trials=result.get("trials"),
+            expected=result.get("expected"),
+            validation=result.get("validation"),
+            result=result,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready result (what ``--json`` writes)."""
+        return self.result
+
+
 def evaluate_release(
-    truth: PathLike,
     run: PathLike,
+    truth: PathLike,
+    options: Any = None,
     *,
     workers: int = 1,
     progress: Progress = None,
     json_path: PathLike | None = None,
     html_path: PathLike | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """Accuracy of a release against the truth (``censusdp evaluate``).
+    **legacy: Any,
+) -> Evaluation:
+    """Accuracy of the release ``run`` against the confidential input ``truth``
+    (``censusdp evaluate``), release first as in every other verb.
 
     Args:
-        options: the fields of :class:`censusdp.evaluate.EvaluateOptions` by name,
-            e.g. ``trials=5``, ``district_draws=1``, ``allow_invalid=True``; an unknown
-            name is a ``ConfigError``.
+        run: the release directory.
+        truth: the input the release was made from (``persons.parquet``, ``units.parquet``).
+        options: a :class:`censusdp.evaluate.EvaluateOptions` (``trials``,
+            ``simulations``, ``district_draws``, ``allow_invalid``, ...); ``None`` for
+            the defaults.
+        workers, progress: where reruns and simulations run, where progress goes.
+        json_path, html_path: where to write the result and the HTML report (optional).
+
+    Returns:
+        An :class:`Evaluation`.
+
+    The old forms (``evaluate_release(truth, run, trials=5)``) still work, with a
+    ``DeprecationWarning``: the arguments are swapped back when ``truth`` is the
+    release (it holds published tables) and ``run`` is not, and options by name
+    become the :class:`~censusdp.evaluate.EvaluateOptions`.
     """
+    import warnings
+
     from censusdp.evaluate import EvaluateOptions
     from censusdp.evaluate import evaluate as _evaluate
+    from censusdp.io.rundir import RunDir
     from censusdp.release.options import Execution
 
-    return _evaluate(
+    if RunDir(truth).tables_dir.is_dir() and not RunDir(run).tables_dir.is_dir():
+        warnings.warn(
+            "evaluate_release(truth, run) is deprecated: pass the release first, "
+            "evaluate_release(run, truth)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        run, truth = truth, run
+    if legacy:
+        if options is not None:
+            from censusdp.errors import ConfigError
+
+            raise ConfigError(
+                f"evaluate_release takes options or {sorted(legacy)[0]!r} by name, not both"
+            )
+        warnings.warn(
+            "evaluate_release(..., name=value) is deprecated: pass "
+            "options=censusdp.evaluate.EvaluateOptions(name=value)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        options = _options(EvaluateOptions, legacy, "evaluation")
+    result = _evaluate(
         truth,
         run,
-        _options(EvaluateOptions, options, "evaluation"),
+        options if options is not None else EvaluateOptions(),
         execution=Execution(workers=workers, progress=progress),
         json_path=json_path,
         html_path=html_path,
     )
+    return Evaluation.from_result(result)
 
 
 def infer_release(run: PathLike, out: PathLike, **options: Any) -> pa.Table:

@@ -170,10 +170,18 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
     assert "census tracts are typically off by about" in html
     assert f"<b>{tract['mae']:,.1f}</b>" in html
     assert "No confidential data was used" in html
+    page = render_expected_report(predicted["result"])
+    assert "Expected errors by geolevel and table" in page
+    # the CSV downloads hold numbers: the MAE and its Monte Carlo error in two columns
+    from report_csv import mixed_cells, table_csvs
+
+    assert mixed_cells(page) == []
+    table = table_csvs(page)["expected_total_population"]
+    assert table[0][2:4] == ["released: MAE", "released: MAE MC se"]
+    assert all(float(row[2]) >= 0 for row in table[1:] if row[2])
     # the release by its directory name, never where it lies on this machine
     assert f"<code>{predicted['run'].name}</code>" in html
     assert str(predicted["run"].resolve()) not in html and "docs/" not in html
-    assert "Expected errors by geolevel and table" in render_expected_report(predicted["result"])
     out = predicted["dir"] / "cli.json"
     rc = main(
         ["evaluate", "--release", str(predicted["run"]), "--json", str(out), "--simulations", "1",
@@ -225,5 +233,9 @@ def test_predicted_next_to_measured_section(predicted) -> None:
     assert html.count("<tr>") == 1 + len(MEASURES) * len(res["geolevels"])
     p = res["released"]["by_level"]["P1"]["Block"]["mae"]
     a = actual["metrics"]["P1"]["Block"]["mae"]
-    assert f"<td>P1</td><td>Block</td><td>{fmt(a, 3)}</td>" in html
-    assert f"<td>{fmt(a / p, 3)}</td></tr>" in html
+    # shown rounded; downloaded whole (data-csv)
+    assert (
+        f'<td>P1</td><td>Block</td><td data-csv="[{float(f"{a:.10g}")!r}]">{fmt(a, 3)}</td>' in html
+    )
+    ratio = float(f"{a / p:.10g}")
+    assert f'<td data-csv="[{ratio!r}]">{fmt(a / p, 3)}</td></tr>' in html

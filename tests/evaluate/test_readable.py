@@ -189,3 +189,21 @@ def test_rendered_report_reads_plainly(readable):
     assert county["r"][0][i] == int(detail["release_tables"]["P1"][2][2, 0])
     assert html.count('class="county"') == 14  # the Vermont map
     assert html.count('<table class="csv"') >= 8
+
+
+def test_the_reports_csv_downloads_hold_numbers(readable):
+    """Each table downloads one number per column: the typical error, its 9-in-10 bound
+    and the count apart (never ``1 (9 in 10 within 4; n = 2,123)``), no separators."""
+    from report_csv import mixed_cells, table_csvs
+
+    result, detail = readable
+    page = render_report(result, detail["scatter"], detail=detail)
+    assert mixed_cells(page) == []
+    size = table_csvs(page)["typical_error_by_size"]
+    assert size[0][1:4] == [
+        "counties: typical error",
+        "counties: 9 in 10 within",
+        "counties: number of counties",
+    ]
+    assert all(c == "" or float(c) >= 0 for row in size[1:] for c in row[1:])
+    assert any(c != "" for row in size[1:] for c in row[1:])

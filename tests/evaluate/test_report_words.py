@@ -57,7 +57,8 @@ def _table_after(text: str, heading: str) -> list[list[str]]:
     body = text[start : text.index("</table>", start)]
     rows = re.findall(r"<tr>(.*?)</tr>", body)
     return [
-        [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[dh]>(.*?)</t[dh]>", r)] for r in rows
+        [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r)]
+        for r in rows
     ]
 
 

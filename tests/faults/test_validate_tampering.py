@@ -398,6 +398,21 @@ def test_the_codebook_is_censusdps(good_release: Path, tmp_path: Path, case: str
     invalid(d, "codebook", "codebook.csv")
 
 
+def test_the_tables_csv_hold_their_parquet(good_release: Path, tmp_path: Path) -> None:
+    """A count edited in a wide CSV and a long CSV removed, both named (one validate run;
+    the other cases are tests/io/test_table_csv.py's)."""
+    d = copy(good_release, tmp_path)
+    wide = d / "tables" / "P1.csv"
+    lines = wide.read_text().splitlines(keepends=True)
+    cells = lines[3].split(",")
+    cells[-1] = str(int(cells[-1]) + 1) + "\n"
+    lines[3] = ",".join(cells)
+    wide.write_text("".join(lines))
+    (d / "tables" / "H1_long.csv").unlink()
+    rehash(d)
+    invalid(d, "tables_csv", "P1.csv: line 4 ", "H1_long.csv: missing")
+
+
 # -- item 12: the randomness claim ---------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.errors import SchemaError
 from censusdp.io.tables import read_table, write_tables
 from censusdp.tables import TABLE_NAMES, codebook, table_definition, tabulate
 from censusdp.tables.geoids import (
@@ -24,6 +25,7 @@ from censusdp.tables.geoids import (
     place_names,
     state_name,
     sumlevel,
+    summary_level,
     tract_name,
 )
 
@@ -207,6 +209,39 @@ def test_read_one_summary_level(tmp_path):
     assert counties["GEOID"] == ["50001", "50027"]
     assert counties["H1_001N"] == [4, 2]
     assert read_table(tmp_path, "H1").num_rows == 1 + 1 + 2 + 4 + 5 + 6
+
+
+@pytest.mark.parametrize(
+    ("given", "code"),
+    [
+        ("050", "050"),
+        ("50", "050"),
+        (50, "050"),
+        ("county", "050"),
+        ("County", "050"),
+        (" COUNTY ", "050"),
+        ("40", "040"),
+        ("state", "040"),
+        ("10", "010"),
+        ("US", "010"),
+        ("nation", "010"),
+        ("140", "140"),
+        ("tract", "140"),
+        ("Census Tract", "140"),
+        ("block group", "150"),
+        ("BlockGroup", "150"),
+        ("750", "750"),
+        ("Block", "750"),
+    ],
+)
+def test_summary_level_takes_codes_and_names(given, code) -> None:
+    assert summary_level(given) == code
+
+
+@pytest.mark.parametrize("given", ["060", "5", "0050", "counties", "", "place", "160"])
+def test_summary_level_refuses_others_listing_the_levels(given) -> None:
+    with pytest.raises(SchemaError, match=r"unknown summary level .*010 \(nation\).*750 \(block\)"):
+        summary_level(given)
 
 
 def test_the_geoid_label_names_no_vintage_the_input_may_not_have() -> None:

@@ -216,7 +216,9 @@ def test_write_read_roundtrip(tmp_path):
     tables = tabulate(persons, units, h)
     write_tables(tables, tmp_path / "tables")
     assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == sorted(
-        [f"{n}.parquet" for n in TABLE_NAMES] + ["codebook.csv"]
+        [f"{n}.parquet" for n in TABLE_NAMES]
+        + [f"{n}{end}" for n in TABLE_NAMES for end in (".csv", "_long.csv")]
+        + ["codebook.csv"]
     )
     back = read_tables(tmp_path / "tables")
     for name in TABLE_NAMES:

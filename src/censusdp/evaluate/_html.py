@@ -6,6 +6,11 @@ adds a "Download CSV" button before every ``<table class="csv">``, runs the plac
 drill-down, and records its state on ``<body>`` (``data-ready``, ``data-csv-buttons``,
 ``data-drill-*``, ``data-error``; with ``#csv=1`` in the URL, ``data-csv`` holds the CSV
 of the drill-down table) so a headless browser can check the page.
+
+A table's CSV download holds numbers, not what the page shows: a number cell downloads
+its value (``data-v``: ``2123``, not ``2,123``), and a cell that shows several numbers
+(a :class:`Split`: ``12 (9 in 10 within 40; n = 2,123)``) downloads one column each,
+named by its header's :class:`Split`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
@@ -46,7 +52,9 @@ var B=document.body;
 window.addEventListener('error',function(e){B.setAttribute('data-error',String(e.message||e));});
 function cell(s){s=String(s);return /[",\n]/.test(s)?'"'+s.replace(/"/g,'""')+'"':s;}
 function tableCsv(t){var out=[];for(var i=0;i<t.rows.length;i++){var r=t.rows[i],c=[];
- for(var j=0;j<r.cells.length;j++){var x=r.cells[j];c.push(cell(x.hasAttribute('data-v')?x.getAttribute('data-v'):x.textContent.trim()));}
+ for(var j=0;j<r.cells.length;j++){var x=r.cells[j];
+  if(x.hasAttribute('data-csv')){var vs=JSON.parse(x.getAttribute('data-csv'));for(var k=0;k<vs.length;k++){c.push(cell(vs[k]===null?'':vs[k]));}}
+  else{c.push(cell(x.hasAttribute('data-v')?x.getAttribute('data-v'):x.textContent.trim()));}}
  out.push(c.join(','));}return out.join('\n')+'\n';}
 function download(name,text){var a=document.createElement('a');
  a.href=URL.createObjectURL(new Blob([text],{type:'text/csv'}));a.download=name;document.body.appendChild(a);a.click();
@@ -121,6 +129,65 @@ def fmt(x: Any, digits: int = 4) -> str:
     return esc(x)
 
 
+@dataclass(frozen=True)
+class Split:
+    """A cell shown as one thing and downloaded as several CSV columns.
+
+    In a header, ``html`` is the column's title (text) and ``values`` the CSV columns'
+    names; in a row, ``html`` is what the page shows and ``values`` the numbers
+    downloaded (``None`` for none), as many as its header names.
+    """
+
+    html: str
+    values: tuple[Any, ...]
+
+    def attribute(self) -> str:
+        """The ``data-csv`` attribute the page script downloads."""
+        data = [_plain(v) for v in self.values]
+        return f' data-csv="{esc(json.dumps(data, allow_nan=False))}"'
+
+
+def _plain(v: Any) -> Any:
+    """A value as JSON for the CSV: finite numbers as numbers (floats to 10 significant
+    digits), nothing as ``None``."""
+    if isinstance(v, float):
+        return float(f"{v:.10g}") if math.isfinite(v) else None
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return str(v)
+
+
+def num(x: Any, digits: int = 4) -> Split:
+    """A number shown as :func:`fmt` shows it, downloaded whole (for ``raw`` tables)."""
+    return Split(fmt(x, digits), (x,))
+
+
+def _data_v(c: Any) -> str:
+    """The ``data-v`` attribute of a number cell: its value, without separators (a float
+    to 10 significant digits)."""
+    if c is None or (isinstance(c, float) and not math.isfinite(c)):
+        return ' data-v=""'
+    if isinstance(c, float):
+        return f' data-v="{c:.10g}"'
+    if isinstance(c, int) and not isinstance(c, bool):
+        return f' data-v="{c}"'
+    return ""
+
+
+def _td(c: Any, raw: bool) -> str:
+    if isinstance(c, Split):
+        return f"<td{c.attribute()}>{c.html}</td>"
+    if raw:
+        return f"<td>{c}</td>"
+    return f"<td{_data_v(c)}>{fmt(c)}</td>"
+
+
+def _th(h: Any) -> str:
+    if isinstance(h, Split):
+        return f"<th{h.attribute()}>{esc(h.html)}</th>"
+    return f"<th>{esc(h)}</th>"
+
+
 def plain_number(x: float, digits: int = 4) -> str:
     """A float in positional notation, never in exponent form (``5.19e-05``).
 
@@ -143,7 +210,7 @@ def plain_number(x: float, digits: int = 4) -> str:
 
 
 def table(
-    header: Sequence[str],
+    header: Sequence[str | Split],
     rows: Sequence[Sequence[Any]],
     caption: str = "",
     *,
@@ -153,16 +220,15 @@ def table(
     """An HTML table with a CSV download button (added by the page script).
 
     Args:
-        header: column titles.
-        rows: cell values (formatted with :func:`fmt`, or inserted as is with ``raw``).
+        header: column titles (a :class:`Split` for a column downloaded as several).
+        rows: cell values (formatted with :func:`fmt`, or inserted as is with ``raw``;
+            a :class:`Split` shows its HTML and downloads its values).
         caption: the table caption.
         name: file name of the CSV download (without ``.csv``).
         raw: cells are already HTML.
     """
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{c if raw else fmt(c)}</td>" for c in r) + "</tr>" for r in rows
-    )
+    head = "".join(_th(h) for h in header)
+    body = "".join("<tr>" + "".join(_td(c, raw) for c in r) + "</tr>" for r in rows)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     slug = "".join(ch if ch.isalnum() else "_" for ch in (name or caption or "table").lower())
     return (

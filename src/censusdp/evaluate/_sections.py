@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from censusdp.evaluate._html import esc, json_script, table
+from censusdp.evaluate._html import Split, esc, json_script, table
 from censusdp.evaluate.maps import class_rule, county_map_svg
 from censusdp.evaluate.summary import KEY_COUNTS, typical_errors
 
@@ -65,12 +65,24 @@ def size_rows(
     return {lv: typical_errors(*scatter[lv]) for lv in levels if lv in scatter}
 
 
-def _cell(rec: Mapping[str, Any] | None) -> str:
+def _cell(rec: Mapping[str, Any] | None) -> Split:
+    """The typical error shown with its 90th percentile and count; downloaded as three
+    numbers (:func:`_size_columns`)."""
     if not rec:
-        return "&ndash;"
-    return (
+        return Split("&ndash;", (None, None, None))
+    return Split(
         f'<span class="big">{rec["median_abs"]:,}</span> '
-        f"<small>(9 in 10 within {rec['q90_abs']:,}; n = {rec['n']:,})</small>"
+        f"<small>(9 in 10 within {rec['q90_abs']:,}; n = {rec['n']:,})</small>",
+        (rec["median_abs"], rec["q90_abs"], rec["n"]),
+    )
+
+
+def _size_columns(level: str) -> Split:
+    """A level's column of :func:`size_table`, downloaded as three CSV columns."""
+    name = plural(level)
+    return Split(
+        name,
+        (f"{name}: typical error", f"{name}: 9 in 10 within", f"{name}: number of {name}"),
     )
 
 
@@ -94,7 +106,7 @@ def size_table(
             row.append(_cell(rec))
         rows.append(row)
     return table(
-        [first] + [plural(lv) for lv in levels],
+        [first] + [_size_columns(lv) for lv in levels],
         rows,
         caption,
         name="typical_error_by_size",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.evaluate import _sections as sec
-from censusdp.evaluate._html import dir_name, esc, fmt, page, table
+from censusdp.evaluate._html import Split, dir_name, esc, fmt, num, page, table
 from censusdp.evaluate.summary import budget_words
 from censusdp.io.output_files import write_output_text
 
@@ -82,30 +82,39 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
     rows = []
     for lv in result["geolevels"]:
         r, g, w = rel.get(lv, {}), gls.get(lv, {}), raw.get(lv, {})
-        iv = r.get("interval90")
+        iv = r.get("interval90") or (None, None)
         rows.append(
             [
                 esc(lv),
-                fmt(result["units"].get(lv)),
-                fmt(r.get("mae"), 3) + " &plusmn; " + fmt(r.get("mae_mc_se"), 2),
-                fmt(r.get("rmse"), 3),
-                fmt(r.get("bias"), 3),
-                esc(f"[{iv[0]}, {iv[1]}]") if iv else "&ndash;",
-                fmt(r.get("abs_q90")),
-                fmt(g.get("mae"), 3),
-                fmt(g.get("rmse"), 3),
-                fmt(g.get("ci90_halfwidth"), 3),
-                fmt(w.get("rmse"), 3),
+                num(result["units"].get(lv)),
+                Split(
+                    fmt(r.get("mae"), 3) + " &plusmn; " + fmt(r.get("mae_mc_se"), 2),
+                    (r.get("mae"), r.get("mae_mc_se")),
+                ),
+                num(r.get("rmse"), 3),
+                num(r.get("bias"), 3),
+                Split(
+                    esc(f"[{iv[0]}, {iv[1]}]") if iv[0] is not None else "&ndash;",
+                    (iv[0], iv[1]),
+                ),
+                num(r.get("abs_q90")),
+                num(g.get("mae"), 3),
+                num(g.get("rmse"), 3),
+                num(g.get("ci90_halfwidth"), 3),
+                num(w.get("rmse"), 3),
             ]
         )
     return table(
         [
             "geolevel",
             "units",
-            "released: MAE ± MC se",
+            Split("released: MAE ± MC se", ("released: MAE", "released: MAE MC se")),
             "released: RMSE",
             "released: bias",
-            "released: 90% of errors in",
+            Split(
+                "released: 90% of errors in",
+                ("released: 90% of errors from", "released: 90% of errors to"),
+            ),
             "released: 9 in 10 within",
             "GLS: MAE",
             "GLS: RMSE",
@@ -140,10 +149,13 @@ def predicted_section(result: Mapping[str, Any]) -> list[str]:
                 [
                     esc(m),
                     esc(lv),
-                    fmt(a, 3),
-                    fmt(p["mae"], 3) + " &plusmn; " + fmt(p.get("mae_mc_se"), 2),
-                    fmt(p.get("mae_sd_one_release"), 2),
-                    fmt(ratio, 3),
+                    num(a, 3),
+                    Split(
+                        fmt(p["mae"], 3) + " &plusmn; " + fmt(p.get("mae_mc_se"), 2),
+                        (p["mae"], p.get("mae_mc_se")),
+                    ),
+                    num(p.get("mae_sd_one_release"), 2),
+                    num(ratio, 3),
                 ]
             )
     k = exp["released"]["simulations"]
@@ -158,7 +170,7 @@ def predicted_section(result: Mapping[str, Any]) -> list[str]:
                 "measure",
                 "geolevel",
                 "MAE measured",
-                "MAE predicted ± MC se",
+                Split("MAE predicted ± MC se", ("MAE predicted", "MAE predicted MC se")),
                 "sd of one release",
                 "measured / predicted",
             ],  # fmt: skip

@@ -30,7 +30,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from censusdp.evaluate import _sections as sec
-from censusdp.evaluate._html import dir_name, img, page
+from censusdp.evaluate._html import Split, dir_name, img, page
 from censusdp.evaluate._html import fmt as _fmt
 from censusdp.evaluate._html import table as _table
 from censusdp.evaluate._scatter import _scatter_figure, figure_png, scatter_limits
@@ -370,11 +370,16 @@ def _bias_section(result: Mapping[str, Any]) -> list[str]:
         bb = result["metrics"]["total_population"][lv]["by_bin"]
         rows.append(
             [lv]
-            + [f"{_fmt(bb[b]['bias'])} (n={bb[b]['n']:,})" if bb[b]["n"] else None for b in bins]
+            + [
+                Split(f"{_fmt(bb[b]['bias'])} (n={bb[b]['n']:,})", (bb[b]["bias"], bb[b]["n"]))
+                if bb[b]["n"]
+                else Split("&ndash;", (None, None))
+                for b in bins
+            ]
         )
     parts.append(
         _table(
-            ["geolevel"] + [f"true {b}" for b in bins],
+            ["geolevel"] + [Split(f"true {b}", (f"true {b}: bias", f"true {b}: n")) for b in bins],
             rows,
             "Total population: bias by true-count bin",
         )
@@ -385,13 +390,18 @@ def _bias_section(result: Mapping[str, Any]) -> list[str]:
         rows.append(
             [lv]
             + [
-                f"{_fmt(bb[b]['bias'])} / {_fmt(bb[b]['mae'])}" if bb[b]["n"] else None
+                Split(
+                    f"{_fmt(bb[b]['bias'])} / {_fmt(bb[b]['mae'])}", (bb[b]["bias"], bb[b]["mae"])
+                )
+                if bb[b]["n"]
+                else Split("&ndash;", (None, None))
                 for b in bins
             ]
         )
     parts.append(
         _table(
-            ["geolevel"] + [f"true {b}" for b in bins],
+            ["geolevel"]
+            + [Split(f"true {b}", (f"true {b}: bias", f"true {b}: MAE")) for b in bins],
             rows,
             "P1 lines: bias / MAE by true-count bin",
         )
@@ -410,6 +420,10 @@ def _pathology_section(result: Mapping[str, Any]) -> list[str]:
         "<em>Formal Privacy Methods for the 2020 Census</em>, 2020, sec. 6.2).</p>"
     )
     parts.append(img(_pathology_figure(result), "Pathology shares, released vs truth"))
+
+    def share(rec: Mapping[str, Any], key: str) -> Split:
+        return Split(f"{rec[key]:,}/{rec['n_units']:,}", (rec[key], rec["n_units"]))
+
     rows = []
     for lv in result["geolevels"]:
         o = result["pathologies"]["occupancy_100"][lv]
@@ -418,25 +432,25 @@ def _pathology_section(result: Mapping[str, Any]) -> list[str]:
         rows.append(
             [
                 lv,
-                f"{o['released']['n_full']:,}/{o['released']['n_units']:,}",
-                f"{o['truth']['n_full']:,}/{o['truth']['n_units']:,}",
-                f"{u1['released']['n_all_under18']:,}/{u1['released']['n_units']:,}",
-                f"{u1['truth']['n_all_under18']:,}/{u1['truth']['n_units']:,}",
-                f"{u50['released']['n_all_under18']:,}/{u50['released']['n_units']:,}",
-                f"{u50['truth']['n_all_under18']:,}/{u50['truth']['n_units']:,}",
+                share(o["released"], "n_full"),
+                share(o["truth"], "n_full"),
+                share(u1["released"], "n_all_under18"),
+                share(u1["truth"], "n_all_under18"),
+                share(u50["released"], "n_all_under18"),
+                share(u50["truth"], "n_all_under18"),
             ]
         )
+    titles = [
+        ("100% occupied (released)", "100% occupied, released"),
+        ("(truth)", "100% occupied, truth"),
+        ("100% under 18 (released)", "100% under 18, released"),
+        ("(truth)", "100% under 18, truth"),
+        ("pop 50+: 100% under 18 (released)", "pop 50+: 100% under 18, released"),
+        ("(truth)", "pop 50+: 100% under 18, truth"),
+    ]
     parts.append(
         _table(
-            [
-                "geolevel",
-                "100% occupied (released)",
-                "(truth)",
-                "100% under 18 (released)",
-                "(truth)",
-                "pop 50+: 100% under 18 (released)",
-                "(truth)",
-            ],
+            ["geolevel"] + [Split(t, (f"{c}: units", f"{c}: eligible")) for t, c in titles],
             rows,
             "Units with the pathology / units eligible",
         )

@@ -12,6 +12,7 @@ A release (``censusdp run``) is a directory (docs/file-formats.md)::
     mdf_persons.parquet/  mdf_persons.txt/   the released persons (Parquet, MDF2020 text)
     mdf_units.parquet/    mdf_units.txt/     the released units
     tables/P1.parquet/ ... H1.parquet/, tables/codebook.csv
+    tables/P1.csv, tables/P1_long.csv ...   each table as CSV, wide and long
 
 Every module that reads or writes one of these files takes its name from here (or
 through :class:`censusdp.io.rundir.RunDir`); a test checks that no other module of
@@ -20,6 +21,7 @@ through :class:`censusdp.io.rundir.RunDir`); a test checks that no other module 
 
 from __future__ import annotations
 
+from censusdp.errors import SchemaError
 from censusdp.io.output_rules import MANIFEST_FILE, SIGNATURE_FILE
 
 __all__ = [
@@ -35,6 +37,8 @@ __all__ = [
     "SIGNATURE_FILE",
     "SPINE_FILE",
     "TABLES_DIR",
+    "TABLE_CSV_FORMS",
+    "table_csv_file",
 ]
 
 RUNS = ("persons", "units")
@@ -64,6 +68,19 @@ TABLES_DIR = "tables"
 
 CODEBOOK_FILE = "codebook.csv"
 """The codebook, in the tables directory."""
+
+TABLE_CSV_FORMS = ("wide", "long")
+"""The two CSV forms of a published table, in the tables directory (docs/file-formats.md):
+``wide`` one row per geounit, ``long`` one row per geounit and variable."""
+
+
+def table_csv_file(table: str, form: str = "wide") -> str:
+    """The CSV file of a published table in the tables directory: ``P1.csv`` (wide),
+    ``P1_long.csv`` (long)."""
+    if form not in TABLE_CSV_FORMS:
+        raise SchemaError(f"unknown CSV form {form!r}; the forms are {list(TABLE_CSV_FORMS)}")
+    return f"{table}.csv" if form == "wide" else f"{table}_long.csv"
+
 
 CHECKPOINT_DIR = "checkpoint"
 """An unfinished run's checkpoint (removed when the run commits)."""

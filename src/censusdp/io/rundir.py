@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
@@ -26,6 +27,7 @@ from censusdp.io.nmf_levels import read_geolevel
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.parts import read_parts
 from censusdp.io.release_manifest import ReleaseManifest
+from censusdp.io.spine import spine_geoids
 from censusdp.io.tables import read_table, read_tables
 
 __all__ = ["RunDir", "not_a_release", "read_manifest"]
@@ -172,6 +174,33 @@ class RunDir:
             return read_parts(self.nmf_file(run), what="noisy measurement part")
         return read_geolevel(self.nmf_file(run), geolevel)
 
+    def nmf_with_geoids(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:
+        """:meth:`nmf_table` with a ``GEOID`` column after ``geocode``: each geounit's
+        Census GEOID as the tables write it (``50001`` for the county whose NMF code is
+        ``050001`` on the production spine), null where the geounit is not a tabulation
+        geounit (:func:`censusdp.io.spine.spine_geoids`)."""
+        table = self.nmf_table(run, geolevel)
+        spine = self.spine_file if self.spine_file.is_file() else None
+        pairs = pa.table(
+            {
+                "geolevel": _plain(table.column("geolevel")),
+                "geocode": _plain(table.column("geocode")),
+            }
+        )
+        # the distinct (geolevel, geocode) pairs, and each row's pair
+        keys = pc.binary_join_element_wise(pairs["geolevel"], pairs["geocode"], "|")
+        encoded = pc.dictionary_encode(keys).combine_chunks()
+        uniq = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        levels = np.asarray([k.split("|", 1)[0] for k in uniq], dtype=object)
+        codes = np.asarray([k.split("|", 1)[1] for k in uniq], dtype=object)
+        ids = np.full(uniq.size, None, dtype=object)
+        for name in sorted(set(levels.tolist())):
+            at = np.flatnonzero(levels == name)
+            ids[at] = spine_geoids(spine, name, codes[at].astype(str))
+        geoid = pa.array(ids.tolist(), pa.string()).take(encoded.indices)
+        where = table.column_names.index("geocode") + 1
+        return table.add_column(where, "GEOID", geoid)
+
     def mdf_table(self, run: str = "persons") -> pa.Table:
         """The released records of ``run`` in production's layout (MDF2020 persons,
         ``MUD`` units): the parts ``_parts.json`` lists, in order."""
@@ -184,3 +213,10 @@ class RunDir:
     def tables(self) -> dict[str, pa.Table]:
         """Every published table, by name."""
         return read_tables(self.tables_dir)
+
+
+def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string column, dictionary-decoded if it was encoded."""
+    if pa.types.is_dictionary(column.type):
+        return column.cast(column.type.value_type)
+    return column

@@ -25,11 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels
+from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, DEFAULT_GEOLEVELS, GeoLevels
 from censusdp.errors import InputError
 from censusdp.io.atomic import write_parquet
+from censusdp.tables.geoids import geoids
 
-__all__ = ["read_spine", "write_spine"]
+__all__ = ["read_spine", "spine_geoids", "write_spine"]
 
 
 def write_spine(columns: dict[str, np.ndarray], path: str | Path) -> None:
@@ -104,3 +105,50 @@ def read_spine(path: str | Path, geolevels: GeoLevels) -> tuple[np.ndarray, np.n
                 f"{lv.length} characters of the block's code {str(codes[i])!r}"
             )
     return geocodes.astype("U16"), codes.astype(f"U{bottom.length}")
+
+
+_TABULATION_LENGTHS = {lv.name: lv.length for lv in DEFAULT_GEOLEVELS.levels}
+"""The code length of each tabulation geolevel, by the name a spine level shares with it."""
+
+
+def spine_geoids(path: str | Path | None, geolevel: str, codes: np.ndarray) -> np.ndarray:
+    """The Census GEOID of each NMF geounit of ``geolevel`` (``codes``, as the NMF's
+    ``geocode`` column gives them), as the published tables write it; ``None`` where
+    the geounit is not a tabulation geounit.
+
+    A release on the tabulation geography (``path`` ``None``) measures tabulation
+    geounits: the GEOID is :func:`censusdp.tables.geoids.geoids` of the code. On a spine
+    (``path`` its ``spine.parquet``) a geounit of a level named as a tabulation level
+    (``State``, ``County``, ``Tract``, ``BlockGroup``, ``Block``) has that level's GEOID
+    when it holds exactly the blocks of one tabulation geounit (the non-AIAN part of a
+    state without AIAN blocks, its counties and tracts; every block); an AIAN or
+    non-AIAN part of a split unit, an optimized block group and a tract group have none.
+    The root (``US``) is ``"US"``, as in the tables.
+    """
+    codes = np.asarray(codes).astype(str)
+    length = _TABULATION_LENGTHS.get(geolevel)
+    if length == 0:
+        return np.full(codes.size, "US", dtype=object)
+    if path is None:
+        lengths = np.char.str_len(codes) if codes.size else np.zeros(0, int)
+        if length is None or (lengths != length).any():
+            return np.full(codes.size, None, dtype=object)
+        return geoids(codes, length)
+    out = np.full(codes.size, None, dtype=object)
+    if length is None:
+        return out
+    table = pq.read_table(path, columns=["geocode", geolevel])
+    units = np.asarray(table.column(geolevel).to_numpy(zero_copy_only=False)).astype(str)
+    tab = np.asarray(table.column("geocode").to_numpy(zero_copy_only=False)).astype(f"U{length}")
+    pairs = np.unique(np.stack([units, tab.astype(units.dtype)]), axis=1)
+    u_vals, u_counts = np.unique(pairs[0], return_counts=True)
+    t_vals, t_counts = np.unique(pairs[1], return_counts=True)
+    one_tab = set(u_vals[u_counts == 1].tolist())
+    one_unit = set(t_vals[t_counts == 1].tolist())
+    same = {u: t for u, t in pairs.T.tolist() if u in one_tab and t in one_unit}
+    hits = [same.get(c) for c in codes.tolist()]
+    found = np.flatnonzero([h is not None for h in hits])
+    if found.size:
+        tab_codes = np.asarray([hits[i] for i in found], dtype=f"U{length}")
+        out[found] = geoids(tab_codes, length)
+    return out

@@ -1,5 +1,6 @@
 """The published tables on disk: one Parquet file per table in ``RUN/tables/``, and
-``RUN/tables/codebook.csv`` naming and labelling every column.
+``RUN/tables/codebook.csv`` naming and labelling every column, and each table as CSV
+(wide and long, :mod:`censusdp.io.table_csv`).
 
 A run writes each table as part files (:mod:`censusdp.io.parts`):
 ``RUN/tables/P1.parquet/part-00000.parquet`` holds the geounits of every level above
@@ -33,6 +34,7 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, write_parquet
 from censusdp.io.layout import CODEBOOK_FILE
 from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
+from censusdp.io.table_csv import write_table_csvs
 from censusdp.tables import (
     IDENTIFIER_COLUMNS,
     TABLE_NAMES,
@@ -40,6 +42,7 @@ from censusdp.tables import (
     table_definition,
     tables_to_arrays,
 )
+from censusdp.tables.geoids import summary_level
 
 __all__ = [
     "TABLE_PART_FIELDS",
@@ -62,7 +65,8 @@ part), rows and SHA-256."""
 
 
 def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[str]) -> None:
-    """Write each table to ``directory/<name>.parquet`` and the codebook, atomically."""
+    """Write each table to ``directory/<name>.parquet`` and the codebook, atomically;
+    with every table, also their CSV (:func:`censusdp.io.table_csv.write_table_csvs`)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
@@ -70,6 +74,8 @@ def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[st
             raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
         write_parquet(table, d / f"{name}.parquet")
     write_codebook(d)
+    if set(tables) == set(TABLE_NAMES):
+        write_table_csvs(d)
 
 
 def codebook_bytes() -> bytes:
@@ -123,13 +129,15 @@ def write_table_index(
     directory: str | os.PathLike[str], parts: list[Mapping[str, dict[str, object]]]
 ) -> None:
     """Write each table's ``_parts.json`` from its parts' records (:func:`write_table_part`
-    with ``geolevel``, ``start`` and ``stop`` added) and the codebook."""
+    with ``geolevel``, ``start`` and ``stop`` added), the codebook and the tables' CSV
+    (:func:`censusdp.io.table_csv.write_table_csvs`)."""
     d = Path(directory)
     for name in TABLE_NAMES:
         recs = [p[name] for p in parts if name in p]
         if recs:
             write_part_index(d / f"{name}.parquet", recs, TABLE_PART_FIELDS)
     write_codebook(d)
+    write_table_csvs(d)
 
 
 _ID_COLUMNS = ("geolevel", "geocode", *IDENTIFIER_COLUMNS)
@@ -174,20 +182,23 @@ def read_table_arrays(
 
 
 def read_table(
-    directory: str | os.PathLike[str], name: str, *, sumlev: str | None = None
+    directory: str | os.PathLike[str], name: str, *, sumlev: str | int | None = None
 ) -> pa.Table:
-    """Read one published table, optionally one summary level only (``sumlev="050"``).
+    """Read one published table, optionally one summary level only: its code with or
+    without leading zeros or its name, in any case (``"050"``, ``"50"``, ``"county"``;
+    :func:`censusdp.tables.geoids.summary_level`).
 
     Raises:
-        SchemaError: for an unknown table name.
+        SchemaError: for an unknown table name or summary level (listing the valid ones).
         InputError: if the file is missing.
     """
-    if name not in TABLE_NAMES:
+    if str(name).upper() not in TABLE_NAMES:
         raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
-    path = Path(directory) / f"{name}.parquet"
+    code = summary_level(sumlev) if sumlev is not None else None
+    path = Path(directory) / f"{str(name).upper()}.parquet"
     if not path.exists():  # a file, or a directory of parts
         raise InputError(f"{path}: missing file")
-    filters = [("SUMLEV", "=", sumlev)] if sumlev is not None else None
+    filters = [("SUMLEV", "=", code)] if code is not None else None
     return read_parts(path, what="table part", filters=filters)
 
 

@@ -39,23 +39,44 @@ from importlib import resources
 
 import numpy as np
 
-from censusdp.errors import InternalError
+from censusdp.errors import InternalError, SchemaError
 
 __all__ = [
     "IDENTIFIER_COLUMNS",
     "IDENTIFIER_LABELS",
     "SUMLEVELS",
+    "SUMLEVEL_NAMES",
     "county_name",
     "geo_identifiers",
     "geoids",
     "place_names",
     "state_name",
+    "summary_level",
     "sumlevel",
     "tract_name",
 ]
 
 SUMLEVELS: dict[int, str] = {0: "010", 2: "040", 5: "050", 11: "140", 12: "150", 16: "750"}
 """Census summary level by geocode length."""
+
+SUMLEVEL_NAMES: dict[str, str] = {
+    "010": "nation",
+    "040": "state",
+    "050": "county",
+    "140": "tract",
+    "150": "block group",
+    "750": "block",
+}
+"""The plain name of each summary level (what :func:`summary_level` accepts besides the
+code)."""
+
+_SUMLEVEL_ALIASES: dict[str, str] = {
+    **{name: code for code, name in SUMLEVEL_NAMES.items()},
+    "us": "010",
+    "census tract": "140",
+    "blockgroup": "150",
+    "block_group": "150",
+}
 
 IDENTIFIER_COLUMNS: tuple[str, ...] = ("GEOID", "SUMLEV", "NAME")
 """The identifier columns every published table carries after ``geolevel``, ``geocode``."""
@@ -104,6 +125,24 @@ def tract_name(code: str) -> str:
 def sumlevel(length: int) -> str | None:
     """The Census summary level of geocodes of ``length`` characters (``None`` if none)."""
     return SUMLEVELS.get(int(length))
+
+
+def summary_level(level: str | int) -> str:
+    """The 3-digit summary level code of ``level``: a code with or without its leading
+    zeros (``"050"``, ``"50"``, ``50``) or a level's name, in any case (``"county"``,
+    ``"County"``, ``"block group"``, ``"BlockGroup"``, ``"tract"``, ``"US"``).
+
+    Raises:
+        SchemaError: naming the value and listing the valid levels, for anything else.
+    """
+    text = str(level).strip()
+    if text.isdigit() and text.zfill(3) in SUMLEVEL_NAMES:
+        return text.zfill(3)
+    code = _SUMLEVEL_ALIASES.get(text.lower())
+    if code is None:
+        valid = ", ".join(f"{c} ({n})" for c, n in SUMLEVEL_NAMES.items())
+        raise SchemaError(f"unknown summary level {level!r}; the levels are {valid}")
+    return code
 
 
 @cache

@@ -20,11 +20,12 @@ from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.invariants import Bounds, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
-from censusdp.io.layout import MDF_FILES
+from censusdp.io.layout import MDF_FILES, TABLE_CSV_FORMS, TABLES_DIR, table_csv_file
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.parts import part_name, regular_file
+from censusdp.io.table_csv import table_csv_mismatch
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
 from censusdp.release.validate._entries import Hashed
@@ -109,6 +110,26 @@ def check_mdf(
     )
     problem = codebook_mismatch(run / "tables")
     rep.add("codebook", problem is None, problem or "tables/codebook.csv is censusdp's")
+    _check_table_csvs(run / TABLES_DIR, rep)
+
+
+def _check_table_csvs(tables: Path, rep: ValidationReport) -> None:
+    """``tables_csv``: every table's wide and long CSV holds exactly its Parquet's rows
+    (:func:`censusdp.io.table_csv.table_csv_mismatch`). A release written before
+    censusdp wrote CSV has none (a CSV removed since is a file its manifest lists)."""
+    files = [(n, f) for n in TABLE_NAMES for f in TABLE_CSV_FORMS]
+    if not any((tables / table_csv_file(n, f)).exists() for n, f in files):
+        rep.add("tables_csv", True, "no CSV (a release written before the tables' CSV)")
+        return
+    try:
+        problems = [p for n, f in files if (p := table_csv_mismatch(tables, n, f))]
+    except (CensusDPError, OSError, pa.ArrowException) as exc:
+        problems = [f"cannot read the tables to check their CSV: {exc}"]
+    rep.add(
+        "tables_csv",
+        not problems,
+        "; ".join(problems[:3]) or "every table's wide and long CSV holds its Parquet's rows",
+    )
 
 
 def _check_as_estimate(
