@@ -424,7 +424,9 @@ def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
         ReleaseBudget(BUDGET),
         ReleaseOptions(seed=1, postprocess="none", spine="tabulation"),
     )
-    assert m["spine"] == {"kind": "tabulation"}
+    assert m["spine"]["kind"] == "tabulation" and set(m["spine"]) == {"kind", "nation"}
+    assert m["spine"]["nation"]["measured"] is False  # one state: the US is the nation's
+    assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "US") == set()
     assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "State") == {"50"}
     with pytest.raises(ConfigError, match="--spine must be one of"):
         run_release(spine_input, tmp_path / "x", ReleaseBudget(BUDGET), ReleaseOptions(spine="opt"))
