@@ -336,6 +336,9 @@ def test_one_state_on_the_tabulation_hierarchy_leaves_the_us_to_the_nation(one_s
         ("noisy_measurements.parquet", PERSON_RHO, US_PERSON_SHARES, "pl94-2020"),
         ("noisy_measurements_units.parquet", UNIT_RHO, US_UNIT_SHARES, "pl94-2020-units"),
     ):
+        # the US task's part has no rows, and the columns' own types (one schema)
+        assert pq.read_schema(run / nmf / "part-00000.parquet").field("variance").type == "double"
+        assert pq.read_table(run / nmf, columns=["variance"]).column(0).type == pa.float64()
         d = _nmf_rows(run / nmf)
         assert "US" not in set(d["geolevel"])
         q_shares = _query_shares(preset)

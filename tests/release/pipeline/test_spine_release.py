@@ -415,6 +415,10 @@ def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
     assert m["spine"]["kind"] == "tabulation"
     assert "no block attributes" in m["spine"]["note"]
     assert not (tmp_path / "run" / "spine.parquet").exists()
+    # one state on the tabulation hierarchy: the US is the nation's, as on the spine
+    assert m["spine"]["nation"]["measured"] is False
+    assert _nmf_codes(tmp_path / "run" / "noisy_measurements.parquet", "US") == set()
+    assert _nmf_codes(tmp_path / "run" / "noisy_measurements.parquet", "State") == {"50"}
 
 
 def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
