@@ -665,3 +665,32 @@ def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(spine
         for mq in ms:
             li = h.geolevels.index(mq.geolevel)
             assert np.array_equal(mq.measured_units(), want.measured(li))
+
+
+def test_the_tabulation_us_is_the_nations_below_51_states_and_read_back_as_recorded():
+    """On the tabulation hierarchy, fewer than the nation's 51 states leave the US to the
+    nation (no share, every other geounit its geolevel's); 51 states measure it; a
+    manifest without ``spine.nation`` (an older release) is re-read as measured."""
+    budget = load_preset("pl94-2020")
+    one = Hierarchy.from_blocks(np.array(block_codes(2, 1, 1, 2)))
+    geo = geography_for_input("tabulation", budget, one, {}, None)
+    assert geo.nation_outside and geo.spine is None
+    shares = geo.unit_shares(budget)
+    assert shares is not None and not shares.measured(0).any()
+    for li, name in enumerate(one.geolevels.names[1:], start=1):
+        want = budget.geolevel_shares[name]
+        assert all(shares.share(li, u) == want for u in range(one.n_units(li)))
+    record = geo.record(budget)
+    assert record["nation"]["measured"] is False and record["nation"]["share"] == "104/4099"
+    assert "1 state(s)" in record["nation"]["detail"]
+    assert geography_of_run("run", {"spine": record}, one).nation_outside
+    assert (
+        geography_of_run("run", {"spine": {"kind": "tabulation"}}, one).unit_shares(budget) is None
+    )
+    fips = [f"{s:02d}" for s in range(1, 52)]
+    nation = Hierarchy.from_blocks(
+        np.array([f"{s}{c[2:]}" for s in fips for c in block_codes(1, 1, 1, 1)])
+    )
+    whole = geography_for_input("tabulation", budget, nation, {}, None)
+    assert not whole.nation_outside and whole.unit_shares(budget) is None
+    assert "nation" not in whole.record(budget)
