@@ -201,6 +201,21 @@ def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int
     return out
 
 
+_TEXT = pa.dictionary(pa.int32(), pa.string())
+_EMPTY_SCHEMA = pa.schema(
+    [
+        ("geolevel", _TEXT),
+        ("geocode", _TEXT),
+        ("query", _TEXT),
+        ("cell", pa.int32()),
+        ("value", pa.int64()),
+        ("variance", pa.float64()),
+        ("mechanism", _TEXT),
+    ]
+)
+"""The columns of a part with rows (:class:`_QueryColumns`), for a part without."""
+
+
 class NMFWriter(StreamingWriter):
     """Append :class:`~censusdp.data.measurements.MeasuredChunk` s to a noisy measurement file.
 
@@ -268,7 +283,12 @@ class NMFWriter(StreamingWriter):
         if self._writer is not None:
             self._writer.close()
         else:
-            pq.write_table(pa.table({c: pa.array([], pa.string()) for c in NMF_COLUMNS}), self._tmp)
+            # no measured unit (the US of an input of some states): the columns' own types,
+            # so that a reader of the whole directory sees one schema
+            schema = _EMPTY_SCHEMA
+            if self._metadata is not None:
+                schema = schema.with_metadata(self._metadata)
+            pq.write_table(schema.empty_table(), self._tmp)
         self._ctx.__exit__(None, None, None)
         return self.rows
 

@@ -28,6 +28,9 @@ estimator the invariants and bounds on the spine:
   The parts' totals are recorded in the manifest (``spine.state_part_population``), so
   a re-estimate holds the same bounds.
 
+An input of fewer than the nation's states (:data:`NATION_STATES`) leaves the US
+geounit to the nation on either hierarchy (:attr:`ReleaseGeography.nation_outside`).
+
 Nothing here reads the input; :func:`geography_for_input` is given the validated unit
 columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
 """
@@ -36,7 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from functools import cached_property
+from math import lcm
 from pathlib import Path
 from typing import Any
 
@@ -268,15 +273,12 @@ class ReleaseGeography:
                 child's share would move to a parent geolevel the budget measures no
                 query at (it would be lost).
         """
+        if self.spine is None and self.nation_outside:
+            return self._nation_shares(budget)
         if self.spine is None or not self.bypass:
             return None
         h = self.estimation
-        names = list(h.geolevels.names)
-        if list(budget.geolevel_names) != names:
-            raise ConfigError(
-                f"budget {budget.name!r} has geolevels {list(budget.geolevel_names)}; "
-                f"the spine's are {names}"
-            )
+        names = self._check_geolevels(budget)
         shares = bypass_shares(h, [budget.geolevel_shares[n] for n in names], top=self._top)
         if not shares.bypassed:
             return None
@@ -289,6 +291,37 @@ class ReleaseGeography:
                     "there (bypass); give the level queries or use --spine tabulation"
                 )
         return shares
+
+    def _check_geolevels(self, budget: Budget) -> list[str]:
+        names = list(self.estimation.geolevels.names)
+        if list(budget.geolevel_names) != names:
+            where = "spine" if self.spine is not None else "tabulation hierarchy"
+            raise ConfigError(
+                f"budget {budget.name!r} has geolevels {list(budget.geolevel_names)}; "
+                f"the {where}'s are {names}"
+            )
+        return names
+
+    def _nation_shares(self, budget: Budget) -> UnitShares:
+        """The tabulation hierarchy's shares when the US is the nation outside the input:
+        every geounit at its geolevel's share (no bypass on the tabulation hierarchy),
+        the US geounit at none (its budget is the nation's)."""
+        h = self.estimation
+        shares = [Fraction(budget.geolevel_shares[n]) for n in self._check_geolevels(budget)]
+        den = lcm(*(s.denominator for s in shares))
+        level_num = tuple(int(s.numerator * (den // s.denominator)) for s in shares)
+        num = tuple(
+            np.full(h.n_units(li), level_num[li] if li >= self._top else 0, dtype=np.int64)
+            for li in range(h.n_levels)
+        )
+        return UnitShares(num, den, level_num)
+
+    def _n_states(self) -> int:
+        """The input's states (not state parts)."""
+        if self.spine is not None:
+            return int(self.spine.state_groups().max()) + 1
+        h = self.tabulation
+        return h.n_units(h.geolevels.index("State")) if "State" in h.geolevels.names else 0
 
     @property
     def _top(self) -> int:
@@ -306,6 +339,8 @@ class ReleaseGeography:
         if self.note:
             out["note"] = self.note
         if self.spine is None:
+            if self.nation_outside:
+                out["nation"] = self._nation_record(budget)
             return out
         h = self.estimation
         rules = asdict(self.spine.rules)
@@ -373,8 +408,7 @@ class ReleaseGeography:
             "measured": False,
             "level": top,
             "detail": (
-                f"the input is {int(self.spine.state_groups().max()) + 1 if self.spine else 0} "
-                f"state(s), not the nation: the {top} level's share of each run is spent on "
+                f"the input is {self._n_states()} state(s), not the nation: the {top} level's share of each run is spent on "
                 "the nation as in production's national run (accounted in the privacy loss, "
                 "not simulated on these states), so the US geounit has no NMF rows; every "
                 "State part is measured with the State share and query shares, and the "
@@ -458,14 +492,14 @@ def geography_for_input(
             of which one has two parts.
     """
     if requested == "tabulation":
-        return ReleaseGeography(hierarchy)
+        return _tabulation(budget, hierarchy)
     if rules is None:  # production's; rooted at the State when the budget has no US level
         rules = SpineRules(nation="US" in budget.geolevel_names)
     _check_levels(budget, rules)
     if hierarchy.blocks.size == 0:
         note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
         say(progress, f"note: {note}")
-        return ReleaseGeography(hierarchy, None, note)
+        return _tabulation(budget, hierarchy, note)
     attrs, present = block_attributes(units, hierarchy, inv)
     note = None
     if not present:
@@ -475,7 +509,7 @@ def geography_for_input(
                 "estimating on the tabulation hierarchy, not the optimized spine"
             )
             say(progress, f"note: {note}")
-            return ReleaseGeography(hierarchy, None, note)
+            return _tabulation(budget, hierarchy, note)
         note = "the input has no block attributes: spine built from GQ types alone"
         say(progress, f"note: {note}")
     spine = build_spine(hierarchy.blocks, attrs, rules)
@@ -500,6 +534,20 @@ def geography_for_input(
     )
 
 
+def _tabulation(budget: Budget, hierarchy: Hierarchy, note: str | None = None) -> ReleaseGeography:
+    """The tabulation hierarchy; its US is the nation outside an input of fewer than
+    :data:`NATION_STATES` states (as on the spine)."""
+    levels = hierarchy.geolevels
+    outside = (
+        hierarchy.blocks.size > 0
+        and "US" in budget.geolevel_names
+        and levels[0].length == 0
+        and "State" in levels.names
+        and hierarchy.n_units(levels.index("State")) < NATION_STATES
+    )
+    return ReleaseGeography(hierarchy, None, note, nation_outside=outside)
+
+
 def geography_of_run(
     run_dir: str | Path, manifest: Mapping[str, Any], tabulation: Hierarchy
 ) -> ReleaseGeography:
@@ -510,8 +558,12 @@ def geography_of_run(
             blocks are not the release's.
     """
     rec = manifest.get("spine")
-    if not isinstance(rec, Mapping) or rec.get("kind", "tabulation") == "tabulation":
+    if not isinstance(rec, Mapping):
         return ReleaseGeography(tabulation)
+    nation = rec.get("nation")
+    outside = isinstance(nation, Mapping) and nation.get("measured") is False
+    if rec.get("kind", "tabulation") == "tabulation":
+        return ReleaseGeography(tabulation, nation_outside=outside)
     where = Path(run_dir) / str(rec.get("file", SPINE_FILE))
     try:
         geolevels = GeoLevels.from_pairs([tuple(g) for g in rec["geolevels"]])
@@ -525,8 +577,6 @@ def geography_of_run(
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
     spine = Spine(geolevels, geocodes, codes, rules)
     parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
-    nation = rec.get("nation")
-    outside = isinstance(nation, Mapping) and nation.get("measured") is False
     return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside)
 
 

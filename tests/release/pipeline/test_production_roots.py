@@ -32,7 +32,7 @@ from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
-from censusdp.release.pipeline import run_release
+from censusdp.release.pipeline import reestimate, run_release
 from censusdp.release.topdown.passes import plans_for
 
 LEVELS = ("State", "County", "Tract", "BlockGroup", "Block")
@@ -299,3 +299,71 @@ def test_one_state_releases_with_the_us_unmeasured(one_state):
     assert (
         pq.read_table(out / "mdf_persons.parquet", columns=["EPNUM"]).num_rows == persons.num_rows
     )
+
+
+@pytest.fixture(scope="module")
+def one_state_tabulation(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vt_tab")
+    generate_state("VT", 4, d / "cef", scale=0.05)
+    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    options = ReleaseOptions(seed=3, spine="tabulation", postprocess="none")
+    run_release(d / "cef", d / "run", budget, options)
+    return d
+
+
+def _nmf_rows(path) -> dict[str, list]:
+    """The NMF's distinct (geolevel, query, variance) rows."""
+    t = pq.read_table(path, columns=["geolevel", "query", "variance"])
+    t = t.cast(
+        pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
+    )
+    return t.group_by(["geolevel", "query", "variance"]).aggregate([]).to_pydict()
+
+
+def test_one_state_on_the_tabulation_hierarchy_leaves_the_us_to_the_nation(one_state_tabulation):
+    """``--spine tabulation`` (or an input without block attributes): the US of a
+    one-state input is the nation's, as on the spine: no US rows in either NMF, the State
+    measured with production's State share and State query shares (persons ``detailed``
+    rho 0.0504), every other geounit at its geolevel's share (no bypass on the tabulation
+    hierarchy), stated in the manifest."""
+    run = one_state_tabulation / "run"
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["spine"]["kind"] == "tabulation"
+    assert m["spine"]["nation"]["measured"] is False
+    assert m["spine"]["nation"]["share"] == "104/4099"
+    qs = _query_shares("pl94-2020")
+    for nmf, rho, shares, preset in (
+        ("noisy_measurements.parquet", PERSON_RHO, US_PERSON_SHARES, "pl94-2020"),
+        ("noisy_measurements_units.parquet", UNIT_RHO, US_UNIT_SHARES, "pl94-2020-units"),
+    ):
+        # the US task's part has no rows, and the columns' own types (one schema)
+        assert pq.read_schema(run / nmf / "part-00000.parquet").field("variance").type == "double"
+        assert pq.read_table(run / nmf, columns=["variance"]).column(0).type == pa.float64()
+        d = _nmf_rows(run / nmf)
+        assert "US" not in set(d["geolevel"])
+        q_shares = _query_shares(preset)
+        for lv, q, v in zip(d["geolevel"], d["query"], d["variance"], strict=True):
+            want = _discrete_gaussian_variance(float(1 / (rho * shares[lv] * q_shares[(lv, q)])))
+            assert v == pytest.approx(want, rel=1e-7), (nmf, lv, q)
+    d = _nmf_rows(run / "noisy_measurements.parquet")
+    state = {q for lv, q in zip(d["geolevel"], d["query"], strict=True) if lv == "State"}
+    assert {"total", "detailed"} <= state
+    detailed_rho = PERSON_RHO * US_PERSON_SHARES["State"] * qs[("State", "detailed")]
+    assert float(detailed_rho) == pytest.approx(0.0504, abs=5e-5)
+
+
+@pytest.mark.slow
+def test_one_state_on_the_tabulation_hierarchy_releases_validates_and_reestimates(
+    one_state_tabulation,
+):
+    d = one_state_tabulation
+    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    out = d / "release"
+    m = run_release(d / "cef", out, budget, ReleaseOptions(seed=5, spine="tabulation"))
+    assert m["validation"]["ok"] is True
+    assert m["spine"]["nation"]["measured"] is False
+    persons = pq.read_table(d / "cef" / "persons.parquet", columns=["geocode"]).num_rows
+    assert pq.read_table(out / "mdf_persons.parquet", columns=["EPNUM"]).num_rows == persons
+    again = reestimate(out, d / "again")
+    assert again["validation"]["ok"] is True
+    assert again["spine"]["nation"]["measured"] is False  # read back from the manifest

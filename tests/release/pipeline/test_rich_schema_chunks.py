@@ -244,10 +244,11 @@ def test_ddp_2010_end_to_end_on_a_small_generated_state(tmp_path):
     assert main(["validate", "-q", str(out), "--truth", str(small)]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     by_level = manifest["noisy_values_by_level"]["persons"]
-    # every block measured once, each with the same queries as the one US unit
-    # (229,320 detailed cells and the marginals)
-    assert by_level["US"] > 229_320
-    assert by_level["Block"] == len(keep) * by_level["US"]
+    # every block measured once, each with the same queries as the one State unit
+    # (229,320 detailed cells and the marginals); the US of one state is the nation's
+    assert not by_level.get("US")
+    assert by_level["State"] > 229_320
+    assert by_level["Block"] == len(keep) * by_level["State"]
     assert manifest["validation"]["ok"] is True
 
 

@@ -415,6 +415,10 @@ def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
     assert m["spine"]["kind"] == "tabulation"
     assert "no block attributes" in m["spine"]["note"]
     assert not (tmp_path / "run" / "spine.parquet").exists()
+    # one state on the tabulation hierarchy: the US is the nation's, as on the spine
+    assert m["spine"]["nation"]["measured"] is False
+    assert _nmf_codes(tmp_path / "run" / "noisy_measurements.parquet", "US") == set()
+    assert _nmf_codes(tmp_path / "run" / "noisy_measurements.parquet", "State") == {"50"}
 
 
 def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
@@ -424,7 +428,9 @@ def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
         ReleaseBudget(BUDGET),
         ReleaseOptions(seed=1, postprocess="none", spine="tabulation"),
     )
-    assert m["spine"] == {"kind": "tabulation"}
+    assert m["spine"]["kind"] == "tabulation" and set(m["spine"]) == {"kind", "nation"}
+    assert m["spine"]["nation"]["measured"] is False  # one state: the US is the nation's
+    assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "US") == set()
     assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "State") == {"50"}
     with pytest.raises(ConfigError, match="--spine must be one of"):
         run_release(spine_input, tmp_path / "x", ReleaseBudget(BUDGET), ReleaseOptions(spine="opt"))
@@ -659,3 +665,32 @@ def test_error_bars_of_a_spine_release_remeasure_its_spine_with_its_shares(spine
         for mq in ms:
             li = h.geolevels.index(mq.geolevel)
             assert np.array_equal(mq.measured_units(), want.measured(li))
+
+
+def test_the_tabulation_us_is_the_nations_below_51_states_and_read_back_as_recorded():
+    """On the tabulation hierarchy, fewer than the nation's 51 states leave the US to the
+    nation (no share, every other geounit its geolevel's); 51 states measure it; a
+    manifest without ``spine.nation`` (an older release) is re-read as measured."""
+    budget = load_preset("pl94-2020")
+    one = Hierarchy.from_blocks(np.array(block_codes(2, 1, 1, 2)))
+    geo = geography_for_input("tabulation", budget, one, {}, None)
+    assert geo.nation_outside and geo.spine is None
+    shares = geo.unit_shares(budget)
+    assert shares is not None and not shares.measured(0).any()
+    for li, name in enumerate(one.geolevels.names[1:], start=1):
+        want = budget.geolevel_shares[name]
+        assert all(shares.share(li, u) == want for u in range(one.n_units(li)))
+    record = geo.record(budget)
+    assert record["nation"]["measured"] is False and record["nation"]["share"] == "104/4099"
+    assert "1 state(s)" in record["nation"]["detail"]
+    assert geography_of_run("run", {"spine": record}, one).nation_outside
+    assert (
+        geography_of_run("run", {"spine": {"kind": "tabulation"}}, one).unit_shares(budget) is None
+    )
+    fips = [f"{s:02d}" for s in range(1, 52)]
+    nation = Hierarchy.from_blocks(
+        np.array([f"{s}{c[2:]}" for s in fips for c in block_codes(1, 1, 1, 1)])
+    )
+    whole = geography_for_input("tabulation", budget, nation, {}, None)
+    assert not whole.nation_outside and whole.unit_shares(budget) is None
+    assert "nation" not in whole.record(budget)
