@@ -59,6 +59,7 @@ def _independent_exact_rate(rec_path, truth_rows):
     return sum(min(v, b[k]) for k, v in a.items()) / len(rec)
 
 
+@pytest.mark.slow
 def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     out = tmp_path / "sweep"
     options = SweepOptions(

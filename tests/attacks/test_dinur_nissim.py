@@ -90,6 +90,7 @@ def test_fresh_queries_mode_runs_and_differs_from_nested() -> None:
 # --- figs. 4-2 / 4-3: queries for full recovery grow like n/2 ------------------------------
 
 
+@pytest.mark.slow
 def test_fig_4_2_slope_near_one_half() -> None:
     """JASON (JSR-19-2F) figs. 4-2/4-3: queries for 100% recovery ~ n/2 (slope near 1/2)."""
     thr = recovery_thresholds(RecoveryThresholdsOptions([40, 60, 80, 100], trials=3, seed=17))

@@ -11,6 +11,7 @@ from censusdp.design.figures import FIGURE_FILES, make_figures
 from censusdp.errors import ConfigError
 
 
+@pytest.mark.slow
 def test_make_figures_small(tmp_path) -> None:
     out = tmp_path / "figs"
     numbers = make_figures(out, seed=5, ns=(8, 16), small_ns=(1, 2, 3), restarts=1)

@@ -99,6 +99,7 @@ def test_unwritable_output_parent(cef: Path) -> None:
     one_line_error(proc, 1, "/proc")
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_one_wins_and_no_debris(cef: Path, tmp_path: Path) -> None:
     out = tmp_path / "race"
     argv = [*CLI, "run", "--input", str(cef), "--out", str(out), "--seed", "2", "--quiet"]
@@ -141,6 +142,7 @@ def _workers_of(pid: int) -> list[int]:
     return [int(x) for x in out.stdout.split()]
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_debris_that_the_next_run_sweeps(cef: Path, tmp_path: Path) -> None:
     out = tmp_path / "killed"
     argv = [
@@ -278,6 +280,7 @@ def test_validate_accepts_an_intact_release(good_release: Path, cef: Path) -> No
     assert "valid" in proc.stdout
 
 
+@pytest.mark.slow
 def test_release_named_either_way(good_release: Path, tmp_path: Path) -> None:
     """RUN and --release RUN are one argument: both spellings work, neither or two
     different directories are one-line errors naming what was given."""
@@ -354,6 +357,7 @@ def test_truncated_nmf_given_to_from_measurements(good_release: Path, tmp_path: 
     one_line_error(proc, 1, "does not validate")
 
 
+@pytest.mark.slow
 def test_from_measurements_takes_the_measurements_budget(
     good_release: Path, tmp_path: Path
 ) -> None:
@@ -400,6 +404,7 @@ def test_evaluate_negative_trials(good_release: Path, cef: Path, tmp_path: Path)
     one_line_error(proc, 2, "--trials")
 
 
+@pytest.mark.slow
 def test_huge_epsilon_writes_strict_json(cef: Path, tmp_path: Path) -> None:
     proc = cli(
         "run",
@@ -485,6 +490,7 @@ def test_generate_into_the_users_directory(tmp_path: Path) -> None:
     assert [p.name for p in mine.iterdir()] == ["keep.txt"]
 
 
+@pytest.mark.slow
 def test_empty_input_is_an_empty_valid_release(state: Path, tmp_path: Path) -> None:
     """No persons and no units: nothing to protect, and no traceback (it once crashed)."""
 

@@ -88,6 +88,8 @@ def _reads(d: Path, tmp_path: Path) -> dict[str, object]:
 
 # -- one reader: the same rows, the same refusals ---------------------------------------
 
+SLOW = pytest.mark.slow  # the other cases of a parametrized check run with -m slow
+
 LAYOUTS = {
     "subdirectory": "sub/part-00001.parquet",
     "hive folder": "year=2020/part-00001.parquet",
@@ -98,7 +100,13 @@ LAYOUTS = {
 }
 
 
-@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lay if lay in ("subdirectory", "no .parquet suffix") else pytest.param(lay, marks=SLOW)
+        for lay in sorted(LAYOUTS)
+    ],
+)
 def test_every_command_refuses_a_part_directory_with_rows_it_would_skip(
     cef: Path, tmp_path: Path, layout: str
 ) -> None:
@@ -113,6 +121,7 @@ def test_every_command_refuses_a_part_directory_with_rows_it_would_skip(
     assert digest(d) == before
 
 
+@pytest.mark.slow
 def test_a_symlinked_part_is_refused(cef: Path, tmp_path: Path) -> None:
     d = _parts(cef, tmp_path / "in")
     part = d / "persons.parquet" / "part-00001.parquet"
@@ -122,6 +131,7 @@ def test_a_symlinked_part_is_refused(cef: Path, tmp_path: Path) -> None:
         one_line_error(proc, 1, str(part), "symbolic link")
 
 
+@pytest.mark.slow
 def test_run_and_the_whole_file_reader_read_the_same_rows(cef: Path, tmp_path: Path) -> None:
     """A valid directory of parts (with Spark's _SUCCESS and .crc files) is read by both
     readers, row for row, and ``validate --input`` finds it is the input ``run`` read."""
@@ -135,6 +145,7 @@ def test_run_and_the_whole_file_reader_read_the_same_rows(cef: Path, tmp_path: P
     assert proc.returncode == 1 and "made_from_truth" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_a_part_with_string_ages_is_refused_alike(cef: Path, tmp_path: Path) -> None:
     """``read_cef`` read a directory as one dataset, casting a later part's string ages
     to the first part's integers; both readers now name the part and the column."""
@@ -189,6 +200,7 @@ def test_validate_input_checks_the_hash_of_a_parts_directory(
     assert "made_from_truth" in proc.stdout and "persons.parquet" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_validate_input_names_a_changed_part(cef: Path, tmp_path: Path) -> None:
     d = _parts(cef, tmp_path / "in")
     rel = tmp_path / "rel"
@@ -262,7 +274,9 @@ def test_a_uint64_id_above_2_63_is_refused(cef: Path, tmp_path: Path) -> None:
         one_line_error(proc, 1, "'person_id'", "row 0", str(2**64 - 1), "64-bit")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "fifo part"])
+@pytest.mark.parametrize(
+    "kind", ["fifo", pytest.param("/dev/zero", marks=SLOW), pytest.param("fifo part", marks=SLOW)]
+)
 def test_a_file_that_is_not_a_regular_file_is_refused_not_waited_on(
     cef: Path, tmp_path: Path, kind: str
 ) -> None:

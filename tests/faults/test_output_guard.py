@@ -166,6 +166,7 @@ def test_overwrite_refuses_a_config_inside_the_output(cef: Path, rel: Path, tmp_
     assert digest(old) == before
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_rather_than_merges(rel: Path, tmp_path: Path) -> None:
     out = tmp_path / "gls"
     assert cli("infer", rel, "--out", out, "-q").returncode == 0

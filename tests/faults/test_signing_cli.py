@@ -76,6 +76,7 @@ def test_new_key_never_overwrites_an_existing_key(tmp_path: Path, existing: str)
     assert digest(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_new_key_encrypted_with_a_passphrase_from_the_environment(
     run: Path, tmp_path: Path
 ) -> None:
@@ -122,6 +123,7 @@ def test_sign_then_validate_with_the_public_key(keys: Path, run: Path) -> None:
     assert digest(run) == {**before, "signature.json": digest(run)["signature.json"]}
 
 
+@pytest.mark.slow
 def test_validate_with_another_key_fails(keys: Path, run: Path) -> None:
     assert cli("sign", run, "--key", keys / "pub.key", "--quiet").returncode == 0
     before = digest(run)
@@ -136,6 +138,7 @@ def test_validate_an_unsigned_release_with_a_key_fails(keys: Path, run: Path) ->
     assert proc.returncode == 1 and "signature: " in proc.stdout and "not signed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_change_the_checksums_do_not_catch_the_signature_does(keys: Path, run: Path) -> None:
     """The manifest edited (a field no other check reads): validate alone passes, the
     signature fails."""
@@ -149,6 +152,7 @@ def test_a_change_the_checksums_do_not_catch_the_signature_does(keys: Path, run:
     assert "signature: the release changed since it was signed: manifest.json" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_changed_file_fails_both_checks(keys: Path, run: Path) -> None:
     assert cli("sign", run, "--key", keys / "pub.key", "--quiet").returncode == 0
     with open(run / "tables" / "codebook.csv", "a") as f:
@@ -158,6 +162,7 @@ def test_a_changed_file_fails_both_checks(keys: Path, run: Path) -> None:
     assert "signature: the release changed since it was signed: tables/codebook.csv" in proc.stdout
 
 
+@pytest.mark.slow
 def test_an_existing_signature_is_kept_without_overwrite(keys: Path, run: Path) -> None:
     assert cli("sign", run, "--key", keys / "pub.key", "--quiet").returncode == 0
     before = digest(run)

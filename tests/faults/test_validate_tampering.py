@@ -220,6 +220,7 @@ def test_every_entry_is_accounted_for(good_release: Path, tmp_path: Path, case: 
     invalid(d, "checksums", words)
 
 
+@pytest.mark.slow
 def test_injected_rows_are_never_read(good_release: Path, state: Path, tmp_path: Path) -> None:
     """Rows injected under a name validate skipped were read by evaluate (the US total
     off by the state's population): evaluate refuses the release, and with
@@ -278,6 +279,7 @@ def test_a_stated_privacy_loss_that_the_budgets_do_not_give(
     assert "recorded budgets" in line
 
 
+@pytest.mark.slow
 def test_infer_refuses_a_release_whose_claim_validation_rejects(
     good_release: Path, tmp_path: Path
 ) -> None:
@@ -416,6 +418,7 @@ def test_the_tables_csv_hold_their_parquet(good_release: Path, tmp_path: Path) -
 # -- item 12: the randomness claim ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_reestimate_of_a_seeded_release_is_seeded(
     good_release: Path, reestimated: Path, tmp_path: Path
 ) -> None:

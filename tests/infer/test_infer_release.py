@@ -220,6 +220,7 @@ def test_manifest_is_strict_json_and_records_inputs(release) -> None:
     assert m["rows"] == pq.ParquetFile(release["out"] / "estimates.parquet").metadata.num_rows
 
 
+@pytest.mark.slow
 def test_output_directory_rules(release, tmp_path: Path, capsys) -> None:
     """Refuse a non-empty --out (and the release itself); --overwrite touches only our files."""
     out = tmp_path / "o"
@@ -247,6 +248,7 @@ def test_output_directory_rules(release, tmp_path: Path, capsys) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_pool_executor_and_without_zero_constraints(release, tmp_path: Path) -> None:
     """Two worker processes give the same estimates; dropping the zeros never lowers an sd.
 
@@ -267,6 +269,7 @@ def test_pool_executor_and_without_zero_constraints(release, tmp_path: Path) -> 
     assert (c["sd"] > base["sd"] + 1e-6).mean() > 0.5
 
 
+@pytest.mark.slow
 def test_release_variants(release, tmp_path: Path, capsys) -> None:
     """Without the housing-unit NMF only H1_001N (the invariant) is reported; a release on
     another schema is refused with one line."""

@@ -104,6 +104,7 @@ def test_release_risk_per_person() -> None:
     json.dumps(s)
 
 
+@pytest.mark.slow
 def test_cli_risk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``censusdp risk`` on a tiny generated state writes JSON, Parquet, plots and a manifest."""
     from censusdp.generate import generate_state

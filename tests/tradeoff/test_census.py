@@ -57,6 +57,7 @@ def test_coarsen_keeps_block_groups_and_records(truth_dir, tmp_path):
     assert set(np.unique(gb)) <= set(np.asarray(a.units["geocode"]).tolist())
 
 
+@pytest.mark.slow
 def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     engine = FakeEngine()
     out = tmp_path / "res"

@@ -266,6 +266,7 @@ CHANGES = [
 ]
 
 
+@pytest.mark.slow
 def test_a_different_resume_is_refused_and_the_work_kept(
     state: Path, tmp_path: Path, monkeypatch
 ) -> None:

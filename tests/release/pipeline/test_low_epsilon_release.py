@@ -42,6 +42,7 @@ def _pooled_sd(nmf: Path) -> float:
     return float(np.sqrt(1.0 / precision))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
 )
