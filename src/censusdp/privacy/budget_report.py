@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -162,7 +161,7 @@ class BudgetReport:
                 "  --rho / --epsilon of 'censusdp run' set this total; the split is kept",
             ]
         if b.notes:
-            lines += ["", "notes:"] + [f"  - {_plain_note(n)}" for n in b.notes]
+            lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
         return "\n".join(lines)
 
     def _release_summary(self) -> dict[str, Any] | None:
@@ -178,13 +177,6 @@ class BudgetReport:
             "units_rho": float(self.release.units.rho),
             "units_budget": self.release.units.name,
         }
-
-
-def _plain_note(note: str) -> str:
-    """A preset's note without its pointers into the project's ``docs/`` folder, which
-    an installed package does not have (``--json`` keeps the note as written)."""
-    text = re.sub(r"[;,]?\s*docs/[\w./-]+\.md", "", note)
-    return re.sub(r"\s*\(\s*\)", "", text)
 
 
 def _loss_entry(
