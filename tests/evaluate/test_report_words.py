@@ -20,6 +20,7 @@ from censusdp.evaluate import EvaluateOptions, evaluate, render_report
 from censusdp.evaluate import _scatter as scatter_module
 from censusdp.evaluate import compare as compare_module
 from censusdp.evaluate.compare import compare_releases
+from censusdp.evaluate.errorbars_report import predicted_section, render_expected_report
 
 
 def _text(page: str) -> str:
@@ -166,3 +167,42 @@ def test_compare_draws_both_scatters_on_shared_axes(
     assert all(len(v) == 1 for v in by_level.values())  # one pair of axes per level
     for level, ((_, ymax),) in by_level.items():
         assert ymax == max(e for lv, _, e in calls if lv == level)  # the larger of the two
+
+
+def _expected_result() -> dict:
+    """What ``expected_errors`` returns, for two levels and one measure."""
+    rec = {
+        "mae": 1.5,
+        "mae_mc_se": 0.05,
+        "rmse": 2.1,
+        "bias": 0.0,
+        "interval90": [-3, 3],
+        "abs_q90": 3,
+    }
+    return {
+        "release": "/somewhere/on/this/machine/vt-run",
+        "geolevels": ["County", "Tract"],
+        "units": {"County": 14, "Tract": 193},
+        "measures": ["total_population"],
+        "released": {
+            "simulations": 2, "seed": 3, "postprocess": "topdown",
+            "by_level": {"total_population": {"County": rec, "Tract": {**rec, "mae": 4.2}}},
+        },
+        "gls": {"available": False, "reason": "no noisy measurements"},
+    }  # fmt: skip
+
+
+def test_expected_errors_page_without_a_column_zero_by_construction():
+    result = _expected_result()
+    text = _text(render_expected_report(result))
+    header = _table_after(text, "Total population: expected errors per count")[0]
+    assert header[:4] == ["geolevel", "places", "released: MAE ± MC se", "released: RMSE"]
+    assert not any("bias" in h for h in header)
+    assert "add up to the state's" in text  # why there is none, in words
+    assert "/somewhere" not in text and "<code>vt-run</code>" in text  # a name, not a place
+    # with the truth, the prediction is named by the command as the CLI spells it now
+    # (the release is the positional RUN)
+    exp = {**result, "measures": ["total_population"]}
+    section = "".join(predicted_section({"expected": exp, "metrics": {}}))
+    assert "censusdp evaluate RUN</code> without the truth" in section
+    assert "--release" not in section and "--release" not in text

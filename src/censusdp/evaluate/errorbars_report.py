@@ -1,4 +1,4 @@
-"""The HTML page of ``censusdp evaluate --release RUN`` without ``--truth``: expected errors.
+"""The HTML page of ``censusdp evaluate RUN`` without the truth: expected errors.
 
 One self-contained page (the building blocks of :mod:`censusdp.evaluate._html`): a
 plain-language summary ("published counts for census tracts are typically off by about N
@@ -89,7 +89,6 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
                 fmt(result["units"].get(lv)),
                 fmt(r.get("mae"), 3) + " &plusmn; " + fmt(r.get("mae_mc_se"), 2),
                 fmt(r.get("rmse"), 3),
-                fmt(r.get("bias"), 3),
                 esc(f"[{iv[0]}, {iv[1]}]") if iv else "&ndash;",
                 fmt(r.get("abs_q90")),
                 fmt(g.get("mae"), 3),
@@ -101,10 +100,9 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
     return table(
         [
             "geolevel",
-            "units",
+            "places",
             "released: MAE ± MC se",
             "released: RMSE",
-            "released: bias",
             "released: 90% of errors in",
             "released: 9 in 10 within",
             "GLS: MAE",
@@ -149,7 +147,7 @@ def predicted_section(result: Mapping[str, Any]) -> list[str]:
     k = exp["released"]["simulations"]
     return [
         '<section id="predicted"><h2>Predicted from the release alone, against measured</h2>',
-        '<p class="note">What <code>censusdp evaluate --release RUN</code> without the truth '
+        '<p class="note">What <code>censusdp evaluate RUN</code> without the truth '
         f"predicts ({k} simulated releases around the release itself, re-estimated), "
         "next to the MAE measured here against the truth. One release's MAE scatters "
         "around its expectation by about the sd shown.</p>",
@@ -232,7 +230,10 @@ def render_expected_report(
         "MAE: mean absolute error; RMSE: root mean squared error; MC se: Monte Carlo "
         "standard error of the simulated MAE; '90% of errors in': the 5th and 95th "
         "percentiles of the signed error (published minus true); GLS MAE is "
-        "sqrt(2/pi) times its standard deviation.</p>"
+        "sqrt(2/pi) times its standard deviation. There is no mean signed error (bias) "
+        "column: the counts of a level add up to the state's, so their errors add up to "
+        "the state's error (none for the total population, which is published exactly) "
+        "and their mean is 0, or nearly so, by construction (the JSON output keeps it).</p>"
     )
     for m in result.get("measures", []):
         parts.append(_measure_table(result, m))

@@ -363,7 +363,7 @@ def tabulation_sds(
 ) -> tuple[ReleaseGLS, dict[str, np.ndarray]]:
     """The GLS sd of every line at every published geounit (the tabulation hierarchy,
     whatever spine the release used: the numbers of ``margins.parquet``), without
-    writing anything; for ``censusdp evaluate --release``.
+    writing anything; for ``censusdp evaluate RUN`` without the truth.
 
     Returns:
         The release's GLS (its ``direct`` sds, ``lines``) and, per tabulation level,
