@@ -10,6 +10,7 @@ and the comparison's scatters on different axes.
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -51,6 +52,23 @@ def test_report_names_directories_not_where_they_are(page, truth_release):
     assert "school or voting districts" in text
     # the production figure beside this release's epsilon is the composed one, as here
     assert "17.44 for the whole release" in text
+
+
+def _visible(text: str) -> str:
+    """The words a reader sees: no scripts, styles or tags."""
+    text = re.sub(r"<(script|style).*?</\1>", "", text, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def test_report_speaks_words_not_python_names(page):
+    _, text = page
+    words = _visible(text)
+    # invariant checks, definitions and the mechanism by name, not by their JSON keys
+    assert not re.findall(r"\b[a-z0-9]+_[a-z0-9_]+\b", words)
+    assert "places add up to the places that contain them" in words
+    assert "MAE (mean absolute error)" in words and "discrete gaussian" in words
+    assert not re.search(r"\bNMF\b(?! *\))", words)  # spelled out where it is said
+    assert not re.search(r"\d\.\d+e[-+]\d", words)  # no exponent notation but delta's
 
 
 def _table_after(text: str, heading: str) -> list[list[str]]:
