@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import PurePath
 
 from censusdp.cli._common import (
     add_budget_arguments,
@@ -175,7 +176,8 @@ def _randomness_words(manifest: dict) -> str:
     words = "SEEDED (not secure)" if seeded else "secure randomness"
     parent = record.get("measured_by")
     if isinstance(parent, dict) and parent.get("run"):
-        words += f" (of the measurements of {parent['run']})"
+        # the release by its directory name, not where it lay on the machine that ran it
+        words += f" (of the measurements of {PurePath(str(parent['run'])).name})"
     return words
 
 

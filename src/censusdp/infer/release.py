@@ -654,7 +654,7 @@ def infer_release(
             close = getattr(ex, "close", None)
             if close is not None:
                 close()
-        say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
+        say(progress, f"wrote {rows:,} estimates (estimates.parquet)")
         t = time.perf_counter()
         written = _write_margins(out_dir, gls, acc, published, formats, amc)
         timings["margins"] = time.perf_counter() - t
