@@ -224,3 +224,14 @@ def test_expected_errors_page_without_a_column_zero_by_construction():
     section = "".join(predicted_section({"expected": exp, "metrics": {}}))
     assert "censusdp evaluate RUN</code> without the truth" in section
     assert "--release" not in section and "--release" not in text
+
+
+def test_compare_sentences_say_as_close_when_the_errors_are_equal():
+    labels = ["A (vt-run)", "B (vt-again)"]
+    same = compare_module._closer_sentence("County", 1.0, 1.0, labels)
+    assert same == (
+        "Counties: populations are off by 1 person on average in A (vt-run) and 1 person "
+        "in B (vt-again) (as close)."
+    )
+    assert "(A (vt-run) is closer)" in compare_module._closer_sentence("Block", 2.1, 2.4, labels)
+    assert "5.4 people" in compare_module._closer_sentence("BlockGroup", 5.4, 5.41, labels)
