@@ -164,7 +164,10 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
     raw = (result.get("raw") or {}).get("by_level", {}).get("total_population", {})
     lines = [
         f"expected error of total population ({result['released']['simulations']} simulations)",
-        f"{'geolevel':<11}{'units':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
+        "MAE: mean |published - true| population of a place; MC se: its Monte Carlo "
+        "standard error; GLS sd / raw sd: standard deviation of the least-squares estimate "
+        "from all noisy measurements / of the place's own noisy count",
+        f"{'geolevel':<11}{'places':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
         f"{'GLS sd':>9}{'raw sd':>9}",
     ]
     for lv in result["geolevels"]:
