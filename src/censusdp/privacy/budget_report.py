@@ -111,13 +111,14 @@ class BudgetReport:
             lines.append(f"global rho = {t['rho']} = {t['rho_float']:.6g}")
         lines.append(
             f"  epsilon at delta={t['delta_float']:g}: {t['epsilon_at_delta']:.6g} "
-            f"({'min of pure epsilon and ' if pure else ''}CKS Cor. 13; "
+            f"({'min of pure epsilon and ' if pure else ''}Canonne, Kamath & Steinke 2020, "
+            "Cor. 13; "
             f"simple bound {t['epsilon_simple']:.6g}); "
             f"implied epsilon sqrt(2 rho) = {t['implied_epsilon']:.6g}"
         )
         lines.append(
-            f"  sampler TV adds delta {t['sampling_delta']:.3g} "
-            f"(total delta {t['delta_total']:.6g})"
+            f"  the samplers' distance from the exact noise laws (total variation) adds "
+            f"delta {t['sampling_delta']:.3g}, negligible (total delta {t['delta_total']:.6g})"
         )
         lines.append("")
         head = (

@@ -76,6 +76,9 @@ def test_headline_epsilon_is_the_whole_release() -> None:
     assert lines.index("people's run:") < persons
     assert "people's run alone" in "\n".join(lines[: lines.index("people's run:")])
     # the preset's note is printed as written (the presets name no docs/ pages)
+    text = "\n".join(lines)
+    assert "sampler TV" not in text and "CKS" not in text  # words and a full citation
+    assert "distance from the exact noise laws (total variation) adds delta" in text
     assert "docs/" not in "\n".join(lines) and "(--spine tabulation asks for it)." in lines[-2]
     # a budget without a unit run has no release headline
     alone = budget_report(resolve_release_budget(preset="pl94-2020", units=None)).to_text()
