@@ -81,3 +81,16 @@ def test_generate_says_where_it_wrote_as_the_user_named_it(tmp_path, monkeypatch
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "written to         wy" in out and str(tmp_path) not in out
+
+
+def test_demo_prints_its_outputs_as_the_user_named_them(tmp_path, monkeypatch, capsys):
+    from censusdp.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["demo", "--state", "DC", "--scale", "0.01", "--out", "demo", "-q"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path) not in out
+    assert "  input   demo/cef: " in out and "  release demo/run: " in out
+    assert "  report: demo/report.html" in out
+    assert "  geolevel     places" in out  # places, not units (housing units are units)
