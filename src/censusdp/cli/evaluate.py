@@ -28,12 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "evaluate",
-        help="accuracy of a release vs the truth: TVD, MAE, bias, error bars, HTML report",
+        help="accuracy of a release vs the truth: errors by place and table, error bars, "
+        "HTML report",
         description=(
-            "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: TVD, MAE, "
-            "RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
+            "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: accuracy "
+            "(1 - TVD, the total variation distance), MAE, RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
-            "shares; random off-spine districts; invariants re-checked; the NMF's stated "
+            "shares; random districts built from blocks (as school or voting districts are); invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns. Without "
             "--input: the expected errors of the released counts (simulated from the public "
             "noise law) and of the GLS estimates and raw measurements (closed form), from "
