@@ -127,7 +127,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(
-        "accuracy = 1 - TVD (1: every count exact; 0.98: 2% of people in a wrong cell); "
+        "accuracy = 1 - TVD, the total variation distance (1: every count exact; 0.98: 2% of people in a wrong cell); "
         "MAE: mean |published - true| population of a place"
     )
     print(
