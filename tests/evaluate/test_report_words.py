@@ -216,7 +216,17 @@ def test_expected_errors_page_without_a_column_zero_by_construction():
     header = _table_after(text, "Total population: expected errors per count")[0]
     assert header[:4] == ["geolevel", "places", "released: MAE ± MC se", "released: RMSE"]
     assert not any("bias" in h for h in header)
-    assert "add up to the state's" in text  # why there is none, in words
+    assert "divided by its number of places" in text  # why there is none, in words
+    assert "On average the published counts" not in text  # 0 for the total population
+    # P1's mean signed error is not 0: said once, at the top level, in words
+    rec = result["released"]["by_level"]["total_population"]["County"]
+    p1 = {"County": {**rec, "bias": 0.13}, "Tract": {**rec, "bias": 0.0067}}
+    result["measures"] = ["P1"]
+    result["released"]["by_level"]["P1"] = {"US": {**rec, "bias": 0.52}, **p1}
+    result["geolevels"] = ["US", "County", "Tract"]
+    result["units"]["US"] = 1
+    text = _text(render_expected_report(result))
+    assert "published counts are 0.520 above the true ones at the US level" in text
     assert "/somewhere" not in text and "<code>vt-run</code>" in text  # a name, not a place
     # with the truth, the prediction is named by the command as the CLI spells it now
     # (the release is the positional RUN)

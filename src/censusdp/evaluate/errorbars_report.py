@@ -114,6 +114,20 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
         f"{_MEASURE_TITLES.get(measure, measure)}: expected errors per count",
         name=f"expected_{measure}",
         raw=True,
+    ) + _bias_note(result, rel)
+
+
+def _bias_note(result: Mapping[str, Any], rel: Mapping[str, Any]) -> str:
+    """The mean signed error in words: the root's, which every level's only divides."""
+    levels = result.get("geolevels") or []
+    root = levels[0] if levels else None
+    b = (rel.get(root) or {}).get("bias") if root else None
+    if b is None or abs(b) < 5e-4:
+        return ""
+    return (
+        f'<p class="note">On average the published counts are {abs(b):.3f} '
+        f"{'above' if b > 0 else 'below'} the true ones at the {esc(root)} level (mean "
+        "signed error, expected); at a level of n places it is this divided by n.</p>"
     )
 
 
@@ -231,9 +245,10 @@ def render_expected_report(
         "standard error of the simulated MAE; '90% of errors in': the 5th and 95th "
         "percentiles of the signed error (published minus true); GLS MAE is "
         "sqrt(2/pi) times its standard deviation. There is no mean signed error (bias) "
-        "column: the counts of a level add up to the state's, so their errors add up to "
-        "the state's error (none for the total population, which is published exactly) "
-        "and their mean is 0, or nearly so, by construction (the JSON output keeps it).</p>"
+        "column: the counts of every level add up to the top level's, so a level's mean "
+        "signed error is the top level's divided by its number of places (0 for the total "
+        "population and H1, whose totals are published exactly); where it is not 0, a line "
+        "under the table states it (the JSON output keeps every level's).</p>"
     )
     for m in result.get("measures", []):
         parts.append(_measure_table(result, m))
