@@ -22,6 +22,7 @@ from censusdp.io.cef import read_cef
 from censusdp.io.rundir import RunDir
 from censusdp.io.staging import staged_output
 from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.progress import Reporter
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.tables import table_definition, tables_to_arrays, tabulate
@@ -96,9 +97,37 @@ def run_demo(
     ``manifest.json``; an existing demo directory is replaced only with ``overwrite``.
     """
     with staged_output(out_dir, overwrite, command="demo") as staging:
-        summary = _demo_into(staging.path, state, scale, seed, workers, progress)
+        shown = _shown_as(progress, str(staging.path), str(Path(out_dir)))
+        summary = _demo_into(staging.path, state, scale, seed, workers, shown)
     final = staging.out_dir
     return replace(summary, out_dir=final, report=final / "report.html")
+
+
+class _Renamed(Reporter):
+    """The command line's reporter, its lines and bar labels naming ``new`` for ``old``."""
+
+    def __init__(self, inner: Reporter, old: str, new: str) -> None:
+        self.__dict__.update(inner.__dict__)  # the same stream, bars and lock
+        self._old, self._new = old, new
+
+    def __call__(self, msg: str) -> None:
+        super().__call__(msg.replace(self._old, self._new))
+
+    def log(self, level: int, msg: str) -> None:
+        super().log(level, msg.replace(self._old, self._new))
+
+    def open_bar(self, label: str, total: int | None, unit: str, *, keep: bool = True) -> Any:
+        return super().open_bar(label.replace(self._old, self._new), total, unit, keep=keep)
+
+
+def _shown_as(progress: Callable[[str], None] | None, old: str, new: str) -> Any:
+    """``progress`` naming the demo's directory as the user named it, not by the staging
+    directory it is built in (which is gone when the demo ends)."""
+    if isinstance(progress, Reporter):
+        return _Renamed(progress, old, new)
+    if progress is None:
+        return None
+    return lambda msg: progress(msg.replace(old, new))
 
 
 def _demo_into(

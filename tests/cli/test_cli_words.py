@@ -63,3 +63,36 @@ def test_measured_lines_in_plain_words() -> None:
     none = _measured_line("persons", "State", 1, 0)
     assert "no noisy values (each is the only child of its parent" in none
     assert " 0 noisy values" not in none
+
+
+def test_a_re_estimate_names_its_measurements_by_directory_not_path() -> None:
+    from censusdp.cli.run import _randomness_words
+
+    record = {"mode": "secure", "measured_by": {"run": "/home/someone/work/vt-run"}}
+    words = _randomness_words({"randomness": record})
+    assert words == "secure randomness (of the measurements of vt-run)"
+
+
+def test_generate_says_where_it_wrote_as_the_user_named_it(tmp_path, monkeypatch, capsys):
+    from censusdp.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["generate", "--state", "WY", "--seed", "4", "--out", "wy/", "--scale", "0.02", "-q"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "written to         wy" in out and str(tmp_path) not in out
+
+
+def test_demo_prints_its_outputs_as_the_user_named_them(tmp_path, monkeypatch, capsys):
+    from censusdp.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["demo", "--state", "DC", "--scale", "0.01", "--out", "demo"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert str(tmp_path) not in out + err
+    # progress names the demo's directory, not the staging directory it was built in
+    assert ".partial-" not in err and "reading the CEF in demo/cef" in err
+    assert "  input   demo/cef: " in out and "  release demo/run: " in out
+    assert "  report: demo/report.html" in out
+    assert "  geolevel     places" in out  # places, not units (housing units are units)

@@ -39,7 +39,14 @@ def _leaks(parser: argparse.ArgumentParser) -> list[str]:
         if m.group(1) not in _FILES
     ]
     constants = set(re.findall(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", text)) - _metavars(parser)
-    return found + sorted(constants)
+    # the papers' notation is for risk.json, not for help: a bare R (unless a metavar),
+    # rho_1, rho_q, xi2, x1*, and an empty default
+    named = set(re.findall(r"--[a-z-]+ ([A-Z]\w*)", text))  # "--rho R" names its R
+    letters = set(re.findall(r"(?<![\w-])R(?![\w'])", text)) - _metavars(parser) - named
+    jargon = re.findall(r"\brho_\w+|\bxi2\b|\b[xy][12]\*|\(default: \)|off-spine", text)
+    if "total variation" not in text:
+        jargon += re.findall(r"\bTVD\b", text)[:1]  # said in words once where it is used
+    return found + sorted(constants) + sorted(letters) + jargon
 
 
 def test_no_help_names_docs_modules_or_python_names():
@@ -56,7 +63,12 @@ def test_the_check_finds_what_it_looks_for():
     )
     p.add_argument("--out", metavar="FILE.toml")
     p.add_argument("--time-limit")
+    p.epilog = "the disclosure risk R from rho_1, xi2 and x1* (default: ); TVD; off-spine"
     leaks = _leaks(p)
+    assert {"R", "rho_1", "xi2", "x1*", "(default: )", "TVD", "off-spine"} <= set(leaks)
+    q = argparse.ArgumentParser(prog="y", epilog="R1,R2 in Kazan & Reiter's R'")
+    q.add_argument("--rho", metavar="R", help="sigma^2 = 1/R")
+    assert _leaks(q) == []  # a metavar R and its formula are not jargon
     assert "docs/design.md;" in leaks and "Budget.scaled" in leaks
     assert "DEFAULT_MAX_CHILDREN" in leaks and any(x.startswith("censusdp.release") for x in leaks)
     assert "TIME_LIMIT" not in leaks and not any("FILE" in x for x in leaks)

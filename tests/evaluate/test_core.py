@@ -278,7 +278,7 @@ def test_cli_evaluate(truth_release, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Block" in text and "invariants: all hold" in text
     # accuracy = 1 - TVD said in words; no bias column (0 by construction for population)
-    assert "accuracy = 1 - TVD (1: every count exact" in text
+    assert "accuracy = 1 - TVD, the total variation distance (1: every count exact" in text
     header = next(line for line in text.splitlines() if line.startswith("geolevel"))
     assert header.split() == [
         "geolevel", "places", "population", "MAE", "population", "accuracy", "race", "x",

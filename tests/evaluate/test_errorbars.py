@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -204,7 +205,9 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
             again = written["released"]["by_level"][m][lv]["mae_per_simulation"]
             assert again == first["by_level"][m][lv]["mae_per_simulation"][:1], (m, lv)
     assert "no Monte Carlo error" in render_expected_report(written)
-    assert "released MAE" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "released MAE" in printed and "MC se: its Monte Carlo standard error" in printed
+    assert re.search(r"^geolevel +places +released MAE", printed, re.M)  # places, not units
     rc = main(["evaluate", "--release", str(predicted["run"]), "--json", str(out) + "2",
                "--trials", "2", "--quiet"])  # fmt: skip
     err = capsys.readouterr().err

@@ -10,6 +10,7 @@ and the comparison's scatters on different axes.
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -20,6 +21,7 @@ from censusdp.evaluate import EvaluateOptions, evaluate, render_report
 from censusdp.evaluate import _scatter as scatter_module
 from censusdp.evaluate import compare as compare_module
 from censusdp.evaluate.compare import compare_releases
+from censusdp.evaluate.errorbars_report import predicted_section, render_expected_report
 
 
 def _text(page: str) -> str:
@@ -50,6 +52,23 @@ def test_report_names_directories_not_where_they_are(page, truth_release):
     assert "school or voting districts" in text
     # the production figure beside this release's epsilon is the composed one, as here
     assert "17.44 for the whole release" in text
+
+
+def _visible(text: str) -> str:
+    """The words a reader sees: no scripts, styles or tags."""
+    text = re.sub(r"<(script|style).*?</\1>", "", text, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def test_report_speaks_words_not_python_names(page):
+    _, text = page
+    words = _visible(text)
+    # invariant checks, definitions and the mechanism by name, not by their JSON keys
+    assert not re.findall(r"\b[a-z0-9]+_[a-z0-9_]+\b", words)
+    assert "places add up to the places that contain them" in words
+    assert "MAE (mean absolute error)" in words and "discrete gaussian" in words
+    assert not re.search(r"\bNMF\b(?! *\))", words)  # spelled out where it is said
+    assert not re.search(r"\d\.\d+e[-+]\d", words)  # no exponent notation but delta's
 
 
 def _table_after(text: str, heading: str) -> list[list[str]]:
@@ -167,3 +186,63 @@ def test_compare_draws_both_scatters_on_shared_axes(
     assert all(len(v) == 1 for v in by_level.values())  # one pair of axes per level
     for level, ((_, ymax),) in by_level.items():
         assert ymax == max(e for lv, _, e in calls if lv == level)  # the larger of the two
+
+
+def _expected_result() -> dict:
+    """What ``expected_errors`` returns, for two levels and one measure."""
+    rec = {
+        "mae": 1.5,
+        "mae_mc_se": 0.05,
+        "rmse": 2.1,
+        "bias": 0.0,
+        "interval90": [-3, 3],
+        "abs_q90": 3,
+    }
+    return {
+        "release": "/somewhere/on/this/machine/vt-run",
+        "geolevels": ["County", "Tract"],
+        "units": {"County": 14, "Tract": 193},
+        "measures": ["total_population"],
+        "released": {
+            "simulations": 2, "seed": 3, "postprocess": "topdown",
+            "by_level": {"total_population": {"County": rec, "Tract": {**rec, "mae": 4.2}}},
+        },
+        "gls": {"available": False, "reason": "no noisy measurements"},
+    }  # fmt: skip
+
+
+def test_expected_errors_page_without_a_column_zero_by_construction():
+    result = _expected_result()
+    text = _text(render_expected_report(result))
+    header = _table_after(text, "Total population: expected errors per count")[0]
+    assert header[:4] == ["geolevel", "places", "released: MAE ± MC se", "released: RMSE"]
+    assert not any("bias" in h for h in header)
+    assert "divided by its number of places" in text  # why there is none, in words
+    assert "On average the published counts" not in text  # 0 for the total population
+    # P1's mean signed error is not 0: said once, at the top level, in words
+    rec = result["released"]["by_level"]["total_population"]["County"]
+    p1 = {"County": {**rec, "bias": 0.13}, "Tract": {**rec, "bias": 0.0067}}
+    result["measures"] = ["P1"]
+    result["released"]["by_level"]["P1"] = {"US": {**rec, "bias": 0.52}, **p1}
+    result["geolevels"] = ["US", "County", "Tract"]
+    result["units"]["US"] = 1
+    text = _text(render_expected_report(result))
+    assert "published counts are 0.520 above the true ones at the US level" in text
+    assert "/somewhere" not in text and "<code>vt-run</code>" in text  # a name, not a place
+    # with the truth, the prediction is named by the command as the CLI spells it now
+    # (the release is the positional RUN)
+    exp = {**result, "measures": ["total_population"]}
+    section = "".join(predicted_section({"expected": exp, "metrics": {}}))
+    assert "censusdp evaluate RUN</code> without the truth" in section
+    assert "--release" not in section and "--release" not in text
+
+
+def test_compare_sentences_say_as_close_when_the_errors_are_equal():
+    labels = ["A (vt-run)", "B (vt-again)"]
+    same = compare_module._closer_sentence("County", 1.0, 1.0, labels)
+    assert same == (
+        "Counties: populations are off by 1 person on average in A (vt-run) and 1 person "
+        "in B (vt-again) (as close)."
+    )
+    assert "(A (vt-run) is closer)" in compare_module._closer_sentence("Block", 2.1, 2.4, labels)
+    assert "5.4 people" in compare_module._closer_sentence("BlockGroup", 5.4, 5.41, labels)

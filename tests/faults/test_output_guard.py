@@ -326,6 +326,10 @@ def test_resume_of_a_finished_release_says_so(cef: Path, rel: Path, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "is a finished release" in proc.stdout and "nothing to resume" in proc.stdout
     assert "--overwrite" not in proc.stdout + proc.stderr
+    # with --json -, standard output holds the JSON alone: the release's manifest
+    proc = cli("run", "--input", cef, "--out", rel, "--seed", "7", "--resume", "--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == json.loads((rel / "manifest.json").read_text())
     other = tmp_path / "other"  # a finished output that is not a release: refused
     other.mkdir()
     (other / "manifest.json").write_text('{"created_by": "censusdp", "command": "infer"}')

@@ -72,6 +72,15 @@ def test_risk_summary_in_plain_words():
     assert text.splitlines()[-1].startswith("wrote risk-out in 30.7 s")
 
 
+def test_one_person_in_the_block_group_is_said_in_the_singular():
+    s = _summary()
+    s["worst_realised"][0]["xi2"] = 1
+    text = risk_words(s, "out", 1.0)
+    assert "1 person in the block group has these characteristics (the person alone)" in text
+    assert "1 person in the block group have" not in text
+    assert "2 people in the block group have these characteristics" in text
+
+
 def test_block_geoid_drops_the_block_group_digit():
     s = _summary()
     s["worst_realised"][0]["geocode"] = "5000100030011005"

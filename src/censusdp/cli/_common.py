@@ -91,7 +91,7 @@ class _HelpFormatter(argparse.HelpFormatter):
             shown = False
         if "default" not in text and shown and action.option_strings:
             if isinstance(default, list | tuple):
-                default = ",".join(str(v) for v in default)
+                default = ",".join(str(v) for v in default) or "none"
             text += f" (default: {default})"
         # argparse %-formats help: escape a lone "%" ("100%"), keep "%%" and "%(default)s"
         return _LONE_PERCENT.sub(lambda m: "%%" if m.group(0) == "%" else m.group(0), text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from censusdp.cli._common import (
     add_command,
@@ -62,20 +63,21 @@ def _demo(args: argparse.Namespace) -> int:
         overwrite=args.overwrite or is_output_of(args.out, "demo"),
     )
     m = s.manifest
+    out = Path(args.out)  # as the user named it, not where it lies on this machine
     lines = [f"\ncensusdp demo: {args.state} (scale {args.scale}), seed {args.seed}"]
     if args.scale < 1:
         lines.append(
             f"  (a random {args.scale:.0%} of the state's tracts, not all of it: the other "
             "tracts, and any county left with none, are in no output)"
         )
-    lines.append(f"  input   {s.out_dir / 'cef'}: {s.persons:,} persons, {s.units:,} units")
+    lines.append(f"  input   {out / 'cef'}: {s.persons:,} persons, {s.units:,} units")
     lines.append("  geounits " + ", ".join(f"{k} {v:,}" for k, v in s.blocks_by_level.items()))
     if s.gq_by_type:
         lines.append(
             "  group quarters persons " + ", ".join(f"{k}: {v:,}" for k, v in s.gq_by_type.items())
         )
     lines.append(
-        f"  release {s.out_dir / 'run'}: rho {m['rho']:.4f} (persons + units), "
+        f"  release {out / 'run'}: rho {m['rho']:.4f} (persons + units), "
         f"epsilon {m['epsilon']:.2f} at delta {m['delta']:g}; validation "
         f"{'passed' if m['validation']['ok'] else 'FAILED'}; {m['timings']['total']:.1f}s"
     )
@@ -83,7 +85,7 @@ def _demo(args: argparse.Namespace) -> int:
         "\n  accuracy of the published tables (truth known because the data are synthetic)"
     )
     lines.append(
-        f"  {'geolevel':<11}{'units':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}"
+        f"  {'geolevel':<11}{'places':>8}{'mean pop':>11}{'MAE total':>11}{'MAE cell':>10}"
         f"{'accuracy':>10}"
     )
     for a in s.accuracy:
@@ -103,7 +105,7 @@ def _demo(args: argparse.Namespace) -> int:
             "published\n   block groups are sums of blocks, hence their larger error)"
         )
     if s.report is not None:
-        lines.append(f"\n  report: {s.report}")
+        lines.append(f"\n  report: {out / s.report.name}")
     record = {
         "out": str(s.out_dir),
         "state": args.state,

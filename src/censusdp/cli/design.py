@@ -280,8 +280,8 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         description=(
             "Choose geolevel and query shares that minimise the weighted mean squared error "
             "per cell of a target workload of tables, each answered by least squares from "
-            "its geounit's noisy measurements (sigma^2 = 1/rho_q for bounded neighbours, "
-            "1/(2 rho_q) for unbounded, as the budget states unless --neighbours is given); "
+            "its geounit's noisy measurements (sigma^2 = 1/rho, rho the query's share of the "
+            "budget, for bounded neighbours, 1/(2 rho) for unbounded, as the budget states unless --neighbours is given); "
             "compare with the budget's own allocation and write a preset TOML."
         ),
         formatter_class=fmt,
@@ -310,7 +310,8 @@ def _add_allocation(sub: argparse._SubParsersAction, fmt: type[argparse.HelpForm
         "--neighbours",
         choices=["bounded", "unbounded"],
         default=None,
-        help="noise variance 1/rho_q (bounded) or 1/(2 rho_q) (unbounded); default: the "
+        help="noise variance 1/rho (bounded) or 1/(2 rho) (unbounded), rho the query's; "
+        "default: the "
         "budget file's own neighbours",
     )
     p.add_argument("--denominator", type=int, default=10_000, help="shares are k/denominator")

@@ -28,12 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "evaluate",
-        help="accuracy of a release vs the truth: TVD, MAE, bias, error bars, HTML report",
+        help="accuracy of a release vs the truth: errors by place and table, error bars, "
+        "HTML report",
         description=(
-            "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: TVD, MAE, "
-            "RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
+            "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: accuracy "
+            "(1 - TVD, the total variation distance), MAE, RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
-            "shares; random off-spine districts; invariants re-checked; the NMF's stated "
+            "shares; random districts built from blocks (as school or voting districts are); invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns. Without "
             "--input: the expected errors of the released counts (simulated from the public "
             "noise law) and of the GLS estimates and raw measurements (closed form), from "
@@ -126,7 +127,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     tp = result["metrics"]["total_population"]
     rh = result["metrics"]["hispanic*cenrace"]
     print(
-        "accuracy = 1 - TVD (1: every count exact; 0.98: 2% of people in a wrong cell); "
+        "accuracy = 1 - TVD, the total variation distance (1: every count exact; 0.98: 2% of people in a wrong cell); "
         "MAE: mean |published - true| population of a place"
     )
     print(
@@ -164,7 +165,10 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
     raw = (result.get("raw") or {}).get("by_level", {}).get("total_population", {})
     lines = [
         f"expected error of total population ({result['released']['simulations']} simulations)",
-        f"{'geolevel':<11}{'units':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
+        "MAE: mean |published - true| population of a place; MC se: its Monte Carlo "
+        "standard error; GLS sd / raw sd: standard deviation of the least-squares estimate "
+        "from all noisy measurements / of the place's own noisy count",
+        f"{'geolevel':<11}{'places':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
         f"{'GLS sd':>9}{'raw sd':>9}",
     ]
     for lv in result["geolevels"]:

@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+    from pathlib import Path
+
     from censusdp.generate import generate_state
 
     summary = generate_state(
@@ -54,7 +57,8 @@ def _generate(args: argparse.Namespace) -> int:
         "scale": summary.scale,
         **summary.counts(),
     }
-    text = summary.format()
+    # the output as the user named it, not where it lies on this machine
+    text = replace(summary, out_dir=Path(args.out)).format()
     if summary.scale < 1:
         text += (
             f"\nnote: a random {summary.scale:.0%} of {summary.name}'s tracts, not the whole "

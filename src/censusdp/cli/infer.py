@@ -17,6 +17,7 @@ an option of the other form is an error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from censusdp.cli._common import (
@@ -289,7 +290,7 @@ def _release(args: argparse.Namespace) -> int:
     mg = m["margins"]
     print(
         f"wrote {m['rows']:,} GLS estimates for {sum(m['geounits'].values()):,} geounits to "
-        f"{args.out}/estimates.parquet and {mg['rows']:,} margins of published counts for "
+        f"{os.path.join(args.out, 'estimates.parquet')} and {mg['rows']:,} margins of published counts for "
         f"{sum(mg['geounits'].values()):,} published geounits"
         + (f" (districts: {mg['geounits'].get('District', 0):,})" if args.geography else "")
         + f" ({', '.join(mg['files'])}) in {m['timings']['total']:.1f}s"

@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="disclosure risk of a release for every person unique in their block",
         description=(
             "For every person unique in their block on the PL94 detailed cell: the intruder's "
-            "posterior, the disclosure risk R and the probability of a correct 0-1 decision "
+            "posterior (belief that the person has their cell), the disclosure risk (how many "
+            "times that belief exceeds the prior one) and the probability of a correct 0-1 decision "
             "(Kazan & Reiter 2022), from the block-level rho of the detailed query and, with "
             "hierarchy, the block group's. Writes OUT/risk.json, OUT/risk_persons.parquet, "
             "plots in the style of the paper's Figs. 1-3 and 6, and OUT/manifest.json."
@@ -73,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=("release", "paper"),
         default="release",
         help="'release': the noise the budget's mechanisms add (bounded neighbours: "
-        "sigma^2 = 1/rho_q); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to reproduce "
+        "sigma^2 = 1/rho of the query); 'paper': Kazan & Reiter's sigma^2 = 1/(2 rho), to "
+        "reproduce "
         "their tables",
     )
     add_json_output(p)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import PurePath
 
 from censusdp.cli._common import (
     add_budget_arguments,
@@ -79,18 +80,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _finished_release(args: argparse.Namespace) -> int | None:
     """``--resume`` of a release that is already finished: nothing to do, exit 0 (and
     never a hint at ``--overwrite``, which would replace the release); ``None``
-    otherwise, so the run goes on."""
+    otherwise, so the run goes on. ``--json`` gets the release's manifest, as after a
+    run (with ``--json -`` standard output holds it alone)."""
     from censusdp.io.output_rules import is_censusdp_output
-    from censusdp.io.rundir import not_a_release
+    from censusdp.io.rundir import not_a_release, read_manifest
 
     if not args.resume or args.overwrite or args.from_measurements:
         return None
     if not is_censusdp_output(args.out) or not_a_release(args.out) is not None:
         return None
-    print(
+    text = (
         f"{args.out} is a finished release (complete and validated); there is nothing "
         f"to resume ('censusdp validate {args.out}' checks it again)"
     )
+    finish(args, text, read_manifest(args.out) if args.json is not None else None)
     return 0
 
 
@@ -173,7 +176,8 @@ def _randomness_words(manifest: dict) -> str:
     words = "SEEDED (not secure)" if seeded else "secure randomness"
     parent = record.get("measured_by")
     if isinstance(parent, dict) and parent.get("run"):
-        words += f" (of the measurements of {parent['run']})"
+        # the release by its directory name, not where it lay on the machine that ran it
+        words += f" (of the measurements of {PurePath(str(parent['run'])).name})"
     return words
 
 

@@ -25,10 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
         subparsers,
         "sweep",
-        help="rerun the release over a range of epsilons; accuracy (1 - TVD) by geolevel",
+        help="rerun the release over a range of epsilons; accuracy (1 - total variation "
+        "distance) by geolevel",
         description=(
             "For each epsilon, rescale the budget (zCDP presets: rho = epsilon^2/2 by "
-            "default), run the release, and record accuracy = 1 - TVD, TVD = L1/(2 POP) (1: "
+            "default), run the release, and record accuracy = 1 - TVD, TVD = L1/(2 POP) the total "
+            "variation distance (1: "
             "every count exact; 0.98: 2% of people in a wrong cell or place; the JSON and CSV "
             "call it tvd) by geolevel for total population and race x Hispanic origin. Writes OUT/sweep.json, "
             "OUT/sweep.csv, OUT/sweep.png and OUT/manifest.json."

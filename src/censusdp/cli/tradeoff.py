@@ -185,7 +185,7 @@ def _add_census(sub: argparse._SubParsersAction, fmt: type[argparse.HelpFormatte
         help="accuracy, re-identification and Bayesian risk over a grid of total budgets",
         description=(
             "For each total epsilon ((eps, delta)-DP of everything published) and seed, run "
-            "releases on the engine and record MAE/TVD by geolevel, the reconstruction and "
+            "releases on the engine and record MAE and TVD (total variation distance) by geolevel, the reconstruction and "
             "re-identification rates, and Kazan-Reiter risk, with and without a block-level "
             "release (JASON sec. 8). Writes RESULTS/results.json, runs.parquet, frontier.png, "
             "manifest.json and cache/ (an interrupted sweep resumes)."

@@ -3,7 +3,7 @@
 * :func:`evaluate` compares a release with the truth it was made from (``censusdp
   evaluate``); :func:`read_release` and :func:`evaluate_data` are its parts.
 * :func:`expected_errors` predicts the errors of a release from the release alone (no
-  truth: ``censusdp evaluate --release RUN``; :mod:`~censusdp.evaluate.errorbars`).
+  truth: ``censusdp evaluate RUN``; :mod:`~censusdp.evaluate.errorbars`).
 * :func:`sweep` reruns the mechanism over a range of budgets (``censusdp sweep``,
   JASON 2020, Figs. 6-1 and 6-2).
 * :mod:`~censusdp.evaluate.metrics` (TVD, MAE, RMSE, bias by size bin),

@@ -159,6 +159,21 @@ def _aligned_rows(details: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]
     return [rows[0], second]
 
 
+def _closer_sentence(level: str, ma: float, mb: float, labels: Sequence[str]) -> str:
+    """How far off a level's populations are in each release, and which is closer (or
+    that they are as close: the same numbers never make one of them the closer)."""
+
+    def people(x: float) -> str:
+        return f"{x:.3g} " + ("person" if f"{x:.3g}" == "1" else "people")
+
+    a, b = f"{ma:.3g}", f"{mb:.3g}"
+    closer = "as close" if a == b else f"{labels[0] if ma < mb else labels[1]} is closer"
+    return (
+        f"{sec.plural(level).capitalize()}: populations are off by {people(ma)} on average "
+        f"in {labels[0]} and {people(mb)} in {labels[1]} ({closer})."
+    )
+
+
 def render_comparison(
     comparison: dict[str, Any], results: Sequence[dict[str, Any]], details: Sequence[dict[str, Any]]
 ) -> str:
@@ -190,12 +205,7 @@ def render_comparison(
             + [x for t in ("P1", "P2", "H1") if t in tv for x in tv[t]]
         )
         if rec["units"] > 1 and ratio is not None and ma and mb:
-            better = labels[0] if ma < mb else labels[1]
-            sentences.append(
-                f"{sec.plural(rec['geolevel']).capitalize()}: populations are off by "
-                f"{ma:.3g} people on average in {labels[0]} and {mb:.3g} in {labels[1]} "
-                f"({better} is closer)."
-            )
+            sentences.append(_closer_sentence(rec["geolevel"], ma, mb, labels))
     head = ["geolevel", "places", f"MAE {labels[0]}", f"MAE {labels[1]}", "MAE ratio B/A"]
     for t in ("P1", "P2", "H1"):
         head += [f"accuracy {t} {labels[0]}", f"accuracy {t} {labels[1]}"]
@@ -204,7 +214,8 @@ def render_comparison(
         table(
             head,
             rows,
-            "Mean absolute error of the population, and accuracy = 1 - TVD of each table "
+            "Mean absolute error of the population, and accuracy = 1 - TVD (total variation "
+            "distance) of each table "
             "(1 = every person counted in the right cell; 0.98 = 2% of people misplaced)",
             name="compare_accuracy",
         )

@@ -95,10 +95,10 @@ DEFINITIONS: dict[str, str] = {
     "tvd": "1 - L1 / (2 POP) (total variation distance; JASON, Formal Privacy Methods for the 2020 Census, 2020, sec. 6.1); L1 = sum |error| over a partition of the universe at every geounit of the level (total population: one count per geounit; a table: its leaf lines; a histogram: all its cells); POP = sum of the true counts of the same partition (the level's true universe total)",
     "bins": "true-count bins 0, 1-9, 10-99, 100-999, 1000+ (of the true value of each count)",
     "histogram_n": "for 'detailed', n excludes structural-zero cells (minors in nursing facilities), which are zero in truth and release",
-    "tables_source": "P1-P5 and H1 metrics use the release's published tables (RUN/tables); histogram metrics use the MDF",
+    "tables_source": "P1-P5 and H1 metrics use the release's published tables (RUN/tables); histogram metrics use the microdata (MDF)",
     "occupancy_100": "among geounits with at least one housing unit, the share with no vacant housing unit (H1_003N = 0)",
-    "all_under18": "among geounits with at least min_population people, the share with no one 18 or over (P3_001N = 0)",
-    "nmf_sd": "closed-form: sd = sqrt(variance) stated in the NMF for each noisy measurement; 'empirical' compares it with value - truth",
+    "all_under18": "among geounits with at least the evaluation's minimum population, the share with no one 18 or over (P3_001N = 0)",
+    "nmf_sd": "closed-form: sd = sqrt(variance) stated in the noisy measurement file (NMF) for each noisy measurement; 'empirical' compares it with value - truth",
     "trials": "empirical: errors pooled over K reruns of the whole mechanism (measure + estimate + round) with independent seeds; quantiles are exact over the pooled integer errors",
 }
 

@@ -1,4 +1,4 @@
-"""Expected errors of a release from what it publishes (``censusdp evaluate --release RUN``).
+"""Expected errors of a release from what it publishes (``censusdp evaluate RUN``).
 
 A user who holds only a release (no confidential data) can still say how far off its
 counts are expected to be, because the noise law is public (Gong 2022, *Transparent

@@ -1,4 +1,4 @@
-"""The HTML page of ``censusdp evaluate --release RUN`` without ``--truth``: expected errors.
+"""The HTML page of ``censusdp evaluate RUN`` without the truth: expected errors.
 
 One self-contained page (the building blocks of :mod:`censusdp.evaluate._html`): a
 plain-language summary ("published counts for census tracts are typically off by about N
@@ -92,10 +92,9 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
                     (r.get("mae"), r.get("mae_mc_se")),
                 ),
                 num(r.get("rmse"), 3),
-                num(r.get("bias"), 3),
                 Split(
-                    esc(f"[{iv[0]}, {iv[1]}]") if iv[0] is not None else "&ndash;",
-                    (iv[0], iv[1]),
+                    esc(f"[{iv[0]}, {iv[1]}]") if iv and iv[0] is not None else "&ndash;",
+                    (iv[0], iv[1]) if iv else (None, None),
                 ),
                 num(r.get("abs_q90")),
                 num(g.get("mae"), 3),
@@ -107,10 +106,9 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
     return table(
         [
             "geolevel",
-            "units",
+            "places",
             Split("released: MAE ± MC se", ("released: MAE", "released: MAE MC se")),
             "released: RMSE",
-            "released: bias",
             Split(
                 "released: 90% of errors in",
                 ("released: 90% of errors from", "released: 90% of errors to"),
@@ -125,6 +123,20 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
         f"{_MEASURE_TITLES.get(measure, measure)}: expected errors per count",
         name=f"expected_{measure}",
         raw=True,
+    ) + _bias_note(result, rel)
+
+
+def _bias_note(result: Mapping[str, Any], rel: Mapping[str, Any]) -> str:
+    """The mean signed error in words: the root's, which every level's only divides."""
+    levels = result.get("geolevels") or []
+    root = levels[0] if levels else None
+    b = (rel.get(root) or {}).get("bias") if root else None
+    if b is None or abs(b) < 5e-4:
+        return ""
+    return (
+        f'<p class="note">On average the published counts are {abs(b):.3f} '
+        f"{'above' if b > 0 else 'below'} the true ones at the {esc(root)} level (mean "
+        "signed error, expected); at a level of n places it is this divided by n.</p>"
     )
 
 
@@ -161,7 +173,7 @@ def predicted_section(result: Mapping[str, Any]) -> list[str]:
     k = exp["released"]["simulations"]
     return [
         '<section id="predicted"><h2>Predicted from the release alone, against measured</h2>',
-        '<p class="note">What <code>censusdp evaluate --release RUN</code> without the truth '
+        '<p class="note">What <code>censusdp evaluate RUN</code> without the truth '
         f"predicts ({k} simulated releases around the release itself, re-estimated), "
         "next to the MAE measured here against the truth. One release's MAE scatters "
         "around its expectation by about the sd shown.</p>",
@@ -244,7 +256,11 @@ def render_expected_report(
         "MAE: mean absolute error; RMSE: root mean squared error; MC se: Monte Carlo "
         "standard error of the simulated MAE; '90% of errors in': the 5th and 95th "
         "percentiles of the signed error (published minus true); GLS MAE is "
-        "sqrt(2/pi) times its standard deviation.</p>"
+        "sqrt(2/pi) times its standard deviation. There is no mean signed error (bias) "
+        "column: the counts of every level add up to the top level's, so a level's mean "
+        "signed error is the top level's divided by its number of places (0 for the total "
+        "population and H1, whose totals are published exactly); where it is not 0, a line "
+        "under the table states it (the JSON output keeps every level's).</p>"
     )
     for m in result.get("measures", []):
         parts.append(_measure_table(result, m))

@@ -252,7 +252,7 @@ def _release_section(result: Mapping[str, Any]) -> list[str]:
                 ["truth (directory)", dir_name(ev.get("truth"))],
                 ["release (directory)", dir_name(ev.get("release"))],
                 ["post-processing", man.get("postprocess")],
-                ["mechanism", man.get("mechanism")],
+                ["mechanism", str(man.get("mechanism") or "").replace("_", " ")],
                 ["rho (zCDP)", man.get("rho")],
                 ["epsilon", man.get("epsilon")],
                 ["delta", man.get("delta")],
@@ -596,7 +596,8 @@ def _nmf_section(result: Mapping[str, Any]) -> list[str]:
                     "coverage of +-1.645 sd",
                 ],
                 rows,
-                "Each noisy count y has sd = sqrt(variance) from the NMF; the last two columns check it against the truth",
+                "Each noisy count y has sd = sqrt(variance) from the noisy measurement file; the last "
+                "two columns check it against the truth",
             )
         )
     return parts
@@ -606,9 +607,10 @@ def _checks_section(result: Mapping[str, Any]) -> list[str]:
     """Invariant re-checks, the largest errors and the definitions list."""
     parts = ["<h2>Invariants and constraints, re-checked</h2>"]
     rows = [
-        [k, v["ok"], v["violations"], v["checked"], v.get("example", "")]
+        [_CHECK_WORDS.get(k, k.replace("_", " ")), v["ok"], v["violations"], v["checked"],
+         v.get("example", "")]
         for k, v in result["invariants"].items()
-    ]
+    ]  # fmt: skip
     parts.append(_table(["check", "holds", "violations", "checked", "example"], rows))
 
     parts.append("<h2>Largest errors (total population)</h2>")
@@ -631,9 +633,37 @@ def _checks_section(result: Mapping[str, Any]) -> list[str]:
 
     parts.append("<h2>Definitions</h2><ul>")
     for k, v in result.get("definitions", {}).items():
-        parts.append(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>")
+        term = _TERM_WORDS.get(k, k.replace("_", " "))
+        parts.append(f"<li><b>{html.escape(term)}</b>: {html.escape(v)}</li>")
     parts.append("</ul>")
     return parts
+
+
+#: The re-checked invariants and the definitions, named in words (JSON keeps the keys).
+_CHECK_WORDS = {
+    "state_population": "state populations exact",
+    "block_housing_units": "housing units of every block exact",
+    "block_gq_facilities": "group-quarters facilities of every block exact",
+    "nonnegative": "no negative count",
+    "children_sum_to_parents": "places add up to the places that contain them",
+    "tables_match_mdf": "tables agree with the microdata",
+    "structural_zeros": "impossible cells stay empty",
+    "gq_population_bounds": "group-quarters population within its bounds",
+}
+_TERM_WORDS = {
+    "error": "error",
+    "mae": "MAE (mean absolute error)",
+    "rmse": "RMSE (root mean squared error)",
+    "bias": "bias",
+    "tvd": "accuracy (1 - total variation distance)",
+    "bins": "size bins",
+    "histogram_n": "counts of the detailed histogram",
+    "tables_source": "where the numbers come from",
+    "occupancy_100": "fully occupied places",
+    "all_under18": "places with no adult",
+    "nmf_sd": "noise of the measurements",
+    "trials": "reruns",
+}
 
 
 def _identifiers(codes: Sequence[str], level: str) -> dict[str, list[Any]]:

@@ -363,7 +363,7 @@ def tabulation_sds(
 ) -> tuple[ReleaseGLS, dict[str, np.ndarray]]:
     """The GLS sd of every line at every published geounit (the tabulation hierarchy,
     whatever spine the release used: the numbers of ``margins.parquet``), without
-    writing anything; for ``censusdp evaluate --release``.
+    writing anything; for ``censusdp evaluate RUN`` without the truth.
 
     Returns:
         The release's GLS (its ``direct`` sds, ``lines``) and, per tabulation level,
@@ -654,7 +654,7 @@ def infer_release(
             close = getattr(ex, "close", None)
             if close is not None:
                 close()
-        say(progress, f"wrote {rows:,} estimates to {staging.out_dir / 'estimates.parquet'}")
+        say(progress, f"wrote {rows:,} estimates (estimates.parquet)")
         t = time.perf_counter()
         written = _write_margins(out_dir, gls, acc, published, formats, amc)
         timings["margins"] = time.perf_counter() - t

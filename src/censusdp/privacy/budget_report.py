@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -112,13 +111,14 @@ class BudgetReport:
             lines.append(f"global rho = {t['rho']} = {t['rho_float']:.6g}")
         lines.append(
             f"  epsilon at delta={t['delta_float']:g}: {t['epsilon_at_delta']:.6g} "
-            f"({'min of pure epsilon and ' if pure else ''}CKS Cor. 13; "
+            f"({'min of pure epsilon and ' if pure else ''}Canonne, Kamath & Steinke 2020, "
+            "Cor. 13; "
             f"simple bound {t['epsilon_simple']:.6g}); "
             f"implied epsilon sqrt(2 rho) = {t['implied_epsilon']:.6g}"
         )
         lines.append(
-            f"  sampler TV adds delta {t['sampling_delta']:.3g} "
-            f"(total delta {t['delta_total']:.6g})"
+            f"  the samplers' distance from the exact noise laws (total variation) adds "
+            f"delta {t['sampling_delta']:.3g}, negligible (total delta {t['delta_total']:.6g})"
         )
         lines.append("")
         head = (
@@ -162,7 +162,7 @@ class BudgetReport:
                 "  --rho / --epsilon of 'censusdp run' set this total; the split is kept",
             ]
         if b.notes:
-            lines += ["", "notes:"] + [f"  - {_plain_note(n)}" for n in b.notes]
+            lines += ["", "notes:"] + [f"  - {n}" for n in b.notes]
         return "\n".join(lines)
 
     def _release_summary(self) -> dict[str, Any] | None:
@@ -178,13 +178,6 @@ class BudgetReport:
             "units_rho": float(self.release.units.rho),
             "units_budget": self.release.units.name,
         }
-
-
-def _plain_note(note: str) -> str:
-    """A preset's note without its pointers into the project's ``docs/`` folder, which
-    an installed package does not have (``--json`` keeps the note as written)."""
-    text = re.sub(r"[;,]?\s*docs/[\w./-]+\.md", "", note)
-    return re.sub(r"\s*\(\s*\)", "", text)
 
 
 def _loss_entry(

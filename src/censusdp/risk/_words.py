@@ -61,8 +61,11 @@ def _worst(s: Mapping[str, Any]) -> list[str]:
             f"  person {w['person_id']} in {_block(w['geocode'])}: belief after "
             f"{_pct(w['realised_posterior_two_level'])} "
             f"({w['realised_risk_two_level']:.2f} times); {w['xi2']:,} "
-            f"{'person' if w['xi2'] == 1 else 'people'} in the block group have these "
-            "characteristics (the person included)"
+            + (
+                "person in the block group has these characteristics (the person alone)"
+                if w["xi2"] == 1
+                else "people in the block group have these characteristics (the person included)"
+            )
         )
     return lines
 

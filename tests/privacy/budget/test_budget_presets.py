@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.resources
+import re
 from fractions import Fraction
 
 import pytest
@@ -28,6 +30,23 @@ def test_presets_ship_with_the_package() -> None:
         b = load_preset(name)
         for m in b.measurements():
             make_query(get_schema(b.schema), m.query)  # every query is valid
+
+
+def test_presets_name_no_files_of_the_repository() -> None:
+    # a preset file is what a user reads and copies: its notes and comments point to no
+    # docs/ page or censusdp source file, which an installed package does not have
+    presets = importlib.resources.files("censusdp.privacy") / "presets"
+    texts = {
+        p.name: p.read_text(encoding="utf-8") for p in presets.iterdir() if p.name.endswith(".toml")
+    }
+    assert len(texts) >= 8
+    leaks = {
+        n: re.findall(r"docs/\S+|src/censusdp\S*|censusdp/\S+\.py", t) for n, t in texts.items()
+    }
+    assert {n: v for n, v in leaks.items() if v} == {}
+    for name in preset_names():
+        # the notes, printed by ``censusdp budget``, also name no production setting
+        assert not any("docs/" in n or "opt_spine" in n for n in load_preset(name).notes)
 
 
 def test_pl94_2020_matches_kazan_reiter_table1() -> None:
