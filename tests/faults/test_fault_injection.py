@@ -331,6 +331,7 @@ def test_validate_rejects_a_missing_nmf_part(good_release: Path, tmp_path: Path,
     assert "INVALID" in proc.stdout and Path(NMF_PART).name in proc.stdout
 
 
+@pytest.mark.slow
 def test_evaluate_and_reestimate_refuse_a_tampered_release(
     good_release: Path, cef: Path, tmp_path: Path
 ) -> None:

@@ -102,10 +102,7 @@ LAYOUTS = {
 
 @pytest.mark.parametrize(
     "layout",
-    [
-        lay if lay in ("subdirectory", "no .parquet suffix") else pytest.param(lay, marks=SLOW)
-        for lay in sorted(LAYOUTS)
-    ],
+    [lay if lay == "subdirectory" else pytest.param(lay, marks=SLOW) for lay in sorted(LAYOUTS)],
 )
 def test_every_command_refuses_a_part_directory_with_rows_it_would_skip(
     cef: Path, tmp_path: Path, layout: str

@@ -275,6 +275,7 @@ def test_every_directory_writer_takes_the_lock(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_killed_infer_leaves_nothing_that_blocks_the_next(rel: Path, tmp_path: Path) -> None:
     out = tmp_path / "gls"
     p = subprocess.Popen([*CLI, "infer", str(rel), "--out", str(out), "-q"], start_new_session=True)

@@ -125,6 +125,7 @@ def test_invariants_exact_and_hierarchy_consistent(release) -> None:
             np.testing.assert_allclose(sums[up], cols["estimate"][kp], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_never_less_precise_than_the_raw_measurement(release) -> None:
     """GLS sd <= sd of the raw noisy answer of the same cell, at every geolevel.
 

@@ -207,6 +207,7 @@ def test_invalid_arguments(truth_dir, tmp_path, kwargs, match):
         )
 
 
+@pytest.mark.slow
 def test_real_engine_accuracy_and_risk_match_evaluate_and_risk(truth_dir, tmp_path, capsys):
     """Real releases (no attack, standard allocation): accuracy improves with epsilon, and the
     recorded numbers equal those of 'censusdp evaluate' on the same release and of
