@@ -107,6 +107,14 @@ def _table_before(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa
     )
 
 
+def _columns_table_before(self: nmf_mod._QueryColumns, a: int, b: int) -> pa.Table:
+    """:func:`_table_before` in place of the writer's per-query column slicer."""
+    codes = self.__dict__.get("_codes_before")
+    if codes is None:
+        codes = self.__dict__["_codes_before"] = np.asarray(self.codes.to_pylist(), dtype=str)
+    return _table_before(self.mq, codes, a, b)
+
+
 def _family(input_dir: Path, out_dir: Path, blocks: int) -> int:
     """Write the records of the block group whose block count is nearest ``blocks``."""
     units = pq.read_table(input_dir / "units.parquet")
@@ -190,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         out["write"], out["read"], out["check"] = {}, {}, {}
         with (
             mock.patch.object(nmf_mod, "WRITE_OPTIONS", _BEFORE_OPTIONS),
-            mock.patch.object(nmf_mod, "_nmf_table", _table_before),
+            mock.patch.object(nmf_mod._QueryColumns, "table", _columns_table_before),
             _cpu(out["write"], "before", n),
         ):
             size = _write_parts(chunks, dirs["before"])
