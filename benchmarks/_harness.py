@@ -145,7 +145,9 @@ def cached_input(work: Path, state: str, scale: float, seed: int = 1) -> Path:
         say(f"generate {state} at {scale}")
         cmd = [sys.executable, "-m", "censusdp", "generate", "--state", state, "--quiet"]
         subprocess.run(
-            [*cmd, "--scale", str(scale), "--seed", str(seed), "--out", str(cef)], check=True
+            [*cmd, "--scale", str(scale), "--seed", str(seed), "--out", str(cef)],
+            check=True,
+            stdout=sys.stderr,  # a benchmark's standard output is its JSON alone
         )
     return cef
 
@@ -158,7 +160,9 @@ def cached_release(work: Path, state: str, scale: float, seed: int = 1) -> Path:
         cef = cached_input(work, state, scale, seed)
         say(f"release {state} at {scale}")
         cmd = [sys.executable, "-m", "censusdp", "run", "--input", str(cef), "--out", str(run)]
-        subprocess.run([*cmd, "--seed", str(seed), "--workers", "2", "--quiet"], check=True)
+        subprocess.run(
+            [*cmd, "--seed", str(seed), "--workers", "2", "--quiet"], check=True, stdout=sys.stderr
+        )
     return run
 
 
