@@ -238,7 +238,7 @@ class _Tree:
                 self.up_cov[level] = np.concatenate(keep_cov)
                 self.up_informed[level] = np.concatenate(keep_informed)
             self._say(
-                f"GLS upward   {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} units"
+                f"GLS upward   {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} geounits"
             )
 
     def downward(self) -> Iterator[LevelEstimates]:
@@ -266,7 +266,7 @@ class _Tree:
             if level > 0:  # the parents' arrays are no longer needed
                 self._drop(level - 1)
             self._say(
-                f"GLS downward {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} units"
+                f"GLS downward {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} geounits"
             )
 
     # -- the collection of the tree factors (tree_cov) ----------------------------------

@@ -191,7 +191,7 @@ def _write_outputs(
     timings["write_release_cpu"] = time.process_time() - c
     say(
         progress,
-        f"wrote {manifest['persons_released']:,} MDF persons in {len(parts)} parts and the tables",
+        f"wrote {manifest['persons_released']:,} MDF persons in {_parts(len(parts))} and the tables",
     )
     return parts, top
 
@@ -246,10 +246,15 @@ def _validate_outputs(
         "mdf_matches_histogram",
         not problems,
         "; ".join(problems[:3])
-        or f"{len(parts)} parts read back by their tasks equal the estimate",
+        or f"{_parts(len(parts))} read back by their tasks equal the estimate",
     )
     rt.timings["validate"] = time.perf_counter() - t
     rt.timings["validate_cpu"] = time.process_time() - c
     manifest["validation"] = report.to_dict()
     if not report.ok and not est.persons.failsafe:
         raise InternalError("release failed validation: " + "; ".join(report.failures()))
+
+
+def _parts(n: int) -> str:
+    """``1 part``, ``3 parts``."""
+    return f"{n} part{'' if n == 1 else 's'}"
