@@ -101,13 +101,19 @@ def _bypassed_shares(
     return share
 
 
-@pytest.fixture(scope="module")
-def pr_release(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pr")
-    generate_state("PR", 4, d / "cef", scale=0.01)
-    budget = ReleaseBudget(load_preset("pl94-2020-pr"), load_preset("pl94-2020-pr-units"))
+def _measured(tmp_path_factory, state: str, scale: float, preset: str):
+    """``d/cef``: a generated ``state`` (seed 4); ``d/nmf``: its measurements alone with
+    ``preset`` and its unit preset (seed 3, no post-processing). Returns ``d``."""
+    d = tmp_path_factory.mktemp(state.lower())
+    generate_state(state, 4, d / "cef", scale=scale)
+    budget = ReleaseBudget(load_preset(preset), load_preset(f"{preset}-units"))
     run_release(d / "cef", d / "nmf", budget, ReleaseOptions(seed=3, postprocess="none"))
     return d
+
+
+@pytest.fixture(scope="module")
+def pr_release(tmp_path_factory):
+    return _measured(tmp_path_factory, "PR", 0.01, "pl94-2020-pr")
 
 
 def _check_variances(nmf, spine_file, rho, level_shares, preset, top=0) -> int:
@@ -228,11 +234,7 @@ US_UNIT_SHARES = dict(
 
 @pytest.fixture(scope="module")
 def one_state(tmp_path_factory):
-    d = tmp_path_factory.mktemp("vt")
-    generate_state("VT", 4, d / "cef", scale=0.05)
-    budget = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
-    run_release(d / "cef", d / "nmf", budget, ReleaseOptions(seed=3, postprocess="none"))
-    return d
+    return _measured(tmp_path_factory, "VT", 0.05, "pl94-2020")
 
 
 def test_one_state_measures_its_state_with_the_state_allocation(one_state):
