@@ -7,3 +7,5 @@
 * :mod:`censusdp.data.histograms` -- every histogram builder: records to detailed block
   histograms, and block histograms up the hierarchy.
 """
+
+from censusdp.data import schema_dhc as schema_dhc  # registers the 2020 DHC schemas

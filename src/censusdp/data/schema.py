@@ -28,6 +28,7 @@ Race). MDF code ``k`` (1..63) is level ``k - 1``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -48,7 +49,9 @@ __all__ = [
     "Schema",
     "StructuralZero",
     "get_schema",
+    "register_schema",
     "schema_names",
+    "unit_schema_of",
 ]
 
 OMB_RACES: tuple[str, ...] = (
@@ -321,14 +324,18 @@ class Schema:
 
     def cell_levels(self, name: str, cells: np.ndarray | None = None) -> np.ndarray:
         """Level of attribute or recode ``name`` for each cell (all cells by default)."""
-        if cells is None:
-            cells = np.arange(self.size, dtype=np.int64)
         var = self.variable(name)
+        i = self._index[var.source if isinstance(var, Recode) else name]
+        if cells is None:  # every cell: the levels of attribute i, repeated in C order
+            shape = self.shape
+            inner = int(np.prod(shape[i + 1 :], dtype=np.int64))
+            outer = int(np.prod(shape[:i], dtype=np.int64))
+            lv = np.tile(np.repeat(np.arange(shape[i], dtype=np.int64), inner), outer)
+        else:
+            lv = np.asarray(np.unravel_index(cells, self.shape)[i], dtype=np.int64)
         if isinstance(var, Recode):
-            src = self._index[var.source]
-            lv = np.unravel_index(cells, self.shape)[src]
             return np.asarray(var.mapping, dtype=np.int64)[lv]
-        return np.asarray(np.unravel_index(cells, self.shape)[self._index[name]], dtype=np.int64)
+        return lv
 
     # -- microdata <-> cells -----------------------------------------------------------
 
@@ -375,15 +382,27 @@ class Schema:
 
     @cached_property
     def structural_zero_mask(self) -> np.ndarray:
-        """Boolean mask over cells: True where a cell is a structural zero."""
-        mask = np.zeros(self.size, dtype=bool)
-        cells = np.arange(self.size, dtype=np.int64)
+        """Boolean mask over cells: True where a cell is a structural zero.
+
+        A zero's condition on an attribute or recode is a condition on one attribute's
+        levels, so each zero is the outer product of one boolean vector per attribute
+        (a million-cell schema takes milliseconds per zero)."""
+        mask = np.zeros(self.shape, dtype=bool)
         for z in self.structural_zeros:
-            hit = np.ones(self.size, dtype=bool)
+            ok = [np.ones(a.size, dtype=bool) for a in self.attributes]
             for var, lv in z.levels:
-                hit &= np.isin(self.cell_levels(var, cells), np.asarray(lv, dtype=np.int64))
-            mask |= hit
-        return mask
+                v = self.variable(var)
+                if isinstance(v, Recode):
+                    src = np.asarray(v.mapping, dtype=np.int64)
+                    ok[self._index[v.source]] &= np.isin(src, np.asarray(lv, dtype=np.int64))
+                else:
+                    levels = np.arange(v.size, dtype=np.int64)
+                    ok[self._index[var]] &= np.isin(levels, np.asarray(lv, dtype=np.int64))
+            axes = [
+                v.reshape([-1 if j == i else 1 for j in range(len(ok))]) for i, v in enumerate(ok)
+            ]
+            mask |= functools.reduce(np.logical_and, axes)
+        return mask.ravel()
 
 
 NURSING_MINORS = StructuralZero(
@@ -454,6 +473,31 @@ HHHISP (2) x HHRACE (7) x HHSIZE (8) x HHTYPE (24) x HHELDERLY (4) x HHMULTI (2)
 derived from its persons (:func:`censusdp.data.households.derive_households`)."""
 
 _BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS, HOUSEHOLD2010)}
+
+
+_UNIT_SCHEMAS: dict[str, Schema] = {}
+
+
+def register_schema(schema: Schema, *, unit_schema: Schema | None = None) -> None:
+    """Make ``schema`` a built-in schema (the modules that define further schemas, such as
+    :mod:`censusdp.data.schema_dhc`, register theirs when :mod:`censusdp.data` loads).
+
+    Args:
+        schema: the schema; its name must be new.
+        unit_schema: the unit histogram measured in the same run as ``schema``, as
+            production's DHC household run measures ``tenvacgq`` beside its household
+            histogram (see :func:`unit_schema_of`).
+    """
+    if schema.name in _BUILTIN:
+        raise SchemaError(f"schema {schema.name!r} is registered twice")
+    _BUILTIN[schema.name] = schema
+    if unit_schema is not None:
+        _UNIT_SCHEMAS[schema.name] = unit_schema
+
+
+def unit_schema_of(name: str) -> Schema | None:
+    """The unit histogram measured beside schema ``name`` in one run, if it has one."""
+    return _UNIT_SCHEMAS.get(name)
 
 
 def schema_names() -> tuple[str, ...]:
