@@ -16,10 +16,10 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.data.schema import Schema
+from censusdp.data.schema import Schema, get_schema, unit_schema_of
 from censusdp.errors import SchemaError
 
-__all__ = ["Query", "make_query"]
+__all__ = ["Query", "make_query", "run_query"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,3 +119,27 @@ def make_query(schema: Schema, name: str) -> Query:
     rows = np.ravel_multi_index(tuple(levels), shape).astype(np.int64)
     canonical = "detailed" if key == "detailed" else "*".join(variables)
     return Query(canonical, variables, shape, rows)
+
+
+def run_query(schema_name: str, name: str) -> tuple[Schema, Query]:
+    """A query a run on schema ``schema_name`` measures, and the schema it reads.
+
+    A query of the schema, or, for a schema measured beside a unit histogram in one run
+    (production's DHC household run measures ``tenvacgq`` beside its household histogram:
+    :func:`censusdp.data.schema.unit_schema_of`), a query of that histogram.
+
+    Raises:
+        SchemaError: for an unknown schema, or a query valid on neither histogram (the
+            message is the run schema's own).
+    """
+    schema = get_schema(schema_name)
+    try:
+        return schema, make_query(schema, name)
+    except SchemaError as exc:
+        unit = unit_schema_of(schema_name)
+        if unit is None:
+            raise
+        try:
+            return unit, make_query(unit, name)
+        except SchemaError:
+            raise exc from None

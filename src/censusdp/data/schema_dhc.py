@@ -68,6 +68,7 @@ from censusdp.data.schema import (
 from censusdp.errors import SchemaError
 
 __all__ = [
+    "DHC_SCHEMA_NAMES",
     "DHCH_2020",
     "DHCP_2020",
     "DHC_UNITS_2020",
@@ -463,6 +464,9 @@ Verbatim except for case; where production names a query its strategy does not m
 (``hispanic * sex * age_40_groups * hhgq8lev * cenrace`` in the person ``l2`` pass) or a
 query of the unit histogram (``tenvacgq``), so do these. TopDown does not use them yet
 (docs/dhc-2020.md)."""
+
+DHC_SCHEMA_NAMES: tuple[str, ...] = (DHCP_2020.name, DHCH_2020.name, DHC_UNITS_2020.name)
+"""The schemas of this module; ``censusdp run`` does not release them yet."""
 
 register_schema(DHCP_2020)
 register_schema(DHCH_2020, unit_schema=DHC_UNITS_2020)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from censusdp.data.queries import make_query
+from censusdp.data.queries import run_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import BudgetError, CensusDPError, ConfigError
 from censusdp.privacy import accounting
@@ -141,7 +141,7 @@ def scaled_mechanism(
 
 @functools.lru_cache(maxsize=512)
 def _query_identity(schema: str, name: str) -> tuple[str, frozenset[str]]:
-    q = make_query(get_schema(schema), name)
+    q = run_query(schema, name)[1]
     return q.name, frozenset(q.variables)
 
 

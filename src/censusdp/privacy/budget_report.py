@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from censusdp.data.queries import make_query
+from censusdp.data.queries import run_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import BudgetError
 from censusdp.privacy import accounting
@@ -23,14 +23,13 @@ __all__ = ["BudgetReport", "budget_report"]
 
 @functools.lru_cache(maxsize=512)
 def _query_rows(schema_name: str, query: str) -> int:
-    return make_query(get_schema(schema_name), query).n_rows
+    return run_query(schema_name, query)[1].n_rows
 
 
 @functools.lru_cache(maxsize=512)
 def _attributes_of(schema_name: str, query: str) -> tuple[str, ...]:
     """Schema attributes a query reads (recodes count as their source attribute)."""
-    schema = get_schema(schema_name)
-    q = make_query(schema, query)
+    schema, q = run_query(schema_name, query)
     out = []
     for v in q.variables:
         var = schema.variable(v)

@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels
 from censusdp.data.schema import HOUSEHOLD2010
+from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
@@ -172,6 +173,13 @@ def run_release(
             raise ConfigError(
                 f"budget {run.name!r} is for households (schema {run.schema!r}); censusdp run "
                 "does not release households yet (docs/households.md)"
+            )
+        if run.schema in DHC_SCHEMA_NAMES:
+            raise ConfigError(
+                f"budget {run.name!r} is for the 2020 DHC (schema {run.schema!r}); censusdp run "
+                "does not release the DHC yet: it needs the DHC's prim spine (Prim, tract "
+                "subsets), relgq and household-type input and an estimator for its "
+                "million-cell histograms (docs/dhc-2020.md)"
             )
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     # every input file hashed, and stamped: the reader checks it reads those very bytes

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from censusdp.data.queries import make_query
+from censusdp.data.queries import make_query, run_query
 from censusdp.data.schema import get_schema
 from censusdp.io.budget_files import (
     load_preset,
@@ -28,8 +28,8 @@ def test_presets_ship_with_the_package() -> None:
         assert name in names
     for name in names:
         b = load_preset(name)
-        for m in b.measurements():
-            make_query(get_schema(b.schema), m.query)  # every query is valid
+        for query in {m.query for m in b.measurements()}:
+            run_query(b.schema, query)  # every query is valid (dhc-2020-units: tenvacgq too)
 
 
 def test_presets_name_no_files_of_the_repository() -> None:
