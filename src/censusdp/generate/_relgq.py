@@ -15,6 +15,11 @@ the generator writes changes:
   older another nonrelative (production's ``relgq.py`` levels 16 and 17 say so); another
   nonrelative under 18 is a foster child (the generator draws foster children as other
   nonrelatives, ``generate._relationships.MINOR_OTHER``), 18 or older another nonrelative.
+  The generator's 2010 draws make most minors own children of the householder whatever
+  the householder's age; production's DHC rules them out for old householders
+  (``age_child``: no own child under 6 of a man 75+ or of a woman 60+, none under 18 of
+  a woman 75+), so such a minor is the householder's grandchild here (4.3% of generated
+  Vermont's households had one).
 * **group quarters**: each facility gets one detailed type within its major type
   (correctional facilities for adults: 101-106; juvenile facilities: 201-203; nursing
   facilities: 301; other institutional: 401-405; college housing: 501; military: 601,
@@ -81,8 +86,10 @@ def _household_relgq(
     out = np.full(rel.shape, -1, dtype=np.int64)
     size = np.bincount(unit_row, minlength=n_units)
     householder_sex = np.zeros(n_units, dtype=np.int64)
+    householder_age = np.zeros(n_units, dtype=np.int64)
     is_hh = rel == h.HOUSEHOLDER
     householder_sex[unit_row[is_hh]] = sex[is_hh]
+    householder_age[unit_row[is_hh]] = age[is_hh]
     same_sex = sex == householder_sex[unit_row]
     out[is_hh] = np.where(size[unit_row[is_hh]] == 1, 0, 1)
     spouse, partner = rel == h.SPOUSE, rel == h.PARTNER
@@ -90,6 +97,13 @@ def _household_relgq(
     out[partner] = np.where(same_sex[partner], 5, 3)
     for code, category in _REL_TO_RELGQ.items():
         out[rel == code] = category
+    # production's age_child rule: no own child under 6 of a man 75+ or a woman 60+, and
+    # no own child under 18 of a woman 75+; such a minor is the householder's grandchild
+    own = (out >= 6) & (out <= 8)
+    head_age, female = householder_age[unit_row], householder_sex[unit_row] == 2
+    too_old = ((age < 6) & (head_age >= 75)) | ((age < 6) & female & (head_age >= 60))
+    too_old |= (age < 18) & female & (head_age >= 75)
+    out[own & too_old] = 11
     roomer, other = rel == h.ROOMER, rel == h.OTHER_NONRELATIVE
     out[roomer] = np.where(age[roomer] < 21, 16, 17)
     out[other] = np.where(age[other] < 18, 16, 17)

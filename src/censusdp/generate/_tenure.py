@@ -1,0 +1,68 @@
+"""The tenure of generated households: owned with a mortgage, owned free and clear, rented.
+
+The 2020 DHC's household schema reads each household's tenure in three levels
+(``hhtenshort_3lev``). :func:`tenure_column` draws it for a generated input, beside the
+files (nothing ``generate`` writes changes), from its own random stream: a household
+owns its home with probability :data:`OWNED_BY_AGE` of its householder's age group,
+and an owner has a mortgage or loan with probability :data:`MORTGAGE_BY_AGE`.
+Units that are not occupied housing units get ``-1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from censusdp.data.households import HHAGE_LOWER, HOUSEHOLDER
+from censusdp.errors import SchemaError
+
+__all__ = ["MORTGAGE_BY_AGE", "OWNED_BY_AGE", "TENURE_STREAM", "tenure_column"]
+
+TENURE_STREAM = 2020_0035
+"""Added to the seed's entropy for the tenure draw."""
+
+OWNED_BY_AGE = (0.16, 0.42, 0.62, 0.71, 0.76, 0.79, 0.81, 0.79, 0.70)
+"""P(owned) by householder age group (15-24, 25-34, 35-44, 45-54, 55-59, 60-64, 65-74,
+75-84, 85+): approximately the 2010 Census's homeownership rates by age of householder,
+rising with age; with the generator's householder ages they give about the national 65%
+of occupied units owned (2010: 65.1%)."""
+
+MORTGAGE_BY_AGE = (0.90, 0.90, 0.86, 0.79, 0.70, 0.62, 0.45, 0.27, 0.18)
+"""P(a mortgage or loan | owned) by the same age groups: about two thirds of owners
+nationally, nearly all young owners and a minority of the oldest."""
+
+
+def tenure_column(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], *, seed: int
+) -> np.ndarray:
+    """Per unit: 0 owned with a mortgage or loan, 1 owned free and clear, 2 rented; -1 for
+    a vacant unit or a group-quarters facility.
+
+    Args:
+        persons: the persons' ``unit_id``, ``hhgq``, ``rel`` and ``age``.
+        units: the units' ``unit_id``, ``gqtype`` and ``occupied``.
+        seed: the seed of the draw; households are drawn in ``unit_id`` order.
+
+    Raises:
+        SchemaError: for an occupied housing unit without a householder.
+    """
+    unit_ids = np.asarray(units["unit_id"], dtype=np.int64)
+    household = np.asarray(units["occupied"], dtype=bool) & (np.asarray(units["gqtype"]) == 0)
+    head = (np.asarray(persons["hhgq"]) == 0) & (np.asarray(persons["rel"]) == HOUSEHOLDER)
+    sorter = np.argsort(unit_ids, kind="stable")
+    pid = np.asarray(persons["unit_id"], dtype=np.int64)[head]
+    rows = sorter[np.minimum(np.searchsorted(unit_ids, pid, sorter=sorter), unit_ids.size - 1)]
+    head_age = np.full(unit_ids.size, -1, dtype=np.int64)
+    head_age[rows] = np.asarray(persons["age"], dtype=np.int64)[head]
+    if (household & (head_age < 0)).any():
+        bad = unit_ids[household & (head_age < 0)][0]
+        raise SchemaError(f"unit_id {bad} is an occupied housing unit without a householder")
+    order = sorter[household[sorter]]  # households in unit_id order
+    group = np.searchsorted(np.asarray(HHAGE_LOWER), head_age[order], side="right") - 1
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), TENURE_STREAM]))
+    owned = rng.random(order.size) < np.asarray(OWNED_BY_AGE)[group]
+    mortgage = rng.random(order.size) < np.asarray(MORTGAGE_BY_AGE)[group]
+    out = np.full(unit_ids.size, -1, dtype=np.int64)
+    out[order] = np.where(owned, np.where(mortgage, 0, 1), 2)
+    return out
