@@ -86,10 +86,17 @@ class BudgetReport:
         lines = [f"budget {b.name}: {b.description}".rstrip(": ")]
         whole = self._release_summary()
         if whole is not None:
+            runs = (
+                f"people (tables P1-P5) and housing units (H1, {whole['units_budget']})"
+                if self.release is not None
+                and self.release.units is not None
+                and self.release.units.schema == "units"
+                else f"people and households with their units ({whole['units_budget']})"
+            )
             lines += [
                 f"privacy-loss budget of the whole release: epsilon {whole['epsilon']:.6g} at "
                 f"delta {whole['delta']:.3g} (rho {whole['rho']:.6g}), the epsilon its manifest records:",
-                f"  people (tables P1-P5) and housing units (H1, {whole['units_budget']}) are two "
+                f"  {runs} are two "
                 "separate runs and their losses add up (zCDP: rho "
                 f"{whole['persons_rho']:.6g} + {whole['units_rho']:.6g}); the epsilons below are of the "
                 "people's run alone, so they are smaller",

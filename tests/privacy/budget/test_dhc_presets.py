@@ -236,3 +236,7 @@ def test_cli_budget_reports_the_dhc_allocation(capsys: pytest.CaptureFixture[str
     assert main(["budget", "--preset", "dhc-2020-pr-units"]) == 0
     out = capsys.readouterr().out
     assert "tenvacgq" in out and "global rho = 15401/2000" in out
+    assert main(["budget", "--preset", "dhc-2020-pr"]) == 0
+    out = capsys.readouterr().out
+    assert "people and households with their units (dhc-2020-pr-units)" in out
+    assert "P1-P5" not in out
