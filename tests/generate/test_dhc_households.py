@@ -12,9 +12,10 @@ import pytest
 
 from censusdp.data.households import derive_households
 from censusdp.data.households_dhc import dhch_attributes, dhch_cells
-from censusdp.data.schema_dhc import DHCH_2020, HHTYPE_DHCH_TYPES
+from censusdp.data.schema import get_schema
+from censusdp.data.schema_dhc import DHCH_2020, GQ_CODES, HHTYPE_DHCH_TYPES
 from censusdp.errors import SchemaError
-from censusdp.generate import generate_state, relgq_columns, tenure_column
+from censusdp.generate import generate_state, relgq_columns, tenure_column, tenvacgq_column
 from censusdp.io.cef import read_cef
 
 
@@ -86,3 +87,23 @@ def test_an_occupied_unit_without_a_householder_is_named() -> None:
     units = {"unit_id": np.array([1]), "gqtype": np.array([0]), "occupied": np.array([True])}
     with pytest.raises(SchemaError, match="unit_id 1 is an occupied housing unit"):
         tenure_column(persons, units, seed=1)
+
+
+def test_every_unit_has_its_tenvacgq_level(vt) -> None:
+    cef, tenure, *_ = vt
+    gq_code = relgq_columns(cef.persons, cef.units, seed=4)["gq_code"]
+    level = tenvacgq_column(cef.units, tenure, gq_code, seed=4)
+    u = cef.units
+    household = u["occupied"] & (u["gqtype"] == 0)
+    vacant = ~u["occupied"] & (u["gqtype"] == 0)
+    assert ((level[household] >= 0) & (level[household] <= 3)).all()
+    assert np.array_equal(np.minimum(level[household], 2), tenure[household])  # owned agrees
+    assert ((level[vacant] >= 4) & (level[vacant] <= 10)).all()
+    assert np.array_equal(
+        np.asarray(GQ_CODES)[level[u["gqtype"] > 0] - 11], gq_code[u["gqtype"] > 0]
+    )
+    counts = np.bincount(level, minlength=35)
+    assert counts[3] > 0 and counts[3] < 0.1 * counts[2]  # a few occupied without rent
+    assert counts[8] > counts[9] and counts[4] > counts[5]  # seasonal, for rent common
+    assert get_schema("dhc-units-2020").size == 35
+    assert np.array_equal(tenvacgq_column(u, tenure, gq_code, seed=4), level)

@@ -14,7 +14,7 @@ beside what is written.
 from censusdp.generate._driver import GenerateSummary, generate_state
 from censusdp.generate._relgq import relgq_columns, relgq_rule_violations
 from censusdp.generate._states import StateInfo, resolve_state, state_codes
-from censusdp.generate._tenure import tenure_column
+from censusdp.generate._tenure import tenure_column, tenvacgq_column
 
 __all__ = [
     "GenerateSummary",
@@ -25,4 +25,5 @@ __all__ = [
     "resolve_state",
     "state_codes",
     "tenure_column",
+    "tenvacgq_column",
 ]

@@ -5,7 +5,9 @@ The 2020 DHC's household schema reads each household's tenure in three levels
 files (nothing ``generate`` writes changes), from its own random stream: a household
 owns its home with probability :data:`OWNED_BY_AGE` of its householder's age group,
 and an owner has a mortgage or loan with probability :data:`MORTGAGE_BY_AGE`.
-Units that are not occupied housing units get ``-1``.
+Units that are not occupied housing units get ``-1``. :func:`tenvacgq_column` gives every
+unit its level of the household run's unit histogram (``tenvacgq``): tenure in four
+levels, vacancy status, or detailed GQ type.
 """
 
 from __future__ import annotations
@@ -15,9 +17,18 @@ from collections.abc import Mapping
 import numpy as np
 
 from censusdp.data.households import HHAGE_LOWER, HOUSEHOLDER
+from censusdp.data.schema_dhc import GQ_CODES
 from censusdp.errors import SchemaError
 
-__all__ = ["MORTGAGE_BY_AGE", "OWNED_BY_AGE", "TENURE_STREAM", "tenure_column"]
+__all__ = [
+    "MORTGAGE_BY_AGE",
+    "NO_RENT_SHARE",
+    "OWNED_BY_AGE",
+    "TENURE_STREAM",
+    "VACANCY_SHARES",
+    "tenure_column",
+    "tenvacgq_column",
+]
 
 TENURE_STREAM = 2020_0035
 """Added to the seed's entropy for the tenure draw."""
@@ -65,4 +76,47 @@ def tenure_column(
     mortgage = rng.random(order.size) < np.asarray(MORTGAGE_BY_AGE)[group]
     out = np.full(unit_ids.size, -1, dtype=np.int64)
     out[order] = np.where(owned, np.where(mortgage, 0, 1), 2)
+    return out
+
+
+VACANCY_SHARES = (0.276, 0.014, 0.127, 0.028, 0.310, 0.002, 0.243)
+"""Shares of vacant units by status (for rent; rented, not occupied; for sale only; sold,
+not occupied; seasonal, recreational or occasional use; for migrant workers; other):
+approximately the 2010 Census's national counts (14.99M vacant units, of which about
+4.1M for rent, 4.6M seasonal and 3.4M other vacant)."""
+
+NO_RENT_SHARE = 0.035
+"""P(occupied without payment of rent | not owned): a small minority of renter households."""
+
+
+def tenvacgq_column(
+    units: Mapping[str, np.ndarray], tenure: np.ndarray, gq_code: np.ndarray, *, seed: int
+) -> np.ndarray:
+    """Each unit's ``tenvacgq`` level (the ``dhc-units-2020`` schema): 0..3 an occupied
+    housing unit by tenure (owned with a mortgage, owned free and clear, rented, occupied
+    without rent), 4..10 a vacant unit by status (:data:`VACANCY_SHARES`), 11..34 a GQ
+    facility by detailed type.
+
+    Args:
+        units: the units' ``unit_id``, ``gqtype`` and ``occupied``.
+        tenure: :func:`tenure_column`'s column (0, 1, 2; -1 elsewhere).
+        gq_code: each unit's three-digit GQ type (``relgq_columns(...)["gq_code"]``).
+        seed: the seed of the draws (rent and vacancy status), in ``unit_id`` order.
+    """
+    gqtype = np.asarray(units["gqtype"], dtype=np.int64)
+    occupied = np.asarray(units["occupied"], dtype=bool)
+    tenure = np.asarray(tenure, dtype=np.int64)
+    order = np.argsort(np.asarray(units["unit_id"], dtype=np.int64), kind="stable")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), TENURE_STREAM, 1]))
+    no_rent = np.zeros(gqtype.size, dtype=bool)
+    no_rent[order] = rng.random(order.size) < NO_RENT_SHARE
+    status = np.zeros(gqtype.size, dtype=np.int64)
+    cumulative = np.cumsum(VACANCY_SHARES) / sum(VACANCY_SHARES)
+    status[order] = np.minimum(np.searchsorted(cumulative, rng.random(order.size), side="right"), 6)
+    out = np.where(tenure == 2, np.where(no_rent, 3, 2), tenure)
+    vacant = (gqtype == 0) & ~occupied
+    out[vacant] = 4 + status[vacant]
+    index = {c: 11 + k for k, c in enumerate(GQ_CODES)}
+    facility = gqtype > 0
+    out[facility] = [index[int(c)] for c in np.asarray(gq_code)[facility]]
     return out
