@@ -72,6 +72,7 @@ __all__ = [
     "DHCH_2020",
     "DHCP_2020",
     "DHC_UNITS_2020",
+    "GQ_CODES",
     "HHTYPE_DHCH_TYPES",
     "QUERY_ORDERINGS",
     "RELGQ_LEVELS",
