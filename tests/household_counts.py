@@ -31,3 +31,45 @@ def household_counts(out: Path, scale: float = 0.02) -> tuple[BlockCounts, Hiera
         inv.gq_facilities, households,
     )  # fmt: skip
     return counts, hierarchy, inv
+
+
+def write_household_parts(
+    out: Path, counts: BlockCounts, hierarchy: Hierarchy, max_blocks: int = 200
+) -> tuple[list[dict], dict]:
+    """The MDF and tables of ``counts`` written as a run writes them (part 0 of the
+    tables for the levels above the block, then one task per run of blocks), in ``out``;
+    returns the parts' results and part 0's."""
+    import scipy.sparse as sp
+
+    from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
+    from censusdp.data.schema import get_schema
+    from censusdp.io.layout import TABLES_DIR
+    from censusdp.io.tables import write_table_index
+    from censusdp.release.parts import (
+        TablesTask,
+        mdf_part_tasks,
+        run_mdf_part_task,
+        run_tables_task,
+        write_mdf_index,
+    )
+
+    out.mkdir(parents=True, exist_ok=True)
+    pl94 = counts.persons @ pl94_map(get_schema(counts.schema))
+    units = unit_histogram_from_counts(counts.housing_units, counts.occupied, counts.gq_facilities)
+    upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
+
+    def stacked(h):
+        return sp.csr_matrix(sp.vstack(hierarchy.aggregate(sp.csr_matrix(h))[:-1]), dtype=np.int64)
+
+    top = run_tables_task(TablesTask(
+        [(lv.name, lv.length, codes) for lv, codes in upper],
+        stacked(pl94), stacked(units), str(out.resolve()), stacked(counts.households),
+    ))  # fmt: skip
+    block = hierarchy.geolevels.levels[-1]
+    jobs = mdf_part_tasks(
+        counts, out.resolve(), geolevel=(block.name, block.length), max_blocks=max_blocks
+    )
+    parts = [run_mdf_part_task(job) for job in jobs]
+    write_mdf_index(out, parts)
+    write_table_index(out / TABLES_DIR, [top["tables"]] + [p["tables"] for p in parts])
+    return parts, top
