@@ -114,7 +114,9 @@ def test_a_tampered_household_record_is_named(written, column, value, message) -
     table = pq.read_table(paths["units"][0])
     rows, cells = decode_households(table, "u.parquet")
     # a household of 3 or more persons, married (so every tampering above breaks it)
-    pick = np.flatnonzero((S.cell_levels("hhsize", cells) >= 3) & (S.cell_levels("hhtype", cells) < 3))
+    pick = np.flatnonzero(
+        (S.cell_levels("hhsize", cells) >= 3) & (S.cell_levels("hhtype", cells) < 3)
+    )
     row = int(rows[pick[0]])
     with pytest.raises(InputError, match=message) as info:
         decode_households(_tampered(table, column, row, value), "u.parquet")

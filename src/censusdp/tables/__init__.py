@@ -74,6 +74,7 @@ PERSON_TABLES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5")
 
 """Size of the unit histogram: cell ``2 * gqtype + occupied``."""
 
+
 def _person_table(name: str, schema: Schema) -> TableDefinition:
     hhgq = schema.cell_levels("hhgq")
     adult = schema.cell_levels("votingage") == 1

@@ -101,5 +101,3 @@ class Builder:
             matrix=matrix,
             source=source,
         )
-
-

@@ -23,18 +23,10 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.release.consistency import household_persons
+from censusdp.release.household_runs import HOUSEHOLD_SCHEMA
 from censusdp.release.validate.report import ValidationReport
 
-__all__ = ["HOUSEHOLD_SCHEMA", "check_households", "has_household_run"]
-
-HOUSEHOLD_SCHEMA = "household2010"
-"""The schema of a household run's unit budget."""
-
-
-def has_household_run(units_budget: object) -> bool:
-    """Whether a release's recorded unit budget (``None``: no unit run) is a household
-    run's (on :data:`HOUSEHOLD_SCHEMA`)."""
-    return getattr(units_budget, "schema", None) == HOUSEHOLD_SCHEMA
+__all__ = ["check_households"]
 
 
 def _blocks(hierarchy: Hierarchy, rows: np.ndarray) -> str:

@@ -29,8 +29,9 @@ from censusdp.io.parts import part_name, regular_file
 from censusdp.io.table_csv import published_tables, table_csv_mismatch
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
+from censusdp.release.household_runs import has_household_run
 from censusdp.release.validate._entries import Hashed
-from censusdp.release.validate._households import check_households, has_household_run
+from censusdp.release.validate._households import check_households
 from censusdp.release.validate._mdf_parts import mdf_from_parts
 from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
