@@ -112,7 +112,7 @@ def _tampered(table: pa.Table, column: str, row: int, value: str) -> pa.Table:
 def test_a_tampered_household_record_is_named(written, column, value, message) -> None:
     _, _, _, paths, _ = written
     table = pq.read_table(paths["units"][0])
-    rows, cells = decode_households(table, "u.parquet")
+    rows, cells, _ = decode_households(table, "u.parquet")
     # a household of 3 or more persons, married (so every tampering above breaks it)
     pick = np.flatnonzero(
         (S.cell_levels("hhsize", cells) >= 3) & (S.cell_levels("hhtype", cells) < 3)

@@ -173,12 +173,15 @@ def household_unit_records(
     if (occ > hu).any():
         b = int(np.flatnonzero(occ > hu)[0])
         raise InputError(f"block {blocks[b]}: {occ[b]} households of {hu[b]} housing units")
-    # per block: vacant (kind 0), households (kind 1, one run per cell), facilities (2..8)
+    # runs of identical records: per block its vacant units (rank 0), each household cell
+    # (rank 1 + cell), each facility type g (rank after every cell); sorted by block, rank
+    n_types = gq.shape[1] - 1
+    types = np.tile(np.arange(1, n_types + 1), nb)
     counts = [hu - occ, h.data, gq[:, 1:].ravel()]
-    block_of = [np.arange(nb), per_hh, np.repeat(np.arange(nb), gq.shape[1] - 1)]
-    rank = [np.zeros(nb), 1 + np.arange(h.nnz) / max(h.nnz, 1), np.tile(np.arange(2, 9), nb)]
-    cell_of = [np.full(nb, -1), h.indices.astype(np.int64), np.full(gq[:, 1:].size, -1)]
-    gq_of = [np.zeros(nb), np.zeros(h.nnz), np.tile(np.arange(1, gq.shape[1]), nb)]
+    block_of = [np.arange(nb), per_hh, np.repeat(np.arange(nb), n_types)]
+    rank = [np.zeros(nb, np.int64), 1 + h.indices.astype(np.int64), h.shape[1] + types]
+    cell_of = [np.full(nb, -1), h.indices.astype(np.int64), np.full(types.size, -1)]
+    gq_of = [np.zeros(nb, np.int64), np.zeros(h.nnz, np.int64), types]
     block_r, rank_r, cell_r, gq_r, n_r = (
         np.concatenate(x) for x in (block_of, rank, cell_of, gq_of, counts)
     )
@@ -213,9 +216,10 @@ def _household_table(block: np.ndarray, cell: np.ndarray, gqtype: np.ndarray, ge
     return pa.table({c: data[c] for c in HOUSEHOLD_UNIT_COLUMNS})
 
 
-def decode_households(table: pa.Table, path: object) -> tuple[np.ndarray, np.ndarray]:
+def decode_households(table: pa.Table, path: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The household records of unit records in the household layout, decoded: the row
-    of each occupied housing unit and its ``household2010`` cell.
+    of each occupied housing unit and its ``household2010`` cell, and every record's
+    facility type (``GQTYPE``: 0 a housing unit, 1..7 a facility's major type).
 
     Every record's codes are checked: ``RTYPE``, ``GQTYPE``, ``TEN`` and ``VACS`` must
     agree (a housing unit has ``GQTYPE`` 000; an occupied one ``TEN`` 9 and ``VACS`` 0, a
@@ -265,4 +269,4 @@ def decode_households(table: pa.Table, path: object) -> tuple[np.ndarray, np.nda
             else "not one household (its variables disagree, or are a structural zero)"
         )
         raise InputError(f"{path}: row {r} ({shown}) is {what}")
-    return rows, cells[pos]
+    return rows, cells[pos], gqtype

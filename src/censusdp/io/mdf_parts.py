@@ -214,22 +214,41 @@ def _local_blocks(geocode: np.ndarray, blocks: np.ndarray, path: object, what: s
 
 
 def mdf_part_households(
-    units_path: str | Path, blocks: np.ndarray, *, records: pa.Table | None = None
+    units_path: str | Path,
+    blocks: np.ndarray,
+    *,
+    records: pa.Table | None = None,
+    gq_facilities: np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Read the households of one MDF part in the household layout back: its
     ``(blocks x 387,072)`` household histogram (``household2010``), each record's
     variables decoded and checked (:func:`~censusdp.io.mdf_households.decode_households`).
 
-    ``records``: the units' records already read, not read again.
+    ``records``: the units' records already read, not read again; ``gq_facilities``: the
+    blocks' ``(blocks, 8)`` published facilities by type, which the facility records'
+    ``GQTYPE`` must give block by block.
 
     Raises:
-        InputError: for an unreadable part, a record outside ``blocks``, or a record that
-            is not one household or unit (naming the file, row and values).
+        InputError: for an unreadable part, a record outside ``blocks``, a record that
+            is not one household or unit (naming the file, row and values), or a block
+            whose facilities by type differ from ``gq_facilities``.
     """
     blocks = np.asarray(blocks)
     table = read_mdf_records(units_path) if records is None else records
-    rows, cells = decode_households(table, units_path)
-    local = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")[rows]
+    rows, cells, gqtype = decode_households(table, units_path)
+    local = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")
+    if gq_facilities is not None:
+        want = np.asarray(gq_facilities, dtype=np.int64)
+        got = np.zeros_like(want)
+        np.add.at(got, (local, gqtype), gqtype > 0)
+        bad = np.flatnonzero((got[:, 1:] != want[:, 1:]).any(axis=1))
+        if bad.size:
+            b = int(bad[0])
+            raise InputError(
+                f"{units_path}: block {blocks[b]} has facilities of types "
+                f"{got[b, 1:].tolist()} (GQTYPE 101..701), the invariants publish "
+                f"{want[b, 1:].tolist()}"
+            )
     size = get_schema("household2010").size
     ones = np.ones(rows.size, dtype=np.int64)
-    return sp.csr_matrix((ones, (local, cells)), shape=(blocks.size, size))
+    return sp.csr_matrix((ones, (local[rows], cells)), shape=(blocks.size, size))

@@ -266,7 +266,9 @@ def _check_mdf_part(
     households = None
     if released.households is not None:
         try:
-            households = mdf_part_households(paths["units"][0], released.blocks)
+            households = mdf_part_households(
+                paths["units"][0], released.blocks, gq_facilities=released.gq_facilities
+            )
         except InputError as exc:
             return str(exc), None
         bad_hh = sp.csr_matrix(households - released.households)

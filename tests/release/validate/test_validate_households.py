@@ -80,7 +80,7 @@ def _rewrite(path: Path, edit) -> None:
 def _a_household(run: Path, want) -> tuple[Path, int]:
     """A units part and a row of it holding a household whose cell ``want`` accepts."""
     for path in sorted((run / "mdf_units.parquet").glob("part-*.parquet")):
-        rows, cells = decode_households(pq.read_table(path), path)
+        rows, cells, _ = decode_households(pq.read_table(path), path)
         hit = np.flatnonzero(want(cells))
         if hit.size:
             return path, int(rows[hit[0]])
@@ -144,3 +144,22 @@ def test_a_household_table_row_that_differs_from_the_mdf_is_caught(copy) -> None
     assert _failed(rep) >= {"tables_match_mdf"}
     assert "H13.parquet" in rep.checks["tables_match_mdf"]["detail"]
     assert not set(HOUSEHOLD_CHECKS) & _failed(rep)
+
+
+def test_a_facility_of_another_type_is_caught(copy) -> None:
+    run, counts, hierarchy, inv = copy
+    for path in sorted((run / "mdf_units.parquet").glob("part-*.parquet")):
+        types = pq.read_table(path, columns=["GQTYPE"]).column("GQTYPE").cast(pa.string())
+        facilities = [i for i, t in enumerate(types.to_pylist()) if t != "000"]
+        if facilities:
+            break
+    row = facilities[0]
+    other = "701" if types[row].as_py() != "701" else "601"
+
+    def edit(cols):
+        cols["GQTYPE"][row] = other
+
+    _rewrite(path, edit)
+    rep = _check(_release(run, hierarchy, inv))
+    assert "household_records" in _failed(rep)
+    assert "the invariants publish" in rep.checks["household_records"]["detail"]

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import unit_histogram_from_counts
-from censusdp.data.invariants import Bounds, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES, TABLE_CSV_FORMS, TABLES_DIR, table_csv_file
@@ -72,7 +72,7 @@ def check_mdf(
             counts = mdf_unit_counts(run / MDF_FILES["units"][0], hierarchy)
             text_problems = _check_text_files(run, schema, hashed, with_households)
             if with_households:
-                households, household_problems = _read_households(run, hierarchy)
+                households, household_problems = _read_households(run, hierarchy, inv)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
         return
@@ -179,11 +179,14 @@ def _check_as_estimate(
     rep.checks.update(sub.checks)
 
 
-def _read_households(run: Path, hierarchy: Hierarchy) -> tuple[sp.csr_matrix | None, list[str]]:
+def _read_households(
+    run: Path, hierarchy: Hierarchy, inv: Invariants
+) -> tuple[sp.csr_matrix | None, list[str]]:
     """An MDF of single files: its households, or ``None`` and the problem of the first
     record that is not one (:func:`~censusdp.io.mdf_parts.mdf_part_households`)."""
     try:
-        return mdf_part_households(run / MDF_FILES["units"][0], hierarchy.blocks), []
+        path = run / MDF_FILES["units"][0]
+        return mdf_part_households(path, hierarchy.blocks, gq_facilities=inv.gq_facilities), []
     except CensusDPError as exc:
         return None, [str(exc)]
 

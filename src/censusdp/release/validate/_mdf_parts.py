@@ -126,7 +126,10 @@ def _read_mdf_part(
     if job.households:
         try:
             households = mdf_part_households(
-                run / parquet["units"], job.blocks, records=records["units"]
+                run / parquet["units"],
+                job.blocks,
+                records=records["units"],
+                gq_facilities=job.gq_facilities,
             )
         except CensusDPError as exc:
             household_problem = str(exc)
@@ -297,7 +300,7 @@ def _part_jobs(
             (int(p["rows"]), int(units["parts"][i]["rows"])),
             i == 0,
             part_name(i + 1) if tables else None,
-            inv.gq_facilities[a:b] if tables else None,
+            inv.gq_facilities[a:b] if tables or households else None,
             (block.name, block.length),
             households,
         )
