@@ -18,17 +18,18 @@ from censusdp.release.household_runs import has_household_run, refuse_household_
 
 
 def _manifest(units: str | None) -> dict:
-    m = {"kind": "release", "persons": load_preset("ddp-2010").to_dict()}
+    # a manifest names its person schema at the top, its unit run's under ``units``
+    m = {"kind": "release", "schema": "dhc-lite", "persons": load_preset("ddp-2010").to_dict()}
     if units is not None:
         m["units"] = load_preset(units).to_dict()
     return m
 
 
 def test_a_household_run_is_told_from_its_unit_budget() -> None:
-    assert has_household_run(_manifest("ddp-2010-households"))
+    assert has_household_run(_manifest("ddp-2010-households")["units"])
     assert has_household_run(load_preset("ddp-2010-households"))
-    assert not has_household_run(_manifest("ddp-2010-units"))
-    assert not has_household_run(_manifest(None))
+    assert not has_household_run(_manifest("ddp-2010-units")["units"])
+    assert not has_household_run(load_preset("ddp-2010-units"))
     assert not has_household_run(None)
     refuse_household_run(_manifest("ddp-2010-units"), "RUN", "infer")  # no error
 

@@ -24,10 +24,8 @@ HOUSEHOLD_SCHEMA = "household2010"
 
 def has_household_run(units: Any) -> bool:
     """Whether a release's unit run is a household run: ``units`` is its recorded unit
-    budget (a :class:`~censusdp.privacy.budget.Budget` or the manifest's ``units``
-    record; ``None``: no unit run) or a whole manifest."""
-    if isinstance(units, Mapping) and "units" in units and "schema" not in units:
-        units = units["units"]
+    budget (a :class:`~censusdp.privacy.budget.Budget`, or the manifest's ``units``
+    record; ``None``: no unit run)."""
     schema = units.get("schema") if isinstance(units, Mapping) else getattr(units, "schema", None)
     return schema == HOUSEHOLD_SCHEMA
 
@@ -41,7 +39,7 @@ def refuse_household_run(manifest: Mapping[str, Any], where: object, what: str) 
         InputError: ``RUN/manifest.json: its unit run is a household run
             (household2010); <what> does not support household runs yet``.
     """
-    if has_household_run(manifest):
+    if has_household_run(manifest.get("units")):
         raise InputError(
             f"{where}: its unit run is a household run ({HOUSEHOLD_SCHEMA}); {what} does "
             "not support household runs yet"
