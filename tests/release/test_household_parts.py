@@ -91,3 +91,27 @@ def test_without_households_the_units_keep_the_h1_layout(release, tmp_path) -> N
     assert res["problem"] is None
     names = pq.read_schema(next((tmp_path / "mdf_units.parquet").glob("part-*"))).names
     assert "HH_STATUS" in names and "HHT" not in names
+
+
+def test_evaluate_reads_a_household_release_as_any(release) -> None:
+    """``evaluate``, ``compare`` and the attacks read the MDF and the P.L. tables: the
+    household layout's units read as occupied, vacant and facilities."""
+    import shutil
+
+    from censusdp.evaluate.core import read_release
+    from censusdp.io.atomic import write_parquet
+    from censusdp.io.layout import INVARIANTS_FILE
+
+    run, counts, _, inv, _, _ = release
+    copy = run.parent / "with-invariants"
+    shutil.copytree(run, copy)
+    write_parquet(inv.to_table(), copy / INVARIANTS_FILE)
+    got = read_release(copy)
+    housing = got.units["gqtype"] == 0
+    assert int((got.units["occupied"] & housing).sum()) == int(counts.occupied.sum())
+    assert int(housing.sum()) == int(counts.housing_units.sum())
+    assert np.array_equal(
+        np.bincount(got.units["gqtype"], minlength=8)[1:], counts.gq_facilities.sum(axis=0)[1:]
+    )
+    assert got.persons["geocode"].size == int(counts.persons.sum())
+    assert set(got.tables) == set(TABLE_NAMES)
