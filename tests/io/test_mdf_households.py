@@ -139,3 +139,45 @@ def test_more_households_than_housing_units_is_refused(written) -> None:
     hu[b] = counts.occupied[b] - 1
     with pytest.raises(InputError, match=f"block {counts.blocks[b]}: .* households of"):
         household_unit_records(counts.blocks, hu, counts.households, counts.gq_facilities)
+
+
+# the household types of each code, as docs/file-formats.md lists them
+_HHT2_TYPES = {1: {0, 1, 2, 4, 5, 6}, 2: {3, 7}, 3: {8, 9, 10, 13, 14, 15}, 4: {11, 12, 16, 17},
+               5: {18}, 6: {19, 20, 21}, 7: {22}, 8: {23}}  # fmt: skip
+_PAOC_TYPES = {1: {0, 4, 8, 13, 19}, 2: {1, 5, 9, 14, 20}, 3: {2, 6, 10, 15, 21}}
+_NONFAMILY = {12, 17, 18, 23}
+
+
+def test_every_cell_is_recoded_as_the_table_of_codes_says() -> None:
+    from censusdp.io.mdf_households import HOUSEHOLD_FIELDS
+
+    codes = household_codes()
+    col = {name: codes[:, j] for j, name in enumerate(HOUSEHOLD_FIELDS)}
+    lv = {a: S.cell_levels(a) for a in S.attribute_names}
+    t, female, size = lv["hhtype"], lv["hhsex"] == 1, lv["hhsize"]
+    hht2 = np.zeros(S.size, np.int64)
+    for code, types in _HHT2_TYPES.items():
+        hht2[np.isin(t, list(types))] = code
+    hht2 += 4 * ((t >= 18) & ~female)  # the male codes of the no-spouse types
+    assert np.array_equal(col["HHT2"], hht2)
+    cplt = np.select([t < 4, t < 8, t < 13, t < 18], [1, 2, 3, 4], 0)
+    assert np.array_equal(col["CPLT"], cplt)
+    upart = np.select([(t >= 13) & (t < 18), (t >= 8) & (t < 13)], [1, 2], 5)
+    assert np.array_equal(col["UPART"], np.where(upart < 5, upart + 2 * female, 5))
+    paoc = np.full(S.size, 4)
+    for code, types in _PAOC_TYPES.items():
+        paoc[np.isin(t, list(types))] = code
+    assert np.array_equal(col["PAOC"], paoc)
+    non = np.isin(t, list(_NONFAMILY))
+    hht = np.where(t < 8, 1, np.where(non, np.where(size == 1, 4, 5), 2)) + np.where(
+        (t >= 8), np.where(non, 2, 1), 0) * female  # fmt: skip
+    assert np.array_equal(col["HHT"], hht)
+    assert np.array_equal(col["MULTG"], np.where(size < 3, 0, lv["hhmulti"] + 1))
+    assert np.array_equal(col["HHSIZE"], size)
+    assert np.array_equal(col["HHLDRAGE"], lv["hhage"] + 1)
+    assert np.array_equal(col["HHRACE"], lv["hhrace"] + 1)
+    assert np.array_equal(col["HHSPAN"], lv["hhhisp"] + 1)
+    assert np.array_equal(col["HHSEX"], lv["hhsex"] + 1)
+    elderly = lv["hhelderly"]
+    assert np.array_equal(col["P60"] + col["P65"] + col["P75"], elderly)
+    assert np.array_equal(col["P65"], elderly >= 2)
