@@ -64,6 +64,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
+from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -707,6 +708,7 @@ def _trial_budget(
                 "'persons' budget entry; pass a budget explicitly"
             )
         budget = budget_from_manifest(manifest["persons"])
+        refuse_household_run(manifest, f"{release_dir}/manifest.json", "evaluate --trials")
         u = manifest.get("units")
         if units_budget is None and isinstance(u, dict) and "geolevels" in u and "mechanism" in u:
             units_budget = budget_from_manifest(u)

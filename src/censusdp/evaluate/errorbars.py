@@ -59,6 +59,7 @@ from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import say
 from censusdp.release.estimation import estimate_tables
+from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
@@ -226,6 +227,7 @@ def simulate_release_errors(
         raise InputError(f"--simulations must be at least 1, got {simulations}")
     run = Path(run_dir)
     manifest = read_manifest(run)
+    refuse_household_run(manifest, run / MANIFEST_FILE, "the error bars' simulation")
     budget, units_budget = recorded_budgets(manifest, str(run / MANIFEST_FILE))
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
@@ -435,6 +437,7 @@ def expected_errors(
         raise InputError(f"release directory {str(run)!r} does not exist")
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
+    refuse_household_run(manifest, run / MANIFEST_FILE, "evaluate's error bars")
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
     hierarchy: Hierarchy = RunDir(run).invariants(geolevels)[0]
     names = hierarchy.geolevels.names

@@ -86,6 +86,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.io.staging import staged_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
+from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.manifest import peak_rss_mb, recorded_budgets
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
@@ -119,6 +120,7 @@ def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invar
     manifest = run.manifest()
     if "geolevels" not in manifest:
         raise InputError(f"{run.manifest_file}: no 'geolevels'")
+    refuse_household_run(manifest, run.manifest_file, "infer")
     hierarchy, inv = run.invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     # a spine release measured the spine's geounits (spine.parquet): infer estimates them
     geo = geography_of_run(run.path, manifest, hierarchy)

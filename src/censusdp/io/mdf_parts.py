@@ -22,11 +22,12 @@ from censusdp.data.histograms import person_cells, pl94_view
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import InputError
 from censusdp.io.atomic import fsync_file, sha256_of
+from censusdp.io.mdf_households import decode_households, household_unit_records
 from censusdp.io.mdf_read import (
     check_constant,
-    decode_codes,
     decode_geocodes,
     decode_persons,
+    decode_unit_status,
     iter_mdf_persons,
     read_mdf_records,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "MDF_PART_FIELDS",
     "BlockCounts",
     "mdf_part_counts",
+    "mdf_part_households",
     "write_mdf_part",
 ]
 
@@ -61,6 +63,11 @@ class BlockCounts:
     ``occupied`` (``(blocks,)``, released, at most the housing units) and
     ``gq_facilities`` (``(blocks, 8)``, invariant occupied facilities by type) their
     units. Every array has one row per block, in the same order.
+
+    ``households``: a release with a household run (``household2010``) gives its
+    released ``(blocks x 387,072)`` households; each block's occupied units are then its
+    row sum, and the units are written in the household layout
+    (:mod:`censusdp.io.mdf_households`).
     """
 
     blocks: np.ndarray
@@ -69,9 +76,10 @@ class BlockCounts:
     housing_units: np.ndarray
     occupied: np.ndarray
     gq_facilities: np.ndarray
+    households: sp.csr_matrix | None = None
 
     def rows(self, start: int, stop: int) -> BlockCounts:
-        """Blocks ``start:stop`` of these (each array sliced, the histogram as CSR)."""
+        """Blocks ``start:stop`` of these (each array sliced, the histograms as CSR)."""
         return BlockCounts(
             np.asarray(self.blocks[start:stop]),
             sp.csr_matrix(self.persons[start:stop]),
@@ -79,6 +87,7 @@ class BlockCounts:
             np.asarray(self.housing_units[start:stop]),
             np.asarray(self.occupied[start:stop]),
             np.asarray(self.gq_facilities[start:stop]),
+            None if self.households is None else sp.csr_matrix(self.households[start:stop]),
         )
 
 
@@ -111,7 +120,22 @@ def write_mdf_part(
     geo = geo_dictionaries(counts.blocks)
     cols = mdf_person_columns(counts.persons, None, sch)  # type: ignore[arg-type]
     persons = person_records(cols, geo, first_person, person_layout(sch))
-    units = unit_records(counts.blocks, counts.housing_units, counts.occupied, counts.gq_facilities)
+    if counts.households is None:
+        units = unit_records(
+            counts.blocks, counts.housing_units, counts.occupied, counts.gq_facilities
+        )
+    else:
+        occupied = np.asarray(counts.households.sum(axis=1)).ravel()
+        bad = np.flatnonzero(occupied != np.asarray(counts.occupied))
+        if bad.size:
+            b = int(bad[0])
+            raise InputError(
+                f"block {counts.blocks[b]}: {occupied[b]} households but "
+                f"{counts.occupied[b]} occupied housing units"
+            )
+        units = household_unit_records(
+            counts.blocks, counts.housing_units, counts.households, counts.gq_facilities
+        )
     out: dict[str, list[dict[str, object]]] = {}
     for kind, table in (("persons", persons), ("units", units)):
         pq_path, txt_path = paths[kind]
@@ -165,7 +189,7 @@ def mdf_part_counts(
     table = read_mdf_records(units_path) if records is None else records[1]
     check_constant(table, "SCHEMA_TYPE_CODE", "MUD", units_path, 0)
     rows = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")
-    status = decode_codes(table, "HH_STATUS", ("0", "1", "2"), units_path)
+    status = decode_unit_status(table, units_path)
     counts = np.zeros((nb, 3), dtype=np.int64)
     np.add.at(counts, (rows, np.array([2, 1, 0])[status]), 1)
     return sp.csr_matrix(hist), sp.csr_matrix(pl94_hist), counts
@@ -187,3 +211,44 @@ def _local_blocks(geocode: np.ndarray, blocks: np.ndarray, path: object, what: s
             f"blocks {blocks[0]}..{blocks[-1]}"
         )
     return idx.astype(np.int64)
+
+
+def mdf_part_households(
+    units_path: str | Path,
+    blocks: np.ndarray,
+    *,
+    records: pa.Table | None = None,
+    gq_facilities: np.ndarray | None = None,
+) -> sp.csr_matrix:
+    """Read the households of one MDF part in the household layout back: its
+    ``(blocks x 387,072)`` household histogram (``household2010``), each record's
+    variables decoded and checked (:func:`~censusdp.io.mdf_households.decode_households`).
+
+    ``records``: the units' records already read, not read again; ``gq_facilities``: the
+    blocks' ``(blocks, 8)`` published facilities by type, which the facility records'
+    ``GQTYPE`` must give block by block.
+
+    Raises:
+        InputError: for an unreadable part, a record outside ``blocks``, a record that
+            is not one household or unit (naming the file, row and values), or a block
+            whose facilities by type differ from ``gq_facilities``.
+    """
+    blocks = np.asarray(blocks)
+    table = read_mdf_records(units_path) if records is None else records
+    rows, cells, gqtype = decode_households(table, units_path)
+    local = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")
+    if gq_facilities is not None:
+        want = np.asarray(gq_facilities, dtype=np.int64)
+        got = np.zeros_like(want)
+        np.add.at(got, (local, gqtype), gqtype > 0)
+        bad = np.flatnonzero((got[:, 1:] != want[:, 1:]).any(axis=1))
+        if bad.size:
+            b = int(bad[0])
+            raise InputError(
+                f"{units_path}: block {blocks[b]} has facilities of types "
+                f"{got[b, 1:].tolist()} (GQTYPE 101..701), the invariants publish "
+                f"{want[b, 1:].tolist()}"
+            )
+    size = get_schema("household2010").size
+    ones = np.ones(rows.size, dtype=np.int64)
+    return sp.csr_matrix((ones, (local[rows], cells)), shape=(blocks.size, size))

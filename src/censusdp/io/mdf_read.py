@@ -48,6 +48,7 @@ __all__ = [
     "decode_codes",
     "decode_geocodes",
     "decode_persons",
+    "decode_unit_status",
     "iter_mdf_persons",
     "mdf_files",
     "mdf_unit_counts",
@@ -175,6 +176,18 @@ def decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[st
     return out
 
 
+def decode_unit_status(table: pa.Table, path: object) -> np.ndarray:
+    """Each unit record's status: 0 an occupied facility, 1 an occupied housing unit, 2
+    a vacant one. From ``HH_STATUS`` (the H1 layout), or in the household layout
+    (:mod:`censusdp.io.mdf_households`, which has none) from ``RTYPE`` and ``VACS``
+    (a vacant unit's ``VACS`` is 9)."""
+    if "HH_STATUS" in table.column_names or "VACS" not in table.column_names:
+        return decode_codes(table, "HH_STATUS", ("0", "1", "2"), path)
+    is_gq = decode_codes(table, "RTYPE", ("2", "4"), path) == 1
+    vacant = decode_codes(table, "VACS", ("0", "9"), path) == 1
+    return np.where(is_gq, 0, np.where(vacant, 2, 1)).astype(np.int64)
+
+
 def open_parquet(path: str | Path) -> pq.ParquetFile:
     """A Parquet file opened for reading; an unreadable one is an :class:`InputError`."""
     try:
@@ -276,7 +289,7 @@ def read_mdf_units(
     check_constant(table, "SCHEMA_TYPE_CODE", "MUD", path, 0)
     geocode = decode_geocodes(table, path)
     is_gq = decode_codes(table, "RTYPE", ("2", "4"), path) == 1
-    status = decode_codes(table, "HH_STATUS", ("0", "1", "2"), path)
+    status = decode_unit_status(table, path)
     bad = is_gq != (status == 0)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -341,7 +354,7 @@ def mdf_unit_counts(path: str | Path, hierarchy: Hierarchy) -> np.ndarray:
         raise InputError(
             f"{path}: row {bad} is in block {geocode[bad]}, not a block of the release"
         )
-    status = decode_codes(table, "HH_STATUS", ("0", "1", "2"), path)
+    status = decode_unit_status(table, path)
     kind = np.array([2, 1, 0])[status]  # columns: vacant, occupied, facility
     out = np.zeros((hierarchy.blocks.size, 3), dtype=np.int64)
     np.add.at(out, (rows, kind), 1)

@@ -43,12 +43,16 @@ __all__ = [
     "GEO_COLUMNS",
     "GQTYPE_CODES",
     "GQTYPE_PL_CODES",
+    "HOUSEHOLD_UNIT_COLUMNS",
     "PL94_PERSON_COLUMNS",
     "QAGE_CODES",
     "RTYPE_PERSON_CODES",
     "SCHEMA_BUILD_ID",
     "TWO_CODES",
     "UNIT_COLUMNS",
+    "coded",
+    "constant",
+    "geo_columns",
     "geo_dictionaries",
     "iter_mdf_blocks",
     "mdf_person_columns",
@@ -109,6 +113,34 @@ UNIT_COLUMNS = (
 )
 """``MDF2020H1HistogramWriter.var_list``."""
 
+HOUSEHOLD_UNIT_COLUMNS = (
+    "SCHEMA_TYPE_CODE",
+    "SCHEMA_BUILD_ID",
+    *GEO_COLUMNS,
+    "RTYPE",
+    "GQTYPE",
+    "TEN",
+    "VACS",
+    "HHSIZE",
+    "HHT",
+    "HHT2",
+    "CPLT",
+    "UPART",
+    "MULTG",
+    "HHLDRAGE",
+    "HHSPAN",
+    "HHRACE",
+    "PAOC",
+    "P18",
+    "P60",
+    "P65",
+    "P75",
+    "PAC",
+    "HHSEX",
+)
+"""``MDF2020HouseholdWriter.var_list``: the units of a release with a household run, each
+occupied housing unit with its household's variables (:mod:`censusdp.io.mdf_households`)."""
+
 # codes, indexed by censusdp's level (or value) of the attribute
 RTYPE_PERSON_CODES = ("3", "5")  # housing-unit person, group-quarters person
 GQTYPE_PL_CODES = tuple(str(g) for g in range(N_GQTYPES))  # "0" household, "1".."7" major type
@@ -134,10 +166,12 @@ def person_layout(schema: Schema) -> tuple[str, ...]:
     raise SchemaError(f"schema {schema.name!r} has no MDF2020 person layout (attributes {names})")
 
 
-def record_layouts(schema: Schema) -> dict[str, tuple[str, ...]]:
+def record_layouts(schema: Schema, *, households: bool = False) -> dict[str, tuple[str, ...]]:
     """The columns of each MDF file of a release in ``schema``, by record type (the keys
-    of :data:`censusdp.io.layout.MDF_FILES`)."""
-    return {"persons": person_layout(schema), "units": UNIT_COLUMNS}
+    of :data:`censusdp.io.layout.MDF_FILES`); ``households``: the release has a household
+    run, whose units carry their households (:data:`HOUSEHOLD_UNIT_COLUMNS`)."""
+    units = HOUSEHOLD_UNIT_COLUMNS if households else UNIT_COLUMNS
+    return {"persons": person_layout(schema), "units": units}
 
 
 def mdf_person_columns(
@@ -186,15 +220,16 @@ def iter_mdf_blocks(
 # -- encoding ---------------------------------------------------------------------------
 
 
-def _coded(indices: np.ndarray, codes: tuple[str, ...]) -> pa.Array:
+def coded(indices: np.ndarray, codes: tuple[str, ...]) -> pa.Array:
     """``codes[indices]`` as a dictionary-encoded string column (Parquet: a string column)."""
     return pa.DictionaryArray.from_arrays(
         pa.array(np.asarray(indices, dtype=np.int32), pa.int32()), pa.array(codes, _STRING)
     )
 
 
-def _constant(value: str, n: int) -> pa.Array:
-    return _coded(np.zeros(n, dtype=np.int32), (value,))
+def constant(value: str, n: int) -> pa.Array:
+    """``value`` ``n`` times, dictionary-encoded."""
+    return coded(np.zeros(n, dtype=np.int32), (value,))
 
 
 def geo_dictionaries(
@@ -214,10 +249,12 @@ def geo_dictionaries(
     return out
 
 
-def _geo(
+def geo_columns(
     block: np.ndarray, geo: Mapping[str, tuple[np.ndarray, tuple[str, ...]]]
 ) -> dict[str, pa.Array]:
-    return {k: _coded(index[block], values) for k, (index, values) in geo.items()}
+    """The five geography columns of records in blocks ``block`` (indices into ``geo``,
+    :func:`geo_dictionaries`)."""
+    return {k: coded(index[block], values) for k, (index, values) in geo.items()}
 
 
 def person_records(
@@ -231,24 +268,24 @@ def person_records(
     n = block.size
     hhgq = np.asarray(cols["hhgq"], dtype=np.int64)
     data: dict[str, pa.Array] = {
-        "SCHEMA_TYPE_CODE": _constant("MPD", n),
-        "SCHEMA_BUILD_ID": _constant(SCHEMA_BUILD_ID, n),
-        **_geo(block, geo),
+        "SCHEMA_TYPE_CODE": constant("MPD", n),
+        "SCHEMA_BUILD_ID": constant(SCHEMA_BUILD_ID, n),
+        **geo_columns(block, geo),
         "EPNUM": pa.array(np.arange(first, first + n, dtype=np.int64), pa.int64()),
-        "RTYPE": _coded((hhgq > 0).astype(np.int32), RTYPE_PERSON_CODES),
-        "CENHISP": _coded(cols["hispanic"], TWO_CODES),
-        "CENRACE": _coded(np.asarray(cols["cenrace"], dtype=np.int64) - 1, CENRACE_CODES),
+        "RTYPE": coded((hhgq > 0).astype(np.int32), RTYPE_PERSON_CODES),
+        "CENHISP": coded(cols["hispanic"], TWO_CODES),
+        "CENRACE": coded(np.asarray(cols["cenrace"], dtype=np.int64) - 1, CENRACE_CODES),
     }
     if layout is PL94_PERSON_COLUMNS:
-        data["GQTYPE_PL"] = _coded(hhgq, GQTYPE_PL_CODES)
-        data["VOTING_AGE"] = _coded(cols["votingage"], TWO_CODES)
+        data["GQTYPE_PL"] = coded(hhgq, GQTYPE_PL_CODES)
+        data["VOTING_AGE"] = coded(cols["votingage"], TWO_CODES)
     else:
         age = np.asarray(cols["age"], dtype=np.int64)
-        data["GQTYPE"] = _coded(hhgq, GQTYPE_CODES)
-        data["QSEX"] = _coded(np.asarray(cols["sex"], dtype=np.int64) - 1, TWO_CODES)
-        data["QAGE"] = _coded(age, QAGE_CODES)
+        data["GQTYPE"] = coded(hhgq, GQTYPE_CODES)
+        data["QSEX"] = coded(np.asarray(cols["sex"], dtype=np.int64) - 1, TWO_CODES)
+        data["QAGE"] = coded(age, QAGE_CODES)
         for name, value in _NOT_SUPPORTED.items():
-            data[name] = _constant(value, n)
+            data[name] = constant(value, n)
     return pa.table({c: data[c] for c in layout})
 
 
@@ -258,11 +295,11 @@ def _unit_record_table(
     """Units in production's H1 layout; ``status`` 0 GQ facility, 1 occupied, 2 vacant."""
     n = block.size
     data = {
-        "SCHEMA_TYPE_CODE": _constant("MUD", n),
-        "SCHEMA_BUILD_ID": _constant(SCHEMA_BUILD_ID, n),
-        **_geo(block, geo),
-        "RTYPE": _coded((status == 0).astype(np.int32), ("2", "4")),
-        "HH_STATUS": _coded(status, ("0", "1", "2")),
+        "SCHEMA_TYPE_CODE": constant("MUD", n),
+        "SCHEMA_BUILD_ID": constant(SCHEMA_BUILD_ID, n),
+        **geo_columns(block, geo),
+        "RTYPE": coded((status == 0).astype(np.int32), ("2", "4")),
+        "HH_STATUS": coded(status, ("0", "1", "2")),
     }
     return pa.table({c: data[c] for c in UNIT_COLUMNS})
 

@@ -39,11 +39,17 @@ import pyarrow.parquet as pq
 from censusdp.io.atomic import atomic_path
 from censusdp.io.layout import table_csv_file
 from censusdp.io.parts import part_files, regular_file
-from censusdp.tables import IDENTIFIER_COLUMNS, TABLE_NAMES, table_definition
+from censusdp.tables import (
+    HOUSEHOLD_TABLE_NAMES,
+    IDENTIFIER_COLUMNS,
+    TABLE_NAMES,
+    table_definition,
+)
 from censusdp.tables.geoids import IDENTIFIER_LABELS, SUMLEVELS
 
 __all__ = [
     "LONG_CSV_COLUMNS",
+    "published_tables",
     "table_csv_chunks",
     "table_csv_mismatch",
     "write_table_csvs",
@@ -93,6 +99,14 @@ def _long(part: pa.Table, name: str) -> pa.Table:
     )
 
 
+def published_tables(directory: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The tables a tables directory publishes: P1-P5 and H1, and the household tables
+    (:data:`censusdp.tables.HOUSEHOLD_TABLE_NAMES`) of a release with a household run,
+    those whose Parquet is there."""
+    d = Path(directory)
+    return TABLE_NAMES + tuple(n for n in HOUSEHOLD_TABLE_NAMES if (d / f"{n}.parquet").exists())
+
+
 def table_csv_chunks(directory: str | os.PathLike[str], name: str, form: str) -> Iterator[bytes]:
     """The bytes of table ``name``'s CSV in ``form`` (``wide`` or ``long``), header first,
     then part by part of its Parquet in ``directory``."""
@@ -119,7 +133,7 @@ def write_table_csvs(directory: str | os.PathLike[str]) -> list[Path]:
     """Write every table's wide and long CSV beside its Parquet in ``directory``, each
     atomically; return their paths."""
     written = []
-    for name in TABLE_NAMES:
+    for name in published_tables(directory):
         for form in ("wide", "long"):
             path = Path(directory) / table_csv_file(name, form)
             with atomic_path(path) as tmp, open(tmp, "wb") as f:

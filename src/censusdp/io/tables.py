@@ -34,8 +34,9 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, write_parquet
 from censusdp.io.layout import CODEBOOK_FILE
 from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
-from censusdp.io.table_csv import write_table_csvs
+from censusdp.io.table_csv import published_tables, write_table_csvs
 from censusdp.tables import (
+    HOUSEHOLD_TABLE_NAMES,
     IDENTIFIER_COLUMNS,
     TABLE_NAMES,
     codebook,
@@ -78,18 +79,20 @@ def write_tables(tables: Mapping[str, pa.Table], directory: str | os.PathLike[st
         write_table_csvs(d)
 
 
-def codebook_bytes() -> bytes:
-    """The bytes of ``codebook.csv`` (:func:`censusdp.tables.codebook` as CSV): what
-    :func:`write_codebook` writes and :func:`codebook_mismatch` expects."""
+def codebook_bytes(names: tuple[str, ...] = TABLE_NAMES) -> bytes:
+    """The bytes of ``codebook.csv`` (:func:`censusdp.tables.codebook` of the tables
+    ``names`` as CSV): what :func:`write_codebook` writes and :func:`codebook_mismatch`
+    expects."""
     sink = pa.BufferOutputStream()
-    pacsv.write_csv(codebook(), sink)
+    pacsv.write_csv(codebook(names), sink)
     return sink.getvalue().to_pybytes()
 
 
 def write_codebook(directory: str | os.PathLike[str]) -> None:
-    """Write ``directory/codebook.csv`` atomically."""
+    """Write ``directory/codebook.csv`` atomically, of the tables the directory publishes
+    (:func:`~censusdp.io.table_csv.published_tables`)."""
     with atomic_path(Path(directory) / CODEBOOK_FILE) as tmp:
-        Path(tmp).write_bytes(codebook_bytes())
+        Path(tmp).write_bytes(codebook_bytes(published_tables(directory)))
 
 
 def codebook_mismatch(directory: str | os.PathLike[str]) -> str | None:
@@ -98,7 +101,7 @@ def codebook_mismatch(directory: str | os.PathLike[str]) -> str | None:
     path = Path(directory) / CODEBOOK_FILE
     if not regular_file(path):
         return f"{path}: missing, or not a regular file (every release's tables carry it)"
-    want = codebook_bytes()
+    want = codebook_bytes(published_tables(directory))
     with open(path, "rb") as f:
         got = f.read(len(want) + 1)
     if got == want:
@@ -115,7 +118,7 @@ def write_table_part(
     atomically, flushed); return each table's part record (file, rows, SHA-256)."""
     out = {}
     for name, table in tables.items():
-        if name not in TABLE_NAMES:
+        if name not in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
             raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
         path = Path(directory) / f"{name}.parquet" / part_name(index)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +135,7 @@ def write_table_index(
     with ``geolevel``, ``start`` and ``stop`` added), the codebook and the tables' CSV
     (:func:`censusdp.io.table_csv.write_table_csvs`)."""
     d = Path(directory)
-    for name in TABLE_NAMES:
+    for name in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
         recs = [p[name] for p in parts if name in p]
         if recs:
             write_part_index(d / f"{name}.parquet", recs, TABLE_PART_FIELDS)
@@ -192,7 +195,7 @@ def read_table(
         SchemaError: for an unknown table name or summary level (listing the valid ones).
         InputError: if the file is missing.
     """
-    if str(name).upper() not in TABLE_NAMES:
+    if str(name).upper() not in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
         raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
     code = summary_level(sumlev) if sumlev is not None else None
     path = Path(directory) / f"{str(name).upper()}.parquet"
@@ -222,6 +225,7 @@ def table_part_mismatch(
     ids: Mapping[str, pa.Array],
     person_rows: sp.spmatrix,
     unit_rows: sp.spmatrix,
+    household_rows: sp.spmatrix | None = None,
 ) -> str | None:
     """What is wrong with a table's file (or part file), or ``None``.
 
@@ -230,7 +234,9 @@ def table_part_mismatch(
     (:func:`censusdp.tables.level_identifiers` of the geounits it holds, in order), whose
     identifiers are exactly those (GEOID, SUMLEV and NAME as the geography gives them,
     :mod:`censusdp.tables.geoids`) and whose counts are the tabulation of
-    ``person_rows`` (``pl94`` cells) and ``unit_rows`` (unit cells).
+    ``person_rows`` (``pl94`` cells) and ``unit_rows`` (unit cells), or for a household
+    table (:mod:`censusdp.tables.households`) of ``household_rows`` (``household2010``
+    cells).
     """
     d = table_definition(name)
     try:
@@ -260,7 +266,9 @@ def table_part_mismatch(
         if d.variables
         else np.zeros((n, 0))
     )
-    rows = person_rows if d.source == "persons" else unit_rows
+    rows = {"persons": person_rows, "units": unit_rows, "households": household_rows}[d.source]
+    if rows is None:
+        return f"{path}: a household table, but the release has no household histogram"
     want = np.asarray((sp.csr_matrix(rows) @ d.matrix).toarray(), dtype=np.int64)
     bad_rows = np.flatnonzero((values != want).any(axis=1)) if values.shape == want.shape else [0]
     if len(bad_rows):

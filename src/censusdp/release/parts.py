@@ -35,13 +35,20 @@ from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.layout import MDF_FILES, TABLES_DIR
-from censusdp.io.mdf_parts import MDF_PART_FIELDS, BlockCounts, mdf_part_counts, write_mdf_part
+from censusdp.io.mdf_parts import (
+    MDF_PART_FIELDS,
+    BlockCounts,
+    mdf_part_counts,
+    mdf_part_households,
+    write_mdf_part,
+)
 from censusdp.io.mdf_text import count_lines
 from censusdp.io.nmf_write import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
 from censusdp.tables import TABLE_NAMES, level_identifiers, tabulate_rows
+from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, tabulate_household_rows
 
 __all__ = [
     "MDF_PART_BLOCKS",
@@ -203,7 +210,10 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
     if job.tables:
         pl94 = released.persons if schema.name == "pl94" else released.persons @ pl94_map(schema)
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], released.blocks)])
-        tables = write_table_part(tabulate_rows(pl94, units, ids), run / TABLES_DIR, job.index + 1)
+        rows = tabulate_rows(pl94, units, ids)
+        if released.households is not None:
+            rows.update(tabulate_household_rows(released.households, ids))
+        tables = write_table_part(rows, run / TABLES_DIR, job.index + 1)
         for rec in tables.values():
             rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
     write_cpu = time.process_time() - c
@@ -253,6 +263,22 @@ def _check_mdf_part(
             f"{bad_units.size} blocks of part {job.index} have other unit records than "
             f"the release's counts (first {released.blocks[bad_units[0]]})"
         ), None
+    households = None
+    if released.households is not None:
+        try:
+            households = mdf_part_households(
+                paths["units"][0], released.blocks, gq_facilities=released.gq_facilities
+            )
+        except InputError as exc:
+            return str(exc), None
+        bad_hh = sp.csr_matrix(households - released.households)
+        bad_hh.eliminate_zeros()
+        if bad_hh.nnz:
+            b = int(bad_hh.nonzero()[0][0])
+            return (
+                f"{bad_hh.nnz} household cells of part {job.index} differ from the estimate "
+                f"(first at block {released.blocks[b]})"
+            ), None
     for kind, recs in records.items():
         if len(recs) > 1:
             lines = count_lines(Path(paths[kind][1]))
@@ -265,9 +291,10 @@ def _check_mdf_part(
         counts[:, 0] + counts[:, 1], counts[:, 1], released.gq_facilities
     )
     tables = Path(job.run) / TABLES_DIR
-    for name in TABLE_NAMES:
+    names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households is not None else ())
+    for name in names:
         path = tables / f"{name}.parquet" / part_name(job.index + 1)
-        bad = table_part_mismatch(path, name, ids, pl94, units)
+        bad = table_part_mismatch(path, name, ids, pl94, units, households)
         if bad:
             return None, bad
     return None, None
@@ -276,12 +303,15 @@ def _check_mdf_part(
 @dataclass(frozen=True, eq=False)
 class TablesTask:
     """Write part 0 of each table: the geounits of ``levels`` (name, geocode length,
-    geocodes), with their ``pl94`` and unit histograms (rows in the same order)."""
+    geocodes), with their ``pl94`` and unit histograms (rows in the same order), and
+    their ``household2010`` histograms for a release with a household run (which adds
+    the household tables, :mod:`censusdp.tables.households`)."""
 
     levels: list[tuple[str, int, np.ndarray]]
     persons: sp.csr_matrix
     units: sp.csr_matrix
     run: str
+    households: sp.csr_matrix | None = None
 
 
 def run_tables_task(job: TablesTask) -> dict[str, Any]:
@@ -290,15 +320,21 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     c = time.process_time()
     ids = level_identifiers(job.levels)
     out = Path(job.run) / TABLES_DIR
-    records = write_table_part(tabulate_rows(job.persons, job.units, ids), out, 0)
+    rows = tabulate_rows(job.persons, job.units, ids)
+    names = TABLE_NAMES
+    if job.households is not None:
+        rows.update(tabulate_household_rows(job.households, ids))
+        names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
+    records = write_table_part(rows, out, 0)
     n = sum(codes.size for *_, codes in job.levels)
     for rec in records.values():
         rec.update(geolevel=",".join(name for name, *_ in job.levels), start=0, stop=n)
     problem = None
-    for name in TABLE_NAMES:
+    for name in names:
         bad = table_part_mismatch(
-            out / f"{name}.parquet" / part_name(0), name, ids, job.persons, job.units
-        )
+            out / f"{name}.parquet" / part_name(0), name, ids, job.persons, job.units,
+            job.households,
+        )  # fmt: skip
         problem = problem or bad
     return {
         "tables": records,

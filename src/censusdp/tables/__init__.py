@@ -31,7 +31,6 @@ every level. :func:`codebook` lists every column with its Census label.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -40,13 +39,16 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import UNIT_CELLS, person_histogram, unit_histogram
-from censusdp.data.schema import CENRACE_LEVELS, CENRACE_RACES, HHGQ_LEVELS, Schema, get_schema
+from censusdp.data.schema import HHGQ_LEVELS, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
+from censusdp.tables._definition import SEP, Builder, TableDefinition
 from censusdp.tables.geoids import IDENTIFIER_COLUMNS, IDENTIFIER_LABELS, geo_identifiers
+from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, household_table_definition
 
 __all__ = [
     "LazyTables",
     "CODEBOOK_COLUMNS",
+    "HOUSEHOLD_TABLE_NAMES",
     "IDENTIFIER_COLUMNS",
     "PERSON_TABLES",
     "TABLE_NAMES",
@@ -72,107 +74,18 @@ PERSON_TABLES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5")
 
 """Size of the unit histogram: cell ``2 * gqtype + occupied``."""
 
-_SEP = "!!"
-_SIZE_WORDS = ("one", "two", "three", "four", "five", "six")
-
-
-@dataclass(frozen=True, eq=False)
-class TableDefinition:
-    """One table: its lines and the sparse operator from histogram cells to lines.
-
-    Attributes:
-        name: ``"P1"`` ... ``"H1"``.
-        title: the Census table title.
-        universe: what the table counts (``"Total population"`` ...).
-        variables: Census variable name of each line (``"P1_001N"`` ...).
-        labels: the ``!!``-path label of each line.
-        leaves: indices of the lines that partition the universe (no line is the sum of
-            others); their sum over a geounit is the table total. Used for distances.
-        matrix: ``(n_cells, n_lines)`` int64 CSR 0/1 operator; ``hist @ matrix``
-            tabulates.
-        source: ``"persons"`` (cells of the ``pl94`` schema) or ``"units"``
-            (:data:`UNIT_CELLS` cells).
-    """
-
-    name: str
-    title: str
-    universe: str
-    variables: tuple[str, ...]
-    labels: tuple[str, ...]
-    leaves: tuple[int, ...]
-    matrix: sp.csr_matrix
-    source: str
-
-    @property
-    def n_lines(self) -> int:
-        """Number of lines."""
-        return len(self.variables)
-
-
-class _Builder:
-    """Accumulates (label, cell mask, is_leaf) lines of one table."""
-
-    def __init__(self, n_cells: int) -> None:
-        self.n_cells = n_cells
-        self.labels: list[str] = []
-        self.masks: list[np.ndarray] = []
-        self.leaves: list[int] = []
-
-    def add(self, label: str, mask: np.ndarray, leaf: bool = False) -> None:
-        if leaf:
-            self.leaves.append(len(self.labels))
-        self.labels.append(label)
-        self.masks.append(np.asarray(mask, dtype=bool))
-
-    def race_breakdown(self, prefix: str, universe: np.ndarray, cenrace: np.ndarray) -> None:
-        """The 70 lines of P1 below its Total, restricted to ``universe`` cells."""
-        n_races = np.asarray([len(r) for r in CENRACE_RACES], dtype=np.int64)[cenrace]
-        one = f"{prefix}Population of one race:"
-        self.add(one, universe & (n_races == 1))
-        for level in range(6):
-            self.add(f"{one}{_SEP}{CENRACE_LEVELS[level]}", universe & (cenrace == level), True)
-        multi = f"{prefix}Population of two or more races:"
-        self.add(multi, universe & (n_races >= 2))
-        for size in range(2, 7):
-            head = f"{multi}{_SEP}Population of {_SIZE_WORDS[size - 1]} races:"
-            self.add(head, universe & (n_races == size))
-            for level, races in enumerate(CENRACE_RACES):
-                if len(races) == size:
-                    self.add(
-                        f"{head}{_SEP}{CENRACE_LEVELS[level]}", universe & (cenrace == level), True
-                    )
-
-    def build(self, name: str, title: str, universe: str, source: str) -> TableDefinition:
-        masks = np.stack(self.masks, axis=1)  # cells x lines
-        cells, lines = np.nonzero(masks)
-        matrix = sp.csr_matrix(
-            (np.ones(cells.size, dtype=np.int64), (cells, lines)),
-            shape=(self.n_cells, len(self.labels)),
-        )
-        variables = tuple(f"{name}_{i + 1:03d}N" for i in range(len(self.labels)))
-        return TableDefinition(
-            name=name,
-            title=title,
-            universe=universe,
-            variables=variables,
-            labels=tuple(self.labels),
-            leaves=tuple(self.leaves),
-            matrix=matrix,
-            source=source,
-        )
-
 
 def _person_table(name: str, schema: Schema) -> TableDefinition:
     hhgq = schema.cell_levels("hhgq")
     adult = schema.cell_levels("votingage") == 1
     hisp = schema.cell_levels("hispanic") == 1
     cenrace = schema.cell_levels("cenrace")
-    b = _Builder(schema.size)
+    b = Builder(schema.size)
     everyone = np.ones(schema.size, dtype=bool)
     if name in ("P1", "P3"):
         universe = adult if name == "P3" else everyone
         b.add("Total:", universe)
-        b.race_breakdown(f"Total:{_SEP}", universe, cenrace)
+        b.race_breakdown(f"Total:{SEP}", universe, cenrace)
         if name == "P1":
             return b.build(name, "RACE", "Total population", "persons")
         return b.build(
@@ -184,10 +97,10 @@ def _person_table(name: str, schema: Schema) -> TableDefinition:
     if name in ("P2", "P4"):
         universe = adult if name == "P4" else everyone
         b.add("Total:", universe)
-        b.add(f"Total:{_SEP}Hispanic or Latino", universe & hisp, True)
-        nh = f"Total:{_SEP}Not Hispanic or Latino:"
+        b.add(f"Total:{SEP}Hispanic or Latino", universe & hisp, True)
+        nh = f"Total:{SEP}Not Hispanic or Latino:"
         b.add(nh, universe & ~hisp)
-        b.race_breakdown(f"{nh}{_SEP}", universe & ~hisp, cenrace)
+        b.race_breakdown(f"{nh}{SEP}", universe & ~hisp, cenrace)
         title = "HISPANIC OR LATINO, AND NOT HISPANIC OR LATINO BY RACE"
         if name == "P2":
             return b.build(name, title, "Total population", "persons")
@@ -200,14 +113,14 @@ def _person_table(name: str, schema: Schema) -> TableDefinition:
     if name == "P5":
         gq = hhgq >= 1
         b.add("Total:", gq)
-        inst = f"Total:{_SEP}Institutionalized population:"
+        inst = f"Total:{SEP}Institutionalized population:"
         b.add(inst, (hhgq >= 1) & (hhgq <= 4))
         for g in range(1, 5):
-            b.add(f"{inst}{_SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
-        non = f"Total:{_SEP}Noninstitutionalized population:"
+            b.add(f"{inst}{SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
+        non = f"Total:{SEP}Noninstitutionalized population:"
         b.add(non, hhgq >= 5)
         for g in range(5, 8):
-            b.add(f"{non}{_SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
+            b.add(f"{non}{SEP}{HHGQ_LEVELS[g]}", hhgq == g, True)
         return b.build(
             name,
             "GROUP QUARTERS POPULATION BY MAJOR GROUP QUARTERS TYPE",
@@ -223,22 +136,27 @@ def _unit_table() -> TableDefinition:
     cells = np.arange(UNIT_CELLS)
     gqtype, occupied = cells // 2, cells % 2 == 1
     hu = gqtype == 0
-    b = _Builder(UNIT_CELLS)
+    b = Builder(UNIT_CELLS)
     b.add("Total:", hu)
-    b.add(f"Total:{_SEP}Occupied", hu & occupied, True)
-    b.add(f"Total:{_SEP}Vacant", hu & ~occupied, True)
+    b.add(f"Total:{SEP}Occupied", hu & occupied, True)
+    b.add(f"Total:{SEP}Vacant", hu & ~occupied, True)
     return b.build("H1", "OCCUPANCY STATUS", "Housing units", "units")
 
 
 @cache
 def table_definition(name: str) -> TableDefinition:
-    """The definition of table ``name`` (``"P1"`` ... ``"H1"``).
+    """The definition of table ``name`` (``"P1"`` ... ``"H1"``, or a household table of
+    :data:`HOUSEHOLD_TABLE_NAMES`).
 
     Raises:
         SchemaError: for an unknown table name.
     """
+    if name in HOUSEHOLD_TABLE_NAMES:
+        return household_table_definition(name)
     if name not in TABLE_NAMES:
-        raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+        raise SchemaError(
+            f"unknown table {name!r}; tables are {list(TABLE_NAMES + HOUSEHOLD_TABLE_NAMES)}"
+        )
     if name == "H1":
         return _unit_table()
     return _person_table(name, get_schema("pl94"))
@@ -254,19 +172,20 @@ CODEBOOK_COLUMNS: tuple[str, ...] = ("table", "variable", "label", "concept", "u
 """Columns of :func:`codebook` (``concept`` is the table title, as in the Census API)."""
 
 
-def codebook() -> pa.Table:
+def codebook(names: tuple[str, ...] = TABLE_NAMES) -> pa.Table:
     """Every column of the published tables with its Census name and label.
 
     One row per identifier column (``table`` empty) and one per table line, e.g.
     ``("P1", "P1_001N", "Total:", "RACE", "Total population")``. Labels use the Census
     API's ``!!`` path form (2020 Census P.L. 94-171 Redistricting Data Summary File).
     Written next to the tables as ``codebook.csv`` by :func:`censusdp.io.tables.write_tables`.
+    ``names``: the tables (a release with a household run adds the household tables).
     """
     rows: list[tuple[str, str, str, str, str]] = [
         ("", col, IDENTIFIER_LABELS[col], "Geography", "")
         for col in ("geolevel", "geocode", *IDENTIFIER_COLUMNS)
     ]
-    for name in TABLE_NAMES:
+    for name in names:
         d = table_definition(name)
         rows += [
             (name, v, lab, d.title, d.universe)

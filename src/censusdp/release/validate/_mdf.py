@@ -17,23 +17,26 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import unit_histogram_from_counts
-from censusdp.data.invariants import Bounds, level_bounds
+from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES, TABLE_CSV_FORMS, TABLES_DIR, table_csv_file
+from censusdp.io.mdf_parts import mdf_part_households
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.parts import part_name, regular_file
-from censusdp.io.table_csv import table_csv_mismatch
+from censusdp.io.table_csv import published_tables, table_csv_mismatch
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
+from censusdp.release.household_runs import has_household_run
 from censusdp.release.validate._entries import Hashed
+from censusdp.release.validate._households import check_households
 from censusdp.release.validate._mdf_parts import mdf_from_parts
 from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
-from censusdp.tables import TABLE_NAMES, level_identifiers
+from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
 
 
 def check_mdf(
@@ -54,15 +57,22 @@ def check_mdf(
     run, hierarchy, inv = release.run, release.hierarchy, release.inv
     schema = get_schema(release.budgets["persons"].schema)
     partitioned = (run / MDF_FILES["persons"][0]).is_dir()
+    with_households = has_household_run(release.budgets.get("units"))
     table_problems: list[str] | None = None
+    households, household_problems = None, []
     try:
         if partitioned:
-            hist, pl94, counts, table_problems, text_problems = mdf_from_parts(
-                run, hierarchy, inv, schema, executor, hashed
+            got = mdf_from_parts(
+                run, hierarchy, inv, schema, executor, hashed, with_households=with_households
             )
+            hist, pl94, counts = got.hist, got.pl94, got.counts
+            table_problems, text_problems = got.table_problems, got.text_problems
+            households, household_problems = got.households, got.household_problems
         else:
             counts = mdf_unit_counts(run / MDF_FILES["units"][0], hierarchy)
-            text_problems = _check_text_files(run, schema, hashed)
+            text_problems = _check_text_files(run, schema, hashed, with_households)
+            if with_households:
+                households, household_problems = _read_households(run, hierarchy, inv)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
         return
@@ -89,12 +99,14 @@ def check_mdf(
             # tables in parts, the MDF not: not a release's
             raise InputError("the tables are part files but the MDF is not")
         table_problems = (table_problems or []) + _check_tables(
-            run, hierarchy, pl94, units, in_parts=tables_in_parts
+            run, hierarchy, (pl94, units, households), in_parts=tables_in_parts
         )
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
     _check_as_estimate(release, rep, hist, units, schema)
+    if with_households:
+        check_households(rep, hierarchy, inv, (hist, schema), households, household_problems)
     rep.add(
         "mdf_text_matches_parquet",
         not text_problems,
@@ -117,7 +129,7 @@ def _check_table_csvs(tables: Path, rep: ValidationReport) -> None:
     """``tables_csv``: every table's wide and long CSV holds exactly its Parquet's rows
     (:func:`censusdp.io.table_csv.table_csv_mismatch`). A release written before
     censusdp wrote CSV has none (a CSV removed since is a file its manifest lists)."""
-    files = [(n, f) for n in TABLE_NAMES for f in TABLE_CSV_FORMS]
+    files = [(n, f) for n in published_tables(tables) for f in TABLE_CSV_FORMS]
     if not any((tables / table_csv_file(n, f)).exists() for n, f in files):
         rep.add("tables_csv", True, "no CSV (a release written before the tables' CSV)")
         return
@@ -167,11 +179,25 @@ def _check_as_estimate(
     rep.checks.update(sub.checks)
 
 
-def _check_text_files(run: Path, schema: Schema, hashed: Hashed | None) -> list[str]:
+def _read_households(
+    run: Path, hierarchy: Hierarchy, inv: Invariants
+) -> tuple[sp.csr_matrix | None, list[str]]:
+    """An MDF of single files: its households, or ``None`` and the problem of the first
+    record that is not one (:func:`~censusdp.io.mdf_parts.mdf_part_households`)."""
+    try:
+        path = run / MDF_FILES["units"][0]
+        return mdf_part_households(path, hierarchy.blocks, gq_facilities=inv.gq_facilities), []
+    except CensusDPError as exc:
+        return None, [str(exc)]
+
+
+def _check_text_files(
+    run: Path, schema: Schema, hashed: Hashed | None, households: bool = False
+) -> list[str]:
     """An MDF of single files: each text file present is its Parquet file's records
     (:func:`~censusdp.io.mdf_text.text_mismatch`); its SHA-256 goes to ``hashed``."""
     problems = []
-    layouts = record_layouts(schema)
+    layouts = record_layouts(schema, households=households)
     for kind, (pq_name, txt_name) in MDF_FILES.items():
         if not regular_file(run / txt_name):
             continue  # a release without its text MDF: checksums says whether it should
@@ -184,10 +210,15 @@ def _check_text_files(run: Path, schema: Schema, hashed: Hashed | None) -> list[
 
 
 def _check_tables(
-    run: Path, hierarchy: Hierarchy, pl94: sp.csr_matrix, units: sp.csr_matrix, *, in_parts: bool
+    run: Path,
+    hierarchy: Hierarchy,
+    blocks: tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix | None],
+    *,
+    in_parts: bool,
 ) -> list[str]:
     """The tables' geounits that the MDF's tasks do not check, each with the geography's
-    identifiers and the tabulation of the MDF's block histograms aggregated.
+    identifiers and the tabulation of the MDF's block histograms aggregated (``blocks``:
+    ``pl94``, units, and a household run's households, whose tables are checked too).
 
     Tables written as single files: each holds every geounit of every level in table
     order. Tables written as part files (``in_parts``): part 0 of each holds the levels
@@ -203,17 +234,23 @@ def _check_tables(
             )
         ]
     )
+    pl94, units, households = blocks
     p_rows = sp.vstack(hierarchy.aggregate(pl94)[:n], format="csr")
     u_rows = sp.vstack(hierarchy.aggregate(units)[:n], format="csr")
+    h_rows = None
+    names = TABLE_NAMES
+    if households is not None:
+        h_rows = sp.vstack(hierarchy.aggregate(households)[:n], format="csr")
+        names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
     out = []
-    for name in TABLE_NAMES:
+    for name in names:
         path = run / "tables" / f"{name}.parquet"
         if in_parts:
             path = path / part_name(0)
         elif not regular_file(path):
             out.append(f"{path}: missing file")
             continue
-        bad = table_part_mismatch(path, name, ids, p_rows, u_rows)
+        bad = table_part_mismatch(path, name, ids, p_rows, u_rows, h_rows)
         if bad:
             out.append(bad)
     return out

@@ -10,7 +10,7 @@ tables' block parts with its tabulation.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES
-from censusdp.io.mdf_parts import mdf_part_counts
+from censusdp.io.mdf_parts import mdf_part_counts, mdf_part_households
 from censusdp.io.mdf_read import read_mdf_records
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
@@ -32,7 +32,7 @@ from censusdp.io.parts import part_name, read_part_index, regular_file
 from censusdp.io.tables import table_part_mismatch
 from censusdp.release.manifest import sha256_of
 from censusdp.release.validate._entries import Hashed
-from censusdp.tables import TABLE_NAMES, level_identifiers
+from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,7 +40,8 @@ class _MDFPartCount:
     """Read back part ``file`` (its name in each MDF directory) of a partitioned MDF:
     the blocks ``blocks`` (geocodes, sorted) of the level ``geolevel`` (name, geocode
     length); ``text``: the text parts to compare with the Parquet parts; ``header``:
-    whether the first text line is the header."""
+    whether the first text line is the header; ``households``: the release has a
+    household run, whose unit records carry their households."""
 
     run: str
     file: str
@@ -52,17 +53,20 @@ class _MDFPartCount:
     tables: str | None = None
     gq_facilities: np.ndarray | None = None
     geolevel: tuple[str, int] = ("Block", 16)
+    households: bool = False
 
 
 def _count_mdf_part(
     job: _MDFPartCount,
 ) -> tuple[str | None, Any, dict[str, str], float]:
     """A task: one MDF part's ``(persons hist, pl94 hist, unit counts, tables' problem,
-    text parts' problem)`` (or its problem), the SHA-256 of each of its files, by path
-    in the run, and its CPU seconds. With ``tables`` (the tables' block part file name)
-    each table's rows of these blocks must be the tabulation of the part read back
-    (facilities typed by ``gq_facilities``, the invariants'), with the blocks'
-    identifiers."""
+    text parts' problem, households, households' problem)`` (or its problem), the
+    SHA-256 of each of its files, by path in the run, and its CPU seconds. With
+    ``tables`` (the tables' block part file name) each table's rows of these blocks must
+    be the tabulation of the part read back (facilities typed by ``gq_facilities``, the
+    invariants'; the household tables of its households), with the blocks'
+    identifiers. ``households`` is ``None`` without a household run, or when a record
+    is not one household (``households' problem`` names it)."""
     c = time.process_time()
     problem, counts, digests, text_problem = _read_mdf_part(job)
     if problem is None and job.tables is not None:
@@ -72,14 +76,16 @@ def _count_mdf_part(
         )
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
         bad = None
-        for name in TABLE_NAMES:
+        households = counts[3]
+        names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households is not None else ())
+        for name in names:
             rel = f"tables/{name}.parquet/{job.tables}"
             if regular_file(run / rel):
                 digests[rel] = sha256_of(run / rel)
-            bad = bad or table_part_mismatch(run / rel, name, ids, counts[1], units)
-        counts = (*counts, bad, text_problem)
+            bad = bad or table_part_mismatch(run / rel, name, ids, counts[1], units, households)
+        counts = (*counts[:3], bad, text_problem, *counts[3:])
     elif problem is None:
-        counts = (*counts, None, text_problem)
+        counts = (*counts[:3], None, text_problem, *counts[3:])
     return problem, counts, digests, time.process_time() - c
 
 
@@ -90,7 +96,7 @@ def _read_mdf_part(
     records (as many as their index entries say) counted per block, and each text part
     compared with its Parquet part (and hashed as it is read)."""
     run = Path(job.run)
-    layouts = record_layouts(get_schema(job.schema))
+    layouts = record_layouts(get_schema(job.schema), households=job.households)
     parquet = {kind: f"{pq_name}/{job.file}" for kind, (pq_name, _) in MDF_FILES.items()}
     digests = {rel: sha256_of(run / rel) for rel in parquet.values() if regular_file(run / rel)}
     text_problem = None
@@ -116,7 +122,35 @@ def _read_mdf_part(
         )
     except (CensusDPError, OSError, pa.ArrowException) as exc:
         return str(exc), None, digests, None
-    return None, counts, digests, text_problem
+    households, household_problem = None, None
+    if job.households:
+        try:
+            households = mdf_part_households(
+                run / parquet["units"],
+                job.blocks,
+                records=records["units"],
+                gq_facilities=job.gq_facilities,
+            )
+        except CensusDPError as exc:
+            household_problem = str(exc)
+    return None, (*counts, households, household_problem), digests, text_problem
+
+
+@dataclass(frozen=True, eq=False)
+class MDFParts:
+    """A partitioned MDF read back (:func:`mdf_from_parts`): its block histograms of
+    persons (``hist``, in the release's schema; ``pl94``), its ``(blocks x 3)`` vacant,
+    occupied and facility ``counts``, the problems of its tables' and its text parts,
+    and for a household run its ``(blocks x 387,072)`` ``households`` (``None`` when a
+    record is not one household: ``household_problems`` names it)."""
+
+    hist: sp.csr_matrix
+    pl94: sp.csr_matrix
+    counts: np.ndarray
+    table_problems: list[str]
+    text_problems: list[str]
+    households: sp.csr_matrix | None = None
+    household_problems: list[str] = field(default_factory=list)
 
 
 def mdf_from_parts(
@@ -126,10 +160,13 @@ def mdf_from_parts(
     schema: Schema,
     executor: Any,
     hashed: Hashed | None,
-) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray, list[str], list[str]]:
+    *,
+    with_households: bool = False,
+) -> MDFParts:
     """A partitioned MDF's block histograms and unit counts, its parts read by tasks,
     the problems of the tables' block parts (checked by the same tasks when the tables
-    are partitioned) and those of its text parts.
+    are partitioned) and those of its text parts; ``with_households``: the release has a
+    household run, whose households are read back and checked too.
 
     The parts are the ones their indexes list (:func:`_part_indexes`), each read as its
     index entry says, and their SHA-256 the entries' (:func:`_check_part_digests`).
@@ -138,13 +175,16 @@ def mdf_from_parts(
         InputError: naming the first problem (an index, a part, a record).
     """
     tables = (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
-    indexes, ranges = _part_indexes(run, hierarchy, tables)
-    jobs = _part_jobs(run, hierarchy, inv, schema, indexes, ranges, tables=tables)
+    indexes, ranges = _part_indexes(run, hierarchy, tables, with_households)
+    jobs = _part_jobs(
+        run, hierarchy, inv, schema, indexes, ranges, tables=tables, households=with_households
+    )
     if executor is None:
         from censusdp.execution import make_executor
 
         executor = make_executor(1, kind="inprocess")
     hists, pl94s, counts, table_problems, text_problems = [], [], [], [], []
+    households, household_problems = [], []
     for problem, got, digests, cpu in executor.map(_count_mdf_part, jobs):
         if hashed is not None:
             hashed.record(digests, cpu)
@@ -157,22 +197,30 @@ def mdf_from_parts(
             table_problems.append(got[3])
         if got[4]:
             text_problems.append(got[4])
+        households.append(got[5])
+        if got[6]:
+            household_problems.append(got[6])
     _check_part_digests(indexes, hashed)
     pl94 = get_schema("pl94")
     if not jobs:
         empty = np.zeros((0, 3), dtype=np.int64)
-        return sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, [], []
-    return (
+        return MDFParts(
+            sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, [], []
+        )
+    complete = with_households and not household_problems
+    return MDFParts(
         sp.csr_matrix(sp.vstack(hists, format="csr"), dtype=np.int64),
         sp.csr_matrix(sp.vstack(pl94s, format="csr"), dtype=np.int64),
         np.concatenate(counts),
         table_problems,
         text_problems,
+        sp.csr_matrix(sp.vstack(households, format="csr"), dtype=np.int64) if complete else None,
+        household_problems,
     )
 
 
 def _part_indexes(
-    run: Path, hierarchy: Hierarchy, tables: bool
+    run: Path, hierarchy: Hierarchy, tables: bool, households: bool = False
 ) -> tuple[dict[str, dict], list[tuple[int, int]]]:
     """The MDF directories' part indexes, by directory name, and the parts' block
     ranges, once the indexes are seen to agree.
@@ -204,7 +252,8 @@ def _part_indexes(
         want = [int(p["rows"]) for p in indexes[pq_name]["parts"]]
         if index is not None and [int(p["rows"]) for p in index["parts"]] != want:
             raise InputError(f"{txt_name}/_parts.json lists other records than {pq_name}'s")
-    for name in TABLE_NAMES if tables else ():
+    names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households else ())
+    for name in names if tables else ():
         rel = f"tables/{name}.parquet"
         got = [
             (p["file"], int(p["start"]), int(p["stop"]))
@@ -234,6 +283,7 @@ def _part_jobs(
     ranges: list[tuple[int, int]],
     *,
     tables: bool,
+    households: bool = False,
 ) -> list[_MDFPartCount]:
     """One task per part of the MDF (:func:`_count_mdf_part`), as ``indexes`` list them
     (:func:`_part_indexes`); with ``tables``, each checks the tables' block part too."""
@@ -250,8 +300,9 @@ def _part_jobs(
             (int(p["rows"]), int(units["parts"][i]["rows"])),
             i == 0,
             part_name(i + 1) if tables else None,
-            inv.gq_facilities[a:b] if tables else None,
+            inv.gq_facilities[a:b] if tables or households else None,
             (block.name, block.length),
+            households,
         )
         for i, (p, (a, b)) in enumerate(zip(persons["parts"], ranges, strict=True))
     ]

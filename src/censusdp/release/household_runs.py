@@ -1,0 +1,46 @@
+"""Whether a release has a household run, and the one-line refusal of the analyses that
+do not read one yet.
+
+A release's unit run is the housing units' occupancy (schema ``units``, 2020
+production's) or, for the DDP's household run, households (schema ``household2010``,
+docs/households.md). Its manifest records the unit run's budget, with its schema, under
+``units``. Whatever reads the MDF and the P.L. tables reads a household release as any
+other (its unit records say which are occupied); what re-measures or re-estimates the
+unit run from its NMF (error bars, inference) refuses it with :func:`refuse_household_run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from censusdp.errors import InputError
+
+__all__ = ["HOUSEHOLD_SCHEMA", "has_household_run", "refuse_household_run"]
+
+HOUSEHOLD_SCHEMA = "household2010"
+"""The schema of a household run's unit budget."""
+
+
+def has_household_run(units: Any) -> bool:
+    """Whether a release's unit run is a household run: ``units`` is its recorded unit
+    budget (a :class:`~censusdp.privacy.budget.Budget`, or the manifest's ``units``
+    record; ``None``: no unit run)."""
+    schema = units.get("schema") if isinstance(units, Mapping) else getattr(units, "schema", None)
+    return schema == HOUSEHOLD_SCHEMA
+
+
+def refuse_household_run(manifest: Mapping[str, Any], where: object, what: str) -> None:
+    """Raise a one-line :class:`~censusdp.errors.InputError` when the release whose
+    manifest is ``manifest`` (at ``where``) has a household run, which ``what`` does not
+    support yet.
+
+    Raises:
+        InputError: ``RUN/manifest.json: its unit run is a household run
+            (household2010); <what> does not support household runs yet``.
+    """
+    if has_household_run(manifest.get("units")):
+        raise InputError(
+            f"{where}: its unit run is a household run ({HOUSEHOLD_SCHEMA}); {what} does "
+            "not support household runs yet"
+        )

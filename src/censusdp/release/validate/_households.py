@@ -1,0 +1,89 @@
+"""The checks of a release with a household run, from its files: its unit MDF's
+households against the invariants and against its person MDF.
+
+* ``household_records``: every unit record is a housing unit, vacant or holding one
+  household whose variables are those of a ``household2010`` cell that is not a
+  structural zero, or a facility (:func:`censusdp.io.mdf_households.decode_households`);
+* ``households_within_housing_units``: per block, households at most the housing units
+  of ``invariants.parquet``, none where there are none;
+* ``persons_households_consistent``: per block, from the two MDFs, the persons of the
+  households (their ``HHSIZE``, 7 for 7 or more) at most the household persons
+  (``GQTYPE`` 000), equal where no household has 7 or more, households where and only
+  where there are household persons.
+
+The household tables are checked with the others (``tables_match_mdf``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Invariants
+from censusdp.data.schema import Schema, get_schema
+from censusdp.release.consistency import household_persons
+from censusdp.release.household_runs import HOUSEHOLD_SCHEMA
+from censusdp.release.validate.report import ValidationReport
+
+__all__ = ["check_households"]
+
+
+def _blocks(hierarchy: Hierarchy, rows: np.ndarray) -> str:
+    return ", ".join(str(b) for b in hierarchy.blocks[rows[:3]])
+
+
+def check_households(
+    rep: ValidationReport,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    persons: tuple[sp.csr_matrix, Schema],
+    households: sp.csr_matrix | None,
+    problems: list[str],
+) -> None:
+    """Add the household checks to ``rep``: ``persons`` is the person MDF's block
+    histogram and its schema, ``households`` the unit MDF's ``(blocks x 387,072)``
+    households (``None`` when a record is not one: ``problems`` say which)."""
+    rep.add(
+        "household_records",
+        households is not None and not problems,
+        "; ".join(problems[:3])
+        or "every occupied housing unit's record is one household, none in a structural zero",
+    )
+    if households is None:
+        return
+    hu = np.asarray(inv.housing_units, dtype=np.int64)
+    n = np.asarray(households.sum(axis=1)).ravel().astype(np.int64)
+    over = np.flatnonzero(n > hu)
+    rep.add(
+        "households_within_housing_units",
+        over.size == 0,
+        "every block's households are at most its housing units, none where there are none"
+        if over.size == 0
+        else f"{over.size} blocks have more households than housing units (first "
+        f"{hierarchy.blocks[over[0]]}: {n[over[0]]} of {hu[over[0]]})",
+    )
+    sch = get_schema(HOUSEHOLD_SCHEMA)
+    size = sch.cell_levels("hhsize")
+    sizes = np.asarray(households @ size.reshape(-1, 1)).ravel().astype(np.int64)
+    large = np.asarray(households @ (size == 7).reshape(-1, 1)).ravel() > 0
+    in_households = household_persons(*persons)
+    too_many = np.flatnonzero(sizes > in_households)
+    unequal = np.flatnonzero(~large & (sizes != in_households))
+    without = np.flatnonzero((n == 0) & (in_households > 0))
+    empty = np.flatnonzero((n > 0) & (in_households == 0))
+    bad = [
+        (too_many, "households larger than their persons"),
+        (unequal, "household sizes that differ from the household persons"),
+        (without, "household persons but no household"),
+        (empty, "households but no household persons"),
+    ]
+    found = [f"{rows.size} blocks with {what} (first {_blocks(hierarchy, rows)})"
+             for rows, what in bad if rows.size]  # fmt: skip
+    rep.add(
+        "persons_households_consistent",
+        not found,
+        "; ".join(found)
+        or "every block's household persons are its households' sizes (at least, with a "
+        "household of 7 or more), households where and only where there are household persons",
+    )

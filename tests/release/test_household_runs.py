@@ -1,0 +1,70 @@
+"""The analyses that re-measure or re-estimate a release's unit run refuse a household
+run in one line (docs/households.md, "Outputs"); the others read it as any release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from censusdp.errors import InputError
+from censusdp.evaluate import EvaluateOptions
+from censusdp.evaluate.core import _trial_budget
+from censusdp.evaluate.errorbars import simulate_release_errors
+from censusdp.io.budget_files import load_preset
+from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES
+from censusdp.release.household_runs import has_household_run, refuse_household_run
+
+
+def _manifest(units: str | None) -> dict:
+    # a manifest names its person schema at the top, its unit run's under ``units``
+    m = {"kind": "release", "schema": "dhc-lite", "persons": load_preset("ddp-2010").to_dict()}
+    if units is not None:
+        m["units"] = load_preset(units).to_dict()
+    return m
+
+
+def test_a_household_run_is_told_from_its_unit_budget() -> None:
+    assert has_household_run(_manifest("ddp-2010-households")["units"])
+    assert has_household_run(load_preset("ddp-2010-households"))
+    assert not has_household_run(_manifest("ddp-2010-units")["units"])
+    assert not has_household_run(load_preset("ddp-2010-units"))
+    assert not has_household_run(None)
+    refuse_household_run(_manifest("ddp-2010-units"), "RUN", "infer")  # no error
+
+
+def _run(tmp_path: Path, units: str | None) -> Path:
+    (tmp_path / "manifest.json").write_text(json.dumps(_manifest(units)))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda run: simulate_release_errors(run, simulations=1),
+        lambda run: _trial_budget(
+            EvaluateOptions(), json.loads((run / "manifest.json").read_text()), run
+        ),
+    ],
+    ids=["error bars", "evaluate --trials"],
+)
+def test_the_analyses_of_the_unit_run_refuse_a_household_run(tmp_path, call) -> None:
+    run = _run(tmp_path, "ddp-2010-households")
+    with pytest.raises(InputError, match="household run .*not support household runs yet") as e:
+        call(run)
+    assert "\n" not in str(e.value) and "manifest.json" in str(e.value)
+
+
+def test_infer_refuses_a_household_run(tmp_path) -> None:
+    from censusdp.infer.release import _read_release
+    from censusdp.io.rundir import RunDir
+
+    run = _run(tmp_path, "ddp-2010-households")
+    for name in (NMF_FILES["persons"], INVARIANTS_FILE, INVARIANT_TOTALS_FILE):
+        (run / name).write_bytes(b"")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["geolevels"] = [["US", 0], ["State", 2]]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="infer does not support household runs yet"):
+        _read_release(RunDir(run))
