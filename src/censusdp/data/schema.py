@@ -249,7 +249,6 @@ CENRACE_TO_NUMRACES = Recode(
 )
 
 
-
 def _age_groups(width: int) -> Recode:
     """The DDP's ``ageGroups<width>``: single years of age in bins of ``width`` years from
     0 (the last bin ends at 115), the hierarchical age workload of its person run."""
@@ -443,7 +442,6 @@ DHC_LITE = Schema(
     recodes=(HHINSTLEVELS, GQINST, AGE_TO_VOTINGAGE, CENRACE_TO_NUMRACES),
     structural_zeros=(NURSING_MINORS,),
 )
-
 
 
 def _ages(*ranges: tuple[int, int]) -> tuple[int, ...]:

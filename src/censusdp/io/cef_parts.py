@@ -383,7 +383,9 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     has_resident = np.zeros(units["ids"].size, dtype=bool)
     for batch, _, _ in _batches(part, PERSONS, list(spec)):
         m = batch.num_rows
-        cols = {name: _ints(batch, name, rng) for name, (kind, rng) in spec.items() if kind == "int"}
+        cols = {
+            name: _ints(batch, name, rng) for name, (kind, rng) in spec.items() if kind == "int"
+        }
         geo = _geocodes(batch)
         pids.append(cols["person_id"])
         if m == 0:

@@ -133,7 +133,8 @@ def person_layout(schema: Schema) -> tuple[str, ...]:
     names = {a.name for a in schema.attributes}
     if names <= {"hhgq", "votingage", "hispanic", "cenrace"}:
         return PL94_PERSON_COLUMNS
-    if {"sex", "age"} <= names and names <= {"hhgq", "sex", "age", "hispanic", "cenrace", "citizen"}:
+    full = {"hhgq", "sex", "age", "hispanic", "cenrace", "citizen"}
+    if {"sex", "age"} <= names <= full:
         return DHCP_PERSON_COLUMNS
     raise SchemaError(f"schema {schema.name!r} has no MDF2020 person layout (attributes {names})")
 

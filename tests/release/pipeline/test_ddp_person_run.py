@@ -79,9 +79,11 @@ def test_nmf_noise_is_table_2_and_the_release_is_epsilon_6(release):
 def test_mdf_has_citizenship_and_tables_name_the_tract_group(release):
     mdf = pq.read_table(release / "mdf_persons.parquet", columns=["CITIZEN"])
     assert set(mdf.column("CITIZEN").cast(pa.string()).to_pylist()) <= {"1", "2"}
-    p1 = ds.dataset(release / "tables" / "P1.parquet").to_table(
-        columns=["geolevel", "SUMLEV", "NAME"]
-    ).to_pylist()
+    p1 = (
+        ds.dataset(release / "tables" / "P1.parquet")
+        .to_table(columns=["geolevel", "SUMLEV", "NAME"])
+        .to_pylist()
+    )
     tract_groups = [r for r in p1 if r["geolevel"] == "Tract_Group"]
     assert tract_groups and all(r["SUMLEV"] is None for r in tract_groups)
     assert tract_groups[0]["NAME"].startswith("Tract_Group ")
