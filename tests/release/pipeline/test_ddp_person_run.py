@@ -15,6 +15,8 @@ import pytest
 
 import censusdp
 from censusdp.generate import generate_state
+from censusdp.release.topdown.maxent import default_estimator
+from censusdp.release.topdown.passes import plans_for
 
 #: Table 2, Scale_nation (nation and state) and Scale_county (county and below).
 TABLE2 = {
@@ -50,10 +52,20 @@ def release(tmp_path_factory):
     return base / "run"
 
 
+def test_the_ddp_schema_is_estimated_and_rounded_as_dhc_lite() -> None:
+    """A cell-level query far wider than a block's persons: ``auto`` (maximum entropy
+    where a query is below its noise) and the published tables' rounding passes."""
+    levels = ("US", "State", "County", "Tract_Group", "Tract", "BlockGroup", "Block")
+    assert default_estimator("dhcp-hhgq") == default_estimator("dhc-lite") == "auto"
+    assert plans_for("dhcp-hhgq", levels) == plans_for("dhc-lite", levels)
+    assert all(p is not None for p in plans_for("dhcp-hhgq", levels))
+
+
 @pytest.mark.slow
 def test_nmf_noise_is_table_2_and_the_release_is_epsilon_6(release):
     manifest = json.loads((release / "manifest.json").read_text())
     assert manifest["epsilon"] == 6.0
+    assert manifest["schema"] == "dhcp-hhgq" and manifest["estimator"] == "auto"
     nmf = ds.dataset(release / "noisy_measurements.parquet").to_table(
         columns=["geolevel", "query", "variance", "mechanism"]
     )
