@@ -1,7 +1,8 @@
 """Memory of one wide ``ddp-2010`` family: measuring and estimating it, now vs before.
 
-A ``ddp-2010`` block has 229,320 measured detailed cells (233,856 less the structural
-zeros), so one block group of 540 blocks is 124 million noisy values; Vermont x0.01 ran
+A ``ddp-2010`` block had 229,320 measured detailed cells (233,856 less the structural
+zeros; the preset's ``dhcp-hhgq`` schema now has 337,680 of 467,712), so one block group
+of 540 blocks was 124 million noisy values; Vermont x0.01 ran
 out of memory measuring one. This benchmark takes the widest block group of a generated
 state and measures, in one process, the peak of the memory traced by ``tracemalloc``
 (NumPy reports its arrays to it) for

@@ -1,7 +1,7 @@
 """The per-value costs of a ``ddp-2010`` block level: measuring, writing, reading, checking.
 
-A ``ddp-2010`` block has 229,320 measured cells, so full Delaware is 5.5 billion noisy
-values and everything done per value decides whether a full-state run finishes. This
+A ``ddp-2010`` block had 229,320 measured cells on ``dhc-lite`` (337,680 on the preset's
+``dhcp-hhgq`` schema now), so full Delaware was 5.5 billion noisy values and everything done per value decides whether a full-state run finishes. This
 benchmark takes one block group of a generated state and measures, in one process, in
 CPU seconds (``time.process_time``: the machine is shared, wall time is not comparable
 between runs) and as values per CPU second:

@@ -13,7 +13,7 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
-from censusdp.io.cef import read_cef
+from censusdp.io.cef import read_cef, read_households
 from censusdp.io.mdf_records import DHCP_PERSON_COLUMNS
 from censusdp.io.tables import read_tables
 from censusdp.protect import SwapOptions, protect_swap
@@ -59,6 +59,20 @@ def test_swap_release_layout_and_tables(truth, tmp_path):
     # the swapped CEF is a valid CEF (DP can run on top of it)
     swapped = read_cef(tmp_path / "cef")
     assert swapped.n_persons == cef.n_persons
+    # it keeps each person's relationship and citizenship (households move whole, so
+    # the reader's household rules hold: one householder per occupied housing unit)
+    for column in ("rel", "citizen"):
+        assert column in cef.persons and column in swapped.persons
+        np.testing.assert_array_equal(
+            _by_person(swapped.persons, column), _by_person(cef.persons, column)
+        )
+    moved = _by_person(swapped.persons, "unit_id") != _by_person(cef.persons, "unit_id")
+    assert moved.any()
+    assert read_households(swapped).unit.size == read_households(cef).unit.size
+
+
+def _by_person(persons, column):
+    return np.asarray(persons[column])[np.argsort(persons["person_id"], kind="stable")]
 
 
 def test_swap_release_refuses_non_empty_output(truth, tmp_path):

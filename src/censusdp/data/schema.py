@@ -15,6 +15,9 @@ Built-in schemas:
 * ``pl94``: HHGQ (8) x VOTINGAGE (2) x HISPANIC (2) x CENRACE (63) = 2,016 cells.
 * ``dhc-lite``: HHGQ (8) x SEX (2) x AGE (116) x HISPANIC (2) x CENRACE (63)
   = 233,856 cells.
+* ``dhcp-hhgq``: the 2010 DDP's person schema (``DHCP_HHGQ``): ``dhc-lite`` x CITIZEN (2)
+  = 467,712 cells, with the DDP's age recodes (``agegroups4``, ``agegroups16``,
+  ``agegroups64``) and its structural zeros of age by group-quarters type.
 * ``units``: housing units by OCCUPANCY (vacant, occupied), for the housing-unit run.
 * ``household2010``: the 2010 DDP's households: HHSEX (2) x HHAGE (9) x HHHISP (2) x
   HHRACE (7) x HHSIZE (8) x HHTYPE (24) x HHELDERLY (4) x HHMULTI (2) = 387,072 cells.
@@ -42,6 +45,7 @@ __all__ = [
     "CENRACE_LEVELS",
     "CENRACE_RACES",
     "HHGQ_LEVELS",
+    "DHCP_HHGQ",
     "HOUSEHOLD2010",
     "OMB_RACES",
     "Attribute",
@@ -188,6 +192,19 @@ VOTINGAGE = Attribute(
     mdf_codes=(0, 1),
 )
 
+CITIZEN = Attribute(
+    name="citizen",
+    levels=("Non-citizen", "Citizen"),
+    column="citizen",
+    lookup=(0, 1),
+    lookup_min=0,
+    mdf_column="citizen",
+    mdf_codes=(0, 1),
+)
+"""Citizenship, read from the input's ``citizen`` column (0 not a citizen, 1 citizen: the
+DDP's ``citizen`` attribute); the MDF writes it as production's ``CITIZEN`` (1 citizen,
+2 not)."""
+
 
 @dataclass(frozen=True)
 class Recode:
@@ -233,6 +250,27 @@ CENRACE_TO_NUMRACES = Recode(
     levels=tuple(f"{k} race{'s' if k > 1 else ''}" for k in range(1, 7)),
     mapping=tuple(len(r) - 1 for r in CENRACE_RACES),
 )
+
+
+def _age_groups(width: int) -> Recode:
+    """The DDP's ``ageGroups<width>``: single years of age in bins of ``width`` years from
+    0 (the last bin ends at 115), the hierarchical age workload of its person run."""
+    starts = range(0, MAX_AGE + 1, width)
+    levels = tuple(
+        f"Under {width} years" if a == 0 else f"{a} to {min(a + width, MAX_AGE + 1) - 1} years"
+        for a in starts
+    )
+    return Recode(
+        name=f"agegroups{width}",
+        source="age",
+        levels=levels,
+        mapping=tuple(a // width for a in range(MAX_AGE + 1)),
+    )
+
+
+AGE_GROUPS = tuple(_age_groups(w) for w in (4, 16, 64))
+"""``agegroups4`` (29 bins), ``agegroups16`` (8), ``agegroups64`` (2): the DDP's
+``ageGroups4``, ``ageGroups16`` and ``ageGroups64`` of ``Schema_DHCP_HHGQ``."""
 
 
 @dataclass(frozen=True)
@@ -424,6 +462,32 @@ DHC_LITE = Schema(
     structural_zeros=(NURSING_MINORS,),
 )
 
+
+def _ages(*ranges: tuple[int, int]) -> tuple[int, ...]:
+    return tuple(a for lo, hi in ranges for a in range(lo, hi + 1))
+
+
+DDP_GQ_AGE_ZEROS = (
+    StructuralZero("hhgq1_lessthan15", (("hhgq", (1,)), ("age", _ages((0, 14))))),
+    StructuralZero("hhgq2_greaterthan25", (("hhgq", (2,)), ("age", _ages((26, MAX_AGE))))),
+    StructuralZero("hhgq3_lessthan20", (("hhgq", (3,)), ("age", _ages((0, 19))))),
+    StructuralZero("hhgq5_lt16gt65", (("hhgq", (5,)), ("age", _ages((0, 15), (66, MAX_AGE))))),
+    StructuralZero("hhgq6_lt17gt65", (("hhgq", (6,)), ("age", _ages((0, 16), (66, MAX_AGE))))),
+)
+"""The DDP person run's block constraints on age by group-quarters type
+(``Constraints_DHCP_HHGQ.py``): no one under 15 in an adult correctional facility, over 25
+in a juvenile facility, under 20 in a nursing facility, under 16 or over 65 in college
+housing, under 17 or over 65 in military quarters (other facility types: no bound)."""
+
+DHCP_HHGQ = Schema(
+    name="dhcp-hhgq",
+    attributes=(HHGQ, SEX, AGE, HISPANIC, CENRACE, CITIZEN),
+    recodes=(HHINSTLEVELS, GQINST, AGE_TO_VOTINGAGE, CENRACE_TO_NUMRACES, *AGE_GROUPS),
+    structural_zeros=DDP_GQ_AGE_ZEROS,
+)
+"""The 2010 DDP's person schema (``Schema_DHCP_HHGQ``): HHGQ (8) x SEX (2) x AGE (116) x
+HISPANIC (2) x CENRACE (63) x CITIZEN (2) = 467,712 cells."""
+
 OCCUPANCY = Attribute(
     name="occupancy",
     levels=("Vacant", "Occupied"),
@@ -472,7 +536,7 @@ HHHISP (2) x HHRACE (7) x HHSIZE (8) x HHTYPE (24) x HHELDERLY (4) x HHMULTI (2)
 :data:`censusdp.data.households.HOUSEHOLD_ATTRIBUTES`). A household's attributes are
 derived from its persons (:func:`censusdp.data.households.derive_households`)."""
 
-_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, UNITS, HOUSEHOLD2010)}
+_BUILTIN = {s.name: s for s in (PL94, DHC_LITE, DHCP_HHGQ, UNITS, HOUSEHOLD2010)}
 
 
 _UNIT_SCHEMAS: dict[str, Schema] = {}

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import validate_geocodes
 from censusdp.data.households import Households
+from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io.cef_files import INPUT_NAMES, input_files, read_input
 from censusdp.io.cef_households import (
@@ -59,6 +60,7 @@ __all__ = [
     "UNIT_COLUMNS",
     "check_columns",
     "outside",
+    "person_columns",
     "person_unit_rules",
     "read_cef",
     "read_cef_tables",
@@ -81,6 +83,30 @@ PERSON_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "hispanic": ("int", (0, 1)),
     "cenrace": ("int", (1, 63)),
 }
+
+
+def person_columns(
+    schema: Schema, present: list[str] | tuple[str, ...], file: str | Path
+) -> dict[str, tuple[str, tuple[int, int] | None]]:
+    """The person columns a run in ``schema`` reads and checks: :data:`PERSON_COLUMNS` and
+    the optional ones the schema's attributes read (``citizen`` for ``dhcp-hhgq``).
+
+    Raises:
+        InputError: one line naming ``file`` and the first such column not ``present``.
+    """
+    spec = dict(PERSON_COLUMNS)
+    for name in schema.input_columns:
+        if name in spec:
+            continue
+        if name not in present:
+            raise InputError(
+                f"{file}: missing column {name!r}, which the person schema "
+                f"{schema.name!r} reads (found {list(present)})"
+            )
+        spec[name] = OPTIONAL_PERSON_COLUMNS[name]
+    return spec
+
+
 UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "unit_id": ("int", None),
     "geocode": ("geocode", None),

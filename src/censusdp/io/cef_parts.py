@@ -43,10 +43,10 @@ from censusdp.errors import InputError
 from censusdp.io.cef import (
     MAX_PER_RULE,
     OPTIONAL_UNIT_COLUMNS,
-    PERSON_COLUMNS,
     UNIT_COLUMNS,
     check_columns,
     outside,
+    person_columns,
     person_unit_rules,
     same_within_block,
     type_problem,
@@ -364,20 +364,27 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
     }
 
 
+def _person_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]:
+    """The person columns the part reads: those of every run and those its schema reads
+    (``citizen``; the driver has checked the file has them)."""
+    return person_columns(
+        get_schema(part.schema), _schema_of(part, PERSONS).names, part.labels[PERSONS]
+    )
+
+
 def _fast(part: CEFPart) -> dict[str, Any]:
     """Read and check the part in bulk; raise :class:`_Fallback` at the first problem."""
     units = _fast_units(part)
     schema = get_schema(part.schema)
-    _check_types(_schema_of(part, PERSONS), PERSON_COLUMNS)
+    spec = _person_spec(part)
+    _check_types(_schema_of(part, PERSONS), spec)
     nb = units["blocks"].size
     keys, pids = [], []
     has_resident = np.zeros(units["ids"].size, dtype=bool)
-    for batch, _, _ in _batches(part, PERSONS, list(PERSON_COLUMNS)):
+    for batch, _, _ in _batches(part, PERSONS, list(spec)):
         m = batch.num_rows
         cols = {
-            name: _ints(batch, name, rng)
-            for name, (kind, rng) in PERSON_COLUMNS.items()
-            if kind == "int"
+            name: _ints(batch, name, rng) for name, (kind, rng) in spec.items() if kind == "int"
         }
         geo = _geocodes(batch)
         pids.append(cols["person_id"])
@@ -448,12 +455,13 @@ def _describe(part: CEFPart) -> dict[str, Any]:
     ut, ufile, urow = _table(part, UNITS)
     plabel, ulabel = part.labels
     spec_u = {**UNIT_COLUMNS, **{k: OPTIONAL_UNIT_COLUMNS[k] for k in part.optional}}
+    spec_p = _person_spec(part)
     positions = {
-        plabel: {c: i for i, c in enumerate(PERSON_COLUMNS)},
+        plabel: {c: i for i, c in enumerate(spec_p)},
         ulabel: {c: i for i, c in enumerate(spec_u)},
     }
     found = _Collector({plabel: (pfile, prow), ulabel: (ufile, urow)}, positions)
-    persons = check_columns(pt, PERSON_COLUMNS, plabel, found)
+    persons = check_columns(pt, spec_p, plabel, found)
     units = check_columns(ut, spec_u, ulabel, found)
     out: dict[str, Any] = {"found": found.found, "stage": 0}
     if found.found:

@@ -54,6 +54,7 @@ from censusdp.io.cef import (
     MAX_PER_RULE,
     OCCUPIED_RULE,
     OPTIONAL_UNIT_COLUMNS,
+    person_columns,
     person_unit_rules,
     schema_difference,
     unit_rows_of,
@@ -321,6 +322,7 @@ def read_cef_blocks(
         ordered = ordered and o
     if problems:
         raise InputError(f"invalid input in {directory}", problems)
+    person_columns(schema, schemas[PERSONS].names, labels[PERSONS])  # one line if missing
     optional = tuple(k for k in OPTIONAL_UNIT_COLUMNS if k in schemas[UNITS].names)
     footers = _Footers(files, source.stamps, labels, groups, ordered)
     parts = _plan(footers, schema.name, optional, part_rows, batch_rows)

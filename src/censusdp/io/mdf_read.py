@@ -34,6 +34,7 @@ from censusdp.errors import InputError
 from censusdp.io.layout import INVARIANTS_FILE, MDF_FILES
 from censusdp.io.mdf_records import (
     CENRACE_CODES,
+    CITIZEN_CODES,
     GEO_COLUMNS,
     GQTYPE_CODES,
     GQTYPE_PL_CODES,
@@ -163,6 +164,15 @@ def decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[st
         out["sex"] = decode_codes(table, "QSEX", TWO_CODES, path, first_row) + 1
         out["age"] = decode_codes(table, "QAGE", QAGE_CODES, path, first_row)
         out["votingage"] = (out["age"] >= 18).astype(np.int64)
+        citizen = decode_codes(table, "CITIZEN", CITIZEN_CODES, path, first_row)
+        if citizen.size and citizen.max() < 2:  # written by a schema with citizenship
+            out["citizen"] = citizen
+        elif (citizen < 2).any():
+            row = int(np.flatnonzero(citizen < 2)[0])
+            raise InputError(
+                f"{path}: row {first_row + row} has CITIZEN {CITIZEN_CODES[citizen[row]]!r} "
+                "where other rows have 9 (not supported): every person or none has a citizenship"
+            )
     out["hispanic"] = decode_codes(table, "CENHISP", TWO_CODES, path, first_row)
     out["cenrace"] = decode_codes(table, "CENRACE", CENRACE_CODES, path, first_row) + 1
     bad = rtype != (out["hhgq"] > 0)

@@ -8,7 +8,9 @@ with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` 
 
 * ``mdf_persons.parquet`` / ``mdf_persons.txt``: one record per person, ``SCHEMA_TYPE_CODE``
   ``MPD``. A ``pl94`` release uses the P.L. 94-171 layout (:data:`PL94_PERSON_COLUMNS`); a
-  schema with sex and age the full MDF2020 person layout (:data:`DHCP_PERSON_COLUMNS`).
+  schema with sex and age the full MDF2020 person layout (:data:`DHCP_PERSON_COLUMNS`),
+  whose ``CITIZEN`` is 1 (citizen) or 2 (not) where the schema has citizenship
+  (``dhcp-hhgq``, as production's ``citizen_recoder``) and 9 (not supported) elsewhere.
   ``EPNUM`` numbers the persons from 0 in block order.
 * ``mdf_units.parquet`` / ``mdf_units.txt``: one record per housing unit (``RTYPE`` 2,
   ``HH_STATUS`` 1 occupied or 2 vacant) and per occupied group-quarters facility (``RTYPE``
@@ -39,6 +41,7 @@ from censusdp.errors import InputError, SchemaError
 
 __all__ = [
     "CENRACE_CODES",
+    "CITIZEN_CODES",
     "DHCP_PERSON_COLUMNS",
     "GEO_COLUMNS",
     "GQTYPE_CODES",
@@ -148,6 +151,7 @@ GQTYPE_CODES = ("000", "101", "201", "301", "401", "501", "601", "701")  # major
 TWO_CODES = ("1", "2")  # VOTING_AGE, CENHISP: level 0 -> "1", level 1 -> "2"
 CENRACE_CODES = tuple(f"{c:02d}" for c in range(1, 64))
 QAGE_CODES = tuple(str(a) for a in range(MAX_AGE + 1))  # no padding (production's int(age))
+CITIZEN_CODES = ("2", "1", "9")  # citizen level 0 (not a citizen), 1 (citizen); 9 no schema
 _NOT_SUPPORTED = {"RELSHIP": "99", "CITIZEN": "9", "LIVE_ALONE": "9"}
 _STRING = pa.string()
 
@@ -161,7 +165,8 @@ def person_layout(schema: Schema) -> tuple[str, ...]:
     names = {a.name for a in schema.attributes}
     if names <= {"hhgq", "votingage", "hispanic", "cenrace"}:
         return PL94_PERSON_COLUMNS
-    if {"sex", "age"} <= names and names <= {"hhgq", "sex", "age", "hispanic", "cenrace"}:
+    full = {"hhgq", "sex", "age", "hispanic", "cenrace", "citizen"}
+    if {"sex", "age"} <= names <= full:
         return DHCP_PERSON_COLUMNS
     raise SchemaError(f"schema {schema.name!r} has no MDF2020 person layout (attributes {names})")
 
@@ -286,6 +291,8 @@ def person_records(
         data["QAGE"] = coded(age, QAGE_CODES)
         for name, value in _NOT_SUPPORTED.items():
             data[name] = constant(value, n)
+        if "citizen" in cols:  # dhcp-hhgq: production's citizen_recoder, 1 citizen, 2 not
+            data["CITIZEN"] = coded(1 - np.asarray(cols["citizen"], dtype=np.int64), TWO_CODES)
     return pa.table({c: data[c] for c in layout})
 
 

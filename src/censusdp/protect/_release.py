@@ -12,8 +12,8 @@ reads like a ``censusdp run`` output:
 * ``manifest.json`` with ``mechanism = "swap"``, ``rho``/``epsilon``/``delta`` null
   (swapping has no formal privacy-loss parameter), the swap counts, seed and timings.
 
-With ``cef_out`` the swapped file is also written as a CEF (``persons.parquet``,
-``units.parquet``) so that a DP run can be made on top of it (JASON's
+With ``cef_out`` the swapped file is also written as a CEF (``persons.parquet`` with
+``rel`` and ``citizen`` when the input has them, ``units.parquet``) so that a DP run can be made on top of it (JASON's
 recommendation, JASON (JSR-19-2F) sec. 8.4.3); :func:`swap_then_dp` does both in one call.
 """
 
@@ -32,6 +32,7 @@ from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
 from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
 from censusdp.io.cef import read_cef
+from censusdp.io.cef_households import OPTIONAL_PERSON_COLUMNS
 from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
 from censusdp.io.mdf_write import write_mdf_records
 from censusdp.io.output_rules import MANIFEST_FILE
@@ -55,6 +56,9 @@ def _write_cef(persons: dict[str, np.ndarray], units: dict[str, np.ndarray], d: 
     d.mkdir(parents=True, exist_ok=True)
     order = np.argsort(persons["person_id"], kind="stable")
     cols = ("person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace")
+    # households move whole, so each person's relationship to the householder and
+    # citizenship stay true of the swapped file: kept when the input has them
+    cols += tuple(c for c in OPTIONAL_PERSON_COLUMNS if c in persons)
     write_parquet(
         pa.table(
             {

@@ -76,27 +76,38 @@ def test_pl94_2020_matches_kazan_reiter_table1() -> None:
 
 
 def test_ddp_2010_reproduces_van_riper_noise_scales() -> None:
-    """Van Riper et al. (2020) Appendix A Table 2: Scale_nation / Scale_county of the person queries."""
+    """Van Riper et al. (2020) Appendix A Table 2: Scale_nation (nation and state) and
+    Scale_county (every level below, the tract group included) of the seven person
+    queries, exactly; the DDP's dhcpDemoProductConfig_fixedTotals.ini on DHCP_HHGQ."""
     b = load_preset("ddp-2010")
+    assert b.schema == "dhcp-hhgq" and get_schema(b.schema).size == 467_712
     assert b.mechanism == "geometric" and b.sensitivity == 2
+    assert list(b.geolevels) == [
+        ("US", 0), ("State", 2), ("County", 5), ("Tract_Group", 9), ("Tract", 11),
+        ("BlockGroup", 12), ("Block", 16),
+    ]  # fmt: skip
     scales = {(m.geolevel, m.query): m.mechanism.scale for m in b.measurements()}
     table2 = {
-        "detailed": (Fraction(25), Fraction(125, 3)),
-        "hhgq": (Fraction(25, 2), Fraction(125, 6)),
-        "votingage*hispanic*cenrace": (Fraction(5), Fraction(25, 3)),
-        "sex*age": (Fraction(50), Fraction(250, 3)),
+        "detailed": (Fraction(25), Fraction(125, 3)),  # 25.0 / 41.67
+        "hhgq": (Fraction(25, 2), Fraction(125, 6)),  # 12.5 / 20.83
+        "votingage*hispanic*cenrace*citizen": (Fraction(5), Fraction(25, 3)),  # 5.0 / 8.33
+        "age*sex": (Fraction(50), Fraction(250, 3)),  # 50.0 / 83.33
+        "agegroups4*sex": (Fraction(50), Fraction(250, 3)),
+        "agegroups16*sex": (Fraction(50), Fraction(250, 3)),
+        "agegroups64*sex": (Fraction(50), Fraction(250, 3)),
     }
+    assert set(scales) == {(g, q) for g, _ in b.geolevels for q in table2}
     for q, (nation, county) in table2.items():
         for g in ("US", "State"):
             assert scales[(g, q)] == nation
-        for g in ("County", "Tract", "BlockGroup", "Block"):
+        for g in ("County", "Tract_Group", "Tract", "BlockGroup", "Block"):
             assert scales[(g, q)] == county
     # per-measurement epsilon = 4 x geolevel share x query share of the DDP
     us_detailed = next(m for m in b.measurements() if m.geolevel == "US" and m.query == "detailed")
     assert us_detailed.epsilon == Fraction(4) * Fraction(20, 100) * Fraction(10, 100)
     assert isinstance(us_detailed.mechanism, Geometric)
-    assert b.epsilon() == pytest.approx(2.992)
-    assert b.notes  # documents the unrepresentable parts
+    assert sum(m.epsilon for m in b.measurements()) == 4  # the whole person budget
+    assert b.epsilon() == 4
 
 
 def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
@@ -106,17 +117,19 @@ def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
     assert b.schema == "units" and b.mechanism == "geometric" and b.sensitivity == 2
     eps = {m.geolevel: m.epsilon for m in b.measurements()}
     assert {m.query for m in b.measurements()} == {"detailed"}
+    below = ("County", "Tract_Group", "Tract", "BlockGroup", "Block")
     assert eps == {
         "US": Fraction(2) * Fraction(20, 100),
         "State": Fraction(2) * Fraction(20, 100),
-        **{g: Fraction(2) * Fraction(12, 100) for g in ("County", "Tract", "BlockGroup", "Block")},
+        **{g: Fraction(2) * Fraction(12, 100) for g in below},
     }
-    assert b.epsilon() == pytest.approx(1.76)  # 2.0 less the tract group's 12%
+    assert b.epsilon() == 2
+    assert b.geolevels == load_preset("ddp-2010").geolevels
     # the person preset picks it up as its unit run, and pure DP composes by adding epsilon
     assert units_preset_for("ddp-2010") == "ddp-2010-units"
     release = resolve_release_budget(preset="ddp-2010")
     assert release.units is not None and release.units.name == "ddp-2010-units"
-    assert release.to_dict()["epsilon"] == pytest.approx(2.992 + 1.76)
+    assert release.to_dict()["epsilon"] == pytest.approx(6.0)  # the DDP's 4.0 + 2.0
 
 
 def test_ddp_2010_households_reproduces_van_riper_noise_scales() -> None:
@@ -139,7 +152,7 @@ def test_ddp_2010_households_reproduces_van_riper_noise_scales() -> None:
     for q, (nation, county) in table2.items():
         for g in ("US", "State"):
             assert scales[(g, q)] == nation
-        for g in ("County", "Tract", "BlockGroup", "Block"):
+        for g in ("County", "Tract_Group", "Tract", "BlockGroup", "Block"):
             assert scales[(g, q)] == county
         assert round(float(county), 2) == {25: 41.67, 20: 33.33, 50: 83.33}[int(nation)]
     # the cells of each query (Table 2's Hist_size where the DDP's code agrees with it)
@@ -148,5 +161,6 @@ def test_ddp_2010_households_reproduces_van_riper_noise_scales() -> None:
     assert rows["hhsex*hhhisp*hhrace*hhtype"] == 672
     assert rows["hhhisp*hhrace*hhmulti"] == 28
     assert rows["hhsex*hhage*hhtype"] == 432
-    assert b.epsilon() == pytest.approx(1.76)  # 2.0 less the tract group's 12%
+    assert b.epsilon() == 2  # the DDP's household budget, all seven levels
+    assert b.geolevels == load_preset("ddp-2010").geolevels
     assert units_preset_for("ddp-2010-households") is None

@@ -1,7 +1,7 @@
 """Rich schemas at state scale: measuring below a family, estimating a wide family in pieces.
 
-A ``ddp-2010`` block has 229,320 measured detailed cells, so one block group of 540 blocks
-is 124 million noisy values. Measurement cuts such a family at unit boundaries (noise is
+A ``dhc-lite`` block has 229,320 measured detailed cells (a ``ddp-2010`` one 337,680), so
+one block group of 540 blocks is 124 million noisy values. Measurement cuts such a family at unit boundaries (noise is
 keyed per geounit, so the cut cannot change a value: the NMF is the same whatever the
 chunk size), and estimation reads it in pieces, keeping only the answer rows the
 family's problem uses (the release is the same whatever the piece size).
@@ -214,7 +214,8 @@ def test_a_release_estimated_in_pieces_is_byte_identical(wide, tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_ddp_2010_end_to_end_on_a_small_generated_state(tmp_path):
-    """``ddp-2010`` (233,856 cells) on 40 blocks of generated Vermont, validated."""
+    """``ddp-2010`` (``dhcp-hhgq``, 467,712 cells) on 40 blocks of generated Vermont,
+    validated."""
     import pyarrow as pa
 
     from censusdp.cli import main
@@ -245,9 +246,10 @@ def test_ddp_2010_end_to_end_on_a_small_generated_state(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     by_level = manifest["noisy_values_by_level"]["persons"]
     # every block measured once, each with the same queries as the one State unit
-    # (229,320 detailed cells and the marginals); the US of one state is the nation's
+    # (337,680 detailed cells, the 467,712 less the structural zeros, and the
+    # marginals); the US of one state is the nation's
     assert not by_level.get("US")
-    assert by_level["State"] > 229_320
+    assert by_level["State"] == 337_680 + 8 + 504 + 232 + 58 + 16 + 4
     assert by_level["Block"] == len(keep) * by_level["State"]
     assert manifest["validation"]["ok"] is True
 

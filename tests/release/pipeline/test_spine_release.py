@@ -11,6 +11,7 @@ validation, re-estimation and inference work on a spine release.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -434,13 +435,22 @@ def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
     assert _nmf_codes(tmp_path / "tab" / "noisy_measurements.parquet", "State") == {"50"}
     with pytest.raises(ConfigError, match="--spine must be one of"):
         run_release(spine_input, tmp_path / "x", ReleaseBudget(BUDGET), ReleaseOptions(spine="opt"))
-    # a budget without the spine's levels
-    no_bg = load_preset("ddp-2010")
-    if list(no_bg.geolevel_names) != ["US", "State", "County", "Tract", "BlockGroup", "Block"]:
-        with pytest.raises(ConfigError, match="geolevels"):
-            run_release(
-                spine_input, tmp_path / "y", ReleaseBudget(no_bg), ReleaseOptions(spine="optimized")
-            )
+    # a budget without the spine's levels (the DDP's, with a tract group)
+    ddp = load_preset("ddp-2010")
+    assert "Tract_Group" in ddp.geolevel_names
+    other = Budget(
+        schema="dhc-lite",
+        mechanism=ddp.mechanism,
+        total=ddp.total,
+        delta=ddp.delta,
+        geolevels=ddp.geolevels,
+        geolevel_shares=ddp.geolevel_shares,
+        query_shares={g: {"detailed": Fraction(1)} for g in ddp.geolevel_names},
+    )
+    with pytest.raises(ConfigError, match="geolevels"):
+        run_release(
+            spine_input, tmp_path / "y", ReleaseBudget(other), ReleaseOptions(spine="optimized")
+        )
     rc = main(
         [
             "run",

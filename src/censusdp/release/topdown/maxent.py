@@ -572,13 +572,14 @@ def choose_estimator(sub: Subproblem, *, coarse: Coarsenings = ()) -> Choice:
     return Choice("maxent", dict(sel.risk), sel)
 
 
-DEFAULT_ESTIMATORS: dict[str, str] = {"dhc-lite": "auto"}
+DEFAULT_ESTIMATORS: dict[str, str] = {"dhc-lite": "auto", "dhcp-hhgq": "auto"}
 """The estimator of a release that names none, by schema (least squares otherwise).
 
-``dhc-lite``'s cell-level query has 233,856 rows, far more than the persons of most
-units, so at every budget some of its queries are below their noise somewhere and
-``auto`` (maximum entropy there, least squares where every query is informative) is the
-default. ``pl94`` keeps least squares, as production does."""
+``dhc-lite``'s cell-level query has 233,856 rows (``dhcp-hhgq``'s, the 2010 DDP's,
+467,712), far more than the persons of most units, so at every budget some of its
+queries are below their noise somewhere and ``auto`` (maximum entropy there, least
+squares where every query is informative) is the default. ``pl94`` keeps least squares,
+as production does."""
 
 
 def default_estimator(schema_name: str) -> str:

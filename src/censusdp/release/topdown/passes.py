@@ -200,6 +200,7 @@ PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
         "*": _DEFAULT,
     },
     "dhc-lite": {"*": _PUBLISHED},
+    "dhcp-hhgq": {"*": _PUBLISHED},
 }
 """Production's query orderings: schema name -> normalised geolevel name (lower case,
 no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
@@ -209,8 +210,9 @@ runs solve their root in one pass without ``total`` (the US of the national run,
 ``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3``; the State of Puerto Rico's,
 ``Strategy1b_CTY_TR_BG_isoTot_Ordering_PR_dsepJune3``, whose ``st_ordering`` is the US
 ordering: "PR has no AIAN areas ... State now has no 'total' query").
-``dhc-lite`` is not a production configuration: it is production's rounding idea on the
-tables a dhc-lite release publishes (see ``_PUBLISHED``)."""
+``dhc-lite`` (and the 2010 DDP's ``dhcp-hhgq``, whose rounder is not production's 2020
+one) is not a production configuration: it is production's rounding idea on the tables
+a dhc-lite release publishes (see ``_PUBLISHED``)."""
 
 
 def _level_key(name: str) -> str:
