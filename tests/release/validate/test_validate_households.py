@@ -38,7 +38,7 @@ def written(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _release(run: Path, hierarchy, inv, units: str | None = "ddp-2010-households") -> Release:
-    budgets = {"persons": load_preset("ddp-2010"),
+    budgets = {"persons": load_preset("dhc-lite-demo"),
                "units": None if units is None else load_preset(units)}  # fmt: skip
     return Release(run, {}, budgets, hierarchy, inv, hierarchy, {"persons": None, "units": None})
 
