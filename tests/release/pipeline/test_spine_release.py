@@ -292,10 +292,17 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
         k: v for k, v in truth.items() if k in h.geocodes[1].tolist()
     }
     assert geo.part_population.tolist() == [truth[c] for c in h.geocodes[1].tolist()]
-    for run, budget in (
-        ("noisy_measurements.parquet", BUDGET),
-        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units")),
+    # each run on its own spine: the unit run's in spine_units.parquet (manifest spine.units)
+    assert manifest["spine"]["units"]["file"] == "spine_units.parquet"
+    assert manifest["spine"]["units"]["rules"]["gq_entities"] is False
+    for run, budget, g, spine_file in (
+        ("noisy_measurements.parquet", BUDGET, geo, "spine.parquet"),
+        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units"), geo.units, None),
     ):
+        h = g.estimation
+        if spine_file is None:
+            spine_file = manifest["spine"]["units"]["file"]
+        spine = pq.read_table(spine_run / spine_file).to_pydict()
         shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=1)
         assert _nmf_codes(spine_run / run, "US") == set()  # the nation's share, not measured
         for li, (name, _) in enumerate(manifest["spine"]["geolevels"]):
@@ -305,9 +312,9 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
             measured = set(h.geocodes[li][shares.measured(li)].tolist())
             assert _nmf_codes(spine_run / run, name) == measured, (run, name)
             assert measured <= set(spine[name])
-            n_bypassed = manifest["spine"]["bypass"]["single_children"].get(name, 0)
-            if run == "noisy_measurements.parquet":
-                assert len(set(spine[name])) - len(measured) == n_bypassed
+            rec = manifest["spine"] if g is geo else manifest["spine"]["units"]
+            n_bypassed = rec["bypass"]["single_children"].get(name, 0)
+            assert len(set(spine[name])) - len(measured) == n_bypassed
     # the NMF's state parts are AIAN flag + state FIPS; blocks end with their geocode
     assert all(len(c) == 3 and c[1:] == "50" for c in spine["State"])
     assert all(c.endswith(g) for c, g in zip(spine["Block"], spine["geocode"], strict=True))
@@ -317,11 +324,6 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     assert set(mdf["geocode"].tolist()) <= set(spine["geocode"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 32 item 3: the unit run is measured on the persons spine; production's "
-    "unit run has its own (ignore_gqs_in_block_groups = True, its certificate)",
-)
 def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
     """Production's US and PR unit certificates set ``ignore_gqs_in_block_groups = True``
     (the persons' set False): the unit run's block groups ignore the GQ types of a block.
@@ -358,6 +360,13 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
     assert (again / "spine.parquet").is_file()
     assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
+    # the unit run's own spine is carried over as it was measured
+    units_spine = pq.read_table(spine_run / "spine_units.parquet")
+    assert pq.read_table(again / "spine_units.parquet").equals(units_spine)
+    assert (
+        m["spine"]["units"]
+        == json.loads((spine_run / "manifest.json").read_text())["spine"]["units"]
+    )
     # per-geounit variances (bypass): the GLS reads each unit's own variance
     assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
     est = pq.read_table(tmp_path / "inf" / "estimates.parquet")
