@@ -306,8 +306,10 @@ def test_one_state_unit_variances_are_production_national_runs_on_the_unit_spine
     assert persons_bgs != units_bgs and len(units_bgs) < len(persons_bgs)
     # the state parts, counties and tracts are the persons'
     for level in ("State", "County", "Tract"):
-        assert pq.read_table(unit_spine).column(level).equals(
-            pq.read_table(run / "spine.parquet").column(level)
+        assert (
+            pq.read_table(unit_spine)
+            .column(level)
+            .equals(pq.read_table(run / "spine.parquet").column(level))
         )
 
 
