@@ -397,6 +397,56 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
             "tabulation_geounits": len(spine_of_tab),
             "estimated_as_one_spine_geounit": same,
         }, name
+    _check_unit_lines_on_the_persons_geounits(est, spine, spine_run)
+
+
+def _check_unit_lines_on_the_persons_geounits(est, spine, spine_run):
+    """The unit GLS (on the unit run's own spine) reported at the persons' geounits: a
+    geounit's H1 estimates are the sums of its blocks' (GLS estimates add up), the housing
+    units of every block are its invariant, and a persons' block group that is not one
+    of the unit run's gets a finite sd from the unit tree's covariance (positive where
+    it has housing units)."""
+    d = est.to_pydict()
+    lv, code, q = (np.asarray(d[k]).astype(str) for k in ("geolevel", "geocode", "query"))
+    value, sd = np.asarray(d["estimate"]), np.asarray(d["sd"])
+    block_code = np.asarray(spine["Block"])
+    inv = pq.read_table(spine_run / "invariants.parquet").to_pydict()
+    hu = dict(zip(inv["geocode"], inv["housing_units"], strict=True))
+    sel = (lv == "Block") & (q == "H1_001N")
+    assert sel.sum() == block_code.size
+    for c, v in zip(code[sel], value[sel], strict=True):
+        assert v == pytest.approx(hu[c[-16:]], abs=1e-6)
+    units_bgs = set(
+        pq.read_table(spine_run / "spine_units.parquet").column("BlockGroup").to_pylist()
+    )
+    for line in ("H1_001N", "H1_002N"):
+        blocks = {
+            c: v
+            for c, v in zip(
+                code[(lv == "Block") & (q == line)],
+                value[(lv == "Block") & (q == line)],
+                strict=True,
+            )
+        }
+        for name in ("State", "County", "Tract", "BlockGroup"):
+            at = (lv == name) & (q == line)
+            col = np.asarray(spine[name])
+            for c, v in zip(code[at], value[at], strict=True):
+                want = sum(blocks[b] for b in block_code[col == c])
+                assert v == pytest.approx(want, abs=1e-6), (line, name, c)
+    other = (lv == "BlockGroup") & (q == "H1_002N") & ~np.isin(code, list(units_bgs))
+    assert other.any()  # the input's GQ facilities make the two spines' block groups differ
+    housing = dict(
+        zip(
+            code[(lv == "BlockGroup") & (q == "H1_001N")],
+            value[(lv == "BlockGroup") & (q == "H1_001N")],
+            strict=True,
+        )
+    )
+    assert np.isfinite(sd[other]).all() and (sd[other] >= 0).all()
+    # where there are housing units, their occupancy is uncertain
+    has_units = np.asarray([housing[c] > 0 for c in code[other]])
+    assert has_units.any() and (sd[other][has_units] > 0).all()
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
