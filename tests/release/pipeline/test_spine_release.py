@@ -352,6 +352,27 @@ def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
     assert _nmf_codes(spine_run / "noisy_measurements_units.parquet", "BlockGroup") == want
 
 
+def test_the_unit_nmf_geoids_come_from_the_unit_spine(spine_run, tmp_path):
+    """``Release.nmf(units=True)`` names each unit geounit by the unit run's own spine
+    (``spine_units.parquet``); a release made before it had one, by ``spine.parquet``."""
+    import shutil
+
+    from censusdp.api import Release
+    from censusdp.io.rundir import RunDir
+
+    assert RunDir(spine_run).run_spine_file("units").name == "spine_units.parquet"
+    assert RunDir(spine_run).run_spine_file("persons").name == "spine.parquet"
+    t = Release.open(spine_run).nmf("BlockGroup", units=True).to_pydict()
+    spine = pq.read_table(spine_run / "spine_units.parquet").to_pydict()
+    assert set(t["geocode"]) <= set(spine["BlockGroup"])
+    counties = Release.open(spine_run).nmf("County", units=True).to_pydict()
+    assert all(g is not None and len(g) == 5 for g in counties["GEOID"])
+    old = tmp_path / "old"
+    shutil.copytree(spine_run, old)
+    (old / "spine_units.parquet").unlink()
+    assert RunDir(old).run_spine_file("units").name == "spine.parquet"
+
+
 def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, capsys):
     assert validate_run(spine_run).ok
     assert main(["validate", str(spine_run)]) == 0
