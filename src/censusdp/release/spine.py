@@ -368,12 +368,13 @@ class ReleaseGeography:
         """The first level measured: 1 when the US is the nation outside the input."""
         return 1 if self.nation_outside else 0
 
-    def write(self, out_dir: Path) -> None:
+    def write(self, out_dir: Path, *, with_units: bool = True) -> None:
         """Write each run's spine into ``out_dir`` (``SPINE_FILES``: the persons' and,
-        when it has its own, the unit run's; nothing for the tabulation hierarchy)."""
+        when it has its own and ``with_units`` (the release has a unit run), the unit
+        run's; nothing for the tabulation hierarchy)."""
         if self.spine is not None:
             write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILES["persons"])
-        if self.unit_spine is not None:
+        if self.unit_spine is not None and with_units:
             write_spine(self.unit_spine.block_columns(), Path(out_dir) / SPINE_FILES["units"])
 
     def record(
@@ -381,9 +382,9 @@ class ReleaseGeography:
     ) -> dict[str, Any]:
         """The manifest's ``spine`` entry: the choice, the rules, the geounits, the file;
         its ``units`` entry the same for the unit run's own spine (with its bypass under
-        ``units_budget``)."""
+        ``units_budget``; none without a unit run)."""
         out = self._record(budget)
-        if self.unit_spine is not None:
+        if self.unit_spine is not None and units_budget is not None:
             units = self.units._record(units_budget)
             keep = ("file", "geolevels", "geounits", "rules", "bypass")
             out["units"] = {k: units[k] for k in keep if k in units}

@@ -78,7 +78,7 @@ def write_release(
     t = time.perf_counter()
     write_parquet(inv.to_table(), out / INVARIANTS_FILE)
     write_parquet(inv.state_table(hierarchy), out / INVARIANT_TOTALS_FILE)
-    geo.write(out)
+    geo.write(out, with_units=budget.units is not None)
     manifest["spine"] = geo.record(budget.persons, budget.units)
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children

@@ -352,6 +352,49 @@ def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
     assert _nmf_codes(spine_run / "noisy_measurements_units.parquet", "BlockGroup") == want
 
 
+def test_the_unit_spine_is_built_without_gq_entities_and_recorded_with_a_unit_run(tmp_path):
+    """The unit run's spine: the persons' rules without GQ entities (production's unit
+    run), the same state parts, counties and tracts; its block order mapped block by
+    block; written and recorded only for a release with a unit run."""
+    from censusdp.release.spine import unit_rules
+
+    rng = np.random.default_rng(11)
+    persons, units = make_cef(rng, block_codes(2, 2, 2, 3), gq_rate=0.3)
+    units = _attributes(rng, units, 0.3, 3)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    assert geo.spine.rules.gq_entities and geo.unit_spine.rules == unit_rules(geo.spine.rules)
+    assert geo.for_run("persons") is geo and geo.for_run("units") is geo.units
+    h, uh = geo.estimation, geo.units.estimation
+    for level in ("US", "State", "County", "Tract"):
+        li = h.geolevels.index(level)
+        assert h.geocodes[li].tolist() == uh.geocodes[li].tolist()
+    bg = h.geolevels.index("BlockGroup")
+    assert h.n_units(bg) > uh.n_units(bg)  # GQ combinations no longer split block groups
+    # the persons' block order -> the unit run's, through the tabulation order
+    rows = np.arange(tab.blocks.size)
+    assert np.array_equal(geo.to_estimation(rows)[geo.unit_order()], geo.units.to_estimation(rows))
+    assert np.array_equal(geo.units.to_tabulation(geo.units.to_estimation(rows)), rows)
+    units_budget = load_preset("pl94-2020-units")
+    rec = geo.record(BUDGET, units_budget)
+    assert rec["units"]["rules"]["gq_entities"] is False
+    assert rec["units"]["geounits"]["BlockGroup"] == uh.n_units(bg)
+    assert "units" not in geo.record(BUDGET)
+    (tmp_path / "with").mkdir()
+    geo.write(tmp_path / "with", with_units=True)
+    (tmp_path / "without").mkdir()
+    geo.write(tmp_path / "without", with_units=False)
+    assert sorted(p.name for p in (tmp_path / "with").iterdir()) == [
+        "spine.parquet",
+        "spine_units.parquet",
+    ]
+    assert [p.name for p in (tmp_path / "without").iterdir()] == ["spine.parquet"]
+    # the tabulation hierarchy: one geography for both runs
+    flat = geography_for_input("tabulation", BUDGET, tab, units, inv)
+    assert flat.units is flat and flat.unit_order() is None
+
+
 def test_the_unit_nmf_geoids_come_from_the_unit_spine(spine_run, tmp_path):
     """``Release.nmf(units=True)`` names each unit geounit by the unit run's own spine
     (``spine_units.parquet``); a release made before it had one, by ``spine.parquet``."""
