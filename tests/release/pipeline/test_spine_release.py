@@ -528,6 +528,34 @@ def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
     assert any("spine.parquet" in f for f in report.failures())
 
 
+def test_a_tampered_or_missing_unit_spine_fails_validation_in_one_line(spine_run, tmp_path):
+    """The unit NMF is checked against ``spine_units.parquet``: a block moved to another
+    unit block group fails validation; a missing file or a malformed ``spine.units``
+    entry is one line naming it."""
+    import shutil
+
+    import pyarrow as pa
+
+    from censusdp.errors import InputError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(spine_run, copy)
+    t = pq.read_table(copy / "spine_units.parquet").to_pydict()
+    t["BlockGroup"] = [c[:-1] + ("1" if c[-1] != "1" else "2") for c in t["BlockGroup"]]
+    pq.write_table(pa.table(t), copy / "spine_units.parquet")
+    report = validate_run(copy)
+    assert not report.ok
+    assert any("spine_units.parquet" in f for f in report.failures())
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    tab = Hierarchy.from_blocks(read_cef_units(spine_run))
+    (copy / "spine_units.parquet").unlink()
+    with pytest.raises(InputError, match="spine_units.parquet: missing file"):
+        geography_of_run(copy, manifest, tab)
+    bad = {**manifest, "spine": {**manifest["spine"], "units": "spine_units.parquet"}}
+    with pytest.raises(InputError, match="spine.units must be an object"):
+        geography_of_run(spine_run, bad, tab)
+
+
 def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):
     rng = np.random.default_rng(2)
     persons, units = make_cef(rng, block_codes(1, 2, 2, 3), gq_rate=0.2)
