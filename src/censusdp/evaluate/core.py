@@ -457,7 +457,10 @@ def _nmf_for(
     A release measured on the production spine (its manifest's ``spine``) is summarised
     on the spine's geounits, read from its ``spine.parquet``.
     """
-    geo = geography_of_run(run_dir or path.parent, manifest, h)
+    # each run on its own geography (the unit run on its own spine)
+    geo = geography_of_run(run_dir or path.parent, manifest, h).for_run(
+        "units" if key == "units" else "persons"
+    )
     h = geo.estimation
     schema_name = "units" if key == "units" else str(manifest.get("schema") or "pl94")
     try:

@@ -255,18 +255,18 @@ def simulate_release_errors(
     person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
     truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)
     # a spine release measured and estimated on its spine, each geounit with its own
-    # share (bypass): the simulations do the same
+    # share (bypass), the unit run on its own spine: the simulations do the same
     geo = geography_of_run(run, manifest, hierarchy)
-    mh = geo.estimation
+    mh, uh = geo.estimation, geo.units.estimation
     person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person_hist)))
     unit_levels = (
-        mh.aggregate(geo.to_estimation(sp.csr_matrix(unit_hist[:, :2])))
+        uh.aggregate(geo.units.to_estimation(sp.csr_matrix(unit_hist[:, :2])))
         if units_budget is not None
         else None
     )
     del person_hist, pl94_hist
     shares = geo.unit_shares(budget)
-    ushares = geo.unit_shares(units_budget) if units_budget is not None else None
+    ushares = geo.units.unit_shares(units_budget) if units_budget is not None else None
     plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
     uplan = (
         [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()]
@@ -287,7 +287,7 @@ def simulate_release_errors(
             if unit_levels is not None and uplan is not None:
                 ums = measure(
                     unit_levels,
-                    mh,
+                    uh,
                     get_schema("units"),
                     uplan,
                     source.child("units"),

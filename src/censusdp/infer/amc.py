@@ -116,7 +116,7 @@ def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> dict[str, li
     if amc.unit_levels is not None and amc.plans[1] is not None:
         ums = measure(
             amc.unit_levels,
-            mh,
+            amc.geo.units.estimation,  # the unit run's own spine
             get_schema("units"),
             amc.plans[1],
             source.child("units"),

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.infer.gls import Z90, Z95, LineSet, census_intervals
-from censusdp.infer.tree_cov import TreeFactors, partition_variances
+from censusdp.infer.gls import Z90, Z95, census_intervals
+from censusdp.infer.tree_cov import partition_variances
 from censusdp.tables import TABLE_NAMES, table_definition
 from censusdp.tables.geoids import geo_identifiers
 
@@ -171,16 +171,22 @@ class MarginAccumulator:
     def variances(
         self,
         hierarchy: Hierarchy,
-        parts: Sequence[tuple[TreeFactors | None, LineSet | None, slice]],
+        parts: Sequence[tuple[Any, ...]],
     ) -> list[np.ndarray]:
         """Per geography, ``(units, lines)`` variances: each part is a tree's factors,
-        its lines and the columns they fill (``None`` factors: lines known exactly)."""
+        its lines and the columns they fill (``None`` factors: lines known exactly),
+        and optionally the tree's own hierarchy when it is not ``hierarchy`` (the unit
+        run's spine, a :class:`censusdp.infer._unit_spine.UnitSpine`: the targets are
+        moved to its block order)."""
         out = []
         for g in self.geographies:
             var = np.zeros((g.n, self.n_lines))
-            for factors, lines, cols in parts:
+            for factors, lines, cols, *own in parts:
                 if factors is not None and lines is not None:
-                    var[:, cols] = partition_variances(factors, hierarchy, lines, g.target, g.n)
+                    tree, target = hierarchy, g.target
+                    if own and own[0] is not None:
+                        tree, target = own[0].hierarchy, own[0].target(g.target)
+                    var[:, cols] = partition_variances(factors, tree, lines, target, g.n)
             out.append(np.maximum(var, 0.0))
         return out
 

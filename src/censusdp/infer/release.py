@@ -55,6 +55,7 @@ from censusdp.infer._records import (
     unit_lines,
     zero_persons,
 )
+from censusdp.infer._unit_spine import UnitSpine, rows_on_persons
 from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
 from censusdp.infer.gls import (
     Constraints,
@@ -289,8 +290,22 @@ def release_gls(
 
     # -- housing units (small: kept in memory, merged into the person rows) ----------------
     t = time.perf_counter()
-    units = _unit_gls(run, hierarchy, inv, zero_constraints)
+    uspine = _unit_spine(geo)
+    if uspine is None:
+        units = _unit_gls(run, hierarchy, inv, zero_constraints)
+    else:  # the unit run on its own spine, then seen on the persons' geounits
+        o = uspine.order
+        uinv = Invariants(
+            uspine.hierarchy.blocks,
+            inv.population[o],
+            inv.housing_units[o],
+            inv.gq_facilities[o],
+            total_level=inv.total_level,
+        )
+        units = _unit_gls(run, uspine.hierarchy, uinv, zero_constraints)
     unit_rows, unit_direct, unit_names, occupancy, ulines, ufactors = units
+    if uspine is not None:
+        unit_rows = rows_on_persons(unit_rows, hierarchy, uspine, ufactors, ulines)
     timings["units"] = time.perf_counter() - t
     say(progress, f"housing units: {occupancy}")
 
@@ -380,11 +395,7 @@ def tabulation_sds(
     for res in gls.chunks:
         if res.level == bottom:
             acc.add_blocks(res.start, res.stop, res.estimate, res.sd)
-    n_person = len(gls.line_sets[0])
-    parts = [
-        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
-        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
-    ]
+    parts = _variance_parts(gls)
     out = {
         g.geolevel: np.sqrt(exact_zero(v, s))
         for g, v, s in zip(targets, acc.variances(gls.hierarchy, parts), acc.sums, strict=True)
@@ -392,6 +403,27 @@ def tabulation_sds(
     tab = geo.tabulation
     out[tab.geolevels.names[-1]] = geo.to_tabulation(acc.block_sd)
     return gls, out
+
+
+def _unit_spine(geo: ReleaseGeography) -> UnitSpine | None:
+    """The unit run's own spine (``None`` when it was measured on the persons')."""
+    order = geo.unit_order()
+    return None if order is None else UnitSpine(geo.units.estimation, order)
+
+
+def _variance_parts(gls: ReleaseGLS) -> list[tuple[Any, ...]]:
+    """The person and unit trees' factors, lines, columns (and the unit run's own spine)."""
+    assert gls.line_sets is not None and gls.factors is not None and gls.geography is not None
+    n_person = len(gls.line_sets[0])
+    return [
+        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
+        (
+            gls.factors[1],
+            gls.line_sets[1],
+            slice(n_person, len(gls.lines)),
+            _unit_spine(gls.geography),
+        ),
+    ]
 
 
 def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> AMCPlan:
@@ -414,7 +446,9 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
     unit_levels = None
     if units_budget is not None:
-        unit_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(units[:, :2])))
+        # the unit run on its own spine
+        uh = geo.units.estimation
+        unit_levels = uh.aggregate(geo.units.to_estimation(sp.csr_matrix(units[:, :2])))
     plans = (
         [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
         None
@@ -423,7 +457,7 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     )
     shares = (
         geo.unit_shares(budget),
-        None if units_budget is None else geo.unit_shares(units_budget),
+        None if units_budget is None else geo.units.unit_shares(units_budget),
     )
     options = ReleaseOptions(
         postprocess=postprocess,
@@ -476,12 +510,7 @@ def _write_margins(
     """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
     hierarchy, geo = gls.hierarchy, gls.geography
     assert gls.line_sets is not None and gls.factors is not None and geo is not None
-    n_person = len(gls.line_sets[0])
-    parts = [
-        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
-        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
-    ]
-    variances = acc.variances(hierarchy, parts)
+    variances = acc.variances(hierarchy, _variance_parts(gls))
     tab = geo.tabulation
     counts: dict[str, int] = {}
     with ExitStack() as stack:

@@ -36,6 +36,7 @@ __all__ = [
     "RUNS",
     "SIGNATURE_FILE",
     "SPINE_FILE",
+    "SPINE_FILES",
     "TABLES_DIR",
     "TABLE_CSV_FORMS",
     "table_csv_file",
@@ -60,8 +61,13 @@ INVARIANTS_FILE = "invariants.parquet"
 INVARIANT_TOTALS_FILE = "invariant_totals.parquet"
 """The state total population (and the totals of a spine's state parts)."""
 
-SPINE_FILE = "spine.parquet"
-"""The spine a release was measured on: each block's code at every spine level."""
+SPINE_FILES = {"persons": "spine.parquet", "units": "spine_units.parquet"}
+"""The spine each run was measured on, by run: each block's code at every spine level
+(the unit run's spine differs from the persons' in its block groups, as production's)."""
+
+SPINE_FILE = SPINE_FILES["persons"]
+"""The spine the person run was measured on (the only one of a release made before the
+unit run had its own)."""
 
 TABLES_DIR = "tables"
 """The published tables: ``tables/<name>.parquet`` and the codebook."""
@@ -90,7 +96,7 @@ RELEASE_FILE_NAMES = (
     SIGNATURE_FILE,
     INVARIANTS_FILE,
     INVARIANT_TOTALS_FILE,
-    SPINE_FILE,
+    *SPINE_FILES.values(),
     TABLES_DIR,
     *NMF_FILES.values(),
     *(name for pair in MDF_FILES.values() for name in pair),

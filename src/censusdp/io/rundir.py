@@ -115,6 +115,13 @@ class RunDir:
     def spine_file(self) -> Path:
         return self.path / layout.SPINE_FILE
 
+    def run_spine_file(self, run: str = "persons") -> Path:
+        """The spine ``run`` was measured on: the unit run's own (``spine_units.parquet``)
+        when the release has it, else ``spine.parquet`` (a release made before the unit
+        run had its own spine)."""
+        own = self.path / layout.SPINE_FILES[run]
+        return own if own.is_file() else self.spine_file
+
     @property
     def tables_dir(self) -> Path:
         return self.path / layout.TABLES_DIR
@@ -180,7 +187,8 @@ class RunDir:
         ``050001`` on the production spine), null where the geounit is not a tabulation
         geounit (:func:`censusdp.io.spine.spine_geoids`)."""
         table = self.nmf_table(run, geolevel)
-        spine = self.spine_file if self.spine_file.is_file() else None
+        spine_file = self.run_spine_file(run)
+        spine = spine_file if spine_file.is_file() else None
         pairs = pa.table(
             {
                 "geolevel": _plain(table.column("geolevel")),

@@ -39,6 +39,7 @@ from censusdp.tables import table_arrays
 __all__ = [
     "EstimationInputs",
     "ReleaseEstimate",
+    "UnitHierarchy",
     "estimate_runs",
     "estimate_tables",
     "occupied_units",
@@ -63,23 +64,79 @@ def person_bounds(inv: Invariants, hierarchy: Hierarchy) -> list[Bounds]:
 
 
 @dataclass(frozen=True, eq=False)
+class UnitHierarchy:
+    """The unit run's own hierarchy (its spine), when it is not the persons'.
+
+    Attributes:
+        hierarchy: the hierarchy the unit run was measured on.
+        invariants: the invariants with blocks in its order.
+        order: block rows in the persons' order -> its order (the persons' released
+            household persons per block, which bound a consistent unit run, are carried
+            over block by block).
+    """
+
+    hierarchy: Hierarchy
+    invariants: Invariants
+    order: np.ndarray
+
+    @classmethod
+    def of(cls, geo: ReleaseGeography, inv: Invariants) -> UnitHierarchy | None:
+        """The unit run's hierarchy of ``geo`` (``None`` when it is the persons');
+        ``inv`` in tabulation order."""
+        order = geo.unit_order()
+        if order is None:
+            return None
+        return cls(geo.units.estimation, geo.units.invariants(inv), order)
+
+
+@dataclass(frozen=True, eq=False)
 class EstimationInputs:
     """What estimation sees: each run's measurements and the public invariants, on the
     hierarchy they were measured on (the spine's, blocks in spine order, for a spine
     release); ``bounds`` replaces the person bounds the invariants give (a spine's
-    state parts)."""
+    state parts); ``unit_hierarchy`` is the unit run's own (its spine), when it has one.
+    """
 
     persons: Measurements
     units: Measurements | None
     invariants: Invariants
     hierarchy: Hierarchy
     bounds: list[Bounds] | None = None
+    unit_hierarchy: UnitHierarchy | None = None
+
+    @classmethod
+    def on(
+        cls,
+        geo: ReleaseGeography,
+        inv: Invariants,
+        persons: Measurements,
+        units: Measurements | None,
+    ) -> EstimationInputs:
+        """The inputs of each run on its own hierarchy of ``geo`` (``inv`` in tabulation
+        order; ``persons`` and ``units`` measured on ``geo.for_run(run)``)."""
+        return cls(
+            persons,
+            units,
+            geo.invariants(inv),
+            geo.estimation,
+            None if geo.spine is None else geo.person_bounds(inv),
+            UnitHierarchy.of(geo, inv),
+        )
+
+    def units_on(self) -> tuple[Hierarchy, Invariants, np.ndarray | None]:
+        """The unit run's hierarchy, invariants and the persons' block order -> its own
+        (``None``: the same)."""
+        u = self.unit_hierarchy
+        if u is None:
+            return self.hierarchy, self.invariants, None
+        return u.hierarchy, u.invariants, u.order
 
 
 @dataclass
 class ReleaseEstimate:
     """The estimate of both runs, the person bounds it was held to, and (for a
-    consistent unit run) the household persons per block it was held to."""
+    consistent unit run) the household persons per block it was held to (in the unit
+    run's block order)."""
 
     persons: TopDownResult
     units: TopDownResult | None
@@ -137,17 +194,20 @@ def estimate_runs(
     units, household = None, None
     if inputs.units is not None:
         t = time.perf_counter()
-        ubounds, group = independent_unit_bounds(inv.housing_units, hierarchy), None
+        # the unit run on its own hierarchy (its spine); per-block bounds carry over
+        uh, uinv, order = inputs.units_on()
+        ubounds, group = independent_unit_bounds(uinv.housing_units, uh), None
         if options.unit_consistency == "consistent":
             household = household_persons(persons.histograms[-1], schema)
-            ubounds = consistent_unit_bounds(household, inv.housing_units, hierarchy)
+            household = household if order is None else household[order]
+            ubounds = consistent_unit_bounds(household, uinv.housing_units, uh)
             group = UNIT_GROUP_VARIABLE
         unit_topdown = replace(
             topdown, group_variable=group, estimator=options.estimator_for(inputs.units.schema.name)
         )
         say(rt.progress, "estimating the housing units (their own run, top-down):")
         units = run_topdown(
-            inputs.units, hierarchy, ubounds, unit_topdown, checkpoint=levels("units"), **run
+            inputs.units, uh, ubounds, unit_topdown, checkpoint=levels("units"), **run
         )
         rt.timings["estimate_units"] = time.perf_counter() - t
         manifest["estimation"]["units"] = units.levels
@@ -190,8 +250,8 @@ def estimate_tables(
     without writing anything: for re-running the post-processing on simulated
     measurements (``censusdp evaluate`` without truth). ``inv`` are the tabulation's
     invariants and ``geo.tabulation`` its hierarchy; with a spine, the measurements are
-    of the spine's geounits and are estimated there (as the release was), then
-    tabulated by geocode.
+    of the spine's geounits and are estimated there (as the release was; the unit run
+    on its own spine), then tabulated by geocode.
 
     Returns:
         Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
@@ -202,13 +262,7 @@ def estimate_tables(
             f"postprocess must be 'topdown' or 'bottomup', got {options.postprocess!r}"
         )
     manifest: dict[str, Any] = {}
-    inputs = EstimationInputs(
-        persons,
-        units,
-        geo.invariants(inv),
-        geo.estimation,
-        None if geo.spine is None else geo.person_bounds(inv),
-    )
+    inputs = EstimationInputs.on(geo, inv, persons, units)
     est = estimate_runs(inputs, options, Runtime(executor), manifest)
     if geo.spine is not None:
         est = on_tabulation(est, geo, inv, persons.schema, manifest)
@@ -226,10 +280,11 @@ def on_tabulation(
     """A spine estimate checked on the spine, then seen on the tabulation geography.
 
     The spine's own checks (every spine geounit the sum of its blocks, every bound on
-    the spine) go to the manifest as ``spine_validation``; the MDF, the tables and the
-    release's validation then use the same blocks in geocode order, aggregated by
-    tabulation geocode.
+    the spine; the unit run on its own spine) go to the manifest as
+    ``spine_validation``; the MDF, the tables and the release's validation then use the
+    same blocks in geocode order, aggregated by tabulation geocode.
     """
+    ugeo = geo.units
     report = validate_release(
         est.persons.histograms,
         geo.estimation,
@@ -237,23 +292,28 @@ def on_tabulation(
         est.bounds,
         units=None
         if est.units is None
-        else UnitRun(est.units.histograms, geo.invariants(inv).housing_units, est.household),
+        else UnitRun(
+            est.units.histograms,
+            ugeo.invariants(inv).housing_units,
+            est.household,
+            ugeo.estimation if ugeo is not geo else None,
+        ),
         failsafe_uses=len(est.persons.failsafe),
     )
     manifest["spine_validation"] = report.to_dict()
     if not report.ok and not est.persons.failsafe:
         raise InternalError("the spine estimate fails validation: " + "; ".join(report.failures()))
 
-    def view(e: TopDownResult | None) -> TopDownResult | None:
+    def view(e: TopDownResult | None, g: ReleaseGeography) -> TopDownResult | None:
         if e is None:
             return None
-        return TopDownResult(geo.tabulation_histograms(e.histograms), e.levels, e.failsafe)
+        return TopDownResult(g.tabulation_histograms(e.histograms), e.levels, e.failsafe)
 
-    persons = view(est.persons)
+    persons = view(est.persons, geo)
     assert persons is not None
     return ReleaseEstimate(
         persons,
-        view(est.units),
+        view(est.units, ugeo),
         person_bounds(inv, geo.tabulation),
-        None if est.household is None else geo.to_tabulation(est.household),
+        None if est.household is None else ugeo.to_tabulation(est.household),
     )

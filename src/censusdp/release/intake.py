@@ -39,8 +39,9 @@ def read_and_aggregate(
 ) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
     """Read and validate the CEF (its files as hashed: each read checks it is still the
     file hashed); return the geography, the invariants, the block
-    histograms each run measures (``persons``, ``units``; blocks in the order of the
-    geography's estimation hierarchy) and the number of persons.
+    histograms each run measures (``persons``, ``units``; blocks in the order of that
+    run's estimation hierarchy, :meth:`ReleaseGeography.for_run`) and the number of
+    persons.
 
     The input is read in parts by ``executor``'s tasks (:mod:`censusdp.io.cef_stream`),
     each part's records in its own process, only block histograms coming back;
@@ -85,7 +86,9 @@ def read_and_aggregate(
     geo = geography_for_input(
         spine[0], budget, hierarchy, per_block, inv, explicit=spine[1], progress=progress
     )
-    hists = {k: geo.to_estimation(v) for k, v in hists.items()}
+    # each run's blocks in the order of its own estimation hierarchy (the unit run's
+    # spine is its own: ReleaseGeography.units)
+    hists = {k: geo.for_run(k).to_estimation(v) for k, v in hists.items()}
     if geo.spine is not None:
         timings["spine"] = time.perf_counter() - t
     return geo, inv, hists, cef.n_persons

@@ -169,9 +169,10 @@ def measure_runs(
     ``structural_zeros``: measure the rows of structural-zero cells too, as production
     (:attr:`censusdp.release.options.ReleaseOptions.nmf_structural_zeros`).
 
-    ``hists`` are on ``geo``'s estimation hierarchy; with a spine, each geounit spends
-    its own share of each run's budget (:meth:`ReleaseGeography.unit_shares`: single
-    children bypassed).
+    ``hists`` are each on its run's estimation hierarchy
+    (:meth:`ReleaseGeography.for_run`: the unit run has its own spine); with a spine,
+    each geounit spends its own share of its run's budget
+    (:meth:`ReleaseGeography.unit_shares`: single children bypassed).
 
     A run whose NMF ``checkpoint`` holds from before an interruption is not measured
     again (no new noise is drawn for it); each newly finished NMF is recorded there.
@@ -195,13 +196,13 @@ def measure_runs(
             hists.pop(run),
             schema,
             _plan(b),
-            geo.unit_shares(b),
+            geo.for_run(run).unit_shares(b),
             out / NMF_FILES[run],
             structural_zeros,
         )
         n_rows, by_level, parts = _measure_to_parts(
             job,
-            geo.estimation,
+            geo.for_run(run).estimation,
             lambda run=run: source().child(run),
             rt,
             done=checkpoint.parts(run) if checkpoint is not None else None,

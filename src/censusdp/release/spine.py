@@ -31,6 +31,14 @@ estimator the invariants and bounds on the spine:
 An input of fewer than the nation's states (:data:`NATION_STATES`) leaves the US
 geounit to the nation on either hierarchy (:attr:`ReleaseGeography.nation_outside`).
 
+The unit run has its own spine, as production's: its certificates set
+``ignore_gqs_in_block_groups = True`` (the persons' ``False``), so its block groups are
+drawn around places / MCDs and AIAN areas only (:func:`unit_rules`). The state parts,
+counties and tracts are the persons'; the block groups, the order of the blocks and the
+bypassed geounits may differ. :attr:`ReleaseGeography.units` is the unit run's
+geography (:meth:`ReleaseGeography.for_run`), and each spine is published in its own
+file (``SPINE_FILES``).
+
 Nothing here reads the input; :func:`geography_for_input` is given the validated unit
 columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
 """
@@ -38,7 +46,7 @@ columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from functools import cached_property
 from math import lcm
@@ -65,7 +73,7 @@ from censusdp.data.spine import (
     bypass_shares,
 )
 from censusdp.errors import ConfigError, InputError
-from censusdp.io.layout import MANIFEST_FILE, SPINE_FILE
+from censusdp.io.layout import MANIFEST_FILE, SPINE_FILE, SPINE_FILES
 from censusdp.io.spine import read_spine, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
@@ -78,6 +86,7 @@ __all__ = [
     "geography_for_input",
     "geography_of_run",
     "requested_spine",
+    "unit_rules",
 ]
 
 NATION_STATES = 51
@@ -87,6 +96,13 @@ run): an input with fewer is some of the nation."""
 SPINE_CHOICES = SPINES
 """``tabulation``: state > county > tract > block group > block by geocode;
 ``optimized``: the 2020 production spine."""
+
+
+def unit_rules(rules: SpineRules) -> SpineRules:
+    """The unit run's spine rules from the persons': the same, but GQ types are not
+    block-group entities (production's unit run, ``ignore_gqs_in_block_groups = True``
+    in the US and PR units certificates; ``define_spines.py``, ``gq_off_spine_entities``)."""
+    return replace(rules, gq_entities=False)
 
 
 def requested_spine(spine: str | None, budget: Budget) -> str:
@@ -153,6 +169,9 @@ class ReleaseGeography:
             into the US). ``False`` for releases made before this (a one-state input's
             State then gave its share to an artificial US root, measured with the US
             query shares).
+        unit_spine: the unit run's own spine (:func:`unit_rules`), or ``None`` when the
+            unit run is measured on :attr:`spine` (the tabulation hierarchy, or a release
+            made before the unit run had its own spine).
     """
 
     tabulation: Hierarchy
@@ -161,6 +180,27 @@ class ReleaseGeography:
     bypass: bool = True
     part_population: np.ndarray | None = None
     nation_outside: bool = False
+    unit_spine: Spine | None = None
+
+    @cached_property
+    def units(self) -> ReleaseGeography:
+        """The unit run's geography: on its own spine (:attr:`unit_spine`) when it has
+        one, else this one. Its state parts are the persons' (same part totals)."""
+        if self.unit_spine is None:
+            return self
+        return replace(self, spine=self.unit_spine, unit_spine=None)
+
+    def for_run(self, run: str) -> ReleaseGeography:
+        """The geography run ``run`` (``persons``, ``units``) is measured and estimated on."""
+        return self.units if run == "units" else self
+
+    def unit_order(self) -> np.ndarray | None:
+        """Block rows of the persons' estimation order -> the unit run's (``None`` when
+        the runs share one order): ``units.to_estimation(to_tabulation(rows))``."""
+        if self.unit_spine is None:
+            return None
+        assert self.spine is not None
+        return np.argsort(self.spine.order)[self.unit_spine.order]
 
     @property
     def kind(self) -> str:
@@ -328,13 +368,34 @@ class ReleaseGeography:
         """The first level measured: 1 when the US is the nation outside the input."""
         return 1 if self.nation_outside else 0
 
-    def write(self, out_dir: Path) -> None:
-        """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
+    def write(self, out_dir: Path, *, with_units: bool = True) -> None:
+        """Write each run's spine into ``out_dir`` (``SPINE_FILES``: the persons' and,
+        when it has its own and ``with_units`` (the release has a unit run), the unit
+        run's; nothing for the tabulation hierarchy)."""
         if self.spine is not None:
-            write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILE)
+            write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILES["persons"])
+        if self.unit_spine is not None and with_units:
+            write_spine(self.unit_spine.block_columns(), Path(out_dir) / SPINE_FILES["units"])
 
-    def record(self, budget: Budget | None = None) -> dict[str, Any]:
-        """The manifest's ``spine`` entry: the choice, the rules, the geounits, the file."""
+    def record(
+        self, budget: Budget | None = None, units_budget: Budget | None = None
+    ) -> dict[str, Any]:
+        """The manifest's ``spine`` entry: the choice, the rules, the geounits, the file;
+        its ``units`` entry the same for the unit run's own spine (with its bypass under
+        ``units_budget``; none without a unit run)."""
+        out = self._record(budget)
+        if self.unit_spine is not None and units_budget is not None:
+            units = self.units._record(units_budget)
+            keep = ("file", "geolevels", "geounits", "rules", "bypass")
+            out["units"] = {k: units[k] for k in keep if k in units}
+            out["units"]["file"] = SPINE_FILES["units"]
+            out["units"]["detail"] = (
+                "the unit run's own spine, as production's unit run "
+                "(ignore_gqs_in_block_groups = True): GQ types are not block-group entities"
+            )
+        return out
+
+    def _record(self, budget: Budget | None) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         if self.note:
             out["note"] = self.note
@@ -525,12 +586,15 @@ def geography_for_input(
     )
     state = h.geolevels.index("State")
     parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[state]
+    urules = unit_rules(rules)
+    uspine = spine if urules == rules else build_spine(hierarchy.blocks, attrs, urules)
     return ReleaseGeography(
         hierarchy,
         spine,
         note,
         part_population=np.asarray(parts, dtype=np.int64).ravel(),
         nation_outside=outside,
+        unit_spine=uspine,
     )
 
 
@@ -577,7 +641,35 @@ def geography_of_run(
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
     spine = Spine(geolevels, geocodes, codes, rules)
     parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
-    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside)
+    uspine = _unit_spine_of_run(Path(run_dir), rec.get("units"), geolevels, tabulation)
+    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside, uspine)
+
+
+def _unit_spine_of_run(
+    run_dir: Path, rec: Any, geolevels: GeoLevels, tabulation: Hierarchy
+) -> Spine | None:
+    """The unit run's own spine from the manifest's ``spine.units`` and its file; ``None``
+    for a release whose unit run was measured on the persons' spine (none recorded).
+
+    Raises:
+        InputError: naming the manifest entry or the file when either is malformed.
+    """
+    if rec is None:
+        return None
+    where = f"{run_dir / MANIFEST_FILE}: spine.units"
+    if not isinstance(rec, Mapping):
+        raise InputError(f"{where} must be an object, got {rec!r}")
+    try:
+        levels = GeoLevels.from_pairs([tuple(g) for g in rec["geolevels"]])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{where}.geolevels: {exc}") from None
+    if levels.names != geolevels.names:
+        raise InputError(f"{where}.geolevels {list(levels.names)} are not the spine's")
+    path = run_dir / str(rec.get("file", SPINE_FILES["units"]))
+    geocodes, codes = read_spine(path, levels)
+    if not np.array_equal(geocodes, tabulation.blocks):
+        raise InputError(f"{path}: its blocks are not the release's blocks (invariants.parquet)")
+    return Spine(levels, geocodes, codes, _rules_from_record(rec.get("rules", {})))
 
 
 def _part_population(recorded: Any, spine: Spine, run_dir: Path) -> np.ndarray | None:

@@ -78,8 +78,8 @@ def write_release(
     t = time.perf_counter()
     write_parquet(inv.to_table(), out / INVARIANTS_FILE)
     write_parquet(inv.state_table(hierarchy), out / INVARIANT_TOTALS_FILE)
-    geo.write(out)
-    manifest["spine"] = geo.record(budget.persons)
+    geo.write(out, with_units=budget.units is not None)
+    manifest["spine"] = geo.record(budget.persons, budget.units)
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children
     manifest["fidelity"] = options.fidelity_record()
@@ -118,15 +118,15 @@ def _estimate_from_nmf(
     checkpoint: Checkpoint | None = None,
 ) -> ReleaseEstimate:
     """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
-    whole) on ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
-    hierarchy = geo.estimation
+    whole), each run on its own estimation hierarchy of ``geo``
+    (:meth:`~censusdp.release.spine.ReleaseGeography.for_run`); ``inv`` are the
+    tabulation's invariants."""
     schema = get_schema(manifest["schema"])
-    inputs = EstimationInputs(
-        run.nmf_reader("persons", schema, hierarchy),
-        run.nmf_reader("units", get_schema("units"), hierarchy) if with_units else None,
-        geo.invariants(inv),
-        hierarchy,
-        None if geo.spine is None else geo.person_bounds(inv),
+    inputs = EstimationInputs.on(
+        geo,
+        inv,
+        run.nmf_reader("persons", schema, geo.estimation),
+        run.nmf_reader("units", get_schema("units"), geo.units.estimation) if with_units else None,
     )
     return estimate_runs(inputs, options, rt, manifest, checkpoint)
 

@@ -156,7 +156,7 @@ def test_every_person_and_unit_variance_is_production_puerto_ricos(pr_release):
     )
     units = _check_variances(
         run / "noisy_measurements_units.parquet",
-        spine_file,
+        run / m["spine"]["units"]["file"],  # the unit run's own spine
         UNIT_RHO,
         UNIT_SHARES,
         "pl94-2020-pr-units",
@@ -280,15 +280,37 @@ def test_one_state_nmf_variances_are_production_national_runs(one_state):
         "pl94-2020",
         top=1,
     )
+    assert n > 1000
+
+
+def test_one_state_unit_variances_are_production_national_runs_on_the_unit_spine(one_state):
+    """The unit run on its own spine (its certificate's ``ignore_gqs_in_block_groups =
+    True``): every unit NMF variance is production's for its geounit of that spine, after
+    bypass, and the unit spine's block groups are not the persons'."""
+    run = one_state / "nmf"
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["spine"]["rules"]["gq_entities"] is True
+    assert m["spine"]["units"]["rules"]["gq_entities"] is False
+    unit_spine = run / m["spine"]["units"]["file"]
     u = _check_variances(
         run / "noisy_measurements_units.parquet",
-        spine_file,
+        unit_spine,
         1 / Fraction(12343, 3379) ** 2,
         US_UNIT_SHARES,
         "pl94-2020-units",
         top=1,
     )
-    assert n > 1000 and u > 100
+    assert u > 100
+    persons_bgs = set(pq.read_table(run / "spine.parquet").column("BlockGroup").to_pylist())
+    units_bgs = set(pq.read_table(unit_spine).column("BlockGroup").to_pylist())
+    assert persons_bgs != units_bgs and len(units_bgs) < len(persons_bgs)
+    # the state parts, counties and tracts are the persons'
+    for level in ("State", "County", "Tract"):
+        assert (
+            pq.read_table(unit_spine)
+            .column(level)
+            .equals(pq.read_table(run / "spine.parquet").column(level))
+        )
 
 
 @pytest.mark.slow

@@ -293,10 +293,17 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
         k: v for k, v in truth.items() if k in h.geocodes[1].tolist()
     }
     assert geo.part_population.tolist() == [truth[c] for c in h.geocodes[1].tolist()]
-    for run, budget in (
-        ("noisy_measurements.parquet", BUDGET),
-        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units")),
+    # each run on its own spine: the unit run's in spine_units.parquet (manifest spine.units)
+    assert manifest["spine"]["units"]["file"] == "spine_units.parquet"
+    assert manifest["spine"]["units"]["rules"]["gq_entities"] is False
+    for run, budget, g, spine_file in (
+        ("noisy_measurements.parquet", BUDGET, geo, "spine.parquet"),
+        ("noisy_measurements_units.parquet", load_preset("pl94-2020-units"), geo.units, None),
     ):
+        h = g.estimation
+        if spine_file is None:
+            spine_file = manifest["spine"]["units"]["file"]
+        spine = pq.read_table(spine_run / spine_file).to_pydict()
         shares = bypass_shares(h, [budget.geolevel_shares[n] for n in h.geolevels.names], top=1)
         assert _nmf_codes(spine_run / run, "US") == set()  # the nation's share, not measured
         for li, (name, _) in enumerate(manifest["spine"]["geolevels"]):
@@ -306,9 +313,9 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
             measured = set(h.geocodes[li][shares.measured(li)].tolist())
             assert _nmf_codes(spine_run / run, name) == measured, (run, name)
             assert measured <= set(spine[name])
-            n_bypassed = manifest["spine"]["bypass"]["single_children"].get(name, 0)
-            if run == "noisy_measurements.parquet":
-                assert len(set(spine[name])) - len(measured) == n_bypassed
+            rec = manifest["spine"] if g is geo else manifest["spine"]["units"]
+            n_bypassed = rec["bypass"]["single_children"].get(name, 0)
+            assert len(set(spine[name])) - len(measured) == n_bypassed
     # the NMF's state parts are AIAN flag + state FIPS; blocks end with their geocode
     assert all(len(c) == 3 and c[1:] == "50" for c in spine["State"])
     assert all(c.endswith(g) for c, g in zip(spine["Block"], spine["geocode"], strict=True))
@@ -318,11 +325,6 @@ def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
     assert set(mdf["geocode"].tolist()) <= set(spine["geocode"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 32 item 3: the unit run is measured on the persons spine; production's "
-    "unit run has its own (ignore_gqs_in_block_groups = True, its certificate)",
-)
 def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
     """Production's US and PR unit certificates set ``ignore_gqs_in_block_groups = True``
     (the persons' set False): the unit run's block groups ignore the GQ types of a block.
@@ -351,6 +353,70 @@ def test_the_unit_run_is_measured_on_its_own_spine(spine_run, spine_input):
     assert _nmf_codes(spine_run / "noisy_measurements_units.parquet", "BlockGroup") == want
 
 
+def test_the_unit_spine_is_built_without_gq_entities_and_recorded_with_a_unit_run(tmp_path):
+    """The unit run's spine: the persons' rules without GQ entities (production's unit
+    run), the same state parts, counties and tracts; its block order mapped block by
+    block; written and recorded only for a release with a unit run."""
+    from censusdp.release.spine import unit_rules
+
+    rng = np.random.default_rng(11)
+    persons, units = make_cef(rng, block_codes(2, 2, 2, 3), gq_rate=0.3)
+    units = _attributes(rng, units, 0.3, 3)
+    tab = Hierarchy.from_blocks(units["geocode"])
+    inv = compute_invariants(persons, units, tab)
+    geo = geography_for_input("optimized", BUDGET, tab, units, inv)
+    assert geo.spine.rules.gq_entities and geo.unit_spine.rules == unit_rules(geo.spine.rules)
+    assert geo.for_run("persons") is geo and geo.for_run("units") is geo.units
+    h, uh = geo.estimation, geo.units.estimation
+    for level in ("US", "State", "County", "Tract"):
+        li = h.geolevels.index(level)
+        assert h.geocodes[li].tolist() == uh.geocodes[li].tolist()
+    bg = h.geolevels.index("BlockGroup")
+    assert h.n_units(bg) > uh.n_units(bg)  # GQ combinations no longer split block groups
+    # the persons' block order -> the unit run's, through the tabulation order
+    rows = np.arange(tab.blocks.size)
+    assert np.array_equal(geo.to_estimation(rows)[geo.unit_order()], geo.units.to_estimation(rows))
+    assert np.array_equal(geo.units.to_tabulation(geo.units.to_estimation(rows)), rows)
+    units_budget = load_preset("pl94-2020-units")
+    rec = geo.record(BUDGET, units_budget)
+    assert rec["units"]["rules"]["gq_entities"] is False
+    assert rec["units"]["geounits"]["BlockGroup"] == uh.n_units(bg)
+    assert "units" not in geo.record(BUDGET)
+    (tmp_path / "with").mkdir()
+    geo.write(tmp_path / "with", with_units=True)
+    (tmp_path / "without").mkdir()
+    geo.write(tmp_path / "without", with_units=False)
+    assert sorted(p.name for p in (tmp_path / "with").iterdir()) == [
+        "spine.parquet",
+        "spine_units.parquet",
+    ]
+    assert [p.name for p in (tmp_path / "without").iterdir()] == ["spine.parquet"]
+    # the tabulation hierarchy: one geography for both runs
+    flat = geography_for_input("tabulation", BUDGET, tab, units, inv)
+    assert flat.units is flat and flat.unit_order() is None
+
+
+def test_the_unit_nmf_geoids_come_from_the_unit_spine(spine_run, tmp_path):
+    """``Release.nmf(units=True)`` names each unit geounit by the unit run's own spine
+    (``spine_units.parquet``); a release made before it had one, by ``spine.parquet``."""
+    import shutil
+
+    from censusdp.api import Release
+    from censusdp.io.rundir import RunDir
+
+    assert RunDir(spine_run).run_spine_file("units").name == "spine_units.parquet"
+    assert RunDir(spine_run).run_spine_file("persons").name == "spine.parquet"
+    t = Release.open(spine_run).nmf("BlockGroup", units=True).to_pydict()
+    spine = pq.read_table(spine_run / "spine_units.parquet").to_pydict()
+    assert set(t["geocode"]) <= set(spine["BlockGroup"])
+    counties = Release.open(spine_run).nmf("County", units=True).to_pydict()
+    assert all(g is not None and len(g) == 5 for g in counties["GEOID"])
+    old = tmp_path / "old"
+    shutil.copytree(spine_run, old)
+    (old / "spine_units.parquet").unlink()
+    assert RunDir(old).run_spine_file("units").name == "spine.parquet"
+
+
 def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, capsys):
     assert validate_run(spine_run).ok
     assert main(["validate", str(spine_run)]) == 0
@@ -359,6 +425,13 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
     assert m["spine"]["kind"] == "optimized" and m["validation"]["ok"]
     assert (again / "spine.parquet").is_file()
     assert pq.read_table(again / "spine.parquet").equals(pq.read_table(spine_run / "spine.parquet"))
+    # the unit run's own spine is carried over as it was measured
+    units_spine = pq.read_table(spine_run / "spine_units.parquet")
+    assert pq.read_table(again / "spine_units.parquet").equals(units_spine)
+    assert (
+        m["spine"]["units"]
+        == json.loads((spine_run / "manifest.json").read_text())["spine"]["units"]
+    )
     # per-geounit variances (bypass): the GLS reads each unit's own variance
     assert main(["infer", str(spine_run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
     est = pq.read_table(tmp_path / "inf" / "estimates.parquet")
@@ -389,6 +462,56 @@ def test_a_spine_release_validates_reestimates_and_infers(spine_run, tmp_path, c
             "tabulation_geounits": len(spine_of_tab),
             "estimated_as_one_spine_geounit": same,
         }, name
+    _check_unit_lines_on_the_persons_geounits(est, spine, spine_run)
+
+
+def _check_unit_lines_on_the_persons_geounits(est, spine, spine_run):
+    """The unit GLS (on the unit run's own spine) reported at the persons' geounits: a
+    geounit's H1 estimates are the sums of its blocks' (GLS estimates add up), the housing
+    units of every block are its invariant, and a persons' block group that is not one
+    of the unit run's gets a finite sd from the unit tree's covariance (positive where
+    it has housing units)."""
+    d = est.to_pydict()
+    lv, code, q = (np.asarray(d[k]).astype(str) for k in ("geolevel", "geocode", "query"))
+    value, sd = np.asarray(d["estimate"]), np.asarray(d["sd"])
+    block_code = np.asarray(spine["Block"])
+    inv = pq.read_table(spine_run / "invariants.parquet").to_pydict()
+    hu = dict(zip(inv["geocode"], inv["housing_units"], strict=True))
+    sel = (lv == "Block") & (q == "H1_001N")
+    assert sel.sum() == block_code.size
+    for c, v in zip(code[sel], value[sel], strict=True):
+        assert v == pytest.approx(hu[c[-16:]], abs=1e-6)
+    units_bgs = set(
+        pq.read_table(spine_run / "spine_units.parquet").column("BlockGroup").to_pylist()
+    )
+    for line in ("H1_001N", "H1_002N"):
+        blocks = {
+            c: v
+            for c, v in zip(
+                code[(lv == "Block") & (q == line)],
+                value[(lv == "Block") & (q == line)],
+                strict=True,
+            )
+        }
+        for name in ("State", "County", "Tract", "BlockGroup"):
+            at = (lv == name) & (q == line)
+            col = np.asarray(spine[name])
+            for c, v in zip(code[at], value[at], strict=True):
+                want = sum(blocks[b] for b in block_code[col == c])
+                assert v == pytest.approx(want, abs=1e-6), (line, name, c)
+    other = (lv == "BlockGroup") & (q == "H1_002N") & ~np.isin(code, list(units_bgs))
+    assert other.any()  # the input's GQ facilities make the two spines' block groups differ
+    housing = dict(
+        zip(
+            code[(lv == "BlockGroup") & (q == "H1_001N")],
+            value[(lv == "BlockGroup") & (q == "H1_001N")],
+            strict=True,
+        )
+    )
+    assert np.isfinite(sd[other]).all() and (sd[other] >= 0).all()
+    # where there are housing units, their occupancy is uncertain
+    has_units = np.asarray([housing[c] > 0 for c in code[other]])
+    assert has_units.any() and (sd[other][has_units] > 0).all()
 
 
 def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
@@ -404,6 +527,34 @@ def test_a_tampered_spine_file_fails_validation(spine_run, tmp_path):
     report = validate_run(copy)
     assert not report.ok
     assert any("spine.parquet" in f for f in report.failures())
+
+
+def test_a_tampered_or_missing_unit_spine_fails_validation_in_one_line(spine_run, tmp_path):
+    """The unit NMF is checked against ``spine_units.parquet``: a block moved to another
+    unit block group fails validation; a missing file or a malformed ``spine.units``
+    entry is one line naming it."""
+    import shutil
+
+    import pyarrow as pa
+
+    from censusdp.errors import InputError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(spine_run, copy)
+    t = pq.read_table(copy / "spine_units.parquet").to_pydict()
+    t["BlockGroup"] = [c[:-1] + ("1" if c[-1] != "1" else "2") for c in t["BlockGroup"]]
+    pq.write_table(pa.table(t), copy / "spine_units.parquet")
+    report = validate_run(copy)
+    assert not report.ok
+    assert any("spine_units.parquet" in f for f in report.failures())
+    manifest = json.loads((spine_run / "manifest.json").read_text())
+    tab = Hierarchy.from_blocks(read_cef_units(spine_run))
+    (copy / "spine_units.parquet").unlink()
+    with pytest.raises(InputError, match="spine_units.parquet: missing file"):
+        geography_of_run(copy, manifest, tab)
+    bad = {**manifest, "spine": {**manifest["spine"], "units": "spine_units.parquet"}}
+    with pytest.raises(InputError, match="spine.units must be an object"):
+        geography_of_run(spine_run, bad, tab)
 
 
 def test_input_without_block_attributes_falls_back_to_tabulation(tmp_path):

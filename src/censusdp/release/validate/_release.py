@@ -21,22 +21,22 @@ class Release:
 
     ``budgets``: the recorded budgets of the ``persons`` and ``units`` runs (``None``
     for a release without a unit run); ``hierarchy``: the tabulation geography;
-    ``inv``: the published invariants; ``measured``: the geounits measured (the
-    spine's, or the tabulation's); ``shares``: per run, each measured geounit's share
-    of its budget (``None`` without a spine's per-geounit budgets)."""
+    ``inv``: the published invariants; ``measured``: per run, the geounits measured
+    (the run's spine, or the tabulation's); ``shares``: per run, each measured
+    geounit's share of its budget (``None`` without a spine's per-geounit budgets)."""
 
     run: Path
     manifest: dict[str, Any]
     budgets: dict[str, Budget | None]
     hierarchy: Hierarchy
     inv: Invariants
-    measured: Hierarchy
+    measured: dict[str, Hierarchy]
     shares: dict[str, UnitShares | None]
 
 
 def rebuild(run: Path, manifest: dict[str, Any]) -> Release:
     """The release in ``run`` as its manifest, ``invariants.parquet``,
-    ``invariant_totals.parquet`` and (for a spine release) ``spine.parquet`` describe it.
+    ``invariant_totals.parquet`` and (for a spine release) each run's spine file describe it.
 
     Raises:
         CensusDPError, OSError, KeyError, TypeError, pyarrow.ArrowException: when they
@@ -47,5 +47,6 @@ def rebuild(run: Path, manifest: dict[str, Any]) -> Release:
     hierarchy, inv = RunDir(run).invariants(geolevels)
     # the geounits measured: the spine's (spine.parquet) or the tabulation's
     geo = geography_of_run(run, manifest, hierarchy)
-    shares = {k: None if b is None else geo.unit_shares(b) for k, b in budgets.items()}
-    return Release(run, manifest, budgets, hierarchy, inv, geo.estimation, shares)
+    shares = {k: None if b is None else geo.for_run(k).unit_shares(b) for k, b in budgets.items()}
+    measured = {k: geo.for_run(k).estimation for k in budgets}
+    return Release(run, manifest, budgets, hierarchy, inv, measured, shares)

@@ -63,11 +63,14 @@ class UnitRun:
         housing_units: ``(blocks,)`` invariant housing-unit counts.
         household_persons: ``(blocks,)`` released household persons, for a release
             whose unit run was held to them (checks ``persons_units_consistent``).
+        hierarchy: the unit run's own hierarchy (its spine) when it is not the persons';
+            the per-block arrays are then in its block order.
     """
 
     hists: list[sp.csr_matrix]
     housing_units: np.ndarray
     household_persons: np.ndarray | None = None
+    hierarchy: Hierarchy | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,7 +136,8 @@ def validate_release(
     nz = int(sp.csr_matrix(hists[-1])[:, np.flatnonzero(zeros)].sum()) if zeros.any() else 0
     rep.add("structural_zeros", nz == 0, f"{nz} persons in structural-zero cells")
     if unit_hists is not None and housing_units is not None:
-        ok_u, detail_u = check_hierarchy(unit_hists, hierarchy)
+        assert units is not None
+        ok_u, detail_u = check_hierarchy(unit_hists, units.hierarchy or hierarchy)
         hu_rel = np.asarray(unit_hists[-1].sum(axis=1)).ravel()
         exact = np.array_equal(hu_rel, housing_units)
         rep.add(

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from censusdp.errors import CensusDPError, InputError, ValidationError
-from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES, SPINE_FILE
+from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES, SPINE_FILES
 from censusdp.io.output_rules import is_censusdp_output
 from censusdp.io.rundir import RunDir, not_a_release, read_manifest
 from censusdp.progress import Progress, say, task
@@ -163,7 +163,9 @@ def _check_nmf_of(
         say(progress, f"validate: {NMF_FILES[run_name]}")
         rep.add(
             f"nmf_{run_name}",
-            *check_nmf(path, budget, release.measured, release.shares[run_name], executor, hashed),
+            *check_nmf(
+                path, budget, release.measured[run_name], release.shares[run_name], executor, hashed
+            ),
         )
     elif budget is not None and (mdf or run_name == "persons"):
         # a release reduced to its person measurements still serves re-estimation
@@ -174,7 +176,7 @@ _MEASUREMENT_FILES = (
     *NMF_FILES.values(),
     INVARIANTS_FILE,
     INVARIANT_TOTALS_FILE,
-    SPINE_FILE,
+    *SPINE_FILES.values(),
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
 
