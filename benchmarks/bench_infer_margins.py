@@ -11,13 +11,15 @@ covers the true total population (``P1_001N``) and voting-age population
 (``P3_001N``), per geolevel and for the districts (rows with sd > 0), with the mean and
 variance of ``z = (truth - estimate) / sd``. With ``--simulations K``, also the AMC
 margins of the published counts (``moe90`` / 1.645 = predicted RMSE) against their
-actual RMSE (published - truth), per geolevel.
+actual RMSE (published - truth), per geolevel: calibrated (``amc_ratio``, the margins
+``infer`` writes) and plain (``amc_raw_ratio``: the first generation alone, ``moe90``
+divided by the manifest's calibration factor of the geolevel and variable).
 
 Usage::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_infer_margins.py \
         [--state VT] [--scale 0.3] [--seeds 1,2,3] [--districts 20] [--workers 1] \
-        [--simulations 0] [--dir DIR]
+        [--simulations 0] [--calibration K2] [--dir DIR]
 
 Prints one JSON document to stdout; progress goes to stderr.
 """
@@ -101,9 +103,13 @@ def _coverage(frame: pd.DataFrame) -> dict:
         if g.moe90.notna().any():
             actual = float(np.sqrt(((g.value - g.truth) ** 2).mean()))
             predicted = float(np.sqrt(((g.moe90 / 1.6448536269514722) ** 2).mean()))
+            raw = float(np.sqrt(((g.moe90 / g.factor / 1.6448536269514722) ** 2).mean()))
             rec["amc_predicted_rmse"] = predicted
+            rec["amc_raw_predicted_rmse"] = raw
             rec["published_actual_rmse"] = actual
             rec["amc_ratio"] = predicted / actual if actual > 0 else None
+            rec["amc_raw_ratio"] = raw / actual if actual > 0 else None
+            rec["calibration_factor_mean"] = float(g.factor.mean())
         out.setdefault(str(level), {})[str(var)] = rec
     return out
 
@@ -190,6 +196,8 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
     truth = _truth(cef, run)
     _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
     extra = ["--simulations", str(args.simulations)] if args.simulations else []
+    if args.simulations and args.calibration is not None:
+        extra += ["--calibration-simulations", str(args.calibration)]
     t_inf = _cli(
         "infer",
         str(run),
@@ -227,6 +235,11 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
     dt = dt.melt(id_vars=["DISTRICT"], value_name="truth").rename(columns={"DISTRICT": "GEOID"})
     d = d.merge(dt, on=["GEOID", "variable"], how="left")
     frame = pd.concat([m, d], ignore_index=True)
+    factors = (man["margins"].get("amc") or {}).get("calibration_factors") or {}
+    frame["factor"] = [
+        factors.get(str(lv), {}).get(str(v), 1.0)
+        for lv, v in zip(frame.geolevel, frame.variable, strict=True)
+    ]
     frame["seed"] = seed
     print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
     return frame, timing
@@ -240,6 +253,7 @@ def main() -> None:
     ap.add_argument("--districts", type=int, default=20)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--simulations", type=int, default=0)
+    ap.add_argument("--calibration", type=int, default=None, help="K2 (default: K)")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--speed-run", default=None, help="only time a plan on this release")
     ap.add_argument("--plan", default=None, help="the plan of --speed-run")
@@ -262,6 +276,7 @@ def main() -> None:
                 "seeds": args.seeds,
                 "districts": args.districts,
                 "simulations": args.simulations,
+                "calibration_simulations": args.calibration,
                 "spine": "optimized (pl94-2020 default)",
                 "coverage": _pooled(rows),
                 "per_seed": {str(f.seed.iloc[0]): _coverage(f) for f in rows},

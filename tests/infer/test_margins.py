@@ -210,6 +210,13 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
     man = json.loads((out / "manifest.json").read_text())
     amc = man["margins"]["amc"]
     assert amc["simulations"] == 2 and amc["seed"] == 4 and len(amc["seeds"]) == 2
+    # the calibration's second generation: as many draws, seeds of their own
+    assert amc["calibration_simulations"] == 2
+    assert not set(amc["calibration_seeds"]) & set(amc["seeds"])
+    factors = amc["calibration_factors"]
+    assert set(factors) == {"US", "State", "County", "Tract", "BlockGroup", "Block", "District"}
+    assert factors["State"]["P1_001N"] == 1.0  # an invariant: no error to calibrate
+    assert all(0.2 < f["P1_001N"] < 5 for f in factors.values())
     m = pq.read_table(out / "margins.parquet").to_pandas()
     assert m.moe90.notna().all()
     fixed = m[(m.variable == "H1_001N") | ((m.variable == "P1_001N") & (m.SUMLEV == "040"))]
@@ -265,3 +272,39 @@ def test_evaluate_release_reports_the_margins_sds(spine_release) -> None:
         assert res[level]["counts"] == len(sd)
         assert res[level]["mean_sd"] == pytest.approx(sd.mean(), rel=1e-9)
         assert res[level]["rmse"] == pytest.approx(float(np.sqrt((sd**2).mean())), rel=1e-9)
+
+
+def test_amc_truth_is_the_published_tables(spine_release) -> None:
+    """The AMC's plausible truth is what the release published: the tables it re-reads
+    from the MDF equal the release's tables at every level (so each simulated error is
+    measured against the truth it was simulated from), and the plan carries the
+    release's own estimation choices."""
+    from censusdp.infer.release import _amc_plan, _published_levels
+    from censusdp.io.rundir import RunDir
+    from censusdp.release.spine import geography_of_run
+    from censusdp.tables import TABLE_NAMES
+
+    run = RunDir(spine_release["run"])
+    man = run.manifest()
+    from censusdp.data.geography import GeoLevels
+
+    h, _ = run.invariants(GeoLevels.from_pairs(man["geolevels"]))
+    geo = geography_of_run(run.path, man, h)
+    plan = _amc_plan(run, man, geo)
+    published = _published_levels(run, geo.tabulation)
+    for lv in range(geo.tabulation.n_levels):
+        truth = np.concatenate([plan.truth[t][lv] for t in TABLE_NAMES], axis=1)
+        np.testing.assert_array_equal(truth, published[lv])
+    assert plan.options.estimator == man["estimator"]
+    assert plan.options.fidelity == man["fidelity"]["mode"]
+    assert plan.options.max_children == man["max_children"]
+
+
+def test_calibration_factors() -> None:
+    """``b / c`` per variable pooled over geounits: the root of the ratio of the summed
+    mean squares; 1 where either generation has no error (an exact count)."""
+    from censusdp.infer.amc import calibration_factors
+
+    first = np.array([[4.0, 0.0, 1.0], [12.0, 0.0, 0.0]])
+    second = np.array([[1.0, 3.0, 0.0], [3.0, 0.0, 0.0]])
+    np.testing.assert_allclose(calibration_factors(first, second), [2.0, 1.0, 1.0])

@@ -39,6 +39,7 @@ _RELEASE_DEFAULTS = {
     "geography": None,
     "format": "parquet,csv",
     "simulations": 0,
+    "calibration_simulations": None,
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -122,6 +123,15 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help="margins of the published counts (moe90, moe95) by K Approximate Monte Carlo "
         "re-releases of the release's microdata with its own plan, spine and estimator "
         "(each costs about one TopDown run; 0: none, the columns are null)",
+    )
+    g.add_argument(
+        "--calibration-simulations",
+        type=int,
+        default=None,
+        metavar="K2",
+        help="second-generation re-releases (of the first replicate) that calibrate the "
+        "AMC margins for the smoothing of re-releasing TopDown's own output "
+        "(docs/inference.md; default: as many as --simulations; 0: the plain AMC)",
     )
     g.add_argument(
         "--no-zero-constraints",
@@ -276,6 +286,7 @@ def _release(args: argparse.Namespace) -> int:
             formats=tuple(f.strip() for f in args.format.split(",") if f.strip()),
             simulations=args.simulations,
             seed=args.seed,
+            calibration=args.calibration_simulations,
         ),
     )
     execution = Execution(

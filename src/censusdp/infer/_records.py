@@ -15,7 +15,7 @@ from censusdp.infer._algebra import Layout
 from censusdp.infer._estimates import LevelStats
 from censusdp.infer.amc import AMCResult
 from censusdp.infer.gls import Z90, Z95, LineSet, make_lines
-from censusdp.infer.published import PREFERRED_NOTE
+from censusdp.infer.published import PREFERRED_NOTE, published_variables
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import ReleaseGeography
@@ -122,8 +122,9 @@ MARGINS_NOTE = (
 )
 
 
-def amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
-    """The manifest's account of the published counts' margins (moe90, moe95)."""
+def amc_record(amc: AMCResult | None, seed: int, levels: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The manifest's account of the published counts' margins (moe90, moe95);
+    ``levels``: the tabulation levels' names."""
     if amc is None:
         return {
             "simulations": 0,
@@ -134,12 +135,37 @@ def amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
         "simulations": len(amc.seeds),
         "seed": seed,
         "seeds": amc.seeds,
+        "calibration_simulations": len(amc.second_seeds),
+        "calibration_seeds": amc.second_seeds,
         "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
-        "own plan, mechanism, shares, spine and estimator; moe = z * root mean square of a "
-        "cell's K errors (re-released - MDF)",
+        "own plan, mechanism, shares, spine and estimator; a cell's plain margin is "
+        "z * the root mean square of its K errors (re-released - MDF). Calibrated "
+        "(iterated bootstrap): the first replicate re-released K2 times shows how much one "
+        "generation shrinks the error (the MDF is smoother than the truth); per geolevel "
+        "and variable the plain margin is multiplied by b / c, the root mean square error "
+        "of the first generation over the second's, pooled over the geounits; moe90 and "
+        "moe95 are the calibrated margins",
+        "calibration_factors": _factor_summary(amc, levels),
         "randomness": "seeded (numpy SeedSequence of the seed)",
         "preferred": PREFERRED_NOTE,
     }
+
+
+def _factor_summary(amc: AMCResult, levels: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """Per geolevel (``District`` ... for plans), the calibration factor of the total and
+    voting-age population and the range over every variable."""
+    variables = list(published_variables())
+    out = {}
+    named = [(levels[i] if i < len(levels) else f"level {i}", f) for i, f in enumerate(amc.factors)]
+    named += [("District", f) for f in amc.district_factors]
+    for name, f in named:
+        out[name] = {
+            "P1_001N": round(float(f[variables.index("P1_001N")]), 4),
+            "P3_001N": round(float(f[variables.index("P3_001N")]), 4),
+            "min": round(float(f.min()), 4),
+            "max": round(float(f.max()), 4),
+        }
+    return out
 
 
 def output_manifest(

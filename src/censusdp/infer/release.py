@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
@@ -55,7 +54,7 @@ from censusdp.infer._records import (
     unit_lines,
     zero_persons,
 )
-from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
+from censusdp.infer.amc import AMCPlan, AMCResult, plausible_truth, simulate_margins
 from censusdp.infer.gls import (
     Constraints,
     LevelDesign,
@@ -90,7 +89,7 @@ from censusdp.release.manifest import peak_rss_mb, recorded_budgets
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.tables import TABLE_NAMES
 from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
@@ -408,11 +407,6 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     tab, inv = run.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
     person, pl94, units = read_mdf_histograms(run.path, tab, schema)
-    mh = geo.estimation
-    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
-    unit_levels = None
-    if units_budget is not None:
-        unit_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(units[:, :2])))
     plans = (
         [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
         None
@@ -423,14 +417,16 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
         geo.unit_shares(budget),
         None if units_budget is None else geo.unit_shares(units_budget),
     )
+    # the release's own estimation choices (older manifests: the defaults then)
     options = ReleaseOptions(
         postprocess=postprocess,
         unit_consistency=str(manifest.get("units_estimation") or "consistent"),
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
+        fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
-    truth = table_arrays(pl94, units, tab)
-    return AMCPlan(schema, person_levels, unit_levels, inv, geo, plans, shares, options, truth)
+    empty = AMCPlan(schema, [], None, inv, geo, plans, shares, options, {})
+    return plausible_truth(empty, person, pl94, units)
 
 
 class _LongWriter:
@@ -646,6 +642,7 @@ def infer_release(
                     [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
                     simulations=simulations,
                     seed=seed,
+                    calibration=options.margins.calibration,
                     executor=ex,
                     progress=progress,
                 )
@@ -666,7 +663,11 @@ def infer_release(
         manifest = output_manifest(
             gls, run_dir, run.manifest_file, command, zero_constraints, rows, stats
         )
-        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": amc_record(amc, seed)}
+        manifest["margins"] = {
+            "note": MARGINS_NOTE,
+            **written,
+            "amc": amc_record(amc, seed, tuple(geo.tabulation.geolevels.names)),
+        }
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(
