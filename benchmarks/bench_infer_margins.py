@@ -119,25 +119,41 @@ def _pooled(per_seed: list[pd.DataFrame]) -> dict:
 
 
 def speed(run: Path, plan: Path, workers: int) -> dict:
-    """The cost of a plan once the release's GLS has run (in this process): reading the
-    plan, accumulating its districts' block estimates, their variances from the tree
-    factors, and their long form; and of every tabulation geography's variances."""
+    """The whole ``censusdp infer RUN --geography PLAN`` (wall and CPU seconds, the load
+    average before and after: the machine is shared), then, in this process, the cost
+    of a plan once the release's GLS has run (reading the plan, accumulating its
+    districts' block estimates, their variances from the tree factors, and their long
+    form), of every tabulation geography's, and of the places' (county subdivisions,
+    places, AIAN areas)."""
     from censusdp.execution import make_executor
     from censusdp.infer.plan import read_plan
     from censusdp.infer.published import (
         MarginAccumulator,
         district_geography,
+        entity_target_geographies,
         long_table,
         tabulation_geographies,
     )
     from censusdp.infer.release import release_gls
 
+    out: dict = {"load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        c0 = _children_cpu()
+        out["command_s"] = _cli(
+            "infer", str(run), "--out", str(Path(tmp) / "gls"), "--geography", str(plan),
+            "--workers", str(workers), "--format", "parquet",
+        )  # fmt: skip
+        out["command_cpu_s"] = _children_cpu() - c0
+        man = json.loads((Path(tmp) / "gls" / "manifest.json").read_text())
+        out["command_timings"] = man["timings"]
+        out["geounits"] = man["margins"]["geounits"]
+    out["load_after_command"] = os.getloadavg()
     ex = make_executor(workers)
     t = time.perf_counter()
     c0 = time.process_time()
     gls = release_gls(run, executor=ex)
     chunks = [c for c in gls.chunks if c.level == gls.hierarchy.n_levels - 1]
-    out = {"gls_s": time.perf_counter() - t, "gls_cpu_s": time.process_time() - c0}
+    out.update(gls_s=time.perf_counter() - t, gls_cpu_s=time.process_time() - c0)
     geo = gls.geography
     n_person = len(gls.line_sets[0])
     parts = [
@@ -162,13 +178,25 @@ def speed(run: Path, plan: Path, workers: int) -> dict:
     )
     out["district_rows"] = tables[0].num_rows
     out["tabulation_levels_s"], _ = timed_geographies(lambda: tabulation_geographies(geo))
+    out["places_s"], tables = timed_geographies(lambda: entity_target_geographies(geo))
+    out["place_rows"] = sum(t.num_rows for t in tables)
+    out["load_after"] = os.getloadavg()
     getattr(ex, "close", lambda: None)()
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataFrame, dict]:
     """Generate, release and infer one seed; its rows with the truth, and its timings."""
     cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
+    if args.reuse and (out / "manifest.json").is_file():
+        return _compare(args, base, seed, {"seed": seed, "reused": True})
     _cli(
         "generate",
         "--state",
@@ -193,8 +221,7 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
         str(args.workers),
         "--overwrite",
     )
-    truth = _truth(cef, run)
-    _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
+    _plan(_truth(cef, run), args.districts, seed, base / f"plan{seed}.csv")
     extra = ["--simulations", str(args.simulations)] if args.simulations else []
     if args.simulations and args.calibration is not None:
         extra += ["--calibration-simulations", str(args.calibration)]
@@ -212,13 +239,21 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
         "--overwrite",
         *extra,
     )
+    print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
+    return _compare(
+        args, base, seed, {"seed": seed, "run_s": round(t_run, 2), "infer_s": round(t_inf, 2)}
+    )
+
+
+def _compare(
+    args: argparse.Namespace, base: Path, seed: int, timing: dict
+) -> tuple[pd.DataFrame, dict]:
+    """One seed's margins and districts beside the truth (generated, released and
+    inferred under ``base``)."""
+    cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
+    truth = _truth(cef, run)
     man = json.loads((out / "manifest.json").read_text())
-    timing = {
-        "seed": seed,
-        "run_s": round(t_run, 2),
-        "infer_s": round(t_inf, 2),
-        "infer_timings": man["timings"],
-    }
+    timing["infer_timings"] = man["timings"]
     m = pq.read_table(out / "margins.parquet", filters=[("variable", "in", list(LINES))])
     m = m.to_pandas()
     m = m.merge(
@@ -241,7 +276,6 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
         for lv, v in zip(frame.geolevel, frame.variable, strict=True)
     ]
     frame["seed"] = seed
-    print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
     return frame, timing
 
 
@@ -255,6 +289,9 @@ def main() -> None:
     ap.add_argument("--simulations", type=int, default=0)
     ap.add_argument("--calibration", type=int, default=None, help="K2 (default: K)")
     ap.add_argument("--dir", default=None)
+    ap.add_argument(
+        "--reuse", action="store_true", help="compare a seed's earlier outputs in --dir again"
+    )
     ap.add_argument("--speed-run", default=None, help="only time a plan on this release")
     ap.add_argument("--plan", default=None, help="the plan of --speed-run")
     args = ap.parse_args()

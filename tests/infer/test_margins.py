@@ -42,7 +42,8 @@ def spine_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     district = np.minimum(np.arange(ids.size) * 6 // ids.size, 5) + 1
     pd.DataFrame({"GEOID20": ids, "DISTRICT": district}).to_csv(plan, index=False)
     args = ["infer", str(run), "--out", str(out), "--geography", str(plan), "--quiet"]
-    assert main([*args, "--simulations", "2", "--seed", "4"]) == 0
+    sims = ["--simulations", "2", "--seed", "4", "--calibration-simulations", "2"]
+    assert main([*args, *sims]) == 0
     return {"cef": cef, "run": run, "out": out, "plan": plan, "dir": d}
 
 
@@ -214,7 +215,8 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
     assert amc["calibration_simulations"] == 2
     assert not set(amc["calibration_seeds"]) & set(amc["seeds"])
     factors = amc["calibration_factors"]
-    assert set(factors) == {"US", "State", "County", "Tract", "BlockGroup", "Block", "District"}
+    levels = {"US", "State", "County", "Tract", "BlockGroup", "Block"}
+    assert set(factors) == levels | {"CountySubdivision", "District"}
     assert factors["State"]["P1_001N"] == 1.0  # an invariant: no error to calibrate
     assert all(0.2 < f["P1_001N"] < 5 for f in factors.values())
     m = pq.read_table(out / "margins.parquet").to_pandas()
@@ -244,7 +246,7 @@ def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     got = censusdp.infer_margins(
         spine_release["run"], tmp_path / "o", geography=spine_release["plan"], formats=("csv",)
     )
-    assert set(got) == {"margins", "districts"}
+    assert set(got) == {"margins", "places", "districts"}
     ref = pq.read_table(spine_release["out"] / "districts.parquet").to_pandas()
     d = got["districts"].to_pandas()
     assert list(d.columns) == list(LONG_COLUMNS) and len(d) == len(ref)
@@ -308,3 +310,41 @@ def test_calibration_factors() -> None:
     first = np.array([[4.0, 0.0, 1.0], [12.0, 0.0, 0.0]])
     second = np.array([[1.0, 3.0, 0.0], [3.0, 0.0, 0.0]])
     np.testing.assert_allclose(calibration_factors(first, second), [2.0, 1.0, 1.0])
+
+
+def test_places_and_county_subdivisions(spine_release) -> None:
+    """A spine release publishes its blocks' place codes (``spine.parquet``), and
+    ``places.*`` holds Vermont's county subdivisions (SUMLEV 060: Vermont is a strong-MCD
+    state, and the generated state has no AIAN area): GEOID state + county + code, each
+    value and GLS estimate the sum of its published blocks', an AMC margin, and GLS sds
+    right against the truth (z-scores of variance about 1; the blocks' variances summed
+    without their covariances would give far less)."""
+    run, out = spine_release["run"], spine_release["out"]
+    spine = pq.read_table(run / "spine.parquet", columns=["geocode", "place"]).to_pandas()
+    assert (spine.place != "").all()  # every Vermont block is in a town
+    m = pq.read_table(out / "margins.parquet").to_pandas()
+    places = pq.read_table(out / "places.parquet").to_pandas()
+    assert tuple(places.columns) == LONG_COLUMNS
+    assert set(places.SUMLEV) == {"060"}
+    assert set(places.geolevel) == {"CountySubdivision"}
+    assert places.NAME.str.startswith("County Subdivision ").all()
+    spine["GEOID"] = spine.geocode.str[:5] + spine.place
+    assert set(places.GEOID) == set(spine.GEOID)
+    blocks = m[m.SUMLEV == "750"]
+    blocks = blocks.assign(geocode=blocks.GEOID.str[:12] + blocks.GEOID.str[11:])
+    merged = blocks.merge(spine, on="geocode", suffixes=("", "_cs"))
+    assert len(merged) == len(blocks)
+    sums = merged.groupby(["GEOID_cs", "variable"], observed=True)[["value", "gls_estimate"]]
+    sums = sums.sum().sort_index()
+    got = places.set_index(["GEOID", "variable"]).loc[sums.index]
+    np.testing.assert_array_equal(got.value, sums.value)
+    np.testing.assert_allclose(got.gls_estimate, sums.gls_estimate, atol=1e-6)
+    assert places.moe90.notna().all() and (places.moe90 > 0).any()
+    truth = _truth(spine_release)
+    blk = truth[truth.SUMLEV == "750"].rename(columns={"GEOID": "bgeoid"})
+    blk["geocode"] = blk.bgeoid.str[:12] + blk.bgeoid.str[11:]
+    blk = blk.merge(spine, on="geocode").groupby(["GEOID", "variable"]).truth.sum()
+    z = places.set_index(["GEOID", "variable"]).join(blk)
+    z = z[z.gls_sd > 0]
+    score = (z.truth - z.gls_estimate) / z.gls_sd
+    assert len(score) > 500 and 0.6 < score.var() < 1.6, score.var()

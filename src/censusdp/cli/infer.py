@@ -39,7 +39,7 @@ _RELEASE_DEFAULTS = {
     "geography": None,
     "format": "parquet,csv",
     "simulations": 0,
-    "calibration_simulations": None,
+    "calibration_simulations": 0,
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -127,11 +127,12 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--calibration-simulations",
         type=int,
-        default=None,
+        default=0,
         metavar="K2",
-        help="second-generation re-releases (of the first replicate) that calibrate the "
-        "AMC margins for the smoothing of re-releasing TopDown's own output "
-        "(docs/inference.md; default: as many as --simulations; 0: the plain AMC)",
+        help="second-generation re-releases (of the first replicate) that scale the AMC "
+        "margins by how much one re-release shrinks the error (an iterated bootstrap; "
+        "docs/inference.md: on generated Vermont the factor is about 1, so it is off by "
+        "default; 0: the plain AMC)",
     )
     g.add_argument(
         "--no-zero-constraints",

@@ -118,13 +118,19 @@ MARGINS_NOTE = (
     "of the tabulation hierarchy, keyed by GEOID/SUMLEV/NAME exactly as tables/) and every "
     "published variable: value (the published count), gls_estimate with gls_sd, "
     "gls_moe90/95 (z sd) and integer intervals; sums of blocks across spine geounits take "
-    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov)"
+    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov); places.* "
+    "the same for the county subdivisions (SUMLEV 060), places (160) and AIAN areas (250, "
+    "280) whose blocks the release records (spine.parquet), value the sum of their "
+    "published blocks (not rows of tables/)"
 )
 
 
-def amc_record(amc: AMCResult | None, seed: int, levels: tuple[str, ...] = ()) -> dict[str, Any]:
+def amc_record(
+    amc: AMCResult | None, seed: int, levels: tuple[str, ...] = (), groups: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The manifest's account of the published counts' margins (moe90, moe95);
-    ``levels``: the tabulation levels' names."""
+    ``levels``: the tabulation levels' names, ``groups`` those of the place levels and
+    districts (``amc.districts``' order)."""
     if amc is None:
         return {
             "simulations": 0,
@@ -138,26 +144,30 @@ def amc_record(amc: AMCResult | None, seed: int, levels: tuple[str, ...] = ()) -
         "calibration_simulations": len(amc.second_seeds),
         "calibration_seeds": amc.second_seeds,
         "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
-        "own plan, mechanism, shares, spine and estimator; a cell's plain margin is "
-        "z * the root mean square of its K errors (re-released - MDF). Calibrated "
-        "(iterated bootstrap): the first replicate re-released K2 times shows how much one "
-        "generation shrinks the error (the MDF is smoother than the truth); per geolevel "
-        "and variable the plain margin is multiplied by b / c, the root mean square error "
-        "of the first generation over the second's, pooled over the geounits; moe90 and "
-        "moe95 are the calibrated margins",
-        "calibration_factors": _factor_summary(amc, levels),
+        "own plan, mechanism, shares, spine, estimator and fidelity; a cell's margin is "
+        "z * the root mean square of its K errors (re-released - MDF). With K2 > 0 "
+        "(--calibration-simulations), the first replicate re-released K2 times gives per "
+        "geolevel and variable the factor b / c (the first generation's root mean square "
+        "error over the second's, pooled over the geounits) that moe90 and moe95 are "
+        "multiplied by (an iterated bootstrap; 1 without)",
+        "calibration_factors": _factor_summary(amc, levels, groups),
         "randomness": "seeded (numpy SeedSequence of the seed)",
         "preferred": PREFERRED_NOTE,
     }
 
 
-def _factor_summary(amc: AMCResult, levels: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """Per geolevel (``District`` ... for plans), the calibration factor of the total and
-    voting-age population and the range over every variable."""
+def _factor_summary(
+    amc: AMCResult, levels: tuple[str, ...], groups: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """Per geolevel (and place level, ``District`` for a plan), the calibration factor of
+    the total and voting-age population and the range over every variable."""
     variables = list(published_variables())
     out = {}
     named = [(levels[i] if i < len(levels) else f"level {i}", f) for i, f in enumerate(amc.factors)]
-    named += [("District", f) for f in amc.district_factors]
+    named += [
+        (groups[i] if i < len(groups) else f"group {i}", f)
+        for i, f in enumerate(amc.district_factors)
+    ]
     for name, f in named:
         out[name] = {
             "P1_001N": round(float(f[variables.index("P1_001N")]), 4),

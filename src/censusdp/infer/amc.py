@@ -18,19 +18,19 @@ that non-negativity gives small counts is included).
 blocks into nearly empty ones (non-negativity pushes the small cells up, the exact
 totals take it back from the large ones), so its output has fewer empty and fewer large
 blocks than the truth, and re-releasing it disturbs small areas less than releasing the
-truth did. Measured on generated states (docs/inference.md), the plain AMC margin is
-20-30% short at block groups, blocks and districts and right at counties and tracts.
-The calibration is the iterated bootstrap's (Hall 1986; Beran 1987): the same
-re-release applied once more, to a first-generation replicate as the truth, shows how
-much one generation shrinks the error, and the first generation is scaled up by that
-ratio. With ``a`` the release's root mean square error (against the truth), ``b`` the
-AMC's (replicates against the MDF) and ``c`` the second generation's (its replicates
-against the first replicate), the model ``b = lambda a``, ``c = lambda b`` (each
-generation shrinks the error by the same factor) gives ``a = b (b / c)``. The factor
-``b / c`` is estimated per tabulation level (and per district geography) and per
-variable, pooled over the level's geounits (``sqrt(sum mse_b / sum mse_c)``), where
-both are above zero, else 1 (exact counts stay exact); the raw (uncalibrated) mean
-squares and the factors are kept (:class:`AMCResult`) and the manifest records them.
+truth did: measured on generated states (docs/inference.md), the AMC margin is 15-25%
+short at block groups and blocks and right at counties and tracts. ``calibration > 0``
+tests the iterated bootstrap's remedy (Hall 1986; Beran 1987): the first replicate,
+taken as the truth, is re-released ``K2`` times, and with ``b`` the AMC's root mean
+square error and ``c`` the second generation's, the model "each generation shrinks the
+error by the same factor" (``b = lambda a``, ``c = lambda b``) gives the release's
+``a = b (b / c)``. The factor ``b / c`` is estimated per tabulation level (and per place
+level and district geography) and per variable, pooled over the geounits
+(``sqrt(sum mse_b / sum mse_c)``; 1 where either is 0: exact counts stay exact), and the
+margins are multiplied by it; the raw mean squares and the factors are kept
+(:class:`AMCResult`). On generated Vermont ``b / c`` is about 1 (0.96-1.02 at block
+groups and blocks): one pass of TopDown smooths the truth and a second pass does not
+smooth it further, so the model does not hold and the calibration is off by default.
 
 Per-cell root mean squares from ``K`` draws have relative error about ``1/sqrt(2K)``
 (22% at ``K = 10``); averaged over the cells of a geolevel they are much more precise,
@@ -43,7 +43,7 @@ the budgets into an :class:`AMCPlan` (:func:`amc_plan`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,7 @@ from censusdp.tables import TABLE_NAMES, table_arrays
 __all__ = [
     "AMCPlan",
     "AMCResult",
+    "Observer",
     "amc_seeds",
     "calibration_factors",
     "plausible_truth",
@@ -208,7 +209,8 @@ class _SquaredErrors:
             if lv == len(truth) - 1:
                 for d, acc in zip(districts, self.districts, strict=True):
                     e = np.zeros(acc.shape)
-                    np.add.at(e, d, err)
+                    keep = d >= 0  # a place-level entity need not hold every block
+                    np.add.at(e, d[keep], err[keep])
                     acc += e**2
         self.draws += 1
 
@@ -225,16 +227,21 @@ def calibration_factors(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return np.where(ok, np.sqrt(np.where(ok, b, 1.0) / np.where(ok, c, 1.0)), 1.0)
 
 
+Observer = Callable[[dict[str, list[np.ndarray]], dict[str, list[np.ndarray]]], None]
+"""Called with (plausible truth, re-released) tables of each first-generation replicate."""
+
+
 def _generation(
     amc: AMCPlan,
     districts: Sequence[np.ndarray],
     seeds: Sequence[int],
-    executor: object | None,
-    progress: Progress,
+    run: tuple[object | None, Progress, Observer | None],
     label: str,
 ) -> tuple[_SquaredErrors, tuple[Any, Any, Any] | None]:
-    """Re-release ``amc``'s truth once per seed; the squared errors and the first
-    replicate's block histograms (the next generation's truth)."""
+    """Re-release ``amc``'s truth once per seed (``run``: the executor, progress and an
+    observer of each replicate's tables); the squared errors and the first replicate's
+    block histograms (the next generation's truth)."""
+    executor, progress, observe = run
     n_levels = amc.geo.tabulation.n_levels
     truth = [_stack(amc.truth, lv) for lv in range(n_levels)]
     acc = _SquaredErrors.zeros(truth, districts)
@@ -243,7 +250,10 @@ def _generation(
         hists = _rerelease(amc, s, executor)
         if first is None:
             first = hists
-        acc.add(table_arrays(hists[1], hists[2], amc.geo.tabulation), truth, districts)
+        tables = table_arrays(hists[1], hists[2], amc.geo.tabulation)
+        acc.add(tables, truth, districts)
+        if observe is not None:
+            observe(amc.truth, tables)
         say(progress, f"AMC {label} re-release {k + 1}/{len(seeds)} (seed {s})")
     return acc, first
 
@@ -254,27 +264,31 @@ def simulate_margins(
     *,
     simulations: int,
     seed: int,
-    calibration: int | None = None,
+    calibration: int = 0,
     executor: object | None = None,
     progress: Progress = None,
+    observe: Observer | None = None,
 ) -> AMCResult:
     """Mean squared error of every published cell, and of every district's sums.
 
     Args:
         amc: the release to re-release (:class:`AMCPlan`).
-        districts: per district geography, each tabulation block's district index
-            (blocks in geocode order).
+        districts: per district geography (a plan's, or places, county subdivisions,
+            AIAN areas), each tabulation block's district index (blocks in geocode
+            order; ``-1``: in none).
         simulations: ``K``, the first generation (re-releases of the MDF).
         seed: master seed (:func:`amc_seeds`).
         calibration: ``K2``, the second generation (re-releases of the first replicate)
-            that calibrates the first (module docstring); ``None``: ``K``; 0: none.
+            that calibrates the first (module docstring); 0: none, the plain AMC.
         executor: where TopDown's tasks run.
         progress: one line per simulation.
+        observe: called with (plausible truth, re-released) tables of each
+            first-generation replicate (``censusdp evaluate``'s error statistics).
     """
-    k2 = simulations if calibration is None else calibration
+    k2 = calibration
     seeds = amc_seeds(seed, simulations + k2)
     first, replicate = _generation(
-        amc, districts, seeds[:simulations], executor, progress, "first-generation"
+        amc, districts, seeds[:simulations], (executor, progress, observe), "first-generation"
     )
     raw_levels, raw_districts = first.mean()
     if k2 == 0 or replicate is None:
@@ -287,8 +301,7 @@ def simulate_margins(
         plausible_truth(amc, *replicate),
         districts,
         seeds[simulations:],
-        executor,
-        progress,
+        (executor, progress, None),
         "second-generation",
     )
     sec_levels, sec_districts = second.mean()

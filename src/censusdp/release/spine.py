@@ -38,7 +38,7 @@ columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from functools import cached_property
 from math import lcm
@@ -66,11 +66,12 @@ from censusdp.data.spine import (
 )
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.layout import MANIFEST_FILE, SPINE_FILE
-from censusdp.io.spine import read_spine, write_spine
+from censusdp.io.spine import read_spine, read_spine_entities, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
 
 __all__ = [
+    "ENTITY_COLUMNS",
     "NATION_STATES",
     "SPINE_CHOICES",
     "ReleaseGeography",
@@ -101,6 +102,10 @@ def requested_spine(spine: str | None, budget: Budget) -> str:
     return choice
 
 
+ENTITY_COLUMNS = ("aian_area", "place")
+"""The block attributes that name published geographies off the hierarchy."""
+
+
 def block_attributes(
     units: Mapping[str, np.ndarray], hierarchy: Hierarchy, inv: Invariants
 ) -> tuple[BlockAttributes, list[str]]:
@@ -111,7 +116,7 @@ def block_attributes(
     public facility invariants. Returns the attributes and the names of the optional
     columns the input has.
     """
-    present = [c for c in ("aian_area", "place") if c in units]
+    present = [c for c in ENTITY_COLUMNS if c in units]
     first = np.full(hierarchy.blocks.size, -1, dtype=np.int64)
     if present:
         idx = hierarchy.block_index(units["geocode"])
@@ -153,6 +158,11 @@ class ReleaseGeography:
             into the US). ``False`` for releases made before this (a one-state input's
             State then gave its share to an artificial US root, measured with the US
             query shares).
+        entities: the input's block attributes that name published geographies off the
+            hierarchy (``aian_area``, ``place``: :func:`censusdp.tables.geoids.entity_geographies`),
+            per block in tabulation order; a spine release publishes them in
+            ``spine.parquet`` beside the spine's codes. Empty: none (the tabulation
+            hierarchy, or releases made before this).
     """
 
     tabulation: Hierarchy
@@ -161,6 +171,7 @@ class ReleaseGeography:
     bypass: bool = True
     part_population: np.ndarray | None = None
     nation_outside: bool = False
+    entities: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -331,7 +342,8 @@ class ReleaseGeography:
     def write(self, out_dir: Path) -> None:
         """Write ``spine.parquet`` into ``out_dir`` (nothing for the tabulation hierarchy)."""
         if self.spine is not None:
-            write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILE)
+            columns = {**self.spine.block_columns(), **self.entities}
+            write_spine(columns, Path(out_dir) / SPINE_FILE)
 
     def record(self, budget: Budget | None = None) -> dict[str, Any]:
         """The manifest's ``spine`` entry: the choice, the rules, the geounits, the file."""
@@ -525,12 +537,14 @@ def geography_for_input(
     )
     state = h.geolevels.index("State")
     parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[state]
+    entities = {c: getattr(attrs, c) for c in present}
     return ReleaseGeography(
         hierarchy,
         spine,
         note,
         part_population=np.asarray(parts, dtype=np.int64).ravel(),
         nation_outside=outside,
+        entities={c: np.asarray(v).astype(str) for c, v in entities.items() if v is not None},
     )
 
 
@@ -577,7 +591,8 @@ def geography_of_run(
     applied = isinstance(bypass, Mapping) and bypass.get("applied") is True
     spine = Spine(geolevels, geocodes, codes, rules)
     parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
-    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside)
+    entities = read_spine_entities(where, ENTITY_COLUMNS)
+    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside, entities)
 
 
 def _part_population(recorded: Any, spine: Spine, run_dir: Path) -> np.ndarray | None:
