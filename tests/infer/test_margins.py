@@ -348,3 +348,39 @@ def test_places_and_county_subdivisions(spine_release) -> None:
     z = z[z.gls_sd > 0]
     score = (z.truth - z.gls_estimate) / z.gls_sd
     assert len(score) > 500 and 0.6 < score.var() < 1.6, score.var()
+
+
+@pytest.mark.slow
+def test_places_and_aian_areas_of_a_state_with_both(tmp_path) -> None:
+    """Oklahoma (not a strong-MCD state, with AIAN areas): ``places.*`` holds places
+    (SUMLEV 160, GEOID state + code) and every AIAN area whole (250, the AIANNHCE) and as
+    its state part (280, state + AIANNHCE), each value the sum of its published blocks,
+    every AIAN block in exactly its area."""
+    cef, run, out = tmp_path / "cef", tmp_path / "run", tmp_path / "gls"
+    gen = ["generate", "--state", "OK", "--scale", "0.02", "--seed", "1", "--out", str(cef)]
+    assert main([*gen, "--quiet"]) == 0
+    assert main(["run", "--input", str(cef), "--out", str(run), "--seed", "1", "--quiet"]) == 0
+    assert main(["infer", str(run), "--out", str(out), "--format", "parquet", "--quiet"]) == 0
+    spine = pq.read_table(run / "spine.parquet", columns=["geocode", "aian_area", "place"])
+    spine = spine.to_pandas()
+    places = pq.read_table(out / "places.parquet", filters=[("variable", "=", "P1_001N")])
+    places = places.to_pandas().set_index("GEOID")
+    blocks = pq.read_table(out / "margins.parquet", filters=[("SUMLEV", "=", "750")])
+    blocks = blocks.to_pandas()
+    blocks = blocks[blocks.variable == "P1_001N"]
+    blocks = blocks.assign(geocode=blocks.GEOID.str[:12] + blocks.GEOID.str[11:])
+    blocks = blocks.merge(spine, on="geocode")
+    aian = blocks[blocks.aian_area != ""]
+    assert len(aian) > 0, "the generated state has no AIAN block"
+    whole = aian.groupby("aian_area").value.sum()
+    assert (places.loc[whole.index, "SUMLEV"] == "250").all()
+    np.testing.assert_array_equal(places.loc[whole.index, "value"], whole)
+    part = places.loc["40" + whole.index]
+    assert (part.SUMLEV == "280").all() and part.NAME.str.endswith("(part), Oklahoma").all()
+    np.testing.assert_array_equal(part.value, whole)
+    named = blocks[blocks.place != ""]
+    plc = named.groupby("place").value.sum()
+    assert (places.loc["40" + plc.index, "SUMLEV"] == "160").all()
+    np.testing.assert_array_equal(places.loc["40" + plc.index, "value"], plc)
+    assert set(places.SUMLEV) == {"160", "250", "280"}
+    assert (places.gls_sd > 0).all()
