@@ -11,13 +11,15 @@ covers the true total population (``P1_001N``) and voting-age population
 (``P3_001N``), per geolevel and for the districts (rows with sd > 0), with the mean and
 variance of ``z = (truth - estimate) / sd``. With ``--simulations K``, also the AMC
 margins of the published counts (``moe90`` / 1.645 = predicted RMSE) against their
-actual RMSE (published - truth), per geolevel.
+actual RMSE (published - truth), per geolevel: calibrated (``amc_ratio``, the margins
+``infer`` writes) and plain (``amc_raw_ratio``: the first generation alone, ``moe90``
+divided by the manifest's calibration factor of the geolevel and variable).
 
 Usage::
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_infer_margins.py \
         [--state VT] [--scale 0.3] [--seeds 1,2,3] [--districts 20] [--workers 1] \
-        [--simulations 0] [--dir DIR]
+        [--simulations 0] [--calibration K2] [--dir DIR]
 
 Prints one JSON document to stdout; progress goes to stderr.
 """
@@ -101,9 +103,13 @@ def _coverage(frame: pd.DataFrame) -> dict:
         if g.moe90.notna().any():
             actual = float(np.sqrt(((g.value - g.truth) ** 2).mean()))
             predicted = float(np.sqrt(((g.moe90 / 1.6448536269514722) ** 2).mean()))
+            raw = float(np.sqrt(((g.moe90 / g.factor / 1.6448536269514722) ** 2).mean()))
             rec["amc_predicted_rmse"] = predicted
+            rec["amc_raw_predicted_rmse"] = raw
             rec["published_actual_rmse"] = actual
             rec["amc_ratio"] = predicted / actual if actual > 0 else None
+            rec["amc_raw_ratio"] = raw / actual if actual > 0 else None
+            rec["calibration_factor_mean"] = float(g.factor.mean())
         out.setdefault(str(level), {})[str(var)] = rec
     return out
 
@@ -113,25 +119,41 @@ def _pooled(per_seed: list[pd.DataFrame]) -> dict:
 
 
 def speed(run: Path, plan: Path, workers: int) -> dict:
-    """The cost of a plan once the release's GLS has run (in this process): reading the
-    plan, accumulating its districts' block estimates, their variances from the tree
-    factors, and their long form; and of every tabulation geography's variances."""
+    """The whole ``censusdp infer RUN --geography PLAN`` (wall and CPU seconds, the load
+    average before and after: the machine is shared), then, in this process, the cost
+    of a plan once the release's GLS has run (reading the plan, accumulating its
+    districts' block estimates, their variances from the tree factors, and their long
+    form), of every tabulation geography's, and of the places' (county subdivisions,
+    places, AIAN areas)."""
     from censusdp.execution import make_executor
     from censusdp.infer.plan import read_plan
     from censusdp.infer.published import (
         MarginAccumulator,
         district_geography,
+        entity_target_geographies,
         long_table,
         tabulation_geographies,
     )
     from censusdp.infer.release import release_gls
 
+    out: dict = {"load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        c0 = _children_cpu()
+        out["command_s"] = _cli(
+            "infer", str(run), "--out", str(Path(tmp) / "gls"), "--geography", str(plan),
+            "--workers", str(workers), "--format", "parquet",
+        )  # fmt: skip
+        out["command_cpu_s"] = _children_cpu() - c0
+        man = json.loads((Path(tmp) / "gls" / "manifest.json").read_text())
+        out["command_timings"] = man["timings"]
+        out["geounits"] = man["margins"]["geounits"]
+    out["load_after_command"] = os.getloadavg()
     ex = make_executor(workers)
     t = time.perf_counter()
     c0 = time.process_time()
     gls = release_gls(run, executor=ex)
     chunks = [c for c in gls.chunks if c.level == gls.hierarchy.n_levels - 1]
-    out = {"gls_s": time.perf_counter() - t, "gls_cpu_s": time.process_time() - c0}
+    out.update(gls_s=time.perf_counter() - t, gls_cpu_s=time.process_time() - c0)
     geo = gls.geography
     n_person = len(gls.line_sets[0])
     parts = [
@@ -156,13 +178,25 @@ def speed(run: Path, plan: Path, workers: int) -> dict:
     )
     out["district_rows"] = tables[0].num_rows
     out["tabulation_levels_s"], _ = timed_geographies(lambda: tabulation_geographies(geo))
+    out["places_s"], tables = timed_geographies(lambda: entity_target_geographies(geo))
+    out["place_rows"] = sum(t.num_rows for t in tables)
+    out["load_after"] = os.getloadavg()
     getattr(ex, "close", lambda: None)()
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataFrame, dict]:
     """Generate, release and infer one seed; its rows with the truth, and its timings."""
     cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
+    if args.reuse and (out / "manifest.json").is_file():
+        return _compare(args, base, seed, {"seed": seed, "reused": True})
     _cli(
         "generate",
         "--state",
@@ -187,9 +221,10 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
         str(args.workers),
         "--overwrite",
     )
-    truth = _truth(cef, run)
-    _plan(truth, args.districts, seed, base / f"plan{seed}.csv")
+    _plan(_truth(cef, run), args.districts, seed, base / f"plan{seed}.csv")
     extra = ["--simulations", str(args.simulations)] if args.simulations else []
+    if args.simulations and args.calibration is not None:
+        extra += ["--calibration-simulations", str(args.calibration)]
     t_inf = _cli(
         "infer",
         str(run),
@@ -204,13 +239,21 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
         "--overwrite",
         *extra,
     )
+    print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
+    return _compare(
+        args, base, seed, {"seed": seed, "run_s": round(t_run, 2), "infer_s": round(t_inf, 2)}
+    )
+
+
+def _compare(
+    args: argparse.Namespace, base: Path, seed: int, timing: dict
+) -> tuple[pd.DataFrame, dict]:
+    """One seed's margins and districts beside the truth (generated, released and
+    inferred under ``base``)."""
+    cef, run, out = base / f"cef{seed}", base / f"run{seed}", base / f"gls{seed}"
+    truth = _truth(cef, run)
     man = json.loads((out / "manifest.json").read_text())
-    timing = {
-        "seed": seed,
-        "run_s": round(t_run, 2),
-        "infer_s": round(t_inf, 2),
-        "infer_timings": man["timings"],
-    }
+    timing["infer_timings"] = man["timings"]
     m = pq.read_table(out / "margins.parquet", filters=[("variable", "in", list(LINES))])
     m = m.to_pandas()
     m = m.merge(
@@ -227,8 +270,12 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> tuple[pd.DataF
     dt = dt.melt(id_vars=["DISTRICT"], value_name="truth").rename(columns={"DISTRICT": "GEOID"})
     d = d.merge(dt, on=["GEOID", "variable"], how="left")
     frame = pd.concat([m, d], ignore_index=True)
+    factors = (man["margins"].get("amc") or {}).get("calibration_factors") or {}
+    frame["factor"] = [
+        factors.get(str(lv), {}).get(str(v), 1.0)
+        for lv, v in zip(frame.geolevel, frame.variable, strict=True)
+    ]
     frame["seed"] = seed
-    print(f"seed {seed}: run {t_run:.1f}s, infer {t_inf:.1f}s", file=sys.stderr)
     return frame, timing
 
 
@@ -240,7 +287,11 @@ def main() -> None:
     ap.add_argument("--districts", type=int, default=20)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--simulations", type=int, default=0)
+    ap.add_argument("--calibration", type=int, default=None, help="K2 (default: K)")
     ap.add_argument("--dir", default=None)
+    ap.add_argument(
+        "--reuse", action="store_true", help="compare a seed's earlier outputs in --dir again"
+    )
     ap.add_argument("--speed-run", default=None, help="only time a plan on this release")
     ap.add_argument("--plan", default=None, help="the plan of --speed-run")
     args = ap.parse_args()
@@ -262,6 +313,7 @@ def main() -> None:
                 "seeds": args.seeds,
                 "districts": args.districts,
                 "simulations": args.simulations,
+                "calibration_simulations": args.calibration,
                 "spine": "optimized (pl94-2020 default)",
                 "coverage": _pooled(rows),
                 "per_seed": {str(f.seed.iloc[0]): _coverage(f) for f in rows},

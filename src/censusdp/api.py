@@ -489,7 +489,8 @@ def infer_margins(
         ``{"margins": table}`` (one row per published geounit and variable: ``GEOID``,
         ``SUMLEV``, ``NAME``, ``geolevel``, ``table``, ``variable``, ``value``, ``moe90``,
         ``moe95``, ``gls_estimate``, ``gls_sd``, ...; ``.to_pandas()`` for a data frame),
-        and ``"districts"`` with a plan.
+        ``"places"`` (county subdivisions, places, AIAN areas) when the release records
+        its blocks' places, and ``"districts"`` with a plan.
     """
     from censusdp.infer.release import read_margins
 

@@ -182,8 +182,11 @@ def test_report_and_cli_without_truth(predicted, capsys) -> None:
 
     assert mixed_cells(page) == []
     table = table_csvs(page)["expected_total_population"]
-    assert table[0][2:4] == ["released: MAE", "released: MAE MC se"]
-    assert all(float(row[2]) >= 0 for row in table[1:] if row[2])
+    assert table[0][2] == "published: margin of error (90%)"
+    assert table[0][3:5] == ["released: MAE", "released: MAE MC se"]
+    assert all(float(row[3]) >= 0 for row in table[1:] if row[3])
+    margin = predicted["result"]["released"]["margins"]["total_population"]["Tract"]
+    assert f"<b>&plusmn;{margin['moe90']:,.1f}</b>" in html
     # the release by its directory name, never where it lies on this machine
     assert f"<code>{predicted['run'].name}</code>" in html
     assert str(predicted["run"].resolve()) not in html and "docs/" not in html
@@ -246,3 +249,25 @@ def test_predicted_next_to_measured_section(predicted) -> None:
     )
     ratio = float(f"{a / p:.10g}")
     assert f'<td data-csv="[{ratio!r}]">{fmt(a / p, 3)}</td></tr>' in html
+
+
+def test_the_margins_are_infer_margins(predicted, tmp_path: Path) -> None:
+    """One margin per count: ``evaluate --release`` reports, per level and measure, the
+    root mean square of the very ``moe90`` that ``censusdp infer --simulations K`` writes
+    in ``margins.parquet`` with the same seed (the same simulations, calibrated the same
+    way)."""
+    out = tmp_path / "gls"
+    args = ["infer", str(predicted["run"]), "--out", str(out), "--quiet"]
+    assert main([*args, "--simulations", str(SIMS), "--seed", "3", "--format", "parquet"]) == 0
+    m = pq.read_table(out / "margins.parquet").to_pandas()
+    margins = predicted["result"]["released"]["margins"]
+    assert predicted["result"]["released"]["calibration_simulations"] == 0
+    for lv in ("County", "Tract", "BlockGroup", "Block"):
+        rows = m[(m.geolevel == lv) & (m.variable == "P1_001N")]
+        want = float(np.sqrt((rows.moe90**2).mean()))
+        assert margins["total_population"][lv]["moe90"] == pytest.approx(want, rel=1e-9)
+        rows = m[(m.geolevel == lv) & (m.table == "P3")]
+        want = float(np.sqrt((rows.moe90**2).mean()))
+        assert margins["P3"][lv]["moe90"] == pytest.approx(want, rel=1e-9)
+        rec = margins["total_population"][lv]
+        assert rec["moe90"] == rec["moe90_plain"] and rec["calibration"] == 1.0

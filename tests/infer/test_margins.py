@@ -42,7 +42,8 @@ def spine_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     district = np.minimum(np.arange(ids.size) * 6 // ids.size, 5) + 1
     pd.DataFrame({"GEOID20": ids, "DISTRICT": district}).to_csv(plan, index=False)
     args = ["infer", str(run), "--out", str(out), "--geography", str(plan), "--quiet"]
-    assert main([*args, "--simulations", "2", "--seed", "4"]) == 0
+    sims = ["--simulations", "2", "--seed", "4", "--calibration-simulations", "2"]
+    assert main([*args, *sims]) == 0
     return {"cef": cef, "run": run, "out": out, "plan": plan, "dir": d}
 
 
@@ -210,6 +211,14 @@ def test_amc_margins_of_the_published_counts(spine_release) -> None:
     man = json.loads((out / "manifest.json").read_text())
     amc = man["margins"]["amc"]
     assert amc["simulations"] == 2 and amc["seed"] == 4 and len(amc["seeds"]) == 2
+    # the calibration's second generation: as many draws, seeds of their own
+    assert amc["calibration_simulations"] == 2
+    assert not set(amc["calibration_seeds"]) & set(amc["seeds"])
+    factors = amc["calibration_factors"]
+    levels = {"US", "State", "County", "Tract", "BlockGroup", "Block"}
+    assert set(factors) == levels | {"CountySubdivision", "District"}
+    assert factors["State"]["P1_001N"] == 1.0  # an invariant: no error to calibrate
+    assert all(0.2 < f["P1_001N"] < 5 for f in factors.values())
     m = pq.read_table(out / "margins.parquet").to_pandas()
     assert m.moe90.notna().all()
     fixed = m[(m.variable == "H1_001N") | ((m.variable == "P1_001N") & (m.SUMLEV == "040"))]
@@ -237,7 +246,7 @@ def test_python_api_returns_the_long_forms(spine_release, tmp_path) -> None:
     got = censusdp.infer_margins(
         spine_release["run"], tmp_path / "o", geography=spine_release["plan"], formats=("csv",)
     )
-    assert set(got) == {"margins", "districts"}
+    assert set(got) == {"margins", "places", "districts"}
     ref = pq.read_table(spine_release["out"] / "districts.parquet").to_pandas()
     d = got["districts"].to_pandas()
     assert list(d.columns) == list(LONG_COLUMNS) and len(d) == len(ref)
@@ -265,3 +274,113 @@ def test_evaluate_release_reports_the_margins_sds(spine_release) -> None:
         assert res[level]["counts"] == len(sd)
         assert res[level]["mean_sd"] == pytest.approx(sd.mean(), rel=1e-9)
         assert res[level]["rmse"] == pytest.approx(float(np.sqrt((sd**2).mean())), rel=1e-9)
+
+
+def test_amc_truth_is_the_published_tables(spine_release) -> None:
+    """The AMC's plausible truth is what the release published: the tables it re-reads
+    from the MDF equal the release's tables at every level (so each simulated error is
+    measured against the truth it was simulated from), and the plan carries the
+    release's own estimation choices."""
+    from censusdp.infer.release import _amc_plan, _published_levels
+    from censusdp.io.rundir import RunDir
+    from censusdp.release.spine import geography_of_run
+    from censusdp.tables import TABLE_NAMES
+
+    run = RunDir(spine_release["run"])
+    man = run.manifest()
+    from censusdp.data.geography import GeoLevels
+
+    h, _ = run.invariants(GeoLevels.from_pairs(man["geolevels"]))
+    geo = geography_of_run(run.path, man, h)
+    plan = _amc_plan(run, man, geo)
+    published = _published_levels(run, geo.tabulation)
+    for lv in range(geo.tabulation.n_levels):
+        truth = np.concatenate([plan.truth[t][lv] for t in TABLE_NAMES], axis=1)
+        np.testing.assert_array_equal(truth, published[lv])
+    assert plan.options.estimator == man["estimator"]
+    assert plan.options.fidelity == man["fidelity"]["mode"]
+    assert plan.options.max_children == man["max_children"]
+
+
+def test_calibration_factors() -> None:
+    """``b / c`` per variable pooled over geounits: the root of the ratio of the summed
+    mean squares; 1 where either generation has no error (an exact count)."""
+    from censusdp.infer.amc import calibration_factors
+
+    first = np.array([[4.0, 0.0, 1.0], [12.0, 0.0, 0.0]])
+    second = np.array([[1.0, 3.0, 0.0], [3.0, 0.0, 0.0]])
+    np.testing.assert_allclose(calibration_factors(first, second), [2.0, 1.0, 1.0])
+
+
+def test_places_and_county_subdivisions(spine_release) -> None:
+    """A spine release publishes its blocks' place codes (``spine.parquet``), and
+    ``places.*`` holds Vermont's county subdivisions (SUMLEV 060: Vermont is a strong-MCD
+    state, and the generated state has no AIAN area): GEOID state + county + code, each
+    value and GLS estimate the sum of its published blocks', an AMC margin, and GLS sds
+    right against the truth (z-scores of variance about 1; the blocks' variances summed
+    without their covariances would give far less)."""
+    run, out = spine_release["run"], spine_release["out"]
+    spine = pq.read_table(run / "spine.parquet", columns=["geocode", "place"]).to_pandas()
+    assert (spine.place != "").all()  # every Vermont block is in a town
+    m = pq.read_table(out / "margins.parquet").to_pandas()
+    places = pq.read_table(out / "places.parquet").to_pandas()
+    assert tuple(places.columns) == LONG_COLUMNS
+    assert set(places.SUMLEV) == {"060"}
+    assert set(places.geolevel) == {"CountySubdivision"}
+    assert places.NAME.str.startswith("County Subdivision ").all()
+    spine["GEOID"] = spine.geocode.str[:5] + spine.place
+    assert set(places.GEOID) == set(spine.GEOID)
+    blocks = m[m.SUMLEV == "750"]
+    blocks = blocks.assign(geocode=blocks.GEOID.str[:12] + blocks.GEOID.str[11:])
+    merged = blocks.merge(spine, on="geocode", suffixes=("", "_cs"))
+    assert len(merged) == len(blocks)
+    sums = merged.groupby(["GEOID_cs", "variable"], observed=True)[["value", "gls_estimate"]]
+    sums = sums.sum().sort_index()
+    got = places.set_index(["GEOID", "variable"]).loc[sums.index]
+    np.testing.assert_array_equal(got.value, sums.value)
+    np.testing.assert_allclose(got.gls_estimate, sums.gls_estimate, atol=1e-6)
+    assert places.moe90.notna().all() and (places.moe90 > 0).any()
+    truth = _truth(spine_release)
+    blk = truth[truth.SUMLEV == "750"].rename(columns={"GEOID": "bgeoid"})
+    blk["geocode"] = blk.bgeoid.str[:12] + blk.bgeoid.str[11:]
+    blk = blk.merge(spine, on="geocode").groupby(["GEOID", "variable"]).truth.sum()
+    z = places.set_index(["GEOID", "variable"]).join(blk)
+    z = z[z.gls_sd > 0]
+    score = (z.truth - z.gls_estimate) / z.gls_sd
+    assert len(score) > 500 and 0.6 < score.var() < 1.6, score.var()
+
+
+@pytest.mark.slow
+def test_places_and_aian_areas_of_a_state_with_both(tmp_path) -> None:
+    """Oklahoma (not a strong-MCD state, with AIAN areas): ``places.*`` holds places
+    (SUMLEV 160, GEOID state + code) and every AIAN area whole (250, the AIANNHCE) and as
+    its state part (280, state + AIANNHCE), each value the sum of its published blocks,
+    every AIAN block in exactly its area."""
+    cef, run, out = tmp_path / "cef", tmp_path / "run", tmp_path / "gls"
+    gen = ["generate", "--state", "OK", "--scale", "0.02", "--seed", "1", "--out", str(cef)]
+    assert main([*gen, "--quiet"]) == 0
+    assert main(["run", "--input", str(cef), "--out", str(run), "--seed", "1", "--quiet"]) == 0
+    assert main(["infer", str(run), "--out", str(out), "--format", "parquet", "--quiet"]) == 0
+    spine = pq.read_table(run / "spine.parquet", columns=["geocode", "aian_area", "place"])
+    spine = spine.to_pandas()
+    places = pq.read_table(out / "places.parquet", filters=[("variable", "=", "P1_001N")])
+    places = places.to_pandas().set_index("GEOID")
+    blocks = pq.read_table(out / "margins.parquet", filters=[("SUMLEV", "=", "750")])
+    blocks = blocks.to_pandas()
+    blocks = blocks[blocks.variable == "P1_001N"]
+    blocks = blocks.assign(geocode=blocks.GEOID.str[:12] + blocks.GEOID.str[11:])
+    blocks = blocks.merge(spine, on="geocode")
+    aian = blocks[blocks.aian_area != ""]
+    assert len(aian) > 0, "the generated state has no AIAN block"
+    whole = aian.groupby("aian_area").value.sum()
+    assert (places.loc[whole.index, "SUMLEV"] == "250").all()
+    np.testing.assert_array_equal(places.loc[whole.index, "value"], whole)
+    part = places.loc["40" + whole.index]
+    assert (part.SUMLEV == "280").all() and part.NAME.str.endswith("(part), Oklahoma").all()
+    np.testing.assert_array_equal(part.value, whole)
+    named = blocks[blocks.place != ""]
+    plc = named.groupby("place").value.sum()
+    assert (places.loc["40" + plc.index, "SUMLEV"] == "160").all()
+    np.testing.assert_array_equal(places.loc["40" + plc.index, "value"], plc)
+    assert set(places.SUMLEV) == {"160", "250", "280"}
+    assert (places.gls_sd > 0).all()

@@ -251,3 +251,48 @@ def test_the_geoid_label_names_no_vintage_the_input_may_not_have() -> None:
 
     label = IDENTIFIER_LABELS["GEOID"]
     assert "GEOID20" not in label and "2010" in label
+
+
+def test_entity_geographies_follow_the_census_summary_levels():
+    """Places, county subdivisions and AIAN areas of some blocks: in a strong-MCD state
+    (Vermont) a ``place`` code outside AIAN areas is a county subdivision (060, GEOID
+    state + county + code), elsewhere a place (160, state + code); an AIAN area is
+    published whole (250, its AIANNHCE) and by state part (280, state + AIANNHCE);
+    blocks in none get -1."""
+    from censusdp.tables.geoids import ENTITY_LEVELS, entity_geographies
+
+    blocks = np.array(
+        [
+            "5000100000010001",  # Vermont, town 00375 of Addison County
+            "5000100000010002",  # Vermont, no town
+            "5000300000010001",  # Vermont, town 00375 of Bennington County: another MCD
+            "0400100000010001",  # Arizona: a place, inside AIAN area 1234
+            "0400100000010002",  # Arizona: the same place, outside
+            "3500100000010001",  # New Mexico, inside AIAN area 1234
+        ]
+    )
+    aian = np.array(["", "", "", "1234", "", "1234"])
+    place = np.array(["00375", "", "00375", "12345", "12345", ""])
+    got = {g.geolevel: g for g in entity_geographies(blocks, aian, place)}
+    assert list(got) == list(ENTITY_LEVELS)
+    cs = got["CountySubdivision"]
+    assert cs.ids["GEOID"].tolist() == ["5000100375", "5000300375"]
+    assert cs.unit.tolist() == [0, -1, 1, -1, -1, -1]
+    assert cs.ids["NAME"][0] == "County Subdivision 00375, Addison County, Vermont"
+    pl = got["Place"]
+    assert pl.ids["GEOID"].tolist() == ["0412345"] and pl.unit.tolist() == [-1, -1, -1, 0, 0, -1]
+    assert pl.ids["NAME"].tolist() == ["Place 12345, Arizona"]
+    assert got["AIANArea"].ids["GEOID"].tolist() == ["1234"]
+    assert got["AIANArea"].unit.tolist() == [-1, -1, -1, 0, -1, 0]
+    part = got["AIANAreaState"]
+    assert part.ids["GEOID"].tolist() == ["041234", "351234"]
+    assert part.unit.tolist() == [-1, -1, -1, 0, -1, 1]
+    assert part.ids["NAME"].tolist() == [
+        "AIAN Area 1234 (part), Arizona",
+        "AIAN Area 1234 (part), New Mexico",
+    ]
+    for g in got.values():
+        assert set(g.ids["SUMLEV"]) == {ENTITY_LEVELS[g.geolevel]}
+    assert entity_geographies(blocks) == []
+    only_aian = entity_geographies(blocks, aian_area=aian)
+    assert [g.geolevel for g in only_aian] == ["AIANArea", "AIANAreaState"]

@@ -163,13 +163,15 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
     rel = result["released"]["by_level"]["total_population"]
     gls = (result.get("gls") or {}).get("by_level", {}).get("total_population", {})
     raw = (result.get("raw") or {}).get("by_level", {}).get("total_population", {})
+    moe = (result["released"].get("margins") or {}).get("total_population", {})
     lines = [
         f"expected error of total population ({result['released']['simulations']} simulations)",
         "MAE: mean |published - true| population of a place; MC se: its Monte Carlo "
         "standard error; GLS sd / raw sd: standard deviation of the least-squares estimate "
-        "from all noisy measurements / of the place's own noisy count",
+        "from all noisy measurements / of the place's own noisy count; moe90: the published "
+        "count's margin of error (the root mean square of censusdp infer's moe90)",
         f"{'geolevel':<11}{'places':>8}{'released MAE':>14}{'MC se':>8}{'9 in 10 within':>16}"
-        f"{'GLS sd':>9}{'raw sd':>9}",
+        f"{'GLS sd':>9}{'raw sd':>9}{'moe90':>9}",
     ]
     for lv in result["geolevels"]:
         r = rel[lv]
@@ -177,6 +179,7 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
             f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['mae'], 14, 2)}{_fmt(r['mae_mc_se'], 8, 2)}"
             f"{r['abs_q90']:>16,}{_fmt(gls.get(lv, {}).get('mean_sd'), 9, 2)}"
             f"{_fmt(raw.get(lv, {}).get('mean_sd'), 9, 2)}"
+            f"{_fmt(moe.get(lv, {}).get('moe90'), 9, 2)}"
         )
     if result.get("gls", {}).get("available") is False:
         lines.append(f"GLS: not available ({result['gls']['reason']})")

@@ -42,30 +42,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.evaluate.summary import typical_errors
 from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
+from censusdp.infer.amc import AMCResult, simulate_margins
 from censusdp.infer.gls import Z90, Z95
-from censusdp.infer.release import tabulation_sds
+from censusdp.infer.published import published_variables
+from censusdp.infer.release import amc_plan, tabulation_sds
 from censusdp.io.atomic import strict_json
-from censusdp.io.mdf_read import read_mdf_histograms
 from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir, read_manifest
-from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import say
-from censusdp.release.estimation import estimate_tables
 from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.manifest import recorded_budgets
-from censusdp.release.measure import measure
-from censusdp.release.options import ReleaseOptions
-from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.tables import TABLE_NAMES
 from censusdp.version import __version__
 
 __all__ = [
@@ -188,10 +182,32 @@ class ErrorPool:
         return out
 
 
-def _seeds(seed: int, simulations: int) -> list[int]:
-    return [
-        int(s) for s in np.random.SeedSequence(seed).generate_state(simulations, dtype=np.uint32)
-    ]
+def _margin_record(
+    amc: AMCResult, levels: tuple[str, ...]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per measure and level, the margins of ``censusdp infer``'s ``margins.*`` pooled:
+    ``moe90`` / ``moe95``, the root mean square of the calibrated margins of every count
+    (every line at every geounit), ``moe90_plain`` the first generation's alone, and
+    ``calibration`` their ratio."""
+    variables = list(published_variables())
+    columns: dict[str, list[int]] = {"total_population": [variables.index("P1_001N")]}
+    for i, v in enumerate(variables):
+        columns.setdefault(v.split("_", 1)[0], []).append(i)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for m in MEASURES:
+        cols = columns.get(m)
+        if not cols:
+            continue
+        for li, lname in enumerate(levels):
+            cal = float(np.mean(amc.levels[li][:, cols])) if amc.levels[li].size else 0.0
+            plain = float(np.mean(amc.raw_levels[li][:, cols])) if amc.levels[li].size else 0.0
+            out.setdefault(m, {})[lname] = {
+                "moe90": Z90 * math.sqrt(cal),
+                "moe95": Z95 * math.sqrt(cal),
+                "moe90_plain": Z90 * math.sqrt(plain),
+                "calibration": math.sqrt(cal / plain) if plain > 0 else 1.0,
+            }
+    return out
 
 
 def simulate_release_errors(
@@ -205,7 +221,11 @@ def simulate_release_errors(
 ) -> dict[str, Any]:
     """Expected errors of the released (post-processed) counts, by simulation.
 
-    The plausible truth is the release itself (its MDF); see the module docstring.
+    The simulation is ``censusdp infer``'s AMC (:func:`censusdp.infer.release.amc_plan`,
+    :func:`censusdp.infer.amc.simulate_margins`, the same seeds): the plausible truth is
+    the release itself (its MDF), re-released ``simulations`` times. ``margins`` holds,
+    per measure and level, the root mean square of the margins ``infer`` writes for
+    those counts with the same seed and ``K`` (one margin per count).
 
     Args:
         run_dir: a release directory.
@@ -218,7 +238,8 @@ def simulate_release_errors(
 
     Returns:
         ``{"method", "plausible_truth", "simulations", "seed", "seeds", "by_level":
-        {measure: {level: record}}, "by_size": {level: [...]}}``.
+        {measure: {level: record}}, "margins": {measure: {level: record}}, "by_size":
+        {level: [...]}}``.
 
     Raises:
         InputError: for a release without a recorded budget or MDF.
@@ -228,90 +249,47 @@ def simulate_release_errors(
     run = Path(run_dir)
     manifest = read_manifest(run)
     refuse_household_run(manifest, run / MANIFEST_FILE, "the error bars' simulation")
-    budget, units_budget = recorded_budgets(manifest, str(run / MANIFEST_FILE))
+    recorded_budgets(manifest, str(run / MANIFEST_FILE))  # a one-line error if none
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
             f"{run / MANIFEST_FILE}: postprocess {postprocess!r} published no estimate to "
             "simulate (only noisy measurements)"
         )
-    # the release's own estimation choices (older manifests: the defaults then)
-    options = ReleaseOptions(
-        postprocess=postprocess,
-        unit_consistency=str(manifest.get("units_estimation") or "consistent"),
-        estimator=str(manifest.get("estimator") or "ls"),
-        max_children=manifest.get("max_children"),
-        fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
-    )
-    files = RunDir(run)
-    hierarchy, inv = files.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
-    schema = get_schema(budget.schema)
-    # a file, or a directory of parts
-    files.require(
-        files.mdf_file("persons"),
-        files.mdf_file("units"),
+    RunDir(run).require(
+        RunDir(run).mdf_file("persons"),
+        RunDir(run).mdf_file("units"),
         needed_by="the simulation of the release's counts",
     )
-    person_hist, pl94_hist, unit_hist = read_mdf_histograms(run, hierarchy, schema)
-    truth_tables = table_arrays(pl94_hist, unit_hist, hierarchy)
-    # a spine release measured and estimated on its spine, each geounit with its own
-    # share (bypass), the unit run on its own spine: the simulations do the same
-    geo = geography_of_run(run, manifest, hierarchy)
-    mh, uh = geo.estimation, geo.units.estimation
-    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person_hist)))
-    unit_levels = (
-        uh.aggregate(geo.units.to_estimation(sp.csr_matrix(unit_hist[:, :2])))
-        if units_budget is not None
-        else None
-    )
-    del person_hist, pl94_hist
-    shares = geo.unit_shares(budget)
-    ushares = geo.units.unit_shares(units_budget) if units_budget is not None else None
-    plan = [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()]
-    uplan = (
-        [(m.geolevel, m.query, m.mechanism) for m in units_budget.measurements()]
-        if units_budget is not None
-        else None
-    )
-    pool = ErrorPool(hierarchy.geolevels.names)
-    seeds = _seeds(seed, simulations)
+    plan = amc_plan(run)
+    levels = tuple(plan.geo.tabulation.geolevels.names)
+    pool = ErrorPool(levels)
     ex = make_executor(workers, kind=executor)
     t0 = time.perf_counter()
     try:
-        for k, s in enumerate(seeds):
-            source = RandomSource.seeded(s)
-            ms = measure(
-                person_levels, mh, schema, plan, source.child("persons"), unit_shares=shares
-            )
-            ums = None
-            if unit_levels is not None and uplan is not None:
-                ums = measure(
-                    unit_levels,
-                    uh,
-                    get_schema("units"),
-                    uplan,
-                    source.child("units"),
-                    unit_shares=ushares,
-                )
-            tables = estimate_tables(ms, ums, inv, geo, options, ex)
-            pool.add(truth_tables, tables)
-            say(progress, f"simulated release {k + 1}/{simulations} (seed {s})")
+        amc = simulate_margins(
+            plan, [], simulations=simulations, seed=seed, executor=ex, progress=progress,
+            observe=pool.add,
+        )  # fmt: skip
     finally:
         close = getattr(ex, "close", None)
         if close is not None:
             close()
     return {
         "method": (
-            "simulation: the release's own measurement plan and noise law applied to a "
-            "plausible truth, then the release's post-processing re-run"
+            "simulation (censusdp infer's AMC): the release's own measurement plan and "
+            "noise law applied to a plausible truth, then the release's post-processing "
+            "re-run"
         ),
         "plausible_truth": "the release itself (its MDF and tables)",
         "postprocess": postprocess,
         "simulations": simulations,
+        "calibration_simulations": len(amc.second_seeds),
         "seed": seed,
-        "seeds": seeds,
+        "seeds": amc.seeds,
         "seconds": round(time.perf_counter() - t0, 3),
         "by_level": pool.summary(),
+        "margins": _margin_record(amc, levels),
         "by_size": pool.by_size(),
     }
 

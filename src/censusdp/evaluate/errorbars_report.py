@@ -46,6 +46,7 @@ def _num(x: float | None, digits: int = 1) -> str:
 def expected_sentences(result: Mapping[str, Any]) -> list[str]:
     """One plain sentence per level below the state: how far off its counts typically are."""
     rel = result["released"]["by_level"].get("total_population", {})
+    margins = (result["released"].get("margins") or {}).get("total_population", {})
     gls = (result.get("gls") or {}).get("by_level", {}).get("total_population", {})
     k = result["released"]["simulations"]
     out = []
@@ -54,6 +55,14 @@ def expected_sentences(result: Mapping[str, Any]) -> list[str]:
         if r is None:
             continue
         a = sec.LEVEL_WORDS[lv][1]
+        mg = margins.get(lv)
+        if mg is not None:
+            out.append(
+                f"The margin of error (90%) of a published population count for {a} is "
+                f"<b>&plusmn;{_num(mg['moe90'])}</b> people (root mean square over the "
+                "places of the <code>moe90</code> that <code>censusdp infer --simulations"
+                "</code> writes for each count: one margin per count)."
+            )
         mc = (
             f"Monte Carlo error &plusmn;{_num(r['mae_mc_se'], 2)} over {k} simulated releases"
             if r.get("mae_mc_se") is not None
@@ -79,14 +88,17 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
     rel = result["released"]["by_level"].get(measure, {})
     gls = (result.get("gls") or {}).get("by_level", {}).get(measure, {})
     raw = (result.get("raw") or {}).get("by_level", {}).get(measure, {})
+    margins = (result["released"].get("margins") or {}).get(measure, {})
     rows = []
     for lv in result["geolevels"]:
         r, g, w = rel.get(lv, {}), gls.get(lv, {}), raw.get(lv, {})
+        mg = margins.get(lv, {})
         iv = r.get("interval90") or (None, None)
         rows.append(
             [
                 esc(lv),
                 num(result["units"].get(lv)),
+                num(mg.get("moe90"), 3),
                 Split(
                     fmt(r.get("mae"), 3) + " &plusmn; " + fmt(r.get("mae_mc_se"), 2),
                     (r.get("mae"), r.get("mae_mc_se")),
@@ -107,6 +119,7 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
         [
             "geolevel",
             "places",
+            "published: margin of error (90%)",
             Split("released: MAE ± MC se", ("released: MAE", "released: MAE MC se")),
             "released: RMSE",
             Split(
@@ -237,14 +250,26 @@ def render_expected_report(
                 first="population of the place in the release",
             )
         )
+    k2 = rel.get("calibration_simulations", 0)
     parts.append(
         "<p><b>How these were derived.</b> "
         f"The release's own measurement plan and noise law were applied {rel['simulations']} "
         "times to a plausible truth (the release itself) and the post-processing "
         f"({esc(rel.get('postprocess', 'topdown'))}) re-run each time, with seed "
-        f"{rel['seed']}; the errors are those of the re-estimated counts. The GLS and raw "
-        "measurement errors are exact closed forms from the variances in the noisy "
-        "measurement file.</p>"
+        f"{rel['seed']}; the errors are those of the re-estimated counts. "
+        + (
+            f"Because the release is smoother than the truth, {k2} more re-releases of the "
+            "first simulated release measure how much one re-release shrinks the error, "
+            "and the margins of error are scaled up by that factor (per level and line). "
+            if k2
+            else ""
+        )
+        + "These margins are the numbers <code>censusdp infer RUN --simulations K</code> "
+        "writes for each published count (<code>moe90</code>, with the same seed), pooled "
+        "here by level. The GLS and raw measurement errors are exact closed forms from "
+        "the variances in the noisy measurement file; the published count is the number "
+        "to use (its margin is smaller) except for small groups in large areas, where "
+        "the GLS estimate is unbiased.</p>"
     )
     gls = result.get("gls") or {}
     if gls.get("available") is False:
@@ -253,7 +278,9 @@ def render_expected_report(
     parts.append('<section id="expected"><h2>Expected errors by geolevel and table</h2>')
     parts.append(
         '<p class="note">Per count: every line of the table at every geounit of the level. '
-        "MAE: mean absolute error; RMSE: root mean squared error; MC se: Monte Carlo "
+        "Margin of error (90%): the root mean square of the published counts' "
+        "<code>moe90</code> (1.645 times the simulated RMSE, as in "
+        "<code>censusdp infer</code>'s margins). MAE: mean absolute error; RMSE: root mean squared error; MC se: Monte Carlo "
         "standard error of the simulated MAE; '90% of errors in': the 5th and 95th "
         "percentiles of the signed error (published minus true); GLS MAE is "
         "sqrt(2/pi) times its standard deviation. There is no mean signed error (bias) "

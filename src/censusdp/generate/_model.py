@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from censusdp.data.schema import CENRACE_RACES
+from censusdp.tables import geoids
 
 __all__: list[str] = []
 
@@ -213,7 +214,8 @@ AIAN_AREA_DEFAULT_RULE = ("native", AIAN_CORE_SHARE, AIAN_FRINGE_SHARE, (_LEGAL,
 # division (town, township) is the local government and covers every block outside AIAN
 # areas. Runs of consecutive blocks of mean MCD_RUN_BLOCKS form one MCD (Vermont: about
 # 255 towns and cities over 32,580 blocks, about 128 blocks each).
-STRONG_MCD_STATES = ("09", "23", "25", "26", "27", "33", "34", "36", "42", "44", "50", "55")
+# (one list, with the summary levels it decides: censusdp.tables.geoids)
+STRONG_MCD_STATES = geoids.STRONG_MCD_STATES
 MCD_RUN_BLOCKS = 130.0
 
 # Elsewhere (and inside AIAN areas) runs of mean PLACE_RUN_BLOCKS blocks are clusters;

@@ -15,7 +15,7 @@ from censusdp.infer._algebra import Layout
 from censusdp.infer._estimates import LevelStats
 from censusdp.infer.amc import AMCResult
 from censusdp.infer.gls import Z90, Z95, LineSet, make_lines
-from censusdp.infer.published import PREFERRED_NOTE
+from censusdp.infer.published import PREFERRED_NOTE, published_variables
 from censusdp.privacy.release_budget import release_privacy
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import ReleaseGeography
@@ -118,12 +118,19 @@ MARGINS_NOTE = (
     "of the tabulation hierarchy, keyed by GEOID/SUMLEV/NAME exactly as tables/) and every "
     "published variable: value (the published count), gls_estimate with gls_sd, "
     "gls_moe90/95 (z sd) and integer intervals; sums of blocks across spine geounits take "
-    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov)"
+    "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov); places.* "
+    "the same for the county subdivisions (SUMLEV 060), places (160) and AIAN areas (250, "
+    "280) whose blocks the release records (spine.parquet), value the sum of their "
+    "published blocks (not rows of tables/)"
 )
 
 
-def amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
-    """The manifest's account of the published counts' margins (moe90, moe95)."""
+def amc_record(
+    amc: AMCResult | None, seed: int, levels: tuple[str, ...] = (), groups: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The manifest's account of the published counts' margins (moe90, moe95);
+    ``levels``: the tabulation levels' names, ``groups`` those of the place levels and
+    districts (``amc.districts``' order)."""
     if amc is None:
         return {
             "simulations": 0,
@@ -134,12 +141,41 @@ def amc_record(amc: AMCResult | None, seed: int) -> dict[str, Any]:
         "simulations": len(amc.seeds),
         "seed": seed,
         "seeds": amc.seeds,
+        "calibration_simulations": len(amc.second_seeds),
+        "calibration_seeds": amc.second_seeds,
         "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
-        "own plan, mechanism, shares, spine and estimator; moe = z * root mean square of a "
-        "cell's K errors (re-released - MDF)",
+        "own plan, mechanism, shares, spine, estimator and fidelity; a cell's margin is "
+        "z * the root mean square of its K errors (re-released - MDF). With K2 > 0 "
+        "(--calibration-simulations), the first replicate re-released K2 times gives per "
+        "geolevel and variable the factor b / c (the first generation's root mean square "
+        "error over the second's, pooled over the geounits) that moe90 and moe95 are "
+        "multiplied by (an iterated bootstrap; 1 without)",
+        "calibration_factors": _factor_summary(amc, levels, groups),
         "randomness": "seeded (numpy SeedSequence of the seed)",
         "preferred": PREFERRED_NOTE,
     }
+
+
+def _factor_summary(
+    amc: AMCResult, levels: tuple[str, ...], groups: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """Per geolevel (and place level, ``District`` for a plan), the calibration factor of
+    the total and voting-age population and the range over every variable."""
+    variables = list(published_variables())
+    out = {}
+    named = [(levels[i] if i < len(levels) else f"level {i}", f) for i, f in enumerate(amc.factors)]
+    named += [
+        (groups[i] if i < len(groups) else f"group {i}", f)
+        for i, f in enumerate(amc.district_factors)
+    ]
+    for name, f in named:
+        out[name] = {
+            "P1_001N": round(float(f[variables.index("P1_001N")]), 4),
+            "P3_001N": round(float(f[variables.index("P3_001N")]), 4),
+            "min": round(float(f.min()), 4),
+            "max": round(float(f.max()), 4),
+        }
+    return out
 
 
 def output_manifest(

@@ -4,43 +4,71 @@ A published count is TopDown's output: non-negative, integer, consistent, and no
 linear function of the measurements, so its error has no closed form. It is simulated
 from the public noise law, as the Census Bureau's 2024 AMC release does for the 2020
 production run (50 replicate microdata files, each the production system re-run on the
-published microdata as if it were the truth): the release's microdata (its MDF, a
-plausible truth that satisfies every invariant) is measured again ``K`` times with the
-release's own plan, mechanism and per-geounit shares on its own spine, each set of
-measurements is post-processed exactly as the release was
-(:func:`censusdp.release.estimation.estimate_tables`), and every published cell's
-error ``re-released - MDF`` is recorded. A cell's margin is ACS-style:
-``moe90 = 1.645 rmse``, ``moe95 = 1.960 rmse``, with ``rmse`` the root mean square of
-its ``K`` errors (the bias included: TopDown's non-negativity biases small counts).
+published microdata as if it were the truth; Ashmead et al. 2025, arXiv:2503.19714): the
+release's microdata (its MDF, a plausible truth that satisfies every invariant) is
+measured again ``K`` times with the release's own plan, mechanism and per-geounit shares
+on its own spine, each set of measurements is post-processed exactly as the release was
+(:func:`censusdp.release.estimation.estimate_histograms`), and every published cell's
+error ``re-released - MDF`` is recorded. Its mean square over the ``K`` draws is an
+unbiased estimate of the cell's mean squared error *if the truth were the MDF* (the
+error is measured against a known truth, so no ``K - 1`` correction applies; the bias
+that non-negativity gives small counts is included).
+
+**The MDF is not the truth, and it is smoother.** TopDown moves people out of populous
+blocks into nearly empty ones (non-negativity pushes the small cells up, the exact
+totals take it back from the large ones), so its output has fewer empty and fewer large
+blocks than the truth, and re-releasing it disturbs small areas less than releasing the
+truth did: measured on generated states (docs/inference.md), the AMC margin is 15-25%
+short at block groups and blocks and right at counties and tracts. ``calibration > 0``
+tests the iterated bootstrap's remedy (Hall 1986; Beran 1987): the first replicate,
+taken as the truth, is re-released ``K2`` times, and with ``b`` the AMC's root mean
+square error and ``c`` the second generation's, the model "each generation shrinks the
+error by the same factor" (``b = lambda a``, ``c = lambda b``) gives the release's
+``a = b (b / c)``. The factor ``b / c`` is estimated per tabulation level (and per place
+level and district geography) and per variable, pooled over the geounits
+(``sqrt(sum mse_b / sum mse_c)``; 1 where either is 0: exact counts stay exact), and the
+margins are multiplied by it; the raw mean squares and the factors are kept
+(:class:`AMCResult`). On generated Vermont ``b / c`` is about 1 (0.96-1.02 at block
+groups and blocks): one pass of TopDown smooths the truth and a second pass does not
+smooth it further, so the model does not hold and the calibration is off by default.
 
 Per-cell root mean squares from ``K`` draws have relative error about ``1/sqrt(2K)``
 (22% at ``K = 10``); averaged over the cells of a geolevel they are much more precise,
 which is what ``benchmarks/bench_infer_margins.py`` checks against the truth.
 
 This module reads and writes nothing: :mod:`censusdp.infer.release` reads the MDF and
-the budgets into an :class:`AMCPlan`.
+the budgets into an :class:`AMCPlan` (:func:`amc_plan`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
-from censusdp.release.estimation import estimate_tables
+from censusdp.release.estimation import estimate_histograms
 from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.spine import ReleaseGeography
-from censusdp.tables import TABLE_NAMES
+from censusdp.tables import TABLE_NAMES, table_arrays
 
-__all__ = ["AMCPlan", "AMCResult", "amc_seeds", "simulate_margins"]
+__all__ = [
+    "AMCPlan",
+    "AMCResult",
+    "Observer",
+    "amc_seeds",
+    "calibration_factors",
+    "plausible_truth",
+    "simulate_margins",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,7 +86,7 @@ class AMCPlan:
         shares: the person and unit per-geounit shares (spine bypass) or ``None``.
         options: the release's estimation options for
             :func:`~censusdp.release.estimation.estimate_tables` (its ``postprocess``,
-            unit consistency, ``estimator`` and ``max_children``).
+            unit consistency, ``estimator``, ``max_children`` and ``fidelity``).
         truth: the plausible truth's tables (:func:`censusdp.tables.table_arrays` layout).
     """
 
@@ -73,23 +101,55 @@ class AMCPlan:
     truth: dict[str, list[np.ndarray]]
 
 
+def plausible_truth(amc: AMCPlan, person: Any, pl94: Any, units: Any) -> AMCPlan:
+    """``amc`` with another plausible truth: released block histograms on the
+    tabulation's blocks (the persons in the measured schema, ``pl94``, the units), as
+    :func:`censusdp.release.estimation.estimate_histograms` returns them and a release's
+    MDF is read back."""
+    geo = amc.geo
+    mh = geo.estimation
+    unit_levels = None
+    if amc.plans[1] is not None:
+        # the unit run on its own spine
+        uh = geo.units.estimation
+        unit_levels = uh.aggregate(geo.units.to_estimation(sp.csr_matrix(units)[:, :2]))
+    return dataclasses.replace(
+        amc,
+        person_levels=mh.aggregate(geo.to_estimation(sp.csr_matrix(person))),
+        unit_levels=unit_levels,
+        truth=table_arrays(pl94, units, geo.tabulation),
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class AMCResult:
-    """Mean squared errors of the published cells over the simulations.
+    """Mean squared errors of the published cells over the simulations, calibrated.
 
     Attributes:
-        levels: per tabulation level, ``(units, variables)`` (P1-P5 then H1).
-        districts: per district geography given, ``(districts, variables)``.
-        seeds: the simulations' seeds.
+        levels: per tabulation level, ``(units, variables)`` (P1-P5 then H1): the
+            calibrated mean squared error (``raw_levels`` times ``factors`` squared).
+        districts: per district geography given, ``(districts, variables)``, calibrated.
+        seeds: the first generation's seeds (re-releases of the MDF).
+        second_seeds: the second generation's (re-releases of the first replicate);
+            empty: no calibration (every factor 1).
+        raw_levels, raw_districts: the plain AMC mean squares (first generation).
+        factors, district_factors: per level (per district geography), ``(variables,)``
+            calibration factors ``b / c`` of the root mean square error.
     """
 
     levels: list[np.ndarray]
     districts: list[np.ndarray]
     seeds: list[int]
+    second_seeds: list[int] = dataclasses.field(default_factory=list)
+    raw_levels: list[np.ndarray] = dataclasses.field(default_factory=list)
+    raw_districts: list[np.ndarray] = dataclasses.field(default_factory=list)
+    factors: list[np.ndarray] = dataclasses.field(default_factory=list)
+    district_factors: list[np.ndarray] = dataclasses.field(default_factory=list)
 
 
 def amc_seeds(seed: int, simulations: int) -> list[int]:
-    """Simulation ``k``'s seed: the ``k``-th integer of ``SeedSequence(seed)``."""
+    """Simulation ``k``'s seed: the ``k``-th integer of ``SeedSequence(seed)`` (the
+    second generation's follow the first's: ``amc_seeds(seed, K + K2)[K:]``)."""
     state = np.random.SeedSequence(seed).generate_state(simulations, dtype=np.uint32)
     return [int(s) for s in state]
 
@@ -100,8 +160,8 @@ def _stack(tables: dict[str, list[np.ndarray]], level: int) -> np.ndarray:
     )
 
 
-def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> dict[str, list[np.ndarray]]:
-    """One re-release of the plausible truth (its published tables)."""
+def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> tuple[Any, Any, Any]:
+    """One re-release of the plausible truth: its released block histograms."""
     source = RandomSource.seeded(seed)
     mh = amc.geo.estimation
     ms = measure(
@@ -122,7 +182,82 @@ def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> dict[str, li
             source.child("units"),
             unit_shares=amc.shares[1],
         )
-    return estimate_tables(ms, ums, amc.inv, amc.geo, amc.options, executor)  # type: ignore[arg-type]
+    return estimate_histograms(ms, ums, amc.inv, amc.geo, amc.options, executor)  # type: ignore[arg-type]
+
+
+@dataclass(eq=False)
+class _SquaredErrors:
+    """Sums of squared errors of one generation: per level and per district geography."""
+
+    levels: list[np.ndarray]
+    districts: list[np.ndarray]
+    draws: int = 0
+
+    @classmethod
+    def zeros(cls, truth: list[np.ndarray], districts: Sequence[np.ndarray]) -> _SquaredErrors:
+        width = truth[-1].shape[1]
+        sizes = [int(d.max()) + 1 if d.size else 0 for d in districts]
+        return cls([np.zeros(t.shape) for t in truth], [np.zeros((n, width)) for n in sizes])
+
+    def add(
+        self,
+        tables: dict[str, list[np.ndarray]],
+        truth: list[np.ndarray],
+        districts: Sequence[np.ndarray],
+    ) -> None:
+        for lv, t in enumerate(truth):
+            err = (_stack(tables, lv) - t).astype(np.float64)
+            self.levels[lv] += err**2
+            if lv == len(truth) - 1:
+                for d, acc in zip(districts, self.districts, strict=True):
+                    e = np.zeros(acc.shape)
+                    keep = d >= 0  # a place-level entity need not hold every block
+                    np.add.at(e, d[keep], err[keep])
+                    acc += e**2
+        self.draws += 1
+
+    def mean(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        n = float(max(self.draws, 1))
+        return [a / n for a in self.levels], [a / n for a in self.districts]
+
+
+def calibration_factors(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Per variable (column), ``b / c = sqrt(sum first / sum second)`` over the geounits
+    (rows) of two generations' mean squared errors; 1 where either sum is 0."""
+    b, c = np.asarray(first).sum(axis=0), np.asarray(second).sum(axis=0)
+    ok = (b > 0) & (c > 0)
+    return np.where(ok, np.sqrt(np.where(ok, b, 1.0) / np.where(ok, c, 1.0)), 1.0)
+
+
+Observer = Callable[[dict[str, list[np.ndarray]], dict[str, list[np.ndarray]]], None]
+"""Called with (plausible truth, re-released) tables of each first-generation replicate."""
+
+
+def _generation(
+    amc: AMCPlan,
+    districts: Sequence[np.ndarray],
+    seeds: Sequence[int],
+    run: tuple[object | None, Progress, Observer | None],
+    label: str,
+) -> tuple[_SquaredErrors, tuple[Any, Any, Any] | None]:
+    """Re-release ``amc``'s truth once per seed (``run``: the executor, progress and an
+    observer of each replicate's tables); the squared errors and the first replicate's
+    block histograms (the next generation's truth)."""
+    executor, progress, observe = run
+    n_levels = amc.geo.tabulation.n_levels
+    truth = [_stack(amc.truth, lv) for lv in range(n_levels)]
+    acc = _SquaredErrors.zeros(truth, districts)
+    first = None
+    for k, s in enumerate(seeds):
+        hists = _rerelease(amc, s, executor)
+        if first is None:
+            first = hists
+        tables = table_arrays(hists[1], hists[2], amc.geo.tabulation)
+        acc.add(tables, truth, districts)
+        if observe is not None:
+            observe(amc.truth, tables)
+        say(progress, f"AMC {label} re-release {k + 1}/{len(seeds)} (seed {s})")
+    return acc, first
 
 
 def simulate_margins(
@@ -131,35 +266,58 @@ def simulate_margins(
     *,
     simulations: int,
     seed: int,
+    calibration: int = 0,
     executor: object | None = None,
     progress: Progress = None,
+    observe: Observer | None = None,
 ) -> AMCResult:
     """Mean squared error of every published cell, and of every district's sums.
 
     Args:
         amc: the release to re-release (:class:`AMCPlan`).
-        districts: per district geography, each tabulation block's district index
-            (blocks in geocode order).
-        simulations: ``K``.
+        districts: per district geography (a plan's, or places, county subdivisions,
+            AIAN areas), each tabulation block's district index (blocks in geocode
+            order; ``-1``: in none).
+        simulations: ``K``, the first generation (re-releases of the MDF).
         seed: master seed (:func:`amc_seeds`).
+        calibration: ``K2``, the second generation (re-releases of the first replicate)
+            that calibrates the first (module docstring); 0: none, the plain AMC.
         executor: where TopDown's tasks run.
         progress: one line per simulation.
+        observe: called with (plausible truth, re-released) tables of each
+            first-generation replicate (``censusdp evaluate``'s error statistics).
     """
-    tab: Hierarchy = amc.geo.tabulation
-    truth = [_stack(amc.truth, lv) for lv in range(tab.n_levels)]
-    sq = [np.zeros(t.shape) for t in truth]
-    dsq = [np.zeros((int(d.max()) + 1 if d.size else 0, truth[-1].shape[1])) for d in districts]
-    seeds = amc_seeds(seed, simulations)
-    for k, s in enumerate(seeds):
-        tables = _rerelease(amc, s, executor)
-        for lv in range(tab.n_levels):
-            err = (_stack(tables, lv) - truth[lv]).astype(np.float64)
-            sq[lv] += err**2
-            if lv == tab.n_levels - 1:
-                for d, acc in zip(districts, dsq, strict=True):
-                    e = np.zeros(acc.shape)
-                    np.add.at(e, d, err)
-                    acc += e**2
-        say(progress, f"AMC re-release {k + 1}/{simulations} (seed {s})")
-    n = float(max(simulations, 1))
-    return AMCResult([a / n for a in sq], [a / n for a in dsq], seeds)
+    k2 = calibration
+    seeds = amc_seeds(seed, simulations + k2)
+    first, replicate = _generation(
+        amc, districts, seeds[:simulations], (executor, progress, observe), "first-generation"
+    )
+    raw_levels, raw_districts = first.mean()
+    if k2 == 0 or replicate is None:
+        ones = [np.ones(a.shape[1]) for a in raw_levels]
+        dones = [np.ones(a.shape[1]) for a in raw_districts]
+        return AMCResult(
+            raw_levels, raw_districts, seeds, [], raw_levels, raw_districts, ones, dones
+        )
+    second, _ = _generation(
+        plausible_truth(amc, *replicate),
+        districts,
+        seeds[simulations:],
+        (executor, progress, None),
+        "second-generation",
+    )
+    sec_levels, sec_districts = second.mean()
+    factors = [calibration_factors(a, b) for a, b in zip(raw_levels, sec_levels, strict=True)]
+    dfactors = [
+        calibration_factors(a, b) for a, b in zip(raw_districts, sec_districts, strict=True)
+    ]
+    return AMCResult(
+        [a * f**2 for a, f in zip(raw_levels, factors, strict=True)],
+        [a * f**2 for a, f in zip(raw_districts, dfactors, strict=True)],
+        seeds[:simulations],
+        seeds[simulations:],
+        raw_levels,
+        raw_districts,
+        factors,
+        dfactors,
+    )

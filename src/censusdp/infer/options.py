@@ -34,6 +34,9 @@ class MarginOptions:
         simulations: ``K`` AMC re-releases for the margins of the published counts
             (``moe90``, ``moe95``; :mod:`censusdp.infer.amc`); 0: none (null margins).
         seed: the AMC's master seed (recorded).
+        calibration: ``K2`` second-generation re-releases (of the first replicate), the
+            iterated-bootstrap calibration of the first generation's margins
+            (:mod:`censusdp.infer.amc`); 0 (the default): none, the plain AMC.
 
     Raises:
         ConfigError: on construction, for formats outside :data:`MARGIN_FORMATS` (or
@@ -44,6 +47,7 @@ class MarginOptions:
     formats: tuple[str, ...] = MARGIN_FORMATS
     simulations: int = 0
     seed: int = 0
+    calibration: int = 0
 
     def __post_init__(self) -> None:
         formats = tuple(self.formats)
@@ -53,6 +57,10 @@ class MarginOptions:
             raise ConfigError(f"--format must be a subset of {list(MARGIN_FORMATS)}, got {bad!r}")
         if self.simulations < 0:
             raise ConfigError(f"--simulations must be 0 or more, got {self.simulations}")
+        if self.calibration < 0:
+            raise ConfigError(
+                f"--calibration-simulations must be 0 or more, got {self.calibration}"
+            )
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,7 @@ class InferOptions:
     def from_mapping(cls, options: dict[str, Any]) -> InferOptions:
         """Options by name, as the Python API takes them: ``zero_constraints`` and the
         fields of :class:`MarginOptions` (``geography``, ``formats``, ``simulations``,
-        ``seed``).
+        ``seed``, ``calibration``).
 
         Raises:
             ConfigError: naming an option that does not exist, or a value refused.

@@ -25,7 +25,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.infer.gls import Z90, Z95, census_intervals
 from censusdp.infer.tree_cov import partition_variances
 from censusdp.tables import TABLE_NAMES, table_definition
-from censusdp.tables.geoids import geo_identifiers
+from censusdp.tables.geoids import entity_geographies, geo_identifiers
 
 if TYPE_CHECKING:
     from censusdp.release.spine import ReleaseGeography
@@ -36,6 +36,7 @@ __all__ = [
     "MarginAccumulator",
     "TargetGeography",
     "district_geography",
+    "entity_target_geographies",
     "exact_zero",
     "long_table",
     "published_variables",
@@ -91,13 +92,18 @@ class TargetGeography:
             geounit holding it (``-1``: none).
         ids: ``GEOID``, ``SUMLEV``, ``NAME`` of each geounit (object arrays).
         tabulation_level: the level of the tabulation hierarchy it is (``None`` for a
-            user's districts), whose published rows it joins.
+            place-level entity or a user's districts), whose published rows it joins.
+        kind: ``tabulation`` (a level of the hierarchy), ``entity`` (places, county
+            subdivisions, AIAN areas: published, off the hierarchy; their published
+            values are the sums of their published blocks, as tabulating the MDF gives
+            them) or ``district`` (a user's plan).
     """
 
     geolevel: str
     target: np.ndarray
     ids: dict[str, np.ndarray]
     tabulation_level: int | None = None
+    kind: str = "district"
 
     @property
     def n(self) -> int:
@@ -113,10 +119,31 @@ def tabulation_geographies(geo: ReleaseGeography) -> list[TargetGeography]:
         target = np.asarray(geo.to_estimation(tab.ancestor_index(ti)), dtype=np.int64)
         out.append(
             TargetGeography(
-                lv.name, target, geo_identifiers(tab.geocodes[ti], lv.length, lv.name), ti
+                lv.name,
+                target,
+                geo_identifiers(tab.geocodes[ti], lv.length, lv.name),
+                ti,
+                "tabulation",
             )
         )
     return out
+
+
+def entity_target_geographies(geo: ReleaseGeography) -> list[TargetGeography]:
+    """The published geographies off the hierarchy (county subdivisions, places, AIAN
+    areas: :func:`censusdp.tables.geoids.entity_geographies`) of a release whose
+    geography records its blocks' attributes (a spine release's ``spine.parquet``);
+    none otherwise."""
+    ent = geo.entities
+    if not ent:
+        return []
+    found = entity_geographies(geo.tabulation.blocks, ent.get("aian_area"), ent.get("place"))
+    return [
+        TargetGeography(
+            g.geolevel, np.asarray(geo.to_estimation(g.unit), dtype=np.int64), g.ids, None, "entity"
+        )
+        for g in found
+    ]
 
 
 def district_geography(district_of_block: np.ndarray, geo: ReleaseGeography) -> TargetGeography:

@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
-import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
@@ -56,7 +55,7 @@ from censusdp.infer._records import (
     zero_persons,
 )
 from censusdp.infer._unit_spine import UnitSpine, rows_on_persons
-from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
+from censusdp.infer.amc import AMCPlan, AMCResult, plausible_truth, simulate_margins
 from censusdp.infer.gls import (
     Constraints,
     LevelDesign,
@@ -73,6 +72,7 @@ from censusdp.infer.published import (
     MarginAccumulator,
     TargetGeography,
     district_geography,
+    entity_target_geographies,
     exact_zero,
     long_table,
     tabulation_geographies,
@@ -92,7 +92,7 @@ from censusdp.release.manifest import peak_rss_mb, recorded_budgets
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.tables import TABLE_NAMES
 from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
@@ -101,6 +101,7 @@ __all__ = [
     "InferOptions",
     "MarginOptions",
     "ReleaseGLS",
+    "amc_plan",
     "infer_release",
     "read_margins",
     "release_gls",
@@ -426,6 +427,19 @@ def _variance_parts(gls: ReleaseGLS) -> list[tuple[Any, ...]]:
     ]
 
 
+def amc_plan(run_dir: str | Path) -> AMCPlan:
+    """What re-releasing the release at ``run_dir`` needs (its MDF as the plausible
+    truth, its budgets, shares, spine and estimation options): the AMC of ``infer``'s
+    margins and of ``censusdp evaluate RUN`` (:func:`censusdp.infer.amc.simulate_margins`).
+
+    Raises:
+        InputError: for a release without a recorded budget, MDF or published counts.
+    """
+    run = RunDir(run_dir)
+    manifest, geo, _ = _read_release(run)
+    return _amc_plan(run, manifest, geo)
+
+
 def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> AMCPlan:
     """What re-releasing ``run`` needs: its MDF (the plausible truth), budgets, shares
     and estimation options (:mod:`censusdp.infer.amc`)."""
@@ -442,13 +456,6 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     tab, inv = run.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
     person, pl94, units = read_mdf_histograms(run.path, tab, schema)
-    mh = geo.estimation
-    person_levels = mh.aggregate(geo.to_estimation(sp.csr_matrix(person)))
-    unit_levels = None
-    if units_budget is not None:
-        # the unit run on its own spine
-        uh = geo.units.estimation
-        unit_levels = uh.aggregate(geo.units.to_estimation(sp.csr_matrix(units[:, :2])))
     plans = (
         [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
         None
@@ -459,14 +466,16 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
         geo.unit_shares(budget),
         None if units_budget is None else geo.units.unit_shares(units_budget),
     )
+    # the release's own estimation choices (older manifests: the defaults then)
     options = ReleaseOptions(
         postprocess=postprocess,
         unit_consistency=str(manifest.get("units_estimation") or "consistent"),
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
+        fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
-    truth = table_arrays(pl94, units, tab)
-    return AMCPlan(schema, person_levels, unit_levels, inv, geo, plans, shares, options, truth)
+    empty = AMCPlan(schema, [], None, inv, geo, plans, shares, options, {})
+    return plausible_truth(empty, person, pl94, units)
 
 
 class _LongWriter:
@@ -507,7 +516,8 @@ def _write_margins(
     formats: tuple[str, ...],
     amc: AMCResult | None = None,
 ) -> dict[str, Any]:
-    """``margins.*`` (every tabulation geography) and ``districts.*`` (a plan's), long form."""
+    """``margins.*`` (every tabulation geography), ``places.*`` (county subdivisions,
+    places, AIAN areas) and ``districts.*`` (a plan's), long form."""
     hierarchy, geo = gls.hierarchy, gls.geography
     assert gls.line_sets is not None and gls.factors is not None and geo is not None
     variances = acc.variances(hierarchy, _variance_parts(gls))
@@ -515,19 +525,25 @@ def _write_margins(
     counts: dict[str, int] = {}
     with ExitStack() as stack:
         margins = _LongWriter(stack, out_dir, "margins", formats)
-        districts = None
-        if any(g.tabulation_level is None for g in acc.geographies):
-            districts = _LongWriter(stack, out_dir, "districts", formats)
-        n_district = 0
+        # a plan's districts, and the places, county subdivisions and AIAN areas (not
+        # rows of tables/: their published values are sums of published blocks)
+        groups = {
+            kind: _LongWriter(stack, out_dir, name, formats)
+            for kind, name in (("district", "districts"), ("entity", "places"))
+            if any(g.kind == kind for g in acc.geographies)
+        }
+        n_group = 0  # entities and districts: their AMC errors in this order
         for g, est, var in zip(acc.geographies, acc.sums, variances, strict=True):
-            if districts is not None and g.tabulation_level is None:  # published block sums
-                mse = None if amc is None else amc.districts[n_district]
-                n_district += 1
+            if g.tabulation_level is None:  # published block sums
+                mse = None if amc is None else amc.districts[n_group]
+                n_group += 1
                 pub = None
                 if published[-1] is not None:
                     pub = np.zeros((g.n, published[-1].shape[1]), dtype=np.int64)
-                    np.add.at(pub, geo.to_tabulation(g.target), published[-1])
-                districts.write(long_table(g, gls.lines, est, var, pub, mse))
+                    unit = geo.to_tabulation(g.target)
+                    keep = unit >= 0
+                    np.add.at(pub, unit[keep], published[-1][keep])
+                groups[g.kind].write(long_table(g, gls.lines, est, var, pub, mse))
             else:
                 lv = g.tabulation_level
                 mse = None if amc is None else amc.levels[lv]
@@ -549,10 +565,12 @@ def _write_margins(
             )
             margins.write(table, csv="parquet" not in formats)  # blocks: CSV only if alone
         counts["Block"] = tab.n_units(bl)
+    districts, places = groups.get("district"), groups.get("entity")
     return {
-        "files": [p.name for p in margins.paths + (districts.paths if districts else [])],
+        "files": [p.name for w in (margins, districts, places) if w is not None for p in w.paths],
         "rows": margins.rows,
         "district_rows": districts.rows if districts else 0,
+        "place_rows": places.rows if places else 0,
         "geounits": counts,
     }
 
@@ -659,7 +677,7 @@ def infer_release(
             )
             geo = gls.geography
             assert geo is not None
-            targets = tabulation_geographies(geo)
+            targets = tabulation_geographies(geo) + entity_target_geographies(geo)
             if geography is not None:
                 plan = read_plan(geography, geo.tabulation)
                 targets.append(district_geography(plan, geo))
@@ -677,6 +695,7 @@ def infer_release(
                     [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
                     simulations=simulations,
                     seed=seed,
+                    calibration=options.margins.calibration,
                     executor=ex,
                     progress=progress,
                 )
@@ -697,7 +716,16 @@ def infer_release(
         manifest = output_manifest(
             gls, run_dir, run.manifest_file, command, zero_constraints, rows, stats
         )
-        manifest["margins"] = {"note": MARGINS_NOTE, **written, "amc": amc_record(amc, seed)}
+        manifest["margins"] = {
+            "note": MARGINS_NOTE,
+            **written,
+            "amc": amc_record(
+                amc,
+                seed,
+                tuple(geo.tabulation.geolevels.names),
+                tuple(g.geolevel for g in acc.geographies if g.tabulation_level is None),
+            ),
+        }
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(
@@ -714,10 +742,11 @@ def infer_release(
 
 
 def read_margins(out_dir: str | Path) -> dict[str, pa.Table]:
-    """The long forms an ``infer`` output holds: ``{"margins": ..., "districts": ...}``
-    (``districts`` only when a plan was given)."""
+    """The long forms an ``infer`` output holds: ``{"margins": ..., "places": ...,
+    "districts": ...}`` (``places`` only for a release that records its blocks' places
+    or AIAN areas, ``districts`` only when a plan was given)."""
     out = {}
-    for name in ("margins", "districts"):
+    for name in ("margins", "places", "districts"):
         path = Path(out_dir) / f"{name}.parquet"
         if path.exists():
             out[name] = pq.read_table(path)

@@ -13,6 +13,11 @@ recompute the noisy measurement file's geounits from block geocodes:
   a prefix of the block's ``Block`` code, of the level's length (the manifest's
   ``spine.geolevels``), and the ``Block`` code ends with the block's geocode.
 
+Optional columns ``aian_area`` (4-digit AIANNHCE) and ``place`` (5-digit place or minor
+civil division code), ``""`` for none, are the input's block attributes the spine was
+built from: the published geographies off the hierarchy (places, county subdivisions,
+AIAN areas: :func:`censusdp.tables.geoids.entity_geographies`).
+
 The nation (``US``) has the empty code and no column; a spine rooted at a State
 (Puerto Rico's, ``pl94-2020-pr``) has a ``State`` column with its one code.
 """
@@ -30,7 +35,7 @@ from censusdp.errors import InputError
 from censusdp.io.atomic import write_parquet
 from censusdp.tables.geoids import geoids
 
-__all__ = ["read_spine", "spine_geoids", "write_spine"]
+__all__ = ["read_spine", "read_spine_entities", "spine_geoids", "write_spine"]
 
 
 def write_spine(columns: dict[str, np.ndarray], path: str | Path) -> None:
@@ -105,6 +110,28 @@ def read_spine(path: str | Path, geolevels: GeoLevels) -> tuple[np.ndarray, np.n
                 f"{lv.length} characters of the block's code {str(codes[i])!r}"
             )
     return geocodes.astype("U16"), codes.astype(f"U{bottom.length}")
+
+
+def read_spine_entities(path: str | Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The columns ``names`` that ``spine.parquet`` has (block attributes, geocode order;
+    ``""`` for none), as strings; those it lacks are left out.
+
+    Raises:
+        InputError: naming the file and column for a column with nulls.
+    """
+    path = Path(path)
+    have = pq.read_schema(path).names
+    cols = [n for n in names if n in have]
+    if not cols:
+        return {}
+    table = pq.read_table(path, columns=cols)
+    out = {}
+    for name in cols:
+        col = table.column(name)
+        if col.null_count:
+            raise InputError(f"{path}: column {name!r} has nulls")
+        out[name] = np.asarray(col.to_numpy(zero_copy_only=False)).astype(str)
+    return out
 
 
 _TABULATION_LENGTHS = {lv.name: lv.length for lv in DEFAULT_GEOLEVELS.levels}

@@ -40,6 +40,7 @@ __all__ = [
     "EstimationInputs",
     "ReleaseEstimate",
     "UnitHierarchy",
+    "estimate_histograms",
     "estimate_runs",
     "estimate_tables",
     "occupied_units",
@@ -257,6 +258,23 @@ def estimate_tables(
         Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
         (:func:`censusdp.tables.table_arrays` layout).
     """
+    _, pl94_hist, units_hist = estimate_histograms(persons, units, inv, geo, options, executor)
+    return table_arrays(pl94_hist, units_hist, geo.tabulation)
+
+
+def estimate_histograms(
+    persons: Measurements,
+    units: Measurements | None,
+    inv: Invariants,
+    geo: ReleaseGeography,
+    options: ReleaseOptions,
+    executor: Executor | None = None,
+) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """The released block histograms :func:`estimate_tables` tabulates, on the
+    tabulation's blocks (geocode order): the persons in the measured schema, ``pl94``,
+    and the units (:func:`censusdp.data.histograms.unit_histogram` layout), as
+    :func:`censusdp.io.mdf_read.read_mdf_histograms` reads a release's MDF back (a
+    simulated release can itself be re-released: :mod:`censusdp.infer.amc`)."""
     if options.postprocess not in ("topdown", "bottomup"):
         raise ConfigError(
             f"postprocess must be 'topdown' or 'bottomup', got {options.postprocess!r}"
@@ -267,7 +285,7 @@ def estimate_tables(
     if geo.spine is not None:
         est = on_tabulation(est, geo, inv, persons.schema, manifest)
     pl94_hist, units_hist = released_histograms(est, inv, persons.schema, manifest)
-    return table_arrays(pl94_hist, units_hist, geo.tabulation)
+    return sp.csr_matrix(est.persons.histograms[-1]), pl94_hist, units_hist
 
 
 def on_tabulation(

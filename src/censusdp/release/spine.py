@@ -46,7 +46,7 @@ columns, :func:`geography_of_run` the run directory's ``spine.parquet``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from math import lcm
@@ -74,11 +74,12 @@ from censusdp.data.spine import (
 )
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.layout import MANIFEST_FILE, SPINE_FILE, SPINE_FILES
-from censusdp.io.spine import read_spine, write_spine
+from censusdp.io.spine import read_spine, read_spine_entities, write_spine
 from censusdp.privacy.budget import SPINES, Budget
 from censusdp.progress import Progress, say
 
 __all__ = [
+    "ENTITY_COLUMNS",
     "NATION_STATES",
     "SPINE_CHOICES",
     "ReleaseGeography",
@@ -117,6 +118,10 @@ def requested_spine(spine: str | None, budget: Budget) -> str:
     return choice
 
 
+ENTITY_COLUMNS = ("aian_area", "place")
+"""The block attributes that name published geographies off the hierarchy."""
+
+
 def block_attributes(
     units: Mapping[str, np.ndarray], hierarchy: Hierarchy, inv: Invariants
 ) -> tuple[BlockAttributes, list[str]]:
@@ -127,7 +132,7 @@ def block_attributes(
     public facility invariants. Returns the attributes and the names of the optional
     columns the input has.
     """
-    present = [c for c in ("aian_area", "place") if c in units]
+    present = [c for c in ENTITY_COLUMNS if c in units]
     first = np.full(hierarchy.blocks.size, -1, dtype=np.int64)
     if present:
         idx = hierarchy.block_index(units["geocode"])
@@ -172,6 +177,11 @@ class ReleaseGeography:
         unit_spine: the unit run's own spine (:func:`unit_rules`), or ``None`` when the
             unit run is measured on :attr:`spine` (the tabulation hierarchy, or a release
             made before the unit run had its own spine).
+        entities: the input's block attributes that name published geographies off the
+            hierarchy (``aian_area``, ``place``: :func:`censusdp.tables.geoids.entity_geographies`),
+            per block in tabulation order; a spine release publishes them in
+            ``spine.parquet`` beside the spine's codes. Empty: none (the tabulation
+            hierarchy, or releases made before this).
     """
 
     tabulation: Hierarchy
@@ -201,6 +211,7 @@ class ReleaseGeography:
             return None
         assert self.spine is not None
         return np.argsort(self.spine.order)[self.unit_spine.order]
+    entities: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -373,7 +384,8 @@ class ReleaseGeography:
         when it has its own and ``with_units`` (the release has a unit run), the unit
         run's; nothing for the tabulation hierarchy)."""
         if self.spine is not None:
-            write_spine(self.spine.block_columns(), Path(out_dir) / SPINE_FILES["persons"])
+            columns = {**self.spine.block_columns(), **self.entities}
+            write_spine(columns, Path(out_dir) / SPINE_FILES["persons"])
         if self.unit_spine is not None and with_units:
             write_spine(self.unit_spine.block_columns(), Path(out_dir) / SPINE_FILES["units"])
 
@@ -588,6 +600,7 @@ def geography_for_input(
     parts = h.aggregate(np.asarray(inv.population)[spine.order].reshape(-1, 1))[state]
     urules = unit_rules(rules)
     uspine = spine if urules == rules else build_spine(hierarchy.blocks, attrs, urules)
+    entities = {c: getattr(attrs, c) for c in present}
     return ReleaseGeography(
         hierarchy,
         spine,
@@ -595,6 +608,7 @@ def geography_for_input(
         part_population=np.asarray(parts, dtype=np.int64).ravel(),
         nation_outside=outside,
         unit_spine=uspine,
+        entities={c: np.asarray(v).astype(str) for c, v in entities.items() if v is not None},
     )
 
 
@@ -642,7 +656,10 @@ def geography_of_run(
     spine = Spine(geolevels, geocodes, codes, rules)
     parts = _part_population(rec.get("state_part_population"), spine, Path(run_dir))
     uspine = _unit_spine_of_run(Path(run_dir), rec.get("units"), geolevels, tabulation)
-    return ReleaseGeography(tabulation, spine, rec.get("note"), applied, parts, outside, uspine)
+    entities = read_spine_entities(where, ENTITY_COLUMNS)
+    return ReleaseGeography(
+        tabulation, spine, rec.get("note"), applied, parts, outside, uspine, entities
+    )
 
 
 def _unit_spine_of_run(

@@ -24,6 +24,17 @@ in one place only:
   A tract's name is its code as a number with two implied decimals, the decimals
   dropped when zero (``960100`` -> ``9601``, ``000302`` -> ``3.02``).
 
+**Places, county subdivisions and AIAN areas** (:func:`entity_geographies`) are not
+nested in the hierarchy: each is a set of blocks named by the block attributes of the
+input (``aian_area``: 4-digit AIANNHCE; ``place``: 5-digit code, a minor civil division
+in the strong-MCD states of :data:`STRONG_MCD_STATES` outside AIAN areas, a place
+elsewhere, as production's ``place`` entity). Their summary levels are the Census's:
+``060`` county subdivision (GEOID state + county + code, 10 characters), ``160`` place
+(state + code, 7), ``250`` AIAN area, whole (the AIANNHCE, 4) and ``280`` AIAN area,
+state part (state + AIANNHCE, 6). Having no names list for them, NAME is the kind and
+code (``"County Subdivision 00375, Addison County, Vermont"``, ``"Place 10675,
+Vermont"``, ``"AIAN Area 5560"``, ``"AIAN Area 5560 (part), Vermont"``).
+
 State and county names come from ``geonames.csv`` beside this module, derived by
 ``tools/derive_geonames.py`` from public-domain county lists (provenance in
 ``tools/PROVENANCE.md``). A code missing from it is named by its FIPS code
@@ -33,7 +44,8 @@ State and county names come from ``geonames.csv`` beside this module, derived by
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
@@ -42,11 +54,15 @@ import numpy as np
 from censusdp.errors import InternalError, SchemaError
 
 __all__ = [
+    "ENTITY_LEVELS",
     "IDENTIFIER_COLUMNS",
+    "STRONG_MCD_STATES",
+    "EntityGeography",
     "IDENTIFIER_LABELS",
     "SUMLEVELS",
     "SUMLEVEL_NAMES",
     "county_name",
+    "entity_geographies",
     "geo_identifiers",
     "geoids",
     "place_names",
@@ -67,6 +83,21 @@ SUMLEVEL_NAMES: dict[str, str] = {
     "150": "block group",
     "750": "block",
 }
+
+ENTITY_LEVELS: dict[str, str] = {
+    "CountySubdivision": "060",
+    "Place": "160",
+    "AIANArea": "250",
+    "AIANAreaState": "280",
+}
+"""The published geographies off the hierarchy (:func:`entity_geographies`) and their
+summary levels (P.L. 94-171 technical documentation, "Summary Level Sequence Chart")."""
+
+STRONG_MCD_STATES: tuple[str, ...] = (
+    "09", "23", "25", "26", "27", "33", "34", "36", "42", "44", "50", "55",
+)  # fmt: skip
+"""States (FIPS) whose minor civil divisions are the place-level entity outside AIAN
+areas (production's ``strong_mcd_states``): there the input's ``place`` is an MCD."""
 """The plain name of each summary level (what :func:`summary_level` accepts besides the
 code)."""
 
@@ -232,3 +263,81 @@ def geo_identifiers(
         "SUMLEV": np.full(codes.size, sumlevel(length), dtype=object),
         "NAME": place_names(codes, length, geolevel),
     }
+
+
+@dataclass(frozen=True, eq=False)
+class EntityGeography:
+    """One published geography off the hierarchy: sets of blocks.
+
+    Attributes:
+        geolevel: a key of :data:`ENTITY_LEVELS`.
+        unit: per block (the order given), the index of its geounit; ``-1``: none.
+        ids: ``GEOID``, ``SUMLEV``, ``NAME`` of each geounit (object arrays; GEOID order).
+    """
+
+    geolevel: str
+    unit: np.ndarray
+    ids: dict[str, np.ndarray]
+
+
+def _entity(geolevel: str, key: np.ndarray, name: Callable[[str], str]) -> EntityGeography:
+    """Geounits of ``geolevel`` keyed by GEOID (``""``: the block is in none)."""
+    uniq, inverse = np.unique(key, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    keep = uniq != ""
+    index = np.cumsum(keep) - 1
+    unit = np.where(keep[inverse], index[inverse], -1).astype(np.int64)
+    geoid = uniq[keep].astype(object)
+    return EntityGeography(
+        geolevel,
+        unit,
+        {
+            "GEOID": geoid,
+            "SUMLEV": np.full(geoid.size, ENTITY_LEVELS[geolevel], dtype=object),
+            "NAME": np.asarray([name(str(g)) for g in geoid.tolist()], dtype=object),
+        },
+    )
+
+
+def entity_geographies(
+    blocks: np.ndarray, aian_area: np.ndarray | None = None, place: np.ndarray | None = None
+) -> list[EntityGeography]:
+    """County subdivisions, places and AIAN areas (whole and state parts) of some blocks.
+
+    Args:
+        blocks: 16-digit block geocodes.
+        aian_area: each block's 4-digit AIANNHCE, ``""`` outside every area; ``None``:
+            none at all.
+        place: each block's 5-digit place-or-MCD code, ``""`` for none; ``None``: none.
+
+    Returns:
+        The geographies that have at least one geounit, in :data:`ENTITY_LEVELS` order.
+    """
+    codes = np.asarray(blocks).astype("U16")
+    n = codes.size
+    aian = np.full(n, "", "U4") if aian_area is None else np.asarray(aian_area).astype("U4")
+    state, county = codes.astype("U2"), codes.astype("U5")
+    out = []
+    if place is not None:
+        code = np.asarray(place).astype("U5")
+        mcd = np.isin(state, STRONG_MCD_STATES) & (aian == "")
+        has = code != ""
+        cousub = np.where(has & mcd, np.char.add(county, code), "")
+        plc = np.where(has & ~mcd, np.char.add(state, code), "")
+        out.append(
+            _entity(
+                "CountySubdivision",
+                cousub,
+                lambda g: f"County Subdivision {g[5:]}, {_prefix_name(g[:5])}",
+            )
+        )
+        out.append(_entity("Place", plc, lambda g: f"Place {g[2:]}, {state_name(g[:2])}"))
+    if aian_area is not None:
+        out.append(_entity("AIANArea", aian, lambda g: f"AIAN Area {g}"))
+        part = np.where(aian != "", np.char.add(state, aian), "")
+        out.append(
+            _entity(
+                "AIANAreaState", part, lambda g: f"AIAN Area {g[2:]} (part), {state_name(g[:2])}"
+            )
+        )
+    return [g for g in out if g.ids["GEOID"].size]
