@@ -90,7 +90,7 @@ def write_release(
             inv,
             options,
             rt,
-            with_units=budget.units is not None,
+            unit_schema=None if budget.units is None else budget.units.schema,
             manifest=manifest,
             checkpoint=checkpoint,
         )
@@ -113,17 +113,18 @@ def _estimate_from_nmf(
     options: ReleaseOptions,
     rt: Runtime,
     *,
-    with_units: bool,
+    unit_schema: str | None,
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
 ) -> ReleaseEstimate:
-    """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
-    whole) on ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
+    """Estimate persons (and units, on ``unit_schema``: ``units`` or ``household2010``;
+    ``None``: no unit run) from the NMF of ``run`` (read chunk by chunk, never whole) on
+    ``geo``'s estimation hierarchy; ``inv`` are the tabulation's invariants."""
     hierarchy = geo.estimation
     schema = get_schema(manifest["schema"])
     inputs = EstimationInputs(
         run.nmf_reader("persons", schema, hierarchy),
-        run.nmf_reader("units", get_schema("units"), hierarchy) if with_units else None,
+        run.nmf_reader("units", get_schema(unit_schema), hierarchy) if unit_schema else None,
         geo.invariants(inv),
         hierarchy,
         None if geo.spine is None else geo.person_bounds(inv),
@@ -167,9 +168,13 @@ def _write_outputs(
     (top,) = list(executor.map(run_tables_task, [tables_job]))
     block = hierarchy.geolevels.levels[-1]
     parts: list[dict[str, Any]] = []
+    # TODO(households): BlockCounts(..., households=est.units.histograms[-1]) when est.households
     released = BlockCounts(
         hierarchy.blocks, block_hist, schema.name, inv.housing_units, occupied, inv.gq_facilities
     )
+    if est.households:
+        assert est.units is not None
+        manifest["households_released"] = int(est.units.histograms[-1].sum())
     jobs = mdf_part_tasks(released, out.resolve(), geolevel=(block.name, block.length))
     with bar:
         for res in executor.map(run_mdf_part_task, jobs):
@@ -230,7 +235,7 @@ def _validate_outputs(
         est.bounds,
         units=None
         if est.units is None
-        else UnitRun(est.units.histograms, inv.housing_units, est.household),
+        else UnitRun(est.units.histograms, inv.housing_units, est.household, est.unit_schema),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written
