@@ -146,3 +146,16 @@ def test_units_independent_runs_households_alone(state: Path, tmp_path: Path) ->
     assert manifest["units_estimation"] == "independent"
     assert "persons_households_consistent" not in checks
     assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS[:-1])
+
+
+def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
+    state: Path, tmp_path: Path, capsys
+) -> None:
+    run = str(state / "reference")
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", run, "--input", str(state / "cef"), "-q", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())
+    capsys.readouterr()
+    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "error bars of a release with a household run" in err
