@@ -34,6 +34,7 @@ from censusdp.release.estimation import (
     on_tabulation,
     released_histograms,
 )
+from censusdp.release.household_consistency import is_household_run
 from censusdp.release.manifest import new_manifest
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.parts import (
@@ -83,6 +84,10 @@ def write_release(
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children
     manifest["fidelity"] = options.fidelity_record()
+    if is_household_run(budget.units) and options.unit_consistency == "consistent":
+        manifest["fidelity"]["differences"]["units"] = (
+            "consistent: households first, household persons held to their sizes"
+        )
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),

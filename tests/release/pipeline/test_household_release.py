@@ -156,6 +156,6 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
     assert main(["evaluate", run, "--input", str(state / "cef"), "-q", "--json", str(out)]) == 0
     assert json.loads(out.read_text())
     capsys.readouterr()
-    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 2
+    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "error bars of a release with a household run" in err
