@@ -84,7 +84,7 @@ def test_an_unknown_preset_lists_the_known_ones() -> None:
 
 def test_a_person_preset_finds_its_units_companion() -> None:
     assert units_preset_for("pl94-2020") == "pl94-2020-units"
-    assert units_preset_for("ddp-2010") == "ddp-2010-units"
+    assert units_preset_for("ddp-2010") == "ddp-2010-households"  # a household run first
     assert units_preset_for("dhc-lite-demo") is None
 
 

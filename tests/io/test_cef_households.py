@@ -8,9 +8,13 @@ import re
 import numpy as np
 import pytest
 
+from censusdp.data.geography import DEFAULT_GEOLEVELS
+from censusdp.data.histograms import household_histogram
 from censusdp.data.households import rel_of_gq
+from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.cef import read_cef, read_households
+from censusdp.io.cef_stream import read_cef_blocks
 from synth import block_codes, make_cef, write_cef
 
 
@@ -120,23 +124,69 @@ def _bad_hhtype_out_of_range(p, u):
     return r"units\.parquet, column 'hhtype', row 0: value 24 is outside 0\.\.23"
 
 
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        _bad_rel_out_of_range,
-        _bad_two_householders,
-        _bad_no_householder,
-        _bad_young_householder,
-        _bad_gq_code_in_household,
-        _bad_household_code_in_gq,
-        _bad_citizen,
-        _bad_hhsize_column,
-        _bad_hhtype_out_of_range,
-    ],
-)
+BAD = [
+    _bad_rel_out_of_range,
+    _bad_two_householders,
+    _bad_no_householder,
+    _bad_young_householder,
+    _bad_gq_code_in_household,
+    _bad_household_code_in_gq,
+    _bad_citizen,
+    _bad_hhsize_column,
+    _bad_hhtype_out_of_range,
+]
+
+
+@pytest.mark.parametrize("mutate", BAD)
 def test_bad_household_input_is_named_by_file_row_column_value(cef, tmp_path, mutate) -> None:
     persons, units = cef
     expected = mutate(persons, units)
     with pytest.raises(InputError) as info:
         read_cef(write_cef(tmp_path / "in", persons, units))
     assert any(re.search(expected, line) for line in info.value.problems), info.value.problems
+
+
+STREAMED = [m for m in BAD if m is not _bad_citizen]
+"""The same rules on the streaming reader of ``censusdp run`` (it reads ``rel``, not
+``citizen``, which no run measures yet)."""
+
+
+@pytest.mark.parametrize("part_rows", [1, 1 << 19])
+def test_the_streaming_reader_derives_the_household_histogram(cef, tmp_path, part_rows) -> None:
+    persons, units = cef
+    directory = write_cef(tmp_path / "in", persons, units)
+    blocks = read_cef_blocks(
+        directory, DEFAULT_GEOLEVELS, get_schema("pl94"), with_units="households",
+        part_rows=part_rows,
+    )  # fmt: skip
+    whole = read_cef(directory)
+    want = household_histogram(read_households(whole), whole.units["geocode"], blocks.hierarchy)
+    assert blocks.households is not None and blocks.households.shape[1] == 387_072
+    assert (blocks.households != want).nnz == 0 and blocks.households.sum() > 0
+    assert blocks.housing_units is not None  # the occupancy is still there
+    plain = read_cef_blocks(directory, DEFAULT_GEOLEVELS, get_schema("pl94"))
+    assert plain.households is None
+
+
+@pytest.mark.parametrize("mutate", STREAMED)
+def test_the_streaming_reader_names_bad_household_input(cef, tmp_path, mutate) -> None:
+    persons, units = cef
+    expected = mutate(persons, units)
+    directory = write_cef(tmp_path / "in", persons, units)
+    with pytest.raises(InputError) as info:
+        read_cef_blocks(
+            directory, DEFAULT_GEOLEVELS, get_schema("pl94"), with_units="households", part_rows=1
+        )
+    assert any(re.search(expected, line) for line in info.value.problems), info.value.problems
+    # an input read for persons and units alone does not need its households
+    if mutate is _bad_rel_out_of_range:
+        read_cef_blocks(directory, DEFAULT_GEOLEVELS, get_schema("pl94"))
+
+
+def test_a_household_run_on_an_input_without_rel_is_one_line(tmp_path) -> None:
+    persons, units = make_cef(np.random.default_rng(2), block_codes(1, 1, 1, 3))
+    directory = write_cef(tmp_path / "in", persons, units)
+    with pytest.raises(InputError) as info:
+        read_cef_blocks(directory, DEFAULT_GEOLEVELS, get_schema("pl94"), with_units="households")
+    assert "\n" not in str(info.value)
+    assert re.search(r"in/persons\.parquet: missing column 'rel' .* household run", str(info.value))

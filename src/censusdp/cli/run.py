@@ -53,9 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--units-preset",
         default="auto",
-        help="budget of the housing-unit run: a preset name, 'none', or 'auto' "
-        "(the preset named '<preset>-units' if it exists); --rho/--epsilon set the total "
-        "of both runs, split as the presets split it",
+        help="budget of the unit run: a preset name, 'none', or 'auto' (the preset named "
+        "'<preset>-households' if it exists, a household run estimated before the persons, "
+        "else '<preset>-units'); --rho/--epsilon set the total of both runs, split as the "
+        "presets split it",
     )
     add_seed(
         p,

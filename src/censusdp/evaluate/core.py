@@ -462,10 +462,17 @@ def _nmf_for(
         "units" if key == "units" else "persons"
     )
     h = geo.estimation
-    schema_name = "units" if key == "units" else str(manifest.get("schema") or "pl94")
+    units = manifest.get("units") if isinstance(manifest.get("units"), Mapping) else {}
+    schema_name = (
+        str(units.get("schema") or "units")
+        if key == "units"
+        else str(manifest.get("schema") or "pl94")
+    )
     try:
         schema = get_schema(schema_name)
     except SchemaError:  # an unknown schema only disables the truth check
+        schema = None
+    if schema_name == "household2010":  # households' truth is not tabulated here yet
         schema = None
     levels: list[sp.csr_matrix] | None = None
     if schema is not None:

@@ -107,9 +107,15 @@ def resolve_budget(
 
 
 def units_preset_for(preset: str) -> str | None:
-    """The housing-unit preset that goes with a person preset (``<preset>-units``), if any."""
-    name = f"{preset}-units"
-    return name if name in preset_names() else None
+    """The unit-run preset that goes with a person preset, if any: ``<preset>-households``
+    (a household run, schema ``household2010``: ``ddp-2010`` pairs with
+    ``ddp-2010-households``, the DDP's own household run) where it exists, else
+    ``<preset>-units`` (occupied / vacant housing units)."""
+    names = preset_names()
+    for name in (f"{preset}-households", f"{preset}-units"):
+        if name in names:
+            return name
+    return None
 
 
 def resolve_release_budget(
@@ -127,8 +133,9 @@ def resolve_release_budget(
         preset, config: the person run's budget (see :func:`resolve_budget`).
         rho: the composed rho of everything released (persons and units together).
         epsilon: the composed epsilon of everything released, at the preset's delta.
-        units: the unit run's preset; ``"auto"`` (the person preset's ``-units``
-            companion, if any; none for a config file) or ``None``/``"none"`` (no unit run).
+        units: the unit run's preset; ``"auto"`` (the person preset's companion,
+            :func:`units_preset_for`, if any; none for a config file) or
+            ``None``/``"none"`` (no unit run).
         default_preset: the person preset when neither ``preset`` nor ``config`` is given.
     """
     persons = resolve_budget(preset=preset, config=config, default_preset=default_preset)

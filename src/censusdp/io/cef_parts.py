@@ -37,8 +37,9 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH
 from censusdp.data.histograms import person_cells
+from censusdp.data.households import derive_households, household_rules
 from censusdp.data.invariants import N_HHGQ
-from censusdp.data.schema import get_schema
+from censusdp.data.schema import HOUSEHOLD2010, get_schema
 from censusdp.errors import InputError
 from censusdp.io.cef import (
     MAX_PER_RULE,
@@ -53,6 +54,13 @@ from censusdp.io.cef import (
     unit_rows_of,
 )
 from censusdp.io.cef_files import Stamp, parquet_input
+from censusdp.io.cef_households import (
+    HOUSEHOLD_UNIT_COLUMNS,
+    OPTIONAL_PERSON_COLUMNS,
+    household_column_rules,
+    household_input_rules,
+    households_of,
+)
 
 __all__ = [
     "CEFPart",
@@ -113,6 +121,10 @@ class CEFPart:
         index: the part's place in the plan.
         stamps: per input, the :class:`~censusdp.io.cef_files.Stamp` of each of
             ``files`` when it was hashed: every read checks it is still that file.
+        households: also derive the part's households (``rel`` is read and checked,
+            :mod:`censusdp.io.cef_households`) into a ``household2010`` histogram.
+        household_columns: the household columns ``units.parquet`` carries, each
+            checked against the household its unit's persons give.
     """
 
     files: tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
@@ -126,6 +138,8 @@ class CEFPart:
     batch_rows: int
     index: int = 0
     stamps: tuple[tuple[Stamp, ...], tuple[Stamp, ...]] = ((), ())
+    households: bool = False
+    household_columns: tuple[str, ...] = ()
 
     def stamp(self, which: int, file: int) -> Stamp | None:
         """The stamp of file ``file`` (its index in the input) of input ``which``."""
@@ -319,11 +333,36 @@ def _schema_of(part: CEFPart, which: int) -> pa.Schema:
         raise _Unreadable(path, exc) from None
 
 
+def _unit_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]:
+    """The unit columns the part reads: the required, the block attributes present and,
+    for a household part, the household columns present."""
+    return {
+        **UNIT_COLUMNS,
+        **{k: OPTIONAL_UNIT_COLUMNS[k] for k in part.optional},
+        **{k: HOUSEHOLD_UNIT_COLUMNS[k] for k in part.household_columns},
+    }
+
+
+def _person_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]:
+    """The person columns the part reads: those of every run and those its schema reads
+    (``citizen``; the driver has checked the file has them), and ``rel`` for a household
+    part."""
+    spec = dict(
+        person_columns(
+            get_schema(part.schema), _schema_of(part, PERSONS).names, part.labels[PERSONS]
+        )
+    )
+    if part.households:
+        spec["rel"] = OPTIONAL_PERSON_COLUMNS["rel"]
+    return spec
+
+
 def _fast_units(part: CEFPart) -> dict[str, Any]:
-    spec = {**UNIT_COLUMNS, **{k: OPTIONAL_UNIT_COLUMNS[k] for k in part.optional}}
+    spec = _unit_spec(part)
     _check_types(_schema_of(part, UNITS), spec)
     ids, geo, gqtype, occupied = [], [], [], []
     attrs: dict[str, list[np.ndarray]] = {k: [] for k in part.optional}
+    hh_cols: dict[str, list[np.ndarray]] = {k: [] for k in part.household_columns}
     for batch, _, _ in _batches(part, UNITS, list(spec)):
         ids.append(_ints(batch, "unit_id", None))
         geo.append(_geocodes(batch))
@@ -334,6 +373,8 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
         occupied.append(np.asarray(pc.cast(occ, pa.int8())) != 0)
         for k in part.optional:
             attrs[k].append(_codes(batch, k, OPTIONAL_UNIT_COLUMNS[k][1][0]))
+        for k in part.household_columns:
+            hh_cols[k].append(_ints(batch, k, HOUSEHOLD_UNIT_COLUMNS[k][1]))
     uid = _concat(ids, np.int64)
     blocks, block = np.unique(_concat(geo, np.int64), return_inverse=True)
     block = block.astype(np.int64)
@@ -361,15 +402,39 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
         "occupied": _concat(occupied, bool),
         "blocks": blocks,
         "attributes": per_block,
+        "household_columns": {k: _concat(v, np.int64) for k, v in hh_cols.items()},
     }
 
 
-def _person_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]:
-    """The person columns the part reads: those of every run and those its schema reads
-    (``citizen``; the driver has checked the file has them)."""
-    return person_columns(
-        get_schema(part.schema), _schema_of(part, PERSONS).names, part.labels[PERSONS]
+def _part_households(units: dict[str, Any], persons: dict[str, np.ndarray]) -> sp.csr_matrix:
+    """The part's ``(blocks x 387,072)`` household histogram; raise :class:`_Fallback`
+    at the first broken household rule (:func:`censusdp.data.households.household_rules`)
+    or household column of ``units.parquet`` that differs from its persons' household.
+
+    ``persons`` holds the part's ``hhgq``, ``rel``, ``sex``, ``age``, ``hispanic``,
+    ``cenrace`` and ``unit`` (each person's unit, an index into the part's units in
+    file order); every person's unit is in the part (checked before)."""
+    unit, n_units = persons["unit"], int(units["ids"].size)
+    household_unit = units["occupied"] & (units["gqtype"] == 0)
+    for _, mask, _ in household_rules(
+        unit, persons["hhgq"], persons["rel"], persons["age"], household_unit
+    ):
+        if mask.any():
+            raise _Fallback
+    hh = derive_households(unit, n_units, persons)
+    for name, given in units["household_columns"].items():
+        if (given[hh.unit] != hh.attributes[name]).any():
+            raise _Fallback
+    nb = units["blocks"].size
+    rows = units["block"][hh.unit]
+    cells = HOUSEHOLD2010.cells_of(hh.attributes)
+    return sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.int64), (rows, cells)), shape=(nb, HOUSEHOLD2010.size)
     )
+
+
+_HOUSEHOLD_PERSON_COLUMNS = ("unit", "hhgq", "rel", "sex", "age", "hispanic", "cenrace")
+"""What a household part keeps of its persons to derive their households."""
 
 
 def _fast(part: CEFPart) -> dict[str, Any]:
@@ -380,6 +445,7 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     _check_types(_schema_of(part, PERSONS), spec)
     nb = units["blocks"].size
     keys, pids = [], []
+    kept: dict[str, list[np.ndarray]] = {k: [] for k in _HOUSEHOLD_PERSON_COLUMNS}
     has_resident = np.zeros(units["ids"].size, dtype=bool)
     for batch, _, _ in _batches(part, PERSONS, list(spec)):
         m = batch.num_rows
@@ -404,6 +470,9 @@ def _fast(part: CEFPart) -> dict[str, Any]:
             raise _Fallback
         has_resident[unit] = True
         keys.append(block * schema.size + person_cells(cols, schema, m))
+        if part.households:
+            for k in kept:
+                kept[k].append(unit if k == "unit" else cols[k])
     if (units["occupied"] & ~has_resident).any():
         raise _Fallback  # an occupied unit without a person (here)
     pid = np.sort(_concat(pids, np.int64))
@@ -422,7 +491,11 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     occ_gq = ~is_hu & occupied
     gq = np.zeros((nb, N_HHGQ), dtype=np.int64)
     np.add.at(gq, (block[occ_gq], gqtype[occ_gq]), 1)
+    households = None
+    if part.households:
+        households = _part_households(units, {k: _concat(v, np.int64) for k, v in kept.items()})
     return {
+        "households": households,
         "blocks": units["blocks"],
         "attributes": units["attributes"],
         "persons": hist,
@@ -454,8 +527,7 @@ def _describe(part: CEFPart) -> dict[str, Any]:
     pt, pfile, prow = _table(part, PERSONS)
     ut, ufile, urow = _table(part, UNITS)
     plabel, ulabel = part.labels
-    spec_u = {**UNIT_COLUMNS, **{k: OPTIONAL_UNIT_COLUMNS[k] for k in part.optional}}
-    spec_p = _person_spec(part)
+    spec_p, spec_u = _person_spec(part), _unit_spec(part)
     positions = {
         plabel: {c: i for i, c in enumerate(spec_p)},
         ulabel: {c: i for i, c in enumerate(spec_u)},
@@ -489,11 +561,41 @@ def _describe(part: CEFPart) -> dict[str, Any]:
         else:
             found.fixed = rule_rank(1, 1, i)
             found.rows(file, column, mask, values, rule)
+    if part.households:
+        _describe_households(persons, units, unit_row, part.labels, found)
     for j, name in enumerate(part.optional):
         found.fixed = rule_rank(1, 2, j)
         same_within_block(units["geocode"], units[name], name, ulabel, found)
     out["found"] = found.found
     return out
+
+
+def _describe_households(
+    persons: dict[str, np.ndarray],
+    units: dict[str, np.ndarray],
+    unit_row: np.ndarray,
+    labels: tuple[str, str],
+    found: _Collector,
+) -> None:
+    """The household rules of :mod:`censusdp.io.cef_households` on the part's rows, in
+    the whole-file reader's order (after the person-unit rules); the household columns
+    of ``units.parquet`` are compared with the derived households only once every other
+    rule holds."""
+    plabel, ulabel = labels
+    first = len(_RULE_NAMES)
+    for i, (file, column, mask, values, rule) in enumerate(
+        household_input_rules(persons, units, unit_row, plabel, ulabel)
+    ):
+        found.fixed = rule_rank(1, 1, first + i)
+        found.rows(file, column, mask, values, rule)
+    if found.found or (unit_row < 0).any():
+        return
+    households = households_of(persons, units, unit_row)
+    for j, (file, column, mask, values, rule) in enumerate(
+        household_column_rules(households, units, ulabel)
+    ):
+        found.fixed = rule_rank(1, 1, 2 * first + j)
+        found.rows(file, column, mask, values, rule)
 
 
 def read_cef_part(part: CEFPart) -> dict[str, Any]:

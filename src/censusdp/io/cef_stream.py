@@ -60,6 +60,7 @@ from censusdp.io.cef import (
     unit_rows_of,
 )
 from censusdp.io.cef_files import INPUT_NAMES, CEFInput, Stamp, hash_input, parquet_input
+from censusdp.io.cef_households import HOUSEHOLD_UNIT_COLUMNS
 from censusdp.io.cef_parts import (
     PERSONS,
     UNITS,
@@ -105,6 +106,8 @@ class CEFBlocks:
         persons: ``(blocks x cells)`` person histogram in the given schema.
         housing_units: ``(blocks x 2)`` housing-unit histogram (vacant, occupied), or
             ``None`` when not asked for.
+        households: ``(blocks x 387,072)`` sparse ``household2010`` histogram of the
+            households derived from their persons, or ``None`` when not asked for.
         n_persons: person records read.
         n_units: unit records read.
         block_attributes: per block (the hierarchy's order), the optional unit columns
@@ -129,6 +132,7 @@ class CEFBlocks:
     readers: frozenset[str] = frozenset()
     part_costs: tuple[tuple[int, float, float], ...] = ()
     input_sha256: dict[str, str] = field(default_factory=dict)
+    households: sp.csr_matrix | None = None
 
 
 @dataclass
@@ -233,12 +237,18 @@ def _meets(g: _Group, lo: str | None, hi: str | None, first: bool) -> bool:
 
 
 def _plan(
-    footers: _Footers, schema: str, optional: tuple[str, ...], part_rows: int, batch_rows: int
+    footers: _Footers,
+    schema: str,
+    optional: tuple[str, ...],
+    part_rows: int,
+    batch_rows: int,
+    household_columns: tuple[str, ...] | None = None,
 ) -> list[CEFPart]:
     """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
     persons, or larger where smaller ones would read the row groups too many times
     (:data:`MAX_READS`); one part reading everything when the files have no geocode
-    statistics or are not in geocode order."""
+    statistics or are not in geocode order. ``household_columns`` (not ``None``): the
+    parts derive households, checking those household columns of the units."""
     files, stamps, labels, groups = footers.files, footers.stamps, footers.labels, footers.groups
     ordered = footers.ordered
 
@@ -252,8 +262,10 @@ def _plan(
         )
         marks = tuple(tuple(stamps[p] for _, p in names[w]) for w in (PERSONS, UNITS))
         part = CEFPart(
-            names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index, marks
-        )
+            names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index, marks,
+            households=household_columns is not None,
+            household_columns=household_columns or (),
+        )  # fmt: skip
         return part, sum(g.rows for gs in picked for g in gs)
 
     total = sum(g.rows for gs in groups for g in gs)
@@ -279,7 +291,7 @@ def read_cef_blocks(
     geolevels: GeoLevels,
     schema: Schema,
     *,
-    with_units: bool = True,
+    with_units: bool | str = True,
     executor: Any = None,
     part_rows: int = DEFAULT_PART_ROWS,
     batch_rows: int = DEFAULT_BATCH_ROWS,
@@ -294,7 +306,12 @@ def read_cef_blocks(
             the file hashed.
         geolevels: the levels of the hierarchy to build.
         schema: the schema of the person histogram.
-        with_units: also build the housing-unit histogram (the unit run's input).
+        with_units: also build the housing-unit histogram (the unit run's input);
+            ``"households"``: also derive every household from its persons, per part (a
+            household lies in one unit, one block), into the ``household2010``
+            histogram (:attr:`CEFBlocks.households`), checking ``rel`` and any
+            household column of ``units.parquet`` as :func:`~censusdp.io.cef.read_cef`
+            does.
         executor: runs the part tasks (:mod:`censusdp.execution`); ``None``: in this
             process.
         part_rows: persons per part, about (parts are cut at row groups).
@@ -306,7 +323,8 @@ def read_cef_blocks(
     and ``block_attributes`` and reorders the histograms with its ``order``.
 
     Raises:
-        InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`.
+        InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`;
+            for households without a ``rel`` column, one line naming it.
     """
     if part_rows < 1 or batch_rows < 1:
         raise InternalError(f"part_rows and batch_rows must be >= 1, got {part_rows}, {batch_rows}")
@@ -324,8 +342,16 @@ def read_cef_blocks(
         raise InputError(f"invalid input in {directory}", problems)
     person_columns(schema, schemas[PERSONS].names, labels[PERSONS])  # one line if missing
     optional = tuple(k for k in OPTIONAL_UNIT_COLUMNS if k in schemas[UNITS].names)
+    household_columns = None
+    if with_units == "households":
+        if "rel" not in schemas[PERSONS].names:
+            raise InputError(
+                f"{labels[PERSONS]}: missing column 'rel' (each person's relationship to the "
+                "householder), which a household run needs"
+            )
+        household_columns = tuple(k for k in HOUSEHOLD_UNIT_COLUMNS if k in schemas[UNITS].names)
     footers = _Footers(files, source.stamps, labels, groups, ordered)
-    parts = _plan(footers, schema.name, optional, part_rows, batch_rows)
+    parts = _plan(footers, schema.name, optional, part_rows, batch_rows, household_columns)
     results = []
     with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
         for rec in _run(executor, read_cef_part, parts):
@@ -344,7 +370,7 @@ def read_cef_blocks(
 
 
 def _assemble(
-    results: list[dict[str, Any]], geolevels: GeoLevels, with_units: bool, n_parts: int
+    results: list[dict[str, Any]], geolevels: GeoLevels, with_units: bool | str, n_parts: int
 ) -> CEFBlocks:
     """The parts' blocks and histograms, stacked in geocode order."""
     codes = np.concatenate([r["blocks"] for r in results])
@@ -354,6 +380,7 @@ def _assemble(
     hierarchy = Hierarchy.from_blocks(blocks, geolevels)
     if not np.array_equal(hierarchy.blocks, blocks):
         raise InternalError("the hierarchy's blocks are not the input's sorted blocks")
+    households = _stack(results, "households") if results[0].get("households") is not None else None
     persons = _stack(results)
     population = np.asarray(persons.sum(axis=1), dtype=np.int64).ravel()
     vacant = np.concatenate([r["hu_vacant"] for r in results])
@@ -376,21 +403,23 @@ def _assemble(
         parts=n_parts,
         readers=frozenset(r["reader"] for r in results),
         part_costs=tuple((r["n_persons"], r["seconds"], r["cpu_seconds"]) for r in results),
+        households=households,
     )
 
 
-def _stack(results: list[dict[str, Any]]) -> sp.csr_matrix:
-    """The parts' person histograms one under the other, each part's freed as it is
-    copied (the driver holds the histogram once, not twice as ``sp.vstack`` would)."""
-    nnz = sum(r["persons"].nnz for r in results)
-    rows = sum(r["persons"].shape[0] for r in results)
-    cells = results[0]["persons"].shape[1]
+def _stack(results: list[dict[str, Any]], key: str = "persons") -> sp.csr_matrix:
+    """The parts' histograms (``persons`` or ``households``) one under the other, each
+    part's freed as it is copied (the driver holds the histogram once, not twice as
+    ``sp.vstack`` would)."""
+    nnz = sum(r[key].nnz for r in results)
+    rows = sum(r[key].shape[0] for r in results)
+    cells = results[0][key].shape[1]
     data = np.empty(nnz, dtype=np.int64)
     indices = np.empty(nnz, dtype=np.int32)
     indptr = np.zeros(rows + 1, dtype=np.int64)
     at = row = 0
     for r in results:
-        m = r.pop("persons")
+        m = r.pop(key)
         n, k = m.nnz, m.shape[0]
         data[at : at + n] = m.data
         indices[at : at + n] = m.indices

@@ -30,14 +30,16 @@ class ReleaseManifest(Mapping[str, Any]):
     ``postprocess``, ``geolevels`` (``[name, geocode length]`` pairs), ``geounits``,
     ``spine``, ``max_children``, ``fidelity`` (``mode`` and each deliberate difference
     from production with what the release does), ``estimator``, ``units_estimation``,
-    ``occupancy``, ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
+    ``estimation_order`` (a household run's: ``["units", "persons"]``), ``occupancy``,
+    ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
     ``rho_exact``, ``epsilon``, ``delta``, ``delta_target``, ``sampling_delta``. Where its
     noise came from: ``seed``, ``randomness``. What it read and wrote: ``input``,
     ``input_sha256``, ``input_persons``, ``input_scale`` (a synthetic input's fraction of
     its state's tracts, when below 1), ``noisy_measurements``,
     ``noisy_measurements_units``, ``noisy_values_by_level``, ``persons_released``,
-    ``units_released``, ``outputs``, ``files``. How it ran: ``versions``, ``platform``,
+    ``units_released``, ``households_released`` (a household run's), ``outputs``,
+    ``files``. How it ran: ``versions``, ``platform``,
     ``argv``, ``command``, ``executor``, ``estimation``, ``failsafe``, ``resumed``,
     ``timings``, ``peak_memory_mb``. Its own checks: ``validation``,
     ``spine_validation``. A swapped release (``censusdp protect``): ``release``
@@ -71,11 +73,13 @@ class ReleaseManifest(Mapping[str, Any]):
     estimator: str | None = None
     failsafe: dict[str, Any] | None = None
     units_estimation: str | None = None
+    estimation_order: list[str] | None = None
     occupancy: str | None = None
     invariants_not_enforced: list[str] | None = None
     spine_validation: dict[str, Any] | None = None
     persons_released: int | None = None
     units_released: int | None = None
+    households_released: int | None = None
     validation: dict[str, Any] | None = None
     outputs: list[str] | None = None
     noisy_values_by_level: dict[str, Any] | None = None

@@ -2,7 +2,9 @@
 
 The person run is estimated first (:func:`censusdp.release.topdown.driver.run_topdown`,
 TopDown or bottom-up), then the housing-unit run, held to the released persons per block
-when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`). The
+when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`). A
+household run (unit schema ``household2010``) goes the other way: households first, then
+persons held to them (:mod:`censusdp.release.household_consistency`). The
 same code serves a fresh run, a re-estimate (``run --from-measurements``) and the
 simulated re-releases of ``evaluate`` (:func:`estimate_tables`, nothing written).
 """
@@ -29,6 +31,12 @@ from censusdp.release.consistency import (
     consistent_unit_bounds,
     household_persons,
     independent_unit_bounds,
+)
+from censusdp.release.household_consistency import (
+    HOUSEHOLD_SCHEMA,
+    hold_persons_to_households,
+    household_bounds,
+    household_size_caps,
 )
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.spine import ReleaseGeography
@@ -136,13 +144,20 @@ class EstimationInputs:
 @dataclass
 class ReleaseEstimate:
     """The estimate of both runs, the person bounds it was held to, and (for a
-    consistent unit run) the household persons per block it was held to (in the unit
-    run's block order)."""
+    consistent unit run) the household persons per block it was held to (or, for a
+    household run, that it released; in the unit run's block order);
+    ``unit_schema`` is the unit run's schema."""
 
     persons: TopDownResult
     units: TopDownResult | None
     bounds: list[Bounds]
     household: np.ndarray | None = None
+    unit_schema: str = "units"
+
+    @property
+    def households(self) -> bool:
+        """Whether the unit run is a household run."""
+        return self.units is not None and self.unit_schema == HOUSEHOLD_SCHEMA
 
 
 def estimate_runs(
@@ -154,12 +169,15 @@ def estimate_runs(
 ) -> ReleaseEstimate:
     """Estimate persons (and units, when measured) from measurements and invariants
     (continuing after the levels ``checkpoint`` holds, recording each finished level);
-    records the estimation's statuses, estimator and failsafe uses in ``manifest``."""
+    records the estimation's statuses, estimator, failsafe uses and order in ``manifest``.
+
+    A household run is estimated first and the person run held to its households
+    (``unit_consistency`` ``consistent``); otherwise persons go first and a unit run is
+    held to their household persons."""
 
     def levels(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
 
-    t = time.perf_counter()
     ms, hierarchy, inv = inputs.persons, inputs.hierarchy, inputs.invariants
     schema = ms.schema
     bounds = person_bounds(inv, hierarchy) if inputs.bounds is None else inputs.bounds
@@ -186,39 +204,96 @@ def estimate_runs(
         pool_root=options.pool_root,
         production=options.production_mode,
     )
+    manifest["estimation"] = {}
+    manifest["estimator"] = topdown.estimator
+    manifest["failsafe"] = {}
+    units_ms = inputs.units
+    unit_topdown = None
+    if units_ms is not None:
+        unit_topdown = replace(topdown, estimator=options.estimator_for(units_ms.schema.name))
+    units, household = None, None
+    if units_ms is not None and units_ms.schema.name == HOUSEHOLD_SCHEMA:
+        assert unit_topdown is not None
+        if inputs.unit_hierarchy is not None:
+            raise ConfigError(
+                "a household run is estimated on the persons' hierarchy; this release's "
+                "unit run has its own spine (use --spine tabulation)"
+            )
+        t = time.perf_counter()
+        say(rt.progress, "estimating the households (their own run, top-down):")
+        units = run_topdown(
+            units_ms,
+            hierarchy,
+            household_bounds(inv.housing_units, hierarchy),
+            replace(unit_topdown, group_variable=None),
+            checkpoint=levels("units"),
+            **run,
+        )
+        if options.unit_consistency == "consistent":
+            capped = household_size_caps(units.histograms, bounds, inv.housing_units, hierarchy)
+            if capped is not None:  # the households need more persons than a state has
+                say(rt.progress, f"estimating the households again, {capped[1]} capped by size:")
+                units = run_topdown(
+                    units_ms,
+                    hierarchy,
+                    capped[0],
+                    replace(unit_topdown, group_variable="hhsize"),
+                    checkpoint=levels("units-capped"),
+                    **run,
+                )
+                manifest["estimation"]["households_capped_by_size"] = capped[1]
+            bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
+        _record_run(manifest, "units", units, rt, time.perf_counter() - t)
+        manifest["estimation_order"] = ["units", "persons"]
+    t = time.perf_counter()
     say(rt.progress, "estimating the persons (top-down, level by level):")
     persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)
-    rt.timings["estimate_persons"] = time.perf_counter() - t
-    manifest["estimation"] = {"persons": persons.levels}
-    manifest["estimator"] = topdown.estimator
-    manifest["failsafe"] = {"persons": persons.failsafe}
-    units, household = None, None
-    if inputs.units is not None:
+    _record_run(manifest, "persons", persons, rt, time.perf_counter() - t)
+    if units_ms is not None and options.unit_consistency == "consistent":
+        household = household_persons(persons.histograms[-1], schema)
+        order = inputs.units_on()[2]
+        household = household if order is None else household[order]
+    if units_ms is not None and units is None:
+        assert unit_topdown is not None
         t = time.perf_counter()
         # the unit run on its own hierarchy (its spine); per-block bounds carry over
-        uh, uinv, order = inputs.units_on()
+        uh, uinv, _ = inputs.units_on()
         ubounds, group = independent_unit_bounds(uinv.housing_units, uh), None
-        if options.unit_consistency == "consistent":
-            household = household_persons(persons.histograms[-1], schema)
-            household = household if order is None else household[order]
+        if household is not None:
             ubounds = consistent_unit_bounds(household, uinv.housing_units, uh)
             group = UNIT_GROUP_VARIABLE
-        unit_topdown = replace(
-            topdown, group_variable=group, estimator=options.estimator_for(inputs.units.schema.name)
-        )
         say(rt.progress, "estimating the housing units (their own run, top-down):")
         units = run_topdown(
-            inputs.units, uh, ubounds, unit_topdown, checkpoint=levels("units"), **run
+            units_ms,
+            uh,
+            ubounds,
+            replace(unit_topdown, group_variable=group),
+            checkpoint=levels("units"),
+            **run,
         )
-        rt.timings["estimate_units"] = time.perf_counter() - t
-        manifest["estimation"]["units"] = units.levels
-        manifest["failsafe"]["units"] = units.failsafe
+        _record_run(manifest, "units", units, rt, time.perf_counter() - t)
+    if units_ms is not None:
         manifest["units_estimation"] = options.unit_consistency
-    return ReleaseEstimate(persons, units, bounds, household)
+    unit_schema = units_ms.schema.name if units_ms is not None else "units"
+    return ReleaseEstimate(persons, units, bounds, household, unit_schema)
+
+
+def _record_run(
+    manifest: dict[str, Any], run: str, result: TopDownResult, rt: Runtime, seconds: float
+) -> None:
+    """A finished run's level statuses, failsafe uses and time, into the manifest."""
+    rt.timings[f"estimate_{run}"] = seconds
+    manifest["estimation"][run] = result.levels
+    manifest["failsafe"][run] = result.failsafe
 
 
 def occupied_units(est: ReleaseEstimate, inv: Invariants, manifest: dict[str, Any]) -> np.ndarray:
-    """Released occupied housing units per block (zero when the unit run was skipped)."""
+    """Released occupied housing units per block: the occupied column of a unit run, the
+    households of a household run (one per occupied unit: the household histogram's
+    row sums), zero when the unit run was skipped."""
+    if est.households:
+        assert est.units is not None
+        return np.asarray(est.units.histograms[-1].sum(axis=1)).ravel().astype(np.int64)
     if est.units is not None:
         return np.asarray(est.units.histograms[-1][:, 1].todense()).ravel().astype(np.int64)
     manifest["occupancy"] = "not released (no housing-unit budget): all units marked vacant"
@@ -315,6 +390,7 @@ def on_tabulation(
             ugeo.invariants(inv).housing_units,
             est.household,
             ugeo.estimation if ugeo is not geo else None,
+            est.unit_schema,
         ),
         failsafe_uses=len(est.persons.failsafe),
     )
@@ -334,4 +410,5 @@ def on_tabulation(
         view(est.units, ugeo),
         person_bounds(inv, geo.tabulation),
         None if est.household is None else ugeo.to_tabulation(est.household),
+        est.unit_schema,
     )

@@ -36,6 +36,7 @@ def read_and_aggregate(
     with_units: bool,
     spine: tuple[str, bool] = ("tabulation", False),
     record: dict[str, Any] | None = None,
+    households: bool = False,
 ) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
     """Read and validate the CEF (its files as hashed: each read checks it is still the
     file hashed); return the geography, the invariants, the block
@@ -51,6 +52,10 @@ def read_and_aggregate(
     (:func:`censusdp.release.spine.geography_for_input`). The microdata are dropped when
     this returns: from here on only block histograms, then noisy measurements and
     invariants, exist.
+
+    ``households``: the unit run is a household run: its histogram (``units``) is the
+    ``(blocks x 387,072)`` household histogram, each household derived from its persons
+    by the part that reads them (:func:`censusdp.io.cef_stream.read_cef_blocks`).
     """
     progress, timings = rt.progress, rt.timings
     t, c = time.perf_counter(), time.process_time()
@@ -60,7 +65,7 @@ def read_and_aggregate(
         cef_input,
         GeoLevels.from_pairs(list(budget.geolevels)),
         get_schema(budget.schema),
-        with_units=with_units,
+        with_units="households" if households else with_units,
         executor=rt.executor,
         progress=progress,
     )
@@ -76,7 +81,7 @@ def read_and_aggregate(
     )
     hists = {"persons": cef.persons}
     if with_units:
-        hists["units"] = cef.housing_units
+        hists["units"] = cef.households if households else cef.housing_units
     hierarchy, inv = cef.hierarchy, cef.invariants
     timings["aggregate"] = time.perf_counter() - t
     say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")

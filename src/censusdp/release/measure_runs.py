@@ -89,7 +89,7 @@ def _measure_to_parts(
     seen: dict[str, int] = {}
     for rec in parts:
         seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
-    label = "housing units" if schema.name == "units" else "persons"
+    label = {"units": "housing units", "household2010": "households"}.get(schema.name, "persons")
     bar = task(
         progress, f"measuring {label} ({schema.name})", total, unit="geounits", summary=False
     )
@@ -183,7 +183,7 @@ def measure_runs(
     t = time.perf_counter()
     runs = {"persons": (budget.persons, get_schema(budget.persons.schema))}
     if budget.units is not None:
-        runs["units"] = (budget.units, get_schema("units"))
+        runs["units"] = (budget.units, get_schema(budget.units.schema))
     record: dict[str, Any] = {"noisy_values_by_level": {}}
     for run, (b, schema) in runs.items():
         done = checkpoint.measured(run) if checkpoint is not None else None

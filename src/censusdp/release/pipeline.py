@@ -42,7 +42,6 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels
-from censusdp.data.schema import HOUSEHOLD2010
 from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
@@ -54,6 +53,7 @@ from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say
 from censusdp.release.checkpoint import Checkpoint, run_fingerprint
+from censusdp.release.household_consistency import check_run_schemas, is_household_run
 from censusdp.release.intake import read_and_aggregate
 from censusdp.release.manifest import commit_run, inherited_randomness, recorded_budgets
 from censusdp.release.measure_runs import measure_runs
@@ -145,8 +145,10 @@ def run_release(
     Args:
         input_dir: directory with ``persons.parquet`` and ``units.parquet``.
         out_dir: the run directory to create (see docs/file-formats.md for its files).
-        budget: the person run's budget and the housing-unit run's (schema ``units``),
-            or no unit run (``budget.units`` ``None``: then ``mdf_units`` and H1 carry
+        budget: the person run's budget and the unit run's (schema ``units``, or
+            ``household2010`` for a household run: households estimated first, then
+            persons held to them, :mod:`censusdp.release.household_consistency`), or no
+            unit run (``budget.units`` ``None``: then ``mdf_units`` and H1 carry
             housing units with the occupancy left unreleased, all marked vacant, and the
             manifest says so).
         options: what the release depends on beside input and budget (seed, estimator,
@@ -169,11 +171,6 @@ def run_release(
     options = options or ReleaseOptions()
     execution = execution or Execution()
     for run in budget.runs:
-        if run.schema == HOUSEHOLD2010.name:
-            raise ConfigError(
-                f"budget {run.name!r} is for households (schema {run.schema!r}); censusdp run "
-                "does not release households yet (docs/households.md)"
-            )
         if run.schema in DHC_SCHEMA_NAMES:
             raise ConfigError(
                 f"budget {run.name!r} is for the 2020 DHC (schema {run.schema!r}); censusdp run "
@@ -181,6 +178,7 @@ def run_release(
                 "subsets), relgq and household-type input and an estimator for its "
                 "million-cell histograms (docs/dhc-2020.md)"
             )
+    check_run_schemas(budget)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
@@ -196,6 +194,7 @@ def run_release(
             with_units=budget.units is not None,
             spine=spine_choice,
             record=read_record,
+            households=is_household_run(budget.units),
         )
         made: list[RandomSource] = []
 

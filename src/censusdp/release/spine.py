@@ -211,6 +211,7 @@ class ReleaseGeography:
             return None
         assert self.spine is not None
         return np.argsort(self.spine.order)[self.unit_spine.order]
+
     entities: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property

@@ -34,6 +34,7 @@ from censusdp.release.estimation import (
     on_tabulation,
     released_histograms,
 )
+from censusdp.release.household_consistency import is_household_run
 from censusdp.release.manifest import new_manifest
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.parts import (
@@ -83,6 +84,10 @@ def write_release(
     rt.timings["write_invariants"] = time.perf_counter() - t
     manifest["max_children"] = options.max_children
     manifest["fidelity"] = options.fidelity_record()
+    if is_household_run(budget.units) and options.unit_consistency == "consistent":
+        manifest["fidelity"]["differences"]["units"] = (
+            "consistent: households first, household persons held to their sizes"
+        )
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),
@@ -90,7 +95,7 @@ def write_release(
             inv,
             options,
             rt,
-            with_units=budget.units is not None,
+            unit_schema=None if budget.units is None else budget.units.schema,
             manifest=manifest,
             checkpoint=checkpoint,
         )
@@ -113,12 +118,13 @@ def _estimate_from_nmf(
     options: ReleaseOptions,
     rt: Runtime,
     *,
-    with_units: bool,
+    unit_schema: str | None,
     manifest: dict[str, Any],
     checkpoint: Checkpoint | None = None,
 ) -> ReleaseEstimate:
-    """Estimate persons (and units) from the NMF of ``run`` (read chunk by chunk, never
-    whole), each run on its own estimation hierarchy of ``geo``
+    """Estimate persons (and units, on ``unit_schema``: ``units`` or ``household2010``;
+    ``None``: no unit run) from the NMF of ``run`` (read chunk by chunk, never whole),
+    each run on its own estimation hierarchy of ``geo``
     (:meth:`~censusdp.release.spine.ReleaseGeography.for_run`); ``inv`` are the
     tabulation's invariants."""
     schema = get_schema(manifest["schema"])
@@ -126,7 +132,9 @@ def _estimate_from_nmf(
         geo,
         inv,
         run.nmf_reader("persons", schema, geo.estimation),
-        run.nmf_reader("units", get_schema("units"), geo.units.estimation) if with_units else None,
+        run.nmf_reader("units", get_schema(unit_schema), geo.units.estimation)
+        if unit_schema
+        else None,
     )
     return estimate_runs(inputs, options, rt, manifest, checkpoint)
 
@@ -157,19 +165,33 @@ def _write_outputs(
     # part 0 of the tables: every level above the block, one small task
     pl94_levels, unit_levels = hierarchy.aggregate(pl94_hist), hierarchy.aggregate(units_hist)
     upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
+    # a household run's block households (on the tabulation's blocks): its unit MDF
+    # records and household tables
+    households = est.units.histograms[-1] if est.households and est.units is not None else None
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],
         _stacked(pl94_levels[:-1], pl94_hist.shape[1]),
         _stacked(unit_levels[:-1], units_hist.shape[1]),
         str(out.resolve()),
+        None
+        if households is None
+        else _stacked(hierarchy.aggregate(households)[:-1], households.shape[1]),
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     (top,) = list(executor.map(run_tables_task, [tables_job]))
     block = hierarchy.geolevels.levels[-1]
     parts: list[dict[str, Any]] = []
     released = BlockCounts(
-        hierarchy.blocks, block_hist, schema.name, inv.housing_units, occupied, inv.gq_facilities
+        hierarchy.blocks,
+        block_hist,
+        schema.name,
+        inv.housing_units,
+        occupied,
+        inv.gq_facilities,
+        households,
     )
+    if households is not None:
+        manifest["households_released"] = int(households.sum())
     jobs = mdf_part_tasks(released, out.resolve(), geolevel=(block.name, block.length))
     with bar:
         for res in executor.map(run_mdf_part_task, jobs):
@@ -230,7 +252,7 @@ def _validate_outputs(
         est.bounds,
         units=None
         if est.units is None
-        else UnitRun(est.units.histograms, inv.housing_units, est.household),
+        else UnitRun(est.units.histograms, inv.housing_units, est.household, est.unit_schema),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written

@@ -125,11 +125,19 @@ def test_ddp_2010_units_spends_the_ddp_household_budget() -> None:
     }
     assert b.epsilon() == 2
     assert b.geolevels == load_preset("ddp-2010").geolevels
-    # the person preset picks it up as its unit run, and pure DP composes by adding epsilon
-    assert units_preset_for("ddp-2010") == "ddp-2010-units"
-    release = resolve_release_budget(preset="ddp-2010")
+    # the named stand-in: chosen with --units-preset, and pure DP composes by adding epsilon
+    release = resolve_release_budget(preset="ddp-2010", units="ddp-2010-units")
     assert release.units is not None and release.units.name == "ddp-2010-units"
     assert release.to_dict()["epsilon"] == pytest.approx(6.0)  # the DDP's 4.0 + 2.0
+
+
+def test_ddp_2010_pairs_with_its_household_run() -> None:
+    """``--preset ddp-2010`` runs the DDP's household run as its unit run by default."""
+    assert units_preset_for("ddp-2010") == "ddp-2010-households"
+    release = resolve_release_budget(preset="ddp-2010")
+    assert release.units is not None and release.units.schema == "household2010"
+    assert release.persons.epsilon() == 4 and release.units.epsilon() == 2
+    assert release.to_dict()["epsilon"] == pytest.approx(6.0)  # the DDP's, pure DP
 
 
 def test_ddp_2010_households_reproduces_van_riper_noise_scales() -> None:

@@ -13,8 +13,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.schema import Schema
+from censusdp.data.schema import Schema, get_schema
 from censusdp.release.consistency import consistency_violations
+from censusdp.release.household_consistency import (
+    HOUSEHOLD_SCHEMA,
+    household_bounds,
+    household_consistency_violations,
+)
 from censusdp.release.validate.report import ValidationReport
 
 
@@ -59,18 +64,22 @@ class UnitRun:
     """The housing-unit run of an estimated release, for its checks.
 
     Attributes:
-        hists: per level, the released (units x 2) occupancy histograms.
+        hists: per level, the released (units x 2) occupancy histograms, or for a
+            household run (``schema`` ``household2010``) the household histograms.
         housing_units: ``(blocks,)`` invariant housing-unit counts.
         household_persons: ``(blocks,)`` released household persons, for a release
-            whose unit run was held to them (checks ``persons_units_consistent``).
+            whose runs were held to each other (checks ``persons_units_consistent``, or
+            ``persons_households_consistent`` for a household run).
         hierarchy: the unit run's own hierarchy (its spine) when it is not the persons';
             the per-block arrays are then in its block order.
+        schema: the unit run's schema, ``units`` or ``household2010``.
     """
 
     hists: list[sp.csr_matrix]
     housing_units: np.ndarray
     household_persons: np.ndarray | None = None
     hierarchy: Hierarchy | None = None
+    schema: str = "units"
 
 
 @dataclass(frozen=True, eq=False)
@@ -135,7 +144,9 @@ def validate_release(
     zeros = schema.structural_zero_mask
     nz = int(sp.csr_matrix(hists[-1])[:, np.flatnonzero(zeros)].sum()) if zeros.any() else 0
     rep.add("structural_zeros", nz == 0, f"{nz} persons in structural-zero cells")
-    if unit_hists is not None and housing_units is not None:
+    if units is not None and units.schema == HOUSEHOLD_SCHEMA:
+        _check_households(rep, units, units.hierarchy or hierarchy)
+    elif unit_hists is not None and housing_units is not None:
         assert units is not None
         ok_u, detail_u = check_hierarchy(unit_hists, units.hierarchy or hierarchy)
         hu_rel = np.asarray(unit_hists[-1].sum(axis=1)).ravel()
@@ -170,3 +181,49 @@ def validate_release(
         shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
         rep.add("tables_match_mdf", not bad, shown or "all tables recomputed exactly")
     return rep
+
+
+def _check_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy) -> None:
+    """The household run's checks: non-negative integers, every level the sum of its
+    blocks, every geounit's households within ``[0, housing units]`` (the DDP's ``total``
+    constraint), no household in a structural-zero cell (``no_vacant`` and the DDP's
+    structural-zero constraints), and for a consistent release every block's household
+    persons what its households need
+    (:func:`~censusdp.release.household_consistency.household_consistency_violations`)."""
+    hists = [sp.csr_matrix(h) for h in run.hists]
+    ok = all(
+        np.issubdtype(h.dtype, np.integer) and (h.data.size == 0 or h.data.min() >= 0)
+        for h in hists
+    )
+    rep.add("households_nonnegative_integers", ok, "all household counts are non-negative integers")
+    rep.add("households_hierarchy_consistent", *check_hierarchy(hists, hierarchy))
+    over = []
+    for li, (h, b) in enumerate(
+        zip(hists, household_bounds(run.housing_units, hierarchy), strict=True)
+    ):
+        n = np.asarray(h.sum(axis=1)).ravel()
+        bad = int((n > b.total_upper).sum())
+        if bad:
+            over.append(f"{bad} geounits at {hierarchy.geolevels[li].name}")
+    rep.add(
+        "households_within_housing_units",
+        not over,
+        "; ".join(over) + " with more households than housing units"
+        if over
+        else "every geounit's households at most its housing units",
+    )
+    zeros = np.flatnonzero(get_schema(HOUSEHOLD_SCHEMA).structural_zero_mask)
+    nz = int(hists[-1][:, zeros].sum())
+    rep.add("households_structural_zeros", nz == 0, f"{nz} households in structural-zero cells")
+    if run.household_persons is not None:
+        broken = household_consistency_violations(
+            run.household_persons, hists[-1], run.housing_units
+        )
+        n_bad = sum(broken.values())
+        rep.add(
+            "persons_households_consistent",
+            n_bad == 0,
+            "every block's household persons what its households need"
+            if n_bad == 0
+            else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
+        )

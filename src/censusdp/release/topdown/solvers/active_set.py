@@ -285,8 +285,8 @@ def solve_active_set(
             empty = ~free.any(axis=0)
             if empty.any():
                 cols = np.flatnonzero(empty)
-                best = np.argmax(score[:, cols], axis=0)
-                free[best, cols] = True
+                top = np.argmax(score[:, cols], axis=0)  # not ``best``: the stall counter's
+                free[top, cols] = True
         for r in np.flatnonzero(bounds.state != 0):
             target = bounds.hi[r] if bounds.state[r] == 1 else bounds.lo[r]
             mem = bounds.members(sub, r)

@@ -1,0 +1,287 @@
+"""Persons-households consistency: the person run held to the released households.
+
+A household run (a unit budget on the ``household2010`` schema, the 2010 DDP's household
+histogram) is estimated **first**, with these bounds at every geounit: its households
+between 0 and its housing units (the invariant housing units aggregated;
+:func:`household_bounds`), one group (no group variable), every structural zero of the
+schema zero (TopDown drops those cells). These are the DDP's household constraints
+(``Constraints_Household2010.py``: ``total`` households at most the housing units,
+``no_vacant`` and the structural-zero constraints ``living_alone``, ``size2``,
+``size2plus_notalone``, ``not_multigen``, ``hh_elderly``).
+
+Then the person run's household group (``hhgq = 0``) is held, at every geounit, to the
+persons the released households need (:func:`household_person_bounds`). With
+``n_{b,s}`` the released households of size level ``s`` in block ``b`` (``s = 7`` is
+"7 or more"):
+
+* ``L_b = sum_{s=1..6} s n_{b,s} + 7 n_{b,7}``: every household holds at least its size;
+* ``U_b = L_b`` when ``n_{b,7} = 0`` (every size is then exact), else unbounded.
+
+A geounit ``u`` above the block gets ``L_u = sum_b L_b`` and ``U_u = sum_b U_b`` over its
+blocks (:func:`hold_persons_to_households` intersects them with the person bounds the
+invariants give). The released blocks then have household persons exactly where they
+have households, and as many as the households' sizes allow
+(:func:`household_consistency_violations` counts the blocks that do not).
+
+**Why no TopDown subproblem becomes infeasible.** Below the level where the person total
+is invariant (the state), the person bounds of the household group are ``[0, inf)``
+where the geounit has housing units and ``[0, 0]`` where it has none; the totals are
+free. The intersection with ``[L_u, U_u]`` is non-empty: ``L_u <= U_u`` by construction
+(``U_b`` is ``L_b`` or infinite), and where the geounit has no housing unit it has no
+household (the household run held households to at most the housing units), so
+``L_u = U_u = 0``. A parent's released household persons ``P`` lie in
+``[L_p, U_p] = [sum_c L_c, sum_c U_c]`` (it was held to them), so ``P`` is a sum of
+integers one from each child's interval: the children's subproblem has an integer
+solution, and by induction every subproblem down to the blocks has one.
+
+**Where the person total is invariant** (the state and, as their sum, the nation) the
+household group is also tied to the total ``T``: it lies in
+``[max(L, 0), min(U, T - sum_{g >= 1} l_g)]`` with ``l_g`` the persons the group-quarters
+facilities need (one each), and the groups must add to ``T``. The household run alone
+does not guarantee ``L <= P = T - sum l_g``: non-negative least squares over the 169,344
+live cells of the detailed household query inflates the count of households (the DDP's
+finding), by about a thousand households at the root of a generated state, more than a
+small state's household population allows. censusdp enforces it in the household run:
+where the first estimate of a state needs more household persons than ``P``
+(:func:`household_size_caps`), the household run is estimated again with the households
+of each size ``s`` of that state capped at ``floor(n_s P / L)`` (``n_s`` its first
+estimate; the levels above it capped at their states' sums), so the second estimate
+needs at most ``sum_s s floor(n_s P / L) <= P``. Caps are upper bounds on groups whose
+lower bounds are zero, so the root stays feasible; a state's households split among its
+counties with no cap below it. The other side, ``U >= T - sum_g u_g``, can fail only in
+a state without group quarters and without a household of 7 or more; that, and a
+nation of several states whose caps cannot be shared among them, is a one-line
+:class:`~censusdp.errors.InfeasibleError` naming the geounit (the bounds are checked at
+every geounit of every level before the person run starts); censusdp never relaxes an
+invariant for it.
+
+``--units independent`` (and ``--fidelity production``) estimates the two runs
+independently, as the DDP did: its person-household constraints (``population_ub``,
+``population_lb`` in the DDP's ``Constraints_Household2010.py``) are empty functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Bounds
+from censusdp.data.schema import HOUSEHOLD2010
+from censusdp.errors import ConfigError, InfeasibleError, ValidationError
+from censusdp.privacy.budget import Budget
+from censusdp.privacy.release_budget import ReleaseBudget
+
+__all__ = [
+    "HOUSEHOLD_SCHEMA",
+    "UNIT_SCHEMAS",
+    "check_run_schemas",
+    "hold_persons_to_households",
+    "household_bounds",
+    "household_consistency_violations",
+    "household_person_bounds",
+    "household_size_bounds",
+    "household_size_caps",
+    "is_household_run",
+]
+
+HOUSEHOLD_SCHEMA = HOUSEHOLD2010.name
+"""The schema of a household run (``household2010``)."""
+
+UNIT_SCHEMAS = ("units", HOUSEHOLD_SCHEMA)
+"""The schemas a release's unit run may have: occupied / vacant housing units, or households."""
+
+
+def is_household_run(units: Budget | None) -> bool:
+    """Whether a unit run's budget is a household run (schema ``household2010``)."""
+    return units is not None and units.schema == HOUSEHOLD_SCHEMA
+
+
+def check_run_schemas(budget: ReleaseBudget) -> None:
+    """Refuse, in one line, a release whose runs are on schemas they cannot be on: the
+    person run on a household schema, or the unit run on another than :data:`UNIT_SCHEMAS`.
+
+    Raises:
+        ConfigError: naming the budget and its schema.
+    """
+    if budget.persons.schema == HOUSEHOLD_SCHEMA:
+        raise ConfigError(
+            f"budget {budget.persons.name!r} is for households (schema {HOUSEHOLD_SCHEMA!r}); "
+            f"give it as the unit run (--units-preset {budget.persons.name}) beside a person budget"
+        )
+    if budget.units is not None and budget.units.schema not in UNIT_SCHEMAS:
+        raise ConfigError(
+            f"unit budget {budget.units.name!r} is on schema {budget.units.schema!r}; a unit run "
+            f"is on one of {list(UNIT_SCHEMAS)}"
+        )
+
+
+def household_bounds(housing_units: np.ndarray, hierarchy: Hierarchy) -> list[Bounds]:
+    """The household run's bounds: one group, each geounit's households in ``[0, H_u]``
+    (``H_u`` its invariant housing units, the blocks' summed); use with
+    ``group_variable=None``."""
+    agg = hierarchy.aggregate(np.asarray(housing_units, dtype=np.int64).reshape(-1, 1))
+    out = []
+    for li in range(hierarchy.n_levels):
+        hu = np.asarray(agg[li], dtype=np.float64).ravel()
+        n = hu.size
+        out.append(Bounds(np.zeros((n, 1)), np.full((n, 1), np.inf), np.zeros(n), hu.copy()))
+    return out
+
+
+def household_size_bounds(household_block_hist: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+    """Per block, ``(L_b, U_b)``: the fewest and most household persons the released
+    households allow (``L_b = sum_s s n_{b,s}`` with 7 for "7 or more"; ``U_b = L_b``
+    without a household of 7 or more, else ``inf``)."""
+    hist = sp.csr_matrix(household_block_hist)
+    size = HOUSEHOLD2010.cell_levels("hhsize").astype(np.float64)
+    lower = np.asarray(hist @ size).ravel()
+    large = np.asarray(hist @ (size == 7).astype(np.float64)).ravel()
+    return lower, np.where(large > 0, np.inf, lower)
+
+
+def household_size_caps(
+    household_hists: list[sp.spmatrix],
+    bounds: list[Bounds],
+    housing_units: np.ndarray,
+    hierarchy: Hierarchy,
+) -> tuple[list[Bounds], int] | None:
+    """Bounds for a second household run that keeps the households of every geounit
+    where the person total is invariant within the household persons it has, or
+    ``None`` when the first estimate (``household_hists``, per level) does already.
+
+    At the level where the person total ``T`` becomes invariant (the lowest level whose
+    person ``bounds`` have an exact total), each geounit whose households need ``L``
+    household persons (:func:`household_size_bounds`) with
+    ``L > P = T - sum_{g >= 1} l_g`` (its group-quarters lower bounds ``l_g``) gets, for
+    each size ``s``, at most ``floor(n_s P / L)`` households (``n_s`` its first
+    estimate); the levels above get the sums of their geounits' caps, those below none.
+
+    Returns:
+        Per level, :class:`~censusdp.data.invariants.Bounds` over the eight ``hhsize``
+        groups (use with ``group_variable="hhsize"``; totals in ``[0, housing units]``
+        as :func:`household_bounds`), and the number of geounits capped.
+    """
+    exact = [li for li, b in enumerate(bounds) if np.array_equal(b.total_lower, b.total_upper)]
+    if not exact:
+        return None
+    level = max(exact)
+    size = HOUSEHOLD2010.cell_levels("hhsize")
+    onehot = sp.csr_matrix((np.ones(size.size), (np.arange(size.size), size)), shape=(size.size, 8))
+    n = np.asarray((sp.csr_matrix(household_hists[level]) @ onehot).todense(), dtype=np.float64)
+    need = n @ np.arange(8, dtype=np.float64)
+    b = bounds[level]
+    room = b.total_upper - b.group_lower[:, 1:].sum(axis=1)
+    over = need > room
+    if not over.any():
+        return None
+    caps = np.full(n.shape, np.inf)
+    caps[over] = np.floor(n[over] * (np.maximum(room[over], 0) / need[over])[:, None])
+    anc = hierarchy.ancestor_index(level)
+    units, first = np.unique(anc, return_index=True)
+    out = []
+    for li, hb in enumerate(household_bounds(housing_units, hierarchy)):
+        ub = np.full((hierarchy.n_units(li), 8), np.inf)
+        if li == level:
+            ub = caps.copy()
+        elif li < level:  # the sums of the capped level's geounits below each one
+            up = sp.csr_matrix(
+                (np.ones(units.size), (hierarchy.ancestor_index(li)[first], units)),
+                shape=(hierarchy.n_units(li), hierarchy.n_units(level)),
+            )
+            ub = np.asarray(up @ np.where(np.isinf(caps), 0.0, caps))
+            ub[np.asarray(up @ np.isinf(caps).astype(np.float64)) > 0] = np.inf
+        out.append(Bounds(np.zeros_like(ub), ub, hb.total_lower, hb.total_upper))
+    return out, int(over.sum())
+
+
+def household_person_bounds(
+    household_block_hist: sp.spmatrix, hierarchy: Hierarchy
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per level (top first), ``(L_u, U_u)``: the household persons every geounit's
+    released households allow, the sums of its blocks' (:func:`household_size_bounds`)."""
+    lower, upper = household_size_bounds(household_block_hist)
+    large = np.isinf(upper).astype(np.float64)
+    agg = hierarchy.aggregate(np.column_stack([lower, large]))
+    out = []
+    for li in range(hierarchy.n_levels):
+        a = np.asarray(agg[li], dtype=np.float64)
+        out.append((a[:, 0].copy(), np.where(a[:, 1] > 0, np.inf, a[:, 0])))
+    return out
+
+
+def hold_persons_to_households(
+    bounds: list[Bounds], household_block_hist: sp.spmatrix, hierarchy: Hierarchy
+) -> list[Bounds]:
+    """The person bounds with the household group (``hhgq`` level 0, group column 0) held
+    to ``[L_u, U_u]`` at every geounit (:func:`household_person_bounds`).
+
+    Raises:
+        InfeasibleError: one line naming the first geounit whose bounds cannot all hold
+            (a group's lower above its upper, or the groups unable to make an exact
+            total); see the module's description of where this can happen.
+    """
+    held = household_person_bounds(household_block_hist, hierarchy)
+    out = []
+    for li, (b, (lo, hi)) in enumerate(zip(bounds, held, strict=True)):
+        gl, gu = b.group_lower.astype(np.float64).copy(), b.group_upper.astype(np.float64).copy()
+        gl[:, 0] = np.maximum(gl[:, 0], lo)
+        gu[:, 0] = np.minimum(gu[:, 0], hi)
+        bad = (
+            (gl > gu).any(axis=1)
+            | (gl.sum(axis=1) > b.total_upper)
+            | (gu.sum(axis=1) < b.total_lower)
+        )
+        if bad.any():
+            u = int(np.flatnonzero(bad)[0])
+            where = f"{hierarchy.geolevels[li].name} {hierarchy.geocodes[li][u]}".strip()
+            raise InfeasibleError(
+                f"{where}: the released "
+                f"households need {lo[u]:g} to {hi[u]:g} household persons, which its person "
+                f"bounds (household group {b.group_lower[u, 0]:g} to {b.group_upper[u, 0]:g}, "
+                f"total {b.total_lower[u]:g} to {b.total_upper[u]:g}) cannot meet; rerun with "
+                "--units independent (docs/households.md)"
+            )
+        out.append(Bounds(gl, gu, b.total_lower, b.total_upper))
+    return out
+
+
+def household_consistency_violations(
+    household_persons: np.ndarray,
+    household_block_hist: sp.spmatrix,
+    housing_units: np.ndarray,
+) -> dict[str, int]:
+    """Blocks breaking persons-households consistency, by rule (all zero for a
+    consistent release).
+
+    Args:
+        household_persons: ``(blocks,)`` released persons in households (``hhgq = 0``).
+        household_block_hist: ``(blocks x 387,072)`` released household histogram.
+        housing_units: ``(blocks,)`` invariant housing units.
+
+    Returns:
+        ``households_without_household_persons``: households, no household person;
+        ``household_persons_without_households``: household persons, no household;
+        ``household_persons_below_household_sizes``: fewer household persons than the
+        households' sizes add to; ``household_persons_above_household_sizes``: more,
+        where no household is of 7 or more; ``households_above_housing_units``;
+        ``households_without_housing_units``: households in a block without housing units.
+    """
+    p = np.asarray(household_persons, dtype=np.float64)
+    hu = np.asarray(housing_units, dtype=np.int64)
+    hist = sp.csr_matrix(household_block_hist)
+    if p.shape != (hist.shape[0],) or hu.shape != p.shape:
+        raise ValidationError(
+            f"household persons {p.shape}, housing units {hu.shape} and the household "
+            f"histogram's {hist.shape[0]} blocks must match"
+        )
+    n = np.asarray(hist.sum(axis=1)).ravel()
+    lower, upper = household_size_bounds(hist)
+    return {
+        "households_without_household_persons": int(((n > 0) & (p == 0)).sum()),
+        "household_persons_without_households": int(((p > 0) & (n == 0)).sum()),
+        "household_persons_below_household_sizes": int((p < lower).sum()),
+        "household_persons_above_household_sizes": int((p > upper).sum()),
+        "households_above_housing_units": int((n > hu).sum()),
+        "households_without_housing_units": int(((n > 0) & (hu == 0)).sum()),
+    }

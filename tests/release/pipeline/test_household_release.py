@@ -1,0 +1,161 @@
+"""The household run of a release (issue 33): households first, then persons held to them.
+
+A small generated state (one tract of Vermont) released with a person budget and the
+DDP's household budget (``ddp-2010-households``): every household invariant and
+constraint holds and every block's household persons are what its households need
+(the manifest's named checks); ``--from-measurements`` and ``--resume`` reproduce it
+byte for byte; ``--units independent`` runs the two as the DDP did. The person run is a
+small pure-DP budget on ``pl94`` (a household run composes only with a run of its kind);
+each release measures about 170,000 household cells per geounit, so the module is slow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from censusdp.cli import main
+from censusdp.io.budget_files import load_preset
+from censusdp.io.staging import Staging
+from censusdp.privacy.budget_config import budget_from_toml
+from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.release import pipeline
+from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.options import Execution, ReleaseOptions
+from censusdp.release.validate import validate_run
+
+pytestmark = pytest.mark.slow
+
+LEVELS = (("US", 0, "5/22"), ("State", 2, "5/22"), ("County", 5, "3/22"), ("Tract", 11, "3/22"),
+          ("BlockGroup", 12, "3/22"), ("Block", 16, "3/22"))  # fmt: skip
+PERSONS_TOML = """
+name = "pl94-pure"
+description = "a small pure-DP person run (the DDP's mechanism) for household tests"
+schema = "pl94"
+mechanism = "geometric"
+epsilon = "4"
+delta = "1e-10"
+neighbours = "bounded"
+""" + "".join(
+    f'[[geolevels]]\nname = "{n}"\nlength = {k}\nshare = "{s}"\n[geolevels.queries]\n'
+    'detailed = "1/5"\nhhgq = "2/5"\n"votingage*hispanic*cenrace" = "2/5"\n\n'
+    for n, k, s in LEVELS
+)
+BUDGET = ReleaseBudget(
+    budget_from_toml(PERSONS_TOML, origin="test"), load_preset("ddp-2010-households")
+)
+HOUSEHOLD_CHECKS = (
+    "households_nonnegative_integers",
+    "households_hierarchy_consistent",
+    "households_within_housing_units",
+    "households_structural_zeros",
+    "persons_households_consistent",
+)
+
+
+class _Killed(BaseException):
+    """A simulated SIGKILL (nothing may catch it on the way out)."""
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("households")
+    rc = main(["generate", "--state", "VT", "--seed", "2", "--scale", "0.003",
+               "--out", str(base / "cef"), "--quiet"])  # fmt: skip
+    assert rc == 0
+    pipeline.run_release(base / "cef", base / "reference", BUDGET, ReleaseOptions(seed=7))
+    return base
+
+
+def _files(run: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def test_a_household_release_passes_every_household_check(state: Path) -> None:
+    run = state / "reference"
+    manifest = json.loads((run / "manifest.json").read_text())
+    checks = manifest["validation"]["checks"]
+    assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS), checks
+    assert "units_consistent" not in checks  # the occupancy checks are the households'
+    assert manifest["units"]["schema"] == "household2010"
+    assert manifest["estimation_order"] == ["units", "persons"]
+    assert manifest["units_estimation"] == "consistent"
+    assert manifest["epsilon"] == pytest.approx(BUDGET.persons.epsilon() + 1.76)
+    # occupied units in the unit MDF are the households released
+    units = pq.read_table(run / "mdf_units.parquet", columns=["RTYPE", "HH_STATUS"]).to_pydict()
+    occupied = sum(
+        r == "2" and s == "1" for r, s in zip(units["RTYPE"], units["HH_STATUS"], strict=True)
+    )
+    assert occupied == manifest["households_released"] > 0
+    report = validate_run(run)
+    assert report.ok, report.failures()
+
+
+def test_from_measurements_reproduces_the_household_release(state: Path, tmp_path: Path) -> None:
+    manifest = pipeline.reestimate(state / "reference", tmp_path / "again")
+    assert _files(tmp_path / "again") == _files(state / "reference")
+    assert (
+        manifest["households_released"]
+        == json.loads((state / "reference" / "manifest.json").read_text())["households_released"]
+    )
+
+
+def test_a_resumed_household_release_is_byte_identical(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """Killed after the household run's block level is checkpointed (before persons)."""
+    out = tmp_path / "run"
+    real = Checkpoint.record
+    done: list[str] = []
+
+    def record(self, name, rec):
+        real(self, name, rec)
+        done.append(name)
+        if name.startswith("estimate/units") and name.endswith("/5"):
+            raise _Killed(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "record", record)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=7))
+    assert not any(name.startswith("estimate/persons") for name in done)
+    manifest = pipeline.run_release(
+        state / "cef", out, BUDGET, ReleaseOptions(seed=7), Execution(), resume=True
+    )
+    assert _files(out) == _files(state / "reference")
+    assert "estimate/units/5" in manifest["resumed"]["reused"]
+
+
+def test_units_independent_runs_households_alone(state: Path, tmp_path: Path) -> None:
+    manifest = pipeline.run_release(
+        state / "cef",
+        tmp_path / "run",
+        BUDGET,
+        ReleaseOptions(seed=7, unit_consistency="independent"),
+    )
+    checks = manifest["validation"]["checks"]
+    assert manifest["units_estimation"] == "independent"
+    assert "persons_households_consistent" not in checks
+    assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS[:-1])
+
+
+def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
+    state: Path, tmp_path: Path, capsys
+) -> None:
+    run = str(state / "reference")
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", run, "--input", str(state / "cef"), "-q", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())
+    capsys.readouterr()
+    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "error bars of a release with a household run" in err
