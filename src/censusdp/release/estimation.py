@@ -160,6 +160,21 @@ class ReleaseEstimate:
         return self.units is not None and self.unit_schema == HOUSEHOLD_SCHEMA
 
 
+def _bottomup_bounds(bounds: list[Bounds], manifest: dict[str, Any]) -> list[Bounds]:
+    """Bottom-up estimates blocks alone: totals above the block level are sums of noisy
+    blocks and cannot be held to the state invariant (said in ``manifest``)."""
+    manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
+    return [
+        Bounds(
+            b.group_lower,
+            b.group_upper,
+            np.zeros_like(b.total_lower),
+            np.full_like(b.total_upper, np.inf),
+        )
+        for b in bounds
+    ]
+
+
 def estimate_runs(
     inputs: EstimationInputs,
     options: ReleaseOptions,
@@ -182,18 +197,7 @@ def estimate_runs(
     schema = ms.schema
     bounds = person_bounds(inv, hierarchy) if inputs.bounds is None else inputs.bounds
     if options.postprocess == "bottomup":
-        # Bottom-up estimates blocks alone: totals above the block level are sums of
-        # noisy blocks and cannot be held to the state invariant.
-        bounds = [
-            Bounds(
-                b.group_lower,
-                b.group_upper,
-                np.zeros_like(b.total_lower),
-                np.full_like(b.total_upper, np.inf),
-            )
-            for b in bounds
-        ]
-        manifest["invariants_not_enforced"] = ["state total population (bottom-up)"]
+        bounds = _bottomup_bounds(bounds, manifest)
     run = {"executor": rt.executor, "progress": rt.progress}
     topdown = TopDownOptions(
         group_variable="hhgq",

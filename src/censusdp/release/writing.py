@@ -252,7 +252,7 @@ def _validate_outputs(
         est.bounds,
         units=None
         if est.units is None
-        else UnitRun(est.units.histograms, inv.housing_units, est.household, est.unit_schema),
+        else UnitRun(est.units.histograms, inv.housing_units, est.household, schema=est.unit_schema),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written
