@@ -5,6 +5,7 @@ no blocks), checked byte for byte by ``table_csv_mismatch``."""
 from __future__ import annotations
 
 import csv
+import hashlib
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,7 @@ import pytest
 
 from censusdp.data.geography import Hierarchy
 from censusdp.io.layout import TABLE_CSV_FORMS, TABLE_CSV_PARTS_DIR, table_csv_file
-from censusdp.io.table_csv import LONG_CSV_COLUMNS, table_csv_mismatch
+from censusdp.io.table_csv import LONG_CSV_COLUMNS, table_csv_check, table_csv_mismatch
 from censusdp.io.tables import read_table, write_table_index, write_table_part, write_tables
 from censusdp.tables import TABLE_NAMES, table_definition, tabulate
 
@@ -155,3 +156,16 @@ def test_the_csv_is_put_together_from_the_tasks_rows(tables, tmp_path):
     assert b"Vermomt" in (parts / "P3.csv").read_bytes()
     assert "differs from its table's Parquet" in table_csv_mismatch(parts, "P3", "wide")
     assert table_csv_mismatch(parts, "P3", "long") is None
+
+
+def test_the_check_hashes_a_csv_it_read_whole_and_only_then(tables) -> None:
+    # the validation records this SHA-256 instead of reading the file a second time
+    for form in TABLE_CSV_FORMS:
+        path = tables / table_csv_file("P4", form)
+        assert table_csv_check(tables, "P4", form) == (
+            None,
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+        )
+        path.write_bytes(path.read_bytes() + b"\n")
+        problem, digest = table_csv_check(tables, "P4", form)
+        assert "has more than" in problem and digest is None

@@ -32,6 +32,7 @@ writer) is converted where the CSV is put together: the bytes are the same eithe
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import shutil
@@ -54,6 +55,7 @@ __all__ = [
     "LONG_CSV_COLUMNS",
     "table_csv_chunks",
     "part_csv_bytes",
+    "table_csv_check",
     "table_csv_mismatch",
     "write_part_csvs",
     "write_table_csvs",
@@ -200,10 +202,19 @@ def _remove_part_rows(directory: Path, used: list[Path]) -> None:
 def table_csv_mismatch(directory: str | os.PathLike[str], name: str, form: str) -> str | None:
     """What is wrong with a table's CSV, or ``None``: it must hold exactly the bytes
     :func:`write_table_csvs` writes from the table's Parquet beside it."""
+    return table_csv_check(directory, name, form)[0]
+
+
+def table_csv_check(
+    directory: str | os.PathLike[str], name: str, form: str
+) -> tuple[str | None, str | None]:
+    """``(problem, sha256)``: :func:`table_csv_mismatch`'s verdict, and the file's
+    SHA-256, hashed as it is read, when it holds what it must (else ``None``)."""
     path = Path(directory) / table_csv_file(name, form)
     if not regular_file(path):
-        return f"{path}: missing, or not a regular file"
+        return f"{path}: missing, or not a regular file", None
     line = 1
+    digest = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in table_csv_chunks(directory, name, form):
             got = f.read(len(chunk))
@@ -213,8 +224,9 @@ def table_csv_mismatch(directory: str | os.PathLike[str], name: str, form: str) 
                     min(len(got), len(chunk)),
                 )
                 line += chunk[:same].count(b"\n")
-                return f"{path}: line {line} differs from its table's Parquet"
+                return f"{path}: line {line} differs from its table's Parquet", None
+            digest.update(got)
             line += chunk.count(b"\n")
         if f.read(1):
-            return f"{path}: has more than its table's {line - 1} lines"
-    return None
+            return f"{path}: has more than its table's {line - 1} lines", None
+    return None, digest.hexdigest()
