@@ -161,21 +161,22 @@ def main() -> None:
     os.environ["PYTHONPATH"] = str(SRC)  # the pool's workers and the runs: this checkout
     work = workdir(args, "censusdp-bench-csv-")
     cef = work / "cef"
-    if args.run is None or args.baseline_src:
-        generate(args, cef)
-    run = Path(args.run) if args.run else work / "run"
-    if args.run is None:
-        timed(run_command(cef, run, args, "--overwrite"))
-    result = {
+    result: dict = {
         "state": args.state,
         "scale": args.scale,
         "workers": args.workers,
         "cpus": os.cpu_count(),
         "load_1min_start": round(os.getloadavg()[0], 2),
-        "csv_write": csv_write(run / "tables", work / "csv", args.repeats, args.workers),
     }
+    if args.run is None or args.baseline_src:
+        generate(args, cef)
     if args.baseline_src:
         result["end_to_end"] = end_to_end(cef, work, args)
+    # the tables of --run, else of the last release just made with this source
+    run = Path(args.run) if args.run else work / "run-this"
+    if not (run / "tables").is_dir():
+        timed(run_command(cef, run, args, "--overwrite"))
+    result["csv_write"] = csv_write(run / "tables", work / "csv", args.repeats, args.workers)
     result["load_1min_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result, indent=2))
 
