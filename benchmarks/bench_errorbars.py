@@ -48,8 +48,7 @@ from censusdp.evaluate.errorbars import MEASURES, expected_errors  # noqa: E402
 from censusdp.evaluate.errorbars_report import expected_sentences  # noqa: E402
 from censusdp.infer.release import release_gls  # noqa: E402
 from censusdp.io.cef import read_cef  # noqa: E402
-from censusdp.io.rundir import RunDir  # noqa: E402
-from censusdp.io.rundir import read_manifest  # noqa: E402
+from censusdp.io.rundir import RunDir, read_manifest  # noqa: E402
 from censusdp.tables import table_arrays  # noqa: E402
 
 

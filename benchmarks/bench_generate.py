@@ -7,6 +7,7 @@ and the ratio of CPU throughput to the 1M persons/s target of issue 2.
 
     python benchmarks/bench_generate.py                 # VT and TX
     python benchmarks/bench_generate.py --states VT,CA  # California: 37M persons
+    python benchmarks/bench_generate.py --states VT,DE --scale 0.05  # a quick look
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,11 +25,12 @@ import tempfile
 TARGET_PERSONS_PER_SECOND = 1_000_000
 
 
-def _child(state: str, seed: int, out: str) -> None:
+def _child(state: str, seed: int, scale: float, out: str) -> None:
     from censusdp.generate import generate_state
 
-    generate_state("DE", seed, os.path.join(out, "warmup"), scale=0.02)  # imports, caches
-    s = generate_state(state, seed, os.path.join(out, state))
+    # imports and caches; a directory of this state's own (DE's warm-up is not DE's run)
+    generate_state("DE", seed, os.path.join(out, f"warmup-{state}"), scale=0.02)
+    s = generate_state(state, seed, os.path.join(out, state), scale=scale)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     sizes = {
         name: os.path.getsize(os.path.join(out, state, name))
@@ -60,11 +63,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--states", default="VT,TX", help="comma-separated postal codes")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scale", type=float, default=1.0, help="fraction of tracts kept")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.child, args.seed, args.out)
+        _child(args.child, args.seed, args.scale, args.out)
         return
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,6 +82,8 @@ def main() -> None:
                     state,
                     "--seed",
                     str(args.seed),
+                    "--scale",
+                    str(args.scale),
                     "--out",
                     tmp,
                 ],
@@ -86,13 +92,15 @@ def main() -> None:
                 text=True,
             )
             results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            subprocess.run(["rm", "-rf", os.path.join(tmp, state)], check=True)
+            for done in (state, f"warmup-{state}"):
+                shutil.rmtree(os.path.join(tmp, done))
     print(
         json.dumps(
             {
                 "benchmark": "censusdp generate",
                 "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
                 "load_average_1min": round(os.getloadavg()[0], 2),
+                "scale": args.scale,
                 "results": results,
             },
             indent=2,

@@ -38,12 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "release"
 
 from _topdown_gen import census_subproblem  # noqa: E402
 
-from censusdp.release.topdown.tasks import Task, run_task  # noqa: E402
 from censusdp.release.topdown.split import (  # noqa: E402
     chunk_starts,
     chunk_subproblems,
     coarse_subproblem,
 )
+from censusdp.release.topdown.tasks import Task, run_task  # noqa: E402
 
 PEOPLE_PER_TRACT = 4_300
 TRACT_RHO = 0.43

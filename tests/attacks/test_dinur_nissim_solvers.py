@@ -104,3 +104,18 @@ def test_gram_fista_rejects(g: np.ndarray, c: np.ndarray, kwargs: dict, match: s
 def test_fista_settings_reject_a_tolerance_of_zero() -> None:
     with pytest.raises(CensusDPError, match="tol must be positive"):
         FistaSettings(tol=0.0)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_stagnated_iterate_does_not_backtrack_on_rounding(seed: int) -> None:
+    # Regression: `attack dn-figures --quick --seed 3` (fig. 5-7) stopped with "backtracking
+    # exceeded the spectral bound": once the iterate stagnates (steps of 1e-16), the
+    # curvature of a step, a difference of two Gram products, is rounding noise that can
+    # exceed any step model. A tolerance no iterate reaches keeps FISTA iterating there.
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 2, (160, 40)).astype(np.float64)
+    x_true = rng.uniform(0.2, 0.8, 40)
+    g = q.T @ q
+    res = gram_fista(g, g @ x_true, settings=FistaSettings(tol=1e-300, max_iter=3000))
+    assert res.iterations == 3000
+    np.testing.assert_allclose(res.x[:, 0], x_true, atol=1e-12)

@@ -5,15 +5,16 @@ no blocks), checked byte for byte by ``table_csv_mismatch``."""
 from __future__ import annotations
 
 import csv
+import hashlib
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from censusdp.data.geography import Hierarchy
-from censusdp.io.layout import table_csv_file
-from censusdp.io.table_csv import LONG_CSV_COLUMNS, table_csv_mismatch
-from censusdp.io.tables import read_table, write_tables
+from censusdp.io.layout import TABLE_CSV_FORMS, TABLE_CSV_PARTS_DIR, table_csv_file
+from censusdp.io.table_csv import LONG_CSV_COLUMNS, table_csv_check, table_csv_mismatch
+from censusdp.io.tables import read_table, write_table_index, write_table_part, write_tables
 from censusdp.tables import TABLE_NAMES, table_definition, tabulate
 
 # Blocks of two Vermont counties; block numbers start with their block-group digit.
@@ -110,3 +111,61 @@ def test_a_changed_csv_is_named_with_its_line(tables, form, edit, line) -> None:
         assert f"line {line} " in problem
     (tables / table_csv_file("H1")).unlink()
     assert "missing" in table_csv_mismatch(tables, "H1", "wide")
+
+
+def _written_in_parts(directory, tables, cut):
+    """``tables`` written as part 0 (rows before ``cut``) and part 1, as a run's tasks
+    write them (each part's CSV rows beside it), then indexed: the CSV put together."""
+    records = [
+        write_table_part({n: t.slice(0, cut) for n, t in tables.items()}, directory, 0),
+        write_table_part({n: t.slice(cut) for n, t in tables.items()}, directory, 1),
+    ]
+    for recs in records:
+        for rec in recs.values():
+            rec.update(geolevel="x", start=0, stop=1)
+    return records
+
+
+def test_parts_csv_rows_written_by_their_tasks_make_the_whole_tables_csv(tables, tmp_path):
+    whole = {n: read_table(tables, n) for n in TABLE_NAMES}
+    parts = tmp_path / "parts"
+    records = _written_in_parts(parts, whole, cut=7)
+    for name in TABLE_NAMES:
+        for form in TABLE_CSV_FORMS:
+            rows = parts / TABLE_CSV_PARTS_DIR / table_csv_file(name, form)
+            assert sorted(p.name for p in rows.iterdir()) == ["part-00000.csv", "part-00001.csv"]
+    write_table_index(parts, records)
+    assert not (parts / TABLE_CSV_PARTS_DIR).exists()  # removed once put together
+    for name in TABLE_NAMES:
+        for form in TABLE_CSV_FORMS:
+            want = (tables / table_csv_file(name, form)).read_bytes()
+            assert (parts / table_csv_file(name, form)).read_bytes() == want, (name, form)
+            assert table_csv_mismatch(parts, name, form) is None
+
+
+def test_the_csv_is_put_together_from_the_tasks_rows(tables, tmp_path):
+    # the driver copies each part's rows as its task wrote them (it does not convert the
+    # part again): rows changed after their task are in the CSV, and its check sees it
+    whole = {n: read_table(tables, n) for n in TABLE_NAMES}
+    parts = tmp_path / "parts"
+    records = _written_in_parts(parts, whole, cut=3)
+    rows = parts / TABLE_CSV_PARTS_DIR / table_csv_file("P3") / "part-00001.csv"
+    assert b"Vermont" in rows.read_bytes()
+    rows.write_bytes(rows.read_bytes().replace(b"Vermont", b"Vermomt", 1))
+    write_table_index(parts, records)
+    assert b"Vermomt" in (parts / "P3.csv").read_bytes()
+    assert "differs from its table's Parquet" in table_csv_mismatch(parts, "P3", "wide")
+    assert table_csv_mismatch(parts, "P3", "long") is None
+
+
+def test_the_check_hashes_a_csv_it_read_whole_and_only_then(tables) -> None:
+    # the validation records this SHA-256 instead of reading the file a second time
+    for form in TABLE_CSV_FORMS:
+        path = tables / table_csv_file("P4", form)
+        assert table_csv_check(tables, "P4", form) == (
+            None,
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+        )
+        path.write_bytes(path.read_bytes() + b"\n")
+        problem, digest = table_csv_check(tables, "P4", form)
+        assert "has more than" in problem and digest is None

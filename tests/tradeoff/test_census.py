@@ -57,6 +57,21 @@ def test_coarsen_keeps_block_groups_and_records(truth_dir, tmp_path):
     assert set(np.unique(gb)) <= set(np.asarray(a.units["geocode"]).tolist())
 
 
+def test_coarsen_gives_each_block_group_one_place(tmp_path):
+    # Regression: the no_block scenario's coarsened input failed read_cef ("place ...
+    # differs from another unit's value in the same block") wherever a block group
+    # spans two places, as in generated Vermont at 2%.
+    truth = tmp_path / "vt"
+    generate_state("VT", 2, truth, scale=0.02)
+    coarsen_to_block_groups(truth, tmp_path / "c")
+    a, b = read_cef(truth), read_cef(tmp_path / "c")
+    place = dict(zip(a.units["geocode"].tolist(), a.units["place"].tolist(), strict=False))
+    ga = np.asarray(a.units["geocode"]).astype("U12")
+    split = [g for g in np.unique(ga) if len(set(np.asarray(a.units["place"])[ga == g])) > 1]
+    assert split, "the input should have a block group across places"
+    assert [place[g] for g in b.units["geocode"].tolist()] == b.units["place"].tolist()
+
+
 @pytest.mark.slow
 def test_sweep_with_stand_in_engine(truth_dir, tmp_path):
     engine = FakeEngine()

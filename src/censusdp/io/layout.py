@@ -39,6 +39,7 @@ __all__ = [
     "SPINE_FILES",
     "TABLES_DIR",
     "TABLE_CSV_FORMS",
+    "TABLE_CSV_PARTS_DIR",
     "table_csv_file",
 ]
 
@@ -78,6 +79,13 @@ CODEBOOK_FILE = "codebook.csv"
 TABLE_CSV_FORMS = ("wide", "long")
 """The two CSV forms of a published table, in the tables directory (docs/file-formats.md):
 ``wide`` one row per geounit, ``long`` one row per geounit and variable."""
+
+
+TABLE_CSV_PARTS_DIR = "_csv_parts"
+"""In the tables directory while a run writes its tables, never in a finished release:
+``_csv_parts/P1.csv/part-00001.csv`` holds the CSV rows of ``P1.parquet``'s part 1,
+written by the task that wrote the part; the driver puts each table's CSV together from
+them and removes them (:mod:`censusdp.io.table_csv`)."""
 
 
 def table_csv_file(table: str, form: str = "wide") -> str:

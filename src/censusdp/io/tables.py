@@ -34,7 +34,7 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, write_parquet
 from censusdp.io.layout import CODEBOOK_FILE
 from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
-from censusdp.io.table_csv import published_tables, write_table_csvs
+from censusdp.io.table_csv import published_tables, write_part_csvs, write_table_csvs
 from censusdp.tables import (
     HOUSEHOLD_TABLE_NAMES,
     IDENTIFIER_COLUMNS,
@@ -115,7 +115,9 @@ def write_table_part(
     tables: Mapping[str, pa.Table], directory: str | os.PathLike[str], index: int
 ) -> dict[str, dict[str, object]]:
     """Write part ``index`` of each table (``directory/<name>.parquet/part-NNNNN.parquet``,
-    atomically, flushed); return each table's part record (file, rows, SHA-256)."""
+    atomically, flushed) and its CSV rows (:func:`censusdp.io.table_csv.write_part_csvs`,
+    put together by :func:`write_table_index`); return each table's part record (file,
+    rows, SHA-256)."""
     out = {}
     for name, table in tables.items():
         if name not in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
@@ -125,6 +127,7 @@ def write_table_part(
         write_parquet(table, path)
         fsync_file(path)
         out[name] = {"file": path.name, "rows": table.num_rows, "sha256": sha256_of(path)}
+        write_part_csvs(directory, name, index)
     return out
 
 
@@ -133,7 +136,7 @@ def write_table_index(
 ) -> None:
     """Write each table's ``_parts.json`` from its parts' records (:func:`write_table_part`
     with ``geolevel``, ``start`` and ``stop`` added), the codebook and the tables' CSV
-    (:func:`censusdp.io.table_csv.write_table_csvs`)."""
+    (:func:`censusdp.io.table_csv.write_table_csvs`, from the parts' CSV rows)."""
     d = Path(directory)
     for name in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
         recs = [p[name] for p in parts if name in p]

@@ -61,6 +61,7 @@ __all__ = [
     "run_mdf_part_task",
     "run_part_task",
     "run_tables_task",
+    "run_write_task",
     "write_mdf_index",
 ]
 
@@ -342,6 +343,15 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
         "cpu_seconds": time.process_time() - c,
         "writer": f"{socket.gethostname()}/{os.getpid()}",
     }
+
+
+def run_write_task(job: MDFPartTask | TablesTask) -> dict[str, Any]:
+    """Run an MDF part task or the tables' part-0 task: one map of the executor runs them
+    all, so part 0 (every level above the block: most of the long CSV) is written beside
+    the MDF's parts, not before them."""
+    if isinstance(job, TablesTask):
+        return run_tables_task(job)
+    return run_mdf_part_task(job)
 
 
 def write_mdf_index(run: str | Path, parts: list[dict[str, Any]], text: bool = True) -> None:

@@ -5,6 +5,7 @@ executor tasks), and the release's own check of what it wrote.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -40,8 +41,7 @@ from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.parts import (
     TablesTask,
     mdf_part_tasks,
-    run_mdf_part_task,
-    run_tables_task,
+    run_write_task,
     write_mdf_index,
 )
 from censusdp.release.spine import ReleaseGeography
@@ -153,9 +153,11 @@ def _write_outputs(
     part-0 task's.
 
     Each task (:func:`censusdp.release.parts.run_mdf_part_task`) gets one run of blocks'
-    released histogram rows and unit counts, writes that part of the four MDF files,
-    reads it back and checks it; only its records come back here, and the driver writes
-    each directory's ``_parts.json``.
+    released histogram rows and unit counts, writes that part of the four MDF files and
+    its tables' rows (Parquet and CSV), reads it back and checks it; only its records
+    come back here, and the driver writes each directory's ``_parts.json`` and puts the
+    tables' CSV together. The tables' part 0 goes first in the same map
+    (:func:`censusdp.release.parts.run_write_task`), so it runs beside the MDF's parts.
     """
     executor, progress, timings = rt.executor, rt.progress, rt.timings
     t, c = time.perf_counter(), time.process_time()
@@ -178,7 +180,6 @@ def _write_outputs(
         else _stacked(hierarchy.aggregate(households)[:-1], households.shape[1]),
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
-    (top,) = list(executor.map(run_tables_task, [tables_job]))
     block = hierarchy.geolevels.levels[-1]
     parts: list[dict[str, Any]] = []
     released = BlockCounts(
@@ -193,8 +194,11 @@ def _write_outputs(
     if households is not None:
         manifest["households_released"] = int(households.sum())
     jobs = mdf_part_tasks(released, out.resolve(), geolevel=(block.name, block.length))
+    # the tables' part 0 first, in the same map: it runs beside the first MDF parts
+    results = executor.map(run_write_task, itertools.chain([tables_job], jobs))
     with bar:
-        for res in executor.map(run_mdf_part_task, jobs):
+        top = next(results)
+        for res in results:
             parts.append(res)
             bar.advance(res["persons"])
     write_mdf_index(out, parts)
@@ -252,7 +256,9 @@ def _validate_outputs(
         est.bounds,
         units=None
         if est.units is None
-        else UnitRun(est.units.histograms, inv.housing_units, est.household, schema=est.unit_schema),
+        else UnitRun(
+            est.units.histograms, inv.housing_units, est.household, schema=est.unit_schema
+        ),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written

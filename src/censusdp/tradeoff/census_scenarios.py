@@ -9,6 +9,7 @@ serve their roles; :func:`build_scenarios` makes each scenario's input and budge
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -78,13 +79,16 @@ def coarsen_to_block_groups(
 ) -> dict[str, int]:
     """Copy a CEF with every geocode replaced by the first block code of its block group.
 
-    Persons and units keep every other column. The result is a valid CEF whose
-    "blocks" are whole block groups.
+    Persons and units keep every other column, but for the block attributes of the
+    units (``aian_area``, ``place``: :data:`censusdp.io.cef.OPTIONAL_UNIT_COLUMNS`),
+    which a block has once: every unit of a block group takes those of the block whose
+    code it now has (a block group across two places lies in the first block's). The
+    result is a valid CEF whose "blocks" are whole block groups.
 
     Returns:
         ``{"persons", "units", "block_groups"}`` counts.
     """
-    from censusdp.io.cef import read_cef_tables
+    from censusdp.io.cef import OPTIONAL_UNIT_COLUMNS, read_cef_tables
 
     src, dst = Path(input_dir), Path(out_dir)
     dst.mkdir(parents=True, exist_ok=True)
@@ -107,12 +111,30 @@ def coarsen_to_block_groups(
         rep = bg_first[np.searchsorted(bg_names, g.astype(f"U{block_group_length}"))]
         i = t.column_names.index("geocode")
         t = t.set_column(i, "geocode", pa.array(rep.astype(object), pa.string()))
+        if name == "units":
+            t = _representative_attributes(t, g, OPTIONAL_UNIT_COLUMNS)
         write_parquet(t, dst / f"{name}.parquet")
     return {
         "persons": tables["persons"].num_rows,
         "units": tables["units"].num_rows,
         "block_groups": int(bg_names.size),
     }
+
+
+def _representative_attributes(
+    units: pa.Table, blocks: np.ndarray, attributes: Iterable[str]
+) -> pa.Table:
+    """``units`` (geocodes already coarsened; ``blocks`` their original blocks) with each
+    block attribute column set, on every unit, to its value on the units of the block
+    now named by the unit's geocode (that block has units: it was its group's first)."""
+    rep = np.asarray(units.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    order = np.argsort(blocks, kind="stable")
+    source = order[np.searchsorted(blocks, rep, sorter=order)]
+    for name in attributes:
+        if name in units.column_names:
+            i = units.column_names.index(name)
+            units = units.set_column(i, name, units.column(name).take(pa.array(source)))
+    return units
 
 
 def check_presets(preset: str, attack_preset: str | None) -> tuple[Budget, Budget | None]:

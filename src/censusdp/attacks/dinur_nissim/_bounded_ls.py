@@ -171,6 +171,20 @@ def _projected_gradient(x: np.ndarray, g: np.ndarray, lo: float, hi: float) -> n
     return np.where(x <= lo, np.minimum(g, 0.0), np.where(x >= hi, np.maximum(g, 0.0), g))
 
 
+def _rounding(delta: np.ndarray, gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
+    """Per column, the rounding error of the curvature ``delta'(G x - G y)`` taken as a
+    difference of two Gram products (``G y`` is carried by the momentum, not recomputed).
+
+    Once the iterate has stagnated (a step of 1e-16) that difference is rounding alone
+    and can exceed the step's model however large ``a`` grows; a step whose excess is
+    within ``1e-12 * sum |delta| (|G x| + |G y|)`` (plus the smallest float) is no
+    evidence that ``a`` is too small. A genuine excess is of order ``lambda |delta|^2``,
+    above this floor for every step longer than about ``1e-12 sqrt(n) lambda_1 /
+    lambda`` times the iterate's scale.
+    """
+    return 1e-12 * (np.abs(delta) * (np.abs(gx) + np.abs(gy))).sum(axis=0) + 1e-300
+
+
 def gram_fista(
     gram: np.ndarray,
     rhs: np.ndarray,
@@ -263,7 +277,7 @@ def gram_fista(
         delta = Xn - Y
         curv = (delta * (GXn - GY)).sum(axis=0)
         model = a * (delta * delta).sum(axis=0) + b * ((uc.T @ delta).ravel() ** 2)
-        bad = curv > model * (1.0 + 1e-10) + 1e-300
+        bad = curv > model * (1.0 + 1e-10) + _rounding(delta, GXn, GY)
         while np.any(bad):
             # Backtrack: the bulk bound ``a`` was too small for these columns.
             cols = np.flatnonzero(bad)
@@ -278,7 +292,7 @@ def gram_fista(
             curv_c = (dc * (GXn[:, cols] - GY[:, cols])).sum(axis=0)
             model_c = a[cols] * (dc * dc).sum(axis=0) + bb * ((uc.T @ dc).ravel() ** 2)
             bad = np.zeros(k, dtype=bool)
-            bad[cols] = curv_c > model_c * (1.0 + 1e-10) + 1e-300
+            bad[cols] = curv_c > model_c * (1.0 + 1e-10) + _rounding(dc, GXn[:, cols], GY[:, cols])
             if np.any(a > 4.0 * lam1):
                 raise InternalError("backtracking exceeded the spectral bound of the Gram matrix")
         g = GXn - C

@@ -8,6 +8,7 @@ together here.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.parts import part_name, regular_file
-from censusdp.io.table_csv import published_tables, table_csv_mismatch
+from censusdp.io.table_csv import published_tables, table_csv_check
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import has_household_run
@@ -122,26 +123,56 @@ def check_mdf(
     )
     problem = codebook_mismatch(run / "tables")
     rep.add("codebook", problem is None, problem or "tables/codebook.csv is censusdp's")
-    _check_table_csvs(run / TABLES_DIR, rep)
+    _check_table_csvs(run / TABLES_DIR, rep, executor, hashed)
 
 
-def _check_table_csvs(tables: Path, rep: ValidationReport) -> None:
+def _check_table_csvs(
+    tables: Path, rep: ValidationReport, executor: Any = None, hashed: Hashed | None = None
+) -> None:
     """``tables_csv``: every table's wide and long CSV holds exactly its Parquet's rows
-    (:func:`censusdp.io.table_csv.table_csv_mismatch`). A release written before
-    censusdp wrote CSV has none (a CSV removed since is a file its manifest lists)."""
+    (:func:`censusdp.io.table_csv.table_csv_check`), one task per file on ``executor``
+    (in this process without one), largest first; each file's SHA-256, taken as it was
+    read, goes to ``hashed``. A release written before censusdp wrote CSV has none (a
+    CSV removed since is a file its manifest lists)."""
     files = [(n, f) for n in published_tables(tables) for f in TABLE_CSV_FORMS]
     if not any((tables / table_csv_file(n, f)).exists() for n, f in files):
         rep.add("tables_csv", True, "no CSV (a release written before the tables' CSV)")
         return
-    try:
-        problems = [p for n, f in files if (p := table_csv_mismatch(tables, n, f))]
-    except (CensusDPError, OSError, pa.ArrowException) as exc:
-        problems = [f"cannot read the tables to check their CSV: {exc}"]
+    jobs = sorted(((str(tables), n, f) for n, f in files), key=_csv_size, reverse=True)
+    if executor is None:
+        results = map(_csv_task, jobs)
+    else:
+        results = executor.map(_csv_task, jobs)
+    found: dict[tuple[str, str], str] = {}
+    for (_, name, form), (problem, digest, cpu) in zip(jobs, results, strict=True):
+        if problem:
+            found[name, form] = problem
+        if hashed is not None:
+            rel = f"{TABLES_DIR}/{table_csv_file(name, form)}"
+            # CPU seconds of tasks only: without an executor the check ran here
+            hashed.record({rel: digest} if digest else {}, cpu if executor is not None else 0.0)
+    problems = [found[k] for k in files if k in found]
     rep.add(
         "tables_csv",
         not problems,
         "; ".join(problems[:3]) or "every table's wide and long CSV holds its Parquet's rows",
     )
+
+
+def _csv_size(job: tuple[str, str, str]) -> int:
+    path = Path(job[0]) / table_csv_file(job[1], job[2])
+    return path.stat().st_size if regular_file(path) else 0
+
+
+def _csv_task(job: tuple[str, str, str]) -> tuple[str | None, str | None, float]:
+    """A task: one table CSV's ``(problem, SHA-256, CPU seconds)``
+    (:func:`censusdp.io.table_csv.table_csv_check` of ``(tables directory, table, form)``)."""
+    c = time.process_time()
+    try:
+        problem, digest = table_csv_check(*job)
+    except (CensusDPError, OSError, pa.ArrowException) as exc:
+        problem, digest = f"cannot read the tables to check their CSV: {exc}", None
+    return problem, digest, time.process_time() - c
 
 
 def _check_as_estimate(
