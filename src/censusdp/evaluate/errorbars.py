@@ -415,7 +415,7 @@ def expected_errors(
         raise InputError(f"release directory {str(run)!r} does not exist")
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
-    refuse_household_run(manifest, run / MANIFEST_FILE, "evaluate's error bars")
+    refuse_household_run(manifest, run / MANIFEST_FILE, "evaluate's error-bar simulation")
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
     hierarchy: Hierarchy = RunDir(run).invariants(geolevels)[0]
     names = hierarchy.geolevels.names

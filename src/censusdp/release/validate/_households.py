@@ -40,10 +40,13 @@ def check_households(
     persons: tuple[sp.csr_matrix, Schema],
     households: sp.csr_matrix | None,
     problems: list[str],
+    consistent: bool = True,
 ) -> None:
     """Add the household checks to ``rep``: ``persons`` is the person MDF's block
     histogram and its schema, ``households`` the unit MDF's ``(blocks x 387,072)``
-    households (``None`` when a record is not one: ``problems`` say which)."""
+    households (``None`` when a record is not one: ``problems`` say which);
+    ``persons_households_consistent`` only for a release whose persons were held to
+    its households (``consistent``; ``--units independent`` runs them apart)."""
     rep.add(
         "household_records",
         households is not None and not problems,
@@ -63,6 +66,8 @@ def check_households(
         else f"{over.size} blocks have more households than housing units (first "
         f"{hierarchy.blocks[over[0]]}: {n[over[0]]} of {hu[over[0]]})",
     )
+    if not consistent:
+        return
     sch = get_schema(HOUSEHOLD_SCHEMA)
     size = sch.cell_levels("hhsize")
     sizes = np.asarray(households @ size.reshape(-1, 1)).ravel().astype(np.int64)

@@ -107,7 +107,11 @@ def check_mdf(
         return
     _check_as_estimate(release, rep, hist, units, schema)
     if with_households:
-        check_households(rep, hierarchy, inv, (hist, schema), households, household_problems)
+        # --units independent (the DDP's way) does not hold persons to the households
+        consistent = release.manifest.get("units_estimation", "consistent") == "consistent"
+        check_households(
+            rep, hierarchy, inv, (hist, schema), households, household_problems, consistent
+        )
     rep.add(
         "mdf_text_matches_parquet",
         not text_problems,
