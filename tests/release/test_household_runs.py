@@ -68,3 +68,45 @@ def test_infer_refuses_a_household_run(tmp_path) -> None:
     (run / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(InputError, match="infer does not support household runs yet"):
         _read_release(RunDir(run))
+
+
+
+def test_a_household_run_on_a_spine_is_refused_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the optimized spine the unit run would have its own spine, which a household
+    run (estimated on the persons' hierarchy) cannot use: one line, after reading and
+    before any noise is drawn; nothing is left behind."""
+    from censusdp.errors import ConfigError
+    from censusdp.generate import generate_state
+    from censusdp.privacy.budget_config import budget_from_toml
+    from censusdp.privacy.release_budget import ReleaseBudget
+    from censusdp.release import pipeline
+    from censusdp.release.options import ReleaseOptions
+
+    generate_state("VT", 2, tmp_path / "cef", scale=0.002)
+    persons = load_preset("pl94-2020")
+    levels = [(n, k) for n, k in persons.geolevels]
+    households = budget_from_toml(
+        'name = "hh"\ndescription = "households on the spine levels"\n'
+        'schema = "household2010"\nmechanism = "discrete_gaussian"\nrho = "1"\n'
+        'delta = "1e-10"\nneighbours = "bounded"\n'
+        + "".join(
+            f'[[geolevels]]\nname = "{n}"\nlength = {k}\nshare = "1/{len(levels)}"\n'
+            '[geolevels.queries]\ndetailed = "1"\n'
+            for n, k in levels
+        ),
+        origin="test",
+    )
+    def no_noise(*args, **kwargs):
+        raise AssertionError("measured before refusing")
+
+    monkeypatch.setattr(pipeline, "measure_runs", no_noise)
+    with pytest.raises(ConfigError, match="household run .* --spine tabulation"):
+        pipeline.run_release(
+            tmp_path / "cef",
+            tmp_path / "run",
+            ReleaseBudget(persons, households),
+            ReleaseOptions(seed=1, spine="optimized"),
+        )
+    assert not (tmp_path / "run").exists()

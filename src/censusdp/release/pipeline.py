@@ -196,6 +196,11 @@ def run_release(
             record=read_record,
             households=is_household_run(budget.units),
         )
+        if is_household_run(budget.units) and geo.unit_spine is not None:
+            raise ConfigError(
+                "a household run is estimated on the persons' hierarchy; on this spine the "
+                "unit run would have its own (use --spine tabulation)"
+            )
         made: list[RandomSource] = []
 
         def source() -> RandomSource:
