@@ -70,7 +70,6 @@ def test_infer_refuses_a_household_run(tmp_path) -> None:
         _read_release(RunDir(run))
 
 
-
 def test_a_household_run_on_a_spine_is_refused_before_measuring(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,6 +97,7 @@ def test_a_household_run_on_a_spine_is_refused_before_measuring(
         ),
         origin="test",
     )
+
     def no_noise(*args, **kwargs):
         raise AssertionError("measured before refusing")
 
