@@ -215,7 +215,13 @@ def test_expected_errors_page_without_a_column_zero_by_construction():
     result = _expected_result()
     text = _text(render_expected_report(result))
     header = _table_after(text, "Total population: expected errors per count")[0]
-    assert header[:4] == ["geolevel", "places", "released: MAE ± MC se", "released: RMSE"]
+    assert header[:5] == [
+        "geolevel",
+        "places",
+        "published: margin of error (90%)",
+        "released: MAE ± MC se",
+        "released: RMSE",
+    ]
     assert not any("bias" in h for h in header)
     assert "divided by its number of places" in text  # why there is none, in words
     assert "On average the published counts" not in text  # 0 for the total population

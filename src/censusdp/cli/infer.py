@@ -130,9 +130,9 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="K2",
         help="second-generation re-releases (of the first replicate) that scale the AMC "
-        "margins by how much one re-release shrinks the error (an iterated bootstrap; "
-        "docs/inference.md: on generated Vermont the factor is about 1, so it is off by "
-        "default; 0: the plain AMC)",
+        "margins by how much one re-release shrinks the error (an iterated bootstrap; on "
+        "generated Vermont the factor is about 1, so it is off by default; default 0: the "
+        "plain AMC)",
     )
     g.add_argument(
         "--no-zero-constraints",
