@@ -209,7 +209,9 @@ def _rsa_key(path: Path) -> Path:
         ("--key", lambda d, k: _rsa_key(d / "rsa"), "is an RSA key"),
         ("--key", lambda d, k: d, "is not a file"),
         ("--public-key", lambda d, k: k / "pub.key", "is a private key"),
-        ("--public-key", lambda d, k: d / "absent", "does not exist"),
+        pytest.param(  # the same check as key-absent's
+            "--public-key", lambda d, k: d / "absent", "does not exist", marks=pytest.mark.slow
+        ),
         ("--public-key", lambda d, k: _write(d / "junk", b"hello\n"), "is not a public key"),
     ],
     ids=[

@@ -334,7 +334,7 @@ def _nap(seconds: float) -> float:
     return time.monotonic()
 
 
-@pytest.mark.parametrize("ahead", [0, 64])
+@pytest.mark.parametrize("ahead", [0, pytest.param(64, marks=pytest.mark.slow)])
 def test_pool_keeps_working_past_a_straggler(ahead):
     """Results stay in order; with ``ahead`` later tasks finish while the head still runs."""
     with ProcessPoolExecutor(2, window=2, ahead=ahead) as pool:

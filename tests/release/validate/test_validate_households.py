@@ -146,6 +146,7 @@ def test_a_household_table_row_that_differs_from_the_mdf_is_caught(copy) -> None
     assert not set(HOUSEHOLD_CHECKS) & _failed(rep)
 
 
+@pytest.mark.slow  # the facilities' types are checked by default in the unit layout's tests
 def test_a_facility_of_another_type_is_caught(copy) -> None:
     run, counts, hierarchy, inv = copy
     for path in sorted((run / "mdf_units.parquet").glob("part-*.parquet")):
