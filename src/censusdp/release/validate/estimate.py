@@ -159,14 +159,7 @@ def validate_release(
         if household_persons is not None:
             occupied = np.asarray(sp.csr_matrix(unit_hists[-1])[:, 1].todense()).ravel()
             broken = consistency_violations(household_persons, occupied, housing_units)
-            n_bad = sum(broken.values())
-            rep.add(
-                "persons_units_consistent",
-                n_bad == 0,
-                "every block consistent"
-                if n_bad == 0
-                else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
-            )
+            _add_violations(rep, "persons_units_consistent", broken, "every block consistent")
     if mdf_block_hist is not None:
         diff = sp.csr_matrix(mdf_block_hist - hists[-1])
         diff.eliminate_zeros()
@@ -219,11 +212,22 @@ def _check_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy)
         broken = household_consistency_violations(
             run.household_persons, hists[-1], run.housing_units
         )
-        n_bad = sum(broken.values())
-        rep.add(
+        _add_violations(
+            rep,
             "persons_households_consistent",
-            n_bad == 0,
-            "every block's household persons what its households need"
-            if n_bad == 0
-            else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
+            broken,
+            "every block's household persons what its households need",
         )
+
+
+def _add_violations(rep: ValidationReport, name: str, broken: dict[str, int], ok: str) -> None:
+    """Check ``name``: no block breaks any rule of ``broken`` (blocks by rule), else the
+    rules broken, in words."""
+    n_bad = sum(broken.values())
+    rep.add(
+        name,
+        n_bad == 0,
+        ok
+        if n_bad == 0
+        else "; ".join(f"{v} blocks {k.replace('_', ' ')}" for k, v in broken.items() if v),
+    )
