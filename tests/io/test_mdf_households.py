@@ -66,7 +66,7 @@ def test_a_household_carries_production_codes() -> None:
 def test_every_valid_cell_has_its_own_codes() -> None:
     codes = household_codes()
     valid = ~S.structural_zero_mask
-    assert np.unique(codes[valid], axis=0).shape[0] == int(valid.sum()) == 169_344
+    assert np.unique(codes[valid], axis=0).shape[0] == int(valid.sum()) == 147_980
 
 
 def test_units_read_back_to_the_released_households(written) -> None:
