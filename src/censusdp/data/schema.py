@@ -47,6 +47,7 @@ __all__ = [
     "HHGQ_LEVELS",
     "DHCP_HHGQ",
     "HOUSEHOLD2010",
+    "HOUSEHOLD2010_CONSTRAINT_ZEROS",
     "OMB_RACES",
     "Attribute",
     "Recode",
@@ -572,6 +573,12 @@ def _household_zeros() -> tuple[StructuralZero, ...]:
         StructuralZero("hh_elderly_2", (("hhage", (6,)), ("hhelderly", (0, 1)))),
         StructuralZero("hh_elderly_3", (("hhage", (5,)), ("hhelderly", (0,)))),
     )
+
+
+HOUSEHOLD2010_CONSTRAINT_ZEROS = ("size2_le25_eld3", "size3_le25_eld3", "size4_le25_eld3")
+"""The zeros of ``household2010`` its derivation does not imply: a householder of 15-24
+in a couple with someone of 75 or more. The DDP ruled them out of the estimate; an input
+(or a swapped file, which publishes its households) may have such households."""
 
 
 HOUSEHOLD2010 = Schema(
