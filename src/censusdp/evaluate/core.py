@@ -70,7 +70,6 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
-from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -689,6 +688,7 @@ def evaluate(
             seed=options.trial_seed,
             compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
+            unit_consistency=str(release.manifest.get("units_estimation") or "consistent"),
             execution=execution,
         )
     if options.simulations:
@@ -729,7 +729,8 @@ def evaluate(
 def _trial_budget(
     options: EvaluateOptions, manifest: dict[str, Any], release_dir: str | Path
 ) -> ReleaseBudget:
-    """The budgets of the trials: the options' person budget, else the release manifest's.
+    """The budgets of the trials: the options' person budget, else the release manifest's
+    (its person run and its unit run, the occupancy or the households).
 
     Raises:
         InputError: if neither the options nor the manifest give a person budget.
@@ -742,7 +743,6 @@ def _trial_budget(
                 "'persons' budget entry; pass a budget explicitly"
             )
         budget = budget_from_manifest(manifest["persons"])
-        refuse_household_run(manifest, f"{release_dir}/manifest.json", "evaluate --trials")
         u = manifest.get("units")
         if units_budget is None and isinstance(u, dict) and "geolevels" in u and "mechanism" in u:
             units_budget = budget_from_manifest(u)

@@ -175,3 +175,16 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
     assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "is a household run" in err and "not support household" in err
+
+
+def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) -> None:
+    """``evaluate --trials`` re-runs the release's plan (households, then persons held to
+    them) and pools the trials' errors against the truth."""
+    out = tmp_path / "eval.json"
+    args = ["evaluate", str(state / "reference"), "--input", str(state / "cef"),
+            "--trials", "1", "--trial-seed", "3", "-q", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    trials = json.loads(out.read_text())["trials"]
+    assert trials["trials"] == 1 and len(trials["seeds"]) == 1
+    errors = trials["errors"]
+    assert errors and "total_population" in errors
