@@ -160,7 +160,8 @@ def _release(schema: Schema, hist: sp.csr_matrix, h: Hierarchy, hu: np.ndarray) 
 def test_a_household_the_ddp_ruled_out_is_never_released() -> None:
     """The truth has households a ``*_le25_eld3`` zero rules out (a householder of 20
     married to someone of 80): at a nearly noiseless budget the release has none of them,
-    and would keep them without the constraint."""
+    and would keep them without the constraint; and a block with more households than
+    housing units (the ``total`` constraint's bound) releases at most its housing units."""
     h = Hierarchy.from_blocks(np.asarray(block_codes(1, 1, 1, 2)))
     forbidden = [ONLY_FORBIDDEN_BY[n] for n in IMPLAUSIBLE]
     cells = np.array([*forbidden, _hh(1, 18, hhage=1), _hh(3, 0, hhage=3)])
@@ -168,9 +169,12 @@ def test_a_household_the_ddp_ruled_out_is_never_released() -> None:
     hist = sp.csr_matrix(
         (np.full(rows.size, 4), (rows, np.tile(cells, 2))), shape=(2, HOUSEHOLD2010.size)
     )
-    hu = np.array([30, 30])
+    hu = np.array([6, 30])  # block 0: 20 households, 6 housing units
     released = _release(HOUSEHOLD2010, hist, h, hu)
     assert released[:, forbidden].sum() == 0
     assert not HOUSEHOLD2010.structural_zero_mask[released.indices].any()
+    # ``total``: households at most the housing units, block by block
+    assert np.asarray(hist.sum(axis=1)).ravel()[0] > hu[0]
+    assert (np.asarray(released.sum(axis=1)).ravel() <= hu).all()
     without = _release(_without(*IMPLAUSIBLE), hist, h, hu)
     assert without[:, forbidden].sum() > 0
