@@ -442,10 +442,7 @@ class ReleaseGeography:
                 "states": int(groups.max()) + 1,
                 "state_parts": int(groups.size),
                 "state_total": "exact at the root; at a state part when it is its state's only "
-                "part; a two-part state's total holds on the union of its parts (the root "
-                "of a one-state input; in an input of several states, the grouped child "
-                "total of the US-children solve, as production's "
-                "addGroupedChildTotalConstraint)",
+                "part; a two-part state's total holds on the union of its parts",
             }
         )
         if self.part_population is not None:
