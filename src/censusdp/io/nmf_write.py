@@ -27,6 +27,7 @@ from censusdp.io.columns import dictionary_strings
 from censusdp.io.nmf_files import NMF_COLUMNS, STRUCTURAL_ZEROS_KEY, STRUCTURAL_ZEROS_MEASURED
 
 __all__ = [
+    "NMF_SCHEMA",
     "ROW_GROUP_ROWS",
     "WRITE_OPTIONS",
     "NMFWriter",
@@ -40,10 +41,14 @@ ROW_GROUP_ROWS = 1 << 22
 
 _ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
 
+_UNCOMPRESSED = (*_ONE_VALUE_COLUMNS, "value")
+
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": {c: "none" if c in _ONE_VALUE_COLUMNS else "zstd" for c in NMF_COLUMNS},
-    "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
-    "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
+    "compression": {c: "none" if c in _UNCOMPRESSED else "zstd" for c in NMF_COLUMNS},
+    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
+    "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
+    "write_statistics": [c for c in NMF_COLUMNS if c != "cell"],
+    "write_batch_size": 1 << 16,
 }
 """How :class:`NMFWriter` encodes the columns. ``cell`` ascends within each geounit (the
 query's measured rows in order), so delta encoding stores it in a few bits a row, where
@@ -59,7 +64,22 @@ row groups are small (a spine's block groups change budget share every few units
 and each change starts a row group): a Wyoming block-group part with California's mix
 of shares writes about 15% faster and 4% smaller, a block part the same
 (``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
-Parquet, so every reader reads it."""
+Parquet, so every reader reads it.
+
+A ``ddp-2010`` block has 337,680 person and 172,404 household values, nearly all noise
+about zero, so the writer's CPU per value decides how long a state takes to measure
+(``benchmarks/bench_hh_measure.py``, which compares these options with the previous
+ones). ``value`` is delta-encoded and not compressed: a dictionary of the noisy values
+(about a thousand at a block) cost a hash lookup per value, and zstd then won 6% of
+the bytes; delta encoding bit-packs the differences (about 10 bits a value) for 2% more
+bytes than before. The writer encodes in batches of 2^16 rows instead of pyarrow's
+1,024, each batch's fixed costs (levels, statistics, page checks) paid 64 times less
+often. Every column but ``cell`` has statistics: the readers find a row group's level,
+query, geocodes, variance and mechanism in its footer
+(:class:`censusdp.io.nmf_read.NMFReader`), the self-check settles ``value`` and the
+one-value columns there, and nothing reads the statistics of ``cell``. With the columns
+declared non-null (:data:`NMF_SCHEMA`) the writer writes no definition levels and the
+readers decode none."""
 
 
 def write_nmf_part(
@@ -144,18 +164,19 @@ class _QueryColumns:
         last = (b - 1) // self.r + 1 if n else first
         unit = self.unit[a:b] - np.int32(first)
         const = self.constants
-        return pa.table(
-            {
-                "geolevel": const["geolevel"].slice(0, n),
-                "geocode": pa.DictionaryArray.from_arrays(
+        return pa.Table.from_arrays(
+            [
+                const["geolevel"].slice(0, n),
+                pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
-                "query": const["query"].slice(0, n),
-                "cell": self.cells.slice(a, n),
-                "value": self.values.slice(a, n),
-                "variance": self._variance(unit, first, n),
-                "mechanism": const["mechanism"].slice(0, n),
-            }
+                const["query"].slice(0, n),
+                self.cells.slice(a, n),
+                self.values.slice(a, n),
+                self._variance(unit, first, n),
+                const["mechanism"].slice(0, n),
+            ],
+            schema=NMF_SCHEMA,
         )
 
 
@@ -202,18 +223,20 @@ def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int
 
 
 _TEXT = pa.dictionary(pa.int32(), pa.string())
-_EMPTY_SCHEMA = pa.schema(
+NMF_SCHEMA = pa.schema(
     [
-        ("geolevel", _TEXT),
-        ("geocode", _TEXT),
-        ("query", _TEXT),
-        ("cell", pa.int32()),
-        ("value", pa.int64()),
-        ("variance", pa.float64()),
-        ("mechanism", _TEXT),
+        pa.field("geolevel", _TEXT, nullable=False),
+        pa.field("geocode", _TEXT, nullable=False),
+        pa.field("query", _TEXT, nullable=False),
+        pa.field("cell", pa.int32(), nullable=False),
+        pa.field("value", pa.int64(), nullable=False),
+        pa.field("variance", pa.float64(), nullable=False),
+        pa.field("mechanism", _TEXT, nullable=False),
     ]
 )
-"""The columns of a part with rows (:class:`_QueryColumns`), for a part without."""
+"""The columns :class:`NMFWriter` writes, every one non-null (``REQUIRED`` in Parquet: no
+definition levels to write or read). Files written before had the same columns,
+nullable and without nulls; every reader reads both."""
 
 
 class NMFWriter(StreamingWriter):
@@ -285,7 +308,7 @@ class NMFWriter(StreamingWriter):
         else:
             # no measured unit (the US of an input of some states): the columns' own types,
             # so that a reader of the whole directory sees one schema
-            schema = _EMPTY_SCHEMA
+            schema = NMF_SCHEMA
             if self._metadata is not None:
                 schema = schema.with_metadata(self._metadata)
             pq.write_table(schema.empty_table(), self._tmp)
