@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
-from censusdp.io.columns import dictionary_strings
 from censusdp.io.nmf_files import NMF_COLUMNS, STRUCTURAL_ZEROS_KEY, STRUCTURAL_ZEROS_MEASURED
 
 __all__ = [
@@ -112,6 +111,30 @@ def write_nmf_part(
     }
 
 
+_CONSTANTS: dict[Any, pa.Array] = {}
+"""This process's constant columns, grown as needed and sliced (:func:`_constant`)."""
+
+
+def _constant(key: Any, n: int, make: Any) -> pa.Array:
+    """The first ``n`` rows of the constant column ``key`` (``make(length)`` builds it).
+
+    A ``ddp-2010`` block task writes a 4M-row ``detailed`` query in every chunk; filling
+    its all-zero dictionary indices and its variance afresh for each cost more CPU a
+    value than the rest of the columns together (new pages, zeroed or filled). At most
+    a few dozen keys (the variances of a run's queries at its levels), so the cache is
+    a few tens of MB at most; it is emptied past 64 keys."""
+    col = _CONSTANTS.get(key)
+    if col is None or len(col) < n:
+        if len(_CONSTANTS) >= 64:
+            _CONSTANTS.clear()
+        col = _CONSTANTS[key] = make(max(n, 1))
+    return col.slice(0, n)
+
+
+def _zeros(n: int) -> pa.Array:
+    return _constant("zeros", n, lambda k: pa.array(np.zeros(k, np.int32), pa.int32()))
+
+
 class _QueryColumns:
     """The columns of one query's answers, built once; :meth:`table` slices out the rows
     of one row group (unit-major, then measured cell).
@@ -126,14 +149,12 @@ class _QueryColumns:
         self.mq = mq
         self.r = max(mq.rows.size, 1)
         units = mq.values.shape[0]
-        self.unit = np.repeat(np.arange(units, dtype=np.int32), self.r)
         tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
         self.cells = pa.array(tiled, pa.int32())
         self.values = pa.array(mq.values.reshape(-1))
         self.codes = pa.array(np.asarray(geocodes)[:units], pa.string())
-        zeros = np.zeros(longest, np.int32)
         self.constants = {
-            name: dictionary_strings(zeros, np.array([text]))
+            name: pa.array([text], pa.string())
             for name, text in (
                 ("geolevel", mq.geolevel),
                 ("query", mq.query),
@@ -141,7 +162,10 @@ class _QueryColumns:
             )
         }
         self.longest = longest
-        self._variances: dict[float, pa.Array] = {}
+
+    def _text(self, name: str, n: int) -> pa.Array:
+        """``n`` rows of the one-value column ``name``: shared zero indices, its string."""
+        return pa.DictionaryArray.from_arrays(_zeros(n), self.constants[name])
 
     def _variance(self, unit: np.ndarray, first: int, n: int) -> pa.Array:
         """The ``variance`` column: a slice of one constant column when the rows' units
@@ -149,10 +173,9 @@ class _QueryColumns:
         unit_var = None if self.mq.uniform else self.mq.unit_variances()
         v = float(self.mq.variance) if unit_var is None else float(unit_var[first])
         if n and (unit_var is None or (unit_var[first : first + int(unit[-1]) + 1] == v).all()):
-            col = self._variances.get(v)
-            if col is None:
-                col = self._variances[v] = pa.array(np.full(self.longest, v, dtype=np.float64))
-            return col.slice(0, n)
+            return _constant(
+                ("variance", v), n, lambda k: pa.array(np.full(k, v, dtype=np.float64))
+            )
         return pa.array(_row_variances(self.mq, unit, first))
 
     def table(self, a: int, b: int) -> pa.Table:
@@ -162,19 +185,19 @@ class _QueryColumns:
             raise ValueError(f"row group of {n} rows, longer than {self.longest}")
         first = a // self.r
         last = (b - 1) // self.r + 1 if n else first
-        unit = self.unit[a:b] - np.int32(first)
-        const = self.constants
+        skip = a - first * self.r  # rows of the first unit in an earlier row group
+        unit = np.repeat(np.arange(last - first, dtype=np.int32), self.r)[skip : skip + n]
         return pa.Table.from_arrays(
             [
-                const["geolevel"].slice(0, n),
+                self._text("geolevel", n),
                 pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
-                const["query"].slice(0, n),
+                self._text("query", n),
                 self.cells.slice(a, n),
                 self.values.slice(a, n),
                 self._variance(unit, first, n),
-                const["mechanism"].slice(0, n),
+                self._text("mechanism", n),
             ],
             schema=NMF_SCHEMA,
         )
