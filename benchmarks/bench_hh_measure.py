@@ -26,7 +26,8 @@ the least CPU of each kept):
 * ``read``: the estimator's read of every row group back (``nmf_cache._read_group``:
   decoding ``geocode``, ``cell`` and ``value`` and checking the cells).
 
-Prints one JSON object. A minute or two for the default input on an idle machine.
+``total`` adds the task's phases; its ``previous`` takes the previous noise and Parquet
+with the current answers, columns and checksum. Prints one JSON object. A minute or two for the default input on an idle machine.
 
     python benchmarks/bench_hh_measure.py --input /tmp/vt10 --tasks 3
 """
