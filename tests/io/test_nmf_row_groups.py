@@ -9,6 +9,7 @@ one written by another tool that cuts a geounit in two.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -434,3 +435,26 @@ def test_the_row_group_cache_stays_within_its_budget(sizes, budget):
     # what is kept is the most recent entries that fit
     held = [k[1] for k in cache._groups]
     assert held == kept[len(kept) - len(held) :]
+
+
+def test_the_writers_constant_columns_stay_bounded_and_right(base, tmp_path, monkeypatch):
+    """The one-value columns come from a per-process cache (``nmf_write._constant``): it
+    never holds more than its cap of rows, and every row group still gets its own
+    query's variance and names, whatever was cached before."""
+    from censusdp.io import nmf_write
+
+    _, h, measured = base
+    monkeypatch.setattr(nmf_write, "_CONSTANTS", {})
+    monkeypatch.setattr(nmf_write, "_CONSTANT_ROWS", 40)
+    bl = h.n_levels - 1
+    blocks = [m for m, _ in measured if m.geolevel == "Block"]
+    path = tmp_path / "variances.parquet"
+    with NMFWriter(path) as w:
+        for i, mq in enumerate(blocks * 3):
+            w.write_query(dataclasses.replace(mq, variance=1.0 + i), h.geocodes[bl])
+            assert sum(len(c) for c in nmf_write._CONSTANTS.values()) <= 40
+    t = pq.read_table(path)
+    got = Counter(zip(t.column("query").to_pylist(), t.column("variance").to_pylist(), strict=True))
+    assert got == {(mq.query, 1.0 + i): mq.values.size for i, mq in enumerate(blocks * 3)}
+    assert set(t.column("geolevel").to_pylist()) == {"Block"}
+    assert set(t.column("mechanism").to_pylist()) == {"DiscreteGaussian"}

@@ -114,18 +114,25 @@ def write_nmf_part(
 _CONSTANTS: dict[Any, pa.Array] = {}
 """This process's constant columns, grown as needed and sliced (:func:`_constant`)."""
 
+_CONSTANT_ROWS = 3 * ROW_GROUP_ROWS
+"""Most rows :data:`_CONSTANTS` holds in all: the zero indices and two levels' longest
+variance columns (96 MB at most; about 50 MB while a level's blocks are written)."""
+
 
 def _constant(key: Any, n: int, make: Any) -> pa.Array:
     """The first ``n`` rows of the constant column ``key`` (``make(length)`` builds it).
 
     A ``ddp-2010`` block task writes a 4M-row ``detailed`` query in every chunk; filling
     its all-zero dictionary indices and its variance afresh for each cost more CPU a
-    value than the rest of the columns together (new pages, zeroed or filled). At most
-    a few dozen keys (the variances of a run's queries at its levels), so the cache is
-    a few tens of MB at most; it is emptied past 64 keys."""
+    value than the rest of the columns together (new pages, zeroed or filled). The tasks
+    of a level share their queries' variances, so the cache is emptied when it would
+    pass :data:`_CONSTANT_ROWS` rows."""
     col = _CONSTANTS.get(key)
+    if n > _CONSTANT_ROWS:  # longer than the cache holds (a writer's own row-group cap)
+        return make(n)
     if col is None or len(col) < n:
-        if len(_CONSTANTS) >= 64:
+        held = sum(len(c) for k, c in _CONSTANTS.items() if k != key)
+        if held + n > _CONSTANT_ROWS:
             _CONSTANTS.clear()
         col = _CONSTANTS[key] = make(max(n, 1))
     return col.slice(0, n)
