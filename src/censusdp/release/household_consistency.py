@@ -38,19 +38,24 @@ solution, and by induction every subproblem down to the blocks has one.
 household group is also tied to the total ``T``: it lies in
 ``[max(L, 0), min(U, T - sum_{g >= 1} l_g)]`` with ``l_g`` the persons the group-quarters
 facilities need (one each), and the groups must add to ``T``. The household run alone
-does not guarantee ``L <= P = T - sum l_g``: non-negative least squares over the 169,344
-live cells of the detailed household query inflates the count of households (the DDP's
-finding), by about a thousand households at the root of a generated state, more than a
-small state's household population allows. censusdp enforces it in the household run:
-where the first estimate of a state needs more household persons than ``P``
-(:func:`household_size_caps`), the household run is estimated again with the households
-of each size ``s`` of that state capped at ``floor(n_s P / L)`` (``n_s`` its first
-estimate; the levels above it capped at their states' sums), so the second estimate
-needs at most ``sum_s s floor(n_s P / L) <= P``. Caps are upper bounds on groups whose
-lower bounds are zero, so the root stays feasible; a state's households split among its
-counties with no cap below it. The other side, ``U >= T - sum_g u_g``, can fail only in
-a state without group quarters and without a household of 7 or more; that, and a
-nation of several states whose caps cannot be shared among them, is a one-line
+does not guarantee ``L <= P = T - sum_g l_g``: non-negative least squares over the
+169,344 live cells of the detailed household query inflates the count of households (the
+DDP's finding), past what a state's household population allows. censusdp therefore
+estimates the household run's root with one more constraint (:func:`household_root_cap`),
+``M <= sum_s s n_s <= P`` (``n_s`` the root's households of size level ``s``, 7 for "7 or
+more"; ``M = max(T - sum_g u_g, 0)`` the persons no facility can hold: 0 where any
+facility type is present, since a facility may hold any number, ``T`` in a state without
+group quarters). The root's least squares keeps it and decides itself which households
+to drop, and its rounding is repaired to keep it exactly
+(:mod:`censusdp.release.topdown.weighted`: feasible since ``n = 0`` meets the upper side
+and the root's other bounds are ``[0, housing units]``; the lower side, non-zero only
+without group quarters, needs housing units to spare). One pass: the levels below split
+the root's households as always, and for a one-state input the state is the root's one
+child, so it gets exactly the root's. Then ``L_state <= P`` and, where no household is
+of 7 or more, ``L_state >= M`` (``U`` is infinite otherwise), so the state's person
+subproblem is feasible. The constraint is on the root only: in an input of several states
+the nation's households fit the nation's persons, but a state's share need not fit its
+own; that, and a state whose housing units cannot hold ``M``, is a one-line
 :class:`~censusdp.errors.InfeasibleError` naming the geounit (the bounds are checked at
 every geounit of every level before the person run starts); censusdp never relaxes an
 invariant for it.
