@@ -312,6 +312,7 @@ def _household_figure(hh: dict, out: Path) -> None:
         axes[1].bar([i + j * width for i in range(len(rows))], [q["mean_error"] for q in rows],
                     width, label=label)  # fmt: skip
         axes[1].set_xticks(range(len(rows)), [q["true_households"] for q in rows])
+    axes[0].set_xticks(range(1, QUINTILES + 1))
     axes[0].axhline(0, color="grey", lw=0.8)
     axes[0].set_xlabel("county quintile of true population (1: smallest)")
     axes[0].set_ylabel("mean (released - true) / true households, %")
