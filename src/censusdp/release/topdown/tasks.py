@@ -20,6 +20,7 @@ import numpy as np
 from censusdp.data.geography import DEFAULT_CHUNK_VALUES
 from censusdp.data.measurements import Measurements
 from censusdp.errors import InfeasibleError, InternalError
+from censusdp.progress import logger
 from censusdp.release.topdown.failsafe import FailsafeReport, check_feasible, make_feasible
 from censusdp.release.topdown.maxent import solve_maxent
 from censusdp.release.topdown.multipass import (
@@ -206,14 +207,12 @@ def run_task(task: Task) -> TaskResult:
     sub, report = _feasible(task)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
-    cap_info: tuple[tuple[str, str], ...] = ()
     if task.cap is not None:  # least squares under the weighted row, one pass
         if task.l2_passes is not None:
             raise InternalError("a capped root is estimated in one least-squares pass")
         weights = task.cap.weights[task.kept]
         solution, lam, solves = solve_capped(sub, task.cap, weights, task.method)
         cap = f"{task.cap.what} in [{task.cap.lower:g}, {task.cap.upper:g}]"
-        cap_info = (("capped", f"{cap}: {solves} solves, lambda {lam:.4g}"),)
     else:
         solution = (
             None
@@ -237,7 +236,10 @@ def run_task(task: Task) -> TaskResult:
         counts = np.asarray(counts, dtype=np.int64)
     if task.cap is not None:
         counts, moved = repair_counts(sub, counts, solution.x, task.cap, weights)
-        cap_info += (("repaired", f"{moved} moved after rounding"),)
+        logger.info(
+            f"root under {cap}: {solves} least-squares solves (multiplier {lam:.4g}), "
+            f"{moved} moved after rounding"
+        )
         if not task.cap.lower <= float(counts[0] @ weights) <= task.cap.upper:
             raise InternalError("task root: the capped row is violated after repair")
     t3 = time.perf_counter()
@@ -260,6 +262,6 @@ def run_task(task: Task) -> TaskResult:
         max_violation=float(solution.max_violation),
         failsafe=fs,
         cpu_seconds=time.process_time() - c0,
-        attempts=tuple(solution.attempts) + cap_info,
+        attempts=tuple(solution.attempts),
         chunks=task.chunks,
     )
