@@ -26,7 +26,9 @@ increase with ``lam`` (from the two optimality inequalities of ``lam_1`` and ``l
 ``(lam_1 - lam_2)(s'x_1 - s'x_2) <= 0``) and is continuous where ``f`` is strictly
 convex (a query that sees every cell alone makes it so), so ``lam*`` is found by
 bracketing and regula falsi (Illinois) on ``s'x(lam) - P``, each step one solve, and the
-step kept is always one with ``s'x(lam) <= P``.
+step kept is always one with ``s'x(lam) <= P``. A lower bound ``s'x >= M`` (a state
+without group quarters, whose persons only households can hold) is found the same way
+with ``lam < 0``.
 
 **Rounding.** The rounder keeps every laminar constraint and moves each cell by less than
 one, so the rounded ``n`` may need up to a few persons more than ``x``. :func:`repair_counts`
