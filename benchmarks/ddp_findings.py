@@ -12,11 +12,19 @@ small areas. For a truth directory (``censusdp generate``) and one or more relea
 * ``occupancy`` (releases with a unit run): per geolevel, the share of geounits with
   housing units whose occupancy rate is 100%, released and true, and the mean signed
   error of occupied units per class of true occupied units;
+* ``households`` (releases whose unit run is a household run, ``household2010``; its unit
+  MDF's occupied units are its households): the households released and true; the
+  household-count bias by county size quintile (the paper's Fig. 2: counties in five
+  classes of true population, the mean of ``(released - true) / true`` households per
+  class); blocks with housing units and no true household that gained households, and
+  small blocks (1-4 true households): how many gained, and the mean gain;
 * ``age``: per geolevel, the mean TVD of the 5-year age distribution; blocks with
   persons under 18 and no adult (released and true); persons aged 100+ (released, true);
   the share of block groups whose median age is off by 5 years or more.
 
-With ``--figures DIR`` it also draws ``population_bias.png`` (and ``occupancy.png``).
+With ``--figures DIR`` it also draws ``population_bias.png`` (and ``occupancy.png``; for a
+household run ``household_bias.png``: Fig. 2's county quintiles, and the blocks' mean
+error in households by class of true households).
 Wall times are not measured here (see the run manifests).
 
     .venv/bin/python benchmarks/ddp_findings.py --truth vt/ --release ddp=vt-ddp/ \\
@@ -149,6 +157,62 @@ def occupancy(truth_units: dict, rel_units: dict, blocks: np.ndarray) -> dict:
     return out
 
 
+QUINTILES = 5
+BLOCK_CLASSES = ((0, 0), (1, 4), (5, 9), (10, 24), (25, None))
+"""Classes of true households of a block (inclusive; ``None``: no upper end)."""
+
+
+def _occupied_by(units: dict, index: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Housing units and occupied ones (households) per geounit of ``index``'s level."""
+    hu = np.bincount(index, minlength=n)
+    occ = np.bincount(index, weights=units["occupied"][units["hu"]], minlength=n)
+    return hu, occ
+
+
+def household_findings(truth: dict, truth_units: dict, rel_units: dict, blocks: np.ndarray) -> dict:
+    """The occupancy findings of a household run (module docstring, ``households``)."""
+    out: dict = {}
+    counties = np.unique(blocks.astype("U5"))
+    pop = np.bincount(_index(counties, truth["geocode"], 5), minlength=counties.size)
+    per = {}
+    for label, u in (("true", truth_units), ("released", rel_units)):
+        per[label] = _occupied_by(u, _index(counties, u["geocode"][u["hu"]], 5), counties.size)
+    t, r = per["true"][1], per["released"][1]
+    out["households_true"], out["households_released"] = int(t.sum()), int(r.sum())
+    out["households_error_pct"] = round(100 * (r.sum() - t.sum()) / max(t.sum(), 1), 2)
+    # quintiles of the counties' true population (ranks, so ties split evenly)
+    q = (np.argsort(np.argsort(pop, kind="stable")) * QUINTILES) // max(counties.size, 1)
+    rows = []
+    for k in range(QUINTILES):
+        sel = (q == k) & (t > 0)
+        if sel.any():
+            rel_err = (r[sel] - t[sel]) / t[sel]
+            rows.append({"quintile": k + 1, "counties": int(sel.sum()),
+                         "true_population_mean": round(float(pop[sel].mean()), 1),
+                         "true_households": int(t[sel].sum()),
+                         "mean_relative_error_pct": round(100 * float(rel_err.mean()), 2)})  # fmt: skip
+    out["county_bias_by_size_quintile"] = rows
+    bi = {}
+    for label, u in (("true", truth_units), ("released", rel_units)):
+        bi[label] = _occupied_by(u, _index(blocks, u["geocode"][u["hu"]], 16), blocks.size)
+    hu, bt = bi["true"]
+    br = bi["released"][1]
+    rows = []
+    for lo, hi in BLOCK_CLASSES:
+        sel = (hu > 0) & (bt >= lo) & ((bt <= hi) if hi is not None else True)
+        if sel.any():
+            gain = br[sel] - bt[sel]
+            rows.append({"true_households": f"{lo}" if lo == hi else f"{lo}-{hi}" if hi else f"{lo}+",
+                         "blocks": int(sel.sum()),
+                         "share_gaining": round(float((gain > 0).mean()), 4),
+                         "share_losing": round(float((gain < 0).mean()), 4),
+                         "mean_error": round(float(gain.mean()), 3),
+                         "households_true": int(bt[sel].sum()),
+                         "households_released": int(br[sel].sum())})  # fmt: skip
+    out["blocks_by_true_households"] = rows
+    return out
+
+
 def age_findings(truth: dict, rel: dict, blocks: np.ndarray) -> dict:
     out = {}
     for name, n in LEVELS:
@@ -229,6 +293,38 @@ def _figures(doc: dict, out: Path) -> None:
         fig.tight_layout()
         fig.savefig(out / "occupancy.png", dpi=110)
         plt.close(fig)
+    hh = {k: r["households"] for k, r in rels.items() if "households" in r}
+    if hh:
+        _household_figure(hh, out)
+
+
+def _household_figure(hh: dict, out: Path) -> None:
+    """Fig. 2 (county quintiles) and the blocks by class of true households."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    width = 0.8 / len(hh)
+    for j, (label, h) in enumerate(hh.items()):
+        rows = h["county_bias_by_size_quintile"]
+        axes[0].bar([q["quintile"] + j * width for q in rows],
+                    [q["mean_relative_error_pct"] for q in rows], width, label=label)  # fmt: skip
+        rows = h["blocks_by_true_households"]
+        axes[1].bar([i + j * width for i in range(len(rows))], [q["mean_error"] for q in rows],
+                    width, label=label)  # fmt: skip
+        axes[1].set_xticks(range(len(rows)), [q["true_households"] for q in rows])
+    axes[0].set_xticks(range(1, QUINTILES + 1))
+    axes[0].axhline(0, color="grey", lw=0.8)
+    axes[0].set_xlabel("county quintile of true population (1: smallest)")
+    axes[0].set_ylabel("mean (released - true) / true households, %")
+    axes[0].set_title("households by county size (the DDP paper's Fig. 2)")
+    axes[1].axhline(0, color="grey", lw=0.8)
+    axes[1].set_xlabel("true households of the block (blocks with housing units)")
+    axes[1].set_ylabel("mean released - true households")
+    axes[1].set_title("blocks: households gained or lost")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "household_bias.png", dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -257,7 +353,10 @@ def main() -> None:
         if "age" in rel:
             r["age"] = age_findings(truth, rel, blocks)
         if "occupancy" not in manifest:  # the unit run released occupancy
-            r["occupancy"] = occupancy(truth_units, _units(run_dir / "mdf_units.parquet"), blocks)
+            rel_units = _units(run_dir / "mdf_units.parquet")
+            r["occupancy"] = occupancy(truth_units, rel_units, blocks)
+            if (manifest.get("units") or {}).get("schema") == "household2010":
+                r["households"] = household_findings(truth, truth_units, rel_units, blocks)
         doc["releases"][label] = r
     if args.figures:
         _figures(doc, args.figures)

@@ -36,7 +36,8 @@ from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
     hold_persons_to_households,
     household_bounds,
-    household_size_caps,
+    household_root_cap,
+    household_size_bounds,
 )
 from censusdp.release.options import ReleaseOptions, Runtime
 from censusdp.release.spine import ReleaseGeography
@@ -225,27 +226,22 @@ def estimate_runs(
             )
         t = time.perf_counter()
         say(rt.progress, "estimating the households (their own run, top-down):")
+        cap = household_root_cap(bounds) if options.unit_consistency == "consistent" else None
         units = run_topdown(
             units_ms,
             hierarchy,
             household_bounds(inv.housing_units, hierarchy),
-            replace(unit_topdown, group_variable=None),
+            replace(unit_topdown, group_variable=None, root_cap=cap),
             checkpoint=levels("units"),
             **run,
         )
+        if cap is not None:  # the persons the root's households need, and what it has
+            need = float(household_size_bounds(units.histograms[0])[0].sum())
+            manifest["estimation"]["household_persons_at_root"] = {
+                "available": int(cap.upper),
+                "needed": int(need),
+            }
         if options.unit_consistency == "consistent":
-            capped = household_size_caps(units.histograms, bounds, inv.housing_units, hierarchy)
-            if capped is not None:  # the households need more persons than a state has
-                say(rt.progress, f"estimating the households again, {capped[1]} capped by size:")
-                units = run_topdown(
-                    units_ms,
-                    hierarchy,
-                    capped[0],
-                    replace(unit_topdown, group_variable="hhsize"),
-                    checkpoint=levels("units-capped"),
-                    **run,
-                )
-                manifest["estimation"]["households_capped_by_size"] = capped[1]
             bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
         _record_run(manifest, "units", units, rt, time.perf_counter() - t)
         manifest["estimation_order"] = ["units", "persons"]

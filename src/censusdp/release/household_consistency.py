@@ -38,19 +38,24 @@ solution, and by induction every subproblem down to the blocks has one.
 household group is also tied to the total ``T``: it lies in
 ``[max(L, 0), min(U, T - sum_{g >= 1} l_g)]`` with ``l_g`` the persons the group-quarters
 facilities need (one each), and the groups must add to ``T``. The household run alone
-does not guarantee ``L <= P = T - sum l_g``: non-negative least squares over the 169,344
-live cells of the detailed household query inflates the count of households (the DDP's
-finding), by about a thousand households at the root of a generated state, more than a
-small state's household population allows. censusdp enforces it in the household run:
-where the first estimate of a state needs more household persons than ``P``
-(:func:`household_size_caps`), the household run is estimated again with the households
-of each size ``s`` of that state capped at ``floor(n_s P / L)`` (``n_s`` its first
-estimate; the levels above it capped at their states' sums), so the second estimate
-needs at most ``sum_s s floor(n_s P / L) <= P``. Caps are upper bounds on groups whose
-lower bounds are zero, so the root stays feasible; a state's households split among its
-counties with no cap below it. The other side, ``U >= T - sum_g u_g``, can fail only in
-a state without group quarters and without a household of 7 or more; that, and a
-nation of several states whose caps cannot be shared among them, is a one-line
+does not guarantee ``L <= P = T - sum_g l_g``: non-negative least squares over the
+169,344 live cells of the detailed household query inflates the count of households (the
+DDP's finding), past what a state's household population allows. censusdp therefore
+estimates the household run's root with one more constraint (:func:`household_root_cap`),
+``M <= sum_s s n_s <= P`` (``n_s`` the root's households of size level ``s``, 7 for "7 or
+more"; ``M = max(T - sum_g u_g, 0)`` the persons no facility can hold: 0 where any
+facility type is present, since a facility may hold any number, ``T`` in a state without
+group quarters). The root's least squares keeps it and decides itself which households
+to drop, and its rounding is repaired to keep it exactly
+(:mod:`censusdp.release.topdown.weighted`: feasible since ``n = 0`` meets the upper side
+and the root's other bounds are ``[0, housing units]``; the lower side, non-zero only
+without group quarters, needs housing units to spare). One pass: the levels below split
+the root's households as always, and for a one-state input the state is the root's one
+child, so it gets exactly the root's. Then ``L_state <= P`` and, where no household is
+of 7 or more, ``L_state >= M`` (``U`` is infinite otherwise), so the state's person
+subproblem is feasible. The constraint is on the root only: in an input of several states
+the nation's households fit the nation's persons, but a state's share need not fit its
+own; that, and a state whose housing units cannot hold ``M``, is a one-line
 :class:`~censusdp.errors.InfeasibleError` naming the geounit (the bounds are checked at
 every geounit of every level before the person run starts); censusdp never relaxes an
 invariant for it.
@@ -62,6 +67,8 @@ independently, as the DDP did: its person-household constraints (``population_ub
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -71,6 +78,7 @@ from censusdp.data.schema import HOUSEHOLD2010
 from censusdp.errors import ConfigError, InfeasibleError, ValidationError
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.release.topdown.weighted import RootCap
 
 __all__ = [
     "HOUSEHOLD_SCHEMA",
@@ -80,8 +88,8 @@ __all__ = [
     "household_bounds",
     "household_consistency_violations",
     "household_person_bounds",
+    "household_root_cap",
     "household_size_bounds",
-    "household_size_caps",
     "is_household_run",
 ]
 
@@ -140,59 +148,25 @@ def household_size_bounds(household_block_hist: sp.spmatrix) -> tuple[np.ndarray
     return lower, np.where(large > 0, np.inf, lower)
 
 
-def household_size_caps(
-    household_hists: list[sp.spmatrix],
-    bounds: list[Bounds],
-    housing_units: np.ndarray,
-    hierarchy: Hierarchy,
-) -> tuple[list[Bounds], int] | None:
-    """Bounds for a second household run that keeps the households of every geounit
-    where the person total is invariant within the household persons it has, or
-    ``None`` when the first estimate (``household_hists``, per level) does already.
+def household_root_cap(bounds: list[Bounds]) -> RootCap | None:
+    """The household run's weighted row at the root, where the person total is invariant:
+    ``sum_s s n_s <= P`` over the root's households (``s`` the size level, 7 for "7 or
+    more"; ``P = T - sum_{g >= 1} l_g``, the root's invariant total less its
+    group-quarters lower bounds), or ``None`` when the root's person total is not exact
+    (bottom-up).
 
-    At the level where the person total ``T`` becomes invariant (the lowest level whose
-    person ``bounds`` have an exact total), each geounit whose households need ``L``
-    household persons (:func:`household_size_bounds`) with
-    ``L > P = T - sum_{g >= 1} l_g`` (its group-quarters lower bounds ``l_g``) gets, for
-    each size ``s``, at most ``floor(n_s P / L)`` households (``n_s`` its first
-    estimate); the levels above get the sums of their geounits' caps, those below none.
-
-    Returns:
-        Per level, :class:`~censusdp.data.invariants.Bounds` over the eight ``hhsize``
-        groups (use with ``group_variable="hhsize"``; totals in ``[0, housing units]``
-        as :func:`household_bounds`), and the number of geounits capped.
+    :mod:`censusdp.release.topdown.weighted` keeps it in the root's least squares and
+    rounding: the solve itself decides which households the root cannot hold.
     """
-    exact = [li for li, b in enumerate(bounds) if np.array_equal(b.total_lower, b.total_upper)]
-    if not exact:
+    b = bounds[0]
+    if not np.array_equal(b.total_lower, b.total_upper) or b.total_upper.size != 1:
         return None
-    level = max(exact)
-    size = HOUSEHOLD2010.cell_levels("hhsize")
-    onehot = sp.csr_matrix((np.ones(size.size), (np.arange(size.size), size)), shape=(size.size, 8))
-    n = np.asarray((sp.csr_matrix(household_hists[level]) @ onehot).todense(), dtype=np.float64)
-    need = n @ np.arange(8, dtype=np.float64)
-    b = bounds[level]
-    room = b.total_upper - b.group_lower[:, 1:].sum(axis=1)
-    over = need > room
-    if not over.any():
-        return None
-    caps = np.full(n.shape, np.inf)
-    caps[over] = np.floor(n[over] * (np.maximum(room[over], 0) / need[over])[:, None])
-    anc = hierarchy.ancestor_index(level)
-    units, first = np.unique(anc, return_index=True)
-    out = []
-    for li, hb in enumerate(household_bounds(housing_units, hierarchy)):
-        ub = np.full((hierarchy.n_units(li), 8), np.inf)
-        if li == level:
-            ub = caps.copy()
-        elif li < level:  # the sums of the capped level's geounits below each one
-            up = sp.csr_matrix(
-                (np.ones(units.size), (hierarchy.ancestor_index(li)[first], units)),
-                shape=(hierarchy.n_units(li), hierarchy.n_units(level)),
-            )
-            ub = np.asarray(up @ np.where(np.isinf(caps), 0.0, caps))
-            ub[np.asarray(up @ np.isinf(caps).astype(np.float64)) > 0] = np.inf
-        out.append(Bounds(np.zeros_like(ub), ub, hb.total_lower, hb.total_upper))
-    return out, int(over.sum())
+    room = max(float(b.total_upper[0] - b.group_lower[0, 1:].sum()), 0.0)
+    # T - sum_g u_g: the persons nothing but households can hold (none where a group
+    # quarters facility can take any number)
+    must = max(float(b.total_lower[0] - b.group_upper[0, 1:].sum()), 0.0)
+    size = HOUSEHOLD2010.cell_levels("hhsize").astype(np.float64)
+    return RootCap(size, room, min(must, room), "household persons")
 
 
 def household_person_bounds(
@@ -242,7 +216,7 @@ def hold_persons_to_households(
                 f"total {b.total_lower[u]:g} to {b.total_upper[u]:g}) cannot meet; rerun with "
                 "--units independent (docs/households.md)"
             )
-        out.append(Bounds(gl, gu, b.total_lower, b.total_upper))
+        out.append(replace(b, group_lower=gl, group_upper=gu))  # keeps a state's parts' groups
     return out
 
 

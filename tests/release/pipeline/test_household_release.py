@@ -97,6 +97,12 @@ def test_a_household_release_passes_every_household_check(state: Path) -> None:
         for r, t, v in zip(units["RTYPE"], units["TEN"], units["VACS"], strict=True)
     )
     assert occupied == manifest["households_released"] > 0
+    # the root's households fit its persons (this one-tract state has no group quarters:
+    # exactly), and the least squares chose which to drop: not fewer households than the
+    # truth's 1,315 (proportional caps by size released 966)
+    root = manifest["estimation"]["household_persons_at_root"]
+    assert root["needed"] == root["available"] == manifest["persons_released"]
+    assert manifest["households_released"] >= 1315
     report = validate_run(run)
     assert report.ok, report.failures()
 

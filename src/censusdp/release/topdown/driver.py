@@ -57,6 +57,7 @@ from censusdp.release.topdown.subproblems import (
     make_subproblem,
 )
 from censusdp.release.topdown.tasks import Task, batched, run_tasks
+from censusdp.release.topdown.weighted import RootCap
 
 __all__ = ["LevelStore", "TopDownOptions", "TopDownResult", "run_topdown"]
 
@@ -98,6 +99,10 @@ class TopDownOptions:
             measurements themselves (``ms.detach``, the NMF reader's slices) where they
             run; default: when ``ms`` can and the executor is not in-process. Same
             results either way.
+        root_cap: a weighted row on the root's histogram
+            (:class:`~censusdp.release.topdown.weighted.RootCap`: the household run's
+            ``sum_s s n_s <= P``), kept by the root's least squares and rounding; the
+            root is then estimated by least squares in one pass, whatever ``estimator``.
     """
 
     group_variable: str | None = "hhgq"
@@ -109,6 +114,7 @@ class TopDownOptions:
     pool_root: bool = True
     production: bool = False
     read_in_tasks: bool | None = None
+    root_cap: RootCap | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,6 +247,10 @@ def _root_task(
     )
     root_sub = make_subproblem(root_mqs, ctx.cache, slice(0, 1), family)
     plans = level_plans(ms, hierarchy, o.group_variable, o.passes, [m.query for m in root_mqs])
+    if o.root_cap is not None:
+        if o.root_cap.weights.shape != (ms.schema.size,):
+            raise InternalError(f"a root cap has {o.root_cap.weights.size} weights, not one a cell")
+        return Task(-1, "", 0, live, root_sub, o.method, cap=o.root_cap), plans
     root = Task(
         -1,
         "",

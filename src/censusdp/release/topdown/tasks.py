@@ -20,6 +20,7 @@ import numpy as np
 from censusdp.data.geography import DEFAULT_CHUNK_VALUES
 from censusdp.data.measurements import Measurements
 from censusdp.errors import InfeasibleError, InternalError
+from censusdp.progress import logger
 from censusdp.release.topdown.failsafe import FailsafeReport, check_feasible, make_feasible
 from censusdp.release.topdown.maxent import solve_maxent
 from censusdp.release.topdown.multipass import (
@@ -32,6 +33,7 @@ from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import round_to_integers
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 from censusdp.release.topdown.subproblems import Family, FamilyRun, make_subproblem, worker_cache
+from censusdp.release.topdown.weighted import RootCap, repair_counts, solve_capped
 
 __all__ = [
     "BATCH_MAX_TASKS",
@@ -67,6 +69,9 @@ class Task:
     """Production's estimation (fidelity ``production``): no failsafe (an infeasible
     subproblem raises) and production's rounder
     (:func:`~censusdp.release.topdown.multipass.round_in_passes`)."""
+    cap: RootCap | None = None
+    """A weighted row on the task's one unit (the root), solved and rounded as
+    :mod:`~censusdp.release.topdown.weighted` describes; its weights over every cell."""
 
     def subproblem(self) -> Subproblem:
         """The task's subproblem: ``sub``, or built from ``source`` where the task runs."""
@@ -202,13 +207,20 @@ def run_task(task: Task) -> TaskResult:
     sub, report = _feasible(task)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
-    # least squares where children are grouped (a state's parts under the US): only its
-    # Clarabel program holds the group rows
-    solution = (
-        None
-        if task.estimator == "ls" or sub.child_group is not None
-        else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
-    )
+    if task.cap is not None:  # least squares under the weighted row, one pass
+        if task.l2_passes is not None:
+            raise InternalError("a capped root is estimated in one least-squares pass")
+        weights = task.cap.weights[task.kept]
+        solution, lam, solves = solve_capped(sub, task.cap, weights, task.method)
+        cap = f"{task.cap.what} in [{task.cap.lower:g}, {task.cap.upper:g}]"
+    else:
+        # least squares where children are grouped (a state's parts under the US): only
+        # its Clarabel program holds the group rows
+        solution = (
+            None
+            if task.estimator == "ls" or sub.child_group is not None
+            else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
+        )
     if solution is None and task.l2_passes is None:
         solution = solve_l2(sub, method=task.method)
     elif solution is None:
@@ -224,6 +236,14 @@ def run_task(task: Task) -> TaskResult:
     else:
         counts = round_in_passes(sub, solution.x, task.rounding, production=task.production)
         counts = np.asarray(counts, dtype=np.int64)
+    if task.cap is not None:
+        counts, moved = repair_counts(sub, counts, solution.x, task.cap, weights)
+        logger.info(
+            f"root under {cap}: {solves} least-squares solves (multiplier {lam:.4g}), "
+            f"{moved} moved after rounding"
+        )
+        if not task.cap.lower <= float(counts[0] @ weights) <= task.cap.upper:
+            raise InternalError("task root: the capped row is violated after repair")
     t3 = time.perf_counter()
     check_counts(sub, counts, f"task {task.parent_geocode or 'root'}")
     fs = None
