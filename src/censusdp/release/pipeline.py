@@ -178,6 +178,12 @@ def run_release(
             )
     check_run_schemas(budget)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
+    if spine_choice[0] == "tabulation" and "Prim" in budget.persons.geolevel_names:
+        raise ConfigError(
+            f"budget {budget.persons.name!r} has the prim spine's geolevels "
+            f"{list(budget.persons.geolevel_names)}, which are not geocode prefixes: it runs "
+            "on --spine optimized only"
+        )
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
     fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])

@@ -107,31 +107,33 @@ def test_the_run_is_on_productions_prim_spine(dhc_run) -> None:
 def test_every_variance_is_productions_for_its_level_and_query(dhc_run) -> None:
     _, run = dhc_run
     t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
-    levels = np.asarray(t.column("geolevel").to_pylist())
-    queries = np.asarray(t.column("query").to_pylist())
-    variance = t.column("variance").to_numpy()
-    seen = set()
-    for level, query in {(a, b) for a, b in zip(levels.tolist(), queries.tolist(), strict=True)}:
-        got = np.unique(variance[(levels == level) & (queries == query)])
-        q = QUERIES.index(query.replace(" ", ""))
-        below = LEVELS[LEVELS.index(level) :]
-        # a geounit measured at its own level's rho, or at that plus its single children's
-        # (bypass: the child's budget moves up a run of levels below it)
+    t = t.unify_dictionaries()
+    distinct = t.group_by(["geolevel", "query", "variance"]).aggregate([]).to_pydict()
+    got: dict[tuple[str, str], list[float]] = {}
+    for level, query, v in zip(*distinct.values(), strict=True):
+        got.setdefault((str(level), str(query).replace(" ", "")), []).append(float(v))
+    for (level, query), variances in got.items():
+        q, at = QUERIES.index(query), LEVELS.index(level)
+        share = Fraction(PRODUCTION_RHO[level][q], sum(PRODUCTION_RHO[level]))
+        # a geounit measured at its own level's rho, or (bypass) with the budget of a run
+        # of single children below it added to its level's, split by its level's query
+        # shares (production's move_to_pareto_frontier)
         allowed = [
             _discrete_gaussian_variance(
-                float(1 / sum(Fraction(PRODUCTION_RHO[lv][q], 10_000) for lv in below[: k + 1]))
+                float(1 / (share * sum(Fraction(sum(PRODUCTION_RHO[lv]), 10_000) for lv in run)))
             )
-            for k in range(len(below))
+            for run in (LEVELS[at:b] for b in range(at + 1, len(LEVELS) + 1))
         ]
-        for v in got:
+        for v in variances:
             assert np.isclose(allowed, v, rtol=1e-9).any(), (level, query, v)
-        seen.add((level, query))
-    # every measured level measures all ten queries; the blocks at their own level's rho
-    assert {q for lv, q in seen if lv == "Block"} == set(QUERIES)
-    block = variance[levels == "Block"]
-    want = [_discrete_gaussian_variance(10_000 / PRODUCTION_RHO["Block"][0])]
-    np.testing.assert_allclose(np.unique(block), want, rtol=1e-9)
-    assert {lv for lv, _ in seen} >= {"State", "Prim", "BlockGroup", "Block"} - {"US"}
+    # every measured level measures all ten queries; blocks at the Block rho exactly
+    for level in {lv for lv, _ in got}:
+        assert {q for lv, q in got if lv == level} == set(QUERIES), level
+    assert {"State", "Prim", "Block"} <= {lv for lv, _ in got}  # the others bypassed here
+    assert "US" not in {lv for lv, _ in got}  # one state: the US is the nation's
+    for q, query in enumerate(QUERIES):
+        want = _discrete_gaussian_variance(10_000 / PRODUCTION_RHO["Block"][q])
+        np.testing.assert_allclose(got[("Block", query)], [want], rtol=1e-9)
 
 
 def test_the_release_holds_the_invariants_and_structural_zeros(dhc_run) -> None:
@@ -140,8 +142,22 @@ def test_the_release_holds_the_invariants_and_structural_zeros(dhc_run) -> None:
     truth = read_cef(cef_dir)
     mdf = read_mdf_persons(run / "mdf_persons.parquet")
     assert mdf["geocode"].size == truth.n_persons  # the state total is invariant
-    # every block's persons in group quarters by major type: at least one per facility
-    # (gqhh_vect), household persons in blocks with occupied housing units only
+    # gqhh_vect: a block's persons of a GQ major type number at least its facilities of
+    # that type, and none of a type it has no facility of
+    blocks = np.unique(np.concatenate([truth.units["geocode"], mdf["geocode"]]))
+    facilities = np.zeros((blocks.size, 8), dtype=np.int64)
+    gq = truth.units["gqtype"] > 0
+    np.add.at(
+        facilities,
+        (np.searchsorted(blocks, truth.units["geocode"][gq]), truth.units["gqtype"][gq]),
+        1,
+    )
+    released = np.zeros_like(facilities)
+    np.add.at(released, (np.searchsorted(blocks, mdf["geocode"]), mdf["hhgq"]), 1)
+    assert facilities[:, 1:].sum() > 0
+    assert (released[:, 1:] >= facilities[:, 1:]).all()
+    assert (released[:, 1:][facilities[:, 1:] == 0] == 0).all()
+    # the relgq age rules: no released person in a structural zero
     cells = DHCP.cells_of(
         {
             "relgq": mdf["relgq"],
