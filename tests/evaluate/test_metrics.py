@@ -129,6 +129,20 @@ def test_integer_quantiles_match_inverted_cdf(values, zeros):
     ]
 
 
+def test_error_accumulator_summarises_a_table_whose_truth_is_empty():
+    """A table whose truth is all zero (P5 where there are no group quarters) has no TVD
+    in any trial: NaN, without a warning (which ``filterwarnings = error`` would raise)."""
+    acc = ErrorAccumulator()
+    for r in ([0, 2], [1, 0]):
+        acc.add("P5", "Block", Pairs.dense(np.array([0, 0]), np.array(r)))
+    acc.add("P1", "Block", Pairs.dense(np.array([0, 4]), np.array([0, 3])))
+    acc.add("P1", "Block", Pairs.dense(np.array([0, 0]), np.array([0, 3])))
+    s = acc.summary()
+    assert s["P5"]["Block"]["tvd"]["trials"] == 2
+    assert all(math.isnan(s["P5"]["Block"]["tvd"][k]) for k in ("mean", "min", "max"))
+    assert s["P1"]["Block"]["tvd"] == {"trials": 2, "mean": 0.875, "min": 0.875, "max": 0.875}
+
+
 def test_error_accumulator_pools_trials():
     rng = np.random.default_rng(0)
     acc = ErrorAccumulator()

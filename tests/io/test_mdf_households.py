@@ -66,7 +66,7 @@ def test_a_household_carries_production_codes() -> None:
 def test_every_valid_cell_has_its_own_codes() -> None:
     codes = household_codes()
     valid = ~S.structural_zero_mask
-    assert np.unique(codes[valid], axis=0).shape[0] == int(valid.sum()) == 169_344
+    assert np.unique(codes[valid], axis=0).shape[0] == int(valid.sum()) == 147_980
 
 
 def test_units_read_back_to_the_released_households(written) -> None:
@@ -181,3 +181,37 @@ def test_every_cell_is_recoded_as_the_table_of_codes_says() -> None:
     elderly = lv["hhelderly"]
     assert np.array_equal(col["P60"] + col["P65"] + col["P75"], elderly)
     assert np.array_equal(col["P65"], elderly >= 2)
+
+
+def test_write_mdf_units_writes_households_that_read_back(tmp_path) -> None:
+    """``write_mdf_units`` with households (the swapping release's units): the household
+    layout, read back to the households, a household the DDP ruled out of its estimate
+    (a householder of 20 married to someone of 80) included; households that are not
+    the occupied units are one line."""
+    from censusdp.data.geography import Hierarchy
+    from censusdp.io.mdf_text import text_mismatch
+    from censusdp.io.mdf_write import write_mdf_units
+
+    blocks = np.asarray(["5000100010001000", "5000100010001001", "5000100010001002"])
+    h = Hierarchy.from_blocks(blocks)
+    implausible = int(np.ravel_multi_index((0, 0, 0, 0, 2, 3, 3, 0), S.shape))
+    ordinary = int(np.ravel_multi_index((1, 3, 1, 6, 3, 0, 0, 0), S.shape))
+    assert S.structural_zero_mask[implausible] and not S.structural_zero_mask[ordinary]
+    households = sp.csr_matrix(
+        ([1, 2, 1], ([0, 0, 2], [implausible, ordinary, ordinary])), shape=(3, S.size)
+    )
+    hu, occupied = np.array([4, 0, 1]), np.array([3, 0, 1])
+    gq = np.zeros((3, 8), np.int64)
+    gq[1, 5] = 1
+    path, text = tmp_path / "u.parquet", tmp_path / "u.txt"
+    n = write_mdf_units(h, hu, occupied, gq, path, text, households=households)
+    assert n == 6
+    assert tuple(pq.read_table(path).column_names) == HOUSEHOLD_UNIT_COLUMNS
+    got = mdf_part_households(path, blocks, gq_facilities=gq)
+    assert (got != households).nnz == 0
+    assert text_mismatch(path, text, HOUSEHOLD_UNIT_COLUMNS, header=True)[0] is None
+    with pytest.raises(InputError) as info:
+        write_mdf_units(
+            h, hu, np.array([2, 0, 1]), gq, tmp_path / "v.parquet", households=households
+        )
+    assert str(info.value) == "block 5000100010001000: 3 households but 2 occupied housing units"

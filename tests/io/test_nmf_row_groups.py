@@ -9,20 +9,24 @@ one written by another tool that cuts a geounit in two.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.measurements import MeasuredQuery, measured_rows
+from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io.atomic import sha256_of
+from censusdp.io.nmf_files import write_part_index
 from censusdp.io.nmf_read import NMFReader
-from censusdp.io.nmf_write import NMFWriter, row_group_bounds
+from censusdp.io.nmf_write import NMF_SCHEMA, NMFWriter, row_group_bounds, write_nmf_part
 from synth import block_codes
 
 PL94 = get_schema("pl94")
@@ -150,9 +154,10 @@ def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_fac
         assert np.array_equal(reader.unit_variances(block, mq.query), unit_var)
 
 
-def test_only_the_one_value_columns_are_left_uncompressed(base):
+def test_only_the_one_value_columns_and_value_are_left_uncompressed(base):
     """geolevel, query, variance and mechanism hold one value per row group (no use for
-    zstd's frame per page); the others stay zstd."""
+    zstd's frame per page), value is delta-encoded noise (zstd won 2% for its CPU); the
+    others stay zstd."""
     d, _, _ = base
     md = pq.ParquetFile(d / "default.parquet").metadata
     names = md.schema.to_arrow_schema().names
@@ -163,10 +168,89 @@ def test_only_the_one_value_columns_are_left_uncompressed(base):
             "geocode": "ZSTD",
             "query": "UNCOMPRESSED",
             "cell": "ZSTD",
-            "value": "ZSTD",
+            "value": "UNCOMPRESSED",
             "variance": "UNCOMPRESSED",
             "mechanism": "UNCOMPRESSED",
         }
+
+
+def test_columns_are_required_value_and_cell_delta_encoded_cell_without_statistics(base):
+    """What the writer's CPU per value rests on (``benchmarks/bench_hh_measure.py``):
+    non-null columns (no definition levels), ``value`` and ``cell`` delta-encoded without
+    a dictionary, and no statistics for ``cell`` only (the readers need the others')."""
+    d, _, _ = base
+    pf = pq.ParquetFile(d / "default.parquet")
+    assert all(not f.nullable for f in pf.schema_arrow)
+    md = pf.metadata
+    names = pf.schema_arrow.names
+    for i in range(md.num_row_groups):
+        rg = md.row_group(i)
+        for j, name in enumerate(names):
+            col = rg.column(j)
+            if name in ("cell", "value"):
+                assert "DELTA_BINARY_PACKED" in col.encodings, name
+                assert not col.has_dictionary_page, name
+            assert (col.statistics is not None) == (name != "cell"), name
+
+
+def test_files_of_the_previous_layout_read_the_same(base, tmp_path):
+    """An NMF written before (nullable columns, ``value`` with a dictionary and zstd,
+    statistics on every column), alone or beside parts of the new layout, reads back to
+    the same measurements."""
+    d, h, measured = base
+    new = pq.read_table(d / "default.parquet")
+    previous = new.cast(pa.schema([f.with_nullable(True) for f in NMF_SCHEMA]))
+    old_path = tmp_path / "previous.parquet"
+    pq.write_table(
+        previous,
+        old_path,
+        compression="zstd",
+        use_dictionary=["geolevel", "geocode", "query", "value", "variance", "mechanism"],
+        column_encoding={"cell": "DELTA_BINARY_PACKED"},
+    )
+    assert pq.ParquetFile(old_path).schema_arrow.field("value").nullable
+    for level in range(h.n_levels):
+        n = h.n_units(level)
+        a = NMFReader(d / "default.parquet", PL94, h).read(level, 0, n)
+        b = NMFReader(old_path, PL94, h).read(level, 0, n)
+        assert [m.query for m in a] == [m.query for m in b]
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x.values, y.values) and x.variance == y.variance
+    # a directory of one old part (the levels above the block) and one new (the blocks)
+    parts = tmp_path / "mixed"
+    parts.mkdir()
+    bl = h.n_levels - 1
+    above = [m for m, _ in measured if m.geolevel != "Block"]
+    with NMFWriter(parts / "part-00000.parquet") as w:
+        for mq in above:
+            w.write_query(mq, h.geocodes[h.geolevels.index(mq.geolevel)])
+    t = pq.read_table(parts / "part-00000.parquet")
+    pq.write_table(
+        t.cast(pa.schema([f.with_nullable(True) for f in NMF_SCHEMA])),
+        parts / "part-00000.parquet",
+        use_dictionary=["geolevel", "geocode", "query", "value", "variance", "mechanism"],
+    )
+    blocks = tuple(m for m, _ in measured if m.geolevel == "Block")
+    chunk = MeasuredChunk("Block", 0, h.n_units(bl), h.geocodes[bl], blocks, 0.0)
+    old_part = parts / "part-00000.parquet"
+    recs = [
+        {
+            "file": old_part.name,
+            "geolevel": h.geolevels[0].name,
+            "start": 0,
+            "stop": 1,
+            "rows": pq.ParquetFile(old_part).metadata.num_rows,
+            "sha256": sha256_of(old_part),
+        },
+        write_nmf_part(chunk, parts / "part-00001.parquet"),
+    ]
+    write_part_index(parts, recs)
+    reader = NMFReader(parts, PL94, h)
+    for level in range(h.n_levels):
+        got = reader.read(level, 0, h.n_units(level))
+        want = [m for m, _ in measured if m.geolevel == h.geolevels[level].name]
+        for x, y in zip(got, want, strict=True):
+            assert np.array_equal(x.values, y.values)
 
 
 def test_the_reader_builds_each_query_once_whatever_the_row_groups(base, tmp_path, monkeypatch):
@@ -351,3 +435,26 @@ def test_the_row_group_cache_stays_within_its_budget(sizes, budget):
     # what is kept is the most recent entries that fit
     held = [k[1] for k in cache._groups]
     assert held == kept[len(kept) - len(held) :]
+
+
+def test_the_writers_constant_columns_stay_bounded_and_right(base, tmp_path, monkeypatch):
+    """The one-value columns come from a per-process cache (``nmf_write._constant``): it
+    never holds more than its cap of rows, and every row group still gets its own
+    query's variance and names, whatever was cached before."""
+    from censusdp.io import nmf_write
+
+    _, h, measured = base
+    monkeypatch.setattr(nmf_write, "_CONSTANTS", {})
+    monkeypatch.setattr(nmf_write, "_CONSTANT_ROWS", 40)
+    bl = h.n_levels - 1
+    blocks = [m for m, _ in measured if m.geolevel == "Block"]
+    path = tmp_path / "variances.parquet"
+    with NMFWriter(path) as w:
+        for i, mq in enumerate(blocks * 3):
+            w.write_query(dataclasses.replace(mq, variance=1.0 + i), h.geocodes[bl])
+            assert sum(len(c) for c in nmf_write._CONSTANTS.values()) <= 40
+    t = pq.read_table(path)
+    got = Counter(zip(t.column("query").to_pylist(), t.column("variance").to_pylist(), strict=True))
+    assert got == {(mq.query, 1.0 + i): mq.values.size for i, mq in enumerate(blocks * 3)}
+    assert set(t.column("geolevel").to_pylist()) == {"Block"}
+    assert set(t.column("mechanism").to_pylist()) == {"DiscreteGaussian"}

@@ -10,11 +10,16 @@ import pytest
 
 from censusdp.cli import main
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.data.histograms import household_histogram
+from censusdp.data.invariants import compute_invariants
 from censusdp.errors import ConfigError
 from censusdp.evaluate.core import read_release
 from censusdp.generate import generate_state
 from censusdp.io.cef import read_cef, read_households
+from censusdp.io.mdf_households import HOUSEHOLD_UNIT_COLUMNS
+from censusdp.io.mdf_parts import mdf_part_households
 from censusdp.io.mdf_records import DHCP_PERSON_COLUMNS
+from censusdp.io.mdf_text import text_mismatch
 from censusdp.io.tables import read_tables
 from censusdp.protect import SwapOptions, protect_swap
 from censusdp.tables import tables_to_arrays, tabulate
@@ -69,6 +74,36 @@ def test_swap_release_layout_and_tables(truth, tmp_path):
     moved = _by_person(swapped.persons, "unit_id") != _by_person(cef.persons, "unit_id")
     assert moved.any()
     assert read_households(swapped).unit.size == read_households(cef).unit.size
+
+
+def test_swap_release_units_carry_the_swapped_households(truth, tmp_path):
+    """An input with ``rel``: the units MDF is in production's household layout, each
+    occupied housing unit the household swapped into it (read back from the file, as
+    the swapped CEF's households derive), and its text file its Parquet's records."""
+    run = tmp_path / "run"
+    protect_swap(truth, run, SwapOptions(rate=0.2, seed=4, topcode=90), cef_out=tmp_path / "cef")
+    units_path = run / "mdf_units.parquet"
+    assert tuple(pq.read_table(units_path).column_names) == HOUSEHOLD_UNIT_COLUMNS
+    swapped = read_cef(tmp_path / "cef")
+    h = Hierarchy.from_blocks(
+        np.concatenate([swapped.units["geocode"], swapped.persons["geocode"]]), DEFAULT_GEOLEVELS
+    )
+    inv = compute_invariants(swapped.persons, swapped.units, h)
+    got = mdf_part_households(units_path, h.blocks, gq_facilities=inv.gq_facilities)
+    want = household_histogram(read_households(swapped), swapped.units["geocode"], h)
+    assert got.sum() > 100 and (got != want).nnz == 0
+    # the households moved: the swapped file's differ from the input's, block by block
+    cef = read_cef(truth)
+    before = household_histogram(read_households(cef), cef.units["geocode"], h)
+    assert (before != want).nnz > 0 and before.sum() == want.sum()
+    assert (
+        text_mismatch(units_path, run / "mdf_units.txt", HOUSEHOLD_UNIT_COLUMNS, header=True)[0]
+        is None
+    )
+    # every reader of the units MDF reads it: H1 as the input's
+    rel = read_release(run)
+    housing = np.asarray(rel.units["gqtype"]) == 0
+    assert int((rel.units["occupied"] & housing).sum()) == int(want.sum())
 
 
 def _by_person(persons, column):

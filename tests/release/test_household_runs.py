@@ -39,21 +39,26 @@ def _run(tmp_path: Path, units: str | None) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda run: simulate_release_errors(run, simulations=1),
-        lambda run: _trial_budget(
-            EvaluateOptions(), json.loads((run / "manifest.json").read_text()), run
-        ),
-    ],
-    ids=["error bars", "evaluate --trials"],
-)
-def test_the_analyses_of_the_unit_run_refuse_a_household_run(tmp_path, call) -> None:
+def test_the_error_bars_refuse_a_household_run(tmp_path) -> None:
     run = _run(tmp_path, "ddp-2010-households")
     with pytest.raises(InputError, match="household run .*not support household runs yet") as e:
-        call(run)
+        simulate_release_errors(run, simulations=1)
     assert "\n" not in str(e.value) and "manifest.json" in str(e.value)
+
+
+def test_trials_rerun_a_household_run_with_its_budget(tmp_path) -> None:
+    """``evaluate --trials`` re-runs the release: its household budget, rebuilt from the
+    manifest, measures what the preset measures, with the same mechanisms."""
+    run = _run(tmp_path, "ddp-2010-households")
+    budget = _trial_budget(EvaluateOptions(), json.loads((run / "manifest.json").read_text()), run)
+    preset = load_preset("ddp-2010-households")
+    assert budget.units is not None and has_household_run(budget.units)
+
+    def plan(b):
+        return [(m.geolevel, m.query, m.mechanism.variance) for m in b.measurements()]
+
+    assert plan(budget.units) == plan(preset)
+    assert budget.units.epsilon() == preset.epsilon() == 2
 
 
 def test_infer_refuses_a_household_run(tmp_path) -> None:

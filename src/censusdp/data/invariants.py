@@ -170,21 +170,46 @@ class Bounds:
     ``total_lower`` / ``total_upper``: ``(units,)`` bounds on each unit's total (equal
     where the total is invariant, ``0`` and ``inf`` where it is free). Estimation holds
     every geounit's answer within them (:mod:`censusdp.release.topdown`).
+
+    ``unit_group`` / ``group_totals`` (optional, together): geounits whose totals sum to
+    one invariant while none of them is invariant alone, the AIAN and non-AIAN parts of
+    a state on the spine: ``unit_group`` is ``(units,)`` int64, each unit's group
+    (``-1``: none), ``group_totals`` each group's invariant total (production's grouped
+    child total, ``addGroupedChildTotalConstraint``).
     """
 
     group_lower: np.ndarray
     group_upper: np.ndarray
     total_lower: np.ndarray
     total_upper: np.ndarray
+    unit_group: np.ndarray | None = None
+    group_totals: np.ndarray | None = None
 
     def units(self, units: slice) -> Bounds:
-        """The bounds of the geounits ``units`` of the level (views, not copies)."""
+        """The bounds of the geounits ``units`` of the level (views, not copies); the
+        group totals stay whole (indexed by the groups' numbers)."""
         return Bounds(
             self.group_lower[units],
             self.group_upper[units],
             self.total_lower[units],
             self.total_upper[units],
+            None if self.unit_group is None else self.unit_group[units],
+            self.group_totals,
         )
+
+    def unit_groups_of(self, units: slice) -> tuple[np.ndarray, np.ndarray] | None:
+        """The groups of ``units`` renumbered from 0 and their totals, or ``None`` when
+        none of them is in a group."""
+        if self.unit_group is None or self.group_totals is None:
+            return None
+        ug = np.asarray(self.unit_group[units], dtype=np.int64)
+        inside = ug >= 0
+        if not inside.any():
+            return None
+        present, local = np.unique(ug[inside], return_inverse=True)
+        out = np.full(ug.size, -1, dtype=np.int64)
+        out[inside] = local
+        return out, np.asarray(self.group_totals, dtype=np.float64)[present]
 
 
 def level_bounds(

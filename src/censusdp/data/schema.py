@@ -47,6 +47,7 @@ __all__ = [
     "HHGQ_LEVELS",
     "DHCP_HHGQ",
     "HOUSEHOLD2010",
+    "HOUSEHOLD2010_CONSTRAINT_ZEROS",
     "OMB_RACES",
     "Attribute",
     "Recode",
@@ -504,27 +505,82 @@ UNITS = Schema(name="units", attributes=(OCCUPANCY,))
 """Housing units by occupancy: the schema of the separate housing-unit run (table H1)."""
 
 
-def _household_zeros() -> tuple[StructuralZero, ...]:
-    """The cells no household can be in, as the DDP's household constraints rule them out
-    (its ``no_vacant``, ``living_alone``, ``size2``, ``size2plus_notalone``,
-    ``not_multigen`` and ``hh_elderly``), each following from
-    :mod:`censusdp.data.households`' derivation."""
-    size2_types = (3, 7, 12, 17, 19, 20, 22, 23)  # the types two persons can make
-    not_alone = tuple(t for t in range(24) if t != 18)
-    return (
-        StructuralZero("no_vacant", (("hhsize", (0,)),)),
-        StructuralZero("living_alone_type", (("hhsize", (1,)), ("hhtype", not_alone))),
-        StructuralZero("living_alone_multi", (("hhsize", (1,)), ("hhmulti", (1,)))),
+#: The household types of each DDP constraint (``Schema_Household2010``'s recodes).
+_SIZE2_TYPES = (3, 7, 12, 17, 19, 20, 22, 23)  # the types two persons can make
+_NEVER_MULTI = (12, 17, 18, 23)  # no child or relative of the householder
+_SIZE3_TOO_SMALL = (2, 6, 10, 15, 18)  # ``non3type``: a couple with two children, alone
+_SIZE3_NOT_MULTI = (0, 1, 3, 4, 5, 7, 8, 9, 11, 12, 13, 14, 16, 17, 21, 23)  # ``type3_notmulti``
+_SIZE4_NOT_MULTI = (2, 6, 10, 12, 15, 17, 23)  # ``type4_notmulti``
+_COUPLE_BY_SIZE = {  # ``type2_couple``, ``type3_couple_with_child``, ``type4_couple_with_...``
+    2: (3, 7, 12, 17),
+    3: (0, 1, 4, 5, 8, 9, 13, 14),
+    4: (2, 6, 10, 15),
+}
+#: Each householder age group's oldest-member level when no one is older than the
+#: householder (``hhelderly``: under 60, 60-64, 65-74, 75+).
+_ELDERLY_OF_AGE = ((0, (0, 1, 2, 3, 4)), (1, (5,)), (2, (6,)), (3, (7, 8)))
+
+
+def _elderly_set_by_age(name: str, where: tuple) -> tuple[StructuralZero, ...]:
+    """Where no member is older than the householder (``where``: one person, or the
+    householder with own children under 18 only), ``hhelderly`` is the householder's age
+    group: the DDP's ``<name>_eld0`` .. ``_eld3``."""
+    return tuple(
         StructuralZero(
-            "size2_type", (("hhsize", (2,)), ("hhtype", tuple(set(range(24)) - set(size2_types))))
-        ),
-        StructuralZero("size2_multi", (("hhsize", (2,)), ("hhmulti", (1,)))),
-        StructuralZero("size2plus_alone", (("hhsize", tuple(range(2, 8))), ("hhtype", (18,)))),
-        StructuralZero("not_multigen", (("hhmulti", (1,)), ("hhtype", (12, 17, 18, 23)))),
-        StructuralZero("elderly_75plus", (("hhage", (7, 8)), ("hhelderly", (0, 1, 2)))),
-        StructuralZero("elderly_65to74", (("hhage", (6,)), ("hhelderly", (0, 1)))),
-        StructuralZero("elderly_60to64", (("hhage", (5,)), ("hhelderly", (0,)))),
+            f"{name}_eld{level}",
+            (*where, ("hhage", ages), ("hhelderly", tuple(e for e in range(4) if e != level))),
+        )
+        for level, ages in _ELDERLY_OF_AGE
     )
+
+
+def _household_zeros() -> tuple[StructuralZero, ...]:
+    """The cells the DDP's household constraints rule out
+    (``Constraints_Household2010.py``, each constraint of
+    ``DHCH_DemonstrationProduct.ini`` an equality to zero of the detailed histogram's
+    cells it names). Every one but the ``*_le25_eld3`` zeros follows from
+    :mod:`censusdp.data.households`' derivation; those three rule out a householder of
+    15-24 in a couple of two, three or four persons with someone of 75 or more, which
+    only the spouse or partner can be: implausible, not impossible, and ruled out by the
+    DDP all the same (docs/households.md, "The DDP's household constraints")."""
+    not_alone = tuple(t for t in range(24) if t != 18)
+    size = {k: (("hhsize", (k,)),) for k in range(5)}
+    multi = (("hhmulti", (1,)),)
+    le25_eld3 = (("hhage", (0,)), ("hhelderly", (3,)))
+    return (
+        StructuralZero("no_vacant", size[0]),
+        # living_alone
+        StructuralZero("living_alone_gt1", (*size[1], ("hhtype", not_alone))),
+        StructuralZero("living_alone_multi", (*size[1], *multi)),
+        *_elderly_set_by_age("living_alone", size[1]),
+        # size2
+        StructuralZero(
+            "size2_gt2", (*size[2], ("hhtype", tuple(set(range(24)) - set(_SIZE2_TYPES))))
+        ),
+        StructuralZero("size2_multi", (*size[2], *multi)),
+        *_elderly_set_by_age("size2", (*size[2], ("hhtype", (19, 20)))),
+        StructuralZero("size2_le25_eld3", (*size[2], ("hhtype", _COUPLE_BY_SIZE[2]), *le25_eld3)),
+        # size3
+        StructuralZero("size3_le25_eld3", (*size[3], ("hhtype", _COUPLE_BY_SIZE[3]), *le25_eld3)),
+        StructuralZero("size3_gt3", (*size[3], ("hhtype", _SIZE3_TOO_SMALL))),
+        StructuralZero("size3_multi", (*size[3], ("hhtype", _SIZE3_NOT_MULTI), *multi)),
+        *_elderly_set_by_age("size3", (*size[3], ("hhtype", (21,)))),
+        # size4 (its size4_gt4, four persons alone, is size2plus_notalone's)
+        StructuralZero("size4_multi", (*size[4], ("hhtype", _SIZE4_NOT_MULTI), *multi)),
+        StructuralZero("size4_le25_eld3", (*size[4], ("hhtype", _COUPLE_BY_SIZE[4]), *le25_eld3)),
+        # size2plus_notalone, not_multigen, hh_elderly
+        StructuralZero("size2plus_notalone", (("hhsize", tuple(range(2, 8))), ("hhtype", (18,)))),
+        StructuralZero("not_multigen", (*multi, ("hhtype", _NEVER_MULTI))),
+        StructuralZero("hh_elderly_eld3", (("hhage", (7, 8)), ("hhelderly", (0, 1, 2)))),
+        StructuralZero("hh_elderly_2", (("hhage", (6,)), ("hhelderly", (0, 1)))),
+        StructuralZero("hh_elderly_3", (("hhage", (5,)), ("hhelderly", (0,)))),
+    )
+
+
+HOUSEHOLD2010_CONSTRAINT_ZEROS = ("size2_le25_eld3", "size3_le25_eld3", "size4_le25_eld3")
+"""The zeros of ``household2010`` its derivation does not imply: a householder of 15-24
+in a couple with someone of 75 or more. The DDP ruled them out of the estimate; an input
+(or a swapped file, which publishes its households) may have such households."""
 
 
 HOUSEHOLD2010 = Schema(

@@ -38,7 +38,12 @@ import pyarrow.dataset as pads
 import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
-from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
+from censusdp.data.histograms import (
+    household_histogram,
+    person_histogram,
+    pl94_view,
+    unit_histogram,
+)
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
@@ -55,7 +60,8 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.io.cef import read_cef
+from censusdp.io.cef import read_cef, unit_rows_of
+from censusdp.io.cef_households import households_of
 from censusdp.io.layout import RUNS
 from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf_files import nmf_files
@@ -64,7 +70,6 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
-from censusdp.release.household_runs import refuse_household_run
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -408,7 +413,9 @@ def evaluate_data(
     bar.advance()
 
     nmf = {
-        key: _nmf_for(key, path, release.manifest, h, truth_persons, t_uh, release.directory)
+        key: _nmf_for(
+            key, path, release.manifest, h, (truth_persons, truth_units), t_uh, release.directory
+        )
         for key, path in release.nmf.items()
     }
     say(progress, f"noisy measurements ({', '.join(nmf) or 'none'}) summarised")
@@ -448,15 +455,19 @@ def _nmf_for(
     path: Path,
     manifest: Mapping[str, Any],
     h: Hierarchy,
-    truth_persons: Mapping[str, np.ndarray],
+    truth: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
     truth_unit_hist: sp.csr_matrix,
     run_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Summarise one NMF, with the truth answers of its queries when the schema is known.
 
-    A release measured on the production spine (its manifest's ``spine``) is summarised
-    on the spine's geounits, read from its ``spine.parquet``.
+    ``truth`` is the truth's persons and units columns. A release measured on the
+    production spine (its manifest's ``spine``) is summarised on the spine's geounits,
+    read from its ``spine.parquet``. A household run's truth is the truth's households,
+    derived from its persons as the release's reader derives them (none without
+    ``rel``: the NMF is then summarised without the truth).
     """
+    truth_persons, truth_units = truth
     # each run on its own geography (the unit run on its own spine)
     geo = geography_of_run(run_dir or path.parent, manifest, h).for_run(
         "units" if key == "units" else "persons"
@@ -472,11 +483,14 @@ def _nmf_for(
         schema = get_schema(schema_name)
     except SchemaError:  # an unknown schema only disables the truth check
         schema = None
-    if schema_name == "household2010":  # households' truth is not tabulated here yet
-        schema = None
+    if schema_name == "household2010" and "rel" not in truth_persons:
+        schema = None  # a truth without relationships has no households
     levels: list[sp.csr_matrix] | None = None
     if schema is not None:
-        if key == "units":
+        if schema_name == "household2010":
+            block = _truth_households(truth_persons, truth_units, geo.tabulation)
+            levels = h.aggregate(geo.to_estimation(block))
+        elif key == "units":
             levels = h.aggregate(geo.to_estimation(sp.csr_matrix(truth_unit_hist[:, :2])))
         else:
             cols = {
@@ -513,6 +527,15 @@ def _nmf_for(
         "schema": schema_name,
         "by_level": nmf_summary(dataset.to_batches(columns=cols, batch_size=1 << 20), h, truth),
     }
+
+
+def _truth_households(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> sp.csr_matrix:
+    """The truth's ``(blocks x 387,072)`` households (``household2010``) on ``hierarchy``."""
+    unit_row = unit_rows_of(np.asarray(units["unit_id"]), np.asarray(persons["unit_id"]))
+    households = households_of(persons, units, unit_row)
+    return household_histogram(households, np.asarray(units["geocode"]).astype("U16"), hierarchy)
 
 
 def _trial_compare(
@@ -665,6 +688,7 @@ def evaluate(
             seed=options.trial_seed,
             compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
+            unit_consistency=str(release.manifest.get("units_estimation") or "consistent"),
             execution=execution,
         )
     if options.simulations:
@@ -705,7 +729,8 @@ def evaluate(
 def _trial_budget(
     options: EvaluateOptions, manifest: dict[str, Any], release_dir: str | Path
 ) -> ReleaseBudget:
-    """The budgets of the trials: the options' person budget, else the release manifest's.
+    """The budgets of the trials: the options' person budget, else the release manifest's
+    (its person run and its unit run, the occupancy or the households).
 
     Raises:
         InputError: if neither the options nor the manifest give a person budget.
@@ -718,7 +743,6 @@ def _trial_budget(
                 "'persons' budget entry; pass a budget explicitly"
             )
         budget = budget_from_manifest(manifest["persons"])
-        refuse_household_run(manifest, f"{release_dir}/manifest.json", "evaluate --trials")
         u = manifest.get("units")
         if units_budget is None and isinstance(u, dict) and "geolevels" in u and "mechanism" in u:
             units_budget = budget_from_manifest(u)

@@ -88,12 +88,13 @@ class ErrorAccumulator:
         out: dict[str, dict[str, Any]] = {}
         for (measure, level), tvds in self._tvd.items():
             arr = np.asarray(tvds, dtype=np.float64)
+            known = arr[~np.isnan(arr)]  # a table whose truth is empty (no GQ) has no TVD
             rec: dict[str, Any] = {
                 "tvd": {
                     "trials": int(arr.size),
-                    "mean": float(np.nanmean(arr)) if arr.size else math.nan,
-                    "min": float(np.nanmin(arr)) if arr.size else math.nan,
-                    "max": float(np.nanmax(arr)) if arr.size else math.nan,
+                    "mean": float(known.mean()) if known.size else math.nan,
+                    "min": float(known.min()) if known.size else math.nan,
+                    "max": float(known.max()) if known.size else math.nan,
                 },
                 "by_bin": {},
             }
@@ -165,8 +166,13 @@ def run_trials(
     compare: Callable[[Path, ErrorAccumulator], None],
     postprocess: str = "topdown",
     execution: Execution | None = None,
+    unit_consistency: str = "consistent",
 ) -> dict[str, Any]:
     """Rerun the release ``trials`` times with independent seeds and pool the errors.
+
+    A release with a household run (unit budget on ``household2010``) is rerun as it was
+    made: households first, then persons held to them unless ``unit_consistency`` is
+    ``"independent"`` (its manifest's ``units_estimation``).
 
     Args:
         input_dir: the CEF directory (truth known).
@@ -180,6 +186,7 @@ def run_trials(
         execution: where each rerun's tasks run (passed to
             :func:`~censusdp.release.pipeline.run_release`, silent) and where the lines
             of trials done go (default: in process, silent).
+        unit_consistency: how the unit run is held to the persons (``--units``).
 
     Returns:
         ``{"trials", "seeds", "errors": ErrorAccumulator.summary()}``.
@@ -203,7 +210,7 @@ def run_trials(
                 input_dir,
                 run,
                 budget,
-                ReleaseOptions(seed=s, postprocess=postprocess),
+                ReleaseOptions(seed=s, postprocess=postprocess, unit_consistency=unit_consistency),
                 quiet,
             )
             compare(run, acc)

@@ -11,20 +11,21 @@ group-quarters facility carry the "not in universe" codes, as production's
 
 The recode of every one of the 387,072 cells is computed once (:func:`household_codes`);
 reading records back is its exact inverse, by a lookup of each record's codes among
-those of the cells that are not structural zeros (:func:`decode_households`), so a
-record whose variables contradict each other or fall in a structural zero is named,
-never silently recoded.
+those of the cells a household can be in (:func:`decode_households`), so a record whose
+variables contradict each other or fall in a structural zero the derivation implies is
+named, never silently recoded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
-from censusdp.data.schema import get_schema
+from censusdp.data.schema import HOUSEHOLD2010_CONSTRAINT_ZEROS, get_schema
 from censusdp.errors import InputError, InternalError
 from censusdp.io.mdf_read import decode_codes
 from censusdp.io.mdf_records import (
@@ -130,11 +131,16 @@ def _keys(codes: np.ndarray) -> np.ndarray:
 
 @cache
 def _lookup() -> tuple[np.ndarray, np.ndarray]:
-    """The keys of the cells that are not structural zeros (sorted) and their cells.
+    """The keys of the cells a household can be in (sorted) and their cells: every cell
+    but the structural zeros its derivation implies (the DDP's
+    :data:`~censusdp.data.schema.HOUSEHOLD2010_CONSTRAINT_ZEROS` are households a truth,
+    or a swapped file, can have; a DP release never has one, which ``validate`` checks).
 
     Their recodes are distinct: ``MULTG`` forgets ``hhmulti`` only below three persons,
     where a multi-generational household is a structural zero."""
-    cells = np.flatnonzero(~get_schema("household2010").structural_zero_mask)
+    sch = get_schema("household2010")
+    implied = tuple(z for z in sch.structural_zeros if z.name not in HOUSEHOLD2010_CONSTRAINT_ZEROS)
+    cells = np.flatnonzero(~dataclasses.replace(sch, structural_zeros=implied).structural_zero_mask)
     keys = _keys(household_codes()[cells])
     order = np.argsort(keys)
     if np.any(np.diff(keys[order]) == 0):  # pragma: no cover - the recode's contract

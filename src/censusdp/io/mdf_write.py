@@ -1,10 +1,11 @@
 """Writing the MDF's files whole: the released persons and units, in Parquet and MDF2020 text.
 
 :class:`MDFPersonWriter` streams persons a run of blocks at a time, :func:`write_mdf_units`
-writes the units, :func:`write_mdf_records` a release made from records (the swapping
-release). A run writes the MDF as part files instead (:mod:`censusdp.io.mdf_parts`),
-through the same :func:`write_records`. Every file appears under its name only when
-complete (:func:`censusdp.io.atomic.atomic_path`).
+writes the units (in the H1 layout, or the household layout when given households),
+:func:`write_mdf_records` a release made from records (the swapping release). A run
+writes the MDF as part files instead (:mod:`censusdp.io.mdf_parts`), through the same
+:func:`write_records`. Every file appears under its name only when complete
+(:func:`censusdp.io.atomic.atomic_path`).
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram, unit_histogram
 from censusdp.data.schema import Schema, get_schema
+from censusdp.errors import InputError
 from censusdp.io.atomic import StreamingWriter, atomic_path
 from censusdp.io.layout import MDF_FILES
+from censusdp.io.mdf_households import household_unit_records
 from censusdp.io.mdf_records import (
     geo_dictionaries,
     iter_mdf_blocks,
@@ -125,22 +129,42 @@ def write_mdf_units(
     gq_facilities: np.ndarray,
     path: str | Path,
     text_path: str | Path | None = None,
+    *,
+    households: sp.spmatrix | None = None,
 ) -> int:
     """Write the units MDF: per block its vacant units, occupied units, then facilities.
 
     The order within a block is production's (the H1 histogram's cells, vacant first,
-    then the group quarters ``addGroupQuarters`` appends).
+    then the group quarters ``addGroupQuarters`` appends). With ``households``, in
+    production's household layout (:func:`~censusdp.io.mdf_households.household_unit_records`):
+    each occupied housing unit is one household carrying its variables.
 
     Args:
         housing_units: ``(blocks,)`` invariant housing-unit counts.
         occupied: ``(blocks,)`` released occupied housing units (<= housing units).
         gq_facilities: ``(blocks, 8)`` invariant occupied facilities by type.
         path, text_path: the Parquet file and (optionally) the pipe-delimited text file.
+        households: ``(blocks x 387,072)`` households (``household2010``), one per
+            occupied housing unit: each block's row sum is its ``occupied``.
 
     Returns:
         The number of records.
+
+    Raises:
+        InputError: for a block whose households are not its occupied housing units.
     """
-    table = unit_records(hierarchy.blocks, housing_units, occupied, gq_facilities)
+    if households is None:
+        table = unit_records(hierarchy.blocks, housing_units, occupied, gq_facilities)
+    else:
+        n = np.asarray(households.sum(axis=1)).ravel()
+        bad = np.flatnonzero(n != np.asarray(occupied))
+        if bad.size:
+            b = int(bad[0])
+            raise InputError(
+                f"block {hierarchy.blocks[b]}: {int(n[b])} households but "
+                f"{int(np.asarray(occupied)[b])} occupied housing units"
+            )
+        table = household_unit_records(hierarchy.blocks, housing_units, households, gq_facilities)
     write_records(table, path, text_path, header=True)
     return table.num_rows
 
@@ -166,13 +190,16 @@ def write_mdf_records(
     units: Mapping[str, np.ndarray] | None,
     hierarchy: Hierarchy,
     schema: Schema | str = "pl94",
+    households: sp.spmatrix | None = None,
 ) -> int:
     """Write person (and unit) records as the four MDF files of ``out_dir``.
 
     For releases made from records rather than histograms (the swapping release): the
     persons are tabulated into ``schema`` (from their CEF or MDF columns) and written in
     block order; the units (``geocode``, ``gqtype``, ``occupied``) as housing units and
-    occupied facilities per block. Returns the number of persons.
+    occupied facilities per block, in the household layout with ``households`` (the
+    units' ``(blocks x 387,072)`` households, :func:`write_mdf_units`). Returns the
+    number of persons.
     """
     out = Path(out_dir)
     sch = get_schema(schema) if isinstance(schema, str) else schema
@@ -188,5 +215,6 @@ def write_mdf_records(
             uh[:, 1],
             np.concatenate([np.zeros((uh.shape[0], 1), np.int64), uh[:, 3::2]], axis=1),
             *(out / name for name in MDF_FILES["units"]),
+            households=households,
         )
     return w.persons

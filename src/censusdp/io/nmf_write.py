@@ -23,10 +23,10 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
-from censusdp.io.columns import dictionary_strings
 from censusdp.io.nmf_files import NMF_COLUMNS, STRUCTURAL_ZEROS_KEY, STRUCTURAL_ZEROS_MEASURED
 
 __all__ = [
+    "NMF_SCHEMA",
     "ROW_GROUP_ROWS",
     "WRITE_OPTIONS",
     "NMFWriter",
@@ -40,10 +40,14 @@ ROW_GROUP_ROWS = 1 << 22
 
 _ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
 
+_UNCOMPRESSED = (*_ONE_VALUE_COLUMNS, "value")
+
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": {c: "none" if c in _ONE_VALUE_COLUMNS else "zstd" for c in NMF_COLUMNS},
-    "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
-    "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
+    "compression": {c: "none" if c in _UNCOMPRESSED else "zstd" for c in NMF_COLUMNS},
+    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
+    "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
+    "write_statistics": [c for c in NMF_COLUMNS if c != "cell"],
+    "write_batch_size": 1 << 16,
 }
 """How :class:`NMFWriter` encodes the columns. ``cell`` ascends within each geounit (the
 query's measured rows in order), so delta encoding stores it in a few bits a row, where
@@ -59,7 +63,22 @@ row groups are small (a spine's block groups change budget share every few units
 and each change starts a row group): a Wyoming block-group part with California's mix
 of shares writes about 15% faster and 4% smaller, a block part the same
 (``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
-Parquet, so every reader reads it."""
+Parquet, so every reader reads it.
+
+A ``ddp-2010`` block has 337,680 person and 172,404 household values, nearly all noise
+about zero, so the writer's CPU per value decides how long a state takes to measure
+(``benchmarks/bench_hh_measure.py``, which compares these options with the previous
+ones). ``value`` is delta-encoded and not compressed: a dictionary of the noisy values
+(about a thousand at a block) cost a hash lookup per value, and zstd then won 6% of
+the bytes; delta encoding bit-packs the differences (about 10 bits a value) for 2% more
+bytes than before. The writer encodes in batches of 2^16 rows instead of pyarrow's
+1,024, each batch's fixed costs (levels, statistics, page checks) paid 64 times less
+often. Every column but ``cell`` has statistics: the readers find a row group's level,
+query, geocodes, variance and mechanism in its footer
+(:class:`censusdp.io.nmf_read.NMFReader`), the self-check settles ``value`` and the
+one-value columns there, and nothing reads the statistics of ``cell``. With the columns
+declared non-null (:data:`NMF_SCHEMA`) the writer writes no definition levels and the
+readers decode none."""
 
 
 def write_nmf_part(
@@ -92,6 +111,37 @@ def write_nmf_part(
     }
 
 
+_CONSTANTS: dict[Any, pa.Array] = {}
+"""This process's constant columns, grown as needed and sliced (:func:`_constant`)."""
+
+_CONSTANT_ROWS = 3 * ROW_GROUP_ROWS
+"""Most rows :data:`_CONSTANTS` holds in all: the zero indices and two levels' longest
+variance columns (96 MB at most; about 50 MB while a level's blocks are written)."""
+
+
+def _constant(key: Any, n: int, make: Any) -> pa.Array:
+    """The first ``n`` rows of the constant column ``key`` (``make(length)`` builds it).
+
+    A ``ddp-2010`` block task writes a 4M-row ``detailed`` query in every chunk; filling
+    its all-zero dictionary indices and its variance afresh for each cost more CPU a
+    value than the rest of the columns together (new pages, zeroed or filled). The tasks
+    of a level share their queries' variances, so the cache is emptied when it would
+    pass :data:`_CONSTANT_ROWS` rows."""
+    col = _CONSTANTS.get(key)
+    if n > _CONSTANT_ROWS:  # longer than the cache holds (a writer's own row-group cap)
+        return make(n)
+    if col is None or len(col) < n:
+        held = sum(len(c) for k, c in _CONSTANTS.items() if k != key)
+        if held + n > _CONSTANT_ROWS:
+            _CONSTANTS.clear()
+        col = _CONSTANTS[key] = make(max(n, 1))
+    return col.slice(0, n)
+
+
+def _zeros(n: int) -> pa.Array:
+    return _constant("zeros", n, lambda k: pa.array(np.zeros(k, np.int32), pa.int32()))
+
+
 class _QueryColumns:
     """The columns of one query's answers, built once; :meth:`table` slices out the rows
     of one row group (unit-major, then measured cell).
@@ -106,14 +156,12 @@ class _QueryColumns:
         self.mq = mq
         self.r = max(mq.rows.size, 1)
         units = mq.values.shape[0]
-        self.unit = np.repeat(np.arange(units, dtype=np.int32), self.r)
         tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
         self.cells = pa.array(tiled, pa.int32())
         self.values = pa.array(mq.values.reshape(-1))
         self.codes = pa.array(np.asarray(geocodes)[:units], pa.string())
-        zeros = np.zeros(longest, np.int32)
         self.constants = {
-            name: dictionary_strings(zeros, np.array([text]))
+            name: pa.array([text], pa.string())
             for name, text in (
                 ("geolevel", mq.geolevel),
                 ("query", mq.query),
@@ -121,7 +169,10 @@ class _QueryColumns:
             )
         }
         self.longest = longest
-        self._variances: dict[float, pa.Array] = {}
+
+    def _text(self, name: str, n: int) -> pa.Array:
+        """``n`` rows of the one-value column ``name``: shared zero indices, its string."""
+        return pa.DictionaryArray.from_arrays(_zeros(n), self.constants[name])
 
     def _variance(self, unit: np.ndarray, first: int, n: int) -> pa.Array:
         """The ``variance`` column: a slice of one constant column when the rows' units
@@ -129,10 +180,9 @@ class _QueryColumns:
         unit_var = None if self.mq.uniform else self.mq.unit_variances()
         v = float(self.mq.variance) if unit_var is None else float(unit_var[first])
         if n and (unit_var is None or (unit_var[first : first + int(unit[-1]) + 1] == v).all()):
-            col = self._variances.get(v)
-            if col is None:
-                col = self._variances[v] = pa.array(np.full(self.longest, v, dtype=np.float64))
-            return col.slice(0, n)
+            return _constant(
+                ("variance", v), n, lambda k: pa.array(np.full(k, v, dtype=np.float64))
+            )
         return pa.array(_row_variances(self.mq, unit, first))
 
     def table(self, a: int, b: int) -> pa.Table:
@@ -142,20 +192,21 @@ class _QueryColumns:
             raise ValueError(f"row group of {n} rows, longer than {self.longest}")
         first = a // self.r
         last = (b - 1) // self.r + 1 if n else first
-        unit = self.unit[a:b] - np.int32(first)
-        const = self.constants
-        return pa.table(
-            {
-                "geolevel": const["geolevel"].slice(0, n),
-                "geocode": pa.DictionaryArray.from_arrays(
+        skip = a - first * self.r  # rows of the first unit in an earlier row group
+        unit = np.repeat(np.arange(last - first, dtype=np.int32), self.r)[skip : skip + n]
+        return pa.Table.from_arrays(
+            [
+                self._text("geolevel", n),
+                pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
-                "query": const["query"].slice(0, n),
-                "cell": self.cells.slice(a, n),
-                "value": self.values.slice(a, n),
-                "variance": self._variance(unit, first, n),
-                "mechanism": const["mechanism"].slice(0, n),
-            }
+                self._text("query", n),
+                self.cells.slice(a, n),
+                self.values.slice(a, n),
+                self._variance(unit, first, n),
+                self._text("mechanism", n),
+            ],
+            schema=NMF_SCHEMA,
         )
 
 
@@ -202,18 +253,20 @@ def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int
 
 
 _TEXT = pa.dictionary(pa.int32(), pa.string())
-_EMPTY_SCHEMA = pa.schema(
+NMF_SCHEMA = pa.schema(
     [
-        ("geolevel", _TEXT),
-        ("geocode", _TEXT),
-        ("query", _TEXT),
-        ("cell", pa.int32()),
-        ("value", pa.int64()),
-        ("variance", pa.float64()),
-        ("mechanism", _TEXT),
+        pa.field("geolevel", _TEXT, nullable=False),
+        pa.field("geocode", _TEXT, nullable=False),
+        pa.field("query", _TEXT, nullable=False),
+        pa.field("cell", pa.int32(), nullable=False),
+        pa.field("value", pa.int64(), nullable=False),
+        pa.field("variance", pa.float64(), nullable=False),
+        pa.field("mechanism", _TEXT, nullable=False),
     ]
 )
-"""The columns of a part with rows (:class:`_QueryColumns`), for a part without."""
+"""The columns :class:`NMFWriter` writes, every one non-null (``REQUIRED`` in Parquet: no
+definition levels to write or read). Files written before had the same columns,
+nullable and without nulls; every reader reads both."""
 
 
 class NMFWriter(StreamingWriter):
@@ -285,7 +338,7 @@ class NMFWriter(StreamingWriter):
         else:
             # no measured unit (the US of an input of some states): the columns' own types,
             # so that a reader of the whole directory sees one schema
-            schema = _EMPTY_SCHEMA
+            schema = NMF_SCHEMA
             if self._metadata is not None:
                 schema = schema.with_metadata(self._metadata)
             pq.write_table(schema.empty_table(), self._tmp)

@@ -440,9 +440,8 @@ class UnitStreams:
             raise ConfigError(
                 f"unit stream words {start}..{start + count} are outside 0..{2 * _WINDOW_BLOCKS}"
             )
-        out = np.empty((rows.size, count), dtype=np.uint64)
         if not rows.size or not count:
-            return out
+            return np.empty((rows.size, count), dtype=np.uint64)
         first, stop = start // 2, (start + count + 1) // 2
         n_blocks = stop - first
         numbers = np.zeros((n_blocks, 16), dtype=np.uint8)
@@ -451,6 +450,7 @@ class UnitStreams:
         skip = start - 2 * first
         groups = self._group[rows]
         lone = groups[0] if (groups == groups[0]).all() else None
+        out = np.empty((rows.size, count), dtype=np.uint64) if lone is None else None
         for g in [int(lone)] if lone is not None else np.unique(groups).tolist():
             sel = slice(None) if lone is not None else np.flatnonzero(groups == g)
             ids = self._ids[rows[sel]]
@@ -462,5 +462,7 @@ class UnitStreams:
             if self._cipher(g).update_into(data, raw) != data.size:  # pragma: no cover
                 raise RuntimeError("AES-ECB returned a short output")
             words = raw[: data.size].view("<u8").reshape(ids.shape[0], 2 * n_blocks)
+            if out is None:  # one window key: the words as decrypted, without a copy
+                return words[:, skip : skip + count]
             out[sel] = words[:, skip : skip + count]
         return out

@@ -6,7 +6,9 @@ reads like a ``censusdp run`` output:
 
 * ``mdf_persons.parquet`` and ``.txt``: the swapped, top-coded persons in the full
   MDF2020 person layout (``QSEX``, ``QAGE``, ...; :mod:`censusdp.io.mdf_records`);
-* ``mdf_units.parquet`` and ``.txt``: the units (they do not move), and
+* ``mdf_units.parquet`` and ``.txt``: the units (they do not move; when the input has
+  ``rel``, in production's household layout, each occupied housing unit carrying the
+  variables of the household swapped into it: :mod:`censusdp.io.mdf_households`), and
   ``invariants.parquet`` with the facilities by type;
 * ``tables/P1..P5,H1.parquet`` tabulated from them by :mod:`censusdp.tables`;
 * ``manifest.json`` with ``mechanism = "swap"``, ``rho``/``epsilon``/``delta`` null
@@ -27,12 +29,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
+from censusdp.data.histograms import household_histogram
 from censusdp.data.invariants import compute_invariants
 from censusdp.io.atomic import write_json, write_parquet
-from censusdp.io.cef import read_cef
-from censusdp.io.cef_households import OPTIONAL_PERSON_COLUMNS
+from censusdp.io.cef import read_cef, unit_rows_of
+from censusdp.io.cef_households import OPTIONAL_PERSON_COLUMNS, households_of
 from censusdp.io.layout import INVARIANTS_FILE, TABLES_DIR
 from censusdp.io.mdf_write import write_mdf_records
 from censusdp.io.output_rules import MANIFEST_FILE
@@ -85,11 +89,25 @@ def _write_cef(persons: dict[str, np.ndarray], units: dict[str, np.ndarray], d: 
     )
 
 
+def _households(
+    persons: dict[str, np.ndarray], units: dict[str, np.ndarray], hierarchy: Hierarchy
+) -> sp.csr_matrix | None:
+    """The swapped file's ``(blocks x 387,072)`` households (``household2010``), derived
+    from its persons as the reader derives them (households move whole, so each is a
+    household of the input in another unit), or ``None`` without ``rel``."""
+    if "rel" not in persons:
+        return None
+    unit_row = unit_rows_of(np.asarray(units["unit_id"]), np.asarray(persons["unit_id"]))
+    households = households_of(persons, units, unit_row)
+    return household_histogram(households, units["geocode"], hierarchy)
+
+
 def _write_swapped_release(
     persons: dict[str, np.ndarray], units: dict[str, np.ndarray], out: Path
 ) -> Hierarchy:
-    """Write the swapped file as the MDF (production layout), ``invariants.parquet`` and
-    ``tables/``; returns its geography.
+    """Write the swapped file as the MDF (production layout; the units in the household
+    layout when the input has ``rel``), ``invariants.parquet`` and ``tables/``; returns
+    its geography.
 
     Persons are written in block order; the units do not move. ``invariants.parquet``
     publishes the housing units and facilities by type per block, as a DP release does
@@ -100,7 +118,9 @@ def _write_swapped_release(
     )
     cols = {k: persons[k] for k in ("geocode", "hhgq", "sex", "age", "hispanic", "cenrace")}
     unit_cols = {k: units[k] for k in ("geocode", "gqtype", "occupied")}
-    write_mdf_records(out, cols, unit_cols, hierarchy, "dhc-lite")
+    write_mdf_records(
+        out, cols, unit_cols, hierarchy, "dhc-lite", _households(persons, units, hierarchy)
+    )
     write_parquet(compute_invariants(cols, unit_cols, hierarchy).to_table(), out / INVARIANTS_FILE)
     write_tables(tabulate(cols, unit_cols, hierarchy), out / TABLES_DIR)
     return hierarchy

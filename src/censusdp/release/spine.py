@@ -17,10 +17,11 @@ estimator the invariants and bounds on the spine:
 * a State geounit (a state part) has an exact total when it is its state's only part;
   when a state has two parts, only their union is invariant: in a one-state input that
   union is the root, so the root-children solve holds it exactly through the parent
-  constraint (production adds the same constraint, ``addGroupedChildTotalConstraint``,
-  to its US-children solve). An input with several states of which one has two parts
-  would need that grouped constraint inside one solve; it is refused with a one-line
-  error (``--spine tabulation`` or one state per run);
+  constraint; in an input of several states the two parts are children of the US in
+  one solve, grouped (``Bounds.unit_group``, ``Subproblem.child_group``) so that their
+  totals sum to the state's invariant in the least squares, the rounding and the
+  failsafe, as production's ``addGroupedChildTotalConstraint`` in its US-children
+  solve (``areAIANSumConstraintsOn``);
 * every state part's group-quarters bounds come from the part's own true total, as
   production's State-level ``hhgq_total_lb`` / ``hhgq_total_ub`` with the part's ``tot``
   invariant (:func:`censusdp.data.invariants.hhgq_bounds_from_total`): a part whose
@@ -327,8 +328,20 @@ class ReleaseGeography:
             p_lo, p_hi = hhgq_bounds_from_total(by_part, self.part_population)
             g_lo, g_hi = np.maximum(g_lo, p_lo), np.minimum(g_hi, p_hi)
             lo, hi = np.maximum(lo, g_lo.sum(axis=1)), np.minimum(hi, g_hi.sum(axis=1))
-        out[state] = Bounds(g_lo, g_hi, lo, hi)
+        out[state] = Bounds(g_lo, g_hi, lo, hi, *self._state_groups(groups, single, pops))
         return out
+
+    @staticmethod
+    def _state_groups(
+        groups: np.ndarray, single: np.ndarray, pops: np.ndarray
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Each State geounit's child group (its state, for a state of two parts; ``-1``
+        otherwise) and every state's invariant total, for an input of several states
+        (one state's union is the root: its parent constraint holds it)."""
+        if int(groups.max()) == 0 or single.all():
+            return None, None
+        totals = np.bincount(groups, weights=pops.ravel()).astype(np.float64)
+        return np.where(single, -1, groups).astype(np.int64), np.rint(totals)
 
     def tabulation_histograms(self, hists: list[sp.csr_matrix]) -> list[sp.csr_matrix]:
         """Estimated histograms of every estimation level -> every tabulation level."""
@@ -546,17 +559,6 @@ def _check_states(spine: Spine) -> None:
                 f"({', '.join(str(p) for p in parts[:3])}): AIAN and non-AIAN parts or "
                 "several states need a budget with a US level"
             )
-    groups = spine.state_groups()
-    counts = np.bincount(groups)
-    if counts.size > 1 and (counts > 1).any():
-        state = spine.geolevels.index("State")
-        code = str(spine.hierarchy.geocodes[state][int(np.flatnonzero(counts[groups] > 1)[0])])
-        raise ConfigError(
-            f"--spine optimized: state {code[1:]} has AIAN and non-AIAN parts in an input "
-            f"of {counts.size} states; its total would have to be held on the union of its "
-            "parts inside the root solve, which censusdp does only for one-state inputs: "
-            "run each state separately or use --spine tabulation"
-        )
 
 
 def geography_for_input(
@@ -585,8 +587,8 @@ def geography_for_input(
             tabulation hierarchy with a note.
 
     Raises:
-        ConfigError: for a budget whose geolevels are not the spine's, or several states
-            of which one has two parts.
+        ConfigError: for a budget whose geolevels are not the spine's, or, rooted at the
+            State (no US level), an input of more than one state part.
     """
     if requested == "tabulation":
         return _tabulation(budget, hierarchy)

@@ -156,8 +156,35 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
     run = str(state / "reference")
     out = tmp_path / "eval.json"
     assert main(["evaluate", run, "--input", str(state / "cef"), "-q", "--json", str(out)]) == 0
-    assert json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    # the household NMF checked against the truth's households: the realised noise of
+    # every (level, query) has the stated variance (two-sided geometric, Table 2 scales)
+    nmf = result["noisy_measurements"]["units"]
+    assert nmf["schema"] == "household2010"
+    for level, queries in nmf["by_level"].items():
+        assert len(queries) == 6, level
+        for query, rec in queries.items():
+            emp = rec["empirical"]
+            assert emp["n"] == rec["n"], (level, query)
+    block = nmf["by_level"]["Block"]["detailed"]["empirical"]
+    assert block["n"] > 1_000_000  # the live cells of every block
+    assert block["variance_ratio"] == pytest.approx(1.0, abs=0.01)
+    assert block["coverage90"] == pytest.approx(0.90, abs=0.01)
+    assert abs(block["mean_error"]) < 0.05
     capsys.readouterr()
     assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "is a household run" in err and "not support household" in err
+
+
+def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) -> None:
+    """``evaluate --trials`` re-runs the release's plan (households, then persons held to
+    them) and pools the trials' errors against the truth."""
+    out = tmp_path / "eval.json"
+    args = ["evaluate", str(state / "reference"), "--input", str(state / "cef"),
+            "--trials", "1", "--trial-seed", "3", "-q", "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    trials = json.loads(out.read_text())["trials"]
+    assert trials["trials"] == 1 and len(trials["seeds"]) == 1
+    errors = trials["errors"]
+    assert errors and "total_population" in errors

@@ -618,7 +618,9 @@ def test_spine_choice_flag_and_refusals(spine_input, tmp_path, capsys):
     assert "--spine applies to a fresh run" in capsys.readouterr().err
 
 
-def test_several_states_with_a_split_state_are_refused_in_one_line(tmp_path, capsys):
+def test_several_states_with_a_split_state_release_and_validate(tmp_path):
+    """Refused before grouped child totals; now each state's total holds on its parts
+    (tests/release/pipeline/test_split_states.py checks more)."""
     rng = np.random.default_rng(5)
     codes = block_codes(1, 2, 1, 3) + [c.replace("50", "33", 1) for c in block_codes(1, 2, 1, 3)]
     persons, units = make_cef(rng, codes, gq_rate=0.0)
@@ -634,10 +636,15 @@ def test_several_states_with_a_split_state_are_refused_in_one_line(tmp_path, cap
         ["run", "--input", str(cef), "--out", str(tmp_path / "run"), "--seed", "1", "--quiet"]
         + ["--spine", "optimized"]
     )
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert "AIAN and non-AIAN parts" in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "run").exists()
+    assert rc == 0
+    parts = json.loads((tmp_path / "run" / "manifest.json").read_text())["spine"]
+    assert set(parts["state_part_population"]) == {"033", "050", "150"}
+    report = validate_run(tmp_path / "run")
+    assert report.ok and report.checks["state_totals_on_parts"]["ok"]
+    released = read_mdf_persons(tmp_path / "run" / "mdf_persons.parquet")
+    states, counts = np.unique(np.asarray(released["geocode"]).astype("U2"), return_counts=True)
+    truth = np.unique(persons["geocode"].astype("U2"), return_counts=True)
+    assert states.tolist() == truth[0].tolist() and counts.tolist() == truth[1].tolist()
 
 
 def test_units_histogram_moves_with_the_blocks():

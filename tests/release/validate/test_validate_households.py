@@ -105,6 +105,25 @@ def test_a_record_that_is_not_one_household_is_named(copy) -> None:
     assert f"row {row}" in rep.checks["household_records"]["detail"]
 
 
+def test_a_household_the_ddp_ruled_out_is_named(copy) -> None:
+    """A couple of two whose householder is 15-24 and whose other member is 75+: a
+    household the MDF reads (an input can have it), a structural zero of the DDP's
+    ``size2`` constraint (``size2_le25_eld3``) no release has."""
+    run, _, hierarchy, inv = copy
+    lv = {a: S.cell_levels(a) for a in ("hhsize", "hhtype")}
+    couple = (lv["hhsize"] == 2) & (lv["hhtype"] == 3)
+    path, row = _a_household(run, lambda c: couple[c])
+
+    def edit(cols):
+        cols["HHLDRAGE"][row] = "1"  # 15 to 24
+        cols["P60"][row] = cols["P65"][row] = cols["P75"][row] = "1"
+
+    _rewrite(path, edit)
+    rep = _check(_release(run, hierarchy, inv))
+    assert "household_records" in _failed(rep)
+    assert "1 households in structural-zero cells" in rep.checks["household_records"]["detail"]
+
+
 def test_more_households_than_housing_units_is_caught(copy) -> None:
     run, counts, hierarchy, inv = copy
     b = int(np.flatnonzero(counts.occupied)[0])

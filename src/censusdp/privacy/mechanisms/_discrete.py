@@ -51,7 +51,9 @@ def _release_units(
             f"release_units needs a (units x cells) array with one code per unit; got shape "
             f"{arr.shape} and {streams.n_units} codes"
         )
-    return arr + table.sample_units(arr.shape[1], streams, arr.shape[0])
+    noise = table.sample_units(arr.shape[1], streams, arr.shape[0])
+    noise += arr  # in place: the draws are a fresh int64 array
+    return noise
 
 
 # -- discrete Gaussian ------------------------------------------------------------------

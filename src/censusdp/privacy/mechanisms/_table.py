@@ -183,9 +183,10 @@ class AliasTable:
             for c0 in range(0, n, step):
                 c1 = min(n, c0 + step)
                 words = streams.words(rows, c0, c1 - c0)
-                col = (words >> shift).astype(np.intp)
+                # the column: the top b bits (< 2**20, so the uint64 bits are the intp)
+                col = np.right_shift(words, shift).view(np.intp)
                 words &= mask  # the high part r_hi of each uniform
-                t_hi = self.threshold_hi[col]
+                t_hi = self.threshold_hi.take(col, mode="clip")  # col < 2**b: no clipping
                 primary = words < t_hi
                 tied = words == t_hi
                 tie_rows, tie_cols = np.nonzero(tied) if tied.any() else (tied[:0, 0], None)
@@ -196,7 +197,9 @@ class AliasTable:
                     used[i] += at.size
                 col <<= 1
                 col |= primary
-                out[first : first + rows.size, c0:c1] = self.values[col]
+                # whole rows (per_batch > 1 only when step == n) or one row's columns:
+                # a contiguous block of ``out``, filled without a temporary
+                self.values.take(col, out=out[first : first + rows.size, c0:c1], mode="clip")
         return out
 
     def sample_streams(self, n: int, streams: list[RandomSource]) -> np.ndarray:

@@ -5,6 +5,13 @@ constraints as a series of network flows"):
 
     cell j --X[i, j]--> group node (i, g(j)) --[L_ig, U_ig]--> child node i --[T_lo_i, T_hi_i]--> sink
 
+A child in a child group ``m`` (the AIAN and non-AIAN parts of a state under the US:
+:attr:`~censusdp.release.topdown.problem.Subproblem.child_group`) sends its total to the
+group's node instead of the sink, and the group node's one arc to the sink carries
+exactly ``S_m`` (production's grouped child total; :func:`child_heads`,
+:func:`add_child_group_arcs`). The arcs above the cells still form a tree, so the
+incidence matrix stays totally unimodular.
+
 Cell ``j`` supplies the parent count ``p_j`` and the sink absorbs ``sum_j p_j``. At the
 root (no parent) a single source replaces the cells: it supplies a large amount ``M`` and a
 zero-cost bypass arc source -> sink absorbs what the children do not take. The node-arc
@@ -226,6 +233,35 @@ def layout(c: int, k: int, n_groups: int, *, root: bool) -> Layout:
     child_base = group_base + k * n_groups
     sink = child_base + k
     return Layout(cell_tail, group_base, child_base, sink, source, sink + 1)
+
+
+def child_heads(sub_child_group: np.ndarray | None, k: int, sink: int, first: int) -> np.ndarray:
+    """``(k,)`` the node each child's total flows into: the sink, or its child group's
+    node ``first + m`` (``sub_child_group``: ``Subproblem.child_group`` or ``None``)."""
+    heads = np.full(k, sink, dtype=np.int64)
+    if sub_child_group is not None:
+        inside = sub_child_group >= 0
+        heads[inside] = first + sub_child_group[inside]
+    return heads
+
+
+def child_group_rhs(
+    child_group: np.ndarray | None, totals: np.ndarray | None, base_totals: np.ndarray
+) -> np.ndarray:
+    """``(m,)`` integer flow each child group's arc to the sink must carry: its invariant
+    total less its children's ``base_totals`` (what a box network already places; a
+    negative value means the box holds no solution)."""
+    if child_group is None or totals is None:
+        return np.zeros(0, dtype=np.int64)
+    inside = child_group >= 0
+    base = np.bincount(child_group[inside], weights=base_totals[inside], minlength=totals.size)
+    return (np.rint(totals) - np.rint(base)).astype(np.int64)
+
+
+def add_child_group_arcs(net: Network, first: int, sink: int, rhs: np.ndarray) -> None:
+    """The arcs group node ``first + m`` -> sink, each fixed at ``rhs[m]``."""
+    if rhs.size:
+        net.add(first + np.arange(rhs.size, dtype=np.int64), sink, rhs, rhs, 0)
 
 
 def int_bounds(lo: np.ndarray, hi: np.ndarray, tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:

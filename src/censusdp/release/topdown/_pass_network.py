@@ -279,7 +279,9 @@ def network(
             nxt = chain.levels[li + 1]
             dst = starts[li + 1] + np.repeat(np.arange(k) * nxt.n_rows, n) + np.tile(lev.up, k)
         else:
-            dst = np.full(k * n, -1, dtype=np.int64)  # the sink, numbered below
+            # the sink, numbered below (-1), or the child's group node (-2 - m)
+            dst = np.repeat(_flow.child_heads(sub.child_group, k, -1, 0), n)
+            dst = np.where(dst >= 0, -2 - dst, dst)
         w = int(sum(costs.weight[q] for q in lev.members))
         if w == 0:
             add(src, dst, lo_off.ravel(), hi_off.ravel(), 0)
@@ -292,11 +294,15 @@ def network(
         add(mid, dst, 0, np.maximum(target, 0), -w * scale)
         add(mid, dst, 0, inf, w * scale)
     sink = n_mid
-    n_total = sink + 1
-    heads = [np.where(h < 0, sink, h) for h in heads]
+    rhs = _flow.child_group_rhs(sub.child_group, sub.group_totals, base.sum(axis=1))
+    if (rhs < 0).any():
+        return None  # the floors alone exceed a child group's total
+    n_total = sink + 1 + rhs.size
+    heads = [np.where(h == -1, sink, np.where(h < -1, sink - 1 - h, h)) for h in heads]
     supply = np.zeros(n_total, dtype=np.int64)
     if root:
         big = int(np.ceil(x.sum())) + k * c + int(np.maximum(tl, gl.sum(axis=1)).sum()) + 1
+        big += int(rhs.sum())
         if held_cells is not None:
             big += int(held_cells.sum())
         supply[0] = big
@@ -309,6 +315,7 @@ def network(
     net = _flow.Network(n_total, supply)
     for t, h, lo, hi, co in zip(tails, heads, lows, ups, arc_costs, strict=True):
         net.add(t, h, lo, hi, co)
+    _flow.add_child_group_arcs(net, sink + 1, sink, rhs)
     if root:
         net.add([0], [sink], 0, inf, 0)
     return net, s, idx, base

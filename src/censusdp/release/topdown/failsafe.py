@@ -25,7 +25,8 @@ with ``W = TOTAL_WEIGHT`` (1000). A zero optimum proves feasibility (the network
 totally unimodular, so the integer and real problems agree). Otherwise each violated bound
 is moved to the flow's value (``L' = min(L, s)``, ``U' = max(U, s)``), which is the minimal
 relaxation and makes the relaxed subproblem feasible, witnessed by that flow. When no flow
-meets the invariants, :func:`make_feasible` raises :class:`~censusdp.errors.InfeasibleError`
+meets the invariants (a child group's total, a state's held on its AIAN and non-AIAN
+parts, is one: always a fixed arc), :func:`make_feasible` raises :class:`~censusdp.errors.InfeasibleError`
 naming the subproblem, the children whose invariants cannot be met, and why (group bounds
 can always move, so the only obstruction is that the invariant totals need more persons
 than the parent holds, or do not add up to it when every child has one).
@@ -169,22 +170,26 @@ def _relaxation_flow(sub: Subproblem, *, hard_invariants: bool) -> np.ndarray | 
     lay = _flow.layout(c, k, n_groups, root=root)
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
-    supply = np.zeros(lay.n_nodes, dtype=np.int64)
+    # a child group's total (a state's, held on its parts) is an invariant: always fixed
+    rhs = _flow.child_group_rhs(sub.child_group, sub.group_totals, np.zeros(k))
+    supply = np.zeros(lay.n_nodes + rhs.size, dtype=np.int64)
     inf = _flow.INF_CAP
     if root:
-        big = int(np.maximum(tl, gl.sum(axis=1)).sum()) + 1
+        big = int(np.maximum(tl, gl.sum(axis=1)).sum()) + int(rhs.sum()) + 1
         supply[lay.source] = big
         supply[lay.sink] = -big
     else:
         supply[:c] = sub.parent
         supply[lay.sink] = -int(sub.parent.sum())
-    net = _flow.Network(lay.n_nodes, supply)
+    net = _flow.Network(lay.n_nodes + rhs.size, supply)
     tails, heads = lay.cell_arcs(k, sub.groups, n_groups)
     net.add(tails, heads, 0, inf, 0)
     gt, gh = lay.group_arcs(k, n_groups)
     g_start = sum(t.size for t in net.tails)
     _penalty_arcs(net, gt, gh, gl, gu, 1)
-    ct, ch = lay.child_arcs(k)
+    ct, _ = lay.child_arcs(k)
+    ch = _flow.child_heads(sub.child_group, k, lay.sink, lay.n_nodes)
+    _flow.add_child_group_arcs(net, lay.n_nodes, lay.sink, rhs)
     hard = _exact_totals(sub) if hard_invariants else np.zeros(k, dtype=bool)
     if hard.any():
         net.add(ct[hard], ch[hard], tl[hard], tl[hard], 0)
@@ -194,7 +199,7 @@ def _relaxation_flow(sub: Subproblem, *, hard_invariants: bool) -> np.ndarray | 
         net.add([lay.source], [lay.sink], 0, inf, 0)
     flow = _flow.solve(net, "ortools")
     if flow is None:
-        if hard_invariants:
+        if hard_invariants or rhs.size:
             return None
         raise InternalError(f"subproblem {sub.label!r}: the relaxation network has no flow")
     n_g = k * n_groups
@@ -212,11 +217,18 @@ def _invariant_error(sub: Subproblem) -> InfeasibleError:
     exact = _exact_totals(sub)
     tl, _ = _flow.int_bounds(sub.total_lower, sub.total_upper)
     names = [sub.child_name(int(i)) for i in np.flatnonzero(exact)]
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     need = int(tl[exact].sum())
+    covered = exact.copy()
+    if sub.child_group is not None:  # a state's total held on its parts: also an invariant
+        for m in range(sub.n_child_groups):
+            parts = np.flatnonzero(sub.child_group == m)
+            names.append(" + ".join(sub.child_name(int(i)) for i in parts))
+            need += int(sub.group_totals[m])
+            covered[parts] = True
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     if sub.parent is not None:
         have = int(sub.parent.sum())
-        relation = "differ from" if exact.all() else "exceed"
+        relation = "differ from" if covered.all() else "exceed"
         why = (
             f"the invariant totals of {shown} sum to {need} persons, which {relation} the "
             f"{have} persons the parent holds"
@@ -232,7 +244,9 @@ def _invariant_error(sub: Subproblem) -> InfeasibleError:
 def check_feasible(sub: Subproblem) -> bool:
     """Decide exactly whether an integer solution of ``sub`` exists."""
     s = _relaxation_flow(sub, hard_invariants=False)
-    t = s.sum(axis=1)  # type: ignore[union-attr]
+    if s is None:  # a child group's total cannot be met
+        return False
+    t = s.sum(axis=1)
     gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
     return bool(((s >= gl) & (s <= gu)).all() and ((t >= tl) & (t <= tu)).all())

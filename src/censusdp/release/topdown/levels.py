@@ -260,6 +260,8 @@ class LevelTasks:
         if self.max_children is None or k <= self.max_children:
             return False
         children = self.hierarchy.children(self.parent_level, i)
+        if self.bounds.unit_groups_of(children) is not None:
+            return False  # grouped children (a state's parts) are solved in one problem
         h = self.parent_hist
         lo, hi = h.indptr[i], h.indptr[i + 1]
         return splittable_family(

@@ -13,12 +13,21 @@ The least-squares problem it defines is
                sum_i X[i, j] = p_j                         (every kept cell j; not at the root)
                L[i, g] <= sum_{j in group g} X[i, j] <= U[i, g]
                T_lo[i] <= sum_j X[i, j] <= T_hi[i]
+               sum_{i: h(i) = m} sum_j X[i, j] = S_m           (every child group m)
 
 where ``A_q`` is the 0/1 marginal operator of query ``q`` restricted to the kept cells
 (``(A_q x)_r = sum_{j: row_q(j) = r} x_j``), ``w_q = 1 / variance`` and ``y_q[i]`` the
 noisy answers of child ``i`` (Van Riper et al. (2020) sec. 2.1, eq. for the "L2" stage). The groups
 partition the cells and the total is the sum of all groups, so the constraint family is
 laminar and the integer rounding problem is a network flow with an integral optimum.
+
+The child groups ``h`` (optional) are production's grouped child totals
+(``optimizer.py``, ``addGroupedChildTotalConstraint``; on in the national run's
+US-children solve by ``topdown_engine.py``, ``areAIANSumConstraintsOn``): the AIAN and
+non-AIAN parts of a state are two children whose totals sum to the state's invariant
+``S_m``, while neither part's total is invariant. They partition some of the children,
+so the family stays laminar (a child's total feeds at most one group's) and the
+rounding network gains one node per group between its children and the sink.
 """
 
 from __future__ import annotations
@@ -92,6 +101,11 @@ class Subproblem:
             ``weights[q] * unit_weights[q, i]`` (children measured with their own
             budgets, a spine release's bypass; 0 for a child that was not measured).
             ``None``: every child has the query's weight.
+        child_group: optional ``(k,)`` int64 group of each child in ``-1..m-1``
+            (``-1``: in no group): the children whose totals sum to one invariant, the
+            AIAN and non-AIAN parts of a state under the US.
+        group_totals: ``(m,)`` the invariant total ``S_m`` of each child group
+            (non-negative integers); given exactly when ``child_group`` is.
     """
 
     parent: np.ndarray | None
@@ -108,6 +122,8 @@ class Subproblem:
     child_labels: tuple[str, ...] = ()
     noise_scale: float | None = None
     unit_weights: np.ndarray | None = None
+    child_group: np.ndarray | None = None
+    group_totals: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -182,6 +198,58 @@ class Subproblem:
             if (uw < 0).any() or not np.isfinite(uw).all():
                 raise SubproblemError("unit_weights must be finite and >= 0")
             set_(self, "unit_weights", uw)
+        self._check_child_groups()
+
+    def _check_child_groups(self) -> None:
+        """Check :attr:`child_group` / :attr:`group_totals` (both or neither; every group
+        has a child; totals non-negative integers that fit the parent's total)."""
+        if (self.child_group is None) != (self.group_totals is None):
+            raise SubproblemError("child_group and group_totals must be given together")
+        if self.child_group is None:
+            return
+        set_ = object.__setattr__
+        cg = np.ascontiguousarray(self.child_group, dtype=np.int64)
+        tot = np.ascontiguousarray(self.group_totals, dtype=np.float64)
+        if cg.shape != (self.k,):
+            raise SubproblemError(f"child_group must have shape ({self.k},), got {cg.shape}")
+        if tot.ndim != 1 or tot.size == 0:
+            raise SubproblemError(f"group_totals must be 1-D and non-empty, got {tot.shape}")
+        m = tot.size
+        if cg.min() < -1 or cg.max() >= m or np.bincount(cg[cg >= 0], minlength=m).min() == 0:
+            raise SubproblemError(
+                f"child_group must lie in -1..{m - 1} and give every one of the {m} groups a "
+                f"child, got {cg.tolist()}"
+            )
+        if not np.isfinite(tot).all() or (tot < 0).any() or (tot != np.rint(tot)).any():
+            raise SubproblemError(f"group_totals must be non-negative integers, got {tot.tolist()}")
+        if self.parent is not None:
+            have = int(self.parent.sum())
+            free = cg < 0
+            exact = free & np.isfinite(self.total_upper) & (self.total_upper == self.total_lower)
+            need = int(tot.sum() + self.total_lower[exact].sum())
+            covered = bool(exact[free].all())
+            if need > have or (covered and need != have):
+                raise SubproblemError(
+                    f"subproblem {self.label!r}: the group totals and exact child totals sum "
+                    f"to {need}, the parent holds {have} persons"
+                )
+        set_(self, "child_group", cg)
+        set_(self, "group_totals", tot)
+
+    @property
+    def n_child_groups(self) -> int:
+        """The number of child groups (0 without)."""
+        return 0 if self.group_totals is None else int(self.group_totals.size)
+
+    def child_group_sums(self, x: np.ndarray) -> np.ndarray:
+        """``(m,)`` the sum of each child group's totals in ``x`` (``(k, c)``)."""
+        if self.child_group is None:
+            return np.zeros(0)
+        t = np.asarray(x, dtype=np.float64).sum(axis=1)
+        inside = self.child_group >= 0
+        return np.bincount(
+            self.child_group[inside], weights=t[inside], minlength=self.n_child_groups
+        )
 
     def child_weights(self, q: int) -> np.ndarray:
         """``(k,)`` weight of each child's answers to query ``q``."""
@@ -261,8 +329,8 @@ class Subproblem:
         """The largest violation of each constraint family by ``x`` (0 when satisfied).
 
         Returns:
-            a dict with keys ``nonneg``, ``parent``, ``group``, ``total``; values are
-            absolute amounts in persons.
+            a dict with keys ``nonneg``, ``parent``, ``group``, ``total`` and, with child
+            groups, ``child_group``; values are absolute amounts in persons.
         """
         x = np.asarray(x, dtype=np.float64)
         if x.shape != (self.k, self.c):
@@ -279,6 +347,8 @@ class Subproblem:
             )
         ts = x.sum(axis=1)
         out["total"] = float(max(0.0, (self.total_lower - ts).max(), (ts - self.total_upper).max()))
+        if self.group_totals is not None:
+            out["child_group"] = float(np.abs(self.child_group_sums(x) - self.group_totals).max())
         return out
 
     def max_violation(self, x: np.ndarray) -> float:

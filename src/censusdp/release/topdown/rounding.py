@@ -9,6 +9,7 @@ the parent histograms"; Van Riper et al. (2020) sec. 2.2, footnote 17 (two stage
     subject to X integer >= 0, sum_i X[i, j] = p_j,
                ceil(L_ig) <= sum_{j in g} X[i, j] <= floor(U_ig),
                ceil(T_lo_i) <= sum_j X[i, j] <= floor(T_hi_i),
+               sum_{i: h(i) = m} sum_j X[i, j] = S_m      (child groups),
 
 a min-cost flow on the network of :mod:`censusdp.release.topdown._flow` (totally unimodular, so
 the optimum is integral). When ``x`` is feasible the integral polytope meets the box
@@ -67,16 +68,18 @@ def _network(
     tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
     base_group = _row_sums(base, sub.groups, n_groups)
     base_total = base.sum(axis=1)
-    supply = np.zeros(lay.n_nodes, dtype=np.int64)
+    rhs = _flow.child_group_rhs(sub.child_group, sub.group_totals, base_total)
+    supply = np.zeros(lay.n_nodes + rhs.size, dtype=np.int64)
     inf = _flow.INF_CAP
     if root:
         big = int(np.ceil(x.sum())) + k * c + int(np.maximum(tl, gl.sum(axis=1)).sum()) + 1
+        big += int(np.maximum(sub.group_totals, 0).sum()) if rhs.size else 0
         supply[lay.source] = big
         supply[lay.sink] = -big
     else:
         supply[:c] = sub.parent - base.sum(axis=0)
         supply[lay.sink] = -int(supply[:c].sum())
-    net = _flow.Network(lay.n_nodes, supply)
+    net = _flow.Network(lay.n_nodes + rhs.size, supply)
     tails, heads = lay.cell_arcs(k, sub.groups, n_groups)
     costs_first = np.rint((1.0 - 2.0 * phi.ravel()) * COST_SCALE).astype(np.int64)
     parts: list[tuple[slice, np.ndarray, int]] = []
@@ -97,8 +100,10 @@ def _network(
     g_lo = np.maximum(gl - base_group, 0).ravel()
     g_hi = np.where(gu >= inf, inf, gu - base_group).ravel()
     net.add(gt, gh, g_lo, g_hi, 0)
-    ct, ch = lay.child_arcs(k)
+    ct, _ = lay.child_arcs(k)
+    ch = _flow.child_heads(sub.child_group, k, lay.sink, lay.n_nodes)
     net.add(ct, ch, np.maximum(tl - base_total, 0), np.where(tu >= inf, inf, tu - base_total), 0)
+    _flow.add_child_group_arcs(net, lay.n_nodes, lay.sink, rhs)
     if root:
         net.add([lay.source], [lay.sink], 0, inf, 0)
     return net, parts, base
@@ -141,6 +146,9 @@ def round_to_integers(
         net, parts, base = _network(sub, xs, box=box, every_cell=production)
         if box and (net.supply[: sub.c if sub.parent is not None else 0] < 0).any():
             continue
+        rhs = _flow.child_group_rhs(sub.child_group, sub.group_totals, base.sum(axis=1))
+        if box and (rhs < 0).any():
+            continue  # the floors alone exceed a child group's total
         flow = _flow.solve(net, method)
         if flow is None:
             continue
@@ -195,4 +203,7 @@ def check_integer_solution(sub: Subproblem, x: np.ndarray) -> list[str]:
     ts = x.sum(axis=1)
     if ((ts < tl) | (ts > tu)).any():
         problems.append("total bounds violated")
+    if sub.group_totals is not None:
+        if (sub.child_group_sums(x) != sub.group_totals).any():
+            problems.append("child group totals violated")
     return problems

@@ -71,9 +71,12 @@ class Chunk:
 
 
 def splittable(sub: Subproblem, max_children: int | None) -> bool:
-    """Whether to split: more than ``max_children`` children, a parent, every total free."""
-    return sub.parent is not None and splittable_family(
-        sub.k, sub.c, sub.total_lower, sub.total_upper, max_children
+    """Whether to split: more than ``max_children`` children, a parent, every total free,
+    no child groups (a state's parts under the US are solved in one problem)."""
+    return (
+        sub.parent is not None
+        and sub.child_group is None
+        and splittable_family(sub.k, sub.c, sub.total_lower, sub.total_upper, max_children)
     )
 
 

@@ -146,6 +146,7 @@ def make_subproblem(
         # meaningful when the budget is huge (variances near 0).
         w = w / w.max()
     b = family.bounds
+    grouped = b.unit_groups_of(slice(None))
     return Subproblem(
         parent=family.parent_counts,
         query_rows=tuple(rows),
@@ -161,6 +162,8 @@ def make_subproblem(
         child_labels=family.child_labels,
         noise_scale=noise,
         unit_weights=unit,
+        child_group=None if grouped is None else grouped[0],
+        group_totals=None if grouped is None else grouped[1],
     )
 
 

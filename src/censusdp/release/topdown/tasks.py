@@ -202,9 +202,11 @@ def run_task(task: Task) -> TaskResult:
     sub, report = _feasible(task)
     t1 = time.perf_counter()
     # maxent, or auto's pick; None: least squares
+    # least squares where children are grouped (a state's parts under the US): only its
+    # Clarabel program holds the group rows
     solution = (
         None
-        if task.estimator == "ls"
+        if task.estimator == "ls" or sub.child_group is not None
         else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
     )
     if solution is None and task.l2_passes is None:

@@ -3,7 +3,10 @@ households against the invariants and against its person MDF.
 
 * ``household_records``: every unit record is a housing unit, vacant or holding one
   household whose variables are those of a ``household2010`` cell that is not a
-  structural zero, or a facility (:func:`censusdp.io.mdf_households.decode_households`);
+  structural zero, or a facility (:func:`censusdp.io.mdf_households.decode_households`
+  reads every household an input can have; the DDP's zeros that only rule out the
+  implausible, :data:`~censusdp.data.schema.HOUSEHOLD2010_CONSTRAINT_ZEROS`, are checked
+  here);
 * ``households_within_housing_units``: per block, households at most the housing units
   of ``invariants.parquet``, none where there are none;
 * ``persons_households_consistent``: per block, from the two MDFs, the persons of the
@@ -47,6 +50,17 @@ def check_households(
     households (``None`` when a record is not one: ``problems`` say which);
     ``persons_households_consistent`` only for a release whose persons were held to
     its households (``consistent``; ``--units independent`` runs them apart)."""
+    if households is not None and not problems:
+        # the MDF reads back every household an input can have; a release has none in
+        # a structural zero, those the DDP ruled out though possible included
+        mask = get_schema(HOUSEHOLD_SCHEMA).structural_zero_mask
+        zeros = sp.csr_matrix(households)[:, np.flatnonzero(mask)]
+        rows = np.flatnonzero(np.asarray(zeros.sum(axis=1)).ravel())
+        if rows.size:
+            problems = [
+                f"{int(zeros.sum())} households in structural-zero cells (blocks "
+                f"{_blocks(hierarchy, rows)})"
+            ]
     rep.add(
         "household_records",
         households is not None and not problems,

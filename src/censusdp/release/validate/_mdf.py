@@ -106,6 +106,7 @@ def check_mdf(
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
     _check_as_estimate(release, rep, hist, units, schema)
+    _check_state_parts(release, rep, hist)
     if with_households:
         # --units independent (the DDP's way) does not hold persons to the households
         consistent = release.manifest.get("units_estimation", "consistent") == "consistent"
@@ -212,6 +213,45 @@ def _check_as_estimate(
         ),
     )
     rep.checks.update(sub.checks)
+
+
+def _check_state_parts(release: Release, rep: ValidationReport, hist: sp.csr_matrix) -> None:
+    """``state_totals_on_parts`` (a spine release): every state's parts (its AIAN and
+    non-AIAN State geounits of ``spine.parquet``) hold persons of that state only, and
+    their released totals (the MDF read back) sum to the state's invariant total
+    (``invariants.parquet``), as production's grouped child total constraint holds them."""
+    geo = release.geography
+    if geo is None or geo.spine is None or "State" not in geo.estimation.geolevels.names:
+        return
+    h, tab = geo.estimation, release.hierarchy
+    state = h.geolevels.index("State")
+    n_parts = h.n_units(state)
+    part = np.asarray(geo.to_tabulation(h.ancestor_index(state)), dtype=np.int64)
+    fips = np.asarray([g[:2] for g in tab.blocks.tolist()], dtype="U2")
+    states, of_block = np.unique(fips, return_inverse=True)
+    part_state = np.full(n_parts, -1, dtype=np.int64)
+    part_state[part] = of_block
+    mixed = np.flatnonzero(part_state[part] != of_block)
+    released = np.bincount(part, weights=np.asarray(hist.sum(axis=1)).ravel(), minlength=n_parts)
+    on_parts = np.bincount(part_state[part_state >= 0], weights=released[part_state >= 0])
+    on_parts = np.rint(np.pad(on_parts, (0, states.size - on_parts.size))).astype(np.int64)
+    invariant = np.bincount(of_block, weights=release.inv.population, minlength=states.size)
+    bad = np.flatnonzero(on_parts != np.rint(invariant).astype(np.int64))
+    split = int((np.bincount(part_state[part_state >= 0], minlength=states.size) > 1).sum())
+    if mixed.size:
+        detail = f"the spine puts a block of state {fips[mixed[0]]} in a part of another state"
+    elif bad.size:
+        s = int(bad[0])
+        detail = (
+            f"state {states[s]}: its parts hold {on_parts[s]:,} persons, its invariant total "
+            f"is {int(invariant[s]):,}"
+        )
+    else:
+        detail = (
+            f"{states.size} state(s), {split} with AIAN and non-AIAN parts: each state's parts "
+            "sum to its invariant total"
+        )
+    rep.add("state_totals_on_parts", not mixed.size and not bad.size, detail)
 
 
 def _read_households(

@@ -12,7 +12,7 @@ from censusdp.data.spine import UnitShares
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.release.manifest import recorded_budgets
-from censusdp.release.spine import geography_of_run
+from censusdp.release.spine import ReleaseGeography, geography_of_run
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,7 +23,8 @@ class Release:
     for a release without a unit run); ``hierarchy``: the tabulation geography;
     ``inv``: the published invariants; ``measured``: per run, the geounits measured
     (the run's spine, or the tabulation's); ``shares``: per run, each measured
-    geounit's share of its budget (``None`` without a spine's per-geounit budgets)."""
+    geounit's share of its budget (``None`` without a spine's per-geounit budgets);
+    ``geography``: the persons run's geography (its spine, when it has one)."""
 
     run: Path
     manifest: dict[str, Any]
@@ -32,6 +33,7 @@ class Release:
     inv: Invariants
     measured: dict[str, Hierarchy]
     shares: dict[str, UnitShares | None]
+    geography: ReleaseGeography | None = None
 
 
 def rebuild(run: Path, manifest: dict[str, Any]) -> Release:
@@ -49,4 +51,4 @@ def rebuild(run: Path, manifest: dict[str, Any]) -> Release:
     geo = geography_of_run(run, manifest, hierarchy)
     shares = {k: None if b is None else geo.for_run(k).unit_shares(b) for k, b in budgets.items()}
     measured = {k: geo.for_run(k).estimation for k in budgets}
-    return Release(run, manifest, budgets, hierarchy, inv, measured, shares)
+    return Release(run, manifest, budgets, hierarchy, inv, measured, shares, geo)

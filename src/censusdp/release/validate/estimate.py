@@ -43,7 +43,8 @@ def check_bounds(
     n_groups: int,
     bounds: list,
 ) -> tuple[bool, str]:
-    """Group and total bounds hold exactly at every level."""
+    """Group and total bounds hold exactly at every level, and grouped units' totals
+    (:attr:`~censusdp.data.invariants.Bounds.unit_group`) sum to their groups' totals."""
     for li, (h, b) in enumerate(zip(hists, bounds, strict=True)):
         onehot = sp.csr_matrix(
             (np.ones(cell_groups.size), (np.arange(cell_groups.size), cell_groups)),
@@ -56,6 +57,20 @@ def check_bounds(
         if bad_g.any() or bad_t.any():
             u = int(np.flatnonzero(bad_g.any(axis=1) | bad_t)[0])
             return False, f"level {li} unit {u}: group sums {gs[u].tolist()} violate bounds"
+        if b.unit_group is not None and b.group_totals is not None:
+            # grouped totals: a state's AIAN and non-AIAN parts sum to its invariant
+            inside = b.unit_group >= 0
+            sums = np.bincount(
+                b.unit_group[inside], weights=ts[inside], minlength=b.group_totals.size
+            )
+            grouped = np.bincount(b.unit_group[inside], minlength=b.group_totals.size) > 0
+            off = np.flatnonzero(grouped & (np.rint(sums) != b.group_totals))
+            if off.size:
+                m = int(off[0])
+                return False, (
+                    f"level {li}: the units of group {m} sum to {sums[m]:g}, their invariant "
+                    f"total is {b.group_totals[m]:g}"
+                )
     return True, "all group and total bounds exact"
 
 

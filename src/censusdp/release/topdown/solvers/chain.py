@@ -21,6 +21,10 @@ singular Hessian below the root, > 500,000 variables                  interior, 
 singular Hessian below the root                                       clarabel, interior, activeset, admm
 =====================================================================  ============================================
 
+A subproblem with child groups (a state's AIAN and non-AIAN parts under the US, their
+totals summing to the state's: ``Subproblem.child_group``) gets ``clarabel`` alone,
+whatever the method: the other backends do not hold the group rows.
+
 A method asked for by name runs alone, except on children weighted differently per
 query (which the ADMM and the interior point cannot weigh): there only ``activeset`` or
 ``clarabel`` run alone, any other name gets the first two rows.
@@ -166,6 +170,10 @@ AUTO_CHAIN: tuple[Row, ...] = (
 
 def backend_order(sub: Subproblem, comp: Compressed, method: str) -> tuple[str, ...]:
     """The backends to try on ``sub``, best first, before the NNLS-and-flow fallback."""
+    if sub.child_group is not None:
+        # grouped child totals (the parts of a state under the US): only Clarabel's
+        # program has the equality rows; the family is small (at most 102 children)
+        return ("clarabel",)
     shape = Shape.of(sub, comp)
     if method != "auto" and not (
         shape.per_child_weights and method not in ("activeset", "clarabel")

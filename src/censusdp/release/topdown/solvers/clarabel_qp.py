@@ -14,6 +14,7 @@ detailed query's single cells above all) stay in the objective as they are:
     subject to z_qi - L_q d_i = L_q x0_i - y_qi          (zero cone)
                sum_i d_ij = p_j - sum_i x0_ij             (zero cone, not at the root)
                T_lo_i - 1'x0_i = 1'd_i                    (zero cone, exact totals)
+               sum_{i in m} 1'd_i = S_m - sum_{i in m} 1'x0_i   (zero cone, child groups)
                -d <= x0,  +-(group / total sums of d) <= bound - sums of x0   (nonneg cone)
 
 with ``L_q`` the large answer rows of ``B_q`` and ``S_q`` the small ones. Families of at
@@ -275,6 +276,13 @@ def solve_clarabel(
     if exact.any():
         sel = np.flatnonzero(exact)
         eq.add_sums(fi, sel, 1.0, sub.total_lower[sel] - t0[sel], True, small)
+    if sub.child_group is not None:  # each child group's totals sum to its invariant
+        m = sub.n_child_groups
+        cg = sub.child_group
+        key = np.where(cg >= 0, cg, m)[fi]
+        inside = cg >= 0
+        base = np.bincount(cg[inside], weights=t0[inside], minlength=m)
+        eq.add_sums(key, np.arange(m), 1.0, sub.group_totals - base, True, small)
     gl = sub.group_lower.ravel()
     gu = sub.group_upper.ravel()
     sel = np.flatnonzero(np.isfinite(gu))

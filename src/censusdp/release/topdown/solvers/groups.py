@@ -60,6 +60,8 @@ def group_reduction(sub: Subproblem) -> tuple[Subproblem, np.ndarray] | None:
         child_labels=sub.child_labels,
         noise_scale=sub.noise_scale,
         unit_weights=sub.unit_weights,
+        child_group=sub.child_group,
+        group_totals=sub.group_totals,
     )
     return reduced, cell_group
 

@@ -156,7 +156,8 @@ def solve_l2(
             kw = {"tol": tol, "feas_tol": red_tol, "noise_tol": noise_tol}
             # the active set first: on California's County family (58 x 8, a parent of
             # 37M persons) Clarabel reported "Solved" 8x above the optimum's objective
-            r = solve_l2(reduced, method="activeset", **kw)
+            first = "activeset" if sub.child_group is None else "clarabel"
+            r = solve_l2(reduced, method=first, **kw)
             if r.status != "optimal":
                 r = solve_l2(reduced, method="auto", **kw)
             x, viol = (None, float("inf"))

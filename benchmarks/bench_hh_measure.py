@@ -1,0 +1,281 @@
+"""Where a ``ddp-2010`` block's noisy values spend their CPU, and what the last changes saved.
+
+A ``ddp-2010`` release measures 337,680 person values (``dhcp-hhgq``) and 172,404
+household values (``household2010``) at every block, all but a few of them noise about
+zero: a 10% Vermont is 1.5 billion noisy values, a full Vermont about 18 billion, so
+the measuring tasks' CPU per value decides whether a full state fits on two cores.
+This benchmark takes the first ``--tasks`` block measurement tasks of each run of a
+generated state (the pipeline's own tasks: ``measure_tasks``) and times, in this
+process, in CPU nanoseconds per noisy value (``time.process_time``; the machine may be
+shared, so each phase is repeated ``--repeats`` times, the methods alternating, and
+the least CPU of each kept):
+
+* ``answers``: the exact answers of every query (``_exact_answers``);
+* ``noise``: the noise, ``previous`` (the alias lookups as they were: a column copy, a
+  gather temporary, a copy of the words and of the result) and ``now``
+  (:meth:`censusdp.privacy.mechanisms._table.AliasTable.sample_units` in place); the
+  two must draw the same noise (checked);
+* ``columns``: building the Arrow columns of every row group (``_QueryColumns``; the
+  one-value columns from the process's cache after the first repeat, as in a worker);
+* ``parquet``: encoding and compressing them, ``previous`` (nullable columns,
+  ``value`` with a dictionary and zstd, statistics on every column, batches of 1,024
+  rows) and ``now`` (:data:`~censusdp.io.nmf_write.NMF_SCHEMA`, non-null;
+  :data:`~censusdp.io.nmf_write.WRITE_OPTIONS`: ``value`` delta-encoded, batches of
+  2^16 rows, no ``cell`` statistics), with the bytes of each;
+* ``sha256``: the part's checksum;
+* ``read``: the estimator's read of every row group back (``nmf_cache._read_group``:
+  decoding ``geocode``, ``cell`` and ``value`` and checking the cells).
+
+``total`` adds the task's phases; its ``previous`` takes the previous noise and Parquet
+with the current answers, columns and checksum. Prints one JSON object. A minute or two for the default input on an idle machine.
+
+    python benchmarks/bench_hh_measure.py --input /tmp/vt10 --tasks 3
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from unittest import mock  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from _harness import cached_input, say  # noqa: E402
+from censusdp.data.geography import GeoLevels  # noqa: E402
+from censusdp.data.schema import get_schema  # noqa: E402
+from censusdp.io import nmf_cache  # noqa: E402
+from censusdp.io import nmf_write as nw  # noqa: E402
+from censusdp.io.budget_files import load_preset  # noqa: E402
+from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
+from censusdp.privacy.mechanisms import _table  # noqa: E402
+from censusdp.privacy.randomness import RandomSource  # noqa: E402
+from censusdp.release import measure as measure_mod  # noqa: E402
+from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
+
+
+def _previous_sample_units(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
+    """:meth:`AliasTable.sample_units` as it was: the same draws, with temporaries."""
+    out = np.empty((units, n), dtype=np.int64)
+    if not n or not units:
+        return out
+    shift = np.uint64(64 - self.column_bits)
+    mask = np.uint64((1 << (64 - self.column_bits)) - 1)
+    per_batch = max(1, _table.CHUNK // n)
+    step = min(n, _table.CHUNK)
+    for first in range(0, units, per_batch):
+        rows = np.arange(first, min(units, first + per_batch))
+        used = np.zeros(rows.size, dtype=np.int64)
+        for c0 in range(0, n, step):
+            c1 = min(n, c0 + step)
+            words = streams.words(rows, c0, c1 - c0).copy()  # the words were copied out
+            col = (words >> shift).astype(np.intp)
+            words &= mask
+            t_hi = self.threshold_hi[col]
+            primary = words < t_hi
+            tied = words == t_hi
+            tie_rows, tie_cols = np.nonzero(tied) if tied.any() else (tied[:0, 0], None)
+            for i in np.unique(tie_rows).tolist():
+                at = tie_cols[tie_rows == i]
+                r_lo = streams.words(rows[i : i + 1], n + int(used[i]), at.size)[0]
+                primary[i, at] = r_lo < self.threshold_lo[col[i, at]]
+                used[i] += at.size
+            col <<= 1
+            col |= primary
+            out[first : first + rows.size, c0:c1] = self.values[col]
+    return out
+
+
+def _least(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    best, result = np.inf, None
+    for _ in range(repeats):
+        c = time.process_time()
+        result = fn()
+        best = min(best, time.process_time() - c)
+    return best, result
+
+
+def _noise(tasks: list, repeats: int) -> tuple[dict, list]:
+    """The answers' and the noise's CPU, previous and now, alternating; the chunks."""
+    best = {"answers": np.inf, "previous": np.inf, "now": np.inf}
+    chunks: list = []
+    for _ in range(repeats):
+        c = time.process_time()
+        for t in tasks:
+            for q, _ in t.queries:
+                measure_mod._exact_answers(t.histogram, t.schema, q, t.structural_zeros)
+        best["answers"] = min(best["answers"], time.process_time() - c)
+        with mock.patch.object(_table.AliasTable, "sample_units", _previous_sample_units):
+            c = time.process_time()
+            before = [run_measure_task(t) for t in tasks]
+            best["previous"] = min(best["previous"], time.process_time() - c)
+        c = time.process_time()
+        chunks = [run_measure_task(t) for t in tasks]
+        best["now"] = min(best["now"], time.process_time() - c)
+    same = all(
+        np.array_equal(a.values, b.values)
+        for x, y in zip(before, chunks, strict=True)
+        for a, b in zip(x.queries, y.queries, strict=True)
+    )
+    # the tasks' CPU includes the answers; the noise is the rest
+    out = {k: best[k] - best["answers"] for k in ("previous", "now")}
+    out["answers"] = best["answers"]
+    out["same_noise"] = same
+    return out, chunks
+
+
+def _tables(chunks: list) -> list[pa.Table]:
+    """Every row group's Arrow table (the second time round, the writer's constant
+    columns come from its cache, as in a worker's later tasks)."""
+    tables = []
+    for ch in chunks:
+        for mq in ch.queries:
+            groups = nw.row_group_bounds(mq.values.shape[0], mq.rows.size, nw.ROW_GROUP_ROWS)
+            cols = nw._QueryColumns(mq, ch.geocodes, max(b - a for a, b in groups))
+            tables += [cols.table(a, b) for a, b in groups]
+    return tables
+
+
+_PREVIOUS_OPTIONS = {
+    "compression": {c: "none" if c in nw._ONE_VALUE_COLUMNS else "zstd" for c in nw.NMF_COLUMNS},
+    "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
+    "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
+}
+"""The previous :data:`~censusdp.io.nmf_write.WRITE_OPTIONS` (``value`` with a dictionary
+and zstd, statistics on every column, pyarrow's batches of 1,024 rows)."""
+_NULLABLE = pa.schema([f.with_nullable(True) for f in nw.NMF_SCHEMA])
+
+
+def _write(tables: list[pa.Table], schema: pa.Schema, options: dict) -> bytes:
+    buf = io.BytesIO()
+    w = pq.ParquetWriter(buf, schema, **options)
+    for t in tables:
+        w.write_table(t.cast(schema), row_group_size=max(t.num_rows, 1))
+    w.close()
+    return buf.getvalue()
+
+
+def _read(data: bytes, cells: list[np.ndarray]) -> None:
+    """Every row group read back as the estimator reads it (values, cells checked)."""
+    pf = pq.ParquetFile(io.BytesIO(data))
+    for rg, rows in enumerate(cells):
+        nmf_cache._read_group(pf, rg, rows, 0, pf.metadata.row_group(rg).num_rows, "bench")
+
+
+def _cells_of(data: bytes) -> list[np.ndarray]:
+    """Per row group, the measured cells of its query (its first unit's cells)."""
+    pf = pq.ParquetFile(io.BytesIO(data))
+    out = []
+    for rg in range(pf.metadata.num_row_groups):
+        t = pf.read_row_group(rg, columns=["geocode", "cell"])
+        codes = t.column("geocode").combine_chunks().indices.to_numpy()
+        out.append(t.column("cell").to_numpy()[codes == codes[0]])
+    return out
+
+
+def _measure_run(label: str, budget, hist, h, args) -> dict:
+    """One run's block tasks: every phase in CPU ns per noisy value."""
+    bl = h.n_levels - 1
+    schema = get_schema(budget.schema)
+    plan = [
+        (m.geolevel, m.query, m.mechanism)
+        for m in budget.measurements()
+        if m.geolevel == h.geolevels[bl].name
+    ]
+    tasks = list(measure_tasks(h.aggregate(hist), h, schema, plan, RandomSource.seeded(1)))
+    tasks = tasks[: args.tasks]
+    run_measure_task(tasks[0])  # the alias tables and query caches, built once
+    noise, chunks = _noise(tasks, args.repeats)
+    n = sum(ch.n_values for ch in chunks)
+    say(f"{label}: {len(tasks)} block tasks, {n:,} noisy values")
+    columns, tables = _least(lambda: _tables(chunks), args.repeats)
+    cpu = {"previous": np.inf, "now": np.inf}
+    data = {}
+    for _ in range(args.repeats):
+        for key, schema_, options in (
+            ("previous", _NULLABLE, _PREVIOUS_OPTIONS),
+            ("now", nw.NMF_SCHEMA, nw.WRITE_OPTIONS),
+        ):
+            c = time.process_time()
+            data[key] = _write(tables, schema_, options)
+            cpu[key] = min(cpu[key], time.process_time() - c)
+    sha, _ = _least(lambda: hashlib.sha256(data["now"]).digest(), args.repeats)
+    cells = _cells_of(data["now"])
+    read = {k: _least(lambda d=d: _read(d, cells), args.repeats)[0] for k, d in data.items()}
+
+    def ns(sec: float) -> float:
+        return round(sec / n * 1e9, 1)
+
+    out = {
+        "block_tasks": len(tasks),
+        "noisy_values": n,
+        "ns_per_value": {
+            "answers": ns(noise["answers"]),
+            "noise": {"previous": ns(noise["previous"]), "now": ns(noise["now"])},
+            "columns": ns(columns),
+            "parquet": {"previous": ns(cpu["previous"]), "now": ns(cpu["now"])},
+            "sha256": ns(sha),
+            "read": {"previous": ns(read["previous"]), "now": ns(read["now"])},
+        },
+        "same_noise": noise["same_noise"],
+        "bytes_per_value": {k: round(len(d) / n, 3) for k, d in data.items()},
+    }
+    p = out["ns_per_value"]
+    for key in ("noise", "parquet", "read"):
+        p[key]["speedup"] = round(p[key]["previous"] / max(p[key]["now"], 1e-9), 2)
+    per = ("answers", "columns", "sha256")
+    p["total"] = {
+        k: round(sum(p[x] for x in per) + sum(p[x][k] for x in ("noise", "parquet")), 1)
+        for k in ("previous", "now")
+    }
+    p["total"]["speedup"] = round(p["total"]["previous"] / max(p["total"]["now"], 1e-9), 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", type=Path, help="a generated state (default: VT x0.1, seed 1)")
+    ap.add_argument("--work", type=Path, help="where the default input is generated (cached)")
+    ap.add_argument("--tasks", type=int, default=2, help="block tasks of each run")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats (least CPU kept)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench_hh_measure_") as tmp:
+        work = args.work or Path(tmp)
+        input_dir = args.input or cached_input(work, "VT", 0.1, seed=1)
+        persons, households = load_preset("ddp-2010"), load_preset("ddp-2010-households")
+        cef = read_cef_blocks(
+            input_dir,
+            GeoLevels.from_pairs(list(persons.geolevels)),
+            get_schema(persons.schema),
+            with_units="households",
+        )
+        h = cef.hierarchy
+        out = {
+            "benchmark": "bench_hh_measure",
+            "machine": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_average": [round(v, 2) for v in os.getloadavg()],
+            "input": str(args.input or "generated VT x0.1 seed 1"),
+            "repeats": args.repeats,
+            "persons": _measure_run("persons", persons, cef.persons, h, args),
+            "households": _measure_run("households", households, cef.households, h, args),
+        }
+        out["load_average_after"] = [round(v, 2) for v in os.getloadavg()]
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
