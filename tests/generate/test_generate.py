@@ -88,7 +88,7 @@ def test_column_contract(vt: tuple) -> None:
     _, p, u = vt
     assert p["_schema"].names == [
         "person_id", "unit_id", "geocode", "hhgq", "sex", "age", "hispanic", "cenrace", "rel",
-        "citizen",
+        "citizen", "relgq",
     ]  # fmt: skip
     assert u["_schema"].names == [
         "unit_id", "geocode", "gqtype", "occupied", "aian_area", "place"
@@ -105,6 +105,8 @@ def test_column_contract(vt: tuple) -> None:
     assert p["cenrace"].min() >= 1 and p["cenrace"].max() <= 63
     assert p["rel"].min() >= 0 and p["rel"].max() <= 16
     assert set(np.unique(p["citizen"])) == {0, 1}
+    assert p["relgq"].min() >= 0 and p["relgq"].max() <= 41
+    assert ((p["relgq"] >= 18) == (p["hhgq"] > 0)).all()
     for g in (p["geocode"], u["geocode"]):
         digits = np.frombuffer(g.tobytes(), dtype=np.uint8).reshape(-1, 16)
         assert ((digits >= 48) & (digits <= 57)).all()

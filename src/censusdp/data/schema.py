@@ -415,6 +415,8 @@ class Schema:
             out[a.mdf_column] = a.mdf_values(lv)
         if "votingage" not in out and any(r.name == "votingage" for r in self.recodes):
             out["votingage"] = self.cell_levels("votingage", cells)
+        if "hhgq" not in out and any(r.name == "hhgq" for r in self.recodes):
+            out["hhgq"] = self.cell_levels("hhgq", cells)  # dhcp-2020: relgq's major type
         return out
 
     # -- structural zeros --------------------------------------------------------------

@@ -186,6 +186,9 @@ def _person_recodes() -> tuple[Recode, ...]:
         _recode("relgq", "popsehsdtargetsrelship", n, {**rel, "In group quarters": _R(18, 42)}),
         _recode("relgq", "relship_and_eight_level_gq", n, {**rel, **eight_gq}),
         _recode("relgq", "hhgq8lev", n, {"Household": _R(18), **eight_gq}),
+        # the same groups under the name of the other schemas' group attribute: TopDown's
+        # group bounds (households vs GQ major types) and the P.L. 94 tables read "hhgq"
+        _recode("relgq", "hhgq", n, {"Household": _R(18), **eight_gq}),
         _recode("age", "age_18_64_116", MAX_AGE + 1, {
             "Under 18": _R(18), "18 to 64": _R(18, 65), "65 and over": _R(65, MAX_AGE + 1),
         }),

@@ -37,6 +37,10 @@ implemented in the Census Bureau's public DAS_2020_Redistricting_Production_Code
    Theorem 2 (and its ``bypass_cutoff``) applies only to Laplace or geometric primitives,
    which production never combined with this spine, and is not implemented.
 
+5. **Prims** (the 2020 DHC's prim spine, :attr:`SpineRules.prim`): each county part is
+   cut into Prims by place / MCD, tract groups become groups of tract subsets within a
+   Prim, and tracts tract subsets (a tract within a Prim).
+
 A spine is written in the form :class:`~censusdp.data.geography.Hierarchy` consumes:
 every block gets a code that is the path of its geounits followed by its 16-digit
 geocode (production's "DAS geoid"), and each level's units are the distinct prefixes of
@@ -182,6 +186,11 @@ class SpineRules:
             ``False`` roots it at the State, as production's Puerto Rico run
             (``person_PR.ini``: geolevels State..Block, no US level), which needs every
             block in one state part.
+        prim: production's DHC prim spine (``prim_spine = True``): below each county
+            part its Prims (``create_prims``: the county cut by place and county
+            subdivision; here by the block's ``place`` code, ``99999`` for none), then
+            groups of tract subsets (TractSubsetGroup, formed as tract groups are, within
+            the Prim), tract subsets (a tract within a Prim), block groups, blocks.
     """
 
     fanout_cutoff: int = 12
@@ -194,6 +203,7 @@ class SpineRules:
     target_original_block_groups: bool = False
     gq_entities: bool = True
     nation: bool = True
+    prim: bool = False
 
     def __post_init__(self) -> None:
         for name in ("fanout_cutoff", "entity_threshold"):
@@ -208,6 +218,7 @@ class SpineRules:
             "target_original_block_groups",
             "gq_entities",
             "nation",
+            "prim",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise GeographyError(
@@ -229,9 +240,11 @@ class SpineRules:
     @property
     def level_names(self) -> tuple[str, ...]:
         """The spine's geolevels, top first."""
-        middle = ("TractGroup",) if self.tract_groups else ()
+        middle = ("TractGroup", "Tract") if self.tract_groups else ("Tract",)
+        if self.prim:
+            middle = ("Prim", "TractSubsetGroup", "TractSubset")
         top = ("US",) if self.nation else ()
-        return (*top, "State", "County", *middle, "Tract", "BlockGroup", "Block")
+        return (*top, "State", "County", *middle, "BlockGroup", "Block")
 
 
 @dataclass(frozen=True, eq=False)
@@ -652,8 +665,12 @@ def build_spine(
 
     in_aian = (aian != "") & rules.aian_split
     county_part = np.char.add(np.where(in_aian, "1", "0"), geo.astype("U5"))
+    # Puerto Rico's only Prims are its municipios (create_prims: the county, "9" * 10)
+    none = (place == "") | (geo.astype("U2") == "72")
+    prim = np.where(none, "99999", place).astype("U5") if rules.prim else None
+    parent = county_part if prim is None else np.char.add(county_part, prim)
     tract = np.char.replace(geo.astype("U11"), geo.astype("U5"), "", count=1)
-    tract_part_id = _dense_rank(np.char.add(county_part, tract))
+    tract_part_id = _dense_rank(np.char.add(parent, tract))
 
     # The OSE codes of each block, one array per type ("" = in no entity of the type).
     ose = [place]
@@ -672,10 +689,10 @@ def build_spine(
         digit = np.frombuffer(geo.astype("S16").tobytes(), dtype=np.uint8).reshape(n, 16)[:, 11]
         bg = _tabulation_block_groups(tract_part_id, digit.astype(np.int64) - ord("0"))
 
-    pieces = [county_part]
+    pieces = [parent]
     tg_width = 0
-    if rules.tract_groups:
-        tg = _assign_tract_groups(county_part, tract_part_id, bg, ose, rules)
+    if rules.tract_groups or rules.prim:
+        tg = _assign_tract_groups(parent, tract_part_id, bg, ose, rules)
         width = _digits(tg.max())
         pieces.append(np.char.zfill(tg.astype("U"), width))
         tg_width = width
@@ -688,7 +705,9 @@ def build_spine(
         codes = np.char.add(codes, p)
 
     lengths = [0, _STATE_PART, _COUNTY_PART] if rules.nation else [_STATE_PART, _COUNTY_PART]
-    if rules.tract_groups:
+    if rules.prim:
+        lengths.append(_COUNTY_PART + 5)
+    if rules.tract_groups or rules.prim:
         lengths.append(lengths[-1] + tg_width)
     lengths.append(lengths[-1] + _TRACT)
     lengths.append(lengths[-1] + bg_width)

@@ -18,6 +18,7 @@ from censusdp.data.schema import HHGQ_LEVELS
 from censusdp.errors import ConfigError
 from censusdp.generate._areas import AianPlan, block_entities, plan_aian_areas
 from censusdp.generate._relationships import citizenship, relationships
+from censusdp.generate._relgq import relgq_columns
 from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
@@ -49,6 +50,7 @@ PERSONS_SCHEMA = pa.schema(
         ("cenrace", pa.int64()),
         ("rel", pa.int64()),
         ("citizen", pa.int64()),
+        ("relgq", pa.int64()),
     ]
 )
 UNITS_SCHEMA = pa.schema(
@@ -67,6 +69,7 @@ _STREAM_SCALE = 1
 _STREAM_CHUNK = 2
 _STREAM_AREAS = 3
 _STREAM_HOUSEHOLDS = 4
+_STREAM_RELGQ = 5
 
 
 @dataclass(frozen=True)
@@ -271,12 +274,12 @@ def _tables(
     person0: int,
     unit0: int,
     block_attrs: tuple[np.ndarray, np.ndarray],
-    person_attrs: tuple[np.ndarray, np.ndarray],
+    person_attrs: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[pa.Table, pa.Table]:
     """The chunk's persons and units as tables; ``block_attrs`` each block's AIAN area
-    and place codes, ``person_attrs`` each person's ``rel`` and ``citizen``."""
+    and place codes, ``person_attrs`` each person's ``rel``, ``citizen`` and ``relgq``."""
     aian, place = block_attrs
-    rel, citizen = person_attrs
+    rel, citizen, relgq = person_attrs
     unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
     units = pa.Table.from_arrays(
         [
@@ -301,6 +304,7 @@ def _tables(
             _int64_array(chunk.person_cenrace),
             _int64_array(rel),
             _int64_array(citizen),
+            _int64_array(relgq),
         ],
         schema=PERSONS_SCHEMA,
     )
@@ -420,6 +424,20 @@ def _generate_into(
     return summary
 
 
+def _relgq(chunk: Chunk, rel: np.ndarray, stream: np.random.SeedSequence) -> np.ndarray:
+    """The chunk's persons' 2020 ``relgq`` (:func:`censusdp.generate.relgq_columns`),
+    the GQ detail drawn from the chunk's own ``stream``."""
+    persons = {
+        "unit_id": chunk.person_unit,
+        "rel": rel,
+        "hhgq": chunk.person_hhgq,
+        "sex": chunk.person_sex,
+        "age": chunk.person_age,
+    }
+    units = {"unit_id": np.arange(chunk.n_units, dtype=np.int64), "gqtype": chunk.unit_gqtype}
+    return relgq_columns(persons, units, seed=0, rng=experiment_generator(stream))["relgq"]
+
+
 def _write_chunks(
     out: Path,
     chunks: list[tuple[str, int, np.ndarray]],
@@ -480,10 +498,12 @@ def _write_chunks(
             citizen = citizenship(
                 chunk.person_age, chunk.person_hispanic, chunk.person_cenrace, household_rng
             )
+            relgq = _relgq(chunk, rel, _seed_sequence(seed, info.fips, _STREAM_RELGQ,
+                                                      int(county[2:]), part))  # fmt: skip
             t1 = time.perf_counter()
             tally.add_entities(aian, place, block_pop)
             persons, units = _tables(
-                chunk, tally.persons, tally.units, (aian, place), (rel, citizen)
+                chunk, tally.persons, tally.units, (aian, place), (rel, citizen, relgq)
             )
             pw.write_table(persons)
             uw.write_table(units)

@@ -30,7 +30,12 @@ the generator writes changes:
   that type's ages are counted by :func:`relgq_rule_violations`.
 
 The draw uses its own random stream, from the seed and :data:`STREAM`, and walks the
-facilities in ``unit_id`` order: the same seed gives the same column.
+facilities in ``unit_id`` order: the same seed gives the same column. ``censusdp
+generate`` writes the column ``relgq`` into ``persons.parquet`` with this derivation,
+each county part drawing its GQ detail from its own stream (the seed, the state, the
+county and the part), so a generated file's GQ detail is not that of
+``relgq_columns(..., seed=...)`` over the whole file; the household categories are the
+same.
 """
 
 from __future__ import annotations
@@ -147,7 +152,11 @@ def _facility_relgq(
 
 
 def relgq_columns(
-    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], *, seed: int
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray],
+    *,
+    seed: int,
+    rng: np.random.Generator | None = None,
 ) -> dict[str, np.ndarray]:
     """The 2020 ``relgq`` of every person, and each unit's detailed GQ type.
 
@@ -156,6 +165,8 @@ def relgq_columns(
             (1/2) and ``age`` (``censusdp.io.cef.read_cef(...).persons``).
         units: the units' columns ``unit_id`` and ``gqtype``.
         seed: the seed of the draw of GQ detail (the generator's seed, for example).
+        rng: draw the GQ detail from this generator instead of ``seed``'s stream (the
+            generator passes each county part's own).
 
     Returns:
         ``relgq`` per person (0..41, :data:`censusdp.data.schema_dhc.RELGQ_LEVELS`) and
@@ -177,7 +188,8 @@ def relgq_columns(
     age = np.asarray(persons["age"], dtype=np.int64)
     sex = np.asarray(persons["sex"], dtype=np.int64)
     relgq = _household_relgq(rel, sex, age, unit_row, unit_ids.size)
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
+    if rng is None:
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), STREAM]))
     facility = _facility_relgq(rng, units, unit_row, age)
     in_gq = np.asarray(persons["hhgq"], dtype=np.int64) > 0
     relgq[in_gq] = facility[unit_row[in_gq]]

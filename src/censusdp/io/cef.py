@@ -24,7 +24,9 @@ written. The rules (docs/file-formats.md):
 * the optional household columns (``rel``, ``citizen`` of ``persons.parquet``; the
   household attributes of ``units.parquet``) follow the rules of
   :mod:`censusdp.io.cef_households`: one householder per household, and a household
-  column never disagrees with what the unit's persons give.
+  column never disagrees with what the unit's persons give; so does the 2020 DHC's
+  ``relgq`` of ``persons.parquet`` (a relationship in a household, the facility's GQ
+  type in group quarters).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from censusdp.io.cef_households import (
     household_column_rules,
     household_input_rules,
     households_of,
+    relgq_rules,
 )
 from censusdp.progress import Progress, Task, task
 
@@ -352,6 +355,11 @@ def validate_cef(
         persons, units, unit_row, persons_file, units_file
     ) + household_input_rules(persons, units, unit_row, persons_file, units_file):
         problems.rows(file, column, mask, values, rule)
+    if "relgq" in persons:
+        for file, column, mask, values, rule in relgq_rules(
+            persons["relgq"], persons["hhgq"], unit_row, int(uid.size), persons_file
+        ):
+            problems.rows(file, column, mask, values, rule)
     if "rel" in persons and not problems.lines:
         households = households_of(persons, units, unit_row)
         for file, column, mask, values, rule in household_column_rules(

@@ -14,6 +14,15 @@ households; with ``rel``, every household's attributes are derived from its pers
   levels of :data:`censusdp.data.households.HOUSEHOLD_ATTRIBUTES`); they are never
   trusted: on every occupied housing unit each must equal what the unit's persons give
   (on other units they need only be valid levels).
+
+``persons.parquet`` may also carry the 2020 DHC's ``relgq`` (0..41,
+:data:`censusdp.data.schema_dhc.RELGQ_LEVELS`: 18 relationships to the householder,
+then 24 detailed group-quarters types), which the ``dhcp-2020`` schema reads. With it
+the reader checks (:func:`relgq_rules`): a household person's ``relgq`` is a
+relationship (0..17), a group-quarters person's a GQ type of their ``hhgq`` major type
+(GQ 101-106 are type 1, ..., 701-997 type 7), every resident of one facility has the
+same GQ type, a householder living alone (0) is alone in the unit, and a householder
+not living alone (1) is not.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from censusdp.data.households import (
     derive_households,
     household_rules,
 )
+from censusdp.data.schema_dhc import GQ_CODES, RELGQ_LEVELS
 
 __all__ = [
     "HOUSEHOLD_UNIT_COLUMNS",
@@ -36,14 +46,27 @@ __all__ = [
     "household_column_rules",
     "household_input_rules",
     "households_of",
+    "relgq_rules",
 ]
 
 OPTIONAL_PERSON_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "rel": ("int", (0, GQ_NONINSTITUTIONAL)),
     "citizen": ("int", (0, 1)),
+    "relgq": ("int", (0, len(RELGQ_LEVELS) - 1)),
 }
-"""Person columns that households (``rel``) and citizenship (``citizen``) need; an input
-without them serves every run that does not."""
+"""Person columns that households (``rel``), citizenship (``citizen``) and the 2020 DHC's
+relationship or GQ type (``relgq``) need; an input without them serves every run that
+does not."""
+
+FIRST_GQ_RELGQ = 18
+"""The first ``relgq`` level of a person in group quarters (GQ 101)."""
+
+RELGQ_MAJOR = np.asarray(
+    [0] * FIRST_GQ_RELGQ + [min(code // 100, 7) for code in GQ_CODES], dtype=np.int64
+)
+"""``hhgq`` major type of each ``relgq`` level (0 for the household relationships):
+GQ 1xx is 1 (correctional facilities for adults), ..., 6xx 6 (military quarters),
+7xx, 8xx and 9xx 7 (other noninstitutional)."""
 
 HOUSEHOLD_UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
     name: ("int", (0, len(levels) - 1)) for name, levels in HOUSEHOLD_ATTRIBUTES.items()
@@ -109,3 +132,46 @@ def household_column_rules(
              "differs from the household attribute derived from the unit's persons")
         )  # fmt: skip
     return out
+
+
+def relgq_rules(
+    relgq: np.ndarray, hhgq: np.ndarray, unit_row: np.ndarray, n_units: int, pf: str
+) -> list[Rule]:
+    """``(file, column, rows breaking the rule, values, rule)`` of every rule on a
+    ``relgq`` column whose values are in range (0..41).
+
+    Args:
+        relgq, hhgq: the persons' columns.
+        unit_row: each person's unit row (``-1`` when the unit is absent: such a person
+            breaks no rule here; the person-unit rules name them).
+        n_units: the number of units ``unit_row`` indexes.
+        pf: the persons file's name.
+    """
+    relgq = np.asarray(relgq, dtype=np.int64)
+    hhgq = np.asarray(hhgq, dtype=np.int64)
+    has = unit_row >= 0
+    in_gq = relgq >= FIRST_GQ_RELGQ
+    size = np.bincount(unit_row[has], minlength=n_units)
+    residents = np.zeros(relgq.size, dtype=np.int64)
+    residents[has] = size[unit_row[has]]
+    wrong_major = (hhgq > 0) & (RELGQ_MAJOR[relgq] != hhgq)
+    # one GQ type per facility: among the residents of a type of the facility's major
+    # type, every relgq equals the facility's smallest
+    typed = has & (hhgq > 0) & ~wrong_major
+    lowest = np.full(n_units, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(lowest, unit_row[typed], relgq[typed])
+    other_type = np.zeros(relgq.size, dtype=bool)
+    other_type[typed] = relgq[typed] != lowest[unit_row[typed]]
+    return [
+        (pf, "relgq", (hhgq == 0) & in_gq, relgq,
+         "is a group-quarters type (18..41) but the person's hhgq is 0 (household)"),
+        (pf, "relgq", wrong_major, relgq,
+         "is not a GQ type of the person's hhgq (a household relationship, or another "
+         "major type)"),
+        (pf, "relgq", other_type, relgq,
+         "differs from another resident's relgq in the same facility"),
+        (pf, "relgq", has & (relgq == 0) & (residents > 1), relgq,
+         "is a householder living alone but the person's unit holds several persons"),
+        (pf, "relgq", has & (relgq == 1) & (residents == 1), relgq,
+         "is a householder not living alone but the person is alone in the unit"),
+    ]  # fmt: skip

@@ -60,6 +60,7 @@ from censusdp.io.cef_households import (
     household_column_rules,
     household_input_rules,
     households_of,
+    relgq_rules,
 )
 
 __all__ = [
@@ -446,6 +447,7 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     nb = units["blocks"].size
     keys, pids = [], []
     kept: dict[str, list[np.ndarray]] = {k: [] for k in _HOUSEHOLD_PERSON_COLUMNS}
+    relgq: list[np.ndarray] = []  # (unit, hhgq, relgq) of each batch, for relgq_rules
     has_resident = np.zeros(units["ids"].size, dtype=bool)
     for batch, _, _ in _batches(part, PERSONS, list(spec)):
         m = batch.num_rows
@@ -473,8 +475,14 @@ def _fast(part: CEFPart) -> dict[str, Any]:
         if part.households:
             for k in kept:
                 kept[k].append(unit if k == "unit" else cols[k])
+        if "relgq" in cols:
+            relgq.append(np.stack([unit, cols["hhgq"], cols["relgq"]]))
     if (units["occupied"] & ~has_resident).any():
         raise _Fallback  # an occupied unit without a person (here)
+    if relgq:
+        unit, hhgq, rq = np.concatenate(relgq, axis=1)
+        if any(r[2].any() for r in relgq_rules(rq, hhgq, unit, units["ids"].size, "")):
+            raise _Fallback
     pid = np.sort(_concat(pids, np.int64))
     if pid.size > 1 and (pid[1:] == pid[:-1]).any():
         raise _Fallback
@@ -563,6 +571,13 @@ def _describe(part: CEFPart) -> dict[str, Any]:
             found.rows(file, column, mask, values, rule)
     if part.households:
         _describe_households(persons, units, unit_row, part.labels, found)
+    if "relgq" in persons:
+        n_units = int(units["unit_id"].size)
+        for i, (file, column, mask, values, rule) in enumerate(
+            relgq_rules(persons["relgq"], persons["hhgq"], unit_row, n_units, plabel)
+        ):
+            found.fixed = rule_rank(1, 1, 100 + i)  # after the household rules
+            found.rows(file, column, mask, values, rule)
     for j, name in enumerate(part.optional):
         found.fixed = rule_rank(1, 2, j)
         same_within_block(units["geocode"], units[name], name, ulabel, found)

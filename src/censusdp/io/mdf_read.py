@@ -31,14 +31,20 @@ from censusdp.data.histograms import (
 )
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import InputError
+from censusdp.io.cef_households import RELGQ_MAJOR
 from censusdp.io.layout import INVARIANTS_FILE, MDF_FILES
 from censusdp.io.mdf_records import (
     CENRACE_CODES,
     CITIZEN_CODES,
     GEO_COLUMNS,
     GQTYPE_CODES,
+    GQTYPE_DHC_CODES,
     GQTYPE_PL_CODES,
+    LIVE_ALONE_CODES,
+    LIVE_ALONE_OF_RELGQ,
     QAGE_CODES,
+    RELSHIP_CODES,
+    RELSHIP_OF_RELGQ,
     RTYPE_PERSON_CODES,
     TWO_CODES,
 )
@@ -159,6 +165,8 @@ def decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[st
     if "GQTYPE_PL" in table.column_names:
         out["hhgq"] = decode_codes(table, "GQTYPE_PL", GQTYPE_PL_CODES, path, first_row)
         out["votingage"] = decode_codes(table, "VOTING_AGE", TWO_CODES, path, first_row)
+    elif "CITIZEN" not in table.column_names and "RELSHIP" in table.column_names:
+        out.update(_decode_dhc(table, path, first_row))
     else:
         out["hhgq"] = decode_codes(table, "GQTYPE", GQTYPE_CODES, path, first_row)
         out["sex"] = decode_codes(table, "QSEX", TWO_CODES, path, first_row) + 1
@@ -184,6 +192,36 @@ def decode_persons(table: pa.Table, path: object, first_row: int = 0) -> dict[st
             "a group-quarters person)"
         )
     return out
+
+
+def _decode_dhc(table: pa.Table, path: object, first_row: int) -> dict[str, np.ndarray]:
+    """The 2020 DHC person layout's ``relgq`` (from ``GQTYPE``, ``RELSHIP`` and
+    ``LIVE_ALONE``), ``hhgq`` (its major type), sex, age and voting age; a record whose
+    three codes are not those of one ``relgq`` is an error naming its row."""
+    gq = decode_codes(table, "GQTYPE", GQTYPE_DHC_CODES, path, first_row)
+    relship = decode_codes(table, "RELSHIP", RELSHIP_CODES, path, first_row)
+    alone = decode_codes(table, "LIVE_ALONE", LIVE_ALONE_CODES, path, first_row)
+    # RELSHIP index k in 1..16 is relgq k + 1; a householder (index 0) is relgq 0 when
+    # living alone (LIVE_ALONE index 1), 1 when not (index 2)
+    relgq = np.where(gq > 0, gq + 17, np.where(relship == 0, alone - 1, relship + 1))
+    relgq = np.clip(relgq, 0, len(LIVE_ALONE_OF_RELGQ) - 1)
+    bad = (RELSHIP_OF_RELGQ[relgq] != relship) | (LIVE_ALONE_OF_RELGQ[relgq] != alone)
+    bad |= (gq == 0) & (relship >= 17)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}: row {first_row + row} has GQTYPE {GQTYPE_DHC_CODES[gq[row]]!r}, "
+            f"RELSHIP {RELSHIP_CODES[relship[row]]!r} and LIVE_ALONE "
+            f"{LIVE_ALONE_CODES[alone[row]]!r}, which no person of the DHC has"
+        )
+    age = decode_codes(table, "QAGE", QAGE_CODES, path, first_row)
+    return {
+        "relgq": relgq,
+        "hhgq": RELGQ_MAJOR[relgq],
+        "sex": decode_codes(table, "QSEX", TWO_CODES, path, first_row) + 1,
+        "age": age,
+        "votingage": (age >= 18).astype(np.int64),
+    }
 
 
 def decode_unit_status(table: pa.Table, path: object) -> np.ndarray:

@@ -11,7 +11,9 @@ with the recoders of ``dhcp_to_mdf2020.py``, ``dhcp_hhgq_to_mdfpersons2020.py`` 
   schema with sex and age the full MDF2020 person layout (:data:`DHCP_PERSON_COLUMNS`),
   whose ``CITIZEN`` is 1 (citizen) or 2 (not) where the schema has citizenship
   (``dhcp-hhgq``, as production's ``citizen_recoder``) and 9 (not supported) elsewhere.
-  ``EPNUM`` numbers the persons from 0 in block order.
+  ``EPNUM`` numbers the persons from 0 in block order. The 2020 DHC's ``dhcp-2020`` is
+  written in production's DHC person layout (:data:`DHC_PERSON_COLUMNS`): ``GQTYPE``
+  the detailed GQ type, ``RELSHIP`` (20-38) and ``LIVE_ALONE`` from ``relgq``.
 * ``mdf_units.parquet`` / ``mdf_units.txt``: one record per housing unit (``RTYPE`` 2,
   ``HH_STATUS`` 1 occupied or 2 vacant) and per occupied group-quarters facility (``RTYPE``
   4, ``HH_STATUS`` 0), ``SCHEMA_TYPE_CODE`` ``MUD`` (:data:`UNIT_COLUMNS`).
@@ -37,18 +39,25 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import N_GQTYPES
 from censusdp.data.schema import MAX_AGE, Schema
+from censusdp.data.schema_dhc import GQ_CODES
 from censusdp.errors import InputError, SchemaError
 
 __all__ = [
     "CENRACE_CODES",
     "CITIZEN_CODES",
     "DHCP_PERSON_COLUMNS",
+    "DHC_PERSON_COLUMNS",
     "GEO_COLUMNS",
     "GQTYPE_CODES",
+    "GQTYPE_DHC_CODES",
+    "LIVE_ALONE_CODES",
+    "LIVE_ALONE_OF_RELGQ",
     "GQTYPE_PL_CODES",
     "HOUSEHOLD_UNIT_COLUMNS",
     "PL94_PERSON_COLUMNS",
     "QAGE_CODES",
+    "RELSHIP_CODES",
+    "RELSHIP_OF_RELGQ",
     "RTYPE_PERSON_CODES",
     "SCHEMA_BUILD_ID",
     "TWO_CODES",
@@ -107,6 +116,25 @@ DHCP_PERSON_COLUMNS = (
 )
 """``MDF2020PersonWriter.var_list`` (the recodes of ``DHCPHHGQToMDFPersons2020Recoder``)."""
 
+DHC_PERSON_COLUMNS = (
+    "SCHEMA_TYPE_CODE",
+    "SCHEMA_BUILD_ID",
+    *GEO_COLUMNS,
+    "EPNUM",
+    "RTYPE",
+    "GQTYPE",
+    "RELSHIP",
+    "QSEX",
+    "QAGE",
+    "CENHISP",
+    "CENRACE",
+    "LIVE_ALONE",
+)
+"""The 2020 DHC's person MDF (``mdf2020writerRevisedColumns.py``,
+``DHCP_MDF2020_WriterRevisedColumnNames.var_list``, the recodes of
+``dhcp_to_mdf2020.py``'s ``DHCPToMDF2020Recoder``): every variable from ``relgq``, sex,
+age, Hispanic origin and race; no ``CITIZEN``."""
+
 UNIT_COLUMNS = (
     "SCHEMA_TYPE_CODE",
     "SCHEMA_BUILD_ID",
@@ -153,6 +181,15 @@ CENRACE_CODES = tuple(f"{c:02d}" for c in range(1, 64))
 QAGE_CODES = tuple(str(a) for a in range(MAX_AGE + 1))  # no padding (production's int(age))
 CITIZEN_CODES = ("2", "1", "9")  # citizen level 0 (not a citizen), 1 (citizen); 9 no schema
 _NOT_SUPPORTED = {"RELSHIP": "99", "CITIZEN": "9", "LIVE_ALONE": "9"}
+GQTYPE_DHC_CODES = ("000", *(f"{c:03d}" for c in GQ_CODES))  # relgq 18..41 -> index 1..24
+RELSHIP_CODES = tuple(str(c) for c in range(20, 39))  # "20" householder .. "38" non-inst. GQ
+RELSHIP_OF_RELGQ = np.asarray([0, 0, *range(1, 17)] + [17] * 15 + [18] * 9, dtype=np.int64)
+"""Index into :data:`RELSHIP_CODES` of each ``relgq`` level (``relship_recoder``): both
+householders 20, spouses and partners 21-24, ... other nonrelative 36, a person in an
+institutional GQ (relgq 18-32) 37, in a noninstitutional one (33-41) 38."""
+LIVE_ALONE_CODES = ("0", "1", "2")  # not in universe (GQ), living alone, not living alone
+LIVE_ALONE_OF_RELGQ = np.asarray([1] + [2] * 17 + [0] * 24, dtype=np.int64)
+"""``live_alone_recoder``: relgq 0 lives alone, 1-17 do not, a GQ person is not in universe."""
 _STRING = pa.string()
 
 
@@ -165,6 +202,8 @@ def person_layout(schema: Schema) -> tuple[str, ...]:
     names = {a.name for a in schema.attributes}
     if names <= {"hhgq", "votingage", "hispanic", "cenrace"}:
         return PL94_PERSON_COLUMNS
+    if "relgq" in names and names <= {"relgq", "sex", "age", "hispanic", "cenrace"}:
+        return DHC_PERSON_COLUMNS
     full = {"hhgq", "sex", "age", "hispanic", "cenrace", "citizen"}
     if {"sex", "age"} <= names <= full:
         return DHCP_PERSON_COLUMNS
@@ -284,6 +323,13 @@ def person_records(
     if layout is PL94_PERSON_COLUMNS:
         data["GQTYPE_PL"] = coded(hhgq, GQTYPE_PL_CODES)
         data["VOTING_AGE"] = coded(cols["votingage"], TWO_CODES)
+    elif layout is DHC_PERSON_COLUMNS:
+        relgq = np.asarray(cols["relgq"], dtype=np.int64)
+        data["GQTYPE"] = coded(np.maximum(relgq - 17, 0), GQTYPE_DHC_CODES)
+        data["RELSHIP"] = coded(RELSHIP_OF_RELGQ[relgq], RELSHIP_CODES)
+        data["LIVE_ALONE"] = coded(LIVE_ALONE_OF_RELGQ[relgq], LIVE_ALONE_CODES)
+        data["QSEX"] = coded(np.asarray(cols["sex"], dtype=np.int64) - 1, TWO_CODES)
+        data["QAGE"] = coded(np.asarray(cols["age"], dtype=np.int64), QAGE_CODES)
     else:
         age = np.asarray(cols["age"], dtype=np.int64)
         data["GQTYPE"] = coded(hhgq, GQTYPE_CODES)

@@ -15,7 +15,6 @@ from typing import Any
 
 import scipy.sparse as sp
 
-from censusdp.data.geography import GeoLevels
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import get_schema
 from censusdp.io.cef_files import CEFInput
@@ -23,7 +22,7 @@ from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say
 from censusdp.release.options import Runtime
-from censusdp.release.spine import ReleaseGeography, geography_for_input
+from censusdp.release.spine import ReleaseGeography, geography_for_input, tabulation_levels
 
 __all__ = ["read_and_aggregate"]
 
@@ -63,7 +62,7 @@ def read_and_aggregate(
     # (io/cef_stream.py): the records never come to the driver
     cef = read_cef_blocks(
         cef_input,
-        GeoLevels.from_pairs(list(budget.geolevels)),
+        tabulation_levels(budget),
         get_schema(budget.schema),
         with_units="households" if households else with_units,
         executor=rt.executor,

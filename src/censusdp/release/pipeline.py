@@ -41,8 +41,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from censusdp.data.geography import GeoLevels
-from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES
+from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCP_2020
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
@@ -58,7 +57,7 @@ from censusdp.release.intake import read_and_aggregate
 from censusdp.release.manifest import commit_run, inherited_randomness, recorded_budgets
 from censusdp.release.measure_runs import measure_runs
 from censusdp.release.options import Execution, ReleaseOptions, Runtime
-from censusdp.release.spine import geography_of_run, requested_spine
+from censusdp.release.spine import geography_of_run, requested_spine, tabulation_levels
 from censusdp.release.validate import require_valid, validate_run
 from censusdp.release.writing import write_release
 
@@ -170,16 +169,21 @@ def run_release(
     """
     options = options or ReleaseOptions()
     execution = execution or Execution()
-    for run in budget.runs:
-        if run.schema in DHC_SCHEMA_NAMES:
+    for i, run in enumerate(budget.runs):
+        if run.schema in DHC_SCHEMA_NAMES and (i > 0 or run.schema != DHCP_2020.name):
             raise ConfigError(
-                f"budget {run.name!r} is for the 2020 DHC (schema {run.schema!r}); censusdp run "
-                "does not release the DHC yet: it needs the DHC's prim spine (Prim, tract "
-                "subsets), relgq and household-type input and an estimator for its "
-                "million-cell histograms (docs/dhc-2020.md)"
+                f"budget {run.name!r} is the 2020 DHC's household and unit run (schema "
+                f"{run.schema!r}), which censusdp run does not release yet: run the DHC "
+                "persons alone with --units-preset none (docs/dhc-2020.md)"
             )
     check_run_schemas(budget)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
+    if spine_choice[0] == "tabulation" and "Prim" in budget.persons.geolevel_names:
+        raise ConfigError(
+            f"budget {budget.persons.name!r} has the prim spine's geolevels "
+            f"{list(budget.persons.geolevel_names)}, which are not geocode prefixes: it runs "
+            "on --spine optimized only"
+        )
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
     fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])
@@ -306,7 +310,7 @@ def reestimate(
         spent = ReleaseBudget(spent.persons)
     with _session(out_dir, source.path, execution, overwrite=overwrite) as run:
         t = time.perf_counter()
-        levels = GeoLevels.from_pairs(list(spent.persons.geolevels))
+        levels = tabulation_levels(spent.persons)
         hierarchy, inv = source.invariants(levels)
         rows = _copy_measurements(source, run.staging.path, with_units=spent.units is not None)
         geo = geography_of_run(source.path, measured, hierarchy)

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.data.geography import GeoLevels, Hierarchy
+from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.invariants import (
     N_HHGQ,
     Bounds,
@@ -88,6 +88,8 @@ __all__ = [
     "geography_for_input",
     "geography_of_run",
     "requested_spine",
+    "spine_rules_for",
+    "tabulation_levels",
     "unit_rules",
 ]
 
@@ -105,6 +107,27 @@ def unit_rules(rules: SpineRules) -> SpineRules:
     block-group entities (production's unit run, ``ignore_gqs_in_block_groups = True``
     in the US and PR units certificates; ``define_spines.py``, ``gq_off_spine_entities``)."""
     return replace(rules, gq_entities=False)
+
+
+def spine_rules_for(budget: Budget) -> SpineRules:
+    """Production's spine rules for ``budget``: rooted at the State when it has no US
+    level (Puerto Rico); the DHC's prim spine when it has a ``Prim`` level, with the
+    tabulation block groups among the block-group entities (``person_US.ini``:
+    ``prim_spine = True``, ``target_orig_block_groups = 1``)."""
+    prim = "Prim" in budget.geolevel_names
+    return SpineRules(
+        nation="US" in budget.geolevel_names, prim=prim, target_original_block_groups=prim
+    )
+
+
+def tabulation_levels(budget: Budget) -> GeoLevels:
+    """The tabulation hierarchy of a release in ``budget``: the budget's own geolevels,
+    or for a prim-spine budget (the DHC's, whose Prim and tract-subset levels are not
+    prefixes of the block geocode) the standard US > State > County > Tract >
+    BlockGroup > Block (:data:`censusdp.data.geography.DEFAULT_GEOLEVELS`)."""
+    if "Prim" in budget.geolevel_names:
+        return DEFAULT_GEOLEVELS
+    return GeoLevels.from_pairs(list(budget.geolevels))
 
 
 def requested_spine(spine: str | None, budget: Budget) -> str:
@@ -570,7 +593,7 @@ def geography_for_input(
     if requested == "tabulation":
         return _tabulation(budget, hierarchy)
     if rules is None:  # production's; rooted at the State when the budget has no US level
-        rules = SpineRules(nation="US" in budget.geolevel_names)
+        rules = spine_rules_for(budget)
     _check_levels(budget, rules)
     if hierarchy.blocks.size == 0:
         note = "the input has no blocks: nothing to build a spine from (tabulation hierarchy)"
