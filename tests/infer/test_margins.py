@@ -335,12 +335,12 @@ def test_amc_truth_options() -> None:
     from censusdp.infer.amc import TRUTHS
     from censusdp.infer.options import AMC_TRUTHS, MarginOptions
 
-    assert AMC_TRUTHS == TRUTHS and MarginOptions().truth == "release"
+    assert AMC_TRUTHS == TRUTHS and MarginOptions().truth == "rough"
     with pytest.raises(ConfigError, match="--amc-truth must be one of"):
         MarginOptions(truth="smooth")
     with pytest.raises(ConfigError, match="give --amc-truth release"):
-        MarginOptions(simulations=2, calibration=2, truth="rough")
-    assert MarginOptions(simulations=2, calibration=2).calibration == 2
+        MarginOptions(simulations=2, calibration=2)
+    assert MarginOptions(simulations=2, calibration=2, truth="release").calibration == 2
 
 
 def test_calibration_factors() -> None:

@@ -40,7 +40,7 @@ _RELEASE_DEFAULTS = {
     "format": "parquet,csv",
     "simulations": 0,
     "calibration_simulations": 0,
-    "amc_truth": "release",
+    "amc_truth": "rough",
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -138,12 +138,12 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--amc-truth",
         choices=("rough", "release"),
-        default="release",
-        help="the plausible truth the --simulations re-release: release (default: its "
-        "microdata as published, the Census Bureau's AMC; margins about 20%% short at "
-        "block groups and blocks) or rough (the release's block sizes deconvolved by the "
-        "law its own re-releases show; 2K re-releases; it restores the empty blocks but "
-        "not the margins, docs/inference.md)",
+        default="rough",
+        help="the plausible truth the --simulations re-release: rough (default: the "
+        "release's block sizes and cells deconvolved by the law its own first K "
+        "re-releases show, then re-released K more times: 2K in all) or release (its "
+        "microdata as published, the Census Bureau's AMC: K re-releases, margins about "
+        "20%% short at block groups and blocks)",
     )
     g.add_argument(
         "--no-zero-constraints",

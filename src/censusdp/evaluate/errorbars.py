@@ -224,8 +224,9 @@ def simulate_release_errors(
 
     The simulation is ``censusdp infer``'s AMC (:func:`censusdp.infer.release.amc_plan`,
     :func:`censusdp.infer.amc.simulate_margins`, the same seeds and its default truth):
-    the plausible truth is the release itself (its MDF), re-released ``simulations``
-    times. ``margins`` holds,
+    the plausible truth is the rough truth drawn from ``simulations`` re-releases of the
+    release's MDF, re-released ``simulations`` times (``2 K`` in all; the error
+    statistics are those of the rough truth's re-releases). ``margins`` holds,
     per measure and level, the root mean square of the margins ``infer`` writes for
     those counts with the same seed and ``K`` (one margin per count).
 

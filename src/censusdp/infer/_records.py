@@ -126,16 +126,18 @@ MARGINS_NOTE = (
 
 
 ROUGH_NOTE = (
-    "rough (--amc-truth rough): the release's MDF re-released K times (seeds) shows how the "
-    "release maps a block's size to its released size; the released block sizes "
-    "deconvolved by that law (EM with a smoothing step) give each block a plausible true "
-    "size, its household persons moved to it (block groups' totals, group quarters and "
-    "invariants kept), and that rough truth re-released K more times (rough_seeds; the "
-    "last seed drew the sizes) gives the margins: the MDF is smoother than the truth "
-    "(fewer empty blocks), so re-releasing it alone under-states small areas' errors"
+    "rough (the default): the release's MDF re-released K times (seeds) shows how the "
+    "release maps a block's size, and a cell's count, to its released one; the released "
+    "block sizes deconvolved by that law (EM with a smoothing step) give each block a "
+    "plausible true size and its household cells deconvolved the same way (the small "
+    "cells TopDown removes from populous blocks put back, in the block group's mix), "
+    "block groups' totals, group quarters and invariants kept, and that rough truth is "
+    "re-released K more times (rough_seeds; the last seed drew the sizes) gives the "
+    "margins: the MDF is smoother than the truth (fewer empty blocks, fewer small cells "
+    "in populous blocks), so re-releasing it alone under-states small areas' errors"
 )
 RELEASE_NOTE = (
-    "release (the default): the MDF as published (the Census Bureau's AMC construction); "
+    "release (--amc-truth release): the MDF as published (the Census Bureau's AMC construction); "
     "its margins run about 20% short at block groups and blocks (docs/inference.md)"
 )
 

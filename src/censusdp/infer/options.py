@@ -43,9 +43,9 @@ class MarginOptions:
             (:mod:`censusdp.infer.amc`); 0 (the default): none. Only with
             ``truth="release"``.
         truth: the AMC's plausible truth (:data:`censusdp.infer.amc.TRUTHS`):
-            ``release`` (the default: the MDF as published, ``K`` re-releases) or
-            ``rough`` (the release's blocks deconvolved, ``2 K``; docs/inference.md says
-            why it is not the default).
+            ``rough`` (the default: the release's block sizes and cells deconvolved,
+            ``2 K`` re-releases) or ``release`` (the MDF as published, ``K``; its
+            margins run short at small areas, docs/inference.md).
 
     Raises:
         ConfigError: on construction, for formats outside :data:`MARGIN_FORMATS` (or
@@ -57,7 +57,7 @@ class MarginOptions:
     simulations: int = 0
     seed: int = 0
     calibration: int = 0
-    truth: str = "release"
+    truth: str = "rough"
 
     def __post_init__(self) -> None:
         formats = tuple(self.formats)
