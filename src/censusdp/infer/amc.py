@@ -426,7 +426,7 @@ def _rough_margins(
         amc, districts, seeds[:simulations], (executor, progress, None), "first-generation"
     )
     rough = rough_truth(amc, np.stack(first.block_totals), seeds[-1], first.block_hists)
-    say(progress, "AMC rough truth drawn (the release's block sizes deconvolved)")
+    say(progress, "AMC rough truth drawn (the release's block sizes and cells deconvolved)")
     second, _ = _generation(
         rough, districts, seeds[simulations:-1], (executor, progress, observe), "rough-truth"
     )
