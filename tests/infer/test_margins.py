@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -42,7 +43,7 @@ def spine_release(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     district = np.minimum(np.arange(ids.size) * 6 // ids.size, 5) + 1
     pd.DataFrame({"GEOID20": ids, "DISTRICT": district}).to_csv(plan, index=False)
     args = ["infer", str(run), "--out", str(out), "--geography", str(plan), "--quiet"]
-    sims = ["--simulations", "2", "--seed", "4", "--calibration-simulations", "2"]
+    sims = ["--simulations", "2", "--seed", "4", "--amc-truth", "rough"]  # 4 re-releases
     assert main([*args, *sims]) == 0
     return {"cef": cef, "run": run, "out": out, "plan": plan, "dir": d}
 
@@ -202,23 +203,26 @@ def test_plan_as_parquet_and_pipe_delimited_file(spine_release, tmp_path) -> Non
 
 
 def test_amc_margins_of_the_published_counts(spine_release) -> None:
-    """The AMC margins (K = 2 re-releases of the MDF): 0 where the invariants fix the
-    count, moe95 / moe90 = 1.96 / 1.645, recorded K and seeds; and they predict the
-    published block and district counts' actual error against the truth within a factor
-    1.6 (root mean square over every published variable), where the GLS sd of the same
-    cells is several times larger (the published counts are the better numbers there)."""
+    """The AMC margins (K = 2 re-releases of the MDF, then 2 of the rough truth drawn
+    from them): 0 where the invariants fix the count, moe95 / moe90 = 1.96 / 1.645,
+    recorded K, truth and seeds (the rough truth's after the first generation's, then
+    the seed of its draw); and they predict the published block and district counts'
+    actual error against the truth within a factor 1.6 (root mean square over every
+    published variable), where the GLS sd of the same cells is several times larger
+    (the published counts are the better numbers there)."""
+    from censusdp.infer.amc import amc_seeds
+
     out = spine_release["out"]
     man = json.loads((out / "manifest.json").read_text())
     amc = man["margins"]["amc"]
     assert amc["simulations"] == 2 and amc["seed"] == 4 and len(amc["seeds"]) == 2
-    # the calibration's second generation: as many draws, seeds of their own
-    assert amc["calibration_simulations"] == 2
-    assert not set(amc["calibration_seeds"]) & set(amc["seeds"])
+    assert amc["truth"] == "rough" and "deconvolved" in amc["plausible_truth"]
+    assert amc["seeds"] + amc["rough_seeds"] == amc_seeds(4, 5)
+    assert amc["calibration_simulations"] == 0
     factors = amc["calibration_factors"]
     levels = {"US", "State", "County", "Tract", "BlockGroup", "Block"}
     assert set(factors) == levels | {"CountySubdivision", "District"}
-    assert factors["State"]["P1_001N"] == 1.0  # an invariant: no error to calibrate
-    assert all(0.2 < f["P1_001N"] < 5 for f in factors.values())
+    assert all(f["P1_001N"] == 1.0 for f in factors.values())  # no calibration
     m = pq.read_table(out / "margins.parquet").to_pandas()
     assert m.moe90.notna().all()
     fixed = m[(m.variable == "H1_001N") | ((m.variable == "P1_001N") & (m.SUMLEV == "040"))]
@@ -300,6 +304,43 @@ def test_amc_truth_is_the_published_tables(spine_release) -> None:
     assert plan.options.estimator == man["estimator"]
     assert plan.options.fidelity == man["fidelity"]["mode"]
     assert plan.options.max_children == man["max_children"]
+
+
+def test_calibration_of_the_release_truth(spine_release) -> None:
+    """``truth="release"`` with a calibration: the first generation re-releases the MDF
+    (the same seeds as the rough truth's first generation), the second the first
+    replicate; its factors are 1 where the invariants fix the count; the rough truth
+    refuses a calibration."""
+    from censusdp.errors import InternalError
+    from censusdp.infer.amc import amc_seeds, simulate_margins
+    from censusdp.infer.options import MarginOptions
+    from censusdp.infer.release import amc_plan
+
+    plan = amc_plan(spine_release["run"])
+    release = MarginOptions(simulations=1, seed=4, calibration=1, truth="release")
+    res = simulate_margins(plan, [], release)
+    assert res.truth == "release" and res.seeds == amc_seeds(4, 1) and not res.rough_seeds
+    assert res.second_seeds == amc_seeds(4, 2)[1:]
+    assert res.factors[1][0] == 1.0  # the state total: an invariant
+    assert all((np.isfinite(f) & (f > 0)).all() for f in res.factors)
+    assert res.levels[3][:, 0].sum() > 0 and res.raw_levels[3] is not res.levels[3]
+    rough = SimpleNamespace(simulations=1, seed=4, truth="rough", calibration=1)
+    with pytest.raises(InternalError):  # what the options refuse, past their check
+        simulate_margins(plan, [], rough)  # type: ignore[arg-type]
+
+
+def test_amc_truth_options() -> None:
+    """``--amc-truth`` is one of the AMC's truths; a calibration needs the release's."""
+    from censusdp.errors import ConfigError
+    from censusdp.infer.amc import TRUTHS
+    from censusdp.infer.options import AMC_TRUTHS, MarginOptions
+
+    assert AMC_TRUTHS == TRUTHS and MarginOptions().truth == "rough"
+    with pytest.raises(ConfigError, match="--amc-truth must be one of"):
+        MarginOptions(truth="smooth")
+    with pytest.raises(ConfigError, match="give --amc-truth release"):
+        MarginOptions(simulations=2, calibration=2)
+    assert MarginOptions(simulations=2, calibration=2, truth="release").calibration == 2
 
 
 def test_calibration_factors() -> None:

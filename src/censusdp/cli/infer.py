@@ -40,6 +40,7 @@ _RELEASE_DEFAULTS = {
     "format": "parquet,csv",
     "simulations": 0,
     "calibration_simulations": 0,
+    "amc_truth": "rough",
     "overwrite": False,
 }
 _POSTERIOR_DEFAULTS = {
@@ -132,7 +133,17 @@ def _add_release_options(parser: argparse.ArgumentParser) -> None:
         help="second-generation re-releases (of the first replicate) that scale the AMC "
         "margins by how much one re-release shrinks the error (an iterated bootstrap; on "
         "generated Vermont the factor is about 1, so it is off by default; default 0: the "
-        "plain AMC)",
+        "plain AMC; needs --amc-truth release)",
+    )
+    g.add_argument(
+        "--amc-truth",
+        choices=("rough", "release"),
+        default="rough",
+        help="the plausible truth the --simulations re-release: rough (default: the "
+        "release's block sizes and cells deconvolved by the law its own first K "
+        "re-releases show, then re-released K more times: 2K in all) or release (its "
+        "microdata as published, the Census Bureau's AMC: K re-releases, margins about "
+        "20%% short at block groups and blocks)",
     )
     g.add_argument(
         "--no-zero-constraints",
@@ -288,6 +299,7 @@ def _release(args: argparse.Namespace) -> int:
             simulations=args.simulations,
             seed=args.seed,
             calibration=args.calibration_simulations,
+            truth=args.amc_truth,
         ),
     )
     execution = Execution(

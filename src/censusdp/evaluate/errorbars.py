@@ -50,6 +50,7 @@ from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
 from censusdp.infer.amc import AMCResult, simulate_margins
 from censusdp.infer.gls import Z90, Z95
+from censusdp.infer.options import MarginOptions
 from censusdp.infer.published import published_variables
 from censusdp.infer.release import amc_plan, tabulation_sds
 from censusdp.io.atomic import strict_json
@@ -222,8 +223,10 @@ def simulate_release_errors(
     """Expected errors of the released (post-processed) counts, by simulation.
 
     The simulation is ``censusdp infer``'s AMC (:func:`censusdp.infer.release.amc_plan`,
-    :func:`censusdp.infer.amc.simulate_margins`, the same seeds): the plausible truth is
-    the release itself (its MDF), re-released ``simulations`` times. ``margins`` holds,
+    :func:`censusdp.infer.amc.simulate_margins`, the same seeds and its default truth):
+    the plausible truth is the rough truth drawn from ``simulations`` re-releases of the
+    release's MDF, re-released ``simulations`` times (``2 K`` in all; the error
+    statistics are those of the rough truth's re-releases). ``margins`` holds,
     per measure and level, the root mean square of the margins ``infer`` writes for
     those counts with the same seed and ``K`` (one margin per count).
 
@@ -268,8 +271,8 @@ def simulate_release_errors(
     t0 = time.perf_counter()
     try:
         amc = simulate_margins(
-            plan, [], simulations=simulations, seed=seed, executor=ex, progress=progress,
-            observe=pool.add,
+            plan, [], MarginOptions(simulations=simulations, seed=seed), executor=ex,
+            progress=progress, observe=pool.add,
         )  # fmt: skip
     finally:
         close = getattr(ex, "close", None)
@@ -281,7 +284,11 @@ def simulate_release_errors(
             "noise law applied to a plausible truth, then the release's post-processing "
             "re-run"
         ),
-        "plausible_truth": "the release itself (its MDF and tables)",
+        "plausible_truth": (
+            "the release's blocks deconvolved (censusdp infer's rough truth)"
+            if amc.truth == "rough"
+            else "the release itself (its MDF and tables)"
+        ),
         "postprocess": postprocess,
         "simulations": simulations,
         "calibration_simulations": len(amc.second_seeds),

@@ -125,6 +125,23 @@ MARGINS_NOTE = (
 )
 
 
+ROUGH_NOTE = (
+    "rough (the default): the release's MDF re-released K times (seeds) shows how the "
+    "release maps a block's size, and a cell's count, to its released one; the released "
+    "block sizes deconvolved by that law (EM with a smoothing step) give each block a "
+    "plausible true size and its household cells deconvolved the same way (the small "
+    "cells TopDown removes from populous blocks put back, in the block group's mix), "
+    "block groups' totals, group quarters and invariants kept, and that rough truth is "
+    "re-released K more times (rough_seeds; the last seed drew the sizes) gives the "
+    "margins: the MDF is smoother than the truth (fewer empty blocks, fewer small cells "
+    "in populous blocks), so re-releasing it alone under-states small areas' errors"
+)
+RELEASE_NOTE = (
+    "release (--amc-truth release): the MDF as published (the Census Bureau's AMC construction); "
+    "its margins run about 20% short at block groups and blocks (docs/inference.md)"
+)
+
+
 def amc_record(
     amc: AMCResult | None, seed: int, levels: tuple[str, ...] = (), groups: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -143,9 +160,13 @@ def amc_record(
         "seeds": amc.seeds,
         "calibration_simulations": len(amc.second_seeds),
         "calibration_seeds": amc.second_seeds,
-        "method": "Approximate Monte Carlo: the release's MDF re-released K times with its "
-        "own plan, mechanism, shares, spine, estimator and fidelity; a cell's margin is "
-        "z * the root mean square of its K errors (re-released - MDF). With K2 > 0 "
+        "truth": amc.truth,
+        "rough_seeds": amc.rough_seeds,
+        "plausible_truth": ROUGH_NOTE if amc.truth == "rough" else RELEASE_NOTE,
+        "method": "Approximate Monte Carlo: the plausible truth re-released K times with the "
+        "release's own plan, mechanism, shares, spine, estimator and fidelity; a cell's "
+        "margin is z * the root mean square of its K errors (re-released - plausible "
+        "truth). With K2 > 0 "
         "(--calibration-simulations), the first replicate re-released K2 times gives per "
         "geolevel and variable the factor b / c (the first generation's root mean square "
         "error over the second's, pooled over the geounits) that moe90 and moe95 are "

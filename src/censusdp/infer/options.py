@@ -16,7 +16,11 @@ from typing import Any
 
 from censusdp.errors import ConfigError
 
-__all__ = ["MARGIN_FORMATS", "InferOptions", "MarginOptions"]
+__all__ = ["AMC_TRUTHS", "MARGIN_FORMATS", "InferOptions", "MarginOptions"]
+
+AMC_TRUTHS = ("rough", "release")
+"""The AMC's plausible truths (:data:`censusdp.infer.amc.TRUTHS`, checked equal in the
+tests): options are checked here without importing the estimation."""
 
 MARGIN_FORMATS = ("parquet", "csv")
 """Formats of the long-form outputs (``margins``, ``districts``)."""
@@ -36,7 +40,12 @@ class MarginOptions:
         seed: the AMC's master seed (recorded).
         calibration: ``K2`` second-generation re-releases (of the first replicate), the
             iterated-bootstrap calibration of the first generation's margins
-            (:mod:`censusdp.infer.amc`); 0 (the default): none, the plain AMC.
+            (:mod:`censusdp.infer.amc`); 0 (the default): none. Only with
+            ``truth="release"``.
+        truth: the AMC's plausible truth (:data:`censusdp.infer.amc.TRUTHS`):
+            ``rough`` (the default: the release's block sizes and cells deconvolved,
+            ``2 K`` re-releases) or ``release`` (the MDF as published, ``K``; its
+            margins run short at small areas, docs/inference.md).
 
     Raises:
         ConfigError: on construction, for formats outside :data:`MARGIN_FORMATS` (or
@@ -48,6 +57,7 @@ class MarginOptions:
     simulations: int = 0
     seed: int = 0
     calibration: int = 0
+    truth: str = "rough"
 
     def __post_init__(self) -> None:
         formats = tuple(self.formats)
@@ -60,6 +70,13 @@ class MarginOptions:
         if self.calibration < 0:
             raise ConfigError(
                 f"--calibration-simulations must be 0 or more, got {self.calibration}"
+            )
+        if self.truth not in AMC_TRUTHS:
+            raise ConfigError(f"--amc-truth must be one of {list(AMC_TRUTHS)}, got {self.truth!r}")
+        if self.calibration and self.truth != "release":
+            raise ConfigError(
+                "--calibration-simulations calibrates the release's own truth: give "
+                f"--amc-truth release with it (got --amc-truth {self.truth})"
             )
 
 
@@ -82,7 +99,7 @@ class InferOptions:
     def from_mapping(cls, options: dict[str, Any]) -> InferOptions:
         """Options by name, as the Python API takes them: ``zero_constraints`` and the
         fields of :class:`MarginOptions` (``geography``, ``formats``, ``simulations``,
-        ``seed``, ``calibration``).
+        ``seed``, ``calibration``, ``truth``).
 
         Raises:
             ConfigError: naming an option that does not exist, or a value refused.

@@ -693,9 +693,7 @@ def infer_release(
                 amc = simulate_margins(
                     _amc_plan(run, gls.manifest, geo),
                     [geo.to_tabulation(g.target) for g in targets if g.tabulation_level is None],
-                    simulations=simulations,
-                    seed=seed,
-                    calibration=options.margins.calibration,
+                    options.margins,
                     executor=ex,
                     progress=progress,
                 )
