@@ -116,20 +116,7 @@ DHCP_PERSON_COLUMNS = (
 )
 """``MDF2020PersonWriter.var_list`` (the recodes of ``DHCPHHGQToMDFPersons2020Recoder``)."""
 
-DHC_PERSON_COLUMNS = (
-    "SCHEMA_TYPE_CODE",
-    "SCHEMA_BUILD_ID",
-    *GEO_COLUMNS,
-    "EPNUM",
-    "RTYPE",
-    "GQTYPE",
-    "RELSHIP",
-    "QSEX",
-    "QAGE",
-    "CENHISP",
-    "CENRACE",
-    "LIVE_ALONE",
-)
+DHC_PERSON_COLUMNS = tuple(c for c in DHCP_PERSON_COLUMNS if c != "CITIZEN")
 """The 2020 DHC's person MDF (``mdf2020writerRevisedColumns.py``,
 ``DHCP_MDF2020_WriterRevisedColumnNames.var_list``, the recodes of
 ``dhcp_to_mdf2020.py``'s ``DHCPToMDF2020Recoder``): every variable from ``relgq``, sex,
