@@ -105,6 +105,7 @@ def test_a_record_that_is_not_one_household_is_named(copy) -> None:
     assert f"row {row}" in rep.checks["household_records"]["detail"]
 
 
+@pytest.mark.slow  # household_records' refusal by row is the case above; this its DDP zero
 def test_a_household_the_ddp_ruled_out_is_named(copy) -> None:
     """A couple of two whose householder is 15-24 and whose other member is 75+: a
     household the MDF reads (an input can have it), a structural zero of the DDP's
