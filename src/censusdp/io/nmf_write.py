@@ -65,7 +65,7 @@ of shares writes about 15% faster and 4% smaller, a block part the same
 (``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
 Parquet, so every reader reads it.
 
-A ``ddp-2010`` block has 337,680 person and 172,404 household values, nearly all noise
+A ``ddp-2010`` block has 337,680 person and 150,984 household values, nearly all noise
 about zero, so the writer's CPU per value decides how long a state takes to measure
 (``benchmarks/bench_hh_measure.py``, which compares these options with the previous
 ones). ``value`` is delta-encoded and not compressed: a dictionary of the noisy values

@@ -39,7 +39,7 @@ household group is also tied to the total ``T``: it lies in
 ``[max(L, 0), min(U, T - sum_{g >= 1} l_g)]`` with ``l_g`` the persons the group-quarters
 facilities need (one each), and the groups must add to ``T``. The household run alone
 does not guarantee ``L <= P = T - sum_g l_g``: non-negative least squares over the
-169,344 live cells of the detailed household query inflates the count of households (the
+147,980 live cells of the detailed household query inflates the count of households (the
 DDP's finding), past what a state's household population allows. censusdp therefore
 estimates the household run's root with one more constraint (:func:`household_root_cap`),
 ``M <= sum_s s n_s <= P`` (``n_s`` the root's households of size level ``s``, 7 for "7 or
