@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
-from censusdp.data.schema import get_schema
+from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
@@ -127,6 +127,31 @@ def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invar
     # a spine release measured the spine's geounits (spine.parquet): infer estimates them
     geo = geography_of_run(run.path, manifest, hierarchy)
     return manifest, geo, geo.invariants(inv)
+
+
+def _gls_schema(manifest: Mapping[str, Any], run_dir: Path) -> Schema:
+    """The release's schema, which the GLS must be able to read.
+
+    Raises:
+        SchemaError: for a release not measured on the ``pl94`` schema.
+    """
+    schema = get_schema(str(manifest.get("schema", "pl94")))
+    if schema.name != "pl94":
+        raise SchemaError(
+            f"GLS is implemented for releases on the pl94 schema only; {run_dir} was measured "
+            f"on {schema.name!r} (its AGE attribute needs another factor in the block algebra; "
+            "see docs/inference.md, Limits)"
+        )
+    return schema
+
+
+def _refuse_unreadable(run: RunDir) -> None:
+    """Refuse, before validating the release, what infer cannot read: a household run or
+    a schema other than ``pl94`` (a missing manifest is left to the reading)."""
+    if run.manifest_file.is_file():
+        manifest = run.manifest()
+        refuse_household_run(manifest, run.manifest_file, "infer")
+        _gls_schema(manifest, run.path)
 
 
 def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...]) -> Layout:
@@ -274,13 +299,7 @@ def release_gls(
     t = time.perf_counter()
     manifest_in, geo, inv = _read_release(run)
     hierarchy = geo.estimation
-    schema = get_schema(str(manifest_in.get("schema", "pl94")))
-    if schema.name != "pl94":
-        raise SchemaError(
-            f"GLS is implemented for releases on the pl94 schema only; {run_dir} was measured "
-            f"on {schema.name!r} (its AGE attribute needs another factor in the block algebra; "
-            "see docs/inference.md, Limits)"
-        )
+    schema = _gls_schema(manifest_in, run_dir)
     persons = run.nmf_reader("persons", schema, hierarchy)
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = person_lines(layout)
@@ -658,6 +677,7 @@ def infer_release(
     geography, formats = options.margins.geography, options.margins.formats
     simulations, seed = options.margins.simulations, options.margins.seed
     inputs = [run_dir] + ([Path(geography)] if geography is not None else [])
+    _refuse_unreadable(RunDir(run_dir))
     with staged_output(out_dir, overwrite, inputs, command="infer") as staging:
         out_dir = staging.path
         require_valid(run_dir, what="infer", mdf=False, progress=progress)
