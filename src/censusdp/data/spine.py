@@ -66,6 +66,7 @@ from math import lcm
 
 import numpy as np
 
+from censusdp.data._spine_groups import assign_tract_groups, dense_rank, isqrt, prim_parents
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels, Hierarchy, validate_geocodes
 from censusdp.errors import GeographyError
 
@@ -373,7 +374,7 @@ class Spine:
         total population holds on the union of the units of one group.
         """
         parts = self.hierarchy.geocodes[self.geolevels.index("State")]
-        return _dense_rank(np.asarray([code[1:3] for code in parts.tolist()], dtype="U2"))
+        return dense_rank(np.asarray([code[1:3] for code in parts.tolist()], dtype="U2"))
 
 
 # -- attributes -----------------------------------------------------------------------
@@ -435,19 +436,6 @@ def _gq_combination(values: np.ndarray | None, n: int) -> np.ndarray:
     return out
 
 
-def _isqrt(n: np.ndarray) -> np.ndarray:
-    """Exact integer square roots of non-negative integers."""
-    r = np.floor(np.sqrt(n.astype(np.float64))).astype(np.int64)
-    r -= (r * r > n).astype(np.int64)
-    r += ((r + 1) * (r + 1) <= n).astype(np.int64)
-    return r
-
-
-def _dense_rank(keys: np.ndarray) -> np.ndarray:
-    """Integer id of each key, in sorted key order."""
-    return np.unique(keys, return_inverse=True)[1].astype(np.int64).ravel()
-
-
 def _digits(n: int) -> int:
     return len(str(max(int(n), 1)))
 
@@ -468,7 +456,7 @@ def _optimized_block_groups(
     order = np.lexsort((np.arange(n_blocks), entity, tract_part))
     tp, en = tract_part[order], entity[order]
     per_tract = np.bincount(tract_part)
-    size = _isqrt(per_tract) + fanout_cutoff + 1
+    size = isqrt(per_tract) + fanout_cutoff + 1
     new_group = np.r_[True, (tp[1:] != tp[:-1]) | (en[1:] != en[:-1])]
     group_start = np.flatnonzero(new_group)
     group_of = np.cumsum(new_group) - 1
@@ -487,136 +475,10 @@ def _optimized_block_groups(
 
 def _tabulation_block_groups(tract_part: np.ndarray, bg_digit: np.ndarray) -> np.ndarray:
     """1-based number of each block's tabulation block group within its tract part."""
-    ids = _dense_rank(tract_part * 10 + bg_digit)
+    ids = dense_rank(tract_part * 10 + bg_digit)
     lowest = np.full(int(tract_part.max()) + 1, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(lowest, tract_part, ids)
     return ids - lowest[tract_part] + 1
-
-
-# -- tract groups ---------------------------------------------------------------------
-
-
-def _osed_step(in_k: np.ndarray, not_k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One level of the OSED recursion (the paper's eqs. 7-8): sums of the children's
-    distances for the entity and its complement, to the unit's pair of distances."""
-    return np.minimum(in_k, not_k + 1), np.minimum(in_k + 1, not_k)
-
-
-def _county_osed(sk: np.ndarray, sn: np.ndarray) -> np.ndarray:
-    """County-level OSED of each entity from its per-tract-group sums ``(E, G)``."""
-    tk, tn = _osed_step(sk, sn)
-    return _osed_step(tk.sum(axis=1), tn.sum(axis=1))[0]
-
-
-def _tract_groups_of_county(
-    tract_of_block: np.ndarray,
-    bg_of_block: np.ndarray,
-    entity_codes: list[np.ndarray],
-    rules: SpineRules,
-) -> np.ndarray:
-    """Tract-group number (1-based) of each tract of one county part (the paper's Alg. 2).
-
-    Args:
-        tract_of_block: 0-based tract index of each block of the county part.
-        bg_of_block: 0-based block-group index (unique in the county part) of each block.
-        entity_codes: per OSE type, each block's code (``""`` = in no entity of the type).
-        rules: the spine rules.
-
-    Long because it is one greedy algorithm: the grouping of tracts with identical
-    entity sets, the threshold filter, and the pair-merging loop share its state.
-    """
-    n_tracts = int(tract_of_block.max()) + 1
-    cutoff = int(_isqrt(np.asarray([n_tracts]))[0]) + rules.fanout_cutoff
-    # Entity sets per tract (every code of every type, "none" included) and the
-    # entities themselves (non-empty codes).
-    sets: list[set[str]] = [set() for _ in range(n_tracts)]
-    members: list[np.ndarray] = []
-    for t_i, codes in enumerate(entity_codes):
-        tagged = np.char.add(f"{t_i}:", codes.astype("U"))
-        for tr, code in set(zip(tract_of_block.tolist(), tagged.tolist(), strict=True)):
-            sets[tr].add(code)
-        for code in np.unique(codes[codes != ""]):
-            members.append(codes == code)
-    # 1. Tracts with identical entity sets form groups of at most `cutoff` tracts.
-    groups: list[list[int]] = []
-    by_set: dict[frozenset[str], list[int]] = {}
-    for tr in range(n_tracts):
-        by_set.setdefault(frozenset(sets[tr]), []).append(tr)
-    first_of: dict[int, list[list[int]]] = {}
-    for trs in by_set.values():
-        chunks = [trs[i : i + cutoff] for i in range(0, len(trs), cutoff)]
-        for ch in chunks:
-            first_of.setdefault(ch[0], []).append(ch)
-    for tr in range(n_tracts):
-        groups.extend(first_of.get(tr, []))
-    # 2. Entity distances at the tract level, and the entities worth targeting.
-    n_bg = int(bg_of_block.max()) + 1
-    tract_of_bg = np.zeros(n_bg, dtype=np.int64)
-    tract_of_bg[bg_of_block] = tract_of_block
-    bg_size = np.bincount(bg_of_block, minlength=n_bg)
-    ck_rows, cn_rows = [], []
-    for inside in members:
-        in_bg = np.bincount(bg_of_block[inside], minlength=n_bg)
-        bk, bn = _osed_step(in_bg, bg_size - in_bg)
-        tk, tn = _osed_step(
-            np.bincount(tract_of_bg, weights=bk, minlength=n_tracts).astype(np.int64),
-            np.bincount(tract_of_bg, weights=bn, minlength=n_tracts).astype(np.int64),
-        )
-        bound = _osed_step(tk.sum(), tn.sum())[0]
-        if bound > rules.entity_threshold:
-            ck_rows.append(tk)
-            cn_rows.append(tn)
-    if not ck_rows:
-        merged = [sum(groups[i : i + cutoff], []) for i in range(0, len(groups), cutoff)]
-        return _numbering(merged, n_tracts)
-    ck = np.asarray(ck_rows, dtype=np.int64)
-    cn = np.asarray(cn_rows, dtype=np.int64)
-
-    def sums(g: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        return ck[:, g].sum(axis=1), cn[:, g].sum(axis=1)
-
-    sk = np.column_stack([sums(g)[0] for g in groups])
-    sn = np.column_stack([sums(g)[1] for g in groups])
-    ids = list(range(len(groups)))
-    objective = sorted(_county_osed(sk, sn).tolist(), reverse=True)
-    finalized: set[int] = set()
-    # 3. Merge pairs of sibling groups while the sorted distances do not get worse.
-    while len(groups) > 1:
-        merged_pair = False
-        active = [i for i in range(len(groups)) if ids[i] not in finalized]
-        for pos, a in enumerate(active[:-1]):
-            for b in active[pos + 1 :]:
-                if len(groups[a]) + len(groups[b]) > cutoff:
-                    continue
-                keep = np.ones(len(groups), dtype=bool)
-                keep[[a, b]] = False
-                tk, tn = _osed_step(sk[:, keep], sn[:, keep])
-                mk, mn = _osed_step(sk[:, a] + sk[:, b], sn[:, a] + sn[:, b])
-                county = _osed_step(tk.sum(axis=1) + mk, tn.sum(axis=1) + mn)[0]
-                test = sorted(county.tolist(), reverse=True)
-                if test <= objective:
-                    groups[a] = groups[a] + groups[b]
-                    sk[:, a] += sk[:, b]
-                    sn[:, a] += sn[:, b]
-                    del groups[b], ids[b]
-                    sk = np.delete(sk, b, axis=1)
-                    sn = np.delete(sn, b, axis=1)
-                    objective = test
-                    merged_pair = True
-                    break
-            if merged_pair:
-                break
-            finalized.add(ids[a])
-        if not merged_pair:
-            break
-    return _numbering(groups, n_tracts)
-
-
-def _numbering(groups: list[list[int]], n_tracts: int) -> np.ndarray:
-    out = np.zeros(n_tracts, dtype=np.int64)
-    for i, g in enumerate(groups):
-        out[g] = i + 1
-    return out
 
 
 # -- the spine ------------------------------------------------------------------------
@@ -665,12 +527,9 @@ def build_spine(
 
     in_aian = (aian != "") & rules.aian_split
     county_part = np.char.add(np.where(in_aian, "1", "0"), geo.astype("U5"))
-    # Puerto Rico's only Prims are its municipios (create_prims: the county, "9" * 10)
-    none = (place == "") | (geo.astype("U2") == "72")
-    prim = np.where(none, "99999", place).astype("U5") if rules.prim else None
-    parent = county_part if prim is None else np.char.add(county_part, prim)
+    parent = prim_parents(county_part, place, geo) if rules.prim else county_part
     tract = np.char.replace(geo.astype("U11"), geo.astype("U5"), "", count=1)
-    tract_part_id = _dense_rank(np.char.add(parent, tract))
+    tract_part_id = dense_rank(np.char.add(parent, tract))
 
     # The OSE codes of each block, one array per type ("" = in no entity of the type).
     ose = [place]
@@ -684,7 +543,7 @@ def build_spine(
             key = np.char.add(np.char.add(key, "|"), comp)
         if rules.gq_entities:
             key = np.char.add(np.char.add(key, "|"), gq)
-        bg = _optimized_block_groups(tract_part_id, _dense_rank(key), rules.fanout_cutoff)
+        bg = _optimized_block_groups(tract_part_id, dense_rank(key), rules.fanout_cutoff)
     else:
         digit = np.frombuffer(geo.astype("S16").tobytes(), dtype=np.uint8).reshape(n, 16)[:, 11]
         bg = _tabulation_block_groups(tract_part_id, digit.astype(np.int64) - ord("0"))
@@ -692,7 +551,9 @@ def build_spine(
     pieces = [parent]
     tg_width = 0
     if rules.tract_groups or rules.prim:
-        tg = _assign_tract_groups(parent, tract_part_id, bg, ose, rules)
+        tg = assign_tract_groups(
+            parent, tract_part_id, bg, ose, (rules.fanout_cutoff, rules.entity_threshold)
+        )
         width = _digits(tg.max())
         pieces.append(np.char.zfill(tg.astype("U"), width))
         tg_width = width
@@ -714,30 +575,6 @@ def build_spine(
     lengths.append(lengths[-1] + BLOCK_GEOCODE_LENGTH)
     geolevels = GeoLevels.from_pairs(list(zip(rules.level_names, lengths, strict=True)))
     return Spine(geolevels, geo, codes.astype(f"U{lengths[-1]}"), rules)
-
-
-def _assign_tract_groups(
-    county_part: np.ndarray,
-    tract_part_id: np.ndarray,
-    bg: np.ndarray,
-    ose: list[np.ndarray],
-    rules: SpineRules,
-) -> np.ndarray:
-    """Tract-group number of each block (1-based within its county part).
-
-    A county part (AIAN flag + county) is not contiguous in geocode order when a county
-    has blocks in both parts, so its blocks are selected by id.
-    """
-    out = np.zeros(county_part.size, dtype=np.int64)
-    cp_id = _dense_rank(county_part)
-    by_part = np.argsort(cp_id, kind="stable")
-    cuts = np.flatnonzero(np.diff(cp_id[by_part])) + 1
-    for sel in np.split(by_part, cuts):
-        tract_local = _dense_rank(tract_part_id[sel])
-        bg_local = _dense_rank(tract_part_id[sel] * (int(bg.max()) + 1) + bg[sel])
-        tg = _tract_groups_of_county(tract_local, bg_local, [c[sel] for c in ose], rules)
-        out[sel] = tg[tract_local]
-    return out
 
 
 def bypass_shares(
