@@ -91,7 +91,7 @@ def test_column_contract(vt: tuple) -> None:
         "citizen", "relgq",
     ]  # fmt: skip
     assert u["_schema"].names == [
-        "unit_id", "geocode", "gqtype", "occupied", "aian_area", "place"
+        "unit_id", "geocode", "gqtype", "occupied", "aian_area", "place", "ten", "vacs", "qgqtyp"
     ]  # fmt: skip
     assert u["_schema"].field("place").type == pa.string()
     for name in ("person_id", "unit_id", "hhgq", "sex", "age", "hispanic", "cenrace", "rel"):
@@ -107,6 +107,9 @@ def test_column_contract(vt: tuple) -> None:
     assert set(np.unique(p["citizen"])) == {0, 1}
     assert p["relgq"].min() >= 0 and p["relgq"].max() <= 41
     assert ((p["relgq"] >= 18) == (p["hhgq"] > 0)).all()
+    for name, top in (("ten", 4), ("vacs", 7), ("qgqtyp", 997)):
+        assert u["_schema"].field(name).type == pa.int64()
+        assert u[name].min() >= 0 and u[name].max() <= top
     for g in (p["geocode"], u["geocode"]):
         digits = np.frombuffer(g.tobytes(), dtype=np.uint8).reshape(-1, 16)
         assert ((digits >= 48) & (digits <= 57)).all()

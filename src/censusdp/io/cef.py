@@ -26,7 +26,9 @@ written. The rules (docs/file-formats.md):
   :mod:`censusdp.io.cef_households`: one householder per household, and a household
   column never disagrees with what the unit's persons give; so does the 2020 DHC's
   ``relgq`` of ``persons.parquet`` (a relationship in a household, the facility's GQ
-  type in group quarters).
+  type in group quarters), and the 2020 DHC's unit columns ``ten``, ``vacs`` and
+  ``qgqtyp`` of ``units.parquet`` (all three or none: a tenure on every occupied
+  housing unit, a vacancy status on every vacant one, the facility's GQ type).
 """
 
 from __future__ import annotations
@@ -47,10 +49,14 @@ from censusdp.io.cef_files import INPUT_NAMES, input_files, read_input
 from censusdp.io.cef_households import (
     HOUSEHOLD_UNIT_COLUMNS,
     OPTIONAL_PERSON_COLUMNS,
+    TENURE_UNIT_COLUMNS,
     household_column_rules,
     household_input_rules,
     households_of,
+    missing_tenure_columns,
+    qgqtyp_relgq_rule,
     relgq_rules,
+    tenure_rules,
 )
 from censusdp.progress import Progress, Task, task
 
@@ -70,6 +76,7 @@ __all__ = [
     "read_households",
     "same_within_block",
     "schema_difference",
+    "tenure_column_missing",
     "type_problem",
     "unit_rows_of",
     "validate_cef",
@@ -360,6 +367,15 @@ def validate_cef(
             persons["relgq"], persons["hhgq"], unit_row, int(uid.size), persons_file
         ):
             problems.rows(file, column, mask, values, rule)
+    tenure = all(c in units for c in TENURE_UNIT_COLUMNS)
+    for file, column, mask, values, rule in tenure_rules(units, units_file) if tenure else []:
+        problems.rows(file, column, mask, values, rule)
+    if tenure and "relgq" in persons:
+        problems.rows(
+            *qgqtyp_relgq_rule(
+                persons["relgq"], persons["hhgq"], unit_row, units["qgqtyp"], persons_file
+            )
+        )
     if "rel" in persons and not problems.lines:
         households = households_of(persons, units, unit_row)
         for file, column, mask, values, rule in household_column_rules(
@@ -528,8 +544,16 @@ def _read_cef(directory: Path, bar: Task) -> CEF:
     )
     present = tables["units.parquet"].column_names
     optional = {
-        k: v for k, v in {**OPTIONAL_UNIT_COLUMNS, **HOUSEHOLD_UNIT_COLUMNS}.items() if k in present
+        k: v
+        for k, v in {
+            **OPTIONAL_UNIT_COLUMNS,
+            **HOUSEHOLD_UNIT_COLUMNS,
+            **TENURE_UNIT_COLUMNS,
+        }.items()
+        if k in present
     }
+    for name in missing_tenure_columns(present):
+        problems.add(tenure_column_missing(labels["units.parquet"], name, present))
     units = check_columns(
         tables["units.parquet"], {**UNIT_COLUMNS, **optional}, labels["units.parquet"], problems
     )
@@ -550,6 +574,15 @@ def _read_cef(directory: Path, bar: Task) -> CEF:
         raise InputError(f"invalid input in {directory}", problems.lines)
     bar.advance()
     return CEF(persons=persons, units=units, source=directory, input_sha256=sha256)
+
+
+def tenure_column_missing(file: str | Path, name: str, present: list[str] | tuple[str, ...]) -> str:
+    """The line of a units file that lacks the tenure column ``name`` while it has
+    another (``ten``, ``vacs`` and ``qgqtyp`` come together)."""
+    return (
+        f"{file}: missing column {name!r}: ten, vacs and qgqtyp (the 2020 DHC's tenure, "
+        f"vacancy status and GQ type) come together (found {list(present)})"
+    )
 
 
 def read_households(cef: CEF) -> Households:

@@ -23,6 +23,16 @@ relationship (0..17), a group-quarters person's a GQ type of their ``hhgq`` majo
 (GQ 101-106 are type 1, ..., 701-997 type 7), every resident of one facility has the
 same GQ type, a householder living alone (0) is alone in the unit, and a householder
 not living alone (1) is not.
+
+``units.parquet`` may carry the 2020 DHC's unit columns ``ten``, ``vacs`` and ``qgqtyp``
+(production's CEF unit codes, :mod:`censusdp.data.units_dhc`), all three or none
+(:data:`TENURE_UNIT_COLUMNS`), which the DHC household run reads. With them the reader
+checks (:func:`tenure_rules`): an occupied housing unit has a tenure (``ten`` 1..4) and
+no vacancy status, a vacant one a status (``vacs`` 1..7) and no tenure, a facility
+neither; ``qgqtyp`` is 0 on a housing unit and on a facility one of production's GQ
+codes of the facility's ``gqtype`` (101-106 type 1, ..., 701-997 type 7); and, with
+``relgq``, every resident of a facility has the ``relgq`` of its ``qgqtyp``
+(:func:`qgqtyp_relgq_rule`).
 """
 
 from __future__ import annotations
@@ -39,14 +49,19 @@ from censusdp.data.households import (
     household_rules,
 )
 from censusdp.data.schema_dhc import GQ_CODES, RELGQ_LEVELS
+from censusdp.data.units_dhc import TEN_LEVELS, TENURE_COLUMNS, VACS_LEVELS, gq_level_of
 
 __all__ = [
     "HOUSEHOLD_UNIT_COLUMNS",
     "OPTIONAL_PERSON_COLUMNS",
+    "TENURE_UNIT_COLUMNS",
     "household_column_rules",
     "household_input_rules",
     "households_of",
+    "missing_tenure_columns",
+    "qgqtyp_relgq_rule",
     "relgq_rules",
+    "tenure_rules",
 ]
 
 OPTIONAL_PERSON_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
@@ -73,7 +88,76 @@ HOUSEHOLD_UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
 }
 """Optional unit columns, checked against the household derived from the unit's persons."""
 
+TENURE_UNIT_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "ten": ("int", (0, len(TEN_LEVELS) - 1)),
+    "vacs": ("int", (0, len(VACS_LEVELS) - 1)),
+    "qgqtyp": ("int", (0, 999)),
+}
+"""The 2020 DHC's unit columns (production's TEN, VACS, QGQTYP), all three or none."""
+
 Rule = tuple[str, str, np.ndarray, np.ndarray, str]
+
+
+def missing_tenure_columns(present: list[str] | tuple[str, ...]) -> list[str]:
+    """The tenure columns absent from ``present`` when some are there (all three come
+    together); empty when all three or none are present."""
+    missing = [c for c in TENURE_COLUMNS if c not in present]
+    return [] if len(missing) == len(TENURE_COLUMNS) else missing
+
+
+def tenure_rules(units: Mapping[str, np.ndarray], uf: str) -> list[Rule]:
+    """``(file, column, rows breaking the rule, values, rule)`` of every rule on the
+    units' ``ten``, ``vacs`` and ``qgqtyp`` (in range, :data:`TENURE_UNIT_COLUMNS`).
+
+    Args:
+        units: the units' ``gqtype``, ``occupied``, ``ten``, ``vacs`` and ``qgqtyp``.
+        uf: the units file's name.
+    """
+    gqtype = np.asarray(units["gqtype"], dtype=np.int64)
+    occupied = np.asarray(units["occupied"], dtype=bool)
+    ten, vacs, q = (np.asarray(units[c], dtype=np.int64) for c in TENURE_COLUMNS)
+    housing = gqtype == 0
+    household = housing & occupied
+    known = gq_level_of(q) >= 0
+    major = np.minimum(q // 100, 7)
+    return [
+        (uf, "ten", household & (ten == 0), ten,
+         "is 0 (no tenure) but the unit is an occupied housing unit"),
+        (uf, "ten", ~household & (ten > 0), ten,
+         "is a tenure but the unit is not an occupied housing unit (vacant, or a facility)"),
+        (uf, "vacs", housing & ~occupied & (vacs == 0), vacs,
+         "is 0 (not vacant) but the unit is a vacant housing unit"),
+        (uf, "vacs", ~(housing & ~occupied) & (vacs > 0), vacs,
+         "is a vacancy status but the unit is not a vacant housing unit"),
+        (uf, "qgqtyp", housing & (q != 0), q, "is a GQ type but the unit is a housing unit"),
+        (uf, "qgqtyp", ~housing & ~known, q,
+         "is not a GQ type production reads (101-106, 201-203, 301, 401-405, 501, 601, "
+         "602, 701, 702, 704, 706, 801, 802, 900, 901, 903, 904, 997)"),
+        (uf, "qgqtyp", ~housing & known & (major != gqtype), q,
+         "is not a GQ type of the unit's gqtype"),
+    ]  # fmt: skip
+
+
+def qgqtyp_relgq_rule(
+    relgq: np.ndarray, hhgq: np.ndarray, unit_row: np.ndarray, qgqtyp: np.ndarray, pf: str
+) -> Rule:
+    """The rule that a facility's residents have the ``relgq`` of its ``qgqtyp``. A
+    person whose ``relgq`` is not a GQ type of their ``hhgq`` (which :func:`relgq_rules`
+    names), a household person, or a person whose unit is absent breaks no rule here.
+
+    Args:
+        relgq, hhgq: the persons' columns (``relgq`` 0..41).
+        unit_row: each person's unit row (``-1`` when absent).
+        qgqtyp: the units' ``qgqtyp``.
+        pf: the persons file's name.
+    """
+    relgq = np.asarray(relgq, dtype=np.int64)
+    has = unit_row >= 0
+    level = np.full(relgq.size, -1, dtype=np.int64)
+    level[has] = gq_level_of(np.asarray(qgqtyp)[unit_row[has]])
+    typed = (relgq >= FIRST_GQ_RELGQ) & (RELGQ_MAJOR[relgq] == np.asarray(hhgq))
+    wrong = has & typed & (level >= 0) & (relgq != FIRST_GQ_RELGQ + level)
+    return (pf, "relgq", wrong, relgq, "differs from the GQ type (qgqtyp) of the person's facility")
 
 
 def _household_unit(units: Mapping[str, np.ndarray]) -> np.ndarray:

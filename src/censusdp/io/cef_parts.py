@@ -40,6 +40,8 @@ from censusdp.data.histograms import person_cells
 from censusdp.data.households import derive_households, household_rules
 from censusdp.data.invariants import N_HHGQ
 from censusdp.data.schema import HOUSEHOLD2010, get_schema
+from censusdp.data.schema_dhc import DHC_UNITS_2020
+from censusdp.data.units_dhc import TENURE_COLUMNS, tenvacgq_of
 from censusdp.errors import InputError
 from censusdp.io.cef import (
     MAX_PER_RULE,
@@ -57,10 +59,13 @@ from censusdp.io.cef_files import Stamp, parquet_input
 from censusdp.io.cef_households import (
     HOUSEHOLD_UNIT_COLUMNS,
     OPTIONAL_PERSON_COLUMNS,
+    TENURE_UNIT_COLUMNS,
     household_column_rules,
     household_input_rules,
     households_of,
+    qgqtyp_relgq_rule,
     relgq_rules,
+    tenure_rules,
 )
 
 __all__ = [
@@ -126,6 +131,10 @@ class CEFPart:
             :mod:`censusdp.io.cef_households`) into a ``household2010`` histogram.
         household_columns: the household columns ``units.parquet`` carries, each
             checked against the household its unit's persons give.
+        tenure: ``units.parquet`` carries the 2020 DHC's ``ten``, ``vacs`` and
+            ``qgqtyp``: the part reads and checks them
+            (:func:`censusdp.io.cef_households.tenure_rules`) and counts its units by
+            ``tenvacgq``.
     """
 
     files: tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
@@ -141,6 +150,7 @@ class CEFPart:
     stamps: tuple[tuple[Stamp, ...], tuple[Stamp, ...]] = ((), ())
     households: bool = False
     household_columns: tuple[str, ...] = ()
+    tenure: bool = False
 
     def stamp(self, which: int, file: int) -> Stamp | None:
         """The stamp of file ``file`` (its index in the input) of input ``which``."""
@@ -341,6 +351,7 @@ def _unit_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]:
         **UNIT_COLUMNS,
         **{k: OPTIONAL_UNIT_COLUMNS[k] for k in part.optional},
         **{k: HOUSEHOLD_UNIT_COLUMNS[k] for k in part.household_columns},
+        **(TENURE_UNIT_COLUMNS if part.tenure else {}),
     }
 
 
@@ -364,6 +375,7 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
     ids, geo, gqtype, occupied = [], [], [], []
     attrs: dict[str, list[np.ndarray]] = {k: [] for k in part.optional}
     hh_cols: dict[str, list[np.ndarray]] = {k: [] for k in part.household_columns}
+    ten_cols: dict[str, list[np.ndarray]] = {k: [] for k in TENURE_UNIT_COLUMNS if part.tenure}
     for batch, _, _ in _batches(part, UNITS, list(spec)):
         ids.append(_ints(batch, "unit_id", None))
         geo.append(_geocodes(batch))
@@ -376,6 +388,8 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
             attrs[k].append(_codes(batch, k, OPTIONAL_UNIT_COLUMNS[k][1][0]))
         for k in part.household_columns:
             hh_cols[k].append(_ints(batch, k, HOUSEHOLD_UNIT_COLUMNS[k][1]))
+        for k, chunks in ten_cols.items():
+            chunks.append(_ints(batch, k, TENURE_UNIT_COLUMNS[k][1]))
     uid = _concat(ids, np.int64)
     blocks, block = np.unique(_concat(geo, np.int64), return_inverse=True)
     block = block.astype(np.int64)
@@ -395,12 +409,18 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
     sorted_ids = uid[order]
     if sorted_ids.size > 1 and (sorted_ids[1:] == sorted_ids[:-1]).any():
         raise _Fallback
+    units = {
+        "gqtype": _concat(gqtype, np.int8),
+        "occupied": _concat(occupied, bool),
+        "tenure": {k: _concat(v, np.int64) for k, v in ten_cols.items()},
+    }
+    if part.tenure and any(r[2].any() for r in tenure_rules({**units, **units["tenure"]}, "")):
+        raise _Fallback
     return {
+        **units,
         "ids": sorted_ids,
         "order": order,
         "block": block,
-        "gqtype": _concat(gqtype, np.int8),
-        "occupied": _concat(occupied, bool),
         "blocks": blocks,
         "attributes": per_block,
         "household_columns": {k: _concat(v, np.int64) for k, v in hh_cols.items()},
@@ -483,6 +503,11 @@ def _fast(part: CEFPart) -> dict[str, Any]:
         unit, hhgq, rq = np.concatenate(relgq, axis=1)
         if any(r[2].any() for r in relgq_rules(rq, hhgq, unit, units["ids"].size, "")):
             raise _Fallback
+        if (
+            part.tenure
+            and qgqtyp_relgq_rule(rq, hhgq, unit, units["tenure"]["qgqtyp"], "")[2].any()
+        ):
+            raise _Fallback
     pid = np.sort(_concat(pids, np.int64))
     if pid.size > 1 and (pid[1:] == pid[:-1]).any():
         raise _Fallback
@@ -502,8 +527,14 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     households = None
     if part.households:
         households = _part_households(units, {k: _concat(v, np.int64) for k, v in kept.items()})
+    tenvacgq = None
+    if part.tenure:
+        level = tenvacgq_of(*(units["tenure"][k] for k in TENURE_COLUMNS))
+        tenvacgq = np.zeros((nb, DHC_UNITS_2020.size), dtype=np.int64)
+        np.add.at(tenvacgq, (block, level), 1)
     return {
         "households": households,
+        "tenvacgq": tenvacgq,
         "blocks": units["blocks"],
         "attributes": units["attributes"],
         "persons": hist,
@@ -578,11 +609,34 @@ def _describe(part: CEFPart) -> dict[str, Any]:
         ):
             found.fixed = rule_rank(1, 1, 100 + i)  # after the household rules
             found.rows(file, column, mask, values, rule)
+    if part.tenure:
+        _describe_tenure(persons, units, unit_row, part.labels, found)
     for j, name in enumerate(part.optional):
         found.fixed = rule_rank(1, 2, j)
         same_within_block(units["geocode"], units[name], name, ulabel, found)
     out["found"] = found.found
     return out
+
+
+def _describe_tenure(
+    persons: dict[str, np.ndarray],
+    units: dict[str, np.ndarray],
+    unit_row: np.ndarray,
+    labels: tuple[str, str],
+    found: _Collector,
+) -> None:
+    """The rules on ``ten``, ``vacs`` and ``qgqtyp`` (after those on ``relgq``), as the
+    whole-file reader orders them."""
+    rules = tenure_rules(units, labels[UNITS])
+    if "relgq" in persons:
+        rules.append(
+            qgqtyp_relgq_rule(
+                persons["relgq"], persons["hhgq"], unit_row, units["qgqtyp"], labels[0]
+            )
+        )
+    for i, (file, column, mask, values, rule) in enumerate(rules):
+        found.fixed = rule_rank(1, 1, 200 + i)
+        found.rows(file, column, mask, values, rule)
 
 
 def _describe_households(

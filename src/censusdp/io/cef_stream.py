@@ -57,10 +57,15 @@ from censusdp.io.cef import (
     person_columns,
     person_unit_rules,
     schema_difference,
+    tenure_column_missing,
     unit_rows_of,
 )
 from censusdp.io.cef_files import INPUT_NAMES, CEFInput, Stamp, hash_input, parquet_input
-from censusdp.io.cef_households import HOUSEHOLD_UNIT_COLUMNS
+from censusdp.io.cef_households import (
+    HOUSEHOLD_UNIT_COLUMNS,
+    TENURE_UNIT_COLUMNS,
+    missing_tenure_columns,
+)
 from censusdp.io.cef_parts import (
     PERSONS,
     UNITS,
@@ -108,6 +113,9 @@ class CEFBlocks:
             ``None`` when not asked for.
         households: ``(blocks x 387,072)`` sparse ``household2010`` histogram of the
             households derived from their persons, or ``None`` when not asked for.
+        tenvacgq: ``(blocks x 35)`` counts of the units by ``tenvacgq`` (the 2020 DHC's
+            unit histogram, ``dhc-units-2020``) when ``units.parquet`` has ``ten``,
+            ``vacs`` and ``qgqtyp``; ``None`` otherwise.
         n_persons: person records read.
         n_units: unit records read.
         block_attributes: per block (the hierarchy's order), the optional unit columns
@@ -133,6 +141,7 @@ class CEFBlocks:
     part_costs: tuple[tuple[int, float, float], ...] = ()
     input_sha256: dict[str, str] = field(default_factory=dict)
     households: sp.csr_matrix | None = None
+    tenvacgq: np.ndarray | None = None
 
 
 @dataclass
@@ -243,12 +252,14 @@ def _plan(
     part_rows: int,
     batch_rows: int,
     household_columns: tuple[str, ...] | None = None,
+    tenure: bool = False,
 ) -> list[CEFPart]:
     """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
     persons, or larger where smaller ones would read the row groups too many times
     (:data:`MAX_READS`); one part reading everything when the files have no geocode
     statistics or are not in geocode order. ``household_columns`` (not ``None``): the
-    parts derive households, checking those household columns of the units."""
+    parts derive households, checking those household columns of the units; ``tenure``:
+    the parts read and check the units' ``ten``, ``vacs`` and ``qgqtyp``."""
     files, stamps, labels, groups = footers.files, footers.stamps, footers.labels, footers.groups
     ordered = footers.ordered
 
@@ -264,7 +275,7 @@ def _plan(
         part = CEFPart(
             names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index, marks,
             households=household_columns is not None,
-            household_columns=household_columns or (),
+            household_columns=household_columns or (), tenure=tenure,
         )  # fmt: skip
         return part, sum(g.rows for gs in picked for g in gs)
 
@@ -350,8 +361,14 @@ def read_cef_blocks(
                 "householder), which a household run needs"
             )
         household_columns = tuple(k for k in HOUSEHOLD_UNIT_COLUMNS if k in schemas[UNITS].names)
+    unit_names = schemas[UNITS].names
+    missing = [tenure_column_missing(labels[UNITS], c, unit_names)
+               for c in missing_tenure_columns(unit_names)]  # fmt: skip
+    if missing:
+        raise InputError(f"invalid input in {directory}", missing)
+    tenure = all(c in unit_names for c in TENURE_UNIT_COLUMNS)
     footers = _Footers(files, source.stamps, labels, groups, ordered)
-    parts = _plan(footers, schema.name, optional, part_rows, batch_rows, household_columns)
+    parts = _plan(footers, schema.name, optional, part_rows, batch_rows, household_columns, tenure)
     results = []
     with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
         for rec in _run(executor, read_cef_part, parts):
@@ -404,6 +421,11 @@ def _assemble(
         readers=frozenset(r["reader"] for r in results),
         part_costs=tuple((r["n_persons"], r["seconds"], r["cpu_seconds"]) for r in results),
         households=households,
+        tenvacgq=(
+            np.concatenate([r["tenvacgq"] for r in results])
+            if results[0].get("tenvacgq") is not None
+            else None
+        ),
     )
 
 

@@ -1,0 +1,116 @@
+"""The 2020 DHC's unit columns, tenure, vacancy status and GQ type, and their recodes.
+
+Production's household and unit run reads three columns of each unit of the CEF
+(``CEF20_UNIT``; ``programs/reader/cef_2020/cef_2020_dhch_reader.py``, whose unit
+recoder ``DHCH_Unit_recoder`` takes ``ten vacs qgqtyp`` as ``unit_US.ini`` names them):
+
+* ``ten``, the edited tenure (:data:`TEN_LEVELS`): 0 not an occupied housing unit,
+  1 owned with a mortgage or loan, 2 owned free and clear, 3 rented, 4 occupied without
+  payment of rent;
+* ``vacs``, the edited vacancy status (:data:`VACS_LEVELS`): 0 not vacant, 1 for rent,
+  2 rented, not occupied, 3 for sale only, 4 sold, not occupied, 5 seasonal,
+  recreational or occasional use, 6 for migrant workers, 7 other vacant;
+* ``qgqtyp``, the edited GQ type: production's three-character code (``"000"`` for a
+  housing unit), here its integer value (0 for a housing unit, 101 ... 997;
+  :data:`QGQTYP_CODES`, the codes ``programs/schema/attributes/hhgq.py`` reads).
+
+:func:`tenvacgq_of` is production's ``TenureVacancyGQAttr.cef2das``: a unit's level of
+the unit histogram ``dhc-units-2020`` (0..3 tenure, 4..10 vacancy status, 11..34 GQ
+type); :func:`hhtenshort_3lev_of` is ``DHCH_Household_recoder_Ten_3Lev.tenure_recode``:
+a household's ``hhtenshort_3lev`` (0 mortgage, 1 free and clear, 2 not owned).
+Production's 702, 704, 706, 903 and 904 are read as GQ 997, as production reads them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from censusdp.data.schema_dhc import GQ_CODES
+
+__all__ = [
+    "FIRST_GQ_TENVACGQ",
+    "FIRST_VACANT_TENVACGQ",
+    "QGQTYP_CODES",
+    "TEN_LEVELS",
+    "TENURE_COLUMNS",
+    "VACS_LEVELS",
+    "gq_level_of",
+    "hhtenshort_3lev_of",
+    "tenvacgq_of",
+]
+
+TENURE_COLUMNS: tuple[str, ...] = ("ten", "vacs", "qgqtyp")
+"""The unit columns a DHC household run reads, in production's order."""
+
+TEN_LEVELS: tuple[str, ...] = (
+    "Not an occupied housing unit",
+    "Owned with a mortgage or a loan",
+    "Owned free and clear",
+    "Rented",
+    "Occupied without payment of rent",
+)
+"""``ten`` code ``k`` (the CEF's TEN)."""
+
+VACS_LEVELS: tuple[str, ...] = (
+    "Not vacant",
+    "For rent",
+    "Rented, not occupied",
+    "For sale only",
+    "Sold, not occupied",
+    "For seasonal, recreational, or occasional use",
+    "For migrant workers",
+    "Other vacant",
+)
+"""``vacs`` code ``k`` (the CEF's VACS)."""
+
+_COMBINED_INTO_997 = (702, 704, 706, 903, 904)
+
+QGQTYP_CODES: tuple[int, ...] = tuple(sorted((*GQ_CODES, *_COMBINED_INTO_997)))
+"""Every valid ``qgqtyp`` of a GQ facility (production's ``HHGQAttr.reader_recode``)."""
+
+FIRST_VACANT_TENVACGQ = 4
+"""The first ``tenvacgq`` level of a vacant unit."""
+
+FIRST_GQ_TENVACGQ = 11
+"""The first ``tenvacgq`` level of a GQ facility (GQ 101)."""
+
+_GQ_INDEX = np.full(1000, -1, dtype=np.int64)
+for _k, _code in enumerate(GQ_CODES):
+    _GQ_INDEX[_code] = _k
+_GQ_INDEX[list(_COMBINED_INTO_997)] = GQ_CODES.index(997)
+
+
+def gq_level_of(qgqtyp: np.ndarray) -> np.ndarray:
+    """Index (0..23) of each ``qgqtyp`` among the 24 detailed GQ types
+    (:data:`censusdp.data.schema_dhc.GQ_CODES`); -1 for 0 or a code production does not
+    read."""
+    q = np.asarray(qgqtyp, dtype=np.int64)
+    out = np.full(q.shape, -1, dtype=np.int64)
+    ok = (q >= 0) & (q < _GQ_INDEX.size)
+    out[ok] = _GQ_INDEX[q[ok]]
+    return out
+
+
+def tenvacgq_of(ten: np.ndarray, vacs: np.ndarray, qgqtyp: np.ndarray) -> np.ndarray:
+    """Each unit's ``tenvacgq`` level (production's ``TenureVacancyGQAttr.cef2das``).
+
+    A housing unit (``qgqtyp`` 0) that is not vacant is ``ten - 1`` (0..3), a vacant one
+    ``vacs + 3`` (4..10); a facility is ``11 + `` its GQ type's index. A unit the codes
+    do not place (an occupied housing unit with ``ten`` 0, an unknown GQ type) is -1:
+    the input's rules (``censusdp.io.cef_households``) refuse those before.
+    """
+    ten = np.asarray(ten, dtype=np.int64)
+    vacs = np.asarray(vacs, dtype=np.int64)
+    gq = gq_level_of(qgqtyp)
+    housing = np.asarray(qgqtyp, dtype=np.int64) == 0
+    out = np.where(vacs > 0, vacs + FIRST_VACANT_TENVACGQ - 1, ten - 1)
+    out = np.where(housing, out, np.where(gq >= 0, FIRST_GQ_TENVACGQ + gq, -1))
+    return np.where(out < -1, -1, out)
+
+
+def hhtenshort_3lev_of(ten: np.ndarray) -> np.ndarray:
+    """Each household's ``hhtenshort_3lev`` from its ``ten`` (1..4): 0 owned with a
+    mortgage or loan, 1 owned free and clear, 2 not owned (rented, or occupied without
+    payment of rent); -1 for ``ten`` 0."""
+    ten = np.asarray(ten, dtype=np.int64)
+    return np.where(ten <= 0, -1, np.minimum(ten - 1, 2))
