@@ -19,13 +19,16 @@ the unit histogram ``dhc-units-2020`` (0..3 tenure, 4..10 vacancy status, 11..34
 type); :func:`hhtenshort_3lev_of` is ``DHCH_Household_recoder_Ten_3Lev.tenure_recode``:
 a household's ``hhtenshort_3lev`` (0 mortgage, 1 free and clear, 2 not owned).
 Production's 702, 704, 706, 903 and 904 are read as GQ 997, as production reads them.
+:func:`unit_constraint_violations` checks the household run's unit constraints on a
+household and a unit histogram.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-from censusdp.data.schema_dhc import GQ_CODES
+from censusdp.data.schema_dhc import DHCH_2020, GQ_CODES
 
 __all__ = [
     "FIRST_GQ_TENVACGQ",
@@ -34,9 +37,11 @@ __all__ = [
     "TEN_LEVELS",
     "TENURE_COLUMNS",
     "VACS_LEVELS",
+    "dhch_marginal",
     "gq_level_of",
     "hhtenshort_3lev_of",
     "tenvacgq_of",
+    "unit_constraint_violations",
 ]
 
 TENURE_COLUMNS: tuple[str, ...] = ("ten", "vacs", "qgqtyp")
@@ -114,3 +119,70 @@ def hhtenshort_3lev_of(ten: np.ndarray) -> np.ndarray:
     payment of rent); -1 for ``ten`` 0."""
     ten = np.asarray(ten, dtype=np.int64)
     return np.where(ten <= 0, -1, np.minimum(ten - 1, 2))
+
+
+# -- the unit constraints of the household run -------------------------------------------
+
+
+def _rows_of(matrix: sp.csr_matrix) -> np.ndarray:
+    return np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+
+
+def dhch_marginal(households: sp.csr_matrix, attribute: str) -> np.ndarray:
+    """Per row of a ``(rows x 1,578,528)`` ``dhch-2020`` histogram, its counts by the
+    levels of ``attribute`` (``(rows x levels)``)."""
+    axis = DHCH_2020.attribute_names.index(attribute)
+    m = sp.csr_matrix(households)
+    level = np.unravel_index(m.indices, DHCH_2020.shape)[axis]
+    out = np.zeros((m.shape[0], DHCH_2020.shape[axis]), dtype=np.int64)
+    np.add.at(out, (_rows_of(m), level), m.data.astype(np.int64))
+    return out
+
+
+def unit_constraint_violations(
+    households: sp.csr_matrix,
+    units: np.ndarray,
+    h1: np.ndarray,
+    gqhh: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The rows (geounits) that break each constraint of the DHC household run
+    (``unit_US.ini``: ``theconstraints = h1, gq_vect, living_alone, size2, size3, size4,
+    hh_elderly, age_child, owned``; ``programs/constraints/Constraints_DHCH.py``,
+    ``Constraints_DHCH_Ten_3Lev.py``).
+
+    Args:
+        households: ``(rows x 1,578,528)`` ``dhch-2020`` histogram.
+        units: ``(rows x 35)`` ``tenvacgq`` histogram (``dhc-units-2020``).
+        h1: ``(rows x 2)``: the vacant and occupied housing units the run is held to
+            (production's ``h1`` invariant, from the earlier H1 run).
+        gqhh: ``(rows x 25)``: the housing units, then the facilities of each of the 24
+            GQ types (production's ``gqhh_vect`` invariant).
+
+    Returns:
+        name -> boolean mask of the rows that break it: ``h1_occupied`` (households
+        total = occupied units), ``h1_vacant`` (the units' vacant levels = vacant
+        units), ``gq_vect`` (the units' housing units and GQ types = ``gqhh``), ``owned``
+        (the households by ``hhtenshort_3lev`` = the units' owned with a mortgage,
+        free and clear, not owned) and ``structural_zeros`` (a household in a cell
+        that ``living_alone``, ``size2``..``size4``, ``hh_elderly`` or ``age_child``
+        rules out).
+    """
+    m = sp.csr_matrix(households)
+    units = np.asarray(units, dtype=np.int64)
+    h1, gqhh = np.asarray(h1, dtype=np.int64), np.asarray(gqhh, dtype=np.int64)
+    total = np.asarray(m.sum(axis=1), dtype=np.int64).ravel()
+    vacant = units[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1)
+    vector = np.column_stack(
+        [units[:, :FIRST_GQ_TENVACGQ].sum(axis=1), units[:, FIRST_GQ_TENVACGQ:]]
+    )
+    tenure_units = np.column_stack([units[:, 0], units[:, 1], units[:, 2] + units[:, 3]])
+    zero = np.zeros(m.shape[0], dtype=bool)
+    in_zero = DHCH_2020.structural_zero_mask[m.indices] & (m.data != 0)
+    zero[np.unique(_rows_of(m)[in_zero])] = True
+    return {
+        "h1_occupied": total != h1[:, 1],
+        "h1_vacant": vacant != h1[:, 0],
+        "gq_vect": (vector != gqhh).any(axis=1),
+        "owned": (dhch_marginal(m, "hhtenshort_3lev") != tenure_units).any(axis=1),
+        "structural_zeros": zero,
+    }

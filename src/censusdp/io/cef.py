@@ -55,6 +55,7 @@ from censusdp.io.cef_households import (
     households_of,
     missing_tenure_columns,
     qgqtyp_relgq_rule,
+    relgq_householder_rule,
     relgq_rules,
     tenure_rules,
 )
@@ -367,6 +368,10 @@ def validate_cef(
             persons["relgq"], persons["hhgq"], unit_row, int(uid.size), persons_file
         ):
             problems.rows(file, column, mask, values, rule)
+        if "rel" in persons:
+            problems.rows(*relgq_householder_rule(
+                persons["relgq"], persons["rel"], persons["hhgq"], persons_file
+            ))  # fmt: skip
     tenure = all(c in units for c in TENURE_UNIT_COLUMNS)
     for file, column, mask, values, rule in tenure_rules(units, units_file) if tenure else []:
         problems.rows(file, column, mask, values, rule)

@@ -44,12 +44,20 @@ import numpy as np
 from censusdp.data.households import (
     GQ_NONINSTITUTIONAL,
     HOUSEHOLD_ATTRIBUTES,
+    HOUSEHOLDER,
     Households,
     derive_households,
     household_rules,
 )
+from censusdp.data.households_dhc import dhch_attributes, dhch_cells
 from censusdp.data.schema_dhc import GQ_CODES, RELGQ_LEVELS
-from censusdp.data.units_dhc import TEN_LEVELS, TENURE_COLUMNS, VACS_LEVELS, gq_level_of
+from censusdp.data.units_dhc import (
+    TEN_LEVELS,
+    TENURE_COLUMNS,
+    VACS_LEVELS,
+    gq_level_of,
+    hhtenshort_3lev_of,
+)
 
 __all__ = [
     "HOUSEHOLD_UNIT_COLUMNS",
@@ -57,9 +65,12 @@ __all__ = [
     "TENURE_UNIT_COLUMNS",
     "household_column_rules",
     "household_input_rules",
+    "dhch_household_cells",
+    "dhch_type_rule",
     "households_of",
     "missing_tenure_columns",
     "qgqtyp_relgq_rule",
+    "relgq_householder_rule",
     "relgq_rules",
     "tenure_rules",
 ]
@@ -259,3 +270,48 @@ def relgq_rules(
         (pf, "relgq", has & (relgq == 1) & (residents == 1), relgq,
          "is a householder not living alone but the person is alone in the unit"),
     ]  # fmt: skip
+
+
+def relgq_householder_rule(relgq: np.ndarray, rel: np.ndarray, hhgq: np.ndarray, pf: str) -> Rule:
+    """The rule that a household person's ``relgq`` names a householder (0 living alone,
+    1 not) exactly where ``rel`` does (0): both columns name one householder per
+    household, the DHC's household run reads the householder from ``relgq``.
+
+    Args:
+        relgq, rel, hhgq: the persons' columns.
+        pf: the persons file's name.
+    """
+    relgq = np.asarray(relgq, dtype=np.int64)
+    household = (np.asarray(hhgq) == 0) & (relgq < FIRST_GQ_RELGQ)  # else relgq_rules names it
+    wrong = household & ((relgq <= 1) != (np.asarray(rel) == HOUSEHOLDER))
+    return (pf, "relgq", wrong, relgq,
+            "names a householder (0, 1) where rel does not (0), or the reverse")  # fmt: skip
+
+
+def dhch_household_cells(
+    persons: Mapping[str, np.ndarray], unit_row: np.ndarray, n_units: int, ten: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The occupied units (rows) and each one's ``dhch-2020`` cell (-1 for a household
+    whose persons make none of the 522 household types), from the persons' ``relgq``,
+    ``sex``, ``age``, ``hispanic`` and ``cenrace`` and the units' ``ten``
+    (:func:`censusdp.data.households_dhc.dhch_attributes`; one householder per household,
+    the rules of :func:`household_input_rules` and :func:`relgq_householder_rule` met).
+    """
+    rows, attributes = dhch_attributes(unit_row, n_units, persons, hhtenshort_3lev_of(ten))
+    return rows, dhch_cells(attributes)
+
+
+def dhch_type_rule(
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray],
+    unit_row: np.ndarray,
+    uf: str,
+) -> Rule:
+    """The rule that every household makes one of the 522 DHC household types (the input
+    meets every other household rule)."""
+    n = int(units["unit_id"].size)
+    rows, cells = dhch_household_cells(persons, unit_row, n, units["ten"])
+    wrong = np.zeros(n, dtype=bool)
+    wrong[rows[cells < 0]] = True
+    return (uf, "unit_id", wrong, units["unit_id"],
+            "is a household whose persons make none of the 522 DHC household types")  # fmt: skip

@@ -37,9 +37,8 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH
 from censusdp.data.histograms import person_cells
-from censusdp.data.households import derive_households, household_rules
 from censusdp.data.invariants import N_HHGQ
-from censusdp.data.schema import HOUSEHOLD2010, get_schema
+from censusdp.data.schema import get_schema
 from censusdp.data.schema_dhc import DHC_UNITS_2020
 from censusdp.data.units_dhc import TENURE_COLUMNS, tenvacgq_of
 from censusdp.errors import InputError
@@ -60,13 +59,16 @@ from censusdp.io.cef_households import (
     HOUSEHOLD_UNIT_COLUMNS,
     OPTIONAL_PERSON_COLUMNS,
     TENURE_UNIT_COLUMNS,
+    dhch_type_rule,
     household_column_rules,
     household_input_rules,
     households_of,
     qgqtyp_relgq_rule,
+    relgq_householder_rule,
     relgq_rules,
     tenure_rules,
 )
+from censusdp.io.cef_part_households import part_dhch, part_households
 
 __all__ = [
     "CEFPart",
@@ -135,6 +137,8 @@ class CEFPart:
             ``qgqtyp``: the part reads and checks them
             (:func:`censusdp.io.cef_households.tenure_rules`) and counts its units by
             ``tenvacgq``.
+        dhch: also derive the part's households in the 2020 DHC's ``dhch-2020``
+            schema (``rel`` and ``relgq`` read and checked, ``tenure`` needed).
     """
 
     files: tuple[tuple[tuple[int, str], ...], tuple[tuple[int, str], ...]]
@@ -151,6 +155,7 @@ class CEFPart:
     households: bool = False
     household_columns: tuple[str, ...] = ()
     tenure: bool = False
+    dhch: bool = False
 
     def stamp(self, which: int, file: int) -> Stamp | None:
         """The stamp of file ``file`` (its index in the input) of input ``which``."""
@@ -364,8 +369,10 @@ def _person_spec(part: CEFPart) -> dict[str, tuple[str, tuple[int, int] | None]]
             get_schema(part.schema), _schema_of(part, PERSONS).names, part.labels[PERSONS]
         )
     )
-    if part.households:
+    if part.households or part.dhch:
         spec["rel"] = OPTIONAL_PERSON_COLUMNS["rel"]
+    if part.dhch:
+        spec["relgq"] = OPTIONAL_PERSON_COLUMNS["relgq"]
     return spec
 
 
@@ -427,35 +434,15 @@ def _fast_units(part: CEFPart) -> dict[str, Any]:
     }
 
 
-def _part_households(units: dict[str, Any], persons: dict[str, np.ndarray]) -> sp.csr_matrix:
-    """The part's ``(blocks x 387,072)`` household histogram; raise :class:`_Fallback`
-    at the first broken household rule (:func:`censusdp.data.households.household_rules`)
-    or household column of ``units.parquet`` that differs from its persons' household.
-
-    ``persons`` holds the part's ``hhgq``, ``rel``, ``sex``, ``age``, ``hispanic``,
-    ``cenrace`` and ``unit`` (each person's unit, an index into the part's units in
-    file order); every person's unit is in the part (checked before)."""
-    unit, n_units = persons["unit"], int(units["ids"].size)
-    household_unit = units["occupied"] & (units["gqtype"] == 0)
-    for _, mask, _ in household_rules(
-        unit, persons["hhgq"], persons["rel"], persons["age"], household_unit
-    ):
-        if mask.any():
-            raise _Fallback
-    hh = derive_households(unit, n_units, persons)
-    for name, given in units["household_columns"].items():
-        if (given[hh.unit] != hh.attributes[name]).any():
-            raise _Fallback
-    nb = units["blocks"].size
-    rows = units["block"][hh.unit]
-    cells = HOUSEHOLD2010.cells_of(hh.attributes)
-    return sp.csr_matrix(
-        (np.ones(rows.size, dtype=np.int64), (rows, cells)), shape=(nb, HOUSEHOLD2010.size)
-    )
-
-
 _HOUSEHOLD_PERSON_COLUMNS = ("unit", "hhgq", "rel", "sex", "age", "hispanic", "cenrace")
 """What a household part keeps of its persons to derive their households."""
+
+
+def _checked(histogram: sp.csr_matrix | None) -> sp.csr_matrix:
+    """A part's household histogram; :class:`_Fallback` when a rule broke (``None``)."""
+    if histogram is None:
+        raise _Fallback
+    return histogram
 
 
 def _fast(part: CEFPart) -> dict[str, Any]:
@@ -466,7 +453,8 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     _check_types(_schema_of(part, PERSONS), spec)
     nb = units["blocks"].size
     keys, pids = [], []
-    kept: dict[str, list[np.ndarray]] = {k: [] for k in _HOUSEHOLD_PERSON_COLUMNS}
+    keep = (*_HOUSEHOLD_PERSON_COLUMNS, "relgq") if part.dhch else _HOUSEHOLD_PERSON_COLUMNS
+    kept: dict[str, list[np.ndarray]] = {k: [] for k in keep}
     relgq: list[np.ndarray] = []  # (unit, hhgq, relgq) of each batch, for relgq_rules
     has_resident = np.zeros(units["ids"].size, dtype=bool)
     for batch, _, _ in _batches(part, PERSONS, list(spec)):
@@ -492,7 +480,7 @@ def _fast(part: CEFPart) -> dict[str, Any]:
             raise _Fallback
         has_resident[unit] = True
         keys.append(block * schema.size + person_cells(cols, schema, m))
-        if part.households:
+        if part.households or part.dhch:
             for k in kept:
                 kept[k].append(unit if k == "unit" else cols[k])
         if "relgq" in cols:
@@ -525,8 +513,10 @@ def _fast(part: CEFPart) -> dict[str, Any]:
     gq = np.zeros((nb, N_HHGQ), dtype=np.int64)
     np.add.at(gq, (block[occ_gq], gqtype[occ_gq]), 1)
     households = None
+    if part.households or part.dhch:
+        people = {k: _concat(v, np.int64) for k, v in kept.items()}
     if part.households:
-        households = _part_households(units, {k: _concat(v, np.int64) for k, v in kept.items()})
+        households = _checked(part_households(units, people))
     tenvacgq = None
     if part.tenure:
         level = tenvacgq_of(*(units["tenure"][k] for k in TENURE_COLUMNS))
@@ -534,6 +524,7 @@ def _fast(part: CEFPart) -> dict[str, Any]:
         np.add.at(tenvacgq, (block, level), 1)
     return {
         "households": households,
+        "dhch": _checked(part_dhch(units, people)) if part.dhch else None,
         "tenvacgq": tenvacgq,
         "blocks": units["blocks"],
         "attributes": units["attributes"],
@@ -600,7 +591,7 @@ def _describe(part: CEFPart) -> dict[str, Any]:
         else:
             found.fixed = rule_rank(1, 1, i)
             found.rows(file, column, mask, values, rule)
-    if part.households:
+    if part.households or part.dhch:
         _describe_households(persons, units, unit_row, part.labels, found)
     if "relgq" in persons:
         n_units = int(units["unit_id"].size)
@@ -609,8 +600,16 @@ def _describe(part: CEFPart) -> dict[str, Any]:
         ):
             found.fixed = rule_rank(1, 1, 100 + i)  # after the household rules
             found.rows(file, column, mask, values, rule)
+        if "rel" in persons:
+            found.fixed = rule_rank(1, 1, 199)
+            found.rows(
+                *relgq_householder_rule(persons["relgq"], persons["rel"], persons["hhgq"], plabel)
+            )
     if part.tenure:
         _describe_tenure(persons, units, unit_row, part.labels, found)
+    if part.dhch and not found.found:
+        found.fixed = rule_rank(1, 1, 300)
+        found.rows(*dhch_type_rule(persons, units, unit_row, ulabel))
     for j, name in enumerate(part.optional):
         found.fixed = rule_rank(1, 2, j)
         same_within_block(units["geocode"], units[name], name, ulabel, found)

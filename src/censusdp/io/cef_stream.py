@@ -83,6 +83,8 @@ __all__ = [
     "DEFAULT_BATCH_ROWS",
     "DEFAULT_PART_ROWS",
     "CEFBlocks",
+    "DHCH_INPUT_COLUMNS",
+    "check_dhch_columns",
     "read_cef_blocks",
 ]
 
@@ -113,6 +115,8 @@ class CEFBlocks:
             ``None`` when not asked for.
         households: ``(blocks x 387,072)`` sparse ``household2010`` histogram of the
             households derived from their persons, or ``None`` when not asked for.
+        dhc_households: ``(blocks x 1,578,528)`` sparse ``dhch-2020`` histogram of the
+            households (the 2020 DHC's household run), or ``None`` when not asked for.
         tenvacgq: ``(blocks x 35)`` counts of the units by ``tenvacgq`` (the 2020 DHC's
             unit histogram, ``dhc-units-2020``) when ``units.parquet`` has ``ten``,
             ``vacs`` and ``qgqtyp``; ``None`` otherwise.
@@ -142,6 +146,7 @@ class CEFBlocks:
     input_sha256: dict[str, str] = field(default_factory=dict)
     households: sp.csr_matrix | None = None
     tenvacgq: np.ndarray | None = None
+    dhc_households: sp.csr_matrix | None = None
 
 
 @dataclass
@@ -253,13 +258,15 @@ def _plan(
     batch_rows: int,
     household_columns: tuple[str, ...] | None = None,
     tenure: bool = False,
+    dhch: bool = False,
 ) -> list[CEFPart]:
     """The parts: geocode ranges cut at row groups of persons, of about ``part_rows``
     persons, or larger where smaller ones would read the row groups too many times
     (:data:`MAX_READS`); one part reading everything when the files have no geocode
     statistics or are not in geocode order. ``household_columns`` (not ``None``): the
     parts derive households, checking those household columns of the units; ``tenure``:
-    the parts read and check the units' ``ten``, ``vacs`` and ``qgqtyp``."""
+    the parts read and check the units' ``ten``, ``vacs`` and ``qgqtyp``; ``dhch``: the
+    parts derive the 2020 DHC's households."""
     files, stamps, labels, groups = footers.files, footers.stamps, footers.labels, footers.groups
     ordered = footers.ordered
 
@@ -275,7 +282,7 @@ def _plan(
         part = CEFPart(
             names, labels, refs, lo, hi, index == 0, schema, optional, batch_rows, index, marks,
             households=household_columns is not None,
-            household_columns=household_columns or (), tenure=tenure,
+            household_columns=household_columns or (), tenure=tenure, dhch=dhch,
         )  # fmt: skip
         return part, sum(g.rows for gs in picked for g in gs)
 
@@ -322,7 +329,9 @@ def read_cef_blocks(
             household lies in one unit, one block), into the ``household2010``
             histogram (:attr:`CEFBlocks.households`), checking ``rel`` and any
             household column of ``units.parquet`` as :func:`~censusdp.io.cef.read_cef`
-            does.
+            does; ``"dhch"``: the same into the 2020 DHC's ``dhch-2020`` histogram
+            (:attr:`CEFBlocks.dhc_households`), from ``rel``, ``relgq`` and the units'
+            ``ten``, ``vacs`` and ``qgqtyp`` (:data:`DHCH_INPUT_COLUMNS`).
         executor: runs the part tasks (:mod:`censusdp.execution`); ``None``: in this
             process.
         part_rows: persons per part, about (parts are cut at row groups).
@@ -335,7 +344,8 @@ def read_cef_blocks(
 
     Raises:
         InputError: naming every problem, exactly as :func:`~censusdp.io.cef.read_cef`;
-            for households without a ``rel`` column, one line naming it.
+            for households without a ``rel`` column (a DHC household run without any of
+            :data:`DHCH_INPUT_COLUMNS`), one line naming it.
     """
     if part_rows < 1 or batch_rows < 1:
         raise InternalError(f"part_rows and batch_rows must be >= 1, got {part_rows}, {batch_rows}")
@@ -367,8 +377,13 @@ def read_cef_blocks(
     if missing:
         raise InputError(f"invalid input in {directory}", missing)
     tenure = all(c in unit_names for c in TENURE_UNIT_COLUMNS)
+    if with_units == "dhch":
+        check_dhch_columns(schemas[PERSONS].names, unit_names, labels)
     footers = _Footers(files, source.stamps, labels, groups, ordered)
-    parts = _plan(footers, schema.name, optional, part_rows, batch_rows, household_columns, tenure)
+    parts = _plan(
+        footers, schema.name, optional, part_rows, batch_rows, household_columns, tenure,
+        dhch=with_units == "dhch",
+    )  # fmt: skip
     results = []
     with task(progress, f"reading the CEF in {directory}", len(parts), unit="parts") as bar:
         for rec in _run(executor, read_cef_part, parts):
@@ -421,6 +436,7 @@ def _assemble(
         readers=frozenset(r["reader"] for r in results),
         part_costs=tuple((r["n_persons"], r["seconds"], r["cpu_seconds"]) for r in results),
         households=households,
+        dhc_households=_stack(results, "dhch") if results[0].get("dhch") is not None else None,
         tenvacgq=(
             np.concatenate([r["tenvacgq"] for r in results])
             if results[0].get("tenvacgq") is not None
@@ -429,8 +445,33 @@ def _assemble(
     )
 
 
+DHCH_INPUT_COLUMNS: tuple[tuple[int, str, str], ...] = (
+    (PERSONS, "rel", "each person's relationship to the householder"),
+    (PERSONS, "relgq", "the 2020 relationship or GQ type"),
+    (UNITS, "ten", "each unit's tenure"),
+    (UNITS, "vacs", "each unit's vacancy status"),
+    (UNITS, "qgqtyp", "each unit's GQ type"),
+)
+"""The input columns the 2020 DHC's household run reads: (file, column, what it is)."""
+
+
+def check_dhch_columns(
+    person_names: list[str], unit_names: list[str], labels: tuple[str, str]
+) -> None:
+    """Raise a one-line :class:`~censusdp.errors.InputError` naming the file and the first
+    column of :data:`DHCH_INPUT_COLUMNS` the input lacks (``labels``: how the persons and
+    units files are named)."""
+    names = (person_names, unit_names)
+    for which, column, what in DHCH_INPUT_COLUMNS:
+        if column not in names[which]:
+            raise InputError(
+                f"{labels[which]}: missing column {column!r} ({what}), which the 2020 "
+                "DHC's household run reads (docs/dhc-2020.md)"
+            )
+
+
 def _stack(results: list[dict[str, Any]], key: str = "persons") -> sp.csr_matrix:
-    """The parts' histograms (``persons`` or ``households``) one under the other, each
+    """The parts' histograms (``persons``, ``households`` or ``dhch``) one under the other, each
     part's freed as it is copied (the driver holds the histogram once, not twice as
     ``sp.vstack`` would)."""
     nnz = sum(r[key].nnz for r in results)
