@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
+from censusdp.cli import main
 from censusdp.data.geography import DEFAULT_GEOLEVELS
 from censusdp.data.schema import PL94, get_schema
 from censusdp.data.schema_dhc import DHCH_2020
@@ -146,3 +147,23 @@ def test_a_relgq_householder_that_is_not_rels_is_named(vt: Path, tmp_path: Path)
         assert len(exc.problems) == 1, exc.problems
         assert "column 'relgq'" in exc.problems[0] and "names a householder" in exc.problems[0]
     assert whole.value.problems == streamed.value.problems
+
+
+def test_a_dhc_release_on_an_input_without_tenure_is_one_line_naming_it(
+    vt: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = _copy_with(
+        vt, tmp_path / "plain", "units", lambda c: [c.pop(k) for k in ("ten", "vacs", "qgqtyp")]
+    )
+    out = tmp_path / "run"
+    argv = ["run", "--input", str(plain), "--out", str(out), "--preset", "dhc-2020", "--seed", "1"]
+    assert main([*argv, "--quiet"]) == 1  # an invalid input, as every reader refuses one
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "units.parquet: missing column 'ten'" in err
+    assert not out.exists()
+    # with the columns, the household run is still refused, in one line
+    assert (
+        main(["run", "--input", str(vt), "--out", str(out), "--preset", "dhc-2020", "--quiet"]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "does not release yet" in err and not out.exists()

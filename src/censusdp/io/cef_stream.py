@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import BLOCK_GEOCODE_LENGTH, GeoLevels, Hierarchy
@@ -60,7 +61,14 @@ from censusdp.io.cef import (
     tenure_column_missing,
     unit_rows_of,
 )
-from censusdp.io.cef_files import INPUT_NAMES, CEFInput, Stamp, hash_input, parquet_input
+from censusdp.io.cef_files import (
+    INPUT_NAMES,
+    CEFInput,
+    Stamp,
+    hash_input,
+    input_files,
+    parquet_input,
+)
 from censusdp.io.cef_households import (
     HOUSEHOLD_UNIT_COLUMNS,
     TENURE_UNIT_COLUMNS,
@@ -85,6 +93,7 @@ __all__ = [
     "CEFBlocks",
     "DHCH_INPUT_COLUMNS",
     "check_dhch_columns",
+    "check_dhch_input",
     "read_cef_blocks",
 ]
 
@@ -453,6 +462,23 @@ DHCH_INPUT_COLUMNS: tuple[tuple[int, str, str], ...] = (
     (UNITS, "qgqtyp", "each unit's GQ type"),
 )
 """The input columns the 2020 DHC's household run reads: (file, column, what it is)."""
+
+
+def check_dhch_input(directory: str | Path) -> None:
+    """The columns of :data:`DHCH_INPUT_COLUMNS` checked from the footers of the CEF in
+    ``directory`` (its first persons and units files), before anything is read: a one-line
+    :class:`~censusdp.errors.InputError` naming the first missing one. An input whose
+    files the reader's rule refuses, or cannot open, passes here: the reader names it."""
+    directory = Path(directory)
+    files, problems = input_files(directory)
+    if problems or not all(files):
+        return
+    try:
+        names = [pq.read_schema(fs[0]).names for fs in files]
+    except (OSError, pa.ArrowException):
+        return
+    labels = (str(directory / INPUT_NAMES[0]), str(directory / INPUT_NAMES[1]))
+    check_dhch_columns(names[PERSONS], names[UNITS], labels)
 
 
 def check_dhch_columns(

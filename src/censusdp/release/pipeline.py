@@ -45,6 +45,7 @@ from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCP_2020
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
+from censusdp.io.cef_stream import check_dhch_input
 from censusdp.io.nmf_files import nmf_files
 from censusdp.io.rundir import RunDir
 from censusdp.io.staging import Staging
@@ -171,6 +172,7 @@ def run_release(
     execution = execution or Execution()
     for i, run in enumerate(budget.runs):
         if run.schema in DHC_SCHEMA_NAMES and (i > 0 or run.schema != DHCP_2020.name):
+            check_dhch_input(input_dir)  # an input without its columns: one line naming one
             raise ConfigError(
                 f"budget {run.name!r} is the 2020 DHC's household and unit run (schema "
                 f"{run.schema!r}), which censusdp run does not release yet: run the DHC "
