@@ -1,0 +1,204 @@
+"""A wide family solved whole as ``--fidelity production`` solves it, per backend, against split.
+
+``--fidelity production`` never splits a family (production solves every parent with all
+its children in one problem), so California's tract level holds one task of Los Angeles
+County's 2,334 tracts. This benchmark builds a synthetic county family of ``k`` tracts
+(about 4,300 people a tract as in Los Angeles, the pl94 tract-level queries with
+rho 0.43: ``bench_split.py``'s families) and solves it
+
+* whole, as production fidelity's task does (:class:`censusdp.release.topdown.tasks.Task`
+  with ``production=True``, production's least-squares passes and rounder at the tract
+  level), once per least-squares backend (``--methods``: Clarabel with faer, the interior
+  point, the active set, and ``auto``'s chain), each in a fresh forked process, so that
+  its CPU seconds (``time.process_time``) and its peak resident memory
+  (``ru_maxrss`` of that process less the memory it started with) are its own;
+* split in chunks of ``--max-children`` (the default fidelity), in the same run, so the
+  ratio of the two does not depend on the machine's load.
+
+It also reports where the whole solve's time goes (least squares, rounding) and the
+error against the truth (L1 over cells). Prints JSON.
+
+    python benchmarks/bench_whole_family.py --k 2334
+    python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "release" / "topdown"))
+
+from _topdown_gen import PL94_QUERIES, census_subproblem  # noqa: E402
+
+from censusdp.data.schema import get_schema  # noqa: E402
+from censusdp.release.topdown.multipass import bind_l2, bind_rounding  # noqa: E402
+from censusdp.release.topdown.passes import plans_for  # noqa: E402
+from censusdp.release.topdown.split import (  # noqa: E402
+    chunk_starts,
+    chunk_subproblems,
+    coarse_subproblem,
+)
+from censusdp.release.topdown.tasks import Task, run_task  # noqa: E402
+
+PEOPLE_PER_TRACT = 4_300
+TRACT_RHO = 0.43
+LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
+
+
+def _say(msg: str) -> None:
+    print(f"[bench_whole_family] {msg}", file=sys.stderr, flush=True)
+
+
+def _kept_cells(sub) -> np.ndarray:  # noqa: ANN001
+    """The schema cells of a family's kept columns (read off its ``detailed`` rows)."""
+    from censusdp.data.queries import make_query
+
+    schema = get_schema("pl94")
+    q = make_query(schema, "detailed")
+    cell_of_row = np.full(q.n_rows, -1, dtype=np.int64)
+    cells = np.arange(schema.size)
+    cell_of_row[q.row_of_cell[cells]] = cells
+    kept = cell_of_row[sub.query_rows[PL94_QUERIES.index("detailed")]]
+    if (kept < 0).any() or not np.array_equal(q.row_of_cell[kept], sub.query_rows[-1]):
+        raise AssertionError("kept cells not recovered")
+    return kept
+
+
+def _tract_plan(kept: np.ndarray) -> tuple:
+    """Production's least-squares passes and rounder of a tract family (pl94)."""
+    plan = plans_for("pl94", LEVELS, "production")[LEVELS.index("Tract")]
+    schema = get_schema("pl94")
+    return bind_l2(plan, schema, PL94_QUERIES, "hhgq"), bind_rounding(plan, schema).on(kept)
+
+
+def _task(sub, kept: np.ndarray, method: str, offset: int = 0) -> Task:
+    l2p, rounding = _tract_plan(kept)
+    return Task(3, "bench", offset, kept, sub, method, l2p, rounding, production=True)
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _whole_child(conn, sub, kept, truth, method: str) -> None:  # noqa: ANN001
+    start = _rss_mb()
+    try:
+        r = run_task(_task(sub, kept, method))
+        conn.send(
+            {
+                "method": method,
+                "solved_by": r.method,
+                "status": r.status,
+                "attempts": [list(a) for a in r.attempts],
+                "cpu_s": round(r.cpu_seconds, 3),
+                "wall_s": round(r.seconds, 3),
+                "least_squares_wall_s": round(r.solve_seconds, 3),
+                "rounding_wall_s": round(r.rounding_seconds, 3),
+                "max_violation": r.max_violation,
+                "peak_rss_mb": round(_rss_mb(), 1),
+                "rss_before_mb": round(start, 1),
+                "peak_rss_added_mb": round(_rss_mb() - start, 1),
+                "l1_cells": int(np.abs(r.counts - truth).sum()),
+                "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
+            }
+        )
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        conn.send({"method": method, "error": f"{type(exc).__name__}: {exc}"})
+    conn.close()
+
+
+def whole(sub, kept, truth, method: str) -> dict:  # noqa: ANN001
+    """One whole solve in a forked process (its own CPU and peak memory)."""
+    ctx = mp.get_context("fork")
+    here, there = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_whole_child, args=(there, sub, kept, truth, method))
+    p.start()
+    there.close()
+    out = here.recv()
+    p.join()
+    return out
+
+
+def split(sub, kept, truth, max_children: int, method: str) -> dict:  # noqa: ANN001
+    """The default fidelity's split: coarse solve over chunks, then one task per chunk."""
+    starts = chunk_starts(sub.k, max_children)
+    c0 = time.process_time()
+    coarse = run_task(_task(coarse_subproblem(sub, starts), kept, method))
+    x = np.zeros((sub.k, sub.c), dtype=np.int64)
+    chunk_cpu = []
+    for ch in chunk_subproblems(sub, starts, coarse.counts):
+        r = run_task(_task(ch.sub, kept[ch.kept], method, ch.offset))
+        x[ch.offset : ch.offset + ch.sub.k][:, ch.kept] = r.counts
+        chunk_cpu.append(r.cpu_seconds)
+    if not np.array_equal(x.sum(axis=0), sub.parent):
+        raise AssertionError("split solution does not sum to the parent")
+    return {
+        "max_children": max_children,
+        "chunks": int(starts.size),
+        "cpu_s": round(time.process_time() - c0, 3),
+        "critical_path_cpu_s": round(coarse.cpu_seconds + max(chunk_cpu), 3),
+        "l1_cells": int(np.abs(x - truth).sum()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k", default="2334", help="tracts per family, comma-separated")
+    ap.add_argument("--methods", default="clarabel,interior,activeset,auto")
+    ap.add_argument("--max-children", type=int, default=100, help="chunks of the split (0: none)")
+    ap.add_argument("--split-method", default="auto")
+    ap.add_argument("--seed", type=int, default=2020)
+    args = ap.parse_args(argv)
+    rows = []
+    t0 = time.perf_counter()
+    for k in [int(v) for v in args.k.split(",")]:
+        sub, truth = census_subproblem(
+            np.random.default_rng(args.seed + k),
+            n_children=k,
+            n_people=PEOPLE_PER_TRACT * k,
+            rho=TRACT_RHO,
+        )
+        kept = _kept_cells(sub)
+        row: dict = {"k": k, "people": int(truth.sum()), "cells": sub.c, "whole": []}
+        for method in args.methods.split(","):
+            _say(f"k={k}: whole with {method} ...")
+            row["whole"].append(whole(sub, kept, truth, method))
+            _say(json.dumps(row["whole"][-1]))
+        if 0 < args.max_children < k:
+            _say(f"k={k}: split in chunks of <= {args.max_children} ...")
+            row["split"] = split(sub, kept, truth, args.max_children, args.split_method)
+            _say(json.dumps(row["split"]))
+            for w in row["whole"]:
+                if "cpu_s" in w:
+                    w["cpu_ratio_to_split"] = round(w["cpu_s"] / row["split"]["cpu_s"], 3)
+        rows.append(row)
+    doc = {
+        "benchmark": "whole_family",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "load_average": os.getloadavg(),
+        "people_per_tract": PEOPLE_PER_TRACT,
+        "rho": TRACT_RHO,
+        "seed": args.seed,
+        "seconds_total": round(time.perf_counter() - t0, 1),
+        "families": rows,
+    }
+    json.dump(doc, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
