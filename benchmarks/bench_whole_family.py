@@ -16,7 +16,13 @@ rho 0.43: ``bench_split.py``'s families) and solves it
   ratio of the two does not depend on the machine's load.
 
 It also reports where the whole solve's time goes (least squares, rounding) and the
-error against the truth (L1 over cells). Prints JSON.
+error against the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
+``--fit-method`` over the sizes run, and projects California's tract level in production
+fidelity on ``--cores`` cores: every county family of the generator's 2010 tracts
+(``censusdp/generate/tracts2010.parquet``; Los Angeles 2,346) solved whole at the fitted
+cost (a measured size's own cost where one was run), scheduled longest first on the
+least loaded core, against the default run's measured tract level (docs/scaling.md).
+Prints JSON.
 
     python benchmarks/bench_whole_family.py --k 2334
     python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
@@ -154,6 +160,74 @@ def split(sub, kept, truth, max_children: int, method: str) -> dict:  # noqa: AN
     }
 
 
+CA_DEFAULT_SECONDS = 1_062.0
+"""California on 2 cores, default fidelity (docs/scaling.md, "Measured: current figures")."""
+CA_DEFAULT_TRACT_SECONDS = 115.0
+"""... of which the tract level (families of more than 100 tracts split)."""
+PRODUCTION_OVERHEAD = 0.05
+"""Production fidelity's extra work elsewhere (structural zeros in the NMF, every kept
+cell in the rounder's box): +5% CPU on Vermont (CHANGELOG.md, ``--fidelity production``)."""
+
+
+def california_families() -> np.ndarray:
+    """Tracts per county of California in the generator's 2010 tracts, largest first."""
+    import pyarrow.parquet as pq
+
+    import censusdp.generate
+
+    path = Path(censusdp.generate.__file__).parent / "tracts2010.parquet"
+    t = pq.read_table(path, columns=["state", "county"]).to_pydict()
+    county = np.asarray(t["county"])[np.asarray(t["state"]) == "06"]
+    return np.sort(np.unique(county, return_counts=True)[1])[::-1]
+
+
+def _loglog(logk: np.ndarray, pts: list[tuple[int, float]]) -> np.ndarray:
+    """Log cost at ``logk``: piecewise linear in log-log through the measured points,
+    the end segments extended beyond them."""
+    lk = np.log([p[0] for p in pts])
+    lc = np.log([max(p[1], 1e-6) for p in pts])
+    seg = np.clip(np.searchsorted(lk, logk) - 1, 0, lk.size - 2)
+    slope = (lc[seg + 1] - lc[seg]) / (lk[seg + 1] - lk[seg])
+    return lc[seg] + slope * (logk - lk[seg])
+
+
+def project_california(rows: list[dict], method: str, cores: int) -> dict | None:
+    """California's tract level in production fidelity from the whole solves' costs
+    (needs at least two sizes of ``method``)."""
+    pts = [
+        (r["k"], w["cpu_s"])
+        for r in rows
+        for w in r["whole"]
+        if w.get("method") == method and "cpu_s" in w
+    ]
+    if len(pts) < 2:
+        return None
+    b, a = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
+    fam = california_families()
+    cost = np.exp(_loglog(np.log(fam), sorted(pts)))
+    load = np.zeros(cores)
+    for c in cost:  # longest first, on the least loaded core
+        load[np.argmin(load)] += c
+    tract = float(load.max())
+    total = (CA_DEFAULT_SECONDS - CA_DEFAULT_TRACT_SECONDS) * (1 + PRODUCTION_OVERHEAD) + tract
+    return {
+        "method": method,
+        "measured": [list(p) for p in sorted(pts)],
+        "fit": f"{np.exp(a):.3g} * k^{b:.2f}",
+        "exponent": round(float(b), 3),
+        "costs": "piecewise log-log through the measured sizes, end segments extended",
+        "families": int(fam.size),
+        "largest": int(fam[0]),
+        "largest_cpu_s": round(float(cost[0]), 1),
+        "tract_level_cpu_s": round(float(cost.sum()), 1),
+        "tract_level_seconds_on_cores": round(tract, 1),
+        "cores": cores,
+        "california_seconds": round(total, 1),
+        "california_minutes": round(total / 60, 2),
+        "target_met": total <= 20 * 60,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", default="2334", help="tracts per family, comma-separated")
@@ -161,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-children", type=int, default=100, help="chunks of the split (0: none)")
     ap.add_argument("--split-method", default="auto")
     ap.add_argument("--seed", type=int, default=2020)
+    ap.add_argument("--fit-method", default="auto", help="the backend of the projection")
+    ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args(argv)
     rows = []
     t0 = time.perf_counter()
@@ -194,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "seconds_total": round(time.perf_counter() - t0, 1),
         "families": rows,
+        "california_production": project_california(rows, args.fit_method, args.cores),
     }
     json.dump(doc, sys.stdout, indent=2)
     print()
