@@ -113,3 +113,30 @@ def test_margins_of_the_published_states_are_exact(runs, tmp_path) -> None:
     for i in rows:
         assert t["gls_sd"][i] == pytest.approx(0.0, abs=1e-6)
         assert t["gls_estimate"][i] == runs["truth"][t["GEOID"][i]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spine", ["optimized", "tabulation"])
+def test_generated_oklahoma(tmp_path, spine) -> None:
+    """Generated Oklahoma (its OTSAs split it) released alone: on the spine its parts
+    sum to its invariant total (their union is the root), on the tabulation hierarchy
+    the state's own total is exact; ``margins.parquet``'s state total has sd 0."""
+    cef, run, out = tmp_path / "cef", tmp_path / "run", tmp_path / "inf"
+    args = ["generate", "--state", "OK", "--seed", "2", "--scale", "0.01", "--quiet"]
+    assert main([*args, "--out", str(cef)]) == 0
+    n = pq.read_metadata(cef / "persons.parquet").num_rows
+    args = ["run", "--input", str(cef), "--out", str(run), "--spine", spine, "--seed", "5"]
+    assert main([*args, "--quiet"]) == 0
+    codes, est, sd, _ = _state_rows(run)
+    assert len(codes) == (2 if spine == "optimized" else 1)
+    assert est.sum() == pytest.approx(n, abs=1e-6)
+    assert (sd > 0.5).all() if spine == "optimized" else sd[0] == 0.0
+    assert main(["infer", str(run), "--out", str(out), "--quiet"]) == 0
+    t = pq.read_table(out / "margins.parquet").to_pydict()
+    rows = [
+        i
+        for i, (lv, q) in enumerate(zip(t["geolevel"], t["variable"], strict=True))
+        if lv == "State" and q == "P1_001N"
+    ]
+    assert [t["gls_estimate"][i] for i in rows] == [n]
+    assert t["gls_sd"][rows[0]] == pytest.approx(0.0, abs=1e-6)
