@@ -26,6 +26,7 @@ the least loaded core, in place of the default run's measured tract level
 Prints JSON.
 
     python benchmarks/bench_whole_family.py --k 2334
+    python benchmarks/bench_whole_family.py --k 2334 --admm-iterations 40   # per iteration only
     python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
 """
 
@@ -251,6 +252,34 @@ def project_california(rows: list[dict], method: str, cores: int, limit: int) ->
     }
 
 
+def admm_iterations(sub, iterations: int) -> list[dict]:  # noqa: ANN001
+    """CPU seconds of ``iterations`` ADMM iterations on the whole family (one pass over
+    every query), with the linear solve by Woodbury's identity and by SuperLU (a tenth
+    as many iterations: it is the slow one)."""
+    from censusdp.release.topdown.solvers import admm
+    from censusdp.release.topdown.solvers.base import compress
+
+    comp = compress(sub)
+    keep = admm.WOODBURY_MAX_ROWS
+    out = []
+    for path, rows, n in (("woodbury", keep, iterations), ("superlu", 0, max(iterations // 4, 1))):
+        admm.WOODBURY_MAX_ROWS = rows
+        c0 = time.process_time()
+        admm.solve_admm(sub, comp, max_iter=n, check_every=10)
+        cpu = time.process_time() - c0
+        out.append(
+            {
+                "path": path,
+                "iterations": n,
+                "cpu_s": round(cpu, 2),
+                "per_iteration": round(cpu / n, 4),
+            }
+        )
+        _say(json.dumps(out[-1]))
+    admm.WOODBURY_MAX_ROWS = keep
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", default="2334", help="tracts per family, comma-separated")
@@ -260,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=2020)
     ap.add_argument("--fit-method", default="auto", help="the backend of the projection")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument(
+        "--admm-iterations", type=int, default=0, help="time this many ADMM iterations only"
+    )
     args = ap.parse_args(argv)
     rows = []
     t0 = time.perf_counter()
@@ -272,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         kept = _kept_cells(sub)
         row: dict = {"k": k, "people": int(truth.sum()), "cells": sub.c, "whole": []}
+        if args.admm_iterations:
+            row["admm_iterations"] = admm_iterations(sub, args.admm_iterations)
+            rows.append(row)
+            continue
         if 0 < args.max_children < k:  # first: it is the cheap one
             _say(f"k={k}: split in chunks of <= {args.max_children} ...")
             row["split"] = split(sub, kept, truth, args.max_children, args.split_method)
