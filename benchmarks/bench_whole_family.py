@@ -269,7 +269,7 @@ def admm_iterations(sub, iterations: int) -> list[dict]:  # noqa: ANN001
         cpu = time.process_time() - c0
         out.append(
             {
-                "path": path,
+                "path": "dense" if sub.c <= admm.DENSE_MAX else path,
                 "iterations": n,
                 "cpu_s": round(cpu, 2),
                 "per_iteration": round(cpu / n, 4),
