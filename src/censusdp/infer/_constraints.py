@@ -1,5 +1,6 @@
-"""The exact linear facts the GLS enters (:class:`Constraints`), and the Gaussian
-conditioning that enters them (:func:`condition_total`, :func:`condition_zero`).
+"""The exact linear facts the GLS enters (:class:`Constraints`, with
+:class:`SiblingGroups`), and the Gaussian conditioning that enters them
+(:func:`condition_total`, :func:`condition_zero`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,52 @@ from censusdp.data.geography import Hierarchy
 from censusdp.errors import InputError
 from censusdp.infer._algebra import Layout
 
-__all__ = ["Constraints", "condition_total", "condition_zero", "single_child_totals"]
+__all__ = [
+    "Constraints",
+    "SiblingGroups",
+    "condition_total",
+    "condition_zero",
+    "single_child_totals",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class SiblingGroups:
+    """Exact totals of groups of siblings: ``sum_{c in g} 1'x_c = totals[g]``.
+
+    A state of two parts (its AIAN and non-AIAN parts on the production spine, children
+    of the US in an input of several states) has an invariant total on the union of its
+    parts, not on either part: production's ``addGroupedChildTotalConstraint``. The
+    members of a group need not be next to each other, but they share one parent.
+
+    Attributes:
+        level: the level of the grouped units (below the root, above the bottom).
+        group: ``(units of level,)`` each unit's group, ``-1`` for none.
+        totals: ``(groups,)`` each group's exact total.
+    """
+
+    level: int
+    group: np.ndarray
+    totals: np.ndarray
+
+    def __post_init__(self) -> None:
+        g = np.asarray(self.group)
+        t = np.asarray(self.totals, dtype=np.float64)
+        if g.ndim != 1 or g.dtype.kind not in "iu":
+            raise InputError(f"sibling groups must be a 1-D integer array, got {g.dtype} {g.shape}")
+        if t.ndim != 1 or not np.isfinite(t).all():
+            raise InputError("sibling group totals must be a 1-D array of finite numbers")
+        if g.size and (g.max() >= t.size or g.min() < -1):
+            raise InputError(
+                f"sibling groups are numbered -1 to {t.size - 1}, got {g.min()} to {g.max()}"
+            )
+        if t.size and (np.bincount(g[g >= 0], minlength=t.size) == 0).any():
+            raise InputError("every sibling group needs a member")
+
+    @property
+    def n(self) -> int:
+        """Number of groups."""
+        return int(np.asarray(self.totals).size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,11 +68,14 @@ class Constraints:
     Attributes:
         zero: ``(bottom units, d)``: general coordinates known to be zero at each
             bottom unit (all simple cells of that combination), or ``None``.
-        totals: ``level -> (units,)`` exact total of every unit of that level.
+        totals: ``level -> (units,)`` exact total of every unit of that level (``nan``:
+            not exact).
+        groups: exact totals of groups of siblings (:class:`SiblingGroups`), or ``None``.
     """
 
     zero: np.ndarray | None = None
     totals: dict[int, np.ndarray] | None = None
+    groups: SiblingGroups | None = None
 
     def __post_init__(self) -> None:
         if self.zero is not None:
@@ -38,9 +87,10 @@ class Constraints:
                 )
         for level, tot in (self.totals or {}).items():
             t = np.asarray(tot, dtype=np.float64)
-            if t.ndim != 1 or not np.isfinite(t).all():
+            if t.ndim != 1 or np.isinf(t).any():
                 raise InputError(
-                    f"exact totals of level {level} must be a 1-D array of finite numbers"
+                    f"exact totals of level {level} must be a 1-D array of finite numbers "
+                    "(nan: not exact)"
                 )
 
 

@@ -79,8 +79,15 @@ def dense_gls(
                     cval.append(0.0)
     for level, tot in (cons.totals or {}).items():
         for u in range(hierarchy.n_units(level)):
-            crow.append(np.kron(member[level][u], np.ones(size)))
-            cval.append(float(tot[u]))
+            if np.isfinite(tot[u]):
+                crow.append(np.kron(member[level][u], np.ones(size)))
+                cval.append(float(tot[u]))
+    if cons.groups is not None:  # a group's members' totals sum to its total
+        gr = cons.groups
+        for gi in range(gr.n):
+            units = np.flatnonzero(np.asarray(gr.group) == gi)
+            crow.append(np.kron(member[gr.level][units].sum(axis=0), np.ones(size)))
+            cval.append(float(gr.totals[gi]))
     return _solve(h, g, crow, cval, member, lines, sets)
 
 

@@ -152,10 +152,14 @@ def run_up(task: UpTask) -> UpResult:
         known = informed & np.isfinite(task.totals)
         if known.all():
             table = condition_total(lay, mean, table, index, task.totals)
-        elif known.any():
+        elif known.any():  # conditioned entries of their own for the units whose total is known
             sub = mean[known]
-            table = condition_total(lay, sub, table, index[known], task.totals[known])
+            used, inv = np.unique(index[known], return_inverse=True)
+            cond = condition_total(lay, sub, table[used], inv.reshape(-1), task.totals[known])
             mean[known] = sub
+            index = index.copy()
+            index[known] = table.shape[0] + inv.reshape(-1)
+            table = np.concatenate([table, cond])
     ps = pc = pi = None
     if task.parent_bounds is not None:
         ps, pc = _sum_by_parent(mean, table, index, task.parent_bounds)
@@ -195,6 +199,9 @@ class DownTask:
     lines: LineSet
     keep: bool
     up_informed: np.ndarray | None = None
+    family: np.ndarray | None = None
+    """Each unit's entry in the parent arrays (``None``: its run of ``parent_bounds``);
+    a sibling group's members point at the group's entry (:mod:`censusdp.infer.gls`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -224,7 +231,11 @@ def run_down(task: DownTask) -> DownResult:
     if task.parent_bounds is None:  # the root: upward estimate is final
         final, ftable, findex = mean, table, index
     else:
-        parent = np.repeat(np.arange(task.parent_bounds.size - 1), np.diff(task.parent_bounds))
+        parent = (
+            np.repeat(np.arange(task.parent_bounds.size - 1), np.diff(task.parent_bounds))
+            if task.family is None
+            else np.asarray(task.family, dtype=np.int64)
+        )
         keys = parent * (table.shape[0] + 1) + index
         ukeys, findex = np.unique(keys, return_inverse=True)
         p_of, k_of = ukeys // (table.shape[0] + 1), ukeys % (table.shape[0] + 1)

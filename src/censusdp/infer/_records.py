@@ -243,6 +243,11 @@ def output_manifest(
             "total_population_exact_at": names[gls.total_level],
             "housing_units_exact_at": names[bottom],
             "zeros_from_block_invariants": bool(zero_constraints),
+            **(
+                {"state_total_on_parts": gls.split_states}
+                if getattr(gls, "split_states", 0)
+                else {}
+            ),
         },
         "housing_units": gls.occupancy,
         "interval_rule": (

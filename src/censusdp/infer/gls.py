@@ -29,6 +29,16 @@ filter and a downward Rauch-Tung-Striebel-type smoother on the geography tree):
   ``xtilde_c = xhat_c + G_c (xtilde_u - s_u)``,
   ``Ptilde_c = P_c - G_c P_c + G_c Ptilde_u G_c'``
   (``S_u^+`` a pseudo-inverse: exactly known directions have zero variance).
+* sibling groups (:class:`~censusdp.infer._constraints.SiblingGroups`: a state's AIAN
+  and non-AIAN parts, whose totals sum to the state's invariant): the group is a
+  virtual node between the parent and its members, with no measurement of its own
+  and an exact total. Upward, its members' sum ``s_g = sum_{c in g} xhat_c``,
+  ``S_g = sum P_c`` is conditioned on ``1'x_g = T_g`` (``xhat_g``, ``P_g``), and the
+  parent sees ``xhat_g``, ``P_g`` in place of its members; downward, the group gets
+  its final estimate from the parent as a child does, and its members from the group
+  (``G_c = P_c S_g^+``). This is exact: a node that is the sum of its children, with an
+  exact fact of its own, is what the tree algorithm is made of; the members need not
+  be next to each other.
 
 Under a flat prior this is the exact posterior mean and covariance of the Gaussian model,
 i.e. the constrained GLS estimate and its covariance; ``tests/infer`` checks it against a
@@ -59,9 +69,10 @@ import numpy as np
 from censusdp.data.geography import Hierarchy, family_chunks
 from censusdp.data.measurements import MeasuredQuery, Measurements
 from censusdp.errors import InputError, InternalError
-from censusdp.infer._algebra import Layout, op_pinv
+from censusdp.infer._algebra import Layout, apply, op_pinv
 from censusdp.infer._constraints import (
     Constraints,
+    SiblingGroups,
     condition_total,
     condition_zero,
     single_child_totals,
@@ -80,6 +91,7 @@ __all__ = [
     "LevelDesign",
     "LevelEstimates",
     "LineSet",
+    "SiblingGroups",
     "TreeRun",
     "Z90",
     "Z95",
@@ -211,6 +223,10 @@ class _Tree:
         self.fin_mean: dict[int, np.ndarray] = {}
         self.fin_cov: dict[int, np.ndarray] = {}
         self.pinv: dict[int, np.ndarray] = {}
+        # sibling groups: their upward (s_g, S_g^+, xhat_g, P_g, parent) and final estimates
+        self.groups = self._check_groups(cons.groups)
+        self.group_up: tuple[np.ndarray, ...] | None = None
+        self.group_fin: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- the two passes -----------------------------------------------------------------
 
@@ -237,6 +253,8 @@ class _Tree:
                 self.up_mean[level] = np.concatenate(keep_mean)
                 self.up_cov[level] = np.concatenate(keep_cov)
                 self.up_informed[level] = np.concatenate(keep_informed)
+            if self.groups is not None and level == self.groups.level:
+                self._condition_groups(level)
             self._say(
                 f"GLS upward   {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} geounits"
             )
@@ -248,6 +266,8 @@ class _Tree:
             if level > 0:
                 self.pinv[level - 1] = op_pinv(self.child_cov[level - 1])
                 self._collect_pinv_factors(level - 1)
+            if self.groups is not None and level == self.groups.level:
+                self._finish_groups(level)
             spans = self.chunks(level)
             keep = level != self.bottom
             keep_mean: list[np.ndarray] = []
@@ -268,6 +288,88 @@ class _Tree:
             self._say(
                 f"GLS downward {self.names[level]:<10} {self.hierarchy.n_units(level):>8,} geounits"
             )
+
+    # -- sibling groups -----------------------------------------------------------------
+
+    def _check_groups(self, groups: SiblingGroups | None) -> SiblingGroups | None:
+        """The sibling groups, checked against the hierarchy (``None``: none)."""
+        if groups is None or groups.n == 0:
+            return None
+        level = groups.level
+        if not 0 < level < self.bottom:
+            raise InputError(
+                f"sibling groups are at level {level}; they must be below the root and "
+                f"above the bottom level {self.bottom}"
+            )
+        g = np.asarray(groups.group, dtype=np.int64)
+        if g.shape != (self.hierarchy.n_units(level),):
+            raise InputError(
+                f"sibling groups have {g.size} units; level {self.names[level]} has "
+                f"{self.hierarchy.n_units(level)}"
+            )
+        par = self.hierarchy.parent[level]
+        first = np.full(groups.n, -1, dtype=np.int64)
+        inside = np.flatnonzero(g >= 0)
+        first[g[inside[::-1]]] = par[inside[::-1]]
+        if (par[inside] != first[g[inside]]).any():
+            raise InputError(
+                f"the units of a sibling group at {self.names[level]} must share a parent"
+            )
+        return groups
+
+    def _condition_groups(self, level: int) -> None:
+        """Upward: each group's members summed and conditioned on the group's total;
+        their parents' children sums see the conditioned group instead."""
+        assert self.groups is not None
+        lay = self.layout
+        g = np.asarray(self.groups.group, dtype=np.int64)
+        inside = np.flatnonzero(g >= 0)
+        if not self.up_informed[level][inside].all():
+            raise InputError(
+                f"a unit of a sibling group at {self.names[level]} was not measured (bypassed)"
+            )
+        n = self.groups.n
+        s = np.zeros((n, *lay.shape))
+        big = np.zeros((n, lay.n_blocks, lay.d, lay.d))
+        np.add.at(s, g[inside], self.up_mean[level][inside])
+        np.add.at(big, g[inside], self.up_cov[level][inside])
+        x = s.copy()
+        p = condition_total(
+            lay, x, big, np.arange(n), np.asarray(self.groups.totals, dtype=np.float64)
+        )
+        parent = np.zeros(n, dtype=np.int64)
+        parent[g[inside]] = self.hierarchy.parent[level][inside]
+        np.add.at(self.child_sum[level - 1], parent, x - s)
+        np.add.at(self.child_cov[level - 1], parent, p - big)
+        self.group_up = (s, op_pinv(big), x, p, parent)
+        if self.factors is not None:
+            self.factors.add_groups(level, g, self.group_up[1], p, parent)
+
+    def _finish_groups(self, level: int) -> None:
+        """Downward: each group's final estimate, given its parent's (as a child's)."""
+        assert self.group_up is not None
+        s, _, x, p, parent = self.group_up
+        fm, fc = self.fin_mean[level - 1][parent], self.fin_cov[level - 1][parent]
+        gain = p @ self.pinv[level - 1][parent]
+        cov = p - gain @ p + gain @ fc @ np.swapaxes(gain, -1, -2)
+        mean = x + apply(self.layout, gain, fm - self.child_sum[level - 1][parent])
+        self.group_fin = (mean, 0.5 * (cov + np.swapaxes(cov, -1, -2)))
+
+    def _grouped_parents(
+        self, level: int, start: int, stop: int, parents: tuple[np.ndarray, ...]
+    ) -> tuple[np.ndarray | None, tuple[np.ndarray, ...]]:
+        """Units ``start:stop``'s family index into their parents' arrays, a group's
+        members pointing at the group's entries appended after the parents'."""
+        if self.groups is None or level != self.groups.level:
+            return None, parents
+        assert self.group_up is not None and self.group_fin is not None
+        s, s_pinv, _, _, _ = self.group_up
+        par = self.hierarchy.parent[level][start:stop]
+        g = np.asarray(self.groups.group, dtype=np.int64)[start:stop]
+        n_par = parents[0].shape[0]
+        family = np.where(g >= 0, n_par + g, par - par[0])
+        extra = (self.group_fin[0], self.group_fin[1], s, s_pinv)
+        return family, tuple(np.concatenate([a, b]) for a, b in zip(parents, extra, strict=True))
 
     # -- the collection of the tree factors (tree_cov) ----------------------------------
 
@@ -328,11 +430,13 @@ class _Tree:
     def down_task(self, level: int, start: int, stop: int) -> DownTask:
         """The downward task of units ``start:stop`` of ``level``, given their parents'
         final estimates."""
+        family = None
         if level > 0:
             par = self.hierarchy.parent[level]
             p0, p1 = int(par[start]), int(par[stop - 1]) + 1
             pm, pc = self.fin_mean[level - 1][p0:p1], self.fin_cov[level - 1][p0:p1]
             ps, pp = self.child_sum[level - 1][p0:p1], self.pinv[level - 1][p0:p1]
+            family, (pm, pc, ps, pp) = self._grouped_parents(level, start, stop, (pm, pc, ps, pp))
         else:
             pm = pc = ps = pp = None
         if level == self.bottom:  # recompute the upward estimates (not kept for the bottom)
@@ -360,6 +464,7 @@ class _Tree:
             self.lines,
             level != self.bottom,
             None if level == self.bottom else self.up_informed[level][start:stop],
+            family,
         )
 
     # -- helpers ------------------------------------------------------------------------
@@ -464,3 +569,5 @@ class _Tree:
             self.pinv,
         ):
             store.pop(level, None)
+        if self.groups is not None and level == self.groups.level - 1:
+            self.group_up = self.group_fin = None

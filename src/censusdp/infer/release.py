@@ -61,6 +61,7 @@ from censusdp.infer.gls import (
     LevelDesign,
     LevelEstimates,
     LineSet,
+    SiblingGroups,
     TreeRun,
     direct_sd,
     level_design,
@@ -213,6 +214,8 @@ class ReleaseGLS:
         factors: the person and unit trees' :class:`~censusdp.infer.tree_cov.TreeFactors`
             (the person tree's complete once ``chunks`` is exhausted), for the variance
             of any set of blocks (:mod:`censusdp.infer.tree_cov`).
+        split_states: the states of two parts (AIAN and non-AIAN) whose total the GLS
+            holds exact on the union of their parts (:class:`~censusdp.infer.gls.SiblingGroups`).
     """
 
     hierarchy: Hierarchy
@@ -228,6 +231,7 @@ class ReleaseGLS:
     geography: ReleaseGeography | None = None
     line_sets: tuple[LineSet, LineSet | None] | None = None
     factors: tuple[TreeFactors, TreeFactors | None] | None = None
+    split_states: int = 0
 
 
 def _unit_gls(
@@ -304,7 +308,12 @@ def release_gls(
     layout = _layout_for(persons, hierarchy, ("hhgq",))
     lines = person_lines(layout)
     totals_persons = geo.exact_totals(inv)
-    pcons = Constraints(zero_persons(layout, inv) if zero_constraints else None, totals_persons)
+    split = geo.state_part_groups(inv)  # a state's parts: their sum is its invariant
+    pcons = Constraints(
+        zero_persons(layout, inv) if zero_constraints else None,
+        totals_persons,
+        None if split is None else SiblingGroups(*split),
+    )
     timings["read"] = time.perf_counter() - t
     say(progress, f"read release {run_dir}: {hierarchy.blocks.size:,} blocks, schema {schema.name}")
 
@@ -378,6 +387,7 @@ def release_gls(
         geo,
         (lines, ulines),
         (pfactors, ufactors),
+        0 if split is None else split[2].size,
     )
 
 

@@ -21,8 +21,11 @@ at a block ``a = t`` (in ``D``) or 0, ``V = 0``; and going up,
     w_u = sum_c P_c a_c,   a_u = S_u^+ w_u,   V_u = sum_c (V_c + a_c' P_c a_c) - w_u' a_u.
 
 A child that carries no information of its own (a spine release's bypassed single
-child) is its parent: ``a_u += a_c``, ``V_u += V_c``. At the root,
-``Var = a' Ptilde a + V``. For a single unit this reproduces the tree's own variance;
+child) is its parent: ``a_u += a_c``, ``V_u += V_c``. A sibling group (a state's AIAN
+and non-AIAN parts, their total exact: :class:`~censusdp.infer._constraints.SiblingGroups`)
+is a node between its members and their parent, as in the passes: its members go up
+into it (``S_g^+``), and it goes up into the parent with its conditioned covariance
+``P_g``. At the root, ``Var = a' Ptilde a + V``. For a single unit this reproduces the tree's own variance;
 ``tests/infer/test_tree_cov.py`` checks any set against the dense solve.
 
 **Cost.** Every operator is in the block algebra of :mod:`censusdp.infer._algebra`
@@ -58,7 +61,8 @@ class TreeFactors:
     upward covariance ``P_c`` (a table of operators and each unit's entry) and whether it
     carries information (a bypassed single child does not: it is its parent); per level
     above the bottom, the pseudo-inverse of its children's summed covariance ``S_u^+``;
-    and the root's final covariance.
+    and the root's final covariance; with sibling groups, their members' group, each
+    group's ``S_g^+``, conditioned covariance ``P_g`` and parent (:meth:`add_groups`).
     """
 
     tables: dict[int, list[np.ndarray]] = field(default_factory=dict)
@@ -66,6 +70,19 @@ class TreeFactors:
     informed: dict[int, list[np.ndarray]] = field(default_factory=dict)
     child_pinv: dict[int, np.ndarray] = field(default_factory=dict)
     root_cov: np.ndarray | None = None
+    groups: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def add_groups(
+        self,
+        level: int,
+        group: np.ndarray,
+        pinv: np.ndarray,
+        cov: np.ndarray,
+        parent: np.ndarray,
+    ) -> None:
+        """Record the sibling groups of ``level``: each unit's group (``-1``: none), and
+        per group ``S_g^+``, the conditioned covariance ``P_g`` and the parent."""
+        self.groups = (level, np.asarray(group, dtype=np.int64), pinv, cov, parent)
 
     def add_up(
         self, level: int, table: np.ndarray, index: np.ndarray, informed: np.ndarray | None
@@ -171,10 +188,19 @@ def partition_variances(
     # -- up the levels --------------------------------------------------------------------------
     for level in range(bottom - 1, 0, -1):
         table, index, informed = factors.level(level)
+        parent = hierarchy.parent[level]
+        if factors.groups is not None and factors.groups[0] == level:
+            # members into their groups: entries n_units + g stand for the groups
+            node, tgt, a, var = _into_groups(
+                factors.groups, table, index, node, tgt, a, var, n_targets
+            )
+            table, index, informed, parent = _with_groups(
+                factors.groups, table, index, informed, parent
+            )
         p = table[index[node]]
         pv = _bmv(p, a)
         quad = np.einsum("nkbi,nkbi->nkb", a, pv)
-        uniq, inv = _pairs(hierarchy.parent[level][node], tgt, n_targets)
+        uniq, inv = _pairs(parent[node], tgt, n_targets)
         inf = informed[node]
         with_info = _scatter(inv, uniq.size, inf)
         without = _scatter(inv, uniq.size, ~inf)
@@ -190,6 +216,57 @@ def partition_variances(
     total = np.zeros(out_shape)
     np.add.at(total, tgt, q)
     return _lines_of(total, lines)
+
+
+def _into_groups(
+    groups: tuple,
+    table: np.ndarray,
+    index: np.ndarray,
+    node: np.ndarray,
+    tgt: np.ndarray,
+    a: np.ndarray,
+    var: np.ndarray,
+    n_targets: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One step of the recursion from the members of sibling groups into their groups
+    (``w_g = sum P_c a_c``, ``a_g = S_g^+ w_g``,
+    ``V_g = sum (V_c + a_c' P_c a_c) - w_g' a_g``); other units pass unchanged. A group
+    is then node ``n_units + g`` of the level."""
+    _, group, pinv, _, _ = groups
+    n_units = group.size
+    g = group[node]
+    inside = g >= 0
+    if not inside.any():
+        return node, tgt, a, var
+    pv = _bmv(table[index[node[inside]]], a[inside])
+    quad = np.einsum("nkbi,nkbi->nkb", a[inside], pv)
+    uniq, inv = _pairs(g[inside], tgt[inside], n_targets)
+    gather = _scatter(inv, uniq.size)
+    w = _sum(gather, pv)
+    gnode, gtgt = uniq // (n_targets + 1), uniq % (n_targets + 1)
+    ga = _bmv(pinv[gnode], w)
+    gvar = _sum(gather, var[inside] + quad) - np.einsum("nkbi,nkbi->nkb", w, ga)
+    out = ~inside
+    return (
+        np.concatenate([node[out], n_units + gnode]),
+        np.concatenate([tgt[out], gtgt]),
+        np.concatenate([a[out], ga]),
+        np.concatenate([var[out], gvar]),
+    )
+
+
+def _with_groups(
+    groups: tuple, table: np.ndarray, index: np.ndarray, informed: np.ndarray, parent: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A level's ``(table, index, informed, parent)`` with the groups appended as units."""
+    _, group, _, cov, gparent = groups
+    n = cov.shape[0]
+    return (
+        np.concatenate([table, cov]),
+        np.concatenate([index, table.shape[0] + np.arange(n)]),
+        np.concatenate([informed, np.ones(n, dtype=bool)]),
+        np.concatenate([parent, gparent]),
+    )
 
 
 def _lines_of(q: np.ndarray, lines: LineSet) -> np.ndarray:

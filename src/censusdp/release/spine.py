@@ -279,21 +279,47 @@ class ReleaseGeography:
         )
 
     def exact_totals(self, inv: Invariants) -> dict[int, np.ndarray]:
-        """Exact total populations by estimation level (the levels where all are exact).
+        """Exact total populations by estimation level (``nan`` where a unit's is not).
 
         ``inv`` is in estimation order (:meth:`invariants`). Tabulation: the invariant
-        level (the states); spine: the root, and the State level when no state has two
-        parts.
+        level (the states); spine: the root, and at the State level each state part that
+        is its state's only part (a part of a state of two: ``nan``; their union's total
+        is exact, :meth:`state_part_groups`).
         """
         h = self.estimation
         pops = h.aggregate(inv.population.reshape(-1, 1))
         out = {inv.total_level: np.asarray(pops[inv.total_level], dtype=np.float64).ravel()}
         if self.spine is not None:
             groups = self.spine.state_groups()
-            if (np.bincount(groups) == 1).all():
+            single = np.bincount(groups)[groups] == 1
+            if single.any():
                 state = h.geolevels.index("State")
-                out[state] = np.asarray(pops[state], dtype=np.float64).ravel()
+                total = np.asarray(pops[state], dtype=np.float64).ravel()
+                out[state] = np.where(single, total, np.nan)
         return out
+
+    def state_part_groups(self, inv: Invariants) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """The states of two parts whose union's total is exact but not the root's:
+        ``(State level, each State geounit's group or -1, each group's total)``, the
+        groups numbered from 0; ``None`` when there is none (a one-state input's union
+        is the root).
+
+        ``inv`` is in estimation order (:meth:`invariants`).
+        """
+        if self.spine is None:
+            return None
+        groups = self.spine.state_groups()
+        single = np.bincount(groups)[groups] == 1
+        if int(groups.max()) == 0 or single.all():
+            return None
+        h = self.estimation
+        state = h.geolevels.index("State")
+        total = np.asarray(h.aggregate(inv.population.reshape(-1, 1))[state], dtype=np.float64)
+        split, group = np.unique(groups[~single], return_inverse=True)
+        unit_group = np.full(groups.size, -1, dtype=np.int64)
+        unit_group[~single] = group.reshape(-1)
+        sums = np.bincount(groups, weights=total.ravel())[split]
+        return state, unit_group, np.rint(sums)
 
     def person_bounds(self, inv: Invariants) -> list[Bounds]:
         """Per estimation level, the person bounds implied by the invariants.

@@ -187,3 +187,19 @@ def test_generated_vermont_and_oklahoma_release_with_oklahoma_split(tmp_path):
     again = reestimate(run, tmp_path / "again")
     assert again["validation"]["ok"]
     assert main(["infer", str(run), "--out", str(tmp_path / "inf"), "--quiet"]) == 0
+    # infer: each state's total exact, Oklahoma's on the union of its parts only
+    inferred = json.loads((tmp_path / "inf" / "manifest.json").read_text())
+    assert inferred["constraints"]["state_total_on_parts"] == 1
+    est = pq.read_table(tmp_path / "inf" / "estimates.parquet").to_pydict()
+    at_state = {
+        g: (e, s)
+        for lv, g, q, e, s in zip(
+            est["geolevel"], est["geocode"], est["query"], est["estimate"], est["sd"], strict=True
+        )
+        if lv == "State" and q == "total"
+    }
+    assert at_state["040"][0] + at_state["140"][0] == pytest.approx(
+        parts["040"] + parts["140"], abs=1e-6
+    )
+    assert at_state["040"][1] > 0 and at_state["140"][1] > 0
+    assert at_state["050"] == (parts["050"], 0.0)

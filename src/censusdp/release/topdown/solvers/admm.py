@@ -19,9 +19,12 @@ the exact minimiser of ``sum_i (x_i'K x_i / 2 - r_i'x_i)`` under ``sum_i x_i = p
 factorisation of ``K`` serves all children and all iterations (until the step size changes),
 and the other step is a clip of ``A x_i`` to ``[l_i, u_i]``. ``A'RA = rho_c I + rho_g M'M +
 rho_t 11'`` has the structure of two more marginals, so ``K`` is factored like ``H``: densely
-for small ``c``, and for ``c > DENSE_MAX`` (e.g. the 233,856-cell dhc-lite schema) through the
-sparse quasi-definite system ``[[d I, B'], [B, -W^-1]]`` with SuperLU, never forming a
-``c x c`` matrix.
+for small ``c``; for ``c > DENSE_MAX`` with few marginal rows (a wide pl94 family: Los
+Angeles County's tracts keep about 1,400 cells, their marginals about 600 rows) by
+Woodbury's identity, ``K^-1 = D^-1 - D^-1 B' (W^-1 + B D^-1 B')^-1 B D^-1`` with ``D`` the
+diagonal (``d`` plus the queries that see every cell alone) and an ``m x m`` dense inverse;
+and otherwise (e.g. the 233,856-cell dhc-lite schema) through the sparse quasi-definite
+system ``[[d I, B'], [B, -W^-1]]`` with SuperLU, never forming a ``c x c`` matrix.
 
 The answer ``X`` has exact column sums; its bound violations are the primal residual. It is
 accepted when both residuals are below tolerance and, after clipping tiny negatives and
@@ -43,6 +46,12 @@ __all__ = ["AdmmBackend", "child_scale", "solve_admm"]
 
 DENSE_MAX = 1024
 """Largest number of kept cells for which the linear system is factored as a dense matrix."""
+WOODBURY_MAX_ROWS = 1024
+"""Above :data:`DENSE_MAX` cells, the linear system is solved by Woodbury's identity when
+the marginals (the queries that do not see every cell alone) have at most this many rows
+on the kept cells: at 1,428 cells and 596 rows (a 10-million-person county family), one
+solve for 2,346 children takes 0.12 CPU s instead of SuperLU's 2.35 (the same answer to
+1e-13)."""
 
 _ALPHA = 1.6
 _TOL_UNITS = 10.0
@@ -60,6 +69,7 @@ class _Factor:
         self, c: int, diag: float, rows: list[np.ndarray], sizes: list[int], vals: list[float]
     ) -> None:
         self.c = c
+        self._sinv: np.ndarray | None = None
         terms = [(r, s, v) for r, s, v in zip(rows, sizes, vals, strict=True) if v > 0 and s > 0]
         if c <= DENSE_MAX:
             h = np.zeros((c, c))
@@ -72,6 +82,8 @@ class _Factor:
             self._inv = la.cho_solve(cho, np.eye(c), check_finite=False)
             return
         self._inv = None
+        if self._woodbury(diag, terms):
+            return
         blocks = [sp.csr_matrix((np.ones(c), (r, np.arange(c))), shape=(s, c)) for r, s, _ in terms]
         b = sp.vstack(blocks, format="csc") if blocks else sp.csc_matrix((0, c))
         winv = np.concatenate([np.full(s, 1.0 / v) for _, s, v in terms] or [np.zeros(0)])
@@ -79,10 +91,38 @@ class _Factor:
         self._lu = spla.splu(kkt, permc_spec="COLAMD")
         self._m = b.shape[0]
 
+    def _woodbury(self, diag: float, terms: list) -> bool:
+        """Set up Woodbury's identity (module docstring) when the marginals have at most
+        :data:`WOODBURY_MAX_ROWS` rows; a query whose rows each hold one cell is diagonal."""
+        c = self.c
+        d = np.full(c, float(diag))
+        blocks, weights = [], []
+        for r, _, v in terms:
+            used, local, count = np.unique(r, return_inverse=True, return_counts=True)
+            if (count == 1).all():
+                d += v
+                continue
+            blocks.append(sp.csr_matrix((np.ones(c), (local.reshape(-1), np.arange(c)))))
+            weights.append(np.full(used.size, v))
+        m = sum(b.shape[0] for b in blocks)
+        if m > WOODBURY_MAX_ROWS:
+            return False
+        b = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, c))
+        inner = np.asarray((b @ sp.diags(1.0 / d) @ b.T).todense()).reshape(m, m)
+        inner[np.diag_indices(m)] += 1.0 / np.concatenate(weights or [np.zeros(0)])
+        cho = la.cho_factor(inner, lower=True, check_finite=False)
+        self._sinv = la.cho_solve(cho, np.eye(m), check_finite=False)
+        self._d = d[:, None]
+        self._b, self._bt = b, sp.csr_matrix(b.T)
+        return True
+
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``rhs`` is ``(c, n)``; returns ``(c, n)``."""
         if self._inv is not None:
             return self._inv @ rhs
+        if self._sinv is not None:
+            u = rhs / self._d
+            return u - (self._bt @ (self._sinv @ (self._b @ u))) / self._d
         full = np.zeros((self.c + self._m, rhs.shape[1]))
         full[: self.c] = rhs
         return self._lu.solve(full)[: self.c]

@@ -1,0 +1,342 @@
+"""A wide family solved whole as ``--fidelity production`` solves it, per backend, against split.
+
+``--fidelity production`` never splits a family (production solves every parent with all
+its children in one problem), so California's tract level holds one task of Los Angeles
+County's 2,334 tracts. This benchmark builds a synthetic county family of ``k`` tracts
+(about 4,300 people a tract as in Los Angeles, the pl94 tract-level queries with
+rho 0.43: ``bench_split.py``'s families) and solves it
+
+* whole, as production fidelity's task does (:class:`censusdp.release.topdown.tasks.Task`
+  with ``production=True``, production's least-squares passes and rounder at the tract
+  level), once per least-squares backend (``--methods``: Clarabel with faer, the interior
+  point, the active set, and ``auto``'s chain), each in a fresh forked process, so that
+  its CPU seconds (``time.process_time``) and its peak resident memory
+  (``ru_maxrss`` of that process less the memory it started with) are its own;
+* split in chunks of ``--max-children`` (the default fidelity), in the same run, so the
+  ratio of the two does not depend on the machine's load.
+
+It also reports where the whole solve's time goes (least squares, rounding) and the
+error against the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
+``--fit-method`` over the sizes run, and projects California's tract level in production
+fidelity on ``--cores`` cores: every county family of the generator's 2010 tracts
+(``censusdp/generate/tracts2010.parquet``; Los Angeles 2,346) solved whole at the fitted
+cost relative to the split one (:func:`project_california`), scheduled longest first on
+the least loaded core, in place of the default run's measured tract level
+(docs/scaling.md).
+Prints JSON.
+
+    python benchmarks/bench_whole_family.py --k 2334
+    python benchmarks/bench_whole_family.py --k 2334 --admm-iterations 40   # per iteration only
+    python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "release" / "topdown"))
+
+from _topdown_gen import PL94_QUERIES, census_subproblem  # noqa: E402
+
+from censusdp.data.schema import get_schema  # noqa: E402
+from censusdp.release.topdown.multipass import bind_l2, bind_rounding  # noqa: E402
+from censusdp.release.topdown.passes import plans_for  # noqa: E402
+from censusdp.release.topdown.split import (  # noqa: E402
+    chunk_starts,
+    chunk_subproblems,
+    coarse_subproblem,
+)
+from censusdp.release.topdown.tasks import Task, run_task  # noqa: E402
+
+PEOPLE_PER_TRACT = 4_300
+TRACT_RHO = 0.43
+LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
+
+
+def _say(msg: str) -> None:
+    print(f"[bench_whole_family] {msg}", file=sys.stderr, flush=True)
+
+
+def _kept_cells(sub) -> np.ndarray:  # noqa: ANN001
+    """The schema cells of a family's kept columns (read off its ``detailed`` rows)."""
+    from censusdp.data.queries import make_query
+
+    schema = get_schema("pl94")
+    q = make_query(schema, "detailed")
+    cell_of_row = np.full(q.n_rows, -1, dtype=np.int64)
+    cells = np.arange(schema.size)
+    cell_of_row[q.row_of_cell[cells]] = cells
+    kept = cell_of_row[sub.query_rows[PL94_QUERIES.index("detailed")]]
+    if (kept < 0).any() or not np.array_equal(q.row_of_cell[kept], sub.query_rows[-1]):
+        raise AssertionError("kept cells not recovered")
+    return kept
+
+
+def _tract_plan(kept: np.ndarray) -> tuple:
+    """Production's least-squares passes and rounder of a tract family (pl94)."""
+    plan = plans_for("pl94", LEVELS, "production")[LEVELS.index("Tract")]
+    schema = get_schema("pl94")
+    return bind_l2(plan, schema, PL94_QUERIES, "hhgq"), bind_rounding(plan, schema).on(kept)
+
+
+def _task(sub, kept: np.ndarray, method: str, offset: int = 0) -> Task:
+    l2p, rounding = _tract_plan(kept)
+    return Task(3, "bench", offset, kept, sub, method, l2p, rounding, production=True)
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _whole_child(conn, sub, kept, truth, method: str) -> None:  # noqa: ANN001
+    start = _rss_mb()
+    try:
+        r = run_task(_task(sub, kept, method))
+        conn.send(
+            {
+                "method": method,
+                "solved_by": r.method,
+                "status": r.status,
+                "attempts": [list(a) for a in r.attempts],
+                "cpu_s": round(r.cpu_seconds, 3),
+                "wall_s": round(r.seconds, 3),
+                "least_squares_wall_s": round(r.solve_seconds, 3),
+                "rounding_wall_s": round(r.rounding_seconds, 3),
+                "max_violation": r.max_violation,
+                "peak_rss_mb": round(_rss_mb(), 1),
+                "rss_before_mb": round(start, 1),
+                "peak_rss_added_mb": round(_rss_mb() - start, 1),
+                "l1_cells": int(np.abs(r.counts - truth).sum()),
+                "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
+            }
+        )
+    except Exception as exc:  # noqa: BLE001 - reported, not hidden
+        conn.send({"method": method, "error": f"{type(exc).__name__}: {exc}"})
+    conn.close()
+
+
+def whole(sub, kept, truth, method: str) -> dict:  # noqa: ANN001
+    """One whole solve in a forked process (its own CPU and peak memory)."""
+    ctx = mp.get_context("fork")
+    here, there = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_whole_child, args=(there, sub, kept, truth, method))
+    p.start()
+    there.close()
+    out = here.recv()
+    p.join()
+    return out
+
+
+def split(sub, kept, truth, max_children: int, method: str) -> dict:  # noqa: ANN001
+    """The default fidelity's split: coarse solve over chunks, then one task per chunk."""
+    starts = chunk_starts(sub.k, max_children)
+    c0 = time.process_time()
+    coarse = run_task(_task(coarse_subproblem(sub, starts), kept, method))
+    x = np.zeros((sub.k, sub.c), dtype=np.int64)
+    chunk_cpu = []
+    for ch in chunk_subproblems(sub, starts, coarse.counts):
+        r = run_task(_task(ch.sub, kept[ch.kept], method, ch.offset))
+        x[ch.offset : ch.offset + ch.sub.k][:, ch.kept] = r.counts
+        chunk_cpu.append(r.cpu_seconds)
+    if not np.array_equal(x.sum(axis=0), sub.parent):
+        raise AssertionError("split solution does not sum to the parent")
+    return {
+        "max_children": max_children,
+        "chunks": int(starts.size),
+        "cpu_s": round(time.process_time() - c0, 3),
+        "critical_path_cpu_s": round(coarse.cpu_seconds + max(chunk_cpu), 3),
+        "l1_cells": int(np.abs(x - truth).sum()),
+    }
+
+
+CA_DEFAULT_SECONDS = 1_062.0
+"""California on 2 cores, default fidelity (docs/scaling.md, "Measured: current figures")."""
+CA_DEFAULT_TRACT_SECONDS = 115.0
+"""... of which the tract level's wall seconds (families of more than 100 tracts split) ..."""
+CA_DEFAULT_TRACT_CPU = 222.0
+"""... and its tasks' CPU seconds."""
+PRODUCTION_OVERHEAD = 0.05
+"""Production fidelity's extra work elsewhere (structural zeros in the NMF, every kept
+cell in the rounder's box): +5% CPU on Vermont (CHANGELOG.md, ``--fidelity production``)."""
+
+
+def california_families() -> np.ndarray:
+    """Tracts per county of California in the generator's 2010 tracts, largest first."""
+    import pyarrow.parquet as pq
+
+    import censusdp.generate
+
+    path = Path(censusdp.generate.__file__).parent / "tracts2010.parquet"
+    t = pq.read_table(path, columns=["state", "county"]).to_pydict()
+    county = np.asarray(t["county"])[np.asarray(t["state"]) == "06"]
+    return np.sort(np.unique(county, return_counts=True)[1])[::-1]
+
+
+def _loglog(logk: np.ndarray, pts: list[tuple[int, float]]) -> np.ndarray:
+    """Log cost at ``logk``: piecewise linear in log-log through the measured points,
+    the end segments extended beyond them."""
+    lk = np.log([p[0] for p in pts])
+    lc = np.log([max(p[1], 1e-6) for p in pts])
+    seg = np.clip(np.searchsorted(lk, logk) - 1, 0, lk.size - 2)
+    slope = (lc[seg + 1] - lc[seg]) / (lk[seg + 1] - lk[seg])
+    return lc[seg] + slope * (logk - lk[seg])
+
+
+def _schedule(cost: np.ndarray, cores: int) -> float:
+    """Longest first, each on the least loaded core: the makespan."""
+    load = np.zeros(cores)
+    for c in np.sort(cost)[::-1]:
+        load[np.argmin(load)] += c
+    return float(load.max())
+
+
+def project_california(rows: list[dict], method: str, cores: int, limit: int) -> dict | None:
+    """California's tract level in production fidelity (every family whole).
+
+    The synthetic families cost more a tract than California's real ones (the default
+    run's tract level: 222 CPU s for 8,057 tracts), so the projection is a ratio: each
+    real family's cost in the default run (its share of the 222 s, by tracts) times
+    whole / split of a synthetic family of its size (whole: piecewise log-log through
+    the measured sizes; split: linear in ``k`` through the measured split solves);
+    families of at most ``limit`` tracts are whole in both. The uncalibrated figure
+    (the synthetic costs themselves) is reported beside it. Needs two sizes.
+    """
+    whole = sorted(
+        (r["k"], w["cpu_s"])
+        for r in rows
+        for w in r["whole"]
+        if w.get("method") == method and "cpu_s" in w
+    )
+    split = [(r["k"], r["split"]["cpu_s"]) for r in rows if "split" in r]
+    if len(whole) < 2 or not split:
+        return None
+    fam = california_families()
+    synth_whole = np.exp(_loglog(np.log(fam), whole))
+    per_tract = float(np.mean([c / k for k, c in split]))
+    ratio = np.where(fam > limit, synth_whole / (per_tract * fam), 1.0)
+    real = CA_DEFAULT_TRACT_CPU * fam / fam.sum() * ratio
+    tract = _schedule(real, cores)
+    total = (CA_DEFAULT_SECONDS - CA_DEFAULT_TRACT_SECONDS) * (1 + PRODUCTION_OVERHEAD) + tract
+    return {
+        "method": method,
+        "whole_measured": [list(p) for p in whole],
+        "split_cpu_s_per_tract": round(per_tract, 4),
+        "families": int(fam.size),
+        "largest": int(fam[0]),
+        "largest_whole_over_split": round(float(ratio[0]), 3),
+        "largest_cpu_s": round(float(real[0]), 1),
+        "tract_level_cpu_s": round(float(real.sum()), 1),
+        "tract_level_seconds": round(tract, 1),
+        "cores": cores,
+        "california_seconds": round(total, 1),
+        "california_minutes": round(total / 60, 2),
+        "target_met": total <= 20 * 60,
+        "uncalibrated": {
+            "largest_cpu_s": round(float(synth_whole[0]), 1),
+            "tract_level_cpu_s": round(float(synth_whole.sum()), 1),
+            "tract_level_seconds": round(_schedule(synth_whole, cores), 1),
+        },
+    }
+
+
+def admm_iterations(sub, iterations: int) -> list[dict]:  # noqa: ANN001
+    """CPU seconds of ``iterations`` ADMM iterations on the whole family (one pass over
+    every query), with the linear solve by Woodbury's identity and by SuperLU (a tenth
+    as many iterations: it is the slow one)."""
+    from censusdp.release.topdown.solvers import admm
+    from censusdp.release.topdown.solvers.base import compress
+
+    comp = compress(sub)
+    keep = admm.WOODBURY_MAX_ROWS
+    out = []
+    for path, rows, n in (("woodbury", keep, iterations), ("superlu", 0, max(iterations // 4, 1))):
+        admm.WOODBURY_MAX_ROWS = rows
+        c0 = time.process_time()
+        admm.solve_admm(sub, comp, max_iter=n, check_every=10)
+        cpu = time.process_time() - c0
+        out.append(
+            {
+                "path": "dense" if sub.c <= admm.DENSE_MAX else path,
+                "iterations": n,
+                "cpu_s": round(cpu, 2),
+                "per_iteration": round(cpu / n, 4),
+            }
+        )
+        _say(json.dumps(out[-1]))
+    admm.WOODBURY_MAX_ROWS = keep
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--k", default="2334", help="tracts per family, comma-separated")
+    ap.add_argument("--methods", default="auto,clarabel,activeset,interior")
+    ap.add_argument("--max-children", type=int, default=100, help="chunks of the split (0: none)")
+    ap.add_argument("--split-method", default="auto")
+    ap.add_argument("--seed", type=int, default=2020)
+    ap.add_argument("--fit-method", default="auto", help="the backend of the projection")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument(
+        "--admm-iterations", type=int, default=0, help="time this many ADMM iterations only"
+    )
+    args = ap.parse_args(argv)
+    rows = []
+    t0 = time.perf_counter()
+    for k in [int(v) for v in args.k.split(",")]:
+        sub, truth = census_subproblem(
+            np.random.default_rng(args.seed + k),
+            n_children=k,
+            n_people=PEOPLE_PER_TRACT * k,
+            rho=TRACT_RHO,
+        )
+        kept = _kept_cells(sub)
+        row: dict = {"k": k, "people": int(truth.sum()), "cells": sub.c, "whole": []}
+        if args.admm_iterations:
+            row["admm_iterations"] = admm_iterations(sub, args.admm_iterations)
+            rows.append(row)
+            continue
+        if 0 < args.max_children < k:  # first: it is the cheap one
+            _say(f"k={k}: split in chunks of <= {args.max_children} ...")
+            row["split"] = split(sub, kept, truth, args.max_children, args.split_method)
+            _say(json.dumps(row["split"]))
+        for method in args.methods.split(","):
+            _say(f"k={k}: whole with {method} ...")
+            row["whole"].append(whole(sub, kept, truth, method))
+            w = row["whole"][-1]
+            if "split" in row and "cpu_s" in w:
+                w["cpu_ratio_to_split"] = round(w["cpu_s"] / row["split"]["cpu_s"], 3)
+            _say(json.dumps(w))
+        rows.append(row)
+    doc = {
+        "benchmark": "whole_family",
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "load_average": os.getloadavg(),
+        "people_per_tract": PEOPLE_PER_TRACT,
+        "rho": TRACT_RHO,
+        "seed": args.seed,
+        "seconds_total": round(time.perf_counter() - t0, 1),
+        "families": rows,
+        "california_production": project_california(
+            rows, args.fit_method, args.cores, args.max_children
+        ),
+    }
+    json.dump(doc, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
