@@ -70,22 +70,30 @@ def _truth(spine_release) -> pd.DataFrame:
 
 
 def test_margins_join_the_published_tables(spine_release) -> None:
-    """Every published geounit and variable, no more: a plain join on GEOID and SUMLEV."""
-    m = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
-    assert tuple(m.columns) == LONG_COLUMNS
+    """Every published geounit and variable, no more: a plain join on GEOID and SUMLEV,
+    in both directions. ``margins.*`` holds the hierarchy's levels and ``places.*`` the
+    geographies off it (Vermont's county subdivisions, SUMLEV 060), which are rows of
+    ``tables/`` too."""
+    margins = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
+    places = pq.read_table(spine_release["out"] / "places.parquet").to_pandas()
+    assert tuple(margins.columns) == LONG_COLUMNS
+    assert set(places.SUMLEV) == {"060"} and not set(margins.SUMLEV) & {"060", "160"}
+    m = pd.concat([margins, places], ignore_index=True)
     variables = published_variables()
     for name in ("P1", "P3", "H1"):
         pub = pq.read_table(spine_release["run"] / "tables" / f"{name}.parquet").to_pandas()
+        assert (pub.SUMLEV == "060").sum() == places.GEOID.nunique()
         long = pub.melt(id_vars=["geolevel", "geocode", "GEOID", "SUMLEV", "NAME"])
         j = m[m.table == name].merge(
             long, on=["GEOID", "SUMLEV", "NAME", "variable"], how="outer", indicator=True
         )
         assert (j._merge == "both").all(), j[j._merge != "both"].head()
         assert (j.value_x == j.value_y).all()
+        assert (j.geolevel_x == j.geolevel_y).all()
     assert len(m) == len(pub) * len(variables)
     csv = pd.read_csv(spine_release["out"] / "margins.csv", dtype={"GEOID": str, "SUMLEV": str})
     assert set(csv.SUMLEV) == {"010", "040", "050", "140", "150"}  # blocks: Parquet only
-    above = m[m.SUMLEV != "750"].reset_index(drop=True)
+    above = margins[margins.SUMLEV != "750"].reset_index(drop=True)
     np.testing.assert_allclose(csv.gls_sd.to_numpy(), above.gls_sd.to_numpy(), rtol=1e-12)
 
 
