@@ -433,3 +433,9 @@ def test_places_and_aian_areas_of_a_state_with_both(tmp_path) -> None:
     np.testing.assert_array_equal(places.loc["40" + plc.index, "value"], plc)
     assert set(places.SUMLEV) == {"160", "250", "280"}
     assert (places.gls_sd > 0).all()
+    # the release's tables have the same rows, and they join both ways
+    pub = pq.read_table(run / "tables" / "P1.parquet", columns=["GEOID", "SUMLEV", "NAME"])
+    pub = pub.to_pandas()
+    pub = pub[pub.SUMLEV.isin(["160", "250", "280"])]
+    j = places.reset_index().merge(pub, on=["GEOID", "SUMLEV", "NAME"], how="outer", indicator=True)
+    assert (j._merge == "both").all() and len(j) == len(places)
