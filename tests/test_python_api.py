@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import censusdp
@@ -46,6 +47,13 @@ def test_county_subdivisions_are_a_summary_level_of_the_tables(made) -> None:
     state = rel.table("P1", "state").column("P1_001N").to_pylist()
     assert sum(towns.column("P1_001N").to_pylist()) == sum(state)  # every block in a town
     assert rel.table("P1", "place").num_rows == 0
+    # and in the CSV export, wide and long, as the Parquet has them
+    wide = pd.read_csv(rel.csv("P1"), skiprows=[1], dtype={"GEOID": str, "SUMLEV": str})
+    got = wide[wide.SUMLEV == "060"]
+    assert got.GEOID.tolist() == towns.column("GEOID").to_pylist()
+    assert got.P1_001N.tolist() == towns.column("P1_001N").to_pylist()
+    long = pd.read_csv(rel.csv("P1", "long"), dtype={"GEOID": str, "SUMLEV": str})
+    assert (long.SUMLEV == "060").sum() == towns.num_rows * 71
 
 
 @pytest.mark.parametrize("level", ["070", "counties", "5"])
