@@ -26,7 +26,7 @@ from censusdp.io.mdf_parts import mdf_part_households
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
-from censusdp.io.parts import part_name, regular_file
+from censusdp.io.parts import part_name, read_part_index, regular_file
 from censusdp.io.table_csv import published_tables, table_csv_check
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
@@ -38,7 +38,12 @@ from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
 from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
-from censusdp.tables.entities import EntityRows, concat_identifiers, entity_rows
+from censusdp.tables.entities import (
+    ENTITY_GEOLEVELS,
+    EntityRows,
+    concat_identifiers,
+    entity_rows,
+)
 
 
 def check_mdf(
@@ -101,7 +106,8 @@ def check_mdf(
             # tables in parts, the MDF not: not a release's
             raise InputError("the tables are part files but the MDF is not")
         geo = release.geography
-        ent = entity_rows(hierarchy.blocks, geo.entities if geo is not None else None)
+        written = tables_in_parts and _part0_has_entities(run)
+        ent = entity_rows(hierarchy.blocks, geo.entities if geo is not None and written else None)
         table_problems = (table_problems or []) + _check_tables(
             run, hierarchy, (pl94, units, households), in_parts=tables_in_parts, entities=ent
         )
@@ -285,6 +291,15 @@ def _check_text_files(
         if problem:
             problems.append(problem)
     return problems
+
+
+def _part0_has_entities(run: Path) -> bool:
+    """Whether the tables' part 0 lists geographies off the hierarchy (its index's
+    ``geolevel``): a release written before those rows has none, and is checked without
+    them; one written since lists them whenever its geography records them."""
+    parts = read_part_index(run / TABLES_DIR / f"{TABLE_NAMES[0]}.parquet")["parts"]
+    levels = str(parts[0].get("geolevel", "")).split(",") if parts else []
+    return bool(set(levels) & set(ENTITY_GEOLEVELS))
 
 
 def _check_tables(
