@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import censusdp
@@ -36,7 +37,26 @@ def test_table_takes_a_summary_level_by_code_or_name(made) -> None:
     assert set(blocks.column("SUMLEV").to_pylist()) == {"750"}
 
 
-@pytest.mark.parametrize("level", ["060", "counties", "5"])
+def test_county_subdivisions_are_a_summary_level_of_the_tables(made) -> None:
+    """Vermont's towns (county subdivisions, SUMLEV 060) are rows of the tables, each the
+    sum of its blocks; a generated Vermont has no place (160) or AIAN area (250)."""
+    rel = censusdp.Release.open(made["run"])
+    towns = rel.table("P1", "county subdivision")
+    assert towns.num_rows >= 1 and rel.table("P1", "060").equals(towns)
+    assert set(towns.column("geolevel").to_pylist()) == {"CountySubdivision"}
+    state = rel.table("P1", "state").column("P1_001N").to_pylist()
+    assert sum(towns.column("P1_001N").to_pylist()) == sum(state)  # every block in a town
+    assert rel.table("P1", "place").num_rows == 0
+    # and in the CSV export, wide and long, as the Parquet has them
+    wide = pd.read_csv(rel.csv("P1"), skiprows=[1], dtype={"GEOID": str, "SUMLEV": str})
+    got = wide[wide.SUMLEV == "060"]
+    assert got.GEOID.tolist() == towns.column("GEOID").to_pylist()
+    assert got.P1_001N.tolist() == towns.column("P1_001N").to_pylist()
+    long = pd.read_csv(rel.csv("P1", "long"), dtype={"GEOID": str, "SUMLEV": str})
+    assert (long.SUMLEV == "060").sum() == towns.num_rows * 71
+
+
+@pytest.mark.parametrize("level", ["070", "counties", "5"])
 def test_an_unknown_summary_level_is_one_line_never_zero_rows(made, level) -> None:
     rel = censusdp.Release.open(made["run"])
     with pytest.raises(SchemaError, match=r"unknown summary level .* 050 \(county\)") as err:

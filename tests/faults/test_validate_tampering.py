@@ -401,6 +401,52 @@ def test_tables_carry_the_geographys_identifiers(
     invalid(d, "tables_match_mdf", name, column, "its geography gives")
 
 
+def test_a_place_row_is_the_sum_of_its_blocks(good_release: Path, tmp_path: Path) -> None:
+    """The tables' rows off the hierarchy (places, county subdivisions, AIAN areas) are
+    checked from the files like the levels: a count edited in one is named."""
+    d = copy(good_release, tmp_path)
+    path = d / "tables" / "P3.parquet" / "part-00000.parquet"
+    t = pq.read_table(path)
+    levels = t.column("geolevel").to_pylist()
+    off = [i for i, g in enumerate(levels) if g in ("CountySubdivision", "Place", "AIANArea")]
+    assert off, f"the release has no place row: {sorted(set(levels))}"
+    row = off[-1]
+    values = t.column("P3_001N").to_pylist()
+    values[row] += 1
+    i = t.column_names.index("P3_001N")
+    pq.write_table(t.set_column(i, "P3_001N", pa.array(values, pa.int64())), path)
+    rehash(d)
+    invalid(d, "tables_match_mdf", "P3.parquet", "1 rows differ", t.column("geocode")[row].as_py())
+
+
+def test_a_release_written_before_the_place_rows_still_validates(
+    good_release: Path, tmp_path: Path
+) -> None:
+    """A release written before the tables had rows off the hierarchy (its part 0 and
+    its index list none) is checked without them: it validates as it did."""
+    from censusdp.io.table_csv import write_table_csvs
+
+    d = copy(good_release, tmp_path)
+    entities = {"CountySubdivision", "Place", "AIANArea", "AIANAreaState"}
+    for index in (d / "tables").glob("*.parquet/_parts.json"):
+        path = index.parent / "part-00000.parquet"
+        t = pq.read_table(path)
+        keep = [g not in entities for g in t.column("geolevel").to_pylist()]
+        assert not all(keep), f"{path}: no place row"
+        t = t.filter(pa.array(keep))
+        pq.write_table(t, path)
+        data = json.loads(index.read_text())
+        top = data["parts"][0]
+        data["rows"] -= top["rows"] - t.num_rows
+        top["rows"] = top["stop"] = t.num_rows
+        top["geolevel"] = ",".join(g for g in top["geolevel"].split(",") if g not in entities)
+        index.write_text(json.dumps(data))
+    write_table_csvs(d / "tables")
+    rehash(d)
+    proc = unchanged(d, lambda: cli("validate", d, "--quiet"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("case", ["edited", "missing", "a link to a copy"])
 def test_the_codebook_is_censusdps(good_release: Path, tmp_path: Path, case: str) -> None:
     d = copy(good_release, tmp_path)

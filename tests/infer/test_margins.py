@@ -70,22 +70,30 @@ def _truth(spine_release) -> pd.DataFrame:
 
 
 def test_margins_join_the_published_tables(spine_release) -> None:
-    """Every published geounit and variable, no more: a plain join on GEOID and SUMLEV."""
-    m = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
-    assert tuple(m.columns) == LONG_COLUMNS
+    """Every published geounit and variable, no more: a plain join on GEOID and SUMLEV,
+    in both directions. ``margins.*`` holds the hierarchy's levels and ``places.*`` the
+    geographies off it (Vermont's county subdivisions, SUMLEV 060), which are rows of
+    ``tables/`` too."""
+    margins = pq.read_table(spine_release["out"] / "margins.parquet").to_pandas()
+    places = pq.read_table(spine_release["out"] / "places.parquet").to_pandas()
+    assert tuple(margins.columns) == LONG_COLUMNS
+    assert set(places.SUMLEV) == {"060"} and not set(margins.SUMLEV) & {"060", "160"}
+    m = pd.concat([margins, places], ignore_index=True)
     variables = published_variables()
     for name in ("P1", "P3", "H1"):
         pub = pq.read_table(spine_release["run"] / "tables" / f"{name}.parquet").to_pandas()
+        assert (pub.SUMLEV == "060").sum() == places.GEOID.nunique()
         long = pub.melt(id_vars=["geolevel", "geocode", "GEOID", "SUMLEV", "NAME"])
         j = m[m.table == name].merge(
             long, on=["GEOID", "SUMLEV", "NAME", "variable"], how="outer", indicator=True
         )
         assert (j._merge == "both").all(), j[j._merge != "both"].head()
         assert (j.value_x == j.value_y).all()
+        assert (j.geolevel_x == j.geolevel_y).all()
     assert len(m) == len(pub) * len(variables)
     csv = pd.read_csv(spine_release["out"] / "margins.csv", dtype={"GEOID": str, "SUMLEV": str})
     assert set(csv.SUMLEV) == {"010", "040", "050", "140", "150"}  # blocks: Parquet only
-    above = m[m.SUMLEV != "750"].reset_index(drop=True)
+    above = margins[margins.SUMLEV != "750"].reset_index(drop=True)
     np.testing.assert_allclose(csv.gls_sd.to_numpy(), above.gls_sd.to_numpy(), rtol=1e-12)
 
 
@@ -98,14 +106,19 @@ def test_spine_units_keep_their_sd_and_block_groups_are_sums(spine_release) -> N
     e = pq.read_table(out / "estimates.parquet", filters=[("query", "=", "total")]).to_pandas()
     man = json.loads((out / "manifest.json").read_text())
     assert man["spine"] == "optimized" and man["margins"]["geounits"]["BlockGroup"] > 0
-    spine_tracts = e[e.geolevel == "Tract"]
-    tracts = m[m.geolevel == "Tract"]
-    # spine tract codes end with the tabulation tract code (state-part prefix before it)
-    for _, row in tracts.iterrows():
-        hit = spine_tracts[spine_tracts.geocode.astype(str).str.endswith(row.GEOID[2:])]
-        if len(hit) == 1:
-            assert abs(hit.sd.iloc[0] - row.gls_sd) < 1e-6 * max(1.0, row.gls_sd)
-            assert abs(hit.estimate.iloc[0] - row.gls_estimate) < 1e-6 * abs(row.gls_estimate)
+    # spine county and tract codes end with the tabulation code (state-part prefix before
+    # it); a state without AIAN areas has one spine county per county, so a county's sd
+    # is the tree's own, no covariance between spine geounits dropped (docs/inference.md)
+    for level in ("County", "Tract"):
+        spine_units, units = e[e.geolevel == level], m[m.geolevel == level]
+        hits = 0
+        for _, row in units.iterrows():
+            hit = spine_units[spine_units.geocode.astype(str).str.endswith(row.GEOID[2:])]
+            if len(hit) == 1:
+                hits += 1
+                assert abs(hit.sd.iloc[0] - row.gls_sd) < 1e-6 * max(1.0, row.gls_sd)
+                assert abs(hit.estimate.iloc[0] - row.gls_estimate) < 1e-6 * abs(row.gls_estimate)
+        assert hits == len(units) if level == "County" else hits > 0, (level, hits)
     blocks = m[m.geolevel == "Block"].copy()
     blocks["bg"] = blocks.GEOID.str[:12]
     bg = m[m.geolevel == "BlockGroup"].set_index("GEOID")
@@ -425,3 +438,9 @@ def test_places_and_aian_areas_of_a_state_with_both(tmp_path) -> None:
     np.testing.assert_array_equal(places.loc["40" + plc.index, "value"], plc)
     assert set(places.SUMLEV) == {"160", "250", "280"}
     assert (places.gls_sd > 0).all()
+    # the release's tables have the same rows, and they join both ways
+    pub = pq.read_table(run / "tables" / "P1.parquet", columns=["GEOID", "SUMLEV", "NAME"])
+    pub = pub.to_pandas()
+    pub = pub[pub.SUMLEV.isin(["160", "250", "280"])]
+    j = places.reset_index().merge(pub, on=["GEOID", "SUMLEV", "NAME"], how="outer", indicator=True)
+    assert (j._merge == "both").all() and len(j) == len(places)

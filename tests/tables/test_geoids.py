@@ -238,7 +238,7 @@ def test_summary_level_takes_codes_and_names(given, code) -> None:
     assert summary_level(given) == code
 
 
-@pytest.mark.parametrize("given", ["060", "5", "0050", "counties", "", "place", "160"])
+@pytest.mark.parametrize("given", ["070", "5", "0050", "counties", "", "places", "155"])
 def test_summary_level_refuses_others_listing_the_levels(given) -> None:
     with pytest.raises(SchemaError, match=r"unknown summary level .*010 \(nation\).*750 \(block\)"):
         summary_level(given)

@@ -121,7 +121,7 @@ MARGINS_NOTE = (
     "their sd from the GLS covariances between blocks (censusdp.infer.tree_cov); places.* "
     "the same for the county subdivisions (SUMLEV 060), places (160) and AIAN areas (250, "
     "280) whose blocks the release records (spine.parquet), value the sum of their "
-    "published blocks (not rows of tables/)"
+    "published blocks, as the rows tables/ has for them"
 )
 
 

@@ -4,7 +4,9 @@
 
 A run writes each table as part files (:mod:`censusdp.io.parts`):
 ``RUN/tables/P1.parquet/part-00000.parquet`` holds the geounits of every level above
-the block, ``part-00001.parquet`` on the blocks of the MDF's first part, and so on, each
+the block and, after them, the county subdivisions, places and AIAN areas of a release
+that records them (:mod:`censusdp.tables.entities`), ``part-00001.parquet`` on the
+blocks of the MDF's first part, and so on, each
 written by a task (:func:`write_table_part`), with the index ``_parts.json``. Read in
 name order, the parts are the single file's rows in the same order; every reader here
 takes either layout.

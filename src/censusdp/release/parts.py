@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import scipy.sparse as sp
 
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
@@ -48,6 +49,7 @@ from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
 from censusdp.tables import TABLE_NAMES, level_identifiers, tabulate_rows
+from censusdp.tables.entities import concat_identifiers
 from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, tabulate_household_rows
 
 __all__ = [
@@ -306,13 +308,17 @@ class TablesTask:
     """Write part 0 of each table: the geounits of ``levels`` (name, geocode length,
     geocodes), with their ``pl94`` and unit histograms (rows in the same order), and
     their ``household2010`` histograms for a release with a household run (which adds
-    the household tables, :mod:`censusdp.tables.households`)."""
+    the household tables, :mod:`censusdp.tables.households`). ``entities``: the
+    identifiers of the geounits off the hierarchy that follow them (county subdivisions,
+    places, AIAN areas: :class:`censusdp.tables.entities.EntityRows`), whose histograms
+    are the last rows of ``persons``, ``units`` and ``households``."""
 
     levels: list[tuple[str, int, np.ndarray]]
     persons: sp.csr_matrix
     units: sp.csr_matrix
     run: str
     households: sp.csr_matrix | None = None
+    entities: dict[str, pa.Array] | None = None
 
 
 def run_tables_task(job: TablesTask) -> dict[str, Any]:
@@ -320,6 +326,8 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     against the tabulation of the histograms it was given; return its records."""
     c = time.process_time()
     ids = level_identifiers(job.levels)
+    if job.entities is not None:
+        ids = concat_identifiers(ids, job.entities)
     out = Path(job.run) / TABLES_DIR
     rows = tabulate_rows(job.persons, job.units, ids)
     names = TABLE_NAMES
@@ -327,9 +335,12 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
         rows.update(tabulate_household_rows(job.households, ids))
         names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
     records = write_table_part(rows, out, 0)
-    n = sum(codes.size for *_, codes in job.levels)
+    n = len(ids["geocode"])
+    geolevels = [name for name, *_ in job.levels]
+    if job.entities is not None:
+        geolevels += list(dict.fromkeys(job.entities["geolevel"].to_pylist()))
     for rec in records.values():
-        rec.update(geolevel=",".join(name for name, *_ in job.levels), start=0, stop=n)
+        rec.update(geolevel=",".join(geolevels), start=0, stop=n)
     problem = None
     for name in names:
         bad = table_part_mismatch(

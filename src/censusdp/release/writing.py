@@ -46,6 +46,7 @@ from censusdp.release.parts import (
 )
 from censusdp.release.spine import ReleaseGeography
 from censusdp.release.validate import UnitRun, validate_release
+from censusdp.tables.entities import entity_rows
 
 __all__ = ["write_release"]
 
@@ -101,7 +102,7 @@ def write_release(
         )
         if geo.spine is not None:
             est = on_tabulation(est, geo, inv, schema, manifest)
-        written = _write_outputs(out, est, inv, hierarchy, schema, rt, manifest)
+        written = _write_outputs(out, est, inv, geo, schema, rt, manifest)
         _validate_outputs(est, inv, hierarchy, schema, written, rt, manifest)
     if checkpoint is not None:
         checkpoint.discard()
@@ -143,7 +144,7 @@ def _write_outputs(
     out: Path,
     est: ReleaseEstimate,
     inv: Invariants,
-    hierarchy: Hierarchy,
+    geo: ReleaseGeography,
     schema: Schema,
     rt: Runtime,
     manifest: dict[str, Any],
@@ -157,9 +158,13 @@ def _write_outputs(
     its tables' rows (Parquet and CSV), reads it back and checks it; only its records
     come back here, and the driver writes each directory's ``_parts.json`` and puts the
     tables' CSV together. The tables' part 0 goes first in the same map
-    (:func:`censusdp.release.parts.run_write_task`), so it runs beside the MDF's parts.
+    (:func:`censusdp.release.parts.run_write_task`), so it runs beside the MDF's parts;
+    it holds the geounits off the hierarchy after the levels above the block (county
+    subdivisions, places and AIAN areas where ``geo`` records the blocks' attributes:
+    :mod:`censusdp.tables.entities`).
     """
     executor, progress, timings = rt.executor, rt.progress, rt.timings
+    hierarchy = geo.tabulation
     t, c = time.perf_counter(), time.process_time()
     block_hist = est.persons.histograms[-1]
     occupied = occupied_units(est, inv, manifest)
@@ -170,14 +175,18 @@ def _write_outputs(
     # a household run's block households (on the tabulation's blocks): its unit MDF
     # records and household tables
     households = est.units.histograms[-1] if est.households and est.units is not None else None
+    ent = entity_rows(hierarchy.blocks, geo.entities)
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],
-        _stacked(pl94_levels[:-1], pl94_hist.shape[1]),
-        _stacked(unit_levels[:-1], units_hist.shape[1]),
+        _stacked([*pl94_levels[:-1], ent.rows(pl94_hist)], pl94_hist.shape[1]),
+        _stacked([*unit_levels[:-1], ent.rows(units_hist)], units_hist.shape[1]),
         str(out.resolve()),
         None
         if households is None
-        else _stacked(hierarchy.aggregate(households)[:-1], households.shape[1]),
+        else _stacked(
+            [*hierarchy.aggregate(households)[:-1], ent.rows(households)], households.shape[1]
+        ),
+        ent.ids,
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     block = hierarchy.geolevels.levels[-1]

@@ -25,7 +25,9 @@ Line layouts follow the 2020 Census P.L. 94-171 Redistricting Data Summary File
 Tables are returned as wide Arrow tables: ``geolevel`` (string), ``geocode``
 (string), the Census identifiers ``GEOID``, ``SUMLEV`` and ``NAME`` (strings; see
 :mod:`censusdp.tables.geoids`), then one int64 column per line, one row per geounit of
-every level. :func:`codebook` lists every column with its Census label.
+every level. :func:`codebook` lists every column with its Census label. A release adds
+the rows of the published geographies off the hierarchy (county subdivisions, places,
+AIAN areas), each the sum of its blocks: :mod:`censusdp.tables.entities`.
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ from censusdp.data.histograms import UNIT_CELLS, person_histogram, unit_histogra
 from censusdp.data.schema import HHGQ_LEVELS, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.tables._definition import SEP, Builder, TableDefinition
-from censusdp.tables.geoids import IDENTIFIER_COLUMNS, IDENTIFIER_LABELS, geo_identifiers
+from censusdp.tables.geoids import (
+    ENTITY_LEVELS,
+    IDENTIFIER_COLUMNS,
+    IDENTIFIER_LABELS,
+    geo_identifiers,
+)
 from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, household_table_definition
 
 __all__ = [
@@ -354,7 +361,9 @@ def tables_to_arrays(
 ) -> dict[str, list[np.ndarray]]:
     """Per table, a dense ``(units x lines)`` int64 array for each level, aligned to ``hierarchy``.
 
-    Rows absent from a table (a geounit with no released row) are zero.
+    Rows absent from a table (a geounit with no released row) are zero; the rows of the
+    geographies off the hierarchy (county subdivisions, places, AIAN areas:
+    :mod:`censusdp.tables.entities`) are not among its levels and are left out.
 
     Raises:
         InputError: if a table names a geolevel or geocode that ``hierarchy`` lacks, or
@@ -375,10 +384,10 @@ def tables_to_arrays(
                 for v in d.variables
             ]
         )
-        unknown = sorted(set(np.unique(levels)) - set(names))
+        unknown = sorted(set(np.unique(levels)) - set(names) - set(ENTITY_LEVELS))
         if unknown:
             raise InputError(
-                f"table {tname} has geolevel {unknown[0]!r}; hierarchy has {list(names)}"
+                f"table {tname} has geolevel {str(unknown[0])!r}; hierarchy has {list(names)}"
             )
         per_level = []
         for li, lname in enumerate(names):

@@ -79,10 +79,16 @@ SUMLEVEL_NAMES: dict[str, str] = {
     "010": "nation",
     "040": "state",
     "050": "county",
+    "060": "county subdivision",
     "140": "tract",
     "150": "block group",
+    "160": "place",
+    "250": "aian area",
+    "280": "aian area state part",
     "750": "block",
 }
+"""The plain name of each summary level (what :func:`summary_level` accepts besides the
+code)."""
 
 ENTITY_LEVELS: dict[str, str] = {
     "CountySubdivision": "060",
@@ -98,8 +104,6 @@ STRONG_MCD_STATES: tuple[str, ...] = (
 )  # fmt: skip
 """States (FIPS) whose minor civil divisions are the place-level entity outside AIAN
 areas (production's ``strong_mcd_states``): there the input's ``place`` is an MCD."""
-"""The plain name of each summary level (what :func:`summary_level` accepts besides the
-code)."""
 
 _SUMLEVEL_ALIASES: dict[str, str] = {
     **{name: code for code, name in SUMLEVEL_NAMES.items()},
@@ -107,6 +111,9 @@ _SUMLEVEL_ALIASES: dict[str, str] = {
     "census tract": "140",
     "blockgroup": "150",
     "block_group": "150",
+    "countysubdivision": "060",
+    "aianarea": "250",
+    "aianareastate": "280",
 }
 
 IDENTIFIER_COLUMNS: tuple[str, ...] = ("GEOID", "SUMLEV", "NAME")

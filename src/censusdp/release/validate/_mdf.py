@@ -26,7 +26,7 @@ from censusdp.io.mdf_parts import mdf_part_households
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
-from censusdp.io.parts import part_name, regular_file
+from censusdp.io.parts import part_name, read_part_index, regular_file
 from censusdp.io.table_csv import published_tables, table_csv_check
 from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
@@ -38,6 +38,12 @@ from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
 from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
+from censusdp.tables.entities import (
+    ENTITY_GEOLEVELS,
+    EntityRows,
+    concat_identifiers,
+    entity_rows,
+)
 
 
 def check_mdf(
@@ -99,8 +105,11 @@ def check_mdf(
         if tables_in_parts and table_problems is None:
             # tables in parts, the MDF not: not a release's
             raise InputError("the tables are part files but the MDF is not")
+        geo = release.geography
+        written = tables_in_parts and _part0_has_entities(run)
+        ent = entity_rows(hierarchy.blocks, geo.entities if geo is not None and written else None)
         table_problems = (table_problems or []) + _check_tables(
-            run, hierarchy, (pl94, units, households), in_parts=tables_in_parts
+            run, hierarchy, (pl94, units, households), in_parts=tables_in_parts, entities=ent
         )
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
@@ -284,12 +293,22 @@ def _check_text_files(
     return problems
 
 
+def _part0_has_entities(run: Path) -> bool:
+    """Whether the tables' part 0 lists geographies off the hierarchy (its index's
+    ``geolevel``): a release written before those rows has none, and is checked without
+    them; one written since lists them whenever its geography records them."""
+    parts = read_part_index(run / TABLES_DIR / f"{TABLE_NAMES[0]}.parquet")["parts"]
+    levels = str(parts[0].get("geolevel", "")).split(",") if parts else []
+    return bool(set(levels) & set(ENTITY_GEOLEVELS))
+
+
 def _check_tables(
     run: Path,
     hierarchy: Hierarchy,
     blocks: tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix | None],
     *,
     in_parts: bool,
+    entities: EntityRows | None = None,
 ) -> list[str]:
     """The tables' geounits that the MDF's tasks do not check, each with the geography's
     identifiers and the tabulation of the MDF's block histograms aggregated (``blocks``:
@@ -299,7 +318,9 @@ def _check_tables(
     order. Tables written as part files (``in_parts``): part 0 of each holds the levels
     above the block (a few hundred thousand geounits for the US); the tasks that read
     the MDF's parts check the blocks' parts
-    (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`)."""
+    (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`). Part 0 also holds
+    the geounits off the hierarchy (``entities``: county subdivisions, places, AIAN
+    areas, :mod:`censusdp.tables.entities`), each the sum of its blocks."""
     n = hierarchy.n_levels - 1 if in_parts else hierarchy.n_levels
     ids = level_identifiers(
         [
@@ -310,12 +331,19 @@ def _check_tables(
         ]
     )
     pl94, units, households = blocks
-    p_rows = sp.vstack(hierarchy.aggregate(pl94)[:n], format="csr")
-    u_rows = sp.vstack(hierarchy.aggregate(units)[:n], format="csr")
+    off = [entities] if in_parts and entities is not None and entities.n else []
+    if off:
+        ids = concat_identifiers(ids, off[0].ids)
+
+    def rows(block_rows: sp.csr_matrix) -> sp.csr_matrix:
+        extra = [e.rows(block_rows) for e in off]
+        return sp.vstack([*hierarchy.aggregate(block_rows)[:n], *extra], format="csr")
+
+    p_rows, u_rows = rows(pl94), rows(units)
     h_rows = None
     names = TABLE_NAMES
     if households is not None:
-        h_rows = sp.vstack(hierarchy.aggregate(households)[:n], format="csr")
+        h_rows = rows(households)
         names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
     out = []
     for name in names:

@@ -228,7 +228,8 @@ def _part_indexes(
     The four directories' indexes must list the same parts, whose block ranges cover
     the release's blocks in order, once each, each text part as many records as its
     Parquet part; with ``tables`` (the tables are part files), each table's index the
-    same parts after its part 0 (the levels above the block).
+    same parts after its part 0 (the levels above the block, and the geographies off
+    the hierarchy).
 
     Raises:
         InputError: naming the first index that does not agree.
