@@ -178,7 +178,7 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
     assert block["coverage90"] == pytest.approx(0.90, abs=0.01)
     assert abs(block["mean_error"]) < 0.05
     capsys.readouterr()
-    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
+    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 2  # a usage mistake
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "is a household run" in err and "not support household" in err
 
