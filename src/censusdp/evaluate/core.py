@@ -39,7 +39,6 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.histograms import (
-    household_histogram,
     person_histogram,
     pl94_view,
     unit_histogram,
@@ -49,6 +48,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.evaluate.checks import check_release
 from censusdp.evaluate.districts import district_metrics
+from censusdp.evaluate.households import household_evaluation, truth_households
 from censusdp.evaluate.metrics import (
     COUNT_BINS,
     Pairs,
@@ -60,8 +60,7 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.io.cef import read_cef, unit_rows_of
-from censusdp.io.cef_households import households_of
+from censusdp.io.cef import read_cef
 from censusdp.io.layout import RUNS
 from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf_files import nmf_files
@@ -392,6 +391,10 @@ def evaluate_data(
     bar.advance()
 
     pathologies = _pathologies(truth_t, rel_t, names)
+    households = household_evaluation(
+        (truth_persons, truth_units), release.directory, release.manifest, h,
+        (truth_t["H1"], rel_t["H1"]),
+    )  # fmt: skip
 
     districts = _districts(truth_t, rel_t, district_targets, seed, district_draws)
     say(progress, "districts done")
@@ -438,6 +441,8 @@ def evaluate_data(
         "invariants_ok": all(v["ok"] for v in checks.values()),
         "noisy_measurements": nmf,
     }
+    if households is not None:  # a household run: its tables against the truth's
+        result["households"] = households
     scatter = {
         lname: (truth_t["P1"][li][:, 0].copy(), rel_t["P1"][li][:, 0].copy())
         for li, lname in enumerate(names)
@@ -489,7 +494,7 @@ def _nmf_for(
     levels: list[sp.csr_matrix] | None = None
     if schema is not None:
         if schema_name == "household2010":
-            block = _truth_households(truth_persons, truth_units, geo.tabulation)
+            block = truth_households(truth_persons, truth_units, geo.tabulation)
             levels = h.aggregate(geo.to_estimation(block))
         elif key == "units":
             levels = h.aggregate(geo.to_estimation(sp.csr_matrix(truth_unit_hist[:, :2])))
@@ -528,15 +533,6 @@ def _nmf_for(
         "schema": schema_name,
         "by_level": nmf_summary(dataset.to_batches(columns=cols, batch_size=1 << 20), h, truth),
     }
-
-
-def _truth_households(
-    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
-) -> sp.csr_matrix:
-    """The truth's ``(blocks x 387,072)`` households (``household2010``) on ``hierarchy``."""
-    unit_row = unit_rows_of(np.asarray(units["unit_id"]), np.asarray(persons["unit_id"]))
-    households = households_of(persons, units, unit_row)
-    return household_histogram(households, np.asarray(units["geocode"]).astype("U16"), hierarchy)
 
 
 def _trial_compare(

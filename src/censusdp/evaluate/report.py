@@ -35,6 +35,7 @@ from censusdp.evaluate._html import fmt as _fmt
 from censusdp.evaluate._html import table as _table
 from censusdp.evaluate._scatter import _scatter_figure, figure_png, scatter_limits
 from censusdp.evaluate.errorbars_report import predicted_section
+from censusdp.evaluate.households import household_section
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.output_files import write_output_text
 from censusdp.tables.geoids import geo_identifiers
@@ -731,6 +732,7 @@ def render_report(
         + _release_section(result)
         + _accuracy_section(result)
         + _pathology_section(result)
+        + household_section(result)
         + _districts_section(result)
         + _trials_section(result)
         + predicted_section(result)
