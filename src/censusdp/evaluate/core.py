@@ -664,7 +664,7 @@ def evaluate(
 
     t0 = time.perf_counter()
     if options.simulations:  # before the long work, as without --input
-        refuse_household_release(release_dir, "evaluate's error bars (--simulations)")
+        refuse_household_release(release_dir, "evaluate --simulations")
     cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
     validation = check_dp_release(release, options.allow_invalid, "evaluate", progress)

@@ -420,7 +420,7 @@ def expected_errors(
     run = Path(run_dir)
     if not run.is_dir():
         raise InputError(f"release directory {str(run)!r} does not exist")
-    refuse_household_release(run, "evaluate's error bars")
+    refuse_household_release(run, "evaluate's error-bar simulation")
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])

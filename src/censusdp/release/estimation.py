@@ -36,6 +36,7 @@ from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
     hold_persons_to_households,
     household_bounds,
+    household_level_caps,
     household_root_cap,
     household_size_bounds,
 )
@@ -226,12 +227,14 @@ def estimate_runs(
             )
         t = time.perf_counter()
         say(rt.progress, "estimating the households (their own run, top-down):")
-        cap = household_root_cap(bounds) if options.unit_consistency == "consistent" else None
+        consistent = options.unit_consistency == "consistent"
+        cap = household_root_cap(bounds) if consistent else None
+        caps = household_level_caps(bounds) if consistent else {}
         units = run_topdown(
             units_ms,
             hierarchy,
             household_bounds(inv.housing_units, hierarchy),
-            replace(unit_topdown, group_variable=None, root_cap=cap),
+            replace(unit_topdown, group_variable=None, root_cap=cap, level_caps=caps),
             checkpoint=levels("units"),
             **run,
         )

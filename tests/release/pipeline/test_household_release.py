@@ -172,6 +172,14 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
         for query, rec in queries.items():
             emp = rec["empirical"]
             assert emp["n"] == rec["n"], (level, query)
+    # the household tables against the truth's households (1,315 in this state)
+    hh = result["households"]
+    assert hh["available"] and list(hh["tables"]) == ["H13", "P18", "P22", "P15", "H1"]
+    released = json.loads((state / "reference" / "manifest.json").read_text())[
+        "households_released"
+    ]
+    assert hh["totals"]["State"] == {**hh["totals"]["State"], "truth": 1315, "released": released}
+    assert hh["tables"]["H13"]["levels"]["Block"]["l1"] > 0
     block = nmf["by_level"]["Block"]["detailed"]["empirical"]
     assert block["n"] > 1_000_000  # the live cells of every block
     assert block["variance_ratio"] == pytest.approx(1.0, abs=0.01)
@@ -194,3 +202,44 @@ def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) 
     assert trials["trials"] == 1 and len(trials["seeds"]) == 1
     errors = trials["errors"]
     assert errors and "total_population" in errors
+
+
+def _two_states(vt: Path, out: Path) -> Path:
+    """Delaware (tiny, generated here) beside the module's Vermont, as one input: the
+    second state's ids moved past the first's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from censusdp.generate import generate_state
+
+    generate_state("DE", 3, out / "de", scale=0.002)
+    (out / "cef").mkdir()
+    for name in ("persons", "units"):
+        first = pq.read_table(out / "de" / f"{name}.parquet")
+        second = pq.read_table(vt / f"{name}.parquet")
+        for col in ("person_id", "unit_id"):
+            if col in second.column_names:
+                moved = pc.add(second[col], pa.scalar(10**6, second[col].type))
+                second = second.set_column(second.column_names.index(col), col, moved)
+        pq.write_table(pa.concat_tables([first, second]), out / "cef" / f"{name}.parquet")
+    return out / "cef"
+
+
+def test_each_state_of_several_holds_its_own_households(state: Path, tmp_path: Path) -> None:
+    """Two states without group quarters: each state's households must need exactly its
+    persons, not only the nation's theirs. With the row on the root alone the states'
+    least squares shared the nation's households out without it, and the person run was
+    a one-line InfeasibleError (``State 10: the released households need 3579 to 3579
+    household persons, which its person bounds (... total 3974 to 3974) cannot meet``)."""
+    cef = _two_states(state / "cef", tmp_path)
+    manifest = pipeline.run_release(cef, tmp_path / "run", BUDGET, ReleaseOptions(seed=7))
+    checks = manifest["validation"]["checks"]
+    assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS), checks
+    # each state's released households need its persons (no household of 7 or more
+    # here: exactly; with one, at most)
+    units = pq.read_table(tmp_path / "run" / "mdf_units.parquet", columns=["TABBLKST", "HHSIZE"])
+    persons = pq.read_table(tmp_path / "run" / "mdf_persons.parquet", columns=["TABBLKST"])
+    for st in ("10", "50"):
+        sizes = [int(s) for t, s in zip(*units.to_pydict().values(), strict=True) if t == st]
+        n = sum(t == st for t in persons.column("TABBLKST").to_pylist())
+        assert 0 < sum(sizes) <= n and (sum(sizes) == n or 7 in sizes), st
