@@ -24,6 +24,7 @@ from censusdp.evaluate.households import (
     household_comparison,
     household_evaluation,
     household_section,
+    truth_household_tables,
     truth_households,
 )
 from censusdp.generate import generate_state
@@ -44,7 +45,8 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> dict:
     t_ph = person_histogram(pl94_view(cef.persons), h)
     h1 = table_arrays(t_ph, unit_histogram(cef.units, h), h)["H1"]
     hh = truth_households(cef.persons, cef.units, h)
-    return {"base": base, "cef": cef, "h": h, "h1": h1, "households": hh}
+    tables = truth_household_tables(cef.persons, cef.units, h)
+    return {"base": base, "cef": cef, "h": h, "h1": h1, "households": hh, "tables": tables}
 
 
 def _release(run: Path, households: sp.csr_matrix, h: Hierarchy) -> Path:
@@ -57,9 +59,8 @@ def _release(run: Path, households: sp.csr_matrix, h: Hierarchy) -> Path:
 
 
 def _evaluate(state: dict, run: Path | None, manifest=MANIFEST, h1=None) -> dict | None:
-    cef = state["cef"]
     occupancy = (state["h1"], state["h1"] if h1 is None else h1)
-    return household_evaluation((cef.persons, cef.units), run, manifest, state["h"], occupancy)
+    return household_evaluation(state["tables"], run, manifest, state["h"], occupancy)
 
 
 def test_the_truth_released_as_is_is_exact(state: dict, tmp_path: Path) -> None:
@@ -120,9 +121,9 @@ def test_what_is_not_compared_says_why(state: dict, tmp_path: Path) -> None:
     assert _evaluate(state, run, manifest={}) is None
     cef = state["cef"]
     persons = {k: v for k, v in cef.persons.items() if k != "rel"}
-    out = household_evaluation(
-        (persons, cef.units), run, MANIFEST, state["h"], (state["h1"], state["h1"])
-    )
+    truth = truth_household_tables(persons, cef.units, state["h"])
+    assert truth is None
+    out = household_evaluation(truth, run, MANIFEST, state["h"], (state["h1"], state["h1"]))
     assert out == {
         "schema": "household2010",
         "available": False,

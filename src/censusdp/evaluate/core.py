@@ -48,7 +48,12 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.evaluate.checks import check_release
 from censusdp.evaluate.districts import district_metrics
-from censusdp.evaluate.households import household_evaluation, truth_households
+from censusdp.evaluate.households import (
+    household_evaluation,
+    released_household_tables,
+    truth_household_tables,
+    truth_households,
+)
 from censusdp.evaluate.metrics import (
     COUNT_BINS,
     Pairs,
@@ -69,7 +74,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
-from censusdp.release.household_runs import refuse_household_release
+from censusdp.release.household_runs import has_household_run, refuse_household_release
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -391,10 +396,11 @@ def evaluate_data(
     bar.advance()
 
     pathologies = _pathologies(truth_t, rel_t, names)
+    hh_run = has_household_run(release.manifest.get("units"))
+    truth_hh = truth_household_tables(truth_persons, truth_units, h) if hh_run else None
     households = household_evaluation(
-        (truth_persons, truth_units), release.directory, release.manifest, h,
-        (truth_t["H1"], rel_t["H1"]),
-    )  # fmt: skip
+        truth_hh, release.directory, release.manifest, h, (truth_t["H1"], rel_t["H1"])
+    )
 
     districts = _districts(truth_t, rel_t, district_targets, seed, district_draws)
     say(progress, "districts done")
@@ -453,6 +459,7 @@ def evaluate_data(
         "truth_tables": truth_t,
         "release_tables": rel_t,
         "manifest": release.manifest,
+        "truth_household_tables": truth_hh,
     }
 
 
@@ -536,12 +543,22 @@ def _nmf_for(
 
 
 def _trial_compare(
-    h: Hierarchy, truth_t: dict[str, list[np.ndarray]]
+    h: Hierarchy,
+    truth_t: dict[str, list[np.ndarray]],
+    truth_hh: dict[str, list[np.ndarray]] | None = None,
 ) -> Callable[[Path, ErrorAccumulator], None]:
+    """Each trial's P.L. tables (and, with ``truth_hh``, household tables) against the
+    truth's."""
     names = h.geolevels.names
 
     def compare(run: Path, acc: ErrorAccumulator) -> None:
         rel = tables_to_arrays(RunDir(run).tables(), h)
+        hh = released_household_tables(run, h) if truth_hh is not None else None
+        for tname, per_level in (hh or {}).items():  # a household run's tables
+            leaves = list(table_definition(tname).leaves)
+            for li, lname in enumerate(names):
+                t, r = truth_hh[tname][li], per_level[li]  # type: ignore[index]
+                acc.add(tname, lname, Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves]))
         for li, lname in enumerate(names):
             p = Pairs.dense(truth_t["P1"][li][:, 0], rel["P1"][li][:, 0])
             acc.add("total_population", lname, p)
@@ -685,7 +702,11 @@ def evaluate(
             _trial_budget(options, release.manifest, release_dir),
             trials=options.trials,
             seed=options.trial_seed,
-            compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
+            compare=_trial_compare(
+                plot_data["hierarchy"],
+                plot_data["truth_tables"],
+                plot_data["truth_household_tables"],
+            ),
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
             unit_consistency=str(release.manifest.get("units_estimation") or "consistent"),
             execution=execution,

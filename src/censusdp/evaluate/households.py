@@ -39,6 +39,8 @@ __all__ = [
     "household_comparison",
     "household_evaluation",
     "household_section",
+    "released_household_tables",
+    "truth_household_tables",
     "truth_households",
 ]
 
@@ -62,6 +64,37 @@ def truth_households(
     return household_histogram(households, np.asarray(units["geocode"]).astype("U16"), hierarchy)
 
 
+def truth_household_tables(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]] | None:
+    """Per household table (:data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`), the truth's
+    dense ``(units x lines)`` arrays of every level (top first); ``None`` when the truth
+    has no ``rel`` column (no households)."""
+    if "rel" not in persons:
+        return None
+    levels = hierarchy.aggregate(truth_households(persons, units, hierarchy))
+    return {
+        name: [
+            np.asarray((lv @ table_definition(name).matrix).toarray(), dtype=np.int64)
+            for lv in levels
+        ]
+        for name in HOUSEHOLD_TABLE_NAMES
+    }
+
+
+def released_household_tables(
+    run_dir: Path | None, hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]] | None:
+    """Per household table, the release's arrays of every level, from its published
+    tables; ``None`` when it has none."""
+    if run_dir is None:
+        return None
+    run = RunDir(run_dir)
+    if not all((run.tables_dir / f"{n}.parquet").exists() for n in HOUSEHOLD_TABLE_NAMES):
+        return None
+    return tables_to_arrays({n: run.table(n) for n in HOUSEHOLD_TABLE_NAMES}, hierarchy)
+
+
 def _record(t: np.ndarray, r: np.ndarray, leaves: Sequence[int]) -> dict[str, Any]:
     """Accuracy of one table at one level: L1 and TVD of its leaf lines, MAE, RMSE and
     bias of every line (by true-count bin too)."""
@@ -71,7 +104,7 @@ def _record(t: np.ndarray, r: np.ndarray, leaves: Sequence[int]) -> dict[str, An
 
 
 def household_evaluation(
-    truth: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+    truth: Mapping[str, list[np.ndarray]] | None,
     run_dir: Path | None,
     manifest: Mapping[str, Any],
     hierarchy: Hierarchy,
@@ -80,7 +113,8 @@ def household_evaluation(
     """The households of a release with a household run against the truth's, per level.
 
     Args:
-        truth: the truth's persons and units columns.
+        truth: the truth's household tables (:func:`truth_household_tables`; ``None``:
+            the truth has no households).
         run_dir: the release directory (its household tables are read from it).
         manifest: the release's manifest.
         hierarchy: the evaluation's geography.
@@ -97,40 +131,35 @@ def household_evaluation(
     """
     if not has_household_run(manifest.get("units")):
         return None
-    persons, units = truth
     out: dict[str, Any] = {"schema": HOUSEHOLD_SCHEMA, "available": False}
     names = hierarchy.geolevels.names
-    if "rel" not in persons:
+    if truth is None:
         out["reason"] = "the truth has no 'rel' column: no households to compare with"
         return out
-    tables_dir = RunDir(run_dir).tables_dir if run_dir is not None else None
-    if tables_dir is None or not all(
-        (tables_dir / f"{n}.parquet").exists() for n in HOUSEHOLD_TABLE_NAMES
-    ):
+    released = released_household_tables(run_dir, hierarchy)
+    if released is None:
         out["reason"] = "the release has no household tables (P15, P18, P22, H13)"
         return out
-    run = RunDir(run_dir)  # type: ignore[arg-type]
-    released = tables_to_arrays({n: run.table(n) for n in HOUSEHOLD_TABLE_NAMES}, hierarchy)
-    levels = hierarchy.aggregate(truth_households(persons, units, hierarchy))
-    released["H1"], truth_h1 = occupancy[1], occupancy[0]
+    truth = {**truth, "H1": occupancy[0]}
+    released["H1"] = occupancy[1]
     out.update(available=True, tables_source="release tables (RUN/tables)")
     out["tables"] = {}
     for name, what in HOUSEHOLD_MEASURES.items():
         d = table_definition(name)
-        per_level = {}
-        for li, lv in enumerate(names):
-            t = truth_h1[li] if name == "H1" else np.asarray((levels[li] @ d.matrix).toarray())
-            per_level[lv] = _record(t.astype(np.int64), released[name][li], d.leaves)
+        per_level = {
+            lv: _record(truth[name][li], released[name][li], d.leaves)
+            for li, lv in enumerate(names)
+        }
         out["tables"][name] = {"title": d.title, "what": what, "levels": per_level}
     out["totals"] = {}
     out["occupancy_100"] = {}
     for li, lv in enumerate(names):
-        t, r = truth_h1[li][:, 1], released["H1"][li][:, 1]  # occupied units: households
+        t, r = truth["H1"][li][:, 1], released["H1"][li][:, 1]  # occupied units: households
         rec = error_stats(Pairs.dense(t, r))
         out["totals"][lv] = {"truth": int(t.sum()), "released": int(r.sum()), **rec}
         out["occupancy_100"][lv] = {
             "released": occupancy_full_share(released["H1"][li][:, 0], r),
-            "truth": occupancy_full_share(truth_h1[li][:, 0], t),
+            "truth": occupancy_full_share(truth["H1"][li][:, 0], t),
         }
     return out
 

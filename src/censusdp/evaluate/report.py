@@ -66,6 +66,7 @@ _MEASURE_LABELS = {
     "P4": "P4 Hispanic by race 18+",
     "P5": "P5 group quarters",
     "H1": "H1 occupancy",
+    "H13": "H13 households by size",
 }
 
 
@@ -526,7 +527,7 @@ def _trials_section(result: Mapping[str, Any]) -> list[str]:
     parts.append(f"<h3>From {tr['trials']} reruns of the mechanism {_kind('empirical')}</h3>")
     parts.append(img(_trials_figure(tr, bins), "Empirical error bars of total population"))
     rows = []
-    for m in ("total_population", "P1", "P2", "H1"):
+    for m in ("total_population", "P1", "P2", "H1", "H13"):  # H13: a household run's
         for lv, rec in tr["errors"].get(m, {}).items():
             for b in bins:
                 e = rec["by_bin"].get(b)

@@ -202,6 +202,11 @@ def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) 
     assert trials["trials"] == 1 and len(trials["seeds"]) == 1
     errors = trials["errors"]
     assert errors and "total_population" in errors
+    # the household tables' errors too, pooled as the P.L. tables' (1,315 households)
+    assert {"P15", "P18", "P22", "H13"} <= set(errors)
+    state_h13 = errors["H13"]["State"]
+    assert state_h13["tvd"]["trials"] == 1 and 0 < state_h13["tvd"]["mean"] < 1
+    assert sum(b["n"] for b in state_h13["by_bin"].values()) == 8  # the table's 8 lines
 
 
 def _two_states(vt: Path, out: Path) -> Path:
@@ -243,3 +248,19 @@ def test_each_state_of_several_holds_its_own_households(state: Path, tmp_path: P
         sizes = [int(s) for t, s in zip(*units.to_pydict().values(), strict=True) if t == st]
         n = sum(t == st for t in persons.column("TABBLKST").to_pylist())
         assert 0 < sum(sizes) <= n and (sum(sizes) == n or 7 in sizes), st
+
+
+def test_compare_puts_two_household_releases_side_by_side(state: Path, tmp_path: Path) -> None:
+    """``compare`` of two household releases of one truth: each one's households and
+    household tables beside the other's, in the JSON and on the page."""
+    pipeline.run_release(state / "cef", tmp_path / "b", BUDGET, ReleaseOptions(seed=8))
+    page, js = tmp_path / "c.html", tmp_path / "c.json"
+    args = ["compare", str(state / "reference"), str(tmp_path / "b"), "--input",
+            str(state / "cef"), "--html", str(page), "--json", str(js), "-q"]  # fmt: skip
+    assert main(args) == 0
+    rows = {r["geolevel"]: r for r in json.loads(js.read_text())["households"]}
+    runs = [state / "reference", tmp_path / "b"]
+    released = [json.loads((r / "manifest.json").read_text())["households_released"] for r in runs]
+    assert rows["State"]["households"] == released and rows["State"]["households_true"] == 1315
+    assert all(0 < x <= 1 for x in rows["Block"]["tvd"]["H13"])
+    assert '<section id="households">' in page.read_text()
