@@ -131,6 +131,24 @@ def test_the_repair_moves_units_between_children_and_keeps_the_parent() -> None:
     assert (n.sum(axis=0) == counts.sum(axis=0)).all()
 
 
+def test_a_child_at_its_total_bound_exchanges_a_heavier_unit_for_a_lighter_one() -> None:
+    """Both children at their totals' bounds (every housing unit occupied): no unit can
+    move alone, so child 0 gives a unit of weight 2 and takes one of weight 1 back (its
+    row down by one, its total kept); the parent's counts stay."""
+    from dataclasses import replace
+
+    sub, _ = _family(3, 2)
+    weights = np.array([1.0, 2, 3, 1, 2, 3])
+    counts = np.vstack([sub.parent - sub.parent // 2, sub.parent // 2]).astype(np.int64)
+    sub = replace(sub, total_upper=counts.sum(axis=1).astype(float))
+    rows = counts @ weights
+    caps = UnitCaps(weights, np.zeros(2), np.array([rows[0] - 1, rows[1] + 1]))
+    n, moved = repair_family_counts(sub, counts, counts.astype(float), caps, weights)
+    assert moved == 2 and (n @ weights).tolist() == [rows[0] - 1, rows[1] + 1]
+    assert (n.sum(axis=1) == counts.sum(axis=1)).all()
+    assert (n.sum(axis=0) == counts.sum(axis=0)).all() and (n >= 0).all()
+
+
 def test_no_unit_to_move_is_one_line() -> None:
     sub, weights = _family(5, 2)
     counts = np.vstack([sub.parent, np.zeros_like(sub.parent)]).astype(np.int64)

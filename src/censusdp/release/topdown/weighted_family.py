@@ -31,12 +31,15 @@ solution is then its unconstrained one, solve for solve.
 :func:`repair_family_counts` then moves one unit of one cell at a time from a child to
 another (so the parent's counts stay), from the child outside its interval to one with
 room, each move bringing the first closer to its interval without taking the second out
-of its own or past any group or total bound. Each move lowers the children's summed
-distance to their intervals by at least one, so the repair ends; when no move is left,
-a one-line :class:`~censusdp.errors.InfeasibleError` names the child. Since the children's
-rows add to the parent's, which its own row held inside the sum of their intervals,
-a move exists whenever the children have households in cells of size one or spare
-room, which the household run's bounds (households in ``[0, housing units]``) leave.
+of its own or past any group or total bound. Where no unit can move alone (the other
+child at its total's bound: a state whose households fill its housing units), two are
+exchanged in one group: a unit of a heavier cell one way, of a lighter cell the other,
+which keeps both totals and moves the rows by the difference. Each step lowers the
+children's summed distance to their intervals by at least one, so the repair ends. The
+children's rows add up to the parent's, which the parent's own row held inside the sum
+of their intervals, so some child always has room; that a move or an exchange reaches
+it is not guaranteed, and when none is left a one-line
+:class:`~censusdp.errors.InfeasibleError` names the child (no bound is relaxed).
 """
 
 from __future__ import annotations
@@ -205,13 +208,73 @@ def solve_family_capped(
     return replace(sol, objective=sub.objective(sol.x)), lam, solves
 
 
+def _single_move(
+    sub: Subproblem, n: np.ndarray, x: np.ndarray, caps: UnitCaps, weights: np.ndarray, c: int
+) -> tuple[float, list[tuple[int, int, int]]] | None:
+    """The best move of one unit of one cell between child ``c`` (outside its interval)
+    and another, as ``(score, [(giver, taker, cell)])``; ``None`` when there is none."""
+    sums, over = n @ weights, bool((n[c] @ weights) > caps.upper[c])
+    gs, totals = sub.group_sums(n), n.sum(axis=1)
+    gl, gu = np.ceil(sub.group_lower), np.floor(sub.group_upper)
+    best: tuple[float, list[tuple[int, int, int]]] | None = None
+    for p in range(sub.k):
+        if p == c:
+            continue
+        giver, taker = (c, p) if over else (p, c)
+        room = (n[giver] > 0) & (weights > 0)
+        room &= (gs[giver] - gl[giver] > 0)[sub.groups]
+        room &= totals[giver] > np.ceil(sub.total_lower[giver])
+        room &= (gs[taker] < gu[taker])[sub.groups] & (totals[taker] < sub.total_upper[taker])
+        room &= (sums[giver] - weights >= caps.lower[giver]) & (
+            sums[taker] + weights <= caps.upper[taker]
+        )
+        if room.any():
+            score = np.where(room, (n[giver] - x[giver]) - (n[taker] - x[taker]), -np.inf)
+            j = int(np.argmax(score))
+            if best is None or score[j] > best[0]:
+                best = (float(score[j]), [(giver, taker, j)])
+    return best
+
+
+def _swap(
+    sub: Subproblem, n: np.ndarray, x: np.ndarray, caps: UnitCaps, weights: np.ndarray, c: int
+) -> tuple[float, list[tuple[int, int, int]]] | None:
+    """The best exchange, when no single unit can move (a child at its total's bound): a
+    unit of weight ``a`` from the giver to the taker and one of weight ``b < a`` back, in
+    two cells of one group, so both children keep their totals and groups and the giver's
+    row falls by ``a - b``. ``None`` when there is none."""
+    if np.unique(sub.groups).size > 1:
+        return None
+    sums, over = n @ weights, bool((n[c] @ weights) > caps.upper[c])
+    diff = n - x
+    values = np.unique(weights[weights > 0])
+    best: tuple[float, list[tuple[int, int, int]]] | None = None
+    for p in range(sub.k):
+        if p == c:
+            continue
+        giver, taker = (c, p) if over else (p, c)
+        room = min(sums[giver] - caps.lower[giver], caps.upper[taker] - sums[taker])
+        out = np.where(n[giver] > 0, diff[giver] - diff[taker], -np.inf)  # giver -> taker
+        back = np.where(n[taker] > 0, diff[taker] - diff[giver], -np.inf)  # taker -> giver
+        for a in values:
+            ja = int(np.argmax(np.where(weights == a, out, -np.inf)))
+            for b in values[(values < a) & (a - values <= room)]:
+                jb = int(np.argmax(np.where(weights == b, back, -np.inf)))
+                score = out[ja] + back[jb]
+                if np.isfinite(score) and (best is None or score > best[0]):
+                    best = (float(score), [(giver, taker, ja), (taker, giver, jb)])
+    return best
+
+
 def repair_family_counts(
     sub: Subproblem, counts: np.ndarray, x: np.ndarray, caps: UnitCaps, weights: np.ndarray
 ) -> tuple[np.ndarray, int]:
     """Rounded ``counts`` of a family moved into every child's interval (module
     docstring): one unit of one cell at a time from a child to another, the pair and
     cell rounded furthest apart (``counts - x`` highest at the giver, lowest at the
-    taker), keeping the parent's counts and every group's and total's bounds.
+    taker), keeping the parent's counts and every group's and total's bounds; where no
+    unit can move (the taker at its total's bound), two units exchanged, a heavier one
+    for a lighter one (:func:`_swap`).
 
     Returns:
         The repaired counts and the number of units moved.
@@ -220,41 +283,18 @@ def repair_family_counts(
         InfeasibleError: one line naming the child, when no move is left.
     """
     n = np.asarray(counts, dtype=np.int64).copy()
-    sums = n @ weights
     moved = 0
-    gl, gu = np.ceil(sub.group_lower), np.floor(sub.group_upper)
-    while _outside(sums, caps).any():
-        c = int(np.argmax(_outside(sums, caps)))
-        over = sums[c] > caps.upper[c]
-        gs, totals = sub.group_sums(n), n.sum(axis=1)
-        best, best_score = None, -np.inf
-        for p in range(sub.k):
-            if p == c:
-                continue
-            giver, taker = (c, p) if over else (p, c)
-            room = (n[giver] > 0) & (weights > 0)
-            room &= (gs[giver] - gl[giver] > 0)[sub.groups] & (
-                totals[giver] > np.ceil(sub.total_lower[giver])
-            )
-            room &= (gs[taker] < gu[taker])[sub.groups] & (totals[taker] < sub.total_upper[taker])
-            room &= sums[giver] - weights >= caps.lower[giver]
-            room &= sums[taker] + weights <= caps.upper[taker]
-            if not room.any():
-                continue
-            score = np.where(room, (n[giver] - x[giver]) - (n[taker] - x[taker]), -np.inf)
-            j = int(np.argmax(score))
-            if score[j] > best_score:
-                best, best_score = (giver, taker, j), float(score[j])
+    while _outside(n @ weights, caps).any():
+        c = int(np.argmax(_outside(n @ weights, caps)))
+        best = _single_move(sub, n, x, caps, weights, c) or _swap(sub, n, x, caps, weights, c)
         if best is None:
             raise InfeasibleError(
-                f"{sub.child_name(c)}: its counts give {sums[c]:g} {caps.what}, which must lie "
-                f"in [{caps.lower[c]:g}, {caps.upper[c]:g}], and no count can move to or from "
-                "the other children within their bounds"
+                f"{sub.child_name(c)}: its counts give {n[c] @ weights:g} {caps.what}, which "
+                f"must lie in [{caps.lower[c]:g}, {caps.upper[c]:g}], and no count can move "
+                "to or from the other children within their bounds"
             )
-        giver, taker, j = best
-        n[giver, j] -= 1
-        n[taker, j] += 1
-        sums[giver] -= weights[j]
-        sums[taker] += weights[j]
-        moved += 1
+        for giver, taker, j in best[1]:
+            n[giver, j] -= 1
+            n[taker, j] += 1
+            moved += 1
     return n, moved
