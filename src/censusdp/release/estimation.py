@@ -244,7 +244,17 @@ def estimate_runs(
                 "available": int(cap.upper),
                 "needed": int(need),
             }
-        if options.unit_consistency == "consistent":
+        for li, c in caps.items():  # several states: each one's own row, and its needs
+            need = household_size_bounds(units.histograms[li])[0]
+            manifest["estimation"].setdefault("household_persons_by_level", {})[
+                hierarchy.geolevels[li].name
+            ] = {
+                str(code): {"least": int(lo), "available": int(hi), "needed": int(n)}
+                for code, lo, hi, n in zip(
+                    hierarchy.geocodes[li], c.lower, c.upper, need, strict=True
+                )
+            }
+        if consistent:
             bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
         _record_run(manifest, "units", units, rt, time.perf_counter() - t)
         manifest["estimation_order"] = ["units", "persons"]

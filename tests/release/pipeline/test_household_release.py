@@ -274,6 +274,11 @@ def test_each_state_of_several_holds_its_own_households(
     manifest = pipeline.run_release(cef, tmp_path / "run", BUDGET, ReleaseOptions(seed=7))
     checks = manifest["validation"]["checks"]
     assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS), checks
+    rows = manifest["estimation"]["household_persons_by_level"]["State"]
+    assert rows["50"] == {"least": 3393, "available": 3393, "needed": 3393}  # Vermont's
+    de = rows["10"]
+    assert de["least"] <= de["needed"] <= de["available"]
+    assert de["least"] == (0 if facilities else de["available"])
     # each state's released households need at most its household persons (Vermont, no
     # group quarters: exactly, without a household of 7 or more)
     units = pq.read_table(tmp_path / "run" / "mdf_units.parquet", columns=["TABBLKST", "HHSIZE"])
