@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from censusdp.errors import InputError
+from censusdp.cli import main
+from censusdp.errors import ConfigError
 from censusdp.evaluate import EvaluateOptions
 from censusdp.evaluate.core import _trial_budget
 from censusdp.evaluate.errorbars import simulate_release_errors
@@ -35,13 +36,14 @@ def test_a_household_run_is_told_from_its_unit_budget() -> None:
 
 
 def _run(tmp_path: Path, units: str | None) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "manifest.json").write_text(json.dumps(_manifest(units)))
     return tmp_path
 
 
 def test_the_error_bars_refuse_a_household_run(tmp_path) -> None:
     run = _run(tmp_path, "ddp-2010-households")
-    with pytest.raises(InputError, match="household run .*not support household runs yet") as e:
+    with pytest.raises(ConfigError, match="household run .*not support household runs yet") as e:
         simulate_release_errors(run, simulations=1)
     assert "\n" not in str(e.value) and "manifest.json" in str(e.value)
 
@@ -71,8 +73,34 @@ def test_infer_refuses_a_household_run(tmp_path) -> None:
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["geolevels"] = [["US", 0], ["State", 2]]
     (run / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(InputError, match="infer does not support household runs yet"):
+    with pytest.raises(ConfigError, match="infer does not support household runs yet"):
         _read_release(RunDir(run))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["evaluate", "{run}"],
+        ["evaluate", "{run}", "--simulations", "2", "--html", "{tmp}/e.html"],
+        ["evaluate", "{run}", "--input", "{tmp}/no-truth", "--simulations", "1"],
+        ["infer", "{run}", "--out", "{tmp}/gls"],
+    ],
+    ids=["errorbars", "errorbars-html", "evaluate-simulations", "infer"],
+)
+def test_what_does_not_read_a_household_run_says_so_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """Each command that cannot read a household run refuses it in one line, exit 2 (a
+    usage mistake), before any long work: the release here is a manifest alone, and the
+    truth does not exist, so validating or reading would fail otherwise; nothing is
+    written."""
+    run = _run(tmp_path / "run", "ddp-2010-households")
+    argv = [a.format(run=run, tmp=tmp_path) for a in args]
+    assert main([*argv, "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "not support household runs yet" in err, err
+    assert "missing" not in err and "valid" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_a_household_run_on_a_spine_is_refused_before_measuring(

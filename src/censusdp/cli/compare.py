@@ -76,5 +76,8 @@ def _compare(args: argparse.Namespace) -> int:
             f"{rec['geolevel']:<11}{rec['units']:>8,}  {rec['mae'][0]:>{w}.3f}  "
             f"{rec['mae'][1]:>{w}.3f}{'' if ratio is None else f'{ratio:.3f}':>8}"
         )
+    for rec in out.get("households") or []:  # a release with a household run
+        n = ", ".join("-" if x is None else f"{x:,}" for x in rec["households"])
+        print(f"households {rec['geolevel']}: true {rec['households_true']:,}; released {n}")
     print(f"wrote {args.html}" + (f" and {args.json}" if args.json else ""))
     return 0

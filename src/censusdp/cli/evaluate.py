@@ -140,6 +140,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             f"{lv:<11}{result['units'][lv]:>8,}{_fmt(r['mae'], 16, 3)}{_fmt(r['tvd'], 21, 4)}"
             f"{_fmt(rh[lv]['tvd'], 26, 4)}"
         )
+    _print_households(result.get("households"), result["geolevels"])
     bad = [k for k, v in result["invariants"].items() if not v["ok"]]
     print("invariants: " + ("all hold" if not bad else "VIOLATED: " + ", ".join(bad)))
     _say_written(args)
@@ -188,6 +189,28 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
         lines.append("wrote " + " and ".join(written))
     finish(args, "\n".join(lines), result)
     return 0
+
+
+def _print_households(hh: dict | None, levels: list[str]) -> None:
+    """The household run's lines (a release with one): households and their accuracy."""
+    if not hh:
+        return
+    if not hh["available"]:
+        print(f"households: not compared ({hh['reason']})")
+        return
+    print(
+        f"{'households':<11}{'true':>8}{'released':>10}{'MAE':>9}{'RMSE':>9}"
+        f"{'size accuracy':>15}{'type accuracy':>15}{'100% occupied':>15}"
+    )
+    for lv in levels:
+        t, occ = hh["totals"][lv], hh["occupancy_100"][lv]
+        full = f"{occ['released']['n_full']}/{occ['truth']['n_full']}"
+        print(
+            f"{lv:<11}{t['truth']:>8,}{t['released']:>10,}{_fmt(t['mae'], 9, 2)}"
+            f"{_fmt(t['rmse'], 9, 2)}{_fmt(hh['tables']['H13']['levels'][lv]['tvd'], 15, 4)}"
+            f"{_fmt(hh['tables']['P18']['levels'][lv]['tvd'], 15, 4)}{full:>15}"
+        )
+    print("100% occupied: geounits released / true at 100% occupancy")
 
 
 def _say_written(args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, img, page, table
 from censusdp.evaluate._scatter import _scatter_figure, scatter_limits
 from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
+from censusdp.evaluate.households import HOUSEHOLD_MEASURES, household_comparison
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.cef import read_cef
 from censusdp.io.output_files import write_output_json, write_output_text
@@ -96,7 +97,10 @@ def compare_releases(
     Returns:
         JSON-ready: ``runs`` (name, path, epsilon, rho, delta, validation), ``levels``
         (per geolevel: population MAE of each run, their ratio B/A and each table's
-        TVD) and ``typical_errors`` (per run, per level, by true size).
+        TVD), ``households`` (per geolevel, when either release has a household run:
+        :func:`~censusdp.evaluate.households.household_comparison`, ``None`` in the
+        place of a release without one) and ``typical_errors`` (per run, per level, by
+        true size).
 
     Raises:
         InputError: for unreadable inputs, identical runs or bad names.
@@ -138,6 +142,7 @@ def compare_releases(
             for label, run, r, d, v in zip(labels, runs, results, details, validations, strict=True)
         ],
         "levels": _accuracy_rows(results),
+        "households": household_comparison(results),
         "typical_errors": {label: pl for label, pl in zip(labels, per_level, strict=True)},
     }
     out = json_ready(out)
@@ -221,6 +226,7 @@ def render_comparison(
         )
     )
     parts.append("</section>")
+    parts += _household_block(comparison.get("households") or [], labels)
     rows_per_run = _aligned_rows(details)
     maps = []
     for label, rows in zip(labels, rows_per_run, strict=True):
@@ -250,3 +256,40 @@ def render_comparison(
                 parts.append(img(png, f"{label}: {lv} error against size"))
     parts.append("</div></section>")
     return page("Two census releases, side by side", "\n".join(parts))
+
+
+def _household_block(rows: Sequence[dict[str, Any]], labels: Sequence[str]) -> list[str]:
+    """The household tables of the two releases side by side (none: no section)."""
+    if not rows:
+        return []
+
+    def cell(x: Any) -> Any:
+        return "no household run" if x is None else x
+
+    body = []
+    for rec in rows:
+        line = [rec["geolevel"], rec["households_true"]]
+        line += [cell(x) for key in ("households", "mae", "rmse") for x in rec[key]]
+        line += [cell(x) for n in HOUSEHOLD_MEASURES for x in rec["tvd"][n]]
+        line += [cell(x) for x in rec["occupancy_100"]] + [rec["occupancy_100_true"]]
+        body.append(line)
+    head = ["geolevel", "households, true"]
+    for what in ("households", "MAE", "RMSE"):
+        head += [f"{what} {labels[0]}", f"{what} {labels[1]}"]
+    for n in HOUSEHOLD_MEASURES:
+        head += [f"accuracy {n} {labels[0]}", f"accuracy {n} {labels[1]}"]
+    head += [f"100% occupied {labels[0]}", f"100% occupied {labels[1]}", "100% occupied, true"]
+    words = ", ".join(f"{n} {w}" for n, w in HOUSEHOLD_MEASURES.items())
+    return [
+        '<section id="households"><h2>Households</h2>',
+        "<p>The household tables of each release with a household run, against the "
+        f"households of the confidential data ({esc(words)}).</p>",
+        table(
+            head,
+            body,
+            "Households per geounit (MAE, RMSE), accuracy = 1 - TVD of each household "
+            "table, and the share of geounits with housing units at 100% occupancy",
+            name="compare_households",
+        ),
+        "</section>",
+    ]

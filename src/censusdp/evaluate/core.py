@@ -39,7 +39,6 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
 from censusdp.data.histograms import (
-    household_histogram,
     person_histogram,
     pl94_view,
     unit_histogram,
@@ -49,6 +48,12 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.evaluate.checks import check_release
 from censusdp.evaluate.districts import district_metrics
+from censusdp.evaluate.households import (
+    household_evaluation,
+    released_household_tables,
+    truth_household_tables,
+    truth_households,
+)
 from censusdp.evaluate.metrics import (
     COUNT_BINS,
     Pairs,
@@ -60,8 +65,7 @@ from censusdp.evaluate.metrics import (
 )
 from censusdp.evaluate.nmf import nmf_summary
 from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run_trials
-from censusdp.io.cef import read_cef, unit_rows_of
-from censusdp.io.cef_households import households_of
+from censusdp.io.cef import read_cef
 from censusdp.io.layout import RUNS
 from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
 from censusdp.io.nmf_files import nmf_files
@@ -70,6 +74,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
+from censusdp.release.household_runs import has_household_run, refuse_household_release
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -391,6 +396,11 @@ def evaluate_data(
     bar.advance()
 
     pathologies = _pathologies(truth_t, rel_t, names)
+    hh_run = has_household_run(release.manifest.get("units"))
+    truth_hh = truth_household_tables(truth_persons, truth_units, h) if hh_run else None
+    households = household_evaluation(
+        truth_hh, release.directory, release.manifest, h, (truth_t["H1"], rel_t["H1"])
+    )
 
     districts = _districts(truth_t, rel_t, district_targets, seed, district_draws)
     say(progress, "districts done")
@@ -437,6 +447,8 @@ def evaluate_data(
         "invariants_ok": all(v["ok"] for v in checks.values()),
         "noisy_measurements": nmf,
     }
+    if households is not None:  # a household run: its tables against the truth's
+        result["households"] = households
     scatter = {
         lname: (truth_t["P1"][li][:, 0].copy(), rel_t["P1"][li][:, 0].copy())
         for li, lname in enumerate(names)
@@ -447,6 +459,7 @@ def evaluate_data(
         "truth_tables": truth_t,
         "release_tables": rel_t,
         "manifest": release.manifest,
+        "truth_household_tables": truth_hh,
     }
 
 
@@ -488,7 +501,7 @@ def _nmf_for(
     levels: list[sp.csr_matrix] | None = None
     if schema is not None:
         if schema_name == "household2010":
-            block = _truth_households(truth_persons, truth_units, geo.tabulation)
+            block = truth_households(truth_persons, truth_units, geo.tabulation)
             levels = h.aggregate(geo.to_estimation(block))
         elif key == "units":
             levels = h.aggregate(geo.to_estimation(sp.csr_matrix(truth_unit_hist[:, :2])))
@@ -529,22 +542,23 @@ def _nmf_for(
     }
 
 
-def _truth_households(
-    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
-) -> sp.csr_matrix:
-    """The truth's ``(blocks x 387,072)`` households (``household2010``) on ``hierarchy``."""
-    unit_row = unit_rows_of(np.asarray(units["unit_id"]), np.asarray(persons["unit_id"]))
-    households = households_of(persons, units, unit_row)
-    return household_histogram(households, np.asarray(units["geocode"]).astype("U16"), hierarchy)
-
-
 def _trial_compare(
-    h: Hierarchy, truth_t: dict[str, list[np.ndarray]]
+    h: Hierarchy,
+    truth_t: dict[str, list[np.ndarray]],
+    truth_hh: dict[str, list[np.ndarray]] | None = None,
 ) -> Callable[[Path, ErrorAccumulator], None]:
+    """Each trial's P.L. tables (and, with ``truth_hh``, household tables) against the
+    truth's."""
     names = h.geolevels.names
 
     def compare(run: Path, acc: ErrorAccumulator) -> None:
         rel = tables_to_arrays(RunDir(run).tables(), h)
+        hh = released_household_tables(run, h) if truth_hh is not None else None
+        for tname, per_level in (hh or {}).items():  # a household run's tables
+            leaves = list(table_definition(tname).leaves)
+            for li, lname in enumerate(names):
+                t, r = truth_hh[tname][li], per_level[li]  # type: ignore[index]
+                acc.add(tname, lname, Pairs.dense(t, r), Pairs.dense(t[:, leaves], r[:, leaves]))
         for li, lname in enumerate(names):
             p = Pairs.dense(truth_t["P1"][li][:, 0], rel["P1"][li][:, 0])
             acc.add("total_population", lname, p)
@@ -666,6 +680,8 @@ def evaluate(
     progress = execution.progress
 
     t0 = time.perf_counter()
+    if options.simulations:  # before the long work, as without --input
+        refuse_household_release(release_dir, "evaluate --simulations")
     cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
     validation = check_dp_release(release, options.allow_invalid, "evaluate", progress)
@@ -686,7 +702,11 @@ def evaluate(
             _trial_budget(options, release.manifest, release_dir),
             trials=options.trials,
             seed=options.trial_seed,
-            compare=_trial_compare(plot_data["hierarchy"], plot_data["truth_tables"]),
+            compare=_trial_compare(
+                plot_data["hierarchy"],
+                plot_data["truth_tables"],
+                plot_data["truth_household_tables"],
+            ),
             postprocess=str(release.manifest.get("postprocess") or "topdown"),
             unit_consistency=str(release.manifest.get("units_estimation") or "consistent"),
             execution=execution,

@@ -57,7 +57,7 @@ from censusdp.io.atomic import strict_json
 from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.progress import say
-from censusdp.release.household_runs import refuse_household_run
+from censusdp.release.household_runs import refuse_household_release, refuse_household_run
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES
@@ -420,9 +420,9 @@ def expected_errors(
     run = Path(run_dir)
     if not run.is_dir():
         raise InputError(f"release directory {str(run)!r} does not exist")
+    refuse_household_release(run, "evaluate's error-bar simulation")
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
-    refuse_household_run(manifest, run / MANIFEST_FILE, "evaluate's error-bar simulation")
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
     hierarchy: Hierarchy = RunDir(run).invariants(geolevels)[0]
     names = hierarchy.geolevels.names

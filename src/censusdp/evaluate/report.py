@@ -35,6 +35,7 @@ from censusdp.evaluate._html import fmt as _fmt
 from censusdp.evaluate._html import table as _table
 from censusdp.evaluate._scatter import _scatter_figure, figure_png, scatter_limits
 from censusdp.evaluate.errorbars_report import predicted_section
+from censusdp.evaluate.households import household_section
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.output_files import write_output_text
 from censusdp.tables.geoids import geo_identifiers
@@ -65,6 +66,7 @@ _MEASURE_LABELS = {
     "P4": "P4 Hispanic by race 18+",
     "P5": "P5 group quarters",
     "H1": "H1 occupancy",
+    "H13": "H13 households by size",
 }
 
 
@@ -525,7 +527,7 @@ def _trials_section(result: Mapping[str, Any]) -> list[str]:
     parts.append(f"<h3>From {tr['trials']} reruns of the mechanism {_kind('empirical')}</h3>")
     parts.append(img(_trials_figure(tr, bins), "Empirical error bars of total population"))
     rows = []
-    for m in ("total_population", "P1", "P2", "H1"):
+    for m in ("total_population", "P1", "P2", "H1", "H13"):  # H13: a household run's
         for lv, rec in tr["errors"].get(m, {}).items():
             for b in bins:
                 e = rec["by_bin"].get(b)
@@ -731,6 +733,7 @@ def render_report(
         + _release_section(result)
         + _accuracy_section(result)
         + _pathology_section(result)
+        + household_section(result)
         + _districts_section(result)
         + _trials_section(result)
         + predicted_section(result)

@@ -36,6 +36,7 @@ from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
     hold_persons_to_households,
     household_bounds,
+    household_level_caps,
     household_root_cap,
     household_size_bounds,
 )
@@ -226,12 +227,14 @@ def estimate_runs(
             )
         t = time.perf_counter()
         say(rt.progress, "estimating the households (their own run, top-down):")
-        cap = household_root_cap(bounds) if options.unit_consistency == "consistent" else None
+        consistent = options.unit_consistency == "consistent"
+        cap = household_root_cap(bounds) if consistent else None
+        caps = household_level_caps(bounds) if consistent else {}
         units = run_topdown(
             units_ms,
             hierarchy,
             household_bounds(inv.housing_units, hierarchy),
-            replace(unit_topdown, group_variable=None, root_cap=cap),
+            replace(unit_topdown, group_variable=None, root_cap=cap, level_caps=caps),
             checkpoint=levels("units"),
             **run,
         )
@@ -241,7 +244,17 @@ def estimate_runs(
                 "available": int(cap.upper),
                 "needed": int(need),
             }
-        if options.unit_consistency == "consistent":
+        for li, c in caps.items():  # several states: each one's own row, and its needs
+            need = household_size_bounds(units.histograms[li])[0]
+            manifest["estimation"].setdefault("household_persons_by_level", {})[
+                hierarchy.geolevels[li].name
+            ] = {
+                str(code): {"least": int(lo), "available": int(hi), "needed": int(n)}
+                for code, lo, hi, n in zip(
+                    hierarchy.geocodes[li], c.lower, c.upper, need, strict=True
+                )
+            }
+        if consistent:
             bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
         _record_run(manifest, "units", units, rt, time.perf_counter() - t)
         manifest["estimation_order"] = ["units", "persons"]

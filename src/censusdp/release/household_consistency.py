@@ -53,9 +53,14 @@ without group quarters, needs housing units to spare). One pass: the levels belo
 the root's households as always, and for a one-state input the state is the root's one
 child, so it gets exactly the root's. Then ``L_state <= P`` and, where no household is
 of 7 or more, ``L_state >= M`` (``U`` is infinite otherwise), so the state's person
-subproblem is feasible. The constraint is on the root only: in an input of several states
-the nation's households fit the nation's persons, but a state's share need not fit its
-own; that, and a state whose housing units cannot hold ``M``, is a one-line
+subproblem is feasible. In an input of several states the nation's households fitting
+the nation's persons does not make each state's share fit its own, so every state gets
+the same row with its own ``M_s`` and ``P_s`` (:func:`household_level_caps`), kept by
+the states' family in its least squares and rounding
+(:mod:`censusdp.release.topdown.weighted_family`: the states' rows add up to the
+nation's, which its own row held inside the sum of their intervals). A state whose
+households cannot meet its row (no household left to move between the states within
+their bounds), or whose housing units cannot hold ``M``, is a one-line
 :class:`~censusdp.errors.InfeasibleError` naming the geounit (the bounds are checked at
 every geounit of every level before the person run starts); censusdp never relaxes an
 invariant for it.
@@ -79,6 +84,7 @@ from censusdp.errors import ConfigError, InfeasibleError, ValidationError
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.topdown.weighted import RootCap
+from censusdp.release.topdown.weighted_family import UnitCaps
 
 __all__ = [
     "HOUSEHOLD_SCHEMA",
@@ -87,6 +93,7 @@ __all__ = [
     "hold_persons_to_households",
     "household_bounds",
     "household_consistency_violations",
+    "household_level_caps",
     "household_person_bounds",
     "household_root_cap",
     "household_size_bounds",
@@ -167,6 +174,28 @@ def household_root_cap(bounds: list[Bounds]) -> RootCap | None:
     must = max(float(b.total_lower[0] - b.group_upper[0, 1:].sum()), 0.0)
     size = HOUSEHOLD2010.cell_levels("hhsize").astype(np.float64)
     return RootCap(size, room, min(must, room), "household persons")
+
+
+def household_level_caps(bounds: list[Bounds]) -> dict[int, UnitCaps]:
+    """The household run's weighted row on every geounit below the root whose person
+    total is invariant, where its level has more than one (the states of a several-state
+    input): ``M_u <= sum_s s n_{u,s} <= P_u``, each geounit's own bounds as the root's
+    (:func:`household_root_cap`), by level.
+
+    A level of one geounit takes the root's households as they are (its family has one
+    child), which the root's row holds already; a level whose totals are not all exact
+    (below the state) gets none (:mod:`censusdp.release.household_consistency`: the
+    person bounds there hold whatever the households need).
+    """
+    size = HOUSEHOLD2010.cell_levels("hhsize").astype(np.float64)
+    out = {}
+    for li, b in enumerate(bounds[1:], start=1):
+        if b.total_upper.size < 2 or not np.array_equal(b.total_lower, b.total_upper):
+            continue
+        room = np.maximum(b.total_upper - b.group_lower[:, 1:].sum(axis=1), 0.0)
+        must = np.maximum(b.total_lower - b.group_upper[:, 1:].sum(axis=1), 0.0)
+        out[li] = UnitCaps(size, np.minimum(must, room), room, "household persons")
+    return out
 
 
 def household_person_bounds(

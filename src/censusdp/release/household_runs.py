@@ -12,11 +12,18 @@ unit run from its NMF (error bars, inference) refuses it with :func:`refuse_hous
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from censusdp.errors import InputError
+from censusdp.errors import ConfigError
+from censusdp.io.rundir import RunDir
 
-__all__ = ["HOUSEHOLD_SCHEMA", "has_household_run", "refuse_household_run"]
+__all__ = [
+    "HOUSEHOLD_SCHEMA",
+    "has_household_run",
+    "refuse_household_release",
+    "refuse_household_run",
+]
 
 HOUSEHOLD_SCHEMA = "household2010"
 """The schema of a household run's unit budget."""
@@ -31,16 +38,29 @@ def has_household_run(units: Any) -> bool:
 
 
 def refuse_household_run(manifest: Mapping[str, Any], where: object, what: str) -> None:
-    """Raise a one-line :class:`~censusdp.errors.InputError` when the release whose
-    manifest is ``manifest`` (at ``where``) has a household run, which ``what`` does not
-    support yet.
+    """Raise a one-line :class:`~censusdp.errors.ConfigError` (a usage mistake: exit 2)
+    when the release whose manifest is ``manifest`` (at ``where``) has a household run,
+    which ``what`` does not support yet. Callers refuse before any long work (reading
+    the truth, validating the release).
 
     Raises:
-        InputError: ``RUN/manifest.json: its unit run is a household run
+        ConfigError: ``RUN/manifest.json: its unit run is a household run
             (household2010); <what> does not support household runs yet``.
     """
     if has_household_run(manifest.get("units")):
-        raise InputError(
+        raise ConfigError(
             f"{where}: its unit run is a household run ({HOUSEHOLD_SCHEMA}); {what} does "
             "not support household runs yet"
         )
+
+
+def refuse_household_release(run_dir: str | Path, what: str) -> None:
+    """:func:`refuse_household_run` of the release in ``run_dir``, from its manifest alone
+    (a directory without one is left to the caller's own reading and checks).
+
+    Raises:
+        ConfigError: as :func:`refuse_household_run`.
+    """
+    run = RunDir(run_dir)
+    if run.manifest_file.is_file():
+        refuse_household_run(run.manifest().to_dict(), run.manifest_file, what)

@@ -172,13 +172,21 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
         for query, rec in queries.items():
             emp = rec["empirical"]
             assert emp["n"] == rec["n"], (level, query)
+    # the household tables against the truth's households (1,315 in this state)
+    hh = result["households"]
+    assert hh["available"] and list(hh["tables"]) == ["H13", "P18", "P22", "P15", "H1"]
+    released = json.loads((state / "reference" / "manifest.json").read_text())[
+        "households_released"
+    ]
+    assert hh["totals"]["State"] == {**hh["totals"]["State"], "truth": 1315, "released": released}
+    assert hh["tables"]["H13"]["levels"]["Block"]["l1"] > 0
     block = nmf["by_level"]["Block"]["detailed"]["empirical"]
     assert block["n"] > 1_000_000  # the live cells of every block
     assert block["variance_ratio"] == pytest.approx(1.0, abs=0.01)
     assert block["coverage90"] == pytest.approx(0.90, abs=0.01)
     assert abs(block["mean_error"]) < 0.05
     capsys.readouterr()
-    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 1  # an InputError
+    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 2  # a usage mistake
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "is a household run" in err and "not support household" in err
 
@@ -194,3 +202,105 @@ def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) 
     assert trials["trials"] == 1 and len(trials["seeds"]) == 1
     errors = trials["errors"]
     assert errors and "total_population" in errors
+    # the household tables' errors too, pooled as the P.L. tables' (1,315 households)
+    assert {"P15", "P18", "P22", "H13"} <= set(errors)
+    state_h13 = errors["H13"]["State"]
+    assert state_h13["tvd"]["trials"] == 1 and 0 < state_h13["tvd"]["mean"] < 1
+    assert sum(b["n"] for b in state_h13["by_bin"].values()) == 8  # the table's 8 lines
+
+
+def _facilities(persons, units, n: int, residents: int):
+    """``persons`` and ``units`` with ``n`` nursing facilities of ``residents`` persons
+    in all, in the first unit's block (new ids past the others)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    block, place = units["geocode"][0].as_py(), units["place"][0].as_py()
+    u0, p0 = pc.max(units["unit_id"]).as_py() + 1, pc.max(persons["person_id"]).as_py() + 1
+    rng = np.random.default_rng(0)
+    gq = {"unit_id": np.arange(u0, u0 + n), "geocode": [block] * n, "gqtype": [3] * n,
+          "occupied": [True] * n, "aian_area": [""] * n, "place": [place] * n}  # fmt: skip
+    res = {"person_id": np.arange(p0, p0 + residents), "unit_id": u0 + np.arange(residents) % n,
+           "geocode": [block] * residents, "hhgq": [3] * residents,
+           "sex": rng.integers(1, 3, residents), "age": rng.integers(70, 100, residents),
+           "hispanic": [0] * residents, "cenrace": [1] * residents, "rel": [15] * residents,
+           "citizen": [1] * residents, "relgq": [0] * residents}  # fmt: skip
+    persons = pa.concat_tables(
+        [persons, pa.table(res).select(persons.column_names).cast(persons.schema)]
+    )
+    units = pa.concat_tables([units, pa.table(gq).select(units.column_names).cast(units.schema)])
+    return persons.sort_by("geocode"), units.sort_by("geocode")
+
+
+def _two_states(vt: Path, out: Path, facilities: int) -> Path:
+    """Delaware (tiny, generated here; with ``facilities`` nursing facilities of 300
+    residents) beside the module's Vermont, as one input: Vermont's ids moved past
+    Delaware's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from censusdp.generate import generate_state
+
+    generate_state("DE", 3, out / "de", scale=0.002)
+    (out / "cef").mkdir()
+    de = {n: pq.read_table(out / "de" / f"{n}.parquet") for n in ("persons", "units")}
+    if facilities:
+        de["persons"], de["units"] = _facilities(de["persons"], de["units"], facilities, 300)
+    for name in ("persons", "units"):
+        second = pq.read_table(vt / f"{name}.parquet")
+        for col in ("person_id", "unit_id"):
+            if col in second.column_names:
+                moved = pc.add(second[col], pa.scalar(10**6, second[col].type))
+                second = second.set_column(second.column_names.index(col), col, moved)
+        pq.write_table(pa.concat_tables([de[name], second]), out / "cef" / f"{name}.parquet")
+    return out / "cef"
+
+
+@pytest.mark.parametrize("facilities", [0, 3], ids=["no-group-quarters", "nursing-facilities"])
+def test_each_state_of_several_holds_its_own_households(
+    state: Path, tmp_path: Path, facilities: int
+) -> None:
+    """Two states: each state's households must fit its own persons, not only the
+    nation's theirs. With the row on the root alone the states' least squares shared
+    the nation's households out without it, and the person run was a one-line
+    InfeasibleError: without group quarters ``State 10: the released households need
+    3579 to 3579 household persons, which its person bounds (... total 3974 to 3974)
+    cannot meet``; with three nursing facilities (300 residents) in Delaware, ``State
+    50: ... need 3943 to 3943 ... (total 3393 to 3393)``. There Delaware's households
+    fill its housing units, so the rounding's repair exchanges households between the
+    states rather than moving them."""
+    cef = _two_states(state / "cef", tmp_path, facilities)
+    manifest = pipeline.run_release(cef, tmp_path / "run", BUDGET, ReleaseOptions(seed=7))
+    checks = manifest["validation"]["checks"]
+    assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS), checks
+    rows = manifest["estimation"]["household_persons_by_level"]["State"]
+    assert rows["50"] == {"least": 3393, "available": 3393, "needed": 3393}  # Vermont's
+    de = rows["10"]
+    assert de["least"] <= de["needed"] <= de["available"]
+    assert de["least"] == (0 if facilities else de["available"])
+    # each state's released households need at most its household persons (Vermont, no
+    # group quarters: exactly, without a household of 7 or more)
+    units = pq.read_table(tmp_path / "run" / "mdf_units.parquet", columns=["TABBLKST", "HHSIZE"])
+    persons = pq.read_table(tmp_path / "run" / "mdf_persons.parquet", columns=["TABBLKST"])
+    for st, gq in (("10", facilities), ("50", 0)):
+        sizes = [int(s) for t, s in zip(*units.to_pydict().values(), strict=True) if t == st]
+        n = sum(t == st for t in persons.column("TABBLKST").to_pylist()) - gq
+        assert 0 < sum(sizes) <= n, st
+        assert sum(sizes) == n or 7 in sizes or gq, st
+
+
+def test_compare_puts_two_household_releases_side_by_side(state: Path, tmp_path: Path) -> None:
+    """``compare`` of two household releases of one truth: each one's households and
+    household tables beside the other's, in the JSON and on the page."""
+    pipeline.run_release(state / "cef", tmp_path / "b", BUDGET, ReleaseOptions(seed=8))
+    page, js = tmp_path / "c.html", tmp_path / "c.json"
+    args = ["compare", str(state / "reference"), str(tmp_path / "b"), "--input",
+            str(state / "cef"), "--html", str(page), "--json", str(js), "-q"]  # fmt: skip
+    assert main(args) == 0
+    rows = {r["geolevel"]: r for r in json.loads(js.read_text())["households"]}
+    runs = [state / "reference", tmp_path / "b"]
+    released = [json.loads((r / "manifest.json").read_text())["households_released"] for r in runs]
+    assert rows["State"]["households"] == released and rows["State"]["households_true"] == 1315
+    assert all(0 < x <= 1 for x in rows["Block"]["tvd"]["H13"])
+    assert '<section id="households">' in page.read_text()

@@ -24,7 +24,7 @@ summed at the higher levels.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -58,6 +58,7 @@ from censusdp.release.topdown.subproblems import (
 )
 from censusdp.release.topdown.tasks import Task, batched, run_tasks
 from censusdp.release.topdown.weighted import RootCap
+from censusdp.release.topdown.weighted_family import UnitCaps
 
 __all__ = ["LevelStore", "TopDownOptions", "TopDownResult", "run_topdown"]
 
@@ -103,6 +104,10 @@ class TopDownOptions:
             (:class:`~censusdp.release.topdown.weighted.RootCap`: the household run's
             ``sum_s s n_s <= P``), kept by the root's least squares and rounding; the
             root is then estimated by least squares in one pass, whatever ``estimator``.
+        level_caps: by level, a weighted row on each geounit
+            (:class:`~censusdp.release.topdown.weighted_family.UnitCaps`: the household
+            run's row on each state of a several-state input), kept by the least squares
+            and rounding of the families whose children they are, in one pass.
     """
 
     group_variable: str | None = "hhgq"
@@ -115,6 +120,7 @@ class TopDownOptions:
     production: bool = False
     read_in_tasks: bool | None = None
     root_cap: RootCap | None = None
+    level_caps: Mapping[int, UnitCaps] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -203,6 +209,7 @@ def run_topdown(
         max_children=o.max_children,
         detach=read_in_tasks,
         production=o.production,
+        level_caps=o.level_caps,
     )
     live = np.flatnonzero(~ms.schema.structural_zero_mask).astype(np.int64)
     levels = _Levels(hierarchy, ms.schema.size, executor, progress, checkpoint)

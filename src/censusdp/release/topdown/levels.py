@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,6 +46,7 @@ from censusdp.release.topdown.subproblems import (
     make_subproblem,
 )
 from censusdp.release.topdown.tasks import DetachedFamily, Task, TaskResult
+from censusdp.release.topdown.weighted_family import UnitCaps
 
 __all__ = ["LevelPlan", "LevelTasks", "TaskContext", "bottomup_tasks", "level_plans"]
 
@@ -65,6 +66,9 @@ class TaskContext:
         detach: a family that is not split is read by its own task where it runs
             (measurements with a ``detach(level, start, stop)`` method: the NMF reader).
         production: every task estimates as production (:class:`Task` ``production``).
+        level_caps: by level, a weighted row on each of its geounits
+            (:class:`~censusdp.release.topdown.weighted_family.UnitCaps`), given to the
+            tasks whose children they are (such a family is never split).
     """
 
     ms: Measurements
@@ -76,6 +80,7 @@ class TaskContext:
     max_children: int | None = None
     detach: bool = False
     production: bool = False
+    level_caps: Mapping[int, UnitCaps] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,7 +250,13 @@ class LevelTasks:
             self.ctx.estimator,
             self.ctx.cache.coarse(mqs, self.ctx.estimator, kept),
             production=self.ctx.production,
+            caps=self._caps(family.children),
         )
+
+    def _caps(self, children: slice) -> UnitCaps | None:
+        """The weighted rows of ``children`` (a family's), if their level has them."""
+        caps = self.ctx.level_caps.get(self.parent_level + 1)
+        return None if caps is None else caps.on(children)
 
     def _alone(self, i: int) -> Task:
         """Family ``i``'s whole task, read on its own (a split family)."""
@@ -262,6 +273,8 @@ class LevelTasks:
         children = self.hierarchy.children(self.parent_level, i)
         if self.bounds.unit_groups_of(children) is not None:
             return False  # grouped children (a state's parts) are solved in one problem
+        if self.parent_level + 1 in self.ctx.level_caps:
+            return False  # children under weighted rows too
         h = self.parent_hist
         lo, hi = h.indptr[i], h.indptr[i + 1]
         return splittable_family(
@@ -356,6 +369,7 @@ class LevelTasks:
                         self._family(i, kept, parent_counts),
                     ),
                     production=self.ctx.production,
+                    caps=self._caps(children),
                 )
 
 

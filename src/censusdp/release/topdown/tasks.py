@@ -34,6 +34,11 @@ from censusdp.release.topdown.rounding import round_to_integers
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 from censusdp.release.topdown.subproblems import Family, FamilyRun, make_subproblem, worker_cache
 from censusdp.release.topdown.weighted import RootCap, repair_counts, solve_capped
+from censusdp.release.topdown.weighted_family import (
+    UnitCaps,
+    repair_family_counts,
+    solve_family_capped,
+)
 
 __all__ = [
     "BATCH_MAX_TASKS",
@@ -72,6 +77,10 @@ class Task:
     cap: RootCap | None = None
     """A weighted row on the task's one unit (the root), solved and rounded as
     :mod:`~censusdp.release.topdown.weighted` describes; its weights over every cell."""
+    caps: UnitCaps | None = None
+    """A weighted row on each child (the states of a several-state household run), its
+    rows one a child, solved and rounded as
+    :mod:`~censusdp.release.topdown.weighted_family` describes."""
 
     def subproblem(self) -> Subproblem:
         """The task's subproblem: ``sub``, or built from ``source`` where the task runs."""
@@ -213,6 +222,11 @@ def run_task(task: Task) -> TaskResult:
         weights = task.cap.weights[task.kept]
         solution, lam, solves = solve_capped(sub, task.cap, weights, task.method)
         cap = f"{task.cap.what} in [{task.cap.lower:g}, {task.cap.upper:g}]"
+    elif task.caps is not None:  # least squares under each child's weighted row
+        if task.l2_passes is not None:
+            raise InternalError("a family under weighted rows is estimated in one pass")
+        weights = task.caps.weights[task.kept]
+        solution, lams, solves = solve_family_capped(sub, task.caps, weights, task.method)
     else:
         # least squares where children are grouped (a state's parts under the US): only
         # its Clarabel program holds the group rows
@@ -244,6 +258,12 @@ def run_task(task: Task) -> TaskResult:
         )
         if not task.cap.lower <= float(counts[0] @ weights) <= task.cap.upper:
             raise InternalError("task root: the capped row is violated after repair")
+    if task.caps is not None:
+        counts, moved = repair_family_counts(sub, counts, solution.x, task.caps, weights)
+        logger.info(
+            f"{sub.label} under {task.caps.what} per child: {solves} least-squares solves "
+            f"(multipliers {', '.join(f'{v:.4g}' for v in lams)}), {moved} moved after rounding"
+        )
     t3 = time.perf_counter()
     check_counts(sub, counts, f"task {task.parent_geocode or 'root'}")
     fs = None

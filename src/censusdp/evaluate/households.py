@@ -1,0 +1,250 @@
+"""The households of a release with a household run, against the truth's.
+
+A release whose unit run is the DDP's household run (``household2010``,
+docs/households.md) publishes four household tables beside P1-P5 and H1: H13 (households
+by size), P18 (by type), P22 (type by the householder's age) and P15 (the householder's
+Hispanic origin by race). :func:`household_evaluation` compares each, and H1 (occupancy:
+its occupied line is the households released), with the same tables of the truth's
+households, derived from the truth's persons as the release's reader derives them
+(:func:`truth_households`), at every geolevel: the L1 error and ``accuracy = 1 - TVD``
+of the table's leaf lines (JASON, *Formal Privacy Methods for the 2020 Census*, 2020,
+sec. 6.1), and the MAE, RMSE and bias of its lines (:mod:`censusdp.evaluate.metrics`);
+the households released and true; and the share of geounits at 100% occupancy, released
+and true (Van Riper, Kugler & Ruggles 2020, sec. 3: the DDP's household run drove blocks
+and counties to 100% occupancy). :func:`household_section` is its part of the HTML
+report, :func:`household_comparison` the rows ``censusdp compare`` shows side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import household_histogram
+from censusdp.evaluate._html import esc, table
+from censusdp.evaluate.metrics import Pairs, error_stats, occupancy_full_share, tvd
+from censusdp.io.cef import unit_rows_of
+from censusdp.io.cef_households import households_of
+from censusdp.io.rundir import RunDir
+from censusdp.release.household_runs import HOUSEHOLD_SCHEMA, has_household_run
+from censusdp.tables import HOUSEHOLD_TABLE_NAMES, table_definition, tables_to_arrays
+
+__all__ = [
+    "HOUSEHOLD_MEASURES",
+    "household_comparison",
+    "household_evaluation",
+    "household_section",
+    "released_household_tables",
+    "truth_household_tables",
+    "truth_households",
+]
+
+HOUSEHOLD_MEASURES: dict[str, str] = {
+    "H13": "households by size",
+    "P18": "households by type",
+    "P22": "households by type and age of householder",
+    "P15": "households by Hispanic origin and race of householder",
+    "H1": "housing units by occupancy",
+}
+"""The tables compared, in the order shown, and what each counts."""
+
+
+def truth_households(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> sp.csr_matrix:
+    """The truth's ``(blocks x 387,072)`` households (``household2010``) on ``hierarchy``,
+    derived from its persons (their ``rel``) as the release's reader derives them."""
+    unit_row = unit_rows_of(np.asarray(units["unit_id"]), np.asarray(persons["unit_id"]))
+    households = households_of(persons, units, unit_row)
+    return household_histogram(households, np.asarray(units["geocode"]).astype("U16"), hierarchy)
+
+
+def truth_household_tables(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]] | None:
+    """Per household table (:data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`), the truth's
+    dense ``(units x lines)`` arrays of every level (top first); ``None`` when the truth
+    has no ``rel`` column (no households)."""
+    if "rel" not in persons:
+        return None
+    levels = hierarchy.aggregate(truth_households(persons, units, hierarchy))
+    return {
+        name: [
+            np.asarray((lv @ table_definition(name).matrix).toarray(), dtype=np.int64)
+            for lv in levels
+        ]
+        for name in HOUSEHOLD_TABLE_NAMES
+    }
+
+
+def released_household_tables(
+    run_dir: Path | None, hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]] | None:
+    """Per household table, the release's arrays of every level, from its published
+    tables; ``None`` when it has none."""
+    if run_dir is None:
+        return None
+    run = RunDir(run_dir)
+    if not all((run.tables_dir / f"{n}.parquet").exists() for n in HOUSEHOLD_TABLE_NAMES):
+        return None
+    return tables_to_arrays({n: run.table(n) for n in HOUSEHOLD_TABLE_NAMES}, hierarchy)
+
+
+def _record(t: np.ndarray, r: np.ndarray, leaves: Sequence[int]) -> dict[str, Any]:
+    """Accuracy of one table at one level: L1 and TVD of its leaf lines, MAE, RMSE and
+    bias of every line (by true-count bin too)."""
+    rec: dict[str, Any] = dict(tvd(Pairs.dense(t[:, list(leaves)], r[:, list(leaves)])))
+    rec.update(error_stats(Pairs.dense(t, r)))
+    return rec
+
+
+def household_evaluation(
+    truth: Mapping[str, list[np.ndarray]] | None,
+    run_dir: Path | None,
+    manifest: Mapping[str, Any],
+    hierarchy: Hierarchy,
+    occupancy: tuple[list[np.ndarray], list[np.ndarray]],
+) -> dict[str, Any] | None:
+    """The households of a release with a household run against the truth's, per level.
+
+    Args:
+        truth: the truth's household tables (:func:`truth_household_tables`; ``None``:
+            the truth has no households).
+        run_dir: the release directory (its household tables are read from it).
+        manifest: the release's manifest.
+        hierarchy: the evaluation's geography.
+        occupancy: per level, the truth's and the release's H1 arrays
+            (``(units x 3)``: housing units, occupied, vacant).
+
+    Returns:
+        ``None`` for a release without a household run; else ``{"schema", "available",
+        "tables_source", "totals": {level: {"truth", "released", ...}}, "tables":
+        {table: {"title", "what", "levels": {level: record}}}, "occupancy_100": {level:
+        {"released", "truth"}}}``; ``available`` false with a ``reason`` when the truth
+        has no ``rel`` column (no households to compare with) or the release no
+        household tables.
+    """
+    if not has_household_run(manifest.get("units")):
+        return None
+    out: dict[str, Any] = {"schema": HOUSEHOLD_SCHEMA, "available": False}
+    names = hierarchy.geolevels.names
+    if truth is None:
+        out["reason"] = "the truth has no 'rel' column: no households to compare with"
+        return out
+    released = released_household_tables(run_dir, hierarchy)
+    if released is None:
+        out["reason"] = "the release has no household tables (P15, P18, P22, H13)"
+        return out
+    truth = {**truth, "H1": occupancy[0]}
+    released["H1"] = occupancy[1]
+    out.update(available=True, tables_source="release tables (RUN/tables)")
+    out["tables"] = {}
+    for name, what in HOUSEHOLD_MEASURES.items():
+        d = table_definition(name)
+        per_level = {
+            lv: _record(truth[name][li], released[name][li], d.leaves)
+            for li, lv in enumerate(names)
+        }
+        out["tables"][name] = {"title": d.title, "what": what, "levels": per_level}
+    out["totals"] = {}
+    out["occupancy_100"] = {}
+    for li, lv in enumerate(names):
+        t, r = truth["H1"][li][:, 1], released["H1"][li][:, 1]  # occupied units: households
+        rec = error_stats(Pairs.dense(t, r))
+        out["totals"][lv] = {"truth": int(t.sum()), "released": int(r.sum()), **rec}
+        out["occupancy_100"][lv] = {
+            "released": occupancy_full_share(released["H1"][li][:, 0], r),
+            "truth": occupancy_full_share(truth["H1"][li][:, 0], t),
+        }
+    return out
+
+
+def household_section(result: Mapping[str, Any]) -> list[str]:
+    """The report's "Households" section (nothing for a release without a household run)."""
+    hh = result.get("households")
+    if not hh:
+        return []
+    parts = ["<h2>Households</h2>"]
+    if not hh.get("available"):
+        return parts + [f"<p>Not compared: {esc(hh.get('reason', ''))}.</p>"]
+    parts.append(
+        "<p>The release's household run (the 2010 Demonstration Data Product's household "
+        "histogram) against the households of the confidential data, derived from its "
+        "persons. Accuracy = 1 - TVD of each table's lines (1: every household in the right "
+        "line); the DDP released 310 of 3,221 counties at 100% occupancy against none in "
+        "SF1 (Van Riper, Kugler &amp; Ruggles 2020, sec. 3).</p>"
+    )
+    rows = []
+    for lv in result["geolevels"]:
+        tot, occ = hh["totals"][lv], hh["occupancy_100"][lv]
+        rows.append(
+            [lv, tot["truth"], tot["released"], tot["mae"], tot["rmse"], tot["bias"]]
+            + [hh["tables"][n]["levels"][lv]["tvd"] for n in HOUSEHOLD_MEASURES]
+            + [f"{occ['released']['n_full']:,}/{occ['released']['n_units']:,}"]
+            + [f"{occ['truth']['n_full']:,}/{occ['truth']['n_units']:,}"]
+        )
+    head = ["geolevel", "households, true", "released", "MAE", "RMSE", "bias"]
+    head += [f"accuracy {n} ({w})" for n, w in HOUSEHOLD_MEASURES.items()]
+    head += ["100% occupied, released", "100% occupied, true"]
+    parts.append(
+        table(
+            head,
+            rows,
+            "Households per geounit (MAE, RMSE, bias of the count), accuracy of each "
+            "household table, and geounits at 100% occupancy / geounits with housing units",
+            name="households",
+        )
+    )
+    return parts
+
+
+def _level_of(h: Mapping[str, Any], lv: str) -> dict[str, Any] | None:
+    """One release's household accuracy at level ``lv`` (``None``: not compared)."""
+    if not h.get("available") or lv not in h["totals"]:
+        return None
+    tables = h["tables"]
+    return {
+        "households": h["totals"][lv]["released"],
+        "households_true": h["totals"][lv]["truth"],
+        "mae": h["totals"][lv]["mae"],
+        "rmse": h["totals"][lv]["rmse"],
+        "l1": {n: tables[n]["levels"][lv]["l1"] for n in HOUSEHOLD_MEASURES},
+        "tvd": {n: tables[n]["levels"][lv]["tvd"] for n in HOUSEHOLD_MEASURES},
+        "occupancy_100": h["occupancy_100"][lv]["released"]["share"],
+        "occupancy_100_true": h["occupancy_100"][lv]["truth"]["share"],
+    }
+
+
+def household_comparison(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per geolevel of the first release, each release's household accuracy side by side
+    (``[]`` when neither has a household run compared with the truth): households
+    released (and true), their MAE and RMSE per geounit, each table's L1 and TVD, and the
+    share of geounits at 100% occupancy (released, and true); ``None`` in a release's
+    place when it has no household run (a ``pl94`` release) or was not compared."""
+    hh = [r.get("households") or {} for r in results]
+    if not any(h.get("available") for h in hh):
+        return []
+    rows = []
+    for lv in results[0]["geolevels"]:
+        recs = [_level_of(h, lv) for h in hh]
+        some = next((r for r in recs if r is not None), None)
+        if some is None:
+            continue
+        row: dict[str, Any] = {
+            "geolevel": lv,
+            "households_true": some["households_true"],
+            "occupancy_100_true": some["occupancy_100_true"],
+        }
+        for key in ("households", "mae", "rmse", "occupancy_100"):
+            row[key] = [None if r is None else r[key] for r in recs]
+        for key in ("l1", "tvd"):
+            row[key] = {
+                n: [None if r is None else r[key][n] for r in recs] for n in HOUSEHOLD_MEASURES
+            }
+        rows.append(row)
+    return rows
