@@ -147,8 +147,8 @@ AUTO_CHAIN: tuple[Row, ...] = (
     Row(
         # the household run's families (households under housing units): the active set
         # cycles on which of a block group's hundreds of capped totals bind (30 updates,
-        # then the ADMM: 34 to 78 CPU s a block group of generated Vermont x0.03);
-        # Clarabel's interior point takes 0.03 to 2.4 s on the same families, and 15.6 s
+        # then the ADMM: 27 to 109 CPU s a block group of generated Vermont x0.03);
+        # Clarabel's interior point takes 0.02 to 2.8 s on the same families, and 15.6 s
         # for the ADMM's 45 on full Vermont's County family (docs/estimation.md)
         "definite Hessian, capped totals, > 64 cells, not one large child",
         lambda s: s.definite and s.capped_totals and s.many_cells and not s.one_large_child,
