@@ -60,10 +60,19 @@ from censusdp.io import nmf_cache  # noqa: E402
 from censusdp.io import nmf_write as nw  # noqa: E402
 from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
+from censusdp.io.nmf_files import (  # noqa: E402
+    NMF_COLUMNS,
+    ONE_VALUE_COLUMNS,
+    ROW_GROUPS_KEY,
+    encode_row_group_keys,
+    with_one_value_columns,
+)
 from censusdp.privacy.mechanisms import _table  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release import measure as measure_mod  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
+from censusdp.release.validate import _nmf_rows  # noqa: E402
+from censusdp.release.validate._nmf_rows import Tally  # noqa: E402
 
 
 def _previous_sample_units(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
@@ -136,33 +145,79 @@ def _noise(tasks: list, repeats: int) -> tuple[dict, list]:
     return out, chunks
 
 
-def _tables(chunks: list) -> list[pa.Table]:
-    """Every row group's Arrow table (the second time round, the writer's constant
-    columns come from its cache, as in a worker's later tasks)."""
-    tables = []
+def _tables(chunks: list) -> tuple[list[pa.Table], list]:
+    """Every row group's stored columns and key, as the writer builds them."""
+    tables, keys = [], []
     for ch in chunks:
         for mq in ch.queries:
             groups = nw.row_group_bounds(mq.values.shape[0], mq.rows.size, nw.ROW_GROUP_ROWS)
             cols = nw._QueryColumns(mq, ch.geocodes, max(b - a for a, b in groups))
             tables += [cols.table(a, b) for a, b in groups]
-    return tables
+            keys += [cols.key(a, b) for a, b in groups]
+    return tables, keys
+
+
+def _tables_previous(tables: list[pa.Table], keys: list) -> list[pa.Table]:
+    """The previous row groups: the one-value columns in every row (a one-entry
+    dictionary's zero indices and a filled variance column, as the writer's cache of
+    constant columns built them)."""
+    return [with_one_value_columns(t, [k]) for t, k in zip(tables, keys, strict=True)]
 
 
 _PREVIOUS_OPTIONS = {
-    "compression": {c: "none" if c in nw._ONE_VALUE_COLUMNS else "zstd" for c in nw.NMF_COLUMNS},
-    "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
-    "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
+    "compression": {
+        c: "none" if c in ONE_VALUE_COLUMNS + ("value",) else "zstd" for c in NMF_COLUMNS
+    },
+    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
+    "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
+    "write_statistics": [c for c in NMF_COLUMNS if c != "cell"],
+    "write_batch_size": 1 << 16,
 }
-"""The previous :data:`~censusdp.io.nmf_write.WRITE_OPTIONS` (``value`` with a dictionary
-and zstd, statistics on every column, pyarrow's batches of 1,024 rows)."""
-_NULLABLE = pa.schema([f.with_nullable(True) for f in nw.NMF_SCHEMA])
+"""The previous :data:`~censusdp.io.nmf_write.WRITE_OPTIONS`: all seven columns in rows,
+statistics on all but ``cell`` (the readers found a row group's level, query, variance
+and geocodes there)."""
+
+
+def _write_keyed(tables: list[pa.Table], keys: list) -> bytes:
+    buf = io.BytesIO()
+    w = pq.ParquetWriter(buf, nw.NMF_FILE_SCHEMA, **nw.WRITE_OPTIONS)
+    for t in tables:
+        w.write_table(t, row_group_size=max(t.num_rows, 1))
+    w.add_key_value_metadata({ROW_GROUPS_KEY: encode_row_group_keys(keys)})
+    w.close()
+    return buf.getvalue()
+
+
+def _tally(chunks: list, h) -> Tally:
+    """An empty tally of the chunks' (level, query) pairs over their level's units."""
+    level = chunks[0].geolevel
+    li = h.geolevels.index(level)
+    n = h.n_units(li)
+    pairs = {(mq.geolevel, mq.query): float(mq.variance) for mq in chunks[0].queries}
+    return Tally(
+        {k: np.full(n, v) for k, v in pairs.items()},
+        {k: np.zeros(n, dtype=np.int64) for k in pairs},
+        {k: np.zeros(n, dtype=np.uint64) for k in pairs},
+        {li: h.geocodes[li]},
+        {level: li},
+    )
+
+
+def _check(path: Path, chunks: list, h) -> None:
+    """The self-check's count of every row group of a part (``_nmf_rows.count_files``)."""
+    problem = _nmf_rows.count_files(path, [path], _tally(chunks, h))
+    if problem:
+        raise RuntimeError(problem)
+
+
+_SCHEMA = pa.schema([pa.field(c, nw.NMF_SCHEMA.field(c).type, False) for c in NMF_COLUMNS])
 
 
 def _write(tables: list[pa.Table], schema: pa.Schema, options: dict) -> bytes:
     buf = io.BytesIO()
     w = pq.ParquetWriter(buf, schema, **options)
     for t in tables:
-        w.write_table(t.cast(schema), row_group_size=max(t.num_rows, 1))
+        w.write_table(t, row_group_size=max(t.num_rows, 1))
     w.close()
     return buf.getvalue()
 
@@ -200,20 +255,28 @@ def _measure_run(label: str, budget, hist, h, args) -> dict:
     noise, chunks = _noise(tasks, args.repeats)
     n = sum(ch.n_values for ch in chunks)
     say(f"{label}: {len(tasks)} block tasks, {n:,} noisy values")
-    columns, tables = _least(lambda: _tables(chunks), args.repeats)
+    columns, (tables, keys) = _least(lambda: _tables(chunks), args.repeats)
+    columns_prev, previous = _least(lambda: _tables_previous(tables, keys), args.repeats)
     cpu = {"previous": np.inf, "now": np.inf}
     data = {}
     for _ in range(args.repeats):
-        for key, schema_, options in (
-            ("previous", _NULLABLE, _PREVIOUS_OPTIONS),
-            ("now", nw.NMF_SCHEMA, nw.WRITE_OPTIONS),
-        ):
-            c = time.process_time()
-            data[key] = _write(tables, schema_, options)
-            cpu[key] = min(cpu[key], time.process_time() - c)
-    sha, _ = _least(lambda: hashlib.sha256(data["now"]).digest(), args.repeats)
+        c = time.process_time()
+        data["previous"] = _write(previous, _SCHEMA, _PREVIOUS_OPTIONS)
+        cpu["previous"] = min(cpu["previous"], time.process_time() - c)
+        c = time.process_time()
+        data["now"] = _write_keyed(tables, keys)
+        cpu["now"] = min(cpu["now"], time.process_time() - c)
+    sha = {
+        k: _least(lambda d=d: hashlib.sha256(d).digest(), args.repeats)[0] for k, d in data.items()
+    }
     cells = _cells_of(data["now"])
     read = {k: _least(lambda d=d: _read(d, cells), args.repeats)[0] for k, d in data.items()}
+    check = {}
+    with tempfile.TemporaryDirectory(prefix="bench_hh_check_") as d:
+        for k, b in data.items():
+            f = Path(d) / f"{k}.parquet"
+            f.write_bytes(b)
+            check[k] = _least(lambda f=f: _check(f, chunks, h), args.repeats)[0]
 
     def ns(sec: float) -> float:
         return round(sec / n * 1e9, 1)
@@ -224,21 +287,21 @@ def _measure_run(label: str, budget, hist, h, args) -> dict:
         "ns_per_value": {
             "answers": ns(noise["answers"]),
             "noise": {"previous": ns(noise["previous"]), "now": ns(noise["now"])},
-            "columns": ns(columns),
+            "columns": {"previous": ns(columns + columns_prev), "now": ns(columns)},
             "parquet": {"previous": ns(cpu["previous"]), "now": ns(cpu["now"])},
-            "sha256": ns(sha),
+            "sha256": {"previous": ns(sha["previous"]), "now": ns(sha["now"])},
             "read": {"previous": ns(read["previous"]), "now": ns(read["now"])},
+            "check": {"previous": ns(check["previous"]), "now": ns(check["now"])},
         },
         "same_noise": noise["same_noise"],
         "bytes_per_value": {k: round(len(d) / n, 3) for k, d in data.items()},
     }
     p = out["ns_per_value"]
-    for key in ("noise", "parquet", "read"):
+    phases = ("noise", "columns", "parquet", "sha256")
+    for key in (*phases, "read", "check"):
         p[key]["speedup"] = round(p[key]["previous"] / max(p[key]["now"], 1e-9), 2)
-    per = ("answers", "columns", "sha256")
     p["total"] = {
-        k: round(sum(p[x] for x in per) + sum(p[x][k] for x in ("noise", "parquet")), 1)
-        for k in ("previous", "now")
+        k: round(p["answers"] + sum(p[x][k] for x in phases), 1) for k in ("previous", "now")
     }
     p["total"]["speedup"] = round(p["total"]["previous"] / max(p["total"]["now"], 1e-9), 2)
     return out
