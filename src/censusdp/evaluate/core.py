@@ -531,7 +531,9 @@ def _nmf_for(
     return {
         "file": path.name,
         "schema": schema_name,
-        "by_level": nmf_summary(iter_nmf_tables(path, cols), h, truth),
+        "by_level": nmf_summary(
+            (b for t in iter_nmf_tables(path, cols) for b in t.to_batches()), h, truth
+        ),
     }
 
 

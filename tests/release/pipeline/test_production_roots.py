@@ -30,6 +30,7 @@ import pytest
 
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -119,7 +120,7 @@ def pr_release(tmp_path_factory):
 def _check_variances(nmf, spine_file, rho, level_shares, preset, top=0) -> int:
     shares = _bypassed_shares(spine_file, level_shares, top)
     queries = _query_shares(preset)
-    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "variance"])
+    t = read_nmf_rows(nmf, columns=["geolevel", "geocode", "query", "variance"])
     strings = [(f.name, pa.string() if f.name != "variance" else pa.float64()) for f in t.schema]
     t = t.cast(pa.schema(strings))
     groups = t.group_by(["geolevel", "geocode", "query"]).aggregate(
@@ -163,7 +164,7 @@ def test_every_person_and_unit_variance_is_production_puerto_ricos(pr_release):
     )
     assert persons > 1000 and units > 100
     # the State measures no total ("PR has no AIAN areas ... State now has no 'total' query")
-    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query"])
+    t = read_nmf_rows(run / "noisy_measurements.parquet", columns=["geolevel", "query"])
     state = {q for lv, q in zip(*t.to_pydict().values(), strict=True) if lv == "State"}
     assert state and "total" not in state
 
@@ -245,7 +246,7 @@ def test_one_state_measures_its_state_with_the_state_allocation(one_state):
     m = json.loads((run / "manifest.json").read_text())
     assert m["spine"]["nation"]["measured"] is False
     assert m["spine"]["nation"]["share"] == "104/4099"
-    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
+    t = read_nmf_rows(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
     rows = t.cast(
         pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
     )

@@ -29,6 +29,7 @@ from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.budget import Budget, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
@@ -265,8 +266,8 @@ def spine_run(spine_input, tmp_path_factory):
 
 
 def _nmf_codes(path, level):
-    t = pq.read_table(path, columns=["geolevel", "geocode"], filters=[("geolevel", "=", level)])
-    return set(np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str))
+    t = read_nmf_rows(path, columns=["geolevel", "geocode"]).to_pydict()
+    return {str(c) for c, lv in zip(t["geocode"], t["geolevel"], strict=True) if lv == level}
 
 
 def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
