@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.release.validate import _nmf_rows
-from censusdp.release.validate._nmf_rows import Tally, _Columns, _check_pair, _tiles
+from censusdp.release.validate._nmf_rows import Tally, _check_pair, _Columns, _tiles
 
 CODES = np.array(["a", "b", "c", "d", "e"])
 KEY = ("Block", "q")
