@@ -241,3 +241,45 @@ def test_row_groups_read_in_batches(
     pq.write_table(t, part, row_group_size=max(1, t.num_rows // 9))
     serial, tasks = _verdicts(run)
     assert not serial["ok"] and not tasks["ok"], (serial, tasks)
+
+
+def test_an_nmf_checked_before_is_not_counted_again(
+    measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-estimate copies its source's NMF byte for byte after checking it: its
+    self-check takes that verdict (same recorded SHA-256, budget and geounits) instead
+    of counting the rows again, and a changed byte still fails the release (checksums)."""
+    from censusdp.release.validate import run as run_mod
+
+    first = validate_run(measured, mdf=False)
+    assert first.ok and set(first.nmf_proofs) == {"persons"}
+    counted: list[Path] = []
+    real = run_mod.check_nmf
+    monkeypatch.setattr(run_mod, "check_nmf", lambda p, *a: counted.append(p) or real(p, *a))
+    again = validate_run(measured, mdf=False, checked_nmf=first.nmf_proofs)
+    assert again.ok and not counted
+    assert "checked in the measured run" in again.checks["nmf_persons"]["detail"]
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    DAMAGE["row dropped"](run)
+    damaged = validate_run(run, mdf=False, checked_nmf=first.nmf_proofs)
+    assert not damaged.ok and not damaged.checks["checksums"]["ok"]
+    other = validate_run(measured, mdf=False, checked_nmf={"persons": ("0" * 64, "other")})
+    assert other.ok and counted  # another proof: counted
+
+
+def test_a_reestimate_checks_the_copied_nmf_once(
+    measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --from-measurements``: the source's NMF is counted before estimating, and the
+    release's self-check does not count its copy again (it was counted twice)."""
+    from censusdp.release.pipeline import reestimate
+    from censusdp.release.validate import run as run_mod
+
+    counted: list[Path] = []
+    real = run_mod.check_nmf
+    monkeypatch.setattr(run_mod, "check_nmf", lambda p, *a: counted.append(p) or real(p, *a))
+    reestimate(measured, tmp_path / "again", ReleaseOptions(postprocess="none"))
+    assert counted == [measured / NMF]
+    monkeypatch.undo()
+    assert validate_run(tmp_path / "again", mdf=False).checks["nmf_persons"]["ok"]
