@@ -2,7 +2,11 @@
 
 ``noisy_measurements.parquet``: ``geolevel``, ``geocode``, ``query``, ``cell`` (row
 within the query), ``value``, ``variance`` (plus ``mechanism``), one row per noisy
-answer (:data:`NMF_COLUMNS`).
+answer (:data:`NMF_COLUMNS`). A row group holds one level, query, variance and
+mechanism: a file stores :data:`STORED_COLUMNS` in its rows and those four once per
+row group in its metadata (:data:`ROW_GROUPS_KEY`, :func:`row_group_keys`); files
+written before hold all seven in rows. :func:`read_nmf_table`, :func:`read_nmf_rows`
+and :func:`iter_nmf_tables` give either as the seven columns.
 
 A run writes the NMF as *part files*: ``noisy_measurements.parquet/`` is a directory
 of ``part-00000.parquet``, ``part-00001.parquet``, ... (one per measurement task, each
