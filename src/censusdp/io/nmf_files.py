@@ -292,7 +292,8 @@ def read_nmf_table(
         table = pf.read_row_groups(groups, columns=stored)
     except (OSError, pa.ArrowException) as exc:
         raise InputError(f"{file}: not readable Parquet ({exc})") from None
-    picked = [row_group_keys(md, str(file))[g] for g in groups]
+    keys = row_group_keys(md, str(file))
+    picked = [keys[g] for g in groups if keys[g] is not None]  # None: an empty group
     if not stored:  # only one-value columns asked for: rows from the keys alone
         n = sum(k.rows for k in picked)
         table = pa.table({"_": pa.nulls(n, pa.int8())}).select([])
