@@ -30,7 +30,7 @@ import pytest
 
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
-from censusdp.io.nmf_files import read_nmf_rows
+from censusdp.io.nmf_files import read_nmf_rows, read_nmf_table
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -338,7 +338,7 @@ def one_state_tabulation(tmp_path_factory):
 
 def _nmf_rows(path) -> dict[str, list]:
     """The NMF's distinct (geolevel, query, variance) rows."""
-    t = pq.read_table(path, columns=["geolevel", "query", "variance"])
+    t = read_nmf_rows(path, columns=["geolevel", "query", "variance"])
     t = t.cast(
         pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
     )
@@ -362,8 +362,14 @@ def test_one_state_on_the_tabulation_hierarchy_leaves_the_us_to_the_nation(one_s
         ("noisy_measurements_units.parquet", UNIT_RHO, US_UNIT_SHARES, "pl94-2020-units"),
     ):
         # the US task's part has no rows, and the columns' own types (one schema)
-        assert pq.read_schema(run / nmf / "part-00000.parquet").field("variance").type == "double"
-        assert pq.read_table(run / nmf, columns=["variance"]).column(0).type == pa.float64()
+        us = read_nmf_table(run / nmf / "part-00000.parquet")
+        assert us.num_rows == 0 and us.schema.field("variance").type == "double"
+        assert pq.read_schema(run / nmf / "part-00000.parquet").names == [
+            "geocode",
+            "cell",
+            "value",
+        ]
+        assert read_nmf_rows(run / nmf, columns=["variance"]).column(0).type == pa.float64()
         d = _nmf_rows(run / nmf)
         assert "US" not in set(d["geolevel"])
         q_shares = _query_shares(preset)
