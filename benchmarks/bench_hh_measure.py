@@ -1,8 +1,8 @@
 """Where a ``ddp-2010`` block's noisy values spend their CPU, and what the last changes saved.
 
-A ``ddp-2010`` release measures 337,680 person values (``dhcp-hhgq``) and 172,404
+A ``ddp-2010`` release measures 338,502 person values (``dhcp-hhgq``) and 150,984
 household values (``household2010``) at every block, all but a few of them noise about
-zero: a 10% Vermont is 1.5 billion noisy values, a full Vermont about 18 billion, so
+zero: a 10% Vermont is 1.9 billion noisy values, a full Vermont about 16 billion, so
 the measuring tasks' CPU per value decides whether a full state fits on two cores.
 This benchmark takes the first ``--tasks`` block measurement tasks of each run of a
 generated state (the pipeline's own tasks: ``measure_tasks``) and times, in this
@@ -15,19 +15,23 @@ the least CPU of each kept):
   gather temporary, a copy of the words and of the result) and ``now``
   (:meth:`censusdp.privacy.mechanisms._table.AliasTable.sample_units` in place); the
   two must draw the same noise (checked);
-* ``columns``: building the Arrow columns of every row group (``_QueryColumns``; the
-  one-value columns from the process's cache after the first repeat, as in a worker);
-* ``parquet``: encoding and compressing them, ``previous`` (nullable columns,
-  ``value`` with a dictionary and zstd, statistics on every column, batches of 1,024
-  rows) and ``now`` (:data:`~censusdp.io.nmf_write.NMF_SCHEMA`, non-null;
-  :data:`~censusdp.io.nmf_write.WRITE_OPTIONS`: ``value`` delta-encoded, batches of
-  2^16 rows, no ``cell`` statistics), with the bytes of each;
+* ``columns``: building the Arrow columns of every row group (``_QueryColumns``),
+  ``previous`` with the four one-value columns in every row (``geolevel``, ``query``,
+  ``variance``, ``mechanism``) and ``now`` the stored ``geocode``, ``cell``, ``value``
+  and each row group's key;
+* ``parquet``: encoding and compressing them, ``previous`` (all seven columns in rows,
+  statistics on all but ``cell``: the writer before the row-group keys) and ``now``
+  (:data:`~censusdp.io.nmf_write.NMF_FILE_SCHEMA` with
+  :data:`~censusdp.io.nmf_write.WRITE_OPTIONS` and the keys in the file's metadata),
+  with the bytes of each;
 * ``sha256``: the part's checksum;
 * ``read``: the estimator's read of every row group back (``nmf_cache._read_group``:
-  decoding ``geocode``, ``cell`` and ``value`` and checking the cells).
+  decoding ``geocode``, ``cell`` and ``value`` and checking the cells);
+* ``check``: the self-check's count of the part (``_nmf_rows.count_files``),
+  ``previous`` row by row on the previous layout, ``now`` by whole units on the new.
 
-``total`` adds the task's phases; its ``previous`` takes the previous noise and Parquet
-with the current answers, columns and checksum. Prints one JSON object. A minute or two for the default input on an idle machine.
+``total`` adds the measuring task's phases (answers, noise, columns, Parquet,
+checksum), each ``previous`` or ``now``. Prints one JSON object. A minute or two for the default input on an idle machine.
 
     python benchmarks/bench_hh_measure.py --input /tmp/vt10 --tasks 3
 """
@@ -39,13 +43,14 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from unittest import mock  # noqa: E402
 
@@ -60,10 +65,19 @@ from censusdp.io import nmf_cache  # noqa: E402
 from censusdp.io import nmf_write as nw  # noqa: E402
 from censusdp.io.budget_files import load_preset  # noqa: E402
 from censusdp.io.cef_stream import read_cef_blocks  # noqa: E402
+from censusdp.io.nmf_files import (  # noqa: E402
+    NMF_COLUMNS,
+    ONE_VALUE_COLUMNS,
+    ROW_GROUPS_KEY,
+    encode_row_group_keys,
+    with_one_value_columns,
+)
 from censusdp.privacy.mechanisms import _table  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release import measure as measure_mod  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
+from censusdp.release.validate import _nmf_rows  # noqa: E402
+from censusdp.release.validate._nmf_rows import Tally  # noqa: E402
 
 
 def _previous_sample_units(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
@@ -136,33 +150,84 @@ def _noise(tasks: list, repeats: int) -> tuple[dict, list]:
     return out, chunks
 
 
-def _tables(chunks: list) -> list[pa.Table]:
-    """Every row group's Arrow table (the second time round, the writer's constant
-    columns come from its cache, as in a worker's later tasks)."""
-    tables = []
+def _tables(chunks: list) -> tuple[list[pa.Table], list]:
+    """Every row group's stored columns and key, as the writer builds them."""
+    tables, keys = [], []
     for ch in chunks:
         for mq in ch.queries:
             groups = nw.row_group_bounds(mq.values.shape[0], mq.rows.size, nw.ROW_GROUP_ROWS)
             cols = nw._QueryColumns(mq, ch.geocodes, max(b - a for a, b in groups))
             tables += [cols.table(a, b) for a, b in groups]
-    return tables
+            keys += [cols.key(a, b) for a, b in groups]
+    return tables, keys
+
+
+def _tables_previous(tables: list[pa.Table], keys: list) -> list[pa.Table]:
+    """The previous row groups: the one-value columns in every row (a one-entry
+    dictionary's zero indices and a filled variance column, as the writer's cache of
+    constant columns built them)."""
+    return [with_one_value_columns(t, [k]) for t, k in zip(tables, keys, strict=True)]
 
 
 _PREVIOUS_OPTIONS = {
-    "compression": {c: "none" if c in nw._ONE_VALUE_COLUMNS else "zstd" for c in nw.NMF_COLUMNS},
-    "use_dictionary": ["geolevel", "geocode", "query", "value", "variance", "mechanism"],
-    "column_encoding": {"cell": "DELTA_BINARY_PACKED"},
+    "compression": {
+        c: "none" if c in ONE_VALUE_COLUMNS + ("value",) else "zstd" for c in NMF_COLUMNS
+    },
+    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
+    "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
+    "write_statistics": [c for c in NMF_COLUMNS if c != "cell"],
+    "write_batch_size": 1 << 16,
 }
-"""The previous :data:`~censusdp.io.nmf_write.WRITE_OPTIONS` (``value`` with a dictionary
-and zstd, statistics on every column, pyarrow's batches of 1,024 rows)."""
-_NULLABLE = pa.schema([f.with_nullable(True) for f in nw.NMF_SCHEMA])
+"""The previous :data:`~censusdp.io.nmf_write.WRITE_OPTIONS`: all seven columns in rows,
+statistics on all but ``cell`` (the readers found a row group's level, query, variance
+and geocodes there)."""
+
+
+def _write_keyed(tables: list[pa.Table], keys: list) -> bytes:
+    buf = io.BytesIO()
+    w = pq.ParquetWriter(buf, nw.NMF_FILE_SCHEMA, **nw.WRITE_OPTIONS)
+    for t in tables:
+        w.write_table(t, row_group_size=max(t.num_rows, 1))
+    w.add_key_value_metadata({ROW_GROUPS_KEY: encode_row_group_keys(keys)})
+    w.close()
+    return buf.getvalue()
+
+
+@contextlib.contextmanager
+def _same() -> Iterator[None]:
+    yield
+
+
+def _tally(chunks: list, h) -> Tally:
+    """An empty tally of the chunks' (level, query) pairs over their level's units."""
+    level = chunks[0].geolevel
+    li = h.geolevels.index(level)
+    n = h.n_units(li)
+    pairs = {(mq.geolevel, mq.query): float(mq.variance) for mq in chunks[0].queries}
+    return Tally(
+        {k: np.full(n, v) for k, v in pairs.items()},
+        {k: np.zeros(n, dtype=np.int64) for k in pairs},
+        {k: np.zeros(n, dtype=np.uint64) for k in pairs},
+        {li: h.geocodes[li]},
+        {level: li},
+    )
+
+
+def _check(path: Path, chunks: list, h) -> None:
+    """The self-check's count of every row group of a part (``_nmf_rows.count_files``)."""
+    problem = _nmf_rows.count_files(path, [path], _tally(chunks, h))
+    if problem:
+        raise RuntimeError(problem)
+
+
+_SCHEMA = pa.schema([pa.field(c, nw.NMF_SCHEMA.field(c).type, False) for c in NMF_COLUMNS])
 
 
 def _write(tables: list[pa.Table], schema: pa.Schema, options: dict) -> bytes:
     buf = io.BytesIO()
     w = pq.ParquetWriter(buf, schema, **options)
     for t in tables:
-        w.write_table(t.cast(schema), row_group_size=max(t.num_rows, 1))
+        w.write_table(t, row_group_size=max(t.num_rows, 1))
     w.close()
     return buf.getvalue()
 
@@ -200,20 +265,31 @@ def _measure_run(label: str, budget, hist, h, args) -> dict:
     noise, chunks = _noise(tasks, args.repeats)
     n = sum(ch.n_values for ch in chunks)
     say(f"{label}: {len(tasks)} block tasks, {n:,} noisy values")
-    columns, tables = _least(lambda: _tables(chunks), args.repeats)
+    columns, (tables, keys) = _least(lambda: _tables(chunks), args.repeats)
+    columns_prev, previous = _least(lambda: _tables_previous(tables, keys), args.repeats)
     cpu = {"previous": np.inf, "now": np.inf}
     data = {}
     for _ in range(args.repeats):
-        for key, schema_, options in (
-            ("previous", _NULLABLE, _PREVIOUS_OPTIONS),
-            ("now", nw.NMF_SCHEMA, nw.WRITE_OPTIONS),
-        ):
-            c = time.process_time()
-            data[key] = _write(tables, schema_, options)
-            cpu[key] = min(cpu[key], time.process_time() - c)
-    sha, _ = _least(lambda: hashlib.sha256(data["now"]).digest(), args.repeats)
+        c = time.process_time()
+        data["previous"] = _write(previous, _SCHEMA, _PREVIOUS_OPTIONS)
+        cpu["previous"] = min(cpu["previous"], time.process_time() - c)
+        c = time.process_time()
+        data["now"] = _write_keyed(tables, keys)
+        cpu["now"] = min(cpu["now"], time.process_time() - c)
+    sha = {
+        k: _least(lambda d=d: hashlib.sha256(d).digest(), args.repeats)[0] for k, d in data.items()
+    }
     cells = _cells_of(data["now"])
     read = {k: _least(lambda d=d: _read(d, cells), args.repeats)[0] for k, d in data.items()}
+    check = {}
+    with tempfile.TemporaryDirectory(prefix="bench_hh_check_") as d:
+        for k, b in data.items():
+            f = Path(d) / f"{k}.parquet"
+            f.write_bytes(b)
+            # previous: every row counted one by one; now: whole units counted by units
+            rows = k == "previous"
+            with mock.patch.object(_nmf_rows, "_tiles", lambda c, x: None) if rows else _same():
+                check[k] = _least(lambda f=f: _check(f, chunks, h), args.repeats)[0]
 
     def ns(sec: float) -> float:
         return round(sec / n * 1e9, 1)
@@ -224,21 +300,21 @@ def _measure_run(label: str, budget, hist, h, args) -> dict:
         "ns_per_value": {
             "answers": ns(noise["answers"]),
             "noise": {"previous": ns(noise["previous"]), "now": ns(noise["now"])},
-            "columns": ns(columns),
+            "columns": {"previous": ns(columns + columns_prev), "now": ns(columns)},
             "parquet": {"previous": ns(cpu["previous"]), "now": ns(cpu["now"])},
-            "sha256": ns(sha),
+            "sha256": {"previous": ns(sha["previous"]), "now": ns(sha["now"])},
             "read": {"previous": ns(read["previous"]), "now": ns(read["now"])},
+            "check": {"previous": ns(check["previous"]), "now": ns(check["now"])},
         },
         "same_noise": noise["same_noise"],
         "bytes_per_value": {k: round(len(d) / n, 3) for k, d in data.items()},
     }
     p = out["ns_per_value"]
-    for key in ("noise", "parquet", "read"):
+    phases = ("noise", "columns", "parquet", "sha256")
+    for key in (*phases, "read", "check"):
         p[key]["speedup"] = round(p[key]["previous"] / max(p[key]["now"], 1e-9), 2)
-    per = ("answers", "columns", "sha256")
     p["total"] = {
-        k: round(sum(p[x] for x in per) + sum(p[x][k] for x in ("noise", "parquet")), 1)
-        for k in ("previous", "now")
+        k: round(p["answers"] + sum(p[x][k] for x in phases), 1) for k in ("previous", "now")
     }
     p["total"]["speedup"] = round(p["total"]["previous"] / max(p["total"]["now"], 1e-9), 2)
     return out

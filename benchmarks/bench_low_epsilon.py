@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from censusdp.io.mdf_read import iter_mdf_persons
+from censusdp.io.nmf_files import read_nmf_rows
 
 LEVELS = (("State", 2), ("County", 5), ("Tract", 11), ("BlockGroup", 12), ("Block", 16))
 CLI = [sys.executable, "-m", "censusdp"]
@@ -109,7 +110,7 @@ def _noise_floor(truth: tuple, run: Path) -> dict:
     """The TVD of the raw noisy sex x age marginal (negatives clipped to 0) at every
     level that measured it, over the units with persons; and at the State, that of the
     marginal pooled from every level (censusdp's root estimate of it)."""
-    nmf = pq.read_table(run / "noisy_measurements.parquet")
+    nmf = read_nmf_rows(run / "noisy_measurements.parquet")
     lv = _column(nmf, "geolevel")
     query = _column(nmf, "query")
     geo = _column(nmf, "geocode")

@@ -72,7 +72,9 @@ def _truth_totals(cef: Path, hierarchy) -> list[np.ndarray]:
 
 def _noisy_totals(nmf: Path, hierarchy) -> dict[int, np.ndarray]:
     """The raw noisy ``total`` measurement of every geounit, per level that measured it."""
-    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "value"])
+    from censusdp.io.nmf_files import read_nmf_rows
+
+    t = read_nmf_rows(nmf, columns=["geolevel", "geocode", "query", "value"])
     t = t.filter(pc.equal(t.column("query").cast("string"), "total"))
     levels = np.asarray(t.column("geolevel").cast("string").to_numpy(zero_copy_only=False))
     geocodes = np.asarray(t.column("geocode").cast("string").to_numpy(zero_copy_only=False))

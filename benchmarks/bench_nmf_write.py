@@ -107,6 +107,10 @@ def _table_before(mq: MeasuredQuery, geocodes: np.ndarray, a: int, b: int) -> pa
     )
 
 
+_BEFORE_SCHEMA = pa.schema([pa.field(f.name, f.type, nullable=True) for f in nmf_mod.NMF_SCHEMA])
+"""The columns written before (all seven in rows, nullable)."""
+
+
 def _columns_table_before(self: nmf_mod._QueryColumns, a: int, b: int) -> pa.Table:
     """:func:`_table_before` in place of the writer's per-query column slicer."""
     codes = self.__dict__.get("_codes_before")
@@ -199,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         with (
             mock.patch.object(nmf_mod, "WRITE_OPTIONS", _BEFORE_OPTIONS),
             mock.patch.object(nmf_mod._QueryColumns, "table", _columns_table_before),
+            mock.patch.object(nmf_mod, "NMF_FILE_SCHEMA", _BEFORE_SCHEMA),
             _cpu(out["write"], "before", n),
         ):
             size = _write_parts(chunks, dirs["before"])
@@ -212,9 +217,12 @@ def main(argv: list[str] | None = None) -> int:
             with _cpu(out["read"], label, n):
                 mqs = reader.read(bl, 0, k)
             del mqs
-        with mock.patch.object(_nmf_rows, "_footer_constants", lambda *a: {}):
-            with _cpu(out["check"], "before_all_columns", n):
-                _check(dirs["now"], budget, h)
+        with (
+            mock.patch.object(_nmf_rows, "_footer_constants", lambda *a: {}),
+            mock.patch.object(_nmf_rows, "has_row_group_keys", lambda md: False),
+            _cpu(out["check"], "before_all_columns", n),
+        ):
+            _check(dirs["before"], budget, h)  # every column read from the rows
         with _cpu(out["check"], "now", n):
             _check(dirs["now"], budget, h)
         reader = NMFReader(dirs["now"], schema, h)

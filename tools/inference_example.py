@@ -21,6 +21,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from censusdp.data.geography import GeoLevels, Hierarchy
@@ -28,6 +30,7 @@ from censusdp.infer import BetaPrior, NoiseLaw, NoisyCount, infer_proportion
 from censusdp.infer._plots import PosteriorCurve, TractPanel, plot_tract_example
 from censusdp.infer.posterior import exact_posterior
 from censusdp.io.cef import read_cef
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.tables import tables_to_arrays, tabulate
 
 
@@ -101,9 +104,15 @@ def main() -> None:
     n = int(round(float(cols["estimate"][it])))
     u = int(np.searchsorted(h.geocodes[lt], tract))
     true_total = int(truth_arr["P1"][lt][u, 0])
-    nmf = pq.read_table(
-        run / "noisy_measurements.parquet",
-        filters=[("geocode", "=", tract), ("query", "=", args.query), ("cell", "=", args.cell)],
+    nmf = read_nmf_rows(run / "noisy_measurements.parquet")
+    nmf = nmf.filter(
+        pc.and_(
+            pc.and_(
+                pc.equal(nmf.column("geocode").cast(pa.string()), tract),
+                pc.equal(nmf.column("query").cast(pa.string()), args.query),
+            ),
+            pc.equal(nmf.column("cell"), args.cell),
+        )
     )
     raw, raw_var = float(nmf.column("value")[0].as_py()), float(nmf.column("variance")[0].as_py())
     prior = BetaPrior()

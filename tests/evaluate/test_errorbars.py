@@ -34,6 +34,7 @@ from censusdp.evaluate.errorbars_report import predicted_section, render_expecte
 from censusdp.infer.gls import Z90
 from censusdp.infer.release import release_gls
 from censusdp.io.cef import read_cef
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.tables import table_arrays
 from synth import block_codes, make_cef, write_cef
@@ -149,7 +150,7 @@ def test_raw_measurement_errors_from_the_nmf(predicted) -> None:
     """Raw total population: min over the level's queries of sqrt(rows x variance), read
     from the NMF directly (every query partitions the persons)."""
     run, res = predicted["run"], predicted["result"]
-    t = pq.read_table(
+    t = read_nmf_rows(
         run / "noisy_measurements.parquet", columns=["geolevel", "geocode", "query", "variance"]
     )
     h, _ = RunDir(run).invariants(GeoLevels.from_pairs(read_manifest(run)["geolevels"]))

@@ -18,6 +18,7 @@ from censusdp.infer.gls import Z90, Z95
 from censusdp.infer.options import InferOptions
 from censusdp.infer.release import ESTIMATE_COLUMNS, infer_release
 from censusdp.io.cef import read_cef
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.release.measure import measured_rows
 from censusdp.release.options import Execution
 from censusdp.tables import TABLE_NAMES, table_definition, tables_to_arrays, tabulate
@@ -134,7 +135,7 @@ def test_never_less_precise_than_the_raw_measurement(release) -> None:
     and of a table line the sum of the detailed query's cells it covers.
     """
     cols = _read(release["out"])
-    nmf = pq.read_table(
+    nmf = read_nmf_rows(
         release["run"] / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"]
     )
     gl = np.asarray(nmf.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)

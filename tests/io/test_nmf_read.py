@@ -12,6 +12,7 @@ from censusdp.data.measurements import MeasuredQuery, measured_rows
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError, SchemaError
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.io.nmf_levels import decode_cells, nmf_geolevels, read_geolevel
 from censusdp.io.nmf_write import NMFWriter
 from censusdp.io.parts import write_part_index
@@ -31,7 +32,7 @@ def _write(path, rng):
                 values = rng.integers(-5, 50, (len(codes), rows.size))
                 mq = MeasuredQuery(level, q.name, rows, values, 2.5, "DiscreteGaussian")
                 w.write_query(mq, np.asarray(codes))
-    return pq.read_table(path)
+    return read_nmf_rows(path)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,12 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.atomic import sha256_of
-from censusdp.io.nmf_files import write_part_index
+from censusdp.io.nmf_files import (
+    STORED_COLUMNS,
+    read_nmf_table,
+    row_group_keys,
+    write_part_index,
+)
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.nmf_write import NMF_SCHEMA, NMFWriter, row_group_bounds, write_nmf_part
 from synth import block_codes
@@ -139,13 +144,12 @@ def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_fac
     path = tmp_path_factory.mktemp("shares") / "nmf.parquet"
     _write(path, queries, row_group_rows=cap)
     md = pq.ParquetFile(path).metadata
-    names = md.schema.to_arrow_schema().names
-    v = names.index("variance")
     runs = int((unit_var[1:] != unit_var[:-1]).sum()) + 1
     assert md.num_row_groups >= runs * len(queries)
-    for i in range(md.num_row_groups):
-        st_ = md.row_group(i).column(v).statistics
-        assert st_.min == st_.max
+    codes = list(h.geocodes[block])
+    for key in row_group_keys(md, "nmf"):  # one variance a row group, its units'
+        units = unit_var[codes.index(key.first) : codes.index(key.last) + 1]
+        assert set(units.tolist()) == {key.variance}
     reader = NMFReader(path, PL94, h)
     got = {m.query: m for m in reader.read(block, 0, h.n_units(block))}
     for mq, _ in queries:
@@ -154,30 +158,68 @@ def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_fac
         assert np.array_equal(reader.unit_variances(block, mq.query), unit_var)
 
 
-def test_only_the_one_value_columns_and_value_are_left_uncompressed(base):
-    """geolevel, query, variance and mechanism hold one value per row group (no use for
-    zstd's frame per page), value is delta-encoded noise (zstd won 2% for its CPU); the
-    others stay zstd."""
-    d, _, _ = base
-    md = pq.ParquetFile(d / "default.parquet").metadata
-    names = md.schema.to_arrow_schema().names
-    for i in range(md.num_row_groups):
-        codecs = {n: md.row_group(i).column(j).compression for j, n in enumerate(names)}
-        assert codecs == {
-            "geolevel": "UNCOMPRESSED",
-            "geocode": "ZSTD",
-            "query": "UNCOMPRESSED",
-            "cell": "ZSTD",
-            "value": "UNCOMPRESSED",
-            "variance": "UNCOMPRESSED",
-            "mechanism": "UNCOMPRESSED",
-        }
+def test_the_one_value_columns_are_stored_once_per_row_group(base):
+    """geolevel, query, variance and mechanism hold one value per row group: the file
+    stores geocode, cell and value only, and each row group's key (rows, level, query,
+    variance, mechanism, first and last geocode) in its metadata, which the reader
+    turns back into the seven columns."""
+    d, h, measured = base
+    pf = pq.ParquetFile(d / "default.parquet")
+    assert pf.schema_arrow.names == list(STORED_COLUMNS)
+    keys = row_group_keys(pf.metadata, "default")
+    assert [k.rows for k in keys] == [
+        pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)
+    ]
+    assert [(k.geolevel, k.query) for k in keys] == [(m.geolevel, m.query) for m, _ in measured]
+    level = {name: i for i, name in enumerate(h.geolevels.names)}
+    for k, (mq, _) in zip(keys, measured, strict=True):
+        codes = h.geocodes[level[k.geolevel]]
+        assert (k.variance, k.mechanism, k.first, k.last) == (
+            3.0,
+            mq.mechanism,
+            codes[0],
+            codes[-1],
+        )
+    t = read_nmf_table(d / "default.parquet")
+    assert t.column_names == list(NMF_SCHEMA.names)
+    want = [
+        (mq.geolevel, code, mq.query, int(cell), int(v), 3.0, mq.mechanism)
+        for mq, codes in measured
+        for code, row in zip(codes, mq.values, strict=True)
+        for cell, v in zip(mq.rows, row, strict=True)
+    ]
+    assert list(zip(*(t.column(c).to_pylist() for c in NMF_SCHEMA.names), strict=True)) == want
+    sub = read_nmf_table(d / "default.parquet", row_groups=[1, 2], columns=["query", "value"])
+    assert sub.column_names == ["query", "value"]
+    assert (
+        sub.column("query").to_pylist()
+        == [keys[1].query] * keys[1].rows + [keys[2].query] * keys[2].rows
+    )
+    only = read_nmf_table(d / "default.parquet", row_groups=[3], columns=["variance"])
+    assert only.num_rows == keys[3].rows and set(only.column("variance").to_pylist()) == {3.0}
 
 
-def test_columns_are_required_value_and_cell_delta_encoded_cell_without_statistics(base):
+def test_row_group_keys_that_do_not_match_the_file_are_one_line_errors(base, tmp_path):
+    """A file rewritten with another split but the keys of the first (a tool that copies
+    the metadata) is refused, not read with the wrong levels or queries."""
+    d, h, _ = base
+    pf = pq.ParquetFile(d / "default.parquet")
+    path = tmp_path / "resplit.parquet"
+    copied = pf.schema_arrow.with_metadata(pf.metadata.metadata)  # the keys copied
+    with pq.ParquetWriter(path, copied) as w:
+        w.write_table(pf.read(), row_group_size=37)
+    with pytest.raises(InputError, match="row-group keys") as e:
+        NMFReader(path, PL94, h)
+    assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="row-group keys"):
+        read_nmf_table(path)
+
+
+def test_columns_are_required_value_and_cell_delta_encoded_only_value_with_statistics(base):
     """What the writer's CPU per value rests on (``benchmarks/bench_hh_measure.py``):
     non-null columns (no definition levels), ``value`` and ``cell`` delta-encoded without
-    a dictionary, and no statistics for ``cell`` only (the readers need the others')."""
+    a dictionary, ``value`` uncompressed, and statistics for ``value`` only (the readers
+    find the rest in the row-group keys)."""
     d, _, _ = base
     pf = pq.ParquetFile(d / "default.parquet")
     assert all(not f.nullable for f in pf.schema_arrow)
@@ -190,7 +232,8 @@ def test_columns_are_required_value_and_cell_delta_encoded_cell_without_statisti
             if name in ("cell", "value"):
                 assert "DELTA_BINARY_PACKED" in col.encodings, name
                 assert not col.has_dictionary_page, name
-            assert (col.statistics is not None) == (name != "cell"), name
+            assert (col.statistics is not None) == (name == "value"), name
+            assert col.compression == ("UNCOMPRESSED" if name == "value" else "ZSTD"), name
 
 
 def test_files_of_the_previous_layout_read_the_same(base, tmp_path):
@@ -198,7 +241,7 @@ def test_files_of_the_previous_layout_read_the_same(base, tmp_path):
     statistics on every column), alone or beside parts of the new layout, reads back to
     the same measurements."""
     d, h, measured = base
-    new = pq.read_table(d / "default.parquet")
+    new = read_nmf_table(d / "default.parquet")
     previous = new.cast(pa.schema([f.with_nullable(True) for f in NMF_SCHEMA]))
     old_path = tmp_path / "previous.parquet"
     pq.write_table(
@@ -224,7 +267,7 @@ def test_files_of_the_previous_layout_read_the_same(base, tmp_path):
     with NMFWriter(parts / "part-00000.parquet") as w:
         for mq in above:
             w.write_query(mq, h.geocodes[h.geolevels.index(mq.geolevel)])
-    t = pq.read_table(parts / "part-00000.parquet")
+    t = read_nmf_table(parts / "part-00000.parquet")
     pq.write_table(
         t.cast(pa.schema([f.with_nullable(True) for f in NMF_SCHEMA])),
         parts / "part-00000.parquet",
@@ -290,9 +333,10 @@ def test_a_foreign_split_inside_a_unit_is_read(base, tmp_path):
     d, h, measured = base
     pf = pq.ParquetFile(d / "default.parquet")
     path = tmp_path / "cut.parquet"
-    with pq.ParquetWriter(path, pf.schema_arrow) as w:
+    with pq.ParquetWriter(path, NMF_SCHEMA) as w:  # all seven columns in rows, as before
         for i in range(pf.metadata.num_row_groups):  # one (level, query) each
-            w.write_table(pf.read_row_group(i), row_group_size=37)  # prime: cuts inside units
+            t = read_nmf_table(d / "default.parquet", row_groups=[i])
+            w.write_table(t, row_group_size=37)  # prime: cuts inside units
     md = pq.ParquetFile(path).metadata
     assert md.num_row_groups > 10
     reader = NMFReader(path, PL94, h)
@@ -312,7 +356,8 @@ def test_overlaps_and_gaps_are_one_line_errors(base, tmp_path):
     r = mq.rows.size
     _write(tmp_path / "one.parquet", [(mq, codes)], row_group_rows=r + 1)
     pf = pq.ParquetFile(tmp_path / "one.parquet")
-    groups = [pf.read_row_group(i) for i in range(pf.metadata.num_row_groups)]
+    n_groups = pf.metadata.num_row_groups
+    groups = [read_nmf_table(tmp_path / "one.parquet", row_groups=[i]) for i in range(n_groups)]
     assert len(groups) == 11
 
     def rewrite(name, parts):
@@ -437,23 +482,17 @@ def test_the_row_group_cache_stays_within_its_budget(sizes, budget):
     assert held == kept[len(kept) - len(held) :]
 
 
-def test_the_writers_constant_columns_stay_bounded_and_right(base, tmp_path, monkeypatch):
-    """The one-value columns come from a per-process cache (``nmf_write._constant``): it
-    never holds more than its cap of rows, and every row group still gets its own
-    query's variance and names, whatever was cached before."""
-    from censusdp.io import nmf_write
-
+def test_every_row_group_gets_its_own_querys_variance_and_names(base, tmp_path):
+    """Each row group's key is its own query's (level, query, variance, mechanism),
+    whatever the writer wrote before it."""
     _, h, measured = base
-    monkeypatch.setattr(nmf_write, "_CONSTANTS", {})
-    monkeypatch.setattr(nmf_write, "_CONSTANT_ROWS", 40)
     bl = h.n_levels - 1
     blocks = [m for m, _ in measured if m.geolevel == "Block"]
     path = tmp_path / "variances.parquet"
     with NMFWriter(path) as w:
         for i, mq in enumerate(blocks * 3):
             w.write_query(dataclasses.replace(mq, variance=1.0 + i), h.geocodes[bl])
-            assert sum(len(c) for c in nmf_write._CONSTANTS.values()) <= 40
-    t = pq.read_table(path)
+    t = read_nmf_table(path)
     got = Counter(zip(t.column("query").to_pylist(), t.column("variance").to_pylist(), strict=True))
     assert got == {(mq.query, 1.0 + i): mq.values.size for i, mq in enumerate(blocks * 3)}
     assert set(t.column("geolevel").to_pylist()) == {"Block"}

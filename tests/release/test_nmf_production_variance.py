@@ -16,10 +16,10 @@ from fractions import Fraction
 from importlib import resources
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from censusdp.io.budget_files import load_preset
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
@@ -80,7 +80,7 @@ def measured(tmp_path_factory):
 
 
 def _variances(path) -> dict[tuple[str, str], np.ndarray]:
-    t = pq.read_table(path, columns=["geolevel", "query", "variance"]).to_pydict()
+    t = read_nmf_rows(path, columns=["geolevel", "query", "variance"]).to_pydict()
     keys = list(zip(t["geolevel"], t["query"], strict=True))
     var = np.asarray(t["variance"], dtype=np.float64)
     out: dict[tuple[str, str], list[float]] = {}

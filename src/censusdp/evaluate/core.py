@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, GeoLevels, Hierarchy
@@ -68,7 +68,13 @@ from censusdp.evaluate.trials import ErrorAccumulator, budget_from_manifest, run
 from censusdp.io.cef import read_cef
 from censusdp.io.layout import RUNS
 from censusdp.io.mdf_read import read_mdf_persons, read_mdf_units
-from censusdp.io.nmf_files import nmf_files
+from censusdp.io.nmf_files import (
+    NMF_COLUMNS,
+    has_row_group_keys,
+    iter_nmf_tables,
+    missing_columns,
+    nmf_files,
+)
 from censusdp.io.output_files import write_output_json
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
@@ -523,22 +529,24 @@ def _nmf_for(
             return None
         return sp.csr_matrix(levels[h.geolevels.index(level)] @ qm.T.astype(np.int64))
 
-    # the parts the index lists (a dataset of the directory would read any file in it)
-    dataset = pads.dataset([str(f) for f in nmf_files(path)], format="parquet")
-    cols = [
-        c
-        for c in ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
-        if c in dataset.schema.names
-    ]
-    need = {"geolevel", "geocode", "query", "cell", "value", "variance"}
-    if not need <= set(cols):
-        raise InputError(
-            f"{path}: noisy measurements need columns {sorted(need)}; got {dataset.schema.names}"
-        )
+    # the parts the index lists (a dataset of the directory would read any file in it),
+    # the one-value columns from each file's row-group keys when its rows lack them
+    metas = {f.name: pq.read_metadata(f) for f in nmf_files(path)}
+    for name, md in metas.items():
+        missing = missing_columns(md)
+        if missing:
+            raise InputError(f"{path}: noisy measurements need columns {missing} ({name})")
+    with_mech = all(
+        "mechanism" in md.schema.to_arrow_schema().names or has_row_group_keys(md)
+        for md in metas.values()
+    )
+    cols = [c for c in NMF_COLUMNS if c != "mechanism" or with_mech]
     return {
         "file": path.name,
         "schema": schema_name,
-        "by_level": nmf_summary(dataset.to_batches(columns=cols, batch_size=1 << 20), h, truth),
+        "by_level": nmf_summary(
+            (b for t in iter_nmf_tables(path, cols) for b in t.to_batches()), h, truth
+        ),
     }
 
 

@@ -11,13 +11,19 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
-from censusdp.io import parts as _parts
-from censusdp.io.nmf_files import read_part_index
+from censusdp.io.nmf_files import (
+    missing_columns,
+    read_nmf_rows,
+    read_nmf_table,
+    read_part_index,
+    row_group_keys,
+)
 from censusdp.io.parts import PART_INDEX
 
 __all__ = [
@@ -27,18 +33,16 @@ __all__ = [
 ]
 
 
-def _level_row_groups(pf: pq.ParquetFile) -> dict[str, list[int]] | None:
-    """Row groups of each geolevel from the statistics; ``None`` if a group mixes levels."""
-    names = pf.schema_arrow.names
-    md, col = pf.metadata, names.index("geolevel")
+def _level_row_groups(pf: pq.ParquetFile, where: str) -> dict[str, list[int]] | None:
+    """Row groups of each geolevel from the row-group keys; ``None`` if a group mixes levels."""
+    md = pf.metadata
     groups: dict[str, list[int]] = {}
-    for rg in range(md.num_row_groups):
+    for rg, key in enumerate(row_group_keys(md, where)):
         if md.row_group(rg).num_rows == 0:
             continue
-        st = md.row_group(rg).column(col).statistics
-        if st is None or not st.has_min_max or st.min != st.max:
+        if key is None:
             return None
-        groups.setdefault(str(st.min), []).append(rg)
+        groups.setdefault(key.geolevel, []).append(rg)
     return groups
 
 
@@ -51,9 +55,9 @@ def _open_levels(
     if not p.is_file():
         return p, None, None
     pf = pq.ParquetFile(p)
-    if "geolevel" not in pf.schema_arrow.names:
+    if "geolevel" in missing_columns(pf.metadata):
         raise InputError(f"{p}: missing column 'geolevel'")
-    return p, pf, _level_row_groups(pf)
+    return p, pf, _level_row_groups(pf, str(p))
 
 
 def _parts_by_level(p: Path) -> dict[str, list[Path]] | None:
@@ -75,22 +79,20 @@ def _parts_by_level(p: Path) -> dict[str, list[Path]] | None:
 def nmf_geolevels(path: str | Path) -> list[str]:
     """The geolevels present in a noisy measurement file (or partitioned directory).
 
-    Read from the row-group statistics when every row group holds one geolevel (files
+    Read from the row-group keys when every row group holds one geolevel (files
     written by :class:`~censusdp.io.nmf_write.NMFWriter`), so no data page is read;
     otherwise from the ``geolevel`` column.
 
     Raises:
         InputError: if the path is missing or has no ``geolevel`` column.
     """
-    import pyarrow.compute as pc
-
     p, _, groups = _open_levels(path)
     if groups is not None:
         return list(groups)
     by_level = _parts_by_level(p)
     if by_level is not None:
         return list(by_level)
-    table = _parts.read_parts(p, what="noisy measurement part", columns=["geolevel"])
+    table = read_nmf_rows(p, ["geolevel"])
     return [str(v) for v in pc.unique(table.column("geolevel").cast(pa.string())).to_pylist()]
 
 
@@ -102,8 +104,9 @@ _BYPASSED = (
 def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None = None) -> pa.Table:
     """The noisy measurements of one geolevel, reading only the row groups that hold it.
 
-    The file is written one row group per (geolevel, chunk, query) with min/max
-    statistics, so the row groups of a level are found from the file footer and only
+    The file is written one row group per (geolevel, chunk, query), each one's level
+    in the file's row-group keys, so the row groups of a level are found from the file
+    footer and only
     they are read; in a directory of parts, only the level's parts (found from its
     ``_parts.json``; never a file it does not list). A file whose row groups mix
     levels, or a directory whose index does not give each part's level, is read with a
@@ -128,15 +131,16 @@ def read_geolevel(path: str | Path, geolevel: str, *, columns: list[str] | None 
             raise InputError(
                 f"{p}: no geolevel {geolevel!r}; its geolevels are {list(groups)}{_BYPASSED}"
             )
-        return pf.read_row_groups(groups[geolevel], columns=columns)
+        return read_nmf_table(p, row_groups=groups[geolevel], columns=columns)
     by_level = _parts_by_level(p)
     if by_level is not None:  # a part directory: only the level's parts are opened
         if geolevel not in by_level:
             raise InputError(f"{p}: no geolevel {geolevel!r}; its geolevels are {list(by_level)}")
-        return pa.concat_tables([pq.read_table(f, columns=columns) for f in by_level[geolevel]])
-    table = _parts.read_parts(
-        p, what="noisy measurement part", columns=columns, filters=[("geolevel", "=", geolevel)]
-    )
+        return pa.concat_tables([read_nmf_table(f, columns=columns) for f in by_level[geolevel]])
+    table = read_nmf_rows(p)
+    table = table.filter(pc.equal(table.column("geolevel").cast(pa.string()), geolevel))
+    if columns is not None:
+        table = table.select(columns)
     if table.num_rows == 0:
         raise InputError(
             f"{p}: no geolevel {geolevel!r}; its geolevels are {nmf_geolevels(p)}{_BYPASSED}"
@@ -170,7 +174,6 @@ def decode_cells(table: pa.Table, schema: Schema | str = "pl94") -> pa.Table:
     missing = [c for c in ("query", "cell") if c not in table.column_names]
     if missing:
         raise InputError(f"noisy measurements lack columns {missing}")
-    import pyarrow.compute as pc
 
     encoded = pc.dictionary_encode(table.column("query").cast(pa.string())).combine_chunks()
     inverse = encoded.indices.to_numpy(zero_copy_only=False)

@@ -1,7 +1,7 @@
 """Reading the noisy measurement file (NMF) for the estimator, a run of units at a time.
 
 :class:`NMFReader` is the :class:`~censusdp.data.measurements.Measurements` protocol
-over a file or a directory of parts: the row-group statistics say where each
+over a file or a directory of parts: the row-group keys say where each
 (geolevel, query) and each run of units is, so a read opens only the row groups that
 hold the units asked for (through the process's cache, :mod:`censusdp.io.nmf_cache`),
 and :meth:`NMFReader.detach` hands a TopDown task an :class:`NMFSlice` it reads
@@ -28,7 +28,14 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io.nmf_cache import read_values
-from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files, structural_zeros_measured
+from censusdp.io.nmf_files import (
+    NMF_COLUMNS,
+    missing_columns,
+    nmf_files,
+    read_nmf_table,
+    row_group_keys,
+    structural_zeros_measured,
+)
 
 __all__ = [
     "NMFReader",
@@ -41,8 +48,9 @@ class NMFReader:
     """Chunked reads of a noisy measurement file: the
     :class:`~censusdp.data.measurements.Measurements` protocol for the estimator.
 
-    The row-group statistics of the file say which (geolevel, query) and which geocode
-    range each row group holds; the row counts in the footer, taken in geocode then
+    The row-group keys of the file (:func:`~censusdp.io.nmf_files.row_group_keys`: its
+    metadata, or the statistics of a file written before) say which (geolevel, query)
+    and which geocode range each row group holds; the row counts in the footer, taken in geocode then
     file order, say which rows of the (units x measured cells) answers each holds, so
     any split is accepted, even one cutting a geounit. :meth:`read` reads only the row
     groups overlapping the requested units and checks each one (geocodes, cells and
@@ -64,14 +72,10 @@ class NMFReader:
         self.geocodes = hierarchy.geocodes
         # footers only: a partitioned NMF of thousands of parts keeps no file open
         self._meta = [pq.read_metadata(f) for f in self._files]
-        has_mech = True
         for f, md in zip(self._files, self._meta, strict=True):
-            names = md.schema.to_arrow_schema().names
-            missing = [c for c in NMF_COLUMNS[:6] if c not in names]
+            missing = missing_columns(md)
             if missing:
                 raise InputError(f"{f}: missing columns {missing}")
-            has_mech = has_mech and "mechanism" in names
-        self._has_mech = has_mech
         self._fallback: MeasurementSet | None = None
         # (level, query) -> [(u0, u1, (file, row group), rows)] sorted,
         # then -> [(first row, (file, row group), rows)]
@@ -95,59 +99,46 @@ class NMFReader:
     def _index(self) -> bool:
         levels = {name: i for i, name in enumerate(self.geolevels.names)}
         for fi, md in enumerate(self._meta):
-            names = md.schema.to_arrow_schema().names
-            col = {names[i]: i for i in range(len(names))}
-            if not self._index_file(fi, md, col, levels):
+            if not self._index_file(fi, md, levels):
                 return False
         for key, groups in self._groups.items():
             self._spans[key] = self._cover(key, sorted(groups))
         return True
 
-    def _index_file(self, fi: int, md: Any, col: dict[str, int], levels: dict[str, int]) -> bool:
-        """Index the row groups of file ``fi`` from their statistics (``False``: mixed)."""
-        for rg in range(md.num_row_groups):
-            meta = md.row_group(rg)
-            if meta.num_rows == 0:
+    def _index_file(self, fi: int, md: Any, levels: dict[str, int]) -> bool:
+        """Index the row groups of file ``fi`` from their keys (``False``: mixed)."""
+        keys = row_group_keys(md, str(self._files[fi]))
+        for rg, k in enumerate(keys):
+            if md.row_group(rg).num_rows == 0:
                 continue
-            stats = {}
-            for c in ("geolevel", "query", "geocode", "variance", "mechanism"):
-                if c not in col:
-                    continue
-                st = meta.column(col[c]).statistics
-                if st is None or not st.has_min_max:
-                    return False
-                stats[c] = (st.min, st.max)
-            for c in ("geolevel", "query", "variance", "mechanism"):
-                if c in stats and stats[c][0] != stats[c][1]:
-                    return False
-            level = levels.get(str(stats["geolevel"][0]))
+            if k is None:
+                return False
+            level = levels.get(k.geolevel)
             if level is None:
                 raise InputError(
-                    f"{self.path}: geolevel {stats['geolevel'][0]!r} is not a level of the "
+                    f"{self.path}: geolevel {k.geolevel!r} is not a level of the "
                     f"release geography {list(self.geolevels.names)}"
                 )
             codes = self.geocodes[level]
-            lo, hi = str(stats["geocode"][0]), str(stats["geocode"][1])
+            lo, hi = k.first, k.last
             u0 = int(np.searchsorted(codes, lo))
             u1 = int(np.searchsorted(codes, hi)) + 1
             if u0 >= codes.size or codes[u0] != lo or u1 > codes.size or codes[u1 - 1] != hi:
                 raise InputError(
-                    f"{self.path}: geocodes {lo!r}..{hi!r} at {stats['geolevel'][0]} do not "
+                    f"{self.path}: geocodes {lo!r}..{hi!r} at {k.geolevel} do not "
                     "match the release geography"
                 )
-            qname = str(stats["query"][0])
-            q = self._queries.get(qname)
+            q = self._queries.get(k.query)
             if q is None:  # one per query: a ddp-2010 NMF has thousands of row groups
-                q = self._queries[qname] = make_query(self.schema, qname)
+                q = self._queries[k.query] = make_query(self.schema, k.query)
             key = (level, q.name)
             if key not in self._info:
                 zeros = structural_zeros_measured(md)
                 rows = measured_rows(self.schema, q, structural_zeros=zeros)
-                mech = str(stats["mechanism"][0]) if "mechanism" in stats else "unknown"
-                self._info[key] = (rows, float(stats["variance"][0]), mech)
+                mech = k.mechanism if k.mechanism is not None else "unknown"
+                self._info[key] = (rows, k.variance, mech)
                 self._order.setdefault(level, []).append(q.name)
-            var = float(stats["variance"][0])
-            self._groups.setdefault(key, []).append((u0, u1, (fi, rg), meta.num_rows, var))
+            self._groups.setdefault(key, []).append((u0, u1, (fi, rg), k.rows, k.variance))
         return True
 
     def _cover(
@@ -364,7 +355,7 @@ def read_nmf(path: str | Path, schema: Schema, hierarchy: Hierarchy) -> Measurem
     path = Path(path)
     tables = []
     for f in nmf_files(path):
-        t = pq.read_table(f)
+        t = read_nmf_table(f)
         missing = [c for c in NMF_COLUMNS[:6] if c not in t.column_names]
         if missing:
             raise InputError(f"{f}: missing columns {missing}")

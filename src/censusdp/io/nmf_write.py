@@ -6,7 +6,7 @@ most :data:`ROW_GROUP_ROWS` rows cut at geounit boundaries (Parquet writers cap 
 group at 2^26 rows and would otherwise cut a geounit in two), so
 :class:`censusdp.io.nmf_read.NMFReader` can hand the estimator the measurements of
 any run of units by reading only the row groups that hold them (found from the
-row-group statistics). A run's measurement tasks each write their own part
+row-group keys in the file's metadata, :func:`censusdp.io.nmf_files.row_group_keys`). A run's measurement tasks each write their own part
 (:func:`write_nmf_part`; the part layout is :mod:`censusdp.io.nmf_files`).
 """
 
@@ -23,9 +23,17 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
-from censusdp.io.nmf_files import NMF_COLUMNS, STRUCTURAL_ZEROS_KEY, STRUCTURAL_ZEROS_MEASURED
+from censusdp.io.nmf_files import (
+    ROW_GROUPS_KEY,
+    STORED_COLUMNS,
+    STRUCTURAL_ZEROS_KEY,
+    STRUCTURAL_ZEROS_MEASURED,
+    RowGroupKey,
+    encode_row_group_keys,
+)
 
 __all__ = [
+    "NMF_FILE_SCHEMA",
     "NMF_SCHEMA",
     "ROW_GROUP_ROWS",
     "WRITE_OPTIONS",
@@ -38,47 +46,42 @@ __all__ = [
 ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
 
-_ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
-
-_UNCOMPRESSED = (*_ONE_VALUE_COLUMNS, "value")
-
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": {c: "none" if c in _UNCOMPRESSED else "zstd" for c in NMF_COLUMNS},
-    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
+    "compression": {"geocode": "zstd", "cell": "zstd", "value": "none"},
+    "use_dictionary": ["geocode"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
-    "write_statistics": [c for c in NMF_COLUMNS if c != "cell"],
+    "write_statistics": ["value"],
     "write_batch_size": 1 << 16,
 }
-"""How :class:`NMFWriter` encodes the columns. ``cell`` ascends within each geounit (the
-query's measured rows in order), so delta encoding stores it in a few bits a row, where
-a dictionary of a ``ddp-2010`` query's 229,320 cells overflows and falls back to plain
-int32: on a Delaware ``ddp-2010`` part this made the file 2.9x smaller (14.2 to 4.9
-MB) and its writing 1.6x faster (``benchmarks/bench_nmf_write.py``). Every Parquet
-reader (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding.
+"""How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
 
-The columns with one value per row group (``geolevel``, ``query``, ``variance``,
-``mechanism``: a one-entry dictionary and one run of its index) are not compressed:
-zstd adds a frame and a compression context per page for nothing, which costs when
-row groups are small (a spine's block groups change budget share every few units,
-and each change starts a row group): a Wyoming block-group part with California's mix
-of shares writes about 15% faster and 4% smaller, a block part the same
-(``benchmarks/bench_measure.py``). Compression is chosen per column chunk in
-Parquet, so every reader reads it.
-
-A ``ddp-2010`` block has 337,680 person and 150,984 household values, nearly all noise
+A ``ddp-2010`` block has 338,502 person and 150,984 household values, nearly all noise
 about zero, so the writer's CPU per value decides how long a state takes to measure
 (``benchmarks/bench_hh_measure.py``, which compares these options with the previous
-ones). ``value`` is delta-encoded and not compressed: a dictionary of the noisy values
-(about a thousand at a block) cost a hash lookup per value, and zstd then won 6% of
-the bytes; delta encoding bit-packs the differences (about 10 bits a value) for 2% more
-bytes than before. The writer encodes in batches of 2^16 rows instead of pyarrow's
-1,024, each batch's fixed costs (levels, statistics, page checks) paid 64 times less
-often. Every column but ``cell`` has statistics: the readers find a row group's level,
-query, geocodes, variance and mechanism in its footer
-(:class:`censusdp.io.nmf_read.NMFReader`), the self-check settles ``value`` and the
-one-value columns there, and nothing reads the statistics of ``cell``. With the columns
-declared non-null (:data:`NMF_SCHEMA`) the writer writes no definition levels and the
-readers decode none."""
+ones). Parquet's CPU is paid per column and row, and the most of it went to what is
+the same on every row of a row group: ``geolevel``, ``query``, ``variance`` and
+``mechanism`` each cost 6 to 10 ns a row (a one-entry dictionary's indices encoded
+one by one, and statistics computed through a ``unique`` of them), and the
+statistics of ``geocode`` another 8. They are written once per row group instead, in
+the file's key-value metadata (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`: each
+row group's rows, level, query, variance, mechanism and first and last geocode), which
+is where the readers find them (:func:`~censusdp.io.nmf_files.row_group_keys`); the
+file stores ``geocode``, ``cell`` and ``value``, 3.5x less Parquet CPU a value.
+
+``cell`` ascends within each geounit (the query's measured rows in order), so delta
+encoding stores it in a few bits a row, where a dictionary of a ``ddp-2010`` query's
+229,320 cells overflows and falls back to plain int32 (2.9x smaller, 1.6x faster,
+``benchmarks/bench_nmf_write.py``). ``value`` is delta-encoded and not compressed: a
+dictionary of the noisy values (about a thousand at a block) cost a hash lookup per
+value, and zstd then won 6% of the bytes (zstd at level 1 after delta: 3.6x the CPU
+for 1% of the bytes; plain values with lz4, 2x the CPU and 2.5x the bytes); delta
+encoding bit-packs the differences (about 10 bits a value). Every Parquet reader
+(pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding. The
+writer encodes in batches of 2^16 rows instead of pyarrow's 1,024, each batch's fixed
+costs paid 64 times less often. Only ``value`` has statistics (its integers settle the
+self-check's value check in the footer). With the columns declared non-null
+(:data:`NMF_FILE_SCHEMA`) the writer writes no definition levels and the readers
+decode none."""
 
 
 def write_nmf_part(
@@ -111,40 +114,10 @@ def write_nmf_part(
     }
 
 
-_CONSTANTS: dict[Any, pa.Array] = {}
-"""This process's constant columns, grown as needed and sliced (:func:`_constant`)."""
-
-_CONSTANT_ROWS = 3 * ROW_GROUP_ROWS
-"""Most rows :data:`_CONSTANTS` holds in all: the zero indices and two levels' longest
-variance columns (96 MB at most; about 50 MB while a level's blocks are written)."""
-
-
-def _constant(key: Any, n: int, make: Any) -> pa.Array:
-    """The first ``n`` rows of the constant column ``key`` (``make(length)`` builds it).
-
-    A ``ddp-2010`` block task writes a 4M-row ``detailed`` query in every chunk; filling
-    its all-zero dictionary indices and its variance afresh for each cost more CPU a
-    value than the rest of the columns together (new pages, zeroed or filled). The tasks
-    of a level share their queries' variances, so the cache is emptied when it would
-    pass :data:`_CONSTANT_ROWS` rows."""
-    col = _CONSTANTS.get(key)
-    if n > _CONSTANT_ROWS:  # longer than the cache holds (a writer's own row-group cap)
-        return make(n)
-    if col is None or len(col) < n:
-        held = sum(len(c) for k, c in _CONSTANTS.items() if k != key)
-        if held + n > _CONSTANT_ROWS:
-            _CONSTANTS.clear()
-        col = _CONSTANTS[key] = make(max(n, 1))
-    return col.slice(0, n)
-
-
-def _zeros(n: int) -> pa.Array:
-    return _constant("zeros", n, lambda k: pa.array(np.zeros(k, np.int32), pa.int32()))
-
-
 class _QueryColumns:
-    """The columns of one query's answers, built once; :meth:`table` slices out the rows
-    of one row group (unit-major, then measured cell).
+    """The stored columns of one query's answers, built once; :meth:`table` slices out
+    the rows of one row group (unit-major, then measured cell) and :meth:`key` gives
+    what the row group holds once (its level, query, variance, mechanism, geocodes).
 
     Slicing Arrow arrays copies nothing, so a row group costs a few array views instead
     of rebuilding its columns: a spine's block groups change budget share every few
@@ -159,34 +132,30 @@ class _QueryColumns:
         tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
         self.cells = pa.array(tiled, pa.int32())
         self.values = pa.array(mq.values.reshape(-1))
-        self.codes = pa.array(np.asarray(geocodes)[:units], pa.string())
-        self.constants = {
-            name: pa.array([text], pa.string())
-            for name, text in (
-                ("geolevel", mq.geolevel),
-                ("query", mq.query),
-                ("mechanism", mq.mechanism),
-            )
-        }
+        self.geocodes = np.asarray(geocodes)[:units]
+        self.codes = pa.array(self.geocodes, pa.string())
+        self.unit_var = None if mq.uniform else mq.unit_variances()
         self.longest = longest
 
-    def _text(self, name: str, n: int) -> pa.Array:
-        """``n`` rows of the one-value column ``name``: shared zero indices, its string."""
-        return pa.DictionaryArray.from_arrays(_zeros(n), self.constants[name])
-
-    def _variance(self, unit: np.ndarray, first: int, n: int) -> pa.Array:
-        """The ``variance`` column: a slice of one constant column when the rows' units
-        share one variance (always, as the writer cuts row groups), else built."""
-        unit_var = None if self.mq.uniform else self.mq.unit_variances()
-        v = float(self.mq.variance) if unit_var is None else float(unit_var[first])
-        if n and (unit_var is None or (unit_var[first : first + int(unit[-1]) + 1] == v).all()):
-            return _constant(
-                ("variance", v), n, lambda k: pa.array(np.full(k, v, dtype=np.float64))
-            )
-        return pa.array(_row_variances(self.mq, unit, first))
+    def key(self, a: int, b: int) -> RowGroupKey:
+        """Rows ``a:b``'s :class:`~censusdp.io.nmf_files.RowGroupKey` (one variance: the
+        writer cuts row groups where a unit's variance changes)."""
+        first, last = a // self.r, (b - 1) // self.r
+        v = float(self.mq.variance) if self.unit_var is None else float(self.unit_var[first])
+        if self.unit_var is not None and (self.unit_var[first : last + 1] != v).any():
+            raise ValueError(f"row group of units {first}..{last} mixes variances")
+        return RowGroupKey(
+            b - a,
+            self.mq.geolevel,
+            self.mq.query,
+            v,
+            self.mq.mechanism,
+            str(self.geocodes[first]),
+            str(self.geocodes[last]),
+        )
 
     def table(self, a: int, b: int) -> pa.Table:
-        """Rows ``a:b`` of the query's answers flattened."""
+        """Rows ``a:b`` of the query's answers flattened: ``geocode``, ``cell``, ``value``."""
         n = b - a
         if n > self.longest:
             raise ValueError(f"row group of {n} rows, longer than {self.longest}")
@@ -196,25 +165,14 @@ class _QueryColumns:
         unit = np.repeat(np.arange(last - first, dtype=np.int32), self.r)[skip : skip + n]
         return pa.Table.from_arrays(
             [
-                self._text("geolevel", n),
                 pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
-                self._text("query", n),
                 self.cells.slice(a, n),
                 self.values.slice(a, n),
-                self._variance(unit, first, n),
-                self._text("mechanism", n),
             ],
-            schema=NMF_SCHEMA,
+            schema=NMF_FILE_SCHEMA,
         )
-
-
-def _row_variances(mq: MeasuredQuery, unit: np.ndarray, first: int = 0) -> np.ndarray:
-    """The ``variance`` column of rows of units ``first + unit``: each unit's own variance."""
-    if mq.uniform:
-        return np.full(unit.size, float(mq.variance), dtype=np.float64)
-    return mq.unit_variances()[unit.astype(np.int64) + first]
 
 
 def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
@@ -264,9 +222,15 @@ NMF_SCHEMA = pa.schema(
         pa.field("mechanism", _TEXT, nullable=False),
     ]
 )
-"""The columns :class:`NMFWriter` writes, every one non-null (``REQUIRED`` in Parquet: no
-definition levels to write or read). Files written before had the same columns,
-nullable and without nulls; every reader reads both."""
+"""The columns of an NMF, every one non-null: what
+:func:`~censusdp.io.nmf_files.read_nmf_table` gives of any NMF file. Files written
+before the row-group keys held them all in their rows (before that, nullable and
+without nulls); every reader reads each layout."""
+
+NMF_FILE_SCHEMA = pa.schema([NMF_SCHEMA.field(c) for c in STORED_COLUMNS])
+"""The columns :class:`NMFWriter` stores row by row, every one non-null (``REQUIRED`` in
+Parquet: no definition levels to write or read); the others are in the file's
+row-group keys (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`)."""
 
 
 class NMFWriter(StreamingWriter):
@@ -292,16 +256,17 @@ class NMFWriter(StreamingWriter):
         self._ctx = atomic_path(self.path)
         self._tmp = self._ctx.__enter__()
         self._writer: pq.ParquetWriter | None = None
-        self._schema: pa.Schema | None = None
+        self._keys: list[RowGroupKey] = []
         self._metadata = (
-            {STRUCTURAL_ZEROS_KEY: STRUCTURAL_ZEROS_MEASURED} if structural_zeros else None
+            {STRUCTURAL_ZEROS_KEY: STRUCTURAL_ZEROS_MEASURED} if structural_zeros else {}
         )
 
     def write_query(self, mq: MeasuredQuery, geocodes: np.ndarray) -> None:
         """Append one query's answers for ``geocodes`` (rows of ``mq.values``).
 
         Written in row groups of whole geounits of at most ``row_group_rows`` rows each
-        (:func:`row_group_bounds`), built one row group at a time.
+        (:func:`row_group_bounds`), built one row group at a time, each one's key
+        (level, query, variance, mechanism, geocodes) kept for the file's metadata.
         """
         r = mq.rows.size
         groups = [
@@ -315,15 +280,10 @@ class NMFWriter(StreamingWriter):
         for a, b in groups:
             table = columns.table(a, b)
             if self._writer is None:
-                self._schema = (
-                    table.schema
-                    if self._metadata is None
-                    else table.schema.with_metadata(self._metadata)
-                )
-                self._writer = pq.ParquetWriter(self._tmp, self._schema, **WRITE_OPTIONS)
-            if not table.schema.equals(self._schema):
-                table = table.cast(self._schema)
+                schema = NMF_FILE_SCHEMA.with_metadata(self._metadata)
+                self._writer = pq.ParquetWriter(self._tmp, schema, **WRITE_OPTIONS)
             self._writer.write_table(table, row_group_size=max(b - a, 1))
+            self._keys.append(columns.key(a, b))
             self.rows += table.num_rows
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
@@ -332,15 +292,16 @@ class NMFWriter(StreamingWriter):
             self.write_query(mq, chunk.geocodes)
 
     def close(self) -> int:
-        """Finish the file and move it into place; returns the number of rows."""
+        """Finish the file (its row-group keys in its metadata) and move it into place;
+        returns the number of rows."""
+        keys = {ROW_GROUPS_KEY: encode_row_group_keys(self._keys)}
         if self._writer is not None:
+            self._writer.add_key_value_metadata(keys)
             self._writer.close()
         else:
             # no measured unit (the US of an input of some states): the columns' own types,
             # so that a reader of the whole directory sees one schema
-            schema = NMF_SCHEMA
-            if self._metadata is not None:
-                schema = schema.with_metadata(self._metadata)
+            schema = NMF_FILE_SCHEMA.with_metadata({**self._metadata, **keys})
             pq.write_table(schema.empty_table(), self._tmp)
         self._ctx.__exit__(None, None, None)
         return self.rows

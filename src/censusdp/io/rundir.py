@@ -23,6 +23,7 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io import layout
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.io.nmf_levels import read_geolevel
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.parts import read_parts
@@ -178,7 +179,7 @@ class RunDir:
         """The noisy measurements of ``run`` (of one geolevel: only its row groups), the
         parts its ``_parts.json`` lists."""
         if geolevel is None:
-            return read_parts(self.nmf_file(run), what="noisy measurement part")
+            return read_nmf_rows(self.nmf_file(run))
         return read_geolevel(self.nmf_file(run), geolevel)
 
     def nmf_with_geoids(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:

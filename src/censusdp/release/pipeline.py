@@ -35,7 +35,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,8 @@ class _Session:
     staging: Staging
     rt: Runtime
     started: float
+    checked_nmf: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """The NMF verdicts of the measured run a re-estimate copied its NMF from."""
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Close the manifest, check the staged release as ``censusdp validate`` would
@@ -82,7 +84,12 @@ class _Session:
     def _check(self, staged: Path) -> None:
         timings = self.rt.timings
         t, c = time.perf_counter(), time.process_time()
-        report = validate_run(staged, progress=self.rt.progress, executor=self.rt.executor)
+        report = validate_run(
+            staged,
+            progress=self.rt.progress,
+            executor=self.rt.executor,
+            checked_nmf=self.checked_nmf,
+        )
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
         timings["validate_files_task_cpu"] = report.task_cpu_seconds
@@ -307,10 +314,15 @@ def reestimate(
     measured = source.manifest()
     spent = ReleaseBudget(*recorded_budgets(measured, str(source.manifest_file)))
     _check_same_budget(budget, spent, source.path)
-    require_valid(source.path, what="re-estimation", mdf=False, progress=execution.progress)
+    checked = require_valid(
+        source.path, what="re-estimation", mdf=False, progress=execution.progress
+    )
     if spent.units is not None and not source.has_nmf("units"):
         spent = ReleaseBudget(spent.persons)
     with _session(out_dir, source.path, execution, overwrite=overwrite) as run:
+        # the copied NMF is the one just checked: the self-check takes that verdict when
+        # the copy's recorded SHA-256, budget and geounits are the same (checked once)
+        run.checked_nmf = dict(checked.nmf_proofs)
         t = time.perf_counter()
         levels = tabulation_levels(spent.persons)
         hierarchy, inv = source.invariants(levels)

@@ -26,6 +26,7 @@ from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
@@ -106,7 +107,7 @@ def test_the_run_is_on_productions_prim_spine(dhc_run) -> None:
 
 def test_every_variance_is_productions_for_its_level_and_query(dhc_run) -> None:
     _, run = dhc_run
-    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
+    t = read_nmf_rows(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
     t = t.unify_dictionaries()
     distinct = t.group_by(["geolevel", "query", "variance"]).aggregate([]).to_pydict()
     got: dict[tuple[str, str], list[float]] = {}

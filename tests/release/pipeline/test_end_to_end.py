@@ -22,6 +22,7 @@ from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf_text import read_mdf_text
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -354,7 +355,7 @@ def test_nmf_noise_is_unbiased_with_stated_variance(small_state):
             ReleaseBudget(budget),
             ReleaseOptions(seed=100 + seed, postprocess="none"),
         )
-        t = pq.read_table(small_state / f"nb{seed}" / "noisy_measurements.parquet").to_pydict()
+        t = read_nmf_rows(small_state / f"nb{seed}" / "noisy_measurements.parquet").to_pydict()
         sel = (np.asarray(t["geolevel"]) == "Block") & (np.asarray(t["query"]) == "detailed")
         geo = np.asarray(t["geocode"])[sel]
         cell = np.asarray(t["cell"])[sel]

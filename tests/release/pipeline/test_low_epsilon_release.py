@@ -13,6 +13,7 @@ import pytest
 
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import resolve_budget
+from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
@@ -33,7 +34,7 @@ def _sex_age(sex: np.ndarray, age: np.ndarray) -> np.ndarray:
 def _pooled_sd(nmf: Path) -> float:
     """The standard deviation of the State's sex x age answers pooled from every level:
     the level sums are independent unbiased measurements, ``n_units x variance`` each."""
-    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "variance"]).to_pydict()
+    t = read_nmf_rows(nmf, columns=["geolevel", "geocode", "query", "variance"]).to_pydict()
     per: dict[str, tuple[set, float]] = {}
     for lv, geo, q, v in zip(t["geolevel"], t["geocode"], t["query"], t["variance"], strict=True):
         if q == "sex*age":

@@ -30,6 +30,7 @@ import pytest
 
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
+from censusdp.io.nmf_files import read_nmf_rows, read_nmf_table
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -119,7 +120,7 @@ def pr_release(tmp_path_factory):
 def _check_variances(nmf, spine_file, rho, level_shares, preset, top=0) -> int:
     shares = _bypassed_shares(spine_file, level_shares, top)
     queries = _query_shares(preset)
-    t = pq.read_table(nmf, columns=["geolevel", "geocode", "query", "variance"])
+    t = read_nmf_rows(nmf, columns=["geolevel", "geocode", "query", "variance"])
     strings = [(f.name, pa.string() if f.name != "variance" else pa.float64()) for f in t.schema]
     t = t.cast(pa.schema(strings))
     groups = t.group_by(["geolevel", "geocode", "query"]).aggregate(
@@ -163,7 +164,7 @@ def test_every_person_and_unit_variance_is_production_puerto_ricos(pr_release):
     )
     assert persons > 1000 and units > 100
     # the State measures no total ("PR has no AIAN areas ... State now has no 'total' query")
-    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query"])
+    t = read_nmf_rows(run / "noisy_measurements.parquet", columns=["geolevel", "query"])
     state = {q for lv, q in zip(*t.to_pydict().values(), strict=True) if lv == "State"}
     assert state and "total" not in state
 
@@ -245,7 +246,7 @@ def test_one_state_measures_its_state_with_the_state_allocation(one_state):
     m = json.loads((run / "manifest.json").read_text())
     assert m["spine"]["nation"]["measured"] is False
     assert m["spine"]["nation"]["share"] == "104/4099"
-    t = pq.read_table(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
+    t = read_nmf_rows(run / "noisy_measurements.parquet", columns=["geolevel", "query", "variance"])
     rows = t.cast(
         pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
     )
@@ -337,7 +338,7 @@ def one_state_tabulation(tmp_path_factory):
 
 def _nmf_rows(path) -> dict[str, list]:
     """The NMF's distinct (geolevel, query, variance) rows."""
-    t = pq.read_table(path, columns=["geolevel", "query", "variance"])
+    t = read_nmf_rows(path, columns=["geolevel", "query", "variance"])
     t = t.cast(
         pa.schema([("geolevel", pa.string()), ("query", pa.string()), ("variance", pa.float64())])
     )
@@ -361,8 +362,14 @@ def test_one_state_on_the_tabulation_hierarchy_leaves_the_us_to_the_nation(one_s
         ("noisy_measurements_units.parquet", UNIT_RHO, US_UNIT_SHARES, "pl94-2020-units"),
     ):
         # the US task's part has no rows, and the columns' own types (one schema)
-        assert pq.read_schema(run / nmf / "part-00000.parquet").field("variance").type == "double"
-        assert pq.read_table(run / nmf, columns=["variance"]).column(0).type == pa.float64()
+        us = read_nmf_table(run / nmf / "part-00000.parquet")
+        assert us.num_rows == 0 and us.schema.field("variance").type == "double"
+        assert pq.read_schema(run / nmf / "part-00000.parquet").names == [
+            "geocode",
+            "cell",
+            "value",
+        ]
+        assert read_nmf_rows(run / nmf, columns=["variance"]).column(0).type == pa.float64()
         d = _nmf_rows(run / nmf)
         assert "US" not in set(d["geolevel"])
         q_shares = _query_shares(preset)

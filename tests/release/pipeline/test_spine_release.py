@@ -29,6 +29,7 @@ from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset
 from censusdp.io.cef import read_cef
 from censusdp.io.mdf_read import read_mdf_persons
+from censusdp.io.nmf_files import read_nmf_rows, read_nmf_table
 from censusdp.privacy.budget import Budget, scaled_mechanism
 from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
@@ -265,8 +266,8 @@ def spine_run(spine_input, tmp_path_factory):
 
 
 def _nmf_codes(path, level):
-    t = pq.read_table(path, columns=["geolevel", "geocode"], filters=[("geolevel", "=", level)])
-    return set(np.asarray(t.column("geocode").to_numpy(zero_copy_only=False)).astype(str))
+    t = read_nmf_rows(path, columns=["geolevel", "geocode"]).to_pydict()
+    return {str(c) for c, lv in zip(t["geocode"], t["geolevel"], strict=True) if lv == level}
 
 
 def test_spine_parquet_reproduces_the_nmf_geounits(spine_run, spine_input):
@@ -726,7 +727,7 @@ def _rewrite_nmf(src, dst, change, level, unit):
     changed = 0
     for entry in index["parts"]:
         if entry["geolevel"] == level and entry["start"] <= unit < entry["stop"]:
-            t = change(pq.read_table(nmf / entry["file"]), pa)
+            t = change(read_nmf_table(nmf / entry["file"]), pa)  # seven columns, as before
             pq.write_table(t, nmf / entry["file"])
             index["rows"] += t.num_rows - entry["rows"]
             entry["rows"] = t.num_rows  # so that only the rows themselves are wrong
@@ -776,7 +777,7 @@ def test_validate_checks_each_unit_variance_against_its_share(spine_run, tmp_pat
 
     def extra_rows(t, pa):
         # the part of the bypassed unit may hold no rows: copy the parent's from the NMF
-        full = pq.read_table(spine_run / "noisy_measurements.parquet")
+        full = read_nmf_rows(spine_run / "noisy_measurements.parquet")
         lv = np.asarray(full.column("geolevel").to_numpy(zero_copy_only=False)).astype(str)
         gc = np.asarray(full.column("geocode").to_numpy(zero_copy_only=False)).astype(str)
         sel = np.flatnonzero((lv == h.geolevels[bl - 1].name) & (gc == p_code))

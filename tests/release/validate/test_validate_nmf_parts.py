@@ -18,6 +18,7 @@ import pytest
 
 from censusdp.execution import InProcessExecutor
 from censusdp.io.budget_files import load_preset
+from censusdp.io.nmf_files import ROW_GROUPS_KEY, read_nmf_table
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
@@ -67,12 +68,12 @@ def test_workers_check_parts_on_a_pool(measured: Path, tmp_path: Path) -> None:
 
 
 def _drop_row(p: Path) -> None:
-    t = pq.read_table(p)
+    t = read_nmf_table(p)
     pq.write_table(t.slice(1), p)
 
 
 def _move_geocode(p: Path) -> None:
-    t = pq.read_table(p)
+    t = read_nmf_table(p)
     codes = t.column("geocode").cast(pa.string()).to_pylist()
     codes[-1] = codes[0]
     t = t.set_column(t.column_names.index("geocode"), "geocode", pa.array(codes))
@@ -87,52 +88,79 @@ def _lie_in_index(run: Path) -> None:
 
 
 def _set_column(p: Path, name: str, values: pa.Array) -> None:
-    t = pq.read_table(p)
+    t = read_nmf_table(p)
     pq.write_table(t.set_column(t.column_names.index(name), name, values), p)
 
 
 def _scale_variance(p: Path) -> None:
     """Every row of the part claims another variance (one value: the footer path)."""
-    var = pq.read_table(p, columns=["variance"]).column("variance").to_numpy()
+    var = read_nmf_table(p, columns=["variance"]).column("variance").to_numpy()
     _set_column(p, "variance", pa.array(var * 1.5))
 
 
 def _null_value(p: Path) -> None:
     """One value missing (an integer column with a null: the footer must not vouch)."""
-    vals = pq.read_table(p, columns=["value"]).column("value").to_pylist()
+    vals = read_nmf_table(p, columns=["value"]).column("value").to_pylist()
     vals[len(vals) // 2] = None
     _set_column(p, "value", pa.array(vals, pa.int64()))
 
 
 def _null_geocode(p: Path) -> None:
     """One geocode missing (a string column with a null: read one string per row)."""
-    codes = pq.read_table(p, columns=["geocode"]).column("geocode").cast(pa.string()).to_pylist()
+    codes = read_nmf_table(p, columns=["geocode"]).column("geocode").cast(pa.string()).to_pylist()
     codes[len(codes) // 2] = None
     _set_column(p, "geocode", pa.array(codes, pa.string()))
 
 
 def _fractional_value(p: Path) -> None:
-    vals = pq.read_table(p, columns=["value"]).column("value").to_numpy().astype(np.float64)
+    vals = read_nmf_table(p, columns=["value"]).column("value").to_numpy().astype(np.float64)
     vals[0] += 0.5
     _set_column(p, "value", pa.array(vals))
 
 
 def _rename_query(p: Path) -> None:
     """Every row of the part claims another query (one value: the footer path)."""
-    t = pq.read_table(p, columns=["query"])
+    t = read_nmf_table(p, columns=["query"])
     _set_column(p, "query", pa.array(["not_" + str(t.column("query")[0])] * t.num_rows))
 
 
 def _other_level(p: Path) -> None:
     """The last row of the part (in its own row group) claims the part's other level."""
-    t = pq.read_table(p)
+    t = read_nmf_table(p)
     levels = t.column("geolevel").cast(pa.string()).to_pylist()
     levels[-1] = "Block" if levels[-1] != "Block" else "Tract"
     t = t.set_column(t.column_names.index("geolevel"), "geolevel", pa.array(levels))
     pq.write_table(t, p, row_group_size=max(1, t.num_rows - 1))
 
 
+def _rekey(p: Path, field: str, change) -> None:
+    """The part rewritten with its rows and row groups as they are and one field of
+    every row-group key changed (the layout that holds them once per row group)."""
+    pf = pq.ParquetFile(p)
+    keys = json.loads(pf.metadata.metadata[ROW_GROUPS_KEY])
+    at = keys["fields"].index(field)
+    for row in keys["row_groups"]:
+        row[at] = change(row[at])
+    kv = {**pf.metadata.metadata, ROW_GROUPS_KEY: json.dumps(keys).encode()}
+    groups = [pf.read_row_group(i) for i in range(pf.metadata.num_row_groups)]
+    with pq.ParquetWriter(p, pf.schema_arrow.with_metadata(kv)) as w:
+        for t in groups:
+            w.write_table(t, row_group_size=max(t.num_rows, 1))
+
+
 DAMAGE = {
+    "key: query renamed": lambda run: _rekey(
+        run / NMF / "part-00004.parquet", "query", lambda q: "not_" + q
+    ),
+    "key: variance changed": lambda run: _rekey(
+        run / NMF / "part-00005.parquet", "variance", lambda v: v * 1.5
+    ),
+    "key: level changed": lambda run: _rekey(
+        run / NMF / "part-00003.parquet", "geolevel", lambda v: "Tract" if v != "Tract" else "Block"
+    ),
+    "key: rows changed": lambda run: _rekey(
+        run / NMF / "part-00003.parquet", "rows", lambda n: n + 1
+    ),
     "query renamed": lambda run: _rename_query(run / NMF / "part-00004.parquet"),
     "last row at another level": lambda run: _other_level(run / NMF / "part-00003.parquet"),
     "variance of a part changed": lambda run: _scale_variance(run / NMF / "part-00005.parquet"),
@@ -156,6 +184,9 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
     assert tasks["detail"].startswith(serial["detail"])
     want = {
+        "key: query renamed": "not a measurement of the recorded budget",
+        "key: variance changed": "variance",
+        "key: rows changed": "row-group keys",
         "variance of a part changed": "variance",
         "fractional value": "finite integer",
         "null geocode": "geocode None is not a",
@@ -198,7 +229,7 @@ def test_row_groups_read_in_batches(
     run = tmp_path / "run"
     shutil.copytree(measured, run)
     part = max((run / NMF).glob("part-*.parquet"), key=lambda p: pq.read_metadata(p).num_rows)
-    t = pq.read_table(part)
+    t = read_nmf_table(part)
     pq.write_table(t, part, row_group_size=max(1, t.num_rows // 9))
     assert pq.read_metadata(part).num_row_groups >= 9
     (run / NMF / "_parts.json").write_text((measured / NMF / "_parts.json").read_text())
@@ -210,3 +241,45 @@ def test_row_groups_read_in_batches(
     pq.write_table(t, part, row_group_size=max(1, t.num_rows // 9))
     serial, tasks = _verdicts(run)
     assert not serial["ok"] and not tasks["ok"], (serial, tasks)
+
+
+def test_an_nmf_checked_before_is_not_counted_again(
+    measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-estimate copies its source's NMF byte for byte after checking it: its
+    self-check takes that verdict (same recorded SHA-256, budget and geounits) instead
+    of counting the rows again, and a changed byte still fails the release (checksums)."""
+    from censusdp.release.validate import run as run_mod
+
+    first = validate_run(measured, mdf=False)
+    assert first.ok and set(first.nmf_proofs) == {"persons"}
+    counted: list[Path] = []
+    real = run_mod.check_nmf
+    monkeypatch.setattr(run_mod, "check_nmf", lambda p, *a: counted.append(p) or real(p, *a))
+    again = validate_run(measured, mdf=False, checked_nmf=first.nmf_proofs)
+    assert again.ok and not counted
+    assert "checked in the measured run" in again.checks["nmf_persons"]["detail"]
+    run = tmp_path / "run"
+    shutil.copytree(measured, run)
+    DAMAGE["row dropped"](run)
+    damaged = validate_run(run, mdf=False, checked_nmf=first.nmf_proofs)
+    assert not damaged.ok and not damaged.checks["checksums"]["ok"]
+    other = validate_run(measured, mdf=False, checked_nmf={"persons": ("0" * 64, "other")})
+    assert other.ok and counted  # another proof: counted
+
+
+def test_a_reestimate_checks_the_copied_nmf_once(
+    measured: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run --from-measurements``: the source's NMF is counted before estimating, and the
+    release's self-check does not count its copy again (it was counted twice)."""
+    from censusdp.release.pipeline import reestimate
+    from censusdp.release.validate import run as run_mod
+
+    counted: list[Path] = []
+    real = run_mod.check_nmf
+    monkeypatch.setattr(run_mod, "check_nmf", lambda p, *a: counted.append(p) or real(p, *a))
+    reestimate(measured, tmp_path / "again", ReleaseOptions(postprocess="none"))
+    assert counted == [measured / NMF]
+    monkeypatch.undo()
+    assert validate_run(tmp_path / "again", mdf=False).checks["nmf_persons"]["ok"]

@@ -23,7 +23,13 @@ from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import InputError
-from censusdp.io.nmf_files import NMF_COLUMNS, nmf_files, structural_zeros_measured
+from censusdp.io.nmf_files import (
+    has_row_group_keys,
+    missing_columns,
+    nmf_files,
+    row_group_keys,
+    structural_zeros_measured,
+)
 from censusdp.io.parts import read_part_index
 from censusdp.privacy.budget import Budget
 from censusdp.release.manifest import sha256_of
@@ -62,7 +68,7 @@ def check_nmf(
     except (OSError, pa.ArrowException) as exc:
         return False, f"{path.name}: not readable Parquet ({exc})"
     for f, md in zip(files, metas, strict=True):
-        missing = [c for c in NMF_COLUMNS[:6] if c not in md.schema.to_arrow_schema().names]
+        missing = missing_columns(md)
         if missing:
             return False, f"{shown(path, f)}: missing columns {missing}"
     schema = get_schema(budget.schema)
@@ -134,6 +140,22 @@ def _miscounted(tally: Tally, want: dict, hierarchy: Hierarchy) -> str | None:
     return None
 
 
+def _key_range(md: Any, where: str) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """The min and max geolevel and geocode over a file's row groups (footer only: its
+    row-group keys, or the columns' statistics in a file written before them)."""
+    if not has_row_group_keys(md):
+        return _stat_range(md, "geolevel"), _stat_range(md, "geocode")
+    levels: list[str] = []
+    codes: list[str] = []
+    for key in row_group_keys(md, where):
+        if key is not None:  # None: an empty file's row group
+            levels.append(key.geolevel)
+            codes += [key.first, key.last]
+    if not levels:
+        return None, None
+    return (min(levels), max(levels)), (min(codes), max(codes))
+
+
 def _stat_range(md: Any, column: str) -> tuple[str, str] | None:
     """The min and max of a string column over a file's row groups (footer only)."""
     i = md.schema.to_arrow_schema().names.index(column)
@@ -165,7 +187,10 @@ def _check_index(
             return f"{where}: index entry {level} units {a}..{b - 1} is not in the release"
         if md.num_rows == 0:
             continue
-        lv, codes = _stat_range(md, "geolevel"), _stat_range(md, "geocode")
+        try:
+            lv, codes = _key_range(md, where)
+        except InputError as exc:
+            return str(exc)
         want = (str(hierarchy.geocodes[li][a]), str(hierarchy.geocodes[li][b - 1]))
         # within the range, not equal to it: bypassed units at either end have no rows
         # (which units must have rows is checked when the rows are counted)

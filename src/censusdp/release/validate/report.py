@@ -12,6 +12,12 @@ class ValidationReport:
     checks: dict[str, dict] = field(default_factory=dict)
     task_cpu_seconds: float = 0.0
     """CPU seconds of the tasks that read part files (not part of the verdict)."""
+    nmf_proofs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Per run whose NMF check passed, ``(proof, detail)``: a digest of what the check
+    depends on (the NMF files' recorded SHA-256, the run's budget record and measured
+    geounits, ``validate.run._nmf_proof``) and its verdict's detail (not part of the
+    verdict: what lets a re-estimate that copied the NMF byte for byte not count it
+    again)."""
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
         """Record one check."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from censusdp.errors import CensusDPError, InputError, ValidationError
@@ -29,6 +33,7 @@ def validate_run(
     progress: Progress = None,
     executor: Any = None,
     workers: int = 1,
+    checked_nmf: Mapping[str, tuple[str, str]] | None = None,
 ) -> ValidationReport:
     """Check a release from its own files: whole, consistent and untampered.
 
@@ -66,6 +71,11 @@ def validate_run(
     ``executor``: check the part files of a partitioned NMF as tasks on it (a run's
     self-check uses the run's executor); without one, ``workers > 1`` checks them on a
     pool of that many processes. The outcome is the same.
+    ``checked_nmf``: the ``nmf_proofs`` of a report that checked another release's NMF
+    (a re-estimate's source, whose NMF it copied byte for byte): a run whose NMF has the
+    same proof (the same recorded SHA-256 of every NMF file, budget record and measured
+    geounits) takes that verdict instead of being counted again, and ``checksums`` still
+    holds every file to its recorded SHA-256, so a changed byte fails the release.
 
     Returns:
         The report (``ok`` only if every check passed); it never raises for a bad
@@ -80,7 +90,13 @@ def validate_run(
 
         with make_executor(workers, kind="pool") as pool:
             return validate_run(
-                run_dir, truth_dir, mdf=mdf, progress=progress, executor=pool, workers=1
+                run_dir,
+                truth_dir,
+                mdf=mdf,
+                progress=progress,
+                executor=pool,
+                workers=1,
+                checked_nmf=checked_nmf,
             )
     run = Path(run_dir)
     rep = ValidationReport()
@@ -96,7 +112,16 @@ def validate_run(
     rep.add("privacy_loss", *check_privacy_loss(manifest))
     rep.add("randomness", *check_randomness(manifest))
     truth = None if truth_dir is None else Path(truth_dir)
-    _check_files(run, manifest, rep, truth, mdf=mdf, progress=progress, executor=executor)
+    _check_files(
+        run,
+        manifest,
+        rep,
+        truth,
+        mdf=mdf,
+        progress=progress,
+        executor=executor,
+        checked_nmf=checked_nmf or {},
+    )
     return rep
 
 
@@ -109,6 +134,7 @@ def _check_files(
     mdf: bool,
     progress: Progress,
     executor: Any,
+    checked_nmf: Mapping[str, tuple[str, str]],
 ) -> None:
     """The checks of :func:`validate_run` that read the release's files, into ``rep``:
     nothing is read from a release listing a file that is not a regular file, nor
@@ -129,9 +155,22 @@ def _check_files(
             rep.add("geography", False, f"cannot rebuild the geography: {exc}")
             return
         for run_name in release.budgets:
-            _check_nmf_of(
-                release, run_name, rep, mdf=mdf, progress=progress, executor=executor, hashed=hashed
-            )
+            proof = _nmf_proof(release, run_name)
+            if proof is not None and checked_nmf.get(run_name, ("", ""))[0] == proof:
+                detail = checked_nmf[run_name][1]
+                rep.add(f"nmf_{run_name}", True, f"{detail}; {_CHECKED_BEFORE}")
+            else:
+                _check_nmf_of(
+                    release,
+                    run_name,
+                    rep,
+                    mdf=mdf,
+                    progress=progress,
+                    executor=executor,
+                    hashed=hashed,
+                )
+            if proof is not None and rep.checks.get(f"nmf_{run_name}", {}).get("ok"):
+                rep.nmf_proofs[run_name] = (proof, rep.checks[f"nmf_{run_name}"]["detail"])
             bar.advance()
         if mdf and RunDir(run).mdf_file("persons").exists():
             say(progress, "validate: MDF, invariants, constraints and tables")
@@ -172,6 +211,37 @@ def _check_nmf_of(
         rep.add(f"nmf_{run_name}", False, f"{NMF_FILES[run_name]} is missing")
 
 
+_CHECKED_BEFORE = (
+    "checked in the measured run before this run copied it byte for byte (the same "
+    "SHA-256 of every file, budget and geounits; the checksums hold the copy to them)"
+)
+
+
+def _nmf_proof(release: Release, run_name: str) -> str | None:
+    """A digest of everything the NMF check of ``run_name`` depends on: the manifest's
+    SHA-256 of every file of the run's NMF, the run's budget record, its measured
+    geounits and their budget shares (``None`` without a recorded NMF)."""
+    name = NMF_FILES[run_name]
+    files = {
+        k: v
+        for k, v in (release.manifest.get("files") or {}).items()
+        if k == name or k.startswith(name + "/")
+    }
+    if not files or release.budgets.get(run_name) is None:
+        return None
+    h = hashlib.sha256()
+    h.update(json.dumps([files, release.manifest.get(run_name)], sort_keys=True).encode())
+    measured = release.measured[run_name]
+    for codes in measured.geocodes:
+        h.update(b"\x1e" + "\x1f".join(np.asarray(codes).astype(str).tolist()).encode())
+    shares = release.shares[run_name]
+    if shares is not None:
+        h.update(repr((shares.denominator, tuple(shares.level_numerators))).encode())
+        for a in shares.numerators:
+            h.update(b"\x1e" + np.ascontiguousarray(np.asarray(a, dtype=np.int64)).tobytes())
+    return h.hexdigest()
+
+
 _MEASUREMENT_FILES = (
     *NMF_FILES.values(),
     INVARIANTS_FILE,
@@ -183,19 +253,17 @@ _MEASUREMENT_FILES = (
 
 def require_valid(
     run_dir: str | Path, *, what: str, mdf: bool = True, progress: Progress = None
-) -> None:
-    """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates.
+) -> ValidationReport:
+    """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates;
+    return its report.
 
     Args:
         what: the use refused, for the message (e.g. ``"re-estimation"``).
         progress: ``None`` (silent) or a callable taking lines: the steps checked.
     """
     report = validate_run(run_dir, mdf=mdf, progress=progress)
-    if not report.ok:
-        failures = report.failures()
-        more = (
-            f" (and {len(failures) - 1} more; see censusdp validate)" if len(failures) > 1 else ""
-        )
-        raise ValidationError(
-            f"{run_dir} does not validate, so {what} refuses it: {failures[0]}{more}"
-        )
+    if report.ok:
+        return report
+    failures = report.failures()
+    more = f" (and {len(failures) - 1} more; see censusdp validate)" if len(failures) > 1 else ""
+    raise ValidationError(f"{run_dir} does not validate, so {what} refuses it: {failures[0]}{more}")
