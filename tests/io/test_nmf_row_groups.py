@@ -25,6 +25,7 @@ from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
 from censusdp.io.atomic import sha256_of
 from censusdp.io.nmf_files import (
+    NMF_COLUMNS,
     STORED_COLUMNS,
     read_nmf_table,
     row_group_keys,
@@ -158,14 +159,16 @@ def test_units_at_other_shares_start_row_groups_and_read_back(base, tmp_path_fac
         assert np.array_equal(reader.unit_variances(block, mq.query), unit_var)
 
 
-def test_the_one_value_columns_are_stored_once_per_row_group(base):
+def test_the_one_value_columns_are_in_rows_and_keyed_once_per_row_group(base):
     """geolevel, query, variance and mechanism hold one value per row group: the file
-    stores geocode, cell and value only, and each row group's key (rows, level, query,
-    variance, mechanism, first and last geocode) in its metadata, which the reader
-    turns back into the seven columns."""
+    stores all seven documented columns (what any Parquet reader sees) and each row
+    group's key (rows, level, query, variance, mechanism, first and last geocode) in
+    its metadata, the readers' index."""
     d, h, measured = base
     pf = pq.ParquetFile(d / "default.parquet")
-    assert pf.schema_arrow.names == list(STORED_COLUMNS)
+    assert pf.schema_arrow.names == list(STORED_COLUMNS) == list(NMF_COLUMNS)
+    plain = pq.read_table(d / "default.parquet").to_pandas()
+    assert set(plain.columns) == set(NMF_COLUMNS)
     keys = row_group_keys(pf.metadata, "default")
     assert [k.rows for k in keys] == [
         pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)
@@ -215,11 +218,11 @@ def test_row_group_keys_that_do_not_match_the_file_are_one_line_errors(base, tmp
         read_nmf_table(path)
 
 
-def test_columns_are_required_value_and_cell_delta_encoded_only_value_with_statistics(base):
+def test_columns_are_required_value_and_cell_delta_encoded_statistics_where_checked(base):
     """What the writer's CPU per value rests on (``benchmarks/bench_hh_measure.py``):
     non-null columns (no definition levels), ``value`` and ``cell`` delta-encoded without
-    a dictionary, ``value`` uncompressed, and statistics for ``value`` only (the readers
-    find the rest in the row-group keys)."""
+    a dictionary, ``value`` and the one-value columns uncompressed, and statistics only
+    where the self-check reads a row group's footer (geolevel, query, value, variance)."""
     d, _, _ = base
     pf = pq.ParquetFile(d / "default.parquet")
     assert all(not f.nullable for f in pf.schema_arrow)
@@ -232,8 +235,10 @@ def test_columns_are_required_value_and_cell_delta_encoded_only_value_with_stati
             if name in ("cell", "value"):
                 assert "DELTA_BINARY_PACKED" in col.encodings, name
                 assert not col.has_dictionary_page, name
-            assert (col.statistics is not None) == (name == "value"), name
-            assert col.compression == ("UNCOMPRESSED" if name == "value" else "ZSTD"), name
+            with_stats = name in ("geolevel", "query", "value", "variance")
+            assert (col.statistics is not None) == with_stats, name
+            zstd = name in ("geocode", "cell")
+            assert col.compression == ("ZSTD" if zstd else "UNCOMPRESSED"), name
 
 
 def test_files_of_the_previous_layout_read_the_same(base, tmp_path):

@@ -3,9 +3,10 @@
 ``noisy_measurements.parquet``: ``geolevel``, ``geocode``, ``query``, ``cell`` (row
 within the query), ``value``, ``variance`` (plus ``mechanism``), one row per noisy
 answer (:data:`NMF_COLUMNS`). A row group holds one level, query, variance and
-mechanism: a file stores :data:`STORED_COLUMNS` in its rows and those four once per
-row group in its metadata (:data:`ROW_GROUPS_KEY`, :func:`row_group_keys`); files
-written before hold all seven in rows. :func:`read_nmf_table`, :func:`read_nmf_rows`
+mechanism: a file stores all seven in its rows (:data:`STORED_COLUMNS`) and those four
+once per row group in its metadata too, as an index (:data:`ROW_GROUPS_KEY`,
+:func:`row_group_keys`); files of an earlier round hold them in the metadata only, and
+files written before the keys in rows only. :func:`read_nmf_table`, :func:`read_nmf_rows`
 and :func:`iter_nmf_tables` give either as the seven columns.
 
 A run writes the NMF as *part files*: ``noisy_measurements.parquet/`` is a directory
@@ -111,7 +112,7 @@ def read_part_index(directory: str | Path) -> dict[str, Any]:
 
 
 ROW_GROUPS_KEY = b"censusdp.nmf_row_groups"
-"""Parquet key-value metadata of an NMF file written without its one-value columns: per
+"""Parquet key-value metadata of an NMF file, an index of its row groups: per
 row group its rows, ``geolevel``, ``query``, ``variance``, ``mechanism`` and first and
 last ``geocode`` (JSON, :func:`row_group_keys`)."""
 
@@ -119,8 +120,12 @@ ONE_VALUE_COLUMNS = ("geolevel", "query", "variance", "mechanism")
 """The columns with one value per row group: in the file's metadata since the NMF holds
 them once per row group (:data:`ROW_GROUPS_KEY`), in every row of files written before."""
 
-STORED_COLUMNS = ("geocode", "cell", "value")
-"""The columns an NMF file written with :data:`ROW_GROUPS_KEY` stores row by row."""
+STORED_COLUMNS = ("geolevel", "geocode", "query", "cell", "value", "variance", "mechanism")
+"""The columns :class:`~censusdp.io.nmf_write.NMFWriter` stores row by row: all of
+:data:`NMF_COLUMNS`, so any Parquet reader (pyarrow, pandas, Spark, DuckDB) sees the
+documented table. Files written by an earlier round stored only ``geocode``, ``cell``
+and ``value`` (the others in :data:`ROW_GROUPS_KEY` alone); every reader still reads
+them."""
 
 _KEY_FIELDS = ["rows", "geolevel", "query", "variance", "mechanism", "first", "last"]
 

@@ -47,10 +47,18 @@ ROW_GROUP_ROWS = 1 << 22
 """Most rows :class:`NMFWriter` puts in one row group (pyarrow's own cap is 2^26)."""
 
 WRITE_OPTIONS: dict[str, Any] = {
-    "compression": {"geocode": "zstd", "cell": "zstd", "value": "none"},
-    "use_dictionary": ["geocode"],
+    "compression": {
+        "geolevel": "none",
+        "geocode": "zstd",
+        "query": "none",
+        "cell": "zstd",
+        "value": "none",
+        "variance": "none",
+        "mechanism": "none",
+    },
+    "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
-    "write_statistics": ["value"],
+    "write_statistics": ["geolevel", "query", "value", "variance"],
     "write_batch_size": 1 << 16,
 }
 """How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
@@ -62,11 +70,15 @@ ones). Parquet's CPU is paid per column and row, and the most of it went to what
 the same on every row of a row group: ``geolevel``, ``query``, ``variance`` and
 ``mechanism`` each cost 6 to 10 ns a row (a one-entry dictionary's indices encoded
 one by one, and statistics computed through a ``unique`` of them), and the
-statistics of ``geocode`` another 8. They are written once per row group instead, in
-the file's key-value metadata (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`: each
-row group's rows, level, query, variance, mechanism and first and last geocode), which
-is where the readers find them (:func:`~censusdp.io.nmf_files.row_group_keys`); the
-file stores ``geocode``, ``cell`` and ``value``, 3.5x less Parquet CPU a value.
+statistics of ``geocode`` another 8. They stay in the rows, so that any Parquet reader
+sees the NMF's documented seven columns, at the least cost: dictionary-encoded and
+uncompressed (a run of one index), statistics only where the self-check settles a row
+group from its footer (``geolevel``, ``query``, ``variance``, ``value``), none on
+``geocode`` and ``mechanism``. Each row group's rows, level, query, variance, mechanism
+and first and last geocode are also in the file's key-value metadata
+(:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`), the index the readers find row groups
+by (:func:`~censusdp.io.nmf_files.row_group_keys`); the self-check holds the rows'
+statistics to it.
 
 ``cell`` ascends within each geounit (the query's measured rows in order), so delta
 encoding stores it in a few bits a row, where a dictionary of a ``ddp-2010`` query's
@@ -136,6 +148,10 @@ class _QueryColumns:
         self.codes = pa.array(self.geocodes, pa.string())
         self.unit_var = None if mq.uniform else mq.unit_variances()
         self.longest = longest
+        self.zeros = pa.array(np.zeros(longest, dtype=np.int32), pa.int32())
+        self.level = pa.array([mq.geolevel], pa.string())
+        self.query = pa.array([mq.query], pa.string())
+        self.mechanism = pa.array([mq.mechanism], pa.string())
 
     def key(self, a: int, b: int) -> RowGroupKey:
         """Rows ``a:b``'s :class:`~censusdp.io.nmf_files.RowGroupKey` (one variance: the
@@ -155,7 +171,7 @@ class _QueryColumns:
         )
 
     def table(self, a: int, b: int) -> pa.Table:
-        """Rows ``a:b`` of the query's answers flattened: ``geocode``, ``cell``, ``value``."""
+        """Rows ``a:b`` of the query's answers flattened, the seven columns."""
         n = b - a
         if n > self.longest:
             raise ValueError(f"row group of {n} rows, longer than {self.longest}")
@@ -163,13 +179,19 @@ class _QueryColumns:
         last = (b - 1) // self.r + 1 if n else first
         skip = a - first * self.r  # rows of the first unit in an earlier row group
         unit = np.repeat(np.arange(last - first, dtype=np.int32), self.r)[skip : skip + n]
+        zeros = self.zeros.slice(0, n)
+        variance = self.key(a, b).variance if n else float(self.mq.variance)
         return pa.Table.from_arrays(
             [
+                pa.DictionaryArray.from_arrays(zeros, self.level),
                 pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
+                pa.DictionaryArray.from_arrays(zeros, self.query),
                 self.cells.slice(a, n),
                 self.values.slice(a, n),
+                pa.array(np.full(n, variance, dtype=np.float64)),
+                pa.DictionaryArray.from_arrays(zeros, self.mechanism),
             ],
             schema=NMF_FILE_SCHEMA,
         )

@@ -184,7 +184,7 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
     assert tasks["detail"].startswith(serial["detail"])
     want = {
-        "key: query renamed": "not a measurement of the recorded budget",
+        "key: query renamed": "'not_total' in the file's row-group keys",
         "key: variance changed": "variance",
         "key: rows changed": "row-group keys",
         "variance of a part changed": "variance",

@@ -82,12 +82,13 @@ def count_files(path: Path, files: list[Path], tally: Tally) -> str | None:
         names = pf.schema_arrow.names
         try:
             keys = row_group_keys(md, shown(path, f)) if has_row_group_keys(md) else None
+            constants = [
+                _footer_constants(md.row_group(rg), names, None if keys is None else keys[rg])
+                for rg in range(md.num_row_groups)
+            ]
         except InputError as exc:
-            return str(exc)
-        constants = [
-            _footer_constants(md.row_group(rg), names, None if keys is None else keys[rg])
-            for rg in range(md.num_row_groups)
-        ]
+            where = shown(path, f)
+            return str(exc) if str(exc).startswith(where) else f"{where}: {exc}"
         for batch in _read_batches(md, constants):
             columns = [c for c in NMF_COLUMNS[:6] if c not in constants[batch[0]]]
             try:
@@ -138,8 +139,9 @@ def _footer_constants(meta: Any, names: list[str], key: RowGroupKey | None) -> d
     Reading them was about 70% of reading a ``ddp-2010`` part's checked columns. The
     footer is part of the file the manifest's SHA-256 covers."""
     out: dict[str, Any] = {}
-    if key is not None:
-        out.update(variance=np.float64(key.variance), geolevel=key.geolevel, query=key.query)
+    if key is not None:  # from the key what the rows do not store (an earlier round's file)
+        keyed = {"variance": np.float64(key.variance), "geolevel": key.geolevel, "query": key.query}
+        out.update({c: v for c, v in keyed.items() if c not in names})
     kinds = {
         "value": ("INT32", "INT64"),
         "variance": ("DOUBLE",),
@@ -159,6 +161,11 @@ def _footer_constants(meta: Any, names: list[str], key: RowGroupKey | None) -> d
             out[name] = np.int64(0)
         elif st.has_min_max and st.min == st.max:
             out[name] = np.float64(st.min) if name == "variance" else str(st.min)
+            if key is not None and out[name] != keyed[name]:
+                raise InputError(
+                    f"a row group's {name} is {out[name]!r} in its rows, "
+                    f"{keyed[name]!r} in the file's row-group keys"
+                )
     return out
 
 
