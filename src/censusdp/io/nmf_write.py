@@ -149,6 +149,9 @@ class _QueryColumns:
         self.unit_var = None if mq.uniform else mq.unit_variances()
         self.longest = longest
         self.zeros = pa.array(np.zeros(longest, dtype=np.int32), pa.int32())
+        self.variances = (
+            pa.array(np.full(longest, float(mq.variance))) if self.unit_var is None else None
+        )
         self.level = pa.array([mq.geolevel], pa.string())
         self.query = pa.array([mq.query], pa.string())
         self.mechanism = pa.array([mq.mechanism], pa.string())
@@ -179,19 +182,26 @@ class _QueryColumns:
         last = (b - 1) // self.r + 1 if n else first
         skip = a - first * self.r  # rows of the first unit in an earlier row group
         unit = np.repeat(np.arange(last - first, dtype=np.int32), self.r)[skip : skip + n]
-        zeros = self.zeros.slice(0, n)
-        variance = self.key(a, b).variance if n else float(self.mq.variance)
+        zeros = self.zeros.slice(0, n)  # the one-value columns: index 0 of a 1-entry dictionary
+        if self.variances is not None:
+            variance = self.variances.slice(0, n)
+        else:
+            variance = pa.array(np.full(n, self.key(a, b).variance if n else 0.0))
+
+        def one(dictionary: pa.Array) -> pa.DictionaryArray:
+            return pa.DictionaryArray.from_arrays(zeros, dictionary, safe=False)
+
         return pa.Table.from_arrays(
             [
-                pa.DictionaryArray.from_arrays(zeros, self.level),
+                one(self.level),
                 pa.DictionaryArray.from_arrays(
                     pa.array(unit, pa.int32()), self.codes.slice(first, last - first)
                 ),
-                pa.DictionaryArray.from_arrays(zeros, self.query),
+                one(self.query),
                 self.cells.slice(a, n),
                 self.values.slice(a, n),
-                pa.array(np.full(n, variance, dtype=np.float64)),
-                pa.DictionaryArray.from_arrays(zeros, self.mechanism),
+                variance,
+                one(self.mechanism),
             ],
             schema=NMF_FILE_SCHEMA,
         )
