@@ -30,7 +30,7 @@ import pytest
 
 from censusdp.generate import generate_state
 from censusdp.io.budget_files import load_preset
-from censusdp.io.nmf_files import read_nmf_rows, read_nmf_table
+from censusdp.io.nmf_files import NMF_COLUMNS, read_nmf_rows, read_nmf_table
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
@@ -364,11 +364,7 @@ def test_one_state_on_the_tabulation_hierarchy_leaves_the_us_to_the_nation(one_s
         # the US task's part has no rows, and the columns' own types (one schema)
         us = read_nmf_table(run / nmf / "part-00000.parquet")
         assert us.num_rows == 0 and us.schema.field("variance").type == "double"
-        assert pq.read_schema(run / nmf / "part-00000.parquet").names == [
-            "geocode",
-            "cell",
-            "value",
-        ]
+        assert pq.read_schema(run / nmf / "part-00000.parquet").names == list(NMF_COLUMNS)
         assert read_nmf_rows(run / nmf, columns=["variance"]).column(0).type == pa.float64()
         d = _nmf_rows(run / nmf)
         assert "US" not in set(d["geolevel"])

@@ -106,7 +106,9 @@ def test_household_families_go_to_clarabel_first() -> None:
     assert backend_order(sub, comp, "activeset") == ("activeset",)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_clarabel_first_gives_the_previous_chains_point(seed: int) -> None:
     """The least-squares point is unique (the detailed query makes the objective strictly
     convex), so Clarabel must reach the objective of the ADMM (where the previous chain
