@@ -134,7 +134,7 @@ def speed(run: Path, plan: Path, workers: int) -> dict:
         long_table,
         tabulation_geographies,
     )
-    from censusdp.infer.release import release_gls
+    from censusdp.infer.release import _variance_parts, release_gls
 
     out: dict = {"load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,11 +155,7 @@ def speed(run: Path, plan: Path, workers: int) -> dict:
     chunks = [c for c in gls.chunks if c.level == gls.hierarchy.n_levels - 1]
     out.update(gls_s=time.perf_counter() - t, gls_cpu_s=time.process_time() - c0)
     geo = gls.geography
-    n_person = len(gls.line_sets[0])
-    parts = [
-        (gls.factors[0], gls.line_sets[0], slice(0, n_person)),
-        (gls.factors[1], gls.line_sets[1], slice(n_person, len(gls.lines))),
-    ]
+    parts = _variance_parts(gls)  # infer's own: the unit run on its own spine
 
     def timed_geographies(make) -> tuple[float, list]:
         t = time.perf_counter()
