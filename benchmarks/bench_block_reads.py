@@ -113,7 +113,9 @@ def _split(reader, h, hist_bg, hist_b, cache, groups, max_children: int) -> tupl
     n = h.n_units(bg + 1)
     ctx = TaskContext(reader, cache, h, groups, "auto", max_children=max_children, detach=True)
     tasks = LevelTasks(ctx, bg, hist_bg, _free(n, groups), LevelPlan())
-    blocks = {int(a): int(b - a) for a, b in zip(h.child_ptr[bg][:-1], h.child_ptr[bg][1:], strict=True)}
+    blocks = {
+        int(a): int(b - a) for a, b in zip(h.child_ptr[bg][:-1], h.child_ptr[bg][1:], strict=True)
+    }
     chunks = []
     for t in tasks:
         if t.chunks:  # the coarse task: its result is the released chunks' sums
@@ -121,9 +123,25 @@ def _split(reader, h, hist_bg, hist_b, cache, groups, max_children: int) -> tupl
             starts = t.child_start + chunk_starts(k, max_children)
             ends = np.r_[starts[1:], t.child_start + k]
             counts = np.vstack(
-                [np.asarray(hist_b[a:b][:, t.kept].sum(axis=0)).ravel() for a, b in zip(starts, ends, strict=True)]
+                [
+                    np.asarray(hist_b[a:b][:, t.kept].sum(axis=0)).ravel()
+                    for a, b in zip(starts, ends, strict=True)
+                ]
             ).astype(np.int64)
-            r = TaskResult(t.level, t.parent_geocode, t.child_start, t.kept, counts, "x", "x", 0, 0, 0, 0, chunks=t.chunks)
+            r = TaskResult(
+                t.level,
+                t.parent_geocode,
+                t.child_start,
+                t.kept,
+                counts,
+                "x",
+                "x",
+                0,
+                0,
+                0,
+                0,
+                chunks=t.chunks,
+            )
             tasks.accept(r)
         elif t.source is None:
             chunks.append(t)

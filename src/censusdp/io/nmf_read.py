@@ -255,7 +255,6 @@ class NMFReader:
             return self._fallback.read(level, start, stop, queries)
         return self.detach(level, start, stop).read(level, start, stop, queries)
 
-
     def read_rows(
         self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]
     ) -> list[MeasuredQuery]:
@@ -330,7 +329,6 @@ class NMFSlice:
             out.append(MeasuredQuery(name, qname, live, values, _variance(uv, variance), mech))
         return out
 
-
     def read_rows(
         self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]
     ) -> list[MeasuredQuery]:
@@ -368,9 +366,7 @@ class NMFSlice:
                 lo, hi = np.searchsorted(at, [off, off + n])
                 flat[lo:hi] = vals[at[lo:hi] - off]
             uv = unit_var[start - self.start : stop - self.start]
-            out.append(
-                MeasuredQuery(name, qname, want[hit], values, _variance(uv, variance), mech)
-            )
+            out.append(MeasuredQuery(name, qname, want[hit], values, _variance(uv, variance), mech))
         return out
 
     def _check_range(self, level: int, start: int, stop: int) -> None:
