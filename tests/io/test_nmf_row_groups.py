@@ -561,3 +561,21 @@ def test_reading_on_wanted_rows_across_a_foreign_split(base, tmp_path):
                 strict=True,
             ):
                 assert np.array_equal(g.values, w.restricted(wanted[w.query]).values)
+
+
+def test_reading_on_wanted_rows_of_a_file_read_whole(base, tmp_path):
+    """A file whose row groups mix queries is read whole (the reader's fallback);
+    ``read_rows`` restricts what it read, the same as on the row-grouped file."""
+    d, h, measured = base
+    path = tmp_path / "mixed.parquet"
+    pq.write_table(read_nmf_table(d / "default.parquet"), path, row_group_size=10**6)
+    mixed = NMFReader(path, PL94, h)
+    assert mixed._fallback is not None
+    grouped = NMFReader(d / "default.parquet", PL94, h)
+    bl = h.n_levels - 1
+    wanted = {mq.query: mq.rows[::2] for mq, _ in measured if mq.geolevel == "Block"}
+    for a, b in zip(
+        mixed.read_rows(bl, 2, 7, wanted), grouped.read_rows(bl, 2, 7, wanted), strict=True
+    ):
+        assert a.query == b.query and np.array_equal(a.rows, b.rows)
+        assert np.array_equal(a.values, b.values)
