@@ -77,13 +77,26 @@ def _estimate(run: Path, out: Path, single: bool) -> dict:
     finally:
         if saved is not None:
             passes_module.PRODUCTION_PASSES["dhcp-2020"] = saved
+    levels = manifest.get("estimation", {}).get("persons", [])
     return {
         "cpu_seconds": time.process_time() - c0,
         "wall_seconds": time.perf_counter() - w0,
-        "timings": manifest.get("timings"),
-        "methods": manifest.get("estimation", {}).get("persons", {}).get("methods")
-        if isinstance(manifest.get("estimation"), dict)
-        else None,
+        "estimate_seconds": manifest.get("timings", {}).get("estimate_persons"),
+        "levels": {
+            lev["geolevel"]: {
+                key: lev.get(key)
+                for key in (
+                    "tasks",
+                    "task_cpu_seconds",
+                    "max_task_cpu_seconds",
+                    "l2_seconds",
+                    "rounding_seconds",
+                    "methods",
+                    "max_l2_violation",
+                )
+            }
+            for lev in levels
+        },
     }
 
 

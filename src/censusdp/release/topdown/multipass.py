@@ -89,8 +89,22 @@ class L2Passes:
 
 
 def _key(schema: Schema, name: str) -> frozenset[str]:
-    """A query's identity: the set of its variables (``detailed`` = every attribute)."""
-    return frozenset(make_query(schema, name).variables)
+    """A query's identity: the set of its variables (``detailed`` = every attribute).
+
+    Read from the name, each variable checked by the schema, without building the
+    query's rows (on the 1,227,744 DHC cells that took 0.1 s a name, 20 names a level).
+    """
+    key = name.strip().lower()
+    if key == "total":
+        return frozenset()
+    if key == "detailed":
+        return frozenset(schema.attribute_names)
+    variables = [v.strip() for v in key.split("*")]
+    if any(not v for v in variables) or len(set(variables)) != len(variables):
+        return frozenset(make_query(schema, name).variables)  # its SchemaError
+    for v in variables:
+        schema.variable(v)  # raises SchemaError for an unknown name
+    return frozenset(variables)
 
 
 def bind_l2(
