@@ -173,6 +173,26 @@ def test_a_binding_group_bound_is_shared_out_over_the_held_rows() -> None:
     assert tight.violations(solve_l2(relaxed).x)["group"] > 1e-3
 
 
+def test_a_held_query_that_cuts_across_the_groups_is_held_too() -> None:
+    """``votingage * cenrace`` does not refine ``hhgq``: the pass's groups are the common
+    refinement, the held rows coarser sums over them, checked and shared out."""
+    queries = ("total", "hhgq", "votingage*cenrace", "hispanic", "detailed")
+    plan = PassPlan(
+        l2=(queries[:-1], ("detailed",)), hold=(("votingage*cenrace",), ()), rounder=(("total",),)
+    )
+    rng = np.random.default_rng(11)
+    sub, _ = census_subproblem(rng, queries=queries, n_children=5, n_people=300, rho=0.02)
+    bound = bind_l2(plan, PL94, list(queries), "hhgq")
+    first = solve_l2(_only(sub, bound.queries[0]))
+    tol = first.max_violation + OPT_TOL_SLACK
+    res = solve_l2_passes(sub, bound)
+    held = sub.answers(res.x)[2]
+    assert np.abs(held - sub.answers(first.x)[2]).max() <= tol + 1e-6
+    assert sub.max_violation(res.x) <= 1e-6 * sub.scale()
+    free = solve_l2(_only(sub, bound.queries[1]))
+    assert np.abs(sub.answers(free.x)[2] - sub.answers(first.x)[2]).max() > tol + 0.5
+
+
 # -- rounding -----------------------------------------------------------------------------
 
 

@@ -98,6 +98,7 @@ class _Layer:
     lower: np.ndarray  # (k, n_layer)
     upper: np.ndarray  # (k, n_layer)
     single: np.ndarray  # (n_layer,) the layer row is one fine row
+    count: np.ndarray  # (n_layer,) its fine rows (0: no kept cell, nothing to check)
 
 
 def _fine(sub: Subproblem, holds: Sequence[Held]) -> tuple[np.ndarray, int, list[_Layer]]:
@@ -115,7 +116,7 @@ def _fine(sub: Subproblem, holds: Sequence[Held]) -> tuple[np.ndarray, int, list
     for rows, n, lo, hi in parts:
         up = rows[first]
         count = np.bincount(up, minlength=n)
-        layers.append(_Layer(up, lo, hi, count == 1))
+        layers.append(_Layer(up, lo, hi, count == 1, count))
     return fine, n_fine, layers
 
 
@@ -132,12 +133,15 @@ def _fine_bounds(k: int, n_fine: int, layers: list[_Layer]) -> tuple[np.ndarray,
 def _coarse_violated(
     x_fine: np.ndarray, layers: list[_Layer], tol: float
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per layer, ``(k, n_layer)`` masks of the rows (of several fine rows) ``x`` breaks."""
+    """Per layer, ``(k, n_layer)`` masks of the rows (of several fine rows) ``x`` breaks
+    by more than ``tol`` persons a fine row (each fine row may be off by the solver's
+    tolerance)."""
     out = []
     for lay in layers:
         s = _row_sums(x_fine, lay.up, lay.lower.shape[1])
-        bad = (s > lay.upper + tol) | (s < lay.lower - tol)
-        out.append(bad & ~lay.single[None, :])
+        gap = tol * np.maximum(lay.count, 1)[None, :]
+        bad = (s > lay.upper + gap) | (s < lay.lower - gap)
+        out.append(bad & (lay.count > 1)[None, :])
     return out
 
 
@@ -225,7 +229,8 @@ def solve_held(
             break
         if solves > ROUNDS:  # share out every layer row: feasible around the anchor
             masks = [
-                np.broadcast_to(~lay.single, m.shape) for m, lay in zip(masks, layers, strict=True)
+                np.broadcast_to(lay.count > 1, m.shape)
+                for m, lay in zip(masks, layers, strict=True)
             ]
         lo, hi = _share_out(lo, hi, anchor_fine, layers, masks)
         if solves > ROUNDS + 1:
