@@ -193,6 +193,42 @@ def test_a_held_query_that_cuts_across_the_groups_is_held_too() -> None:
     assert np.abs(sub.answers(free.x)[2] - sub.answers(first.x)[2]).max() > tol + 0.5
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_separable_root_pass_is_clarabels_optimum(seed: int) -> None:
+    """A root's held pass (one child, ``detailed`` alone, held rows as groups, the total
+    exact or bounded) has a closed form; it equals Clarabel's solve of the same program."""
+    rng = np.random.default_rng(seed)
+    c, n = 60, 12
+    groups = np.concatenate([np.arange(n), rng.integers(0, n, c - n)])
+    truth = rng.poisson(3.0, c).astype(float)
+    a = np.bincount(groups, weights=truth, minlength=n)
+    exact = seed % 2 == 0
+    sub = Subproblem(
+        parent=None,
+        query_rows=(rng.permutation(c),),
+        query_sizes=(c,),
+        noisy=((truth + rng.normal(0, 3.0, c))[None, :],),
+        weights=np.array([1.0]),
+        groups=groups,
+        group_lower=np.maximum(a - 1.1, 0.0)[None, :],
+        group_upper=(a + 1.1)[None, :],
+        total_lower=np.array([truth.sum() - (0 if exact else 5)]),
+        total_upper=np.array([truth.sum() + (0 if exact else 5)]),
+    )
+    x = _held._project(sub)
+    assert x is not None and sub.max_violation(x) <= 1e-8
+    best = solve_l2(sub, method="clarabel")
+    assert sub.objective(x) <= best.objective + 1e-6
+    np.testing.assert_allclose(x, best.x, atol=1e-4)
+    # not a separable root: a query that sees several cells at once
+    assert (
+        _held._project(
+            replace(sub, query_rows=(groups,), query_sizes=(n,), noisy=(sub.noisy[0][:, :n],))
+        )
+        is None
+    )
+
+
 # -- rounding -----------------------------------------------------------------------------
 
 

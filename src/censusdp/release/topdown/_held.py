@@ -179,11 +179,75 @@ def _share_out(
     return np.minimum(lo, hi), hi
 
 
+BISECTIONS = 100
+"""Halvings of each shift's bracket in :func:`_project` (doubles are exact well before)."""
+
+
+def _shift_sums(y: np.ndarray, rows: np.ndarray, n: int, t: np.ndarray) -> np.ndarray:
+    """``s_r(t_r) = sum_{j in r} max(0, y_j - t_r)`` for every row ``r``."""
+    return np.bincount(rows, weights=np.maximum(y - t[rows], 0.0), minlength=n)
+
+
+def _solve_shifts(y: np.ndarray, rows: np.ndarray, n: int, target: np.ndarray) -> np.ndarray:
+    """Per row, the shift ``t_r`` with ``s_r(t_r) = target_r`` (bisection; ``s_r`` falls)."""
+    count = np.maximum(np.bincount(rows, minlength=n), 1)
+    lo = np.full(n, np.inf)
+    np.minimum.at(lo, rows, y)
+    hi = np.full(n, -np.inf)
+    np.maximum.at(hi, rows, y)
+    lo = np.where(np.isfinite(lo), lo - target / count - 1.0, 0.0)  # s_r(lo) > target
+    hi = np.where(np.isfinite(hi), hi, 0.0)  # s_r(hi) = 0 <= target
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        above = _shift_sums(y, rows, n, mid) > target
+        lo = np.where(above, mid, lo)
+        hi = np.where(above, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def _project(sub: Subproblem) -> np.ndarray | None:
+    """The exact answer of a root pass whose one query is ``detailed`` (``None`` if ``sub``
+    is not one): ``min ||x - y||^2`` over ``x >= 0``, the group bounds and the total bounds
+    is separable, ``x_j = max(0, y_j - lambda - mu_g)``: each group's sum is its
+    unconstrained sum at shift ``lambda`` clipped to its bounds, ``lambda`` makes the
+    clipped sums meet the total (bisection), and each group's shift gives its sum."""
+    if sub.parent is not None or sub.k != 1 or sub.n_queries != 1 or sub.child_group is not None:
+        return None
+    rows = sub.query_rows[0]
+    if sub.c == 0 or np.unique(rows).size != sub.c:
+        return None
+    y, g, n = sub.noisy[0][0, rows], sub.groups, sub.G
+    lo, hi = sub.group_lower[0], sub.group_upper[0]
+
+    def clipped(lam: float) -> np.ndarray:
+        return np.clip(_shift_sums(y, g, n, np.full(n, lam)), lo, hi)
+
+    t_lo, t_hi = float(sub.total_lower[0]), float(sub.total_upper[0])
+    sums = clipped(0.0)
+    goal = min(max(sums.sum(), t_lo), t_hi)
+    if goal != sums.sum():
+        a, b = float(y.min()) - goal - 1.0, float(y.max()) + 1.0  # F(a) >= goal >= F(b)
+        for _ in range(BISECTIONS):
+            mid = 0.5 * (a + b)
+            a, b = (mid, b) if clipped(mid).sum() > goal else (a, mid)
+        sums = clipped(0.5 * (a + b))
+        sums *= goal / sums.sum() if sums.sum() > 0 else 1.0
+    x = np.maximum(y - _solve_shifts(y, g, n, sums)[g], 0.0)
+    got = np.bincount(g, weights=x, minlength=n)
+    x *= np.where(got > 0, sums / np.where(got > 0, got, 1.0), 0.0)[g]
+    return x[None, :]
+
+
 def _solve(sub: Subproblem, method: str, tol: float, feas_tol: float) -> RealSolution:
-    """``auto``: Clarabel first. The held rows are as many groups as a family has kept
-    cells, nearly; Clarabel's program takes each as one sparse row, while the active set
-    finds each active group's cells by a pass over all of them (the first DHC Prim family
-    of the test blocks ran for minutes in it)."""
+    """``auto``: the closed form of a separable root (:func:`_project`), else Clarabel
+    first. The held rows are as many groups as a family has kept cells, nearly;
+    Clarabel's program takes each as one sparse row, while the active set finds each
+    active group's cells by a pass over all of them (the first DHC Prim family of the test
+    blocks ran for minutes in it)."""
+    x = _project(sub) if method == "auto" else None
+    if x is not None and sub.max_violation(x) <= feasibility_tolerance(sub, feas_tol):
+        v = sub.max_violation(x)
+        return RealSolution(x, "optimal", "projection", BISECTIONS, 0.0, v, sub.objective(x))
     if method == "auto":
         res = solve_l2(sub, method="clarabel", tol=tol, feas_tol=feas_tol)
         if res.status == "optimal":
