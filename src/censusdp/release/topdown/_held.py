@@ -29,6 +29,10 @@ pass that holds partitions with them, without a backend of its own:
    shared out, which is feasible (the anchor is inside). The held answers then stay
    within ``tol`` and the layer bounds hold, a tighter set than production's where a
    layer binds (it has every constraint in one Gurobi model).
+
+A root whose pass has ``detailed`` alone (one child, no parent: the DHC's second pass at
+the top) is separable and solved in closed form (:func:`_project`, bisection on the
+shifts of the total and of each held row), not by a solver over its 905,184 cells.
 """
 
 from __future__ import annotations
