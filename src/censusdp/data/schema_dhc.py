@@ -466,8 +466,9 @@ least-squares passes (``l2``), the queries each pass holds for the later ones
 (``constrain_to``) and the rounding passes (``rounder``), the same at every geolevel.
 Verbatim except for case; where production names a query its strategy does not measure
 (``hispanic * sex * age_40_groups * hhgq8lev * cenrace`` in the person ``l2`` pass) or a
-query of the unit histogram (``tenvacgq``), so do these. TopDown does not use them yet
-(docs/dhc-2020.md)."""
+query of the unit histogram (``tenvacgq``), so do these. TopDown runs the person ordering
+(``release.topdown.passes``, ``PRODUCTION_PASSES["dhcp-2020"]``); the household ordering
+is not used yet (docs/dhc-2020.md)."""
 
 DHC_SCHEMA_NAMES: tuple[str, ...] = (DHCP_2020.name, DHCH_2020.name, DHC_UNITS_2020.name)
 """The schemas of this module; ``censusdp run`` does not release them yet."""

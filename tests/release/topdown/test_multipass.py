@@ -136,12 +136,18 @@ def test_bind_l2_maps_names_to_measured_queries() -> None:
     assert bound.queries == ((1,), (0, 2))
 
 
-def test_bind_l2_refuses_to_hold_a_query_it_cannot_hold() -> None:
+def test_bind_l2_holds_a_marginal_query_row_by_row() -> None:
+    """A marginal (here ``cenrace``) is held row by row; ``total`` and the group attribute
+    as bounds; ``detailed`` and queries the level did not measure are not held."""
     plan = PassPlan(
-        l2=(("cenrace",), ("detailed",)), hold=(("cenrace",), ()), rounder=(("total",),)
+        l2=(("cenrace", "total", "hhgq", "votingage"), ("detailed",)),
+        hold=(("cenrace", "total", "hhgq", "detailed", "hispanic"), ()),
+        rounder=(("total",),),
     )
-    with pytest.raises(ConfigError, match="holds query 'cenrace' after least-squares pass 0"):
-        bind_l2(plan, PL94, ["cenrace", "detailed"], "hhgq")
+    bound = bind_l2(plan, PL94, ["cenrace", "detailed", "total", "hhgq"], "hhgq")
+    assert bound.queries == ((0, 2, 3), (1,))
+    assert bound.hold_queries == ((0,), ())
+    assert bound.hold_total == (True, False) and bound.hold_groups == (True, False)
 
 
 # -- least squares in passes --------------------------------------------------------------

@@ -39,12 +39,14 @@ def _refines(a: np.ndarray, b: np.ndarray) -> bool:
     """True when partition ``a`` refines ``b``: cells with one ``a`` label share a ``b`` label."""
     if a.size == 0:
         return True
-    # one int64 key per (a, b) pair: a 1-D unique (np.unique(axis=1) took a minute on
-    # the 229,320 cells of a dhc-lite root)
+    # one pass over the cells: each a label's b label (the last written) must be every
+    # one of its cells' (a sort of (a, b) pairs took 0.1 s on a 905,184-cell DHC root,
+    # several times per rounding)
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
-    pairs = np.unique(a * (int(b.max()) + 1) + b)
-    return pairs.size == np.unique(a).size
+    seen = np.empty(int(a.max()) + 1, dtype=np.int64)
+    seen[a] = b
+    return bool((seen[a] == b).all())
 
 
 @dataclass

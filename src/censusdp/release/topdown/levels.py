@@ -124,6 +124,7 @@ def level_plans(
     bound to ``root_names``, its queries, when given)."""
     names = [g.name for g in hierarchy.geolevels]
     out = []
+    templates: dict[int, RoundingTemplate] = {}  # one per plan: DHC rows are 1.2M cells
     for level, plan in enumerate(plans_for(ms.schema.name, names, passes)):
         if plan is None:
             out.append(LevelPlan())
@@ -131,10 +132,10 @@ def level_plans(
         measured = [m.query for m in ms.read(level, 0, 0)]
         if level == 0 and root_names is not None:
             measured = root_names
+        if id(plan) not in templates:
+            templates[id(plan)] = bind_rounding(plan, ms.schema)
         out.append(
-            LevelPlan(
-                bind_l2(plan, ms.schema, measured, group_variable), bind_rounding(plan, ms.schema)
-            )
+            LevelPlan(bind_l2(plan, ms.schema, measured, group_variable), templates[id(plan)])
         )
     return out
 

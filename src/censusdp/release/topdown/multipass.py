@@ -10,8 +10,10 @@ the production code; this module runs the passes on one
   where ``v_r`` is the validated constraint violation of pass ``r``'s solution (the
   held constraints are feasible at tolerance ``v_r``: pass ``r``'s solution meets them,
   so this is the ``opt_tol`` that production's ``findOptimalTol`` solves for, up to the
-  solver's residual). censusdp can hold the ``total`` query (child total bounds) and
-  the group attribute (group bounds), which is what production's orderings hold.
+  solver's residual). The ``total`` query is held as child total bounds and the group
+  attribute as group bounds; any other measured query, a partition of the cells, is held
+  row by row (:mod:`censusdp.release.topdown._held`: the DHC person run holds
+  ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows).
 
 * :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
   :mod:`censusdp.release.topdown._pass_network`, minimising the L1 distance of pass ``p``'s query
@@ -35,8 +37,8 @@ import numpy as np
 
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
-from censusdp.errors import ConfigError, InfeasibleError, InternalError
-from censusdp.release.topdown import _flow, _pass_network
+from censusdp.errors import InfeasibleError, InternalError
+from censusdp.release.topdown import _flow, _held, _pass_network
 from censusdp.release.topdown.passes import PassPlan
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.rounding import COST_SCALE, _snap, accept, no_integer_solution
@@ -63,12 +65,16 @@ class L2Passes:
         hold_total: per pass, whether later passes hold the child totals it found.
         hold_groups: per pass, whether later passes hold its group sums.
         slack: persons added to the optimal tolerance of held answers.
+        hold_queries: per pass, the indices of the subproblem's queries (other than the
+            total and the group attribute) whose answers later passes hold row by row;
+            ``()``: none in any pass.
     """
 
     queries: tuple[tuple[int, ...], ...]
     hold_total: tuple[bool, ...]
     hold_groups: tuple[bool, ...]
     slack: float
+    hold_queries: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.queries)
@@ -76,11 +82,29 @@ class L2Passes:
             raise InternalError(f"L2Passes needs non-empty passes, got {self.queries}")
         if len(self.hold_total) != n or len(self.hold_groups) != n:
             raise InternalError("L2Passes hold flags must have one entry per pass")
+        if not self.hold_queries:
+            object.__setattr__(self, "hold_queries", ((),) * n)
+        if len(self.hold_queries) != n:
+            raise InternalError("L2Passes hold_queries must have one entry per pass")
 
 
 def _key(schema: Schema, name: str) -> frozenset[str]:
-    """A query's identity: the set of its variables (``detailed`` = every attribute)."""
-    return frozenset(make_query(schema, name).variables)
+    """A query's identity: the set of its variables (``detailed`` = every attribute).
+
+    Read from the name, each variable checked by the schema, without building the
+    query's rows (on the 1,227,744 DHC cells that took 0.1 s a name, 20 names a level).
+    """
+    key = name.strip().lower()
+    if key == "total":
+        return frozenset()
+    if key == "detailed":
+        return frozenset(schema.attribute_names)
+    variables = [v.strip() for v in key.split("*")]
+    if any(not v for v in variables) or len(set(variables)) != len(variables):
+        return frozenset(make_query(schema, name).variables)  # its SchemaError
+    for v in variables:
+        schema.variable(v)  # raises SchemaError for an unknown name
+    return frozenset(variables)
 
 
 def bind_l2(
@@ -91,20 +115,18 @@ def bind_l2(
     Queries the plan names but the level did not measure are skipped (production
     filters its orderings by the measured queries too); passes left empty are dropped;
     a measured query the plan does not name joins the last pass, so no measurement is
-    ever ignored.
+    ever ignored. A held query is held as the child totals (``total``), the group sums
+    (the group attribute) or row by row (any other measured query); ``detailed`` is
+    never held (production skips it), nor is a query the level did not measure.
 
     Returns:
         the bound passes, or ``None`` when one pass remains (then :func:`solve_l2` on
         the whole subproblem is the same thing).
-
-    Raises:
-        ConfigError: when a pass other than the last holds a query censusdp cannot
-            hold (only ``total`` and the group attribute can be held).
     """
     keys = [_key(schema, m) for m in measured]
     group_key = None if group_variable is None else _key(schema, group_variable)
-    holdable = {frozenset(), group_key, _key(schema, "detailed")}
-    passes: list[tuple[list[int], bool, bool, list[str]]] = []
+    special = {frozenset(), group_key, _key(schema, "detailed")}
+    passes: list[tuple[list[int], bool, bool, tuple[int, ...]]] = []
     used: set[int] = set()
     for names, held in zip(plan.l2, plan.hold, strict=True):
         wanted = {_key(schema, n) for n in names}
@@ -112,23 +134,18 @@ def bind_l2(
         if not idx:
             continue
         used.update(idx)
-        held_keys = {_key(schema, n): n for n in held if _key(schema, n) in keys}
-        bad = [n for k, n in held_keys.items() if k not in holdable]
-        passes.append((idx, frozenset() in held_keys, group_key in held_keys, bad))
+        held_keys = {_key(schema, n) for n in held} & set(keys)
+        rows = tuple(i for i, k in enumerate(keys) if k in held_keys and k not in special)
+        passes.append((idx, frozenset() in held_keys, group_key in held_keys, rows))
     if len(passes) <= 1:
         return None
-    for p, (_, _, _, bad) in enumerate(passes[:-1]):
-        if bad:
-            raise ConfigError(
-                f"pass plan holds query {bad[0]!r} after least-squares pass {p}; censusdp "
-                f"can hold only 'total' and the group attribute ({group_variable!r})"
-            )
     passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
     return L2Passes(
         queries=tuple(tuple(sorted(p[0])) for p in passes),
         hold_total=tuple(p[1] for p in passes),
         hold_groups=tuple(p[2] for p in passes),
         slack=plan.opt_tol_slack,
+        hold_queries=tuple(p[3] for p in passes),
     )
 
 
@@ -190,12 +207,23 @@ def solve_l2_passes(
     t0 = time.perf_counter()
     current = sub
     results: list[RealSolution] = []
+    holds: list[_held.Held] = []
     for p, queries in enumerate(passes.queries):
-        res = solve_l2(_restrict(current, queries), method=method, tol=tol, feas_tol=feas_tol)
+        target = _restrict(current, queries)
+        if holds:
+            res, _ = _held.solve_held(
+                target, holds, results[-1].x, method=method, tol=tol, feas_tol=feas_tol
+            )
+        else:
+            res = solve_l2(target, method=method, tol=tol, feas_tol=feas_tol)
         results.append(res)
         if p + 1 < len(passes.queries):
             held_tol = float(res.max_violation) + passes.slack
             current = _hold(current, res.x, passes.hold_total[p], passes.hold_groups[p], held_tol)
+            holds.extend(
+                _held.Held.around(sub.query_rows[q], res.x, held_tol, str(q))
+                for q in passes.hold_queries[p]
+            )
     x = results[-1].x
     bad = [r.status for r in results if r.status != "optimal"]
     return RealSolution(
@@ -204,7 +232,7 @@ def solve_l2_passes(
         method="+".join(r.method for r in results),
         iterations=sum(r.iterations for r in results),
         seconds=time.perf_counter() - t0,
-        max_violation=sub.max_violation(x),
+        max_violation=max([sub.max_violation(x), *(h.violation(x) for h in holds)]),
         objective=sub.objective(x),
         solver_status="; ".join(f"pass {p}: {r.solver_status}" for p, r in enumerate(results)),
         attempts=tuple((f"pass {p}: {m}", s) for p, r in enumerate(results) for m, s in r.attempts),

@@ -50,6 +50,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from censusdp.data.schema_dhc import QUERY_ORDERINGS
 from censusdp.errors import ConfigError
 
 __all__ = [
@@ -99,8 +100,9 @@ class PassPlan:
     Attributes:
         l2: per least-squares pass, the names of the queries in its objective.
         hold: per least-squares pass, the queries (possibly none) whose answers later
-            passes keep within the tolerance (production's "constrain-to" ordering). ``detailed``
-            is never held (production skips it: "unnecessary").
+            passes keep within the tolerance (production's "constrain-to" ordering): the
+            total, the group attribute or any measured marginal, row by row.
+            ``detailed`` is never held (production skips it: "unnecessary").
         rounder: per rounding pass, the queries whose L1 distance to the rounded
             least-squares answer the pass minimises; later passes hold them exactly.
             They need not be measured, but together with ``total`` and the group
@@ -189,6 +191,15 @@ _PUBLISHED = PassPlan(
     rounder=(("total",), _ROUNDER[1:-1], ("detailed",)),
 )
 
+# The 2020 DHC person run (test_strategy_regular_ordering_dhcp_20220811_exp_21_1, every
+# geolevel; data.schema_dhc keeps production's ordering verbatim): least squares over the
+# nine marginal queries, then ``detailed`` holding ``relgq * age_40_groups * hispanic *
+# cenrace * sex`` row by row; rounding of four nested crosses, then ``detailed``.
+_DHCP_ORDERING = QUERY_ORDERINGS["dhcp-2020"]
+_DHCP = PassPlan(
+    l2=_DHCP_ORDERING["l2"], hold=_DHCP_ORDERING["constrain_to"], rounder=_DHCP_ORDERING["rounder"]
+)
+
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     "pl94": {
         "root": _US,
@@ -201,6 +212,7 @@ PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     },
     "dhc-lite": {"*": _PUBLISHED},
     "dhcp-hhgq": {"*": _PUBLISHED},
+    "dhcp-2020": {"*": _DHCP},
 }
 """Production's query orderings: schema name -> normalised geolevel name (lower case,
 no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
@@ -210,6 +222,7 @@ runs solve their root in one pass without ``total`` (the US of the national run,
 ``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3``; the State of Puerto Rico's,
 ``Strategy1b_CTY_TR_BG_isoTot_Ordering_PR_dsepJune3``, whose ``st_ordering`` is the US
 ordering: "PR has no AIAN areas ... State now has no 'total' query").
+``dhcp-2020`` is the DHC person run's ordering at every geolevel (its root included).
 ``dhc-lite`` (and the 2010 DDP's ``dhcp-hhgq``, whose rounder is not production's 2020
 one) is not a production configuration: it is production's rounding idea on the tables
 a dhc-lite release publishes (see ``_PUBLISHED``)."""
