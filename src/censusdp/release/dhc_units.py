@@ -36,10 +36,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.invariants import Bounds
+from censusdp.data.invariants import Bounds, Invariants
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema_dhc import DHCH_2020, HHGQ_UNIT_VECTOR
 from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ
+from censusdp.errors import InternalError
 from censusdp.execution.base import Executor
 from censusdp.progress import say
 from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
@@ -50,6 +51,7 @@ __all__ = [
     "UNIT_HISTOGRAM_RUN",
     "estimate_dhch_run",
     "gqhh_vector",
+    "gqhh_vector_of",
     "tenure_bounds",
     "tenure_of_units",
     "unit_vector_bounds",
@@ -72,6 +74,14 @@ def gqhh_vector(tenvacgq: np.ndarray) -> np.ndarray:
     u = np.asarray(sp.csr_matrix(tenvacgq).todense() if sp.issparse(tenvacgq) else tenvacgq)
     u = u.astype(np.int64)
     return np.column_stack([u[:, :FIRST_GQ_TENVACGQ].sum(axis=1), u[:, FIRST_GQ_TENVACGQ:]])
+
+
+def gqhh_vector_of(inv: Invariants) -> np.ndarray:
+    """``(blocks x 25)``: the invariant housing units and facilities by detailed GQ type
+    of ``inv`` (a DHC household release's ``gq_types``)."""
+    if inv.gq_types is None:
+        raise InternalError("these invariants have no facilities by detailed GQ type")
+    return np.column_stack([inv.housing_units, inv.gq_types]).astype(np.int64)
 
 
 def tenure_of_units(tenvacgq: np.ndarray | sp.spmatrix) -> np.ndarray:
