@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-import censusdp
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset, preset_names, resolve_release_budget

@@ -138,7 +138,9 @@ def test_validate_passes_and_catches_a_tampered_unit_record(dhc_run: Path, tmp_p
     row = next(i for i, g in enumerate(gq) if g not in ("000", None))
     gq[row] = "101" if gq[row] != "101" else "102"  # a facility of another GQ type
     table = table.set_column(
-        table.column_names.index("GQTYPE"), "GQTYPE", pa.array(gq, table.schema.field("GQTYPE").type)
+        table.column_names.index("GQTYPE"),
+        "GQTYPE",
+        pa.array(gq, table.schema.field("GQTYPE").type),
     )
     pq.write_table(table, part)
     report = validate_run(bad)

@@ -63,6 +63,8 @@ REFINE_MAX = 40
 """Proximal re-solves with one factorisation per active set (removes delta/eps bias)."""
 DENSE_MAX = 400
 """Reduced systems with at most this many rows are factored densely (Cholesky)."""
+DENSE_FILL = 0.2
+"""Reduced systems filled more than this are factored densely too."""
 BORDER_MAX = 32
 """Larger reduced systems with at most this many active equalities factor the answers'
 block alone and the equalities' dense Schur complement (:meth:`_System._factor_bordered`)."""
@@ -205,7 +207,7 @@ class _System:
             s_mat = self.g @ sp.diags(1.0 / self.diag) @ self.g.T + sp.diags(e)
         else:
             s_mat = (self.g @ self.g.T) / self.diag + sp.diags(e)
-        self.dense = m <= DENSE_MAX or s_mat.nnz > 0.2 * m * m
+        self.dense = m <= DENSE_MAX or s_mat.nnz > DENSE_FILL * m * m
         self.border: tuple[np.ndarray, np.ndarray, sp.csr_matrix] | None = None
         if self.dense:
             self.factor = cho_factor(s_mat.toarray(), lower=True, check_finite=False)
