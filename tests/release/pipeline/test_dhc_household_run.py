@@ -16,6 +16,7 @@ this transcription against the production file. The variance of a measurement is
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from fractions import Fraction
@@ -143,6 +144,12 @@ def test_validate_passes_and_catches_a_tampered_unit_record(dhc_run: Path, tmp_p
         pa.array(gq, table.schema.field("GQTYPE").type),
     )
     pq.write_table(table, part)
+    report = validate_run(bad)  # the part's SHA-256 is not its index entry's
+    assert not report.ok and not report.checks["mdf_readable"]["ok"]
+    # the index rewritten to the tampered part: the records themselves are caught
+    index = json.loads((part.parent / "_parts.json").read_text())
+    index["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    (part.parent / "_parts.json").write_text(json.dumps(index))
     report = validate_run(bad)
     assert not report.ok
     assert not report.checks["unit_constraints"]["ok"]
