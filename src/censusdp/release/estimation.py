@@ -288,7 +288,6 @@ def estimate_runs(
         household = household if order is None else household[order]
     unit_hist = None
     if units_ms is not None and units_ms.schema.name == DHCH_SCHEMA:
-        assert unit_topdown is not None
         units, unit_hist = _estimate_dhch(inputs, unit_topdown, rt, manifest, checkpoint)
     if units_ms is not None and units is None:
         assert unit_topdown is not None
@@ -309,10 +308,8 @@ def estimate_runs(
             **run,
         )
         _record_run(manifest, "units", units, rt, time.perf_counter() - t)
-    if units_ms is not None:
-        manifest["units_estimation"] = options.unit_consistency
-    if unit_hist is not None:
-        manifest["units_estimation"] = DHCH_ESTIMATION
+    if units_ms is not None:  # a DHC household run's is its own (_estimate_dhch)
+        manifest.setdefault("units_estimation", options.unit_consistency)
     unit_schema = units_ms.schema.name if units_ms is not None else "units"
     return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
 
@@ -326,7 +323,7 @@ DHCH_ESTIMATION = (
 
 def _estimate_dhch(
     inputs: EstimationInputs,
-    topdown: TopDownOptions,
+    topdown: TopDownOptions | None,
     rt: Runtime,
     manifest: dict[str, Any],
     checkpoint: EstimatedLevels | None,
@@ -334,7 +331,12 @@ def _estimate_dhch(
     """A DHC household run (:mod:`censusdp.release.dhc_units`), independent of the
     persons as in production; returns ``(households, units by tenvacgq)``."""
     uh, uinv, _ = inputs.units_on()
-    if inputs.units is None or inputs.unit_histogram is None or uinv.gq_types is None:
+    if (
+        topdown is None
+        or inputs.units is None
+        or inputs.unit_histogram is None
+        or uinv.gq_types is None
+    ):
         raise InternalError(
             "a DHC household run needs its unit histogram's measurements and the "
             "invariant facilities by GQ type"
@@ -352,6 +354,7 @@ def _estimate_dhch(
     )
     _record_run(manifest, UNIT_HISTOGRAM_RUN, unit_hist, rt, time.perf_counter() - t)
     _record_run(manifest, "units", units, rt, time.perf_counter() - t)
+    manifest["units_estimation"] = DHCH_ESTIMATION
     return units, unit_hist
 
 
