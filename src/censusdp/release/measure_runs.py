@@ -205,6 +205,8 @@ def _measure_run(
     record."""
     schema, plans, shares, directory, hierarchy = what
     rows, by_level, parts, first = 0, {}, [], 0
+    # the parts an interrupted run finished, read before this run adds its own
+    done = checkpoint.parts(run) if checkpoint is not None else None
     for name, plan in plans.items():
         key = histogram_key(run, name, schema.name)
         job = _RunToMeasure(
@@ -217,7 +219,7 @@ def _measure_run(
             # beside it draws from its own
             lambda key=key: source().child(key),
             rt,
-            done=checkpoint.parts(run) if checkpoint is not None else None,
+            done=done,
             record=(lambda rec: checkpoint.finish_part(run, rec))
             if checkpoint is not None
             else None,
