@@ -29,6 +29,7 @@ feasible whenever its parent's is: the parent's groups are the sums of its child
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -46,6 +47,7 @@ from censusdp.progress import say
 from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
 
 __all__ = [
+    "DHCH_FIDELITY",
     "DHCH_SCHEMA",
     "TENURE_GROUPS",
     "UNIT_HISTOGRAM_RUN",
@@ -59,6 +61,12 @@ __all__ = [
 
 DHCH_SCHEMA = DHCH_2020.name
 """The schema of the DHC household run (``dhch-2020``)."""
+
+DHCH_FIDELITY = (
+    "dhc: units by tenvacgq first (gq_vect exact), then households held to their tenure; "
+    "occupied against vacant from the noise (production's h1 held it to an earlier H1 run)"
+)
+"""The manifest's fidelity difference of a DHC household run."""
 
 UNIT_HISTOGRAM_RUN = "unit_histogram"
 """The name the unit histogram's TopDown is checkpointed under."""
@@ -125,6 +133,7 @@ def estimate_dhch_run(
     executor: Executor | None = None,
     progress: Any = None,
     checkpoint: Any = None,
+    seconds: dict[str, float] | None = None,
 ) -> tuple[TopDownResult, TopDownResult]:
     """The DHC household run estimated: the units (``tenvacgq``) first, then the
     households held to them (the module's description); returns ``(units, households)``.
@@ -139,11 +148,14 @@ def estimate_dhch_run(
         executor, progress: where the tasks run and where progress goes.
         checkpoint: a run's checkpoint (``levels(run)`` gives each TopDown's store of
             finished levels: ``unit_histogram`` and ``units``), or ``None``.
+        seconds: receives each TopDown's wall seconds (``unit_histogram``, ``units``).
     """
 
     def store(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
 
+    seconds = {} if seconds is None else seconds
+    t = time.perf_counter()
     say(progress, "estimating the units, tenvacgq (their own TopDown, gq_vect exact):")
     unit_est = run_topdown(
         units,
@@ -154,6 +166,8 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store(UNIT_HISTOGRAM_RUN),
     )
+    seconds[UNIT_HISTOGRAM_RUN] = time.perf_counter() - t
+    t = time.perf_counter()
     say(progress, "estimating the households (held to the units' tenure at every geounit):")
     hh_est = run_topdown(
         households,
@@ -164,4 +178,5 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store("units"),
     )
+    seconds["units"] = time.perf_counter() - t
     return unit_est, hh_est

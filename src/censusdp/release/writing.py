@@ -27,6 +27,7 @@ from censusdp.io.tables import write_table_index
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
 from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.dhc_units import DHCH_FIDELITY, DHCH_SCHEMA
 from censusdp.release.estimation import (
     EstimationInputs,
     ReleaseEstimate,
@@ -90,6 +91,8 @@ def write_release(
         manifest["fidelity"]["differences"]["units"] = (
             "consistent: households first, household persons held to their sizes"
         )
+    elif budget.units is not None and budget.units.schema == DHCH_SCHEMA:
+        manifest["fidelity"]["differences"]["units"] = DHCH_FIDELITY
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),
