@@ -17,6 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.schema import get_schema
 from censusdp.data.schema_dhc import DHC_UNITS_2020, DHCH_2020
 from censusdp.data.units_dhc import (
     FIRST_GQ_TENVACGQ,
@@ -142,3 +143,23 @@ def test_what_reads_no_household_run_refuses_the_dhcs_in_one_line() -> None:
     with pytest.raises(ConfigError, match=r"household run \(dhch-2020\); infer does not") as e:
         refuse_household_run(manifest, "RUN/manifest.json", "infer")
     assert "\n" not in str(e.value)
+
+
+def test_the_household_run_measures_tenvacgq_on_its_unit_histogram() -> None:
+    """The run's plan split by the histogram each query reads, in plan order: the nine
+    household queries on ``dhch-2020``, ``tenvacgq`` on ``dhc-units-2020`` (its block
+    histogram keyed beside the run's own)."""
+    from censusdp.io.budget_files import load_preset
+    from censusdp.release.measure_runs import _plan, _split_plan, histogram_key
+
+    budget = load_preset("dhc-2020-units")
+    plans = _split_plan(DHCH_2020, _plan(budget))
+    assert list(plans) == ["dhch-2020", "dhc-units-2020"]
+    assert {q for _, q, _ in plans["dhc-units-2020"]} == {"tenvacgq"}
+    assert len(plans["dhc-units-2020"]) == len(budget.geolevel_names)
+    assert all(q != "tenvacgq" for _, q, _ in plans["dhch-2020"])
+    assert sum(len(p) for p in plans.values()) == len(budget.measurements())
+    assert histogram_key("units", "dhch-2020", "dhch-2020") == "units"
+    assert histogram_key("units", "dhc-units-2020", "dhch-2020") == "units+dhc-units-2020"
+    # a run of one histogram is one plan, as before
+    assert list(_split_plan(get_schema("pl94"), _plan(load_preset("pl94-2020")))) == ["pl94"]
