@@ -42,8 +42,8 @@ from censusdp.data.measurements import Measurements
 from censusdp.data.schema_dhc import DHCH_2020, HHGQ_UNIT_VECTOR
 from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ
 from censusdp.errors import InternalError
-from censusdp.execution.base import Executor
 from censusdp.progress import say
+from censusdp.release.options import Runtime
 from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_topdown
 
 __all__ = [
@@ -130,8 +130,7 @@ def estimate_dhch_run(
     gqhh: np.ndarray,
     options: TopDownOptions,
     *,
-    executor: Executor | None = None,
-    progress: Any = None,
+    rt: Runtime | None = None,
     checkpoint: Any = None,
     seconds: dict[str, float] | None = None,
 ) -> tuple[TopDownResult, TopDownResult]:
@@ -145,7 +144,7 @@ def estimate_dhch_run(
         gqhh: ``(blocks x 25)`` invariant housing units and facilities by GQ type
             (:func:`gqhh_vector` of the input's units).
         options: how each TopDown estimates (its ``group_variable`` is set here).
-        executor, progress: where the tasks run and where progress goes.
+        rt: where the tasks run and where progress goes (in this process, silent: ``None``).
         checkpoint: a run's checkpoint (``levels(run)`` gives each TopDown's store of
             finished levels: ``unit_histogram`` and ``units``), or ``None``.
         seconds: receives each TopDown's wall seconds (``unit_histogram``, ``units``).
@@ -155,6 +154,7 @@ def estimate_dhch_run(
         return checkpoint.levels(run) if checkpoint is not None else None
 
     seconds = {} if seconds is None else seconds
+    executor, progress = (None, None) if rt is None else (rt.executor, rt.progress)
     t = time.perf_counter()
     say(progress, "estimating the units, tenvacgq (their own TopDown, gq_vect exact):")
     unit_est = run_topdown(

@@ -348,8 +348,7 @@ def _estimate_dhch(
         uh,
         gqhh_vector_of(uinv),
         topdown,
-        executor=rt.executor,
-        progress=rt.progress,
+        rt=rt,
         checkpoint=checkpoint,
         seconds=seconds,
     )
