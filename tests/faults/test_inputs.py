@@ -337,7 +337,14 @@ def test_a_file_of_the_input_replaced_after_hashing_is_refused(
 # -- arguments -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["1e309", "-1e309", "1e-400", "inf", "nan"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "1e309",
+        "nan",
+        *(pytest.param(v, marks=pytest.mark.slow) for v in ("-1e309", "1e-400", "inf")),
+    ],
+)
 def test_a_rho_a_float_cannot_hold_is_refused(cef: Path, tmp_path: Path, value: str) -> None:
     proc = cli("run", "--input", cef, "--out", tmp_path / "r", f"--rho={value}", "--quiet")
     one_line_error(proc, 2, "rho", value)
@@ -359,7 +366,14 @@ def test_a_binary_config_is_refused(cef: Path, tmp_path: Path, command: str) -> 
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("master", ["bogus://x", "local[abc]", "", "local[2] "])
+@pytest.mark.parametrize(
+    "master",
+    [
+        "bogus://x",
+        "local[abc]",
+        *(pytest.param(m, marks=pytest.mark.slow) for m in ("", "local[2] ")),
+    ],
+)
 def test_a_bad_spark_master_is_refused(cef: Path, tmp_path: Path, master: str) -> None:
     proc = cli(
         "run", "--input", cef, "--out", tmp_path / "r", "--seed", "1", "--executor", "spark",

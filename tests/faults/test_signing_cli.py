@@ -207,8 +207,10 @@ def _rsa_key(path: Path) -> Path:
         ("--key", lambda d, k: d / "absent", "does not exist"),
         ("--key", lambda d, k: _write(d / "junk", b"\x00\x01junk"), "is not a private key file"),
         ("--key", lambda d, k: _rsa_key(d / "rsa"), "is an RSA key"),
-        ("--key", lambda d, k: d, "is not a file"),
-        ("--public-key", lambda d, k: k / "pub.key", "is a private key"),
+        pytest.param("--key", lambda d, k: d, "is not a file", marks=pytest.mark.slow),
+        pytest.param(  # validates a signed release as public-junk does
+            "--public-key", lambda d, k: k / "pub.key", "is a private key", marks=pytest.mark.slow
+        ),
         pytest.param(  # the same check as key-absent's
             "--public-key", lambda d, k: d / "absent", "does not exist", marks=pytest.mark.slow
         ),

@@ -210,7 +210,21 @@ ENTRIES: dict[str, tuple[Callable[[Path], None], bool, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(ENTRIES))
+ENTRIES_DEFAULT = (
+    "a hidden part, listed by a forger",
+    "a listed part replaced by a link to a copy",
+)
+"""The cases of the default suite (the others, each a variant of one of these checks, run
+with ``-m slow``)."""
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=() if c in ENTRIES_DEFAULT else pytest.mark.slow)
+        for c in sorted(ENTRIES)
+    ],
+)
 def test_every_entry_is_accounted_for(good_release: Path, tmp_path: Path, case: str) -> None:
     damage, forge, words = ENTRIES[case]
     d = copy(good_release, tmp_path)
@@ -268,7 +282,16 @@ CLAIMS: dict[str, Callable[[dict], None]] = {
 }
 
 
-@pytest.mark.parametrize("key", sorted(CLAIMS))
+CLAIMS_DEFAULT = ("epsilon", "persons.geolevels[0].queries[0].variance", "units")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(k, marks=() if k in CLAIMS_DEFAULT else pytest.mark.slow)
+        for k in sorted(CLAIMS)
+    ],
+)
 def test_a_stated_privacy_loss_that_the_budgets_do_not_give(
     good_release: Path, tmp_path: Path, key: str
 ) -> None:
@@ -447,7 +470,14 @@ def test_a_release_written_before_the_place_rows_still_validates(
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("case", ["edited", "missing", "a link to a copy"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "edited",
+        pytest.param("missing", marks=pytest.mark.slow),
+        pytest.param("a link to a copy", marks=pytest.mark.slow),
+    ],
+)
 def test_the_codebook_is_censusdps(good_release: Path, tmp_path: Path, case: str) -> None:
     d = copy(good_release, tmp_path)
     book = d / "tables" / "codebook.csv"
@@ -535,7 +565,16 @@ RANDOMNESS = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(RANDOMNESS))
+RANDOMNESS_DEFAULT = ("claims secure", "another seed")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, marks=() if c in RANDOMNESS_DEFAULT else pytest.mark.slow)
+        for c in sorted(RANDOMNESS)
+    ],
+)
 def test_a_reestimate_claims_the_randomness_of_its_measurements(
     reestimated: Path, tmp_path: Path, case: str
 ) -> None:

@@ -502,3 +502,80 @@ def test_every_row_group_gets_its_own_querys_variance_and_names(base, tmp_path):
     assert got == {(mq.query, 1.0 + i): mq.values.size for i, mq in enumerate(blocks * 3)}
     assert set(t.column("geolevel").to_pylist()) == {"Block"}
     assert set(t.column("mechanism").to_pylist()) == {"DiscreteGaussian"}
+
+
+@settings(max_examples=25)
+@given(cap=st.integers(1, 60), data=st.data())
+def test_reading_on_wanted_rows_is_reading_whole_and_restricting(base, tmp_path_factory, cap, data):
+    """``read_rows`` (a block family's task reads only its kept cells' answer rows) gives
+    what ``read`` then ``MeasuredQuery.restricted`` gives, whatever the row groups and
+    wanted rows (absent rows included), and reads and checks the same row groups."""
+    d, h, measured = base
+    path = tmp_path_factory.mktemp("rows") / f"nmf{cap}.parquet"
+    _write(path, measured, row_group_rows=cap)
+    reader = NMFReader(path, PL94, h)
+    level = data.draw(st.integers(0, h.n_levels - 1))
+    n = h.n_units(level)
+    start = data.draw(st.integers(0, n))
+    stop = data.draw(st.integers(start, n))
+    wanted = {}
+    for qname in QUERIES:
+        q = make_query(PL94, qname)
+        size = int(q.row_of_cell.max()) + 1
+        picks = data.draw(st.lists(st.integers(0, size - 1), max_size=size, unique=True))
+        wanted[q.name] = np.asarray(sorted(picks), dtype=np.int64)
+    whole = reader.read(level, start, stop)
+    got = reader.read_rows(level, start, stop, wanted)
+    assert [g.query for g in got] == [w.query for w in whole]
+    for g, w in zip(got, whole, strict=True):
+        r = w.restricted(wanted[w.query])
+        assert np.array_equal(g.rows, r.rows) and g.variance == r.variance
+        assert g.values.dtype == r.values.dtype and np.array_equal(g.values, r.values)
+    sliced = reader.detach(level, start, stop)
+    if start < stop:
+        with pytest.raises(InputError, match="outside the slice"):
+            sliced.read_rows(level, start, stop + 1, wanted)
+
+
+def test_reading_on_wanted_rows_across_a_foreign_split(base, tmp_path):
+    """Rows of a unit cut between row groups by another tool are gathered from both."""
+    d, h, measured = base
+    pf = pq.ParquetFile(d / "default.parquet")
+    path = tmp_path / "cut.parquet"
+    with pq.ParquetWriter(path, NMF_SCHEMA) as w:
+        for i in range(pf.metadata.num_row_groups):
+            w.write_table(read_nmf_table(d / "default.parquet", row_groups=[i]), row_group_size=37)
+    reader = NMFReader(path, PL94, h)
+    rng = np.random.default_rng(3)
+    for level in range(h.n_levels):
+        n = h.n_units(level)
+        wanted = {}
+        for mq, _ in measured:
+            if mq.geolevel == h.geolevels[level].name:
+                wanted[mq.query] = np.sort(rng.choice(mq.rows, size=max(1, mq.rows.size // 2)))
+                wanted[mq.query] = np.unique(wanted[mq.query])
+        for start, stop in ((0, n), (n // 3, n - n // 4)):
+            for g, w in zip(
+                reader.read_rows(level, start, stop, wanted),
+                reader.read(level, start, stop),
+                strict=True,
+            ):
+                assert np.array_equal(g.values, w.restricted(wanted[w.query]).values)
+
+
+def test_reading_on_wanted_rows_of_a_file_read_whole(base, tmp_path):
+    """A file whose row groups mix queries is read whole (the reader's fallback);
+    ``read_rows`` restricts what it read, the same as on the row-grouped file."""
+    d, h, measured = base
+    path = tmp_path / "mixed.parquet"
+    pq.write_table(read_nmf_table(d / "default.parquet"), path, row_group_size=10**6)
+    mixed = NMFReader(path, PL94, h)
+    assert mixed._fallback is not None
+    grouped = NMFReader(d / "default.parquet", PL94, h)
+    bl = h.n_levels - 1
+    wanted = {mq.query: mq.rows[::2] for mq, _ in measured if mq.geolevel == "Block"}
+    for a, b in zip(
+        mixed.read_rows(bl, 2, 7, wanted), grouped.read_rows(bl, 2, 7, wanted), strict=True
+    ):
+        assert a.query == b.query and np.array_equal(a.rows, b.rows)
+        assert np.array_equal(a.values, b.values)

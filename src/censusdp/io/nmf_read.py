@@ -13,7 +13,7 @@ geounit. :func:`read_nmf` reads a whole file into a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,17 @@ class NMFReader:
             return self._fallback.read(level, start, stop, queries)
         return self.detach(level, start, stop).read(level, start, stop, queries)
 
+    def read_rows(
+        self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]
+    ) -> list[MeasuredQuery]:
+        """:meth:`read` with each query kept on the rows ``wanted[query]`` only
+        (:meth:`NMFSlice.read_rows`)."""
+        if self._fallback is not None:
+            return [
+                mq.restricted(wanted[mq.query]) for mq in self._fallback.read(level, start, stop)
+            ]
+        return self.detach(level, start, stop).read_rows(level, start, stop, wanted)
+
 
 _ROWS: dict[tuple[str, int, str], np.ndarray] = {}
 
@@ -309,11 +320,7 @@ class NMFSlice:
         self, level: int, start: int, stop: int, queries: Collection[str] | None = None
     ) -> list[MeasuredQuery]:
         """Measured queries of the slice's level with the values of units ``start:stop``."""
-        if level != self.level or not self.start <= start <= stop <= self.stop:
-            raise InputError(
-                f"{self.path}: units {start}..{stop} of level {level} are outside the slice "
-                f"({self.start}..{self.stop} of level {self.level})"
-            )
+        self._check_range(level, start, stop)
         name = self.geolevels[level].name
         out = []
         for qname, mech, variance, unit_var, spans, rows in self.queries:
@@ -336,6 +343,53 @@ class NMFSlice:
             )
             out.append(MeasuredQuery(name, qname, live, values, _variance(uv, variance), mech))
         return out
+
+    def read_rows(
+        self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]
+    ) -> list[MeasuredQuery]:
+        """:meth:`read`, each query kept on the answer rows ``wanted[query]`` (sorted)
+        only: what ``MeasuredQuery.restricted`` makes of :meth:`read`'s queries, without
+        their whole rows.
+
+        A block family's subproblem keeps of a ``ddp-2010`` block's 338,502 person values
+        the few hundred on its parent's positive cells; this gathers those from the
+        cached row groups instead of copying every value into a ``(units, rows)`` array
+        first. The same row groups are read and checked."""
+        self._check_range(level, start, stop)
+        name = self.geolevels[level].name
+        out = []
+        for qname, mech, variance, unit_var, spans, rows in self.queries:
+            r = rows.size
+            want = np.asarray(wanted[qname], dtype=np.int64)
+            pos = np.minimum(np.searchsorted(rows, want), max(r - 1, 0))
+            hit = (rows[pos] == want) if r else np.zeros(want.size, dtype=bool)
+            live = _measured(self.schema, qname)
+            if r != live.size:  # rows of structural zeros only (an NMF of fidelity production)
+                hit &= np.isin(want, live)
+            pos = pos[hit]
+            values = np.zeros((max(stop - start, 0), pos.size), dtype=np.int64)
+            # flat (units x rows) index of every wanted value, ascending
+            at = (np.arange(start, stop, dtype=np.int64)[:, None] * r + pos[None, :]).ravel()
+            flat = values.reshape(-1)
+            a, b = start * r, stop * r
+            for off, file, rg, n in spans:
+                if off + n <= a or off >= b or a >= b:
+                    continue
+                part = "" if file == self.path else f"{Path(file).name} "
+                where = f"{self.path}: {part}row group {rg} ({name}, {qname})"
+                vals = read_values(file, rg, rows, off, n, self.codes, self.first, where)
+                lo, hi = np.searchsorted(at, [off, off + n])
+                flat[lo:hi] = vals[at[lo:hi] - off]
+            uv = unit_var[start - self.start : stop - self.start]
+            out.append(MeasuredQuery(name, qname, want[hit], values, _variance(uv, variance), mech))
+        return out
+
+    def _check_range(self, level: int, start: int, stop: int) -> None:
+        if level != self.level or not self.start <= start <= stop <= self.stop:
+            raise InputError(
+                f"{self.path}: units {start}..{stop} of level {level} are outside the slice "
+                f"({self.start}..{self.stop} of level {self.level})"
+            )
 
 
 def _live_rows(

@@ -49,7 +49,7 @@ from censusdp.io.atomic import atomic_path
 from censusdp.io.layout import TABLE_CSV_FORMS, TABLE_CSV_PARTS_DIR, table_csv_file
 from censusdp.io.parts import part_files, part_name, regular_file
 from censusdp.tables import (
-    HOUSEHOLD_TABLE_NAMES,
+    ALL_TABLE_NAMES,
     IDENTIFIER_COLUMNS,
     TABLE_NAMES,
     table_definition,
@@ -113,10 +113,12 @@ def _long(part: pa.Table, name: str) -> pa.Table:
 
 def published_tables(directory: str | os.PathLike[str]) -> tuple[str, ...]:
     """The tables a tables directory publishes: P1-P5 and H1, and the household tables
-    (:data:`censusdp.tables.HOUSEHOLD_TABLE_NAMES`) of a release with a household run,
-    those whose Parquet is there."""
+    (:data:`censusdp.tables.HOUSEHOLD_TABLE_NAMES`) of a release with a household run and
+    the DHC tables (:data:`censusdp.tables.DHC_TABLE_NAMES`) of a DHC release, those
+    whose Parquet is there."""
     d = Path(directory)
-    return TABLE_NAMES + tuple(n for n in HOUSEHOLD_TABLE_NAMES if (d / f"{n}.parquet").exists())
+    extra = ALL_TABLE_NAMES[len(TABLE_NAMES) :]
+    return TABLE_NAMES + tuple(n for n in extra if (d / f"{n}.parquet").exists())
 
 
 def _header_chunks(name: str, form: str) -> list[bytes]:

@@ -38,13 +38,14 @@ from censusdp.io.layout import CODEBOOK_FILE
 from censusdp.io.parts import part_files, part_name, read_parts, regular_file, write_part_index
 from censusdp.io.table_csv import published_tables, write_part_csvs, write_table_csvs
 from censusdp.tables import (
-    HOUSEHOLD_TABLE_NAMES,
+    ALL_TABLE_NAMES,
     IDENTIFIER_COLUMNS,
     TABLE_NAMES,
     codebook,
     table_definition,
     tables_to_arrays,
 )
+from censusdp.tables.dhc import dhc_source_rows
 from censusdp.tables.geoids import summary_level
 
 __all__ = [
@@ -122,8 +123,8 @@ def write_table_part(
     rows, SHA-256)."""
     out = {}
     for name, table in tables.items():
-        if name not in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
-            raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+        if name not in ALL_TABLE_NAMES:
+            raise SchemaError(f"unknown table {name!r}; tables are {list(ALL_TABLE_NAMES)}")
         path = Path(directory) / f"{name}.parquet" / part_name(index)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_parquet(table, path)
@@ -140,7 +141,7 @@ def write_table_index(
     with ``geolevel``, ``start`` and ``stop`` added), the codebook and the tables' CSV
     (:func:`censusdp.io.table_csv.write_table_csvs`, from the parts' CSV rows)."""
     d = Path(directory)
-    for name in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
+    for name in ALL_TABLE_NAMES:
         recs = [p[name] for p in parts if name in p]
         if recs:
             write_part_index(d / f"{name}.parquet", recs, TABLE_PART_FIELDS)
@@ -200,8 +201,8 @@ def read_table(
         SchemaError: for an unknown table name or summary level (listing the valid ones).
         InputError: if the file is missing.
     """
-    if str(name).upper() not in TABLE_NAMES + HOUSEHOLD_TABLE_NAMES:
-        raise SchemaError(f"unknown table {name!r}; tables are {list(TABLE_NAMES)}")
+    if str(name).upper() not in ALL_TABLE_NAMES:
+        raise SchemaError(f"unknown table {name!r}; tables are {list(ALL_TABLE_NAMES)}")
     code = summary_level(sumlev) if sumlev is not None else None
     path = Path(directory) / f"{str(name).upper()}.parquet"
     if not path.exists():  # a file, or a directory of parts
@@ -231,6 +232,8 @@ def table_part_mismatch(
     person_rows: sp.spmatrix,
     unit_rows: sp.spmatrix,
     household_rows: sp.spmatrix | None = None,
+    *,
+    dhc_rows: Mapping[str, sp.spmatrix] | None = None,
 ) -> str | None:
     """What is wrong with a table's file (or part file), or ``None``.
 
@@ -241,7 +244,9 @@ def table_part_mismatch(
     :mod:`censusdp.tables.geoids`) and whose counts are the tabulation of
     ``person_rows`` (``pl94`` cells) and ``unit_rows`` (unit cells), or for a household
     table (:mod:`censusdp.tables.households`) of ``household_rows`` (``household2010``
-    cells).
+    cells), or for a DHC table (:mod:`censusdp.tables.dhc`) of ``dhc_rows`` of its source
+    (``dhc_persons``: ``dhcp-2020`` cells; ``dhc_households``: ``dhch-2020``;
+    ``dhc_units``: ``tenvacgq``).
     """
     d = table_definition(name)
     try:
@@ -271,9 +276,11 @@ def table_part_mismatch(
         if d.variables
         else np.zeros((n, 0))
     )
-    rows = {"persons": person_rows, "units": unit_rows, "households": household_rows}[d.source]
+    sources = {"persons": person_rows, "units": unit_rows, "households": household_rows}
+    rows = sources[d.source] if d.source in sources else (dhc_rows or {}).get(d.source)
     if rows is None:
-        return f"{path}: a household table, but the release has no household histogram"
+        return f"{path}: a table of {d.source}, but the release has no such histogram"
+    rows = dhc_source_rows(d.source, rows)
     want = np.asarray((sp.csr_matrix(rows) @ d.matrix).toarray(), dtype=np.int64)
     bad_rows = np.flatnonzero((values != want).any(axis=1)) if values.shape == want.shape else [0]
     if len(bad_rows):

@@ -49,7 +49,8 @@ from censusdp.io.nmf_write import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
-from censusdp.tables import TABLE_NAMES, level_identifiers, tabulate_rows
+from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names, tabulate_rows
+from censusdp.tables.dhc import DHC_PERSON_TABLE_NAMES, tabulate_dhc_person_rows
 from censusdp.tables.entities import concat_identifiers
 from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, tabulate_household_rows
 
@@ -217,6 +218,8 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         rows = tabulate_rows(pl94, units, ids)
         if released.households is not None and released.dhc_units is None:
             rows.update(tabulate_household_rows(released.households, ids))
+        if schema.name == "dhcp-2020":
+            rows.update(tabulate_dhc_person_rows(released.persons, ids))
         tables = write_table_part(rows, run / TABLES_DIR, job.index + 1)
         for rec in tables.values():
             rec.update(geolevel=job.geolevel[0], start=job.start, stop=job.stop)
@@ -299,10 +302,12 @@ def _check_mdf_part(
         counts[:, 0] + counts[:, 1], counts[:, 1], released.gq_facilities
     )
     tables = Path(job.run) / TABLES_DIR
-    names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households is not None else ())
+    names = release_table_names(schema.name, "household2010" if households is not None else None)
     for name in names:
         path = tables / f"{name}.parquet" / part_name(job.index + 1)
-        bad = table_part_mismatch(path, name, ids, pl94, units, households)
+        bad = table_part_mismatch(
+            path, name, ids, pl94, units, households, dhc_rows={"dhc_persons": hist}
+        )
         if bad:
             return None, bad
     return None, None
@@ -337,7 +342,9 @@ class TablesTask:
     the household tables, :mod:`censusdp.tables.households`). ``entities``: the
     identifiers of the geounits off the hierarchy that follow them (county subdivisions,
     places, AIAN areas: :class:`censusdp.tables.entities.EntityRows`), whose histograms
-    are the last rows of ``persons``, ``units`` and ``households``."""
+    are the last rows of ``persons``, ``units`` and ``households``. ``dhc_persons``: the
+    same geounits' ``relgq x sex x age`` histograms of a ``dhcp-2020`` release, which adds
+    the DHC person tables (:mod:`censusdp.tables.dhc`)."""
 
     levels: list[tuple[str, int, np.ndarray]]
     persons: sp.csr_matrix
@@ -345,6 +352,7 @@ class TablesTask:
     run: str
     households: sp.csr_matrix | None = None
     entities: dict[str, pa.Array] | None = None
+    dhc_persons: sp.csr_matrix | None = None
 
 
 def run_tables_task(job: TablesTask) -> dict[str, Any]:
@@ -360,6 +368,9 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     if job.households is not None:
         rows.update(tabulate_household_rows(job.households, ids))
         names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
+    if job.dhc_persons is not None:
+        rows.update(tabulate_dhc_person_rows(job.dhc_persons, ids))
+        names += DHC_PERSON_TABLE_NAMES
     records = write_table_part(rows, out, 0)
     n = len(ids["geocode"])
     geolevels = [name for name, *_ in job.levels]
@@ -371,7 +382,7 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     for name in names:
         bad = table_part_mismatch(
             out / f"{name}.parquet" / part_name(0), name, ids, job.persons, job.units,
-            job.households,
+            job.households, dhc_rows={"dhc_persons": job.dhc_persons},
         )  # fmt: skip
         problem = problem or bad
     return {

@@ -48,6 +48,7 @@ from censusdp.release.parts import (
 )
 from censusdp.release.spine import ReleaseGeography
 from censusdp.release.validate import validate_release
+from censusdp.tables.dhc import dhc_person_rows
 from censusdp.tables.entities import entity_rows
 
 __all__ = ["write_release"]
@@ -194,6 +195,10 @@ def _write_outputs(
     if est.dhc_households and est.units is not None and est.unit_histogram is not None:
         dhc_units = np.asarray(est.unit_histogram.histograms[-1].todense(), dtype=np.int64)
     ent = entity_rows(hierarchy.blocks, geo.entities)
+    dhc_persons = None
+    if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age
+        small = dhc_person_rows(block_hist)
+        dhc_persons = _stacked([*hierarchy.aggregate(small)[:-1], ent.rows(small)], small.shape[1])
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],
         _stacked([*pl94_levels[:-1], ent.rows(pl94_hist)], pl94_hist.shape[1]),
@@ -205,6 +210,7 @@ def _write_outputs(
             [*hierarchy.aggregate(households)[:-1], ent.rows(households)], households.shape[1]
         ),
         ent.ids,
+        dhc_persons,
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     block = hierarchy.geolevels.levels[-1]

@@ -44,6 +44,12 @@ from censusdp.data.histograms import UNIT_CELLS, person_histogram, unit_histogra
 from censusdp.data.schema import HHGQ_LEVELS, Schema, get_schema
 from censusdp.errors import InputError, SchemaError
 from censusdp.tables._definition import SEP, Builder, TableDefinition
+from censusdp.tables.dhc import (
+    DHC_HOUSEHOLD_TABLE_NAMES,
+    DHC_PERSON_TABLE_NAMES,
+    DHC_TABLE_NAMES,
+    dhc_table_definition,
+)
 from censusdp.tables.geoids import (
     ENTITY_LEVELS,
     IDENTIFIER_COLUMNS,
@@ -53,8 +59,10 @@ from censusdp.tables.geoids import (
 from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, household_table_definition
 
 __all__ = [
+    "ALL_TABLE_NAMES",
     "LazyTables",
     "CODEBOOK_COLUMNS",
+    "DHC_TABLE_NAMES",
     "HOUSEHOLD_TABLE_NAMES",
     "IDENTIFIER_COLUMNS",
     "PERSON_TABLES",
@@ -63,6 +71,7 @@ __all__ = [
     "codebook",
     "identifier_columns",
     "level_identifiers",
+    "release_table_names",
     "table_arrays",
     "table_definition",
     "table_lines",
@@ -78,6 +87,25 @@ TABLE_NAMES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5", "H1")
 
 PERSON_TABLES: tuple[str, ...] = ("P1", "P2", "P3", "P4", "P5")
 """Tables tabulated from persons (the others are tabulated from units)."""
+
+ALL_TABLE_NAMES: tuple[str, ...] = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES + DHC_TABLE_NAMES
+"""Every table censusdp can write: P.L. 94-171, the DDP's household tables and the DHC's
+(:mod:`censusdp.tables.dhc`); the names are unique across the three."""
+
+
+def release_table_names(person_schema: str, household_schema: str | None = None) -> tuple[str, ...]:
+    """The tables a release publishes: P1-P5 and H1 always, the DHC person tables of a
+    ``dhcp-2020`` person run, the household tables of a ``household2010`` household run
+    and the DHC household tables of a ``dhch-2020`` one."""
+    names = TABLE_NAMES
+    if person_schema == "dhcp-2020":
+        names += DHC_PERSON_TABLE_NAMES
+    if household_schema == "household2010":
+        names += HOUSEHOLD_TABLE_NAMES
+    elif household_schema == "dhch-2020":
+        names += DHC_HOUSEHOLD_TABLE_NAMES
+    return names
+
 
 """Size of the unit histogram: cell ``2 * gqtype + occupied``."""
 
@@ -152,18 +180,18 @@ def _unit_table() -> TableDefinition:
 
 @cache
 def table_definition(name: str) -> TableDefinition:
-    """The definition of table ``name`` (``"P1"`` ... ``"H1"``, or a household table of
-    :data:`HOUSEHOLD_TABLE_NAMES`).
+    """The definition of table ``name`` (``"P1"`` ... ``"H1"``, a household table of
+    :data:`HOUSEHOLD_TABLE_NAMES` or a DHC table of :data:`DHC_TABLE_NAMES`).
 
     Raises:
         SchemaError: for an unknown table name.
     """
     if name in HOUSEHOLD_TABLE_NAMES:
         return household_table_definition(name)
+    if name in DHC_TABLE_NAMES:
+        return dhc_table_definition(name)
     if name not in TABLE_NAMES:
-        raise SchemaError(
-            f"unknown table {name!r}; tables are {list(TABLE_NAMES + HOUSEHOLD_TABLE_NAMES)}"
-        )
+        raise SchemaError(f"unknown table {name!r}; tables are {list(ALL_TABLE_NAMES)}")
     if name == "H1":
         return _unit_table()
     return _person_table(name, get_schema("pl94"))

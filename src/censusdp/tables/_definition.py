@@ -21,7 +21,7 @@ class TableDefinition:
     """One table: its lines and the sparse operator from histogram cells to lines.
 
     Attributes:
-        name: ``"P1"`` ... ``"H1"``.
+        name: ``"P1"`` ... ``"H1"``, ``"P12"`` ...
         title: the Census table title.
         universe: what the table counts (``"Total population"`` ...).
         variables: Census variable name of each line (``"P1_001N"`` ...).
@@ -32,7 +32,10 @@ class TableDefinition:
             tabulates.
         source: ``"persons"`` (cells of the ``pl94`` schema) or ``"units"``
             (:data:`censusdp.data.histograms.UNIT_CELLS` cells) or ``"households"``
-            (cells of the ``household2010`` schema, :mod:`censusdp.tables.households`).
+            (cells of the ``household2010`` schema, :mod:`censusdp.tables.households`), or
+            for the DHC tables (:mod:`censusdp.tables.dhc`) ``"dhc_persons"``
+            (``relgq x sex x age`` cells), ``"dhc_households"`` (``sex x hhtype_dhch``)
+            or ``"dhc_units"`` (``tenvacgq``).
     """
 
     name: str

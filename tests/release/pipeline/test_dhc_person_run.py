@@ -166,3 +166,55 @@ def test_the_release_holds_the_invariants_and_structural_zeros(dhc_run) -> None:
         }
     )
     assert not DHCP.structural_zero_mask[cells].any()
+
+
+def test_the_dhc_person_tables_are_written_and_join_on_geoid(dhc_run) -> None:
+    from censusdp.io.layout import table_csv_file
+    from censusdp.io.tables import read_codebook, read_table
+
+    cef_dir, run = dhc_run
+    tables = {n: read_table(run / "tables", n) for n in ("P1", "P5", "P12", "PCT12", "GQ1")}
+    geoids = tables["P1"].column("GEOID").to_pylist()
+    assert len(set(geoids)) == len(geoids)
+    for name in ("P12", "PCT12", "GQ1"):
+        t = tables[name]
+        assert t.column("GEOID").to_pylist() == geoids, name  # one row per geounit, joined
+        assert t.column("SUMLEV").to_pylist() == tables["P1"].column("SUMLEV").to_pylist()
+        for form in ("wide", "long"):
+            assert (run / "tables" / table_csv_file(name, form)).is_file()
+    col = {
+        n: {c: np.asarray(t.column(c).to_pylist()) for c in t.column_names}
+        for n, t in tables.items()
+    }
+    # the DHC's P1 is the P.L. P1's total; its P18 (GQ1's major types) the P.L. P5's
+    np.testing.assert_array_equal(col["P12"]["P12_001N"], col["P1"]["P1_001N"])
+    np.testing.assert_array_equal(col["PCT12"]["PCT12_001N"], col["P1"]["P1_001N"])
+    np.testing.assert_array_equal(col["GQ1"]["GQ1_001N"], col["P5"]["P5_001N"])
+    np.testing.assert_array_equal(
+        col["P12"]["P12_002N"] + col["P12"]["P12_026N"], col["P12"]["P12_001N"]
+    )
+    state = tables["P12"].column("SUMLEV").to_pylist().index("040")
+    assert col["P12"]["P12_001N"][state] == read_cef(cef_dir).n_persons  # invariant
+    book = read_codebook(run / "tables").column("variable").to_pylist()
+    assert {"P12_049N", "PCT12_209N", "GQ1_032N"} <= set(book)
+
+
+@pytest.mark.parametrize(
+    ("name", "part", "column"),
+    [("P12", "part-00001.parquet", "P12_003N"), ("PCT12", "part-00000.parquet", "PCT12_050N")],
+)
+def test_validate_catches_a_tampered_dhc_table_cell(dhc_run, tmp_path, name, part, column) -> None:
+    import shutil
+
+    _, run = dhc_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    path = copy / "tables" / f"{name}.parquet" / part
+    table = pq.read_table(path)
+    values = np.asarray(table.column(column).to_pylist())
+    values[-1] += 1  # one cell of a block (part 1) or of a geounit above the block (part 0)
+    i = table.column_names.index(column)
+    pq.write_table(table.set_column(i, column, pa.array(values, pa.int64())), path)
+    report = validate_run(copy)
+    assert not report.checks["tables_match_mdf"]["ok"]
+    assert f"{name}.parquet" in report.checks["tables_match_mdf"]["detail"]

@@ -175,7 +175,11 @@ def test_a_wide_family_read_in_pieces_gives_the_same_subproblems(wide, tmp_path,
     whole = _tasks(reader, h, level, hist, 10**9, monkeypatch)
     calls = []
     real_read = reader.read
+    real_rows = reader.read_rows
     monkeypatch.setattr(reader, "read", lambda lv, a, b: calls.append(b - a) or real_read(lv, a, b))
+    monkeypatch.setattr(
+        reader, "read_rows", lambda lv, a, b, w: calls.append(b - a) or real_rows(lv, a, b, w)
+    )
     pieces = _tasks(reader, h, level, hist, 1, monkeypatch)
     assert max(calls) == 1  # one block at a time, never a whole family
     assert len(whole) == len(pieces) == h.n_units(level)

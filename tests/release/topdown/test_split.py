@@ -333,3 +333,29 @@ def test_coarse_solves_are_executor_tasks_with_the_old_results(run, monkeypatch)
     split = tract["split_families"]
     counties = hierarchy.n_units(hierarchy.geolevels.names.index("County"))
     assert tract["tasks"] == counties - len(split) + sum(f["chunks"] for f in split)
+
+
+def test_split_families_are_read_once_when_kept_and_give_the_same_release(run, monkeypatch):
+    """The driver keeps a split family's whole subproblem from its coarse task for its
+    chunks (``SPLIT_KEEP_BYTES``): one read a family instead of two, the same histograms
+    as reading it again (a keep of 0 bytes), and a family beyond the keep read again."""
+    from censusdp.release.topdown import levels as levels_mod
+
+    hierarchy, bounds, ms = run
+    reads: list[int] = []
+    real = LevelTasks._alone
+
+    def counted(self, i):
+        reads.append(i)
+        return real(self, i)
+
+    monkeypatch.setattr(LevelTasks, "_alone", counted)
+    kept = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=2))
+    n_split = sum(len(s["split_families"]) for s in kept.levels)
+    assert n_split > 0 and len(reads) == n_split  # each split family read once
+    reads.clear()
+    monkeypatch.setattr(levels_mod, "SPLIT_KEEP_BYTES", 0)
+    again = run_topdown(ms, hierarchy, bounds, TopDownOptions(max_children=2))
+    assert len(reads) == 2 * n_split  # coarse, then chunks: each read twice
+    for a, b in zip(kept.histograms, again.histograms, strict=True):
+        assert (a != b).nnz == 0

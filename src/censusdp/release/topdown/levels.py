@@ -31,6 +31,7 @@ from censusdp.release.topdown.multipass import (
     bind_rounding,
 )
 from censusdp.release.topdown.passes import plans_for
+from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.split import (
     chunk_starts,
     chunk_subproblems,
@@ -48,7 +49,23 @@ from censusdp.release.topdown.subproblems import (
 from censusdp.release.topdown.tasks import DetachedFamily, Task, TaskResult
 from censusdp.release.topdown.weighted_family import UnitCaps
 
-__all__ = ["LevelPlan", "LevelTasks", "TaskContext", "bottomup_tasks", "level_plans"]
+__all__ = [
+    "SPLIT_KEEP_BYTES",
+    "LevelPlan",
+    "LevelTasks",
+    "TaskContext",
+    "bottomup_tasks",
+    "level_plans",
+]
+
+SPLIT_KEEP_BYTES = 256 << 20
+"""Most bytes of split families' whole subproblems the driver keeps between a family's
+coarse task and its chunk tasks (:class:`LevelTasks`); a family beyond it is read again
+for its chunks. Reading a family is most of the driver's work at a ``ddp-2010`` block
+level (each of a rural block group's blocks is 338,502 noisy person values, of which
+its subproblem keeps the few hundred answers on the parent's positive cells), so
+keeping what was read halves it. The kept subproblems are small: the noisy answers of
+``k`` children on the rows of the parent's kept cells."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,15 +147,17 @@ class LevelTasks:
     (``Task.chunks`` > 0): the coarse tasks of the whole level are handed out first, the
     widest family first, so the workers start on them at once, and the driver solves
     nothing. The consumer hands each coarse result back (:meth:`accept`); the next time
-    a task is asked for, that family is read again and its chunk tasks go out ahead of
-    the level's remaining families (a chunk is on the level's critical path). Chunks
+    a task is asked for, that family's chunk tasks go out ahead of the level's remaining
+    families (a chunk is on the level's critical path). Chunks
     whose coarse result comes back after the last task has been handed out are in
     :meth:`rest`, a second pass of the executor over what is left.
 
     The tasks, and so the results, are those of solving each coarse problem on the driver
     and handing out its chunks in place: only their order changes, and the level's
     histogram does not depend on the order. Memory: the driver keeps the coarse
-    problems in flight and one family at a time, never every split family at once.
+    problems in flight and the whole subproblems of split families read for them, up
+    to :data:`SPLIT_KEEP_BYTES` in all; a family beyond that is read again for its
+    chunks (:attr:`rereads`), so memory stays bounded by a family at a time beyond it.
 
     ``ctx.detach`` (measurements with a ``detach(level, start, stop)`` method: the NMF
     reader): a family that is not split is read by its own task where it runs
@@ -167,6 +186,12 @@ class LevelTasks:
         """Every coarse result accepted, with its number of chunks (family order)."""
         self._split: dict[int, int] = {}  # first child of a split family -> its parent unit
         self._ready: deque[TaskResult] = deque()
+        # first child of a split family -> its whole task, kept from the coarse task's read
+        # for the chunks (at most SPLIT_KEEP_BYTES in all; a family beyond is read again)
+        self._wholes: dict[int, Task] = {}
+        self._whole_bytes = 0
+        self.rereads = 0
+        """Split families read a second time for their chunks (beyond the keep)."""
 
     # -- the consumer's side ------------------------------------------------------------
 
@@ -296,6 +321,10 @@ class LevelTasks:
             whole = self._alone(i)
             starts = chunk_starts(whole.sub.k, self.max_children)
             self._split[whole.child_start] = i
+            size = _nbytes(whole.sub)
+            if self._whole_bytes + size <= SPLIT_KEEP_BYTES:
+                self._wholes[whole.child_start] = whole
+                self._whole_bytes += size
             yield Task(
                 whole.level,
                 whole.parent_geocode,
@@ -314,7 +343,12 @@ class LevelTasks:
         """The chunk tasks of every coarse result accepted so far."""
         while self._ready:
             r = self._ready.popleft()
-            whole = self._alone(self._split[r.child_start])
+            whole = self._wholes.pop(r.child_start, None)
+            if whole is None:
+                self.rereads += 1
+                whole = self._alone(self._split[r.child_start])
+            else:
+                self._whole_bytes -= _nbytes(whole.sub)
             starts = chunk_starts(whole.sub.k, self.max_children)  # type: ignore[arg-type]
             if starts.size != r.chunks:
                 raise InternalError(f"family {r.parent_geocode!r}: {r.chunks} coarse chunks")
@@ -371,6 +405,12 @@ class LevelTasks:
                     production=self.ctx.production,
                     caps=self._caps(children),
                 )
+
+
+def _nbytes(sub: Subproblem) -> int:
+    """The bytes of a subproblem's arrays (what keeping it costs)."""
+    arrays = (*sub.noisy, *sub.query_rows, sub.groups, sub.group_lower, sub.group_upper)
+    return sum(int(getattr(a, "nbytes", 0)) for a in arrays)
 
 
 def bottomup_tasks(ctx: TaskContext, live: np.ndarray, bounds: Bounds) -> Iterator[Task]:

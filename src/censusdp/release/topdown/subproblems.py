@@ -242,21 +242,45 @@ class FamilyRun:
     def family(
         self, children: slice, kept: np.ndarray, cache: QueryCache
     ) -> tuple[list[MeasuredQuery], slice]:
-        """The measurements of ``children`` and their rows in them (``local``)."""
-        if self.mqs is None and self.whole:
+        """The measurements of ``children`` and their rows in them (``local``).
+
+        Measurements that read a run of units on given answer rows only (``read_rows``:
+        the NMF reader) are read so, on the rows of ``kept`` (:func:`present_rows`),
+        when the family is the whole run or read in pieces; the same queries as reading
+        them whole and keeping those rows (``MeasuredQuery.restricted``)."""
+        rows_only = hasattr(self.ms, "read_rows")
+        one = (children.start, children.stop) == (self.c0, self.c1)
+        if self.mqs is None and self.whole and not (rows_only and one):
             self.mqs = self.ms.read(self.level, self.c0, self.c1)
         if self.mqs is not None:
             return self.mqs, slice(children.start - self.c0, children.stop - self.c0)
+        wanted = _PresentRows(cache, kept)
         parts: list[list[MeasuredQuery]] = []
         for a in range(children.start, children.stop, self.per):
-            piece = self.ms.read(self.level, a, min(a + self.per, children.stop))
-            parts.append(
-                [mq.restricted(present_rows(cache.get(mq.query), kept)[0]) for mq in piece]
-            )
+            b = min(a + self.per, children.stop)
+            if rows_only:
+                parts.append(self.ms.read_rows(self.level, a, b, wanted))  # type: ignore[attr-defined]
+                continue
+            piece = self.ms.read(self.level, a, b)
+            parts.append([mq.restricted(wanted[mq.query]) for mq in piece])
         if not parts:
             return [], slice(0, 0)
         mqs = [concat_units([p[i] for p in parts]) for i in range(len(parts[0]))]
         return mqs, slice(0, children.stop - children.start)
+
+
+class _PresentRows(dict):
+    """Query name -> the answer rows of the kept cells (:func:`present_rows`), built
+    when first asked for."""
+
+    def __init__(self, cache: QueryCache, kept: np.ndarray) -> None:
+        super().__init__()
+        self.cache, self.kept = cache, kept
+
+    def __missing__(self, name: str) -> np.ndarray:
+        rows = present_rows(self.cache.get(name), self.kept)[0]
+        self[name] = rows
+        return rows
 
 
 _WORKER_CACHES: dict[tuple[str, int], QueryCache] = {}

@@ -110,7 +110,9 @@ class DetachedFamily:
         cache = worker_cache(self.ms)
         f = self.family
         width = sum(m.rows.size for m in self.ms.read(self.level, f.start, f.start))
-        run = FamilyRun(self.ms, self.level, f.start, f.children.stop, width, DEFAULT_CHUNK_VALUES)
+        run = FamilyRun(
+            self.ms, self.level, f.start, f.children.stop, width, DEFAULT_CHUNK_VALUES, lazy=True
+        )
         mqs, local = run.family(f.children, f.kept, cache)
         return make_subproblem(mqs, cache, local, f)
 

@@ -38,7 +38,8 @@ from censusdp.release.validate._mdf_parts import DHCH, mdf_from_parts
 from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
-from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
+from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names
+from censusdp.tables.dhc import dhc_person_rows
 from censusdp.tables.entities import (
     ENTITY_GEOLEVELS,
     EntityRows,
@@ -115,8 +116,9 @@ def check_mdf(
         written = tables_in_parts and _part0_has_entities(run)
         ent = entity_rows(hierarchy.blocks, geo.entities if geo is not None and written else None)
         table_problems = (table_problems or []) + _check_tables(
-            run, hierarchy, (pl94, units, households), in_parts=tables_in_parts, entities=ent
-        )
+            run, hierarchy, (pl94, units, households), in_parts=tables_in_parts, entities=ent,
+            dhc_persons=dhc_person_rows(hist) if schema.name == "dhcp-2020" else None,
+        )  # fmt: skip
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF or tables: {exc}")
         return
@@ -329,6 +331,7 @@ def _check_tables(
     *,
     in_parts: bool,
     entities: EntityRows | None = None,
+    dhc_persons: sp.csr_matrix | None = None,
 ) -> list[str]:
     """The tables' geounits that the MDF's tasks do not check, each with the geography's
     identifiers and the tabulation of the MDF's block histograms aggregated (``blocks``:
@@ -340,7 +343,9 @@ def _check_tables(
     the MDF's parts check the blocks' parts
     (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`). Part 0 also holds
     the geounits off the hierarchy (``entities``: county subdivisions, places, AIAN
-    areas, :mod:`censusdp.tables.entities`), each the sum of its blocks."""
+    areas, :mod:`censusdp.tables.entities`), each the sum of its blocks. ``dhc_persons``:
+    the blocks' ``relgq x sex x age`` histograms of a ``dhcp-2020`` release, whose DHC
+    person tables (:mod:`censusdp.tables.dhc`) are checked too."""
     n = hierarchy.n_levels - 1 if in_parts else hierarchy.n_levels
     ids = level_identifiers(
         [
@@ -360,11 +365,12 @@ def _check_tables(
         return sp.vstack([*hierarchy.aggregate(block_rows)[:n], *extra], format="csr")
 
     p_rows, u_rows = rows(pl94), rows(units)
-    h_rows = None
-    names = TABLE_NAMES
-    if households is not None:
-        h_rows = rows(households)
-        names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
+    h_rows = None if households is None else rows(households)
+    d_rows = None if dhc_persons is None else rows(dhc_persons)
+    names = release_table_names(
+        "dhcp-2020" if dhc_persons is not None else "",
+        "household2010" if households is not None else None,
+    )
     out = []
     for name in names:
         path = run / "tables" / f"{name}.parquet"
@@ -373,7 +379,9 @@ def _check_tables(
         elif not regular_file(path):
             out.append(f"{path}: missing file")
             continue
-        bad = table_part_mismatch(path, name, ids, p_rows, u_rows, h_rows)
+        bad = table_part_mismatch(
+            path, name, ids, p_rows, u_rows, h_rows, dhc_rows={"dhc_persons": d_rows}
+        )
         if bad:
             out.append(bad)
     return out

@@ -32,7 +32,7 @@ from censusdp.io.parts import part_name, read_part_index, regular_file
 from censusdp.io.tables import table_part_mismatch
 from censusdp.release.manifest import sha256_of
 from censusdp.release.validate._entries import Hashed
-from censusdp.tables import HOUSEHOLD_TABLE_NAMES, TABLE_NAMES, level_identifiers
+from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names
 
 DHCH = "dhch"
 """``households`` of a release with the 2020 DHC's household run."""
@@ -81,12 +81,15 @@ def _count_mdf_part(
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
         bad = None
         households = counts[3]
-        names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households is not None else ())
+        names = release_table_names(job.schema, "household2010" if households is not None else None)
         for name in names:
             rel = f"tables/{name}.parquet/{job.tables}"
             if regular_file(run / rel):
                 digests[rel] = sha256_of(run / rel)
-            bad = bad or table_part_mismatch(run / rel, name, ids, counts[1], units, households)
+            bad = bad or table_part_mismatch(
+                run / rel, name, ids, counts[1], units, households,
+                dhc_rows={"dhc_persons": counts[0]},
+            )  # fmt: skip
         counts = (*counts[:3], bad, text_problem, *counts[3:])
     elif problem is None:
         counts = (*counts[:3], None, text_problem, *counts[3:])
@@ -187,7 +190,9 @@ def mdf_from_parts(
         InputError: naming the first problem (an index, a part, a record).
     """
     tables = (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
-    indexes, ranges = _part_indexes(run, hierarchy, tables, with_households)
+    # a DHC household run (``"dhch"``) writes no household tables yet
+    names = release_table_names(schema.name, "household2010" if with_households is True else None)
+    indexes, ranges = _part_indexes(run, hierarchy, tables, names)
     jobs = _part_jobs(
         run, hierarchy, inv, schema, indexes, ranges, tables=tables, households=with_households
     )
@@ -240,14 +245,15 @@ def mdf_from_parts(
 
 
 def _part_indexes(
-    run: Path, hierarchy: Hierarchy, tables: bool, households: bool | str = False
+    run: Path, hierarchy: Hierarchy, tables: bool, names: tuple[str, ...] = TABLE_NAMES
 ) -> tuple[dict[str, dict], list[tuple[int, int]]]:
     """The MDF directories' part indexes, by directory name, and the parts' block
     ranges, once the indexes are seen to agree.
 
     The four directories' indexes must list the same parts, whose block ranges cover
     the release's blocks in order, once each, each text part as many records as its
-    Parquet part; with ``tables`` (the tables are part files), each table's index the
+    Parquet part; with ``tables`` (the tables are part files), each table of ``names``
+    (those the release publishes) has its index list the
     same parts after its part 0 (the levels above the block, and the geographies off
     the hierarchy).
 
@@ -273,7 +279,6 @@ def _part_indexes(
         want = [int(p["rows"]) for p in indexes[pq_name]["parts"]]
         if index is not None and [int(p["rows"]) for p in index["parts"]] != want:
             raise InputError(f"{txt_name}/_parts.json lists other records than {pq_name}'s")
-    names = TABLE_NAMES + (HOUSEHOLD_TABLE_NAMES if households is True else ())
     for name in names if tables else ():
         rel = f"tables/{name}.parquet"
         got = [
