@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.schema_dhc import GQ_CODES
 from censusdp.errors import InputError
 
 __all__ = [
@@ -54,6 +55,10 @@ class Invariants:
         gq_facilities: ``(blocks, 8)`` occupied GQ facilities by type (column 0 is 0).
         total_level: index of the geolevel whose total population is invariant
             (1 = State); levels above it are invariant too, as sums.
+        gq_types: ``(blocks, 24)`` GQ facilities by the 2020 DHC's detailed GQ type
+            (:data:`censusdp.data.schema_dhc.GQ_CODES`), or ``None``: with
+            ``housing_units`` the ``gqhh_vect`` invariant of the DHC household run,
+            published only by a release that has one.
     """
 
     blocks: np.ndarray
@@ -61,6 +66,18 @@ class Invariants:
     housing_units: np.ndarray
     gq_facilities: np.ndarray
     total_level: int = 1
+    gq_types: np.ndarray | None = None
+
+    def reordered(self, order: np.ndarray, blocks: np.ndarray, total_level: int) -> Invariants:
+        """The same invariants with block rows ``order`` (codes ``blocks``)."""
+        return Invariants(
+            blocks,
+            self.population[order],
+            self.housing_units[order],
+            self.gq_facilities[order],
+            total_level,
+            None if self.gq_types is None else self.gq_types[order],
+        )
 
     def to_table(self) -> pa.Table:
         """Block-level table for ``invariants.parquet`` (population only as state sums)."""
@@ -70,6 +87,9 @@ class Invariants:
         }
         for g in range(1, N_HHGQ):
             cols[f"gq_facilities_{g}"] = pa.array(self.gq_facilities[:, g], pa.int64())
+        if self.gq_types is not None:
+            for k, code in enumerate(GQ_CODES):
+                cols[f"gq_type_{code}"] = pa.array(self.gq_types[:, k], pa.int64())
         return pa.table(cols)
 
     def state_table(self, hierarchy: Hierarchy) -> pa.Table:
@@ -104,6 +124,11 @@ class Invariants:
         gq = np.zeros((codes.size, N_HHGQ), dtype=np.int64)
         for g in range(1, N_HHGQ):
             gq[:, g] = blocks_table.column(f"gq_facilities_{g}").to_numpy()
+        types = None
+        if f"gq_type_{GQ_CODES[0]}" in blocks_table.column_names:
+            types = np.column_stack(
+                [blocks_table.column(f"gq_type_{c}").to_numpy() for c in GQ_CODES]
+            ).astype(np.int64)
         level_name = totals_table.column("geolevel")[0].as_py() if totals_table.num_rows else None
         level = hierarchy.geolevels.index(level_name) if level_name else 1
         pop = np.zeros(codes.size, dtype=np.int64)
@@ -115,7 +140,7 @@ class Invariants:
         first_block = np.searchsorted(anc, np.arange(hierarchy.n_units(level)))
         idx = np.searchsorted(hierarchy.geocodes[level], unit_codes)
         pop[first_block[idx]] = totals
-        return cls(codes, pop, hu, gq, level)
+        return cls(codes, pop, hu, gq, level, types)
 
 
 def compute_invariants(

@@ -73,6 +73,7 @@ __all__ = [
     "DHCP_2020",
     "DHC_UNITS_2020",
     "GQ_CODES",
+    "HHGQ_UNIT_VECTOR",
     "HHTYPE_DHCH_TYPES",
     "QUERY_ORDERINGS",
     "RELGQ_LEVELS",
@@ -401,7 +402,26 @@ DHCH_2020 = Schema(
 )
 """The 2020 DHC household schema (``DHCH_SCHEMA_TEN_3LEV``), 1,578,528 cells."""
 
-DHC_UNITS_2020 = Schema(name="dhc-units-2020", attributes=(_identity("tenvacgq", TENVACGQ_LEVELS),))
+HHGQ_UNIT_VECTOR = "hhgq_unit_vector"
+"""The recode of ``tenvacgq`` production's ``gq_vect`` holds exact (``CC.HHGQ_UNIT_VECTOR``):
+level 0 the housing units (occupied or vacant, ``tenvacgq`` 0..10), level ``1 + k`` the
+facilities of the ``k``-th GQ type (``tenvacgq`` ``11 + k``)."""
+
+DHC_UNITS_2020 = Schema(
+    name="dhc-units-2020",
+    attributes=(_identity("tenvacgq", TENVACGQ_LEVELS),),
+    recodes=(
+        _recode(
+            "tenvacgq",
+            HHGQ_UNIT_VECTOR,
+            len(TENVACGQ_LEVELS),
+            {
+                "Housing unit": range(11),
+                **{lv: (11 + k,) for k, lv in enumerate(TENVACGQ_LEVELS[11:])},
+            },
+        ),
+    ),
+)
 """The DHC household run's unit histogram (``UNIT_TABLE_10_TENVACSGQ``), 35 cells."""
 
 QUERY_ORDERINGS: dict[str, dict[str, tuple[tuple[str, ...], ...]]] = {

@@ -20,9 +20,11 @@ import scipy.sparse as sp
 
 from censusdp.data.histograms import person_cells, pl94_view
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.schema_dhc import DHC_UNITS_2020, DHCH_2020
 from censusdp.errors import InputError
 from censusdp.io.atomic import fsync_file, sha256_of
 from censusdp.io.mdf_households import decode_households, household_unit_records
+from censusdp.io.mdf_households_dhc import decode_dhch_units, dhch_unit_records
 from censusdp.io.mdf_read import (
     check_constant,
     decode_geocodes,
@@ -44,6 +46,7 @@ __all__ = [
     "MDF_PART_FIELDS",
     "BlockCounts",
     "mdf_part_counts",
+    "mdf_part_dhc_units",
     "mdf_part_households",
     "write_mdf_part",
 ]
@@ -68,6 +71,11 @@ class BlockCounts:
     released ``(blocks x 387,072)`` households; each block's occupied units are then its
     row sum, and the units are written in the household layout
     (:mod:`censusdp.io.mdf_households`).
+
+    ``dhc_units``: a release with the 2020 DHC's household run gives its released
+    ``(blocks x 35)`` units by ``tenvacgq``, and ``households`` are then its
+    ``(blocks x 1,578,528)`` ``dhch-2020`` households; the units are written in the DHC's
+    unit layout (:mod:`censusdp.io.mdf_households_dhc`).
     """
 
     blocks: np.ndarray
@@ -77,6 +85,7 @@ class BlockCounts:
     occupied: np.ndarray
     gq_facilities: np.ndarray
     households: sp.csr_matrix | None = None
+    dhc_units: np.ndarray | None = None
 
     def rows(self, start: int, stop: int) -> BlockCounts:
         """Blocks ``start:stop`` of these (each array sliced, the histograms as CSR)."""
@@ -88,6 +97,7 @@ class BlockCounts:
             np.asarray(self.occupied[start:stop]),
             np.asarray(self.gq_facilities[start:stop]),
             None if self.households is None else sp.csr_matrix(self.households[start:stop]),
+            None if self.dhc_units is None else np.asarray(self.dhc_units[start:stop]),
         )
 
 
@@ -133,8 +143,12 @@ def write_mdf_part(
                 f"block {counts.blocks[b]}: {occupied[b]} households but "
                 f"{counts.occupied[b]} occupied housing units"
             )
-        units = household_unit_records(
-            counts.blocks, counts.housing_units, counts.households, counts.gq_facilities
+        units = (
+            household_unit_records(
+                counts.blocks, counts.housing_units, counts.households, counts.gq_facilities
+            )
+            if counts.dhc_units is None
+            else dhch_unit_records(counts.blocks, counts.households, counts.dhc_units)
         )
     out: dict[str, list[dict[str, object]]] = {}
     for kind, table in (("persons", persons), ("units", units)):
@@ -211,6 +225,33 @@ def _local_blocks(geocode: np.ndarray, blocks: np.ndarray, path: object, what: s
             f"blocks {blocks[0]}..{blocks[-1]}"
         )
     return idx.astype(np.int64)
+
+
+def mdf_part_dhc_units(
+    units_path: str | Path, blocks: np.ndarray, *, records: pa.Table | None = None
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Read one MDF part's units in the DHC's unit layout back: its ``(blocks x
+    1,578,528)`` ``dhch-2020`` households and ``(blocks x 35)`` units by ``tenvacgq``,
+    every record decoded and checked
+    (:func:`~censusdp.io.mdf_households_dhc.decode_dhch_units`); ``records``: the units'
+    records already read, not read again.
+
+    Raises:
+        InputError: for an unreadable part, a record outside ``blocks``, or a record that
+            is not a household, a vacant unit or a facility (naming file, row and values).
+    """
+    blocks = np.asarray(blocks)
+    table = read_mdf_records(units_path) if records is None else records
+    cell, level = decode_dhch_units(table, units_path)
+    local = _local_blocks(decode_geocodes(table, units_path), blocks, units_path, "units")
+    units = np.zeros((blocks.size, DHC_UNITS_2020.size), dtype=np.int64)
+    np.add.at(units, (local, level), 1)
+    hh = cell >= 0
+    ones = np.ones(int(hh.sum()), dtype=np.int64)
+    households = sp.csr_matrix(
+        (ones, (local[hh], cell[hh])), shape=(blocks.size, DHCH_2020.size), dtype=np.int64
+    )
+    return households, units
 
 
 def mdf_part_households(

@@ -228,11 +228,12 @@ def decode_unit_status(table: pa.Table, path: object) -> np.ndarray:
     """Each unit record's status: 0 an occupied facility, 1 an occupied housing unit, 2
     a vacant one. From ``HH_STATUS`` (the H1 layout), or in the household layout
     (:mod:`censusdp.io.mdf_households`, which has none) from ``RTYPE`` and ``VACS``
-    (a vacant unit's ``VACS`` is 9)."""
+    (a vacant unit's ``VACS`` is 9 in the DDP's layout, its vacancy status 1..7 in the
+    DHC's, :mod:`censusdp.io.mdf_households_dhc`; each layout's decoder checks which)."""
     if "HH_STATUS" in table.column_names or "VACS" not in table.column_names:
         return decode_codes(table, "HH_STATUS", ("0", "1", "2"), path)
     is_gq = decode_codes(table, "RTYPE", ("2", "4"), path) == 1
-    vacant = decode_codes(table, "VACS", ("0", "9"), path) == 1
+    vacant = decode_codes(table, "VACS", tuple(str(k) for k in range(10)), path) > 0
     return np.where(is_gq, 0, np.where(vacant, 2, 1)).astype(np.int64)
 
 

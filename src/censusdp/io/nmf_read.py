@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredQuery, MeasurementSet, measured_rows
-from censusdp.data.queries import make_query
+from censusdp.data.queries import make_query, run_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
 from censusdp.io.nmf_cache import read_values
@@ -63,8 +63,13 @@ class NMFReader:
             hierarchy, or a (geolevel, query) that does not cover every unit once.
     """
 
-    def __init__(self, path: str | Path, schema: Schema, hierarchy: Hierarchy) -> None:
+    def __init__(
+        self, path: str | Path, schema: Schema, hierarchy: Hierarchy, run_schema: str | None = None
+    ) -> None:
         self.path = Path(path)
+        # a run measuring a unit histogram beside its main one (run_schema): only the
+        # row groups of this schema's histogram are read
+        self._run_schema = run_schema
         self._files = nmf_files(self.path)
         self.schema = schema
         self.hierarchy = hierarchy
@@ -128,9 +133,11 @@ class NMFReader:
                     f"{self.path}: geocodes {lo!r}..{hi!r} at {k.geolevel} do not "
                     "match the release geography"
                 )
-            q = self._queries.get(k.query)
-            if q is None:  # one per query: a ddp-2010 NMF has thousands of row groups
-                q = self._queries[k.query] = make_query(self.schema, k.query)
+            if k.query not in self._queries:  # a ddp-2010 NMF has thousands of row groups
+                self._queries[k.query] = self._query_of(k.query)
+            q = self._queries[k.query]
+            if q is None:  # a query of the other histogram of the run
+                continue
             key = (level, q.name)
             if key not in self._info:
                 zeros = structural_zeros_measured(md)
@@ -140,6 +147,14 @@ class NMFReader:
                 self._order.setdefault(level, []).append(q.name)
             self._groups.setdefault(key, []).append((u0, u1, (fi, rg), k.rows, k.variance))
         return True
+
+    def _query_of(self, name: str) -> Any:
+        """Query ``name`` of this reader's schema, ``None`` for one of the run's other
+        histogram (:func:`censusdp.data.queries.run_query`)."""
+        if self._run_schema is not None:
+            schema, q = run_query(self._run_schema, name)
+            return q if schema.name == self.schema.name else None
+        return make_query(self.schema, name)
 
     def _cover(
         self, key: tuple[int, str], groups: list[tuple[int, int, tuple[int, int], int, float]]

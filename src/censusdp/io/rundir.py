@@ -171,9 +171,13 @@ class RunDir:
         totals = pq.read_table(self.invariant_totals_file)
         return hierarchy, Invariants.from_tables(blocks, totals, hierarchy)
 
-    def nmf_reader(self, run: str, schema: Schema, hierarchy: Hierarchy) -> NMFReader:
-        """The NMF of ``run`` read chunk by chunk, as the estimator reads it."""
-        return NMFReader(self.nmf_file(run), schema, hierarchy)
+    def nmf_reader(
+        self, run: str, schema: Schema, hierarchy: Hierarchy, run_schema: str | None = None
+    ) -> NMFReader:
+        """The NMF of ``run`` read chunk by chunk, as the estimator reads it; with
+        ``run_schema`` (a run that measures a unit histogram beside its main one, on
+        ``run_schema``) only the measurements of ``schema``'s histogram."""
+        return NMFReader(self.nmf_file(run), schema, hierarchy, run_schema)
 
     def nmf_table(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:
         """The noisy measurements of ``run`` (of one geolevel: only its row groups), the

@@ -32,6 +32,12 @@ from censusdp.release.consistency import (
     household_persons,
     independent_unit_bounds,
 )
+from censusdp.release.dhc_units import (
+    DHCH_SCHEMA,
+    UNIT_HISTOGRAM_RUN,
+    estimate_dhch_run,
+    gqhh_vector_of,
+)
 from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
     hold_persons_to_households,
@@ -57,6 +63,7 @@ __all__ = [
     "on_tabulation",
     "person_bounds",
     "released_histograms",
+    "unit_run",
 ]
 
 
@@ -114,6 +121,8 @@ class EstimationInputs:
     hierarchy: Hierarchy
     bounds: list[Bounds] | None = None
     unit_hierarchy: UnitHierarchy | None = None
+    unit_histogram: Measurements | None = None
+    """The unit histogram a DHC household run measures beside its households."""
 
     @classmethod
     def on(
@@ -122,9 +131,11 @@ class EstimationInputs:
         inv: Invariants,
         persons: Measurements,
         units: Measurements | None,
+        unit_histogram: Measurements | None = None,
     ) -> EstimationInputs:
         """The inputs of each run on its own hierarchy of ``geo`` (``inv`` in tabulation
-        order; ``persons`` and ``units`` measured on ``geo.for_run(run)``)."""
+        order; ``persons`` and ``units`` measured on ``geo.for_run(run)``, and the unit
+        histogram a DHC household run measures beside its households)."""
         return cls(
             persons,
             units,
@@ -132,6 +143,7 @@ class EstimationInputs:
             geo.estimation,
             None if geo.spine is None else geo.person_bounds(inv),
             UnitHierarchy.of(geo, inv),
+            unit_histogram,
         )
 
     def units_on(self) -> tuple[Hierarchy, Invariants, np.ndarray | None]:
@@ -155,11 +167,19 @@ class ReleaseEstimate:
     bounds: list[Bounds]
     household: np.ndarray | None = None
     unit_schema: str = "units"
+    unit_histogram: TopDownResult | None = None
+    """A DHC household run's estimated units by ``tenvacgq`` (its households are
+    ``units``)."""
 
     @property
     def households(self) -> bool:
         """Whether the unit run is a household run."""
         return self.units is not None and self.unit_schema == HOUSEHOLD_SCHEMA
+
+    @property
+    def dhc_households(self) -> bool:
+        """Whether the unit run is the 2020 DHC's household run."""
+        return self.units is not None and self.unit_schema == DHCH_SCHEMA
 
 
 def _bottomup_bounds(bounds: list[Bounds], manifest: dict[str, Any]) -> list[Bounds]:
@@ -266,6 +286,9 @@ def estimate_runs(
         household = household_persons(persons.histograms[-1], schema)
         order = inputs.units_on()[2]
         household = household if order is None else household[order]
+    unit_hist = None
+    if units_ms is not None and units_ms.schema.name == DHCH_SCHEMA:
+        units, unit_hist = _estimate_dhch(inputs, unit_topdown, rt, manifest, checkpoint)
     if units_ms is not None and units is None:
         assert unit_topdown is not None
         t = time.perf_counter()
@@ -285,10 +308,54 @@ def estimate_runs(
             **run,
         )
         _record_run(manifest, "units", units, rt, time.perf_counter() - t)
-    if units_ms is not None:
-        manifest["units_estimation"] = options.unit_consistency
+    if units_ms is not None:  # a DHC household run's is its own (_estimate_dhch)
+        manifest.setdefault("units_estimation", options.unit_consistency)
     unit_schema = units_ms.schema.name if units_ms is not None else "units"
-    return ReleaseEstimate(persons, units, bounds, household, unit_schema)
+    return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
+
+
+DHCH_ESTIMATION = (
+    "dhc: the units by tenvacgq first (housing units and each GQ type's facilities "
+    "exact), then the households held to the units' tenure at every geounit"
+)
+"""The manifest's ``units_estimation`` of a DHC household run."""
+
+
+def _estimate_dhch(
+    inputs: EstimationInputs,
+    topdown: TopDownOptions | None,
+    rt: Runtime,
+    manifest: dict[str, Any],
+    checkpoint: EstimatedLevels | None,
+) -> tuple[TopDownResult, TopDownResult]:
+    """A DHC household run (:mod:`censusdp.release.dhc_units`), independent of the
+    persons as in production; returns ``(households, units by tenvacgq)``."""
+    uh, uinv, _ = inputs.units_on()
+    if (
+        topdown is None
+        or inputs.units is None
+        or inputs.unit_histogram is None
+        or uinv.gq_types is None
+    ):
+        raise InternalError(
+            "a DHC household run needs its unit histogram's measurements and the "
+            "invariant facilities by GQ type"
+        )
+    seconds: dict[str, float] = {}
+    unit_hist, units = estimate_dhch_run(
+        inputs.units,
+        inputs.unit_histogram,
+        uh,
+        gqhh_vector_of(uinv),
+        topdown,
+        rt=rt,
+        checkpoint=checkpoint,
+        seconds=seconds,
+    )
+    _record_run(manifest, UNIT_HISTOGRAM_RUN, unit_hist, rt, seconds[UNIT_HISTOGRAM_RUN])
+    _record_run(manifest, "units", units, rt, seconds["units"])
+    manifest["units_estimation"] = DHCH_ESTIMATION
+    return units, unit_hist
 
 
 def _record_run(
@@ -304,7 +371,7 @@ def occupied_units(est: ReleaseEstimate, inv: Invariants, manifest: dict[str, An
     """Released occupied housing units per block: the occupied column of a unit run, the
     households of a household run (one per occupied unit: the household histogram's
     row sums), zero when the unit run was skipped."""
-    if est.households:
+    if est.households or est.dhc_households:
         assert est.units is not None
         return np.asarray(est.units.histograms[-1].sum(axis=1)).ravel().astype(np.int64)
     if est.units is not None:
@@ -396,15 +463,7 @@ def on_tabulation(
         geo.estimation,
         schema,
         est.bounds,
-        units=None
-        if est.units is None
-        else UnitRun(
-            est.units.histograms,
-            ugeo.invariants(inv).housing_units,
-            est.household,
-            ugeo.estimation if ugeo is not geo else None,
-            est.unit_schema,
-        ),
+        units=unit_run(est, ugeo.invariants(inv), ugeo.estimation if ugeo is not geo else None),
         failsafe_uses=len(est.persons.failsafe),
     )
     manifest["spine_validation"] = report.to_dict()
@@ -424,4 +483,23 @@ def on_tabulation(
         person_bounds(inv, geo.tabulation),
         None if est.household is None else ugeo.to_tabulation(est.household),
         est.unit_schema,
+        view(est.unit_histogram, ugeo),
+    )
+
+
+def unit_run(
+    est: ReleaseEstimate, inv: Invariants, hierarchy: Hierarchy | None = None
+) -> UnitRun | None:
+    """The unit run of ``est`` for its checks (``inv`` in its block order; ``hierarchy``
+    its own when it is not the persons'), ``None`` without one."""
+    if est.units is None:
+        return None
+    return UnitRun(
+        est.units.histograms,
+        inv.housing_units,
+        est.household,
+        hierarchy,
+        est.unit_schema,
+        None if est.unit_histogram is None else est.unit_histogram.histograms,
+        None if est.unit_histogram is None else gqhh_vector_of(inv),
     )

@@ -103,8 +103,9 @@ __all__ = [
 HOUSEHOLD_SCHEMA = HOUSEHOLD2010.name
 """The schema of a household run (``household2010``)."""
 
-UNIT_SCHEMAS = ("units", HOUSEHOLD_SCHEMA)
-"""The schemas a release's unit run may have: occupied / vacant housing units, or households."""
+UNIT_SCHEMAS = ("units", HOUSEHOLD_SCHEMA, "dhch-2020")
+"""The schemas a release's unit run may have: occupied / vacant housing units, the DDP's
+households, or the 2020 DHC's households and units (:mod:`censusdp.release.dhc_units`)."""
 
 
 def is_household_run(units: Budget | None) -> bool:

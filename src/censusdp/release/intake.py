@@ -8,6 +8,7 @@ histograms come back to the driver, and the microdata are gone when
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -17,10 +18,13 @@ import scipy.sparse as sp
 
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import get_schema
+from censusdp.data.schema_dhc import DHC_UNITS_2020, DHCH_2020
+from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ
 from censusdp.io.cef_files import CEFInput
 from censusdp.io.cef_stream import read_cef_blocks
 from censusdp.privacy.budget import Budget
 from censusdp.progress import say
+from censusdp.release.measure_runs import histogram_key
 from censusdp.release.options import Runtime
 from censusdp.release.spine import ReleaseGeography, geography_for_input, tabulation_levels
 
@@ -35,7 +39,7 @@ def read_and_aggregate(
     with_units: bool,
     spine: tuple[str, bool] = ("tabulation", False),
     record: dict[str, Any] | None = None,
-    households: bool = False,
+    households: bool | str = False,
 ) -> tuple[ReleaseGeography, Invariants, dict[str, sp.csr_matrix], int]:
     """Read and validate the CEF (its files as hashed: each read checks it is still the
     file hashed); return the geography, the invariants, the block
@@ -54,7 +58,12 @@ def read_and_aggregate(
 
     ``households``: the unit run is a household run: its histogram (``units``) is the
     ``(blocks x 387,072)`` household histogram, each household derived from its persons
-    by the part that reads them (:func:`censusdp.io.cef_stream.read_cef_blocks`).
+    by the part that reads them (:func:`censusdp.io.cef_stream.read_cef_blocks`);
+    ``"dhch"``: the 2020 DHC's household run, whose ``units`` are the ``(blocks x
+    1,578,528)`` ``dhch-2020`` households and whose ``units+dhc-units-2020`` the
+    ``(blocks x 35)`` units by ``tenvacgq`` measured beside them; the invariants then
+    carry each block's facilities by detailed GQ type (``gq_types``, production's
+    ``gqhh_vect`` with the housing units).
     """
     progress, timings = rt.progress, rt.timings
     t, c = time.perf_counter(), time.process_time()
@@ -64,7 +73,7 @@ def read_and_aggregate(
         cef_input,
         tabulation_levels(budget),
         get_schema(budget.schema),
-        with_units="households" if households else with_units,
+        with_units=("households" if households is True else households) or with_units,
         executor=rt.executor,
         progress=progress,
     )
@@ -79,9 +88,16 @@ def read_and_aggregate(
         f"read {cef.n_persons:,} persons and {cef.n_units:,} units from {cef_input.directory}",
     )
     hists = {"persons": cef.persons}
-    if with_units:
-        hists["units"] = cef.households if households else cef.housing_units
     hierarchy, inv = cef.hierarchy, cef.invariants
+    if with_units and households == "dhch":
+        assert cef.tenvacgq is not None and cef.dhc_households is not None
+        hists["units"] = cef.dhc_households
+        hists[histogram_key("units", DHC_UNITS_2020.name, DHCH_2020.name)] = sp.csr_matrix(
+            cef.tenvacgq
+        )
+        inv = dataclasses.replace(inv, gq_types=cef.tenvacgq[:, FIRST_GQ_TENVACGQ:].copy())
+    elif with_units:
+        hists["units"] = cef.households if households else cef.housing_units
     timings["aggregate"] = time.perf_counter() - t
     say(progress, f"built block histograms of {hierarchy.blocks.size:,} blocks")
     t = time.perf_counter()
@@ -92,7 +108,7 @@ def read_and_aggregate(
     )
     # each run's blocks in the order of its own estimation hierarchy (the unit run's
     # spine is its own: ReleaseGeography.units)
-    hists = {k: geo.for_run(k).to_estimation(v) for k, v in hists.items()}
+    hists = {k: geo.for_run(k.split("+")[0]).to_estimation(v) for k, v in hists.items()}
     if geo.spine is not None:
         timings["spine"] = time.perf_counter() - t
     return geo, inv, hists, cef.n_persons

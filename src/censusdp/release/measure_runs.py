@@ -18,6 +18,7 @@ from typing import Any
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.queries import run_query
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.io.layout import NMF_FILES
@@ -52,6 +53,19 @@ class _RunToMeasure:
     unit_shares: UnitShares | None
     directory: Path
     structural_zeros: bool = False
+    first_part: int = 0
+    """The index of its first part file (a run's second histogram numbers its parts after
+    the first's)."""
+
+
+def _split_plan(schema: Schema, plan: list[tuple[str, str, Any]]) -> dict[str, list]:
+    """A run's plan by the histogram each query reads: its own schema's, and the unit
+    histogram measured beside it (:func:`censusdp.data.queries.run_query`; production's
+    DHC household run measures ``tenvacgq`` on its unit histogram), in plan order."""
+    out: dict[str, list] = {}
+    for m in plan:
+        out.setdefault(run_query(schema.name, m[1])[0].name, []).append(m)
+    return out
 
 
 def _measure_to_parts(
@@ -62,7 +76,7 @@ def _measure_to_parts(
     *,
     done: dict[str, dict[str, Any]] | None = None,
     record: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+) -> tuple[int, dict[str, int], list[dict[str, Any]], int]:
     """Measure level by level, chunk by chunk; each task writes its own part of the NMF
     directory ``job.directory`` (:mod:`censusdp.release.parts`).
 
@@ -72,12 +86,15 @@ def _measure_to_parts(
     Parts in ``done`` (``{path relative to the run: record}``, from an interrupted run)
     are neither measured nor written again; ``source`` is called only if a part is
     missing (a resumed secure run whose parts are all written makes no key).
-    Returns the rows written in total and by level (``done`` included) and every part's
-    record; adds the tasks' measuring and writing CPU seconds (``measure_task_cpu``,
+    Returns the rows written in total and by level (``done`` included), every part's
+    record (each names the ``schema`` of the histogram it measured) and the index after
+    its last part; adds the tasks' measuring and writing CPU seconds (``measure_task_cpu``,
     ``write_parts_task_cpu``) and the driver's recording seconds
     (``write_measurements``) to ``timings``.
     """
-    done = dict(done or {})
+    done = {
+        k: r for k, r in (done or {}).items() if r.get("schema", job.schema.name) == job.schema.name
+    }
     schema, directory, progress, timings = job.schema, job.directory, rt.progress, rt.timings
     levels = hierarchy.aggregate(job.histogram)
     directory.mkdir(exist_ok=True)
@@ -89,11 +106,13 @@ def _measure_to_parts(
     seen: dict[str, int] = {}
     for rec in parts:
         seen[rec["geolevel"]] = seen.get(rec["geolevel"], 0) + int(rec["rows"])
-    label = {"units": "housing units", "household2010": "households"}.get(schema.name, "persons")
+    label = _LABELS.get(schema.name, "persons")
     bar = task(
         progress, f"measuring {label} ({schema.name})", total, unit="geounits", summary=False
     )
     bar.advance(sum(int(r["stop"]) - int(r["start"]) for r in parts))
+
+    counted = [job.first_part]
 
     def jobs() -> Iterator[PartTask]:
         made: RandomSource | None = None
@@ -106,7 +125,8 @@ def _measure_to_parts(
             unit_shares=job.unit_shares,
             structural_zeros=job.structural_zeros,
         )
-        for i, mt in enumerate(tasks):
+        for i, mt in enumerate(tasks, start=job.first_part):
+            counted[0] = i + 1
             name = part_name(i)
             if f"{prefix}/{name}" in done:
                 continue
@@ -117,6 +137,7 @@ def _measure_to_parts(
         for rec in rt.executor.map(run_part_task, jobs()):
             t = time.perf_counter()
             rec["path"] = f"{prefix}/{rec['file']}"
+            rec["schema"] = schema.name
             if record is not None:
                 record(rec)
             parts.append(rec)
@@ -134,7 +155,7 @@ def _measure_to_parts(
                 progress(_measured_line(label, rec["geolevel"], rec["stop"], seen[rec["geolevel"]]))
     rows = sum(int(r["rows"]) for r in parts)
     by_level = {name: seen[name] for name in names if name in seen}
-    return rows, by_level, parts
+    return rows, by_level, parts, counted[0]
 
 
 def _measured_line(label: str, geolevel: str, geounits: int, values: int) -> str:
@@ -148,9 +169,66 @@ def _measured_line(label: str, geolevel: str, geounits: int, values: int) -> str
     )
 
 
+_LABELS = {
+    "units": "housing units",
+    "household2010": "households",
+    "dhch-2020": "households",
+    "dhc-units-2020": "units",
+}
+
+
+def histogram_key(run: str, schema: str, main: str) -> str:
+    """The key in ``hists`` of run ``run``'s histogram on ``schema``: ``run`` for its main
+    histogram (schema ``main``), ``run+schema`` for a unit histogram measured beside it."""
+    return run if schema == main else f"{run}+{schema}"
+
+
 class _LazySource:
     """A placeholder source while the plan's tasks are cut (the real one is made only
     for a task that is measured)."""
+
+
+def _measure_run(
+    run: str,
+    hists: dict[str, sp.csr_matrix],
+    what: tuple[Schema, dict[str, list], UnitShares | None, Path, Hierarchy],
+    source: Callable[[], RandomSource],
+    rt: Runtime,
+    *,
+    structural_zeros: bool,
+    checkpoint: Checkpoint | None,
+) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+    """Measure one run into its NMF directory: its main histogram, then any unit
+    histogram measured beside it (``hists`` by schema name; ``what`` the run's schema,
+    its plan by histogram, its per-geounit shares and its directory), the second's parts
+    numbered after the first's. Returns the rows in total and by level and every part's
+    record."""
+    schema, plans, shares, directory, hierarchy = what
+    rows, by_level, parts, first = 0, {}, [], 0
+    # the parts an interrupted run finished, read before this run adds its own
+    done = checkpoint.parts(run) if checkpoint is not None else None
+    for name, plan in plans.items():
+        key = histogram_key(run, name, schema.name)
+        job = _RunToMeasure(
+            hists[name], get_schema(name), plan, shares, directory, structural_zeros, first
+        )
+        n, levels, p, first = _measure_to_parts(
+            job,
+            hierarchy,
+            # the main histogram's noise is the run's stream, as before; a histogram
+            # beside it draws from its own
+            lambda key=key: source().child(key),
+            rt,
+            done=done,
+            record=(lambda rec: checkpoint.finish_part(run, rec))
+            if checkpoint is not None
+            else None,
+        )
+        rows += n
+        parts += p
+        for lv, k in levels.items():
+            by_level[lv] = by_level.get(lv, 0) + k
+    return rows, by_level, parts
 
 
 def measure_runs(
@@ -187,28 +265,27 @@ def measure_runs(
     record: dict[str, Any] = {"noisy_values_by_level": {}}
     for run, (b, schema) in runs.items():
         done = checkpoint.measured(run) if checkpoint is not None else None
+        plans = _split_plan(schema, _plan(b))
         if done is not None:
-            hists.pop(run)
+            for k in plans:
+                hists.pop(histogram_key(run, k, schema.name))
             record[NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
             record["noisy_values_by_level"][run] = done["by_level"]
             continue
-        job = _RunToMeasure(
-            hists.pop(run),
-            schema,
-            _plan(b),
-            geo.for_run(run).unit_shares(b),
-            out / NMF_FILES[run],
-            structural_zeros,
-        )
-        n_rows, by_level, parts = _measure_to_parts(
-            job,
-            geo.for_run(run).estimation,
-            lambda run=run: source().child(run),
+        n_rows, by_level, parts = _measure_run(
+            run,
+            {k: hists.pop(histogram_key(run, k, schema.name)) for k in plans},
+            (
+                schema,
+                plans,
+                geo.for_run(run).unit_shares(b),
+                out / NMF_FILES[run],
+                geo.for_run(run).estimation,
+            ),
+            source,
             rt,
-            done=checkpoint.parts(run) if checkpoint is not None else None,
-            record=(lambda rec, run=run: checkpoint.finish_part(run, rec))
-            if checkpoint is not None
-            else None,
+            structural_zeros=structural_zeros,
+            checkpoint=checkpoint,
         )
         record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
         index = write_part_index(out / NMF_FILES[run], parts)

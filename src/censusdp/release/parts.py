@@ -40,6 +40,7 @@ from censusdp.io.mdf_parts import (
     MDF_PART_FIELDS,
     BlockCounts,
     mdf_part_counts,
+    mdf_part_dhc_units,
     mdf_part_households,
     write_mdf_part,
 )
@@ -215,7 +216,7 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         pl94 = released.persons if schema.name == "pl94" else released.persons @ pl94_map(schema)
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], released.blocks)])
         rows = tabulate_rows(pl94, units, ids)
-        if released.households is not None:
+        if released.households is not None and released.dhc_units is None:
             rows.update(tabulate_household_rows(released.households, ids))
         if schema.name == "dhcp-2020":
             rows.update(tabulate_dhc_person_rows(released.persons, ids))
@@ -270,7 +271,11 @@ def _check_mdf_part(
             f"the release's counts (first {released.blocks[bad_units[0]]})"
         ), None
     households = None
-    if released.households is not None:
+    if released.dhc_units is not None:
+        problem = _check_dhc_units(job, paths["units"][0])
+        if problem:
+            return problem, None
+    elif released.households is not None:
         try:
             households = mdf_part_households(
                 paths["units"][0], released.blocks, gq_facilities=released.gq_facilities
@@ -306,6 +311,27 @@ def _check_mdf_part(
         if bad:
             return None, bad
     return None, None
+
+
+def _check_dhc_units(job: MDFPartTask, units_path: Path) -> str | None:
+    """A DHC unit MDF part read back (every record decoded) against the estimate: its
+    households and its units by ``tenvacgq`` block by block; the problem, or ``None``."""
+    released = job.counts
+    assert released.households is not None and released.dhc_units is not None
+    try:
+        households, units = mdf_part_dhc_units(units_path, released.blocks)
+    except InputError as exc:
+        return str(exc)
+    bad_hh = sp.csr_matrix(households - released.households)
+    bad_hh.eliminate_zeros()
+    bad_units = np.flatnonzero((units != np.asarray(released.dhc_units)).any(axis=1))
+    if bad_hh.nnz or bad_units.size:
+        b = int(bad_hh.nonzero()[0][0]) if bad_hh.nnz else int(bad_units[0])
+        return (
+            f"{bad_hh.nnz} household cells and {bad_units.size} blocks' units of part "
+            f"{job.index} differ from the estimate (first at block {released.blocks[b]})"
+        )
+    return None
 
 
 @dataclass(frozen=True, eq=False)

@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCP_2020
+from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCH_2020, DHCP_2020
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
@@ -178,13 +178,16 @@ def run_release(
     options = options or ReleaseOptions()
     execution = execution or Execution()
     for i, run in enumerate(budget.runs):
-        if run.schema in DHC_SCHEMA_NAMES and (i > 0 or run.schema != DHCP_2020.name):
-            check_dhch_input(input_dir)  # an input without its columns: one line naming one
+        fits = DHCP_2020.name if i == 0 else DHCH_2020.name
+        if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
             raise ConfigError(
-                f"budget {run.name!r} is the 2020 DHC's household and unit run (schema "
-                f"{run.schema!r}), which censusdp run does not release yet: run the DHC "
-                "persons alone with --units-preset none (docs/dhc-2020.md)"
+                f"budget {run.name!r} is on the 2020 DHC's schema {run.schema!r}, which is "
+                f"the {'person' if fits == DHCH_2020.name else 'unit'} run's; give it as that "
+                "run (docs/dhc-2020.md)"
             )
+    dhch = budget.units is not None and budget.units.schema == DHCH_2020.name
+    if dhch:
+        check_dhch_input(input_dir)  # an input without its columns: one line naming one
     check_run_schemas(budget)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     if spine_choice[0] == "tabulation" and "Prim" in budget.persons.geolevel_names:
@@ -207,7 +210,7 @@ def run_release(
             with_units=budget.units is not None,
             spine=spine_choice,
             record=read_record,
-            households=is_household_run(budget.units),
+            households="dhch" if dhch else is_household_run(budget.units),
         )
         if is_household_run(budget.units) and geo.unit_spine is not None:
             raise ConfigError(

@@ -269,14 +269,7 @@ class ReleaseGeography:
         """
         if self.spine is None:
             return inv
-        o = self.spine.order
-        return Invariants(
-            self.estimation.blocks,
-            inv.population[o],
-            inv.housing_units[o],
-            inv.gq_facilities[o],
-            total_level=0,
-        )
+        return inv.reordered(self.spine.order, self.estimation.blocks, total_level=0)
 
     def exact_totals(self, inv: Invariants) -> dict[int, np.ndarray]:
         """Exact total populations by estimation level (``nan`` where a unit's is not).

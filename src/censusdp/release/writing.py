@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
-from censusdp.data.schema import Schema, get_schema
+from censusdp.data.schema import Schema, get_schema, unit_schema_of
 from censusdp.errors import InternalError
 from censusdp.io.atomic import write_parquet
 from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, MANIFEST_FILE, TABLES_DIR
@@ -27,6 +27,7 @@ from censusdp.io.tables import write_table_index
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
 from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.dhc_units import DHCH_FIDELITY, DHCH_SCHEMA
 from censusdp.release.estimation import (
     EstimationInputs,
     ReleaseEstimate,
@@ -34,6 +35,7 @@ from censusdp.release.estimation import (
     occupied_units,
     on_tabulation,
     released_histograms,
+    unit_run,
 )
 from censusdp.release.household_consistency import is_household_run
 from censusdp.release.manifest import new_manifest
@@ -45,7 +47,7 @@ from censusdp.release.parts import (
     write_mdf_index,
 )
 from censusdp.release.spine import ReleaseGeography
-from censusdp.release.validate import UnitRun, validate_release
+from censusdp.release.validate import validate_release
 from censusdp.tables.dhc import dhc_person_rows
 from censusdp.tables.entities import entity_rows
 
@@ -90,6 +92,8 @@ def write_release(
         manifest["fidelity"]["differences"]["units"] = (
             "consistent: households first, household persons held to their sizes"
         )
+    elif budget.units is not None and budget.units.schema == DHCH_SCHEMA:
+        manifest["fidelity"]["differences"]["units"] = DHCH_FIDELITY
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),
@@ -130,13 +134,18 @@ def _estimate_from_nmf(
     (:meth:`~censusdp.release.spine.ReleaseGeography.for_run`); ``inv`` are the
     tabulation's invariants."""
     schema = get_schema(manifest["schema"])
+    beside = None if unit_schema is None else unit_schema_of(unit_schema)
     inputs = EstimationInputs.on(
         geo,
         inv,
         run.nmf_reader("persons", schema, geo.estimation),
-        run.nmf_reader("units", get_schema(unit_schema), geo.units.estimation)
+        run.nmf_reader("units", get_schema(unit_schema), geo.units.estimation, unit_schema)
         if unit_schema
         else None,
+        # a unit histogram measured beside the unit run's (the DHC's tenvacgq), same NMF
+        None
+        if beside is None
+        else run.nmf_reader("units", beside, geo.units.estimation, unit_schema),
     )
     return estimate_runs(inputs, options, rt, manifest, checkpoint)
 
@@ -175,7 +184,16 @@ def _write_outputs(
     upper = list(zip(hierarchy.geolevels.levels[:-1], hierarchy.geocodes[:-1], strict=True))
     # a household run's block households (on the tabulation's blocks): its unit MDF
     # records and household tables
-    households = est.units.histograms[-1] if est.households and est.units is not None else None
+    households = (
+        est.units.histograms[-1]
+        if (est.households or est.dhc_households) and est.units is not None
+        else None
+    )
+    # a DHC household run: its households and units by tenvacgq go to the DHC unit layout
+    # (the DHC household tables are not written from them yet)
+    dhc_units = None
+    if est.dhc_households and est.units is not None and est.unit_histogram is not None:
+        dhc_units = np.asarray(est.unit_histogram.histograms[-1].todense(), dtype=np.int64)
     ent = entity_rows(hierarchy.blocks, geo.entities)
     dhc_persons = None
     if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age
@@ -187,7 +205,7 @@ def _write_outputs(
         _stacked([*unit_levels[:-1], ent.rows(units_hist)], units_hist.shape[1]),
         str(out.resolve()),
         None
-        if households is None
+        if households is None or dhc_units is not None
         else _stacked(
             [*hierarchy.aggregate(households)[:-1], ent.rows(households)], households.shape[1]
         ),
@@ -205,6 +223,7 @@ def _write_outputs(
         occupied,
         inv.gq_facilities,
         households,
+        dhc_units,
     )
     if households is not None:
         manifest["households_released"] = int(households.sum())
@@ -269,11 +288,7 @@ def _validate_outputs(
         hierarchy,
         schema,
         est.bounds,
-        units=None
-        if est.units is None
-        else UnitRun(
-            est.units.histograms, inv.housing_units, est.household, schema=est.unit_schema
-        ),
+        units=unit_run(est, inv),
         failsafe_uses=len(est.persons.failsafe),
     )
     parts, top = written

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-import censusdp
 from censusdp.cli import main
 from censusdp.errors import ConfigError
 from censusdp.io.budget_files import load_preset, preset_names, resolve_release_budget
@@ -214,15 +213,21 @@ def test_the_transcription_is_the_production_strategy(preset: str) -> None:
     assert _production_values(preset) == _expected(preset)
 
 
-def test_run_refuses_the_dhc_household_run_in_one_line(tmp_path: Path) -> None:
-    # the person run is released (tests/release/pipeline/test_dhc_person_run.py); its
-    # companion household and unit run is not built yet
-    for preset in ("dhc-2020", "dhc-2020-pr"):
+def test_run_refuses_a_dhc_budget_on_the_other_run_in_one_line(tmp_path: Path) -> None:
+    # the whole DHC release runs (tests/release/pipeline/test_dhc_household_run.py); a
+    # DHC budget given as the other run's is refused before anything is read
+    from censusdp.privacy.release_budget import ReleaseBudget
+    from censusdp.release.pipeline import run_release
+
+    for persons, units, run in (
+        ("dhc-2020-units", None, "unit"),
+        ("dhc-2020", "dhc-2020", "person"),
+    ):
+        budget = ReleaseBudget(load_preset(persons), None if units is None else load_preset(units))
         with pytest.raises(ConfigError) as info:
-            censusdp.run_release(tmp_path / "no-input", tmp_path / "run", budget=preset, seed=1)
+            run_release(tmp_path / "no-input", tmp_path / "run", budget)
         message = str(info.value)
-        assert "\n" not in message and "does not release yet" in message
-        assert f"'{preset}-units'" in message and "--units-preset none" in message
+        assert "\n" not in message and f"the {run} run's" in message, message
         assert not (tmp_path / "run").exists()
 
 

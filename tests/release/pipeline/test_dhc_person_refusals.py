@@ -1,7 +1,7 @@
 """What ``censusdp run --preset dhc-2020`` refuses, each in one line before any noise is
-drawn: an input without ``relgq``, the DHC's household and unit run (not built yet; on
-this input, which lacks its columns, the first missing one is named), and the tabulation
-hierarchy (the DHC's levels are the prim spine's)."""
+drawn: an input without ``relgq``, the DHC's household and unit run on an input without
+its columns (the first missing one is named), and the tabulation hierarchy (the DHC's
+levels are the prim spine's)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_the_household_run_and_the_tabulation_hierarchy_are_refused(
     out = tmp_path / "run"
     code, err = _run(["--input", str(plain), "--out", str(out), "--preset", "dhc-2020"], capsys)
     # this input lacks the household run's columns: the first is named (with them, the
-    # household run is refused: tests/io/test_cef_dhch.py)
+    # household run is released: tests/release/pipeline/test_dhc_household_run.py)
     assert code == 1 and "\n" not in err
     assert "persons.parquet: missing column 'rel'" in err and "DHC's household run" in err
     code, err = _run(

@@ -310,3 +310,35 @@ def test_per_child_weights_change_the_solution_in_every_backend() -> None:
     )
     assert all(m != "admm" for m, _ in solve_l2(two).attempts)
     assert solve_l2(two, method="admm").method != "admm"  # declined, then the fallback
+
+
+def test_a_few_dense_equalities_are_factored_by_their_schur_complement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exact group sums (the DHC households held to their units' tenure) are dense rows
+    of the reduced system: they are factored apart (the answers' block sparse, their
+    Schur complement dense), which must give the same solution as factoring them in."""
+    monkeypatch.setattr(active_set, "DENSE_MAX", 0)  # the sparse path, even when small
+    monkeypatch.setattr(active_set, "DENSE_FILL", 1.0)
+    calls = []
+    bordered = active_set._System._factor_bordered
+
+    def spy(self, s_mat):
+        calls.append(self.n_eq)
+        return bordered(self, s_mat)
+
+    monkeypatch.setattr(active_set._System, "_factor_bordered", spy)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        sub, _ = random_subproblem(
+            rng, k=1, c=40, n_groups=3, n_queries=3, noise=3.0, root=True, tight=True
+        )
+        got = solve_l2(sub, method="activeset")
+        assert got.method == "activeset" and calls
+        monkeypatch.setattr(active_set, "BORDER_MAX", 0)
+        plain = solve_l2(sub, method="activeset")
+        monkeypatch.setattr(active_set, "BORDER_MAX", 32)
+        groups = np.zeros((1, sub.G))
+        np.add.at(groups.T, sub.groups, got.x.T)
+        np.testing.assert_allclose(groups, sub.group_lower, atol=1e-8 * max(1.0, sub.scale()))
+        assert abs(got.objective - plain.objective) <= _tolerance(sub, plain.objective)

@@ -25,11 +25,16 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.units_dhc import (
+    FIRST_GQ_TENVACGQ,
+    FIRST_VACANT_TENVACGQ,
+    unit_constraint_violations,
+)
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import HOUSEHOLD_SCHEMA
 from censusdp.release.validate.report import ValidationReport
 
-__all__ = ["check_households"]
+__all__ = ["check_dhc_households", "check_households"]
 
 
 def _blocks(hierarchy: Hierarchy, rows: np.ndarray) -> str:
@@ -105,4 +110,56 @@ def check_households(
         "; ".join(found)
         or "every block's household persons are its households' sizes (at least, with a "
         "household of 7 or more), households where and only where there are household persons",
+    )
+
+
+def check_dhc_households(
+    rep: ValidationReport,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    dhc: tuple[sp.csr_matrix, np.ndarray] | None,
+    problems: list[str],
+) -> None:
+    """Add the checks of a release with the 2020 DHC's household run, from its unit MDF
+    read back (``dhc``: its ``dhch-2020`` households and ``(blocks x 35)`` units by
+    ``tenvacgq``; ``None`` when a record is not a household, a vacant unit or a facility
+    of the DHC's unit layout: ``problems`` say which):
+
+    * ``dhc_unit_records``: every record decodes to one of them, no household in a
+      structural zero (:func:`~censusdp.io.mdf_households_dhc.decode_dhch_units`);
+    * ``unit_constraints``: per block production's unit constraints
+      (:func:`~censusdp.data.units_dhc.unit_constraint_violations`): ``h1`` within the
+      release (households = occupied units; the vacant units the release's own),
+      ``gq_vect`` against ``invariants.parquet`` (housing units and facilities by GQ
+      type exact), ``owned`` and the structural zeros; upper levels are the blocks' sums.
+    """
+    rep.add(
+        "dhc_unit_records",
+        dhc is not None and not problems,
+        "; ".join(problems[:3])
+        or "every unit record is a household (none in a structural zero), a vacant unit or "
+        "a facility of the DHC's unit layout",
+    )
+    if dhc is None:
+        return
+    households, units = dhc
+    if inv.gq_types is None:
+        rep.add("unit_constraints", False, "invariants.parquet has no facilities by GQ type")
+        return
+    h1 = np.column_stack(
+        [units[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1),
+         units[:, :FIRST_VACANT_TENVACGQ].sum(axis=1)]
+    )  # fmt: skip
+    gqhh = np.column_stack([inv.housing_units, inv.gq_types])
+    broken = {k: m for k, m in unit_constraint_violations(households, units, h1, gqhh).items()
+              if m.any()}  # fmt: skip
+    rep.add(
+        "unit_constraints",
+        not broken,
+        "; ".join(
+            f"{int(m.sum())} blocks break {k} (first {_blocks(hierarchy, np.flatnonzero(m))})"
+            for k, m in broken.items()
+        )
+        or "per block: households = occupied units, housing units and facilities by GQ type "
+        "= the invariants, households by tenure = the units', no structural zero",
     )

@@ -20,9 +20,10 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import unit_histogram_from_counts
 from censusdp.data.invariants import Bounds, Invariants, level_bounds
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.schema_dhc import DHCH_2020
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES, TABLE_CSV_FORMS, TABLES_DIR, table_csv_file
-from censusdp.io.mdf_parts import mdf_part_households
+from censusdp.io.mdf_parts import mdf_part_dhc_units, mdf_part_households
 from censusdp.io.mdf_read import mdf_unit_counts, read_mdf_histograms
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
@@ -32,8 +33,8 @@ from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import has_household_run
 from censusdp.release.validate._entries import Hashed
-from censusdp.release.validate._households import check_households
-from censusdp.release.validate._mdf_parts import mdf_from_parts
+from censusdp.release.validate._households import check_dhc_households, check_households
+from censusdp.release.validate._mdf_parts import DHCH, mdf_from_parts
 from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
 from censusdp.release.validate.report import ValidationReport
@@ -65,9 +66,11 @@ def check_mdf(
     run, hierarchy, inv = release.run, release.hierarchy, release.inv
     schema = get_schema(release.budgets["persons"].schema)
     partitioned = (run / MDF_FILES["persons"][0]).is_dir()
-    with_households = has_household_run(release.budgets.get("units"))
+    unit_budget = release.budgets.get("units")
+    dhc = unit_budget is not None and unit_budget.schema == DHCH_2020.name
+    with_households: bool | str = DHCH if dhc else has_household_run(unit_budget)
     table_problems: list[str] | None = None
-    households, household_problems = None, []
+    households, household_problems, dhc_units = None, [], None
     try:
         if partitioned:
             got = mdf_from_parts(
@@ -76,10 +79,13 @@ def check_mdf(
             hist, pl94, counts = got.hist, got.pl94, got.counts
             table_problems, text_problems = got.table_problems, got.text_problems
             households, household_problems = got.households, got.household_problems
+            dhc_units = got.dhc_units
         else:
             counts = mdf_unit_counts(run / MDF_FILES["units"][0], hierarchy)
-            text_problems = _check_text_files(run, schema, hashed, with_households)
-            if with_households:
+            text_problems = _check_text_files(run, schema, hashed, bool(with_households))
+            if dhc:
+                dhc_units, household_problems = _read_dhc_units(run, hierarchy)
+            elif with_households:
                 households, household_problems = _read_households(run, hierarchy, inv)
     except (CensusDPError, OSError, KeyError, pa.ArrowException) as exc:
         rep.add("mdf_readable", False, f"cannot read the MDF: {exc}")
@@ -118,7 +124,9 @@ def check_mdf(
         return
     _check_as_estimate(release, rep, hist, units, schema)
     _check_state_parts(release, rep, hist)
-    if with_households:
+    if dhc:
+        check_dhc_households(rep, hierarchy, inv, dhc_units, household_problems)
+    elif with_households:
         # --units independent (the DDP's way) does not hold persons to the households
         consistent = release.manifest.get("units_estimation", "consistent") == "consistent"
         check_households(
@@ -263,6 +271,18 @@ def _check_state_parts(release: Release, rep: ValidationReport, hist: sp.csr_mat
             "sum to its invariant total"
         )
     rep.add("state_totals_on_parts", not mixed.size and not bad.size, detail)
+
+
+def _read_dhc_units(
+    run: Path, hierarchy: Hierarchy
+) -> tuple[tuple[sp.csr_matrix, np.ndarray] | None, list[str]]:
+    """An MDF of single files: a DHC household run's households and units read back, or
+    ``None`` and the problem of the first record that is not one
+    (:func:`~censusdp.io.mdf_parts.mdf_part_dhc_units`)."""
+    try:
+        return mdf_part_dhc_units(run / MDF_FILES["units"][0], hierarchy.blocks), []
+    except CensusDPError as exc:
+        return None, [str(exc)]
 
 
 def _read_households(

@@ -24,7 +24,7 @@ from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import CensusDPError, InputError
 from censusdp.io.layout import MDF_FILES
-from censusdp.io.mdf_parts import mdf_part_counts, mdf_part_households
+from censusdp.io.mdf_parts import mdf_part_counts, mdf_part_dhc_units, mdf_part_households
 from censusdp.io.mdf_read import read_mdf_records
 from censusdp.io.mdf_records import record_layouts
 from censusdp.io.mdf_text import text_mismatch
@@ -34,6 +34,9 @@ from censusdp.release.manifest import sha256_of
 from censusdp.release.validate._entries import Hashed
 from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names
 
+DHCH = "dhch"
+"""``households`` of a release with the 2020 DHC's household run."""
+
 
 @dataclass(frozen=True, eq=False)
 class _MDFPartCount:
@@ -41,7 +44,8 @@ class _MDFPartCount:
     the blocks ``blocks`` (geocodes, sorted) of the level ``geolevel`` (name, geocode
     length); ``text``: the text parts to compare with the Parquet parts; ``header``:
     whether the first text line is the header; ``households``: the release has a
-    household run, whose unit records carry their households."""
+    household run, whose unit records carry their households (``"dhch"``: the 2020 DHC's,
+    in its unit layout, read back with its units by ``tenvacgq``)."""
 
     run: str
     file: str
@@ -53,7 +57,7 @@ class _MDFPartCount:
     tables: str | None = None
     gq_facilities: np.ndarray | None = None
     geolevel: tuple[str, int] = ("Block", 16)
-    households: bool = False
+    households: bool | str = False
 
 
 def _count_mdf_part(
@@ -99,7 +103,7 @@ def _read_mdf_part(
     records (as many as their index entries say) counted per block, and each text part
     compared with its Parquet part (and hashed as it is read)."""
     run = Path(job.run)
-    layouts = record_layouts(get_schema(job.schema), households=job.households)
+    layouts = record_layouts(get_schema(job.schema), households=bool(job.households))
     parquet = {kind: f"{pq_name}/{job.file}" for kind, (pq_name, _) in MDF_FILES.items()}
     digests = {rel: sha256_of(run / rel) for rel in parquet.values() if regular_file(run / rel)}
     text_problem = None
@@ -125,8 +129,13 @@ def _read_mdf_part(
         )
     except (CensusDPError, OSError, pa.ArrowException) as exc:
         return str(exc), None, digests, None
-    households, household_problem = None, None
-    if job.households:
+    households, household_problem, dhc = None, None, None
+    if job.households == DHCH:
+        try:
+            dhc = mdf_part_dhc_units(run / parquet["units"], job.blocks, records=records["units"])
+        except CensusDPError as exc:
+            household_problem = str(exc)
+    elif job.households:
         try:
             households = mdf_part_households(
                 run / parquet["units"],
@@ -136,7 +145,7 @@ def _read_mdf_part(
             )
         except CensusDPError as exc:
             household_problem = str(exc)
-    return None, (*counts, households, household_problem), digests, text_problem
+    return None, (*counts, households, household_problem, dhc), digests, text_problem
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,6 +163,9 @@ class MDFParts:
     text_problems: list[str]
     households: sp.csr_matrix | None = None
     household_problems: list[str] = field(default_factory=list)
+    dhc_units: tuple[sp.csr_matrix, np.ndarray] | None = None
+    """A DHC household run's ``dhch-2020`` households and ``(blocks x 35)`` units by
+    ``tenvacgq`` read back (``None`` when a record is not one: ``household_problems``)."""
 
 
 def mdf_from_parts(
@@ -164,7 +176,7 @@ def mdf_from_parts(
     executor: Any,
     hashed: Hashed | None,
     *,
-    with_households: bool = False,
+    with_households: bool | str = False,
 ) -> MDFParts:
     """A partitioned MDF's block histograms and unit counts, its parts read by tasks,
     the problems of the tables' block parts (checked by the same tasks when the tables
@@ -178,7 +190,8 @@ def mdf_from_parts(
         InputError: naming the first problem (an index, a part, a record).
     """
     tables = (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
-    names = release_table_names(schema.name, "household2010" if with_households else None)
+    # a DHC household run (``"dhch"``) writes no household tables yet
+    names = release_table_names(schema.name, "household2010" if with_households is True else None)
     indexes, ranges = _part_indexes(run, hierarchy, tables, names)
     jobs = _part_jobs(
         run, hierarchy, inv, schema, indexes, ranges, tables=tables, households=with_households
@@ -188,7 +201,7 @@ def mdf_from_parts(
 
         executor = make_executor(1, kind="inprocess")
     hists, pl94s, counts, table_problems, text_problems = [], [], [], [], []
-    households, household_problems = [], []
+    households, household_problems, dhc = [], [], []
     for problem, got, digests, cpu in executor.map(_count_mdf_part, jobs):
         if hashed is not None:
             hashed.record(digests, cpu)
@@ -204,6 +217,7 @@ def mdf_from_parts(
         households.append(got[5])
         if got[6]:
             household_problems.append(got[6])
+        dhc.append(got[7])
     _check_part_digests(indexes, hashed)
     pl94 = get_schema("pl94")
     if not jobs:
@@ -211,7 +225,8 @@ def mdf_from_parts(
         return MDFParts(
             sp.csr_matrix((0, schema.size)), sp.csr_matrix((0, pl94.size)), empty, [], []
         )
-    complete = with_households and not household_problems
+    complete = with_households is True and not household_problems
+    dhc_complete = with_households == DHCH and not household_problems
     return MDFParts(
         sp.csr_matrix(sp.vstack(hists, format="csr"), dtype=np.int64),
         sp.csr_matrix(sp.vstack(pl94s, format="csr"), dtype=np.int64),
@@ -220,6 +235,12 @@ def mdf_from_parts(
         text_problems,
         sp.csr_matrix(sp.vstack(households, format="csr"), dtype=np.int64) if complete else None,
         household_problems,
+        (
+            sp.csr_matrix(sp.vstack([h for h, _ in dhc], format="csr"), dtype=np.int64),
+            np.concatenate([u for _, u in dhc]),
+        )
+        if dhc_complete
+        else None,
     )
 
 
@@ -288,7 +309,7 @@ def _part_jobs(
     ranges: list[tuple[int, int]],
     *,
     tables: bool,
-    households: bool = False,
+    households: bool | str = False,
 ) -> list[_MDFPartCount]:
     """One task per part of the MDF (:func:`_count_mdf_part`), as ``indexes`` list them
     (:func:`_part_indexes`); with ``tables``, each checks the tables' block part too."""

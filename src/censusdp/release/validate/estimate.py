@@ -14,6 +14,11 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import Schema, get_schema
+from censusdp.data.units_dhc import (
+    FIRST_GQ_TENVACGQ,
+    FIRST_VACANT_TENVACGQ,
+    unit_constraint_violations,
+)
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
@@ -95,6 +100,11 @@ class UnitRun:
     household_persons: np.ndarray | None = None
     hierarchy: Hierarchy | None = None
     schema: str = "units"
+    unit_hists: list[sp.csr_matrix] | None = None
+    gqhh: np.ndarray | None = None
+    """A DHC household run (``schema`` ``dhch-2020``): per level its ``(units x 35)``
+    units by ``tenvacgq`` (``unit_hists``), and per block the invariant housing units and
+    facilities by GQ type (``gqhh``, ``(blocks x 25)``)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +169,9 @@ def validate_release(
     zeros = schema.structural_zero_mask
     nz = int(sp.csr_matrix(hists[-1])[:, np.flatnonzero(zeros)].sum()) if zeros.any() else 0
     rep.add("structural_zeros", nz == 0, f"{nz} persons in structural-zero cells")
-    if units is not None and units.schema == HOUSEHOLD_SCHEMA:
+    if units is not None and units.unit_hists is not None:
+        _check_dhc_households(rep, units, units.hierarchy or hierarchy)
+    elif units is not None and units.schema == HOUSEHOLD_SCHEMA:
         _check_households(rep, units, units.hierarchy or hierarchy)
     elif unit_hists is not None and housing_units is not None:
         assert units is not None
@@ -233,6 +245,47 @@ def _check_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy)
             broken,
             "every block's household persons what its households need",
         )
+
+
+def _check_dhc_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy) -> None:
+    """A DHC household run's checks: both histograms non-negative integers, every level
+    the sum of its blocks, and every unit constraint of production's run at every geounit
+    (:func:`~censusdp.data.units_dhc.unit_constraint_violations`; ``h1`` the released
+    units' own occupied and vacant counts: the run has no earlier H1 to be held to)."""
+    assert run.unit_hists is not None and run.gqhh is not None
+    hists = [sp.csr_matrix(h) for h in run.hists]
+    units = [sp.csr_matrix(h) for h in run.unit_hists]
+    ok = all(
+        np.issubdtype(h.dtype, np.integer) and (h.data.size == 0 or h.data.min() >= 0)
+        for h in [*hists, *units]
+    )
+    rep.add(
+        "households_nonnegative_integers",
+        ok,
+        "all household and unit counts are non-negative integers",
+    )
+    ok_h, detail_h = check_hierarchy(hists, hierarchy)
+    ok_u, detail_u = check_hierarchy(units, hierarchy)
+    rep.add(
+        "households_hierarchy_consistent",
+        ok_h and ok_u,
+        f"households: {detail_h}; units: {detail_u}",
+    )
+    gqhh = hierarchy.aggregate(np.asarray(run.gqhh, dtype=np.int64))
+    broken: dict[str, int] = {}
+    for li, (h, u) in enumerate(zip(hists, units, strict=True)):
+        dense = np.asarray(u.todense(), dtype=np.int64)
+        h1 = np.column_stack([dense[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1),
+                              dense[:, :FIRST_VACANT_TENVACGQ].sum(axis=1)])  # fmt: skip
+        for rule, mask in unit_constraint_violations(h, dense, h1, np.asarray(gqhh[li])).items():
+            if mask.any():
+                broken[f"{rule} at {hierarchy.geolevels[li].name}"] = int(mask.sum())
+    rep.add(
+        "unit_constraints",
+        not broken,
+        "; ".join(f"{n} geounits break {k}" for k, n in broken.items())
+        or "h1, gq_vect, owned and the structural zeros hold at every geounit",
+    )
 
 
 def _add_violations(rep: ValidationReport, name: str, broken: dict[str, int], ok: str) -> None:

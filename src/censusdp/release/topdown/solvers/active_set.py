@@ -63,6 +63,11 @@ REFINE_MAX = 40
 """Proximal re-solves with one factorisation per active set (removes delta/eps bias)."""
 DENSE_MAX = 400
 """Reduced systems with at most this many rows are factored densely (Cholesky)."""
+DENSE_FILL = 0.2
+"""Reduced systems filled more than this are factored densely too."""
+BORDER_MAX = 32
+"""Larger reduced systems with at most this many active equalities factor the answers'
+block alone and the equalities' dense Schur complement (:meth:`_System._factor_bordered`)."""
 STALL = 3
 """Updates without fewer violated conditions before the changes per update are halved."""
 GROW = 200
@@ -202,11 +207,39 @@ class _System:
             s_mat = self.g @ sp.diags(1.0 / self.diag) @ self.g.T + sp.diags(e)
         else:
             s_mat = (self.g @ self.g.T) / self.diag + sp.diags(e)
-        self.dense = m <= DENSE_MAX or s_mat.nnz > 0.2 * m * m
+        self.dense = m <= DENSE_MAX or s_mat.nnz > DENSE_FILL * m * m
+        self.border: tuple[np.ndarray, np.ndarray, sp.csr_matrix] | None = None
         if self.dense:
             self.factor = cho_factor(s_mat.toarray(), lower=True, check_finite=False)
+        elif 0 < self.n_eq <= BORDER_MAX:
+            self._factor_bordered(sp.csr_matrix(s_mat))
         else:
             self.factor = spla.splu(sp.csc_matrix(s_mat), permc_spec="MMD_AT_PLUS_A")
+
+    def _factor_bordered(self, s_mat: sp.csr_matrix) -> None:
+        """Factor ``S`` by its answer block ``A`` alone (sparse) and the dense Schur
+        complement of a few equalities, ``K = C - B' A^-1 B`` with ``S = [[A, B], [B', C]]``:
+        an equality that touches a whole group of cells (the DHC households' tenure, each
+        a third of the cells) is a dense row and column of ``S``, which a sparse LU fills
+        in; ``K`` is ``n_eq x n_eq`` and positive definite as ``S`` is."""
+        a = self.n_ans
+        self.factor = spla.splu(sp.csc_matrix(s_mat[:a, :a]), permc_spec="MMD_AT_PLUS_A")
+        b = sp.csr_matrix(s_mat[:a, a:])
+        a_inv_b = self.factor.solve(np.asarray(b.todense()))
+        k = np.asarray(s_mat[a:, a:].todense()) - np.asarray(b.T @ a_inv_b)
+        self.border = (a_inv_b.reshape(a, self.n_eq), cho_factor(k, lower=True), b)
+
+    def _solve_s(self, rhs: np.ndarray) -> np.ndarray:
+        """``S^-1 rhs`` with the factors of :meth:`__init__`."""
+        if self.dense:
+            return cho_solve(self.factor, rhs, check_finite=False)
+        if self.border is None:
+            return self.factor.solve(rhs)
+        a_inv_b, k, b = self.border
+        a = self.n_ans
+        z_a = self.factor.solve(rhs[:a])
+        z_e = cho_solve(k, rhs[a:] - b.T @ z_a)
+        return np.concatenate([z_a - a_inv_b @ z_e, z_e])
 
     def residual(self, x: np.ndarray) -> float:
         """Largest miss of the active equalities ``C x = d``."""
@@ -218,11 +251,7 @@ class _System:
         r1 = self.delta * x_prev + self.lin
         r2 = np.concatenate([self.y, self.d - self.eps * nu_prev])
         rhs = (self.g @ (r1 / self.diag) if np.ndim(self.diag) else self.g @ r1 / self.diag) - r2
-        z = (
-            cho_solve(self.factor, rhs, check_finite=False)
-            if self.dense
-            else self.factor.solve(rhs)
-        )
+        z = self._solve_s(rhs)
         x = (r1 - self.g.T @ z) / self.diag
         return x, z[self.n_ans :]
 

@@ -1,0 +1,156 @@
+"""The 2020 DHC's household and unit run (``--preset dhc-2020``, its companion
+``dhc-2020-units``) on a small generated input: both histograms measured into the unit
+run's NMF with production's noise variance for every (level, query), the units
+(``tenvacgq``) and the households estimated, the DHC unit MDF written, and every unit
+constraint of production's run holding in the files; ``validate`` proves it and catches
+a tampered unit record.
+
+Production's values (DAS_2020_DHC_Production_Code, ``programs/strategies/dhch_strategies.py``,
+``DecompTestStrategyDHCH_20220922_exp_iteration_23_1``, which ``unit_US.ini`` names) are
+each measurement's rho in ten-thousandths, in the strategy's query order, ``tenvacgq``
+(the unit histogram's query) last; ``tests/privacy/budget/test_dhc_presets.py`` checks
+this transcription against the production file. The variance of a measurement is
+``1 / rho_q`` (discrete Gaussian), and a geounit that takes its single child's budget
+(bypass) is measured with the sum of both levels' rho.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from test_dhc_person_run import LEVELS, _discrete_gaussian_variance, _small_vermont
+
+from censusdp.data.invariants import Invariants
+from censusdp.data.units_dhc import unit_constraint_violations
+from censusdp.io.budget_files import load_preset
+from censusdp.io.mdf_parts import mdf_part_dhc_units
+from censusdp.io.nmf_files import read_nmf_rows
+from censusdp.io.rundir import RunDir
+from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.release.dhc_units import gqhh_vector
+from censusdp.release.options import ReleaseOptions
+from censusdp.release.pipeline import run_release
+from censusdp.release.validate import validate_run
+
+pytestmark = pytest.mark.slow  # two 1.2- and 1.6-million-cell histograms at ~15 geounits
+
+UNIT_QUERIES = (
+    "multig*hisp*hhtenshort_2lev", "hisp*hhtenshort_2lev", "hisp*hhtenshort_2lev*race",
+    "partner_type_detailed_own_child_status*sex*hhtenshort_2lev",
+    "coupled_hh_type*hisp*hhtenshort_2lev",
+    "sex*hisp*hhtenshort_3lev*race*detailedcoupletypemultgendetownchildsize",
+    "sex*hisp*hhtenshort_3lev*race*hhage*detailedcoupletypemultgendetownchildsize",
+    "hhtenshort_3lev*hhage*detailedcoupletypemultgendetownchildsize", "detailed", "tenvacgq",
+)  # fmt: skip
+PRODUCTION_RHO = {  # ten-thousandths; level names without underscores
+    "Block": (11, 3, 17, 22, 44, 15, 15, 3, 15, 15),
+    "BlockGroup": (291, 78, 442, 581, 1162, 407, 407, 78, 407, 407),
+    "TractSubset": (1150, 310, 1750, 2300, 4601, 1610, 1610, 310, 1610, 1610),
+    "TractSubsetGroup": (973, 214, 1500, 1946, 973, 973, 973, 214, 973, 973),
+    "Prim": (973, 214, 1500, 1946, 973, 973, 973, 214, 973, 973),
+    "County": (986, 266, 1500, 1972, 3944, 1380, 1380, 266, 1380, 1380),
+    "State": (714, 193, 191, 1428, 714, 3216, 3216, 193, 3931, 3216),
+    "US": (792, 212, 212, 792, 792, 257, 257, 212, 1049, 259),
+}
+
+
+@pytest.fixture(scope="module")
+def dhc_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("dhc-household-run")
+    cef = _small_vermont(d / "cef", d / "generated")
+    budget = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+    run_release(cef, d / "run", budget, ReleaseOptions(seed=3))
+    return d / "run"
+
+
+def test_every_unit_nmf_variance_is_productions(dhc_run: Path) -> None:
+    t = read_nmf_rows(
+        dhc_run / "noisy_measurements_units.parquet", columns=["geolevel", "query", "variance"]
+    ).unify_dictionaries()
+    distinct = t.group_by(["geolevel", "query", "variance"]).aggregate([]).to_pydict()
+    got: dict[tuple[str, str], list[float]] = {}
+    for level, query, v in zip(*distinct.values(), strict=True):
+        got.setdefault((str(level), str(query).replace(" ", "").lower()), []).append(float(v))
+    for (level, query), variances in got.items():
+        q, at = UNIT_QUERIES.index(query), LEVELS.index(level)
+        share = Fraction(PRODUCTION_RHO[level][q], sum(PRODUCTION_RHO[level]))
+        allowed = [  # its level's rho, or (bypass) with single children's levels' added
+            _discrete_gaussian_variance(
+                float(1 / (share * sum(Fraction(sum(PRODUCTION_RHO[lv]), 10_000) for lv in run)))
+            )
+            for run in (LEVELS[at:b] for b in range(at + 1, len(LEVELS) + 1))
+        ]
+        for v in variances:
+            assert np.isclose(allowed, v, rtol=1e-9).any(), (level, query, v)
+    measured = {lv for lv, _ in got}
+    for level in measured:  # the nine household queries and tenvacgq at every level
+        assert {q for lv, q in got if lv == level} == set(UNIT_QUERIES), level
+    assert {"State", "Prim", "Block"} <= measured and "US" not in measured
+    for q, query in enumerate(UNIT_QUERIES):
+        want = _discrete_gaussian_variance(10_000 / PRODUCTION_RHO["Block"][q])
+        np.testing.assert_allclose(got[("Block", query)], [want], rtol=1e-9)
+
+
+def _released(run: Path) -> tuple[object, object, Invariants]:
+    rd = RunDir(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    levels = [tuple(x) for x in manifest["geolevels"]]
+    from censusdp.data.geography import GeoLevels
+
+    hierarchy, inv = rd.invariants(GeoLevels.from_pairs(levels))
+    households, units = mdf_part_dhc_units(
+        run / "mdf_units.parquet" / "part-00000.parquet", hierarchy.blocks
+    )
+    return households, units, inv
+
+
+def test_every_unit_constraint_holds_in_the_files(dhc_run: Path) -> None:
+    households, units, inv = _released(dhc_run)
+    assert inv.gq_types is not None and inv.gq_types.sum() >= 1  # the GQ block's facility
+    h1 = np.column_stack([units[:, 4:11].sum(axis=1), units[:, :4].sum(axis=1)])
+    gqhh = np.column_stack([inv.housing_units, inv.gq_types])
+    broken = unit_constraint_violations(households, units, h1, gqhh)
+    assert not any(m.any() for m in broken.values()), {k: int(m.sum()) for k, m in broken.items()}
+    assert np.array_equal(gqhh_vector(units), gqhh)  # housing units and GQ types exact
+    assert households.sum() == units[:, :4].sum() > 0
+    manifest = json.loads((dhc_run / "manifest.json").read_text())
+    assert manifest["households_released"] == int(households.sum())
+    assert manifest["units"]["schema"] == "dhch-2020"
+    assert "tenvacgq" in manifest["units_estimation"]
+
+
+def test_validate_passes_and_catches_a_tampered_unit_record(dhc_run: Path, tmp_path: Path) -> None:
+    report = validate_run(dhc_run)
+    assert report.ok, report.failures()
+    assert report.checks["unit_constraints"]["ok"] and report.checks["dhc_unit_records"]["ok"]
+    bad = tmp_path / "run"
+    shutil.copytree(dhc_run, bad)
+    part = bad / "mdf_units.parquet" / "part-00000.parquet"
+    table = pq.read_table(part)
+    gq = table.column("GQTYPE").to_pylist()
+    row = next(i for i, g in enumerate(gq) if g not in ("000", None))
+    gq[row] = "101" if gq[row] != "101" else "102"  # a facility of another GQ type
+    table = table.set_column(
+        table.column_names.index("GQTYPE"),
+        "GQTYPE",
+        pa.array(gq, table.schema.field("GQTYPE").type),
+    )
+    pq.write_table(table, part)
+    report = validate_run(bad)  # the part's SHA-256 is not its index entry's
+    assert not report.ok and not report.checks["mdf_readable"]["ok"]
+    # the index rewritten to the tampered part: the records themselves are caught
+    index = json.loads((part.parent / "_parts.json").read_text())
+    index["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    (part.parent / "_parts.json").write_text(json.dumps(index))
+    report = validate_run(bad)
+    assert not report.ok
+    assert not report.checks["unit_constraints"]["ok"]
+    assert "gq_vect" in report.checks["unit_constraints"]["detail"]

@@ -1,0 +1,165 @@
+"""The DHC household run estimated as two TopDowns: the units (``tenvacgq``) with
+production's ``gq_vect`` exact, then the households held to the units' tenure
+(production's ``owned`` and ``h1`` households = occupied units), structural zeros zero.
+
+On hand-made blocks of households and units (each household in a live ``dhch-2020`` cell
+of its unit's tenure) measured with noise, the estimate must obey every unit constraint
+of ``unit_US.ini`` at every geounit (:func:`censusdp.data.units_dhc.unit_constraint_violations`,
+``h1`` taken from the estimated units themselves, as the run has no earlier H1 release).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.schema import get_schema
+from censusdp.data.schema_dhc import DHC_UNITS_2020, DHCH_2020
+from censusdp.data.units_dhc import (
+    FIRST_GQ_TENVACGQ,
+    FIRST_VACANT_TENVACGQ,
+    unit_constraint_violations,
+)
+from censusdp.privacy.mechanisms import DiscreteGaussian
+from censusdp.privacy.randomness import RandomSource
+from censusdp.release.dhc_units import (
+    estimate_dhch_run,
+    gqhh_vector,
+    tenure_bounds,
+    tenure_of_units,
+    unit_vector_bounds,
+)
+from censusdp.release.measure import measure
+from censusdp.release.topdown.driver import TopDownOptions
+from synth import block_codes
+
+LIVE = np.flatnonzero(~DHCH_2020.structural_zero_mask)
+TENURE = DHCH_2020.cell_levels("hhtenshort_3lev")[LIVE]
+
+
+def _blocks(rng: np.random.Generator, n: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    """``(n x 35)`` units and ``(n x 1,578,528)`` households, each household in a live
+    cell of its unit's tenure (``hhtenshort_3lev``)."""
+    units = np.zeros((n, DHC_UNITS_2020.size), dtype=np.int64)
+    units[:, :FIRST_GQ_TENVACGQ] = rng.poisson(0.8, (n, FIRST_GQ_TENVACGQ))
+    units[rng.integers(0, n, 2), FIRST_GQ_TENVACGQ + rng.integers(0, 24, 2)] += 1
+    rows, cells = [], []
+    for b, tenure in enumerate(tenure_of_units(units)):
+        for t, k in enumerate(tenure):
+            rows += [b] * int(k)
+            cells += list(rng.choice(LIVE[TENURE == t], int(k)))
+    hh = sp.csr_matrix((np.ones(len(rows)), (rows, cells)), shape=(n, DHCH_2020.size))
+    hh.sum_duplicates()
+    return units, hh
+
+
+def _plan(hierarchy: Hierarchy, queries: tuple[str, ...]) -> list[tuple[str, str, object]]:
+    mech = DiscreteGaussian(Fraction(4))
+    return [(lv.name, q, mech) for lv in hierarchy.geolevels.levels for q in queries]
+
+
+@pytest.fixture(scope="module")
+def estimated() -> tuple[Hierarchy, np.ndarray, sp.csr_matrix, object, object]:
+    rng = np.random.default_rng(3)
+    hierarchy = Hierarchy.from_blocks(np.array(block_codes(1, 2, 1, 3)))
+    units, hh = _blocks(rng, hierarchy.blocks.size)
+    source = RandomSource.seeded(5)
+    u_ms = measure(
+        hierarchy.aggregate(sp.csr_matrix(units)),
+        hierarchy,
+        DHC_UNITS_2020,
+        _plan(hierarchy, ("tenvacgq",)),
+        source.child("units"),
+    )
+    h_ms = measure(
+        hierarchy.aggregate(hh),
+        hierarchy,
+        DHCH_2020,
+        _plan(hierarchy, ("hhtenshort_3lev", "sex * hhage", "detailed")),
+        source.child("households"),
+    )
+    u_est, h_est = estimate_dhch_run(
+        h_ms, u_ms, hierarchy, gqhh_vector(units), TopDownOptions(passes="single")
+    )
+    return hierarchy, units, hh, u_est, h_est
+
+
+def test_every_unit_constraint_holds_at_every_geounit(estimated) -> None:
+    hierarchy, units, _, u_est, h_est = estimated
+    gqhh = hierarchy.aggregate(gqhh_vector(units))
+    for li in range(hierarchy.n_levels):
+        u = np.asarray(u_est.histograms[li].todense(), dtype=np.int64)
+        h1 = np.column_stack(
+            [u[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1), u[:, :4].sum(axis=1)]
+        )
+        bad = unit_constraint_violations(h_est.histograms[li], u, h1, np.asarray(gqhh[li]))
+        assert not any(m.any() for m in bad.values()), (
+            li,
+            {k: int(m.sum()) for k, m in bad.items()},
+        )
+
+
+def test_children_sum_to_parents_and_counts_are_integers(estimated) -> None:
+    hierarchy, _, _, u_est, h_est = estimated
+    for est in (u_est, h_est):
+        blocks = est.histograms[-1]
+        assert (blocks.data >= 0).all() and np.array_equal(blocks.data, np.round(blocks.data))
+        for li, level in enumerate(hierarchy.aggregate(blocks)):
+            assert (sp.csr_matrix(level) != est.histograms[li]).nnz == 0
+
+
+def test_occupancy_is_left_to_the_noise(estimated) -> None:
+    """gq_vect holds the housing units, not how many are occupied: the blocks' occupied
+    units are estimated (here they differ from the truth somewhere)."""
+    _, units, _, u_est, _ = estimated
+    est = np.asarray(u_est.histograms[-1].todense())
+    assert np.array_equal(gqhh_vector(est), gqhh_vector(units))
+    assert not np.array_equal(est[:, :4].sum(axis=1), units[:, :4].sum(axis=1))
+
+
+def test_bounds_are_exact_groups() -> None:
+    hierarchy = Hierarchy.from_blocks(np.array(block_codes(1, 1, 1, 2)))
+    gqhh = np.zeros((2, 25), dtype=np.int64)
+    gqhh[0, 0], gqhh[1, 3] = 4, 1
+    top = unit_vector_bounds(gqhh, hierarchy)[0]
+    assert np.array_equal(top.group_lower, top.group_upper)
+    assert top.group_lower[0, 0] == 4 and top.group_lower[0, 3] == 1 and top.total_lower[0] == 5
+    units = np.zeros((1, 35))
+    units[0, :4] = (1, 2, 3, 4)
+    b = tenure_bounds([units])[0]
+    assert b.group_lower.tolist() == [[1, 2, 7]] and b.total_upper.tolist() == [10]
+
+
+def test_what_reads_no_household_run_refuses_the_dhcs_in_one_line() -> None:
+    from censusdp.errors import ConfigError
+    from censusdp.release.household_runs import has_household_run, refuse_household_run
+
+    manifest = {"units": {"schema": "dhch-2020"}}
+    assert has_household_run(manifest["units"]) and not has_household_run({"schema": "units"})
+    with pytest.raises(ConfigError, match=r"household run \(dhch-2020\); infer does not") as e:
+        refuse_household_run(manifest, "RUN/manifest.json", "infer")
+    assert "\n" not in str(e.value)
+
+
+def test_the_household_run_measures_tenvacgq_on_its_unit_histogram() -> None:
+    """The run's plan split by the histogram each query reads, in plan order: the nine
+    household queries on ``dhch-2020``, ``tenvacgq`` on ``dhc-units-2020`` (its block
+    histogram keyed beside the run's own)."""
+    from censusdp.io.budget_files import load_preset
+    from censusdp.release.measure_runs import _plan, _split_plan, histogram_key
+
+    budget = load_preset("dhc-2020-units")
+    plans = _split_plan(DHCH_2020, _plan(budget))
+    assert list(plans) == ["dhch-2020", "dhc-units-2020"]
+    assert {q for _, q, _ in plans["dhc-units-2020"]} == {"tenvacgq"}
+    assert len(plans["dhc-units-2020"]) == len(budget.geolevel_names)
+    assert all(q != "tenvacgq" for _, q, _ in plans["dhch-2020"])
+    assert sum(len(p) for p in plans.values()) == len(budget.measurements())
+    assert histogram_key("units", "dhch-2020", "dhch-2020") == "units"
+    assert histogram_key("units", "dhc-units-2020", "dhch-2020") == "units+dhc-units-2020"
+    # a run of one histogram is one plan, as before
+    assert list(_split_plan(get_schema("pl94"), _plan(load_preset("pl94-2020")))) == ["pl94"]
