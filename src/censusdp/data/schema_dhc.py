@@ -72,6 +72,7 @@ __all__ = [
     "DHCH_2020",
     "DHCP_2020",
     "DHC_UNITS_2020",
+    "FIRST_GQ_RELGQ",
     "GQ_CODES",
     "HHGQ_UNIT_VECTOR",
     "HHTYPE_DHCH_TYPES",
@@ -110,6 +111,10 @@ household, 18..41 the GQ type of a person in group quarters (production's order)
 
 GQ_CODES: tuple[int, ...] = tuple(c for c, _ in _GQ_TYPES)
 """The three-digit GQ type of ``relgq`` levels 18..41."""
+
+FIRST_GQ_RELGQ = len(_HH)
+"""The first ``relgq`` level of a person in group quarters (18: GQ 101); ``relgq``
+level ``FIRST_GQ_RELGQ + k`` is the GQ type ``GQ_CODES[k]``."""
 
 TENVACGQ_LEVELS: tuple[str, ...] = (
     ("Owned with a mortgage or loan", "Owned free and clear", "Rented", "Occupied without rent")

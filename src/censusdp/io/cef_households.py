@@ -50,7 +50,7 @@ from censusdp.data.households import (
     household_rules,
 )
 from censusdp.data.households_dhc import dhch_attributes, dhch_cells
-from censusdp.data.schema_dhc import GQ_CODES, RELGQ_LEVELS
+from censusdp.data.schema_dhc import FIRST_GQ_RELGQ, GQ_CODES, RELGQ_LEVELS
 from censusdp.data.units_dhc import (
     TEN_LEVELS,
     TENURE_COLUMNS,
@@ -83,9 +83,6 @@ OPTIONAL_PERSON_COLUMNS: dict[str, tuple[str, tuple[int, int] | None]] = {
 """Person columns that households (``rel``), citizenship (``citizen``) and the 2020 DHC's
 relationship or GQ type (``relgq``) need; an input without them serves every run that
 does not."""
-
-FIRST_GQ_RELGQ = 18
-"""The first ``relgq`` level of a person in group quarters (GQ 101)."""
 
 RELGQ_MAJOR = np.asarray(
     [0] * FIRST_GQ_RELGQ + [min(code // 100, 7) for code in GQ_CODES], dtype=np.int64

@@ -53,7 +53,12 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import MAX_AGE, get_schema
-from censusdp.data.schema_dhc import DHC_UNITS_2020, HHTYPE_DHCH_TYPES, RELGQ_LEVELS
+from censusdp.data.schema_dhc import (
+    DHC_UNITS_2020,
+    FIRST_GQ_RELGQ,
+    HHTYPE_DHCH_TYPES,
+    RELGQ_LEVELS,
+)
 from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ, FIRST_VACANT_TENVACGQ
 from censusdp.errors import InputError, SchemaError
 from censusdp.tables._definition import SEP, Builder, TableDefinition
@@ -93,7 +98,6 @@ DHC_HOUSEHOLD_CELLS = 2 * len(HHTYPE_DHCH_TYPES)
 _P12_GROUPS = (0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70,
                75, 80, 85)  # fmt: skip
 _SEXES = ("Male:", "Female:")
-_FIRST_GQ_RELGQ = 18
 _INSTITUTIONAL = (
     ("Correctional facilities for adults:", range(18, 24)),
     ("Juvenile facilities:", range(24, 27)),
@@ -143,7 +147,7 @@ def _gq_label(relgq: int) -> str:
 
 
 def _gq_table(b: Builder, relgq: np.ndarray) -> None:
-    b.add("Total:", relgq >= _FIRST_GQ_RELGQ)
+    b.add("Total:", relgq >= FIRST_GQ_RELGQ)
     for head, types in (("Institutionalized population:", _INSTITUTIONAL),
                         ("Noninstitutionalized population:", _NONINSTITUTIONAL)):  # fmt: skip
         levels = [k for _, members in types for k in members]

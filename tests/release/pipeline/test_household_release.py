@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from censusdp.cli import main
+from censusdp.data.schema_dhc import FIRST_GQ_RELGQ, GQ_CODES
 from censusdp.io.budget_files import load_preset
 from censusdp.io.staging import Staging
 from censusdp.privacy.budget_config import budget_from_toml
@@ -219,13 +220,16 @@ def _facilities(persons, units, n: int, residents: int):
     block, place = units["geocode"][0].as_py(), units["place"][0].as_py()
     u0, p0 = pc.max(units["unit_id"]).as_py() + 1, pc.max(persons["person_id"]).as_py() + 1
     rng = np.random.default_rng(0)
+    nursing = 301  # production's QGQTYP of a nursing facility, and its relgq level
+    relgq = FIRST_GQ_RELGQ + GQ_CODES.index(nursing)
     gq = {"unit_id": np.arange(u0, u0 + n), "geocode": [block] * n, "gqtype": [3] * n,
-          "occupied": [True] * n, "aian_area": [""] * n, "place": [place] * n}  # fmt: skip
+          "occupied": [True] * n, "aian_area": [""] * n, "place": [place] * n,
+          "ten": [0] * n, "vacs": [0] * n, "qgqtyp": [nursing] * n}  # fmt: skip
     res = {"person_id": np.arange(p0, p0 + residents), "unit_id": u0 + np.arange(residents) % n,
            "geocode": [block] * residents, "hhgq": [3] * residents,
            "sex": rng.integers(1, 3, residents), "age": rng.integers(70, 100, residents),
            "hispanic": [0] * residents, "cenrace": [1] * residents, "rel": [15] * residents,
-           "citizen": [1] * residents, "relgq": [0] * residents}  # fmt: skip
+           "citizen": [1] * residents, "relgq": [relgq] * residents}  # fmt: skip
     persons = pa.concat_tables(
         [persons, pa.table(res).select(persons.column_names).cast(persons.schema)]
     )
