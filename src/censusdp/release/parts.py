@@ -50,7 +50,12 @@ from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
 from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names, tabulate_rows
-from censusdp.tables.dhc import DHC_PERSON_TABLE_NAMES, tabulate_dhc_person_rows
+from censusdp.tables.dhc import (
+    DHC_HOUSEHOLD_TABLE_NAMES,
+    DHC_PERSON_TABLE_NAMES,
+    tabulate_dhc_household_rows,
+    tabulate_dhc_person_rows,
+)
 from censusdp.tables.entities import concat_identifiers
 from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, tabulate_household_rows
 
@@ -216,7 +221,9 @@ def run_mdf_part_task(job: MDFPartTask) -> dict[str, Any]:
         pl94 = released.persons if schema.name == "pl94" else released.persons @ pl94_map(schema)
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], released.blocks)])
         rows = tabulate_rows(pl94, units, ids)
-        if released.households is not None and released.dhc_units is None:
+        if released.dhc_units is not None and released.households is not None:
+            rows.update(tabulate_dhc_household_rows(released.households, released.dhc_units, ids))
+        elif released.households is not None:
             rows.update(tabulate_household_rows(released.households, ids))
         if schema.name == "dhcp-2020":
             rows.update(tabulate_dhc_person_rows(released.persons, ids))
@@ -270,9 +277,9 @@ def _check_mdf_part(
             f"{bad_units.size} blocks of part {job.index} have other unit records than "
             f"the release's counts (first {released.blocks[bad_units[0]]})"
         ), None
-    households = None
+    households, dhc = None, None
     if released.dhc_units is not None:
-        problem = _check_dhc_units(job, paths["units"][0])
+        problem, dhc = _check_dhc_units(job, paths["units"][0])
         if problem:
             return problem, None
     elif released.households is not None:
@@ -302,26 +309,33 @@ def _check_mdf_part(
         counts[:, 0] + counts[:, 1], counts[:, 1], released.gq_facilities
     )
     tables = Path(job.run) / TABLES_DIR
-    names = release_table_names(schema.name, "household2010" if households is not None else None)
-    for name in names:
+    dhc_rows = {"dhc_persons": hist}
+    if dhc is not None:  # the DHC household tables: of the households and units read back
+        dhc_rows.update(dhc_households=dhc[0], dhc_units=dhc[1])
+    household_schema = (
+        "dhch-2020" if dhc is not None else "household2010" if households is not None else None
+    )
+    for name in release_table_names(schema.name, household_schema):
         path = tables / f"{name}.parquet" / part_name(job.index + 1)
-        bad = table_part_mismatch(
-            path, name, ids, pl94, units, households, dhc_rows={"dhc_persons": hist}
-        )
+        bad = table_part_mismatch(path, name, ids, pl94, units, households, dhc_rows=dhc_rows)
         if bad:
             return None, bad
     return None, None
 
 
-def _check_dhc_units(job: MDFPartTask, units_path: Path) -> str | None:
+def _check_dhc_units(
+    job: MDFPartTask, units_path: Path
+) -> tuple[str | None, tuple[sp.csr_matrix, np.ndarray] | None]:
     """A DHC unit MDF part read back (every record decoded) against the estimate: its
-    households and its units by ``tenvacgq`` block by block; the problem, or ``None``."""
+    households and its units by ``tenvacgq`` block by block; ``(the problem, None)``, or
+    ``(None, (households, units))`` read back, of which its DHC household tables are
+    checked."""
     released = job.counts
     assert released.households is not None and released.dhc_units is not None
     try:
         households, units = mdf_part_dhc_units(units_path, released.blocks)
     except InputError as exc:
-        return str(exc)
+        return str(exc), None
     bad_hh = sp.csr_matrix(households - released.households)
     bad_hh.eliminate_zeros()
     bad_units = np.flatnonzero((units != np.asarray(released.dhc_units)).any(axis=1))
@@ -330,8 +344,8 @@ def _check_dhc_units(job: MDFPartTask, units_path: Path) -> str | None:
         return (
             f"{bad_hh.nnz} household cells and {bad_units.size} blocks' units of part "
             f"{job.index} differ from the estimate (first at block {released.blocks[b]})"
-        )
-    return None
+        ), None
+    return None, (households, units)
 
 
 @dataclass(frozen=True, eq=False)
@@ -344,7 +358,10 @@ class TablesTask:
     places, AIAN areas: :class:`censusdp.tables.entities.EntityRows`), whose histograms
     are the last rows of ``persons``, ``units`` and ``households``. ``dhc_persons``: the
     same geounits' ``relgq x sex x age`` histograms of a ``dhcp-2020`` release, which adds
-    the DHC person tables (:mod:`censusdp.tables.dhc`)."""
+    the DHC person tables (:mod:`censusdp.tables.dhc`). ``dhc_households``: their
+    ``sex x hhtype_dhch`` (or ``dhch-2020``) households and ``tenvacgq`` units of a
+    release with the DHC's household run, which adds the DHC household and unit tables
+    (P16, H9, H3, H4, H5)."""
 
     levels: list[tuple[str, int, np.ndarray]]
     persons: sp.csr_matrix
@@ -353,6 +370,7 @@ class TablesTask:
     households: sp.csr_matrix | None = None
     entities: dict[str, pa.Array] | None = None
     dhc_persons: sp.csr_matrix | None = None
+    dhc_households: tuple[sp.csr_matrix, sp.csr_matrix] | None = None
 
 
 def run_tables_task(job: TablesTask) -> dict[str, Any]:
@@ -371,6 +389,11 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     if job.dhc_persons is not None:
         rows.update(tabulate_dhc_person_rows(job.dhc_persons, ids))
         names += DHC_PERSON_TABLE_NAMES
+    dhc_rows = {"dhc_persons": job.dhc_persons}
+    if job.dhc_households is not None:
+        rows.update(tabulate_dhc_household_rows(*job.dhc_households, ids))
+        names += DHC_HOUSEHOLD_TABLE_NAMES
+        dhc_rows.update(dhc_households=job.dhc_households[0], dhc_units=job.dhc_households[1])
     records = write_table_part(rows, out, 0)
     n = len(ids["geocode"])
     geolevels = [name for name, *_ in job.levels]
@@ -382,7 +405,7 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
     for name in names:
         bad = table_part_mismatch(
             out / f"{name}.parquet" / part_name(0), name, ids, job.persons, job.units,
-            job.households, dhc_rows={"dhc_persons": job.dhc_persons},
+            job.households, dhc_rows=dhc_rows,
         )  # fmt: skip
         problem = problem or bad
     return {

@@ -48,7 +48,7 @@ from censusdp.release.parts import (
 )
 from censusdp.release.spine import ReleaseGeography
 from censusdp.release.validate import validate_release
-from censusdp.tables.dhc import dhc_person_rows
+from censusdp.tables.dhc import dhc_household_rows, dhc_person_rows
 from censusdp.tables.entities import entity_rows
 
 __all__ = ["write_release"]
@@ -190,15 +190,25 @@ def _write_outputs(
         else None
     )
     # a DHC household run: its households and units by tenvacgq go to the DHC unit layout
-    # (the DHC household tables are not written from them yet)
+    # and its tables (P16, H9 of the households; H3, H4, H5 of the units)
     dhc_units = None
     if est.dhc_households and est.units is not None and est.unit_histogram is not None:
         dhc_units = np.asarray(est.unit_histogram.histograms[-1].todense(), dtype=np.int64)
     ent = entity_rows(hierarchy.blocks, geo.entities)
+
+    def upper_rows(block_rows: sp.spmatrix) -> sp.csr_matrix:
+        # every level above the block, then the geographies off the hierarchy
+        block_rows = sp.csr_matrix(block_rows, dtype=np.int64)
+        return _stacked(
+            [*hierarchy.aggregate(block_rows)[:-1], ent.rows(block_rows)], block_rows.shape[1]
+        )
+
     dhc_persons = None
     if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age
-        small = dhc_person_rows(block_hist)
-        dhc_persons = _stacked([*hierarchy.aggregate(small)[:-1], ent.rows(small)], small.shape[1])
+        dhc_persons = upper_rows(dhc_person_rows(block_hist))
+    dhc_tables = None
+    if dhc_units is not None and households is not None:  # sex x hhtype_dhch; tenvacgq
+        dhc_tables = (upper_rows(dhc_household_rows(households)), upper_rows(dhc_units))
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],
         _stacked([*pl94_levels[:-1], ent.rows(pl94_hist)], pl94_hist.shape[1]),
@@ -211,6 +221,7 @@ def _write_outputs(
         ),
         ent.ids,
         dhc_persons,
+        dhc_tables,
     )
     bar = task(progress, "writing the MDF", int(block_hist.sum()), unit="persons", summary=False)
     block = hierarchy.geolevels.levels[-1]

@@ -154,3 +154,74 @@ def test_validate_passes_and_catches_a_tampered_unit_record(dhc_run: Path, tmp_p
     assert not report.ok
     assert not report.checks["unit_constraints"]["ok"]
     assert "gq_vect" in report.checks["unit_constraints"]["detail"]
+
+
+DHC_HOUSEHOLD_TABLES = ("P16", "H9", "H3", "H4", "H5")
+
+
+def _columns(run: Path, names: tuple[str, ...]) -> dict[str, dict[str, np.ndarray]]:
+    from censusdp.io.tables import read_table
+
+    return {
+        n: {c: np.asarray(col.to_pylist()) for c, col in zip(t.column_names, t.columns)}
+        for n in names
+        for t in [read_table(run / "tables", n)]
+    }
+
+
+def test_the_dhc_household_tables_are_written_and_add_up(dhc_run: Path) -> None:
+    from censusdp.io.layout import table_csv_file
+    from censusdp.io.tables import read_codebook
+
+    col = _columns(dhc_run, ("H1", *DHC_HOUSEHOLD_TABLES))
+    geoids = col["H1"]["GEOID"]
+    assert len(set(geoids)) == len(geoids) > 3
+    for name in DHC_HOUSEHOLD_TABLES:
+        for ident in ("GEOID", "SUMLEV", "NAME"):  # one row per geounit, as H1's
+            np.testing.assert_array_equal(col[name][ident], col["H1"][ident], err_msg=name)
+        for form in ("wide", "long"):
+            assert (dhc_run / "tables" / table_csv_file(name, form)).is_file()
+    p16, h9, h3, h4, h5 = (col[n] for n in DHC_HOUSEHOLD_TABLES)
+    households = p16["P16_001N"]
+    assert households.sum() > 0
+    # at every geounit: households = occupied units, by tenure, by size; the units H1's
+    np.testing.assert_array_equal(h4["H4_001N"], households)
+    np.testing.assert_array_equal(h9["H9_001N"], households)
+    np.testing.assert_array_equal(h3["H3_002N"], households)
+    np.testing.assert_array_equal(h3["H3_001N"], col["H1"]["H1_001N"])
+    np.testing.assert_array_equal(h3["H3_002N"], col["H1"]["H1_002N"])
+    np.testing.assert_array_equal(h5["H5_001N"], h3["H3_003N"])
+    np.testing.assert_array_equal(p16["P16_002N"] + p16["P16_007N"], households)
+    np.testing.assert_array_equal(h4["H4_002N"] + h4["H4_003N"] + h4["H4_004N"], households)
+    # the state rows: the unit MDF's households and units by tenvacgq
+    mdf_households, units, inv = _released(dhc_run)
+    state = list(p16["SUMLEV"]).index("040")
+    assert households[state] == mdf_households.sum() == units[:, :4].sum()
+    assert h3["H3_001N"][state] == inv.housing_units.sum() == units[:, :11].sum()
+    assert h3["H3_003N"][state] == units[:, 4:11].sum()
+    assert [h4[f"H4_00{k}N"][state] for k in (2, 3)] == [units[:, 0].sum(), units[:, 1].sum()]
+    assert h4["H4_004N"][state] == units[:, 2:4].sum()
+    assert [h5[f"H5_00{k + 2}N"][state] for k in range(7)] == list(units[:, 4:11].sum(axis=0))
+    book = read_codebook(dhc_run / "tables").column("variable").to_pylist()
+    assert {"P16_009N", "H9_008N", "H3_003N", "H4_004N", "H5_008N"} <= set(book)
+
+
+@pytest.mark.parametrize(
+    ("name", "part", "column"),
+    [("H4", "part-00001.parquet", "H4_002N"), ("P16", "part-00000.parquet", "P16_003N")],
+)
+def test_validate_catches_a_tampered_dhc_household_table_cell(
+    dhc_run: Path, tmp_path: Path, name: str, part: str, column: str
+) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(dhc_run, copy)
+    path = copy / "tables" / f"{name}.parquet" / part
+    table = pq.read_table(path)
+    values = np.asarray(table.column(column).to_pylist())
+    values[-1] += 1  # one cell of a block (part 1) or of a geounit above the block (part 0)
+    i = table.column_names.index(column)
+    pq.write_table(table.set_column(i, column, pa.array(values, pa.int64())), path)
+    report = validate_run(copy)
+    assert not report.checks["tables_match_mdf"]["ok"]
+    assert f"{name}.parquet" in report.checks["tables_match_mdf"]["detail"]
+    assert report.checks["unit_constraints"]["ok"]  # the MDF itself is untouched

@@ -33,6 +33,7 @@ from censusdp.io.tables import table_part_mismatch
 from censusdp.release.manifest import sha256_of
 from censusdp.release.validate._entries import Hashed
 from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names
+from censusdp.tables.dhc import DHC_HOUSEHOLD_TABLE_NAMES
 
 DHCH = "dhch"
 """``households`` of a release with the 2020 DHC's household run."""
@@ -80,20 +81,34 @@ def _count_mdf_part(
         )
         ids = level_identifiers([(job.geolevel[0], job.geolevel[1], job.blocks)])
         bad = None
-        households = counts[3]
-        names = release_table_names(job.schema, "household2010" if households is not None else None)
-        for name in names:
+        households, dhc = counts[3], counts[5]
+        dhc_rows = {"dhc_persons": counts[0]}
+        if dhc is not None:  # the DHC household tables: of the unit records decoded
+            dhc_rows.update(dhc_households=dhc[0], dhc_units=dhc[1])
+        household_schema = _household_schema(job.households)
+        if household_schema == "household2010" and households is None:
+            household_schema = None  # its records are not households: household_records
+        for name in release_table_names(job.schema, household_schema):
             rel = f"tables/{name}.parquet/{job.tables}"
             if regular_file(run / rel):
                 digests[rel] = sha256_of(run / rel)
+            if job.households == DHCH and dhc is None and name in DHC_HOUSEHOLD_TABLE_NAMES:
+                bad = bad or f"{rel}: not checked, its unit MDF part's records do not read back"
+                continue
             bad = bad or table_part_mismatch(
-                run / rel, name, ids, counts[1], units, households,
-                dhc_rows={"dhc_persons": counts[0]},
-            )  # fmt: skip
+                run / rel, name, ids, counts[1], units, households, dhc_rows=dhc_rows
+            )
         counts = (*counts[:3], bad, text_problem, *counts[3:])
     elif problem is None:
         counts = (*counts[:3], None, text_problem, *counts[3:])
     return problem, counts, digests, time.process_time() - c
+
+
+def _household_schema(run: bool | str) -> str | None:
+    """The household schema whose tables a release publishes: ``dhch-2020`` for a DHC
+    household run (``run`` is :data:`DHCH`), ``household2010`` for another household run,
+    else ``None``."""
+    return "dhch-2020" if run == DHCH else "household2010" if run is True else None
 
 
 def _read_mdf_part(
@@ -190,8 +205,7 @@ def mdf_from_parts(
         InputError: naming the first problem (an index, a part, a record).
     """
     tables = (run / "tables" / f"{TABLE_NAMES[0]}.parquet").is_dir()
-    # a DHC household run (``"dhch"``) writes no household tables yet
-    names = release_table_names(schema.name, "household2010" if with_households is True else None)
+    names = release_table_names(schema.name, _household_schema(with_households))
     indexes, ranges = _part_indexes(run, hierarchy, tables, names)
     jobs = _part_jobs(
         run, hierarchy, inv, schema, indexes, ranges, tables=tables, households=with_households
