@@ -162,11 +162,9 @@ DHC_HOUSEHOLD_TABLES = ("P16", "H9", "H3", "H4", "H5")
 def _columns(run: Path, names: tuple[str, ...]) -> dict[str, dict[str, np.ndarray]]:
     from censusdp.io.tables import read_table
 
-    return {
-        n: {c: np.asarray(col.to_pylist()) for c, col in zip(t.column_names, t.columns)}
-        for n in names
-        for t in [read_table(run / "tables", n)]
-    }
+    tables = {n: read_table(run / "tables", n) for n in names}
+    return {n: {c: np.asarray(t.column(c).to_pylist()) for c in t.column_names}
+            for n, t in tables.items()}  # fmt: skip
 
 
 def test_the_dhc_household_tables_are_written_and_add_up(dhc_run: Path) -> None:
