@@ -221,5 +221,6 @@ def test_validate_catches_a_tampered_dhc_household_table_cell(
     pq.write_table(table.set_column(i, column, pa.array(values, pa.int64())), path)
     report = validate_run(copy)
     assert not report.checks["tables_match_mdf"]["ok"]
-    assert f"{name}.parquet" in report.checks["tables_match_mdf"]["detail"]
+    detail = report.checks["tables_match_mdf"]["detail"]
+    assert f"{name}.parquet/{part}: 1 rows differ from the tabulation" in detail
     assert report.checks["unit_constraints"]["ok"]  # the MDF itself is untouched
