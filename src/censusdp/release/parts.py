@@ -311,7 +311,7 @@ def _check_mdf_part(
     tables = Path(job.run) / TABLES_DIR
     dhc_rows = {"dhc_persons": hist}
     if dhc is not None:  # the DHC household tables: of the households and units read back
-        dhc_rows.update(dhc_households=dhc[0], dhc_units=dhc[1])
+        dhc_rows.update(dhc_households=dhc[0], dhc_units=sp.csr_matrix(dhc[1]))
     household_schema = (
         "dhch-2020" if dhc is not None else "household2010" if households is not None else None
     )

@@ -69,8 +69,9 @@ def _count_mdf_part(
     SHA-256 of each of its files, by path in the run, and its CPU seconds. With
     ``tables`` (the tables' block part file name) each table's rows of these blocks must
     be the tabulation of the part read back (facilities typed by ``gq_facilities``, the
-    invariants'; the household tables of its households), with the blocks'
-    identifiers. ``households`` is ``None`` without a household run, or when a record
+    invariants'; the household tables of its households, the DHC household and unit
+    tables of the households and units its DHC unit records decode to), with the
+    blocks' identifiers. ``households`` is ``None`` without a household run, or when a record
     is not one household (``households' problem`` names it)."""
     c = time.process_time()
     problem, counts, digests, text_problem = _read_mdf_part(job)
@@ -84,7 +85,7 @@ def _count_mdf_part(
         households, dhc = counts[3], counts[5]
         dhc_rows = {"dhc_persons": counts[0]}
         if dhc is not None:  # the DHC household tables: of the unit records decoded
-            dhc_rows.update(dhc_households=dhc[0], dhc_units=dhc[1])
+            dhc_rows.update(dhc_households=dhc[0], dhc_units=sp.csr_matrix(dhc[1]))
         household_schema = _household_schema(job.households)
         if household_schema == "household2010" and households is None:
             household_schema = None  # its records are not households: household_records
