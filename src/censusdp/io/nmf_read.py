@@ -13,7 +13,7 @@ geounit. :func:`read_nmf` reads a whole file into a
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,12 +329,7 @@ class NMFSlice:
             r = rows.size
             a, b = start * r, stop * r
             flat = np.zeros(b - a, dtype=np.int64)
-            for off, file, rg, n in spans:
-                if off + n <= a or off >= b or a >= b:
-                    continue
-                part = "" if file == self.path else f"{Path(file).name} "
-                where = f"{self.path}: {part}row group {rg} ({name}, {qname})"
-                vals = read_values(file, rg, rows, off, n, self.codes, self.first, where)
+            for off, n, vals in self._spans_read(spans, rows, (a, b), f"{name}, {qname}"):
                 lo, hi = max(a, off), min(b, off + n)
                 flat[lo - a : hi - a] = vals[lo - off : hi - off]
             uv = unit_var[start - self.start : stop - self.start]
@@ -343,6 +338,21 @@ class NMFSlice:
             )
             out.append(MeasuredQuery(name, qname, live, values, _variance(uv, variance), mech))
         return out
+
+    def _spans_read(
+        self, spans: Any, rows: np.ndarray, flat: tuple[int, int], what: str
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """The values of each row group of ``spans`` (``(offset, file, row group, rows)``)
+        that holds some of the flat rows ``flat`` (``a:b`` of ``units x rows``), read
+        and checked: ``(offset, rows, values)``. ``what``: the level and query, for a
+        bad row group's message."""
+        a, b = flat
+        for off, file, rg, n in spans:
+            if off + n <= a or off >= b or a >= b:
+                continue
+            part = "" if file == self.path else f"{Path(file).name} "
+            where = f"{self.path}: {part}row group {rg} ({what})"
+            yield off, n, read_values(file, rg, rows, off, n, self.codes, self.first, where)
 
     def read_rows(
         self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]
@@ -372,12 +382,7 @@ class NMFSlice:
             at = (np.arange(start, stop, dtype=np.int64)[:, None] * r + pos[None, :]).ravel()
             flat = values.reshape(-1)
             a, b = start * r, stop * r
-            for off, file, rg, n in spans:
-                if off + n <= a or off >= b or a >= b:
-                    continue
-                part = "" if file == self.path else f"{Path(file).name} "
-                where = f"{self.path}: {part}row group {rg} ({name}, {qname})"
-                vals = read_values(file, rg, rows, off, n, self.codes, self.first, where)
+            for off, n, vals in self._spans_read(spans, rows, (a, b), f"{name}, {qname}"):
                 lo, hi = np.searchsorted(at, [off, off + n])
                 flat[lo:hi] = vals[at[lo:hi] - off]
             uv = unit_var[start - self.start : stop - self.start]

@@ -26,7 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_dhc_person_run import LEVELS, _discrete_gaussian_variance, _small_vermont
+from test_dhc_person_run import (
+    LEVELS,
+    _discrete_gaussian_variance,
+    _small_vermont,
+    validate_tampered_table,
+)
 
 from censusdp.data.invariants import Invariants
 from censusdp.data.units_dhc import unit_constraint_violations
@@ -211,15 +216,7 @@ def test_the_dhc_household_tables_are_written_and_add_up(dhc_run: Path) -> None:
 def test_validate_catches_a_tampered_dhc_household_table_cell(
     dhc_run: Path, tmp_path: Path, name: str, part: str, column: str
 ) -> None:
-    copy = tmp_path / "run"
-    shutil.copytree(dhc_run, copy)
-    path = copy / "tables" / f"{name}.parquet" / part
-    table = pq.read_table(path)
-    values = np.asarray(table.column(column).to_pylist())
-    values[-1] += 1  # one cell of a block (part 1) or of a geounit above the block (part 0)
-    i = table.column_names.index(column)
-    pq.write_table(table.set_column(i, column, pa.array(values, pa.int64())), path)
-    report = validate_run(copy)
+    report = validate_tampered_table(dhc_run, tmp_path, name, part, column)
     assert not report.checks["tables_match_mdf"]["ok"]
     detail = report.checks["tables_match_mdf"]["detail"]
     assert f"{name}.parquet/{part}: 1 rows differ from the tabulation" in detail

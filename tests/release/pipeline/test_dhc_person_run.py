@@ -199,22 +199,29 @@ def test_the_dhc_person_tables_are_written_and_join_on_geoid(dhc_run) -> None:
     assert {"P12_049N", "PCT12_209N", "GQ1_032N"} <= set(book)
 
 
-@pytest.mark.parametrize(
-    ("name", "part", "column"),
-    [("P12", "part-00001.parquet", "P12_003N"), ("PCT12", "part-00000.parquet", "PCT12_050N")],
-)
-def test_validate_catches_a_tampered_dhc_table_cell(dhc_run, tmp_path, name, part, column) -> None:
+def validate_tampered_table(run: Path, tmp_path: Path, name: str, part: str, column: str):
+    """``validate`` of a copy of ``run`` whose table ``name`` has one cell of ``column``
+    in ``part`` changed by one: the last row's (a block in part 1, a geounit above the
+    block in part 0)."""
     import shutil
 
-    _, run = dhc_run
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     path = copy / "tables" / f"{name}.parquet" / part
     table = pq.read_table(path)
     values = np.asarray(table.column(column).to_pylist())
-    values[-1] += 1  # one cell of a block (part 1) or of a geounit above the block (part 0)
+    values[-1] += 1
     i = table.column_names.index(column)
     pq.write_table(table.set_column(i, column, pa.array(values, pa.int64())), path)
-    report = validate_run(copy)
+    return validate_run(copy)
+
+
+@pytest.mark.parametrize(
+    ("name", "part", "column"),
+    [("P12", "part-00001.parquet", "P12_003N"), ("PCT12", "part-00000.parquet", "PCT12_050N")],
+)
+def test_validate_catches_a_tampered_dhc_table_cell(dhc_run, tmp_path, name, part, column) -> None:
+    _, run = dhc_run
+    report = validate_tampered_table(run, tmp_path, name, part, column)
     assert not report.checks["tables_match_mdf"]["ok"]
     assert f"{name}.parquet" in report.checks["tables_match_mdf"]["detail"]
