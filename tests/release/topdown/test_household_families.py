@@ -123,7 +123,12 @@ def test_clarabel_first_gives_the_previous_chains_point(seed: int) -> None:
             continue
         assert new.objective <= old.objective * (1 + 1e-6) + 1e-6, method
         assert old.objective <= new.objective * (1 + 1e-4), method
-        assert np.abs(new.x - old.x).max() < 0.05, method
+        # the ADMM stops when its residuals are below a thousandth of the noise (0.047
+        # persons here), which puts its cells about that far from the optimum (0.053 at
+        # seed 3); it used to land closer only because its repair failed and it went on
+        # to tolerances ten and a hundred times smaller (test_admm_convergence.py)
+        limit = 2e-3 * sub.noise_scale if method == "admm" else 0.05
+        assert np.abs(new.x - old.x).max() < limit, method
     assert sub.max_violation(new.x) <= 1e-8 * max(1.0, sub.scale())
     _check_counts(sub, np.asarray(round_to_integers(sub, new.x), dtype=np.int64), caps)
 

@@ -50,6 +50,7 @@ __all__ = [
     "AUTO_CHAIN",
     "BACKENDS",
     "FEW_CELLS",
+    "HELD_TOTAL_BAND",
     "INTERIOR_MIN_VARIABLES",
     "METHODS",
     "Row",
@@ -68,6 +69,14 @@ FEW_CELLS = 64
 """Families of at most this many kept cells count as small (``> 64 cells`` in the table)."""
 ADMM_MAX_ROOT_CELLS = 50_000
 """A single child with more kept cells never gets the ADMM (a dhc-lite root)."""
+HELD_TOTAL_BAND = 0.5
+"""A child total's band (upper less lower bound) of at most this many persons is a held
+total, not a cap (:attr:`Shape.capped_totals`): the second pass of production's tract
+families holds each total within ``0.1 + v`` persons of the first pass's (a band of
+about 0.2), where a household cap ``[0, units]`` is at least one. Sent to Clarabel as
+capped, production fidelity's widest family (Los Angeles County's 2,334 tracts) went to
+the backend that does not finish it in 5 CPU minutes; the ADMM takes it whole
+(docs/scaling.md)."""
 INTERIOR_MIN_VARIABLES = 500_000
 """Dense families with a singular Hessian and more variables (children x kept cells)
 than this try the interior point before Clarabel."""
@@ -91,9 +100,11 @@ class Shape:
         root: no parent.
         variables: children x kept cells.
         huge_single_child: a single child of more than :data:`ADMM_MAX_ROOT_CELLS` cells.
-        capped_totals: some child's total has a finite upper bound above its lower bound
-            (a household run: each geounit's households in ``[0, its housing units]``),
-            an inequality on every child that may bind or not.
+        capped_totals: some child's total has a finite upper bound more than
+            :data:`HELD_TOTAL_BAND` above its lower bound (a household run: each
+            geounit's households in ``[0, its housing units]``), an inequality on every
+            child that may bind or not. A total held by an earlier pass (production's
+            passes: within ``0.1`` person and the pass's violation) is not a cap.
     """
 
     per_child_weights: bool
@@ -119,7 +130,10 @@ class Shape:
             variables=sub.k * sub.c,
             huge_single_child=sub.k == 1 and sub.c > ADMM_MAX_ROOT_CELLS,
             capped_totals=bool(
-                (np.isfinite(sub.total_upper) & (sub.total_upper > sub.total_lower)).any()
+                (
+                    np.isfinite(sub.total_upper)
+                    & (sub.total_upper > sub.total_lower + HELD_TOTAL_BAND)
+                ).any()
             ),
         )
 
