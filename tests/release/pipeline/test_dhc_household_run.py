@@ -221,3 +221,20 @@ def test_validate_catches_a_tampered_dhc_household_table_cell(
     detail = report.checks["tables_match_mdf"]["detail"]
     assert f"{name}.parquet/{part}: 1 rows differ from the tabulation" in detail
     assert report.checks["unit_constraints"]["ok"]  # the MDF itself is untouched
+
+
+def test_evaluate_reads_a_dhc_household_release(dhc_run: Path, tmp_path: Path) -> None:
+    """``evaluate`` of a DHC release with its household run against its truth: the
+    persons measured against the truth, the unit NMF (two histograms) summarised without
+    it, the households said not compared; before, the unit NMF's truth was built on the
+    occupancy schema and evaluate stopped with an internal error."""
+    from censusdp.evaluate import evaluate
+
+    result = evaluate(dhc_run.parent / "cef", dhc_run, json_path=tmp_path / "e.json")
+    nmf = result["noisy_measurements"]
+    assert nmf["units"]["schema"] == "dhch-2020"
+    levels = nmf["units"]["by_level"]
+    assert levels and all(set(queries) == set(UNIT_QUERIES) for queries in levels.values())
+    assert result["invariants_ok"]
+    assert result["households"]["available"] is False
+    assert (tmp_path / "e.json").is_file()
