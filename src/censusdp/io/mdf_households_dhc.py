@@ -34,6 +34,7 @@ import scipy.sparse as sp
 from censusdp.data.schema_dhc import DHC_UNITS_2020, DHCH_2020, HHTYPE_DHCH_TYPES
 from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ, FIRST_VACANT_TENVACGQ
 from censusdp.errors import InputError, InternalError
+from censusdp.io.mdf_households import HOUSEHOLD_FIELDS
 from censusdp.io.mdf_read import decode_codes
 from censusdp.io.mdf_records import (
     GQTYPE_DHC_CODES,
@@ -57,24 +58,23 @@ DHCH_UNIT_COLUMNS = HOUSEHOLD_UNIT_COLUMNS
 """``DHCH_MDF2020_WriterRevisedColumnNamesTen3Lev``'s columns: those of the DDP's
 household layout."""
 
-DHCH_FIELDS: dict[str, tuple[str, ...]] = {
-    "HHSIZE": tuple(str(s) for s in range(8)),
-    "HHT": tuple(str(t) for t in range(8)),
-    "HHT2": tuple(f"{t:02d}" for t in range(13)),
-    "CPLT": tuple(str(c) for c in range(6)),
-    "UPART": tuple(str(u) for u in range(6)),
-    "MULTG": ("0", "1", "2"),
-    "HHLDRAGE": tuple(str(a) for a in range(10)),
-    "HHSPAN": ("0", "1", "2"),
-    "HHRACE": tuple(f"{r:02d}" for r in range(8)),
-    "PAOC": tuple(str(p) for p in range(5)),
-    "P18": ("0", "1"),
-    "P60": ("0", "1"),
-    "P65": ("0", "1"),
-    "P75": ("0", "1"),
-    "PAC": tuple(str(p) for p in range(5)),
-    "HHSEX": ("0", "1", "2"),
-}
+
+def _dhch_fields() -> dict[str, tuple[str, ...]]:
+    """The DDP layout's household variables with the DHC's changes: ``CPLT`` has a fifth
+    couple type, and ``P18`` (before ``P60``) and ``PAC`` (before ``HHSEX``) are
+    supported."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, codes in HOUSEHOLD_FIELDS.items():
+        if name == "P60":
+            out["P18"] = ("0", "1")
+        if name == "HHSEX":
+            out["PAC"] = tuple(str(p) for p in range(5))
+        out[name] = codes
+    out["CPLT"] = tuple(str(c) for c in range(6))
+    return out
+
+
+DHCH_FIELDS: dict[str, tuple[str, ...]] = _dhch_fields()
 """The household variables a record carries, each with its MDF2020 codes; code 0 of each
 is "not in universe", what vacant units and facilities carry."""
 
