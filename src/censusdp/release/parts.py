@@ -49,15 +49,13 @@ from censusdp.io.nmf_write import write_nmf_part
 from censusdp.io.parts import part_name, write_part_index
 from censusdp.io.tables import table_part_mismatch, write_table_part
 from censusdp.release.measure import MeasureTask, run_measure_task
-from censusdp.tables import TABLE_NAMES, level_identifiers, release_table_names, tabulate_rows
+from censusdp.tables import level_identifiers, release_table_names, tabulate_rows
 from censusdp.tables.dhc import (
-    DHC_HOUSEHOLD_TABLE_NAMES,
-    DHC_PERSON_TABLE_NAMES,
     tabulate_dhc_household_rows,
     tabulate_dhc_person_rows,
 )
 from censusdp.tables.entities import concat_identifiers
-from censusdp.tables.households import HOUSEHOLD_TABLE_NAMES, tabulate_household_rows
+from censusdp.tables.households import tabulate_household_rows
 
 __all__ = [
     "MDF_PART_BLOCKS",
@@ -382,18 +380,22 @@ def run_tables_task(job: TablesTask) -> dict[str, Any]:
         ids = concat_identifiers(ids, job.entities)
     out = Path(job.run) / TABLES_DIR
     rows = tabulate_rows(job.persons, job.units, ids)
-    names = TABLE_NAMES
     if job.households is not None:
         rows.update(tabulate_household_rows(job.households, ids))
-        names = TABLE_NAMES + HOUSEHOLD_TABLE_NAMES
     if job.dhc_persons is not None:
         rows.update(tabulate_dhc_person_rows(job.dhc_persons, ids))
-        names += DHC_PERSON_TABLE_NAMES
     dhc_rows = {"dhc_persons": job.dhc_persons}
     if job.dhc_households is not None:
         rows.update(tabulate_dhc_household_rows(*job.dhc_households, ids))
-        names += DHC_HOUSEHOLD_TABLE_NAMES
         dhc_rows.update(dhc_households=job.dhc_households[0], dhc_units=job.dhc_households[1])
+    names = release_table_names(
+        "dhcp-2020" if job.dhc_persons is not None else "",
+        "dhch-2020"
+        if job.dhc_households is not None
+        else "household2010"
+        if job.households is not None
+        else None,
+    )
     records = write_table_part(rows, out, 0)
     n = len(ids["geocode"])
     geolevels = [name for name, *_ in job.levels]

@@ -107,9 +107,6 @@ def release_table_names(person_schema: str, household_schema: str | None = None)
     return names
 
 
-"""Size of the unit histogram: cell ``2 * gqtype + occupied``."""
-
-
 def _person_table(name: str, schema: Schema) -> TableDefinition:
     hhgq = schema.cell_levels("hhgq")
     adult = schema.cell_levels("votingage") == 1
