@@ -184,6 +184,9 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
         )
     if result.get("gls", {}).get("available") is False:
         lines.append(f"GLS: not available ({result['gls']['reason']})")
+    skipped = result["released"].get("not_simulated")
+    if skipped:  # a household run's tables
+        lines.append(f"{', '.join(skipped['tables'])}: {skipped['reason']}")
     written = [p for p in (args.json, args.html) if p not in (None, "-")]
     if written:
         lines.append("wrote " + " and ".join(written))

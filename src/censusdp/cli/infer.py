@@ -319,4 +319,7 @@ def _release(args: argparse.Namespace) -> int:
         + (f" (districts: {mg['geounits'].get('District', 0):,})" if args.geography else "")
         + f" ({', '.join(mg['files'])}) in {m['timings']['total']:.1f}s"
     )
+    skipped = m.get("not_estimated") or {}
+    if skipped:  # a household run's lines: one line naming them and why
+        print(f"not estimated: {', '.join(skipped)} ({next(iter(skipped.values()))})")
     return 0

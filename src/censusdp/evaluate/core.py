@@ -81,7 +81,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.budget import Budget
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
-from censusdp.release.household_runs import has_household_run, refuse_household_release
+from censusdp.release.household_runs import has_household_run
 from censusdp.release.options import Execution
 from censusdp.release.spine import geography_of_run
 from censusdp.release.validate import require_valid, validate_run
@@ -693,8 +693,6 @@ def evaluate(
     progress = execution.progress
 
     t0 = time.perf_counter()
-    if options.simulations:  # before the long work, as without --input
-        refuse_household_release(release_dir, "evaluate --simulations")
     cef = read_cef(truth_dir, progress=progress)
     release = read_release(release_dir)
     validation = check_dp_release(release, options.allow_invalid, "evaluate", progress)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +57,15 @@ from censusdp.io.atomic import strict_json
 from censusdp.io.output_rules import MANIFEST_FILE
 from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.progress import say
-from censusdp.release.household_runs import refuse_household_release, refuse_household_run
+from censusdp.release.household_runs import (
+    HOUSEHOLD_SCHEMA,
+    NO_ERROR_BARS,
+    household_run_tables,
+    household_schema,
+)
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES
+from censusdp.tables import TABLE_NAMES, release_table_names
 from censusdp.version import __version__
 
 __all__ = [
@@ -69,6 +74,7 @@ __all__ = [
     "ErrorPool",
     "expected_errors",
     "gls_expected_errors",
+    "release_measures",
     "simulate_release_errors",
 ]
 
@@ -76,7 +82,8 @@ DEFAULT_SIMULATIONS = 10
 """Simulations of the release mechanism by default (each is one TopDown estimation)."""
 
 MEASURES: tuple[str, ...] = ("total_population", *TABLE_NAMES)
-"""What errors are reported for: total population and every table (all its lines)."""
+"""What errors are reported for: total population and every P.L. table (all its lines);
+a release's own are :func:`release_measures`."""
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 """``E|Z| / sd`` for a normal error ``Z`` of mean 0."""
@@ -90,6 +97,36 @@ def _measure_arrays(
     return tables[measure_name][level]
 
 
+def release_measures(manifest: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the error bars of the release whose manifest is ``manifest`` cover: total
+    population and every table its simulation re-releases: P1-P5, the DHC person tables
+    of a ``dhcp-2020`` person run, and H1 unless a household run makes its occupancy
+    (:func:`censusdp.release.household_runs.household_run_tables`: those have
+    :data:`~censusdp.release.household_runs.NO_ERROR_BARS`)."""
+    skip = household_run_tables(manifest)
+    person = str(manifest.get("schema") or "pl94")
+    return ("total_population", *(t for t in release_table_names(person) if t not in skip))
+
+
+def _not_simulated(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The tables of a household run, and why the simulation leaves them out; ``None``
+    for a release without one."""
+    schema = household_schema(manifest)
+    if schema is None:
+        return None
+    record: dict[str, Any] = {
+        "tables": list(household_run_tables(manifest)),
+        "reason": f"{NO_ERROR_BARS} ({schema})",
+        "person_run": "re-released alone (its own budget, schema and estimator)",
+    }
+    if schema == HOUSEHOLD_SCHEMA and manifest.get("units_estimation") == "consistent":
+        record["person_run"] += (
+            "; the release held its persons to its households' sizes, the simulation to "
+            "the invariants alone"
+        )
+    return record
+
+
 class ErrorPool:
     """Errors of ``K`` simulated releases against one plausible truth, per measure and level.
 
@@ -99,8 +136,9 @@ class ErrorPool:
     pairs of every level, for the typical error by size of place.
     """
 
-    def __init__(self, levels: tuple[str, ...]) -> None:
+    def __init__(self, levels: tuple[str, ...], measures: tuple[str, ...] = MEASURES) -> None:
         self.levels = levels
+        self.measures = measures
         self._per_sim: dict[tuple[str, str], list[tuple[float, float, float, int]]] = {}
         self._hist: dict[tuple[str, str], dict[int, int]] = {}
         self._pairs: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
@@ -109,7 +147,7 @@ class ErrorPool:
         self, truth: dict[str, list[np.ndarray]], released: dict[str, list[np.ndarray]]
     ) -> None:
         """Add one simulated release (tables in :func:`censusdp.tables.table_arrays` layout)."""
-        for mname in MEASURES:
+        for mname in self.measures:
             for li, lname in enumerate(self.levels):
                 t = _measure_arrays(truth, mname, li).astype(np.int64)
                 r = _measure_arrays(released, mname, li).astype(np.int64)
@@ -184,7 +222,7 @@ class ErrorPool:
 
 
 def _margin_record(
-    amc: AMCResult, levels: tuple[str, ...]
+    amc: AMCResult, levels: tuple[str, ...], measures: tuple[str, ...]
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Per measure and level, the margins of ``censusdp infer``'s ``margins.*`` pooled:
     ``moe90`` / ``moe95``, the root mean square of the calibrated margins of every count
@@ -195,7 +233,7 @@ def _margin_record(
     for i, v in enumerate(variables):
         columns.setdefault(v.split("_", 1)[0], []).append(i)
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for m in MEASURES:
+    for m in measures:  # the P.L. ones: infer's margins are of P1-P5 and H1
         cols = columns.get(m)
         if not cols:
             continue
@@ -251,7 +289,6 @@ def simulate_release_errors(
         raise InputError(f"--simulations must be at least 1, got {simulations}")
     run = Path(run_dir)
     manifest = read_manifest(run)
-    refuse_household_run(manifest, run / MANIFEST_FILE, "the error bars' simulation")
     recorded_budgets(manifest, str(run / MANIFEST_FILE))  # a one-line error if none
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
@@ -264,9 +301,10 @@ def simulate_release_errors(
         RunDir(run).mdf_file("units"),
         needed_by="the simulation of the release's counts",
     )
-    plan = amc_plan(run)
+    plan = amc_plan(run)  # a household run's: the person run alone
     levels = tuple(plan.geo.tabulation.geolevels.names)
-    pool = ErrorPool(levels)
+    measures = release_measures(manifest)
+    pool = ErrorPool(levels, measures)
     ex = make_executor(workers, kind=executor)
     t0 = time.perf_counter()
     try:
@@ -295,8 +333,10 @@ def simulate_release_errors(
         "seed": seed,
         "seeds": amc.seeds,
         "seconds": round(time.perf_counter() - t0, 3),
+        "measures": list(measures),
+        "not_simulated": _not_simulated(manifest),
         "by_level": pool.summary(),
-        "margins": _margin_record(amc, levels),
+        "margins": _margin_record(amc, levels, measures),
         "by_size": pool.by_size(),
     }
 
@@ -420,7 +460,6 @@ def expected_errors(
     run = Path(run_dir)
     if not run.is_dir():
         raise InputError(f"release directory {str(run)!r} does not exist")
-    refuse_household_release(run, "evaluate's error-bar simulation")
     require_valid(run, what="evaluate")
     manifest = read_manifest(run)
     geolevels = GeoLevels.from_pairs([tuple(g) for g in manifest.get("geolevels") or []])
@@ -441,7 +480,7 @@ def expected_errors(
         "package_version": __version__,
         "geolevels": list(names),
         "units": {n: hierarchy.n_units(i) for i, n in enumerate(names)},
-        "measures": list(MEASURES),
+        "measures": released["measures"],
         "release_manifest": {
             k: manifest.get(k)
             for k in ("schema", "postprocess", "mechanism", "rho", "epsilon", "delta", "seed")

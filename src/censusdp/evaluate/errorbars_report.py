@@ -34,6 +34,9 @@ _MEASURE_TITLES = {
     "P4": "P4 Hispanic or Latino by race, 18 years and over",
     "P5": "P5 Group quarters population by type",
     "H1": "H1 Occupancy status",
+    "P12": "P12 Sex by age for selected age categories",
+    "PCT12": "PCT12 Sex by single-year age",
+    "GQ1": "GQ1 Group quarters population by detailed type",
 }
 
 
@@ -274,6 +277,13 @@ def render_expected_report(
     gls = result.get("gls") or {}
     if gls.get("available") is False:
         parts.append(f"<p><b>GLS estimates:</b> not available: {esc(gls.get('reason'))}</p>")
+    skipped = rel.get("not_simulated")
+    if skipped:  # a household run's tables
+        parts.append(
+            f'<p id="not-simulated"><b>{esc(", ".join(skipped["tables"]))}:</b> '
+            f"{esc(skipped['reason'])}. The person run's tables below: its "
+            f"{esc(skipped['person_run'])}.</p>"
+        )
     parts.append("</section>")
     parts.append('<section id="expected"><h2>Expected errors by geolevel and table</h2>')
     parts.append(

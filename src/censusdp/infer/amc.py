@@ -66,7 +66,9 @@ import scipy.sparse as sp
 from censusdp.data.histograms import pl94_map
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema
-from censusdp.errors import InternalError
+from censusdp.data.measurements import measured_rows
+from censusdp.data.queries import make_query
+from censusdp.errors import ConfigError, InternalError
 from censusdp.infer._rough import roughen_blocks
 from censusdp.infer.options import AMC_TRUTHS, MarginOptions
 from censusdp.privacy.randomness import RandomSource
@@ -75,7 +77,8 @@ from censusdp.release.estimation import estimate_histograms
 from censusdp.release.measure import measure
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.spine import ReleaseGeography
-from censusdp.tables import TABLE_NAMES, table_arrays
+from censusdp.tables import TABLE_NAMES, release_table_names, table_arrays, table_definition
+from censusdp.tables.dhc import dhc_person_table_arrays
 
 __all__ = [
     "AMCPlan",
@@ -85,9 +88,19 @@ __all__ = [
     "calibration_factors",
     "TRUTHS",
     "plausible_truth",
+    "require_affordable",
+    "rerelease_values",
     "rough_truth",
     "simulate_margins",
 ]
+
+SIMULATION_MEMORY = 2 * 1024**3
+"""The most memory one re-release's person measurements may take (bytes): they are held
+at once (:func:`censusdp.release.measure.measure`), so a ``dhcp-2020`` person run's
+1,227,744-cell ``detailed`` query at every geounit is what limits its simulation."""
+
+BYTES_PER_VALUE = 24
+"""Bytes a noisy value takes while it is measured: its exact answer, its noise, itself."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -109,6 +122,10 @@ class AMCPlan:
         truth: the plausible truth's tables (:func:`censusdp.tables.table_arrays` layout).
         blocks: its block histograms (persons in the measured schema, ``pl94``, units),
             what :func:`rough_truth` moves; ``None``: not kept.
+        unsimulated: the published variables (P1-P5, H1) whose counts the simulation
+            does not re-release: the occupied and vacant lines of a household run's
+            release, whose unit run is left out (the person run alone is re-released;
+            their mean squared errors are NaN).
     """
 
     schema: Schema
@@ -121,6 +138,20 @@ class AMCPlan:
     options: ReleaseOptions
     truth: dict[str, list[np.ndarray]]
     blocks: tuple[Any, Any, Any] | None = None
+    unsimulated: tuple[str, ...] = ()
+
+
+def released_tables(
+    schema: Schema, person: Any, pl94: Any, units: Any, geo: ReleaseGeography
+) -> dict[str, list[np.ndarray]]:
+    """The tables of released block histograms on the tabulation's blocks (the persons
+    in ``schema``, ``pl94``, the units): P1-P5 and H1, and the DHC person tables of a
+    ``dhcp-2020`` person run (:func:`censusdp.tables.table_arrays` layout)."""
+    out = table_arrays(pl94, units, geo.tabulation)
+    person_tables = tuple(t for t in release_table_names(schema.name) if t not in TABLE_NAMES)
+    if person_tables:
+        out.update(dhc_person_table_arrays(person, geo.tabulation, person_tables))
+    return out
 
 
 def plausible_truth(amc: AMCPlan, person: Any, pl94: Any, units: Any) -> AMCPlan:
@@ -139,7 +170,7 @@ def plausible_truth(amc: AMCPlan, person: Any, pl94: Any, units: Any) -> AMCPlan
         amc,
         person_levels=mh.aggregate(geo.to_estimation(sp.csr_matrix(person))),
         unit_levels=unit_levels,
-        truth=table_arrays(pl94, units, geo.tabulation),
+        truth=released_tables(amc.schema, person, pl94, units, geo),
         blocks=(person, pl94, units),
     )
 
@@ -157,9 +188,11 @@ def rough_truth(
     kept.
 
     Raises:
-        InternalError: for a plan without block histograms or schema without ``hhgq``.
+        InternalError: for a plan without block histograms or schema without ``hhgq``
+            (an attribute, or a recode: ``dhcp-2020``'s of ``relgq``).
     """
-    if amc.blocks is None or "hhgq" not in amc.schema.attribute_names:
+    variables = {*amc.schema.attribute_names, *(r.name for r in amc.schema.recodes)}
+    if amc.blocks is None or "hhgq" not in variables:
         raise InternalError("rough_truth needs the truth's block histograms and an hhgq schema")
     person, pl94, units = (sp.csr_matrix(m, dtype=np.int64) for m in amc.blocks)
     tab = amc.geo.tabulation
@@ -217,6 +250,38 @@ TRUTHS = AMC_TRUTHS
 """The AMC's plausible truths: ``rough``, the release's block sizes and cells deconvolved
 by the law its own re-releases show (:func:`rough_truth`; the default), and ``release``,
 the MDF as published (the Census Bureau's AMC; the margins run short at small areas)."""
+
+
+def rerelease_values(amc: AMCPlan) -> int:
+    """The noisy values one re-release of ``amc``'s person run holds at once: every
+    planned query's measured rows at every geounit of its level."""
+    mh = amc.geo.estimation
+    names = list(mh.geolevels.names)
+    rows = {
+        q: measured_rows(amc.schema, make_query(amc.schema, q)).size
+        for q in {q for _, q, _ in amc.plans[0]}
+    }
+    return sum(mh.n_units(names.index(level)) * rows[q] for level, q, _ in amc.plans[0])
+
+
+def require_affordable(amc: AMCPlan, where: object) -> None:
+    """Refuse, before any re-release, a simulation whose person measurements would take
+    more than :data:`SIMULATION_MEMORY`.
+
+    Raises:
+        ConfigError: ``RUN: one re-release of its dhcp-2020 person run holds 2,500,000,000
+            noisy values (56 GB) ...``, naming what reduces it.
+    """
+    values = rerelease_values(amc)
+    need = values * BYTES_PER_VALUE
+    if need > SIMULATION_MEMORY:
+        raise ConfigError(
+            f"{where}: one re-release of its {amc.schema.name} person run holds {values:,} "
+            f"noisy values ({need / 1024**3:.1f} GB) at once, more than the simulation's "
+            f"{SIMULATION_MEMORY / 1024**3:.0f} GB: no simulated error bars at this size "
+            "(--simulations sets how many re-releases, not their size; a smaller release, "
+            "fewer blocks or a schema with fewer cells, fits)"
+        )
 
 
 def amc_seeds(seed: int, simulations: int) -> list[int]:
@@ -329,11 +394,16 @@ def _generation(
             first = hists
         acc.block_totals.append(np.asarray(hists[1].sum(axis=1)).ravel())
         acc.block_hists.append(hists[0])
-        tables = table_arrays(hists[1], hists[2], amc.geo.tabulation)
+        tables = released_tables(amc.schema, *hists, amc.geo)
         acc.add(tables, truth, districts)
         if observe is not None:
             observe(amc.truth, tables)
         say(progress, f"AMC {label} re-release {k + 1}/{len(seeds)} (seed {s})")
+    if amc.unsimulated:  # not re-released: no error to report (NaN), not a made-up 0
+        variables = [v for t in TABLE_NAMES for v in table_definition(t).variables]
+        cols = [variables.index(v) for v in amc.unsimulated]
+        for a in (*acc.levels, *acc.districts):
+            a[:, cols] = np.nan
     return acc, first
 
 

@@ -241,7 +241,8 @@ def long_table(
         published: ``(units, variables)`` published values (:func:`published_variables`
             order), or ``None``.
         released_mse: ``(units, variables)`` expected squared error of each published
-            value (simulation), or ``None``: ``moe90 = 1.645 sqrt(mse)``.
+            value (simulation), or ``None``: ``moe90 = 1.645 sqrt(mse)`` (null where it
+            is NaN: a count the simulation did not re-release).
     """
     variables = published_variables()
     col = {name: i for i, name in enumerate(line_names)}
@@ -282,7 +283,8 @@ def long_table(
         preferred = pa.nulls(n * k, pa.string())
     else:
         rmse = np.sqrt(np.maximum(np.asarray(released_mse, dtype=np.float64), 0.0)).reshape(-1)
-        moe90, moe95 = pa.array(Z90 * rmse), pa.array(Z95 * rmse)
+        unknown = np.isnan(rmse)
+        moe90, moe95 = (pa.array(z * rmse, mask=unknown) for z in (Z90, Z95))
         gls_better = valid & (Z90 * np.nan_to_num(s) < Z90 * rmse)
         preferred = pa.DictionaryArray.from_arrays(
             pa.array(gls_better.astype(np.int32)), pa.array(["value", "gls"])

@@ -55,7 +55,13 @@ from censusdp.infer._records import (
     zero_persons,
 )
 from censusdp.infer._unit_spine import UnitSpine, rows_on_persons
-from censusdp.infer.amc import AMCPlan, AMCResult, plausible_truth, simulate_margins
+from censusdp.infer.amc import (
+    AMCPlan,
+    AMCResult,
+    plausible_truth,
+    require_affordable,
+    simulate_margins,
+)
 from censusdp.infer.gls import (
     Constraints,
     LevelDesign,
@@ -88,26 +94,32 @@ from censusdp.io.rundir import RunDir
 from censusdp.io.staging import staged_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
-from censusdp.release.household_runs import refuse_household_run
+from censusdp.release.household_runs import NO_ERROR_BARS, household_schema
 from censusdp.release.manifest import peak_rss_mb, recorded_budgets
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES
+from censusdp.tables import TABLE_NAMES, table_definition
 from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
     "ESTIMATE_COLUMNS",
+    "HOUSING_UNITS",
     "MARGIN_FORMATS",
     "InferOptions",
     "MarginOptions",
     "ReleaseGLS",
     "amc_plan",
+    "household_lines",
     "infer_release",
     "read_margins",
     "release_gls",
     "tabulation_sds",
 ]
+
+
+HOUSING_UNITS = "H1_001N"
+"""The housing units, invariant at every block: exact at every level."""
 
 
 def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invariants]:
@@ -123,7 +135,6 @@ def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invar
     manifest = run.manifest()
     if "geolevels" not in manifest:
         raise InputError(f"{run.manifest_file}: no 'geolevels'")
-    refuse_household_run(manifest, run.manifest_file, "infer")
     hierarchy, inv = run.invariants(GeoLevels.from_pairs(manifest["geolevels"]))
     # a spine release measured the spine's geounits (spine.parquet): infer estimates them
     geo = geography_of_run(run.path, manifest, hierarchy)
@@ -147,12 +158,24 @@ def _gls_schema(manifest: Mapping[str, Any], run_dir: Path) -> Schema:
 
 
 def _refuse_unreadable(run: RunDir) -> None:
-    """Refuse, before validating the release, what infer cannot read: a household run or
-    a schema other than ``pl94`` (a missing manifest is left to the reading)."""
+    """Refuse, before validating the release, what infer cannot read: a schema other
+    than ``pl94`` (a missing manifest is left to the reading)."""
     if run.manifest_file.is_file():
-        manifest = run.manifest()
-        refuse_household_run(manifest, run.manifest_file, "infer")
-        _gls_schema(manifest, run.path)
+        _gls_schema(run.manifest(), run.path)
+
+
+def household_lines(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The lines infer does not estimate for a release with a household run, each with
+    why: the occupied and vacant housing units (H1_002N, H1_003N), which its household
+    run makes; empty for any other release (H1_001N, the housing units, is invariant)."""
+    schema = household_schema(manifest)
+    if schema is None:
+        return {}
+    why = (
+        f"{NO_ERROR_BARS} ({schema}): occupancy is the households released, whose NMF "
+        "infer has no GLS of"
+    )
+    return {v: why for v in table_definition("H1").variables if v != HOUSING_UNITS}
 
 
 def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...]) -> Layout:
@@ -235,7 +258,11 @@ class ReleaseGLS:
 
 
 def _unit_gls(
-    run: RunDir, hierarchy: Hierarchy, inv: Invariants, zero_constraints: bool
+    run: RunDir,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    zero_constraints: bool,
+    household: Mapping[str, str],
 ) -> tuple[
     dict[int, tuple[np.ndarray, np.ndarray]],
     dict[int, np.ndarray],
@@ -246,7 +273,8 @@ def _unit_gls(
 ]:
     """The housing-unit GLS (H1), in memory: per level its rows (estimates, sds), direct
     sds, line names, a sentence on how H1 was estimated, its lines and tree factors
-    (``None`` without a unit NMF: only H1_001N, the invariant)."""
+    (``None`` without a unit NMF or with a household run's, whose lines ``household``
+    are not estimated: only H1_001N, the invariant)."""
     bottom = hierarchy.n_levels - 1
     unit_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     hu_levels = [
@@ -254,11 +282,16 @@ def _unit_gls(
         for a in hierarchy.aggregate(inv.housing_units.reshape(-1, 1))
     ]
     unit_direct: dict[int, np.ndarray] = {}
-    if not run.has_nmf("units"):
+    if household or not run.has_nmf("units"):
         for level in range(hierarchy.n_levels):
             unit_rows[level] = (hu_levels[level][:, None], np.zeros((hu_levels[level].size, 1)))
         occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
-        return unit_rows, unit_direct, ("H1_001N",), occupancy, None, None
+        if household:
+            occupancy = (
+                f"only H1_001N (housing units, invariant); {', '.join(household)} not "
+                f"estimated: {next(iter(household.values()))}"
+            )
+        return unit_rows, unit_direct, (HOUSING_UNITS,), occupancy, None, None
     ureader = run.nmf_reader("units", get_schema("units"), hierarchy)
     ulayout = _layout_for(ureader, hierarchy, ("occupancy",))
     ulines = unit_lines(ulayout)
@@ -320,8 +353,9 @@ def release_gls(
     # -- housing units (small: kept in memory, merged into the person rows) ----------------
     t = time.perf_counter()
     uspine = _unit_spine(geo)
+    household = household_lines(manifest_in)
     if uspine is None:
-        units = _unit_gls(run, hierarchy, inv, zero_constraints)
+        units = _unit_gls(run, hierarchy, inv, zero_constraints, household)
     else:  # the unit run on its own spine, then seen on the persons' geounits
         o = uspine.order
         uinv = Invariants(
@@ -331,7 +365,7 @@ def release_gls(
             inv.gq_facilities[o],
             total_level=inv.total_level,
         )
-        units = _unit_gls(run, uspine.hierarchy, uinv, zero_constraints)
+        units = _unit_gls(run, uspine.hierarchy, uinv, zero_constraints, household)
     unit_rows, unit_direct, unit_names, occupancy, ulines, ufactors = units
     if uspine is not None:
         unit_rows = rows_on_persons(unit_rows, hierarchy, uspine, ufactors, ulines)
@@ -473,6 +507,9 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     """What re-releasing ``run`` needs: its MDF (the plausible truth), budgets, shares
     and estimation options (:mod:`censusdp.infer.amc`)."""
     budget, units_budget = recorded_budgets(manifest, str(run.manifest_file))  # type: ignore[arg-type]
+    unsimulated = tuple(household_lines(manifest))
+    if unsimulated:  # a household run: the person run alone is re-released
+        units_budget = None
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
@@ -503,7 +540,8 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
         max_children=manifest.get("max_children"),
         fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
-    empty = AMCPlan(schema, [], None, inv, geo, plans, shares, options, {})
+    empty = AMCPlan(schema, [], None, inv, geo, plans, shares, options, {}, None, unsimulated)
+    require_affordable(empty, run.path)
     return plausible_truth(empty, person, pl94, units)
 
 
@@ -754,6 +792,8 @@ def infer_release(
                 tuple(g.geolevel for g in acc.geographies if g.tabulation_level is None),
             ),
         }
+        if household_lines(gls.manifest):  # the household run's lines, each with why
+            manifest["not_estimated"] = household_lines(gls.manifest)
         if geography is not None:
             manifest["plan"] = str(Path(geography).resolve())
         manifest.update(

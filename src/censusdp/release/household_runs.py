@@ -1,29 +1,30 @@
-"""Whether a release has a household run, and the one-line refusal of the analyses that
-do not read one yet.
+"""Whether a release has a household run, and which of its tables that run makes.
 
 A release's unit run is the housing units' occupancy (schema ``units``, 2020
 production's P.L. 94) or households: the DDP's (schema ``household2010``,
-docs/households.md) or the 2020 DHC's with their units (``dhch-2020``, docs/dhc-2020.md). Its manifest records the unit run's budget, with its schema, under
-``units``. Whatever reads the MDF and the P.L. tables reads a household release as any
-other (its unit records say which are occupied); what re-measures or re-estimates the
-unit run from its NMF (error bars, inference) refuses it with :func:`refuse_household_run`.
+docs/households.md) or the 2020 DHC's with their units (``dhch-2020``,
+docs/dhc-2020.md). Its manifest records the unit run's budget, with its schema, under
+``units``. Whatever reads the MDF and the tables reads a household release as any other
+(its unit records say which are occupied). What re-measures or re-estimates a release
+from its NMF (the error bars' simulation, ``infer``) reads its person run, an ordinary
+TopDown run, and leaves out the counts the household run makes
+(:func:`household_run_tables`), saying so with :data:`NO_ERROR_BARS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from censusdp.errors import ConfigError
-from censusdp.io.rundir import RunDir
+from censusdp.tables import release_table_names
 
 __all__ = [
     "HOUSEHOLD_SCHEMA",
     "HOUSEHOLD_SCHEMAS",
+    "NO_ERROR_BARS",
     "has_household_run",
-    "refuse_household_release",
-    "refuse_household_run",
+    "household_run_tables",
+    "household_schema",
 ]
 
 HOUSEHOLD_SCHEMA = "household2010"
@@ -31,6 +32,9 @@ HOUSEHOLD_SCHEMA = "household2010"
 
 HOUSEHOLD_SCHEMAS = (HOUSEHOLD_SCHEMA, "dhch-2020")
 """The schemas of a household run: the DDP's and the 2020 DHC's (docs/dhc-2020.md)."""
+
+NO_ERROR_BARS = "no error bars yet: household run"
+"""What the error bars and ``infer`` say of the counts a household run makes."""
 
 
 def _schema_of(units: Any) -> Any:
@@ -44,30 +48,22 @@ def has_household_run(units: Any) -> bool:
     return _schema_of(units) in HOUSEHOLD_SCHEMAS
 
 
-def refuse_household_run(manifest: Mapping[str, Any], where: object, what: str) -> None:
-    """Raise a one-line :class:`~censusdp.errors.ConfigError` (a usage mistake: exit 2)
-    when the release whose manifest is ``manifest`` (at ``where``) has a household run,
-    which ``what`` does not support yet. Callers refuse before any long work (reading
-    the truth, validating the release).
-
-    Raises:
-        ConfigError: ``RUN/manifest.json: its unit run is a household run
-            (household2010); <what> does not support household runs yet``.
-    """
-    if has_household_run(manifest.get("units")):
-        raise ConfigError(
-            f"{where}: its unit run is a household run ({_schema_of(manifest['units'])}); "
-            f"{what} does not support household runs yet"
-        )
+def household_schema(manifest: Mapping[str, Any]) -> str | None:
+    """The schema of the household run of the release whose manifest is ``manifest``
+    (``household2010`` or ``dhch-2020``), ``None`` when it has none."""
+    units = manifest.get("units")
+    return str(_schema_of(units)) if has_household_run(units) else None
 
 
-def refuse_household_release(run_dir: str | Path, what: str) -> None:
-    """:func:`refuse_household_run` of the release in ``run_dir``, from its manifest alone
-    (a directory without one is left to the caller's own reading and checks).
-
-    Raises:
-        ConfigError: as :func:`refuse_household_run`.
-    """
-    run = RunDir(run_dir)
-    if run.manifest_file.is_file():
-        refuse_household_run(run.manifest().to_dict(), run.manifest_file, what)
+def household_run_tables(manifest: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tables of a release whose counts its household run makes: H1 (its occupied
+    and vacant lines are the households; H1_001N, the housing units, is invariant) and
+    the household tables (the DDP's H13, P18, P22, P15 or the DHC's P16, H3, H4, H5,
+    H9); empty for a release without a household run, whose unit run is re-estimated
+    with its persons."""
+    schema = household_schema(manifest)
+    if schema is None:
+        return ()
+    person = str(manifest.get("schema") or "pl94")
+    persons_only = release_table_names(person)
+    return ("H1", *(t for t in release_table_names(person, schema) if t not in persons_only))

@@ -72,6 +72,7 @@ __all__ = [
     "dhc_household_histograms",
     "dhc_household_rows",
     "dhc_person_rows",
+    "dhc_person_table_arrays",
     "dhc_source_rows",
     "dhc_table_definition",
     "tabulate_dhc_households",
@@ -337,6 +338,23 @@ def tabulate_dhc_person_rows(
     (:func:`censusdp.tables.level_identifiers`) in the same order; the columns and rows
     as :func:`censusdp.tables.tabulate_rows` gives the P.L. tables."""
     return _tables({"dhc_persons": dhc_person_rows(person_rows)}, ids, names)
+
+
+def dhc_person_table_arrays(
+    person_hist: sp.spmatrix,
+    hierarchy: Hierarchy,
+    names: tuple[str, ...] = DHC_PERSON_TABLE_NAMES,
+) -> dict[str, list[np.ndarray]]:
+    """Per DHC person table, a dense ``(units x lines)`` int64 array for each level of
+    ``hierarchy`` (top first), from its blocks' ``dhcp-2020`` (or ``relgq x sex x age``)
+    histogram, rows in block order: the layout :func:`censusdp.tables.table_arrays`
+    gives the P.L. tables, for comparing a simulated re-release with its truth."""
+    levels = hierarchy.aggregate(dhc_person_rows(person_hist))
+    out: dict[str, list[np.ndarray]] = {}
+    for name in names:
+        d = dhc_table_definition(name)
+        out[name] = [np.asarray((h @ d.matrix).toarray(), dtype=np.int64) for h in levels]
+    return out
 
 
 def tabulate_dhc_household_rows(
