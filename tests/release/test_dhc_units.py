@@ -134,15 +134,12 @@ def test_bounds_are_exact_groups() -> None:
     assert b.group_lower.tolist() == [[1, 2, 7]] and b.total_upper.tolist() == [10]
 
 
-def test_what_reads_no_household_run_refuses_the_dhcs_in_one_line() -> None:
-    from censusdp.errors import ConfigError
-    from censusdp.release.household_runs import has_household_run, refuse_household_run
+def test_the_dhcs_household_run_is_told_from_its_unit_budget() -> None:
+    from censusdp.release.household_runs import has_household_run, household_schema
 
     manifest = {"units": {"schema": "dhch-2020"}}
     assert has_household_run(manifest["units"]) and not has_household_run({"schema": "units"})
-    with pytest.raises(ConfigError, match=r"household run \(dhch-2020\); infer does not") as e:
-        refuse_household_run(manifest, "RUN/manifest.json", "infer")
-    assert "\n" not in str(e.value)
+    assert household_schema(manifest) == "dhch-2020"
 
 
 def test_the_household_run_measures_tenvacgq_on_its_unit_histogram() -> None:

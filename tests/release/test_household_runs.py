@@ -1,5 +1,6 @@
-"""The analyses that re-measure or re-estimate a release's unit run refuse a household
-run in one line (docs/households.md, "Outputs"); the others read it as any release."""
+"""What re-measures or re-estimates a release with a household run reads its person run
+and leaves out the tables the household run makes, saying so (docs/households.md,
+"Outputs"); the others read it as any release."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from pathlib import Path
 import pytest
 
 from censusdp.cli import main
-from censusdp.errors import ConfigError
 from censusdp.evaluate import EvaluateOptions
 from censusdp.evaluate.core import _trial_budget
-from censusdp.evaluate.errorbars import simulate_release_errors
+from censusdp.evaluate.errorbars import release_measures
+from censusdp.infer.release import household_lines
 from censusdp.io.budget_files import load_preset
-from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES
-from censusdp.release.household_runs import has_household_run, refuse_household_run
+from censusdp.release.household_runs import (
+    has_household_run,
+    household_run_tables,
+    household_schema,
+)
 
 
 def _manifest(units: str | None) -> dict:
@@ -32,7 +36,8 @@ def test_a_household_run_is_told_from_its_unit_budget() -> None:
     assert not has_household_run(_manifest("ddp-2010-units")["units"])
     assert not has_household_run(load_preset("ddp-2010-units"))
     assert not has_household_run(None)
-    refuse_household_run(_manifest("ddp-2010-units"), "RUN", "infer")  # no error
+    assert household_schema(_manifest("ddp-2010-households")) == "household2010"
+    assert household_schema(_manifest("ddp-2010-units")) is None
 
 
 def _run(tmp_path: Path, units: str | None) -> Path:
@@ -41,11 +46,62 @@ def _run(tmp_path: Path, units: str | None) -> Path:
     return tmp_path
 
 
-def test_the_error_bars_refuse_a_household_run(tmp_path) -> None:
-    run = _run(tmp_path, "ddp-2010-households")
-    with pytest.raises(ConfigError, match="household run .*not support household runs yet") as e:
-        simulate_release_errors(run, simulations=1)
-    assert "\n" not in str(e.value) and "manifest.json" in str(e.value)
+@pytest.mark.parametrize(
+    ("person", "units", "unit_run", "measured"),
+    [
+        ("pl94", "household2010", ("H1", "P15", "P18", "P22", "H13"), ("P1", "P2", "P3", "P4", "P5")),
+        ("dhcp-2020", "dhch-2020", ("H1", "P16", "H3", "H4", "H5", "H9"),
+         ("P1", "P2", "P3", "P4", "P5", "P12", "PCT12", "GQ1")),
+        ("pl94", "units", (), ("P1", "P2", "P3", "P4", "P5", "H1")),
+        ("dhcp-2020", None, (), ("P1", "P2", "P3", "P4", "P5", "H1", "P12", "PCT12", "GQ1")),
+    ],
+    ids=["ddp-households", "dhc-households", "occupancy", "dhc-persons-alone"],
+)  # fmt: skip
+def test_the_tables_a_household_run_makes_are_left_out_of_the_error_bars(
+    person: str, units: str | None, unit_run: tuple, measured: tuple
+) -> None:
+    """The error bars cover the person run's tables (and H1 where the unit run re-run
+    with it is the occupancy's); a household run's tables, H1 first, are said not
+    simulated; infer leaves out H1's occupied and vacant lines, H1_001N is invariant."""
+    manifest = {"schema": person, **({"units": {"schema": units}} if units else {})}
+    assert household_run_tables(manifest) == unit_run
+    assert release_measures(manifest) == ("total_population", *measured)
+    lines = household_lines(manifest)
+    assert list(lines) == (["H1_002N", "H1_003N"] if unit_run else [])
+    assert all(why.startswith(f"no error bars yet: household run ({units})") for why in lines.values())
+
+
+def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
+    """One re-release of a ``dhcp-2020`` person run holds its 1.2-million-cell
+    ``detailed`` query at every geounit: 100 blocks are over the bound, 10 are not."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from censusdp.data.geography import Hierarchy
+    from censusdp.data.schema import get_schema
+    from censusdp.errors import ConfigError
+    from censusdp.infer.amc import SIMULATION_MEMORY, require_affordable, rerelease_values
+    from synth import block_codes
+
+    def plan(blocks: int) -> SimpleNamespace:
+        h = Hierarchy.from_blocks(np.array(block_codes(1, 1, 1, blocks)))
+        levels = h.geolevels.names
+        return SimpleNamespace(
+            schema=get_schema("dhcp-2020"),
+            geo=SimpleNamespace(estimation=h),
+            plans=([(levels[-1], "detailed", None), (levels[0], "sex", None)], None),
+        )
+
+    small = plan(10)
+    detailed = rerelease_values(SimpleNamespace(**{**vars(small), "plans": (small.plans[0][:1], None)}))
+    assert 10 * 900_000 < detailed <= 10 * get_schema("dhcp-2020").size  # live rows
+    assert rerelease_values(small) == detailed + 2  # the top level's two sexes
+    require_affordable(small, "RUN")  # no error
+    with pytest.raises(ConfigError, match=r"^RUN: one re-release of its dhcp-2020 person run") as e:
+        require_affordable(plan(100), "RUN")
+    assert "\n" not in str(e.value) and "--simulations" in str(e.value)
+    assert 100 * detailed // 10 * 24 > SIMULATION_MEMORY
 
 
 def test_trials_rerun_a_household_run_with_its_budget(tmp_path) -> None:
@@ -63,42 +119,16 @@ def test_trials_rerun_a_household_run_with_its_budget(tmp_path) -> None:
     assert budget.units.epsilon() == preset.epsilon() == 2
 
 
-def test_infer_refuses_a_household_run(tmp_path) -> None:
-    from censusdp.infer.release import _read_release
-    from censusdp.io.rundir import RunDir
-
-    run = _run(tmp_path, "ddp-2010-households")
-    for name in (NMF_FILES["persons"], INVARIANTS_FILE, INVARIANT_TOTALS_FILE):
-        (run / name).write_bytes(b"")
-    manifest = json.loads((run / "manifest.json").read_text())
-    manifest["geolevels"] = [["US", 0], ["State", 2]]
-    (run / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ConfigError, match="infer does not support household runs yet"):
-        _read_release(RunDir(run))
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["evaluate", "{run}"],
-        ["evaluate", "{run}", "--simulations", "2", "--html", "{tmp}/e.html"],
-        ["evaluate", "{run}", "--input", "{tmp}/no-truth", "--simulations", "1"],
-        ["infer", "{run}", "--out", "{tmp}/gls"],
-    ],
-    ids=["errorbars", "errorbars-html", "evaluate-simulations", "infer"],
-)
-def test_what_does_not_read_a_household_run_says_so_first(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+def test_infer_refuses_a_schema_it_cannot_read_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Each command that cannot read a household run refuses it in one line, exit 2 (a
-    usage mistake), before any long work: the release here is a manifest alone, and the
-    truth does not exist, so validating or reading would fail otherwise; nothing is
-    written."""
+    """``infer`` of a release whose person schema the GLS cannot read (here ``dhc-lite``,
+    with a household run) is one line, exit 2, before any long work: the release here is
+    a manifest alone, so validating or reading would fail otherwise; nothing is written."""
     run = _run(tmp_path / "run", "ddp-2010-households")
-    argv = [a.format(run=run, tmp=tmp_path) for a in args]
-    assert main([*argv, "-q"]) == 2
+    assert main(["infer", str(run), "--out", str(tmp_path / "gls"), "-q"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "not support household runs yet" in err, err
+    assert "\n" not in err and "pl94 schema only" in err and "'dhc-lite'" in err, err
     assert "missing" not in err and "valid" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 

@@ -321,5 +321,5 @@ def _release(args: argparse.Namespace) -> int:
     )
     skipped = m.get("not_estimated") or {}
     if skipped:  # a household run's lines: one line naming them and why
-        print(f"not estimated: {', '.join(skipped)} ({next(iter(skipped.values()))})")
+        print(f"{', '.join(skipped)} not estimated: {next(iter(skipped.values()))}")
     return 0

@@ -171,10 +171,7 @@ def household_lines(manifest: Mapping[str, Any]) -> dict[str, str]:
     schema = household_schema(manifest)
     if schema is None:
         return {}
-    why = (
-        f"{NO_ERROR_BARS} ({schema}): occupancy is the households released, whose NMF "
-        "infer has no GLS of"
-    )
+    why = f"{NO_ERROR_BARS} ({schema}), which infer has no GLS of yet"
     return {v: why for v in table_definition("H1").variables if v != HOUSING_UNITS}
 
 
@@ -288,8 +285,8 @@ def _unit_gls(
         occupancy = "not measured in this release: only H1_001N (housing units, invariant)"
         if household:
             occupancy = (
-                f"only H1_001N (housing units, invariant); {', '.join(household)} not "
-                f"estimated: {next(iter(household.values()))}"
+                f"only H1_001N (housing units, invariant); {', '.join(household)} (the "
+                f"households released) not estimated: {next(iter(household.values()))}"
             )
         return unit_rows, unit_direct, (HOUSING_UNITS,), occupancy, None, None
     ureader = run.nmf_reader("units", get_schema("units"), hierarchy)
@@ -535,7 +532,10 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     # the release's own estimation choices (older manifests: the defaults then)
     options = ReleaseOptions(
         postprocess=postprocess,
-        unit_consistency=str(manifest.get("units_estimation") or "consistent"),
+        # a household run's (not re-released) records a sentence: the default then
+        unit_consistency=str(
+            (None if unsimulated else manifest.get("units_estimation")) or "consistent"
+        ),
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
         fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),

@@ -157,9 +157,7 @@ def test_units_independent_runs_households_alone(state: Path, tmp_path: Path) ->
     assert all(checks[name]["ok"] for name in HOUSEHOLD_CHECKS[:-1])
 
 
-def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
-    state: Path, tmp_path: Path, capsys
-) -> None:
+def test_evaluate_reads_a_household_release(state: Path, tmp_path: Path, capsys) -> None:
     run = str(state / "reference")
     out = tmp_path / "eval.json"
     assert main(["evaluate", run, "--input", str(state / "cef"), "-q", "--json", str(out)]) == 0
@@ -186,10 +184,38 @@ def test_evaluate_reads_a_household_release_and_errorbars_say_not_yet(
     assert block["variance_ratio"] == pytest.approx(1.0, abs=0.01)
     assert block["coverage90"] == pytest.approx(0.90, abs=0.01)
     assert abs(block["mean_error"]) < 0.05
-    capsys.readouterr()
-    assert main(["evaluate", run, "--simulations", "1", "-q"]) == 2  # a usage mistake
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "is a household run" in err and "not support household" in err
+
+
+def test_error_bars_and_infer_read_the_person_run_of_a_household_release(
+    state: Path, tmp_path: Path, capsys
+) -> None:
+    """The person run (``pl94``) re-released and estimated as a P.L. release's; H1's
+    occupancy and the household tables, which the household run makes, said not done."""
+    run = str(state / "reference")
+    out = tmp_path / "expected.json"
+    assert main(["evaluate", run, "--simulations", "1", "-q", "--json", str(out)]) == 0
+    line = "H1, P15, P18, P22, H13: no error bars yet: household run (household2010)"
+    assert line in capsys.readouterr().out.splitlines()
+    result = json.loads(out.read_text())
+    released = result["released"]
+    assert released["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5"]
+    assert "held its persons to its households" in released["not_simulated"]["person_run"]
+    assert released["by_level"]["P1"]["Block"]["mae"] > 0 and "H1" not in released["by_level"]
+    assert result["gls"]["available"] and result["gls"]["by_level"]["P1"]["Block"]["mean_sd"] > 0
+    args = ["infer", run, "--out", str(tmp_path / "inf"), "--simulations", "1", "-q"]
+    assert main(args) == 0
+    said = [ln for ln in capsys.readouterr().out.splitlines() if "not estimated" in ln]
+    assert said == [
+        "H1_002N, H1_003N not estimated: no error bars yet: household run (household2010), "
+        "which infer has no GLS of yet"
+    ]
+    margins = pq.read_table(tmp_path / "inf" / "margins.parquet").to_pydict()
+    rows = list(zip(margins["variable"], margins["gls_sd"], margins["moe90"], strict=True))
+    assert all(sd is None and moe is None for v, sd, moe in rows if v in ("H1_002N", "H1_003N"))
+    assert all(sd == moe == 0 for v, sd, moe in rows if v == "H1_001N")  # invariant
+    assert any(sd and moe for v, sd, moe in rows if v == "P1_001N")  # the person run's
+    manifest = json.loads((tmp_path / "inf" / "manifest.json").read_text())
+    assert set(manifest["not_estimated"]) == {"H1_002N", "H1_003N"}
 
 
 def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) -> None:

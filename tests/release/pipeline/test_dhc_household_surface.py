@@ -1,0 +1,128 @@
+"""A ``dhc-2020`` release with its household run (``dhc-2020-units``) re-estimated and read
+back as the other releases are: ``run --from-measurements`` and ``run --resume`` (killed
+inside the household run, after the persons and the unit histogram) give the same files
+byte for byte as the uninterrupted run; the error bars re-release its person run (P1-P5
+and the DHC person tables) and say of the household run's tables "no error bars yet";
+``infer`` says in one line what it cannot read (the person schema, not the households).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from test_dhc_person_run import _small_vermont
+
+from censusdp.cli import main
+from censusdp.evaluate.errorbars import simulate_release_errors
+from censusdp.io.budget_files import load_preset
+from censusdp.io.staging import Staging
+from censusdp.privacy.release_budget import ReleaseBudget
+from censusdp.release import pipeline
+from censusdp.release.checkpoint import Checkpoint
+from censusdp.release.dhc_units import UNIT_HISTOGRAM_RUN
+from censusdp.release.options import Execution, ReleaseOptions
+
+pytestmark = pytest.mark.slow  # each release measures 1.2- and 1.6-million-cell histograms
+
+BUDGET = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+
+
+class _Killed(BaseException):
+    """A simulated SIGKILL (nothing may catch it on the way out)."""
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("dhc-surface")
+    _small_vermont(d / "cef", d / "generated")
+    pipeline.run_release(d / "cef", d / "reference", BUDGET, ReleaseOptions(seed=3))
+    return d
+
+
+def _files(run: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != "manifest.json"
+    }
+
+
+def test_from_measurements_reproduces_the_dhc_release(state: Path, tmp_path: Path) -> None:
+    manifest = pipeline.reestimate(state / "reference", tmp_path / "again")
+    reference = state / "reference"
+    assert _files(tmp_path / "again") == _files(reference)
+    want = json.loads((reference / "manifest.json").read_text())
+    assert manifest["households_released"] == want["households_released"] > 0
+    assert manifest["units_estimation"] == want["units_estimation"]
+
+
+def test_a_resumed_dhc_release_is_byte_identical(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed once the households' first level is checkpointed: the persons and the
+    unit histogram are finished, the households half done."""
+    out = tmp_path / "run"
+    real = Checkpoint.record
+    done: list[str] = []
+
+    def record(self, name, rec):
+        real(self, name, rec)
+        done.append(name)
+        if name.startswith("estimate/units/"):
+            raise _Killed(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "record", record)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=3))
+    assert any(n.startswith(f"estimate/{UNIT_HISTOGRAM_RUN}/") for n in done)
+    manifest = pipeline.run_release(
+        state / "cef", out, BUDGET, ReleaseOptions(seed=3), Execution(), resume=True
+    )
+    assert _files(out) == _files(state / "reference")
+    reused = manifest["resumed"]["reused"]
+    assert any(r.startswith("estimate/persons/") for r in reused), reused
+    assert any(r.startswith(f"estimate/{UNIT_HISTOGRAM_RUN}/") for r in reused), reused
+    assert any(r.startswith("estimate/units/") for r in reused), reused
+
+
+def test_the_error_bars_simulate_the_person_run_of_a_dhc_release(state: Path) -> None:
+    result = simulate_release_errors(state / "reference", simulations=1, seed=2)
+    assert result["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5",
+                                  "P12", "PCT12", "GQ1"]  # fmt: skip
+    skipped = result["not_simulated"]
+    assert skipped["tables"] == ["H1", "P16", "H3", "H4", "H5", "H9"]
+    assert skipped["reason"] == "no error bars yet: household run (dhch-2020)"
+    by_level = result["by_level"]
+    assert set(by_level) == set(result["measures"])
+    for table in ("P12", "PCT12", "GQ1"):  # the DHC person tables, against the truth's
+        block = by_level[table]["Block"]
+        assert block["counts_per_simulation"] > 0
+        assert block["mae"] > 0, table  # re-estimated from new noise: not the truth
+    state_level = by_level["P12"]["State"]  # the state total exact, its age groups not
+    assert by_level["total_population"]["State"]["mae"] == 0
+    assert state_level["abs_q95"] >= 1
+    # the P.L. margins of the simulation, the household run's left out
+    assert "H1" not in result["margins"] and result["margins"]["P1"]["Block"]["moe90"] > 0
+
+
+def test_evaluate_and_infer_say_what_they_leave_out(state: Path, tmp_path: Path, capsys) -> None:
+    run = str(state / "reference")
+    assert main(["evaluate", run, "--simulations", "1", "-q", "--json", str(tmp_path / "e.json"),
+                 "--html", str(tmp_path / "e.html")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    line = "H1, P16, H3, H4, H5, H9: no error bars yet: household run (dhch-2020)"
+    assert line in out.splitlines()
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert result["released"]["not_simulated"]["tables"][0] == "H1"
+    assert result["gls"]["available"] is False  # the GLS reads pl94 person runs only
+    page = (tmp_path / "e.html").read_text()
+    assert "no error bars yet: household run (dhch-2020)" in page
+    assert "P12 Sex by age" in page
+    assert main(["infer", run, "--out", str(tmp_path / "inf"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "'dhcp-2020'" in err and "pl94 schema only" in err
