@@ -46,14 +46,17 @@ def _run(tmp_path: Path, units: str | None) -> Path:
     return tmp_path
 
 
+DHC = ("P12", *(f"P12{k}" for k in "ABCDEFGHI"), "PCT12", "GQ1")
+
+
 @pytest.mark.parametrize(
     ("person", "units", "unit_run", "measured"),
     [
         ("pl94", "household2010", ("H1", "P15", "P18", "P22", "H13"), ("P1", "P2", "P3", "P4", "P5")),
         ("dhcp-2020", "dhch-2020", ("H1", "P16", "H3", "H4", "H5", "H9"),
-         ("P1", "P2", "P3", "P4", "P5", "P12", "PCT12", "GQ1")),
+         ("P1", "P2", "P3", "P4", "P5", *DHC)),
         ("pl94", "units", (), ("P1", "P2", "P3", "P4", "P5", "H1")),
-        ("dhcp-2020", None, (), ("P1", "P2", "P3", "P4", "P5", "H1", "P12", "PCT12", "GQ1")),
+        ("dhcp-2020", None, (), ("P1", "P2", "P3", "P4", "P5", "H1", *DHC)),
     ],
     ids=["ddp-households", "dhc-households", "occupancy", "dhc-persons-alone"],
 )  # fmt: skip
@@ -68,7 +71,9 @@ def test_the_tables_a_household_run_makes_are_left_out_of_the_error_bars(
     assert release_measures(manifest) == ("total_population", *measured)
     lines = household_lines(manifest)
     assert list(lines) == (["H1_002N", "H1_003N"] if unit_run else [])
-    assert all(why.startswith(f"no error bars yet: household run ({units})") for why in lines.values())
+    assert all(
+        why.startswith(f"no error bars yet: household run ({units})") for why in lines.values()
+    )
 
 
 def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
@@ -94,7 +99,9 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
         )
 
     small = plan(10)
-    detailed = rerelease_values(SimpleNamespace(**{**vars(small), "plans": (small.plans[0][:1], None)}))
+    detailed = rerelease_values(
+        SimpleNamespace(**{**vars(small), "plans": (small.plans[0][:1], None)})
+    )
     assert 10 * 900_000 < detailed <= 10 * get_schema("dhcp-2020").size  # live rows
     assert rerelease_values(small) == detailed + 2  # the top level's two sexes
     require_affordable(small, "RUN")  # no error

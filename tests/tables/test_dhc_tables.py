@@ -109,6 +109,38 @@ def test_the_person_tables_add_up_as_published() -> None:
     assert d.labels[3].endswith("Federal detention centers (101)")
 
 
+ITERATIONS = tuple(f"P12{k}" for k in "ABCDEFGHI")
+
+
+def test_the_race_iterations_of_p12_count_their_persons() -> None:
+    """P12A-P12I: P12's lines for the persons of one race alone (A-F), of two or more
+    races (G), Hispanic (H), White alone not Hispanic (I); the Census's names."""
+    people = [  # (sex, age, hispanic, cenrace), all householders (relgq 0)
+        (0, 30, 0, 0), (1, 2, 0, 0), (0, 30, 1, 0),  # White alone: two not Hispanic
+        (1, 40, 0, 1), (0, 70, 1, 2), (1, 90, 0, 3), (0, 19, 0, 4), (1, 20, 1, 5),
+        (0, 50, 0, 6), (1, 60, 1, 62),  # two or more races: the first and the last
+    ]  # fmt: skip
+    cells = [int(np.ravel_multi_index((0, s, a, h, r), DHCP.shape)) for s, a, h, r in people]
+    row = sp.csr_matrix(
+        (np.ones(len(cells), dtype=np.int64), ([0] * len(cells), cells)), shape=(1, DHCP.size)
+    )
+    t = tabulate_dhc_person_rows(row, IDS)
+    p12 = _values(t["P12"], "P12")[0]
+    it = {n: _values(t[n], n)[0] for n in ITERATIONS}
+    assert [int(it[n][0]) for n in ITERATIONS] == [3, 1, 1, 1, 1, 1, 2, 4, 2]
+    np.testing.assert_array_equal(sum(it[f"P12{k}"] for k in "ABCDEFG"), p12)  # a partition
+    assert it["P12A"][2 + 25] == 1 and it["P12I"][27] == 1  # the White girl under 5
+    assert it["P12A"][11] == 2 and it["P12I"][11] == 1  # White men 30 to 34; one Hispanic
+    assert it["P12G"][14] == 1 and it["P12G"][25 + 17] == 1  # 50 to 54 man; 60 and 61 woman
+    assert it["P12H"][[20, 25 + 7, 25 + 17, 11]].tolist() == [1, 1, 1, 1]
+    for name in ITERATIONS:
+        d = table_definition(name)
+        assert d.labels == table_definition("P12").labels and d.variables[0] == f"{name}_001N"
+    assert table_definition("P12D").title == "SEX BY AGE FOR SELECTED AGE CATEGORIES (ASIAN ALONE)"
+    assert table_definition("P12I").universe == "People who are White alone, not Hispanic or Latino"
+    assert table_definition("P12G").universe == "People who are Two or More Races"
+
+
 def test_gq1_holds_the_major_types_of_the_pl_table_p5() -> None:
     rng = np.random.default_rng(3)
     full = sp.csr_matrix(rng.poisson(1e-4, size=(2, DHCP.size)).astype(np.int64))
@@ -210,7 +242,7 @@ def test_bad_input_is_one_line() -> None:
 
 def test_the_tables_a_release_publishes_and_their_codebook() -> None:
     assert release_table_names("pl94") == ("P1", "P2", "P3", "P4", "P5", "H1")
-    assert release_table_names("dhcp-2020")[-3:] == ("P12", "PCT12", "GQ1")
+    assert release_table_names("dhcp-2020")[6:] == ("P12", *ITERATIONS, "PCT12", "GQ1")
     assert release_table_names("ddp-2010", "household2010")[-4:] == ("P15", "P18", "P22", "H13")
     assert release_table_names("dhcp-2020", "dhch-2020")[6:] == DHC_TABLE_NAMES
     book = codebook(release_table_names("dhcp-2020")).to_pydict()
@@ -220,3 +252,4 @@ def test_the_tables_a_release_publishes_and_their_codebook() -> None:
     ]
     assert ("PCT12", "PCT12_209N", "Total:!!Female:!!110 years and over") in rows
     assert ("P12", "P12_026N", "Total:!!Female:") in rows
+    assert ("P12H", "P12H_049N", "Total:!!Female:!!85 years and over") in rows

@@ -65,9 +65,9 @@ import scipy.sparse as sp
 
 from censusdp.data.histograms import pl94_map
 from censusdp.data.invariants import Invariants
-from censusdp.data.schema import Schema, get_schema
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
+from censusdp.data.schema import Schema, get_schema
 from censusdp.errors import ConfigError, InternalError
 from censusdp.infer._rough import roughen_blocks
 from censusdp.infer.options import AMC_TRUTHS, MarginOptions

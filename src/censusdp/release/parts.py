@@ -355,7 +355,7 @@ class TablesTask:
     identifiers of the geounits off the hierarchy that follow them (county subdivisions,
     places, AIAN areas: :class:`censusdp.tables.entities.EntityRows`), whose histograms
     are the last rows of ``persons``, ``units`` and ``households``. ``dhc_persons``: the
-    same geounits' ``relgq x sex x age`` histograms of a ``dhcp-2020`` release, which adds
+    same geounits' ``relgq x sex x age x hispanic x race`` histograms of a ``dhcp-2020`` release, which adds
     the DHC person tables (:mod:`censusdp.tables.dhc`). ``dhc_households``: their
     ``sex x hhtype_dhch`` (or ``dhch-2020``) households and ``tenvacgq`` units of a
     release with the DHC's household run, which adds the DHC household and unit tables

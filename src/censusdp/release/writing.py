@@ -204,7 +204,7 @@ def _write_outputs(
         )
 
     dhc_persons = None
-    if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age
+    if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age x hispanic x race
         dhc_persons = upper_rows(dhc_person_rows(block_hist))
     dhc_tables = None
     if dhc_units is not None and households is not None:  # sex x hhtype_dhch; tenvacgq

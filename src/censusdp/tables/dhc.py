@@ -9,6 +9,11 @@ DHC file as data.census.gov and the Census API publish it (``DECENNIALDHC2020``)
 
   * **P12** Sex by age for selected age categories (49 lines): Total; Male, then its 23
     age groups (Under 5 years ... 85 years and over); Female, the same.
+  * **P12A-P12I**, its race and Hispanic-origin iterations (49 lines each, P12's): of the
+    persons who are White alone (A), Black or African American alone (B), American
+    Indian and Alaska Native alone (C), Asian alone (D), Native Hawaiian and Other
+    Pacific Islander alone (E), Some Other Race alone (F), of Two or More Races (G),
+    Hispanic or Latino (H), White alone, not Hispanic or Latino (I).
   * **PCT12** Sex by single-year age (209 lines): Total; Male, then Under 1 year, 1 year
     ... 99 years, 100 to 104 years, 105 to 109 years, 110 years and over; Female, the
     same.
@@ -34,8 +39,8 @@ line of the P.L. tables P1 and H1 of the same release (``P1_001N``, ``H1_001N``)
 
 Each table is a linear function of a small histogram, stored as a sparse (cells x lines)
 0/1 operator (:class:`censusdp.tables.TableDefinition`): the person tables of the
-``relgq x sex x age`` cells (9,744; :func:`dhc_person_rows` maps ``dhcp-2020`` cells
-to them), the household tables of the ``sex x hhtype_dhch`` cells (1,044;
+``relgq x sex x age x hispanic x race`` cells (136,416, ``race`` the six races alone and
+two or more; :func:`dhc_person_rows` maps ``dhcp-2020`` cells to them), the household tables of the ``sex x hhtype_dhch`` cells (1,044;
 :func:`dhc_household_rows` from ``dhch-2020``), the unit tables of the 35 ``tenvacgq``
 cells. "Family" is a household type with a relative of the householder (a spouse, a
 child, another relative), "married couple" one with a spouse (of the opposite or the same
@@ -80,7 +85,24 @@ __all__ = [
     "tabulate_dhc_person_rows",
 ]
 
-DHC_PERSON_TABLE_NAMES: tuple[str, ...] = ("P12", "PCT12", "GQ1")
+_P12_ITERATIONS = {  # letter: the persons it counts, in the Census's words
+    "A": "White alone",
+    "B": "Black or African American alone",
+    "C": "American Indian and Alaska Native alone",
+    "D": "Asian alone",
+    "E": "Native Hawaiian and Other Pacific Islander alone",
+    "F": "Some Other Race alone",
+    "G": "Two or More Races",
+    "H": "Hispanic or Latino",
+    "I": "White alone, not Hispanic or Latino",
+}
+
+DHC_PERSON_TABLE_NAMES: tuple[str, ...] = (
+    "P12",
+    *(f"P12{k}" for k in _P12_ITERATIONS),
+    "PCT12",
+    "GQ1",
+)
 """The DHC person tables, tabulated from a ``dhcp-2020`` person run."""
 
 DHC_HOUSEHOLD_TABLE_NAMES: tuple[str, ...] = ("P16", "H3", "H4", "H5", "H9")
@@ -90,8 +112,11 @@ DHC_TABLE_NAMES: tuple[str, ...] = DHC_PERSON_TABLE_NAMES + DHC_HOUSEHOLD_TABLE_
 """Every DHC table of this module."""
 
 _N_RELGQ, _N_AGE = len(RELGQ_LEVELS), MAX_AGE + 1
-DHC_PERSON_CELLS = _N_RELGQ * 2 * _N_AGE
-"""Cells of the person tables' histogram: ``(relgq * 2 + sex) * 116 + age``."""
+_N_RACES = 7
+"""The race iterations' races: the six races alone (``cenrace`` 0-5), two or more (6)."""
+DHC_PERSON_CELLS = _N_RELGQ * 2 * _N_AGE * 2 * _N_RACES
+"""Cells of the person tables' histogram:
+``(((relgq * 2 + sex) * 116 + age) * 2 + hispanic) * 7 + race``."""
 
 DHC_HOUSEHOLD_CELLS = 2 * len(HHTYPE_DHCH_TYPES)
 """Cells of the household tables' histogram: ``sex * 522 + hhtype_dhch``."""
@@ -128,17 +153,30 @@ def _age_label(lo: int, hi: int) -> str:
 
 
 def _sex_by_age(
-    b: Builder, groups: list[tuple[int, int]], sex: np.ndarray, age: np.ndarray
+    b: Builder,
+    groups: list[tuple[int, int]],
+    sex: np.ndarray,
+    age: np.ndarray,
+    universe: np.ndarray,
 ) -> None:
-    b.add("Total:", np.ones(sex.size, dtype=bool))
+    b.add("Total:", universe)
     for s, head in enumerate(_SEXES):
-        b.add(f"Total:{SEP}{head}", sex == s)
+        b.add(f"Total:{SEP}{head}", universe & (sex == s))
         for lo, hi in groups:
             b.add(
                 f"Total:{SEP}{head}{SEP}{_age_label(lo, hi)}",
-                (sex == s) & (age >= lo) & (age <= hi),
+                universe & (sex == s) & (age >= lo) & (age <= hi),
                 True,
             )
+
+
+def _iteration(letter: str, hispanic: np.ndarray, race: np.ndarray) -> np.ndarray:
+    """The cells of the persons P12's iteration ``letter`` counts."""
+    if letter == "H":
+        return hispanic == 1
+    if letter == "I":
+        return (hispanic == 0) & (race == 0)
+    return race == "ABCDEFG".index(letter)
 
 
 def _gq_label(relgq: int) -> str:
@@ -165,20 +203,26 @@ def _gq_table(b: Builder, relgq: np.ndarray) -> None:
 
 def _person_table(name: str) -> TableDefinition:
     cells = np.arange(DHC_PERSON_CELLS)
-    relgq, rest = np.divmod(cells, 2 * _N_AGE)
+    rest, origin = np.divmod(cells, 2 * _N_RACES)
+    hispanic, race = np.divmod(origin, _N_RACES)
+    relgq, rest = np.divmod(rest, 2 * _N_AGE)
     sex, age = np.divmod(rest, _N_AGE)
+    everyone = np.ones(cells.size, dtype=bool)
     b = Builder(DHC_PERSON_CELLS)
-    if name == "P12":
+    if name.startswith("P12"):
         bounds = [*_P12_GROUPS, MAX_AGE + 1]
-        _sex_by_age(
-            b, [(lo, hi - 1) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)], sex, age
-        )
-        return b.build(
-            name, "SEX BY AGE FOR SELECTED AGE CATEGORIES", "Total population", "dhc_persons"
-        )
+        groups = [(lo, hi - 1) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        title, universe = "SEX BY AGE FOR SELECTED AGE CATEGORIES", "Total population"
+        who = everyone
+        if name != "P12":  # a race or Hispanic-origin iteration
+            words = _P12_ITERATIONS[name[-1]]
+            title, universe = f"{title} ({words.upper()})", f"People who are {words}"
+            who = _iteration(name[-1], hispanic, race)
+        _sex_by_age(b, groups, sex, age, who)
+        return b.build(name, title, universe, "dhc_persons")
     if name == "PCT12":
         groups = [(a, a) for a in range(100)] + [(100, 104), (105, 109), (110, MAX_AGE)]
-        _sex_by_age(b, groups, sex, age)
+        _sex_by_age(b, groups, sex, age, everyone)
         return b.build(name, "SEX BY SINGLE-YEAR AGE", "Total population", "dhc_persons")
     _gq_table(b, relgq)
     return b.build(
@@ -257,11 +301,12 @@ def dhc_table_definition(name: str) -> TableDefinition:
 
 @cache
 def _person_map() -> sp.csr_matrix:
-    """``(1,227,744 x 9,744)``: each ``dhcp-2020`` cell's ``relgq x sex x age`` cell."""
+    """``(1,227,744 x 136,416)``: each ``dhcp-2020`` cell's ``relgq x sex x age x hispanic
+    x race`` cell (``race``: ``cenrace`` 0-5, the races alone, or 6, two or more)."""
     sch = get_schema("dhcp-2020")
-    target = (sch.cell_levels("relgq") * 2 + sch.cell_levels("sex")) * _N_AGE + sch.cell_levels(
-        "age"
-    )
+    base = (sch.cell_levels("relgq") * 2 + sch.cell_levels("sex")) * _N_AGE + sch.cell_levels("age")
+    race = np.minimum(sch.cell_levels("cenrace"), _N_RACES - 1)
+    target = (base * 2 + sch.cell_levels("hispanic")) * _N_RACES + race
     return sp.csr_matrix(
         (np.ones(sch.size, dtype=np.int64), (np.arange(sch.size), target)),
         shape=(sch.size, DHC_PERSON_CELLS),
@@ -291,8 +336,8 @@ def _rows(rows: sp.spmatrix, mapping: sp.csr_matrix, small: int, what: str) -> s
 
 
 def dhc_person_rows(rows: sp.spmatrix) -> sp.csr_matrix:
-    """Histogram rows of ``dhcp-2020`` cells as the person tables' ``relgq x sex x age``
-    cells (rows already in those cells are returned as they are)."""
+    """Histogram rows of ``dhcp-2020`` cells as the person tables' ``relgq x sex x age x
+    hispanic x race`` cells (rows already in those cells are returned as they are)."""
     return _rows(rows, _person_map(), DHC_PERSON_CELLS, "DHC person")
 
 
@@ -334,7 +379,7 @@ def tabulate_dhc_person_rows(
     names: tuple[str, ...] = DHC_PERSON_TABLE_NAMES,
 ) -> dict[str, pa.Table]:
     """The DHC person tables of some geounits: ``person_rows`` their ``dhcp-2020`` (or
-    ``relgq x sex x age``) histograms, one row each, ``ids`` their identifier columns
+    ``relgq x sex x age x hispanic x race``) histograms, one row each, ``ids`` their identifier columns
     (:func:`censusdp.tables.level_identifiers`) in the same order; the columns and rows
     as :func:`censusdp.tables.tabulate_rows` gives the P.L. tables."""
     return _tables({"dhc_persons": dhc_person_rows(person_rows)}, ids, names)
@@ -346,8 +391,8 @@ def dhc_person_table_arrays(
     names: tuple[str, ...] = DHC_PERSON_TABLE_NAMES,
 ) -> dict[str, list[np.ndarray]]:
     """Per DHC person table, a dense ``(units x lines)`` int64 array for each level of
-    ``hierarchy`` (top first), from its blocks' ``dhcp-2020`` (or ``relgq x sex x age``)
-    histogram, rows in block order: the layout :func:`censusdp.tables.table_arrays`
+    ``hierarchy`` (top first), from its blocks' ``dhcp-2020`` (or ``relgq x sex x age x
+    hispanic x race``) histogram, rows in block order: the layout :func:`censusdp.tables.table_arrays`
     gives the P.L. tables, for comparing a simulated re-release with its truth."""
     levels = hierarchy.aggregate(dhc_person_rows(person_hist))
     out: dict[str, list[np.ndarray]] = {}

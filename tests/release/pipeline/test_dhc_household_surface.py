@@ -92,14 +92,15 @@ def test_a_resumed_dhc_release_is_byte_identical(
 
 def test_the_error_bars_simulate_the_person_run_of_a_dhc_release(state: Path) -> None:
     result = simulate_release_errors(state / "reference", simulations=1, seed=2)
+    iterations = [f"P12{k}" for k in "ABCDEFGHI"]  # P12's race and Hispanic origin
     assert result["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5",
-                                  "P12", "PCT12", "GQ1"]  # fmt: skip
+                                  "P12", *iterations, "PCT12", "GQ1"]  # fmt: skip
     skipped = result["not_simulated"]
     assert skipped["tables"] == ["H1", "P16", "H3", "H4", "H5", "H9"]
     assert skipped["reason"] == "no error bars yet: household run (dhch-2020)"
     by_level = result["by_level"]
     assert set(by_level) == set(result["measures"])
-    for table in ("P12", "PCT12", "GQ1"):  # the DHC person tables, against the truth's
+    for table in ("P12", "P12A", "PCT12", "GQ1"):  # the DHC person tables, against the truth's
         block = by_level[table]["Block"]
         assert block["counts_per_simulation"] > 0
         assert block["mae"] > 0, table  # re-estimated from new noise: not the truth

@@ -346,7 +346,7 @@ def _check_tables(
     (:func:`~censusdp.release.validate._mdf_parts._count_mdf_part`). Part 0 also holds
     the geounits off the hierarchy (``entities``: county subdivisions, places, AIAN
     areas, :mod:`censusdp.tables.entities`), each the sum of its blocks. ``dhc_persons``:
-    the blocks' ``relgq x sex x age`` histograms of a ``dhcp-2020`` release, whose DHC
+    the blocks' ``relgq x sex x age x hispanic x race`` histograms of a ``dhcp-2020`` release, whose DHC
     person tables (:mod:`censusdp.tables.dhc`) are checked too; ``dhc_units``: the
     blocks' ``dhch-2020`` households and ``tenvacgq`` units of a release with the DHC's
     household run read back from its unit MDF, whose DHC household and unit tables are
