@@ -8,20 +8,18 @@ and the DHC person tables) and say of the household run's tables "no error bars 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
 from test_dhc_person_run import _small_vermont
+from test_household_release import _files, killed_at
 
 from censusdp.cli import main
 from censusdp.evaluate.errorbars import simulate_release_errors
 from censusdp.io.budget_files import load_preset
-from censusdp.io.staging import Staging
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release import pipeline
-from censusdp.release.checkpoint import Checkpoint
 from censusdp.release.dhc_units import UNIT_HISTOGRAM_RUN
 from censusdp.release.options import Execution, ReleaseOptions
 
@@ -30,24 +28,12 @@ pytestmark = pytest.mark.slow  # each release measures 1.2- and 1.6-million-cell
 BUDGET = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
 
 
-class _Killed(BaseException):
-    """A simulated SIGKILL (nothing may catch it on the way out)."""
-
-
 @pytest.fixture(scope="module")
 def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("dhc-surface")
     _small_vermont(d / "cef", d / "generated")
     pipeline.run_release(d / "cef", d / "reference", BUDGET, ReleaseOptions(seed=3))
     return d
-
-
-def _files(run: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(run.rglob("*"))
-        if p.is_file() and p.name != "manifest.json"
-    }
 
 
 def test_from_measurements_reproduces_the_dhc_release(state: Path, tmp_path: Path) -> None:
@@ -65,20 +51,11 @@ def test_a_resumed_dhc_release_is_byte_identical(
     """Killed once the households' first level is checkpointed: the persons and the
     unit histogram are finished, the households half done."""
     out = tmp_path / "run"
-    real = Checkpoint.record
-    done: list[str] = []
-
-    def record(self, name, rec):
-        real(self, name, rec)
-        done.append(name)
-        if name.startswith("estimate/units/"):
-            raise _Killed(name)
-
-    with monkeypatch.context() as m:
-        m.setattr(Checkpoint, "record", record)
-        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
-        with pytest.raises(_Killed):
-            pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=3))
+    done = killed_at(
+        monkeypatch,
+        lambda name: name.startswith("estimate/units/"),
+        lambda: pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=3)),
+    )
     assert any(n.startswith(f"estimate/{UNIT_HISTOGRAM_RUN}/") for n in done)
     manifest = pipeline.run_release(
         state / "cef", out, BUDGET, ReleaseOptions(seed=3), Execution(), resume=True

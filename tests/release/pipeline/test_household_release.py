@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -80,6 +81,27 @@ def _files(run: Path) -> dict[str, str]:
     }
 
 
+def killed_at(monkeypatch, stop: Callable[[str], bool], release: Callable[[], object]) -> list[str]:
+    """Run ``release`` until its checkpoint records a step whose name ``stop`` accepts
+    and kill it there (the staging left to resume, as after a SIGKILL); the steps it
+    recorded."""
+    real = Checkpoint.record
+    done: list[str] = []
+
+    def record(self, name, rec):
+        real(self, name, rec)
+        done.append(name)
+        if stop(name):
+            raise _Killed(name)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoint, "record", record)
+        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
+        with pytest.raises(_Killed):
+            release()
+    return done
+
+
 def test_a_household_release_passes_every_household_check(state: Path) -> None:
     run = state / "reference"
     manifest = json.loads((run / "manifest.json").read_text())
@@ -122,20 +144,11 @@ def test_a_resumed_household_release_is_byte_identical(
 ) -> None:
     """Killed after the household run's block level is checkpointed (before persons)."""
     out = tmp_path / "run"
-    real = Checkpoint.record
-    done: list[str] = []
-
-    def record(self, name, rec):
-        real(self, name, rec)
-        done.append(name)
-        if name.startswith("estimate/units") and name.endswith("/5"):
-            raise _Killed(name)
-
-    with monkeypatch.context() as m:
-        m.setattr(Checkpoint, "record", record)
-        m.setattr(Staging, "abort", lambda self, **kw: self._unlock())
-        with pytest.raises(_Killed):
-            pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=7))
+    done = killed_at(
+        monkeypatch,
+        lambda name: name.startswith("estimate/units") and name.endswith("/5"),
+        lambda: pipeline.run_release(state / "cef", out, BUDGET, ReleaseOptions(seed=7)),
+    )
     assert not any(name.startswith("estimate/persons") for name in done)
     manifest = pipeline.run_release(
         state / "cef", out, BUDGET, ReleaseOptions(seed=7), Execution(), resume=True
