@@ -4,8 +4,8 @@ A user who holds only a release (no confidential data) can still say how far off
 counts are expected to be, because the noise law is public (Gong 2022, *Transparent
 Privacy is Principled Privacy*): the NMF states every measurement's variance and the
 manifest the whole measurement plan. :func:`expected_errors` reports, per geolevel and
-per table (total population, P1-P5, H1, every line of a table at every geounit, the
-definitions of ``censusdp evaluate``):
+per table (total population, P1-P5, H1, and a ``dhcp-2020`` release's DHC person tables;
+every line of a table at every geounit, the definitions of ``censusdp evaluate``):
 
 * **raw noisy measurements** (closed form): the error of the best single-query direct
   estimate of each line, ``sd = sqrt(r v)`` for a line made of ``r`` answer rows of a
@@ -27,6 +27,11 @@ definitions of ``censusdp evaluate``):
   sqrt(K)), the sd of one release's MAE (how much a single release's realised MAE
   varies around its expectation), and pooled quantiles of the error (``interval90`` =
   ``[q05, q95]`` of the signed error; ``abs_q50``, ``abs_q90``, ``abs_q95`` of its size).
+
+A release with a household run (``household2010``, ``dhch-2020``) has its person run, an
+ordinary TopDown run, re-released alone: the tables that run makes get their errors, H1
+and the household tables the household run makes are named in ``not_simulated``
+(:func:`release_measures`).
 
 The simulation answers "how wrong would this release be if the truth looked like it";
 ``docs/evaluation.md`` checks on generated states that it agrees with the errors
