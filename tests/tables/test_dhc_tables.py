@@ -129,10 +129,13 @@ def test_the_race_iterations_of_p12_count_their_persons() -> None:
     it = {n: _values(t[n], n)[0] for n in ITERATIONS}
     assert [int(it[n][0]) for n in ITERATIONS] == [3, 1, 1, 1, 1, 1, 2, 4, 2]
     np.testing.assert_array_equal(sum(it[f"P12{k}"] for k in "ABCDEFG"), p12)  # a partition
-    assert it["P12A"][2 + 25] == 1 and it["P12I"][27] == 1  # the White girl under 5
-    assert it["P12A"][11] == 2 and it["P12I"][11] == 1  # White men 30 to 34; one Hispanic
-    assert it["P12G"][14] == 1 and it["P12G"][25 + 17] == 1  # 50 to 54 man; 60 and 61 woman
-    assert it["P12H"][[20, 25 + 7, 25 + 17, 11]].tolist() == [1, 1, 1, 1]
+    # lines: 2 + g for a man of age group g (0: under 5 ... 22: 85 and over), 26 + g a woman
+    assert it["P12A"][26] == 1 and it["P12I"][26] == 1  # the White girl under 5
+    assert it["P12A"][2 + 9] == 2 and it["P12I"][2 + 9] == 1  # White men 30 to 34, one Hispanic
+    assert it["P12G"][2 + 13] == 1 and it["P12G"][26 + 15] == 1  # a man 50-54, a woman 60-61
+    ages = [i for i in np.flatnonzero(it["P12H"]) if i not in (0, 1, 25)]  # not the heads
+    assert ages == [2 + 9, 2 + 19, 26 + 5, 26 + 15]  # Hispanic: men 30, 70; women 20, 60
+    assert it["P12D"][26 + 22] == 1 and it["P12E"][2 + 4] == 1  # 85 and over; 18 and 19
     for name in ITERATIONS:
         d = table_definition(name)
         assert d.labels == table_definition("P12").labels and d.variables[0] == f"{name}_001N"

@@ -4,6 +4,7 @@ and the records of its manifest (:mod:`censusdp.infer.release` reads and writes)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from censusdp.infer.amc import AMCResult
 from censusdp.infer.gls import Z90, Z95, LineSet, make_lines
 from censusdp.infer.published import PREFERRED_NOTE, published_variables
 from censusdp.privacy.release_budget import release_privacy
+from censusdp.release.household_runs import NO_ERROR_BARS, household_schema
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import ReleaseGeography
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -24,9 +26,11 @@ from censusdp.version import __version__
 
 __all__ = [
     "ESTIMATE_COLUMNS",
+    "HOUSING_UNITS",
     "MARGINS_NOTE",
     "TABULATION_NOTE",
     "amc_record",
+    "household_lines",
     "output_manifest",
     "person_lines",
     "tabulation_match",
@@ -197,6 +201,21 @@ def _factor_summary(
             "max": round(float(f.max()), 4),
         }
     return out
+
+
+HOUSING_UNITS = "H1_001N"
+"""The housing units, invariant at every block: exact at every level."""
+
+
+def household_lines(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The lines infer does not estimate for a release with a household run, each with
+    why: the occupied and vacant housing units (H1_002N, H1_003N), which its household
+    run makes; empty for any other release (H1_001N, the housing units, is invariant)."""
+    schema = household_schema(manifest)
+    if schema is None:
+        return {}
+    why = f"{NO_ERROR_BARS} ({schema}), which infer has no GLS of yet"
+    return {v: why for v in table_definition("H1").variables if v != HOUSING_UNITS}
 
 
 def output_manifest(

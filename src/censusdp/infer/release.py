@@ -1,12 +1,13 @@
 """``censusdp infer RUN --out DIR``: GLS estimates of every published cell from a release.
 
 Reads only what a release publishes, opened through :class:`censusdp.io.rundir.RunDir`:
-its manifest (geolevels, schema), the person NMF (and the unit NMF when the housing-unit
+its manifest (geolevels, schema), the person NMF (and the unit NMF when the occupancy
 run was measured), the invariants and the invariant totals; with ``--simulations``, the
 MDF; with a plan, the published tables. The noise variance of every measurement is read
 from the NMF's ``variance`` column, never recomputed from the budget. This is the one
-module of :mod:`censusdp.infer` that reads a release or writes an output (and the
-figures of :mod:`censusdp.infer._plots`); the estimation modules see arrays only.
+module of :mod:`censusdp.infer` that reads a release or writes an output (with its
+long forms' writer, :mod:`censusdp.infer._long`, and the figures of
+:mod:`censusdp.infer._plots`); the estimation modules see arrays only.
 
 Writes ``DIR/estimates.parquet``, one row per geolevel x geounit x line:
 ``geolevel``, ``geocode``, ``query`` (``total``, ``P1_001N`` ... ``P5_010N``,
@@ -44,10 +45,13 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.execution import make_executor
 from censusdp.infer._algebra import Layout, make_layout
 from censusdp.infer._estimates import LevelStats, chunk_table
+from censusdp.infer._long import LongWriter
 from censusdp.infer._records import (
     ESTIMATE_COLUMNS,
+    HOUSING_UNITS,
     MARGINS_NOTE,
     amc_record,
+    household_lines,
     output_manifest,
     person_lines,
     tabulation_match,
@@ -94,12 +98,11 @@ from censusdp.io.rundir import RunDir
 from censusdp.io.staging import staged_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
-from censusdp.release.household_runs import NO_ERROR_BARS, household_schema
 from censusdp.release.manifest import peak_rss_mb, recorded_budgets
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
-from censusdp.tables import TABLE_NAMES, table_definition
+from censusdp.tables import TABLE_NAMES
 from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
@@ -116,10 +119,6 @@ __all__ = [
     "release_gls",
     "tabulation_sds",
 ]
-
-
-HOUSING_UNITS = "H1_001N"
-"""The housing units, invariant at every block: exact at every level."""
 
 
 def _read_release(run: RunDir) -> tuple[ReleaseManifest, ReleaseGeography, Invariants]:
@@ -162,17 +161,6 @@ def _refuse_unreadable(run: RunDir) -> None:
     than ``pl94`` (a missing manifest is left to the reading)."""
     if run.manifest_file.is_file():
         _gls_schema(run.manifest(), run.path)
-
-
-def household_lines(manifest: Mapping[str, Any]) -> dict[str, str]:
-    """The lines infer does not estimate for a release with a household run, each with
-    why: the occupied and vacant housing units (H1_002N, H1_003N), which its household
-    run makes; empty for any other release (H1_001N, the housing units, is invariant)."""
-    schema = household_schema(manifest)
-    if schema is None:
-        return {}
-    why = f"{NO_ERROR_BARS} ({schema}), which infer has no GLS of yet"
-    return {v: why for v in table_definition("H1").variables if v != HOUSING_UNITS}
 
 
 def _layout_for(reader: NMFReader, hierarchy: Hierarchy, group: tuple[str, ...]) -> Layout:
@@ -545,36 +533,6 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
     return plausible_truth(empty, person, pl94, units)
 
 
-class _LongWriter:
-    """``NAME.parquet`` and/or ``NAME.csv`` written table by table (atomic files entered
-    on ``stack``: removed unless the stack closes without an error)."""
-
-    def __init__(self, stack: ExitStack, out_dir: Path, name: str, formats: tuple[str, ...]):
-        self.paths = [out_dir / f"{name}.{f}" for f in formats]
-        self.formats = formats
-        self.rows = 0
-        self._tmp = [stack.enter_context(atomic_path(p)) for p in self.paths]
-        self._writers: list[Any] = []
-        stack.callback(self._close)
-
-    def write(self, table: pa.Table, csv: bool = True) -> None:
-        """Append ``table`` (to the CSV file too unless ``csv`` is false)."""
-        if not self._writers:
-            for fmt, tmp in zip(self.formats, self._tmp, strict=True):
-                if fmt == "parquet":
-                    self._writers.append(pq.ParquetWriter(tmp, table.schema, compression="zstd"))
-                else:
-                    self._writers.append(pcsv.CSVWriter(str(tmp), table.schema))
-        for fmt, w in zip(self.formats, self._writers, strict=True):
-            if csv or fmt != "csv":
-                w.write_table(table)
-        self.rows += table.num_rows
-
-    def _close(self) -> None:
-        for w in self._writers:
-            w.close()
-
-
 def _write_margins(
     out_dir: Path,
     gls: ReleaseGLS,
@@ -591,11 +549,11 @@ def _write_margins(
     tab = geo.tabulation
     counts: dict[str, int] = {}
     with ExitStack() as stack:
-        margins = _LongWriter(stack, out_dir, "margins", formats)
+        margins = LongWriter(stack, out_dir, "margins", formats)
         # a plan's districts, and the places, county subdivisions and AIAN areas (not
         # rows of tables/: their published values are sums of published blocks)
         groups = {
-            kind: _LongWriter(stack, out_dir, name, formats)
+            kind: LongWriter(stack, out_dir, name, formats)
             for kind, name in (("district", "districts"), ("entity", "places"))
             if any(g.kind == kind for g in acc.geographies)
         }
