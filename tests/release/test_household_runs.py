@@ -77,8 +77,9 @@ def test_the_tables_a_household_run_makes_are_left_out_of_the_error_bars(
 
 
 def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
-    """One re-release of a ``dhcp-2020`` person run holds its 1.2-million-cell
-    ``detailed`` query at every geounit: 100 blocks are over the bound, 10 are not."""
+    """One re-release of a ``dhcp-2020`` person run holds its 905,184 live ``detailed``
+    rows at every geounit: with 2 GiB, 100 blocks are over the bound, 10 are not (nor
+    with half this machine's memory, the default)."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -86,7 +87,7 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
     from censusdp.data.geography import Hierarchy
     from censusdp.data.schema import get_schema
     from censusdp.errors import ConfigError
-    from censusdp.infer.amc import SIMULATION_MEMORY, require_affordable, rerelease_values
+    from censusdp.infer.amc import require_affordable, rerelease_values, simulation_memory
     from synth import block_codes
 
     def plan(blocks: int) -> SimpleNamespace:
@@ -104,11 +105,14 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
     )
     assert 10 * 900_000 < detailed <= 10 * get_schema("dhcp-2020").size  # live rows
     assert rerelease_values(small) == detailed + 2  # the top level's two sexes
-    require_affordable(small, "RUN")  # no error
+    limit = 2 * 1024**3
+    assert 10 * detailed * 24 > limit > detailed * 24  # detailed: of 10 blocks
+    require_affordable(small, "RUN", limit)  # no error
+    require_affordable(small, "RUN")
     with pytest.raises(ConfigError, match=r"^RUN: one re-release of its dhcp-2020 person run") as e:
-        require_affordable(plan(100), "RUN")
-    assert "\n" not in str(e.value) and "--simulations" in str(e.value)
-    assert 100 * detailed // 10 * 24 > SIMULATION_MEMORY
+        require_affordable(plan(100), "RUN", limit)
+    assert "\n" not in str(e.value) and "(2.0 GB)" in str(e.value)
+    assert "--simulations" in str(e.value) and simulation_memory() > detailed * 24
 
 
 def test_trials_rerun_a_household_run_with_its_budget(tmp_path) -> None:

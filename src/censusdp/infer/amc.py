@@ -56,6 +56,7 @@ the budgets into an :class:`AMCPlan` (:func:`amc_plan`).
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,16 +89,13 @@ __all__ = [
     "calibration_factors",
     "TRUTHS",
     "plausible_truth",
+    "released_tables",
     "require_affordable",
     "rerelease_values",
     "rough_truth",
     "simulate_margins",
+    "simulation_memory",
 ]
-
-SIMULATION_MEMORY = 2 * 1024**3
-"""The most memory one re-release's person measurements may take (bytes): they are held
-at once (:func:`censusdp.release.measure.measure`), so a ``dhcp-2020`` person run's
-1,227,744-cell ``detailed`` query at every geounit is what limits its simulation."""
 
 BYTES_PER_VALUE = 24
 """Bytes a noisy value takes while it is measured: its exact answer, its noise, itself."""
@@ -264,23 +262,35 @@ def rerelease_values(amc: AMCPlan) -> int:
     return sum(mh.n_units(names.index(level)) * rows[q] for level, q, _ in amc.plans[0])
 
 
-def require_affordable(amc: AMCPlan, where: object) -> None:
+def simulation_memory() -> int:
+    """The most memory one re-release's person measurements may take (bytes): half this
+    machine's. They are held at once (:func:`censusdp.release.measure.measure`), so a
+    ``dhcp-2020`` person run's 905,184 live ``detailed`` rows at every geounit are what
+    limit its simulation."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (AttributeError, OSError, ValueError):  # not a POSIX system: a laptop's half
+        return 8 * 1024**3
+
+
+def require_affordable(amc: AMCPlan, where: object, limit: int | None = None) -> None:
     """Refuse, before any re-release, a simulation whose person measurements would take
-    more than :data:`SIMULATION_MEMORY`.
+    more than ``limit`` bytes (default :func:`simulation_memory`).
 
     Raises:
         ConfigError: ``RUN: one re-release of its dhcp-2020 person run holds 2,500,000,000
-            noisy values (56 GB) ...``, naming what reduces it.
+            noisy values (56 GB) ...``, saying what reduces it.
     """
+    limit = simulation_memory() if limit is None else limit
     values = rerelease_values(amc)
     need = values * BYTES_PER_VALUE
-    if need > SIMULATION_MEMORY:
+    if need > limit:
         raise ConfigError(
             f"{where}: one re-release of its {amc.schema.name} person run holds {values:,} "
-            f"noisy values ({need / 1024**3:.1f} GB) at once, more than the simulation's "
-            f"{SIMULATION_MEMORY / 1024**3:.0f} GB: no simulated error bars at this size "
-            "(--simulations sets how many re-releases, not their size; a smaller release, "
-            "fewer blocks or a schema with fewer cells, fits)"
+            f"noisy values ({need / 1024**3:.1f} GB) at once, more than half this "
+            f"machine's memory ({limit / 1024**3:.1f} GB): no simulated error bars at this "
+            "size (--simulations sets how many re-releases, not their size; a release of "
+            "fewer blocks, or on a schema of fewer cells, fits)"
         )
 
 
