@@ -107,7 +107,6 @@ from censusdp.tables.geoids import geo_identifiers
 
 __all__ = [
     "ESTIMATE_COLUMNS",
-    "HOUSING_UNITS",
     "MARGIN_FORMATS",
     "InferOptions",
     "MarginOptions",
