@@ -171,12 +171,15 @@ def test_the_release_holds_the_invariants_and_structural_zeros(dhc_run) -> None:
 def test_the_dhc_person_tables_are_written_and_join_on_geoid(dhc_run) -> None:
     from censusdp.io.layout import table_csv_file
     from censusdp.io.tables import read_codebook, read_table
+    from censusdp.tables import table_definition
 
     cef_dir, run = dhc_run
-    tables = {n: read_table(run / "tables", n) for n in ("P1", "P5", "P12", "PCT12", "GQ1")}
+    iterations = tuple(f"P12{k}" for k in "ABCDEFGHI")  # by race and Hispanic origin
+    dhc = ("P12", *iterations, "PCT12", "GQ1")
+    tables = {n: read_table(run / "tables", n) for n in ("P1", "P2", "P5", *dhc)}
     geoids = tables["P1"].column("GEOID").to_pylist()
     assert len(set(geoids)) == len(geoids)
-    for name in ("P12", "PCT12", "GQ1"):
+    for name in dhc:
         t = tables[name]
         assert t.column("GEOID").to_pylist() == geoids, name  # one row per geounit, joined
         assert t.column("SUMLEV").to_pylist() == tables["P1"].column("SUMLEV").to_pylist()
@@ -193,10 +196,19 @@ def test_the_dhc_person_tables_are_written_and_join_on_geoid(dhc_run) -> None:
     np.testing.assert_array_equal(
         col["P12"]["P12_002N"] + col["P12"]["P12_026N"], col["P12"]["P12_001N"]
     )
+    # the races alone and two or more partition P12, line by line; P12H is P2's Hispanic
+    # total, P12I its White alone not Hispanic (P2_005N)
+    for v in table_definition("P12").variables:
+        line = v.split("_", 1)[1]
+        got = sum(col[f"P12{k}"][f"P12{k}_{line}"] for k in "ABCDEFG")
+        np.testing.assert_array_equal(got, col["P12"][v], err_msg=v)
+    np.testing.assert_array_equal(col["P12H"]["P12H_001N"], col["P2"]["P2_002N"])
+    np.testing.assert_array_equal(col["P12I"]["P12I_001N"], col["P2"]["P2_005N"])
     state = tables["P12"].column("SUMLEV").to_pylist().index("040")
+    assert col["P12A"]["P12A_001N"][state] > 0  # generated Vermont: White alone
     assert col["P12"]["P12_001N"][state] == read_cef(cef_dir).n_persons  # invariant
     book = read_codebook(run / "tables").column("variable").to_pylist()
-    assert {"P12_049N", "PCT12_209N", "GQ1_032N"} <= set(book)
+    assert {"P12_049N", "P12I_049N", "PCT12_209N", "GQ1_032N"} <= set(book)
 
 
 def validate_tampered_table(run: Path, tmp_path: Path, name: str, part: str, column: str):
@@ -218,7 +230,11 @@ def validate_tampered_table(run: Path, tmp_path: Path, name: str, part: str, col
 
 @pytest.mark.parametrize(
     ("name", "part", "column"),
-    [("P12", "part-00001.parquet", "P12_003N"), ("PCT12", "part-00000.parquet", "PCT12_050N")],
+    [
+        ("P12", "part-00001.parquet", "P12_003N"),
+        ("PCT12", "part-00000.parquet", "PCT12_050N"),
+        ("P12H", "part-00001.parquet", "P12H_030N"),
+    ],  # fmt: skip
 )
 def test_validate_catches_a_tampered_dhc_table_cell(dhc_run, tmp_path, name, part, column) -> None:
     _, run = dhc_run
