@@ -125,10 +125,11 @@ def _production_orderings(cls: str) -> dict[str, tuple[tuple[str, ...], ...]]:
     for key in ("L2_QUERY_ORDERING", "L2_CONSTRAIN_TO_QUERY_ORDERING", "ROUNDER_QUERY_ORDERING"):
         start = body.index("{", body.index(f"CC.{key}:"))
         depth, end = 0, start
-        for end, ch in enumerate(body[start:], start):
-            depth += {"{": 1, "}": -1}.get(ch, 0)
+        while True:
+            depth += {"{": 1, "}": -1}.get(body[end], 0)
             if depth == 0:
                 break
+            end += 1
         passes = ast.literal_eval(body[start : end + 1])
         out[key] = tuple(
             tuple("*".join(p.strip() for p in q.lower().split("*")) for q in passes[k][0])
@@ -142,7 +143,9 @@ def test_the_dhc_household_plan_is_productions_ordering_without_the_unit_pass() 
     ordering (``unit_US.ini``: ``test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1``,
     read from production's file) less its first pass, ``tenvacgq`` alone, which is the
     unit histogram's own TopDown (release.dhc_units), with production's 0.01 slack."""
-    prod = _production_orderings("DecompTestStrategyRegularOrderingDHCH_20220922_exp_iteration_23_1")
+    prod = _production_orderings(
+        "DecompTestStrategyRegularOrderingDHCH_20220922_exp_iteration_23_1"
+    )
     for key in prod:
         assert prod[key][0] == ("tenvacgq",)
     plans = plans_for("dhch-2020", LEVELS)
