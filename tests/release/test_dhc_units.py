@@ -64,12 +64,11 @@ def _plan(hierarchy: Hierarchy, queries: tuple[str, ...]) -> list[tuple[str, str
     return [(lv.name, q, mech) for lv in hierarchy.geolevels.levels for q in queries]
 
 
-@pytest.fixture(scope="module")
-def estimated() -> tuple[Hierarchy, np.ndarray, sp.csr_matrix, object, object]:
-    rng = np.random.default_rng(3)
-    hierarchy = Hierarchy.from_blocks(np.array(block_codes(1, 2, 1, 3)))
-    units, hh = _blocks(rng, hierarchy.blocks.size)
-    source = RandomSource.seeded(5)
+def _measured(
+    hierarchy: Hierarchy, units: np.ndarray, hh: sp.csr_matrix, queries: tuple[str, ...], seed: int
+) -> tuple[object, object]:
+    """The units' ``tenvacgq`` and the households' ``queries`` measured at every level."""
+    source = RandomSource.seeded(seed)
     u_ms = measure(
         hierarchy.aggregate(sp.csr_matrix(units)),
         hierarchy,
@@ -78,12 +77,18 @@ def estimated() -> tuple[Hierarchy, np.ndarray, sp.csr_matrix, object, object]:
         source.child("units"),
     )
     h_ms = measure(
-        hierarchy.aggregate(hh),
-        hierarchy,
-        DHCH_2020,
-        _plan(hierarchy, ("hhtenshort_3lev", "sex * hhage", "detailed")),
+        hierarchy.aggregate(hh), hierarchy, DHCH_2020, _plan(hierarchy, queries),
         source.child("households"),
-    )
+    )  # fmt: skip
+    return u_ms, h_ms
+
+
+@pytest.fixture(scope="module")
+def estimated() -> tuple[Hierarchy, np.ndarray, sp.csr_matrix, object, object]:
+    rng = np.random.default_rng(3)
+    hierarchy = Hierarchy.from_blocks(np.array(block_codes(1, 2, 1, 3)))
+    units, hh = _blocks(rng, hierarchy.blocks.size)
+    u_ms, h_ms = _measured(hierarchy, units, hh, ("hhtenshort_3lev", "sex * hhage", "detailed"), 5)
     u_est, h_est = estimate_dhch_run(
         h_ms, u_ms, hierarchy, HeldUnits(gqhh_vector(units)), TopDownOptions(passes="single")
     )
@@ -198,18 +203,7 @@ def held_to_h1(request) -> tuple[Hierarchy, np.ndarray, HeldUnits, object, objec
     occupied = np.clip(units[:, :4].sum(axis=1) + rng.integers(-1, 2, units.shape[0]), 0, None)
     occupied = np.minimum(occupied, gqhh[:, 0])
     held = HeldUnits(gqhh, occupied)
-    source = RandomSource.seeded(7)
-    u_ms = measure(
-        hierarchy.aggregate(sp.csr_matrix(units)),
-        hierarchy,
-        DHC_UNITS_2020,
-        _plan(hierarchy, ("tenvacgq",)),
-        source.child("units"),
-    )
-    h_ms = measure(
-        hierarchy.aggregate(hh), hierarchy, DHCH_2020, _plan(hierarchy, PLAN_QUERIES),
-        source.child("households"),
-    )  # fmt: skip
+    u_ms, h_ms = _measured(hierarchy, units, hh, PLAN_QUERIES, 7)
     passes = request.param
     u_est, h_est = estimate_dhch_run(h_ms, u_ms, hierarchy, held, TopDownOptions(passes=passes))
     return hierarchy, units, held, u_est, h_est, passes
