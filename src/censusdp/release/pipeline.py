@@ -105,7 +105,7 @@ class _Session:
 @contextlib.contextmanager
 def _session(
     out_dir: str | Path,
-    source: str | Path,
+    sources: list[str | Path],
     execution: Execution,
     *,
     overwrite: bool,
@@ -114,9 +114,10 @@ def _session(
     """The staging directory of a run and its executor; the staging is removed on failure
     (the body commits it on success; a refused resume or an interrupt keeps the
     checkpointed work) and the executor is always closed. The output may not overlap
-    ``source`` (the input directory or the measured run)."""
+    ``sources`` (the input directory or the measured run, and a release read beside it:
+    ``--h1-from``'s)."""
     started = time.perf_counter()
-    staging = Staging(Path(out_dir), overwrite, inputs=[source], resume=resume)
+    staging = Staging(Path(out_dir), overwrite, inputs=sources, resume=resume)
     ex = None
     try:
         ex = make_executor(
@@ -180,23 +181,7 @@ def run_release(
     """
     options = options or ReleaseOptions()
     execution = execution or Execution()
-    for i, run in enumerate(budget.runs):
-        fits = DHCP_2020.name if i == 0 else DHCH_2020.name
-        if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
-            raise ConfigError(
-                f"budget {run.name!r} is on the 2020 DHC's schema {run.schema!r}, which is "
-                f"the {'person' if fits == DHCH_2020.name else 'unit'} run's; give it as that "
-                "run (docs/dhc-2020.md)"
-            )
-    dhch = budget.units is not None and budget.units.schema == DHCH_2020.name
-    if dhch:
-        check_dhch_input(input_dir)  # an input without its columns: one line naming one
-    check_run_schemas(budget)
-    if options.h1_from is not None and not dhch:
-        raise ConfigError(
-            f"--h1-from {options.h1_from} holds a DHC household run to a P.L. 94 release's "
-            "H1; this budget has none (use --preset dhc-2020 with its units run)"
-        )
+    dhch = _check_runs(budget, options, input_dir)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     if spine_choice[0] == "tabulation" and "Prim" in budget.persons.geolevel_names:
         raise ConfigError(
@@ -207,7 +192,8 @@ def run_release(
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
     fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])
-    with _session(out_dir, input_dir, execution, overwrite=overwrite, resume=resume) as run:
+    sources = [input_dir] if options.h1_from is None else [input_dir, options.h1_from]
+    with _session(out_dir, sources, execution, overwrite=overwrite, resume=resume) as run:
         rt = run.rt
         ckpt = Checkpoint.open(run.staging, fingerprint, rt.progress)
         read_record: dict[str, Any] = {}
@@ -278,6 +264,31 @@ def run_release(
         run.commit(manifest)
     say(execution.progress, f"wrote release to {out_dir} in {rt.timings['total']:.1f}s")
     return manifest
+
+
+def _check_runs(budget: ReleaseBudget, options: ReleaseOptions, input_dir: str | Path) -> bool:
+    """Refuse, in one line, runs the budget and options cannot make: a DHC budget given
+    as the other run's, a DHC household run on an input without its columns, a run
+    schema a household run does not pair with, ``--h1-from`` without a DHC household
+    run. Returns whether the unit run is the DHC's household run."""
+    for i, run in enumerate(budget.runs):
+        fits = DHCP_2020.name if i == 0 else DHCH_2020.name
+        if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
+            raise ConfigError(
+                f"budget {run.name!r} is on the 2020 DHC's schema {run.schema!r}, which is "
+                f"the {'person' if fits == DHCH_2020.name else 'unit'} run's; give it as that "
+                "run (docs/dhc-2020.md)"
+            )
+    dhch = budget.units is not None and budget.units.schema == DHCH_2020.name
+    if dhch:
+        check_dhch_input(input_dir)  # an input without its columns: one line naming one
+    check_run_schemas(budget)
+    if options.h1_from is not None and not dhch:
+        raise ConfigError(
+            f"--h1-from {options.h1_from} holds a DHC household run to a P.L. 94 release's "
+            "H1; this budget has none (use --preset dhc-2020 with its units run)"
+        )
+    return dhch
 
 
 def _held_to_h1(
@@ -361,7 +372,7 @@ def reestimate(
     )
     if spent.units is not None and not source.has_nmf("units"):
         spent = ReleaseBudget(spent.persons)
-    with _session(out_dir, source.path, execution, overwrite=overwrite) as run:
+    with _session(out_dir, [source.path], execution, overwrite=overwrite) as run:
         # the copied NMF is the one just checked: the self-check takes that verdict when
         # the copy's recorded SHA-256, budget and geounits are the same (checked once)
         run.checked_nmf = dict(checked.nmf_proofs)

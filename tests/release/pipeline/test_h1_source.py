@@ -167,3 +167,16 @@ def test_h1_from_is_refused_without_a_dhc_household_run_and_in_a_reestimate(
         reestimate(run, tmp_path / "again", ReleaseOptions(h1_from=str(run)))
     _one_line(e, "--h1-from", "re-estimate")
     assert not (tmp_path / "out").exists() and not (tmp_path / "again").exists()
+
+
+def test_a_dhc_run_never_writes_into_its_h1_release(pl94) -> None:
+    """The P.L. release is an input of the run: an output inside it is refused before
+    anything is read."""
+    from censusdp.errors import CensusDPError
+
+    cef, run, _, _ = pl94
+    budget = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+    with pytest.raises(CensusDPError) as e:
+        run_release(cef, run / "dhc", budget, ReleaseOptions(seed=1, h1_from=str(run)))
+    assert "\n" not in str(e.value) and str(run) in str(e.value)
+    assert not (run / "dhc").exists()
