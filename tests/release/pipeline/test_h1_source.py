@@ -180,3 +180,24 @@ def test_a_dhc_run_never_writes_into_its_h1_release(pl94) -> None:
         run_release(cef, run / "dhc", budget, ReleaseOptions(seed=1, h1_from=str(run)))
     assert "\n" not in str(e.value) and str(run) in str(e.value)
     assert not (run / "dhc").exists()
+
+
+def test_the_cli_refuses_h1_from_in_one_line(pl94, tmp_path: Path, capsys) -> None:
+    """``censusdp run --h1-from`` reaches the library: without a DHC household run a
+    usage mistake (exit 2); a directory that is no release, a failed check of the data
+    read (exit 1); one line each."""
+    from censusdp.cli import main
+
+    cef, run, _, _ = pl94
+    common = ["run", "--input", str(cef), "--seed", "1", "-q"]
+    argv = [*common, "--out", str(tmp_path / "a"), "--preset", "pl94-2020", "--h1-from", str(run)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--h1-from" in err and "dhc-2020" in err
+    bad = tmp_path / "not-a-release"
+    bad.mkdir()
+    argv = [*common, "--out", str(tmp_path / "b"), "--preset", "dhc-2020", "--h1-from", str(bad)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "manifest.json" in err and str(bad) in err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
