@@ -211,8 +211,10 @@ def run_release(
             (the 2020 production spine; docs/spine.md) or ``spine="tabulation"``,
             ``estimator="ls"``, ``postprocess="bottomup"``, ``max_children=None``,
             ``fidelity="production"`` (every deliberate difference from the 2020
-            production system off; docs/production-fidelity.md); an unknown name is a
-            ``ConfigError``.
+            production system off; docs/production-fidelity.md),
+            ``h1_from="pl1"`` (a DHC release held to the H1 of the P.L. 94 release
+            ``pl1`` of the same input, as production's ``h1``; docs/dhc-2020.md); an
+            unknown name is a ``ConfigError``.
     """
     from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import run_release as _run

@@ -58,6 +58,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "else '<preset>-units'); --rho/--epsilon set the total of both runs, split as the "
         "presets split it",
     )
+    input_option(
+        p.add_argument(
+            "--h1-from",
+            metavar="RELEASE",
+            default=None,
+            help="hold the DHC household run (--preset dhc-2020) to the H1 of RELEASE, a "
+            "censusdp P.L. 94 release of the same input with its housing-unit run: at "
+            "every block households = its occupied units and vacant = housing units - "
+            "occupied, as production held its DHC to its P.L. 94 release (its budget is "
+            "not spent again; default: occupied against vacant from this run's noise)",
+        )
+    )
     add_seed(
         p,
         default=None,
@@ -212,6 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.units is not None:
         chosen["unit_consistency"] = args.units
+    if args.h1_from is not None:
+        chosen["h1_from"] = args.h1_from
     if args.max_children != "auto":
         chosen["max_children"] = args.max_children
     if args.fidelity == "production":
@@ -272,6 +286,14 @@ def _run(args: argparse.Namespace) -> int:
     scale = manifest.get("input_scale")
     if scale is not None:
         text += "\n" + _sample_note(scale)
+    h1 = manifest.get("h1_source")
+    if isinstance(h1, dict):
+        text += (
+            f"\nh1: households held to the P.L. 94 release {PurePath(str(h1['release'])).name} "
+            f"(manifest SHA-256 {str(h1['manifest_sha256'])[:16]}...): {h1['occupied']:,} "
+            f"occupied, {h1['vacant']:,} vacant units; its privacy loss was spent by that "
+            "release, not by this one"
+        )
     fidelity = manifest.get("fidelity")
     if isinstance(fidelity, dict):
         text += f"\nfidelity {fidelity['mode']}: " + "; ".join(

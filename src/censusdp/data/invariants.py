@@ -31,6 +31,7 @@ from censusdp.data.schema_dhc import GQ_CODES
 from censusdp.errors import InputError
 
 __all__ = [
+    "H1_OCCUPIED",
     "N_HHGQ",
     "Bounds",
     "Invariants",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 N_HHGQ = 8
+
+H1_OCCUPIED = "h1_occupied"
+"""The column of ``invariants.parquet`` holding :attr:`Invariants.h1_occupied`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +63,10 @@ class Invariants:
             (:data:`censusdp.data.schema_dhc.GQ_CODES`), or ``None``: with
             ``housing_units`` the ``gqhh_vect`` invariant of the DHC household run,
             published only by a release that has one.
+        h1_occupied: ``(blocks,)`` occupied housing units per block of an earlier P.L.
+            94 release's H1 that a DHC household run is held to (production's ``h1``
+            invariant: households = these, vacant units = ``housing_units`` minus
+            these), or ``None``: published only by a release held to one.
     """
 
     blocks: np.ndarray
@@ -67,6 +75,7 @@ class Invariants:
     gq_facilities: np.ndarray
     total_level: int = 1
     gq_types: np.ndarray | None = None
+    h1_occupied: np.ndarray | None = None
 
     def reordered(self, order: np.ndarray, blocks: np.ndarray, total_level: int) -> Invariants:
         """The same invariants with block rows ``order`` (codes ``blocks``)."""
@@ -77,6 +86,7 @@ class Invariants:
             self.gq_facilities[order],
             total_level,
             None if self.gq_types is None else self.gq_types[order],
+            None if self.h1_occupied is None else self.h1_occupied[order],
         )
 
     def to_table(self) -> pa.Table:
@@ -90,6 +100,8 @@ class Invariants:
         if self.gq_types is not None:
             for k, code in enumerate(GQ_CODES):
                 cols[f"gq_type_{code}"] = pa.array(self.gq_types[:, k], pa.int64())
+        if self.h1_occupied is not None:
+            cols[H1_OCCUPIED] = pa.array(self.h1_occupied, pa.int64())
         return pa.table(cols)
 
     def state_table(self, hierarchy: Hierarchy) -> pa.Table:
@@ -129,6 +141,9 @@ class Invariants:
             types = np.column_stack(
                 [blocks_table.column(f"gq_type_{c}").to_numpy() for c in GQ_CODES]
             ).astype(np.int64)
+        h1 = None
+        if H1_OCCUPIED in blocks_table.column_names:
+            h1 = blocks_table.column(H1_OCCUPIED).to_numpy().astype(np.int64)
         level_name = totals_table.column("geolevel")[0].as_py() if totals_table.num_rows else None
         level = hierarchy.geolevels.index(level_name) if level_name else 1
         pop = np.zeros(codes.size, dtype=np.int64)
@@ -140,7 +155,7 @@ class Invariants:
         first_block = np.searchsorted(anc, np.arange(hierarchy.n_units(level)))
         idx = np.searchsorted(hierarchy.geocodes[level], unit_codes)
         pop[first_block[idx]] = totals
-        return cls(codes, pop, hu, gq, level, types)
+        return cls(codes, pop, hu, gq, level, types, h1)
 
 
 def compute_invariants(

@@ -74,6 +74,7 @@ __all__ = [
     "DHC_UNITS_2020",
     "FIRST_GQ_RELGQ",
     "GQ_CODES",
+    "H1_UNIT_VECTOR",
     "HHGQ_UNIT_VECTOR",
     "HHTYPE_DHCH_TYPES",
     "QUERY_ORDERINGS",
@@ -412,6 +413,14 @@ HHGQ_UNIT_VECTOR = "hhgq_unit_vector"
 level 0 the housing units (occupied or vacant, ``tenvacgq`` 0..10), level ``1 + k`` the
 facilities of the ``k``-th GQ type (``tenvacgq`` ``11 + k``)."""
 
+H1_UNIT_VECTOR = "h1_unit_vector"
+"""The recode of ``tenvacgq`` that production's ``gq_vect`` and ``h1`` together hold exact
+when the run has an earlier H1 release: level 0 the vacant housing units (``tenvacgq``
+4..10, production's ``H1Attr`` level 0, ``Vacant``), level 1 the occupied ones (0..3),
+level ``2 + k`` the facilities of the ``k``-th GQ type (``tenvacgq`` ``11 + k``)."""
+
+_GQ_UNIT_GROUPS = {lv: (11 + k,) for k, lv in enumerate(TENVACGQ_LEVELS[11:])}
+
 DHC_UNITS_2020 = Schema(
     name="dhc-units-2020",
     attributes=(_identity("tenvacgq", TENVACGQ_LEVELS),),
@@ -420,10 +429,13 @@ DHC_UNITS_2020 = Schema(
             "tenvacgq",
             HHGQ_UNIT_VECTOR,
             len(TENVACGQ_LEVELS),
-            {
-                "Housing unit": range(11),
-                **{lv: (11 + k,) for k, lv in enumerate(TENVACGQ_LEVELS[11:])},
-            },
+            {"Housing unit": range(11), **_GQ_UNIT_GROUPS},
+        ),
+        _recode(
+            "tenvacgq",
+            H1_UNIT_VECTOR,
+            len(TENVACGQ_LEVELS),
+            {"Vacant": range(4, 11), "Occupied": range(4), **_GQ_UNIT_GROUPS},
         ),
     ),
 )
@@ -491,9 +503,9 @@ least-squares passes (``l2``), the queries each pass holds for the later ones
 (``constrain_to``) and the rounding passes (``rounder``), the same at every geolevel.
 Verbatim except for case; where production names a query its strategy does not measure
 (``hispanic * sex * age_40_groups * hhgq8lev * cenrace`` in the person ``l2`` pass) or a
-query of the unit histogram (``tenvacgq``), so do these. TopDown runs the person ordering
-(``release.topdown.passes``, ``PRODUCTION_PASSES["dhcp-2020"]``); the household ordering
-is not used yet (docs/dhc-2020.md)."""
+query of the unit histogram (``tenvacgq``), so do these. TopDown runs both
+(``release.topdown.passes``, ``PRODUCTION_PASSES["dhcp-2020"]`` and ``["dhch-2020"]``; the
+household ordering's ``tenvacgq`` pass is the unit histogram's own TopDown, docs/dhc-2020.md)."""
 
 DHC_SCHEMA_NAMES: tuple[str, ...] = (DHCP_2020.name, DHCH_2020.name, DHC_UNITS_2020.name)
 """The schemas of this module; ``censusdp run`` does not release them yet."""

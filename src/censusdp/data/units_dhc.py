@@ -39,6 +39,8 @@ __all__ = [
     "VACS_LEVELS",
     "dhch_marginal",
     "gq_level_of",
+    "h1_of_occupied",
+    "h1_of_units",
     "hhtenshort_3lev_of",
     "tenvacgq_of",
     "unit_constraint_violations",
@@ -137,6 +139,23 @@ def dhch_marginal(households: sp.csr_matrix, attribute: str) -> np.ndarray:
     out = np.zeros((m.shape[0], DHCH_2020.shape[axis]), dtype=np.int64)
     np.add.at(out, (_rows_of(m), level), m.data.astype(np.int64))
     return out
+
+
+def h1_of_units(units: np.ndarray) -> np.ndarray:
+    """``(rows x 2)``: the vacant and the occupied housing units of each row of a
+    ``(rows x 35)`` ``tenvacgq`` histogram (production's ``h1`` levels, in its order)."""
+    u = np.asarray(units, dtype=np.int64)
+    return np.column_stack(
+        [u[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1),
+         u[:, :FIRST_VACANT_TENVACGQ].sum(axis=1)]
+    )  # fmt: skip
+
+
+def h1_of_occupied(housing_units: np.ndarray, occupied: np.ndarray) -> np.ndarray:
+    """``(rows x 2)``: the vacant and the occupied housing units of rows whose housing
+    units and occupied units are given (an earlier H1 release's, production's ``h1``)."""
+    occ = np.asarray(occupied, dtype=np.int64)
+    return np.column_stack([np.asarray(housing_units, dtype=np.int64) - occ, occ])
 
 
 def unit_constraint_violations(

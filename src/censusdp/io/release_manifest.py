@@ -43,7 +43,9 @@ class ReleaseManifest(Mapping[str, Any]):
     ``argv``, ``command``, ``executor``, ``estimation``, ``failsafe``, ``resumed``,
     ``timings``, ``peak_memory_mb``. Its own checks: ``validation``,
     ``spine_validation``. A swapped release (``censusdp protect``): ``release``
-    (``"swap"``), ``swap``, ``topcode_age``, ``cef_out``.
+    (``"swap"``), ``swap``, ``topcode_age``, ``cef_out``. A DHC household run held to a
+    P.L. 94 release's H1 (``--h1-from``): ``h1_source`` (that release, its manifest's
+    SHA-256, the occupied and vacant units, and the privacy accounting).
     """
 
     created_by: str | None = None
@@ -100,6 +102,7 @@ class ReleaseManifest(Mapping[str, Any]):
     swap: dict[str, Any] | None = None
     topcode_age: int | None = None
     cef_out: str | None = None
+    h1_source: dict[str, Any] | None = None
     present: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The entries the manifest holds, in its order (an entry may hold ``null``)."""
 

@@ -46,6 +46,7 @@ import os
 import shutil
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,8 +86,12 @@ def run_fingerprint(
     or Spark master, which do not change it)."""
     seed = options.seed
     seed_hash = None if seed is None else hashlib.sha256(str(int(seed)).encode()).hexdigest()
+    # the H1 a DHC household run is held to, when it has one (absent otherwise, so the
+    # fingerprints of runs without one are those of earlier versions)
+    h1 = {} if options.h1_from is None else {"h1_from": str(Path(options.h1_from).resolve())}
     return strict_json(
         {
+            **h1,
             "package_version": __version__,
             "input_sha256": dict(input_sha256),
             "budget": budget.persons.to_dict(),

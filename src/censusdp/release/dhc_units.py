@@ -10,11 +10,15 @@ at a time, so the run is estimated in that order, as two TopDowns
 
 1. **the units**, ``tenvacgq``, from its noisy answers, with production's ``gq_vect``
    held at every geounit: the housing units (occupied or vacant) and the facilities of
-   each of the 24 GQ types exact (:func:`unit_vector_bounds`: group bounds on the recode
-   :data:`~censusdp.data.schema_dhc.HHGQ_UNIT_VECTOR` with lower = upper). Occupied
-   against vacant is left to the noise: production held it (and the households' total)
-   to its earlier H1 release (the ``h1`` constraint); censusdp has no H1 run to hold
-   it to, so the unit estimate is the H1 the households are then held to.
+   each of the 24 GQ types exact (:class:`HeldUnits`: group bounds on the recode
+   :data:`~censusdp.data.schema_dhc.HHGQ_UNIT_VECTOR` with lower = upper). With an
+   earlier P.L. 94 release's H1 (``censusdp run --h1-from``, :mod:`censusdp.release.h1_source`),
+   production's ``h1`` too: the occupied and the vacant units exact at every geounit,
+   the P.L. release's (group bounds on
+   :data:`~censusdp.data.schema_dhc.H1_UNIT_VECTOR`), so the households' total, held
+   next to the units' tenure, is the P.L. release's occupied units. Without one,
+   occupied against vacant is left to the noise and the unit estimate is the H1 the
+   households are held to.
 2. **the households**, ``dhch-2020``, held at every geounit to the units just estimated:
    the households by ``hhtenshort_3lev`` equal the units owned with a mortgage, owned
    free and clear, and rented or occupied without rent (production's ``owned``; their
@@ -30,7 +34,7 @@ feasible whenever its parent's is: the parent's groups are the sums of its child
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -39,7 +43,7 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Bounds, Invariants
 from censusdp.data.measurements import Measurements
-from censusdp.data.schema_dhc import DHCH_2020, HHGQ_UNIT_VECTOR
+from censusdp.data.schema_dhc import DHCH_2020, H1_UNIT_VECTOR, HHGQ_UNIT_VECTOR
 from censusdp.data.units_dhc import FIRST_GQ_TENVACGQ
 from censusdp.errors import InternalError
 from censusdp.progress import say
@@ -48,7 +52,9 @@ from censusdp.release.topdown.driver import TopDownOptions, TopDownResult, run_t
 
 __all__ = [
     "DHCH_FIDELITY",
+    "DHCH_FIDELITY_H1",
     "DHCH_SCHEMA",
+    "HeldUnits",
     "TENURE_GROUPS",
     "UNIT_HISTOGRAM_RUN",
     "estimate_dhch_run",
@@ -56,7 +62,6 @@ __all__ = [
     "gqhh_vector_of",
     "tenure_bounds",
     "tenure_of_units",
-    "unit_vector_bounds",
 ]
 
 DHCH_SCHEMA = DHCH_2020.name
@@ -66,7 +71,13 @@ DHCH_FIDELITY = (
     "dhc: units by tenvacgq first (gq_vect exact), then households held to their tenure; "
     "occupied against vacant from the noise (production's h1 held it to an earlier H1 run)"
 )
-"""The manifest's fidelity difference of a DHC household run."""
+"""The manifest's fidelity difference of a DHC household run without an H1 source."""
+
+DHCH_FIDELITY_H1 = (
+    "dhc: units by tenvacgq first (gq_vect exact, occupied and vacant held to the P.L. 94 "
+    "release's H1, production's h1), then households held to their tenure"
+)
+"""The manifest's fidelity difference of a DHC household run held to a P.L. 94 release."""
 
 UNIT_HISTOGRAM_RUN = "unit_histogram"
 """The name the unit histogram's TopDown is checkpointed under."""
@@ -99,19 +110,69 @@ def tenure_of_units(tenvacgq: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.column_stack([u[:, 0], u[:, 1], u[:, 2] + u[:, 3]])
 
 
-def _exact(groups: np.ndarray) -> Bounds:
+def _exact(groups: np.ndarray, *, total: bool = True) -> Bounds:
+    """Each group exact; the total their sum (``total``) or left to the groups (free
+    bounds: an equality that would only repeat theirs)."""
     g = np.asarray(groups, dtype=np.float64)
-    total = g.sum(axis=1)
-    return Bounds(g.copy(), g.copy(), total.copy(), total.copy())
+    if not total:
+        n = g.shape[0]
+        return Bounds(g.copy(), g.copy(), np.zeros(n), np.full(n, np.inf))
+    t = g.sum(axis=1)
+    return Bounds(g.copy(), g.copy(), t.copy(), t.copy())
 
 
-def unit_vector_bounds(gqhh: np.ndarray, hierarchy: Hierarchy) -> list[Bounds]:
-    """The unit histogram's bounds (production's ``gq_vect``): at every geounit each
-    group of :data:`~censusdp.data.schema_dhc.HHGQ_UNIT_VECTOR` (housing units, each GQ
-    type's facilities) exact, its blocks' sums of ``gqhh`` (``(blocks x 25)``, the
-    published invariant), and so the total; use with ``group_variable=HHGQ_UNIT_VECTOR``."""
-    agg = hierarchy.aggregate(np.asarray(gqhh, dtype=np.int64))
-    return [_exact(np.asarray(a)) for a in agg]
+@dataclass(frozen=True, eq=False)
+class HeldUnits:
+    """What the unit TopDown holds exact at every geounit, per block.
+
+    Attributes:
+        gqhh: ``(blocks x 25)`` the housing units, then the facilities of each GQ type
+            (:func:`gqhh_vector`; production's ``gqhh_vect``, held by ``gq_vect``).
+        occupied: ``(blocks,)`` the occupied housing units of an earlier P.L. 94
+            release (production's ``h1``; the vacant ones are the rest of the housing
+            units), or ``None``: occupied against vacant left to the noise.
+
+    Raises:
+        InternalError: on construction, for occupied units outside 0..housing units.
+    """
+
+    gqhh: np.ndarray
+    occupied: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gqhh", np.asarray(self.gqhh, dtype=np.int64))
+        if self.occupied is not None:
+            occ = np.asarray(self.occupied, dtype=np.int64)
+            if (
+                occ.shape != self.gqhh[:, 0].shape
+                or (occ < 0).any()
+                or (occ > self.gqhh[:, 0]).any()
+            ):
+                raise InternalError("held occupied units must be 0..housing units per block")
+            object.__setattr__(self, "occupied", occ)
+
+    @property
+    def group_variable(self) -> str:
+        """The unit histogram's recode whose groups :meth:`bounds` holds."""
+        return HHGQ_UNIT_VECTOR if self.occupied is None else H1_UNIT_VECTOR
+
+    def vector(self) -> np.ndarray:
+        """Per block the groups of :attr:`group_variable`: ``gqhh``, or with ``h1`` the
+        vacant units, the occupied units, then the facilities (``(blocks x 26)``)."""
+        if self.occupied is None:
+            return self.gqhh
+        vacant = self.gqhh[:, 0] - self.occupied
+        return np.column_stack([vacant, self.occupied, self.gqhh[:, 1:]])
+
+    def h1(self) -> np.ndarray | None:
+        """``(blocks x 2)``: the vacant and occupied units held (``None`` without ``h1``),
+        as :func:`censusdp.data.units_dhc.unit_constraint_violations` reads them."""
+        return None if self.occupied is None else self.vector()[:, :2]
+
+    def bounds(self, hierarchy: Hierarchy) -> list[Bounds]:
+        """The unit histogram's bounds: at every geounit each group of
+        :attr:`group_variable` exact, its blocks' sums, and so the total."""
+        return [_exact(np.asarray(a)) for a in hierarchy.aggregate(self.vector())]
 
 
 def tenure_bounds(unit_levels: list[sp.spmatrix | np.ndarray]) -> list[Bounds]:
@@ -119,15 +180,23 @@ def tenure_bounds(unit_levels: list[sp.spmatrix | np.ndarray]) -> list[Bounds]:
     ``owned``, and ``h1``'s households = occupied units): at every geounit of every
     level (``unit_levels``, the unit TopDown's ``(units x 35)`` histograms, top first)
     the households of each ``hhtenshort_3lev`` level exactly its units of that tenure;
-    use with ``group_variable=TENURE_GROUPS``."""
-    return [_exact(tenure_of_units(h)) for h in unit_levels]
+    use with ``group_variable=TENURE_GROUPS``.
+
+    The households' total is not bounded again: the three tenures hold every household,
+    so the exact groups fix it, and the repeated equality left the root's first pass of
+    production's ordering (six marginals without ``detailed``, 1.1 million live cells)
+    to the NNLS point after the active set and Clarabel missed it (64.8 CPU s on the
+    hand-made blocks of ``tests/release/test_dhc_units.py``); without it Clarabel
+    solves that pass there (43.0 CPU s; one pass costs the same, 3.4 and 3.5 s). On a
+    release's nine measured queries the NNLS point may still finish it (docs/dhc-2020.md)."""
+    return [_exact(tenure_of_units(h), total=False) for h in unit_levels]
 
 
 def estimate_dhch_run(
     households: Measurements,
     units: Measurements,
     hierarchy: Hierarchy,
-    gqhh: np.ndarray,
+    held: HeldUnits,
     options: TopDownOptions,
     *,
     rt: Runtime | None = None,
@@ -141,8 +210,9 @@ def estimate_dhch_run(
         households: the measurements of the ``dhch-2020`` household histogram.
         units: the measurements of the ``dhc-units-2020`` unit histogram (``tenvacgq``).
         hierarchy: the geounits both were measured on.
-        gqhh: ``(blocks x 25)`` invariant housing units and facilities by GQ type
-            (:func:`gqhh_vector` of the input's units).
+        held: what the units hold exact per block: the invariant housing units and
+            facilities by GQ type, and the occupied units of an earlier P.L. 94
+            release when the run is held to one.
         options: how each TopDown estimates (its ``group_variable`` is set here).
         rt: where the tasks run and where progress goes (in this process, silent: ``None``).
         checkpoint: a run's checkpoint (``levels(run)`` gives each TopDown's store of
@@ -156,12 +226,13 @@ def estimate_dhch_run(
     seconds = {} if seconds is None else seconds
     executor, progress = (None, None) if rt is None else (rt.executor, rt.progress)
     t = time.perf_counter()
-    say(progress, "estimating the units, tenvacgq (their own TopDown, gq_vect exact):")
+    exact = "gq_vect exact" if held.occupied is None else "gq_vect and the P.L. 94 H1 exact"
+    say(progress, f"estimating the units, tenvacgq (their own TopDown, {exact}):")
     unit_est = run_topdown(
         units,
         hierarchy,
-        unit_vector_bounds(gqhh, hierarchy),
-        replace(options, group_variable=HHGQ_UNIT_VECTOR, root_cap=None, level_caps={}),
+        held.bounds(hierarchy),
+        replace(options, group_variable=held.group_variable, root_cap=None, level_caps={}),
         executor=executor,
         progress=progress,
         checkpoint=store(UNIT_HISTOGRAM_RUN),

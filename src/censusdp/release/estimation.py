@@ -35,6 +35,7 @@ from censusdp.release.consistency import (
 from censusdp.release.dhc_units import (
     DHCH_SCHEMA,
     UNIT_HISTOGRAM_RUN,
+    HeldUnits,
     estimate_dhch_run,
     gqhh_vector_of,
 )
@@ -320,6 +321,13 @@ DHCH_ESTIMATION = (
 )
 """The manifest's ``units_estimation`` of a DHC household run."""
 
+DHCH_ESTIMATION_H1 = (
+    "dhc: the units by tenvacgq first (housing units, each GQ type's facilities and the "
+    "P.L. 94 release's occupied and vacant units exact), then the households held to the "
+    "units' tenure at every geounit"
+)
+"""The manifest's ``units_estimation`` of a DHC household run held to a P.L. 94 release."""
+
 
 def _estimate_dhch(
     inputs: EstimationInputs,
@@ -346,7 +354,7 @@ def _estimate_dhch(
         inputs.units,
         inputs.unit_histogram,
         uh,
-        gqhh_vector_of(uinv),
+        HeldUnits(gqhh_vector_of(uinv), uinv.h1_occupied),
         topdown,
         rt=rt,
         checkpoint=checkpoint,
@@ -354,7 +362,9 @@ def _estimate_dhch(
     )
     _record_run(manifest, UNIT_HISTOGRAM_RUN, unit_hist, rt, seconds[UNIT_HISTOGRAM_RUN])
     _record_run(manifest, "units", units, rt, seconds["units"])
-    manifest["units_estimation"] = DHCH_ESTIMATION
+    manifest["units_estimation"] = (
+        DHCH_ESTIMATION if uinv.h1_occupied is None else DHCH_ESTIMATION_H1
+    )
     return units, unit_hist
 
 
@@ -502,4 +512,5 @@ def unit_run(
         est.unit_schema,
         None if est.unit_histogram is None else est.unit_histogram.histograms,
         None if est.unit_histogram is None else gqhh_vector_of(inv),
+        inv.h1_occupied,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any
 
 from censusdp.errors import ConfigError
@@ -68,6 +69,10 @@ class ReleaseOptions:
             construction, and turns off root pooling, the failsafe and censusdp's
             rounder (:attr:`production_mode` and the properties below are the one
             place that decides what the fidelity changes).
+        h1_from: a censusdp P.L. 94 release of the same input whose H1 (occupied and
+            vacant units per block) a DHC household run is held to, as production's
+            ``h1`` (``--h1-from``; :mod:`censusdp.release.h1_source`), or ``None``:
+            occupied against vacant from the run's own noise.
 
     Raises:
         ConfigError: on construction, naming the option and the value.
@@ -81,6 +86,7 @@ class ReleaseOptions:
     spine: str | None = None
     max_children: int | None = DEFAULT_MAX_CHILDREN
     fidelity: str = "default"
+    h1_from: str | None = None
 
     def __post_init__(self) -> None:
         _choose("--fidelity", self.fidelity, FIDELITY_CHOICES)
@@ -108,6 +114,10 @@ class ReleaseOptions:
             raise ConfigError(
                 f"--max-children must be a positive integer or None, got {self.max_children!r}"
             )
+        if self.h1_from is not None:
+            if not isinstance(self.h1_from, str | PathLike) or not str(self.h1_from).strip():
+                raise ConfigError(f"--h1-from must be a release directory, got {self.h1_from!r}")
+            object.__setattr__(self, "h1_from", str(self.h1_from))
         if self.seed is not None and (
             isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral)
         ):

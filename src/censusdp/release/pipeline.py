@@ -35,12 +35,14 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Invariants
 from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCH_2020, DHCP_2020
 from censusdp.errors import ConfigError, InternalError, ResumeError
 from censusdp.execution import make_executor
@@ -53,6 +55,7 @@ from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say
 from censusdp.release.checkpoint import Checkpoint, run_fingerprint
+from censusdp.release.h1_source import read_h1_source
 from censusdp.release.household_consistency import check_run_schemas, is_household_run
 from censusdp.release.intake import read_and_aggregate
 from censusdp.release.manifest import commit_run, inherited_randomness, recorded_budgets
@@ -102,7 +105,7 @@ class _Session:
 @contextlib.contextmanager
 def _session(
     out_dir: str | Path,
-    source: str | Path,
+    sources: list[str | Path],
     execution: Execution,
     *,
     overwrite: bool,
@@ -111,9 +114,10 @@ def _session(
     """The staging directory of a run and its executor; the staging is removed on failure
     (the body commits it on success; a refused resume or an interrupt keeps the
     checkpointed work) and the executor is always closed. The output may not overlap
-    ``source`` (the input directory or the measured run)."""
+    ``sources`` (the input directory or the measured run, and a release read beside it:
+    ``--h1-from``'s)."""
     started = time.perf_counter()
-    staging = Staging(Path(out_dir), overwrite, inputs=[source], resume=resume)
+    staging = Staging(Path(out_dir), overwrite, inputs=sources, resume=resume)
     ex = None
     try:
         ex = make_executor(
@@ -177,18 +181,7 @@ def run_release(
     """
     options = options or ReleaseOptions()
     execution = execution or Execution()
-    for i, run in enumerate(budget.runs):
-        fits = DHCP_2020.name if i == 0 else DHCH_2020.name
-        if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
-            raise ConfigError(
-                f"budget {run.name!r} is on the 2020 DHC's schema {run.schema!r}, which is "
-                f"the {'person' if fits == DHCH_2020.name else 'unit'} run's; give it as that "
-                "run (docs/dhc-2020.md)"
-            )
-    dhch = budget.units is not None and budget.units.schema == DHCH_2020.name
-    if dhch:
-        check_dhch_input(input_dir)  # an input without its columns: one line naming one
-    check_run_schemas(budget)
+    dhch = _check_runs(budget, options, input_dir)
     spine_choice = (requested_spine(options.spine, budget.persons), options.spine is not None)
     if spine_choice[0] == "tabulation" and "Prim" in budget.persons.geolevel_names:
         raise ConfigError(
@@ -199,7 +192,8 @@ def run_release(
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
     fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])
-    with _session(out_dir, input_dir, execution, overwrite=overwrite, resume=resume) as run:
+    sources = [input_dir] if options.h1_from is None else [input_dir, options.h1_from]
+    with _session(out_dir, sources, execution, overwrite=overwrite, resume=resume) as run:
         rt = run.rt
         ckpt = Checkpoint.open(run.staging, fingerprint, rt.progress)
         read_record: dict[str, Any] = {}
@@ -212,6 +206,7 @@ def run_release(
             record=read_record,
             households="dhch" if dhch else is_household_run(budget.units),
         )
+        inv, h1 = _held_to_h1(options.h1_from, geo.tabulation, inv, cef_input.sha256, rt)
         if is_household_run(budget.units) and geo.unit_spine is not None:
             raise ConfigError(
                 "a household run is estimated on the persons' hierarchy; on this spine the "
@@ -261,12 +256,62 @@ def run_release(
                 "command": command,
             }
         )
+        if h1 is not None:
+            manifest["h1_source"] = h1
         scale = sampled_fraction(input_dir)
         if scale is not None:  # a random sample of a state's tracts: the release says so
             manifest["input_scale"] = scale
         run.commit(manifest)
     say(execution.progress, f"wrote release to {out_dir} in {rt.timings['total']:.1f}s")
     return manifest
+
+
+def _check_runs(budget: ReleaseBudget, options: ReleaseOptions, input_dir: str | Path) -> bool:
+    """Refuse, in one line, runs the budget and options cannot make: a DHC budget given
+    as the other run's, a DHC household run on an input without its columns, a run
+    schema a household run does not pair with, ``--h1-from`` without a DHC household
+    run. Returns whether the unit run is the DHC's household run."""
+    for i, run in enumerate(budget.runs):
+        fits = DHCP_2020.name if i == 0 else DHCH_2020.name
+        if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
+            raise ConfigError(
+                f"budget {run.name!r} is on the 2020 DHC's schema {run.schema!r}, which is "
+                f"the {'person' if fits == DHCH_2020.name else 'unit'} run's; give it as that "
+                "run (docs/dhc-2020.md)"
+            )
+    dhch = budget.units is not None and budget.units.schema == DHCH_2020.name
+    if dhch:
+        check_dhch_input(input_dir)  # an input without its columns: one line naming one
+    check_run_schemas(budget)
+    if options.h1_from is not None and not dhch:
+        raise ConfigError(
+            f"--h1-from {options.h1_from} holds a DHC household run to a P.L. 94 release's "
+            "H1; this budget has none (use --preset dhc-2020 with its units run)"
+        )
+    return dhch
+
+
+def _held_to_h1(
+    h1_from: str | None,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    input_sha256: dict[str, str],
+    rt: Runtime,
+) -> tuple[Invariants, dict[str, Any] | None]:
+    """The invariants with the occupied units of the P.L. 94 release ``h1_from`` that a
+    DHC household run is held to (production's ``h1``), and the manifest's
+    ``h1_source``; without one, ``inv`` and ``None``."""
+    if h1_from is None:
+        return inv, None
+    h1 = read_h1_source(h1_from, hierarchy, inv, input_sha256)
+    record = h1.record(inv.housing_units)
+    say(
+        rt.progress,
+        f"holding the households to the H1 of the P.L. 94 release {record['release']} "
+        f"(manifest SHA-256 {record['manifest_sha256'][:16]}...): {record['occupied']:,} "
+        f"occupied and {record['vacant']:,} vacant units; its privacy loss was spent by it",
+    )
+    return replace(inv, h1_occupied=h1.occupied), record
 
 
 _NO_NOISE = {
@@ -308,6 +353,11 @@ def reestimate(
     execution = execution or Execution()
     if options.seed is not None or options.spine is not None:
         raise InternalError("a re-estimate uses the seed and spine of its measurements")
+    if options.h1_from is not None:
+        raise ConfigError(
+            "--h1-from applies to a fresh run; a re-estimate holds the H1 its measurements' "
+            "release was held to (invariants.parquet's h1_occupied), if any"
+        )
     source.require(
         source.nmf_file("persons"),
         source.invariants_file,
@@ -322,7 +372,7 @@ def reestimate(
     )
     if spent.units is not None and not source.has_nmf("units"):
         spent = ReleaseBudget(spent.persons)
-    with _session(out_dir, source.path, execution, overwrite=overwrite) as run:
+    with _session(out_dir, [source.path], execution, overwrite=overwrite) as run:
         # the copied NMF is the one just checked: the self-check takes that verdict when
         # the copy's recorded SHA-256, budget and geounits are the same (checked once)
         run.checked_nmf = dict(checked.nmf_proofs)
@@ -337,6 +387,8 @@ def reestimate(
         # the noise is the measurements': seeded or secure as they were, whatever this run
         randomness = inherited_randomness(measured, source.path)
         manifest.update({"seed": randomness["seed"], "randomness": randomness, "command": command})
+        if measured.get("h1_source") is not None:  # held to the same H1 (its invariants)
+            manifest["h1_source"] = measured["h1_source"]
         run.commit(manifest)
     return manifest
 

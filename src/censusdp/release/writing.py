@@ -27,7 +27,7 @@ from censusdp.io.tables import write_table_index
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say, task
 from censusdp.release.checkpoint import Checkpoint
-from censusdp.release.dhc_units import DHCH_FIDELITY, DHCH_SCHEMA
+from censusdp.release.dhc_units import DHCH_FIDELITY, DHCH_FIDELITY_H1, DHCH_SCHEMA
 from censusdp.release.estimation import (
     EstimationInputs,
     ReleaseEstimate,
@@ -93,7 +93,9 @@ def write_release(
             "consistent: households first, household persons held to their sizes"
         )
     elif budget.units is not None and budget.units.schema == DHCH_SCHEMA:
-        manifest["fidelity"]["differences"]["units"] = DHCH_FIDELITY
+        manifest["fidelity"]["differences"]["units"] = (
+            DHCH_FIDELITY if inv.h1_occupied is None else DHCH_FIDELITY_H1
+        )
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),

@@ -238,3 +238,66 @@ def test_evaluate_reads_a_dhc_household_release(dhc_run: Path, tmp_path: Path) -
     assert result["invariants_ok"]
     assert result["households"]["available"] is False
     assert (tmp_path / "e.json").is_file()
+
+
+# -- held to a P.L. 94 release's H1 (--h1-from, production's h1) -----------------------
+
+
+@pytest.fixture(scope="module")
+def h1_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A P.L. 94 release of the small input, then the DHC release held to its H1."""
+    d = tmp_path_factory.mktemp("dhc-h1")
+    cef = _small_vermont(d / "cef", d / "generated")
+    pl94 = ReleaseBudget(load_preset("pl94-2020"), load_preset("pl94-2020-units"))
+    run_release(cef, d / "pl94", pl94.scaled(epsilon=2), ReleaseOptions(seed=5))
+    budget = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+    run_release(cef, d / "dhc", budget, ReleaseOptions(seed=3, h1_from=str(d / "pl94")))
+    return d / "pl94", d / "dhc"
+
+
+def test_the_households_are_the_pl94_releases_occupied_units(h1_runs) -> None:
+    from censusdp.io.atomic import sha256_of
+    from censusdp.io.mdf_read import mdf_unit_counts
+    from censusdp.privacy.release_budget import release_privacy
+
+    pl94, dhc = h1_runs
+    households, units, inv = _released(dhc)
+    manifest = json.loads((dhc / "manifest.json").read_text())
+    from censusdp.data.geography import GeoLevels, Hierarchy
+
+    levels = GeoLevels.from_pairs([tuple(x) for x in manifest["geolevels"]])
+    hierarchy = Hierarchy.from_blocks(inv.blocks, levels)
+    pl = mdf_unit_counts(pl94 / "mdf_units.parquet", hierarchy)  # vacant, occupied, GQ
+    assert np.array_equal(inv.h1_occupied, pl[:, 1])
+    assert np.array_equal(np.asarray(households.sum(axis=1)).ravel(), pl[:, 1])
+    assert np.array_equal(units[:, 4:11].sum(axis=1), pl[:, 0])
+    source = manifest["h1_source"]
+    assert source["manifest_sha256"] == sha256_of(pl94 / "manifest.json")
+    assert (source["occupied"], source["vacant"]) == (int(pl[:, 1].sum()), int(pl[:, 0].sum()))
+    # the privacy loss is the DHC budget's own; the P.L. release's is recorded beside it
+    own = release_privacy(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+    assert manifest["rho"] == own["rho"] and manifest["epsilon"] == own["epsilon"]
+    pl_manifest = json.loads((pl94 / "manifest.json").read_text())
+    assert source["privacy"]["spent_by_that_release"]["epsilon"] == pl_manifest["epsilon"]
+    assert "P.L. 94" in manifest["fidelity"]["differences"]["units"]
+    # the DHC release's H1 is the P.L. release's, at every geounit of the tables
+    ours, theirs = _columns(dhc, ("H1",))["H1"], _columns(pl94, ("H1",))["H1"]
+    for col in ("GEOID", "H1_001N", "H1_002N", "H1_003N"):
+        np.testing.assert_array_equal(ours[col], theirs[col], err_msg=col)
+
+
+def test_validate_checks_the_h1_source(h1_runs, tmp_path: Path) -> None:
+    _, dhc = h1_runs
+    report = validate_run(dhc)
+    assert report.ok, report.failures()
+    assert (
+        report.checks["h1_source"]["ok"]
+        and "h1_occupied" in (report.checks["unit_constraints"]["detail"])
+    )
+    bad = tmp_path / "dhc"
+    shutil.copytree(dhc, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["h1_source"]["occupied"] += 1
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    report = validate_run(bad)
+    assert not report.ok and "h1_source.occupied" in report.checks["h1_source"]["detail"]

@@ -13,7 +13,10 @@ group attribute ``hhgq`` as the DHC's held query does.
 
 from __future__ import annotations
 
+import ast
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,7 +34,13 @@ from censusdp.release.topdown.multipass import (
     round_in_passes,
     solve_l2_passes,
 )
-from censusdp.release.topdown.passes import OPT_TOL_SLACK, PRODUCTION_PASSES, PassPlan, plans_for
+from censusdp.release.topdown.passes import (
+    DHCH_OPT_TOL_SLACK,
+    OPT_TOL_SLACK,
+    PRODUCTION_PASSES,
+    PassPlan,
+    plans_for,
+)
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 
@@ -82,7 +91,6 @@ def test_the_dhc_person_plan_is_productions_ordering_at_every_level() -> None:
     assert len(plan.l2) == 2 and plan.l2[1] == ("detailed",) and len(plan.l2[0]) == 10
     assert plan.hold[0] == ("relgq*age_40_groups*hispanic*cenrace*sex",)
     assert len(plan.rounder) == 2 and len(plan.rounder[0]) == len(ordering["rounder"][0]) == 4
-    assert "dhch-2020" not in PRODUCTION_PASSES  # the household run's plan is not here
     dhcp = get_schema("dhcp-2020")
     measured = [
         "age_18_64_116*relgq_4_groups", "age_18_64_116*sex", "age_38_groups*sex",
@@ -96,6 +104,81 @@ def test_the_dhc_person_plan_is_productions_ordering_at_every_level() -> None:
     assert bound.queries == (tuple(range(9)), (9,))
     assert bound.hold_queries == ((8,), ())
     assert bound.hold_total == (False, False) and bound.hold_groups == (False, False)
+
+
+MIRROR = Path("/work/.mirror/uscensusbureau+DAS_2020_DHC_Production_Code/repo")
+
+
+def _production_orderings(cls: str) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """The three orderings of ``cls`` in production's ``dhch_strategies.py`` (from the
+    mirror), each as its passes of normalised query names."""
+    if not MIRROR.exists():
+        pytest.skip("the DHC production mirror is not on this machine")
+    text = subprocess.run(
+        ["git", "-C", str(MIRROR), "show",
+         "HEAD:das_decennial/programs/strategies/dhch_strategies.py"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    body = text[text.index(f"class {cls}(") :]
+    body = body[: body.index("\nclass ", 1)]
+    out = {}
+    for key in ("L2_QUERY_ORDERING", "L2_CONSTRAIN_TO_QUERY_ORDERING", "ROUNDER_QUERY_ORDERING"):
+        start = body.index("{", body.index(f"CC.{key}:"))
+        depth, end = 0, start
+        while True:
+            depth += {"{": 1, "}": -1}.get(body[end], 0)
+            if depth == 0:
+                break
+            end += 1
+        passes = ast.literal_eval(body[start : end + 1])
+        out[key] = tuple(
+            tuple("*".join(p.strip() for p in q.lower().split("*")) for q in passes[k][0])
+            for k in sorted(passes)
+        )
+    return out
+
+
+def test_the_dhc_household_plan_is_productions_ordering_without_the_unit_pass() -> None:
+    """``PRODUCTION_PASSES["dhch-2020"]`` at every geolevel is production's household
+    ordering (``unit_US.ini``: ``test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1``,
+    read from production's file) less its first pass, ``tenvacgq`` alone, which is the
+    unit histogram's own TopDown (release.dhc_units), with production's 0.01 slack."""
+    prod = _production_orderings(
+        "DecompTestStrategyRegularOrderingDHCH_20220922_exp_iteration_23_1"
+    )
+    for key in prod:
+        assert prod[key][0] == ("tenvacgq",)
+    plans = plans_for("dhch-2020", LEVELS)
+    assert all(p is PRODUCTION_PASSES["dhch-2020"]["*"] for p in plans)
+    plan = plans[0]
+    assert plan.l2 == prod["L2_QUERY_ORDERING"][1:]
+    assert plan.hold == prod["L2_CONSTRAIN_TO_QUERY_ORDERING"][1:]
+    assert plan.rounder == prod["ROUNDER_QUERY_ORDERING"][1:]
+    assert plan.opt_tol_slack == DHCH_OPT_TOL_SLACK == 0.01
+    # the data copy in schema_dhc is the same ordering
+    ordering = QUERY_ORDERINGS["dhch-2020"]
+    copy = PassPlan(ordering["l2"][1:], ordering["constrain_to"][1:], ordering["rounder"][1:])
+    assert (plan.l2, plan.hold, plan.rounder) == (copy.l2, copy.hold, copy.rounder)
+
+
+def test_the_dhc_household_plan_binds_to_the_measured_queries() -> None:
+    """On the household run's nine measured queries: the six marginals, then the two
+    crosses and ``detailed``; the held 99-level cross is not measured, so nothing is
+    held (as production, which holds only measured queries)."""
+    from censusdp.io.budget_files import load_preset
+
+    dhch = get_schema("dhch-2020")
+    budget = load_preset("dhc-2020-units")
+    block = budget.geolevel_names[-1]
+    measured = [m.query for m in budget.measurements() if m.geolevel == block]
+    measured = [q for q in measured if q != "tenvacgq"]
+    bound = bind_l2(PRODUCTION_PASSES["dhch-2020"]["*"], dhch, measured, "hhtenshort_3lev")
+    assert len(bound.queries) == 2 and sorted(bound.queries[0] + bound.queries[1]) == list(
+        range(len(measured))
+    )
+    firsts = {measured[i].replace(" ", "") for i in bound.queries[0]}
+    assert "detailed" not in firsts and len(firsts) == 6
+    assert bound.hold_queries == ((), ()) and bound.slack == 0.01
 
 
 @pytest.mark.slow  # five queries of the 1,227,744-cell DHC schema (14 s at load 15)

@@ -75,7 +75,8 @@ class TopDownOptions:
             :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`.
         passes: ``"production"`` (default): the production query orderings of
             :data:`~censusdp.release.topdown.passes.PRODUCTION_PASSES` where the schema
-            has them (``pl94``), least squares and rounding in passes; ``"single"``: one
+            has them (``pl94``, ``dhcp-2020``, ``dhch-2020``, ...), least squares and
+            rounding in passes; ``"single"``: one
             pass everywhere. ``bottomup`` always runs one pass.
         estimator: ``"ls"`` (default): least squares; ``"maxent"``: the maximum-entropy
             estimate of :mod:`~censusdp.release.topdown.maxent` in every subproblem;

@@ -54,10 +54,12 @@ from censusdp.data.schema_dhc import QUERY_ORDERINGS
 from censusdp.errors import ConfigError
 
 __all__ = [
+    "DHCH_OPT_TOL_SLACK",
     "OPT_TOL_SLACK",
     "PASS_MODES",
     "PRODUCTION_PASSES",
     "PassPlan",
+    "UNIT_HISTOGRAM_QUERIES",
     "plans_for",
 ]
 
@@ -200,6 +202,37 @@ _DHCP = PassPlan(
     l2=_DHCP_ORDERING["l2"], hold=_DHCP_ORDERING["constrain_to"], rounder=_DHCP_ORDERING["rounder"]
 )
 
+# The 2020 DHC household run (test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1,
+# every geolevel; unit_US.ini's opt_tol_slack 0.01). Production's first pass fits and
+# rounds the unit histogram's tenvacgq alone and holds it; here the units are their own
+# TopDown, estimated before the households and held exactly (release.dhc_units), so the
+# household plan is production's second and third passes: the six marginal household
+# queries, then the two hhage crosses and detailed; rounding two nested crosses, then
+# detailed. The second pass holds
+# sex * hisp * hhtenshort_3lev * race * detailedcoupletypemultgenownchildsize (the 99-level
+# recode), which the strategy does not measure (it measures the 183-level
+# ...gendetownchildsize): production holds only measured queries, so neither does this.
+DHCH_OPT_TOL_SLACK = 0.01
+"""Production's ``opt_tol_slack`` of the DHC household run (``unit_US.ini``)."""
+
+UNIT_HISTOGRAM_QUERIES = ("tenvacgq",)
+"""The queries of a DHC household ordering that read the unit histogram (its own TopDown)."""
+
+
+def _households_only(passes: Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    """An ordering's passes without the unit histogram's queries (empty passes dropped)."""
+    kept = (tuple(q for q in p if q not in UNIT_HISTOGRAM_QUERIES) for p in passes)
+    return tuple(p for p in kept if p)
+
+
+_DHCH_ORDERING = QUERY_ORDERINGS["dhch-2020"]
+_DHCH = PassPlan(
+    l2=_households_only(_DHCH_ORDERING["l2"]),
+    hold=_households_only(_DHCH_ORDERING["constrain_to"]),
+    rounder=_households_only(_DHCH_ORDERING["rounder"]),
+    opt_tol_slack=DHCH_OPT_TOL_SLACK,
+)
+
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     "pl94": {
         "root": _US,
@@ -213,6 +246,7 @@ PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
     "dhc-lite": {"*": _PUBLISHED},
     "dhcp-hhgq": {"*": _PUBLISHED},
     "dhcp-2020": {"*": _DHCP},
+    "dhch-2020": {"*": _DHCH},
 }
 """Production's query orderings: schema name -> normalised geolevel name (lower case,
 no ``_`` or spaces, so production's ``Block_Group`` is ``blockgroup``) -> plan; ``"*"``
@@ -222,7 +256,9 @@ runs solve their root in one pass without ``total`` (the US of the national run,
 ``Strategy1b_ST_CTY_TR_BG_isoTot_Ordering_dsepJune3``; the State of Puerto Rico's,
 ``Strategy1b_CTY_TR_BG_isoTot_Ordering_PR_dsepJune3``, whose ``st_ordering`` is the US
 ordering: "PR has no AIAN areas ... State now has no 'total' query").
-``dhcp-2020`` is the DHC person run's ordering at every geolevel (its root included).
+``dhcp-2020`` is the DHC person run's ordering at every geolevel (its root included),
+``dhch-2020`` the DHC household run's (its unit histogram's pass, ``tenvacgq``, is the
+unit TopDown of :mod:`censusdp.release.dhc_units`).
 ``dhc-lite`` (and the 2010 DDP's ``dhcp-hhgq``, whose rounder is not production's 2020
 one) is not a production configuration: it is production's rounding idea on the tables
 a dhc-lite release publishes (see ``_PUBLISHED``)."""

@@ -23,18 +23,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.invariants import Invariants
+from censusdp.data.invariants import H1_OCCUPIED, Invariants
 from censusdp.data.schema import Schema, get_schema
-from censusdp.data.units_dhc import (
-    FIRST_GQ_TENVACGQ,
-    FIRST_VACANT_TENVACGQ,
-    unit_constraint_violations,
-)
+from censusdp.data.units_dhc import h1_of_occupied, h1_of_units, unit_constraint_violations
+from censusdp.io.layout import INVARIANTS_FILE
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import HOUSEHOLD_SCHEMA
 from censusdp.release.validate.report import ValidationReport
 
-__all__ = ["check_dhc_households", "check_households"]
+__all__ = ["check_dhc_households", "check_h1_source", "check_households"]
 
 
 def _blocks(hierarchy: Hierarchy, rows: np.ndarray) -> str:
@@ -128,8 +125,10 @@ def check_dhc_households(
     * ``dhc_unit_records``: every record decodes to one of them, no household in a
       structural zero (:func:`~censusdp.io.mdf_households_dhc.decode_dhch_units`);
     * ``unit_constraints``: per block production's unit constraints
-      (:func:`~censusdp.data.units_dhc.unit_constraint_violations`): ``h1`` within the
-      release (households = occupied units; the vacant units the release's own),
+      (:func:`~censusdp.data.units_dhc.unit_constraint_violations`): ``h1``, households
+      = occupied units and the vacant units, those ``invariants.parquet`` publishes as
+      ``h1_occupied`` for a release held to a P.L. 94 release (``--h1-from``), else
+      within the release (the released units' own),
       ``gq_vect`` against ``invariants.parquet`` (housing units and facilities by GQ
       type exact), ``owned`` and the structural zeros; upper levels are the blocks' sums.
     """
@@ -146,10 +145,8 @@ def check_dhc_households(
     if inv.gq_types is None:
         rep.add("unit_constraints", False, "invariants.parquet has no facilities by GQ type")
         return
-    h1 = np.column_stack(
-        [units[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1),
-         units[:, :FIRST_VACANT_TENVACGQ].sum(axis=1)]
-    )  # fmt: skip
+    held = inv.h1_occupied is not None
+    h1 = h1_of_occupied(inv.housing_units, inv.h1_occupied) if held else h1_of_units(units)
     gqhh = np.column_stack([inv.housing_units, inv.gq_types])
     broken = {k: m for k, m in unit_constraint_violations(households, units, h1, gqhh).items()
               if m.any()}  # fmt: skip
@@ -160,6 +157,52 @@ def check_dhc_households(
             f"{int(m.sum())} blocks break {k} (first {_blocks(hierarchy, np.flatnonzero(m))})"
             for k, m in broken.items()
         )
-        or "per block: households = occupied units, housing units and facilities by GQ type "
-        "= the invariants, households by tenure = the units', no structural zero",
+        or "per block: households = occupied units"
+        + (f" = {H1_OCCUPIED} of {INVARIANTS_FILE} (the P.L. 94 release's H1)" if held else "")
+        + ", housing units and facilities by GQ type = the invariants, households by tenure "
+        "= the units', no structural zero",
+    )
+
+
+def check_h1_source(
+    rep: ValidationReport, hierarchy: Hierarchy, inv: Invariants, record: object
+) -> None:
+    """``h1_source``, for a release whose manifest records one or whose
+    ``invariants.parquet`` publishes ``h1_occupied`` (a DHC household run held to a P.L.
+    94 release, ``--h1-from``): both or neither, the occupied units 0..housing units per
+    block, and the manifest's occupied and vacant totals those of ``h1_occupied``. (The
+    households = ``h1_occupied`` per block is ``unit_constraints``.)"""
+    if record is None and inv.h1_occupied is None:
+        return
+    problems = []
+    source = record if isinstance(record, dict) else {}
+    if not isinstance(record, dict):
+        problems.append(
+            f"{INVARIANTS_FILE} publishes {H1_OCCUPIED} but the manifest records no h1_source"
+        )
+    elif inv.h1_occupied is None:
+        problems.append(
+            f"the manifest records an h1_source but {INVARIANTS_FILE} has no {H1_OCCUPIED}"
+        )
+    else:
+        occ = inv.h1_occupied
+        bad = np.flatnonzero((occ < 0) | (occ > inv.housing_units))
+        if bad.size:
+            problems.append(
+                f"{bad.size} blocks with {H1_OCCUPIED} outside 0..housing_units (first "
+                f"{_blocks(hierarchy, bad)})"
+            )
+        totals = {"occupied": int(occ.sum()), "vacant": int((inv.housing_units - occ).sum())}
+        problems += [
+            f"h1_source.{key} is {record.get(key)!r}, {INVARIANTS_FILE} gives {value}"
+            for key, value in totals.items()
+            if record.get(key) != value
+        ]
+    rep.add(
+        "h1_source",
+        not problems,
+        "; ".join(problems)
+        or f"held to the P.L. 94 release {source.get('release')} (manifest SHA-256 "
+        f"{source.get('manifest_sha256')}): {H1_OCCUPIED} of {INVARIANTS_FILE} within the "
+        "housing units, its totals the manifest's",
     )

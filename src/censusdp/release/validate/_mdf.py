@@ -33,7 +33,11 @@ from censusdp.io.tables import codebook_mismatch, table_part_mismatch
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import has_household_run
 from censusdp.release.validate._entries import Hashed
-from censusdp.release.validate._households import check_dhc_households, check_households
+from censusdp.release.validate._households import (
+    check_dhc_households,
+    check_h1_source,
+    check_households,
+)
 from censusdp.release.validate._mdf_parts import DHCH, mdf_from_parts
 from censusdp.release.validate._release import Release
 from censusdp.release.validate.estimate import UnitRun, validate_release
@@ -125,6 +129,7 @@ def check_mdf(
         return
     _check_as_estimate(release, rep, hist, units, schema)
     _check_state_parts(release, rep, hist)
+    check_h1_source(rep, hierarchy, inv, release.manifest.get("h1_source"))
     if dhc:
         check_dhc_households(rep, hierarchy, inv, dhc_units, household_problems)
     elif with_households:

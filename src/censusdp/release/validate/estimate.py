@@ -14,11 +14,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import Schema, get_schema
-from censusdp.data.units_dhc import (
-    FIRST_GQ_TENVACGQ,
-    FIRST_VACANT_TENVACGQ,
-    unit_constraint_violations,
-)
+from censusdp.data.units_dhc import h1_of_occupied, h1_of_units, unit_constraint_violations
 from censusdp.release.consistency import consistency_violations
 from censusdp.release.household_consistency import (
     HOUSEHOLD_SCHEMA,
@@ -105,6 +101,9 @@ class UnitRun:
     """A DHC household run (``schema`` ``dhch-2020``): per level its ``(units x 35)``
     units by ``tenvacgq`` (``unit_hists``), and per block the invariant housing units and
     facilities by GQ type (``gqhh``, ``(blocks x 25)``)."""
+    h1_occupied: np.ndarray | None = None
+    """A DHC household run held to a P.L. 94 release: per block the occupied units of
+    its H1 (``None``: the run's own units are its H1)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,8 +249,9 @@ def _check_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy)
 def _check_dhc_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierarchy) -> None:
     """A DHC household run's checks: both histograms non-negative integers, every level
     the sum of its blocks, and every unit constraint of production's run at every geounit
-    (:func:`~censusdp.data.units_dhc.unit_constraint_violations`; ``h1`` the released
-    units' own occupied and vacant counts: the run has no earlier H1 to be held to)."""
+    (:func:`~censusdp.data.units_dhc.unit_constraint_violations`; ``h1`` the P.L. 94
+    release's occupied and vacant units the run was held to, else the released units'
+    own counts)."""
     assert run.unit_hists is not None and run.gqhh is not None
     hists = [sp.csr_matrix(h) for h in run.hists]
     units = [sp.csr_matrix(h) for h in run.unit_hists]
@@ -272,11 +272,13 @@ def _check_dhc_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierar
         f"households: {detail_h}; units: {detail_u}",
     )
     gqhh = hierarchy.aggregate(np.asarray(run.gqhh, dtype=np.int64))
+    held_h1 = None
+    if run.h1_occupied is not None:
+        held_h1 = hierarchy.aggregate(h1_of_occupied(run.gqhh[:, 0], run.h1_occupied))
     broken: dict[str, int] = {}
     for li, (h, u) in enumerate(zip(hists, units, strict=True)):
         dense = np.asarray(u.todense(), dtype=np.int64)
-        h1 = np.column_stack([dense[:, FIRST_VACANT_TENVACGQ:FIRST_GQ_TENVACGQ].sum(axis=1),
-                              dense[:, :FIRST_VACANT_TENVACGQ].sum(axis=1)])  # fmt: skip
+        h1 = h1_of_units(dense) if held_h1 is None else np.asarray(held_h1[li])
         for rule, mask in unit_constraint_violations(h, dense, h1, np.asarray(gqhh[li])).items():
             if mask.any():
                 broken[f"{rule} at {hierarchy.geolevels[li].name}"] = int(mask.sum())
@@ -284,7 +286,9 @@ def _check_dhc_households(rep: ValidationReport, run: UnitRun, hierarchy: Hierar
         "unit_constraints",
         not broken,
         "; ".join(f"{n} geounits break {k}" for k, n in broken.items())
-        or "h1, gq_vect, owned and the structural zeros hold at every geounit",
+        or "h1"
+        + ("" if held_h1 is None else " (the P.L. 94 release's)")
+        + ", gq_vect, owned and the structural zeros hold at every geounit",
     )
 
 

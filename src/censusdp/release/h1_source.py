@@ -1,0 +1,169 @@
+"""An earlier P.L. 94 release's H1, which a DHC household run is held to (production's ``h1``).
+
+Production's DHC unit run (``configs/production/dhc/unit_US.ini``: ``constraint_tables =
+h1``, ``h1.path = $H1_Working_US``, ``h1.histogram = HHSTATUS``; ``theconstraints.* = h1,
+...``) read each block's occupied and vacant housing units from the unit MDF of its earlier
+P.L. 94 release (``programs/reader/from_mdf_recoder.py``, ``DHCRecoder``) and held the
+households' total to the occupied units and the vacant units to the vacant ones, at every
+geounit (``programs/constraints/Constraints_DHCH.py``, ``h1``). ``censusdp run --preset
+dhc-2020 --h1-from RELEASE`` does the same with a censusdp P.L. 94 release of the same input
+(:func:`read_h1_source`): its ``mdf_units`` (``HH_STATUS``) counted per block, after checking
+that it is that input's release: the same input files (``input_sha256``), the same blocks
+and housing units (``invariants.parquet``), and the very unit MDF its manifest hashed.
+
+The P.L. release's H1 is a constraint, not a measurement: the DHC release spends its own
+budget only, and the P.L. release's, spent by that release, is recorded beside it
+(:data:`H1_PRIVACY`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from censusdp.data.geography import Hierarchy
+from censusdp.data.invariants import Invariants
+from censusdp.errors import InputError
+from censusdp.io.atomic import sha256_of
+from censusdp.io.mdf_read import mdf_files, mdf_unit_counts
+from censusdp.io.rundir import RunDir, not_a_release
+
+__all__ = ["H1_PRIVACY", "H1Source", "read_h1_source"]
+
+H1_PRIVACY = (
+    "the P.L. 94 release's H1 is read as a constraint, not measured again: this release's "
+    "privacy loss (rho, epsilon) is its own budget's alone; the P.L. 94 release's loss "
+    "(spent_by_that_release) was spent by that release and is not composed here again"
+)
+"""What the manifest's ``h1_source.privacy`` says of the accounting."""
+
+
+@dataclass(frozen=True, eq=False)
+class H1Source:
+    """A P.L. 94 release's H1 read for a DHC household run.
+
+    Attributes:
+        path: the P.L. 94 release directory.
+        occupied: ``(blocks,)`` its occupied housing units per block of the run's
+            tabulation hierarchy (the vacant ones are the rest of the housing units).
+        manifest_sha256: the SHA-256 of its ``manifest.json``, which hashes its unit MDF.
+        spent: the privacy loss its manifest records (``rho``, ``epsilon``, ``delta``).
+    """
+
+    path: Path
+    occupied: np.ndarray
+    manifest_sha256: str
+    spent: dict[str, Any]
+
+    def record(self, housing_units: np.ndarray) -> dict[str, Any]:
+        """The manifest's ``h1_source`` entry (``housing_units`` per block, the same
+        blocks, give the vacant units)."""
+        occupied = int(self.occupied.sum())
+        return {
+            "release": str(self.path),
+            "manifest_sha256": self.manifest_sha256,
+            "occupied": occupied,
+            "vacant": int(np.asarray(housing_units).sum()) - occupied,
+            "privacy": {"note": H1_PRIVACY, "spent_by_that_release": self.spent},
+        }
+
+
+def read_h1_source(
+    release_dir: str | Path, hierarchy: Hierarchy, inv: Invariants, input_sha256: dict[str, str]
+) -> H1Source:
+    """The occupied units per block of the P.L. 94 release in ``release_dir``, checked to
+    be a release of this run's input.
+
+    Args:
+        release_dir: a censusdp P.L. 94 release with its housing-unit run.
+        hierarchy: this run's tabulation hierarchy (its blocks, geocode order).
+        inv: this run's invariants on ``hierarchy`` (housing units, facilities).
+        input_sha256: this run's input files' SHA-256 (``manifest.json``'s ``input_sha256``).
+
+    Raises:
+        InputError: in one line naming the file, the field and the value: not a
+            release, not a P.L. 94 release with a unit run, another input, a block
+            missing or extra, housing units or facilities that are not this input's,
+            or a unit MDF that is not the one its manifest hashed.
+    """
+    path = Path(release_dir).resolve()
+    problem = not_a_release(path)
+    if problem is not None:
+        raise InputError(f"--h1-from: {problem}")
+    run = RunDir(path)
+    where = run.manifest_file
+    m = run.manifest()
+    if m.release is not None:
+        raise InputError(
+            f"{where}: release is {m.release!r}; --h1-from reads a differentially private "
+            "P.L. 94 release of censusdp run"
+        )
+    if m.schema != "pl94":
+        raise InputError(
+            f"{where}: schema is {m.schema!r}; --h1-from reads a P.L. 94 release ('pl94')"
+        )
+    unit_schema = None if m.units is None else m.units.get("schema")
+    if unit_schema != "units" or m.postprocess == "none":
+        raise InputError(
+            f"{where}: units is {unit_schema!r} with postprocess {m.postprocess!r}; --h1-from "
+            "needs a P.L. 94 release that released its housing-unit run (schema 'units')"
+        )
+    if m.input_sha256 is not None and dict(m.input_sha256) != dict(input_sha256):
+        differ = sorted(set(m.input_sha256.items()) ^ set(input_sha256.items()))[0][0]
+        raise InputError(
+            f"{where}: input_sha256 of {differ!r} is not this run's input file's: the H1 "
+            "must be released from the same input"
+        )
+    _check_blocks(run, hierarchy, inv)
+    units = run.mdf_file("units")
+    files = dict(m.files or {})
+    for f in mdf_files(units):
+        rel = f.relative_to(path).as_posix()
+        if files.get(rel) != sha256_of(f):
+            raise InputError(f"{f}: its SHA-256 is not the one {where} records (files.{rel})")
+    counts = mdf_unit_counts(units, hierarchy)  # vacant, occupied, facilities per block
+    for got, want, what in (
+        (counts[:, 0] + counts[:, 1], inv.housing_units, "housing-unit records"),
+        (counts[:, 2], inv.gq_facilities.sum(axis=1), "facility records"),
+    ):
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            b = int(bad[0])
+            raise InputError(
+                f"{units}: HH_STATUS: block {hierarchy.blocks[b]} has {got[b]} {what}, this "
+                f"input's invariants {want[b]}"
+            )
+    spent = {k: m.get(k) for k in ("rho", "epsilon", "delta")}
+    return H1Source(path, counts[:, 1].copy(), sha256_of(where), spent)
+
+
+def _check_blocks(run: RunDir, hierarchy: Hierarchy, inv: Invariants) -> None:
+    """The P.L. release's ``invariants.parquet`` lists this run's blocks with their
+    housing units."""
+    table = pq.read_table(run.invariants_file, columns=["geocode", "housing_units"])
+    codes = np.asarray(table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    hu = table.column("housing_units").to_numpy().astype(np.int64)
+    missing = np.setdiff1d(hierarchy.blocks, codes)
+    if missing.size:
+        raise InputError(
+            f"{run.invariants_file}: geocode: block {missing[0]} of this input is missing "
+            f"({missing.size} blocks): the P.L. 94 release is of another geography"
+        )
+    extra = np.setdiff1d(codes, hierarchy.blocks)
+    if extra.size:
+        raise InputError(
+            f"{run.invariants_file}: geocode: block {extra[0]} is not a block of this input "
+            f"({extra.size} blocks): the P.L. 94 release is of another geography"
+        )
+    theirs = hu[np.argsort(codes, kind="stable")]
+    bad = np.flatnonzero(theirs != inv.housing_units)
+    if bad.size:
+        b = int(bad[0])
+        raise InputError(
+            f"{run.invariants_file}: housing_units of block {hierarchy.blocks[b]} is "
+            f"{theirs[b]}, this input's {inv.housing_units[b]}"
+        )
