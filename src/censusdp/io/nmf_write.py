@@ -58,7 +58,7 @@ WRITE_OPTIONS: dict[str, Any] = {
     },
     "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
-    "write_statistics": ["geolevel", "query", "value", "variance"],
+    "write_statistics": ["variance"],
     "write_batch_size": 1 << 16,
 }
 """How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
