@@ -136,7 +136,10 @@ def _read_batches(md: Any, constants: list[dict[str, Any]]) -> list[list[int]]:
 
 
 def _footer_constants(
-    meta: Any, names: list[str], key: RowGroupKey | None, required: frozenset[str] | set[str] = frozenset()
+    meta: Any,
+    names: list[str],
+    key: RowGroupKey | None,
+    required: frozenset[str] | set[str] = frozenset(),
 ) -> dict[str, Any]:
     """Columns of a row group whose check its footer already settles, so they are not
     read: ``value`` stored as integers without nulls (every value a finite integer: a
