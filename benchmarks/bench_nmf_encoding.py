@@ -44,6 +44,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from _harness import cached_input, say  # noqa: E402
+from bench_hh_measure import block_tally  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io import nmf_write as nw  # noqa: E402
@@ -53,7 +54,6 @@ from censusdp.io.nmf_files import STORED_COLUMNS, read_nmf_table  # noqa: E402
 from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.validate import _nmf_rows  # noqa: E402
-from censusdp.release.validate._nmf_rows import Tally  # noqa: E402
 
 PREVIOUS_OPTIONS = {
     **nw.WRITE_OPTIONS,
@@ -90,24 +90,9 @@ def _write(chunks: list, directory: Path, options: dict) -> int:
     return sum((directory / r["file"]).stat().st_size for r in recs)
 
 
-def _tally(chunks: list, h) -> Tally:
-    """An empty tally of the chunks' (level, query) pairs over their level's units."""
-    level = chunks[0].geolevel
-    li = h.geolevels.index(level)
-    n = h.n_units(li)
-    pairs = {(mq.geolevel, mq.query): float(mq.variance) for mq in chunks[0].queries}
-    return Tally(
-        {k: np.full(n, v) for k, v in pairs.items()},
-        {k: np.zeros(n, dtype=np.int64) for k in pairs},
-        {k: np.zeros(n, dtype=np.uint64) for k in pairs},
-        {li: h.geocodes[li]},
-        {level: li},
-    )
-
-
 def _check(directory: Path, chunks: list, h) -> None:
     files = sorted(directory.glob("part-*.parquet"))
-    problem = _nmf_rows.count_files(directory, files, _tally(chunks, h))
+    problem = _nmf_rows.count_files(directory, files, block_tally(chunks, h))
     if problem:
         raise RuntimeError(problem)
 
