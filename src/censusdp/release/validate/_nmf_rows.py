@@ -249,7 +249,8 @@ def _check_nmf_rows(
             ("geolevel", level_names, level_i, key.geolevel),
             ("query", query_names, query_i, key.query),
         ):
-            lo, hi = int(index.min()), int(index.max())
+            # one distinct string: every row is it (a dictionary's indices are in bounds)
+            lo, hi = (0, 0) if names.size == 1 else (int(index.min()), int(index.max()))
             if lo != hi or str(names[lo]) != want:
                 got = str(names[lo]) if lo == hi else f"{names[lo]!s} .. {names[hi]!s}"
                 return (
