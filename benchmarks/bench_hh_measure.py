@@ -198,7 +198,7 @@ def _same() -> Iterator[None]:
     yield
 
 
-def _tally(chunks: list, h) -> Tally:
+def block_tally(chunks: list, h) -> Tally:
     """An empty tally of the chunks' (level, query) pairs over their level's units."""
     level = chunks[0].geolevel
     li = h.geolevels.index(level)
@@ -215,7 +215,7 @@ def _tally(chunks: list, h) -> Tally:
 
 def _check(path: Path, chunks: list, h) -> None:
     """The self-check's count of every row group of a part (``_nmf_rows.count_files``)."""
-    problem = _nmf_rows.count_files(path, [path], _tally(chunks, h))
+    problem = _nmf_rows.count_files(path, [path], block_tally(chunks, h))
     if problem:
         raise RuntimeError(problem)
 

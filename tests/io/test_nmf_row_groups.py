@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,7 @@ from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, measured_ro
 from censusdp.data.queries import make_query
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.io import nmf_write
 from censusdp.io.atomic import sha256_of
 from censusdp.io.nmf_files import (
     NMF_COLUMNS,
@@ -33,6 +35,7 @@ from censusdp.io.nmf_files import (
 )
 from censusdp.io.nmf_read import NMFReader
 from censusdp.io.nmf_write import NMF_SCHEMA, NMFWriter, row_group_bounds, write_nmf_part
+from censusdp.release.validate._nmf_rows import Tally, count_files
 from synth import block_codes
 
 PL94 = get_schema("pl94")
@@ -218,11 +221,13 @@ def test_row_group_keys_that_do_not_match_the_file_are_one_line_errors(base, tmp
         read_nmf_table(path)
 
 
-def test_columns_are_required_value_and_cell_delta_encoded_statistics_where_checked(base):
-    """What the writer's CPU per value rests on (``benchmarks/bench_hh_measure.py``):
-    non-null columns (no definition levels), ``value`` and ``cell`` delta-encoded without
-    a dictionary, ``value`` and the one-value columns uncompressed, and statistics only
-    where the self-check reads a row group's footer (geolevel, query, value, variance)."""
+def test_columns_are_required_value_and_cell_delta_encoded_statistics_on_variance_only(base):
+    """What the writer's CPU per value rests on (``benchmarks/bench_nmf_write.py``):
+    non-null columns (no definition levels: the self-check takes ``value``'s integers
+    from that), ``value`` and ``cell`` delta-encoded without a dictionary, ``value`` and
+    the one-value columns uncompressed, and statistics on ``variance`` alone (a float's
+    min and max; those of a dictionary-encoded string column cost more than the rest of
+    the column)."""
     d, _, _ = base
     pf = pq.ParquetFile(d / "default.parquet")
     assert all(not f.nullable for f in pf.schema_arrow)
@@ -235,10 +240,56 @@ def test_columns_are_required_value_and_cell_delta_encoded_statistics_where_chec
             if name in ("cell", "value"):
                 assert "DELTA_BINARY_PACKED" in col.encodings, name
                 assert not col.has_dictionary_page, name
-            with_stats = name in ("geolevel", "query", "value", "variance")
+            with_stats = name == "variance"
             assert (col.statistics is not None) == with_stats, name
             zstd = name in ("geocode", "cell")
             assert col.compression == ("ZSTD" if zstd else "UNCOMPRESSED"), name
+
+
+def test_the_statistics_before_and_now_give_the_same_nmf(base, tmp_path):
+    """The same measurements written with the statistics before (on ``geolevel``,
+    ``query``, ``value`` and ``variance``) and now (``variance`` alone): the same seven
+    columns and values read back, the same measurements for the estimator, and the
+    self-check's count the same on both (it reads the level and query the footer no
+    longer settles)."""
+    d, h, measured = base
+    before = tmp_path / "before.parquet"
+    options = {
+        **nmf_write.WRITE_OPTIONS,
+        "write_statistics": ["geolevel", "query", "value", "variance"],
+    }
+    with mock.patch.object(nmf_write, "WRITE_OPTIONS", options):
+        _write(before, measured)
+    now = d / "default.parquet"
+    stats = {
+        name
+        for i, name in enumerate(STORED_COLUMNS)
+        if pq.ParquetFile(before).metadata.row_group(0).column(i).statistics is not None
+    }
+    assert stats == {"geolevel", "query", "value", "variance"}
+    assert read_nmf_table(before).equals(read_nmf_table(now))
+    for level in range(h.n_levels):
+        n = h.n_units(level)
+        a = NMFReader(before, PL94, h).read(level, 0, n)
+        b = NMFReader(now, PL94, h).read(level, 0, n)
+        assert [m.query for m in a] == [m.query for m in b]
+        assert all(np.array_equal(x.values, y.values) for x, y in zip(a, b, strict=True))
+    tallies = []
+    for path in (before, now):
+        plan = {(m.geolevel, m.query): m for m, _ in measured}
+        levels = {lv.name: i for i, lv in enumerate(h.geolevels)}
+        tally = Tally(
+            {k: np.full(h.n_units(levels[k[0]]), 3.0) for k in plan},
+            {k: np.zeros(h.n_units(levels[k[0]]), np.int64) for k in plan},
+            {k: np.zeros(h.n_units(levels[k[0]]), np.uint64) for k in plan},
+            h.geocodes,
+            levels,
+        )
+        assert count_files(path, [path], tally) is None
+        tallies.append(tally)
+    for k, rows in tallies[0].rows.items():
+        assert np.array_equal(rows, tallies[1].rows[k]) and rows.min() == plan[k].rows.size
+        assert np.array_equal(tallies[0].mix[k], tallies[1].mix[k])
 
 
 def test_files_of_the_previous_layout_read_the_same(base, tmp_path):

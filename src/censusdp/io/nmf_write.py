@@ -58,7 +58,7 @@ WRITE_OPTIONS: dict[str, Any] = {
     },
     "use_dictionary": ["geolevel", "geocode", "query", "variance", "mechanism"],
     "column_encoding": {"cell": "DELTA_BINARY_PACKED", "value": "DELTA_BINARY_PACKED"},
-    "write_statistics": ["geolevel", "query", "value", "variance"],
+    "write_statistics": ["variance"],
     "write_batch_size": 1 << 16,
 }
 """How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
@@ -72,13 +72,17 @@ the same on every row of a row group: ``geolevel``, ``query``, ``variance`` and
 one by one, and statistics computed through a ``unique`` of them), and the
 statistics of ``geocode`` another 8. They stay in the rows, so that any Parquet reader
 sees the NMF's documented seven columns, at the least cost: dictionary-encoded and
-uncompressed (a run of one index), statistics only where the self-check settles a row
-group from its footer (``geolevel``, ``query``, ``variance``, ``value``), none on
-``geocode`` and ``mechanism``. Each row group's rows, level, query, variance, mechanism
-and first and last geocode are also in the file's key-value metadata
-(:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`), the index the readers find row groups
-by (:func:`~censusdp.io.nmf_files.row_group_keys`); the self-check holds the rows'
-statistics to it.
+uncompressed (a run of one index). Statistics are written for ``variance`` alone (a
+float's min and max, which settle its check in the footer): those of a
+dictionary-encoded string column (``geolevel``, ``query``) cost more than its encoding,
+and those of ``value`` a comparison a row that its ``REQUIRED`` integer column makes
+needless (no null, every value an integer); together they were a third of the writer's
+CPU (``benchmarks/bench_nmf_encoding.py``). The self-check reads ``geolevel`` and
+``query`` instead (a run of one dictionary index, about a nanosecond a row each). Each
+row group's rows, level, query, variance, mechanism and first and last geocode are
+also in the file's key-value metadata (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`),
+the index the readers find row groups by
+(:func:`~censusdp.io.nmf_files.row_group_keys`); the self-check holds the rows to it.
 
 ``cell`` ascends within each geounit (the query's measured rows in order), so delta
 encoding stores it in a few bits a row, where a dictionary of a ``ddp-2010`` query's
@@ -90,8 +94,7 @@ for 1% of the bytes; plain values with lz4, 2x the CPU and 2.5x the bytes); delt
 encoding bit-packs the differences (about 10 bits a value). Every Parquet reader
 (pyarrow, Spark, DuckDB) reads the standard ``DELTA_BINARY_PACKED`` encoding. The
 writer encodes in batches of 2^16 rows instead of pyarrow's 1,024, each batch's fixed
-costs paid 64 times less often. Only ``value`` has statistics (its integers settle the
-self-check's value check in the footer). With the columns declared non-null
+costs paid 64 times less often. With the columns declared non-null
 (:data:`NMF_FILE_SCHEMA`) the writer writes no definition levels and the readers
 decode none."""
 

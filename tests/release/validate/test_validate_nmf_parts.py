@@ -19,6 +19,7 @@ import pytest
 from censusdp.execution import InProcessExecutor
 from censusdp.io.budget_files import load_preset
 from censusdp.io.nmf_files import ROW_GROUPS_KEY, read_nmf_table
+from censusdp.io.nmf_write import WRITE_OPTIONS
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import run_release
@@ -148,7 +149,38 @@ def _rekey(p: Path, field: str, change) -> None:
             w.write_table(t, row_group_size=max(t.num_rows, 1))
 
 
+def _rows_unlike_keys(p: Path, name: str, change, statistics: list[str]) -> None:
+    """The part rewritten as the writer writes it (its encodings, ``statistics`` on the
+    columns listed, its row-group keys kept) with column ``name`` of every row changed:
+    a column the footer does not settle is read, and must be what the keys say."""
+    pf = pq.ParquetFile(p)
+    schema = pf.schema_arrow.with_metadata(pf.metadata.metadata)  # the keys kept
+    options = {**WRITE_OPTIONS, "write_statistics": statistics}
+    with pq.ParquetWriter(p.with_suffix(".tmp"), schema, **options) as w:
+        for i in range(pf.metadata.num_row_groups):
+            t = pf.read_row_group(i)
+            at = t.column_names.index(name)
+            t = t.set_column(at, schema.field(name), change(t.column(name)))
+            w.write_table(t, row_group_size=max(t.num_rows, 1))
+    p.with_suffix(".tmp").replace(p)
+
+
+def _renamed(col: pa.ChunkedArray) -> pa.Array:
+    names = ["not_" + str(v) for v in col.to_pylist()]
+    return pa.array(names).dictionary_encode()
+
+
+def _scaled(col: pa.ChunkedArray) -> pa.Array:
+    return pa.array(col.to_numpy() * 1.5)
+
+
 DAMAGE = {
+    "rows: query renamed, no statistics": lambda run: _rows_unlike_keys(
+        run / NMF / "part-00004.parquet", "query", _renamed, ["variance"]
+    ),
+    "rows: variance changed, no statistics": lambda run: _rows_unlike_keys(
+        run / NMF / "part-00005.parquet", "variance", _scaled, []
+    ),
     "key: query renamed": lambda run: _rekey(
         run / NMF / "part-00004.parquet", "query", lambda q: "not_" + q
     ),
@@ -185,6 +217,8 @@ def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> No
     assert tasks["detail"].startswith(serial["detail"])
     want = {
         "key: query renamed": "'not_total' in the file's row-group keys",
+        "rows: query renamed, no statistics": "in its rows, 'total' in the file's row-group keys",
+        "rows: variance changed, no statistics": "variance is",
         "key: variance changed": "variance",
         "key: rows changed": "row-group keys",
         "variance of a part changed": "variance",

@@ -80,10 +80,15 @@ def count_files(path: Path, files: list[Path], tally: Tally) -> str | None:
             return f"{shown(path, f)}: not readable Parquet ({exc})"
         md = pf.metadata
         names = pf.schema_arrow.names
+        required = {
+            names[i] for i in range(len(pf.schema)) if pf.schema.column(i).max_definition_level == 0
+        }
         try:
             keys = row_group_keys(md, shown(path, f)) if has_row_group_keys(md) else None
             constants = [
-                _footer_constants(md.row_group(rg), names, None if keys is None else keys[rg])
+                _footer_constants(
+                    md.row_group(rg), names, None if keys is None else keys[rg], required
+                )
                 for rg in range(md.num_row_groups)
             ]
         except InputError as exc:
@@ -100,7 +105,8 @@ def count_files(path: Path, files: list[Path], tally: Tally) -> str | None:
                 n = md.row_group(rg).num_rows
                 part = t.slice(at, n)
                 at += n
-                problem = _check_nmf_rows(part, tally, constants[rg])
+                key = None if keys is None else keys[rg]
+                problem = _check_nmf_rows(part, tally, constants[rg], key)
                 if problem:
                     return f"{shown(path, f)}: {problem}"
             if at != t.num_rows:
@@ -129,12 +135,19 @@ def _read_batches(md: Any, constants: list[dict[str, Any]]) -> list[list[int]]:
     return out
 
 
-def _footer_constants(meta: Any, names: list[str], key: RowGroupKey | None) -> dict[str, Any]:
+def _footer_constants(
+    meta: Any,
+    names: list[str],
+    key: RowGroupKey | None,
+    required: frozenset[str] | set[str] = frozenset(),
+) -> dict[str, Any]:
     """Columns of a row group whose check its footer already settles, so they are not
-    read: ``value`` stored as integers without nulls (every value a finite integer);
-    ``variance``, ``geolevel`` and ``query`` from the row group's ``key`` (a file that
-    holds them once per row group) or from statistics without nulls and one value (its
-    min equals its max).
+    read: ``value`` stored as integers without nulls (every value a finite integer: a
+    ``REQUIRED`` integer column, one of the ``required`` columns, or statistics that
+    count no null); ``variance``, ``geolevel`` and ``query`` from the row group's
+    ``key`` (a file that holds them once per row group) or from statistics without
+    nulls and one value (its min equals its max). A column the footer does not settle
+    is read, and held to the key by :func:`_check_nmf_rows`.
 
     Reading them was about 70% of reading a ``ddp-2010`` part's checked columns. The
     footer is part of the file the manifest's SHA-256 covers."""
@@ -152,8 +165,13 @@ def _footer_constants(meta: Any, names: list[str], key: RowGroupKey | None) -> d
         if name not in names or name in out:
             continue
         col = meta.column(names.index(name))
+        if col.physical_type not in physical:
+            continue
+        if name == "value" and name in required:
+            out[name] = np.int64(0)
+            continue
         st = col.statistics
-        if col.physical_type not in physical or st is None or not st.has_null_count:
+        if st is None or not st.has_null_count:
             continue
         if st.null_count != 0 or st.num_values != meta.num_rows:
             continue
@@ -203,14 +221,20 @@ _STRING_COLUMNS = ("geolevel", "query", "geocode")
 
 
 def _check_nmf_rows(
-    t: pa.Table, tally: Tally, constant: dict[str, Any] | None = None
+    t: pa.Table,
+    tally: Tally,
+    constant: dict[str, Any] | None = None,
+    key: RowGroupKey | None = None,
 ) -> str | None:
     """One row group: known (geolevel, query) pairs, known geocodes, stated variance.
 
     Strings are handled through their dictionaries (a row group of 4M values has one
     level, one query and a few thousand geocodes), never as one Python string per row
     unless a string column has nulls (:func:`_plain`).
-    ``constant``: columns not read, settled by the footer (:func:`_footer_constants`).
+    ``constant``: columns not read, settled by the footer (:func:`_footer_constants`);
+    ``key``: the row group's entry in the file's row-group keys, which the level and
+    query (and variance) read from its rows must be (the readers find row groups by the
+    keys).
     """
     one = np.broadcast_to(np.int64(0), (t.num_rows,))
     enc = [
@@ -220,6 +244,19 @@ def _check_nmf_rows(
     if any(e is None for e in enc):
         enc = [_plain(t, c, constant) for c in _STRING_COLUMNS]
     (level_names, level_i), (query_names, query_i), (code_names, code_i) = enc
+    if key is not None and t.num_rows:
+        for name, names, index, want in (
+            ("geolevel", level_names, level_i, key.geolevel),
+            ("query", query_names, query_i, key.query),
+        ):
+            # one distinct string: every row is it (a dictionary's indices are in bounds)
+            lo, hi = (0, 0) if names.size == 1 else (int(index.min()), int(index.max()))
+            if lo != hi or str(names[lo]) != want:
+                got = str(names[lo]) if lo == hi else f"{names[lo]!s} .. {names[hi]!s}"
+                return (
+                    f"a row group's {name} is {got!r} in its rows, {want!r} in the file's "
+                    "row-group keys"
+                )
     cols = _Columns(
         code_names,
         code_i,
@@ -227,6 +264,14 @@ def _check_nmf_rows(
         _column(t, "value", constant),
         _column(t, "variance", constant),
     )
+    if key is not None and t.num_rows and not (constant and "variance" in constant):
+        lo, hi = float(cols.variances.min()), float(cols.variances.max())
+        if lo != hi or lo != key.variance:
+            got = lo if lo == hi else f"{lo} .. {hi}"
+            return (
+                f"a row group's variance is {got!r} in its rows, {key.variance!r} in the "
+                "file's row-group keys"
+            )
     if level_names.size == 1 and query_names.size == 1:  # what NMFWriter writes
         return _check_pair((str(level_names[0]), str(query_names[0])), slice(None), tally, cols)
     pair = level_i * max(query_names.size, 1) + query_i
