@@ -14,7 +14,7 @@ reads from each manifest
   NMF-reading tasks).
 
 Each cost is scaled by what it grows with (noisy values, blocks, persons) at its marginal
-rate between the two largest runs, so a fixed start-up cost is not multiplied; the
+rate between the smallest and the largest run, so a fixed start-up cost is not multiplied; the
 projection on ``C`` cores is the parallel work (measuring, estimation tasks, MDF parts,
 the self-check's parts) over ``C`` cores, each level no faster than its longest task,
 plus the driver's serial work. The peak memory is each run's own record.

@@ -132,7 +132,7 @@ def estimate_dhch_run(
     *,
     rt: Runtime | None = None,
     checkpoint: Any = None,
-    seconds: dict[str, float] | None = None,
+    seconds: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[TopDownResult, TopDownResult]:
     """The DHC household run estimated: the units (``tenvacgq``) first, then the
     households held to them (the module's description); returns ``(units, households)``.
@@ -147,7 +147,8 @@ def estimate_dhch_run(
         rt: where the tasks run and where progress goes (in this process, silent: ``None``).
         checkpoint: a run's checkpoint (``levels(run)`` gives each TopDown's store of
             finished levels: ``unit_histogram`` and ``units``), or ``None``.
-        seconds: receives each TopDown's wall seconds (``unit_histogram``, ``units``).
+        seconds: receives each TopDown's wall and CPU seconds of this process
+            (``unit_histogram``, ``units``).
     """
 
     def store(run: str) -> Any:
@@ -155,7 +156,7 @@ def estimate_dhch_run(
 
     seconds = {} if seconds is None else seconds
     executor, progress = (None, None) if rt is None else (rt.executor, rt.progress)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     say(progress, "estimating the units, tenvacgq (their own TopDown, gq_vect exact):")
     unit_est = run_topdown(
         units,
@@ -166,8 +167,8 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store(UNIT_HISTOGRAM_RUN),
     )
-    seconds[UNIT_HISTOGRAM_RUN] = time.perf_counter() - t
-    t = time.perf_counter()
+    seconds[UNIT_HISTOGRAM_RUN] = (time.perf_counter() - t, time.process_time() - c)
+    t, c = time.perf_counter(), time.process_time()
     say(progress, "estimating the households (held to the units' tenure at every geounit):")
     hh_est = run_topdown(
         households,
@@ -178,5 +179,5 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store("units"),
     )
-    seconds["units"] = time.perf_counter() - t
+    seconds["units"] = (time.perf_counter() - t, time.process_time() - c)
     return unit_est, hh_est
