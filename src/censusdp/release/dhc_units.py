@@ -155,8 +155,9 @@ def estimate_dhch_run(
         return checkpoint.levels(run) if checkpoint is not None else None
 
     seconds = {} if seconds is None else seconds
+    c = time.process_time()
     executor, progress = (None, None) if rt is None else (rt.executor, rt.progress)
-    t, c = time.perf_counter(), time.process_time()
+    t = time.perf_counter()
     say(progress, "estimating the units, tenvacgq (their own TopDown, gq_vect exact):")
     unit_est = run_topdown(
         units,
