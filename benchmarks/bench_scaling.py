@@ -118,8 +118,11 @@ def summarize(m: dict) -> dict:
     """The per-level task costs and the size of one run."""
     b = m.get("_bench", {})
     levels = []
-    for run in ("persons", "units"):
-        for lv in m.get("estimation", {}).get(run, []):
+    # every run the manifest records: persons and units, and a DHC household run's
+    # units by tenvacgq ("unit_histogram"); other entries of it are not levels
+    runs = {k: v for k, v in m.get("estimation", {}).items() if isinstance(v, list)}
+    for run, run_levels in runs.items():
+        for lv in run_levels:
             tasks = max(lv["tasks"], 1)
             # the tasks' CPU, plus what the driver did of their work (an in-process run
             # reads each family and builds its subproblem before the task; on other

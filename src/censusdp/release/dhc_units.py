@@ -201,7 +201,7 @@ def estimate_dhch_run(
     *,
     rt: Runtime | None = None,
     checkpoint: Any = None,
-    seconds: dict[str, float] | None = None,
+    seconds: dict[str, tuple[float, float]] | None = None,
 ) -> tuple[TopDownResult, TopDownResult]:
     """The DHC household run estimated: the units (``tenvacgq``) first, then the
     households held to them (the module's description); returns ``(units, households)``.
@@ -217,13 +217,15 @@ def estimate_dhch_run(
         rt: where the tasks run and where progress goes (in this process, silent: ``None``).
         checkpoint: a run's checkpoint (``levels(run)`` gives each TopDown's store of
             finished levels: ``unit_histogram`` and ``units``), or ``None``.
-        seconds: receives each TopDown's wall seconds (``unit_histogram``, ``units``).
+        seconds: receives each TopDown's wall and CPU seconds of this process
+            (``unit_histogram``, ``units``).
     """
 
     def store(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
 
     seconds = {} if seconds is None else seconds
+    c = time.process_time()
     executor, progress = (None, None) if rt is None else (rt.executor, rt.progress)
     t = time.perf_counter()
     exact = "gq_vect exact" if held.occupied is None else "gq_vect and the P.L. 94 H1 exact"
@@ -237,8 +239,8 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store(UNIT_HISTOGRAM_RUN),
     )
-    seconds[UNIT_HISTOGRAM_RUN] = time.perf_counter() - t
-    t = time.perf_counter()
+    seconds[UNIT_HISTOGRAM_RUN] = (time.perf_counter() - t, time.process_time() - c)
+    t, c = time.perf_counter(), time.process_time()
     say(progress, "estimating the households (held to the units' tenure at every geounit):")
     hh_est = run_topdown(
         households,
@@ -249,5 +251,5 @@ def estimate_dhch_run(
         progress=progress,
         checkpoint=store("units"),
     )
-    seconds["units"] = time.perf_counter() - t
+    seconds["units"] = (time.perf_counter() - t, time.process_time() - c)
     return unit_est, hh_est

@@ -246,7 +246,7 @@ def estimate_runs(
                 "a household run is estimated on the persons' hierarchy; this release's "
                 "unit run has its own spine (use --spine tabulation)"
             )
-        t = time.perf_counter()
+        t = _clock()
         say(rt.progress, "estimating the households (their own run, top-down):")
         consistent = options.unit_consistency == "consistent"
         cap = household_root_cap(bounds) if consistent else None
@@ -277,12 +277,12 @@ def estimate_runs(
             }
         if consistent:
             bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
-        _record_run(manifest, "units", units, rt, time.perf_counter() - t)
+        _record_run(manifest, "units", units, rt, _since(t))
         manifest["estimation_order"] = ["units", "persons"]
-    t = time.perf_counter()
+    t = _clock()
     say(rt.progress, "estimating the persons (top-down, level by level):")
     persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)
-    _record_run(manifest, "persons", persons, rt, time.perf_counter() - t)
+    _record_run(manifest, "persons", persons, rt, _since(t))
     if units_ms is not None and options.unit_consistency == "consistent":
         household = household_persons(persons.histograms[-1], schema)
         order = inputs.units_on()[2]
@@ -292,7 +292,7 @@ def estimate_runs(
         units, unit_hist = _estimate_dhch(inputs, unit_topdown, rt, manifest, checkpoint)
     if units_ms is not None and units is None:
         assert unit_topdown is not None
-        t = time.perf_counter()
+        t = _clock()
         # the unit run on its own hierarchy (its spine); per-block bounds carry over
         uh, uinv, _ = inputs.units_on()
         ubounds, group = independent_unit_bounds(uinv.housing_units, uh), None
@@ -308,7 +308,7 @@ def estimate_runs(
             checkpoint=levels("units"),
             **run,
         )
-        _record_run(manifest, "units", units, rt, time.perf_counter() - t)
+        _record_run(manifest, "units", units, rt, _since(t))
     if units_ms is not None:  # a DHC household run's is its own (_estimate_dhch)
         manifest.setdefault("units_estimation", options.unit_consistency)
     unit_schema = units_ms.schema.name if units_ms is not None else "units"
@@ -349,7 +349,7 @@ def _estimate_dhch(
             "a DHC household run needs its unit histogram's measurements and the "
             "invariant facilities by GQ type"
         )
-    seconds: dict[str, float] = {}
+    seconds: dict[str, tuple[float, float]] = {}
     unit_hist, units = estimate_dhch_run(
         inputs.units,
         inputs.unit_histogram,
@@ -368,11 +368,28 @@ def _estimate_dhch(
     return units, unit_hist
 
 
+def _clock() -> tuple[float, float]:
+    """Now, as (wall, this process's CPU) seconds, for :func:`_since`."""
+    return time.perf_counter(), time.process_time()
+
+
+def _since(t: tuple[float, float]) -> tuple[float, float]:
+    """Wall and CPU seconds since ``t`` (from :func:`_clock`)."""
+    return time.perf_counter() - t[0], time.process_time() - t[1]
+
+
 def _record_run(
-    manifest: dict[str, Any], run: str, result: TopDownResult, rt: Runtime, seconds: float
+    manifest: dict[str, Any],
+    run: str,
+    result: TopDownResult,
+    rt: Runtime,
+    seconds: tuple[float, float],
 ) -> None:
-    """A finished run's level statuses, failsafe uses and time, into the manifest."""
-    rt.timings[f"estimate_{run}"] = seconds
+    """A finished run's level statuses, failsafe uses and time (``seconds``: wall and
+    this process's CPU; in process the CPU holds the tasks', which a projection of the
+    driver's own work subtracts), into the manifest."""
+    rt.timings[f"estimate_{run}"] = seconds[0]
+    rt.timings[f"estimate_{run}_cpu"] = seconds[1]
     manifest["estimation"][run] = result.levels
     manifest["failsafe"][run] = result.failsafe
 

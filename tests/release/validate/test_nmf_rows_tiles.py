@@ -13,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from censusdp.release.validate import _nmf_rows
-from censusdp.release.validate._nmf_rows import Tally, _check_pair, _Columns, _tiles
+from censusdp.release.validate._nmf_rows import (
+    Tally,
+    _check_pair,
+    _Columns,
+    _tiles,
+    cell_mix,
+    unit_fingerprint,
+)
 
 CODES = np.array(["a", "b", "c", "d", "e"])
 KEY = ("Block", "q")
@@ -86,3 +93,23 @@ def test_whole_units_are_tiles_and_others_are_not():
     assert _tiles(codes, moved) is None
     assert _tiles(codes[:-1], cells[:-1]) is None  # the last unit cut short
     assert _tiles(np.array([0, 0, 1, 1, 1, 2]), np.arange(6)) is None  # units of other sizes
+
+
+def _sum(cells: np.ndarray) -> np.uint64:
+    return cell_mix(cells).sum(dtype=np.uint64)
+
+
+def test_a_units_fingerprint_is_always_of_the_cells_given() -> None:
+    cells = np.arange(0, 20_000, 3, dtype=np.int32)
+    assert unit_fingerprint("test-query", cells) == _sum(cells)
+    assert unit_fingerprint("test-query", cells.copy()) == _sum(cells)  # reused
+    moved = cells.copy()
+    moved[11] += 1  # the same number of cells, one of them another cell
+    assert _sum(moved) != _sum(cells)
+    assert unit_fingerprint("test-query", moved) == _sum(moved)
+    # the kept cells are a copy: the caller's array changed in place is counted anew
+    moved[12] += 1
+    assert unit_fingerprint("test-query", moved) == _sum(moved)
+    # another query with the same number of cells keeps its own
+    assert unit_fingerprint("other-query", cells) == _sum(cells)
+    assert unit_fingerprint("test-query", moved) == _sum(moved)
