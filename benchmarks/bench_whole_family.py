@@ -112,6 +112,7 @@ def _task(sub, kept: np.ndarray, method: str, offset: int = 0) -> Task:
 
 
 ADMM_BEFORE = {
+    "_CELL_RHO": 1.0,
     "_RHO_ADAPT": 5.0,
     "_DUAL_UNITS": 2.0,
     "_SUPPORT_ROUNDS": 0,
@@ -122,15 +123,18 @@ step size refactored only five times away, the dual residual at twice the tolera
 repair's rounds on every cell, any repaired point accepted (docs/scaling.md)."""
 
 
+ADMM_VARIANTS = {"now": {}, "one-rho": {"_CELL_RHO": 1.0}, "before": ADMM_BEFORE}
+"""``--admm``: the ADMM as shipped, with one step size for every constraint row (as it
+was before the cells' bound rows took ten times the step size: ``one-rho``), and as it
+was before its step-size and repair changes (``before``)."""
+
+
 def _admm_variant(variant: str) -> None:
     """Set the ADMM's knobs in this (forked) process: ``now`` leaves them as shipped."""
     from censusdp.release.topdown.solvers import admm
 
-    if variant == "before":
-        for name, value in ADMM_BEFORE.items():
-            setattr(admm, name, value)
-    elif variant != "now":
-        raise SystemExit(f"--admm: 'now' or 'before', got {variant!r}")
+    for name, value in ADMM_VARIANTS[variant].items():
+        setattr(admm, name, value)
 
 
 def _rss_mb() -> float:
@@ -390,8 +394,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--admm",
         default="now",
-        help="the ADMM as shipped ('now') and/or as it was ('before'), comma-separated; "
-        "the projection fits the first",
+        help="the ADMM as shipped ('now'), with one step size for every row ('one-rho') "
+        "and/or as it was ('before'), comma-separated; the projection fits the first",
+    )
+    ap.add_argument(
+        "--split-admm",
+        default="",
+        help="the ADMM variants of the split solves, comma-separated (default: --admm's); "
+        "the projection calibrates on 'before', the ADMM the default run was measured with",
     )
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument(
@@ -409,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         "--admm-iterations", type=int, default=0, help="time this many ADMM iterations only"
     )
     args = ap.parse_args(argv)
+    for flag, value in (("--admm", args.admm), ("--split-admm", args.split_admm)):
+        bad = [v for v in filter(None, value.split(",")) if v not in ADMM_VARIANTS]
+        if bad:
+            ap.error(f"{flag}: one of {', '.join(ADMM_VARIANTS)}, got {bad[0]!r}")
     rows = [f for path in filter(None, args.from_json.split(",")) for f in _families(path)]
     t0 = time.perf_counter()
     for k in [] if rows else [int(v) for v in args.k.split(",")]:
@@ -428,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if 0 < args.max_children < k:  # first: it is the cheap one
             _say(f"k={k}: split in chunks of <= {args.max_children} ...")
-            for variant in args.admm.split(","):
+            for variant in (args.split_admm or args.admm).split(","):
                 got = split_in_fork(variant, sub, kept, truth, args.max_children, args.split_method)
                 row.setdefault("split_by_admm", []).append(got)
                 _say(json.dumps(got))

@@ -8,7 +8,9 @@ lifted the zero cells' small negative residuals into every child's total, hundre
 cells at once, and undid it at the next column projection), and any repaired point was
 accepted, however far the repair had moved the children's totals. Now: a factor of two,
 the repair's first rounds on the positive cells, and a repaired point accepted only when
-no child's total moved more than ``_MOVE_UNITS`` residual tolerances. These tests hold
+no child's total moved more than ``_MOVE_UNITS`` residual tolerances; and the cells' bound
+rows take ``_CELL_RHO`` times the step size, so that the zero cells' residuals, which
+add up in a child's total, meet that acceptance in fewer iterations. These tests hold
 the ADMM's answer to a reference (Clarabel at a millionth of the noise) on random
 families, and each fails if its piece is undone (``BEFORE``).
 """
@@ -29,6 +31,7 @@ from censusdp.release.topdown.solvers.chain import Shape, backend_order
 from censusdp.release.topdown.solvers.common import clean, fixed_zeros
 
 BEFORE = {
+    "_CELL_RHO": 1.0,
     "_RHO_ADAPT": 5.0,
     "_DUAL_UNITS": 2.0,
     "_SUPPORT_ROUNDS": 0,
@@ -109,7 +112,6 @@ def _near_optimum(seed: int, hold: float) -> tuple[Subproblem, np.ndarray]:
     x = np.where(ref <= 0, -e * rng.random(ref.shape), ref + e * rng.normal(size=ref.shape))
     x = np.where(free, x, 0.0)
     x = x + ((held.parent - x.sum(axis=0)) / free.sum(axis=0))[None, :] * free
-    assert held.violations(x)["total"] > 0.05  # the totals are off by more than the band
     return held, x
 
 
@@ -118,6 +120,7 @@ def test_repair_on_the_positive_cells_converges_fast(monkeypatch) -> None:
     reach the bounds to 1e-7 persons in 20 rounds; the rounds on every cell alone do
     not (they went on for hundreds)."""
     held, x = _near_optimum(2, 0.001)
+    assert held.violations(x)["total"] > 0.05  # the totals are off by more than the band
     start = clean(held, x, 1e-3)
     fixed = admm._repair(held, start, 1e-7, rounds=0)
     assert held.max_violation(fixed) <= 1e-7
@@ -139,3 +142,22 @@ def test_held_totals_are_not_caps() -> None:
     capped = sub.with_bounds(total_lower=np.zeros(sub.k), total_upper=np.round(t) + 1.0)
     assert Shape.of(capped, compress(capped)).capped_totals
     assert backend_order(capped, compress(capped), "auto")[0] == "clarabel"
+
+
+def test_the_cells_step_size_cuts_the_iterations(monkeypatch) -> None:
+    """A second pass as production's (a 20-tract family's totals held within 0.1 person
+    of the first pass's): with the cells' bound rows at ``_CELL_RHO`` times the step size
+    the ADMM reaches the reference point in well under half the iterations it takes with
+    one step size for every row (140 against 360), at the same point within the
+    tolerance."""
+    sub, _ = census_subproblem(np.random.default_rng(1), n_children=20, n_people=30_000, rho=0.43)
+    sub = _as_driver_builds(sub)
+    held = _hold(sub, solve_l2(sub, method="clarabel").x, True, False, 0.1)
+    ref = _reference(held)
+    got = solve_l2(held, method="admm")
+    assert got.method == "admm" and got.status == "optimal"
+    assert np.abs(got.x - ref).max() < 0.005
+    monkeypatch.setattr(admm, "_CELL_RHO", 1.0)
+    one = solve_l2(held, method="admm")
+    assert one.status == "optimal" and np.abs(one.x - ref).max() < 0.005
+    assert got.iterations <= 0.5 * one.iterations
