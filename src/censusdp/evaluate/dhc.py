@@ -42,6 +42,7 @@ __all__ = [
     "SEX_BY_AGE_SCHEMA",
     "sex_by_age_metrics",
     "sex_by_age_tables",
+    "truth_dhc_histograms",
     "truth_dhc_household_tables",
 ]
 
@@ -98,13 +99,13 @@ def sex_by_age_metrics(
     }
 
 
-def truth_dhc_household_tables(
+def truth_dhc_histograms(
     persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
-) -> dict[str, list[np.ndarray]] | None:
-    """Per DHC household and unit table (P16, H3, H4, H5, H9), the truth's dense ``(units
-    x lines)`` arrays of every level (top first); ``None`` when the truth lacks a column
-    the households need (``rel`` and ``relgq`` of the persons, ``ten``, ``vacs`` and
-    ``qgqtyp`` of the units)."""
+) -> tuple[sp.csr_matrix, np.ndarray] | None:
+    """The truth's ``(blocks x 1,578,528)`` households (``dhch-2020``) and ``(blocks x
+    35)`` units (``tenvacgq``) on ``hierarchy``, as the household run's reader derives
+    them; ``None`` when the truth lacks a column they need (``rel`` and ``relgq`` of the
+    persons, ``ten``, ``vacs`` and ``qgqtyp`` of the units)."""
     if any(c not in persons for c in ("rel", "relgq")) or any(
         c not in units for c in TENURE_COLUMNS
     ):
@@ -120,6 +121,19 @@ def truth_dhc_household_tables(
     level = tenvacgq_of(*(np.asarray(units[c]) for c in TENURE_COLUMNS))
     tenvacgq = np.zeros((nb, DHC_UNITS_2020.size), dtype=np.int64)
     np.add.at(tenvacgq, (block, level), 1)
+    return households, tenvacgq
+
+
+def truth_dhc_household_tables(
+    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]] | None:
+    """Per DHC household and unit table (P16, H3, H4, H5, H9), the truth's dense ``(units
+    x lines)`` arrays of every level (top first), from :func:`truth_dhc_histograms`;
+    ``None`` when the truth lacks a column they need."""
+    histograms = truth_dhc_histograms(persons, units, hierarchy)
+    if histograms is None:
+        return None
+    households, tenvacgq = histograms
     levels = list(
         zip(
             hierarchy.aggregate(households),
