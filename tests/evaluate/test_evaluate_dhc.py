@@ -16,7 +16,6 @@ import pytest
 import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
-from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
 from censusdp.data.schema import get_schema
 from censusdp.data.schema_dhc import DHCH_2020, HHTYPE_DHCH_TYPES
 from censusdp.evaluate.dhc import (
@@ -30,29 +29,15 @@ from censusdp.evaluate.households import (
     household_evaluation,
     household_section,
 )
-from censusdp.generate import generate_state
-from censusdp.io.cef import read_cef
-from censusdp.tables import table_arrays
 from censusdp.tables.dhc import sex_by_age_rows, tabulate_dhc_households
 
 MANIFEST = {"units": {"schema": "dhch-2020"}}
 
 
 @pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    base = tmp_path_factory.mktemp("dhc_eval")
-    generate_state("VT", 2, base / "cef", scale=0.002)
-    cef = read_cef(base / "cef")
-    codes = np.concatenate([cef.persons["geocode"], cef.units["geocode"]]).astype("U16")
-    h = Hierarchy.from_blocks(codes, DEFAULT_GEOLEVELS)
-    t_ph = person_histogram(pl94_view(cef.persons), h)
-    h1 = table_arrays(t_ph, unit_histogram(cef.units, h), h)["H1"]
-    return {
-        "cef": cef,
-        "h": h,
-        "h1": h1,
-        "tables": truth_dhc_household_tables(cef.persons, cef.units, h),
-    }
+def state(generated_households: dict) -> dict:
+    cef, h = generated_households["cef"], generated_households["h"]
+    return {**generated_households, "tables": truth_dhc_household_tables(cef.persons, cef.units, h)}
 
 
 def test_the_truths_tables_count_the_records(state: dict) -> None:
