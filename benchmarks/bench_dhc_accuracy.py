@@ -42,12 +42,11 @@ import numpy as np
 
 from _harness import timed
 from censusdp.evaluate import EvaluateOptions, evaluate
+from censusdp.evaluate.households import size_and_type_tables
 from censusdp.io.layout import NMF_FILES
 
 LEVELS = ("State", "County", "Tract", "BlockGroup", "Block")
 NOT_RELEASED = "not released"
-HOUSEHOLD_TABLES = {"household_type": ("P16", "P18"), "household_size": ("H9", "H13")}
-"""Each household measure's table in a ``dhc-2020`` release, then in a ``ddp-2010`` one."""
 
 
 def _pick(rec: dict[str, Any] | None, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -75,8 +74,8 @@ def release_errors(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
             row[table] = _pick(rec and {**rec, "accuracy": rec["tvd"]}, ("mae", "rmse", "accuracy"))
         tables = hh.get("tables", {}) if hh.get("available") else {}
         row["households"] = _pick(hh["totals"][lv] if tables else None, ("mae", "rmse"))
-        for measure, names in HOUSEHOLD_TABLES.items():
-            name = next((n for n in names if n in tables), None)
+        sizes_types = size_and_type_tables(hh["schema"]) if tables else (None, None)
+        for measure, name in zip(("household_size", "household_type"), sizes_types, strict=True):
             rec = tables[name]["levels"][lv] if name else None
             row[measure] = _pick(rec and {**rec, "accuracy": rec["tvd"], "table": name},
                                  ("table", "mae", "rmse", "accuracy"))  # fmt: skip

@@ -42,6 +42,7 @@ from censusdp.tables.dhc import DHC_HOUSEHOLD_TABLE_NAMES
 
 __all__ = [
     "DHC_HOUSEHOLD_MEASURES",
+    "size_and_type_tables",
     "HOUSEHOLD_MEASURES",
     "household_comparison",
     "household_evaluation",
@@ -71,6 +72,7 @@ DHC_HOUSEHOLD_MEASURES: dict[str, str] = {
 """The tables of a ``dhch-2020`` run (the 2020 DHC's) compared, in the order shown."""
 
 _MEASURES = {HOUSEHOLD_SCHEMA: HOUSEHOLD_MEASURES, DHCH_2020.name: DHC_HOUSEHOLD_MEASURES}
+_SIZE_AND_TYPE = {HOUSEHOLD_SCHEMA: ("H13", "P18"), DHCH_2020.name: ("H9", "P16")}
 _TABLES = {HOUSEHOLD_SCHEMA: HOUSEHOLD_TABLE_NAMES, DHCH_2020.name: DHC_HOUSEHOLD_TABLE_NAMES}
 _NO_TRUTH = {
     HOUSEHOLD_SCHEMA: "the truth has no 'rel' column: no households to compare with",
@@ -204,6 +206,12 @@ _INTRO = {
         "table's lines (1: every household or unit in the right line).</p>"
     ),
 }
+
+
+def size_and_type_tables(schema: str) -> tuple[str, str]:
+    """The tables of households by size and by type of a ``schema`` household run
+    (``household2010``: H13, P18; ``dhch-2020``: H9, P16)."""
+    return _SIZE_AND_TYPE[schema]
 
 
 def household_section(result: Mapping[str, Any]) -> list[str]:
