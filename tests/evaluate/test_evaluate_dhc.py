@@ -178,3 +178,22 @@ def test_sex_by_age_rows_of_another_schema_keep_sex_and_age() -> None:
     ]
     with pytest.raises(Exception, match="no sex and single year of age"):
         sex_by_age_rows(rows, "pl94")
+
+
+def test_the_terminal_names_the_dhc_size_and_type_tables(
+    state: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``censusdp evaluate``'s household lines read H9 and P16 of a DHC release (it
+    stopped with KeyError 'H13')."""
+    from censusdp.cli.evaluate import _print_households
+
+    h = state["h"]
+    hh, units = truth_dhc_histograms(state["cef"].persons, state["cef"].units, h)
+    occupancy = (state["h1"], state["h1"])
+    out = household_evaluation(
+        state["tables"], _release(tmp_path / "a", hh, units, h), MANIFEST, h, occupancy
+    )
+    _print_households(out, list(h.geolevels.names))
+    lines = capsys.readouterr().out.splitlines()
+    assert "size accuracy" in lines[0] and len(lines) == 2 + h.n_levels
+    assert lines[1].split()[5:7] == ["1.0000", "1.0000"]

@@ -202,18 +202,19 @@ def render_comparison(
     parts.append("</div>")
     parts.append('<section id="accuracy"><h2>Which is closer to the truth?</h2>')
     rows, sentences = [], []
-    for rec in comparison["levels"]:
+    levels = comparison["levels"]
+    shown = [t for t in ("P1", "P2", "H1", "P12") if levels and t in levels[0]["tvd"]]
+    for rec in levels:
         ma, mb = rec["mae"]
         ratio = rec["mae_ratio_b_over_a"]
         tv = rec["tvd"]
         rows.append(
-            [rec["geolevel"], rec["units"], ma, mb, ratio]
-            + [x for t in ("P1", "P2", "H1") if t in tv for x in tv[t]]
+            [rec["geolevel"], rec["units"], ma, mb, ratio] + [x for t in shown for x in tv[t]]
         )
         if rec["units"] > 1 and ratio is not None and ma and mb:
             sentences.append(_closer_sentence(rec["geolevel"], ma, mb, labels))
     head = ["geolevel", "places", f"MAE {labels[0]}", f"MAE {labels[1]}", "MAE ratio B/A"]
-    for t in ("P1", "P2", "H1"):
+    for t in shown:  # P12 (sex by age) when both releases have age
         head += [f"accuracy {t} {labels[0]}", f"accuracy {t} {labels[1]}"]
     parts.append("<p>" + " ".join(esc(s) for s in sentences) + "</p>")
     parts.append(
