@@ -6,7 +6,7 @@ For each state and seed it generates the input (``censusdp generate``; kept when
 ``dhc-2020`` its household and unit run, ``ddp-2010`` its household run,
 ``dhc-lite-demo`` none; a release already in the work directory is kept) and evaluates
 each release against the truth with :func:`censusdp.evaluate.evaluate` (its JSON is
-written beside the release). Every error comes from evaluate's JSON; nothing is
+written beside the release, and read again by a later call on a kept release). Every error comes from evaluate's JSON; nothing is
 tabulated here. Per geolevel (State, County, Tract, Block Group, Block) it reports:
 
 * ``total_population``: MAE and RMSE of the geounits' totals, and the MAE relative to
@@ -121,12 +121,14 @@ def run_one(args: argparse.Namespace, state: str, seed: int, preset: str) -> dic
                            "--workers", str(args.workers)])  # fmt: skip
         record.update(run_wall_seconds=wall, run_cpu_seconds=cpu)
     nmf_present = (release / NMF_FILES["persons"]).exists()
-    result = evaluate(
-        base / "input",
-        release,
-        EvaluateOptions(allow_invalid=not nmf_present),
-        json_path=base / f"{preset}.evaluate.json",
-    )
+    evaluated = base / f"{preset}.evaluate.json"
+    if made or not evaluated.exists():
+        if made:  # this script's evaluation of a release no longer there
+            evaluated.unlink(missing_ok=True)
+        options = EvaluateOptions(allow_invalid=not nmf_present)
+        result = evaluate(base / "input", release, options, json_path=evaluated)
+    else:  # this release evaluated by an earlier call: its JSON is read, not written again
+        result = json.loads(evaluated.read_text())
     if made and not args.keep_nmf:
         for name in NMF_FILES.values():
             if (release / name).exists():
