@@ -206,3 +206,23 @@ def broken_release(tmp_path_factory, truth_release):
     base = tmp_path_factory.mktemp("broken")
     release = make_release(truth, base / "release", seed=2, keep_invariants=False, nmf=False)
     return truth_dir, base / "release", truth, release
+
+
+@pytest.fixture(scope="session")
+def generated_households(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A generated one-tract state with households (VT seed 2 x0.002): its CEF, its
+    geography and the truth's H1 at every level, for the household comparisons."""
+    from censusdp.data.geography import DEFAULT_GEOLEVELS
+    from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
+    from censusdp.generate import generate_state
+    from censusdp.io.cef import read_cef
+    from censusdp.tables import table_arrays
+
+    base = tmp_path_factory.mktemp("hh_eval")
+    generate_state("VT", 2, base / "cef", scale=0.002)
+    cef = read_cef(base / "cef")
+    codes = np.concatenate([cef.persons["geocode"], cef.units["geocode"]]).astype("U16")
+    h = Hierarchy.from_blocks(codes, DEFAULT_GEOLEVELS)
+    t_ph = person_histogram(pl94_view(cef.persons), h)
+    h1 = table_arrays(t_ph, unit_histogram(cef.units, h), h)["H1"]
+    return {"base": base, "cef": cef, "h": h, "h1": h1}

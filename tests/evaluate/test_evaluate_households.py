@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from censusdp.data.geography import DEFAULT_GEOLEVELS, Hierarchy
-from censusdp.data.histograms import person_histogram, pl94_view, unit_histogram
+from censusdp.data.geography import Hierarchy
 from censusdp.data.schema import HOUSEHOLD2010
 from censusdp.evaluate.households import (
     HOUSEHOLD_MEASURES,
@@ -27,26 +26,18 @@ from censusdp.evaluate.households import (
     truth_household_tables,
     truth_households,
 )
-from censusdp.generate import generate_state
-from censusdp.io.cef import read_cef
-from censusdp.tables import HOUSEHOLD_TABLE_NAMES, identifier_columns, table_arrays
+from censusdp.tables import HOUSEHOLD_TABLE_NAMES, identifier_columns
 from censusdp.tables.households import tabulate_household_rows
 
 MANIFEST = {"units": {"schema": "household2010"}}
 
 
 @pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    base = tmp_path_factory.mktemp("hh_eval")
-    generate_state("VT", 2, base / "cef", scale=0.002)
-    cef = read_cef(base / "cef")
-    codes = np.concatenate([cef.persons["geocode"], cef.units["geocode"]]).astype("U16")
-    h = Hierarchy.from_blocks(codes, DEFAULT_GEOLEVELS)
-    t_ph = person_histogram(pl94_view(cef.persons), h)
-    h1 = table_arrays(t_ph, unit_histogram(cef.units, h), h)["H1"]
+def state(generated_households: dict) -> dict:
+    cef, h = generated_households["cef"], generated_households["h"]
     hh = truth_households(cef.persons, cef.units, h)
     tables = truth_household_tables(cef.persons, cef.units, h)
-    return {"base": base, "cef": cef, "h": h, "h1": h1, "households": hh, "tables": tables}
+    return {**generated_households, "households": hh, "tables": tables}
 
 
 def _release(run: Path, households: sp.csr_matrix, h: Hierarchy) -> Path:

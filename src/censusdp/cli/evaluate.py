@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "HTML report",
         description=(
             "Compare RUN (MDF, tables, noisy measurements) with the CEF in DIR: accuracy "
-            "(1 - TVD, the total variation distance), MAE, RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1 "
+            "(1 - TVD, the total variation distance), MAE, RMSE and bias per geolevel and true-count bin for total population, P1-P5, H1, "
+            "sex by age (P12, PCT12) where the release has age, a household run's tables "
             "and the detailed histogram; largest errors; 100%-occupancy and 100%-under-18 "
             "shares; random districts built from blocks (as school or voting districts are); invariants re-checked; the NMF's stated "
             "noise checked; with --trials K, empirical error bars from K reruns. Without "
@@ -196,6 +197,8 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
 
 def _print_households(hh: dict | None, levels: list[str]) -> None:
     """The household run's lines (a release with one): households and their accuracy."""
+    from censusdp.evaluate.households import size_and_type_tables
+
     if not hh:
         return
     if not hh["available"]:
@@ -205,13 +208,14 @@ def _print_households(hh: dict | None, levels: list[str]) -> None:
         f"{'households':<11}{'true':>8}{'released':>10}{'MAE':>9}{'RMSE':>9}"
         f"{'size accuracy':>15}{'type accuracy':>15}{'100% occupied':>15}"
     )
+    size, kind = size_and_type_tables(hh["schema"])
     for lv in levels:
         t, occ = hh["totals"][lv], hh["occupancy_100"][lv]
         full = f"{occ['released']['n_full']}/{occ['truth']['n_full']}"
         print(
             f"{lv:<11}{t['truth']:>8,}{t['released']:>10,}{_fmt(t['mae'], 9, 2)}"
-            f"{_fmt(t['rmse'], 9, 2)}{_fmt(hh['tables']['H13']['levels'][lv]['tvd'], 15, 4)}"
-            f"{_fmt(hh['tables']['P18']['levels'][lv]['tvd'], 15, 4)}{full:>15}"
+            f"{_fmt(t['rmse'], 9, 2)}{_fmt(hh['tables'][size]['levels'][lv]['tvd'], 15, 4)}"
+            f"{_fmt(hh['tables'][kind]['levels'][lv]['tvd'], 15, 4)}{full:>15}"
         )
     print("100% occupied: geounits released / true at 100% occupancy")
 

@@ -22,12 +22,13 @@ from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import esc, img, page, table
 from censusdp.evaluate._scatter import _scatter_figure, scatter_limits
 from censusdp.evaluate.core import check_dp_release, evaluate_data, json_ready, read_release
-from censusdp.evaluate.households import HOUSEHOLD_MEASURES, household_comparison
+from censusdp.evaluate.households import household_comparison
 from censusdp.evaluate.summary import budget_words, place_rows
 from censusdp.io.cef import read_cef
 from censusdp.io.output_files import write_output_json, write_output_text
 from censusdp.progress import say
 from censusdp.tables import TABLE_NAMES
+from censusdp.tables.dhc import SEX_BY_AGE_TABLE_NAMES
 
 __all__ = ["compare_releases", "render_comparison"]
 
@@ -64,8 +65,8 @@ def _accuracy_rows(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "mae_ratio_b_over_a": _ratio(ma, mb),
                 "tvd": {
                     t: [r["metrics"][t][lv]["tvd"] for r in results]
-                    for t in TABLE_NAMES
-                    if t in a["metrics"]
+                    for t in (*TABLE_NAMES, *SEX_BY_AGE_TABLE_NAMES)
+                    if t in a["metrics"] and t in b["metrics"]
                 },
             }
         )
@@ -201,18 +202,19 @@ def render_comparison(
     parts.append("</div>")
     parts.append('<section id="accuracy"><h2>Which is closer to the truth?</h2>')
     rows, sentences = [], []
-    for rec in comparison["levels"]:
+    levels = comparison["levels"]
+    shown = [t for t in ("P1", "P2", "H1", "P12") if levels and t in levels[0]["tvd"]]
+    for rec in levels:
         ma, mb = rec["mae"]
         ratio = rec["mae_ratio_b_over_a"]
         tv = rec["tvd"]
         rows.append(
-            [rec["geolevel"], rec["units"], ma, mb, ratio]
-            + [x for t in ("P1", "P2", "H1") if t in tv for x in tv[t]]
+            [rec["geolevel"], rec["units"], ma, mb, ratio] + [x for t in shown for x in tv[t]]
         )
         if rec["units"] > 1 and ratio is not None and ma and mb:
             sentences.append(_closer_sentence(rec["geolevel"], ma, mb, labels))
     head = ["geolevel", "places", f"MAE {labels[0]}", f"MAE {labels[1]}", "MAE ratio B/A"]
-    for t in ("P1", "P2", "H1"):
+    for t in shown:  # P12 (sex by age) when both releases have age
         head += [f"accuracy {t} {labels[0]}", f"accuracy {t} {labels[1]}"]
     parts.append("<p>" + " ".join(esc(s) for s in sentences) + "</p>")
     parts.append(
@@ -266,20 +268,21 @@ def _household_block(rows: Sequence[dict[str, Any]], labels: Sequence[str]) -> l
     def cell(x: Any) -> Any:
         return "no household run" if x is None else x
 
+    measures = rows[0]["measures"]
     body = []
     for rec in rows:
         line = [rec["geolevel"], rec["households_true"]]
         line += [cell(x) for key in ("households", "mae", "rmse") for x in rec[key]]
-        line += [cell(x) for n in HOUSEHOLD_MEASURES for x in rec["tvd"][n]]
+        line += [cell(x) for n in measures for x in rec["tvd"][n]]
         line += [cell(x) for x in rec["occupancy_100"]] + [rec["occupancy_100_true"]]
         body.append(line)
     head = ["geolevel", "households, true"]
     for what in ("households", "MAE", "RMSE"):
         head += [f"{what} {labels[0]}", f"{what} {labels[1]}"]
-    for n in HOUSEHOLD_MEASURES:
+    for n in measures:
         head += [f"accuracy {n} {labels[0]}", f"accuracy {n} {labels[1]}"]
     head += [f"100% occupied {labels[0]}", f"100% occupied {labels[1]}", "100% occupied, true"]
-    words = ", ".join(f"{n} {w}" for n, w in HOUSEHOLD_MEASURES.items())
+    words = ", ".join(f"{n} {w}" for n, w in measures.items())
     return [
         '<section id="households"><h2>Households</h2>',
         "<p>The household tables of each release with a household run, against the "

@@ -9,6 +9,9 @@ per geolevel:
   (``hispanic*cenrace``) histograms of the MDF: TVD, MAE, RMSE, bias (mean signed
   error) and max |error|, overall and by true-count bin (definitions in
   :mod:`censusdp.evaluate.metrics`);
+* for sex by age (the DHC's P12 and PCT12) of a release whose MDF has age, the same
+  (:mod:`censusdp.evaluate.dhc`); for a household run's tables, the households
+  (:mod:`censusdp.evaluate.households`);
 * the largest errors with their geounits;
 * the pathology shares: geounits released at 100% occupancy and geounits released as
   100% under 18, against the truth (Van Riper, Kugler & Ruggles 2020, sec. 3; JASON 2020, sec. 6.2);
@@ -48,6 +51,7 @@ from censusdp.data.schema import get_schema
 from censusdp.data.schema_dhc import DHCH_2020
 from censusdp.errors import ConfigError, InputError, SchemaError
 from censusdp.evaluate.checks import check_release
+from censusdp.evaluate.dhc import sex_by_age_metrics
 from censusdp.evaluate.districts import district_metrics
 from censusdp.evaluate.households import (
     household_evaluation,
@@ -399,12 +403,17 @@ def evaluate_data(
     bar.advance()
 
     metrics.update(_histogram_metrics(t_ph, r_ph, h))
+    metrics.update(sex_by_age_metrics(truth_persons, release.persons, h))
     say(progress, "histogram metrics done")
     bar.advance()
 
     pathologies = _pathologies(truth_t, rel_t, names)
     hh_run = has_household_run(release.manifest.get("units"))
-    truth_hh = truth_household_tables(truth_persons, truth_units, h) if hh_run else None
+    truth_hh = (
+        truth_household_tables(truth_persons, truth_units, h, release.manifest["units"]["schema"])
+        if hh_run
+        else None
+    )
     households = household_evaluation(
         truth_hh, release.directory, release.manifest, h, (truth_t["H1"], rel_t["H1"])
     )
@@ -566,7 +575,7 @@ def _trial_compare(
 
     def compare(run: Path, acc: ErrorAccumulator) -> None:
         rel = tables_to_arrays(RunDir(run).tables(), h)
-        hh = released_household_tables(run, h) if truth_hh is not None else None
+        hh = released_household_tables(run, h, tuple(truth_hh)) if truth_hh is not None else None
         for tname, per_level in (hh or {}).items():  # a household run's tables
             leaves = list(table_definition(tname).leaves)
             for li, lname in enumerate(names):

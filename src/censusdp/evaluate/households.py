@@ -6,7 +6,10 @@ by size), P18 (by type), P22 (type by the householder's age) and P15 (the househ
 Hispanic origin by race). :func:`household_evaluation` compares each, and H1 (occupancy:
 its occupied line is the households released), with the same tables of the truth's
 households, derived from the truth's persons as the release's reader derives them
-(:func:`truth_households`), at every geolevel: the L1 error and ``accuracy = 1 - TVD``
+(:func:`truth_households`), at every geolevel; a ``dhc-2020`` release's household and
+unit run (``dhch-2020``, docs/dhc-2020.md) is compared the same way on P16 (households by
+type), H9 (by size), H3 (occupancy), H4 (tenure) and H5 (vacancy status), the truth's
+tabulated by :func:`censusdp.evaluate.dhc.truth_dhc_household_tables`: the L1 error and ``accuracy = 1 - TVD``
 of the table's leaf lines (JASON, *Formal Privacy Methods for the 2020 Census*, 2020,
 sec. 6.1), and the MAE, RMSE and bias of its lines (:mod:`censusdp.evaluate.metrics`);
 the households released and true; and the share of geounits at 100% occupancy, released
@@ -26,15 +29,20 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import household_histogram
+from censusdp.data.schema_dhc import DHCH_2020
 from censusdp.evaluate._html import esc, table
-from censusdp.evaluate.metrics import Pairs, error_stats, occupancy_full_share, tvd
+from censusdp.evaluate.dhc import truth_dhc_household_tables
+from censusdp.evaluate.metrics import Pairs, error_stats, occupancy_full_share, table_record
 from censusdp.io.cef import unit_rows_of
 from censusdp.io.cef_households import households_of
 from censusdp.io.rundir import RunDir
 from censusdp.release.household_runs import HOUSEHOLD_SCHEMA, has_household_run
 from censusdp.tables import HOUSEHOLD_TABLE_NAMES, table_definition, tables_to_arrays
+from censusdp.tables.dhc import DHC_HOUSEHOLD_TABLE_NAMES
 
 __all__ = [
+    "DHC_HOUSEHOLD_MEASURES",
+    "size_and_type_tables",
     "HOUSEHOLD_MEASURES",
     "household_comparison",
     "household_evaluation",
@@ -51,7 +59,26 @@ HOUSEHOLD_MEASURES: dict[str, str] = {
     "P15": "households by Hispanic origin and race of householder",
     "H1": "housing units by occupancy",
 }
-"""The tables compared, in the order shown, and what each counts."""
+"""The tables of a ``household2010`` run compared, in the order shown, and what each
+counts."""
+
+DHC_HOUSEHOLD_MEASURES: dict[str, str] = {
+    "P16": "households by type",
+    "H9": "households by size",
+    "H3": "housing units by occupancy",
+    "H4": "occupied housing units by tenure",
+    "H5": "vacant housing units by vacancy status",
+}
+"""The tables of a ``dhch-2020`` run (the 2020 DHC's) compared, in the order shown."""
+
+_MEASURES = {HOUSEHOLD_SCHEMA: HOUSEHOLD_MEASURES, DHCH_2020.name: DHC_HOUSEHOLD_MEASURES}
+_SIZE_AND_TYPE = {HOUSEHOLD_SCHEMA: ("H13", "P18"), DHCH_2020.name: ("H9", "P16")}
+_TABLES = {HOUSEHOLD_SCHEMA: HOUSEHOLD_TABLE_NAMES, DHCH_2020.name: DHC_HOUSEHOLD_TABLE_NAMES}
+_NO_TRUTH = {
+    HOUSEHOLD_SCHEMA: "the truth has no 'rel' column: no households to compare with",
+    DHCH_2020.name: "the truth lacks a column of rel, relgq (persons) or ten, vacs, qgqtyp "
+    "(units): no households to compare with",
+}
 
 
 def truth_households(
@@ -65,11 +92,17 @@ def truth_households(
 
 
 def truth_household_tables(
-    persons: Mapping[str, np.ndarray], units: Mapping[str, np.ndarray], hierarchy: Hierarchy
+    persons: Mapping[str, np.ndarray],
+    units: Mapping[str, np.ndarray],
+    hierarchy: Hierarchy,
+    schema: str = HOUSEHOLD_SCHEMA,
 ) -> dict[str, list[np.ndarray]] | None:
-    """Per household table (:data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`), the truth's
-    dense ``(units x lines)`` arrays of every level (top first); ``None`` when the truth
-    has no ``rel`` column (no households)."""
+    """Per household table of a ``schema`` run (``household2010``:
+    :data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`; ``dhch-2020``: the DHC's P16, H3, H4,
+    H5, H9), the truth's dense ``(units x lines)`` arrays of every level (top first);
+    ``None`` when the truth lacks the columns its households need (no households)."""
+    if schema == DHCH_2020.name:
+        return truth_dhc_household_tables(persons, units, hierarchy)
     if "rel" not in persons:
         return None
     levels = hierarchy.aggregate(truth_households(persons, units, hierarchy))
@@ -83,24 +116,16 @@ def truth_household_tables(
 
 
 def released_household_tables(
-    run_dir: Path | None, hierarchy: Hierarchy
+    run_dir: Path | None, hierarchy: Hierarchy, names: Sequence[str] = HOUSEHOLD_TABLE_NAMES
 ) -> dict[str, list[np.ndarray]] | None:
-    """Per household table, the release's arrays of every level, from its published
-    tables; ``None`` when it has none."""
+    """Per household table of ``names``, the release's arrays of every level, from its
+    published tables; ``None`` when it lacks one."""
     if run_dir is None:
         return None
     run = RunDir(run_dir)
-    if not all((run.tables_dir / f"{n}.parquet").exists() for n in HOUSEHOLD_TABLE_NAMES):
+    if not all((run.tables_dir / f"{n}.parquet").exists() for n in names):
         return None
-    return tables_to_arrays({n: run.table(n) for n in HOUSEHOLD_TABLE_NAMES}, hierarchy)
-
-
-def _record(t: np.ndarray, r: np.ndarray, leaves: Sequence[int]) -> dict[str, Any]:
-    """Accuracy of one table at one level: L1 and TVD of its leaf lines, MAE, RMSE and
-    bias of every line (by true-count bin too)."""
-    rec: dict[str, Any] = dict(tvd(Pairs.dense(t[:, list(leaves)], r[:, list(leaves)])))
-    rec.update(error_stats(Pairs.dense(t, r)))
-    return rec
+    return tables_to_arrays({n: run.table(n) for n in names}, hierarchy)
 
 
 def household_evaluation(
@@ -125,29 +150,31 @@ def household_evaluation(
         ``None`` for a release without a household run; else ``{"schema", "available",
         "tables_source", "totals": {level: {"truth", "released", ...}}, "tables":
         {table: {"title", "what", "levels": {level: record}}}, "occupancy_100": {level:
-        {"released", "truth"}}}``; ``available`` false with a ``reason`` when the truth
-        has no ``rel`` column (no households to compare with) or the release no
-        household tables.
+        {"released", "truth"}}}``, the tables those of :data:`HOUSEHOLD_MEASURES` or
+        :data:`DHC_HOUSEHOLD_MEASURES` by the run's schema; ``available`` false with a
+        ``reason`` when the truth lacks the columns of its households (no households to
+        compare with) or the release its household tables.
     """
     if not has_household_run(manifest.get("units")):
         return None
-    out: dict[str, Any] = {"schema": HOUSEHOLD_SCHEMA, "available": False}
+    schema = str(manifest["units"]["schema"])
+    out: dict[str, Any] = {"schema": schema, "available": False}
     names = hierarchy.geolevels.names
     if truth is None:
-        out["reason"] = "the truth has no 'rel' column: no households to compare with"
+        out["reason"] = _NO_TRUTH[schema]
         return out
-    released = released_household_tables(run_dir, hierarchy)
+    released = released_household_tables(run_dir, hierarchy, _TABLES[schema])
     if released is None:
-        out["reason"] = "the release has no household tables (P15, P18, P22, H13)"
+        out["reason"] = f"the release has no household tables ({', '.join(_TABLES[schema])})"
         return out
     truth = {**truth, "H1": occupancy[0]}
     released["H1"] = occupancy[1]
     out.update(available=True, tables_source="release tables (RUN/tables)")
     out["tables"] = {}
-    for name, what in HOUSEHOLD_MEASURES.items():
+    for name, what in _MEASURES[schema].items():
         d = table_definition(name)
         per_level = {
-            lv: _record(truth[name][li], released[name][li], d.leaves)
+            lv: table_record(truth[name][li], released[name][li], d.leaves)
             for li, lv in enumerate(names)
         }
         out["tables"][name] = {"title": d.title, "what": what, "levels": per_level}
@@ -164,6 +191,29 @@ def household_evaluation(
     return out
 
 
+_INTRO = {
+    HOUSEHOLD_SCHEMA: (
+        "<p>The release's household run (the 2010 Demonstration Data Product's household "
+        "histogram) against the households of the confidential data, derived from its "
+        "persons. Accuracy = 1 - TVD of each table's lines (1: every household in the right "
+        "line); the DDP released 310 of 3,221 counties at 100% occupancy against none in "
+        "SF1 (Van Riper, Kugler &amp; Ruggles 2020, sec. 3).</p>"
+    ),
+    DHCH_2020.name: (
+        "<p>The release's household and unit run (the 2020 DHC's households and housing "
+        "units) against those of the confidential data, its households derived from its "
+        "persons and its units' tenure and vacancy status. Accuracy = 1 - TVD of each "
+        "table's lines (1: every household or unit in the right line).</p>"
+    ),
+}
+
+
+def size_and_type_tables(schema: str) -> tuple[str, str]:
+    """The tables of households by size and by type of a ``schema`` household run
+    (``household2010``: H13, P18; ``dhch-2020``: H9, P16)."""
+    return _SIZE_AND_TYPE[schema]
+
+
 def household_section(result: Mapping[str, Any]) -> list[str]:
     """The report's "Households" section (nothing for a release without a household run)."""
     hh = result.get("households")
@@ -172,24 +222,19 @@ def household_section(result: Mapping[str, Any]) -> list[str]:
     parts = ["<h2>Households</h2>"]
     if not hh.get("available"):
         return parts + [f"<p>Not compared: {esc(hh.get('reason', ''))}.</p>"]
-    parts.append(
-        "<p>The release's household run (the 2010 Demonstration Data Product's household "
-        "histogram) against the households of the confidential data, derived from its "
-        "persons. Accuracy = 1 - TVD of each table's lines (1: every household in the right "
-        "line); the DDP released 310 of 3,221 counties at 100% occupancy against none in "
-        "SF1 (Van Riper, Kugler &amp; Ruggles 2020, sec. 3).</p>"
-    )
+    measures = {n: rec["what"] for n, rec in hh["tables"].items()}
+    parts.append(_INTRO[hh["schema"]])
     rows = []
     for lv in result["geolevels"]:
         tot, occ = hh["totals"][lv], hh["occupancy_100"][lv]
         rows.append(
             [lv, tot["truth"], tot["released"], tot["mae"], tot["rmse"], tot["bias"]]
-            + [hh["tables"][n]["levels"][lv]["tvd"] for n in HOUSEHOLD_MEASURES]
+            + [hh["tables"][n]["levels"][lv]["tvd"] for n in measures]
             + [f"{occ['released']['n_full']:,}/{occ['released']['n_units']:,}"]
             + [f"{occ['truth']['n_full']:,}/{occ['truth']['n_units']:,}"]
         )
     head = ["geolevel", "households, true", "released", "MAE", "RMSE", "bias"]
-    head += [f"accuracy {n} ({w})" for n, w in HOUSEHOLD_MEASURES.items()]
+    head += [f"accuracy {n} ({w})" for n, w in measures.items()]
     head += ["100% occupied, released", "100% occupied, true"]
     parts.append(
         table(
@@ -213,8 +258,8 @@ def _level_of(h: Mapping[str, Any], lv: str) -> dict[str, Any] | None:
         "households_true": h["totals"][lv]["truth"],
         "mae": h["totals"][lv]["mae"],
         "rmse": h["totals"][lv]["rmse"],
-        "l1": {n: tables[n]["levels"][lv]["l1"] for n in HOUSEHOLD_MEASURES},
-        "tvd": {n: tables[n]["levels"][lv]["tvd"] for n in HOUSEHOLD_MEASURES},
+        "l1": {n: tables[n]["levels"][lv]["l1"] for n in tables},
+        "tvd": {n: tables[n]["levels"][lv]["tvd"] for n in tables},
         "occupancy_100": h["occupancy_100"][lv]["released"]["share"],
         "occupancy_100_true": h["occupancy_100"][lv]["truth"]["share"],
     }
@@ -225,10 +270,16 @@ def household_comparison(results: Sequence[Mapping[str, Any]]) -> list[dict[str,
     (``[]`` when neither has a household run compared with the truth): households
     released (and true), their MAE and RMSE per geounit, each table's L1 and TVD, and the
     share of geounits at 100% occupancy (released, and true); ``None`` in a release's
-    place when it has no household run (a ``pl94`` release) or was not compared."""
+    place when it has no household run (a ``pl94`` release) or was not compared, or when
+    its run does not publish that table (a DDP release beside a DHC one: each publishes
+    its own tables; ``measures`` the union, the first release's first)."""
     hh = [r.get("households") or {} for r in results]
     if not any(h.get("available") for h in hh):
         return []
+    measures: dict[str, str] = {}
+    for h in hh:
+        if h.get("available"):
+            measures.update({n: rec["what"] for n, rec in h["tables"].items() if n not in measures})
     rows = []
     for lv in results[0]["geolevels"]:
         recs = [_level_of(h, lv) for h in hh]
@@ -239,12 +290,11 @@ def household_comparison(results: Sequence[Mapping[str, Any]]) -> list[dict[str,
             "geolevel": lv,
             "households_true": some["households_true"],
             "occupancy_100_true": some["occupancy_100_true"],
+            "measures": measures,
         }
         for key in ("households", "mae", "rmse", "occupancy_100"):
             row[key] = [None if r is None else r[key] for r in recs]
         for key in ("l1", "tvd"):
-            row[key] = {
-                n: [None if r is None else r[key][n] for r in recs] for n in HOUSEHOLD_MEASURES
-            }
+            row[key] = {n: [None if r is None else r[key].get(n) for r in recs] for n in measures}
         rows.append(row)
     return rows

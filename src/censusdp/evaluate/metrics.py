@@ -20,6 +20,7 @@ Definitions (every number in the evaluation JSON is one of these):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "error_stats",
     "largest_errors",
     "occupancy_full_share",
+    "table_record",
     "tvd",
 ]
 
@@ -138,6 +140,16 @@ def tvd(pairs: Pairs) -> dict[str, float]:
     pop = int(pairs.t.sum())
     value = 1.0 - l1 / (2.0 * pop) if pop > 0 else math.nan
     return {"tvd": value, "l1": l1, "pop": pop}
+
+
+def table_record(truth: np.ndarray, released: np.ndarray, leaves: Sequence[int]) -> dict[str, Any]:
+    """Accuracy of one table at one level from dense ``(units x lines)`` arrays: the L1
+    and TVD of its leaf lines (:func:`tvd`), and the MAE, RMSE and bias of every line,
+    by true-count bin too (:func:`error_stats`)."""
+    cols = list(leaves)
+    rec: dict[str, Any] = dict(tvd(Pairs.dense(truth[:, cols], released[:, cols])))
+    rec.update(error_stats(Pairs.dense(truth, released)))
+    return rec
 
 
 def _summary(e: np.ndarray, n_zero: int) -> dict[str, Any]:

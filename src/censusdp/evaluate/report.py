@@ -67,6 +67,8 @@ _MEASURE_LABELS = {
     "P5": "P5 group quarters",
     "H1": "H1 occupancy",
     "H13": "H13 households by size",
+    "P12": "P12 sex by age (groups)",
+    "PCT12": "PCT12 sex by single year of age",
 }
 
 
@@ -310,7 +312,7 @@ def _accuracy_section(result: Mapping[str, Any]) -> list[str]:
         "above is not: small places can be pushed up and large ones down.</p>"
     )
     rows = []
-    for m in ("P1", "P2", "P3", "P4", "P5", "H1", "detailed", "hispanic*cenrace"):
+    for m in ("P1", "P2", "P3", "P4", "P5", "H1", "P12", "PCT12", "detailed", "hispanic*cenrace"):
         if m not in result["metrics"]:
             continue
         for lv in levels:

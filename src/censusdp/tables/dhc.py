@@ -74,12 +74,14 @@ __all__ = [
     "DHC_PERSON_TABLE_NAMES",
     "DHC_TABLE_NAMES",
     "DHC_HOUSEHOLD_CELLS",
+    "SEX_BY_AGE_TABLE_NAMES",
     "dhc_household_histograms",
     "dhc_household_rows",
     "dhc_person_rows",
     "dhc_person_table_arrays",
     "dhc_source_rows",
     "dhc_table_definition",
+    "sex_by_age_rows",
     "tabulate_dhc_households",
     "tabulate_dhc_household_rows",
     "tabulate_dhc_person_rows",
@@ -104,6 +106,10 @@ DHC_PERSON_TABLE_NAMES: tuple[str, ...] = (
     "GQ1",
 )
 """The DHC person tables, tabulated from a ``dhcp-2020`` person run."""
+
+SEX_BY_AGE_TABLE_NAMES: tuple[str, ...] = ("P12", "PCT12")
+"""The DHC person tables of sex by age alone, which any person schema with ``sex`` and
+``age`` determines (:func:`sex_by_age_rows`)."""
 
 DHC_HOUSEHOLD_TABLE_NAMES: tuple[str, ...] = ("P16", "H3", "H4", "H5", "H9")
 """The DHC household and housing-unit tables, tabulated from a DHC household run."""
@@ -300,11 +306,13 @@ def dhc_table_definition(name: str) -> TableDefinition:
 
 
 @cache
-def _person_map() -> sp.csr_matrix:
-    """``(1,227,744 x 136,416)``: each ``dhcp-2020`` cell's ``relgq x sex x age x hispanic
-    x race`` cell (``race``: ``cenrace`` 0-5, the races alone, or 6, two or more)."""
-    sch = get_schema("dhcp-2020")
-    base = (sch.cell_levels("relgq") * 2 + sch.cell_levels("sex")) * _N_AGE + sch.cell_levels("age")
+def _person_map(schema: str = "dhcp-2020") -> sp.csr_matrix:
+    """``(cells x 136,416)``: each cell of person schema ``schema`` as a ``relgq x sex x
+    age x hispanic x race`` cell (``race``: ``cenrace`` 0-5, the races alone, or 6, two or
+    more); a schema without ``relgq`` puts every cell at ``relgq`` 0."""
+    sch = get_schema(schema)
+    relgq = sch.cell_levels("relgq") if "relgq" in sch.attribute_names else 0
+    base = (relgq * 2 + sch.cell_levels("sex")) * _N_AGE + sch.cell_levels("age")
     race = np.minimum(sch.cell_levels("cenrace"), _N_RACES - 1)
     target = (base * 2 + sch.cell_levels("hispanic")) * _N_RACES + race
     return sp.csr_matrix(
@@ -339,6 +347,21 @@ def dhc_person_rows(rows: sp.spmatrix) -> sp.csr_matrix:
     """Histogram rows of ``dhcp-2020`` cells as the person tables' ``relgq x sex x age x
     hispanic x race`` cells (rows already in those cells are returned as they are)."""
     return _rows(rows, _person_map(), DHC_PERSON_CELLS, "DHC person")
+
+
+def sex_by_age_rows(rows: sp.spmatrix, schema: str) -> sp.csr_matrix:
+    """Histogram rows of any person schema with ``sex`` and ``age`` (``dhc-lite``,
+    ``dhcp-hhgq``, ``dhcp-2020`` ...) as the person tables' cells, for the tables of
+    :data:`SEX_BY_AGE_TABLE_NAMES` only: a schema without ``relgq`` puts every person at
+    ``relgq`` 0, which P12 and PCT12 do not read (GQ1 does).
+
+    Raises:
+        SchemaError: for a schema without ``sex`` or ``age``, or rows of another width.
+    """
+    names = get_schema(schema).attribute_names
+    if "sex" not in names or "age" not in names:
+        raise SchemaError(f"schema {schema!r} has no sex and single year of age: {list(names)}")
+    return _rows(rows, _person_map(schema), DHC_PERSON_CELLS, f"{schema} person")
 
 
 def dhc_household_rows(rows: sp.spmatrix) -> sp.csr_matrix:

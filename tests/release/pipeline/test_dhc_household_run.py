@@ -225,9 +225,10 @@ def test_validate_catches_a_tampered_dhc_household_table_cell(
 
 def test_evaluate_reads_a_dhc_household_release(dhc_run: Path, tmp_path: Path) -> None:
     """``evaluate`` of a DHC release with its household run against its truth: the
-    persons measured against the truth, the unit NMF (two histograms) summarised without
-    it, the households said not compared; before, the unit NMF's truth was built on the
-    occupancy schema and evaluate stopped with an internal error."""
+    persons measured against the truth (sex by age too), the unit NMF (two histograms)
+    summarised without it, the households and units (P16, H9, H3, H4, H5) against the
+    truth's, with the households released and true; before, the unit NMF's truth was built
+    on the occupancy schema and evaluate stopped with an internal error."""
     from censusdp.evaluate import evaluate
 
     result = evaluate(dhc_run.parent / "cef", dhc_run, json_path=tmp_path / "e.json")
@@ -236,7 +237,12 @@ def test_evaluate_reads_a_dhc_household_release(dhc_run: Path, tmp_path: Path) -
     levels = nmf["units"]["by_level"]
     assert levels and all(set(queries) == set(UNIT_QUERIES) for queries in levels.values())
     assert result["invariants_ok"]
-    assert result["households"]["available"] is False
+    hh = result["households"]
+    assert hh["available"] and list(hh["tables"]) == ["P16", "H9", "H3", "H4", "H5"]
+    state = hh["totals"]["State"]
+    assert state["released"] == int(_released(dhc_run)[0].sum()) and state["truth"] > 0
+    for name in ("P12", "PCT12"):
+        assert result["metrics"][name]["State"]["pop"] == result["metrics"]["P1"]["State"]["pop"]
     assert (tmp_path / "e.json").is_file()
 
 
