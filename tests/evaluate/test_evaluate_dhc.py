@@ -172,9 +172,9 @@ def test_sex_by_age_rows_of_another_schema_keep_sex_and_age() -> None:
     rows = sp.csr_matrix(([1, 1], ([0, 1], [0, sch.size - 1])), shape=(2, sch.size))
     out = sex_by_age_rows(rows, "dhc-lite").tocoo()
     sex, age = sch.cell_levels("sex"), sch.cell_levels("age")
+    hisp, race = sch.cell_levels("hispanic"), np.minimum(sch.cell_levels("cenrace"), 6)
     assert out.col.tolist() == [
-        sex[0] * 116 + age[0],
-        sex[sch.size - 1] * 116 + age[sch.size - 1],
+        ((sex[i] * 116 + age[i]) * 2 + hisp[i]) * 7 + race[i] for i in (0, sch.size - 1)
     ]
     with pytest.raises(Exception, match="no sex and single year of age"):
         sex_by_age_rows(rows, "pl94")
