@@ -187,8 +187,9 @@ def tenure_bounds(unit_levels: list[sp.spmatrix | np.ndarray]) -> list[Bounds]:
     production's ordering (six marginals without ``detailed``, 1.1 million live cells)
     to the NNLS point after the active set and Clarabel missed it (64.8 CPU s on the
     hand-made blocks of ``tests/release/test_dhc_units.py``); without it Clarabel
-    solves that pass there (43.0 CPU s; one pass costs the same, 3.4 and 3.5 s). On a
-    release's nine measured queries the NNLS point may still finish it (docs/dhc-2020.md)."""
+    solves that pass there (43.0 CPU s; one pass costs the same, 3.4 and 3.5 s). A
+    root point off the exact groups by floating-point error only is rescaled onto them
+    (:func:`~censusdp.release.topdown.solvers.common.hold_exact_groups`; docs/dhc-2020.md)."""
     return [_exact(tenure_of_units(h), total=False) for h in unit_levels]
 
 

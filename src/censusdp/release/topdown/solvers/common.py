@@ -83,6 +83,28 @@ def clean(sub: Subproblem, x: np.ndarray, tol: float) -> np.ndarray:
     return x
 
 
+def hold_exact_groups(sub: Subproblem, x: np.ndarray) -> np.ndarray:
+    """At a root (no parent whose column sums a rescale would move), each child's exact
+    groups (lower bound = upper bound) rescaled to their bound; other cells as they are.
+
+    A repair for a solution that missed only by floating-point error: on a root of a
+    million cells held to a few exact groups (the DHC households' root, held to the
+    units' tenure) the active set and Clarabel stop 1e-7 to 1e-6 persons off an exact
+    group, over the 1e-9-relative feasibility tolerance. The groups partition the cells,
+    so a rescale keeps every other group, non-negativity and the zero cells; the caller
+    validates every constraint again (the children's totals, which a rescale may move)."""
+    if sub.parent is not None or not sub.G or not sub.c:
+        return x
+    x = np.array(x, dtype=np.float64)
+    sums = sub.group_sums(x)
+    exact = (sub.group_lower == sub.group_upper) & (sums > 0)
+    if not exact.any():
+        return x
+    factor = np.where(exact, sub.group_lower / np.where(exact, sums, 1.0), 1.0)
+    x *= factor[:, sub.groups]
+    return x
+
+
 def feasibility_tolerance(sub: Subproblem, rel: float) -> float:
     """Absolute tolerance (persons) for constraint violations: ``rel * max(1, scale)``."""
     return rel * max(1.0, sub.scale())

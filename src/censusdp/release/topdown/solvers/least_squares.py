@@ -53,7 +53,7 @@ from censusdp.progress import logger
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.solvers.base import RealSolution, Tolerances, compress
 from censusdp.release.topdown.solvers.chain import BACKENDS, METHODS, backend_order
-from censusdp.release.topdown.solvers.common import clean, feasibility_tolerance
+from censusdp.release.topdown.solvers.common import clean, feasibility_tolerance, hold_exact_groups
 
 __all__ = ["NOISE_TOL", "solve_l2"]
 
@@ -67,6 +67,9 @@ def _finish(sub: Subproblem, x: np.ndarray | None, tol: float) -> tuple[np.ndarr
         return None, float("inf")
     x = clean(sub, x, tol)
     viol = sub.max_violation(x)
+    if viol > tol and sub.parent is None:  # a root's exact groups missed by rounding error
+        x = hold_exact_groups(sub, x)
+        viol = sub.max_violation(x)
     return (x, viol) if viol <= tol else (None, viol)
 
 
