@@ -54,7 +54,7 @@ import scipy.sparse as sp
 
 from censusdp.errors import ResumeError
 from censusdp.io.atomic import atomic_path, fsync_file, sha256_of, strict_json, write_json
-from censusdp.io.layout import CHECKPOINT_DIR
+from censusdp.io.layout import CHECKPOINT_DIR, MANIFEST_FILE
 from censusdp.io.staging import RESUMABLE_MARKER, Staging
 from censusdp.privacy.randomness import GENERATOR
 from censusdp.privacy.release_budget import ReleaseBudget
@@ -75,6 +75,14 @@ PARTS_LOG = f"{CHECKPOINT_DIR}/parts.jsonl"
 _FORMAT = 1
 
 
+def _h1_fingerprint(release: Path) -> dict[str, Any]:
+    """The ``--h1-from`` release's path and its manifest's SHA-256 (``None`` without
+    one: the run then stops reading it, in one line)."""
+    manifest = release / MANIFEST_FILE
+    digest = sha256_of(manifest) if manifest.is_file() else None
+    return {"h1_from": str(release), "h1_manifest_sha256": digest}
+
+
 def run_fingerprint(
     input_sha256: Mapping[str, str],
     budget: ReleaseBudget,
@@ -87,8 +95,10 @@ def run_fingerprint(
     seed = options.seed
     seed_hash = None if seed is None else hashlib.sha256(str(int(seed)).encode()).hexdigest()
     # the H1 a DHC household run is held to, when it has one (absent otherwise, so the
-    # fingerprints of runs without one are those of earlier versions)
-    h1 = {} if options.h1_from is None else {"h1_from": str(Path(options.h1_from).resolve())}
+    # fingerprints of runs without one are those of earlier versions): where it is and
+    # which release it is (its manifest hashes its unit MDF), so a release replaced at
+    # that path between the interruption and the resume is not taken for the same one
+    h1 = {} if options.h1_from is None else _h1_fingerprint(Path(options.h1_from).resolve())
     return strict_json(
         {
             **h1,

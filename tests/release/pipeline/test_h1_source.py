@@ -201,3 +201,28 @@ def test_the_cli_refuses_h1_from_in_one_line(pl94, tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "manifest.json" in err and str(bad) in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_resume_tells_a_replaced_h1_release_from_the_one_it_was_held_to(
+    pl94, tmp_path: Path
+) -> None:
+    """The resume fingerprint holds the ``--h1-from`` release's manifest digest, not only
+    its path: another release put at that path between the interruption and the resume
+    changes it, so the resumed run is refused rather than held to another H1."""
+    from censusdp.release.checkpoint import run_fingerprint
+
+    cef, run, _, _ = pl94
+    here = tmp_path / "pl94"
+    shutil.copytree(run, here)
+    budget = ReleaseBudget(load_preset("dhc-2020"), load_preset("dhc-2020-units"))
+    options = ReleaseOptions(seed=3, h1_from=str(here))
+    sha = hash_input(cef).sha256
+    before = run_fingerprint(sha, budget, options, "optimized")
+    assert before["h1_manifest_sha256"] == sha256_of(here / "manifest.json")
+    assert run_fingerprint(sha, budget, options, "optimized") == before
+    manifest = json.loads((here / "manifest.json").read_text())
+    manifest["seed"] = 99  # another release of the same input at the same path
+    (here / "manifest.json").write_text(json.dumps(manifest))
+    after = run_fingerprint(sha, budget, options, "optimized")
+    assert after["h1_from"] == before["h1_from"] and after != before
+    assert "h1_from" not in run_fingerprint(sha, budget, ReleaseOptions(seed=3), "optimized")
