@@ -263,7 +263,9 @@ def test_a_roots_exact_groups_missed_by_rounding_error_are_held_again() -> None:
     # with a parent, a rescale would move its column sums: none there
     child = Subproblem(**{**sub.__dict__, "parent": x[0]})
     assert hold_exact_groups(child, off) is off
-    # an answer that misses a group by persons is not "rounding error"; the total
-    # bound is checked again after the rescale
+    # an answer that misses a group by persons is not rounding error: no rescale
+    far = x * np.array([[1 + 1e-3] * 3 + [1.0] * 3])
+    assert _finish(sub, far, tol)[0] is None
+    # the total bound is checked again after the rescale
     capped = Subproblem(**{**sub.__dict__, "total_upper": np.array([13.0])})
     assert _finish(capped, off, tol)[0] is None
