@@ -78,6 +78,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -397,12 +398,13 @@ class UnitStreams:
     """The streams of many geounits under one key (:meth:`RandomSource.unit_streams`).
 
     Unit ``u``'s stream is addressable: :meth:`words` returns any window of it, for
-    many units at once, by one AES-ECB call per window key (the module docstring has
-    the construction and why it is sound). Nothing is drawn ahead: reading words
+    many units at once, by one AES-ECB call per window key, and :meth:`pieces` a long
+    window of one unit piece by piece, from one AES-CTR keystream (the module docstring
+    has the construction and why it is sound). Nothing is drawn ahead: reading words
     ``a..b`` of a unit never changes words ``c..d``.
     """
 
-    __slots__ = ("_ciphers", "_group", "_groups", "_ids", "_key", "_parent", "n_units")
+    __slots__ = ("_ciphers", "_group", "_groups", "_ids", "_key", "_keys", "_parent", "n_units")
 
     def __init__(self, parent_key: bytes, key: tuple[str | int, ...], codes: Any) -> None:
         self._parent = parent_key
@@ -410,16 +412,24 @@ class UnitStreams:
         self._groups, self._group, ids = _parse_codes(codes)
         self._ids = ids.view("<u8")  # (units, 2): the blocks with block number 0
         self.n_units = int(self._group.size)
+        self._keys: dict[int, Any] = {}
         self._ciphers: dict[int, Any] = {}
+
+    def _window_key(self, group: int) -> Any:
+        """The AES-256 key of window group ``group`` (HMAC-SHA256, made once)."""
+        aes = self._keys.get(group)
+        if aes is None:
+            message = _UNITS_DOMAIN + _encode_key(self._key + self._groups[group])
+            aes = algorithms.AES(hmac.digest(self._parent, message, "sha256"))
+            self._keys[group] = aes
+        return aes
 
     def _cipher(self, group: int) -> Any:
         enc = self._ciphers.get(group)
         if enc is None:
-            message = _UNITS_DOMAIN + _encode_key(self._key + self._groups[group])
-            window_key = hmac.digest(self._parent, message, "sha256")
             # ECB is the batch interface to the block function: every input block is
             # distinct (unit digits, block number), see the module docstring
-            enc = Cipher(algorithms.AES(window_key), modes.ECB()).encryptor()
+            enc = Cipher(self._window_key(group), modes.ECB()).encryptor()
             self._ciphers[group] = enc
         return enc
 
@@ -436,17 +446,15 @@ class UnitStreams:
         """
         rows = np.asarray(rows, dtype=np.intp).reshape(-1)
         start, count = int(start), int(count)
-        if start < 0 or count < 0 or start + count > 2 * _WINDOW_BLOCKS:
-            raise ConfigError(
-                f"unit stream words {start}..{start + count} are outside 0..{2 * _WINDOW_BLOCKS}"
-            )
+        _check_window(start, count)
         if not rows.size or not count:
             return np.empty((rows.size, count), dtype=np.uint64)
         first, stop = start // 2, (start + count + 1) // 2
         n_blocks = stop - first
-        numbers = np.zeros((n_blocks, 16), dtype=np.uint8)
-        numbers[:, 12:] = np.arange(first, stop, dtype=">u4").view(np.uint8).reshape(-1, 4)
-        tail = numbers.view("<u8")[:, 1]  # the block numbers in the second word
+        # the second word of block j (little-endian): bytes 8-11 of the code's digits,
+        # then j's 4 big-endian bytes, which read little-endian are j byte-swapped
+        tail = np.arange(first, stop, dtype=np.uint32).byteswap().astype(np.uint64)
+        tail <<= np.uint64(32)
         skip = start - 2 * first
         groups = self._group[rows]
         lone = groups[0] if (groups == groups[0]).all() else None
@@ -466,3 +474,65 @@ class UnitStreams:
                 return words[:, skip : skip + count]
             out[sel] = words[:, skip : skip + count]
         return out
+
+    def pieces(self, row: int, start: int, count: int, step: int) -> Iterator[np.ndarray]:
+        """Words ``start .. start + count - 1`` of unit ``row``'s stream, ``step`` at a time.
+
+        The same words as :meth:`words` (``words([row], start, count)[0]``, cut into
+        pieces of ``step`` words, the last one shorter), from one AES-CTR keystream: the
+        window's blocks ``B_j`` are ``hi || lo || j`` with ``j`` in the last 32 bits, and
+        CTR mode encrypts exactly the counter blocks ``B_first, B_first + 1, ...``; the
+        counter never carries out of ``j``, whose last block is ``2**32 - 1`` at most.
+        No block is built in memory, so a long window costs the cipher alone.
+
+        Each piece is a view of one buffer that the next piece overwrites: use it
+        before asking for the next.
+
+        Args:
+            row: an index into the codes the streams were made for.
+            start: first word (``>= 0``).
+            count: how many words (``>= 0``).
+            step: words per piece (``>= 1``).
+        """
+        row, start, count, step = int(row), int(start), int(count), int(step)
+        _check_window(start, count)
+        if step < 1:
+            raise ConfigError(f"unit stream pieces need step >= 1, got {step}")
+        if not count:
+            return
+        first = start // 2
+        counter = self._ids[row].tobytes()[:12] + first.to_bytes(4, "big")
+        aes = Cipher(self._window_key(int(self._group[row])), modes.CTR(counter)).encryptor()
+        if start - 2 * first:  # the window begins with a block's second word
+            aes.update(bytes(8))
+        size = 8 * min(step, count)
+        zeros = _zero_bytes(size)
+        raw = np.empty(size + _BLOCK, dtype=np.uint8)  # update_into wants slack
+        words = raw[:size].view("<u8")
+        for at in range(0, count, step):
+            k = min(step, count - at)
+            if aes.update_into(zeros[: 8 * k], raw) != 8 * k:  # pragma: no cover
+                raise RuntimeError("AES-CTR returned a short keystream")
+            yield words[:k]
+
+
+_ZEROS = np.zeros(0, dtype=np.uint8)
+
+
+def _zero_bytes(size: int) -> np.ndarray:
+    """``size`` zero bytes, the plaintext of a keystream: one read-only array shared by
+    every call (grown when a longer one is asked for), so that no call zeroes its own."""
+    global _ZEROS
+    if _ZEROS.size < size:
+        zeros = np.zeros(size, dtype=np.uint8)
+        zeros.flags.writeable = False
+        _ZEROS = zeros
+    return _ZEROS[:size]
+
+
+def _check_window(start: int, count: int) -> None:
+    """Refuse a window of a unit stream outside its ``2**33`` words."""
+    if start < 0 or count < 0 or start + count > 2 * _WINDOW_BLOCKS:
+        raise ConfigError(
+            f"unit stream words {start}..{start + count} are outside 0..{2 * _WINDOW_BLOCKS}"
+        )

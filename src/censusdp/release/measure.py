@@ -341,6 +341,8 @@ def _release_units(
     source: object,
 ) -> np.ndarray:
     """Add noise to each unit's answers from that unit's own stream
-    (``source.unit_streams(geolevel, query, codes=geocodes)``)."""
-    out = mech.release_units(exact, source, (geolevel, query), geocodes)  # type: ignore[attr-defined]
+    (``source.unit_streams(geolevel, query, codes=geocodes)``), in place: ``exact`` (the
+    caller's own fresh array) becomes the noisy values, so that no second array of the
+    query's size is allocated."""
+    out = mech.release_units(exact, source, (geolevel, query), geocodes, out=exact)  # type: ignore[attr-defined]
     return np.asarray(out, dtype=np.int64)

@@ -260,6 +260,34 @@ def test_secure_unit_streams_are_keyed_by_the_secret_key() -> None:
     )
 
 
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    code=st.sampled_from(CODES),
+    start=st.one_of(st.integers(0, 40), st.integers(2**33 - 40, 2**33)),
+    count=st.integers(0, 40),
+    step=st.integers(1, 12),
+)
+def test_pieces_are_the_words_of_the_window(code: str, start: int, count: int, step: int) -> None:
+    """``pieces`` (one AES-CTR keystream) reads exactly the words that ``words`` (AES-ECB
+    on the window's blocks) does: from an odd start, up to the window's last word, in
+    pieces of any size."""
+    start = min(start, 2**33 - count)
+    streams = RandomSource.seeded(8).unit_streams("Block", "q", codes=["17", code])
+    want = streams.words([1], start, count)[0]
+    pieces = [p.copy() for p in streams.pieces(1, start, count, step)]
+    assert [p.size for p in pieces] == [min(step, count - a) for a in range(0, count, step)]
+    got = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.uint64)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pieces_refuse_a_bad_window_or_step() -> None:
+    streams = RandomSource.seeded(1).unit_streams("B", codes=["1"])
+    with pytest.raises(ConfigError, match="^unit stream words 8589934590..8589934593 are outside"):
+        next(streams.pieces(0, 2**33 - 2, 3, 1))
+    with pytest.raises(ConfigError, match="^unit stream pieces need step >= 1, got 0$"):
+        next(streams.pieces(0, 0, 3, 0))
+
+
 def test_unit_stream_words_are_uniform_bits() -> None:
     codes = [f"{i:016d}" for i in range(2000)]
     words = RandomSource.seeded(2025).unit_streams("Block", "detailed", codes=codes)

@@ -43,6 +43,7 @@ def _release_units(
     source: RandomSource,
     key: tuple[str | int, ...],
     codes: Sequence[str] | np.ndarray,
+    out: np.ndarray | None,
 ) -> np.ndarray:
     arr = integer_values(values)
     streams = source.unit_streams(*key, codes=codes)
@@ -51,9 +52,20 @@ def _release_units(
             f"release_units needs a (units x cells) array with one code per unit; got shape "
             f"{arr.shape} and {streams.n_units} codes"
         )
-    noise = table.sample_units(arr.shape[1], streams, arr.shape[0])
-    noise += arr  # in place: the draws are a fresh int64 array
-    return noise
+    if out is not None and (
+        not isinstance(out, np.ndarray)
+        or out.shape != arr.shape
+        or out.dtype != np.int64
+        or not out.flags.c_contiguous
+        or not out.flags.writeable
+    ):
+        got = f"{out.shape} {out.dtype}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise CensusDPError(
+            f"release_units: out must be a writeable C-contiguous int64 array of shape "
+            f"{arr.shape}; got {got}"
+        )
+    # the counts are added to each piece of draws while it is in the cache
+    return table.sample_units(arr.shape[1], streams, arr.shape[0], counts=arr, out=out)
 
 
 # -- discrete Gaussian ------------------------------------------------------------------
@@ -186,6 +198,7 @@ class _TableMechanism:
         source: RandomSource,
         key: tuple[str | int, ...],
         codes: Sequence[str] | np.ndarray,
+        out: np.ndarray | None = None,
     ) -> np.ndarray:
         """Release many units at once, each with noise from its own stream.
 
@@ -201,8 +214,11 @@ class _TableMechanism:
             source: the parent stream (its position is not used or advanced).
             key: the streams' key, e.g. ``(geolevel, query)``.
             codes: one code per unit (its geocode).
+            out: where the noisy values go: a writeable C-contiguous ``int64`` array of
+                ``values``' shape, which may be ``values`` itself (released in place, no
+                new array); ``None`` for a new array.
         """
-        return _release_units(self._profile.table, values, source, key, codes)
+        return _release_units(self._profile.table, values, source, key, codes, out)
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ inflated by ``2**-60`` relative slack; ``tau <= 2 * tail / Z_T`` with ``Z_T >= 1
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import mpmath
 import numpy as np
@@ -65,6 +65,7 @@ from censusdp.privacy.randomness import RandomSource
 
 __all__ = [
     "CHUNK",
+    "PIECE",
     "AliasTable",
     "UnitWords",
     "build_symmetric_table",
@@ -78,12 +79,17 @@ TAIL_BITS = 130  # truncation tail mass at most 2**-TAIL_BITS
 MAX_COLUMN_BITS = 20  # tables with more than 2**20 outcomes are refused
 TV_LIMIT = Fraction(1, 2**100)
 CHUNK = 1 << 16  # words per chunk: part of the stream format (tie words follow each chunk)
+# words per lookup of sample_units (its work arrays, 128 KiB each, stay in the L2 cache);
+# a unit with at least this many draws is read from its own keystream, piece by piece
+PIECE = 1 << 14
 
 
 class UnitWords(Protocol):
     """Addressable per-unit streams (:class:`~censusdp.privacy.randomness.UnitStreams`)."""
 
     def words(self, rows: Any, start: int, count: int) -> np.ndarray: ...
+
+    def pieces(self, row: int, start: int, count: int, step: int) -> Iterator[np.ndarray]: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +104,13 @@ class AliasTable:
         tv_bound: rigorous upper bound on the total-variation distance between the
             sampled and the exact distribution (a ``Fraction``).
         tail_bound: upper bound on the exact distribution's mass outside ``-T..T``.
+        threshold_hi: the high 64 bits ``t_hi`` of each column's threshold (``uint64``).
+        threshold_lo: the low 64 bits of each column's threshold (``uint64``).
+        threshold_words: column ``j``'s ``(j << (64 - b)) + t_hi`` modulo ``2**64``
+            (``uint64``): what a word of column ``j`` is compared with
+            (:meth:`_lookup`).
+        values: ``int64``, ``values[2 j]`` column ``j``'s alias outcome,
+            ``values[2 j + 1]`` its own (primary) outcome.
     """
 
     half_width: int
@@ -105,9 +118,67 @@ class AliasTable:
     weights: tuple[int, ...]
     tv_bound: Fraction
     tail_bound: Fraction
-    threshold_hi: np.ndarray  # uint64, per column
-    threshold_lo: np.ndarray  # uint64, per column
-    values: np.ndarray  # int64, values[2 j] = alias outcome, values[2 j + 1] = primary
+    threshold_hi: np.ndarray
+    threshold_lo: np.ndarray
+    threshold_words: np.ndarray
+    values: np.ndarray
+
+    def _lookup(
+        self, words: np.ndarray, out: np.ndarray, col: np.ndarray, diff: np.ndarray
+    ) -> np.ndarray:
+        """Each word's draw into ``out``; the flat indices of the draws left to a tie.
+
+        A word ``A = (j << s) | r_hi`` (``s = 64 - b``: column ``j``, then the high part
+        ``r_hi`` of the uniform) is compared with column ``j``'s threshold by one
+        subtraction: ``A - threshold_words[j] = r_hi - t_hi`` modulo ``2**64``, and as
+        ``0 <= r_hi < 2**s`` and ``0 <= t_hi <= 2**s <= 2**63`` the difference's top bit
+        is set exactly when ``r_hi < t_hi`` (the primary outcome) and it is zero exactly
+        on a tie. A tied draw is left with its alias outcome, and ``col`` holds ``2 j``
+        there, for :meth:`_break_ties`; every other draw is final.
+
+        Args:
+            words: the uniform words (any shape).
+            out: ``int64``, the shape of ``words``: receives the draws.
+            col, diff: contiguous ``uint64`` work arrays of that shape; ``col`` ends
+                holding the index ``2 j + primary`` of each draw into :attr:`values`.
+        """
+        np.right_shift(words, np.uint64(64 - self.column_bits), out=col)
+        index = col.view(np.intp)  # j < 2**b <= 2**20: the same bits
+        self.threshold_words.take(index, out=diff, mode="clip")  # nothing is clipped
+        np.subtract(words, diff, out=diff)
+        if np.count_nonzero(diff) == diff.size:
+            ties = _NO_TIES
+        else:
+            ties = np.flatnonzero(diff == 0)
+        np.right_shift(diff, _TOP_BIT, out=diff)
+        np.left_shift(col, _ONE, out=col)
+        np.bitwise_or(col, diff, out=col)
+        self.values.take(index, out=out, mode="clip")  # 2 j + 1 < 2**(b+1): no clipping
+        return ties
+
+    def _break_ties(
+        self,
+        out: np.ndarray,
+        ties: np.ndarray,
+        doubled: np.ndarray,
+        n: int,
+        low_words: Callable[[int, int], np.ndarray],
+    ) -> None:
+        """Decide the tied draws that :meth:`_lookup` left, exactly.
+
+        The draws are rows of ``n`` (``out`` flat, row-major; ``ties`` ascending, with
+        ``doubled`` the ``2 j`` that :meth:`_lookup` left in ``col`` there). Row ``i``'s
+        tied draws, in order, read the words ``low_words(i, count)``; each takes the
+        primary outcome when its word (the low 64 bits ``r_lo`` of the uniform) is below
+        the column's ``t_lo``. ``out`` holds the alias outcome there, perhaps plus a
+        count: the difference to the primary outcome is added.
+        """
+        rows = ties // n
+        for i in np.unique(rows).tolist():
+            at = rows == i
+            primary = low_words(i, int(at.sum())) < self.threshold_lo[doubled[at] >> _ONE]
+            alias = self.values[doubled[at]]
+            out[ties[at]] += self.values[doubled[at] | primary] - alias
 
     def sample(self, n: int, source: RandomSource) -> np.ndarray:
         """``n`` i.i.d. draws with probabilities exactly ``weights / 2**128``.
@@ -119,88 +190,137 @@ class AliasTable:
         n = int(n)
         if n < 0:
             raise BudgetError(f"number of samples must be >= 0, got {n}")
-        shift = np.uint64(64 - self.column_bits)
-        mask = np.uint64((1 << (64 - self.column_bits)) - 1)
-        thi, tlo, values = self.threshold_hi, self.threshold_lo, self.values
-        if n <= CHUNK:  # one chunk: the same stream use, less overhead
-            words = source.uint64(n)
-            col = (words >> shift).astype(np.intp)
-            r_hi = words & mask
-            t_hi = thi[col]
-            primary = r_hi < t_hi
-            ties = np.flatnonzero(r_hi == t_hi)
-            if ties.size:
-                primary[ties] = source.uint64(ties.size) < tlo[col[ties]]
-            return values[(col << 1) | primary]
         out = np.empty(n, dtype=np.int64)
+        col = np.empty(min(n, CHUNK), dtype=np.uint64)
+        diff = np.empty_like(col)
         for start in range(0, n, CHUNK):
-            stop = min(n, start + CHUNK)
-            words = source.uint64(stop - start)
-            col = (words >> shift).astype(np.intp)
-            r_hi = words & mask
-            t_hi = thi[col]
-            primary = r_hi < t_hi
-            ties = np.flatnonzero(r_hi == t_hi)
+            k = min(n - start, CHUNK)
+            ties = self._lookup(source.uint64(k), out[start : start + k], col[:k], diff[:k])
             if ties.size:
-                r_lo = source.uint64(ties.size)
-                primary[ties] = r_lo < tlo[col[ties]]
-            col <<= 1
-            col |= primary
-            out[start:stop] = values[col]
+                self._break_ties(out[start:], ties, col[ties], k, lambda _, c: source.uint64(c))
         return out
 
-    def sample_units(self, n: int, streams: UnitWords, units: int) -> np.ndarray:
+    def sample_units(
+        self,
+        n: int,
+        streams: UnitWords,
+        units: int,
+        *,
+        counts: np.ndarray | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
         """``n`` draws for each of ``units`` units, each from its own addressable stream.
 
-        Row ``u`` reads words ``0 .. n-1`` of unit ``u``'s stream (``streams.words``),
-        one per draw, and, for the rare draws whose low bits tie with the threshold, the
-        words ``n, n+1, ...`` in the order of those draws: so row ``u`` is a function of
-        unit ``u``'s stream and ``n`` only, whichever units are sampled with it. Each
-        draw uses the same exact comparison as :meth:`sample` (probabilities exactly
-        ``weights / 2**128`` for uniform words). Units are taken in batches of about
-        :data:`CHUNK` words, a unit with more than :data:`CHUNK` draws in column chunks.
+        Row ``u`` reads words ``0 .. n-1`` of unit ``u``'s stream, one per draw, and, for
+        the rare draws whose low bits tie with the threshold, the words ``n, n+1, ...``
+        in the order of those draws: so row ``u`` is a function of unit ``u``'s stream
+        and ``n`` only, whichever units are sampled with it and however they are read.
+        Each draw uses the same exact comparison as :meth:`sample` (probabilities exactly
+        ``weights / 2**128`` for uniform words). A row of at least :data:`PIECE` draws
+        is read piece by piece from its own keystream (``streams.pieces``), shorter rows
+        in batches of about :data:`PIECE` words (``streams.words``); either way the
+        lookups run on :data:`PIECE`-word work arrays that stay in the cache, and
+        ``counts`` are added to each piece while it is there.
 
         Args:
             n: draws per unit.
             streams: has ``words(rows, start, count)``, a ``(len(rows), count)`` uint64
-                array of words ``start..`` of those units' streams
-                (:class:`~censusdp.privacy.randomness.UnitStreams`).
+                array of words ``start..`` of those units' streams, and
+                ``pieces(row, start, count, step)``, the same words of one unit in
+                pieces (:class:`~censusdp.privacy.randomness.UnitStreams`).
             units: the number of units (rows ``0 .. units-1`` of ``streams``).
+            counts: ``(units, n)`` ``int64`` added to the draws, or ``None``.
+            out: a C-contiguous ``(units, n)`` ``int64`` array for the result (it may be
+                ``counts`` itself), or ``None`` for a new one.
         """
         n, units = int(n), int(units)
         if n < 0:
             raise BudgetError(f"number of samples must be >= 0, got {n}")
-        out = np.empty((units, n), dtype=np.int64)
+        if out is None:
+            out = np.empty((units, n), dtype=np.int64)
+        for name, arr in (("counts", counts), ("out", out)):
+            if arr is not None and (
+                arr.shape != (units, n)
+                or arr.dtype != np.int64
+                or (arr is out and not arr.flags.c_contiguous)
+            ):
+                raise InternalError(
+                    f"sample_units: {name} must be a ({units}, {n}) int64 array (out "
+                    f"C-contiguous), got {arr.shape} {arr.dtype}"
+                )
         if not n or not units:
             return out
-        shift = np.uint64(64 - self.column_bits)
-        mask = np.uint64((1 << (64 - self.column_bits)) - 1)
-        per_batch = max(1, CHUNK // n)
-        step = min(n, CHUNK)
+        per_batch = 1 if n >= PIECE else min(units, PIECE // n)
+        size = min(n, PIECE) * per_batch
+        work = _Work(
+            np.empty(size, dtype=np.uint64),
+            np.empty(size, dtype=np.uint64),
+            None if counts is None else np.empty(size, dtype=np.int64),
+        )
+        if n >= PIECE:
+            for u in range(units):
+                self._sample_row(out[u], None if counts is None else counts[u], streams, u, work)
+            return out
         for first in range(0, units, per_batch):
             rows = np.arange(first, min(units, first + per_batch))
-            used = np.zeros(rows.size, dtype=np.int64)  # tie words read per row
-            for c0 in range(0, n, step):
-                c1 = min(n, c0 + step)
-                words = streams.words(rows, c0, c1 - c0)
-                # the column: the top b bits (< 2**20, so the uint64 bits are the intp)
-                col = np.right_shift(words, shift).view(np.intp)
-                words &= mask  # the high part r_hi of each uniform
-                t_hi = self.threshold_hi.take(col, mode="clip")  # col < 2**b: no clipping
-                primary = words < t_hi
-                tied = words == t_hi
-                tie_rows, tie_cols = np.nonzero(tied) if tied.any() else (tied[:0, 0], None)
-                for i in np.unique(tie_rows).tolist():  # row-major: in stream order
-                    at = tie_cols[tie_rows == i]
-                    r_lo = streams.words(rows[i : i + 1], n + int(used[i]), at.size)[0]
-                    primary[i, at] = r_lo < self.threshold_lo[col[i, at]]
-                    used[i] += at.size
-                col <<= 1
-                col |= primary
-                # whole rows (per_batch > 1 only when step == n) or one row's columns:
-                # a contiguous block of ``out``, filled without a temporary
-                self.values.take(col, out=out[first : first + rows.size, c0:c1], mode="clip")
+            block = slice(first, first + rows.size)
+            ties = self._lookup_into(
+                streams.words(rows, 0, n),
+                out[block],
+                None if counts is None else counts[block],
+                work,
+            )
+            if ties.size:
+                self._break_ties(
+                    out[block].reshape(-1),
+                    ties,
+                    work.col[ties],
+                    n,
+                    lambda i, c, rows=rows: streams.words(rows[i : i + 1], n, c)[0],
+                )
         return out
+
+    def _lookup_into(
+        self, words: np.ndarray, out: np.ndarray, counts: np.ndarray | None, work: _Work
+    ) -> np.ndarray:
+        """:meth:`_lookup` of ``words`` on the work arrays, into ``out`` (plus ``counts``)."""
+        m = words.size
+        col, diff = work.col[:m].reshape(words.shape), work.diff[:m].reshape(words.shape)
+        if counts is None:
+            return self._lookup(words, out, col, diff)
+        assert work.draws is not None
+        draws = work.draws[:m].reshape(words.shape)
+        ties = self._lookup(words, draws, col, diff)
+        np.add(counts, draws, out=out)
+        return ties
+
+    def _sample_row(
+        self,
+        row: np.ndarray,
+        counts: np.ndarray | None,
+        streams: UnitWords,
+        u: int,
+        work: _Work,
+    ) -> None:
+        """Unit ``u``'s draws (plus ``counts``) into ``row``: its words in pieces of
+        :data:`PIECE`, then its tie words after them."""
+        n = row.size
+        tied, doubled, at = [], [], 0
+        for words in streams.pieces(u, 0, n, PIECE):
+            k = words.size
+            piece = slice(at, at + k)
+            ties = self._lookup_into(
+                words, row[piece], None if counts is None else counts[piece], work
+            )
+            if ties.size:
+                tied.append(ties + at)
+                doubled.append(work.col[ties])
+            at += k
+        if tied:
+            ties = np.concatenate(tied)
+            self._break_ties(
+                row, ties, np.concatenate(doubled), n, lambda _, c: streams.words([u], n, c)[0]
+            )
 
     def sample_streams(self, n: int, streams: list[RandomSource]) -> np.ndarray:
         """``n`` draws from each stream: row ``i`` equals ``self.sample(n, streams[i])``.
@@ -228,22 +348,27 @@ class AliasTable:
         words = np.empty(len(streams) * n, dtype=np.uint64)
         for i, s in enumerate(streams):
             words[i * n : (i + 1) * n] = s.uint64(n)
-        shift = np.uint64(64 - self.column_bits)
-        mask = np.uint64((1 << (64 - self.column_bits)) - 1)
-        col = (words >> shift).astype(np.intp)
-        words &= mask  # now the high part r_hi of each uniform
-        t_hi = self.threshold_hi[col]
-        primary = words < t_hi
-        ties = np.flatnonzero(words == t_hi)  # ascending: grouped by stream, in order
-        if ties.size:
-            rows = ties // n
-            for row in np.unique(rows):
-                at = ties[rows == row]
-                r_lo = streams[int(row)].uint64(at.size)
-                primary[at] = r_lo < self.threshold_lo[col[at]]
-        col <<= 1
-        col |= primary
-        return self.values[col].reshape(len(streams), n)
+        out = np.empty(words.size, dtype=np.int64)
+        col = np.empty_like(words)
+        ties = self._lookup(words, out, col, np.empty_like(words))
+        if ties.size:  # ascending: grouped by stream, in order
+            self._break_ties(out, ties, col[ties], n, lambda i, c: streams[i].uint64(c))
+        return out.reshape(len(streams), n)
+
+
+class _Work(NamedTuple):
+    """The work arrays of :meth:`AliasTable.sample_units`, :data:`PIECE` words or a
+    batch of short rows each: the column index, the threshold difference and, when
+    counts are added, the draws."""
+
+    col: np.ndarray
+    diff: np.ndarray
+    draws: np.ndarray | None
+
+
+_NO_TIES = np.zeros(0, dtype=np.intp)
+_ONE = np.uint64(1)
+_TOP_BIT = np.uint64(63)
 
 
 def fixed_point(x: mpmath.mpf) -> int:
@@ -359,6 +484,8 @@ def build_symmetric_table(
     t_lo = np.array([t & ((1 << 64) - 1) for t in thresh], dtype=np.uint64)
     outcome = np.arange(N, dtype=np.int64) - T
     outcome[K:] = 0  # padding columns have threshold 0; they always take the alias
+    # (j << (64 - b)) + t_hi wraps to 0 only for the last column at full capacity
+    t_words = (np.arange(N, dtype=np.uint64) << np.uint64(64 - b)) + t_hi
     values = np.empty(2 * N, dtype=np.int64)
     values[0::2] = outcome[np.asarray(alias, dtype=np.int64)]
     values[1::2] = outcome
@@ -381,5 +508,6 @@ def build_symmetric_table(
         tail_bound=tail,
         threshold_hi=t_hi,
         threshold_lo=t_lo,
+        threshold_words=t_words,
         values=values,
     )
