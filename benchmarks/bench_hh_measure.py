@@ -80,8 +80,21 @@ from censusdp.release.validate import _nmf_rows  # noqa: E402
 from censusdp.release.validate._nmf_rows import Tally  # noqa: E402
 
 
-def _previous_sample_units(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
-    """:meth:`AliasTable.sample_units` as it was: the same draws, with temporaries."""
+def _previous_sample_units(
+    self: _table.AliasTable, n: int, streams, units: int, *, counts=None, out=None
+) -> np.ndarray:
+    """:meth:`AliasTable.sample_units` as it was: the same draws, with temporaries (the
+    counts added after, as ``release_units`` then did)."""
+    draws = _previous_draws(self, n, streams, units)
+    if counts is not None:
+        draws += counts
+    if out is None:
+        return draws
+    out[...] = draws
+    return out
+
+
+def _previous_draws(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
     out = np.empty((units, n), dtype=np.int64)
     if not n or not units:
         return out

@@ -53,7 +53,11 @@ the next ``8 n`` bytes of that keystream as little-endian 64-bit words.
   PRF on a structured counter" (counter mode with the nonce in the block), with one
   HMAC and one AES key schedule per (geolevel, query, code prefix) instead of one per
   unit; :class:`UnitStreams` evaluates the windows of many units in one AES-ECB call
-  (ECB here is only the batch interface to the block function).
+  (ECB here is only the batch interface to the block function), and a long window of
+  one unit as the AES-CTR keystream whose initial counter block is ``hi || lo || j``
+  (CTR encrypts exactly the blocks ``B_j, B_(j+1), ...``: ``j`` is the block's last 32
+  bits and never passes ``2**32 - 1`` in a window, so the counter never carries into
+  ``lo``). Both give the same words; CTR builds no input blocks in memory.
 * The TopDown engine keys noise per (geolevel, query, geounit) through
   ``unit_streams``, so the noise of a measurement does not depend on execution order,
   chunking, process or machine. (Before version ``units/v1`` of this construction the
@@ -270,13 +274,12 @@ class RandomSource:
             raw = self._encryptor().update(bytes(8 * n))
             self._position += 8 * n
             return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
-        zeros = np.zeros(8 * n, dtype=np.uint8)
-        buf = bytearray(8 * n + _BLOCK - 1)
-        written = self._encryptor().update_into(zeros, buf)
+        buf = np.empty(8 * n + _BLOCK, dtype=np.uint8)  # update_into wants slack
+        written = self._encryptor().update_into(_zero_bytes(8 * n), buf)
         if written != 8 * n:  # pragma: no cover - CTR is a stream mode
             raise RuntimeError("AES-CTR returned a short keystream")
         self._position += 8 * n
-        return np.frombuffer(buf, dtype="<u8", count=n).astype(np.uint64, copy=False)
+        return buf[: 8 * n].view("<u8")
 
     def uniform(self, n: int) -> np.ndarray:
         """``n`` floats uniform on the grid ``{k / 2**53}`` in ``[0, 1)`` (experiments only)."""
