@@ -11,10 +11,10 @@ shared, so each phase is repeated ``--repeats`` times, the methods alternating, 
 the least CPU of each kept):
 
 * ``answers``: the exact answers of every query (``_exact_answers``);
-* ``noise``: the noise, ``previous`` (the alias lookups as they were: a column copy, a
-  gather temporary, a copy of the words and of the result) and ``now``
-  (:meth:`censusdp.privacy.mechanisms._table.AliasTable.sample_units` in place); the
-  two must draw the same noise (checked);
+* ``noise``: the noise, ``previous`` (the words and the alias lookups as they were
+  before the pieces: ``benchmarks/bench_sampler.py``'s copy) and ``now``
+  (:meth:`censusdp.privacy.mechanisms._table.AliasTable.sample_units`, the counts
+  added in place); the two must draw the same noise (checked);
 * ``columns``: building the Arrow columns of every row group (``_QueryColumns``),
   ``previous`` with the four one-value columns in every row (``geolevel``, ``query``,
   ``variance``, ``mechanism``) and ``now`` the stored ``geocode``, ``cell``, ``value``
@@ -59,6 +59,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from _harness import cached_input, say  # noqa: E402
+from bench_sampler import PreviousWords, previous_sample_units  # noqa: E402
 from censusdp.data.geography import GeoLevels  # noqa: E402
 from censusdp.data.schema import get_schema  # noqa: E402
 from censusdp.io import nmf_cache  # noqa: E402
@@ -83,45 +84,15 @@ from censusdp.release.validate._nmf_rows import Tally  # noqa: E402
 def _previous_sample_units(
     self: _table.AliasTable, n: int, streams, units: int, *, counts=None, out=None
 ) -> np.ndarray:
-    """:meth:`AliasTable.sample_units` as it was: the same draws, with temporaries (the
-    counts added after, as ``release_units`` then did)."""
-    draws = _previous_draws(self, n, streams, units)
+    """:meth:`AliasTable.sample_units` as it was before the pieces (``bench_sampler``'s
+    copy: the words by AES-ECB, the lookups in 65,536-word steps), the counts added after
+    as ``release_units`` then did: the same draws."""
+    draws = previous_sample_units(self, n, PreviousWords(streams), units)
     if counts is not None:
         draws += counts
     if out is None:
         return draws
     out[...] = draws
-    return out
-
-
-def _previous_draws(self: _table.AliasTable, n: int, streams, units: int) -> np.ndarray:
-    out = np.empty((units, n), dtype=np.int64)
-    if not n or not units:
-        return out
-    shift = np.uint64(64 - self.column_bits)
-    mask = np.uint64((1 << (64 - self.column_bits)) - 1)
-    per_batch = max(1, _table.CHUNK // n)
-    step = min(n, _table.CHUNK)
-    for first in range(0, units, per_batch):
-        rows = np.arange(first, min(units, first + per_batch))
-        used = np.zeros(rows.size, dtype=np.int64)
-        for c0 in range(0, n, step):
-            c1 = min(n, c0 + step)
-            words = streams.words(rows, c0, c1 - c0).copy()  # the words were copied out
-            col = (words >> shift).astype(np.intp)
-            words &= mask
-            t_hi = self.threshold_hi[col]
-            primary = words < t_hi
-            tied = words == t_hi
-            tie_rows, tie_cols = np.nonzero(tied) if tied.any() else (tied[:0, 0], None)
-            for i in np.unique(tie_rows).tolist():
-                at = tie_cols[tie_rows == i]
-                r_lo = streams.words(rows[i : i + 1], n + int(used[i]), at.size)[0]
-                primary[i, at] = r_lo < self.threshold_lo[col[i, at]]
-                used[i] += at.size
-            col <<= 1
-            col |= primary
-            out[first : first + rows.size, c0:c1] = self.values[col]
     return out
 
 

@@ -47,7 +47,7 @@ from censusdp.privacy.randomness import RandomSource, UnitStreams
 _BLOCK = 16
 
 
-class _PreviousWords:
+class PreviousWords:
     """:meth:`UnitStreams.words` as it was: the block numbers written byte by byte into
     a ``(blocks, 16)`` array, then one AES-ECB call per window key (the same words)."""
 
@@ -84,7 +84,7 @@ class _PreviousWords:
         return out
 
 
-def _previous_sample_units(table: Any, n: int, streams: _PreviousWords, units: int) -> np.ndarray:
+def previous_sample_units(table: Any, n: int, streams: PreviousWords, units: int) -> np.ndarray:
     """:meth:`AliasTable.sample_units` as it was: 65,536-word steps, the column a view of
     the shifted words, the compare as two boolean arrays, ties row by row."""
     chunk = 1 << 16
@@ -121,8 +121,8 @@ def _previous_sample_units(table: Any, n: int, streams: _PreviousWords, units: i
 def _previous_release_units(mech: Any, values: np.ndarray, source: RandomSource, key, codes):
     """``release_units`` as it was (``_discrete._release_units`` on the copies above)."""
     arr = integer_values(values)
-    streams = _PreviousWords(source.unit_streams(*key, codes=codes))
-    noise = _previous_sample_units(mech._profile.table, arr.shape[1], streams, arr.shape[0])
+    streams = PreviousWords(source.unit_streams(*key, codes=codes))
+    noise = previous_sample_units(mech._profile.table, arr.shape[1], streams, arr.shape[0])
     noise += arr
     return noise
 
