@@ -86,14 +86,12 @@ def _previous_sample_units(
 ) -> np.ndarray:
     """:meth:`AliasTable.sample_units` as it was before the pieces (``bench_sampler``'s
     copy: the words by AES-ECB, the lookups in 65,536-word steps), the counts added after
-    as ``release_units`` then did: the same draws."""
+    into the new array of draws, as ``release_units`` then did (``out`` is not written:
+    the measuring task uses the array returned); the same draws."""
     draws = previous_sample_units(self, n, PreviousWords(streams), units)
     if counts is not None:
         draws += counts
-    if out is None:
-        return draws
-    out[...] = draws
-    return out
+    return draws
 
 
 def _least(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
