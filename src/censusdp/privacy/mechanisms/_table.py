@@ -64,6 +64,7 @@ from censusdp.errors import BudgetError, InternalError
 from censusdp.privacy.randomness import RandomSource
 
 __all__ = [
+    "BATCH",
     "CHUNK",
     "PIECE",
     "AliasTable",
@@ -79,9 +80,11 @@ TAIL_BITS = 130  # truncation tail mass at most 2**-TAIL_BITS
 MAX_COLUMN_BITS = 20  # tables with more than 2**20 outcomes are refused
 TV_LIMIT = Fraction(1, 2**100)
 CHUNK = 1 << 16  # words per chunk: part of the stream format (tie words follow each chunk)
-# words per lookup of sample_units (its work arrays, 128 KiB each, stay in the L2 cache);
-# a unit with at least this many draws is read from its own keystream, piece by piece
-PIECE = 1 << 14
+# sample_units: a unit with at least PIECE draws is read from its own keystream in pieces
+# of PIECE words, shorter units in batches of about BATCH words (by AES-ECB, whose calls
+# cost more to set up); the lookups' work arrays hold one piece or batch
+PIECE = 1 << 15
+BATCH = 1 << 16
 
 
 class UnitWords(Protocol):
@@ -218,9 +221,9 @@ class AliasTable:
         Each draw uses the same exact comparison as :meth:`sample` (probabilities exactly
         ``weights / 2**128`` for uniform words). A row of at least :data:`PIECE` draws
         is read piece by piece from its own keystream (``streams.pieces``), shorter rows
-        in batches of about :data:`PIECE` words (``streams.words``); either way the
-        lookups run on :data:`PIECE`-word work arrays that stay in the cache, and
-        ``counts`` are added to each piece while it is there.
+        in batches of about :data:`BATCH` words (``streams.words``); either way the
+        lookups run on work arrays of one piece or batch, reused, and ``counts`` are
+        added to each piece while it is in the cache.
 
         Args:
             n: draws per unit.
@@ -250,7 +253,7 @@ class AliasTable:
                 )
         if not n or not units:
             return out
-        per_batch = 1 if n >= PIECE else min(units, PIECE // n)
+        per_batch = 1 if n >= PIECE else min(units, BATCH // n)
         size = min(n, PIECE) * per_batch
         work = _Work(
             np.empty(size, dtype=np.uint64),
@@ -357,9 +360,9 @@ class AliasTable:
 
 
 class _Work(NamedTuple):
-    """The work arrays of :meth:`AliasTable.sample_units`, :data:`PIECE` words or a
-    batch of short rows each: the column index, the threshold difference and, when
-    counts are added, the draws."""
+    """The work arrays of :meth:`AliasTable.sample_units`, a piece or a batch of short
+    rows each: the column index, the threshold difference and, when counts are added,
+    the draws."""
 
     col: np.ndarray
     diff: np.ndarray
