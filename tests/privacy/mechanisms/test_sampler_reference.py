@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from censusdp.errors import CensusDPError
 from censusdp.privacy.mechanisms import DiscreteGaussian, Geometric
 from censusdp.privacy.mechanisms._table import PIECE, AliasTable
 from censusdp.privacy.randomness import RandomSource
@@ -152,3 +153,23 @@ def test_release_units_is_the_sampling_rule_on_real_streams(scale, gaussian, uni
     for u in range(units):  # a tie is rarer than 2**-43 here: n + 4 words are enough
         want = np.array(_reference(table, [int(w) for w in words[u]], n))
         np.testing.assert_array_equal(got[u], counts[u] + want)
+
+
+def test_release_units_in_place_is_the_same_release() -> None:
+    """``out=values`` (how measuring calls it) writes the same noisy values into the
+    counts' own array; an unusable ``out`` is refused in one line naming it."""
+    mech = Geometric(Fraction(125, 3))
+    source = RandomSource.seeded(5)
+    codes = ["5000000000000001", "5000000000000002"]
+    values = np.arange(2 * (PIECE + 3), dtype=np.int64).reshape(2, -1)
+    fresh = mech.release_units(values, source, ("Block", "q"), codes)
+    assert not np.array_equal(fresh, values)
+    same = values.copy()
+    assert mech.release_units(same, source, ("Block", "q"), codes, out=same) is same
+    np.testing.assert_array_equal(same, fresh)
+    frozen = values.copy()
+    frozen.flags.writeable = False
+    strided = np.zeros((4, values.shape[1]), dtype=np.int64)[::2]
+    for bad in (values.astype(np.int32), strided, frozen, values[:1], [[0]]):
+        with pytest.raises(CensusDPError, match="^release_units: out must be a writeable C-cont"):
+            mech.release_units(values, source, ("Block", "q"), codes, out=bad)
