@@ -23,7 +23,7 @@ Shapes (``--units`` scales the long ones):
 * ``ddp-2010 marginals``: the short queries of the same block (504, 232 and 8 cells:
   many units per AES call).
 
-Prints one JSON object. About a minute on an idle machine with the defaults.
+Prints one JSON object. About half a minute with the defaults (17 s wall at load 8).
 
     python benchmarks/bench_sampler.py --units 24 --repeats 3
 """
@@ -130,16 +130,16 @@ def _previous_release_units(mech: Any, values: np.ndarray, source: RandomSource,
 def _shapes(units: int) -> list[tuple[str, int, list[tuple[Any, int]]]]:
     """(name, cells a unit, [(mechanism, units)]): the units of a shape, by mechanism."""
     dg = Fraction(10000, 11)
-    third = max(1, units // 6)
+    per_variance = max(1, units // 6)
     return [
         ("ddp-2010 detailed", 229_320, [(Geometric(Fraction(125, 3)), units)]),
         (
             "dhc-2020 detailed",
             1_100_000,
             [
-                (DiscreteGaussian(dg), third),
-                (DiscreteGaussian(2 * dg), third),
-                (DiscreteGaussian(dg / 2), third),
+                (DiscreteGaussian(dg), per_variance),
+                (DiscreteGaussian(2 * dg), per_variance),
+                (DiscreteGaussian(dg / 2), per_variance),
             ],
         ),
         ("ddp-2010 marginal 504", 504, [(Geometric(Fraction(25, 3)), 50 * units)]),
