@@ -259,7 +259,7 @@ def test_the_statistics_before_and_now_give_the_same_nmf(base, tmp_path):
         "write_statistics": ["geolevel", "query", "value", "variance"],
     }
     with mock.patch.object(nmf_write, "WRITE_OPTIONS", options):
-        _write(before, measured)
+        _write(before, measured, engine="pyarrow")
     now = d / "default.parquet"
     stats = {
         name

@@ -13,6 +13,8 @@ row-group keys in the file's metadata, :func:`censusdp.io.nmf_files.row_group_ke
 from __future__ import annotations
 
 import contextlib
+import functools
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
+from censusdp.version import __version__
 from censusdp.io.nmf_files import (
     ROW_GROUPS_KEY,
     STORED_COLUMNS,
@@ -30,6 +33,14 @@ from censusdp.io.nmf_files import (
     STRUCTURAL_ZEROS_MEASURED,
     RowGroupKey,
     encode_row_group_keys,
+)
+from censusdp.io.parquet_chunks import (
+    Chunk,
+    ChunkFileWriter,
+    dictionary_chunk,
+    double_statistics,
+    plain_strings,
+    pyarrow_chunks,
 )
 
 __all__ = [
@@ -144,20 +155,36 @@ class _QueryColumns:
         self.mq = mq
         self.r = max(mq.rows.size, 1)
         units = mq.values.shape[0]
-        tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
-        self.cells = pa.array(tiled, pa.int32())
+        self.units = units
         self.values = pa.array(mq.values.reshape(-1))
         self.geocodes = np.asarray(geocodes)[:units]
-        self.codes = pa.array(self.geocodes, pa.string())
         self.unit_var = None if mq.uniform else mq.unit_variances()
         self.longest = longest
-        self.zeros = pa.array(np.zeros(longest, dtype=np.int32), pa.int32())
-        self.variances = (
-            pa.array(np.full(longest, float(mq.variance))) if self.unit_var is None else None
-        )
         self.level = pa.array([mq.geolevel], pa.string())
         self.query = pa.array([mq.query], pa.string())
         self.mechanism = pa.array([mq.mechanism], pa.string())
+        self._cell_chunks: dict[tuple[int, int], Chunk] = {}
+        self._one_chunks: dict[tuple[int, float], tuple[Chunk, ...]] = {}
+
+    @functools.cached_property
+    def cells(self) -> pa.Array:
+        """``cell`` of every row (the measured rows, once a unit)."""
+        rows = self.mq.rows.astype(np.int32)
+        return pa.array(np.tile(rows, self.units) if rows.size else np.zeros(0), pa.int32())
+
+    @functools.cached_property
+    def codes(self) -> pa.Array:
+        return pa.array(self.geocodes, pa.string())
+
+    @functools.cached_property
+    def zeros(self) -> pa.Array:
+        return pa.array(np.zeros(self.longest, dtype=np.int32), pa.int32())
+
+    @functools.cached_property
+    def variances(self) -> pa.Array | None:
+        if self.unit_var is not None:
+            return None
+        return pa.array(np.full(self.longest, float(self.mq.variance)))
 
     def key(self, a: int, b: int) -> RowGroupKey:
         """Rows ``a:b``'s :class:`~censusdp.io.nmf_files.RowGroupKey` (one variance: the
@@ -208,6 +235,72 @@ class _QueryColumns:
             ],
             schema=NMF_FILE_SCHEMA,
         )
+
+
+    def unit_runs(self, a: int, b: int) -> tuple[int, np.ndarray]:
+        """Rows ``a:b``'s first unit (index into the query's units) and how many of the
+        rows each unit from it on holds."""
+        first, last = a // self.r, (b - 1) // self.r
+        edges = np.arange(first, last + 2, dtype=np.int64) * self.r
+        edges[0], edges[-1] = a, b
+        return first, np.diff(edges)
+
+    def chunks(self, a: int, b: int, value: Chunk) -> list[Chunk]:
+        """Rows ``a:b`` as the seven column chunks of a row group (``value``'s chunk
+        encoded by pyarrow with the query's other row groups), in the columns' order.
+
+        Every column but ``value`` is encoded here: the one-value columns and
+        ``geocode`` are dictionaries whose indices are one run a row group or a geounit
+        (:func:`~censusdp.io.parquet_chunks.dictionary_chunk`), and ``cell`` repeats
+        the query's measured rows, so a row group of whole geounits has the same
+        ``cell`` chunk as every other of its size (encoded once, by pyarrow).
+        """
+        n = b - a
+        first, lengths = self.unit_runs(a, b)
+        key = self.key(a, b)
+        skip = a - first * self.r
+        cell = self._cell_chunks.get((skip, n))
+        if cell is None:
+            reps = -(-(skip + n) // self.r)
+            cells = np.tile(self.mq.rows.astype(np.int32), reps)[skip : skip + n]
+            cell = pyarrow_chunks(
+                [pa.table([pa.array(cells, pa.int32())], schema=_CELL_SCHEMA)], **_CELL_OPTIONS
+            )[0]
+            self._cell_chunks[(skip, n)] = cell
+        codes = self.geocodes[first : first + lengths.size].tolist()
+        level, query, variance, mechanism = self._one_value_chunks(n, key.variance)
+        return [
+            level,
+            dictionary_chunk(
+                "BYTE_ARRAY", plain_strings(codes), len(codes), lengths, compression="zstd"
+            ),
+            query,
+            cell,
+            value,
+            variance,
+            mechanism,
+        ]
+
+    def _one_value_chunks(self, n: int, variance: float) -> tuple[Chunk, ...]:
+        """The chunks of ``geolevel``, ``query``, ``variance`` and ``mechanism`` for a
+        row group of ``n`` rows (the same for every row group of that size and variance)."""
+        got = self._one_chunks.get((n, variance))
+        if got is None:
+            one = np.array([n], dtype=np.int64)
+            got = (
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.geolevel]), 1, one),
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.query]), 1, one),
+                dictionary_chunk(
+                    "DOUBLE",
+                    struct.pack("<d", variance),
+                    1,
+                    one,
+                    statistics=double_statistics(variance, variance),
+                ),
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.mechanism]), 1, one),
+            )
+            self._one_chunks[(n, variance)] = got
+        return got
 
 
 def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
@@ -268,6 +361,28 @@ Parquet: no definition levels to write or read); the others are in the file's
 row-group keys (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`)."""
 
 
+ENGINES = ("censusdp", "pyarrow")
+"""The encoders :class:`NMFWriter` writes a file with; both write the same columns,
+encodings and values (``geocode`` is zstd-compressed by ``pyarrow`` only)."""
+
+VALUE_BATCH_ROWS = 1 << 25
+"""Rows of ``value`` the ``censusdp`` engine has pyarrow encode at once (a batch of row
+groups: about 33 MB of encoded noise held before it is written)."""
+
+_VALUE_SCHEMA = pa.schema([NMF_SCHEMA.field("value")])
+_VALUE_OPTIONS: dict[str, Any] = {
+    "compression": "none",
+    "use_dictionary": False,
+    "column_encoding": {"value": "DELTA_BINARY_PACKED"},
+    "write_statistics": False,
+    "write_batch_size": WRITE_OPTIONS["write_batch_size"],
+}
+_CELL_SCHEMA = pa.schema([NMF_SCHEMA.field("cell")])
+_CELL_OPTIONS: dict[str, Any] = {**_VALUE_OPTIONS, "compression": "zstd"}
+_CELL_OPTIONS["column_encoding"] = {"cell": "DELTA_BINARY_PACKED"}
+_CREATED_BY = f"censusdp version {__version__} (NMF part writer; value and cell by pyarrow {pa.__version__})"
+
+
 class NMFWriter(StreamingWriter):
     """Append :class:`~censusdp.data.measurements.MeasuredChunk` s to a noisy measurement file.
 
@@ -282,15 +397,21 @@ class NMFWriter(StreamingWriter):
         *,
         row_group_rows: int = ROW_GROUP_ROWS,
         structural_zeros: bool = False,
+        engine: str = "censusdp",
     ) -> None:
         if row_group_rows < 1:
             raise ValueError(f"row_group_rows must be at least 1, got {row_group_rows}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.path = Path(path)
         self.rows = 0
         self.row_group_rows = row_group_rows
+        self.engine = engine
         self._ctx = atomic_path(self.path)
         self._tmp = self._ctx.__enter__()
         self._writer: pq.ParquetWriter | None = None
+        self._file: Any = None
+        self._chunks: ChunkFileWriter | None = None
         self._keys: list[RowGroupKey] = []
         self._metadata = (
             {STRUCTURAL_ZEROS_KEY: STRUCTURAL_ZEROS_MEASURED} if structural_zeros else {}
@@ -312,6 +433,9 @@ class NMFWriter(StreamingWriter):
         if not groups:
             return
         columns = _QueryColumns(mq, geocodes, max(b - a for a, b in groups))
+        if self.engine == "censusdp":
+            self._write_chunks(columns, groups)
+            return
         for a, b in groups:
             table = columns.table(a, b)
             if self._writer is None:
@@ -320,6 +444,30 @@ class NMFWriter(StreamingWriter):
             self._writer.write_table(table, row_group_size=max(b - a, 1))
             self._keys.append(columns.key(a, b))
             self.rows += table.num_rows
+
+    def _write_chunks(self, columns: _QueryColumns, groups: list[tuple[int, int]]) -> None:
+        """The ``censusdp`` engine: each row group from its column chunks, ``value``
+        encoded by pyarrow a batch of row groups at a time (:data:`VALUE_BATCH_ROWS`)."""
+        if self._chunks is None:
+            self._file = open(self._tmp, "wb")  # noqa: SIM115 (closed by close/abort)
+            schema = NMF_FILE_SCHEMA.with_metadata(self._metadata)
+            self._chunks = ChunkFileWriter(self._file, schema, _CREATED_BY)
+        batch: list[tuple[int, int]] = []
+        rows = 0
+        for i, (a, b) in enumerate(groups):
+            batch.append((a, b))
+            rows += b - a
+            if i + 1 < len(groups) and rows < VALUE_BATCH_ROWS:
+                continue
+            values = pyarrow_chunks(
+                [pa.table([columns.values.slice(x, y - x)], schema=_VALUE_SCHEMA) for x, y in batch],
+                **_VALUE_OPTIONS,
+            )
+            for (x, y), value in zip(batch, values, strict=True):
+                self._chunks.write_row_group(columns.chunks(x, y, value), y - x)
+                self._keys.append(columns.key(x, y))
+                self.rows += y - x
+            batch, rows = [], 0
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
         """Append every query of a chunk."""
@@ -330,7 +478,10 @@ class NMFWriter(StreamingWriter):
         """Finish the file (its row-group keys in its metadata) and move it into place;
         returns the number of rows."""
         keys = {ROW_GROUPS_KEY: encode_row_group_keys(self._keys)}
-        if self._writer is not None:
+        if self._chunks is not None:
+            self._chunks.close({**self._metadata, **keys})
+            self._file.close()
+        elif self._writer is not None:
             self._writer.add_key_value_metadata(keys)
             self._writer.close()
         else:
@@ -343,6 +494,9 @@ class NMFWriter(StreamingWriter):
 
     def abort(self) -> None:
         """Discard the partial file."""
+        if self._file is not None:
+            with contextlib.suppress(Exception):
+                self._file.close()
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
