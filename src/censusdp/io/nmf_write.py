@@ -8,6 +8,15 @@ group at 2^26 rows and would otherwise cut a geounit in two), so
 any run of units by reading only the row groups that hold them (found from the
 row-group keys in the file's metadata, :func:`censusdp.io.nmf_files.row_group_keys`). A run's measurement tasks each write their own part
 (:func:`write_nmf_part`; the part layout is :mod:`censusdp.io.nmf_files`).
+
+A file is written by one of two engines (:data:`ENGINES`) that give every reader the
+same columns, encodings, row groups and values. ``censusdp`` (the default) assembles
+each row group from column chunks (:mod:`censusdp.io.parquet_chunks`): only ``value``
+is encoded row by row (by pyarrow, in memory); ``cell`` once a row-group shape; the
+five dictionary columns are a few bytes of runs. ``pyarrow`` hands pyarrow's writer
+all seven columns (:data:`WRITE_OPTIONS`), which costs about four times the CPU a
+value (``benchmarks/bench_nmf_encoding.py``) and is kept as the reference the tests
+hold the other to.
 """
 
 from __future__ import annotations
@@ -72,7 +81,10 @@ WRITE_OPTIONS: dict[str, Any] = {
     "write_statistics": ["variance"],
     "write_batch_size": 1 << 16,
 }
-"""How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
+"""How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`): pyarrow's
+writer takes these options (engine ``pyarrow``); the ``censusdp`` engine writes the same
+encodings (``value`` and ``cell`` with pyarrow and these options, the dictionary
+columns itself, :class:`_QueryColumns.chunks`).
 
 A ``ddp-2010`` block has 338,502 person and 150,984 household values, nearly all noise
 about zero, so the writer's CPU per value decides how long a state takes to measure
@@ -111,12 +123,17 @@ decode none."""
 
 
 def write_nmf_part(
-    chunk: MeasuredChunk, path: str | Path, *, structural_zeros: bool = False
+    chunk: MeasuredChunk,
+    path: str | Path,
+    *,
+    structural_zeros: bool = False,
+    engine: str = "censusdp",
 ) -> dict[str, Any]:
     """Write one measurement task's chunk as a part file; return its small record.
 
     ``structural_zeros``: the chunk's queries hold their structural-zero rows too
-    (marked in the file's metadata, :data:`censusdp.io.nmf_files.STRUCTURAL_ZEROS_KEY`).
+    (marked in the file's metadata, :data:`censusdp.io.nmf_files.STRUCTURAL_ZEROS_KEY`);
+    ``engine``: one of :data:`ENGINES`.
 
     Run by the task itself (on whichever executor): the part appears under its name
     only when complete, is flushed to disk, and the record (``file``, ``geolevel``,
@@ -125,7 +142,7 @@ def write_nmf_part(
     """
     t, c = time.perf_counter(), time.process_time()
     path = Path(path)
-    with NMFWriter(path, structural_zeros=structural_zeros) as w:
+    with NMFWriter(path, structural_zeros=structural_zeros, engine=engine) as w:
         w.write_chunk(chunk)
     fsync_file(path)
     return {
@@ -319,17 +336,21 @@ def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True) if np.isfinite(var[a])]
 
 
-def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int]]:
+def row_group_bounds(
+    n_units: int, n_rows: int, cap: int, target: int | None = None
+) -> list[tuple[int, int]]:
     """Flat row ranges ``[(a, b), ...]`` of the row groups for ``n_units`` x ``n_rows`` answers.
 
-    Whole geounits, as many as fit in ``cap`` rows; a geounit with more than ``cap`` rows
-    alone is cut into pieces of ``cap`` rows (the reader accepts that too).
+    Whole geounits, as many as fit in ``target`` rows (``cap`` when not given; at least
+    one geounit a row group); a geounit with more than ``cap`` rows alone is cut into
+    pieces of ``cap`` rows (the reader accepts that too).
     """
     if cap < 1:
         raise ValueError(f"row-group cap must be at least 1 row, got {cap}")
     total = n_units * n_rows
     if n_rows <= cap:
-        step = (cap // max(n_rows, 1)) * max(n_rows, 1)
+        fit = max(min(cap, target or cap) // max(n_rows, 1), 1)
+        step = fit * max(n_rows, 1)
         return [(a, min(a + step, total)) for a in range(0, total, step)]
     out = []
     for u in range(n_units):
@@ -364,6 +385,12 @@ row-group keys (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`)."""
 ENGINES = ("censusdp", "pyarrow")
 """The encoders :class:`NMFWriter` writes a file with; both write the same columns,
 encodings and values (``geocode`` is zstd-compressed by ``pyarrow`` only)."""
+
+CHUNK_ROW_GROUP_ROWS = 1 << 19
+"""Rows the ``censusdp`` engine aims a row group at (whole geounits; one geounit when it
+has more): its row groups of one query are then mostly of one size, whose ``cell``
+chunk is encoded once, and a row group's fixed cost (its seven chunks' headers and
+footer entries, about a third of a millisecond) stays under a nanosecond a row."""
 
 VALUE_BATCH_ROWS = 1 << 25
 """Rows of ``value`` the ``censusdp`` engine has pyarrow encode at once (a batch of row
@@ -425,10 +452,11 @@ class NMFWriter(StreamingWriter):
         (level, query, variance, mechanism, geocodes) kept for the file's metadata.
         """
         r = mq.rows.size
+        target = CHUNK_ROW_GROUP_ROWS if self.engine == "censusdp" else None
         groups = [
             (u0 * r + a, u0 * r + b)
             for u0, u1 in _measured_runs(mq)
-            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows)
+            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows, target)
         ]
         if not groups:
             return
