@@ -205,3 +205,29 @@ def test_spark_reads_the_nmf_as_pyarrow_does(tmp_path):
     want = pq.read_table(path)
     assert names == want.column_names
     assert sorted(got) == sorted(zip(*(want.column(n).to_pylist() for n in names)))
+
+
+def test_the_censusdp_engine_cuts_smaller_row_groups_of_the_same_rows(tmp_path):
+    """Row groups of about 2^19 rows of whole geounits (pyarrow's engine: 2^22): the
+    rows, decoded, are the same, and each row group's ``cell`` chunk of one size is the
+    same bytes (encoded once)."""
+    rng = np.random.default_rng(7)
+    mq = MeasuredQuery("Block", "detailed", np.arange(0, 200_000, 2), rng.integers(-50, 50, (12, 100_000)), 2.0, "g")
+    codes = np.asarray([f"50001{i:011d}" for i in range(12)])
+    paths = {e: tmp_path / f"{e}.parquet" for e in ENGINES}
+    for engine, path in paths.items():
+        _write(path, [mq], codes, engine, 1 << 22)
+    meta = pq.read_metadata(paths["censusdp"])
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert sizes == [500_000, 500_000, 200_000]
+    assert pq.read_metadata(paths["pyarrow"]).num_row_groups == 1
+
+    def decoded(path):
+        t = read_nmf_table(path)
+        return pa.table({n: (c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c) for n, c in zip(t.column_names, t.columns)})
+
+    assert decoded(paths["censusdp"]).equals(decoded(paths["pyarrow"]))
+    raw = paths["censusdp"].read_bytes()
+    j = meta.schema.names.index("cell")
+    first, second = (meta.row_group(i).column(j) for i in (0, 1))
+    assert raw[first.data_page_offset : first.data_page_offset + first.total_compressed_size] == raw[second.data_page_offset : second.data_page_offset + second.total_compressed_size]
