@@ -9,15 +9,16 @@ and times, in CPU nanoseconds per noisy value (``time.process_time``; the machin
 shared, so the methods alternate ``--repeats`` times and the least CPU of each is kept):
 
 * ``write``: the measuring task's whole writing of its part (``write_nmf_part``: the
-  Arrow columns, Parquet, flushing, SHA-256), ``previous`` (statistics on ``geolevel``,
-  ``query``, ``value`` and ``variance``, the writer before) and ``now``
-  (:data:`censusdp.io.nmf_write.WRITE_OPTIONS`: statistics on ``variance`` alone), with
-  the bytes per value of each; the two files must read back to the same seven columns
-  (``same_rows``);
-* ``check``: the self-check's count of the part (``_nmf_rows.count_files``), which now
-  reads the ``geolevel`` and ``query`` that the statistics no longer settle;
-* ``columns``: each stored column alone, written as the writer writes it (its row
-  groups, its options), where the nanoseconds of ``now`` go.
+  columns, Parquet, flushing, SHA-256) by the writer before, ``pyarrow`` (pyarrow's
+  Parquet writer, every column encoded row by row with
+  :data:`censusdp.io.nmf_write.WRITE_OPTIONS`) and now, ``censusdp`` (the part
+  assembled from column chunks, :mod:`censusdp.io.parquet_chunks`: pyarrow encodes
+  ``value`` and, once a row-group shape, ``cell``; the one-value columns and ``geocode``
+  are dictionary runs of a few bytes), with the bytes per value of each; the two files
+  must read back to the same seven columns (``same_rows``);
+* ``check``: the self-check's count of the parts of each (``_nmf_rows.count_files``);
+* ``columns``: each stored column alone, written by pyarrow's writer as the ``pyarrow``
+  engine writes it (its row groups, its options), where that engine's nanoseconds go.
 
 Prints one JSON object. About two minutes for the default input on an idle machine.
 
@@ -37,7 +38,6 @@ import platform  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
-from unittest import mock  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -55,12 +55,8 @@ from censusdp.privacy.randomness import RandomSource  # noqa: E402
 from censusdp.release.measure import measure_tasks, run_measure_task  # noqa: E402
 from censusdp.release.validate import _nmf_rows  # noqa: E402
 
-PREVIOUS_OPTIONS = {
-    **nw.WRITE_OPTIONS,
-    "write_statistics": ["geolevel", "query", "value", "variance"],
-}
-"""The writer's options before: statistics on the columns the self-check settled from
-a row group's footer (a dictionary-encoded string column's cost more than the column)."""
+ENGINES = ("pyarrow", "censusdp")
+"""The writer before (pyarrow's Parquet writer) and now (the part assembled from chunks)."""
 
 RUNS = (
     ("ddp-2010 persons", "ddp-2010", "ddp-2010", "persons"),
@@ -80,14 +76,24 @@ def _least(fn, repeats: int) -> float:
     return best
 
 
-def _write(chunks: list, directory: Path, options: dict) -> int:
-    """Every chunk written as its part with ``options``; the bytes written."""
-    with mock.patch.object(nw, "WRITE_OPTIONS", options):
-        recs = [
-            nw.write_nmf_part(ch, directory / f"part-{i:05d}.parquet")
-            for i, ch in enumerate(chunks)
-        ]
+def _write(chunks: list, directory: Path, engine: str) -> int:
+    """Every chunk written as its part by ``engine``; the bytes written."""
+    recs = [
+        nw.write_nmf_part(ch, directory / f"part-{i:05d}.parquet", engine=engine)
+        for i, ch in enumerate(chunks)
+    ]
     return sum((directory / r["file"]).stat().st_size for r in recs)
+
+
+def _decoded(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns decoded (the engines cut row groups at
+    different sizes, so each row group's dictionary differs while the rows are the same)."""
+    return pa.table(
+        {
+            name: col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+            for name, col in zip(table.column_names, table.columns, strict=True)
+        }
+    )
 
 
 def _check(directory: Path, chunks: list, h) -> None:
@@ -151,24 +157,23 @@ def _measure_run(
     n = sum(ch.n_values for ch in chunks)
     units = sum(ch.stop - ch.start for ch in chunks)
     say(f"{label}: {len(chunks)} block tasks, {units} blocks, {n:,} noisy values")
-    cpu = {"previous": np.inf, "now": np.inf}
+    cpu = dict.fromkeys(ENGINES, np.inf)
     size: dict[str, int] = {}
-    check = {"previous": np.inf, "now": np.inf}
+    check = dict.fromkeys(ENGINES, np.inf)
     with tempfile.TemporaryDirectory(prefix="bench_nmf_encoding_") as tmp:
         dirs = {k: Path(tmp) / k for k in cpu}
         for _ in range(args.repeats):
-            for k, options in (("previous", PREVIOUS_OPTIONS), ("now", nw.WRITE_OPTIONS)):
+            for k in ENGINES:
                 for f in dirs[k].glob("*"):
                     f.unlink()
                 dirs[k].mkdir(exist_ok=True)
                 c = time.process_time()
-                size[k] = _write(chunks, dirs[k], options)
+                size[k] = _write(chunks, dirs[k], k)
                 cpu[k] = min(cpu[k], time.process_time() - c)
         same = all(
-            read_nmf_table(a).equals(read_nmf_table(b))
+            _decoded(read_nmf_table(a)).equals(_decoded(read_nmf_table(b)))
             for a, b in zip(
-                sorted(dirs["previous"].glob("*.parquet")),
-                sorted(dirs["now"].glob("*.parquet")),
+                *(sorted(dirs[k].glob("*.parquet")) for k in ENGINES),
                 strict=True,
             )
         )
@@ -190,7 +195,7 @@ def _measure_run(
         "columns_alone_ns_per_value": {k: ns(v) for k, v in columns.items()},
     }
     w = out["write_ns_per_value"]
-    w["speedup"] = round(w["previous"] / max(w["now"], 1e-9), 2)
+    w["speedup"] = round(w["pyarrow"] / max(w["censusdp"], 1e-9), 2)
     return out
 
 

@@ -75,17 +75,18 @@ def _write(path, measured, **kw) -> None:
     n_units=st.integers(0, 9),
     n_rows=st.integers(1, 12),
     cap=st.integers(1, 40),
+    target=st.one_of(st.none(), st.integers(1, 50)),
 )
-def test_row_group_bounds_tile_the_rows_at_unit_boundaries(n_units, n_rows, cap):
-    bounds = row_group_bounds(n_units, n_rows, cap)
+def test_row_group_bounds_tile_the_rows_at_unit_boundaries(n_units, n_rows, cap, target):
+    bounds = row_group_bounds(n_units, n_rows, cap, target)
     flat = [i for a, b in bounds for i in range(a, b)]
     assert flat == list(range(n_units * n_rows))  # every row once, in order
     assert all(0 < b - a <= cap for a, b in bounds)
     if n_rows <= cap:
-        # whole units only, as many as fit
+        # whole units only, as many as fit in the target (at least one)
+        fit = max(min(cap, target or cap) // n_rows, 1) * n_rows
         assert all(
-            a % n_rows == 0 and b - a == min(cap // n_rows * n_rows, n_units * n_rows - a)
-            for a, b in bounds
+            a % n_rows == 0 and b - a == min(fit, n_units * n_rows - a) for a, b in bounds
         )
     else:
         # a unit is cut only inside itself
@@ -259,7 +260,7 @@ def test_the_statistics_before_and_now_give_the_same_nmf(base, tmp_path):
         "write_statistics": ["geolevel", "query", "value", "variance"],
     }
     with mock.patch.object(nmf_write, "WRITE_OPTIONS", options):
-        _write(before, measured)
+        _write(before, measured, engine="pyarrow")
     now = d / "default.parquet"
     stats = {
         name

@@ -8,11 +8,22 @@ group at 2^26 rows and would otherwise cut a geounit in two), so
 any run of units by reading only the row groups that hold them (found from the
 row-group keys in the file's metadata, :func:`censusdp.io.nmf_files.row_group_keys`). A run's measurement tasks each write their own part
 (:func:`write_nmf_part`; the part layout is :mod:`censusdp.io.nmf_files`).
+
+A file is written by one of two engines (:data:`ENGINES`) that give every reader the
+same columns, encodings, row groups and values. ``censusdp`` (the default) assembles
+each row group from column chunks (:mod:`censusdp.io.parquet_chunks`): only ``value``
+is encoded row by row (by pyarrow, in memory); ``cell`` once a row-group shape; the
+five dictionary columns are a few bytes of runs. ``pyarrow`` hands pyarrow's writer
+all seven columns (:data:`WRITE_OPTIONS`), which costs about four times the CPU a
+value (``benchmarks/bench_nmf_encoding.py``) and is kept as the reference the tests
+hold the other to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +34,7 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
+from censusdp.version import __version__
 from censusdp.io.nmf_files import (
     ROW_GROUPS_KEY,
     STORED_COLUMNS,
@@ -30,6 +42,14 @@ from censusdp.io.nmf_files import (
     STRUCTURAL_ZEROS_MEASURED,
     RowGroupKey,
     encode_row_group_keys,
+)
+from censusdp.io.parquet_chunks import (
+    Chunk,
+    ChunkFileWriter,
+    dictionary_chunk,
+    double_statistics,
+    plain_strings,
+    pyarrow_chunks,
 )
 
 __all__ = [
@@ -61,7 +81,10 @@ WRITE_OPTIONS: dict[str, Any] = {
     "write_statistics": ["variance"],
     "write_batch_size": 1 << 16,
 }
-"""How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`).
+"""How :class:`NMFWriter` encodes the stored columns (:data:`NMF_FILE_SCHEMA`): pyarrow's
+writer takes these options (engine ``pyarrow``); the ``censusdp`` engine writes the same
+encodings (``value`` and ``cell`` with pyarrow and these options, the dictionary
+columns itself, :class:`_QueryColumns.chunks`).
 
 A ``ddp-2010`` block has 338,502 person and 150,984 household values, nearly all noise
 about zero, so the writer's CPU per value decides how long a state takes to measure
@@ -100,12 +123,17 @@ decode none."""
 
 
 def write_nmf_part(
-    chunk: MeasuredChunk, path: str | Path, *, structural_zeros: bool = False
+    chunk: MeasuredChunk,
+    path: str | Path,
+    *,
+    structural_zeros: bool = False,
+    engine: str = "censusdp",
 ) -> dict[str, Any]:
     """Write one measurement task's chunk as a part file; return its small record.
 
     ``structural_zeros``: the chunk's queries hold their structural-zero rows too
-    (marked in the file's metadata, :data:`censusdp.io.nmf_files.STRUCTURAL_ZEROS_KEY`).
+    (marked in the file's metadata, :data:`censusdp.io.nmf_files.STRUCTURAL_ZEROS_KEY`);
+    ``engine``: one of :data:`ENGINES`.
 
     Run by the task itself (on whichever executor): the part appears under its name
     only when complete, is flushed to disk, and the record (``file``, ``geolevel``,
@@ -114,7 +142,7 @@ def write_nmf_part(
     """
     t, c = time.perf_counter(), time.process_time()
     path = Path(path)
-    with NMFWriter(path, structural_zeros=structural_zeros) as w:
+    with NMFWriter(path, structural_zeros=structural_zeros, engine=engine) as w:
         w.write_chunk(chunk)
     fsync_file(path)
     return {
@@ -144,20 +172,36 @@ class _QueryColumns:
         self.mq = mq
         self.r = max(mq.rows.size, 1)
         units = mq.values.shape[0]
-        tiled = np.tile(mq.rows.astype(np.int32), units) if mq.rows.size else np.zeros(0)
-        self.cells = pa.array(tiled, pa.int32())
+        self.units = units
         self.values = pa.array(mq.values.reshape(-1))
         self.geocodes = np.asarray(geocodes)[:units]
-        self.codes = pa.array(self.geocodes, pa.string())
         self.unit_var = None if mq.uniform else mq.unit_variances()
         self.longest = longest
-        self.zeros = pa.array(np.zeros(longest, dtype=np.int32), pa.int32())
-        self.variances = (
-            pa.array(np.full(longest, float(mq.variance))) if self.unit_var is None else None
-        )
         self.level = pa.array([mq.geolevel], pa.string())
         self.query = pa.array([mq.query], pa.string())
         self.mechanism = pa.array([mq.mechanism], pa.string())
+        self._cell_chunks: dict[tuple[int, int], Chunk] = {}
+        self._one_chunks: dict[tuple[int, float], tuple[Chunk, ...]] = {}
+
+    @functools.cached_property
+    def cells(self) -> pa.Array:
+        """``cell`` of every row (the measured rows, once a unit)."""
+        rows = self.mq.rows.astype(np.int32)
+        return pa.array(np.tile(rows, self.units) if rows.size else np.zeros(0), pa.int32())
+
+    @functools.cached_property
+    def codes(self) -> pa.Array:
+        return pa.array(self.geocodes, pa.string())
+
+    @functools.cached_property
+    def zeros(self) -> pa.Array:
+        return pa.array(np.zeros(self.longest, dtype=np.int32), pa.int32())
+
+    @functools.cached_property
+    def variances(self) -> pa.Array | None:
+        if self.unit_var is not None:
+            return None
+        return pa.array(np.full(self.longest, float(self.mq.variance)))
 
     def key(self, a: int, b: int) -> RowGroupKey:
         """Rows ``a:b``'s :class:`~censusdp.io.nmf_files.RowGroupKey` (one variance: the
@@ -210,6 +254,72 @@ class _QueryColumns:
         )
 
 
+    def unit_runs(self, a: int, b: int) -> tuple[int, np.ndarray]:
+        """Rows ``a:b``'s first unit (index into the query's units) and how many of the
+        rows each unit from it on holds."""
+        first, last = a // self.r, (b - 1) // self.r
+        edges = np.arange(first, last + 2, dtype=np.int64) * self.r
+        edges[0], edges[-1] = a, b
+        return first, np.diff(edges)
+
+    def chunks(self, a: int, b: int, value: Chunk) -> list[Chunk]:
+        """Rows ``a:b`` as the seven column chunks of a row group (``value``'s chunk
+        encoded by pyarrow with the query's other row groups), in the columns' order.
+
+        Every column but ``value`` is encoded here: the one-value columns and
+        ``geocode`` are dictionaries whose indices are one run a row group or a geounit
+        (:func:`~censusdp.io.parquet_chunks.dictionary_chunk`), and ``cell`` repeats
+        the query's measured rows, so a row group of whole geounits has the same
+        ``cell`` chunk as every other of its size (encoded once, by pyarrow).
+        """
+        n = b - a
+        first, lengths = self.unit_runs(a, b)
+        key = self.key(a, b)
+        skip = a - first * self.r
+        cell = self._cell_chunks.get((skip, n))
+        if cell is None:
+            reps = -(-(skip + n) // self.r)
+            cells = np.tile(self.mq.rows.astype(np.int32), reps)[skip : skip + n]
+            cell = pyarrow_chunks(
+                [pa.table([pa.array(cells, pa.int32())], schema=_CELL_SCHEMA)], **_CELL_OPTIONS
+            )[0]
+            self._cell_chunks[(skip, n)] = cell
+        codes = self.geocodes[first : first + lengths.size].tolist()
+        level, query, variance, mechanism = self._one_value_chunks(n, key.variance)
+        return [
+            level,
+            dictionary_chunk(
+                "BYTE_ARRAY", plain_strings(codes), len(codes), lengths, compression="zstd"
+            ),
+            query,
+            cell,
+            value,
+            variance,
+            mechanism,
+        ]
+
+    def _one_value_chunks(self, n: int, variance: float) -> tuple[Chunk, ...]:
+        """The chunks of ``geolevel``, ``query``, ``variance`` and ``mechanism`` for a
+        row group of ``n`` rows (the same for every row group of that size and variance)."""
+        got = self._one_chunks.get((n, variance))
+        if got is None:
+            one = np.array([n], dtype=np.int64)
+            got = (
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.geolevel]), 1, one),
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.query]), 1, one),
+                dictionary_chunk(
+                    "DOUBLE",
+                    struct.pack("<d", variance),
+                    1,
+                    one,
+                    statistics=double_statistics(variance, variance),
+                ),
+                dictionary_chunk("BYTE_ARRAY", plain_strings([self.mq.mechanism]), 1, one),
+            )
+            self._one_chunks[(n, variance)] = got
+        return got
+
+
 def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
     """``[start, stop)`` runs of consecutive measured units with one variance each.
 
@@ -226,17 +336,21 @@ def _measured_runs(mq: MeasuredQuery) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True) if np.isfinite(var[a])]
 
 
-def row_group_bounds(n_units: int, n_rows: int, cap: int) -> list[tuple[int, int]]:
+def row_group_bounds(
+    n_units: int, n_rows: int, cap: int, target: int | None = None
+) -> list[tuple[int, int]]:
     """Flat row ranges ``[(a, b), ...]`` of the row groups for ``n_units`` x ``n_rows`` answers.
 
-    Whole geounits, as many as fit in ``cap`` rows; a geounit with more than ``cap`` rows
-    alone is cut into pieces of ``cap`` rows (the reader accepts that too).
+    Whole geounits, as many as fit in ``target`` rows (``cap`` when not given; at least
+    one geounit a row group); a geounit with more than ``cap`` rows alone is cut into
+    pieces of ``cap`` rows (the reader accepts that too).
     """
     if cap < 1:
         raise ValueError(f"row-group cap must be at least 1 row, got {cap}")
     total = n_units * n_rows
     if n_rows <= cap:
-        step = (cap // max(n_rows, 1)) * max(n_rows, 1)
+        fit = max(min(cap, target or cap) // max(n_rows, 1), 1)
+        step = fit * max(n_rows, 1)
         return [(a, min(a + step, total)) for a in range(0, total, step)]
     out = []
     for u in range(n_units):
@@ -268,6 +382,34 @@ Parquet: no definition levels to write or read); the others are in the file's
 row-group keys (:data:`~censusdp.io.nmf_files.ROW_GROUPS_KEY`)."""
 
 
+ENGINES = ("censusdp", "pyarrow")
+"""The encoders :class:`NMFWriter` writes a file with; both write the same columns,
+encodings and values (``geocode`` is zstd-compressed by ``pyarrow`` only)."""
+
+CHUNK_ROW_GROUP_ROWS = 1 << 19
+"""Rows the ``censusdp`` engine aims a row group at (whole geounits; one geounit when it
+has more): its row groups of one query are then mostly of one size, whose ``cell``
+chunk is encoded once, and a row group's fixed cost (its seven chunks' headers and
+footer entries, about a third of a millisecond) stays under a nanosecond a row."""
+
+VALUE_BATCH_ROWS = 1 << 25
+"""Rows of ``value`` the ``censusdp`` engine has pyarrow encode at once (a batch of row
+groups: about 33 MB of encoded noise held before it is written)."""
+
+_VALUE_SCHEMA = pa.schema([NMF_SCHEMA.field("value")])
+_VALUE_OPTIONS: dict[str, Any] = {
+    "compression": "none",
+    "use_dictionary": False,
+    "column_encoding": {"value": "DELTA_BINARY_PACKED"},
+    "write_statistics": False,
+    "write_batch_size": WRITE_OPTIONS["write_batch_size"],
+}
+_CELL_SCHEMA = pa.schema([NMF_SCHEMA.field("cell")])
+_CELL_OPTIONS: dict[str, Any] = {**_VALUE_OPTIONS, "compression": "zstd"}
+_CELL_OPTIONS["column_encoding"] = {"cell": "DELTA_BINARY_PACKED"}
+_CREATED_BY = f"censusdp version {__version__} (NMF part writer; value and cell by pyarrow {pa.__version__})"
+
+
 class NMFWriter(StreamingWriter):
     """Append :class:`~censusdp.data.measurements.MeasuredChunk` s to a noisy measurement file.
 
@@ -282,15 +424,21 @@ class NMFWriter(StreamingWriter):
         *,
         row_group_rows: int = ROW_GROUP_ROWS,
         structural_zeros: bool = False,
+        engine: str = "censusdp",
     ) -> None:
         if row_group_rows < 1:
             raise ValueError(f"row_group_rows must be at least 1, got {row_group_rows}")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.path = Path(path)
         self.rows = 0
         self.row_group_rows = row_group_rows
+        self.engine = engine
         self._ctx = atomic_path(self.path)
         self._tmp = self._ctx.__enter__()
         self._writer: pq.ParquetWriter | None = None
+        self._file: Any = None
+        self._chunks: ChunkFileWriter | None = None
         self._keys: list[RowGroupKey] = []
         self._metadata = (
             {STRUCTURAL_ZEROS_KEY: STRUCTURAL_ZEROS_MEASURED} if structural_zeros else {}
@@ -304,14 +452,18 @@ class NMFWriter(StreamingWriter):
         (level, query, variance, mechanism, geocodes) kept for the file's metadata.
         """
         r = mq.rows.size
+        target = CHUNK_ROW_GROUP_ROWS if self.engine == "censusdp" else None
         groups = [
             (u0 * r + a, u0 * r + b)
             for u0, u1 in _measured_runs(mq)
-            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows)
+            for a, b in row_group_bounds(u1 - u0, r, self.row_group_rows, target)
         ]
         if not groups:
             return
         columns = _QueryColumns(mq, geocodes, max(b - a for a, b in groups))
+        if self.engine == "censusdp":
+            self._write_chunks(columns, groups)
+            return
         for a, b in groups:
             table = columns.table(a, b)
             if self._writer is None:
@@ -320,6 +472,30 @@ class NMFWriter(StreamingWriter):
             self._writer.write_table(table, row_group_size=max(b - a, 1))
             self._keys.append(columns.key(a, b))
             self.rows += table.num_rows
+
+    def _write_chunks(self, columns: _QueryColumns, groups: list[tuple[int, int]]) -> None:
+        """The ``censusdp`` engine: each row group from its column chunks, ``value``
+        encoded by pyarrow a batch of row groups at a time (:data:`VALUE_BATCH_ROWS`)."""
+        if self._chunks is None:
+            self._file = open(self._tmp, "wb")  # noqa: SIM115 (closed by close/abort)
+            schema = NMF_FILE_SCHEMA.with_metadata(self._metadata)
+            self._chunks = ChunkFileWriter(self._file, schema, _CREATED_BY)
+        batch: list[tuple[int, int]] = []
+        rows = 0
+        for i, (a, b) in enumerate(groups):
+            batch.append((a, b))
+            rows += b - a
+            if i + 1 < len(groups) and rows < VALUE_BATCH_ROWS:
+                continue
+            values = pyarrow_chunks(
+                [pa.table([columns.values.slice(x, y - x)], schema=_VALUE_SCHEMA) for x, y in batch],
+                **_VALUE_OPTIONS,
+            )
+            for (x, y), value in zip(batch, values, strict=True):
+                self._chunks.write_row_group(columns.chunks(x, y, value), y - x)
+                self._keys.append(columns.key(x, y))
+                self.rows += y - x
+            batch, rows = [], 0
 
     def write_chunk(self, chunk: MeasuredChunk) -> None:
         """Append every query of a chunk."""
@@ -330,7 +506,10 @@ class NMFWriter(StreamingWriter):
         """Finish the file (its row-group keys in its metadata) and move it into place;
         returns the number of rows."""
         keys = {ROW_GROUPS_KEY: encode_row_group_keys(self._keys)}
-        if self._writer is not None:
+        if self._chunks is not None:
+            self._chunks.close({**self._metadata, **keys})
+            self._file.close()
+        elif self._writer is not None:
             self._writer.add_key_value_metadata(keys)
             self._writer.close()
         else:
@@ -343,6 +522,9 @@ class NMFWriter(StreamingWriter):
 
     def abort(self) -> None:
         """Discard the partial file."""
+        if self._file is not None:
+            with contextlib.suppress(Exception):
+                self._file.close()
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 self._writer.close()
