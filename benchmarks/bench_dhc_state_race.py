@@ -16,16 +16,28 @@ query, 423,360 counts) in counts the truth leaves empty. ``--noise-scale`` multi
 every standard deviation: at 0.001 the estimate must be the truth (a wrong query or
 cell coding, or a pass in the wrong order, would show there).
 
+Where the passes move the State's Hispanic total: in production's passes each record
+also gives the least-squares State after each pass (``after_l2_pass``: Hispanic, White
+alone) and what the second pass (``detailed``) moved within the first pass's held
+``relgq * age_40_groups * hispanic * cenrace * sex`` rows (``held_rows_moved``: persons
+moved, rows moved by the whole tolerance, the mass that went into rows the truth leaves
+empty, the net change of the Hispanic rows). ``--slacks`` adds a production run per
+value with the held rows' ``opt_tol_slack`` (production's 0.1 persons a row) replaced:
+at 0 the second pass cannot move the held rows.
+
     PYTHONPATH=src python benchmarks/bench_dhc_state_race.py --inputs vt1 vt3 vt10 \\
-        --seed 1
+        --seed 1 --slacks 0
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import resource
 import time
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -44,6 +56,7 @@ from censusdp.privacy.mechanisms import DiscreteGaussian
 from censusdp.privacy.randomness import RandomSource
 from censusdp.release.estimation import person_bounds
 from censusdp.release.measure import measure
+from censusdp.release.topdown import _held, multipass, passes, tasks
 from censusdp.release.topdown.driver import TopDownOptions, run_topdown
 
 SCHEMA = "dhcp-2020"
@@ -94,6 +107,93 @@ def _state_truth(directory: Path) -> tuple[Hierarchy, sp.csr_matrix, object]:
     return hierarchy, hist, bounds
 
 
+@contextlib.contextmanager
+def _production_slack(slack: float | None) -> Iterator[None]:
+    """Production's ``dhcp-2020`` plan with its held rows' ``opt_tol_slack`` replaced
+    (``None``: unchanged) for the duration."""
+    table = passes.PRODUCTION_PASSES[SCHEMA]
+    plan = table["*"]
+    if slack is not None:
+        table["*"] = dataclasses.replace(plan, opt_tol_slack=slack)
+    try:
+        yield
+    finally:
+        table["*"] = plan
+
+
+@contextlib.contextmanager
+def _traced_passes(trace: list[np.ndarray]) -> Iterator[None]:
+    """Record the root's least-squares solution after each pass, on every schema cell
+    (the root's kept cells scattered back), in ``trace``: wraps the two solves
+    :func:`censusdp.release.topdown.multipass.solve_l2_passes` calls and the task that
+    knows the kept cells."""
+    kept: list[np.ndarray] = []
+    n = get_schema(SCHEMA).size
+    saved = multipass.solve_l2, _held.solve_held, tasks.run_task
+
+    def record(x: np.ndarray) -> None:
+        full = np.zeros(n)
+        full[kept[-1]] = np.asarray(x).sum(axis=0)
+        trace.append(full)
+
+    def solve_l2(sub, **kw):  # type: ignore[no-untyped-def]
+        res = saved[0](sub, **kw)
+        record(res.x)
+        return res
+
+    def solve_held(target, holds, x0, **kw):  # type: ignore[no-untyped-def]
+        res, extra = saved[1](target, holds, x0, **kw)
+        record(res.x)
+        return res, extra
+
+    def run_task(task):  # type: ignore[no-untyped-def]
+        kept.append(task.kept)
+        return saved[2](task)
+
+    multipass.solve_l2, _held.solve_held, tasks.run_task = solve_l2, solve_held, run_task
+    try:
+        yield
+    finally:
+        multipass.solve_l2, _held.solve_held, tasks.run_task = saved
+
+
+def _pass_moves(truth: sp.csr_matrix, trace: list[np.ndarray]) -> dict:
+    """The State after each least-squares pass, and what the last pass moved within the
+    first pass's answers to the held cross."""
+    schema = get_schema(SCHEMA)
+    hisp = schema.cell_levels("hispanic") == 1
+    white = schema.cell_levels("cenrace") == 0
+    out: dict = {
+        "after_l2_pass": [
+            {
+                "hispanic": round(float(x[hisp].sum()), 2),
+                "white_alone": round(float(x[white].sum()), 2),
+            }
+            for x in trace
+        ]
+    }
+    if len(trace) < 2:
+        return out
+    cross = make_query(schema, CROSS).matrix.T.tocsr()
+    first, last = cross.T @ trace[0], cross.T @ trace[-1]
+    moved = last - first
+    empty = np.asarray((truth @ cross).todense()).ravel() == 0
+    hisp_rows = np.asarray((cross.T @ hisp.astype(float)) > 0).ravel()
+    up, largest = moved > 0, float(np.abs(moved).max())
+    out["held_rows_moved"] = {
+        "persons_moved": round(float(moved[up].sum()), 2),
+        "rows_up": int((moved > 1e-3).sum()),
+        "rows_down": int((moved < -1e-3).sum()),
+        "largest_move": round(largest, 4),
+        "rows_moved_within_0.001_of_largest": int(
+            (np.abs(moved) > max(largest - 1e-3, 1e-3)).sum()
+        ),
+        "into_true_empty_rows": round(float(moved[up & empty].sum()), 2),
+        "hispanic_rows_net": round(float(moved[hisp_rows].sum()), 2),
+    }
+    return out
+
+
 def _scores(truth: sp.csr_matrix, released: sp.csr_matrix) -> dict[str, float | int]:
     """Race x Hispanic accuracy, White alone and Hispanic, and the cross's empty mass."""
     schema = get_schema(SCHEMA)
@@ -125,7 +225,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1, help="the noise's seed")
     ap.add_argument("--modes", default="production,single")
     ap.add_argument("--noise-scale", type=float, default=1.0, help="times every sd")
+    ap.add_argument(
+        "--slacks", default="", help="production runs with these opt_tol_slack values (0.1)"
+    )
     args = ap.parse_args()
+    runs = [(mode, None) for mode in args.modes.split(",")]
+    runs += [("production", float(v)) for v in args.slacks.split(",") if v]
     plan = _state_plan(args.noise_scale)
     report: dict = {"noise_scale": args.noise_scale, "seed": args.seed, "inputs": {}}
     for directory in args.inputs:
@@ -138,16 +243,20 @@ def main() -> None:
             RandomSource.seeded(args.seed),
         )
         rec: dict = {"persons": int(hist.sum())}
-        for mode in args.modes.split(","):
-            c0, store = time.process_time(), _StopAfterRoot()
+        for mode, slack in runs:
+            c0, store, trace = time.process_time(), _StopAfterRoot(), []
             options = TopDownOptions(group_variable="hhgq", passes=mode)
-            try:
-                run_topdown(ms, hierarchy, bounds, options, checkpoint=store)
-            except _RootOnly:
-                pass
+            with _production_slack(slack), _traced_passes(trace):
+                try:
+                    run_topdown(ms, hierarchy, bounds, options, checkpoint=store)
+                except _RootOnly:
+                    pass
             assert store.root is not None
-            rec[mode] = _scores(hist, store.root)
-            rec[mode]["cpu_seconds"] = time.process_time() - c0
+            name = mode if slack is None else f"{mode}, slack {slack:g}"
+            rec[name] = _scores(hist, store.root)
+            if mode == "production":
+                rec[name].update(_pass_moves(hist, trace))
+            rec[name]["cpu_seconds"] = time.process_time() - c0
         report["inputs"][str(directory)] = rec
     report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(report, indent=1))
