@@ -77,20 +77,32 @@ def test_variance_statistics_are_read_as_pyarrow_writes_them(tmp_path):
     chunk = dictionary_chunk(
         "DOUBLE", struct.pack("<d", 2.5), 1, np.array([10]), statistics=double_statistics(2.5, 2.5)
     )
-    _one_column_file(tmp_path / "v.parquet", [(chunk, 10)], pa.schema([pa.field("v", pa.float64(), False)]))
+    _one_column_file(
+        tmp_path / "v.parquet", [(chunk, 10)], pa.schema([pa.field("v", pa.float64(), False)])
+    )
     stats = pq.read_metadata(tmp_path / "v.parquet").row_group(0).column(0).statistics
     assert stats.has_min_max and stats.min == 2.5 and stats.max == 2.5 and stats.null_count == 0
     assert pq.read_table(tmp_path / "v.parquet").column("v").to_pylist() == [2.5] * 10
 
 
 def test_copied_pyarrow_chunks_read_back(tmp_path):
-    values = [pa.table({"x": pa.array(np.arange(n, dtype=np.int64) * 7 - 3)}) for n in (1, 1000, 70_000)]
-    options = {"compression": "zstd", "use_dictionary": False, "write_statistics": False,
-               "column_encoding": {"x": "DELTA_BINARY_PACKED"}}
+    values = [
+        pa.table({"x": pa.array(np.arange(n, dtype=np.int64) * 7 - 3)}) for n in (1, 1000, 70_000)
+    ]
+    options = {
+        "compression": "zstd",
+        "use_dictionary": False,
+        "write_statistics": False,
+        "column_encoding": {"x": "DELTA_BINARY_PACKED"},
+    }
     schema = pa.schema([pa.field("x", pa.int64(), False)])
     values = [t.cast(schema) for t in values]
     chunks = pyarrow_chunks(values, **options)
-    _one_column_file(tmp_path / "x.parquet", [(c, t.num_rows) for c, t in zip(chunks, values)], schema)
+    _one_column_file(
+        tmp_path / "x.parquet",
+        [(c, t.num_rows) for c, t in zip(chunks, values, strict=True)],
+        schema,
+    )
     pf = pq.ParquetFile(tmp_path / "x.parquet")
     assert pf.metadata.num_row_groups == 3
     for i, t in enumerate(values):
@@ -109,7 +121,9 @@ def _queries(draw):
     out = []
     for q in range(draw(st.integers(1, 3))):
         cells = draw(st.integers(1, 40))
-        rows = np.flatnonzero(np.asarray(draw(st.lists(st.booleans(), min_size=cells, max_size=cells))))
+        rows = np.flatnonzero(
+            np.asarray(draw(st.lists(st.booleans(), min_size=cells, max_size=cells)))
+        )
         if rows.size == 0:
             rows = np.array([cells - 1])
         seed = draw(st.integers(0, 2**32 - 1))
@@ -117,7 +131,9 @@ def _queries(draw):
         if draw(st.booleans()):
             variance: float | np.ndarray = draw(st.sampled_from([0.5, 3.0, 1e6]))
         else:
-            pick = draw(st.lists(st.sampled_from([1.5, 2.5, np.inf]), min_size=units, max_size=units))
+            pick = draw(
+                st.lists(st.sampled_from([1.5, 2.5, np.inf]), min_size=units, max_size=units)
+            )
             variance = np.asarray(pick)
         out.append(MeasuredQuery("Block", f"q{q}", rows, values, variance, "DiscreteGaussian"))
     return units, out
@@ -155,7 +171,9 @@ def test_engines_store_the_same_value_and_cell_bytes(tmp_path):
     """``value`` and ``cell`` are pyarrow's own chunks, copied: the bytes of every row
     group's chunk are the ones pyarrow's writer stores."""
     rng = np.random.default_rng(3)
-    mq = MeasuredQuery("Block", "detailed", np.arange(0, 900, 2), rng.integers(-90, 90, (30, 450)), 2.0, "g")
+    mq = MeasuredQuery(
+        "Block", "detailed", np.arange(0, 900, 2), rng.integers(-90, 90, (30, 450)), 2.0, "g"
+    )
     codes = np.asarray([f"50001{i:011d}" for i in range(30)])
     paths = {e: tmp_path / f"{e}.parquet" for e in ENGINES}
     for engine, path in paths.items():
@@ -168,7 +186,9 @@ def test_engines_store_the_same_value_and_cell_bytes(tmp_path):
             got = []
             for e in ENGINES:
                 col = meta[e].row_group(rg).column(j)
-                got.append(raw[e][col.data_page_offset : col.data_page_offset + col.total_compressed_size])
+                got.append(
+                    raw[e][col.data_page_offset : col.data_page_offset + col.total_compressed_size]
+                )
             assert got[0] == got[1], (rg, name)
 
 
@@ -189,8 +209,17 @@ def test_spark_reads_the_nmf_as_pyarrow_does(tmp_path):
     rng = np.random.default_rng(4)
     codes = np.asarray([f"50001{i:011d}" for i in range(25)])
     queries = [
-        MeasuredQuery("Block", "detailed", np.arange(0, 300, 3), rng.integers(-50, 50, (25, 100)), 2.0, "g"),
-        MeasuredQuery("Block", "total", np.array([0]), rng.integers(0, 90, (25, 1)), np.r_[[1.5] * 10, [np.inf] * 5, [3.0] * 10], "g"),
+        MeasuredQuery(
+            "Block", "detailed", np.arange(0, 300, 3), rng.integers(-50, 50, (25, 100)), 2.0, "g"
+        ),
+        MeasuredQuery(
+            "Block",
+            "total",
+            np.array([0]),
+            rng.integers(0, 90, (25, 1)),
+            np.r_[[1.5] * 10, [np.inf] * 5, [3.0] * 10],
+            "g",
+        ),
     ]
     path = tmp_path / "nmf" / "part-00000.parquet"
     path.parent.mkdir()
@@ -204,7 +233,7 @@ def test_spark_reads_the_nmf_as_pyarrow_does(tmp_path):
         spark.stop()
     want = pq.read_table(path)
     assert names == want.column_names
-    assert sorted(got) == sorted(zip(*(want.column(n).to_pylist() for n in names)))
+    assert sorted(got) == sorted(zip(*(want.column(n).to_pylist() for n in names), strict=True))
 
 
 def test_the_censusdp_engine_cuts_smaller_row_groups_of_the_same_rows(tmp_path):
@@ -212,7 +241,14 @@ def test_the_censusdp_engine_cuts_smaller_row_groups_of_the_same_rows(tmp_path):
     rows, decoded, are the same, and each row group's ``cell`` chunk of one size is the
     same bytes (encoded once)."""
     rng = np.random.default_rng(7)
-    mq = MeasuredQuery("Block", "detailed", np.arange(0, 200_000, 2), rng.integers(-50, 50, (12, 100_000)), 2.0, "g")
+    mq = MeasuredQuery(
+        "Block",
+        "detailed",
+        np.arange(0, 200_000, 2),
+        rng.integers(-50, 50, (12, 100_000)),
+        2.0,
+        "g",
+    )
     codes = np.asarray([f"50001{i:011d}" for i in range(12)])
     paths = {e: tmp_path / f"{e}.parquet" for e in ENGINES}
     for engine, path in paths.items():
@@ -224,10 +260,18 @@ def test_the_censusdp_engine_cuts_smaller_row_groups_of_the_same_rows(tmp_path):
 
     def decoded(path):
         t = read_nmf_table(path)
-        return pa.table({n: (c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c) for n, c in zip(t.column_names, t.columns)})
+        return pa.table(
+            {
+                n: (c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c)
+                for n, c in zip(t.column_names, t.columns, strict=True)
+            }
+        )
 
     assert decoded(paths["censusdp"]).equals(decoded(paths["pyarrow"]))
     raw = paths["censusdp"].read_bytes()
     j = meta.schema.names.index("cell")
     first, second = (meta.row_group(i).column(j) for i in (0, 1))
-    assert raw[first.data_page_offset : first.data_page_offset + first.total_compressed_size] == raw[second.data_page_offset : second.data_page_offset + second.total_compressed_size]
+    assert (
+        raw[first.data_page_offset : first.data_page_offset + first.total_compressed_size]
+        == raw[second.data_page_offset : second.data_page_offset + second.total_compressed_size]
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import PurePath
+from typing import Any
 
 from censusdp.cli._common import (
     add_budget_arguments,
@@ -169,6 +170,15 @@ def _add_estimation_options(p: argparse.ArgumentParser) -> None:
         "the dhc-lite schema, 'ls' otherwise)",
     )
     p.add_argument(
+        "--passes",
+        choices=("production", "single"),
+        default="production",
+        help="'production' (default): estimate and round in production's query orderings "
+        "where the schema has them (pl94, the DHC's persons and households); 'single': "
+        "every measured query in one least-squares pass and one rounding (the DHC's "
+        "household tables are more accurate so); not with --fidelity production",
+    )
+    p.add_argument(
         "--max-children",
         type=_max_children,
         default="auto",
@@ -202,7 +212,7 @@ def _max_children(text: str) -> int | str | None:
 
 def _run(args: argparse.Namespace) -> int:
     from censusdp.io.budget_files import resolve_release_budget
-    from censusdp.release.options import Execution, ReleaseOptions, refuse_with_production
+    from censusdp.release.options import Execution, ReleaseOptions
     from censusdp.release.pipeline import reestimate, run_release
 
     budget = None
@@ -216,23 +226,7 @@ def _run(args: argparse.Namespace) -> int:
             units=args.units_preset,
             default_preset=args.default_preset,
         )
-    chosen = dict(
-        postprocess=args.postprocess,
-        method=args.method,
-        estimator=args.estimator,
-        fidelity=args.fidelity,
-    )
-    if args.units is not None:
-        chosen["unit_consistency"] = args.units
-    if args.h1_from is not None:
-        chosen["h1_from"] = args.h1_from
-    if args.max_children != "auto":
-        chosen["max_children"] = args.max_children
-    if args.fidelity == "production":
-        refuse_with_production(
-            units=args.units,
-            max_children=None if args.max_children in ("auto", None) else args.max_children,
-        )
+    chosen = _chosen_options(args)
     execution = Execution(
         executor=args.executor,
         workers=args.workers,
@@ -301,6 +295,32 @@ def _run(args: argparse.Namespace) -> int:
         )
     finish(args, text, dict(manifest))
     return 0 if v.get("ok", True) else 1
+
+
+def _chosen_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The release options the command line chose (:class:`ReleaseOptions` keywords but
+    the seed and spine); the choices ``--fidelity production`` overrides are refused."""
+    from censusdp.release.options import refuse_with_production
+
+    chosen: dict[str, Any] = dict(
+        postprocess=args.postprocess,
+        method=args.method,
+        estimator=args.estimator,
+        fidelity=args.fidelity,
+        passes=args.passes,
+    )
+    if args.units is not None:
+        chosen["unit_consistency"] = args.units
+    if args.h1_from is not None:
+        chosen["h1_from"] = args.h1_from
+    if args.max_children != "auto":
+        chosen["max_children"] = args.max_children
+    if args.fidelity == "production":
+        refuse_with_production(
+            units=args.units,
+            max_children=None if args.max_children in ("auto", None) else args.max_children,
+        )
+    return chosen
 
 
 def _sample_note(scale: float) -> str:

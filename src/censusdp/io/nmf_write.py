@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
 from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
-from censusdp.version import __version__
 from censusdp.io.nmf_files import (
     ROW_GROUPS_KEY,
     STORED_COLUMNS,
@@ -51,6 +50,7 @@ from censusdp.io.parquet_chunks import (
     plain_strings,
     pyarrow_chunks,
 )
+from censusdp.version import __version__
 
 __all__ = [
     "NMF_FILE_SCHEMA",
@@ -253,7 +253,6 @@ class _QueryColumns:
             schema=NMF_FILE_SCHEMA,
         )
 
-
     def unit_runs(self, a: int, b: int) -> tuple[int, np.ndarray]:
         """Rows ``a:b``'s first unit (index into the query's units) and how many of the
         rows each unit from it on holds."""
@@ -407,7 +406,9 @@ _VALUE_OPTIONS: dict[str, Any] = {
 _CELL_SCHEMA = pa.schema([NMF_SCHEMA.field("cell")])
 _CELL_OPTIONS: dict[str, Any] = {**_VALUE_OPTIONS, "compression": "zstd"}
 _CELL_OPTIONS["column_encoding"] = {"cell": "DELTA_BINARY_PACKED"}
-_CREATED_BY = f"censusdp version {__version__} (NMF part writer; value and cell by pyarrow {pa.__version__})"
+_CREATED_BY = (
+    f"censusdp version {__version__} (NMF part writer; value and cell by pyarrow {pa.__version__})"
+)
 
 
 class NMFWriter(StreamingWriter):
@@ -488,7 +489,10 @@ class NMFWriter(StreamingWriter):
             if i + 1 < len(groups) and rows < VALUE_BATCH_ROWS:
                 continue
             values = pyarrow_chunks(
-                [pa.table([columns.values.slice(x, y - x)], schema=_VALUE_SCHEMA) for x, y in batch],
+                [
+                    pa.table([columns.values.slice(x, y - x)], schema=_VALUE_SCHEMA)
+                    for x, y in batch
+                ],
                 **_VALUE_OPTIONS,
             )
             for (x, y), value in zip(batch, values, strict=True):

@@ -122,9 +122,7 @@ def _binaries(values: Sequence[bytes]) -> bytes:
 
 def _data_page_header(n_values: int, size: int, stored: int, encoding: int) -> bytes:
     data = _struct((1, _I32, n_values), (2, _I32, encoding), (3, _I32, 3), (4, _I32, 3))
-    return _struct(
-        (1, _I32, _DATA_PAGE), (2, _I32, size), (3, _I32, stored), (5, _STRUCT, data)
-    )
+    return _struct((1, _I32, _DATA_PAGE), (2, _I32, size), (3, _I32, stored), (5, _STRUCT, data))
 
 
 def _dictionary_page_header(n_entries: int, size: int, stored: int) -> bytes:
@@ -222,9 +220,7 @@ def dictionary_chunk(
         stored_dict = pa.compress(dictionary, compression, asbytes=True)
         stored_body = pa.compress(body, compression, asbytes=True)
     dict_header = _dictionary_page_header(n_entries, len(dictionary), len(stored_dict))
-    data_header = _data_page_header(
-        rows, len(body), len(stored_body), _ENCODING["RLE_DICTIONARY"]
-    )
+    data_header = _data_page_header(rows, len(body), len(stored_body), _ENCODING["RLE_DICTIONARY"])
     data = b"".join((dict_header, stored_dict, data_header, stored_body))
     stats = (
         _struct((1, _I32, _DICTIONARY_PAGE), (2, _I32, _ENCODING["PLAIN"]), (3, _I32, 1)),
@@ -441,7 +437,9 @@ def _arrow_schema(schema: pa.Schema) -> dict[bytes, bytes]:
 
 
 @functools.lru_cache(maxsize=16)
-def _arrow_schema_of(schema: pa.Schema, metadata: tuple[tuple[bytes, bytes], ...]) -> dict[bytes, bytes]:
+def _arrow_schema_of(
+    schema: pa.Schema, metadata: tuple[tuple[bytes, bytes], ...]
+) -> dict[bytes, bytes]:
     # ``metadata`` is in the key because pyarrow schemas compare equal without it
     sink = pa.BufferOutputStream()
     pq.write_table(schema.with_metadata(dict(metadata)).empty_table(), sink)

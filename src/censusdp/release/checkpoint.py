@@ -116,6 +116,8 @@ def run_fingerprint(
             "estimator": options.estimator,
             "max_children": options.max_children,
             "fidelity": options.fidelity,
+            # one pass (absent for production's orderings, as in earlier versions)
+            **({} if options.passes == "production" else {"passes": options.passes}),
         }
     )
 
@@ -135,6 +137,7 @@ _WHAT = {
     "estimator": "--estimator",
     "max_children": "--max-children",
     "fidelity": "--fidelity",
+    "passes": "--passes",
 }
 
 

@@ -198,6 +198,20 @@ def _bottomup_bounds(bounds: list[Bounds], manifest: dict[str, Any]) -> list[Bou
     ]
 
 
+def _topdown_options(options: ReleaseOptions, schema_name: str) -> TopDownOptions:
+    """How the person run's TopDown estimates (the unit runs' start from it)."""
+    return TopDownOptions(
+        group_variable="hhgq",
+        postprocess=options.postprocess,
+        method=options.method,
+        estimator=options.estimator_for(schema_name),
+        max_children=options.max_children,
+        pool_root=options.pool_root,
+        production=options.production_mode,
+        passes=options.passes,
+    )
+
+
 def estimate_runs(
     inputs: EstimationInputs,
     options: ReleaseOptions,
@@ -222,15 +236,7 @@ def estimate_runs(
     if options.postprocess == "bottomup":
         bounds = _bottomup_bounds(bounds, manifest)
     run = {"executor": rt.executor, "progress": rt.progress}
-    topdown = TopDownOptions(
-        group_variable="hhgq",
-        postprocess=options.postprocess,
-        method=options.method,
-        estimator=options.estimator_for(schema.name),
-        max_children=options.max_children,
-        pool_root=options.pool_root,
-        production=options.production_mode,
-    )
+    topdown = _topdown_options(options, schema.name)
     manifest["estimation"] = {}
     manifest["estimator"] = topdown.estimator
     manifest["failsafe"] = {}

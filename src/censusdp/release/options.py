@@ -21,6 +21,7 @@ from censusdp.execution.base import Executor
 from censusdp.progress import Progress
 from censusdp.release.spine import SPINE_CHOICES
 from censusdp.release.topdown.maxent import ESTIMATORS, default_estimator
+from censusdp.release.topdown.passes import PASS_MODES
 from censusdp.release.topdown.solvers.chain import METHODS
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 
@@ -69,6 +70,10 @@ class ReleaseOptions:
             construction, and turns off root pooling, the failsafe and censusdp's
             rounder (:attr:`production_mode` and the properties below are the one
             place that decides what the fidelity changes).
+        passes: one of :data:`~censusdp.release.topdown.passes.PASS_MODES`
+            (``--passes``): ``production`` estimates and rounds in production's query
+            orderings where the schema has them; ``single`` in one pass everywhere
+            (refused with fidelity ``production``).
         h1_from: a censusdp P.L. 94 release of the same input whose H1 (occupied and
             vacant units per block) a DHC household run is held to, as production's
             ``h1`` (``--h1-from``; :mod:`censusdp.release.h1_source`), or ``None``:
@@ -86,11 +91,18 @@ class ReleaseOptions:
     spine: str | None = None
     max_children: int | None = DEFAULT_MAX_CHILDREN
     fidelity: str = "default"
+    passes: str = "production"
     h1_from: str | None = None
 
     def __post_init__(self) -> None:
         _choose("--fidelity", self.fidelity, FIDELITY_CHOICES)
+        _choose("--passes", self.passes, PASS_MODES)
         if self.production_mode:
+            if self.passes != "production":
+                raise ConfigError(
+                    f"--passes {self.passes} contradicts --fidelity production "
+                    "(production estimates in its query orderings)"
+                )
             if self.estimator not in (None, "ls"):
                 raise ConfigError(
                     f"--estimator {self.estimator} contradicts --fidelity production "
@@ -184,6 +196,9 @@ class ReleaseOptions:
         prod = self.production_mode
         return {
             "estimator": "ls (production)" if prod else self.estimator or "the schema's",
+            "passes": "production's query orderings (production)"
+            if self.passes == "production"
+            else "one pass: every query at once, then one rounding",
             "root_pooling": "off (production)" if prod else "on: the root from every level",
             "units": "independent of persons (production)"
             if self.unit_consistency == "independent"

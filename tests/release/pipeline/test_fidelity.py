@@ -46,6 +46,8 @@ def test_production_fidelity_turns_every_difference_off() -> None:
         ({"fidelity": "production", "units": "consistent"}, "--units consistent contradicts"),
         ({"fidelity": "production", "max_children": 50}, "--max-children 50 contradicts"),
         ({"fidelity": "production", "estimator": "maxent"}, "--estimator maxent contradicts"),
+        ({"fidelity": "production", "passes": "single"}, "--passes single contradicts"),
+        ({"passes": "one"}, "--passes must be one of"),
     ],
 )
 def test_contradictory_options_are_refused(options: dict, match: str) -> None:
@@ -92,6 +94,32 @@ def test_a_production_release_is_recorded_and_estimated_as_production(cef, monke
     assert r["validation"]["ok"] is True and _detailed_rows_per_unit(cef / "default") == 2016
     d = run_release(cef / "cef", cef / "dflt", budget_small(), ReleaseOptions(seed=4))
     assert d["fidelity"]["mode"] == "default" and _detailed_rows_per_unit(cef / "dflt") == 1890
+
+
+def test_one_pass_is_chosen_recorded_and_resumable_by_name(cef, monkeypatch):
+    """``--passes single``: every TopDown of the release in one pass, the manifest's
+    fidelity record says so, and the checkpoint's fingerprint holds it (a resume with
+    the other choice is refused by name)."""
+    from censusdp.release.checkpoint import _WHAT, run_fingerprint
+
+    seen = []
+    real = driver.run_topdown
+
+    def spy(ms, hierarchy, bounds, options, **kw):
+        seen.append(options.passes)
+        return real(ms, hierarchy, bounds, options, **kw)
+
+    monkeypatch.setattr("censusdp.release.estimation.run_topdown", spy)
+    m = run_release(
+        cef / "cef", cef / "single", budget_small(), ReleaseOptions(seed=4, passes="single")
+    )
+    assert m["validation"]["ok"] is True and seen == ["single"]
+    assert m["fidelity"]["differences"]["passes"].startswith("one pass")
+    assert ReleaseOptions().differences()["passes"].endswith("(production)")
+    sha, budget = {"persons.parquet": "0" * 64}, budget_small()
+    one = run_fingerprint(sha, budget, ReleaseOptions(seed=4, passes="single"), "tabulation")
+    default = run_fingerprint(sha, budget, ReleaseOptions(seed=4), "tabulation")
+    assert one["passes"] == "single" and "passes" not in default and _WHAT["passes"] == "--passes"
 
 
 def budget_small() -> ReleaseBudget:
