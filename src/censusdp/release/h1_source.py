@@ -84,14 +84,14 @@ def check_h1_release(release_dir: str | Path, input_sha256: dict[str, str]) -> P
         ConfigError: in one line naming the file, the field and the value.
     """
     path = Path(release_dir).resolve()
-    problem = not_a_release(path)
-    if problem is not None:
+    try:  # no manifest, or none a release writes: the reader's one line, a usage error
+        problem = not_a_release(path)
+        m = RunDir(path).manifest() if problem is None else None
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    if m is None:
         raise ConfigError(f"--h1-from: {problem}")
     where = RunDir(path).manifest_file
-    try:
-        m = RunDir(path).manifest()
-    except InputError as exc:
-        raise ConfigError(f"--h1-from: {exc}") from None
     if m.release is not None:
         raise ConfigError(
             f"{where}: release is {m.release!r}; --h1-from reads a differentially private "
