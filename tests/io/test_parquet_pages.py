@@ -147,3 +147,30 @@ def test_a_query_in_the_rows_other_than_the_key_is_caught_either_way(
     path, tally = _nmf(tmp_path, query_in_rows="other")
     problem = _nmf_rows.count_files(path, [path], tally)
     assert problem is not None and "query is 'other' in its rows, 'q'" in problem
+
+
+def test_a_later_page_unlike_the_ones_before_is_parsed_and_refused(tmp_path):
+    """Pages byte for byte like the one before take its verdict; the last page with an
+    index of 1 (bytes edited in the file) is not like them, and is refused."""
+    from censusdp.io.parquet_pages import _Compact, _one_value
+
+    path = tmp_path / "f.parquet"
+    md = _file(path, 50_000, compression="none", data_page_size=1 << 10, write_batch_size=1 << 10)
+    column = md.row_group(0).column(0)
+    with open(path, "rb") as fh:
+        fh.seek(column.dictionary_page_offset)
+        chunk = bytearray(fh.read(column.total_compressed_size))
+    assert _one_value(bytes(chunk), None, 50_000) == "Block"
+    reader, last = _Compact(bytes(chunk)), None
+    pages = 0
+    while reader.pos < len(chunk):
+        header = reader.struct()
+        last = (reader.pos, header[3])
+        reader.pos += header[3]
+        pages += 1
+    assert pages > 3
+    at, size = last
+    body = bytes(chunk[at : at + size])
+    assert body[0] >= 1 and body[-1] == 0  # bit width, then an RLE run's value 0
+    chunk[at + size - 1] = 1
+    assert _one_value(bytes(chunk), None, 50_000) is None
