@@ -29,6 +29,7 @@ from censusdp.io.atomic import sha256_of
 __all__ = [
     "GROUP_CACHE_BYTES",
     "GROUP_CACHE_FILES",
+    "PROVEN_FILES",
     "GroupSpan",
     "read_values",
 ]
@@ -41,6 +42,9 @@ Wyoming's block level: 48 MB was enough, 32 MB read 2.5 times as many row groups
 
 GROUP_CACHE_FILES = 8
 """Most Parquet files one process keeps open (footers parsed) for reading values."""
+
+PROVEN_FILES = 1 << 14
+"""Most files whose SHA-256 one process remembers having proven (:meth:`_GroupCache.prove`)."""
 
 
 class GroupSpan(NamedTuple):
@@ -81,7 +85,7 @@ class _GroupCache:
         self.max_bytes, self.max_files = max_bytes, max_files
         self._groups: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._files: OrderedDict[tuple, pq.ParquetFile] = OrderedDict()
-        self._proven: dict[tuple, str] = {}
+        self._proven: OrderedDict[tuple, str] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
 
@@ -107,6 +111,7 @@ class _GroupCache:
         Raises:
             InputError: naming the row group being read, when the bytes differ."""
         if self._proven.get(ident) == sha256:
+            self._proven.move_to_end(ident)
             return
         got = sha256_of(ident[0])
         if got != sha256:
@@ -115,6 +120,8 @@ class _GroupCache:
                 "its writer recorded: it changed after this run wrote it"
             )
         self._proven[ident] = sha256
+        while len(self._proven) > PROVEN_FILES:  # a file forgotten is hashed again
+            self._proven.popitem(last=False)
 
     def get(self, key: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         hit = self._groups.get(key)

@@ -59,9 +59,9 @@ class NMFReader:
     into memory whole instead.
 
     ``written``: the parts the reading run wrote itself in this run, each one's path
-    and the SHA-256 the task that wrote it recorded (what
-    :func:`censusdp.release.measure_runs.measure_runs` returns; never read from a
-    file). The row groups of such a part are read for ``value`` alone once the part's
+    and the SHA-256 the task that wrote it recorded (a release's
+    :attr:`censusdp.release.options.Runtime.written`, kept in memory by
+    :func:`censusdp.release.measure_runs.measure_runs`; never read from a file). The row groups of such a part are read for ``value`` alone once the part's
     bytes are proven to be that SHA-256's (:func:`censusdp.io.nmf_cache.read_values`):
     the writer laid out their geocodes and cells. Without it (the default: an NMF from
     elsewhere, ``--from-measurements``, ``infer``, a resumed run's earlier parts) every
