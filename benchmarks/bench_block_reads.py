@@ -94,25 +94,10 @@ def _families(h, hist_bg) -> list[tuple[int, int, np.ndarray]]:
     return out
 
 
-def _read(reader, families, h, cache, groups) -> tuple[float, list, int]:
-    """CPU seconds to read every family's subproblem; the subproblems' noisy answers."""
-    nmf_cache._CACHE.clear()
-    bl = h.n_levels - 1
-    width = sum(m.rows.size for m in reader.read(bl, 0, 0))
-    c0 = time.process_time()
-    noisy, values = [], 0
-    for start, k, kept in families:
-        run = FamilyRun(reader, bl, start, start + k, width, DEFAULT_CHUNK_VALUES, lazy=True)
-        mqs, local = run.family(slice(start, start + k), kept, cache)
-        n = k * width
-        fam = Family(start, k, kept, None, groups[kept], _free(k, groups), "f")
-        noisy.append(make_subproblem(mqs, cache, local, fam).noisy)
-        values += n
-    return time.process_time() - c0, noisy, values
-
-
-def _family_reads(reader, families, h, cache) -> tuple[float, list, int]:
-    """CPU seconds to read every family's measurements as a task does; what was read."""
+def _read(reader, families, h, cache, groups=None) -> tuple[float, list, int]:
+    """CPU seconds to read every family's subproblem; the subproblems' noisy answers
+    (``groups``: the cells' groups), or without ``groups`` only the family's
+    measurements as a task reads them: ``(query, rows, values)`` each."""
     nmf_cache._CACHE.clear()
     bl = h.n_levels - 1
     width = sum(m.rows.size for m in reader.read(bl, 0, 0))
@@ -120,8 +105,12 @@ def _family_reads(reader, families, h, cache) -> tuple[float, list, int]:
     out, values = [], 0
     for start, k, kept in families:
         run = FamilyRun(reader, bl, start, start + k, width, DEFAULT_CHUNK_VALUES, lazy=True)
-        mqs, _ = run.family(slice(start, start + k), kept, cache)
-        out.append([(m.query, m.rows, m.values) for m in mqs])
+        mqs, local = run.family(slice(start, start + k), kept, cache)
+        if groups is None:
+            out.append([(m.query, m.rows, m.values) for m in mqs])
+        else:
+            fam = Family(start, k, kept, None, groups[kept], _free(k, groups), "f")
+            out.append(make_subproblem(mqs, cache, local, fam).noisy)
         values += k * width
     return time.process_time() - c0, out, values
 
@@ -140,7 +129,7 @@ def _proof(run: RunDir, schema, h, families, cache, repeats: int) -> dict:
     values = 0
     for _ in range(repeats):
         for key, reader in readers.items():
-            cpu, got[key], values = _family_reads(reader, families, h, cache)
+            cpu, got[key], values = _read(reader, families, h, cache)
             best[key] = min(cpu, best.get(key, np.inf))
             say(f"{key}: {best[key]:.2f} CPU s")
     same = all(
