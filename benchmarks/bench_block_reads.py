@@ -23,9 +23,19 @@ shared):
   and ``now`` (its whole subproblem kept from the coarse task's read); the chunk tasks
   must be equal (checked).
 
+* ``proof`` (``--proof``, any schema: ``dhc-2020`` too, alone): every block family
+  read as a task reads it (``FamilyRun.family``), ``checked`` (each row group's
+  ``geocode``, ``cell`` and ``value`` decoded and its layout checked: an NMF from
+  elsewhere) and ``proven`` (``value`` alone, after each part's bytes are hashed and
+  found to be its SHA-256: a part the run wrote, ``Runtime.written``; here the
+  release's ``_parts.json`` stands in for the tasks' records); the cache is emptied
+  before each, so the hashing is counted; the measurements read must be equal
+  (checked).
+
 Prints one JSON object (ratios ``previous / now``, the machine's load beside them).
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_block_reads.py --run /tmp/vt10-ddp
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_block_reads.py --run /tmp/vt1-dhc --proof
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from censusdp.io.nmf_read import NMFReader
 from censusdp.io.rundir import RunDir
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.manifest import recorded_budgets
-from censusdp.release.spine import tabulation_levels
+from censusdp.release.spine import geography_of_run, tabulation_levels
 from censusdp.release.topdown import levels as levels_mod
 from censusdp.release.topdown.levels import LevelPlan, LevelTasks, TaskContext
 from censusdp.release.topdown.split import chunk_starts
@@ -84,21 +94,58 @@ def _families(h, hist_bg) -> list[tuple[int, int, np.ndarray]]:
     return out
 
 
-def _read(reader, families, h, cache, groups) -> tuple[float, list, int]:
-    """CPU seconds to read every family's subproblem; the subproblems' noisy answers."""
+def _read(reader, families, h, cache, groups=None) -> tuple[float, list, int]:
+    """CPU seconds to read every family's subproblem; the subproblems' noisy answers
+    (``groups``: the cells' groups), or without ``groups`` only the family's
+    measurements as a task reads them: ``(query, rows, values)`` each."""
     nmf_cache._CACHE.clear()
     bl = h.n_levels - 1
     width = sum(m.rows.size for m in reader.read(bl, 0, 0))
     c0 = time.process_time()
-    noisy, values = [], 0
+    out, values = [], 0
     for start, k, kept in families:
         run = FamilyRun(reader, bl, start, start + k, width, DEFAULT_CHUNK_VALUES, lazy=True)
         mqs, local = run.family(slice(start, start + k), kept, cache)
-        n = k * width
-        fam = Family(start, k, kept, None, groups[kept], _free(k, groups), "f")
-        noisy.append(make_subproblem(mqs, cache, local, fam).noisy)
-        values += n
-    return time.process_time() - c0, noisy, values
+        if groups is None:
+            out.append([(m.query, m.rows, m.values) for m in mqs])
+        else:
+            fam = Family(start, k, kept, None, groups[kept], _free(k, groups), "f")
+            out.append(make_subproblem(mqs, cache, local, fam).noisy)
+        values += k * width
+    return time.process_time() - c0, out, values
+
+
+def _proof(run: RunDir, schema, h, families, cache, repeats: int) -> dict:
+    """``checked`` against ``proven`` reads of every block family (the ``proof`` mode)."""
+    nmf = run.nmf_file("persons")
+    index = json.loads((nmf / "_parts.json").read_text())
+    written = {str(nmf / p["file"]): p["sha256"] for p in index["parts"]}
+    readers = {
+        "checked": NMFReader(nmf, schema, h),
+        "proven": NMFReader(nmf, schema, h, written=written),
+    }
+    best: dict[str, float] = {}
+    got: dict[str, list] = {}
+    values = 0
+    for _ in range(repeats):
+        for key, reader in readers.items():
+            cpu, got[key], values = _read(reader, families, h, cache)
+            best[key] = min(cpu, best.get(key, np.inf))
+            say(f"{key}: {best[key]:.2f} CPU s")
+    same = all(
+        qa == qb and np.array_equal(ra, rb) and np.array_equal(va, vb)
+        for fa, fb in zip(got["checked"], got["proven"], strict=True)
+        for (qa, ra, va), (qb, rb, vb) in zip(fa, fb, strict=True)
+    )
+    if not same:
+        raise SystemExit("the checked and the proven reads differ")
+    return {
+        "noisy_values_read": int(values),
+        "cpu_seconds": {k: round(v, 3) for k, v in best.items()},
+        "ns_per_value": {k: round(v / max(values, 1) * 1e9, 2) for k, v in best.items()},
+        "speedup": round(best["checked"] / max(best["proven"], 1e-9), 2),
+        "same_measurements": True,
+    }
 
 
 def _free(k: int, groups: np.ndarray) -> Bounds:
@@ -154,19 +201,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=Path, required=True, help="a ddp-2010 release directory")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each (least CPU kept)")
     ap.add_argument("--max-children", type=int, default=100)
+    ap.add_argument(
+        "--proof", action="store_true", help="only the checked against the proven reads"
+    )
     args = ap.parse_args(argv)
     run = RunDir(args.run)
     manifest = run.manifest()
     spent = ReleaseBudget(*recorded_budgets(manifest, str(run.manifest_file)))
     schema = get_schema(spent.persons.schema)
-    h, _ = run.invariants(tabulation_levels(spent.persons))
+    tab, _ = run.invariants(tabulation_levels(spent.persons))
+    # measured and estimated on the release's spine (a dhc-2020 release's prim spine)
+    geo = geography_of_run(args.run, manifest, tab)
+    h = geo.estimation
     reader = NMFReader(run.nmf_file("persons"), schema, h)
-    hist_b = read_mdf_histograms(args.run, h, schema)[0].tocsr()
+    hist_b = geo.to_estimation(read_mdf_histograms(args.run, tab, schema)[0].tocsr())
     hist_bg = h.aggregate(hist_b)[h.n_levels - 2].tocsr()
     families = _families(h, hist_bg)
     cache = QueryCache(reader)
-    groups = group_of_cells(reader, "hhgq")[0]
     say(f"{len(families)} block families, {sum(k for _, k, _ in families):,} blocks")
+    if args.proof:
+        out = {
+            "benchmark": "bench_block_reads --proof",
+            "machine": platform.platform(),
+            "cpus": os.cpu_count(),
+            "run": str(args.run),
+            "schema": schema.name,
+            "families": len(families),
+            "blocks": int(sum(k for _, k, _ in families)),
+            **_proof(run, schema, h, families, cache, args.repeats),
+            "load_average": [round(v, 2) for v in os.getloadavg()],
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    groups = group_of_cells(reader, "hhgq")[0]
     best: dict[str, dict[str, float]] = {"reads": {}, "split": {}}
     values = 0
     for _ in range(args.repeats):

@@ -218,7 +218,8 @@ def _read(data: bytes, cells: list[np.ndarray]) -> None:
     """Every row group read back as the estimator reads it (values, cells checked)."""
     pf = pq.ParquetFile(io.BytesIO(data))
     for rg, rows in enumerate(cells):
-        nmf_cache._read_group(pf, rg, rows, 0, pf.metadata.row_group(rg).num_rows, "bench")
+        span = nmf_cache.GroupSpan(0, "bench", rg, pf.metadata.row_group(rg).num_rows)
+        nmf_cache._read_group(pf, span, rows, "bench")
 
 
 def _cells_of(data: bytes) -> list[np.ndarray]:

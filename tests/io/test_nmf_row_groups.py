@@ -480,7 +480,7 @@ def test_families_read_one_after_another_read_each_row_group_once(base, tmp_path
     reads = []
     real = nmf_cache._read_group
     monkeypatch.setattr(
-        nmf_cache, "_read_group", lambda pf, rg, *a: reads.append(rg) or real(pf, rg, *a)
+        nmf_cache, "_read_group", lambda pf, span, *a: reads.append(span.rg) or real(pf, span, *a)
     )
     reader = NMFReader(path, PL94, h)
     bl = h.n_levels - 1
@@ -631,3 +631,54 @@ def test_reading_on_wanted_rows_of_a_file_read_whole(base, tmp_path):
     ):
         assert a.query == b.query and np.array_equal(a.rows, b.rows)
         assert np.array_equal(a.values, b.values)
+
+
+def test_a_part_the_run_wrote_is_read_for_its_values_once_its_bytes_are_proven(
+    base, tmp_path, monkeypatch
+):
+    """``written`` (the SHA-256 the writing task recorded): the same values as a checked
+    read, from the ``value`` column alone; a file changed after it was written, even one
+    whose every geounit keeps its values, is refused by the proof, and read without one
+    it is refused by the check."""
+    from censusdp.io import nmf_cache
+
+    _, h, measured = base
+    path = tmp_path / "nmf.parquet"
+    _write(path, measured, row_group_rows=40)
+    digest = sha256_of(path)
+    monkeypatch.setattr(nmf_cache, "_CACHE", nmf_cache._GroupCache(1 << 20, 2))
+    columns: list[tuple[str, ...]] = []
+    real = pq.ParquetFile.read_row_group
+
+    def read_row_group(self, rg, columns_=None, **kw):
+        columns.append(tuple(kw.get("columns", columns_)))
+        return real(self, rg, **kw) if "columns" in kw else real(self, rg, columns_, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_row_group)
+    bl = h.n_levels - 1
+    checked = NMFReader(path, PL94, h).read(bl, 0, h.n_units(bl))
+    assert set(columns) == {("geocode", "cell", "value")}
+    columns.clear()
+    proven = NMFReader(path, PL94, h, written={str(path): digest}).read(bl, 0, h.n_units(bl))
+    assert set(columns) == {("value",)}
+    for a, b in zip(checked, proven, strict=True):
+        assert a.query == b.query and np.array_equal(a.values, b.values)
+    # two cells of one unit swapped: the same values per geounit, in the wrong cells
+    md = pq.read_metadata(path)
+    groups = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+    t = pq.read_table(path)
+    cells = t.column("cell").to_numpy().copy()
+    block = np.asarray(t.column("geolevel").to_pylist()) == "Block"
+    i = int(np.flatnonzero(block[:-1] & (cells[:-1] != cells[1:]))[0])
+    cells[[i, i + 1]] = cells[[i + 1, i]]
+    field = t.schema.field("cell")
+    t = t.set_column(t.schema.get_field_index("cell"), field, pa.array(cells, field.type))
+    with pq.ParquetWriter(path, t.schema) as w:
+        at = 0
+        for n in groups:
+            w.write_table(t.slice(at, n), row_group_size=max(n, 1))
+            at += n
+    with pytest.raises(InputError, match="changed after this run wrote it"):
+        NMFReader(path, PL94, h, written={str(path): digest}).read(bl, 0, h.n_units(bl))
+    with pytest.raises(InputError, match="cells are not the measured cells of the query"):
+        NMFReader(path, PL94, h).read(bl, 0, h.n_units(bl))

@@ -5,6 +5,11 @@ count, cells in order, the geocode of every unit starting in it) and keeps its v
 in the process's :class:`_GroupCache`, so that the families of a level read by
 consecutive TopDown tasks in one worker read each row group about once
 (:class:`censusdp.io.nmf_read.NMFSlice` reads through it).
+
+A row group of a part that the reading run wrote itself (its :class:`GroupSpan` carries
+the SHA-256 the writing task recorded) is read for its ``value`` column alone, once
+the file's bytes are proven to be that SHA-256's (:meth:`_GroupCache.prove`): the
+writer laid out its geocodes and cells, and those very bytes are what is read.
 """
 
 from __future__ import annotations
@@ -12,16 +17,20 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from censusdp.errors import InputError
+from censusdp.io.atomic import sha256_of
 
 __all__ = [
     "GROUP_CACHE_BYTES",
     "GROUP_CACHE_FILES",
+    "PROVEN_FILES",
+    "GroupSpan",
     "read_values",
 ]
 
@@ -33,6 +42,25 @@ Wyoming's block level: 48 MB was enough, 32 MB read 2.5 times as many row groups
 
 GROUP_CACHE_FILES = 8
 """Most Parquet files one process keeps open (footers parsed) for reading values."""
+
+PROVEN_FILES = 1 << 14
+"""Most files whose SHA-256 one process remembers having proven (:meth:`_GroupCache.prove`)."""
+
+
+class GroupSpan(NamedTuple):
+    """Where one row group of a query's ``(units x rows)`` answers is: its first flat
+    row ``off``, the ``file``, its index ``rg`` in the file and its ``n`` rows.
+
+    ``sha256``: the SHA-256 the task that wrote ``file`` recorded, given only where the
+    reading run wrote that part itself (:class:`censusdp.io.nmf_read.NMFReader`'s
+    ``written``); ``None`` for every NMF from elsewhere, whose geocodes and cells are
+    checked as they are read."""
+
+    off: int
+    file: str
+    rg: int
+    n: int
+    sha256: str | None = None
 
 
 class _GroupCache:
@@ -57,6 +85,7 @@ class _GroupCache:
         self.max_bytes, self.max_files = max_bytes, max_files
         self._groups: OrderedDict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
         self._files: OrderedDict[tuple, pq.ParquetFile] = OrderedDict()
+        self._proven: OrderedDict[tuple, str] = OrderedDict()
         self._bytes = 0
         self.hits = self.misses = 0
 
@@ -74,6 +103,25 @@ class _GroupCache:
         else:
             self._files.move_to_end(ident)
         return pf
+
+    def prove(self, ident: tuple, sha256: str, where: str) -> None:
+        """Check that the file of ``ident`` is the one whose SHA-256 its writer recorded,
+        hashing it once per identity on disk (a file rewritten is a new identity).
+
+        Raises:
+            InputError: naming the row group being read, when the bytes differ."""
+        if self._proven.get(ident) == sha256:
+            self._proven.move_to_end(ident)
+            return
+        got = sha256_of(ident[0])
+        if got != sha256:
+            raise InputError(
+                f"{where}: the file's SHA-256 is {got[:16]}..., not the {sha256[:16]}... "
+                "its writer recorded: it changed after this run wrote it"
+            )
+        self._proven[ident] = sha256
+        while len(self._proven) > PROVEN_FILES:  # a file forgotten is hashed again
+            self._proven.popitem(last=False)
 
     def get(self, key: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         hit = self._groups.get(key)
@@ -97,6 +145,7 @@ class _GroupCache:
     def clear(self) -> None:
         self._groups.clear()
         self._files.clear()
+        self._proven.clear()
         self._bytes = 0
 
 
@@ -104,41 +153,53 @@ _CACHE = _GroupCache(GROUP_CACHE_BYTES, GROUP_CACHE_FILES)
 
 
 def read_values(
-    path: str | Path,
-    rg: int,
-    rows: np.ndarray,
-    off: int,
-    n: int,
-    codes: np.ndarray,
-    first: int,
-    where: str,
+    span: GroupSpan, rows: np.ndarray, codes: np.ndarray, first: int, where: str
 ) -> np.ndarray:
-    """Values of row group ``rg`` of the file at ``path``: flat rows ``off:off+n`` of a
-    query's (units x ``rows``) answers, checked (row count, cells in order, the geocode
-    of every unit starting in it: ``codes[unit - first]``); through the process's
-    :class:`_GroupCache`. The values are shared with the cache: do not write to them."""
+    """Values of the row group ``span``: flat rows ``span.off:span.off + span.n`` of a
+    query's (units x ``rows``) answers, through the process's :class:`_GroupCache`.
+
+    Checked (row count, cells in order, the geocode of every unit starting in it:
+    ``codes[unit - first]``), unless the span carries its writer's SHA-256: then the
+    file's bytes are proven to be those (:meth:`_GroupCache.prove`) and ``value`` alone
+    is read, its row count checked. The values are shared with the cache: do not write
+    to them."""
     r = rows.size
-    ident = _CACHE.identity(path)
-    key = (*ident, rg, off, n, r, int(rows[0]) if r else -1, int(rows.sum()))
+    ident = _CACHE.identity(span.file)
+    if span.sha256 is not None:
+        _CACHE.prove(ident, span.sha256, where)
+    key = (*ident, span.rg, span.off, span.n, r, int(rows[0]) if r else -1, int(rows.sum()))
+    key += (span.sha256,)  # a proven read's entry never answers a read that checks
     entry = _CACHE.get(key)
     if entry is None:
-        entry = _read_group(_CACHE.file(ident), rg, rows, off, n, where)
+        entry = _read_group(_CACHE.file(ident), span, rows, where)
         _CACHE.put(key, entry)
     values, at, got = entry
-    if not np.array_equal(got, codes[(off + at) // r - first]):
+    if span.sha256 is None and not np.array_equal(got, codes[(span.off + at) // r - first]):
         raise InputError(f"{where} geocodes are not in geography order")
     return values
 
 
+_NOTHING = np.zeros(0, dtype=np.int64)
+
+
 def _read_group(
-    pf: pq.ParquetFile, rg: int, rows: np.ndarray, off: int, n: int, where: str
+    pf: pq.ParquetFile, span: GroupSpan, rows: np.ndarray, where: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row group ``rg`` read and its cells checked: its values, the offsets of the rows
-    that name a unit (the group's first and every unit starting in it) and their geocodes."""
-    r = rows.size
-    t = pf.read_row_group(rg, columns=["geocode", "cell", "value"])
+    """Row group ``span.rg`` read and its cells checked: its values, the offsets of the
+    rows that name a unit (the group's first and every unit starting in it) and their
+    geocodes. A proven span (its writer's SHA-256) reads ``value`` alone: no offsets,
+    no geocodes."""
+    r, off, n = rows.size, span.off, span.n
+    if span.sha256 is not None:
+        t = pf.read_row_group(span.rg, columns=["value"])
+    else:
+        t = pf.read_row_group(span.rg, columns=["geocode", "cell", "value"])
     if t.num_rows != n:
         raise InputError(f"{where} has {t.num_rows} values, its footer says {n}")
+    values = t.column("value").to_numpy()
+    values.flags.writeable = False
+    if span.sha256 is not None:
+        return values, _NOTHING, _NOTHING
     cells = t.column("cell").to_numpy()
     if not _cells_in_order(cells, rows, off):
         raise InputError(f"{where} cells are not the measured cells of the query in order")
@@ -146,8 +207,6 @@ def _read_group(
     gc = t.column("geocode").combine_chunks()
     firsts = gc.take(pa.array(at))
     got = np.asarray(firsts.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-    values = t.column("value").to_numpy()
-    values.flags.writeable = False
     return values, at, got
 
 

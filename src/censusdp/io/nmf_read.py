@@ -27,7 +27,7 @@ from censusdp.data.measurements import MeasuredQuery, MeasurementSet, measured_r
 from censusdp.data.queries import make_query, run_query
 from censusdp.data.schema import Schema
 from censusdp.errors import InputError
-from censusdp.io.nmf_cache import read_values
+from censusdp.io.nmf_cache import GroupSpan, read_values
 from censusdp.io.nmf_files import (
     NMF_COLUMNS,
     missing_columns,
@@ -58,19 +58,36 @@ class NMFReader:
     A file whose row groups mix levels or queries (written by another tool) is read
     into memory whole instead.
 
+    ``written``: the parts the reading run wrote itself in this run, each one's path
+    and the SHA-256 the task that wrote it recorded (a release's
+    :attr:`censusdp.release.options.Runtime.written`, kept in memory by
+    :func:`censusdp.release.measure_runs.measure_runs`; never read from a file). The row groups of such a part are read for ``value`` alone once the part's
+    bytes are proven to be that SHA-256's (:func:`censusdp.io.nmf_cache.read_values`):
+    the writer laid out their geocodes and cells. Without it (the default: an NMF from
+    elsewhere, ``--from-measurements``, ``infer``, a resumed run's earlier parts) every
+    row group is checked.
+
     Raises:
         InputError: on a missing file or column, geocodes that are not units of the
             hierarchy, or a (geolevel, query) that does not cover every unit once.
     """
 
     def __init__(
-        self, path: str | Path, schema: Schema, hierarchy: Hierarchy, run_schema: str | None = None
+        self,
+        path: str | Path,
+        schema: Schema,
+        hierarchy: Hierarchy,
+        run_schema: str | None = None,
+        written: Mapping[str, str] | None = None,
     ) -> None:
         self.path = Path(path)
         # a run measuring a unit histogram beside its main one (run_schema): only the
         # row groups of this schema's histogram are read
         self._run_schema = run_schema
         self._files = nmf_files(self.path)
+        mine = {str(Path(f).resolve()): digest for f, digest in (written or {}).items()}
+        # each file's writer's SHA-256 where this run wrote it, else None (checked reads)
+        self._written = [mine.get(str(f.resolve())) for f in self._files]
         self.schema = schema
         self.hierarchy = hierarchy
         self.geolevels = hierarchy.geolevels
@@ -243,7 +260,7 @@ class NMFReader:
             while i < len(spans) and spans[i][0] < b:
                 off, (fi, rg), n = spans[i]
                 if off + n > a:
-                    mine.append((off, str(self._files[fi]), rg, n))
+                    mine.append(GroupSpan(off, str(self._files[fi]), rg, n, self._written[fi]))
                     lo, hi = min(lo, off // r), max(hi, (off + n - 1) // r + 1)
                 i += 1
             unit_var = self._unit_var[(level, qname)][start:stop].copy()
@@ -300,9 +317,10 @@ class NMFSlice:
     What :meth:`NMFReader.detach` hands a TopDown task so that the task reads its own
     family in the worker that solves it, instead of the driver reading every family
     one after another (the ``ddp-2010`` block level of full Delaware is 5.5 billion
-    values). It holds the row-group locations (file, group, first flat row, rows) per
-    query, the units' variances and the geocodes the checks need; no values, no footer
-    index. :meth:`NMFReader.read` itself reads through a slice of the units asked for,
+    values). It holds the row-group locations per query
+    (:class:`~censusdp.io.nmf_cache.GroupSpan`: first flat row, file, group, rows, and
+    the writer's SHA-256 of a part the run wrote itself), the units' variances and the
+    geocodes the checks need; no values, no footer index. :meth:`NMFReader.read` itself reads through a slice of the units asked for,
     so the driver and the tasks read with the same code and the same checks.
     """
 
@@ -340,19 +358,19 @@ class NMFSlice:
         return out
 
     def _spans_read(
-        self, spans: Any, rows: np.ndarray, flat: tuple[int, int], what: str
+        self, spans: tuple[GroupSpan, ...], rows: np.ndarray, flat: tuple[int, int], what: str
     ) -> Iterator[tuple[int, int, np.ndarray]]:
-        """The values of each row group of ``spans`` (``(offset, file, row group, rows)``)
-        that holds some of the flat rows ``flat`` (``a:b`` of ``units x rows``), read
-        and checked: ``(offset, rows, values)``. ``what``: the level and query, for a
-        bad row group's message."""
+        """The values of each row group of ``spans`` that holds some of the flat rows
+        ``flat`` (``a:b`` of ``units x rows``), read and checked (or proven:
+        :func:`~censusdp.io.nmf_cache.read_values`): ``(offset, rows, values)``.
+        ``what``: the level and query, for a bad row group's message."""
         a, b = flat
-        for off, file, rg, n in spans:
-            if off + n <= a or off >= b or a >= b:
+        for span in spans:
+            if span.off + span.n <= a or span.off >= b or a >= b:
                 continue
-            part = "" if file == self.path else f"{Path(file).name} "
-            where = f"{self.path}: {part}row group {rg} ({what})"
-            yield off, n, read_values(file, rg, rows, off, n, self.codes, self.first, where)
+            part = "" if span.file == self.path else f"{Path(span.file).name} "
+            where = f"{self.path}: {part}row group {span.rg} ({what})"
+            yield span.off, span.n, read_values(span, rows, self.codes, self.first, where)
 
     def read_rows(
         self, level: int, start: int, stop: int, wanted: Mapping[str, np.ndarray]

@@ -9,6 +9,7 @@ Every reader of a release (``censusdp.api.Release``, ``validate``, ``run
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,12 +173,21 @@ class RunDir:
         return hierarchy, Invariants.from_tables(blocks, totals, hierarchy)
 
     def nmf_reader(
-        self, run: str, schema: Schema, hierarchy: Hierarchy, run_schema: str | None = None
+        self,
+        run: str,
+        schema: Schema,
+        hierarchy: Hierarchy,
+        run_schema: str | None = None,
+        *,
+        written: Mapping[str, str] | None = None,
     ) -> NMFReader:
         """The NMF of ``run`` read chunk by chunk, as the estimator reads it; with
         ``run_schema`` (a run that measures a unit histogram beside its main one, on
-        ``run_schema``) only the measurements of ``schema``'s histogram."""
-        return NMFReader(self.nmf_file(run), schema, hierarchy, run_schema)
+        ``run_schema``) only the measurements of ``schema``'s histogram. ``written``:
+        the parts the reading run wrote itself and their writers' SHA-256
+        (:class:`~censusdp.io.nmf_read.NMFReader`); without it every row group is
+        checked as it is read."""
+        return NMFReader(self.nmf_file(run), schema, hierarchy, run_schema, written)
 
     def nmf_table(self, run: str = "persons", geolevel: str | None = None) -> pa.Table:
         """The noisy measurements of ``run`` (of one geolevel: only its row groups), the

@@ -27,12 +27,12 @@ import pyarrow.parquet as pq
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
-from censusdp.errors import InputError
+from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import sha256_of
 from censusdp.io.mdf_read import mdf_files, mdf_unit_counts
 from censusdp.io.rundir import RunDir, not_a_release
 
-__all__ = ["H1_PRIVACY", "H1Source", "read_h1_source"]
+__all__ = ["H1_PRIVACY", "H1Source", "check_h1_release", "read_h1_source"]
 
 H1_PRIVACY = (
     "the P.L. 94 release's H1 is read as a constraint, not measured again: this release's "
@@ -72,11 +72,55 @@ class H1Source:
         }
 
 
+def check_h1_release(release_dir: str | Path, input_sha256: dict[str, str]) -> Path:
+    """The P.L. 94 release in ``release_dir``, checked from its manifest alone to be one
+    ``--h1-from`` can read for this run's input; its resolved path.
+
+    What the manifest settles is a usage mistake, found before the run reads its input:
+    a directory that is no release, a release that is not a P.L. 94 release with its
+    housing-unit run, or one of another input (``input_sha256``).
+
+    Raises:
+        ConfigError: in one line naming the file, the field and the value.
+    """
+    path = Path(release_dir).resolve()
+    try:  # no manifest, or none a release writes: the reader's one line, a usage error
+        problem = not_a_release(path)
+        m = RunDir(path).manifest() if problem is None else None
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    if m is None:
+        raise ConfigError(f"--h1-from: {problem}")
+    where = RunDir(path).manifest_file
+    if m.release is not None:
+        raise ConfigError(
+            f"{where}: release is {m.release!r}; --h1-from reads a differentially private "
+            "P.L. 94 release of censusdp run"
+        )
+    if m.schema != "pl94":
+        raise ConfigError(
+            f"{where}: schema is {m.schema!r}; --h1-from reads a P.L. 94 release ('pl94')"
+        )
+    unit_schema = None if m.units is None else m.units.get("schema")
+    if unit_schema != "units" or m.postprocess == "none":
+        raise ConfigError(
+            f"{where}: units is {unit_schema!r} with postprocess {m.postprocess!r}; --h1-from "
+            "needs a P.L. 94 release that released its housing-unit run (schema 'units')"
+        )
+    if m.input_sha256 is not None and dict(m.input_sha256) != dict(input_sha256):
+        differ = sorted(set(m.input_sha256.items()) ^ set(input_sha256.items()))[0][0]
+        raise ConfigError(
+            f"{where}: input_sha256 of {differ!r} is not this run's input file's: the H1 "
+            "must be released from the same input"
+        )
+    return path
+
+
 def read_h1_source(
     release_dir: str | Path, hierarchy: Hierarchy, inv: Invariants, input_sha256: dict[str, str]
 ) -> H1Source:
     """The occupied units per block of the P.L. 94 release in ``release_dir``, checked to
-    be a release of this run's input.
+    be a release of this run's input (:func:`check_h1_release`, then its data).
 
     Args:
         release_dir: a censusdp P.L. 94 release with its housing-unit run.
@@ -85,39 +129,15 @@ def read_h1_source(
         input_sha256: this run's input files' SHA-256 (``manifest.json``'s ``input_sha256``).
 
     Raises:
-        InputError: in one line naming the file, the field and the value: not a
-            release, not a P.L. 94 release with a unit run, another input, a block
+        ConfigError: what :func:`check_h1_release` refuses (a usage mistake).
+        InputError: in one line naming the file, the field and the value: a block
             missing or extra, housing units or facilities that are not this input's,
             or a unit MDF that is not the one its manifest hashed.
     """
-    path = Path(release_dir).resolve()
-    problem = not_a_release(path)
-    if problem is not None:
-        raise InputError(f"--h1-from: {problem}")
+    path = check_h1_release(release_dir, input_sha256)
     run = RunDir(path)
     where = run.manifest_file
     m = run.manifest()
-    if m.release is not None:
-        raise InputError(
-            f"{where}: release is {m.release!r}; --h1-from reads a differentially private "
-            "P.L. 94 release of censusdp run"
-        )
-    if m.schema != "pl94":
-        raise InputError(
-            f"{where}: schema is {m.schema!r}; --h1-from reads a P.L. 94 release ('pl94')"
-        )
-    unit_schema = None if m.units is None else m.units.get("schema")
-    if unit_schema != "units" or m.postprocess == "none":
-        raise InputError(
-            f"{where}: units is {unit_schema!r} with postprocess {m.postprocess!r}; --h1-from "
-            "needs a P.L. 94 release that released its housing-unit run (schema 'units')"
-        )
-    if m.input_sha256 is not None and dict(m.input_sha256) != dict(input_sha256):
-        differ = sorted(set(m.input_sha256.items()) ^ set(input_sha256.items()))[0][0]
-        raise InputError(
-            f"{where}: input_sha256 of {differ!r} is not this run's input file's: the H1 "
-            "must be released from the same input"
-        )
     _check_blocks(run, hierarchy, inv)
     units = run.mdf_file("units")
     files = dict(m.files or {})

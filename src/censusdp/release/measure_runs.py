@@ -197,12 +197,13 @@ def _measure_run(
     *,
     structural_zeros: bool,
     checkpoint: Checkpoint | None,
-) -> tuple[int, dict[str, int], list[dict[str, Any]]]:
+) -> tuple[int, dict[str, int], list[dict[str, Any]], list[dict[str, Any]]]:
     """Measure one run into its NMF directory: its main histogram, then any unit
     histogram measured beside it (``hists`` by schema name; ``what`` the run's schema,
     its plan by histogram, its per-geounit shares and its directory), the second's parts
-    numbered after the first's. Returns the rows in total and by level and every part's
-    record."""
+    numbered after the first's. Returns the rows in total and by level, every part's
+    record, and the records of the parts this call's tasks wrote (not an interrupted
+    run's)."""
     schema, plans, shares, directory, hierarchy = what
     rows, by_level, parts, first = 0, {}, [], 0
     # the parts an interrupted run finished, read before this run adds its own
@@ -228,7 +229,8 @@ def _measure_run(
         parts += p
         for lv, k in levels.items():
             by_level[lv] = by_level.get(lv, 0) + k
-    return rows, by_level, parts
+    fresh = [p for p in parts if done is None or p["path"] not in done]
+    return rows, by_level, parts, fresh
 
 
 def measure_runs(
@@ -256,6 +258,9 @@ def measure_runs(
     again (no new noise is drawn for it); each newly finished NMF is recorded there.
     ``source`` is called only when a run is measured: a resumed secure run whose
     measurements are all written makes no key at all.
+    The parts this call's tasks wrote (not an interrupted run's) go to ``rt.written``
+    with the SHA-256 each task recorded, for estimation to read
+    (:attr:`~censusdp.release.options.Runtime.written`).
     Returns the manifest's record of the rows written.
     """
     t = time.perf_counter()
@@ -272,7 +277,7 @@ def measure_runs(
             record[NMF_FILES[run].removesuffix(".parquet")] = done["rows"]
             record["noisy_values_by_level"][run] = done["by_level"]
             continue
-        n_rows, by_level, parts = _measure_run(
+        n_rows, by_level, parts, fresh = _measure_run(
             run,
             {k: hists.pop(histogram_key(run, k, schema.name)) for k in plans},
             (
@@ -288,6 +293,9 @@ def measure_runs(
             checkpoint=checkpoint,
         )
         record.setdefault("_writers", set()).update(p["writer"] for p in parts if "writer" in p)
+        # the parts this call's tasks wrote (not an interrupted run's): the SHA-256 each
+        # task recorded, held here in memory, which lets estimation skip their layout check
+        rt.written[run] = {str(out / p["path"]): str(p["sha256"]) for p in fresh}
         index = write_part_index(out / NMF_FILES[run], parts)
         record[NMF_FILES[run].removesuffix(".parquet")] = n_rows
         record["noisy_values_by_level"][run] = by_level

@@ -246,13 +246,21 @@ class Execution:
 
 @dataclass
 class Runtime:
-    """A running release's live executor, where its progress goes, and its step timings
-    (seconds by step, recorded in the manifest)."""
+    """A running release's live executor, where its progress goes, its step timings
+    (seconds by step, recorded in the manifest), and the NMF parts it wrote.
+
+    ``written``: per run (``persons``, ``units``), each NMF part this release's own
+    measurement tasks wrote in this process's run, by path, with the SHA-256 the task
+    recorded; held in memory only, never read back from a file. Estimation reads those
+    parts' values without checking their layout once their bytes are proven to be that
+    SHA-256's (:class:`censusdp.io.nmf_read.NMFReader`); a re-estimate, and the parts
+    of an interrupted run that a resumed one reuses, are not in it and are checked."""
 
     executor: Executor
     workers: int = 1
     progress: Progress = None
     timings: dict[str, float] = field(default_factory=dict)
+    written: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def refuse_with_production(*, units: str | None, max_children: int | None) -> None:

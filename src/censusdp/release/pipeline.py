@@ -55,7 +55,7 @@ from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import say
 from censusdp.release.checkpoint import Checkpoint, run_fingerprint
-from censusdp.release.h1_source import read_h1_source
+from censusdp.release.h1_source import check_h1_release, read_h1_source
 from censusdp.release.household_consistency import check_run_schemas, is_household_run
 from censusdp.release.intake import read_and_aggregate
 from censusdp.release.manifest import commit_run, inherited_randomness, recorded_budgets
@@ -191,6 +191,8 @@ def run_release(
         )
     # every input file hashed, and stamped: the reader checks it reads those very bytes
     cef_input = hash_input(input_dir)
+    if options.h1_from is not None:  # a usage mistake in its manifest, before the input is read
+        check_h1_release(options.h1_from, cef_input.sha256)
     fingerprint = run_fingerprint(cef_input.sha256, budget, options, spine_choice[0])
     sources = [input_dir] if options.h1_from is None else [input_dir, options.h1_from]
     with _session(out_dir, sources, execution, overwrite=overwrite, resume=resume) as run:

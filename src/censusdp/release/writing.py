@@ -137,17 +137,21 @@ def _estimate_from_nmf(
     tabulation's invariants."""
     schema = get_schema(manifest["schema"])
     beside = None if unit_schema is None else unit_schema_of(unit_schema)
+    # the parts this run's tasks wrote: their layout is the writer's (rt.written)
+    mine, units = rt.written.get("persons"), rt.written.get("units")
     inputs = EstimationInputs.on(
         geo,
         inv,
-        run.nmf_reader("persons", schema, geo.estimation),
-        run.nmf_reader("units", get_schema(unit_schema), geo.units.estimation, unit_schema)
+        run.nmf_reader("persons", schema, geo.estimation, written=mine),
+        run.nmf_reader(
+            "units", get_schema(unit_schema), geo.units.estimation, unit_schema, written=units
+        )
         if unit_schema
         else None,
         # a unit histogram measured beside the unit run's (the DHC's tenvacgq), same NMF
         None
         if beside is None
-        else run.nmf_reader("units", beside, geo.units.estimation, unit_schema),
+        else run.nmf_reader("units", beside, geo.units.estimation, unit_schema, written=units),
     )
     return estimate_runs(inputs, options, rt, manifest, checkpoint)
 

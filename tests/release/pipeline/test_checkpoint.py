@@ -23,6 +23,7 @@ from censusdp.data.histograms import person_histogram
 from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
 from censusdp.errors import ResumeError
+from censusdp.io import nmf_cache
 from censusdp.io.budget_files import load_preset
 from censusdp.io.staging import RESUMABLE_MARKER, Staging
 from censusdp.privacy.randomness import GENERATOR, RandomSource
@@ -199,7 +200,23 @@ def test_a_run_interrupted_between_parts_reuses_every_recorded_part(
         return real_task(part)
 
     monkeypatch.setattr(measure_runs, "run_part_task", spy)
+    # how estimation reads each part: checked (None), or proven by the SHA-256 its task
+    # recorded in this process (the parts written after the resume only)
+    read: dict[str, set] = {}
+    real_read = nmf_cache._read_group
+
+    def read_group(pf, span, *a):
+        read.setdefault(f"{Path(span.file).parent.name}/{Path(span.file).name}", set()).add(
+            span.sha256
+        )
+        return real_read(pf, span, *a)
+
+    monkeypatch.setattr(nmf_cache, "_CACHE", nmf_cache._GroupCache(64 << 20, 8))
+    monkeypatch.setattr(nmf_cache, "_read_group", read_group)
     manifest = _run(state / "cef", out, seed=7, resume=True)
+    reused = set(calls) & set(read)  # part 0, the nation's, is not read by row group here
+    assert len(reused) == recorded - 1 and all(read[c] == {None} for c in reused)
+    assert all(None not in how for c, how in read.items() if c not in calls)
     assert _files(out) == _files(state / "reference")
     assert {c: _stat(out / c) for c in calls} == before
     persons = sorted(p.name for p in (out / NMF[0]).glob("part-*.parquet"))

@@ -84,7 +84,7 @@ def test_another_input_is_refused(pl94) -> None:
     cef, run, hierarchy, inv = pl94
     sha = dict(hash_input(cef).sha256)
     sha["units.parquet"] = "0" * 64
-    with pytest.raises(InputError) as e:
+    with pytest.raises(ConfigError) as e:
         read_h1_source(run, hierarchy, inv, sha)
     _one_line(e, "manifest.json", "input_sha256", "units.parquet")
 
@@ -146,7 +146,7 @@ def test_what_is_not_a_pl94_release_with_units_is_refused(
     manifest = json.loads((bad / "manifest.json").read_text())
     manifest[entry] = value
     (bad / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(InputError) as e:
+    with pytest.raises(ConfigError) as e:
         read_h1_source(bad, hierarchy, inv, hash_input(cef).sha256)
     _one_line(e, "manifest.json", *words)
 
@@ -182,12 +182,17 @@ def test_a_dhc_run_never_writes_into_its_h1_release(pl94) -> None:
     assert not (run / "dhc").exists()
 
 
-def test_the_cli_refuses_h1_from_in_one_line(pl94, tmp_path: Path, capsys) -> None:
-    """``censusdp run --h1-from`` reaches the library: without a DHC household run a
-    usage mistake (exit 2); a directory that is no release, a failed check of the data
-    read (exit 1); one line each."""
+def test_the_cli_refuses_h1_from_in_one_line(pl94, tmp_path: Path, capsys, monkeypatch) -> None:
+    """``censusdp run --h1-from`` reaches the library: without a DHC household run, or
+    with a directory that is no release, a usage mistake (exit 2) found before the input
+    is read; one line each."""
     from censusdp.cli import main
+    from censusdp.release import pipeline
 
+    def never(*args, **kwargs):
+        raise AssertionError("the input was read before --h1-from was checked")
+
+    monkeypatch.setattr(pipeline, "read_and_aggregate", never)
     cef, run, _, _ = pl94
     common = ["run", "--input", str(cef), "--seed", "1", "-q"]
     argv = [*common, "--out", str(tmp_path / "a"), "--preset", "pl94-2020", "--h1-from", str(run)]
@@ -197,7 +202,7 @@ def test_the_cli_refuses_h1_from_in_one_line(pl94, tmp_path: Path, capsys) -> No
     bad = tmp_path / "not-a-release"
     bad.mkdir()
     argv = [*common, "--out", str(tmp_path / "b"), "--preset", "dhc-2020", "--h1-from", str(bad)]
-    assert main(argv) == 1
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "manifest.json" in err and str(bad) in err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
