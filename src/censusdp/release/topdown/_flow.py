@@ -38,6 +38,10 @@ __all__: list[str] = []
 # OR-Tools accepts capacities and costs up to 2^62; keep clear of overflow in sums.
 _INF_CAP = np.int64(1) << np.int64(50)
 
+_COST_GCD = True
+"""``False``: :func:`solve` hands the costs over as given, not divided by their greatest
+common divisor (for ``benchmarks/bench_whole_family.py --rounder before``)."""
+
 
 @dataclass
 class Network:
@@ -96,7 +100,8 @@ def solve(net: Network, method: str = "ortools") -> np.ndarray | None:
         return None
     if int(net.supply.sum()) != 0:
         raise InternalError(f"flow network supplies sum to {int(net.supply.sum())}, not 0")
-    cost = cost // cost_gcd(cost)
+    if _COST_GCD:
+        cost = cost // cost_gcd(cost)
     if method == "ortools":
         return _solve_ortools(net.n_nodes, net.supply, tails, heads, lower, upper, cost)
     if method == "linprog":

@@ -29,6 +29,11 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
 
+_EVERY_LAYER = False
+"""``True``: every layer gets nodes in every pass and every weighted row a middle node,
+as the network was built before :func:`network` left them out (for
+``benchmarks/bench_whole_family.py --rounder before``; the same optimum)."""
+
 
 def _compress(labels: np.ndarray) -> tuple[np.ndarray, int]:
     present, inverse = np.unique(labels, return_inverse=True)
@@ -211,6 +216,8 @@ def network(
             return None
         w = int(sum(costs.weight[q] for q in lev.members))
         bounded = (lo_off > 0) | (hi_off < inf)
+        if _EVERY_LAYER:
+            bounded = np.ones_like(bounded)
         if w or bounded.any() or li + 1 == len(chain.levels):
             layers.append((lev, lo_off, hi_off, bounded, w))
     # node numbering: [cells or source] [per layer: k * rows in-nodes] [mid nodes] [sink]
