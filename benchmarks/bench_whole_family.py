@@ -249,28 +249,29 @@ def _whole_child(conn, sub, kept, truth, method: str, variant: str, rounders: li
         rounded = _count_rounder()
         r = run_task(_task(sub, kept, method))
         peak = _rss_mb()
-        rounded = _rerun_rounder(rounded, rounders)
-        conn.send(
-            {
-                "method": method,
-                "admm": variant,
-                "admm_solves": calls,
-                "rounder": rounded,
-                "solved_by": r.method,
-                "status": r.status,
-                "attempts": [list(a) for a in r.attempts],
-                "cpu_s": round(r.cpu_seconds, 3),
-                "wall_s": round(r.seconds, 3),
-                "least_squares_wall_s": round(r.solve_seconds, 3),
-                "rounding_wall_s": round(r.rounding_seconds, 3),
-                "max_violation": r.max_violation,
-                "peak_rss_mb": round(peak, 1),
-                "rss_before_mb": round(start, 1),
-                "peak_rss_added_mb": round(peak - start, 1),
-                "l1_cells": int(np.abs(r.counts - truth).sum()),
-                "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
-            }
-        )
+        got = {
+            "method": method,
+            "admm": variant,
+            "admm_solves": calls,
+            "solved_by": r.method,
+            "status": r.status,
+            "attempts": [list(a) for a in r.attempts],
+            "cpu_s": round(r.cpu_seconds, 3),
+            "wall_s": round(r.seconds, 3),
+            "least_squares_wall_s": round(r.solve_seconds, 3),
+            "rounding_wall_s": round(r.rounding_seconds, 3),
+            "max_violation": r.max_violation,
+            "peak_rss_mb": round(peak, 1),
+            "rss_before_mb": round(start, 1),
+            "peak_rss_added_mb": round(peak - start, 1),
+            "l1_cells": int(np.abs(r.counts - truth).sum()),
+            "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
+        }
+        if rounders:  # the task's figures first: the rounders' reruns may be long
+            _say(
+                f"task: {json.dumps({**got, 'rounder': [{n: v for n, v in c.items() if n != 'call'} for c in rounded]})}"
+            )
+        conn.send({**got, "rounder": _rerun_rounder(rounded, rounders)})
     except Exception as exc:  # noqa: BLE001 - reported, not hidden
         conn.send({"method": method, "error": f"{type(exc).__name__}: {exc}"})
     conn.close()
