@@ -28,6 +28,7 @@ Prints JSON.
     python benchmarks/bench_whole_family.py --k 2334
     python benchmarks/bench_whole_family.py --k 2334 --admm-iterations 40   # per iteration only
     python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
+    python benchmarks/bench_whole_family.py --k 100,200,400 --methods auto --rounder before
 """
 
 from __future__ import annotations
@@ -146,14 +147,14 @@ built before (every layer with nodes in every pass, every weighted row with a mi
 node, the costs not divided by their greatest common divisor)."""
 
 
-def _set_rounder(variant: str) -> dict:
-    """Set the rounder's knobs for ``variant`` in this process; returns the values replaced."""
+def _set_rounder(values: dict) -> dict:
+    """Set the rounder's knobs ``{(module, name): value}`` in this process (a variant of
+    :data:`ROUNDER_VARIANTS`); returns the values replaced, to set back."""
     from censusdp.release.topdown import _flow, _pass_network
 
     modules = {"_flow": _flow, "_pass_network": _pass_network}
-    old = {}
-    for (module, name), value in ROUNDER_VARIANTS[variant].items():
-        old[(module, name)] = getattr(modules[module], name)
+    old = {(module, name): getattr(modules[module], name) for module, name in values}
+    for (module, name), value in values.items():
         setattr(modules[module], name, value)
     return old
 
@@ -212,11 +213,11 @@ def _rerun_rounder(calls: list[dict], variants: list[str]) -> list[dict]:
         inner, sub, x, passes, kw, now = call.pop("call")
         out.append({**call, "pass_objectives": _pass_objectives(x, now, passes)})
         for variant in variants:
-            old = _set_rounder(variant)
+            old = _set_rounder(ROUNDER_VARIANTS[variant])
             c0 = time.process_time()
             got = inner(sub, x, passes, **kw)
             cpu = time.process_time() - c0
-            _set_rounder_values(old)
+            _set_rounder(old)
             out.append(
                 {
                     "rounder": variant,
@@ -226,15 +227,6 @@ def _rerun_rounder(calls: list[dict], variants: list[str]) -> list[dict]:
                 }
             )
     return out
-
-
-def _set_rounder_values(values: dict) -> None:
-    """Put back the knob values :func:`_set_rounder` returned."""
-    from censusdp.release.topdown import _flow, _pass_network
-
-    modules = {"_flow": _flow, "_pass_network": _pass_network}
-    for (module, name), value in values.items():
-        setattr(modules[module], name, value)
 
 
 def _rss_mb() -> float:
