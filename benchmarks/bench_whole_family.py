@@ -15,8 +15,10 @@ rho 0.43: ``bench_split.py``'s families) and solves it
 * split in chunks of ``--max-children`` (the default fidelity), in the same run, so the
   ratio of the two does not depend on the machine's load.
 
-It also reports where the whole solve's time goes (least squares, rounding) and the
-error against the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
+It also reports where the whole solve's time goes (least squares, rounding; production's
+rounder's own CPU seconds and each pass's objective, and with ``--rounder before`` the
+rounder's networks as they were, on the same least-squares point) and the error against
+the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
 ``--fit-method`` over the sizes run, and projects California's tract level in production
 fidelity on ``--cores`` cores: every county family of the generator's 2010 tracts
 (``censusdp/generate/tracts2010.parquet``; Los Angeles 2,346) solved whole at the fitted
