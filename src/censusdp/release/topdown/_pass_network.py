@@ -188,7 +188,7 @@ def network(
     Only the layers the pass weighs or bounds get nodes: a layer with neither (a query of
     a later pass, not yet held) only passes its rows' flows on, so the cells' flows go
     to the next layer that does (the same flows, the same costs; on the 400-tract family
-    the total's pass has 5,800 nodes instead of 258,945). A weighted row gets a middle
+    the total's pass has 4,545 nodes instead of 258,945). A weighted row gets a middle
     node only where it also has bounds.
 
     Long because the network is one numbering of nodes and arcs (the cell arcs, then each
