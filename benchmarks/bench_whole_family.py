@@ -15,8 +15,10 @@ rho 0.43: ``bench_split.py``'s families) and solves it
 * split in chunks of ``--max-children`` (the default fidelity), in the same run, so the
   ratio of the two does not depend on the machine's load.
 
-It also reports where the whole solve's time goes (least squares, rounding) and the
-error against the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
+It also reports where the whole solve's time goes (least squares, rounding; production's
+rounder's own CPU seconds and each pass's objective, and with ``--rounder before`` the
+rounder's networks as they were, on the same least-squares point) and the error against
+the truth (L1 over cells), fits ``cpu ~ a k^b`` to the whole solves of
 ``--fit-method`` over the sizes run, and projects California's tract level in production
 fidelity on ``--cores`` cores: every county family of the generator's 2010 tracts
 (``censusdp/generate/tracts2010.parquet``; Los Angeles 2,346) solved whole at the fitted
@@ -28,6 +30,7 @@ Prints JSON.
     python benchmarks/bench_whole_family.py --k 2334
     python benchmarks/bench_whole_family.py --k 2334 --admm-iterations 40   # per iteration only
     python benchmarks/bench_whole_family.py --k 200,400 --methods clarabel,activeset
+    python benchmarks/bench_whole_family.py --k 100,200,400 --methods auto --rounder before
 """
 
 from __future__ import annotations
@@ -137,36 +140,132 @@ def _admm_variant(variant: str) -> None:
         setattr(admm, name, value)
 
 
+ROUNDER_VARIANTS = {
+    "now": {},
+    "before": {("_pass_network", "_EVERY_LAYER"): True, ("_flow", "_COST_GCD"): False},
+}
+"""``--rounder``: production's rounder as shipped, and its flow networks as they were
+built before (every layer with nodes in every pass, every weighted row with a middle
+node, the costs not divided by their greatest common divisor)."""
+
+
+def _set_rounder(values: dict) -> dict:
+    """Set the rounder's knobs ``{(module, name): value}`` in this process (a variant of
+    :data:`ROUNDER_VARIANTS`); returns the values replaced, to set back."""
+    from censusdp.release.topdown import _flow, _pass_network
+
+    modules = {"_flow": _flow, "_pass_network": _pass_network}
+    old = {(module, name): getattr(modules[module], name) for module, name in values}
+    for (module, name), value in values.items():
+        setattr(modules[module], name, value)
+    return old
+
+
+def _pass_objectives(x: np.ndarray, out: np.ndarray, passes) -> list[int]:  # noqa: ANN001
+    """Production's objective of each rounding pass: ``sum |A_q b - round(A_q frac(x))|``
+    over its queries, ``b = out - floor(x)`` (x snapped as the rounder snaps it)."""
+    import scipy.sparse as sp
+
+    from censusdp.release.topdown.rounding import _snap
+
+    xs = _snap(x)
+    f = np.floor(xs)
+    got = []
+    for qs in passes.passes:
+        total = 0.0
+        for q in qs:
+            rows = passes.rows[q]
+            c = rows.size
+            m = sp.csr_matrix((np.ones(c), (np.arange(c), rows)), shape=(c, int(rows.max()) + 1))
+            total += float(np.abs((out - f) @ m - np.rint((xs - f) @ m)).sum())
+        got.append(int(round(total)))
+    return got
+
+
+def _count_rounder() -> list[dict]:
+    """Record production's rounder in this (forked) process: its CPU seconds on the
+    task's least-squares point, and that point (``"call"``, for :func:`_rerun_rounder`)."""
+    from censusdp.release.topdown import tasks
+
+    calls: list[dict] = []
+    inner = tasks.round_in_passes
+
+    def counted(sub, x, passes, **kw):  # noqa: ANN001, ANN003, ANN202
+        c0 = time.process_time()
+        out = inner(sub, x, passes, **kw)
+        calls.append(
+            {
+                "rounder": "now",
+                "cpu_s": round(time.process_time() - c0, 2),
+                "call": (inner, sub, x, passes, kw, out),
+            }
+        )
+        return out
+
+    tasks.round_in_passes = counted
+    return calls
+
+
+def _rerun_rounder(calls: list[dict], variants: list[str]) -> list[dict]:
+    """Each call's pass objectives, then each rounder variant on its point (after the
+    task, so that the task's CPU seconds are its own): CPU seconds, pass objectives,
+    whether the counts are the same."""
+    out = []
+    for call in calls:
+        inner, sub, x, passes, kw, now = call.pop("call")
+        out.append({**call, "pass_objectives": _pass_objectives(x, now, passes)})
+        for variant in variants:
+            old = _set_rounder(ROUNDER_VARIANTS[variant])
+            c0 = time.process_time()
+            got = inner(sub, x, passes, **kw)
+            cpu = time.process_time() - c0
+            _set_rounder(old)
+            out.append(
+                {
+                    "rounder": variant,
+                    "cpu_s": round(cpu, 2),
+                    "pass_objectives": _pass_objectives(x, got, passes),
+                    "same_counts": bool(np.array_equal(got, now)),
+                }
+            )
+    return out
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _whole_child(conn, sub, kept, truth, method: str, variant: str) -> None:  # noqa: ANN001
+def _whole_child(conn, sub, kept, truth, method: str, variant: str, rounders: list) -> None:  # noqa: ANN001
     start = _rss_mb()
     try:
         _admm_variant(variant)
         calls = _count_admm()
+        rounded = _count_rounder()
         r = run_task(_task(sub, kept, method))
-        conn.send(
-            {
-                "method": method,
-                "admm": variant,
-                "admm_solves": calls,
-                "solved_by": r.method,
-                "status": r.status,
-                "attempts": [list(a) for a in r.attempts],
-                "cpu_s": round(r.cpu_seconds, 3),
-                "wall_s": round(r.seconds, 3),
-                "least_squares_wall_s": round(r.solve_seconds, 3),
-                "rounding_wall_s": round(r.rounding_seconds, 3),
-                "max_violation": r.max_violation,
-                "peak_rss_mb": round(_rss_mb(), 1),
-                "rss_before_mb": round(start, 1),
-                "peak_rss_added_mb": round(_rss_mb() - start, 1),
-                "l1_cells": int(np.abs(r.counts - truth).sum()),
-                "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
-            }
-        )
+        peak = _rss_mb()
+        got = {
+            "method": method,
+            "admm": variant,
+            "admm_solves": calls,
+            "solved_by": r.method,
+            "status": r.status,
+            "attempts": [list(a) for a in r.attempts],
+            "cpu_s": round(r.cpu_seconds, 3),
+            "wall_s": round(r.seconds, 3),
+            "least_squares_wall_s": round(r.solve_seconds, 3),
+            "rounding_wall_s": round(r.rounding_seconds, 3),
+            "max_violation": r.max_violation,
+            "peak_rss_mb": round(peak, 1),
+            "rss_before_mb": round(start, 1),
+            "peak_rss_added_mb": round(peak - start, 1),
+            "l1_cells": int(np.abs(r.counts - truth).sum()),
+            "counts_sha": int(np.asarray(r.counts, dtype=np.int64).sum()),
+        }
+        if rounders:  # the task's figures first: the rounders' reruns may be long
+            _say(
+                f"task: {json.dumps({**got, 'rounder': [{n: v for n, v in c.items() if n != 'call'} for c in rounded]})}"
+            )
+        conn.send({**got, "rounder": _rerun_rounder(rounded, rounders)})
     except Exception as exc:  # noqa: BLE001 - reported, not hidden
         conn.send({"method": method, "error": f"{type(exc).__name__}: {exc}"})
     conn.close()
@@ -197,11 +296,15 @@ def _count_admm() -> list[dict]:
     return calls
 
 
-def whole(sub, kept, truth, method: str, variant: str = "now") -> dict:  # noqa: ANN001
-    """One whole solve in a forked process (its own CPU and peak memory)."""
+def whole(sub, kept, truth, method: str, variant: str = "now", rounders: tuple = ()) -> dict:  # noqa: ANN001
+    """One whole solve in a forked process (its own CPU and peak memory); ``rounders``:
+    the rounder's variants also run on its least-squares point (after the task: the
+    task's CPU seconds are its own)."""
     ctx = mp.get_context("fork")
     here, there = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_whole_child, args=(there, sub, kept, truth, method, variant))
+    p = ctx.Process(
+        target=_whole_child, args=(there, sub, kept, truth, method, variant, list(rounders))
+    )
     p.start()
     there.close()
     out = here.recv()
@@ -403,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the ADMM variants of the split solves, comma-separated (default: --admm's); "
         "the projection calibrates on 'before', the ADMM the default run was measured with",
     )
+    ap.add_argument(
+        "--rounder",
+        default="",
+        help="production's rounder as it was ('before') too, on the least-squares point "
+        "of each whole solve with --admm's first variant, after its task (comma-separated)",
+    )
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument(
         "--from-json",
@@ -419,10 +528,15 @@ def main(argv: list[str] | None = None) -> int:
         "--admm-iterations", type=int, default=0, help="time this many ADMM iterations only"
     )
     args = ap.parse_args(argv)
-    for flag, value in (("--admm", args.admm), ("--split-admm", args.split_admm)):
-        bad = [v for v in filter(None, value.split(",")) if v not in ADMM_VARIANTS]
+    for flag, value, known in (
+        ("--admm", args.admm, ADMM_VARIANTS),
+        ("--split-admm", args.split_admm, ADMM_VARIANTS),
+        ("--rounder", args.rounder, ROUNDER_VARIANTS),
+    ):
+        bad = [v for v in filter(None, value.split(",")) if v not in known]
         if bad:
-            ap.error(f"{flag}: one of {', '.join(ADMM_VARIANTS)}, got {bad[0]!r}")
+            ap.error(f"{flag}: one of {', '.join(known)}, got {bad[0]!r}")
+    rounders = tuple(filter(None, args.rounder.split(",")))
     rows = [f for path in filter(None, args.from_json.split(",")) for f in _families(path)]
     t0 = time.perf_counter()
     for k in [] if rows else [int(v) for v in args.k.split(",")]:
@@ -453,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
             for v in (args.admm.split(",") if m in ("auto", "admm") else ["now"])
         ):
             _say(f"k={k}: whole with {method} (ADMM {variant}) ...")
-            row["whole"].append(whole(sub, kept, truth, method, variant))
+            first = variant == args.admm.split(",")[0]
+            row["whole"].append(whole(sub, kept, truth, method, variant, rounders if first else ()))
             w = row["whole"][-1]
             if "split" in row and "cpu_s" in w:
                 w["cpu_ratio_to_split"] = round(w["cpu_s"] / row["split"]["cpu_s"], 3)

@@ -38,6 +38,10 @@ __all__: list[str] = []
 # OR-Tools accepts capacities and costs up to 2^62; keep clear of overflow in sums.
 _INF_CAP = np.int64(1) << np.int64(50)
 
+_COST_GCD = True
+"""``False``: :func:`solve` hands the costs over as given, not divided by their greatest
+common divisor (for ``benchmarks/bench_whole_family.py --rounder before``)."""
+
 
 @dataclass
 class Network:
@@ -96,11 +100,26 @@ def solve(net: Network, method: str = "ortools") -> np.ndarray | None:
         return None
     if int(net.supply.sum()) != 0:
         raise InternalError(f"flow network supplies sum to {int(net.supply.sum())}, not 0")
+    if _COST_GCD:
+        cost = cost // cost_gcd(cost)
     if method == "ortools":
         return _solve_ortools(net.n_nodes, net.supply, tails, heads, lower, upper, cost)
     if method == "linprog":
         return _solve_linprog(net.n_nodes, net.supply, tails, heads, lower, upper, cost)
     raise InternalError(f"unknown flow method {method!r}")
+
+
+def cost_gcd(cost: np.ndarray) -> int:
+    """The greatest common divisor of the arc costs (1 when every cost is 0).
+
+    :func:`solve` divides the costs by it: the same optimal flows, and OR-Tools' cost
+    scaling runs about ``log(n C)`` refinements for costs up to ``C``. A rounding pass
+    whose tie-break rounds to 0 (more than a million unknowns, as Los Angeles County's
+    2,334 tracts) has costs in whole multiples of ``COST_SCALE``; divided, its two
+    passes took 0.17 and 1.75 CPU s instead of 0.64 and 3.52 on a 400-tract family.
+    """
+    nonzero = np.abs(cost[cost != 0])
+    return int(np.gcd.reduce(nonzero)) if nonzero.size else 1
 
 
 def _solve_ortools(

@@ -29,6 +29,11 @@ from censusdp.release.topdown.problem import Subproblem
 
 __all__: list[str] = []
 
+_EVERY_LAYER = False
+"""``True``: every layer gets nodes in every pass and every weighted row a middle node,
+as the network was built before :func:`network` left them out (for
+``benchmarks/bench_whole_family.py --rounder before``; the same optimum)."""
+
 
 def _compress(labels: np.ndarray) -> tuple[np.ndarray, int]:
     present, inverse = np.unique(labels, return_inverse=True)
@@ -58,14 +63,12 @@ class Level:
         n_rows: number of rows (the group layer keeps every group, even without cells).
         kind: ``"query"``, ``"group"`` or ``"total"``.
         members: the rounding queries (indices) whose answers this layer carries.
-        up: ``(n_rows,)`` row of the next coarser layer that each row feeds.
     """
 
     labels: np.ndarray
     n_rows: int
     kind: str
     members: list[int]
-    up: np.ndarray | None = None
 
 
 @dataclass
@@ -118,10 +121,6 @@ def build_chain(sub: Subproblem, rows: tuple[np.ndarray, ...], names: tuple[str,
                 "are not nested (neither refines the other), so the rounding passes are not "
                 "a network flow; use nested queries or passes='single'"
             )
-        up = np.zeros(fine.n_rows, dtype=np.int64)
-        up[fine.labels] = coarse.labels
-        fine.up = up
-    levels[-1].up = np.zeros(1, dtype=np.int64)
     return Chain(levels, cell_members)
 
 
@@ -153,6 +152,28 @@ def _row_sum(x: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def _layer_bounds(
+    sub: Subproblem, lev: Level, costs: PassCosts, base: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, rows)`` lower and upper bounds of a layer's answers less ``base``'s: the group
+    or total bounds, and the answers an earlier pass holds (``INF_CAP``: none)."""
+    k, n, inf = sub.k, lev.n_rows, _flow.INF_CAP
+    lo = np.zeros((k, n), dtype=np.int64)
+    hi = np.full((k, n), inf, dtype=np.int64)
+    if lev.kind == "group":
+        lo, hi = _flow.int_bounds(sub.group_lower, sub.group_upper)
+    elif lev.kind == "total":
+        tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
+        lo, hi = tl.reshape(k, 1), tu.reshape(k, 1)
+    for q in lev.members:
+        if costs.held[q] is not None:
+            v = costs.held[q].astype(np.int64)
+            lo = np.maximum(lo, v)
+            hi = np.minimum(hi, v)
+    base_ans = _row_sum(base, lev.labels, n)
+    return np.maximum(lo - base_ans, 0), np.where(hi >= inf, inf, hi - base_ans)
+
+
 def network(
     sub: Subproblem,
     chain: Chain,
@@ -163,6 +184,12 @@ def network(
     scale: int,
 ) -> tuple[_flow.Network, slice, np.ndarray, np.ndarray] | None:
     """The min-cost flow network of one rounding pass.
+
+    Only the layers the pass weighs or bounds get nodes: a layer with neither (a query of
+    a later pass, not yet held) only passes its rows' flows on, so the cells' flows go
+    to the next layer that does (the same flows, the same costs; on the 400-tract family
+    the total's pass has 4,545 nodes instead of 258,945). A weighted row gets a middle
+    node only where it also has bounds.
 
     Long because the network is one numbering of nodes and arcs (the cell arcs, then each
     layer's arcs with their middle nodes, then the supplies) whose offsets every block
@@ -181,11 +208,23 @@ def network(
     phi = x - f
     fi = f.astype(np.int64)
     base = fi if box else np.zeros_like(fi)
+    # the layers of this pass: weighted or bounded somewhere (the last always), with bounds
+    layers = []
+    for li, lev in enumerate(chain.levels):
+        lo_off, hi_off = _layer_bounds(sub, lev, costs, base)
+        if (hi_off < lo_off).any():
+            return None
+        w = int(sum(costs.weight[q] for q in lev.members))
+        bounded = (lo_off > 0) | (hi_off < inf)
+        if _EVERY_LAYER:
+            bounded = np.ones_like(bounded)
+        if w or bounded.any() or li + 1 == len(chain.levels):
+            layers.append((lev, lo_off, hi_off, bounded, w))
     # node numbering: [cells or source] [per layer: k * rows in-nodes] [mid nodes] [sink]
     first = 1 if root else c
     starts = []
     n_nodes = first
-    for lev in chain.levels:
+    for lev, *_ in layers:
         starts.append(n_nodes)
         n_nodes += k * lev.n_rows
     tails: list[np.ndarray] = []
@@ -210,7 +249,7 @@ def network(
     target_cell = np.rint(phi) if box else np.rint(x)  # production: round(frac) per cell
     child = np.repeat(np.arange(k, dtype=np.int64), c)
     cell = np.tile(np.arange(c, dtype=np.int64), k)
-    lev0 = chain.levels[0]
+    lev0 = layers[0][0]
     cell_tail = np.zeros(k * c, dtype=np.int64) if root else cell
     cell_head = starts[0] + child * lev0.n_rows + lev0.labels[cell]
     held_cells = None
@@ -255,44 +294,30 @@ def network(
             s = slice(s0.start, s2.stop)
             idx = np.concatenate([np.arange(k * c)] * 3)
     # -- layer arcs -----------------------------------------------------------------------
-    gl, gu = _flow.int_bounds(sub.group_lower, sub.group_upper)
-    tl, tu = _flow.int_bounds(sub.total_lower, sub.total_upper)
     n_mid = n_nodes
-    for li, lev in enumerate(chain.levels):
+    for li, (lev, lo_off, hi_off, bounded, w) in enumerate(layers):
         n = lev.n_rows
-        base_ans = _row_sum(base, lev.labels, n)
-        lo = np.zeros((k, n), dtype=np.int64)
-        hi = np.full((k, n), inf, dtype=np.int64)
-        if lev.kind == "group":
-            lo, hi = gl.copy(), gu.copy()
-        elif lev.kind == "total":
-            lo, hi = tl.reshape(k, 1).copy(), tu.reshape(k, 1).copy()
-        for q in lev.members:
-            if costs.held[q] is not None:
-                v = costs.held[q].astype(np.int64)
-                lo = np.maximum(lo, v)
-                hi = np.minimum(hi, v)
-        lo_off = np.maximum(lo - base_ans, 0)
-        hi_off = np.where(hi >= inf, inf, hi - base_ans)
-        if (hi_off < lo_off).any():
-            return None
         src = starts[li] + np.arange(k * n, dtype=np.int64)
-        if li + 1 < len(chain.levels):
-            nxt = chain.levels[li + 1]
-            dst = starts[li + 1] + np.repeat(np.arange(k) * nxt.n_rows, n) + np.tile(lev.up, k)
+        if li + 1 < len(layers):
+            nxt = layers[li + 1][0]
+            up = np.zeros(n, dtype=np.int64)
+            up[lev.labels] = nxt.labels  # nested: each row feeds one row of the next layer
+            dst = starts[li + 1] + np.repeat(np.arange(k) * nxt.n_rows, n) + np.tile(up, k)
         else:
             # the sink, numbered below (-1), or the child's group node (-2 - m)
             dst = np.repeat(_flow.child_heads(sub.child_group, k, -1, 0), n)
             dst = np.where(dst >= 0, -2 - dst, dst)
-        w = int(sum(costs.weight[q] for q in lev.members))
         if w == 0:
             add(src, dst, lo_off.ravel(), hi_off.ravel(), 0)
             continue
         ans_frac = _row_sum(phi, lev.labels, n) if box else _row_sum(x, lev.labels, n)
         target = np.rint(ans_frac).astype(np.int64).ravel()
-        mid = n_mid + np.arange(k * n, dtype=np.int64)
-        n_mid += k * n
-        add(src, mid, lo_off.ravel(), hi_off.ravel(), 0)
+        # the cost arcs leave a middle node where the row is bounded, else the row's node
+        b = bounded.ravel()
+        mid = src.copy()
+        mid[b] = n_mid + np.arange(int(b.sum()), dtype=np.int64)
+        n_mid += int(b.sum())
+        add(src[b], mid[b], lo_off.ravel()[b], hi_off.ravel()[b], 0)
         add(mid, dst, 0, np.maximum(target, 0), -w * scale)
         add(mid, dst, 0, inf, w * scale)
     sink = n_mid
@@ -303,6 +328,8 @@ def network(
     heads = [np.where(h == -1, sink, np.where(h < -1, sink - 1 - h, h)) for h in heads]
     supply = np.zeros(n_total, dtype=np.int64)
     if root:
+        gl, _ = _flow.int_bounds(sub.group_lower, sub.group_upper)
+        tl, _ = _flow.int_bounds(sub.total_lower, sub.total_upper)
         big = int(np.ceil(x.sum())) + k * c + int(np.maximum(tl, gl.sum(axis=1)).sum()) + 1
         big += int(rhs.sum())
         if held_cells is not None:
