@@ -85,9 +85,7 @@ def test_row_group_bounds_tile_the_rows_at_unit_boundaries(n_units, n_rows, cap,
     if n_rows <= cap:
         # whole units only, as many as fit in the target (at least one)
         fit = max(min(cap, target or cap) // n_rows, 1) * n_rows
-        assert all(
-            a % n_rows == 0 and b - a == min(fit, n_units * n_rows - a) for a, b in bounds
-        )
+        assert all(a % n_rows == 0 and b - a == min(fit, n_units * n_rows - a) for a, b in bounds)
     else:
         # a unit is cut only inside itself
         assert all(a // n_rows == (b - 1) // n_rows for a, b in bounds)
