@@ -152,7 +152,8 @@ def test_a_query_in_the_rows_other_than_the_key_is_caught_either_way(
 def test_a_later_page_unlike_the_ones_before_is_parsed_and_refused(tmp_path):
     """Pages byte for byte like the one before take its verdict; the last page with an
     index of 1 (bytes edited in the file) is not like them, and is refused."""
-    from censusdp.io.parquet_pages import _Compact, _one_value
+    from censusdp.io.parquet_pages import _one_value
+    from censusdp.io.parquet_thrift import CompactReader
 
     path = tmp_path / "f.parquet"
     md = _file(path, 50_000, compression="none", data_page_size=1 << 10, write_batch_size=1 << 10)
@@ -161,7 +162,7 @@ def test_a_later_page_unlike_the_ones_before_is_parsed_and_refused(tmp_path):
         fh.seek(column.dictionary_page_offset)
         chunk = bytearray(fh.read(column.total_compressed_size))
     assert _one_value(bytes(chunk), None, 50_000) == "Block"
-    reader, last = _Compact(bytes(chunk)), None
+    reader, last = CompactReader(bytes(chunk)), None
     pages = 0
     while reader.pos < len(chunk):
         header = reader.struct()

@@ -29,6 +29,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from censusdp.io.parquet_thrift import (
+    BINARY,
+    CODEC,
+    DATA_PAGE,
+    DICTIONARY_PAGE,
+    ENCODING,
+    I16,
+    I32,
+    I64,
+    LIST,
+    PHYSICAL,
+    REQUIRED,
+    STRUCT,
+    TRUE,
+    UTF8,
+    binaries,
+    encode_list,
+    encode_struct,
+    i32s,
+    varint,
+)
+
 __all__ = [
     "Chunk",
     "ChunkFileWriter",
@@ -41,94 +63,16 @@ __all__ = [
 
 MAGIC = b"PAR1"
 
-# Thrift compact protocol field types
-_TRUE, _FALSE, _I16, _I32, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 4, 5, 6, 8, 9, 12
-
-# parquet.thrift enums
-_PHYSICAL = {"BYTE_ARRAY": 6, "INT32": 1, "INT64": 2, "DOUBLE": 5}
-_ENCODING = {
-    "PLAIN": 0,
-    "PLAIN_DICTIONARY": 2,
-    "RLE": 3,
-    "BIT_PACKED": 4,
-    "DELTA_BINARY_PACKED": 5,
-    "DELTA_LENGTH_BYTE_ARRAY": 6,
-    "DELTA_BYTE_ARRAY": 7,
-    "RLE_DICTIONARY": 8,
-    "BYTE_STREAM_SPLIT": 9,
-}
-_CODEC = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "BROTLI": 4, "LZ4": 5, "ZSTD": 6}
-_DATA_PAGE, _DICTIONARY_PAGE = 0, 2
-_REQUIRED = 0
-_UTF8 = 0  # ConvertedType
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _list(elem_type: int, items: Sequence[bytes]) -> bytes:
-    """A list of already-encoded elements."""
-    n = len(items)
-    head = bytes([(n << 4) | elem_type]) if n < 15 else bytes([0xF0 | elem_type]) + _varint(n)
-    return head + b"".join(items)
-
-
-def _struct(*fields: tuple[int, int, Any]) -> bytes:
-    """A Thrift compact struct from ``(field id, type, value)``; ``None`` values are
-    left out, booleans carry their value in the type, lists and structs are encoded
-    bytes."""
-    out = bytearray()
-    last = 0
-    for fid, kind, value in fields:
-        if value is None:
-            continue
-        if kind == _TRUE:
-            kind = _TRUE if value else _FALSE
-        delta = fid - last
-        if 0 < delta <= 15:
-            out.append((delta << 4) | kind)
-        else:
-            out.append(kind)
-            out += _varint(_zigzag(fid))
-        last = fid
-        if kind in (_I16, _I32, _I64):
-            out += _varint(_zigzag(int(value)))
-        elif kind == _BINARY:
-            raw = value.encode() if isinstance(value, str) else bytes(value)
-            out += _varint(len(raw)) + raw
-        elif kind in (_LIST, _STRUCT):
-            out += value
-    out.append(0)
-    return bytes(out)
-
-
-def _i32s(values: Sequence[int]) -> bytes:
-    return _list(_I32, [_varint(_zigzag(v)) for v in values])
-
-
-def _binaries(values: Sequence[bytes]) -> bytes:
-    return _list(_BINARY, [_varint(len(v)) + v for v in values])
-
 
 def _data_page_header(n_values: int, size: int, stored: int, encoding: int) -> bytes:
-    data = _struct((1, _I32, n_values), (2, _I32, encoding), (3, _I32, 3), (4, _I32, 3))
-    return _struct((1, _I32, _DATA_PAGE), (2, _I32, size), (3, _I32, stored), (5, _STRUCT, data))
+    data = encode_struct((1, I32, n_values), (2, I32, encoding), (3, I32, 3), (4, I32, 3))
+    return encode_struct((1, I32, DATA_PAGE), (2, I32, size), (3, I32, stored), (5, STRUCT, data))
 
 
 def _dictionary_page_header(n_entries: int, size: int, stored: int) -> bytes:
-    dictionary = _struct((1, _I32, n_entries), (2, _I32, _ENCODING["PLAIN"]), (3, _TRUE, False))
-    return _struct(
-        (1, _I32, _DICTIONARY_PAGE), (2, _I32, size), (3, _I32, stored), (7, _STRUCT, dictionary)
+    dictionary = encode_struct((1, I32, n_entries), (2, I32, ENCODING["PLAIN"]), (3, TRUE, False))
+    return encode_struct(
+        (1, I32, DICTIONARY_PAGE), (2, I32, size), (3, I32, stored), (7, STRUCT, dictionary)
     )
 
 
@@ -171,7 +115,7 @@ def run_indices(lengths: np.ndarray, n_entries: int) -> bytes:
     nbytes = (width + 7) // 8
     if n_entries <= _FEW_RUNS:  # a row group's few geounits: numpy's overhead would dominate
         return bytes([width]) + b"".join(
-            _varint(int(n) << 1) + i.to_bytes(nbytes, "little")
+            varint(int(n) << 1) + i.to_bytes(nbytes, "little")
             for i, n in enumerate(lengths.tolist())
         )
     heads = lengths << 1
@@ -220,17 +164,17 @@ def dictionary_chunk(
         stored_dict = pa.compress(dictionary, compression, asbytes=True)
         stored_body = pa.compress(body, compression, asbytes=True)
     dict_header = _dictionary_page_header(n_entries, len(dictionary), len(stored_dict))
-    data_header = _data_page_header(rows, len(body), len(stored_body), _ENCODING["RLE_DICTIONARY"])
+    data_header = _data_page_header(rows, len(body), len(stored_body), ENCODING["RLE_DICTIONARY"])
     data = b"".join((dict_header, stored_dict, data_header, stored_body))
     stats = (
-        _struct((1, _I32, _DICTIONARY_PAGE), (2, _I32, _ENCODING["PLAIN"]), (3, _I32, 1)),
-        _struct((1, _I32, _DATA_PAGE), (2, _I32, _ENCODING["RLE_DICTIONARY"]), (3, _I32, 1)),
+        encode_struct((1, I32, DICTIONARY_PAGE), (2, I32, ENCODING["PLAIN"]), (3, I32, 1)),
+        encode_struct((1, I32, DATA_PAGE), (2, I32, ENCODING["RLE_DICTIONARY"]), (3, I32, 1)),
     )
     return Chunk(
         data=data,
-        physical_type=_PHYSICAL[physical_type],
-        encodings=(_ENCODING["PLAIN"], _ENCODING["RLE"], _ENCODING["RLE_DICTIONARY"]),
-        codec=_CODEC[codec],
+        physical_type=PHYSICAL[physical_type],
+        encodings=(ENCODING["PLAIN"], ENCODING["RLE"], ENCODING["RLE_DICTIONARY"]),
+        codec=CODEC[codec],
         num_values=rows,
         uncompressed_size=len(dict_header) + len(dictionary) + len(data_header) + len(body),
         data_page_offset=len(dict_header) + len(stored_dict),
@@ -249,14 +193,14 @@ def double_statistics(lo: float, hi: float) -> bytes:
     """A Thrift ``Statistics`` of a ``DOUBLE`` column without nulls (exact min and max,
     in both the legacy and the current fields, as parquet-cpp writes them)."""
     mn, mx = struct.pack("<d", lo), struct.pack("<d", hi)
-    return _struct(
-        (1, _BINARY, mx),
-        (2, _BINARY, mn),
-        (3, _I64, 0),
-        (5, _BINARY, mx),
-        (6, _BINARY, mn),
-        (7, _TRUE, True),
-        (8, _TRUE, True),
+    return encode_struct(
+        (1, BINARY, mx),
+        (2, BINARY, mn),
+        (3, I64, 0),
+        (5, BINARY, mx),
+        (6, BINARY, mn),
+        (7, TRUE, True),
+        (8, TRUE, True),
     )
 
 
@@ -287,9 +231,9 @@ def pyarrow_chunks(tables: Sequence[pa.Table], **options: Any) -> list[Chunk]:
         out.append(
             Chunk(
                 data=view[start : start + col.total_compressed_size],
-                physical_type=_PHYSICAL[col.physical_type],
-                encodings=tuple(_ENCODING[e] for e in col.encodings),
-                codec=_CODEC[col.compression],
+                physical_type=PHYSICAL[col.physical_type],
+                encodings=tuple(ENCODING[e] for e in col.encodings),
+                codec=CODEC[col.compression],
                 num_values=col.num_values,
                 uncompressed_size=col.total_uncompressed_size,
                 data_page_offset=col.data_page_offset - start,
@@ -315,13 +259,13 @@ def _schema_elements(schema: pa.Schema) -> list[_Column]:
         if field.nullable:
             raise ValueError(f"column {field.name!r}: only non-null columns are written")
         if pa.types.is_string(t):
-            out.append(_Column(field.name, _PHYSICAL["BYTE_ARRAY"], True))
+            out.append(_Column(field.name, PHYSICAL["BYTE_ARRAY"], True))
         elif pa.types.is_int32(t):
-            out.append(_Column(field.name, _PHYSICAL["INT32"], False))
+            out.append(_Column(field.name, PHYSICAL["INT32"], False))
         elif pa.types.is_int64(t):
-            out.append(_Column(field.name, _PHYSICAL["INT64"], False))
+            out.append(_Column(field.name, PHYSICAL["INT64"], False))
         elif pa.types.is_float64(t):
-            out.append(_Column(field.name, _PHYSICAL["DOUBLE"], False))
+            out.append(_Column(field.name, PHYSICAL["DOUBLE"], False))
         else:
             raise ValueError(f"column {field.name!r}: type {t} is not written here")
     return out
@@ -365,34 +309,38 @@ class ChunkFileWriter:
             size = len(chunk.data)
             self._offset += size
             total_uncompressed += chunk.uncompressed_size
-            meta = _struct(
-                (1, _I32, chunk.physical_type),
-                (2, _LIST, _i32s(chunk.encodings)),
-                (3, _LIST, _binaries([column.name.encode()])),
-                (4, _I32, chunk.codec),
-                (5, _I64, chunk.num_values),
-                (6, _I64, chunk.uncompressed_size),
-                (7, _I64, size),
-                (9, _I64, at + chunk.data_page_offset),
+            meta = encode_struct(
+                (1, I32, chunk.physical_type),
+                (2, LIST, i32s(chunk.encodings)),
+                (3, LIST, binaries([column.name.encode()])),
+                (4, I32, chunk.codec),
+                (5, I64, chunk.num_values),
+                (6, I64, chunk.uncompressed_size),
+                (7, I64, size),
+                (9, I64, at + chunk.data_page_offset),
                 (
                     11,
-                    _I64,
+                    I64,
                     None
                     if chunk.dictionary_page_offset is None
                     else at + chunk.dictionary_page_offset,
                 ),
-                (12, _STRUCT, chunk.statistics),
-                (13, _LIST, _list(_STRUCT, chunk.encoding_stats) if chunk.encoding_stats else None),
+                (12, STRUCT, chunk.statistics),
+                (
+                    13,
+                    LIST,
+                    encode_list(STRUCT, chunk.encoding_stats) if chunk.encoding_stats else None,
+                ),
             )
-            metas.append(_struct((2, _I64, 0), (3, _STRUCT, meta)))
+            metas.append(encode_struct((2, I64, 0), (3, STRUCT, meta)))
         self._row_groups.append(
-            _struct(
-                (1, _LIST, _list(_STRUCT, metas)),
-                (2, _I64, total_uncompressed),
-                (3, _I64, rows),
-                (5, _I64, start),
-                (6, _I64, self._offset - start),
-                (7, _I16, len(self._row_groups)),
+            encode_struct(
+                (1, LIST, encode_list(STRUCT, metas)),
+                (2, I64, total_uncompressed),
+                (3, I64, rows),
+                (5, I64, start),
+                (6, I64, self._offset - start),
+                (7, I16, len(self._row_groups)),
             )
         )
         self._rows += rows
@@ -400,30 +348,30 @@ class ChunkFileWriter:
     def close(self, metadata: dict[bytes, bytes]) -> None:
         """Write the footer with ``metadata`` (key-value pairs) and the ``ARROW:schema``."""
         elements = [
-            _struct((3, _I32, _REQUIRED), (4, _BINARY, "schema"), (5, _I32, len(self._columns)))
+            encode_struct((3, I32, REQUIRED), (4, BINARY, "schema"), (5, I32, len(self._columns)))
         ]
         for c in self._columns:
             string = c.string
             elements.append(
-                _struct(
-                    (1, _I32, c.physical_type),
-                    (3, _I32, _REQUIRED),
-                    (4, _BINARY, c.name),
-                    (6, _I32, _UTF8 if string else None),
-                    (10, _STRUCT, _struct((1, _STRUCT, _struct())) if string else None),
+                encode_struct(
+                    (1, I32, c.physical_type),
+                    (3, I32, REQUIRED),
+                    (4, BINARY, c.name),
+                    (6, I32, UTF8 if string else None),
+                    (10, STRUCT, encode_struct((1, STRUCT, encode_struct())) if string else None),
                 )
             )
         kv = {**metadata, **_arrow_schema(self.schema)}
-        pairs = [_struct((1, _BINARY, k), (2, _BINARY, v)) for k, v in kv.items()]
-        type_order = _struct((1, _STRUCT, _struct()))
-        footer = _struct(
-            (1, _I32, 2),
-            (2, _LIST, _list(_STRUCT, elements)),
-            (3, _I64, self._rows),
-            (4, _LIST, _list(_STRUCT, self._row_groups)),
-            (5, _LIST, _list(_STRUCT, pairs)),
-            (6, _BINARY, self._created_by),
-            (7, _LIST, _list(_STRUCT, [type_order] * len(self._columns))),
+        pairs = [encode_struct((1, BINARY, k), (2, BINARY, v)) for k, v in kv.items()]
+        type_order = encode_struct((1, STRUCT, encode_struct()))
+        footer = encode_struct(
+            (1, I32, 2),
+            (2, LIST, encode_list(STRUCT, elements)),
+            (3, I64, self._rows),
+            (4, LIST, encode_list(STRUCT, self._row_groups)),
+            (5, LIST, encode_list(STRUCT, pairs)),
+            (6, BINARY, self._created_by),
+            (7, LIST, encode_list(STRUCT, [type_order] * len(self._columns))),
         )
         self._sink.write(footer)
         self._sink.write(struct.pack("<i", len(footer)))

@@ -12,7 +12,7 @@ nulls, an unknown page, a codec it does not know) gives ``None``, and the caller
 the column.
 
 The page headers are Thrift structures in the compact protocol (the Parquet format's
-``PageHeader``), read by :class:`_Compact`.
+``PageHeader``), read by :class:`~censusdp.io.parquet_thrift.CompactReader`.
 """
 
 from __future__ import annotations
@@ -22,78 +22,20 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
+from censusdp.io.parquet_thrift import (
+    DATA_PAGE,
+    DATA_PAGE_V2,
+    DICTIONARY_PAGE,
+    ENCODING,
+    CompactReader,
+)
+
 __all__ = ["one_value"]
 
-_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
-_PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
+_PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = (
+    ENCODING[e] for e in ("PLAIN", "PLAIN_DICTIONARY", "RLE_DICTIONARY")
+)
 _CODECS = {"UNCOMPRESSED": None, "ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip"}
-
-
-class _Compact:
-    """A reader of the Thrift compact protocol over ``buf`` from ``pos``: each struct as
-    ``{field id: value}`` (integers, booleans, nested structs; binaries as bytes)."""
-
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
-        self.buf, self.pos = buf, pos
-
-    def byte(self) -> int:
-        b = self.buf[self.pos]
-        self.pos += 1
-        return b
-
-    def varint(self) -> int:
-        out, shift = 0, 0
-        while True:
-            b = self.byte()
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
-            shift += 7
-            if shift > 63:
-                raise ValueError("a varint longer than 64 bits")
-
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
-
-    def value(self, kind: int) -> Any:
-        if kind in (1, 2):  # a boolean element of a list (a field's is in its header)
-            return self.byte() == 1
-        if kind == 3:
-            return struct.unpack("b", bytes([self.byte()]))[0]
-        if kind in (4, 5, 6):
-            return self.zigzag()
-        if kind == 7:
-            self.pos += 8
-            return struct.unpack("<d", self.buf[self.pos - 8 : self.pos])[0]
-        if kind == 8:
-            n = self.varint()
-            self.pos += n
-            return self.buf[self.pos - n : self.pos]
-        if kind in (9, 10):
-            head = self.byte()
-            size = head >> 4 if head >> 4 != 15 else self.varint()
-            return [self.value(head & 0x0F) for _ in range(size)]
-        if kind == 11:
-            size = self.varint()
-            if not size:
-                return {}
-            types = self.byte()
-            return {self.value(types >> 4): self.value(types & 0x0F) for _ in range(size)}
-        if kind == 12:
-            return self.struct()
-        raise ValueError(f"unknown Thrift compact type {kind}")
-
-    def struct(self) -> dict[int, Any]:
-        out: dict[int, Any] = {}
-        field = 0
-        while True:
-            head = self.byte()
-            if head == 0:
-                return out
-            kind, delta = head & 0x0F, head >> 4
-            field = field + delta if delta else self.zigzag()
-            out[field] = (kind == 1) if kind in (1, 2) else self.value(kind)
 
 
 def one_value(
@@ -130,7 +72,7 @@ def one_value(
 def _one_value(chunk: bytes, codec: str | None, rows: int) -> str | None:
     """:func:`one_value` on the chunk's bytes: its first page the one-entry dictionary,
     every other page a dictionary-encoded data page of indices 0, ``rows`` values."""
-    reader = _Compact(chunk)
+    reader = CompactReader(chunk)
     entry: str | None = None
     counted = 0
     same, same_values = b"", 0  # the last data page's bytes (header and body): proven
@@ -148,7 +90,7 @@ def _one_value(chunk: bytes, codec: str | None, rows: int) -> str | None:
         reader.pos += packed
         if len(body) != packed:
             return None
-        if kind == _DICTIONARY_PAGE and entry is None and counted == 0:
+        if kind == DICTIONARY_PAGE and entry is None and counted == 0:
             page = header.get(7) or {}
             if page.get(1) != 1 or page.get(2) not in (_PLAIN, _PLAIN_DICTIONARY):
                 return None
@@ -157,7 +99,7 @@ def _one_value(chunk: bytes, codec: str | None, rows: int) -> str | None:
             if n < 0 or 4 + n != len(plain):
                 return None
             entry = plain[4:].decode("utf-8")
-        elif kind == _DATA_PAGE and entry is not None:
+        elif kind == DATA_PAGE and entry is not None:
             page = header.get(5) or {}
             if page.get(2) not in (_PLAIN_DICTIONARY, _RLE_DICTIONARY):
                 return None
@@ -166,7 +108,7 @@ def _one_value(chunk: bytes, codec: str | None, rows: int) -> str | None:
                 return None
             counted += values
             same, same_values = chunk[begin : reader.pos], values
-        elif kind == _DATA_PAGE_V2 and entry is not None:
+        elif kind == DATA_PAGE_V2 and entry is not None:
             page = header.get(8) or {}
             values = page.get(1)
             if (
@@ -202,7 +144,7 @@ def _all_zero(data: bytes, values: int) -> bool:
     if not data or data[0] > 32:
         return False
     width = (data[0] + 7) // 8  # bytes of an RLE run's value
-    reader = _Compact(data, 1)
+    reader = CompactReader(data, 1)
     seen = 0
     while seen < values and reader.pos < len(data):
         run = reader.varint()
