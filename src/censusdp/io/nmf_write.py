@@ -261,9 +261,10 @@ class _QueryColumns:
         edges[0], edges[-1] = a, b
         return first, np.diff(edges)
 
-    def chunks(self, a: int, b: int, value: Chunk) -> list[Chunk]:
-        """Rows ``a:b`` as the seven column chunks of a row group (``value``'s chunk
-        encoded by pyarrow with the query's other row groups), in the columns' order.
+    def chunks(self, a: int, b: int, value: Chunk, key: RowGroupKey) -> list[Chunk]:
+        """Rows ``a:b`` (whose :meth:`key` is ``key``) as the seven column chunks of a row
+        group (``value``'s chunk encoded by pyarrow with the query's other row groups), in
+        the columns' order.
 
         Every column but ``value`` is encoded here: the one-value columns and
         ``geocode`` are dictionaries whose indices are one run a row group or a geounit
@@ -273,7 +274,6 @@ class _QueryColumns:
         """
         n = b - a
         first, lengths = self.unit_runs(a, b)
-        key = self.key(a, b)
         skip = a - first * self.r
         cell = self._cell_chunks.get((skip, n))
         if cell is None:
@@ -496,8 +496,9 @@ class NMFWriter(StreamingWriter):
                 **_VALUE_OPTIONS,
             )
             for (x, y), value in zip(batch, values, strict=True):
-                self._chunks.write_row_group(columns.chunks(x, y, value), y - x)
-                self._keys.append(columns.key(x, y))
+                key = columns.key(x, y)
+                self._chunks.write_row_group(columns.chunks(x, y, value, key), y - x)
+                self._keys.append(key)
                 self.rows += y - x
             batch, rows = [], 0
 
