@@ -124,11 +124,11 @@ def run_indices(lengths: np.ndarray, n_entries: int) -> bytes:
         sizes += heads >= (1 << shift)
     run_size = sizes + nbytes
     ends = np.cumsum(run_size)
-    out = np.zeros(int(ends[-1]) + 1, dtype=np.uint8) if heads.size else np.zeros(1, np.uint8)
+    out = np.zeros(int(ends[-1]) + 1, dtype=np.uint8)  # more than _FEW_RUNS runs
     out[0] = width
     starts = 1 + ends - run_size
     rest = heads.copy()
-    for k in range(int(sizes.max()) if heads.size else 0):
+    for k in range(int(sizes.max())):
         live = sizes > k
         more = sizes > k + 1
         byte = (rest[live] & 0x7F) | np.where(more[live], 0x80, 0)
@@ -289,10 +289,6 @@ class ChunkFileWriter:
         self._rows = 0
         self._offset = len(MAGIC)
         sink.write(MAGIC)
-
-    @property
-    def num_row_groups(self) -> int:
-        return len(self._row_groups)
 
     def write_row_group(self, chunks: Sequence[Chunk], rows: int) -> None:
         """Append one row group: one chunk per column, in the schema's order."""
