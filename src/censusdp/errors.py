@@ -104,4 +104,10 @@ class InternalError(RuntimeError):
     """A bug in censusdp: an internal invariant was violated. Please report it."""
 
     def __init__(self, message: str) -> None:
+        self.message = message
         super().__init__(f"internal error (this is a bug in censusdp): {message}")
+
+    def __reduce__(self):
+        # A pool or Spark task's error is pickled: rebuilt from the message alone, so the
+        # driver does not prefix it twice.
+        return (type(self), (self.message,))

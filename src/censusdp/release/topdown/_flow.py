@@ -35,8 +35,15 @@ from censusdp.errors import InternalError
 
 __all__: list[str] = []
 
-# OR-Tools accepts capacities and costs up to 2^62; keep clear of overflow in sums.
+# The builders' "no bound" capacity. OR-Tools holds flows in int64 and refuses a network
+# in which a node's arcs' capacities (and its supply) may add up past 2^63
+# (BAD_CAPACITY_RANGE), so `_solve_ortools` hands over each unbounded arc with the
+# largest capacity its nodes' sums allow (`_finite_capacity`).
 _INF_CAP = np.int64(1) << np.int64(50)
+
+_SUM_LIMIT = 1 << 62
+"""What a node's incident capacities plus its supply are kept under (OR-Tools' int64
+sums, with a factor of 2 to spare)."""
 
 _COST_GCD = True
 """``False``: :func:`solve` hands the costs over as given, not divided by their greatest
@@ -137,23 +144,63 @@ def _solve_ortools(
     shifted = supply.astype(np.int64).copy()
     shifted -= np.bincount(tails, weights=lower, minlength=n_nodes).astype(np.int64)
     shifted += np.bincount(heads, weights=lower, minlength=n_nodes).astype(np.int64)
+    capacity = (upper - lower).astype(np.int64)
+    unbounded = upper >= _INF_CAP
+    cap = _finite_capacity(n_nodes, shifted, tails, heads, capacity, unbounded)
+    capacity[unbounded] = cap
     smcf = min_cost_flow.SimpleMinCostFlow()
     if tails.size:
         smcf.add_arcs_with_capacity_and_unit_cost(
-            tails.astype(np.int32),
-            heads.astype(np.int32),
-            (upper - lower).astype(np.int64),
-            cost.astype(np.int64),
+            tails.astype(np.int32), heads.astype(np.int32), capacity, cost.astype(np.int64)
         )
     nodes = np.arange(n_nodes, dtype=np.int32)
     smcf.set_nodes_supplies(nodes, shifted)
     status = smcf.solve()
     if status == smcf.OPTIMAL:
         flow = np.asarray(smcf.flows(np.arange(tails.size, dtype=np.int32)), dtype=np.int64)
+        if (flow[unbounded] >= cap).any():
+            raise InternalError(
+                f"an unbounded arc of a flow network reached the capacity {cap} it was given"
+            )
         return flow + lower
     if status in (smcf.INFEASIBLE, smcf.UNBALANCED):
         return None
     raise InternalError(f"OR-Tools min-cost flow returned status {status}")
+
+
+def _finite_capacity(
+    n_nodes: int,
+    supply: np.ndarray,
+    tails: np.ndarray,
+    heads: np.ndarray,
+    capacity: np.ndarray,
+    unbounded: np.ndarray,
+) -> int:
+    """The capacity an unbounded arc is given: the largest that keeps every node's
+    outgoing (and incoming) capacities plus its supply under ``_SUM_LIMIT``, at most
+    ``_INF_CAP``.
+
+    A node with more than ``2^12`` unbounded arcs would pass OR-Tools' int64 limit at
+    ``_INF_CAP`` each: a family's child under the hundreds of thousands of held rows of a
+    DHC pass, or a root with a group node per row. No flow comes near the value returned:
+    with the supplies and bounded capacities of a census (a few hundred million persons
+    at most, about ``2^29``) it is ``2^62 / (d + 1)`` for a node of ``d`` unbounded arcs,
+    ``2^39`` at a million of them; :func:`_solve_ortools` checks that no unbounded arc's
+    flow reached it, so the optimum is the unbounded network's.
+    """
+    if not unbounded.any():
+        return int(_INF_CAP)
+    finite = np.where(unbounded, 0, capacity).astype(np.float64)
+    spare = _SUM_LIMIT - np.abs(supply).astype(np.float64)
+    cap = float(_INF_CAP)
+    for ends in (tails, heads):
+        fixed = np.bincount(ends, weights=finite, minlength=n_nodes)
+        count = np.bincount(ends[unbounded], minlength=n_nodes)
+        has = count > 0
+        cap = min(cap, float(((spare[has] - fixed[has]) / count[has]).min()))
+    if cap < 1.0:
+        raise InternalError("a flow network's capacities and supplies overflow int64")
+    return int(cap)
 
 
 def _solve_linprog(
