@@ -5,7 +5,8 @@ errors to exit codes. Every failure is one line on stderr, never a traceback (``
 shows it): exit 2 for a usage or configuration mistake, 1 for data that fails a check or
 an operating-system error (a full disk, a missing permission), 130 when interrupted
 (SIGINT or SIGTERM, after the staging directory of an unfinished output is removed; a
-``run`` keeps its checkpointed steps for ``--resume`` instead, and says so).
+``run`` keeps its checkpointed steps for ``--resume`` instead, and says so, as it does
+when it fails for a reason other than its input or options).
 Each sub-command lives in its own module ``censusdp.cli.<name>`` exposing
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable taking
 the parsed namespace and returning an exit code.
@@ -83,8 +84,10 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The error's one line, with what the library noted on its way out (a failed run's
+    kept steps) after a semicolon."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+    return "; ".join([text.splitlines()[0], *getattr(exc, "__notes__", ())])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,7 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"censusdp {name}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
+        print(f"censusdp {name}: error: {exc.strerror or exc}{where}{notes}", file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: one line, and the traceback with --debug
         if args.debug:

@@ -44,7 +44,13 @@ import pyarrow.parquet as pq
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema_dhc import DHC_SCHEMA_NAMES, DHCH_2020, DHCP_2020
-from censusdp.errors import ConfigError, InternalError, ResumeError
+from censusdp.errors import (
+    CensusDPError,
+    ConfigError,
+    InternalError,
+    OutputError,
+    ResumeError,
+)
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
 from censusdp.io.cef_stream import check_dhch_input
@@ -125,19 +131,37 @@ def _session(
         )
         yield _Session(staging, Runtime(ex, execution.workers, execution.progress), started)
     except BaseException as exc:
-        # an interrupt (SIGINT, or SIGTERM as the CLI raises it) keeps the finished,
-        # checkpointed steps for --resume, as a refused resume does
-        staging.abort(keep_resumable=isinstance(exc, ResumeError | KeyboardInterrupt))
-        if isinstance(exc, KeyboardInterrupt) and staging.path.is_dir():
-            exc.args = (
+        staging.abort(keep_resumable=_keeps_finished_steps(exc))
+        if staging.path.is_dir():
+            kept = (
                 f"its finished steps are kept in {staging.path.name}; rerun the same "
-                "command with --resume to continue",
+                "command with --resume to continue"
             )
+            if isinstance(exc, KeyboardInterrupt):
+                exc.args = (kept,)
+            elif not isinstance(exc, ResumeError):
+                exc.add_note(kept + " (or with --overwrite to discard them)")
         raise
     finally:
         close = getattr(ex, "close", None)
         if close is not None:
             close()
+
+
+def _keeps_finished_steps(exc: BaseException) -> bool:
+    """Whether a run stopped by ``exc`` keeps its checkpointed steps for ``--resume``.
+
+    An interrupt (SIGINT, or SIGTERM as the CLI raises it) and a refused resume keep
+    them, and so does a failure that is not the input's or the options' (an internal
+    error, a full disk (:class:`~censusdp.errors.OutputError`), a lost worker): the
+    measurements of a state can take an hour, and a fixed bug or freed disk should not
+    cost them again. Any other :class:`~censusdp.errors.CensusDPError` is the input's or
+    the options', which a resume of the same command would meet again: its work is
+    removed.
+    """
+    if isinstance(exc, ResumeError | OutputError | KeyboardInterrupt):
+        return True
+    return isinstance(exc, Exception) and not isinstance(exc, CensusDPError)
 
 
 def run_release(

@@ -22,7 +22,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.histograms import person_histogram
 from censusdp.data.invariants import Bounds, compute_invariants, level_bounds
 from censusdp.data.schema import get_schema
-from censusdp.errors import ResumeError
+from censusdp.errors import InputError, InternalError, OutputError, ResumeError
 from censusdp.io import nmf_cache
 from censusdp.io.budget_files import load_preset
 from censusdp.io.staging import RESUMABLE_MARKER, Staging
@@ -303,6 +303,60 @@ def test_a_different_resume_is_refused_and_the_work_kept(
     # the matching command still resumes it (the executor may differ)
     _run(state / "cef", out, seed=7, resume=True, executor="pool", workers=2)
     assert _files(out) == _files(state / "reference")
+
+
+def _failing_after(monkeypatch, stage: str, error: Exception) -> None:
+    """Make the next run raise ``error`` right after it records ``stage`` (the run's own
+    clean-up runs, unlike :func:`_interrupt_after`)."""
+    real = Checkpoint.record
+
+    def record(self, name, rec):
+        real(self, name, rec)
+        if name == stage:
+            raise error
+
+    monkeypatch.setattr(Checkpoint, "record", record)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InternalError("OR-Tools min-cost flow returned status BAD_CAPACITY_RANGE"),
+        pytest.param(OutputError("no space left on device"), marks=pytest.mark.slow),
+        pytest.param(MemoryError(), marks=pytest.mark.slow),
+    ],
+    ids=["internal", "disk", "memory"],
+)
+def test_a_failure_not_of_the_input_keeps_the_measurements_for_resume(
+    state: Path, tmp_path: Path, monkeypatch, error: Exception
+) -> None:
+    """A bug fixed or disk freed after a run failed does not cost its measurements
+    again: the checkpointed steps are kept, the error says so, and ``--resume`` gives
+    the release an uninterrupted run gives."""
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _failing_after(m, "estimate/persons/2", error)
+        with pytest.raises(type(error)) as raised:
+            _run(state / "cef", out, seed=7)
+    (partial,) = tmp_path.glob(".run.partial-*")
+    assert (partial / RESUMABLE_MARKER).is_file() and not out.exists()
+    assert not (tmp_path / ".run.lock").exists()
+    (note,) = raised.value.__notes__
+    assert partial.name in note and "--resume" in note and "--overwrite" in note
+    measured = _count_measurements(monkeypatch)
+    _run(state / "cef", out, seed=7, resume=True)
+    assert measured == [] and _files(out) == _files(state / "reference")
+
+
+def test_a_failure_of_the_input_removes_the_unfinished_run(
+    state: Path, tmp_path: Path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        _failing_after(m, "measure/persons", InputError("persons.parquet: age -1"))
+        with pytest.raises(InputError) as raised:
+            _run(state / "cef", out, seed=7)
+    assert list(tmp_path.iterdir()) == [] and not getattr(raised.value, "__notes__", [])
 
 
 def test_a_run_measured_with_other_noise_streams_is_not_resumed(
