@@ -1,4 +1,4 @@
-"""An earlier P.L. 94 release's H1, which a DHC household run is held to (production's ``h1``).
+"""An earlier P.L. 94 release's H1 and persons, which a DHC release is held to (``h1``, ``pl94``).
 
 Production's DHC unit run (``configs/production/dhc/unit_US.ini``: ``constraint_tables =
 h1``, ``h1.path = $H1_Working_US``, ``h1.histogram = HHSTATUS``; ``theconstraints.* = h1,
@@ -10,6 +10,12 @@ dhc-2020 --h1-from RELEASE`` does the same with a censusdp P.L. 94 release of th
 (:func:`read_h1_source`): its ``mdf_units`` (``HH_STATUS``) counted per block, after checking
 that it is that input's release: the same input files (``input_sha256``), the same blocks
 and housing units (``invariants.parquet``), and the very unit MDF its manifest hashed.
+
+Production's DHC person run took its ``pl94`` invariant from the same P.L. 94 release
+(``configs/production/dhc/person_US.ini``: ``constraint_tables = pl94``, read from the
+person MDF by ``PL94Recoder``; ``Constraints_DHCP.py``, ``pl94``): every geounit's persons
+by HHGQ x voting age x Hispanic x CENRACE, exact. :func:`read_pl94_persons` reads that
+cross per block from the release's ``mdf_persons``, under the same checks.
 
 The P.L. release's H1 is a constraint, not a measurement: the DHC release spends its own
 budget only, and the P.L. release's, spent by that release, is recorded beside it
@@ -24,15 +30,24 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.invariants import Invariants
+from censusdp.data.histograms import person_histogram, pl94_view
+from censusdp.data.invariants import N_HHGQ, Invariants
+from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import sha256_of
-from censusdp.io.mdf_read import mdf_files, mdf_unit_counts
+from censusdp.io.mdf_read import iter_mdf_persons, mdf_files, mdf_unit_counts
 from censusdp.io.rundir import RunDir, not_a_release
 
-__all__ = ["H1_PRIVACY", "H1Source", "check_h1_release", "read_h1_source"]
+__all__ = [
+    "H1_PRIVACY",
+    "H1Source",
+    "check_h1_release",
+    "read_h1_source",
+    "read_pl94_persons",
+]
 
 H1_PRIVACY = (
     "the P.L. 94 release's H1 is read as a constraint, not measured again: this release's "
@@ -136,15 +151,9 @@ def read_h1_source(
     """
     path = check_h1_release(release_dir, input_sha256)
     run = RunDir(path)
-    where = run.manifest_file
     m = run.manifest()
     _check_blocks(run, hierarchy, inv)
-    units = run.mdf_file("units")
-    files = dict(m.files or {})
-    for f in mdf_files(units):
-        rel = f.relative_to(path).as_posix()
-        if files.get(rel) != sha256_of(f):
-            raise InputError(f"{f}: its SHA-256 is not the one {where} records (files.{rel})")
+    units = _hashed_mdf(run, "units")
     counts = mdf_unit_counts(units, hierarchy)  # vacant, occupied, facilities per block
     for got, want, what in (
         (counts[:, 0] + counts[:, 1], inv.housing_units, "housing-unit records"),
@@ -158,7 +167,84 @@ def read_h1_source(
                 f"input's invariants {want[b]}"
             )
     spent = {k: m.get(k) for k in ("rho", "epsilon", "delta")}
-    return H1Source(path, counts[:, 1].copy(), sha256_of(where), spent)
+    return H1Source(path, counts[:, 1].copy(), sha256_of(run.manifest_file), spent)
+
+
+def read_pl94_persons(
+    release_dir: str | Path, hierarchy: Hierarchy, inv: Invariants, input_sha256: dict[str, str]
+) -> sp.csr_matrix:
+    """The released persons of the P.L. 94 release in ``release_dir`` per block, in its
+    2,016 ``pl94`` cells (HHGQ x voting age x Hispanic x CENRACE): the cross production's
+    DHC person run held every geounit to (``Constraints_DHCP.py``, ``pl94``; read by
+    ``PL94Recoder`` from the P.L. 94 person MDF).
+
+    The release is checked as :func:`read_h1_source` checks it (this run's input, blocks
+    and housing units), its person MDF is the one its manifest hashed, and its persons
+    are possible under this run's invariants: the total population at the invariant
+    level (``inv.total_level``) and above, and no person of an HHGQ group in a block
+    without a unit of that type (the DHC person run could hold no such count).
+
+    Args:
+        release_dir: a censusdp P.L. 94 release with its housing-unit run.
+        hierarchy: this run's tabulation hierarchy (its blocks, geocode order).
+        inv: this run's invariants on ``hierarchy``.
+        input_sha256: this run's input files' SHA-256 (``manifest.json``'s ``input_sha256``).
+
+    Returns:
+        ``(blocks, 2016)`` int64 counts, rows in ``hierarchy.blocks`` order.
+
+    Raises:
+        ConfigError: what :func:`check_h1_release` refuses (a usage mistake).
+        InputError: in one line naming the file, the field and the value.
+    """
+    path = check_h1_release(release_dir, input_sha256)
+    run = RunDir(path)
+    _check_blocks(run, hierarchy, inv)
+    persons = _hashed_mdf(run, "persons")
+    pl94 = get_schema("pl94")
+    hist = sp.csr_matrix((hierarchy.blocks.size, pl94.size), dtype=np.int64)
+    for cols in iter_mdf_persons(persons):
+        hist = hist + person_histogram(pl94_view(cols), hierarchy, pl94)
+    hhgq = pl94.cell_levels("hhgq")  # each pl94 cell's HHGQ group
+    to_group = sp.csr_matrix(
+        (np.ones(pl94.size, dtype=np.int64), (np.arange(pl94.size), hhgq)),
+        shape=(pl94.size, N_HHGQ),
+    )
+    groups = np.asarray((hist @ to_group).toarray())
+    has = np.concatenate([(inv.housing_units > 0)[:, None], inv.gq_facilities[:, 1:] > 0], axis=1)
+    bad = np.argwhere((groups > 0) & ~has)
+    if bad.size:
+        b, g = (int(v) for v in bad[0])
+        raise InputError(
+            f"{persons}: HHGQ: block {hierarchy.blocks[b]} has {groups[b, g]} persons of "
+            f"group {g} ({pl94.variable_levels('hhgq')[g]}) and no such unit in this input"
+        )
+    total = hierarchy.aggregate(groups.sum(axis=1, keepdims=True))
+    want = hierarchy.aggregate(np.asarray(inv.population).reshape(-1, 1))
+    for li in range(inv.total_level + 1):
+        got, exp = np.asarray(total[li]).ravel(), np.asarray(want[li]).ravel()
+        off = np.flatnonzero(got != exp)
+        if off.size:
+            u = int(off[0])
+            raise InputError(
+                f"{persons}: {hierarchy.geolevels[li].name} {hierarchy.geocodes[li][u]} has "
+                f"{int(got[u])} persons, this input's invariant total population {int(exp[u])}"
+            )
+    return sp.csr_matrix(hist)
+
+
+def _hashed_mdf(run: RunDir, which: str) -> Path:
+    """The release's MDF of run ``which``, each of its files checked to be the one its
+    manifest hashed (``files``)."""
+    mdf = run.mdf_file(which)
+    files = dict(run.manifest().files or {})
+    for f in mdf_files(mdf):
+        rel = f.relative_to(run.path).as_posix()
+        if files.get(rel) != sha256_of(f):
+            raise InputError(
+                f"{f}: its SHA-256 is not the one {run.manifest_file} records (files.{rel})"
+            )
+    return mdf
 
 
 def _check_blocks(run: RunDir, hierarchy: Hierarchy, inv: Invariants) -> None:

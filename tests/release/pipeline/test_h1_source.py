@@ -24,6 +24,7 @@ from test_dhc_person_run import _small_vermont
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
+from censusdp.data.schema import get_schema
 from censusdp.errors import ConfigError, InputError
 from censusdp.io.atomic import sha256_of
 from censusdp.io.budget_files import load_preset
@@ -31,7 +32,7 @@ from censusdp.io.cef_files import hash_input
 from censusdp.io.rundir import RunDir
 from censusdp.io.tables import read_table
 from censusdp.privacy.release_budget import ReleaseBudget
-from censusdp.release.h1_source import H1_PRIVACY, read_h1_source
+from censusdp.release.h1_source import H1_PRIVACY, read_h1_source, read_pl94_persons
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.pipeline import reestimate, run_release
 
@@ -231,3 +232,67 @@ def test_a_resume_tells_a_replaced_h1_release_from_the_one_it_was_held_to(
     after = run_fingerprint(sha, budget, options, "optimized")
     assert after["h1_from"] == before["h1_from"] and after != before
     assert "h1_from" not in run_fingerprint(sha, budget, ReleaseOptions(seed=3), "optimized")
+
+
+def _block_column(run: Path, table_name: str, column: str) -> np.ndarray:
+    """A P.L. release table's column at its blocks, in geocode order."""
+    table = read_table(run / "tables", table_name, sumlev="750")
+    order = np.argsort(np.asarray(table.column("GEOID").to_pylist()))
+    return np.asarray(table.column(column).to_pylist())[order]
+
+
+def test_the_persons_are_the_pl94_releases_p1_to_p4(pl94) -> None:
+    """The persons' ``pl94`` cross per block (production's ``pl94`` invariant of the DHC
+    person run) is the P.L. release's own: its P1, P2 (Hispanic), P3 (adults) and P5
+    (group quarters) block cells, and the invariant state total."""
+    cef, run, hierarchy, inv = pl94
+    hist = read_pl94_persons(run, hierarchy, inv, hash_input(cef).sha256)
+    pl94 = get_schema("pl94")
+    assert hist.shape == (hierarchy.blocks.size, pl94.size) and hist.dtype == np.int64
+    dense = hist.toarray()
+    total = dense.sum(axis=1)
+    hispanic = dense[:, pl94.cell_levels("hispanic") == 1].sum(axis=1)
+    adults = dense[:, pl94.cell_levels("votingage") == 1].sum(axis=1)
+    in_gq = dense[:, pl94.cell_levels("hhgq") > 0].sum(axis=1)
+    assert total.sum() == inv.population.sum() > 0
+    assert np.array_equal(total, _block_column(run, "P1", "P1_001N"))
+    assert np.array_equal(hispanic, _block_column(run, "P2", "P2_002N"))
+    assert np.array_equal(adults, _block_column(run, "P3", "P3_001N"))
+    assert np.array_equal(in_gq, _block_column(run, "P5", "P5_001N"))
+    assert not np.array_equal(total, inv.population)  # released, not the confidential blocks
+
+
+def test_a_person_mdf_other_than_the_one_hashed_is_refused(pl94, tmp_path: Path) -> None:
+    cef, run, hierarchy, inv = pl94
+    bad = tmp_path / "pl94"
+    shutil.copytree(run, bad)
+    part = bad / "mdf_persons.parquet" / "part-00000.parquet"
+    table = pq.read_table(part)
+    pq.write_table(table.slice(1), part)  # one released person dropped
+    with pytest.raises(InputError) as e:
+        read_pl94_persons(bad, hierarchy, inv, hash_input(cef).sha256)
+    _one_line(e, "part-00000.parquet", "SHA-256", "files.mdf_persons.parquet/part-00000.parquet")
+
+
+def test_persons_this_inputs_invariants_cannot_hold_are_refused(pl94) -> None:
+    """Persons of a GQ type in a block without such a facility, or a state total that is
+    not the invariant one: the P.L. release is not of these invariants."""
+    cef, run, hierarchy, inv = pl94
+    sha = hash_input(cef).sha256
+    hist = read_pl94_persons(run, hierarchy, inv, sha).toarray()
+    groups = np.stack(
+        [hist[:, get_schema("pl94").cell_levels("hhgq") == g].sum(axis=1) for g in range(8)], 1
+    )
+    b, g = (int(v) for v in np.argwhere(groups[:, 1:] > 0)[0])
+    facilities = inv.gq_facilities.copy()
+    facilities[b, g + 1] = 0
+    no_facility = Invariants(inv.blocks, inv.population, inv.housing_units, facilities)
+    with pytest.raises(InputError) as e:
+        read_pl94_persons(run, hierarchy, no_facility, sha)
+    _one_line(e, "mdf_persons.parquet", "HHGQ", str(hierarchy.blocks[b]), "no such unit")
+    population = inv.population.copy()
+    population[0] += 1
+    other_total = Invariants(inv.blocks, population, inv.housing_units, inv.gq_facilities)
+    with pytest.raises(InputError) as e:
+        read_pl94_persons(run, hierarchy, other_total, sha)
+    _one_line(e, "mdf_persons.parquet", "invariant total population")
