@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
 from censusdp.data.schema_dhc import GQ_CODES
@@ -36,6 +37,7 @@ __all__ = [
     "Bounds",
     "Invariants",
     "compute_invariants",
+    "held_cross_bounds",
     "hhgq_bounds_from_total",
     "invariants_from_rows",
     "level_bounds",
@@ -280,6 +282,27 @@ def level_bounds(
         else:
             tl, tu = np.zeros(n), np.full(n, np.inf)
         out.append((lower, upper, tl, tu))
+    return out
+
+
+def held_cross_bounds(block_counts: sp.spmatrix | np.ndarray, hierarchy: Hierarchy) -> list[Bounds]:
+    """Per level, the bounds of a run held exactly to counts of another release.
+
+    ``block_counts`` is ``(blocks, G)``: each block's persons in the ``G`` cells of a cross
+    coarser than the run's schema (a P.L. 94 release's 2,016 ``pl94`` cells, which
+    production's DHC person run held every geounit to: ``Constraints_DHCP.py``, ``pl94``).
+    Every geounit's group ``g`` (the cross's cell ``g``) is held to the sum of its blocks'
+    counts (``lower = upper``), and so is its total. The HHGQ bounds of
+    :func:`level_bounds` follow: the counts were released under them.
+
+    The group arrays are dense ``(units, G)`` per level, lower and upper one array.
+    """
+    out = []
+    for level in hierarchy.aggregate(block_counts):
+        held = level.toarray() if sp.issparse(level) else np.asarray(level)
+        held = held.astype(np.float64)
+        total = held.sum(axis=1)
+        out.append(Bounds(held, held, total, total.copy()))
     return out
 
 

@@ -69,7 +69,10 @@ class TopDownOptions:
 
     Attributes:
         group_variable: schema attribute whose levels the group bounds refer to
-            (``"hhgq"`` for persons), or ``None`` for one group.
+            (``"hhgq"`` for persons), a cross of several (``"hhgq * votingage *
+            hispanic * cenrace"``: a DHC person run held to a P.L. 94 release's persons,
+            :func:`~censusdp.release.topdown.subproblems.group_of_cells`), or ``None``
+            for one group.
         postprocess: ``"topdown"`` or ``"bottomup"``.
         method: least-squares method passed to
             :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`.

@@ -79,13 +79,16 @@ class QueryCache:
 
 
 def group_of_cells(ms: Measurements, group_variable: str | None) -> tuple[np.ndarray, int]:
-    """The group of every schema cell (the levels of ``group_variable``, or one group), and
-    the number of groups."""
-    schema = ms.schema
+    """The group of every schema cell, and the number of groups.
+
+    ``group_variable`` is one attribute or recode (its levels are the groups), a cross of
+    several (``"hhgq * votingage * hispanic * cenrace"``: the groups are the cross's cells
+    in C order, the last variable fastest, as the query of that name orders its rows), or
+    ``None`` (one group)."""
     if group_variable is None:
-        return np.zeros(schema.size, dtype=np.int64), 1
-    var = schema.variable(group_variable)
-    return schema.cell_levels(group_variable), var.size
+        return np.zeros(ms.schema.size, dtype=np.int64), 1
+    query = make_query(ms.schema, group_variable)
+    return query.row_of_cell, query.n_rows
 
 
 @dataclass(frozen=True, eq=False)
