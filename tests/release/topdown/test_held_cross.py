@@ -77,15 +77,24 @@ def test_group_of_cells_of_a_cross_is_its_querys_rows() -> None:
     assert n_one == 8 and np.array_equal(one, PL94.cell_levels("hhgq"))
 
 
-@pytest.mark.parametrize("passes", ["production", "single"])
-def test_every_geounit_answers_the_held_cross_exactly(runs, passes: str) -> None:
+@pytest.mark.parametrize(
+    ("passes", "method"),
+    [
+        ("production", "auto"),
+        ("single", "auto"),
+        pytest.param("single", "admm", marks=pytest.mark.slow),  # ~8 CPU s: 1,008 groups
+    ],
+)
+def test_every_geounit_answers_the_held_cross_exactly(runs, passes: str, method: str) -> None:
     run, other = runs
     hierarchy = _hierarchy(run)
     cross = make_query(PL94, CROSS)
     held_blocks = read_mdf_histograms(other, hierarchy, PL94)[0] @ cross.matrix.T
     bounds = held_cross_bounds(held_blocks, hierarchy)
     ms = NMFReader(run / "noisy_measurements.parquet", PL94, hierarchy)
-    est = run_topdown(ms, hierarchy, bounds, TopDownOptions(group_variable=CROSS, passes=passes))
+    est = run_topdown(
+        ms, hierarchy, bounds, TopDownOptions(group_variable=CROSS, passes=passes, method=method)
+    )
     own = read_mdf_histograms(run, hierarchy, PL94)[0] @ cross.matrix.T
     assert (own != held_blocks).nnz > 0  # its own estimate differs: the hold does the work
     for li, level in enumerate(hierarchy.aggregate(held_blocks)):
