@@ -254,6 +254,34 @@ def test_without_binding_group_bounds_the_pass_is_one_solve_and_optimal() -> Non
     assert held.violation(res.x) <= 1e-6
 
 
+def test_a_clarabel_point_nothing_can_round_falls_back_to_the_rest_of_the_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clarabel alone raising (its point rejected, the flow unable to round fractional
+    held bounds) leaves the pass to the rest of the chain instead of failing the run."""
+    from censusdp.errors import InfeasibleError
+
+    sub = _family(4, free_groups=True)
+    bound = bind_l2(PLAN, PL94, list(QUERIES), "hhgq")
+    first = solve_l2(_only(sub, bound.queries[0]))
+    held = _held.Held.around(
+        sub.query_rows[QUERIES.index(HELD)], first.x, first.max_violation + OPT_TOL_SLACK
+    )
+    tried = []
+
+    def clarabel_fails(s, *, method="auto", **kw):
+        tried.append(method)
+        if method == "clarabel":
+            raise InfeasibleError("Clarabel's point rejected and no flow")
+        return solve_l2(s, method=method, **kw)
+
+    monkeypatch.setattr(_held, "solve_l2", clarabel_fails)
+    second = _only(sub, bound.queries[1])
+    res, _ = _held.solve_held(second, [held], first.x)
+    assert tried[:2] == ["clarabel", "auto"] and res.status == "optimal"
+    assert held.violation(res.x) <= 1e-6 * sub.scale()
+
+
 def test_a_binding_group_bound_is_shared_out_over_the_held_rows() -> None:
     """Group upper bounds at the first pass's group sums: the relaxed solve breaks them,
     the bounds are shared out over the held rows and the answer meets both layers."""
