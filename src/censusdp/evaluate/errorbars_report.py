@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from censusdp.errors import SchemaError
 from censusdp.evaluate import _sections as sec
 from censusdp.evaluate._html import Split, dir_name, esc, fmt, num, page, table
 from censusdp.evaluate.summary import budget_words
 from censusdp.io.output_files import write_output_text
+from censusdp.tables import table_definition
 
 __all__ = [
     "expected_sentences",
@@ -38,6 +40,16 @@ _MEASURE_TITLES = {
     "PCT12": "PCT12 Sex by single-year age",
     "GQ1": "GQ1 Group quarters population by detailed type",
 }
+
+
+def _title(measure: str) -> str:
+    """A measure's title on the page: its own, or the table's number and title."""
+    if measure in _MEASURE_TITLES:
+        return _MEASURE_TITLES[measure]
+    try:
+        return f"{measure} {table_definition(measure).title.capitalize()}"
+    except SchemaError:
+        return measure
 
 
 def _num(x: float | None, digits: int = 1) -> str:
@@ -136,7 +148,7 @@ def _measure_table(result: Mapping[str, Any], measure: str) -> str:
             "raw measurement: RMSE",
         ],
         rows,
-        f"{_MEASURE_TITLES.get(measure, measure)}: expected errors per count",
+        f"{_title(measure)}: expected errors per count",
         name=f"expected_{measure}",
         raw=True,
     ) + _bias_note(result, rel)
@@ -277,12 +289,14 @@ def render_expected_report(
     gls = result.get("gls") or {}
     if gls.get("available") is False:
         parts.append(f"<p><b>GLS estimates:</b> not available: {esc(gls.get('reason'))}</p>")
-    skipped = rel.get("not_simulated")
-    if skipped:  # a household run's tables
+    household = rel.get("household_run")
+    if household:  # the household run's tables, re-released with the persons
         parts.append(
-            f'<p id="not-simulated"><b>{esc(", ".join(skipped["tables"]))}:</b> '
-            f"{esc(skipped['reason'])}. The person run's tables below: its "
-            f"{esc(skipped['person_run'])}.</p>"
+            f'<p id="household-run"><b>{esc(", ".join(household["tables"]))}</b> are made '
+            f"by the release's household run ({esc(household['schema'])}): "
+            f"{esc(household['re_released'])}. Its plausible truth: "
+            f"{esc(household['households_truth'])}. The persons are "
+            f"{esc(household['person_run'])}.</p>"
         )
     parts.append("</section>")
     parts.append('<section id="expected"><h2>Expected errors by geolevel and table</h2>')
