@@ -131,7 +131,9 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
     # 10 blocks of persons fit in 400 MiB; their households on top do not
     limit = 400 * 1024**2
     assert (detailed + 2) * 24 < limit < (detailed + 2 + households["units"]) * 24
-    with pytest.raises(ConfigError, match=r"^RUN: one re-release of its dhcp-2020 person run \(") as e:
+    with pytest.raises(
+        ConfigError, match=r"^RUN: one re-release of its dhcp-2020 person run \("
+    ) as e:
         require_affordable(plan(10, ["detailed", "tenvacgq"]), "RUN", limit)
     assert f"and dhch-2020 household run ({households['units']:,})" in str(e.value)
     assert "\n" not in str(e.value)

@@ -97,6 +97,7 @@ __all__ = [
     "plausible_truth",
     "released_tables",
     "require_affordable",
+    "rerelease_measurements",
     "rerelease_values",
     "rough_truth",
     "simulate_margins",
@@ -370,25 +371,27 @@ def _stack(tables: dict[str, list[np.ndarray]], level: int) -> np.ndarray:
     )
 
 
-def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> ReleasedBlocks:
-    """One re-release of the plausible truth: its released block histograms. Each run
-    draws from its own child of the seeded source, and a histogram measured beside a
-    run's main one from ``run+schema``'s, as a release's measuring does."""
+def rerelease_measurements(amc: AMCPlan, seed: int) -> tuple[Any, dict[str, Any]]:
+    """The noisy measurements of one re-release of the plausible truth: the person
+    run's, and the unit run's by the schema of each histogram it measures (a household
+    run's households, and beside a DHC run's its units by ``tenvacgq``), each with the
+    release's own plan and per-geounit shares. Each run draws from its own child of
+    ``RandomSource.seeded(seed)``, and a histogram measured beside a run's main one from
+    ``run+schema``'s, as a release's measuring does."""
     source = RandomSource.seeded(seed)
-    mh = amc.geo.estimation
-    ms = measure(
+    persons = measure(
         amc.person_levels,
-        mh,
+        amc.geo.estimation,
         amc.schema,
         amc.plans[0],
         source.child("persons"),
         unit_shares=amc.shares[0],
     )
-    measured: dict[str, Any] = {}
+    units: dict[str, Any] = {}
     if amc.unit_levels is not None and amc.plans[1] is not None:
         run = get_schema(amc.unit_schema)
         for name, plan in plan_by_histogram(run, amc.plans[1]).items():
-            measured[name] = measure(
+            units[name] = measure(
                 amc.unit_levels[name],
                 amc.geo.units.estimation,  # the unit run's own spine
                 get_schema(name),
@@ -396,11 +399,17 @@ def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> ReleasedBloc
                 source.child("units" if name == run.name else f"units+{name}"),
                 unit_shares=amc.shares[1],
             )
-    ums = measured.pop(amc.unit_schema, None)
-    beside = next(iter(measured.values()), None)  # a DHC household run's tenvacgq
+    return persons, units
+
+
+def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> ReleasedBlocks:
+    """One re-release of the plausible truth: its released block histograms."""
+    persons, units = rerelease_measurements(amc, seed)
+    main = units.pop(amc.unit_schema, None)
+    beside = next(iter(units.values()), None)  # a DHC household run's tenvacgq
     return estimate_histograms(
-        ms,
-        ums,
+        persons,
+        main,
         amc.inv,
         amc.geo,
         amc.options,
