@@ -305,9 +305,9 @@ def simulate_release_errors(
         progress: one line per simulation.
 
     Returns:
-        ``{"method", "plausible_truth", "simulations", "seed", "seeds", "by_level":
-        {measure: {level: record}}, "margins": {measure: {level: record}}, "by_size":
-        {level: [...]}}``.
+        ``{"method", "plausible_truth", "simulations", "seed", "seeds", "measures",
+        "household_run" (:func:`household_run_record`), "by_level": {measure: {level:
+        record}}, "margins": {measure: {level: record}}, "by_size": {level: [...]}}``.
 
     Raises:
         InputError: for a release without a recorded budget or MDF.
