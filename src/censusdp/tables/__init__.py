@@ -267,8 +267,16 @@ def table_arrays(
         "persons": hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64)),
         "units": hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64)),
     }
+    return _level_tables(TABLE_NAMES, levels)
+
+
+def _level_tables(
+    names: tuple[str, ...], levels: Mapping[str, list[sp.spmatrix]]
+) -> dict[str, list[np.ndarray]]:
+    """Per table of ``names``, its dense ``(units x lines)`` int64 array of each level,
+    from ``levels``: per table source, the histograms of every level."""
     out: dict[str, list[np.ndarray]] = {}
-    for name in TABLE_NAMES:
+    for name in names:
         d = table_definition(name)
         out[name] = [np.asarray((h @ d.matrix).toarray(), dtype=np.int64) for h in levels[d.source]]
     return out
@@ -291,11 +299,7 @@ def household_table_arrays(
             "dhc_households": hierarchy.aggregate(dhc_household_rows(hh)),
             "dhc_units": hierarchy.aggregate(sp.csr_matrix(tenure, dtype=np.int64)),
         }
-    out: dict[str, list[np.ndarray]] = {}
-    for name in names:
-        d = table_definition(name)
-        out[name] = [np.asarray((h @ d.matrix).toarray(), dtype=np.int64) for h in levels[d.source]]
-    return out
+    return _level_tables(names, levels)
 
 
 def tabulate_histograms(
