@@ -6,7 +6,8 @@ when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`
 household run (unit schema ``household2010``) goes the other way: households first, then
 persons held to them (:mod:`censusdp.release.household_consistency`). The
 same code serves a fresh run, a re-estimate (``run --from-measurements``) and the
-simulated re-releases of ``evaluate`` (:func:`estimate_tables`, nothing written).
+simulated re-releases of ``evaluate`` and ``infer`` (:func:`estimate_histograms`, both
+runs, a household run's households included; nothing written).
 """
 
 from __future__ import annotations
