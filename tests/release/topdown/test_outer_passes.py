@@ -104,9 +104,20 @@ def test_a_bad_outer_pass_list_is_one_config_error(l2_outer, rounder_outer, mess
         PassPlan(**SHAPE, l2_outer=l2_outer, rounder_outer=rounder_outer)
 
 
-def test_an_outer_pass_without_a_measured_query_is_refused() -> None:
-    with pytest.raises(ConfigError, match="outer pass 0 has no measured query"):
-        bind_l2(OUTER, PL94, ["detailed"], "hhgq")
+def test_a_level_with_one_pass_left_is_one_pass_and_an_empty_outer_pass_is_refused() -> None:
+    # a level that measures nothing (the US of a one-state input) or one pass's queries
+    assert bind_l2(OUTER, PL94, [], "hhgq") is None
+    assert bind_l2(OUTER, PL94, ["detailed"], "hhgq") is None
+    three = PassPlan(
+        l2=(("total",), ("hhgq",), ("detailed",)),
+        hold=((), (), ()),
+        rounder=(("hhgq",), ("detailed",)),
+        l2_outer=(0, 0, 1),
+        rounder_outer=(0, 1),
+    )
+    assert bind_l2(three, PL94, ["total", "hhgq", "detailed"], "hhgq").outer == (0, 0, 1)
+    with pytest.raises(ConfigError, match="outer pass 1 has no measured query"):
+        bind_l2(three, PL94, ["total", "hhgq"], "hhgq")
 
 
 # -- the estimation ----------------------------------------------------------------------

@@ -140,8 +140,9 @@ def bind_l2(
         the whole subproblem is the same thing).
 
     Raises:
-        ConfigError: when every least-squares pass of an outer pass names only queries the
-            level did not measure (that outer pass would have nothing to round).
+        ConfigError: when two passes or more remain but every least-squares pass of an
+            outer pass names only queries the level did not measure (that outer pass
+            would have nothing to round).
     """
     keys = [_key(schema, m) for m in measured]
     group_key = None if group_variable is None else _key(schema, group_variable)
@@ -157,14 +158,14 @@ def bind_l2(
         held_keys = {_key(schema, n) for n in held} & set(keys)
         rows = tuple(i for i, k in enumerate(keys) if k in held_keys and k not in special)
         passes.append((idx, frozenset() in held_keys, group_key in held_keys, rows, outer))
+    if len(passes) <= 1:
+        return None
     missing = sorted(set(plan.l2_outer) - {p[4] for p in passes})
     if missing:
         raise ConfigError(
             f"pass plan outer pass {missing[0]} has no measured query among the level's "
             f"{', '.join(measured)}"
         )
-    if len(passes) <= 1:
-        return None
     passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
     return L2Passes(
         queries=tuple(tuple(sorted(p[0])) for p in passes),
