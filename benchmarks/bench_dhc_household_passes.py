@@ -17,10 +17,11 @@ then the households held to their tenure) in three modes:
 After every pass of every family it tabulates the children's estimate (real after a
 least-squares pass, integer after a rounding pass) in P16 (households by type, 9 lines)
 and H9 (by size, 8 lines), and reports per pass and geolevel of the run's spine (State,
-County, Block_Group; a geounit bypassed as its parent's one child takes its parent's)
+County, BlockGroup; a geounit bypassed as its parent's one child takes its parent's)
 the accuracy ``1 - L1 / (2 POP)`` of the leaf lines against the truth (as
-:func:`censusdp.evaluate.metrics.tvd`, on real counts too), what the pass holds, and
-the CPU seconds of each mode. ``released`` is the TopDown's final integer histogram.
+:func:`censusdp.evaluate.metrics.tvd`, on real counts too), what the pass holds, the
+levels whose families went through it (``families_at``: a family whose level measured
+one pass's queries only is solved in one pass), and the CPU seconds of each mode. ``released`` is the TopDown's final integer histogram.
 
     PYTHONPATH=src python benchmarks/bench_dhc_household_passes.py \\
         --input /tmp/vt1 --run /tmp/vt1-dhc
@@ -53,7 +54,7 @@ from censusdp.release.topdown import multipass, passes, tasks
 from censusdp.tables.dhc import dhc_household_rows, dhc_table_definition
 
 TABLES = ("P16", "H9")
-LEVELS = ("State", "County", "Block_Group")
+LEVELS = ("State", "County", "BlockGroup")
 MODES = ("outer", "flat", "single")
 
 
@@ -257,7 +258,9 @@ def main() -> None:
         out = _estimate(run, mode, rec, inputs)
         out["stages"] = {}
         for stage, by_level in rec.stages.items():
-            row: dict[str, Any] = {"holds": HOLDS[mode].get(stage, "")}
+            row: dict[str, Any] = {"holds": HOLDS[mode].get(stage, ""), "families_at": [
+                names[lv] for lv in sorted(by_level)
+            ]}  # fmt: skip
             filled: dict[str, np.ndarray] = {}
             for level, name in enumerate(names):
                 for t in TABLES:
