@@ -115,7 +115,9 @@ def _instrument(rec: Recorder) -> dict[str, Any]:
     def round_in(sub, x, rounding, **kw):  # type: ignore[no-untyped-def]
         order = list(kw.pop("run", None) or range(len(rounding.passes)))
         for i, p in enumerate(order[:-1]):  # each earlier pass alone, for its snapshot
-            rec.record(f"rounding {p + 1}", saved["round"](sub, x, rounding, run=order[: i + 1], **kw))
+            rec.record(
+                f"rounding {p + 1}", saved["round"](sub, x, rounding, run=order[: i + 1], **kw)
+            )
         out = saved["round"](sub, x, rounding, run=order, **kw)
         rec.record(f"rounding {order[-1] + 1}", out)
         return out

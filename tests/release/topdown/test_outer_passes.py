@@ -127,9 +127,7 @@ def test_a_level_with_one_pass_left_is_one_pass_and_an_empty_outer_pass_is_refus
 def test_the_last_outer_pass_holds_the_first_ones_rounded_answers_exactly(seed: int) -> None:
     sub, _, kept = _family(seed)
     rounding = bind_rounding(OUTER, PL94).on(kept)
-    solution, counts = solve_interleaved(
-        sub, bind_l2(OUTER, PL94, list(QUERIES), "hhgq"), rounding
-    )
+    solution, counts = solve_interleaved(sub, bind_l2(OUTER, PL94, list(QUERIES), "hhgq"), rounding)
     first = _first_outer(sub, rounding)
     assert sub.max_violation(counts) == 0
     for q in rounding.passes[0]:
@@ -165,7 +163,9 @@ def test_a_task_with_outer_passes_is_estimated_interleaved() -> None:
     np.testing.assert_array_equal(result.counts, counts)
     first = _first_outer(sub, rounding)
     q = rounding.passes[0][1]
-    np.testing.assert_array_equal(_answers(rounding, q, result.counts), _answers(rounding, q, first))
+    np.testing.assert_array_equal(
+        _answers(rounding, q, result.counts), _answers(rounding, q, first)
+    )
 
 
 def test_passes_in_several_outer_passes_are_not_solved_as_one() -> None:

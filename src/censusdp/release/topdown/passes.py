@@ -110,7 +110,9 @@ def _outer(value: Sequence[int], n: int, what: str) -> tuple[int, ...]:
     """The outer pass of each of ``n`` passes: ``()`` is outer pass 0 for all; else one
     non-decreasing index per pass, from 0, without a gap."""
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(f"pass plan {what} must be a sequence of outer pass numbers, got {value!r}")
+        raise ConfigError(
+            f"pass plan {what} must be a sequence of outer pass numbers, got {value!r}"
+        )
     out = tuple(value) or (0,) * n
     if len(out) != n:
         raise ConfigError(f"pass plan {what} has {len(out)} entries for {n} passes")
