@@ -123,12 +123,20 @@ def test_a_level_with_one_pass_left_is_one_pass_and_an_empty_outer_pass_is_refus
 # -- the estimation ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("production", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_the_last_outer_pass_holds_the_first_ones_rounded_answers_exactly(seed: int) -> None:
+def test_the_last_outer_pass_holds_the_first_ones_rounded_answers_exactly(
+    seed: int, production: bool
+) -> None:
+    """Also with production's rounder, which never leaves the box ``floor(x) + {0, 1}``:
+    the last least squares meets the held integer answers, so the box has a point
+    meeting them."""
     sub, _, kept = _family(seed)
     rounding = bind_rounding(OUTER, PL94).on(kept)
-    solution, counts = solve_interleaved(sub, bind_l2(OUTER, PL94, list(QUERIES), "hhgq"), rounding)
-    first = _first_outer(sub, rounding)
+    l2 = bind_l2(OUTER, PL94, list(QUERIES), "hhgq")
+    solution, counts = solve_interleaved(sub, l2, rounding, production=production)
+    x = solve_l2(_restrict(sub, l2.queries[0])).x
+    first = round_in_passes(sub, x, rounding, run=[0], production=production)
     assert sub.max_violation(counts) == 0
     for q in rounding.passes[0]:
         np.testing.assert_array_equal(_answers(rounding, q, counts), _answers(rounding, q, first))
