@@ -163,8 +163,11 @@ def test_the_dhc_household_plan_is_productions_ordering_without_the_unit_pass() 
 
 def test_the_dhc_household_plan_binds_to_the_measured_queries() -> None:
     """On the household run's nine measured queries: the six marginals, then the two
-    crosses and ``detailed``; the held 99-level cross is not measured, so nothing is
-    held (as production, which holds only measured queries)."""
+    crosses and ``detailed``, each in its outer pass; the 99-level cross named to hold is
+    not measured, so no least-squares pass holds it (production's
+    ``findOptimalTolAndAddConstrs`` loops over the measured queries only, and its one
+    least-squares pass per outer pass holds for none). The outer passes are joined by the
+    rounded crosses (``test_outer_passes.py``)."""
     from censusdp.io.budget_files import load_preset
 
     dhch = get_schema("dhch-2020")
@@ -179,6 +182,7 @@ def test_the_dhc_household_plan_binds_to_the_measured_queries() -> None:
     firsts = {measured[i].replace(" ", "") for i in bound.queries[0]}
     assert "detailed" not in firsts and len(firsts) == 6
     assert bound.hold_queries == ((), ()) and bound.slack == 0.01
+    assert bound.outer == (0, 1)
 
 
 @pytest.mark.slow  # five queries of the 1,227,744-cell DHC schema (14 s at load 15)

@@ -38,6 +38,17 @@ Block one least-squares pass fits everything and one rounding pass weighs
 subproblems whose *children* are at its geolevel (production reads the ordering of the
 children's geolevel, ``programs/nodes/manipulate_nodes.py``).
 
+**Outer passes.** The 2020 DHC runs (``configs/production/dhc/unit_US.ini`` and
+``person_US.ini``: ``seq_optimization_approach = L2PlusRounder_interleaved``) nest the
+passes above in *outer* passes (``programs/optimization/sequential_optimizers.py``,
+``L2PlusRounder_interleaved.run`` and ``interleave_optimizations``): each outer pass is a
+whole least squares (its own inner passes, a new optimizer holding only its own
+``constrain_to`` names, ``DataIndQueriesL2NPassDecomp.findOptimalTolAndAddConstrs``) and
+a whole rounding of its answer; then every query of the outer pass's last rounding pass
+becomes an equality constraint at its *rounded* answer, for every child, in all later
+outer passes' least squares and rounding. :class:`PassPlan` ``l2_outer`` and
+``rounder_outer`` say which outer pass each pass is in.
+
 :data:`PRODUCTION_PASSES` holds those orderings as data, keyed by schema and geolevel
 name; :func:`plans_for` picks the plan of every level of a run. ``passes="single"`` turns
 passes off: one least-squares pass over every measured query and the cell-wise rounding
@@ -95,6 +106,27 @@ def _names(
     return tuple(out)
 
 
+def _outer(value: Sequence[int], n: int, what: str) -> tuple[int, ...]:
+    """The outer pass of each of ``n`` passes: ``()`` is outer pass 0 for all; else one
+    non-decreasing index per pass, from 0, without a gap."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(
+            f"pass plan {what} must be a sequence of outer pass numbers, got {value!r}"
+        )
+    out = tuple(value) or (0,) * n
+    if len(out) != n:
+        raise ConfigError(f"pass plan {what} has {len(out)} entries for {n} passes")
+    for i, o in enumerate(out):
+        if isinstance(o, bool) or not isinstance(o, int):
+            raise ConfigError(f"pass plan {what} entry {i} must be an integer, got {o!r}")
+        if o != (out[i - 1] if i else 0) and o != (out[i - 1] + 1 if i else 0):
+            raise ConfigError(
+                f"pass plan {what} is {out}; outer passes start at 0 and each pass's is its "
+                "predecessor's or the next"
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class PassPlan:
     """The query ordering of one geolevel (see the module docstring for the method).
@@ -111,12 +143,21 @@ class PassPlan:
             attribute they must be nested (each refines the next coarser one), which
             is what keeps every pass a network flow.
         opt_tol_slack: persons added to the optimal tolerance of held answers.
+        l2_outer: per least-squares pass, its outer pass (``()``: all in outer pass 0).
+        rounder_outer: per rounding pass, its outer pass (``()``: all in outer pass 0).
+            Production's ``L2PlusRounder_interleaved`` runs each outer pass whole, its
+            least squares then its rounding; the queries of the outer pass's last
+            rounding pass are then held *exactly*, at their rounded answers, by every
+            later outer pass, while a ``hold`` reaches only the later least-squares
+            passes of its own outer pass (see the module docstring).
     """
 
     l2: tuple[tuple[str, ...], ...]
     hold: tuple[tuple[str, ...], ...]
     rounder: tuple[tuple[str, ...], ...]
     opt_tol_slack: float = OPT_TOL_SLACK
+    l2_outer: tuple[int, ...] = ()
+    rounder_outer: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -134,6 +175,13 @@ class PassPlan:
         if not math.isfinite(slack) or slack < 0:
             raise ConfigError(f"pass plan opt_tol_slack is {slack}; it must be finite and >= 0")
         set_(self, "opt_tol_slack", float(slack))
+        set_(self, "l2_outer", _outer(self.l2_outer, len(self.l2), "l2_outer"))
+        set_(self, "rounder_outer", _outer(self.rounder_outer, len(self.rounder), "rounder_outer"))
+        if self.l2_outer[-1] != self.rounder_outer[-1]:
+            raise ConfigError(
+                f"pass plan l2_outer has {self.l2_outer[-1] + 1} outer passes but rounder_outer "
+                f"has {self.rounder_outer[-1] + 1}; every outer pass has least squares and rounding"
+            )
         for r, names in enumerate(self.rounder):
             for name in names:
                 earlier = [p for p in range(r) if name in self.rounder[p]]
@@ -203,15 +251,18 @@ _DHCP = PassPlan(
 )
 
 # The 2020 DHC household run (test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1,
-# every geolevel; unit_US.ini's opt_tol_slack 0.01). Production's first pass fits and
-# rounds the unit histogram's tenvacgq alone and holds it; here the units are their own
-# TopDown, estimated before the households and held exactly (release.dhc_units), so the
-# household plan is production's second and third passes: the six marginal household
-# queries, then the two hhage crosses and detailed; rounding two nested crosses, then
-# detailed. The second pass holds
-# sex * hisp * hhtenshort_3lev * race * detailedcoupletypemultgenownchildsize (the 99-level
-# recode), which the strategy does not measure (it measures the 183-level
-# ...gendetownchildsize): production holds only measured queries, so neither does this.
+# every geolevel; unit_US.ini's opt_tol_slack 0.01 and seq_optimization_approach
+# L2PlusRounder_interleaved). Production's ordering has three outer passes of one
+# least-squares and one rounding pass each. Its first fits and rounds the unit
+# histogram's tenvacgq alone and holds it; here the units are their own TopDown,
+# estimated before the households and held exactly (release.dhc_units), so the
+# household plan is production's second and third outer passes: (1) least squares of
+# the six marginal household queries, rounded in the two nested crosses of
+# detailedcoupletypemultgendetownchildsize, whose rounded answers (2) the least squares
+# of the two hhage crosses and detailed, and the rounding of detailed, hold exactly.
+# The constrain-to name of the second outer pass (the unmeasured 99-level
+# ...multgenownchildsize) would hold nothing even if it were measured: it reaches only
+# later least-squares passes of its own outer pass, and there is none.
 DHCH_OPT_TOL_SLACK = 0.01
 """Production's ``opt_tol_slack`` of the DHC household run (``unit_US.ini``)."""
 
@@ -231,6 +282,8 @@ _DHCH = PassPlan(
     hold=_households_only(_DHCH_ORDERING["constrain_to"]),
     rounder=_households_only(_DHCH_ORDERING["rounder"]),
     opt_tol_slack=DHCH_OPT_TOL_SLACK,
+    l2_outer=(0, 1),
+    rounder_outer=(0, 1),
 )
 
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {
