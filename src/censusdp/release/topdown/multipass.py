@@ -131,7 +131,9 @@ def bind_l2(
     a measured query the plan does not name joins the last pass, so no measurement is
     ever ignored. A held query is held as the child totals (``total``), the group sums
     (the group attribute) or row by row (any other measured query); ``detailed`` is
-    never held (production skips it), nor is a query the level did not measure.
+    never held (production skips it), nor is a query the level did not measure, nor
+    anything the last pass of an outer pass names (no later pass of its outer pass
+    reads it: production's ``if pass_num != self.pass_nums[-1]``).
     Each pass keeps its outer pass (:class:`~censusdp.release.topdown.passes.PassPlan`
     ``l2_outer``).
 
@@ -167,12 +169,14 @@ def bind_l2(
             f"{', '.join(measured)}"
         )
     passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
+    # the last pass of an outer pass holds for none
+    holds = [n + 1 < len(passes) and passes[n + 1][4] == p[4] for n, p in enumerate(passes)]
     return L2Passes(
         queries=tuple(tuple(sorted(p[0])) for p in passes),
-        hold_total=tuple(p[1] for p in passes),
-        hold_groups=tuple(p[2] for p in passes),
+        hold_total=tuple(p[1] and h for p, h in zip(passes, holds, strict=True)),
+        hold_groups=tuple(p[2] and h for p, h in zip(passes, holds, strict=True)),
         slack=plan.opt_tol_slack,
-        hold_queries=tuple(p[3] for p in passes),
+        hold_queries=tuple(p[3] if h else () for p, h in zip(passes, holds, strict=True)),
         outer=tuple(p[4] for p in passes),
     )
 
