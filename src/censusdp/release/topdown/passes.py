@@ -79,7 +79,9 @@ PASS_MODES = ("production", "single")
 (one pass elsewhere); ``"single"``: one pass everywhere."""
 
 OPT_TOL_SLACK = 0.1
-"""Production's ``opt_tol_slack`` (persons) added to the optimal tolerance of held answers."""
+"""The P.L. 94 configuration's ``opt_tol_slack`` (``person_default.ini``), added to the
+optimal tolerance of held answers by the ``pl94`` plans. (Production's interleaved
+optimizer does not read the option and passes 0.01: docs/estimation.md, "Outer passes".)"""
 
 
 def _names(
