@@ -12,8 +12,9 @@ the production code; this module runs the passes on one
   so this is the ``opt_tol`` that production's ``findOptimalTol`` solves for, up to the
   solver's residual). The ``total`` query is held as child total bounds and the group
   attribute as group bounds; any other measured query, a partition of the cells, is held
-  row by row (:mod:`censusdp.release.topdown._held`: the DHC person run holds
-  ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows).
+  row by row (:mod:`censusdp.release.topdown._held`; the DHC person run's second outer
+  pass holds ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows, so, at
+  tolerance 0).
 
 * :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
   :mod:`censusdp.release.topdown._pass_network`, minimising the L1 distance of pass ``p``'s query
@@ -24,7 +25,7 @@ the production code; this module runs the passes on one
   that box holds no feasible point.
 
 * :func:`solve_interleaved`: outer passes (production's ``L2PlusRounder_interleaved``,
-  the 2020 DHC household run's): each outer pass is the two above on its own passes,
+  the 2020 DHC runs'): each outer pass is the two above on its own passes,
   and the rounded answers of its last rounding pass's queries are held exactly by every
   later outer pass, in least squares (a hold of tolerance 0) and in rounding.
 
