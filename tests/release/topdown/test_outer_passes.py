@@ -1,14 +1,16 @@
-"""Outer passes: production's ``L2PlusRounder_interleaved``, the 2020 DHC household run's.
+"""Outer passes: production's ``L2PlusRounder_interleaved``, the 2020 DHC runs'.
 
-Production's DHC configurations (``configs/production/dhc/unit_US.ini``:
-``seq_optimization_approach = L2PlusRounder_interleaved``) run each outer pass of the
-ordering whole, least squares then rounding, and hold the rounded answers of the queries
-of its last rounding pass *exactly* in every later outer pass
+Production's DHC configurations (``configs/production/dhc/unit_US.ini`` and
+``person_US.ini``: ``seq_optimization_approach = L2PlusRounder_interleaved``) run each
+outer pass of the ordering whole, least squares then rounding, and hold the rounded
+answers of the queries of its last rounding pass *exactly* in every later outer pass
 (``programs/optimization/sequential_optimizers.py``, ``interleave_optimizations``:
 ``Constraint(multi_query, pass_answer, "=", ...)`` appended to ``self.constraints``). The
-household ordering has one least-squares and one rounding pass in each outer pass, so its
-``constrain_to`` names hold nothing: the marginal pass reaches the final counts only
-through its rounded crosses. These tests hold that shape on the pl94 schema.
+household and person orderings have one least-squares and one rounding pass in each
+outer pass, so their ``constrain_to`` names hold nothing (``DataIndQueriesL2NPassDecomp``
+holds after an inner pass only ``if pass_num != self.pass_nums[-1]``): the marginal pass
+reaches the final counts only through its rounded crosses. These tests hold that shape
+on the pl94 schema.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from censusdp.release.topdown.multipass import (
     solve_interleaved,
     solve_l2_passes,
 )
-from censusdp.release.topdown.passes import PRODUCTION_PASSES, PassPlan
+from censusdp.release.topdown.passes import DHC_OPT_TOL_SLACK, PRODUCTION_PASSES, PassPlan
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 from censusdp.release.topdown.tasks import Task, run_task
@@ -82,10 +84,29 @@ def test_the_dhc_household_plan_runs_productions_two_outer_passes() -> None:
     ]
 
 
+def test_the_dhc_person_plan_runs_productions_two_outer_passes() -> None:
+    """``dhcp_strategies.py``, ``DecompTestStrategyRegularOrderingDHCP_20220811_exp_21_1``:
+    ``{0: {0: marginals}, 1: {0: detailed}}`` in least squares and rounding. The marginal
+    pass's rounded crosses are held exactly after it; its constrain-to cross is held by
+    no least squares (the first outer pass has no later inner pass), production's 0.01
+    slack notwithstanding."""
+    plan = PRODUCTION_PASSES["dhcp-2020"]["*"]
+    assert plan.l2_outer == (0, 1) and plan.rounder_outer == (0, 1)
+    assert plan.opt_tol_slack == DHC_OPT_TOL_SLACK == 0.01
+    dhcp = get_schema("dhcp-2020")
+    measured = [n for n in plan.l2[0] if "hhgq8lev" not in n] + ["detailed"]
+    bound = bind_l2(plan, dhcp, measured, "hhgq")
+    assert bound.outer == (0, 1) and bound.queries == (tuple(range(9)), (9,))
+    assert bound.hold_queries == ((), ())  # one outer pass: ((8,), ()), within 0.1
+    assert bound.hold_total == bound.hold_groups == (False, False)
+    assert plan.rounder[0][-1] == "relgq*age_40_groups*hispanic*cenrace*sex"
+    assert plan.rounder[1] == ("detailed",)
+
+
 def test_the_other_plans_stay_in_one_outer_pass() -> None:
     for schema, plans in PRODUCTION_PASSES.items():
         for plan in plans.values():
-            if schema != "dhch-2020":
+            if schema not in ("dhch-2020", "dhcp-2020"):
                 assert set(plan.l2_outer) == set(plan.rounder_outer) == {0}
 
 
@@ -159,6 +180,60 @@ def test_one_outer_pass_would_lose_the_first_passs_answers() -> None:
         first = _first_outer(sub, bind_rounding(OUTER, PL94).on(kept))
         q = rounding.passes[0][1]
         moved.append(np.abs(_answers(rounding, q, flat) - _answers(rounding, q, first)).sum())
+    assert max(moved) >= 2
+
+
+PERSON_QUERIES = ("total", "hhgq", "votingage*hispanic", "cenrace", CROSS, "detailed")
+PERSON_SHAPE = {  # the DHC person ordering's shape: the held cross is measured
+    "l2": (PERSON_QUERIES[:-1], ("detailed",)),
+    "hold": ((CROSS,), ("detailed",)),
+    "rounder": (("hhgq*hispanic", CROSS), ("detailed",)),
+}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_person_shape_holds_the_rounded_cross_exactly_not_the_real_one_within_a_tolerance(
+    seed: int,
+) -> None:
+    """In outer passes the measured cross named to hold is held by no least squares
+    within ``opt_tol + slack``; the ``detailed`` pass holds its *rounded* answers exactly
+    (the person plan before outer passes held the first least squares' real answers
+    within ``v + 0.1`` and rounded the cross after the ``detailed`` pass)."""
+    rng = np.random.default_rng(seed)
+    sub, _ = census_subproblem(rng, queries=PERSON_QUERIES, n_children=6, n_people=300, rho=0.02)
+    kept = sub.query_rows[PERSON_QUERIES.index("detailed")]
+    outer = PassPlan(**PERSON_SHAPE, l2_outer=(0, 1), rounder_outer=(0, 1))
+    l2 = bind_l2(outer, PL94, list(PERSON_QUERIES), "hhgq")
+    assert l2.hold_queries == ((), ())
+    rounding = bind_rounding(outer, PL94).on(kept)
+    solution, counts = solve_interleaved(sub, l2, rounding)
+    first = round_in_passes(sub, solve_l2(_restrict(sub, l2.queries[0])).x, rounding, run=[0])
+    q = rounding.passes[0][1]  # the cross
+    held = _answers(rounding, q, first)
+    np.testing.assert_array_equal(_answers(rounding, q, counts), held)
+    np.testing.assert_allclose(_answers(rounding, q, solution.x), held, atol=1e-6)
+
+
+def test_the_person_plan_before_outer_passes_released_another_cross() -> None:
+    """One outer pass (the ``detailed`` least squares holding the cross within
+    ``v + 0.1`` of the first least squares, then both roundings) releases cross answers
+    that differ from the rounded marginal pass's, which production's plan keeps."""
+    moved = []
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        sub, _ = census_subproblem(
+            rng, queries=PERSON_QUERIES, n_children=6, n_people=300, rho=0.02
+        )
+        kept = sub.query_rows[PERSON_QUERIES.index("detailed")]
+        flat = PassPlan(**PERSON_SHAPE)
+        l2 = bind_l2(flat, PL94, list(PERSON_QUERIES), "hhgq")
+        assert l2.hold_queries == ((PERSON_QUERIES.index(CROSS),), ())
+        rounding = bind_rounding(flat, PL94).on(kept)
+        released = round_in_passes(sub, solve_l2_passes(sub, l2).x, rounding)
+        x = solve_l2(_restrict(sub, l2.queries[0])).x
+        first = round_in_passes(sub, x, rounding, run=[0])
+        q = rounding.passes[0][1]
+        moved.append(np.abs(_answers(rounding, q, released) - _answers(rounding, q, first)).sum())
     assert max(moved) >= 2
 
 

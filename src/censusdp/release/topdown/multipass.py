@@ -12,8 +12,9 @@ the production code; this module runs the passes on one
   so this is the ``opt_tol`` that production's ``findOptimalTol`` solves for, up to the
   solver's residual). The ``total`` query is held as child total bounds and the group
   attribute as group bounds; any other measured query, a partition of the cells, is held
-  row by row (:mod:`censusdp.release.topdown._held`: the DHC person run holds
-  ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows).
+  row by row (:mod:`censusdp.release.topdown._held`; the DHC person run's second outer
+  pass holds ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows, so, at
+  tolerance 0).
 
 * :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
   :mod:`censusdp.release.topdown._pass_network`, minimising the L1 distance of pass ``p``'s query
@@ -24,7 +25,7 @@ the production code; this module runs the passes on one
   that box holds no feasible point.
 
 * :func:`solve_interleaved`: outer passes (production's ``L2PlusRounder_interleaved``,
-  the 2020 DHC household run's): each outer pass is the two above on its own passes,
+  the 2020 DHC runs'): each outer pass is the two above on its own passes,
   and the rounded answers of its last rounding pass's queries are held exactly by every
   later outer pass, in least squares (a hold of tolerance 0) and in rounding.
 
@@ -131,7 +132,9 @@ def bind_l2(
     a measured query the plan does not name joins the last pass, so no measurement is
     ever ignored. A held query is held as the child totals (``total``), the group sums
     (the group attribute) or row by row (any other measured query); ``detailed`` is
-    never held (production skips it), nor is a query the level did not measure.
+    never held (production skips it), nor is a query the level did not measure, nor
+    anything the last pass of an outer pass names (no later pass of its outer pass
+    reads it: production's ``if pass_num != self.pass_nums[-1]``).
     Each pass keeps its outer pass (:class:`~censusdp.release.topdown.passes.PassPlan`
     ``l2_outer``).
 
@@ -167,12 +170,14 @@ def bind_l2(
             f"{', '.join(measured)}"
         )
     passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
+    # the last pass of an outer pass holds for none
+    holds = [n + 1 < len(passes) and passes[n + 1][4] == p[4] for n, p in enumerate(passes)]
     return L2Passes(
         queries=tuple(tuple(sorted(p[0])) for p in passes),
-        hold_total=tuple(p[1] for p in passes),
-        hold_groups=tuple(p[2] for p in passes),
+        hold_total=tuple(p[1] and h for p, h in zip(passes, holds, strict=True)),
+        hold_groups=tuple(p[2] and h for p, h in zip(passes, holds, strict=True)),
         slack=plan.opt_tol_slack,
-        hold_queries=tuple(p[3] for p in passes),
+        hold_queries=tuple(p[3] if h else () for p, h in zip(passes, holds, strict=True)),
         outer=tuple(p[4] for p in passes),
     )
 

@@ -65,7 +65,7 @@ from censusdp.data.schema_dhc import QUERY_ORDERINGS
 from censusdp.errors import ConfigError
 
 __all__ = [
-    "DHCH_OPT_TOL_SLACK",
+    "DHC_OPT_TOL_SLACK",
     "OPT_TOL_SLACK",
     "PASS_MODES",
     "PRODUCTION_PASSES",
@@ -79,7 +79,9 @@ PASS_MODES = ("production", "single")
 (one pass elsewhere); ``"single"``: one pass everywhere."""
 
 OPT_TOL_SLACK = 0.1
-"""Production's ``opt_tol_slack`` (persons) added to the optimal tolerance of held answers."""
+"""The P.L. 94 configuration's ``opt_tol_slack`` (``person_default.ini``), added to the
+optimal tolerance of held answers by the ``pl94`` plans. (Production's interleaved
+optimizer does not read the option and passes 0.01: docs/estimation.md, "Outer passes".)"""
 
 
 def _names(
@@ -242,18 +244,36 @@ _PUBLISHED = PassPlan(
 )
 
 # The 2020 DHC person run (test_strategy_regular_ordering_dhcp_20220811_exp_21_1, every
-# geolevel; data.schema_dhc keeps production's ordering verbatim): least squares over the
-# nine marginal queries, then ``detailed`` holding ``relgq * age_40_groups * hispanic *
-# cenrace * sex`` row by row; rounding of four nested crosses, then ``detailed``.
+# geolevel; data.schema_dhc keeps production's ordering verbatim; person_US.ini's
+# seq_optimization_approach L2PlusRounder_interleaved). The ordering is two outer passes
+# of one least-squares and one rounding pass each: (1) least squares of the nine
+# marginal queries, rounded in four nested crosses, whose rounded answers (2) the least
+# squares of ``detailed`` and its rounding hold exactly. The constrain-to name of the
+# first outer pass (``relgq * age_40_groups * hispanic * cenrace * sex``) holds nothing:
+# it reaches only later least-squares passes of its own outer pass, and there is none
+# (``DataIndQueriesL2NPassDecomp.optimizationPassesLoop``: ``if pass_num !=
+# self.pass_nums[-1]``); that cross is held exactly, rounded, as the finest of the four.
+# The interleaved optimizer gives every least squares ``opt_tol_slack`` 0.01 whatever the
+# configuration says (``L2PlusRounder.__init__``; only ``L2PlusRounder.run`` reads the
+# option), so the person plan's slack is the household run's, though it holds nothing.
+DHC_OPT_TOL_SLACK = 0.01
+"""The ``opt_tol_slack`` of production's DHC runs: ``L2PlusRounder_interleaved`` sets 0.01
+and never reads the configurations' option (``unit_US.ini`` 0.01, ``person_US.ini`` 0.1)."""
+
 _DHCP_ORDERING = QUERY_ORDERINGS["dhcp-2020"]
 _DHCP = PassPlan(
-    l2=_DHCP_ORDERING["l2"], hold=_DHCP_ORDERING["constrain_to"], rounder=_DHCP_ORDERING["rounder"]
+    l2=_DHCP_ORDERING["l2"],
+    hold=_DHCP_ORDERING["constrain_to"],
+    rounder=_DHCP_ORDERING["rounder"],
+    opt_tol_slack=DHC_OPT_TOL_SLACK,
+    l2_outer=(0, 1),
+    rounder_outer=(0, 1),
 )
 
 # The 2020 DHC household run (test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1,
-# every geolevel; unit_US.ini's opt_tol_slack 0.01 and seq_optimization_approach
-# L2PlusRounder_interleaved). Production's ordering has three outer passes of one
-# least-squares and one rounding pass each. Its first fits and rounds the unit
+# every geolevel; unit_US.ini's seq_optimization_approach L2PlusRounder_interleaved).
+# Production's ordering has three outer passes of one least-squares and one rounding
+# pass each. Its first fits and rounds the unit
 # histogram's tenvacgq alone and holds it; here the units are their own TopDown,
 # estimated before the households and held exactly (release.dhc_units), so the
 # household plan is production's second and third outer passes: (1) least squares of
@@ -263,9 +283,6 @@ _DHCP = PassPlan(
 # The constrain-to name of the second outer pass (the unmeasured 99-level
 # ...multgenownchildsize) would hold nothing even if it were measured: it reaches only
 # later least-squares passes of its own outer pass, and there is none.
-DHCH_OPT_TOL_SLACK = 0.01
-"""Production's ``opt_tol_slack`` of the DHC household run (``unit_US.ini``)."""
-
 UNIT_HISTOGRAM_QUERIES = ("tenvacgq",)
 """The queries of a DHC household ordering that read the unit histogram (its own TopDown)."""
 
@@ -281,7 +298,7 @@ _DHCH = PassPlan(
     l2=_households_only(_DHCH_ORDERING["l2"]),
     hold=_households_only(_DHCH_ORDERING["constrain_to"]),
     rounder=_households_only(_DHCH_ORDERING["rounder"]),
-    opt_tol_slack=DHCH_OPT_TOL_SLACK,
+    opt_tol_slack=DHC_OPT_TOL_SLACK,
     l2_outer=(0, 1),
     rounder_outer=(0, 1),
 )
