@@ -39,7 +39,6 @@ from censusdp.release.topdown.multipass import (
     solve_l2_passes,
 )
 from censusdp.release.topdown.passes import (
-    DHC_OPT_TOL_SLACK,
     OPT_TOL_SLACK,
     PRODUCTION_PASSES,
     PassPlan,
@@ -159,7 +158,7 @@ def test_the_dhc_household_plan_is_productions_ordering_without_the_unit_pass() 
     assert plan.l2 == prod["L2_QUERY_ORDERING"][1:]
     assert plan.hold == prod["L2_CONSTRAIN_TO_QUERY_ORDERING"][1:]
     assert plan.rounder == prod["ROUNDER_QUERY_ORDERING"][1:]
-    assert plan.opt_tol_slack == DHC_OPT_TOL_SLACK == 0.01
+    assert plan.opt_tol_slack == OPT_TOL_SLACK == 0.01
     # the data copy in schema_dhc is the same ordering
     ordering = QUERY_ORDERINGS["dhch-2020"]
     copy = PassPlan(ordering["l2"][1:], ordering["constrain_to"][1:], ordering["rounder"][1:])

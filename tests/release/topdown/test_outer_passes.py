@@ -30,7 +30,7 @@ from censusdp.release.topdown.multipass import (
     solve_interleaved,
     solve_l2_passes,
 )
-from censusdp.release.topdown.passes import DHC_OPT_TOL_SLACK, PRODUCTION_PASSES, PassPlan
+from censusdp.release.topdown.passes import OPT_TOL_SLACK, PRODUCTION_PASSES, PassPlan
 from censusdp.release.topdown.problem import Subproblem
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 from censusdp.release.topdown.tasks import Task, run_task
@@ -92,7 +92,7 @@ def test_the_dhc_person_plan_runs_productions_two_outer_passes() -> None:
     slack notwithstanding."""
     plan = PRODUCTION_PASSES["dhcp-2020"]["*"]
     assert plan.l2_outer == (0, 1) and plan.rounder_outer == (0, 1)
-    assert plan.opt_tol_slack == DHC_OPT_TOL_SLACK == 0.01
+    assert plan.opt_tol_slack == OPT_TOL_SLACK == 0.01
     dhcp = get_schema("dhcp-2020")
     measured = [n for n in plan.l2[0] if "hhgq8lev" not in n] + ["detailed"]
     bound = bind_l2(plan, dhcp, measured, "hhgq")

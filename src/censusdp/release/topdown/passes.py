@@ -4,7 +4,8 @@ The 2020 production system does not fit every query at once. Its configuration
 (uscensusbureau/DAS_2020_Redistricting_Production_Code, ``configs/production/pl94/
 person_default.ini``: ``l2_optimization_approach = DataIndUserSpecifiedQueriesNPass``,
 ``rounder_optimization_approach = MultipassRounder``, ``DataIndNPass_toleranceType =
-opt_tol``, ``opt_tol_slack = 0.1``) runs, per parent with its children:
+opt_tol``; its ``opt_tol_slack = 0.1`` is never read: :data:`OPT_TOL_SLACK`) runs, per
+parent with its children:
 
 * **least squares in passes** (``programs/optimization/l2_dataIndep_npass_optimizer.py``,
   class ``DataIndQueriesL2NPass``). Pass ``p`` minimises the weighted squared error of
@@ -65,7 +66,6 @@ from censusdp.data.schema_dhc import QUERY_ORDERINGS
 from censusdp.errors import ConfigError
 
 __all__ = [
-    "DHC_OPT_TOL_SLACK",
     "OPT_TOL_SLACK",
     "PASS_MODES",
     "PRODUCTION_PASSES",
@@ -78,10 +78,14 @@ PASS_MODES = ("production", "single")
 """``"production"``: the orderings of :data:`PRODUCTION_PASSES` where the schema has them
 (one pass elsewhere); ``"single"``: one pass everywhere."""
 
-OPT_TOL_SLACK = 0.1
-"""The P.L. 94 configuration's ``opt_tol_slack`` (``person_default.ini``), added to the
-optimal tolerance of held answers by the ``pl94`` plans. (Production's interleaved
-optimizer does not read the option and passes 0.01: docs/estimation.md, "Outer passes".)"""
+OPT_TOL_SLACK = 0.01
+"""Persons added to the optimal tolerance of held answers: production's interleaved
+optimizers pass 0.01 and never read the configurations' ``opt_tol_slack`` (the P.L. 94
+run's ``L2PlusRounderWithBackup_interleaved``, Redistricting code
+``programs/optimization/sequential_optimizers.py``, keeps ``L2PlusRounderWithBackup.__init__``'s
+0.01, though ``person_default.ini`` says 0.1; the DHC runs' ``L2PlusRounder_interleaved``
+the same, ``person_US.ini`` 0.1 and ``unit_US.ini`` 0.01): docs/estimation.md, "Outer
+passes"."""
 
 
 def _names(
@@ -255,17 +259,14 @@ _PUBLISHED = PassPlan(
 # self.pass_nums[-1]``); that cross is held exactly, rounded, as the finest of the four.
 # The interleaved optimizer gives every least squares ``opt_tol_slack`` 0.01 whatever the
 # configuration says (``L2PlusRounder.__init__``; only ``L2PlusRounder.run`` reads the
-# option), so the person plan's slack is the household run's, though it holds nothing.
-DHC_OPT_TOL_SLACK = 0.01
-"""The ``opt_tol_slack`` of production's DHC runs: ``L2PlusRounder_interleaved`` sets 0.01
-and never reads the configurations' option (``unit_US.ini`` 0.01, ``person_US.ini`` 0.1)."""
+# option): :data:`OPT_TOL_SLACK`, though in this plan it holds nothing.
 
 _DHCP_ORDERING = QUERY_ORDERINGS["dhcp-2020"]
 _DHCP = PassPlan(
     l2=_DHCP_ORDERING["l2"],
     hold=_DHCP_ORDERING["constrain_to"],
     rounder=_DHCP_ORDERING["rounder"],
-    opt_tol_slack=DHC_OPT_TOL_SLACK,
+    opt_tol_slack=OPT_TOL_SLACK,
     l2_outer=(0, 1),
     rounder_outer=(0, 1),
 )
@@ -298,7 +299,7 @@ _DHCH = PassPlan(
     l2=_households_only(_DHCH_ORDERING["l2"]),
     hold=_households_only(_DHCH_ORDERING["constrain_to"]),
     rounder=_households_only(_DHCH_ORDERING["rounder"]),
-    opt_tol_slack=DHC_OPT_TOL_SLACK,
+    opt_tol_slack=OPT_TOL_SLACK,
     l2_outer=(0, 1),
     rounder_outer=(0, 1),
 )
