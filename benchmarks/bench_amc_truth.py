@@ -136,7 +136,7 @@ def _one_seed(args: argparse.Namespace, base: Path, seed: int) -> dict:
     # the block sizes' shape: the truth, the MDF, one rough truth (the same draw)
     sizes = {
         "truth": np.asarray(true_person.sum(axis=1)).ravel(),
-        "release": np.asarray(amc.blocks[1].sum(axis=1)).ravel(),
+        "release": np.asarray(amc.blocks.pl94.sum(axis=1)).ravel(),
         "rough": res.rough_sizes,
     }
     out["block_sizes"] = {

@@ -4,9 +4,12 @@ Given a ``dhc-2020`` person release (``censusdp run --preset dhc-2020 --units-pr
 none``) and its input, it re-estimates the release's NMF twice
 (:func:`censusdp.release.pipeline.reestimate`, the NMF read, never measured again):
 
-* ``passes``: production's query ordering (least squares: the nine marginals, then
-  ``detailed`` holding ``relgq * age_40_groups * hispanic * cenrace * sex``; rounding: four
-  nested crosses, then ``detailed``), the default;
+* ``passes``: production's query ordering in its two outer passes (the nine marginals'
+  least squares rounded in four nested crosses; then ``detailed``'s least squares and
+  rounding, both holding the rounded crosses exactly), the default;
+* ``flat``: the same ordering in one outer pass, censusdp's plan before outer passes
+  (least squares: the marginals, then ``detailed`` holding ``relgq * age_40_groups *
+  hispanic * cenrace * sex`` within ``v + 0.1`` of the first; then both roundings);
 * ``single``: one least-squares pass over every query and cell-wise rounding (the
   ``dhcp-2020`` plan taken out of ``PRODUCTION_PASSES`` for the call).
 
@@ -23,6 +26,7 @@ sex x single year of age and of its ``relgq``, and of the block totals.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import resource
 import time
@@ -69,14 +73,19 @@ def errors(truth: dict, mdf: dict) -> dict[str, float]:
     }
 
 
-def _estimate(run: Path, out: Path, single: bool) -> dict:
-    saved = passes_module.PRODUCTION_PASSES.pop("dhcp-2020") if single else None
+def _estimate(run: Path, out: Path, mode: str) -> dict:
+    table = passes_module.PRODUCTION_PASSES
+    saved = table["dhcp-2020"]
+    if mode == "single":
+        del table["dhcp-2020"]
+    elif mode == "flat":
+        flat = {"l2_outer": (), "rounder_outer": (), "opt_tol_slack": passes_module.OPT_TOL_SLACK}
+        table["dhcp-2020"] = {"*": dataclasses.replace(saved["*"], **flat)}
     c0, w0 = time.process_time(), time.perf_counter()
     try:
         manifest = reestimate(run, out)
     finally:
-        if saved is not None:
-            passes_module.PRODUCTION_PASSES["dhcp-2020"] = saved
+        table["dhcp-2020"] = saved
     levels = manifest.get("estimation", {}).get("persons", [])
     return {
         "cpu_seconds": time.process_time() - c0,
@@ -105,14 +114,14 @@ def main() -> None:
     ap.add_argument("--input", required=True, type=Path, help="the CEF the run read")
     ap.add_argument("--run", required=True, type=Path, help="a dhc-2020 person release")
     ap.add_argument("--out", required=True, type=Path, help="a new directory for both")
-    ap.add_argument("--modes", default="single,passes")
+    ap.add_argument("--modes", default="single,flat,passes")
     args = ap.parse_args()
     truth = read_cef(args.input).persons
     report: dict = {"persons": int(truth["geocode"].size)}
     args.out.mkdir(parents=True, exist_ok=False)
     for mode in args.modes.split(","):
         dest = args.out / mode
-        report[mode] = _estimate(args.run, dest, single=mode == "single")
+        report[mode] = _estimate(args.run, dest, mode)
         report[mode].update(errors(truth, read_mdf_persons(dest / "mdf_persons.parquet")))
         report[mode]["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(report, indent=1, default=str))

@@ -8,7 +8,11 @@ share: a one-state input leaves the US level to the nation), and estimates it wi
 :func:`censusdp.release.topdown.driver.run_topdown` on a two-level hierarchy (the State
 over one block holding every person, so the State is the root; the run stops once the
 root is estimated), once in production's
-passes and once in one pass (``TopDownOptions.passes``). It prints per input and mode
+passes (``production``, its two outer passes), in the same ordering as one outer pass
+(``flat``, censusdp's plan before outer passes: the ``detailed`` least squares holding
+the marginal pass's real ``relgq * age_40_groups * hispanic * cenrace * sex`` within
+``v + 0.1``, then both roundings) and in one pass (``single``,
+``TopDownOptions.passes``). It prints per input and mode
 the accuracy (``1 - TVD``) of the State's ``hispanic * cenrace`` (126 counts), White
 alone and Hispanic released against true, and the share of the least-squares
 ``relgq * age_40_groups * hispanic * cenrace * sex`` mass (the first pass's largest
@@ -16,17 +20,16 @@ query, 423,360 counts) in counts the truth leaves empty. ``--noise-scale`` multi
 every standard deviation: at 0.001 the estimate must be the truth (a wrong query or
 cell coding, or a pass in the wrong order, would show there).
 
-Where the passes move the State's Hispanic total: in production's passes each record
-also gives the least-squares State after each pass (``after_l2_pass``: Hispanic, White
-alone) and what the second pass (``detailed``) moved within the first pass's held
-``relgq * age_40_groups * hispanic * cenrace * sex`` rows (``held_rows_moved``: persons
-moved, rows moved by the whole tolerance, the mass that went into rows the truth leaves
-empty, the net change of the Hispanic rows). ``--slacks`` adds a production run per
-value with the held rows' ``opt_tol_slack`` (production's 0.1 persons a row) replaced:
-at 0 the second pass cannot move the held rows.
+Where the passes move the State's Hispanic total: in ``production`` and ``flat`` each
+record also gives the least-squares State after each pass (``after_l2_pass``: Hispanic,
+White alone) and what the last least squares (``detailed``) moved within the first
+one's answers to ``relgq * age_40_groups * hispanic * cenrace * sex``
+(``held_rows_moved``: persons moved, rows moved by the largest move, the mass that went
+into rows the truth leaves empty, the net change of the Hispanic rows): in ``flat`` the
+rows held within ``v + 0.1``; in ``production`` the rounding of the first outer pass,
+which the ``detailed`` pass then holds exactly.
 
-    PYTHONPATH=src python benchmarks/bench_dhc_state_race.py --inputs vt1 vt3 vt10 \\
-        --seed 1 --slacks 0
+    PYTHONPATH=src python benchmarks/bench_dhc_state_race.py --inputs vt1 vt3 vt10 --seed 1
 """
 
 from __future__ import annotations
@@ -108,15 +111,17 @@ def _state_truth(directory: Path) -> tuple[Hierarchy, sp.csr_matrix, object]:
 
 
 @contextlib.contextmanager
-def _production_slack(slack: float | None) -> Iterator[None]:
-    """Production's ``dhcp-2020`` plan with its held rows' ``opt_tol_slack`` replaced
-    (``None``: unchanged) for the duration."""
+def _plan(mode: str) -> Iterator[str]:
+    """The ``TopDownOptions.passes`` of ``mode``; for ``flat``, production's ``dhcp-2020``
+    ordering in one outer pass with the 0.1 slack of censusdp's plan before outer
+    passes, for the duration."""
     table = passes.PRODUCTION_PASSES[SCHEMA]
     plan = table["*"]
-    if slack is not None:
-        table["*"] = dataclasses.replace(plan, opt_tol_slack=slack)
+    if mode == "flat":
+        flat = {"l2_outer": (), "rounder_outer": (), "opt_tol_slack": passes.OPT_TOL_SLACK}
+        table["*"] = dataclasses.replace(plan, **flat)
     try:
-        yield
+        yield "single" if mode == "single" else "production"
     finally:
         table["*"] = plan
 
@@ -124,9 +129,9 @@ def _production_slack(slack: float | None) -> Iterator[None]:
 @contextlib.contextmanager
 def _traced_passes(trace: list[np.ndarray]) -> Iterator[None]:
     """Record the root's least-squares solution after each pass, on every schema cell
-    (the root's kept cells scattered back), in ``trace``: wraps the two solves
-    :func:`censusdp.release.topdown.multipass.solve_l2_passes` calls and the task that
-    knows the kept cells."""
+    (the root's kept cells scattered back), in ``trace``: wraps the two solves the
+    least-squares passes of :mod:`censusdp.release.topdown.multipass` call (in one outer
+    pass or several) and the task that knows the kept cells."""
     kept: list[np.ndarray] = []
     n = get_schema(SCHEMA).size
     saved = multipass.solve_l2, _held.solve_held, tasks.run_task
@@ -223,14 +228,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inputs", nargs="+", required=True, type=Path, help="generated inputs")
     ap.add_argument("--seed", type=int, default=1, help="the noise's seed")
-    ap.add_argument("--modes", default="production,single")
+    ap.add_argument("--modes", default="production,flat,single")
     ap.add_argument("--noise-scale", type=float, default=1.0, help="times every sd")
-    ap.add_argument(
-        "--slacks", default="", help="production runs with these opt_tol_slack values (0.1)"
-    )
     args = ap.parse_args()
-    runs = [(mode, None) for mode in args.modes.split(",")]
-    runs += [("production", float(v)) for v in args.slacks.split(",") if v]
+    modes = args.modes.split(",")
     plan = _state_plan(args.noise_scale)
     report: dict = {"noise_scale": args.noise_scale, "seed": args.seed, "inputs": {}}
     for directory in args.inputs:
@@ -243,20 +244,19 @@ def main() -> None:
             RandomSource.seeded(args.seed),
         )
         rec: dict = {"persons": int(hist.sum())}
-        for mode, slack in runs:
+        for mode in modes:
             c0, store, trace = time.process_time(), _StopAfterRoot(), []
-            options = TopDownOptions(group_variable="hhgq", passes=mode)
-            with _production_slack(slack), _traced_passes(trace):
+            with _plan(mode) as passes_option, _traced_passes(trace):
+                options = TopDownOptions(group_variable="hhgq", passes=passes_option)
                 try:
                     run_topdown(ms, hierarchy, bounds, options, checkpoint=store)
                 except _RootOnly:
                     pass
             assert store.root is not None
-            name = mode if slack is None else f"{mode}, slack {slack:g}"
-            rec[name] = _scores(hist, store.root)
-            if mode == "production":
-                rec[name].update(_pass_moves(hist, trace))
-            rec[name]["cpu_seconds"] = time.process_time() - c0
+            rec[mode] = _scores(hist, store.root)
+            if mode != "single":
+                rec[mode].update(_pass_moves(hist, trace))
+            rec[mode]["cpu_seconds"] = time.process_time() - c0
         report["inputs"][str(directory)] = rec
     report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(report, indent=1))

@@ -60,6 +60,7 @@ def dense_level_error(shares: dict[str, float], targets: list[tuple[str, float]]
     return float(np.trace(np.linalg.solve(m, a)))
 
 
+@pytest.mark.slow  # the suite's time (CI skips slow tests); run with -m slow
 def test_block_decomposition_matches_dense_matrices() -> None:
     model = LevelErrorModel(PL94, MEASURED + [q for q, _ in TARGETS])
     # HHGQ has 3 atoms (household / institutional / non-institutional, from hhinstlevels
@@ -151,6 +152,7 @@ def test_revealed_workload_production_is_nearly_optimal(pl94_own) -> None:
     assert 0.0 < 1 - report.optimized_error / report.original_error < 0.05
 
 
+@pytest.mark.slow  # the suite's time (CI skips slow tests); run with -m slow
 def test_simulation_agrees_with_closed_form(pl94_own) -> None:
     budget, report = pl94_own
     targets = [t for t in report.request.targets if t.geolevel in ("US", "Block")]

@@ -139,7 +139,7 @@ def _queries(draw):
     return units, out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(_queries(), st.sampled_from([1, 7, 64, 1 << 22]))
 def test_both_engines_give_the_same_file_to_every_reader(tmp_path_factory, shaped, cap):
     """Random queries (gaps in the measured rows, per-unit variances, unmeasured units,

@@ -156,10 +156,11 @@ def test_the_household_run_measures_tenvacgq_on_its_unit_histogram() -> None:
     household queries on ``dhch-2020``, ``tenvacgq`` on ``dhc-units-2020`` (its block
     histogram keyed beside the run's own)."""
     from censusdp.io.budget_files import load_preset
-    from censusdp.release.measure_runs import _plan, _split_plan, histogram_key
+    from censusdp.release.measure import plan_by_histogram
+    from censusdp.release.measure_runs import _plan, histogram_key
 
     budget = load_preset("dhc-2020-units")
-    plans = _split_plan(DHCH_2020, _plan(budget))
+    plans = plan_by_histogram(DHCH_2020, _plan(budget))
     assert list(plans) == ["dhch-2020", "dhc-units-2020"]
     assert {q for _, q, _ in plans["dhc-units-2020"]} == {"tenvacgq"}
     assert len(plans["dhc-units-2020"]) == len(budget.geolevel_names)
@@ -168,7 +169,7 @@ def test_the_household_run_measures_tenvacgq_on_its_unit_histogram() -> None:
     assert histogram_key("units", "dhch-2020", "dhch-2020") == "units"
     assert histogram_key("units", "dhc-units-2020", "dhch-2020") == "units+dhc-units-2020"
     # a run of one histogram is one plan, as before
-    assert list(_split_plan(get_schema("pl94"), _plan(load_preset("pl94-2020")))) == ["pl94"]
+    assert list(plan_by_histogram(get_schema("pl94"), _plan(load_preset("pl94-2020")))) == ["pl94"]
 
 
 # -- production's passes and h1 held to a P.L. 94 release ------------------------------

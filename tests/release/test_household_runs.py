@@ -1,6 +1,7 @@
-"""What re-measures or re-estimates a release with a household run reads its person run
-and leaves out the tables the household run makes, saying so (docs/households.md,
-"Outputs"); the others read it as any release."""
+"""What re-measures or re-estimates a release with a household run: the error bars
+re-release the household run with its persons and cover every table; infer's GLS reads
+its person run and leaves out the lines the household run makes, saying so
+(docs/households.md, "Outputs"); the others read it as any release."""
 
 from __future__ import annotations
 
@@ -52,34 +53,38 @@ DHC = ("P12", *(f"P12{k}" for k in "ABCDEFGHI"), "PCT12", "GQ1")
 @pytest.mark.parametrize(
     ("person", "units", "unit_run", "measured"),
     [
-        ("pl94", "household2010", ("H1", "P15", "P18", "P22", "H13"), ("P1", "P2", "P3", "P4", "P5")),
+        ("pl94", "household2010", ("H1", "P15", "P18", "P22", "H13"),
+         ("P1", "P2", "P3", "P4", "P5", "H1", "P15", "P18", "P22", "H13")),
         ("dhcp-2020", "dhch-2020", ("H1", "P16", "H3", "H4", "H5", "H9"),
-         ("P1", "P2", "P3", "P4", "P5", *DHC)),
+         ("P1", "P2", "P3", "P4", "P5", "H1", *DHC, "P16", "H3", "H4", "H5", "H9")),
         ("pl94", "units", (), ("P1", "P2", "P3", "P4", "P5", "H1")),
         ("dhcp-2020", None, (), ("P1", "P2", "P3", "P4", "P5", "H1", *DHC)),
     ],
     ids=["ddp-households", "dhc-households", "occupancy", "dhc-persons-alone"],
 )  # fmt: skip
-def test_the_tables_a_household_run_makes_are_left_out_of_the_error_bars(
+def test_the_error_bars_cover_every_table_and_infer_leaves_out_the_household_lines(
     person: str, units: str | None, unit_run: tuple, measured: tuple
 ) -> None:
-    """The error bars cover the person run's tables (and H1 where the unit run re-run
-    with it is the occupancy's); a household run's tables, H1 first, are said not
-    simulated; infer leaves out H1's occupied and vacant lines, H1_001N is invariant."""
+    """The error bars cover every table the release publishes, a household run's too
+    (its tables, H1 first, are those it makes); infer's GLS leaves out H1's occupied and
+    vacant lines, H1_001N is invariant."""
     manifest = {"schema": person, **({"units": {"schema": units}} if units else {})}
     assert household_run_tables(manifest) == unit_run
     assert release_measures(manifest) == ("total_population", *measured)
     lines = household_lines(manifest)
     assert list(lines) == (["H1_002N", "H1_003N"] if unit_run else [])
     assert all(
-        why.startswith(f"no error bars yet: household run ({units})") for why in lines.values()
+        why == f"infer has no GLS of a household run ({units}); their moe90 and moe95 come "
+        "from --simulations"
+        for why in lines.values()
     )
 
 
 def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
     """One re-release of a ``dhcp-2020`` person run holds its 905,184 live ``detailed``
     rows at every geounit: with 2 GiB, 100 blocks are over the bound, 10 are not (nor
-    with half this machine's memory, the default)."""
+    with half this machine's memory, the default). A household run's values count too:
+    its ``dhch-2020`` households and, measured beside them, its units by ``tenvacgq``."""
     from types import SimpleNamespace
 
     import numpy as np
@@ -90,21 +95,25 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
     from censusdp.infer.amc import require_affordable, rerelease_values, simulation_memory
     from synth import block_codes
 
-    def plan(blocks: int) -> SimpleNamespace:
+    def plan(blocks: int, units: list | None = None) -> SimpleNamespace:
         h = Hierarchy.from_blocks(np.array(block_codes(1, 1, 1, blocks)))
         levels = h.geolevels.names
+        persons = [(levels[-1], "detailed", None), (levels[0], "sex", None)]
+        if units is not None:
+            units = [(levels[-1], q, None) for q in units]
         return SimpleNamespace(
             schema=get_schema("dhcp-2020"),
-            geo=SimpleNamespace(estimation=h),
-            plans=([(levels[-1], "detailed", None), (levels[0], "sex", None)], None),
+            geo=SimpleNamespace(estimation=h, units=SimpleNamespace(estimation=h)),
+            plans=(persons, units),
+            unit_schema="dhch-2020",
         )
 
     small = plan(10)
     detailed = rerelease_values(
         SimpleNamespace(**{**vars(small), "plans": (small.plans[0][:1], None)})
-    )
+    )["persons"]
     assert 10 * 900_000 < detailed <= 10 * get_schema("dhcp-2020").size  # live rows
-    assert rerelease_values(small) == detailed + 2  # the top level's two sexes
+    assert rerelease_values(small) == {"persons": detailed + 2}  # the top level's two sexes
     limit = 2 * 1024**3
     assert 10 * detailed * 24 > limit > detailed * 24  # detailed: of 10 blocks
     require_affordable(small, "RUN", limit)  # no error
@@ -113,6 +122,21 @@ def test_a_simulation_too_large_to_hold_is_refused_in_one_line() -> None:
         require_affordable(plan(100), "RUN", limit)
     assert "\n" not in str(e.value) and "(2.0 GB)" in str(e.value)
     assert "--simulations" in str(e.value) and simulation_memory() > detailed * 24
+    # the household run: its households' detailed rows and the 35 tenvacgq levels beside
+    households = rerelease_values(plan(10, ["detailed", "tenvacgq"]))
+    assert households["persons"] == detailed + 2
+    live = households["units"] - 10 * 35
+    assert 10 * 100_000 < live <= 10 * get_schema("dhch-2020").size
+    assert rerelease_values(plan(10, ["tenvacgq"]))["units"] == 10 * 35
+    # 10 blocks of persons fit in 400 MiB; their households on top do not
+    limit = 400 * 1024**2
+    assert (detailed + 2) * 24 < limit < (detailed + 2 + households["units"]) * 24
+    with pytest.raises(
+        ConfigError, match=r"^RUN: one re-release of its dhcp-2020 person run \("
+    ) as e:
+        require_affordable(plan(10, ["detailed", "tenvacgq"]), "RUN", limit)
+    assert f"and dhch-2020 household run ({households['units']:,})" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_trials_rerun_a_household_run_with_its_budget(tmp_path) -> None:

@@ -185,9 +185,13 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
         )
     if result.get("gls", {}).get("available") is False:
         lines.append(f"GLS: not available ({result['gls']['reason']})")
-    skipped = result["released"].get("not_simulated")
-    if skipped:  # a household run's tables
-        lines.append(f"{', '.join(skipped['tables'])}: {skipped['reason']}")
+    household = result["released"].get("household_run")
+    if household:  # the household run's tables, re-released with the persons
+        lines.append(
+            f"{', '.join(household['tables'])}: error bars of the household run "
+            f"({household['schema']}), re-released with the persons; the persons "
+            f"{household['person_run']}"
+        )
     written = [p for p in (args.json, args.html) if p not in (None, "-")]
     if written:
         lines.append("wrote " + " and ".join(written))

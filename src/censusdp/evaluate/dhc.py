@@ -30,11 +30,9 @@ from censusdp.data.units_dhc import TENURE_COLUMNS, tenvacgq_of
 from censusdp.evaluate.metrics import table_record
 from censusdp.io.cef import unit_rows_of
 from censusdp.io.cef_households import dhch_household_cells
-from censusdp.tables import table_definition
+from censusdp.tables import household_table_arrays, table_definition
 from censusdp.tables.dhc import (
-    DHC_HOUSEHOLD_TABLE_NAMES,
     SEX_BY_AGE_TABLE_NAMES,
-    dhc_source_rows,
     sex_by_age_rows,
 )
 
@@ -51,15 +49,13 @@ SEX_BY_AGE_SCHEMA = "dhc-lite"
 ``sex``, ``age``, ``hispanic``, ``cenrace``) are in the truth and in every MDF with age."""
 
 
-def _tables(levels: list[Any], names: tuple[str, ...], rows: Any) -> dict[str, list[np.ndarray]]:
-    """Per table, the dense ``(units x lines)`` array of each level; ``rows(source, lv)``
-    gives a level's histogram in the cells of a table's source."""
+def _tables(levels: list[Any], names: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
+    """Per table, the dense ``(units x lines)`` array of each level (its histogram in
+    the table's cells)."""
     out: dict[str, list[np.ndarray]] = {}
     for name in names:
         d = table_definition(name)
-        out[name] = [
-            np.asarray((rows(d.source, lv) @ d.matrix).toarray(), dtype=np.int64) for lv in levels
-        ]
+        out[name] = [np.asarray((lv @ d.matrix).toarray(), dtype=np.int64) for lv in levels]
     return out
 
 
@@ -74,7 +70,7 @@ def sex_by_age_tables(
         return None
     block = person_histogram({c: persons[c] for c in columns}, hierarchy, SEX_BY_AGE_SCHEMA)
     levels = hierarchy.aggregate(sex_by_age_rows(block, SEX_BY_AGE_SCHEMA))
-    return _tables(levels, SEX_BY_AGE_TABLE_NAMES, lambda _source, lv: lv)
+    return _tables(levels, SEX_BY_AGE_TABLE_NAMES)
 
 
 def sex_by_age_metrics(
@@ -133,16 +129,4 @@ def truth_dhc_household_tables(
     histograms = truth_dhc_histograms(persons, units, hierarchy)
     if histograms is None:
         return None
-    households, tenvacgq = histograms
-    levels = list(
-        zip(
-            hierarchy.aggregate(households),
-            hierarchy.aggregate(sp.csr_matrix(tenvacgq)),
-            strict=True,
-        )
-    )
-
-    def rows_of(source: str, lv: tuple[sp.csr_matrix, sp.csr_matrix]) -> sp.spmatrix:
-        return lv[1] if source == "dhc_units" else dhc_source_rows(source, lv[0])
-
-    return _tables(levels, DHC_HOUSEHOLD_TABLE_NAMES, rows_of)
+    return household_table_arrays(*histograms, hierarchy)

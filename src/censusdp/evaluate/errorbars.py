@@ -28,10 +28,11 @@ every line of a table at every geounit, the definitions of ``censusdp evaluate``
   varies around its expectation), and pooled quantiles of the error (``interval90`` =
   ``[q05, q95]`` of the signed error; ``abs_q50``, ``abs_q90``, ``abs_q95`` of its size).
 
-A release with a household run (``household2010``, ``dhch-2020``) has its person run, an
-ordinary TopDown run, re-released alone: the tables that run makes get their errors, H1
-and the household tables the household run makes are named in ``not_simulated``
-(:func:`release_measures`).
+A release with a household run (``household2010``, ``dhch-2020``) has it re-released with
+its person run: each re-release measures the released households (and a DHC release's
+units by ``tenvacgq``) again with the household run's own plan and estimates them as the
+release did, so H1 and the household tables get their errors too (:func:`release_measures`;
+``household_run`` says how, :func:`household_run_record`).
 
 The simulation answers "how wrong would this release be if the truth looked like it";
 ``docs/evaluation.md`` checks on generated states that it agrees with the errors
@@ -53,7 +54,7 @@ from censusdp.errors import InputError, SchemaError
 from censusdp.evaluate.summary import typical_errors
 from censusdp.evaluate.trials import integer_quantiles
 from censusdp.execution import make_executor
-from censusdp.infer.amc import AMCResult, simulate_margins
+from censusdp.infer.amc import AMCPlan, AMCResult, simulate_margins
 from censusdp.infer.gls import Z90, Z95
 from censusdp.infer.options import MarginOptions
 from censusdp.infer.published import published_variables
@@ -64,7 +65,6 @@ from censusdp.io.rundir import RunDir, read_manifest
 from censusdp.progress import say
 from censusdp.release.household_runs import (
     HOUSEHOLD_SCHEMA,
-    NO_ERROR_BARS,
     household_run_tables,
     household_schema,
 )
@@ -79,6 +79,7 @@ __all__ = [
     "ErrorPool",
     "expected_errors",
     "gls_expected_errors",
+    "household_run_record",
     "release_measures",
     "simulate_release_errors",
 ]
@@ -104,30 +105,51 @@ def _measure_arrays(
 
 def release_measures(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """What the error bars of the release whose manifest is ``manifest`` cover: total
-    population and every table its simulation re-releases: P1-P5, the DHC person tables
-    of a ``dhcp-2020`` person run, and H1 unless a household run makes its occupancy
-    (:func:`censusdp.release.household_runs.household_run_tables`: those have
-    :data:`~censusdp.release.household_runs.NO_ERROR_BARS`)."""
-    skip = household_run_tables(manifest)
+    population and every table its simulation re-releases, which is every table it
+    publishes: P1-P5 and H1, the DHC person tables of a ``dhcp-2020`` person run, and
+    the household tables of a household run."""
     person = str(manifest.get("schema") or "pl94")
-    return ("total_population", *(t for t in release_table_names(person) if t not in skip))
+    return ("total_population", *release_table_names(person, household_schema(manifest)))
 
 
-def _not_simulated(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The tables of a household run, and why the simulation leaves them out; ``None``
-    for a release without one."""
+def household_run_record(manifest: Mapping[str, Any], plan: AMCPlan) -> dict[str, Any] | None:
+    """How the simulation re-released the household run of a release (``None`` for a
+    release without one): its ``schema`` and ``tables``, what was re-released
+    (``re_released``), how its person run was estimated (``person_run``) and the
+    plausible truth of its households (``households_truth``)."""
     schema = household_schema(manifest)
     if schema is None:
         return None
+    held = ["housing units"]
+    if plan.inv.gq_types is not None:
+        held.append("facilities by GQ type (gq_vect)")
+    if plan.inv.h1_occupied is not None:
+        held.append("the P.L. 94 release's occupied units (h1_occupied)")
+    tenure = plan.blocks is not None and plan.blocks.tenure is not None
     record: dict[str, Any] = {
+        "schema": schema,
         "tables": list(household_run_tables(manifest)),
-        "reason": f"{NO_ERROR_BARS} ({schema})",
-        "person_run": "re-released alone (its own budget, schema and estimator)",
+        "re_released": (
+            "each re-release measures the plausible truth's households"
+            + (" and units by tenvacgq" if tenure else "")
+            + " again with the release's own household plan, budget, per-geounit shares "
+            "and spine (fresh seeded noise) and estimates them as the release did, held "
+            f"to the same invariants ({', '.join(held)}) and constraints"
+        ),
+        "households_truth": "the released households, decoded from the unit MDF",
     }
-    if schema == HOUSEHOLD_SCHEMA and manifest.get("units_estimation") == "consistent":
-        record["person_run"] += (
-            "; the release held its persons to its households' sizes, the simulation to "
-            "the invariants alone"
+    if schema == HOUSEHOLD_SCHEMA and plan.options.unit_consistency == "consistent":
+        record["person_run"] = (
+            "held to the re-released households' sizes, as the release held its persons "
+            "(units_estimation consistent)"
+        )
+    else:
+        record["person_run"] = "estimated apart from the households, as the release was"
+    if plan.rough:
+        record["households_truth"] += f"; {plan.rough}"
+    else:
+        record["households_truth"] += (
+            " (the rough truth moves persons between blocks, not households)"
         )
     return record
 
@@ -283,9 +305,9 @@ def simulate_release_errors(
         progress: one line per simulation.
 
     Returns:
-        ``{"method", "plausible_truth", "simulations", "seed", "seeds", "by_level":
-        {measure: {level: record}}, "margins": {measure: {level: record}}, "by_size":
-        {level: [...]}}``.
+        ``{"method", "plausible_truth", "simulations", "seed", "seeds", "measures",
+        "household_run" (:func:`household_run_record`), "by_level": {measure: {level:
+        record}}, "margins": {measure: {level: record}}, "by_size": {level: [...]}}``.
 
     Raises:
         InputError: for a release without a recorded budget or MDF.
@@ -306,7 +328,7 @@ def simulate_release_errors(
         RunDir(run).mdf_file("units"),
         needed_by="the simulation of the release's counts",
     )
-    plan = amc_plan(run)  # a household run's: the person run alone
+    plan = amc_plan(run)  # a household run re-released with the persons
     levels = tuple(plan.geo.tabulation.geolevels.names)
     measures = release_measures(manifest)
     pool = ErrorPool(levels, measures)
@@ -339,7 +361,7 @@ def simulate_release_errors(
         "seeds": amc.seeds,
         "seconds": round(time.perf_counter() - t0, 3),
         "measures": list(measures),
-        "not_simulated": _not_simulated(manifest),
+        "household_run": household_run_record(manifest, plan),
         "by_level": pool.summary(),
         "margins": _margin_record(amc, levels, measures),
         "by_size": pool.by_size(),

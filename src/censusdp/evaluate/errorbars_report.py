@@ -37,6 +37,15 @@ _MEASURE_TITLES = {
     "P12": "P12 Sex by age for selected age categories",
     "PCT12": "PCT12 Sex by single-year age",
     "GQ1": "GQ1 Group quarters population by detailed type",
+    "P15": "P15 Hispanic or Latino origin of householder by race of householder",
+    "P18": "P18 Household type",
+    "P22": "P22 Household type by age of householder",
+    "H13": "H13 Household size",
+    "P16": "P16 Household type",
+    "H3": "H3 Occupancy status",
+    "H4": "H4 Tenure",
+    "H5": "H5 Vacancy status",
+    "H9": "H9 Household size",
 }
 
 
@@ -277,12 +286,14 @@ def render_expected_report(
     gls = result.get("gls") or {}
     if gls.get("available") is False:
         parts.append(f"<p><b>GLS estimates:</b> not available: {esc(gls.get('reason'))}</p>")
-    skipped = rel.get("not_simulated")
-    if skipped:  # a household run's tables
+    household = rel.get("household_run")
+    if household:  # the household run's tables, re-released with the persons
         parts.append(
-            f'<p id="not-simulated"><b>{esc(", ".join(skipped["tables"]))}:</b> '
-            f"{esc(skipped['reason'])}. The person run's tables below: its "
-            f"{esc(skipped['person_run'])}.</p>"
+            f'<p id="household-run"><b>{esc(", ".join(household["tables"]))}</b> are made '
+            f"by the release's household run ({esc(household['schema'])}): "
+            f"{esc(household['re_released'])}. Its plausible truth: "
+            f"{esc(household['households_truth'])}. The persons are "
+            f"{esc(household['person_run'])}.</p>"
         )
     parts.append("</section>")
     parts.append('<section id="expected"><h2>Expected errors by geolevel and table</h2>')

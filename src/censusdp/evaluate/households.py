@@ -37,7 +37,12 @@ from censusdp.io.cef import unit_rows_of
 from censusdp.io.cef_households import households_of
 from censusdp.io.rundir import RunDir
 from censusdp.release.household_runs import HOUSEHOLD_SCHEMA, has_household_run
-from censusdp.tables import HOUSEHOLD_TABLE_NAMES, table_definition, tables_to_arrays
+from censusdp.tables import (
+    HOUSEHOLD_TABLE_NAMES,
+    household_table_arrays,
+    table_definition,
+    tables_to_arrays,
+)
 from censusdp.tables.dhc import DHC_HOUSEHOLD_TABLE_NAMES
 
 __all__ = [
@@ -105,14 +110,7 @@ def truth_household_tables(
         return truth_dhc_household_tables(persons, units, hierarchy)
     if "rel" not in persons:
         return None
-    levels = hierarchy.aggregate(truth_households(persons, units, hierarchy))
-    return {
-        name: [
-            np.asarray((lv @ table_definition(name).matrix).toarray(), dtype=np.int64)
-            for lv in levels
-        ]
-        for name in HOUSEHOLD_TABLE_NAMES
-    }
+    return household_table_arrays(truth_households(persons, units, hierarchy), None, hierarchy)
 
 
 def released_household_tables(

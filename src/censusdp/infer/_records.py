@@ -18,7 +18,7 @@ from censusdp.infer.amc import AMCResult
 from censusdp.infer.gls import Z90, Z95, LineSet, make_lines
 from censusdp.infer.published import PREFERRED_NOTE, published_variables
 from censusdp.privacy.release_budget import release_privacy
-from censusdp.release.household_runs import NO_ERROR_BARS, household_schema
+from censusdp.release.household_runs import NO_GLS, household_schema
 from censusdp.release.manifest import recorded_budgets
 from censusdp.release.spine import ReleaseGeography
 from censusdp.tables import PERSON_TABLES, table_definition
@@ -210,11 +210,13 @@ HOUSING_UNITS = "H1_001N"
 def household_lines(manifest: Mapping[str, Any]) -> dict[str, str]:
     """The lines infer does not estimate for a release with a household run, each with
     why: the occupied and vacant housing units (H1_002N, H1_003N), which its household
-    run makes; empty for any other release (H1_001N, the housing units, is invariant)."""
+    run makes (their margins of error are simulated: ``--simulations`` re-releases the
+    household run too); empty for any other release (H1_001N, the housing units, is
+    invariant)."""
     schema = household_schema(manifest)
     if schema is None:
         return {}
-    why = f"{NO_ERROR_BARS} ({schema}), which infer has no GLS of yet"
+    why = f"{NO_GLS} ({schema}); their moe90 and moe95 come from --simulations"
     return {v: why for v in table_definition("H1").variables if v != HOUSING_UNITS}
 
 

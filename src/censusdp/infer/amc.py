@@ -68,20 +68,26 @@ from censusdp.data.histograms import pl94_map
 from censusdp.data.invariants import Invariants
 from censusdp.data.measurements import measured_rows
 from censusdp.data.queries import make_query
-from censusdp.data.schema import Schema, get_schema
+from censusdp.data.schema import Schema, get_schema, unit_schema_of
 from censusdp.errors import ConfigError, InternalError
 from censusdp.infer._rough import roughen_blocks
 from censusdp.infer.options import AMC_TRUTHS, MarginOptions
 from censusdp.privacy.randomness import RandomSource
 from censusdp.progress import Progress, say
-from censusdp.release.estimation import estimate_histograms
-from censusdp.release.measure import measure
+from censusdp.release.estimation import ReleasedBlocks, estimate_histograms
+from censusdp.release.measure import measure, plan_by_histogram
 from censusdp.release.options import ReleaseOptions
 from censusdp.release.spine import ReleaseGeography
-from censusdp.tables import TABLE_NAMES, release_table_names, table_arrays, table_definition
+from censusdp.tables import (
+    TABLE_NAMES,
+    household_table_arrays,
+    release_table_names,
+    table_arrays,
+)
 from censusdp.tables.dhc import dhc_person_table_arrays
 
 __all__ = [
+    "HELD_TO_HOUSEHOLDS",
     "AMCPlan",
     "AMCResult",
     "Observer",
@@ -91,11 +97,20 @@ __all__ = [
     "plausible_truth",
     "released_tables",
     "require_affordable",
+    "rerelease_measurements",
     "rerelease_values",
     "rough_truth",
     "simulate_margins",
     "simulation_memory",
 ]
+
+HELD_TO_HOUSEHOLDS = (
+    "the release held its persons to its households' sizes, and so does each re-release: "
+    "the rough truth, which moves persons between blocks, would no longer fit the "
+    "households, so the release itself (its MDF) is re-released"
+)
+"""Why a DDP household release held consistent is re-released from its MDF alone
+(:attr:`AMCPlan.rough`)."""
 
 BYTES_PER_VALUE = 24
 """Bytes a noisy value takes while it is measured: its exact answer, its noise, itself."""
@@ -108,68 +123,91 @@ class AMCPlan:
     Attributes:
         schema: the person schema measured.
         person_levels: the plausible truth's person histograms, per estimation level.
-        unit_levels: its housing-unit (vacant, occupied) histograms, or ``None`` when the
-            release did not measure units.
+        unit_levels: its unit run's histograms per estimation level of the unit run's
+            hierarchy, by the schema of each histogram the run measures (``units``: the
+            (vacant, occupied) units; a household run's ``household2010`` or
+            ``dhch-2020`` households, and beside the latter the ``dhc-units-2020`` units
+            by ``tenvacgq``), or ``None`` when the release did not measure units.
         inv: the invariants (tabulation order).
         geo: the release's geography (tabulation and spine).
         plans: the person and unit measurement plans ``(geolevel, query, mechanism)``.
         shares: the person and unit per-geounit shares (spine bypass) or ``None``.
         options: the release's estimation options for
-            :func:`~censusdp.release.estimation.estimate_tables` (its ``postprocess``,
-            unit consistency, ``estimator``, ``max_children`` and ``fidelity``).
-        truth: the plausible truth's tables (:func:`censusdp.tables.table_arrays` layout).
-        blocks: its block histograms (persons in the measured schema, ``pl94``, units),
-            what :func:`rough_truth` moves; ``None``: not kept.
-        unsimulated: the published variables (P1-P5, H1) whose counts the simulation
-            does not re-release: the occupied and vacant lines of a household run's
-            release, whose unit run is left out (the person run alone is re-released;
-            their mean squared errors are NaN).
+            :func:`~censusdp.release.estimation.estimate_histograms` (its
+            ``postprocess``, unit consistency, ``estimator``, ``max_children`` and
+            ``fidelity``).
+        truth: the plausible truth's tables (:func:`censusdp.tables.table_arrays` layout,
+            and a household run's tables: :func:`released_tables`).
+        blocks: its block histograms, what :func:`rough_truth` moves; ``None``: not kept.
+        unit_schema: the schema of the unit run (``units``, ``household2010``,
+            ``dhch-2020``).
+        rough: why the rough truth is not drawn for this release (``""``: it is, when
+            asked): a release that held its persons to its households' sizes is
+            re-released from its own MDF, whose persons fit its households.
     """
 
     schema: Schema
     person_levels: list[Any]
-    unit_levels: list[Any] | None
+    unit_levels: dict[str, list[Any]] | None
     inv: Invariants
     geo: ReleaseGeography
     plans: tuple[list[tuple[str, str, object]], list[tuple[str, str, object]] | None]
     shares: tuple[Any, Any]
     options: ReleaseOptions
     truth: dict[str, list[np.ndarray]]
-    blocks: tuple[Any, Any, Any] | None = None
-    unsimulated: tuple[str, ...] = ()
+    blocks: ReleasedBlocks | None = None
+    unit_schema: str = "units"
+    rough: str = ""
 
 
 def released_tables(
-    schema: Schema, person: Any, pl94: Any, units: Any, geo: ReleaseGeography
+    schema: Schema, blocks: ReleasedBlocks, geo: ReleaseGeography
 ) -> dict[str, list[np.ndarray]]:
-    """The tables of released block histograms on the tabulation's blocks (the persons
-    in ``schema``, ``pl94``, the units): P1-P5 and H1, and the DHC person tables of a
-    ``dhcp-2020`` person run (:func:`censusdp.tables.table_arrays` layout)."""
-    out = table_arrays(pl94, units, geo.tabulation)
+    """The tables of released block histograms on the tabulation's blocks: P1-P5 and H1,
+    the DHC person tables of a ``dhcp-2020`` person run (``schema``), and a household
+    run's household tables (:func:`censusdp.tables.household_table_arrays`), in
+    :func:`censusdp.tables.table_arrays` layout."""
+    out = table_arrays(blocks.pl94, blocks.units, geo.tabulation)
     person_tables = tuple(t for t in release_table_names(schema.name) if t not in TABLE_NAMES)
     if person_tables:
-        out.update(dhc_person_table_arrays(person, geo.tabulation, person_tables))
+        out.update(dhc_person_table_arrays(blocks.persons, geo.tabulation, person_tables))
+    if blocks.households is not None:
+        out.update(household_table_arrays(blocks.households, blocks.tenure, geo.tabulation))
     return out
 
 
-def plausible_truth(amc: AMCPlan, person: Any, pl94: Any, units: Any) -> AMCPlan:
+def _unit_histograms(amc: AMCPlan, blocks: ReleasedBlocks) -> dict[str, Any]:
+    """The block histograms the unit run of ``amc`` measures, by schema, on the
+    tabulation's blocks."""
+    if blocks.households is None:
+        return {"units": sp.csr_matrix(blocks.units)[:, :2]}  # vacant, occupied
+    out = {amc.unit_schema: blocks.households}
+    if blocks.tenure is not None:
+        beside = unit_schema_of(amc.unit_schema)
+        assert beside is not None  # a run with a unit histogram has its schema
+        out[beside.name] = blocks.tenure
+    return out
+
+
+def plausible_truth(amc: AMCPlan, blocks: ReleasedBlocks) -> AMCPlan:
     """``amc`` with another plausible truth: released block histograms on the
-    tabulation's blocks (the persons in the measured schema, ``pl94``, the units), as
-    :func:`censusdp.release.estimation.estimate_histograms` returns them and a release's
-    MDF is read back."""
+    tabulation's blocks, as :func:`censusdp.release.estimation.estimate_histograms`
+    returns them and a release's MDF is read back."""
     geo = amc.geo
     mh = geo.estimation
     unit_levels = None
-    if amc.plans[1] is not None:
-        # the unit run on its own spine
+    if amc.plans[1] is not None:  # the unit run on its own spine
         uh = geo.units.estimation
-        unit_levels = uh.aggregate(geo.units.to_estimation(sp.csr_matrix(units)[:, :2]))
+        unit_levels = {
+            name: uh.aggregate(geo.units.to_estimation(sp.csr_matrix(h, dtype=np.int64)))
+            for name, h in _unit_histograms(amc, blocks).items()
+        }
     return dataclasses.replace(
         amc,
-        person_levels=mh.aggregate(geo.to_estimation(sp.csr_matrix(person))),
+        person_levels=mh.aggregate(geo.to_estimation(sp.csr_matrix(blocks.persons))),
         unit_levels=unit_levels,
-        truth=released_tables(amc.schema, person, pl94, units, geo),
-        blocks=(person, pl94, units),
+        truth=released_tables(amc.schema, blocks, geo),
+        blocks=blocks,
     )
 
 
@@ -183,7 +221,8 @@ def rough_truth(
     deconvolved cell by cell; block groups' totals, group quarters and invariants kept.
     A block's occupied housing units are held to its new household persons (at most one
     per person, at least one when it has persons and housing units), its housing units
-    kept.
+    kept; a household run's households (and so its occupied units) are kept as they
+    are: its run is estimated apart from the persons (``amc.rough`` is empty).
 
     Raises:
         InternalError: for a plan without block histograms or schema without ``hhgq``
@@ -192,7 +231,8 @@ def rough_truth(
     variables = {*amc.schema.attribute_names, *(r.name for r in amc.schema.recodes)}
     if amc.blocks is None or "hhgq" not in variables:
         raise InternalError("rough_truth needs the truth's block histograms and an hhgq schema")
-    person, pl94, units = (sp.csr_matrix(m, dtype=np.int64) for m in amc.blocks)
+    blocks = amc.blocks
+    person, units = (sp.csr_matrix(m, dtype=np.int64) for m in (blocks.persons, blocks.units))
     tab = amc.geo.tabulation
     households = amc.schema.cell_levels("hhgq") == 0
     housing = np.asarray(units[:, :2].sum(axis=1)).ravel()
@@ -202,12 +242,16 @@ def rough_truth(
         rough_pl94 = rough
     else:  # a richer schema: its pl94 view from the same persons
         rough_pl94 = sp.csr_matrix(rough @ pl94_map(amc.schema), dtype=np.int64)
-    occupied = np.asarray(units[:, 1].toarray()).ravel()
-    occupied = np.minimum(occupied, hh)
-    occupied = np.where((hh > 0) & (occupied == 0) & (housing > 0), 1, occupied)
-    dense = units.toarray()
-    dense[:, 0], dense[:, 1] = housing - occupied, occupied
-    return plausible_truth(amc, rough, rough_pl94, sp.csr_matrix(dense))
+    if blocks.households is None:
+        occupied = np.asarray(units[:, 1].toarray()).ravel()
+        occupied = np.minimum(occupied, hh)
+        occupied = np.where((hh > 0) & (occupied == 0) & (housing > 0), 1, occupied)
+        dense = units.toarray()
+        dense[:, 0], dense[:, 1] = housing - occupied, occupied
+        units = sp.csr_matrix(dense)
+    return plausible_truth(
+        amc, dataclasses.replace(blocks, persons=rough, pl94=rough_pl94, units=units)
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,23 +294,33 @@ by the law its own re-releases show (:func:`rough_truth`; the default), and ``re
 the MDF as published (the Census Bureau's AMC; the margins run short at small areas)."""
 
 
-def rerelease_values(amc: AMCPlan) -> int:
-    """The noisy values one re-release of ``amc``'s person run holds at once: every
-    planned query's measured rows at every geounit of its level."""
-    mh = amc.geo.estimation
-    names = list(mh.geolevels.names)
-    rows = {
-        q: measured_rows(amc.schema, make_query(amc.schema, q)).size
-        for q in {q for _, q, _ in amc.plans[0]}
-    }
-    return sum(mh.n_units(names.index(level)) * rows[q] for level, q, _ in amc.plans[0])
+def _values(schema: Schema, hierarchy: Any, plan: list[tuple[str, str, object]]) -> int:
+    """The noisy values ``plan`` measures on ``schema``'s histogram: every query's
+    measured rows at every geounit of its level of ``hierarchy``."""
+    names = list(hierarchy.geolevels.names)
+    rows = {q: measured_rows(schema, make_query(schema, q)).size for q in {q for _, q, _ in plan}}
+    return sum(hierarchy.n_units(names.index(level)) * rows[q] for level, q, _ in plan)
+
+
+def rerelease_values(amc: AMCPlan) -> dict[str, int]:
+    """The noisy values one re-release of ``amc`` holds at once, by run: ``persons``,
+    and ``units`` (its unit run's, a household run's households and units included)
+    when it measured units."""
+    out = {"persons": _values(amc.schema, amc.geo.estimation, amc.plans[0])}
+    if amc.plans[1] is not None:
+        run = get_schema(amc.unit_schema)
+        out["units"] = sum(
+            _values(get_schema(name), amc.geo.units.estimation, plan)
+            for name, plan in plan_by_histogram(run, amc.plans[1]).items()
+        )
+    return out
 
 
 def simulation_memory() -> int:
-    """The most memory one re-release's person measurements may take (bytes): half this
+    """The most memory one re-release's measurements may take (bytes): half this
     machine's. They are held at once (:func:`censusdp.release.measure.measure`), so a
-    ``dhcp-2020`` person run's 905,184 live ``detailed`` rows at every geounit are what
-    limit its simulation."""
+    ``dhcp-2020`` person run's 905,184 live ``detailed`` rows at every geounit, and a
+    ``dhch-2020`` household run's, are what limit its simulation."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
     except (AttributeError, OSError, ValueError):  # not a POSIX system: a laptop's half
@@ -274,19 +328,28 @@ def simulation_memory() -> int:
 
 
 def require_affordable(amc: AMCPlan, where: object, limit: int | None = None) -> None:
-    """Refuse, before any re-release, a simulation whose person measurements would take
-    more than ``limit`` bytes (default :func:`simulation_memory`).
+    """Refuse, before any re-release, a simulation whose measurements (the person run's
+    and the unit run's, a household run's included) would take more than ``limit``
+    bytes (default :func:`simulation_memory`).
 
     Raises:
-        ConfigError: ``RUN: one re-release of its dhcp-2020 person run holds 2,500,000,000
-            noisy values (56 GB) ...``, saying what reduces it.
+        ConfigError: ``RUN: one re-release of its dhcp-2020 person run and dhch-2020
+            household run holds 2,500,000,000 noisy values (56 GB) ...``, saying what
+            reduces it.
     """
     limit = simulation_memory() if limit is None else limit
-    values = rerelease_values(amc)
+    by_run = rerelease_values(amc)
+    values = sum(by_run.values())
     need = values * BYTES_PER_VALUE
     if need > limit:
+        runs = f"{amc.schema.name} person run"
+        if "units" in by_run:
+            kind = "unit" if amc.unit_schema == "units" else "household"
+            runs += (
+                f" ({by_run['persons']:,}) and {amc.unit_schema} {kind} run ({by_run['units']:,})"
+            )
         raise ConfigError(
-            f"{where}: one re-release of its {amc.schema.name} person run holds {values:,} "
+            f"{where}: one re-release of its {runs} holds {values:,} "
             f"noisy values ({need / 1024**3:.1f} GB) at once, more than half this "
             f"machine's memory ({limit / 1024**3:.1f} GB): no simulated error bars at this "
             "size (--simulations sets how many re-releases, not their size; a release of "
@@ -308,29 +371,51 @@ def _stack(tables: dict[str, list[np.ndarray]], level: int) -> np.ndarray:
     )
 
 
-def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> tuple[Any, Any, Any]:
-    """One re-release of the plausible truth: its released block histograms."""
+def rerelease_measurements(amc: AMCPlan, seed: int) -> tuple[Any, dict[str, Any]]:
+    """The noisy measurements of one re-release of the plausible truth: the person
+    run's, and the unit run's by the schema of each histogram it measures (a household
+    run's households, and beside a DHC run's its units by ``tenvacgq``), each with the
+    release's own plan and per-geounit shares. Each run draws from its own child of
+    ``RandomSource.seeded(seed)``, and a histogram measured beside a run's main one from
+    ``run+schema``'s, as a release's measuring does."""
     source = RandomSource.seeded(seed)
-    mh = amc.geo.estimation
-    ms = measure(
+    persons = measure(
         amc.person_levels,
-        mh,
+        amc.geo.estimation,
         amc.schema,
         amc.plans[0],
         source.child("persons"),
         unit_shares=amc.shares[0],
     )
-    ums = None
+    units: dict[str, Any] = {}
     if amc.unit_levels is not None and amc.plans[1] is not None:
-        ums = measure(
-            amc.unit_levels,
-            amc.geo.units.estimation,  # the unit run's own spine
-            get_schema("units"),
-            amc.plans[1],
-            source.child("units"),
-            unit_shares=amc.shares[1],
-        )
-    return estimate_histograms(ms, ums, amc.inv, amc.geo, amc.options, executor)  # type: ignore[arg-type]
+        run = get_schema(amc.unit_schema)
+        for name, plan in plan_by_histogram(run, amc.plans[1]).items():
+            units[name] = measure(
+                amc.unit_levels[name],
+                amc.geo.units.estimation,  # the unit run's own spine
+                get_schema(name),
+                plan,
+                source.child("units" if name == run.name else f"units+{name}"),
+                unit_shares=amc.shares[1],
+            )
+    return persons, units
+
+
+def _rerelease(amc: AMCPlan, seed: int, executor: object | None) -> ReleasedBlocks:
+    """One re-release of the plausible truth: its released block histograms."""
+    persons, units = rerelease_measurements(amc, seed)
+    main = units.pop(amc.unit_schema, None)
+    beside = next(iter(units.values()), None)  # a DHC household run's tenvacgq
+    return estimate_histograms(
+        persons,
+        main,
+        amc.inv,
+        amc.geo,
+        amc.options,
+        executor,
+        beside,  # type: ignore[arg-type]
+    )
 
 
 @dataclass(eq=False)
@@ -389,7 +474,7 @@ def _generation(
     seeds: Sequence[int],
     run: tuple[object | None, Progress, Observer | None],
     label: str,
-) -> tuple[_SquaredErrors, tuple[Any, Any, Any] | None]:
+) -> tuple[_SquaredErrors, ReleasedBlocks | None]:
     """Re-release ``amc``'s truth once per seed (``run``: the executor, progress and an
     observer of each replicate's tables); the squared errors and the first replicate's
     block histograms (the next generation's truth)."""
@@ -402,18 +487,13 @@ def _generation(
         hists = _rerelease(amc, s, executor)
         if first is None:
             first = hists
-        acc.block_totals.append(np.asarray(hists[1].sum(axis=1)).ravel())
-        acc.block_hists.append(hists[0])
-        tables = released_tables(amc.schema, *hists, amc.geo)
+        acc.block_totals.append(np.asarray(hists.pl94.sum(axis=1)).ravel())
+        acc.block_hists.append(hists.persons)
+        tables = released_tables(amc.schema, hists, amc.geo)
         acc.add(tables, truth, districts)
         if observe is not None:
             observe(amc.truth, tables)
         say(progress, f"AMC {label} re-release {k + 1}/{len(seeds)} (seed {s})")
-    if amc.unsimulated:  # not re-released: no error to report (NaN), not a made-up 0
-        variables = [v for t in TABLE_NAMES for v in table_definition(t).variables]
-        cols = [variables.index(v) for v in amc.unsimulated]
-        for a in (*acc.levels, *acc.districts):
-            a[:, cols] = np.nan
     return acc, first
 
 
@@ -438,8 +518,8 @@ def simulate_margins(
             (re-releases of the MDF); ``seed``, the master seed (:func:`amc_seeds`);
             ``truth``, the plausible truth of the margins (:data:`TRUTHS`): ``rough``
             re-releases the rough truth (:func:`rough_truth`, drawn from the first
-            generation) ``K`` more times, ``2 K`` re-releases in all, ``release`` the
-            MDF alone; ``calibration``, ``K2``, with ``truth="release"``, the second
+            generation) ``K`` more times, ``2 K`` re-releases in all (unless
+            ``amc.rough`` says why not: then the MDF alone), ``release`` the MDF alone; ``calibration``, ``K2``, with ``truth="release"``, the second
             generation (re-releases of the first replicate) that calibrates the first
             (module docstring), 0: none.
         executor: where TopDown's tasks run.
@@ -453,7 +533,7 @@ def simulate_margins(
     simulations, seed, truth = margins.simulations, margins.seed, margins.truth
     if truth not in TRUTHS or (truth == "rough" and margins.calibration):
         raise InternalError(f"AMC truth {truth!r} with calibration {margins.calibration}")
-    if truth == "rough" and simulations > 0:
+    if truth == "rough" and simulations > 0 and not amc.rough:
         return _rough_margins(amc, districts, simulations, seed, (executor, progress, observe))
     k2 = margins.calibration
     seeds = amc_seeds(seed, simulations + k2)
@@ -468,7 +548,7 @@ def simulate_margins(
             raw_levels, raw_districts, seeds, [], raw_levels, raw_districts, ones, dones
         )
     second, _ = _generation(
-        plausible_truth(amc, *replicate),
+        plausible_truth(amc, replicate),
         districts,
         seeds[simulations:],
         (executor, progress, None),
@@ -523,5 +603,5 @@ def _rough_margins(
         [np.ones(a.shape[1]) for a in dists],
         "rough",
         seeds[simulations:],
-        np.asarray(rough.blocks[1].sum(axis=1)).ravel() if rough.blocks else None,
+        np.asarray(rough.blocks.pl94.sum(axis=1)).ravel() if rough.blocks else None,
     )

@@ -60,6 +60,7 @@ from censusdp.infer._records import (
 )
 from censusdp.infer._unit_spine import UnitSpine, rows_on_persons
 from censusdp.infer.amc import (
+    HELD_TO_HOUSEHOLDS,
     AMCPlan,
     AMCResult,
     plausible_truth,
@@ -98,8 +99,10 @@ from censusdp.io.rundir import RunDir
 from censusdp.io.staging import staged_output
 from censusdp.io.tables import read_table_arrays
 from censusdp.progress import Progress, say, task
+from censusdp.release.estimation import ReleasedBlocks
+from censusdp.release.household_runs import HOUSEHOLD_SCHEMA, household_schema
 from censusdp.release.manifest import peak_rss_mb, recorded_budgets
-from censusdp.release.options import Execution, ReleaseOptions
+from censusdp.release.options import UNIT_CONSISTENCY_CHOICES, Execution, ReleaseOptions
 from censusdp.release.spine import ReleaseGeography, geography_of_run
 from censusdp.release.validate import require_valid
 from censusdp.tables import TABLE_NAMES
@@ -488,12 +491,11 @@ def amc_plan(run_dir: str | Path) -> AMCPlan:
 
 
 def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> AMCPlan:
-    """What re-releasing ``run`` needs: its MDF (the plausible truth), budgets, shares
-    and estimation options (:mod:`censusdp.infer.amc`)."""
+    """What re-releasing ``run`` needs: its MDF (the plausible truth: its persons, units
+    and a household run's households), budgets, shares and estimation options
+    (:mod:`censusdp.infer.amc`); refuses, before reading the MDF, a re-release that
+    would not fit in memory (:func:`~censusdp.infer.amc.require_affordable`)."""
     budget, units_budget = recorded_budgets(manifest, str(run.manifest_file))  # type: ignore[arg-type]
-    unsimulated = tuple(household_lines(manifest))
-    if unsimulated:  # a household run: the person run alone is re-released
-        units_budget = None
     postprocess = str(manifest.get("postprocess") or "topdown")
     if postprocess not in ("topdown", "bottomup"):
         raise InputError(
@@ -505,7 +507,6 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
             raise InputError(f"{f}: missing file (--simulations re-releases the MDF)")
     tab, inv = run.invariants(GeoLevels.from_pairs(list(budget.geolevels)))
     schema = get_schema(budget.schema)
-    person, pl94, units = read_mdf_histograms(run.path, tab, schema)
     plans = (
         [(m.geolevel, m.query, m.mechanism) for m in budget.measurements()],
         None
@@ -516,20 +517,30 @@ def _amc_plan(run: RunDir, manifest: ReleaseManifest, geo: ReleaseGeography) -> 
         geo.unit_shares(budget),
         None if units_budget is None else geo.units.unit_shares(units_budget),
     )
-    # the release's own estimation choices (older manifests: the defaults then)
+    # the release's own estimation choices (older manifests: the defaults then; a DHC
+    # household run records a sentence, its fidelity decides)
+    consistency = str(manifest.get("units_estimation") or "consistent")
     options = ReleaseOptions(
         postprocess=postprocess,
-        # a household run's (not re-released) records a sentence: the default then
-        unit_consistency=str(
-            (None if unsimulated else manifest.get("units_estimation")) or "consistent"
-        ),
+        unit_consistency=consistency if consistency in UNIT_CONSISTENCY_CHOICES else "consistent",
         estimator=str(manifest.get("estimator") or "ls"),
         max_children=manifest.get("max_children"),
         fidelity=str((manifest.get("fidelity") or {}).get("mode") or "default"),
     )
-    empty = AMCPlan(schema, [], None, inv, geo, plans, shares, options, {}, None, unsimulated)
+    household = household_schema(manifest)
+    rough = ""
+    if household == HOUSEHOLD_SCHEMA and options.unit_consistency == "consistent":
+        rough = HELD_TO_HOUSEHOLDS
+    unit_schema = "units" if units_budget is None else units_budget.schema
+    empty = AMCPlan(
+        schema, [], None, inv, geo, plans, shares, options, {}, None, unit_schema, rough
+    )
     require_affordable(empty, run.path)
-    return plausible_truth(empty, person, pl94, units)
+    person, pl94, units = read_mdf_histograms(run.path, tab, schema)
+    households, tenure = (
+        (None, None) if household is None else run.mdf_households(tab, household, inv.gq_facilities)
+    )
+    return plausible_truth(empty, ReleasedBlocks(person, pl94, units, households, tenure))
 
 
 def _write_margins(

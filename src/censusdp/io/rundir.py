@@ -18,12 +18,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema
+from censusdp.data.schema_dhc import DHCH_2020
 from censusdp.errors import InputError
 from censusdp.io import layout
+from censusdp.io.mdf_parts import mdf_part_dhc_units, mdf_part_households
 from censusdp.io.nmf_files import read_nmf_rows
 from censusdp.io.nmf_levels import read_geolevel
 from censusdp.io.nmf_read import NMFReader
@@ -228,6 +231,26 @@ class RunDir:
         """The released records of ``run`` in production's layout (MDF2020 persons,
         ``MUD`` units): the parts ``_parts.json`` lists, in order."""
         return read_parts(self.mdf_file(run), what="MDF part")
+
+    def mdf_households(
+        self, hierarchy: Hierarchy, schema: str, gq_facilities: np.ndarray | None = None
+    ) -> tuple[sp.csr_matrix, sp.csr_matrix | None]:
+        """The households of a household run's unit MDF, decoded on ``hierarchy``'s blocks
+        (every record checked, :mod:`censusdp.io.mdf_parts`): a ``household2010`` run's
+        ``(blocks x 387,072)`` households and ``None``; a ``dhch-2020`` run's ``(blocks x
+        1,578,528)`` households and ``(blocks x 35)`` units by ``tenvacgq``.
+        ``gq_facilities``: the published facilities by type, which a ``household2010``
+        MDF's facility records must give block by block.
+
+        Raises:
+            InputError: naming file, row and values of a record that is not one household,
+                vacant unit or facility, or a record outside ``hierarchy``'s blocks.
+        """
+        path = self.mdf_file("units")
+        if schema == DHCH_2020.name:
+            households, tenure = mdf_part_dhc_units(path, hierarchy.blocks)
+            return households, sp.csr_matrix(tenure)
+        return mdf_part_households(path, hierarchy.blocks, gq_facilities=gq_facilities), None
 
     def table(self, name: str, sumlev: str | None = None) -> pa.Table:
         """One published table with GEOID, SUMLEV and NAME (optionally one summary level)."""

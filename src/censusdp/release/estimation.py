@@ -6,7 +6,8 @@ when ``unit_consistency`` is ``consistent`` (:mod:`censusdp.release.consistency`
 household run (unit schema ``household2010``) goes the other way: households first, then
 persons held to them (:mod:`censusdp.release.household_consistency`). The
 same code serves a fresh run, a re-estimate (``run --from-measurements``) and the
-simulated re-releases of ``evaluate`` (:func:`estimate_tables`, nothing written).
+simulated re-releases of ``evaluate`` and ``infer`` (:func:`estimate_histograms`, both
+runs, a household run's households included; nothing written).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from censusdp.tables import table_arrays
 __all__ = [
     "EstimationInputs",
     "ReleaseEstimate",
+    "ReleasedBlocks",
     "UnitHierarchy",
     "estimate_histograms",
     "estimate_runs",
@@ -433,7 +435,7 @@ def estimate_tables(
     options: ReleaseOptions,
     executor: Executor | None = None,
 ) -> dict[str, list[np.ndarray]]:
-    """The published tables a release would hold, estimated from these measurements.
+    """The published P.L. tables a release would hold, estimated from these measurements.
 
     The same estimation as a release (person run, then the housing-unit run held to it),
     without writing anything: for re-running the post-processing on simulated
@@ -446,8 +448,31 @@ def estimate_tables(
         Per table (P1-P5, H1), per level, the ``(units x lines)`` integer arrays
         (:func:`censusdp.tables.table_arrays` layout).
     """
-    _, pl94_hist, units_hist = estimate_histograms(persons, units, inv, geo, options, executor)
-    return table_arrays(pl94_hist, units_hist, geo.tabulation)
+    blocks = estimate_histograms(persons, units, inv, geo, options, executor)
+    return table_arrays(blocks.pl94, blocks.units, geo.tabulation)
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasedBlocks:
+    """A release's released block histograms on the tabulation's blocks (geocode order),
+    as :func:`censusdp.io.mdf_read.read_mdf_histograms` and
+    :meth:`censusdp.io.rundir.RunDir.mdf_households` read a release's MDF back.
+
+    Attributes:
+        persons: the persons in the measured schema.
+        pl94: the persons in ``pl94``.
+        units: the units (:func:`censusdp.data.histograms.unit_histogram` layout: vacant,
+            occupied, then facilities by type).
+        households: a household run's households (``household2010`` or ``dhch-2020``
+            cells; their row sums are the occupied units), ``None`` without one.
+        tenure: a DHC household run's ``(blocks x 35)`` units by ``tenvacgq``.
+    """
+
+    persons: sp.csr_matrix
+    pl94: sp.csr_matrix
+    units: sp.csr_matrix
+    households: sp.csr_matrix | None = None
+    tenure: sp.csr_matrix | None = None
 
 
 def estimate_histograms(
@@ -457,23 +482,31 @@ def estimate_histograms(
     geo: ReleaseGeography,
     options: ReleaseOptions,
     executor: Executor | None = None,
-) -> tuple[sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
-    """The released block histograms :func:`estimate_tables` tabulates, on the
-    tabulation's blocks (geocode order): the persons in the measured schema, ``pl94``,
-    and the units (:func:`censusdp.data.histograms.unit_histogram` layout), as
-    :func:`censusdp.io.mdf_read.read_mdf_histograms` reads a release's MDF back (a
-    simulated release can itself be re-released: :mod:`censusdp.infer.amc`)."""
+    unit_histogram: Measurements | None = None,
+) -> ReleasedBlocks:
+    """The released block histograms :func:`estimate_tables` tabulates (a simulated
+    release can itself be re-released: :mod:`censusdp.infer.amc`); ``units`` a household
+    run's measurements too, and ``unit_histogram`` the unit histogram a DHC household
+    run measures beside its households (its ``tenvacgq``)."""
     if options.postprocess not in ("topdown", "bottomup"):
         raise ConfigError(
             f"postprocess must be 'topdown' or 'bottomup', got {options.postprocess!r}"
         )
     manifest: dict[str, Any] = {}
-    inputs = EstimationInputs.on(geo, inv, persons, units)
+    inputs = EstimationInputs.on(geo, inv, persons, units, unit_histogram)
     est = estimate_runs(inputs, options, Runtime(executor), manifest)
     if geo.spine is not None:
         est = on_tabulation(est, geo, inv, persons.schema, manifest)
     pl94_hist, units_hist = released_histograms(est, inv, persons.schema, manifest)
-    return sp.csr_matrix(est.persons.histograms[-1]), pl94_hist, units_hist
+    households = None
+    if (est.households or est.dhc_households) and est.units is not None:
+        households = sp.csr_matrix(est.units.histograms[-1], dtype=np.int64)
+    tenure = None
+    if est.unit_histogram is not None:
+        tenure = sp.csr_matrix(est.unit_histogram.histograms[-1], dtype=np.int64)
+    return ReleasedBlocks(
+        sp.csr_matrix(est.persons.histograms[-1]), pl94_hist, units_hist, households, tenure
+    )
 
 
 def on_tabulation(

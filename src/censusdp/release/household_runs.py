@@ -5,10 +5,10 @@ production's P.L. 94) or households: the DDP's (schema ``household2010``,
 docs/households.md) or the 2020 DHC's with their units (``dhch-2020``,
 docs/dhc-2020.md). Its manifest records the unit run's budget, with its schema, under
 ``units``. Whatever reads the MDF and the tables reads a household release as any other
-(its unit records say which are occupied). What re-measures or re-estimates a release
-from its NMF (the error bars' simulation, ``infer``) reads its person run, an ordinary
-TopDown run, and leaves out the counts the household run makes
-(:func:`household_run_tables`), saying so with :data:`NO_ERROR_BARS`.
+(its unit records say which are occupied). The error bars' simulation re-releases a
+household run with the persons (:func:`household_run_tables` are the tables it makes);
+``infer``'s GLS reads the person run alone and leaves out the counts the household run
+makes, saying so with :data:`NO_GLS`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from censusdp.tables import release_table_names
 __all__ = [
     "HOUSEHOLD_SCHEMA",
     "HOUSEHOLD_SCHEMAS",
-    "NO_ERROR_BARS",
+    "NO_GLS",
     "has_household_run",
     "household_run_tables",
     "household_schema",
@@ -33,8 +33,8 @@ HOUSEHOLD_SCHEMA = "household2010"
 HOUSEHOLD_SCHEMAS = (HOUSEHOLD_SCHEMA, "dhch-2020")
 """The schemas of a household run: the DDP's and the 2020 DHC's (docs/dhc-2020.md)."""
 
-NO_ERROR_BARS = "no error bars yet: household run"
-"""What the error bars and ``infer`` say of the counts a household run makes."""
+NO_GLS = "infer has no GLS of a household run"
+"""What ``infer`` says of the counts a household run makes."""
 
 
 def _schema_of(units: Any) -> Any:

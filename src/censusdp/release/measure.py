@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from censusdp.data.geography import DEFAULT_CHUNK_VALUES, Hierarchy, family_chunks
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
-from censusdp.data.queries import Query, make_query
+from censusdp.data.queries import Query, make_query, run_query
 from censusdp.data.schema import Schema
 from censusdp.data.spine import UnitShares
 from censusdp.errors import InternalError
@@ -51,6 +51,7 @@ __all__ = [
     "MeasureTask",
     "measure",
     "measure_tasks",
+    "plan_by_histogram",
     "run_measure_task",
     "unit_variances",
 ]
@@ -237,6 +238,27 @@ def _release_scaled(
     if variance.size and np.isfinite(variance).all() and (variance == variance[0]).all():
         return values, float(variance[0])
     return values, variance
+
+
+def plan_by_histogram(
+    schema: Schema, plan: list[tuple[str, str, Any]]
+) -> dict[str, list[tuple[str, str, Any]]]:
+    """A run's plan by the histogram each query reads, keyed by that histogram's schema
+    name: the run's own schema's, and the unit histogram measured beside it
+    (:func:`censusdp.data.queries.run_query`; production's DHC household run measures
+    ``tenvacgq`` on its unit histogram), in plan order."""
+    out: dict[str, list[tuple[str, str, Any]]] = {}
+    for m in plan:
+        out.setdefault(_histogram_of(schema.name, m[1]), []).append(m)
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _histogram_of(schema_name: str, query: str) -> str:
+    """The schema of the histogram query ``query`` of a run on ``schema_name`` reads
+    (building a query of a million-cell schema takes a few hundredths of a second, and
+    each simulated re-release splits its plan again)."""
+    return run_query(schema_name, query)[0].name
 
 
 def measure_tasks(

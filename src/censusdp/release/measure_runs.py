@@ -18,7 +18,6 @@ from typing import Any
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.queries import run_query
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.spine import UnitShares
 from censusdp.io.layout import NMF_FILES
@@ -28,7 +27,7 @@ from censusdp.privacy.randomness import RandomSource
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.progress import task
 from censusdp.release.checkpoint import Checkpoint
-from censusdp.release.measure import measure_tasks
+from censusdp.release.measure import measure_tasks, plan_by_histogram
 from censusdp.release.options import Runtime
 from censusdp.release.parts import PartTask, run_part_task
 from censusdp.release.spine import ReleaseGeography
@@ -56,16 +55,6 @@ class _RunToMeasure:
     first_part: int = 0
     """The index of its first part file (a run's second histogram numbers its parts after
     the first's)."""
-
-
-def _split_plan(schema: Schema, plan: list[tuple[str, str, Any]]) -> dict[str, list]:
-    """A run's plan by the histogram each query reads: its own schema's, and the unit
-    histogram measured beside it (:func:`censusdp.data.queries.run_query`; production's
-    DHC household run measures ``tenvacgq`` on its unit histogram), in plan order."""
-    out: dict[str, list] = {}
-    for m in plan:
-        out.setdefault(run_query(schema.name, m[1])[0].name, []).append(m)
-    return out
 
 
 def _measure_to_parts(
@@ -270,7 +259,7 @@ def measure_runs(
     record: dict[str, Any] = {"noisy_values_by_level": {}}
     for run, (b, schema) in runs.items():
         done = checkpoint.measured(run) if checkpoint is not None else None
-        plans = _split_plan(schema, _plan(b))
+        plans = plan_by_histogram(schema, _plan(b))
         if done is not None:
             for k in plans:
                 hists.pop(histogram_key(run, k, schema.name))

@@ -48,6 +48,7 @@ from censusdp.tables.dhc import (
     DHC_HOUSEHOLD_TABLE_NAMES,
     DHC_PERSON_TABLE_NAMES,
     DHC_TABLE_NAMES,
+    dhc_household_rows,
     dhc_table_definition,
 )
 from censusdp.tables.geoids import (
@@ -69,6 +70,7 @@ __all__ = [
     "TABLE_NAMES",
     "TableDefinition",
     "codebook",
+    "household_table_arrays",
     "identifier_columns",
     "level_identifiers",
     "release_table_names",
@@ -265,11 +267,39 @@ def table_arrays(
         "persons": hierarchy.aggregate(sp.csr_matrix(person_hist, dtype=np.int64)),
         "units": hierarchy.aggregate(sp.csr_matrix(unit_hist, dtype=np.int64)),
     }
+    return _level_tables(TABLE_NAMES, levels)
+
+
+def _level_tables(
+    names: tuple[str, ...], levels: Mapping[str, list[sp.spmatrix]]
+) -> dict[str, list[np.ndarray]]:
+    """Per table of ``names``, its dense ``(units x lines)`` int64 array of each level,
+    from ``levels``: per table source, the histograms of every level."""
     out: dict[str, list[np.ndarray]] = {}
-    for name in TABLE_NAMES:
+    for name in names:
         d = table_definition(name)
         out[name] = [np.asarray((h @ d.matrix).toarray(), dtype=np.int64) for h in levels[d.source]]
     return out
+
+
+def household_table_arrays(
+    households: sp.spmatrix, tenure: sp.spmatrix | np.ndarray | None, hierarchy: Hierarchy
+) -> dict[str, list[np.ndarray]]:
+    """Per household table of a household run, a dense ``(units x lines)`` int64 array
+    for each level (top first), the layout of :func:`table_arrays`: from ``household2010``
+    block households (``tenure`` ``None``) the DDP's P15, P18, P22, H13; from
+    ``dhch-2020`` ones and their blocks' ``(blocks x 35)`` units by ``tenvacgq``
+    (``tenure``) the DHC's P16, H3, H4, H5, H9."""
+    hh = sp.csr_matrix(households, dtype=np.int64)
+    if tenure is None:
+        names, levels = HOUSEHOLD_TABLE_NAMES, {"households": hierarchy.aggregate(hh)}
+    else:
+        names = DHC_HOUSEHOLD_TABLE_NAMES
+        levels = {
+            "dhc_households": hierarchy.aggregate(dhc_household_rows(hh)),
+            "dhc_units": hierarchy.aggregate(sp.csr_matrix(tenure, dtype=np.int64)),
+        }
+    return _level_tables(names, levels)
 
 
 def tabulate_histograms(

@@ -199,36 +199,102 @@ def test_evaluate_reads_a_household_release(state: Path, tmp_path: Path, capsys)
     assert abs(block["mean_error"]) < 0.05
 
 
-def test_error_bars_and_infer_read_the_person_run_of_a_household_release(
+def test_error_bars_cover_the_household_run_and_infer_reads_the_person_run(
     state: Path, tmp_path: Path, capsys
 ) -> None:
-    """The person run (``pl94``) re-released and estimated as a P.L. release's; H1's
-    occupancy and the household tables, which the household run makes, said not done."""
+    """The error bars re-release the household run with the persons (held to the
+    households' sizes, as the release was): H1 and the household tables get theirs;
+    infer's GLS reads the person run (``pl94``) and says in one line it has none of the
+    household run's lines, whose AMC margins ``--simulations`` gives."""
     run = str(state / "reference")
     out = tmp_path / "expected.json"
     assert main(["evaluate", run, "--simulations", "1", "-q", "--json", str(out)]) == 0
-    line = "H1, P15, P18, P22, H13: no error bars yet: household run (household2010)"
+    line = (
+        "H1, P15, P18, P22, H13: error bars of the household run (household2010), "
+        "re-released with the persons; the persons held to the re-released households' "
+        "sizes, as the release held its persons (units_estimation consistent)"
+    )
     assert line in capsys.readouterr().out.splitlines()
     result = json.loads(out.read_text())
     released = result["released"]
-    assert released["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5"]
-    assert "held its persons to its households" in released["not_simulated"]["person_run"]
-    assert released["by_level"]["P1"]["Block"]["mae"] > 0 and "H1" not in released["by_level"]
+    household = ["H1", "P15", "P18", "P22", "H13"]
+    assert released["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5", *household]
+    assert released["household_run"]["tables"] == household
+    assert "held to the re-released households' sizes" in released["household_run"]["person_run"]
+    # the persons fit the households only in the release itself: no rough truth drawn
+    assert released["plausible_truth"] == "the release itself (its MDF and tables)"
+    for table in household:
+        assert released["by_level"][table]["Block"]["mae"] > 0, table
+        assert released["by_level"][table]["Block"]["counts_per_simulation"] >= 44
+    assert released["margins"]["H1"]["Block"]["moe90"] > 0
+    assert released["by_level"]["P1"]["Block"]["mae"] > 0
     assert result["gls"]["available"] and result["gls"]["by_level"]["P1"]["Block"]["mean_sd"] > 0
     args = ["infer", run, "--out", str(tmp_path / "inf"), "--simulations", "1", "-q"]
     assert main(args) == 0
     said = [ln for ln in capsys.readouterr().out.splitlines() if "not estimated" in ln]
     assert said == [
-        "H1_002N, H1_003N not estimated: no error bars yet: household run (household2010), "
-        "which infer has no GLS of yet"
+        "H1_002N, H1_003N not estimated: infer has no GLS of a household run (household2010); "
+        "their moe90 and moe95 come from --simulations"
     ]
     margins = pq.read_table(tmp_path / "inf" / "margins.parquet").to_pydict()
     rows = list(zip(margins["variable"], margins["gls_sd"], margins["moe90"], strict=True))
-    assert all(sd is None and moe is None for v, sd, moe in rows if v in ("H1_002N", "H1_003N"))
+    assert all(sd is None for v, sd, _ in rows if v in ("H1_002N", "H1_003N"))
+    assert any(moe for v, _, moe in rows if v == "H1_002N")  # the households re-released
     assert all(sd == moe == 0 for v, sd, moe in rows if v == "H1_001N")  # invariant
     assert any(sd and moe for v, sd, moe in rows if v == "P1_001N")  # the person run's
     manifest = json.loads((tmp_path / "inf" / "manifest.json").read_text())
     assert set(manifest["not_estimated"]) == {"H1_002N", "H1_003N"}
+
+
+def test_a_re_release_draws_the_households_noise_at_the_release_scale(state: Path) -> None:
+    """Each re-release measures the households with the release's own mechanisms (the
+    variance of every household query at every level is the NMF's) and fresh noise: at
+    the release's budget the household tables' errors are those of its noise; with the
+    household budget a million times larger they all but vanish (a re-release that kept
+    the truth's answers, or drew them at another scale, fails one or the other)."""
+    import dataclasses
+    from fractions import Fraction
+
+    import numpy as np
+    import pyarrow as pa
+
+    from censusdp.evaluate.errorbars import ErrorPool
+    from censusdp.infer.amc import rerelease_measurements, simulate_margins
+    from censusdp.infer.options import MarginOptions
+    from censusdp.infer.release import amc_plan
+    from censusdp.io.rundir import RunDir
+    from censusdp.privacy.budget import scaled_mechanism
+
+    run = state / "reference"
+    plan = amc_plan(run)
+    _, units = rerelease_measurements(plan, 5)
+    assert set(units) == {"household2010"}
+    nmf = RunDir(run).nmf_table("units").select(["geolevel", "query", "variance"])
+    nmf = nmf.cast(pa.schema([("geolevel", pa.string()), ("query", pa.string()),
+                              ("variance", pa.float64())]))  # fmt: skip
+    distinct = nmf.group_by(nmf.column_names).aggregate([])
+    recorded = set(zip(*(distinct[c].to_pylist() for c in nmf.column_names), strict=True))
+    drawn = {
+        (m.geolevel, m.query, float(v))
+        for m in units["household2010"]
+        for v in np.unique(m.variance)
+        if np.isfinite(v)  # a bypassed single child is not measured
+    }
+    assert drawn == recorded and len(drawn) >= 30
+
+    def block_errors(p) -> dict[str, float]:
+        levels = tuple(p.geo.tabulation.geolevels.names)
+        pool = ErrorPool(levels, ("H1", "P18", "H13"))
+        margins = MarginOptions(simulations=1, seed=3, truth="release")
+        simulate_margins(p, [], margins, observe=pool.add)
+        return {t: rec["Block"]["mae"] for t, rec in pool.summary().items()}
+
+    sharp_plan = [(g, q, scaled_mechanism(m, Fraction(10**6))) for g, q, m in plan.plans[1]]
+    release = block_errors(plan)
+    sharp = block_errors(dataclasses.replace(plan, plans=(plan.plans[0], sharp_plan)))
+    for table in ("H1", "P18", "H13"):
+        assert release[table] > 0.3, (table, release)
+        assert sharp[table] < 0.1 * release[table], (table, sharp, release)
 
 
 def test_evaluate_trials_rerun_a_household_release(state: Path, tmp_path: Path) -> None:

@@ -145,6 +145,7 @@ def test_nmf_reader_reads_any_unit_range_like_the_in_memory_set(measured, tmp_pa
                 assert np.array_equal(g.values, w.values)
 
 
+@pytest.mark.slow  # the suite's time (CI skips slow tests); run with -m slow
 def test_nmf_reader_falls_back_for_mixed_row_groups_and_rejects_gaps(measured, tmp_path):
     _, h, levels, plan = measured
     ms = measure(levels, h, PL94, plan, RandomSource.seeded(3))
@@ -183,6 +184,7 @@ def test_chunked_mdf_expansion_equals_the_one_shot_expansion(measured):
         assert np.array_equal(np.concatenate([p[k] for p in parts]), v), k
 
 
+@pytest.mark.slow  # the suite's time (CI skips slow tests); run with -m slow
 def test_small_chunks_give_the_same_release(measured, tmp_path, monkeypatch):
     """A run with tiny measurement and estimation chunks is byte-identical to a default run."""
     import censusdp.release.measure as measure_mod

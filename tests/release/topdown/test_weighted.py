@@ -109,13 +109,34 @@ def test_the_repair_takes_off_what_was_rounded_up_most() -> None:
     assert same.tolist() == counts.tolist() and moved == 0
 
 
+def test_the_repair_makes_a_household_of_one_size_one_of_another_when_bounds_block_it() -> None:
+    """Below the row's lower side with every housing unit occupied (the total at its
+    upper bound) no household can be added: one is moved to a larger size instead, the
+    one rounded up most to the one rounded down most, the total kept. Above the upper
+    side with the total at its lower bound, likewise to a smaller size."""
+    sub, _ = _root(1, c=3)
+    sub = sub.with_bounds(total_upper=np.array([4.0]))
+    weights = np.array([1.0, 2.0, 2.0])
+    x = np.array([[1.6, 1.0, 1.4]])  # 1.6 + 2.0 + 2.8 = 6.4
+    counts = np.array([[2, 1, 1]])  # 2 + 2 + 2 = 6, four households: no room to add
+    fixed, moved = repair_counts(sub, counts, x, RootCap(weights, 7, lower=7), weights)
+    assert fixed.tolist() == [[1, 1, 2]] and moved == 1  # cell 0 up by 0.4, cell 2 down
+    sub = sub.with_bounds(total_lower=np.array([4.0]))
+    x = np.array([[1.6, 1.0, 1.4]])
+    counts = np.array([[1, 2, 1]])  # 1 + 4 + 2 = 7
+    fixed, moved = repair_counts(sub, counts, x, RootCap(weights, 6), weights)
+    assert fixed.tolist() == [[2, 1, 1]] and moved == 1 and int(fixed.sum()) == 4
+
+
 def test_the_repair_refuses_in_one_line_when_lower_bounds_block_it() -> None:
+    """Above the cap with the total at its lower bound and every unit in the lightest
+    cell, no count is left to move."""
     sub, _ = _root(1, c=2)
     sub = sub.with_bounds(total_lower=np.array([5.0]))
     weights = np.array([1.0, 2.0])
     with pytest.raises(
         InfeasibleError,
-        match=r"^child 0: its counts give 8 weighted sum, which must lie in \[0, 4\]",
+        match=r"^child 0: its counts give 5 weighted sum, which must lie in \[0, 4\]",
     ):
         repair_counts(sub, np.array([[3, 3]]), np.array([[3.0, 3.0]]), RootCap(weights, 4), weights)
 

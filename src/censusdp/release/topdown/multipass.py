@@ -12,8 +12,9 @@ the production code; this module runs the passes on one
   so this is the ``opt_tol`` that production's ``findOptimalTol`` solves for, up to the
   solver's residual). The ``total`` query is held as child total bounds and the group
   attribute as group bounds; any other measured query, a partition of the cells, is held
-  row by row (:mod:`censusdp.release.topdown._held`: the DHC person run holds
-  ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows).
+  row by row (:mod:`censusdp.release.topdown._held`; the DHC person run's second outer
+  pass holds ``relgq * age_40_groups * hispanic * cenrace * sex``, 423,360 rows, so, at
+  tolerance 0).
 
 * :func:`round_in_passes`: pass ``p`` is one min-cost flow on the chain network of
   :mod:`censusdp.release.topdown._pass_network`, minimising the L1 distance of pass ``p``'s query
@@ -22,6 +23,11 @@ the production code; this module runs the passes on one
   Like the single-pass rounding it first confines ``X`` to ``floor(x) + {0, 1}``
   (production's binary rounder variables) and falls back to unbounded moves only when
   that box holds no feasible point.
+
+* :func:`solve_interleaved`: outer passes (production's ``L2PlusRounder_interleaved``,
+  the 2020 DHC runs'): each outer pass is the two above on its own passes,
+  and the rounded answers of its last rounding pass's queries are held exactly by every
+  later outer pass, in least squares (a hold of tolerance 0) and in rounding.
 
 Every pass keeps every constraint of the subproblem (parent counts, group and total
 bounds), so the result is as exact as a single pass.
@@ -37,7 +43,7 @@ import numpy as np
 
 from censusdp.data.queries import make_query
 from censusdp.data.schema import Schema
-from censusdp.errors import InfeasibleError, InternalError
+from censusdp.errors import ConfigError, InfeasibleError, InternalError
 from censusdp.release.topdown import _flow, _held, _pass_network
 from censusdp.release.topdown.passes import PassPlan
 from censusdp.release.topdown.problem import Subproblem
@@ -52,6 +58,7 @@ __all__ = [
     "bind_l2",
     "bind_rounding",
     "round_in_passes",
+    "solve_interleaved",
     "solve_l2_passes",
 ]
 
@@ -68,6 +75,9 @@ class L2Passes:
         hold_queries: per pass, the indices of the subproblem's queries (other than the
             total and the group attribute) whose answers later passes hold row by row;
             ``()``: none in any pass.
+        outer: per pass, its outer pass (``()``: all in outer pass 0). A pass holds its
+            answers for the later passes of its own outer pass only; outer passes are
+            joined by their rounding (:func:`solve_interleaved`).
     """
 
     queries: tuple[tuple[int, ...], ...]
@@ -75,6 +85,7 @@ class L2Passes:
     hold_groups: tuple[bool, ...]
     slack: float
     hold_queries: tuple[tuple[int, ...], ...] = ()
+    outer: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.queries)
@@ -86,6 +97,10 @@ class L2Passes:
             object.__setattr__(self, "hold_queries", ((),) * n)
         if len(self.hold_queries) != n:
             raise InternalError("L2Passes hold_queries must have one entry per pass")
+        if not self.outer:
+            object.__setattr__(self, "outer", (0,) * n)
+        if len(self.outer) != n:
+            raise InternalError("L2Passes outer must have one entry per pass")
 
 
 def _key(schema: Schema, name: str) -> frozenset[str]:
@@ -117,18 +132,27 @@ def bind_l2(
     a measured query the plan does not name joins the last pass, so no measurement is
     ever ignored. A held query is held as the child totals (``total``), the group sums
     (the group attribute) or row by row (any other measured query); ``detailed`` is
-    never held (production skips it), nor is a query the level did not measure.
+    never held (production skips it), nor is a query the level did not measure, nor
+    anything the last pass of an outer pass names (no later pass of its outer pass
+    reads it: production's ``if pass_num != self.pass_nums[-1]``).
+    Each pass keeps its outer pass (:class:`~censusdp.release.topdown.passes.PassPlan`
+    ``l2_outer``).
 
     Returns:
         the bound passes, or ``None`` when one pass remains (then :func:`solve_l2` on
         the whole subproblem is the same thing).
+
+    Raises:
+        ConfigError: when two passes or more remain but every least-squares pass of an
+            outer pass names only queries the level did not measure (that outer pass
+            would have nothing to round).
     """
     keys = [_key(schema, m) for m in measured]
     group_key = None if group_variable is None else _key(schema, group_variable)
     special = {frozenset(), group_key, _key(schema, "detailed")}
-    passes: list[tuple[list[int], bool, bool, tuple[int, ...]]] = []
+    passes: list[tuple[list[int], bool, bool, tuple[int, ...], int]] = []
     used: set[int] = set()
-    for names, held in zip(plan.l2, plan.hold, strict=True):
+    for names, held, outer in zip(plan.l2, plan.hold, plan.l2_outer, strict=True):
         wanted = {_key(schema, n) for n in names}
         idx = [i for i, k in enumerate(keys) if k in wanted and i not in used]
         if not idx:
@@ -136,16 +160,25 @@ def bind_l2(
         used.update(idx)
         held_keys = {_key(schema, n) for n in held} & set(keys)
         rows = tuple(i for i, k in enumerate(keys) if k in held_keys and k not in special)
-        passes.append((idx, frozenset() in held_keys, group_key in held_keys, rows))
+        passes.append((idx, frozenset() in held_keys, group_key in held_keys, rows, outer))
     if len(passes) <= 1:
         return None
+    missing = sorted(set(plan.l2_outer) - {p[4] for p in passes})
+    if missing:
+        raise ConfigError(
+            f"pass plan outer pass {missing[0]} has no measured query among the level's "
+            f"{', '.join(measured)}"
+        )
     passes[-1][0].extend(i for i in range(len(keys)) if i not in used)
+    # the last pass of an outer pass holds for none
+    holds = [n + 1 < len(passes) and passes[n + 1][4] == p[4] for n, p in enumerate(passes)]
     return L2Passes(
         queries=tuple(tuple(sorted(p[0])) for p in passes),
-        hold_total=tuple(p[1] for p in passes),
-        hold_groups=tuple(p[2] for p in passes),
+        hold_total=tuple(p[1] and h for p, h in zip(passes, holds, strict=True)),
+        hold_groups=tuple(p[2] and h for p, h in zip(passes, holds, strict=True)),
         slack=plan.opt_tol_slack,
-        hold_queries=tuple(p[3] for p in passes),
+        hold_queries=tuple(p[3] if h else () for p, h in zip(passes, holds, strict=True)),
+        outer=tuple(p[4] for p in passes),
     )
 
 
@@ -183,47 +216,42 @@ def _hold(sub: Subproblem, x: np.ndarray, total: bool, groups: bool, tol: float)
     return sub.with_bounds(**kw)
 
 
-def solve_l2_passes(
+def _run_l2(
     sub: Subproblem,
     passes: L2Passes,
-    *,
-    method: str = "auto",
-    tol: float = 1e-7,
-    feas_tol: float = 1e-8,
-) -> RealSolution:
-    """Least squares in passes (see the module docstring; production's ``DataIndQueriesL2NPass``).
-
-    Args:
-        sub: the (feasible) subproblem with every measured query.
-        passes: the passes bound to ``sub``'s queries (:func:`bind_l2`).
-        method, tol, feas_tol: as for :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`, for
-            every pass.
-
-    Returns:
-        the last pass's solution, with ``method`` the ``+``-joined backends of the passes,
-        ``iterations`` their sum, ``attempts`` every backend tried (prefixed by its pass),
-        and ``objective`` / ``max_violation`` measured on the whole original ``sub``.
-    """
-    t0 = time.perf_counter()
+    indices: Sequence[int],
+    exact: Sequence[_held.Held],
+    anchor: np.ndarray | None,
+    opts: dict,
+) -> tuple[list[RealSolution], list[_held.Held]]:
+    """The least-squares passes ``indices`` of ``passes``, each holding ``exact`` (with
+    ``anchor``, a point meeting them and ``sub``) and the answers the earlier of these
+    passes hold; their solutions and every hold."""
     current = sub
     results: list[RealSolution] = []
-    holds: list[_held.Held] = []
-    for p, queries in enumerate(passes.queries):
-        target = _restrict(current, queries)
+    holds = list(exact)
+    for n, p in enumerate(indices):
+        target = _restrict(current, passes.queries[p])
         if holds:
-            res, _ = _held.solve_held(
-                target, holds, results[-1].x, method=method, tol=tol, feas_tol=feas_tol
-            )
+            start = results[-1].x if results else anchor
+            res, _ = _held.solve_held(target, holds, start, **opts)
         else:
-            res = solve_l2(target, method=method, tol=tol, feas_tol=feas_tol)
+            res = solve_l2(target, **opts)
         results.append(res)
-        if p + 1 < len(passes.queries):
+        if n + 1 < len(indices):
             held_tol = float(res.max_violation) + passes.slack
             current = _hold(current, res.x, passes.hold_total[p], passes.hold_groups[p], held_tol)
             holds.extend(
                 _held.Held.around(sub.query_rows[q], res.x, held_tol, str(q))
                 for q in passes.hold_queries[p]
             )
+    return results, holds
+
+
+def _joined(
+    sub: Subproblem, results: list[RealSolution], holds: list[_held.Held], t0: float
+) -> RealSolution:
+    """The passes' solutions as one: the last one's ``x``, measured on ``sub``."""
     x = results[-1].x
     bad = [r.status for r in results if r.status != "optimal"]
     return RealSolution(
@@ -239,6 +267,93 @@ def solve_l2_passes(
     )
 
 
+def solve_l2_passes(
+    sub: Subproblem,
+    passes: L2Passes,
+    *,
+    method: str = "auto",
+    tol: float = 1e-7,
+    feas_tol: float = 1e-8,
+) -> RealSolution:
+    """Least squares in passes (see the module docstring; production's ``DataIndQueriesL2NPass``).
+
+    Args:
+        sub: the (feasible) subproblem with every measured query.
+        passes: the passes bound to ``sub``'s queries (:func:`bind_l2`), in one outer
+            pass (:func:`solve_interleaved` runs several).
+        method, tol, feas_tol: as for :func:`~censusdp.release.topdown.solvers.least_squares.solve_l2`, for
+            every pass.
+
+    Returns:
+        the last pass's solution, with ``method`` the ``+``-joined backends of the passes,
+        ``iterations`` their sum, ``attempts`` every backend tried (prefixed by its pass),
+        and ``objective`` / ``max_violation`` measured on the whole original ``sub``.
+    """
+    if len(set(passes.outer)) > 1:
+        raise InternalError("passes in several outer passes are solved by solve_interleaved")
+    t0 = time.perf_counter()
+    opts = {"method": method, "tol": tol, "feas_tol": feas_tol}
+    results, holds = _run_l2(sub, passes, range(len(passes.queries)), (), None, opts)
+    return _joined(sub, results, holds, t0)
+
+
+def solve_interleaved(
+    sub: Subproblem,
+    passes: L2Passes,
+    rounding: RoundingPasses,
+    *,
+    method: str = "auto",
+    production: bool = False,
+) -> tuple[RealSolution, np.ndarray]:
+    """Least squares and rounding in outer passes (production's ``L2PlusRounder_interleaved``).
+
+    Each outer pass ``o`` is :func:`solve_l2_passes` on its own least-squares passes, then
+    :func:`round_in_passes` on its own rounding passes; the answers of every query of its
+    last rounding pass are then held exactly, at their rounded values, by every later
+    outer pass, in its least squares (a :class:`~censusdp.release.topdown._held.Held`
+    of tolerance 0, anchored at the rounded counts) and in its rounding. Production
+    (``programs/optimization/sequential_optimizers.py``, ``interleave_optimizations``)
+    appends them to the subproblem's constraints as equalities.
+
+    Args:
+        sub: the (feasible) subproblem with every measured query.
+        passes: the least-squares passes with their outer passes (:func:`bind_l2`).
+        rounding: the rounding passes, with the same outer passes.
+        method: the least-squares backend of every pass.
+        production: production's rounder (:func:`round_in_passes`).
+
+    Returns:
+        the last outer pass's least-squares solution (as :func:`solve_l2_passes` reports
+        it, over every pass) and the final integer counts.
+    """
+    outers = sorted(set(passes.outer))
+    if outers != sorted(set(rounding.outer)):
+        raise InternalError(
+            f"least squares in outer passes {outers}, rounding in {sorted(set(rounding.outer))}"
+        )
+    t0 = time.perf_counter()
+    opts = {"method": method, "tol": 1e-7, "feas_tol": 1e-8}
+    results: list[RealSolution] = []
+    holds: list[_held.Held] = []
+    exact: list[_held.Held] = []
+    counts: np.ndarray | None = None
+    held_queries: list[int] = []
+    for o in outers:
+        l2 = [p for p, po in enumerate(passes.outer) if po == o]
+        res, held = _run_l2(sub, passes, l2, exact, counts, opts)
+        results += res
+        holds += held
+        runs = [p for p, po in enumerate(rounding.outer) if po == o]
+        counts = round_in_passes(
+            sub, res[-1].x, rounding, production=production, run=runs,
+            held_counts=counts, held_queries=held_queries,
+        )  # fmt: skip
+        last = rounding.passes[runs[-1]]
+        held_queries += last
+        exact += [_held.Held.around(rounding.rows[q], counts, 0.0, rounding.names[q]) for q in last]
+    return _joined(sub, results, holds, t0), counts
+
+
 @dataclass(frozen=True, eq=False)
 class RoundingPasses:
     """A plan's rounding passes on one subproblem's kept cells.
@@ -248,12 +363,18 @@ class RoundingPasses:
         rows: per query, ``(c,)`` answer row of every kept cell.
         passes: per pass, indices into ``names``.
         cellwise: per pass, whether ``detailed`` is in it (the cell-wise cost applies).
+        outer: per pass, its outer pass (``()``: all in outer pass 0).
     """
 
     names: tuple[str, ...]
     rows: tuple[np.ndarray, ...]
     passes: tuple[tuple[int, ...], ...]
     cellwise: tuple[bool, ...]
+    outer: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.outer:
+            object.__setattr__(self, "outer", (0,) * len(self.passes))
 
 
 @dataclass(frozen=True, eq=False)
@@ -264,11 +385,12 @@ class RoundingTemplate:
     rows: tuple[np.ndarray, ...]
     passes: tuple[tuple[int, ...], ...]
     cellwise: tuple[bool, ...]
+    outer: tuple[int, ...] = ()
 
     def on(self, kept: np.ndarray) -> RoundingPasses:
         """The passes on the kept cells ``kept`` (schema cell indices)."""
         return RoundingPasses(
-            self.names, tuple(r[kept] for r in self.rows), self.passes, self.cellwise
+            self.names, tuple(r[kept] for r in self.rows), self.passes, self.cellwise, self.outer
         )
 
 
@@ -292,7 +414,9 @@ def bind_rounding(plan: PassPlan, schema: Schema) -> RoundingTemplate:
             idx.append(len(names) - 1)
         passes.append(tuple(idx))
         cellwise.append(any(_key(schema, n) == detailed for n in group))
-    return RoundingTemplate(tuple(names), tuple(rows), tuple(passes), tuple(cellwise))
+    return RoundingTemplate(
+        tuple(names), tuple(rows), tuple(passes), tuple(cellwise), plan.rounder_outer
+    )
 
 
 def round_in_passes(
@@ -302,6 +426,9 @@ def round_in_passes(
     *,
     method: str = "ortools",
     production: bool = False,
+    run: Sequence[int] | None = None,
+    held_counts: np.ndarray | None = None,
+    held_queries: Sequence[int] = (),
 ) -> np.ndarray:
     """Integer rounding in passes (production's ``MultipassRounder``, as min-cost flows).
 
@@ -325,6 +452,11 @@ def round_in_passes(
         passes: the rounding passes on ``sub``'s kept cells.
         method: min-cost flow solver, ``"ortools"`` or ``"linprog"``.
         production: production's rounder (above) instead of censusdp's.
+        run: the passes to run, in order (``None``: every pass).
+        held_counts: ``(k, c)`` integer counts of an earlier outer pass
+            (:func:`solve_interleaved`) whose answers to ``held_queries`` every pass
+            holds exactly.
+        held_queries: indices into ``passes.names``.
 
     Returns:
         ``(k, c)`` int64, every constraint of ``sub`` exact.
@@ -342,11 +474,22 @@ def round_in_passes(
     xs = _snap(x)
     chain = _pass_network.build_chain(sub, passes.rows, passes.names)
     layer_of = {q: lev for lev in chain.levels for q in lev.members}
+
+    def answers(counts: np.ndarray, q: int) -> np.ndarray:
+        lev = layer_of.get(q)
+        if lev is None:  # a cell query: the cells themselves
+            return counts.copy()
+        return _pass_network._row_sum(counts, lev.labels, lev.n_rows)
+
     nq = len(passes.names)
+    order = range(len(passes.passes)) if run is None else run
     for box in (True,) if production else (True, False):
         held: list[np.ndarray | None] = [None] * nq
+        for q in held_queries:
+            held[q] = answers(np.asarray(held_counts, dtype=np.int64), q)
         result = None
-        for p, qs in enumerate(passes.passes):
+        for p in order:
+            qs = passes.passes[p]
             weight = np.zeros(nq, dtype=np.int64)
             weight[list(qs)] += 1
             cellwise = passes.cellwise[p] and not production
@@ -368,11 +511,7 @@ def round_in_passes(
             np.add.at(out, idx, flow[arcs])
             result = out.reshape(sub.k, sub.c)
             for q in qs:
-                lev = layer_of.get(q)
-                if lev is None:  # a cell query: the cells themselves
-                    held[q] = result.copy()
-                else:
-                    held[q] = _pass_network._row_sum(result, lev.labels, lev.n_rows)
+                held[q] = answers(result, q)
         if result is not None:
             return accept(sub, result)
     raise no_integer_solution(sub)

@@ -4,7 +4,8 @@ The 2020 production system does not fit every query at once. Its configuration
 (uscensusbureau/DAS_2020_Redistricting_Production_Code, ``configs/production/pl94/
 person_default.ini``: ``l2_optimization_approach = DataIndUserSpecifiedQueriesNPass``,
 ``rounder_optimization_approach = MultipassRounder``, ``DataIndNPass_toleranceType =
-opt_tol``, ``opt_tol_slack = 0.1``) runs, per parent with its children:
+opt_tol``; its ``opt_tol_slack = 0.1`` is never read: :data:`OPT_TOL_SLACK`) runs, per
+parent with its children:
 
 * **least squares in passes** (``programs/optimization/l2_dataIndep_npass_optimizer.py``,
   class ``DataIndQueriesL2NPass``). Pass ``p`` minimises the weighted squared error of
@@ -38,6 +39,17 @@ Block one least-squares pass fits everything and one rounding pass weighs
 subproblems whose *children* are at its geolevel (production reads the ordering of the
 children's geolevel, ``programs/nodes/manipulate_nodes.py``).
 
+**Outer passes.** The 2020 DHC runs (``configs/production/dhc/unit_US.ini`` and
+``person_US.ini``: ``seq_optimization_approach = L2PlusRounder_interleaved``) nest the
+passes above in *outer* passes (``programs/optimization/sequential_optimizers.py``,
+``L2PlusRounder_interleaved.run`` and ``interleave_optimizations``): each outer pass is a
+whole least squares (its own inner passes, a new optimizer holding only its own
+``constrain_to`` names, ``DataIndQueriesL2NPassDecomp.findOptimalTolAndAddConstrs``) and
+a whole rounding of its answer; then every query of the outer pass's last rounding pass
+becomes an equality constraint at its *rounded* answer, for every child, in all later
+outer passes' least squares and rounding. :class:`PassPlan` ``l2_outer`` and
+``rounder_outer`` say which outer pass each pass is in.
+
 :data:`PRODUCTION_PASSES` holds those orderings as data, keyed by schema and geolevel
 name; :func:`plans_for` picks the plan of every level of a run. ``passes="single"`` turns
 passes off: one least-squares pass over every measured query and the cell-wise rounding
@@ -54,7 +66,6 @@ from censusdp.data.schema_dhc import QUERY_ORDERINGS
 from censusdp.errors import ConfigError
 
 __all__ = [
-    "DHCH_OPT_TOL_SLACK",
     "OPT_TOL_SLACK",
     "PASS_MODES",
     "PRODUCTION_PASSES",
@@ -67,8 +78,14 @@ PASS_MODES = ("production", "single")
 """``"production"``: the orderings of :data:`PRODUCTION_PASSES` where the schema has them
 (one pass elsewhere); ``"single"``: one pass everywhere."""
 
-OPT_TOL_SLACK = 0.1
-"""Production's ``opt_tol_slack`` (persons) added to the optimal tolerance of held answers."""
+OPT_TOL_SLACK = 0.01
+"""Persons added to the optimal tolerance of held answers: production's interleaved
+optimizers pass 0.01 and never read the configurations' ``opt_tol_slack`` (the P.L. 94
+run's ``L2PlusRounderWithBackup_interleaved``, Redistricting code
+``programs/optimization/sequential_optimizers.py``, keeps ``L2PlusRounderWithBackup.__init__``'s
+0.01, though ``person_default.ini`` says 0.1; the DHC runs' ``L2PlusRounder_interleaved``
+the same, ``person_US.ini`` 0.1 and ``unit_US.ini`` 0.01): docs/estimation.md, "Outer
+passes"."""
 
 
 def _names(
@@ -95,6 +112,27 @@ def _names(
     return tuple(out)
 
 
+def _outer(value: Sequence[int], n: int, what: str) -> tuple[int, ...]:
+    """The outer pass of each of ``n`` passes: ``()`` is outer pass 0 for all; else one
+    non-decreasing index per pass, from 0, without a gap."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(
+            f"pass plan {what} must be a sequence of outer pass numbers, got {value!r}"
+        )
+    out = tuple(value) or (0,) * n
+    if len(out) != n:
+        raise ConfigError(f"pass plan {what} has {len(out)} entries for {n} passes")
+    for i, o in enumerate(out):
+        if isinstance(o, bool) or not isinstance(o, int):
+            raise ConfigError(f"pass plan {what} entry {i} must be an integer, got {o!r}")
+        if o != (out[i - 1] if i else 0) and o != (out[i - 1] + 1 if i else 0):
+            raise ConfigError(
+                f"pass plan {what} is {out}; outer passes start at 0 and each pass's is its "
+                "predecessor's or the next"
+            )
+    return out
+
+
 @dataclass(frozen=True)
 class PassPlan:
     """The query ordering of one geolevel (see the module docstring for the method).
@@ -111,12 +149,21 @@ class PassPlan:
             attribute they must be nested (each refines the next coarser one), which
             is what keeps every pass a network flow.
         opt_tol_slack: persons added to the optimal tolerance of held answers.
+        l2_outer: per least-squares pass, its outer pass (``()``: all in outer pass 0).
+        rounder_outer: per rounding pass, its outer pass (``()``: all in outer pass 0).
+            Production's ``L2PlusRounder_interleaved`` runs each outer pass whole, its
+            least squares then its rounding; the queries of the outer pass's last
+            rounding pass are then held *exactly*, at their rounded answers, by every
+            later outer pass, while a ``hold`` reaches only the later least-squares
+            passes of its own outer pass (see the module docstring).
     """
 
     l2: tuple[tuple[str, ...], ...]
     hold: tuple[tuple[str, ...], ...]
     rounder: tuple[tuple[str, ...], ...]
     opt_tol_slack: float = OPT_TOL_SLACK
+    l2_outer: tuple[int, ...] = ()
+    rounder_outer: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -134,6 +181,13 @@ class PassPlan:
         if not math.isfinite(slack) or slack < 0:
             raise ConfigError(f"pass plan opt_tol_slack is {slack}; it must be finite and >= 0")
         set_(self, "opt_tol_slack", float(slack))
+        set_(self, "l2_outer", _outer(self.l2_outer, len(self.l2), "l2_outer"))
+        set_(self, "rounder_outer", _outer(self.rounder_outer, len(self.rounder), "rounder_outer"))
+        if self.l2_outer[-1] != self.rounder_outer[-1]:
+            raise ConfigError(
+                f"pass plan l2_outer has {self.l2_outer[-1] + 1} outer passes but rounder_outer "
+                f"has {self.rounder_outer[-1] + 1}; every outer pass has least squares and rounding"
+            )
         for r, names in enumerate(self.rounder):
             for name in names:
                 earlier = [p for p in range(r) if name in self.rounder[p]]
@@ -194,27 +248,42 @@ _PUBLISHED = PassPlan(
 )
 
 # The 2020 DHC person run (test_strategy_regular_ordering_dhcp_20220811_exp_21_1, every
-# geolevel; data.schema_dhc keeps production's ordering verbatim): least squares over the
-# nine marginal queries, then ``detailed`` holding ``relgq * age_40_groups * hispanic *
-# cenrace * sex`` row by row; rounding of four nested crosses, then ``detailed``.
+# geolevel; data.schema_dhc keeps production's ordering verbatim; person_US.ini's
+# seq_optimization_approach L2PlusRounder_interleaved). The ordering is two outer passes
+# of one least-squares and one rounding pass each: (1) least squares of the nine
+# marginal queries, rounded in four nested crosses, whose rounded answers (2) the least
+# squares of ``detailed`` and its rounding hold exactly. The constrain-to name of the
+# first outer pass (``relgq * age_40_groups * hispanic * cenrace * sex``) holds nothing:
+# it reaches only later least-squares passes of its own outer pass, and there is none
+# (``DataIndQueriesL2NPassDecomp.optimizationPassesLoop``: ``if pass_num !=
+# self.pass_nums[-1]``); that cross is held exactly, rounded, as the finest of the four.
+# The interleaved optimizer gives every least squares ``opt_tol_slack`` 0.01 whatever the
+# configuration says (``L2PlusRounder.__init__``; only ``L2PlusRounder.run`` reads the
+# option): :data:`OPT_TOL_SLACK`, though in this plan it holds nothing.
+
 _DHCP_ORDERING = QUERY_ORDERINGS["dhcp-2020"]
 _DHCP = PassPlan(
-    l2=_DHCP_ORDERING["l2"], hold=_DHCP_ORDERING["constrain_to"], rounder=_DHCP_ORDERING["rounder"]
+    l2=_DHCP_ORDERING["l2"],
+    hold=_DHCP_ORDERING["constrain_to"],
+    rounder=_DHCP_ORDERING["rounder"],
+    opt_tol_slack=OPT_TOL_SLACK,
+    l2_outer=(0, 1),
+    rounder_outer=(0, 1),
 )
 
 # The 2020 DHC household run (test_strategy_regular_ordering_dhch_20220922_exp_iteration_23_1,
-# every geolevel; unit_US.ini's opt_tol_slack 0.01). Production's first pass fits and
-# rounds the unit histogram's tenvacgq alone and holds it; here the units are their own
-# TopDown, estimated before the households and held exactly (release.dhc_units), so the
-# household plan is production's second and third passes: the six marginal household
-# queries, then the two hhage crosses and detailed; rounding two nested crosses, then
-# detailed. The second pass holds
-# sex * hisp * hhtenshort_3lev * race * detailedcoupletypemultgenownchildsize (the 99-level
-# recode), which the strategy does not measure (it measures the 183-level
-# ...gendetownchildsize): production holds only measured queries, so neither does this.
-DHCH_OPT_TOL_SLACK = 0.01
-"""Production's ``opt_tol_slack`` of the DHC household run (``unit_US.ini``)."""
-
+# every geolevel; unit_US.ini's seq_optimization_approach L2PlusRounder_interleaved).
+# Production's ordering has three outer passes of one least-squares and one rounding
+# pass each. Its first fits and rounds the unit
+# histogram's tenvacgq alone and holds it; here the units are their own TopDown,
+# estimated before the households and held exactly (release.dhc_units), so the
+# household plan is production's second and third outer passes: (1) least squares of
+# the six marginal household queries, rounded in the two nested crosses of
+# detailedcoupletypemultgendetownchildsize, whose rounded answers (2) the least squares
+# of the two hhage crosses and detailed, and the rounding of detailed, hold exactly.
+# The constrain-to name of the second outer pass (the unmeasured 99-level
+# ...multgenownchildsize) would hold nothing even if it were measured: it reaches only
+# later least-squares passes of its own outer pass, and there is none.
 UNIT_HISTOGRAM_QUERIES = ("tenvacgq",)
 """The queries of a DHC household ordering that read the unit histogram (its own TopDown)."""
 
@@ -230,7 +299,9 @@ _DHCH = PassPlan(
     l2=_households_only(_DHCH_ORDERING["l2"]),
     hold=_households_only(_DHCH_ORDERING["constrain_to"]),
     rounder=_households_only(_DHCH_ORDERING["rounder"]),
-    opt_tol_slack=DHCH_OPT_TOL_SLACK,
+    opt_tol_slack=OPT_TOL_SLACK,
+    l2_outer=(0, 1),
+    rounder_outer=(0, 1),
 )
 
 PRODUCTION_PASSES: dict[str, dict[str, PassPlan]] = {

@@ -27,6 +27,7 @@ from censusdp.release.topdown.multipass import (
     L2Passes,
     RoundingPasses,
     round_in_passes,
+    solve_interleaved,
     solve_l2_passes,
 )
 from censusdp.release.topdown.problem import Subproblem
@@ -237,12 +238,19 @@ def run_task(task: Task) -> TaskResult:
             if task.estimator == "ls" or sub.child_group is not None
             else solve_maxent(sub, task.estimator, method=task.method, coarse=task.coarse)
         )
+    counts = None  # rounded with the least squares: outer passes
     if solution is None and task.l2_passes is None:
         solution = solve_l2(sub, method=task.method)
+    elif solution is None and task.l2_passes.outer[-1] > 0 and task.rounding is not None:
+        solution, counts = solve_interleaved(
+            sub, task.l2_passes, task.rounding, method=task.method, production=task.production
+        )
     elif solution is None:
         solution = solve_l2_passes(sub, task.l2_passes, method=task.method)
     t2 = time.perf_counter()
-    if task.rounding is None or (sub.parent is None and solution.method == "maxent"):
+    if counts is not None:  # the earlier outer passes' rounding is in solve_seconds
+        counts = np.asarray(counts, dtype=np.int64)
+    elif task.rounding is None or (sub.parent is None and solution.method == "maxent"):
         # a maximum-entropy root (one geounit, its total invariant) has no children's
         # totals to keep: held to the published marginals first, its thin spread over
         # the detailed cells broke ties inside each row by cell order (the state's sex x

@@ -37,7 +37,11 @@ step lowering ``s'n`` by ``s_j >= 1``, until ``s'n <= P``. It is provably possib
 the lower bounds are zero (the household run: groups and totals in ``[0, upper]``):
 taking one off a positive cell keeps every upper bound and every zero lower bound, and
 ``n = 0`` meets ``s'n = 0 <= P``; so the repair stops after at most ``s'n - P`` steps.
-Where a positive lower bound blocks it, the repair raises a one-line
+Where a bound blocks it (a positive lower bound when above ``P``; when below a lower
+side ``M``, the households already at their housing units), one unit is moved instead
+between two cells of the same group whose weights differ (a household of one size made
+one of another), which keeps every group's and the total's count; only where no such
+pair is left does the repair raise a one-line
 :class:`~censusdp.errors.InfeasibleError` naming the geounit. Only a task of one unit
 (the root) takes a cap: with several children the row would couple them through the
 parent's column sums, which taking a household off one child breaks.
@@ -227,13 +231,62 @@ def repair_counts(
             room = (gs < np.floor(sub.group_upper[0]))[sub.groups] & (total < sub.total_upper[0])
             room &= (weights > 0) & (w + weights <= cap.upper)
         if not room.any():
-            raise InfeasibleError(
-                f"{sub.child_name(0)}: its counts give {w:g} {cap.what}, which must lie in "
-                f"[{cap.lower:g}, {cap.upper:g}], and its bounds leave no count to move"
-            )
+            pair = _swap(sub, n[0] - x[0], n[0], weights, w, cap, step)
+            if pair is None:
+                raise InfeasibleError(
+                    f"{sub.child_name(0)}: its counts give {w:g} {cap.what}, which must lie "
+                    f"in [{cap.lower:g}, {cap.upper:g}], and its bounds leave no count to move"
+                )
+            i, j = pair
+            n[0, i] -= 1
+            n[0, j] += 1
+            w += weights[j] - weights[i]
+            moved += 1
+            continue
         # the cell rounded furthest in the direction of the move (now, after earlier moves)
         j = int(np.argmax(np.where(room, -step * (n[0] - x[0]), -np.inf)))
         n[0, j] += step
         w += step * weights[j]
         moved += 1
     return n, moved
+
+
+def _swap(
+    sub: Subproblem,
+    rounded_up: np.ndarray,
+    n: np.ndarray,
+    weights: np.ndarray,
+    w: float,
+    cap: RootCap,
+    step: int,
+) -> tuple[int, int] | None:
+    """One unit moved from a cell ``i`` to a cell ``j`` of the same group whose weight
+    moves the weighted sum ``w`` toward the cap without passing it (``step`` +1: up,
+    -1: down): every group's and the total's count is kept, so every bound still holds.
+    For when no unit can be added or taken off (the households at their housing units
+    and their sizes short of the persons, or the reverse). Of the pairs, the one whose
+    ``i`` was rounded up the most and ``j`` down the most (``rounded_up`` is ``n - x``);
+    ``None`` when there is none."""
+    best, pair = -np.inf, None
+    values = np.unique(weights)
+    for a in values:
+        source = (n > 0) & (weights == a)
+        if not source.any():
+            continue
+        for b in values:
+            change = b - a
+            passes = w + change > cap.upper if step > 0 else w + change < cap.lower
+            if step * change <= 0 or passes:
+                continue
+            target = weights == b
+            for g in np.unique(sub.groups[source]):
+                src = np.flatnonzero(source & (sub.groups == g))
+                dst = np.flatnonzero(target & (sub.groups == g))
+                if src.size == 0 or dst.size == 0:
+                    continue
+                i = int(src[np.argmax(rounded_up[src])])
+                j = int(dst[np.argmin(rounded_up[dst])])
+                score = rounded_up[i] - rounded_up[j]
+                if score > best:
+                    best, pair = score, (i, j)
+    return pair
