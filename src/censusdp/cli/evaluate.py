@@ -192,6 +192,9 @@ def _expected(args: argparse.Namespace, emit: Callable[[str], None] | None) -> i
             f"({household['schema']}), re-released with the persons; the persons "
             f"{household['person_run']}"
         )
+    held = result["released"].get("held_to_pl94_release")
+    if held:  # counts every re-release holds to the same P.L. 94 release
+        lines.append(held["note"])
     written = [p for p in (args.json, args.html) if p not in (None, "-")]
     if written:
         lines.append("wrote " + " and ".join(written))

@@ -26,6 +26,7 @@ from censusdp.errors import GeographyError, InputError
 
 __all__ = [
     "N_GQTYPES",
+    "PL94_CROSS",
     "UNIT_CELLS",
     "household_histogram",
     "housing_unit_histogram",
@@ -40,6 +41,13 @@ __all__ = [
 
 N_GQTYPES = len(HHGQ_LEVELS)
 """Unit types: 0 housing unit, 1..7 group-quarters facility types (as ``hhgq``)."""
+
+PL94_CROSS = "hhgq * votingage * hispanic * cenrace"
+"""The cross of a person schema whose rows are the ``pl94`` schema's 2,016 cells in its
+order (C order over HHGQ 8, voting age 2, Hispanic 2, CENRACE 63): what production's DHC
+person run held every geounit to (``Constraints_DHCP.py``, ``pl94``), and the group
+variable of a ``dhcp-2020`` TopDown held to a P.L. 94 release (:func:`pl94_map` maps
+the same cells)."""
 
 UNIT_CELLS = 2 * N_GQTYPES
 """Cells of the unit histogram: ``2 * gqtype + occupied``."""

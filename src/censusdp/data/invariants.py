@@ -33,11 +33,13 @@ from censusdp.errors import InputError
 
 __all__ = [
     "H1_OCCUPIED",
+    "HELD_PL94_COLUMNS",
     "N_HHGQ",
     "Bounds",
     "Invariants",
     "compute_invariants",
     "held_cross_bounds",
+    "held_pl94_from_table",
     "hhgq_bounds_from_total",
     "invariants_from_rows",
     "level_bounds",
@@ -47,6 +49,11 @@ N_HHGQ = 8
 
 H1_OCCUPIED = "h1_occupied"
 """The column of ``invariants.parquet`` holding :attr:`Invariants.h1_occupied`."""
+
+HELD_PL94_COLUMNS = ("geocode", "cell", "count")
+"""The long form of :attr:`Invariants.pl94_persons` (one row per block and ``pl94`` cell
+with persons: the block's geocode, the cell's index in the ``pl94`` schema, the count),
+published by a release held to them (:meth:`Invariants.held_pl94_table`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +76,10 @@ class Invariants:
             94 release's H1 that a DHC household run is held to (production's ``h1``
             invariant: households = these, vacant units = ``housing_units`` minus
             these), or ``None``: published only by a release held to one.
+        pl94_persons: ``(blocks, 2016)`` int64 persons per block of an earlier P.L. 94
+            release in its ``pl94`` cells (HHGQ x voting age x Hispanic x CENRACE) that a
+            DHC person run is held to at every geounit (production's ``pl94``
+            invariant), or ``None``: published only by a release held to one.
     """
 
     blocks: np.ndarray
@@ -78,6 +89,7 @@ class Invariants:
     total_level: int = 1
     gq_types: np.ndarray | None = None
     h1_occupied: np.ndarray | None = None
+    pl94_persons: sp.csr_matrix | None = None
 
     def reordered(self, order: np.ndarray, blocks: np.ndarray, total_level: int) -> Invariants:
         """The same invariants with block rows ``order`` (codes ``blocks``)."""
@@ -89,6 +101,7 @@ class Invariants:
             total_level,
             None if self.gq_types is None else self.gq_types[order],
             None if self.h1_occupied is None else self.h1_occupied[order],
+            None if self.pl94_persons is None else sp.csr_matrix(self.pl94_persons[order]),
         )
 
     def to_table(self) -> pa.Table:
@@ -106,6 +119,23 @@ class Invariants:
             cols[H1_OCCUPIED] = pa.array(self.h1_occupied, pa.int64())
         return pa.table(cols)
 
+    def held_pl94_table(self) -> pa.Table | None:
+        """:attr:`pl94_persons` in long form (:data:`HELD_PL94_COLUMNS`, blocks in row
+        order, cells ascending, no zero count), or ``None`` when not held."""
+        if self.pl94_persons is None:
+            return None
+        held = sp.csr_matrix(self.pl94_persons, dtype=np.int64)
+        held.eliminate_zeros()
+        held.sort_indices()
+        rows = np.repeat(np.arange(held.shape[0]), np.diff(held.indptr))
+        return pa.table(
+            {
+                "geocode": pa.array(self.blocks[rows].astype(object), pa.string()),
+                "cell": pa.array(held.indices.astype(np.int32), pa.int32()),
+                "count": pa.array(held.data, pa.int64()),
+            }
+        )
+
     def state_table(self, hierarchy: Hierarchy) -> pa.Table:
         """Invariant total population of each unit at ``total_level``."""
         pops = hierarchy.aggregate(self.population.reshape(-1, 1))[self.total_level]
@@ -121,9 +151,14 @@ class Invariants:
 
     @classmethod
     def from_tables(
-        cls, blocks_table: pa.Table, totals_table: pa.Table, hierarchy: Hierarchy
+        cls,
+        blocks_table: pa.Table,
+        totals_table: pa.Table,
+        hierarchy: Hierarchy,
+        pl94_persons: sp.csr_matrix | None = None,
     ) -> Invariants:
-        """Rebuild from the published tables (used to re-estimate from an NMF).
+        """Rebuild from the published tables (used to re-estimate from an NMF);
+        ``pl94_persons`` the held counts read back (:func:`held_pl94_from_table`).
 
         The block population is not public; it is replaced by a block vector whose sums
         at the invariant level equal the published totals (all of a unit's total placed
@@ -157,7 +192,48 @@ class Invariants:
         first_block = np.searchsorted(anc, np.arange(hierarchy.n_units(level)))
         idx = np.searchsorted(hierarchy.geocodes[level], unit_codes)
         pop[first_block[idx]] = totals
-        return cls(codes, pop, hu, gq, level, types, h1)
+        return cls(codes, pop, hu, gq, level, types, h1, pl94_persons)
+
+
+def held_pl94_from_table(
+    table: pa.Table, blocks: np.ndarray, n_cells: int, what: str
+) -> sp.csr_matrix:
+    """:attr:`Invariants.pl94_persons` from its long form (:meth:`Invariants.held_pl94_table`).
+
+    Args:
+        table: the columns :data:`HELD_PL94_COLUMNS`.
+        blocks: the release's sorted block geocodes.
+        n_cells: the cells of the ``pl94`` schema (2,016).
+        what: the file read, for the message.
+
+    Raises:
+        InputError: in one line naming ``what``, the field and the value: a missing
+            column, a block that is not the release's, a cell outside ``0..n_cells-1``,
+            a count that is not positive, or a block and cell given twice.
+    """
+    missing = [c for c in HELD_PL94_COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(f"{what}: missing column {missing[0]!r} (has {table.column_names})")
+    codes = np.asarray(table.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
+    cell = table.column("cell").to_numpy().astype(np.int64)
+    count = table.column("count").to_numpy().astype(np.int64)
+    row = np.searchsorted(blocks, codes)
+    known = (row < blocks.size) & (blocks[np.minimum(row, blocks.size - 1)] == codes)
+    for ok, field, value, want in (
+        (known, "geocode", codes, "a block of this release"),
+        ((cell >= 0) & (cell < n_cells), "cell", cell, f"within 0..{n_cells - 1}"),
+        (count > 0, "count", count, "positive"),
+    ):
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise InputError(f"{what}: {field} {value[i].item()!r} in row {i} is not {want}")
+    key = row * n_cells + cell
+    _, first, times = np.unique(key, return_index=True, return_counts=True)
+    if (times > 1).any():
+        twice = np.setdiff1d(np.arange(key.size), first)
+        i = int(twice[0])
+        raise InputError(f"{what}: geocode {codes[i]} and cell {cell[i]} given twice (row {i})")
+    return sp.csr_matrix((count, (row, cell)), shape=(blocks.size, n_cells), dtype=np.int64)
 
 
 def compute_invariants(

@@ -112,6 +112,28 @@ def release_measures(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     return ("total_population", *release_table_names(person, household_schema(manifest)))
 
 
+def held_record(manifest: Mapping[str, Any], plan: AMCPlan) -> dict[str, Any] | None:
+    """What the simulations hold fixed of a DHC release held to a P.L. 94 release
+    (``--h1-from``; ``None`` for any other release): the re-releases hold the same
+    counts, so the error bars of those lines are conditional on that release, zero
+    given it; their error is the P.L. 94 release's own."""
+    source = manifest.get("h1_source")
+    if not isinstance(source, dict):
+        return None
+    lines = []
+    if plan.inv.pl94_persons is not None:
+        lines.append("P1-P5 and the total population (its persons' pl94 cross)")
+    if plan.inv.h1_occupied is not None:
+        lines.append("H1's occupied and vacant units")
+    return {
+        "release": source.get("release"),
+        "held": lines,
+        "note": "each re-release is held to the same P.L. 94 release, as the release was: "
+        f"the error bars of {' and '.join(lines)} are conditional on it (zero given it); "
+        "their error is that release's own (censusdp evaluate on it)",
+    }
+
+
 def household_run_record(manifest: Mapping[str, Any], plan: AMCPlan) -> dict[str, Any] | None:
     """How the simulation re-released the household run of a release (``None`` for a
     release without one): its ``schema`` and ``tables``, what was re-released
@@ -306,7 +328,8 @@ def simulate_release_errors(
 
     Returns:
         ``{"method", "plausible_truth", "simulations", "seed", "seeds", "measures",
-        "household_run" (:func:`household_run_record`), "by_level": {measure: {level:
+        "household_run" (:func:`household_run_record`), "held_to_pl94_release"
+        (:func:`held_record`), "by_level": {measure: {level:
         record}}, "margins": {measure: {level: record}}, "by_size": {level: [...]}}``.
 
     Raises:
@@ -362,6 +385,7 @@ def simulate_release_errors(
         "seconds": round(time.perf_counter() - t0, 3),
         "measures": list(measures),
         "household_run": household_run_record(manifest, plan),
+        "held_to_pl94_release": held_record(manifest, plan),
         "by_level": pool.summary(),
         "margins": _margin_record(amc, levels, measures),
         "by_size": pool.by_size(),

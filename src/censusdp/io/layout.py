@@ -29,6 +29,7 @@ __all__ = [
     "CODEBOOK_FILE",
     "INVARIANTS_FILE",
     "INVARIANT_TOTALS_FILE",
+    "HELD_PL94_FILE",
     "MANIFEST_FILE",
     "MDF_FILES",
     "NMF_FILES",
@@ -61,6 +62,11 @@ INVARIANTS_FILE = "invariants.parquet"
 
 INVARIANT_TOTALS_FILE = "invariant_totals.parquet"
 """The state total population (and the totals of a spine's state parts)."""
+
+HELD_PL94_FILE = "invariants_pl94.parquet"
+"""A DHC release held to a P.L. 94 release (``--h1-from``) only: each block's persons of
+that release in its ``pl94`` cells, which every geounit of the person run was held to
+(long form: geocode, cell, count; :data:`censusdp.data.invariants.HELD_PL94_COLUMNS`)."""
 
 SPINE_FILES = {"persons": "spine.parquet", "units": "spine_units.parquet"}
 """The spine each run was measured on, by run: each block's code at every spine level
@@ -104,6 +110,7 @@ RELEASE_FILE_NAMES = (
     SIGNATURE_FILE,
     INVARIANTS_FILE,
     INVARIANT_TOTALS_FILE,
+    HELD_PL94_FILE,
     *SPINE_FILES.values(),
     TABLES_DIR,
     *NMF_FILES.values(),

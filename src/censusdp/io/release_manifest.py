@@ -29,7 +29,8 @@ class ReleaseManifest(Mapping[str, Any]):
     What the release is: ``created_by``, ``kind``, ``package_version``, ``schema``,
     ``postprocess``, ``geolevels`` (``[name, geocode length]`` pairs), ``geounits``,
     ``spine``, ``max_children``, ``fidelity`` (``mode`` and each deliberate difference
-    from production with what the release does), ``estimator``, ``units_estimation``,
+    from production with what the release does), ``estimator``, ``persons_estimation``
+    (a DHC person run held to a P.L. 94 release's persons), ``units_estimation``,
     ``estimation_order`` (a household run's: ``["units", "persons"]``), ``occupancy``,
     ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
@@ -74,6 +75,7 @@ class ReleaseManifest(Mapping[str, Any]):
     estimation: dict[str, Any] | None = None
     estimator: str | None = None
     failsafe: dict[str, Any] | None = None
+    persons_estimation: str | None = None
     units_estimation: str | None = None
     estimation_order: list[str] | None = None
     occupancy: str | None = None

@@ -21,8 +21,8 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from censusdp.data.geography import GeoLevels, Hierarchy
-from censusdp.data.invariants import Invariants
-from censusdp.data.schema import Schema
+from censusdp.data.invariants import Invariants, held_pl94_from_table
+from censusdp.data.schema import Schema, get_schema
 from censusdp.data.schema_dhc import DHCH_2020
 from censusdp.errors import InputError
 from censusdp.io import layout
@@ -117,6 +117,10 @@ class RunDir:
         return self.path / layout.INVARIANT_TOTALS_FILE
 
     @property
+    def held_pl94_file(self) -> Path:
+        return self.path / layout.HELD_PL94_FILE
+
+    @property
     def spine_file(self) -> Path:
         return self.path / layout.SPINE_FILE
 
@@ -173,7 +177,15 @@ class RunDir:
         codes = np.asarray(blocks.column("geocode").to_numpy(zero_copy_only=False)).astype("U16")
         hierarchy = Hierarchy.from_blocks(codes, geolevels)
         totals = pq.read_table(self.invariant_totals_file)
-        return hierarchy, Invariants.from_tables(blocks, totals, hierarchy)
+        held = None
+        if self.held_pl94_file.is_file():  # a DHC release held to a P.L. 94 release
+            held = held_pl94_from_table(
+                pq.read_table(self.held_pl94_file),
+                hierarchy.blocks,
+                get_schema("pl94").size,
+                str(self.held_pl94_file),
+            )
+        return hierarchy, Invariants.from_tables(blocks, totals, hierarchy, held)
 
     def nmf_reader(
         self,

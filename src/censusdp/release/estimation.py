@@ -20,8 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
-from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
-from censusdp.data.invariants import Bounds, Invariants, level_bounds
+from censusdp.data.histograms import PL94_CROSS, pl94_map, unit_histogram_from_counts
+from censusdp.data.invariants import Bounds, Invariants, held_cross_bounds, level_bounds
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
@@ -288,8 +288,13 @@ def estimate_runs(
         _record_run(manifest, "units", units, rt, _since(t))
         manifest["estimation_order"] = ["units", "persons"]
     t = _clock()
+    held, person_topdown = bounds, topdown
+    if inv.pl94_persons is not None:  # production's pl94: the P.L. 94 release's persons
+        held = held_cross_bounds(inv.pl94_persons, hierarchy)
+        person_topdown = replace(topdown, group_variable=PL94_CROSS)
+        manifest["persons_estimation"] = PERSONS_HELD_PL94
     say(rt.progress, "estimating the persons (top-down, level by level):")
-    persons = run_topdown(ms, hierarchy, bounds, topdown, checkpoint=levels("persons"), **run)
+    persons = run_topdown(ms, hierarchy, held, person_topdown, checkpoint=levels("persons"), **run)
     _record_run(manifest, "persons", persons, rt, _since(t))
     if units_ms is not None and options.unit_consistency == "consistent":
         household = household_persons(persons.histograms[-1], schema)
@@ -322,6 +327,12 @@ def estimate_runs(
     unit_schema = units_ms.schema.name if units_ms is not None else "units"
     return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
 
+
+PERSONS_HELD_PL94 = (
+    "held to the P.L. 94 release's persons: every geounit's HHGQ x voting age x Hispanic x "
+    "CENRACE counts exact (production's pl94; the TopDown's groups are those 2,016 cells)"
+)
+"""The manifest's ``persons_estimation`` of a DHC person run held to a P.L. 94 release."""
 
 DHCH_ESTIMATION = (
     "dhc: the units by tenvacgq first (housing units and each GQ type's facilities "
@@ -531,6 +542,7 @@ def on_tabulation(
         est.bounds,
         units=unit_run(est, ugeo.invariants(inv), ugeo.estimation if ugeo is not geo else None),
         failsafe_uses=len(est.persons.failsafe),
+        held_pl94=geo.invariants(inv).pl94_persons,
     )
     manifest["spine_validation"] = report.to_dict()
     if not report.ok and not est.persons.failsafe:

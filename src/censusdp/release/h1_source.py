@@ -67,24 +67,30 @@ class H1Source:
             tabulation hierarchy (the vacant ones are the rest of the housing units).
         manifest_sha256: the SHA-256 of its ``manifest.json``, which hashes its unit MDF.
         spent: the privacy loss its manifest records (``rho``, ``epsilon``, ``delta``).
+        persons: ``(blocks, 2016)`` its persons per block in the ``pl94`` cells, read
+            for a DHC person run held to them (:func:`read_pl94_persons`), or ``None``.
     """
 
     path: Path
     occupied: np.ndarray
     manifest_sha256: str
     spent: dict[str, Any]
+    persons: sp.csr_matrix | None = None
 
     def record(self, housing_units: np.ndarray) -> dict[str, Any]:
         """The manifest's ``h1_source`` entry (``housing_units`` per block, the same
         blocks, give the vacant units)."""
         occupied = int(self.occupied.sum())
-        return {
+        record: dict[str, Any] = {
             "release": str(self.path),
             "manifest_sha256": self.manifest_sha256,
             "occupied": occupied,
             "vacant": int(np.asarray(housing_units).sum()) - occupied,
-            "privacy": {"note": H1_PRIVACY, "spent_by_that_release": self.spent},
         }
+        if self.persons is not None:
+            record["persons"] = int(self.persons.sum())
+        record["privacy"] = {"note": H1_PRIVACY, "spent_by_that_release": self.spent}
+        return record
 
 
 def check_h1_release(release_dir: str | Path, input_sha256: dict[str, str]) -> Path:
@@ -132,9 +138,15 @@ def check_h1_release(release_dir: str | Path, input_sha256: dict[str, str]) -> P
 
 
 def read_h1_source(
-    release_dir: str | Path, hierarchy: Hierarchy, inv: Invariants, input_sha256: dict[str, str]
+    release_dir: str | Path,
+    hierarchy: Hierarchy,
+    inv: Invariants,
+    input_sha256: dict[str, str],
+    *,
+    persons: bool = False,
 ) -> H1Source:
-    """The occupied units per block of the P.L. 94 release in ``release_dir``, checked to
+    """The occupied units per block of the P.L. 94 release in ``release_dir`` (and with
+    ``persons`` its persons in the ``pl94`` cells, :func:`read_pl94_persons`), checked to
     be a release of this run's input (:func:`check_h1_release`, then its data).
 
     Args:
@@ -167,7 +179,8 @@ def read_h1_source(
                 f"input's invariants {want[b]}"
             )
     spent = {k: m.get(k) for k in ("rho", "epsilon", "delta")}
-    return H1Source(path, counts[:, 1].copy(), sha256_of(run.manifest_file), spent)
+    held = _pl94_persons(run, hierarchy, inv) if persons else None
+    return H1Source(path, counts[:, 1].copy(), sha256_of(run.manifest_file), spent, held)
 
 
 def read_pl94_persons(
@@ -197,9 +210,13 @@ def read_pl94_persons(
         ConfigError: what :func:`check_h1_release` refuses (a usage mistake).
         InputError: in one line naming the file, the field and the value.
     """
-    path = check_h1_release(release_dir, input_sha256)
-    run = RunDir(path)
+    run = RunDir(check_h1_release(release_dir, input_sha256))
     _check_blocks(run, hierarchy, inv)
+    return _pl94_persons(run, hierarchy, inv)
+
+
+def _pl94_persons(run: RunDir, hierarchy: Hierarchy, inv: Invariants) -> sp.csr_matrix:
+    """:func:`read_pl94_persons` of a release already checked to be of this input."""
     persons = _hashed_mdf(run, "persons")
     pl94 = get_schema("pl94")
     hist = sp.csr_matrix((hierarchy.blocks.size, pl94.size), dtype=np.int64)

@@ -54,6 +54,7 @@ from censusdp.errors import (
 from censusdp.execution import make_executor
 from censusdp.io.cef_files import hash_input, sampled_fraction
 from censusdp.io.cef_stream import check_dhch_input
+from censusdp.io.layout import HELD_PL94_FILE, INVARIANTS_FILE
 from censusdp.io.nmf_files import nmf_files
 from censusdp.io.rundir import RunDir
 from censusdp.io.staging import Staging
@@ -232,7 +233,14 @@ def run_release(
             record=read_record,
             households="dhch" if dhch else is_household_run(budget.units),
         )
-        inv, h1 = _held_to_h1(options.h1_from, geo.tabulation, inv, cef_input.sha256, rt)
+        inv, h1 = _held_to_h1(
+            options.h1_from,
+            geo.tabulation,
+            inv,
+            cef_input.sha256,
+            rt,
+            persons=budget.persons.schema == DHCP_2020.name,
+        )
         if is_household_run(budget.units) and geo.unit_spine is not None:
             raise ConfigError(
                 "a household run is estimated on the persons' hierarchy; on this spine the "
@@ -323,21 +331,34 @@ def _held_to_h1(
     inv: Invariants,
     input_sha256: dict[str, str],
     rt: Runtime,
+    *,
+    persons: bool,
 ) -> tuple[Invariants, dict[str, Any] | None]:
-    """The invariants with the occupied units of the P.L. 94 release ``h1_from`` that a
-    DHC household run is held to (production's ``h1``), and the manifest's
-    ``h1_source``; without one, ``inv`` and ``None``."""
+    """The invariants with what the P.L. 94 release ``h1_from`` holds a DHC run to, and
+    the manifest's ``h1_source``; without one, ``inv`` and ``None``.
+
+    Its occupied units hold the household run (production's ``h1``); with ``persons``
+    (a ``dhcp-2020`` person run) its persons in the ``pl94`` cells hold every geounit of
+    the person run too (production's ``pl94``), as production took both from its P.L.
+    94 release."""
     if h1_from is None:
         return inv, None
-    h1 = read_h1_source(h1_from, hierarchy, inv, input_sha256)
+    h1 = read_h1_source(h1_from, hierarchy, inv, input_sha256, persons=persons)
     record = h1.record(inv.housing_units)
+    held_persons = (
+        ""
+        if h1.persons is None
+        else f" and the persons to its {record['persons']:,} persons by HHGQ x voting age x "
+        "Hispanic x CENRACE at every geounit"
+    )
     say(
         rt.progress,
         f"holding the households to the H1 of the P.L. 94 release {record['release']} "
         f"(manifest SHA-256 {record['manifest_sha256'][:16]}...): {record['occupied']:,} "
-        f"occupied and {record['vacant']:,} vacant units; its privacy loss was spent by it",
+        f"occupied and {record['vacant']:,} vacant units{held_persons}; its privacy loss "
+        "was spent by it",
     )
-    return replace(inv, h1_occupied=h1.occupied), record
+    return replace(inv, h1_occupied=h1.occupied, pl94_persons=h1.persons), record
 
 
 _NO_NOISE = {
@@ -381,8 +402,9 @@ def reestimate(
         raise InternalError("a re-estimate uses the seed and spine of its measurements")
     if options.h1_from is not None:
         raise ConfigError(
-            "--h1-from applies to a fresh run; a re-estimate holds the H1 its measurements' "
-            "release was held to (invariants.parquet's h1_occupied), if any"
+            "--h1-from applies to a fresh run; a re-estimate holds what its measurements' "
+            f"release was held to ({INVARIANTS_FILE}'s h1_occupied and {HELD_PL94_FILE}), "
+            "if anything"
         )
     source.require(
         source.nmf_file("persons"),

@@ -18,9 +18,16 @@ import scipy.sparse as sp
 from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import Invariants
 from censusdp.data.schema import Schema, get_schema, unit_schema_of
+from censusdp.data.schema_dhc import DHCP_2020
 from censusdp.errors import InternalError
 from censusdp.io.atomic import write_parquet
-from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, MANIFEST_FILE, TABLES_DIR
+from censusdp.io.layout import (
+    HELD_PL94_FILE,
+    INVARIANT_TOTALS_FILE,
+    INVARIANTS_FILE,
+    MANIFEST_FILE,
+    TABLES_DIR,
+)
 from censusdp.io.mdf_parts import BlockCounts
 from censusdp.io.rundir import RunDir
 from censusdp.io.tables import write_table_index
@@ -83,6 +90,9 @@ def write_release(
     t = time.perf_counter()
     write_parquet(inv.to_table(), out / INVARIANTS_FILE)
     write_parquet(inv.state_table(hierarchy), out / INVARIANT_TOTALS_FILE)
+    held = inv.held_pl94_table()
+    if held is not None:  # the P.L. 94 release's persons a DHC person run is held to
+        write_parquet(held, out / HELD_PL94_FILE)
     geo.write(out, with_units=budget.units is not None)
     manifest["spine"] = geo.record(budget.persons, budget.units)
     rt.timings["write_invariants"] = time.perf_counter() - t
@@ -96,6 +106,8 @@ def write_release(
         manifest["fidelity"]["differences"]["units"] = (
             DHCH_FIDELITY if inv.h1_occupied is None else DHCH_FIDELITY_H1
         )
+    if schema.name == DHCP_2020.name and inv.pl94_persons is None:
+        manifest["fidelity"]["differences"]["persons_pl94"] = DHCP_FIDELITY_UNHELD
     if options.postprocess != "none":
         est = _estimate_from_nmf(
             RunDir(out),
@@ -117,6 +129,13 @@ def write_release(
         MANIFEST_FILE
     ]
     return manifest
+
+
+DHCP_FIDELITY_UNHELD = (
+    "dhc: persons' HHGQ x voting age x Hispanic x CENRACE (P1-P5) from this run's own "
+    "noise; production's pl94 held every geounit to its P.L. 94 release's (--h1-from)"
+)
+"""The manifest's fidelity difference of a DHC person run not held to a P.L. 94 release."""
 
 
 def _estimate_from_nmf(
@@ -307,6 +326,7 @@ def _validate_outputs(
         est.bounds,
         units=unit_run(est, inv),
         failsafe_uses=len(est.persons.failsafe),
+        held_pl94=inv.pl94_persons,
     )
     parts, top = written
     bad_tables = [p["table_problem"] for p in [top, *parts] if p["table_problem"]]

@@ -307,3 +307,64 @@ def test_validate_checks_the_h1_source(h1_runs, tmp_path: Path) -> None:
     (bad / "manifest.json").write_text(json.dumps(manifest))
     report = validate_run(bad)
     assert not report.ok and "h1_source.occupied" in report.checks["h1_source"]["detail"]
+
+
+# -- the persons held to the same P.L. 94 release (production's pl94) -----------------
+
+PL94_TABLES = ("P1", "P2", "P3", "P4", "P5")
+
+
+def test_the_persons_are_the_pl94_releases_at_every_geounit(h1_runs, dhc_run: Path) -> None:
+    from censusdp.io.layout import HELD_PL94_FILE
+
+    pl94, dhc = h1_runs
+    ours, theirs = _columns(dhc, PL94_TABLES), _columns(pl94, PL94_TABLES)
+    for name in PL94_TABLES:
+        assert set(theirs[name]) <= set(ours[name]), name
+        for col, values in theirs[name].items():
+            np.testing.assert_array_equal(ours[name][col], values, err_msg=f"{name} {col}")
+    manifest = json.loads((dhc / "manifest.json").read_text())
+    held = pq.read_table(dhc / HELD_PL94_FILE)
+    assert manifest["h1_source"]["persons"] == sum(held.column("count").to_pylist()) > 0
+    assert manifest["h1_source"]["persons"] == int(ours["P1"]["P1_001N"][0])
+    assert "pl94" in manifest["persons_estimation"]
+    assert "persons_pl94" not in manifest["fidelity"]["differences"]
+    # unheld, the DHC release's P1-P5 are its own noise's, and its manifest says so
+    unheld = json.loads((dhc_run / "manifest.json").read_text())
+    assert "persons_pl94" in unheld["fidelity"]["differences"]
+    assert not (dhc_run / HELD_PL94_FILE).exists()
+    own = _columns(dhc_run, ("P2",))["P2"]
+    assert any(not np.array_equal(own[c], theirs["P2"][c]) for c in theirs["P2"])
+
+
+def test_validate_catches_a_person_off_the_pl94_release(h1_runs, tmp_path: Path) -> None:
+    _, dhc = h1_runs
+    report = validate_run(dhc)
+    assert report.ok, report.failures()
+    assert report.checks["pl94_held"]["ok"] and "persons" in report.checks["h1_source"]["detail"]
+    bad = tmp_path / "dhc"
+    shutil.copytree(dhc, bad)
+    part = bad / "mdf_persons.parquet" / "part-00000.parquet"
+    table = pq.read_table(part)
+    hisp = table.column("CENHISP").to_pylist()
+    hisp[0] = "2" if hisp[0] == "1" else "1"  # one person's Hispanic origin turned
+    table = table.set_column(
+        table.column_names.index("CENHISP"),
+        "CENHISP",
+        pa.array(hisp, table.schema.field("CENHISP").type),
+    )
+    pq.write_table(table, part)
+    index = json.loads((part.parent / "_parts.json").read_text())
+    index["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    (part.parent / "_parts.json").write_text(json.dumps(index))
+    report = validate_run(bad)
+    assert not report.ok and not report.checks["pl94_held"]["ok"]
+    assert "P.L. 94 release's" in report.checks["pl94_held"]["detail"]
+    # the held counts themselves are listed in the manifest: a changed count is caught
+    bad2 = tmp_path / "dhc2"
+    shutil.copytree(dhc, bad2)
+    manifest = json.loads((bad2 / "manifest.json").read_text())
+    manifest["h1_source"]["persons"] += 1
+    (bad2 / "manifest.json").write_text(json.dumps(manifest))
+    report = validate_run(bad2)
+    assert not report.ok and "h1_source.persons" in report.checks["h1_source"]["detail"]

@@ -26,7 +26,7 @@ from censusdp.data.geography import Hierarchy
 from censusdp.data.invariants import H1_OCCUPIED, Invariants
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.units_dhc import h1_of_occupied, h1_of_units, unit_constraint_violations
-from censusdp.io.layout import INVARIANTS_FILE
+from censusdp.io.layout import HELD_PL94_FILE, INVARIANTS_FILE
 from censusdp.release.consistency import household_persons
 from censusdp.release.household_runs import HOUSEHOLD_SCHEMA
 from censusdp.release.validate.report import ValidationReport
@@ -167,18 +167,22 @@ def check_dhc_households(
 def check_h1_source(
     rep: ValidationReport, hierarchy: Hierarchy, inv: Invariants, record: object
 ) -> None:
-    """``h1_source``, for a release whose manifest records one or whose
-    ``invariants.parquet`` publishes ``h1_occupied`` (a DHC household run held to a P.L.
-    94 release, ``--h1-from``): both or neither, the occupied units 0..housing units per
-    block, and the manifest's occupied and vacant totals those of ``h1_occupied``. (The
-    households = ``h1_occupied`` per block is ``unit_constraints``.)"""
-    if record is None and inv.h1_occupied is None:
+    """``h1_source``, for a release whose manifest records one or whose invariants
+    publish what it was held to (a DHC release held to a P.L. 94 release,
+    ``--h1-from``): ``h1_occupied`` of ``invariants.parquet`` and the manifest's record
+    both or neither, the occupied units 0..housing units per block, and the manifest's
+    occupied and vacant totals those of ``h1_occupied``; the persons' held ``pl94``
+    counts (``invariants_pl94.parquet``) and the record's ``persons`` both or neither,
+    the same total. (The households = ``h1_occupied`` per block is ``unit_constraints``,
+    the persons' cross at every geounit ``pl94_held``.)"""
+    if record is None and inv.h1_occupied is None and inv.pl94_persons is None:
         return
     problems = []
     source = record if isinstance(record, dict) else {}
     if not isinstance(record, dict):
         problems.append(
-            f"{INVARIANTS_FILE} publishes {H1_OCCUPIED} but the manifest records no h1_source"
+            f"{INVARIANTS_FILE} publishes what a P.L. 94 release held (h1_occupied or "
+            f"{HELD_PL94_FILE}) but the manifest records no h1_source"
         )
     elif inv.h1_occupied is None:
         problems.append(
@@ -193,16 +197,24 @@ def check_h1_source(
                 f"{_blocks(hierarchy, bad)})"
             )
         totals = {"occupied": int(occ.sum()), "vacant": int((inv.housing_units - occ).sum())}
+        if inv.pl94_persons is not None or "persons" in source:
+            held = None if inv.pl94_persons is None else int(inv.pl94_persons.sum())
+            totals["persons"] = held if held is not None else f"no {HELD_PL94_FILE}"
         problems += [
-            f"h1_source.{key} is {record.get(key)!r}, {INVARIANTS_FILE} gives {value}"
+            f"h1_source.{key} is {source.get(key)!r}, the published invariants give {value}"
             for key, value in totals.items()
-            if record.get(key) != value
+            if source.get(key) != value
         ]
+    persons = (
+        ""
+        if inv.pl94_persons is None
+        else f", the persons' pl94 counts of {HELD_PL94_FILE} its {source.get('persons')!r}"
+    )
     rep.add(
         "h1_source",
         not problems,
         "; ".join(problems)
         or f"held to the P.L. 94 release {source.get('release')} (manifest SHA-256 "
         f"{source.get('manifest_sha256')}): {H1_OCCUPIED} of {INVARIANTS_FILE} within the "
-        "housing units, its totals the manifest's",
+        f"housing units, its totals the manifest's{persons}",
     )

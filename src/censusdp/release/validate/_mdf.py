@@ -236,6 +236,7 @@ def _check_as_estimate(
             inv.housing_units,
             household_persons(hist, schema) if consistent else None,
         ),
+        held_pl94=inv.pl94_persons,
     )
     rep.checks.update(sub.checks)
 

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.histograms import pl94_map
 from censusdp.data.schema import Schema, get_schema
 from censusdp.data.units_dhc import h1_of_occupied, h1_of_units, unit_constraint_violations
 from censusdp.release.consistency import consistency_violations
@@ -75,6 +76,31 @@ def check_bounds(
     return True, "all group and total bounds exact"
 
 
+def check_held_pl94(
+    hists: list[sp.csr_matrix], hierarchy: Hierarchy, schema: Schema, held: sp.csr_matrix
+) -> tuple[bool, str]:
+    """Every geounit of every level answers the ``pl94`` cross (HHGQ x voting age x
+    Hispanic x CENRACE) with the held P.L. 94 release's counts, the sums of ``held``'s
+    blocks (production's DHC ``pl94`` invariant)."""
+    to_pl94 = pl94_map(schema)
+    for li, want in enumerate(hierarchy.aggregate(sp.csr_matrix(held, dtype=np.int64))):
+        released = sp.csr_matrix(sp.csr_matrix(hists[li]) @ to_pl94)
+        diff = sp.csr_matrix(released - want)
+        diff.eliminate_zeros()
+        if diff.nnz:
+            rows, cols = diff.nonzero()
+            u, c = int(rows[0]), int(cols[0])
+            return False, (
+                f"{diff.nnz} cells at {hierarchy.geolevels[li].name} differ from the P.L. 94 "
+                f"release's, e.g. {hierarchy.geocodes[li][u]} cell {c}: released "
+                f"{int(released[u, c])}, held {int(want[u, c])}"
+            )
+    return True, (
+        f"every geounit of the {hierarchy.n_levels} levels answers the pl94 cross "
+        f"({int(held.sum()):,} persons) with the P.L. 94 release's counts"
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class UnitRun:
     """The housing-unit run of an estimated release, for its checks.
@@ -131,6 +157,7 @@ def validate_release(
     units: UnitRun | None = None,
     written: Written | None = None,
     failsafe_uses: int = 0,
+    held_pl94: sp.csr_matrix | None = None,
 ) -> ValidationReport:
     """Run every check on an estimated release.
 
@@ -142,6 +169,9 @@ def validate_release(
         units: the housing-unit run (``units_consistent``, ``persons_units_consistent``).
         written: what was written, recomputed (``mdf_matches_histogram``,
             ``tables_match_mdf``).
+        held_pl94: ``(blocks, 2016)`` the P.L. 94 release's persons per block in its
+            ``pl94`` cells that a DHC person run was held to (``pl94_held``: every
+            geounit of every level answers the cross with their sums).
     """
     written = written or Written()
     unit_hists = units.hists if units is not None else None
@@ -168,6 +198,8 @@ def validate_release(
     zeros = schema.structural_zero_mask
     nz = int(sp.csr_matrix(hists[-1])[:, np.flatnonzero(zeros)].sum()) if zeros.any() else 0
     rep.add("structural_zeros", nz == 0, f"{nz} persons in structural-zero cells")
+    if held_pl94 is not None:
+        rep.add("pl94_held", *check_held_pl94(hists, hierarchy, schema, held_pl94))
     if units is not None and units.unit_hists is not None:
         _check_dhc_households(rep, units, units.hierarchy or hierarchy)
     elif units is not None and units.schema == HOUSEHOLD_SCHEMA:

@@ -12,7 +12,13 @@ import numpy as np
 import pyarrow as pa
 
 from censusdp.errors import CensusDPError, InputError, ValidationError
-from censusdp.io.layout import INVARIANT_TOTALS_FILE, INVARIANTS_FILE, NMF_FILES, SPINE_FILES
+from censusdp.io.layout import (
+    HELD_PL94_FILE,
+    INVARIANT_TOTALS_FILE,
+    INVARIANTS_FILE,
+    NMF_FILES,
+    SPINE_FILES,
+)
 from censusdp.io.output_rules import is_censusdp_output
 from censusdp.io.rundir import RunDir, not_a_release, read_manifest
 from censusdp.progress import Progress, say, task
@@ -246,6 +252,7 @@ _MEASUREMENT_FILES = (
     *NMF_FILES.values(),
     INVARIANTS_FILE,
     INVARIANT_TOTALS_FILE,
+    HELD_PL94_FILE,
     *SPINE_FILES.values(),
 )
 """What re-estimation and inference read: a release reduced to these still validates."""
