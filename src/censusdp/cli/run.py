@@ -64,11 +64,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--h1-from",
             metavar="RELEASE",
             default=None,
-            help="hold the DHC household run (--preset dhc-2020) to the H1 of RELEASE, a "
-            "censusdp P.L. 94 release of the same input with its housing-unit run: at "
-            "every block households = its occupied units and vacant = housing units - "
-            "occupied, as production held its DHC to its P.L. 94 release (its budget is "
-            "not spent again; default: occupied against vacant from this run's noise)",
+            help="hold the DHC runs (--preset dhc-2020) to RELEASE, a censusdp P.L. 94 "
+            "release of the same input with its housing-unit run, as production held its "
+            "DHC to its P.L. 94 release: at every block households = its occupied units "
+            "and vacant = housing units - occupied (h1), and every geounit's persons by "
+            "HHGQ x voting age x Hispanic x CENRACE = its counts (pl94), so P1-P5 and H1 "
+            "are its tables (its budget is not spent again; default: both from this "
+            "run's noise)",
         )
     )
     add_seed(

@@ -36,6 +36,7 @@ __all__ = [
     "HELD_PL94_COLUMNS",
     "N_HHGQ",
     "Bounds",
+    "HeldBounds",
     "Invariants",
     "compute_invariants",
     "held_cross_bounds",
@@ -361,6 +362,18 @@ def level_bounds(
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class HeldBounds(Bounds):
+    """A level's bounds held exactly to counts (:func:`held_cross_bounds`): its
+    ``group_lower`` and ``group_upper`` are one sparse ``(units, G)`` matrix, made dense
+    only for the geounits :meth:`units` takes (one family's children), so a level of
+    millions of blocks by 2,016 groups never lies dense in memory."""
+
+    def units(self, units: slice) -> Bounds:
+        held = np.asarray(self.group_lower[units].toarray(), dtype=np.float64)
+        return Bounds(held, held, self.total_lower[units], self.total_upper[units])
+
+
 def held_cross_bounds(block_counts: sp.spmatrix | np.ndarray, hierarchy: Hierarchy) -> list[Bounds]:
     """Per level, the bounds of a run held exactly to counts of another release.
 
@@ -371,14 +384,14 @@ def held_cross_bounds(block_counts: sp.spmatrix | np.ndarray, hierarchy: Hierarc
     counts (``lower = upper``), and so is its total. The HHGQ bounds of
     :func:`level_bounds` follow: the counts were released under them.
 
-    The group arrays are dense ``(units, G)`` per level, lower and upper one array.
+    Each level's groups are one sparse matrix (:class:`HeldBounds`), dense a family at
+    a time.
     """
-    out = []
-    for level in hierarchy.aggregate(block_counts):
-        held = level.toarray() if sp.issparse(level) else np.asarray(level)
-        held = held.astype(np.float64)
-        total = held.sum(axis=1)
-        out.append(Bounds(held, held, total, total.copy()))
+    out: list[Bounds] = []
+    for level in hierarchy.aggregate(sp.csr_matrix(block_counts)):
+        held = sp.csr_matrix(level, dtype=np.float64)
+        total = np.asarray(held.sum(axis=1), dtype=np.float64).ravel()
+        out.append(HeldBounds(held, held, total, total.copy()))
     return out
 
 

@@ -368,3 +368,18 @@ def test_validate_catches_a_person_off_the_pl94_release(h1_runs, tmp_path: Path)
     (bad2 / "manifest.json").write_text(json.dumps(manifest))
     report = validate_run(bad2)
     assert not report.ok and "h1_source.persons" in report.checks["h1_source"]["detail"]
+
+
+def test_error_bars_of_a_held_release_are_conditional_on_the_pl94_release(h1_runs) -> None:
+    from censusdp.evaluate.errorbars import simulate_release_errors
+
+    _, dhc = h1_runs
+    result = simulate_release_errors(dhc, simulations=1, seed=4)
+    held = result["held_to_pl94_release"]
+    assert held["release"] == json.loads((dhc / "manifest.json").read_text())["h1_source"][
+        "release"
+    ]
+    assert any("P1-P5" in line for line in held["held"]) and "conditional" in held["note"]
+    # every re-release holds the same persons: the total population does not move
+    for level, record in result["by_level"]["total_population"].items():
+        assert record["mae"] == 0, (level, record)

@@ -3,8 +3,9 @@
 Production's DHC person run (``configs/production/dhc/person_US.ini``: ``theconstraints.*
 = pl94, ...``; ``Constraints_DHCP.py``, ``pl94``) held every geounit's persons exactly to
 its P.L. 94 release's HHGQ x voting age x Hispanic x CENRACE counts, so its P1-P5 are the
-P.L. release's. Not yet wired into ``censusdp run`` (docs/notes/pl94from-status.md): here
-the small DHC person release is re-estimated from its own NMF on its spine, its group
+P.L. release's (``censusdp run --preset dhc-2020 --h1-from``: test_dhc_household_run.py).
+Here, the estimator alone: the small DHC person release is re-estimated from its own NMF
+on its spine, its group
 bounds the 2,016-cell cross
 (:func:`censusdp.data.invariants.held_cross_bounds` of
 :func:`censusdp.release.h1_source.read_pl94_persons`), with production's DHCP passes;
