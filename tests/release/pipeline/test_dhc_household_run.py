@@ -376,9 +376,9 @@ def test_error_bars_of_a_held_release_are_conditional_on_the_pl94_release(h1_run
     _, dhc = h1_runs
     result = simulate_release_errors(dhc, simulations=1, seed=4)
     held = result["held_to_pl94_release"]
-    assert held["release"] == json.loads((dhc / "manifest.json").read_text())["h1_source"][
-        "release"
-    ]
+    assert (
+        held["release"] == json.loads((dhc / "manifest.json").read_text())["h1_source"]["release"]
+    )
     assert any("P1-P5" in line for line in held["held"]) and "conditional" in held["note"]
     # every re-release holds the same persons: the total population does not move
     for level, record in result["by_level"]["total_population"].items():
