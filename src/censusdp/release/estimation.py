@@ -235,7 +235,9 @@ def estimate_runs(
     ms, hierarchy, inv = inputs.persons, inputs.hierarchy, inputs.invariants
     schema = ms.schema
     bounds = person_bounds(inv, hierarchy) if inputs.bounds is None else inputs.bounds
-    if options.postprocess == "bottomup":
+    if options.postprocess == "bottomup" and inv.pl94_persons is None:
+        # (held to a P.L. 94 release's persons, every block's total is held, and so the
+        # state's: its invariant)
         bounds = _bottomup_bounds(bounds, manifest)
     run = {"executor": rt.executor, "progress": rt.progress}
     topdown = _topdown_options(options, schema.name)
