@@ -4,9 +4,10 @@ The projection finds the one multiplier ``lam`` of the total bounds where the cl
 group sums add up to the target total. It used to evaluate that total at each of the
 ``2G + 1`` breakpoints from scratch, ``O(G^2)`` a child (a family held to a P.L. 94
 release's 2,016 exact ``pl94`` groups spent minutes there); it now sweeps the sorted
-breakpoints. :class:`_Reference` is the former evaluation, kept here whole: the sweep
-must give its answers on random rows with exact groups, groups without a free cell,
-infinite upper bounds, and total bounds active or not.
+breakpoints. :class:`FormerProjector` is the former evaluation, kept here whole (and
+timed against the sweep by ``benchmarks/bench_admm_projector.py``): the sweep must give
+its answers on random rows with exact groups, groups without a free cell, infinite upper
+bounds, and total bounds active or not.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from censusdp.release.topdown import Subproblem
 from censusdp.release.topdown.problem import _row_sums
 from censusdp.release.topdown.solvers.admm import _LaminarProjector
 
+TOTALS_CHUNK = 1 << 21
+"""Elements of the ``(k, candidates, G)`` sums the former projection held at once."""
 
-class _Reference:
+
+class FormerProjector:
     """The projection as it was: the total at every breakpoint by a ``(k, 2G+1, G)``
-    evaluation, then the same interpolation."""
+    evaluation, :data:`TOTALS_CHUNK` elements at a time, then the same interpolation."""
 
     def __init__(self, sub: Subproblem, free: np.ndarray) -> None:
         self.groups, self.n_groups, self.free = sub.groups, sub.G, free
@@ -45,10 +49,13 @@ class _Reference:
         bl = np.where(self.has, (self.lo - s0) / self.nsafe, 0.0)
         bu = np.where(self.has & np.isfinite(self.hi), (self.hi - s0) / self.nsafe, 0.0)
         cand = np.sort(np.concatenate([bl, bu, np.zeros((k, 1))], axis=1), axis=1)
-        tv = self._sums(s0, cand).sum(axis=2)
+        m = cand.shape[1]
+        step = max(1, TOTALS_CHUNK // max(1, k * self.n_groups))
+        tv = np.concatenate(
+            [self._sums(s0, cand[:, a : a + step]).sum(axis=2) for a in range(0, m, step)], axis=1
+        )
         t_at0 = self._sums(s0, np.zeros((k, 1))).sum(axis=2)[:, 0]
         target = np.clip(t_at0, self.tlo, self.thi)
-        m = cand.shape[1]
         idx = (tv < target[:, None]).sum(axis=1)
         rows = np.arange(k)
         lam = np.zeros(k)
@@ -73,7 +80,7 @@ class _Reference:
         return v + np.where(self.free, shift[:, self.groups], 0.0)
 
 
-def _case(rng: np.random.Generator, k: int, n_groups: int) -> tuple[Subproblem, np.ndarray]:
+def random_case(rng: np.random.Generator, k: int, n_groups: int) -> tuple[Subproblem, np.ndarray]:
     """A random subproblem of ``k`` children on ``n_groups`` groups (some without a kept
     cell) and its free cells (some groups without one in some children), with exact,
     bounded and unbounded groups and total bounds that bind below, above, exactly or not
@@ -84,7 +91,9 @@ def _case(rng: np.random.Generator, k: int, n_groups: int) -> tuple[Subproblem, 
     c = groups.size
     lo = rng.integers(0, 6, size=(k, n_groups)).astype(np.float64)
     kind = rng.integers(0, 3, size=(k, n_groups))  # 0 exact, 1 a band, 2 no upper bound
-    hi = np.where(kind == 0, lo, np.where(kind == 1, lo + rng.integers(1, 8, (k, n_groups)), np.inf))
+    hi = np.where(
+        kind == 0, lo, np.where(kind == 1, lo + rng.integers(1, 8, (k, n_groups)), np.inf)
+    )
     free = rng.random((k, c)) < 0.8
     free[(rng.random(k) < 0.2)[:, None] & (groups == 0)[None, :]] = False
     floor, ceil = lo.sum(axis=1), hi.sum(axis=1)
@@ -112,10 +121,10 @@ def _case(rng: np.random.Generator, k: int, n_groups: int) -> tuple[Subproblem, 
 def test_the_sweep_gives_the_former_evaluations_answers(n_groups) -> None:
     rng = np.random.default_rng(34 + n_groups)
     for _ in range(60):
-        sub, free = _case(rng, int(rng.integers(1, 9)), n_groups)
+        sub, free = random_case(rng, int(rng.integers(1, 9)), n_groups)
         v = rng.normal(0.0, 4.0, size=(sub.k, sub.c)) + rng.random((sub.k, 1)) * 3.0
         got = _LaminarProjector(sub, free)(v)
-        want = _Reference(sub, free)(v)
+        want = FormerProjector(sub, free)(v)
         np.testing.assert_allclose(got, want, rtol=0.0, atol=1e-9)
 
 
@@ -124,7 +133,7 @@ def test_the_projection_meets_every_bound_it_can() -> None:
     point of its total bounds that the clipped group sums can reach."""
     rng = np.random.default_rng(7)
     for _ in range(40):
-        sub, free = _case(rng, 6, 20)
+        sub, free = random_case(rng, 6, 20)
         v = rng.normal(0.0, 5.0, size=(sub.k, sub.c))
         x = _LaminarProjector(sub, free)(v)
         assert (x[~free] == 0).all()
@@ -145,8 +154,8 @@ def test_the_sweep_holds_2016_exact_groups_in_linear_memory() -> None:
     answer equals the former evaluation's on a few children (the former held a
     ``(k, 4033, 2016)`` array)."""
     rng = np.random.default_rng(2016)
-    sub, free = _case(rng, 3, 2016)
+    sub, free = random_case(rng, 3, 2016)
     v = rng.normal(0.0, 3.0, size=(sub.k, sub.c))
     np.testing.assert_allclose(
-        _LaminarProjector(sub, free)(v), _Reference(sub, free)(v), rtol=0.0, atol=1e-8
+        _LaminarProjector(sub, free)(v), FormerProjector(sub, free)(v), rtol=0.0, atol=1e-8
     )

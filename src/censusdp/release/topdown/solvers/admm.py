@@ -42,7 +42,7 @@ from censusdp.release.topdown.problem import Subproblem, _row_sums
 from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
 from censusdp.release.topdown.solvers.common import clean, fixed_zeros, start_point
 
-__all__ = ["AdmmBackend", "child_scale", "solve_admm"]
+__all__ = ["AdmmBackend", "child_scale", "repair", "solve_admm"]
 
 DENSE_MAX = 1024
 """Largest number of kept cells for which the linear system is factored as a dense matrix."""
@@ -75,7 +75,7 @@ only at a residual ten times smaller than asked (a 150-tract family's second pas
 iterations; 460 at 10, the same point). A diagonal penalty, so one factorisation still
 serves every child (OSQP gives its equality rows a larger one the same way)."""
 _SUPPORT_ROUNDS = 20
-"""Rounds of :func:`_repair` on the positive cells before the rounds on every cell."""
+"""Rounds of :func:`repair` on the positive cells before the rounds on every cell."""
 _MOVE_UNITS = 10.0
 """A repaired point is accepted when it moves no child's total by more than this many
 residual tolerances; otherwise the ADMM goes on to a tolerance ten times smaller."""
@@ -281,13 +281,16 @@ class _LaminarProjector:
         return v + np.where(self.free, shift[:, self.groups], 0.0)
 
 
-def _repair(sub: Subproblem, x: np.ndarray, tol: float, rounds: int = 500) -> np.ndarray:
+def repair(sub: Subproblem, x: np.ndarray, tol: float, rounds: int = 500) -> np.ndarray:
     """Alternating exact projections onto ``C2`` (group/total bounds) and ``C1`` (non-negative
     with exact column sums) until ``C2`` holds to ``tol``.
 
     Starting from a point that is already within the ADMM residual of both sets, this
     converges linearly (both sets are polyhedra) to a point of their intersection that
-    moves ``x`` by about that residual, so the objective changes negligibly. First
+    moves ``x`` by about that residual, so the objective changes negligibly. (The chain
+    runner repairs any backend's point below a root this way when it misses its bounds
+    by floating-point error, at most
+    :data:`~censusdp.release.topdown.solvers.least_squares.ROUNDING_MISS` tolerances.) First
     (:data:`_SUPPORT_ROUNDS` rounds) both projections move only the positive cells: the
     ADMM leaves its zero cells a residual below 0, and a projection that lifted them back
     into every child's total shifted hundreds of cells a child at once, undone by the
@@ -444,7 +447,7 @@ def solve_admm(
             g = g - g.mean(axis=0)[None, :]
         r_dual = np.abs(g).max()
         if r_prim <= eps_p and r_dual <= _DUAL_UNITS * eps_p:
-            xc = _repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
+            xc = repair(sub, clean(sub, x0 + x, feas_tol), 0.01 * feas_tol)
             # the zero cells' residuals add up in a child's total (hundreds of cells a
             # child): a repair that moves a total further than the tolerance allows
             # means the point is not yet as accurate as asked
