@@ -122,11 +122,11 @@ def test_repair_on_the_positive_cells_converges_fast(monkeypatch) -> None:
     held, x = _near_optimum(2, 0.001)
     assert held.violations(x)["total"] > 0.05  # the totals are off by more than the band
     start = clean(held, x, 1e-3)
-    fixed = admm._repair(held, start, 1e-7, rounds=0)
+    fixed = admm.repair(held, start, 1e-7, rounds=0)
     assert held.max_violation(fixed) <= 1e-7
     assert np.abs(fixed - x).max() < 0.05  # a repair, not another point
     monkeypatch.setattr(admm, "_SUPPORT_ROUNDS", 0)
-    assert held.max_violation(admm._repair(held, start, 1e-7, rounds=20)) > 1e-7
+    assert held.max_violation(admm.repair(held, start, 1e-7, rounds=20)) > 1e-7
 
 
 def test_held_totals_are_not_caps() -> None:

@@ -449,20 +449,6 @@ def test_admm_projections_satisfy_the_variational_inequality(seed: int) -> None:
     assert (sv >= 0).all() and np.allclose(sv.sum(axis=0), p)
 
 
-def test_the_admm_group_projection_is_the_same_a_slice_of_candidates_at_a_time(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Its totals at the breakpoints, taken a few candidates at a time (the memory of many
-    groups: a run held to the 2,016-cell ``pl94`` cross), give the same projection."""
-    rng = np.random.default_rng(7)
-    sub, _ = random_subproblem(rng, k=5, c=60, n_groups=20)
-    free = ~admm.fixed_zeros(sub)
-    v = rng.normal(0, 10, size=(sub.k, sub.c))
-    whole = admm._LaminarProjector(sub, free)(v)
-    monkeypatch.setattr(admm, "_TOTALS_CHUNK", 7)  # one candidate per slice
-    np.testing.assert_array_equal(admm._LaminarProjector(sub, free)(v), whole)
-
-
 # -- input validation --------------------------------------------------------------------
 
 

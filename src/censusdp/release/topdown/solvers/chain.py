@@ -8,19 +8,20 @@ kept cells never gets the ADMM. When every backend of the chain fails, the chain
 flow closest to a non-negative least-squares point. The measurements behind each row are
 in docs/estimation.md ("The solver chain").
 
-=====================================================================  ============================================
-condition (first that holds)                                           backends, best first
-=====================================================================  ============================================
-children weighted differently per query, sparse optimum, > 64 cells   activeset, clarabel
-children weighted differently per query                               clarabel, activeset
-definite Hessian, capped totals, > 64 cells, not one large child      clarabel, admm, activeset
-sparse optimum, > 64 cells, definite Hessian, not one large child     activeset, admm, clarabel
-sparse optimum, > 64 cells                                            activeset, clarabel, admm
-definite Hessian, > 64 cells, not one large child                     admm, activeset, clarabel, interior
-definite Hessian, or the root                                         clarabel, interior, activeset, admm
-singular Hessian below the root, > 500,000 variables                  interior, clarabel, activeset, admm
-singular Hessian below the root                                       clarabel, interior, activeset, admm
-=====================================================================  ============================================
+=====================================================================================  ===================================
+condition (first that holds)                                                           backends, best first
+=====================================================================================  ===================================
+children weighted differently per query, sparse optimum, > 64 cells                    activeset, clarabel
+children weighted differently per query                                                clarabel, activeset
+definite Hessian, capped totals, > 64 cells, not one large child                       clarabel, admm, activeset
+every group exact, sparse optimum, > 64 cells, singular Hessian, not one large child   clarabel, activeset, admm
+sparse optimum, > 64 cells, definite Hessian, not one large child                      activeset, admm, clarabel
+sparse optimum, > 64 cells                                                             activeset, clarabel, admm
+definite Hessian, > 64 cells, not one large child                                      admm, activeset, clarabel, interior
+definite Hessian, or the root                                                          clarabel, interior, activeset, admm
+singular Hessian below the root, > 500,000 variables                                   interior, clarabel, activeset, admm
+singular Hessian below the root                                                        clarabel, interior, activeset, admm
+=====================================================================================  ===================================
 
 A subproblem with child groups (a state's AIAN and non-AIAN parts under the US, their
 totals summing to the state's: ``Subproblem.child_group``) gets ``clarabel`` alone,
@@ -105,6 +106,9 @@ class Shape:
             geounit's households in ``[0, its housing units]``), an inequality on every
             child that may bind or not. A total held by an earlier pass (production's
             passes: within ``0.1`` person and the pass's violation) is not a cap.
+        exact_groups: every child's every group with a kept cell has its lower bound
+            equal to its upper bound (a DHC person run held to a P.L. 94 release's
+            2,016-cell ``pl94`` cross).
     """
 
     per_child_weights: bool
@@ -116,6 +120,7 @@ class Shape:
     variables: int
     huge_single_child: bool
     capped_totals: bool = False
+    exact_groups: bool = False
 
     @classmethod
     def of(cls, sub: Subproblem, comp: Compressed) -> Shape:
@@ -135,7 +140,14 @@ class Shape:
                     & (sub.total_upper > sub.total_lower + HELD_TOTAL_BAND)
                 ).any()
             ),
+            exact_groups=_every_group_exact(sub),
         )
+
+
+def _every_group_exact(sub: Subproblem) -> bool:
+    """Whether every child's groups with a kept cell have equal lower and upper bounds."""
+    kept = np.bincount(sub.groups, minlength=sub.G) > 0
+    return bool(kept.any() and (sub.group_lower[:, kept] == sub.group_upper[:, kept]).all())
 
 
 @dataclass(frozen=True)
@@ -167,6 +179,21 @@ AUTO_CHAIN: tuple[Row, ...] = (
         "definite Hessian, capped totals, > 64 cells, not one large child",
         lambda s: s.definite and s.capped_totals and s.many_cells and not s.one_large_child,
         ("clarabel", "admm", "activeset"),
+    ),
+    Row(
+        # a DHC person run held to a P.L. 94 release (every pl94 group exact): the active
+        # set's equalities never settled on 1% Vermont's 22 such block, block-group and
+        # tract-subset families (30 updates, then Clarabel: 24.2 CPU s in all, Clarabel
+        # alone 13.5; docs/estimation.md)
+        "every group exact, sparse optimum, > 64 cells, singular Hessian, not one large child",
+        lambda s: (
+            s.exact_groups
+            and s.sparse
+            and s.many_cells
+            and not s.definite
+            and not s.one_large_child
+        ),
+        ("clarabel", "activeset", "admm"),
     ),
     Row(
         "sparse optimum, > 64 cells, definite Hessian, not one large child",
