@@ -153,7 +153,6 @@ def validate_release(
     schema: Schema,
     bounds: list,
     *,
-    group_variable: str = "hhgq",
     units: UnitRun | None = None,
     written: Written | None = None,
     failsafe_uses: int = 0,
@@ -189,8 +188,10 @@ def validate_release(
     )
     rep.add("nonnegative_integers", ok, "all counts are non-negative integers" if ok else "")
     rep.add("hierarchy_consistent", *check_hierarchy(hists, hierarchy))
-    cell_groups = schema.cell_levels(group_variable)
-    n_groups = schema.variable(group_variable).size
+    # the bounds are the invariants' on the HHGQ groups (a hold to another release's
+    # finer cross is its own check, pl94_held)
+    cell_groups = schema.cell_levels("hhgq")
+    n_groups = schema.variable("hhgq").size
     ok, detail = check_bounds(hists, cell_groups, n_groups, bounds)
     if not ok and failsafe_uses:
         detail += f" (the failsafe relaxed bounds in {failsafe_uses} tasks; see manifest)"
