@@ -300,13 +300,17 @@ def test_validate_checks_the_h1_source(h1_runs, tmp_path: Path) -> None:
         report.checks["h1_source"]["ok"]
         and "h1_occupied" in (report.checks["unit_constraints"]["detail"])
     )
-    bad = tmp_path / "dhc"
-    shutil.copytree(dhc, bad)
-    manifest = json.loads((bad / "manifest.json").read_text())
-    manifest["h1_source"]["occupied"] += 1
-    (bad / "manifest.json").write_text(json.dumps(manifest))
-    report = validate_run(bad)
+    report = _validate_with_h1_source_off_by_one(dhc, tmp_path / "dhc", "occupied")
     assert not report.ok and "h1_source.occupied" in report.checks["h1_source"]["detail"]
+
+
+def _validate_with_h1_source_off_by_one(run: Path, copy: Path, key: str):
+    """``validate`` of a copy of ``run`` whose manifest's ``h1_source.<key>`` is one more."""
+    shutil.copytree(run, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["h1_source"][key] += 1
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return validate_run(copy)
 
 
 # -- the persons held to the same P.L. 94 release (production's pl94) -----------------
@@ -361,12 +365,7 @@ def test_validate_catches_a_person_off_the_pl94_release(h1_runs, tmp_path: Path)
     assert not report.ok and not report.checks["pl94_held"]["ok"]
     assert "P.L. 94 release's" in report.checks["pl94_held"]["detail"]
     # the held counts themselves are listed in the manifest: a changed count is caught
-    bad2 = tmp_path / "dhc2"
-    shutil.copytree(dhc, bad2)
-    manifest = json.loads((bad2 / "manifest.json").read_text())
-    manifest["h1_source"]["persons"] += 1
-    (bad2 / "manifest.json").write_text(json.dumps(manifest))
-    report = validate_run(bad2)
+    report = _validate_with_h1_source_off_by_one(dhc, tmp_path / "dhc2", "persons")
     assert not report.ok and "h1_source.persons" in report.checks["h1_source"]["detail"]
 
 
