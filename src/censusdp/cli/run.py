@@ -287,8 +287,14 @@ def _run(args: argparse.Namespace) -> int:
         text += (
             f"\nh1: households held to the P.L. 94 release {PurePath(str(h1['release'])).name} "
             f"(manifest SHA-256 {str(h1['manifest_sha256'])[:16]}...): {h1['occupied']:,} "
-            f"occupied, {h1['vacant']:,} vacant units; its privacy loss was spent by that "
-            "release, not by this one"
+            f"occupied, {h1['vacant']:,} vacant units"
+            + (
+                f"; persons held to its {h1['persons']:,} by HHGQ x voting age x Hispanic "
+                "x CENRACE at every geounit (its P1-P5)"
+                if "persons" in h1
+                else ""
+            )
+            + "; its privacy loss was spent by that release, not by this one"
         )
     fidelity = manifest.get("fidelity")
     if isinstance(fidelity, dict):
