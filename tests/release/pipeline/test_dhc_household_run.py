@@ -42,7 +42,7 @@ from censusdp.io.rundir import RunDir
 from censusdp.privacy.release_budget import ReleaseBudget
 from censusdp.release.dhc_units import gqhh_vector
 from censusdp.release.options import ReleaseOptions
-from censusdp.release.pipeline import run_release
+from censusdp.release.pipeline import reestimate, run_release
 from censusdp.release.validate import validate_run
 
 pytestmark = pytest.mark.slow  # two 1.2- and 1.6-million-cell histograms at ~15 geounits
@@ -382,3 +382,22 @@ def test_error_bars_of_a_held_release_are_conditional_on_the_pl94_release(h1_run
     # every re-release holds the same persons: the total population does not move
     for level, record in result["by_level"]["total_population"].items():
         assert record["mae"] == 0, (level, record)
+
+
+def test_a_re_estimate_holds_the_same_persons(h1_runs, tmp_path: Path) -> None:
+    from censusdp.io.layout import HELD_PL94_FILE
+
+    pl94, dhc = h1_runs
+    manifest = reestimate(dhc, tmp_path / "again")
+    assert (
+        manifest["h1_source"]["persons"]
+        == json.loads((dhc / "manifest.json").read_text())["h1_source"]["persons"]
+    )
+    assert "pl94" in manifest["persons_estimation"]
+    assert (tmp_path / "again" / HELD_PL94_FILE).read_bytes() == (dhc / HELD_PL94_FILE).read_bytes()
+    ours, theirs = _columns(tmp_path / "again", PL94_TABLES), _columns(pl94, PL94_TABLES)
+    for name in PL94_TABLES:
+        for col, values in theirs[name].items():
+            np.testing.assert_array_equal(ours[name][col], values, err_msg=f"{name} {col}")
+    report = validate_run(tmp_path / "again")
+    assert report.ok and report.checks["pl94_held"]["ok"], report.failures()
