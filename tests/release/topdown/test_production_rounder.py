@@ -29,11 +29,11 @@ from censusdp.release.topdown import (
     check_integer_solution,
     solve_l2,
 )
+from censusdp.release.topdown import tasks as tasks_module
+from censusdp.release.topdown.failsafe import check_feasible
 from censusdp.release.topdown.multipass import RoundingPasses, bind_rounding, round_in_passes
 from censusdp.release.topdown.passes import PRODUCTION_PASSES
 from censusdp.release.topdown.rounding import _snap, round_to_integers
-from censusdp.release.topdown import tasks as tasks_module
-from censusdp.release.topdown.failsafe import check_feasible
 from censusdp.release.topdown.tasks import Task, run_task
 
 PL94 = get_schema("pl94")
