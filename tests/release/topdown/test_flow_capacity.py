@@ -76,3 +76,20 @@ def test_rounding_a_family_with_more_groups_than_int64_allowed_before(production
     sub, x = _one_child_many_groups(WIDE)
     counts = round_to_integers(sub, x, production=production)
     assert np.array_equal(counts[0], sub.parent)  # one child: it is its parent
+
+
+def test_arc_values_are_one_for_every_arc_or_one_an_arc() -> None:
+    """``Network.add`` takes a bound or cost as one value for every arc or one value an
+    arc (any shape of that size, flattened in order); any other count is refused."""
+    net = _flow.Network(4, np.zeros(4, dtype=np.int64))
+    net.add(np.array([0, 1, 2]), 3, np.array([[1], [2], [3]]), _flow.INF_CAP, -7)
+    net.add(np.array([[0, 1]]), np.array([2, 3]), np.int64(0), np.array([5]), np.array([1, 2]))
+    tails, heads, lower, upper, cost = net.arrays()
+    assert tails.tolist() == [0, 1, 2, 0, 1]
+    assert heads.tolist() == [3, 3, 3, 2, 3]
+    assert lower.tolist() == [1, 2, 3, 0, 0]
+    assert upper.tolist() == [int(_flow.INF_CAP)] * 3 + [5, 5]
+    assert cost.tolist() == [-7, -7, -7, 1, 2]
+    assert all(a.dtype == np.int64 for a in (tails, heads, lower, upper, cost))
+    with pytest.raises(InternalError, match="2 arc values for 3 arcs"):
+        net.add(np.array([0, 1, 2]), 3, np.array([1, 2]), 4, 0)

@@ -29,6 +29,8 @@ from censusdp.release.topdown import (
     check_integer_solution,
     solve_l2,
 )
+from censusdp.release.topdown import tasks as tasks_module
+from censusdp.release.topdown.failsafe import check_feasible
 from censusdp.release.topdown.multipass import RoundingPasses, bind_rounding, round_in_passes
 from censusdp.release.topdown.passes import PRODUCTION_PASSES
 from censusdp.release.topdown.rounding import _snap, round_to_integers
@@ -184,27 +186,54 @@ def test_production_rounder_raises_where_the_box_is_infeasible() -> None:
         round_to_integers(sub, x, production=True)
 
 
-def test_production_tasks_have_no_failsafe() -> None:
-    """Item 8: production 2020 had no failsafe (sequential_optimizers.py,
-    ``L2PlusRounderWithBackup_interleaved``: ``failsafe_invoked = False``, then raise)."""
-    sub = Subproblem(
+def _no_room() -> Subproblem:
+    """Two children, two groups: the first needs two in group 1, the parent has one."""
+    return Subproblem(
         parent=np.array([1, 1]),
         query_rows=(np.arange(2),),
         query_sizes=(2,),
         noisy=(np.zeros((2, 2)),),
         weights=np.ones(1),
         groups=np.arange(2, dtype=np.int64),
-        group_lower=np.array([[0.0, 2.0], [0.0, 0.0]]),  # two in group 1, the parent has one
+        group_lower=np.array([[0.0, 2.0], [0.0, 0.0]]),
         group_upper=np.full((2, 2), np.inf),
         total_lower=np.zeros(2),
         total_upper=np.full(2, np.inf),
         label="tract 1",
     )
+
+
+def test_production_tasks_have_no_failsafe() -> None:
+    """Item 8: production 2020 had no failsafe (sequential_optimizers.py,
+    ``L2PlusRounderWithBackup_interleaved``: ``failsafe_invoked = False``, then raise)."""
+    sub = _no_room()
     kept = np.arange(2)
     relaxed = run_task(Task(1, "1", 0, kept, sub))
     assert relaxed.failsafe is not None
     with pytest.raises(InfeasibleError, match="'tract 1'.*no failsafe"):
         run_task(Task(1, "1", 0, kept, sub, production=True))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_feasible_production_task_skips_the_exact_check(seed: int, monkeypatch) -> None:
+    """A production task decides feasibility (a min-cost flow) only when its estimation
+    fails: a feasible family is estimated without it, to the same counts; an infeasible
+    one still stops with the no-failsafe error."""
+    checked: list[str] = []
+
+    def spy(sub: Subproblem) -> bool:
+        checked.append(sub.label)
+        return check_feasible(sub)
+
+    monkeypatch.setattr(tasks_module, "check_feasible", spy)
+    sub, x, rp = _family(seed)
+    kept = np.arange(sub.c)
+    got = run_task(Task(1, "1", 0, kept, sub, rounding=rp, production=True))
+    assert checked == []
+    assert np.array_equal(got.counts, round_in_passes(sub, x, rp, production=True))
+    with pytest.raises(InfeasibleError, match="'tract 1'.*no failsafe"):
+        run_task(Task(1, "1", 0, np.arange(2), _no_room(), production=True))
+    assert checked == ["tract 1"]
 
 
 def _pass_networks(sub: Subproblem, x: np.ndarray, rp: RoundingPasses) -> list[tuple]:

@@ -79,10 +79,10 @@ class Network:
         n = tails.size
         start = sum(t.size for t in self.tails)
         self.tails.append(tails)
-        self.heads.append(np.broadcast_to(np.asarray(heads, dtype=np.int64), (n,)).ravel())
-        self.lower.append(np.broadcast_to(np.asarray(lower, dtype=np.int64), (n,)).ravel())
-        self.upper.append(np.broadcast_to(np.asarray(upper, dtype=np.int64), (n,)).ravel())
-        self.cost.append(np.broadcast_to(np.asarray(cost, dtype=np.int64), (n,)).ravel())
+        self.heads.append(column(heads, n))
+        self.lower.append(column(lower, n))
+        self.upper.append(column(upper, n))
+        self.cost.append(column(cost, n))
         return slice(start, start + n)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -92,6 +92,22 @@ class Network:
             for x in (self.tails, self.heads, self.lower, self.upper, self.cost)
         ]
         return tuple(cat)
+
+
+def column(value: np.ndarray | int, n: int) -> np.ndarray:
+    """``value`` as ``n`` int64 arc values: an array of ``n`` values flattened, or one
+    value repeated.
+
+    The arc lists are built from a few dozen pieces a network, many of them one value
+    (a bound, a cost); ``np.full`` makes those without ``np.broadcast_to``'s checks,
+    which were a quarter of a block family's rounding CPU.
+    """
+    a = np.asarray(value, dtype=np.int64)
+    if a.size == n and a.size != 1:
+        return a.ravel()
+    if a.size != 1:
+        raise InternalError(f"{a.size} arc values for {n} arcs")
+    return np.full(n, a.item(), dtype=np.int64)
 
 
 def solve(net: Network, method: str = "ortools") -> np.ndarray | None:

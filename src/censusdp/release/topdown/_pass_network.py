@@ -238,10 +238,10 @@ def network(
         n = t.size
         s = sum(a.size for a in tails)
         tails.append(t)
-        heads.append(np.broadcast_to(np.asarray(h, dtype=np.int64), (n,)).ravel())
-        lows.append(np.broadcast_to(np.asarray(lo, dtype=np.int64), (n,)).ravel())
-        ups.append(np.broadcast_to(np.asarray(hi, dtype=np.int64), (n,)).ravel())
-        arc_costs.append(np.broadcast_to(np.asarray(cost, dtype=np.int64), (n,)).ravel())
+        heads.append(_flow.column(h, n))
+        lows.append(_flow.column(lo, n))
+        ups.append(_flow.column(hi, n))
+        arc_costs.append(_flow.column(cost, n))
         return slice(s, s + n)
 
     # -- cell arcs ------------------------------------------------------------------------
@@ -341,9 +341,7 @@ def network(
         supply[sink] = -int(supply[:c].sum())
         if (supply[:c] < 0).any():
             return None
-    net = _flow.Network(n_total, supply)
-    for t, h, lo, hi, co in zip(tails, heads, lows, ups, arc_costs, strict=True):
-        net.add(t, h, lo, hi, co)
+    net = _flow.Network(n_total, supply, tails, heads, lows, ups, arc_costs)
     _flow.add_child_group_arcs(net, sink + 1, sink, rhs)
     if root:
         net.add([0], [sink], 0, inf, 0)
