@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from censusdp.data.histograms import UNIT_CELLS
 from censusdp.data.schema import get_schema
-from censusdp.data.schema_dhc import DHC_UNITS_2020, HHTYPE_DHCH_TYPES
+from censusdp.data.schema_dhc import DHC_UNITS_2020
 from censusdp.io.layout import TABLES_DIR
 from censusdp.io.parts import part_name
 from censusdp.io.tables import table_part_mismatch
@@ -26,8 +26,11 @@ LEVELS = [("State", 2, np.asarray(["50"])), ("County", 5, np.asarray(["50001", "
 def _job(run: Path) -> TablesTask:
     n = 3
     hh = np.zeros((n, DHC_HOUSEHOLD_CELLS), dtype=np.int64)
-    alone = next(i for i, t in enumerate(HHTYPE_DHCH_TYPES) if t.size == 1)
-    hh[1, alone], hh[2, alone + len(HHTYPE_DHCH_TYPES)] = 2, 3  # a man and a woman alone
+    # the household tables' cells: tenure, hhage, hisp, race, sex, family, size - 1
+    shape = (3, 9, 2, 7, 2, 3, 7)
+    man = np.ravel_multi_index((0, 2, 0, 0, 0, 2, 0), shape)  # owner, 35-44, alone
+    woman = np.ravel_multi_index((2, 4, 1, 6, 1, 2, 0), shape)  # renter, Hispanic, 2+ races
+    hh[1, man], hh[2, woman] = 2, 3  # two men and three women living alone
     hh[0] = hh[1] + hh[2]
     units = np.zeros((n, DHC_UNITS_2020.size), dtype=np.int64)
     units[1, [0, 4]], units[2, [2, 10]] = (2, 1), (3, 4)  # owned, for rent; rented, other
@@ -55,6 +58,8 @@ def test_the_dhc_household_tables_of_part_0_are_written_and_checked(tmp_path: Pa
     assert got["H4"]["H4_002N"] == [2, 2, 0] and got["H4"]["H4_004N"] == [3, 0, 3]
     assert got["H3"]["H3_001N"] == [10, 3, 7] and got["H3"]["H3_003N"] == [5, 1, 4]
     assert got["H5"]["H5_002N"] == [1, 1, 0] and got["H5"]["H5_008N"] == [4, 0, 4]
+    assert got["H10"]["H10_002N"] == [2, 2, 0] and got["H10"]["H10_017N"] == [3, 0, 3]
+    assert got["H7"]["H7_017N"] == [3, 0, 3] and got["H12"]["H12_011N"] == [3, 0, 3]
     # the check the task ran: another household histogram is another P16
     other = sp.csr_matrix(job.dhc_households[0].toarray()[[0, 2, 1]])  # counties swapped
     bad = table_part_mismatch(

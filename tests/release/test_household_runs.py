@@ -48,6 +48,7 @@ def _run(tmp_path: Path, units: str | None) -> Path:
 
 
 DHC = ("P12", *(f"P12{k}" for k in "ABCDEFGHI"), "PCT12", "GQ1")
+DHCH = ("P16", "H3", "H4", "H5", "H6", "H7", "H9", "H10", "H11", "H12")
 
 
 @pytest.mark.parametrize(
@@ -55,8 +56,8 @@ DHC = ("P12", *(f"P12{k}" for k in "ABCDEFGHI"), "PCT12", "GQ1")
     [
         ("pl94", "household2010", ("H1", "P15", "P18", "P22", "H13"),
          ("P1", "P2", "P3", "P4", "P5", "H1", "P15", "P18", "P22", "H13")),
-        ("dhcp-2020", "dhch-2020", ("H1", "P16", "H3", "H4", "H5", "H9"),
-         ("P1", "P2", "P3", "P4", "P5", "H1", *DHC, "P16", "H3", "H4", "H5", "H9")),
+        ("dhcp-2020", "dhch-2020", ("H1", *DHCH),
+         ("P1", "P2", "P3", "P4", "P5", "H1", *DHC, *DHCH)),
         ("pl94", "units", (), ("P1", "P2", "P3", "P4", "P5", "H1")),
         ("dhcp-2020", None, (), ("P1", "P2", "P3", "P4", "P5", "H1", *DHC)),
     ],

@@ -1,5 +1,5 @@
-"""The 2020 DHC tables (censusdp.tables.dhc): P12, PCT12 and GQ1 of persons, P16 and H9 of
-households, H3, H4 and H5 of housing units, each against hand-computed answers, each
+"""The 2020 DHC tables (censusdp.tables.dhc): P12, PCT12 and GQ1 of persons, P16, H9 and
+the tables by the householder (H6, H7, H10-H12) of households, H3, H4 and H5 of housing units, each against hand-computed answers, each
 table's lines adding up as the DHC publishes them (2020 Census Demographic and Housing
 Characteristics File, DECENNIALDHC2020: P12 male + female = total, PCT12's single years
 summing to P12's groups), and the household tables of a DHC unit MDF read back equal to
@@ -158,13 +158,16 @@ def test_gq1_holds_the_major_types_of_the_pl_table_p5() -> None:
         np.testing.assert_array_equal(p5[:, p5_line], gq[:, gq_line], err_msg=str(p5_line))
 
 
-def _hh_cell(sex: int, test) -> int:
-    """A ``dhch-2020`` cell that is no structural zero: a householder of ``sex``, 35-44,
-    not Hispanic, White alone, no one 60+, owned with a mortgage, of the first type that
+def _hh_cell(sex: int, test, hhage: int = 2, hisp: int = 0, race: int = 0, tenure: int = 0) -> int:
+    """A ``dhch-2020`` cell that is no structural zero: a householder of ``sex``, 35-44
+    (``hhage`` 2, or another level under 60), not Hispanic (``hisp``), White alone
+    (``race``), no one 60+, owned with a mortgage (``tenure``), of the first type that
     meets ``test``."""
     for k, t in enumerate(HHTYPE_DHCH_TYPES):
         if test(t):
-            cell = int(np.ravel_multi_index((sex, 2, 0, 0, 0, 0, k), DHCH_2020.shape))
+            cell = int(
+                np.ravel_multi_index((sex, hhage, hisp, race, 0, tenure, k), DHCH_2020.shape)
+            )
             assert not DHCH_2020.structural_zero_mask[cell]
             return cell
     raise AssertionError("no such household type")
@@ -193,6 +196,42 @@ def test_household_type_and_size_of_a_handful_of_households() -> None:
     assert table_definition("H4").labels[1] == "Total:!!Owned with a mortgage or a loan"
     assert table_definition("P16").labels[4] == (
         "Total:!!Family households:!!Other family:!!Male householder, no spouse present"
+    )
+
+
+def test_the_tables_by_the_householder_of_a_handful_of_households() -> None:
+    alone, couple = (lambda t: t.size == 1), (lambda t: t.married and t.size == 3)
+    cells = [
+        _hh_cell(0, alone, hhage=0, race=0, tenure=2),  # White renter living alone
+        _hh_cell(1, couple, hhage=3, hisp=1, race=5, tenure=0),  # Hispanic SOR owner
+        _hh_cell(1, couple, hhage=3, hisp=1, race=5, tenure=1),  # the same, free and clear
+        _hh_cell(0, alone, hhage=4, hisp=0, race=1, tenure=2),  # Black renter alone
+        _hh_cell(0, couple, hhage=1, hisp=1, race=6, tenure=2),  # Hispanic, 2+ races, renter
+    ]
+    hh = sp.csr_matrix((np.ones(5, dtype=np.int64), ([0] * 5, cells)), shape=(1, DHCH_2020.size))
+    t = tabulate_dhc_household_rows(hh, np.zeros((1, 35), dtype=np.int64), IDS)
+    #                                             tot W  B  AI A  NH SOR 2+
+    np.testing.assert_array_equal(_values(t["H6"], "H6")[0], [5, 1, 1, 0, 0, 0, 2, 1])
+    np.testing.assert_array_equal(
+        _values(t["H7"], "H7")[0],
+        # tot not-Hispanic: W B AI A NH SOR 2+; Hispanic: W B AI A NH SOR 2+
+        [5, 2, 1, 1, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 2, 1],
+    )
+    np.testing.assert_array_equal(
+        _values(t["H10"], "H10")[0],
+        [5, 2, 0, 0, 0, 0, 0, 2, 0, 3, 1, 1, 0, 0, 0, 0, 1],  # owners: 2 SOR; renters: W B 2+
+    )
+    np.testing.assert_array_equal(_values(t["H11"], "H11")[0], [5, 2, 0, 2, 3, 2, 1])
+    np.testing.assert_array_equal(
+        _values(t["H12"], "H12")[0],
+        [5, 2, 0, 0, 2, 0, 0, 0, 0, 3, 2, 0, 1, 0, 0, 0, 0],  # owners: two 3-person
+    )
+    assert table_definition("H7").labels[9] == "Total:!!Hispanic or Latino householder:"
+    assert table_definition("H10").labels[-1] == (
+        "Total:!!Renter occupied:!!Householder who is Two or More Races"
+    )
+    assert table_definition("H11").labels[2] == (
+        "Total:!!Owner occupied:!!Not Hispanic or Latino householder"
     )
 
 
@@ -230,6 +269,15 @@ def test_the_household_tables_of_an_mdf_read_back_are_those_of_its_histograms(tr
     assert (h3[:, 1] == h4[:, 0]).all()
     assert (h9[:, 1] == p16[:, 7]).all()  # 1-person households live alone
     assert want["P16"].column("GEOID").to_pylist() == want["H3"].column("GEOID").to_pylist()
+    # the tables by the householder partition the same households; owners are H4's
+    h6, h7, h10, h11, h12 = (_values(want[n], n) for n in ("H6", "H7", "H10", "H11", "H12"))
+    for table in (h6, h7, h10, h11, h12):
+        assert (table[:, 0] == h9[:, 0]).all()
+    np.testing.assert_array_equal(h6[:, 1:], h7[:, 2:9] + h7[:, 10:17])  # race either origin
+    np.testing.assert_array_equal(h10[:, 1], h4[:, 1] + h4[:, 2])  # owned, both ways
+    np.testing.assert_array_equal(h10[:, 9], h4[:, 3])  # rented
+    np.testing.assert_array_equal(h12[:, 2:9] + h12[:, 10:17], h9[:, 1:])  # size either tenure
+    np.testing.assert_array_equal(h11[:, [1, 4]], h10[:, [1, 9]])
 
 
 def test_bad_input_is_one_line() -> None:

@@ -8,7 +8,8 @@ its occupied line is the households released), with the same tables of the truth
 households, derived from the truth's persons as the release's reader derives them
 (:func:`truth_households`), at every geolevel; a ``dhc-2020`` release's household and
 unit run (``dhch-2020``, docs/dhc-2020.md) is compared the same way on P16 (households by
-type), H9 (by size), H3 (occupancy), H4 (tenure) and H5 (vacancy status), the truth's
+type), H9 (by size), H3 (occupancy), H4 (tenure), H5 (vacancy status) and the tables by
+the householder (H6, H7, H10, H11, H12: race, Hispanic origin, tenure, size), the truth's
 tabulated by :func:`censusdp.evaluate.dhc.truth_dhc_household_tables`: the L1 error and ``accuracy = 1 - TVD``
 of the table's leaf lines (JASON, *Formal Privacy Methods for the 2020 Census*, 2020,
 sec. 6.1), and the MAE, RMSE and bias of its lines (:mod:`censusdp.evaluate.metrics`);
@@ -73,6 +74,11 @@ DHC_HOUSEHOLD_MEASURES: dict[str, str] = {
     "H3": "housing units by occupancy",
     "H4": "occupied housing units by tenure",
     "H5": "vacant housing units by vacancy status",
+    "H6": "households by race of householder",
+    "H7": "households by Hispanic origin and race of householder",
+    "H10": "households by tenure and race of householder",
+    "H11": "households by tenure and Hispanic origin of householder",
+    "H12": "households by tenure and size",
 }
 """The tables of a ``dhch-2020`` run (the 2020 DHC's) compared, in the order shown."""
 
@@ -103,8 +109,8 @@ def truth_household_tables(
     schema: str = HOUSEHOLD_SCHEMA,
 ) -> dict[str, list[np.ndarray]] | None:
     """Per household table of a ``schema`` run (``household2010``:
-    :data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`; ``dhch-2020``: the DHC's P16, H3, H4,
-    H5, H9), the truth's dense ``(units x lines)`` arrays of every level (top first);
+    :data:`~censusdp.tables.HOUSEHOLD_TABLE_NAMES`; ``dhch-2020``: the DHC's
+    :data:`~censusdp.tables.dhc.DHC_HOUSEHOLD_TABLE_NAMES`), the truth's dense ``(units x lines)`` arrays of every level (top first);
     ``None`` when the truth lacks the columns its households need (no households)."""
     if schema == DHCH_2020.name:
         return truth_dhc_household_tables(persons, units, hierarchy)

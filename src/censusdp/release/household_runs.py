@@ -58,8 +58,8 @@ def household_schema(manifest: Mapping[str, Any]) -> str | None:
 def household_run_tables(manifest: Mapping[str, Any]) -> tuple[str, ...]:
     """The tables of a release whose counts its household run makes: H1 (its occupied
     and vacant lines are the households; H1_001N, the housing units, is invariant) and
-    the household tables (the DDP's H13, P18, P22, P15 or the DHC's P16, H3, H4, H5,
-    H9); empty for a release without a household run, whose unit run is re-estimated
+    the household tables (the DDP's H13, P18, P22, P15 or the DHC's P16, H3-H7,
+    H9-H12); empty for a release without a household run, whose unit run is re-estimated
     with its persons."""
     schema = household_schema(manifest)
     if schema is None:

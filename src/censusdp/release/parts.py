@@ -357,9 +357,9 @@ class TablesTask:
     are the last rows of ``persons``, ``units`` and ``households``. ``dhc_persons``: the
     same geounits' ``relgq x sex x age x hispanic x race`` histograms of a ``dhcp-2020`` release, which adds
     the DHC person tables (:mod:`censusdp.tables.dhc`). ``dhc_households``: their
-    ``sex x hhtype_dhch`` (or ``dhch-2020``) households and ``tenvacgq`` units of a
-    release with the DHC's household run, which adds the DHC household and unit tables
-    (P16, H9, H3, H4, H5)."""
+    households in the household tables' cells (or ``dhch-2020``) and ``tenvacgq`` units
+    of a release with the DHC's household run, which adds the DHC household and unit
+    tables (P16, H3-H7, H9-H13)."""
 
     levels: list[tuple[str, int, np.ndarray]]
     persons: sp.csr_matrix

@@ -232,7 +232,7 @@ def _write_outputs(
     if schema.name == "dhcp-2020":  # the DHC person tables: relgq x sex x age x hispanic x race
         dhc_persons = upper_rows(dhc_person_rows(block_hist))
     dhc_tables = None
-    if dhc_units is not None and households is not None:  # sex x hhtype_dhch; tenvacgq
+    if dhc_units is not None and households is not None:  # household-table cells; tenvacgq
         dhc_tables = (upper_rows(dhc_household_rows(households)), upper_rows(dhc_units))
     tables_job = TablesTask(
         [(lv.name, lv.length, codes) for lv, codes in upper],

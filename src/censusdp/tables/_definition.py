@@ -34,8 +34,9 @@ class TableDefinition:
             (:data:`censusdp.data.histograms.UNIT_CELLS` cells) or ``"households"``
             (cells of the ``household2010`` schema, :mod:`censusdp.tables.households`), or
             for the DHC tables (:mod:`censusdp.tables.dhc`) ``"dhc_persons"``
-            (``relgq x sex x age x hispanic x race`` cells), ``"dhc_households"`` (``sex x hhtype_dhch``)
-            or ``"dhc_units"`` (``tenvacgq``).
+            (``relgq x sex x age x hispanic x race`` cells), ``"dhc_households"``
+            (:data:`censusdp.tables.dhc.DHC_HOUSEHOLD_CELLS`) or ``"dhc_units"``
+            (``tenvacgq``).
     """
 
     name: str

@@ -30,6 +30,12 @@ DHC file as data.census.gov and the Census API publish it (``DECENNIALDHC2020``)
     family by the householder's sex, no spouse present) and nonfamily households
     (householder living alone or not).
   * **H9** Household size (8 lines): 1-person to 7-or-more-person households.
+  * by the householder's characteristics: **H6** Race of householder (8 lines), **H7**
+    Hispanic or Latino origin of householder by race of householder (17), **H10**
+    Tenure by race of householder (17), **H11** Tenure by Hispanic or Latino origin of
+    householder (7), **H12** Tenure by household size (17): "Owner occupied" is
+    ``hhtenshort_3lev`` 0-1 (owned with a mortgage or a loan, free and clear), "Renter
+    occupied" level 2 (not owned).
   * **H3** Occupancy status (3 lines), **H4** Tenure (4 lines: owned with a mortgage or
     a loan, owned free and clear, renter occupied), **H5** Vacancy status (8 lines),
     all of the unit histogram ``tenvacgq``.
@@ -40,9 +46,12 @@ line of the P.L. tables P1 and H1 of the same release (``P1_001N``, ``H1_001N``)
 Each table is a linear function of a small histogram, stored as a sparse (cells x lines)
 0/1 operator (:class:`censusdp.tables.TableDefinition`): the person tables of the
 ``relgq x sex x age x hispanic x race`` cells (136,416, ``race`` the six races alone and
-two or more; :func:`dhc_person_rows` maps ``dhcp-2020`` cells to them), the household tables of the ``sex x hhtype_dhch`` cells (1,044;
-:func:`dhc_household_rows` from ``dhch-2020``), the unit tables of the 35 ``tenvacgq``
-cells. "Family" is a household type with a relative of the householder (a spouse, a
+two or more; :func:`dhc_person_rows` maps ``dhcp-2020`` cells to them), the household
+tables of the ``tenure x hhage x hisp x race x sex x family x size`` cells (15,876:
+tenure the three ``hhtenshort_3lev`` levels, family a married couple family / another
+family / a nonfamily household, size 1 to 7 or more, the last two read from
+``hhtype_dhch``; :func:`dhc_household_rows` maps ``dhch-2020`` cells to them), the unit
+tables of the 35 ``tenvacgq`` cells. "Family" is a household type with a relative of the householder (a spouse, a
 child, another relative), "married couple" one with a spouse (of the opposite or the same
 sex): the facts production's MDF recode (``HHT``) reads.
 """
@@ -57,6 +66,7 @@ import pyarrow as pa
 import scipy.sparse as sp
 
 from censusdp.data.geography import Hierarchy
+from censusdp.data.households import HHAGE_LEVELS
 from censusdp.data.schema import MAX_AGE, get_schema
 from censusdp.data.schema_dhc import (
     DHC_UNITS_2020,
@@ -111,7 +121,15 @@ SEX_BY_AGE_TABLE_NAMES: tuple[str, ...] = ("P12", "PCT12")
 """The DHC person tables of sex by age alone, which any person schema with ``sex`` and
 ``age`` determines (:func:`sex_by_age_rows`)."""
 
-DHC_HOUSEHOLD_TABLE_NAMES: tuple[str, ...] = ("P16", "H3", "H4", "H5", "H9")
+_HOUSEHOLDER_TABLES = ("H6", "H7", "H10", "H11", "H12")
+"""The household tables by the householder's race and Hispanic origin, and H12 (tenure
+by household size). The DHC's H13, tenure by age of householder, is not one: its name is
+the ``ddp-2010`` release's H13 (household size, 2010 numbering), and table names are one
+namespace (:func:`censusdp.tables.table_definition`)."""
+
+DHC_HOUSEHOLD_TABLE_NAMES: tuple[str, ...] = (
+    "P16", "H3", "H4", "H5", "H6", "H7", "H9", "H10", "H11", "H12",
+)  # fmt: skip
 """The DHC household and housing-unit tables, tabulated from a DHC household run."""
 
 DHC_TABLE_NAMES: tuple[str, ...] = DHC_PERSON_TABLE_NAMES + DHC_HOUSEHOLD_TABLE_NAMES
@@ -124,8 +142,11 @@ DHC_PERSON_CELLS = _N_RELGQ * 2 * _N_AGE * 2 * _N_RACES
 """Cells of the person tables' histogram:
 ``(((relgq * 2 + sex) * 116 + age) * 2 + hispanic) * 7 + race``."""
 
-DHC_HOUSEHOLD_CELLS = 2 * len(HHTYPE_DHCH_TYPES)
-"""Cells of the household tables' histogram: ``sex * 522 + hhtype_dhch``."""
+_N_TENURE, _N_HHAGE, _N_KIND, _N_SIZE = 3, len(HHAGE_LEVELS), 3, 7
+DHC_HOUSEHOLD_CELLS = _N_TENURE * _N_HHAGE * 2 * _N_RACES * 2 * _N_KIND * _N_SIZE
+"""Cells of the household tables' histogram (15,876): ``((((((tenure * 9 + hhage) * 2 +
+hisp) * 7 + race) * 2 + sex) * 3 + family) * 7 + size - 1``, ``family`` 0 a married
+couple family, 1 another family, 2 a nonfamily household."""
 
 _P12_GROUPS = (0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70,
                75, 80, 85)  # fmt: skip
@@ -239,19 +260,86 @@ def _person_table(name: str) -> TableDefinition:
     )
 
 
-def _household_table(name: str) -> TableDefinition:
-    cells = np.arange(DHC_HOUSEHOLD_CELLS)
-    sex, hhtype = np.divmod(cells, len(HHTYPE_DHCH_TYPES))
-    facts = {f: np.asarray([getattr(t, f) for t in HHTYPE_DHCH_TYPES])[hhtype]
-             for f in ("size", "couple", "relatives")}  # fmt: skip
-    married = np.isin(facts["couple"], (1, 2))
-    family = married | (facts["relatives"] == 1)
+def _household_cells() -> dict[str, np.ndarray]:
+    """The attributes of every household-table cell (:data:`DHC_HOUSEHOLD_CELLS`)."""
+    rest, size = np.divmod(np.arange(DHC_HOUSEHOLD_CELLS), _N_SIZE)
+    rest, kind = np.divmod(rest, _N_KIND)
+    rest, sex = np.divmod(rest, 2)
+    rest, race = np.divmod(rest, _N_RACES)
+    rest, hisp = np.divmod(rest, 2)
+    tenure, hhage = np.divmod(rest, _N_HHAGE)
+    return {"size": size + 1, "kind": kind, "sex": sex, "race": race, "hisp": hisp,
+            "hhage": hhage, "tenure": tenure}  # fmt: skip
+
+
+_HH_RACES = (
+    "White alone", "Black or African American alone",
+    "American Indian and Alaska Native alone", "Asian alone",
+    "Native Hawaiian and Other Pacific Islander alone", "Some Other Race alone",
+)  # fmt: skip
+_TENURES = (("Owner occupied:", (0, 1)), ("Renter occupied:", (2,)))
+_ORIGINS = ((0, "Not Hispanic or Latino householder:"), (1, "Hispanic or Latino householder:"))
+
+
+def _race_lines(b: Builder, prefix: str, universe: np.ndarray, race: np.ndarray) -> None:
+    for r, words in enumerate(_HH_RACES):
+        b.add(f"{prefix}Householder who is {words}", universe & (race == r), True)
+    b.add(f"{prefix}Householder who is Two or More Races", universe & (race == 6), True)
+
+
+def _householder_table(name: str, c: dict[str, np.ndarray]) -> TableDefinition:
     b = Builder(DHC_HOUSEHOLD_CELLS)
-    b.add("Total:", np.ones(cells.size, dtype=bool))
+    everyone = np.ones(DHC_HOUSEHOLD_CELLS, dtype=bool)
+    b.add("Total:", everyone)
+    total = f"Total:{SEP}"
+    if name == "H6":
+        _race_lines(b, total, everyone, c["race"])
+        return b.build(name, "RACE OF HOUSEHOLDER", "Occupied housing units", "dhc_households")
+    if name == "H7":
+        for origin, words in _ORIGINS:
+            b.add(f"{total}{words}", c["hisp"] == origin)
+            _race_lines(b, f"{total}{words}{SEP}", c["hisp"] == origin, c["race"])
+        return b.build(
+            name,
+            "HISPANIC OR LATINO ORIGIN OF HOUSEHOLDER BY RACE OF HOUSEHOLDER",
+            "Occupied housing units",
+            "dhc_households",
+        )
+    title = {
+        "H10": "TENURE BY RACE OF HOUSEHOLDER",
+        "H11": "TENURE BY HISPANIC OR LATINO ORIGIN OF HOUSEHOLDER",
+        "H12": "TENURE BY HOUSEHOLD SIZE",
+    }[name]
+    for words, levels in _TENURES:
+        held = np.isin(c["tenure"], levels)
+        prefix = f"{total}{words}{SEP}"
+        b.add(f"{total}{words}", held)
+        if name == "H10":
+            _race_lines(b, prefix, held, c["race"])
+        elif name == "H11":
+            for origin, origin_words in _ORIGINS:
+                b.add(f"{prefix}{origin_words.rstrip(':')}", held & (c["hisp"] == origin), True)
+        else:
+            for size in range(1, _N_SIZE + 1):
+                label = (
+                    f"{size}-person household" if size < _N_SIZE else "7-or-more-person household"
+                )
+                b.add(f"{prefix}{label}", held & (c["size"] == size), True)
+    return b.build(name, title, "Occupied housing units", "dhc_households")
+
+
+def _household_table(name: str) -> TableDefinition:
+    c = _household_cells()
+    if name in _HOUSEHOLDER_TABLES:
+        return _householder_table(name, c)
+    married, family = c["kind"] == 0, c["kind"] < 2
+    sex, size = c["sex"], c["size"]
+    b = Builder(DHC_HOUSEHOLD_CELLS)
+    b.add("Total:", np.ones(DHC_HOUSEHOLD_CELLS, dtype=bool))
     if name == "H9":
-        for size in range(1, 8):
-            words = f"{size}-person household" if size < 7 else "7-or-more-person household"
-            b.add(f"Total:{SEP}{words}", facts["size"] == size, True)
+        for k in range(1, _N_SIZE + 1):
+            words = f"{k}-person household" if k < _N_SIZE else "7-or-more-person household"
+            b.add(f"Total:{SEP}{words}", size == k, True)
         return b.build(name, "HOUSEHOLD SIZE", "Occupied housing units", "dhc_households")
     fam, non = f"Total:{SEP}Family households:", f"Total:{SEP}Nonfamily households:"
     other = f"{fam}{SEP}Other family:"
@@ -262,8 +350,8 @@ def _household_table(name: str) -> TableDefinition:
                      (1, "Female householder, no spouse present")):  # fmt: skip
         b.add(f"{other}{SEP}{words}", family & ~married & (sex == s), True)
     b.add(non, ~family)
-    b.add(f"{non}{SEP}Householder living alone", ~family & (facts["size"] == 1), True)
-    b.add(f"{non}{SEP}Householder not living alone", ~family & (facts["size"] > 1), True)
+    b.add(f"{non}{SEP}Householder living alone", ~family & (size == 1), True)
+    b.add(f"{non}{SEP}Householder not living alone", ~family & (size > 1), True)
     return b.build(name, "HOUSEHOLD TYPE", "Households", "dhc_households")
 
 
@@ -298,7 +386,7 @@ def dhc_table_definition(name: str) -> TableDefinition:
     """
     if name in DHC_PERSON_TABLE_NAMES:
         return _person_table(name)
-    if name in ("P16", "H9"):
+    if name in ("P16", "H9", *_HOUSEHOLDER_TABLES):
         return _household_table(name)
     if name in ("H3", "H4", "H5"):
         return _unit_table(name)
@@ -323,9 +411,19 @@ def _person_map(schema: str = "dhcp-2020") -> sp.csr_matrix:
 
 @cache
 def _household_map() -> sp.csr_matrix:
-    """``(1,578,528 x 1,044)``: each ``dhch-2020`` cell's ``sex x hhtype_dhch`` cell."""
+    """``(1,578,528 x 15,876)``: each ``dhch-2020`` cell's household-table cell
+    (:data:`DHC_HOUSEHOLD_CELLS`)."""
     sch = get_schema("dhch-2020")
-    target = sch.cell_levels("sex") * len(HHTYPE_DHCH_TYPES) + sch.cell_levels("hhtype_dhch")
+    types = sch.cell_levels("hhtype_dhch")
+    facts = {f: np.asarray([getattr(t, f) for t in HHTYPE_DHCH_TYPES])
+             for f in ("size", "couple", "relatives")}  # fmt: skip
+    married = np.isin(facts["couple"], (1, 2))
+    kind = np.where(married, 0, np.where(facts["relatives"] == 1, 1, 2))[types]
+    size = np.minimum(facts["size"], _N_SIZE)[types]
+    target = sch.cell_levels("hhtenshort_3lev")
+    for attr, n in (("hhage", _N_HHAGE), ("hisp", 2), ("race", _N_RACES), ("sex", 2)):
+        target = target * n + sch.cell_levels(attr)
+    target = (target * _N_KIND + kind) * _N_SIZE + size - 1
     return sp.csr_matrix(
         (np.ones(sch.size, dtype=np.int64), (np.arange(sch.size), target)),
         shape=(sch.size, DHC_HOUSEHOLD_CELLS),
@@ -365,8 +463,8 @@ def sex_by_age_rows(rows: sp.spmatrix, schema: str) -> sp.csr_matrix:
 
 
 def dhc_household_rows(rows: sp.spmatrix) -> sp.csr_matrix:
-    """Histogram rows of ``dhch-2020`` cells as the household tables' ``sex x
-    hhtype_dhch`` cells (rows already in those cells are returned as they are)."""
+    """Histogram rows of ``dhch-2020`` cells as the household tables' cells
+    (:data:`DHC_HOUSEHOLD_CELLS`; rows already in those cells are returned as they are)."""
     return _rows(rows, _household_map(), DHC_HOUSEHOLD_CELLS, "DHC household")
 
 
@@ -432,7 +530,7 @@ def tabulate_dhc_household_rows(
     names: tuple[str, ...] = DHC_HOUSEHOLD_TABLE_NAMES,
 ) -> dict[str, pa.Table]:
     """The DHC household and unit tables of some geounits: ``household_rows`` their
-    ``dhch-2020`` (or ``sex x hhtype_dhch``) histograms, ``unit_rows`` their ``tenvacgq``
+    ``dhch-2020`` (or :data:`DHC_HOUSEHOLD_CELLS`) histograms, ``unit_rows`` their ``tenvacgq``
     (35 cells), one row each, ``ids`` their identifier columns, all in the same order."""
     units = sp.csr_matrix(unit_rows, dtype=np.int64)
     if units.shape[1] != DHC_UNITS_2020.size:

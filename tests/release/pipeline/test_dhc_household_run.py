@@ -161,7 +161,7 @@ def test_validate_passes_and_catches_a_tampered_unit_record(dhc_run: Path, tmp_p
     assert "gq_vect" in report.checks["unit_constraints"]["detail"]
 
 
-DHC_HOUSEHOLD_TABLES = ("P16", "H9", "H3", "H4", "H5")
+DHC_HOUSEHOLD_TABLES = ("P16", "H9", "H3", "H4", "H5", "H6", "H7", "H10", "H11", "H12")
 
 
 def _columns(run: Path, names: tuple[str, ...]) -> dict[str, dict[str, np.ndarray]]:
@@ -184,7 +184,7 @@ def test_the_dhc_household_tables_are_written_and_add_up(dhc_run: Path) -> None:
             np.testing.assert_array_equal(col[name][ident], col["H1"][ident], err_msg=name)
         for form in ("wide", "long"):
             assert (dhc_run / "tables" / table_csv_file(name, form)).is_file()
-    p16, h9, h3, h4, h5 = (col[n] for n in DHC_HOUSEHOLD_TABLES)
+    p16, h9, h3, h4, h5, h6, h7, h10, h11, h12 = (col[n] for n in DHC_HOUSEHOLD_TABLES)
     households = p16["P16_001N"]
     assert households.sum() > 0
     # at every geounit: households = occupied units, by tenure, by size; the units H1's
@@ -196,6 +196,14 @@ def test_the_dhc_household_tables_are_written_and_add_up(dhc_run: Path) -> None:
     np.testing.assert_array_equal(h5["H5_001N"], h3["H3_003N"])
     np.testing.assert_array_equal(p16["P16_002N"] + p16["P16_007N"], households)
     np.testing.assert_array_equal(h4["H4_002N"] + h4["H4_003N"] + h4["H4_004N"], households)
+    # by the householder: the same households; the households' tenure is the units'
+    for table, name in ((h6, "H6"), (h7, "H7"), (h10, "H10"), (h11, "H11"), (h12, "H12")):
+        np.testing.assert_array_equal(table[f"{name}_001N"], households, err_msg=name)
+    np.testing.assert_array_equal(h10["H10_002N"], h4["H4_002N"] + h4["H4_003N"])
+    np.testing.assert_array_equal(h10["H10_010N"], h4["H4_004N"])
+    np.testing.assert_array_equal(h12["H12_003N"] + h12["H12_011N"], h9["H9_002N"])
+    np.testing.assert_array_equal(h11["H11_002N"], h10["H10_002N"])
+    np.testing.assert_array_equal(h7["H7_002N"] + h7["H7_010N"], h6["H6_001N"])
     # the state rows: the unit MDF's households and units by tenvacgq
     mdf_households, units, inv = _released(dhc_run)
     state = list(p16["SUMLEV"]).index("040")
@@ -238,7 +246,9 @@ def test_evaluate_reads_a_dhc_household_release(dhc_run: Path, tmp_path: Path) -
     assert levels and all(set(queries) == set(UNIT_QUERIES) for queries in levels.values())
     assert result["invariants_ok"]
     hh = result["households"]
-    assert hh["available"] and list(hh["tables"]) == ["P16", "H9", "H3", "H4", "H5"]
+    assert hh["available"] and list(hh["tables"]) == [
+        "P16", "H9", "H3", "H4", "H5", "H6", "H7", "H10", "H11", "H12",
+    ]  # fmt: skip
     state = hh["totals"]["State"]
     assert state["released"] == int(_released(dhc_run)[0].sum()) and state["truth"] > 0
     for name in ("P12", "PCT12"):

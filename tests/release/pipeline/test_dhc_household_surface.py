@@ -70,7 +70,7 @@ def test_a_resumed_dhc_release_is_byte_identical(
 def test_the_error_bars_simulate_both_runs_of_a_dhc_release(state: Path) -> None:
     result = simulate_release_errors(state / "reference", simulations=1, seed=2)
     iterations = [f"P12{k}" for k in "ABCDEFGHI"]  # P12's race and Hispanic origin
-    household = ["H1", "P16", "H3", "H4", "H5", "H9"]
+    household = ["H1", "P16", "H3", "H4", "H5", "H6", "H7", "H9", "H10", "H11", "H12"]
     assert result["measures"] == ["total_population", "P1", "P2", "P3", "P4", "P5", "H1",
                                   "P12", *iterations, "PCT12", "GQ1", *household[1:]]  # fmt: skip
     run = result["household_run"]
