@@ -4,7 +4,9 @@ For each state and seed it generates the input (``censusdp generate``; kept when
 ``WORKDIR/<STATE>-<scale>-s<seed>/input`` exists), releases it with each preset
 (``censusdp run --preset P --seed <seed>``, each with its default companion unit run:
 ``dhc-2020`` its household and unit run, ``ddp-2010`` its household run,
-``dhc-lite-demo`` none; a release already in the work directory is kept) and evaluates
+``dhc-lite-demo`` none; ``dhc-2020+held`` is ``dhc-2020`` held to a ``pl94-2020``
+release of the same input and seed, ``--h1-from``, as production ran it; a release
+already in the work directory is kept) and evaluates
 each release against the truth with :func:`censusdp.evaluate.evaluate` (its JSON is
 written beside the release, and read again by a later call on a kept release). Every error comes from evaluate's JSON; nothing is
 tabulated here. Per geolevel (State, County, Tract, Block Group, Block) it reports:
@@ -46,6 +48,10 @@ from censusdp.evaluate.households import size_and_type_tables
 from censusdp.io.layout import NMF_FILES
 
 LEVELS = ("State", "County", "Tract", "BlockGroup", "Block")
+HELD = "+held"
+"""A preset named ``dhc-2020+held``: the input released with ``pl94-2020`` first (its
+release kept in the work directory), then with ``dhc-2020 --h1-from`` that release, as
+production held its DHC to its P.L. 94 release."""
 NOT_RELEASED = "not released"
 
 
@@ -115,10 +121,19 @@ def run_one(args: argparse.Namespace, state: str, seed: int, preset: str) -> dic
     release = base / preset
     record: dict[str, Any] = {"state": state, "seed": seed, "preset": preset}
     made = not (release / "manifest.json").exists()
+    name, held = preset.removesuffix(HELD), preset.endswith(HELD)
     if made:
+        extra: list[str] = []
+        if held:  # production's way: the P.L. 94 release first, the DHC held to it
+            pl = base / "pl94-2020"
+            if not (pl / "manifest.json").exists():
+                timed([*cli, "run", "--input", str(base / "input"), "--out", str(pl),
+                       "--preset", "pl94-2020", "--seed", str(seed),
+                       "--workers", str(args.workers)])  # fmt: skip
+            extra = ["--h1-from", str(pl)]
         wall, cpu = timed([*cli, "run", "--input", str(base / "input"), "--out", str(release),
-                           "--preset", preset, "--seed", str(seed),
-                           "--workers", str(args.workers)])  # fmt: skip
+                           "--preset", name, "--seed", str(seed),
+                           "--workers", str(args.workers), *extra])  # fmt: skip
         record.update(run_wall_seconds=wall, run_cpu_seconds=cpu)
     nmf_present = (release / NMF_FILES["persons"]).exists()
     evaluated = base / f"{preset}.evaluate.json"
@@ -144,7 +159,11 @@ def main() -> None:
     ap.add_argument("--state", default="VT,DE", help="states, comma-separated (default VT,DE)")
     ap.add_argument("--scale", type=float, default=0.01, help="fraction of tracts (0.01)")
     ap.add_argument("--seeds", default="1,2,3", help="seeds, comma-separated (1,2,3)")
-    ap.add_argument("--presets", default="dhc-2020,dhc-lite-demo,ddp-2010")
+    ap.add_argument(
+        "--presets",
+        default="dhc-2020+held,dhc-2020,dhc-lite-demo,ddp-2010",
+        help="presets, comma-separated; dhc-2020+held holds dhc-2020 to a pl94-2020 release",
+    )
     ap.add_argument("--workdir", type=Path, required=True, help="inputs and releases")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--keep-nmf", action="store_true", help="keep the releases' NMFs")

@@ -166,7 +166,7 @@ def commit_run(
 ) -> None:
     """Record checksums, total time and peak memory, write the manifest, run ``check``
     on the finished staging directory (it raises to stop the commit), and move the run
-    into place.
+    into place. ``timings["total"]`` is the run's whole time, ``check`` included.
 
     Part files are not read again for the checksums: their digests are those their
     tasks computed when they wrote them, recorded in each directory's index
@@ -182,10 +182,11 @@ def commit_run(
     write_json(manifest, staging.path / MANIFEST_FILE)
     if check is not None:
         check(staging.path)
-        # the self-check's own timings (manifest.json is not among the checksummed files)
-        if any(k not in manifest["timings"] for k in timings):
-            manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
-            write_json(manifest, staging.path / MANIFEST_FILE)
+        # the self-check's own timings, and the total with it: the run's whole time
+        # (manifest.json is not among the checksummed files)
+        timings["total"] = time.perf_counter() - t_start
+        manifest["timings"] = {k: round(v, 4) for k, v in timings.items()}
+        write_json(manifest, staging.path / MANIFEST_FILE)
     staging.commit()
 
 

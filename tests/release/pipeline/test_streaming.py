@@ -8,6 +8,7 @@ persons as the one-shot expansion.
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -392,3 +393,30 @@ def test_nmf_parts_read_like_the_in_memory_set(measured, tmp_path, target):
         read_part_index(d)
     with pytest.raises(InputError, match="without noisy measurement parts"):
         nmf_files(tmp_path)
+
+
+def test_the_total_time_counts_the_self_check(measured, tmp_path, monkeypatch):
+    """The manifest's total (the run's summary line) is the run's whole time, its
+    self-check included: it was not, and a full Vermont DHC said 2,276 s of its 2,697."""
+    import censusdp.release.pipeline as pipeline
+
+    real = pipeline.validate_run
+
+    def slow_check(*args, **kwargs):
+        time.sleep(3.0)  # a self-check longer than the whole rest of this small run
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "validate_run", slow_check)
+    t0 = time.perf_counter()
+    m = run_release(
+        measured[0] / "cef",
+        tmp_path / "a",
+        ReleaseBudget(load_preset("pl94-2020")),
+        ReleaseOptions(seed=8),
+        Execution(executor="inprocess"),
+    )
+    elapsed = time.perf_counter() - t0
+    t = m["timings"]
+    assert t["validate_files"] >= 3.0
+    assert elapsed - t["total"] < 2.0  # without the self-check it would miss 3 s
+    assert json.loads((tmp_path / "a" / "manifest.json").read_text())["timings"] == t
