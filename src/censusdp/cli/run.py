@@ -70,7 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "and vacant = housing units - occupied (h1), and every geounit's persons by "
             "HHGQ x voting age x Hispanic x CENRACE = its counts (pl94), so P1-P5 and H1 "
             "are its tables (its budget is not spent again; default: both from this "
-            "run's noise)",
+            "run's noise); with --units-preset none the person run alone, production's "
+            "person run, holds its persons",
         )
     )
     add_seed(
@@ -284,17 +285,20 @@ def _run(args: argparse.Namespace) -> int:
         text += "\n" + _sample_note(scale)
     h1 = manifest.get("h1_source")
     if isinstance(h1, dict):
-        text += (
-            f"\nh1: households held to the P.L. 94 release {PurePath(str(h1['release'])).name} "
-            f"(manifest SHA-256 {str(h1['manifest_sha256'])[:16]}...): {h1['occupied']:,} "
-            f"occupied, {h1['vacant']:,} vacant units"
-            + (
-                f"; persons held to its {h1['persons']:,} by HHGQ x voting age x Hispanic "
-                "x CENRACE at every geounit (its P1-P5)"
-                if "persons" in h1
-                else ""
+        held = []
+        if "occupied" in h1:
+            held.append(
+                f"households to its {h1['occupied']:,} occupied, {h1['vacant']:,} vacant units"
             )
-            + "; its privacy loss was spent by that release, not by this one"
+        if "persons" in h1:
+            held.append(
+                f"persons to its {h1['persons']:,} by HHGQ x voting age x Hispanic x CENRACE "
+                "at every geounit (its P1-P5)"
+            )
+        text += (
+            f"\nh1: held to the P.L. 94 release {PurePath(str(h1['release'])).name} "
+            f"(manifest SHA-256 {str(h1['manifest_sha256'])[:16]}...): {'; '.join(held)}; "
+            "its privacy loss was spent by that release, not by this one"
         )
     fidelity = manifest.get("fidelity")
     if isinstance(fidelity, dict):

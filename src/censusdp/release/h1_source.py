@@ -77,16 +77,18 @@ class H1Source:
     spent: dict[str, Any]
     persons: sp.csr_matrix | None = None
 
-    def record(self, housing_units: np.ndarray) -> dict[str, Any]:
+    def record(self, housing_units: np.ndarray, *, households: bool = True) -> dict[str, Any]:
         """The manifest's ``h1_source`` entry (``housing_units`` per block, the same
-        blocks, give the vacant units)."""
-        occupied = int(self.occupied.sum())
+        blocks, give the vacant units); without ``households`` (a person run alone,
+        nothing held to the H1) no ``occupied`` and ``vacant``."""
         record: dict[str, Any] = {
             "release": str(self.path),
             "manifest_sha256": self.manifest_sha256,
-            "occupied": occupied,
-            "vacant": int(np.asarray(housing_units).sum()) - occupied,
         }
+        if households:
+            occupied = int(self.occupied.sum())
+            record["occupied"] = occupied
+            record["vacant"] = int(np.asarray(housing_units).sum()) - occupied
         if self.persons is not None:
             record["persons"] = int(self.persons.sum())
         record["privacy"] = {"note": H1_PRIVACY, "spent_by_that_release": self.spent}

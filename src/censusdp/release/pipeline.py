@@ -240,6 +240,7 @@ def run_release(
             cef_input.sha256,
             rt,
             persons=budget.persons.schema == DHCP_2020.name,
+            households=dhch,
         )
         if is_household_run(budget.units) and geo.unit_spine is not None:
             raise ConfigError(
@@ -303,8 +304,9 @@ def run_release(
 def _check_runs(budget: ReleaseBudget, options: ReleaseOptions, input_dir: str | Path) -> bool:
     """Refuse, in one line, runs the budget and options cannot make: a DHC budget given
     as the other run's, a DHC household run on an input without its columns, a run
-    schema a household run does not pair with, ``--h1-from`` without a DHC household
-    run. Returns whether the unit run is the DHC's household run."""
+    schema a household run does not pair with, ``--h1-from`` without a DHC run to hold
+    (the household run, or a ``dhcp-2020`` person run alone: production's person run,
+    which its ``pl94`` held). Returns whether the unit run is the DHC's household run."""
     for i, run in enumerate(budget.runs):
         fits = DHCP_2020.name if i == 0 else DHCH_2020.name
         if run.schema in DHC_SCHEMA_NAMES and run.schema != fits:
@@ -317,10 +319,12 @@ def _check_runs(budget: ReleaseBudget, options: ReleaseOptions, input_dir: str |
     if dhch:
         check_dhch_input(input_dir)  # an input without its columns: one line naming one
     check_run_schemas(budget)
-    if options.h1_from is not None and not dhch:
+    persons_alone = budget.units is None and budget.persons.schema == DHCP_2020.name
+    if options.h1_from is not None and not (dhch or persons_alone):
         raise ConfigError(
-            f"--h1-from {options.h1_from} holds a DHC household run to a P.L. 94 release's "
-            "H1; this budget has none (use --preset dhc-2020 with its units run)"
+            f"--h1-from {options.h1_from} holds the 2020 DHC's runs to a P.L. 94 release; "
+            f"budget {budget.persons.name!r} has neither its household run nor its person run "
+            "alone (use --preset dhc-2020, with its units run or --units-preset none)"
         )
     return dhch
 
@@ -333,32 +337,38 @@ def _held_to_h1(
     rt: Runtime,
     *,
     persons: bool,
+    households: bool,
 ) -> tuple[Invariants, dict[str, Any] | None]:
     """The invariants with what the P.L. 94 release ``h1_from`` holds a DHC run to, and
     the manifest's ``h1_source``; without one, ``inv`` and ``None``.
 
-    Its occupied units hold the household run (production's ``h1``); with ``persons``
-    (a ``dhcp-2020`` person run) its persons in the ``pl94`` cells hold every geounit of
-    the person run too (production's ``pl94``), as production took both from its P.L.
-    94 release."""
+    With ``households`` (a DHC household run) its occupied units hold the household run
+    (production's ``h1``); with ``persons`` (a ``dhcp-2020`` person run) its persons in
+    the ``pl94`` cells hold every geounit of the person run (production's ``pl94``), as
+    production took both from its P.L. 94 release. A person run alone is production's
+    person run (``person_US.ini``), a DAS run of its own."""
     if h1_from is None:
         return inv, None
     h1 = read_h1_source(h1_from, hierarchy, inv, input_sha256, persons=persons)
-    record = h1.record(inv.housing_units)
-    held_persons = (
-        ""
-        if h1.persons is None
-        else f" and the persons to its {record['persons']:,} persons by HHGQ x voting age x "
-        "Hispanic x CENRACE at every geounit"
-    )
+    record = h1.record(inv.housing_units, households=households)
+    held = []
+    if households:
+        held.append(
+            f"the households to its H1, {record['occupied']:,} occupied and "
+            f"{record['vacant']:,} vacant units"
+        )
+    if h1.persons is not None:
+        held.append(
+            f"the persons to its {record['persons']:,} persons by HHGQ x voting age x "
+            "Hispanic x CENRACE at every geounit"
+        )
     say(
         rt.progress,
-        f"holding the households to the H1 of the P.L. 94 release {record['release']} "
-        f"(manifest SHA-256 {record['manifest_sha256'][:16]}...): {record['occupied']:,} "
-        f"occupied and {record['vacant']:,} vacant units{held_persons}; its privacy loss "
-        "was spent by it",
+        f"holding {' and '.join(held)}: the P.L. 94 release {record['release']} (manifest "
+        f"SHA-256 {record['manifest_sha256'][:16]}...), whose privacy loss was spent by it",
     )
-    return replace(inv, h1_occupied=h1.occupied, pl94_persons=h1.persons), record
+    occupied = h1.occupied if households else None
+    return replace(inv, h1_occupied=occupied, pl94_persons=h1.persons), record
 
 
 _NO_NOISE = {

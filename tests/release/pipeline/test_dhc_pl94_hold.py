@@ -75,3 +75,30 @@ def test_every_geounit_holds_the_pl94_releases_cross(runs) -> None:
     # the same measurements without the hold: the DHC release's own P1-P5 are not these
     free = run_topdown(ms, spine, geo.person_bounds(inv), TopDownOptions(group_variable="hhgq"))
     assert (free.histograms[-1] @ to_pl94 != held_spine).nnz > 0
+
+
+def test_the_person_run_alone_held_publishes_the_pl94_releases_tables(runs, tmp_path) -> None:
+    """``run --preset dhc-2020 --units-preset none --h1-from PL``: production's person run
+    (``person_US.ini``, a DAS run of its own) held by its ``pl94`` alone. Its P1-P5 are
+    the P.L. release's at every geounit, its manifest records the persons and no H1, and
+    the run's own self-check passed (``run_release`` raises otherwise)."""
+    from censusdp.io.tables import read_table
+    from censusdp.release.validate import validate_run
+
+    cef, pl94, _ = runs
+    out = tmp_path / "held"
+    m = run_release(
+        cef,
+        out,
+        ReleaseBudget(load_preset("dhc-2020")),
+        ReleaseOptions(seed=3, h1_from=str(pl94)),
+    )
+    source = m["h1_source"]
+    assert source["persons"] > 0 and "occupied" not in source and "vacant" not in source
+    report = validate_run(out)  # validate, from the files
+    assert report.ok, report.failures()
+    assert "no households held" in report.checks["h1_source"]["detail"]
+    assert report.checks["pl94_held"]["ok"]
+    for name in ("P1", "P2", "P3", "P4", "P5"):
+        got, want = read_table(out / "tables", name), read_table(pl94 / "tables", name)
+        assert got.equals(want), name

@@ -184,10 +184,17 @@ def check_h1_source(
             f"{INVARIANTS_FILE} publishes what a P.L. 94 release held (h1_occupied or "
             f"{HELD_PL94_FILE}) but the manifest records no h1_source"
         )
-    elif inv.h1_occupied is None:
+    elif inv.h1_occupied is None and "occupied" in source:
         problems.append(
             f"the manifest records an h1_source but {INVARIANTS_FILE} has no {H1_OCCUPIED}"
         )
+    elif inv.h1_occupied is None:  # a person run alone: its persons held, nothing else
+        held = None if inv.pl94_persons is None else int(inv.pl94_persons.sum())
+        if source.get("persons") != held:
+            problems.append(
+                f"h1_source.persons is {source.get('persons')!r}, the published invariants "
+                f"give {held if held is not None else f'no {HELD_PL94_FILE}'}"
+            )
     else:
         occ = inv.h1_occupied
         bad = np.flatnonzero((occ < 0) | (occ > inv.housing_units))
@@ -210,11 +217,15 @@ def check_h1_source(
         if inv.pl94_persons is None
         else f", the persons' pl94 counts of {HELD_PL94_FILE} its {source.get('persons')!r}"
     )
+    units = (
+        f"{H1_OCCUPIED} of {INVARIANTS_FILE} within the housing units, its totals the manifest's"
+        if inv.h1_occupied is not None
+        else "no households held"
+    )
     rep.add(
         "h1_source",
         not problems,
         "; ".join(problems)
         or f"held to the P.L. 94 release {source.get('release')} (manifest SHA-256 "
-        f"{source.get('manifest_sha256')}): {H1_OCCUPIED} of {INVARIANTS_FILE} within the "
-        f"housing units, its totals the manifest's{persons}",
+        f"{source.get('manifest_sha256')}): {units}{persons}",
     )
