@@ -33,8 +33,6 @@ rescaling columns, every constraint holds to the feasibility tolerance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import scipy.linalg as la
 import scipy.sparse as sp
@@ -54,13 +52,6 @@ the marginals (the queries that do not see every cell alone) have at most this m
 on the kept cells: at 1,428 cells and 596 rows (a 10-million-person county family), one
 solve for 2,346 children takes 0.12 CPU s instead of SuperLU's 2.35 (the same answer to
 1e-13)."""
-
-CHILD_SCALE_RTOL = 1e-5
-"""Per-child weight multipliers that agree across queries to this relative tolerance are
-one multiplier a child (:func:`child_scale`), the rest solved exactly
-(:func:`_weight_deviation`). Los Angeles County's 2,334 tracts under the optimized spine
-differ by 4.2e-7 (the discrete Gaussian's exact variances): at a tolerance of 1e-12 the
-family went to Clarabel (docs/scaling.md)."""
 
 _ALPHA = 1.6
 _TOL_UNITS = 10.0
@@ -384,7 +375,6 @@ def solve_admm(
     # with counts near 1e8 the iterates then stay of the size of the noise.
     x0 = start_point(sub)
     b = b - hess(x0)
-    deviation = _weight_deviation(comp, scale, w, x0)
     g0 = _row_sums(x0, groups, n_groups)
     t0 = x0.sum(axis=1)
     p = None if root else sub.parent.astype(np.float64) - x0.sum(axis=0)
@@ -425,9 +415,8 @@ def solve_admm(
     for it in range(1, max_iter + 1):
         rt = rho * rho_t_mult
         rc = rho * _CELL_RHO
-        # r_i = sigma x + 2 b - A'(y - R z), the weights' deviation at the last iterate
-        bx = b if deviation is None else b - deviation(x)
-        r = _SIGMA * x + 2.0 * bx + (rc * zc - yc)
+        # r_i = sigma x + 2 b - A'(y - R z)
+        r = _SIGMA * x + 2.0 * b + (rc * zc - yc)
         r += (rho * zg - yg)[:, groups]
         r += (rt * zt - yt)[:, None]
         sol = fac.solve(r.T).T
@@ -453,8 +442,6 @@ def solve_admm(
         r_prim = max(np.abs(ac - zc).max(), np.abs(ag - zg).max(initial=0.0), np.abs(at - zt).max())
         # dual residual: gradient of the Lagrangian, minus the best column-sum multiplier
         hx = hess(x)
-        if deviation is not None:
-            hx = hx + deviation(x)
         g = (2.0 * (hx - b) + yc + yg[:, groups] + yt[:, None]) * scale[:, None]
         if not root:
             g = g - g.mean(axis=0)[None, :]
@@ -480,9 +467,8 @@ def solve_admm(
 
 
 def child_scale(comp: Compressed) -> np.ndarray | None:
-    """``(k,)`` multipliers ``u_i`` with child ``i``'s weights ``u_i w_q`` for every query
-    (to within :data:`CHILD_SCALE_RTOL`), or ``None`` when some child's multipliers differ
-    more between queries (or one is 0).
+    """``(k,)`` multipliers ``u_i`` with child ``i``'s weights ``u_i w_q`` for every query,
+    or ``None`` when some child's multipliers differ between queries (or one is 0).
 
     A spine release's per-geounit budgets give this form: a geounit that took its only
     child's share has every query's variance divided by the same factor. The ADMM then
@@ -490,10 +476,7 @@ def child_scale(comp: Compressed) -> np.ndarray | None:
     so its linear system is ``u_i K`` and one factorisation still serves every child:
     with the duals scaled by ``1 / u_i`` the only change to the iteration is that the
     column-sum correction ``p - sum_m K^-1 r_m`` is shared in proportion to ``1 / u_i``
-    instead of equally. The discrete Gaussian's exact variance is not quite ``sigma^2``
-    (slightly below it, by a share that depends on ``sigma``), so those factors differ
-    from query to query by a few parts in ten million; the ADMM solves the exact
-    weights all the same (:func:`_weight_deviation`).
+    instead of equally.
     """
     k = comp.y[0].shape[0] if comp.y else 0
     if comp.cw is None:
@@ -503,47 +486,9 @@ def child_scale(comp: Compressed) -> np.ndarray | None:
         return np.ones(k)
     cw = comp.cw[live]
     u = cw[0]
-    if np.any(u <= 0) or not np.allclose(cw, u[None, :], rtol=CHILD_SCALE_RTOL, atol=0.0):
+    if np.any(u <= 0) or not np.allclose(cw, u[None, :], rtol=1e-12, atol=0.0):
         return None
     return u.astype(np.float64)
-
-
-def _weight_deviation(
-    comp: Compressed, scale: np.ndarray, w: np.ndarray, x0: np.ndarray
-) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The gradient of what the weights ``u_i w_q`` (``scale``, ``w``) leave out of the
-    objective, as a function of the deviation ``d`` from ``x0``; ``None`` when the
-    children's weights are exactly ``u_i w_q``.
-
-    Child ``i``'s objective over ``u_i`` is ``sum_q w_q (1 + e_qi) ||B_q x - y_qi||^2``
-    with ``e_qi = cw_qi / u_i - 1`` (at most :data:`CHILD_SCALE_RTOL`); the ADMM's
-    factorisation holds the ``1`` and this function gives half the gradient of the
-    ``e`` terms, ``sum_q w_q e_qi B_q'(B_q x - y_qi)``, which the linear step takes at
-    the previous iterate. Its Hessian is ``e`` times the factored one, so the iteration
-    converges as before, to the exact weights' optimum (a fixed point of the lagged
-    step is a stationary point of the whole objective)."""
-    if comp.cw is None:
-        return None
-    terms = []
-    for q in range(len(comp.sizes)):
-        if w[q] <= 0 or comp.sizes[q] == 0:
-            continue
-        e = comp.cw[q] / scale - 1.0
-        if np.any(e != 0.0):
-            terms.append((q, (w[q] * e)[:, None]))
-    if not terms:
-        return None
-
-    def gradient(d: np.ndarray) -> np.ndarray:
-        x = x0 + d
-        out = np.zeros_like(x)
-        for q, we in terms:
-            r = comp.rows[q]
-            resid = _row_sums(x, r, comp.sizes[q]) - comp.y[q]
-            out += (we * resid)[:, r]
-        return out
-
-    return gradient
 
 
 def _hessian(comp: Compressed, w: np.ndarray, c: int):

@@ -90,8 +90,7 @@ class Shape:
     Attributes:
         per_child_weights: the children are weighted differently from query to query
             (a spine release's per-geounit budgets that are not one multiple of the query
-            weights to a relative ``admm.CHILD_SCALE_RTOL``), which only the active set
-            and Clarabel can weigh.
+            weights), which only the active set and Clarabel can weigh.
         sparse: the optimum is sparse: no parent, or a parent holding at most a quarter
             of children x kept cells persons.
         many_cells: more than :data:`FEW_CELLS` kept cells.
