@@ -34,6 +34,7 @@ import pickle
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from _harness import say  # noqa: E402
@@ -85,10 +86,12 @@ def _capture(cut: Path, task_file: Path, min_children: int) -> None:
         raise _Captured
 
     tasks.run_task = capture
-    run = cut.parent / f"{cut.name}_run"
-    argv = ["run", "--input", str(cut), "--out", str(run), "--seed", "1", "--workers", "1"]
     try:
-        cli([*argv, "--fidelity", "production", "--quiet", "--overwrite"])
+        with tempfile.TemporaryDirectory(dir=cut.parent) as tmp:
+            run = Path(tmp) / "run"
+            argv = ["run", "--input", str(cut), "--out", str(run), "--seed", "1"]
+            # the command stops with an internal error when the family is captured
+            cli([*argv, "--workers", "1", "--fidelity", "production", "--quiet"])
     finally:
         tasks.run_task = real
     if not task_file.exists():
@@ -121,8 +124,9 @@ def _worker(task_file: Path, way: str, out: Path) -> None:
     _, sub = _second_pass(task_file)
     solved, method = sub, "auto"
     if way == "admm-one-multiplier":
-        one = sub.unit_weights[int(np.argmax(sub.weights))]
-        solved = replace(sub, unit_weights=np.broadcast_to(one, sub.unit_weights.shape).copy())
+        if sub.unit_weights is not None:
+            one = sub.unit_weights[int(np.argmax(sub.weights))]
+            solved = replace(sub, unit_weights=np.broadcast_to(one, sub.unit_weights.shape).copy())
         method = "admm"
     elif way != "chain":
         raise SystemExit(f"--ways: unknown way {way!r} (chain, admm-one-multiplier)")
