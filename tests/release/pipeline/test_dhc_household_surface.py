@@ -103,8 +103,9 @@ def test_evaluate_and_infer_say_what_they_cover(state: Path, tmp_path: Path, cap
                  "--html", str(tmp_path / "e.html")]) == 0  # fmt: skip
     out = capsys.readouterr().out
     line = (
-        "H1, P16, H3, H4, H5, H9: error bars of the household run (dhch-2020), re-released "
-        "with the persons; the persons estimated apart from the households, as the release was"
+        "H1, P16, H3, H4, H5, H6, H7, H9, H10, H11, H12: error bars of the household run "
+        "(dhch-2020), re-released with the persons; the persons estimated apart from the "
+        "households, as the release was"
     )
     assert line in out.splitlines()
     result = json.loads((tmp_path / "e.json").read_text())
