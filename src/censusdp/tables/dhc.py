@@ -142,11 +142,13 @@ DHC_PERSON_CELLS = _N_RELGQ * 2 * _N_AGE * 2 * _N_RACES
 """Cells of the person tables' histogram:
 ``(((relgq * 2 + sex) * 116 + age) * 2 + hispanic) * 7 + race``."""
 
-_N_TENURE, _N_HHAGE, _N_KIND, _N_SIZE = 3, len(HHAGE_LEVELS), 3, 7
-DHC_HOUSEHOLD_CELLS = _N_TENURE * _N_HHAGE * 2 * _N_RACES * 2 * _N_KIND * _N_SIZE
-"""Cells of the household tables' histogram (15,876): ``((((((tenure * 9 + hhage) * 2 +
-hisp) * 7 + race) * 2 + sex) * 3 + family) * 7 + size - 1``, ``family`` 0 a married
-couple family, 1 another family, 2 a nonfamily household."""
+_N_SIZE = 7
+_HOUSEHOLD_AXES = ("tenure", "hhage", "hisp", "race", "sex", "kind", "size")
+_HOUSEHOLD_SHAPE = (3, len(HHAGE_LEVELS), 2, _N_RACES, 2, 3, _N_SIZE)
+DHC_HOUSEHOLD_CELLS = int(np.prod(_HOUSEHOLD_SHAPE))
+"""Cells of the household tables' histogram (15,876): ``tenure x hhage x hisp x race x
+sex x kind x size`` in C order, ``kind`` 0 a married couple family, 1 another family, 2
+a nonfamily household, ``size`` 0 for one person ... 6 for seven or more."""
 
 _P12_GROUPS = (0, 5, 10, 15, 18, 20, 21, 22, 25, 30, 35, 40, 45, 50, 55, 60, 62, 65, 67, 70,
                75, 80, 85)  # fmt: skip
@@ -261,15 +263,16 @@ def _person_table(name: str) -> TableDefinition:
 
 
 def _household_cells() -> dict[str, np.ndarray]:
-    """The attributes of every household-table cell (:data:`DHC_HOUSEHOLD_CELLS`)."""
-    rest, size = np.divmod(np.arange(DHC_HOUSEHOLD_CELLS), _N_SIZE)
-    rest, kind = np.divmod(rest, _N_KIND)
-    rest, sex = np.divmod(rest, 2)
-    rest, race = np.divmod(rest, _N_RACES)
-    rest, hisp = np.divmod(rest, 2)
-    tenure, hhage = np.divmod(rest, _N_HHAGE)
-    return {"size": size + 1, "kind": kind, "sex": sex, "race": race, "hisp": hisp,
-            "hhage": hhage, "tenure": tenure}  # fmt: skip
+    """The attributes of every household-table cell (:data:`DHC_HOUSEHOLD_CELLS`),
+    ``size`` in persons (1 ... 7 for seven or more)."""
+    levels = np.unravel_index(np.arange(DHC_HOUSEHOLD_CELLS), _HOUSEHOLD_SHAPE)
+    cells = dict(zip(_HOUSEHOLD_AXES, levels, strict=True))
+    cells["size"] = cells["size"] + 1
+    return cells
+
+
+def _size_label(size: int) -> str:
+    return f"{size}-person household" if size < _N_SIZE else "7-or-more-person household"
 
 
 _HH_RACES = (
@@ -321,10 +324,7 @@ def _householder_table(name: str, c: dict[str, np.ndarray]) -> TableDefinition:
                 b.add(f"{prefix}{origin_words.rstrip(':')}", held & (c["hisp"] == origin), True)
         else:
             for size in range(1, _N_SIZE + 1):
-                label = (
-                    f"{size}-person household" if size < _N_SIZE else "7-or-more-person household"
-                )
-                b.add(f"{prefix}{label}", held & (c["size"] == size), True)
+                b.add(f"{prefix}{_size_label(size)}", held & (c["size"] == size), True)
     return b.build(name, title, "Occupied housing units", "dhc_households")
 
 
@@ -338,8 +338,7 @@ def _household_table(name: str) -> TableDefinition:
     b.add("Total:", np.ones(DHC_HOUSEHOLD_CELLS, dtype=bool))
     if name == "H9":
         for k in range(1, _N_SIZE + 1):
-            words = f"{k}-person household" if k < _N_SIZE else "7-or-more-person household"
-            b.add(f"Total:{SEP}{words}", size == k, True)
+            b.add(f"Total:{SEP}{_size_label(k)}", size == k, True)
         return b.build(name, "HOUSEHOLD SIZE", "Occupied housing units", "dhc_households")
     fam, non = f"Total:{SEP}Family households:", f"Total:{SEP}Nonfamily households:"
     other = f"{fam}{SEP}Other family:"
@@ -419,11 +418,9 @@ def _household_map() -> sp.csr_matrix:
              for f in ("size", "couple", "relatives")}  # fmt: skip
     married = np.isin(facts["couple"], (1, 2))
     kind = np.where(married, 0, np.where(facts["relatives"] == 1, 1, 2))[types]
-    size = np.minimum(facts["size"], _N_SIZE)[types]
-    target = sch.cell_levels("hhtenshort_3lev")
-    for attr, n in (("hhage", _N_HHAGE), ("hisp", 2), ("race", _N_RACES), ("sex", 2)):
-        target = target * n + sch.cell_levels(attr)
-    target = (target * _N_KIND + kind) * _N_SIZE + size - 1
+    size = np.minimum(facts["size"], _N_SIZE)[types] - 1
+    levels = [sch.cell_levels(a) for a in ("hhtenshort_3lev", "hhage", "hisp", "race", "sex")]
+    target = np.ravel_multi_index((*levels, kind, size), _HOUSEHOLD_SHAPE)
     return sp.csr_matrix(
         (np.ones(sch.size, dtype=np.int64), (np.arange(sch.size), target)),
         shape=(sch.size, DHC_HOUSEHOLD_CELLS),
