@@ -188,23 +188,19 @@ def check_h1_source(
         problems.append(
             f"the manifest records an h1_source but {INVARIANTS_FILE} has no {H1_OCCUPIED}"
         )
-    elif inv.h1_occupied is None:  # a person run alone: its persons held, nothing else
-        held = None if inv.pl94_persons is None else int(inv.pl94_persons.sum())
-        if source.get("persons") != held:
-            problems.append(
-                f"h1_source.persons is {source.get('persons')!r}, the published invariants "
-                f"give {held if held is not None else f'no {HELD_PL94_FILE}'}"
-            )
     else:
+        totals: dict[str, object] = {}
         occ = inv.h1_occupied
-        bad = np.flatnonzero((occ < 0) | (occ > inv.housing_units))
-        if bad.size:
-            problems.append(
-                f"{bad.size} blocks with {H1_OCCUPIED} outside 0..housing_units (first "
-                f"{_blocks(hierarchy, bad)})"
-            )
-        totals = {"occupied": int(occ.sum()), "vacant": int((inv.housing_units - occ).sum())}
-        if inv.pl94_persons is not None or "persons" in source:
+        if occ is not None:
+            bad = np.flatnonzero((occ < 0) | (occ > inv.housing_units))
+            if bad.size:
+                problems.append(
+                    f"{bad.size} blocks with {H1_OCCUPIED} outside 0..housing_units (first "
+                    f"{_blocks(hierarchy, bad)})"
+                )
+            totals = {"occupied": int(occ.sum()), "vacant": int((inv.housing_units - occ).sum())}
+        # held persons, or a person run alone (which holds nothing else)
+        if occ is None or inv.pl94_persons is not None or "persons" in source:
             held = None if inv.pl94_persons is None else int(inv.pl94_persons.sum())
             totals["persons"] = held if held is not None else f"no {HELD_PL94_FILE}"
         problems += [
