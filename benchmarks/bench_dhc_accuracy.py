@@ -121,19 +121,20 @@ def run_one(args: argparse.Namespace, state: str, seed: int, preset: str) -> dic
     release = base / preset
     record: dict[str, Any] = {"state": state, "seed": seed, "preset": preset}
     made = not (release / "manifest.json").exists()
-    name, held = preset.removesuffix(HELD), preset.endswith(HELD)
+
+    def run(out: Path, name: str, *extra: str) -> tuple[float, float]:
+        return timed([*cli, "run", "--input", str(base / "input"), "--out", str(out),
+                      "--preset", name, "--seed", str(seed),
+                      "--workers", str(args.workers), *extra])  # fmt: skip
+
     if made:
         extra: list[str] = []
-        if held:  # production's way: the P.L. 94 release first, the DHC held to it
+        if preset.endswith(HELD):  # production's way: the P.L. 94 release first, held to it
             pl = base / "pl94-2020"
             if not (pl / "manifest.json").exists():
-                timed([*cli, "run", "--input", str(base / "input"), "--out", str(pl),
-                       "--preset", "pl94-2020", "--seed", str(seed),
-                       "--workers", str(args.workers)])  # fmt: skip
+                run(pl, "pl94-2020")
             extra = ["--h1-from", str(pl)]
-        wall, cpu = timed([*cli, "run", "--input", str(base / "input"), "--out", str(release),
-                           "--preset", name, "--seed", str(seed),
-                           "--workers", str(args.workers), *extra])  # fmt: skip
+        wall, cpu = run(release, preset.removesuffix(HELD), *extra)
         record.update(run_wall_seconds=wall, run_cpu_seconds=cpu)
     nmf_present = (release / NMF_FILES["persons"]).exists()
     evaluated = base / f"{preset}.evaluate.json"

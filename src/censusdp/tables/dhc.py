@@ -314,17 +314,17 @@ def _householder_table(name: str, c: dict[str, np.ndarray]) -> TableDefinition:
         "H12": "TENURE BY HOUSEHOLD SIZE",
     }[name]
     for words, levels in _TENURES:
-        held = np.isin(c["tenure"], levels)
+        tenure = np.isin(c["tenure"], levels)
         prefix = f"{total}{words}{SEP}"
-        b.add(f"{total}{words}", held)
+        b.add(f"{total}{words}", tenure)
         if name == "H10":
-            _race_lines(b, prefix, held, c["race"])
+            _race_lines(b, prefix, tenure, c["race"])
         elif name == "H11":
             for origin, origin_words in _ORIGINS:
-                b.add(f"{prefix}{origin_words.rstrip(':')}", held & (c["hisp"] == origin), True)
+                b.add(f"{prefix}{origin_words.rstrip(':')}", tenure & (c["hisp"] == origin), True)
         else:
             for size in range(1, _N_SIZE + 1):
-                b.add(f"{prefix}{_size_label(size)}", held & (c["size"] == size), True)
+                b.add(f"{prefix}{_size_label(size)}", tenure & (c["size"] == size), True)
     return b.build(name, title, "Occupied housing units", "dhc_households")
 
 
