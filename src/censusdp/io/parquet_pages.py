@@ -1,6 +1,11 @@
 """A Parquet column chunk read page by page, without decoding its rows.
 
-:func:`one_value` proves from a column chunk's page headers, its dictionary page and
+:func:`chunk_bytes` gives a column chunk's bytes as stored (its pages, headers
+included): two chunks of the same bytes, type and codec hold the same rows, which is how
+the self-check of the NMF knows a row group's ``cell`` without decoding it again.
+:func:`dictionary_runs` reads a dictionary-encoded string chunk whose indices are RLE
+runs (the NMF's ``geocode``: one run a geounit) as its entries and runs. :func:`one_value`
+proves from a column chunk's page headers, its dictionary page and
 the dictionary indices of its data pages that every row of a row group holds one
 string: the chunk's dictionary has one entry and every index is 0 (a run of zeros:
 a few bytes a page). A data page byte for byte like the one before it (a writer's pages
@@ -20,6 +25,7 @@ from __future__ import annotations
 import struct
 from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 
 from censusdp.io.parquet_thrift import (
@@ -30,12 +36,142 @@ from censusdp.io.parquet_thrift import (
     CompactReader,
 )
 
-__all__ = ["one_value"]
+__all__ = ["chunk_bytes", "dictionary_runs", "one_value"]
 
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = (
     ENCODING[e] for e in ("PLAIN", "PLAIN_DICTIONARY", "RLE_DICTIONARY")
 )
 _CODECS = {"UNCOMPRESSED": None, "ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip"}
+
+
+def chunk_bytes(file: BinaryIO, column: Any, *, size: int | None = None) -> bytes | None:
+    """The bytes of a column chunk as the file stores them (from its dictionary page, if
+    any, to its last data page), or ``None`` where the footer places it outside the file.
+
+    Args:
+        file: the Parquet file, open for binary reading.
+        column: the chunk's ``ColumnChunkMetaData`` (``row_group(i).column(j)``).
+        size: the file's size in bytes, if known.
+    """
+    start = int(
+        column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    )
+    length = int(column.total_compressed_size)
+    if start < 0 or length <= 0 or (size is not None and start + length > size):
+        return None
+    file.seek(start)
+    chunk = file.read(length)
+    return chunk if len(chunk) == length else None
+
+
+def dictionary_runs(
+    file: BinaryIO, column: Any, rows: int, required: bool, *, size: int | None = None
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """A string column chunk whose data pages' indices are all RLE runs, as
+    ``(entries, index, length)``: its dictionary's entries and, in row order, each run's
+    entry (index into ``entries``) and rows; ``None`` for anything else (bit-packed
+    indices, nulls, another encoding, an unknown codec, a page it cannot parse, runs
+    that do not count ``rows`` rows, an index past the dictionary), whose rows the
+    caller decodes instead.
+
+    The NMF writer's ``geocode`` is such a chunk (one run a geounit,
+    :func:`censusdp.io.parquet_chunks.run_indices`): a row group of a million rows is
+    its geocodes and a few bytes a geounit.
+    """
+    if not required or column.physical_type != "BYTE_ARRAY" or not column.has_dictionary_page:
+        return None
+    codec = _CODECS.get(str(column.compression), "?")
+    if codec == "?":
+        return None
+    chunk = chunk_bytes(file, column, size=size)
+    if chunk is None:
+        return None
+    try:
+        return _dictionary_runs(chunk, codec, rows)
+    except (ValueError, IndexError, struct.error, pa.ArrowException, UnicodeDecodeError):
+        return None
+
+
+def _dictionary_runs(
+    chunk: bytes, codec: str | None, rows: int
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """:func:`dictionary_runs` on the chunk's bytes: a ``PLAIN`` dictionary page of
+    strings, then version-1 data pages of RLE runs only."""
+    reader = CompactReader(chunk)
+    entries: list[str] | None = None
+    index: list[int] = []
+    length: list[int] = []
+    while reader.pos < len(chunk):
+        header = reader.struct()
+        kind, raw, packed = header.get(1), header.get(2), header.get(3)
+        if not isinstance(raw, int) or not isinstance(packed, int) or packed < 0:
+            return None
+        body = chunk[reader.pos : reader.pos + packed]
+        reader.pos += packed
+        if len(body) != packed:
+            return None
+        if kind == DICTIONARY_PAGE and entries is None:
+            page = header.get(7) or {}
+            if page.get(2) not in (_PLAIN, _PLAIN_DICTIONARY) or not isinstance(page.get(1), int):
+                return None
+            entries = _plain_strings(_inflate(body, codec, raw), page[1])
+            if entries is None:
+                return None
+        elif kind == DATA_PAGE and entries is not None:
+            page = header.get(5) or {}
+            values = page.get(1)
+            if page.get(2) not in (_PLAIN_DICTIONARY, _RLE_DICTIONARY) or not isinstance(
+                values, int
+            ):
+                return None
+            if not _rle_runs(_inflate(body, codec, raw), values, index, length):
+                return None
+        else:
+            return None
+    if entries is None or sum(length) != rows:
+        return None
+    idx = np.asarray(index, dtype=np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= len(entries)):
+        return None
+    return entries, idx, np.asarray(length, dtype=np.int64)
+
+
+def _plain_strings(data: bytes, n: int) -> list[str] | None:
+    """``n`` ``PLAIN`` strings (each a 4-byte little-endian length, then UTF-8) that are
+    exactly ``data``, or ``None``."""
+    out = []
+    at = 0
+    for _ in range(n):
+        (size,) = struct.unpack_from("<i", data, at)
+        at += 4
+        if size < 0 or at + size > len(data):
+            return None
+        out.append(data[at : at + size].decode("utf-8"))
+        at += size
+    return out if at == len(data) else None
+
+
+def _rle_runs(data: bytes, values: int, index: list[int], length: list[int]) -> bool:
+    """Append the RLE runs of a data page's dictionary indices (``data``: the bit-width
+    byte, then the runs) holding ``values`` indices to ``index`` and ``length``;
+    ``False`` if a run is bit-packed or the runs do not hold exactly ``values``."""
+    if not data or data[0] > 32:
+        return False
+    width = (data[0] + 7) // 8
+    reader = CompactReader(data, 1)
+    seen = 0
+    while seen < values:
+        if reader.pos >= len(data):
+            return False
+        run = reader.varint()
+        n = run >> 1
+        if run & 1 or n == 0 or reader.pos + width > len(data):
+            return False
+        index.append(int.from_bytes(data[reader.pos : reader.pos + width], "little"))
+        length.append(n)
+        reader.pos += width
+        seen += n
+    return seen == values and reader.pos == len(data)
 
 
 def one_value(

@@ -9,7 +9,8 @@ recorded budget's plan.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 
 from censusdp.errors import InputError
 from censusdp.io.nmf_files import NMF_COLUMNS, RowGroupKey, has_row_group_keys, row_group_keys
-from censusdp.io.parquet_pages import one_value
+from censusdp.io.parquet_pages import chunk_bytes, dictionary_runs, one_value
 
 READ_BATCH_ROWS = 1 << 22
 """Most rows :func:`count_files` reads in one call."""
@@ -29,7 +30,16 @@ READ_BATCH_ROWS = 1 << 22
 PAGE_PROOF_ROWS = 1 << 16
 """Fewest rows of a row group whose ``geolevel`` and ``query`` :func:`count_files`
 proves from their pages (:func:`censusdp.io.parquet_pages.one_value`, tens to hundreds
-of microseconds a column) instead of decoding them (about 1.3 ns a row each)."""
+of microseconds a column) instead of decoding them (about 1.3 ns a row each), and whose
+``geocode`` and ``cell`` it counts from their pages (:func:`_proven_runs`)."""
+
+CELL_CHUNKS_KEPT = 32
+"""``cell`` chunks whose fingerprints a process keeps (:func:`_cell_sums`): a query's row
+groups have a few shapes, and the NMF writer encodes each shape's chunk once."""
+
+_CELL_SUMS: OrderedDict[tuple, np.ndarray] = OrderedDict()
+"""Per stored ``cell`` chunk (its bytes, type, codec and rows), the running sums of its
+rows' fingerprints (:func:`cell_mix`), most recently used last."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,7 +135,12 @@ def count_files(path: Path, files: list[Path], tally: Tally) -> str | None:
         except InputError as exc:
             where = shown(path, f)
             return str(exc) if str(exc).startswith(where) else f"{where}: {exc}"
-        for batch in _read_batches(md, constants):
+        proven = _proven_runs(f, md, names, keys, required, constants)
+        for rg, runs in proven.items():
+            problem = _count_runs(pf, rg, runs, constants[rg], tally)
+            if problem:
+                return f"{shown(path, f)}: {problem}"
+        for batch in _read_batches(md, constants, proven):
             columns = [c for c in NMF_COLUMNS[:6] if c not in constants[batch[0]]]
             try:
                 t = pf.read_row_groups(batch, columns=columns, use_threads=False)
@@ -187,14 +202,118 @@ def _page_constants(
                 constants[rg][name] = got
 
 
-def _read_batches(md: Any, constants: list[dict[str, Any]]) -> list[list[int]]:
+@dataclass(frozen=True, eq=False)
+class _Runs:
+    """A row group's ``geocode`` as its pages store it (dictionary ``entries``, each
+    run's ``index`` into them and rows, ``length``) and its ``cell`` chunk's identity
+    (:func:`_cell_sums`)."""
+
+    entries: list[str]
+    index: np.ndarray
+    length: np.ndarray
+    cell: tuple
+
+
+def _proven_runs(
+    f: Path,
+    md: Any,
+    names: list[str],
+    keys: list[RowGroupKey | None] | None,
+    required: set[str],
+    constants: list[dict[str, Any]],
+) -> dict[int, _Runs]:
+    """The row groups (of at least :data:`PAGE_PROOF_ROWS` rows, their level, query,
+    variance and value settled without reading rows) whose ``geocode`` pages are a
+    dictionary and RLE runs (:func:`~censusdp.io.parquet_pages.dictionary_runs`), with
+    those runs and their ``cell`` chunk's identity: counted by :func:`_count_runs`
+    without decoding a row, where decoding ``geocode`` and ``cell`` and comparing each
+    unit's cells was most of the self-check's CPU (about 8 ns a row).
+
+    What this proves is what decoding proves: the runs are the geocode of every row
+    and a chunk of the same bytes, type, codec and rows as one decoded before holds
+    the same cells.
+    """
+    if keys is None or not {"geocode", "cell"} <= required:
+        return {}
+    settled = {"geolevel", "query", "variance", "value"}
+    cell_at = names.index("cell")
+    out: dict[int, _Runs] = {}
+    size = f.stat().st_size
+    with open(f, "rb") as fh:
+        for rg, key in enumerate(keys):
+            meta = md.row_group(rg)
+            n = meta.num_rows
+            if key is None or n < PAGE_PROOF_ROWS or not settled <= constants[rg].keys():
+                continue
+            runs = dictionary_runs(fh, meta.column(names.index("geocode")), n, True, size=size)
+            column = meta.column(cell_at)
+            stored = None if runs is None else chunk_bytes(fh, column, size=size)
+            if runs is None or stored is None:
+                continue
+            cell = (stored, column.physical_type, str(column.compression), n)
+            out[rg] = _Runs(*runs, cell)
+    return out
+
+
+def _cell_sums(pf: pq.ParquetFile, rg: int, cell: tuple) -> np.ndarray:
+    """The running sums (``uint64``, a leading 0) of the fingerprints of row group
+    ``rg``'s cells, whose stored chunk is ``cell``: kept per chunk
+    (:data:`CELL_CHUNKS_KEPT`), so a chunk the NMF writer repeats is decoded once a
+    process."""
+    sums = _CELL_SUMS.get(cell)
+    if sums is not None:
+        _CELL_SUMS.move_to_end(cell)
+        return sums
+    cells = pf.read_row_group(rg, columns=["cell"], use_threads=False).column(0)
+    mix = cell_mix(cells.to_numpy(zero_copy_only=False))
+    sums = np.zeros(mix.size + 1, dtype=np.uint64)
+    np.cumsum(mix, out=sums[1:])
+    _CELL_SUMS[cell] = sums
+    while len(_CELL_SUMS) > CELL_CHUNKS_KEPT:
+        _CELL_SUMS.popitem(last=False)
+    return sums
+
+
+def _count_runs(
+    pf: pq.ParquetFile, rg: int, runs: _Runs, constant: dict[str, Any], tally: Tally
+) -> str | None:
+    """Count a row group :func:`_proven_runs` proved: each run's rows, and the
+    fingerprints of its cells from the chunk's running sums, to its geocode."""
+    try:
+        sums = _cell_sums(pf, rg, runs.cell)
+    except (OSError, pa.ArrowException) as exc:
+        return f"row group {rg}: unreadable ({exc})"
+    key = (str(constant["geolevel"]), str(constant["query"]))
+    if key not in tally.plan:
+        return f"({key[0]}, {key[1]}) is not a measurement of the recorded budget"
+    ends = np.cumsum(runs.length)
+    mix = sums[ends] - sums[ends - runs.length]
+    k = len(runs.entries)
+    per_code = np.zeros(k, dtype=np.int64)
+    np.add.at(per_code, runs.index, runs.length)
+    mix_code = np.zeros(k, dtype=np.uint64)
+    np.add.at(mix_code, runs.index, mix)
+    return _add_codes(
+        key,
+        tally,
+        np.asarray(runs.entries, dtype=str),
+        per_code,
+        float(constant["variance"]),
+        lambda used: mix_code[used],
+    )
+
+
+def _read_batches(
+    md: Any, constants: list[dict[str, Any]], skip: Container[int] = ()
+) -> list[list[int]]:
     """Runs of consecutive row groups with the same footer-settled columns, each at most
-    :data:`READ_BATCH_ROWS` rows (or one row group)."""
+    :data:`READ_BATCH_ROWS` rows (or one row group); the row groups in ``skip`` (counted
+    from their pages) are in none."""
     out: list[list[int]] = []
     rows = 0
     for rg, const in enumerate(constants):
         n = md.row_group(rg).num_rows
-        if n == 0:  # nothing to count (an empty file's one row group)
+        if n == 0 or rg in skip:  # nothing to count (an empty file's one row group)
             continue
         if out and constants[out[-1][0]].keys() == const.keys() and rows + n <= READ_BATCH_ROWS:
             out[-1].append(rg)
@@ -386,12 +505,6 @@ def _check_pair(
     values = cols.values[sel]
     if values.dtype.kind == "f" and not np.all(np.isfinite(values) & (values == np.round(values))):
         return f"({key[0]}, {key[1]}) has a value that is not a finite integer"
-    li = tally.levels[key[0]]
-    codes = tally.geocodes[li]
-    unit_of = np.minimum(
-        np.searchsorted(codes, cols.code_names.astype(codes.dtype)), codes.size - 1
-    )
-    known = codes[unit_of] == cols.code_names
     row_codes = cols.code_i[sel]
     if row_codes.size == 0:
         return None
@@ -401,48 +514,94 @@ def _check_pair(
     else:  # whole units with the same cells: count the units, not the rows
         per_unit = np.bincount(tiles[0], minlength=cols.code_names.size)
         per_code = per_unit * tiles[1].size
+    var = cols.variances[sel]
+    lo, hi = float(var.min()), float(var.max())
+    if lo != hi:  # rows of several variances: each row's against its geounit's
+        problem = _row_variances(key, tally, cols.code_names, row_codes, var)
+        if problem:
+            return problem
+
+    def mix(used: np.ndarray) -> np.ndarray:
+        # the fingerprints are < 2^31, so their float64 sums per geocode are exact
+        # (fewer than 2^22 rows a geounit)
+        if tiles is not None:  # each unit's fingerprint is the first unit's, summed once
+            return per_unit[used].astype(np.uint64) * unit_fingerprint(key[1], tiles[1])
+        cells = np.asarray(cols.cells[sel])
+        if cells.size and 0 <= cells.min() and cells.max() < 1 << 20:
+            weights = cell_mix(np.arange(int(cells.max()) + 1)).astype(np.float64)[cells]
+        else:
+            weights = cell_mix(cells).astype(np.float64)
+        sums = np.bincount(row_codes, weights=weights, minlength=cols.code_names.size)
+        return sums[used].astype(np.uint64)
+
+    return _add_codes(key, tally, cols.code_names, per_code, lo if lo == hi else None, mix)
+
+
+def _units(
+    key: tuple[str, str], tally: Tally, code_names: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The level's geocodes and, per entry of ``code_names``, its unit's index and whether
+    it is a geocode of the level at all."""
+    codes = tally.geocodes[tally.levels[key[0]]]
+    unit_of = np.minimum(np.searchsorted(codes, code_names.astype(codes.dtype)), codes.size - 1)
+    return codes, unit_of, codes[unit_of] == code_names
+
+
+def _variance_problem(
+    key: tuple[str, str], codes: np.ndarray, unit: int, got: float, want: float
+) -> str:
+    code = codes[unit] or "(the whole)"
+    if not np.isfinite(want):
+        return f"({key[0]}, {key[1]}) has rows at {code}, a bypassed geounit (share 0)"
+    return f"({key[0]}, {key[1]}) at {code} has variance {got}; its share's mechanism's is {want}"
+
+
+def _row_variances(
+    key: tuple[str, str],
+    tally: Tally,
+    code_names: np.ndarray,
+    row_codes: np.ndarray,
+    var: np.ndarray,
+) -> str | None:
+    """Each row's variance against its geounit's planned one (rows of several)."""
+    codes, unit_of, known = _units(key, tally, code_names)
+    want = tally.plan[key][unit_of[row_codes]]
+    # a row of a geocode not of the level is reported as such (:func:`_add_codes`)
+    off = (~np.isfinite(var) | (np.abs(var - want) > 1e-9 * want)) & known[row_codes]
+    if not off.any():
+        return None
+    i = int(np.argmax(off))
+    return _variance_problem(key, codes, int(unit_of[row_codes[i]]), float(var[i]), want[i])
+
+
+def _add_codes(
+    key: tuple[str, str],
+    tally: Tally,
+    code_names: np.ndarray,
+    per_code: np.ndarray,
+    variance: float | None,
+    mix: Callable[[np.ndarray], np.ndarray],
+) -> str | None:
+    """Add one (geolevel, query)'s counts to ``tally``: ``per_code`` rows for each entry of
+    ``code_names`` and ``mix(used)`` their fingerprints (``used``: the entries with
+    rows), after checking that each used entry is a geocode of the level and, given the
+    row group's one ``variance``, that it is each geounit's planned one (``None``: the
+    rows were checked one by one)."""
+    codes, unit_of, known = _units(key, tally, code_names)
     used = np.flatnonzero(per_code)
     wrong = ~known[used]
     if wrong.any():
-        return f"geocode {cols.code_names[used[np.argmax(wrong)]]} is not a {key[0]} of the release"
+        return f"geocode {code_names[used[np.argmax(wrong)]]} is not a {key[0]} of the release"
     units = unit_of[used]
-    var = cols.variances[sel]
-    lo, hi = float(var.min()), float(var.max())
-    if lo == hi:  # one variance: compare it per geocode
-        want_var = tally.plan[key][units]
-        off = ~np.isfinite(want_var) | (np.abs(lo - want_var) > 1e-9 * want_var) | ~np.isfinite(lo)
-        i = int(np.argmax(off))
-        got = lo
-    else:
-        want_var = tally.plan[key][unit_of[row_codes]]
-        off = ~np.isfinite(var) | (np.abs(var - want_var) > 1e-9 * want_var)
-        i = int(np.argmax(off))
-        got = float(var[i]) if off.any() else lo
-        units_i = unit_of[row_codes[i]]
-    if off.any():
-        u = int(units[i]) if lo == hi else int(units_i)
-        code = codes[u] or "(the whole)"
-        if not np.isfinite(want_var[i]):
-            return f"({key[0]}, {key[1]}) has rows at {code}, a bypassed geounit (share 0)"
-        return (
-            f"({key[0]}, {key[1]}) at {code} has variance {got}; its share's mechanism's "
-            f"is {want_var[i]}"
-        )
-    # the fingerprints are < 2^31, so their float64 sums per geocode are exact (fewer
-    # than 2^22 rows a geounit)
-    if tiles is not None:  # each unit's fingerprint is the first unit's, summed once
-        sums = per_unit[used].astype(np.uint64) * unit_fingerprint(key[1], tiles[1])
-        np.add.at(tally.rows[key], units, per_code[used])
-        np.add.at(tally.mix[key], units, sums)
-        return None
-    cells = np.asarray(cols.cells[sel])
-    if cells.size and 0 <= cells.min() and cells.max() < 1 << 20:
-        weights = cell_mix(np.arange(int(cells.max()) + 1)).astype(np.float64)[cells]
-    else:
-        weights = cell_mix(cells).astype(np.float64)
-    sums = np.bincount(row_codes, weights=weights, minlength=cols.code_names.size)[used]
+    if variance is not None:
+        want = tally.plan[key][units]
+        off = ~np.isfinite(want) | (np.abs(variance - want) > 1e-9 * want) | ~np.isfinite(variance)
+        if off.any():
+            i = int(np.argmax(off))
+            return _variance_problem(key, codes, int(units[i]), variance, want[i])
     np.add.at(tally.rows[key], units, per_code[used])
-    np.add.at(tally.mix[key], units, sums.astype(np.uint64))
+    np.add.at(tally.mix[key], units, mix(used))
+    return None
 
 
 def _tiles(codes: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
