@@ -143,6 +143,15 @@ class Measurements(Protocol):
         only those named in ``queries`` when given (the others are not read at all)."""
         ...
 
+    def queries_at(self, level: int) -> list[str]:
+        """Names of the queries measured at ``level``, in plan order (no value read)."""
+        ...
+
+    def unit_variances(self, level: int, query: str) -> np.ndarray:
+        """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``
+        (``inf``: a unit not measured), without reading a value."""
+        ...
+
 
 @dataclass(frozen=True, eq=False)
 class MeasurementSet:
@@ -183,6 +192,18 @@ class MeasurementSet:
             for m in self.at_level(name)
             if queries is None or m.query in queries
         ]
+
+    def queries_at(self, level: int) -> list[str]:
+        """Names of the queries measured at ``level``, in plan order."""
+        return [m.query for m in self.at_level(self.geolevels[level].name)]
+
+    def unit_variances(self, level: int, query: str) -> np.ndarray:
+        """``(units,)`` noise variance of each unit's answers to ``query`` at ``level``."""
+        name = self.geolevels[level].name
+        m = self.queries.get((name, query))
+        if m is None:
+            raise InternalError(f"no query {query!r} measured at {name}")
+        return m.unit_variances()
 
     def add_chunks(self, chunks: Iterable[MeasuredChunk]) -> MeasurementSet:
         """Fill ``queries`` from chunks that cover every unit of their level in order."""

@@ -22,6 +22,7 @@ from censusdp.progress import Progress
 from censusdp.release.spine import SPINE_CHOICES
 from censusdp.release.topdown.maxent import ESTIMATORS, default_estimator
 from censusdp.release.topdown.passes import PASS_MODES
+from censusdp.release.topdown.pooling import POOL_VARIANCE_TOLERANCE
 from censusdp.release.topdown.solvers.chain import METHODS
 from censusdp.release.topdown.split import DEFAULT_MAX_CHILDREN
 
@@ -199,7 +200,10 @@ class ReleaseOptions:
             "passes": "production's query orderings (production)"
             if self.passes == "production"
             else "one pass: every query at once, then one rounding",
-            "root_pooling": "off (production)" if prod else "on: the root from every level",
+            "root_pooling": "off (production)"
+            if prod
+            else "on: the root from every level that moves its variance by more than "
+            f"{POOL_VARIANCE_TOLERANCE:.1%}",
             "units": "independent of persons (production)"
             if self.unit_consistency == "independent"
             else "consistent: occupied units held to household persons",

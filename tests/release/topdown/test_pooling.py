@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -92,7 +93,9 @@ def test_pooled_root_is_the_generalised_least_squares_estimate(fanouts, variance
         if v is not None
     }
     ms, _ = _measure(h, plan, np.random.default_rng(seed))
-    out = {m.query: m for m in pooled_root(ms, h, variance_floor=0.0)}
+    with pytest.MonkeyPatch.context() as mp:  # every level, however little it adds
+        mp.setattr(pooling, "POOL_VARIANCE_TOLERANCE", 0.0)
+        out = {m.query: m for m in pooled_root(ms, h, variance_floor=0.0)}
     assert set(out) == {"votingage", "hhgq"}
     for name, mq in out.items():
         est, var = _brute_force(ms, h, name)
@@ -145,6 +148,12 @@ class _CountingReads:
         self.ms, self.schema, self.geolevels = ms, ms.schema, ms.geolevels
         self.values: dict[tuple[int, str], int] = {}
 
+    def queries_at(self, level):
+        return self.ms.queries_at(level)
+
+    def unit_variances(self, level, query):
+        return self.ms.unit_variances(level, query)
+
     def read(self, level, start, stop, queries=None):
         out = self.ms.read(level, start, stop, queries)
         for m in (m for m in out if m.values.size):  # (reads of 0 units name the queries)
@@ -169,3 +178,53 @@ def test_wide_queries_are_not_read_below_the_one_unit_chain(monkeypatch):
     hhgq = make_query(PL94, "hhgq").name
     assert {lv for lv, q in reads.values if q == hhgq} == {0, 1}  # the US and the State
     assert reads.values[(3, make_query(PL94, "votingage").name)] == 4 * 2  # every block
+
+
+@pytest.mark.parametrize(
+    ("block_variance", "read"), [(1000.0, False), (30.0, False), (3.0, True), (0.01, True)]
+)
+def test_a_level_that_barely_moves_the_root_is_not_read(block_variance, read):
+    """The blocks are left out when pooling them would change the root's variance by
+    less than POOL_VARIANCE_TOLERANCE (100 blocks of variance 1000 against a root of
+    about 0.3: 3e-6), and read when they matter; the root's variance is then within the
+    tolerance of the generalised least squares of every level."""
+    h = _tree((1, 2, 50))
+    plan = {lv: {"votingage": 1.0} for lv in ("US", "State")}
+    plan["County"] = {"votingage": 1000.0}
+    plan["Block"] = {"votingage": block_variance}
+    ms, _ = _measure(h, plan, np.random.default_rng(4))
+    reads = _CountingReads(ms)
+    (mq,) = pooled_root(reads, h, variance_floor=0.0)
+    assert any(lv == 3 for lv, _ in reads.values) == read
+    est, var = _brute_force(ms, h, "votingage")
+    assert var * (1 - 1e-9) <= mq.variance <= var * (1 + pooling.POOL_VARIANCE_TOLERANCE)
+    assert (mq.variance == pytest.approx(var, rel=1e-9)) == read
+    # the estimate moves by far less than its standard deviation
+    assert np.abs(mq.values[0] - est).max() < 0.05 * np.sqrt(var)
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fanouts=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 6)),
+    variances=st.lists(st.sampled_from([None, 0.5, 4.0, 300.0]), min_size=4, max_size=4),
+)
+def test_the_variance_alone_pass_is_the_pooling_pass(fanouts, variances):
+    """What decides how deep to read (the upward pass on the variances) gives the
+    variance pooled_root then reports, whatever levels are measured."""
+    if all(v is None for v in variances):
+        variances[0] = 1.0
+    h = _tree(fanouts)
+    plan = {
+        lv.name: {"votingage": v}
+        for lv, v in zip(h.geolevels.levels, variances, strict=True)
+        if v is not None
+    }
+    ms, _ = _measure(h, plan, np.random.default_rng(0))
+    levels = [pooling._level_variances(ms, li) for li in range(h.n_levels)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pooling, "POOL_VARIANCE_TOLERANCE", 0.0)
+        (mq,) = pooled_root(ms, h, variance_floor=0.0)
+    deepest = h.n_levels - 1
+    assert pooling._root_variance("votingage", levels, h, deepest, 0.0) == pytest.approx(
+        mq.variance, rel=1e-12
+    )

@@ -23,6 +23,14 @@ only down the chain of one-unit levels below the root (the US and the lone State
 one-state run measure the same persons): their answers at every unit would not fit in
 memory at state scale, and below the State they are noise.
 
+The other queries are pooled down to the shallowest level that gives the root's pooled
+answers a variance within :data:`POOL_VARIANCE_TOLERANCE` of pooling every level's
+(:func:`_deepest_worth_reading`, from the variances alone, before any value is read): a
+level of many small units adds almost nothing at the root (a ``dhc-2020`` block's sum
+over a state's 32,591 blocks has some 3 million times the State's variance), and its
+answers are spread over thousands of part files, whose reading was most of the pooling
+(10.8 of its 11.9 CPU s at a tenth of Vermont, for 672,069 block values).
+
 A deliberate difference from 2020 production (docs/production-fidelity.md), whose code
 has the idea as an option that its configurations leave off (``pool_measurements``):
 the root's estimate uses the measurements of every level. Every measurement is still
@@ -36,7 +44,7 @@ import numpy as np
 from censusdp.data.geography import Hierarchy
 from censusdp.data.measurements import MeasuredQuery, Measurements
 
-__all__ = ["POOL_MAX_ROWS", "POOL_MAX_VALUES", "pooled_root"]
+__all__ = ["POOL_MAX_ROWS", "POOL_MAX_VALUES", "POOL_VARIANCE_TOLERANCE", "pooled_root"]
 
 POOL_MAX_ROWS = 4096
 """Queries with more rows are pooled only over the one-unit levels at the top."""
@@ -44,6 +52,10 @@ POOL_MAX_VALUES = 20_000_000
 """Levels whose pooled answers (units x rows of the small queries) would need more values
 than this (160 MB) are left out of the root's estimate, with the levels below them (the
 blocks of a large state; their noise makes them worth little at the root anyway)."""
+POOL_VARIANCE_TOLERANCE = 1e-3
+"""How much larger (relatively) the root's pooled variance may be for leaving out the
+deepest levels (:func:`_deepest_worth_reading`): a thousandth of the variance, a
+two-thousandth of the standard deviation."""
 _CHUNK_VALUES = 2_000_000
 
 
@@ -109,8 +121,11 @@ def pooled_root(
     lo = n_levels - 1
     while lo > 0 and hierarchy.n_units(lo) * small > POOL_MAX_VALUES:
         lo -= 1
+    variances = [_level_variances(ms, level) for level in range(lo + 1)]
     deepest = {
-        name: max(top - 1, 0) if rows.size > POOL_MAX_ROWS else lo
+        name: max(top - 1, 0)
+        if rows.size > POOL_MAX_ROWS
+        else _deepest_worth_reading(name, variances, hierarchy, max(top - 1, 0), lo, variance_floor)
         for name, (rows, _) in names.items()
     }
     pools: dict[str, _Pool] = {}  # the pooled answers of the level being built
@@ -155,3 +170,58 @@ def pooled_root(
         if np.isfinite(p.var[0]):
             out.append(MeasuredQuery(root, q, p.rows, p.value[:1], float(p.var[0]), "pooled"))
     return out
+
+
+def _level_variances(ms: Measurements, level: int) -> dict[str, np.ndarray]:
+    """Each query's ``(units,)`` variances at ``level`` (``inf``: a unit not measured),
+    without reading a value (an NMF's from its footer)."""
+    return {q: ms.unit_variances(level, q) for q in ms.queries_at(level)}
+
+
+def _root_variance(
+    query: str,
+    variances: list[dict[str, np.ndarray]],
+    hierarchy: Hierarchy,
+    deepest: int,
+    floor: float,
+) -> float:
+    """The variance of the root's pooled answers to ``query`` when pooled from the levels
+    ``0..deepest``: :func:`pooled_root`'s upward pass on the variances alone."""
+    from_below: np.ndarray | None = None
+    for level in range(deepest, -1, -1):
+        n = hierarchy.n_units(level)
+        own = variances[level].get(query)
+        with np.errstate(divide="ignore"):
+            w = np.zeros(n) if own is None else 1.0 / (own + floor)
+            if from_below is not None:
+                w = w + 1.0 / from_below
+            var = 1.0 / w
+        if level == 0:
+            return float(var[0]) if n else float("inf")
+        if n == 0 or not np.isfinite(var).all():
+            from_below = None  # not pooled up from this level (as pooled_root)
+            continue
+        from_below = np.bincount(
+            hierarchy.parent[level], weights=var, minlength=hierarchy.n_units(level - 1)
+        )
+    return float("inf")
+
+
+def _deepest_worth_reading(
+    query: str,
+    variances: list[dict[str, np.ndarray]],
+    hierarchy: Hierarchy,
+    top: int,
+    lo: int,
+    floor: float,
+) -> int:
+    """The shallowest level (from ``top`` down to ``lo``) whose pooling gives the root's
+    answers to ``query`` a variance within :data:`POOL_VARIANCE_TOLERANCE` of pooling
+    down to ``lo``."""
+    best = _root_variance(query, variances, hierarchy, lo, floor)
+    for deepest in range(top, lo):
+        if _root_variance(query, variances, hierarchy, deepest, floor) <= best * (
+            1.0 + POOL_VARIANCE_TOLERANCE
+        ):
+            return deepest
+    return lo
