@@ -102,14 +102,10 @@ def _dictionary_runs(
     index: list[int] = []
     length: list[int] = []
     while reader.pos < len(chunk):
-        header = reader.struct()
-        kind, raw, packed = header.get(1), header.get(2), header.get(3)
-        if not isinstance(raw, int) or not isinstance(packed, int) or packed < 0:
+        page_read = _next_page(reader, chunk)
+        if page_read is None:
             return None
-        body = chunk[reader.pos : reader.pos + packed]
-        reader.pos += packed
-        if len(body) != packed:
-            return None
+        header, kind, raw, body = page_read
         if kind == DICTIONARY_PAGE and entries is None:
             page = header.get(7) or {}
             if page.get(2) not in (_PLAIN, _PLAIN_DICTIONARY) or not isinstance(page.get(1), int):
@@ -134,6 +130,19 @@ def _dictionary_runs(
     if idx.size and (idx.min() < 0 or idx.max() >= len(entries)):
         return None
     return entries, idx, np.asarray(length, dtype=np.int64)
+
+
+def _next_page(reader: CompactReader, chunk: bytes) -> tuple[dict, Any, int, bytes] | None:
+    """The page at ``reader.pos`` of ``chunk`` (its header, kind, size uncompressed and
+    stored bytes; ``reader`` moved past it), or ``None`` if its header or bytes are
+    not whole."""
+    header = reader.struct()
+    kind, raw, packed = header.get(1), header.get(2), header.get(3)
+    if not isinstance(raw, int) or not isinstance(packed, int) or packed < 0:
+        return None
+    body = chunk[reader.pos : reader.pos + packed]
+    reader.pos += packed
+    return (header, kind, raw, body) if len(body) == packed else None
 
 
 def _plain_strings(data: bytes, n: int) -> list[str] | None:
@@ -192,12 +201,8 @@ def one_value(
     if not required or column.physical_type != "BYTE_ARRAY" or not column.has_dictionary_page:
         return None
     codec = _CODECS.get(str(column.compression), "?")
-    start, length = int(column.dictionary_page_offset), int(column.total_compressed_size)
-    if codec == "?" or start < 0 or length <= 0 or (size is not None and start + length > size):
-        return None
-    file.seek(start)
-    chunk = file.read(length)
-    if len(chunk) != length:
+    chunk = None if codec == "?" else chunk_bytes(file, column, size=size)
+    if chunk is None:
         return None
     try:
         return _one_value(chunk, codec, rows)
@@ -218,14 +223,10 @@ def _one_value(chunk: bytes, codec: str | None, rows: int) -> str | None:
             counted += same_values
             continue
         begin = reader.pos
-        header = reader.struct()
-        kind, raw, packed = header.get(1), header.get(2), header.get(3)
-        if not isinstance(raw, int) or not isinstance(packed, int) or packed < 0:
+        page_read = _next_page(reader, chunk)
+        if page_read is None:
             return None
-        body = chunk[reader.pos : reader.pos + packed]
-        reader.pos += packed
-        if len(body) != packed:
-            return None
+        header, kind, raw, body = page_read
         if kind == DICTIONARY_PAGE and entry is None and counted == 0:
             page = header.get(7) or {}
             if page.get(1) != 1 or page.get(2) not in (_PLAIN, _PLAIN_DICTIONARY):
