@@ -39,3 +39,32 @@ def test_the_command_line_prints_a_failed_runs_note_on_its_one_line(
         "OR-Tools returned status 3; its finished steps are kept in .run.partial-1; "
         "rerun with --resume"
     )
+
+
+def test_a_failed_directory_copy_is_one_line_of_its_first_failure(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """shutil.Error lists one failure per file (a full disk fails them all): the line
+    names the first and counts the rest, instead of printing the whole list."""
+    import shutil
+
+    from censusdp import cli
+    from censusdp.release import pipeline
+
+    failures = [
+        (f"run/nmf/part-{i:05d}.parquet", f"out/nmf/part-{i:05d}.parquet", "[Errno 28] No space")
+        for i in range(1200)
+    ]
+
+    def failing(*args, **kwargs):
+        raise shutil.Error(failures)
+
+    monkeypatch.setattr(pipeline, "run_release", failing)
+    (tmp_path / "cef").mkdir()
+    code = cli.main(["run", "--input", str(tmp_path / "cef"), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err[-1]) < 200
+    assert err[-1] == (
+        "censusdp run: error: copying run/nmf/part-00000.parquet to "
+        "out/nmf/part-00000.parquet: [Errno 28] No space (and 1,199 more files)"
+    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -83,6 +84,20 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated()
 
 
+def _os_error(exc: OSError) -> str:
+    """An operating-system error in one line: its reason and file; a failed copy of a
+    directory (``shutil.Error``: one failure per file, a full disk fails them all) by
+    its first failure and how many more there were."""
+    failures = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(failures, list) and failures and len(failures[0]) == 3:
+        src, dst, why = failures[0]
+        more = f" (and {len(failures) - 1:,} more files)" if len(failures) > 1 else ""
+        reason = (str(why).strip().splitlines() or ["failed"])[0]
+        return f"copying {src} to {dst}: {reason}{more}"
+    where = f" ({exc.filename})" if exc.filename else ""
+    return f"{exc.strerror or _first_line(exc)}{where}"
+
+
 def _first_line(exc: BaseException) -> str:
     """The error's one line, with what the library noted on its way out (a failed run's
     kept steps) after a semicolon."""
@@ -143,9 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         if args.debug:
             traceback.print_exc()
-        where = f" ({exc.filename})" if exc.filename else ""
         notes = "".join(f"; {n}" for n in getattr(exc, "__notes__", ()))
-        print(f"censusdp {name}: error: {exc.strerror or exc}{where}{notes}", file=sys.stderr)
+        print(f"censusdp {name}: error: {_os_error(exc)}{notes}", file=sys.stderr)
         return 1
     except Exception as exc:  # a bug: one line, and the traceback with --debug
         if args.debug:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "StreamingWriter",
     "atomic_path",
     "fsync_file",
+    "link_or_copy",
     "sha256_of",
     "strict_json",
     "write_json",
@@ -67,6 +69,20 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Give ``dst`` the contents of ``src``: a hard link where both lie on one file
+    system, else a copy (``shutil.copy2``'s signature, for ``copytree``).
+
+    For files no command changes in place (censusdp writes every file anew and renames
+    it into place, :func:`atomic_path`): an NMF's part files re-estimated from
+    (``run --from-measurements``), 46 GB for a ``dhc-2020`` person run of Vermont, are
+    linked in a moment instead of copied, and take no more disk."""
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system, or one without hard links
+        shutil.copy2(src, dst)
 
 
 def fsync_file(path: str | os.PathLike[str]) -> None:

@@ -52,6 +52,7 @@ from censusdp.errors import (
     ResumeError,
 )
 from censusdp.execution import make_executor
+from censusdp.io.atomic import link_or_copy
 from censusdp.io.cef_files import hash_input, sampled_fraction
 from censusdp.io.cef_stream import check_dhch_input
 from censusdp.io.layout import HELD_PL94_FILE, INVARIANTS_FILE
@@ -466,14 +467,15 @@ def _check_same_budget(given: ReleaseBudget | None, spent: ReleaseBudget, run_di
 
 
 def _copy_measurements(source: RunDir, out: Path, *, with_units: bool) -> dict[str, int]:
-    """Copy the NMF(s) of ``source`` unchanged into ``out``; their rows by manifest key."""
+    """Copy the NMF(s) of ``source`` unchanged into ``out`` (hard links where they can
+    be, :func:`~censusdp.io.atomic.link_or_copy`); their rows by manifest key."""
     rows = {}
     for run in ("persons", "units") if with_units else ("persons",):
         nmf, target = source.nmf_file(run), out / source.nmf_file(run).name
-        if nmf.is_dir():  # part files (and their index), copied unchanged
-            shutil.copytree(nmf, target)
+        if nmf.is_dir():  # part files (and their index), unchanged
+            shutil.copytree(nmf, target, copy_function=link_or_copy)
         else:
-            shutil.copyfile(nmf, target)
+            link_or_copy(nmf, target)
         rows[nmf.name.removesuffix(".parquet")] = sum(
             pq.read_metadata(f).num_rows for f in nmf_files(target)
         )

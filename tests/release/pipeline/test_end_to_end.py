@@ -275,6 +275,13 @@ def test_reestimate_from_measurements_alone(small_state):
         assert pq.read_table(small_state / "orig" / name).equals(
             pq.read_table(small_state / "again" / name)
         )
+    # the NMF's part files are the measured run's, hard-linked (one file system): no copy
+    nmf = small_state / "orig" / "noisy_measurements.parquet"
+    parts = sorted(p for p in nmf.iterdir() if p.is_file())
+    assert parts
+    for p in parts:
+        linked = small_state / "again" / nmf.name / p.name
+        assert linked.stat().st_ino == p.stat().st_ino and p.stat().st_nlink >= 2
     # without a budget, the one the measurements spent is used and stated
     m = reestimate(small_state / "orig", small_state / "again2")
     orig = json.loads((small_state / "orig" / "manifest.json").read_text())
