@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from censusdp.errors import ConfigError, OutputError
+from censusdp.io.atomic import link_or_copy
 from censusdp.io.command_inputs import protected_inputs
 from censusdp.io.output_rules import (
     MANIFEST_MARKER,
@@ -392,7 +393,7 @@ class Staging:
         for name in names:
             src = self.out_dir / name
             if src.is_dir() and not src.is_symlink():
-                shutil.copytree(src, self.path / name, copy_function=os.link, symlinks=True)
+                shutil.copytree(src, self.path / name, copy_function=link_or_copy, symlinks=True)
 
     # resumable work
 
