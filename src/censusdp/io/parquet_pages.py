@@ -23,7 +23,8 @@ The page headers are Thrift structures in the compact protocol (the Parquet form
 from __future__ import annotations
 
 import struct
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,7 @@ __all__ = ["chunk_bytes", "dictionary_runs", "one_value"]
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = (
     ENCODING[e] for e in ("PLAIN", "PLAIN_DICTIONARY", "RLE_DICTIONARY")
 )
+_T = TypeVar("_T")
 _CODECS = {"UNCOMPRESSED": None, "ZSTD": "zstd", "SNAPPY": "snappy", "GZIP": "gzip"}
 
 
@@ -78,18 +80,9 @@ def dictionary_runs(
     :func:`censusdp.io.parquet_chunks.run_indices`): a row group of a million rows is
     its geocodes and a few bytes a geounit.
     """
-    if not required or column.physical_type != "BYTE_ARRAY" or not column.has_dictionary_page:
-        return None
-    codec = _CODECS.get(str(column.compression), "?")
-    if codec == "?":
-        return None
-    chunk = chunk_bytes(file, column, size=size)
-    if chunk is None:
-        return None
-    try:
-        return _dictionary_runs(chunk, codec, rows)
-    except (ValueError, IndexError, struct.error, pa.ArrowException, UnicodeDecodeError):
-        return None
+    return _string_chunk(
+        file, column, required, size, lambda c, codec: _dictionary_runs(c, codec, rows)
+    )
 
 
 def _dictionary_runs(
@@ -198,6 +191,19 @@ def one_value(
         size: the file's size in bytes, if known (a chunk said to lie past it is not
             read).
     """
+    return _string_chunk(file, column, required, size, lambda c, codec: _one_value(c, codec, rows))
+
+
+def _string_chunk(
+    file: BinaryIO,
+    column: Any,
+    required: bool,
+    size: int | None,
+    parse: Callable[[bytes, str | None], _T],
+) -> _T | None:
+    """``parse(chunk, codec)`` of a ``REQUIRED`` dictionary-encoded string column chunk's
+    bytes, or ``None``: another column, an unknown codec, a chunk outside the file, or
+    bytes ``parse`` cannot read."""
     if not required or column.physical_type != "BYTE_ARRAY" or not column.has_dictionary_page:
         return None
     codec = _CODECS.get(str(column.compression), "?")
@@ -205,7 +211,7 @@ def one_value(
     if chunk is None:
         return None
     try:
-        return _one_value(chunk, codec, rows)
+        return parse(chunk, codec)
     except (ValueError, IndexError, struct.error, pa.ArrowException, UnicodeDecodeError):
         return None
 
