@@ -46,7 +46,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import say  # noqa: E402
-from bench_scaling import US_PERSONS, US_UNITS, run_config, summarize  # noqa: E402
+from bench_scaling import (  # noqa: E402
+    US_PERSONS,
+    US_UNITS,
+    run_config,
+    self_check_task_cpu,
+    summarize,
+)
 
 FULL_VERMONT = {"blocks": 32_591, "persons": 625_741}
 """Generated Vermont at scale 1 (seed 1): its blocks and persons."""
@@ -66,7 +72,7 @@ def costs(m: dict) -> dict:
         "measure": t.get("measure_task_cpu", 0.0) + t.get("write_parts_task_cpu", 0.0),
         "estimate_tasks": task_levels,
         "mdf_parts": t.get("write_mdf_task_cpu", 0.0) + t.get("check_mdf_task_cpu", 0.0),
-        "self_check_parts": t.get("validate_files_task_cpu", 0.0),
+        "self_check_parts": self_check_task_cpu(t),
         "read": t.get("read_cpu", 0.0),
         "mdf": max(
             t.get("write_release_cpu", 0.0)

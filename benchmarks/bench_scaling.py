@@ -114,6 +114,15 @@ def _digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def self_check_task_cpu(timings: dict) -> float:
+    """The CPU seconds of the self-check's part-reading tasks: those of the check of the
+    NMF made beside the estimation (``check_measurements_task_cpu``, runs on a pool of
+    processes since it was made) and those after it (``validate_files_task_cpu``)."""
+    return timings.get("validate_files_task_cpu", 0.0) + timings.get(
+        "check_measurements_task_cpu", 0.0
+    )
+
+
 def summarize(m: dict) -> dict:
     """The per-level task costs and the size of one run."""
     b = m.get("_bench", {})
@@ -270,7 +279,7 @@ def project(
             + tt.get("write_parts_task_cpu", 0.0)
             + tt.get("write_mdf_task_cpu", 0.0)
             + tt.get("check_mdf_task_cpu", 0.0)
-            + tt.get("validate_files_task_cpu", 0.0)
+            + self_check_task_cpu(tt)
         )
         if run.get("executor") in ("in-process", "inprocess") and run.get("cpu_s"):
             out["rest"] = max(run["cpu_s"] - tasks - sum(out.values()), 0.0)
@@ -301,7 +310,7 @@ def project(
     persons_scale = US_PERSONS / max(reference["persons"], 1)
     mdf_task_cpu = (
         t.get("write_mdf_task_cpu", 0.0) + t.get("check_mdf_task_cpu", 0.0)
-    ) * persons_scale + t.get("validate_files_task_cpu", 0.0) * values_scale
+    ) * persons_scale + self_check_task_cpu(t) * values_scale
     driver_in, nmf_write = serial["read"], serial["nmf"]
     driver_out, self_check = serial["mdf"], serial["self_check"] + serial["rest"]
     driver_serial = driver_in + nmf_write + driver_out + self_check

@@ -41,7 +41,11 @@ def single_thread_env() -> dict[str, str]:
 
 
 class Executor(Protocol):
-    """Anything that maps a function over tasks and yields results in task order."""
+    """Anything that maps a function over tasks and yields results in task order.
+
+    An executor whose ``thread_safe`` attribute is true lets :meth:`map` run in two
+    threads at once (their tasks share its workers); without it, one map at a time.
+    """
 
     name: str
 

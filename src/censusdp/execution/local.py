@@ -69,6 +69,9 @@ class ProcessPoolExecutor:
     """
 
     name = "process-pool"
+    thread_safe = True
+    """:meth:`map` may run in two threads at once: each call's tasks queue beside the
+    other's on the same workers (a run's NMF check beside its estimation)."""
 
     def __init__(self, workers: int, *, window: int | None = None, ahead: int = 256) -> None:
         if workers < 1:

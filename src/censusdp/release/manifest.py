@@ -22,7 +22,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -142,16 +142,28 @@ def run_entries(run_dir: str | Path) -> Iterator[tuple[str, str]]:
     yield from sorted(found)
 
 
-def file_checksums(run_dir: Path, known: Mapping[str, str] | None = None) -> dict[str, str]:
+def file_checksums(
+    run_dir: Path, known: Mapping[str, str] | None = None, *, under: str | None = None
+) -> dict[str, str]:
     """SHA-256 of every file of a run directory but its :data:`UNLISTED_FILES`, by
     relative path.
 
     ``known``: digests already computed by the tasks that wrote the files (part files),
-    by relative path; those files are not read again here."""
+    by relative path; those files are not read again here. ``under``: only the entry of
+    that name at the top of ``run_dir`` (a file, or a directory's files), as the whole
+    directory's checksums would list them."""
     known = known or {}
+    if under is None:
+        entries: Iterable[tuple[str, str]] = run_entries(run_dir)
+    else:
+        top = run_dir / under
+        if top.is_dir() and not top.is_symlink():
+            entries = ((f"{under}/{rel}", kind) for rel, kind in run_entries(top))
+        else:
+            entries = [(under, "file" if top.is_file() and not top.is_symlink() else "other")]
     return {
         rel: known[rel] if rel in known else sha256_of(run_dir / rel)
-        for rel, kind in run_entries(run_dir)
+        for rel, kind in entries
         if kind == "file" and rel not in UNLISTED_FILES
     }
 

@@ -71,6 +71,8 @@ from censusdp.release.measure_runs import measure_runs
 from censusdp.release.options import Execution, ReleaseOptions, Runtime
 from censusdp.release.spine import geography_of_run, requested_spine, tabulation_levels
 from censusdp.release.validate import require_valid, validate_run
+from censusdp.release.validate.measured import MeasurementsCheck
+from censusdp.release.validate.run import CHECKED_IN_SOURCE
 from censusdp.release.writing import write_release
 
 __all__ = ["reestimate", "run_release"]
@@ -86,6 +88,8 @@ class _Session:
     started: float
     checked_nmf: dict[str, tuple[str, str]] = field(default_factory=dict)
     """The NMF verdicts of the measured run a re-estimate copied its NMF from."""
+    measured_check: MeasurementsCheck | None = None
+    """This run's NMFs checked beside its estimation, joined by the self-check."""
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Close the manifest, check the staged release as ``censusdp validate`` would
@@ -95,11 +99,19 @@ class _Session:
     def _check(self, staged: Path) -> None:
         timings = self.rt.timings
         t, c = time.perf_counter(), time.process_time()
+        checked, digests = dict(self.checked_nmf), {}
+        if self.measured_check is not None:
+            early = self.measured_check.result()
+            checked.update(early.proofs)
+            digests = early.digests
+            timings["check_measurements"] = early.seconds
+            timings["check_measurements_task_cpu"] = early.task_cpu_seconds
         report = validate_run(
             staged,
             progress=self.rt.progress,
             executor=self.rt.executor,
-            checked_nmf=self.checked_nmf,
+            checked_nmf=checked,
+            part_digests=digests,
         )
         timings["validate_files"] = time.perf_counter() - t
         timings["validate_files_cpu"] = time.process_time() - c
@@ -268,6 +280,15 @@ def run_release(
             ckpt,
             structural_zeros=options.nmf_structural_zeros,
         )
+        if getattr(rt.executor, "thread_safe", False):
+            # the NMF is final: check it now, on the cores the estimation leaves idle
+            run.measured_check = MeasurementsCheck(
+                run.staging.path,
+                {"persons": budget.persons, "units": budget.units},
+                geo,
+                rt.executor,
+                rt.progress,
+            ).start()
         manifest = write_release(run.staging.path, inv, geo, budget, options, rt, ckpt)
         writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
@@ -434,7 +455,10 @@ def reestimate(
     with _session(out_dir, [source.path], execution, overwrite=overwrite) as run:
         # the copied NMF is the one just checked: the self-check takes that verdict when
         # the copy's recorded SHA-256, budget and geounits are the same (checked once)
-        run.checked_nmf = dict(checked.nmf_proofs)
+        run.checked_nmf = {
+            k: (proof, f"{detail}; {CHECKED_IN_SOURCE}")
+            for k, (proof, detail) in checked.nmf_proofs.items()
+        }
         t = time.perf_counter()
         levels = tabulation_levels(spent.persons)
         hierarchy, inv = source.invariants(levels)

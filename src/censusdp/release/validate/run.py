@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from censusdp.data.geography import Hierarchy
+from censusdp.data.spine import UnitShares
 from censusdp.errors import CensusDPError, InputError, ValidationError
 from censusdp.io.layout import (
     HELD_PL94_FILE,
@@ -40,6 +42,7 @@ def validate_run(
     executor: Any = None,
     workers: int = 1,
     checked_nmf: Mapping[str, tuple[str, str]] | None = None,
+    part_digests: Mapping[str, str] | None = None,
 ) -> ValidationReport:
     """Check a release from its own files: whole, consistent and untampered.
 
@@ -77,11 +80,16 @@ def validate_run(
     ``executor``: check the part files of a partitioned NMF as tasks on it (a run's
     self-check uses the run's executor); without one, ``workers > 1`` checks them on a
     pool of that many processes. The outcome is the same.
-    ``checked_nmf``: the ``nmf_proofs`` of a report that checked another release's NMF
-    (a re-estimate's source, whose NMF it copied byte for byte): a run whose NMF has the
-    same proof (the same recorded SHA-256 of every NMF file, budget record and measured
-    geounits) takes that verdict instead of being counted again, and ``checksums`` still
-    holds every file to its recorded SHA-256, so a changed byte fails the release.
+    ``checked_nmf``: by run, a proof and the verdict's detail from a check of the same
+    NMF elsewhere (a re-estimate's source, whose NMF it copied byte for byte; or this
+    run's own NMF checked as soon as it was measured): a run whose NMF has the same proof
+    (:func:`nmf_proof`: the same recorded SHA-256 of every NMF file, budget record and
+    measured geounits) takes that verdict, detail as given, instead of being counted
+    again, and ``checksums`` still holds every file to its recorded SHA-256, so a
+    changed byte fails the release.
+    ``part_digests``: the SHA-256 of part files this run's own tasks read (by path in the run;
+    :class:`~censusdp.release.validate.measured.MeasurementsCheck`), taken by
+    ``checksums`` instead of reading those files again.
 
     Returns:
         The report (``ok`` only if every check passed); it never raises for a bad
@@ -103,6 +111,7 @@ def validate_run(
                 executor=pool,
                 workers=1,
                 checked_nmf=checked_nmf,
+                part_digests=part_digests,
             )
     run = Path(run_dir)
     rep = ValidationReport()
@@ -127,6 +136,7 @@ def validate_run(
         progress=progress,
         executor=executor,
         checked_nmf=checked_nmf or {},
+        part_digests=part_digests or {},
     )
     return rep
 
@@ -141,6 +151,7 @@ def _check_files(
     progress: Progress,
     executor: Any,
     checked_nmf: Mapping[str, tuple[str, str]],
+    part_digests: Mapping[str, str],
 ) -> None:
     """The checks of :func:`validate_run` that read the release's files, into ``rep``:
     nothing is read from a release listing a file that is not a regular file, nor
@@ -149,6 +160,7 @@ def _check_files(
     with task(progress, "validating the release", 4 + (truth is not None), unit="steps") as bar:
         # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
         hashed = Hashed()
+        hashed.update(part_digests)  # read by this run's tasks before (its NMF's parts)
         only = None if mdf else _MEASUREMENT_FILES
         entries = Entries(run, manifest)
         if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
@@ -163,8 +175,7 @@ def _check_files(
         for run_name in release.budgets:
             proof = _nmf_proof(release, run_name)
             if proof is not None and checked_nmf.get(run_name, ("", ""))[0] == proof:
-                detail = checked_nmf[run_name][1]
-                rep.add(f"nmf_{run_name}", True, f"{detail}; {_CHECKED_BEFORE}")
+                rep.add(f"nmf_{run_name}", True, checked_nmf[run_name][1])
             else:
                 _check_nmf_of(
                     release,
@@ -217,16 +228,17 @@ def _check_nmf_of(
         rep.add(f"nmf_{run_name}", False, f"{NMF_FILES[run_name]} is missing")
 
 
-_CHECKED_BEFORE = (
+CHECKED_IN_SOURCE = (
     "checked in the measured run before this run copied it byte for byte (the same "
     "SHA-256 of every file, budget and geounits; the checksums hold the copy to them)"
 )
+"""How a re-estimate's self-check states the verdict it took from its source."""
 
 
 def _nmf_proof(release: Release, run_name: str) -> str | None:
-    """A digest of everything the NMF check of ``run_name`` depends on: the manifest's
-    SHA-256 of every file of the run's NMF, the run's budget record, its measured
-    geounits and their budget shares (``None`` without a recorded NMF)."""
+    """A digest of everything the NMF check of ``run_name`` depends on
+    (:func:`nmf_proof`), from the release's manifest and geography (``None`` without a
+    recorded NMF)."""
     name = NMF_FILES[run_name]
     files = {
         k: v
@@ -235,12 +247,22 @@ def _nmf_proof(release: Release, run_name: str) -> str | None:
     }
     if not files or release.budgets.get(run_name) is None:
         return None
+    return nmf_proof(
+        files, release.manifest.get(run_name), release.measured[run_name], release.shares[run_name]
+    )
+
+
+def nmf_proof(
+    files: Mapping[str, str], record: Any, measured: Hierarchy, shares: UnitShares | None
+) -> str:
+    """A digest of everything the NMF check of a run depends on: the SHA-256 of every
+    file of its NMF (by path in the run), its budget record (the manifest's), its
+    measured geounits and their budget shares. Two checks with the same proof have the
+    same verdict."""
     h = hashlib.sha256()
-    h.update(json.dumps([files, release.manifest.get(run_name)], sort_keys=True).encode())
-    measured = release.measured[run_name]
+    h.update(json.dumps([dict(files), record], sort_keys=True).encode())
     for codes in measured.geocodes:
         h.update(b"\x1e" + "\x1f".join(np.asarray(codes).astype(str).tolist()).encode())
-    shares = release.shares[run_name]
     if shares is not None:
         h.update(repr((shares.denominator, tuple(shares.level_numerators))).encode())
         for a in shares.numerators:
