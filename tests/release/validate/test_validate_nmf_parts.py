@@ -7,6 +7,7 @@ Both must reach the same verdict on an intact NMF and on every kind of damage.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
@@ -49,11 +50,22 @@ def _verdicts(run: Path) -> tuple[dict, dict]:
     return serial, tasks
 
 
-def test_intact_parts_pass_both_ways(measured: Path) -> None:
+def _newest_first(run: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The verdict of tasks reading the parts last first (a run's check right after
+    measuring: ``validate.measured``)."""
+    from censusdp.release.validate import _nmf
+    from censusdp.release.validate import run as run_mod
+
+    monkeypatch.setattr(run_mod, "check_nmf", functools.partial(_nmf.check_nmf, newest_first=True))
+    return validate_run(run, mdf=False, executor=InProcessExecutor()).checks["nmf_persons"]
+
+
+def test_intact_parts_pass_both_ways(measured: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     parts = sorted((measured / NMF).glob("part-*.parquet"))
     assert len(parts) >= 6  # one per level at least
     serial, tasks = _verdicts(measured)
     assert serial["ok"] and tasks["ok"] and serial["detail"] == tasks["detail"]
+    assert _newest_first(measured, monkeypatch) == tasks
 
 
 @pytest.mark.slow  # starts a process pool
@@ -207,12 +219,15 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))
-def test_damage_fails_both_ways(measured: Path, tmp_path: Path, case: str) -> None:
+def test_damage_fails_both_ways(
+    measured: Path, tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = tmp_path / "run"
     shutil.copytree(measured, run)
     DAMAGE[case](run)
     serial, tasks = _verdicts(run)
     assert not serial["ok"] and not tasks["ok"], (serial, tasks)
+    assert not _newest_first(run, monkeypatch)["ok"]
     assert "\n" not in serial["detail"] and "\n" not in tasks["detail"]
     assert tasks["detail"].startswith(serial["detail"])
     want = {

@@ -44,6 +44,7 @@ def check_nmf(
     unit_shares: UnitShares | None = None,
     executor: Any = None,
     hashed: Hashed | None = None,
+    newest_first: bool = False,
 ) -> tuple[bool, str]:
     """The NMF measures the budget's plan, completely, with the stated noise.
 
@@ -56,7 +57,10 @@ def check_nmf(
     With an ``executor``, the parts of a partitioned NMF are counted by its tasks
     (:func:`_count_part`), each returning its unit range's counts, and only those are
     added up here, and each task's SHA-256 of its part goes to ``hashed`` (by the
-    part's path in the run) for the checksum check.
+    part's path in the run) for the checksum check. ``newest_first``: the tasks read the
+    parts in the reverse of the index's order (the last written first: a run's check
+    right after measuring finds them in the page cache, and leaves the first ones, the
+    estimation's first reads, there).
     """
     try:
         files = nmf_files(path)
@@ -104,7 +108,7 @@ def check_nmf(
         if problem:
             return False, problem
     if executor is not None and index is not None:
-        problem = _count_parts(executor, path, index, hierarchy, tally, hashed)
+        problem = _count_parts(executor, path, index, hierarchy, tally, hashed, newest_first)
     else:
         problem = count_files(path, files, tally)
     problem = problem or _miscounted(tally, want, hierarchy)
@@ -251,10 +255,11 @@ def _count_parts(
     hierarchy: Hierarchy,
     tally: Tally,
     hashed: Hashed | None = None,
+    newest_first: bool = False,
 ) -> str | None:
     """Count a partitioned NMF's parts on ``executor``; add their counts up here (into
     ``tally``, and their SHA-256 to ``hashed``). The index's entries are the release's
-    levels and units (:func:`_check_index`)."""
+    levels and units (:func:`_check_index`); ``newest_first``: the last entry first."""
     jobs = []
     for rec in index["parts"]:  # each entry's level and units checked by _check_index
         level = str(rec["geolevel"])
@@ -270,6 +275,8 @@ def _count_parts(
                 {k: v[a:b] for k, v in tally.plan.items() if k[0] == level},
             )
         )
+    if newest_first:
+        jobs.reverse()
     for job, (problem, counts, digest, cpu) in zip(
         jobs, executor.map(_count_part, jobs), strict=True
     ):

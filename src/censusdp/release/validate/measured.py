@@ -136,7 +136,10 @@ class MeasurementsCheck:
             geo = self.geography.for_run(run_name)
             measured, shares = geo.estimation, geo.unit_shares(budget)
             hashed = Hashed()
-            ok, detail = check_nmf(path, budget, measured, shares, self.executor, hashed)
+            # the parts written last first: they are still in the page cache
+            ok, detail = check_nmf(
+                path, budget, measured, shares, self.executor, hashed, newest_first=True
+            )
             self._out.digests.update(hashed)
             self._out.task_cpu_seconds += hashed.task_cpu_seconds
             if ok:
