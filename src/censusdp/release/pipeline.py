@@ -90,6 +90,9 @@ class _Session:
     """The NMF verdicts of the measured run a re-estimate copied its NMF from."""
     measured_check: MeasurementsCheck | None = None
     """This run's NMFs checked beside its estimation, joined by the self-check."""
+    part_digests: dict[str, str] = field(default_factory=dict)
+    """The SHA-256 of part files already read in this run (a re-estimate's NMF parts that
+    are hard links to the source's it checked), by path in the run."""
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Close the manifest, check the staged release as ``censusdp validate`` would
@@ -99,11 +102,11 @@ class _Session:
     def _check(self, staged: Path) -> None:
         timings = self.rt.timings
         t, c = time.perf_counter(), time.process_time()
-        checked, digests = dict(self.checked_nmf), {}
+        checked, digests = dict(self.checked_nmf), dict(self.part_digests)
         if self.measured_check is not None:
             early = self.measured_check.result()
             checked.update(early.proofs)
-            digests = early.digests
+            digests.update(early.digests)
             timings["check_measurements"] = early.seconds
             timings["check_measurements_task_cpu"] = early.task_cpu_seconds
         report = validate_run(
@@ -447,8 +450,13 @@ def reestimate(
     measured = source.manifest()
     spent = ReleaseBudget(*recorded_budgets(measured, str(source.manifest_file)))
     _check_same_budget(budget, spent, source.path)
+    pooled = execution.executor in ("auto", "pool") and execution.workers > 1
     checked = require_valid(
-        source.path, what="re-estimation", mdf=False, progress=execution.progress
+        source.path,
+        what="re-estimation",
+        mdf=False,
+        progress=execution.progress,
+        workers=execution.workers if pooled else 1,
     )
     if spent.units is not None and not source.has_nmf("units"):
         spent = ReleaseBudget(spent.persons)
@@ -463,6 +471,13 @@ def reestimate(
         levels = tabulation_levels(spent.persons)
         hierarchy, inv = source.invariants(levels)
         rows = _copy_measurements(source, run.staging.path, with_units=spent.units is not None)
+        # a part hard-linked from the source is the file just checked there: its SHA-256
+        # is that check's (the checksums do not read a 46 GB NMF again)
+        run.part_digests = {
+            rel: digest
+            for rel, digest in checked.part_digests.items()
+            if _same_file(source.path / rel, run.staging.path / rel)
+        }
         geo = geography_of_run(source.path, measured, hierarchy)
         run.rt.timings["read_measurements"] = time.perf_counter() - t
         manifest = write_release(run.staging.path, inv, geo, spent, options, run.rt)
@@ -488,6 +503,14 @@ def _check_same_budget(given: ReleaseBudget | None, spent: ReleaseBudget, run_di
                 f"the {what} budget given differs from the one {run_dir} spent; a re-estimate "
                 "uses the budget of its measurements (drop --preset/--config/--rho/--epsilon)"
             )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (a hard link), both there."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _copy_measurements(source: RunDir, out: Path, *, with_units: bool) -> dict[str, int]:

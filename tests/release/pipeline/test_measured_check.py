@@ -8,6 +8,7 @@ estimation, as on a pool): the same code paths, without starting processes.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,33 @@ def test_checksums_under_one_entry(cef: Path, tmp_path: Path) -> None:
         want = {k: v for k, v in whole.items() if k == name or k.startswith(name + "/")}
         assert file_checksums(run, known, under=name) == want
     assert len(file_checksums(run, known, under=NMF)) > 5
+
+
+def test_a_reestimate_does_not_hash_its_linked_parts_again(
+    cef: Path, tmp_path: Path, self_check: list, monkeypatch
+) -> None:
+    """``run --from-measurements``: the NMF parts hard-linked from the measured run were
+    read by its check (as tasks); the self-check's checksums take those digests."""
+    from censusdp.release.validate import run as run_mod
+
+    _release(cef, tmp_path / "run")
+    real = run_mod.validate_run
+    monkeypatch.setattr(
+        run_mod, "validate_run", lambda *a, **k: real(*a, **{**k, "executor": InProcessExecutor()})
+    )
+    driver_hashed: list[str] = []
+    real_sha = _entries.sha256_of
+    monkeypatch.setattr(
+        _entries, "sha256_of", lambda p: driver_hashed.append(str(p)) or real_sha(p)
+    )
+    pipeline.reestimate(tmp_path / "run", tmp_path / "again", ReleaseOptions(), Execution())
+    report = self_check[-1]
+    assert report.ok and report.checks["checksums"]["ok"]
+    assert report.checks["nmf_persons"]["detail"].endswith(run_mod.CHECKED_IN_SOURCE)
+    assert not [p for p in driver_hashed if "again" in p and NMF in p and p.endswith(".parquet")]
+    # a part that is a copy, not a link, is read again
+    driver_hashed.clear()
+    monkeypatch.setattr(pipeline, "link_or_copy", lambda a, b: shutil.copy2(a, b))
+    pipeline.reestimate(tmp_path / "run", tmp_path / "copied", ReleaseOptions(), Execution())
+    assert self_check[-1].ok
+    assert [p for p in driver_hashed if "copied" in p and NMF in p and p.endswith(".parquet")]

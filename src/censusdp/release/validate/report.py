@@ -15,9 +15,13 @@ class ValidationReport:
     nmf_proofs: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Per run whose NMF check passed, ``(proof, detail)``: a digest of what the check
     depends on (the NMF files' recorded SHA-256, the run's budget record and measured
-    geounits, ``validate.run._nmf_proof``) and its verdict's detail (not part of the
+    geounits, :func:`~censusdp.release.validate.run.nmf_proof`) and its verdict's detail (not part of the
     verdict: what lets a re-estimate that copied the NMF byte for byte not count it
     again)."""
+    part_digests: dict[str, str] = field(default_factory=dict)
+    """The SHA-256 of the part files the check's tasks read, by path in the release (not
+    part of the verdict: what lets a re-estimate whose NMF parts are hard links to these
+    not read them again for its checksums)."""
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
         """Record one check."""

@@ -195,6 +195,7 @@ def _check_files(
         bar.advance()
         check_checksums(run, manifest, rep, entries, only=only, hashed=hashed)
         rep.task_cpu_seconds = hashed.task_cpu_seconds
+        rep.part_digests = dict(hashed)
         bar.advance()
         if truth is not None:
             rep.add("made_from_truth", *check_truth(release, truth))
@@ -281,7 +282,12 @@ _MEASUREMENT_FILES = (
 
 
 def require_valid(
-    run_dir: str | Path, *, what: str, mdf: bool = True, progress: Progress = None
+    run_dir: str | Path,
+    *,
+    what: str,
+    mdf: bool = True,
+    progress: Progress = None,
+    workers: int = 1,
 ) -> ValidationReport:
     """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates;
     return its report.
@@ -289,8 +295,10 @@ def require_valid(
     Args:
         what: the use refused, for the message (e.g. ``"re-estimation"``).
         progress: ``None`` (silent) or a callable taking lines: the steps checked.
+        workers: more than 1: part files checked on a pool of that many processes
+            (:func:`validate_run`); the verdict is the same.
     """
-    report = validate_run(run_dir, mdf=mdf, progress=progress)
+    report = validate_run(run_dir, mdf=mdf, progress=progress, workers=workers)
     if report.ok:
         return report
     failures = report.failures()
