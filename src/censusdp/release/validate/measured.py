@@ -54,7 +54,7 @@ class CheckedMeasurements:
         proofs: by run (``persons``, ``units``), the proof and verdict detail of each NMF
             that passed (``validate_run``'s ``checked_nmf``).
         digests: the SHA-256 of every NMF part the check's tasks read, by path in the run
-            (``validate_run``'s ``hashed``).
+            (``validate_run``'s ``part_digests``).
         task_cpu_seconds: the CPU seconds of those tasks.
         seconds: the check's wall time.
     """
