@@ -69,7 +69,12 @@ from censusdp.release.intake import read_and_aggregate
 from censusdp.release.manifest import commit_run, inherited_randomness, recorded_budgets
 from censusdp.release.measure_runs import measure_runs
 from censusdp.release.options import Execution, ReleaseOptions, Runtime
-from censusdp.release.spine import geography_of_run, requested_spine, tabulation_levels
+from censusdp.release.spine import (
+    ReleaseGeography,
+    geography_of_run,
+    requested_spine,
+    tabulation_levels,
+)
 from censusdp.release.validate import require_valid, validate_run
 from censusdp.release.validate.measured import MeasurementsCheck
 from censusdp.release.validate.run import CHECKED_IN_SOURCE
@@ -283,15 +288,7 @@ def run_release(
             ckpt,
             structural_zeros=options.nmf_structural_zeros,
         )
-        if getattr(rt.executor, "thread_safe", False):
-            # the NMF is final: check it now, on the cores the estimation leaves idle
-            run.measured_check = MeasurementsCheck(
-                run.staging.path,
-                {"persons": budget.persons, "units": budget.units},
-                geo,
-                rt.executor,
-                rt.progress,
-            ).start()
+        run.measured_check = _check_beside(run, budget, geo)
         manifest = write_release(run.staging.path, inv, geo, budget, options, rt, ckpt)
         writers = nmf_rows.pop("_writers", set())
         manifest.update(nmf_rows)
@@ -324,6 +321,23 @@ def run_release(
         run.commit(manifest)
     say(execution.progress, f"wrote release to {out_dir} in {rt.timings['total']:.1f}s")
     return manifest
+
+
+def _check_beside(
+    run: _Session, budget: ReleaseBudget, geo: ReleaseGeography
+) -> MeasurementsCheck | None:
+    """The run's NMFs, final once measured, checked beside its estimation on the cores it
+    leaves idle (:class:`MeasurementsCheck`), where the executor takes maps from two
+    threads at once (a pool of processes); ``None`` elsewhere (the self-check does it)."""
+    if not getattr(run.rt.executor, "thread_safe", False):
+        return None
+    return MeasurementsCheck(
+        run.staging.path,
+        {"persons": budget.persons, "units": budget.units},
+        geo,
+        run.rt.executor,
+        run.rt.progress,
+    ).start()
 
 
 def _check_runs(budget: ReleaseBudget, options: ReleaseOptions, input_dir: str | Path) -> bool:

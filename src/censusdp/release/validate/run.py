@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +136,19 @@ def validate_run(
         mdf=mdf,
         progress=progress,
         executor=executor,
-        checked_nmf=checked_nmf or {},
-        part_digests=part_digests or {},
+        before=_Before(checked_nmf or {}, Hashed(part_digests or {})),
     )
     return rep
+
+
+@dataclass(frozen=True)
+class _Before:
+    """What :func:`_check_files` is given as checked before: the NMF verdicts by proof
+    (``validate_run``'s ``checked_nmf``), and the SHA-256 of part files read by tasks,
+    to which this check's tasks add theirs (``checksums`` reads the rest itself)."""
+
+    nmf: Mapping[str, tuple[str, str]]
+    hashed: Hashed
 
 
 def _check_files(
@@ -150,17 +160,14 @@ def _check_files(
     mdf: bool,
     progress: Progress,
     executor: Any,
-    checked_nmf: Mapping[str, tuple[str, str]],
-    part_digests: Mapping[str, str],
+    before: _Before,
 ) -> None:
     """The checks of :func:`validate_run` that read the release's files, into ``rep``:
     nothing is read from a release listing a file that is not a regular file, nor
     checked against a geography that cannot be rebuilt (only ``checksums`` then)."""
+    checked_nmf, hashed = before.nmf, before.hashed
     # the steps: checksums, the two NMFs, the MDF and tables, the truth (done or skipped)
     with task(progress, "validating the release", 4 + (truth is not None), unit="steps") as bar:
-        # the SHA-256 of part files hashed by the tasks that read them (the rest: here)
-        hashed = Hashed()
-        hashed.update(part_digests)  # read by this run's tasks before (its NMF's parts)
         only = None if mdf else _MEASUREMENT_FILES
         entries = Entries(run, manifest)
         if entries.unsafe:  # reading it could follow a link elsewhere or block (a FIFO)
