@@ -29,7 +29,8 @@ and that its tables carry the geography's identifiers and their codebook
 The package, by concern: :mod:`~censusdp.release.validate.report` (the report),
 :mod:`~censusdp.release.validate.estimate` (the checks of an estimate in memory),
 :mod:`~censusdp.release.validate.run` (a release on disk: :func:`validate_run`,
-:func:`require_valid`), and its private modules: ``_manifest`` (privacy loss and
+:func:`require_valid`), :mod:`~censusdp.release.validate.measured` (a run's NMF checked
+as soon as it is measured, beside its estimation), and its private modules: ``_manifest`` (privacy loss and
 randomness), ``_entries`` (the directory's entries and checksums), ``_release`` (the
 release rebuilt from its files), ``_nmf`` and ``_nmf_rows`` (the NMF check and its
 row-counting kernel), ``_mdf`` and ``_mdf_parts`` (the MDF, its text files and tables,
