@@ -464,17 +464,18 @@ def reestimate(
     measured = source.manifest()
     spent = ReleaseBudget(*recorded_budgets(measured, str(source.manifest_file)))
     _check_same_budget(budget, spent, source.path)
-    pooled = execution.executor in ("auto", "pool") and execution.workers > 1
-    checked = require_valid(
-        source.path,
-        what="re-estimation",
-        mdf=False,
-        progress=execution.progress,
-        workers=execution.workers if pooled else 1,
-    )
     if spent.units is not None and not source.has_nmf("units"):
         spent = ReleaseBudget(spent.persons)
     with _session(out_dir, [source.path], execution, overwrite=overwrite) as run:
+        # the source checked on the run's own executor (its part files as tasks); a
+        # source that fails is refused before anything is written (the staging removed)
+        checked = require_valid(
+            source.path,
+            what="re-estimation",
+            mdf=False,
+            progress=execution.progress,
+            executor=run.rt.executor,
+        )
         # the copied NMF is the one just checked: the self-check takes that verdict when
         # the copy's recorded SHA-256, budget and geounits are the same (checked once)
         run.checked_nmf = {

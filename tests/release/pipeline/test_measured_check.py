@@ -143,14 +143,11 @@ def test_a_reestimate_does_not_hash_its_linked_parts_again(
     cef: Path, tmp_path: Path, self_check: list, monkeypatch
 ) -> None:
     """``run --from-measurements``: the NMF parts hard-linked from the measured run were
-    read by its check (as tasks); the self-check's checksums take those digests."""
+    read by its check (as tasks on the run's executor); the self-check's checksums take
+    those digests."""
     from censusdp.release.validate import run as run_mod
 
     _release(cef, tmp_path / "run")
-    real = run_mod.validate_run
-    monkeypatch.setattr(
-        run_mod, "validate_run", lambda *a, **k: real(*a, **{**k, "executor": InProcessExecutor()})
-    )
     driver_hashed: list[str] = []
     real_sha = _entries.sha256_of
     monkeypatch.setattr(

@@ -294,7 +294,7 @@ def require_valid(
     what: str,
     mdf: bool = True,
     progress: Progress = None,
-    workers: int = 1,
+    executor: Any = None,
 ) -> ValidationReport:
     """Raise :class:`~censusdp.errors.ValidationError` unless ``run_dir`` validates;
     return its report.
@@ -302,10 +302,10 @@ def require_valid(
     Args:
         what: the use refused, for the message (e.g. ``"re-estimation"``).
         progress: ``None`` (silent) or a callable taking lines: the steps checked.
-        workers: more than 1: part files checked on a pool of that many processes
-            (:func:`validate_run`); the verdict is the same.
+        executor: where part files are checked as tasks (:func:`validate_run`; a
+            re-estimate's run executor); the verdict is the same.
     """
-    report = validate_run(run_dir, mdf=mdf, progress=progress, workers=workers)
+    report = validate_run(run_dir, mdf=mdf, progress=progress, executor=executor)
     if report.ok:
         return report
     failures = report.failures()
