@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 __all__ = [
     "EXECUTOR_CHOICES",
+    "KEPT_FREE_BYTES",
     "SINGLE_THREAD_ENV",
     "Executor",
+    "keep_freed_memory",
     "prefer_single_thread_blas",
     "single_thread_env",
 ]
@@ -33,6 +37,38 @@ def prefer_single_thread_blas() -> None:
     first step: the engine parallelises over tasks, not inside small solves)."""
     for k, v in SINGLE_THREAD_ENV.items():
         os.environ.setdefault(k, v)
+
+
+KEPT_FREE_BYTES = 1 << 30
+"""Blocks of up to this size that a task process frees stay in its heap for the next
+task (:func:`keep_freed_memory`)."""
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_kept: list[bool] = []
+
+
+def keep_freed_memory() -> None:
+    """In this process, let glibc keep freed blocks of up to :data:`KEPT_FREE_BYTES` for
+    reuse instead of returning them to the system (``mallopt``; once per process, a no-op
+    elsewhere than on Linux with glibc).
+
+    By default glibc maps every allocation of more than 32 MB afresh and unmaps it when
+    freed, so a task that fills arrays of 128 MB pays the kernel's page faults and
+    zeroing on every one of them: a measuring task of 2^24 noisy values spent about a
+    fifth of its CPU there (system time; ``benchmarks/bench_measure_chunks.py``). A
+    process that runs such tasks one after another reuses the same pages instead; its
+    resident memory stays at the largest task's.
+    """
+    if _kept or not sys.platform.startswith("linux"):
+        return
+    _kept.append(True)
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, KEPT_FREE_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, KEPT_FREE_BYTES)
+    except (OSError, AttributeError):  # pragma: no cover - a libc without mallopt
+        return
 
 
 def single_thread_env() -> dict[str, str]:

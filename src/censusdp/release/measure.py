@@ -14,8 +14,7 @@ so any executor that measures the same units with the same seed draws the same n
 whatever the chunking, order, process or machine.
 
 Large runs never hold every measurement at once. :func:`measure_tasks` cuts each level
-into :class:`MeasureTask` chunks of about
-:data:`~censusdp.data.geography.DEFAULT_CHUNK_VALUES` noisy values
+into :class:`MeasureTask` chunks of about :data:`MEASURE_CHUNK_VALUES` noisy values
 (:func:`~censusdp.data.geography.family_chunks`): whole families (the children of consecutive parents) where they fit, and a family too large for
 one chunk cut at unit boundaries (a 540-block family of ``ddp-2010``, 229,320 values per
 block, would otherwise be 124 million values in one task). Each task carries only its own
@@ -39,7 +38,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from censusdp.data.geography import DEFAULT_CHUNK_VALUES, Hierarchy, family_chunks
+from censusdp.data.geography import Hierarchy, family_chunks
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet, measured_rows
 from censusdp.data.queries import Query, make_query, run_query
 from censusdp.data.schema import Schema
@@ -48,6 +47,7 @@ from censusdp.errors import InternalError
 from censusdp.privacy.budget import scaled_mechanism
 
 __all__ = [
+    "MEASURE_CHUNK_VALUES",
     "MeasureTask",
     "measure",
     "measure_tasks",
@@ -55,6 +55,19 @@ __all__ = [
     "run_measure_task",
     "unit_variances",
 ]
+
+
+MEASURE_CHUNK_VALUES = 1 << 24
+"""About how many noisy values one measuring task draws and writes as one NMF part (four
+times the estimation's read chunk, :data:`~censusdp.data.geography.DEFAULT_CHUNK_VALUES`).
+
+A part costs its writer a fixed amount per row group and per query whatever its rows
+(a ``dhc-2020`` block's ten queries hold 4 to 905,184 rows each), so larger parts cost
+less a value: a ``dhc-2020`` block task of generated Vermont x0.1 at 2^22 values, 2^23
+and 2^24, 26.0, 21.0 and 19.1 CPU ns a value (noise and part file, in a process that
+keeps freed pages, :func:`~censusdp.execution.base.keep_freed_memory`;
+``benchmarks/bench_measure_chunks.py``). A task of 2^24 values held about 220 MB more
+than the process's base, against about 100 MB at 2^22."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -268,7 +281,7 @@ def measure_tasks(
     plan: list[tuple[str, str, object]],
     source: object,
     *,
-    target: int = DEFAULT_CHUNK_VALUES,
+    target: int = MEASURE_CHUNK_VALUES,
     unit_shares: UnitShares | None = None,
     structural_zeros: bool = False,
 ) -> Iterator[MeasureTask]:

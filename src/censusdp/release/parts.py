@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from censusdp.data.histograms import pl94_map, unit_histogram_from_counts
 from censusdp.data.schema import get_schema
 from censusdp.errors import InputError
+from censusdp.execution.base import keep_freed_memory
 from censusdp.io.layout import MDF_FILES, TABLES_DIR
 from censusdp.io.mdf_parts import (
     MDF_PART_FIELDS,
@@ -89,6 +90,7 @@ def run_part_task(part: PartTask) -> dict[str, Any]:
     ``writer`` (host/PID of the process that wrote it) added: a few hundred bytes,
     whatever the size of the part.
     """
+    keep_freed_memory()  # the next task reuses this one's pages (measuring is most of a run)
     chunk = run_measure_task(part.task)
     rec = write_nmf_part(chunk, part.path, structural_zeros=part.task.structural_zeros)
     rec["n_values"] = chunk.n_values
