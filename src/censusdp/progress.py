@@ -46,6 +46,7 @@ __all__ = [
     "format_seconds",
     "log_lines",
     "logger",
+    "prefixed",
     "printer",
     "say",
     "task",
@@ -154,6 +155,49 @@ class Reporter:
         else:
             self.stream.write(line + "\n")
             self.stream.flush()
+
+
+class _Prefixed(Reporter):
+    """A :class:`Reporter`'s view that puts ``prefix`` before every line and bar label
+    (:func:`prefixed`); bars, stream and lock are the reporter's own."""
+
+    def __init__(self, inner: Reporter, prefix: str) -> None:  # noqa: D107 - no super(): shares inner's state
+        self._inner, self._prefix = inner, prefix
+
+    @property
+    def stream(self) -> IO[str]:
+        return self._inner.stream
+
+    def __call__(self, msg: str) -> None:
+        self._inner(self._prefix + msg)
+
+    def log(self, level: int, msg: str) -> None:
+        self._inner.log(level, self._prefix + msg)
+
+    def wants_bars(self) -> bool:
+        return self._inner.wants_bars()
+
+    def open_bar(self, label: str, total: int | None, unit: str, *, keep: bool = True) -> Any:
+        return self._inner.open_bar(self._prefix + label, total, unit, keep=keep)
+
+    def close_bar(self, bar: Any) -> None:
+        self._inner.close_bar(bar)
+
+    def write(self, line: str) -> None:
+        self._inner.write(line)
+
+
+def prefixed(progress: Progress, prefix: str) -> Progress:
+    """``progress`` with ``prefix + ": "`` before every line and every bar's label: the
+    lines of a step that runs beside another (a release's unit run beside its person
+    run), which would otherwise mix with the other's without saying whose they are."""
+    if progress is None:
+        return None
+    head = f"{prefix}: "
+    if isinstance(progress, Reporter):
+        return _Prefixed(progress, head)
+    inner = progress
+    return lambda msg: inner(head + msg)
 
 
 _BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}]"

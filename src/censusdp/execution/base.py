@@ -5,13 +5,15 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 __all__ = [
     "EXECUTOR_CHOICES",
     "KEPT_FREE_BYTES",
     "SINGLE_THREAD_ENV",
+    "Beside",
     "Executor",
     "keep_freed_memory",
     "prefer_single_thread_blas",
@@ -94,3 +96,54 @@ class Executor(Protocol):
         earlier task (an executor may ignore it; 0 for large results).
         """
         ...
+
+
+T = TypeVar("T")
+
+
+class Beside(Generic[T]):
+    """``fn()`` run in a thread of the driver while the caller goes on with its own work,
+    when ``executor`` takes maps from two threads at once (``thread_safe``): both
+    streams of tasks then share its workers, and each fills the cores the other leaves
+    idle. On any other executor ``fn`` runs when :meth:`result` is first asked, after
+    the caller's work, as if the two were called one after the other.
+
+    ``fn``'s exception is raised by :meth:`result`, unchanged.
+    """
+
+    def __init__(self, fn: Callable[[], T], executor: Any, name: str) -> None:
+        self._fn = fn
+        self._out: list[T] = []
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if self.together(executor):
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    @staticmethod
+    def together(executor: Any) -> bool:
+        """Whether work handed to :class:`Beside` with ``executor`` runs beside the
+        caller's (the executor is ``thread_safe``)."""
+        return bool(getattr(executor, "thread_safe", False))
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether ``fn`` runs beside the caller (a thread of its own)."""
+        return self._thread is not None
+
+    def _run(self) -> None:
+        try:
+            self._out.append(self._fn())
+        except BaseException as exc:  # noqa: BLE001 - raised again by result()
+            self._error = exc
+
+    def result(self) -> T:
+        """``fn()``'s result (waiting for its thread; or calling it now)."""
+        if self._thread is None:
+            if not self._out:
+                self._out.append(self._fn())
+            return self._out[0]
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._out[0]

@@ -31,7 +31,8 @@ class ReleaseManifest(Mapping[str, Any]):
     ``spine``, ``max_children``, ``fidelity`` (``mode`` and each deliberate difference
     from production with what the release does), ``estimator``, ``persons_estimation``
     (a DHC person run held to a P.L. 94 release's persons), ``units_estimation``,
-    ``estimation_order`` (a household run's: ``["units", "persons"]``), ``occupancy``,
+    ``estimation_order`` (a household run's: ``["units", "persons"]``),
+    ``estimation_beside`` (an independent unit run estimated beside the persons'), ``occupancy``,
     ``invariants_not_enforced``. What it cost: ``persons`` and ``units`` (the budgets, as
     :meth:`censusdp.privacy.budget.Budget.to_dict` records them), ``mechanism``, ``rho``,
     ``rho_exact``, ``epsilon``, ``delta``, ``delta_target``, ``sampling_delta``. Where its
@@ -78,6 +79,7 @@ class ReleaseManifest(Mapping[str, Any]):
     persons_estimation: str | None = None
     units_estimation: str | None = None
     estimation_order: list[str] | None = None
+    estimation_beside: str | None = None
     occupancy: str | None = None
     invariants_not_enforced: list[str] | None = None
     spine_validation: dict[str, Any] | None = None

@@ -44,6 +44,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -182,7 +183,8 @@ class LevelCheckpoint:
             )
             f.flush()
             os.fsync(f.fileno())
-        self._ck.seconds += time.perf_counter() - t
+        with self._ck._lock:
+            self._ck.seconds += time.perf_counter() - t
         self._ck.record(
             self._stage(level),
             {"file": name, "summary": summary, "failsafe": failsafe},
@@ -209,6 +211,9 @@ class Checkpoint:
         self._parts: dict[str, dict[str, dict[str, Any]]] = {}
         """Per run, the recorded part files (``{file: record}``, ``file`` relative to the run)."""
         self.parts_reused: dict[str, int] = {}
+        self._lock = threading.Lock()
+        """Held while a step is recorded: two runs estimated at once (a unit run beside
+        the persons') record their levels from two threads."""
 
     @classmethod
     def open(cls, staging: Staging, fingerprint: dict[str, Any], progress: Progress) -> Checkpoint:
@@ -307,11 +312,13 @@ class Checkpoint:
         t = time.perf_counter()
         file = self.root / rec["file"]
         fsync_file(file)
-        self.journal["stages"][name] = {**rec, "sha256": sha256_of(file)}
-        write_json(self.journal, self.root / JOURNAL)
-        fsync_file(self.root / JOURNAL)
-        self.staging.mark_resumable()
-        self.seconds += time.perf_counter() - t
+        digest = sha256_of(file)
+        with self._lock:
+            self.journal["stages"][name] = {**rec, "sha256": digest}
+            write_json(self.journal, self.root / JOURNAL)
+            fsync_file(self.root / JOURNAL)
+            self.staging.mark_resumable()
+            self.seconds += time.perf_counter() - t
 
     def measured(self, run: str) -> dict[str, Any] | None:
         """The record of ``run``'s finished measurement file (rows by level), if any."""

@@ -12,7 +12,9 @@ runs, a household run's households included; nothing written).
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -25,8 +27,8 @@ from censusdp.data.invariants import Bounds, Invariants, held_cross_bounds, leve
 from censusdp.data.measurements import Measurements
 from censusdp.data.schema import Schema
 from censusdp.errors import ConfigError, InternalError
-from censusdp.execution.base import Executor
-from censusdp.progress import say
+from censusdp.execution.base import Beside, Executor
+from censusdp.progress import prefixed, say
 from censusdp.release.consistency import (
     UNIT_GROUP_VARIABLE,
     consistent_unit_bounds,
@@ -227,7 +229,11 @@ def estimate_runs(
 
     A household run is estimated first and the person run held to its households
     (``unit_consistency`` ``consistent``); otherwise persons go first and a unit run is
-    held to their household persons."""
+    held to their household persons. A unit run that does not depend on the persons (a
+    DHC household run; a unit run not held to them: fidelity ``production``) is
+    estimated beside them on an executor that takes two maps at once (a pool of
+    processes: :class:`~censusdp.execution.base.Beside`), its lines prefixed ``units:``;
+    its result is the same either way."""
 
     def levels(run: str) -> Any:
         return checkpoint.levels(run) if checkpoint is not None else None
@@ -251,44 +257,26 @@ def estimate_runs(
     units, household = None, None
     if units_ms is not None and units_ms.schema.name == HOUSEHOLD_SCHEMA:
         assert unit_topdown is not None
-        if inputs.unit_hierarchy is not None:
-            raise ConfigError(
-                "a household run is estimated on the persons' hierarchy; this release's "
-                "unit run has its own spine (use --spine tabulation)"
-            )
-        t = _clock()
-        say(rt.progress, "estimating the households (their own run, top-down):")
-        consistent = options.unit_consistency == "consistent"
-        cap = household_root_cap(bounds) if consistent else None
-        caps = household_level_caps(bounds) if consistent else {}
-        units = run_topdown(
-            units_ms,
-            hierarchy,
-            household_bounds(inv.housing_units, hierarchy),
-            replace(unit_topdown, group_variable=None, root_cap=cap, level_caps=caps),
-            checkpoint=levels("units"),
-            **run,
+        units, bounds = _households_first(
+            inputs, options, unit_topdown, rt, manifest, bounds, checkpoint
         )
-        if cap is not None:  # the persons the root's households need, and what it has
-            need = float(household_size_bounds(units.histograms[0])[0].sum())
-            manifest["estimation"]["household_persons_at_root"] = {
-                "available": int(cap.upper),
-                "needed": int(need),
-            }
-        for li, c in caps.items():  # several states: each one's own row, and its needs
-            need = household_size_bounds(units.histograms[li])[0]
-            manifest["estimation"].setdefault("household_persons_by_level", {})[
-                hierarchy.geolevels[li].name
-            ] = {
-                str(code): {"least": int(lo), "available": int(hi), "needed": int(n)}
-                for code, lo, hi, n in zip(
-                    hierarchy.geocodes[li], c.lower, c.upper, need, strict=True
-                )
-            }
-        if consistent:
-            bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
-        _record_run(manifest, "units", units, rt, _since(t))
-        manifest["estimation_order"] = ["units", "persons"]
+    # a unit run that does not depend on the persons (a DHC household run; a unit run
+    # not held to their households) is estimated beside them on a pool of processes
+    beside = None
+    if units_ms is not None and units is None and _independent_units(options, units_ms):
+        # the persons' entries first, whichever run finishes first (a manifest's order
+        # does not depend on the machine's load)
+        manifest["estimation"]["persons"] = manifest["failsafe"]["persons"] = None
+        unit_rt = rt
+        if Beside.together(rt.executor):  # its lines would mix with the persons'
+            unit_rt = replace(rt, progress=prefixed(rt.progress, "units"))
+        beside = Beside(
+            _unit_run(inputs, unit_rt, manifest, unit_topdown, checkpoint),
+            rt.executor,
+            "censusdp-unit-run",
+        )
+        if beside.concurrent:
+            manifest["estimation_beside"] = ESTIMATED_BESIDE
     t = _clock()
     held, person_topdown = bounds, topdown
     if inv.pl94_persons is not None:  # production's pl94: the P.L. 94 release's persons
@@ -296,19 +284,123 @@ def estimate_runs(
         person_topdown = replace(topdown, group_variable=PL94_CROSS)
         manifest["persons_estimation"] = PERSONS_HELD_PL94
     say(rt.progress, "estimating the persons (top-down, level by level):")
-    persons = run_topdown(ms, hierarchy, held, person_topdown, checkpoint=levels("persons"), **run)
+    try:
+        persons = run_topdown(
+            ms, hierarchy, held, person_topdown, checkpoint=levels("persons"), **run
+        )
+    except BaseException:
+        if beside is not None and beside.concurrent:  # nothing writes once the run is gone
+            with contextlib.suppress(BaseException):
+                beside.result()
+        raise
     _record_run(manifest, "persons", persons, rt, _since(t))
     if units_ms is not None and options.unit_consistency == "consistent":
         household = household_persons(persons.histograms[-1], schema)
         order = inputs.units_on()[2]
         household = household if order is None else household[order]
     unit_hist = None
-    if units_ms is not None and units_ms.schema.name == DHCH_SCHEMA:
-        units, unit_hist = _estimate_dhch(inputs, unit_topdown, rt, manifest, checkpoint)
-    if units_ms is not None and units is None:
-        assert unit_topdown is not None
+    if beside is not None:
+        units, unit_hist = beside.result()
+    elif units_ms is not None and units is None:  # held to the persons' households
+        units, unit_hist = _unit_run(inputs, rt, manifest, unit_topdown, checkpoint, household)()
+    if units_ms is not None:  # a DHC household run's is its own (_estimate_dhch)
+        manifest.setdefault("units_estimation", options.unit_consistency)
+    unit_schema = units_ms.schema.name if units_ms is not None else "units"
+    return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
+
+
+def _households_first(
+    inputs: EstimationInputs,
+    options: ReleaseOptions,
+    topdown: TopDownOptions,
+    rt: Runtime,
+    manifest: dict[str, Any],
+    bounds: list[Bounds],
+    checkpoint: EstimatedLevels | None = None,
+) -> tuple[TopDownResult, list[Bounds]]:
+    """A household run (the DDP's, ``household2010``), estimated before the persons;
+    returns it and the person bounds, held to its households when ``unit_consistency``
+    is ``consistent``."""
+    units_ms, hierarchy, inv = inputs.units, inputs.hierarchy, inputs.invariants
+    if units_ms is None:
+        raise InternalError("a household run needs its measurements")
+    if inputs.unit_hierarchy is not None:
+        raise ConfigError(
+            "a household run is estimated on the persons' hierarchy; this release's "
+            "unit run has its own spine (use --spine tabulation)"
+        )
+    t = _clock()
+    say(rt.progress, "estimating the households (their own run, top-down):")
+    consistent = options.unit_consistency == "consistent"
+    cap = household_root_cap(bounds) if consistent else None
+    caps = household_level_caps(bounds) if consistent else {}
+    units = run_topdown(
+        units_ms,
+        hierarchy,
+        household_bounds(inv.housing_units, hierarchy),
+        replace(topdown, group_variable=None, root_cap=cap, level_caps=caps),
+        executor=rt.executor,
+        progress=rt.progress,
+        checkpoint=None if checkpoint is None else checkpoint.levels("units"),
+    )
+    if cap is not None:  # the persons the root's households need, and what it has
+        need = float(household_size_bounds(units.histograms[0])[0].sum())
+        manifest["estimation"]["household_persons_at_root"] = {
+            "available": int(cap.upper),
+            "needed": int(need),
+        }
+    for li, c in caps.items():  # several states: each one's own row, and its needs
+        need = household_size_bounds(units.histograms[li])[0]
+        manifest["estimation"].setdefault("household_persons_by_level", {})[
+            hierarchy.geolevels[li].name
+        ] = {
+            str(code): {"least": int(lo), "available": int(hi), "needed": int(n)}
+            for code, lo, hi, n in zip(hierarchy.geocodes[li], c.lower, c.upper, need, strict=True)
+        }
+    if consistent:
+        bounds = hold_persons_to_households(bounds, units.histograms[-1], hierarchy)
+    _record_run(manifest, "units", units, rt, _since(t))
+    manifest["estimation_order"] = ["units", "persons"]
+    return units, bounds
+
+
+ESTIMATED_BESIDE = (
+    "units beside persons: the unit run does not depend on the persons, and its tasks "
+    "shared the pool with theirs (each run's lines are prefixed with its name)"
+)
+"""The manifest's ``estimation_beside`` when the unit run was estimated beside the
+persons' (:class:`~censusdp.execution.base.Beside`)."""
+
+
+def _independent_units(options: ReleaseOptions, units_ms: Measurements) -> bool:
+    """Whether the unit run is estimated without the persons' estimate: a DHC household
+    run always (production's), a housing-unit run unless held to the persons'
+    household persons (``unit_consistency`` ``consistent``)."""
+    name = units_ms.schema.name
+    if name == DHCH_SCHEMA:
+        return True
+    return name != HOUSEHOLD_SCHEMA and options.unit_consistency != "consistent"
+
+
+def _unit_run(
+    inputs: EstimationInputs,
+    rt: Runtime,
+    manifest: dict[str, Any],
+    topdown: TopDownOptions | None,
+    checkpoint: EstimatedLevels | None,
+    household: np.ndarray | None = None,
+) -> Callable[[], tuple[TopDownResult, TopDownResult | None]]:
+    """The unit run, to be called: ``(units, units by tenvacgq)`` of a DHC household run
+    (:func:`_estimate_dhch`), or ``(housing units, None)`` on their own hierarchy, held to
+    the persons' ``household`` persons per block when given (in its block order)."""
+
+    def run() -> tuple[TopDownResult, TopDownResult | None]:
+        units_ms = inputs.units
+        if topdown is None or units_ms is None:
+            raise InternalError("a unit run needs its measurements and options")
+        if units_ms.schema.name == DHCH_SCHEMA:
+            return _estimate_dhch(inputs, topdown, rt, manifest, checkpoint)
         t = _clock()
-        # the unit run on its own hierarchy (its spine); per-block bounds carry over
         uh, uinv, _ = inputs.units_on()
         ubounds, group = independent_unit_bounds(uinv.housing_units, uh), None
         if household is not None:
@@ -319,15 +411,15 @@ def estimate_runs(
             units_ms,
             uh,
             ubounds,
-            replace(unit_topdown, group_variable=group),
-            checkpoint=levels("units"),
-            **run,
+            replace(topdown, group_variable=group),
+            executor=rt.executor,
+            progress=rt.progress,
+            checkpoint=None if checkpoint is None else checkpoint.levels("units"),
         )
         _record_run(manifest, "units", units, rt, _since(t))
-    if units_ms is not None:  # a DHC household run's is its own (_estimate_dhch)
-        manifest.setdefault("units_estimation", options.unit_consistency)
-    unit_schema = units_ms.schema.name if units_ms is not None else "units"
-    return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
+        return units, None
+
+    return run
 
 
 PERSONS_HELD_PL94 = (
@@ -390,13 +482,14 @@ def _estimate_dhch(
 
 
 def _clock() -> tuple[float, float]:
-    """Now, as (wall, this process's CPU) seconds, for :func:`_since`."""
-    return time.perf_counter(), time.process_time()
+    """Now, as (wall, this thread's CPU) seconds, for :func:`_since` (a unit run beside
+    the persons' runs in a thread of its own)."""
+    return time.perf_counter(), time.thread_time()
 
 
 def _since(t: tuple[float, float]) -> tuple[float, float]:
     """Wall and CPU seconds since ``t`` (from :func:`_clock`)."""
-    return time.perf_counter() - t[0], time.process_time() - t[1]
+    return time.perf_counter() - t[0], time.thread_time() - t[1]
 
 
 def _record_run(
@@ -407,7 +500,7 @@ def _record_run(
     seconds: tuple[float, float],
 ) -> None:
     """A finished run's level statuses, failsafe uses and time (``seconds``: wall and
-    this process's CPU; in process the CPU holds the tasks', which a projection of the
+    its driver thread's CPU; in process the CPU holds the tasks', which a projection of the
     driver's own work subtracts), into the manifest."""
     rt.timings[f"estimate_{run}"] = seconds[0]
     rt.timings[f"estimate_{run}_cpu"] = seconds[1]
