@@ -1,9 +1,10 @@
 """A run's NMF checked as soon as it is measured, beside the estimation
 (``censusdp.release.validate.measured``), and the self-check taking that verdict.
 
-The pool is stood in for by an in-process executor that declares itself thread-safe (its
-``map`` runs in the calling thread, so the check runs in its own thread beside the
-estimation, as on a pool): the same code paths, without starting processes.
+The pool is stood in for by an in-process executor that declares itself thread-safe
+(conftest.py's ``threaded``: its ``map`` runs in the calling thread, so the check runs in
+its own thread beside the estimation, as on a pool): the same code paths, without
+starting processes.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from censusdp.errors import InternalError
-from censusdp.execution import InProcessExecutor
 from censusdp.io.budget_files import load_preset
 from censusdp.io.parts import indexed_checksums
 from censusdp.privacy.release_budget import ReleaseBudget
@@ -24,27 +23,9 @@ from censusdp.release.manifest import file_checksums
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
 from censusdp.release.validate import _entries, measured, validate_run
-from synth import block_codes, make_cef, write_cef
 
 NMF = "noisy_measurements.parquet"
 NMF_UNITS = "noisy_measurements_units.parquet"
-
-
-class _ThreadSafe(InProcessExecutor):
-    thread_safe = True
-
-
-@pytest.fixture(scope="module")
-def cef(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("measuredcheck")
-    persons, units = make_cef(np.random.default_rng(5), block_codes(2, 2, 2, 3), gq_rate=0.3)
-    write_cef(base / "cef", persons, units)
-    return base / "cef"
-
-
-@pytest.fixture
-def threaded(monkeypatch) -> None:
-    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: _ThreadSafe())
 
 
 @pytest.fixture
@@ -72,7 +53,7 @@ def _release(cef: Path, out: Path) -> dict:
 
 
 def test_the_self_check_takes_the_verdict_and_digests(
-    cef: Path, tmp_path: Path, threaded, self_check: list, monkeypatch
+    small_cef: Path, tmp_path: Path, threaded, self_check: list, monkeypatch
 ) -> None:
     """Checked beside the estimation, neither NMF is counted nor its parts hashed again."""
     driver_hashed: list[str] = []
@@ -83,7 +64,7 @@ def test_the_self_check_takes_the_verdict_and_digests(
         return real_sha(path)
 
     monkeypatch.setattr(_entries, "sha256_of", sha)
-    m = _release(cef, tmp_path / "run")
+    m = _release(small_cef, tmp_path / "run")
     (report,) = self_check
     assert report.ok
     for run in ("persons", "units"):
@@ -98,38 +79,40 @@ def test_the_self_check_takes_the_verdict_and_digests(
 
 
 def test_a_failed_early_check_hands_over_nothing(
-    cef: Path, tmp_path: Path, threaded, self_check: list, monkeypatch
+    small_cef: Path, tmp_path: Path, threaded, self_check: list, monkeypatch
 ) -> None:
     """An NMF the early check did not pass is checked by the self-check itself."""
     monkeypatch.setattr(measured, "check_nmf", lambda *a, **k: (False, "damaged"))
-    _release(cef, tmp_path / "run")
+    _release(small_cef, tmp_path / "run")
     (report,) = self_check
     assert report.ok
     detail = report.checks["nmf_persons"]["detail"]
     assert "damaged" not in detail and not detail.endswith(measured.CHECKED_WHEN_MEASURED)
 
 
-def test_a_failing_check_stops_the_run(cef: Path, tmp_path: Path, threaded, monkeypatch) -> None:
+def test_a_failing_check_stops_the_run(
+    small_cef: Path, tmp_path: Path, threaded, monkeypatch
+) -> None:
     def boom(*a, **k):
         raise RuntimeError("reader exploded")
 
     monkeypatch.setattr(measured, "check_nmf", boom)
     with pytest.raises(InternalError, match="check of the noisy measurements failed.*exploded"):
-        _release(cef, tmp_path / "run")
+        _release(small_cef, tmp_path / "run")
 
 
 def test_without_a_thread_safe_executor_the_self_check_counts(
-    cef: Path, tmp_path: Path, self_check: list
+    small_cef: Path, tmp_path: Path, self_check: list
 ) -> None:
-    m = _release(cef, tmp_path / "run")
+    m = _release(small_cef, tmp_path / "run")
     assert "check_measurements" not in m["timings"]
     (report,) = self_check
     assert not report.checks["nmf_persons"]["detail"].endswith(measured.CHECKED_WHEN_MEASURED)
 
 
-def test_checksums_under_one_entry(cef: Path, tmp_path: Path) -> None:
+def test_checksums_under_one_entry(small_cef: Path, tmp_path: Path) -> None:
     """``file_checksums(under=...)`` lists what the whole directory's checksums list there."""
-    _release(cef, tmp_path / "run")
+    _release(small_cef, tmp_path / "run")
     run = tmp_path / "run"
     known = indexed_checksums(run)
     whole = file_checksums(run, known)
@@ -140,14 +123,14 @@ def test_checksums_under_one_entry(cef: Path, tmp_path: Path) -> None:
 
 
 def test_a_reestimate_does_not_hash_its_linked_parts_again(
-    cef: Path, tmp_path: Path, self_check: list, monkeypatch
+    small_cef: Path, tmp_path: Path, self_check: list, monkeypatch
 ) -> None:
     """``run --from-measurements``: the NMF parts hard-linked from the measured run were
     read by its check (as tasks on the run's executor); the self-check's checksums take
     those digests."""
     from censusdp.release.validate import run as run_mod
 
-    _release(cef, tmp_path / "run")
+    _release(small_cef, tmp_path / "run")
     driver_hashed: list[str] = []
     real_sha = _entries.sha256_of
     monkeypatch.setattr(

@@ -1,8 +1,8 @@
 """A unit run that does not depend on the persons, estimated beside them
 (``censusdp.release.estimation``, ``censusdp.execution.base.Beside``).
 
-As in test_measured_check.py, the pool is stood in for by an in-process executor that
-declares itself thread-safe: the unit run then runs in a thread of its own beside the
+The pool is stood in for by an in-process executor that declares itself thread-safe
+(conftest.py's ``threaded``): the unit run then runs in a thread of its own beside the
 person run, as on a pool, without starting processes.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from censusdp.errors import InfeasibleError
@@ -23,29 +22,12 @@ from censusdp.progress import Reporter, prefixed
 from censusdp.release import estimation, pipeline
 from censusdp.release.options import Execution, ReleaseOptions
 from censusdp.release.pipeline import run_release
-from synth import block_codes, make_cef, tree_bytes, write_cef
-
-
-class _ThreadSafe(InProcessExecutor):
-    thread_safe = True
-
-
-@pytest.fixture(scope="module")
-def cef(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("beside")
-    persons, units = make_cef(np.random.default_rng(9), block_codes(2, 2, 2, 3), gq_rate=0.3)
-    write_cef(base / "cef", persons, units)
-    return base / "cef"
-
-
-@pytest.fixture
-def threaded(monkeypatch) -> None:
-    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: _ThreadSafe())
+from synth import tree_bytes
 
 
 @pytest.fixture
 def runs(monkeypatch) -> list:
-    """``(thread name, number of levels)`` of every TopDown run the estimation starts."""
+    """``(thread name, schema)`` of every TopDown run the estimation starts."""
     seen: list = []
     real = estimation.run_topdown
 
@@ -68,15 +50,15 @@ def _release(cef: Path, out: Path, lines: list | None = None, **options) -> dict
 
 
 def test_independent_units_run_beside_the_persons_and_give_the_same_release(
-    cef: Path, tmp_path: Path, runs: list, monkeypatch
+    small_cef: Path, tmp_path: Path, runs: list, monkeypatch, thread_safe
 ) -> None:
-    plain = _release(cef, tmp_path / "plain", fidelity="production")
+    plain = _release(small_cef, tmp_path / "plain", fidelity="production")
     assert [t for t, _ in runs] == ["MainThread", "MainThread"]
     assert "estimation_beside" not in plain
     runs.clear()
-    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: _ThreadSafe())
+    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: thread_safe)
     lines: list[str] = []
-    beside = _release(cef, tmp_path / "beside", lines, fidelity="production")
+    beside = _release(small_cef, tmp_path / "beside", lines, fidelity="production")
     assert sorted(runs) == [("MainThread", "pl94"), ("censusdp-unit-run", "units")]
     assert beside["estimation_beside"] == estimation.ESTIMATED_BESIDE
     for name in ("mdf_units.parquet", "mdf_persons.parquet", "tables/H1.parquet"):
@@ -94,17 +76,17 @@ def test_independent_units_run_beside_the_persons_and_give_the_same_release(
 
 
 def test_units_held_to_the_persons_wait_for_them(
-    cef: Path, tmp_path: Path, threaded, runs: list
+    small_cef: Path, tmp_path: Path, threaded, runs: list
 ) -> None:
     """By default the unit run is held to the persons' households: it cannot go beside."""
-    m = _release(cef, tmp_path / "run")
+    m = _release(small_cef, tmp_path / "run")
     assert [t for t, _ in runs] == ["MainThread", "MainThread"]
     assert [s for _, s in runs] == ["pl94", "units"]
     assert "estimation_beside" not in m
 
 
 def test_a_failing_unit_run_fails_the_release_with_its_own_error(
-    cef: Path, tmp_path: Path, threaded, monkeypatch
+    small_cef: Path, tmp_path: Path, threaded, monkeypatch
 ) -> None:
     real = estimation.run_topdown
 
@@ -115,12 +97,12 @@ def test_a_failing_unit_run_fails_the_release_with_its_own_error(
 
     monkeypatch.setattr(estimation, "run_topdown", infeasible)
     with pytest.raises(InfeasibleError, match="no integer point"):
-        _release(cef, tmp_path / "run", fidelity="production")
+        _release(small_cef, tmp_path / "run", fidelity="production")
     assert not (tmp_path / "run").exists()
 
 
 def test_a_failing_person_run_waits_for_the_unit_run(
-    cef: Path, tmp_path: Path, threaded, monkeypatch
+    small_cef: Path, tmp_path: Path, threaded, monkeypatch
 ) -> None:
     """Nothing is written into the run after its failure has been handled."""
     real = estimation.run_topdown
@@ -135,11 +117,11 @@ def test_a_failing_person_run_waits_for_the_unit_run(
 
     monkeypatch.setattr(estimation, "run_topdown", run)
     with pytest.raises(InfeasibleError, match="persons: infeasible"):
-        _release(cef, tmp_path / "run", fidelity="production")
+        _release(small_cef, tmp_path / "run", fidelity="production")
     assert finished == ["units"]  # joined before the error left the estimation
 
 
-def test_beside_runs_in_a_thread_only_on_a_thread_safe_executor() -> None:
+def test_beside_runs_in_a_thread_only_on_a_thread_safe_executor(thread_safe) -> None:
     calls: list[str] = []
 
     def fn() -> int:
@@ -149,14 +131,14 @@ def test_beside_runs_in_a_thread_only_on_a_thread_safe_executor() -> None:
     later = Beside(fn, InProcessExecutor(), "t-beside")
     assert not later.concurrent and calls == []  # not run before its result is asked
     assert later.result() == 7 and later.result() == 7 and calls == ["MainThread"]
-    now = Beside(fn, _ThreadSafe(), "t-beside")
+    now = Beside(fn, thread_safe, "t-beside")
     assert now.concurrent and now.result() == 7 and calls[-1] == "t-beside"
 
     def boom() -> int:
         raise KeyError("lost")
 
     with pytest.raises(KeyError, match="lost"):
-        Beside(boom, _ThreadSafe(), "t-boom").result()
+        Beside(boom, thread_safe, "t-boom").result()
 
 
 def test_prefixed_progress_labels_lines_and_bars() -> None:
