@@ -1,5 +1,6 @@
-"""Shared test set-up: one BLAS thread per process, ``tests/`` on the import path, and
-headless Chromium for browser tests."""
+"""Shared test set-up: one BLAS thread per process, ``tests/`` on the import path,
+headless Chromium for browser tests, and releases on an in-process executor that runs
+what goes beside the estimation in threads as on a pool (``threaded``)."""
 
 import os
 import shutil
@@ -18,7 +19,11 @@ from hypothesis import settings  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import numpy as np  # noqa: E402
+
 import profiles  # noqa: E402  (needs the tests directory on the path)
+from censusdp.execution import InProcessExecutor  # noqa: E402
+from synth import block_codes, make_cef, write_cef  # noqa: E402
 
 settings.load_profile(profiles.profile_name())
 
@@ -83,3 +88,36 @@ def _cold_profile_caches_under_mutation_testing():
             if isinstance(obj, _discrete._TableMechanism):
                 obj.__dict__.pop("_cached_profile", None)
     yield
+
+
+class ThreadSafeInProcess(InProcessExecutor):
+    """An in-process executor that declares itself thread-safe: what runs beside the
+    estimation on a pool (the NMF check, an independent unit run) then runs in a thread
+    of its own, as on a pool, without starting processes (its ``map`` runs in the
+    calling thread)."""
+
+    thread_safe = True
+
+
+@pytest.fixture
+def thread_safe() -> ThreadSafeInProcess:
+    """A :class:`ThreadSafeInProcess` executor."""
+    return ThreadSafeInProcess()
+
+
+@pytest.fixture
+def threaded(monkeypatch, thread_safe) -> None:
+    """Every release of the test on a :class:`ThreadSafeInProcess` executor."""
+    from censusdp.release import pipeline
+
+    monkeypatch.setattr(pipeline, "make_executor", lambda *a, **k: thread_safe)
+
+
+@pytest.fixture(scope="module")
+def small_cef(tmp_path_factory) -> Path:
+    """A CEF of 24 blocks (2 counties x 2 tracts x 2 block groups x 3 blocks) with
+    group quarters: a release of it runs every level in seconds."""
+    base = tmp_path_factory.mktemp("smallcef")
+    persons, units = make_cef(np.random.default_rng(5), block_codes(2, 2, 2, 3), gq_rate=0.3)
+    write_cef(base / "cef", persons, units)
+    return base / "cef"

@@ -2,7 +2,7 @@
 (``censusdp.release.validate.measured``), and the self-check taking that verdict.
 
 The pool is stood in for by an in-process executor that declares itself thread-safe
-(conftest.py's ``threaded``: its ``map`` runs in the calling thread, so the check runs in
+(tests/conftest.py's ``threaded``: its ``map`` runs in the calling thread, so the check runs in
 its own thread beside the estimation, as on a pool): the same code paths, without
 starting processes.
 """

@@ -2,7 +2,7 @@
 (``censusdp.release.estimation``, ``censusdp.execution.base.Beside``).
 
 The pool is stood in for by an in-process executor that declares itself thread-safe
-(conftest.py's ``threaded``): the unit run then runs in a thread of its own beside the
+(tests/conftest.py's ``threaded``): the unit run then runs in a thread of its own beside the
 person run, as on a pool, without starting processes.
 """
 
