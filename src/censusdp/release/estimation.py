@@ -235,9 +235,6 @@ def estimate_runs(
     processes: :class:`~censusdp.execution.base.Beside`), its lines prefixed ``units:``;
     its result is the same either way."""
 
-    def levels(run: str) -> Any:
-        return checkpoint.levels(run) if checkpoint is not None else None
-
     ms, hierarchy, inv = inputs.persons, inputs.hierarchy, inputs.invariants
     schema = ms.schema
     bounds = person_bounds(inv, hierarchy) if inputs.bounds is None else inputs.bounds
@@ -286,7 +283,7 @@ def estimate_runs(
     say(rt.progress, "estimating the persons (top-down, level by level):")
     try:
         persons = run_topdown(
-            ms, hierarchy, held, person_topdown, checkpoint=levels("persons"), **run
+            ms, hierarchy, held, person_topdown, checkpoint=_levels(checkpoint, "persons"), **run
         )
     except BaseException:
         if beside is not None and beside.concurrent:  # nothing writes once the run is gone
@@ -307,6 +304,11 @@ def estimate_runs(
         manifest.setdefault("units_estimation", options.unit_consistency)
     unit_schema = units_ms.schema.name if units_ms is not None else "units"
     return ReleaseEstimate(persons, units, bounds, household, unit_schema, unit_hist)
+
+
+def _levels(checkpoint: EstimatedLevels | None, run: str) -> Any:
+    """``run``'s store of estimated levels in ``checkpoint`` (``None`` without one)."""
+    return checkpoint.levels(run) if checkpoint is not None else None
 
 
 def _households_first(
@@ -341,7 +343,7 @@ def _households_first(
         replace(topdown, group_variable=None, root_cap=cap, level_caps=caps),
         executor=rt.executor,
         progress=rt.progress,
-        checkpoint=None if checkpoint is None else checkpoint.levels("units"),
+        checkpoint=_levels(checkpoint, "units"),
     )
     if cap is not None:  # the persons the root's households need, and what it has
         need = float(household_size_bounds(units.histograms[0])[0].sum())
@@ -414,7 +416,7 @@ def _unit_run(
             replace(topdown, group_variable=group),
             executor=rt.executor,
             progress=rt.progress,
-            checkpoint=None if checkpoint is None else checkpoint.levels("units"),
+            checkpoint=_levels(checkpoint, "units"),
         )
         _record_run(manifest, "units", units, rt, _since(t))
         return units, None
