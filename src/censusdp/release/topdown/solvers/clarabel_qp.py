@@ -43,6 +43,8 @@ run on one thread: a factorisation's result must not depend on the machine's loa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -50,7 +52,7 @@ from censusdp.release.topdown.problem import Subproblem, _row_sums
 from censusdp.release.topdown.solvers.base import Attempt, Compressed, Tolerances
 from censusdp.release.topdown.solvers.common import fixed_zeros, start_point
 
-__all__ = ["ClarabelBackend", "solve_clarabel"]
+__all__ = ["ClarabelBackend", "Program", "build_program", "solve_clarabel"]
 
 _VERBOSE = False
 
@@ -89,6 +91,18 @@ class _Rows:
         self.v.append(vals)
         self.rhs.append(b)
         self.n += b.size
+
+    def matrix(self, n_var: int) -> tuple[sp.csc_matrix, np.ndarray]:
+        """The rows so far as one CSC matrix over ``n_var`` variables, and their
+        right-hand sides."""
+        if not self.r:
+            return sp.csc_matrix((0, n_var)), np.zeros(0)
+        a = sp.csc_matrix(
+            (np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))),
+            shape=(self.n, n_var),
+        )
+        a.sum_duplicates()
+        return a, np.concatenate(self.rhs)
 
     def add_sums(
         self, key: np.ndarray, sel: np.ndarray, sign: float, b: np.ndarray, eq: bool, small: float
@@ -220,17 +234,64 @@ def _pairs(cells: np.ndarray, answer: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return cells[order[first]], cells[order[second]]
 
 
-def solve_clarabel(
-    sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
-) -> Attempt:
-    """Solve with Clarabel; returns ``(x or None, status, iterations)``.
+@dataclass(frozen=True, eq=False)
+class Program:
+    """The least-squares program of one subproblem (the module docstring's formulation),
+    in the variables ``v = (d, z) / scale``, for any interior-point solver to take.
 
-    Long because it assembles one conic program (objective, the equality and cone
+    Attributes:
+        p: ``P`` (upper triangle, CSC) of the objective ``v'P v / 2 + q'v``.
+        q: the linear term.
+        a_eq, b_eq: the equality rows ``a_eq v = b_eq``.
+        a_in, b_in: the inequality rows ``a_in v <= b_in`` (group and total bounds).
+        lower: each variable's lower bound (``-x0 / scale`` for a cell, ``-inf`` for a
+            residual): the cells' non-negativity.
+        scale: the largest right-hand side (see :func:`build_program`).
+        x0: ``(k, c)`` the start point the deviations ``d`` are taken from.
+        fidx: the free cells (flat indices into ``(k, c)``), one ``d`` each.
+    """
+
+    p: sp.csc_matrix
+    q: np.ndarray
+    a_eq: sp.csc_matrix
+    b_eq: np.ndarray
+    a_in: sp.csc_matrix
+    b_in: np.ndarray
+    lower: np.ndarray
+    scale: float
+    x0: np.ndarray
+    fidx: np.ndarray
+
+    @property
+    def nnz(self) -> int:
+        """Non-zeros of ``P`` and of every constraint row (the cells' bounds as rows)."""
+        return self.p.nnz + self.a_eq.nnz + self.a_in.nnz + self.fidx.size
+
+    def point(self, v: np.ndarray) -> np.ndarray:
+        """The ``(k, c)`` counts of a solution ``v``."""
+        x = self.x0.ravel().copy()
+        x[self.fidx] += self.scale * np.asarray(v[: self.fidx.size])
+        return x.reshape(self.x0.shape)
+
+    def conic(self) -> tuple[sp.csc_matrix, np.ndarray, int, int]:
+        """``(A, b, zero rows, non-negative rows)`` of the conic form ``A v + s = b``: the
+        equalities (zero cone), then the cells' bounds and the inequality rows
+        (non-negative cone)."""
+        n_d, n_var = self.fidx.size, self.p.shape[0]
+        bound = sp.csc_matrix((-np.ones(n_d), (np.arange(n_d), np.arange(n_d))), shape=(n_d, n_var))
+        a = sp.vstack([self.a_eq, bound, self.a_in], format="csc")
+        b = np.concatenate([self.b_eq, -self.lower[:n_d], self.b_in])
+        return a, b, self.b_eq.size, n_d + self.b_in.size
+
+
+def build_program(sub: Subproblem, comp: Compressed) -> Program | np.ndarray:
+    """The program of ``sub`` (its queries compressed to ``comp``), or the ``(k, c)``
+    answer itself when every cell is forced to 0 (nothing to solve).
+
+    Long because it assembles one program (objective, the equality and inequality
     blocks of every constraint) whose pieces share index arithmetic; the assembly reads
     best top to bottom in the order of the formulation in the module docstring.
     """
-    import clarabel
-
     k, c, n_groups = sub.k, sub.c, sub.G
     # cells forced to 0 (their group's upper bound is 0 for that child) get no variable:
     # they are most of the cells at a dhc-lite root with few group-quarters types, and
@@ -240,7 +301,7 @@ def solve_clarabel(
     x0 = np.where(free, start_point(sub), 0.0)
     n_d = fidx.size
     if n_d == 0:  # every cell is forced to 0: nothing to solve (validation judges x0)
-        return Attempt(x0, "Solved", 0)
+        return x0
     fi, fj = np.divmod(fidx, c)  # child and cell of each free variable
     # objective scaling: the argmin does not change, the solver sees O(1) weights
     wmax = float(comp.w.max(initial=0.0))
@@ -265,7 +326,6 @@ def solve_clarabel(
     p_mat = sp.block_diag((p_d, sp.diags(p_z)), format="csc") if p_z.size else p_d
     grad = np.concatenate([g_d, np.zeros(p_z.size)])
 
-    ineq.add(np.arange(n_d), np.arange(n_d), -np.ones(n_d), x0.ravel()[fidx])
     if sub.parent is not None and c:
         b = sub.parent.astype(np.float64) - x0.sum(axis=0)
         eq.add_sums(fj, np.arange(c), 1.0, b, True, small)
@@ -306,45 +366,55 @@ def solve_clarabel(
     if sel.size:
         ineq.add_sums(fi, sel, -1.0, t0[sel] - sub.total_lower[sel], False, small)
 
-    n_eq, n_ineq = eq.n, ineq.n
-    a_mat = sp.csc_matrix(
-        (
-            np.concatenate(eq.v + ineq.v),
-            (np.concatenate([*eq.r, *(r + n_eq for r in ineq.r)]), np.concatenate(eq.c + ineq.c)),
-        ),
-        shape=(n_eq + n_ineq, n_var),
+    a_eq, b_eq = eq.matrix(n_var)
+    a_in, b_in = ineq.matrix(n_var)
+    # Solve for (d, z) / scale: the constraints in units of their largest right-hand
+    # side. Unscaled, the noisy answers of a low-budget coarse problem (sums over chunks
+    # of children, |y| ~ 1e4) made Clarabel declare PrimalInfeasible after two
+    # iterations on problems with obvious feasible points (its infeasibility test has
+    # absolute tolerances); scaled, the same problems solve in 12-13 iterations.
+    bounds = x0.ravel()[fidx]
+    scale = max(
+        1.0,
+        float(np.abs(b_eq).max(initial=0.0)),
+        float(np.abs(b_in).max(initial=0.0)),
+        float(np.abs(bounds).max(initial=0.0)),
     )
-    a_mat.sum_duplicates()
-    b_vec = np.concatenate(eq.rhs + ineq.rhs)
+    lower = np.concatenate([-bounds, np.full(p_z.size, -np.inf)]) / scale
+    return Program(
+        p_mat, grad / scale, a_eq, b_eq / scale, a_in, b_in / scale, lower, scale, x0, fidx
+    )
+
+
+def solve_clarabel(
+    sub: Subproblem, comp: Compressed, *, tol: float = 1e-9, max_iter: int = 200
+) -> Attempt:
+    """Solve with Clarabel; returns ``(x or None, status, iterations)``."""
+    import clarabel
+
+    prog = build_program(sub, comp)
+    if not isinstance(prog, Program):
+        return Attempt(prog, "Solved", 0)
+    a_mat, b_vec, n_eq, n_ineq = prog.conic()
     cones = []
     if n_eq:
         cones.append(clarabel.ZeroConeT(n_eq))
     if n_ineq:
         cones.append(clarabel.NonnegativeConeT(n_ineq))
-
     settings = clarabel.DefaultSettings()
     settings.verbose = _VERBOSE
-    settings.direct_solve_method = "faer" if p_mat.nnz + a_mat.nnz > FAER_MIN_NNZ else "qdldl"
+    settings.direct_solve_method = "faer" if prog.nnz > FAER_MIN_NNZ else "qdldl"
     settings.max_iter = max_iter
     settings.tol_gap_abs = tol
     settings.tol_gap_rel = tol
     settings.tol_feas = tol
     settings.max_threads = 1
-    # Solve for (d, z) / s: the constraints in units of their largest right-hand side.
-    # Unscaled, the noisy answers of a low-budget coarse problem (sums over chunks of
-    # children, |y| ~ 1e4) made Clarabel declare PrimalInfeasible after two iterations
-    # on problems with obvious feasible points (its infeasibility test has absolute
-    # tolerances); scaled, the same problems solve in 12-13 iterations.
-    rhs_scale = max(1.0, float(np.abs(b_vec).max(initial=0.0)))
-    q_vec = grad / rhs_scale  # the linear term of the objective in units of d / rhs_scale
-    solver = clarabel.DefaultSolver(p_mat, q_vec, a_mat, b_vec / rhs_scale, cones, settings)
+    solver = clarabel.DefaultSolver(prog.p, prog.q, a_mat, b_vec, cones, settings)
     sol = solver.solve()
     status = str(sol.status)
     if sol.status not in (clarabel.SolverStatus.Solved, clarabel.SolverStatus.AlmostSolved):
         return Attempt(None, status, int(sol.iterations))
-    x = x0.ravel().copy()
-    x[fidx] += rhs_scale * np.asarray(sol.x[:n_d])
-    return Attempt(x.reshape(k, c), status, int(sol.iterations))
+    return Attempt(prog.point(np.asarray(sol.x)), status, int(sol.iterations))
 
 
 class ClarabelBackend:
