@@ -157,7 +157,7 @@ def _add_estimation_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--method",
-        choices=("auto", "activeset", "interior", "admm", "clarabel"),
+        choices=("auto", "activeset", "interior", "admm", "clarabel", "piqp"),
         default="auto",
         help="least-squares solver of the estimation",
     )

@@ -61,7 +61,7 @@ UNLISTED_FILES = (MANIFEST_FILE, SIGNATURE_FILE)
 RANDOMNESS_MODES = ("seeded", "secure")
 """``randomness.mode`` of a release: reproducible from a seed (not secure), or secure."""
 
-_LIBRARIES = ("numpy", "scipy", "pyarrow", "clarabel", "ortools", "cryptography", "mpmath")
+_LIBRARIES = ("numpy", "scipy", "pyarrow", "clarabel", "piqp", "ortools", "cryptography", "mpmath")
 
 
 def versions() -> dict[str, str]:

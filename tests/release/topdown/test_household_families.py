@@ -93,7 +93,7 @@ def test_household_families_go_to_clarabel_first() -> None:
     sub, _, _ = household_family(np.random.default_rng(1), n_blocks=120, n_households=150)
     comp = compress(sub)
     assert sub.c > 64 and Shape.of(sub, comp).capped_totals and comp.sees_every_cell()
-    assert backend_order(sub, comp, "auto") == ("clarabel", "admm", "activeset")
+    assert backend_order(sub, comp, "auto") == ("piqp", "clarabel", "admm", "activeset")
     # the same family without the housing-unit caps keeps the previous order
     free = dataclasses.replace(sub, total_upper=np.full(sub.k, np.inf))
     assert not Shape.of(free, compress(free)).capped_totals
@@ -116,7 +116,7 @@ def test_clarabel_first_gives_the_previous_chains_point(seed: int) -> None:
     rng = np.random.default_rng(seed)
     sub, _, caps = household_family(rng, n_blocks=60, n_households=90)
     new = solve_l2(sub)
-    assert new.method == "clarabel" and new.attempts == (("clarabel", "Solved"),)
+    assert new.method == "piqp" and new.attempts == (("piqp", "Solved"),)
     for method in ("admm", "activeset"):
         old = solve_l2(sub, method=method)
         if old.status != "optimal":

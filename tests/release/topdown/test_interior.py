@@ -18,7 +18,7 @@ from _topdown_gen import (
 from hypothesis import HealthCheck, given, settings
 
 from censusdp.release.topdown import Subproblem, solve_l2
-from censusdp.release.topdown.solvers import active_set, chain, clarabel_qp, interior
+from censusdp.release.topdown.solvers import active_set, chain, clarabel_qp, interior, piqp_qp
 from censusdp.release.topdown.solvers.base import Attempt, compress
 from censusdp.release.topdown.solvers.chain import backend_order
 from profiles import examples
@@ -159,11 +159,11 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=3, n_people=1500
     )
     order = backend_order(sub, compress(sub), "auto")
-    # dense with a singular Hessian, few variables: Clarabel, the interior point, the
-    # active set, the ADMM
+    # dense with a singular Hessian, few variables: the program (PIQP, Clarabel), the
+    # interior point, the active set, the ADMM
     assert 4 * sub.parent.sum() > sub.k * sub.c
     assert sub.k * sub.c <= chain.INTERIOR_MIN_VARIABLES
-    assert order == ("clarabel", "interior", "activeset", "admm")
+    assert order == ("piqp", "clarabel", "interior", "activeset", "admm")
     ok = solve_l2(sub, method="clarabel")
     assert ok.method == "clarabel"
 
@@ -171,11 +171,15 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
         return lambda *args, **kwargs: Attempt(None, status, 7)
 
     monkeypatch.setattr(clarabel_qp, "solve_clarabel", fail("PrimalInfeasible"))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", fail("PIQP_PRIMAL_INFEASIBLE"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[0] == ("clarabel", "PrimalInfeasible")
-    assert res.attempts[1][0] == "interior" and res.attempts[1][1].startswith("converged")
-    assert len(res.attempts) == 2
+    assert res.attempts[:2] == (
+        ("piqp", "PIQP_PRIMAL_INFEASIBLE"),
+        ("clarabel", "PrimalInfeasible"),
+    )
+    assert res.attempts[2][0] == "interior" and res.attempts[2][1].startswith("converged")
+    assert len(res.attempts) == 3
     assert "clarabel failed (PrimalInfeasible); trying interior" in caplog.text
     assert abs(res.objective - ok.objective) <= 1e-6 * ok.objective
     assert res.max_violation <= 1e-8 * sub.scale()
@@ -183,7 +187,7 @@ def test_the_interior_point_catches_clarabel_and_falls_through_when_it_fails(
     monkeypatch.setattr(active_set, "solve_active_set", fail("max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
-    assert res.attempts[1:3] == (("interior", "max_iter"), ("activeset", "max_iter"))
+    assert res.attempts[2:4] == (("interior", "max_iter"), ("activeset", "max_iter"))
     assert res.method == "admm" and res.status == "optimal"
     assert "interior failed (max_iter); trying activeset" in caplog.text
 
@@ -198,6 +202,7 @@ def test_large_singular_families_go_to_the_interior_point_first_and_fall_through
     monkeypatch.setattr(chain, "INTERIOR_MIN_VARIABLES", sub.k * sub.c - 1)
     assert backend_order(sub, compress(sub), "auto") == (
         "interior",
+        "piqp",
         "clarabel",
         "activeset",
         "admm",
@@ -207,8 +212,8 @@ def test_large_singular_families_go_to_the_interior_point_first_and_fall_through
     monkeypatch.setattr(interior, "solve_interior", lambda *a, **k: Attempt(None, "stalled", 3))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         fell = solve_l2(sub)
-    assert fell.attempts[0] == ("interior", "stalled") and fell.method == "clarabel"
-    assert "interior failed (stalled); trying clarabel" in caplog.text
+    assert fell.attempts[0] == ("interior", "stalled") and fell.method == "piqp"
+    assert "interior failed (stalled); trying piqp" in caplog.text
     assert abs(res.objective - fell.objective) <= _tolerance(sub, fell.objective)
 
 

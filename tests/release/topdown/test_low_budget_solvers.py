@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from censusdp.release.topdown import Subproblem
-from censusdp.release.topdown.solvers import active_set, admm, chain, clarabel_qp
+from censusdp.release.topdown.solvers import active_set, admm, chain, clarabel_qp, piqp_qp
 from censusdp.release.topdown.solvers.base import Attempt, compress
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 
@@ -111,6 +111,7 @@ def test_a_forced_root_failure_still_gives_a_spread_answer(seed, monkeypatch):
     solved = solve_l2(sub)
     monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", _fail("solve_piqp", "PIQP_PRIMAL_INFEASIBLE"))
     monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     res = solve_l2(sub)
     assert res.status == "feasible_fallback" and res.method == "nnls-flow"
@@ -134,12 +135,13 @@ def test_a_large_root_leaves_the_admm_out_of_the_chain(monkeypatch):
 
     sub, *_ = _state_root(1)
     comp = compress(sub)
-    assert chain.backend_order(sub, comp, "auto") == ("activeset", "clarabel", "admm")
+    assert chain.backend_order(sub, comp, "auto") == ("activeset", "piqp", "clarabel", "admm")
     monkeypatch.setattr(chain, "ADMM_MAX_ROOT_CELLS", sub.c - 1)
-    assert chain.backend_order(sub, comp, "auto") == ("activeset", "clarabel")
+    assert chain.backend_order(sub, comp, "auto") == ("activeset", "piqp", "clarabel")
     assert chain.backend_order(sub, comp, "admm") == ("admm",)  # asked for by name: still run
     monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", _fail("solve_piqp", "PIQP_PRIMAL_INFEASIBLE"))
     monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "never called"))
     res = solve_l2(sub)
-    assert [m for m, _ in res.attempts] == ["activeset", "clarabel", "nnls-flow"]
+    assert [m for m, _ in res.attempts] == ["activeset", "piqp", "clarabel", "nnls-flow"]

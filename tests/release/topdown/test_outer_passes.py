@@ -165,7 +165,7 @@ def test_the_last_outer_pass_holds_the_first_ones_rounded_answers_exactly(
         np.testing.assert_allclose(
             _answers(rounding, q, solution.x), _answers(rounding, q, first), atol=1e-6
         )
-    assert solution.method == "clarabel+clarabel"
+    assert solution.method == "piqp+piqp"
 
 
 def test_one_outer_pass_would_lose_the_first_passs_answers() -> None:

@@ -18,7 +18,7 @@ from censusdp.release.topdown import (
     round_to_integers,
     solve_l2,
 )
-from censusdp.release.topdown.solvers import active_set, admm, clarabel_qp, interior
+from censusdp.release.topdown.solvers import active_set, admm, chain, clarabel_qp, interior, piqp_qp
 from censusdp.release.topdown.solvers.base import Attempt, Tolerances, compress
 from censusdp.release.topdown.solvers.chain import (
     AUTO_CHAIN,
@@ -47,10 +47,13 @@ def block_group() -> Subproblem:
     return sub
 
 
-def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> None:
+def test_order_follows_the_shape_of_the_subproblem(
+    block_group: Subproblem, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert backend_order(block_group, compress(block_group), "auto") == (
         "activeset",
         "admm",
+        "piqp",
         "clarabel",
     )
     # dhc-lite below the State: no query sees every cell alone, the Hessian is singular
@@ -59,7 +62,7 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
         rng, schema_name="dhc-lite", queries=DHC_LITE_QUERIES, n_children=6, n_people=400
     )
     assert sub.c > 64
-    assert backend_order(sub, compress(sub), "auto") == ("activeset", "clarabel", "admm")
+    assert backend_order(sub, compress(sub), "auto") == ("activeset", "piqp", "clarabel", "admm")
     assert backend_order(block_group, compress(block_group), "admm") == ("admm",)
     # a dense optimum (the parent holds more persons than k c / 4): the active set second
     dense, _ = census_subproblem(rng, n_children=12, n_people=2500)
@@ -67,6 +70,7 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     assert backend_order(dense, compress(dense), "auto") == (
         "admm",
         "activeset",
+        "piqp",
         "clarabel",
         "interior",
     )
@@ -74,22 +78,27 @@ def test_order_follows_the_shape_of_the_subproblem(block_group: Subproblem) -> N
     small, _ = census_subproblem(rng, n_children=4, n_people=80)
     assert small.c <= 64
     assert backend_order(small, compress(small), "auto") == (
+        "piqp",
         "clarabel",
         "interior",
         "activeset",
         "admm",
     )
-    # few kept cells and sparse (most block groups' blocks): Clarabel first too, the
-    # active set's answer-side system being larger than the family there
+    # few kept cells and sparse (most block groups' blocks): the program first too (PIQP,
+    # then Clarabel), the active set's answer-side system being larger than the family
     few, _ = census_subproblem(rng, n_children=40, n_people=60)
     assert few.c <= 64 and 4 * few.parent.sum() <= few.k * few.c
-    assert backend_order(few, compress(few), "auto")[0] == "clarabel"
+    assert backend_order(few, compress(few), "auto")[:2] == ("piqp", "clarabel")
     spine = dataclasses.replace(few, unit_weights=rng.uniform(1, 2, (few.n_queries, few.k)))
-    assert backend_order(spine, compress(spine), "auto") == ("clarabel", "activeset")
+    assert backend_order(spine, compress(spine), "auto") == ("piqp", "clarabel", "activeset")
     wide = dataclasses.replace(
         block_group, unit_weights=rng.uniform(1, 2, (block_group.n_queries, block_group.k))
     )
+    assert backend_order(wide, compress(wide), "auto") == ("activeset", "piqp", "clarabel")
+    # a family of more than PIQP_MAX_VARIABLES variables: Clarabel alone in PIQP's place
+    monkeypatch.setattr(chain, "PIQP_MAX_VARIABLES", wide.k * wide.c - 1)
     assert backend_order(wide, compress(wide), "auto") == ("activeset", "clarabel")
+    assert chain.program_backends(wide) == ("clarabel",)
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
@@ -107,16 +116,23 @@ def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(
     assert res.objective == pytest.approx(ok.objective, rel=1e-6)
 
 
-def test_admm_failure_falls_back_to_clarabel_and_is_logged(
+def test_admm_failure_falls_back_to_the_program_and_is_logged(
     block_group: Subproblem, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(block_group)
+    assert res.status == "optimal" and res.method == "piqp"
+    assert res.attempts == (("activeset", "max_iter"), ("admm", "max_iter"), ("piqp", "Solved"))
+    assert "admm failed (max_iter); trying piqp" in caplog.text
+    # PIQP failing too: Clarabel solves the same program
+    monkeypatch.setattr(piqp_qp, "solve_piqp", _fail("solve_piqp", "PIQP_MAX_ITER_REACHED"))
+    with caplog.at_level(logging.WARNING, logger="censusdp"):
+        res = solve_l2(block_group)
     assert res.status == "optimal" and res.method == "clarabel"
-    assert res.attempts == (("activeset", "max_iter"), ("admm", "max_iter"), ("clarabel", "Solved"))
-    assert "admm failed (max_iter); trying clarabel" in caplog.text
+    assert res.attempts[2:] == (("piqp", "PIQP_MAX_ITER_REACHED"), ("clarabel", "Solved"))
+    assert "piqp failed (PIQP_MAX_ITER_REACHED); trying clarabel" in caplog.text
     assert block_group.max_violation(res.x) <= 1e-8 * block_group.scale()
 
 
@@ -126,10 +142,12 @@ def test_clarabel_failure_falls_back_to_admm(monkeypatch: pytest.MonkeyPatch) ->
     assert sub.c <= 64  # Clarabel, the interior point, the active set, then the ADMM
     monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", _fail("solve_piqp", "PIQP_PRIMAL_INFEASIBLE"))
     monkeypatch.setattr(interior, "solve_interior", _fail("solve_interior", "stalled"))
     res = solve_l2(sub)
     assert res.status == "optimal" and res.method == "admm"
-    assert res.attempts[:3] == (
+    assert res.attempts[:4] == (
+        ("piqp", "PIQP_PRIMAL_INFEASIBLE"),
         ("clarabel", "PrimalInfeasible"),
         ("interior", "stalled"),
         ("activeset", "max_iter"),
@@ -149,11 +167,12 @@ def test_when_every_solver_fails_the_flow_starts_from_least_squares_not_noise(
     best = solve_l2(sub).objective  # before the solvers are broken
     monkeypatch.setattr(active_set, "solve_active_set", _fail("solve_active_set", "max_iter"))
     monkeypatch.setattr(clarabel_qp, "solve_clarabel", _fail("solve_clarabel", "PrimalInfeasible"))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", _fail("solve_piqp", "PIQP_PRIMAL_INFEASIBLE"))
     monkeypatch.setattr(admm, "solve_admm", _fail("solve_admm", "max_iter"))
     with caplog.at_level(logging.WARNING, logger="censusdp"):
         res = solve_l2(sub)
     assert res.status == "feasible_fallback" and res.method == "nnls-flow"
-    assert [m for m, _ in res.attempts] == ["activeset", "clarabel", "admm", "nnls-flow"]
+    assert [m for m, _ in res.attempts] == ["activeset", "piqp", "clarabel", "admm", "nnls-flow"]
     assert "trying the NNLS point and flow" in caplog.text
     x = res.x.astype(np.int64)
     assert check_integer_solution(sub, x) == []
@@ -320,19 +339,19 @@ def test_a_familys_exact_groups_missed_by_rounding_error_are_repaired(monkeypatc
     fixed, viol = _finish(sub, off, tol)
     assert fixed is not None and viol <= 0.01 * tol
     assert np.abs(fixed - off).max() < 10 * tol
-    monkeypatch.setattr(clarabel_qp, "solve_clarabel", lambda *a, **k: Attempt(off, "Solved", 9))
+    monkeypatch.setattr(piqp_qp, "solve_piqp", lambda *a, **k: Attempt(off, "Solved", 9))
     res = solve_l2(sub, method="auto")
-    assert res.method == "clarabel" and res.max_violation <= tol
+    assert res.method == "piqp" and res.max_violation <= tol
     assert res.objective == pytest.approx(best.objective, rel=1e-9)
     # a point a thousandth of a person off is a stalled solve, not rounding error
     far = best.x + rng.uniform(-1.0, 1.0, size=best.x.shape) * 1e-3
     assert _finish(sub, np.maximum(far, 0.0), tol)[0] is None
 
 
-def test_families_with_every_group_exact_go_to_clarabel_first() -> None:
+def test_families_with_every_group_exact_go_to_the_program_first() -> None:
     """Every group exact (a DHC person family held to a P.L. 94 release's ``pl94``
     cross), a sparse optimum, more than 64 cells and no query that sees every cell alone:
-    Clarabel first, where the active set's equalities did not settle (1% Vermont: 22 of
+    the program's solvers first, where the active set's equalities did not settle (1% Vermont: 22 of
     22 such families). One group with room keeps the active set first."""
     rng = np.random.default_rng(3)
     k, c = 20, 80
@@ -355,9 +374,9 @@ def test_families_with_every_group_exact_go_to_clarabel_first() -> None:
     assert 4 * sub.parent.sum() <= k * c
     comp = compress(sub)
     assert Shape.of(sub, comp).exact_groups and not comp.sees_every_cell()
-    assert backend_order(sub, comp, "auto") == ("clarabel", "activeset", "admm")
+    assert backend_order(sub, comp, "auto") == ("piqp", "clarabel", "activeset", "admm")
     res = solve_l2(sub)
-    assert res.method == "clarabel" and len(res.attempts) == 1
+    assert res.method == "piqp" and len(res.attempts) == 1
     roomy = sums.copy()
     roomy[3, 7] += 1.0
     loose = dataclasses.replace(sub, group_upper=roomy)

@@ -45,6 +45,7 @@ import numpy as np
 from censusdp.errors import InfeasibleError, InternalError
 from censusdp.release.topdown.problem import Subproblem, _row_sums
 from censusdp.release.topdown.solvers.base import RealSolution
+from censusdp.release.topdown.solvers.chain import program_backends
 from censusdp.release.topdown.solvers.common import feasibility_tolerance
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 
@@ -243,9 +244,11 @@ def _project(sub: Subproblem) -> np.ndarray | None:
 
 
 def _solve(sub: Subproblem, method: str, tol: float, feas_tol: float) -> RealSolution:
-    """``auto``: the closed form of a separable root (:func:`_project`), else Clarabel
-    first. The held rows are as many groups as a family has kept cells, nearly;
-    Clarabel's program takes each as one sparse row, while the active set finds each
+    """``auto``: the closed form of a separable root (:func:`_project`), else the
+    least-squares program's solvers first (PIQP on a small family, then Clarabel:
+    :func:`~censusdp.release.topdown.solvers.chain.program_backends`). The held rows are
+    as many groups as a family has kept cells, nearly; the program takes each as one
+    sparse row, while the active set finds each
     active group's cells by a pass over all of them (the first DHC Prim family of the test
     blocks ran for minutes in it).
 
@@ -259,12 +262,13 @@ def _solve(sub: Subproblem, method: str, tol: float, feas_tol: float) -> RealSol
         v = sub.max_violation(x)
         return RealSolution(x, "optimal", "projection", BISECTIONS, 0.0, v, sub.objective(x))
     if method == "auto":
-        try:
-            res = solve_l2(sub, method="clarabel", tol=tol, feas_tol=feas_tol)
-        except InfeasibleError:
-            res = None
-        if res is not None and res.status == "optimal":
-            return res
+        for backend in program_backends(sub):
+            try:
+                res = solve_l2(sub, method=backend, tol=tol, feas_tol=feas_tol)
+            except InfeasibleError:
+                continue
+            if res.status == "optimal":
+                return res
     return solve_l2(sub, method=method, tol=tol, feas_tol=feas_tol)
 
 

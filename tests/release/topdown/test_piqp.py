@@ -1,0 +1,93 @@
+"""PIQP on the least-squares program: the optimum Clarabel reaches on the same program,
+under every kind of constraint the program holds (column sums, exact and bounded group
+and total sums, household caps, the roots' missing parent, per-child weights), the
+same answer run after run, and its failures reported by its own status."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from _topdown_gen import census_subproblem, of_shape, solver_shapes, solver_tolerance
+from hypothesis import given, settings
+
+from censusdp.release.topdown.solvers import clarabel_qp, piqp_qp
+from censusdp.release.topdown.solvers.base import compress
+from censusdp.release.topdown.solvers.least_squares import solve_l2
+
+shapes = solver_shapes(k_min=1, c_max=40, means=[3.0, 40.0, 400.0])
+
+
+@settings(max_examples=80, deadline=None)
+@given(d=shapes)
+def test_piqp_reaches_clarabels_optimum(d: dict) -> None:
+    sub = of_shape(d)
+    rng = np.random.default_rng(d["seed"])
+    if d["seed"] % 2:  # per-child weights (a spine release's per-geounit budgets)
+        sub = dataclasses.replace(sub, unit_weights=rng.uniform(0.2, 5.0, (sub.n_queries, sub.k)))
+    comp = compress(sub)
+    ours = piqp_qp.solve_piqp(sub, comp)
+    theirs = clarabel_qp.solve_clarabel(sub, comp)
+    assert ours.status == "Solved" and theirs.status in ("Solved", "AlmostSolved")
+    tol = 1e-6 * max(1.0, sub.scale())
+    assert sub.max_violation(ours.x) <= tol
+    a, b = sub.objective(ours.x), sub.objective(theirs.x)
+    assert abs(a - b) <= solver_tolerance(sub, min(a, b)), (a, b)
+    if not d["singular"]:  # a definite Hessian: one optimum, the same point
+        np.testing.assert_allclose(ours.x, theirs.x, atol=1e-3 * max(1.0, sub.scale()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_chain_gives_piqp_a_block_family_and_clarabels_answer(seed: int) -> None:
+    """A pl94 block family (a definite Hessian: one optimum) through the chain: PIQP
+    solves it, at Clarabel's point to a thousandth of a person, a valid answer."""
+    sub, _ = census_subproblem(np.random.default_rng(seed), n_children=18, n_people=120)
+    res = solve_l2(sub)
+    ref = solve_l2(sub, method="clarabel")
+    assert res.method == "piqp" and res.status == "optimal" and ref.method == "clarabel"
+    assert res.max_violation <= 1e-8 * max(1.0, sub.scale())
+    np.testing.assert_allclose(res.x.sum(axis=0), sub.parent, rtol=0, atol=1e-9 * sub.scale())
+    np.testing.assert_allclose(res.x, ref.x, atol=1e-3)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_the_same_family_solves_to_the_same_bytes() -> None:
+    sub, _ = census_subproblem(np.random.default_rng(9), n_children=30, n_people=400)
+    comp = compress(sub)
+    first = piqp_qp.solve_piqp(sub, comp).x
+    for _ in range(3):
+        assert piqp_qp.solve_piqp(sub, compress(sub)).x.tobytes() == first.tobytes()
+
+
+def test_a_failure_gives_piqps_status_and_no_point() -> None:
+    sub, _ = census_subproblem(np.random.default_rng(2), n_children=10, n_people=200)
+    stopped = piqp_qp.solve_piqp(sub, compress(sub), max_iter=2)
+    assert stopped.x is None and stopped.status == "PIQP_MAX_ITER_REACHED"
+    assert stopped.iterations == 2
+
+
+def test_every_cell_forced_to_zero_is_the_answer_without_a_solve() -> None:
+    sub, _ = census_subproblem(np.random.default_rng(3), n_children=4, n_people=50)
+    closed = sub.with_bounds(group_upper=np.zeros_like(sub.group_upper))
+    att = piqp_qp.solve_piqp(closed, compress(closed))
+    assert att.status == "Solved" and att.iterations == 0 and not att.x.any()
+
+
+def test_the_program_and_clarabels_conic_form_hold_the_same_rows() -> None:
+    """The cells' bounds are PIQP's variable bounds and Clarabel's first non-negative
+    rows: the conic form is the program with those rows added, nothing else."""
+    sub, _ = census_subproblem(np.random.default_rng(5), n_children=8, n_people=300)
+    prog = clarabel_qp.build_program(sub, compress(sub))
+    a, b, n_eq, n_in = prog.conic()
+    n_d = prog.fidx.size
+    assert (n_eq, n_in) == (prog.b_eq.size, n_d + prog.b_in.size)
+    assert a.shape == (n_eq + n_in, prog.p.shape[0])
+    v = np.random.default_rng(0).normal(size=prog.p.shape[0])
+    np.testing.assert_allclose(a[:n_eq] @ v, prog.a_eq @ v)
+    np.testing.assert_allclose(a[n_eq : n_eq + n_d] @ v, -v[:n_d])
+    np.testing.assert_allclose(a[n_eq + n_d :] @ v, prog.a_in @ v)
+    np.testing.assert_allclose(b[n_eq : n_eq + n_d], -prog.lower[:n_d])
+    # the start point is the program's v = 0, and feasible: every bound below zero
+    np.testing.assert_allclose(prog.point(np.zeros(prog.p.shape[0])), prog.x0)
+    assert (prog.lower <= 0).all()
