@@ -13,10 +13,11 @@ cell (as many rows as the block family has variables). Same optimum to the toler
 Measured on California's block and block-group families in production fidelity
 (every twentieth task of a release of California x0.05, the programs each backend
 solved, one process; ``benchmarks/bench_piqp.py``): Clarabel 7.7 CPU s, PIQP 5.4 on
-489 block families, 1.43 times; 1.3 times on 189 block-group families; on five to
-150-tract families (40,000 to 700,000 non-zeros, Clarabel factoring with faer) 1.2 to
-3.1 times. On Los Angeles County's 2,334-tract family (11 million non-zeros) PIQP's
-sparse factorisation did not finish in 20 CPU minutes against Clarabel's 6: the chain
+489 block families, 1.43 times; 1.3 times on 189 block-group families; on full
+California's tract families (their second pass; Clarabel factoring with faer above
+20,000 non-zeros) 1.2 to 3.1 times from 5 to 51 tracts, 1.16 at 151, even at 199. On
+Los Angeles County's 2,334-tract family (11 million non-zeros) PIQP's sparse
+factorisation did not finish in 20 CPU minutes against Clarabel's 6: the chain
 (:mod:`~censusdp.release.topdown.solvers.chain`) gives PIQP the families of at most
 :data:`~censusdp.release.topdown.solvers.chain.PIQP_MAX_VARIABLES` variables, Clarabel
 the rest and every family PIQP does not solve.
