@@ -386,6 +386,18 @@ def of_shape(d: dict) -> Subproblem:
     return sub
 
 
+def of_shape_weighted(d: dict) -> Subproblem:
+    """:func:`of_shape`, its children weighted per query on odd seeds (a spine release's
+    per-geounit budgets: ``unit_weights`` drawn from the seed)."""
+    from dataclasses import replace
+
+    sub = of_shape(d)
+    if d["seed"] % 2:
+        rng = np.random.default_rng(d["seed"])
+        sub = replace(sub, unit_weights=rng.uniform(0.2, 5.0, (sub.n_queries, sub.k)))
+    return sub
+
+
 def solver_tolerance(sub: Subproblem, objective: float) -> float:
     """Objective tolerance of a solver that stops when no cell would move by more than
     1e-3 persons: within a few 1e-6 of the optimum per cell (and rounding noise)."""

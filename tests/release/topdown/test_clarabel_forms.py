@@ -6,11 +6,9 @@ families); factored by QDLDL or by faer."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
-from _topdown_gen import of_shape, solver_shapes, solver_tolerance
+from _topdown_gen import of_shape_weighted, solver_shapes, solver_tolerance
 from hypothesis import given, settings
 
 from censusdp.release.topdown.solvers import clarabel_qp
@@ -33,10 +31,7 @@ def _solve(sub, direct_max: int, answer_max: int = 3, faer_min: int = 10**9) -> 
 @settings(max_examples=60, deadline=None)
 @given(d=shapes)
 def test_both_programs_reach_the_same_optimum(d: dict) -> None:
-    sub = of_shape(d)
-    rng = np.random.default_rng(d["seed"])
-    if d["seed"] % 2:  # per-child weights (a spine release's per-geounit budgets)
-        sub = dataclasses.replace(sub, unit_weights=rng.uniform(0.2, 5.0, (sub.n_queries, sub.k)))
+    sub = of_shape_weighted(d)  # per-child weights on odd seeds
     direct = _solve(sub, sub.c)
     others = {
         "residual": _solve(sub, sub.c - 1, answer_max=0),

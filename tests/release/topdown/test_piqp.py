@@ -5,11 +5,9 @@ same answer run after run, and its failures reported by its own status."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
-from _topdown_gen import census_subproblem, of_shape, solver_shapes, solver_tolerance
+from _topdown_gen import census_subproblem, of_shape_weighted, solver_shapes, solver_tolerance
 from hypothesis import given, settings
 
 from censusdp.release.topdown.solvers import clarabel_qp, piqp_qp
@@ -22,10 +20,7 @@ shapes = solver_shapes(k_min=1, c_max=40, means=[3.0, 40.0, 400.0])
 @settings(max_examples=80, deadline=None)
 @given(d=shapes)
 def test_piqp_reaches_clarabels_optimum(d: dict) -> None:
-    sub = of_shape(d)
-    rng = np.random.default_rng(d["seed"])
-    if d["seed"] % 2:  # per-child weights (a spine release's per-geounit budgets)
-        sub = dataclasses.replace(sub, unit_weights=rng.uniform(0.2, 5.0, (sub.n_queries, sub.k)))
+    sub = of_shape_weighted(d)  # per-child weights on odd seeds
     comp = compress(sub)
     ours = piqp_qp.solve_piqp(sub, comp)
     theirs = clarabel_qp.solve_clarabel(sub, comp)
