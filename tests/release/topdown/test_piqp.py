@@ -1,4 +1,5 @@
-"""PIQP on the least-squares program: the optimum Clarabel reaches on the same program,
+"""PIQP on the least-squares program: the optimum Clarabel reaches on the same program
+(or a lower objective where Clarabel stops short),
 under every kind of constraint the program holds (column sums, exact and bounded group
 and total sums, household caps, the roots' missing parent, per-child weights), the
 same answer run after run, and its failures reported by its own status."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _topdown_gen import census_subproblem, of_shape_weighted, solver_shapes, solver_tolerance
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 
 from censusdp.release.topdown.solvers import clarabel_qp, piqp_qp
 from censusdp.release.topdown.solvers.base import compress
@@ -17,8 +18,15 @@ from censusdp.release.topdown.solvers.least_squares import solve_l2
 shapes = solver_shapes(k_min=1, c_max=40, means=[3.0, 40.0, 400.0])
 
 
+# Clarabel stops AlmostSolved 0.07% above the optimum on the direct form (dense
+# per-child Hessians) of this family, where PIQP and Clarabel's residual form reach it
+ALMOST = {"seed": 139, "k": 4, "c": 16, "n_groups": 1, "n_queries": 3, "root": False}
+ALMOST.update({"tight": False, "mean": 40.0, "noise": 0.5, "singular": True})
+
+
 @settings(max_examples=80, deadline=None)
 @given(d=shapes)
+@example(d=ALMOST)
 def test_piqp_reaches_clarabels_optimum(d: dict) -> None:
     sub = of_shape_weighted(d)  # per-child weights on odd seeds
     comp = compress(sub)
@@ -28,7 +36,11 @@ def test_piqp_reaches_clarabels_optimum(d: dict) -> None:
     tol = 1e-6 * max(1.0, sub.scale())
     assert sub.max_violation(ours.x) <= tol
     a, b = sub.objective(ours.x), sub.objective(theirs.x)
-    assert abs(a - b) <= solver_tolerance(sub, min(a, b)), (a, b)
+    # never worse than Clarabel's (which stops above the optimum now and then: 0.07% on
+    # ALMOST's direct form, AlmostSolved, and on a two-child root, Solved)
+    assert a <= b + solver_tolerance(sub, min(a, b)), (a, b)
+    if abs(a - b) > solver_tolerance(sub, min(a, b)):
+        return
     if not d["singular"]:  # a definite Hessian: one optimum, the same point
         np.testing.assert_allclose(ours.x, theirs.x, atol=1e-3 * max(1.0, sub.scale()))
 
