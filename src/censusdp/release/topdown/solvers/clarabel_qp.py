@@ -1,5 +1,10 @@
 """The generic least-squares backend: Clarabel's interior-point solver (internal).
 
+The program below is built once (:func:`build_program`, a :class:`Program`) and solved
+here, in Clarabel's conic form (:meth:`Program.conic`), or by PIQP
+(:mod:`~censusdp.release.topdown.solvers.piqp_qp`), which the chain tries first on
+small families.
+
 Formulation (docs/estimation.md): variables are the
 deviation ``d = x - x0`` from a proportional allocation ``x0`` with exact column sums (so
 large counts do not meet the solver's absolute tolerances). In families of more than
