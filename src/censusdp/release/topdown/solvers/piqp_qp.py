@@ -15,7 +15,8 @@ Measured on California's block and block-group families in production fidelity
 solved, one process; ``benchmarks/bench_piqp.py``): Clarabel 7.7 CPU s, PIQP 5.4 on
 489 block families, 1.43 times; 1.3 times on 189 block-group families; on full
 California's tract families (their second pass; Clarabel factoring with faer above
-20,000 non-zeros) 1.2 to 3.1 times from 5 to 51 tracts, 1.16 at 151, even at 199. On
+20,000 non-zeros) 1.2 to 3.1 times from 5 to 51 tracts, 1.16 at 151, even at 199, 1.8
+at 360 (Alameda County, 144,000 variables, 1.2 million non-zeros: 16 CPU s against 29). On
 Los Angeles County's 2,334-tract family (11 million non-zeros) PIQP's sparse
 factorisation did not finish in 20 CPU minutes against Clarabel's 6: the chain
 (:mod:`~censusdp.release.topdown.solvers.chain`) gives PIQP the families of at most
