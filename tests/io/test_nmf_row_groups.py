@@ -680,3 +680,23 @@ def test_a_part_the_run_wrote_is_read_for_its_values_once_its_bytes_are_proven(
         NMFReader(path, PL94, h, written={str(path): digest}).read(bl, 0, h.n_units(bl))
     with pytest.raises(InputError, match="cells are not the measured cells of the query"):
         NMFReader(path, PL94, h).read(bl, 0, h.n_units(bl))
+
+
+def test_a_slice_of_proven_parts_carries_no_geocodes(base, tmp_path):
+    """A task reads a part its run wrote for ``value`` alone, so its slice needs no
+    geocodes: a query of one row a unit puts thousands of units in one row group, and
+    their geocodes were most of a block task's pickled bytes. A slice of a file from
+    elsewhere carries those of every unit its row groups hold, and reads the same."""
+    _, h, measured = base
+    path = tmp_path / "nmf.parquet"
+    _write(path, measured, row_group_rows=1 << 16)
+    bl = h.n_levels - 1
+    proven = NMFReader(path, PL94, h, written={str(path): sha256_of(path)}).detach(bl, 3, 5)
+    checked = NMFReader(path, PL94, h).detach(bl, 3, 5)
+    assert proven.codes.size == 0
+    assert checked.codes.size > 2
+    assert np.array_equal(
+        checked.codes, h.geocodes[bl][checked.first : checked.first + checked.codes.size]
+    )
+    for a, b in zip(proven.read(bl, 3, 5), checked.read(bl, 3, 5), strict=True):
+        assert a.query == b.query and np.array_equal(a.values, b.values)

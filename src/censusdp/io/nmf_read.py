@@ -250,6 +250,7 @@ class NMFReader:
             raise InputError(f"{self.path}: row groups mix levels or queries; read it whole")
         queries = []
         lo, hi = start, stop
+        checked = False  # whether a row group is read with its geocodes checked
         for qname in self._order.get(level, []):
             spans = self._spans[(level, qname)]
             rows, variance, mech = self._info[(level, qname)]
@@ -262,9 +263,15 @@ class NMFReader:
                 if off + n > a:
                     mine.append(GroupSpan(off, str(self._files[fi]), rg, n, self._written[fi]))
                     lo, hi = min(lo, off // r), max(hi, (off + n - 1) // r + 1)
+                    checked |= self._written[fi] is None
                 i += 1
             unit_var = self._unit_var[(level, qname)][start:stop].copy()
             queries.append((qname, mech, variance, unit_var, tuple(mine), rows))
+        # A row group a task of this run wrote is proven by its bytes and read for
+        # `value` alone (`read_values`): the slice then needs no geocodes. Its row
+        # groups may reach far past the units (a query of one row a unit holds 2^19
+        # units in one row group), and the geocodes were most of a block task's bytes.
+        codes = self.geocodes[level][lo:hi] if checked else self.geocodes[level][:0]
         return NMFSlice(
             str(self.path),
             self.schema,
@@ -273,7 +280,7 @@ class NMFReader:
             start,
             stop,
             lo,
-            self.geocodes[level][lo:hi].copy(),
+            codes.copy(),
             tuple(queries),
         )
 
