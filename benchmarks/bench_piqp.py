@@ -11,6 +11,12 @@ after the other, alternated ``--repeat`` times, the best of each), and whole tas
 on the families of at most ``chain.PIQP_MAX_VARIABLES`` variables) and with Clarabel
 alone in PIQP's place (``PIQP_MAX_VARIABLES = 0``, the chain before PIQP).
 
+``--wide LO HI`` keeps instead the families below the County level (California's
+tract families) of more than ``LO`` and at most ``HI`` variables (children x kept cells),
+all of them, and solves each whole task both ways (the families PIQP took on when its
+threshold rose from 150,000 to 350,000 variables: ``--run <full California release>
+--wide 150000 350000 --repeat 1``).
+
 Per level: the CPU seconds (``time.process_time``) of each way, their ratio, the
 largest relative difference of the two solvers' objectives on the same program, and
 the share of the tasks whose released counts are the same both ways. Prints one JSON
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -92,6 +99,42 @@ def _solvers(programs: list, repeat: int) -> dict:
     }
 
 
+class _Enough(Exception):
+    """The wide families are kept: stop the re-estimate."""
+
+
+def _capture_wide(run: Path, lo: int, hi: int) -> list:
+    """The tasks of the level below the County of ``run``'s person run, re-estimated in
+    production fidelity, whose families have more than ``lo`` and at most ``hi``
+    variables (built in this process, not solved)."""
+    from censusdp.release.options import Execution, ReleaseOptions
+    from censusdp.release.pipeline import reestimate
+    from censusdp.release.topdown import driver
+
+    names = [g for g, _ in json.loads((run / "manifest.json").read_text())["geolevels"]]
+    county = names.index("County")
+    kept: list = []
+    real = driver.batched
+
+    def batched(tasks):
+        tasks = list(tasks)
+        if tasks and tasks[0].level == county:
+            sizes = [(t, t.subproblem().k * t.subproblem().c) for t in tasks]
+            kept.extend(t for t, n in sizes if lo < n <= hi)
+            raise _Enough
+        return real(tasks)
+
+    driver.batched = batched
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            reestimate(run, Path(out) / "re", ReleaseOptions(fidelity="production"), Execution())
+    except _Enough:
+        pass
+    finally:
+        driver.batched = real
+    return kept
+
+
 def _tasks(tasks: list, repeat: int) -> dict:
     """Whole tasks with the chain as it is and with Clarabel in PIQP's place."""
     from censusdp.release.topdown.solvers import chain
@@ -129,10 +172,14 @@ def main() -> None:
     add_release_arguments(ap, state="CA", scale=0.05)
     ap.add_argument("--every", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--wide", type=int, nargs=2, metavar=("LO", "HI"), default=None)
     args = ap.parse_args()
     run = release_of(args, "censusdp_piqp_")
     say(f"capturing the families of {run}")
-    kept = _capture(Path(run), args.every)
+    if args.wide:
+        kept = {"Tract (wide)": _capture_wide(Path(run), *args.wide)}
+    else:
+        kept = _capture(Path(run), args.every)
     out: dict = {
         "benchmark": "piqp",
         "run": str(run),
@@ -143,10 +190,9 @@ def main() -> None:
     }
     for name, tasks in kept.items():
         say(f"{name}: {len(tasks)} tasks")
-        out["levels"][name] = {
-            "solvers": _solvers(_programs(tasks), args.repeat),
-            "tasks": _tasks(tasks, args.repeat),
-        }
+        out["levels"][name] = {"tasks": _tasks(tasks, args.repeat)}
+        if not args.wide:  # a wide family's program alone is most of its task
+            out["levels"][name]["solvers"] = _solvers(_programs(tasks), args.repeat)
     print(json.dumps(out, indent=2))
 
 

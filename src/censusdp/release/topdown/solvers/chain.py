@@ -94,14 +94,16 @@ about 0.2), where a household cap ``[0, units]`` is at least one. Sent to Clarab
 capped, production fidelity's widest family (Los Angeles County's 2,334 tracts) went to
 the backend that does not finish it in 5 CPU minutes; the ADMM takes it whole
 (docs/scaling.md)."""
-PIQP_MAX_VARIABLES = 150_000
+PIQP_MAX_VARIABLES = 350_000
 """Families of at most this many variables (children x kept cells) try PIQP before
 Clarabel: 1.3 to 1.4 times faster on California's block and block-group families, 1.2
 to 3.1 times on its tract families of 5 to 51 tracts (up to 13,000 variables), 1.16 at
 151 tracts (58,000), even at 199 (82,000), 1.8 at Alameda County's 360 (144,000: 16 CPU
-s against 29); on Los Angeles' 2,334 tracts (1.5 million) its factorisation had not
-finished in 20 CPU minutes against Clarabel's 6, and the families between (San Diego's
-628 tracts, Orange County's 583) were not measured
+s against 29); whole tasks of its five tract families from 169,000 to 313,000 variables
+(Santa Clara, San Bernardino, Riverside, Orange, San Diego's 627 tracts) 145 CPU s
+against 230 (1.2 to 2.6 times). On Los Angeles' 2,334 tracts (1.5 million) its
+factorisation had not finished in 20 CPU minutes against Clarabel's 6; families between
+313,000 and that were not measured
 (:mod:`~censusdp.release.topdown.solvers.piqp_qp`)."""
 INTERIOR_MIN_VARIABLES = 500_000
 """Dense families with a singular Hessian and more variables (children x kept cells)
