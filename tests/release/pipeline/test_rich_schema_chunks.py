@@ -382,3 +382,54 @@ def test_an_nmf_slice_reads_like_the_reader_and_only_inside_itself(wide, tmp_pat
             assert g.variance == w.variance
     with pytest.raises(InputError, match="outside the slice"):
         piece.read(bl, 4, 9)
+
+
+def test_the_heaviest_families_go_out_first_and_every_family_once(tmp_path, monkeypatch):
+    """Families of at least ``HEAVY_VARIABLES`` variables that their tasks read go out
+    first, the widest first (Los Angeles' tract family began 30 s into California's
+    Tract level and ended it alone); the others follow in order, each family once, the
+    same tasks as in order. A family read on the driver keeps its place."""
+    from censusdp.release.topdown import levels as levels_module
+
+    fan_out = [2, 7, 3, 9, 4, 6, 1]  # blocks of each block group of one tract
+    codes = [f"50001000001{g + 1}{b + 1:04d}" for g, n in enumerate(fan_out) for b in range(n)]
+    h, levels, plan = pl94_state(tmp_path, 7, codes, gq_rate=0.3)
+    _nmf(tmp_path / "nmf.parquet", h, levels, plan, 1)
+    reader = NMFReader(tmp_path / "nmf.parquet", PL94, h)
+    level = h.n_levels - 2  # block groups with their blocks
+    hist = levels[level].tocsr()
+    cell_groups, n_groups = group_of_cells(reader, "hhgq")
+    n = h.n_units(level + 1)
+    bounds = Bounds(
+        np.zeros((n, n_groups)), np.full((n, n_groups), np.inf), np.zeros(n), np.full(n, np.inf)
+    )
+    kids = np.diff(h.child_ptr[level])
+    size = kids * np.diff(hist.indptr)  # the fixture's parents hold positive counts only
+    assert (hist.data > 0).all() and len(set(size.tolist())) > 4
+    cut = int(np.sort(size)[-3])  # three heavy families at least, not the first ones
+    assert size[0] < cut
+
+    def order(detach: bool) -> list[Task]:
+        ctx = TaskContext(
+            reader, QueryCache(reader), h, cell_groups, "auto", max_children=None, detach=detach
+        )
+        return list(LevelTasks(ctx, level, hist, bounds, LevelPlan()))
+
+    in_order = order(True)
+    monkeypatch.setattr(levels_module, "HEAVY_VARIABLES", cut)
+    heavy_first = order(True)
+    starts = [t.child_start for t in heavy_first]
+    heavy = [int(i) for i in np.flatnonzero(size >= cut)]
+    first = heavy_first[: len(heavy)]
+    assert [size[h.geocodes[level].tolist().index(t.parent_geocode)] for t in first] == sorted(
+        (int(size[i]) for i in heavy), reverse=True
+    )
+    assert sorted(starts) == [t.child_start for t in in_order]  # each family once
+    rest = [t.child_start for t in heavy_first[len(heavy) :]]
+    assert rest == sorted(rest)
+    by_start = {t.child_start: t for t in in_order}
+    for t in heavy_first:
+        u = by_start[t.child_start]
+        assert t.parent_geocode == u.parent_geocode and np.array_equal(t.kept, u.kept)
+        assert t.source.family.k == u.source.family.k
+    assert [t.child_start for t in order(False)] == [t.child_start for t in in_order]

@@ -58,6 +58,13 @@ __all__ = [
     "level_plans",
 ]
 
+HEAVY_VARIABLES = 100_000
+"""Families of at least this many variables (children x the parent's kept cells) that
+their tasks read themselves go out first, the widest first (:class:`LevelTasks`):
+solved in geocode order, production fidelity's longest task, Los Angeles County's
+2,334-tract family (337 s of California's Tract level of 371), began about 30 s into
+its level, and the other worker sat idle at the level's end for as long."""
+
 SPLIT_KEEP_BYTES = 256 << 20
 """Most bytes of split families' whole subproblems the driver keeps between a family's
 coarse task and its chunk tasks (:class:`LevelTasks`); a family beyond it is read again
@@ -143,6 +150,10 @@ def level_plans(
 class LevelTasks:
     """The tasks of one level, built lazily as the executor asks for them.
 
+    A family of at least :data:`HEAVY_VARIABLES` variables that its task reads itself
+    goes out first, the widest first, so that the level's longest tasks start at once
+    and the short ones fill the other workers around them.
+
     A family with more than ``max_children`` children and free totals is split
     (:mod:`censusdp.release.topdown.split`). Its coarse solve is a task like any other
     (``Task.chunks`` > 0): the coarse tasks of the whole level are handed out first, the
@@ -193,6 +204,8 @@ class LevelTasks:
         self._whole_bytes = 0
         self.rereads = 0
         """Split families read a second time for their chunks (beyond the keep)."""
+        self._heavy: set[int] = set()  # parent units whose tasks went out first
+        self._heads: list | None = None  # the level's measured queries, no values
 
     # -- the consumer's side ------------------------------------------------------------
 
@@ -212,6 +225,7 @@ class LevelTasks:
 
     def __iter__(self) -> Iterator[Task]:
         yield from self._coarse_tasks()
+        yield from self._heavy_tasks()
         for t in self._family_tasks():
             yield from self._ready_chunks()
             yield t
@@ -368,44 +382,69 @@ class LevelTasks:
                     production=whole.production,
                 )
 
+    def _read_here(self, k: int) -> bool:
+        """Whether a family of ``k`` children that is not split is read here, not by its
+        task (an executor in process; a family over ``max_children`` left whole)."""
+        return not self.detach or (self.max_children is not None and k > self.max_children)
+
+    def _heavy_tasks(self) -> Iterator[Task]:
+        """The tasks of the families of at least :data:`HEAVY_VARIABLES` variables that
+        their tasks read, the widest first (ties in geocode order)."""
+        pl, h = self.parent_level, self.parent_hist
+        kids = np.diff(self.hierarchy.child_ptr[pl])
+        rows = np.repeat(np.arange(h.shape[0]), np.diff(h.indptr))
+        positive = np.bincount(rows[h.data > 0], minlength=h.shape[0])  # kept cells
+        size = kids.astype(np.int64) * positive
+        heavy = [int(i) for i in np.flatnonzero(size >= HEAVY_VARIABLES)]
+        heavy = [i for i in heavy if not self._read_here(int(kids[i]))]
+        heavy = [i for i in heavy if self.hierarchy.children(pl, i).start not in self._split]
+        for i in sorted(heavy, key=lambda i: -int(size[i])):
+            self._heavy.add(i)
+            yield self._detached(i)
+
     def _family_tasks(self) -> Iterator[Task]:
-        """The task of every family that is not split, in order."""
+        """The task of every family that is not split nor gone out first, in order."""
         pl = self.parent_level
-        codes = self.hierarchy.geocodes[pl]
-        heads = self.ms.read(pl + 1, 0, 0) if self.detach else []
         for p0, p1, run in family_runs(self.ms, self.hierarchy, pl + 1, lazy=True):
             for i in range(p0, p1):
                 children = self.hierarchy.children(pl, i)
-                if children.start in self._split:
-                    continue  # its chunks go out as its coarse result arrives
-                k = children.stop - children.start
-                if not self.detach or (self.max_children is not None and k > self.max_children):
+                if children.start in self._split or i in self._heavy:
+                    continue  # its chunks go out as its coarse result arrives; sent
+                if self._read_here(children.stop - children.start):
                     t = self._task(i, run)
                     if splittable(t.sub, self.max_children):
                         raise InternalError(f"family {t.parent_geocode!r} was not split")
                     yield t
                     continue
-                kept, parent_counts = self._parent(i)
-                l2p, rounding = self.plan.bind(kept)
-                yield Task(
-                    pl,
-                    str(codes[i]),
-                    children.start,
-                    kept,
-                    None,  # type: ignore[arg-type]
-                    self.ctx.method,
-                    l2p,
-                    rounding,
-                    self.ctx.estimator,
-                    self.ctx.cache.coarse(heads, self.ctx.estimator, kept),
-                    source=DetachedFamily(
-                        self.ms.detach(pl + 1, children.start, children.stop),  # type: ignore[attr-defined]
-                        pl + 1,
-                        self._family(i, kept, parent_counts),
-                    ),
-                    production=self.ctx.production,
-                    caps=self._caps(children),
-                )
+                yield self._detached(i)
+
+    def _detached(self, i: int) -> Task:
+        """Family ``i``'s task, which reads the family itself where it runs."""
+        pl = self.parent_level
+        if self._heads is None:
+            self._heads = self.ms.read(pl + 1, 0, 0)
+        children = self.hierarchy.children(pl, i)
+        kept, parent_counts = self._parent(i)
+        l2p, rounding = self.plan.bind(kept)
+        return Task(
+            pl,
+            str(self.hierarchy.geocodes[pl][i]),
+            children.start,
+            kept,
+            None,  # type: ignore[arg-type]
+            self.ctx.method,
+            l2p,
+            rounding,
+            self.ctx.estimator,
+            self.ctx.cache.coarse(self._heads, self.ctx.estimator, kept),
+            source=DetachedFamily(
+                self.ms.detach(pl + 1, children.start, children.stop),  # type: ignore[attr-defined]
+                pl + 1,
+                self._family(i, kept, parent_counts),
+            ),
+            production=self.ctx.production,
+            caps=self._caps(children),
+        )
 
 
 def _nbytes(sub: Subproblem) -> int:
