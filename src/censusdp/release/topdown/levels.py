@@ -11,6 +11,7 @@ back. :func:`bottomup_tasks` are the blocks estimated alone (``postprocess="bott
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -225,8 +226,7 @@ class LevelTasks:
 
     def __iter__(self) -> Iterator[Task]:
         yield from self._coarse_tasks()
-        yield from self._heavy_tasks()
-        for t in self._family_tasks():
+        for t in itertools.chain(self._heavy_tasks(), self._family_tasks()):
             yield from self._ready_chunks()
             yield t
         yield from self._ready_chunks()
