@@ -7,11 +7,6 @@ wall seconds, the driver's CPU seconds and the tasks' CPU seconds (the new path'
 are written by ``--workers`` processes, one task per part, as in a run), and checks
 that both give the same bytes.
 
-``append`` times how the driver puts a CSV together from its parts' rows: each of the
-release's CSV files appended to a new file by ``io.atomic.append_file`` (the kernel's
-``copy_file_range``) and through a 1 MB buffer (``shutil.copyfileobj``, before),
-alternating, ``--repeats`` times each: CPU and wall seconds, the same bytes.
-
 ``end_to_end`` (with ``--baseline-src``, the ``src/`` of a checkout before the change)
 runs the whole release with that source and with this checkout's, alternating,
 ``--runs`` times each and per ``--fidelity``: wall, CPU of the process tree, peak
@@ -109,41 +104,6 @@ def csv_write(tables: Path, work: Path, repeats: int, workers: int) -> dict:
     }
 
 
-def append(tables: Path, work: Path, repeats: int) -> dict:
-    """Every CSV of ``tables`` appended to a new file both ways, ``repeats`` times each."""
-    from censusdp.io.atomic import append_file
-
-    def buffered(src: Path, dst) -> None:
-        with open(src, "rb") as f:
-            shutil.copyfileobj(f, dst, 1 << 20)
-
-    files = sorted(tables.glob("*.csv"))
-    work.mkdir(parents=True, exist_ok=True)
-    out = work / "appended.csv"
-    best = {"kernel": [float("inf"), float("inf")], "buffer": [float("inf"), float("inf")]}
-    for r in range(repeats):
-        ways = (("kernel", append_file), ("buffer", buffered))
-        for name, fn in ways if r % 2 == 0 else ways[::-1]:
-            c0, w0 = time.process_time(), time.perf_counter()
-            with open(out, "wb") as dst:
-                dst.write(b"header\n")
-                for f in files:
-                    fn(f, dst)
-            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-            best[name] = [min(best[name][0], cpu), min(best[name][1], wall)]
-            size = out.stat().st_size
-            if size != 7 + sum(f.stat().st_size for f in files):
-                raise SystemExit(f"{name}: {size} bytes appended")
-            out.unlink()
-    return {
-        "files": len(files),
-        "bytes": sum(f.stat().st_size for f in files),
-        **{f"{k}_cpu": round(v[0], 3) for k, v in best.items()},
-        **{f"{k}_wall": round(v[1], 3) for k, v in best.items()},
-        "buffer_over_kernel_cpu": round(best["buffer"][0] / max(best["kernel"][0], 1e-9), 2),
-    }
-
-
 def _summary(rows: list[dict]) -> dict:
     return {
         k: {"median": round(statistics.median(r[k] for r in rows), 3),
@@ -217,7 +177,6 @@ def main() -> None:
     if not (run / "tables").is_dir():
         timed(run_command(cef, run, args, "--overwrite"))
     result["csv_write"] = csv_write(run / "tables", work / "csv", args.repeats, args.workers)
-    result["append"] = append(run / "tables", work / "append", args.repeats)
     result["load_1min_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result, indent=2))
 
