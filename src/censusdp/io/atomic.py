@@ -90,7 +90,9 @@ def append_file(src: str | os.PathLike[str], dst: BinaryIO) -> None:
                     break
                 left -= n
         except OSError:
-            pass  # what was copied stays (both files' offsets moved); the rest goes below
+            pass  # what was copied stays; the rest goes through a buffer below
+        finally:
+            dst.seek(0, os.SEEK_END)  # the writer's position, after the kernel's writes
         shutil.copyfileobj(f, dst, 1 << 20)
 
 
