@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from censusdp.data.geography import Hierarchy
-from censusdp.io.atomic import append_file
 from censusdp.io.layout import TABLE_CSV_FORMS, TABLE_CSV_PARTS_DIR, table_csv_file
 from censusdp.io.table_csv import LONG_CSV_COLUMNS, table_csv_check, table_csv_mismatch
 from censusdp.io.tables import read_table, write_table_index, write_table_part, write_tables
@@ -171,34 +169,3 @@ def test_the_check_hashes_a_csv_it_read_whole_and_only_then(tables) -> None:
         path.write_bytes(path.read_bytes() + b"\n")
         problem, digest = table_csv_check(tables, "P4", form)
         assert "has more than" in problem and digest is None
-
-
-@pytest.mark.parametrize("kernel", ["copies", "copies half then fails", "refuses"])
-def test_append_file_appends_every_byte_where_the_kernel_copies_or_not(
-    tmp_path, monkeypatch, kernel
-):
-    """The table CSVs are put together with ``append_file``: the kernel's copy where it
-    can, a buffer for the rest; the file holds the header, the part and what follows
-    whichever way the bytes went."""
-    part = tmp_path / "rows.csv"
-    body = bytes(range(256)) * 5000 + b"last line\n"
-    part.write_bytes(body)
-    real = os.copy_file_range
-    calls = []
-
-    def copy_file_range(src, dst, count, *args):
-        calls.append(count)
-        if kernel == "refuses" or (kernel == "copies half then fails" and len(calls) > 1):
-            raise OSError(95, "Operation not supported")
-        return real(src, dst, count // 2 if kernel != "copies" else count, *args)
-
-    monkeypatch.setattr(os, "copy_file_range", copy_file_range)
-    out = tmp_path / "table.csv"
-    with open(out, "wb") as f:
-        f.write(b"header\n")
-        append_file(part, f)
-        assert f.tell() == 7 + len(body)  # the writer knows where it is
-        f.write(b"after\n")
-        append_file(part, f)
-    assert out.read_bytes() == b"header\n" + body + b"after\n" + body
-    assert calls

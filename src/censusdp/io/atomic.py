@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,6 @@ from censusdp.io.command_inputs import refuse_input_write
 
 __all__ = [
     "StreamingWriter",
-    "append_file",
     "atomic_path",
     "fsync_file",
     "link_or_copy",
@@ -70,30 +69,6 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def append_file(src: str | os.PathLike[str], dst: BinaryIO) -> None:
-    """Append the bytes of the file ``src`` to the open binary file ``dst``.
-
-    The kernel copies them (``copy_file_range``: a release's table CSVs, some 3.5 GB put
-    together from their parts for California, in 0.6 CPU s a 700 MB file against 2.0
-    through a buffer); where it cannot (another file system on an old kernel, a file
-    system without it), they go through a buffer as before."""
-    dst.flush()
-    out = dst.fileno()
-    with open(src, "rb") as f:
-        left = os.fstat(f.fileno()).st_size
-        try:
-            while left > 0:
-                n = os.copy_file_range(f.fileno(), out, min(left, 1 << 30))
-                if n == 0:  # the file ended early (it shrank): copy what is there
-                    break
-                left -= n
-        except OSError:
-            pass  # what was copied stays; the rest goes through a buffer below
-        finally:
-            dst.seek(0, os.SEEK_END)  # the writer's position, after the kernel's writes
-        shutil.copyfileobj(f, dst, 1 << 20)
 
 
 def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

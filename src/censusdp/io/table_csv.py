@@ -35,6 +35,7 @@ import csv
 import hashlib
 import io
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from censusdp.io.atomic import append_file, atomic_path
+from censusdp.io.atomic import atomic_path
 from censusdp.io.layout import TABLE_CSV_FORMS, TABLE_CSV_PARTS_DIR, table_csv_file
 from censusdp.io.parts import part_files, part_name, regular_file
 from censusdp.tables import (
@@ -191,7 +192,8 @@ def write_table_csvs(directory: str | os.PathLike[str]) -> list[Path]:
                 for part in parts:
                     rows = _part_rows_file(d, name, form, part)
                     if regular_file(rows):
-                        append_file(rows, f)
+                        with open(rows, "rb") as src:
+                            shutil.copyfileobj(src, f, 1 << 20)
                         used.append(rows)
                     else:
                         f.write(part_csv_bytes(part, name, form))
