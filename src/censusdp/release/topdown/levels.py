@@ -409,7 +409,7 @@ class LevelTasks:
             for i in range(p0, p1):
                 children = self.hierarchy.children(pl, i)
                 if children.start in self._split or i in self._heavy:
-                    continue  # its chunks go out as its coarse result arrives; sent
+                    continue  # split: its chunks follow its coarse result; heavy: sent first
                 if self._read_here(children.stop - children.start):
                     t = self._task(i, run)
                     if splittable(t.sub, self.max_children):
