@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from censusdp.data.measurements import MeasuredChunk, MeasuredQuery, MeasurementSet
-from censusdp.io.atomic import StreamingWriter, atomic_path, fsync_file, sha256_of
+from censusdp.io.atomic import HashingSink, StreamingWriter, atomic_path, fsync_file, sha256_of
 from censusdp.io.nmf_files import (
     ROW_GROUPS_KEY,
     STORED_COLUMNS,
@@ -151,7 +151,7 @@ def write_nmf_part(
         "start": int(chunk.start),
         "stop": int(chunk.stop),
         "rows": int(w.rows),
-        "sha256": sha256_of(path),
+        "sha256": w.sha256 or sha256_of(path),
         "write_seconds": time.perf_counter() - t,
         "write_cpu_seconds": time.process_time() - c,
     }
@@ -438,7 +438,10 @@ class NMFWriter(StreamingWriter):
         self._ctx = atomic_path(self.path)
         self._tmp = self._ctx.__enter__()
         self._writer: pq.ParquetWriter | None = None
-        self._file: Any = None
+        self._file: HashingSink | None = None
+        self.sha256: str | None = None
+        """The finished file's SHA-256 where the writer hashed it as it wrote it (the
+        ``censusdp`` engine), else ``None``."""
         self._chunks: ChunkFileWriter | None = None
         self._keys: list[RowGroupKey] = []
         self._metadata = (
@@ -478,7 +481,7 @@ class NMFWriter(StreamingWriter):
         """The ``censusdp`` engine: each row group from its column chunks, ``value``
         encoded by pyarrow a batch of row groups at a time (:data:`VALUE_BATCH_ROWS`)."""
         if self._chunks is None:
-            self._file = open(self._tmp, "wb")  # noqa: SIM115 (closed by close/abort)
+            self._file = HashingSink(open(self._tmp, "wb"))  # noqa: SIM115 (closed by close/abort)
             schema = NMF_FILE_SCHEMA.with_metadata(self._metadata)
             self._chunks = ChunkFileWriter(self._file, schema, _CREATED_BY)
         batch: list[tuple[int, int]] = []
@@ -514,6 +517,7 @@ class NMFWriter(StreamingWriter):
         if self._chunks is not None:
             self._chunks.close({**self._metadata, **keys})
             self._file.close()
+            self.sha256 = self._file.hexdigest()
         elif self._writer is not None:
             self._writer.add_key_value_metadata(keys)
             self._writer.close()

@@ -358,6 +358,7 @@ def test_nmf_parts_read_like_the_in_memory_set(measured, tmp_path, target):
     """Parts written one per task (any chunking), read back through the directory: every
     unit range of every level as the in-memory set has it; the index lists the parts;
     one level reads only its own parts; a missing or extra part is named."""
+    from censusdp.io.atomic import sha256_of
     from censusdp.io.nmf_files import nmf_files, part_name, read_part_index, write_part_index
     from censusdp.io.nmf_levels import nmf_geolevels, read_geolevel
     from censusdp.io.nmf_write import write_nmf_part
@@ -371,6 +372,8 @@ def test_nmf_parts_read_like_the_in_memory_set(measured, tmp_path, target):
     recs = [write_nmf_part(run_measure_task(t), d / part_name(i)) for i, t in enumerate(tasks)]
     write_part_index(d, recs)
     assert [f.name for f in nmf_files(d)] == [part_name(i) for i in range(len(tasks))]
+    # the hash the writer took as it wrote is the finished file's
+    assert [r["sha256"] for r in recs] == [sha256_of(d / part_name(i)) for i in range(len(tasks))]
     index = read_part_index(d)
     assert index["rows"] == sum(m.values.size for m in ms)
     assert [(p["geolevel"], p["start"], p["stop"]) for p in index["parts"]] == [

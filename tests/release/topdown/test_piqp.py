@@ -12,7 +12,7 @@ from _topdown_gen import census_subproblem, of_shape_weighted, solver_shapes, so
 from hypothesis import example, given, settings
 
 from censusdp.release.topdown.solvers import clarabel_qp, piqp_qp
-from censusdp.release.topdown.solvers.base import compress
+from censusdp.release.topdown.solvers.base import Tolerances, compress
 from censusdp.release.topdown.solvers.least_squares import solve_l2
 
 shapes = solver_shapes(k_min=1, c_max=40, means=[3.0, 40.0, 400.0])
@@ -72,6 +72,15 @@ def test_a_failure_gives_piqps_status_and_no_point() -> None:
     stopped = piqp_qp.solve_piqp(sub, compress(sub), max_iter=2)
     assert stopped.x is None and stopped.status == "PIQP_MAX_ITER_REACHED"
     assert stopped.iterations == 2
+
+
+def test_the_backend_stops_at_the_modules_cap(monkeypatch) -> None:
+    """The chain's PIQP (no cap given) gives up at ``MAX_ITER``, where Clarabel takes over."""
+    sub, _ = census_subproblem(np.random.default_rng(2), n_children=10, n_people=200)
+    monkeypatch.setattr(piqp_qp, "MAX_ITER", 3)
+    tols = Tolerances(optimality=1e-3, relative=1e-9, feasibility=1e-6)
+    stopped = piqp_qp.PiqpBackend().solve(sub, compress(sub), tols, None)
+    assert stopped.x is None and stopped.iterations == 3
 
 
 def test_every_cell_forced_to_zero_is_the_answer_without_a_solve() -> None:
