@@ -318,6 +318,28 @@ def _family_with_exact_groups() -> tuple[Subproblem, np.ndarray]:
     ), truth
 
 
+def test_an_almost_solved_point_is_repaired_within_the_optimality_tolerance() -> None:
+    """A point a thousand tolerances off its exact groups (a stalled solve, not rounding
+    error) is repaired and kept when no cell moves further than the optimality tolerance
+    given; without one, or when the repair would move a cell further, it is rejected."""
+    from censusdp.release.topdown.solvers.least_squares import ROUNDING_MISS, _finish
+
+    sub, _ = _family_with_exact_groups()
+    best = solve_l2(sub, method="clarabel", noise_tol=1e-6)
+    tol = 1e-8 * sub.scale()
+    rng = np.random.default_rng(7)
+    off = np.maximum(best.x + rng.uniform(-1.0, 1.0, size=best.x.shape) * 2000 * tol, 0.0)
+    assert sub.max_violation(off) > ROUNDING_MISS * tol
+    assert _finish(sub, off, tol)[0] is None
+    fixed, viol = _finish(sub, off, tol, move_tol=1e-3)
+    assert fixed is not None and viol <= tol
+    assert np.abs(fixed - off).max() <= 1e-3
+    assert sub.objective(fixed) == pytest.approx(best.objective, rel=1e-4)
+    # a point persons off would need a move beyond the tolerance: still rejected
+    far = np.maximum(best.x + rng.uniform(-1.0, 1.0, size=best.x.shape) * 0.5, 0.0)
+    assert _finish(sub, far, tol, move_tol=1e-3)[0] is None
+
+
 def test_a_familys_exact_groups_missed_by_rounding_error_are_repaired(monkeypatch) -> None:
     """A solver's point within its residuals of a family's exact groups and column sums
     leaves the groups by more than the tolerance once the columns are rescaled to the
