@@ -65,8 +65,9 @@ NOISE_TOL = 1e-3
 
 ROUNDING_MISS = 100.0
 """How many feasibility tolerances a point may miss its bounds by and still be moved onto
-them: floating-point error, not a stalled solve, which goes on to the next backend as it
-should. At a root, each child's exact groups are rescaled onto their bounds
+them: floating-point error, not a stalled solve. A point further off goes on to the next
+backend, unless its backend claimed it solved and a full repair moves no cell further
+than the optimality tolerance (:func:`_finish`'s ``move_tol``). At a root, each child's exact groups are rescaled onto their bounds
 (:func:`~censusdp.release.topdown.solvers.common.hold_exact_groups`; the DHC household
 root: the active set 1e-7 persons off, Clarabel 2.2e-6, against 9.3e-8). Below one, the
 point is repaired by alternating projections onto the bounds and the column sums
@@ -93,7 +94,7 @@ def _finish(
 
     ``move_tol``: for a point its backend claims solved, a repair beyond
     :data:`ROUNDING_MISS` tolerances is kept when it moves no cell further than this
-    (the optimality tolerance: no accepted point is nearer the optimum than that)."""
+    (the optimality tolerance: every backend may stop that far from the optimum)."""
     if x is None or not np.isfinite(x).all():
         return None, float("inf")
     x = clean(sub, x, tol)
