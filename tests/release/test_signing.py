@@ -381,6 +381,34 @@ def test_an_encrypted_key_needs_its_passphrase(made: Path, run: Path, tmp_path: 
     assert signing.verify_release(run, tmp_path / "k.pub")[0]
 
 
+# An Ed25519 key encrypted with "correct horse" (PKCS8, PBES2, AES-256-CBC) and a wrong
+# passphrase that decrypts it to bytes whose padding checks but that are not a key: the
+# one-in-256 case that once made a wrong passphrase read as "not a private key file".
+_PADDED_KEY = b"""-----BEGIN ENCRYPTED PRIVATE KEY-----
+MIGjMF8GCSqGSIb3DQEFDTBSMDEGCSqGSIb3DQEFDDAkBBBegp0zVwEtmtHtfGhp
+zNBuAgIIADAMBggqhkiG9w0CCQUAMB0GCWCGSAFlAwQBKgQQG5JQiPmrB91PFQbC
+R2wndQRASisqOYaYwufHLLaEsEE2yZ0MKsIyTIzmfY3+opmHmVMuv3e9VeQooOBu
+BlTvINas7qiwJM5b3iKQt6btm0n6IA==
+-----END ENCRYPTED PRIVATE KEY-----
+"""
+
+
+def test_a_wrong_passphrase_that_decrypts_to_garbage_is_still_a_wrong_passphrase(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "k").write_bytes(_PADDED_KEY)
+    with pytest.raises(ValueError, match="deserialize"):  # the case this test is about
+        serialization.load_pem_private_key(_PADDED_KEY, b"wrong139")
+    with pytest.raises(ConfigError, match="wrong passphrase"):
+        signing.load_private_key(tmp_path / "k", b"wrong139")
+    assert isinstance(signing.load_private_key(tmp_path / "k", b"correct horse"), Ed25519PrivateKey)
+    (tmp_path / "junk").write_bytes(
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+    )
+    with pytest.raises(ConfigError, match="not a private key file"):
+        signing.load_private_key(tmp_path / "junk", b"anything")
+
+
 def test_passphrase_from_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CENSUSDP_TEST_PASS", "s3cret")
     assert signing.passphrase_from_env("CENSUSDP_TEST_PASS") == b"s3cret"

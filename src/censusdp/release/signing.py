@@ -192,7 +192,25 @@ def _try_private(data: bytes, passphrase: bytes | None) -> tuple[Any, str | None
         return None, f"cannot be read here ({exc})"
     except ValueError as exc:
         low = str(exc).lower()
-        return None, "bad-passphrase" if "password" in low or "decrypt" in low else "unknown"
+        if "password" in low or "decrypt" in low:
+            return None, "bad-passphrase"
+        if passphrase is not None and _is_encrypted(load, data):
+            # A wrong passphrase can decrypt to bytes whose padding happens to check
+            # (about one in 256 for CBC); they then fail to parse as a key.
+            return None, "bad-passphrase"
+        return None, "unknown"
+
+
+def _is_encrypted(load: Any, data: bytes) -> bool:
+    """Whether ``load`` reads ``data`` as an encrypted private key (it asks for a
+    passphrase)."""
+    try:
+        load(data, None)
+    except TypeError:
+        return True
+    except (ValueError, UnsupportedAlgorithm):
+        return False
+    return False
 
 
 def load_private_key(
