@@ -74,6 +74,59 @@ def test_a_failure_gives_piqps_status_and_no_point() -> None:
     assert stopped.iterations == 2
 
 
+def test_a_point_stopped_within_the_reduced_tolerances_is_almost_solved(monkeypatch) -> None:
+    """PIQP stopped one iteration short of converging: its point meets Clarabel's reduced
+    tolerances, comes back ``AlmostSolved`` (the chain checks it as Clarabel's) near the
+    optimum; with the reduced tolerances tightened past it, it is a failure again."""
+    sub, _ = census_subproblem(np.random.default_rng(0), n_children=10, n_people=200)
+    full = piqp_qp.solve_piqp(sub, compress(sub))
+    short = piqp_qp.solve_piqp(sub, compress(sub), max_iter=full.iterations - 1)
+    assert full.status == "Solved" and short.status == piqp_qp.ALMOST_SOLVED
+    assert short.iterations == full.iterations - 1
+    assert sub.max_violation(short.x) <= 1e-8 * sub.scale()
+    assert sub.objective(short.x) == pytest.approx(sub.objective(full.x), rel=1e-10)
+    assert not np.array_equal(short.x, full.x)  # a point of its own, not the solved one
+    monkeypatch.setattr(piqp_qp, "REDUCED_FEASIBILITY", 1e-15)
+    monkeypatch.setattr(piqp_qp, "REDUCED_GAP", 1e-15)
+    refused = piqp_qp.solve_piqp(sub, compress(sub), max_iter=full.iterations - 1)
+    assert refused.x is None and refused.status == "PIQP_MAX_ITER_REACHED"
+
+
+def test_the_chain_keeps_piqps_almost_solved_point(monkeypatch) -> None:
+    sub, _ = census_subproblem(np.random.default_rng(1), n_children=10, n_people=200)
+    full = solve_l2(sub)
+    monkeypatch.setattr(piqp_qp, "MAX_ITER", full.iterations - 1)
+    res = solve_l2(sub)
+    assert res.method == "piqp" and res.status == "optimal"
+    assert list(res.attempts) == [("piqp", piqp_qp.ALMOST_SOLVED)]
+    assert res.max_violation <= 1e-8 * max(1.0, sub.scale())
+    assert res.objective == pytest.approx(full.objective, rel=1e-10)
+
+
+class _Info:
+    def __init__(self, primal: float, dual: float, gap: float, scale: float = 0.0) -> None:
+        self.primal_res, self.dual_res, self.duality_gap = primal, dual, gap
+        self.primal_res_rel = self.dual_res_rel = self.duality_gap_rel = scale
+
+
+@pytest.mark.parametrize(
+    ("info", "almost"),
+    [
+        (_Info(1e-12, 9e-5, 1e-10), True),  # PIQP's stall: the dual residual at its floor
+        (_Info(1e-12, 2e-4, 1e-10), False),  # twice the reduced feasibility
+        (_Info(2e-4, 1e-12, 1e-10), False),
+        (_Info(1e-12, 1e-12, 6e-5), False),  # the gap's own, smaller tolerance
+        (_Info(1e-12, 1e-12, 4e-5), True),
+        (_Info(1e-12, 3e-4, 1e-10, scale=3.0), True),  # relative to PIQP's scales
+        (_Info(float("nan"), 1e-12, 1e-10), False),
+    ],
+)
+def test_almost_solved_is_piqps_test_with_clarabels_reduced_tolerances(
+    info: _Info, almost: bool
+) -> None:
+    assert piqp_qp.almost_solved(info) is almost
+
+
 def test_the_backend_stops_at_the_modules_cap(monkeypatch) -> None:
     """The chain's PIQP (no cap given) gives up at ``MAX_ITER``, where Clarabel takes over."""
     sub, _ = census_subproblem(np.random.default_rng(2), n_children=10, n_people=200)
