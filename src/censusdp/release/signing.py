@@ -192,11 +192,10 @@ def _try_private(data: bytes, passphrase: bytes | None) -> tuple[Any, str | None
         return None, f"cannot be read here ({exc})"
     except ValueError as exc:
         low = str(exc).lower()
-        if "password" in low or "decrypt" in low:
-            return None, "bad-passphrase"
-        if passphrase is not None and _is_encrypted(load, data):
-            # A wrong passphrase can decrypt to bytes whose padding happens to check
-            # (about one in 256 for CBC); they then fail to parse as a key.
+        # a wrong passphrase can also decrypt to bytes whose padding happens to check
+        # (about one in 256 for CBC), which then fail to parse as a key
+        wrong = "password" in low or "decrypt" in low
+        if wrong or (passphrase is not None and _is_encrypted(load, data)):
             return None, "bad-passphrase"
         return None, "unknown"
 
