@@ -67,7 +67,8 @@ ROUNDING_MISS = 100.0
 """How many feasibility tolerances a point may miss its bounds by and still be moved onto
 them: floating-point error, not a stalled solve. A point further off goes on to the next
 backend, unless its backend claimed it solved and a full repair moves no cell further
-than the optimality tolerance (:func:`_finish`'s ``move_tol``). At a root, each child's exact groups are rescaled onto their bounds
+than the optimality tolerance (:func:`_finish`'s ``move_tol``). At a root, each child's
+exact groups are rescaled onto their bounds
 (:func:`~censusdp.release.topdown.solvers.common.hold_exact_groups`; the DHC household
 root: the active set 1e-7 persons off, Clarabel 2.2e-6, against 9.3e-8). Below one, the
 point is repaired by alternating projections onto the bounds and the column sums

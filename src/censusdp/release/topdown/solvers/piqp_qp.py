@@ -28,6 +28,8 @@ One thread (``num_threads = 1``): a seeded release must not depend on the machin
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from censusdp.release.topdown.problem import Subproblem
@@ -112,7 +114,7 @@ def solve_piqp(
     return Attempt(None, str(status).removeprefix("Status."), iterations)
 
 
-def almost_solved(info: object) -> bool:
+def almost_solved(info: Any) -> bool:
     """Whether PIQP's last iterate (its ``result.info``) meets the reduced tolerances:
     PIQP's own test of convergence, with :data:`REDUCED_FEASIBILITY` and
     :data:`REDUCED_GAP` in place of the tolerances it was given."""
@@ -121,9 +123,9 @@ def almost_solved(info: object) -> bool:
         return bool(np.isfinite(res)) and res <= eps + eps * scale
 
     return (
-        within(info.primal_res, info.primal_res_rel, REDUCED_FEASIBILITY)  # type: ignore[attr-defined]
-        and within(info.dual_res, info.dual_res_rel, REDUCED_FEASIBILITY)  # type: ignore[attr-defined]
-        and within(info.duality_gap, info.duality_gap_rel, REDUCED_GAP)  # type: ignore[attr-defined]
+        within(info.primal_res, info.primal_res_rel, REDUCED_FEASIBILITY)
+        and within(info.dual_res, info.dual_res_rel, REDUCED_FEASIBILITY)
+        and within(info.duality_gap, info.duality_gap_rel, REDUCED_GAP)
     )
 
 
