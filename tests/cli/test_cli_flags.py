@@ -228,3 +228,13 @@ def test_json_of_a_command_that_had_none(tmp_path, capsys) -> None:
     assert main(["sign", "--new-key", str(key), "--json", "-", "-q"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["public_key"] == f"{key}.pub" and record["fingerprint"].startswith("SHA256:")
+
+
+def test_the_method_help_names_the_size_above_which_piqp_is_clarabel() -> None:
+    """``run --method``'s help states the chain's PIQP limit (the CLI does not import the
+    solvers to print it)."""
+    from censusdp.release.topdown.solvers.chain import PIQP_MAX_VARIABLES
+
+    run = leaves(build_parser())["run"]
+    method = next(a for a in run._actions if a.dest == "method")  # noqa: SLF001
+    assert f"more than {PIQP_MAX_VARIABLES:,} variables" in method.help

@@ -99,6 +99,12 @@ def test_order_follows_the_shape_of_the_subproblem(
     monkeypatch.setattr(chain, "PIQP_MAX_VARIABLES", wide.k * wide.c - 1)
     assert backend_order(wide, compress(wide), "auto") == ("activeset", "clarabel")
     assert chain.program_backends(wide) == ("clarabel",)
+    # PIQP asked for by name: Clarabel above the limit too (PIQP's setup can crash there)
+    assert backend_order(wide, compress(wide), "piqp") == ("clarabel",)
+    res = solve_l2(wide, method="piqp")
+    assert res.status == "optimal" and res.attempts == (("clarabel", "Solved"),)
+    monkeypatch.setattr(chain, "PIQP_MAX_VARIABLES", wide.k * wide.c)
+    assert backend_order(wide, compress(wide), "piqp") == ("piqp",)
 
 
 def test_active_set_failure_falls_back_to_the_next_solver_and_is_logged(

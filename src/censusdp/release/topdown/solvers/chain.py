@@ -35,7 +35,10 @@ Clarabel when PIQP does not solve it.
 
 A method asked for by name runs alone, except on children weighted differently per
 query (which the ADMM and the interior point cannot weigh): there only ``activeset``,
-``clarabel`` or ``piqp`` run alone, any other name gets the first two rows.
+``clarabel`` or ``piqp`` run alone, any other name gets the first two rows. ``piqp``
+asked for by name is Clarabel on a family of more than :data:`PIQP_MAX_VARIABLES`
+variables: PIQP 0.7.0's setup crashes the process (SIGSEGV, no error to catch) on the
+largest held household family of full Vermont (599,415 program variables).
 """
 
 from __future__ import annotations
@@ -104,7 +107,9 @@ s against 29); whole tasks of its five tract families from 169,000 to 313,000 va
 against 230 (1.2 to 2.6 times). On Los Angeles' 2,334 tracts (1.5 million) its
 factorisation had not finished in 20 CPU minutes against Clarabel's 6; families between
 313,000 and that were not measured
-(:mod:`~censusdp.release.topdown.solvers.piqp_qp`)."""
+(:mod:`~censusdp.release.topdown.solvers.piqp_qp`). Larger families never reach PIQP,
+not even when it is asked for by name (:func:`backend_order`): on full Vermont's largest
+held household family (599,415 variables) its setup crashed the process."""
 INTERIOR_MIN_VARIABLES = 500_000
 """Dense families with a singular Hessian and more variables (children x kept cells)
 than this try the interior point before Clarabel."""
@@ -276,6 +281,11 @@ def _with_piqp(sub: Subproblem, backends: tuple[str, ...]) -> tuple[str, ...]:
 
 def backend_order(sub: Subproblem, comp: Compressed, method: str) -> tuple[str, ...]:
     """The backends to try on ``sub``, best first, before the NNLS-and-flow fallback."""
+    if method == "piqp" and sub.k * sub.c > PIQP_MAX_VARIABLES:
+        # asked for by name, above the size PIQP is measured on: Clarabel (PIQP 0.7.0's
+        # setup kills the process with SIGSEGV on full Vermont's largest held household
+        # family, 65 Prim children x 7,612 cells, 599,415 program variables)
+        method = "clarabel"
     if sub.child_group is not None:
         # grouped child totals (the parts of a state under the US): only the program's
         # solvers hold the equality rows; the family is small (at most 102 children)
