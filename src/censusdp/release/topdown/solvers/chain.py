@@ -282,10 +282,7 @@ def _with_piqp(sub: Subproblem, backends: tuple[str, ...]) -> tuple[str, ...]:
 def backend_order(sub: Subproblem, comp: Compressed, method: str) -> tuple[str, ...]:
     """The backends to try on ``sub``, best first, before the NNLS-and-flow fallback."""
     if method == "piqp" and sub.k * sub.c > PIQP_MAX_VARIABLES:
-        # asked for by name, above the size PIQP is measured on: Clarabel (PIQP 0.7.0's
-        # setup kills the process with SIGSEGV on full Vermont's largest held household
-        # family, 65 Prim children x 7,612 cells, 599,415 program variables)
-        method = "clarabel"
+        method = "clarabel"  # PIQP only within its limit, even by name (PIQP_MAX_VARIABLES)
     if sub.child_group is not None:
         # grouped child totals (the parts of a state under the US): only the program's
         # solvers hold the equality rows; the family is small (at most 102 children)
