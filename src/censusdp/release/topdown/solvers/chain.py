@@ -261,12 +261,17 @@ AUTO_CHAIN: tuple[Row, ...] = (
 """The ``auto`` policy, first matching row wins (see the module docstring)."""
 
 
+def _piqp_fits(sub: Subproblem) -> bool:
+    """Whether PIQP may be given ``sub``: at most :data:`PIQP_MAX_VARIABLES` variables."""
+    return sub.k * sub.c <= PIQP_MAX_VARIABLES
+
+
 def program_backends(sub: Subproblem) -> tuple[str, ...]:
     """The backends that solve the least-squares program of ``sub``
     (:func:`~censusdp.release.topdown.solvers.clarabel_qp.build_program`), best first:
     PIQP then Clarabel for a family of at most :data:`PIQP_MAX_VARIABLES` variables,
     Clarabel alone above."""
-    if sub.k * sub.c <= PIQP_MAX_VARIABLES:
+    if _piqp_fits(sub):
         return ("piqp", "clarabel")
     return ("clarabel",)
 
@@ -281,7 +286,7 @@ def _with_piqp(sub: Subproblem, backends: tuple[str, ...]) -> tuple[str, ...]:
 
 def backend_order(sub: Subproblem, comp: Compressed, method: str) -> tuple[str, ...]:
     """The backends to try on ``sub``, best first, before the NNLS-and-flow fallback."""
-    if method == "piqp" and sub.k * sub.c > PIQP_MAX_VARIABLES:
+    if method == "piqp" and not _piqp_fits(sub):
         method = "clarabel"  # PIQP only within its limit, even by name (PIQP_MAX_VARIABLES)
     if sub.child_group is not None:
         # grouped child totals (the parts of a state under the US): only the program's
