@@ -37,8 +37,7 @@ A method asked for by name runs alone, except on children weighted differently p
 query (which the ADMM and the interior point cannot weigh): there only ``activeset``,
 ``clarabel`` or ``piqp`` run alone, any other name gets the first two rows. ``piqp``
 asked for by name is Clarabel on a family of more than :data:`PIQP_MAX_VARIABLES`
-variables: PIQP 0.7.0's setup crashes the process (SIGSEGV, no error to catch) on the
-largest held household family of full Vermont (599,415 program variables).
+variables (why: there).
 """
 
 from __future__ import annotations
@@ -109,7 +108,8 @@ factorisation had not finished in 20 CPU minutes against Clarabel's 6; families 
 313,000 and that were not measured
 (:mod:`~censusdp.release.topdown.solvers.piqp_qp`). Larger families never reach PIQP,
 not even when it is asked for by name (:func:`backend_order`): on full Vermont's largest
-held household family (599,415 variables) its setup crashed the process."""
+held household family (599,415 variables) PIQP 0.7.0's setup kills the process (SIGSEGV,
+no error a caller could catch)."""
 INTERIOR_MIN_VARIABLES = 500_000
 """Dense families with a singular Hessian and more variables (children x kept cells)
 than this try the interior point before Clarabel."""
